@@ -1,0 +1,49 @@
+// One binary, one subcommand per process kind. Each entry loads its module lazily so `agentplane api-key`
+// does not pay for LangGraph and `agentplane agent-server` does not load the Kubernetes client.
+import { UsageError } from './lib/cli-args.ts';
+
+type Command = {
+  summary: string;
+  load: () => Promise<{ run: (argv: string[]) => Promise<void> }>;
+};
+
+const commands: Record<string, Command> = {};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length), 8) + 2;
+  const rows = Object.entries(commands).map(([n, c]) => `  ${n.padEnd(width)}${c.summary}`);
+  return [
+    'agentplane: deploy and serve LangGraph agents',
+    '',
+    'Usage: agentplane <command> [options]   (agentplane <command> --help for its options)',
+    '',
+    'Commands:',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`agentplane: unknown command "${name}"\n\n${usage()}`);
+    process.exitCode = 2;
+    return;
+  }
+  try {
+    const mod = await command.load();
+    await mod.run(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`agentplane ${name}: ${err.message}\nRun "agentplane ${name} --help" for usage.\n`);
+      process.exitCode = 2;
+      return;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,62 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { z } from 'zod';
+
+export type OptionSpec = {
+  type: 'string' | 'boolean';
+  short?: string;
+  /** One line for --help. */
+  description: string;
+  /** Shown in --help, e.g. "PORT" or "8000". */
+  default?: string;
+  env?: string[];
+};
+
+export type CommandSpec = {
+  name: string;
+  summary: string;
+  usage: string;
+  options: Record<string, OptionSpec>;
+};
+
+export class UsageError extends Error {}
+
+/** Parses argv for one subcommand; unknown flags are usage errors, not silently ignored. */
+export function parseCommandArgs(spec: CommandSpec, argv: string[]): Record<string, string | boolean | undefined> {
+  const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, o] of Object.entries(spec.options)) {
+    options[name] = o.short ? { type: o.type, short: o.short } : { type: o.type };
+  }
+  try {
+    const { values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false });
+    return values as Record<string, string | boolean | undefined>;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+export function formatHelp(spec: CommandSpec): string {
+  const lines = [`${spec.summary}`, '', `Usage: ${spec.usage}`, '', 'Options:'];
+  const rows = Object.entries(spec.options).map(([name, o]) => {
+    const flag = `${o.short ? `-${o.short}, ` : '    '}--${name}${o.type === 'string' ? ' <value>' : ''}`;
+    const extra = [o.default ? `default: ${o.default}` : '', o.env?.length ? `env: ${o.env.join(', ')}` : '']
+      .filter(Boolean)
+      .join('; ');
+    return [flag, extra ? `${o.description} (${extra})` : o.description] as const;
+  });
+  rows.push(['-h, --help', 'Show this help']);
+  const width = Math.max(...rows.map(([f]) => f.length)) + 2;
+  for (const [f, d] of rows) lines.push(`  ${f.padEnd(width)}${d}`);
+  return lines.join('\n') + '\n';
+}
+
+/** Reads the first set environment variable of a list. */
+export function fromEnv(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
+  for (const n of names ?? []) {
+    const v = env[n];
+    if (v !== undefined && v !== '') return v;
+  }
+  return undefined;
+}
+
+export const portSchema = z.coerce.number().int().min(0).max(65535);
+export const positiveIntSchema = z.coerce.number().int().positive();

@@ -1,0 +1,56 @@
+// Domain errors. Storage and services throw these; each HTTP app maps them to status codes in one place.
+
+export type ValidationIssue = { loc: (string | number)[]; msg: string; type: string };
+
+export class AppError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly detail: string | ValidationIssue[] = message,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** 400: well-formed request that asks for something not allowed (e.g. changing an immutable field). */
+export class BadRequestError extends AppError {
+  constructor(message: string) {
+    super(message, 400);
+  }
+}
+
+export class UnauthorizedError extends AppError {
+  constructor(message = 'Missing or invalid API key.') {
+    super(message, 401);
+  }
+}
+
+export class ForbiddenError extends AppError {
+  constructor(message = 'Forbidden.') {
+    super(message, 403);
+  }
+}
+
+export class NotFoundError extends AppError {
+  constructor(message: string) {
+    super(message, 404);
+  }
+}
+
+export class ConflictError extends AppError {
+  constructor(message: string) {
+    super(message, 409);
+  }
+}
+
+/** 422: the body, path or query does not match the schema; `issues` name the offending fields. */
+export class ValidationError extends AppError {
+  constructor(message: string, issues?: ValidationIssue[]) {
+    super(message, 422, issues ?? message);
+  }
+}
+
+export function isAppError(err: unknown): err is AppError {
+  return err instanceof AppError;
+}
