@@ -1,0 +1,91 @@
+// langgraph.json as users write it. Only the keys the agent server uses are checked; the rest (dockerfile_lines,
+// python_version, ...) pass through so a file written for the reference CLI still loads.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parse as parseDotenv } from 'dotenv';
+import { z } from 'zod';
+
+const graphEntry = z.union([
+  z.string().min(1),
+  // The reference platform also accepts {path, description}.
+  z.looseObject({ path: z.string().min(1), description: z.string().optional() }),
+]);
+
+export const langgraphJsonSchema = z.looseObject({
+  graphs: z.record(z.string().min(1), graphEntry).refine((g) => Object.keys(g).length > 0, {
+    message: 'must name at least one graph',
+  }),
+  env: z.union([z.string().min(1), z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]))]).optional(),
+  dependencies: z.array(z.string()).optional(),
+  node_version: z.union([z.string(), z.number()]).optional(),
+});
+
+export type LanggraphJson = z.infer<typeof langgraphJsonSchema>;
+
+/** Raised when langgraph.json or a graph it names cannot be used; the message names the file or graph. */
+export class GraphConfigError extends Error {
+  override name = 'GraphConfigError';
+}
+
+export interface ParsedEntry {
+  graphId: string;
+  /** Absolute path of the module. */
+  path: string;
+  exportName: string;
+}
+
+export async function readLanggraphJson(configPath: string): Promise<LanggraphJson> {
+  let text: string;
+  try {
+    text = await readFile(configPath, 'utf8');
+  } catch (err) {
+    throw new GraphConfigError(`cannot read graph config ${configPath}: ${(err as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new GraphConfigError(`graph config ${configPath} is not valid JSON: ${(err as Error).message}`);
+  }
+  const parsed = langgraphJsonSchema.safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new GraphConfigError(`graph config ${configPath} is invalid: ${problems}`);
+  }
+  return parsed.data;
+}
+
+const MODULE_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs', '.tsx', '.jsx']);
+
+/** "./src/agent.ts:graph" -> absolute path + export name ("default" when none is given). */
+export function parseGraphEntry(graphId: string, entry: LanggraphJson['graphs'][string], projectDir: string): ParsedEntry {
+  const spec = typeof entry === 'string' ? entry : entry.path;
+  const colon = spec.lastIndexOf(':');
+  const file = colon >= 0 ? spec.slice(0, colon) : spec;
+  const exportName = colon >= 0 ? spec.slice(colon + 1) : 'default';
+  if (!file) throw new GraphConfigError(`graph "${graphId}": "${spec}" names no file`);
+  if (!exportName) throw new GraphConfigError(`graph "${graphId}": "${spec}" has an empty export name after ":"`);
+  const ext = path.extname(file);
+  if (!MODULE_EXTENSIONS.has(ext)) {
+    throw new GraphConfigError(
+      `graph "${graphId}": "${file}" must be a .ts, .mts, .js or .mjs module (got "${ext || 'no extension'}")`,
+    );
+  }
+  return { graphId, path: path.resolve(projectDir, file), exportName };
+}
+
+/** The "env" key: an object, or a path (relative to langgraph.json) of a .env file. */
+export async function readGraphEnv(env: LanggraphJson['env'], projectDir: string): Promise<Record<string, string>> {
+  if (env === undefined) return {};
+  if (typeof env === 'string') {
+    const file = path.resolve(projectDir, env);
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new GraphConfigError(`env file ${file} named in langgraph.json cannot be read: ${(err as Error).message}`);
+    }
+    return parseDotenv(text);
+  }
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
+}

@@ -1,0 +1,226 @@
+// Graph loading: langgraph.json -> modules imported (TypeScript through tsx) -> compiled graphs, their system
+// assistant ids, JSON schemas and drawable graphs. Graphs are handled structurally (PregelLike) because they
+// come from the user's project's copy of @langchain/langgraph, not ours.
+import { access } from 'node:fs/promises';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { v5 as uuidv5 } from 'uuid';
+import { NotFoundError } from '../../lib/errors.ts';
+import type { Logger } from '../../lib/logger.ts';
+import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
+import { drawableGraph, graphSchemas, type GraphSchemas } from './introspect.ts';
+import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
+
+export { GraphConfigError } from './config.ts';
+export { SUPPORTED_LANGGRAPH_RANGE } from './version.ts';
+export type { GraphSchemas } from './introspect.ts';
+
+const SYSTEM_ASSISTANT_NAMESPACE = '6ba7b821-9dad-11d1-80b4-00c04fd430c8';
+
+/** The id of a graph's system assistant, as the reference servers compute it ("agent" -> fe096781-...). */
+export function systemAssistantId(graphId: string): string {
+  return uuidv5(graphId, SYSTEM_ASSISTANT_NAMESPACE);
+}
+
+export interface GraphSpec {
+  graphId: string;
+  assistantId: string;
+  path: string;
+  exportName: string;
+}
+
+type Config = Record<string, unknown>;
+
+/** A checkpoint snapshot as Pregel.getState returns it. */
+export interface StateSnapshotLike {
+  values: unknown;
+  next: string[];
+  tasks: Array<Record<string, unknown>>;
+  metadata?: Record<string, unknown>;
+  config: Config;
+  createdAt?: string;
+  parentConfig?: Config;
+}
+
+/** The parts of a compiled graph (Pregel) the server uses, typed structurally. */
+export interface PregelLike {
+  name?: string;
+  nodes: Record<string, unknown>;
+  channels?: Record<string, unknown>;
+  inputChannels?: string | string[];
+  outputChannels?: string | string[];
+  streamChannels?: string | string[];
+  checkpointer?: unknown;
+  store?: unknown;
+  builder?: unknown;
+  invoke(input: unknown, config?: Config): Promise<unknown>;
+  stream(input: unknown, config?: Config): Promise<AsyncIterable<unknown>>;
+  streamEvents?(input: unknown, config: Config): AsyncIterable<unknown>;
+  getState(config: Config, options?: { subgraphs?: boolean }): Promise<StateSnapshotLike>;
+  getStateHistory(config: Config, options?: Record<string, unknown>): AsyncIterable<StateSnapshotLike>;
+  updateState(config: Config, values: unknown, asNode?: string): Promise<Config>;
+  getGraphAsync?(config?: Config): Promise<DrawableLike>;
+  getGraph?(config?: Config): DrawableLike;
+  getSubgraphsAsync?(namespace?: string, recurse?: boolean): AsyncIterable<[string, PregelLike]>;
+}
+
+export interface DrawableLike {
+  toJSON(): { nodes: unknown[]; edges: unknown[] };
+}
+
+export interface GraphRegistry {
+  configPath: string;
+  projectDir: string;
+  /** From langgraph.json "env" (a .env file or an object). */
+  env: Record<string, string>;
+  specs: GraphSpec[];
+  /** Factory exports are called with the run config; `attach` sets the server's checkpointer/store on the graph. */
+  getGraph(graphId: string, config?: Config, attach?: { checkpointer?: unknown; store?: unknown }): Promise<PregelLike>;
+  getSchemas(graphId: string): Promise<GraphSchemas>;
+  getDrawableGraph(graphId: string, opts: { xray?: boolean | number }): Promise<{ nodes: unknown[]; edges: unknown[] }>;
+}
+
+export interface LoadGraphsOptions {
+  logger: Logger;
+  /**
+   * Copy langgraph.json "env" into process.env before importing graphs (default true). Variables already set
+   * win, so a deployment's secrets override the defaults written in the repository.
+   */
+  applyEnv?: boolean;
+}
+
+type GraphFactory = (config: Config) => unknown;
+
+interface LoadedGraph {
+  spec: GraphSpec;
+  install: LanggraphInstall | null;
+  /** A compiled graph, or a factory producing one per call. */
+  value: PregelLike | GraphFactory;
+}
+
+function isCompiledGraph(value: unknown): value is PregelLike {
+  if (typeof value !== 'object' || value === null) return false;
+  const g = value as Record<string, unknown>;
+  return (
+    typeof g.invoke === 'function' &&
+    typeof g.stream === 'function' &&
+    typeof g.getState === 'function' &&
+    typeof g.nodes === 'object' &&
+    g.nodes !== null
+  );
+}
+
+function isGraphBuilder(value: unknown): value is { compile(): unknown } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { compile?: unknown }).compile === 'function' &&
+    typeof (value as { invoke?: unknown }).invoke !== 'function'
+  );
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'object') return `an object of type ${value.constructor?.name ?? 'Object'}`;
+  return `a ${typeof value}`;
+}
+
+/** Compiles builders and checks the result is a graph. */
+function toCompiledGraph(graphId: string, value: unknown, where: string): PregelLike {
+  const compiled = isGraphBuilder(value) ? value.compile() : value;
+  if (!isCompiledGraph(compiled)) {
+    throw new GraphConfigError(
+      `graph "${graphId}": ${where} is ${describe(compiled)}, not a LangGraph graph ` +
+        '(export a compiled graph, a StateGraph, or a function returning one)',
+    );
+  }
+  return compiled;
+}
+
+async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph> {
+  try {
+    await access(spec.path);
+  } catch {
+    throw new GraphConfigError(`graph "${spec.graphId}": file ${spec.path} does not exist`);
+  }
+  const install = await checkLanggraphVersion(spec.graphId, spec.path);
+  if (!install) {
+    logger.warn({ graph_id: spec.graphId, path: spec.path }, 'graph project has no @langchain/langgraph; loading it anyway');
+  }
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(spec.path).href)) as Record<string, unknown>;
+  } catch (err) {
+    throw new GraphConfigError(`graph "${spec.graphId}": importing ${spec.path} failed: ${(err as Error).message}`);
+  }
+  if (!(spec.exportName in mod) || mod[spec.exportName] === undefined) {
+    const names = Object.keys(mod).filter((k) => k !== '__esModule');
+    throw new GraphConfigError(
+      `graph "${spec.graphId}": ${spec.path} has no export "${spec.exportName}" (exports: ${names.join(', ') || 'none'})`,
+    );
+  }
+  let exported = mod[spec.exportName];
+  // A module may export a promise of a graph (top-level async setup).
+  if (typeof (exported as { then?: unknown } | null)?.then === 'function') exported = await exported;
+  const where = `export "${spec.exportName}" of ${spec.path}`;
+  const value: LoadedGraph['value'] =
+    typeof exported === 'function' ? (exported as GraphFactory) : toCompiledGraph(spec.graphId, exported, where);
+  logger.info(
+    { graph_id: spec.graphId, assistant_id: spec.assistantId, langgraph_version: install?.version, factory: typeof value === 'function' },
+    'graph loaded',
+  );
+  return { spec, install, value };
+}
+
+export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): Promise<GraphRegistry> {
+  const absConfig = path.resolve(configPath);
+  const projectDir = path.dirname(absConfig);
+  const json = await readLanggraphJson(absConfig);
+  const env = await readGraphEnv(json.env, projectDir);
+  if (opts.applyEnv ?? true) {
+    for (const [k, v] of Object.entries(env)) if (process.env[k] === undefined) process.env[k] = v;
+  }
+  const specs: GraphSpec[] = Object.entries(json.graphs).map(([graphId, entry]) => {
+    const parsed = parseGraphEntry(graphId, entry, projectDir);
+    return { ...parsed, assistantId: systemAssistantId(graphId) };
+  });
+  const loaded = new Map<string, LoadedGraph>();
+  // Sequential: imports of one project share module state, and errors then name the first bad graph.
+  for (const spec of specs) loaded.set(spec.graphId, await importGraph(spec, opts.logger));
+
+  function entry(graphId: string): LoadedGraph {
+    const found = loaded.get(graphId);
+    if (!found) throw new NotFoundError(`Graph "${graphId}" not found.`);
+    return found;
+  }
+
+  async function getGraph(
+    graphId: string,
+    config: Config = {},
+    attach?: { checkpointer?: unknown; store?: unknown },
+  ): Promise<PregelLike> {
+    const { spec, value } = entry(graphId);
+    const graph =
+      typeof value === 'function'
+        ? toCompiledGraph(graphId, await value(config), `the graph returned by factory "${spec.exportName}"`)
+        : value;
+    if (attach?.checkpointer !== undefined) graph.checkpointer = attach.checkpointer;
+    if (attach?.store !== undefined) graph.store = attach.store;
+    return graph;
+  }
+
+  return {
+    configPath: absConfig,
+    projectDir,
+    env,
+    specs,
+    getGraph,
+    async getSchemas(graphId) {
+      const found = entry(graphId);
+      return graphSchemas(graphId, await getGraph(graphId), found.install);
+    },
+    async getDrawableGraph(graphId, { xray }) {
+      return drawableGraph(await getGraph(graphId), xray);
+    },
+  };
+}
