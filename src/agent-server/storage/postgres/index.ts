@@ -1,0 +1,595 @@
+// Postgres store: our tables in one schema, checkpoints through PostgresSaver on the same pool. Several
+// processes may share the database: run claims lock the thread row (FOR UPDATE SKIP LOCKED) so one thread
+// never runs two runs at once, and LISTEN/NOTIFY carries wake-ups, cancels and completions between them.
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import type { Logger } from '../../../lib/logger.ts';
+import { ASSISTANT_SORT, BUSY_THREAD_DETAIL, THREAD_SORT, isoNow, threadStatusAfter } from '../common.ts';
+import type {
+  Assistant,
+  AssistantPatch,
+  AssistantQuery,
+  CancelAction,
+  IfExists,
+  Json,
+  NewAssistant,
+  NewRun,
+  NewThread,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  Storage,
+  StorageEvent,
+  SweepResult,
+  Thread,
+  ThreadQuery,
+} from '../types.ts';
+
+type Row = Record<string, unknown>;
+type Q = Pick<pg.PoolClient, 'query'>;
+
+// Arbitrary constant: every agent-server process migrates under this advisory lock.
+const MIGRATION_LOCK = 7_316_284_551;
+
+function schemaSql(s: string): string {
+  return `
+CREATE SCHEMA IF NOT EXISTS ${s};
+CREATE TABLE IF NOT EXISTS ${s}.assistants (
+  assistant_id uuid PRIMARY KEY, graph_id text NOT NULL, config jsonb NOT NULL, context jsonb NOT NULL,
+  metadata jsonb NOT NULL, name text NOT NULL, description text, version integer NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS ${s}.threads (
+  thread_id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(), state_updated_at timestamptz NOT NULL DEFAULT now(),
+  metadata jsonb NOT NULL, status text NOT NULL DEFAULT 'idle', config jsonb NOT NULL DEFAULT '{}',
+  "values" jsonb, interrupts jsonb NOT NULL DEFAULT '{}', error jsonb);
+CREATE TABLE IF NOT EXISTS ${s}.runs (
+  seq bigserial UNIQUE, run_id uuid PRIMARY KEY, thread_id uuid NOT NULL, assistant_id uuid NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
+  metadata jsonb NOT NULL, status text NOT NULL, kwargs jsonb NOT NULL, multitask_strategy text NOT NULL,
+  attempt integer NOT NULL DEFAULT 0, worker_id text, lease_expires_at timestamptz, cancel_action text, error jsonb);
+CREATE INDEX IF NOT EXISTS runs_thread_status ON ${s}.runs (thread_id, status, seq);
+CREATE INDEX IF NOT EXISTS runs_pending ON ${s}.runs (seq) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS runs_running_lease ON ${s}.runs (lease_expires_at) WHERE status = 'running';
+`;
+}
+
+const ts = (v: unknown): string => (v instanceof Date ? isoNow(v.getTime()) : String(v));
+
+function toAssistant(r: Row): Assistant {
+  return {
+    assistant_id: r.assistant_id as string,
+    graph_id: r.graph_id as string,
+    config: r.config as Json,
+    context: r.context as Json,
+    metadata: r.metadata as Json,
+    name: r.name as string,
+    description: (r.description as string | null) ?? null,
+    version: r.version as number,
+    created_at: ts(r.created_at),
+    updated_at: ts(r.updated_at),
+  };
+}
+
+function toThread(r: Row): Thread {
+  return {
+    thread_id: r.thread_id as string,
+    created_at: ts(r.created_at),
+    updated_at: ts(r.updated_at),
+    state_updated_at: ts(r.state_updated_at),
+    metadata: r.metadata as Json,
+    status: r.status as Thread['status'],
+    config: r.config as Json,
+    values: (r.values as Json | null) ?? null,
+    interrupts: r.interrupts as Json,
+    error: (r.error as Json | null) ?? null,
+  };
+}
+
+function toRun(r: Row): RunRecord {
+  return {
+    run_id: r.run_id as string,
+    thread_id: r.thread_id as string,
+    assistant_id: r.assistant_id as string,
+    created_at: ts(r.created_at),
+    updated_at: ts(r.updated_at),
+    metadata: r.metadata as Json,
+    status: r.status as RunStatus,
+    kwargs: r.kwargs as Json,
+    multitask_strategy: r.multitask_strategy as RunRecord['multitask_strategy'],
+    attempt: r.attempt as number,
+    worker_id: (r.worker_id as string | null) ?? null,
+    cancel_action: (r.cancel_action as CancelAction | null) ?? null,
+    error: (r.error as Json | null) ?? null,
+  };
+}
+
+export interface PostgresOptions {
+  databaseUrl: string;
+  /** Schema for our tables and the checkpoint tables. */
+  schema?: string;
+  poolSize?: number;
+  logger?: Logger;
+}
+
+export async function openPostgresStorage(opts: PostgresOptions): Promise<Storage> {
+  const s = opts.schema ?? 'agentplane';
+  if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
+  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 });
+  pool.on('error', (err) => opts.logger?.warn({ err }, 'idle postgres client failed'));
+  const saver = new PostgresSaver(pool, undefined, { schema: s });
+  // One channel per schema, so stores sharing a database do not hear each other.
+  const channel = `${s}_events`;
+
+  await migrate(pool, s, saver);
+
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+  const local = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
+  const listener = await startListener(opts, channel, (e) => emitter.emit('event', e));
+
+  async function tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await pool.connect();
+    try {
+      await c.query('BEGIN');
+      const out = await fn(c);
+      await c.query('COMMIT');
+      return out;
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.release();
+    }
+  }
+
+  const notify = (c: Q, e: StorageEvent) => c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(e)]);
+
+  async function requireThread(c: Q, id: string, lock = false): Promise<Row> {
+    const { rows } = await c.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
+    if (!rows[0]) throw new NotFoundError(`Thread with ID ${id} not found`);
+    return rows[0] as Row;
+  }
+
+  async function hasPending(c: Q, threadId: string): Promise<boolean> {
+    const { rows } = await c.query(`SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' LIMIT 1`, [threadId]);
+    return rows.length > 0;
+  }
+
+  async function settleThread(c: Q, threadId: string, outcome: RunOutcome): Promise<void> {
+    const status = threadStatusAfter(outcome, await hasPending(c, threadId));
+    const error = outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null;
+    if (outcome.values !== undefined) {
+      await c.query(`UPDATE ${s}.threads SET status = $2, "values" = $3, state_updated_at = now(), updated_at = now(),
+        interrupts = $4, error = $5 WHERE thread_id = $1`,
+        [threadId, status, outcome.values === null ? null : JSON.stringify(outcome.values),
+          JSON.stringify(outcome.interrupts ?? {}), error]);
+    } else {
+      await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now(), interrupts = $3, error = $4
+        WHERE thread_id = $1`, [threadId, status, JSON.stringify(outcome.interrupts ?? {}), error]);
+    }
+  }
+
+  async function rollbackCheckpoints(c: Q, threadId: string, runId: string): Promise<void> {
+    const { rows } = await c.query(`SELECT checkpoint_id FROM ${s}.checkpoints WHERE thread_id = $1
+      AND checkpoint_ns = '' AND metadata->>'run_id' = $2 ORDER BY checkpoint_id LIMIT 1`, [threadId, runId]);
+    const first = rows[0]?.checkpoint_id as string | undefined;
+    if (!first) return;
+    await c.query(`DELETE FROM ${s}.checkpoint_writes WHERE thread_id = $1 AND checkpoint_id >= $2`, [threadId, first]);
+    await c.query(`DELETE FROM ${s}.checkpoints WHERE thread_id = $1 AND checkpoint_id >= $2`, [threadId, first]);
+  }
+
+  function where(kind: 'a' | 't', q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>, params: unknown[]): string {
+    const clauses: string[] = [];
+    const p = (v: unknown) => (params.push(v), `$${params.length}`);
+    if (kind === 'a') {
+      if (q.graph_id) clauses.push(`graph_id = ${p(q.graph_id)}`);
+      if (q.name) clauses.push(`name ILIKE ${p(`%${q.name}%`)}`);
+    } else {
+      if (q.ids?.length) clauses.push(`thread_id = ANY(${p(q.ids)}::uuid[])`);
+      if (q.status) clauses.push(`status = ${p(q.status)}`);
+      if (q.values && Object.keys(q.values).length) clauses.push(`"values" @> ${p(JSON.stringify(q.values))}::jsonb`);
+    }
+    if (q.metadata && Object.keys(q.metadata).length) clauses.push(`metadata @> ${p(JSON.stringify(q.metadata))}::jsonb`);
+    return clauses.length ? `WHERE ${clauses.join(' AND ')}` : '';
+  }
+
+  function orderBy(q: { sort_by?: string; sort_order?: string }, allowed: Set<string>): string {
+    const by = q.sort_by && allowed.has(q.sort_by) ? q.sort_by : 'created_at';
+    return `ORDER BY ${by} ${q.sort_order === 'asc' ? 'ASC' : 'DESC'}`;
+  }
+
+  const insertAssistant = `INSERT INTO ${s}.assistants (assistant_id, graph_id, config, context, metadata, name,
+    description, version) VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`;
+  const assistantParams = (a: NewAssistant) => [a.assistant_id, a.graph_id, JSON.stringify(a.config),
+    JSON.stringify(a.context), JSON.stringify(a.metadata), a.name, a.description];
+
+  const storage: Storage = {
+    kind: 'postgres',
+    checkpointer: saver,
+
+    assistants: {
+      async create(a: NewAssistant, ifExists: IfExists) {
+        const { rows } = await pool.query(`${insertAssistant} ON CONFLICT (assistant_id) DO NOTHING RETURNING *`,
+          assistantParams(a));
+        if (rows[0]) return toAssistant(rows[0]);
+        if (ifExists === 'raise') throw new ConflictError(`Assistant ${a.assistant_id} already exists`);
+        const existing = await this.get(a.assistant_id);
+        if (!existing) throw new ConflictError(`Assistant ${a.assistant_id} was deleted concurrently`);
+        return existing;
+      },
+      async upsertSystem(a: NewAssistant) {
+        const { rows } = await pool.query(`${insertAssistant} ON CONFLICT (assistant_id) DO UPDATE SET
+          graph_id = excluded.graph_id, metadata = excluded.metadata RETURNING *`, assistantParams(a));
+        return toAssistant(rows[0]);
+      },
+      async get(id: string) {
+        const { rows } = await pool.query(`SELECT * FROM ${s}.assistants WHERE assistant_id = $1`, [id]);
+        return rows[0] ? toAssistant(rows[0]) : null;
+      },
+      async patch(id: string, p: AssistantPatch) {
+        const { rows } = await pool.query(`UPDATE ${s}.assistants SET graph_id = coalesce($2, graph_id),
+          config = coalesce($3::jsonb, config), context = coalesce($4::jsonb, context),
+          metadata = metadata || coalesce($5::jsonb, '{}'), name = coalesce($6, name),
+          description = CASE WHEN $7::boolean THEN $8 ELSE description END, version = version + 1, updated_at = now()
+          WHERE assistant_id = $1 RETURNING *`,
+          [id, p.graph_id ?? null, p.config ? JSON.stringify(p.config) : null,
+            p.context ? JSON.stringify(p.context) : null, p.metadata ? JSON.stringify(p.metadata) : null,
+            p.name ?? null, p.description !== undefined, p.description ?? null]);
+        if (!rows[0]) throw new NotFoundError(`Assistant ${id} not found`);
+        return toAssistant(rows[0]);
+      },
+      async delete(id: string) {
+        const { rowCount } = await pool.query(`DELETE FROM ${s}.assistants WHERE assistant_id = $1`, [id]);
+        if (!rowCount) throw new NotFoundError(`Assistant ${id} not found`);
+      },
+      async search(q: AssistantQuery) {
+        const params: unknown[] = [];
+        const w = where('a', q, params);
+        params.push(q.limit ?? 10, q.offset ?? 0);
+        const { rows } = await pool.query(`SELECT * FROM ${s}.assistants ${w} ${orderBy(q, ASSISTANT_SORT)}
+          LIMIT $${params.length - 1} OFFSET $${params.length}`, params);
+        return rows.map(toAssistant);
+      },
+      async count(q: AssistantQuery) {
+        const params: unknown[] = [];
+        const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${s}.assistants ${where('a', q, params)}`, params);
+        return rows[0].n as number;
+      },
+    },
+
+    threads: {
+      async create(t: NewThread, ifExists: IfExists) {
+        const { rows } = await pool.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2)
+          ON CONFLICT (thread_id) DO NOTHING RETURNING *`, [t.thread_id, JSON.stringify(t.metadata)]);
+        if (rows[0]) return toThread(rows[0]);
+        if (ifExists === 'raise') throw new ConflictError(`Thread ${t.thread_id} already exists`);
+        const existing = await this.get(t.thread_id);
+        if (!existing) throw new ConflictError(`Thread ${t.thread_id} was deleted concurrently`);
+        return existing;
+      },
+      async get(id: string) {
+        const { rows } = await pool.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1`, [id]);
+        return rows[0] ? toThread(rows[0]) : null;
+      },
+      async patch(id: string, p: { metadata?: Json }) {
+        const { rows } = await pool.query(`UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now()
+          WHERE thread_id = $1 RETURNING *`, [id, JSON.stringify(p.metadata ?? {})]);
+        if (!rows[0]) throw new NotFoundError(`Thread with ID ${id} not found`);
+        return toThread(rows[0]);
+      },
+      async delete(id: string) {
+        const running = await tx(async (c) => {
+          await requireThread(c, id, true);
+          const { rows } = await c.query(`DELETE FROM ${s}.runs WHERE thread_id = $1 RETURNING run_id, status`, [id]);
+          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = $1`, [id]);
+          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
+            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = $1`, [id]);
+          }
+          const ids = rows.filter((r) => r.status === 'running').map((r) => r.run_id as string);
+          for (const run_id of ids) await notify(c, { type: 'cancel', run_id, action: 'interrupt' });
+          return ids;
+        });
+        void running;
+      },
+      async search(q: ThreadQuery) {
+        const params: unknown[] = [];
+        const w = where('t', q, params);
+        params.push(q.limit ?? 10, q.offset ?? 0);
+        const { rows } = await pool.query(`SELECT * FROM ${s}.threads ${w} ${orderBy(q, THREAD_SORT)}
+          LIMIT $${params.length - 1} OFFSET $${params.length}`, params);
+        return rows.map(toThread);
+      },
+      async count(q: ThreadQuery) {
+        const params: unknown[] = [];
+        const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${s}.threads ${where('t', q, params)}`, params);
+        return rows[0].n as number;
+      },
+      async copy(id: string, newId: string) {
+        return tx(async (c) => {
+          await requireThread(c, id);
+          const { rows } = await c.query(`INSERT INTO ${s}.threads (thread_id, metadata, status, config, "values",
+            interrupts, error) SELECT $2, metadata, CASE WHEN status = 'busy' THEN 'idle' ELSE status END, config,
+            "values", interrupts, error FROM ${s}.threads WHERE thread_id = $1 RETURNING *`, [id, newId]);
+          await c.query(`INSERT INTO ${s}.checkpoints SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+            type, checkpoint, metadata FROM ${s}.checkpoints WHERE thread_id = $1`, [id, newId]);
+          await c.query(`INSERT INTO ${s}.checkpoint_blobs SELECT $2, checkpoint_ns, channel, version, type, blob
+            FROM ${s}.checkpoint_blobs WHERE thread_id = $1`, [id, newId]);
+          await c.query(`INSERT INTO ${s}.checkpoint_writes SELECT $2, checkpoint_ns, checkpoint_id, task_id, idx,
+            channel, type, blob FROM ${s}.checkpoint_writes WHERE thread_id = $1`, [id, newId]);
+          return toThread(rows[0]);
+        });
+      },
+      async setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json) {
+        const { rowCount } = await pool.query(`UPDATE ${s}.threads SET "values" = $2, interrupts = $3,
+          state_updated_at = now(), updated_at = now(), status = CASE WHEN EXISTS (SELECT 1 FROM ${s}.runs
+          WHERE thread_id = $1 AND status IN ('pending','running')) THEN status ELSE $4 END WHERE thread_id = $1`,
+          [id, values === null ? null : JSON.stringify(values), JSON.stringify(interrupts),
+            interrupted ? 'interrupted' : 'idle']);
+        if (!rowCount) throw new NotFoundError(`Thread with ID ${id} not found`);
+      },
+    },
+
+    runs: {
+      async create(run: NewRun) {
+        const created = await tx(async (c) => {
+          await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) SELECT $1, $2 WHERE $3::boolean
+            ON CONFLICT (thread_id) DO NOTHING`,
+            [run.thread_id, JSON.stringify(run.thread_metadata), run.if_not_exists === 'create']);
+          await requireThread(c, run.thread_id, true);
+          const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
+            AND status IN ('pending','running')`, [run.thread_id]);
+          if (inflight.length && run.multitask_strategy === 'reject') throw new ConflictError(BUSY_THREAD_DETAIL);
+          if (inflight.length && (run.multitask_strategy === 'interrupt' || run.multitask_strategy === 'rollback')) {
+            const action: CancelAction = run.multitask_strategy;
+            for (const r of inflight) {
+              if (r.status === 'pending') {
+                if (action === 'rollback') await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [r.run_id]);
+                else await c.query(`UPDATE ${s}.runs SET status = 'interrupted', updated_at = now() WHERE run_id = $1`, [r.run_id]);
+                await notify(c, { type: 'run_done', run_id: r.run_id });
+              } else {
+                await c.query(`UPDATE ${s}.runs SET cancel_action = $2 WHERE run_id = $1`, [r.run_id, action]);
+                await notify(c, { type: 'cancel', run_id: r.run_id, action });
+              }
+            }
+          }
+          const { rows } = await c.query(`INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status,
+            kwargs, multitask_strategy) VALUES ($1, $2, $3, $4, 'pending', $5, $6) RETURNING *`,
+            [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
+              run.multitask_strategy]);
+          await c.query(`UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $2::jsonb, updated_at = now()
+            WHERE thread_id = $1`, [run.thread_id, JSON.stringify(run.thread_metadata)]);
+          await notify(c, { type: 'wake' });
+          return toRun(rows[0]);
+        });
+        local({ type: 'wake' });
+        return created;
+      },
+      async get(threadId: string, runId: string) {
+        const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`, [runId, threadId]);
+        return rows[0] ? toRun(rows[0]) : null;
+      },
+      async getById(runId: string) {
+        const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE run_id = $1`, [runId]);
+        return rows[0] ? toRun(rows[0]) : null;
+      },
+      async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
+        const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE thread_id = $1 AND ($2::text IS NULL OR
+          status = $2) ORDER BY seq DESC LIMIT $3 OFFSET $4`, [threadId, q.status ?? null, q.limit, q.offset]);
+        return rows.map(toRun);
+      },
+      async delete(threadId: string, runId: string) {
+        await tx(async (c) => {
+          const { rows } = await c.query(`SELECT status FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
+            [runId, threadId]);
+          if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
+          if (rows[0].status === 'running') throw new ConflictError(`Run ${runId} is running; cancel it first`);
+          await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [runId]);
+          if (rows[0].status === 'pending') {
+            await c.query(`UPDATE ${s}.threads SET status = 'idle', updated_at = now() WHERE thread_id = $1 AND NOT
+              EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status IN ('pending','running'))`, [threadId]);
+          }
+          await notify(c, { type: 'run_done', run_id: runId });
+        });
+      },
+      async claim(workerId: string, leaseMs: number) {
+        // A few tries: a thread locked by another claimer is skipped, one that just started a run is retried.
+        for (let i = 0; i < 3; i++) {
+          const result = await tx(async (c) => {
+            const { rows: cand } = await c.query(`SELECT t.thread_id FROM ${s}.threads t
+              JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' GROUP BY thread_id) p
+                ON p.thread_id = t.thread_id
+              WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running')
+              ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED`);
+            if (!cand[0]) return null;
+            const threadId = cand[0].thread_id as string;
+            // Fresh snapshot now that we hold the thread lock.
+            const { rows } = await c.query(`UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1,
+              worker_id = $2, lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+              WHERE run_id = (SELECT run_id FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' ORDER BY seq LIMIT 1)
+                AND NOT EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'running')
+              RETURNING *`, [threadId, workerId, leaseMs / 1000]);
+            if (!rows[0]) return 'retry' as const;
+            await c.query(`UPDATE ${s}.threads SET status = 'busy', updated_at = now() WHERE thread_id = $1`, [threadId]);
+            return toRun(rows[0]);
+          });
+          if (result !== 'retry') return result;
+        }
+        return null;
+      },
+      async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
+        if (!runIds.length) return [];
+        const { rows } = await pool.query(`UPDATE ${s}.runs SET lease_expires_at = now() + make_interval(secs => $3)
+          WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running' RETURNING run_id`,
+          [runIds, workerId, leaseMs / 1000]);
+        return rows.map((r) => r.run_id as string);
+      },
+      async finish(runId: string, workerId: string, outcome: RunOutcome) {
+        const ok = await tx(async (c) => {
+          const { rows } = await c.query(`UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(),
+            worker_id = NULL, lease_expires_at = NULL WHERE run_id = $1 AND worker_id = $2 AND status = 'running'
+            RETURNING thread_id`, [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
+          if (!rows[0]) return false;
+          await settleThread(c, rows[0].thread_id as string, outcome);
+          await notify(c, { type: 'run_done', run_id: runId });
+          await notify(c, { type: 'wake' });
+          return true;
+        });
+        if (ok) {
+          local({ type: 'run_done', run_id: runId });
+          local({ type: 'wake' });
+        }
+        return ok;
+      },
+      async rollback(runId: string, workerId: string | null) {
+        await tx(async (c) => {
+          const { rows } = await c.query(`SELECT thread_id, worker_id FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`, [runId]);
+          if (!rows[0] || (workerId !== null && rows[0].worker_id !== workerId)) return;
+          const threadId = rows[0].thread_id as string;
+          await rollbackCheckpoints(c, threadId, runId);
+          await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [runId]);
+          const more = await hasPending(c, threadId);
+          await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now() WHERE thread_id = $1`,
+            [threadId, more ? 'busy' : 'idle']);
+          await notify(c, { type: 'run_done', run_id: runId });
+          await notify(c, { type: 'wake' });
+        });
+      },
+      async release(workerId: string, runIds: string[]) {
+        if (!runIds.length) return;
+        await pool.query(`UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0), worker_id = NULL,
+          lease_expires_at = NULL WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running'`,
+          [runIds, workerId]);
+        await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake' })]);
+      },
+      async cancel(threadId: string, runId: string, action: CancelAction) {
+        return tx(async (c) => {
+          const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
+            [runId, threadId]);
+          if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
+          const run = toRun(rows[0]);
+          if (run.status === 'pending') {
+            if (action === 'rollback') await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [runId]);
+            else await c.query(`UPDATE ${s}.runs SET status = 'interrupted', updated_at = now() WHERE run_id = $1`, [runId]);
+            await c.query(`UPDATE ${s}.threads SET status = 'idle', updated_at = now() WHERE thread_id = $1 AND NOT
+              EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status IN ('pending','running'))`, [threadId]);
+            await notify(c, { type: 'run_done', run_id: runId });
+            return { ...run, status: action === 'rollback' ? run.status : ('interrupted' as const) };
+          }
+          if (run.status === 'running') {
+            await c.query(`UPDATE ${s}.runs SET cancel_action = $2 WHERE run_id = $1`, [runId, action]);
+            await notify(c, { type: 'cancel', run_id: runId, action });
+            return { ...run, cancel_action: action };
+          }
+          return run;
+        });
+      },
+      async cancelRequests(runIds: string[]) {
+        const out = new Map<string, CancelAction>();
+        if (!runIds.length) return out;
+        const { rows } = await pool.query(`SELECT run_id, cancel_action FROM ${s}.runs WHERE run_id = ANY($1::uuid[])`,
+          [runIds]);
+        const found = new Set(rows.map((r) => r.run_id as string));
+        for (const r of rows) if (r.cancel_action) out.set(r.run_id as string, r.cancel_action as CancelAction);
+        for (const id of runIds) if (!found.has(id)) out.set(id, 'interrupt');
+        return out;
+      },
+      async sweep(maxAttempts: number): Promise<SweepResult> {
+        return tx(async (c) => {
+          const res: SweepResult = { requeued: [], failed: [] };
+          const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE status = 'running' AND lease_expires_at < now()
+            FOR UPDATE SKIP LOCKED`);
+          for (const row of rows) {
+            const r = toRun(row);
+            if (r.cancel_action === 'rollback') {
+              await rollbackCheckpoints(c, r.thread_id, r.run_id);
+              await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [r.run_id]);
+              await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now() WHERE thread_id = $1`,
+                [r.thread_id, (await hasPending(c, r.thread_id)) ? 'busy' : 'idle']);
+              res.failed.push(r.run_id);
+            } else if (r.cancel_action === 'interrupt' || r.attempt >= maxAttempts) {
+              const outcome: RunOutcome = r.cancel_action
+                ? { status: 'interrupted' }
+                : { status: 'error', error: { error: 'WorkerLost', message: `Run abandoned after ${r.attempt} attempts: its worker stopped responding` } };
+              await c.query(`UPDATE ${s}.runs SET status = $2, error = $3, worker_id = NULL, lease_expires_at = NULL,
+                updated_at = now() WHERE run_id = $1`, [r.run_id, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
+              await settleThread(c, r.thread_id, outcome);
+              res.failed.push(r.run_id);
+            } else {
+              await c.query(`UPDATE ${s}.runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+                updated_at = now() WHERE run_id = $1`, [r.run_id]);
+              res.requeued.push(r.run_id);
+            }
+          }
+          for (const run_id of res.failed) await notify(c, { type: 'run_done', run_id });
+          if (res.requeued.length) await notify(c, { type: 'wake' });
+          return res;
+        });
+      },
+    },
+
+    subscribe(fn) {
+      emitter.on('event', fn);
+      return () => emitter.off('event', fn);
+    },
+    async close() {
+      emitter.removeAllListeners();
+      await listener.close();
+      await pool.end();
+    },
+  };
+  return storage;
+}
+
+async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    try {
+      await c.query(schemaSql(s));
+      await saver.setup();
+    } finally {
+      await c.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+    }
+  } finally {
+    c.release();
+  }
+}
+
+/** A dedicated connection for LISTEN; reconnects when it drops so wake-ups keep arriving. */
+async function startListener(opts: PostgresOptions, channel: string, onEvent: (e: StorageEvent) => void) {
+  let client: pg.Client | null = null;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client({ connectionString: opts.databaseUrl });
+    c.on('notification', (msg) => {
+      if (msg.channel !== channel || !msg.payload) return;
+      try {
+        onEvent(JSON.parse(msg.payload) as StorageEvent);
+      } catch {
+        /* not ours */
+      }
+    });
+    c.on('error', (err) => {
+      opts.logger?.warn({ err }, 'postgres LISTEN connection lost; reconnecting');
+      c.end().catch(() => undefined);
+      if (!closed) timer = setTimeout(() => void connect().catch(() => undefined), 1000);
+    });
+    await c.connect();
+    await c.query(`LISTEN ${channel}`);
+    client = c;
+    // Missed events while disconnected: a wake makes the engine look at the queue again.
+    onEvent({ type: 'wake' });
+  };
+  await connect();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await client?.end().catch(() => undefined);
+    },
+  };
+}

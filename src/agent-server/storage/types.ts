@@ -1,0 +1,206 @@
+// The storage port: everything durable the agent server keeps (assistants, threads, runs and, through
+// `checkpointer`, graph checkpoints). Two adapters implement it (postgres/, embedded/); routes and the run
+// engine only see this interface. Storage throws the typed errors of src/lib/errors.ts, never HTTP replies.
+import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+
+export type Json = Record<string, unknown>;
+
+export type ThreadStatus = 'idle' | 'busy' | 'interrupted' | 'error';
+export type RunStatus = 'pending' | 'running' | 'error' | 'success' | 'timeout' | 'interrupted';
+export type MultitaskStrategy = 'reject' | 'interrupt' | 'rollback' | 'enqueue';
+export type CancelAction = 'interrupt' | 'rollback';
+export type IfExists = 'raise' | 'do_nothing';
+
+export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['error', 'success', 'timeout', 'interrupted']);
+export const MAX_ATTEMPTS = 3;
+
+export interface Assistant {
+  assistant_id: string;
+  graph_id: string;
+  config: Json;
+  context: Json;
+  metadata: Json;
+  name: string;
+  description: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Thread {
+  thread_id: string;
+  created_at: string;
+  updated_at: string;
+  state_updated_at: string;
+  metadata: Json;
+  status: ThreadStatus;
+  config: Json;
+  values: Json | null;
+  interrupts: Json;
+  error: Json | null;
+}
+
+export interface Run {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  created_at: string;
+  updated_at: string;
+  metadata: Json;
+  status: RunStatus;
+  kwargs: Json;
+  multitask_strategy: MultitaskStrategy;
+}
+
+/** A run as the engine sees it: the public record plus the bookkeeping columns. */
+export interface RunRecord extends Run {
+  attempt: number;
+  worker_id: string | null;
+  cancel_action: CancelAction | null;
+  /** {error, message} of a failed run. */
+  error: Json | null;
+}
+
+export type SortOrder = 'asc' | 'desc';
+
+export interface AssistantQuery {
+  graph_id?: string;
+  name?: string;
+  metadata?: Json;
+  limit?: number;
+  offset?: number;
+  sort_by?: 'assistant_id' | 'graph_id' | 'name' | 'created_at' | 'updated_at';
+  sort_order?: SortOrder;
+}
+
+export interface ThreadQuery {
+  ids?: string[];
+  metadata?: Json;
+  values?: Json;
+  status?: ThreadStatus;
+  limit?: number;
+  offset?: number;
+  sort_by?: 'thread_id' | 'status' | 'created_at' | 'updated_at';
+  sort_order?: SortOrder;
+}
+
+export interface NewAssistant {
+  assistant_id: string;
+  graph_id: string;
+  config: Json;
+  context: Json;
+  metadata: Json;
+  name: string;
+  description: string | null;
+}
+
+export interface AssistantPatch {
+  graph_id?: string;
+  config?: Json;
+  context?: Json;
+  metadata?: Json;
+  name?: string;
+  description?: string | null;
+}
+
+export interface NewThread {
+  thread_id: string;
+  metadata: Json;
+}
+
+export interface NewRun {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  metadata: Json;
+  kwargs: Json;
+  multitask_strategy: MultitaskStrategy;
+  /** create: make the thread when it does not exist (stateless runs, if_not_exists=create). */
+  if_not_exists: 'create' | 'reject';
+  /** Merged into the thread's metadata (graph_id, assistant_id), as clients filter threads by them. */
+  thread_metadata: Json;
+}
+
+export interface RunOutcome {
+  status: Exclude<RunStatus, 'pending' | 'running'>;
+  error?: Json | null;
+  /** The thread's values after the run (already JSON-ready); undefined leaves them unchanged. */
+  values?: Json | null;
+  /** True when the last checkpoint has a non-empty `next` (human in the loop). */
+  interrupted?: boolean;
+  interrupts?: Json;
+}
+
+export interface SweepResult {
+  requeued: string[];
+  failed: string[];
+}
+
+export interface AssistantStore {
+  /** Creates or, with if_exists do_nothing, returns the existing one; raise → ConflictError. */
+  create(a: NewAssistant, ifExists: IfExists): Promise<Assistant>;
+  /** Inserts or replaces the graph's system assistant (idempotent at every start). */
+  upsertSystem(a: NewAssistant): Promise<Assistant>;
+  get(id: string): Promise<Assistant | null>;
+  patch(id: string, patch: AssistantPatch): Promise<Assistant>;
+  delete(id: string): Promise<void>;
+  search(q: AssistantQuery): Promise<Assistant[]>;
+  count(q: AssistantQuery): Promise<number>;
+}
+
+export interface ThreadStore {
+  create(t: NewThread, ifExists: IfExists): Promise<Thread>;
+  get(id: string): Promise<Thread | null>;
+  /** Merges metadata. */
+  patch(id: string, patch: { metadata?: Json }): Promise<Thread>;
+  /** Deletes the thread, its runs and its checkpoints; NotFoundError when unknown. */
+  delete(id: string): Promise<void>;
+  search(q: ThreadQuery): Promise<Thread[]>;
+  count(q: ThreadQuery): Promise<number>;
+  /** A new thread with the same metadata and a copy of every checkpoint. */
+  copy(id: string, newId: string): Promise<Thread>;
+  /** After a state update outside a run: store the new values and status unless a run is in flight. */
+  setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json): Promise<void>;
+}
+
+export interface RunStore {
+  /** Creates a pending run, applying the multitask strategy atomically against in-flight runs. */
+  create(run: NewRun): Promise<RunRecord>;
+  get(threadId: string, runId: string): Promise<RunRecord | null>;
+  getById(runId: string): Promise<RunRecord | null>;
+  list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]>;
+  /** Deletes a run that is not running; ConflictError while running. */
+  delete(threadId: string, runId: string): Promise<void>;
+  /** Takes the oldest pending run whose thread has no running run; at most one claimer gets it. */
+  claim(workerId: string, leaseMs: number): Promise<RunRecord | null>;
+  /** Extends the lease of runs this worker holds; returns the ids whose lease it still holds. */
+  heartbeat(workerId: string, runIds: string[], leaseMs: number): Promise<string[]>;
+  /** Ends a claimed run and settles the thread status; false when the lease was lost to someone else. */
+  finish(runId: string, workerId: string, outcome: RunOutcome): Promise<boolean>;
+  /** Ends a run cancelled with action rollback: deletes it and the checkpoints it wrote. */
+  rollback(runId: string, workerId: string | null): Promise<void>;
+  /** Gives runs back to the queue on graceful shutdown (the attempt does not count). */
+  release(workerId: string, runIds: string[]): Promise<void>;
+  /** Cancels a run: a pending one ends at once, a running one is flagged and its worker told. */
+  cancel(threadId: string, runId: string, action: CancelAction): Promise<RunRecord>;
+  /** Cancel actions requested for some of these (running) runs. */
+  cancelRequests(runIds: string[]): Promise<Map<string, CancelAction>>;
+  /** Requeues running runs whose lease expired (attempt < max) or ends them in error. */
+  sweep(maxAttempts: number): Promise<SweepResult>;
+}
+
+export type StorageEvent =
+  | { type: 'wake' }
+  | { type: 'run_done'; run_id: string }
+  | { type: 'cancel'; run_id: string; action: CancelAction };
+
+export interface Storage {
+  readonly kind: 'postgres' | 'embedded';
+  readonly checkpointer: BaseCheckpointSaver;
+  readonly assistants: AssistantStore;
+  readonly threads: ThreadStore;
+  readonly runs: RunStore;
+  /** Wake-ups across every process that shares this store. Returns an unsubscribe function. */
+  subscribe(listener: (e: StorageEvent) => void): () => void;
+  close(): Promise<void>;
+}

@@ -1,0 +1,216 @@
+// One contract, both adapters: the routes and the run engine rely on exactly these behaviours.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
+import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
+import type { NewRun, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
+import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
+import { createTestDatabase } from './helpers/pg.ts';
+
+type Factory = { name: string; open: () => Promise<Storage>; cleanup: () => Promise<void> };
+
+function embeddedFactory(): Factory {
+  const dir = mkdtempSync(join(tmpdir(), 'ap-as-contract-'));
+  return {
+    name: 'embedded',
+    open: async () => openEmbeddedStorage({ dataDir: dir }),
+    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+function postgresFactory(): Factory {
+  let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  return {
+    name: 'postgres',
+    open: async () => {
+      db ??= await createTestDatabase();
+      return openPostgresStorage({ databaseUrl: db.url, poolSize: 8 });
+    },
+    cleanup: async () => db?.drop(),
+  };
+}
+
+const ASSISTANT = '11111111-1111-5111-8111-111111111111';
+
+function newRun(threadId: string, extra: Partial<NewRun> = {}): NewRun {
+  return {
+    run_id: randomUUID(),
+    thread_id: threadId,
+    assistant_id: ASSISTANT,
+    metadata: {},
+    kwargs: { input: { n: 1 } },
+    multitask_strategy: 'reject',
+    if_not_exists: 'reject',
+    thread_metadata: { graph_id: 'g' },
+    ...extra,
+  };
+}
+
+describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (makeFactory) => {
+  const factory = makeFactory();
+  let store: Storage;
+
+  beforeAll(async () => {
+    store = await factory.open();
+  });
+  afterAll(async () => {
+    await store?.close();
+    await factory.cleanup();
+  });
+
+  async function thread(metadata: Record<string, unknown> = {}) {
+    return store.threads.create({ thread_id: randomUUID(), metadata }, 'raise');
+  }
+
+  it(`${factory.name}: assistants create, conflict, patch, search, count, delete`, async () => {
+    const a = await store.assistants.create(
+      { assistant_id: ASSISTANT, graph_id: 'g', config: {}, context: {}, metadata: { team: 'x' }, name: 'A', description: null },
+      'raise',
+    );
+    expect(a).toMatchObject({ assistant_id: ASSISTANT, graph_id: 'g', version: 1, metadata: { team: 'x' } });
+    await expect(
+      store.assistants.create({ ...a, name: 'B' }, 'raise'),
+    ).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.assistants.create({ ...a, name: 'B' }, 'do_nothing')).name).toBe('A');
+    const p = await store.assistants.patch(ASSISTANT, { metadata: { more: 1 }, name: 'A2' });
+    expect(p).toMatchObject({ name: 'A2', version: 2, metadata: { team: 'x', more: 1 } });
+    expect(await store.assistants.search({ metadata: { team: 'x' } })).toHaveLength(1);
+    expect(await store.assistants.search({ metadata: { team: 'y' } })).toHaveLength(0);
+    expect(await store.assistants.count({ graph_id: 'g' })).toBe(1);
+    const other = randomUUID();
+    await store.assistants.create({ ...a, assistant_id: other }, 'raise');
+    await store.assistants.delete(other);
+    await expect(store.assistants.delete(other)).rejects.toBeInstanceOf(NotFoundError);
+    expect(await store.assistants.get(other)).toBeNull();
+  });
+
+  it(`${factory.name}: threads create, metadata merge, search, count, copy, delete`, async () => {
+    const t = await thread({ owner: 'ann' });
+    expect(t).toMatchObject({ status: 'idle', values: null, config: {}, metadata: { owner: 'ann' } });
+    expect(t.updated_at).toBe(t.created_at);
+    await expect(store.threads.create({ thread_id: t.thread_id, metadata: {} }, 'raise')).rejects.toBeInstanceOf(ConflictError);
+    const patched = await store.threads.patch(t.thread_id, { metadata: { tag: 1 } });
+    expect(patched.metadata).toEqual({ owner: 'ann', tag: 1 });
+    expect((await store.threads.search({ metadata: { owner: 'ann' } })).map((x) => x.thread_id)).toContain(t.thread_id);
+    expect(await store.threads.count({ ids: [t.thread_id], status: 'idle' })).toBe(1);
+    const copy = await store.threads.copy(t.thread_id, randomUUID());
+    expect(copy.metadata).toEqual({ owner: 'ann', tag: 1 });
+    await store.threads.delete(t.thread_id);
+    expect(await store.threads.get(t.thread_id)).toBeNull();
+    await expect(store.threads.delete(t.thread_id)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it(`${factory.name}: run create makes the thread busy; reject answers 409 and writes nothing`, async () => {
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    expect(r).toMatchObject({ status: 'pending', attempt: 0, multitask_strategy: 'reject' });
+    expect((await store.threads.get(t.thread_id))?.status).toBe('busy');
+    expect((await store.threads.get(t.thread_id))?.metadata).toMatchObject({ graph_id: 'g' });
+    await expect(store.runs.create(newRun(t.thread_id))).rejects.toThrow(/already running a task/);
+    expect(await store.runs.list(t.thread_id, { limit: 10, offset: 0 })).toHaveLength(1);
+    await expect(store.runs.create(newRun(randomUUID()))).rejects.toBeInstanceOf(NotFoundError);
+    const created = await store.runs.create(newRun(randomUUID(), { if_not_exists: 'create' }));
+    expect((await store.threads.get(created.thread_id))?.status).toBe('busy');
+  });
+
+  it(`${factory.name}: claims take the oldest run per thread, one running run per thread`, async () => {
+    // Drain whatever earlier tests queued.
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t1 = await thread();
+    const t2 = await thread();
+    const a = await store.runs.create(newRun(t1.thread_id));
+    const b = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
+    const c = await store.runs.create(newRun(t2.thread_id));
+    const claimed = await Promise.all([1, 2, 3, 4].map(() => store.runs.claim('w1', 60_000)));
+    const ids = claimed.filter((x) => x !== null).map((x) => x!.run_id);
+    expect(ids.sort()).toEqual([a.run_id, c.run_id].sort());
+    expect(claimed.find((x) => x?.run_id === a.run_id)).toMatchObject({ status: 'running', attempt: 1, worker_id: 'w1' });
+    expect(await store.runs.finish(a.run_id, 'someone-else', { status: 'success' })).toBe(false);
+    expect(await store.runs.finish(a.run_id, 'w1', { status: 'success', values: { n: 1 } })).toBe(true);
+    // b is still pending on t1.
+    expect((await store.threads.get(t1.thread_id))?.status).toBe('busy');
+    const next = await store.runs.claim('w1', 60_000);
+    expect(next?.run_id).toBe(b.run_id);
+    await store.runs.finish(b.run_id, 'w1', { status: 'success', values: { n: 2 } });
+    const t1After = await store.threads.get(t1.thread_id);
+    expect(t1After).toMatchObject({ status: 'idle', values: { n: 2 } });
+    await store.runs.finish(c.run_id, 'w1', { status: 'error', error: { error: 'Boom', message: 'x' } });
+    expect(await store.threads.get(t2.thread_id)).toMatchObject({ status: 'error' });
+    expect(await store.runs.get(t2.thread_id, c.run_id)).toMatchObject({ status: 'error', error: { error: 'Boom' } });
+    await store.runs.finish(c.run_id, 'w1', { status: 'success' });
+    expect((await store.runs.get(t2.thread_id, c.run_id))?.status).toBe('error');
+  });
+
+  it(`${factory.name}: interrupted outcome leaves the thread interrupted`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(r.run_id);
+    await store.runs.finish(r.run_id, 'w', { status: 'success', interrupted: true, values: { a: 1 } });
+    expect(await store.threads.get(t.thread_id)).toMatchObject({ status: 'interrupted', values: { a: 1 } });
+  });
+
+  it(`${factory.name}: multitask interrupt flags the running run and tells its worker; pending runs end at once`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const events: StorageEvent[] = [];
+    const off = store.subscribe((e) => events.push(e));
+    const t = await thread();
+    const running = await store.runs.create(newRun(t.thread_id));
+    await store.runs.claim('w', 60_000);
+    const queued = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    const newer = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'interrupt' }));
+    expect((await store.runs.get(t.thread_id, queued.run_id))?.status).toBe('interrupted');
+    expect((await store.runs.cancelRequests([running.run_id])).get(running.run_id)).toBe('interrupt');
+    await expect.poll(() => events.some((e) => e.type === 'cancel' && e.run_id === running.run_id)).toBe(true);
+    // The newer run waits until the cancelled one is off the thread.
+    expect(await store.runs.claim('w2', 60_000)).toBeNull();
+    await store.runs.finish(running.run_id, 'w', { status: 'interrupted' });
+    expect((await store.runs.claim('w2', 60_000))?.run_id).toBe(newer.run_id);
+    off();
+  });
+
+  it(`${factory.name}: cancel of a pending run ends it; rollback deletes it`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    expect((await store.runs.cancel(t.thread_id, r.run_id, 'interrupt')).status).toBe('interrupted');
+    expect((await store.threads.get(t.thread_id))?.status).toBe('idle');
+    const r2 = await store.runs.create(newRun(t.thread_id));
+    await store.runs.cancel(t.thread_id, r2.run_id, 'rollback');
+    expect(await store.runs.get(t.thread_id, r2.run_id)).toBeNull();
+    await expect(store.runs.cancel(t.thread_id, randomUUID(), 'interrupt')).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it(`${factory.name}: sweep requeues runs whose lease expired and gives up after the last attempt`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const c = await store.runs.claim('dead-worker', 1);
+      expect(c).toMatchObject({ run_id: r.run_id, attempt });
+      await new Promise((res) => setTimeout(res, 20));
+      const swept = await store.runs.sweep(3);
+      if (attempt < 3) expect(swept.requeued).toEqual([r.run_id]);
+      else expect(swept.failed).toEqual([r.run_id]);
+    }
+    expect(await store.runs.get(t.thread_id, r.run_id)).toMatchObject({ status: 'error', error: { error: 'WorkerLost' } });
+    expect((await store.threads.get(t.thread_id))?.status).toBe('error');
+  });
+
+  it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    await store.runs.claim('w', 60_000);
+    expect(await store.runs.heartbeat('w', [r.run_id], 60_000)).toEqual([r.run_id]);
+    expect(await store.runs.heartbeat('other', [r.run_id], 60_000)).toEqual([]);
+    await store.runs.release('w', [r.run_id]);
+    expect(await store.runs.get(t.thread_id, r.run_id)).toMatchObject({ status: 'pending', attempt: 0 });
+    await expect(store.runs.delete(t.thread_id, randomUUID())).rejects.toBeInstanceOf(NotFoundError);
+    await store.runs.claim('w', 60_000);
+    await expect(store.runs.delete(t.thread_id, r.run_id)).rejects.toBeInstanceOf(ConflictError);
+  });
+});
