@@ -39,7 +39,7 @@ describe('examples/agent', () => {
     expect(state.next).toEqual([]);
     const messages = (state.values as { messages: Array<Record<string, unknown> & { getType(): string }> }).messages;
     expect(messages.map((m) => m.getType())).toEqual(['human', 'ai', 'tool', 'ai']);
-    const [human, call, result, final] = messages as [Record<string, any>, Record<string, any>, Record<string, any>, Record<string, any>];
+    const [human, call, result, final] = messages as unknown as [Record<string, any>, Record<string, any>, Record<string, any>, Record<string, any>];
     expect(human.content).toBe('Ada');
     expect(typeof human.id).toBe('string');
 
