@@ -1,0 +1,394 @@
+// Agent-server benchmark (not a test): the example agent on the reference dev server
+// (npx @langchain/langgraph-cli dev), on ours embedded and on ours with Postgres, side by side in one run,
+// plus the in-process limit (graph.invoke with a MemorySaver).
+//
+//   npm run bench                      # everything, ~2-3 minutes
+//   npm run bench -- --seconds 10 --only embedded,limit
+//
+// Each of --clients SDK clients loops: create thread -> create run -> join -> get state -> get run.
+// Results go to stdout and bench/results/agent-server.md.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, openSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { MemorySaver } from '@langchain/langgraph';
+import { Client } from '@langchain/langgraph-sdk';
+import pg from 'pg';
+import { loadGraphs } from '../src/agent-server/graphs/index.ts';
+import { silentLogger } from '../src/lib/logger.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const exampleConfig = path.join(root, 'examples/agent/langgraph.json');
+const referenceDir = path.join(root, 'bench/.reference');
+const resultsFile = path.join(root, 'bench/results/agent-server.md');
+const ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const INPUT = { messages: [{ role: 'human', content: 'Ada' }] };
+const EXPECTED_REPLY = 'The greeting tool says: Hello, Ada!';
+
+const TARGETS = ['reference', 'embedded', 'postgres', 'limit'] as const;
+type Target = (typeof TARGETS)[number];
+
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '15' },
+    warmup: { type: 'string', default: '3' },
+    clients: { type: 'string', default: '32' },
+    'latency-samples': { type: 'string', default: '50' },
+    only: { type: 'string', default: TARGETS.join(',') },
+    'no-write': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  process.stdout.write(
+    [
+      'Usage: node --import tsx bench/agent-server.ts [options]',
+      '  --seconds N          measured duration per server (default 15)',
+      '  --warmup N           unmeasured warm-up seconds per server (default 3)',
+      '  --clients N          concurrent SDK clients (default 32)',
+      '  --latency-samples N  sequential runs used for created->running latency (default 50)',
+      `  --only LIST          comma-separated subset of ${TARGETS.join(',')}`,
+      '  --no-write           print the table only, do not write bench/results/agent-server.md',
+      'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres)',
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+const seconds = Number(args.seconds);
+const warmupSeconds = Number(args.warmup);
+const clients = Number(args.clients);
+const latencySamples = Number(args['latency-samples']);
+const only = new Set(args.only.split(',').map((s) => s.trim()) as Target[]);
+for (const t of only) if (!TARGETS.includes(t)) throw new Error(`--only: unknown target "${t}"`);
+
+interface Result {
+  target: string;
+  cycles: number;
+  errors: number;
+  firstError?: string;
+  cyclesPerSec: number;
+  p50: number;
+  p99: number;
+  /** run created_at -> first checkpoint of the run, sequential runs (no queueing). */
+  startP50?: number;
+  startP99?: number;
+}
+
+function log(msg: string): void {
+  process.stderr.write(`[bench] ${msg}\n`);
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------- processes
+
+interface Server {
+  url: string;
+  proc: ChildProcess;
+  logFile: string;
+}
+
+async function startServer(name: string, cmd: string, argv: string[], opts: { cwd: string; env?: Record<string, string>; port: number; logDir: string }): Promise<Server> {
+  const logFile = path.join(opts.logDir, `${name}.log`);
+  const fd = openSync(logFile, 'w');
+  // Own process group, so the reference CLI's child server goes down with it.
+  const proc = spawn(cmd, argv, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', fd, fd], detached: true });
+  const url = `http://127.0.0.1:${opts.port}`;
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) throw new Error(`${name} exited with ${proc.exitCode}; see ${logFile}`);
+    try {
+      const res = await fetch(`${url}/ok`);
+      if (res.ok) return { url, proc, logFile };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await stopServer({ url, proc, logFile });
+  throw new Error(`${name} did not answer /ok within 120 s; see ${logFile}`);
+}
+
+async function stopServer(server: Server): Promise<void> {
+  const { proc } = server;
+  if (proc.exitCode !== null || proc.pid === undefined) return;
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  process.kill(-proc.pid, 'SIGTERM');
+  const timer = setTimeout(() => {
+    if (proc.exitCode === null) process.kill(-proc.pid!, 'SIGKILL');
+  }, 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function ensureReferenceInstalled(): Promise<string> {
+  const cli = path.join(referenceDir, 'node_modules/@langchain/langgraph-cli/dist/cli/cli.mjs');
+  if (!existsSync(cli)) {
+    log('installing @langchain/langgraph-cli into bench/.reference (once)');
+    await mkdir(referenceDir, { recursive: true });
+    await writeFile(path.join(referenceDir, 'package.json'), JSON.stringify({ private: true, type: 'module' }, null, 2));
+    await promisify(execFile)('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '@langchain/langgraph-cli'], {
+      cwd: referenceDir,
+      timeout: 600_000,
+    });
+  }
+  return cli;
+}
+
+// ---------------------------------------------------------------------------------------------- load
+
+/** One full seed cycle through the SDK; throws if the run did not end as the example agent should. */
+async function cycle(client: Client): Promise<void> {
+  const thread = await client.threads.create();
+  const run = await client.runs.create(thread.thread_id, 'agent', { input: INPUT });
+  await client.runs.join(thread.thread_id, run.run_id);
+  const state = await client.threads.getState<{ messages: Array<{ content: unknown }> }>(thread.thread_id);
+  const finished = await client.runs.get(thread.thread_id, run.run_id);
+  if (finished.status !== 'success') throw new Error(`run ${run.run_id} ended ${finished.status}`);
+  const last = state.values.messages.at(-1);
+  if (last?.content !== EXPECTED_REPLY) throw new Error(`unexpected final message ${JSON.stringify(last)}`);
+}
+
+/** `workers` concurrent loops of `op` for warm-up + measured seconds; only the measured window counts. */
+async function drive(target: string, op: (worker: number) => Promise<void>, workers: number): Promise<Result> {
+  const latencies: number[] = [];
+  let completed = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const warmEnd = performance.now() + warmupSeconds * 1000;
+  const end = warmEnd + seconds * 1000;
+  const loops = Array.from({ length: workers }, async (_, w) => {
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      try {
+        await op(w);
+        const t1 = performance.now();
+        // Throughput counts completions inside the window; latency only cycles wholly inside it.
+        if (t1 >= warmEnd && t1 <= end) completed++;
+        if (t0 >= warmEnd && t1 <= end) latencies.push(t1 - t0);
+      } catch (err) {
+        errors++;
+        firstError ??= (err as Error).message.slice(0, 300);
+        if (errors > 200) throw new Error(`${target}: too many errors, first: ${firstError}`);
+      }
+    }
+  });
+  await Promise.all(loops);
+  latencies.sort((a, b) => a - b);
+  return {
+    target,
+    cycles: completed,
+    errors,
+    ...(firstError ? { firstError } : {}),
+    cyclesPerSec: completed / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  };
+}
+
+/**
+ * created -> running: one client, runs one after another so nothing queues. The run's first checkpoint (the
+ * input checkpoint, written when the graph starts executing) is the earliest observable sign it is running.
+ */
+async function startLatency(client: Client, samples: number): Promise<{ p50: number; p99: number }> {
+  const deltas: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const thread = await client.threads.create();
+    const run = await client.runs.create(thread.thread_id, 'agent', { input: INPUT });
+    await client.runs.join(thread.thread_id, run.run_id);
+    const history = await client.threads.getHistory(thread.thread_id, { limit: 100 });
+    const first = history.at(-1);
+    if (!first?.created_at) throw new Error('thread history has no checkpoint with created_at');
+    deltas.push(Date.parse(first.created_at) - Date.parse(run.created_at));
+  }
+  deltas.sort((a, b) => a - b);
+  return { p50: percentile(deltas, 50), p99: percentile(deltas, 99) };
+}
+
+async function benchServer(target: string, server: Server): Promise<Result> {
+  const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
+  log(`${target}: ${clients} clients, ${warmupSeconds}s warm-up + ${seconds}s`);
+  const result = await drive(target, (w) => cycle(sdk[w]!), clients);
+  const latency = await startLatency(sdk[0]!, latencySamples);
+  result.startP50 = latency.p50;
+  result.startP99 = latency.p99;
+  log(`${target}: ${result.cyclesPerSec.toFixed(1)} cycles/s, p50 ${result.p50.toFixed(1)} ms, errors ${result.errors}`);
+  return result;
+}
+
+async function benchLimit(): Promise<Result> {
+  const registry = await loadGraphs(exampleConfig, { logger: silentLogger() });
+  const graph = await registry.getGraph('agent', {}, { checkpointer: new MemorySaver() });
+  let n = 0;
+  log(`limit: in-process graph.invoke + getState, ${clients} concurrent loops`);
+  const result = await drive(
+    'limit',
+    async () => {
+      const config = { configurable: { thread_id: `t${n++}` } };
+      await graph.invoke(INPUT, config);
+      const state = await graph.getState(config);
+      const last = (state.values as { messages: Array<{ content: unknown }> }).messages.at(-1);
+      if (last?.content !== EXPECTED_REPLY) throw new Error('unexpected final message');
+    },
+    clients,
+  );
+  log(`limit: ${result.cyclesPerSec.toFixed(1)} cycles/s`);
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------- report
+
+function fmt(n: number | undefined, digits = 1): string {
+  return n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits);
+}
+
+function report(results: Result[]): string {
+  const by = (t: string) => results.find((r) => r.target === t);
+  const ref = by('reference');
+  const limit = by('limit');
+  const label: Record<string, string> = {
+    reference: 'reference (langgraph-cli dev, in-memory)',
+    embedded: 'agentplane embedded',
+    postgres: 'agentplane Postgres',
+    limit: 'limit: in-process graph.invoke, MemorySaver',
+  };
+  const rows = results.map((r) =>
+    [
+      label[r.target] ?? r.target,
+      fmt(r.cyclesPerSec),
+      fmt(r.p50),
+      fmt(r.p99),
+      ref && r.target !== 'reference' ? `${fmt(r.cyclesPerSec / ref.cyclesPerSec, 2)}×` : '-',
+      limit && r.target !== 'limit' ? `${fmt(r.cyclesPerSec / limit.cyclesPerSec, 2)}×` : '-',
+      r.startP50 === undefined ? '-' : `${fmt(r.startP50, 0)} / ${fmt(r.startP99, 0)}`,
+      `${r.cycles} / ${r.errors}`,
+    ].join(' | '),
+  );
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  const lines = [
+    '# Agent server benchmark',
+    '',
+    `${new Date().toISOString()} · ${os.cpus().length} × ${cpu} · Node ${process.version} · ${clients} concurrent SDK clients · ` +
+      `${warmupSeconds} s warm-up + ${seconds} s measured per server · example graph examples/agent (agent -> tools -> agent)`,
+    '',
+    'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
+    '',
+    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | cycles / errors |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r} |`),
+    '',
+    'created→running: run `created_at` to the run\'s first checkpoint `created_at` (GET history), measured on ' +
+      `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
+    'The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
+    `Targets: embedded ≥ 7× reference and ≥ 0.5× limit; Postgres ≥ 4× reference; created→running p50 ≤ 5 ms.`,
+    'Load generator, servers and Postgres share this machine\'s cores; command: `npm run bench`.',
+    '',
+  ];
+  for (const r of results) if (r.firstError) lines.push(`- ${r.target}: ${r.errors} errors, first: ${r.firstError}`);
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const logDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-'));
+  const results: Result[] = [];
+  const node = process.execPath;
+  try {
+    if (only.has('reference')) {
+      const cli = await ensureReferenceInstalled();
+      // The dev server keeps its in-memory state in .langgraph_api next to langgraph.json; start clean.
+      await rm(path.join(root, 'examples/agent/.langgraph_api'), { recursive: true, force: true });
+      const port = await freePort();
+      log('starting reference server');
+      const server = await startServer(
+        'reference',
+        node,
+        [cli, 'dev', '--no-browser', '--host', '127.0.0.1', '--port', String(port), '--config', exampleConfig],
+        { cwd: referenceDir, port, logDir },
+      );
+      try {
+        results.push(await benchServer('reference', server));
+      } finally {
+        await stopServer(server);
+        await rm(path.join(root, 'examples/agent/.langgraph_api'), { recursive: true, force: true });
+      }
+    }
+    const bin = path.join(root, 'bin/agentplane.mjs');
+    if (only.has('embedded')) {
+      const port = await freePort();
+      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
+      log('starting agentplane (embedded)');
+      const server = await startServer(
+        'embedded',
+        node,
+        [bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir],
+        { cwd: root, port, logDir },
+      );
+      try {
+        results.push(await benchServer('embedded', server));
+      } finally {
+        await stopServer(server);
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    }
+    if (only.has('postgres')) {
+      const db = `ap_bench_${randomBytes(4).toString('hex')}`;
+      const admin = new pg.Client({ connectionString: ADMIN_URL });
+      await admin.connect();
+      await admin.query(`CREATE DATABASE ${db}`);
+      const dbUrl = new URL(ADMIN_URL);
+      dbUrl.pathname = `/${db}`;
+      const port = await freePort();
+      log(`starting agentplane (Postgres database ${db})`);
+      try {
+        const server = await startServer(
+          'postgres',
+          node,
+          [bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--database-url', dbUrl.href],
+          { cwd: root, port, logDir },
+        );
+        try {
+          results.push(await benchServer('postgres', server));
+        } finally {
+          await stopServer(server);
+        }
+      } finally {
+        await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+        await admin.end();
+      }
+    }
+    if (only.has('limit')) results.push(await benchLimit());
+  } finally {
+    log(`server logs in ${logDir}`);
+  }
+  const table = report(results);
+  process.stdout.write(`${table}\n`);
+  if (!args['no-write']) {
+    await mkdir(path.dirname(resultsFile), { recursive: true });
+    await writeFile(resultsFile, table);
+    log(`wrote ${path.relative(root, resultsFile)}`);
+  }
+}
+
+await main();
