@@ -7,7 +7,12 @@ type Command = {
   load: () => Promise<{ run: (argv: string[]) => Promise<void> }>;
 };
 
-const commands: Record<string, Command> = {};
+const commands: Record<string, Command> = {
+  'agent-server': {
+    summary: 'Serve a langgraph.json over the thread/run API',
+    load: () => import('./agent-server/command.ts'),
+  },
+};
 
 function usage(): string {
   const width = Math.max(...Object.keys(commands).map((n) => n.length), 8) + 2;

@@ -1,0 +1,94 @@
+// The agent server's fastify instance, built from injected dependencies; it never listens (server.ts does).
+import fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import {
+  hasZodFastifySchemaValidationErrors,
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+} from 'fastify-type-provider-zod';
+import { isAppError } from '../lib/errors.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { GraphRegistry } from './graphs/index.ts';
+import { registerRoutes } from './routes/index.ts';
+import type { RunEngine } from './runs/engine.ts';
+import { stringify } from './serde.ts';
+import { createAgentService } from './service.ts';
+import type { Storage } from './storage/types.ts';
+
+export interface AppDeps {
+  storage: Storage;
+  graphs: GraphRegistry;
+  engine: RunEngine;
+  logger: Logger;
+  /** Largest accepted request body, bytes. */
+  bodyLimit?: number;
+  keepAliveMs?: number;
+  version?: string;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    // Per-request log lines would dominate the hot path; runs log with their own context instead.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: deps.bodyLimit ?? 10 * 1024 * 1024,
+    // Empty JSON bodies are fine (the SDK posts none on copy/cancel).
+    return503OnClosing: true,
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.setReplySerializer((payload) => stringify(payload));
+  // An empty body with a JSON content type reads as "no body" instead of a parse error.
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = (body as string).trim();
+    if (!text) return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      const e = err as FastifyError;
+      e.statusCode = 422;
+      done(e, undefined);
+    }
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const where = err.validationContext ?? 'body';
+      const detail = err.validation.map((v) => ({
+        loc: [where, ...v.instancePath.split('/').filter(Boolean)],
+        msg: v.message,
+        type: v.keyword,
+      }));
+      const fields = detail.map((d) => d.loc.join('.')).join(', ');
+      return reply.code(422).send({ detail: `Invalid request: ${fields}: ${detail[0]?.msg ?? ''}`, errors: detail });
+    }
+    if (isAppError(err)) return reply.code(err.status).send({ detail: err.detail });
+    if (err instanceof SyntaxError || err.statusCode === 422) {
+      return reply.code(422).send({ detail: `Malformed JSON body: ${err.message}` });
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.code(err.statusCode).send({ detail: err.message });
+    }
+    req.log.error({ err }, 'request failed');
+    return reply.code(500).send({ detail: 'Internal server error' });
+  });
+  app.setNotFoundHandler((req, reply) => reply.code(404).send({ detail: `Not found: ${req.method} ${req.url}` }));
+
+  await app.register(swagger, {
+    openapi: { info: { title: 'agentplane agent server', version: deps.version ?? '0.1.0' } },
+    transform: jsonSchemaTransform,
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  const service = createAgentService({ storage: deps.storage, graphs: deps.graphs, engine: deps.engine });
+  await registerRoutes(app, {
+    storage: deps.storage,
+    graphs: deps.graphs,
+    engine: deps.engine,
+    service,
+    keepAliveMs: deps.keepAliveMs ?? 5_000,
+    version: deps.version ?? '0.1.0',
+  });
+  return app;
+}

@@ -1,0 +1,111 @@
+// Runs on a thread, stateless runs, join/wait/cancel.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { NotFoundError } from '../../lib/errors.ts';
+import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
+import type { RouteDeps } from './index.ts';
+import { disconnectSignal, sendAfterWait } from './reply.ts';
+import { CancelQuery, JoinQuery, RunCreate, RunListQuery, RunParams, ThreadParams } from './schemas.ts';
+
+/** The public run record (bookkeeping columns stay inside). */
+export function publicRun(r: RunRecord) {
+  return {
+    run_id: r.run_id,
+    thread_id: r.thread_id,
+    assistant_id: r.assistant_id,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    metadata: r.metadata,
+    status: r.status,
+    kwargs: r.kwargs,
+    multitask_strategy: r.multitask_strategy,
+  };
+}
+
+export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
+  const { storage, service, engine, keepAliveMs } = deps;
+
+  async function requireRun(threadId: string, runId: string): Promise<RunRecord> {
+    const run = await storage.runs.get(threadId, runId);
+    if (!run) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
+    return run;
+  }
+
+  app.post('/threads/:thread_id/runs', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
+    const run = await service.createRun(req.params.thread_id, req.body);
+    reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
+    return publicRun(run);
+  });
+
+  app.post('/threads/:thread_id/runs/wait', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
+    const run = await service.createRun(req.params.thread_id, req.body);
+    const signal = disconnectSignal(req, reply);
+    const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
+    const result = engine.waitForRun(run.thread_id, run.run_id, signal).then((r) => service.runResult(run.thread_id, r));
+    return sendAfterWait(reply, result, {
+      keepAliveMs,
+      headers: { 'Content-Location': location, Location: `${location}/join` },
+    });
+  });
+
+  app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
+    const run = await service.createRun(null, req.body);
+    const signal = disconnectSignal(req, reply);
+    const result = engine.waitForRun(run.thread_id, run.run_id, signal).then(async (r) => {
+      const out = await service.runResult(run.thread_id, r);
+      if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {
+        await storage.threads.delete(run.thread_id).catch(() => undefined);
+      }
+      return out;
+    });
+    return sendAfterWait(reply, result, {
+      keepAliveMs,
+      headers: { 'Content-Location': `/threads/${run.thread_id}/runs/${run.run_id}` },
+    });
+  });
+
+  app.post('/runs', { schema: { body: RunCreate } }, async (req, reply) => {
+    const run = await service.createRun(null, req.body);
+    reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
+    return publicRun(run);
+  });
+
+  app.get('/threads/:thread_id/runs', { schema: { params: ThreadParams, querystring: RunListQuery } }, async (req) => {
+    await service.requireThread(req.params.thread_id);
+    const runs = await storage.runs.list(req.params.thread_id, req.query);
+    return runs.map(publicRun);
+  });
+
+  app.get('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req) => {
+    return publicRun(await requireRun(req.params.thread_id, req.params.run_id));
+  });
+
+  app.delete('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req, reply) => {
+    await storage.runs.delete(req.params.thread_id, req.params.run_id);
+    return reply.code(204).send();
+  });
+
+  app.get('/threads/:thread_id/runs/:run_id/join', { schema: { params: RunParams, querystring: JoinQuery } },
+    async (req, reply) => {
+      const { thread_id, run_id } = req.params;
+      await requireRun(thread_id, run_id);
+      const signal = disconnectSignal(req, reply);
+      if (req.query.cancel_on_disconnect) {
+        signal.addEventListener('abort', () => void storage.runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined));
+      }
+      const result = engine.waitForRun(thread_id, run_id, signal).then((r) => service.runResult(thread_id, r));
+      return sendAfterWait(reply, result, { keepAliveMs });
+    });
+
+  app.post('/threads/:thread_id/runs/:run_id/cancel', {
+    schema: { params: RunParams, querystring: CancelQuery, body: z.unknown().optional() },
+  }, async (req, reply) => {
+    const { thread_id, run_id } = req.params;
+    await storage.runs.cancel(thread_id, run_id, req.query.action);
+    if (req.query.wait) {
+      await engine.waitForRun(thread_id, run_id);
+      return reply.code(204).send();
+    }
+    return reply.code(202).send();
+  });
+};

@@ -1,0 +1,183 @@
+// Request schemas (zod) for every route; fastify-type-provider-zod validates with them and the OpenAPI
+// document is generated from them. Field names and enums follow the platform's API and today's SDK.
+import { z } from 'zod';
+
+const obj = z.record(z.string(), z.unknown());
+const uuid = z.uuid({ message: 'must be a UUID' });
+
+export const ThreadParams = z.object({ thread_id: uuid });
+export const RunParams = z.object({ thread_id: uuid, run_id: uuid });
+export const AssistantParams = z.object({ assistant_id: z.string().min(1) });
+export const CheckpointParams = z.object({ thread_id: uuid, checkpoint_id: z.string().min(1) });
+
+export const ThreadStatus = z.enum(['idle', 'busy', 'interrupted', 'error']);
+export const RunStatus = z.enum(['pending', 'running', 'error', 'success', 'timeout', 'interrupted']);
+export const MultitaskStrategy = z.enum(['reject', 'interrupt', 'rollback', 'enqueue']);
+const StreamMode = z.enum(['values', 'messages', 'messages-tuple', 'updates', 'events', 'tasks', 'checkpoints', 'debug', 'custom']);
+const Interrupts = z.union([z.literal('*'), z.array(z.string())]);
+const SortOrder = z.enum(['asc', 'desc']);
+
+const Config = z
+  .object({
+    tags: z.array(z.string()).optional(),
+    recursion_limit: z.number().int().positive().optional(),
+    configurable: obj.optional(),
+    metadata: obj.optional(),
+  })
+  .passthrough();
+
+const CheckpointRef = z
+  .object({
+    checkpoint_id: z.string().nullish(),
+    checkpoint_ns: z.string().nullish(),
+    checkpoint_map: obj.nullish(),
+    thread_id: z.string().nullish(),
+  })
+  .passthrough();
+
+export const Command = z.object({
+  update: z.unknown().optional(),
+  resume: z.unknown().optional(),
+  goto: z.unknown().optional(),
+});
+
+export const RunCreate = z.object({
+  assistant_id: z.string().min(1),
+  input: z.unknown().optional(),
+  command: Command.nullish(),
+  checkpoint: CheckpointRef.nullish(),
+  checkpoint_id: z.string().nullish(),
+  metadata: obj.nullish(),
+  config: Config.nullish(),
+  context: obj.nullish(),
+  webhook: z.string().nullish(),
+  interrupt_before: Interrupts.nullish(),
+  interrupt_after: Interrupts.nullish(),
+  stream_mode: z.union([StreamMode, z.array(StreamMode)]).nullish(),
+  stream_subgraphs: z.boolean().nullish(),
+  stream_resumable: z.boolean().nullish(),
+  on_disconnect: z.enum(['cancel', 'continue']).nullish(),
+  feedback_keys: z.array(z.string()).nullish(),
+  multitask_strategy: MultitaskStrategy.nullish(),
+  if_not_exists: z.enum(['create', 'reject']).nullish(),
+  after_seconds: z.number().nonnegative().nullish(),
+  on_completion: z.enum(['delete', 'keep']).nullish(),
+  durability: z.enum(['sync', 'async', 'exit']).nullish(),
+  checkpoint_during: z.boolean().nullish(),
+  langsmith_tracer: z.unknown().optional(),
+});
+export type RunCreateBody = z.infer<typeof RunCreate>;
+
+export const RunListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(1000).default(10),
+  offset: z.coerce.number().int().min(0).default(0),
+  status: RunStatus.optional(),
+  select: z.unknown().optional(),
+});
+
+const boolish = z
+  .union([z.boolean(), z.enum(['0', '1', 'true', 'false'])])
+  .transform((v) => v === true || v === '1' || v === 'true');
+
+export const CancelQuery = z.object({
+  wait: boolish.default(false),
+  action: z.enum(['interrupt', 'rollback']).default('interrupt'),
+});
+
+export const JoinQuery = z.object({ cancel_on_disconnect: boolish.default(false) });
+
+const Superstep = z.object({
+  updates: z.array(z.object({ values: z.unknown().optional(), command: Command.nullish(), as_node: z.string() })),
+});
+
+export const ThreadCreate = z.object({
+  thread_id: uuid.optional(),
+  metadata: obj.nullish(),
+  if_exists: z.enum(['raise', 'do_nothing']).nullish(),
+  ttl: z.unknown().optional(),
+  supersteps: z.array(Superstep).nullish(),
+});
+
+export const ThreadPatch = z.object({ metadata: obj.nullish(), ttl: z.unknown().optional() });
+
+export const ThreadSearch = z.object({
+  ids: z.array(uuid).nullish(),
+  metadata: obj.nullish(),
+  values: obj.nullish(),
+  status: ThreadStatus.nullish(),
+  limit: z.number().int().min(1).max(1000).default(10),
+  offset: z.number().int().min(0).default(0),
+  sort_by: z.enum(['thread_id', 'status', 'created_at', 'updated_at']).nullish(),
+  sort_order: SortOrder.nullish(),
+  select: z.array(z.string()).nullish(),
+});
+
+export const ThreadCount = z.object({
+  metadata: obj.nullish(),
+  values: obj.nullish(),
+  status: ThreadStatus.nullish(),
+});
+
+export const StateQuery = z.object({ subgraphs: boolish.default(false) });
+
+export const StateUpdate = z.object({
+  values: z.unknown().optional(),
+  checkpoint_id: z.string().nullish(),
+  checkpoint: CheckpointRef.nullish(),
+  as_node: z.string().nullish(),
+});
+
+export const StateCheckpoint = z.object({ checkpoint: CheckpointRef, subgraphs: z.boolean().nullish() });
+
+export const HistoryBody = z.object({
+  limit: z.number().int().min(1).max(1000).default(10),
+  before: z.union([z.string(), CheckpointRef]).nullish(),
+  metadata: obj.nullish(),
+  checkpoint: CheckpointRef.nullish(),
+});
+
+export const HistoryQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(1000).default(10),
+  before: z.string().optional(),
+});
+
+export const AssistantCreate = z.object({
+  graph_id: z.string().min(1),
+  assistant_id: uuid.nullish(),
+  config: Config.nullish(),
+  context: obj.nullish(),
+  metadata: obj.nullish(),
+  if_exists: z.enum(['raise', 'do_nothing']).nullish(),
+  name: z.string().nullish(),
+  description: z.string().nullish(),
+});
+
+export const AssistantPatch = z.object({
+  graph_id: z.string().min(1).nullish(),
+  config: Config.nullish(),
+  context: obj.nullish(),
+  metadata: obj.nullish(),
+  name: z.string().nullish(),
+  description: z.string().nullish(),
+});
+
+export const AssistantSearch = z.object({
+  graph_id: z.string().nullish(),
+  name: z.string().nullish(),
+  metadata: obj.nullish(),
+  limit: z.number().int().min(1).max(1000).default(10),
+  offset: z.number().int().min(0).default(0),
+  sort_by: z.enum(['assistant_id', 'graph_id', 'name', 'created_at', 'updated_at']).nullish(),
+  sort_order: SortOrder.nullish(),
+  select: z.array(z.string()).nullish(),
+});
+
+export const AssistantCount = z.object({
+  graph_id: z.string().nullish(),
+  name: z.string().nullish(),
+  metadata: obj.nullish(),
+});
+
+export const GraphQuery = z.object({
+  xray: z.union([z.coerce.number().int(), boolish]).optional(),
+});

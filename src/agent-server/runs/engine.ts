@@ -1,0 +1,332 @@
+// The run engine of one process: up to `concurrency` runs at once. A storage wake-up (run created, run
+// finished) makes it claim immediately; a slow safety timer sweeps dead workers' runs and catches missed
+// notifications. Each claimed run holds a lease it renews while the graph executes.
+import { randomUUID } from 'node:crypto';
+import { Command, Send } from '@langchain/langgraph';
+import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import type { Logger } from '../../lib/logger.ts';
+import type { GraphRegistry } from '../graphs/index.ts';
+import {
+  MAX_ATTEMPTS,
+  TERMINAL_RUN_STATUSES,
+  type CancelAction,
+  type Json,
+  type RunOutcome,
+  type RunRecord,
+  type Storage,
+  type StorageEvent,
+} from '../storage/types.ts';
+import { serializeError, toPlain } from '../serde.ts';
+import { withRunMetadata } from './checkpointer.ts';
+import { interruptsOf } from './state.ts';
+
+export interface EngineOptions {
+  storage: Storage;
+  graphs: GraphRegistry;
+  logger: Logger;
+  concurrency: number;
+  /** BG_JOB_TIMEOUT_SECS in ms. */
+  runTimeoutMs: number;
+  workerId?: string;
+  leaseMs?: number;
+  heartbeatMs?: number;
+  /** Safety poll: sweep expired leases, look for missed work and cancels. */
+  sweepMs?: number;
+}
+
+interface ActiveRun {
+  run: RunRecord;
+  controller: AbortController;
+  cancel: CancelAction | null;
+  timedOut: boolean;
+  done: Promise<void>;
+}
+
+class CancelledError extends Error {}
+
+export class RunEngine {
+  readonly workerId: string;
+  readonly checkpointer: BaseCheckpointSaver;
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private claiming = false;
+  private again = false;
+  private stopping = false;
+  private timers: NodeJS.Timeout[] = [];
+  private unsubscribe: (() => void) | null = null;
+  private readonly leaseMs: number;
+
+  constructor(private readonly opts: EngineOptions) {
+    this.workerId = opts.workerId ?? `${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.leaseMs = opts.leaseMs ?? 30_000;
+    this.checkpointer = withRunMetadata(opts.storage.checkpointer);
+  }
+
+  get runningCount(): number {
+    return this.active.size;
+  }
+
+  /** Subscribes to wake-ups only: a process that answers requests but runs nothing (tests, read replicas). */
+  listen(): void {
+    this.unsubscribe ??= this.opts.storage.subscribe((e) => this.onEvent(e));
+  }
+
+  async start(): Promise<void> {
+    this.listen();
+    await this.safetyTick();
+    const heartbeat = this.opts.heartbeatMs ?? Math.max(Math.floor(this.leaseMs / 3), 10);
+    this.timers.push(setInterval(() => void this.heartbeat(), heartbeat));
+    this.timers.push(setInterval(() => void this.safetyTick(), this.opts.sweepMs ?? 5_000));
+    for (const t of this.timers) t.unref();
+    this.pump();
+  }
+
+  /** Stops claiming, waits up to graceMs for running runs, then gives the rest back to the queue. */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    const all = Promise.all([...this.active.values()].map((a) => a.done));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    const left = [...this.active.keys()];
+    if (left.length) {
+      this.opts.logger.warn({ runs: left }, 'shutdown grace period over: returning runs to the queue');
+      for (const a of this.active.values()) a.controller.abort(new CancelledError('server shutting down'));
+      await this.opts.storage.runs.release(this.workerId, left).catch((err) =>
+        this.opts.logger.error({ err }, 'could not release runs; the sweeper will requeue them'),
+      );
+      this.active.clear();
+    }
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    for (const set of this.waiters.values()) for (const w of set) w();
+  }
+
+  /** Resolves when the run is terminal (or gone); never hangs on a finished run. */
+  async waitForRun(threadId: string, runId: string, signal?: AbortSignal): Promise<RunRecord | null> {
+    this.listen();
+    for (;;) {
+      let wake!: () => void;
+      const woken = new Promise<void>((r) => (wake = r));
+      let set = this.waiters.get(runId);
+      if (!set) this.waiters.set(runId, (set = new Set()));
+      set.add(wake);
+      try {
+        const run = await this.opts.storage.runs.get(threadId, runId);
+        if (!run || TERMINAL_RUN_STATUSES.has(run.status)) return run;
+        if (signal?.aborted) return run;
+        const onAbort = () => wake();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        // The timer covers a missed notification (e.g. a LISTEN reconnect).
+        const t = setTimeout(wake, 2_000);
+        await woken;
+        clearTimeout(t);
+        signal?.removeEventListener('abort', onAbort);
+        if (this.stopping) return this.opts.storage.runs.get(threadId, runId);
+      } finally {
+        set.delete(wake);
+        if (!set.size) this.waiters.delete(runId);
+      }
+    }
+  }
+
+  private onEvent(e: StorageEvent): void {
+    if (e.type === 'wake') this.pump();
+    else if (e.type === 'run_done') for (const w of this.waiters.get(e.run_id) ?? []) w();
+    else if (e.type === 'cancel') this.cancelLocal(e.run_id, e.action);
+  }
+
+  private cancelLocal(runId: string, action: CancelAction): void {
+    const a = this.active.get(runId);
+    if (!a || a.cancel) return;
+    a.cancel = action;
+    a.controller.abort(new CancelledError(`run cancelled (${action})`));
+  }
+
+  private pump(): void {
+    if (this.stopping || !this.unsubscribe || this.timers.length === 0) return;
+    if (this.claiming) {
+      this.again = true;
+      return;
+    }
+    if (this.active.size >= this.opts.concurrency) return;
+    this.claiming = true;
+    void this.claimLoop().finally(() => {
+      this.claiming = false;
+      if (this.again) {
+        this.again = false;
+        this.pump();
+      }
+    });
+  }
+
+  private async claimLoop(): Promise<void> {
+    while (!this.stopping && this.active.size < this.opts.concurrency) {
+      let run: RunRecord | null;
+      try {
+        run = await this.opts.storage.runs.claim(this.workerId, this.leaseMs);
+      } catch (err) {
+        this.opts.logger.error({ err }, 'claiming a run failed');
+        return;
+      }
+      if (!run) return;
+      this.launch(run);
+    }
+  }
+
+  private launch(run: RunRecord): void {
+    const entry: ActiveRun = {
+      run,
+      controller: new AbortController(),
+      cancel: run.cancel_action,
+      timedOut: false,
+      done: Promise.resolve(),
+    };
+    this.active.set(run.run_id, entry);
+    entry.done = this.execute(entry)
+      .catch((err) => this.opts.logger.error({ err, run_id: run.run_id }, 'run bookkeeping failed'))
+      .finally(() => {
+        this.active.delete(run.run_id);
+        this.pump();
+      });
+  }
+
+  private async execute(entry: ActiveRun): Promise<void> {
+    const { run, controller } = entry;
+    const log = this.opts.logger.child({ run_id: run.run_id, thread_id: run.thread_id, attempt: run.attempt });
+    const kw = run.kwargs as RunKwargs;
+    const config = runnableConfig(run, kw);
+    const graphId = String((kw.config?.configurable as Json | undefined)?.graph_id ?? '');
+    const timer = setTimeout(() => {
+      entry.timedOut = true;
+      controller.abort(new Error('run timed out'));
+    }, this.opts.runTimeoutMs);
+    timer.unref();
+    log.info('run started');
+    let outcome: RunOutcome;
+    try {
+      if (entry.cancel) throw new CancelledError('cancelled before start');
+      const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
+      const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
+      await graph.invoke(input, {
+        ...config,
+        signal: controller.signal,
+        ...(kw.interrupt_before ? { interruptBefore: kw.interrupt_before } : {}),
+        ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
+        ...(kw.durability ? { durability: kw.durability } : {}),
+      });
+      const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
+      const interrupted = snapshot.next.length > 0;
+      outcome = {
+        status: interrupted ? 'interrupted' : 'success',
+        values: toPlain<Json>(snapshot.values ?? {}),
+        interrupted,
+        interrupts: interruptsOf(snapshot),
+      };
+    } catch (err) {
+      if (entry.cancel === 'rollback') {
+        clearTimeout(timer);
+        await this.opts.storage.runs.rollback(run.run_id, this.workerId);
+        log.info('run cancelled and rolled back');
+        return;
+      }
+      if (this.stopping && !entry.cancel && !entry.timedOut) {
+        clearTimeout(timer);
+        return; // stop() releases it back to the queue
+      }
+      const values = await this.latestValues(graphId, config, run.thread_id).catch(() => undefined);
+      if (entry.cancel) outcome = { status: 'interrupted', values };
+      else if (entry.timedOut) {
+        outcome = { status: 'timeout', values, error: { error: 'TimeoutError', message: 'Run exceeded BG_JOB_TIMEOUT_SECS' } };
+      } else {
+        const error = serializeError(err);
+        log.warn({ err }, 'run failed');
+        outcome = { status: 'error', error, values };
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
+    if (ok) log.info({ status: outcome.status }, 'run finished');
+    else log.warn('run lost its lease before finishing; another worker owns it now');
+  }
+
+  private async latestValues(graphId: string, config: Json, threadId: string): Promise<Json | undefined> {
+    const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
+    const s = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
+    return toPlain<Json>(s.values ?? {});
+  }
+
+  private async heartbeat(): Promise<void> {
+    const ids = [...this.active.keys()];
+    if (!ids.length) return;
+    try {
+      const held = new Set(await this.opts.storage.runs.heartbeat(this.workerId, ids, this.leaseMs));
+      for (const id of ids) {
+        const a = this.active.get(id);
+        // The lease went to someone else (we were too slow): stop without writing a result.
+        if (a && !held.has(id) && !a.cancel) {
+          this.opts.logger.warn({ run_id: id }, 'lease lost; stopping the run here');
+          a.cancel = 'interrupt';
+          a.controller.abort(new CancelledError('lease lost'));
+        }
+      }
+    } catch (err) {
+      this.opts.logger.warn({ err }, 'heartbeat failed');
+    }
+  }
+
+  private async safetyTick(): Promise<void> {
+    try {
+      const swept = await this.opts.storage.runs.sweep(MAX_ATTEMPTS);
+      if (swept.requeued.length || swept.failed.length) {
+        this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');
+      }
+      const requests = await this.opts.storage.runs.cancelRequests([...this.active.keys()]);
+      for (const [id, action] of requests) this.cancelLocal(id, action);
+    } catch (err) {
+      this.opts.logger.warn({ err }, 'safety sweep failed');
+    }
+    this.pump();
+  }
+}
+
+interface RunKwargs {
+  input?: unknown;
+  command?: { resume?: unknown; update?: unknown; goto?: unknown } | null;
+  config?: Json;
+  context?: unknown;
+  interrupt_before?: string[] | '*' | null;
+  interrupt_after?: string[] | '*' | null;
+  durability?: 'sync' | 'async' | 'exit';
+}
+
+function runnableConfig(run: RunRecord, kw: RunKwargs): Json {
+  const cfg = (kw.config ?? {}) as Json;
+  const configurable = { ...((cfg.configurable as Json | undefined) ?? {}) };
+  if (configurable.checkpoint_id == null) delete configurable.checkpoint_id;
+  configurable.thread_id = run.thread_id;
+  configurable.checkpoint_ns = '';
+  const { checkpoint_id: _c, checkpoint_ns: _n, ...meta } = configurable;
+  return {
+    ...cfg,
+    configurable,
+    metadata: { ...meta, ...((cfg.metadata as Json | undefined) ?? {}) },
+    ...(kw.context !== undefined && kw.context !== null ? { context: kw.context } : {}),
+  };
+}
+
+function toCommand(c: NonNullable<RunKwargs['command']>): Command {
+  const goto = c.goto === undefined || c.goto === null
+    ? undefined
+    : (Array.isArray(c.goto) ? c.goto : [c.goto]).map((g) =>
+        typeof g === 'object' && g !== null && 'node' in g ? new Send(String((g as Json).node), (g as Json).input) : String(g),
+      );
+  return new Command({
+    ...(c.resume !== undefined ? { resume: c.resume } : {}),
+    ...(c.update !== undefined && c.update !== null ? { update: c.update as Json } : {}),
+    ...(goto ? { goto } : {}),
+  });
+}
