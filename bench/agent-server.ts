@@ -41,6 +41,7 @@ const { values: args } = parseArgs({
     'latency-samples': { type: 'string', default: '50' },
     only: { type: 'string', default: TARGETS.join(',') },
     'no-write': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
@@ -54,6 +55,7 @@ if (args.help) {
       '  --latency-samples N  sequential runs used for created->running latency (default 50)',
       `  --only LIST          comma-separated subset of ${TARGETS.join(',')}`,
       '  --no-write           print the table only, do not write bench/results/agent-server.md',
+      '  --profile            run our servers with --cpu-prof; .cpuprofile files land in the log folder',
       'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres)',
       '',
     ].join('\n'),
@@ -335,6 +337,7 @@ async function main(): Promise<void> {
       }
     }
     const bin = path.join(root, 'bin/agentplane.mjs');
+    const nodeFlags = args.profile ? ['--cpu-prof', '--cpu-prof-dir', logDir] : [];
     if (only.has('embedded')) {
       const port = await freePort();
       const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
@@ -342,7 +345,7 @@ async function main(): Promise<void> {
       const server = await startServer(
         'embedded',
         node,
-        [bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir],
+        [...nodeFlags, bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir],
         { cwd: root, port, logDir },
       );
       try {
@@ -365,7 +368,7 @@ async function main(): Promise<void> {
         const server = await startServer(
           'postgres',
           node,
-          [bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--database-url', dbUrl.href],
+          [...nodeFlags, bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--database-url', dbUrl.href],
           { cwd: root, port, logDir },
         );
         try {
