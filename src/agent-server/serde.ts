@@ -5,7 +5,8 @@ function replacer(this: Record<string, unknown>, key: string, value: unknown): u
   const raw = this[key];
   if (raw !== null && typeof raw === 'object' && typeof (raw as { toDict?: unknown }).toDict === 'function') {
     const { type, data } = (raw as { toDict(): { type: string; data: Record<string, unknown> } }).toDict();
-    return { ...data, type };
+    // The production server always sends name (null when unset) and example; seed 2.3 lists both.
+    return { ...data, name: data.name ?? null, example: data.example ?? false, type };
   }
   if (typeof raw === 'bigint') return raw.toString();
   return value;
