@@ -168,7 +168,8 @@ export class RunEngine {
       try {
         run = await this.opts.storage.runs.claim(this.workerId, this.leaseMs);
       } catch (err) {
-        this.opts.logger.error({ err }, 'claiming a run failed');
+        this.opts.logger.error({ err }, 'claiming a run failed; retrying shortly');
+        setTimeout(() => this.pump(), 200).unref();
         return;
       }
       if (!run) return;

@@ -153,6 +153,12 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     return rows[0] as Row;
   }
 
+  /** Every transaction that touches a run and its thread locks the thread first (same order as claim). */
+  async function lockThreadOfRun(c: Q, runId: string): Promise<void> {
+    await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+      FOR UPDATE`, [runId]);
+  }
+
   async function hasPending(c: Q, threadId: string): Promise<boolean> {
     const { rows } = await c.query(`SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' LIMIT 1`, [threadId]);
     return rows.length > 0;
@@ -382,6 +388,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async delete(threadId: string, runId: string) {
         await tx(async (c) => {
+          await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
           const { rows } = await c.query(`SELECT status FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
             [runId, threadId]);
           if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
@@ -428,6 +435,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async finish(runId: string, workerId: string, outcome: RunOutcome) {
         const ok = await tx(async (c) => {
+          await lockThreadOfRun(c, runId);
           const { rows } = await c.query(`UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(),
             worker_id = NULL, lease_expires_at = NULL WHERE run_id = $1 AND worker_id = $2 AND status = 'running'
             RETURNING thread_id`, [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
@@ -445,6 +453,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async rollback(runId: string, workerId: string | null) {
         await tx(async (c) => {
+          await lockThreadOfRun(c, runId);
           const { rows } = await c.query(`SELECT thread_id, worker_id FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`, [runId]);
           if (!rows[0] || (workerId !== null && rows[0].worker_id !== workerId)) return;
           const threadId = rows[0].thread_id as string;
@@ -466,6 +475,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async cancel(threadId: string, runId: string, action: CancelAction) {
         return tx(async (c) => {
+          await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
           const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
             [runId, threadId]);
           if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
@@ -497,17 +507,25 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return out;
       },
       async sweep(maxAttempts: number): Promise<SweepResult> {
-        return tx(async (c) => {
-          const res: SweepResult = { requeued: [], failed: [] };
-          const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE status = 'running' AND lease_expires_at < now()
-            FOR UPDATE SKIP LOCKED`);
-          for (const row of rows) {
-            const r = toRun(row);
+        const res: SweepResult = { requeued: [], failed: [] };
+        const { rows: expired } = await pool.query(`SELECT run_id, thread_id FROM ${s}.runs WHERE status = 'running'
+          AND lease_expires_at < now() ORDER BY seq LIMIT 100`);
+        // One transaction per run, thread locked first like every other writer; the lease is re-checked under lock.
+        for (const e of expired) {
+          await tx(async (c) => {
+            const { rows: locked } = await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE SKIP LOCKED`,
+              [e.thread_id]);
+            if (!locked[0]) return;
+            const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND status = 'running'
+              AND lease_expires_at < now() FOR UPDATE`, [e.run_id]);
+            if (!rows[0]) return;
+            const r = toRun(rows[0]);
             if (r.cancel_action === 'rollback') {
               await rollbackCheckpoints(c, r.thread_id, r.run_id);
               await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [r.run_id]);
               await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now() WHERE thread_id = $1`,
                 [r.thread_id, (await hasPending(c, r.thread_id)) ? 'busy' : 'idle']);
+              await notify(c, { type: 'run_done', run_id: r.run_id });
               res.failed.push(r.run_id);
             } else if (r.cancel_action === 'interrupt' || r.attempt >= maxAttempts) {
               const outcome: RunOutcome = r.cancel_action
@@ -516,17 +534,17 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               await c.query(`UPDATE ${s}.runs SET status = $2, error = $3, worker_id = NULL, lease_expires_at = NULL,
                 updated_at = now() WHERE run_id = $1`, [r.run_id, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
               await settleThread(c, r.thread_id, outcome);
+              await notify(c, { type: 'run_done', run_id: r.run_id });
               res.failed.push(r.run_id);
             } else {
               await c.query(`UPDATE ${s}.runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
                 updated_at = now() WHERE run_id = $1`, [r.run_id]);
+              await notify(c, { type: 'wake' });
               res.requeued.push(r.run_id);
             }
-          }
-          for (const run_id of res.failed) await notify(c, { type: 'run_done', run_id });
-          if (res.requeued.length) await notify(c, { type: 'wake' });
-          return res;
-        });
+          });
+        }
+        return res;
       },
     },
 

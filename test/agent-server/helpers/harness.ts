@@ -1,0 +1,65 @@
+// An in-process agent server on the fixture graphs: real storage, real engine, app.inject or a real port.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../../src/agent-server/app.ts';
+import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
+import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
+import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
+import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
+import { openPostgresStorage } from '../../../src/agent-server/storage/postgres/index.ts';
+import type { Storage } from '../../../src/agent-server/storage/types.ts';
+import { createLogger, silentLogger } from '../../../src/lib/logger.ts';
+import { createTestDatabase } from './pg.ts';
+
+export const FIXTURE_CONFIG = new URL('../../fixtures/agent-server/langgraph.json', import.meta.url).pathname;
+
+export interface Harness {
+  app: FastifyInstance;
+  storage: Storage;
+  engine: RunEngine;
+  close(): Promise<void>;
+}
+
+export async function startHarness(opts: {
+  store: 'embedded' | 'postgres';
+  runTimeoutMs?: number;
+  bodyLimit?: number;
+  concurrency?: number;
+}): Promise<Harness> {
+  const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
+  const graphs = await loadGraphs(FIXTURE_CONFIG, { logger });
+  let cleanup: () => Promise<void>;
+  let storage: Storage;
+  if (opts.store === 'postgres') {
+    const db = await createTestDatabase();
+    storage = await openPostgresStorage({ databaseUrl: db.url, poolSize: 10 });
+    cleanup = db.drop;
+  } else {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-harness-'));
+    storage = openEmbeddedStorage({ dataDir: dir });
+    cleanup = async () => rmSync(dir, { recursive: true, force: true });
+  }
+  await ensureSystemAssistants(storage, graphs);
+  const engine = new RunEngine({
+    storage,
+    graphs,
+    logger,
+    concurrency: opts.concurrency ?? 4,
+    runTimeoutMs: opts.runTimeoutMs ?? 60_000,
+  });
+  const app = await buildApp({ storage, graphs, engine, logger, bodyLimit: opts.bodyLimit, keepAliveMs: 200 });
+  await engine.start();
+  return {
+    app,
+    storage,
+    engine,
+    async close() {
+      await engine.stop(2_000);
+      await app.close();
+      await storage.close();
+      await cleanup();
+    },
+  };
+}
