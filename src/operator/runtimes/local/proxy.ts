@@ -1,0 +1,38 @@
+// The stable per-deployment URL: <dev server>/deployments/<id>/... is forwarded to whichever revision's agent
+// server currently takes the deployment's traffic. Forwarding is @fastify/reply-from; raw bodies are passed
+// through untouched so streams and every content type work.
+import replyFrom from '@fastify/reply-from';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+export type Backend = { port: number; acquire(): () => void };
+
+export type ProxyOptions = {
+  /** The backend of a deployment id, or undefined when it has no live revision (404). */
+  resolve(deploymentId: string): Backend | undefined;
+};
+
+export const DEPLOYMENTS_PREFIX = '/deployments';
+
+export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions): Promise<void> {
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+    // Long joins and event streams must not be cut by client-side timeouts.
+    await scope.register(replyFrom, { undici: { headersTimeout: 0, bodyTimeout: 0 } });
+
+    const forward = async (req: FastifyRequest, reply: FastifyReply) => {
+      const { id, '*': rest = '' } = req.params as { id: string; '*'?: string };
+      const backend = opts.resolve(id);
+      if (!backend) {
+        return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
+      }
+      const release = backend.acquire();
+      reply.raw.once('close', release);
+      const q = req.url.indexOf('?');
+      const query = q >= 0 ? req.url.slice(q) : '';
+      return reply.from(`http://127.0.0.1:${backend.port}/${rest}${query}`);
+    };
+    scope.all(`${DEPLOYMENTS_PREFIX}/:id`, forward);
+    scope.all(`${DEPLOYMENTS_PREFIX}/:id/*`, forward);
+  });
+}

@@ -1,0 +1,69 @@
+// The runtime port: what the controllers need from whatever runs agents (child processes here, Kubernetes Jobs and
+// Deployments in a cluster). Every method is idempotent and returns quickly: builds and rollouts are started by
+// one call and observed by later calls; the runtime calls `notify` when something worth a look changed.
+
+/** Identifies one revision of one deployment. Names are the resource names (`<deployment>-r<n>`). */
+export type RevisionRef = {
+  namespace: string;
+  deployment: string;
+  /** Stable id of the deployment; the runtime keys files and databases by it. */
+  deploymentId: string;
+  revision: string;
+};
+
+export type BuildSpec = RevisionRef & {
+  repoUrl: string;
+  /** Branch, tag, full ref or commit. */
+  repoRef: string;
+  graphConfigPath: string;
+  installCommand?: string | null;
+  buildCommand?: string | null;
+};
+
+export type BuildStatus =
+  | { phase: 'Running' }
+  | { phase: 'Succeeded'; commitSha: string; image?: string }
+  | { phase: 'Failed'; message: string };
+
+export type ServerSpec = RevisionRef & {
+  graphConfigPath: string;
+  /** Environment of the agent server (the deployment's secrets). */
+  env: Record<string, string>;
+};
+
+export type ServerStatus =
+  | { phase: 'Starting' }
+  | { phase: 'Ready' }
+  | { phase: 'Failed'; message: string };
+
+export type LogType = 'build' | 'deploy';
+
+/** Where the runtime writes build and deploy output (the store's revision log port). */
+export interface RevisionLogSink {
+  append(ref: RevisionRef, type: LogType, lines: string[]): Promise<void>;
+}
+
+export interface Runtime {
+  /** Which sources this runtime can run; others fail at creation with `message`. */
+  supports(source: string): { ok: true } | { ok: false; message: string };
+  /** Starts the build if it is neither running nor done; reports its state. Survives restarts. */
+  build(spec: BuildSpec): Promise<BuildStatus>;
+  /** True when a finished build of this revision is still available (redeploy without rebuilding). */
+  hasBuild(ref: RevisionRef): Promise<boolean>;
+  /** Starts the revision's server if it is not running; reports its state. */
+  deploy(spec: ServerSpec): Promise<ServerStatus>;
+  /** Sends the deployment's traffic to `revision` (which must be Ready), then stops the others. */
+  route(deployment: Omit<RevisionRef, 'revision'>, revision: string): Promise<void>;
+  /** The revision currently taking traffic, if any. */
+  routedRevision(deployment: Omit<RevisionRef, 'revision'>): string | undefined;
+  /** The stable URL of a deployment. */
+  url(deployment: Omit<RevisionRef, 'revision'>): string;
+  /** Stops one revision's server (no-op when it is not running). */
+  stop(ref: RevisionRef): Promise<void>;
+  /** Stops everything of a deployment and removes its files and data. */
+  cleanup(deployment: Omit<RevisionRef, 'revision'>): Promise<void>;
+  /** Registers the callback used to say "look at this deployment/revision again". */
+  onChange(notify: (ref: RevisionRef) => void): void;
+  /** Stops all processes (process shutdown); keeps files. */
+  shutdown(): Promise<void>;
+}

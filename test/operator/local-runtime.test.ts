@@ -1,0 +1,143 @@
+// The local runtime on its own: real git repo, real npm ci, real agent-server children, the real SDK through the
+// deployment proxy. The controllers are not involved; the test plays their part.
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Client } from '@langchain/langgraph-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
+import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
+import type { BuildSpec, LogType, RevisionLogSink, RevisionRef, ServerSpec } from '../../src/operator/runtimes/types.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+
+class MemoryLogs implements RevisionLogSink {
+  lines = new Map<string, string[]>();
+  async append(ref: RevisionRef, type: LogType, lines: string[]) {
+    const k = `${ref.revision}/${type}`;
+    this.lines.set(k, [...(this.lines.get(k) ?? []), ...lines]);
+  }
+  text(revision: string, type: LogType): string {
+    return (this.lines.get(`${revision}/${type}`) ?? []).join('\n');
+  }
+}
+
+const dep = { namespace: 'default', deployment: 'hello', deploymentId: 'dep-hello' };
+
+let tmp: string;
+let repo: ExampleRepo;
+let runtime: LocalRuntime;
+let logs: MemoryLogs;
+let app: FastifyInstance;
+
+function buildSpec(revision: string, repoRef: string): BuildSpec {
+  return { ...dep, revision, repoUrl: repo.path, repoRef, graphConfigPath: 'langgraph.json' };
+}
+function serverSpec(revision: string, env: Record<string, string> = {}): ServerSpec {
+  return { ...dep, revision, graphConfigPath: 'langgraph.json', env };
+}
+
+/** Waits for the runtime's change notification about `revision`, then asks again (as a reconcile would). */
+async function until<T extends { phase: string }>(revision: string, ask: () => Promise<T>, phases: string[]): Promise<T> {
+  for (;;) {
+    const status = await ask();
+    if (phases.includes(status.phase)) return status;
+    await new Promise<void>((resolve) => {
+      runtime.onChange((ref) => ref.revision === revision && resolve());
+    });
+  }
+}
+
+async function waitFor(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 50));
+}
+
+async function greet(client: Client, threadId?: string): Promise<{ text: string; threadId: string }> {
+  const thread = threadId ? { thread_id: threadId } : await client.threads.create();
+  const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
+  await client.runs.join(thread.thread_id, run.run_id);
+  const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
+  return { text: String(state.values.messages.at(-1)!.content), threadId: thread.thread_id };
+}
+
+beforeAll(async () => {
+  tmp = mkdtempSync(join(tmpdir(), 'ap-local-runtime-'));
+  repo = makeExampleRepo(tmp);
+  logs = new MemoryLogs();
+  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs, logger: silentLogger(), healthTimeoutMs: 60_000, stopGraceMs: 3000 });
+  app = Fastify();
+  await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
+  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  runtime.setBaseUrl(address);
+});
+
+afterAll(async () => {
+  await runtime?.shutdown();
+  await app?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('LocalRuntime', () => {
+  it('refuses external_docker with a reason', () => {
+    const answer = runtime.supports('external_docker');
+    expect(answer.ok).toBe(false);
+    expect(!answer.ok && answer.message).toMatch(/container runtime/);
+  });
+
+  it('builds, serves, switches revisions on one URL with shared threads, and explains failures', async () => {
+    // revision 1 from a tag
+    expect((await runtime.build(buildSpec('hello-r1', 'v1'))).phase).toBe('Running');
+    const built = await until('hello-r1', () => runtime.build(buildSpec('hello-r1', 'v1')), ['Succeeded', 'Failed']);
+    expect(built).toEqual({ phase: 'Succeeded', commitSha: repo.sha('v1') });
+    expect(logs.text('hello-r1', 'build')).toContain('npm ci');
+    expect(await runtime.hasBuild({ ...dep, revision: 'hello-r1' })).toBe(true);
+
+    const url = runtime.url(dep);
+    expect((await fetch(`${url}/ok`)).status).toBe(404); // nothing routed yet
+    expect(await until('hello-r1', () => runtime.deploy(serverSpec('hello-r1')), ['Ready', 'Failed'])).toEqual({ phase: 'Ready' });
+    await runtime.route(dep, 'hello-r1');
+    expect(runtime.routedRevision(dep)).toBe('hello-r1');
+    const client = new Client({ apiUrl: url });
+    const first = await greet(client);
+    expect(first.text).toContain('Hello, Ada!');
+
+    // revision 2 from a branch, secrets as environment win over langgraph.json env
+    await until('hello-r2', () => runtime.build(buildSpec('hello-r2', 'v2')), ['Succeeded']);
+    await until('hello-r2', () => runtime.deploy(serverSpec('hello-r2')), ['Ready']);
+    const [oldPid] = runtime.pids();
+    await runtime.route(dep, 'hello-r2');
+    expect((await greet(client)).text).toContain('Howdy, Ada!');
+    // the thread made on revision 1 is readable and continuable on revision 2
+    expect((await greet(client, first.threadId)).text).toContain('Howdy, Ada!');
+    await waitFor(() => !runtime.pids().includes(oldPid!));
+    expect(() => process.kill(oldPid!, 0)).toThrow(); // the replaced server stopped after traffic moved
+
+    // failures: unknown ref, failing install, server that never becomes healthy
+    const unknown = await until('hello-r3', () => runtime.build(buildSpec('hello-r3', 'no-such-ref')), ['Failed', 'Succeeded']);
+    expect(unknown).toMatchObject({ phase: 'Failed', message: expect.stringContaining('no-such-ref') });
+    const install = await until('hello-r4', () => runtime.build(buildSpec('hello-r4', 'broken-install')), ['Failed', 'Succeeded']);
+    expect(install).toMatchObject({ phase: 'Failed', message: expect.stringContaining('npm ci') });
+    expect(logs.text('hello-r4', 'build')).toMatch(/in sync|package-lock/);
+    await until('hello-r5', () => runtime.build(buildSpec('hello-r5', 'broken-server')), ['Succeeded']);
+    const broken = await until('hello-r5', () => runtime.deploy(serverSpec('hello-r5')), ['Failed', 'Ready']);
+    expect(broken).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/exited|healthy/) });
+    expect(logs.text('hello-r5', 'deploy')).toContain('missing');
+    await expect(runtime.route(dep, 'hello-r5')).rejects.toThrow(/not ready/);
+    expect((await greet(client)).text).toContain('Howdy, Ada!'); // still served by revision 2
+
+    // redeploy of revision 1 from disk, without building
+    await until('hello-r1', () => runtime.deploy(serverSpec('hello-r1', { AGENT_GREETING: 'Hi' })), ['Ready']);
+    await runtime.route(dep, 'hello-r1');
+    expect((await greet(client)).text).toContain('Hi, Ada!');
+
+    // cleanup: processes gone, files gone, URL 404
+    const pids = runtime.pids();
+    expect(pids.length).toBeGreaterThan(0);
+    await runtime.cleanup(dep);
+    expect(runtime.pids()).toEqual([]);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+    expect(existsSync(join(tmp, 'data', 'deployments', dep.deploymentId))).toBe(false);
+    expect((await fetch(`${url}/ok`)).status).toBe(404);
+  }, 240_000);
+});
