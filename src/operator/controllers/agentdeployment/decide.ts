@@ -1,0 +1,48 @@
+// Pure decisions of the deployment controller: which revision should be live, which are superseded, where
+// traffic goes.
+import type { ServerStatus } from '../../runtimes/types.ts';
+import { isDead, isInProgress } from '../agentrevision/decide.ts';
+
+export type RevisionView = { name: string; number: number; status: string };
+
+function newestFirst(revisions: RevisionView[]): RevisionView[] {
+  return [...revisions].sort((a, b) => b.number - a.number);
+}
+
+/**
+ * The revision the deployment should serve: the one asked for by redeploy when it can still run, else the newest
+ * unless it failed, else the newest DEPLOYED one (a failed revision never takes traffic from the live one).
+ */
+export function pickTarget(revisions: RevisionView[], requested?: string): string | undefined {
+  const sorted = newestFirst(revisions);
+  const asked = requested ? sorted.find((r) => r.name === requested) : undefined;
+  if (asked && !isDead(asked.status)) return asked.name;
+  const newest = sorted[0];
+  if (newest && !isDead(newest.status)) return newest.name;
+  return sorted.find((r) => r.status === 'DEPLOYED')?.name;
+}
+
+/** Revisions still in progress that will never go live because another one is the target. */
+export function revisionsToSkip(revisions: RevisionView[], target: string | undefined): string[] {
+  if (!target) return [];
+  return revisions.filter((r) => r.name !== target && isInProgress(r.status)).map((r) => r.name);
+}
+
+/** Move traffic only to a target whose server answers /ok. */
+export function shouldRoute(target: string | undefined, targetServer: ServerStatus | undefined, routed: string | undefined): boolean {
+  return !!target && target !== routed && targetServer?.phase === 'Ready';
+}
+
+export type ReadyCondition = { status: 'True' | 'False'; reason: string; message: string };
+
+export function readyCondition(routed: string | undefined, target: RevisionView | undefined, latest: RevisionView | undefined, latestMessage: string): ReadyCondition {
+  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED' && routed) {
+    return { status: 'True', reason: 'LatestRevisionFailed', message: `Serving ${routed}; ${latest.name} ${latest.status}: ${latestMessage}` };
+  }
+  if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
+  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {
+    return { status: 'False', reason: latest.status, message: `${latest.name}: ${latestMessage}` };
+  }
+  if (target) return { status: 'False', reason: 'Progressing', message: `Waiting for revision ${target} to serve.` };
+  return { status: 'False', reason: 'NoRevision', message: 'No revision can serve.' };
+}

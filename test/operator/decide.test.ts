@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { nextRevisionStatus, revisionNeeds, type RevisionFacts } from '../../src/operator/controllers/agentrevision/decide.ts';
+import { pickTarget, readyCondition, revisionsToSkip, shouldRoute, type RevisionView } from '../../src/operator/controllers/agentdeployment/decide.ts';
+
+const ok = { ok: true } as const;
+const base: RevisionFacts = { status: 'QUEUED', supported: ok, isTarget: true, routed: false };
+
+describe('nextRevisionStatus', () => {
+  const table: [string, Partial<RevisionFacts>, string, string?][] = [
+    ['unsupported source fails at creation', { supported: { ok: false, message: 'needs a container runtime' } }, 'CREATE_FAILED', 'needs a container runtime'],
+    ['queued, build running', { build: { phase: 'Running' } }, 'BUILDING'],
+    ['awaiting build, build running', { status: 'AWAITING_BUILD', build: { phase: 'Running' } }, 'BUILDING'],
+    ['building, build failed', { status: 'BUILDING', build: { phase: 'Failed', message: 'npm ci exited with code 1' } }, 'BUILD_FAILED', 'npm ci exited with code 1'],
+    ['building, build done', { status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc' } }, 'AWAITING_DEPLOY'],
+    ['built, not the target: waits', { status: 'AWAITING_DEPLOY', isTarget: false }, 'AWAITING_DEPLOY'],
+    ['built target, server starting', { status: 'AWAITING_DEPLOY', server: { phase: 'Starting' } }, 'DEPLOYING'],
+    ['deploying, server failed', { status: 'DEPLOYING', server: { phase: 'Failed', message: 'exited with code 1' } }, 'DEPLOY_FAILED', 'exited with code 1'],
+    ['deploying, ready but traffic not moved yet', { status: 'DEPLOYING', server: { phase: 'Ready' } }, 'DEPLOYING'],
+    ['deploying, ready and routed', { status: 'DEPLOYING', server: { phase: 'Ready' }, routed: true }, 'DEPLOYED'],
+    ['deployed stays deployed when its server restarts', { status: 'DEPLOYED', server: { phase: 'Starting' } }, 'DEPLOYED'],
+    ['skipped is terminal', { status: 'SKIPPED', build: { phase: 'Succeeded', commitSha: 'x' } }, 'SKIPPED'],
+    ['build failed is terminal', { status: 'BUILD_FAILED', supported: { ok: false, message: 'x' } }, 'BUILD_FAILED'],
+    ['deploy failed is terminal', { status: 'DEPLOY_FAILED', server: { phase: 'Ready' }, routed: true }, 'DEPLOY_FAILED'],
+  ];
+  it.each(table)('%s', (_name, facts, status, message) => {
+    const out = nextRevisionStatus({ ...base, ...facts }, 'previous message');
+    expect(out.status).toBe(status);
+    if (message) expect(out.message).toBe(message);
+  });
+
+  it('records the resolved commit when the build succeeds', () => {
+    expect(nextRevisionStatus({ ...base, status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc123' } }).commitSha).toBe('abc123');
+  });
+});
+
+describe('revisionNeeds', () => {
+  const table: [string, boolean, boolean, { build: boolean; serve: boolean; stop: boolean }][] = [
+    ['QUEUED', true, false, { build: true, serve: false, stop: false }],
+    ['AWAITING_DEPLOY', true, false, { build: false, serve: true, stop: false }],
+    ['AWAITING_DEPLOY', false, false, { build: false, serve: false, stop: true }],
+    ['DEPLOYED', true, true, { build: false, serve: true, stop: false }],
+    ['DEPLOYED', false, true, { build: false, serve: false, stop: false }],
+    ['DEPLOYED', false, false, { build: false, serve: false, stop: true }],
+    ['SKIPPED', false, false, { build: false, serve: false, stop: true }],
+  ];
+  it.each(table)('%s target=%s routed=%s', (status, target, routed, expected) => {
+    expect(revisionNeeds(status, target, routed)).toEqual(expected);
+  });
+});
+
+const r = (number: number, status: string): RevisionView => ({ name: `d-r${number}`, number, status });
+
+describe('pickTarget and revisionsToSkip', () => {
+  const table: [string, RevisionView[], string | undefined, string | undefined, string[]][] = [
+    ['first revision', [r(1, 'QUEUED')], undefined, 'd-r1', []],
+    ['newest in progress supersedes older in progress', [r(1, 'DEPLOYED'), r(2, 'BUILDING'), r(3, 'QUEUED')], undefined, 'd-r3', ['d-r2']],
+    ['newest failed: the live one stays', [r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED')], undefined, 'd-r1', []],
+    ['newest skipped and failed, older deployed', [r(1, 'DEPLOYED'), r(2, 'DEPLOYED'), r(3, 'DEPLOY_FAILED')], undefined, 'd-r2', []],
+    ['redeploy of an earlier revision', [r(1, 'DEPLOYED'), r(2, 'DEPLOYED')], 'd-r1', 'd-r1', []],
+    ['redeploy wins over an in-progress one', [r(1, 'DEPLOYED'), r(2, 'BUILDING')], 'd-r1', 'd-r1', ['d-r2']],
+    ['redeploy of a failed revision is ignored', [r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED')], 'd-r2', 'd-r1', []],
+    ['nothing can serve', [r(1, 'BUILD_FAILED')], undefined, undefined, []],
+    ['order comes from the number, not the list', [r(3, 'QUEUED'), r(1, 'DEPLOYED'), r(2, 'QUEUED')], undefined, 'd-r3', ['d-r2']],
+  ];
+  it.each(table)('%s', (_name, revisions, requested, target, skipped) => {
+    expect(pickTarget(revisions, requested)).toBe(target);
+    expect(revisionsToSkip(revisions, target)).toEqual(skipped);
+  });
+});
+
+describe('shouldRoute', () => {
+  it.each([
+    ['d-r2', { phase: 'Ready' } as const, 'd-r1', true],
+    ['d-r2', { phase: 'Starting' } as const, 'd-r1', false],
+    ['d-r2', { phase: 'Failed', message: 'x' } as const, 'd-r1', false],
+    ['d-r1', { phase: 'Ready' } as const, 'd-r1', false],
+    [undefined, undefined, 'd-r1', false],
+    ['d-r1', { phase: 'Ready' } as const, undefined, true],
+  ])('target %s server %o routed %s → %s', (target, server, routed, expected) => {
+    expect(shouldRoute(target, server, routed)).toBe(expected);
+  });
+});
+
+describe('readyCondition', () => {
+  it('is true while serving, and says so when the latest revision failed', () => {
+    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '')).toMatchObject({ status: 'True', reason: 'Serving' });
+    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED'), 'npm ci failed')).toMatchObject({
+      status: 'True',
+      reason: 'LatestRevisionFailed',
+      message: expect.stringContaining('npm ci failed'),
+    });
+  });
+  it('is false while progressing or when nothing can serve', () => {
+    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({ status: 'False', reason: 'Progressing' });
+    expect(readyCondition(undefined, undefined, r(1, 'BUILD_FAILED'), 'boom')).toMatchObject({ status: 'False', reason: 'BUILD_FAILED' });
+  });
+});
