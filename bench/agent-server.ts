@@ -10,7 +10,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, openSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,6 +77,10 @@ interface Result {
   cyclesPerSec: number;
   p50: number;
   p99: number;
+  /** CPU ms the server (or, for the limit, this process) spent per completed cycle in the measured window. */
+  cpuMsPerCycle?: number;
+  /** 1-minute load average when the measured window began: how busy the shared machine was. */
+  loadAvg: number;
   /** run created_at -> first checkpoint of the run, sequential runs (no queueing). */
   startP50?: number;
   startP99?: number;
@@ -157,6 +161,24 @@ async function ensureReferenceInstalled(): Promise<string> {
   return cli;
 }
 
+/** CPU seconds (user + system) used so far by every process in a process group, from /proc (Linux). */
+async function groupCpuSeconds(pgid: number): Promise<number> {
+  let ticks = 0;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // Fields after the parenthesised command name: state ppid pgrp ... utime(14) stime(15).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid) ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / 100; // USER_HZ
+}
+
+function selfCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
 // ---------------------------------------------------------------------------------------------- load
 
 /** One full seed cycle through the SDK; throws if the run did not end as the example agent should. */
@@ -172,19 +194,37 @@ async function cycle(client: Client): Promise<void> {
 }
 
 /** `workers` concurrent loops of `op` for warm-up + measured seconds; only the measured window counts. */
-async function drive(target: string, op: (worker: number) => Promise<void>, workers: number): Promise<Result> {
+async function drive(
+  target: string,
+  op: (worker: number) => Promise<void>,
+  workers: number,
+  cpuSeconds?: () => number | Promise<number>,
+): Promise<Result> {
   const latencies: number[] = [];
   let completed = 0;
   let errors = 0;
   let firstError: string | undefined;
   const warmEnd = performance.now() + warmupSeconds * 1000;
   const end = warmEnd + seconds * 1000;
+  let cpuStart: Promise<number> | undefined;
+  let cpuEnd: Promise<number> | undefined;
+  let loadAvg = NaN;
+  // Checked from the loops, not timers: an in-process graph run can keep the event loop in microtasks.
+  const mark = (now: number) => {
+    if (now >= warmEnd && Number.isNaN(loadAvg)) {
+      loadAvg = os.loadavg()[0]!;
+      if (cpuSeconds) cpuStart = Promise.resolve(cpuSeconds());
+    }
+    if (now >= end && !cpuEnd && cpuSeconds) cpuEnd = Promise.resolve(cpuSeconds());
+  };
   const loops = Array.from({ length: workers }, async (_, w) => {
     while (performance.now() < end) {
       const t0 = performance.now();
+      mark(t0);
       try {
         await op(w);
         const t1 = performance.now();
+        mark(t1);
         // Throughput counts completions inside the window; latency only cycles wholly inside it.
         if (t1 >= warmEnd && t1 <= end) completed++;
         if (t0 >= warmEnd && t1 <= end) latencies.push(t1 - t0);
@@ -196,6 +236,7 @@ async function drive(target: string, op: (worker: number) => Promise<void>, work
     }
   });
   await Promise.all(loops);
+  const cpu = cpuStart && cpuEnd ? (await cpuEnd) - (await cpuStart) : undefined;
   latencies.sort((a, b) => a - b);
   return {
     target,
@@ -203,6 +244,8 @@ async function drive(target: string, op: (worker: number) => Promise<void>, work
     errors,
     ...(firstError ? { firstError } : {}),
     cyclesPerSec: completed / seconds,
+    ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
+    loadAvg,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
   };
@@ -230,7 +273,8 @@ async function startLatency(client: Client, samples: number): Promise<{ p50: num
 async function benchServer(target: string, server: Server): Promise<Result> {
   const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
   log(`${target}: ${clients} clients, ${warmupSeconds}s warm-up + ${seconds}s`);
-  const result = await drive(target, (w) => cycle(sdk[w]!), clients);
+  const pgid = server.proc.pid!;
+  const result = await drive(target, (w) => cycle(sdk[w]!), clients, () => groupCpuSeconds(pgid));
   const latency = await startLatency(sdk[0]!, latencySamples);
   result.startP50 = latency.p50;
   result.startP99 = latency.p99;
@@ -238,13 +282,13 @@ async function benchServer(target: string, server: Server): Promise<Result> {
   return result;
 }
 
-async function benchLimit(): Promise<Result> {
+async function benchLimit(target: string): Promise<Result> {
   const registry = await loadGraphs(exampleConfig, { logger: silentLogger() });
   const graph = await registry.getGraph('agent', {}, { checkpointer: new MemorySaver() });
   let n = 0;
-  log(`limit: in-process graph.invoke + getState, ${clients} concurrent loops`);
+  log(`${target}: in-process graph.invoke + getState, ${clients} concurrent loops`);
   const result = await drive(
-    'limit',
+    target,
     async () => {
       const config = { configurable: { thread_id: `t${n++}` } };
       await graph.invoke(INPUT, config);
@@ -253,8 +297,9 @@ async function benchLimit(): Promise<Result> {
       if (last?.content !== EXPECTED_REPLY) throw new Error('unexpected final message');
     },
     clients,
+    selfCpuSeconds,
   );
-  log(`limit: ${result.cyclesPerSec.toFixed(1)} cycles/s`);
+  log(`${target}: ${result.cyclesPerSec.toFixed(1)} cycles/s`);
   return result;
 }
 
@@ -267,22 +312,28 @@ function fmt(n: number | undefined, digits = 1): string {
 function report(results: Result[]): string {
   const by = (t: string) => results.find((r) => r.target === t);
   const ref = by('reference');
-  const limit = by('limit');
+  const limits = results.filter((r) => r.target.startsWith('limit'));
+  const limitRate = limits.length ? limits.reduce((a, r) => a + r.cyclesPerSec, 0) / limits.length : undefined;
   const label: Record<string, string> = {
     reference: 'reference (langgraph-cli dev, in-memory)',
     embedded: 'agentplane embedded',
     postgres: 'agentplane Postgres',
-    limit: 'limit: in-process graph.invoke, MemorySaver',
+    'limit-before': 'limit: in-process graph.invoke, MemorySaver (before)',
+    'limit-after': 'limit: in-process graph.invoke, MemorySaver (after)',
   };
+  const isServer = (r: Result) => !r.target.startsWith('limit');
   const rows = results.map((r) =>
     [
       label[r.target] ?? r.target,
       fmt(r.cyclesPerSec),
       fmt(r.p50),
       fmt(r.p99),
-      ref && r.target !== 'reference' ? `${fmt(r.cyclesPerSec / ref.cyclesPerSec, 2)}×` : '-',
-      limit && r.target !== 'limit' ? `${fmt(r.cyclesPerSec / limit.cyclesPerSec, 2)}×` : '-',
+      ref && r !== ref ? `${fmt(r.cyclesPerSec / ref.cyclesPerSec, 2)}×` : '-',
+      limitRate && isServer(r) ? `${fmt(r.cyclesPerSec / limitRate, 2)}×` : '-',
       r.startP50 === undefined ? '-' : `${fmt(r.startP50, 0)} / ${fmt(r.startP99, 0)}`,
+      fmt(r.cpuMsPerCycle),
+      ref?.cpuMsPerCycle && r.cpuMsPerCycle && r !== ref ? `${fmt(ref.cpuMsPerCycle / r.cpuMsPerCycle, 2)}×` : '-',
+      fmt(r.loadAvg),
       `${r.cycles} / ${r.errors}`,
     ].join(' | '),
   );
@@ -295,15 +346,19 @@ function report(results: Result[]): string {
     '',
     'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
     '',
-    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | cycles / errors |',
-    '|---|---|---|---|---|---|---|---|',
+    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r} |`),
     '',
-    'created→running: run `created_at` to the run\'s first checkpoint `created_at` (GET history), measured on ' +
+    '- vs limit: against the mean of the two limit runs (before and after the servers).',
+    "- created→running: run `created_at` to the run's first checkpoint `created_at` (GET history), on " +
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
-    'The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
-    `Targets: embedded ≥ 7× reference and ≥ 0.5× limit; Postgres ≥ 4× reference; created→running p50 ≤ 5 ms.`,
-    'Load generator, servers and Postgres share this machine\'s cores; command: `npm run bench`.',
+    '- server CPU ms / cycle: user+system CPU of the server\'s process group (the limit: this process) in the measured ' +
+      'window divided by cycles; it depends far less on other load than cycles/s. Postgres\' own CPU is not included.',
+    "- load avg: the machine's 1-minute load average when the window began (2 cores, shared with other work).",
+    '- The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
+    '- Targets: embedded ≥ 7× reference and ≥ 0.5× limit; Postgres ≥ 4× reference; created→running p50 ≤ 5 ms.',
+    '- Command: `npm run bench` (options: `npm run bench -- --help`).',
     '',
   ];
   for (const r of results) if (r.firstError) lines.push(`- ${r.target}: ${r.errors} errors, first: ${r.firstError}`);
@@ -317,6 +372,8 @@ async function main(): Promise<void> {
   const results: Result[] = [];
   const node = process.execPath;
   try {
+    // The machine is shared: measure the limit before and after the servers and compare against their mean.
+    if (only.has('limit')) results.push(await benchLimit('limit-before'));
     if (only.has('reference')) {
       const cli = await ensureReferenceInstalled();
       // The dev server keeps its in-memory state in .langgraph_api next to langgraph.json; start clean.
@@ -381,7 +438,7 @@ async function main(): Promise<void> {
         await admin.end();
       }
     }
-    if (only.has('limit')) results.push(await benchLimit());
+    if (only.has('limit')) results.push(await benchLimit('limit-after'));
   } finally {
     log(`server logs in ${logDir}`);
   }
