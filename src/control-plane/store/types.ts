@@ -1,0 +1,151 @@
+// The store port, shared by the control plane API and the operators. Kubernetes-shaped on purpose: the kubernetes
+// adapter maps it 1:1 onto the API server, the embedded adapter (SQLite) behaves the same way, so code written
+// against it runs unchanged on one machine and in a cluster.
+//
+// Semantics (both adapters):
+// - create: fills uid, resourceVersion, generation=1, creationTimestamp; ignores `status` (status subresource).
+//   A name that exists -> AlreadyExistsError (409).
+// - update: writes metadata (labels, annotations, finalizers, ownerReferences) and spec; ignores status. Optimistic
+//   on metadata.resourceVersion when it is set: stale -> StaleResourceVersionError (409). generation increments only
+//   when spec changed. Removing the last finalizer of an object marked for deletion removes it.
+// - updateStatus: writes status only (same optimistic check).
+// - delete: with finalizers, sets deletionTimestamp (once) and keeps the object; without, removes it. Removal
+//   garbage-collects dependents (objects and secrets whose ownerReferences name the removed uid), like Kubernetes.
+// - watch: events after `resourceVersion` ('' or '0' = synthetic ADDED for every current object first). A version
+//   older than the store keeps history for -> onError(ResourceExpiredError) (410), then list again.
+import { AppError, ConflictError } from '../../lib/errors.ts';
+import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
+
+export type Kind = 'AgentDeployment' | 'AgentRevision';
+export type KindMap = { AgentDeployment: AgentDeployment; AgentRevision: AgentRevision };
+export type AnyResource = KindMap[Kind];
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export type ListOptions = {
+  /** Kubernetes equality-based selector: "a=b,c!=d,e" (e = label exists). */
+  labelSelector?: string;
+};
+
+export interface ResourceStore {
+  get<K extends Kind>(kind: K, namespace: string, name: string): Promise<KindMap[K]>;
+  list<K extends Kind>(
+    kind: K,
+    namespace?: string,
+    opts?: ListOptions,
+  ): Promise<{ items: KindMap[K][]; resourceVersion: string }>;
+  create<K extends Kind>(kind: K, obj: KindMap[K]): Promise<KindMap[K]>;
+  update<K extends Kind>(kind: K, obj: KindMap[K]): Promise<KindMap[K]>;
+  updateStatus<K extends Kind>(kind: K, obj: KindMap[K]): Promise<KindMap[K]>;
+  delete(kind: Kind, namespace: string, name: string): Promise<void>;
+  /**
+   * Streams changes after `resourceVersion`; resolves to a stop function (after which nothing is delivered).
+   * `onError` is called at most once when the stream breaks (or the version is too old: ResourceExpiredError);
+   * the watch is over then and the caller lists again.
+   */
+  watch<K extends Kind>(
+    kind: K,
+    namespace: string | undefined,
+    resourceVersion: string,
+    onEvent: (type: WatchEventType, obj: KindMap[K]) => void,
+    onError: (err: unknown) => void,
+  ): Promise<() => void>;
+}
+
+/** Environment values of a deployment, one immutable set per change (see resources/names.ts secretsName). */
+export interface SecretStore {
+  /** Creates the set `name` owned by `owner` (garbage-collected with it). Existing name -> AlreadyExistsError. */
+  putSecrets(
+    namespace: string,
+    name: string,
+    owner: { kind: Kind; name: string; uid: string },
+    values: Record<string, string>,
+  ): Promise<void>;
+  /** Values of a set; NotFoundError when missing. Only runtimes call this; the API never returns values. */
+  getSecrets(namespace: string, name: string): Promise<Record<string, string>>;
+  /** Variable names of a set, for API responses. */
+  secretNames(namespace: string, name: string): Promise<string[]>;
+  deleteSecrets(namespace: string, name: string): Promise<void>;
+}
+
+export type ApiKeyRecord = {
+  id: string;
+  name: string;
+  /** Tenants the key may act for; '*' = every tenant (bootstrap admin keys). */
+  tenants: string[];
+  createdAt: string;
+};
+
+/** API keys: only a SHA-256 hash of each key is stored. */
+export interface ApiKeyStore {
+  /** Stores a key (the caller generated it) by its hash. */
+  putApiKey(record: ApiKeyRecord, keyHash: string): Promise<void>;
+  findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined>;
+}
+
+export type LogType = 'build' | 'deploy';
+export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
+
+export type LogPage = {
+  logs: LogEntry[];
+  /** Cursor for the next page; null when there is nothing more (for now). */
+  next_offset: string | null;
+};
+
+/** Build and deploy output of revisions, written by runtimes, read by the API. */
+export interface RevisionLogStore {
+  appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void>;
+  readLogs(
+    namespace: string,
+    revision: string,
+    opts: { type: LogType; limit: number; offset?: string; order: 'asc' | 'desc' },
+  ): Promise<LogPage>;
+}
+
+/** Everything a control plane needs, as one object the adapters build. */
+export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore {
+  /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
+  readonly namespace: string;
+  close(): Promise<void>;
+}
+
+/** 409 AlreadyExists: the name is taken. "Ensure" callers treat it as success. */
+export class AlreadyExistsError extends ConflictError {
+  readonly reason = 'AlreadyExists';
+}
+
+/** 409 Conflict: the object changed since it was read (stale metadata.resourceVersion). Re-read and retry. */
+export class StaleResourceVersionError extends ConflictError {
+  readonly reason = 'Conflict';
+}
+
+/** 410 Gone: the watch's resourceVersion is older than the kept history. List again. */
+export class ResourceExpiredError extends AppError {
+  constructor(message: string) {
+    super(message, 410);
+  }
+}
+
+/** Parses an equality-based label selector into predicates over a label map. */
+export function labelSelectorMatcher(selector: string | undefined): (labels: Record<string, string> | undefined) => boolean {
+  const terms = (selector ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const neq = t.indexOf('!=');
+      if (neq > 0) return { key: t.slice(0, neq).trim(), op: '!=' as const, value: t.slice(neq + 2).trim() };
+      const eq = t.indexOf('=');
+      if (eq > 0) return { key: t.slice(0, eq).trim(), op: '=' as const, value: t.slice(eq + 1).replace(/^=/, '').trim() };
+      if (t.startsWith('!')) return { key: t.slice(1).trim(), op: '!' as const, value: '' };
+      return { key: t, op: 'exists' as const, value: '' };
+    });
+  return (labels) =>
+    terms.every((t) => {
+      const v = labels?.[t.key];
+      if (t.op === '=') return v === t.value;
+      if (t.op === '!=') return v !== t.value;
+      if (t.op === '!') return v === undefined;
+      return v !== undefined;
+    });
+}

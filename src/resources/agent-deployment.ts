@@ -1,0 +1,103 @@
+// AgentDeployment: what a tenant asked to run. Spec fields are camelCase versions of the API's source_config /
+// source_revision_config; secret VALUES never live here, only the name of the Secret that holds them.
+import { z } from 'zod';
+import { API_VERSION, conditionSchema, objectMetaSchema } from './meta.ts';
+
+export const sourceSchema = z.enum(['github', 'external_docker']);
+export type Source = z.infer<typeof sourceSchema>;
+
+export const deploymentTypeSchema = z.enum(['dev', 'prod']);
+
+export const resourceSpecSchema = z.object({
+  minScale: z.number().int().min(0).optional(),
+  maxScale: z.number().int().min(0).optional(),
+  /** CPU cores (request). */
+  cpu: z.number().positive().optional(),
+  cpuLimit: z.number().positive().optional(),
+  memoryMb: z.number().int().positive().optional(),
+  memoryLimitMb: z.number().int().positive().optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+  serviceAccountName: z.string().optional(),
+  imagePullSecrets: z.array(z.string()).optional(),
+  nodeSelector: z.record(z.string(), z.string()).optional(),
+});
+export type ResourceSpec = z.infer<typeof resourceSpecSchema>;
+
+export const sourceConfigSchema = z.object({
+  integrationId: z.string().nullable().optional(),
+  repoUrl: z.string().nullable().optional(),
+  deploymentType: deploymentTypeSchema.optional(),
+  buildOnPush: z.boolean().optional(),
+  customUrl: z.string().nullable().optional(),
+  resourceSpec: resourceSpecSchema.nullable().optional(),
+  listenerId: z.string().nullable().optional(),
+  listenerConfig: z.object({ k8sNamespace: z.string().optional() }).nullable().optional(),
+  installCommand: z.string().nullable().optional(),
+  buildCommand: z.string().nullable().optional(),
+});
+export type SourceConfig = z.infer<typeof sourceConfigSchema>;
+
+export const sourceRevisionConfigSchema = z.object({
+  /** Branch, tag, full ref or commit (github source). */
+  repoRef: z.string().nullable().optional(),
+  /** Path of langgraph.json inside the repository (the public API also calls it langgraph_config_path). */
+  graphConfigPath: z.string().nullable().optional(),
+  /** Prebuilt image (external_docker source). */
+  imageUri: z.string().nullable().optional(),
+});
+export type SourceRevisionConfig = z.infer<typeof sourceRevisionConfigSchema>;
+
+export const secretReferenceSchema = z.object({
+  /** Environment variable name. */
+  name: z.string().min(1),
+  secretName: z.string().min(1),
+  secretKey: z.string().min(1),
+});
+export type SecretReference = z.infer<typeof secretReferenceSchema>;
+
+export const deploymentPhaseSchema = z.enum(['AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE', 'UNKNOWN']);
+export type DeploymentPhase = z.infer<typeof deploymentPhaseSchema>;
+
+export const agentDeploymentSpecSchema = z.object({
+  /** API id of the deployment (a UUID); the object name is derived from it (see names.ts). */
+  deploymentId: z.string().min(1),
+  tenantId: z.string().min(1),
+  /** The API's `name`: free text, unique within a tenant. */
+  displayName: z.string().min(1),
+  source: sourceSchema,
+  sourceConfig: sourceConfigSchema,
+  sourceRevisionConfig: sourceRevisionConfigSchema,
+  /** Name of the Secret (embedded: secret row) holding the current environment values, if any. */
+  secretsName: z.string().nullable().optional(),
+  secretReferences: z.array(secretReferenceSchema).optional(),
+  /** Number of the newest revision; revision names are `<deployment name>-r<n>`. */
+  revisionCounter: z.number().int().min(1),
+  /**
+   * The revision that should take traffic. Set to each new revision when it is created, and to an older one by
+   * redeploy. The runtime moves status.activeRevisionName towards it.
+   */
+  targetRevisionName: z.string().min(1),
+});
+export type AgentDeploymentSpec = z.infer<typeof agentDeploymentSpecSchema>;
+
+export const agentDeploymentStatusSchema = z.object({
+  phase: deploymentPhaseSchema.optional(),
+  latestRevisionName: z.string().optional(),
+  /** The revision currently taking traffic (written by the runtime). */
+  activeRevisionName: z.string().optional(),
+  /** Stable URL where the deployment's agent server answers (written by the runtime). */
+  url: z.string().optional(),
+  observedGeneration: z.number().int().optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+export type AgentDeploymentStatus = z.infer<typeof agentDeploymentStatusSchema>;
+
+export const agentDeploymentSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal('AgentDeployment'),
+  metadata: objectMetaSchema,
+  spec: agentDeploymentSpecSchema,
+  status: agentDeploymentStatusSchema.optional(),
+});
+export type AgentDeployment = z.infer<typeof agentDeploymentSchema>;
