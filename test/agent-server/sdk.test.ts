@@ -1,0 +1,102 @@
+// The real @langchain/langgraph-sdk client against a real `agentplane agent-server` process on both stores.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@langchain/langgraph-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemAssistantId } from '../../src/agent-server/graphs/index.ts';
+import { FIXTURE_CONFIG } from './helpers/harness.ts';
+import { createTestDatabase } from './helpers/pg.ts';
+import { startServerProcess, type ServerProc } from './helpers/process.ts';
+
+describe.each(['embedded', 'postgres'] as const)('SDK against a server process (%s)', (store) => {
+  let server: ServerProc;
+  let client: Client;
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    let args: string[];
+    if (store === 'postgres') {
+      const db = await createTestDatabase();
+      args = ['--database-url', db.url];
+      cleanup = db.drop;
+    } else {
+      const dir = mkdtempSync(join(tmpdir(), 'ap-as-sdk-'));
+      args = ['--data-dir', dir];
+      cleanup = async () => rmSync(dir, { recursive: true, force: true });
+    }
+    server = await startServerProcess(['--config', FIXTURE_CONFIG, ...args]);
+    client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await cleanup?.();
+  });
+
+  it('threads and runs: create, get, list, join, state, history, update, copy, search, delete', async () => {
+    const thread = await client.threads.create({ metadata: { suite: 'sdk' } });
+    let runIdFromHeader: string | undefined;
+    const run = await client.runs.create(thread.thread_id, 'counter', {
+      input: { count: 2 },
+      onRunCreated: (m) => (runIdFromHeader = m.run_id),
+    });
+    expect(runIdFromHeader).toBe(run.run_id);
+    expect(run.status).toBe('pending');
+    expect(run.assistant_id).toBe(systemAssistantId('counter'));
+    const values = await client.runs.join(thread.thread_id, run.run_id);
+    expect(values).toEqual({ count: 13, steps: ['first', 'second'] });
+    expect((await client.runs.get(thread.thread_id, run.run_id)).status).toBe('success');
+    expect((await client.runs.list(thread.thread_id)).map((r) => r.run_id)).toEqual([run.run_id]);
+    const state = await client.threads.getState(thread.thread_id);
+    expect(state.values).toEqual(values);
+    expect(state.next).toEqual([]);
+    expect(state.checkpoint.checkpoint_id).toEqual(expect.any(String));
+    const history = await client.threads.getHistory(thread.thread_id, { limit: 2 });
+    expect(history).toHaveLength(2);
+    await client.threads.updateState(thread.thread_id, { values: { count: 100 }, asNode: 'second' });
+    expect((await client.threads.getState(thread.thread_id)).values).toMatchObject({ count: 113 });
+    const copy = await client.threads.copy(thread.thread_id);
+    expect((await client.threads.getState(copy.thread_id)).values).toMatchObject({ count: 113 });
+    const found = await client.threads.search({ metadata: { suite: 'sdk' } });
+    expect(found.map((t) => t.thread_id).sort()).toEqual([thread.thread_id, copy.thread_id].sort());
+    expect(await client.threads.count({ metadata: { suite: 'sdk' } })).toBe(2);
+    await client.threads.delete(copy.thread_id);
+    await expect(client.threads.get(copy.thread_id)).rejects.toThrow(/404/);
+  });
+
+  it('wait, stateless wait, errors, HITL resume and cancel through the SDK', async () => {
+    const t = await client.threads.create();
+    expect(await client.runs.wait(t.thread_id, 'counter', { input: { count: 0 } })).toEqual({ count: 11, steps: ['first', 'second'] });
+    expect(await client.runs.wait(null, 'counter', { input: { count: 1 } })).toEqual({ count: 12, steps: ['first', 'second'] });
+    await expect(client.runs.wait(t.thread_id, 'fail', { input: { x: 1 } })).rejects.toThrow(/FixtureFailure/);
+    expect((await client.threads.get(t.thread_id)).status).toBe('error');
+
+    const h = await client.threads.create();
+    await client.runs.wait(h.thread_id, 'hitl', { input: { question: 'why?' } });
+    const paused = await client.threads.getState(h.thread_id);
+    expect(paused.next).toEqual(['ask']);
+    expect((await client.threads.get(h.thread_id)).status).toBe('interrupted');
+    const done = await client.runs.wait(h.thread_id, 'hitl', { command: { resume: 'because' } });
+    expect(done).toMatchObject({ answer: 'because' });
+
+    const s = await client.threads.create();
+    const slow = await client.runs.create(s.thread_id, 'slow', { input: { delay_ms: 30_000, mark: 'a' } });
+    await expect(client.runs.create(s.thread_id, 'slow', { input: { delay_ms: 0 } })).rejects.toThrow(/409/);
+    await client.runs.cancel(s.thread_id, slow.run_id, true);
+    expect((await client.runs.get(s.thread_id, slow.run_id)).status).toBe('interrupted');
+  });
+
+  it('assistants through the SDK', async () => {
+    const sys = await client.assistants.get('counter');
+    expect(sys.assistant_id).toBe(systemAssistantId('counter'));
+    const a = await client.assistants.create({ graphId: 'hitl', name: 'asker', metadata: { k: 1 } });
+    expect((await client.assistants.search({ metadata: { k: 1 } })).map((x) => x.assistant_id)).toEqual([a.assistant_id]);
+    expect(await client.assistants.count({ graphId: 'hitl' })).toBe(2);
+    const updated = await client.assistants.update(a.assistant_id, { name: 'asker2' });
+    expect(updated.name).toBe('asker2');
+    const graph = await client.assistants.getGraph(a.assistant_id);
+    expect(graph.nodes.map((n) => n.id)).toEqual(expect.arrayContaining(['prepare', 'ask']));
+    await client.assistants.delete(a.assistant_id);
+    await expect(client.assistants.get(a.assistant_id)).rejects.toThrow(/404/);
+  });
+});
