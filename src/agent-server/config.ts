@@ -30,6 +30,12 @@ export const agentServerCommand: CommandSpec = {
       default: '20',
       env: ['SHUTDOWN_GRACE_SECS'],
     },
+    'lease-secs': {
+      type: 'string',
+      description: 'Seconds a run stays owned by a silent worker before another process retries it',
+      default: '30',
+      env: ['AGENTPLANE_LEASE_SECS'],
+    },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
 };
@@ -43,6 +49,7 @@ const Config = z.object({
   jobsPerWorker: positiveIntSchema,
   jobTimeoutSecs: positiveIntSchema,
   shutdownGraceSecs: z.coerce.number().min(0),
+  leaseSecs: z.coerce.number().min(1),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
 export type AgentServerConfig = z.infer<typeof Config>;
@@ -65,6 +72,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     jobsPerWorker: pick('jobs-per-worker'),
     jobTimeoutSecs: pick('job-timeout'),
     shutdownGraceSecs: pick('shutdown-grace'),
+    leaseSecs: pick('lease-secs'),
     logLevel: pick('log-level')?.toLowerCase(),
   };
   const parsed = Config.safeParse(raw);
@@ -72,6 +80,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     const names: Record<string, string> = {
       configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
+      leaseSecs: '--lease-secs',
       logLevel: '--log-level',
     };
     const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');

@@ -49,6 +49,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     logger,
     concurrency: config.jobsPerWorker,
     runTimeoutMs: config.jobTimeoutSecs * 1000,
+    leaseMs: config.leaseSecs * 1000,
+    sweepMs: Math.min(5_000, (config.leaseSecs * 1000) / 2),
   });
   const app = await buildApp({ storage, graphs, engine, logger });
   await engine.start();
