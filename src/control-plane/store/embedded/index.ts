@@ -1,0 +1,461 @@
+// Embedded store: one SQLite file (better-sqlite3, WAL). Every write is one transaction, so nothing is
+// half-written. resourceVersion is a single global counter; each change is also appended to a bounded change log,
+// which lets a watch resume from any recent resourceVersion (older ones answer 410, like the API server).
+import { EventEmitter } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { NotFoundError, ValidationError } from '../../../lib/errors.ts';
+import { canonicalJson, validateResource } from '../validate.ts';
+import {
+  AlreadyExistsError,
+  ResourceExpiredError,
+  StaleResourceVersionError,
+  labelSelectorMatcher,
+  type AnyResource,
+  type ApiKeyRecord,
+  type ControlPlaneStore,
+  type Kind,
+  type KindMap,
+  type ListOptions,
+  type LogPage,
+  type LogType,
+  type WatchEventType,
+} from '../types.ts';
+
+export type EmbeddedStoreOptions = {
+  /** Directory of the database file (created if missing). ':memory:' keeps everything in memory. */
+  dataDir: string;
+  namespace?: string;
+  /** Changes kept for watch resumption. */
+  historyLimit?: number;
+};
+
+type Change = { rv: number; kind: Kind; namespace: string; type: WatchEventType; obj: AnyResource };
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS objects (
+  kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL UNIQUE,
+  rv INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (kind, namespace, name));
+CREATE TABLE IF NOT EXISTS owners (owner_uid TEXT NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL,
+  name TEXT NOT NULL, PRIMARY KEY (owner_uid, kind, namespace, name));
+CREATE TABLE IF NOT EXISTS changes (rv INTEGER PRIMARY KEY, kind TEXT NOT NULL, namespace TEXT NOT NULL,
+  type TEXT NOT NULL, json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO counters VALUES ('rv', 0), ('compacted', 0);
+CREATE TABLE IF NOT EXISTS secrets (namespace TEXT NOT NULL, name TEXT NOT NULL, owner_uid TEXT NOT NULL,
+  data TEXT NOT NULL, PRIMARY KEY (namespace, name));
+CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL,
+  tenants TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS revision_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
+  revision TEXT NOT NULL, type TEXT NOT NULL, ts TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS revision_logs_by_rev ON revision_logs (namespace, revision, type, id);
+`;
+
+export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore {
+  let file = ':memory:';
+  if (opts.dataDir !== ':memory:') {
+    mkdirSync(opts.dataDir, { recursive: true });
+    file = join(opts.dataDir, 'control-plane.db');
+  }
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('busy_timeout = 5000');
+  db.exec(SCHEMA);
+  return new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000);
+}
+
+class EmbeddedStore implements ControlPlaneStore {
+  private readonly events = new EventEmitter();
+  private pending: Change[] = [];
+
+  constructor(
+    private readonly db: Database.Database,
+    readonly namespace: string,
+    private readonly historyLimit: number,
+  ) {
+    this.events.setMaxListeners(0);
+  }
+
+  async close(): Promise<void> {
+    this.events.removeAllListeners();
+    this.db.close();
+  }
+
+  // ---- resources ----
+
+  async get<K extends Kind>(kind: K, namespace: string, name: string): Promise<KindMap[K]> {
+    const row = this.db
+      .prepare('SELECT json FROM objects WHERE kind = ? AND namespace = ? AND name = ?')
+      .get(kind, namespace, name) as { json: string } | undefined;
+    if (!row) throw notFound(kind, name);
+    return JSON.parse(row.json) as KindMap[K];
+  }
+
+  async list<K extends Kind>(kind: K, namespace?: string, opts: ListOptions = {}) {
+    return this.listSync(kind, namespace, opts);
+  }
+
+  private listSync<K extends Kind>(kind: K, namespace?: string, opts: ListOptions = {}) {
+    const match = labelSelectorMatcher(opts.labelSelector);
+    const read = this.db.transaction(() => {
+      const rows = (
+        namespace === undefined
+          ? this.db.prepare('SELECT json FROM objects WHERE kind = ? ORDER BY namespace, name').all(kind)
+          : this.db
+              .prepare('SELECT json FROM objects WHERE kind = ? AND namespace = ? ORDER BY name')
+              .all(kind, namespace)
+      ) as { json: string }[];
+      return { rows, rv: this.currentRv() };
+    });
+    const { rows, rv } = read();
+    const items = rows.map((r) => JSON.parse(r.json) as KindMap[K]).filter((o) => match(o.metadata.labels));
+    return { items, resourceVersion: String(rv) };
+  }
+
+  async create<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    const obj = validateResource(kind, { ...structuredClone(input), status: undefined });
+    const namespace = obj.metadata.namespace ?? this.namespace;
+    return this.write(() => {
+      const exists = this.db
+        .prepare('SELECT 1 FROM objects WHERE kind = ? AND namespace = ? AND name = ?')
+        .get(kind, namespace, obj.metadata.name);
+      if (exists) throw new AlreadyExistsError(`${kind} "${obj.metadata.name}" already exists`);
+      const rv = this.nextRv();
+      const { resourceVersion: _rv, deletionTimestamp: _dt, uid: _uid, generation: _g, ...meta } = obj.metadata;
+      const stored = {
+        ...obj,
+        metadata: {
+          ...meta,
+          namespace,
+          uid: randomUUID(),
+          resourceVersion: String(rv),
+          generation: 1,
+          creationTimestamp: new Date().toISOString(),
+        },
+      } as KindMap[K];
+      delete (stored as { status?: unknown }).status;
+      this.db
+        .prepare('INSERT INTO objects (kind, namespace, name, uid, rv, json) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(kind, namespace, stored.metadata.name, stored.metadata.uid, rv, JSON.stringify(stored));
+      this.writeOwners(kind, stored);
+      this.recordChange(rv, kind, 'ADDED', stored);
+      return stored;
+    });
+  }
+
+  async update<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    return this.write(() => {
+      const current = this.current(kind, input);
+      const obj = validateResource(kind, { ...structuredClone(input), status: current.status });
+      if (kind === 'AgentRevision' && canonicalJson(obj.spec) !== canonicalJson(current.spec)) {
+        throw new ValidationError('AgentRevision spec is immutable', [
+          { loc: ['spec'], msg: 'spec is immutable', type: 'immutable' },
+        ]);
+      }
+      const specChanged = canonicalJson(obj.spec) !== canonicalJson(current.spec);
+      const m = obj.metadata;
+      // A deleting object may lose finalizers but not gain new ones (as on the API server).
+      const finalizers = current.metadata.deletionTimestamp
+        ? (m.finalizers ?? []).filter((f) => current.metadata.finalizers?.includes(f))
+        : m.finalizers;
+      const next = {
+        ...obj,
+        metadata: {
+          ...current.metadata,
+          labels: m.labels,
+          annotations: m.annotations,
+          finalizers: finalizers?.length ? finalizers : undefined,
+          ownerReferences: m.ownerReferences,
+          generation: (current.metadata.generation ?? 1) + (specChanged ? 1 : 0),
+        },
+      } as KindMap[K];
+      return this.replace(kind, current, next);
+    });
+  }
+
+  async updateStatus<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    return this.write(() => {
+      const current = this.current(kind, input);
+      const next = validateResource(kind, { ...current, status: structuredClone(input.status) });
+      return this.replace(kind, current, next);
+    });
+  }
+
+  async delete(kind: Kind, namespace: string, name: string): Promise<void> {
+    this.write(() => {
+      const row = this.db
+        .prepare('SELECT json FROM objects WHERE kind = ? AND namespace = ? AND name = ?')
+        .get(kind, namespace, name) as { json: string } | undefined;
+      if (!row) throw notFound(kind, name);
+      this.deleteObject(kind, JSON.parse(row.json) as AnyResource);
+    });
+  }
+
+  async watch<K extends Kind>(
+    kind: K,
+    namespace: string | undefined,
+    resourceVersion: string,
+    onEvent: (type: WatchEventType, obj: KindMap[K]) => void,
+    onError: (err: unknown) => void,
+  ): Promise<() => void> {
+    let stopped = false;
+    const queue: Change[] = [];
+    let draining = false;
+    // Delivered asynchronously and in order, so handlers may write to the store without re-entering a write.
+    const drain = () => {
+      draining = false;
+      while (!stopped && queue.length) {
+        const c = queue.shift()!;
+        onEvent(c.type, structuredClone(c.obj) as KindMap[K]);
+      }
+    };
+    const push = (c: Change) => {
+      if (stopped || c.kind !== kind || (namespace !== undefined && c.namespace !== namespace)) return;
+      queue.push(c);
+      if (!draining) {
+        draining = true;
+        queueMicrotask(drain);
+      }
+    };
+    const listener = (c: Change) => push(c);
+    // better-sqlite3 is synchronous: replay and subscription happen in one tick, so no change falls between them.
+    if (resourceVersion === '' || resourceVersion === '0') {
+      const { items, resourceVersion: rv } = this.listSync(kind, namespace);
+      for (const obj of items) push({ rv: Number(rv), kind, namespace: obj.metadata.namespace!, type: 'ADDED', obj });
+    } else {
+      const from = Number(resourceVersion);
+      const compacted = this.counter('compacted');
+      if (!Number.isInteger(from) || from < compacted) {
+        queueMicrotask(() =>
+          onError(new ResourceExpiredError(`too old resource version: ${resourceVersion} (${compacted})`)),
+        );
+        return () => {};
+      }
+      const rows = this.db.prepare('SELECT * FROM changes WHERE rv > ? AND kind = ? ORDER BY rv').all(from, kind) as {
+        rv: number;
+        kind: Kind;
+        namespace: string;
+        type: WatchEventType;
+        json: string;
+      }[];
+      for (const r of rows) push({ rv: r.rv, kind: r.kind, namespace: r.namespace, type: r.type, obj: JSON.parse(r.json) });
+    }
+    this.events.on('change', listener);
+    return () => {
+      stopped = true;
+      this.events.off('change', listener);
+    };
+  }
+
+  // ---- secrets ----
+
+  async putSecrets(
+    namespace: string,
+    name: string,
+    owner: { kind: Kind; name: string; uid: string },
+    values: Record<string, string>,
+  ): Promise<void> {
+    const res = this.db
+      .prepare('INSERT OR IGNORE INTO secrets (namespace, name, owner_uid, data) VALUES (?, ?, ?, ?)')
+      .run(namespace, name, owner.uid, JSON.stringify(values));
+    if (res.changes === 0) throw new AlreadyExistsError(`secret "${name}" already exists`);
+  }
+
+  async getSecrets(namespace: string, name: string): Promise<Record<string, string>> {
+    const row = this.db.prepare('SELECT data FROM secrets WHERE namespace = ? AND name = ?').get(namespace, name) as
+      | { data: string }
+      | undefined;
+    if (!row) throw new NotFoundError(`secret "${name}" not found`);
+    return JSON.parse(row.data) as Record<string, string>;
+  }
+
+  async secretNames(namespace: string, name: string): Promise<string[]> {
+    return Object.keys(await this.getSecrets(namespace, name));
+  }
+
+  async deleteSecrets(namespace: string, name: string): Promise<void> {
+    this.db.prepare('DELETE FROM secrets WHERE namespace = ? AND name = ?').run(namespace, name);
+  }
+
+  // ---- api keys ----
+
+  async putApiKey(record: ApiKeyRecord, keyHash: string): Promise<void> {
+    this.db
+      .prepare('INSERT INTO api_keys (id, hash, name, tenants, created_at) VALUES (?, ?, ?, ?, ?)')
+      .run(record.id, keyHash, record.name, JSON.stringify(record.tenants), record.createdAt);
+  }
+
+  async findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM api_keys WHERE hash = ?').get(keyHash) as
+      | { id: string; name: string; tenants: string; created_at: string }
+      | undefined;
+    if (!row) return undefined;
+    return { id: row.id, name: row.name, tenants: JSON.parse(row.tenants) as string[], createdAt: row.created_at };
+  }
+
+  // ---- revision logs ----
+
+  async appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void> {
+    const ins = this.db.prepare(
+      'INSERT INTO revision_logs (namespace, revision, type, ts, message) VALUES (?, ?, ?, ?, ?)',
+    );
+    const ts = new Date().toISOString();
+    this.db.transaction(() => {
+      for (const line of lines) ins.run(namespace, revision, type, ts, line);
+    })();
+  }
+
+  async readLogs(
+    namespace: string,
+    revision: string,
+    opts: { type: LogType; limit: number; offset?: string; order: 'asc' | 'desc' },
+  ): Promise<LogPage> {
+    const cursor = opts.offset ? Number(opts.offset) : undefined;
+    const asc = opts.order === 'asc';
+    const where = cursor === undefined ? '' : asc ? 'AND id > ?' : 'AND id < ?';
+    const params: unknown[] = [namespace, revision, opts.type];
+    if (cursor !== undefined) params.push(cursor);
+    const rows = this.db
+      .prepare(
+        `SELECT id, ts, type, message FROM revision_logs WHERE namespace = ? AND revision = ? AND type = ? ${where}
+         ORDER BY id ${asc ? 'ASC' : 'DESC'} LIMIT ?`,
+      )
+      .all(...params, opts.limit + 1) as { id: number; ts: string; type: LogType; message: string }[];
+    const more = rows.length > opts.limit;
+    const page = rows.slice(0, opts.limit);
+    return {
+      logs: page.map((r) => ({ id: String(r.id), timestamp: r.ts, type: r.type, message: r.message })),
+      next_offset: more ? String(page[page.length - 1]!.id) : null,
+    };
+  }
+
+  // ---- internals ----
+
+  /** Runs `fn` in a transaction and publishes its changes only after it committed. */
+  private write<T>(fn: () => T): T {
+    this.pending = [];
+    try {
+      const result = this.db.transaction(fn)();
+      const changes = this.pending;
+      this.pending = [];
+      for (const c of changes) this.events.emit('change', c);
+      return result;
+    } catch (err) {
+      this.pending = [];
+      throw err;
+    }
+  }
+
+  private current<K extends Kind>(kind: K, input: KindMap[K]): KindMap[K] {
+    const namespace = input.metadata.namespace ?? this.namespace;
+    const row = this.db
+      .prepare('SELECT json FROM objects WHERE kind = ? AND namespace = ? AND name = ?')
+      .get(kind, namespace, input.metadata.name) as { json: string } | undefined;
+    if (!row) throw notFound(kind, input.metadata.name);
+    const current = JSON.parse(row.json) as KindMap[K];
+    if (input.metadata.uid && input.metadata.uid !== current.metadata.uid) {
+      throw new StaleResourceVersionError(`${kind} "${input.metadata.name}": uid precondition failed`);
+    }
+    if (input.metadata.resourceVersion && input.metadata.resourceVersion !== current.metadata.resourceVersion) {
+      throw new StaleResourceVersionError(
+        `Operation cannot be fulfilled on ${kind} "${input.metadata.name}": the object has been modified; ` +
+          'please apply your changes to the latest version and try again',
+      );
+    }
+    return current;
+  }
+
+  private replace<K extends Kind>(kind: K, current: KindMap[K], next: KindMap[K]): KindMap[K] {
+    if (canonicalJson(next) === canonicalJson(current)) return current;
+    if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
+      this.deleteObject(kind, next);
+      return next;
+    }
+    const rv = this.nextRv();
+    next.metadata.resourceVersion = String(rv);
+    this.db
+      .prepare('UPDATE objects SET rv = ?, json = ? WHERE kind = ? AND namespace = ? AND name = ?')
+      .run(rv, JSON.stringify(next), kind, next.metadata.namespace, next.metadata.name);
+    this.writeOwners(kind, next);
+    this.recordChange(rv, kind, 'MODIFIED', next);
+    return next;
+  }
+
+  /** Marks for deletion while finalizers remain; otherwise removes and garbage-collects dependents. */
+  private deleteObject(kind: Kind, obj: AnyResource): void {
+    const m = obj.metadata;
+    if (m.finalizers?.length) {
+      if (m.deletionTimestamp) return;
+      const rv = this.nextRv();
+      const next = { ...obj, metadata: { ...m, deletionTimestamp: new Date().toISOString(), resourceVersion: String(rv) } };
+      this.db
+        .prepare('UPDATE objects SET rv = ?, json = ? WHERE kind = ? AND namespace = ? AND name = ?')
+        .run(rv, JSON.stringify(next), kind, m.namespace, m.name);
+      this.recordChange(rv, kind, 'MODIFIED', next as AnyResource);
+      return;
+    }
+    const rv = this.nextRv();
+    this.db.prepare('DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?').run(kind, m.namespace, m.name);
+    this.db.prepare('DELETE FROM owners WHERE kind = ? AND namespace = ? AND name = ?').run(kind, m.namespace, m.name);
+    this.recordChange(rv, kind, 'DELETED', { ...obj, metadata: { ...m, resourceVersion: String(rv) } } as AnyResource);
+    if (kind === 'AgentRevision') {
+      this.db.prepare('DELETE FROM revision_logs WHERE namespace = ? AND revision = ?').run(m.namespace, m.name);
+    }
+    this.db.prepare('DELETE FROM secrets WHERE owner_uid = ?').run(m.uid);
+    const dependents = this.db.prepare('SELECT kind, namespace, name FROM owners WHERE owner_uid = ?').all(m.uid) as {
+      kind: Kind;
+      namespace: string;
+      name: string;
+    }[];
+    this.db.prepare('DELETE FROM owners WHERE owner_uid = ?').run(m.uid);
+    for (const d of dependents) {
+      const row = this.db
+        .prepare('SELECT json FROM objects WHERE kind = ? AND namespace = ? AND name = ?')
+        .get(d.kind, d.namespace, d.name) as { json: string } | undefined;
+      if (row) this.deleteObject(d.kind, JSON.parse(row.json) as AnyResource);
+    }
+  }
+
+  private writeOwners(kind: Kind, obj: AnyResource): void {
+    const m = obj.metadata;
+    this.db.prepare('DELETE FROM owners WHERE kind = ? AND namespace = ? AND name = ?').run(kind, m.namespace, m.name);
+    const ins = this.db.prepare('INSERT OR IGNORE INTO owners (owner_uid, kind, namespace, name) VALUES (?, ?, ?, ?)');
+    for (const o of m.ownerReferences ?? []) ins.run(o.uid, kind, m.namespace, m.name);
+  }
+
+  private recordChange(rv: number, kind: Kind, type: WatchEventType, obj: AnyResource): void {
+    const namespace = obj.metadata.namespace ?? this.namespace;
+    this.db
+      .prepare('INSERT INTO changes (rv, kind, namespace, type, json) VALUES (?, ?, ?, ?, ?)')
+      .run(rv, kind, namespace, type, JSON.stringify(obj));
+    if (rv % 100 === 0) {
+      const cutoff = rv - this.historyLimit;
+      if (cutoff > this.counter('compacted')) {
+        this.db.prepare('DELETE FROM changes WHERE rv <= ?').run(cutoff);
+        this.db.prepare("UPDATE counters SET value = ? WHERE name = 'compacted'").run(cutoff);
+      }
+    }
+    this.pending.push({ rv, kind, namespace, type, obj: structuredClone(obj) });
+  }
+
+  private nextRv(): number {
+    const row = this.db.prepare("UPDATE counters SET value = value + 1 WHERE name = 'rv' RETURNING value").get() as {
+      value: number;
+    };
+    return row.value;
+  }
+
+  private currentRv(): number {
+    return this.counter('rv');
+  }
+
+  private counter(name: string): number {
+    return (this.db.prepare('SELECT value FROM counters WHERE name = ?').get(name) as { value: number }).value;
+  }
+}
+
+function notFound(kind: Kind, name: string): NotFoundError {
+  return new NotFoundError(`${kind} "${name}" not found`);
+}
