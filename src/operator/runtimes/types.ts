@@ -52,6 +52,8 @@ export interface Runtime {
   hasBuild(ref: RevisionRef): Promise<boolean>;
   /** Starts the revision's server if it is not running; reports its state. */
   deploy(spec: ServerSpec): Promise<ServerStatus>;
+  /** What the revision's server is doing now, without starting anything (undefined: not running). */
+  serverStatus(ref: RevisionRef): ServerStatus | undefined;
   /** Sends the deployment's traffic to `revision` (which must be Ready), then stops the others. */
   route(deployment: Omit<RevisionRef, 'revision'>, revision: string): Promise<void>;
   /** The revision currently taking traffic, if any. */

@@ -50,6 +50,7 @@ type Server = {
   inflight: number;
   exited: Promise<void>;
   stopping: boolean;
+  stopped?: Promise<void>;
 };
 
 type Build = { status: BuildStatus; abort: AbortController };
@@ -221,6 +222,13 @@ export class LocalRuntime implements Runtime {
     return { phase: 'Starting' };
   }
 
+  serverStatus(ref: RevisionRef): ServerStatus | undefined {
+    const failure = this.failed.get(revKey(ref));
+    if (failure) return { phase: 'Failed', message: failure };
+    const server = this.servers.get(revKey(ref));
+    return server && !server.stopping ? { phase: server.phase } : undefined;
+  }
+
   private fail(ref: RevisionRef, message: string): ServerStatus {
     this.failed.set(revKey(ref), message);
     return { phase: 'Failed', message };
@@ -329,16 +337,20 @@ export class LocalRuntime implements Runtime {
     }
   }
 
-  private async stopServer(server: Server): Promise<void> {
+  /** Stops a server once (later callers wait for the same stop); `drain` lets forwarded requests finish first. */
+  private stopServer(server: Server, drain = false): Promise<void> {
+    if (server.stopped) return server.stopped;
     server.stopping = true;
-    if (server.child.exitCode === null && server.child.signalCode === null) {
-      server.child.kill('SIGTERM');
-      const grace = this.opts.stopGraceMs ?? 5000;
-      const timer = setTimeout(() => server.child.kill('SIGKILL'), grace);
-      await server.exited;
-      clearTimeout(timer);
-    }
-    if (this.servers.get(revKey(server.ref)) === server) this.servers.delete(revKey(server.ref));
+    server.stopped = (drain ? this.drain(server) : Promise.resolve()).then(async () => {
+      if (server.child.exitCode === null && server.child.signalCode === null) {
+        server.child.kill('SIGTERM');
+        const timer = setTimeout(() => server.child.kill('SIGKILL'), this.opts.stopGraceMs ?? 5000);
+        await server.exited;
+        clearTimeout(timer);
+      }
+      if (this.servers.get(revKey(server.ref)) === server) this.servers.delete(revKey(server.ref));
+    });
+    return this.track(server.stopped);
   }
 
   /** Waits (bounded) until requests forwarded to a replaced server have finished. */
@@ -355,13 +367,14 @@ export class LocalRuntime implements Runtime {
     if (!server || server.phase !== 'Ready') throw new Error(`revision ${revision} is not ready to take traffic`);
     const previous = this.routes.get(d.deploymentId);
     this.routes.set(d.deploymentId, revision);
-    if (previous !== revision) this.crashes.delete(key);
+    if (previous !== revision) {
+      this.crashes.delete(key);
+      this.notify(server.ref);
+      if (previous) this.notify({ ...d, revision: previous });
+    }
     // Traffic has moved: the other revisions' servers stop once their open requests finish.
     for (const other of this.servers.values()) {
-      if (other.ref.deploymentId === d.deploymentId && other.ref.revision !== revision && !other.stopping) {
-        other.stopping = true;
-        void this.track(this.drain(other).then(() => this.stopServer(other)));
-      }
+      if (other.ref.deploymentId === d.deploymentId && other.ref.revision !== revision) void this.stopServer(other, true);
     }
   }
 

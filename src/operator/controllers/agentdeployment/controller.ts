@@ -1,0 +1,121 @@
+// The AgentDeployment controller: owns a deployment's revisions set (ensures the newest exists, supersedes stale
+// ones), its traffic (routes to the target revision once it is ready) and its cleanup (finalizer).
+// get -> deletion guard -> observe -> decide -> act -> status.
+import type { Logger } from '../../../lib/logger.ts';
+import { AlreadyExistsError, type ControlPlaneStore } from '../../../control-plane/store/types.ts';
+import {
+  FINALIZER_RUNTIME,
+  latestRevisionName,
+  makeRevision,
+  setCondition,
+  type AgentDeployment,
+  type AgentDeploymentStatus,
+  type AgentRevision,
+} from '../../../resources/index.ts';
+import { splitKey } from '../../runtime/informer.ts';
+import type { ReconcileResult } from '../../runtime/controller.ts';
+import type { Runtime } from '../../runtimes/types.ts';
+import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../shared.ts';
+import { pickTarget, readyCondition, revisionsToSkip, shouldRoute } from './decide.ts';
+
+export type DeploymentControllerDeps = {
+  store: Pick<ControlPlaneStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
+  runtime: Runtime;
+  logger: Logger;
+};
+
+export function createDeploymentReconciler({ store, runtime, logger }: DeploymentControllerDeps) {
+  const log = (key: string) => logger.child({ controller: 'agentdeployment', key });
+
+  async function finalize(dep: AgentDeployment): Promise<void> {
+    if (!dep.metadata.finalizers?.includes(FINALIZER_RUNTIME)) return;
+    await runtime.cleanup(deploymentRef(dep));
+    const finalizers = dep.metadata.finalizers.filter((f) => f !== FINALIZER_RUNTIME);
+    await store.update('AgentDeployment', { ...dep, metadata: { ...dep.metadata, finalizers } });
+  }
+
+  async function ensureFinalizer(dep: AgentDeployment): Promise<AgentDeployment> {
+    if (dep.metadata.finalizers?.includes(FINALIZER_RUNTIME)) return dep;
+    const finalizers = [...(dep.metadata.finalizers ?? []), FINALIZER_RUNTIME];
+    return store.update('AgentDeployment', { ...dep, metadata: { ...dep.metadata, finalizers } });
+  }
+
+  /** The newest revision always exists, whoever wrote the deployment (API or `kubectl apply`). */
+  async function ensureLatestRevision(dep: AgentDeployment, revisions: AgentRevision[]): Promise<AgentRevision[]> {
+    const name = latestRevisionName(dep);
+    if (revisions.some((r) => r.metadata.name === name)) return revisions;
+    try {
+      return [...revisions, await store.create('AgentRevision', makeRevision(dep))];
+    } catch (err) {
+      if (err instanceof AlreadyExistsError) return revisionsOf(store, dep);
+      throw err;
+    }
+  }
+
+  async function skip(revisions: AgentRevision[], names: string[], target: string): Promise<void> {
+    for (const rev of revisions.filter((r) => names.includes(r.metadata.name))) {
+      await store.updateStatus('AgentRevision', {
+        ...rev,
+        status: {
+          ...rev.status,
+          phase: 'SKIPPED',
+          statusMessage: `Superseded by ${target} before it went live.`,
+          conditions: setCondition(rev.status?.conditions, { type: 'Ready', status: 'False', reason: 'SKIPPED', message: `Superseded by ${target}.` }),
+        },
+      });
+    }
+  }
+
+  function desiredStatus(dep: AgentDeployment, revisions: AgentRevision[], target: string | undefined, routed: string | undefined): AgentDeploymentStatus {
+    const current = dep.status ?? {};
+    const all = views(revisions);
+    const latestName = latestRevisionName(dep);
+    const latest = all.find((r) => r.name === latestName);
+    const latestMessage = revisions.find((r) => r.metadata.name === latestName)?.status?.statusMessage ?? '';
+    const ready = readyCondition(routed, all.find((r) => r.name === target), latest, latestMessage);
+    const activeRevisionName = routed ?? current.activeRevisionName;
+    return {
+      ...current,
+      ...(routed ? { phase: 'READY' as const } : {}),
+      latestRevisionName: latestName,
+      ...(activeRevisionName ? { activeRevisionName } : {}),
+      url: runtime.url(deploymentRef(dep)),
+      observedGeneration: dep.metadata.generation,
+      conditions: setCondition(current.conditions, { type: 'Ready', ...ready, observedGeneration: dep.metadata.generation }),
+    };
+  }
+
+  return async function reconcile(key: string): Promise<ReconcileResult> {
+    const { namespace, name } = splitKey(key);
+    let dep = await getOrUndefined(store, 'AgentDeployment', namespace, name);
+    if (!dep) return;
+    if (dep.metadata.deletionTimestamp) {
+      await finalize(dep);
+      log(key).info('deployment cleaned up');
+      return;
+    }
+    dep = await ensureFinalizer(dep);
+
+    // observe
+    const revisions = await ensureLatestRevision(dep, await revisionsOf(store, dep));
+    const ref = deploymentRef(dep);
+    let routed = runtime.routedRevision(ref);
+
+    // decide
+    const target = pickTarget(views(revisions), dep.spec.targetRevisionName);
+    const stale = revisionsToSkip(views(revisions), target);
+    const targetServer = target ? runtime.serverStatus({ ...ref, revision: target }) : undefined;
+
+    // act
+    if (target && stale.length) await skip(revisions, stale, target);
+    if (shouldRoute(target, targetServer, routed)) {
+      await runtime.route(ref, target!);
+      log(key).info({ revision: target, previous: routed }, 'traffic moved');
+      routed = target;
+    }
+
+    // status
+    const status = desiredStatus(dep, stale.length ? await revisionsOf(store, dep) : revisions, target, routed);
+    if (!sameJson(status, dep.status ?? {})) await store.updateStatus('AgentDeployment', { ...dep, status });
+  };
+}

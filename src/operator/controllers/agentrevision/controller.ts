@@ -1,0 +1,113 @@
+// The AgentRevision controller: drives one revision through build and start, and writes its status.
+// get -> deletion guard -> observe -> decide -> act -> status.
+import type { Logger } from '../../../lib/logger.ts';
+import type { ControlPlaneStore } from '../../../control-plane/store/types.ts';
+import { setCondition, type AgentDeployment, type AgentRevision, type AgentRevisionStatus } from '../../../resources/index.ts';
+import { splitKey } from '../../runtime/informer.ts';
+import type { ReconcileResult } from '../../runtime/controller.ts';
+import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '../../runtimes/types.ts';
+import { pickTarget } from '../agentdeployment/decide.ts';
+import { deploymentRef, getOrUndefined, phaseOf, revisionsOf, sameJson, views } from '../shared.ts';
+import { revisionConditions } from './conditions.ts';
+import { nextRevisionStatus, revisionNeeds } from './decide.ts';
+
+export type RevisionControllerDeps = {
+  store: Pick<ControlPlaneStore, 'get' | 'list' | 'updateStatus' | 'getSecrets'>;
+  runtime: Runtime;
+  logger: Logger;
+};
+
+type Observed = {
+  rev: AgentRevision;
+  dep: AgentDeployment;
+  isTarget: boolean;
+  routed: boolean;
+  build?: BuildStatus;
+  server?: ServerStatus;
+  supported: ReturnType<Runtime['supports']>;
+};
+
+export function buildSpecOf(dep: AgentDeployment, rev: AgentRevision): BuildSpec | { invalid: string } {
+  const repoUrl = rev.spec.sourceConfig.repoUrl;
+  if (!repoUrl) return { invalid: 'source_config.repo_url is required to build from source' };
+  return {
+    ...deploymentRef(dep),
+    revision: rev.metadata.name,
+    repoUrl,
+    repoRef: rev.spec.sourceRevisionConfig.repoRef || 'HEAD',
+    graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
+    installCommand: rev.spec.sourceConfig.installCommand ?? null,
+    buildCommand: rev.spec.sourceConfig.buildCommand ?? null,
+  };
+}
+
+export function createRevisionReconciler({ store, runtime, logger }: RevisionControllerDeps) {
+  const serverSpec = async (dep: AgentDeployment, rev: AgentRevision): Promise<ServerSpec> => {
+    const ns = rev.metadata.namespace ?? 'default';
+    const env = rev.spec.secretsName ? await store.getSecrets(ns, rev.spec.secretsName) : {};
+    return {
+      ...deploymentRef(dep),
+      revision: rev.metadata.name,
+      graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
+      env,
+    };
+  };
+
+  async function observe(dep: AgentDeployment, rev: AgentRevision): Promise<Observed> {
+    const revisions = await revisionsOf(store, dep);
+    const isTarget = pickTarget(views(revisions), dep.spec.targetRevisionName) === rev.metadata.name;
+    const routed = runtime.routedRevision(deploymentRef(dep)) === rev.metadata.name;
+    let supported = runtime.supports(rev.spec.source);
+    const needs = revisionNeeds(phaseOf(rev), isTarget, routed);
+    let build: BuildStatus | undefined;
+    let server: ServerStatus | undefined;
+    if (supported.ok && needs.build) {
+      const spec = buildSpecOf(dep, rev);
+      if ('invalid' in spec) supported = { ok: false, message: spec.invalid };
+      else build = await runtime.build(spec);
+    }
+    if (supported.ok && needs.serve) server = await runtime.deploy(await serverSpec(dep, rev));
+    return { rev, dep, isTarget, routed, build, server, supported };
+  }
+
+  function desiredStatus(o: Observed): AgentRevisionStatus {
+    const current = o.rev.status ?? {};
+    const out = nextRevisionStatus(
+      { status: phaseOf(o.rev), supported: o.supported, isTarget: o.isTarget, routed: o.routed, build: o.build, server: o.server },
+      current.statusMessage ?? '',
+    );
+    let conditions = current.conditions;
+    for (const c of revisionConditions(out.status, out.message, o.rev.metadata.generation)) {
+      conditions = setCondition(conditions, c);
+    }
+    return {
+      ...current,
+      phase: out.status as AgentRevisionStatus['phase'],
+      statusMessage: out.message,
+      ...(out.commitSha ? { repoCommitSha: out.commitSha, image: `git:${out.commitSha}` } : {}),
+      observedGeneration: o.rev.metadata.generation,
+      conditions,
+    };
+  }
+
+  return async function reconcile(key: string): Promise<ReconcileResult> {
+    const { namespace, name } = splitKey(key);
+    const rev = await getOrUndefined(store, 'AgentRevision', namespace, name);
+    if (!rev) return; // gone: the deployment controller already cleaned up its processes
+    const dep = await getOrUndefined(store, 'AgentDeployment', namespace, rev.spec.deploymentName);
+    if (!dep || dep.metadata.deletionTimestamp) return; // the deployment controller cleans up everything
+
+    const observed = await observe(dep, rev);
+    const status = desiredStatus(observed);
+
+    const needs = revisionNeeds(status.phase ?? 'QUEUED', observed.isTarget, observed.routed);
+    if (needs.stop) await runtime.stop({ ...deploymentRef(dep), revision: rev.metadata.name });
+
+    if (!sameJson(status, rev.status ?? {})) {
+      if (status.phase !== rev.status?.phase) {
+        logger.info({ controller: 'agentrevision', key, from: phaseOf(rev), to: status.phase, message: status.statusMessage }, 'revision status');
+      }
+      await store.updateStatus('AgentRevision', { ...rev, status });
+    }
+  };
+}
