@@ -8,5 +8,6 @@ export default defineConfig({
     // Suites start real processes and share one Postgres; two cores do not gain from more.
     maxWorkers: 2,
     pool: 'forks',
+    reporters: ['default', './test/support/summary-reporter.ts'],
   },
 });
