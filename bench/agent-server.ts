@@ -79,6 +79,8 @@ interface Result {
   p99: number;
   /** CPU ms the server (or, for the limit, this process) spent per completed cycle in the measured window. */
   cpuMsPerCycle?: number;
+  /** CPU ms this process (the SDK clients) spent per cycle; it shares the machine with the server. */
+  clientCpuMsPerCycle?: number;
   /** 1-minute load average when the measured window began: how busy the shared machine was. */
   loadAvg: number;
   /** run created_at -> first checkpoint of the run, sequential runs (no queueing). */
@@ -209,13 +211,19 @@ async function drive(
   let cpuStart: Promise<number> | undefined;
   let cpuEnd: Promise<number> | undefined;
   let loadAvg = NaN;
+  let selfStart = NaN;
+  let selfEnd = NaN;
   // Checked from the loops, not timers: an in-process graph run can keep the event loop in microtasks.
   const mark = (now: number) => {
     if (now >= warmEnd && Number.isNaN(loadAvg)) {
       loadAvg = os.loadavg()[0]!;
+      selfStart = selfCpuSeconds();
       if (cpuSeconds) cpuStart = Promise.resolve(cpuSeconds());
     }
-    if (now >= end && !cpuEnd && cpuSeconds) cpuEnd = Promise.resolve(cpuSeconds());
+    if (now >= end && Number.isNaN(selfEnd)) {
+      selfEnd = selfCpuSeconds();
+      if (cpuSeconds) cpuEnd = Promise.resolve(cpuSeconds());
+    }
   };
   const loops = Array.from({ length: workers }, async (_, w) => {
     while (performance.now() < end) {
@@ -245,6 +253,7 @@ async function drive(
     ...(firstError ? { firstError } : {}),
     cyclesPerSec: completed / seconds,
     ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
+    ...(completed > 0 && !Number.isNaN(selfEnd) ? { clientCpuMsPerCycle: ((selfEnd - selfStart) * 1000) / completed } : {}),
     loadAvg,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
@@ -332,6 +341,7 @@ function report(results: Result[]): string {
       limitRate && isServer(r) ? `${fmt(r.cyclesPerSec / limitRate, 2)}×` : '-',
       r.startP50 === undefined ? '-' : `${fmt(r.startP50, 0)} / ${fmt(r.startP99, 0)}`,
       fmt(r.cpuMsPerCycle),
+      isServer(r) ? fmt(r.clientCpuMsPerCycle) : '-',
       ref?.cpuMsPerCycle && r.cpuMsPerCycle && r !== ref ? `${fmt(ref.cpuMsPerCycle / r.cpuMsPerCycle, 2)}×` : '-',
       fmt(r.loadAvg),
       `${r.cycles} / ${r.errors}`,
@@ -346,8 +356,8 @@ function report(results: Result[]): string {
     '',
     'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
     '',
-    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | client CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r} |`),
     '',
     '- vs limit: against the mean of the two limit runs (before and after the servers).',
@@ -355,6 +365,7 @@ function report(results: Result[]): string {
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
     '- server CPU ms / cycle: user+system CPU of the server\'s process group (the limit: this process) in the measured ' +
       'window divided by cycles; it depends far less on other load than cycles/s. Postgres\' own CPU is not included.',
+    '- client CPU ms / cycle: this process running the 32 SDK clients; it competes with the server for the same cores.',
     "- load avg: the machine's 1-minute load average when the window began (2 cores, shared with other work).",
     '- The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
     '- Targets: embedded ≥ 7× reference and ≥ 0.5× limit; Postgres ≥ 4× reference; created→running p50 ≤ 5 ms.',
