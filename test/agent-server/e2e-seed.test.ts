@@ -251,6 +251,13 @@ async function seedFlow(client: Client, baseUrl: string): Promise<void> {
   const res = await fetch(`${baseUrl}/threads/${threadId}/state`);
   expect(res.status).toBe(200);
   expect(((await res.json()) as Json).checkpoint_id).toBe(state.checkpoint_id);
+
+  // assistant_id may also be the assistant's UUID (seed part 1).
+  const other = (await client.threads.create()) as unknown as Json;
+  const byUuid = (await client.runs.create(other.thread_id, AGENT_ASSISTANT_ID, { input: INPUT })) as unknown as Json;
+  expect(byUuid.assistant_id).toBe(AGENT_ASSISTANT_ID);
+  await client.runs.join(other.thread_id, byUuid.run_id);
+  expect(((await client.runs.get(other.thread_id, byUuid.run_id)) as unknown as Json).status).toBe('success');
 }
 
 describe('seed flow on the embedded store', () => {
