@@ -8,6 +8,10 @@ type Command = {
 };
 
 const commands: Record<string, Command> = {
+  dev: {
+    summary: 'Control plane + operator + local runtime in one process (npm start)',
+    load: () => import('./dev/command.ts'),
+  },
   'agent-server': {
     summary: 'Serve a langgraph.json over the thread/run API',
     load: () => import('./agent-server/command.ts'),

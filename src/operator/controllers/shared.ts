@@ -18,9 +18,9 @@ export async function revisionsOf(store: Pick<ResourceStore, 'list'>, dep: Agent
   return items.filter((r) => r.spec.deploymentName === dep.metadata.name);
 }
 
-/** A revision created by the control plane or the operator has no status yet: it is queued. */
+/** A revision created by the control plane or the operator has no status yet (the API shows CREATING). */
 export function phaseOf(rev: AgentRevision): string {
-  return rev.status?.phase ?? 'QUEUED';
+  return rev.status?.phase ?? 'CREATING';
 }
 
 export function views(revisions: AgentRevision[]): RevisionView[] {

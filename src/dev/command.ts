@@ -1,0 +1,45 @@
+// `agentplane dev` (= `npm start`): the whole platform on one machine, no Kubernetes.
+import { join } from 'node:path';
+import { createLogger } from '../lib/logger.ts';
+import { formatHelp } from '../lib/cli-args.ts';
+import { devCommand, parseDevConfig } from './config.ts';
+import { startDev } from './server.ts';
+
+export async function run(argv: string[]): Promise<void> {
+  const config = parseDevConfig(argv, process.env);
+  if (!config) {
+    process.stdout.write(formatHelp(devCommand));
+    return;
+  }
+  const logger = createLogger({ level: config.logLevel, name: 'dev' });
+  const dev = await startDev(config, logger);
+  const storeDir = join(config.dataDir, 'control-plane');
+  process.stdout.write(
+    [
+      '',
+      `agentplane dev is running`,
+      `  control plane API   ${dev.url}/v2/deployments   (also under ${dev.url}/api-host)`,
+      `  API docs            ${dev.url}/docs`,
+      `  deployment URLs     ${dev.url}/deployments/<deployment id>`,
+      `  data                ${config.dataDir}`,
+      '',
+      'Create an API key (printed once) in another terminal:',
+      `  npx agentplane api-key create --tenant <workspace id> --data-dir ${storeDir}`,
+      `or start with ${'AGENTPLANE_BOOTSTRAP_API_KEY'}=<key of 16+ characters> to use <key> for any workspace;`,
+      'then call the API with the headers X-Api-Key: <key> and X-Tenant-Id: <workspace id>.',
+      '',
+    ].join('\n'),
+  );
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'shutting down');
+    dev.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}

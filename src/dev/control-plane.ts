@@ -1,0 +1,16 @@
+// The control plane as the dev process embeds it: H3's app over the embedded store, plus an optional bootstrap
+// admin key from the environment (any tenant), so a first call needs no separate key-creation step.
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from '../lib/logger.ts';
+import { createControlPlane } from '../control-plane/app.ts';
+import type { ControlPlaneStore } from '../control-plane/store/types.ts';
+
+export const BOOTSTRAP_KEY_ENV = 'AGENTPLANE_BOOTSTRAP_API_KEY';
+
+export async function buildControlPlane(store: ControlPlaneStore, logger: Logger, bootstrapKey?: string): Promise<FastifyInstance> {
+  return createControlPlane({
+    store,
+    logger: logger.child({ component: 'control-plane' }),
+    bootstrapKeys: bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [],
+  });
+}

@@ -1,0 +1,50 @@
+// Labels on every child: the recommended app.kubernetes.io set (what tools group by) and agentplane.dev ones
+// (what the operator selects by). Selectors use only labels that never change for the life of a deployment.
+import { isLabelValue, LABEL_DEPLOYMENT, LABEL_DEPLOYMENT_ID, LABEL_TENANT } from '../../../resources/names.ts';
+import type { OwnerReference } from '../../../resources/meta.ts';
+
+export const LABEL_REVISION = 'agentplane.dev/revision';
+export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
+export const ANNOTATION_REVISION = 'agentplane.dev/revision';
+
+export type Component = 'server' | 'build' | 'database';
+
+/** The AgentDeployment a child belongs to. */
+export type Target = {
+  namespace: string;
+  /** AgentDeployment object name (`ag-<uuid>`). */
+  name: string;
+  deploymentId: string;
+  tenantId: string;
+  /** Owner reference to the AgentDeployment: deleting it garbage-collects every child. */
+  owner: OwnerReference;
+};
+
+const NAMES: Record<Component, string> = { server: 'agent-server', build: 'agent-build', database: 'postgres' };
+
+export function selectorLabels(target: Target, component: Component): Record<string, string> {
+  return { [LABEL_INSTANCE]: target.name, [LABEL_COMPONENT]: component };
+}
+
+export function childLabels(target: Target, component: Component): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': NAMES[component],
+    ...selectorLabels(target, component),
+    'app.kubernetes.io/part-of': 'agentplane',
+    'app.kubernetes.io/managed-by': 'agentplane-operator',
+    [LABEL_DEPLOYMENT]: target.name,
+    [LABEL_DEPLOYMENT_ID]: target.deploymentId,
+    // Tenant ids are API strings; only label with them when Kubernetes accepts the value.
+    ...(isLabelValue(target.tenantId) ? { [LABEL_TENANT]: target.tenantId } : {}),
+  };
+}
+
+export function childMeta(target: Target, name: string, component: Component, extra: Record<string, string> = {}) {
+  return {
+    name,
+    namespace: target.namespace,
+    labels: { ...childLabels(target, component), ...extra },
+    ownerReferences: [{ ...target.owner }],
+  };
+}

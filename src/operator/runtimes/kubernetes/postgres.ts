@@ -1,0 +1,94 @@
+// A deployment's own Postgres (when the user gave no DATABASE_URI): a one-replica StatefulSet with a PVC from
+// volumeClaimTemplates, a headless Service and a Secret holding the password and the connection URI.
+import type { V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { KubernetesRuntimeConfig } from './config.ts';
+import { childMeta, selectorLabels, type Target } from './labels.ts';
+
+export const POSTGRES_URI_KEY = 'uri';
+const USER = 'agent';
+const DB = 'agent';
+
+export function postgresName(target: Target): string {
+  return `${target.name}-postgres`;
+}
+
+export function postgresSecretName(target: Target): string {
+  return `${target.name}-postgres`;
+}
+
+/** The password is an input (made once by the runtime) so the builder stays pure. */
+export function makePostgresSecret(target: Target, password: string): V1Secret {
+  const host = `${postgresName(target)}.${target.namespace}.svc.cluster.local`;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: childMeta(target, postgresSecretName(target), 'database'),
+    type: 'Opaque',
+    stringData: {
+      password,
+      [POSTGRES_URI_KEY]: `postgresql://${USER}:${encodeURIComponent(password)}@${host}:5432/${DB}`,
+    },
+  };
+}
+
+export function makePostgresService(target: Target): V1Service {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: childMeta(target, postgresName(target), 'database'),
+    spec: {
+      clusterIP: 'None',
+      selector: selectorLabels(target, 'database'),
+      ports: [{ name: 'postgres', port: 5432, targetPort: 'postgres', protocol: 'TCP' }],
+    },
+  };
+}
+
+export function makePostgresStatefulSet(target: Target, config: KubernetesRuntimeConfig): V1StatefulSet {
+  const meta = childMeta(target, postgresName(target), 'database');
+  const ready = { exec: { command: ['pg_isready', '-U', USER, '-d', DB] }, periodSeconds: 10, timeoutSeconds: 5 };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: meta,
+    spec: {
+      serviceName: postgresName(target),
+      replicas: 1,
+      selector: { matchLabels: selectorLabels(target, 'database') },
+      template: {
+        metadata: { labels: meta.labels },
+        spec: {
+          securityContext: { fsGroup: 70 },
+          containers: [
+            {
+              name: 'postgres',
+              image: config.postgres.image,
+              ports: [{ name: 'postgres', containerPort: 5432, protocol: 'TCP' }],
+              env: [
+                { name: 'POSTGRES_USER', value: USER },
+                { name: 'POSTGRES_DB', value: DB },
+                { name: 'POSTGRES_PASSWORD', valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: 'password' } } },
+                // A subfolder: the volume's root holds lost+found on many storage classes.
+                { name: 'PGDATA', value: '/var/lib/postgresql/data/pgdata' },
+              ],
+              readinessProbe: { ...ready, initialDelaySeconds: 5 },
+              livenessProbe: { ...ready, initialDelaySeconds: 30, failureThreshold: 6 },
+              resources: { requests: { cpu: '100m', memory: '256Mi' } },
+              volumeMounts: [{ name: 'data', mountPath: '/var/lib/postgresql/data' }],
+            },
+          ],
+        },
+      },
+      volumeClaimTemplates: [
+        {
+          metadata: { name: 'data', labels: meta.labels },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            ...(config.postgres.storageClassName ? { storageClassName: config.postgres.storageClassName } : {}),
+            resources: { requests: { storage: config.postgres.storageSize } },
+          },
+        },
+      ],
+    },
+  };
+}
