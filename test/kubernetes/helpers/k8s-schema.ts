@@ -1,0 +1,33 @@
+// Validates built-in objects against the official Kubernetes OpenAPI schemas (kubernetes-models validators).
+import { Job } from 'kubernetes-models/batch/v1';
+import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
+import { Secret, Service, ServiceAccount, PersistentVolumeClaim } from 'kubernetes-models/v1';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+
+type Validatable = { validate(): void };
+const MODELS: Record<string, new (data: never) => Validatable> = {
+  'batch/v1/Job': Job,
+  'apps/v1/Deployment': Deployment,
+  'apps/v1/StatefulSet': StatefulSet,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'v1/PersistentVolumeClaim': PersistentVolumeClaim,
+  'networking.k8s.io/v1/Ingress': Ingress,
+  'coordination.k8s.io/v1/Lease': Lease,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+};
+
+/** Throws with the schema's message when `obj` is not a valid object of its apiVersion/kind. */
+export function validateK8s(obj: unknown): void {
+  const o = obj as { apiVersion?: string; kind?: string };
+  const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+  if (!Model) throw new Error(`no schema registered for ${o.apiVersion}/${o.kind}`);
+  // Round-trip through JSON: what goes on the wire is what gets validated.
+  new Model(JSON.parse(JSON.stringify(obj)) as never).validate();
+}
