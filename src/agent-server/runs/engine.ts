@@ -134,7 +134,11 @@ export class RunEngine {
 
   private onEvent(e: StorageEvent): void {
     if (e.type === 'wake') this.pump();
-    else if (e.type === 'run_done') for (const w of this.waiters.get(e.run_id) ?? []) w();
+    else if (e.type === 'run_done') {
+      for (const w of this.waiters.get(e.run_id) ?? []) w();
+      // A finished run may unblock the next one queued on its thread.
+      this.pump();
+    }
     else if (e.type === 'cancel') this.cancelLocal(e.run_id, e.action);
   }
 

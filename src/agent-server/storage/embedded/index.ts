@@ -136,31 +136,44 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
+  // Statements are prepared once per SQL text and transactions wrap a reused function: both show in profiles.
+  const statements = new Map<string, Database.Statement>();
+  const sql = (text: string): Database.Statement => {
+    let s = statements.get(text);
+    if (!s) {
+      if (statements.size > 500) statements.clear();
+      s = db.prepare(text);
+      statements.set(text, s);
+    }
+    return s;
+  };
+  const inTx = db.transaction(<T>(fn: () => T): T => fn()) as unknown as <T>(fn: () => T) => T;
+
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   const emit = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
 
   const st = {
-    getAssistant: db.prepare('SELECT * FROM ap_assistants WHERE assistant_id = ?'),
-    getThread: db.prepare('SELECT * FROM ap_threads WHERE thread_id = ?'),
-    getRun: db.prepare('SELECT * FROM ap_runs WHERE run_id = ?'),
-    inflight: db.prepare(`SELECT * FROM ap_runs WHERE thread_id = ? AND status IN ('pending','running') ORDER BY seq`),
-    hasPending: db.prepare(`SELECT 1 FROM ap_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1`),
-    insertThread: db.prepare(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata,
+    getAssistant: sql('SELECT * FROM ap_assistants WHERE assistant_id = ?'),
+    getThread: sql('SELECT * FROM ap_threads WHERE thread_id = ?'),
+    getRun: sql('SELECT * FROM ap_runs WHERE run_id = ?'),
+    inflight: sql(`SELECT * FROM ap_runs WHERE thread_id = ? AND status IN ('pending','running') ORDER BY seq`),
+    hasPending: sql(`SELECT 1 FROM ap_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1`),
+    insertThread: sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata,
       status, config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL)`),
-    insertRun: db.prepare(`INSERT INTO ap_runs (run_id, thread_id, assistant_id, created_at, updated_at, metadata,
+    insertRun: sql(`INSERT INTO ap_runs (run_id, thread_id, assistant_id, created_at, updated_at, metadata,
       status, kwargs, multitask_strategy) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`),
-    claimable: db.prepare(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending' AND NOT EXISTS
+    claimable: sql(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending' AND NOT EXISTS
       (SELECT 1 FROM ap_runs x WHERE x.thread_id = r.thread_id AND x.status = 'running') ORDER BY r.seq LIMIT 1`),
-    setRunning: db.prepare(`UPDATE ap_runs SET status = 'running', attempt = attempt + 1, worker_id = ?,
+    setRunning: sql(`UPDATE ap_runs SET status = 'running', attempt = attempt + 1, worker_id = ?,
       lease_expires_at = ?, updated_at = ? WHERE run_id = ?`),
-    threadBusy: db.prepare(`UPDATE ap_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?`),
-    threadStatus: db.prepare(`UPDATE ap_threads SET status = ?, updated_at = ? WHERE thread_id = ?`),
-    deleteRun: db.prepare('DELETE FROM ap_runs WHERE run_id = ?'),
-    firstCheckpointOfRun: db.prepare(`SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
+    threadBusy: sql(`UPDATE ap_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?`),
+    threadStatus: sql(`UPDATE ap_threads SET status = ?, updated_at = ? WHERE thread_id = ?`),
+    deleteRun: sql('DELETE FROM ap_runs WHERE run_id = ?'),
+    firstCheckpointOfRun: sql(`SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
       AND json_extract(CAST(metadata AS TEXT), '$.run_id') = ? ORDER BY checkpoint_id LIMIT 1`),
-    deleteCheckpointsFrom: db.prepare('DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id >= ?'),
-    deleteWritesFrom: db.prepare('DELETE FROM writes WHERE thread_id = ? AND checkpoint_id >= ?'),
+    deleteCheckpointsFrom: sql('DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id >= ?'),
+    deleteWritesFrom: sql('DELETE FROM writes WHERE thread_id = ? AND checkpoint_id >= ?'),
   };
 
   const now = () => isoNow();
@@ -183,7 +196,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     }
     sets.push('interrupts = ?', 'error = ?');
     params.push(j(outcome.interrupts ?? {}), outcome.status === 'error' ? j(outcome.error) : null);
-    db.prepare(`UPDATE ap_threads SET ${sets.join(', ')} WHERE thread_id = ?`).run(...params, threadId);
+    sql(`UPDATE ap_threads SET ${sets.join(', ')} WHERE thread_id = ?`).run(...params, threadId);
   }
 
   /** Deletes a run's checkpoints (and everything after them) so the thread is as before the run. */
@@ -219,21 +232,21 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
 
     assistants: {
       async create(a: NewAssistant, ifExists: IfExists) {
-        return db.transaction(() => {
+        return inTx(() => {
           const existing = st.getAssistant.get(a.assistant_id) as Row | undefined;
           if (existing) {
             if (ifExists === 'do_nothing') return toAssistant(existing);
             throw new ConflictError(`Assistant ${a.assistant_id} already exists`);
           }
           const t = now();
-          db.prepare(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`).run(
+          sql(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`).run(
             a.assistant_id, a.graph_id, j(a.config), j(a.context), j(a.metadata), a.name, a.description, t, t);
           return toAssistant(st.getAssistant.get(a.assistant_id) as Row);
-        })();
+        });
       },
       async upsertSystem(a: NewAssistant) {
         const t = now();
-        db.prepare(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+        sql(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
           ON CONFLICT (assistant_id) DO UPDATE SET graph_id = excluded.graph_id, metadata = excluded.metadata`).run(
           a.assistant_id, a.graph_id, j(a.config), j(a.context), j(a.metadata), a.name, a.description, t, t);
         return toAssistant(st.getAssistant.get(a.assistant_id) as Row);
@@ -243,38 +256,38 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
         return r ? toAssistant(r) : null;
       },
       async patch(id: string, p: AssistantPatch) {
-        return db.transaction(() => {
+        return inTx(() => {
           const r = st.getAssistant.get(id) as Row | undefined;
           if (!r) throw new NotFoundError(`Assistant ${id} not found`);
           const cur = toAssistant(r);
-          db.prepare(`UPDATE ap_assistants SET graph_id = ?, config = ?, context = ?, metadata = ?, name = ?,
+          sql(`UPDATE ap_assistants SET graph_id = ?, config = ?, context = ?, metadata = ?, name = ?,
             description = ?, version = version + 1, updated_at = ? WHERE assistant_id = ?`).run(
             p.graph_id ?? cur.graph_id, j(p.config ?? cur.config), j(p.context ?? cur.context),
             j({ ...cur.metadata, ...p.metadata }), p.name ?? cur.name,
             p.description === undefined ? cur.description : p.description, now(), id);
           return toAssistant(st.getAssistant.get(id) as Row);
-        })();
+        });
       },
       async delete(id: string) {
-        const res = db.prepare('DELETE FROM ap_assistants WHERE assistant_id = ?').run(id);
+        const res = sql('DELETE FROM ap_assistants WHERE assistant_id = ?').run(id);
         if (res.changes === 0) throw new NotFoundError(`Assistant ${id} not found`);
       },
       async search(q: AssistantQuery) {
         const params: unknown[] = [];
-        const sql = `SELECT * FROM ap_assistants ${searchWhere('a', q, params)} ${orderBy(q, ASSISTANT_SORT)}
+        const text = `SELECT * FROM ap_assistants ${searchWhere('a', q, params)} ${orderBy(q, ASSISTANT_SORT)}
           LIMIT ? OFFSET ?`;
-        return (db.prepare(sql).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[]).map(toAssistant);
+        return (sql(text).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[]).map(toAssistant);
       },
       async count(q: AssistantQuery) {
         const params: unknown[] = [];
-        const r = db.prepare(`SELECT count(*) AS n FROM ap_assistants ${searchWhere('a', q, params)}`).get(...params);
+        const r = sql(`SELECT count(*) AS n FROM ap_assistants ${searchWhere('a', q, params)}`).get(...params);
         return (r as Row).n as number;
       },
     },
 
     threads: {
       async create(t: NewThread, ifExists: IfExists) {
-        return db.transaction(() => {
+        return inTx(() => {
           const existing = st.getThread.get(t.thread_id) as Row | undefined;
           if (existing) {
             if (ifExists === 'do_nothing') return toThread(existing);
@@ -283,77 +296,77 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
           const ts = now();
           st.insertThread.run(t.thread_id, ts, ts, ts, j(t.metadata));
           return toThread(st.getThread.get(t.thread_id) as Row);
-        })();
+        });
       },
       async get(id: string) {
         const r = st.getThread.get(id) as Row | undefined;
         return r ? toThread(r) : null;
       },
       async patch(id: string, p: { metadata?: Json }) {
-        return db.transaction(() => {
+        return inTx(() => {
           const cur = toThread(requireThread(id));
-          db.prepare('UPDATE ap_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?').run(
+          sql('UPDATE ap_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?').run(
             j({ ...cur.metadata, ...p.metadata }), now(), id);
           return toThread(st.getThread.get(id) as Row);
-        })();
+        });
       },
       async delete(id: string) {
-        const running = db.transaction(() => {
+        const running = inTx(() => {
           requireThread(id);
-          const ids = (db.prepare(`SELECT run_id FROM ap_runs WHERE thread_id = ? AND status = 'running'`)
+          const ids = (sql(`SELECT run_id FROM ap_runs WHERE thread_id = ? AND status = 'running'`)
             .all(id) as Row[]).map((r) => r.run_id as string);
-          db.prepare('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
-          db.prepare('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
-          db.prepare('DELETE FROM writes WHERE thread_id = ?').run(id);
-          db.prepare('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
+          sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
+          sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
+          sql('DELETE FROM writes WHERE thread_id = ?').run(id);
+          sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
           return ids;
-        })();
+        });
         // Workers holding a deleted run stop it; their finish() then finds nothing to update.
         for (const run_id of running) emit({ type: 'cancel', run_id, action: 'interrupt' });
       },
       async search(q: ThreadQuery) {
         const params: unknown[] = [];
-        const sql = `SELECT * FROM ap_threads ${searchWhere('t', q, params)} ${orderBy(q, THREAD_SORT)} LIMIT ? OFFSET ?`;
-        return (db.prepare(sql).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[]).map(toThread);
+        const text = `SELECT * FROM ap_threads ${searchWhere('t', q, params)} ${orderBy(q, THREAD_SORT)} LIMIT ? OFFSET ?`;
+        return (sql(text).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[]).map(toThread);
       },
       async count(q: ThreadQuery) {
         const params: unknown[] = [];
-        const r = db.prepare(`SELECT count(*) AS n FROM ap_threads ${searchWhere('t', q, params)}`).get(...params);
+        const r = sql(`SELECT count(*) AS n FROM ap_threads ${searchWhere('t', q, params)}`).get(...params);
         return (r as Row).n as number;
       },
       async copy(id: string, newId: string) {
-        return db.transaction(() => {
+        return inTx(() => {
           const src = toThread(requireThread(id));
           const ts = now();
-          db.prepare(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata, status,
+          sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata, status,
             config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
             newId, ts, ts, ts, j(src.metadata), src.status === 'busy' ? 'idle' : src.status, j(src.config),
             src.values === null ? null : JSON.stringify(src.values), j(src.interrupts),
             src.error === null ? null : j(src.error));
-          db.prepare(`INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+          sql(`INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
             checkpoint, metadata FROM checkpoints WHERE thread_id = ?`).run(newId, id);
-          db.prepare(`INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
+          sql(`INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
             FROM writes WHERE thread_id = ?`).run(newId, id);
           return toThread(st.getThread.get(newId) as Row);
-        })();
+        });
       },
       async setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json) {
-        db.transaction(() => {
+        inTx(() => {
           requireThread(id);
           const inflight = (st.inflight.all(id) as Row[]).length > 0;
           const ts = now();
-          db.prepare(`UPDATE ap_threads SET "values" = ?, interrupts = ?, state_updated_at = ?, updated_at = ?,
+          sql(`UPDATE ap_threads SET "values" = ?, interrupts = ?, state_updated_at = ?, updated_at = ?,
             status = CASE WHEN ? THEN status ELSE ? END WHERE thread_id = ?`).run(
             values === null ? null : JSON.stringify(values), j(interrupts), ts, ts, inflight ? 1 : 0,
             interrupted ? 'interrupted' : 'idle', id);
-        })();
+        });
       },
     },
 
     runs: {
       async create(run: NewRun) {
         const cancelled: Array<{ run_id: string; action: CancelAction }> = [];
-        const created = db.transaction(() => {
+        const created = inTx(() => {
           const ts = now();
           let thread = st.getThread.get(run.thread_id) as Row | undefined;
           if (!thread) {
@@ -368,10 +381,10 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
             for (const r of inflight) {
               if (r.status === 'pending') {
                 if (action === 'rollback') st.deleteRun.run(r.run_id);
-                else db.prepare(`UPDATE ap_runs SET status = 'interrupted', updated_at = ? WHERE run_id = ?`).run(ts, r.run_id);
+                else sql(`UPDATE ap_runs SET status = 'interrupted', updated_at = ? WHERE run_id = ?`).run(ts, r.run_id);
                 cancelled.push({ run_id: r.run_id, action });
               } else {
-                db.prepare('UPDATE ap_runs SET cancel_action = ? WHERE run_id = ?').run(action, r.run_id);
+                sql('UPDATE ap_runs SET cancel_action = ? WHERE run_id = ?').run(action, r.run_id);
                 cancelled.push({ run_id: r.run_id, action });
               }
             }
@@ -379,10 +392,10 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
           st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
             run.multitask_strategy);
           const meta = { ...pj(thread.metadata), ...run.thread_metadata };
-          db.prepare(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
+          sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
             j(meta), ts, run.thread_id);
           return toRun(st.getRun.get(run.run_id) as Row);
-        })();
+        });
         for (const c of cancelled) emit({ type: 'cancel', ...c });
         for (const c of cancelled) emit({ type: 'run_done', run_id: c.run_id });
         emit({ type: 'wake' });
@@ -400,11 +413,11 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
         const params: unknown[] = [threadId];
         let where = 'thread_id = ?';
         if (q.status) (where += ' AND status = ?'), params.push(q.status);
-        return (db.prepare(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`)
+        return (sql(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`)
           .all(...params, q.limit, q.offset) as Row[]).map(toRun);
       },
       async delete(threadId: string, runId: string) {
-        db.transaction(() => {
+        inTx(() => {
           const r = st.getRun.get(runId) as Row | undefined;
           if (!r || r.thread_id !== threadId) throw new NotFoundError(`Run ${runId} not found`);
           if (r.status === 'running') throw new ConflictError(`Run ${runId} is running; cancel it first`);
@@ -412,39 +425,39 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
           if (r.status === 'pending' && !st.inflight.get(threadId)) {
             st.threadStatus.run('idle', now(), threadId);
           }
-        })();
+        });
         emit({ type: 'run_done', run_id: runId });
       },
       async claim(workerId: string, leaseMs: number) {
-        return db.transaction(() => {
+        return inTx(() => {
           const r = st.claimable.get() as Row | undefined;
           if (!r) return null;
           const ts = now();
           st.setRunning.run(workerId, Date.now() + leaseMs, ts, r.run_id);
           st.threadBusy.run(ts, r.thread_id);
           return toRun(st.getRun.get(r.run_id as string) as Row);
-        })();
+        });
       },
       async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
         if (!runIds.length) return [];
         const held: string[] = [];
-        const upd = db.prepare(`UPDATE ap_runs SET lease_expires_at = ? WHERE run_id = ? AND worker_id = ?
+        const upd = sql(`UPDATE ap_runs SET lease_expires_at = ? WHERE run_id = ? AND worker_id = ?
           AND status = 'running'`);
-        db.transaction(() => {
+        inTx(() => {
           for (const id of runIds) if (upd.run(Date.now() + leaseMs, id, workerId).changes) held.push(id);
-        })();
+        });
         return held;
       },
       async finish(runId: string, workerId: string, outcome: RunOutcome) {
-        const ok = db.transaction(() => {
+        const ok = inTx(() => {
           const r = st.getRun.get(runId) as Row | undefined;
           if (!r || r.status !== 'running' || r.worker_id !== workerId) return false;
-          db.prepare(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
+          sql(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
             lease_expires_at = NULL WHERE run_id = ?`).run(
             outcome.status, outcome.error ? j(outcome.error) : null, now(), runId);
           settleThread(r.thread_id as string, outcome);
           return true;
-        })();
+        });
         if (ok) {
           emit({ type: 'run_done', run_id: runId });
           emit({ type: 'wake' });
@@ -452,7 +465,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
         return ok;
       },
       async rollback(runId: string, workerId: string | null) {
-        const done = db.transaction(() => {
+        const done = inTx(() => {
           const r = st.getRun.get(runId) as Row | undefined;
           if (!r) return false;
           if (workerId !== null && r.worker_id !== workerId) return false;
@@ -462,48 +475,48 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
           const more = !!st.hasPending.get(threadId);
           st.threadStatus.run(more ? 'busy' : 'idle', now(), threadId);
           return true;
-        })();
+        });
         if (done) {
           emit({ type: 'run_done', run_id: runId });
           emit({ type: 'wake' });
         }
       },
       async release(workerId: string, runIds: string[]) {
-        const upd = db.prepare(`UPDATE ap_runs SET status = 'pending', attempt = max(attempt - 1, 0),
+        const upd = sql(`UPDATE ap_runs SET status = 'pending', attempt = max(attempt - 1, 0),
           worker_id = NULL, lease_expires_at = NULL WHERE run_id = ? AND worker_id = ? AND status = 'running'`);
-        db.transaction(() => {
+        inTx(() => {
           for (const id of runIds) upd.run(id, workerId);
-        })();
+        });
         emit({ type: 'wake' });
       },
       async cancel(threadId: string, runId: string, action: CancelAction) {
         let event: StorageEvent | null = null;
-        const result = db.transaction(() => {
+        const result = inTx(() => {
           const r = st.getRun.get(runId) as Row | undefined;
           if (!r || r.thread_id !== threadId) throw new NotFoundError(`Run ${runId} not found`);
           const run = toRun(r);
           if (run.status === 'pending') {
             if (action === 'rollback') st.deleteRun.run(runId);
-            else db.prepare(`UPDATE ap_runs SET status = 'interrupted', updated_at = ? WHERE run_id = ?`).run(now(), runId);
+            else sql(`UPDATE ap_runs SET status = 'interrupted', updated_at = ? WHERE run_id = ?`).run(now(), runId);
             const more = !!st.inflight.get(threadId);
             if (!more) st.threadStatus.run('idle', now(), threadId);
             event = { type: 'run_done', run_id: runId };
             return { ...run, status: action === 'rollback' ? run.status : ('interrupted' as const) };
           }
           if (run.status === 'running') {
-            db.prepare('UPDATE ap_runs SET cancel_action = ? WHERE run_id = ?').run(action, runId);
+            sql('UPDATE ap_runs SET cancel_action = ? WHERE run_id = ?').run(action, runId);
             event = { type: 'cancel', run_id: runId, action };
             return { ...run, cancel_action: action };
           }
           return run;
-        })();
+        });
         if (event) emit(event);
         return result;
       },
       async cancelRequests(runIds: string[]) {
         const out = new Map<string, CancelAction>();
         if (!runIds.length) return out;
-        const rows = db.prepare(`SELECT run_id, cancel_action, status FROM ap_runs WHERE run_id IN
+        const rows = sql(`SELECT run_id, cancel_action, status FROM ap_runs WHERE run_id IN
           (${runIds.map(() => '?').join(',')})`).all(...runIds) as Row[];
         const found = new Set(rows.map((r) => r.run_id as string));
         for (const r of rows) if (r.cancel_action) out.set(r.run_id as string, r.cancel_action as CancelAction);
@@ -513,8 +526,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       },
       async sweep(maxAttempts: number): Promise<SweepResult> {
         const res: SweepResult = { requeued: [], failed: [] };
-        db.transaction(() => {
-          const rows = db.prepare(`SELECT * FROM ap_runs WHERE status = 'running' AND lease_expires_at < ?`)
+        inTx(() => {
+          const rows = sql(`SELECT * FROM ap_runs WHERE status = 'running' AND lease_expires_at < ?`)
             .all(Date.now()) as Row[];
           for (const row of rows) {
             const r = toRun(row);
@@ -527,17 +540,17 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
               const outcome: RunOutcome = r.cancel_action
                 ? { status: 'interrupted' }
                 : { status: 'error', error: { error: 'WorkerLost', message: `Run abandoned after ${r.attempt} attempts: its worker stopped responding` } };
-              db.prepare(`UPDATE ap_runs SET status = ?, error = ?, worker_id = NULL, lease_expires_at = NULL,
+              sql(`UPDATE ap_runs SET status = ?, error = ?, worker_id = NULL, lease_expires_at = NULL,
                 updated_at = ? WHERE run_id = ?`).run(outcome.status, outcome.error ? j(outcome.error) : null, now(), r.run_id);
               settleThread(r.thread_id, outcome);
               res.failed.push(r.run_id);
             } else {
-              db.prepare(`UPDATE ap_runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+              sql(`UPDATE ap_runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
                 updated_at = ? WHERE run_id = ?`).run(now(), r.run_id);
               res.requeued.push(r.run_id);
             }
           }
-        })();
+        });
         for (const run_id of res.failed) emit({ type: 'run_done', run_id });
         if (res.requeued.length) emit({ type: 'wake' });
         return res;

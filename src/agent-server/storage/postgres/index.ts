@@ -341,12 +341,17 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     runs: {
       async create(run: NewRun) {
         const created = await tx(async (c) => {
-          await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) SELECT $1, $2 WHERE $3::boolean
-            ON CONFLICT (thread_id) DO NOTHING`,
-            [run.thread_id, JSON.stringify(run.thread_metadata), run.if_not_exists === 'create']);
-          await requireThread(c, run.thread_id, true);
-          const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
-            AND status IN ('pending','running')`, [run.thread_id]);
+          if (run.if_not_exists === 'create') {
+            await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
+              [run.thread_id, JSON.stringify(run.thread_metadata)]);
+          }
+          // Lock the thread and read its in-flight runs in one round trip.
+          const { rows: lock } = await c.query(`SELECT t.thread_id, coalesce((SELECT json_agg(json_build_object(
+              'run_id', r.run_id, 'status', r.status)) FROM ${s}.runs r WHERE r.thread_id = t.thread_id
+              AND r.status IN ('pending','running')), '[]') AS inflight
+            FROM ${s}.threads t WHERE t.thread_id = $1 FOR UPDATE OF t`, [run.thread_id]);
+          if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+          const inflight = lock[0].inflight as Array<{ run_id: string; status: string }>;
           if (inflight.length && run.multitask_strategy === 'reject') throw new ConflictError(BUSY_THREAD_DETAIL);
           if (inflight.length && (run.multitask_strategy === 'interrupt' || run.multitask_strategy === 'rollback')) {
             const action: CancelAction = run.multitask_strategy;
@@ -361,13 +366,14 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               }
             }
           }
-          const { rows } = await c.query(`INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status,
-            kwargs, multitask_strategy) VALUES ($1, $2, $3, $4, 'pending', $5, $6) RETURNING *`,
+          const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
+              status, kwargs, multitask_strategy) VALUES ($1, $2, $3, $4, 'pending', $5, $6) RETURNING *),
+            th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+              WHERE thread_id = $2 RETURNING 1),
+            n AS (SELECT pg_notify($8, '{"type":"wake"}'))
+            SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
             [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-              run.multitask_strategy]);
-          await c.query(`UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $2::jsonb, updated_at = now()
-            WHERE thread_id = $1`, [run.thread_id, JSON.stringify(run.thread_metadata)]);
-          await notify(c, { type: 'wake' });
+              run.multitask_strategy, JSON.stringify(run.thread_metadata), channel]);
           return toRun(rows[0]);
         });
         local({ type: 'wake' });
@@ -402,27 +408,29 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         });
       },
       async claim(workerId: string, leaseMs: number) {
-        // A few tries: a thread locked by another claimer is skipped, one that just started a run is retried.
-        for (let i = 0; i < 3; i++) {
-          const result = await tx(async (c) => {
-            const { rows: cand } = await c.query(`SELECT t.thread_id FROM ${s}.threads t
+        // One statement: lock the thread of the oldest claimable run (SKIP LOCKED: another claimer has it), take
+        // its oldest pending run. The UPDATE re-checks status under the row lock, so a claimer working from a
+        // stale snapshot gets nothing instead of a second copy; it then tries again.
+        for (let i = 0; i < 5; i++) {
+          const { rows } = await pool.query(`WITH cand AS (
+              SELECT t.thread_id FROM ${s}.threads t
               JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' GROUP BY thread_id) p
                 ON p.thread_id = t.thread_id
               WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running')
-              ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED`);
-            if (!cand[0]) return null;
-            const threadId = cand[0].thread_id as string;
-            // Fresh snapshot now that we hold the thread lock.
-            const { rows } = await c.query(`UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1,
-              worker_id = $2, lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
-              WHERE run_id = (SELECT run_id FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' ORDER BY seq LIMIT 1)
-                AND NOT EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'running')
-              RETURNING *`, [threadId, workerId, leaseMs / 1000]);
-            if (!rows[0]) return 'retry' as const;
-            await c.query(`UPDATE ${s}.threads SET status = 'busy', updated_at = now() WHERE thread_id = $1`, [threadId]);
-            return toRun(rows[0]);
-          });
-          if (result !== 'retry') return result;
+              ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
+            claimed AS (
+              UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $1,
+                lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+              WHERE run_id = (SELECT r.run_id FROM ${s}.runs r WHERE r.thread_id = (SELECT thread_id FROM cand)
+                AND r.status = 'pending' ORDER BY r.seq LIMIT 1) AND status = 'pending'
+              RETURNING *),
+            th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
+              WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
+            SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th, c.*
+            FROM (SELECT 1) one LEFT JOIN claimed c ON true`, [workerId, leaseMs / 1000]);
+          const row = rows[0];
+          if (row?.run_id) return toRun(row);
+          if (!row || Number(row._cand) === 0) return null;
         }
         return null;
       },
@@ -434,22 +442,30 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return rows.map((r) => r.run_id as string);
       },
       async finish(runId: string, workerId: string, outcome: RunOutcome) {
-        const ok = await tx(async (c) => {
-          await lockThreadOfRun(c, runId);
-          const { rows } = await c.query(`UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(),
-            worker_id = NULL, lease_expires_at = NULL WHERE run_id = $1 AND worker_id = $2 AND status = 'running'
-            RETURNING thread_id`, [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
-          if (!rows[0]) return false;
-          await settleThread(c, rows[0].thread_id as string, outcome);
-          await notify(c, { type: 'run_done', run_id: runId });
-          await notify(c, { type: 'wake' });
-          return true;
-        });
-        if (ok) {
-          local({ type: 'run_done', run_id: runId });
-          local({ type: 'wake' });
-        }
-        return ok;
+        // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told.
+        const { rows } = await pool.query(`WITH lk AS (
+            SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+            FOR UPDATE),
+          r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
+            WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
+            RETURNING thread_id),
+          th AS (UPDATE ${s}.threads t SET
+              status = CASE WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
+                WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
+                  AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
+              "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
+              state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
+              updated_at = now(), interrupts = $9, error = $10
+            FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
+          n AS (SELECT pg_notify($11, $12) FROM r)
+          SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n`,
+          [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null,
+            outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok', !!outcome.interrupted,
+            outcome.values !== undefined, outcome.values == null ? null : JSON.stringify(outcome.values),
+            JSON.stringify(outcome.interrupts ?? {}), outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+            channel, JSON.stringify({ type: 'run_done', run_id: runId })]);
+        // Waiters here and in other processes hear about it through NOTIFY.
+        return Number(rows[0]?.done) > 0;
       },
       async rollback(runId: string, workerId: string | null) {
         await tx(async (c) => {
