@@ -1,0 +1,65 @@
+// API keys: random, shown once, stored only as a SHA-256 hash (keys are high-entropy, so a slow hash adds nothing).
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { ForbiddenError, UnauthorizedError, ValidationError } from '../../lib/errors.ts';
+import { isLabelValue } from '../../resources/index.ts';
+import type { ApiKeyRecord, ApiKeyStore } from '../store/types.ts';
+
+export const KEY_PREFIX = 'apk_';
+
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+export function generateKey(): string {
+  return KEY_PREFIX + randomBytes(32).toString('base64url');
+}
+
+/** Tenant ids become Kubernetes label values, so they follow the label value rules. */
+export function assertTenantId(tenant: string): void {
+  if (!tenant || !isLabelValue(tenant)) {
+    throw new ValidationError(`invalid tenant id "${tenant}"`, [
+      { loc: ['tenant'], msg: 'tenant ids are 1-63 characters: letters, digits, "-", "_", "." (alphanumeric at both ends)', type: 'value_error' },
+    ]);
+  }
+}
+
+export async function createApiKey(
+  store: ApiKeyStore,
+  opts: { tenants: string[]; name?: string },
+): Promise<{ key: string; record: ApiKeyRecord }> {
+  for (const t of opts.tenants) if (t !== '*') assertTenantId(t);
+  const key = generateKey();
+  const record: ApiKeyRecord = {
+    id: randomUUID(),
+    name: opts.name ?? 'api-key',
+    tenants: opts.tenants,
+    createdAt: new Date().toISOString(),
+  };
+  await store.putApiKey(record, hashKey(key));
+  return { key, record };
+}
+
+export type BootstrapKey = { key: string; tenants: string[] };
+
+export type Principal = { keyId: string; tenant: string };
+
+export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
+  const boot = bootstrap.map((b) => ({ hash: Buffer.from(hashKey(b.key), 'hex'), tenants: b.tenants }));
+  return async function authenticate(key: string | undefined, tenant: string | undefined): Promise<Principal> {
+    if (!key) throw new UnauthorizedError('Missing API key (X-Api-Key header).');
+    const hash = hashKey(key);
+    const hashBuf = Buffer.from(hash, 'hex');
+    let record: { id: string; tenants: string[] } | undefined = boot
+      .filter((b) => timingSafeEqual(b.hash, hashBuf))
+      .map((b) => ({ id: 'bootstrap', tenants: b.tenants }))[0];
+    record ??= await store.findApiKey(hash);
+    if (!record) throw new UnauthorizedError('Invalid API key.');
+    if (!tenant) throw new ForbiddenError('Missing tenant (X-Tenant-Id header).');
+    if (!record.tenants.includes('*') && !record.tenants.includes(tenant)) {
+      throw new ForbiddenError(`This API key may not act for tenant ${tenant}.`);
+    }
+    // Only '*' keys reach here with arbitrary tenants; they still must be usable as labels.
+    if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid tenant id ${JSON.stringify(tenant)}.`);
+    return { keyId: record.id, tenant };
+  };
+}

@@ -1,0 +1,121 @@
+// Deployments v2: deployments, revisions, redeploy and logs. Registered under /v2 and /api-host/v2.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { DeploymentService } from '../../services/deployments.ts';
+import type { Principal } from '../../auth/keys.ts';
+import {
+  BulkDeleteQuery,
+  BulkDeleteResult,
+  Deployment,
+  DeploymentCreate,
+  DeploymentList,
+  DeploymentParams,
+  DeploymentPatch,
+  ListDeploymentsQuery,
+  ListRevisionsQuery,
+  LogPage,
+  LogsQuery,
+  Revision,
+  RevisionList,
+  RevisionParams,
+} from './schemas.ts';
+
+const ErrorBody = z.object({ detail: z.union([z.string(), z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() }))]) });
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
+
+const security = [{ apiKey: [], tenantId: [] }];
+const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };
+
+export const deploymentRoutes =
+  (service: DeploymentService): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.post(
+      '/deployments',
+      { schema: { tags: ['deployments'], security, body: DeploymentCreate, response: { 201: Deployment, ...errors } } },
+      async (req, reply) => reply.code(201).send(await service.create(tenantOf(req), req.body)),
+    );
+
+    app.get(
+      '/deployments',
+      { schema: { tags: ['deployments'], security, querystring: ListDeploymentsQuery, response: { 200: DeploymentList, ...errors } } },
+      async (req) => service.list(tenantOf(req), req.query),
+    );
+
+    app.delete(
+      '/deployments',
+      { schema: { tags: ['deployments'], security, querystring: BulkDeleteQuery, response: { 200: BulkDeleteResult, 207: BulkDeleteResult, ...errors } } },
+      async (req, reply) => {
+        const result: z.infer<typeof BulkDeleteResult> = { deleted: [], errors: [] };
+        for (const id of req.query.deployment_ids) {
+          try {
+            await service.delete(tenantOf(req), id);
+            result.deleted.push(id);
+          } catch (err) {
+            const e = err as { status?: number; message: string };
+            if (!e.status || e.status >= 500) throw err;
+            result.errors.push({ id, detail: e.message });
+          }
+        }
+        return reply.code(result.errors.length ? 207 : 200).send(result);
+      },
+    );
+
+    app.get(
+      '/deployments/:deployment_id',
+      { schema: { tags: ['deployments'], security, params: DeploymentParams, response: { 200: Deployment, ...errors } } },
+      async (req) => service.get(tenantOf(req), req.params.deployment_id),
+    );
+
+    app.patch(
+      '/deployments/:deployment_id',
+      { schema: { tags: ['deployments'], security, params: DeploymentParams, body: DeploymentPatch, response: { 200: Deployment, ...errors } } },
+      async (req) => service.patch(tenantOf(req), req.params.deployment_id, req.body),
+    );
+
+    app.delete(
+      '/deployments/:deployment_id',
+      { schema: { tags: ['deployments'], security, params: DeploymentParams, response: { 204: z.null(), ...errors } } },
+      async (req, reply) => {
+        await service.delete(tenantOf(req), req.params.deployment_id);
+        return reply.code(204).send(null);
+      },
+    );
+
+    app.get(
+      '/deployments/:deployment_id/revisions',
+      { schema: { tags: ['revisions'], security, params: DeploymentParams, querystring: ListRevisionsQuery, response: { 200: RevisionList, ...errors } } },
+      async (req) => service.listRevisions(tenantOf(req), req.params.deployment_id, req.query),
+    );
+
+    app.post(
+      '/deployments/:deployment_id/revisions',
+      { schema: { tags: ['revisions'], security, params: DeploymentParams, response: { 201: Revision, ...errors } } },
+      async (req, reply) => reply.code(201).send(await service.createRevision(tenantOf(req), req.params.deployment_id)),
+    );
+
+    app.get(
+      '/deployments/:deployment_id/revisions/:revision_id',
+      { schema: { tags: ['revisions'], security, params: RevisionParams, response: { 200: Revision, ...errors } } },
+      async (req) => service.getRevision(tenantOf(req), req.params.deployment_id, req.params.revision_id),
+    );
+
+    app.post(
+      '/deployments/:deployment_id/revisions/:revision_id/redeploy',
+      { schema: { tags: ['revisions'], security, params: RevisionParams, response: { 200: Deployment, ...errors } } },
+      async (req) => service.redeploy(tenantOf(req), req.params.deployment_id, req.params.revision_id),
+    );
+
+    app.get(
+      '/deployments/:deployment_id/revisions/:revision_id/logs',
+      { schema: { tags: ['revisions'], security, params: RevisionParams, querystring: LogsQuery, response: { 200: LogPage, ...errors } } },
+      async (req) => service.logs(tenantOf(req), req.params.deployment_id, req.params.revision_id, req.query),
+    );
+  };

@@ -1,0 +1,365 @@
+// Deployments and revisions on top of the store port. Tenancy: every object carries its tenant in spec and in the
+// agentplane.dev/tenant label; another tenant's deployment is answered exactly like a missing one.
+import { createHash, randomUUID } from 'node:crypto';
+import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
+import type { Logger } from '../../lib/logger.ts';
+import {
+  API_VERSION,
+  LABEL_DEPLOYMENT,
+  LABEL_DEPLOYMENT_ID,
+  LABEL_TENANT,
+  deploymentName,
+  isUuid,
+  latestRevisionName,
+  makeRevision,
+  revisionName,
+  secretsName,
+  type AgentDeployment,
+  type AgentRevision,
+  type SourceConfig,
+} from '../../resources/index.ts';
+import { AlreadyExistsError, StaleResourceVersionError, type ControlPlaneStore } from '../store/types.ts';
+import {
+  UPDATED_AT_ANNOTATION,
+  resourceSpecFromApi,
+  secretReferencesFromApi,
+  sourceConfigFromApi,
+  sourceRevisionConfigFromApi,
+  toApiDeployment,
+  toApiRevision,
+} from './mapping.ts';
+import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '../routes/v2/schemas.ts';
+
+export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
+
+const IMMUTABLE_SOURCE_CONFIG = {
+  integration_id: 'integrationId',
+  repo_url: 'repoUrl',
+  deployment_type: 'deploymentType',
+  listener_id: 'listenerId',
+} as const;
+
+export type DeploymentService = ReturnType<typeof createDeploymentService>;
+
+export function createDeploymentService(deps: { store: ControlPlaneStore; logger: Logger }) {
+  const { store, logger } = deps;
+  const ns = store.namespace;
+  // Name uniqueness per tenant is a read-then-write; serialize it within this process.
+  const tenantLocks = new Map<string, Promise<unknown>>();
+
+  function withTenantLock<T>(tenant: string, fn: () => Promise<T>): Promise<T> {
+    const prev = tenantLocks.get(tenant) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    tenantLocks.set(tenant, tail);
+    void tail.then(() => {
+      if (tenantLocks.get(tenant) === tail) tenantLocks.delete(tenant);
+    });
+    return next;
+  }
+
+  const nameHash = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 40);
+
+  async function assertNameFree(tenant: string, name: string, exceptId?: string): Promise<void> {
+    const { items } = await store.list('AgentDeployment', ns, {
+      labelSelector: `${LABEL_TENANT}=${tenant},${LABEL_NAME_HASH}=${nameHash(name)}`,
+    });
+    if (items.some((d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId)) {
+      throw new ConflictError(`A deployment named "${name}" already exists in this tenant.`);
+    }
+  }
+
+  function notFound(id: string): NotFoundError {
+    return new NotFoundError(`Deployment ID ${id} not found.`);
+  }
+
+  async function requireDeployment(tenant: string, id: string): Promise<AgentDeployment> {
+    if (!isUuid(id)) throw notFound(id);
+    try {
+      const dep = await store.get('AgentDeployment', ns, deploymentName(id));
+      if (dep.spec.tenantId !== tenant) throw notFound(id);
+      return dep;
+    } catch (err) {
+      if (err instanceof NotFoundError) throw notFound(id);
+      throw err;
+    }
+  }
+
+  async function revisionsOf(dep: AgentDeployment): Promise<AgentRevision[]> {
+    const { items } = await store.list('AgentRevision', ns, { labelSelector: `${LABEL_DEPLOYMENT}=${dep.metadata.name}` });
+    return items.sort((a, b) => b.spec.revisionNumber - a.spec.revisionNumber);
+  }
+
+  async function getOptional(name: string | undefined): Promise<AgentRevision | undefined> {
+    if (!name) return undefined;
+    try {
+      return await store.get('AgentRevision', ns, name);
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  async function render(dep: AgentDeployment): Promise<Deployment> {
+    const [latestRevision, activeRevision, secretNames] = await Promise.all([
+      getOptional(latestRevisionName(dep)),
+      getOptional(dep.status?.activeRevisionName),
+      dep.spec.secretsName ? store.secretNames(ns, dep.spec.secretsName).catch(() => []) : Promise.resolve([]),
+    ]);
+    return toApiDeployment(dep, { secretNames: secretNames.sort(), latestRevision, activeRevision });
+  }
+
+  /** Creates revision n of `dep` ("ensure": an operator may have made it already). */
+  async function ensureRevision(dep: AgentDeployment): Promise<AgentRevision> {
+    const rev = makeRevision(dep);
+    try {
+      return await store.create('AgentRevision', rev);
+    } catch (err) {
+      if (err instanceof AlreadyExistsError) return store.get('AgentRevision', ns, rev.metadata.name);
+      throw err;
+    }
+  }
+
+  /** Re-reads and re-applies `change` when someone else (the operator) wrote the deployment meanwhile. */
+  async function updateDeployment(
+    tenant: string,
+    id: string,
+    change: (dep: AgentDeployment) => Promise<AgentDeployment | undefined>,
+  ): Promise<AgentDeployment> {
+    for (let attempt = 0; ; attempt++) {
+      const dep = await requireDeployment(tenant, id);
+      if (dep.metadata.deletionTimestamp) throw new ConflictError(`Deployment ID ${id} is being deleted.`);
+      const next = await change(structuredClone(dep));
+      if (!next) return dep;
+      next.metadata.annotations = { ...next.metadata.annotations, [UPDATED_AT_ANNOTATION]: new Date().toISOString() };
+      try {
+        return await store.update('AgentDeployment', next);
+      } catch (err) {
+        if (err instanceof StaleResourceVersionError && attempt < 5) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** Stores a new immutable secret set for revision n; returns its name. */
+  async function putSecretSet(dep: AgentDeployment, n: number, secrets: { name: string; value: string }[]) {
+    const name = secretsName(dep.metadata.name, n);
+    const owner = { kind: 'AgentDeployment' as const, name: dep.metadata.name, uid: dep.metadata.uid! };
+    try {
+      await store.putSecrets(ns, name, owner, Object.fromEntries(secrets.map((s) => [s.name, s.value])));
+    } catch (err) {
+      // A retry of the same revision number after a lost race: replace the orphaned set.
+      if (!(err instanceof AlreadyExistsError)) throw err;
+      await store.deleteSecrets(ns, name);
+      await store.putSecrets(ns, name, owner, Object.fromEntries(secrets.map((s) => [s.name, s.value])));
+    }
+    return name;
+  }
+
+  return {
+    async create(tenant: string, body: DeploymentCreate): Promise<Deployment> {
+      return withTenantLock(tenant, async () => {
+        await assertNameFree(tenant, body.name);
+        const id = randomUUID();
+        const name = deploymentName(id);
+        const sourceConfig: SourceConfig = {
+          deploymentType: 'dev',
+          buildOnPush: false,
+          ...sourceConfigFromApi(body.source_config),
+        };
+        const src = sourceRevisionConfigFromApi(body.source_revision_config);
+        const now = new Date().toISOString();
+        const input: AgentDeployment = {
+          apiVersion: API_VERSION,
+          kind: 'AgentDeployment',
+          metadata: {
+            name,
+            namespace: ns,
+            labels: { [LABEL_TENANT]: tenant, [LABEL_DEPLOYMENT_ID]: id, [LABEL_NAME_HASH]: nameHash(body.name) },
+            annotations: { [UPDATED_AT_ANNOTATION]: now },
+          },
+          spec: {
+            deploymentId: id,
+            tenantId: tenant,
+            displayName: body.name,
+            source: body.source,
+            sourceConfig,
+            sourceRevisionConfig: {
+              repoRef: src.repoRef ?? null,
+              graphConfigPath: src.graphConfigPath ?? (body.source === 'github' ? 'langgraph.json' : null),
+              imageUri: src.imageUri ?? null,
+            },
+            secretsName: body.secrets.length ? secretsName(name, 1) : null,
+            secretReferences: secretReferencesFromApi(body.secret_references),
+            revisionCounter: 1,
+            targetRevisionName: revisionName(name, 1),
+          },
+        };
+        const dep = await store.create('AgentDeployment', input);
+        // Compensation: any failure below removes the deployment, and with it (owner GC) its secrets and revision.
+        try {
+          if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
+          await ensureRevision(dep);
+        } catch (err) {
+          await store.delete('AgentDeployment', ns, name).catch((e: unknown) =>
+            logger.error({ err: e, deployment: name }, 'compensating delete failed'),
+          );
+          throw err;
+        }
+        logger.info({ deployment_id: id, tenant }, 'deployment created');
+        return render(dep);
+      });
+    },
+
+    async get(tenant: string, id: string): Promise<Deployment> {
+      return render(await requireDeployment(tenant, id));
+    },
+
+    async list(
+      tenant: string,
+      q: { limit: number; offset: number; name_contains?: string; status?: string[]; deployment_type?: string; deployment_ids?: string[] },
+    ): Promise<{ resources: Deployment[]; offset: number }> {
+      const { items } = await store.list('AgentDeployment', ns, { labelSelector: `${LABEL_TENANT}=${tenant}` });
+      const rendered = await Promise.all(items.filter((d) => d.spec.tenantId === tenant).map(render));
+      const needle = q.name_contains?.toLowerCase();
+      const filtered = rendered
+        .filter((d) => !needle || d.name.toLowerCase().includes(needle))
+        .filter((d) => !q.status?.length || q.status.includes(d.status))
+        .filter((d) => !q.deployment_type || d.source_config.deployment_type === q.deployment_type)
+        .filter((d) => !q.deployment_ids?.length || q.deployment_ids.includes(d.id))
+        .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : a.id < b.id ? -1 : 1));
+      const page = filtered.slice(q.offset, q.offset + q.limit);
+      return { resources: page, offset: q.offset + page.length };
+    },
+
+    async patch(tenant: string, id: string, body: DeploymentPatch): Promise<Deployment> {
+      const current = await requireDeployment(tenant, id);
+      if (body.source !== undefined && body.source !== current.spec.source) {
+        throw new BadRequestError('source is immutable and cannot be changed.');
+      }
+      const changes = body.source_config ? sourceConfigFromApi(body.source_config) : {};
+      for (const [apiKey, specKey] of Object.entries(IMMUTABLE_SOURCE_CONFIG)) {
+        const v = changes[specKey];
+        if (v !== undefined && (v ?? null) !== (current.spec.sourceConfig[specKey] ?? null)) {
+          throw new BadRequestError(`source_config.${apiKey} is immutable and cannot be changed.`);
+        }
+      }
+      const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
+      const secrets = body.secrets?.length ? body.secrets : undefined;
+      const newRevision =
+        Object.keys(srcChange).length > 0 ||
+        body.source_config?.resource_spec !== undefined ||
+        secrets !== undefined ||
+        body.secret_references !== undefined;
+
+      const apply = async (): Promise<AgentDeployment> => {
+        let secretSet: string | undefined;
+        try {
+          return await updateDeployment(tenant, id, async (dep) => {
+            const s = dep.spec;
+            if (body.name !== undefined && body.name !== s.displayName) {
+              await assertNameFree(tenant, body.name, id);
+              s.displayName = body.name;
+              dep.metadata.labels = { ...dep.metadata.labels, [LABEL_NAME_HASH]: nameHash(body.name) };
+            }
+            // Key by key; resource_spec (when given) replaces the old one whole.
+            s.sourceConfig = { ...s.sourceConfig, ...changes };
+            if (body.source_config?.resource_spec !== undefined) {
+              s.sourceConfig.resourceSpec = resourceSpecFromApi(body.source_config.resource_spec) ?? null;
+            }
+            s.sourceRevisionConfig = { ...s.sourceRevisionConfig, ...srcChange };
+            const ref = s.sourceRevisionConfig.repoRef;
+            if (s.sourceConfig.buildOnPush && ref?.startsWith('refs/tags/')) {
+              throw new ValidationError('build_on_push must be false when repo_ref is a tag', [
+                { loc: ['body', 'source_config', 'build_on_push'], msg: 'must be false when repo_ref is a tag (refs/tags/...)', type: 'value_error' },
+              ]);
+            }
+            if (body.secret_references !== undefined) s.secretReferences = secretReferencesFromApi(body.secret_references);
+            if (newRevision) {
+              s.revisionCounter += 1;
+              s.targetRevisionName = revisionName(dep.metadata.name, s.revisionCounter);
+              if (secrets) {
+                if (secretSet) await store.deleteSecrets(ns, secretSet);
+                secretSet = await putSecretSet(dep, s.revisionCounter, secrets);
+                s.secretsName = secretSet;
+              }
+            }
+            return dep;
+          });
+        } catch (err) {
+          if (secretSet) await store.deleteSecrets(ns, secretSet).catch(() => undefined);
+          throw err;
+        }
+      };
+
+      const dep = body.name !== undefined ? await withTenantLock(tenant, apply) : await apply();
+      if (newRevision) {
+        await ensureRevision(dep);
+        logger.info({ deployment_id: id, revision: dep.spec.targetRevisionName }, 'revision created');
+      }
+      return render(dep);
+    },
+
+    async delete(tenant: string, id: string): Promise<void> {
+      const dep = await requireDeployment(tenant, id);
+      try {
+        await store.delete('AgentDeployment', ns, dep.metadata.name);
+      } catch (err) {
+        if (err instanceof NotFoundError) throw notFound(id);
+        throw err;
+      }
+      logger.info({ deployment_id: id }, dep.metadata.finalizers?.length ? 'deployment marked for deletion' : 'deployment deleted');
+    },
+
+    async listRevisions(
+      tenant: string,
+      id: string,
+      q: { limit: number; offset: number; status?: string[] },
+    ): Promise<{ resources: Revision[]; offset: number }> {
+      const dep = await requireDeployment(tenant, id);
+      const all = (await revisionsOf(dep)).map(toApiRevision).filter((r) => !q.status?.length || q.status.includes(r.status));
+      const page = all.slice(q.offset, q.offset + q.limit);
+      return { resources: page, offset: q.offset + page.length };
+    },
+
+    async requireRevision(tenant: string, id: string, revisionId: string): Promise<{ dep: AgentDeployment; rev: AgentRevision }> {
+      const dep = await requireDeployment(tenant, id);
+      const rev = isUuid(revisionId) ? (await revisionsOf(dep)).find((r) => r.metadata.uid === revisionId) : undefined;
+      if (!rev) throw new NotFoundError(`Revision ID ${revisionId} not found.`);
+      return { dep, rev };
+    },
+
+    async getRevision(tenant: string, id: string, revisionId: string): Promise<Revision> {
+      return toApiRevision((await this.requireRevision(tenant, id, revisionId)).rev);
+    },
+
+    /** A new revision from the deployment's current settings (e.g. to rebuild the same ref). */
+    async createRevision(tenant: string, id: string): Promise<Revision> {
+      const dep = await updateDeployment(tenant, id, async (d) => {
+        d.spec.revisionCounter += 1;
+        d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
+        return d;
+      });
+      return toApiRevision(await ensureRevision(dep));
+    },
+
+    /** Points the deployment's traffic at an existing revision; the runtime rolls to it. */
+    async redeploy(tenant: string, id: string, revisionId: string): Promise<Deployment> {
+      const { rev } = await this.requireRevision(tenant, id, revisionId);
+      const dep = await updateDeployment(tenant, id, async (d) =>
+        d.spec.targetRevisionName === rev.metadata.name ? undefined : { ...d, spec: { ...d.spec, targetRevisionName: rev.metadata.name } },
+      );
+      return render(dep);
+    },
+
+    async logs(
+      tenant: string,
+      id: string,
+      revisionId: string,
+      q: { type: 'build' | 'deploy'; limit: number; offset?: string; order: 'asc' | 'desc' },
+    ) {
+      const { rev } = await this.requireRevision(tenant, id, revisionId);
+      return store.readLogs(ns, rev.metadata.name, q);
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { createControlPlane } from '../../../src/control-plane/app.ts';
+import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
+import { openEmbeddedStore } from '../../../src/control-plane/store/embedded/index.ts';
+import type { ControlPlaneStore } from '../../../src/control-plane/store/types.ts';
+import { silentLogger } from '../../../src/lib/logger.ts';
+
+export type ApiHarness = {
+  app: FastifyInstance;
+  store: ControlPlaneStore;
+  /** Key for tenant-a and tenant-b. */
+  key: string;
+  /** Key for tenant-c only. */
+  otherKey: string;
+  close(): Promise<void>;
+};
+
+export async function apiHarness(wrap: (s: ControlPlaneStore) => ControlPlaneStore = (s) => s): Promise<ApiHarness> {
+  const dir = mkdtempSync(join(tmpdir(), 'ap-cp-api-'));
+  const store = openEmbeddedStore({ dataDir: dir });
+  const app = await createControlPlane({ store: wrap(store), logger: silentLogger() });
+  const { key } = await createApiKey(store, { tenants: ['tenant-a', 'tenant-b'], name: 'test' });
+  const { key: otherKey } = await createApiKey(store, { tenants: ['tenant-c'] });
+  return {
+    app,
+    store,
+    key,
+    otherKey,
+    close: async () => {
+      await app.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const githubBody = (name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  source: 'github',
+  source_config: {
+    integration_id: 'int-1',
+    repo_url: 'https://github.com/example/agent',
+    deployment_type: 'dev',
+    build_on_push: false,
+    custom_url: null,
+    resource_spec: { min_scale: 1, max_scale: 3, cpu: 1, memory_mb: 1024 },
+  },
+  source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json', image_uri: null },
+  secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-very-secret-value' }],
+  ...extra,
+});
