@@ -1,0 +1,104 @@
+// Pure decisions: what the cluster's objects say about a revision's build and rollout. The runtime reads the
+// objects and hands them here; the revision controller turns the answers into BUILDING, BUILD_FAILED, DEPLOYING,
+// DEPLOYED or DEPLOY_FAILED.
+import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { BuildStatus, ServerStatus } from '../types.ts';
+import { BUILD_CONTAINER, parseBuildResult } from './build-job.ts';
+import { LABEL_REVISION } from './labels.ts';
+
+function condition(obj: { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] } }, type: string) {
+  return obj.status?.conditions?.find((c) => c.type === type);
+}
+
+/** Why a pod's containers ended badly, most telling first ("clone: exit 1: repo_ref ... is not a branch"). */
+export function podFailure(pod: V1Pod | undefined): string | undefined {
+  if (!pod) return undefined;
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  for (const s of statuses) {
+    const t = s.state?.terminated;
+    if (t && t.exitCode !== 0) {
+      const detail = t.message?.trim() || t.reason || '';
+      return `${s.name}: exit ${t.exitCode}${detail ? `: ${detail}` : ''}`;
+    }
+    const w = s.state?.waiting;
+    if (w && w.reason && w.reason !== 'ContainerCreating' && w.reason !== 'PodInitializing') {
+      return `${s.name}: ${w.reason}${w.message ? `: ${w.message}` : ''}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The build's state from its Job and the Job's pod. `repository` is where the image was pushed; the recorded
+ * image is `<repository>@<digest>`, so a later push to the same tag never changes what a revision runs.
+ */
+export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: string): BuildStatus {
+  const failed = condition(job, 'Failed');
+  if (failed?.status === 'True') {
+    const why = podFailure(pod) ?? failed.message ?? 'the build job failed';
+    return { phase: 'Failed', message: `Build failed (${failed.reason ?? 'Failed'}): ${why}` };
+  }
+  const complete = condition(job, 'Complete');
+  if (complete?.status === 'True' || (job.status?.succeeded ?? 0) > 0) {
+    const container = pod?.status?.containerStatuses?.find((c) => c.name === BUILD_CONTAINER);
+    const result = parseBuildResult(container?.state?.terminated?.message);
+    if (!result) return { phase: 'Failed', message: 'Build finished but reported no image digest (build pod gone or no termination message)' };
+    return { phase: 'Succeeded', commitSha: result.commit, image: `${repository}@${result.digest}` };
+  }
+  return { phase: 'Running' };
+}
+
+// ErrImagePull is left out: it may be transient and turns into ImagePullBackOff when it is not.
+const FATAL_WAITING = new Set(['CrashLoopBackOff', 'ImagePullBackOff', 'InvalidImageName', 'CreateContainerConfigError']);
+
+/** The Deployment's ReplicaSet for `revision` (the newest one whose pod template carries it), if any. */
+export function replicaSetFor(deployment: V1Deployment, replicaSets: V1ReplicaSet[], revision: string): V1ReplicaSet | undefined {
+  const uid = deployment.metadata?.uid;
+  const number = (rs: V1ReplicaSet) => Number(rs.metadata?.annotations?.['deployment.kubernetes.io/revision'] ?? 0);
+  return replicaSets
+    .filter((rs) => rs.metadata?.ownerReferences?.some((o) => o.uid === uid))
+    .filter((rs) => rs.spec?.template?.metadata?.labels?.[LABEL_REVISION] === revision)
+    .sort((a, b) => number(b) - number(a))[0];
+}
+
+/**
+ * The rollout of `revision`: Failed when the progress deadline passed or a new pod crash-loops or cannot pull its
+ * image; Ready only when the controller saw the latest spec and every wanted replica is updated and available and
+ * belongs to the revision's ReplicaSet; Starting otherwise. `undefined` when the Deployment runs another revision.
+ */
+export function rolloutStatusOf(
+  deployment: V1Deployment | undefined,
+  replicaSets: V1ReplicaSet[],
+  pods: V1Pod[],
+  revision: string,
+): ServerStatus | undefined {
+  if (!deployment || deployment.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== revision) return undefined;
+  const rs = replicaSetFor(deployment, replicaSets, revision);
+  const hash = rs?.metadata?.labels?.['pod-template-hash'];
+  const newPods = hash ? pods.filter((p) => p.metadata?.labels?.['pod-template-hash'] === hash) : [];
+  for (const pod of newPods) {
+    for (const s of pod.status?.containerStatuses ?? []) {
+      const reason = s.state?.waiting?.reason;
+      if (reason && FATAL_WAITING.has(reason)) {
+        const last = s.lastState?.terminated;
+        const detail = s.state?.waiting?.message ?? (last ? `last exit ${last.exitCode}${last.reason ? ` (${last.reason})` : ''}` : '');
+        return { phase: 'Failed', message: `Pod ${pod.metadata?.name}: ${reason}${detail ? `: ${detail}` : ''}` };
+      }
+    }
+  }
+  const progressing = condition(deployment, 'Progressing');
+  if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') {
+    return { phase: 'Failed', message: `Rollout stalled (ProgressDeadlineExceeded): ${progressing.message ?? ''}`.trim() };
+  }
+  const want = deployment.spec?.replicas ?? 1;
+  const st = deployment.status ?? {};
+  const observed = (st.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0);
+  const done =
+    observed &&
+    (st.updatedReplicas ?? 0) >= want &&
+    (st.availableReplicas ?? 0) >= want &&
+    (st.replicas ?? 0) === (st.updatedReplicas ?? 0) &&
+    rs !== undefined &&
+    (rs.status?.availableReplicas ?? 0) >= want;
+  return done ? { phase: 'Ready' } : { phase: 'Starting' };
+}

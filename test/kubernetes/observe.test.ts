@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import { buildStatusOf, podFailure, rolloutStatusOf } from '../../src/operator/runtimes/kubernetes/observe.ts';
+import { nextRevisionStatus } from '../../src/operator/controllers/agentrevision/decide.ts';
+
+const repo = 'registry.example.com/agents/ag-1';
+const digest = `sha256:${'c'.repeat(64)}`;
+const buildPod = (terminated: Record<string, unknown>, init?: Record<string, unknown>): V1Pod => ({
+  metadata: { name: 'p' },
+  status: {
+    ...(init ? { initContainerStatuses: [{ name: 'clone', ready: false, restartCount: 0, image: 'g', imageID: '', state: { terminated: init } }] } : {}),
+    containerStatuses: [{ name: 'build', ready: false, restartCount: 0, image: 'b', imageID: '', state: { terminated } }],
+  },
+}) as unknown as V1Pod;
+const job = (conditions: { type: string; status: string; reason?: string; message?: string }[], extra: Record<string, unknown> = {}): V1Job =>
+  ({ status: { conditions, ...extra } }) as V1Job;
+
+describe('build status from the Job', () => {
+  const ok = buildPod({ exitCode: 0, message: JSON.stringify({ commit: 'abcdef1', digest }) });
+  it.each([
+    ['no conditions yet', job([], { active: 1 }), undefined, { phase: 'Running' }],
+    ['complete with digest', job([{ type: 'Complete', status: 'True' }]), ok, { phase: 'Succeeded', commitSha: 'abcdef1', image: `${repo}@${digest}` }],
+    [
+      'complete but no termination message',
+      job([{ type: 'Complete', status: 'True' }]),
+      buildPod({ exitCode: 0 }),
+      { phase: 'Failed', message: expect.stringContaining('no image digest') },
+    ],
+    [
+      'clone failed',
+      job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }]),
+      buildPod({ exitCode: 0 }, { exitCode: 1, message: 'repo_ref "nope" is not a branch, tag or commit' }),
+      { phase: 'Failed', message: 'Build failed (BackoffLimitExceeded): clone: exit 1: repo_ref "nope" is not a branch, tag or commit' },
+    ],
+    [
+      'deadline exceeded, pod gone',
+      job([{ type: 'Failed', status: 'True', reason: 'DeadlineExceeded', message: 'Job was active longer than specified deadline' }]),
+      undefined,
+      { phase: 'Failed', message: 'Build failed (DeadlineExceeded): Job was active longer than specified deadline' },
+    ],
+  ])('%s', (_name, j, pod, expected) => {
+    expect(buildStatusOf(j, pod, repo)).toEqual(expected);
+  });
+
+  it('feeds the revision controller: Running -> BUILDING, Failed -> BUILD_FAILED, Succeeded -> AWAITING_DEPLOY', () => {
+    const facts = { status: 'BUILDING', supported: { ok: true as const }, isTarget: true, routed: false };
+    expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([]), undefined, repo) }).status).toBe('BUILDING');
+    const failed = buildStatusOf(job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }]), buildPod({ exitCode: 2, reason: 'Error' }), repo);
+    expect(nextRevisionStatus({ ...facts, build: failed })).toEqual({ status: 'BUILD_FAILED', message: 'Build failed (BackoffLimitExceeded): build: exit 2: Error' });
+    expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([{ type: 'Complete', status: 'True' }]), ok, repo) }).status).toBe('AWAITING_DEPLOY');
+  });
+
+  it('names a waiting init container that cannot start', () => {
+    const pod = {
+      status: { initContainerStatuses: [{ name: 'clone', ready: false, restartCount: 0, image: '', imageID: '', state: { waiting: { reason: 'ImagePullBackOff', message: 'no such image' } } }] },
+    } as V1Pod;
+    expect(podFailure(pod)).toBe('clone: ImagePullBackOff: no such image');
+  });
+});
+
+const REV = 'ag-1-r2';
+type RolloutCase = {
+  gen?: number;
+  observedGen?: number;
+  replicas?: number;
+  updated?: number;
+  available?: number;
+  total?: number;
+  rsAvailable?: number;
+  rsRevision?: string;
+  templateRevision?: string;
+  progressing?: { status: string; reason: string; message?: string };
+  waiting?: { reason: string; message?: string };
+};
+
+function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
+  const want = c.replicas ?? 2;
+  const deployment = {
+    metadata: { name: 'ag-1', uid: 'd-uid', generation: c.gen ?? 3 },
+    spec: { replicas: want, selector: {}, template: { metadata: { labels: { 'agentplane.dev/revision': c.templateRevision ?? REV } } } },
+    status: {
+      observedGeneration: c.observedGen ?? c.gen ?? 3,
+      replicas: c.total ?? c.updated ?? want,
+      updatedReplicas: c.updated ?? want,
+      availableReplicas: c.available ?? want,
+      conditions: c.progressing ? [{ type: 'Progressing', ...c.progressing }] : [],
+    },
+  } as V1Deployment;
+  const rs = (name: string, revision: string, n: string, hash: string, available: number): V1ReplicaSet =>
+    ({
+      metadata: { name, labels: { 'pod-template-hash': hash }, annotations: { 'deployment.kubernetes.io/revision': n }, ownerReferences: [{ uid: 'd-uid', apiVersion: 'apps/v1', kind: 'Deployment', name: 'ag-1' }] },
+      spec: { selector: {}, template: { metadata: { labels: { 'agentplane.dev/revision': revision } } } },
+      status: { replicas: available, availableReplicas: available },
+    }) as V1ReplicaSet;
+  const sets = [rs('old', 'ag-1-r1', '1', 'h1', 0), rs('new', c.rsRevision ?? REV, '2', 'h2', c.rsAvailable ?? want)];
+  const pods = [
+    {
+      metadata: { name: 'ag-1-h2-x', labels: { 'pod-template-hash': 'h2' } },
+      status: {
+        containerStatuses: [
+          {
+            name: 'agent-server', ready: !c.waiting, restartCount: c.waiting ? 4 : 0, image: '', imageID: '',
+            state: c.waiting ? { waiting: c.waiting } : { running: {} },
+            ...(c.waiting ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}),
+          },
+        ],
+      },
+    } as V1Pod,
+  ];
+  return [deployment, sets, pods];
+}
+
+describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
+  it.each<[string, RolloutCase, unknown]>([
+    ['all new replicas available', {}, { phase: 'Ready' }],
+    ['controller has not seen the new spec', { gen: 4, observedGen: 3 }, { phase: 'Starting' }],
+    ['only some replicas updated', { updated: 1 }, { phase: 'Starting' }],
+    ['updated but not yet available', { available: 1 }, { phase: 'Starting' }],
+    ['old pods still around', { total: 3 }, { phase: 'Starting' }],
+    ['new ReplicaSet not available', { rsAvailable: 0 }, { phase: 'Starting' }],
+    ['the ReplicaSet is of another revision', { rsRevision: 'ag-1-r9' }, { phase: 'Starting' }],
+    [
+      'progress deadline exceeded',
+      { available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "new" has timed out progressing.' } },
+      { phase: 'Failed', message: 'Rollout stalled (ProgressDeadlineExceeded): ReplicaSet "new" has timed out progressing.' },
+    ],
+    ['progressing normally', { available: 0, progressing: { status: 'True', reason: 'ReplicaSetUpdated' } }, { phase: 'Starting' }],
+    [
+      'crash-looping new pod',
+      { available: 0, waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
+      { phase: 'Failed', message: 'Pod ag-1-h2-x: CrashLoopBackOff: back-off 40s restarting failed container' },
+    ],
+    ['image cannot be pulled', { available: 0, waiting: { reason: 'ImagePullBackOff' } }, { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' }],
+    ['first pull error is not final', { available: 0, waiting: { reason: 'ErrImagePull' } }, { phase: 'Starting' }],
+    ['scaled to zero', { replicas: 0, rsAvailable: 0 }, { phase: 'Ready' }],
+  ])('%s', (_name, c, expected) => {
+    const [d, sets, pods] = cluster(c);
+    expect(rolloutStatusOf(d, sets, pods, REV)).toEqual(expected);
+  });
+
+  it('says nothing about a revision the Deployment does not run', () => {
+    const [d, sets, pods] = cluster({ templateRevision: 'ag-1-r1' });
+    expect(rolloutStatusOf(d, sets, pods, REV)).toBeUndefined();
+    expect(rolloutStatusOf(undefined, [], [], REV)).toBeUndefined();
+  });
+
+  it('feeds the revision controller: Starting -> DEPLOYING, Ready+routed -> DEPLOYED, Failed -> DEPLOY_FAILED', () => {
+    const facts = { status: 'DEPLOYING', supported: { ok: true as const }, isTarget: true, routed: true };
+    const run = (c: RolloutCase) => {
+      const [d, sets, pods] = cluster(c);
+      return nextRevisionStatus({ ...facts, server: rolloutStatusOf(d, sets, pods, REV) }).status;
+    };
+    expect(run({ updated: 1 })).toBe('DEPLOYING');
+    expect(run({})).toBe('DEPLOYED');
+    expect(run({ available: 0, waiting: { reason: 'CrashLoopBackOff' } })).toBe('DEPLOY_FAILED');
+    expect(run({ available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded' } })).toBe('DEPLOY_FAILED');
+  });
+});
