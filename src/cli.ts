@@ -16,6 +16,14 @@ const commands: Record<string, Command> = {
     summary: 'Serve a langgraph.json over the thread/run API',
     load: () => import('./agent-server/command.ts'),
   },
+  'control-plane': {
+    summary: 'Serve the control plane API (deployments, revisions) on the embedded or kubernetes store',
+    load: () => import('./control-plane/command.ts'),
+  },
+  'api-key': {
+    summary: 'Create control plane API keys (api-key create --tenant ID)',
+    load: () => import('./control-plane/api-key-command.ts'),
+  },
 };
 
 function usage(): string {

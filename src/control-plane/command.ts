@@ -1,0 +1,27 @@
+// `agentplane control-plane`: parse flags/env, start, stop cleanly on SIGTERM/SIGINT.
+import { formatHelp } from '../lib/cli-args.ts';
+import { createLogger } from '../lib/logger.ts';
+import { controlPlaneCommand, parseControlPlaneConfig } from './config.ts';
+import { startControlPlane } from './server.ts';
+
+export async function run(argv: string[]): Promise<void> {
+  const config = parseControlPlaneConfig(argv, process.env);
+  if (!config) {
+    process.stdout.write(formatHelp(controlPlaneCommand));
+    return;
+  }
+  const logger = createLogger({ level: config.logLevel, name: 'control-plane' });
+  const server = await startControlPlane(config, logger);
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'shutting down');
+    server.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
