@@ -1,0 +1,84 @@
+// Starts `agentplane dev` as a real child process and talks to it over HTTP only.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+
+const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
+export const API_KEY = 'e2e-bootstrap-key-0123456789';
+export const TENANT = 'e2e-tenant';
+
+export type DevProcess = { child: ChildProcess; url: string; port: number; output: () => string };
+
+export async function startDev(dataDir: string, port = 0, extraArgs: string[] = []): Promise<DevProcess> {
+  const child = spawn(process.execPath, [BIN, 'dev', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', ...extraArgs], {
+    env: { ...process.env, AGENTPLANE_BOOTSTRAP_API_KEY: API_KEY },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const url = await new Promise<string>((res, rej) => {
+    const check = () => {
+      const m = /control plane API\s+(http:\/\/[^\s/]+)/.exec(out);
+      if (m) res(m[1]!);
+    };
+    child.stdout!.on('data', check);
+    child.once('exit', (code) => rej(new Error(`dev exited (${code}) before listening:\n${out}`)));
+  });
+  return { child, url, port: Number(new URL(url).port), output: () => out };
+}
+
+export async function stopDev(dev: DevProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  if (dev.child.exitCode !== null || dev.child.signalCode !== null) return dev.child.exitCode;
+  const exited = new Promise<number | null>((r) => dev.child.once('exit', (code) => r(code)));
+  dev.child.kill(signal);
+  return exited;
+}
+
+/** Pids of the direct children of `pid` (agent servers, builds). */
+export function childPids(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((s) => Number(s.trim()))
+      .filter((n) => n > 0);
+  } catch {
+    return []; // ps exits 1 when nothing matches
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function api(base: string) {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { 'X-Api-Key': API_KEY, 'X-Tenant-Id': TENANT, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
+  };
+  return {
+    get: (p: string) => call('GET', p),
+    post: (p: string, b?: unknown) => call('POST', p, b ?? {}),
+    patch: (p: string, b: unknown) => call('PATCH', p, b),
+    delete: (p: string) => call('DELETE', p),
+  };
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, limitMs = 180_000): Promise<T> {
+  const until = Date.now() + limitMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
