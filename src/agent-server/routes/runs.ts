@@ -25,6 +25,12 @@ export function publicRun(r: RunRecord) {
 export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
   const { storage, service, engine, keepAliveMs } = deps;
 
+  /** on_disconnect=cancel: a caller that hangs up on a wait takes its run down with it. */
+  function cancelOnDisconnect(signal: AbortSignal, body: { on_disconnect?: string | null }, run: RunRecord): void {
+    if (body.on_disconnect !== 'cancel') return;
+    signal.addEventListener('abort', () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined));
+  }
+
   async function requireRun(threadId: string, runId: string): Promise<RunRecord> {
     const run = await storage.runs.get(threadId, runId);
     if (!run) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
@@ -40,6 +46,7 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   app.post('/threads/:thread_id/runs/wait', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
     const run = await service.createRun(req.params.thread_id, req.body);
     const signal = disconnectSignal(req, reply);
+    cancelOnDisconnect(signal, req.body, run);
     const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
     const result = engine.waitForRun(run.thread_id, run.run_id, signal).then((r) => service.runResult(run.thread_id, r));
     return sendAfterWait(reply, result, {
@@ -51,6 +58,7 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
     const run = await service.createRun(null, req.body);
     const signal = disconnectSignal(req, reply);
+    cancelOnDisconnect(signal, req.body, run);
     const result = engine.waitForRun(run.thread_id, run.run_id, signal).then(async (r) => {
       const out = await service.runResult(run.thread_id, r);
       if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {

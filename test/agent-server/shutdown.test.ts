@@ -1,0 +1,56 @@
+// Graceful shutdown of a real process on the embedded store: SIGTERM lets running runs finish within the grace
+// period; runs still going after it return to the queue and complete after a restart. Data survives restarts.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@langchain/langgraph-sdk';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FIXTURE_CONFIG } from './helpers/harness.ts';
+import { startServerProcess, type ServerProc } from './helpers/process.ts';
+
+describe('graceful shutdown (embedded store)', () => {
+  const dirs: string[] = [];
+  const procs: ServerProc[] = [];
+  afterAll(async () => {
+    for (const p of procs) await p.kill9();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  async function start(dir: string, grace: string) {
+    const p = await startServerProcess(['--config', FIXTURE_CONFIG, '--data-dir', dir, '--shutdown-grace', grace]);
+    procs.push(p);
+    return { p, client: new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } }) };
+  }
+
+  it('SIGTERM waits for a running run to finish; the result is there after a restart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
+    dirs.push(dir);
+    const a = await start(dir, '30');
+    const t = await a.client.threads.create({ metadata: { keep: 'me' } });
+    const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 1_500, mark: 'a' } });
+    await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
+    await a.p.stop();
+    const b = await start(dir, '30');
+    expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
+    expect((await b.client.threads.get(t.thread_id)).metadata).toMatchObject({ keep: 'me' });
+    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual(['start:a', 'done:a']);
+    await b.p.stop();
+  });
+
+  it('a run still going when the grace period ends goes back to the queue and completes after restart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
+    dirs.push(dir);
+    const a = await start(dir, '0');
+    const t = await a.client.threads.create();
+    const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 2_000, mark: 'b' } });
+    await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
+    await a.p.stop();
+    const b = await start(dir, '30');
+    await b.client.runs.join(t.thread_id, r.run_id);
+    expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
+    // The retry resumed from the run's own checkpoint: the first step is not repeated.
+    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual(['start:b', 'done:b']);
+    expect((await b.client.threads.get(t.thread_id)).status).toBe('idle');
+    await b.p.stop();
+  });
+});
