@@ -82,7 +82,9 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
       on_disconnect: body.on_disconnect ?? 'continue',
       durability: body.durability ?? null,
     };
-    return storage.runs.create({
+    const delay_ms = body.after_seconds ? Math.round(body.after_seconds * 1000) : 0;
+    const created = await storage.runs.create({
+      delay_ms,
       run_id,
       thread_id,
       assistant_id: assistant.assistant_id,
@@ -92,6 +94,8 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
       if_not_exists: stateless ? 'create' : (body.if_not_exists ?? 'reject'),
       thread_metadata: { graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
     });
+    if (delay_ms) engine.wakeAfter(delay_ms);
+    return created;
   }
 
   /** join/wait answer: the thread's values, or {__error__} for a failed run. */

@@ -283,6 +283,17 @@ describe.each(['embedded', 'postgres'] as const)('agent server API (%s)', (store
     expect((await call('GET', `/assistants/${a.body.assistant_id}`)).status).toBe(404);
   });
 
+  it('after_seconds delays the start of a run', async () => {
+    const t = await newThread();
+    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: { count: 0 }, after_seconds: 1.5 });
+    expect((await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('pending');
+    await call('GET', `/threads/${t}/runs/${r.body.run_id}/join`);
+    expect((await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('success');
+    const history = (await call('GET', `/threads/${t}/history?limit=10`)).body as Json[];
+    const firstCheckpoint = Math.min(...history.map((s) => Date.parse(s.created_at)));
+    expect(firstCheckpoint - Date.parse(r.body.created_at)).toBeGreaterThanOrEqual(1_400);
+  });
+
   it('meta: /ok and /info', async () => {
     expect((await call('GET', '/ok')).body).toEqual({ ok: true });
     expect((await call('GET', '/info')).body).toMatchObject({ storage: store });

@@ -104,6 +104,11 @@ export class RunEngine {
     for (const set of this.waiters.values()) for (const w of set) w();
   }
 
+  /** A delayed run (after_seconds) becomes claimable later: look again then. */
+  wakeAfter(ms: number): void {
+    setTimeout(() => this.pump(), ms + 5).unref();
+  }
+
   /** Resolves when the run is terminal (or gone); never hangs on a finished run. */
   async waitForRun(threadId: string, runId: string, signal?: AbortSignal): Promise<RunRecord | null> {
     this.listen();

@@ -119,6 +119,8 @@ export interface NewRun {
   if_not_exists: 'create' | 'reject';
   /** Merged into the thread's metadata (graph_id, assistant_id), as clients filter threads by them. */
   thread_metadata: Json;
+  /** after_seconds: the run is not claimed before this delay has passed. */
+  delay_ms?: number;
 }
 
 export interface RunOutcome {

@@ -131,6 +131,10 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   db.exec(SCHEMA);
+  // Files made before after_seconds support lack the column.
+  if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
+    db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
+  }
   const saver = new CheckpointSaver(db);
   saver.init();
   // One process owns the file: anything still running was left by a process that is gone.
@@ -162,8 +166,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     insertThread: sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata,
       status, config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL)`),
     insertRun: sql(`INSERT INTO ap_runs (run_id, thread_id, assistant_id, created_at, updated_at, metadata,
-      status, kwargs, multitask_strategy) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`),
-    claimable: sql(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending' AND NOT EXISTS
+      status, kwargs, multitask_strategy, not_before) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`),
+    claimable: sql(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending'
+      AND (r.not_before IS NULL OR r.not_before <= ?) AND NOT EXISTS
       (SELECT 1 FROM ap_runs x WHERE x.thread_id = r.thread_id AND x.status = 'running') ORDER BY r.seq LIMIT 1`),
     setRunning: sql(`UPDATE ap_runs SET status = 'running', attempt = attempt + 1, worker_id = ?,
       lease_expires_at = ?, updated_at = ? WHERE run_id = ?`),
@@ -390,7 +395,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
             }
           }
           st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
-            run.multitask_strategy);
+            run.multitask_strategy, run.delay_ms ? Date.now() + run.delay_ms : null);
           const meta = { ...pj(thread.metadata), ...run.thread_metadata };
           sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
             j(meta), ts, run.thread_id);
@@ -430,7 +435,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       },
       async claim(workerId: string, leaseMs: number) {
         return inTx(() => {
-          const r = st.claimable.get() as Row | undefined;
+          const r = st.claimable.get(Date.now()) as Row | undefined;
           if (!r) return null;
           const ts = now();
           st.setRunning.run(workerId, Date.now() + leaseMs, ts, r.run_id);

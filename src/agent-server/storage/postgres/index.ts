@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS ${s}.runs (
   created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
   metadata jsonb NOT NULL, status text NOT NULL, kwargs jsonb NOT NULL, multitask_strategy text NOT NULL,
   attempt integer NOT NULL DEFAULT 0, worker_id text, lease_expires_at timestamptz, cancel_action text, error jsonb);
+ALTER TABLE ${s}.runs ADD COLUMN IF NOT EXISTS not_before timestamptz;
 CREATE INDEX IF NOT EXISTS runs_thread_status ON ${s}.runs (thread_id, status, seq);
 CREATE INDEX IF NOT EXISTS runs_pending ON ${s}.runs (seq) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS runs_running_lease ON ${s}.runs (lease_expires_at) WHERE status = 'running';
@@ -367,13 +368,14 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
             }
           }
           const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
-              status, kwargs, multitask_strategy) VALUES ($1, $2, $3, $4, 'pending', $5, $6) RETURNING *),
+              status, kwargs, multitask_strategy, not_before) VALUES ($1, $2, $3, $4, 'pending', $5, $6,
+              CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END) RETURNING *),
             th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
               WHERE thread_id = $2 RETURNING 1),
             n AS (SELECT pg_notify($8, '{"type":"wake"}'))
             SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
             [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-              run.multitask_strategy, JSON.stringify(run.thread_metadata), channel]);
+              run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0]);
           return toRun(rows[0]);
         });
         local({ type: 'wake' });
@@ -414,7 +416,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         for (let i = 0; i < 5; i++) {
           const { rows } = await pool.query(`WITH cand AS (
               SELECT t.thread_id FROM ${s}.threads t
-              JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' GROUP BY thread_id) p
+              JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'
+                AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p
                 ON p.thread_id = t.thread_id
               WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running')
               ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
@@ -422,7 +425,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $1,
                 lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
               WHERE run_id = (SELECT r.run_id FROM ${s}.runs r WHERE r.thread_id = (SELECT thread_id FROM cand)
-                AND r.status = 'pending' ORDER BY r.seq LIMIT 1) AND status = 'pending'
+                AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now()) ORDER BY r.seq LIMIT 1)
+                AND status = 'pending'
               RETURNING *),
             th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
               WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
