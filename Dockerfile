@@ -1,0 +1,35 @@
+# agentplane: one image for every subcommand (control-plane, operator, agent-server, dev, api-key), and the base
+# image that generated agent Dockerfiles build FROM (they copy a project into /deps/app and run `agent-server`).
+# No compile step: tsx loads the TypeScript sources, ours and the agents'.
+ARG NODE_VERSION=22
+
+# Production dependencies, with the toolchain native modules (better-sqlite3) may need when no prebuilt binary fits.
+FROM node:${NODE_VERSION}-slim AS deps
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+FROM node:${NODE_VERSION}-slim
+# git: the build Job's clone init container runs this image. tini: signals and zombie reaping as PID 1.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates tini \
+ && rm -rf /var/lib/apt/lists/*
+ENV NODE_ENV=production npm_config_update_notifier=false
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY bin ./bin
+COPY src ./src
+COPY crds ./crds
+RUN ln -s /app/bin/agentplane.mjs /usr/local/bin/agentplane \
+ && chmod +x /app/bin/agentplane.mjs \
+ && mkdir -p /deps/app \
+ && chown node:node /deps/app
+# The image's `node` user (uid 1000), matching runAsUser in the chart and the build Job.
+USER node
+EXPOSE 8000 8080
+ENTRYPOINT ["/usr/bin/tini", "--", "agentplane"]
+CMD ["--help"]
