@@ -31,6 +31,8 @@ describe('graceful shutdown (embedded store)', () => {
     await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
     await a.p.stop();
     const b = await start(dir, '30');
+    // A second process on the same folder would take b's running work for abandoned: it refuses to start.
+    await expect(start(dir, '30')).rejects.toThrow(/in use by process/);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
     expect((await b.client.threads.get(t.thread_id)).metadata).toMatchObject({ keep: 'me' });
     expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual(['start:a', 'done:a']);

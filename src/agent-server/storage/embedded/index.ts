@@ -2,7 +2,7 @@
 // checkpoints. One process owns the file, so every method runs synchronously inside one transaction and
 // wake-ups travel on an in-process emitter.
 import { EventEmitter } from 'node:events';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
@@ -124,8 +124,36 @@ export interface EmbeddedOptions {
   fileName?: string;
 }
 
+/**
+ * One live process per data dir: a second one would take the first one's running runs for abandoned ones.
+ * A pid file is enough (no flock in Node); a pid that no longer runs is a crashed owner and is taken over.
+ */
+function takeOwnership(dataDir: string): () => void {
+  const file = join(dataDir, 'owner.pid');
+  let other: number | null = null;
+  try {
+    other = Number(readFileSync(file, 'utf8').trim()) || null;
+  } catch {
+    /* no owner yet */
+  }
+  if (other && other !== process.pid) {
+    let alive = true;
+    try {
+      process.kill(other, 0);
+    } catch (err) {
+      alive = (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+    if (alive) {
+      throw new Error(`data dir ${dataDir} is in use by process ${other}; give each agent-server its own --data-dir or use Postgres`);
+    }
+  }
+  writeFileSync(file, String(process.pid));
+  return () => rmSync(file, { force: true });
+}
+
 export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   mkdirSync(opts.dataDir, { recursive: true });
+  const releaseOwnership = takeOwnership(opts.dataDir);
   const db = new Database(join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite'));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
@@ -569,6 +597,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     async close() {
       emitter.removeAllListeners();
       db.close();
+      releaseOwnership();
     },
   };
   return storage;
