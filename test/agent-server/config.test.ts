@@ -1,0 +1,35 @@
+// Flags win over environment variables, which win over defaults; bad values are usage errors naming the flag.
+import { describe, expect, it } from 'vitest';
+import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import { UsageError } from '../../src/lib/cli-args.ts';
+
+describe('agent-server config', () => {
+  it('uses the documented defaults', () => {
+    const c = parseAgentServerConfig([], {}, '/srv/app')!;
+    expect(c).toEqual({
+      configPath: '/srv/app/langgraph.json', host: '127.0.0.1', port: 8000, databaseUrl: undefined,
+      dataDir: '/srv/app/.agentplane/agent-server', jobsPerWorker: 10, jobTimeoutSecs: 3600, shutdownGraceSecs: 20,
+      leaseSecs: 30, logLevel: 'info',
+    });
+  });
+
+  it('reads the environment and lets flags override it', () => {
+    const env = { PORT: '9001', POSTGRES_URI: 'postgres://a@h/db', N_JOBS_PER_WORKER: '3', BG_JOB_TIMEOUT_SECS: '5', LOG_LEVEL: 'DEBUG' };
+    const fromEnv = parseAgentServerConfig([], env, '/x')!;
+    expect(fromEnv).toMatchObject({ port: 9001, databaseUrl: 'postgres://a@h/db', jobsPerWorker: 3, jobTimeoutSecs: 5, logLevel: 'debug' });
+    const both = parseAgentServerConfig(['--port', '7000', '--database-url', 'postgresql://b@h/db2', '--config', 'g/lg.json'],
+      { ...env, DATABASE_URI: 'postgres://ignored@h/x' }, '/x')!;
+    expect(both).toMatchObject({ port: 7000, databaseUrl: 'postgresql://b@h/db2', configPath: '/x/g/lg.json' });
+    // DATABASE_URI is read before POSTGRES_URI.
+    expect(parseAgentServerConfig([], { DATABASE_URI: 'postgres://first@h/a', POSTGRES_URI: 'postgres://second@h/b' })!.databaseUrl)
+      .toBe('postgres://first@h/a');
+  });
+
+  it('rejects bad values and unknown flags with a usage error naming the flag', () => {
+    expect(() => parseAgentServerConfig(['--port', 'eighty'], {})).toThrow(/--port/);
+    expect(() => parseAgentServerConfig(['--jobs-per-worker', '0'], {})).toThrow(/--jobs-per-worker/);
+    expect(() => parseAgentServerConfig(['--database-url', 'mysql://x'], {})).toThrow(/--database-url/);
+    expect(() => parseAgentServerConfig(['--bogus'], {})).toThrow(UsageError);
+    expect(parseAgentServerConfig(['--help'], {})).toBeNull();
+  });
+});
