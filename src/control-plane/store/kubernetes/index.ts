@@ -1,0 +1,362 @@
+// Kubernetes store: AgentDeployment/AgentRevision custom resources, Secrets for environment values and API key
+// hashes, ConfigMaps for revision logs, through @kubernetes/client-node. Namespace model: one configured namespace;
+// tenants are told apart by the agentplane.dev/tenant label (and spec.tenantId).
+import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig, Watch, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
+import { NotFoundError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
+import type { Logger } from '../../../lib/logger.ts';
+import { API_VERSION, GROUP, LABEL_DEPLOYMENT, VERSION } from '../../../resources/index.ts';
+import { validateResource } from '../validate.ts';
+import {
+  AlreadyExistsError,
+  ResourceExpiredError,
+  StaleResourceVersionError,
+  type ApiKeyRecord,
+  type ControlPlaneStore,
+  type Kind,
+  type KindMap,
+  type ListOptions,
+  type LogPage,
+  type LogType,
+  type WatchEventType,
+} from '../types.ts';
+
+const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
+const LABEL_API_KEY = 'agentplane.dev/api-key';
+const LABEL_LOG_FOR = 'agentplane.dev/log-for';
+/** Lines kept per revision and log type (a ConfigMap holds at most 1 MiB). */
+const MAX_LOG_LINES = 2_000;
+
+export function loadKubeConfig(file?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export type KubernetesStoreOptions = { kubeConfig: KubeConfig; namespace: string; logger: Logger };
+
+export function openKubernetesStore(opts: KubernetesStoreOptions): ControlPlaneStore {
+  return new KubernetesStore(opts);
+}
+
+type Status = { reason?: string; message?: string; code?: number; details?: { causes?: { field?: string; message?: string; reason?: string }[] } };
+
+function statusOf(err: ApiException<unknown>): Status {
+  const body = err.body;
+  if (typeof body === 'string') {
+    try {
+      return JSON.parse(body) as Status;
+    } catch {
+      return { message: body };
+    }
+  }
+  return (body as Status) ?? {};
+}
+
+/** Maps API server errors onto the store's error types. */
+function mapError(err: unknown): unknown {
+  if (!(err instanceof ApiException)) return err;
+  const s = statusOf(err);
+  const message = s.message ?? `Kubernetes API error ${err.code}`;
+  switch (err.code) {
+    case 404:
+      return new NotFoundError(message);
+    case 409:
+      return s.reason === 'AlreadyExists' ? new AlreadyExistsError(message) : new StaleResourceVersionError(message);
+    case 410:
+      return new ResourceExpiredError(message);
+    case 422: {
+      const issues: ValidationIssue[] = (s.details?.causes ?? []).map((c) => ({
+        loc: (c.field ?? '').split('.').filter(Boolean),
+        msg: c.message ?? 'invalid',
+        type: c.reason ?? 'FieldValueInvalid',
+      }));
+      return new ValidationError(message, issues);
+    }
+    default:
+      return err;
+  }
+}
+
+async function call<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw mapError(err);
+  }
+}
+
+const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
+const unb64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
+
+class KubernetesStore implements ControlPlaneStore {
+  readonly namespace: string;
+  private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+  private readonly watcher: Watch;
+  private readonly stops = new Set<() => void>();
+  private readonly log: Logger;
+
+  constructor(opts: KubernetesStoreOptions) {
+    this.namespace = opts.namespace;
+    this.custom = opts.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    this.watcher = new Watch(opts.kubeConfig);
+    this.log = opts.logger.child({ component: 'kubernetes-store' });
+  }
+
+  async close(): Promise<void> {
+    for (const stop of this.stops) stop();
+    this.stops.clear();
+  }
+
+  private params(kind: Kind, namespace: string) {
+    return { group: GROUP, version: VERSION, namespace, plural: PLURAL[kind] };
+  }
+
+  async get<K extends Kind>(kind: K, namespace: string, name: string): Promise<KindMap[K]> {
+    return call(() => this.custom.getNamespacedCustomObject({ ...this.params(kind, namespace), name })) as Promise<KindMap[K]>;
+  }
+
+  async list<K extends Kind>(kind: K, namespace?: string, opts: ListOptions = {}) {
+    const res = (await call(() =>
+      namespace === undefined
+        ? this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL[kind], labelSelector: opts.labelSelector })
+        : this.custom.listNamespacedCustomObject({ ...this.params(kind, namespace), labelSelector: opts.labelSelector }),
+    )) as { items: KindMap[K][]; metadata: { resourceVersion: string } };
+    return { items: res.items, resourceVersion: res.metadata.resourceVersion };
+  }
+
+  async create<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    // Validate locally first so both stores answer bad input the same way (the server would say 422 too).
+    const obj = validateResource(kind, { ...input, apiVersion: API_VERSION, kind });
+    const namespace = obj.metadata.namespace ?? this.namespace;
+    return call(() =>
+      this.custom.createNamespacedCustomObject({ ...this.params(kind, namespace), body: { ...obj, metadata: { ...obj.metadata, namespace } } }),
+    ) as Promise<KindMap[K]>;
+  }
+
+  async update<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    const obj = validateResource(kind, input);
+    const namespace = obj.metadata.namespace ?? this.namespace;
+    // Custom resources need a resourceVersion on update; without one the caller asked for "last write wins".
+    const resourceVersion = obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
+    return call(() =>
+      this.custom.replaceNamespacedCustomObject({
+        ...this.params(kind, namespace),
+        name: obj.metadata.name,
+        body: { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion } },
+      }),
+    ) as Promise<KindMap[K]>;
+  }
+
+  async updateStatus<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
+    const obj = validateResource(kind, input);
+    const namespace = obj.metadata.namespace ?? this.namespace;
+    const resourceVersion = obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
+    return call(() =>
+      this.custom.replaceNamespacedCustomObjectStatus({
+        ...this.params(kind, namespace),
+        name: obj.metadata.name,
+        body: { ...obj, metadata: { ...obj.metadata, namespace, resourceVersion } },
+      }),
+    ) as Promise<KindMap[K]>;
+  }
+
+  async delete(kind: Kind, namespace: string, name: string): Promise<void> {
+    await call(() => this.custom.deleteNamespacedCustomObject({ ...this.params(kind, namespace), name, propagationPolicy: 'Background' }));
+  }
+
+  async watch<K extends Kind>(
+    kind: K,
+    namespace: string | undefined,
+    resourceVersion: string,
+    onEvent: (type: WatchEventType, obj: KindMap[K]) => void,
+    onError: (err: unknown) => void,
+  ): Promise<() => void> {
+    const path =
+      namespace === undefined
+        ? `/apis/${GROUP}/${VERSION}/${PLURAL[kind]}`
+        : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL[kind]}`;
+    let stopped = false;
+    let failed = false;
+    const fail = (err: unknown) => {
+      if (stopped || failed) return;
+      failed = true;
+      onError(err);
+    };
+    const controller = await this.watcher.watch(
+      path,
+      { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true },
+      (type: string, obj: unknown) => {
+        if (stopped || failed) return;
+        if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, obj as KindMap[K]);
+        else if (type === 'ERROR') {
+          const s = obj as Status;
+          fail(s.code === 410 ? new ResourceExpiredError(s.message ?? 'resource version too old') : new Error(s.message ?? 'watch error'));
+        }
+      },
+      (err: unknown) => fail(err ?? new Error('watch closed by the server')),
+    );
+    const stop = () => {
+      stopped = true;
+      this.stops.delete(stop);
+      controller.abort();
+    };
+    this.stops.add(stop);
+    return stop;
+  }
+
+  // ---- secrets ----
+
+  async putSecrets(namespace: string, name: string, owner: { kind: Kind; name: string; uid: string }, values: Record<string, string>): Promise<void> {
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: {
+        name,
+        namespace,
+        labels: owner.kind === 'AgentDeployment' ? { [LABEL_DEPLOYMENT]: owner.name } : {},
+        ownerReferences: [{ apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid: owner.uid, blockOwnerDeletion: true }],
+      },
+      data: Object.fromEntries(Object.entries(values).map(([k, v]) => [k, b64(v)])),
+    };
+    await call(() => this.core.createNamespacedSecret({ namespace, body }));
+  }
+
+  async getSecrets(namespace: string, name: string): Promise<Record<string, string>> {
+    const s = await call(() => this.core.readNamespacedSecret({ namespace, name }));
+    return Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
+  }
+
+  async secretNames(namespace: string, name: string): Promise<string[]> {
+    const s = await call(() => this.core.readNamespacedSecret({ namespace, name }));
+    return Object.keys(s.data ?? {});
+  }
+
+  async deleteSecrets(namespace: string, name: string): Promise<void> {
+    try {
+      await call(() => this.core.deleteNamespacedSecret({ namespace, name }));
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+
+  // ---- api keys: one Secret per key, named by its hash so lookup is a single GET ----
+
+  private keySecretName(hash: string): string {
+    return `agentplane-apikey-${hash.slice(0, 40)}`;
+  }
+
+  async putApiKey(record: ApiKeyRecord, keyHash: string): Promise<void> {
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: { name: this.keySecretName(keyHash), namespace: this.namespace, labels: { [LABEL_API_KEY]: 'true' } },
+      data: {
+        hash: b64(keyHash),
+        id: b64(record.id),
+        name: b64(record.name),
+        tenants: b64(JSON.stringify(record.tenants)),
+        createdAt: b64(record.createdAt),
+      },
+    };
+    await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
+  }
+
+  async findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined> {
+    let s: V1Secret;
+    try {
+      s = await call(() => this.core.readNamespacedSecret({ namespace: this.namespace, name: this.keySecretName(keyHash) }));
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+    const d = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
+    if (d.hash !== keyHash) return undefined;
+    return { id: d.id ?? '', name: d.name ?? '', tenants: JSON.parse(d.tenants ?? '[]') as string[], createdAt: d.createdAt ?? '' };
+  }
+
+  // ---- revision logs: a ConfigMap per revision and type, owned by the revision, newest MAX_LOG_LINES kept ----
+
+  private logMapName(revision: string, type: LogType): string {
+    return `${revision}-log-${type}`;
+  }
+
+  async appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void> {
+    if (!lines.length) return;
+    const name = this.logMapName(revision, type);
+    for (let attempt = 0; ; attempt++) {
+      let cm: V1ConfigMap | undefined;
+      try {
+        cm = await call(() => this.core.readNamespacedConfigMap({ namespace, name }));
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+      const entries = parseLog(cm);
+      let next = Number(cm?.data?.next ?? '1');
+      const ts = new Date().toISOString();
+      for (const line of lines) entries.push({ id: next++, ts, message: line });
+      const kept = entries.slice(-MAX_LOG_LINES);
+      const data = { next: String(next), lines: kept.map((e) => JSON.stringify(e)).join('\n') };
+      try {
+        if (cm) {
+          await call(() => this.core.replaceNamespacedConfigMap({ namespace, name, body: { ...cm, data } }));
+        } else {
+          const rev = await this.get('AgentRevision', namespace, revision);
+          await call(() =>
+            this.core.createNamespacedConfigMap({
+              namespace,
+              body: {
+                apiVersion: 'v1',
+                kind: 'ConfigMap',
+                metadata: {
+                  name,
+                  namespace,
+                  labels: { [LABEL_LOG_FOR]: revision },
+                  ownerReferences: [{ apiVersion: API_VERSION, kind: 'AgentRevision', name: revision, uid: rev.metadata.uid! }],
+                },
+                data,
+              },
+            }),
+          );
+        }
+        return;
+      } catch (err) {
+        const retry = err instanceof StaleResourceVersionError || err instanceof AlreadyExistsError;
+        if (!retry || attempt >= 5) throw err;
+        this.log.debug({ revision, attempt }, 'log append raced, retrying');
+      }
+    }
+  }
+
+  async readLogs(
+    namespace: string,
+    revision: string,
+    opts: { type: LogType; limit: number; offset?: string; order: 'asc' | 'desc' },
+  ): Promise<LogPage> {
+    let cm: V1ConfigMap | undefined;
+    try {
+      cm = await call(() => this.core.readNamespacedConfigMap({ namespace, name: this.logMapName(revision, opts.type) }));
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+    const cursor = opts.offset ? Number(opts.offset) : undefined;
+    let entries = parseLog(cm);
+    if (opts.order === 'desc') entries = entries.reverse();
+    if (cursor !== undefined) entries = entries.filter((e) => (opts.order === 'asc' ? e.id > cursor : e.id < cursor));
+    const page = entries.slice(0, opts.limit);
+    return {
+      logs: page.map((e) => ({ id: String(e.id), timestamp: e.ts, type: opts.type, message: e.message })),
+      next_offset: entries.length > opts.limit ? String(page[page.length - 1]!.id) : null,
+    };
+  }
+}
+
+function parseLog(cm: V1ConfigMap | undefined): { id: number; ts: string; message: string }[] {
+  const text = cm?.data?.lines;
+  if (!text) return [];
+  return text.split('\n').map((l) => JSON.parse(l) as { id: number; ts: string; message: string });
+}

@@ -1,0 +1,18 @@
+import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { storeContract } from './helpers/store-contract.ts';
+import { startKube } from './helpers/kube.ts';
+
+storeContract('kubernetes (client-node against the API-server double)', async () => {
+  const kube = await startKube({ historyLimit: 50 });
+  const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
+  return {
+    store,
+    namespace: 'agents',
+    otherNamespace: 'other',
+    close: async () => {
+      await store.close();
+      await kube.stop();
+    },
+  };
+});

@@ -1,0 +1,77 @@
+// Built-in kinds the Kubernetes runtime uses, registered on the API-server double through its KindRegistry.
+// Every object is admitted only if it is valid against the official Kubernetes OpenAPI schema (kubernetes-models
+// validators), the way a real API server would refuse it.
+import { Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
+import { Job } from 'kubernetes-models/batch/v1';
+import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { PersistentVolumeClaim, Pod, Service } from 'kubernetes-models/v1';
+import { validateMeta, type Cause, type KindRegistry, type KindSpec } from './registry.ts';
+
+type Json = Record<string, any>;
+type Model = new (data: never) => { validate(): void };
+
+type Builtin = {
+  group: string;
+  version: string;
+  plural: string;
+  kind: string;
+  model: Model;
+  status: boolean;
+  generation: boolean;
+  /** Fields the real server refuses to change after creation. */
+  immutable?: (obj: Json, old: Json) => Cause[];
+};
+
+const immutableSelector = (obj: Json, old: Json): Cause[] =>
+  JSON.stringify(obj.spec?.selector) === JSON.stringify(old.spec?.selector)
+    ? []
+    : [{ field: 'spec.selector', message: 'Invalid value: field is immutable', reason: 'FieldValueInvalid' }];
+
+const immutableJobTemplate = (obj: Json, old: Json): Cause[] =>
+  JSON.stringify(obj.spec?.template) === JSON.stringify(old.spec?.template)
+    ? []
+    : [{ field: 'spec.template', message: 'Invalid value: field is immutable', reason: 'FieldValueInvalid' }];
+
+const BUILTINS: Builtin[] = [
+  { group: 'batch', version: 'v1', plural: 'jobs', kind: 'Job', model: Job, status: true, generation: true, immutable: immutableJobTemplate },
+  { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', model: Deployment, status: true, generation: true, immutable: immutableSelector },
+  { group: 'apps', version: 'v1', plural: 'replicasets', kind: 'ReplicaSet', model: ReplicaSet, status: true, generation: true, immutable: immutableSelector },
+  { group: 'apps', version: 'v1', plural: 'statefulsets', kind: 'StatefulSet', model: StatefulSet, status: true, generation: true, immutable: immutableSelector },
+  { group: '', version: 'v1', plural: 'pods', kind: 'Pod', model: Pod, status: true, generation: false },
+  { group: '', version: 'v1', plural: 'services', kind: 'Service', model: Service, status: true, generation: false },
+  { group: '', version: 'v1', plural: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', model: PersistentVolumeClaim, status: true, generation: false },
+  { group: 'networking.k8s.io', version: 'v1', plural: 'ingresses', kind: 'Ingress', model: Ingress, status: true, generation: true },
+  { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', model: Lease, status: false, generation: false },
+];
+
+function schemaCauses(model: Model, obj: Json): Cause[] {
+  try {
+    new model(structuredClone(obj) as never).validate();
+    return [];
+  } catch (err) {
+    return [{ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' }];
+  }
+}
+
+/** Admits built-in objects the way the real server does for the fields the runtime relies on. */
+export function registerBuiltinKinds(registry: KindRegistry): void {
+  for (const b of BUILTINS) {
+    const spec: KindSpec = {
+      group: b.group,
+      version: b.version,
+      plural: b.plural,
+      kind: b.kind,
+      namespaced: true,
+      statusSubresource: b.status,
+      requireResourceVersionOnUpdate: false,
+      tracksGeneration: b.generation,
+      admit(obj, old) {
+        const causes = [...validateMeta(obj), ...schemaCauses(b.model, obj)];
+        if (old && b.immutable) causes.push(...b.immutable(obj, old));
+        return causes.length ? { causes } : { object: obj };
+      },
+    };
+    registry.register(spec);
+  }
+}

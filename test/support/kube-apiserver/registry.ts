@@ -1,0 +1,191 @@
+// Kinds the test API server serves. Custom kinds come from the CRD files in crds/ (validated with their
+// openAPIV3Schema); built-in kinds register with their own validator. H5 adds more built-ins with `register`.
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Ajv, type ValidateFunction } from 'ajv';
+import { parse } from 'yaml';
+
+export type Cause = { field: string; message: string; reason: string };
+type Json = Record<string, any>;
+
+export type KindSpec = {
+  /** '' for the core group (served under /api/v1). */
+  group: string;
+  version: string;
+  plural: string;
+  kind: string;
+  namespaced: boolean;
+  /** Has a /status subresource: create drops status, PUT keeps it, PUT .../status writes only it. */
+  statusSubresource: boolean;
+  /** Custom resources need metadata.resourceVersion on update; built-ins allow unconditional updates. */
+  requireResourceVersionOnUpdate: boolean;
+  /** Bumps metadata.generation on changes outside metadata and status. */
+  tracksGeneration: boolean;
+  /** Returns the object after defaulting/pruning, or causes (422). `old` is set on update. */
+  admit(obj: Json, old?: Json): { object: Json } | { causes: Cause[] };
+};
+
+export class KindRegistry {
+  private readonly kinds = new Map<string, KindSpec>();
+
+  register(spec: KindSpec): void {
+    this.kinds.set(`${spec.group}/${spec.version}/${spec.plural}`, spec);
+  }
+
+  lookup(group: string, version: string, plural: string): KindSpec | undefined {
+    return this.kinds.get(`${group}/${version}/${plural}`);
+  }
+
+  all(): KindSpec[] {
+    return [...this.kinds.values()];
+  }
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const LABEL_KEY_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+
+/** Metadata rules the real server applies to every kind. */
+export function validateMeta(obj: Json): Cause[] {
+  const causes: Cause[] = [];
+  const m = obj.metadata ?? {};
+  if (typeof m.name !== 'string' || !m.name) {
+    causes.push({ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' });
+  } else if (m.name.length > 253 || !DNS_SUBDOMAIN.test(m.name)) {
+    causes.push({ field: 'metadata.name', message: `Invalid value: "${m.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`, reason: 'FieldValueInvalid' });
+  }
+  for (const [k, v] of Object.entries<unknown>(m.labels ?? {})) {
+    const name = k.includes('/') ? k.slice(k.indexOf('/') + 1) : k;
+    const prefix = k.includes('/') ? k.slice(0, k.indexOf('/')) : '';
+    if (!LABEL_KEY_NAME.test(name) || name.length > 63 || (prefix && !DNS_SUBDOMAIN.test(prefix))) {
+      causes.push({ field: `metadata.labels`, message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`, reason: 'FieldValueInvalid' });
+    }
+    if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) {
+      causes.push({ field: `metadata.labels`, message: `Invalid value: "${String(v)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'`, reason: 'FieldValueInvalid' });
+    }
+  }
+  return causes;
+}
+
+/** Drops fields the structural schema does not know (the API server prunes instead of rejecting). */
+function prune(value: unknown, schema: Json | undefined): unknown {
+  if (!schema || value === null || typeof value !== 'object') return value;
+  if (schema['x-kubernetes-preserve-unknown-fields']) return value;
+  if (Array.isArray(value)) return value.map((v) => prune(v, schema.items));
+  const out: Json = {};
+  for (const [k, v] of Object.entries(value as Json)) {
+    if (schema.properties?.[k]) out[k] = prune(v, schema.properties[k]);
+    else if (schema.additionalProperties && typeof schema.additionalProperties === 'object') out[k] = prune(v, schema.additionalProperties);
+    else if (schema.additionalProperties === true) out[k] = v;
+  }
+  return out;
+}
+
+/** The transition rules this server evaluates (CEL in a real cluster); others are refused at load time. */
+function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string): Cause[] {
+  const causes: Cause[] = [];
+  for (const rule of (schema['x-kubernetes-validations'] ?? []) as { rule: string; message?: string }[]) {
+    if (rule.rule !== 'self == oldSelf') throw new Error(`kube-apiserver double: unsupported CEL rule ${rule.rule}`);
+    if (old !== undefined && JSON.stringify(canon(obj)) !== JSON.stringify(canon(old))) {
+      causes.push({ field: path, message: `Invalid value: "object": ${rule.message ?? 'failed rule'}`, reason: 'FieldValueInvalid' });
+    }
+  }
+  if (schema.properties && obj && typeof obj === 'object') {
+    for (const [k, s] of Object.entries<Json>(schema.properties)) {
+      const o = (obj as Json)[k];
+      const p = old && typeof old === 'object' ? (old as Json)[k] : undefined;
+      if (o !== undefined && p !== undefined) causes.push(...transitionCauses(s, o, p, `${path}.${k}`));
+    }
+  }
+  return causes;
+}
+
+function canon(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canon);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, x]) => [k, canon(x)]));
+  return v;
+}
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+
+/** OpenAPI v3.0 (what CRDs use) to the JSON Schema ajv validates: boolean exclusive bounds become numeric. */
+function toJsonSchema(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(toJsonSchema);
+  if (!node || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node as Json)) out[k] = k === 'enum' || k === 'default' ? v : toJsonSchema(v);
+  for (const [flag, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']] as const) {
+    if (typeof out[flag] === 'boolean') {
+      if (out[flag]) out[flag] = out[bound];
+      else delete out[flag];
+      if (out[flag] !== undefined) delete out[bound];
+    }
+  }
+  return out;
+}
+
+/** Registers every CRD found in `dir` (apiextensions.k8s.io/v1, one per file). */
+export function registerCrds(registry: KindRegistry, dir: string): void {
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml'))) {
+    const crd = parse(readFileSync(join(dir, file), 'utf8')) as Json;
+    if (crd.kind !== 'CustomResourceDefinition') continue;
+    for (const v of crd.spec.versions as Json[]) {
+      const schema = v.schema.openAPIV3Schema as Json;
+      const validate: ValidateFunction = ajv.compile(toJsonSchema(schema) as Json);
+      registry.register({
+        group: crd.spec.group,
+        version: v.name,
+        plural: crd.spec.names.plural,
+        kind: crd.spec.names.kind,
+        namespaced: crd.spec.scope === 'Namespaced',
+        statusSubresource: Boolean(v.subresources?.status),
+        requireResourceVersionOnUpdate: true,
+        tracksGeneration: true,
+        admit(obj, old) {
+          const { metadata, apiVersion, kind } = obj;
+          const pruned = { ...(prune({ ...obj, metadata: undefined }, schema) as Json), apiVersion, kind, metadata };
+          const causes = validateMeta(pruned);
+          if (!validate(pruned)) {
+            for (const e of validate.errors ?? []) {
+              const field = e.instancePath.split('/').filter(Boolean).join('.');
+              causes.push({ field: field || '<root>', message: `${e.message ?? 'invalid'}`, reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid' });
+            }
+          }
+          causes.push(...transitionCauses(schema, pruned, old, '<root>'));
+          return causes.length ? { causes } : { object: pruned };
+        },
+      });
+    }
+  }
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Secret and ConfigMap, the built-ins the control plane store uses. */
+export function registerCoreKinds(registry: KindRegistry): void {
+  registry.register({
+    group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true,
+    statusSubresource: false, requireResourceVersionOnUpdate: false, tracksGeneration: false,
+    admit(obj) {
+      const causes = validateMeta(obj);
+      for (const [k, v] of Object.entries<unknown>(obj.data ?? {})) {
+        if (typeof v !== 'string' || !BASE64.test(v)) causes.push({ field: `data[${k}]`, message: 'Invalid value: must be base64', reason: 'FieldValueInvalid' });
+      }
+      const data = { ...(obj.data ?? {}) } as Json;
+      for (const [k, v] of Object.entries<unknown>(obj.stringData ?? {})) data[k] = Buffer.from(String(v)).toString('base64');
+      const { stringData: _s, ...rest } = obj;
+      return causes.length ? { causes } : { object: { ...rest, type: obj.type ?? 'Opaque', data } };
+    },
+  });
+  registry.register({
+    group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true,
+    statusSubresource: false, requireResourceVersionOnUpdate: false, tracksGeneration: false,
+    admit(obj) {
+      const causes = validateMeta(obj);
+      for (const [k, v] of Object.entries<unknown>(obj.data ?? {})) {
+        if (typeof v !== 'string') causes.push({ field: `data[${k}]`, message: 'Invalid value: must be a string', reason: 'FieldValueInvalid' });
+      }
+      return causes.length ? { causes } : { object: obj };
+    },
+  });
+}

@@ -1,0 +1,475 @@
+// A Kubernetes API server test double: real HTTP, the real REST paths and verbs, Status errors, resourceVersions,
+// watch streams, generation, finalizers and owner-reference garbage collection. It exists because these machines
+// cannot run a cluster; everything sent to it is admitted through the kind's validator (CRD schema for custom
+// kinds), like the real server. Driven by the real @kubernetes/client-node through a generated kubeconfig.
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { stringify } from 'yaml';
+import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpec } from './registry.ts';
+
+type Json = Record<string, any>;
+type Stored = { spec: KindSpec; obj: Json };
+type Change = { rv: number; spec: KindSpec; namespace: string; type: 'ADDED' | 'MODIFIED' | 'DELETED'; obj: Json };
+type Watcher = { spec: KindSpec; namespace?: string; match: (labels?: Json) => boolean; send: (c: Change) => void };
+
+export type KubeApiServerOptions = {
+  /** Folder of CRD yaml files to serve (e.g. crds/). */
+  crdDir?: string;
+  /** Changes kept for watch resumption; older resourceVersions answer 410 Expired. */
+  historyLimit?: number;
+  /** BOOKMARK interval on watches that allow bookmarks. */
+  bookmarkMs?: number;
+  /** Bearer token clients must send. */
+  token?: string;
+};
+
+export class KubeApiServer {
+  readonly registry = new KindRegistry();
+  private readonly objects = new Map<string, Stored>();
+  private readonly changes: Change[] = [];
+  private readonly watchers = new Set<Watcher>();
+  private rv = 0;
+  private compactedRv = 0;
+  private server: Server | undefined;
+  url = '';
+  readonly token: string;
+  /** Every request seen, "METHOD path", for tests that check what a client did. */
+  readonly requests: string[] = [];
+
+  constructor(private readonly opts: KubeApiServerOptions = {}) {
+    registerCoreKinds(this.registry);
+    if (opts.crdDir) registerCrds(this.registry, opts.crdDir);
+    this.token = opts.token ?? 'test-token';
+  }
+
+  async start(): Promise<string> {
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent) this.status(res, 500, 'InternalError', String(err));
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watchers) w.send = () => {};
+    this.server?.closeAllConnections();
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+
+  /** Writes a kubeconfig pointing at this server; returns its path. */
+  writeKubeconfig(path: string, namespace = 'default'): string {
+    const cfg = {
+      apiVersion: 'v1',
+      kind: 'Config',
+      // client-node refuses plain http unless TLS verification is off; the double speaks http on loopback.
+      clusters: [{ name: 'double', cluster: { server: this.url, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'tester', user: { token: this.token } }],
+      contexts: [{ name: 'double', context: { cluster: 'double', user: 'tester', namespace } }],
+      'current-context': 'double',
+    };
+    writeFileSync(path, stringify(cfg));
+    return path;
+  }
+
+  /** Direct read for assertions (bypasses HTTP). */
+  peek(group: string, plural: string, namespace: string, name: string): Json | undefined {
+    const s = this.objects.get(this.key(group, plural, namespace, name));
+    return s && structuredClone(s.obj);
+  }
+
+  // ---- HTTP ----
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    this.requests.push(`${req.method} ${url.pathname}`);
+    if (req.headers.authorization !== `Bearer ${this.token}`) return this.status(res, 401, 'Unauthorized', 'Unauthorized');
+    const route = this.route(url.pathname);
+    if (!route) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
+    const { spec, namespace, name, sub } = route;
+    const q = url.searchParams;
+    const method = req.method ?? 'GET';
+    const body = ['POST', 'PUT', 'PATCH'].includes(method) ? await readJson(req) : undefined;
+    if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
+    if (sub && sub !== 'status') return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
+    if (sub === 'status' && !spec.statusSubresource) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
+
+    if (method === 'GET' && !name) {
+      if (q.get('watch') === 'true' || q.get('watch') === '1') return this.watch(req, res, spec, namespace, q);
+      return this.list(res, spec, namespace, q.get('labelSelector') ?? '');
+    }
+    if (method === 'GET') return this.get(res, spec, namespace!, name!);
+    if (method === 'POST' && !name && namespace !== undefined) return this.create(res, spec, namespace, body as Json);
+    if (method === 'PUT' && name) return this.replace(res, spec, namespace!, name, body as Json, sub === 'status');
+    if (method === 'PATCH' && name) return this.patch(res, spec, namespace!, name, body, req.headers['content-type'] ?? '', sub === 'status');
+    if (method === 'DELETE' && name) return this.delete(res, spec, namespace!, name, body as Json | undefined);
+    return this.status(res, 405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
+  }
+
+  private route(path: string): { spec: KindSpec; namespace?: string; name?: string; sub?: string } | undefined {
+    const parts = path.split('/').filter(Boolean);
+    let group: string;
+    let version: string;
+    let rest: string[];
+    if (parts[0] === 'api') {
+      group = '';
+      version = parts[1] ?? '';
+      rest = parts.slice(2);
+    } else if (parts[0] === 'apis') {
+      group = parts[1] ?? '';
+      version = parts[2] ?? '';
+      rest = parts.slice(3);
+    } else return undefined;
+    let namespace: string | undefined;
+    if (rest[0] === 'namespaces' && rest.length >= 3) {
+      namespace = decodeURIComponent(rest[1]!);
+      rest = rest.slice(2);
+    }
+    const spec = this.registry.lookup(group, version, rest[0] ?? '');
+    if (!spec) return undefined;
+    return { spec, namespace, name: rest[1] && decodeURIComponent(rest[1]), sub: rest[2] };
+  }
+
+  private key(group: string, plural: string, namespace: string, name: string): string {
+    return `${group}/${plural}/${namespace}/${name}`;
+  }
+
+  private apiVersion(spec: KindSpec): string {
+    return spec.group ? `${spec.group}/${spec.version}` : spec.version;
+  }
+
+  private list(res: ServerResponse, spec: KindSpec, namespace: string | undefined, selector: string): void {
+    const match = selectorMatcher(selector);
+    const items = [...this.objects.values()]
+      .filter((s) => s.spec === spec && (namespace === undefined || s.obj.metadata.namespace === namespace))
+      .filter((s) => match(s.obj.metadata.labels))
+      .map((s) => s.obj)
+      .sort((a, b) => (`${a.metadata.namespace}/${a.metadata.name}` < `${b.metadata.namespace}/${b.metadata.name}` ? -1 : 1));
+    this.json(res, 200, { apiVersion: this.apiVersion(spec), kind: `${spec.kind}List`, metadata: { resourceVersion: String(this.rv) }, items });
+  }
+
+  private get(res: ServerResponse, spec: KindSpec, namespace: string, name: string): void {
+    const s = this.objects.get(this.key(spec.group, spec.plural, namespace, name));
+    if (!s) return this.notFound(res, spec, name);
+    this.json(res, 200, s.obj);
+  }
+
+  private create(res: ServerResponse, spec: KindSpec, namespace: string, body: Json): void {
+    if (!body || typeof body !== 'object') return this.status(res, 400, 'BadRequest', 'body must be an object');
+    const name = body.metadata?.name;
+    if (body.metadata?.namespace && body.metadata.namespace !== namespace) {
+      return this.status(res, 400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+    }
+    if (body.kind !== spec.kind || body.apiVersion !== this.apiVersion(spec)) {
+      return this.status(res, 400, 'BadRequest', `the API version in the data (${body.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`);
+    }
+    const key = this.key(spec.group, spec.plural, namespace, name ?? '');
+    if (name && this.objects.has(key)) {
+      return this.status(res, 409, 'AlreadyExists', `${spec.plural}${spec.group ? '.' + spec.group : ''} "${name}" already exists`, { name, group: spec.group, kind: spec.plural });
+    }
+    const candidate: Json = structuredClone(body);
+    if (spec.statusSubresource) delete candidate.status;
+    const { resourceVersion: _r, uid: _u, creationTimestamp: _c, deletionTimestamp: _d, generation: _g, ...meta } = candidate.metadata ?? {};
+    candidate.metadata = { ...meta, namespace };
+    const admitted = spec.admit(candidate);
+    if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
+    const obj = admitted.object;
+    const rv = ++this.rv;
+    obj.metadata = {
+      ...obj.metadata,
+      uid: randomUUID(),
+      resourceVersion: String(rv),
+      creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      ...(spec.tracksGeneration ? { generation: 1 } : {}),
+    };
+    this.objects.set(key, { spec, obj });
+    this.record(rv, spec, namespace, 'ADDED', obj);
+    this.json(res, 201, obj);
+  }
+
+  private replace(res: ServerResponse, spec: KindSpec, namespace: string, name: string, body: Json, status: boolean): void {
+    const key = this.key(spec.group, spec.plural, namespace, name);
+    const cur = this.objects.get(key);
+    if (!cur) return this.notFound(res, spec, name);
+    if (!body || typeof body !== 'object' || body.metadata?.name !== name) {
+      return this.status(res, 400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    }
+    const rvIn = body.metadata?.resourceVersion;
+    if (!rvIn && spec.requireResourceVersionOnUpdate) {
+      return this.invalid(res, spec, name, [{ field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update', reason: 'FieldValueInvalid' }]);
+    }
+    if (rvIn && rvIn !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
+    if (body.metadata?.uid && body.metadata.uid !== cur.obj.metadata.uid) return this.conflict(res, spec, name, 'Precondition failed: UID in precondition does not match');
+    const old = cur.obj;
+    let next: Json;
+    if (status) {
+      next = { ...structuredClone(old), status: structuredClone(body.status) };
+    } else {
+      next = structuredClone(body);
+      if (spec.statusSubresource) next.status = structuredClone(old.status);
+      const m = next.metadata;
+      const fin = old.metadata.deletionTimestamp ? (m.finalizers ?? []).filter((f: string) => old.metadata.finalizers?.includes(f)) : m.finalizers;
+      next.metadata = {
+        ...m,
+        namespace,
+        uid: old.metadata.uid,
+        creationTimestamp: old.metadata.creationTimestamp,
+        deletionTimestamp: old.metadata.deletionTimestamp,
+        generation: old.metadata.generation,
+        finalizers: fin,
+      };
+    }
+    for (const k of Object.keys(next.metadata)) if (next.metadata[k] === undefined) delete next.metadata[k];
+    if (next.metadata.finalizers?.length === 0) delete next.metadata.finalizers;
+    if (next.status === undefined) delete next.status;
+    const admitted = spec.admit(next, old);
+    if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
+    next = admitted.object;
+    if (spec.tracksGeneration && !status && JSON.stringify(canonNoMeta(next)) !== JSON.stringify(canonNoMeta(old))) {
+      next.metadata.generation = (old.metadata.generation ?? 1) + 1;
+    }
+    if (JSON.stringify(canon(next)) === JSON.stringify(canon({ ...old, metadata: { ...old.metadata, resourceVersion: next.metadata.resourceVersion } }))) {
+      return this.json(res, 200, old); // no-op writes keep the resourceVersion, as on the real server
+    }
+    if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
+      this.remove(cur.spec, old);
+      return this.json(res, 200, next);
+    }
+    const rv = ++this.rv;
+    next.metadata.resourceVersion = String(rv);
+    this.objects.set(key, { spec, obj: next });
+    this.record(rv, spec, namespace, 'MODIFIED', next);
+    this.json(res, 200, next);
+  }
+
+  private patch(res: ServerResponse, spec: KindSpec, namespace: string, name: string, body: unknown, contentType: string, status: boolean): void {
+    const cur = this.objects.get(this.key(spec.group, spec.plural, namespace, name));
+    if (!cur) return this.notFound(res, spec, name);
+    let next: Json;
+    if (contentType.startsWith('application/json-patch+json')) {
+      try {
+        next = applyJsonPatch(structuredClone(cur.obj), body as JsonPatchOp[]);
+      } catch (err) {
+        return this.status(res, 422, 'Invalid', String((err as Error).message));
+      }
+    } else if (contentType.startsWith('application/merge-patch+json') || contentType.startsWith('application/strategic-merge-patch+json')) {
+      next = mergePatch(structuredClone(cur.obj), body) as Json;
+    } else {
+      return this.status(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`);
+    }
+    // A patch is a replace against the current version unless it names another one.
+    next.metadata = { ...next.metadata, resourceVersion: next.metadata?.resourceVersion ?? cur.obj.metadata.resourceVersion };
+    this.replace(res, spec, namespace, name, next, status);
+  }
+
+  private delete(res: ServerResponse, spec: KindSpec, namespace: string, name: string, opts: Json | undefined): void {
+    const key = this.key(spec.group, spec.plural, namespace, name);
+    const cur = this.objects.get(key);
+    if (!cur) return this.notFound(res, spec, name);
+    const pre = opts?.preconditions as Json | undefined;
+    if (pre?.resourceVersion && pre.resourceVersion !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
+    if (cur.obj.metadata.finalizers?.length) {
+      if (!cur.obj.metadata.deletionTimestamp) {
+        const rv = ++this.rv;
+        cur.obj = structuredClone(cur.obj);
+        cur.obj.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+        cur.obj.metadata.deletionGracePeriodSeconds = 0;
+        cur.obj.metadata.resourceVersion = String(rv);
+        this.record(rv, spec, namespace, 'MODIFIED', cur.obj);
+      }
+      return this.json(res, 200, cur.obj);
+    }
+    this.remove(spec, cur.obj);
+    this.json(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: spec.group, kind: spec.plural, uid: cur.obj.metadata.uid } });
+  }
+
+  /** Removes an object and garbage-collects its dependents (background propagation). */
+  private remove(spec: KindSpec, obj: Json): void {
+    const ns = obj.metadata.namespace;
+    this.objects.delete(this.key(spec.group, spec.plural, ns, obj.metadata.name));
+    const rv = ++this.rv;
+    this.record(rv, spec, ns, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(rv) } });
+    const uid = obj.metadata.uid;
+    for (const dep of [...this.objects.values()]) {
+      if (!dep.obj.metadata.ownerReferences?.some((o: Json) => o.uid === uid)) continue;
+      if (dep.obj.metadata.finalizers?.length) {
+        if (dep.obj.metadata.deletionTimestamp) continue;
+        const r = ++this.rv;
+        dep.obj = { ...dep.obj, metadata: { ...dep.obj.metadata, deletionTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), resourceVersion: String(r) } };
+        this.record(r, dep.spec, dep.obj.metadata.namespace, 'MODIFIED', dep.obj);
+      } else {
+        this.remove(dep.spec, dep.obj);
+      }
+    }
+  }
+
+  private watch(req: IncomingMessage, res: ServerResponse, spec: KindSpec, namespace: string | undefined, q: URLSearchParams): void {
+    const match = selectorMatcher(q.get('labelSelector') ?? '');
+    const rvParam = q.get('resourceVersion') ?? '';
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders(); // the real server answers headers at once; clients wait for them before streaming
+    const write = (type: string, object: Json) => res.write(JSON.stringify({ type, object }) + '\n');
+    const inScope = (c: { spec: KindSpec; namespace: string }) => c.spec === spec && (namespace === undefined || c.namespace === namespace);
+    if (rvParam === '' || rvParam === '0') {
+      for (const s of this.objects.values()) {
+        if (inScope({ spec: s.spec, namespace: s.obj.metadata.namespace }) && match(s.obj.metadata.labels)) write('ADDED', s.obj);
+      }
+    } else {
+      const from = Number(rvParam);
+      if (!Number.isInteger(from) || from < this.compactedRv) {
+        write('ERROR', { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${rvParam} (${this.compactedRv})`, reason: 'Expired', code: 410 });
+        res.end();
+        return;
+      }
+      for (const c of this.changes) if (c.rv > from && inScope(c) && match(c.obj.metadata.labels)) write(c.type, c.obj);
+    }
+    const watcher: Watcher = {
+      spec,
+      namespace,
+      match,
+      send: (c) => {
+        if (inScope(c) && match(c.obj.metadata.labels)) write(c.type, c.obj);
+      },
+    };
+    this.watchers.add(watcher);
+    const bookmarks = q.get('allowWatchBookmarks') === 'true'
+      ? setInterval(() => write('BOOKMARK', { kind: spec.kind, apiVersion: this.apiVersion(spec), metadata: { resourceVersion: String(this.rv) } }), this.opts.bookmarkMs ?? 5_000)
+      : undefined;
+    const timeout = Number(q.get('timeoutSeconds') ?? 0);
+    const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
+    const done = () => {
+      this.watchers.delete(watcher);
+      clearInterval(bookmarks);
+      clearTimeout(timer);
+    };
+    req.on('close', done);
+    res.on('close', done);
+  }
+
+  private record(rv: number, spec: KindSpec, namespace: string, type: Change['type'], obj: Json): void {
+    const c: Change = { rv, spec, namespace, type, obj: structuredClone(obj) };
+    this.changes.push(c);
+    const limit = this.opts.historyLimit ?? 10_000;
+    while (this.changes.length > limit) this.compactedRv = this.changes.shift()!.rv;
+    for (const w of this.watchers) w.send(c);
+  }
+
+  // ---- responses ----
+
+  private json(res: ServerResponse, code: number, body: unknown): void {
+    res.writeHead(code, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  }
+
+  private status(res: ServerResponse, code: number, reason: string, message: string, details?: Json): void {
+    this.json(res, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code });
+  }
+
+  private notFound(res: ServerResponse, spec: KindSpec, name: string): void {
+    const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
+    this.status(res, 404, 'NotFound', `${what} "${name}" not found`, { name, group: spec.group, kind: spec.plural });
+  }
+
+  private conflict(res: ServerResponse, spec: KindSpec, name: string, why?: string): void {
+    const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
+    this.status(res, 409, 'Conflict', `Operation cannot be fulfilled on ${what} "${name}": ${why ?? 'the object has been modified; please apply your changes to the latest version and try again'}`, { name, group: spec.group, kind: spec.plural });
+  }
+
+  private invalid(res: ServerResponse, spec: KindSpec, name: string | undefined, causes: Cause[]): void {
+    const msg = `${spec.kind}.${spec.group || 'core'} "${name ?? ''}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}`;
+    this.status(res, 422, 'Invalid', msg, { name, group: spec.group, kind: spec.kind, causes });
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+function canon(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canon);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, x]) => [k, canon(x)]));
+  return v;
+}
+
+function canonNoMeta(o: Json): unknown {
+  const { metadata: _m, status: _s, ...rest } = o;
+  return canon(rest);
+}
+
+export function selectorMatcher(selector: string): (labels?: Json) => boolean {
+  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
+    const neq = t.indexOf('!=');
+    if (neq > 0) return { k: t.slice(0, neq), op: '!=', v: t.slice(neq + 2) };
+    const eq = t.indexOf('=');
+    if (eq > 0) return { k: t.slice(0, eq), op: '=', v: t.slice(eq + 1).replace(/^=/, '') };
+    if (t.startsWith('!')) return { k: t.slice(1), op: '!', v: '' };
+    return { k: t, op: 'exists', v: '' };
+  });
+  return (labels) => terms.every(({ k, op, v }) => {
+    const x = labels?.[k];
+    return op === '=' ? x === v : op === '!=' ? x !== v : op === '!' ? x === undefined : x !== undefined;
+  });
+}
+
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!patch || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const out: Json = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Json) } : {};
+  for (const [k, v] of Object.entries(patch as Json)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+type JsonPatchOp = { op: string; path: string; value?: unknown; from?: string };
+
+function applyJsonPatch(doc: Json, ops: JsonPatchOp[]): Json {
+  if (!Array.isArray(ops)) throw new Error('json patch must be an array');
+  const parse = (p: string) => p.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parentOf = (path: string[]) => {
+    let node: any = doc;
+    for (const seg of path.slice(0, -1)) {
+      node = node?.[seg];
+      if (node === undefined) throw new Error(`path not found: /${path.join('/')}`);
+    }
+    return node;
+  };
+  for (const op of ops) {
+    const path = parse(op.path);
+    const last = path[path.length - 1]!;
+    const parent = parentOf(path);
+    switch (op.op) {
+      case 'add':
+        if (Array.isArray(parent)) parent.splice(last === '-' ? parent.length : Number(last), 0, op.value);
+        else parent[last] = op.value;
+        break;
+      case 'replace':
+        if (!(last in parent)) throw new Error(`path not found: ${op.path}`);
+        parent[last] = op.value;
+        break;
+      case 'remove':
+        if (!(last in parent)) throw new Error(`path not found: ${op.path}`);
+        if (Array.isArray(parent)) parent.splice(Number(last), 1);
+        else delete parent[last];
+        break;
+      case 'test':
+        if (JSON.stringify(parent[last]) !== JSON.stringify(op.value)) throw new Error(`test failed: ${op.path}`);
+        break;
+      default:
+        throw new Error(`unsupported json patch op ${op.op}`);
+    }
+  }
+  return doc;
+}
