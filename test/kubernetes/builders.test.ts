@@ -208,7 +208,7 @@ describe('makeDeployment', () => {
 
   it('takes replicas, resources, labels, annotations, service account, pull secrets from resource_spec', () => {
     expect(dep.spec!.replicas).toBe(2);
-    expect(c.resources).toEqual({ requests: { cpu: '1500m', memory: '1024Mi' }, limits: { memory: '2048Mi' } });
+    expect(c.resources).toEqual({ requests: { cpu: '1500m', memory: '1Gi' }, limits: { memory: '2Gi' } });
     expect(dep.spec!.template.metadata!.labels).toMatchObject({ team: 'a', 'app.kubernetes.io/instance': target.name });
     expect(dep.spec!.template.metadata!.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'agentplane.dev/revision': rev });
     expect(pod.serviceAccountName).toBe('agent-sa');
@@ -329,6 +329,7 @@ describe('dev Postgres', () => {
     expect(sts.spec!.volumeClaimTemplates![0]!.spec!.resources!.requests).toEqual({ storage: '1Gi' });
     expect(sts.spec!.template.spec!.containers[0]!.volumeMounts).toEqual([{ name: 'data', mountPath: '/var/lib/postgresql/data' }]);
     expect(svc.spec!.clusterIP).toBe('None');
+    expect(sts.spec!.persistentVolumeClaimRetentionPolicy).toEqual({ whenDeleted: 'Delete', whenScaled: 'Retain' });
     expect(svc.spec!.selector).toEqual(sts.spec!.selector.matchLabels);
     expect(secret.stringData!.uri).toBe(
       `postgresql://agent:p%40ss%2Fword@${target.name}-postgres.team-a.svc.cluster.local:5432/agent`,

@@ -54,6 +54,8 @@ export function makePostgresStatefulSet(target: Target, config: KubernetesRuntim
     spec: {
       serviceName: postgresName(target),
       replicas: 1,
+      // The data goes with the deployment: PVCs from the claim template are not owned by the AgentDeployment.
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
       selector: { matchLabels: selectorLabels(target, 'database') },
       template: {
         metadata: { labels: meta.labels },

@@ -56,17 +56,23 @@ export function makeSecret(target: Target, revision: string, env: Record<string,
   };
 }
 
+// Canonical quantity forms (what the API server stores), so a converged object compares equal to its builder's.
 function cpu(cores: number): string {
-  return `${Math.max(1, Math.round(cores * 1000))}m`;
+  const milli = Math.max(1, Math.round(cores * 1000));
+  return milli % 1000 === 0 ? String(milli / 1000) : `${milli}m`;
+}
+
+function memory(mb: number): string {
+  return mb % 1024 === 0 ? `${mb / 1024}Gi` : `${mb}Mi`;
 }
 
 function resources(spec: ResourceSpec | null | undefined, config: KubernetesRuntimeConfig) {
   const cpuLimit = spec?.cpuLimit ?? config.defaults.cpuLimit;
   const memoryLimit = spec?.memoryLimitMb ?? config.defaults.memoryLimitMb;
   return {
-    requests: { cpu: cpu(spec?.cpu ?? config.defaults.cpu), memory: `${spec?.memoryMb ?? config.defaults.memoryMb}Mi` },
+    requests: { cpu: cpu(spec?.cpu ?? config.defaults.cpu), memory: memory(spec?.memoryMb ?? config.defaults.memoryMb) },
     ...(cpuLimit || memoryLimit
-      ? { limits: { ...(cpuLimit ? { cpu: cpu(cpuLimit) } : {}), ...(memoryLimit ? { memory: `${memoryLimit}Mi` } : {}) } }
+      ? { limits: { ...(cpuLimit ? { cpu: cpu(cpuLimit) } : {}), ...(memoryLimit ? { memory: memory(memoryLimit) } : {}) } }
       : {}),
   };
 }
