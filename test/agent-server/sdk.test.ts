@@ -86,6 +86,33 @@ describe.each(['embedded', 'postgres'] as const)('SDK against a server process (
     expect((await client.runs.get(s.thread_id, slow.run_id)).status).toBe('interrupted');
   });
 
+  it('streams runs as server-sent events (values, updates, errors, joining a run)', async () => {
+    const t = await client.threads.create();
+    const events: Array<{ event: string; data: any }> = [];
+    for await (const e of client.runs.stream(t.thread_id, 'counter', { input: { count: 1 }, streamMode: ['values', 'updates'] })) {
+      events.push(e as { event: string; data: any });
+    }
+    expect(events[0]!.event).toBe('metadata');
+    expect(events[0]!.data.run_id).toEqual(expect.any(String));
+    expect(events.filter((e) => e.event === 'updates').map((e) => Object.keys(e.data)[0])).toEqual(['first', 'second']);
+    expect(events.filter((e) => e.event === 'values').at(-1)!.data).toEqual({ count: 12, steps: ['first', 'second'] });
+    expect((await client.runs.get(t.thread_id, events[0]!.data.run_id)).status).toBe('success');
+
+    const failed: string[] = [];
+    for await (const e of client.runs.stream(t.thread_id, 'fail', { input: { x: 1 } })) failed.push(e.event);
+    expect(failed[0]).toBe('metadata');
+    expect(failed.at(-1)).toBe('error');
+
+    const stateless: Array<{ event: string; data: any }> = [];
+    for await (const e of client.runs.stream(null, 'counter', { input: { count: 0 } })) stateless.push(e as never);
+    expect(stateless.at(-1)!.data).toEqual({ count: 11, steps: ['first', 'second'] });
+
+    const slow = await client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 500, mark: 'j' } });
+    const joined: Array<{ event: string; data: any }> = [];
+    for await (const e of client.runs.joinStream(t.thread_id, slow.run_id)) joined.push(e as never);
+    expect(joined.filter((e) => e.event === 'values').at(-1)!.data.marks).toEqual(['start:j', 'done:j']);
+  });
+
   it('assistants through the SDK', async () => {
     const sys = await client.assistants.get('counter');
     expect(sys.assistant_id).toBe(systemAssistantId('counter'));

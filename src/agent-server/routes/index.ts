@@ -6,6 +6,7 @@ import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import { assistantRoutes } from './assistants.ts';
 import { runRoutes } from './runs.ts';
+import { streamRoutes } from './stream.ts';
 import { threadRoutes } from './threads.ts';
 
 export interface RouteDeps {
@@ -29,4 +30,5 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(assistantRoutes(deps));
   await app.register(threadRoutes(deps));
   await app.register(runRoutes(deps));
+  await app.register(streamRoutes(deps));
 }

@@ -19,6 +19,7 @@ import {
 import { serializeError, toPlain } from '../serde.ts';
 import { withRunMetadata } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
+import { StreamBroker } from './stream.ts';
 
 export interface EngineOptions {
   storage: Storage;
@@ -47,6 +48,8 @@ class CancelledError extends Error {}
 export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
+  /** Stream events of the runs executing in this process, for SSE clients. */
+  readonly streams = new StreamBroker();
   private readonly active = new Map<string, ActiveRun>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private claiming = false;
@@ -195,9 +198,12 @@ export class RunEngine {
       done: Promise.resolve(),
     };
     this.active.set(run.run_id, entry);
+    this.streams.open(run.run_id);
     entry.done = this.execute(entry)
       .catch((err) => this.opts.logger.error({ err, run_id: run.run_id }, 'run bookkeeping failed'))
       .finally(() => {
+        // After finish(): a client seeing the end of the stream finds the final status stored.
+        this.streams.close(run.run_id);
         this.active.delete(run.run_id);
         this.pump();
       });
@@ -220,13 +226,21 @@ export class RunEngine {
       if (entry.cancel) throw new CancelledError('cancelled before start');
       const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
       const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
-      await graph.invoke(input, {
+      const { streamMode, subgraphs } = graphStreamOptions(kw);
+      const stream = await graph.stream(input, {
         ...config,
         signal: controller.signal,
+        streamMode,
+        subgraphs,
         ...(kw.interrupt_before ? { interruptBefore: kw.interrupt_before } : {}),
         ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
         ...(kw.durability ? { durability: kw.durability } : {}),
       });
+      for await (const chunk of stream) {
+        const parts = chunk as unknown[];
+        const [ns, mode, data] = (subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
+        this.streams.publish(run.run_id, ns.length ? `${mode}|${ns.join('|')}` : mode, data);
+      }
       const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
       const interrupted = snapshot.next.length > 0;
       outcome = {
@@ -303,7 +317,21 @@ export class RunEngine {
   }
 }
 
+/** API stream modes -> LangGraph's; "messages-tuple" is LangGraph's "messages", "events" is not offered. */
+function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean } {
+  const wanted = kw.stream_mode ?? ['values'];
+  const modes = new Set<string>();
+  for (const m of wanted) {
+    if (m === 'messages-tuple' || m === 'messages') modes.add('messages');
+    else if (m !== 'events') modes.add(m);
+  }
+  if (!modes.size) modes.add('values');
+  return { streamMode: [...modes], subgraphs: !!kw.subgraphs };
+}
+
 interface RunKwargs {
+  stream_mode?: string[];
+  subgraphs?: boolean;
   input?: unknown;
   command?: { resume?: unknown; update?: unknown; goto?: unknown } | null;
   config?: Json;
