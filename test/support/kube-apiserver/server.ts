@@ -164,6 +164,9 @@ export class KubeApiServer {
     if (body.metadata?.namespace && body.metadata.namespace !== namespace) {
       return this.status(res, 400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
     }
+    // Like the real decoder: missing apiVersion/kind default from the URL; a different one is refused.
+    body.apiVersion ??= this.apiVersion(spec);
+    body.kind ??= spec.kind;
     if (body.kind !== spec.kind || body.apiVersion !== this.apiVersion(spec)) {
       return this.status(res, 400, 'BadRequest', `the API version in the data (${body.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`);
     }
@@ -198,6 +201,8 @@ export class KubeApiServer {
     if (!body || typeof body !== 'object' || body.metadata?.name !== name) {
       return this.status(res, 400, 'BadRequest', 'the name of the object does not match the name on the URL');
     }
+    body.apiVersion ??= this.apiVersion(spec);
+    body.kind ??= spec.kind;
     const rvIn = body.metadata?.resourceVersion;
     if (!rvIn && spec.requireResourceVersionOnUpdate) {
       return this.invalid(res, spec, name, [{ field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update', reason: 'FieldValueInvalid' }]);
