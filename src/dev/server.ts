@@ -36,7 +36,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   process.once('exit', killChildren);
 
   const api: FastifyInstance = await buildControlPlane(store, logger, config.bootstrapKey);
-  const proxy = Fastify({ loggerInstance: logger.child({ component: 'proxy' }) as FastifyBaseLogger, disableRequestLogging: true });
+  // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
+  const proxy = Fastify({ loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger });
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await Promise.all([api.ready(), proxy.ready()]);
 

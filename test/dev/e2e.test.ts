@@ -35,6 +35,14 @@ async function revisionDone(base: string, depId: string, revId: string): Promise
   });
 }
 
+/** Waits for DEPLOYED; on failure the assertion shows the status message and the deploy log. */
+async function expectDeployed(base: string, depId: string, revId: string): Promise<Rev> {
+  const rev = await revisionDone(base, depId, revId);
+  const why = rev.status === 'DEPLOYED' ? '' : ` ${rev.status_message}\n${await logText(base, depId, revId, 'deploy')}`;
+  expect(`${rev.status}${why}`).toBe('DEPLOYED');
+  return rev;
+}
+
 async function greet(url: string, threadId?: string): Promise<{ text: string; threadId: string }> {
   const client = new Client({ apiUrl: url });
   const thread = threadId ? { thread_id: threadId } : await client.threads.create();
@@ -97,8 +105,7 @@ describe('agentplane dev end to end', () => {
     expect(created.status).toBe(201);
     const depId = String(created.body.id);
     const r1 = String(created.body.latest_revision_id);
-    const rev1 = await revisionDone(dev.url, depId, r1);
-    expect(rev1.status).toBe('DEPLOYED');
+    const rev1 = await expectDeployed(dev.url, depId, r1);
     expect(rev1.repo_commit_sha).toBe(repo.sha('main'));
     const dep = (await cp.get(`/v2/deployments/${depId}`)).body;
     const url = String(dep.url);
@@ -115,7 +122,7 @@ describe('agentplane dev end to end', () => {
     expect(patched.status).toBe(200);
     const r2 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
     expect(r2).not.toBe(r1);
-    expect((await revisionDone(dev.url, depId, r2)).status).toBe('DEPLOYED');
+    await expectDeployed(dev.url, depId, r2);
     await waitFor('traffic on r2', async () => ((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined));
     const during = await probe.end();
     expect(during.failures).toEqual([]);
@@ -160,27 +167,34 @@ describe('agentplane dev end to end', () => {
     const dockerRev = await revisionDone(dev.url, String(docker.body.id), String(docker.body.latest_revision_id));
     expect(dockerRev).toMatchObject({ status: 'CREATE_FAILED', status_message: expect.stringContaining('container runtime') });
 
-    // Crash the dev process with the deployment live: its agent servers go with it.
+    // Start a new revision (tag v1) and crash the dev process while it builds, with r2 live.
+    await cp.patch(`/v2/deployments/${depId}`, { source_revision_config: { repo_ref: 'v1' } });
+    const r6 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
+    await waitFor('r6 building', async () => ((await cp.get(`/v2/deployments/${depId}/revisions/${r6}`)).body.status === 'BUILDING' ? true : undefined));
     const revisionsBefore = (await cp.get(`/v2/deployments/${depId}/revisions`)).body.resources as Rev[];
-    const r1BuildLog = await logText(dev.url, depId, r1, 'build');
+    const r2BuildLog = await logText(dev.url, depId, r2, 'build');
     const servers = childPids(dev.child.pid!);
     expect(servers.length).toBeGreaterThan(0);
     await stopDev(dev, 'SIGKILL');
     await waitFor('agent servers to exit', async () => (servers.some(alive) ? undefined : true), 30_000);
 
-    // Restart on the same port: same URL answers, no new revisions, nothing rebuilt.
+    // Restart on the same port: the same URL answers (r2 again, at once), the interrupted build runs again and
+    // r6 takes over; no revision is added.
     dev = await startDev(dataDir, dev.port);
     const cp2 = api(dev.url);
     await waitFor('deployment to serve again', async () => ((await fetch(`${url}/ok`)).status === 200 ? true : undefined));
-    expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
-    const revisionsAfter = (await cp2.get(`/v2/deployments/${depId}/revisions`)).body.resources as Rev[];
-    expect(revisionsAfter.map((r) => [r.id, r.status])).toEqual(revisionsBefore.map((r) => [r.id, r.status]));
-
-    // Redeploy r1: its build is on disk, so it only restarts.
-    expect((await cp2.post(`/v2/deployments/${depId}/revisions/${r1}/redeploy`)).status).toBe(200);
-    await waitFor('traffic back on r1', async () => ((await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r1 ? true : undefined));
+    await expectDeployed(dev.url, depId, r6);
+    await waitFor('traffic on r6', async () => ((await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r6 ? true : undefined));
     expect((await greet(url)).text).toBe('The greeting tool says: Hello, Ada!');
-    expect(await logText(dev.url, depId, r1, 'build')).toBe(r1BuildLog);
+    const revisionsAfter = (await cp2.get(`/v2/deployments/${depId}/revisions`)).body.resources as Rev[];
+    expect(revisionsAfter.map((r) => r.id)).toEqual(revisionsBefore.map((r) => r.id));
+    expect(revisionsAfter.filter((r) => r.id !== r6).map((r) => r.status)).toEqual(revisionsBefore.filter((r) => r.id !== r6).map((r) => r.status));
+
+    // Redeploy r2: its build is on disk, so it only restarts.
+    expect((await cp2.post(`/v2/deployments/${depId}/revisions/${r2}/redeploy`)).status).toBe(200);
+    await waitFor('traffic back on r2', async () => ((await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined));
+    expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
+    expect(await logText(dev.url, depId, r2, 'build')).toBe(r2BuildLog);
 
     // DELETE: 204, record gone, no child process left, URL 404.
     expect((await cp2.delete(`/v2/deployments/${depId}`)).status).toBe(204);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { nextRevisionStatus, revisionNeeds, type RevisionFacts } from '../../src/operator/controllers/agentrevision/decide.ts';
-import { pickTarget, readyCondition, revisionsToSkip, shouldRoute, type RevisionView } from '../../src/operator/controllers/agentdeployment/decide.ts';
+import { chooseRoute, pickTarget, readyCondition, revisionsToSkip, shouldRoute, type RevisionView } from '../../src/operator/controllers/agentdeployment/decide.ts';
 
 const ok = { ok: true } as const;
 const base: RevisionFacts = { status: 'QUEUED', supported: ok, isTarget: true, routed: false };
@@ -46,6 +46,11 @@ describe('revisionNeeds', () => {
   it.each(table)('%s target=%s routed=%s', (status, target, routed, expected) => {
     expect(revisionNeeds(status, target, routed)).toEqual(expected);
   });
+
+  it('brings the last serving revision back after a restart even while a newer one builds', () => {
+    expect(revisionNeeds('DEPLOYED', false, false, true)).toEqual({ build: false, serve: true, stop: false });
+    expect(revisionNeeds('DEPLOY_FAILED', false, false, true)).toEqual({ build: false, serve: false, stop: true });
+  });
 });
 
 const r = (number: number, status: string): RevisionView => ({ name: `d-r${number}`, number, status });
@@ -78,6 +83,20 @@ describe('shouldRoute', () => {
     ['d-r1', { phase: 'Ready' } as const, undefined, true],
   ])('target %s server %o routed %s → %s', (target, server, routed, expected) => {
     expect(shouldRoute(target, server, routed)).toBe(expected);
+  });
+});
+
+describe('chooseRoute', () => {
+  const ready = { phase: 'Ready' } as const;
+  const starting = { phase: 'Starting' } as const;
+  it.each([
+    ['target ready replaces the routed one', { target: 'r2', targetServer: ready, active: 'r1', activeServer: ready, routed: 'r1' }, 'r2'],
+    ['target starting: keep what is routed', { target: 'r2', targetServer: starting, active: 'r1', activeServer: ready, routed: 'r1' }, undefined],
+    ['after restart, nothing routed, target still building: the previous one serves', { target: 'r2', targetServer: undefined, active: 'r1', activeServer: ready, routed: undefined }, 'r1'],
+    ['after restart, previous one still starting', { target: 'r2', targetServer: undefined, active: 'r1', activeServer: starting, routed: undefined }, undefined],
+    ['converged', { target: 'r1', targetServer: ready, active: 'r1', activeServer: ready, routed: 'r1' }, undefined],
+  ] as const)('%s', (_name, facts, expected) => {
+    expect(chooseRoute(facts)).toBe(expected);
   });
 });
 

@@ -16,7 +16,7 @@ import { splitKey } from '../../runtime/informer.ts';
 import type { ReconcileResult } from '../../runtime/controller.ts';
 import type { Runtime } from '../../runtimes/types.ts';
 import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../shared.ts';
-import { pickTarget, readyCondition, revisionsToSkip, shouldRoute } from './decide.ts';
+import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ControlPlaneStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
@@ -104,14 +104,21 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     // decide
     const target = pickTarget(views(revisions), dep.spec.targetRevisionName);
     const stale = revisionsToSkip(views(revisions), target);
-    const targetServer = target ? runtime.serverStatus({ ...ref, revision: target }) : undefined;
+    const active = dep.status?.activeRevisionName;
+    const routeTo = chooseRoute({
+      target,
+      targetServer: target ? runtime.serverStatus({ ...ref, revision: target }) : undefined,
+      active,
+      activeServer: active ? runtime.serverStatus({ ...ref, revision: active }) : undefined,
+      routed,
+    });
 
     // act
     if (target && stale.length) await skip(revisions, stale, target);
-    if (shouldRoute(target, targetServer, routed)) {
-      await runtime.route(ref, target!);
-      log(key).info({ revision: target, previous: routed }, 'traffic moved');
-      routed = target;
+    if (routeTo) {
+      await runtime.route(ref, routeTo);
+      log(key).info({ revision: routeTo, previous: routed }, 'traffic moved');
+      routed = routeTo;
     }
 
     // status

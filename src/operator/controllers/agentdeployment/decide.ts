@@ -33,6 +33,26 @@ export function shouldRoute(target: string | undefined, targetServer: ServerStat
   return !!target && target !== routed && targetServer?.phase === 'Ready';
 }
 
+export type RouteFacts = {
+  target: string | undefined;
+  targetServer: ServerStatus | undefined;
+  /** The revision that served last (status.activeRevisionName), e.g. before a restart. */
+  active: string | undefined;
+  activeServer: ServerStatus | undefined;
+  routed: string | undefined;
+};
+
+/**
+ * Where traffic should go now, or undefined to leave it. The target once it is ready; meanwhile, when nothing is
+ * routed (after a restart), the revision that served before, so a deployment with a newer build in progress
+ * keeps answering.
+ */
+export function chooseRoute(f: RouteFacts): string | undefined {
+  if (shouldRoute(f.target, f.targetServer, f.routed)) return f.target;
+  if (!f.routed && f.active && f.active !== f.target && f.activeServer?.phase === 'Ready') return f.active;
+  return undefined;
+}
+
 export type ReadyCondition = { status: 'True' | 'False'; reason: string; message: string };
 
 export function readyCondition(routed: string | undefined, target: RevisionView | undefined, latest: RevisionView | undefined, latestMessage: string): ReadyCondition {

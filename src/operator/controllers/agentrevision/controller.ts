@@ -22,6 +22,7 @@ type Observed = {
   dep: AgentDeployment;
   isTarget: boolean;
   routed: boolean;
+  keepServing: boolean;
   build?: BuildStatus;
   server?: ServerStatus;
   supported: ReturnType<Runtime['supports']>;
@@ -56,9 +57,11 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
   async function observe(dep: AgentDeployment, rev: AgentRevision): Promise<Observed> {
     const revisions = await revisionsOf(store, dep);
     const isTarget = pickTarget(views(revisions), dep.spec.targetRevisionName) === rev.metadata.name;
-    const routed = runtime.routedRevision(deploymentRef(dep)) === rev.metadata.name;
+    const routedNow = runtime.routedRevision(deploymentRef(dep));
+    const routed = routedNow === rev.metadata.name;
+    const keepServing = routedNow === undefined && dep.status?.activeRevisionName === rev.metadata.name;
     let supported = runtime.supports(rev.spec.source);
-    const needs = revisionNeeds(phaseOf(rev), isTarget, routed);
+    const needs = revisionNeeds(phaseOf(rev), isTarget, routed, keepServing);
     let build: BuildStatus | undefined;
     let server: ServerStatus | undefined;
     if (supported.ok && needs.build) {
@@ -67,7 +70,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       else build = await runtime.build(spec);
     }
     if (supported.ok && needs.serve) server = await runtime.deploy(await serverSpec(dep, rev));
-    return { rev, dep, isTarget, routed, build, server, supported };
+    return { rev, dep, isTarget, routed, keepServing, build, server, supported };
   }
 
   function desiredStatus(o: Observed): AgentRevisionStatus {
@@ -100,7 +103,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
     const observed = await observe(dep, rev);
     const status = desiredStatus(observed);
 
-    const needs = revisionNeeds(status.phase ?? 'QUEUED', observed.isTarget, observed.routed);
+    const needs = revisionNeeds(status.phase ?? 'CREATING', observed.isTarget, observed.routed, observed.keepServing);
     if (needs.stop) await runtime.stop({ ...deploymentRef(dep), revision: rev.metadata.name });
 
     if (!sameJson(status, rev.status ?? {})) {

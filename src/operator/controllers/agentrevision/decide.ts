@@ -66,10 +66,13 @@ export function nextRevisionStatus(f: RevisionFacts, currentMessage = ''): Revis
   return keep; // DEPLOYED stays DEPLOYED: it can be routed to again (redeploy)
 }
 
-/** What to ask the runtime for, from the stored status alone. */
-export function revisionNeeds(status: string, isTarget: boolean, routed: boolean): { build: boolean; serve: boolean; stop: boolean } {
+/**
+ * What to ask the runtime for. `keepServing`: the revision served last and nothing is routed now (after a
+ * restart), so it comes back up even while a newer target is still building.
+ */
+export function revisionNeeds(status: string, isTarget: boolean, routed: boolean, keepServing = false): { build: boolean; serve: boolean; stop: boolean } {
   const build = inBuildPhase(status);
-  const serve = isTarget && (inDeployPhase(status) || status === 'DEPLOYED');
+  const serve = (isTarget && (inDeployPhase(status) || status === 'DEPLOYED')) || (keepServing && status === 'DEPLOYED');
   const stop = !serve && !routed && !build;
   return { build, serve, stop };
 }

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { BuildSpec } from '../types.ts';
-import { runStep, StepError } from './exec.ts';
+import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
 import type { LogWriter } from './logs.ts';
 
 const MARKER = 'build.json';
@@ -38,8 +38,12 @@ export function checkoutDir(dir: string): string {
 }
 
 export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, signal: AbortSignal): Promise<BuildResult> {
+  // The pid file lives beside the revision directory so that clearing the directory does not lose it.
+  const pidFile = `${dir}.step-pid`;
+  await killRecordedStep(pidFile);
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
+  const runStep = (step: Step, l: LogWriter, s: AbortSignal) => runStepIn({ ...step, pidFile }, l, s);
   const src = checkoutDir(dir);
   const gitEnv = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
   const git = (label: string, args: string[], cwd = src) =>

@@ -1,5 +1,6 @@
 // Runs one build step as a child process with its output in the build log.
 import { spawn } from 'node:child_process';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import type { LogWriter } from './logs.ts';
 
 export class StepError extends Error {}
@@ -11,7 +12,31 @@ export type Step = {
   args: string[];
   cwd: string;
   env?: NodeJS.ProcessEnv;
+  /** Records the step's process group here while it runs, so a restart can end what a crash left behind. */
+  pidFile?: string;
 };
+
+/** Process groups of running steps: killed when this process exits. */
+const runningGroups = new Set<number>();
+
+export function killRunningSteps(): void {
+  for (const pgid of runningGroups) killGroup(pgid);
+}
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/** Ends the process group a previous run of this process recorded (it crashed mid-step). */
+export async function killRecordedStep(pidFile: string): Promise<void> {
+  const pgid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+  if (pgid > 1) killGroup(pgid);
+  await rm(pidFile, { force: true });
+}
 
 export type Running = { promise: Promise<string>; kill: () => void };
 
@@ -19,13 +44,21 @@ export type Running = { promise: Promise<string>; kill: () => void };
 export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promise<string> {
   log.line(`$ ${step.label}`);
   return new Promise((resolve, reject) => {
+    // Its own process group, so npm's and git's own children stop with it.
     const child = spawn(step.command, step.args, {
       cwd: step.cwd,
       env: step.env ?? process.env,
       stdio: ['ignore', 'pipe', 'pipe'],
-      signal,
-      killSignal: 'SIGKILL',
+      detached: true,
     });
+    const pgid = child.pid;
+    if (pgid) {
+      runningGroups.add(pgid);
+      if (step.pidFile) void writeFile(step.pidFile, String(pgid)).catch(() => undefined);
+    }
+    const onAbort = () => pgid && killGroup(pgid);
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -35,6 +68,9 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
     const done = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
     child.on('error', (err) => reject(new StepError(`${step.label} could not run: ${err.message}`)));
     child.on('close', (code, sig) => {
+      if (pgid) runningGroups.delete(pgid);
+      signal?.removeEventListener('abort', onAbort);
+      if (step.pidFile) void rm(step.pidFile, { force: true });
       void done.then(() => {
         if (code === 0) return resolve(stdout);
         const why = sig ? `was killed (${sig})` : `exited with code ${code}`;

@@ -20,6 +20,7 @@ import type {
   ServerStatus,
 } from '../types.ts';
 import { checkoutDir, projectDir, readBuildMarker, runBuild } from './build.ts';
+import { killRunningSteps } from './exec.ts';
 import { LogWriter } from './logs.ts';
 import type { Backend } from './proxy.ts';
 
@@ -44,6 +45,11 @@ export type LocalRuntimeOptions = {
 
 type Server = {
   ref: RevisionRef;
+  spec: ServerSpec;
+  /** Started on scratch data to prove it boots, while another revision owns the deployment's embedded data. */
+  preflight: boolean;
+  /** Resolves true once /ok answers, false when it exits, fails or is stopped first. */
+  healthy: Promise<boolean>;
   port: number;
   child: ChildProcess;
   phase: 'Starting' | 'Ready';
@@ -103,6 +109,8 @@ export class LocalRuntime implements Runtime {
   private readonly failed = new Map<string, string>();
   private readonly crashes = new Map<string, number>();
   private readonly routes = new Map<string, string>();
+  /** Per deployment: a traffic switch in progress; the proxy holds requests until it settles. */
+  private readonly holds = new Map<string, Promise<void>>();
   private readonly listeners: ((ref: RevisionRef) => void)[] = [];
   private readonly background = new Set<Promise<unknown>>();
   private runningBuilds = 0;
@@ -211,14 +219,20 @@ export class LocalRuntime implements Runtime {
 
   async deploy(spec: ServerSpec): Promise<ServerStatus> {
     const key = revKey(spec);
-    const running = this.servers.get(key);
-    if (running && !running.stopping) return { phase: running.phase };
     const failure = this.failed.get(key);
     if (failure) return { phase: 'Failed', message: failure };
-    if (this.closed) return { phase: 'Starting' };
+    const running = this.servers.get(key);
+    if (running && !running.stopping) return { phase: running.phase };
+    // A switch in progress starts and stops this deployment's servers itself.
+    if (this.closed || this.holds.has(spec.deploymentId)) return { phase: 'Starting' };
     const dir = this.revisionDir(spec);
     if (!(await readBuildMarker(dir))) return this.fail(spec, 'the build of this revision is not on disk');
-    await this.startServer(spec, dir);
+    // The embedded store admits one process per data dir: while another revision serves, prove this one boots
+    // on scratch data; route() then hands the real data over.
+    const othersLive = [...this.servers.values()].some(
+      (s) => s.ref.deploymentId === spec.deploymentId && s.ref.revision !== spec.revision && !s.stopping,
+    );
+    await this.startServer(spec, dir, !this.opts.databaseUrl && othersLive);
     return { phase: 'Starting' };
   }
 
@@ -234,7 +248,12 @@ export class LocalRuntime implements Runtime {
     return { phase: 'Failed', message };
   }
 
-  private async dataArgs(deploymentId: string): Promise<string[]> {
+  private async dataArgs(deploymentId: string, preflightDir?: string): Promise<string[]> {
+    if (preflightDir) {
+      await rm(preflightDir, { recursive: true, force: true });
+      await mkdir(preflightDir, { recursive: true });
+      return ['--data-dir', preflightDir];
+    }
     if (!this.opts.databaseUrl) {
       const dataDir = join(this.deploymentDir(deploymentId), 'data');
       await mkdir(dataDir, { recursive: true });
@@ -258,16 +277,16 @@ export class LocalRuntime implements Runtime {
     return ['--database-url', url.toString()];
   }
 
-  private async startServer(spec: ServerSpec, dir: string): Promise<void> {
+  private async startServer(spec: ServerSpec, dir: string, preflight = false): Promise<Server> {
     const key = revKey(spec);
     const checkout = checkoutDir(dir);
     const config = join(checkout, spec.graphConfigPath);
     const port = await freePort();
-    const dataArgs = await this.dataArgs(spec.deploymentId);
+    const dataArgs = await this.dataArgs(spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
     const log = new LogWriter(this.opts.logs, spec, 'deploy');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
     const args = ['--import', PARENT_WATCH, AGENTPLANE_BIN, 'agent-server', '--config', config, '--host', '127.0.0.1', '--port', String(port), ...dataArgs];
-    log.line(`starting agent server on 127.0.0.1:${port} (commit checkout ${checkout})`);
+    log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
     const child = spawn(process.execPath, args, {
       cwd: projectDir(checkout, spec.graphConfigPath),
       env: { ...process.env, ...spec.env },
@@ -282,7 +301,9 @@ export class LocalRuntime implements Runtime {
     child.stderr!.on('data', (d: Buffer) => d.toString().split('\n').forEach(keep));
     const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
     const exited = new Promise<void>((res) => child.once('exit', () => res()));
-    const server: Server = { ref: spec, port, child, phase: 'Starting', inflight: 0, exited, stopping: false };
+    let settle!: (ok: boolean) => void;
+    const healthy = new Promise<boolean>((r) => (settle = r));
+    const server: Server = { ref: spec, spec, preflight, healthy, port, child, phase: 'Starting', inflight: 0, exited, stopping: false };
     this.servers.set(key, server);
     logger.info({ port, pid: child.pid }, 'agent server starting');
 
@@ -306,10 +327,11 @@ export class LocalRuntime implements Runtime {
         this.notify(spec);
       });
     });
-    void this.track(this.waitHealthy(server, log));
+    void this.track(this.waitHealthy(server, log).then(settle, () => settle(false)));
+    return server;
   }
 
-  private async waitHealthy(server: Server, log: LogWriter): Promise<void> {
+  private async waitHealthy(server: Server, log: LogWriter): Promise<boolean> {
     const deadline = Date.now() + (this.opts.healthTimeoutMs ?? 60_000);
     let exited = false;
     void server.exited.then(() => (exited = true));
@@ -320,7 +342,7 @@ export class LocalRuntime implements Runtime {
           server.phase = 'Ready';
           log.line('agent server is healthy (/ok)');
           this.notify(server.ref);
-          return;
+          return true;
         }
       } catch {
         // not listening yet
@@ -331,10 +353,11 @@ export class LocalRuntime implements Runtime {
         log.line(`agent server did not answer /ok within ${secs} s; stopping it`);
         await this.stopServer(server);
         this.notify(server.ref);
-        return;
+        return false;
       }
       await new Promise((r) => setTimeout(r, 150));
     }
+    return false;
   }
 
   /** Stops a server once (later callers wait for the same stop); `drain` lets forwarded requests finish first. */
@@ -362,19 +385,55 @@ export class LocalRuntime implements Runtime {
   // ---- traffic ----
 
   async route(d: DeploymentRef, revision: string): Promise<void> {
+    const pending = this.holds.get(d.deploymentId);
+    if (pending) await pending;
     const key = `${d.deploymentId}/${revision}`;
     const server = this.servers.get(key);
-    if (!server || server.phase !== 'Ready') throw new Error(`revision ${revision} is not ready to take traffic`);
+    if (!server || server.phase !== 'Ready' || server.stopping) throw new Error(`revision ${revision} is not ready to take traffic`);
     const previous = this.routes.get(d.deploymentId);
-    this.routes.set(d.deploymentId, revision);
-    if (previous !== revision) {
+    const others = [...this.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId && s.ref.revision !== revision);
+    if (server.preflight) {
+      await this.handover(d, server, others, previous);
+    } else {
+      this.routes.set(d.deploymentId, revision);
+      // Traffic has moved: the other revisions' servers stop once their open requests finish.
+      for (const other of others) void this.stopServer(other, true);
+    }
+    if (previous !== this.routes.get(d.deploymentId)) {
       this.crashes.delete(key);
       this.notify(server.ref);
       if (previous) this.notify({ ...d, revision: previous });
     }
-    // Traffic has moved: the other revisions' servers stop once their open requests finish.
-    for (const other of this.servers.values()) {
-      if (other.ref.deploymentId === d.deploymentId && other.ref.revision !== revision) void this.stopServer(other, true);
+  }
+
+  /**
+   * Embedded data: hold new requests, let the old server finish its open ones and stop, start the new revision on
+   * the deployment's data, then release. If the new one does not come up, the old one is started again.
+   */
+  private async handover(d: DeploymentRef, preflight: Server, others: Server[], previous: string | undefined): Promise<void> {
+    let release!: () => void;
+    this.holds.set(d.deploymentId, new Promise<void>((r) => (release = r)));
+    const log = this.opts.logger.child({ deployment: d.deployment, revision: preflight.ref.revision });
+    try {
+      this.routes.set(d.deploymentId, preflight.ref.revision);
+      const old = others.find((s) => s.ref.revision === previous && !s.stopping);
+      await Promise.all([...others.map((o) => this.stopServer(o, true)), this.stopServer(preflight)]);
+      const fresh = await this.startServer(preflight.spec, this.revisionDir(preflight.ref));
+      if (await fresh.healthy) {
+        log.info('traffic handed over');
+        return;
+      }
+      if (!this.failed.has(revKey(preflight.ref))) this.fail(preflight.ref, 'agent server did not start on the deployment data');
+      log.warn('new revision failed on the deployment data; restoring the previous one');
+      if (old) {
+        this.routes.set(d.deploymentId, old.ref.revision);
+        await (await this.startServer(old.spec, this.revisionDir(old.ref))).healthy;
+      } else {
+        this.routes.delete(d.deploymentId);
+      }
+    } finally {
+      this.holds.delete(d.deploymentId);
+      release();
     }
   }
 
@@ -385,8 +444,10 @@ export class LocalRuntime implements Runtime {
     return server && server.phase === 'Ready' && !server.stopping ? revision : undefined;
   }
 
-  /** For the proxy: where a deployment's traffic goes now. */
-  backend(deploymentId: string): Backend | undefined {
+  /** For the proxy: where a deployment's traffic goes now (waits while a switch is in progress). */
+  async backend(deploymentId: string): Promise<Backend | undefined> {
+    const pending = this.holds.get(deploymentId);
+    if (pending) await pending;
     const revision = this.routes.get(deploymentId);
     const server = revision ? this.servers.get(`${deploymentId}/${revision}`) : undefined;
     if (!server || server.phase !== 'Ready') return undefined;
@@ -404,6 +465,8 @@ export class LocalRuntime implements Runtime {
   }
 
   async stop(ref: RevisionRef): Promise<void> {
+    // The routed revision is stopped only by a switch or by cleanup, never from outside.
+    if (this.routes.get(ref.deploymentId) === ref.revision || this.holds.has(ref.deploymentId)) return;
     const key = revKey(ref);
     const build = this.builds.get(key);
     if (build && build.status.phase === 'Running') {
@@ -411,13 +474,12 @@ export class LocalRuntime implements Runtime {
       this.builds.delete(key);
     }
     const server = this.servers.get(key);
-    if (server) {
-      if (this.routes.get(ref.deploymentId) === ref.revision) this.routes.delete(ref.deploymentId);
-      await this.stopServer(server);
-    }
+    if (server) await this.stopServer(server);
   }
 
   async cleanup(d: DeploymentRef): Promise<void> {
+    const pending = this.holds.get(d.deploymentId);
+    if (pending) await pending;
     for (const [key, build] of this.builds) {
       if (key.startsWith(`${d.deploymentId}/`)) {
         build.abort.abort();
@@ -461,6 +523,7 @@ export class LocalRuntime implements Runtime {
   killAllNow(): void {
     for (const s of this.servers.values()) s.child.kill('SIGKILL');
     for (const b of this.builds.values()) b.abort.abort();
+    killRunningSteps();
   }
 
   exists(deploymentId: string): boolean {

@@ -8,7 +8,7 @@ export type Backend = { port: number; acquire(): () => void };
 
 export type ProxyOptions = {
   /** The backend of a deployment id, or undefined when it has no live revision (404). */
-  resolve(deploymentId: string): Backend | undefined;
+  resolve(deploymentId: string): Promise<Backend | undefined>;
 };
 
 export const DEPLOYMENTS_PREFIX = '/deployments';
@@ -22,7 +22,7 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
 
     const forward = async (req: FastifyRequest, reply: FastifyReply) => {
       const { id, '*': rest = '' } = req.params as { id: string; '*'?: string };
-      const backend = opts.resolve(id);
+      const backend = await opts.resolve(id);
       if (!backend) {
         return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
       }
