@@ -127,15 +127,15 @@ describe('embedded store survives a restart', () => {
       const key = (await cli(['api-key', 'create', '--tenant', 'team-r', '--data-dir', dir])).stdout.trim();
       const headers = { 'x-api-key': key, 'x-tenant-id': 'team-r', 'content-type': 'application/json' };
       let proc = await startControlPlaneProcess(['--data-dir', dir]);
-      const dep = await (await fetch(`${proc.url}/v2/deployments`, { method: 'POST', headers, body: JSON.stringify(githubBody('durable')) })).json();
+      const dep = (await (await fetch(`${proc.url}/v2/deployments`, { method: "POST", headers, body: JSON.stringify(githubBody("durable")) })).json()) as { id: string };
       await fetch(`${proc.url}/v2/deployments/${dep.id}`, { method: 'PATCH', headers, body: JSON.stringify({ source_revision_config: { repo_ref: 'v2' } }) });
-      const before = await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json();
+      const before = (await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()) as { resources: unknown[] };
       await proc.stop();
       proc = await startControlPlaneProcess(['--data-dir', dir]);
       try {
         const after = await fetch(`${proc.url}/v2/deployments/${dep.id}`, { headers });
         expect(after.status).toBe(200);
-        expect((await after.json()).secrets).toEqual([{ name: 'OPENAI_API_KEY' }]);
+        expect(((await after.json()) as { secrets: unknown }).secrets).toEqual([{ name: 'OPENAI_API_KEY' }]);
         expect(await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()).toEqual(before);
         expect(before.resources).toHaveLength(2);
       } finally {
