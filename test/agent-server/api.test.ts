@@ -129,7 +129,8 @@ describe.each(['embedded', 'postgres'] as const)('agent server API (%s)', (store
   it('multitask interrupt stops the running run; the new one runs on top of its checkpoints', async () => {
     const t = await newThread();
     const first = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 30_000, mark: 'a' } });
-    await expect.poll(async () => (await call('GET', `/threads/${t}/runs/${first.body.run_id}`)).body.status).toBe('running');
+    // Wait until its first step is checkpointed, so what the interrupted run leaves behind is known.
+    await expect.poll(async () => (await call('GET', `/threads/${t}/state`)).body.values?.marks).toEqual(['start:a']);
     const second = await call('POST', `/threads/${t}/runs`, {
       assistant_id: 'slow', input: { delay_ms: 0, mark: 'b' }, multitask_strategy: 'interrupt',
     });
