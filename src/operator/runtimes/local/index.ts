@@ -70,7 +70,7 @@ function safeId(id: string): string {
 }
 
 export function databaseNameFor(deploymentId: string): string {
-  return `ap_dep_${deploymentId.toLowerCase().replace(/[^a-z0-9]/g, '_')}`.slice(0, 63);
+  return `ap_dev_${deploymentId.toLowerCase().replace(/[^a-z0-9]/g, '_')}`.slice(0, 63);
 }
 
 async function freePort(): Promise<number> {
