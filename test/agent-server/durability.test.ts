@@ -135,6 +135,16 @@ describe('durability on Postgres', () => {
       expect((await clients[1]!.threads.get(t.thread_id)).status).toBe('idle');
     }
     for (const r of created) expect((await clients[1]!.runs.get(r.thread_id, r.run_id)).status).toBe('success');
+
+    // Cancel across processes: ask the process that is NOT executing the run.
+    const t = await clients[0]!.threads.create();
+    const long = await clients[0]!.runs.create(t.thread_id, 'ledger', { input: { i: 7, sleep_ms: 120_000 } });
+    await expect.poll(() => ledgerLines(ledger).some((l) => l.run === long.run_id), { timeout: 30_000 }).toBe(true);
+    const runner = ledgerLines(ledger).find((l) => l.run === long.run_id)!.pid;
+    const other = runner === String(a!.proc.pid) ? clients[1]! : clients[0]!;
+    await other.runs.cancel(t.thread_id, long.run_id, true);
+    expect((await other.runs.get(t.thread_id, long.run_id)).status).toBe('interrupted');
+    expect((await other.threads.get(t.thread_id)).status).toBe('idle');
     await Promise.all([a!.stop(), b!.stop()]);
   });
 });
