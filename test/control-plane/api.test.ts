@@ -1,6 +1,14 @@
 // Service tests of the Deployments v2 API through app.inject on a real embedded store.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AlreadyExistsError, type ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createControlPlane } from '../../src/control-plane/app.ts';
+import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
+import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { startKube } from './helpers/kube.ts';
 import { FINALIZER_RUNTIME, deploymentName } from '../../src/resources/index.ts';
 import { apiHarness, githubBody, type ApiHarness } from './helpers/harness.ts';
 
@@ -163,6 +171,9 @@ describe('create and read', () => {
     const page = (await call('GET', '/v2/deployments?limit=1&offset=1', { tenant: 'tenant-b' })).json();
     expect(page.resources).toHaveLength(1);
     expect(page.offset).toBe(2);
+    expect((await call('GET', '/v2/deployments?status=AWAITING_DATABASE', { tenant: 'tenant-b' })).json().resources.length).toBe(all.resources.length);
+    expect((await call('GET', '/v2/deployments?status=READY', { tenant: 'tenant-b' })).json().resources).toEqual([]);
+    expect((await call('GET', '/v2/deployments?status=BOGUS')).statusCode).toBe(422);
     expect((await call('GET', '/v2/deployments?limit=0')).statusCode).toBe(422);
     expect((await call('GET', '/v2/deployments?limit=101')).statusCode).toBe(422);
   });
@@ -312,26 +323,44 @@ describe('delete', () => {
 });
 
 describe('nothing is half-created', () => {
-  it('a failure after the deployment was written removes it and its revision', async () => {
-    // Wrap the real store so that writing the secret set fails: the deployment exists by then.
-    const failing = await apiHarness((s) =>
-      Object.assign(Object.create(Object.getPrototypeOf(s)), s, {
-        namespace: s.namespace,
-        putSecrets: async () => {
-          throw new AlreadyExistsError('injected failure');
+  const stores: Record<string, () => Promise<{ store: ControlPlaneStore; close: () => Promise<void> }>> = {
+    embedded: async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ap-cp-half-'));
+      const store = openEmbeddedStore({ dataDir: dir });
+      return { store, close: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+    },
+    kubernetes: async () => {
+      const kube = await startKube();
+      const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'half', logger: silentLogger() });
+      return { store, close: async () => { await store.close(); await kube.stop(); } };
+    },
+  };
+  for (const [name, open] of Object.entries(stores)) {
+    it(`${name}: a failure after the deployment was written removes it and its revision`, async () => {
+      const { store, close } = await open();
+      // Wrap the real store so that writing the secret set fails: the deployment exists by then.
+      const failing = new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'putSecrets') return async () => { throw new Error('injected failure'); };
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
         },
-        deleteSecrets: async () => {
-          throw new Error('injected failure');
-        },
-      }) as ControlPlaneStore,
-    );
-    try {
-      const res = await failing.app.inject({ method: 'POST', url: '/v2/deployments', headers: { 'x-api-key': failing.key, 'x-tenant-id': 'tenant-a' }, payload: githubBody('half') });
-      expect(res.statusCode).toBeGreaterThanOrEqual(400);
-      expect((await failing.store.list('AgentDeployment')).items).toEqual([]);
-      expect((await failing.store.list('AgentRevision')).items).toEqual([]);
-    } finally {
-      await failing.close();
-    }
-  });
+      });
+      const app = await createControlPlane({ store: failing, logger: silentLogger(), bootstrapKeys: [{ key: 'boot-key-0123456789abcdef', tenants: ['*'] }] });
+      try {
+        const headers = { 'x-api-key': 'boot-key-0123456789abcdef', 'x-tenant-id': 'tenant-a' };
+        const res = await app.inject({ method: 'POST', url: '/v2/deployments', headers, payload: githubBody('half') });
+        expect(res.statusCode).toBe(500);
+        expect((await store.list('AgentDeployment')).items).toEqual([]);
+        expect((await store.list('AgentRevision')).items).toEqual([]);
+        // Without secrets the same create goes through (the failure was the injected one).
+        const ok = await app.inject({ method: 'POST', url: '/v2/deployments', headers, payload: { ...githubBody('whole'), secrets: [] } });
+        expect(ok.statusCode).toBe(201);
+        expect((await store.list('AgentRevision')).items).toHaveLength(1);
+      } finally {
+        await app.close();
+        await close();
+      }
+    });
+  }
 });

@@ -31,6 +31,8 @@ import {
 import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '../routes/v2/schemas.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
+/** Comma-separated environment variable names of the current secret set (values live in the set only). */
+export const SECRET_NAMES_ANNOTATION = 'agentplane.dev/secret-names';
 
 const IMMUTABLE_SOURCE_CONFIG = {
   integration_id: 'integrationId',
@@ -100,13 +102,22 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
     }
   }
 
-  async function render(dep: AgentDeployment): Promise<Deployment> {
+  /** Secret names are not secret: kept in an annotation so rendering needs no Secret read (older objects: read). */
+  async function secretNamesOf(dep: AgentDeployment): Promise<string[]> {
+    if (!dep.spec.secretsName) return [];
+    const ann = dep.metadata.annotations?.[SECRET_NAMES_ANNOTATION];
+    if (ann !== undefined) return ann ? ann.split(',') : [];
+    return store.secretNames(ns, dep.spec.secretsName).catch(() => []);
+  }
+
+  async function render(dep: AgentDeployment, revisions?: Map<string, AgentRevision>): Promise<Deployment> {
+    const rev = (name: string | undefined) => (revisions ? Promise.resolve(name ? revisions.get(name) : undefined) : getOptional(name));
     const [latestRevision, activeRevision, secretNames] = await Promise.all([
-      getOptional(latestRevisionName(dep)),
-      getOptional(dep.status?.activeRevisionName),
-      dep.spec.secretsName ? store.secretNames(ns, dep.spec.secretsName).catch(() => []) : Promise.resolve([]),
+      rev(latestRevisionName(dep)),
+      rev(dep.status?.activeRevisionName),
+      secretNamesOf(dep),
     ]);
-    return toApiDeployment(dep, { secretNames: secretNames.sort(), latestRevision, activeRevision });
+    return toApiDeployment(dep, { secretNames: [...secretNames].sort(), latestRevision, activeRevision });
   }
 
   /** Creates revision n of `dep` ("ensure": an operator may have made it already). */
@@ -176,7 +187,7 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
             name,
             namespace: ns,
             labels: { [LABEL_TENANT]: tenant, [LABEL_DEPLOYMENT_ID]: id, [LABEL_NAME_HASH]: nameHash(body.name) },
-            annotations: { [UPDATED_AT_ANNOTATION]: now },
+            annotations: { [UPDATED_AT_ANNOTATION]: now, [SECRET_NAMES_ANNOTATION]: body.secrets.map((x) => x.name).join(',') },
           },
           spec: {
             deploymentId: id,
@@ -219,8 +230,11 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       tenant: string,
       q: { limit: number; offset: number; name_contains?: string; status?: string[]; deployment_type?: string; deployment_ids?: string[] },
     ): Promise<{ resources: Deployment[]; offset: number }> {
-      const { items } = await store.list('AgentDeployment', ns, { labelSelector: `${LABEL_TENANT}=${tenant}` });
-      const rendered = await Promise.all(items.filter((d) => d.spec.tenantId === tenant).map(render));
+      const selector = { labelSelector: `${LABEL_TENANT}=${tenant}` };
+      // Two list calls for the whole page instead of reads per deployment.
+      const [{ items }, { items: revs }] = await Promise.all([store.list('AgentDeployment', ns, selector), store.list('AgentRevision', ns, selector)]);
+      const byName = new Map(revs.map((r) => [r.metadata.name, r]));
+      const rendered = await Promise.all(items.filter((d) => d.spec.tenantId === tenant).map((d) => render(d, byName)));
       const needle = q.name_contains?.toLowerCase();
       const filtered = rendered
         .filter((d) => !needle || d.name.toLowerCase().includes(needle))
@@ -282,6 +296,7 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
                 if (secretSet) await store.deleteSecrets(ns, secretSet);
                 secretSet = await putSecretSet(dep, s.revisionCounter, secrets);
                 s.secretsName = secretSet;
+                dep.metadata.annotations = { ...dep.metadata.annotations, [SECRET_NAMES_ANNOTATION]: secrets.map((x) => x.name).join(',') };
               }
             }
             return dep;

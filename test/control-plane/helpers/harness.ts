@@ -18,10 +18,10 @@ export type ApiHarness = {
   close(): Promise<void>;
 };
 
-export async function apiHarness(wrap: (s: ControlPlaneStore) => ControlPlaneStore = (s) => s): Promise<ApiHarness> {
+export async function apiHarness(): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-cp-api-'));
   const store = openEmbeddedStore({ dataDir: dir });
-  const app = await createControlPlane({ store: wrap(store), logger: silentLogger() });
+  const app = await createControlPlane({ store, logger: silentLogger() });
   const { key } = await createApiKey(store, { tenants: ['tenant-a', 'tenant-b'], name: 'test' });
   const { key: otherKey } = await createApiKey(store, { tenants: ['tenant-c'] });
   return {

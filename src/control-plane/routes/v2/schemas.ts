@@ -203,7 +203,11 @@ export const ListDeploymentsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   offset: z.coerce.number().int().min(0).default(0),
   name_contains: z.string().optional(),
-  status: csv,
+  status: z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(deploymentPhaseSchema))
+    .optional(),
   deployment_type: z.enum(['dev', 'prod']).optional(),
   deployment_ids: csv,
 });
