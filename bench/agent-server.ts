@@ -2,7 +2,7 @@
 // (npx @langchain/langgraph-cli dev), on ours embedded and on ours with Postgres, side by side in one run,
 // plus the in-process limit (graph.invoke with a MemorySaver).
 //
-//   npm run bench                      # everything, ~2-3 minutes
+//   npm run bench                      # everything, ~2-3 minutes (targets take turns over 3 rounds)
 //   npm run bench -- --seconds 10 --only embedded,limit
 //
 // Each of --clients SDK clients loops: create thread -> create run -> join -> get state -> get run.
@@ -36,7 +36,8 @@ type Target = (typeof TARGETS)[number];
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '15' },
-    warmup: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '3' },
+    warmup: { type: 'string', default: '2' },
     clients: { type: 'string', default: '32' },
     'latency-samples': { type: 'string', default: '50' },
     only: { type: 'string', default: TARGETS.join(',') },
@@ -49,8 +50,9 @@ if (args.help) {
   process.stdout.write(
     [
       'Usage: node --import tsx bench/agent-server.ts [options]',
-      '  --seconds N          measured duration per server (default 15)',
-      '  --warmup N           unmeasured warm-up seconds per server (default 3)',
+      '  --seconds N          measured seconds per target, split over the rounds (default 15)',
+      '  --rounds N           targets take turns this many times, so background load hits all alike (default 3)',
+      '  --warmup N           unmeasured warm-up seconds before each window (default 2)',
       '  --clients N          concurrent SDK clients (default 32)',
       '  --latency-samples N  sequential runs used for created->running latency (default 50)',
       `  --only LIST          comma-separated subset of ${TARGETS.join(',')}`,
@@ -63,6 +65,8 @@ if (args.help) {
   process.exit(0);
 }
 const seconds = Number(args.seconds);
+const rounds = Math.max(1, Number(args.rounds));
+const windowSeconds = seconds / rounds;
 const warmupSeconds = Number(args.warmup);
 const clients = Number(args.clients);
 const latencySamples = Number(args['latency-samples']);
@@ -195,19 +199,31 @@ async function cycle(client: Client): Promise<void> {
   if (last?.content !== EXPECTED_REPLY) throw new Error(`unexpected final message ${JSON.stringify(last)}`);
 }
 
-/** `workers` concurrent loops of `op` for warm-up + measured seconds; only the measured window counts. */
+/** What one measured window produced. */
+interface Window {
+  completed: number;
+  latencies: number[];
+  errors: number;
+  firstError?: string;
+  /** Server (or limit: this process) CPU seconds in the window. */
+  cpu?: number;
+  clientCpu: number;
+  loadAvg: number;
+}
+
+/** `workers` concurrent loops of `op` for warm-up + `windowSeconds`; only the measured window counts. */
 async function drive(
   target: string,
   op: (worker: number) => Promise<void>,
   workers: number,
   cpuSeconds?: () => number | Promise<number>,
-): Promise<Result> {
+): Promise<Window> {
   const latencies: number[] = [];
   let completed = 0;
   let errors = 0;
   let firstError: string | undefined;
   const warmEnd = performance.now() + warmupSeconds * 1000;
-  const end = warmEnd + seconds * 1000;
+  const end = warmEnd + windowSeconds * 1000;
   let cpuStart: Promise<number> | undefined;
   let cpuEnd: Promise<number> | undefined;
   let loadAvg = NaN;
@@ -244,17 +260,34 @@ async function drive(
     }
   });
   await Promise.all(loops);
-  const cpu = cpuStart && cpuEnd ? (await cpuEnd) - (await cpuStart) : undefined;
-  latencies.sort((a, b) => a - b);
+  mark(performance.now());
+  return {
+    completed,
+    latencies,
+    errors,
+    ...(firstError ? { firstError } : {}),
+    ...(cpuStart && cpuEnd ? { cpu: (await cpuEnd) - (await cpuStart) } : {}),
+    clientCpu: selfEnd - selfStart,
+    loadAvg,
+  };
+}
+
+/** Merges a target's windows from all rounds. */
+function combine(target: string, windows: Window[]): Result {
+  const completed = windows.reduce((a, w) => a + w.completed, 0);
+  const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
+  const cpu = windows.every((w) => w.cpu !== undefined) ? windows.reduce((a, w) => a + w.cpu!, 0) : undefined;
+  const clientCpu = windows.reduce((a, w) => a + w.clientCpu, 0);
+  const firstError = windows.find((w) => w.firstError)?.firstError;
   return {
     target,
     cycles: completed,
-    errors,
+    errors: windows.reduce((a, w) => a + w.errors, 0),
     ...(firstError ? { firstError } : {}),
-    cyclesPerSec: completed / seconds,
+    cyclesPerSec: completed / (windowSeconds * windows.length),
     ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
-    ...(completed > 0 && !Number.isNaN(selfEnd) ? { clientCpuMsPerCycle: ((selfEnd - selfStart) * 1000) / completed } : {}),
-    loadAvg,
+    ...(completed > 0 ? { clientCpuMsPerCycle: (clientCpu * 1000) / completed } : {}),
+    loadAvg: windows.reduce((a, w) => a + w.loadAvg, 0) / windows.length,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
   };
@@ -279,37 +312,40 @@ async function startLatency(client: Client, samples: number): Promise<{ p50: num
   return { p50: percentile(deltas, 50), p99: percentile(deltas, 99) };
 }
 
-async function benchServer(target: string, server: Server): Promise<Result> {
-  const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
-  log(`${target}: ${clients} clients, ${warmupSeconds}s warm-up + ${seconds}s`);
-  const pgid = server.proc.pid!;
-  const result = await drive(target, (w) => cycle(sdk[w]!), clients, () => groupCpuSeconds(pgid));
-  const latency = await startLatency(sdk[0]!, latencySamples);
-  result.startP50 = latency.p50;
-  result.startP99 = latency.p99;
-  log(`${target}: ${result.cyclesPerSec.toFixed(1)} cycles/s, p50 ${result.p50.toFixed(1)} ms, errors ${result.errors}`);
-  return result;
+interface Contender {
+  target: Target;
+  /** One measured window at full load. */
+  window(): Promise<Window>;
+  latency?(): Promise<{ p50: number; p99: number }>;
+  stop(): Promise<void>;
 }
 
-async function benchLimit(target: string): Promise<Result> {
+function serverContender(target: Target, server: Server, cleanup: () => Promise<void> = async () => {}): Contender {
+  const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
+  const pgid = server.proc.pid!;
+  return {
+    target,
+    window: () => drive(target, (w) => cycle(sdk[w]!), clients, () => groupCpuSeconds(pgid)),
+    latency: () => startLatency(sdk[0]!, latencySamples),
+    stop: async () => {
+      await stopServer(server);
+      await cleanup();
+    },
+  };
+}
+
+async function limitContender(): Promise<Contender> {
   const registry = await loadGraphs(exampleConfig, { logger: silentLogger() });
   const graph = await registry.getGraph('agent', {}, { checkpointer: new MemorySaver() });
   let n = 0;
-  log(`${target}: in-process graph.invoke + getState, ${clients} concurrent loops`);
-  const result = await drive(
-    target,
-    async () => {
-      const config = { configurable: { thread_id: `t${n++}` } };
-      await graph.invoke(INPUT, config);
-      const state = await graph.getState(config);
-      const last = (state.values as { messages: Array<{ content: unknown }> }).messages.at(-1);
-      if (last?.content !== EXPECTED_REPLY) throw new Error('unexpected final message');
-    },
-    clients,
-    selfCpuSeconds,
-  );
-  log(`${target}: ${result.cyclesPerSec.toFixed(1)} cycles/s`);
-  return result;
+  const op = async () => {
+    const config = { configurable: { thread_id: `t${n++}` } };
+    await graph.invoke(INPUT, config);
+    const state = await graph.getState(config);
+    const last = (state.values as { messages: Array<{ content: unknown }> }).messages.at(-1);
+    if (last?.content !== EXPECTED_REPLY) throw new Error('unexpected final message');
+  };
+  return { target: 'limit', window: () => drive('limit', op, clients, selfCpuSeconds), stop: async () => {} };
 }
 
 // ---------------------------------------------------------------------------------------------- report
@@ -321,16 +357,14 @@ function fmt(n: number | undefined, digits = 1): string {
 function report(results: Result[]): string {
   const by = (t: string) => results.find((r) => r.target === t);
   const ref = by('reference');
-  const limits = results.filter((r) => r.target.startsWith('limit'));
-  const limitRate = limits.length ? limits.reduce((a, r) => a + r.cyclesPerSec, 0) / limits.length : undefined;
+  const limitRate = by('limit')?.cyclesPerSec;
   const label: Record<string, string> = {
     reference: 'reference (langgraph-cli dev, in-memory)',
     embedded: 'agentplane embedded',
     postgres: 'agentplane Postgres',
-    'limit-before': 'limit: in-process graph.invoke, MemorySaver (before)',
-    'limit-after': 'limit: in-process graph.invoke, MemorySaver (after)',
+    limit: 'limit: in-process graph.invoke, MemorySaver',
   };
-  const isServer = (r: Result) => !r.target.startsWith('limit');
+  const isServer = (r: Result) => r.target !== 'limit';
   const rows = results.map((r) =>
     [
       label[r.target] ?? r.target,
@@ -352,7 +386,7 @@ function report(results: Result[]): string {
     '# Agent server benchmark',
     '',
     `${new Date().toISOString()} · ${os.cpus().length} × ${cpu} · Node ${process.version} · ${clients} concurrent SDK clients · ` +
-      `${warmupSeconds} s warm-up + ${seconds} s measured per server · example graph examples/agent (agent -> tools -> agent)`,
+      `${seconds} s measured per target in ${rounds} turns (each after ${warmupSeconds} s warm-up) · example graph examples/agent (agent -> tools -> agent)`,
     '',
     'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
     '',
@@ -360,7 +394,8 @@ function report(results: Result[]): string {
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r} |`),
     '',
-    '- vs limit: against the mean of the two limit runs (before and after the servers).',
+    '- Targets take turns (limit, reference, embedded, Postgres, then again) so changing background load on the shared ' +
+      'machine hits each alike; all servers stay up for the whole run.',
     "- created→running: run `created_at` to the run's first checkpoint `created_at` (GET history), on " +
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
     '- server CPU ms / cycle: user+system CPU of the server\'s process group (the limit: this process) in the measured ' +
@@ -378,81 +413,105 @@ function report(results: Result[]): string {
 
 // ---------------------------------------------------------------------------------------------- main
 
-async function main(): Promise<void> {
-  const logDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-'));
-  const results: Result[] = [];
+async function startContenders(logDir: string): Promise<Contender[]> {
+  const contenders: Contender[] = [];
   const node = process.execPath;
+  const bin = path.join(root, 'bin/agentplane.mjs');
+  const nodeFlags = args.profile ? ['--cpu-prof', '--cpu-prof-dir', logDir] : [];
+  const ours = (port: number, store: string[]) => [
+    ...nodeFlags,
+    bin,
+    'agent-server',
+    '--config',
+    exampleConfig,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...store,
+  ];
   try {
-    // The machine is shared: measure the limit before and after the servers and compare against their mean.
-    if (only.has('limit')) results.push(await benchLimit('limit-before'));
+    if (only.has('limit')) contenders.push(await limitContender());
     if (only.has('reference')) {
       const cli = await ensureReferenceInstalled();
       // The dev server keeps its in-memory state in .langgraph_api next to langgraph.json; start clean.
-      await rm(path.join(root, 'examples/agent/.langgraph_api'), { recursive: true, force: true });
+      const state = path.join(root, 'examples/agent/.langgraph_api');
+      await rm(state, { recursive: true, force: true });
       const port = await freePort();
-      log('starting reference server');
+      log('starting the reference server');
       const server = await startServer(
         'reference',
         node,
         [cli, 'dev', '--no-browser', '--host', '127.0.0.1', '--port', String(port), '--config', exampleConfig],
         { cwd: referenceDir, port, logDir },
       );
-      try {
-        results.push(await benchServer('reference', server));
-      } finally {
-        await stopServer(server);
-        await rm(path.join(root, 'examples/agent/.langgraph_api'), { recursive: true, force: true });
-      }
+      contenders.push(serverContender('reference', server, () => rm(state, { recursive: true, force: true })));
     }
-    const bin = path.join(root, 'bin/agentplane.mjs');
-    const nodeFlags = args.profile ? ['--cpu-prof', '--cpu-prof-dir', logDir] : [];
     if (only.has('embedded')) {
       const port = await freePort();
       const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
       log('starting agentplane (embedded)');
-      const server = await startServer(
-        'embedded',
-        node,
-        [...nodeFlags, bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir],
-        { cwd: root, port, logDir },
-      );
-      try {
-        results.push(await benchServer('embedded', server));
-      } finally {
-        await stopServer(server);
-        await rm(dataDir, { recursive: true, force: true });
-      }
+      const server = await startServer('embedded', node, ours(port, ['--data-dir', dataDir]), { cwd: root, port, logDir });
+      contenders.push(serverContender('embedded', server, () => rm(dataDir, { recursive: true, force: true })));
     }
     if (only.has('postgres')) {
       const db = `ap_bench_${randomBytes(4).toString('hex')}`;
       const admin = new pg.Client({ connectionString: ADMIN_URL });
       await admin.connect();
       await admin.query(`CREATE DATABASE ${db}`);
+      const dropDb = async () => {
+        await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+        await admin.end();
+      };
       const dbUrl = new URL(ADMIN_URL);
       dbUrl.pathname = `/${db}`;
       const port = await freePort();
       log(`starting agentplane (Postgres database ${db})`);
+      let server: Server;
       try {
-        const server = await startServer(
-          'postgres',
-          node,
-          [...nodeFlags, bin, 'agent-server', '--config', exampleConfig, '--host', '127.0.0.1', '--port', String(port), '--database-url', dbUrl.href],
-          { cwd: root, port, logDir },
-        );
-        try {
-          results.push(await benchServer('postgres', server));
-        } finally {
-          await stopServer(server);
-        }
-      } finally {
-        await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-        await admin.end();
+        server = await startServer('postgres', node, ours(port, ['--database-url', dbUrl.href]), { cwd: root, port, logDir });
+      } catch (err) {
+        await dropDb();
+        throw err;
+      }
+      contenders.push(serverContender('postgres', server, dropDb));
+    }
+  } catch (err) {
+    for (const c of contenders) await c.stop();
+    throw err;
+  }
+  return contenders;
+}
+
+async function main(): Promise<void> {
+  const logDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-'));
+  const contenders = await startContenders(logDir);
+  const windows = new Map<Target, Window[]>(contenders.map((c) => [c.target, []]));
+  const latencies = new Map<Target, { p50: number; p99: number }>();
+  try {
+    // All servers are up for the whole run; each target takes its turn once per round.
+    for (let round = 1; round <= rounds; round++) {
+      for (const c of contenders) {
+        log(`round ${round}/${rounds}: ${c.target}, ${clients} clients, ${warmupSeconds}s warm-up + ${windowSeconds.toFixed(1)}s`);
+        const w = await c.window();
+        windows.get(c.target)!.push(w);
+        log(`  ${(w.completed / windowSeconds).toFixed(1)} cycles/s, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`);
       }
     }
-    if (only.has('limit')) results.push(await benchLimit('limit-after'));
+    for (const c of contenders) {
+      if (!c.latency) continue;
+      log(`${c.target}: created->running on ${latencySamples} sequential runs`);
+      latencies.set(c.target, await c.latency());
+    }
   } finally {
+    for (const c of contenders) await c.stop();
     log(`server logs in ${logDir}`);
   }
+  const results = contenders.map((c) => {
+    const r = combine(c.target, windows.get(c.target)!);
+    const l = latencies.get(c.target);
+    return l ? { ...r, startP50: l.p50, startP99: l.p99 } : r;
+  });
   const table = report(results);
   process.stdout.write(`${table}\n`);
   if (!args['no-write']) {
