@@ -24,6 +24,7 @@ const commands: Record<string, Command> = {
     summary: 'Create control plane API keys (api-key create --tenant ID)',
     load: () => import('./control-plane/api-key-command.ts'),
   },
+  operator: { summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)', load: () => import('./operator/command.ts') },
 };
 
 function usage(): string {

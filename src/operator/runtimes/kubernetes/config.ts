@@ -2,8 +2,8 @@
 import { z } from 'zod';
 
 export const kubernetesRuntimeConfigSchema = z.object({
-  /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`. */
-  registry: z.string().min(1),
+  /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
+  registry: z.string().default(''),
   /** Secret of type kubernetes.io/dockerconfigjson in the agent namespace, used by BuildKit to push. */
   pushSecretName: z.string().min(1).optional(),
   /** BuildKit rootless image (runs buildctl-daemonless.sh). */

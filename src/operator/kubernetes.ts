@@ -1,0 +1,82 @@
+// The operator in a cluster: the kubernetes store (custom resources) feeding the controllers, the Kubernetes
+// runtime acting on the cluster, and, when asked, a Lease so that only one replica acts at a time.
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../lib/logger.ts';
+import { openKubernetesStore } from '../control-plane/store/kubernetes/index.ts';
+import type { OperatorConfig } from './config.ts';
+import { LeaderElector } from './leader/lease.ts';
+import { createOperator } from './operator.ts';
+import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
+import { storeLogSink } from './sources.ts';
+
+export type RunningOperator = {
+  /** Resolves when the operator stops acting for good (close() or lost leadership). */
+  done: Promise<'closed' | 'lost-leadership'>;
+  close(): Promise<void>;
+};
+
+function loadKubeConfig(file?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export function startKubernetesOperator(config: OperatorConfig, logger: Logger): RunningOperator {
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const store = openKubernetesStore({ kubeConfig, namespace: config.namespace, logger });
+  const runtime = new KubernetesRuntime({ kubeConfig, namespace: config.namespace, config: config.runtime, logs: storeLogSink(store), logger });
+  const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
+  let finish: (why: 'closed' | 'lost-leadership') => void = () => {};
+  const done = new Promise<'closed' | 'lost-leadership'>((r) => (finish = r));
+  let acting = false;
+
+  const act = async () => {
+    acting = true;
+    await runtime.start();
+    await operator.start();
+    logger.info({ namespace: config.namespace }, 'operator acting');
+  };
+  const halt = async () => {
+    if (!acting) return;
+    acting = false;
+    await operator.stop();
+    await runtime.shutdown();
+  };
+
+  const elector = config.leaderElect
+    ? new LeaderElector({
+        kubeConfig,
+        namespace: config.leaseNamespace,
+        name: config.leaseName,
+        identity: config.identity,
+        leaseDurationMs: config.leaseDurationMs,
+        logger,
+      })
+    : undefined;
+  if (elector) {
+    elector.run({
+      onStartedLeading: () => act(),
+      // A replica that lost the Lease may hold stale state: stop at once and let the process restart.
+      onStoppedLeading: async () => {
+        await halt();
+        finish('lost-leadership');
+      },
+    });
+  } else {
+    void act().catch((err: unknown) => {
+      logger.error({ err }, 'operator failed to start');
+      finish('lost-leadership');
+    });
+  }
+
+  return {
+    done,
+    async close() {
+      if (elector) await elector.stop();
+      await halt();
+      await store.close();
+      finish('closed');
+    },
+  };
+}
