@@ -11,8 +11,10 @@
 // - updateStatus: writes status only (same optimistic check).
 // - delete: with finalizers, sets deletionTimestamp (once) and keeps the object; without, removes it. Removal
 //   garbage-collects dependents (objects and secrets whose ownerReferences name the removed uid), like Kubernetes.
-// - watch: events after `resourceVersion` ('' or '0' = synthetic ADDED for every current object first). A version
-//   older than the store keeps history for -> onError(ResourceExpiredError) (410), then list again.
+// - watch: events after `resourceVersion` ('' or '0' = synthetic ADDED for every current object first), in
+//   resourceVersion order. A version older than the store keeps history for -> onError(ResourceExpiredError) (410),
+//   then list again. onError also ends a watch the server closed (kubernetes: timeouts, network); re-list or resume
+//   from the last seen resourceVersion. Embedded watches also see writes of other processes on the same file (polled).
 import { AppError, ConflictError } from '../../lib/errors.ts';
 import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
 

@@ -30,6 +30,8 @@ export type EmbeddedStoreOptions = {
   namespace?: string;
   /** Changes kept for watch resumption. */
   historyLimit?: number;
+  /** How often watchers look for changes written by other processes sharing the file. */
+  pollMs?: number;
 };
 
 type Change = { rv: number; kind: Kind; namespace: string; type: WatchEventType; obj: AnyResource };
@@ -63,22 +65,27 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   db.pragma('journal_mode = WAL');
   db.pragma('busy_timeout = 5000');
   db.exec(SCHEMA);
-  return new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000);
+  return new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000, opts.pollMs ?? 200);
 }
 
 class EmbeddedStore implements ControlPlaneStore {
   private readonly events = new EventEmitter();
-  private pending: Change[] = [];
+  /** Last resourceVersion handed to watchers. */
+  private published: number;
+  private poller: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly db: Database.Database,
     readonly namespace: string,
     private readonly historyLimit: number,
+    private readonly pollMs: number,
   ) {
     this.events.setMaxListeners(0);
+    this.published = this.currentRv();
   }
 
   async close(): Promise<void> {
+    clearInterval(this.poller);
     this.events.removeAllListeners();
     this.db.close();
   }
@@ -201,6 +208,7 @@ class EmbeddedStore implements ControlPlaneStore {
     onError: (err: unknown) => void,
   ): Promise<() => void> {
     let stopped = false;
+    let seen = 0;
     const queue: Change[] = [];
     let draining = false;
     // Delivered asynchronously and in order, so handlers may write to the store without re-entering a write.
@@ -211,19 +219,37 @@ class EmbeddedStore implements ControlPlaneStore {
         onEvent(c.type, structuredClone(c.obj) as KindMap[K]);
       }
     };
-    const push = (c: Change) => {
-      if (stopped || c.kind !== kind || (namespace !== undefined && c.namespace !== namespace)) return;
-      queue.push(c);
+    const schedule = () => {
       if (!draining) {
         draining = true;
         queueMicrotask(drain);
       }
     };
-    const listener = (c: Change) => push(c);
+    const push = (c: Change) => {
+      // `seen` drops what the replay already delivered when the change feed catches up with it.
+      if (stopped || c.rv <= seen || c.kind !== kind || (namespace !== undefined && c.namespace !== namespace)) return;
+      seen = c.rv;
+      queue.push(c);
+      schedule();
+    };
+    const listener = (c: Change | ResourceExpiredError) => {
+      if (stopped) return;
+      if (c instanceof ResourceExpiredError) {
+        stopped = true;
+        this.events.off('change', listener);
+        queueMicrotask(() => onError(c));
+        return;
+      }
+      push(c);
+    };
     // better-sqlite3 is synchronous: replay and subscription happen in one tick, so no change falls between them.
     if (resourceVersion === '' || resourceVersion === '0') {
       const { items, resourceVersion: rv } = this.listSync(kind, namespace);
-      for (const obj of items) push({ rv: Number(rv), kind, namespace: obj.metadata.namespace!, type: 'ADDED', obj });
+      for (const obj of items) {
+        queue.push({ rv: Number(rv), kind, namespace: obj.metadata.namespace!, type: 'ADDED', obj });
+      }
+      seen = Number(rv);
+      schedule();
     } else {
       const from = Number(resourceVersion);
       const compacted = this.counter('compacted');
@@ -233,16 +259,11 @@ class EmbeddedStore implements ControlPlaneStore {
         );
         return () => {};
       }
-      const rows = this.db.prepare('SELECT * FROM changes WHERE rv > ? AND kind = ? ORDER BY rv').all(from, kind) as {
-        rv: number;
-        kind: Kind;
-        namespace: string;
-        type: WatchEventType;
-        json: string;
-      }[];
-      for (const r of rows) push({ rv: r.rv, kind: r.kind, namespace: r.namespace, type: r.type, obj: JSON.parse(r.json) });
+      seen = from;
+      for (const c of this.changesSince(from)) push(c);
     }
     this.events.on('change', listener);
+    this.startPolling();
     return () => {
       stopped = true;
       this.events.off('change', listener);
@@ -335,17 +356,52 @@ class EmbeddedStore implements ControlPlaneStore {
 
   /** Runs `fn` in a transaction and publishes its changes only after it committed. */
   private write<T>(fn: () => T): T {
-    this.pending = [];
-    try {
-      const result = this.db.transaction(fn)();
-      const changes = this.pending;
-      this.pending = [];
-      for (const c of changes) this.events.emit('change', c);
-      return result;
-    } catch (err) {
-      this.pending = [];
-      throw err;
+    const result = this.db.transaction(fn)();
+    this.publish();
+    return result;
+  }
+
+  private changesSince(rv: number): Change[] {
+    const rows = this.db.prepare('SELECT * FROM changes WHERE rv > ? ORDER BY rv').all(rv) as {
+      rv: number;
+      kind: Kind;
+      namespace: string;
+      type: WatchEventType;
+      json: string;
+    }[];
+    return rows.map((r) => ({ rv: r.rv, kind: r.kind, namespace: r.namespace, type: r.type, obj: JSON.parse(r.json) as AnyResource }));
+  }
+
+  /**
+   * Sends watchers every change after the last one published, in resourceVersion order: this process's writes
+   * right after they commit, other processes' writes (e.g. `api-key create`, a separate operator) when polled.
+   */
+  private publish(): void {
+    if (this.events.listenerCount('change') === 0) {
+      this.published = this.currentRv();
+      return;
     }
+    if (this.counter('compacted') > this.published) {
+      this.published = this.currentRv();
+      this.events.emit('change', new ResourceExpiredError('watch fell behind the kept history'));
+      return;
+    }
+    for (const c of this.changesSince(this.published)) {
+      this.published = c.rv;
+      this.events.emit('change', c);
+    }
+  }
+
+  private startPolling(): void {
+    if (this.poller || this.pollMs <= 0) return;
+    this.poller = setInterval(() => {
+      try {
+        this.publish();
+      } catch {
+        // closed database: close() stops the poller
+      }
+    }, this.pollMs);
+    this.poller.unref();
   }
 
   private current<K extends Kind>(kind: K, input: KindMap[K]): KindMap[K] {
@@ -437,7 +493,6 @@ class EmbeddedStore implements ControlPlaneStore {
         this.db.prepare("UPDATE counters SET value = ? WHERE name = 'compacted'").run(cutoff);
       }
     }
-    this.pending.push({ rv, kind, namespace, type, obj: structuredClone(obj) });
   }
 
   private nextRv(): number {
