@@ -31,6 +31,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   const app = fastify({ loggerInstance: deps.logger as FastifyBaseLogger, bodyLimit: 1024 * 1024 });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // Clients often send a JSON content type with no body on POST .../redeploy and DELETE: read that as no body.
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = (body as string).trim();
+    if (!text) return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
   // Request bodies may hold secret values: log only method and path.
   app.addHook('onRequest', async (req) => {
     req.log = req.log.child({ reqId: req.id });

@@ -43,7 +43,7 @@ export const controlPlaneCommand: CommandSpec = {
     ...storeOptions,
     'bootstrap-api-key': {
       type: 'string',
-      description: 'An admin API key accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
+      description: 'An admin API key (16+ characters) accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
       env: ['AGENTPLANE_BOOTSTRAP_API_KEY'],
     },
     'bootstrap-tenants': {

@@ -257,7 +257,7 @@ describe('revisions', () => {
     expect(deployed.resources[0]).toMatchObject({ image: 'img:1', repo_commit_sha: 'abc123', source_revision_config: { repo_commit_sha: 'abc123' } });
     expect((await call('GET', `${base}?limit=1`)).json().resources[0].id).toBe(posted.json().id);
     expect((await call('GET', `${base}?limit=1&offset=1`)).json().resources[0].id).toBe(dep.latest_revision_id);
-    const redeploy = await call('POST', `${base}/${dep.latest_revision_id}/redeploy`);
+    const redeploy = await h.app.inject({ method: 'POST', url: `${base}/${dep.latest_revision_id}/redeploy`, headers: { 'x-api-key': h.key, 'x-tenant-id': 'tenant-a', 'content-type': 'application/json' }, payload: '' });
     expect(redeploy.statusCode).toBe(200);
     expect((await h.store.get('AgentDeployment', 'default', deploymentName(dep.id))).spec.targetRevisionName).toBe(`${deploymentName(dep.id)}-r1`);
     const missing = await call('GET', `${base}/00000000-0000-4000-8000-000000000000`);
