@@ -295,6 +295,24 @@ describe.each(['embedded', 'postgres'] as const)('agent server API (%s)', (store
     expect(firstCheckpoint - Date.parse(r.body.created_at)).toBeGreaterThanOrEqual(1_400);
   });
 
+  it('thread creation with supersteps applies them, or writes nothing when one is rejected', async () => {
+    const ok = await call('POST', '/threads', {
+      metadata: { graph_id: 'counter' },
+      supersteps: [{ updates: [{ values: { count: 5 }, as_node: 'first' }] }],
+    });
+    expect(ok.status).toBe(200);
+    const state = (await call('GET', `/threads/${ok.body.thread_id}/state`)).body;
+    expect(state.values.count).toBe(5);
+    expect(state.next).toEqual(['second']);
+    const before = (await call('POST', '/threads/count', {})).body;
+    const bad = await call('POST', '/threads', {
+      metadata: { graph_id: 'counter' },
+      supersteps: [{ updates: [{ values: { count: 5 }, as_node: 'no-such-node' }] }],
+    });
+    expect(bad.status).toBe(400);
+    expect((await call('POST', '/threads/count', {})).body).toBe(before);
+  });
+
   it('meta: /ok and /info', async () => {
     expect((await call('GET', '/ok')).body).toEqual({ ok: true });
     expect((await call('GET', '/info')).body).toMatchObject({ storage: store });

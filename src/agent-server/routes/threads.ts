@@ -37,10 +37,16 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
     }
     const thread = await storage.threads.create({ thread_id, metadata }, body.if_exists ?? 'raise');
-    for (const step of body.supersteps ?? []) {
-      for (const u of step.updates) {
-        await service.updateState(thread_id, { values: u.values, as_node: u.as_node });
+    try {
+      for (const step of body.supersteps ?? []) {
+        for (const u of step.updates) {
+          await service.updateState(thread_id, { values: u.values, as_node: u.as_node });
+        }
       }
+    } catch (err) {
+      // A rejected request leaves nothing behind.
+      if (thread.created_at === thread.updated_at) await storage.threads.delete(thread_id).catch(() => undefined);
+      throw err;
     }
     return body.supersteps?.length ? (await storage.threads.get(thread_id)) ?? thread : thread;
   });
