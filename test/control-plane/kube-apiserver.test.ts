@@ -10,7 +10,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRevision, type AgentDeployment } from '../../src/resources/index.ts';
-import { validateMeta } from '../support/kube-apiserver/registry.ts';
+import { structuralProblems, validateMeta } from '../support/kube-apiserver/registry.ts';
 import { makeDeployment } from './helpers/fixtures.ts';
 import { startKube } from './helpers/kube.ts';
 
@@ -44,6 +44,14 @@ afterAll(async () => {
 });
 
 describe('kube-apiserver double', () => {
+  it('refuses non-structural CRD schemas like the real server (ours pass)', () => {
+    expect(structuralProblems({ type: 'object', properties: { a: { properties: {} }, b: { type: 'object', additionalProperties: false } } })).toEqual([
+      '.a: type is required',
+      '.b: additionalProperties: false is not allowed',
+    ]);
+    expect(kube.server.registry.all().map((k) => k.kind)).toEqual(expect.arrayContaining(['AgentDeployment', 'AgentRevision']));
+  });
+
   it('validates custom resources against the CRD schema: 422 Invalid with causes', async () => {
     const bad = makeDeployment(ns) as any;
     bad.spec.source = 'svn';

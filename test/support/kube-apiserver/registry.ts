@@ -124,13 +124,31 @@ function toJsonSchema(node: unknown): unknown {
   return out;
 }
 
-/** Registers every CRD found in `dir` (apiextensions.k8s.io/v1, one per file). */
+/**
+ * The structural-schema rules the real server enforces when a CRD is created: every node has a type (unless it
+ * preserves unknown fields), no $ref, no additionalProperties next to properties, no additionalProperties: false.
+ */
+export function structuralProblems(node: Json, path = ''): string[] {
+  const problems: string[] = [];
+  if (!node.type && !node['x-kubernetes-preserve-unknown-fields'] && !node['x-kubernetes-int-or-string']) problems.push(`${path || '<root>'}: type is required`);
+  if ('$ref' in node) problems.push(`${path}: $ref is not allowed`);
+  if (node.properties && node.additionalProperties !== undefined) problems.push(`${path}: properties and additionalProperties are mutually exclusive`);
+  if (node.additionalProperties === false) problems.push(`${path}: additionalProperties: false is not allowed`);
+  for (const [k, v] of Object.entries<Json>(node.properties ?? {})) problems.push(...structuralProblems(v, `${path}.${k}`));
+  if (node.items) problems.push(...structuralProblems(node.items, `${path}[]`));
+  if (node.additionalProperties && typeof node.additionalProperties === 'object') problems.push(...structuralProblems(node.additionalProperties, `${path}{}`));
+  return problems;
+}
+
+/** Registers every CRD found in `dir` (apiextensions.k8s.io/v1, one per file); refuses non-structural ones. */
 export function registerCrds(registry: KindRegistry, dir: string): void {
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml'))) {
     const crd = parse(readFileSync(join(dir, file), 'utf8')) as Json;
     if (crd.kind !== 'CustomResourceDefinition') continue;
     for (const v of crd.spec.versions as Json[]) {
       const schema = v.schema.openAPIV3Schema as Json;
+      const problems = structuralProblems(schema);
+      if (problems.length) throw new Error(`${file}: CRD schema is not structural: ${problems.join('; ')}`);
       const validate: ValidateFunction = ajv.compile(toJsonSchema(schema) as Json);
       registry.register({
         group: crd.spec.group,
