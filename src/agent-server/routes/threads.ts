@@ -36,6 +36,7 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
     if (body.supersteps?.length && typeof metadata.graph_id !== 'string') {
       throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
     }
+    const existed = body.thread_id ? (await storage.threads.get(thread_id)) !== null : false;
     const thread = await storage.threads.create({ thread_id, metadata }, body.if_exists ?? 'raise');
     try {
       for (const step of body.supersteps ?? []) {
@@ -45,7 +46,7 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       }
     } catch (err) {
       // A rejected request leaves nothing behind.
-      if (thread.created_at === thread.updated_at) await storage.threads.delete(thread_id).catch(() => undefined);
+      if (!existed) await storage.threads.delete(thread_id).catch(() => undefined);
       throw err;
     }
     return body.supersteps?.length ? (await storage.threads.get(thread_id)) ?? thread : thread;
