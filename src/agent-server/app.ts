@@ -12,7 +12,6 @@ import type { Logger } from '../lib/logger.ts';
 import type { GraphRegistry } from './graphs/index.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
-import { stringify } from './serde.ts';
 import { createAgentService } from './service.ts';
 import type { Storage } from './storage/types.ts';
 
@@ -38,7 +37,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  app.setReplySerializer((payload) => stringify(payload));
+  // Route results are plain JSON already (graph output goes through toPlain), so no replacer on the hot path.
+  app.setReplySerializer((payload) => JSON.stringify(payload));
   // An empty body with a JSON content type reads as "no body" instead of a parse error.
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = (body as string).trim();
