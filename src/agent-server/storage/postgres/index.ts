@@ -367,9 +367,11 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               }
             }
           }
+          // clock_timestamp(): the moment of the insert, not the start of this transaction.
           const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
-              status, kwargs, multitask_strategy, not_before) VALUES ($1, $2, $3, $4, 'pending', $5, $6,
-              CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END) RETURNING *),
+              status, kwargs, multitask_strategy, not_before, created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending',
+              $5, $6, CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+              clock_timestamp(), clock_timestamp()) RETURNING *),
             th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
               WHERE thread_id = $2 RETURNING 1),
             n AS (SELECT pg_notify($8, '{"type":"wake"}'))
