@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { alive, api, childPids, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { alive, api, childPids, childProcesses, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -199,7 +199,7 @@ describe('agentplane dev end to end', () => {
     // DELETE: 204, record gone, no child process left, URL 404.
     expect((await cp2.delete(`/v2/deployments/${depId}`)).status).toBe(204);
     await waitFor('deployment record gone', async () => ((await cp2.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined));
-    expect(childPids(dev.child.pid!)).toEqual([]);
+    expect(childProcesses(dev.child.pid!)).toEqual([]);
     expect((await fetch(`${url}/ok`)).status).toBe(404);
 
     expect(await stopDev(dev)).toBe(0);

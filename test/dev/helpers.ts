@@ -82,3 +82,15 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** "pid command" of each direct child, for assertions that show what was left behind. */
+export function childProcesses(pid: number): string[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
+}

@@ -29,6 +29,8 @@ export type ServerSpec = RevisionRef & {
   graphConfigPath: string;
   /** Environment of the agent server (the deployment's secrets). */
   env: Record<string, string>;
+  /** The revision has served before (DEPLOYED): a runtime may skip re-proving that it boots. */
+  proven?: boolean;
 };
 
 export type ServerStatus =

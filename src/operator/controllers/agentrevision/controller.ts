@@ -51,6 +51,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       revision: rev.metadata.name,
       graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
       env,
+      proven: phaseOf(rev) === 'DEPLOYED',
     };
   };
 
@@ -64,7 +65,11 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
     const needs = revisionNeeds(phaseOf(rev), isTarget, routed, keepServing);
     let build: BuildStatus | undefined;
     let server: ServerStatus | undefined;
-    if (supported.ok && needs.build) {
+    if (supported.ok && needs.build && rev.spec.source === 'external_docker') {
+      // A prebuilt image has nothing to build (runtimes that cannot run images refuse it in supports()).
+      if (rev.spec.sourceRevisionConfig.imageUri) build = { phase: 'Succeeded', commitSha: '' };
+      else supported = { ok: false, message: 'source_revision_config.image_uri is required for external_docker' };
+    } else if (supported.ok && needs.build) {
       const spec = buildSpecOf(dep, rev);
       if ('invalid' in spec) supported = { ok: false, message: spec.invalid };
       else build = await runtime.build(spec);

@@ -270,16 +270,19 @@ export class KubernetesRuntime implements Runtime {
     return rolloutStatusOf(d, this.replicaSets.list(), this.pods.list(), ref.revision);
   }
 
-  /** The revision whose pods serve: the Deployment's when its rollout is done, else the one still available. */
+  /**
+   * The revision whose pods serve: the Deployment's once its rollout is done, else the newest ReplicaSet that
+   * still has available pods (the old revision during a rollout or after a rollback).
+   */
   routedRevision(ref: DeploymentRef): string | undefined {
     const d = this.deployments.get(`${ref.namespace}/${ref.deployment}`);
     if (!d) return undefined;
     const running = d.spec?.template?.metadata?.labels?.[LABEL_REVISION];
     if (running && this.serverStatus({ ...ref, revision: running })?.phase === 'Ready') return running;
-    const previous = this.ownedReplicaSets(d)
-      .filter((rs) => rs.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== running && (rs.status?.availableReplicas ?? 0) > 0)
+    const serving = this.ownedReplicaSets(d)
+      .filter((rs) => (rs.status?.availableReplicas ?? 0) > 0)
       .sort((a, b) => revisionNumberOf(b) - revisionNumberOf(a))[0];
-    return previous?.spec?.template?.metadata?.labels?.[LABEL_REVISION];
+    return serving?.spec?.template?.metadata?.labels?.[LABEL_REVISION];
   }
 
   /** A rolling update moves traffic by itself once the new pods are ready; nothing else to switch. */

@@ -109,8 +109,12 @@ export class LocalRuntime implements Runtime {
   private readonly failed = new Map<string, string>();
   private readonly crashes = new Map<string, number>();
   private readonly routes = new Map<string, string>();
+  /** Proven revisions waiting to take over embedded data: started by route(), not before (saves a boot). */
+  private readonly parked = new Map<string, ServerSpec>();
   /** Per deployment: a traffic switch in progress; the proxy holds requests until it settles. */
   private readonly holds = new Map<string, Promise<void>>();
+  /** Deployments cleaned up: a reconcile that read them just before deletion must not start anything again. */
+  private readonly gone = new Set<string>();
   private readonly listeners: ((ref: RevisionRef) => void)[] = [];
   private readonly background = new Set<Promise<unknown>>();
   private runningBuilds = 0;
@@ -166,6 +170,7 @@ export class LocalRuntime implements Runtime {
   }
 
   async build(spec: BuildSpec): Promise<BuildStatus> {
+    if (this.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
     const key = revKey(spec);
     const current = this.builds.get(key);
     if (current) return current.status;
@@ -223,6 +228,8 @@ export class LocalRuntime implements Runtime {
     if (failure) return { phase: 'Failed', message: failure };
     const running = this.servers.get(key);
     if (running && !running.stopping) return { phase: running.phase };
+    if (this.parked.has(key)) return { phase: 'Ready' };
+    if (this.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
     // A switch in progress starts and stops this deployment's servers itself.
     if (this.closed || this.holds.has(spec.deploymentId)) return { phase: 'Starting' };
     const dir = this.revisionDir(spec);
@@ -232,13 +239,19 @@ export class LocalRuntime implements Runtime {
     const othersLive = [...this.servers.values()].some(
       (s) => s.ref.deploymentId === spec.deploymentId && s.ref.revision !== spec.revision && !s.stopping,
     );
-    await this.startServer(spec, dir, !this.opts.databaseUrl && othersLive);
+    const exclusive = !this.opts.databaseUrl && othersLive;
+    if (exclusive && spec.proven) {
+      this.parked.set(key, spec);
+      return { phase: 'Ready' };
+    }
+    await this.startServer(spec, dir, exclusive);
     return { phase: 'Starting' };
   }
 
   serverStatus(ref: RevisionRef): ServerStatus | undefined {
     const failure = this.failed.get(revKey(ref));
     if (failure) return { phase: 'Failed', message: failure };
+    if (this.parked.has(revKey(ref))) return { phase: 'Ready' };
     const server = this.servers.get(revKey(ref));
     return server && !server.stopping ? { phase: server.phase } : undefined;
   }
@@ -283,6 +296,7 @@ export class LocalRuntime implements Runtime {
     const config = join(checkout, spec.graphConfigPath);
     const port = await freePort();
     const dataArgs = await this.dataArgs(spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
+    if (this.gone.has(spec.deploymentId) || this.closed) throw new Error(`deployment ${spec.deployment} is gone`);
     const log = new LogWriter(this.opts.logs, spec, 'deploy');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
     const args = ['--import', PARENT_WATCH, AGENTPLANE_BIN, 'agent-server', '--config', config, '--host', '127.0.0.1', '--port', String(port), ...dataArgs];
@@ -389,11 +403,15 @@ export class LocalRuntime implements Runtime {
     if (pending) await pending;
     const key = `${d.deploymentId}/${revision}`;
     const server = this.servers.get(key);
-    if (!server || server.phase !== 'Ready' || server.stopping) throw new Error(`revision ${revision} is not ready to take traffic`);
+    const parked = this.parked.get(key);
+    if (!parked && (!server || server.phase !== 'Ready' || server.stopping)) {
+      throw new Error(`revision ${revision} is not ready to take traffic`);
+    }
     const previous = this.routes.get(d.deploymentId);
     const others = [...this.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId && s.ref.revision !== revision);
-    if (server.preflight) {
-      await this.handover(d, server, others, previous);
+    if (parked || server!.preflight) {
+      this.parked.delete(key);
+      await this.handover(d, parked ?? server!.spec, parked ? undefined : server, others, previous);
     } else {
       this.routes.set(d.deploymentId, revision);
       // Traffic has moved: the other revisions' servers stop once their open requests finish.
@@ -401,7 +419,7 @@ export class LocalRuntime implements Runtime {
     }
     if (previous !== this.routes.get(d.deploymentId)) {
       this.crashes.delete(key);
-      this.notify(server.ref);
+      this.notify({ ...d, revision });
       if (previous) this.notify({ ...d, revision: previous });
     }
   }
@@ -410,20 +428,20 @@ export class LocalRuntime implements Runtime {
    * Embedded data: hold new requests, let the old server finish its open ones and stop, start the new revision on
    * the deployment's data, then release. If the new one does not come up, the old one is started again.
    */
-  private async handover(d: DeploymentRef, preflight: Server, others: Server[], previous: string | undefined): Promise<void> {
+  private async handover(d: DeploymentRef, spec: ServerSpec, preflight: Server | undefined, others: Server[], previous: string | undefined): Promise<void> {
     let release!: () => void;
     this.holds.set(d.deploymentId, new Promise<void>((r) => (release = r)));
-    const log = this.opts.logger.child({ deployment: d.deployment, revision: preflight.ref.revision });
+    const log = this.opts.logger.child({ deployment: d.deployment, revision: spec.revision });
     try {
-      this.routes.set(d.deploymentId, preflight.ref.revision);
+      this.routes.set(d.deploymentId, spec.revision);
       const old = others.find((s) => s.ref.revision === previous && !s.stopping);
-      await Promise.all([...others.map((o) => this.stopServer(o, true)), this.stopServer(preflight)]);
-      const fresh = await this.startServer(preflight.spec, this.revisionDir(preflight.ref));
+      await Promise.all([...others.map((o) => this.stopServer(o, true)), preflight && this.stopServer(preflight)]);
+      const fresh = await this.startServer(spec, this.revisionDir(spec));
       if (await fresh.healthy) {
         log.info('traffic handed over');
         return;
       }
-      if (!this.failed.has(revKey(preflight.ref))) this.fail(preflight.ref, 'agent server did not start on the deployment data');
+      if (!this.failed.has(revKey(spec))) this.fail(spec, 'agent server did not start on the deployment data');
       log.warn('new revision failed on the deployment data; restoring the previous one');
       if (old) {
         this.routes.set(d.deploymentId, old.ref.revision);
@@ -473,11 +491,13 @@ export class LocalRuntime implements Runtime {
       build.abort.abort();
       this.builds.delete(key);
     }
+    this.parked.delete(key);
     const server = this.servers.get(key);
     if (server) await this.stopServer(server);
   }
 
   async cleanup(d: DeploymentRef): Promise<void> {
+    this.gone.add(d.deploymentId);
     const pending = this.holds.get(d.deploymentId);
     if (pending) await pending;
     for (const [key, build] of this.builds) {
@@ -487,6 +507,7 @@ export class LocalRuntime implements Runtime {
       }
     }
     this.routes.delete(d.deploymentId);
+    for (const key of [...this.parked.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.parked.delete(key);
     const mine = [...this.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId);
     await Promise.all(mine.map((s) => this.stopServer(s)));
     for (const key of [...this.failed.keys(), ...this.crashes.keys()]) {
