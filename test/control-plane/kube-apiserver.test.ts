@@ -10,7 +10,8 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRevision, type AgentDeployment } from '../../src/resources/index.ts';
-import { structuralProblems, validateMeta } from '../support/kube-apiserver/registry.ts';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { builtinKind, structuralProblems } from '../support/kube-apiserver/registry.ts';
 import { makeDeployment } from './helpers/fixtures.ts';
 import { startKube } from './helpers/kube.ts';
 
@@ -149,18 +150,13 @@ describe('kube-apiserver double', () => {
   });
 
   it('lets tests register more built-in kinds (how H5 adds apps/v1 Deployments and friends)', async () => {
-    kube.server.registry.register({
-      group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true,
-      statusSubresource: true, requireResourceVersionOnUpdate: false, tracksGeneration: true,
-      admit(obj) {
-        const causes = validateMeta(obj);
-        if (!obj.spec?.template) causes.push({ field: 'spec.template', message: 'Required value', reason: 'FieldValueRequired' });
-        return causes.length ? { causes } : { object: obj };
-      },
-    });
+    kube.server.registry.register(
+      builtinKind({ group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true, statusSubresource: true, tracksGeneration: true }, Deployment),
+    );
     const apps = kc.makeApiClient(AppsV1Api);
     const invalid = await failure(apps.createNamespacedDeployment({ namespace: ns, body: { metadata: { name: 'web' }, spec: { selector: {} } as any } }));
     expect(invalid.code).toBe(422);
+    expect(invalid.body.details.causes).toContainEqual(expect.objectContaining({ field: 'spec', reason: 'FieldValueRequired' }));
     const made = await apps.createNamespacedDeployment({
       namespace: ns,
       body: { metadata: { name: 'web' }, spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i' }] } } } },

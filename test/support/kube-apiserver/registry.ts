@@ -3,6 +3,8 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Secret } from 'kubernetes-models/v1/Secret';
 import { parse } from 'yaml';
 
 export type Cause = { field: string; message: string; reason: string };
@@ -177,33 +179,58 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
   }
 }
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** A kubernetes-models class: validates against the official Kubernetes OpenAPI schema. */
+type ModelClass = new (data: any) => { validate(): void };
+
+/**
+ * A built-in kind validated with the official schema (kubernetes-models) plus the metadata rules. H5 registers
+ * apps/v1 Deployments, Services, Jobs... this way: `registry.register(builtinKind({...}, Deployment))`.
+ */
+export function builtinKind(
+  spec: Omit<KindSpec, 'admit' | 'requireResourceVersionOnUpdate'> & { requireResourceVersionOnUpdate?: boolean },
+  Model: ModelClass,
+  normalize: (obj: Json) => Json = (o) => o,
+): KindSpec {
+  return {
+    requireResourceVersionOnUpdate: false,
+    ...spec,
+    admit(obj) {
+      const object = normalize(obj);
+      const causes = validateMeta(object);
+      try {
+        new Model(object).validate();
+      } catch (err) {
+        const errors = ((err as { errors?: { instancePath: string; message?: string; keyword: string }[] }).errors ?? []);
+        if (!errors.length) causes.push({ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' });
+        for (const e of errors) {
+          causes.push({
+            field: e.instancePath.split('/').filter(Boolean).join('.') || '<root>',
+            message: e.message ?? 'invalid',
+            reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
+          });
+        }
+      }
+      return causes.length ? { causes } : { object };
+    },
+  };
+}
 
 /** Secret and ConfigMap, the built-ins the control plane store uses. */
 export function registerCoreKinds(registry: KindRegistry): void {
-  registry.register({
-    group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true,
-    statusSubresource: false, requireResourceVersionOnUpdate: false, tracksGeneration: false,
-    admit(obj) {
-      const causes = validateMeta(obj);
-      for (const [k, v] of Object.entries<unknown>(obj.data ?? {})) {
-        if (typeof v !== 'string' || !BASE64.test(v)) causes.push({ field: `data[${k}]`, message: 'Invalid value: must be base64', reason: 'FieldValueInvalid' });
-      }
-      const data = { ...(obj.data ?? {}) } as Json;
-      for (const [k, v] of Object.entries<unknown>(obj.stringData ?? {})) data[k] = Buffer.from(String(v)).toString('base64');
-      const { stringData: _s, ...rest } = obj;
-      return causes.length ? { causes } : { object: { ...rest, type: obj.type ?? 'Opaque', data } };
-    },
-  });
-  registry.register({
-    group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true,
-    statusSubresource: false, requireResourceVersionOnUpdate: false, tracksGeneration: false,
-    admit(obj) {
-      const causes = validateMeta(obj);
-      for (const [k, v] of Object.entries<unknown>(obj.data ?? {})) {
-        if (typeof v !== 'string') causes.push({ field: `data[${k}]`, message: 'Invalid value: must be a string', reason: 'FieldValueInvalid' });
-      }
-      return causes.length ? { causes } : { object: obj };
-    },
-  });
+  registry.register(
+    builtinKind(
+      { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, tracksGeneration: false },
+      Secret,
+      // The server folds stringData into data (base64) and defaults the type.
+      (obj) => {
+        const data = { ...(obj.data ?? {}) } as Json;
+        for (const [k, v] of Object.entries<unknown>(obj.stringData ?? {})) data[k] = Buffer.from(String(v)).toString('base64');
+        const { stringData: _s, ...rest } = obj;
+        return { ...rest, type: obj.type ?? 'Opaque', data };
+      },
+    ),
+  );
+  registry.register(
+    builtinKind({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true, statusSubresource: false, tracksGeneration: false }, ConfigMap),
+  );
 }
