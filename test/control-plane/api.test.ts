@@ -217,6 +217,19 @@ describe('patch', () => {
     expect(await h.store.getSecrets('default', byNumber[1]!.spec.secretsName!)).toEqual({ OPENAI_API_KEY: 'sk-very-secret-value' });
   });
 
+  it('concurrent PATCHes each get their own revision (optimistic retries, no lost update)', async () => {
+    const dep = await create('patch-concurrent');
+    const refs = ['c1', 'c2', 'c3', 'c4', 'c5'];
+    const results = await Promise.all(refs.map((r) => call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: r } } })));
+    expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200]);
+    const list = (await call('GET', `/v2/deployments/${dep.id}/revisions`)).json();
+    expect(list.resources.map((r: { revision_number: number }) => r.revision_number)).toEqual([6, 5, 4, 3, 2, 1]);
+    expect(list.resources.slice(0, 5).map((r: { source_revision_config: { repo_ref: string } }) => r.source_revision_config.repo_ref).sort()).toEqual(refs);
+    const final = (await call('GET', `/v2/deployments/${dep.id}`)).json();
+    expect(final.latest_revision_id).toBe(list.resources[0].id);
+    expect(final.source_revision_config.repo_ref).toBe(list.resources[0].source_revision_config.repo_ref);
+  });
+
   it('400 naming an immutable field; 409 renaming onto a taken name', async () => {
     const dep = await create('patch-immutable');
     for (const [body, field] of [

@@ -146,7 +146,7 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       try {
         return await store.update('AgentDeployment', next);
       } catch (err) {
-        if (err instanceof StaleResourceVersionError && attempt < 5) continue;
+        if (err instanceof StaleResourceVersionError && attempt < 10) continue;
         throw err;
       }
     }
