@@ -171,6 +171,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   it('reports BUILD_FAILED with the reason in the revision and its build log; the live revision keeps serving', async () => {
     await patchDeployment(name, { revisionCounter: 2, targetRevisionName: rev(2), sourceRevisionConfig: { repoRef: 'no-such-branch', graphConfigPath: 'langgraph.json' } });
     await until('the second build Job', () => peek('batch', 'jobs', `${rev(2)}-build`));
+    cluster.api.podLogs.set(`${NS}/${rev(2)}-build-abcde/clone`, 'fatal: couldn\'t find remote ref no-such-branch\n');
     await fake.finishJob(`${rev(2)}-build`, { ok: false, container: 'clone', message: 'repo_ref "no-such-branch" is not a branch, tag or commit' });
     await until('BUILD_FAILED', () => phaseOf(rev(2)) === 'BUILD_FAILED');
     expect(revision(rev(2))!.status.statusMessage).toBe(
@@ -183,6 +184,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     });
     await store.close();
     expect(page.logs.map((l) => l.message).join('\n')).toContain('is not a branch, tag or commit');
+    expect(page.logs.map((l) => l.message)).toContain("[clone] fatal: couldn't find remote ref no-such-branch");
     expect(peek('apps', 'deployments', name)!.spec.template.metadata.labels['agentplane.dev/revision']).toBe(rev(1));
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
   });

@@ -37,6 +37,8 @@ export class KubeApiServer {
   readonly token: string;
   /** Every request seen, "METHOD path", for tests that check what a client did. */
   readonly requests: string[] = [];
+  /** Container logs served at GET .../pods/<name>/log?container=<c>, keyed "namespace/pod/container". */
+  readonly podLogs = new Map<string, string>();
 
   constructor(private readonly opts: KubeApiServerOptions = {}) {
     registerCoreKinds(this.registry);
@@ -95,6 +97,7 @@ export class KubeApiServer {
     const method = req.method ?? 'GET';
     const body = ['POST', 'PUT', 'PATCH'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
+    if (sub === 'log' && spec.plural === 'pods' && method === 'GET') return this.podLog(res, namespace!, name!, q.get('container') ?? '');
     if (sub && sub !== 'status') return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
     if (sub === 'status' && !spec.statusSubresource) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
 
@@ -361,6 +364,15 @@ export class KubeApiServer {
     const limit = this.opts.historyLimit ?? 10_000;
     while (this.changes.length > limit) this.compactedRv = this.changes.shift()!.rv;
     for (const w of this.watchers) w.send(c);
+  }
+
+  private podLog(res: ServerResponse, namespace: string, name: string, container: string): void {
+    const spec = this.registry.lookup('', 'v1', 'pods')!;
+    if (!this.objects.has(this.key('', 'pods', namespace, name))) return this.notFound(res, spec, name);
+    const text = this.podLogs.get(`${namespace}/${name}/${container}`);
+    if (text === undefined) return this.status(res, 400, 'BadRequest', `container "${container}" in pod "${name}" is waiting to start`);
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(text);
   }
 
   // ---- responses ----
