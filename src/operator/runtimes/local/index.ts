@@ -353,8 +353,9 @@ export class LocalRuntime implements Runtime {
       try {
         const res = await fetch(`http://127.0.0.1:${server.port}/ok`, { signal: AbortSignal.timeout(2000) });
         if (res.ok) {
-          server.phase = 'Ready';
           log.line('agent server is healthy (/ok)');
+          await log.flush();
+          server.phase = 'Ready';
           this.notify(server.ref);
           return true;
         }
