@@ -147,6 +147,17 @@ describe('embedded store survives a restart', () => {
   }, 60_000);
 });
 
+describe('kubernetes store without the CRDs', () => {
+  it('the control plane refuses to start and says how to install them', async () => {
+    const kube = await startKube({ crdDir: undefined });
+    try {
+      await expect(startControlPlaneProcess(['--store', 'kubernetes'], { KUBECONFIG: kube.kubeconfig })).rejects.toThrow(/kubectl apply -f crds/);
+    } finally {
+      await kube.stop();
+    }
+  }, 60_000);
+});
+
 describe('CLI usage errors', () => {
   it('api-key create needs a tenant; bad flags are usage errors with exit code 2', async () => {
     expect((await cliFails(['api-key', 'create'])).code).toBe(2);
