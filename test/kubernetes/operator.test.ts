@@ -201,4 +201,20 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].image).toBe(`registry.test/agents/${name}@${digest}`);
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
   });
+
+  it('deleting the AgentDeployment garbage-collects every child through owner references', async () => {
+    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
+    for (const [group, plural, child] of [
+      ['apps', 'deployments', name],
+      ['apps', 'statefulsets', `${name}-postgres`],
+      ['', 'services', name],
+      ['', 'secrets', `${name}-postgres`],
+      ['networking.k8s.io', 'ingresses', name],
+      ['batch', 'jobs', `${rev(1)}-build`],
+      ['agentplane.dev', 'agentrevisions', rev(3)],
+    ] as const) {
+      expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
+    }
+  });
 });
