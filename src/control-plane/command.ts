@@ -11,10 +11,19 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   const logger = createLogger({ level: config.logLevel, name: 'control-plane' });
-  const server = await startControlPlane(config, logger);
+  let server;
+  try {
+    server = await startControlPlane(config, logger);
+  } catch (err) {
+    // Startup problems (unreadable kubeconfig, missing CRDs, port in use) are the operator's to fix: one clear line.
+    logger.fatal({ err: { message: (err as Error).message } }, 'control plane failed to start');
+    process.stderr.write(`agentplane control-plane: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down');
-    server.close().then(
+    server!.close().then(
       () => process.exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
