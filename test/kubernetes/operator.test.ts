@@ -166,6 +166,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     await fake.rollout(name, 'ready');
     await until('DEPLOYED', () => phaseOf(rev(1)) === 'DEPLOYED');
     expect(revision(rev(1))!.status.repoCommitSha).toBe('a1b2c3d4e5f6a7b8');
+    expect(revision(rev(1))!.status.image).toBe(`registry.test/agents/${name}@${digest}`);
   });
 
   it('reports BUILD_FAILED with the reason in the revision and its build log; the live revision keeps serving', async () => {

@@ -92,7 +92,8 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       ...current,
       phase: out.status as AgentRevisionStatus['phase'],
       statusMessage: out.message,
-      ...(out.commitSha ? { repoCommitSha: out.commitSha, image: `git:${out.commitSha}` } : {}),
+      // The image a runtime reports (a registry digest in a cluster) wins over the local runtime's git id.
+      ...(out.commitSha ? { repoCommitSha: out.commitSha, image: (o.build?.phase === 'Succeeded' && o.build.image) || `git:${out.commitSha}` } : {}),
       observedGeneration: o.rev.metadata.generation,
       conditions,
     };
