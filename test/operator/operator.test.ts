@@ -153,6 +153,17 @@ describe('operator with the local runtime', () => {
     }
     expect(writes).toEqual([]);
 
+    // The live agent server crashes: it is started again on the same data, the revision stays DEPLOYED.
+    const [crashed] = runtime.pids();
+    process.kill(crashed!, 'SIGKILL');
+    await waitFor('a new server for r1', async () => {
+      const pids = runtime.pids();
+      return pids.length === 1 && pids[0] !== crashed && runtime.routedRevision({ namespace: NS, deployment: name, deploymentId: id }) === r1 ? true : undefined;
+    });
+    expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
+    expect((await store.get('AgentRevision', NS, r1)).status?.phase).toBe('DEPLOYED');
+    expect((await store.list('AgentRevision', NS)).items.filter((r) => r.spec.deploymentId === id)).toHaveLength(1);
+
     // A new revision (what PATCH does): built, routed, the old one stays DEPLOYED but stops serving.
     const r2 = revisionName(name, 2);
     const current = await store.get('AgentDeployment', NS, name);

@@ -242,6 +242,8 @@ export class LocalRuntime implements Runtime {
     const exclusive = !this.opts.databaseUrl && othersLive;
     if (exclusive && spec.proven) {
       this.parked.set(key, spec);
+      // Nothing else will change for this revision until route(): tell the controllers it can take traffic.
+      queueMicrotask(() => this.notify(spec));
       return { phase: 'Ready' };
     }
     await this.startServer(spec, dir, exclusive);
