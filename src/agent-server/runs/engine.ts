@@ -226,7 +226,7 @@ export class RunEngine {
       if (entry.cancel) throw new CancelledError('cancelled before start');
       const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
       const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
-      const { streamMode, subgraphs } = graphStreamOptions(kw);
+      const { streamMode, subgraphs, publish } = graphStreamOptions(kw);
       const stream = await graph.stream(input, {
         ...config,
         signal: controller.signal,
@@ -236,19 +236,31 @@ export class RunEngine {
         ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
         ...(kw.durability ? { durability: kw.durability } : {}),
       });
+      // The last root "values" chunk is the final state; an "__interrupt__" chunk means the run paused.
+      let last: unknown;
+      let paused = false;
       for await (const chunk of stream) {
         const parts = chunk as unknown[];
         const [ns, mode, data] = (subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
-        this.streams.publish(run.run_id, ns.length ? `${mode}|${ns.join('|')}` : mode, data);
+        if (mode === 'values' && !ns.length) {
+          if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
+          else last = data;
+        }
+        if (publish.has(mode)) this.streams.publish(run.run_id, ns.length ? `${mode}|${ns.join('|')}` : mode, data);
       }
-      const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
-      const interrupted = snapshot.next.length > 0;
-      outcome = {
-        status: interrupted ? 'interrupted' : 'success',
-        values: toPlain<Json>(snapshot.values ?? {}),
-        interrupted,
-        interrupts: interruptsOf(snapshot),
-      };
+      if (!paused && last !== undefined) {
+        outcome = { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} };
+      } else {
+        // Paused (or nothing streamed): the checkpoint tells what waits and why.
+        const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
+        const interrupted = snapshot.next.length > 0;
+        outcome = {
+          status: interrupted ? 'interrupted' : 'success',
+          values: toPlain<Json>(snapshot.values ?? {}),
+          interrupted,
+          interrupts: interruptsOf(snapshot),
+        };
+      }
     } catch (err) {
       if (entry.cancel === 'rollback') {
         clearTimeout(timer);
@@ -318,15 +330,16 @@ export class RunEngine {
 }
 
 /** API stream modes -> LangGraph's; "messages-tuple" is LangGraph's "messages", "events" is not offered. */
-function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean } {
+function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean; publish: Set<string> } {
   const wanted = kw.stream_mode ?? ['values'];
-  const modes = new Set<string>();
+  const publish = new Set<string>();
   for (const m of wanted) {
-    if (m === 'messages-tuple' || m === 'messages') modes.add('messages');
-    else if (m !== 'events') modes.add(m);
+    if (m === 'messages-tuple' || m === 'messages') publish.add('messages');
+    else if (m !== 'events') publish.add(m);
   }
-  if (!modes.size) modes.add('values');
-  return { streamMode: [...modes], subgraphs: !!kw.subgraphs };
+  if (!publish.size) publish.add('values');
+  // "values" is always streamed: the engine takes the final state from it instead of reading the checkpoint.
+  return { streamMode: [...new Set([...publish, 'values'])], subgraphs: !!kw.subgraphs, publish };
 }
 
 interface RunKwargs {
