@@ -8,8 +8,8 @@ import { registerBuiltinKinds } from '../../support/kube-apiserver/builtins.ts';
 
 export type TestCluster = { api: KubeApiServer; kubeConfig: KubeConfig; kubeconfigPath: string; close(): Promise<void> };
 
-export async function startCluster(namespace = 'agents'): Promise<TestCluster> {
-  const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds') });
+export async function startCluster(namespace = 'agents', opts: { historyLimit?: number } = {}): Promise<TestCluster> {
+  const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds'), ...opts });
   registerBuiltinKinds(api.registry);
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));
