@@ -6,7 +6,11 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { GraphConfigError } from './config.ts';
 
-/** Major 1: the line our @langchain/langgraph-checkpoint(-postgres|-sqlite) 1.x packages are written for. */
+/**
+ * Major 1: the line our @langchain/langgraph-checkpoint(-postgres|-sqlite) 1.x packages are written for. Checked
+ * with 1.0.0, 1.0.7 (test/fixtures/graphs/foreign) and 1.7.3 against our savers. 0.x graphs use the older
+ * checkpoint format and config shape, and 2.x may change both, so they are refused rather than half-working.
+ */
 export const SUPPORTED_LANGGRAPH_RANGE = '>=1.0.0 <2.0.0';
 
 export function isSupportedLanggraphVersion(version: string): boolean {
