@@ -1,0 +1,22 @@
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseDevConfig } from '../../src/dev/config.ts';
+import { UsageError } from '../../src/lib/cli-args.ts';
+
+describe('agentplane dev flags', () => {
+  it('uses defaults, then environment, then flags', () => {
+    expect(parseDevConfig([], {})).toMatchObject({ host: '127.0.0.1', port: 8080, dataDir: resolve('.agentplane'), databaseUrl: undefined });
+    const env = { AGENTPLANE_PORT: '9000', AGENTPLANE_DATA_DIR: '/tmp/x', AGENTPLANE_DATABASE_URL: 'postgres://u@h:5432/db' };
+    expect(parseDevConfig([], env)).toMatchObject({ port: 9000, dataDir: '/tmp/x', databaseUrl: 'postgres://u@h:5432/db' });
+    expect(parseDevConfig(['--port', '0', '--data-dir', '/tmp/y'], env)).toMatchObject({ port: 0, dataDir: '/tmp/y' });
+    expect(parseDevConfig(['--help'], {})).toBeNull();
+  });
+
+  it('rejects bad values naming the flag', () => {
+    expect(() => parseDevConfig(['--port', '70000'], {})).toThrow(/--port/);
+    expect(() => parseDevConfig(['--database-url', 'not a url'], {})).toThrow(/--database-url/);
+    expect(() => parseDevConfig(['--health-timeout', '-1'], {})).toThrow(/--health-timeout/);
+    expect(() => parseDevConfig(['--bogus'], {})).toThrow(UsageError);
+    expect(() => parseDevConfig([], { AGENTPLANE_BOOTSTRAP_API_KEY: 'short' })).toThrow(/AGENTPLANE_BOOTSTRAP_API_KEY/);
+  });
+});
