@@ -23,6 +23,7 @@ export const operatorCommand: CommandSpec = {
     'default-cpu': { type: 'string', description: 'CPU request (cores) when resource_spec has none', default: '0.5', env: ['AGENTPLANE_DEFAULT_CPU'] },
     'default-memory-mb': { type: 'string', description: 'Memory request (MiB) when resource_spec has none', default: '512', env: ['AGENTPLANE_DEFAULT_MEMORY_MB'] },
     'progress-deadline': { type: 'string', description: 'Seconds a rollout may stall before DEPLOY_FAILED', default: '600', env: ['AGENTPLANE_PROGRESS_DEADLINE'] },
+    'postgres-mode': { type: 'string', description: 'auto: own Postgres StatefulSet for deployments without DATABASE_URI; external: require DATABASE_URI', default: 'auto', env: ['AGENTPLANE_POSTGRES_MODE'] },
     'postgres-image': { type: 'string', description: 'Image of per-deployment Postgres', default: 'postgres:16-alpine', env: ['AGENTPLANE_POSTGRES_IMAGE'] },
     'postgres-storage': { type: 'string', description: 'PVC size of per-deployment Postgres', default: '1Gi', env: ['AGENTPLANE_POSTGRES_STORAGE'] },
     'postgres-storage-class': { type: 'string', description: 'StorageClass of per-deployment Postgres', env: ['AGENTPLANE_POSTGRES_STORAGE_CLASS'] },
@@ -52,7 +53,7 @@ export type OperatorConfig = z.infer<typeof schema>;
 const FLAG: Record<string, string> = {
   leaderElect: '--leader-elect', leaseName: '--lease-name', leaseNamespace: '--lease-namespace', leaseDurationMs: '--lease-duration',
   logLevel: '--log-level', registry: '--registry', buildTimeoutSeconds: '--build-timeout', progressDeadlineSeconds: '--progress-deadline',
-  cpu: '--default-cpu', memoryMb: '--default-memory-mb', baseDomain: '--base-domain', storageSize: '--postgres-storage',
+  cpu: '--default-cpu', memoryMb: '--default-memory-mb', baseDomain: '--base-domain', storageSize: '--postgres-storage', mode: '--postgres-mode',
 };
 
 /** Returns null for --help. */
@@ -78,7 +79,7 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
       buildTimeoutSeconds: num('build-timeout'),
       progressDeadlineSeconds: num('progress-deadline'),
       ingress: { className: pick('ingress-class'), baseDomain: pick('base-domain'), tlsSecretName: pick('ingress-tls-secret') },
-      postgres: { image: pick('postgres-image'), storageSize: pick('postgres-storage'), storageClassName: pick('postgres-storage-class') },
+      postgres: { mode: pick('postgres-mode'), image: pick('postgres-image'), storageSize: pick('postgres-storage'), storageClassName: pick('postgres-storage-class') },
       defaults: { cpu: num('default-cpu'), memoryMb: num('default-memory-mb') },
     },
     leaderElect: pick('leader-elect'),

@@ -45,6 +45,7 @@ describe('values.schema.json', () => {
     ['build.timeoutSeconds', '30m'],
     ['agents.ingress.baseDomain', 'Agents_Example'],
     ['agents.postgres.storageSize', '1 gigabyte'],
+    ['agents.postgres.mode', 'internal'],
     ['agents.defaultResources.cpu', 0],
     ['operator.resources', { requests: { memory: 'lots' } }],
     ['operator.typo', true],

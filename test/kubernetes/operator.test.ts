@@ -219,3 +219,28 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     }
   });
 });
+
+describe('postgres mode external', () => {
+  let op: RunningOperator;
+  beforeAll(() => {
+    op = startKubernetesOperator(config(['--postgres-mode', 'external']), logger);
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it('fails a deployment without DATABASE_URI instead of creating a Postgres', async () => {
+    const id = '7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    await applyDeployment(manifest);
+    await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
+    expect(revision(`${name}-r1`)!.status.statusMessage).toContain('No DATABASE_URI');
+    expect(peek('apps', 'statefulsets', `${name}-postgres`)).toBeUndefined();
+    expect(peek('apps', 'deployments', name)).toBeUndefined();
+  });
+});

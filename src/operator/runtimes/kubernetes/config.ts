@@ -26,11 +26,16 @@ export const kubernetesRuntimeConfigSchema = z.object({
     .default({}),
   postgres: z
     .object({
+      /**
+       * auto: a deployment without a DATABASE_URI gets its own Postgres StatefulSet; external: it fails instead
+       * (clusters where every agent must use a managed database).
+       */
+      mode: z.enum(['auto', 'external']).default('auto'),
       image: z.string().min(1).default('postgres:16-alpine'),
       storageSize: z.string().min(1).default('1Gi'),
       storageClassName: z.string().min(1).optional(),
     })
-    .default({ image: 'postgres:16-alpine', storageSize: '1Gi' }),
+    .default({ mode: 'auto', image: 'postgres:16-alpine', storageSize: '1Gi' }),
   /** Resources for agent servers whose resource_spec leaves them out. */
   defaults: z
     .object({

@@ -249,6 +249,9 @@ export class KubernetesRuntime implements Runtime {
     }
     if (envNames.length) await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
     if (databaseFor(envNames, refs).kind === 'internal') {
+      if (cfg.postgres.mode === 'external') {
+        return { phase: 'Failed', message: 'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.' };
+      }
       await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url')), { createOnly: true });
       await apply(this.ops.service, makePostgresService(target));
       await apply(this.ops.statefulSet, makePostgresStatefulSet(target, cfg));
