@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { operatorCommand } from '../../src/operator/config.ts';
+import { controlPlaneCommand } from '../../src/control-plane/config.ts';
+import type { CommandSpec } from '../../src/lib/cli-args.ts';
 
 const chart = join(import.meta.dirname, '../../charts/agentplane');
 const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Record<string, unknown>;
@@ -87,5 +90,21 @@ describe('chart files', () => {
     const meta = parse(readFileSync(join(chart, 'Chart.yaml'), 'utf8')) as Record<string, string>;
     expect(meta).toMatchObject({ apiVersion: 'v2', name: 'agentplane', type: 'application' });
     expect(parseAllDocuments(readFileSync(join(chart, 'values.yaml'), 'utf8'))).toHaveLength(1);
+  });
+
+  it.each([
+    ['operator.yaml', operatorCommand, ['POD_NAME', 'POD_NAMESPACE']],
+    ['control-plane.yaml', controlPlaneCommand, []],
+  ] as [string, CommandSpec, string[]][])('%s sets only variables its command reads, and covers every operator setting', (file, command, extra) => {
+    const text = readFileSync(join(chart, 'templates', file), 'utf8');
+    const set = [...text.matchAll(/- name: ([A-Z_]+)\n/g)].map((m) => m[1]!);
+    const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra]);
+    expect(set.filter((n) => !known.has(n))).toEqual([]);
+    if (command === operatorCommand) {
+      // Every operator flag except the local ones is reachable from the chart.
+      const local = new Set(['kubeconfig', 'identity', 'lease-namespace']);
+      const unset = Object.entries(command.options).filter(([flag, o]) => !local.has(flag) && !(o.env ?? []).some((e) => set.includes(e)));
+      expect(unset.map(([flag]) => flag)).toEqual([]);
+    }
   });
 });
