@@ -24,7 +24,10 @@ export async function startServerProcess(args: string[], env: Record<string, str
   let out = '';
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60_000);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`server did not start:\n${out}`));
+    }, 60_000);
     const onData = (d: Buffer) => {
       out += d.toString();
       const m = /"url":"(http:\/\/[^"]+)".*"msg":"agent server listening"/.exec(out);
