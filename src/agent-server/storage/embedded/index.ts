@@ -163,8 +163,6 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
     db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
   }
-  const saver = new CheckpointSaver(db);
-  saver.init();
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
@@ -180,6 +178,17 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     return s;
   };
   const inTx = db.transaction(<T>(fn: () => T): T => fn()) as unknown as <T>(fn: () => T) => T;
+  // SqliteSaver prepares its INSERTs on every put/putWrites; it gets the same statement cache (all its
+  // statements run synchronously, so sharing one is safe).
+  const saverDb = new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'prepare') return sql;
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  const saver = new CheckpointSaver(saverDb);
+  saver.init();
 
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
