@@ -196,6 +196,9 @@ describe('makeDeployment', () => {
     validateK8s(dep);
     expectOwned(dep);
     expect(dep.metadata!.name).toBe(target.name);
+    expect(makeDeployment(target, { revision: rev, image, envNames: [], url: 'https://bot.acme.io' }, config).metadata!.annotations).toMatchObject({
+      'agentplane.dev/url': 'https://bot.acme.io',
+    });
   });
 
   it('runs the image on 8000 with /ok readiness and liveness probes', () => {

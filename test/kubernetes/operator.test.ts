@@ -167,6 +167,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     await until('DEPLOYED', () => phaseOf(rev(1)) === 'DEPLOYED');
     expect(revision(rev(1))!.status.repoCommitSha).toBe('a1b2c3d4e5f6a7b8');
     expect(revision(rev(1))!.status.image).toBe(`registry.test/agents/${name}@${digest}`);
+    await until('the custom URL', () => peek('agentplane.dev', 'agentdeployments', name)?.status?.url === 'https://example-agent.agents.example.com');
   });
 
   it('reports BUILD_FAILED with the reason in the revision and its build log; the live revision keeps serving', async () => {

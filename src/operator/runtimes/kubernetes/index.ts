@@ -30,6 +30,7 @@ import { childListWatch } from './list-watch.ts';
 import { buildStatusOf, rolloutStatusOf } from './observe.ts';
 import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from './postgres.ts';
 import {
+  ANNOTATION_URL,
   databaseFor,
   deploymentUrl,
   ingressHost,
@@ -240,10 +241,13 @@ export class KubernetesRuntime implements Runtime {
     const sourceConfig = rev.spec.sourceConfig;
 
     let host: string | undefined;
+    let url: string;
     let deployment: V1Deployment;
     try {
       host = ingressHost(target, sourceConfig.customUrl, cfg);
-      deployment = makeDeployment(target, { revision: spec.revision, image, resourceSpec: sourceConfig.resourceSpec, envNames, secretReferences: refs }, cfg);
+      // A custom_url with a scheme is what users call (TLS may end before the Ingress); else what we serve.
+      url = sourceConfig.customUrl?.includes('://') ? new URL(sourceConfig.customUrl).origin : deploymentUrl(target, host, cfg);
+      deployment = makeDeployment(target, { revision: spec.revision, image, resourceSpec: sourceConfig.resourceSpec, envNames, secretReferences: refs, url }, cfg);
     } catch (err) {
       return { phase: 'Failed', message: (err as Error).message };
     }
@@ -259,7 +263,7 @@ export class KubernetesRuntime implements Runtime {
     const written = await apply(this.ops.deployment, deployment);
     await apply(this.ops.service, makeService(target));
     if (host) await apply(this.ops.ingress, makeIngress(target, host, cfg));
-    this.urls.set(`${spec.namespace}/${spec.deployment}`, deploymentUrl(target, host, cfg));
+    this.urls.set(`${spec.namespace}/${spec.deployment}`, url);
     if (written.wrote) this.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
 
     const current = written.wrote ? written.object : (this.deployments.get(`${spec.namespace}/${serverName(target)}`) ?? written.object);
@@ -292,7 +296,7 @@ export class KubernetesRuntime implements Runtime {
   async route(_ref: DeploymentRef, _revision: string): Promise<void> {}
 
   url(ref: DeploymentRef): string {
-    const known = this.urls.get(`${ref.namespace}/${ref.deployment}`);
+    const known = this.urls.get(`${ref.namespace}/${ref.deployment}`) ?? this.deployments.get(`${ref.namespace}/${ref.deployment}`)?.metadata.annotations?.[ANNOTATION_URL];
     if (known) return known;
     const base = this.opts.config.ingress.baseDomain;
     return base ? `http://${ref.deployment}.${base}` : `http://${ref.deployment}.${ref.namespace}.svc.cluster.local`;

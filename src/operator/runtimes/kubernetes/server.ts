@@ -9,6 +9,7 @@ import { ANNOTATION_REVISION, childLabels, childMeta, LABEL_REVISION, selectorLa
 import { postgresSecretName, POSTGRES_URI_KEY } from './postgres.ts';
 
 export const SERVER_PORT = 8000;
+export const ANNOTATION_URL = 'agentplane.dev/url';
 export const SERVER_CONTAINER = 'agent-server';
 const DATABASE_ENV = ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'];
 
@@ -19,6 +20,8 @@ export type ServerInput = {
   /** Names of the environment variables in the revision's Secret (values never enter the Deployment). */
   envNames: string[];
   secretReferences?: SecretReference[];
+  /** The deployment's stable URL, kept as an annotation so a restarted operator reports it before acting. */
+  url?: string;
 };
 
 export type Database = { kind: 'internal' } | { kind: 'external'; from: 'secret' | 'secret_reference'; name: string };
@@ -106,7 +109,11 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
     metadata: {
       ...childMeta(target, serverName(target), 'server'),
       labels,
-      annotations: { ...(spec.annotations ?? {}), [ANNOTATION_REVISION]: server.revision },
+      annotations: {
+        ...(spec.annotations ?? {}),
+        [ANNOTATION_REVISION]: server.revision,
+        ...(server.url ? { [ANNOTATION_URL]: server.url } : {}),
+      },
     },
     spec: {
       replicas: spec.minScale ?? 1,
