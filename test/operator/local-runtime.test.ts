@@ -104,6 +104,8 @@ describe('LocalRuntime', () => {
 
     // revision 2 from a branch, secrets as environment win over langgraph.json env
     await until('hello-r2', () => runtime.build(buildSpec('hello-r2', 'v2')), ['Succeeded']);
+    // Same package.json and lock file as r1: node_modules come from the install cache, npm ci does not run.
+    expect(logs.text('hello-r2', 'build')).toContain('npm ci skipped: node_modules linked from the install cache');
     await until('hello-r2', () => runtime.deploy(serverSpec('hello-r2')), ['Ready']);
     const [oldPid] = runtime.pids();
     await runtime.route(dep, 'hello-r2');

@@ -1,7 +1,8 @@
 // One revision's build, in a directory of its own: clone at the ref, install, build. A marker file written last
 // says the build is complete, so a restart can tell a finished build from an interrupted one.
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { BuildSpec } from '../types.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
@@ -37,7 +38,41 @@ export function checkoutDir(dir: string): string {
   return join(dir, 'src');
 }
 
-export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, signal: AbortSignal): Promise<BuildResult> {
+/**
+ * Installed node_modules keyed by package.json + lock file: a revision whose dependencies did not change links the
+ * packages of an earlier install (hard links, as pnpm's store does) instead of running npm ci again.
+ */
+export type InstallCache = { dir: string };
+
+function installKey(pkg: Buffer, lock: Buffer): string {
+  return createHash('sha256').update(pkg).update('\0').update(lock).update(`\0${process.version}\0${process.platform}\0${process.arch}`).digest('hex').slice(0, 32);
+}
+
+async function npmCi(cwd: string, env: NodeJS.ProcessEnv, cache: InstallCache | undefined, step: StepRunner, log: LogWriter, signal: AbortSignal): Promise<void> {
+  const args = ['ci', '--prefer-offline', '--no-audit', '--no-fund'];
+  // package.json is part of the key: npm ci refuses a lock file that disagrees with it, and so must we.
+  const key = cache ? installKey(await readFile(join(cwd, 'package.json')), await readFile(join(cwd, 'package-lock.json'))) : '';
+  const cached = cache ? join(cache.dir, key) : '';
+  if (cache && existsSync(cached)) {
+    await step({ label: `npm ci skipped: node_modules linked from the install cache (same package.json and lock, ${key.slice(0, 12)})`, command: 'cp', args: ['-al', cached, join(cwd, 'node_modules')], cwd }, log, signal);
+    return;
+  }
+  await step({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd, env }, log, signal);
+  if (!cache || !existsSync(join(cwd, 'node_modules'))) return;
+  // Publish atomically: a half-copied tree must never be found by another build.
+  await mkdir(cache.dir, { recursive: true });
+  const tmp = `${cached}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    await step({ label: 'cp -al node_modules (install cache)', command: 'cp', args: ['-al', join(cwd, 'node_modules'), tmp], cwd }, log, signal);
+    await rename(tmp, cached);
+  } catch {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+type StepRunner = (step: Step, log: LogWriter, signal: AbortSignal) => Promise<string>;
+
+export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, signal: AbortSignal, cache?: InstallCache): Promise<BuildResult> {
   // The pid file lives beside the revision directory so that clearing the directory does not lose it.
   const pidFile = `${dir}.step-pid`;
   await killRecordedStep(pidFile);
@@ -72,9 +107,10 @@ export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, sig
   const env = { ...process.env, npm_config_update_notifier: 'false' };
   if (spec.installCommand) {
     await runStep({ label: spec.installCommand, command: 'sh', args: ['-c', spec.installCommand], cwd, env }, log, signal);
+  } else if (existsSync(join(cwd, 'package-lock.json'))) {
+    await npmCi(cwd, env, cache, runStep, log, signal);
   } else if (existsSync(join(cwd, 'package.json'))) {
-    const ci = existsSync(join(cwd, 'package-lock.json'));
-    const args = [ci ? 'ci' : 'install', '--prefer-offline', '--no-audit', '--no-fund'];
+    const args = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
     await runStep({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd, env }, log, signal);
   } else {
     log.line('no package.json: skipping install');

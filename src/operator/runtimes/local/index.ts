@@ -41,6 +41,8 @@ export type LocalRuntimeOptions = {
   /** How long a stopping server gets after SIGTERM, and how long traffic to a replaced one may drain. */
   stopGraceMs?: number;
   maxConcurrentBuilds?: number;
+  /** Reuse node_modules across builds with the same package-lock.json (default true). */
+  installCache?: boolean;
 };
 
 type Server = {
@@ -189,7 +191,8 @@ export class LocalRuntime implements Runtime {
     try {
       if (build.abort.signal.aborted) return;
       logger.info('build started');
-      const result = await runBuild(spec, this.revisionDir(spec), log, build.abort.signal);
+      const cache = this.opts.installCache === false ? undefined : { dir: join(this.opts.dataDir, 'install-cache') };
+      const result = await runBuild(spec, this.revisionDir(spec), log, build.abort.signal, cache);
       build.status = { phase: 'Succeeded', commitSha: result.commitSha };
       logger.info({ commit: result.commitSha }, 'build succeeded');
     } catch (err) {
