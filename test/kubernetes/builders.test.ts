@@ -8,6 +8,7 @@ import {
   deploymentUrl,
   ingressHost,
   makeDeployment,
+  makeAutoscaler,
   makeIngress,
   makeSecret,
   makeService,
@@ -270,6 +271,23 @@ describe('makeDeployment', () => {
     const a = makeDeployment(target, { revision: rev, image, envNames: ['A'] }, config);
     const b = makeDeployment(target, { revision: rev, image, envNames: ['A'] }, config);
     expect(a).toEqual(b);
+  });
+});
+
+describe('makeAutoscaler', () => {
+  it('scales between min_scale and max_scale on CPU and leaves replicas to it', () => {
+    const hpa = makeAutoscaler(target, { minScale: 2, maxScale: 5 })!;
+    validateK8s(hpa);
+    expectOwned(hpa);
+    expect(hpa.spec!.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: target.name });
+    expect([hpa.spec!.minReplicas, hpa.spec!.maxReplicas]).toEqual([2, 5]);
+    const d = makeDeployment(target, { revision: rev, image: 'i', envNames: [], resourceSpec: { minScale: 2, maxScale: 5 } }, config);
+    validateK8s(d);
+    expect(d.spec!.replicas).toBeUndefined();
+  });
+
+  it.each([[{}], [{ minScale: 3 }], [{ minScale: 2, maxScale: 2 }], [{ maxScale: 1 }]])('is not made for %j', (spec) => {
+    expect(makeAutoscaler(target, spec)).toBeUndefined();
   });
 });
 

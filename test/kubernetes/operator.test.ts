@@ -169,6 +169,8 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(peek('', 'secrets', `${name}-postgres`)!.data.uri).toBeTruthy();
     expect(peek('networking.k8s.io', 'ingresses', name)!.spec.rules[0].host).toBe('example-agent.agents.example.com');
     expect(peek('batch', 'jobs', `${rev(1)}-build`)!.metadata.annotations['agentplane.dev/image']).toBe(`registry.test/agents/${name}@${digest}`);
+    expect(peek('autoscaling', 'horizontalpodautoscalers', name)!.spec).toMatchObject({ minReplicas: 1, maxReplicas: 3 });
+    expect(d.spec.replicas).toBeUndefined();
 
     await fake.rollout(name, 'ready');
     await until('DEPLOYED', () => phaseOf(rev(1)) === 'DEPLOYED');
@@ -225,6 +227,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       ['', 'services', name],
       ['', 'secrets', `${name}-postgres`],
       ['networking.k8s.io', 'ingresses', name],
+      ['autoscaling', 'horizontalpodautoscalers', name],
       ['batch', 'jobs', `${rev(1)}-build`],
       ['agentplane.dev', 'agentrevisions', rev(3)],
     ] as const) {

@@ -1,5 +1,6 @@
 // Validates built-in objects against the official Kubernetes OpenAPI schemas (kubernetes-models validators).
 import { Job } from 'kubernetes-models/batch/v1';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { Secret, Service, ServiceAccount, PersistentVolumeClaim } from 'kubernetes-models/v1';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
@@ -17,6 +18,7 @@ const MODELS: Record<string, new (data: never) => Validatable> = {
   'v1/PersistentVolumeClaim': PersistentVolumeClaim,
   'networking.k8s.io/v1/Ingress': Ingress,
   'coordination.k8s.io/v1/Lease': Lease,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'rbac.authorization.k8s.io/v1/Role': Role,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,

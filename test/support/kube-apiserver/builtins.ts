@@ -2,6 +2,7 @@
 // Every object is admitted only if it is valid against the official Kubernetes OpenAPI schema (kubernetes-models
 // validators), the way a real API server would refuse it.
 import { Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
@@ -43,6 +44,7 @@ const BUILTINS: Builtin[] = [
   { group: '', version: 'v1', plural: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', model: PersistentVolumeClaim, status: true, generation: false },
   { group: 'networking.k8s.io', version: 'v1', plural: 'ingresses', kind: 'Ingress', model: Ingress, status: true, generation: true },
   { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', model: Lease, status: false, generation: false },
+  { group: 'autoscaling', version: 'v2', plural: 'horizontalpodautoscalers', kind: 'HorizontalPodAutoscaler', model: HorizontalPodAutoscaler, status: true, generation: true },
 ];
 
 function schemaCauses(model: Model, obj: Json): Cause[] {

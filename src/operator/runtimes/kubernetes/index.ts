@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   AppsV1Api,
+  AutoscalingV2Api,
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -17,6 +18,7 @@ import {
   type V1Secret,
   type V1Service,
   type V1StatefulSet,
+  type V2HorizontalPodAutoscaler,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../../lib/logger.ts';
 import { GROUP, VERSION, LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment, type AgentRevision } from '../../../resources/index.ts';
@@ -32,6 +34,7 @@ import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from
 import {
   ANNOTATION_URL,
   databaseFor,
+  makeAutoscaler,
   deploymentUrl,
   ingressHost,
   makeDeployment,
@@ -81,7 +84,9 @@ export class KubernetesRuntime implements Runtime {
     service: ObjectOps<V1Service>;
     secret: ObjectOps<V1Secret>;
     ingress: ObjectOps<V1Ingress>;
+    autoscaler: ObjectOps<V2HorizontalPodAutoscaler>;
   };
+  private readonly autoscaling: AutoscalingV2Api;
 
   constructor(private readonly opts: KubernetesRuntimeOptions) {
     const kc = opts.kubeConfig;
@@ -90,6 +95,7 @@ export class KubernetesRuntime implements Runtime {
     this.core = kc.makeApiClient(CoreV1Api);
     this.net = kc.makeApiClient(NetworkingV1Api);
     this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.autoscaling = kc.makeApiClient(AutoscalingV2Api);
     this.log = opts.logger.child({ component: 'kubernetes-runtime' });
     const informer = <T extends KubeObject>(kind: 'jobs' | 'deployments' | 'replicasets' | 'pods') =>
       new Informer<T>(childListWatch<T>(kc, kind, opts.namespace, MANAGED), { name: kind, logger: this.log, resyncMs: opts.resyncMs ?? 0 });
@@ -100,7 +106,7 @@ export class KubernetesRuntime implements Runtime {
     for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods] as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
       inf.onChange((obj) => this.changed(obj));
     }
-    const { apps, batch, core, net } = this;
+    const { apps, batch, core, net, autoscaling } = this;
     this.ops = {
       job: {
         read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
@@ -131,6 +137,11 @@ export class KubernetesRuntime implements Runtime {
         read: (namespace, name) => net.readNamespacedIngress({ name, namespace }),
         create: (namespace, body) => net.createNamespacedIngress({ namespace, body }),
         replace: (namespace, name, body) => net.replaceNamespacedIngress({ name, namespace, body }),
+      },
+      autoscaler: {
+        read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
+        create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
+        replace: (namespace, name, body) => autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
       },
     };
   }
@@ -263,6 +274,9 @@ export class KubernetesRuntime implements Runtime {
     const written = await apply(this.ops.deployment, deployment);
     await apply(this.ops.service, makeService(target));
     if (host) await apply(this.ops.ingress, makeIngress(target, host, cfg));
+    const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
+    if (hpa) await apply(this.ops.autoscaler, hpa);
+    else await this.deleteIfPresent(() => this.autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: spec.namespace }), () => this.autoscaling.readNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: spec.namespace }));
     this.urls.set(`${spec.namespace}/${spec.deployment}`, url);
     if (written.wrote) this.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
 
@@ -329,6 +343,21 @@ export class KubernetesRuntime implements Runtime {
   }
 
   // ---- helpers ----
+
+  /** Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. */
+  private async deleteIfPresent(del: () => Promise<unknown>, read: () => Promise<unknown>): Promise<void> {
+    try {
+      await read();
+    } catch (err) {
+      if (isStatus(err, 404)) return;
+      throw err;
+    }
+    try {
+      await del();
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+  }
 
   private ownedReplicaSets(d: V1Deployment): V1ReplicaSet[] {
     return this.replicaSets.list().filter((rs) => rs.metadata.ownerReferences?.some((o) => o.uid === d.metadata?.uid));

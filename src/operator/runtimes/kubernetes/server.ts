@@ -1,7 +1,7 @@
 // The agent server of a deployment: one Deployment per AgentDeployment whose pod template names the revision it
 // runs (a new revision is a rolling update), its environment Secret, a Service and, when a host is known, an
 // Ingress. Pure: the same input always gives the same objects, so applying them again changes nothing.
-import type { V1Deployment, V1EnvVar, V1Ingress, V1Secret, V1Service } from '@kubernetes/client-node';
+import type { V1Deployment, V1EnvVar, V1Ingress, V1Secret, V1Service, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import type { ResourceSpec, SecretReference } from '../../../resources/agent-deployment.ts';
 import { ValidationError } from '../../../lib/errors.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
@@ -116,7 +116,8 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
       },
     },
     spec: {
-      replicas: spec.minScale ?? 1,
+      // With an autoscaler the replica count is its to set; writing ours back would fight it.
+      ...(autoscaled(spec) ? {} : { replicas: spec.minScale ?? 1 }),
       selector: { matchLabels: selectorLabels(target, 'server') },
       progressDeadlineSeconds: config.progressDeadlineSeconds,
       revisionHistoryLimit: 5,
@@ -147,6 +148,27 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
           ],
         },
       },
+    },
+  };
+}
+
+/** min_scale < max_scale: the HorizontalPodAutoscaler owns the replica count between the two. */
+export function autoscaled(spec: ResourceSpec | null | undefined): boolean {
+  return spec?.maxScale !== undefined && spec.maxScale > Math.max(1, spec.minScale ?? 1);
+}
+
+/** Scales the agent server on CPU between min_scale and max_scale (undefined when there is nothing to scale). */
+export function makeAutoscaler(target: Target, spec: ResourceSpec | null | undefined): V2HorizontalPodAutoscaler | undefined {
+  if (!spec || !autoscaled(spec)) return undefined;
+  return {
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: childMeta(target, serverName(target), 'server'),
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: serverName(target) },
+      minReplicas: Math.max(1, spec.minScale ?? 1),
+      maxReplicas: spec.maxScale!,
+      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 80 } } }],
     },
   };
 }
