@@ -56,7 +56,15 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
     : undefined;
   if (elector) {
     elector.run({
-      onStartedLeading: () => act(),
+      onStartedLeading: async () => {
+        try {
+          await act();
+        } catch (err) {
+          logger.error({ err }, 'operator failed to start');
+          await halt();
+          finish('lost-leadership');
+        }
+      },
       // A replica that lost the Lease may hold stale state: stop at once and let the process restart.
       onStoppedLeading: async () => {
         await halt();

@@ -95,7 +95,13 @@ export class LeaderElector {
       if (!this.leading) {
         this.leading = true;
         this.log.info('became leader');
-        await this.callbacks?.onStartedLeading();
+        try {
+          await this.callbacks?.onStartedLeading();
+        } catch (err) {
+          this.log.error({ err }, 'failed to start leading');
+          await this.stepDown('start failed');
+          await this.release();
+        }
       }
     } else if (this.leading && now - this.lastRenew > this.renewDeadlineMs) {
       await this.stepDown('could not renew the lease in time');
