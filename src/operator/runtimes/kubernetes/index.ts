@@ -208,9 +208,16 @@ export class KubernetesRuntime implements Runtime {
     const ann = job.metadata?.annotations ?? {};
     if (ann[ANNOTATION_IMAGE] && ann[ANNOTATION_COMMIT]) return { phase: 'Succeeded', commitSha: ann[ANNOTATION_COMMIT], image: ann[ANNOTATION_IMAGE] };
     const jobName = job.metadata!.name!;
-    const pod = this.pods.list().find((p) => p.metadata.labels?.['job-name'] === jobName || p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName);
-    const status = buildStatusOf(job, pod, imageRepository(this.opts.config, this.targetName(spec)));
+    const repository = imageRepository(this.opts.config, this.targetName(spec));
+    let pod: V1Pod | undefined = this.pods.list().find((p) => p.metadata.labels?.['job-name'] === jobName || p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName);
+    let status = buildStatusOf(job, pod, repository);
     if (status.phase === 'Running') return status;
+    // Separate watches may deliver the Job's end before its pod's: read the pod itself before concluding.
+    const fresh = (await this.core.listNamespacedPod({ namespace: spec.namespace, labelSelector: `job-name=${jobName}` })).items[0];
+    if (fresh) {
+      pod = fresh;
+      status = buildStatusOf(job, pod, repository);
+    }
     if (!ann[ANNOTATION_LOGGED]) {
       await this.collectBuildLog(spec, pod, status);
       // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
