@@ -6,7 +6,7 @@
 //
 //   node --import tsx bench/deploy.ts [--rounds 3] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 //
-// Results go to stdout and bench/results/deploy.md.
+// Results go to stdout and bench/results/deploy.md (deploy-postgres.md with --database-url).
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -17,10 +17,10 @@ import { makeExampleRepo } from '../test/operator/helpers/example-repo.ts';
 import { api, startDev, stopDev, type DevProcess } from '../test/dev/helpers.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const resultsFile = path.join(root, 'bench/results/deploy.md');
 const { values: args } = parseArgs({
   options: { rounds: { type: 'string', default: '3' }, 'database-url': { type: 'string' } },
 });
+const resultsFile = path.join(root, `bench/results/${args['database-url'] ? 'deploy-postgres' : 'deploy'}.md`);
 const rounds = Number(args.rounds);
 
 type Log = { timestamp: string; message: string };
