@@ -21,7 +21,8 @@ function ledgerLines(file: string): Array<{ node: string; thread: string; run: s
     });
 }
 
-describe('durability on Postgres', () => {
+// Real processes and 200 graph runs: generous limits so a loaded CI machine does not fail them.
+describe('durability on Postgres', { timeout: 180_000 }, () => {
   let db: Db;
   let dir: string;
   const procs: ServerProc[] = [];

@@ -17,7 +17,7 @@ import {
   type StorageEvent,
 } from '../storage/types.ts';
 import { serializeError, toPlain } from '../serde.ts';
-import { withRunMetadata } from './checkpointer.ts';
+import { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
 import { StreamBroker } from './stream.ts';
 
@@ -48,6 +48,7 @@ class CancelledError extends Error {}
 export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
+  private readonly runCheckpoints: RunCheckpointer;
   /** Stream events of the runs executing in this process, for SSE clients. */
   readonly streams = new StreamBroker();
   private readonly active = new Map<string, ActiveRun>();
@@ -62,7 +63,8 @@ export class RunEngine {
   constructor(private readonly opts: EngineOptions) {
     this.workerId = opts.workerId ?? `${process.pid}-${randomUUID().slice(0, 8)}`;
     this.leaseMs = opts.leaseMs ?? 30_000;
-    this.checkpointer = withRunMetadata(opts.storage.checkpointer);
+    this.runCheckpoints = new RunCheckpointer(opts.storage.checkpointer);
+    this.checkpointer = this.runCheckpoints.saver;
   }
 
   get runningCount(): number {
@@ -154,6 +156,7 @@ export class RunEngine {
     const a = this.active.get(runId);
     if (!a || a.cancel) return;
     a.cancel = action;
+    if (action === 'rollback') this.runCheckpoints.discard(runId);
     a.controller.abort(new CancelledError(`run cancelled (${action})`));
   }
 
@@ -204,6 +207,7 @@ export class RunEngine {
       .finally(() => {
         // After finish(): a client seeing the end of the stream finds the final status stored.
         this.streams.close(run.run_id);
+        this.runCheckpoints.forget(run.run_id);
         this.active.delete(run.run_id);
         this.pump();
       });
@@ -264,6 +268,8 @@ export class RunEngine {
     } catch (err) {
       if (entry.cancel === 'rollback') {
         clearTimeout(timer);
+        this.runCheckpoints.discard(run.run_id);
+        await this.runCheckpoints.settle(run.run_id);
         await this.opts.storage.runs.rollback(run.run_id, this.workerId);
         log.info('run cancelled and rolled back');
         return;

@@ -353,10 +353,12 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
         });
       },
       async delete(id: string) {
+        let deleted: string[] = [];
         const running = inTx(() => {
           requireThread(id);
-          const ids = (sql(`SELECT run_id FROM ap_runs WHERE thread_id = ? AND status = 'running'`)
-            .all(id) as Row[]).map((r) => r.run_id as string);
+          const all = sql(`SELECT run_id, status FROM ap_runs WHERE thread_id = ?`).all(id) as Row[];
+          const ids = all.filter((r) => r.status === 'running').map((r) => r.run_id as string);
+          deleted = all.map((r) => r.run_id as string);
           sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
           sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
           sql('DELETE FROM writes WHERE thread_id = ?').run(id);
@@ -365,6 +367,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
         });
         // Workers holding a deleted run stop it; their finish() then finds nothing to update.
         for (const run_id of running) emit({ type: 'cancel', run_id, action: 'interrupt' });
+        for (const run_id of deleted) emit({ type: 'run_done', run_id });
       },
       async search(q: ThreadQuery) {
         const params: unknown[] = [];

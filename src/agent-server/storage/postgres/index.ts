@@ -288,7 +288,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return toThread(rows[0]);
       },
       async delete(id: string) {
-        const running = await tx(async (c) => {
+        await tx(async (c) => {
           await requireThread(c, id, true);
           const { rows } = await c.query(`DELETE FROM ${s}.runs WHERE thread_id = $1 RETURNING run_id, status`, [id]);
           await c.query(`DELETE FROM ${s}.threads WHERE thread_id = $1`, [id]);
@@ -296,10 +296,10 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
             await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = $1`, [id]);
           }
           const ids = rows.filter((r) => r.status === 'running').map((r) => r.run_id as string);
+          // Workers holding a deleted run stop it; their finish() then finds nothing to update.
           for (const run_id of ids) await notify(c, { type: 'cancel', run_id, action: 'interrupt' });
-          return ids;
+          for (const r of rows) await notify(c, { type: 'run_done', run_id: r.run_id as string });
         });
-        void running;
       },
       async search(q: ThreadQuery) {
         const params: unknown[] = [];
