@@ -218,6 +218,17 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
   });
 
+  it('marks a revision superseded while building SKIPPED and stops its build', async () => {
+    await patchDeployment(name, { revisionCounter: 4, targetRevisionName: rev(4), sourceRevisionConfig: { repoRef: 'v4', graphConfigPath: 'langgraph.json' } });
+    await until('the fourth build Job', () => peek('batch', 'jobs', `${rev(4)}-build`));
+    await until('BUILDING r4', () => phaseOf(rev(4)) === 'BUILDING');
+    await patchDeployment(name, { revisionCounter: 5, targetRevisionName: rev(5), sourceRevisionConfig: { repoRef: 'v5', graphConfigPath: 'langgraph.json' } });
+    await until('SKIPPED r4', () => phaseOf(rev(4)) === 'SKIPPED');
+    await until('the r4 build Job deleted', () => !peek('batch', 'jobs', `${rev(4)}-build`));
+    await until('the r5 build Job', () => peek('batch', 'jobs', `${rev(5)}-build`));
+    expect(peek('batch', 'jobs', `${rev(1)}-build`)).toBeDefined(); // finished builds stay (their image is recorded there)
+  });
+
   it('deleting the AgentDeployment garbage-collects every child through owner references', async () => {
     await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));

@@ -328,6 +328,7 @@ export class KubernetesRuntime implements Runtime {
    * pod template of the revision still serving, or scale to zero when none serves.
    */
   async stop(ref: RevisionRef): Promise<void> {
+    await this.cancelBuild(ref);
     const d = this.deployments.get(`${ref.namespace}/${ref.deployment}`);
     if (!d || d.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== ref.revision) return;
     const routed = this.routedRevision(ref);
@@ -341,6 +342,19 @@ export class KubernetesRuntime implements Runtime {
     } else if ((d.spec?.replicas ?? 0) > 0) {
       await apply(this.ops.deployment, { ...d, spec: { ...d.spec!, replicas: 0 } } as V1Deployment);
       this.log.info({ deployment: ref.deployment, revision: ref.revision }, 'scaled to zero');
+    }
+  }
+
+  /** A build still running for a revision that will never run (superseded) is stopped; finished ones stay. */
+  private async cancelBuild(ref: RevisionRef): Promise<void> {
+    const job = this.jobs.get(`${ref.namespace}/${buildJobName(ref.revision)}`);
+    const finished = job?.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+    if (!job || finished || job.metadata.annotations?.[ANNOTATION_IMAGE]) return;
+    try {
+      await this.batch.deleteNamespacedJob({ name: job.metadata.name, namespace: ref.namespace, propagationPolicy: 'Background' });
+      this.log.info({ revision: ref.revision }, 'build cancelled');
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
     }
   }
 
