@@ -131,7 +131,7 @@ async function main(): Promise<void> {
     `| &nbsp;&nbsp;git clone + checkout | ${stats(phases.clone!)} |`,
     `| &nbsp;&nbsp;npm ci --prefer-offline | ${stats(phases.install!)} |`,
     `| &nbsp;&nbsp;agent server start -> /ok | ${stats(phases.start!)} |`,
-    `| PATCH repo_ref -> new revision DEPLOYED (clone, install cache hit, preflight start, switch) | ${stats(patch)} |`,
+    `| PATCH repo_ref -> new revision DEPLOYED (clone, install cache hit, server start, switch) | ${stats(patch)} |`,
     `| redeploy of a built revision -> serving | ${stats(redeploy)} |`,
     '',
   ].join('\n');
