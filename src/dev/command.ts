@@ -4,6 +4,7 @@ import { createLogger } from '../lib/logger.ts';
 import { formatHelp } from '../lib/cli-args.ts';
 import { devCommand, parseDevConfig } from './config.ts';
 import { startDev } from './server.ts';
+import { closeOnSignals } from '../lib/shutdown.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseDevConfig(argv, process.env);
@@ -30,16 +31,5 @@ export async function run(argv: string[]): Promise<void> {
       '',
     ].join('\n'),
   );
-  const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    dev.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  closeOnSignals(logger, () => dev.close());
 }

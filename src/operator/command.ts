@@ -4,6 +4,7 @@ import { formatHelp } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
 import { operatorCommand, parseOperatorConfig } from './config.ts';
 import { startKubernetesOperator } from './kubernetes.ts';
+import { closeOnSignals } from '../lib/shutdown.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseOperatorConfig(argv, process.env);
@@ -13,17 +14,6 @@ export async function run(argv: string[]): Promise<void> {
   }
   const logger = createLogger({ level: config.logLevel, name: 'operator' });
   const running = startKubernetesOperator(config, logger);
-  const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    running.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  closeOnSignals(logger, () => running.close());
   if ((await running.done) === 'lost-leadership') process.exit(1);
 }
