@@ -46,7 +46,8 @@ export type DeploymentService = ReturnType<typeof createDeploymentService>;
 export function createDeploymentService(deps: { store: ControlPlaneStore; logger: Logger }) {
   const { store, logger } = deps;
   const ns = store.namespace;
-  // Name uniqueness per tenant is a read-then-write; serialize it within this process.
+  // Name uniqueness per tenant: the store's name claims make it atomic across processes (replicas); this lock only
+  // keeps one process from racing itself (and from creating deployments that lose the claim and are removed again).
   const tenantLocks = new Map<string, Promise<unknown>>();
 
   function withTenantLock<T>(tenant: string, fn: () => Promise<T>): Promise<T> {
@@ -67,7 +68,21 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       labelSelector: `${LABEL_TENANT}=${tenant},${LABEL_NAME_HASH}=${nameHash(name)}`,
     });
     if (items.some((d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId)) {
-      throw new ConflictError(`A deployment named "${name}" already exists in this tenant.`);
+      throw nameTaken(name);
+    }
+  }
+
+  function nameTaken(name: string): ConflictError {
+    return new ConflictError(`A deployment named "${name}" already exists in this tenant.`);
+  }
+
+  /** Claims `name` for `dep` in the store (atomic across processes); a live holder -> 409. */
+  async function claimName(tenant: string, name: string, dep: AgentDeployment): Promise<void> {
+    try {
+      await store.claimName(ns, tenant, name, { name: dep.metadata.name, uid: dep.metadata.uid! });
+    } catch (err) {
+      if (err instanceof AlreadyExistsError) throw nameTaken(name);
+      throw err;
     }
   }
 
@@ -129,6 +144,14 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       if (err instanceof AlreadyExistsError) return store.get('AgentRevision', ns, rev.metadata.name);
       throw err;
     }
+  }
+
+  /**
+   * Drops `owner`'s claim on `name`. A failure only leaves the name reserved for this deployment until it is deleted
+   * (the rename itself is done), so it is logged, not answered.
+   */
+  async function releaseNameQuietly(tenant: string, name: string, owner: { name: string; uid: string }) {
+    await store.releaseName(ns, tenant, name, owner).catch((err: unknown) => logger.warn({ err, deployment: owner.name, name }, 'releasing a name claim failed'));
   }
 
   /** Re-reads and re-applies `change` when someone else (the operator) wrote the deployment meanwhile. */
@@ -207,8 +230,10 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
           },
         };
         const dep = await store.create('AgentDeployment', input);
-        // Compensation: any failure below removes the deployment, and with it (owner GC) its secrets and revision.
+        // Compensation: any failure below removes the deployment, and with it (owner GC) its name claim, secrets and
+        // revision. The claim comes first: another process creating the same name at once loses here.
         try {
+          await claimName(tenant, body.name, dep);
           if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
           await ensureRevision(dep);
         } catch (err) {
@@ -268,11 +293,16 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
 
       const apply = async (): Promise<AgentDeployment> => {
         let secretSet: string | undefined;
+        let claimed: { oldName: string; newName: string; owner: { name: string; uid: string } } | undefined;
         try {
-          return await updateDeployment(tenant, id, async (dep) => {
+          const updated = await updateDeployment(tenant, id, async (dep) => {
+            claimed = undefined; // a retry starts from the re-read deployment
             const s = dep.spec;
             if (body.name !== undefined && body.name !== s.displayName) {
               await assertNameFree(tenant, body.name, id);
+              // Claim the new name before the deployment carries it; the old claim goes once the rename is written.
+              await claimName(tenant, body.name, dep);
+              claimed = { oldName: s.displayName, newName: body.name, owner: { name: dep.metadata.name, uid: dep.metadata.uid! } };
               s.displayName = body.name;
               dep.metadata.labels = { ...dep.metadata.labels, [LABEL_NAME_HASH]: nameHash(body.name) };
             }
@@ -301,8 +331,11 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
             }
             return dep;
           });
+          if (claimed) await releaseNameQuietly(tenant, claimed.oldName, claimed.owner);
+          return updated;
         } catch (err) {
           if (secretSet) await store.deleteSecrets(ns, secretSet).catch(() => undefined);
+          if (claimed) await releaseNameQuietly(tenant, claimed.newName, claimed.owner);
           throw err;
         }
       };

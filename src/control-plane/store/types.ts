@@ -15,6 +15,7 @@
 //   resourceVersion order. A version older than the store keeps history for -> onError(ResourceExpiredError) (410),
 //   then list again. onError also ends a watch the server closed (kubernetes: timeouts, network); re-list or resume
 //   from the last seen resourceVersion. Embedded watches also see writes of other processes on the same file (polled).
+import { createHash } from 'node:crypto';
 import { AppError, ConflictError } from '../../lib/errors.ts';
 import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
 
@@ -104,8 +105,36 @@ export interface RevisionLogStore {
   ): Promise<LogPage>;
 }
 
+export type NameClaimOwner = { name: string; uid: string };
+export type NameClaim = { tenant: string; name: string; owner: NameClaimOwner };
+
+/**
+ * Deployment names, unique within a tenant across every process sharing the store (two control-plane replicas, a
+ * second process on the same data dir). Kubernetes-style: one claim object per (tenant, name) under a deterministic
+ * name (claimObjectName), created atomically, owned by the AgentDeployment holding the name, so it goes when the
+ * deployment goes.
+ */
+export interface NameClaimStore {
+  /**
+   * Claims `name` in `tenant` for the AgentDeployment `owner` (which must exist). Held by another deployment that
+   * exists and is not being deleted -> AlreadyExistsError. A stale claim (its deployment is gone or being deleted) is
+   * taken over with a compare-and-swap, so of two processes taking it over at once exactly one wins. Claiming a name
+   * `owner` already holds succeeds.
+   */
+  claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void>;
+  /** Releases the claim on `name` if `owner` holds it (after a rename, or a failed one); otherwise does nothing. */
+  releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void>;
+  /** Every claim in the namespace (for checks and tests). */
+  listNameClaims(namespace: string): Promise<NameClaim[]>;
+}
+
+/** Deterministic object name of the claim on (tenant, name): the same in every process. */
+export function claimObjectName(tenant: string, name: string): string {
+  return `agentplane-name-${createHash('sha256').update(JSON.stringify([tenant, name])).digest('hex').slice(0, 40)}`;
+}
+
 /** Everything a control plane needs, as one object the adapters build. */
-export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore {
+export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
   close(): Promise<void>;

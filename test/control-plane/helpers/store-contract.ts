@@ -227,6 +227,55 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       expect(deploy.logs.map((l) => [l.type, l.message])).toEqual([['deploy', 'd1']]);
     });
 
+    it('name claims: one holder per (tenant, name); idempotent for the holder; released only by it', async () => {
+      const a = await store.create('AgentDeployment', makeDeployment(ns));
+      const b = await store.create('AgentDeployment', makeDeployment(ns));
+      const ownerA = { name: a.metadata.name, uid: a.metadata.uid! };
+      const ownerB = { name: b.metadata.name, uid: b.metadata.uid! };
+      await store.claimName(ns, 'tenant-a', 'claimed', ownerA);
+      await store.claimName(ns, 'tenant-a', 'claimed', ownerA); // the holder again: fine
+      await expect(store.claimName(ns, 'tenant-a', 'claimed', ownerB)).rejects.toBeInstanceOf(AlreadyExistsError);
+      await store.claimName(ns, 'tenant-b', 'claimed', ownerB); // another tenant: another claim
+      await store.releaseName(ns, 'tenant-a', 'claimed', ownerB); // not B's: nothing happens
+      await expect(store.claimName(ns, 'tenant-a', 'claimed', ownerB)).rejects.toBeInstanceOf(AlreadyExistsError);
+      await store.releaseName(ns, 'tenant-a', 'claimed', ownerA);
+      await store.claimName(ns, 'tenant-a', 'claimed', ownerB);
+      const mine = (await store.listNameClaims(ns)).filter((c) => c.name === 'claimed');
+      expect(mine.sort((x, y) => (x.tenant < y.tenant ? -1 : 1))).toEqual([
+        { tenant: 'tenant-a', name: 'claimed', owner: ownerB },
+        { tenant: 'tenant-b', name: 'claimed', owner: ownerB },
+      ]);
+      // Removing the holder removes its claims (owner garbage collection).
+      await store.delete('AgentDeployment', ns, b.metadata.name);
+      await store.delete('AgentDeployment', ns, a.metadata.name);
+      expect((await store.listNameClaims(ns)).filter((c) => c.name === 'claimed')).toEqual([]);
+    });
+
+    it('name claims: a stale claim (holder gone or being deleted) is taken over; racing takers, one wins', async () => {
+      // Holder gone but the claim still there (a real cluster garbage-collects later): taken over.
+      await store.claimName(ns, 'tenant-a', 'stale', { name: 'ag-00000000-0000-4000-8000-000000000000', uid: '00000000-0000-4000-8000-000000000001' });
+      const next = await store.create('AgentDeployment', makeDeployment(ns));
+      await store.claimName(ns, 'tenant-a', 'stale', { name: next.metadata.name, uid: next.metadata.uid! });
+      // Holder being deleted (a runtime finalizer keeps it): several deployments race to take over, exactly one wins.
+      const input = makeDeployment(ns);
+      input.metadata.finalizers = [FINALIZER_RUNTIME];
+      const dying = await store.create('AgentDeployment', input);
+      await store.claimName(ns, 'tenant-a', 'dying', { name: dying.metadata.name, uid: dying.metadata.uid! });
+      await store.delete('AgentDeployment', ns, dying.metadata.name);
+      const racers = await Promise.all([1, 2, 3, 4, 5].map(() => store.create('AgentDeployment', makeDeployment(ns))));
+      const results = await Promise.allSettled(
+        racers.map((r) => store.claimName(ns, 'tenant-a', 'dying', { name: r.metadata.name, uid: r.metadata.uid! })),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(AlreadyExistsError);
+      const winner = racers[results.findIndex((r) => r.status === 'fulfilled')]!;
+      // The old holder finally goes: the claim, now the winner's, stays.
+      const marked = await store.get('AgentDeployment', ns, dying.metadata.name);
+      await store.update('AgentDeployment', { ...marked, metadata: { ...marked.metadata, finalizers: [] } });
+      const claims = (await store.listNameClaims(ns)).filter((c) => c.name === 'dying');
+      expect(claims).toEqual([{ tenant: 'tenant-a', name: 'dying', owner: { name: winner.metadata.name, uid: winner.metadata.uid } }]);
+    });
+
     it('a watch from a version older than the kept history fails with 410 (harness keeps 50 changes)', async () => {
       const first = await store.create('AgentDeployment', makeDeployment(ns));
       let cur = first;

@@ -279,6 +279,9 @@ export class KubeApiServer {
     const cur = this.objects.get(key);
     if (!cur) return this.notFound(res, spec, name);
     const pre = opts?.preconditions as Json | undefined;
+    if (pre?.uid && pre.uid !== cur.obj.metadata.uid) {
+      return this.conflict(res, spec, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cur.obj.metadata.uid}`);
+    }
     if (pre?.resourceVersion && pre.resourceVersion !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
     if (cur.obj.metadata.finalizers?.length) {
       if (!cur.obj.metadata.deletionTimestamp) {

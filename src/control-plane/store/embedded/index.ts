@@ -11,6 +11,9 @@ import { canonicalJson, validateResource } from '../validate.ts';
 import {
   AlreadyExistsError,
   ResourceExpiredError,
+  claimObjectName,
+  type NameClaim,
+  type NameClaimOwner,
   StaleResourceVersionError,
   labelSelectorMatcher,
   type AnyResource,
@@ -53,6 +56,9 @@ CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, hash TEXT NOT NULL UNI
 CREATE TABLE IF NOT EXISTS revision_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
   revision TEXT NOT NULL, type TEXT NOT NULL, ts TEXT NOT NULL, message TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS revision_logs_by_rev ON revision_logs (namespace, revision, type, id);
+CREATE TABLE IF NOT EXISTS name_claims (namespace TEXT NOT NULL, claim TEXT NOT NULL, tenant TEXT NOT NULL,
+  name TEXT NOT NULL, owner_name TEXT NOT NULL, owner_uid TEXT NOT NULL, PRIMARY KEY (namespace, claim));
+CREATE INDEX IF NOT EXISTS name_claims_by_owner ON name_claims (owner_uid);
 `;
 
 export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore {
@@ -316,6 +322,45 @@ class EmbeddedStore implements ControlPlaneStore {
     return { id: row.id, name: row.name, tenants: JSON.parse(row.tenants) as string[], createdAt: row.created_at };
   }
 
+  // ---- deployment name claims: one row per (tenant, name); the primary key and an IMMEDIATE transaction make a
+  // claim atomic across processes on the same file; removed with the owning deployment ----
+
+  async claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    const claim = claimObjectName(tenant, name);
+    this.write(() => {
+      const row = this.db
+        .prepare('SELECT owner_name, owner_uid FROM name_claims WHERE namespace = ? AND claim = ?')
+        .get(namespace, claim) as { owner_name: string; owner_uid: string } | undefined;
+      if (row?.owner_uid === owner.uid) return;
+      if (row) {
+        const dep = this.db
+          .prepare("SELECT json FROM objects WHERE kind = 'AgentDeployment' AND namespace = ? AND name = ?")
+          .get(namespace, row.owner_name) as { json: string } | undefined;
+        const holder = dep && (JSON.parse(dep.json) as AnyResource);
+        if (holder && holder.metadata.uid === row.owner_uid && !holder.metadata.deletionTimestamp) {
+          throw new AlreadyExistsError(`the name "${name}" is held by AgentDeployment "${row.owner_name}"`);
+        }
+      }
+      // Free, or stale (its deployment is gone or being deleted): take it.
+      this.db
+        .prepare('INSERT OR REPLACE INTO name_claims (namespace, claim, tenant, name, owner_name, owner_uid) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(namespace, claim, tenant, name, owner.name, owner.uid);
+    });
+  }
+
+  async releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    this.db
+      .prepare('DELETE FROM name_claims WHERE namespace = ? AND claim = ? AND owner_uid = ?')
+      .run(namespace, claimObjectName(tenant, name), owner.uid);
+  }
+
+  async listNameClaims(namespace: string): Promise<NameClaim[]> {
+    const rows = this.db
+      .prepare('SELECT tenant, name, owner_name, owner_uid FROM name_claims WHERE namespace = ? ORDER BY claim')
+      .all(namespace) as { tenant: string; name: string; owner_name: string; owner_uid: string }[];
+    return rows.map((r) => ({ tenant: r.tenant, name: r.name, owner: { name: r.owner_name, uid: r.owner_uid } }));
+  }
+
   // ---- revision logs ----
 
   async appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void> {
@@ -356,7 +401,9 @@ class EmbeddedStore implements ControlPlaneStore {
 
   /** Runs `fn` in a transaction and publishes its changes only after it committed. */
   private write<T>(fn: () => T): T {
-    const result = this.db.transaction(fn)();
+    // IMMEDIATE: take the write lock before the first read, so a check-then-write is atomic across processes
+    // sharing the file (a deferred transaction would fail with SQLITE_BUSY when another process wrote in between).
+    const result = this.db.transaction(fn).immediate();
     this.publish();
     return result;
   }
@@ -460,6 +507,7 @@ class EmbeddedStore implements ControlPlaneStore {
       this.db.prepare('DELETE FROM revision_logs WHERE namespace = ? AND revision = ?').run(m.namespace, m.name);
     }
     this.db.prepare('DELETE FROM secrets WHERE owner_uid = ?').run(m.uid);
+    this.db.prepare('DELETE FROM name_claims WHERE owner_uid = ?').run(m.uid);
     const dependents = this.db.prepare('SELECT kind, namespace, name FROM owners WHERE owner_uid = ?').all(m.uid) as {
       kind: Kind;
       namespace: string;

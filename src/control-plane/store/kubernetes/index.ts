@@ -9,6 +9,9 @@ import { validateResource } from '../validate.ts';
 import {
   AlreadyExistsError,
   ResourceExpiredError,
+  claimObjectName,
+  type NameClaim,
+  type NameClaimOwner,
   StaleResourceVersionError,
   type ApiKeyRecord,
   type ControlPlaneStore,
@@ -23,6 +26,8 @@ import {
 const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
 const LABEL_API_KEY = 'agentplane.dev/api-key';
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
+/** On name-claim ConfigMaps: the AgentDeployment holding the name (its uid is in the ownerReference). */
+const LABEL_NAME_CLAIM_OF = 'agentplane.dev/name-claim-of';
 /** Lines kept per revision and log type (a ConfigMap holds at most 1 MiB). */
 const MAX_LOG_LINES = 2_000;
 
@@ -277,6 +282,104 @@ class KubernetesStore implements ControlPlaneStore {
     const d = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
     if (d.hash !== keyHash) return undefined;
     return { id: d.id ?? '', name: d.name ?? '', tenants: JSON.parse(d.tenants ?? '[]') as string[], createdAt: d.createdAt ?? '' };
+  }
+
+  // ---- deployment name claims: a ConfigMap per (tenant, name), owned by the AgentDeployment holding it ----
+  // ConfigMaps because the control plane's Role already manages them (revision logs): no new permission.
+
+  private claimBody(namespace: string, tenant: string, name: string, owner: NameClaimOwner, resourceVersion?: string): V1ConfigMap {
+    return {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: claimObjectName(tenant, name),
+        namespace,
+        resourceVersion,
+        labels: { [LABEL_NAME_CLAIM_OF]: owner.name },
+        ownerReferences: [{ apiVersion: API_VERSION, kind: 'AgentDeployment', name: owner.name, uid: owner.uid }],
+      },
+      data: { tenant, name },
+    };
+  }
+
+  /** The deployment a claim names still exists (same uid) and is not being deleted. */
+  private async holds(namespace: string, holder: { name: string; uid: string }): Promise<boolean> {
+    try {
+      const dep = await this.get('AgentDeployment', namespace, holder.name);
+      return dep.metadata.uid === holder.uid && !dep.metadata.deletionTimestamp;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  async claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    const objectName = claimObjectName(tenant, name);
+    for (let attempt = 0; attempt < 10; attempt++) {
+      try {
+        await call(() => this.core.createNamespacedConfigMap({ namespace, body: this.claimBody(namespace, tenant, name, owner) }));
+        return;
+      } catch (err) {
+        if (!(err instanceof AlreadyExistsError)) throw err;
+      }
+      let cur: V1ConfigMap;
+      try {
+        cur = await call(() => this.core.readNamespacedConfigMap({ namespace, name: objectName }));
+      } catch (err) {
+        if (err instanceof NotFoundError) continue; // released meanwhile: create again
+        throw err;
+      }
+      const holder = cur.metadata?.ownerReferences?.find((o) => o.kind === 'AgentDeployment');
+      if (holder?.uid === owner.uid) return;
+      if (holder && (await this.holds(namespace, holder))) {
+        throw new AlreadyExistsError(`the name "${name}" is held by AgentDeployment "${holder.name}"`);
+      }
+      // Stale (its deployment is gone or being deleted; garbage collection may lag): take it over, but only if
+      // nobody changed it since it was read. Of two processes doing this at once, one gets 409 and looks again.
+      try {
+        await call(() =>
+          this.core.replaceNamespacedConfigMap({
+            namespace,
+            name: objectName,
+            body: this.claimBody(namespace, tenant, name, owner, cur.metadata!.resourceVersion),
+          }),
+        );
+        this.log.info({ tenant, name, from: holder?.name, to: owner.name }, 'took over a stale name claim');
+        return;
+      } catch (err) {
+        if (!(err instanceof StaleResourceVersionError || err instanceof NotFoundError)) throw err;
+      }
+    }
+    throw new AlreadyExistsError(`the name "${name}" is contended; try again`);
+  }
+
+  async releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    const objectName = claimObjectName(tenant, name);
+    let cm: V1ConfigMap;
+    try {
+      cm = await call(() => this.core.readNamespacedConfigMap({ namespace, name: objectName }));
+    } catch (err) {
+      if (err instanceof NotFoundError) return;
+      throw err;
+    }
+    const m = cm.metadata!;
+    if (!m.ownerReferences?.some((o) => o.uid === owner.uid)) return;
+    try {
+      // Preconditions: never delete a claim another deployment took over since it was read.
+      await call(() =>
+        this.core.deleteNamespacedConfigMap({ namespace, name: objectName, body: { preconditions: { uid: m.uid, resourceVersion: m.resourceVersion } } }),
+      );
+    } catch (err) {
+      if (!(err instanceof NotFoundError || err instanceof StaleResourceVersionError)) throw err;
+    }
+  }
+
+  async listNameClaims(namespace: string): Promise<NameClaim[]> {
+    const res = await call(() => this.core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_NAME_CLAIM_OF }));
+    return res.items.map((cm) => {
+      const o = cm.metadata?.ownerReferences?.find((r) => r.kind === 'AgentDeployment');
+      return { tenant: cm.data?.tenant ?? '', name: cm.data?.name ?? '', owner: { name: o?.name ?? '', uid: o?.uid ?? '' } };
+    });
   }
 
   // ---- revision logs: a ConfigMap per revision and type, owned by the revision, newest MAX_LOG_LINES kept ----
