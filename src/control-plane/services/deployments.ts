@@ -67,7 +67,8 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
     const { items } = await store.list('AgentDeployment', ns, {
       labelSelector: `${LABEL_TENANT}=${tenant},${LABEL_NAME_HASH}=${nameHash(name)}`,
     });
-    if (items.some((d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId)) {
+    // A deployment being deleted no longer holds its name (its claim is stale and gets taken over).
+    if (items.some((d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId && !d.metadata.deletionTimestamp)) {
       throw nameTaken(name);
     }
   }
