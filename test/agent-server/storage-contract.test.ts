@@ -4,8 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import type { Checkpoint, CheckpointTuple } from '@langchain/langgraph-checkpoint';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
 import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
+import { FewerTripsPostgresSaver } from '../../src/agent-server/storage/postgres/checkpointer.ts';
 import type { NewRun, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
 import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
 import { createTestDatabase } from './helpers/pg.ts';
@@ -212,5 +216,94 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     await expect(store.runs.delete(t.thread_id, randomUUID())).rejects.toBeInstanceOf(NotFoundError);
     await store.runs.claim('w', 60_000);
     await expect(store.runs.delete(t.thread_id, r.run_id)).rejects.toBeInstanceOf(ConflictError);
+  });
+});
+
+// The Postgres checkpointer writes in one statement what the package writes in a transaction: the same
+// operations on both (separate schemas, one database) must read back the same, conflicts included.
+describe('postgres checkpointer (one statement per put / putWrites)', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let pool: pg.Pool;
+  let ours: FewerTripsPostgresSaver;
+  let theirs: PostgresSaver;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    ours = new FewerTripsPostgresSaver(pool, undefined, { schema: 'ours' });
+    theirs = new PostgresSaver(pool, undefined, { schema: 'theirs' });
+    await ours.setup();
+    await theirs.setup();
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const both = async <T>(fn: (s: PostgresSaver) => Promise<T>): Promise<[T, T]> => [await fn(ours), await fn(theirs)];
+  const all = async (s: PostgresSaver, threadId: string) => {
+    const out: CheckpointTuple[] = [];
+    for await (const t of s.list({ configurable: { thread_id: threadId } })) out.push(t);
+    return out;
+  };
+  const checkpoint = (id: string, values: Record<string, unknown>, versions: Record<string, number>): Checkpoint => ({
+    v: 4,
+    id,
+    ts: '2026-01-01T00:00:00.000Z',
+    channel_values: values,
+    channel_versions: versions,
+    versions_seen: { agent: { a: 1 } },
+  });
+
+  it('put, putWrites, getTuple and list read back exactly as with the package', async () => {
+    const threadId = randomUUID();
+    const cfg = { configurable: { thread_id: threadId, checkpoint_ns: '' } };
+    const id1 = '1f000000-0000-6000-8000-000000000001';
+    const id2 = '1f000000-0000-6000-8000-000000000002';
+    const first = checkpoint(id1, { a: { n: 1 }, b: 'text' }, { a: 1, b: 1, gone: 1 });
+    const [c1o, c1t] = await both((s) => s.put(cfg, first, { source: 'input', step: -1, parents: {} }, { a: 1, b: 1, gone: 1 }));
+    expect(c1o).toEqual(c1t);
+    const second = checkpoint(id2, { a: { n: 2 }, b: 'text' }, { a: 2, b: 1 });
+    await both((s) => s.put(c1o, second, { source: 'loop', step: 0, parents: {} }, { a: 2 }));
+    // Regular writes (DO NOTHING: a repeat keeps the first), special ones (upsert: a repeat takes the last).
+    const at2 = { configurable: { thread_id: threadId, checkpoint_ns: '', checkpoint_id: id2 } };
+    await both((s) => s.putWrites(at2, [['a', { n: 3 }], ['b', 'x']], 'task-1'));
+    await both((s) => s.putWrites(at2, [['a', { n: 99 }], ['b', 'y']], 'task-1'));
+    await both((s) => s.putWrites(at2, [['__error__', { message: 'one' }]], 'task-2'));
+    await both((s) => s.putWrites(at2, [['__error__', { message: 'two' }]], 'task-2'));
+    await both((s) => s.putWrites(at2, [['__interrupt__', 1], ['__interrupt__', 2]], 'task-3'));
+    await both((s) => s.putWrites(at2, [['a', 1], ['__error__', 'mixed']], 'task-4'));
+    await both((s) => s.putWrites(at2, [], 'task-5'));
+    // Upserting an existing checkpoint replaces checkpoint and metadata; blobs of a seen version stay.
+    const again = checkpoint(id2, { a: { n: 'changed' }, b: 'text' }, { a: 2, b: 1 });
+    await both((s) => s.put(c1o, again, { source: 'loop', step: 7, parents: {} }, { a: 2 }));
+
+    const [latestO, latestT] = await both((s) => s.getTuple(cfg));
+    expect(latestO).toEqual(latestT);
+    expect(latestO?.checkpoint.channel_values).toEqual({ a: { n: 2 }, b: 'text' });
+    expect(latestO?.metadata).toMatchObject({ step: 7 });
+    expect(latestO?.pendingWrites).toEqual([
+      ['task-1', 'a', { n: 3 }],
+      ['task-1', 'b', 'x'],
+      ['task-2', '__error__', { message: 'two' }],
+      ['task-3', '__interrupt__', 2],
+      ['task-4', '__error__', 'mixed'],
+      ['task-4', 'a', 1],
+    ]);
+    const [oldO, oldT] = await both((s) => s.getTuple({ configurable: { ...cfg.configurable, checkpoint_id: id1 } }));
+    expect(oldO).toEqual(oldT);
+    expect(oldO?.checkpoint.channel_values).toEqual({ a: { n: 1 }, b: 'text' });
+    expect(await all(ours, threadId)).toEqual(await all(theirs, threadId));
+    expect((await all(ours, threadId)).map((t) => t.checkpoint.id)).toEqual([id2, id1]);
+  });
+
+  it('a checkpoint with no new channel versions is one row, read back like the package', async () => {
+    const threadId = randomUUID();
+    const cfg = { configurable: { thread_id: threadId, checkpoint_ns: 'sub:1' } };
+    const cp = checkpoint('1f000000-0000-6000-8000-000000000009', {}, {});
+    await both((s) => s.put(cfg, cp, { source: 'input', step: -1, parents: {} }, {}));
+    const [o, t] = await both((s) => s.getTuple(cfg));
+    expect(o).toEqual(t);
+    expect(o?.checkpoint.channel_values).toEqual({});
   });
 });

@@ -3,9 +3,10 @@
 // never runs two runs at once, and LISTEN/NOTIFY carries wake-ups, cancels and completions between them.
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
+import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { ASSISTANT_SORT, BUSY_THREAD_DETAIL, THREAD_SORT, isoNow, threadStatusAfter } from '../common.ts';
 import type {
   Assistant,
@@ -120,7 +121,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
   const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 });
   pool.on('error', (err) => opts.logger?.warn({ err }, 'idle postgres client failed'));
-  const saver = new PostgresSaver(pool, undefined, { schema: s });
+  const saver = new FewerTripsPostgresSaver(pool, undefined, { schema: s });
   // One channel per schema, so stores sharing a database do not hear each other.
   const channel = `${s}_events`;
 

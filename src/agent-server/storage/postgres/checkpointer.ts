@@ -1,0 +1,119 @@
+// PostgresSaver with fewer round trips. The package's put() runs BEGIN, one INSERT per changed channel blob,
+// the checkpoint INSERT and COMMIT (≈5 round trips); putWrites() runs BEGIN, one INSERT per write and COMMIT.
+// Here each is ONE statement (atomic on its own, so no transaction block): put() inserts the blobs in a
+// data-modifying CTE next to the checkpoint upsert, putWrites() inserts all writes of the task from arrays.
+// Schema, migrations, serialization and every read stay the package's; the conflict rules are the same:
+// blobs DO NOTHING, checkpoints upsert checkpoint + metadata, writes upsert when every channel is a special one
+// (WRITES_IDX_MAP: error, scheduled, interrupt, resume) and DO NOTHING otherwise.
+// Statements are named (prepared once per connection), so Postgres parses and plans them once.
+import type { RunnableConfig } from '@langchain/core/runnables';
+import {
+  WRITES_IDX_MAP,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointMetadata,
+  type PendingWrite,
+  type SerializerProtocol,
+} from '@langchain/langgraph-checkpoint';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import type pg from 'pg';
+
+export class FewerTripsPostgresSaver extends PostgresSaver {
+  private readonly db: pg.Pool;
+  private readonly sql: { put: string; upsertWrites: string; insertWrites: string };
+  private readonly names: { put: string; upsertWrites: string; insertWrites: string };
+
+  constructor(pool: pg.Pool, serde: SerializerProtocol | undefined, options: { schema: string }) {
+    super(pool, serde, options);
+    this.db = pool;
+    const t = (name: string) => `"${options.schema}".${name}`;
+    const writes = (conflict: string) => `INSERT INTO ${t('checkpoint_writes')}
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+      SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob
+      FROM unnest($5::int[], $6::text[], $7::text[], $8::bytea[]) AS w(idx, channel, type, blob)
+      ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ${conflict}`;
+    this.sql = {
+      put: `WITH blobs AS (
+          INSERT INTO ${t('checkpoint_blobs')} (thread_id, checkpoint_ns, channel, version, type, blob)
+          SELECT $1, $2, b.channel, b.version, b.type, b.blob
+          FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[]) AS b(channel, version, type, blob)
+          ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
+        INSERT INTO ${t('checkpoints')} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+        DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
+      upsertWrites: writes('DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob'),
+      insertWrites: writes('DO NOTHING'),
+    };
+    // Prepared statement names are per connection; the schema keeps two savers on one pool apart.
+    this.names = {
+      put: `ap_cp_put_${options.schema}`,
+      upsertWrites: `ap_cp_upsert_writes_${options.schema}`,
+      insertWrites: `ap_cp_insert_writes_${options.schema}`,
+    };
+  }
+
+  override async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    if (config.configurable === undefined) throw new Error(`Missing "configurable" field in "config" param`);
+    const { thread_id, checkpoint_ns = '', checkpoint_id } = config.configurable;
+    const [blobs, serializedMetadata] = await Promise.all([
+      this._dumpBlobs(thread_id, checkpoint_ns, checkpoint.channel_values, newVersions),
+      this._dumpMetadata(metadata),
+    ]);
+    // Blob rows are [thread_id, checkpoint_ns, channel, version, type, blob]; one per channel, so no key repeats.
+    await this.db.query({
+      name: this.names.put,
+      text: this.sql.put,
+      values: [
+        thread_id,
+        checkpoint_ns,
+        checkpoint.id,
+        checkpoint_id,
+        this._dumpCheckpoint(checkpoint),
+        serializedMetadata,
+        blobs.map((b) => b[2]),
+        blobs.map((b) => b[3]),
+        blobs.map((b) => b[4]),
+        blobs.map((b) => b[5] ?? null),
+      ],
+    });
+    return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
+  }
+
+  override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string): Promise<void> {
+    if (!writes.length) return;
+    const upsert = writes.every((w) => w[0] in WRITES_IDX_MAP);
+    const dumped = await this._dumpWrites(
+      config.configurable?.thread_id,
+      config.configurable?.checkpoint_ns,
+      config.configurable?.checkpoint_id,
+      taskId,
+      writes,
+    );
+    // The package writes row after row: with upsert the last write of a repeated idx wins, with DO NOTHING the
+    // first. One statement may not touch a row twice (DO UPDATE fails), so repeats are settled here the same way.
+    const byIdx = new Map<number, (typeof dumped)[number]>();
+    for (const w of dumped) if (upsert || !byIdx.has(w[4])) byIdx.set(w[4], w);
+    const rows = [...byIdx.values()];
+    const first = rows[0]!;
+    await this.db.query({
+      name: upsert ? this.names.upsertWrites : this.names.insertWrites,
+      text: upsert ? this.sql.upsertWrites : this.sql.insertWrites,
+      values: [
+        first[0],
+        first[1],
+        first[2],
+        first[3],
+        rows.map((w) => w[4]),
+        rows.map((w) => w[5]),
+        rows.map((w) => w[6]),
+        rows.map((w) => w[7]),
+      ],
+    });
+  }
+}
