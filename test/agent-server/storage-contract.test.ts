@@ -204,6 +204,28 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     expect((await store.threads.get(t.thread_id))?.status).toBe('error');
   });
 
+  it(`${factory.name}: a delayed run is claimed once due, though claims in between found nothing`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id, { delay_ms: 300 }));
+    expect(await store.runs.claim('w', 60_000)).toBeNull();
+    expect(await store.runs.claim('w', 60_000)).toBeNull();
+    await expect.poll(async () => (await store.runs.claim('w', 60_000))?.run_id, { timeout: 5_000, interval: 50 }).toBe(r.run_id);
+    await store.runs.finish(r.run_id, 'w', { status: 'success' });
+  });
+
+  it(`${factory.name}: a run queued behind a finishing one is claimable right after finish`, async () => {
+    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    const t = await thread();
+    const a = await store.runs.create(newRun(t.thread_id));
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(a.run_id);
+    const b = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    expect(await store.runs.claim('w', 60_000)).toBeNull();
+    await store.runs.finish(a.run_id, 'w', { status: 'success' });
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(b.run_id);
+    await store.runs.finish(b.run_id, 'w', { status: 'success' });
+  });
+
   it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
     while (await store.runs.claim('drain', 60_000)) { /* drained */ }
     const t = await thread();
@@ -216,6 +238,36 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     await expect(store.runs.delete(t.thread_id, randomUUID())).rejects.toBeInstanceOf(NotFoundError);
     await store.runs.claim('w', 60_000);
     await expect(store.runs.delete(t.thread_id, r.run_id)).rejects.toBeInstanceOf(ConflictError);
+  });
+});
+
+// Two processes on one database: a run created by one is claimed by the other, also after that one's claims
+// found nothing (its claim short-cut wakes up on the NOTIFY).
+describe('postgres: claims across two stores', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let a: Storage;
+  let b: Storage;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    a = await openPostgresStorage({ databaseUrl: db.url, poolSize: 4 });
+    b = await openPostgresStorage({ databaseUrl: db.url, poolSize: 4 });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  it('a run created in one store is claimed by the other', async () => {
+    expect(await a.runs.claim('wa', 60_000)).toBeNull();
+    const t = await b.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise');
+    const r = await b.runs.create(newRun(t.thread_id));
+    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 }).toBe(r.run_id);
+    const r2 = await b.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    expect(await a.runs.claim('wa', 60_000)).toBeNull();
+    // Finished in store b (e.g. the sweeper there): store a hears run_done with a queued run and claims it.
+    expect(await b.runs.finish(r.run_id, 'wa', { status: 'success' })).toBe(true);
+    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 }).toBe(r2.run_id);
   });
 });
 

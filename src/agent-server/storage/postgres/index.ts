@@ -1,6 +1,7 @@
 // Postgres store: our tables in one schema, checkpoints through PostgresSaver on the same pool. Several
 // processes may share the database: run claims lock the thread row (FOR UPDATE SKIP LOCKED) so one thread
 // never runs two runs at once, and LISTEN/NOTIFY carries wake-ups, cancels and completions between them.
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
@@ -129,9 +130,37 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
 
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
-  const local = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
-  const listener = await startListener(opts, channel, (e) => emitter.emit('event', e));
+  // Claim short-cut. The engine claims on every wake-up and after every launch and finish, and most of those
+  // claims find nothing. After a claim saw nothing (more) to take, further claims answer null without a query
+  // until something may have changed: any event heard (wake, run_done: from this process or, through NOTIFY,
+  // any other), a write of this store that can free a run, a sweep (the engine's safety tick, which also covers
+  // a thread that was locked when we looked), or the moment the earliest delayed run becomes due. `changes`
+  // counts those; a claim records it before its query, so an event arriving meanwhile is never lost.
+  // Writes of this store count after they commit; their own NOTIFY echoes (tagged with `origin`) then add
+  // nothing, and neither do cancels or a run_done that frees no queued run (more: false).
+  let changes = 0;
+  let quietAt = -1;
+  let dueAt = Infinity;
+  const changed = () => void changes++;
+  const afterWrite = async <T>(p: Promise<T>): Promise<T> => {
+    try {
+      return await p;
+    } finally {
+      changed();
+    }
+  };
+  const origin = randomUUID();
+  const local = (e: StorageEvent) => {
+    changed();
+    queueMicrotask(() => emitter.emit('event', e));
+  };
+  const listener = await startListener(opts, channel, (tagged) => {
+    const { o, more, ...e } = tagged as StorageEvent & { o?: string; more?: boolean };
+    if (o !== origin && e.type !== 'cancel' && !(e.type === 'run_done' && more === false)) changed();
+    emitter.emit('event', e as StorageEvent);
+  });
 
+  /** A transaction; its commit may free or queue runs, so the claim short-cut looks again afterwards. */
   async function tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     const c = await pool.connect();
     try {
@@ -144,10 +173,11 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       throw err;
     } finally {
       c.release();
+      changed();
     }
   }
 
-  const notify = (c: Q, e: StorageEvent) => c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(e)]);
+  const notify = (c: Q, e: StorageEvent) => c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
 
   async function requireThread(c: Q, id: string, lock = false): Promise<Row> {
     const { rows } = await c.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
@@ -375,10 +405,11 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               clock_timestamp(), clock_timestamp()) RETURNING *),
             th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
               WHERE thread_id = $2 RETURNING 1),
-            n AS (SELECT pg_notify($8, '{"type":"wake"}'))
+            n AS (SELECT pg_notify($8, $10))
             SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
             [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-              run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0]);
+              run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
+              JSON.stringify({ type: 'wake', o: origin })]);
           return toRun(rows[0]);
         });
         local({ type: 'wake' });
@@ -413,11 +444,17 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         });
       },
       async claim(workerId: string, leaseMs: number) {
+        if (quietAt === changes && Date.now() < dueAt) return null;
         // One statement: lock the thread of the oldest claimable run (SKIP LOCKED: another claimer has it), take
         // its oldest pending run. The UPDATE re-checks status under the row lock, so a claimer working from a
-        // stale snapshot gets nothing instead of a second copy; it then tries again.
+        // stale snapshot gets nothing instead of a second copy; it then tries again. _more: is there another
+        // claimable thread; _due_ms: when the earliest delayed run becomes due (both for the short-cut above).
         for (let i = 0; i < 5; i++) {
-          const { rows } = await pool.query(`WITH cand AS (
+          const seen = changes;
+          const t0 = Date.now();
+          const { rows } = await pool.query({
+            name: `ap_claim_${s}`,
+            text: `WITH cand AS (
               SELECT t.thread_id FROM ${s}.threads t
               JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'
                 AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p
@@ -433,11 +470,27 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               RETURNING *),
             th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
               WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
-            SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th, c.*
-            FROM (SELECT 1) one LEFT JOIN claimed c ON true`, [workerId, leaseMs / 1000]);
+            SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th,
+              EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
+                AND (p.not_before IS NULL OR p.not_before <= now())
+                AND p.thread_id IS DISTINCT FROM (SELECT thread_id FROM cand)
+                AND NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = p.thread_id AND x.status = 'running'))
+                AS _more,
+              (SELECT extract(epoch FROM min(d.not_before) - now()) * 1000 FROM ${s}.runs d
+                WHERE d.status = 'pending' AND d.not_before > now())::float8 AS _due_ms,
+              c.*
+            FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
+            values: [workerId, leaseMs / 1000],
+          });
           const row = rows[0];
+          const nothing = !row || (!row.run_id && Number(row._cand) === 0);
+          if (nothing || (row.run_id && !row._more)) {
+            // Nothing else to take: quiet until an event, unless it came while we looked.
+            quietAt = seen;
+            dueAt = row?._due_ms == null ? Infinity : t0 + Math.max(0, Number(row._due_ms));
+          }
           if (row?.run_id) return toRun(row);
-          if (!row || Number(row._cand) === 0) return null;
+          if (nothing) return null;
         }
         return null;
       },
@@ -449,7 +502,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return rows.map((r) => r.run_id as string);
       },
       async finish(runId: string, workerId: string, outcome: RunOutcome) {
-        // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told.
+        // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
+        // (the run_done says whether a queued run of the thread became claimable: `more`).
         const { rows } = await pool.query(`WITH lk AS (
             SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
             FOR UPDATE),
@@ -464,13 +518,18 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
               updated_at = now(), interrupts = $9, error = $10
             FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
-          n AS (SELECT pg_notify($11, $12) FROM r)
-          SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n`,
+          m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id AND p.status = 'pending'
+              AND p.run_id <> $1) AS more FROM r),
+          n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
+          SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n,
+            coalesce((SELECT more FROM m), false) AS more`,
           [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null,
             outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok', !!outcome.interrupted,
             outcome.values !== undefined, outcome.values == null ? null : JSON.stringify(outcome.values),
             JSON.stringify(outcome.interrupts ?? {}), outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
-            channel, JSON.stringify({ type: 'run_done', run_id: runId })]);
+            channel, JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false })]);
+        if (rows[0]?.more) changed();
         // Waiters here and in other processes hear about it through NOTIFY.
         return Number(rows[0]?.done) > 0;
       },
@@ -491,10 +550,10 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async release(workerId: string, runIds: string[]) {
         if (!runIds.length) return;
-        await pool.query(`UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0), worker_id = NULL,
-          lease_expires_at = NULL WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running'`,
-          [runIds, workerId]);
-        await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake' })]);
+        await afterWrite(pool.query(`UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0),
+          worker_id = NULL, lease_expires_at = NULL WHERE run_id = ANY($1::uuid[]) AND worker_id = $2
+          AND status = 'running'`, [runIds, workerId]));
+        await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake', o: origin })]);
       },
       async cancel(threadId: string, runId: string, action: CancelAction) {
         return tx(async (c) => {
@@ -530,6 +589,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return out;
       },
       async sweep(maxAttempts: number): Promise<SweepResult> {
+        // The safety tick: the next claim queries again (e.g. a thread that was locked when we last looked).
+        changed();
         const res: SweepResult = { requeued: [], failed: [] };
         const { rows: expired } = await pool.query(`SELECT run_id, thread_id FROM ${s}.runs WHERE status = 'running'
           AND lease_expires_at < now() ORDER BY seq LIMIT 100`);
