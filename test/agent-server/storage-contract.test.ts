@@ -204,6 +204,19 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     expect((await store.threads.get(t.thread_id))?.status).toBe('error');
   });
 
+  it(`${factory.name}: concurrent creates with reject on an idle thread: exactly one run`, async () => {
+    const t = await thread();
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => store.runs.create(newRun(t.thread_id))));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(ConflictError);
+    expect(await store.runs.list(t.thread_id, { limit: 10, offset: 0 })).toHaveLength(1);
+    // A stateless-style create makes the thread; enqueue behind a busy thread is accepted.
+    const fresh = randomUUID();
+    await store.runs.create(newRun(fresh, { if_not_exists: 'create' }));
+    await store.runs.create(newRun(fresh, { if_not_exists: 'create', multitask_strategy: 'enqueue' }));
+    expect(await store.runs.list(fresh, { limit: 10, offset: 0 })).toHaveLength(2);
+  });
+
   it(`${factory.name}: a delayed run is claimed once due, though claims in between found nothing`, async () => {
     while (await store.runs.claim('drain', 60_000)) { /* drained */ }
     const t = await thread();

@@ -372,22 +372,57 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
 
     runs: {
       async create(run: NewRun) {
+        // Fast path, one statement: lock the thread; when it has nothing in flight (or the strategy is enqueue)
+        // insert the run, mark the thread busy and wake the claimers. In flight means a pending or running run
+        // in this statement's snapshot, or the thread row (read under the lock, so current) still busy: a run
+        // committed while we waited for the lock made the thread busy in the same transaction.
+        const fast = await pool.query({
+          name: `ap_run_create_${s}`,
+          text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
+            st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
+                AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
+            ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status, kwargs, multitask_strategy,
+                not_before, created_at, updated_at)
+              SELECT $1, st.thread_id, $3, $4, 'pending', $5, $6,
+                CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+                clock_timestamp(), clock_timestamp()
+              FROM st WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
+              RETURNING *),
+            th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+              WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
+            n AS (SELECT pg_notify($8, $10) FROM ins)
+            SELECT (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
+              (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
+            FROM (SELECT 1) one LEFT JOIN ins ON true`,
+          values: [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
+            run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
+            JSON.stringify({ type: 'wake', o: origin })],
+        });
+        const row = fast.rows[0];
+        if (row?.run_id) {
+          local({ type: 'wake' });
+          return toRun(row);
+        }
+        const found = Number(row?._found) > 0;
+        if (!found && run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+        if (found && row._inflight && run.multitask_strategy === 'reject') throw new ConflictError(BUSY_THREAD_DETAIL);
+        // Slow path: a thread to create, runs to cancel (interrupt, rollback) or a busy status to check.
         const created = await tx(async (c) => {
           if (run.if_not_exists === 'create') {
             await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
               [run.thread_id, JSON.stringify(run.thread_metadata)]);
           }
-          // Lock the thread and read its in-flight runs in one round trip.
-          const { rows: lock } = await c.query(`SELECT t.thread_id, coalesce((SELECT json_agg(json_build_object(
-              'run_id', r.run_id, 'status', r.status)) FROM ${s}.runs r WHERE r.thread_id = t.thread_id
-              AND r.status IN ('pending','running')), '[]') AS inflight
-            FROM ${s}.threads t WHERE t.thread_id = $1 FOR UPDATE OF t`, [run.thread_id]);
+          // Lock first, then read the in-flight runs in a later statement: its snapshot is taken after the lock,
+          // so it sees every run committed by whoever held the thread before us.
+          const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`,
+            [run.thread_id]);
           if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
-          const inflight = lock[0].inflight as Array<{ run_id: string; status: string }>;
+          const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
+            AND status IN ('pending','running')`, [run.thread_id]);
           if (inflight.length && run.multitask_strategy === 'reject') throw new ConflictError(BUSY_THREAD_DETAIL);
           if (inflight.length && (run.multitask_strategy === 'interrupt' || run.multitask_strategy === 'rollback')) {
             const action: CancelAction = run.multitask_strategy;
-            for (const r of inflight) {
+            for (const r of inflight as Array<{ run_id: string; status: string }>) {
               if (r.status === 'pending') {
                 if (action === 'rollback') await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [r.run_id]);
                 else await c.query(`UPDATE ${s}.runs SET status = 'interrupted', updated_at = now() WHERE run_id = $1`, [r.run_id]);
