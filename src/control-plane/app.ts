@@ -48,7 +48,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
-      const where = err.validationContext ?? 'body';
+      // FastAPI's names for where the bad value was (the reference API's 422 bodies): query, path, header, body.
+      const ctx = err.validationContext ?? 'body';
+      const where = ({ querystring: 'query', params: 'path', headers: 'header' } as Record<string, string>)[ctx] ?? ctx;
       const detail = err.validation.map((v) => ({
         loc: [where, ...v.instancePath.split('/').filter(Boolean).map((p: string) => (/^\d+$/.test(p) ? Number(p) : p))],
         msg: v.message ?? 'invalid',
