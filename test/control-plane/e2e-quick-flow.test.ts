@@ -138,6 +138,9 @@ describe('embedded store survives a restart', () => {
         expect(((await after.json()) as { secrets: unknown }).secrets).toEqual([{ name: 'OPENAI_API_KEY' }]);
         expect(await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()).toEqual(before);
         expect(before.resources).toHaveLength(2);
+        // Its name is still taken (the claim survived too), and the key made by the CLI still works.
+        const dup = await fetch(`${proc.url}/v2/deployments`, { method: 'POST', headers, body: JSON.stringify(githubBody('durable')) });
+        expect(dup.status).toBe(409);
       } finally {
         await proc.stop();
       }
