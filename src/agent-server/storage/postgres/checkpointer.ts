@@ -5,7 +5,8 @@
 // Schema, migrations, serialization and every read stay the package's; the conflict rules are the same:
 // blobs DO NOTHING, checkpoints upsert checkpoint + metadata, writes upsert when every channel is a special one
 // (WRITES_IDX_MAP: error, scheduled, interrupt, resume) and DO NOTHING otherwise.
-// Statements are named (prepared once per connection), so Postgres parses and plans them once.
+// Statements are named (prepared once per connection), so Postgres parses and plans them once; the package's
+// two getTuple reads are sent named too (same text, through a pool wrapper that only adds the name).
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
   WRITES_IDX_MAP,
@@ -24,8 +25,16 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
   private readonly names: { put: string; upsertWrites: string; insertWrites: string };
 
   constructor(pool: pg.Pool, serde: SerializerProtocol | undefined, options: { schema: string }) {
-    super(pool, serde, options);
+    const prepared = new Map<string, string>();
+    super(namingPool(pool, prepared), serde, options);
     this.db = pool;
+    // The exact texts getTuple() sends (package internals: if they change, they are simply sent unnamed).
+    const select = (this as unknown as { SQL_STATEMENTS?: { SELECT_SQL?: string } }).SQL_STATEMENTS?.SELECT_SQL;
+    if (typeof select === 'string') {
+      prepared.set(`${select}WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`, `ap_cp_get_${options.schema}`);
+      prepared.set(`${select}WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY checkpoint_id DESC LIMIT 1`,
+        `ap_cp_latest_${options.schema}`);
+    }
     const t = (name: string) => `"${options.schema}".${name}`;
     const writes = (conflict: string) => `INSERT INTO ${t('checkpoint_writes')}
         (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
@@ -116,4 +125,21 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       ],
     });
   }
+}
+
+/** The pool as the package sees it: query(text, values) of a known text goes out as a named statement. */
+function namingPool(pool: pg.Pool, names: ReadonlyMap<string, string>): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop === 'query') {
+        return (...args: unknown[]) => {
+          const name = typeof args[0] === 'string' && args.length <= 2 ? names.get(args[0]) : undefined;
+          if (name) return target.query({ name, text: args[0] as string, values: (args[1] as unknown[] | undefined) ?? [] });
+          return (target.query as (...a: unknown[]) => unknown)(...args);
+        };
+      }
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
 }

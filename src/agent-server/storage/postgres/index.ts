@@ -59,6 +59,13 @@ CREATE INDEX IF NOT EXISTS runs_running_lease ON ${s}.runs (lease_expires_at) WH
 `;
 }
 
+// Named (prepared) statements list their columns: a column added by a newer process's migration must not change
+// the result type of a statement an older process has prepared ("cached plan must not change result type").
+const RUN_COLS = `run_id, thread_id, assistant_id, created_at, updated_at, metadata, status, kwargs, multitask_strategy,
+  attempt, worker_id, cancel_action, error`;
+const THREAD_COLS = `thread_id, created_at, updated_at, state_updated_at, metadata, status, config, "values", interrupts, error`;
+const ASSISTANT_COLS = `assistant_id, graph_id, config, context, metadata, name, description, version, created_at, updated_at`;
+
 const ts = (v: unknown): string => (v instanceof Date ? isoNow(v.getTime()) : String(v));
 
 function toAssistant(r: Row): Assistant {
@@ -177,6 +184,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     }
   }
 
+  /** A named statement: each pooled connection parses and plans it once (hot paths only; fixed text). */
+  const named = (name: string, text: string, values: unknown[]): pg.QueryConfig => ({ name: `ap_${name}_${s}`, text, values });
   const notify = (c: Q, e: StorageEvent) => c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
 
   async function requireThread(c: Q, id: string, lock = false): Promise<Row> {
@@ -264,7 +273,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return toAssistant(rows[0]);
       },
       async get(id: string) {
-        const { rows } = await pool.query(`SELECT * FROM ${s}.assistants WHERE assistant_id = $1`, [id]);
+        const { rows } = await pool.query(named('assistant_get', `SELECT ${ASSISTANT_COLS} FROM ${s}.assistants WHERE assistant_id = $1`, [id]));
         return rows[0] ? toAssistant(rows[0]) : null;
       },
       async patch(id: string, p: AssistantPatch) {
@@ -300,8 +309,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
 
     threads: {
       async create(t: NewThread, ifExists: IfExists) {
-        const { rows } = await pool.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2)
-          ON CONFLICT (thread_id) DO NOTHING RETURNING *`, [t.thread_id, JSON.stringify(t.metadata)]);
+        const { rows } = await pool.query(named('thread_create', `INSERT INTO ${s}.threads (thread_id, metadata)
+          VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLS}`, [t.thread_id, JSON.stringify(t.metadata)]));
         if (rows[0]) return toThread(rows[0]);
         if (ifExists === 'raise') throw new ConflictError(`Thread ${t.thread_id} already exists`);
         const existing = await this.get(t.thread_id);
@@ -309,7 +318,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return existing;
       },
       async get(id: string) {
-        const { rows } = await pool.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1`, [id]);
+        const { rows } = await pool.query(named('thread_get', `SELECT ${THREAD_COLS} FROM ${s}.threads WHERE thread_id = $1`, [id]));
         return rows[0] ? toThread(rows[0]) : null;
       },
       async patch(id: string, p: { metadata?: Json }) {
@@ -387,7 +396,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
                 CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
                 clock_timestamp(), clock_timestamp()
               FROM st WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
-              RETURNING *),
+              RETURNING ${RUN_COLS}),
             th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
               WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
             n AS (SELECT pg_notify($8, $10) FROM ins)
@@ -451,11 +460,12 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         return created;
       },
       async get(threadId: string, runId: string) {
-        const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`, [runId, threadId]);
+        const { rows } = await pool.query(named('run_get', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`,
+          [runId, threadId]));
         return rows[0] ? toRun(rows[0]) : null;
       },
       async getById(runId: string) {
-        const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE run_id = $1`, [runId]);
+        const { rows } = await pool.query(named('run_get_by_id', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1`, [runId]));
         return rows[0] ? toRun(rows[0]) : null;
       },
       async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
@@ -502,7 +512,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
               WHERE run_id = (SELECT r.run_id FROM ${s}.runs r WHERE r.thread_id = (SELECT thread_id FROM cand)
                 AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now()) ORDER BY r.seq LIMIT 1)
                 AND status = 'pending'
-              RETURNING *),
+              RETURNING ${RUN_COLS}),
             th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
               WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
             SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th,
@@ -531,15 +541,16 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       },
       async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
         if (!runIds.length) return [];
-        const { rows } = await pool.query(`UPDATE ${s}.runs SET lease_expires_at = now() + make_interval(secs => $3)
+        const { rows } = await pool.query(named('heartbeat', `UPDATE ${s}.runs
+          SET lease_expires_at = now() + make_interval(secs => $3)
           WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running' RETURNING run_id`,
-          [runIds, workerId, leaseMs / 1000]);
+          [runIds, workerId, leaseMs / 1000]));
         return rows.map((r) => r.run_id as string);
       },
       async finish(runId: string, workerId: string, outcome: RunOutcome) {
         // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
         // (the run_done says whether a queued run of the thread became claimable: `more`).
-        const { rows } = await pool.query(`WITH lk AS (
+        const { rows } = await pool.query(named('finish', `WITH lk AS (
             SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
             FOR UPDATE),
           r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
@@ -563,7 +574,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
             outcome.values !== undefined, outcome.values == null ? null : JSON.stringify(outcome.values),
             JSON.stringify(outcome.interrupts ?? {}), outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
             channel, JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
-            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false })]);
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false })]));
         if (rows[0]?.more) changed();
         // Waiters here and in other processes hear about it through NOTIFY.
         return Number(rows[0]?.done) > 0;
