@@ -164,4 +164,20 @@ describe('kube-apiserver double', () => {
     expect(made.metadata?.generation).toBe(1);
     expect((await apps.listNamespacedDeployment({ namespace: ns })).items.map((d) => d.metadata?.name)).toEqual(['web']);
   });
+
+  it('delete preconditions: a uid or resourceVersion that no longer matches is 409 Conflict and deletes nothing', async () => {
+    const cm = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'pre' }, data: { a: '1' } } });
+    const uid = cm.metadata!.uid!;
+    const stale = await failure(core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid: '00000000-0000-4000-8000-000000000000' } } }));
+    expect(stale.code).toBe(409);
+    expect(stale.body).toMatchObject({ reason: 'Conflict' });
+    expect(stale.body.message).toContain('Precondition failed: UID in precondition');
+    await core.replaceNamespacedConfigMap({ namespace: ns, name: 'pre', body: { ...cm, data: { a: '2' } } });
+    const old = await failure(core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid, resourceVersion: cm.metadata!.resourceVersion } } }));
+    expect(old.code).toBe(409);
+    expect((await core.readNamespacedConfigMap({ namespace: ns, name: 'pre' })).data).toEqual({ a: '2' });
+    const cur = await core.readNamespacedConfigMap({ namespace: ns, name: 'pre' });
+    await core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid, resourceVersion: cur.metadata!.resourceVersion } } });
+    expect((await failure(core.readNamespacedConfigMap({ namespace: ns, name: 'pre' }))).code).toBe(404);
+  });
 });

@@ -95,7 +95,8 @@ export class KubeApiServer {
     const { spec, namespace, name, sub } = route;
     const q = url.searchParams;
     const method = req.method ?? 'GET';
-    const body = ['POST', 'PUT', 'PATCH'].includes(method) ? await readJson(req) : undefined;
+    // DELETE may carry DeleteOptions (preconditions) as its body, like on the real server.
+    const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
     if (sub === 'log' && spec.plural === 'pods' && method === 'GET') return this.podLog(res, namespace!, name!, q.get('container') ?? '');
     if (sub && sub !== 'status') return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
