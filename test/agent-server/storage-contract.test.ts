@@ -362,6 +362,47 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     expect((await all(ours, threadId)).map((t) => t.checkpoint.id)).toEqual([id2, id1]);
   });
 
+  it('writes issued together go out as one statement and read back as the package wrote them one by one', async () => {
+    const threadId = randomUUID();
+    const cfg = { configurable: { thread_id: threadId, checkpoint_ns: '' } };
+    const ids = ['1f000000-0000-6000-8000-000000000011', '1f000000-0000-6000-8000-000000000012'];
+    const ops = (s: PostgresSaver) => [
+      () => s.put(cfg, checkpoint(ids[0]!, { a: 1, b: 'x' }, { a: 1, b: 1 }), { source: 'input', step: -1, parents: {} }, { a: 1, b: 1 }),
+      () => s.put({ configurable: { ...cfg.configurable, checkpoint_id: ids[0] } },
+        checkpoint(ids[1]!, { a: 2, b: 'x' }, { a: 2, b: 1 }), { source: 'loop', step: 0, parents: {} }, { a: 2 }),
+      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['a', 5], ['b', 'y']], 't1'),
+      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['__error__', 'e']], 't2'),
+      // The same rows again in the same turn (must not be one statement: a row may be touched once per statement).
+      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['__error__', 'e']], 't2'),
+      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['a', 5], ['b', 'y']], 't1'),
+    ];
+    await Promise.all(ops(ours).map((op) => op()));
+    for (const op of ops(theirs)) await op();
+    expect(await all(ours, threadId)).toEqual(await all(theirs, threadId));
+    const latest = await ours.getTuple(cfg);
+    expect(latest?.checkpoint.channel_values).toEqual({ a: 2, b: 'x' });
+    expect(latest?.pendingWrites).toEqual([['t1', 'a', 5], ['t1', 'b', 'y'], ['t2', '__error__', 'e']]);
+  });
+
+  it('a bad write sent together with good ones fails alone', async () => {
+    const threadId = randomUUID();
+    const id = '1f000000-0000-6000-8000-000000000021';
+    const good = { configurable: { thread_id: threadId, checkpoint_ns: '', checkpoint_id: id } };
+    // checkpoint_ns null: the package's write fails on the NOT NULL column too.
+    const bad = { configurable: { thread_id: threadId, checkpoint_ns: null, checkpoint_id: id } };
+    const results = await Promise.allSettled([
+      ours.put({ configurable: { thread_id: threadId, checkpoint_ns: '' } }, checkpoint(id, { a: 1 }, { a: 1 }),
+        { source: 'input', step: -1, parents: {} }, { a: 1 }),
+      ours.putWrites(good, [['a', 1]], 'ok-task'),
+      ours.putWrites(bad as never, [['a', 2]], 'bad-task'),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    await expect(theirs.putWrites(bad as never, [['a', 2]], 'bad-task')).rejects.toThrow();
+    const tuple = await ours.getTuple({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
+    expect(tuple?.checkpoint.channel_values).toEqual({ a: 1 });
+    expect(tuple?.pendingWrites).toEqual([['ok-task', 'a', 1]]);
+  });
+
   it('a checkpoint with no new channel versions is one row, read back like the package', async () => {
     const threadId = randomUUID();
     const cfg = { configurable: { thread_id: threadId, checkpoint_ns: 'sub:1' } };

@@ -21,8 +21,8 @@ import type pg from 'pg';
 
 export class FewerTripsPostgresSaver extends PostgresSaver {
   private readonly db: pg.Pool;
-  private readonly sql: { put: string; upsertWrites: string; insertWrites: string };
-  private readonly names: { put: string; upsertWrites: string; insertWrites: string };
+  private readonly sql: { put: string; upsertWrites: string; insertWrites: string; batch: string };
+  private readonly names: { put: string; upsertWrites: string; insertWrites: string; batch: string };
 
   constructor(pool: pg.Pool, serde: SerializerProtocol | undefined, options: { schema: string }) {
     const prepared = new Map<string, string>();
@@ -53,12 +53,30 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
         DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
       upsertWrites: writes('DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob'),
       insertWrites: writes('DO NOTHING'),
+      batch: `WITH up AS (
+          INSERT INTO ${t('checkpoint_writes')} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::bytea[])
+          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+          DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob),
+        ins AS (
+          INSERT INTO ${t('checkpoint_writes')} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+          SELECT * FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::text[], $16::bytea[])
+          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING),
+        blobs AS (
+          INSERT INTO ${t('checkpoint_blobs')} (thread_id, checkpoint_ns, channel, version, type, blob)
+          SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::bytea[])
+          ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
+        INSERT INTO ${t('checkpoints')} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+        SELECT * FROM unnest($23::text[], $24::text[], $25::text[], $26::text[], $27::jsonb[], $28::jsonb[])
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+        DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
     };
     // Prepared statement names are per connection; the schema keeps two savers on one pool apart.
     this.names = {
       put: `ap_cp_put_${options.schema}`,
       upsertWrites: `ap_cp_upsert_writes_${options.schema}`,
       insertWrites: `ap_cp_insert_writes_${options.schema}`,
+      batch: `ap_cp_batch_${options.schema}`,
     };
   }
 
@@ -75,21 +93,11 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       this._dumpMetadata(metadata),
     ]);
     // Blob rows are [thread_id, checkpoint_ns, channel, version, type, blob]; one per channel, so no key repeats.
-    await this.db.query({
-      name: this.names.put,
-      text: this.sql.put,
-      values: [
-        thread_id,
-        checkpoint_ns,
-        checkpoint.id,
-        checkpoint_id,
-        this._dumpCheckpoint(checkpoint),
-        serializedMetadata,
-        blobs.map((b) => b[2]),
-        blobs.map((b) => b[3]),
-        blobs.map((b) => b[4]),
-        blobs.map((b) => b[5] ?? null),
-      ],
+    await this.enqueue({
+      kind: 'put',
+      keys: [`c|${thread_id}|${checkpoint_ns}|${checkpoint.id}`],
+      checkpoint: [thread_id, checkpoint_ns, checkpoint.id, checkpoint_id ?? null, this._dumpCheckpoint(checkpoint), serializedMetadata],
+      blobs: blobs.map((b) => [b[0], b[1], b[2], b[3], b[4], b[5] ?? null]),
     });
     return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
   }
@@ -106,25 +114,119 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     );
     // The package writes row after row: with upsert the last write of a repeated idx wins, with DO NOTHING the
     // first. One statement may not touch a row twice (DO UPDATE fails), so repeats are settled here the same way.
-    const byIdx = new Map<number, (typeof dumped)[number]>();
+    const byIdx = new Map<number, WriteRow>();
     for (const w of dumped) if (upsert || !byIdx.has(w[4])) byIdx.set(w[4], w);
     const rows = [...byIdx.values()];
-    const first = rows[0]!;
+    await this.enqueue({ kind: 'writes', upsert, rows, keys: rows.map((w) => `w|${w[0]}|${w[1]}|${w[2]}|${w[3]}|${w[4]}`) });
+  }
+
+  // Coalescing: the writes issued during one event-loop turn (all runs of the process) go out as ONE statement
+  // when there are several; a single one uses its own statement. A write whose row is already in the open batch
+  // starts the next batch, which waits for this one, so the order per row stays the order of the calls. If a
+  // combined statement fails (atomically: nothing written), each write is retried alone, so a bad write fails
+  // only its own caller.
+  private batch: Batch | null = null;
+
+  private enqueue(op: Op): Promise<void> {
+    let b = this.batch;
+    let after: Promise<unknown> = Promise.resolve();
+    if (b && op.keys.some((k) => b!.keys.has(k))) {
+      // Same row twice in one statement is not allowed: send the open batch now, queue this one behind it.
+      this.batch = null;
+      void this.flushAfter(b, b.after);
+      after = b.done;
+      b = null;
+    }
+    if (!b) {
+      const opened = (b = this.batch = newBatch(after));
+      setImmediate(() => {
+        if (this.batch === opened) this.batch = null;
+        void this.flushAfter(opened, opened.after);
+      });
+    }
+    for (const k of op.keys) b.keys.add(k);
+    const target = b;
+    return new Promise<void>((resolve, reject) => target.ops.push({ op, resolve, reject }));
+  }
+
+  private async flushAfter(b: Batch, after: Promise<unknown>): Promise<void> {
+    if (b.flushed) return;
+    b.flushed = true;
+    await after.catch(() => undefined);
+    try {
+      if (b.ops.length === 1) {
+        const [one] = b.ops;
+        await this.single(one!.op).then(one!.resolve, one!.reject);
+        return;
+      }
+      try {
+        await this.combined(b.ops.map((e) => e.op));
+        for (const e of b.ops) e.resolve();
+      } catch {
+        for (const e of b.ops) await this.single(e.op).then(e.resolve, e.reject);
+      }
+    } finally {
+      b.release();
+    }
+  }
+
+  private async single(op: Op): Promise<void> {
+    if (op.kind === 'put') {
+      const [thread_id, checkpoint_ns, id, parent, checkpoint, metadata] = op.checkpoint;
+      await this.db.query({
+        name: this.names.put,
+        text: this.sql.put,
+        values: [thread_id, checkpoint_ns, id, parent, checkpoint, metadata,
+          op.blobs.map((b) => b[2]), op.blobs.map((b) => b[3]), op.blobs.map((b) => b[4]), op.blobs.map((b) => b[5])],
+      });
+      return;
+    }
+    const first = op.rows[0]!;
     await this.db.query({
-      name: upsert ? this.names.upsertWrites : this.names.insertWrites,
-      text: upsert ? this.sql.upsertWrites : this.sql.insertWrites,
+      name: op.upsert ? this.names.upsertWrites : this.names.insertWrites,
+      text: op.upsert ? this.sql.upsertWrites : this.sql.insertWrites,
+      values: [first[0], first[1], first[2], first[3],
+        op.rows.map((w) => w[4]), op.rows.map((w) => w[5]), op.rows.map((w) => w[6]), op.rows.map((w) => w[7])],
+    });
+  }
+
+  private async combined(ops: Op[]): Promise<void> {
+    const cols = (rows: unknown[][], n: number) => Array.from({ length: n }, (_, i) => rows.map((r) => r[i] ?? null));
+    const puts = ops.filter((o): o is PutOp => o.kind === 'put');
+    const writes = ops.filter((o): o is WritesOp => o.kind === 'writes');
+    await this.db.query({
+      name: this.names.batch,
+      text: this.sql.batch,
       values: [
-        first[0],
-        first[1],
-        first[2],
-        first[3],
-        rows.map((w) => w[4]),
-        rows.map((w) => w[5]),
-        rows.map((w) => w[6]),
-        rows.map((w) => w[7]),
+        ...cols(writes.filter((o) => o.upsert).flatMap((o) => o.rows), 8),
+        ...cols(writes.filter((o) => !o.upsert).flatMap((o) => o.rows), 8),
+        ...cols(puts.flatMap((o) => o.blobs), 6),
+        ...cols(puts.map((o) => o.checkpoint), 6),
       ],
     });
   }
+}
+
+type WriteRow = [string, string, string, string, number, string, string, Uint8Array];
+type BlobRow = [string, string, string, string, string, Uint8Array | null];
+type PutOp = { kind: 'put'; keys: string[]; checkpoint: unknown[]; blobs: BlobRow[] };
+type WritesOp = { kind: 'writes'; keys: string[]; upsert: boolean; rows: WriteRow[] };
+type Op = PutOp | WritesOp;
+interface Batch {
+  ops: Array<{ op: Op; resolve: () => void; reject: (err: unknown) => void }>;
+  keys: Set<string>;
+  /** Resolves when the batch before it (with a row in common) has been written. */
+  after: Promise<unknown>;
+  /** Resolves when this batch has been written (or failed). */
+  done: Promise<void>;
+  release: () => void;
+  flushed: boolean;
+}
+
+function newBatch(after: Promise<unknown>): Batch {
+  let release!: () => void;
+  const done = new Promise<void>((r) => (release = r));
+  return { ops: [], keys: new Set(), after, done, release, flushed: false };
 }
 
 /** The pool as the package sees it: query(text, values) of a known text goes out as a named statement. */
