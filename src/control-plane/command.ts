@@ -1,6 +1,7 @@
 // `agentplane control-plane`: parse flags/env, start, stop cleanly on SIGTERM/SIGINT.
 import { formatHelp } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
+import { closeOnSignals } from '../lib/shutdown.ts';
 import { controlPlaneCommand, parseControlPlaneConfig } from './config.ts';
 import { startControlPlane } from './server.ts';
 
@@ -21,16 +22,6 @@ export async function run(argv: string[]): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    server!.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  const running = server;
+  closeOnSignals(logger, () => running.close());
 }
