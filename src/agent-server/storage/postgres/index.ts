@@ -1,6 +1,10 @@
 // Postgres store: our tables in one schema, checkpoints through PostgresSaver on the same pool. Several
 // processes may share the database: run claims lock the thread row (FOR UPDATE SKIP LOCKED) so one thread
 // never runs two runs at once, and LISTEN/NOTIFY carries wake-ups, cancels and completions between them.
+// Round trips are the budget (each costs CPU here and in a Postgres backend): the run cycle's statements are
+// single statements (run create when the thread is free, claim, finish; checkpoint writes batched per
+// event-loop turn, see checkpointer.ts), named so each connection plans them once, and a claim that can find
+// nothing new answers without a query (see `changes` below); leases and SKIP LOCKED claims are unchanged.
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
