@@ -367,7 +367,8 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     const cfg = { configurable: { thread_id: threadId, checkpoint_ns: '' } };
     const ids = ['1f000000-0000-6000-8000-000000000011', '1f000000-0000-6000-8000-000000000012'];
     const ops = (s: PostgresSaver) => [
-      () => s.put(cfg, checkpoint(ids[0]!, { a: 1, b: 'x' }, { a: 1, b: 1 }), { source: 'input', step: -1, parents: {} }, { a: 1, b: 1 }),
+      () => s.put(cfg, checkpoint(ids[0]!, { a: 1, b: 'x' }, { a: 1, b: 1 }),
+        { source: 'input', step: -1, parents: {}, note: 'a "quoted" {brace}, back\\slash, ünï, \n' } as never, { a: 1, b: 1 }),
       () => s.put({ configurable: { ...cfg.configurable, checkpoint_id: ids[0] } },
         checkpoint(ids[1]!, { a: 2, b: 'x' }, { a: 2, b: 1 }), { source: 'loop', step: 0, parents: {} }, { a: 2 }),
       () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['a', 5], ['b', 'y']], 't1'),
@@ -382,6 +383,8 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     const latest = await ours.getTuple(cfg);
     expect(latest?.checkpoint.channel_values).toEqual({ a: 2, b: 'x' });
     expect(latest?.pendingWrites).toEqual([['t1', 'a', 5], ['t1', 'b', 'y'], ['t2', '__error__', 'e']]);
+    const first = await ours.getTuple({ configurable: { ...cfg.configurable, checkpoint_id: ids[0] } });
+    expect(first?.metadata).toMatchObject({ note: 'a "quoted" {brace}, back\\slash, ünï, \n' });
   });
 
   it('a bad write sent together with good ones fails alone', async () => {
