@@ -48,7 +48,7 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
     const signal = disconnectSignal(req, reply);
     cancelOnDisconnect(signal, req.body, run);
     const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
-    const result = engine.waitForRun(run.thread_id, run.run_id, signal).then((r) => service.runResult(run.thread_id, r));
+    const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then((r) => service.runResult(run.thread_id, r));
     return sendAfterWait(reply, result, {
       keepAliveMs,
       headers: { 'Content-Location': location, Location: `${location}/join` },
@@ -59,7 +59,7 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
     const run = await service.createRun(null, req.body);
     const signal = disconnectSignal(req, reply);
     cancelOnDisconnect(signal, req.body, run);
-    const result = engine.waitForRun(run.thread_id, run.run_id, signal).then(async (r) => {
+    const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then(async (r) => {
       const out = await service.runResult(run.thread_id, r);
       if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {
         await storage.threads.delete(run.thread_id).catch(() => undefined);
@@ -96,12 +96,12 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   app.get('/threads/:thread_id/runs/:run_id/join', { schema: { params: RunParams, querystring: JoinQuery } },
     async (req, reply) => {
       const { thread_id, run_id } = req.params;
-      await requireRun(thread_id, run_id);
+      const run = await requireRun(thread_id, run_id);
       const signal = disconnectSignal(req, reply);
       if (req.query.cancel_on_disconnect) {
         signal.addEventListener('abort', () => void storage.runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined));
       }
-      const result = engine.waitForRun(thread_id, run_id, signal).then((r) => service.runResult(thread_id, r));
+      const result = engine.waitForRun(thread_id, run_id, signal, run).then((r) => service.runResult(thread_id, r));
       return sendAfterWait(reply, result, { keepAliveMs });
     });
 

@@ -52,7 +52,10 @@ export class RunEngine {
   /** Stream events of the runs executing in this process, for SSE clients. */
   readonly streams = new StreamBroker();
   private readonly active = new Map<string, ActiveRun>();
-  private readonly waiters = new Map<string, Set<() => void>>();
+  /** Join/wait callers by run id; a run finished here hands them its final record (no re-read). */
+  private readonly waiters = new Map<string, Set<(done?: RunRecord) => void>>();
+  /** Runs seen finishing lately (run id -> ms), so a waiter that registers just after still notices. */
+  private readonly recentlyDone = new Map<string, number>();
   private claiming = false;
   private again = false;
   private stopping = false;
@@ -114,26 +117,32 @@ export class RunEngine {
     setTimeout(() => this.pump(), ms + 5).unref();
   }
 
-  /** Resolves when the run is terminal (or gone); never hangs on a finished run. */
-  async waitForRun(threadId: string, runId: string, signal?: AbortSignal): Promise<RunRecord | null> {
+  /**
+   * Resolves when the run is terminal (or gone); never hangs on a finished run. `known` is a record of the run
+   * the caller read just before (it saves one read); a finish in between is caught through recentlyDone.
+   */
+  async waitForRun(threadId: string, runId: string, signal?: AbortSignal, known?: RunRecord): Promise<RunRecord | null> {
     this.listen();
+    let first = known;
     for (;;) {
-      let wake!: () => void;
-      const woken = new Promise<void>((r) => (wake = r));
+      let wake!: (done?: RunRecord) => void;
+      const woken = new Promise<RunRecord | undefined>((r) => (wake = r));
       let set = this.waiters.get(runId);
       if (!set) this.waiters.set(runId, (set = new Set()));
       set.add(wake);
       try {
-        const run = await this.opts.storage.runs.get(threadId, runId);
+        const run = first && !this.recentlyDone.has(runId) ? first : await this.opts.storage.runs.get(threadId, runId);
+        first = undefined;
         if (!run || TERMINAL_RUN_STATUSES.has(run.status)) return run;
         if (signal?.aborted) return run;
         const onAbort = () => wake();
         signal?.addEventListener('abort', onAbort, { once: true });
         // The timer covers a missed notification (e.g. a LISTEN reconnect).
         const t = setTimeout(wake, 2_000);
-        await woken;
+        const done = await woken;
         clearTimeout(t);
         signal?.removeEventListener('abort', onAbort);
+        if (done) return done;
         if (this.stopping) return this.opts.storage.runs.get(threadId, runId);
       } finally {
         set.delete(wake);
@@ -142,10 +151,15 @@ export class RunEngine {
     }
   }
 
+  private runDone(runId: string, final?: RunRecord): void {
+    this.recentlyDone.set(runId, Date.now());
+    for (const w of this.waiters.get(runId) ?? []) w(final);
+  }
+
   private onEvent(e: StorageEvent): void {
     if (e.type === 'wake') this.pump();
     else if (e.type === 'run_done') {
-      for (const w of this.waiters.get(e.run_id) ?? []) w();
+      this.runDone(e.run_id);
       // A finished run may unblock the next one queued on its thread.
       this.pump();
     }
@@ -291,7 +305,10 @@ export class RunEngine {
       clearTimeout(timer);
     }
     const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
-    if (ok) log.info({ status: outcome.status }, 'run finished');
+    if (ok) {
+      log.info({ status: outcome.status }, 'run finished');
+      this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
+    }
     else log.warn('run lost its lease before finishing; another worker owns it now');
   }
 
@@ -321,6 +338,8 @@ export class RunEngine {
   }
 
   private async safetyTick(): Promise<void> {
+    const old = Date.now() - 10_000;
+    for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
     try {
       const swept = await this.opts.storage.runs.sweep(MAX_ATTEMPTS);
       if (swept.requeued.length || swept.failed.length) {
