@@ -282,6 +282,29 @@ describe('postgres: claims across two stores', () => {
     expect(await b.runs.finish(r.run_id, 'wa', { status: 'success' })).toBe(true);
     await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 }).toBe(r2.run_id);
   });
+
+  it('a run whose thread was locked when a claim looked is claimed after the lock goes, with no notification', async () => {
+    const t = await b.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise');
+    const r = await b.runs.create(newRun(t.thread_id));
+    const events: string[] = [];
+    const unsubscribe = a.subscribe((e) => events.push(e.type));
+    // Another process holds the thread row (a write that sends no NOTIFY): the claim skips it.
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM agentplane.threads WHERE thread_id = $1 FOR UPDATE', [t.thread_id]);
+      expect(await a.runs.claim('wa', 60_000)).toBeNull();
+      events.length = 0;
+      // The store nudges its engine to look again instead of waiting for the next event.
+      await expect.poll(() => events.includes('wake'), { timeout: 3_000, interval: 10 }).toBe(true);
+      await locker.query('COMMIT');
+    } finally {
+      await locker.end();
+      unsubscribe();
+    }
+    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 3_000, interval: 20 }).toBe(r.run_id);
+  });
 });
 
 // The Postgres checkpointer writes in one statement what the package writes in a transaction: the same

@@ -533,6 +533,12 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
           });
           const row = rows[0];
           const nothing = !row || (!row.run_id && Number(row._cand) === 0);
+          if (nothing && row?._more) {
+            // Claimable work whose thread row is locked (another claimer, or a write that sends no notification,
+            // maybe in another process): look again shortly instead of staying quiet until the safety tick.
+            setTimeout(() => local({ type: 'wake' }), 25).unref();
+            return null;
+          }
           if (nothing || (row.run_id && !row._more)) {
             // Nothing else to take: quiet until an event, unless it came while we looked.
             quietAt = seen;
