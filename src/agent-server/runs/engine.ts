@@ -2,7 +2,6 @@
 // finished) makes it claim immediately; a slow safety timer sweeps dead workers' runs and catches missed
 // notifications. Each claimed run holds a lease it renews while the graph executes.
 import { randomUUID } from 'node:crypto';
-import { Command, Send } from '@langchain/langgraph';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
@@ -16,9 +15,8 @@ import {
   type Storage,
   type StorageEvent,
 } from '../storage/types.ts';
-import { serializeError, toPlain } from '../serde.ts';
 import { RunCheckpointer } from './checkpointer.ts';
-import { interruptsOf } from './state.ts';
+import { InlineExecutor, type RunExecutor } from './executor.ts';
 import { StreamBroker } from './stream.ts';
 
 export interface EngineOptions {
@@ -33,6 +31,8 @@ export interface EngineOptions {
   heartbeatMs?: number;
   /** Safety poll: sweep expired leases, look for missed work and cancels. */
   sweepMs?: number;
+  /** Where graphs execute; by default on this thread with the store's checkpointer. */
+  executor?: RunExecutor;
 }
 
 interface ActiveRun {
@@ -49,6 +49,7 @@ export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
   private readonly runCheckpoints: RunCheckpointer;
+  private readonly executor: RunExecutor;
   /** Stream events of the runs executing in this process, for SSE clients. */
   readonly streams = new StreamBroker();
   private readonly active = new Map<string, ActiveRun>();
@@ -68,6 +69,7 @@ export class RunEngine {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.runCheckpoints = new RunCheckpointer(opts.storage.checkpointer);
     this.checkpointer = this.runCheckpoints.saver;
+    this.executor = opts.executor ?? new InlineExecutor(opts.graphs, this.runCheckpoints);
   }
 
   get runningCount(): number {
@@ -110,6 +112,7 @@ export class RunEngine {
     this.unsubscribe?.();
     this.unsubscribe = null;
     for (const set of this.waiters.values()) for (const w of set) w();
+    await this.executor.close();
   }
 
   /** A delayed run (after_seconds) becomes claimable later: look again then. */
@@ -170,7 +173,7 @@ export class RunEngine {
     const a = this.active.get(runId);
     if (!a || a.cancel) return;
     a.cancel = action;
-    if (action === 'rollback') this.runCheckpoints.discard(runId);
+    if (action === 'rollback') this.executor.discard(runId);
     a.controller.abort(new CancelledError(`run cancelled (${action})`));
   }
 
@@ -221,7 +224,7 @@ export class RunEngine {
       .finally(() => {
         // After finish(): a client seeing the end of the stream finds the final status stored.
         this.streams.close(run.run_id);
-        this.runCheckpoints.forget(run.run_id);
+        this.executor.forget(run.run_id);
         this.active.delete(run.run_id);
         this.pump();
       });
@@ -230,8 +233,8 @@ export class RunEngine {
   private async execute(entry: ActiveRun): Promise<void> {
     const { run, controller } = entry;
     const log = this.opts.logger.child({ run_id: run.run_id, thread_id: run.thread_id, attempt: run.attempt });
-    const kw = run.kwargs as RunKwargs;
-    const config = runnableConfig(run, kw);
+    const kw = run.kwargs as { config?: Json };
+    const config = runnableConfig(run, run.kwargs as RunKwargs);
     const graphId = String((kw.config?.configurable as Json | undefined)?.graph_id ?? '');
     const timer = setTimeout(() => {
       entry.timedOut = true;
@@ -239,70 +242,34 @@ export class RunEngine {
     }, this.opts.runTimeoutMs);
     timer.unref();
     log.info('run started');
+    const result = entry.cancel
+      ? { ok: false as const, error: { name: 'CancelledError', message: 'cancelled before start' } }
+      : await this.executor.execute(
+          { run, graphId, config },
+          (event, data) => this.streams.publish(run.run_id, event, data),
+          controller.signal,
+        );
+    clearTimeout(timer);
     let outcome: RunOutcome;
-    try {
-      if (entry.cancel) throw new CancelledError('cancelled before start');
-      const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
-      const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
-      const { streamMode, subgraphs, publish } = graphStreamOptions(kw);
-      const stream = await graph.stream(input, {
-        ...config,
-        signal: controller.signal,
-        streamMode,
-        subgraphs,
-        ...(kw.interrupt_before ? { interruptBefore: kw.interrupt_before } : {}),
-        ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
-        ...(kw.durability ? { durability: kw.durability } : {}),
-      });
-      // The last root "values" chunk is the final state; an "__interrupt__" chunk means the run paused.
-      let last: unknown;
-      let paused = false;
-      for await (const chunk of stream) {
-        const parts = chunk as unknown[];
-        const [ns, mode, data] = (subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
-        if (mode === 'values' && !ns.length) {
-          if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
-          else last = data;
-        }
-        if (publish.has(mode)) this.streams.publish(run.run_id, ns.length ? `${mode}|${ns.join('|')}` : mode, data);
-      }
-      if (!paused && last !== undefined) {
-        outcome = { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} };
-      } else {
-        // Paused (or nothing streamed): the checkpoint tells what waits and why.
-        const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
-        const interrupted = snapshot.next.length > 0;
-        outcome = {
-          status: interrupted ? 'interrupted' : 'success',
-          values: toPlain<Json>(snapshot.values ?? {}),
-          interrupted,
-          interrupts: interruptsOf(snapshot),
-        };
-      }
-    } catch (err) {
+    if (result.ok) outcome = result.outcome;
+    else {
       if (entry.cancel === 'rollback') {
-        clearTimeout(timer);
-        this.runCheckpoints.discard(run.run_id);
-        await this.runCheckpoints.settle(run.run_id);
+        this.executor.discard(run.run_id);
+        await this.executor.settle(run.run_id);
         await this.opts.storage.runs.rollback(run.run_id, this.workerId);
         log.info('run cancelled and rolled back');
         return;
       }
-      if (this.stopping && !entry.cancel && !entry.timedOut) {
-        clearTimeout(timer);
-        return; // stop() releases it back to the queue
-      }
-      const values = await this.latestValues(graphId, config, run.thread_id).catch(() => undefined);
+      if (this.stopping && !entry.cancel && !entry.timedOut) return; // stop() releases it back to the queue
+      const values = result.values;
       if (entry.cancel) outcome = { status: 'interrupted', values };
       else if (entry.timedOut) {
         outcome = { status: 'timeout', values, error: { error: 'TimeoutError', message: 'Run exceeded BG_JOB_TIMEOUT_SECS' } };
       } else {
-        const error = serializeError(err);
+        const err = Object.assign(new Error(result.error.message), result.error);
         log.warn({ err }, 'run failed');
-        outcome = { status: 'error', error, values };
+        outcome = { status: 'error', error: { error: result.error.name, message: result.error.message }, values };
       }
-    } finally {
-      clearTimeout(timer);
     }
     const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
     if (ok) {
@@ -310,12 +277,6 @@ export class RunEngine {
       this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
     }
     else log.warn('run lost its lease before finishing; another worker owns it now');
-  }
-
-  private async latestValues(graphId: string, config: Json, threadId: string): Promise<Json | undefined> {
-    const graph = await this.opts.graphs.getGraph(graphId, config, { checkpointer: this.checkpointer });
-    const s = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
-    return toPlain<Json>(s.values ?? {});
   }
 
   private async heartbeat(): Promise<void> {
@@ -354,19 +315,6 @@ export class RunEngine {
   }
 }
 
-/** API stream modes -> LangGraph's; "messages-tuple" is LangGraph's "messages", "events" is not offered. */
-function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean; publish: Set<string> } {
-  const wanted = kw.stream_mode ?? ['values'];
-  const publish = new Set<string>();
-  for (const m of wanted) {
-    if (m === 'messages-tuple' || m === 'messages') publish.add('messages');
-    else if (m !== 'events') publish.add(m);
-  }
-  if (!publish.size) publish.add('values');
-  // "values" is always streamed: the engine takes the final state from it instead of reading the checkpoint.
-  return { streamMode: [...new Set([...publish, 'values'])], subgraphs: !!kw.subgraphs, publish };
-}
-
 interface RunKwargs {
   stream_mode?: string[];
   subgraphs?: boolean;
@@ -392,17 +340,4 @@ function runnableConfig(run: RunRecord, kw: RunKwargs): Json {
     metadata: { ...meta, ...((cfg.metadata as Json | undefined) ?? {}) },
     ...(kw.context !== undefined && kw.context !== null ? { context: kw.context } : {}),
   };
-}
-
-function toCommand(c: NonNullable<RunKwargs['command']>): Command {
-  const goto = c.goto === undefined || c.goto === null
-    ? undefined
-    : (Array.isArray(c.goto) ? c.goto : [c.goto]).map((g) =>
-        typeof g === 'object' && g !== null && 'node' in g ? new Send(String((g as Json).node), (g as Json).input) : String(g),
-      );
-  return new Command({
-    ...(c.resume !== undefined ? { resume: c.resume } : {}),
-    ...(c.update !== undefined && c.update !== null ? { update: c.update as Json } : {}),
-    ...(goto ? { goto } : {}),
-  });
 }

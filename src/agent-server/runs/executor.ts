@@ -1,0 +1,148 @@
+// Executes one run's graph: stream it, relay its events, and tell the outcome. The engine keeps the bookkeeping
+// (claims, leases, timeouts, cancels, finish); an executor only runs graphs. Two kinds:
+// - InlineExecutor runs graphs on the engine's own thread;
+// - ThreadExecutor runs them on worker threads (executor-worker.ts), each with its own checkpointer connection,
+//   so graph execution uses another core than HTTP and storage.
+import { Command, Send } from '@langchain/langgraph';
+import type { GraphRegistry } from '../graphs/index.ts';
+import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
+import { serializeError, toPlain } from '../serde.ts';
+import type { RunCheckpointer } from './checkpointer.ts';
+import { interruptsOf } from './state.ts';
+
+export interface ExecRequest {
+  run: RunRecord;
+  graphId: string;
+  config: Json;
+}
+
+/** The graph's own result: an outcome, or the error it raised (with the thread's latest values). */
+export type ExecResult =
+  | { ok: true; outcome: RunOutcome }
+  | { ok: false; error: { name: string; message: string; stack?: string }; values?: Json };
+
+export interface RunExecutor {
+  /** Runs the graph until it ends or `signal` aborts; events go to onEvent as (event name, plain JSON data). */
+  execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult>;
+  /** Rollback: from now on drop this run's checkpoint writes. */
+  discard(runId: string): void;
+  /** Resolves once the run's checkpoint writes already started have landed. */
+  settle(runId: string): Promise<void>;
+  forget(runId: string): void;
+  close(): Promise<void>;
+}
+
+interface RunKwargs {
+  stream_mode?: string[];
+  subgraphs?: boolean;
+  input?: unknown;
+  command?: { resume?: unknown; update?: unknown; goto?: unknown } | null;
+  interrupt_before?: string[] | '*' | null;
+  interrupt_after?: string[] | '*' | null;
+  durability?: 'sync' | 'async' | 'exit';
+}
+
+export class InlineExecutor implements RunExecutor {
+  constructor(
+    private readonly graphs: GraphRegistry,
+    private readonly checkpoints: RunCheckpointer,
+  ) {}
+
+  async execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+    const { run, graphId, config } = req;
+    const kw = run.kwargs as RunKwargs;
+    try {
+      if (signal.aborted) throw signal.reason;
+      const graph = await this.graphs.getGraph(graphId, config, { checkpointer: this.checkpoints.saver });
+      const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
+      const { streamMode, subgraphs, publish } = graphStreamOptions(kw);
+      const stream = await graph.stream(input, {
+        ...config,
+        signal,
+        streamMode,
+        subgraphs,
+        ...(kw.interrupt_before ? { interruptBefore: kw.interrupt_before } : {}),
+        ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
+        ...(kw.durability ? { durability: kw.durability } : {}),
+      });
+      // The last root "values" chunk is the final state; an "__interrupt__" chunk means the run paused.
+      let last: unknown;
+      let paused = false;
+      for await (const chunk of stream) {
+        const parts = chunk as unknown[];
+        const [ns, mode, data] = (subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
+        if (mode === 'values' && !ns.length) {
+          if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
+          else last = data;
+        }
+        if (publish.has(mode)) onEvent(ns.length ? `${mode}|${ns.join('|')}` : mode, data);
+      }
+      if (!paused && last !== undefined) {
+        return { ok: true, outcome: { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} } };
+      }
+      // Paused (or nothing streamed): the checkpoint tells what waits and why.
+      const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
+      const interrupted = snapshot.next.length > 0;
+      return {
+        ok: true,
+        outcome: {
+          status: interrupted ? 'interrupted' : 'success',
+          values: toPlain<Json>(snapshot.values ?? {}),
+          interrupted,
+          interrupts: interruptsOf(snapshot),
+        },
+      };
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(serializeError(err).message);
+      const error = { name: e.name || 'Error', message: e.message, ...(e.stack ? { stack: e.stack } : {}) };
+      const values = await this.latestValues(graphId, config, run.thread_id).catch(() => undefined);
+      return { ok: false, error, ...(values !== undefined ? { values } : {}) };
+    }
+  }
+
+  private async latestValues(graphId: string, config: Json, threadId: string): Promise<Json | undefined> {
+    const graph = await this.graphs.getGraph(graphId, config, { checkpointer: this.checkpoints.saver });
+    const s = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
+    return toPlain<Json>(s.values ?? {});
+  }
+
+  discard(runId: string): void {
+    this.checkpoints.discard(runId);
+  }
+
+  settle(runId: string): Promise<void> {
+    return this.checkpoints.settle(runId);
+  }
+
+  forget(runId: string): void {
+    this.checkpoints.forget(runId);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** API stream modes -> LangGraph's; "messages-tuple" is LangGraph's "messages", "events" is not offered. */
+function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean; publish: Set<string> } {
+  const wanted = kw.stream_mode ?? ['values'];
+  const publish = new Set<string>();
+  for (const m of wanted) {
+    if (m === 'messages-tuple' || m === 'messages') publish.add('messages');
+    else if (m !== 'events') publish.add(m);
+  }
+  if (!publish.size) publish.add('values');
+  // "values" is always streamed: the engine takes the final state from it instead of reading the checkpoint.
+  return { streamMode: [...new Set([...publish, 'values'])], subgraphs: !!kw.subgraphs, publish };
+}
+
+function toCommand(c: NonNullable<RunKwargs['command']>): Command {
+  const goto = c.goto === undefined || c.goto === null
+    ? undefined
+    : (Array.isArray(c.goto) ? c.goto : [c.goto]).map((g) =>
+        typeof g === 'object' && g !== null && 'node' in g ? new Send(String((g as Json).node), (g as Json).input) : String(g),
+      );
+  return new Command({
+    ...(c.resume !== undefined ? { resume: c.resume } : {}),
+    ...(c.update !== undefined && c.update !== null ? { update: c.update as Json } : {}),
+    ...(goto ? { goto } : {}),
+  });
+}
