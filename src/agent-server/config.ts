@@ -1,4 +1,5 @@
 // Agent server configuration: flags win over environment variables, which win over defaults. Parsed once.
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { fromEnv, parseCommandArgs, portSchema, positiveIntSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
@@ -36,6 +37,11 @@ export const agentServerCommand: CommandSpec = {
       default: '30',
       env: ['AGENTPLANE_LEASE_SECS'],
     },
+    'executor-threads': {
+      type: 'string',
+      description: 'Worker threads that execute graphs (0: on the main thread); default 1 when the machine has 2+ cores',
+      env: ['AGENTPLANE_EXECUTOR_THREADS'],
+    },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
 };
@@ -50,6 +56,7 @@ const Config = z.object({
   jobTimeoutSecs: positiveIntSchema,
   shutdownGraceSecs: z.coerce.number().min(0),
   leaseSecs: z.coerce.number().min(1),
+  executorThreads: z.coerce.number().int().min(0).max(64),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
 export type AgentServerConfig = z.infer<typeof Config>;
@@ -73,6 +80,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     jobTimeoutSecs: pick('job-timeout'),
     shutdownGraceSecs: pick('shutdown-grace'),
     leaseSecs: pick('lease-secs'),
+    executorThreads: pick('executor-threads') ?? (os.availableParallelism() > 1 ? 1 : 0),
     logLevel: pick('log-level')?.toLowerCase(),
   };
   const parsed = Config.safeParse(raw);
@@ -80,7 +88,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     const names: Record<string, string> = {
       configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
-      leaseSecs: '--lease-secs',
+      leaseSecs: '--lease-secs', executorThreads: '--executor-threads',
       logLevel: '--log-level',
     };
     const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');

@@ -4,6 +4,7 @@ import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
+import { ThreadExecutor } from './runs/thread-executor.ts';
 import { RunEngine } from './runs/engine.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
@@ -43,10 +44,18 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const graphs = await loadGraphs(config.configPath, { logger });
   const storage = await openStorage(config, logger);
   await ensureSystemAssistants(storage, graphs);
+  const executor = config.executorThreads > 0
+    ? await ThreadExecutor.start(config.executorThreads, {
+        configPath: config.configPath,
+        source: storage.checkpointerSource,
+        poolSize: Math.max(10, config.jobsPerWorker + 10),
+      }, logger)
+    : undefined;
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
+    ...(executor ? { executor } : {}),
     concurrency: config.jobsPerWorker,
     runTimeoutMs: config.jobTimeoutSecs * 1000,
     leaseMs: config.leaseSecs * 1000,

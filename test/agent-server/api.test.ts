@@ -5,11 +5,17 @@ import { startHarness, type Harness } from './helpers/harness.ts';
 
 type Json = Record<string, any>;
 
-describe.each(['embedded', 'postgres'] as const)('agent server API (%s)', (store) => {
+// Graphs execute on the engine's thread, and (in the "threads" variants) on an executor thread.
+describe.each([
+  ['embedded', 0],
+  ['postgres', 0],
+  ['embedded', 1],
+  ['postgres', 1],
+] as const)('agent server API (%s, executor threads: %i)', (store, executorThreads) => {
   let h: Harness;
 
   beforeAll(async () => {
-    h = await startHarness({ store, bodyLimit: 64 * 1024 });
+    h = await startHarness({ store, bodyLimit: 64 * 1024, executorThreads });
   });
   afterAll(async () => {
     await h?.close();

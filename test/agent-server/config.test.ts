@@ -1,4 +1,5 @@
 // Flags win over environment variables, which win over defaults; bad values are usage errors naming the flag.
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
@@ -9,8 +10,10 @@ describe('agent-server config', () => {
     expect(c).toEqual({
       configPath: '/srv/app/langgraph.json', host: '127.0.0.1', port: 8000, databaseUrl: undefined,
       dataDir: '/srv/app/.agentplane/agent-server', jobsPerWorker: 10, jobTimeoutSecs: 3600, shutdownGraceSecs: 20,
-      leaseSecs: 30, logLevel: 'info',
+      leaseSecs: 30, executorThreads: os.availableParallelism() > 1 ? 1 : 0, logLevel: 'info',
     });
+    expect(parseAgentServerConfig(['--executor-threads', '0'], {})!.executorThreads).toBe(0);
+    expect(parseAgentServerConfig([], { AGENTPLANE_EXECUTOR_THREADS: '2' })!.executorThreads).toBe(2);
   });
 
   it('reads the environment and lets flags override it', () => {
@@ -28,6 +31,7 @@ describe('agent-server config', () => {
   it('rejects bad values and unknown flags with a usage error naming the flag', () => {
     expect(() => parseAgentServerConfig(['--port', 'eighty'], {})).toThrow(/--port/);
     expect(() => parseAgentServerConfig(['--jobs-per-worker', '0'], {})).toThrow(/--jobs-per-worker/);
+    expect(() => parseAgentServerConfig(['--executor-threads', '-1'], {})).toThrow(/--executor-threads/);
     expect(() => parseAgentServerConfig(['--database-url', 'mysql://x'], {})).toThrow(/--database-url/);
     expect(() => parseAgentServerConfig(['--bogus'], {})).toThrow(UsageError);
     expect(parseAgentServerConfig(['--help'], {})).toBeNull();

@@ -196,9 +196,15 @@ export type StorageEvent =
   | { type: 'run_done'; run_id: string }
   | { type: 'cancel'; run_id: string; action: CancelAction };
 
+/** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
+export type CheckpointerSource =
+  | { kind: 'embedded'; file: string }
+  | { kind: 'postgres'; databaseUrl: string; schema: string };
+
 export interface Storage {
   readonly kind: 'postgres' | 'embedded';
   readonly checkpointer: BaseCheckpointSaver;
+  readonly checkpointerSource: CheckpointerSource;
   readonly assistants: AssistantStore;
   readonly threads: ThreadStore;
   readonly runs: RunStore;

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../../src/agent-server/app.ts';
 import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
+import { ThreadExecutor } from '../../../src/agent-server/runs/thread-executor.ts';
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
 import { openPostgresStorage } from '../../../src/agent-server/storage/postgres/index.ts';
@@ -27,6 +28,8 @@ export async function startHarness(opts: {
   runTimeoutMs?: number;
   bodyLimit?: number;
   concurrency?: number;
+  /** Run graphs on this many executor threads instead of the engine's thread. */
+  executorThreads?: number;
 }): Promise<Harness> {
   const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
   const graphs = await loadGraphs(FIXTURE_CONFIG, { logger });
@@ -42,10 +45,14 @@ export async function startHarness(opts: {
     cleanup = async () => rmSync(dir, { recursive: true, force: true });
   }
   await ensureSystemAssistants(storage, graphs);
+  const executor = opts.executorThreads
+    ? await ThreadExecutor.start(opts.executorThreads, { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 }, logger)
+    : undefined;
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
+    ...(executor ? { executor } : {}),
     concurrency: opts.concurrency ?? 4,
     runTimeoutMs: opts.runTimeoutMs ?? 60_000,
   });

@@ -5,6 +5,7 @@ import { EventEmitter } from 'node:events';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { ASSISTANT_SORT, BUSY_THREAD_DETAIL, THREAD_SORT, isoNow, threadStatusAfter } from '../common.ts';
@@ -151,13 +152,57 @@ function takeOwnership(dataDir: string): () => void {
   return () => rmSync(file, { force: true });
 }
 
-export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
-  mkdirSync(opts.dataDir, { recursive: true });
-  const releaseOwnership = takeOwnership(opts.dataDir);
-  const db = new Database(join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite'));
+function openDatabase(file: string): Database.Database {
+  const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
+  return db;
+}
+
+function statementCache(db: Database.Database): (text: string) => Database.Statement {
+  const statements = new Map<string, Database.Statement>();
+  return (text) => {
+    let s = statements.get(text);
+    if (!s) {
+      if (statements.size > 500) statements.clear();
+      s = db.prepare(text);
+      statements.set(text, s);
+    }
+    return s;
+  };
+}
+
+/**
+ * SqliteSaver prepares its INSERTs on every put/putWrites; it gets the connection's statement cache (all its
+ * statements run synchronously, so sharing one is safe).
+ */
+function checkpointSaver(db: Database.Database, sql: (text: string) => Database.Statement): CheckpointSaver {
+  const saverDb = new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'prepare') return sql;
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return new CheckpointSaver(saverDb);
+}
+
+/**
+ * The checkpoints of an embedded store through a connection of their own, for graphs executing on another thread
+ * of the owning process (SQLite's WAL lets it write beside the store's connection; busy_timeout covers the lock).
+ */
+export function openEmbeddedCheckpointer(file: string): { saver: BaseCheckpointSaver; close(): void } {
+  const db = openDatabase(file);
+  const saver = checkpointSaver(db, statementCache(db));
+  return { saver, close: () => db.close() };
+}
+
+export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
+  mkdirSync(opts.dataDir, { recursive: true });
+  const releaseOwnership = takeOwnership(opts.dataDir);
+  const file = join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite');
+  const db = openDatabase(file);
   db.exec(SCHEMA);
   // Files made before after_seconds support lack the column.
   if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
@@ -167,27 +212,12 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
   // Statements are prepared once per SQL text and transactions wrap a reused function: both show in profiles.
-  const statements = new Map<string, Database.Statement>();
-  const sql = (text: string): Database.Statement => {
-    let s = statements.get(text);
-    if (!s) {
-      if (statements.size > 500) statements.clear();
-      s = db.prepare(text);
-      statements.set(text, s);
-    }
-    return s;
-  };
-  const inTx = db.transaction(<T>(fn: () => T): T => fn()) as unknown as <T>(fn: () => T) => T;
-  // SqliteSaver prepares its INSERTs on every put/putWrites; it gets the same statement cache (all its
-  // statements run synchronously, so sharing one is safe).
-  const saverDb = new Proxy(db, {
-    get(target, prop) {
-      if (prop === 'prepare') return sql;
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
-  const saver = new CheckpointSaver(saverDb);
+  const sql = statementCache(db);
+  // IMMEDIATE: take the write lock up front. A transaction that reads and then writes could otherwise fail at once
+  // (SQLITE_BUSY, no busy wait) when an executor thread's connection committed checkpoints in between.
+  const txFn = db.transaction((fn: () => unknown) => fn());
+  const inTx = <T>(fn: () => T): T => txFn.immediate(fn) as T;
+  const saver = checkpointSaver(db, sql);
   saver.init();
 
   const emitter = new EventEmitter();
@@ -271,6 +301,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const storage: Storage = {
     kind: 'embedded',
     checkpointer: saver,
+    checkpointerSource: { kind: 'embedded', file },
 
     assistants: {
       async create(a: NewAssistant, ifExists: IfExists) {

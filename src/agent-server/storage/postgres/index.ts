@@ -128,6 +128,17 @@ export interface PostgresOptions {
   logger?: Logger;
 }
 
+/**
+ * The checkpoints of a Postgres store through a pool of their own (for graphs executing on another thread);
+ * the store's migrations have already created the tables.
+ */
+export function openPostgresCheckpointer(databaseUrl: string, schema: string, poolSize = 10) {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
+  pool.on('error', () => undefined);
+  const saver = new FewerTripsPostgresSaver(pool, undefined, { schema });
+  return { saver, close: () => pool.end() };
+}
+
 export async function openPostgresStorage(opts: PostgresOptions): Promise<Storage> {
   const s = opts.schema ?? 'agentplane';
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
@@ -260,6 +271,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const storage: Storage = {
     kind: 'postgres',
     checkpointer: saver,
+    checkpointerSource: { kind: 'postgres', databaseUrl: opts.databaseUrl, schema: s },
 
     assistants: {
       async create(a: NewAssistant, ifExists: IfExists) {

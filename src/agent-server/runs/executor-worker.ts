@@ -1,0 +1,71 @@
+// An executor thread (see ThreadExecutor): loads the graphs, opens its own checkpointer connection and runs
+// graphs on request, relaying their events and outcome to the engine's thread as plain JSON.
+import { parentPort, workerData } from 'node:worker_threads';
+import { loadGraphs } from '../graphs/index.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { toPlain } from '../serde.ts';
+import { openEmbeddedCheckpointer } from '../storage/embedded/index.ts';
+import { openPostgresCheckpointer } from '../storage/postgres/index.ts';
+import type { CheckpointerSource } from '../storage/types.ts';
+import { RunCheckpointer } from './checkpointer.ts';
+import { InlineExecutor } from './executor.ts';
+import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
+
+const port = parentPort!;
+const init = workerData as WorkerInit;
+const send = (m: FromWorker) => port.postMessage(m);
+
+function openCheckpointer(source: CheckpointerSource) {
+  return source.kind === 'embedded'
+    ? openEmbeddedCheckpointer(source.file)
+    : openPostgresCheckpointer(source.databaseUrl, source.schema, init.poolSize);
+}
+
+try {
+  // Graph load messages were logged by the engine's thread already.
+  const logger = createLogger({ level: 'warn', name: 'agent-server' }).child({ executor_thread: init.index });
+  const graphs = await loadGraphs(init.configPath, { logger, applyEnv: false });
+  const checkpointer = openCheckpointer(init.source);
+  const checkpoints = new RunCheckpointer(checkpointer.saver);
+  const executor = new InlineExecutor(graphs, checkpoints);
+  const running = new Map<string, AbortController>();
+
+  port.on('message', (m: ToWorker) => {
+    switch (m.type) {
+      case 'execute': {
+        const runId = m.req.run.run_id;
+        const controller = new AbortController();
+        running.set(runId, controller);
+        void executor
+          .execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }), controller.signal)
+          .then((result) => {
+            running.delete(runId);
+            send({ type: 'result', runId, result });
+          });
+        break;
+      }
+      case 'abort':
+        running.get(m.runId)?.abort(new Error(m.reason));
+        break;
+      case 'discard':
+        executor.discard(m.runId);
+        break;
+      case 'settle':
+        void executor.settle(m.runId).then(() => send({ type: 'settled', seq: m.seq }));
+        break;
+      case 'forget':
+        executor.forget(m.runId);
+        break;
+      case 'close':
+        for (const c of running.values()) c.abort(new Error('executor closing'));
+        void Promise.resolve(checkpointer.close()).finally(() => {
+          send({ type: 'closed' });
+          port.close();
+        });
+        break;
+    }
+  });
+  send({ type: 'ready' });
+} catch (err) {
+  send({ type: 'failed', message: (err as Error).message });
+}
