@@ -4,6 +4,7 @@ import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
+import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
 import { RunEngine } from './runs/engine.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
@@ -44,18 +45,21 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const graphs = await loadGraphs(config.configPath, { logger });
   const storage = await openStorage(config, logger);
   await ensureSystemAssistants(storage, graphs);
-  const executor = config.executorThreads > 0
-    ? await ThreadExecutor.start(config.executorThreads, {
-        configPath: config.configPath,
-        source: storage.checkpointerSource,
-        poolSize: Math.max(10, config.jobsPerWorker + 10),
-      }, logger)
-    : undefined;
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
-    ...(executor ? { executor } : {}),
+    // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
+    // until one is ready.
+    ...(config.executorThreads > 0
+      ? {
+          executor: (inline: RunExecutor) => ThreadExecutor.start(config.executorThreads, {
+            configPath: config.configPath,
+            source: storage.checkpointerSource,
+            poolSize: Math.max(10, config.jobsPerWorker + 10),
+          }, logger, inline),
+        }
+      : {}),
     concurrency: config.jobsPerWorker,
     runTimeoutMs: config.jobTimeoutSecs * 1000,
     leaseMs: config.leaseSecs * 1000,

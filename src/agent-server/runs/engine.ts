@@ -31,8 +31,11 @@ export interface EngineOptions {
   heartbeatMs?: number;
   /** Safety poll: sweep expired leases, look for missed work and cancels. */
   sweepMs?: number;
-  /** Where graphs execute; by default on this thread with the store's checkpointer. */
-  executor?: RunExecutor;
+  /**
+   * Where graphs execute: by default on this thread with the store's checkpointer (the inline executor); a
+   * function gets that inline executor and returns the one to use (e.g. threads that fall back to it).
+   */
+  executor?: (inline: RunExecutor) => RunExecutor;
 }
 
 interface ActiveRun {
@@ -69,7 +72,8 @@ export class RunEngine {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.runCheckpoints = new RunCheckpointer(opts.storage.checkpointer);
     this.checkpointer = this.runCheckpoints.saver;
-    this.executor = opts.executor ?? new InlineExecutor(opts.graphs, this.runCheckpoints);
+    const inline = new InlineExecutor(opts.graphs, this.runCheckpoints);
+    this.executor = opts.executor ? opts.executor(inline) : inline;
   }
 
   get runningCount(): number {

@@ -24,10 +24,18 @@ function openCheckpointer(source: CheckpointerSource) {
 try {
   // Graph load messages were logged by the engine's thread already.
   const logger = createLogger({ level: 'warn', name: 'agent-server' }).child({ executor_thread: init.index });
-  const graphs = await loadGraphs(init.configPath, { logger, applyEnv: false });
-  const checkpointer = openCheckpointer(init.source);
-  const checkpoints = new RunCheckpointer(checkpointer.saver);
-  const executor = new InlineExecutor(graphs, checkpoints);
+  // The thread's env is a copy of the process's, which already holds langgraph.json's env (applying it again only
+  // fills keys that are unset).
+  const graphs = await loadGraphs(init.configPath, { logger });
+  // The checkpointer opens on the first run: a thread that never gets one holds no connection.
+  let opened: { checkpointer: ReturnType<typeof openCheckpointer>; executor: InlineExecutor } | undefined;
+  const open = () => {
+    if (!opened) {
+      const checkpointer = openCheckpointer(init.source);
+      opened = { checkpointer, executor: new InlineExecutor(graphs, new RunCheckpointer(checkpointer.saver)) };
+    }
+    return opened.executor;
+  };
   const running = new Map<string, AbortController>();
 
   port.on('message', (m: ToWorker) => {
@@ -36,7 +44,7 @@ try {
         const runId = m.req.run.run_id;
         const controller = new AbortController();
         running.set(runId, controller);
-        void executor
+        void open()
           .execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }), controller.signal)
           .then((result) => {
             running.delete(runId);
@@ -48,17 +56,17 @@ try {
         running.get(m.runId)?.abort(new Error(m.reason));
         break;
       case 'discard':
-        executor.discard(m.runId);
+        opened?.executor.discard(m.runId);
         break;
       case 'settle':
-        void executor.settle(m.runId).then(() => send({ type: 'settled', seq: m.seq }));
+        void Promise.resolve(opened?.executor.settle(m.runId)).then(() => send({ type: 'settled', seq: m.seq }));
         break;
       case 'forget':
-        executor.forget(m.runId);
+        opened?.executor.forget(m.runId);
         break;
       case 'close':
         for (const c of running.values()) c.abort(new Error('executor closing'));
-        void Promise.resolve(checkpointer.close()).finally(() => {
+        void Promise.resolve(opened?.checkpointer.close()).finally(() => {
           send({ type: 'closed' });
           port.close();
         });

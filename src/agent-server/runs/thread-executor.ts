@@ -1,7 +1,9 @@
 // Runs graphs on worker threads so that graph execution (LangGraph, serialization, checkpoint writes) uses other
 // cores than the thread answering HTTP and keeping the books. Each thread loads the graphs and opens its own
 // checkpointer connection (executor-worker.ts); a run goes to the thread with the fewest runs. Events and
-// outcomes come back as plain JSON, which is what the API sends anyway.
+// outcomes come back as plain JSON, which is what the API sends anyway. Threads start with the first run and
+// load in the background: until one is ready (about a second), runs execute on the engine's thread through the
+// inline executor, so a fresh server answers and runs at once.
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../lib/logger.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
@@ -34,7 +36,11 @@ interface Slot {
   index: number;
   worker: Worker;
   running: number;
+  ready: boolean;
   exited: boolean;
+  /** Could not start at all: not replaced (it would fail again). */
+  failed?: boolean;
+  started: Promise<void>;
 }
 
 interface Pending {
@@ -54,47 +60,65 @@ export class ThreadExecutor implements RunExecutor {
   private seq = 0;
   private closing = false;
 
+  /** Runs given to the inline executor (no thread was ready), until forget. */
+  private readonly inlineRuns = new Set<string>();
+
   private constructor(
     private readonly init: Omit<WorkerInit, 'index'>,
     private readonly logger: Logger,
+    private readonly inline: RunExecutor,
+    private readonly threads: number,
   ) {}
 
-  /** Starts `threads` executor threads; rejects when one cannot load the graphs or open the checkpointer. */
-  static async start(threads: number, init: Omit<WorkerInit, 'index'>, logger: Logger): Promise<ThreadExecutor> {
-    const ex = new ThreadExecutor(init, logger);
-    try {
-      await Promise.all(Array.from({ length: threads }, (_, i) => ex.spawn(i)));
-    } catch (err) {
-      await ex.close();
-      throw err;
-    }
-    return ex;
+  /**
+   * `threads` executor threads, started with the first run (a server that never runs anything, like the local
+   * runtime's preflight, does not pay for them); `inline` runs graphs until one is ready.
+   */
+  static start(threads: number, init: Omit<WorkerInit, 'index'>, logger: Logger, inline: RunExecutor): ThreadExecutor {
+    return new ThreadExecutor(init, logger, inline, threads);
   }
 
-  private spawn(index: number): Promise<void> {
+  private spawned = false;
+
+  private ensureSpawned(): void {
+    if (this.spawned || this.closing) return;
+    this.spawned = true;
+    for (let i = 0; i < this.threads; i++) this.spawn(i);
+  }
+
+  /** Starts the threads now and resolves once each is ready (or failed to start). */
+  whenReady(): Promise<void> {
+    this.ensureSpawned();
+    return Promise.all(this.slots.map((s) => s.started)).then(() => undefined);
+  }
+
+  private spawn(index: number): void {
     // No inherited preloads (--import): they are meant for the process (e.g. the local runtime's parent watch,
     // which exits when stdin ends, and a worker's stdin is always at its end); the entry registers tsx itself.
     const worker = new Worker(ENTRY, { workerData: { ...this.init, index } satisfies WorkerInit, execArgv: [] });
-    const slot: Slot = { index, worker, running: 0, exited: false };
+    let started!: () => void;
+    const slot: Slot = {
+      index, worker, running: 0, ready: false, exited: false, started: new Promise<void>((r) => (started = r)),
+    };
     this.slots[index] = slot;
-    return new Promise<void>((resolve, reject) => {
-      let ready = false;
-      worker.on('message', (m: FromWorker) => {
-        if (m.type === 'ready') {
-          ready = true;
-          resolve();
-        } else if (m.type === 'failed') reject(new Error(`executor thread ${index}: ${m.message}`));
-        else this.onMessage(slot, m);
-      });
-      worker.on('error', (err) => {
-        if (!ready) reject(err);
-        else this.logger.error({ err, executor_thread: index }, 'executor thread failed');
-      });
-      worker.on('exit', (code) => {
-        slot.exited = true;
-        if (!ready) reject(new Error(`executor thread ${index} exited (code ${code}) before it was ready`));
-        this.onExit(slot, code);
-      });
+    worker.on('message', (m: FromWorker) => {
+      if (m.type === 'ready') {
+        slot.ready = true;
+        started();
+        this.logger.debug({ executor_thread: index }, 'executor thread ready');
+      } else if (m.type === 'failed') {
+        // It could not load the graphs or open the checkpointer: runs stay on the inline executor.
+        this.logger.error({ executor_thread: index, reason: m.message }, 'executor thread could not start');
+        slot.failed = true;
+        started();
+        void worker.terminate();
+      } else this.onMessage(slot, m);
+    });
+    worker.on('error', (err) => this.logger.error({ err, executor_thread: index }, 'executor thread failed'));
+    worker.on('exit', (code) => {
+      slot.exited = true;
+      started();
+      this.onExit(slot, code);
     });
   }
 
@@ -129,18 +153,20 @@ export class ThreadExecutor implements RunExecutor {
       resolve();
       this.settles.delete(seq);
     }
-    if (this.closing) return;
+    if (this.closing || slot.failed || !slot.ready) return;
     this.logger.error({ executor_thread: slot.index, code }, 'executor thread exited; starting a new one');
-    this.spawn(slot.index).catch((err: unknown) => this.logger.error({ err }, 'could not restart an executor thread'));
+    this.spawn(slot.index);
   }
 
   execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
-    const live = this.slots.filter((s) => !s.exited);
-    if (!live.length) {
-      return Promise.resolve({ ok: false, error: { name: 'ExecutorUnavailable', message: 'no executor thread is running' } });
+    const runId = req.run.run_id;
+    this.ensureSpawned();
+    const live = this.slots.filter((s) => s.ready && !s.exited);
+    if (!live.length || this.closing) {
+      this.inlineRuns.add(runId);
+      return this.inline.execute(req, onEvent, signal);
     }
     const slot = live.reduce((a, b) => (b.running < a.running ? b : a));
-    const runId = req.run.run_id;
     return new Promise<ExecResult>((resolve) => {
       const pending: Pending = { slot, onEvent, resolve, done: false };
       this.runs.set(runId, pending);
@@ -153,11 +179,13 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   discard(runId: string): void {
+    if (this.inlineRuns.has(runId)) return this.inline.discard(runId);
     const p = this.runs.get(runId);
     if (p) this.post(p.slot, { type: 'discard', runId });
   }
 
   settle(runId: string): Promise<void> {
+    if (this.inlineRuns.has(runId)) return this.inline.settle(runId);
     const p = this.runs.get(runId);
     if (!p || p.slot.exited) return Promise.resolve();
     const seq = ++this.seq;
@@ -168,6 +196,7 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   forget(runId: string): void {
+    if (this.inlineRuns.delete(runId)) return this.inline.forget(runId);
     const p = this.runs.get(runId);
     if (!p) return;
     this.runs.delete(runId);
@@ -179,6 +208,12 @@ export class ThreadExecutor implements RunExecutor {
     await Promise.all(
       this.slots.map(async (slot) => {
         if (!slot || slot.exited) return;
+        // Still loading the graphs: nothing to finish or close there (a server stopped right after its start,
+        // like the local runtime's preflight, must not wait for the load).
+        if (!slot.ready) {
+          await slot.worker.terminate();
+          return;
+        }
         const exited = new Promise<void>((r) => slot.worker.once('exit', () => r()));
         const closed = new Promise<void>((r) => slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && r()));
         this.post(slot, { type: 'close' });
@@ -188,6 +223,7 @@ export class ThreadExecutor implements RunExecutor {
         await slot.worker.terminate();
       }),
     );
+    await this.inline.close();
   }
 
   private post(slot: Slot, m: ToWorker): void {

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../../src/agent-server/app.ts';
 import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
+import type { RunExecutor } from '../../../src/agent-server/runs/executor.ts';
 import { ThreadExecutor } from '../../../src/agent-server/runs/thread-executor.ts';
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
@@ -45,18 +46,23 @@ export async function startHarness(opts: {
     cleanup = async () => rmSync(dir, { recursive: true, force: true });
   }
   await ensureSystemAssistants(storage, graphs);
-  const executor = opts.executorThreads
-    ? await ThreadExecutor.start(opts.executorThreads, { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 }, logger)
-    : undefined;
+  let threads: ThreadExecutor | undefined;
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
-    ...(executor ? { executor } : {}),
+    ...(opts.executorThreads
+      ? {
+          executor: (inline: RunExecutor) => (threads = ThreadExecutor.start(opts.executorThreads!,
+            { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 }, logger, inline)),
+        }
+      : {}),
     concurrency: opts.concurrency ?? 4,
     runTimeoutMs: opts.runTimeoutMs ?? 60_000,
   });
   const app = await buildApp({ storage, graphs, engine, logger, bodyLimit: opts.bodyLimit, keepAliveMs: 200 });
+  // The suites mean to exercise the threads: wait until they are up instead of starting on the fallback.
+  await threads?.whenReady();
   await engine.start();
   return {
     app,
