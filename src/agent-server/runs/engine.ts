@@ -237,8 +237,8 @@ export class RunEngine {
   private async execute(entry: ActiveRun): Promise<void> {
     const { run, controller } = entry;
     const log = this.opts.logger.child({ run_id: run.run_id, thread_id: run.thread_id, attempt: run.attempt });
-    const kw = run.kwargs as { config?: Json };
-    const config = runnableConfig(run, run.kwargs as RunKwargs);
+    const kw = run.kwargs as RunKwargs;
+    const config = runnableConfig(run, kw);
     const graphId = String((kw.config?.configurable as Json | undefined)?.graph_id ?? '');
     const timer = setTimeout(() => {
       entry.timedOut = true;
@@ -319,16 +319,10 @@ export class RunEngine {
   }
 }
 
+/** The parts of a run's kwargs the engine reads (the executor reads the rest). */
 interface RunKwargs {
-  stream_mode?: string[];
-  subgraphs?: boolean;
-  input?: unknown;
-  command?: { resume?: unknown; update?: unknown; goto?: unknown } | null;
   config?: Json;
   context?: unknown;
-  interrupt_before?: string[] | '*' | null;
-  interrupt_after?: string[] | '*' | null;
-  durability?: 'sync' | 'async' | 'exit';
 }
 
 function runnableConfig(run: RunRecord, kw: RunKwargs): Json {

@@ -8,7 +8,7 @@ import { openEmbeddedCheckpointer } from '../storage/embedded/index.ts';
 import { openPostgresCheckpointer } from '../storage/postgres/index.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
-import { InlineExecutor } from './executor.ts';
+import { InlineExecutor, type ExecResult } from './executor.ts';
 import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
 
 const port = parentPort!;
@@ -44,8 +44,14 @@ try {
         const runId = m.req.run.run_id;
         const controller = new AbortController();
         running.set(runId, controller);
-        void open()
-          .execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }), controller.signal)
+        // A checkpointer that cannot be opened fails this run, not the thread.
+        void Promise.resolve()
+          .then(() => open().execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }),
+            controller.signal))
+          .catch((err: unknown): ExecResult => ({
+            ok: false,
+            error: { name: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err) },
+          }))
           .then((result) => {
             running.delete(runId);
             send({ type: 'result', runId, result });
