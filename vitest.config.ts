@@ -8,6 +8,8 @@ export default defineConfig({
     // Suites start real processes and share one Postgres; two cores do not gain from more.
     maxWorkers: 2,
     pool: 'forks',
+    // Picks the PostgreSQL server of the run (AGENTPLANE_TEST_DATABASE_URL, 127.0.0.1:5432, or an embedded one).
+    globalSetup: ['./test/support/postgres-global-setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
   },
 });

@@ -24,6 +24,18 @@ const commands: Record<string, Command> = {
     summary: 'Create control plane API keys (api-key create --tenant ID)',
     load: () => import('./control-plane/api-key-command.ts'),
   },
+  deploy: {
+    summary: 'Create or update a deployment over the REST API; --wait follows it to DEPLOYED (for people and CI)',
+    load: () => import('./client/deploy-command.ts'),
+  },
+  deployments: {
+    summary: 'List, show or delete deployments over the REST API',
+    load: () => import('./client/deployments-command.ts'),
+  },
+  revisions: {
+    summary: "List a deployment's revisions, print their build/deploy logs, redeploy one",
+    load: () => import('./client/revisions-command.ts'),
+  },
   operator: { summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)', load: () => import('./operator/command.ts') },
 };
 

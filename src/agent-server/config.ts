@@ -1,4 +1,5 @@
 // Agent server configuration: flags win over environment variables, which win over defaults. Parsed once.
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
@@ -9,7 +10,25 @@ export const agentServerCommand: CommandSpec = {
   summary: 'Serve the graphs of a langgraph.json over the thread/run API (LangGraph SDK compatible)',
   usage: 'agentplane agent-server --config path/to/langgraph.json [options]',
   options: {
-    config: { type: 'string', description: 'Path of langgraph.json', default: './langgraph.json', env: ['LANGGRAPH_CONFIG'] },
+    config: {
+      type: 'string',
+      description: 'Path of langgraph.json (LANGGRAPH_CONFIG holding a path instead of JSON is still read, deprecated)',
+      default: './langgraph.json',
+      env: ['AGENTPLANE_GRAPH_CONFIG'],
+    },
+    'graph-defaults': {
+      type: 'string',
+      description: 'JSON of per-graph defaults for the system assistants, as on the LangGraph platform: '
+        + '{"<graph id>": {"configurable": {...}, "context": {...}, ...}} ("context" becomes the assistant\'s context, '
+        + 'the rest its config)',
+      env: ['LANGGRAPH_CONFIG'],
+    },
+    strict: {
+      type: 'boolean',
+      description: 'Refuse to start when any graph fails to load (for CI); by default a failing graph is reported '
+        + '(log, /info, 422 on its assistant) and the others keep serving',
+      env: ['AGENTPLANE_STRICT'],
+    },
     host: { type: 'string', description: 'Address to listen on (0.0.0.0 for every interface)', default: '127.0.0.1', env: ['HOST'] },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8000', env: ['PORT'] },
     'database-url': {
@@ -31,6 +50,12 @@ export const agentServerCommand: CommandSpec = {
       default: '20',
       env: ['SHUTDOWN_GRACE_SECS'],
     },
+    'database-wait': {
+      type: 'string',
+      description: 'Seconds to keep retrying the first Postgres connection (with backoff) while the database is not reachable yet',
+      default: '60',
+      env: ['AGENTPLANE_DATABASE_WAIT_SECS'],
+    },
     'lease-secs': {
       type: 'string',
       description: 'Seconds a run stays owned by a silent worker before another process retries it',
@@ -39,8 +64,12 @@ export const agentServerCommand: CommandSpec = {
     },
     'executor-threads': {
       type: 'string',
-      description: 'Worker threads that execute graphs (0: on the main thread); default 1 when the machine has 2+ cores',
+      description: 'Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node\'s cores)',
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
+    },
+    'auth-keys-file': {
+      type: 'string',
+      description: 'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
     },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
@@ -56,8 +85,15 @@ const Config = z.object({
   jobTimeoutSecs: positiveIntSchema,
   shutdownGraceSecs: z.coerce.number().min(0),
   leaseSecs: z.coerce.number().min(1),
+  databaseWaitSecs: z.coerce.number().min(0).max(3600),
   executorThreads: z.coerce.number().int().min(0).max(64),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  authKeysFile: z.string().min(1).optional(),
+  /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
+  graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+  strict: z.literal(true).optional(),
+  /** Things worth a warning once a logger exists (deprecated settings). */
+  notes: z.array(z.string()).optional(),
 });
 export type AgentServerConfig = z.infer<typeof Config>;
 
@@ -70,8 +106,28 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     const v = flags[name];
     return (typeof v === 'string' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
   };
+  // LANGGRAPH_CONFIG means per-graph defaults (JSON) on the LangGraph platform; it used to be the path of
+  // langgraph.json here, so a value that is not a JSON object is still taken as that path.
+  const notes: string[] = [];
+  let graphDefaults: unknown;
+  let legacyPath: string | undefined;
+  const defaultsText = pick('graph-defaults');
+  if (defaultsText !== undefined) {
+    if (defaultsText.trim().startsWith('{')) {
+      try {
+        graphDefaults = JSON.parse(defaultsText);
+      } catch (err) {
+        throw new UsageError(`--graph-defaults (LANGGRAPH_CONFIG): not valid JSON: ${(err as Error).message}`);
+      }
+    } else if (typeof flags['graph-defaults'] !== 'string') {
+      legacyPath = defaultsText;
+      notes.push('LANGGRAPH_CONFIG holds a path: read as the path of langgraph.json; use AGENTPLANE_GRAPH_CONFIG for '
+        + 'that (LANGGRAPH_CONFIG is JSON of per-graph assistant defaults, as on the LangGraph platform)');
+    }
+  }
+  const configFlag = typeof flags.config === 'string' ? flags.config : undefined;
   const raw = {
-    configPath: path.resolve(cwd, pick('config')!),
+    configPath: path.resolve(cwd, configFlag ?? fromEnv(env, ['AGENTPLANE_GRAPH_CONFIG']) ?? legacyPath ?? './langgraph.json'),
     host: pick('host'),
     port: pick('port'),
     databaseUrl: pick('database-url'),
@@ -80,19 +136,48 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     jobTimeoutSecs: pick('job-timeout'),
     shutdownGraceSecs: pick('shutdown-grace'),
     leaseSecs: pick('lease-secs'),
-    executorThreads: pick('executor-threads') ?? (os.availableParallelism() > 1 ? 1 : 0),
+    databaseWaitSecs: pick('database-wait'),
+    executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
     logLevel: pick('log-level')?.toLowerCase(),
+    authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    graphDefaults,
+    strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
+    notes: notes.length ? notes : undefined,
   };
   const parsed = Config.safeParse(raw);
   if (!parsed.success) {
     const names: Record<string, string> = {
       configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
-      leaseSecs: '--lease-secs', executorThreads: '--executor-threads',
-      logLevel: '--log-level',
+      leaseSecs: '--lease-secs', databaseWaitSecs: '--database-wait', executorThreads: '--executor-threads',
+      logLevel: '--log-level', authKeysFile: '--auth-keys-file', graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
     };
     const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');
     throw new UsageError(msg);
   }
   return parsed.data;
+}
+
+function readCgroupFile(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPUs this process may use: the cores it sees, bounded by the container's CPU quota (cgroup v2 `cpu.max`, else v1
+ * `cpu.cfs_quota_us`/`cpu.cfs_period_us`). In a pod with a 1-CPU limit on a 16-core node this is 1, not 16.
+ */
+export function usableCpus(cores: number, read: (file: string) => string | undefined): number {
+  const v2 = read('/sys/fs/cgroup/cpu.max')?.trim().split(/\s+/);
+  let quota: number | undefined;
+  if (v2 && v2[0] !== 'max' && v2.length === 2) quota = Number(v2[0]) / Number(v2[1]);
+  if (quota === undefined && !v2) {
+    const q = Number(read('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')?.trim());
+    const p = Number(read('/sys/fs/cgroup/cpu/cpu.cfs_period_us')?.trim());
+    if (q > 0 && p > 0) quota = q / p;
+  }
+  return quota !== undefined && Number.isFinite(quota) && quota > 0 ? Math.min(cores, quota) : cores;
 }

@@ -2,12 +2,17 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
+import { loadServerExtensions } from './http/extensions.ts';
+import { watchKeyHashFile } from './auth/api-keys.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
+import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
+import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
 import { RunEngine } from './runs/engine.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
+import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
 import type { Storage } from './storage/types.ts';
 
@@ -19,21 +24,54 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function openStorage(config: AgentServerConfig, logger: Logger): Promise<Storage> {
-  if (config.databaseUrl) {
-    return openPostgresStorage({ databaseUrl: config.databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10) });
-  }
-  return openEmbeddedStorage({ dataDir: config.dataDir });
+/** Errors that mean "the database is not reachable yet" (starting pod, DNS not ready), not "it refuses us". */
+const TRANSIENT_DB_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03']);
+
+export function isTransientDatabaseError(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'string' && TRANSIENT_DB_ERRORS.has(code)) return true;
+  // pg reports an AggregateError when every address of a host refused.
+  const inner = (err as { errors?: unknown[] })?.errors;
+  return Array.isArray(inner) && inner.length > 0 && inner.every(isTransientDatabaseError);
 }
 
-/** Every graph gets its system assistant (id = uuid5 of the graph name). */
-export async function ensureSystemAssistants(storage: Storage, graphs: GraphRegistry): Promise<void> {
+export async function openStorage(config: AgentServerConfig, logger: Logger): Promise<Storage> {
+  // langgraph.json "store": item TTLs and the embeddings of semantic search.
+  const items = await readItemsConfig(config.configPath);
+  const embedder = await loadEmbedder(items);
+  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger });
+  const databaseUrl = config.databaseUrl;
+  // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
+  // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
+  const deadline = Date.now() + config.databaseWaitSecs * 1000;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder });
+    } catch (err) {
+      if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
+      logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/**
+ * Every graph gets its system assistant (id = uuid5 of the graph name). `defaults` is LANGGRAPH_CONFIG as the
+ * platform reads it: per graph id, "context" becomes the assistant's context and every other key its config;
+ * applied at each start, so a changed value updates assistants made by earlier starts.
+ */
+export async function ensureSystemAssistants(
+  storage: Storage,
+  graphs: GraphRegistry,
+  defaults: Record<string, Record<string, unknown>> = {},
+): Promise<void> {
   for (const spec of graphs.specs) {
+    const { context, ...config } = defaults[spec.graphId] ?? {};
     await storage.assistants.upsertSystem({
       assistant_id: spec.assistantId,
       graph_id: spec.graphId,
-      config: {},
-      context: {},
+      config,
+      context: context !== null && typeof context === 'object' && !Array.isArray(context) ? (context as Record<string, unknown>) : {},
       metadata: { created_by: 'system' },
       name: spec.graphId,
       description: null,
@@ -42,9 +80,21 @@ export async function ensureSystemAssistants(storage: Storage, graphs: GraphRegi
 }
 
 export async function startAgentServer(config: AgentServerConfig, logger: Logger): Promise<RunningServer> {
-  const graphs = await loadGraphs(config.configPath, { logger });
-  const storage = await openStorage(config, logger);
-  await ensureSystemAssistants(storage, graphs);
+  for (const note of config.notes ?? []) logger.warn(note);
+  // Before any graph module is imported: getLogger() and new Client() at module top level must work.
+  const plannedHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const platform = installMainThreadPlatform({
+    logger,
+    plannedUrl: `http://${plannedHost.includes(':') ? `[${plannedHost}]` : plannedHost}:${config.port}`,
+    logLevel: config.logLevel,
+  });
+  const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
+  // langgraph.json "auth" and "http": loaded before the store opens, so a bad auth or app path fails fast.
+  const extensions = await loadServerExtensions(config.configPath, logger);
+  const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter((id) => !graphs.specs.some((s) => s.graphId === id));
+  if (unknownDefaults.length) logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
+  const storage = instrumentStorage(await openStorage(config, logger));
+  await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const engine = new RunEngine({
     storage,
     graphs,
@@ -57,6 +107,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
             configPath: config.configPath,
             source: storage.checkpointerSource,
             poolSize: Math.max(10, config.jobsPerWorker + 10),
+            platform: () => platform.workerEnv(),
           }, logger, inline),
         }
       : {}),
@@ -65,11 +116,22 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     leaseMs: config.leaseSecs * 1000,
     sweepMs: Math.min(5_000, (config.leaseSecs * 1000) / 2),
   });
-  const app = await buildApp({ storage, graphs, engine, logger });
-  await engine.start();
+  const apiKeys = config.authKeysFile ? watchKeyHashFile(config.authKeysFile, logger) : undefined;
+  if (!apiKeys && !extensions.auth) {
+    logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
+  }
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions });
+  platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
-  logger.info({ url, store: storage.kind, graphs: graphs.specs.map((s) => s.graphId), worker: engine.workerId },
-    'agent server listening');
+  // Runs start once the URL is known: executor threads reach this server over loopback from graph code.
+  const address = app.server.address();
+  if (address && typeof address === 'object') platform.setListeningUrl(loopbackUrl(address));
+  await engine.start();
+  const failed = Object.keys(graphs.failures);
+  logger.info({ url, store: storage.kind, graphs: graphs.specs.map((s) => s.graphId), worker: engine.workerId,
+    ...(failed.length ? { failed_graphs: failed } : {}) }, 'agent server listening');
+  if (extensions.auth) logger.info('custom auth from langgraph.json decides who may call (it replaces the platform API key)');
+  else if (apiKeys) logger.info({ file: config.authKeysFile }, 'requests need an X-Api-Key listed in the key file (except /ok)');
   let closing: Promise<void> | null = null;
   return {
     app,

@@ -1,40 +1,107 @@
 // Domain operations behind the routes: assistant resolution, run creation (kwargs exactly as the platform
 // records them), thread state reads and updates. Throws typed errors; knows nothing about HTTP.
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, NotFoundError } from '../lib/errors.ts';
+import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts';
+import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
 import { systemAssistantId } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
-import type { Assistant, Json, RunRecord, Storage, Thread } from './storage/types.ts';
+import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type RunRecord, type Storage, type Thread } from './storage/types.ts';
+
+const threadNotFound = (threadId: string) => `Thread not found: ${threadId}`;
+
+function ignoreNotFound(err: unknown): void {
+  if (!(err instanceof NotFoundError)) throw err;
+}
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Keys of `config.configurable` only the server sets (from custom auth); a client's values are dropped. */
+const RESERVED_CONFIGURABLE = ['langgraph_auth_user', 'langgraph_auth_user_id', 'langgraph_auth_permissions'] as const;
+
+/** The caller of a run under custom auth: who they are and what the threads:create_run handler decided. */
+export interface RunAuth {
+  auth: RequestAuth | null;
+  filters?: AuthFilters;
+  /** The id the handler was shown for the run. */
+  runId?: string;
+}
+
+/**
+ * Assistant versions: every create and PATCH records one; `setLatest` makes an earlier one current again. The stores
+ * keep them (written in the same transaction as create/patch).
+ */
+export interface AssistantVersions {
+  /** Newest first; metadata filters by containment. NotFoundError when the assistant is unknown. */
+  list(assistantId: string, q: { limit: number; offset: number; metadata?: Json }): Promise<AssistantVersion[]>;
+  /** Copies the version's fields onto the assistant (its `version` becomes that number) and returns it. */
+  setLatest(assistantId: string, version: number): Promise<Assistant>;
+}
 
 export interface ServiceDeps {
   storage: Storage;
   graphs: GraphRegistry;
   engine: RunEngine;
+  versions?: AssistantVersions;
+}
+
+/** The versions the store keeps. */
+export function storedVersions(storage: Storage): AssistantVersions {
+  // The platform's texts, which clients match on.
+  const requireAssistant = async (id: string) => {
+    if (!(await storage.assistants.get(id))) throw new NotFoundError(`Assistant not found: ${id}`);
+  };
+  return {
+    async list(assistantId, q) {
+      await requireAssistant(assistantId);
+      return storage.assistants.listVersions(assistantId, q);
+    },
+    async setLatest(assistantId, version) {
+      await requireAssistant(assistantId);
+      try {
+        return await storage.assistants.setLatest(assistantId, version);
+      } catch (err) {
+        if (err instanceof NotFoundError) throw new NotFoundError(`Assistant version not found: ${assistantId} version ${version}`);
+        throw err;
+      }
+    },
+  };
 }
 
 export type AgentService = ReturnType<typeof createAgentService>;
 
-export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
+export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage) }: ServiceDeps) {
   const graphIds = new Set(graphs.specs.map((s) => s.graphId));
 
-  /** A graph name maps to its system assistant; anything else must be an assistant UUID. */
+  /**
+   * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
+   * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them.
+   */
   async function resolveAssistant(idOrGraph: string): Promise<Assistant> {
     const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
-    const found = UUID_RE.test(id) ? await storage.assistants.get(id) : null;
-    if (!found) throw new NotFoundError(`Assistant "${idOrGraph}" not found`);
+    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    const found = await storage.assistants.get(id);
+    if (!found) throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
     return found;
   }
 
   async function requireThread(threadId: string): Promise<Thread> {
     const t = await storage.threads.get(threadId);
-    if (!t) throw new NotFoundError(`Thread with ID ${threadId} not found`);
+    if (!t) throw new NotFoundError(threadNotFound(threadId));
     return t;
+  }
+
+  /** A store call on one thread whose only NotFoundError is that thread missing: answered with the platform text. */
+  async function onThread<T>(threadId: string, op: () => Promise<T>): Promise<T> {
+    try {
+      return await op();
+    } catch (err) {
+      if (err instanceof NotFoundError) throw new NotFoundError(threadNotFound(threadId));
+      throw err;
+    }
   }
 
   function graphFor(graphId: string, config: Json = {}): Promise<PregelLike> {
@@ -42,17 +109,41 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
     return graphs.getGraph(graphId, config, { checkpointer: engine.checkpointer });
   }
 
-  async function createRun(threadId: string | null, body: RunCreateBody): Promise<RunRecord> {
+  /**
+   * The config a thread's graph is built with when it is read or updated outside a run: that of the thread's
+   * latest run (the assistant's config merged with the run's), else that of the assistant named in its metadata.
+   * Factory graphs (`(config) => graph`) may have nodes that exist only under that config.
+   */
+  async function threadConfig(thread: Thread): Promise<Json> {
+    const [latest] = await storage.runs.list(thread.thread_id, { limit: 1, offset: 0 });
+    const cfg = latest?.kwargs.config as Json | undefined;
+    if (cfg) {
+      const { checkpoint_id: _c, run_id: _r, ...configurable } = (cfg.configurable as Json | undefined) ?? {};
+      return { ...cfg, configurable };
+    }
+    const assistantId = thread.metadata.assistant_id;
+    const assistant = typeof assistantId === 'string' && UUID_RE.test(assistantId)
+      ? await storage.assistants.get(assistantId)
+      : null;
+    return { ...(assistant?.config ?? {}), configurable: { ...((assistant?.config.configurable as Json | undefined) ?? {}) } };
+  }
+
+  async function createRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<RunRecord> {
     const assistant = await resolveAssistant(body.assistant_id);
     const stateless = threadId === null;
     const thread_id = threadId ?? randomUUID();
-    const run_id = randomUUID();
+    const run_id = caller?.runId ?? randomUUID();
     const cfg = (body.config ?? {}) as Json;
     const assistantCfg = (assistant.config ?? {}) as Json;
     const checkpointId = body.checkpoint_id ?? body.checkpoint?.checkpoint_id ?? null;
+    const requested: Json = { ...((assistantCfg.configurable as Json | undefined) ?? {}), ...((cfg.configurable as Json | undefined) ?? {}) };
+    for (const key of RESERVED_CONFIGURABLE) delete requested[key];
+    const user = caller?.auth;
     const configurable = {
-      ...((assistantCfg.configurable as Json | undefined) ?? {}),
-      ...((cfg.configurable as Json | undefined) ?? {}),
+      ...requested,
+      ...(user
+        ? { langgraph_auth_user: user.user, langgraph_auth_user_id: user.user.identity, langgraph_auth_permissions: user.permissions }
+        : {}),
       run_id,
       user_id: '',
       graph_id: assistant.graph_id,
@@ -83,7 +174,7 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
       durability: body.durability ?? null,
     };
     const delay_ms = body.after_seconds ? Math.round(body.after_seconds * 1000) : 0;
-    const created = await storage.runs.create({
+    const created = await onThread(thread_id, () => storage.runs.create({
       delay_ms,
       run_id,
       thread_id,
@@ -92,10 +183,50 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
       kwargs,
       multitask_strategy: body.multitask_strategy ?? 'reject',
       if_not_exists: stateless ? 'create' : (body.if_not_exists ?? 'reject'),
-      thread_metadata: { graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
-    });
+      // A thread this run creates carries the handler's equality filter (e.g. its owner), so its creator sees it.
+      thread_metadata: { ...equalityPart(caller?.filters), graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
+    }));
     if (delay_ms) engine.wakeAfter(delay_ms);
     return created;
+  }
+
+  /**
+   * on_completion "delete" (the default of stateless runs): the temporary thread goes once the run has ended.
+   * Wait and stream requests delete it themselves; a background run is watched by this process.
+   */
+  function deleteThreadWhenDone(run: RunRecord): void {
+    if (!run.kwargs.temporary) return;
+    void engine.waitForRun(run.thread_id, run.run_id, undefined, run)
+      .then((done) => (done && TERMINAL_RUN_STATUSES.has(done.status) ? storage.threads.delete(run.thread_id) : undefined))
+      .catch(() => undefined);
+  }
+
+  /**
+   * POST /runs/batch: stateless background runs, created in order (one bad item stops the rest). `callers[i]` is
+   * what custom auth decided for item i.
+   */
+  async function createBatch(bodies: RunCreateBody[], callers: Array<RunAuth | undefined> = []): Promise<RunRecord[]> {
+    const out: RunRecord[] = [];
+    for (const [i, body] of bodies.entries()) {
+      const run = await createRun(null, body, callers[i]);
+      deleteThreadWhenDone(run);
+      out.push(run);
+    }
+    return out;
+  }
+
+  /** DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. */
+  async function deleteAssistant(idOrGraph: string, deleteThreads: boolean): Promise<void> {
+    const assistant = await resolveAssistant(idOrGraph);
+    if (deleteThreads) {
+      const page = 500;
+      for (;;) {
+        const threads = await storage.threads.search({ metadata: { assistant_id: assistant.assistant_id }, limit: page });
+        for (const t of threads) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
+        if (threads.length < page) break;
+      }
+    }
+    await storage.assistants.delete(assistant.assistant_id);
   }
 
   /** join/wait answer: the thread's values, or {__error__} for a failed run. */
@@ -111,7 +242,7 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
     const thread = await requireThread(threadId);
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) return null;
-    return graphFor(graphId);
+    return graphFor(graphId, await threadConfig(thread));
   }
 
   async function getState(threadId: string, checkpointId?: string, subgraphs = false): Promise<ApiThreadState> {
@@ -131,7 +262,11 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) {
       throw new BadRequestError(`Thread ${threadId} has no graph yet: run an assistant on it before updating its state`);
     }
-    const graph = await graphFor(graphId);
+    // A run in flight writes checkpoints of its own; an update now would race it.
+    if (thread.status === 'busy') {
+      throw new ConflictError(`Thread ${threadId} is busy: a run is in flight; wait for it to finish before updating the state`);
+    }
+    const graph = await graphFor(graphId, await threadConfig(thread));
     const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
     const cp = body.checkpoint_id ?? body.checkpoint?.checkpoint_id;
     if (cp) configurable.checkpoint_id = cp;
@@ -173,5 +308,20 @@ export function createAgentService({ storage, graphs, engine }: ServiceDeps) {
     return snaps.slice(0, q.limit).map((s, i) => toApiState(s, snaps[i + 1]));
   }
 
-  return { resolveAssistant, requireThread, createRun, runResult, getState, updateState, history, graphIds };
+  return {
+    resolveAssistant,
+    requireThread,
+    onThread,
+    threadConfig,
+    createRun,
+    createBatch,
+    deleteThreadWhenDone,
+    deleteAssistant,
+    runResult,
+    getState,
+    updateState,
+    history,
+    versions,
+    graphIds,
+  };
 }

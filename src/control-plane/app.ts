@@ -12,9 +12,12 @@ import {
 } from 'fastify-type-provider-zod';
 import { isAppError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
+import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
+import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
+import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
 export interface ControlPlaneDeps {
@@ -22,13 +25,18 @@ export interface ControlPlaneDeps {
   logger: Logger;
   /** Keys accepted without being stored (e.g. AGENTPLANE_BOOTSTRAP_API_KEY). */
   bootstrapKeys?: BootstrapKey[];
+  /** Bounds and custom domains a deployment may ask for (defaults: DEFAULT_INPUT_POLICY). */
+  policy?: InputPolicy;
   version?: string;
+  /** Called after a key was created or revoked through the API (e.g. to publish key hashes to the agents now). */
+  onKeysChanged?: () => void;
 }
 
 const PREFIXES = ['', '/api-host'];
 
 export async function createControlPlane(deps: ControlPlaneDeps): Promise<FastifyInstance> {
-  const app = fastify({ loggerInstance: deps.logger as FastifyBaseLogger, bodyLimit: 1024 * 1024 });
+  // Secrets may total 1 MiB (a 422 names the one that crosses it); the body around them needs some room beyond that.
+  const app = fastify({ loggerInstance: deps.logger as FastifyBaseLogger, bodyLimit: 2 * 1024 * 1024 });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // Clients often send a JSON content type with no body on POST .../redeploy and DELETE: read that as no body.
@@ -65,7 +73,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.code(err.statusCode).send({ detail: err.message });
     }
-    req.log.error({ err: { message: err.message, stack: err.stack } }, 'request failed');
+    req.log.error({ err: { message: redactUrlsIn(err.message), stack: err.stack && redactUrlsIn(err.stack) } }, 'request failed');
     return reply.code(500).send({ detail: 'Internal server error' });
   });
   app.setNotFoundHandler((req, reply) => reply.code(404).send({ detail: `Not found: ${req.method} ${req.url.split('?')[0]}` }));
@@ -86,7 +94,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
-  const service = createDeploymentService({ store: deps.store, logger: deps.logger.child({ component: 'deployments' }) });
+  const service = createDeploymentService({ store: deps.store, logger: deps.logger.child({ component: 'deployments' }), policy: deps.policy });
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -96,6 +104,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
         });
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service));
+        await v2.withTypeProvider<ZodTypeProvider>().register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
       },
       { prefix: `${prefix}/v2` },
     );

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { fromEnv, parseCommandArgs, portSchema, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
+import { isDnsSubdomain } from './services/input-rules.ts';
 
 /** Store flags shared by `control-plane` and `api-key create`. */
 export const storeOptions: Record<string, OptionSpec> = {
@@ -31,6 +32,13 @@ export const storeOptions: Record<string, OptionSpec> = {
     description: 'Kubeconfig file (kubernetes store); without it: in-cluster config, else the default kubeconfig',
     env: ['KUBECONFIG'],
   },
+  'secret-key': {
+    type: 'string',
+    description:
+      'Base64 of 32 bytes: the AES-256-GCM key of secret values in the embedded store (without it: <data dir>/secret.key, ' +
+      'created on first use); every process sharing the data dir needs the same key. Prefer the env var',
+    env: ['AGENTPLANE_SECRET_KEY'],
+  },
 };
 
 export const controlPlaneCommand: CommandSpec = {
@@ -52,15 +60,68 @@ export const controlPlaneCommand: CommandSpec = {
       default: '*',
       env: ['AGENTPLANE_BOOTSTRAP_TENANTS'],
     },
+    'max-scale': { type: 'string', description: 'Largest resource_spec.min_scale / max_scale a deployment may ask for', default: '10', env: ['AGENTPLANE_MAX_SCALE'] },
+    'max-cpu': { type: 'string', description: 'Largest resource_spec.cpu / cpu_limit (cores) a deployment may ask for', default: '4', env: ['AGENTPLANE_MAX_CPU'] },
+    'max-memory-mb': {
+      type: 'string',
+      description: 'Largest resource_spec.memory_mb / memory_limit_mb a deployment may ask for',
+      default: '8192',
+      env: ['AGENTPLANE_MAX_MEMORY_MB'],
+    },
+    'allowed-custom-domains': {
+      type: 'string',
+      description:
+        'Comma-separated domains whose subdomains deployments may use as custom_url (e.g. agents.example.com); ' +
+        '* = any host (one-team installs); empty = custom_url refused',
+      env: ['AGENTPLANE_ALLOWED_CUSTOM_DOMAINS'],
+    },
+    'public-host': {
+      type: 'string',
+      description: "The control plane's own public host name, which no deployment may claim as custom_url",
+      env: ['AGENTPLANE_PUBLIC_HOST'],
+    },
+    'namespace-per-tenant': {
+      type: 'string',
+      description: "true when the operator runs each tenant's agents in a namespace of its own (kubernetes store): tenants' API key Secrets go there",
+      default: 'false',
+      env: ['AGENTPLANE_NAMESPACE_PER_TENANT'],
+    },
+    'tenant-namespace-prefix': { type: 'string', description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them', default: 'agentplane-t-', env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'] },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
 };
+
+const secretKeySchema = z
+  .string()
+  .transform((s) => Buffer.from(s.trim(), 'base64'))
+  .refine((b) => b.length === 32, 'must be the base64 of exactly 32 bytes (e.g. openssl rand -base64 32)');
 
 const StoreConfig = z.object({
   store: z.enum(['embedded', 'kubernetes']),
   dataDir: z.string().min(1),
   namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
   kubeconfig: z.string().optional(),
+  secretKey: secretKeySchema.optional(),
+});
+
+const domainSchema = z
+  .string()
+  .transform((d) => d.toLowerCase().replace(/^\*?\./, '').replace(/\.$/, ''))
+  .refine((d) => d === '*' || isDnsSubdomain(d), 'each entry must be a domain name (like agents.example.com) or *');
+
+const PolicyConfig = z.object({
+  maxScale: z.coerce.number().int().min(1),
+  maxCpu: z.coerce.number().positive(),
+  maxMemoryMb: z.coerce.number().int().positive(),
+  allowedCustomDomains: z.array(domainSchema),
+  publicHost: z
+    .string()
+    .transform((h) => {
+      const host = h.includes('://') ? URL.canParse(h) ? new URL(h).hostname : h : h.split(':')[0]!;
+      return host.toLowerCase().replace(/\.$/, '');
+    })
+    .refine(isDnsSubdomain, 'must be a host name')
+    .optional(),
 });
 export type StoreConfig = z.infer<typeof StoreConfig>;
 
@@ -69,12 +130,20 @@ const Config = StoreConfig.extend({
   port: portSchema,
   bootstrapKeys: z.array(z.object({ key: z.string().min(16, 'must be at least 16 characters'), tenants: z.array(z.string()).min(1) })),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  policy: PolicyConfig,
+  /** Namespaces of tenants' agents (where their API key Secrets go) when each tenant has its own. */
+  tenantNamespaces: z.object({
+    enabled: z.enum(['true', 'false']).transform((v) => v === 'true'),
+    prefix: z.string().regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes namespace name').max(40),
+  }),
 });
 export type ControlPlaneConfig = z.infer<typeof Config>;
 
 const FLAG: Record<string, string> = {
   store: '--store', dataDir: '--data-dir', namespace: '--namespace', kubeconfig: '--kubeconfig', host: '--host',
-  port: '--port', bootstrapKeys: '--bootstrap-api-key', logLevel: '--log-level',
+  port: '--port', bootstrapKeys: '--bootstrap-api-key', logLevel: '--log-level', secretKey: '--secret-key (AGENTPLANE_SECRET_KEY)',
+  maxScale: '--max-scale', maxCpu: '--max-cpu', maxMemoryMb: '--max-memory-mb', allowedCustomDomains: '--allowed-custom-domains',
+  publicHost: '--public-host', enabled: '--namespace-per-tenant', prefix: '--tenant-namespace-prefix',
 };
 
 export function picker(spec: CommandSpec, flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv) {
@@ -89,7 +158,8 @@ export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
   const i = parsed.error.issues[0]!;
-  const key = String(i.path[0] ?? '');
+  // Nested settings (policy.maxScale) are named by their own flag.
+  const key = String(i.path.find((p) => typeof p === 'string' && FLAG[p]) ?? i.path[0] ?? '');
   throw new UsageError(`${FLAG[key] ?? key}: ${i.message}`);
 }
 
@@ -99,6 +169,7 @@ export function storeConfigFrom(pick: (n: string) => string | undefined, cwd: st
     dataDir: path.resolve(cwd, pick('data-dir')!),
     namespace: pick('namespace'),
     kubeconfig: pick('kubeconfig'),
+    secretKey: pick('secret-key'),
   };
 }
 
@@ -116,6 +187,14 @@ export function parseControlPlaneConfig(argv: string[], env: NodeJS.ProcessEnv, 
     port: pick('port'),
     bootstrapKeys,
     logLevel: pick('log-level')?.toLowerCase(),
+    policy: {
+      maxScale: pick('max-scale'),
+      maxCpu: pick('max-cpu'),
+      maxMemoryMb: pick('max-memory-mb'),
+      allowedCustomDomains: (pick('allowed-custom-domains') ?? '').split(',').map((d) => d.trim()).filter(Boolean),
+      publicHost: pick('public-host'),
+    },
+    tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },
   });
 }
 

@@ -2,6 +2,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from './app.ts';
+import { KeyPublisher } from './auth/key-publisher.ts';
+import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
 import { openControlPlaneStore } from './store/index.ts';
 import type { ControlPlaneStore } from './store/types.ts';
@@ -15,7 +17,20 @@ export interface RunningControlPlane {
 
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
   const store = await openControlPlaneStore(config, logger);
-  const app = await createControlPlane({ store, logger, bootstrapKeys: config.bootstrapKeys });
+  // In a cluster the agents read their tenant's key hashes from Secrets this process keeps current.
+  const { enabled, prefix } = config.tenantNamespaces;
+  const sink = store.tenantKeySink?.(enabled ? (tenant) => tenantNamespaceName(prefix, tenant) : undefined);
+  const publisher = sink
+    ? new KeyPublisher({ store, sink, bootstrapKeys: config.bootstrapKeys, logger: logger.child({ component: 'key-publisher' }), intervalMs: 5_000 })
+    : undefined;
+  const app = await createControlPlane({
+    store,
+    logger,
+    bootstrapKeys: config.bootstrapKeys,
+    policy: config.policy,
+    onKeysChanged: () => void publisher?.sync().catch(() => undefined),
+  });
+  publisher?.start();
   const url = await app.listen({ host: config.host, port: config.port });
   logger.info({ url, store: config.store, namespace: store.namespace }, 'control plane listening');
   let closing: Promise<void> | null = null;
@@ -26,6 +41,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     close() {
       closing ??= (async () => {
         await app.close();
+        await publisher?.stop();
         await store.close();
       })();
       return closing;

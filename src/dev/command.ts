@@ -23,6 +23,8 @@ export async function run(argv: string[]): Promise<void> {
       `  API docs            ${dev.url}/docs`,
       `  deployment URLs     ${dev.url}/deployments/<deployment id>`,
       `  data                ${config.dataDir}`,
+      `  isolation           ${dev.isolation}`,
+      `  local repo_url from ${config.allowLocalRepos.join(', ') || 'nowhere'}`,
       '',
       'Create an API key (printed once) in another terminal:',
       `  npx agentplane api-key create --tenant <workspace id> --data-dir ${storeDir}`,

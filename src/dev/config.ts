@@ -7,7 +7,7 @@ export const devCommand: CommandSpec = {
   name: 'dev',
   summary: 'Run the control plane, the operator and the local runtime in one process (no Kubernetes needed)',
   usage:
-    'agentplane dev [--host 127.0.0.1] [--port 8080] [--data-dir DIR] [--database-url URL]\n' +
+    'agentplane dev [--host 127.0.0.1] [--port 8080] [--data-dir DIR] [--database-url URL] [--sandbox auto|bwrap|none]\n' +
     '       (AGENTPLANE_BOOTSTRAP_API_KEY=<key> makes <key> an admin key for every tenant)',
   options: {
     host: { type: 'string', description: 'Address to listen on', default: '127.0.0.1', env: ['AGENTPLANE_HOST'] },
@@ -20,10 +20,24 @@ export const devCommand: CommandSpec = {
     },
     'database-url': {
       type: 'string',
-      description: 'Postgres server for deployments\' data (each deployment gets its own database); embedded store otherwise',
+      description: 'Postgres server for deployments\' data (each deployment gets its own database and login role); embedded store otherwise',
       env: ['AGENTPLANE_DATABASE_URL'],
     },
     'health-timeout': { type: 'string', description: 'Seconds a new agent server may take to answer /ok', default: '60' },
+    sandbox: {
+      type: 'string',
+      description: 'Confine builds and agent servers: bwrap (bubblewrap, required), none (one trusted team), auto (bwrap when it works)',
+      default: 'auto',
+      env: ['AGENTPLANE_SANDBOX'],
+    },
+    'allow-local-repos': {
+      type: 'string',
+      description: 'Comma-separated folders a local path or file:// repo_url may come from (never the data dir); default: the current directory',
+      env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
+    },
+    'build-timeout': { type: 'string', description: 'Seconds a build may take before it fails', default: '1800' },
+    'keep-builds': { type: 'string', description: 'Build folders kept per deployment, newest first (the serving and the newest one always stay)', default: '5' },
+    'install-cache-max-mb': { type: 'string', description: 'Size bound of the node_modules install cache (least recently used go first)', default: '2048' },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
 };
@@ -34,6 +48,11 @@ const schema = z.object({
   dataDir: z.string().min(1),
   databaseUrl: z.string().url().optional(),
   healthTimeoutSecs: z.coerce.number().positive(),
+  sandbox: z.enum(['auto', 'bwrap', 'none']),
+  allowLocalRepos: z.array(z.string().min(1)),
+  buildTimeoutSecs: z.coerce.number().positive(),
+  keepBuilds: z.coerce.number().int().min(0),
+  installCacheMaxMb: z.coerce.number().int().min(0),
   logLevel: z.string(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
@@ -41,6 +60,10 @@ const FLAG_OF: Record<string, string> = {
   dataDir: 'data-dir',
   databaseUrl: 'database-url',
   healthTimeoutSecs: 'health-timeout',
+  allowLocalRepos: 'allow-local-repos',
+  buildTimeoutSecs: 'build-timeout',
+  keepBuilds: 'keep-builds',
+  installCacheMaxMb: 'install-cache-max-mb',
   bootstrapKey: 'AGENTPLANE_BOOTSTRAP_API_KEY (environment)',
   logLevel: 'log-level',
 };
@@ -57,6 +80,15 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     dataDir: resolve(pick('data-dir')!),
     databaseUrl: pick('database-url'),
     healthTimeoutSecs: pick('health-timeout'),
+    sandbox: pick('sandbox'),
+    allowLocalRepos: (pick('allow-local-repos') ?? process.cwd())
+      .split(',')
+      .map((d) => d.trim())
+      .filter(Boolean)
+      .map((d) => resolve(d)),
+    buildTimeoutSecs: pick('build-timeout'),
+    keepBuilds: pick('keep-builds'),
+    installCacheMaxMb: pick('install-cache-max-mb'),
     logLevel: pick('log-level'),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
   });

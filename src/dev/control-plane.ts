@@ -3,14 +3,25 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
+import type { BootstrapKey } from '../control-plane/auth/keys.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 
 export const BOOTSTRAP_KEY_ENV = 'AGENTPLANE_BOOTSTRAP_API_KEY';
 
-export async function buildControlPlane(store: ControlPlaneStore, logger: Logger, bootstrapKey?: string): Promise<FastifyInstance> {
+export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
+  return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
+}
+
+export async function buildControlPlane(
+  store: ControlPlaneStore,
+  logger: Logger,
+  bootstrapKey?: string,
+  onKeysChanged?: () => void,
+): Promise<FastifyInstance> {
   return createControlPlane({
     store,
     logger: logger.child({ component: 'control-plane' }),
-    bootstrapKeys: bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [],
+    bootstrapKeys: bootstrapKeysOf(bootstrapKey),
+    onKeysChanged,
   });
 }

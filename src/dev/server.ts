@@ -1,17 +1,21 @@
 // One process, one port: the control plane API, and under /deployments/<id>/ each deployment's agent server.
 // Two fastify apps behind one node:http server, dispatched by path, so the control plane's auth hooks never see
 // agent traffic and the proxy never sees API keys.
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import { createOperator, type Operator } from '../operator/operator.ts';
-import { LocalRuntime } from '../operator/runtimes/local/index.ts';
+import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
+import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
 import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../operator/sources.ts';
-import { buildControlPlane } from './control-plane.ts';
+import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
+import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
 import type { DevConfig } from './config.ts';
 
 export type DevServer = {
@@ -19,23 +23,68 @@ export type DevServer = {
   url: string;
   store: ControlPlaneStore;
   runtime: LocalRuntime;
+  /** Which confinement builds and agent servers get, in one line. */
+  isolation: string;
   close(): Promise<void>;
 };
 
 export async function startDev(config: DevConfig, logger: Logger): Promise<DevServer> {
+  // Real paths: the sandbox mounts and the local repo checks compare resolved paths.
+  await mkdir(config.dataDir, { recursive: true });
+  const dataDir = realpathSync(config.dataDir);
+  const { sandbox, reason } = await detectSandbox(config.sandbox, { hidden: [dataDir], shared: sharedTrees(PACKAGE_DIR) });
+  const isolation = { sandbox: sandbox.kind, allowLocalRepos: config.allowLocalRepos };
+  if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
+  else logger.info(isolation, `isolation: ${reason}`);
   const store = openEmbeddedStore({ dataDir: join(config.dataDir, 'control-plane') });
+  // Agents check callers against their tenant's key hashes, which this process keeps current in files (keys made
+  // or revoked by the API or by `agentplane api-key` in another process reach them within a second).
+  const keyFiles = fileKeySink(join(dataDir, 'runtime', 'auth'));
+  const publisher = new KeyPublisher({
+    store,
+    sink: keyFiles,
+    bootstrapKeys: bootstrapKeysOf(config.bootstrapKey),
+    logger: logger.child({ component: 'key-publisher' }),
+    intervalMs: 1000,
+  });
+  const authKeysFile = (tenant: string): string => {
+    const file = keyFiles.pathFor(tenant);
+    // The agent (and its sandbox mount) needs the file now; the publisher fills it within a second.
+    mkdirSync(dirname(file), { recursive: true });
+    try {
+      writeFileSync(file, '{"hashes":[]}\n', { flag: 'wx' });
+      publisher.forget(tenant);
+      void publisher.sync([tenant]).catch(() => undefined);
+    } catch {
+      // already there
+    }
+    return file;
+  };
   const runtime = new LocalRuntime({
-    dataDir: join(config.dataDir, 'runtime'),
+    dataDir: join(dataDir, 'runtime'),
     logs: storeLogSink(store),
     logger: logger.child({ component: 'local-runtime' }),
     databaseUrl: config.databaseUrl,
     healthTimeoutMs: config.healthTimeoutSecs * 1000,
+    sandbox,
+    allowLocalRepos: config.allowLocalRepos.map((d) => {
+      try {
+        return realpathSync(d);
+      } catch {
+        return d;
+      }
+    }),
+    protectedDirs: [dataDir],
+    buildTimeoutMs: config.buildTimeoutSecs * 1000,
+    keepBuilds: config.keepBuilds,
+    installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
+    authKeysFile,
   });
   // No child may outlive this process, whatever way it ends.
   const killChildren = () => runtime.killAllNow();
   process.once('exit', killChildren);
 
-  const api: FastifyInstance = await buildControlPlane(store, logger, config.bootstrapKey);
+  const api: FastifyInstance = await buildControlPlane(store, logger, config.bootstrapKey, () => void publisher.sync().catch(() => undefined));
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
   const proxy = Fastify({ loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger });
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
@@ -56,6 +105,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
   runtime.setBaseUrl(url);
 
+  await publisher.sync().catch(() => undefined);
+  publisher.start();
   const operator: Operator = createOperator({ store, runtime, logger });
   await operator.start();
 
@@ -64,9 +115,11 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     url,
     store,
     runtime,
+    isolation: reason,
     close() {
       closing ??= (async () => {
         await operator.stop();
+        await publisher.stop();
         await runtime.shutdown();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());

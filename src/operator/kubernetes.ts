@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../lib/logger.ts';
 import { openKubernetesStore } from '../control-plane/store/kubernetes/index.ts';
 import type { OperatorConfig } from './config.ts';
+import { startHealthServer, type HealthServer, type OperatorState } from './health.ts';
 import { LeaderElector } from './leader/lease.ts';
 import { createOperator } from './operator.ts';
 import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
@@ -12,6 +13,8 @@ import { storeLogSink } from './sources.ts';
 export type RunningOperator = {
   /** Resolves when the operator stops acting for good (close() or lost leadership). */
   done: Promise<'closed' | 'lost-leadership'>;
+  /** Port of /healthz and /readyz once listening (undefined without --health-port). */
+  health: Promise<number | undefined>;
   close(): Promise<void>;
 };
 
@@ -30,16 +33,28 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
   let finish: (why: 'closed' | 'lost-leadership') => void = () => {};
   const done = new Promise<'closed' | 'lost-leadership'>((r) => (finish = r));
   let acting = false;
+  let state: OperatorState = config.leaderElect ? 'standby' : 'starting';
+  let healthServer: HealthServer | undefined;
+  const health =
+    config.healthPort === undefined
+      ? Promise.resolve(undefined)
+      : startHealthServer(config.healthPort, () => state).then(
+          (h) => ((healthServer = h), logger.info({ port: h.port }, 'health endpoints listening'), h.port),
+          (err: unknown) => (logger.error({ err }, 'health endpoints failed to start'), undefined),
+        );
 
   const act = async () => {
     acting = true;
+    state = 'starting';
     await runtime.start();
     await operator.start();
+    state = 'acting';
     logger.info({ namespace: config.namespace }, 'operator acting');
   };
   const halt = async () => {
     if (!acting) return;
     acting = false;
+    state = 'stopped';
     await operator.stop();
     await runtime.shutdown();
   };
@@ -66,9 +81,11 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
         }
       },
       // A replica that lost the Lease may hold stale state: stop at once and let the process restart.
+      // Exit first: waiting for in-flight reconciles here would let a stuck one go on acting after the Lease may
+      // have passed to another replica. The stop is still started so that a caller that keeps the process sees it.
       onStoppedLeading: async () => {
-        await halt();
         finish('lost-leadership');
+        void halt().catch((err: unknown) => logger.warn({ err }, 'stopping after lost leadership failed'));
       },
     });
   } else {
@@ -80,10 +97,13 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
 
   return {
     done,
+    health,
     async close() {
       if (elector) await elector.stop();
       await halt();
       await store.close();
+      await health;
+      await healthServer?.close();
       finish('closed');
     },
   };

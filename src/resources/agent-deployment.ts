@@ -35,6 +35,11 @@ export const sourceConfigSchema = z.object({
   listenerConfig: z.object({ k8sNamespace: z.string().optional() }).nullable().optional(),
   installCommand: z.string().nullable().optional(),
   buildCommand: z.string().nullable().optional(),
+  /**
+   * Who may call the deployed agent: `api_key` (default) = requests need an API key of the deployment's tenant in
+   * X-Api-Key; `public` = anyone who reaches the URL (opt-in only).
+   */
+  accessMode: z.enum(['api_key', 'public']).optional(),
 });
 export type SourceConfig = z.infer<typeof sourceConfigSchema>;
 

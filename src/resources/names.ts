@@ -1,5 +1,6 @@
 // Object names, labels and owner references. Names are derived, never chosen by users, so every name is a valid
 // DNS-1035 label with room for suffixes (Kubernetes Services need that): `ag-<uuid>` and `ag-<uuid>-r<n>`.
+import { createHash } from 'node:crypto';
 import type { AgentDeployment } from './agent-deployment.ts';
 import { API_VERSION, type OwnerReference } from './meta.ts';
 
@@ -7,6 +8,27 @@ export const LABEL_TENANT = 'agentplane.dev/tenant';
 export const LABEL_DEPLOYMENT = 'agentplane.dev/deployment';
 export const LABEL_DEPLOYMENT_ID = 'agentplane.dev/deployment-id';
 export const LABEL_REVISION_NUMBER = 'agentplane.dev/revision-number';
+/**
+ * The Secret holding a tenant's data-plane API key hashes (`keys.json`: {"hashes":["<sha256 hex>", ...]}): written by
+ * the control plane where the tenant's agents run, mounted by their pods. Hashed so any tenant id gives a valid name.
+ */
+export function tenantKeysSecretName(tenantId: string): string {
+  return `agentplane-keys-${createHash('sha256').update(tenantId).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * The namespace of a tenant's agents when each tenant has its own: `<prefix><tenant>`, lowercased; a tenant id that
+ * is not already a valid name (or too long) is sanitised and suffixed with a hash of it, so two ids never share one.
+ */
+export function tenantNamespaceName(prefix: string, tenantId: string): string {
+  const clean = tenantId.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-+|-+$/g, '');
+  const room = 63 - prefix.length;
+  if (clean && clean === tenantId && clean.length <= room) return `${prefix}${clean}`;
+  const hash = createHash('sha256').update(tenantId).digest('hex').slice(0, 8);
+  const head = clean.slice(0, Math.max(0, room - hash.length - 1)).replace(/-+$/, '');
+  return `${prefix}${head ? `${head}-` : ''}${hash}`;
+}
+
 /** Finalizer a runtime puts on deployments it manages; without it, DELETE removes the deployment at once. */
 export const FINALIZER_RUNTIME = 'agentplane.dev/runtime';
 

@@ -1,18 +1,16 @@
 // The seed's flow (service-interface.md part 3/4.1) through the real JS SDK against a real `agentplane
 // agent-server` process serving examples/agent, on both stores; every field of part 2 checked with its type.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@langchain/langgraph-sdk';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 const AGENT_ASSISTANT_ID = 'fe096781-5601-53d2-b2f6-0d3403f7e9ca';
 const INPUT = { messages: [{ role: 'human', content: 'Ada' }] };
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -279,17 +277,14 @@ describe('seed flow on the embedded store', () => {
 
 describe('seed flow on Postgres', () => {
   let server: ServerProcess | undefined;
-  const db = `ap_e2e_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  let db: TestDatabase | undefined;
   beforeAll(async () => {
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${db}`);
-    server = await startServer(['--database-url', `postgres://postgres@127.0.0.1:5432/${db}`]);
+    db = await createTestDatabase('ap_e2e_');
+    server = await startServer(['--database-url', db.url]);
   });
   afterAll(async () => {
     await stopServer(server);
-    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-    await admin.end();
+    await db?.drop();
   });
 
   it('create thread -> run -> join -> run success -> final state, every field typed', async () => {

@@ -12,6 +12,27 @@ describe('agentplane dev flags', () => {
     expect(parseDevConfig(['--help'], {})).toBeNull();
   });
 
+  it('parses the isolation flags: sandbox, local repo roots (default: the current directory), retention, deadline', () => {
+    expect(parseDevConfig([], {})).toMatchObject({
+      sandbox: 'auto',
+      allowLocalRepos: [process.cwd()],
+      buildTimeoutSecs: 1800,
+      keepBuilds: 5,
+      installCacheMaxMb: 2048,
+    });
+    const env = { AGENTPLANE_SANDBOX: 'none', AGENTPLANE_ALLOW_LOCAL_REPOS: '/srv/a, /srv/b' };
+    expect(parseDevConfig([], env)).toMatchObject({ sandbox: 'none', allowLocalRepos: ['/srv/a', '/srv/b'] });
+    expect(parseDevConfig(['--sandbox', 'bwrap', '--allow-local-repos', '/x', '--keep-builds', '0', '--build-timeout', '60', '--install-cache-max-mb', '10'], env)).toMatchObject({
+      sandbox: 'bwrap',
+      allowLocalRepos: ['/x'],
+      keepBuilds: 0,
+      buildTimeoutSecs: 60,
+      installCacheMaxMb: 10,
+    });
+    expect(() => parseDevConfig(['--sandbox', 'docker'], {})).toThrow(/--sandbox/);
+    expect(() => parseDevConfig(['--keep-builds', '-1'], {})).toThrow(/--keep-builds/);
+  });
+
   it('rejects bad values naming the flag', () => {
     expect(() => parseDevConfig(['--port', '70000'], {})).toThrow(/--port/);
     expect(() => parseDevConfig(['--database-url', 'not a url'], {})).toThrow(/--database-url/);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { alive, api, childPids, childProcesses, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { API_KEY, alive, api, childPids, childProcesses, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -44,7 +44,7 @@ async function expectDeployed(base: string, depId: string, revId: string): Promi
 }
 
 async function greet(url: string, threadId?: string): Promise<{ text: string; threadId: string }> {
-  const client = new Client({ apiUrl: url });
+  const client = new Client({ apiUrl: url, apiKey: API_KEY });
   const thread = threadId ? { thread_id: threadId } : await client.threads.create();
   const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
   await client.runs.join(thread.thread_id, run.run_id);
@@ -128,7 +128,7 @@ describe('agentplane dev end to end', () => {
     expect(during.failures).toEqual([]);
     expect(during.ok).toBeGreaterThan(0);
     expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
-    const old = await new Client({ apiUrl: url }).threads.getState<{ messages: unknown[] }>(first.threadId);
+    const old = await new Client({ apiUrl: url, apiKey: API_KEY }).threads.getState<{ messages: unknown[] }>(first.threadId);
     expect(old.values.messages).toHaveLength(4);
     expect((await greet(url, first.threadId)).text).toBe('The greeting tool says: Howdy, Ada!');
 

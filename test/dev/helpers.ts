@@ -1,5 +1,6 @@
 // Starts `agentplane dev` as a real child process and talks to it over HTTP only.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
@@ -10,7 +11,8 @@ export type DevProcess = { child: ChildProcess; url: string; port: number; outpu
 
 export async function startDev(dataDir: string, port = 0, extraArgs: string[] = []): Promise<DevProcess> {
   const child = spawn(process.execPath, [BIN, 'dev', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', ...extraArgs], {
-    env: { ...process.env, AGENTPLANE_BOOTSTRAP_API_KEY: API_KEY },
+    // Test repositories live under the system temp folder.
+    env: { ...process.env, AGENTPLANE_BOOTSTRAP_API_KEY: API_KEY, AGENTPLANE_ALLOW_LOCAL_REPOS: process.env.AGENTPLANE_ALLOW_LOCAL_REPOS ?? tmpdir() },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

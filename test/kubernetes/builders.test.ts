@@ -26,7 +26,7 @@ const config = kubernetesRuntimeConfigSchema.parse({
   pushSecretName: 'registry-push',
   gitImage: 'ghcr.io/agentplane/agentplane:0.1.0',
   baseImage: 'ghcr.io/agentplane/agentplane:0.1.0',
-  ingress: { className: 'nginx', baseDomain: 'agents.example.com' },
+  ingress: { className: 'nginx', baseDomain: 'agents.example.com', allowedCustomDomains: ['acme.io'] },
 });
 const id = '0b6c8f1e-5d0a-4f7b-9d7e-2a7c1f0e9b11';
 const target: Target = {
@@ -61,9 +61,12 @@ describe('agent Dockerfile', () => {
     const lines = text.split('\n');
     expect(lines[1]).toBe('FROM base:1');
     expect(text).toContain('COPY --chown=node:node . .');
-    expect(text).toContain('npm ci --no-audit --no-fund');
+    expect(text).toContain('npm ci --include=dev --no-audit --no-fund');
     expect(text).toMatch(/RUN cd .*\/deps\/app\/agents.* && npm run build/);
-    expect(text).toContain('ENV LANGGRAPH_CONFIG="/deps/app/agents/langgraph.json" HOST=0.0.0.0 PORT=8000');
+    // devDependencies are there for the build, pruned after it.
+    const build = lines.findIndex((l) => l.endsWith('&& npm run build'));
+    expect(lines[build + 1]).toMatch(/^RUN cd .* && if \[ -f package.json \]; then npm prune --omit=dev/);
+    expect(text).toContain('ENV AGENTPLANE_GRAPH_CONFIG="/deps/app/agents/langgraph.json" HOST=0.0.0.0 PORT=8000');
     expect(lines.at(-2)).toBe('CMD ["agent-server"]');
   });
 
@@ -71,6 +74,7 @@ describe('agent Dockerfile', () => {
     const text = agentDockerfile({ baseImage: 'b', graphConfigPath: 'langgraph.json', installCommand: 'yarn install --frozen-lockfile' });
     expect(text).toContain('&& yarn install --frozen-lockfile');
     expect(text).not.toContain('npm ci');
+    expect(text).not.toContain('npm prune');
   });
 
   it.each(['../x/langgraph.json', '/etc/langgraph.json', 'a"b.json', 'a\nRUN evil', '.', ''])('refuses config path %j', (p) => {
@@ -92,7 +96,9 @@ describe('makeBuildJob', () => {
   );
   const pod = job.spec!.template.spec!;
   const clone = pod.initContainers![0]!;
-  const build = pod.containers[0]!;
+  const build = pod.initContainers![1]!;
+  const push = pod.containers[0]!;
+  const all = [...pod.initContainers!, ...pod.containers];
 
   it('is schema-valid, owned and labelled with the revision', () => {
     validateK8s(job);
@@ -119,25 +125,78 @@ describe('makeBuildJob', () => {
     expect(script).toContain('> /workspace/Dockerfile');
   });
 
-  it('builds with rootless daemonless BuildKit and pushes to the registry with the push secret', () => {
+  it('builds with rootless daemonless BuildKit into an OCI layout, then pushes it in a separate step', () => {
+    expect(pod.initContainers!.map((c) => c.name)).toEqual(['clone', 'build']);
+    expect(pod.containers.map((c) => c.name)).toEqual(['push']);
     expect(build.image).toBe('moby/buildkit:v0.16.0-rootless');
     const script = build.command!.join(' ');
     expect(script).toContain('buildctl-daemonless.sh build');
-    expect(script).toContain('push=true');
+    expect(script).toContain('type=oci,dest=/image/layout');
+    expect(script).not.toContain('push=true');
     expect(env(build, 'IMAGE')!.value).toBe(`registry.example.com/agents/${target.name}:${rev}`);
     expect(env(build, 'BUILDKITD_FLAGS')!.value).toBe('--oci-worker-no-process-sandbox');
     expect(build.securityContext!.seccompProfile!.type).toBe('Unconfined');
     expect(build.securityContext!.runAsUser).toBe(1000);
-    expect(build.volumeMounts).toContainEqual({ name: 'push-secret', mountPath: '/home/user/.docker', readOnly: true });
+    expect(push.image).toBe(config.pushImage);
+    expect(push.command!.join(' ')).toContain('skopeo copy');
+    expect(push.command!.join(' ')).toContain('oci:/image/layout "docker://$IMAGE"');
+    expect(env(push, 'IMAGE')!.value).toBe(env(build, 'IMAGE')!.value);
+  });
+
+  // RUN steps execute inside the build container (BuildKit without a process sandbox shares its PID namespace):
+  // whatever that container mounts or holds, the repository's code can read.
+  it('mounts the push secret only in the push container, which runs after the build has exited', () => {
+    expect(push.volumeMounts).toContainEqual({ name: 'push-secret', mountPath: '/var/run/agentplane/push', readOnly: true });
+    expect(env(push, 'REGISTRY_AUTH_FILE')!.value).toBe('/var/run/agentplane/push/config.json');
+    for (const c of [clone, build]) {
+      expect(c.volumeMounts!.map((m) => m.name), c.name).not.toContain('push-secret');
+      expect(JSON.stringify(c.env), c.name).not.toContain('/var/run/agentplane/push');
+      expect(c.envFrom, c.name).toBeUndefined();
+    }
+    expect(pod.shareProcessNamespace).toBeUndefined();
     expect(pod.volumes!.find((v) => v.name === 'push-secret')!.secret).toEqual({
       secretName: 'registry-push',
       items: [{ key: '.dockerconfigjson', path: 'config.json' }],
     });
+    // The build cannot rewrite the commit the push step reports.
+    expect(build.volumeMounts).toContainEqual({ name: 'workspace', mountPath: '/workspace', readOnly: true });
+  });
+
+  it('gives the build step a pull-only credential when one is configured, never the push one', () => {
+    const j = makeBuildJob(target, { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, { ...config, buildPullSecretName: 'registry-pull' });
+    validateK8s(j);
+    const b = j.spec!.template.spec!.initContainers![1]!;
+    expect(b.volumeMounts).toContainEqual({ name: 'pull-secret', mountPath: '/home/user/.docker', readOnly: true });
+    expect(j.spec!.template.spec!.volumes!.find((v) => v.name === 'pull-secret')!.secret!.secretName).toBe('registry-pull');
+    expect(b.volumeMounts!.map((m) => m.name)).not.toContain('push-secret');
+  });
+
+  it('bounds every container and every emptyDir, and mounts no API token', () => {
+    for (const c of all) {
+      expect(c.resources, c.name).toEqual({ requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '4Gi' } });
+    }
+    const dirs = pod.volumes!.filter((v) => v.emptyDir);
+    expect(dirs.map((v) => [v.name, v.emptyDir!.sizeLimit])).toEqual([
+      ['workspace', '4Gi'],
+      ['image', '4Gi'],
+      ['buildkitd', '10Gi'],
+    ]);
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(job.spec!.activeDeadlineSeconds).toBe(1800);
+    const custom = makeBuildJob(target, { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, {
+      ...config,
+      buildResources: { requests: { cpu: '1', memory: '2Gi' }, limits: { cpu: '3', memory: '6Gi' } },
+      buildWorkspaceSize: '8Gi',
+      buildCacheSize: '20Gi',
+    });
+    validateK8s(custom);
+    expect(custom.spec!.template.spec!.containers[0]!.resources!.limits).toEqual({ cpu: '3', memory: '6Gi' });
+    expect(custom.spec!.template.spec!.volumes!.map((v) => v.emptyDir?.sizeLimit)).toEqual(['8Gi', '8Gi', '20Gi', undefined]);
   });
 
   it('records commit and digest in the termination message', () => {
-    expect(build.terminationMessagePath).toBe('/dev/termination-log');
-    expect(build.command!.join(' ')).toContain('> /dev/termination-log');
+    expect(push.terminationMessagePath).toBe('/dev/termination-log');
+    expect(push.command!.join(' ')).toContain('> /dev/termination-log');
     const digest = `sha256:${'a'.repeat(64)}`;
     expect(parseBuildResult(JSON.stringify({ commit: 'abc1234', digest }))).toEqual({ commit: 'abc1234', digest });
     expect(parseBuildResult('not json')).toBeUndefined();
@@ -152,7 +211,8 @@ describe('makeBuildJob', () => {
       { ...config, pushSecretName: undefined },
     );
     validateK8s(anon);
-    expect(anon.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['workspace', 'buildkitd']);
+    expect(anon.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['workspace', 'image', 'buildkitd']);
+    expect(env(anon.spec!.template.spec!.containers[0]!, 'REGISTRY_AUTH_FILE')).toBeUndefined();
   });
 });
 
@@ -187,6 +247,7 @@ describe('makeDeployment', () => {
         imagePullSecrets: ['pull-1'],
         nodeSelector: { pool: 'agents' },
       },
+      serviceAccount: { name: 'agent-sa', automountToken: false },
     },
     config,
   );
@@ -316,7 +377,7 @@ describe('makeService and makeIngress', () => {
     expect(ingressHost(target, 'https://bot.acme.io/path', config)).toBe('bot.acme.io');
     expect(ingressHost(target, 'bot.acme.io', config)).toBe('bot.acme.io');
     expect(ingressHost(target, null, config)).toBe(`${target.name}.agents.example.com`);
-    expect(ingressHost(target, null, { ...config, ingress: {} })).toBeUndefined();
+    expect(ingressHost(target, null, { ...config, ingress: { allowedCustomDomains: [] } })).toBeUndefined();
     expect(() => ingressHost(target, 'https://bad_host!', config)).toThrow(/custom_url/);
   });
 
@@ -332,7 +393,8 @@ describe('makeService and makeIngress', () => {
 
   it('gives the ingress URL or the cluster DNS name', () => {
     expect(deploymentUrl(target, 'bot.acme.io', config)).toBe('http://bot.acme.io');
-    expect(deploymentUrl(target, undefined, config)).toBe(`http://${target.name}.team-a.svc.cluster.local`);
+    expect(deploymentUrl(target, undefined, config)).toBe(`http://${target.name}.team-a.svc`);
+    expect(deploymentUrl(target, undefined, { ...config, clusterDomain: 'cluster.local' })).toBe(`http://${target.name}.team-a.svc.cluster.local`);
   });
 });
 
@@ -340,7 +402,7 @@ describe('dev Postgres', () => {
   it('is a one-replica StatefulSet with a PVC template, headless Service and a URI Secret', () => {
     const sts = makePostgresStatefulSet(target, config);
     const svc = makePostgresService(target);
-    const secret = makePostgresSecret(target, 'p@ss/word');
+    const secret = makePostgresSecret(target, 'p@ss/word', config);
     for (const o of [sts, svc, secret]) {
       validateK8s(o);
       expectOwned(o);
@@ -353,7 +415,7 @@ describe('dev Postgres', () => {
     expect(sts.spec!.persistentVolumeClaimRetentionPolicy).toEqual({ whenDeleted: 'Delete', whenScaled: 'Retain' });
     expect(svc.spec!.selector).toEqual(sts.spec!.selector.matchLabels);
     expect(secret.stringData!.uri).toBe(
-      `postgresql://agent:p%40ss%2Fword@${target.name}-postgres.team-a.svc.cluster.local:5432/agent`,
+      `postgresql://agent:p%40ss%2Fword@${target.name}-postgres.team-a.svc:5432/agent`,
     );
   });
 });
@@ -364,5 +426,34 @@ describe('schema validation helper', () => {
     bad.spec.ports[0]!.port = 'eighty';
     expect(() => validateK8s(bad)).toThrow(/port/);
     expect(() => validateK8s({ apiVersion: 'v9', kind: 'Nope' })).toThrow(/no schema/);
+  });
+});
+
+describe('private registries and ordering', () => {
+  const withPull = { ...config, imagePullSecrets: ['registry-pull'] };
+  const image = `registry.example.com/agents/${target.name}@sha256:${'c'.repeat(64)}`;
+
+  it('gives agent pods the operator pull secrets before the tenant ones, once each', () => {
+    const d = makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'], resourceSpec: { imagePullSecrets: ['mine', 'registry-pull'] } }, withPull);
+    validateK8s(d);
+    expect(d.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-pull' }, { name: 'mine' }]);
+    expect(makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'] }, config).spec!.template.spec!.imagePullSecrets).toBeUndefined();
+  });
+
+  it('gives build pods the pull secrets', () => {
+    const job = makeBuildJob(target, { revision: rev, repoUrl: 'https://git.example.com/a.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, withPull);
+    validateK8s(job);
+    expect(job.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-pull' }]);
+  });
+
+  it('makes agent pods with their own Postgres wait for it, and only those', () => {
+    const own = makeDeployment(target, { revision: rev, image, envNames: [] }, { ...config, clusterDomain: 'cluster.local' });
+    validateK8s(own);
+    const init = own.spec!.template.spec!.initContainers!;
+    expect(init.map((c) => c.name)).toEqual(['wait-for-postgres']);
+    expect(init[0]!.env).toEqual([{ name: 'PGHOST', value: `${target.name}-postgres.team-a.svc.cluster.local` }]);
+    expect(init[0]!.image).toBe(config.postgres.image);
+    const external = makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'] }, config);
+    expect(external.spec!.template.spec!.initContainers).toBeUndefined();
   });
 });

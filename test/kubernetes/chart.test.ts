@@ -1,5 +1,5 @@
-// The Helm chart without a helm binary: values validate against values.schema.json, bad values are refused,
-// the chart's CRDs are the generated ones, and templates only read values that exist.
+// The Helm chart's files: values validate against values.schema.json, bad values are refused, the chart's CRDs are
+// the generated ones, and templates only read values that exist (chart-render.test.ts renders it with helm).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
@@ -52,6 +52,16 @@ describe('values.schema.json', () => {
     ['agents.defaultResources.cpu', 0],
     ['operator.resources', { requests: { memory: 'lots' } }],
     ['operator.typo', true],
+    ['agents.ingress.allowedCustomDomains', ['https://bots.example.com']],
+    ['agents.limits.maxScale', 0],
+    ['agents.limits.maxCpu', '4 cores'],
+    ['build.resources', { requests: { cpu: '1' }, limits: { cpu: '2', memory: '4Gi' } }],
+    ['build.workspaceSizeLimit', 'big'],
+    ['networkPolicy.agentEgressExceptCidrs', ['10.0.0.0']],
+    ['networkPolicy.buildEgressExceptCidrs', ['metadata']],
+    ['networkPolicy.ingressNamespaceSelector', {}],
+    ['agents.tenantNamespacePrefix', 'Tenants_'],
+    ['agents.namespacePerTenant', 'yes'],
   ])('refuses %s = %j', (path, value) => {
     expect(validate(withValue(path, value))).toBe(false);
   });
@@ -94,6 +104,8 @@ describe('chart files', () => {
 
   it.each([
     ['operator.yaml', operatorCommand, ['POD_NAME', 'POD_NAMESPACE']],
+    // Bounds, custom domains and tenant namespaces: the chart passes the operator's values to the control plane under
+    // the same names, and the control plane reads every one of them.
     ['control-plane.yaml', controlPlaneCommand, []],
   ] as [string, CommandSpec, string[]][])('%s sets only variables its command reads, and covers every operator setting', (file, command, extra) => {
     const text = readFileSync(join(chart, 'templates', file), 'utf8');
@@ -106,5 +118,58 @@ describe('chart files', () => {
       const unset = Object.entries(command.options).filter(([flag, o]) => !local.has(flag) && !(o.env ?? []).some((e) => set.includes(e)));
       expect(unset.map(([flag]) => flag)).toEqual([]);
     }
+  });
+});
+
+describe('isolation in the chart', () => {
+  const template = (f: string) => readFileSync(join(chart, 'templates', f), 'utf8');
+
+  it('passes the same bounds and custom domains to the control plane and the operator', () => {
+    for (const f of ['control-plane.yaml', 'operator.yaml']) {
+      const text = template(f);
+      for (const [name, value] of [
+        ['AGENTPLANE_MAX_SCALE', '.Values.agents.limits.maxScale'],
+        ['AGENTPLANE_MAX_CPU', '.Values.agents.limits.maxCpu'],
+        ['AGENTPLANE_MAX_MEMORY_MB', '.Values.agents.limits.maxMemoryMb'],
+        ['AGENTPLANE_ALLOWED_CUSTOM_DOMAINS', 'join "," .Values.agents.ingress.allowedCustomDomains'],
+      ] as [string, string][]) {
+        expect(text, `${f} ${name}`).toMatch(new RegExp(`- name: ${name}\\n\\s+value: \\{\\{ ${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\| quote \\}\\}`));
+      }
+    }
+    expect(values.agents).toMatchObject({ limits: { maxScale: 10, maxCpu: 4, maxMemoryMb: 8192 }, ingress: { allowedCustomDomains: [] } });
+  });
+
+  it('lets the operator manage NetworkPolicies and read ServiceAccounts', () => {
+    const rbac = template('operator-rbac.yaml');
+    expect(rbac).toMatch(/resources: \["networkpolicies"\]\n\s+verbs: \["get", "create", "update"/);
+    expect(rbac).toMatch(/resources: \["serviceaccounts"\]\n\s+verbs: \["get"\]/);
+    // A namespace per tenant: the control plane gets a Secrets-only ClusterRole, bound per tenant namespace by the
+    // operator, which may bind that role and no other.
+    const cp = template('control-plane-rbac.yaml');
+    expect(cp).toMatch(/kind: ClusterRole\n[\s\S]*-tenant-keys\n[\s\S]*rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["secrets"\]\n[^\n]+\n\{\{- end \}\}/);
+    expect(rbac).toMatch(/resources: \["clusterroles"\]\n\s+verbs: \["bind"\]\n\s+resourceNames: \[\{\{ printf "%s-tenant-keys"/);
+    expect(template('operator.yaml')).toContain('- name: AGENTPLANE_TENANT_KEYS_ROLE\n              value: {{ printf "%s-tenant-keys"');
+    // A namespace per tenant: a ClusterRole, allowed to create namespaces.
+    expect(rbac).toContain('{{- $clusterWide := or .Values.operator.clusterWideRbac .Values.agents.namespacePerTenant }}');
+    expect(rbac).toMatch(/\{\{- if \.Values\.agents\.namespacePerTenant \}\}\n(\s+#.*\n)*\s+- apiGroups: \[""\]\n\s+resources: \["namespaces"\]\n\s+verbs: \["get", "create"\]/);
+    expect(rbac).toMatch(/resources: \["secrets"\]\n\s+verbs: \["get"/);
+  });
+
+  it('protects the control plane (its API port only) and the operator (nothing in) when policies are on', () => {
+    const text = template('networkpolicy.yaml');
+    expect(text.startsWith('{{- if .Values.networkPolicy.enabled }}')).toBe(true);
+    const docs = text.split('\n---\n');
+    expect(docs[0]).toContain('component" "control-plane"');
+    expect(docs[0]).toMatch(/ingress:\n\s+- ports:\n\s+- \{ protocol: TCP, port: 8080 \}/);
+    expect(template('control-plane.yaml')).toMatch(/containerPort: 8080/);
+    expect(docs[1]).toContain('component" "operator"');
+    expect(docs[1]).toContain('policyTypes: ["Ingress"]');
+    expect(docs[1]).not.toContain('ingress:');
+    expect(values.networkPolicy).toEqual({
+      enabled: true,
+      ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'ingress-nginx' },
+      agentEgressExceptCidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'],
+      buildEgressExceptCidrs: ['169.254.0.0/16'],
+    });
   });
 });

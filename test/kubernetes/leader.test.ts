@@ -80,4 +80,74 @@ describe('Lease leader election', () => {
     expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity).not.toBe(holderBefore);
     await follower.stop();
   });
+
+  it('keeps renewing while a slow onStartedLeading runs, so no other replica takes over meanwhile', async () => {
+    const events: string[] = [];
+    let finishStart: () => void = () => {};
+    const started = new Promise<void>((r) => (finishStart = r));
+    const make = (identity: string, onStart: () => Promise<void> | void) => {
+      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-slow', identity, leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, logger });
+      e.run({ onStartedLeading: () => (events.push(`${identity} started`), onStart()), onStoppedLeading: () => void events.push(`${identity} stopped`) });
+      return e;
+    };
+    const a = make('slow-a', () => started);
+    await until('slow-a to lead', () => a.isLeader);
+    const b = make('slow-b', () => {});
+    const renewTime = () => cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-slow')!.spec.renewTime as string;
+    const first = renewTime();
+    // Longer than the lease: without renewals during the start, slow-b would take the Lease.
+    await new Promise((r) => setTimeout(r, 1_600));
+    expect(renewTime()).not.toBe(first);
+    expect(a.isLeader).toBe(true);
+    expect(b.isLeader).toBe(false);
+    expect(events).toEqual(['slow-a started']);
+    finishStart();
+    await a.stop();
+    await until('slow-b to lead', () => b.isLeader);
+    expect(events).toEqual(['slow-a started', 'slow-a stopped', 'slow-b started']);
+    await b.stop();
+  });
+
+  it('a leader whose renewal hangs steps down before another replica can acquire the Lease', async () => {
+    const events: string[] = [];
+    const make = (identity: string) => {
+      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-hang', identity, leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, logger });
+      e.run({ onStartedLeading: () => void events.push(`${identity} started`), onStoppedLeading: () => void events.push(`${identity} stopped`) });
+      return e;
+    };
+    const a = make('hang-a');
+    await until('hang-a to lead', () => a.isLeader);
+    const b = make('hang-b');
+    // Every Lease write from hang-a now goes unanswered (a hung API server connection for that replica only).
+    const release = cluster.api.hang(
+      (r) => r.method === 'PUT' && r.path.endsWith('/leases/op-hang') && (r.body as { spec?: { holderIdentity?: string } })?.spec?.holderIdentity === 'hang-a',
+    );
+    try {
+      await until('hang-b to lead', () => b.isLeader);
+      expect(events).toEqual(['hang-a started', 'hang-a stopped', 'hang-b started']);
+      expect(a.isLeader).toBe(false);
+      expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-hang')!.spec.holderIdentity).toBe('hang-b');
+    } finally {
+      release();
+      await a.stop();
+      await b.stop();
+    }
+  });
+
+  it('aborts a Lease request that gets no answer and tries again', async () => {
+    const release = cluster.api.hang((r) => r.path.endsWith('/leases/op-abort'));
+    const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-abort', identity: 'abort-a', leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, requestTimeoutMs: 150, logger });
+    e.run({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
+    await until('a held request', () => cluster.api.requests.some((r) => r.endsWith('/leases/op-abort')));
+    release();
+    // The first request is never answered: only an aborted one lets the elector go on.
+    await until('abort-a to lead', () => e.isLeader);
+    await e.stop();
+  });
+
+  it('refuses timings where a leader could outlive its Lease', () => {
+    const base = { kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'x', identity: 'x', logger };
+    expect(() => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 1_000 })).toThrow(/renewDeadline must be shorter than leaseDuration/);
+    expect(() => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 600, requestTimeoutMs: 600 })).toThrow(/requestTimeout must be shorter/);
+  });
 });

@@ -61,4 +61,25 @@ describe('childListWatch', () => {
       informer.stop();
     }
   });
+
+  it('keeps a quiet watch open through bookmarks and resumes after a server timeout without relisting', async () => {
+    // Scaled down: bookmarks every 300 ms, client idle limit 800 ms, server ends each watch after 1 s.
+    const quiet = await startCluster(NS, { bookmarkMs: 300 });
+    const informer = new Informer(
+      childListWatch<V1Pod & { metadata: { name: string } }>(quiet.kubeConfig, 'pods', NS, MANAGED, { timeoutSeconds: 1, idleTimeoutMs: 800 }),
+      { name: 'pods', logger: createLogger({ level: 'silent' }) },
+    );
+    try {
+      await informer.start();
+      await new Promise((r) => setTimeout(r, 3_500));
+      const pods = quiet.api.requestUrls.filter((u) => u.startsWith(`GET /api/v1/namespaces/${NS}/pods`));
+      const watches = pods.filter((u) => u.includes('watch=true'));
+      expect(pods.length - watches.length).toBe(1); // one LIST, never again
+      expect(watches.length).toBeGreaterThanOrEqual(3);
+      for (const w of watches) expect(w).toMatch(/resourceVersion=\d+/);
+    } finally {
+      informer.stop();
+      await quiet.close();
+    }
+  });
 });

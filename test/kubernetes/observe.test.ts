@@ -9,7 +9,7 @@ const buildPod = (terminated: Record<string, unknown>, init?: Record<string, unk
   metadata: { name: 'p' },
   status: {
     ...(init ? { initContainerStatuses: [{ name: 'clone', ready: false, restartCount: 0, image: 'g', imageID: '', state: { terminated: init } }] } : {}),
-    containerStatuses: [{ name: 'build', ready: false, restartCount: 0, image: 'b', imageID: '', state: { terminated } }],
+    containerStatuses: [{ name: 'push', ready: false, restartCount: 0, image: 'b', imageID: '', state: { terminated } }],
   },
 }) as unknown as V1Pod;
 const job = (conditions: { type: string; status: string; reason?: string; message?: string }[], extra: Record<string, unknown> = {}): V1Job =>
@@ -46,7 +46,7 @@ describe('build status from the Job', () => {
     const facts = { status: 'BUILDING', supported: { ok: true as const }, isTarget: true, routed: false };
     expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([]), undefined, repo) }).status).toBe('BUILDING');
     const failed = buildStatusOf(job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }]), buildPod({ exitCode: 2, reason: 'Error' }), repo);
-    expect(nextRevisionStatus({ ...facts, build: failed })).toEqual({ status: 'BUILD_FAILED', message: 'Build failed (BackoffLimitExceeded): build: exit 2: Error' });
+    expect(nextRevisionStatus({ ...facts, build: failed })).toEqual({ status: 'BUILD_FAILED', message: 'Build failed (BackoffLimitExceeded): push: exit 2: Error' });
     expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([{ type: 'Complete', status: 'True' }]), ok, repo) }).status).toBe('AWAITING_DEPLOY');
   });
 
@@ -71,6 +71,7 @@ type RolloutCase = {
   templateRevision?: string;
   progressing?: { status: string; reason: string; message?: string };
   waiting?: { reason: string; message?: string };
+  restarts?: number;
 };
 
 function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
@@ -99,7 +100,7 @@ function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
       status: {
         containerStatuses: [
           {
-            name: 'agent-server', ready: !c.waiting, restartCount: c.waiting ? 4 : 0, image: '', imageID: '',
+            name: 'agent-server', ready: !c.waiting, restartCount: c.waiting ? (c.restarts ?? 5) : 0, image: '', imageID: '',
             state: c.waiting ? { waiting: c.waiting } : { running: {} },
             ...(c.waiting ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}),
           },
@@ -130,6 +131,12 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
       { available: 0, waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
       { phase: 'Failed', message: 'Pod ag-1-h2-x: CrashLoopBackOff: back-off 40s restarting failed container' },
     ],
+    [
+      'crash loop below the restart limit (a database still starting)',
+      { available: 0, restarts: 4, waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
+      { phase: 'Starting' },
+    ],
+    ['image cannot be pulled at once, whatever the restarts', { available: 0, restarts: 0, waiting: { reason: 'ImagePullBackOff' } }, { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' }],
     ['image cannot be pulled', { available: 0, waiting: { reason: 'ImagePullBackOff' } }, { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' }],
     ['first pull error is not final', { available: 0, waiting: { reason: 'ErrImagePull' } }, { phase: 'Starting' }],
     ['scaled to zero', { replicas: 0, rsAvailable: 0 }, { phase: 'Ready' }],

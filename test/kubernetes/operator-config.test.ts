@@ -33,6 +33,39 @@ describe('agentplane operator configuration', () => {
     expect(c.runtime.ingress.className).toBeUndefined(); // empty values from the chart mean "unset"
   });
 
+  it('reads the isolation settings (bounds and custom domains under the names the control plane reads too)', () => {
+    const c = parseOperatorConfig([], {
+      AGENTPLANE_ALLOWED_CUSTOM_DOMAINS: 'bots.example.com, *.agents.acme.io',
+      AGENTPLANE_MAX_SCALE: '4',
+      AGENTPLANE_MAX_CPU: '2.5',
+      AGENTPLANE_MAX_MEMORY_MB: '4096',
+      AGENTPLANE_NETWORK_POLICY: 'false',
+      AGENTPLANE_INGRESS_NAMESPACE_SELECTOR: 'kubernetes.io/metadata.name=traefik,tier=edge',
+      AGENTPLANE_AGENT_EGRESS_EXCEPT_CIDRS: 'none',
+      AGENTPLANE_BUILD_PULL_SECRET: 'pull',
+      AGENTPLANE_BUILD_MEMORY_LIMIT: '8Gi',
+      AGENTPLANE_BUILD_WORKSPACE_SIZE: '6Gi',
+      AGENTPLANE_NAMESPACE_PER_TENANT: 'true',
+      AGENTPLANE_TENANT_NAMESPACE_PREFIX: 'tn-',
+      AGENTPLANE_TENANT_KEYS_WRITER: 'agentplane/agentplane-control-plane',
+      AGENTPLANE_TENANT_KEYS_ROLE: 'agentplane-tenant-keys',
+    })!;
+    expect(c.runtime).toMatchObject({
+      ingress: { allowedCustomDomains: ['bots.example.com', 'agents.acme.io'] },
+      limits: { maxScale: 4, maxCpu: 2.5, maxMemoryMb: 4096 },
+      networkPolicy: { enabled: false, ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'traefik', tier: 'edge' }, agentEgressExceptCidrs: [] },
+      buildPullSecretName: 'pull',
+      buildResources: { requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '8Gi' } },
+      buildWorkspaceSize: '6Gi',
+      buildCacheSize: '10Gi',
+      tenantNamespaces: { enabled: true, prefix: 'tn-', keysWriter: { namespace: 'agentplane', name: 'agentplane-control-plane' }, keysRole: 'agentplane-tenant-keys' },
+    });
+    const d = parseOperatorConfig([], {})!;
+    expect(d.runtime.ingress.allowedCustomDomains).toEqual([]);
+    expect(d.runtime.networkPolicy.enabled).toBe(true);
+    expect(d.runtime.networkPolicy.agentEgressExceptCidrs).toEqual(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']);
+  });
+
   it('lets flags win over the environment', () => {
     const c = parseOperatorConfig(['--namespace', 'flagged', '--leader-elect', 'false'], { AGENTPLANE_NAMESPACE: 'env', AGENTPLANE_LEADER_ELECT: 'true' })!;
     expect([c.namespace, c.leaderElect]).toEqual(['flagged', false]);
@@ -43,6 +76,16 @@ describe('agentplane operator configuration', () => {
     [['--postgres-mode', 'internal'], /--postgres-mode/],
     [['--namespace', 'Not_A_Name'], /--namespace/],
     [['--leader-elect', 'yes'], /--leader-elect/],
+    [['--max-scale', 'many'], /--max-scale/],
+    [['--max-cpu', '0'], /--max-cpu/],
+    [['--allowed-custom-domains', 'https://x.io'], /--allowed-custom-domains/],
+    [['--network-policy', 'on'], /--network-policy/],
+    [['--agent-egress-except', '10.0.0.0'], /--agent-egress-except/],
+    [['--ingress-namespace-selector', 'justakey'], /--ingress-namespace-selector/],
+    [['--build-memory-limit', 'lots'], /--build-memory-limit/],
+    [['--namespace-per-tenant', 'yes'], /--namespace-per-tenant/],
+    [['--tenant-namespace-prefix', 'Bad_'], /--tenant-namespace-prefix/],
+    [['--tenant-keys-writer', 'just-a-name'], /--tenant-keys-writer/],
     [['--no-such-flag'], /no-such-flag/],
   ])('refuses %j naming the flag', (argv, message) => {
     expect(() => parseOperatorConfig(argv, {})).toThrow(UsageError);

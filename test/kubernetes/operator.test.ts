@@ -2,9 +2,9 @@
 // like `kubectl apply`, the test playing the Job and Deployment controllers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
 import { openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
@@ -15,8 +15,12 @@ import { createRevisionReconciler } from '../../src/operator/controllers/agentre
 import { storeLogSink } from '../../src/operator/sources.ts';
 import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
+import { kubectl } from '../support/helm/index.ts';
 
 const NS = 'agents';
+// The operator and the control plane act as the chart's ServiceAccounts; the test itself is the administrator.
+const OPERATOR = 'agentplane-operator';
+const CONTROL_PLANE = 'agentplane-control-plane';
 const logger = createLogger({ level: (process.env.TEST_LOG as 'warn') ?? 'silent', name: 'test' });
 const examples = join(import.meta.dirname, '../../examples/k8s');
 const digest = `sha256:${'d'.repeat(64)}`;
@@ -25,6 +29,7 @@ type Json = Record<string, any>;
 let cluster: TestCluster;
 let fake: FakeCluster;
 let custom: CustomObjectsApi;
+let core: CoreV1Api;
 
 const peek = (group: string, plural: string, name: string): Json | undefined => cluster.api.peek(group, plural, NS, name);
 const revision = (name: string) => peek('agentplane.dev', 'agentrevisions', name);
@@ -33,7 +38,10 @@ const writes = (from: number) => cluster.api.requests.slice(from).filter((r) => 
 
 function config(extra: string[] = []) {
   return parseOperatorConfig(
-    ['--kubeconfig', cluster.kubeconfigPath, '--namespace', NS, '--registry', 'registry.test/agents', '--push-secret', 'push', '--base-image', 'agentplane:test', '--log-level', 'silent', ...extra],
+    [
+      '--kubeconfig', cluster.as(OPERATOR).kubeconfigPath, '--namespace', NS, '--registry', 'registry.test/agents', '--push-secret', 'push', '--base-image', 'agentplane:test',
+      '--allowed-custom-domains', 'agents.example.com', '--log-level', 'silent', '--health-port', '0', ...extra,
+    ],
     {},
   )!;
 }
@@ -64,8 +72,9 @@ async function patchDeployment(name: string, spec: Json): Promise<void> {
 
 /** Reconciles a deployment and its revisions twice with a fresh runtime; returns the writes of the second pass. */
 async function secondPassWrites(name: string, revisions: string[]): Promise<string[]> {
-  const store = openKubernetesStore({ kubeConfig: cluster.kubeConfig, namespace: NS, logger });
-  const runtime = new KubernetesRuntime({ kubeConfig: cluster.kubeConfig, namespace: NS, config: config().runtime, logs: storeLogSink(store), logger });
+  const kubeConfig = cluster.as(OPERATOR).kubeConfig;
+  const store = openKubernetesStore({ kubeConfig, namespace: NS, logger });
+  const runtime = new KubernetesRuntime({ kubeConfig, namespace: NS, config: config().runtime, logs: storeLogSink(store), logger });
   await runtime.start();
   try {
     const deps = { store, runtime, logger };
@@ -88,11 +97,23 @@ async function secondPassWrites(name: string, revisions: string[]): Promise<stri
 }
 
 beforeAll(async () => {
-  cluster = await startCluster(NS);
+  // TLS: kubectl sends its token only over https.
+  cluster = await startCluster(NS, { rbac: true, tls: true });
+  cluster.installChartRbac();
   fake = new FakeCluster(cluster.kubeConfig, NS);
   custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+  // The Secrets examples/k8s/agentdeployment.yaml references, labelled for its tenant by the admin.
+  for (const [name, key] of [['support-bot-db', 'uri'], ['support-bot-config', 'greeting']]) {
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name, labels: { 'agentplane.dev/tenant': 'team-a' } }, stringData: { [key!]: 'x' } } });
+  }
+});
+afterEach(() => {
+  // Anything the chart does not grant fails here, naming the verb, resource and subresource.
+  expect([...new Set(cluster.api.denied)]).toEqual([]);
 });
 afterAll(async () => {
+  if (process.env.DUMP_USED) (await import('node:fs')).writeFileSync(process.env.DUMP_USED, JSON.stringify(Object.fromEntries([...cluster.api.used].map(([k, v]) => [k, [...v].sort()])), null, 1));
   await cluster?.close();
 });
 
@@ -110,7 +131,10 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
   });
 
   it('rolls out a Deployment with the image, external database, Service; DEPLOYED once available', async () => {
-    await applyDeployment(manifest);
+    // The documented flow with the real kubectl: apply, then wait for Ready while the cluster rolls out.
+    const kubeconfig = cluster.kubeconfigPath;
+    expect(await kubectl(['-n', NS, 'apply', '-f', join(examples, 'agentdeployment.yaml')], kubeconfig)).toContain(`agentdeployment.agentplane.dev/${name} created`);
+    const waited = kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=60s'], kubeconfig);
     await until('DEPLOYING', () => phaseOf(r1) === 'DEPLOYING');
     const d = peek('apps', 'deployments', name)!;
     const dep = peek('agentplane.dev', 'agentdeployments', name)!;
@@ -131,9 +155,13 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
       peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions?.find((x: Json) => x.type === 'Ready' && x.status === 'True'),
     );
     expect(ready.observedGeneration).toBe(dep.metadata.generation);
+    expect(await waited).toContain(`agentdeployment.agentplane.dev/${name} condition met`);
+    // The probes the chart points at.
+    const port = await op.health;
+    for (const path of ['/healthz', '/readyz']) expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(200);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
-    expect(status.url).toBe(`http://${name}.${NS}.svc.cluster.local`);
+    expect(status.url).toBe(`http://${name}.${NS}.svc`);
   });
 
   it('sends no write when reconciling a converged deployment again', async () => {
@@ -160,6 +188,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     const job = await until('the build Job', () => peek('batch', 'jobs', `${rev(1)}-build`));
     expect(job.spec.template.spec.initContainers[0].env).toContainEqual({ name: 'REPO_URL', value: 'https://github.com/agentplane/example-agent.git' });
     await until('BUILDING', () => phaseOf(rev(1)) === 'BUILDING');
+    expect(peek('networking.k8s.io', 'networkpolicies', `${name}-build`)!.spec.podSelector.matchLabels['app.kubernetes.io/component']).toBe('build');
 
     await fake.finishJob(`${rev(1)}-build`, { ok: true, commit: 'a1b2c3d4e5f6a7b8', digest });
     await until('DEPLOYING', () => phaseOf(rev(1)) === 'DEPLOYING');
@@ -193,7 +222,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(revision(rev(2))!.status.statusMessage).toBe(
       'Build failed (BackoffLimitExceeded): clone: exit 1: repo_ref "no-such-branch" is not a branch, tag or commit',
     );
-    const store = openKubernetesStore({ kubeConfig: cluster.kubeConfig, namespace: NS, logger });
+    const store = openKubernetesStore({ kubeConfig: cluster.as(CONTROL_PLANE).kubeConfig, namespace: NS, logger });
     const page = await until('build log', async () => {
       const p = await store.readLogs(NS, rev(2), { type: 'build', limit: 100, order: 'asc' });
       return p.logs.length ? p : undefined;
@@ -229,6 +258,29 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(peek('batch', 'jobs', `${rev(1)}-build`)).toBeDefined(); // finished builds stay (their image is recorded there)
   });
 
+  it('keeps the end of a 3 MiB build log within the ConfigMap limit, and the revision still ends', async () => {
+    await patchDeployment(name, { revisionCounter: 6, targetRevisionName: rev(6), sourceRevisionConfig: { repoRef: 'big-log', graphConfigPath: 'langgraph.json' } });
+    await until('the sixth build Job', () => peek('batch', 'jobs', `${rev(6)}-build`));
+    // 400 lines of 8 KiB, all within the lines the operator asks for: 3.2 MiB, over the 1 MiB a ConfigMap may hold.
+    const log = Array.from({ length: 400 }, (_, i) => `step ${i} ${'x'.repeat(8 * 1024)}`).join('\n') + '\nnpm ERR! the real failure\n';
+    expect(log.length).toBeGreaterThan(3 * 1024 * 1024);
+    cluster.api.podLogs.set(`${NS}/${rev(6)}-build-abcde/build`, log);
+    await fake.finishJob(`${rev(6)}-build`, { ok: false, container: 'build', message: 'npm ci failed' });
+    await until('BUILD_FAILED', () => phaseOf(rev(6)) === 'BUILD_FAILED');
+    const store = openKubernetesStore({ kubeConfig: cluster.as(CONTROL_PLANE).kubeConfig, namespace: NS, logger });
+    const page = await until('build log', async () => {
+      const p = await store.readLogs(NS, rev(6), { type: 'build', limit: 1000, order: 'asc' });
+      return p.logs.length ? p : undefined;
+    });
+    await store.close();
+    const messages = page.logs.map((l) => l.message);
+    expect(messages).toContain('[build] npm ERR! the real failure');
+    expect(messages.some((m) => m.endsWith('… (line cut)'))).toBe(true);
+    expect(messages.some((m) => /earlier line\(s\) left out/.test(m))).toBe(true);
+    expect(Buffer.byteLength(messages.join('\n'))).toBeLessThan(1024 * 1024);
+    expect(peek('batch', 'jobs', `${rev(6)}-build`)!.metadata.annotations['agentplane.dev/logs-collected']).toBe('true'); // copied once
+  });
+
   it('deleting the AgentDeployment garbage-collects every child through owner references', async () => {
     await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
@@ -240,10 +292,85 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       ['networking.k8s.io', 'ingresses', name],
       ['autoscaling', 'horizontalpodautoscalers', name],
       ['batch', 'jobs', `${rev(1)}-build`],
+      ['networking.k8s.io', 'networkpolicies', `${name}-build`],
+      ['networking.k8s.io', 'networkpolicies', `${name}-agent`],
       ['agentplane.dev', 'agentrevisions', rev(3)],
     ] as const) {
       expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
     }
+  });
+});
+
+describe('a deployment with its own Postgres (ordering)', () => {
+  let op: RunningOperator;
+  beforeAll(() => {
+    op = startKubernetesOperator(config(), logger);
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it('waits for its database: an init container, a crash loop while Postgres starts is not fatal, DEPLOYED once it answers', async () => {
+    const id = '2b3c4d5e-6f70-4a81-9b2c-3d4e5f6a7b8c';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    await applyDeployment(manifest);
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    const pod = peek('apps', 'deployments', name)!.spec.template.spec;
+    expect(pod.initContainers).toEqual([expect.objectContaining({ name: 'wait-for-postgres', image: 'postgres:16-alpine', env: [{ name: 'PGHOST', value: `${name}-postgres.${NS}.svc` }] })]);
+    expect(pod.initContainers[0].command.join(' ')).toContain('pg_isready');
+
+    // The agent server exits while the database does not answer: a few restarts, then the database is ready.
+    await fake.rollout(name, 'crash-until-postgres');
+    const runtime = new KubernetesRuntime({ kubeConfig: cluster.as(OPERATOR).kubeConfig, namespace: NS, config: config().runtime, logs: { append: async () => {} }, logger });
+    await runtime.start();
+    try {
+      expect(runtime.serverStatus({ namespace: NS, deployment: name, deploymentId: id, revision: `${name}-r1` })).toEqual({ phase: 'Starting' });
+    } finally {
+      await runtime.shutdown();
+    }
+    expect(phaseOf(`${name}-r1`)).toBe('DEPLOYING');
+    await fake.postgresReady(name);
+    await fake.rollout(name, 'crash-until-postgres');
+    await until('DEPLOYED', () => phaseOf(`${name}-r1`) === 'DEPLOYED');
+    expect(peek('apps', 'deployments', name)!.spec.replicas).toBe(2); // never scaled to zero
+  });
+
+  it('removes a setting from the live objects when a new revision drops it (and the Ingress of a removed custom_url)', async () => {
+    const name = 'ag-2b3c4d5e-6f70-4a81-9b2c-3d4e5f6a7b8c';
+    const dep = peek('agentplane.dev', 'agentdeployments', name)!;
+    const withExtras = structuredClone(dep.spec.sourceConfig);
+    withExtras.customUrl = 'https://ordering.agents.example.com';
+    withExtras.resourceSpec = { ...withExtras.resourceSpec, nodeSelector: { pool: 'agents' }, annotations: { 'example.com/team': 'support' } };
+    await patchDeployment(name, { revisionCounter: 2, targetRevisionName: `${name}-r2`, sourceConfig: withExtras });
+    await until('r2 rolling out', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r2`);
+    const d2 = peek('apps', 'deployments', name)!;
+    expect(d2.spec.template.spec.nodeSelector).toEqual({ pool: 'agents' });
+    expect(d2.metadata.labels.team).toBe('support');
+    expect((await until('the Ingress', () => peek('networking.k8s.io', 'ingresses', name))).spec.rules[0].host).toBe('ordering.agents.example.com');
+    await fake.rollout(name, 'crash-until-postgres');
+    await until('r2 DEPLOYED', () => phaseOf(`${name}-r2`) === 'DEPLOYED');
+
+    const plain = structuredClone(dep.spec.sourceConfig);
+    delete plain.customUrl;
+    plain.resourceSpec = { ...plain.resourceSpec };
+    delete plain.resourceSpec.labels;
+    await patchDeployment(name, { revisionCounter: 3, targetRevisionName: `${name}-r3`, sourceConfig: plain });
+    await until('r3 rolling out', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r3`);
+    const d3 = peek('apps', 'deployments', name)!;
+    expect(d3.spec.template.spec.nodeSelector).toBeUndefined();
+    expect(d3.metadata.labels.team).toBeUndefined();
+    expect(d3.spec.template.metadata.labels.team).toBeUndefined();
+    expect(d3.metadata.annotations['example.com/team']).toBeUndefined();
+    await until('the Ingress deleted', () => !peek('networking.k8s.io', 'ingresses', name));
+    // What others set stays: the Deployment controller's revision annotation.
+    await fake.rollout(name, 'ready');
+    await until('r3 DEPLOYED', () => phaseOf(`${name}-r3`) === 'DEPLOYED');
+    expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain('nodeSelector');
   });
 });
 
@@ -269,5 +396,175 @@ describe('postgres mode external', () => {
     expect(revision(`${name}-r1`)!.status.statusMessage).toContain('No DATABASE_URI');
     expect(peek('apps', 'statefulsets', `${name}-postgres`)).toBeUndefined();
     expect(peek('apps', 'deployments', name)).toBeUndefined();
+  });
+});
+
+describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod spec is written)', () => {
+  let op: RunningOperator;
+  let n = 0;
+  beforeAll(async () => {
+    op = startKubernetesOperator(config(), logger);
+    const labelled = (name: string, tenant: string) => ({ metadata: { name, labels: { 'agentplane.dev/tenant': tenant } } });
+    // agentplane-control-plane and agentplane-operator exist: the chart's ServiceAccounts.
+    await core.createNamespacedServiceAccount({ namespace: NS, body: labelled('b-bot', 'team-b') });
+    await core.createNamespacedServiceAccount({ namespace: NS, body: labelled('a-bot', 'team-a') });
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'admin-key' }, stringData: { 'api-key': 'k' } } });
+    await core.createNamespacedSecret({ namespace: NS, body: { ...labelled('b-env', 'team-b'), stringData: { TOKEN: 'b' } } });
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  /** The prebuilt example under a fresh id, with `change` applied to its spec. */
+  async function deploy(change: (spec: Json) => void): Promise<string> {
+    const id = `5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d${String(++n).padStart(2, '0')}`;
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    change(manifest.spec);
+    await applyDeployment(manifest);
+    return name;
+  }
+
+  async function expectRefused(name: string, message: RegExp): Promise<void> {
+    await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
+    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(message);
+    expect(peek('apps', 'deployments', name)).toBeUndefined();
+    expect(peek('networking.k8s.io', 'ingresses', name)).toBeUndefined();
+  }
+
+  it.each([
+    ['the control plane ServiceAccount', (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-control-plane'), /"agentplane-control-plane": no ServiceAccount labelled agentplane.dev\/tenant=team-a has this name/],
+    ['a missing ServiceAccount', (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-operator'), /"agentplane-operator": no ServiceAccount labelled agentplane.dev\/tenant=team-a/],
+    ["another tenant's labelled ServiceAccount", (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'b-bot'), /"b-bot": no ServiceAccount labelled agentplane.dev\/tenant=team-a/],
+    ['an unlabelled Secret', (s: Json) => s.secretReferences.push({ name: 'KEY', secretName: 'admin-key', secretKey: 'api-key' }), /Secret "admin-key" does not exist or is not labelled/],
+    ["another tenant's Secret", (s: Json) => s.secretReferences.push({ name: 'TOKEN', secretName: 'b-env', secretKey: 'TOKEN' }), /Secret "b-env" does not exist or is not labelled agentplane.dev\/tenant=team-a/],
+    ['the push secret', (s: Json) => s.secretReferences.push({ name: 'P', secretName: 'push', secretKey: '.dockerconfigjson' }), /Secret "push" is managed by agentplane/],
+    ['a host outside the allowed domains', (s: Json) => (s.sourceConfig.customUrl = 'https://login.bank.example'), /outside the allowed domains \(agents.example.com\)/],
+    ['a scale above the bound', (s: Json) => (s.sourceConfig.resourceSpec.maxScale = 50), /max_scale \(50\) is above the maximum scale of 10/],
+    ['too much memory', (s: Json) => (s.sourceConfig.resourceSpec.memoryMb = 65536), /memory_mb \(65536\) is above the maximum of 8192 MB/],
+  ])('refuses %s', async (_what, change, message) => {
+    await expectRefused(await deploy(change), message);
+  });
+
+  it('refuses a host another deployment already serves, and runs a labelled account without a token by default', async () => {
+    const first = await deploy((s) => {
+      s.sourceConfig.customUrl = 'https://support.agents.example.com';
+      s.sourceConfig.resourceSpec.serviceAccountName = 'a-bot';
+    });
+    await until('the first Ingress', () => peek('networking.k8s.io', 'ingresses', first));
+    const pod = peek('apps', 'deployments', first)!.spec.template.spec;
+    expect(pod).toMatchObject({ serviceAccountName: 'a-bot', automountServiceAccountToken: false });
+    const second = await deploy((s) => (s.sourceConfig.customUrl = 'support.agents.example.com'));
+    await expectRefused(second, new RegExp(`host "support.agents.example.com" is already served by another deployment \\(${NS}/${first}\\)`));
+  });
+
+  it('gives each deployment owned NetworkPolicies before its pods, and its pods no API token', async () => {
+    const from = cluster.api.requests.length;
+    const name = await deploy((s) => (s.secretReferences = []));
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    const seen = cluster.api.requests.slice(from);
+    const dep = peek('agentplane.dev', 'agentdeployments', name)!;
+    const agent = peek('networking.k8s.io', 'networkpolicies', `${name}-agent`)!;
+    const db = peek('networking.k8s.io', 'networkpolicies', `${name}-postgres`)!;
+    for (const p of [agent, db]) expect(p.metadata.ownerReferences[0]).toMatchObject({ kind: 'AgentDeployment', uid: dep.metadata.uid });
+    expect(agent.spec.podSelector.matchLabels).toEqual(peek('apps', 'deployments', name)!.spec.selector.matchLabels);
+    expect(agent.spec.ingress[0].from[0]).toEqual({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } });
+    expect(db.spec.podSelector.matchLabels).toEqual(peek('apps', 'statefulsets', `${name}-postgres`)!.spec.selector.matchLabels);
+    const policyWrite = seen.indexOf(`POST /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`);
+    expect(policyWrite).toBeGreaterThanOrEqual(0);
+    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/deployments`));
+    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/statefulsets`));
+    expect(peek('apps', 'deployments', name)!.spec.template.spec.automountServiceAccountToken).toBe(false);
+    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await until('the policies garbage-collected', () => !peek('networking.k8s.io', 'networkpolicies', `${name}-agent`) && !peek('networking.k8s.io', 'networkpolicies', `${name}-postgres`));
+  });
+
+  it('creates no NetworkPolicy when they are turned off', async () => {
+    await op.close();
+    op = startKubernetesOperator(config(['--network-policy', 'false']), logger);
+    const name = await deploy(() => {});
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    expect(peek('networking.k8s.io', 'networkpolicies', `${name}-agent`)).toBeUndefined();
+  });
+});
+
+describe('a namespace per tenant (--namespace-per-tenant)', () => {
+  let op: RunningOperator;
+  const tenantNs = 'agentplane-t-team-a';
+  beforeAll(() => {
+    cluster.installChartRbac({ 'agents.namespacePerTenant': true });
+    op = startKubernetesOperator(
+      config(['--namespace-per-tenant', 'true', '--tenant-keys-writer', 'agentplane/agentplane-control-plane', '--tenant-keys-role', 'agentplane-tenant-keys']),
+      logger,
+    );
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it("runs the agent's children in the tenant's namespace, created and labelled by the operator, and deletes them through the finalizer", async () => {
+    const id = '9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    await applyDeployment(manifest);
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+
+    const ns = cluster.api.peek('', 'namespaces', '', tenantNs)!;
+    expect(ns.metadata.labels).toMatchObject({ 'agentplane.dev/tenant': 'team-a', 'app.kubernetes.io/managed-by': 'agentplane-operator' });
+    const inTenant = (group: string, plural: string, n: string) => cluster.api.peek(group, plural, tenantNs, n);
+    const children = [
+      ['apps', 'deployments', name],
+      ['', 'services', name],
+      ['apps', 'statefulsets', `${name}-postgres`],
+      ['', 'secrets', `${name}-postgres`],
+      ['networking.k8s.io', 'networkpolicies', `${name}-agent`],
+      ['networking.k8s.io', 'networkpolicies', `${name}-postgres`],
+    ] as const;
+    for (const [g, p, n] of children) {
+      const obj = inTenant(g, p, n);
+      expect(obj, `${p}/${n}`).toBeDefined();
+      expect(obj!.metadata.ownerReferences, `${p}/${n}`).toBeUndefined(); // cannot point across namespaces
+      expect(obj!.metadata.labels['agentplane.dev/deployment']).toBe(name);
+      expect(peek(g, p, n), `${p}/${n} in the operator namespace`).toBeUndefined();
+    }
+    expect(inTenant('', 'secrets', `${name}-postgres`)!.data.uri).toBeTruthy();
+    // The control plane may keep the tenant's keys Secret here, which the agent pods mount.
+    expect(inTenant('rbac.authorization.k8s.io', 'rolebindings', 'agentplane-tenant-keys')).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: 'agentplane-tenant-keys' },
+      subjects: [{ kind: 'ServiceAccount', name: 'agentplane-control-plane', namespace: 'agentplane' }],
+    });
+    expect(inTenant('apps', 'deployments', name)!.spec.template.spec.volumes[0].secret.secretName).toMatch(/^agentplane-keys-[0-9a-f]{16}$/);
+
+    // Observed across namespaces: the rollout in the tenant namespace completes the revision.
+    await new FakeCluster(cluster.kubeConfig, tenantNs).rollout(name, 'ready');
+    await until('DEPLOYED', () => phaseOf(`${name}-r1`) === 'DEPLOYED');
+    expect(peek('agentplane.dev', 'agentdeployments', name)!.metadata.finalizers).toContain('agentplane.dev/runtime');
+
+    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
+    for (const [g, p, n] of children) expect(inTenant(g, p, n), `${p}/${n}`).toBeUndefined();
+    expect(cluster.api.peek('', 'namespaces', '', tenantNs)).toBeDefined(); // other deployments of the tenant may use it
+  });
+
+  it("checks ServiceAccounts and Secrets in the tenant's namespace", async () => {
+    await core.createNamespacedSecret({ namespace: tenantNs, body: { metadata: { name: 'team-a-db', labels: { 'agentplane.dev/tenant': 'team-a' } }, stringData: { uri: 'postgresql://x' } } });
+    const id = '1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    // support-bot-config exists (labelled for team-a) in the operator namespace only: not usable from here.
+    manifest.spec.secretReferences = [{ name: 'DATABASE_URI', secretName: 'team-a-db', secretKey: 'uri' }, { name: 'G', secretName: 'support-bot-config', secretKey: 'greeting' }];
+    await applyDeployment(manifest);
+    await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
+    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(/Secret "support-bot-config" does not exist or is not labelled/);
   });
 });

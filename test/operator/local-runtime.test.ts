@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
+import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
+import { detectSandbox, sharedTrees } from '../../src/operator/runtimes/local/sandbox.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import type { BuildSpec, LogType, RevisionLogSink, RevisionRef, ServerSpec } from '../../src/operator/runtimes/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
@@ -35,7 +36,7 @@ function buildSpec(revision: string, repoRef: string): BuildSpec {
   return { ...dep, revision, repoUrl: repo.path, repoRef, graphConfigPath: 'langgraph.json' };
 }
 function serverSpec(revision: string, env: Record<string, string> = {}): ServerSpec {
-  return { ...dep, revision, graphConfigPath: 'langgraph.json', env };
+  return { ...dep, revision, graphConfigPath: 'langgraph.json', env, tenantId: 't1', access: 'public' };
 }
 
 /** Waits for the runtime's change notification about `revision`, then asks again (as a reconcile would). */
@@ -65,7 +66,17 @@ beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-local-runtime-'));
   repo = makeExampleRepo(tmp);
   logs = new MemoryLogs();
-  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs, logger: silentLogger(), healthTimeoutMs: 60_000, stopGraceMs: 3000 });
+  // The sandbox when this machine has one: the whole path (clone, npm ci, install cache, agent server) runs in it.
+  const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
+  runtime = new LocalRuntime({
+    dataDir: join(tmp, 'data'),
+    logs,
+    logger: silentLogger(),
+    healthTimeoutMs: 60_000,
+    stopGraceMs: 3000,
+    sandbox,
+    allowLocalRepos: [tmp],
+  });
   app = Fastify();
   await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -64,7 +64,7 @@ function newDeployment(id: string, overrides: Partial<AgentDeployment['spec']> =
       tenantId: 'tenant-a',
       displayName: `dep-${id.slice(0, 8)}`,
       source: 'github',
-      sourceConfig: { repoUrl: repo.path, deploymentType: 'dev' },
+      sourceConfig: { repoUrl: repo.path, deploymentType: 'dev', accessMode: 'public' },
       sourceRevisionConfig: { repoRef: 'v1', graphConfigPath: 'langgraph.json' },
       revisionCounter: 1,
       targetRevisionName: revisionName(name, 1),
@@ -104,7 +104,7 @@ beforeAll(async () => {
   store = openEmbeddedStore({ dataDir: ':memory:' });
   writes = [];
   counted = countingStore(store, writes);
-  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs: storeLogSink(store), logger: silentLogger(), stopGraceMs: 3000 });
+  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs: storeLogSink(store), logger: silentLogger(), stopGraceMs: 3000, allowLocalRepos: [tmp] });
   app = Fastify();
   await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
   runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));

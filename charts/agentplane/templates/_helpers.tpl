@@ -38,6 +38,24 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
+{{- /* Names of every pull secret for agent and build pods: imagePullSecrets then agents.imagePullSecrets. */ -}}
+{{- define "agentplane.pullSecretNames" -}}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}
+{{- if kindIs "string" . }}{{ $names = append $names . }}{{ else }}{{ $names = append $names .name }}{{ end }}
+{{- end }}
+{{- join "," (uniq (concat $names .Values.agents.imagePullSecrets)) }}
+{{- end -}}
+
 {{- define "agentplane.bootstrapSecretName" -}}
 {{- default (printf "%s-bootstrap" (include "agentplane.fullname" .)) .Values.controlPlane.bootstrapApiKey.existingSecret -}}
+{{- end -}}
+
+{{- /* A label map as k=v,k2=v2 (sorted keys). */ -}}
+{{- define "agentplane.labelList" -}}
+{{- $out := list -}}
+{{- range $k, $v := . -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $out -}}
 {{- end -}}

@@ -18,7 +18,55 @@ export const langgraphJsonSchema = z.looseObject({
   env: z.union([z.string().min(1), z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]))]).optional(),
   dependencies: z.array(z.string()).optional(),
   node_version: z.union([z.string(), z.number()]).optional(),
+  // Custom auth: "./auth.ts:auth" exports an Auth from @langchain/langgraph-sdk/auth.
+  auth: z.looseObject({ path: z.string().min(1).optional(), disable_studio_auth: z.boolean().optional() }).optional(),
+  // Custom routes and HTTP settings.
+  http: z.looseObject({
+    app: z.string().min(1).optional(),
+    enable_custom_route_auth: z.boolean().optional(),
+    disable_assistants: z.boolean().optional(),
+    disable_threads: z.boolean().optional(),
+    disable_runs: z.boolean().optional(),
+    disable_store: z.boolean().optional(),
+    disable_meta: z.boolean().optional(),
+    mount_prefix: z.string().regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")').optional(),
+    cors: z.object({
+      allow_origins: z.array(z.string()).optional(),
+      allow_origin_regex: z.string().optional(),
+      allow_methods: z.array(z.string()).optional(),
+      allow_headers: z.array(z.string()).optional(),
+      allow_credentials: z.boolean().optional(),
+      expose_headers: z.array(z.string()).optional(),
+      max_age: z.number().int().nonnegative().optional(),
+    }).optional(),
+  }).optional(),
 });
+
+/**
+ * Keys of langgraph.json this server does not act on ("store", "ui", "http.configurable_headers", ...), so the
+ * caller can say once that they are ignored. Keys used by the build (dependencies, node_version) count as used.
+ */
+export function ignoredConfigKeys(json: LanggraphJson): string[] {
+  const used: Record<string, Set<string> | true> = {
+    graphs: true,
+    env: true,
+    dependencies: true,
+    node_version: true,
+    store: new Set(['index', 'ttl']),
+    auth: new Set(['path', 'disable_studio_auth']),
+    http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
+      'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
+  };
+  const ignored: string[] = [];
+  for (const [key, value] of Object.entries(json)) {
+    const known = used[key];
+    if (!known) ignored.push(key);
+    else if (known !== true && value && typeof value === 'object') {
+      for (const sub of Object.keys(value)) if (!known.has(sub)) ignored.push(`${key}.${sub}`);
+    }
+  }
+  return ignored;
+}
 
 export type LanggraphJson = z.infer<typeof langgraphJsonSchema>;
 

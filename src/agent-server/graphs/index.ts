@@ -5,10 +5,11 @@ import { access } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { v5 as uuidv5 } from 'uuid';
-import { NotFoundError } from '../../lib/errors.ts';
+import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { withGraphContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
-import { drawableGraph, graphSchemas, type GraphSchemas } from './introspect.ts';
+import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
 export { GraphConfigError } from './config.ts';
@@ -68,16 +69,45 @@ export interface DrawableLike {
   toJSON(): { nodes: unknown[]; edges: unknown[] };
 }
 
+/**
+ * A graph named in langgraph.json that could not be loaded (isolated mode): its assistant exists, but every
+ * request that needs the graph answers 422 naming the cause, while the other graphs keep serving.
+ */
+export class GraphUnavailableError extends AppError {
+  constructor(readonly graphId: string, readonly reason: string) {
+    super(`Graph "${graphId}" is unavailable: it failed to load: ${reason}`, 422);
+  }
+}
+
+/** A factory export that threw or returned no graph for this call: 500 naming the cause (it may be transient). */
+export class GraphBuildError extends AppError {
+  constructor(readonly graphId: string, reason: string, options?: { cause?: unknown }) {
+    super(`Graph "${graphId}" could not be built: ${reason}`, 500);
+    if (options?.cause !== undefined) this.cause = options.cause;
+  }
+}
+
 export interface GraphRegistry {
   configPath: string;
   projectDir: string;
   /** From langgraph.json "env" (a .env file or an object). */
   env: Record<string, string>;
+  /** Every graph of langgraph.json, loaded or not. */
   specs: GraphSpec[];
+  /** Graphs that failed to load, by graph id -> the error message (empty unless loaded with isolateFailures). */
+  failures: Record<string, string>;
   /** Factory exports are called with the run config; `attach` sets the server's checkpointer/store on the graph. */
   getGraph(graphId: string, config?: Config, attach?: { checkpointer?: unknown; store?: unknown }): Promise<PregelLike>;
-  getSchemas(graphId: string): Promise<GraphSchemas>;
-  getDrawableGraph(graphId: string, opts: { xray?: boolean | number }): Promise<{ nodes: unknown[]; edges: unknown[] }>;
+  /** `config` builds a factory graph the way the assistant (or caller) configures it. */
+  getSchemas(graphId: string, config?: Config): Promise<GraphSchemas>;
+  getSubgraphSchemas(
+    graphId: string,
+    opts: { config?: Config; namespace?: string; recurse?: boolean },
+  ): Promise<Record<string, GraphSchemas & { graph_id: string }>>;
+  getDrawableGraph(
+    graphId: string,
+    opts: { xray?: boolean | number; config?: Config },
+  ): Promise<{ nodes: unknown[]; edges: unknown[] }>;
 }
 
 export interface LoadGraphsOptions {
@@ -87,6 +117,12 @@ export interface LoadGraphsOptions {
    * win, so a deployment's secrets override the defaults written in the repository.
    */
   applyEnv?: boolean;
+  /**
+   * Keep serving when some graphs fail to import or build: they are reported in `failures` and logged instead of
+   * failing the whole load (default false: the first failing graph rejects, e.g. for `--strict` in CI).
+   * langgraph.json itself being unreadable or invalid always rejects.
+   */
+  isolateFailures?: boolean;
 }
 
 type GraphFactory = (config: Config) => unknown;
@@ -149,7 +185,8 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
   }
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(spec.path).href)) as Record<string, unknown>;
+    // Top-level code of the module logs with its graph id (getLogger() of the SDK).
+    mod = (await withGraphContext({ graph_id: spec.graphId }, () => import(pathToFileURL(spec.path).href))) as Record<string, unknown>;
   } catch (err) {
     throw new GraphConfigError(`graph "${spec.graphId}": importing ${spec.path} failed: ${(err as Error).message}`);
   }
@@ -180,18 +217,43 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
   if (opts.applyEnv ?? true) {
     for (const [k, v] of Object.entries(env)) if (process.env[k] === undefined) process.env[k] = v;
   }
-  const specs: GraphSpec[] = Object.entries(json.graphs).map(([graphId, entry]) => {
-    const parsed = parseGraphEntry(graphId, entry, projectDir);
-    return { ...parsed, assistantId: systemAssistantId(graphId) };
-  });
+  const specs: GraphSpec[] = [];
   const loaded = new Map<string, LoadedGraph>();
+  const failures: Record<string, string> = {};
+  const fail = (graphId: string, err: unknown) => {
+    if (!opts.isolateFailures) throw err;
+    const message = (err as Error)?.message ?? String(err);
+    failures[graphId] = message;
+    opts.logger.error({ graph_id: graphId, err }, 'graph failed to load; the other graphs keep serving');
+  };
   // Sequential: imports of one project share module state, and errors then name the first bad graph.
-  for (const spec of specs) loaded.set(spec.graphId, await importGraph(spec, opts.logger));
+  for (const [graphId, raw] of Object.entries(json.graphs)) {
+    let spec: GraphSpec;
+    try {
+      spec = { ...parseGraphEntry(graphId, raw, projectDir), assistantId: systemAssistantId(graphId) };
+    } catch (err) {
+      fail(graphId, err);
+      spec = { graphId, assistantId: systemAssistantId(graphId), path: '', exportName: '' };
+    }
+    specs.push(spec);
+    if (failures[graphId] !== undefined) continue;
+    try {
+      loaded.set(graphId, await importGraph(spec, opts.logger));
+    } catch (err) {
+      fail(graphId, err);
+    }
+  }
+  // Nothing to serve: a server whose every graph failed is refused, so a broken revision never goes live.
+  if (specs.length > 0 && loaded.size === 0) {
+    const why = Object.entries(failures).map(([id, m]) => `"${id}": ${m}`).join('; ');
+    throw new GraphConfigError(`no graph could be loaded (${why})`);
+  }
 
   function entry(graphId: string): LoadedGraph {
     const found = loaded.get(graphId);
-    if (!found) throw new NotFoundError(`Graph "${graphId}" not found.`);
-    return found;
+    if (found) return found;
+    if (failures[graphId] !== undefined) throw new GraphUnavailableError(graphId, failures[graphId]);
+    throw new NotFoundError(`Graph "${graphId}" not found.`);
   }
 
   async function getGraph(
@@ -200,10 +262,14 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     attach?: { checkpointer?: unknown; store?: unknown },
   ): Promise<PregelLike> {
     const { spec, value } = entry(graphId);
-    const graph =
-      typeof value === 'function'
-        ? toCompiledGraph(graphId, await value(config), `the graph returned by factory "${spec.exportName}"`)
-        : value;
+    let graph: PregelLike;
+    if (typeof value === 'function') {
+      try {
+        graph = toCompiledGraph(graphId, await value(config), `the graph returned by factory "${spec.exportName}"`);
+      } catch (err) {
+        throw new GraphBuildError(graphId, (err as Error)?.message ?? String(err), { cause: err });
+      }
+    } else graph = value;
     if (attach?.checkpointer !== undefined) graph.checkpointer = attach.checkpointer;
     if (attach?.store !== undefined) graph.store = attach.store;
     return graph;
@@ -214,13 +280,18 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     projectDir,
     env,
     specs,
+    failures,
     getGraph,
-    async getSchemas(graphId) {
+    async getSchemas(graphId, config = {}) {
       const found = entry(graphId);
-      return graphSchemas(graphId, await getGraph(graphId), found.install);
+      return graphSchemas(graphId, await getGraph(graphId, config), found.install);
     },
-    async getDrawableGraph(graphId, { xray }) {
-      return drawableGraph(await getGraph(graphId), xray);
+    async getSubgraphSchemas(graphId, { config = {}, namespace, recurse }) {
+      const found = entry(graphId);
+      return subgraphSchemas(graphId, await getGraph(graphId, config), found.install, { namespace, recurse });
+    },
+    async getDrawableGraph(graphId, { xray, config = {} }) {
+      return drawableGraph(await getGraph(graphId, config), xray, config);
     },
   };
 }

@@ -1,6 +1,8 @@
-// JSON schemas and the drawable graph of a loaded graph. Zod-defined state is converted by the graph's OWN
-// copy of @langchain/langgraph (its schema registry knows the reducers the graph registered); graphs defined
-// with Annotation have no runtime types, so their schemas list the channels without types.
+// JSON schemas, subgraphs and the drawable graph of a loaded graph. Zod-defined state (and StateSchema) is
+// converted by the graph's OWN copy of @langchain/langgraph (its schema registry knows the reducers the graph
+// registered); graphs defined with Annotation have no runtime types, so their schemas list the channels without
+// types. The context schema is the zod `context` given to StateGraph; JS graphs have no separate config schema,
+// so config_schema and context_schema are the same (as the JS reference server answers).
 import { pathToFileURL } from 'node:url';
 import type { PregelLike } from './index.ts';
 import { esmSubpathFile, type LanggraphInstall } from './version.ts';
@@ -12,6 +14,7 @@ export interface GraphSchemas {
   output_schema: JsonSchema;
   state_schema: JsonSchema;
   config_schema: JsonSchema | null;
+  /** Omitted when the graph declares no context (as the reference's undefined drops out of its JSON). */
   context_schema?: JsonSchema;
 }
 
@@ -85,11 +88,31 @@ export async function graphSchemas(
   return result;
 }
 
+/**
+ * Schemas of the subgraphs of a graph by namespace (`parent|child`), as GET /assistants/{id}/subgraphs answers:
+ * the direct children, or with `recurse` every level; with `namespace` only that subgraph.
+ */
+export async function subgraphSchemas(
+  graphId: string,
+  graph: PregelLike,
+  install: LanggraphInstall | null,
+  opts: { namespace?: string; recurse?: boolean },
+): Promise<Record<string, GraphSchemas & { graph_id: string }>> {
+  const out: Record<string, GraphSchemas & { graph_id: string }> = {};
+  if (!graph.getSubgraphsAsync) return out;
+  for await (const [ns, sub] of graph.getSubgraphsAsync(opts.namespace, opts.recurse ?? false)) {
+    out[ns] = { graph_id: graphId, ...(await graphSchemas(`${graphId}|${ns}`, sub, install)) };
+  }
+  return out;
+}
+
 export async function drawableGraph(
   graph: PregelLike,
   xray: boolean | number | undefined,
+  runConfig: Record<string, unknown> = {},
 ): Promise<{ nodes: unknown[]; edges: unknown[] }> {
-  const config = xray === undefined ? {} : { xray };
+  // The config reaches subgraph factories that xray expands, as it reaches the graph's own factory.
+  const config = xray === undefined ? runConfig : { ...runConfig, xray };
   const drawable = graph.getGraphAsync ? await graph.getGraphAsync(config) : graph.getGraph?.(config);
   if (!drawable) return { nodes: [], edges: [] };
   const json = drawable.toJSON();

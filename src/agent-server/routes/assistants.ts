@@ -1,16 +1,23 @@
-// Assistants: CRUD, search/count, schemas and the drawable graph.
+// Assistants: CRUD, search/count, schemas, subgraphs and the drawable graph. Factory graphs are built with the
+// assistant's config for schemas, subgraphs and drawing, as the graph a run of that assistant gets.
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
+import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
 import type { Json } from '../storage/types.ts';
 import type { RouteDeps } from './index.ts';
 import {
   AssistantCount,
   AssistantCreate,
+  AssistantDeleteQuery,
+  AssistantLatest,
   AssistantParams,
   AssistantPatch,
   AssistantSearch,
+  AssistantVersionsQuery,
   GraphQuery,
+  SubgraphParams,
+  SubgraphQuery,
 } from './schemas.ts';
 
 export const assistantRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
@@ -36,27 +43,30 @@ export const assistantRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async
 
   app.post('/assistants/search', { schema: { body: AssistantSearch.optional() } }, async (req, reply) => {
     const q = AssistantSearch.parse(req.body ?? {});
-    const rows = await storage.assistants.search({
+    // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
+    const filters = req.authz?.filters;
+    const metadata = mergeMetadataFilter(q.metadata, filters);
+    if (!metadata) return [];
+    const found = await storage.assistants.search({
       graph_id: q.graph_id ?? undefined,
       name: q.name ?? undefined,
-      metadata: q.metadata ?? undefined,
+      metadata,
       limit: q.limit,
       offset: q.offset,
       sort_by: q.sort_by ?? undefined,
       sort_order: q.sort_order ?? undefined,
     });
-    if (rows.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+    const rows = filters ? found.filter((a) => matchesFilters(a.metadata, filters)) : found;
+    if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
     if (!q.select?.length) return rows;
     return rows.map((r) => Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof typeof r]])));
   });
 
   app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {
     const q = req.body ?? {};
-    return storage.assistants.count({
-      graph_id: q.graph_id ?? undefined,
-      name: q.name ?? undefined,
-      metadata: q.metadata ?? undefined,
-    });
+    const metadata = mergeMetadataFilter(q.metadata, req.authz?.filters);
+    if (!metadata) return 0;
+    return storage.assistants.count({ graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata });
   });
 
   app.get('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req) => {
@@ -77,22 +87,47 @@ export const assistantRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async
     });
   });
 
-  app.delete('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req, reply) => {
-    const a = await service.resolveAssistant(req.params.assistant_id);
-    await storage.assistants.delete(a.assistant_id);
-    return reply.code(204).send();
-  });
+  app.delete('/assistants/:assistant_id', { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
+    async (req, reply) => {
+      await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads);
+      return reply.code(204).send();
+    });
 
   app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) => {
     const a = await service.resolveAssistant(req.params.assistant_id);
     requireGraph(a.graph_id);
-    return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id)) };
+    return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id, a.config)) };
   });
+
+  const subgraphs = async (assistantId: string, namespace: string | undefined, recurse: boolean) => {
+    const a = await service.resolveAssistant(assistantId);
+    requireGraph(a.graph_id);
+    return graphs.getSubgraphSchemas(a.graph_id, { config: a.config, namespace, recurse });
+  };
+  app.get('/assistants/:assistant_id/subgraphs', { schema: { params: AssistantParams, querystring: SubgraphQuery } },
+    async (req) => subgraphs(req.params.assistant_id, undefined, req.query.recurse));
+  app.get('/assistants/:assistant_id/subgraphs/:namespace', {
+    schema: { params: SubgraphParams, querystring: SubgraphQuery },
+  }, async (req) => subgraphs(req.params.assistant_id, req.params.namespace, req.query.recurse));
+
+  app.post('/assistants/:assistant_id/versions', {
+    schema: { params: AssistantParams, body: AssistantVersionsQuery.optional() },
+  }, async (req) => {
+    const a = await service.resolveAssistant(req.params.assistant_id);
+    const q = AssistantVersionsQuery.parse(req.body ?? {});
+    return service.versions.list(a.assistant_id, { limit: q.limit, offset: q.offset, metadata: q.metadata ?? undefined });
+  });
+
+  app.post('/assistants/:assistant_id/latest', { schema: { params: AssistantParams, body: AssistantLatest } },
+    async (req) => {
+      const a = await service.resolveAssistant(req.params.assistant_id);
+      return service.versions.setLatest(a.assistant_id, req.body.version);
+    });
 
   app.get('/assistants/:assistant_id/graph', { schema: { params: AssistantParams, querystring: GraphQuery } },
     async (req) => {
       const a = await service.resolveAssistant(req.params.assistant_id);
       requireGraph(a.graph_id);
-      return graphs.getDrawableGraph(a.graph_id, { xray: req.query.xray });
+      return graphs.getDrawableGraph(a.graph_id, { xray: req.query.xray, config: a.config });
     });
 };

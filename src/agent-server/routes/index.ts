@@ -1,11 +1,15 @@
 // All routes of the agent server, registered on one fastify instance.
 import type { FastifyInstance } from 'fastify';
+import { ValidationError } from '../../lib/errors.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import { assistantRoutes } from './assistants.ts';
+import { findInputProblem } from './input-guard.ts';
+import { registerPlatformRoutes } from './platform.ts';
 import { runRoutes } from './runs.ts';
+import { storeRoutes } from './store.ts';
 import { streamRoutes } from './stream.ts';
 import { threadRoutes } from './threads.ts';
 
@@ -19,16 +23,26 @@ export interface RouteDeps {
 }
 
 export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
+  // Every route's path, query and parsed body pass one walk before their schemas see them (see input-guard.ts):
+  // NUL characters, lone surrogates and over-deep JSON are refused with 422 naming the field.
+  app.addHook('preValidation', async (req) => {
+    const problem = findInputProblem(req.params, 'params') ?? findInputProblem(req.query, 'querystring')
+      ?? (req.body === undefined ? null : findInputProblem(req.body, 'body'));
+    if (problem) throw new ValidationError(problem);
+  });
+  await registerPlatformRoutes(app, deps);
   app.get('/ok', async () => ({ ok: true }));
   app.get('/info', async () => ({
     version: deps.version,
     langgraph_js_version: null,
     storage: deps.storage.kind,
     graphs: deps.graphs.specs.map((s) => s.graphId),
-    flags: { assistants: true, crons: false, langsmith: false, store: false },
+    graph_errors: deps.graphs.failures,
+    flags: { assistants: true, crons: false, langsmith: false, store: true },
   }));
   await app.register(assistantRoutes(deps));
   await app.register(threadRoutes(deps));
   await app.register(runRoutes(deps));
   await app.register(streamRoutes(deps));
+  await app.register(storeRoutes(deps));
 }

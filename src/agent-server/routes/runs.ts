@@ -3,9 +3,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
+import type { RunAuth } from '../service.ts';
+import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from './index.ts';
 import { disconnectSignal, sendAfterWait } from './reply.ts';
-import { CancelQuery, JoinQuery, RunCreate, RunListQuery, RunParams, ThreadParams } from './schemas.ts';
+import { CancelQuery, JoinQuery, RunBatchCreate, RunCreate, RunListQuery, RunParams, ThreadParams } from './schemas.ts';
 
 /** The public run record (bookkeeping columns stay inside). */
 export function publicRun(r: RunRecord) {
@@ -20,6 +22,11 @@ export function publicRun(r: RunRecord) {
     kwargs: r.kwargs,
     multitask_strategy: r.multitask_strategy,
   };
+}
+
+/** The custom-auth caller of a run request (who, and what the threads:create_run handler decided). */
+export function runCaller(req: FastifyRequest): RunAuth {
+  return { auth: req.auth ?? null, filters: req.authz?.filters, runId: req.authz?.runId };
 }
 
 export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
@@ -38,13 +45,13 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   }
 
   app.post('/threads/:thread_id/runs', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body);
+    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
     reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
     return publicRun(run);
   });
 
   app.post('/threads/:thread_id/runs/wait', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body);
+    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
     const signal = disconnectSignal(req, reply);
     cancelOnDisconnect(signal, req.body, run);
     const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
@@ -56,7 +63,7 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   });
 
   app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body);
+    const run = await service.createRun(null, req.body, runCaller(req));
     const signal = disconnectSignal(req, reply);
     cancelOnDisconnect(signal, req.body, run);
     const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then(async (r) => {
@@ -73,9 +80,20 @@ export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app)
   });
 
   app.post('/runs', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body);
+    const run = await service.createRun(null, req.body, runCaller(req));
+    service.deleteThreadWhenDone(run);
     reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
     return publicRun(run);
+  });
+
+  app.post('/runs/batch', { schema: { body: RunBatchCreate } }, async (req) => {
+    const items = req.authz?.items ?? [];
+    const runs = await service.createBatch(req.body, req.body.map((_, i) => ({
+      auth: req.auth ?? null,
+      filters: items[i]?.filters,
+      runId: items[i]?.runId,
+    })));
+    return runs.map(publicRun);
   });
 
   app.get('/threads/:thread_id/runs', { schema: { params: ThreadParams, querystring: RunListQuery } }, async (req) => {

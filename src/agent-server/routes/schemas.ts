@@ -2,6 +2,11 @@
 // document is generated from them. Field names and enums follow the platform's API and today's SDK.
 import { z } from 'zod';
 
+/** after_seconds: a run may be scheduled at most one year (365 days) ahead. */
+export const MAX_AFTER_SECONDS = 31_536_000;
+/** Largest page offset of a list or search (fits a 32-bit integer in either store). */
+export const MAX_OFFSET = 2_147_483_647;
+
 const obj = z.record(z.string(), z.unknown());
 const uuid = z.uuid({ message: 'must be a UUID' });
 
@@ -60,7 +65,7 @@ export const RunCreate = z.object({
   feedback_keys: z.array(z.string()).nullish(),
   multitask_strategy: MultitaskStrategy.nullish(),
   if_not_exists: z.enum(['create', 'reject']).nullish(),
-  after_seconds: z.number().nonnegative().nullish(),
+  after_seconds: z.number().nonnegative().max(MAX_AFTER_SECONDS).nullish(),
   on_completion: z.enum(['delete', 'keep']).nullish(),
   durability: z.enum(['sync', 'async', 'exit']).nullish(),
   checkpoint_during: z.boolean().nullish(),
@@ -70,7 +75,7 @@ export type RunCreateBody = z.infer<typeof RunCreate>;
 
 export const RunListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(10),
-  offset: z.coerce.number().int().min(0).default(0),
+  offset: z.coerce.number().int().min(0).max(MAX_OFFSET).default(0),
   status: RunStatus.optional(),
   select: z.unknown().optional(),
 });
@@ -86,6 +91,12 @@ export const CancelQuery = z.object({
 
 export const JoinQuery = z.object({ cancel_on_disconnect: boolish.default(false) });
 
+/** Thread time-to-live: minutes after which the thread is deleted (a bare number means strategy delete). */
+export const ThreadTtl = z.union([
+  z.number().positive(),
+  z.object({ ttl: z.number().positive(), strategy: z.literal('delete').default('delete') }),
+]);
+
 const Superstep = z.object({
   updates: z.array(z.object({ values: z.unknown().optional(), command: Command.nullish(), as_node: z.string() })),
 });
@@ -94,11 +105,11 @@ export const ThreadCreate = z.object({
   thread_id: uuid.optional(),
   metadata: obj.nullish(),
   if_exists: z.enum(['raise', 'do_nothing']).nullish(),
-  ttl: z.unknown().optional(),
+  ttl: ThreadTtl.nullish(),
   supersteps: z.array(Superstep).nullish(),
 });
 
-export const ThreadPatch = z.object({ metadata: obj.nullish(), ttl: z.unknown().optional() });
+export const ThreadPatch = z.object({ metadata: obj.nullish(), ttl: ThreadTtl.nullish() });
 
 export const ThreadSearch = z.object({
   ids: z.array(uuid).nullish(),
@@ -106,7 +117,7 @@ export const ThreadSearch = z.object({
   values: obj.nullish(),
   status: ThreadStatus.nullish(),
   limit: z.number().int().min(1).max(1000).default(10),
-  offset: z.number().int().min(0).default(0),
+  offset: z.number().int().min(0).max(MAX_OFFSET).default(0),
   sort_by: z.enum(['thread_id', 'status', 'created_at', 'updated_at']).nullish(),
   sort_order: SortOrder.nullish(),
   select: z.array(z.string()).nullish(),
@@ -166,7 +177,7 @@ export const AssistantSearch = z.object({
   name: z.string().nullish(),
   metadata: obj.nullish(),
   limit: z.number().int().min(1).max(1000).default(10),
-  offset: z.number().int().min(0).default(0),
+  offset: z.number().int().min(0).max(MAX_OFFSET).default(0),
   sort_by: z.enum(['assistant_id', 'graph_id', 'name', 'created_at', 'updated_at']).nullish(),
   sort_order: SortOrder.nullish(),
   select: z.array(z.string()).nullish(),
@@ -177,6 +188,21 @@ export const AssistantCount = z.object({
   name: z.string().nullish(),
   metadata: obj.nullish(),
 });
+
+export const AssistantVersionsQuery = z.object({
+  limit: z.number().int().min(1).max(1000).default(10),
+  offset: z.number().int().min(0).max(MAX_OFFSET).default(0),
+  metadata: obj.nullish(),
+});
+export const AssistantLatest = z.object({ version: z.number().int().min(1) });
+
+export const AssistantDeleteQuery = z.object({ delete_threads: boolish.default(false) });
+
+export const SubgraphParams = AssistantParams.extend({ namespace: z.string().min(1) });
+export const SubgraphQuery = z.object({ recurse: boolish.default(false) });
+
+/** POST /runs/batch: stateless run creates, at most 100 at once (hostile-sized arrays stop here). */
+export const RunBatchCreate = z.array(RunCreate).min(1).max(100);
 
 export const GraphQuery = z.object({
   xray: z.union([z.coerce.number().int(), boolish]).optional(),

@@ -1,15 +1,22 @@
-// Server-sent events for runs: POST /threads/{id}/runs/stream, POST /runs/stream, GET .../runs/{run_id}/stream.
+// Server-sent events for runs: POST /threads/{id}/runs/stream, POST /runs/stream, GET .../runs/{run_id}/stream
+// and its thread-less form GET /runs/{run_id}/stream (the SDK's joinStream(null, runId)).
 // Events of a run executing in this process are relayed live (first event: metadata {run_id, attempt}); when
 // another process runs it, the stream ends with the final values once it finishes. Heartbeat comments every 5 s.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
+import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
 import type { RouteDeps } from './index.ts';
 import { disconnectSignal } from './reply.ts';
+import { runCaller } from './runs.ts';
 import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';
+
+const JoinStreamQuery = JoinQuery.extend({ stream_mode: z.unknown().optional() });
+const LastEventId = z.object({ 'last-event-id': z.string().regex(/^-?\d+$/).optional() }).passthrough();
+const RunIdParams = RunParams.pick({ run_id: true });
 
 export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
   const { storage, service, engine } = deps;
@@ -75,12 +82,12 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
   }
 
   app.post('/threads/:thread_id/runs/stream', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body);
+    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
     await streamRun(req, reply, run, { afterId: -1, cancelOnDisconnect: req.body.on_disconnect === 'cancel' });
   });
 
   app.post('/runs/stream', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body);
+    const run = await service.createRun(null, req.body, runCaller(req));
     await streamRun(req, reply, run, {
       afterId: -1,
       cancelOnDisconnect: req.body.on_disconnect === 'cancel',
@@ -89,14 +96,28 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
   });
 
   app.get('/threads/:thread_id/runs/:run_id/stream', {
-    schema: {
-      params: RunParams,
-      querystring: JoinQuery.extend({ stream_mode: z.unknown().optional() }),
-      headers: z.object({ 'last-event-id': z.string().regex(/^-?\d+$/).optional() }).passthrough(),
-    },
+    schema: { params: RunParams, querystring: JoinStreamQuery, headers: LastEventId },
   }, async (req, reply) => {
     const run = await storage.runs.get(req.params.thread_id, req.params.run_id);
     if (!run) throw new NotFoundError(`Run ${req.params.run_id} not found on thread ${req.params.thread_id}`);
+    const last = req.headers['last-event-id'];
+    await streamRun(req, reply, run, {
+      afterId: last === undefined ? -1 : Number(last),
+      cancelOnDisconnect: req.query.cancel_on_disconnect,
+    });
+  });
+
+  app.get('/runs/:run_id/stream', {
+    schema: { params: RunIdParams, querystring: JoinStreamQuery, headers: LastEventId },
+  }, async (req, reply) => {
+    const run = await storage.runs.getById(req.params.run_id);
+    if (!run) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
+    // Custom auth: the run's thread must be one the caller's threads:read filter lets them see.
+    const filters = req.authz?.filters;
+    if (filters) {
+      const thread = await storage.threads.get(run.thread_id);
+      if (!thread || !matchesFilters(thread.metadata, filters)) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
+    }
     const last = req.headers['last-event-id'];
     await streamRun(req, reply, run, {
       afterId: last === undefined ? -1 : Number(last),

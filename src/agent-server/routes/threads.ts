@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
+import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
 import type { Thread } from '../storage/types.ts';
 import type { RouteDeps } from './index.ts';
 import {
@@ -54,9 +55,13 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
 
   app.post('/threads/search', { schema: { body: ThreadSearch.optional() } }, async (req, reply) => {
     const q = ThreadSearch.parse(req.body ?? {});
-    const rows = await storage.threads.search({
+    // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
+    const filters = req.authz?.filters;
+    const metadata = mergeMetadataFilter(q.metadata, filters);
+    if (!metadata) return [];
+    const found = await storage.threads.search({
       ids: q.ids ?? undefined,
-      metadata: q.metadata ?? undefined,
+      metadata,
       values: q.values ?? undefined,
       status: q.status ?? undefined,
       limit: q.limit,
@@ -64,14 +69,24 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       sort_by: q.sort_by ?? undefined,
       sort_order: q.sort_order ?? undefined,
     });
-    if (rows.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+    const rows = filters ? found.filter((t) => matchesFilters(t.metadata, filters)) : found;
+    if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
     return select(rows.map(publicThread), q.select);
   });
 
   app.post('/threads/count', { schema: { body: ThreadCount.optional() } }, async (req) => {
     const q = req.body ?? {};
+    const filters = req.authz?.filters;
+    const metadata = mergeMetadataFilter(q.metadata, filters);
+    if (!metadata) return 0;
+    if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
+      // The stores cannot count list containment: count the matching rows instead.
+      const rows = await storage.threads.search({ metadata, values: q.values ?? undefined, status: q.status ?? undefined,
+        limit: 2_147_483_647 });
+      return rows.filter((t) => matchesFilters(t.metadata, filters)).length;
+    }
     return storage.threads.count({
-      metadata: q.metadata ?? undefined,
+      metadata,
       values: q.values ?? undefined,
       status: q.status ?? undefined,
     });
@@ -82,16 +97,19 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
   });
 
   app.patch('/threads/:thread_id', { schema: { params: ThreadParams, body: ThreadPatch } }, async (req) => {
-    return storage.threads.patch(req.params.thread_id, { metadata: req.body.metadata ?? {} });
+    const id = req.params.thread_id;
+    return service.onThread(id, () => storage.threads.patch(id, { metadata: req.body.metadata ?? {} }));
   });
 
   app.delete('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req, reply) => {
-    await storage.threads.delete(req.params.thread_id);
+    const id = req.params.thread_id;
+    await service.onThread(id, () => storage.threads.delete(id));
     return reply.code(204).send();
   });
 
   app.post('/threads/:thread_id/copy', { schema: { params: ThreadParams, body: z.unknown().optional() } }, async (req) => {
-    return storage.threads.copy(req.params.thread_id, randomUUID());
+    const id = req.params.thread_id;
+    return service.onThread(id, () => storage.threads.copy(id, randomUUID()));
   });
 
   app.get('/threads/:thread_id/state', { schema: { params: ThreadParams, querystring: StateQuery } }, async (req) => {

@@ -72,7 +72,8 @@ export class RunEngine {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.runCheckpoints = new RunCheckpointer(opts.storage.checkpointer);
     this.checkpointer = this.runCheckpoints.saver;
-    const inline = new InlineExecutor(opts.graphs, this.runCheckpoints);
+    // The memory store (getStore() / config.store in nodes) is the same one the /store routes use.
+    const inline = new InlineExecutor(opts.graphs, this.runCheckpoints, opts.storage.items?.store);
     this.executor = opts.executor ? opts.executor(inline) : inline;
   }
 
@@ -121,7 +122,8 @@ export class RunEngine {
 
   /** A delayed run (after_seconds) becomes claimable later: look again then. */
   wakeAfter(ms: number): void {
-    setTimeout(() => this.pump(), ms + 5).unref();
+    // Node timers hold at most 2^31-1 ms; a later run is started by the periodic sweep when it is due.
+    setTimeout(() => this.pump(), Math.min(ms + 5, 2_147_483_647)).unref();
   }
 
   /**

@@ -3,10 +3,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadGraphs } from '../graphs/index.ts';
 import { createLogger } from '../../lib/logger.ts';
+import { installWorkerPlatform } from '../platform/index.ts';
 import { toPlain } from '../serde.ts';
-import { openEmbeddedCheckpointer } from '../storage/embedded/index.ts';
-import { openPostgresCheckpointer } from '../storage/postgres/index.ts';
-import type { CheckpointerSource } from '../storage/types.ts';
+import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
 import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
@@ -15,26 +14,30 @@ const port = parentPort!;
 const init = workerData as WorkerInit;
 const send = (m: FromWorker) => port.postMessage(m);
 
-function openCheckpointer(source: CheckpointerSource) {
-  return source.kind === 'embedded'
-    ? openEmbeddedCheckpointer(source.file)
-    : openPostgresCheckpointer(source.databaseUrl, source.schema, init.poolSize);
-}
+
 
 try {
-  // Graph load messages were logged by the engine's thread already.
-  const logger = createLogger({ level: 'warn', name: 'agent-server' }).child({ executor_thread: init.index });
+  // Graph load messages (and failures) were logged by the engine's thread already.
+  const logger = createLogger({ level: init.platform ? 'fatal' : 'warn', name: 'agent-server' }).child({ executor_thread: init.index });
+  // Before any graph module is imported: top-level getLogger() and new Client() must find the platform.
+  if (init.platform) {
+    const graphLogger = createLogger({ level: init.platform.logLevel, name: 'agent-server' }).child({ executor_thread: init.index });
+    installWorkerPlatform(init.platform, graphLogger);
+  }
   // The thread's env is a copy of the process's, which already holds langgraph.json's env (applying it again only
-  // fills keys that are unset).
-  const graphs = await loadGraphs(init.configPath, { logger });
-  // The checkpointer opens on the first run: a thread that never gets one holds no connection.
-  let opened: { checkpointer: ReturnType<typeof openCheckpointer>; executor: InlineExecutor } | undefined;
+  // fills keys that are unset). A graph that failed on the engine's thread fails here too and answers its runs so.
+  const graphs = await loadGraphs(init.configPath, { logger, isolateFailures: true });
+  // Checkpointer and memory store open on the first run: a thread that never gets one holds no connection.
+  let opened: Promise<{ connections: StoreConnections; executor: InlineExecutor }> | undefined;
+  let executor: InlineExecutor | undefined;
   const open = () => {
-    if (!opened) {
-      const checkpointer = openCheckpointer(init.source);
-      opened = { checkpointer, executor: new InlineExecutor(graphs, new RunCheckpointer(checkpointer.saver)) };
-    }
-    return opened.executor;
+    opened ??= openStoreConnections(init.source, init.poolSize).then((connections) => {
+      executor = new InlineExecutor(graphs, new RunCheckpointer(connections.checkpointer), connections.items.store);
+      return { connections, executor };
+    });
+    // A failed open fails this run; the next run tries again.
+    opened.catch(() => (opened = undefined));
+    return opened.then((o) => o.executor);
   };
   const running = new Map<string, AbortController>();
 
@@ -46,7 +49,8 @@ try {
         running.set(runId, controller);
         // A checkpointer that cannot be opened fails this run, not the thread.
         void Promise.resolve()
-          .then(() => open().execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }),
+          .then(() => open())
+          .then((ex) => ex.execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }),
             controller.signal))
           .catch((err: unknown): ExecResult => ({
             ok: false,
@@ -62,17 +66,17 @@ try {
         running.get(m.runId)?.abort(new Error(m.reason));
         break;
       case 'discard':
-        opened?.executor.discard(m.runId);
+        executor?.discard(m.runId);
         break;
       case 'settle':
-        void Promise.resolve(opened?.executor.settle(m.runId)).then(() => send({ type: 'settled', seq: m.seq }));
+        void Promise.resolve(executor?.settle(m.runId)).then(() => send({ type: 'settled', seq: m.seq }));
         break;
       case 'forget':
-        opened?.executor.forget(m.runId);
+        executor?.forget(m.runId);
         break;
       case 'close':
         for (const c of running.values()) c.abort(new Error('executor closing'));
-        void Promise.resolve(opened?.checkpointer.close()).finally(() => {
+        void Promise.resolve(opened?.then((o) => o.connections.close())).catch(() => undefined).finally(() => {
           send({ type: 'closed' });
           port.close();
         });

@@ -6,6 +6,7 @@
 import { Command, Send } from '@langchain/langgraph';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
+import { withGraphContext } from '../platform/context.ts';
 import { serializeError, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
@@ -43,17 +44,33 @@ interface RunKwargs {
 }
 
 export class InlineExecutor implements RunExecutor {
+  /**
+   * `store` (a BaseStore) is attached to every graph when given, so `config.store` / `getStore()` reach it; without
+   * one, getStore() inside a node answers undefined.
+   */
   constructor(
     private readonly graphs: GraphRegistry,
     private readonly checkpoints: RunCheckpointer,
+    private readonly store?: unknown,
   ) {}
 
-  async execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+  execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+    const { run, graphId } = req;
+    // Graph code logging through the SDK's getLogger() names this run (see platform/sdk-logger.ts).
+    const ctx = { graph_id: graphId, run_id: run.run_id, thread_id: run.thread_id, assistant_id: run.assistant_id };
+    return withGraphContext(ctx, () => this.executeGraph(req, onEvent, signal));
+  }
+
+  private attachments() {
+    return { checkpointer: this.checkpoints.saver, ...(this.store !== undefined ? { store: this.store } : {}) };
+  }
+
+  private async executeGraph(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
     const { run, graphId, config } = req;
     const kw = run.kwargs as RunKwargs;
     try {
       if (signal.aborted) throw signal.reason;
-      const graph = await this.graphs.getGraph(graphId, config, { checkpointer: this.checkpoints.saver });
+      const graph = await this.graphs.getGraph(graphId, config, this.attachments());
       const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
       const { streamMode, subgraphs, publish } = graphStreamOptions(kw);
       const stream = await graph.stream(input, {
@@ -101,7 +118,7 @@ export class InlineExecutor implements RunExecutor {
   }
 
   private async latestValues(graphId: string, config: Json, threadId: string): Promise<Json | undefined> {
-    const graph = await this.graphs.getGraph(graphId, config, { checkpointer: this.checkpoints.saver });
+    const graph = await this.graphs.getGraph(graphId, config, this.attachments());
     const s = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
     return toPlain<Json>(s.values ?? {});
   }

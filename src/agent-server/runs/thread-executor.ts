@@ -6,6 +6,7 @@
 // inline executor, so a fresh server answers and runs at once.
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../lib/logger.ts';
+import type { PlatformWorkerEnv } from '../platform/index.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
 import type { ExecRequest, ExecResult, RunExecutor } from './executor.ts';
 
@@ -14,7 +15,12 @@ export interface WorkerInit {
   configPath: string;
   source: CheckpointerSource;
   poolSize: number;
+  /** The platform environment graph code gets (logger level, loopback URL, internal-call token). */
+  platform?: PlatformWorkerEnv;
 }
+
+/** Options of ThreadExecutor.start; `platform` is read when a thread starts (the URL is known once listening). */
+export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & { platform?: () => PlatformWorkerEnv };
 
 export type ToWorker =
   | { type: 'execute'; req: ExecRequest }
@@ -64,7 +70,7 @@ export class ThreadExecutor implements RunExecutor {
   private readonly inlineRuns = new Set<string>();
 
   private constructor(
-    private readonly init: Omit<WorkerInit, 'index'>,
+    private readonly init: ThreadExecutorInit,
     private readonly logger: Logger,
     private readonly inline: RunExecutor,
     private readonly threads: number,
@@ -74,7 +80,7 @@ export class ThreadExecutor implements RunExecutor {
    * `threads` executor threads, started with the first run (a server that never runs anything, like the local
    * runtime's preflight, does not pay for them); `inline` runs graphs until one is ready.
    */
-  static start(threads: number, init: Omit<WorkerInit, 'index'>, logger: Logger, inline: RunExecutor): ThreadExecutor {
+  static start(threads: number, init: ThreadExecutorInit, logger: Logger, inline: RunExecutor): ThreadExecutor {
     return new ThreadExecutor(init, logger, inline, threads);
   }
 
@@ -95,7 +101,9 @@ export class ThreadExecutor implements RunExecutor {
   private spawn(index: number): void {
     // No inherited preloads (--import): they are meant for the process (e.g. the local runtime's parent watch,
     // which exits when stdin ends, and a worker's stdin is always at its end); the entry registers tsx itself.
-    const worker = new Worker(ENTRY, { workerData: { ...this.init, index } satisfies WorkerInit, execArgv: [] });
+    const { platform, ...init } = this.init;
+    const workerData: WorkerInit = { ...init, index, ...(platform ? { platform: platform() } : {}) };
+    const worker = new Worker(ENTRY, { workerData, execArgv: [] });
     let started!: () => void;
     const slot: Slot = {
       index, worker, running: 0, ready: false, exited: false, started: new Promise<void>((r) => (started = r)),

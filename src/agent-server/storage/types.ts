@@ -1,7 +1,9 @@
-// The storage port: everything durable the agent server keeps (assistants, threads, runs and, through
-// `checkpointer`, graph checkpoints). Two adapters implement it (postgres/, embedded/); routes and the run
-// engine only see this interface. Storage throws the typed errors of src/lib/errors.ts, never HTTP replies.
-import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+// The storage port: everything durable the agent server keeps (assistants, threads, runs, the long-term memory
+// store's items and, through `checkpointer`, graph checkpoints). Two adapters implement it (postgres/,
+// embedded/); routes and the run engine only see this interface. Storage throws the typed errors of
+// src/lib/errors.ts, never HTTP replies. The run-lifecycle rules both adapters follow are in run-rules.ts.
+import type { BaseCheckpointSaver, BaseStore } from '@langchain/langgraph-checkpoint';
+import type { ItemsConfig } from './items.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -148,7 +150,17 @@ export interface AssistantStore {
   delete(id: string): Promise<void>;
   search(q: AssistantQuery): Promise<Assistant[]>;
   count(q: AssistantQuery): Promise<number>;
-}
+  /**
+   * Every version the assistant has had, newest first (create is version 1, each patch adds max + 1); `metadata`
+   * filters by containment. NotFoundError when the assistant is unknown.
+   */
+  listVersions(id: string, q: { metadata?: Json; limit: number; offset: number }): Promise<AssistantVersion[]>;
+  /** Makes an earlier (or later) version the assistant's current one; NotFoundError for an unknown version. */
+  setLatest(id: string, version: number): Promise<Assistant>;
+  }
+
+/** One version of an assistant: its fields as they were when the version was made (`created_at`: when that was). */
+export type AssistantVersion = Omit<Assistant, 'updated_at'>;
 
 export interface ThreadStore {
   create(t: NewThread, ifExists: IfExists): Promise<Thread>;
@@ -191,6 +203,55 @@ export interface RunStore {
   sweep(maxAttempts: number): Promise<SweepResult>;
 }
 
+/** An item of the long-term memory store, in the platform's shape. */
+export interface StoreItem {
+  namespace: string[];
+  key: string;
+  value: Json;
+  created_at: string;
+  updated_at: string;
+  /** Similarity to the search query (semantic search only). */
+  score?: number | null;
+}
+
+export interface ItemSearch {
+  namespace_prefix: string[];
+  filter?: Json;
+  limit: number;
+  offset: number;
+  query?: string;
+  refresh_ttl?: boolean;
+}
+
+export interface NamespaceQuery {
+  prefix?: string[];
+  suffix?: string[];
+  max_depth?: number;
+  limit: number;
+  offset: number;
+}
+
+/**
+ * LangGraph's long-term memory store. Namespaces are validated by the caller (routes) or by `store` (graphs);
+ * expired items are never returned; TTLs are in minutes.
+ */
+export interface ItemStore {
+  /** Inserts or replaces; ttl null or undefined: the configured default TTL (none without one). */
+  put(namespace: string[], key: string, value: Json, opts?: { index?: false | string[]; ttl?: number | null }): Promise<void>;
+  /** refresh_ttl (default: the configured refresh_on_read) restarts the item's TTL. */
+  get(namespace: string[], key: string, opts?: { refresh_ttl?: boolean }): Promise<StoreItem | null>;
+  delete(namespace: string[], key: string): Promise<void>;
+  /** Items under the prefix (label-wise), newest first; by similarity when `query` is given and an index exists. */
+  search(q: ItemSearch): Promise<StoreItem[]>;
+  listNamespaces(q: NamespaceQuery): Promise<string[][]>;
+  /** Deletes expired items; returns how many. */
+  sweep(): Promise<number>;
+  /** The same items as a LangGraph BaseStore, attached to every run (config.store / getStore()). */
+  readonly store: BaseStore;
+  /** Whether `query` searches by meaning (an embeddings index is configured and usable). */
+  readonly semantic: boolean;
+}
+
 export type StorageEvent =
   | { type: 'wake' }
   | { type: 'run_done'; run_id: string }
@@ -198,8 +259,8 @@ export type StorageEvent =
 
 /** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
 export type CheckpointerSource =
-  | { kind: 'embedded'; file: string }
-  | { kind: 'postgres'; databaseUrl: string; schema: string };
+  | { kind: 'embedded'; file: string; items?: ItemsConfig }
+  | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean };
 
 export interface Storage {
   readonly kind: 'postgres' | 'embedded';
@@ -208,6 +269,7 @@ export interface Storage {
   readonly assistants: AssistantStore;
   readonly threads: ThreadStore;
   readonly runs: RunStore;
+  readonly items: ItemStore;
   /** Wake-ups across every process that shares this store. Returns an unsubscribe function. */
   subscribe(listener: (e: StorageEvent) => void): () => void;
   close(): Promise<void>;

@@ -41,7 +41,8 @@ export async function createApiKey(
 
 export type BootstrapKey = { key: string; tenants: string[] };
 
-export type Principal = { keyId: string; tenant: string };
+/** `admin`: the key may act for every tenant ('*'), which also lets it manage API keys. */
+export type Principal = { keyId: string; tenant: string; admin: boolean };
 
 export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
   const boot = bootstrap.map((b) => ({ hash: Buffer.from(hashKey(b.key), 'hex'), tenants: b.tenants }));
@@ -60,6 +61,6 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
     }
     // Only '*' keys reach here with arbitrary tenants; they still must be usable as labels.
     if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid tenant id ${JSON.stringify(tenant)}.`);
-    return { keyId: record.id, tenant };
+    return { keyId: record.id, tenant, admin: record.tenants.includes('*') };
   };
 }

@@ -3,6 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { redactUrlsIn } from '../../lib/redact.ts';
 import {
   API_VERSION,
   LABEL_DEPLOYMENT,
@@ -29,6 +30,8 @@ import {
   toApiRevision,
 } from './mapping.ts';
 import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '../routes/v2/schemas.ts';
+import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
+import type { InputPolicy } from './input-rules.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 /** Comma-separated environment variable names of the current secret set (values live in the set only). */
@@ -43,9 +46,10 @@ const IMMUTABLE_SOURCE_CONFIG = {
 
 export type DeploymentService = ReturnType<typeof createDeploymentService>;
 
-export function createDeploymentService(deps: { store: ControlPlaneStore; logger: Logger }) {
+export function createDeploymentService(deps: { store: ControlPlaneStore; logger: Logger; policy?: InputPolicy }) {
   const { store, logger } = deps;
   const ns = store.namespace;
+  const { policyIssues, referenceIssues, assertHostFree, claimHost, releaseHostQuietly } = createTenantChecks(deps);
   // Name uniqueness per tenant: the store's name claims make it atomic across processes (replicas); this lock only
   // keeps one process from racing itself (and from creating deployments that lose the claim and are removed again).
   const tenantLocks = new Map<string, Promise<unknown>>();
@@ -193,8 +197,12 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
 
   return {
     async create(tenant: string, body: DeploymentCreate): Promise<Deployment> {
+      refuse(policyIssues(body.source_config.resource_spec, body.source_config.custom_url));
+      refuse(await referenceIssues(tenant, body.source_config.resource_spec, body.secret_references));
+      const host = hostOf(body.source_config.custom_url);
       return withTenantLock(tenant, async () => {
         await assertNameFree(tenant, body.name);
+        if (host) await assertHostFree(host);
         const id = randomUUID();
         const name = deploymentName(id);
         const sourceConfig: SourceConfig = {
@@ -235,6 +243,7 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
         // revision. The claim comes first: another process creating the same name at once loses here.
         try {
           await claimName(tenant, body.name, dep);
+          if (host) await claimHost(host, dep);
           if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
           await ensureRevision(dep);
         } catch (err) {
@@ -284,21 +293,39 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
           throw new BadRequestError(`source_config.${apiKey} is immutable and cannot be changed.`);
         }
       }
+      refuse(policyIssues(body.source_config?.resource_spec, body.source_config?.custom_url));
+      refuse(await referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
       const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
       const secrets = body.secrets?.length ? body.secrets : undefined;
       const newRevision =
         Object.keys(srcChange).length > 0 ||
         body.source_config?.resource_spec !== undefined ||
+        (body.source_config?.access_mode !== undefined && body.source_config.access_mode !== (current.spec.sourceConfig.accessMode ?? 'api_key')) ||
         secrets !== undefined ||
         body.secret_references !== undefined;
 
       const apply = async (): Promise<AgentDeployment> => {
         let secretSet: string | undefined;
         let claimed: { oldName: string; newName: string; owner: { name: string; uid: string } } | undefined;
+        let hostMoved: { oldHost?: string; newHost?: string; owner: { name: string; uid: string } } | undefined;
         try {
           const updated = await updateDeployment(tenant, id, async (dep) => {
             claimed = undefined; // a retry starts from the re-read deployment
+            hostMoved = undefined;
             const s = dep.spec;
+            if (body.source_config?.custom_url !== undefined) {
+              const oldHost = hostOf(s.sourceConfig.customUrl);
+              const newHost = hostOf(body.source_config.custom_url);
+              if (newHost !== oldHost) {
+                const owner = { name: dep.metadata.name, uid: dep.metadata.uid! };
+                // Like a rename: claim the new host before the deployment carries it, release the old one after.
+                if (newHost) {
+                  await assertHostFree(newHost, id);
+                  await claimHost(newHost, dep);
+                }
+                hostMoved = { oldHost, newHost, owner };
+              }
+            }
             if (body.name !== undefined && body.name !== s.displayName) {
               await assertNameFree(tenant, body.name, id);
               // Claim the new name before the deployment carries it; the old claim goes once the rename is written.
@@ -333,10 +360,12 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
             return dep;
           });
           if (claimed) await releaseNameQuietly(tenant, claimed.oldName, claimed.owner);
+          if (hostMoved?.oldHost) await releaseHostQuietly(hostMoved.oldHost, hostMoved.owner);
           return updated;
         } catch (err) {
           if (secretSet) await store.deleteSecrets(ns, secretSet).catch(() => undefined);
           if (claimed) await releaseNameQuietly(tenant, claimed.newName, claimed.owner);
+          if (hostMoved?.newHost) await releaseHostQuietly(hostMoved.newHost, hostMoved.owner);
           throw err;
         }
       };
@@ -408,7 +437,8 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       q: { type: 'build' | 'deploy'; limit: number; offset?: string; order: 'asc' | 'desc' },
     ) {
       const { rev } = await this.requireRevision(tenant, id, revisionId);
-      return store.readLogs(ns, rev.metadata.name, q);
+      const page = await store.readLogs(ns, rev.metadata.name, q);
+      return { ...page, logs: page.logs.map((l) => ({ ...l, message: redactUrlsIn(l.message) })) };
     },
   };
 }

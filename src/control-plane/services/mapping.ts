@@ -1,4 +1,6 @@
-// Translation between the API's snake_case records and the resources' camelCase specs.
+// Translation between the API's snake_case records and the resources' camelCase specs. URLs and status messages
+// are shown redacted: a record stored before credentials were refused may still carry some.
+import { redactUrl, redactUrlsIn } from '../../lib/redact.ts';
 import type {
   AgentDeployment,
   AgentRevision,
@@ -70,6 +72,7 @@ export function sourceConfigFromApi(c: SourceConfigIn): Partial<SourceConfig> {
           : defined({ k8sNamespace: c.listener_config.k8s_namespace }),
     installCommand: c.install_command,
     buildCommand: c.build_command,
+    accessMode: c.access_mode,
   });
 }
 
@@ -120,15 +123,16 @@ export function toApiDeployment(
     source: s.source,
     source_config: {
       integration_id: c.integrationId ?? null,
-      repo_url: c.repoUrl ?? null,
+      repo_url: c.repoUrl ? redactUrl(c.repoUrl) : null,
       deployment_type: c.deploymentType ?? 'dev',
       build_on_push: c.buildOnPush ?? false,
-      custom_url: c.customUrl ?? null,
+      custom_url: c.customUrl ? redactUrl(c.customUrl) : null,
       resource_spec: resourceSpecToApi(c.resourceSpec),
       listener_id: c.listenerId ?? null,
       listener_config: c.listenerConfig ? defined({ k8s_namespace: c.listenerConfig.k8sNamespace }) : null,
       install_command: c.installCommand ?? null,
       build_command: c.buildCommand ?? null,
+      access_mode: c.accessMode ?? 'api_key',
     },
     source_revision_config: sourceRevisionConfigToApi(s.sourceRevisionConfig, extra.latestRevision?.status?.repoCommitSha),
     secrets: extra.secretNames.map((name) => ({ name })),
@@ -150,7 +154,7 @@ export function toApiRevision(rev: AgentRevision): Revision {
     deployment_id: rev.spec.deploymentId,
     revision_number: rev.spec.revisionNumber,
     status: rev.status?.phase ?? 'CREATING',
-    status_message: rev.status?.statusMessage ?? null,
+    status_message: rev.status?.statusMessage ? redactUrlsIn(rev.status.statusMessage) : null,
     source: rev.spec.source,
     source_revision_config: sourceRevisionConfigToApi(rev.spec.sourceRevisionConfig, rev.status?.repoCommitSha),
     image: rev.status?.image ?? null,

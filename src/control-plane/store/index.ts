@@ -74,7 +74,7 @@ export async function openControlPlaneStore(config: StoreConfig, logger: Logger)
     return store;
   }
   try {
-    return openEmbeddedStore({ dataDir: config.dataDir, namespace: config.namespace });
+    return openEmbeddedStore({ dataDir: config.dataDir, namespace: config.namespace, secretKey: config.secretKey });
   } catch (err) {
     throw new StoreUnavailableError(`cannot open the embedded store in --data-dir ${config.dataDir}: ${describeError(err)}`);
   }

@@ -18,6 +18,7 @@
 import { createHash } from 'node:crypto';
 import { AppError, ConflictError } from '../../lib/errors.ts';
 import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
+import type { TenantKeySink } from '../auth/key-publisher.ts';
 
 export type Kind = 'AgentDeployment' | 'AgentRevision';
 export type KindMap = { AgentDeployment: AgentDeployment; AgentRevision: AgentRevision };
@@ -84,6 +85,10 @@ export interface ApiKeyStore {
   /** Stores a key (the caller generated it) by its hash. */
   putApiKey(record: ApiKeyRecord, keyHash: string): Promise<void>;
   findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined>;
+  /** Every stored key with its hash, oldest first (the hashes feed the agents' key files; never shown by the API). */
+  listApiKeys(): Promise<(ApiKeyRecord & { hash: string })[]>;
+  /** Revokes a key by id; false when no such key exists. */
+  deleteApiKey(id: string): Promise<boolean>;
 }
 
 export type LogType = 'build' | 'deploy';
@@ -133,10 +138,43 @@ export function claimObjectName(tenant: string, name: string): string {
   return `agentplane-name-${createHash('sha256').update(JSON.stringify([tenant, name])).digest('hex').slice(0, 40)}`;
 }
 
+export type HostClaim = { host: string; owner: NameClaimOwner };
+
+/**
+ * Custom hosts (source_config.custom_url), unique across every deployment of every tenant: the same claim
+ * mechanism as names (atomic create, owned by the deployment, stale claims taken over by compare-and-swap), keyed by
+ * the host alone.
+ */
+export interface HostClaimStore {
+  /** Claims `host` for `owner`; held by another live deployment -> AlreadyExistsError. */
+  claimHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void>;
+  /** Releases the claim on `host` if `owner` holds it; otherwise does nothing. */
+  releaseHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void>;
+  listHostClaims(namespace: string): Promise<HostClaim[]>;
+}
+
+/** Deterministic object name of the claim on a custom host. */
+export function hostClaimObjectName(host: string): string {
+  return `agentplane-host-${createHash('sha256').update(host.toLowerCase()).digest('hex').slice(0, 40)}`;
+}
+
+/** Cluster objects a deployment may point at (resource_spec.service_account_name, secret references). */
+export type TenantReferences = { serviceAccounts: string[]; secrets: string[] };
+
 /** Everything a control plane needs, as one object the adapters build. */
-export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore {
+export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore, HostClaimStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
+  /**
+   * Where the agents of this store's deployments read their tenant's API key hashes, when the store itself is that
+   * place (kubernetes: one Secret per tenant that agent pods mount). Undefined when the runtime keeps them (dev).
+   */
+  tenantKeySink?(namespaceFor?: (tenant: string) => string): TenantKeySink;
+  /**
+   * The references among `refs` that the tenant may NOT use: objects missing from the namespace or not labelled
+   * agentplane.dev/tenant=<tenant>. Only stores backed by a cluster have it; elsewhere such references mean nothing.
+   */
+  checkTenantReferences?(namespace: string, tenant: string, refs: TenantReferences): Promise<{ kind: 'ServiceAccount' | 'Secret'; name: string }[]>;
   close(): Promise<void>;
 }
 

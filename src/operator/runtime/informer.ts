@@ -7,7 +7,8 @@ import { realClock, type CancelTimer, type Clock } from './clock.ts';
 export type ObjectMeta = { name: string; namespace?: string; resourceVersion?: string };
 export type KubeObject = { metadata: ObjectMeta };
 
-export type WatchEvent<T> = { type: 'ADDED' | 'MODIFIED' | 'DELETED'; object: T };
+/** BOOKMARK carries only a newer resourceVersion (the object is empty but for it). */
+export type WatchEvent<T> = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK'; object: T };
 
 /** What an informer needs from a store or API server. */
 export interface ListWatch<T extends KubeObject> {
@@ -179,6 +180,7 @@ export class Informer<T extends KubeObject> {
   private apply(event: WatchEvent<T>): void {
     const key = objectKey(event.object);
     if (event.object.metadata.resourceVersion) this.resourceVersion = event.object.metadata.resourceVersion;
+    if (event.type === 'BOOKMARK') return;
     if (event.type === 'DELETED') {
       this.cache.delete(key);
       this.emit(event.object, 'deleted');

@@ -29,8 +29,17 @@ export type ServerSpec = RevisionRef & {
   graphConfigPath: string;
   /** Environment of the agent server (the deployment's secrets). */
   env: Record<string, string>;
+  /** The deployment's tenant: requests to the agent need one of this tenant's API keys (unless `access` is public). */
+  tenantId: string;
+  access: 'api_key' | 'public';
   /** The revision has served before (DEPLOYED): a runtime may skip re-proving that it boots. */
   proven?: boolean;
+  /**
+   * Absolute path of a JSON file of API-key hashes that the runtime's host keeps current; the server gets
+   * `--auth-keys-file <path>`. The local runtime mounts the file's folder read-only into the sandbox, so that folder
+   * should hold nothing else.
+   */
+  authKeysFile?: string;
 };
 
 export type ServerStatus =

@@ -15,7 +15,12 @@ export interface ServerProc {
   kill9(): Promise<void>;
 }
 
-export async function startServerProcess(args: string[], env: Record<string, string> = {}): Promise<ServerProc> {
+export async function startServerProcess(
+  args: string[],
+  env: Record<string, string> = {},
+  /** Sees the output as it comes, before the server listens. */
+  onOutput?: (chunk: string) => void,
+): Promise<ServerProc> {
   const proc = spawn(process.execPath, [path.join(ROOT, 'bin/agentplane.mjs'), 'agent-server', '--port', '0', ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
@@ -30,6 +35,7 @@ export async function startServerProcess(args: string[], env: Record<string, str
     }, 60_000);
     const onData = (d: Buffer) => {
       out += d.toString();
+      onOutput?.(d.toString());
       const m = /"url":"(http:\/\/[^"]+)".*"msg":"agent server listening"/.exec(out);
       if (m) {
         clearTimeout(timer);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
+import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../../src/control-plane/services/input-rules.ts';
 import { openEmbeddedStore } from '../../../src/control-plane/store/embedded/index.ts';
 import type { ControlPlaneStore } from '../../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
@@ -18,10 +19,11 @@ export type ApiHarness = {
   close(): Promise<void>;
 };
 
-export async function apiHarness(): Promise<ApiHarness> {
+/** Custom hosts under `.example` are allowed (tests PATCH custom_url https://a.example). */
+export async function apiHarness(policy: InputPolicy = { ...DEFAULT_INPUT_POLICY, allowedCustomDomains: ['example'] }): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-cp-api-'));
   const store = openEmbeddedStore({ dataDir: dir });
-  const app = await createControlPlane({ store, logger: silentLogger() });
+  const app = await createControlPlane({ store, logger: silentLogger(), policy });
   const { key } = await createApiKey(store, { tenants: ['tenant-a', 'tenant-b'], name: 'test' });
   const { key: otherKey } = await createApiKey(store, { tenants: ['tenant-c'] });
   return {

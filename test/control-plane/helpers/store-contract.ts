@@ -251,6 +251,29 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       expect((await store.listNameClaims(ns)).filter((c) => c.name === 'claimed')).toEqual([]);
     });
 
+    it('host claims: one holder per host across tenants, case-insensitive; stale ones taken over; gone with the holder', async () => {
+      const a = await store.create('AgentDeployment', makeDeployment(ns, 'tenant-a'));
+      const b = await store.create('AgentDeployment', makeDeployment(ns, 'tenant-b'));
+      const ownerA = { name: a.metadata.name, uid: a.metadata.uid! };
+      const ownerB = { name: b.metadata.name, uid: b.metadata.uid! };
+      await store.claimHost(ns, 'bot.agents.example.com', ownerA);
+      await store.claimHost(ns, 'BOT.agents.example.com', ownerA); // the holder again: fine
+      await expect(store.claimHost(ns, 'Bot.Agents.Example.Com', ownerB)).rejects.toBeInstanceOf(AlreadyExistsError);
+      await store.releaseHost(ns, 'bot.agents.example.com', ownerB); // not B's: nothing happens
+      expect((await store.listHostClaims(ns)).filter((c) => c.host === 'bot.agents.example.com')).toEqual([{ host: 'bot.agents.example.com', owner: ownerA }]);
+      await store.releaseHost(ns, 'bot.agents.example.com', ownerA);
+      await store.claimHost(ns, 'bot.agents.example.com', ownerB);
+      // A claim whose holder is gone is taken over.
+      await store.claimHost(ns, 'stale.agents.example.com', { name: 'ag-00000000-0000-4000-8000-00000000beef', uid: '00000000-0000-4000-8000-00000000bee1' });
+      await store.claimHost(ns, 'stale.agents.example.com', ownerA);
+      // Removing the holder removes its claims (owner garbage collection).
+      await store.delete('AgentDeployment', ns, b.metadata.name);
+      await store.delete('AgentDeployment', ns, a.metadata.name);
+      const left = async () => (await store.listHostClaims(ns)).filter((c) => c.host.endsWith('agents.example.com'));
+      for (let i = 0; i < 100 && (await left()).length; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await left()).toEqual([]);
+    });
+
     it('name claims: a stale claim (holder gone or being deleted) is taken over; racing takers, one wins', async () => {
       // Holder gone but the claim still there (a real cluster garbage-collects later): taken over.
       await store.claimName(ns, 'tenant-a', 'stale', { name: 'ag-00000000-0000-4000-8000-000000000000', uid: '00000000-0000-4000-8000-000000000001' });

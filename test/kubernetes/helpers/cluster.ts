@@ -1,25 +1,68 @@
-// A Kubernetes API-server double with the CRDs and the built-in kinds, and a KubeConfig for it.
+// A Kubernetes API-server double with the CRDs and the built-in kinds, and a KubeConfig for it. With `rbac` the
+// double enforces RBAC: the chart is rendered with the real helm and its ServiceAccounts, Roles and bindings are
+// installed, and `as(account)` gives that ServiceAccount's kubeconfig (the test's own is the administrator's).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiServer } from '../../support/kube-apiserver/server.ts';
 import { registerBuiltinKinds } from '../../support/kube-apiserver/builtins.ts';
+import { renderChart } from '../../support/helm/index.ts';
 
-export type TestCluster = { api: KubeApiServer; kubeConfig: KubeConfig; kubeconfigPath: string; close(): Promise<void> };
+type Json = Record<string, any>;
+export type Identity = { kubeConfig: KubeConfig; kubeconfigPath: string };
+export type TestCluster = Identity & {
+  api: KubeApiServer;
+  /** Renders the chart with `values` (release "agentplane" in the cluster's namespace) and installs its RBAC. */
+  installChartRbac(values?: Json): void;
+  /** Credentials of a ServiceAccount of the release namespace (e.g. "agentplane-operator"). */
+  as(serviceAccount: string): Identity;
+  close(): Promise<void>;
+};
 
-export async function startCluster(namespace = 'agents', opts: { historyLimit?: number } = {}): Promise<TestCluster> {
+const RBAC_KINDS: Record<string, [string, string]> = {
+  ServiceAccount: ['', 'serviceaccounts'],
+  Role: ['rbac.authorization.k8s.io', 'roles'],
+  ClusterRole: ['rbac.authorization.k8s.io', 'clusterroles'],
+  RoleBinding: ['rbac.authorization.k8s.io', 'rolebindings'],
+  ClusterRoleBinding: ['rbac.authorization.k8s.io', 'clusterrolebindings'],
+};
+const CHART_LABEL = 'app.kubernetes.io/instance';
+
+export async function startCluster(namespace = 'agents', opts: { historyLimit?: number; rbac?: boolean; tls?: boolean; bookmarkMs?: number } = {}): Promise<TestCluster> {
   const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds'), ...opts });
   registerBuiltinKinds(api.registry);
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));
-  const kubeconfigPath = api.writeKubeconfig(join(dir, 'kubeconfig'), namespace);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(kubeconfigPath);
+  const identity = (file: string, token?: string): Identity => {
+    const kubeconfigPath = api.writeKubeconfig(join(dir, file), namespace, token);
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(kubeconfigPath);
+    return { kubeConfig, kubeconfigPath };
+  };
+  const accounts = new Map<string, Identity>();
   return {
     api,
-    kubeConfig,
-    kubeconfigPath,
+    ...identity('kubeconfig'),
+    installChartRbac(values = {}) {
+      // An upgrade: what the previous render installed goes, then the new render's objects are stored.
+      for (const [group, plural] of Object.values(RBAC_KINDS)) {
+        if (plural !== 'serviceaccounts') api.unseed(group, plural, (o) => o.metadata.labels?.[CHART_LABEL] === 'agentplane');
+      }
+      for (const doc of renderChart({ namespace, values })) {
+        if (!RBAC_KINDS[doc.kind]) continue;
+        if (doc.kind === 'ServiceAccount' && api.peek('', 'serviceaccounts', doc.metadata.namespace ?? namespace, doc.metadata.name)) continue;
+        api.seed(doc, namespace);
+      }
+    },
+    as(serviceAccount) {
+      let id = accounts.get(serviceAccount);
+      if (!id) {
+        id = identity(`kubeconfig-${serviceAccount}`, api.serviceAccountToken(namespace, serviceAccount));
+        accounts.set(serviceAccount, id);
+      }
+      return id;
+    },
     async close() {
       await api.stop();
       rmSync(dir, { recursive: true, force: true });

@@ -15,12 +15,18 @@ export class FakeCluster {
   }
 
   /** Ends a build Job: its pod terminates with `termination` (success) or with the failed container's message. */
-  async finishJob(name: string, result: { ok: true; commit: string; digest: string } | { ok: false; container: 'clone' | 'build'; message: string }): Promise<void> {
+  async finishJob(name: string, result: { ok: true; commit: string; digest: string } | { ok: false; container: 'clone' | 'build' | 'push'; message: string }): Promise<void> {
     const namespace = this.namespace;
     const job = await this.batch.readNamespacedJob({ name, namespace });
     const spec = job.spec!.template.spec!;
     const terminated = (exitCode: number, message?: string) => ({ terminated: { exitCode, reason: exitCode ? 'Error' : 'Completed', ...(message ? { message } : {}) } });
-    const cloneFailed = !result.ok && result.container === 'clone';
+    // Steps run in order (clone, build as init containers, then push): a failed one leaves the later ones waiting.
+    const steps = ['clone', 'build', 'push'] as const;
+    const failedAt = result.ok ? steps.length : steps.indexOf(result.container);
+    const state = (i: number) =>
+      i < failedAt ? terminated(0, steps[i] === 'push' && result.ok ? JSON.stringify({ commit: result.commit, digest: result.digest }) : undefined)
+      : i === failedAt ? terminated(1, !result.ok ? result.message : undefined)
+      : { waiting: { reason: 'PodInitializing' } };
     const pod: V1Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -28,23 +34,11 @@ export class FakeCluster {
       spec,
     };
     const created = await this.core.createNamespacedPod({ namespace, body: pod });
-    const cs = (n: string, state: object) => ({ name: n, ready: false, restartCount: 0, image: 'x', imageID: '', state });
+    const cs = (i: number) => ({ name: steps[i]!, ready: false, restartCount: 0, image: 'x', imageID: '', state: state(i) });
     await this.core.replaceNamespacedPodStatus({
       name: created.metadata!.name!,
       namespace,
-      body: {
-        ...created,
-        status: {
-          phase: result.ok ? 'Succeeded' : 'Failed',
-          initContainerStatuses: [cs('clone', cloneFailed ? terminated(1, !result.ok ? result.message : undefined) : terminated(0))],
-          containerStatuses: [
-            cs('build',
-              result.ok ? terminated(0, JSON.stringify({ commit: result.commit, digest: result.digest }))
-              : cloneFailed ? { waiting: { reason: 'PodInitializing' } }
-              : terminated(1, result.message)),
-          ],
-        },
-      },
+      body: { ...created, status: { phase: result.ok ? 'Succeeded' : 'Failed', initContainerStatuses: [cs(0), cs(1)], containerStatuses: [cs(2)] } },
     });
     const now = new Date();
     const condition = result.ok
@@ -59,10 +53,17 @@ export class FakeCluster {
 
   /**
    * Plays the Deployment controller for the current pod template: its ReplicaSet (pod-template-hash), pods, and
-   * the Deployment status. `mode` ready: all available; crash: the new pod crash-loops; stall: deadline exceeded.
+   * the Deployment status. `mode` ready: all available; crash: the new pod crash-loops past the operator's restart
+   * limit; stall: deadline exceeded; crash-until-postgres: an agent server that exits while its database does not
+   * answer: it crash-loops (a few restarts) until the deployment's Postgres StatefulSet is ready, then runs.
    */
-  async rollout(name: string, mode: 'ready' | 'crash' | 'stall'): Promise<void> {
+  async rollout(name: string, requested: 'ready' | 'crash' | 'stall' | 'crash-until-postgres'): Promise<void> {
     const namespace = this.namespace;
+    let mode: 'ready' | 'crash' | 'stall' | 'starting' = requested === 'crash-until-postgres' ? 'ready' : requested;
+    if (requested === 'crash-until-postgres') {
+      const db = await this.apps.readNamespacedStatefulSet({ name: `${name}-postgres`, namespace });
+      if ((db.status?.readyReplicas ?? 0) < 1) mode = 'starting';
+    }
     const d = await this.apps.readNamespacedDeployment({ name, namespace });
     const template = d.spec!.template;
     const hash = createHash('sha256').update(JSON.stringify(template)).digest('hex').slice(0, 10);
@@ -108,7 +109,8 @@ export class FakeCluster {
         body: { apiVersion: 'v1', kind: 'Pod', metadata: { name: podName, namespace, labels: rs.spec!.template!.metadata!.labels }, spec: template.spec! },
       });
     }
-    const state = mode === 'crash' ? { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 20s restarting failed container' } } : { running: { startedAt: new Date() } };
+    const crashing = mode === 'crash' || mode === 'starting';
+    const state = crashing ? { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 20s restarting failed container' } } : { running: { startedAt: new Date() } };
     await this.core.replaceNamespacedPodStatus({
       name: podName,
       namespace,
@@ -116,7 +118,7 @@ export class FakeCluster {
         ...pod,
         status: {
           phase: 'Running',
-          containerStatuses: [{ name: 'agent-server', ready, restartCount: mode === 'crash' ? 3 : 0, image: 'x', imageID: '', state, ...(mode === 'crash' ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}) }],
+          containerStatuses: [{ name: 'agent-server', ready, restartCount: mode === 'crash' ? 6 : mode === 'starting' ? 2 : 0, image: 'x', imageID: '', state, ...(crashing ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}) }],
         },
       },
     });
@@ -135,5 +137,16 @@ export class FakeCluster {
       ],
     };
     await this.apps.replaceNamespacedDeploymentStatus({ name, namespace, body: { ...d, status } });
+  }
+
+  /** Plays the StatefulSet controller and kubelet for a deployment's Postgres: its one replica is ready. */
+  async postgresReady(name: string): Promise<void> {
+    const namespace = this.namespace;
+    const sts = await this.apps.readNamespacedStatefulSet({ name: `${name}-postgres`, namespace });
+    await this.apps.replaceNamespacedStatefulSetStatus({
+      name: `${name}-postgres`,
+      namespace,
+      body: { ...sts, status: { replicas: 1, readyReplicas: 1, availableReplicas: 1, currentReplicas: 1, updatedReplicas: 1, observedGeneration: sts.metadata!.generation } },
+    });
   }
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parse } from 'yaml';
 
 export type Cause = { field: string; message: string; reason: string };
@@ -190,13 +191,18 @@ export function builtinKind(
   spec: Omit<KindSpec, 'admit' | 'requireResourceVersionOnUpdate'> & { requireResourceVersionOnUpdate?: boolean },
   Model: ModelClass,
   normalize: (obj: Json) => Json = (o) => o,
+  extra: (obj: Json) => Cause[] = () => [],
 ): KindSpec {
   return {
     requireResourceVersionOnUpdate: false,
     ...spec,
-    admit(obj) {
+    admit(obj, old) {
       const object = normalize(obj);
-      const causes = validateMeta(object);
+      const causes = [...validateMeta(object), ...extra(object)];
+      // An immutable Secret or ConfigMap keeps its data (and stays immutable) for good.
+      if (old?.immutable === true && (object.immutable !== true || JSON.stringify(object.data ?? {}) !== JSON.stringify(old.data ?? {}) || JSON.stringify(object.binaryData ?? {}) !== JSON.stringify(old.binaryData ?? {}))) {
+        causes.push({ field: 'data', message: 'Forbidden: field is immutable when `immutable` is set', reason: 'FieldValueForbidden' });
+      }
       try {
         new Model(object).validate();
       } catch (err) {
@@ -215,7 +221,24 @@ export function builtinKind(
   };
 }
 
-/** Secret and ConfigMap, the built-ins the control plane store uses. */
+/** The API server refuses Secrets and ConfigMaps whose data exceeds 1 MiB (etcd's object limit is near it too). */
+export const MAX_DATA_BYTES = 1024 * 1024;
+
+/** Bytes of a ConfigMap's or Secret's data as the server counts them (keys plus values; Secret values decoded). */
+function dataSize(obj: Json, base64: boolean): number {
+  let n = 0;
+  for (const [k, v] of Object.entries<unknown>({ ...(obj.data ?? {}), ...(obj.binaryData ?? {}) })) {
+    n += Buffer.byteLength(k) + (base64 || k in (obj.binaryData ?? {}) ? Buffer.from(String(v), 'base64').length : Buffer.byteLength(String(v)));
+  }
+  return n;
+}
+
+function withinDataLimit(base64: boolean) {
+  return (obj: Json): Cause[] =>
+    dataSize(obj, base64) > MAX_DATA_BYTES ? [{ field: 'data', message: `Too long: must have at most ${MAX_DATA_BYTES} bytes`, reason: 'FieldValueTooLong' }] : [];
+}
+
+/** Secret, ConfigMap and ServiceAccount, the built-ins the control plane store uses. */
 export function registerCoreKinds(registry: KindRegistry): void {
   registry.register(
     builtinKind(
@@ -228,9 +251,17 @@ export function registerCoreKinds(registry: KindRegistry): void {
         const { stringData: _s, ...rest } = obj;
         return { ...rest, type: obj.type ?? 'Opaque', data };
       },
+      withinDataLimit(true),
     ),
   );
   registry.register(
-    builtinKind({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true, statusSubresource: false, tracksGeneration: false }, ConfigMap),
+    builtinKind({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true, statusSubresource: false, tracksGeneration: false }, ConfigMap, (o) => o, withinDataLimit(false)),
+  );
+  // Read by the control plane to check that a deployment's service_account_name belongs to its tenant.
+  registry.register(
+    builtinKind(
+      { group: '', version: 'v1', plural: 'serviceaccounts', kind: 'ServiceAccount', namespaced: true, statusSubresource: false, tracksGeneration: false },
+      ServiceAccount,
+    ),
   );
 }

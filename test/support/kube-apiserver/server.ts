@@ -5,24 +5,35 @@
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { stringify } from 'yaml';
+import { authorize, forbiddenMessage, serviceAccountUser, verbOf, type RequestAttributes, type UserInfo } from './rbac.ts';
+import { servingCert, type ServingCert } from './tls.ts';
 import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpec } from './registry.ts';
 
 type Json = Record<string, any>;
+export type HungRequest = { method: string; path: string; body: unknown };
 type Stored = { spec: KindSpec; obj: Json };
 type Change = { rv: number; spec: KindSpec; namespace: string; type: 'ADDED' | 'MODIFIED' | 'DELETED'; obj: Json };
-type Watcher = { spec: KindSpec; namespace?: string; match: (labels?: Json) => boolean; send: (c: Change) => void };
+type Watcher = { spec: KindSpec; namespace?: string; match: (labels: Json | undefined, obj: Json) => boolean; send: (c: Change) => void };
 
 export type KubeApiServerOptions = {
   /** Folder of CRD yaml files to serve (e.g. crds/). */
   crdDir?: string;
   /** Changes kept for watch resumption; older resourceVersions answer 410 Expired. */
   historyLimit?: number;
-  /** BOOKMARK interval on watches that allow bookmarks. */
+  /** BOOKMARK interval on watches that allow bookmarks (default: a minute, the real server's cadence). */
   bookmarkMs?: number;
-  /** Bearer token clients must send. */
+  /** Bearer token of the administrator (allowed everything, like system:masters). */
   token?: string;
+  /**
+   * Enforce RBAC for every identity but the administrator, from the Roles, ClusterRoles and bindings this server
+   * stores; off: every authenticated request is allowed.
+   */
+  rbac?: boolean;
+  /** Serve HTTPS with a self-signed certificate (kubectl sends tokens only over TLS); kubeconfigs carry its CA. */
+  tls?: boolean;
 };
 
 export class KubeApiServer {
@@ -37,8 +48,73 @@ export class KubeApiServer {
   readonly token: string;
   /** Every request seen, "METHOD path", for tests that check what a client did. */
   readonly requests: string[] = [];
+  /** The same requests with their query strings. */
+  readonly requestUrls: string[] = [];
   /** Container logs served at GET .../pods/<name>/log?container=<c>, keyed "namespace/pod/container". */
   readonly podLogs = new Map<string, string>();
+  private readonly hangs = new Set<(req: HungRequest) => boolean>();
+  /** Bearer tokens of the identities other than the administrator. */
+  private readonly identities = new Map<string, UserInfo>();
+  /** Every request RBAC refused, as its 403 message (tests assert this stays empty). */
+  readonly denied: string[] = [];
+  /** What each identity was allowed to do, "verb group/resource[/subresource]" by user name (grants in use). */
+  readonly used = new Map<string, Set<string>>();
+
+  /** A token for a ServiceAccount (like a projected token): requests with it are that account's. */
+  serviceAccountToken(namespace: string, name: string): string {
+    const token = `sa-${namespace}-${name}-${randomUUID()}`;
+    this.identities.set(token, serviceAccountUser(namespace, name));
+    return token;
+  }
+
+  /** Stores an object as the administrator would, bypassing HTTP (RBAC objects from a rendered chart). */
+  seed(obj: Json, defaultNamespace: string): void {
+    const [group, version] = obj.apiVersion.includes('/') ? obj.apiVersion.split('/') : ['', obj.apiVersion];
+    const spec = this.registry.all().find((k) => k.group === group && k.version === version && k.kind === obj.kind);
+    if (!spec) throw new Error(`kube-apiserver double: no kind ${obj.apiVersion}/${obj.kind}`);
+    const namespace = spec.namespaced ? (obj.metadata.namespace ?? defaultNamespace) : '';
+    const admitted = spec.admit(structuredClone({ ...obj, metadata: { ...obj.metadata, ...(spec.namespaced ? { namespace } : {}) } }));
+    if ('causes' in admitted) throw new Error(`seeding ${obj.kind} ${obj.metadata.name}: ${JSON.stringify(admitted.causes)}`);
+    const rv = ++this.rv;
+    const o = admitted.object;
+    o.metadata = { ...o.metadata, uid: randomUUID(), resourceVersion: String(rv), creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z') };
+    const key = this.key(spec.group, spec.plural, namespace, o.metadata.name);
+    const existed = this.objects.has(key);
+    this.objects.set(key, { spec, obj: o });
+    this.record(rv, spec, namespace, existed ? 'MODIFIED' : 'ADDED', o);
+  }
+
+  /** Removes seeded objects of a kind (an uninstalled chart's RBAC). */
+  unseed(group: string, plural: string, match: (obj: Json) => boolean): void {
+    for (const s of [...this.objects.values()]) if (s.spec.group === group && s.spec.plural === plural && match(s.obj)) this.remove(s.spec, s.obj);
+  }
+
+  private stored(group: string, plural: string, namespace?: string): Json[] {
+    return [...this.objects.values()].filter((s) => s.spec.group === group && s.spec.plural === plural && (namespace === undefined || s.obj.metadata.namespace === namespace)).map((s) => s.obj);
+  }
+
+  private allowed(user: UserInfo, a: RequestAttributes): boolean {
+    const rbac = 'rbac.authorization.k8s.io';
+    return authorize(
+      {
+        roles: (ns) => this.stored(rbac, 'roles', ns),
+        clusterRoles: () => this.stored(rbac, 'clusterroles'),
+        roleBindings: (ns) => this.stored(rbac, 'rolebindings', ns),
+        clusterRoleBindings: () => this.stored(rbac, 'clusterrolebindings'),
+      },
+      user,
+      a,
+    );
+  }
+
+  /**
+   * Requests matching `match` are read and then never answered (a hung API server or network), until the returned
+   * function is called; requests already held stay unanswered.
+   */
+  hang(match: (req: HungRequest) => boolean): () => void {
+    this.hangs.add(match);
+    return () => this.hangs.delete(match);
+  }
 
   constructor(private readonly opts: KubeApiServerOptions = {}) {
     registerCoreKinds(this.registry);
@@ -46,14 +122,18 @@ export class KubeApiServer {
     this.token = opts.token ?? 'test-token';
   }
 
+  private cert: ServingCert | undefined;
+
   async start(): Promise<string> {
-    this.server = createServer((req, res) => {
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
       this.handle(req, res).catch((err: unknown) => {
         if (!res.headersSent) this.status(res, 500, 'InternalError', String(err));
       });
-    });
+    };
+    if (this.opts.tls) this.cert = servingCert();
+    this.server = this.cert ? createTlsServer({ key: this.cert.key, cert: this.cert.cert }, handler) : createServer(handler);
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = `${this.cert ? 'https' : 'http'}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this.url;
   }
 
@@ -64,13 +144,18 @@ export class KubeApiServer {
   }
 
   /** Writes a kubeconfig pointing at this server; returns its path. */
-  writeKubeconfig(path: string, namespace = 'default'): string {
+  writeKubeconfig(path: string, namespace = 'default', token = this.token): string {
     const cfg = {
       apiVersion: 'v1',
       kind: 'Config',
-      // client-node refuses plain http unless TLS verification is off; the double speaks http on loopback.
-      clusters: [{ name: 'double', cluster: { server: this.url, 'insecure-skip-tls-verify': true } }],
-      users: [{ name: 'tester', user: { token: this.token } }],
+      // client-node refuses plain http unless TLS verification is off; over TLS the server's own certificate is the CA.
+      clusters: [{
+        name: 'double',
+        cluster: this.cert
+          ? { server: this.url, 'certificate-authority-data': Buffer.from(this.cert.cert).toString('base64') }
+          : { server: this.url, 'insecure-skip-tls-verify': true },
+      }],
+      users: [{ name: 'tester', user: { token } }],
       contexts: [{ name: 'double', context: { cluster: 'double', user: 'tester', namespace } }],
       'current-context': 'double',
     };
@@ -89,22 +174,50 @@ export class KubeApiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
     this.requests.push(`${req.method} ${url.pathname}`);
-    if (req.headers.authorization !== `Bearer ${this.token}`) return this.status(res, 401, 'Unauthorized', 'Unauthorized');
+    this.requestUrls.push(`${req.method} ${url.pathname}${url.search}`);
+    const bearer = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+    const user = bearer === this.token ? undefined : this.identities.get(bearer);
+    if (bearer !== this.token && !user) return this.status(res, 401, 'Unauthorized', 'Unauthorized');
+    if (this.discovery(url.pathname, res)) return;
     const route = this.route(url.pathname);
     if (!route) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
-    const { spec, namespace, name, sub } = route;
+    const { spec, name, sub } = route;
+    // Cluster-scoped kinds (Namespace) live under the empty namespace.
+    const namespace = spec.namespaced ? route.namespace : '';
     const q = url.searchParams;
     const method = req.method ?? 'GET';
     // DELETE may carry DeleteOptions (preconditions) as its body, like on the real server.
     const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
-    if (sub === 'log' && spec.plural === 'pods' && method === 'GET') return this.podLog(res, namespace!, name!, q.get('container') ?? '');
+    if (user && this.opts.rbac) {
+      const attrs: RequestAttributes = {
+        verb: verbOf(method, Boolean(name), q.get('watch') === 'true' || q.get('watch') === '1'),
+        group: spec.group,
+        resource: spec.plural,
+        subresource: sub,
+        namespace: namespace || undefined,
+        name,
+      };
+      if (!this.allowed(user, attrs)) return this.forbid(res, user, attrs, spec);
+      const uses = this.used.get(user.name) ?? new Set<string>();
+      uses.add(`${attrs.verb} ${attrs.group}/${attrs.resource}${sub ? `/${sub}` : ''}`);
+      this.used.set(user.name, uses);
+      // Binding a role needs `bind` on it (the escalation check; holding all of its permissions is not modelled).
+      if (spec.plural.endsWith('bindings') && spec.group === 'rbac.authorization.k8s.io' && (method === 'POST' || method === 'PUT')) {
+        const ref = (body as Json | undefined)?.roleRef ?? {};
+        const bind: RequestAttributes = { verb: 'bind', group: 'rbac.authorization.k8s.io', resource: ref.kind === 'ClusterRole' ? 'clusterroles' : 'roles', name: ref.name, namespace: ref.kind === 'ClusterRole' ? undefined : namespace || undefined };
+        if (!this.allowed(user, bind)) return this.forbid(res, user, bind, spec);
+      }
+    }
+    for (const match of this.hangs) if (match({ method, path: url.pathname, body })) return;
+    if (sub === 'log' && spec.plural === 'pods' && method === 'GET') return this.podLog(res, namespace!, name!, q.get('container') ?? '', q);
     if (sub && sub !== 'status') return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
     if (sub === 'status' && !spec.statusSubresource) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
 
     if (method === 'GET' && !name) {
-      if (q.get('watch') === 'true' || q.get('watch') === '1') return this.watch(req, res, spec, namespace, q);
-      return this.list(res, spec, namespace, q.get('labelSelector') ?? '');
+      const scope = spec.namespaced ? namespace : undefined;
+      if (q.get('watch') === 'true' || q.get('watch') === '1') return this.watch(req, res, spec, scope, q);
+      return this.list(res, spec, scope, q.get('labelSelector') ?? '', q.get('fieldSelector') ?? '');
     }
     if (method === 'GET') return this.get(res, spec, namespace!, name!);
     if (method === 'POST' && !name && namespace !== undefined) return this.create(res, spec, namespace, body as Json);
@@ -146,11 +259,13 @@ export class KubeApiServer {
     return spec.group ? `${spec.group}/${spec.version}` : spec.version;
   }
 
-  private list(res: ServerResponse, spec: KindSpec, namespace: string | undefined, selector: string): void {
-    const match = selectorMatcher(selector);
+  private list(res: ServerResponse, spec: KindSpec, namespace: string | undefined, selector: string, fields = ''): void {
+    const labels = selectorMatcher(selector);
+    const byField = fieldMatcher(fields);
+    const match = (l: Json | undefined, obj?: Json) => labels(l) && (!obj || byField(obj));
     const items = [...this.objects.values()]
       .filter((s) => s.spec === spec && (namespace === undefined || s.obj.metadata.namespace === namespace))
-      .filter((s) => match(s.obj.metadata.labels))
+      .filter((s) => match(s.obj.metadata.labels, s.obj))
       .map((s) => s.obj)
       .sort((a, b) => (`${a.metadata.namespace}/${a.metadata.name}` < `${b.metadata.namespace}/${b.metadata.name}` ? -1 : 1));
     this.json(res, 200, { apiVersion: this.apiVersion(spec), kind: `${spec.kind}List`, metadata: { resourceVersion: String(this.rv) }, items });
@@ -181,7 +296,7 @@ export class KubeApiServer {
     const candidate: Json = structuredClone(body);
     if (spec.statusSubresource) delete candidate.status;
     const { resourceVersion: _r, uid: _u, creationTimestamp: _c, deletionTimestamp: _d, generation: _g, ...meta } = candidate.metadata ?? {};
-    candidate.metadata = { ...meta, namespace };
+    candidate.metadata = spec.namespaced ? { ...meta, namespace } : meta;
     const admitted = spec.admit(candidate);
     if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
     const obj = admitted.object;
@@ -224,7 +339,7 @@ export class KubeApiServer {
       const fin = old.metadata.deletionTimestamp ? (m.finalizers ?? []).filter((f: string) => old.metadata.finalizers?.includes(f)) : m.finalizers;
       next.metadata = {
         ...m,
-        namespace,
+        namespace: spec.namespaced ? namespace : undefined,
         uid: old.metadata.uid,
         creationTimestamp: old.metadata.creationTimestamp,
         deletionTimestamp: old.metadata.deletionTimestamp,
@@ -301,7 +416,7 @@ export class KubeApiServer {
 
   /** Removes an object and garbage-collects its dependents (background propagation). */
   private remove(spec: KindSpec, obj: Json): void {
-    const ns = obj.metadata.namespace;
+    const ns = obj.metadata.namespace ?? '';
     this.objects.delete(this.key(spec.group, spec.plural, ns, obj.metadata.name));
     const rv = ++this.rv;
     this.record(rv, spec, ns, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(rv) } });
@@ -320,7 +435,9 @@ export class KubeApiServer {
   }
 
   private watch(req: IncomingMessage, res: ServerResponse, spec: KindSpec, namespace: string | undefined, q: URLSearchParams): void {
-    const match = selectorMatcher(q.get('labelSelector') ?? '');
+    const labels = selectorMatcher(q.get('labelSelector') ?? '');
+    const byField = fieldMatcher(q.get('fieldSelector') ?? '');
+    const match = (l: Json | undefined, obj: Json) => labels(l) && byField(obj);
     const rvParam = q.get('resourceVersion') ?? '';
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // the real server answers headers at once; clients wait for them before streaming
@@ -328,7 +445,7 @@ export class KubeApiServer {
     const inScope = (c: { spec: KindSpec; namespace: string }) => c.spec === spec && (namespace === undefined || c.namespace === namespace);
     if (rvParam === '' || rvParam === '0') {
       for (const s of this.objects.values()) {
-        if (inScope({ spec: s.spec, namespace: s.obj.metadata.namespace }) && match(s.obj.metadata.labels)) write('ADDED', s.obj);
+        if (inScope({ spec: s.spec, namespace: s.obj.metadata.namespace }) && match(s.obj.metadata.labels, s.obj)) write('ADDED', s.obj);
       }
     } else {
       const from = Number(rvParam);
@@ -337,19 +454,19 @@ export class KubeApiServer {
         res.end();
         return;
       }
-      for (const c of this.changes) if (c.rv > from && inScope(c) && match(c.obj.metadata.labels)) write(c.type, c.obj);
+      for (const c of this.changes) if (c.rv > from && inScope(c) && match(c.obj.metadata.labels, c.obj)) write(c.type, c.obj);
     }
     const watcher: Watcher = {
       spec,
       namespace,
       match,
       send: (c) => {
-        if (inScope(c) && match(c.obj.metadata.labels)) write(c.type, c.obj);
+        if (inScope(c) && match(c.obj.metadata.labels, c.obj)) write(c.type, c.obj);
       },
     };
     this.watchers.add(watcher);
     const bookmarks = q.get('allowWatchBookmarks') === 'true'
-      ? setInterval(() => write('BOOKMARK', { kind: spec.kind, apiVersion: this.apiVersion(spec), metadata: { resourceVersion: String(this.rv) } }), this.opts.bookmarkMs ?? 5_000)
+      ? setInterval(() => write('BOOKMARK', { kind: spec.kind, apiVersion: this.apiVersion(spec), metadata: { resourceVersion: String(this.rv) } }), this.opts.bookmarkMs ?? 60_000)
       : undefined;
     const timeout = Number(q.get('timeoutSeconds') ?? 0);
     const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
@@ -370,13 +487,94 @@ export class KubeApiServer {
     for (const w of this.watchers) w.send(c);
   }
 
-  private podLog(res: ServerResponse, namespace: string, name: string, container: string): void {
+  private podLog(res: ServerResponse, namespace: string, name: string, container: string, q: URLSearchParams): void {
     const spec = this.registry.lookup('', 'v1', 'pods')!;
     if (!this.objects.has(this.key('', 'pods', namespace, name))) return this.notFound(res, spec, name);
     const text = this.podLogs.get(`${namespace}/${name}/${container}`);
     if (text === undefined) return this.status(res, 400, 'BadRequest', `container "${container}" in pod "${name}" is waiting to start`);
+    // tailLines picks the last lines, then limitBytes cuts what is sent, as the kubelet does.
+    let out = text;
+    const tail = Number(q.get('tailLines') ?? NaN);
+    if (Number.isInteger(tail) && tail >= 0) out = out.split('\n').filter((l, i, all) => l !== '' || i < all.length - 1).slice(-tail).join('\n') + (tail > 0 ? '\n' : '');
+    const limit = Number(q.get('limitBytes') ?? NaN);
+    const body = Number.isInteger(limit) && limit > 0 ? Buffer.from(out).subarray(0, limit) : Buffer.from(out);
     res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end(text);
+    res.end(body);
+  }
+
+  private forbid(res: ServerResponse, user: UserInfo, a: RequestAttributes, spec: KindSpec): void {
+    const message = forbiddenMessage(user, a);
+    this.denied.push(message);
+    this.status(res, 403, 'Forbidden', message, { name: a.name, group: a.group, kind: spec.plural });
+  }
+
+  /** API discovery (what kubectl reads before it acts): group lists and each version's resources. */
+  private discovery(path: string, res: ServerResponse): boolean {
+    const kinds = this.registry.all();
+    const resources = (group: string, version: string) => ({
+      kind: 'APIResourceList',
+      apiVersion: 'v1',
+      groupVersion: group ? `${group}/${version}` : version,
+      resources: kinds.filter((k) => k.group === group && k.version === version).flatMap((k) => [
+        { name: k.plural, singularName: k.kind.toLowerCase(), namespaced: k.namespaced, kind: k.kind, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] },
+        ...(k.statusSubresource ? [{ name: `${k.plural}/status`, singularName: '', namespaced: k.namespaced, kind: k.kind, verbs: ['get', 'patch', 'update'] }] : []),
+      ]),
+    });
+    if (path === '/api') {
+      this.json(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }] });
+      return true;
+    }
+    if (path === '/api/v1') {
+      this.json(res, 200, resources('', 'v1'));
+      return true;
+    }
+    if (path === '/apis') {
+      const groups = new Map<string, string[]>();
+      for (const k of kinds.filter((k) => k.group)) groups.set(k.group, [...new Set([...(groups.get(k.group) ?? []), k.version])]);
+      this.json(res, 200, {
+        kind: 'APIGroupList',
+        apiVersion: 'v1',
+        groups: [...groups].map(([name, versions]) => ({
+          name,
+          versions: versions.map((v) => ({ groupVersion: `${name}/${v}`, version: v })),
+          preferredVersion: { groupVersion: `${name}/${versions[0]}`, version: versions[0] },
+        })),
+      });
+      return true;
+    }
+    const m = /^\/apis\/([^/]+)\/([^/]+)\/?$/.exec(path);
+    if (m && kinds.some((k) => k.group === m[1] && k.version === m[2])) {
+      this.json(res, 200, resources(m[1]!, m[2]!));
+      return true;
+    }
+    // OpenAPI v3 per group-version, as much as kubectl reads before an apply: each collection path accepts the
+    // fieldValidation parameter, so kubectl leaves validation to the server (which admits every object).
+    const gvs = [...new Set(kinds.map((k) => (k.group ? `apis/${k.group}/${k.version}` : `api/${k.version}`)))];
+    if (path === '/openapi/v3') {
+      this.json(res, 200, { paths: Object.fromEntries(gvs.map((gv) => [gv, { serverRelativeURL: `/openapi/v3/${gv}?hash=${this.registry.all().length}` }])) });
+      return true;
+    }
+    const v3 = /^\/openapi\/v3\/(.+)$/.exec(path);
+    if (v3 && gvs.includes(v3[1]!)) {
+      const fieldValidation = { name: 'fieldValidation', in: 'query', schema: { type: 'string', uniqueItems: true } };
+      const paths: Json = {};
+      const schemas: Json = {};
+      for (const k of kinds.filter((k) => (k.group ? `apis/${k.group}/${k.version}` : `api/${k.version}`) === v3[1])) {
+        const base = `/${v3[1]}${k.namespaced ? '/namespaces/{namespace}' : ''}/${k.plural}`;
+        const gvk = [{ group: k.group, version: k.version, kind: k.kind }];
+        const op = (action: string) => ({ parameters: [fieldValidation], 'x-kubernetes-action': action, 'x-kubernetes-group-version-kind': gvk[0] });
+        paths[base] = { post: op('post') };
+        paths[`${base}/{name}`] = { put: op('put'), patch: op('patch') };
+        schemas[`${k.group || 'core'}.${k.version}.${k.kind}`] = { type: 'object', 'x-kubernetes-group-version-kind': gvk };
+      }
+      this.json(res, 200, { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.31.0' }, paths, components: { schemas } });
+      return true;
+    }
+    if (path === '/version') {
+      this.json(res, 200, { major: '1', minor: '31', gitVersion: 'v1.31.0-agentplane-double', platform: 'linux/amd64' });
+      return true;
+    }
+    return false;
   }
 
   // ---- responses ----
@@ -427,6 +625,16 @@ function canon(v: unknown): unknown {
 function canonNoMeta(o: Json): unknown {
   const { metadata: _m, status: _s, ...rest } = o;
   return canon(rest);
+}
+
+/** Field selectors the real server supports on every kind: metadata.name and metadata.namespace (= and !=). */
+export function fieldMatcher(selector: string): (obj: Json) => boolean {
+  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
+    const m = /^(metadata\.name|metadata\.namespace)(==|!=|=)(.*)$/.exec(t);
+    if (!m) throw new Error(`kube-apiserver double: unsupported field selector ${t}`);
+    return { field: m[1] === 'metadata.name' ? 'name' : 'namespace', neq: m[2] === '!=', value: m[3] };
+  });
+  return (obj) => terms.every(({ field, neq, value }) => (obj.metadata?.[field] === value) !== neq);
 }
 
 export function selectorMatcher(selector: string): (labels?: Json) => boolean {

@@ -2,61 +2,153 @@
 // validate requests and feed /openapi.json.
 import { z } from 'zod';
 import { deploymentPhaseSchema, revisionPhaseSchema } from '../../../resources/index.ts';
+import {
+  ENV_NAME,
+  MAX_ANNOTATIONS_BYTES,
+  MAX_SECRET_NAME,
+  MAX_SECRET_VALUE_BYTES,
+  MAX_SECRETS_BYTES,
+  controlCharProblem,
+  customUrlHost,
+  gitRefProblem,
+  hasNul,
+  imageUriProblem,
+  isDnsSubdomain,
+  labelKeyProblem,
+  labelValueProblem,
+  relativePathProblem,
+  repoUrlProblem,
+  utf8Bytes,
+} from '../../services/input-rules.ts';
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A zod check from a rule that returns a problem message (or undefined). */
+const rule =
+  (problem: (v: string) => string | undefined) =>
+  (v: string, ctx: z.RefinementCtx): void => {
+    const p = problem(v);
+    if (p) ctx.addIssue({ code: 'custom', message: p });
+  };
+
+const dnsName = (what: string) => rule((v) => (isDnsSubdomain(v) ? undefined : `must be a Kubernetes ${what} name (DNS subdomain)`));
+
+/**
+ * Label-like maps: every key a qualified name, every value a label value (labels, node_selector). Issues sit on the
+ * map and name the key in the message: keys may hold "/", which the 422 `loc` (split on "/") cannot carry.
+ */
+const labelMap = (what: string) =>
+  z.record(z.string(), z.string()).superRefine((m, ctx) => {
+    for (const [k, v] of Object.entries(m)) {
+      const keyProblem = labelKeyProblem(k);
+      if (keyProblem) ctx.addIssue({ code: 'custom', message: `${what} key ${keyProblem}` });
+      const valueProblem = labelValueProblem(v);
+      if (valueProblem) ctx.addIssue({ code: 'custom', message: `${what} "${k}": value ${valueProblem}` });
+    }
+  });
+
+const annotationMap = z.record(z.string(), z.string()).superRefine((m, ctx) => {
+  let total = 0;
+  for (const [k, v] of Object.entries(m)) {
+    const keyProblem = labelKeyProblem(k);
+    if (keyProblem) ctx.addIssue({ code: 'custom', message: `annotation key ${keyProblem}` });
+    total += utf8Bytes(k) + utf8Bytes(v);
+  }
+  if (total > MAX_ANNOTATIONS_BYTES) {
+    ctx.addIssue({ code: 'custom', message: `annotations must total at most ${MAX_ANNOTATIONS_BYTES} bytes (keys and values), got ${total}` });
+  }
+});
 
 export const ResourceSpecApi = z
   .object({
     min_scale: z.number().int().min(0).optional(),
     max_scale: z.number().int().min(0).optional(),
-    cpu: z.number().positive().optional(),
-    cpu_limit: z.number().positive().optional(),
+    /** CPU cores; Kubernetes counts in millicores, so 0.001 is the smallest amount. */
+    cpu: z.number().min(0.001).optional(),
+    cpu_limit: z.number().min(0.001).optional(),
     memory_mb: z.number().int().positive().optional(),
     memory_limit_mb: z.number().int().positive().optional(),
-    labels: z.record(z.string(), z.string()).optional(),
-    annotations: z.record(z.string(), z.string()).optional(),
-    service_account_name: z.string().optional(),
-    image_pull_secrets: z.array(z.string()).optional(),
-    node_selector: z.record(z.string(), z.string()).optional(),
+    labels: labelMap('label').optional(),
+    annotations: annotationMap.optional(),
+    service_account_name: z.string().superRefine(dnsName('ServiceAccount')).optional(),
+    image_pull_secrets: z.array(z.string().superRefine(dnsName('Secret'))).optional(),
+    node_selector: labelMap('node_selector').optional(),
   })
-  .refine((r) => r.min_scale === undefined || r.max_scale === undefined || r.min_scale <= r.max_scale, {
-    message: 'min_scale must not exceed max_scale',
-    path: ['max_scale'],
+  .superRefine((r, ctx) => {
+    const relation = (low: keyof typeof r, high: keyof typeof r) => {
+      const a = r[low];
+      const b = r[high];
+      if (typeof a === 'number' && typeof b === 'number' && a > b) {
+        ctx.addIssue({ code: 'custom', path: [high], message: `${low} (${a}) must not exceed ${high} (${b})` });
+      }
+    };
+    relation('min_scale', 'max_scale');
+    relation('cpu', 'cpu_limit');
+    relation('memory_mb', 'memory_limit_mb');
   });
 export type ResourceSpecApi = z.infer<typeof ResourceSpecApi>;
 
 export const SourceConfigIn = z.object({
   integration_id: z.string().nullable().optional(),
-  repo_url: z.string().min(1).nullable().optional(),
+  repo_url: z.string().min(1).max(2048).superRefine(rule(repoUrlProblem)).nullable().optional(),
   deployment_type: z.enum(['dev', 'prod']).optional(),
   build_on_push: z.boolean().optional(),
-  custom_url: z.string().nullable().optional(),
+  /** An http(s) URL or a bare host; its host must be free and under an allowed custom domain (checked by the service). */
+  custom_url: z
+    .string()
+    .max(2048)
+    .superRefine(rule((v) => {
+      const r = customUrlHost(v);
+      return 'problem' in r ? r.problem : undefined;
+    }))
+    .nullable()
+    .optional(),
   resource_spec: ResourceSpecApi.nullable().optional(),
   listener_id: z.string().nullable().optional(),
   listener_config: z.object({ k8s_namespace: z.string().optional() }).nullable().optional(),
   install_command: z.string().nullable().optional(),
   build_command: z.string().nullable().optional(),
+  /** api_key (default): callers of the agent need an API key of the workspace; public: anyone may call it. */
+  access_mode: z.enum(['api_key', 'public']).optional(),
 });
 export type SourceConfigIn = z.infer<typeof SourceConfigIn>;
 
 export const SourceRevisionConfigIn = z.object({
-  repo_ref: z.string().min(1).nullable().optional(),
-  graph_config_path: z.string().min(1).nullable().optional(),
+  repo_ref: z.string().min(1).superRefine(rule(gitRefProblem)).nullable().optional(),
+  graph_config_path: z.string().min(1).superRefine(rule(relativePathProblem)).nullable().optional(),
   /** Alias of graph_config_path used by the public API. */
-  langgraph_config_path: z.string().min(1).nullable().optional(),
-  image_uri: z.string().min(1).nullable().optional(),
+  langgraph_config_path: z.string().min(1).superRefine(rule(relativePathProblem)).nullable().optional(),
+  image_uri: z.string().min(1).superRefine(rule(imageUriProblem)).nullable().optional(),
 });
 export type SourceRevisionConfigIn = z.infer<typeof SourceRevisionConfigIn>;
 
-export const SecretIn = z.object({
-  name: z.string().regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)'),
-  value: z.string(),
-});
+const envName = z
+  .string()
+  .max(MAX_SECRET_NAME)
+  .regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)');
+
+export const SecretIn = z
+  .object({ name: envName, value: z.string() })
+  .superRefine((s, ctx) => {
+    if (hasNul(s.value)) {
+      ctx.addIssue({ code: 'custom', path: ['value'], message: `secret "${s.name}": the value must not contain NUL characters` });
+    }
+    const bytes = utf8Bytes(s.value);
+    if (bytes > MAX_SECRET_VALUE_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['value'],
+        message: `secret "${s.name}": the value is ${bytes} bytes, more than the ${MAX_SECRET_VALUE_BYTES} allowed`,
+      });
+    }
+  });
 
 export const SecretReferenceApi = z.object({
-  name: z.string().regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)'),
-  secret_name: z.string().min(1),
-  secret_key: z.string().min(1),
+  name: envName,
+  secret_name: z.string().min(1).superRefine(dnsName('Secret')),
+  secret_key: z
+    .string()
+    .min(1)
+    .max(253)
+    .regex(/^[-._a-zA-Z0-9]+$/, 'must be a Secret key (letters, digits, "-", "_", ".")'),
 });
 
 const uniqueNames = (list: { name: string }[] | undefined, ctx: z.RefinementCtx, field: string) => {
@@ -69,9 +161,50 @@ const uniqueNames = (list: { name: string }[] | undefined, ctx: z.RefinementCtx,
   });
 };
 
+/** Rules over the whole body: the secrets' total size, and no NUL in any string (commands included). */
+const bodyRules = (b: { secrets?: { name: string; value: string }[] }, ctx: z.RefinementCtx) => {
+  const refs = (b as { secret_references?: { name: string }[] }).secret_references;
+  uniqueNames(b.secrets, ctx, 'secrets');
+  uniqueNames(refs, ctx, 'secret_references');
+  // One environment: a variable comes from a value or from a reference, not both.
+  const valued = new Set(b.secrets?.map((s) => s.name));
+  refs?.forEach((r, i) => {
+    if (valued.has(r.name)) {
+      ctx.addIssue({ code: 'custom', path: ['secret_references', i, 'name'], message: `"${r.name}" is also in secrets: a variable comes from one place` });
+    }
+  });
+  let total = 0;
+  b.secrets?.forEach((s, i) => {
+    total += utf8Bytes(s.name) + utf8Bytes(s.value);
+    if (total > MAX_SECRETS_BYTES && total - utf8Bytes(s.name) - utf8Bytes(s.value) <= MAX_SECRETS_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['secrets', i, 'value'],
+        message: `secret "${s.name}" brings the secrets to more than ${MAX_SECRETS_BYTES} bytes in all`,
+      });
+    }
+  });
+  const walk = (v: unknown, path: (string | number)[]): void => {
+    if (typeof v === 'string') {
+      if (hasNul(v)) ctx.addIssue({ code: 'custom', path, message: 'must not contain NUL characters' });
+    } else if (Array.isArray(v)) {
+      v.forEach((x, i) => walk(x, [...path, i]));
+    } else if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        if (hasNul(k)) ctx.addIssue({ code: 'custom', path, message: 'keys must not contain NUL characters' });
+        // Secret values have their own rule (which names the secret).
+        if (!(path.length === 2 && path[0] === 'secrets' && k === 'value')) walk(x, [...path, k]);
+      }
+    }
+  };
+  walk(b, []);
+};
+
+const displayName = z.string().trim().min(1).max(255).superRefine(rule(controlCharProblem));
+
 export const DeploymentCreate = z
   .object({
-    name: z.string().trim().min(1).max(255),
+    name: displayName,
     source: z.enum(['github', 'external_docker']),
     source_config: SourceConfigIn.default({}),
     source_revision_config: SourceRevisionConfigIn.default({}),
@@ -101,24 +234,20 @@ export const DeploymentCreate = z
         message: 'must be false when repo_ref is a tag (refs/tags/...)',
       });
     }
-    uniqueNames(b.secrets, ctx, 'secrets');
-    uniqueNames(b.secret_references, ctx, 'secret_references');
+    bodyRules(b, ctx);
   });
 export type DeploymentCreate = z.infer<typeof DeploymentCreate>;
 
 export const DeploymentPatch = z
   .object({
-    name: z.string().trim().min(1).max(255).optional(),
+    name: displayName.optional(),
     source: z.enum(['github', 'external_docker']).optional(),
     source_config: SourceConfigIn.optional(),
     source_revision_config: SourceRevisionConfigIn.optional(),
     secrets: z.array(SecretIn).optional(),
     secret_references: z.array(SecretReferenceApi).optional(),
   })
-  .superRefine((b, ctx) => {
-    uniqueNames(b.secrets, ctx, 'secrets');
-    uniqueNames(b.secret_references, ctx, 'secret_references');
-  });
+  .superRefine((b, ctx) => bodyRules(b, ctx));
 export type DeploymentPatch = z.infer<typeof DeploymentPatch>;
 
 const ResourceSpecOut = z.object({
@@ -146,6 +275,7 @@ export const SourceConfigOut = z.object({
   listener_config: z.object({ k8s_namespace: z.string().optional() }).nullable(),
   install_command: z.string().nullable(),
   build_command: z.string().nullable(),
+  access_mode: z.enum(['api_key', 'public']),
 });
 
 export const SourceRevisionConfigOut = z.object({
@@ -165,7 +295,8 @@ export const Deployment = z.object({
   source_revision_config: SourceRevisionConfigOut,
   /** Names only: secret values are write-only. */
   secrets: z.array(z.object({ name: z.string() })),
-  secret_references: z.array(SecretReferenceApi),
+  /** Plain strings: records stored before the input rules must still render. */
+  secret_references: z.array(z.object({ name: z.string(), secret_name: z.string(), secret_key: z.string() })),
   status: deploymentPhaseSchema,
   latest_revision_id: z.string().nullable(),
   active_revision_id: z.string().nullable(),

@@ -1,17 +1,20 @@
 // Embedded store: one SQLite file (better-sqlite3, WAL). Every write is one transaction, so nothing is
 // half-written. resourceVersion is a single global counter; each change is also appended to a bounded change log,
 // which lets a watch resume from any recent resourceVersion (older ones answer 410, like the API server).
+// Secret values are encrypted at rest (secret-box.ts); names stay readable so listing them needs no key.
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { NotFoundError, ValidationError } from '../../../lib/errors.ts';
 import { canonicalJson, validateResource } from '../validate.ts';
+import { KEY_FILE, SecretKeyError, open as openSealed, readKeyFile, seal } from './secret-box.ts';
 import {
   AlreadyExistsError,
   ResourceExpiredError,
   claimObjectName,
+  type HostClaim,
   type NameClaim,
   type NameClaimOwner,
   StaleResourceVersionError,
@@ -35,6 +38,8 @@ export type EmbeddedStoreOptions = {
   historyLimit?: number;
   /** How often watchers look for changes written by other processes sharing the file. */
   pollMs?: number;
+  /** AES-256 key of secret values (AGENTPLANE_SECRET_KEY); without it `<dataDir>/secret.key`, made on first use. */
+  secretKey?: Buffer;
 };
 
 type Change = { rv: number; kind: Kind; namespace: string; type: WatchEventType; obj: AnyResource };
@@ -59,7 +64,15 @@ CREATE INDEX IF NOT EXISTS revision_logs_by_rev ON revision_logs (namespace, rev
 CREATE TABLE IF NOT EXISTS name_claims (namespace TEXT NOT NULL, claim TEXT NOT NULL, tenant TEXT NOT NULL,
   name TEXT NOT NULL, owner_name TEXT NOT NULL, owner_uid TEXT NOT NULL, PRIMARY KEY (namespace, claim));
 CREATE INDEX IF NOT EXISTS name_claims_by_owner ON name_claims (owner_uid);
+CREATE TABLE IF NOT EXISTS host_claims (namespace TEXT NOT NULL, host TEXT NOT NULL, owner_name TEXT NOT NULL,
+  owner_uid TEXT NOT NULL, PRIMARY KEY (namespace, host));
+CREATE INDEX IF NOT EXISTS host_claims_by_owner ON host_claims (owner_uid);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
+
+/** A value sealed with the store's key when the key is first used: tells a wrong key at once. */
+const KEY_CHECK = 'secret_key_check';
+const KEY_CHECK_TEXT = 'agentplane secret key check';
 
 export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore {
   let file = ':memory:';
@@ -70,8 +83,21 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('busy_timeout = 5000');
+  // Freed pages are zeroed, so a value rewritten as ciphertext leaves no plaintext behind in the file.
+  db.pragma('secure_delete = ON');
   db.exec(SCHEMA);
-  return new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000, opts.pollMs ?? 200);
+  // Secret rows written before encryption carry enc = 0 (plaintext JSON).
+  const columns = db.prepare('PRAGMA table_info(secrets)').all() as { name: string }[];
+  if (!columns.some((c) => c.name === 'enc')) db.exec('ALTER TABLE secrets ADD COLUMN enc INTEGER NOT NULL DEFAULT 0');
+  const keys = opts.dataDir === ':memory:' ? { given: opts.secretKey ?? randomBytes(32) } : { given: opts.secretKey, dir: opts.dataDir };
+  const store = new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000, opts.pollMs ?? 200, keys);
+  try {
+    store.prepareSecrets();
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return store;
 }
 
 class EmbeddedStore implements ControlPlaneStore {
@@ -80,11 +106,14 @@ class EmbeddedStore implements ControlPlaneStore {
   private published: number;
   private poller: NodeJS.Timeout | undefined;
 
+  private key: Buffer | undefined;
+
   constructor(
     private readonly db: Database.Database,
     readonly namespace: string,
     private readonly historyLimit: number,
     private readonly pollMs: number,
+    private readonly keys: { given?: Buffer; dir?: string },
   ) {
     this.events.setMaxListeners(0);
     this.published = this.currentRv();
@@ -284,22 +313,87 @@ class EmbeddedStore implements ControlPlaneStore {
     owner: { kind: Kind; name: string; uid: string },
     values: Record<string, string>,
   ): Promise<void> {
+    const key = this.secretKey();
+    const sealed = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(namespace, name, k))]));
     const res = this.db
-      .prepare('INSERT OR IGNORE INTO secrets (namespace, name, owner_uid, data) VALUES (?, ?, ?, ?)')
-      .run(namespace, name, owner.uid, JSON.stringify(values));
+      .prepare('INSERT OR IGNORE INTO secrets (namespace, name, owner_uid, data, enc) VALUES (?, ?, ?, ?, 1)')
+      .run(namespace, name, owner.uid, JSON.stringify(sealed));
     if (res.changes === 0) throw new AlreadyExistsError(`secret "${name}" already exists`);
   }
 
   async getSecrets(namespace: string, name: string): Promise<Record<string, string>> {
+    const row = this.db.prepare('SELECT data, enc FROM secrets WHERE namespace = ? AND name = ?').get(namespace, name) as
+      | { data: string; enc: number }
+      | undefined;
+    if (!row) throw new NotFoundError(`secret "${name}" not found`);
+    const data = JSON.parse(row.data) as Record<string, string>;
+    if (!row.enc) return data;
+    const key = this.secretKey();
+    try {
+      return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, openSealed(key, v, secretAad(namespace, name, k))]));
+    } catch (err) {
+      if (err instanceof SecretKeyError) throw new SecretKeyError(`cannot decrypt secret set "${name}": ${err.message}`);
+      throw err;
+    }
+  }
+
+  async secretNames(namespace: string, name: string): Promise<string[]> {
     const row = this.db.prepare('SELECT data FROM secrets WHERE namespace = ? AND name = ?').get(namespace, name) as
       | { data: string }
       | undefined;
     if (!row) throw new NotFoundError(`secret "${name}" not found`);
-    return JSON.parse(row.data) as Record<string, string>;
+    return Object.keys(JSON.parse(row.data) as Record<string, string>);
   }
 
-  async secretNames(namespace: string, name: string): Promise<string[]> {
-    return Object.keys(await this.getSecrets(namespace, name));
+  /**
+   * On open: checks the key against the stored key check (a wrong or missing key fails here, with a message saying
+   * which key is meant, instead of later) and encrypts rows written before encryption. Stores without secrets need
+   * no key yet.
+   */
+  prepareSecrets(): void {
+    const hasCheck = this.db.prepare('SELECT 1 FROM meta WHERE name = ?').get(KEY_CHECK) !== undefined;
+    const plaintext = this.db.prepare('SELECT namespace, name, data FROM secrets WHERE enc = 0').all() as { namespace: string; name: string; data: string }[];
+    if (!hasCheck && !plaintext.length) return;
+    const key = this.secretKey();
+    if (!plaintext.length) return;
+    this.write(() => {
+      const upd = this.db.prepare('UPDATE secrets SET data = ?, enc = 1 WHERE namespace = ? AND name = ? AND enc = 0');
+      for (const r of plaintext) {
+        const values = JSON.parse(r.data) as Record<string, string>;
+        const sealed = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(r.namespace, r.name, k))]));
+        upd.run(JSON.stringify(sealed), r.namespace, r.name);
+      }
+    });
+    // Move the rewritten pages into the main file and empty the WAL, which still holds the plaintext pages.
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
+  /** The key of secret values: given, or read (made on first use) from the key file; checked once per process. */
+  private secretKey(): Buffer {
+    if (this.key) return this.key;
+    const check = this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as { value: string } | undefined;
+    const file = this.keys.dir ? join(this.keys.dir, KEY_FILE) : undefined;
+    const key = this.keys.given ?? (this.keys.dir ? readKeyFile(this.keys.dir, !check) : undefined);
+    if (!key) {
+      throw new SecretKeyError(
+        `the secret values in this store are encrypted, but there is no key: set AGENTPLANE_SECRET_KEY (--secret-key) or restore ${file}`,
+      );
+    }
+    if (check) {
+      try {
+        openSealed(key, check.value, KEY_CHECK);
+      } catch {
+        const which = this.keys.given ? 'AGENTPLANE_SECRET_KEY (--secret-key)' : file;
+        throw new SecretKeyError(`${which} is not the key the secret values in this store were encrypted with`);
+      }
+    } else {
+      this.db.prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)').run(KEY_CHECK, seal(key, KEY_CHECK_TEXT, KEY_CHECK));
+      // Another process may have written its check first: ours must match it.
+      const stored = (this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as { value: string }).value;
+      openSealed(key, stored, KEY_CHECK);
+    }
+    this.key = key;
+    return key;
   }
 
   async deleteSecrets(namespace: string, name: string): Promise<void> {
@@ -322,6 +416,21 @@ class EmbeddedStore implements ControlPlaneStore {
     return { id: row.id, name: row.name, tenants: JSON.parse(row.tenants) as string[], createdAt: row.created_at };
   }
 
+  async listApiKeys(): Promise<(ApiKeyRecord & { hash: string })[]> {
+    const rows = this.db.prepare('SELECT * FROM api_keys ORDER BY created_at, id').all() as {
+      id: string;
+      hash: string;
+      name: string;
+      tenants: string;
+      created_at: string;
+    }[];
+    return rows.map((r) => ({ id: r.id, hash: r.hash, name: r.name, tenants: JSON.parse(r.tenants) as string[], createdAt: r.created_at }));
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM api_keys WHERE id = ?').run(id).changes > 0;
+  }
+
   // ---- deployment name claims: one row per (tenant, name); the primary key and an IMMEDIATE transaction make a
   // claim atomic across processes on the same file; removed with the owning deployment ----
 
@@ -332,14 +441,8 @@ class EmbeddedStore implements ControlPlaneStore {
         .prepare('SELECT owner_name, owner_uid FROM name_claims WHERE namespace = ? AND claim = ?')
         .get(namespace, claim) as { owner_name: string; owner_uid: string } | undefined;
       if (row?.owner_uid === owner.uid) return;
-      if (row) {
-        const dep = this.db
-          .prepare("SELECT json FROM objects WHERE kind = 'AgentDeployment' AND namespace = ? AND name = ?")
-          .get(namespace, row.owner_name) as { json: string } | undefined;
-        const holder = dep && (JSON.parse(dep.json) as AnyResource);
-        if (holder && holder.metadata.uid === row.owner_uid && !holder.metadata.deletionTimestamp) {
-          throw new AlreadyExistsError(`the name "${name}" is held by AgentDeployment "${row.owner_name}"`);
-        }
+      if (row && this.holds(namespace, row.owner_name, row.owner_uid)) {
+        throw new AlreadyExistsError(`the name "${name}" is held by AgentDeployment "${row.owner_name}"`);
       }
       // Free, or stale (its deployment is gone or being deleted): take it.
       this.db
@@ -359,6 +462,44 @@ class EmbeddedStore implements ControlPlaneStore {
       .prepare('SELECT tenant, name, owner_name, owner_uid FROM name_claims WHERE namespace = ? ORDER BY claim')
       .all(namespace) as { tenant: string; name: string; owner_name: string; owner_uid: string }[];
     return rows.map((r) => ({ tenant: r.tenant, name: r.name, owner: { name: r.owner_name, uid: r.owner_uid } }));
+  }
+
+  /** The deployment a claim names still exists (same uid) and is not being deleted. */
+  private holds(namespace: string, ownerName: string, ownerUid: string): boolean {
+    const dep = this.db
+      .prepare("SELECT json FROM objects WHERE kind = 'AgentDeployment' AND namespace = ? AND name = ?")
+      .get(namespace, ownerName) as { json: string } | undefined;
+    const holder = dep && (JSON.parse(dep.json) as AnyResource);
+    return Boolean(holder && holder.metadata.uid === ownerUid && !holder.metadata.deletionTimestamp);
+  }
+
+  // ---- custom host claims: like name claims, keyed by the host alone (every tenant shares them) ----
+
+  async claimHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
+    const key = host.toLowerCase();
+    this.write(() => {
+      const row = this.db
+        .prepare('SELECT owner_name, owner_uid FROM host_claims WHERE namespace = ? AND host = ?')
+        .get(namespace, key) as { owner_name: string; owner_uid: string } | undefined;
+      if (row?.owner_uid === owner.uid) return;
+      if (row && this.holds(namespace, row.owner_name, row.owner_uid)) {
+        throw new AlreadyExistsError(`the host "${key}" is held by AgentDeployment "${row.owner_name}"`);
+      }
+      this.db
+        .prepare('INSERT OR REPLACE INTO host_claims (namespace, host, owner_name, owner_uid) VALUES (?, ?, ?, ?)')
+        .run(namespace, key, owner.name, owner.uid);
+    });
+  }
+
+  async releaseHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
+    this.db.prepare('DELETE FROM host_claims WHERE namespace = ? AND host = ? AND owner_uid = ?').run(namespace, host.toLowerCase(), owner.uid);
+  }
+
+  async listHostClaims(namespace: string): Promise<HostClaim[]> {
+    const rows = this.db
+      .prepare('SELECT host, owner_name, owner_uid FROM host_claims WHERE namespace = ? ORDER BY host')
+      .all(namespace) as { host: string; owner_name: string; owner_uid: string }[];
+    return rows.map((r) => ({ host: r.host, owner: { name: r.owner_name, uid: r.owner_uid } }));
   }
 
   // ---- revision logs ----
@@ -508,6 +649,7 @@ class EmbeddedStore implements ControlPlaneStore {
     }
     this.db.prepare('DELETE FROM secrets WHERE owner_uid = ?').run(m.uid);
     this.db.prepare('DELETE FROM name_claims WHERE owner_uid = ?').run(m.uid);
+    this.db.prepare('DELETE FROM host_claims WHERE owner_uid = ?').run(m.uid);
     const dependents = this.db.prepare('SELECT kind, namespace, name FROM owners WHERE owner_uid = ?').all(m.uid) as {
       kind: Kind;
       namespace: string;
@@ -557,6 +699,11 @@ class EmbeddedStore implements ControlPlaneStore {
   private counter(name: string): number {
     return (this.db.prepare('SELECT value FROM counters WHERE name = ?').get(name) as { value: number }).value;
   }
+}
+
+/** Binds a ciphertext to its place, so it cannot be copied to another variable or set. */
+function secretAad(namespace: string, set: string, variable: string): string {
+  return JSON.stringify([namespace, set, variable]);
 }
 
 function notFound(kind: Kind, name: string): NotFoundError {

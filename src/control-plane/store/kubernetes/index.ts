@@ -4,12 +4,16 @@
 import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig, Watch, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
 import { NotFoundError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
-import { API_VERSION, GROUP, LABEL_DEPLOYMENT, VERSION } from '../../../resources/index.ts';
+import { API_VERSION, GROUP, LABEL_DEPLOYMENT, LABEL_TENANT, tenantKeysSecretName, VERSION } from '../../../resources/index.ts';
 import { validateResource } from '../validate.ts';
+import type { TenantKeySink } from '../../auth/key-publisher.ts';
 import {
   AlreadyExistsError,
   ResourceExpiredError,
   claimObjectName,
+  hostClaimObjectName,
+  type HostClaim,
+  type TenantReferences,
   type NameClaim,
   type NameClaimOwner,
   StaleResourceVersionError,
@@ -25,9 +29,16 @@ import {
 
 const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
 const LABEL_API_KEY = 'agentplane.dev/api-key';
+
+export { tenantKeysSecretName };
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
+/** Server-side end of one watch request, and the client's abort when nothing (not even a bookmark) arrives. */
+const WATCH_TIMEOUT_SECONDS = 300;
+const WATCH_IDLE_ABORT_MS = 150_000;
 /** On name-claim ConfigMaps: the AgentDeployment holding the name (its uid is in the ownerReference). */
 const LABEL_NAME_CLAIM_OF = 'agentplane.dev/name-claim-of';
+/** On custom-host claim ConfigMaps: the AgentDeployment holding the host. */
+const LABEL_HOST_CLAIM_OF = 'agentplane.dev/host-claim-of';
 /** Lines kept per revision and log type (a ConfigMap holds at most 1 MiB). */
 const MAX_LOG_LINES = 2_000;
 
@@ -107,6 +118,10 @@ class KubernetesStore implements ControlPlaneStore {
     this.custom = opts.kubeConfig.makeApiClient(CustomObjectsApi);
     this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
     this.watcher = new Watch(opts.kubeConfig);
+    // client-node aborts a watch after 30 s without data; a quiet store would then relist twice a minute. The server
+    // ends each watch after WATCH_TIMEOUT_SECONDS (and sends bookmarks meanwhile), so the idle abort only has to
+    // catch a dead connection. (`requestTimeoutMs` is not in client-node's typed surface; it is its only knob.)
+    (this.watcher as unknown as { requestTimeoutMs: number }).requestTimeoutMs = WATCH_IDLE_ABORT_MS;
     this.log = opts.logger.child({ component: 'kubernetes-store' });
   }
 
@@ -192,7 +207,7 @@ class KubernetesStore implements ControlPlaneStore {
     };
     const controller = await this.watcher.watch(
       path,
-      { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true },
+      { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
       (type: string, obj: unknown) => {
         if (stopped || failed) return;
         if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, obj as KindMap[K]);
@@ -279,26 +294,96 @@ class KubernetesStore implements ControlPlaneStore {
       if (err instanceof NotFoundError) return undefined;
       throw err;
     }
+    const key = this.keyFromSecret(s);
+    return key && key.hash === keyHash ? { id: key.id, name: key.name, tenants: key.tenants, createdAt: key.createdAt } : undefined;
+  }
+
+  private keyFromSecret(s: V1Secret): (ApiKeyRecord & { hash: string; secretName: string }) | undefined {
     const d = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
-    if (d.hash !== keyHash) return undefined;
-    return { id: d.id ?? '', name: d.name ?? '', tenants: JSON.parse(d.tenants ?? '[]') as string[], createdAt: d.createdAt ?? '' };
+    if (!d.hash || !s.metadata?.name) return undefined;
+    let tenants: string[] = [];
+    try {
+      tenants = JSON.parse(d.tenants ?? '[]') as string[];
+    } catch {
+      return undefined; // not one of ours
+    }
+    return { id: d.id ?? '', hash: d.hash, name: d.name ?? '', tenants, createdAt: d.createdAt ?? '', secretName: s.metadata.name };
+  }
+
+  private async keySecrets(): Promise<(ApiKeyRecord & { hash: string; secretName: string })[]> {
+    const list = await call(() => this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `${LABEL_API_KEY}=true` }));
+    return list.items
+      .map((s) => this.keyFromSecret(s))
+      .filter((k): k is NonNullable<typeof k> => k !== undefined && k.secretName === this.keySecretName(k.hash))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async listApiKeys(): Promise<(ApiKeyRecord & { hash: string })[]> {
+    return (await this.keySecrets()).map(({ secretName: _s, ...k }) => k);
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    const found = (await this.keySecrets()).find((k) => k.id === id);
+    if (!found) return false;
+    try {
+      await call(() => this.core.deleteNamespacedSecret({ namespace: this.namespace, name: found.secretName }));
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  // ---- per-tenant key hashes for the agents: a Secret each, mounted by agent pods (the kubelet refreshes it) ----
+
+  tenantKeySink(namespaceFor: (tenant: string) => string = () => this.namespace): TenantKeySink {
+    return {
+      write: async (tenant, hashes) => {
+        const name = tenantKeysSecretName(tenant);
+        const namespace = namespaceFor(tenant);
+        const data = { 'keys.json': b64(JSON.stringify({ hashes }) + '\n') };
+        const metadata = { name, namespace, labels: { [LABEL_TENANT]: tenant, 'app.kubernetes.io/managed-by': 'agentplane' } };
+        try {
+          await call(() => this.core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data } }));
+          return;
+        } catch (err) {
+          if (!(err instanceof AlreadyExistsError)) throw err;
+        }
+        const current = await call(() => this.core.readNamespacedSecret({ namespace, name }));
+        if (current.data?.['keys.json'] === data['keys.json']) return;
+        await call(() =>
+          this.core.replaceNamespacedSecret({
+            namespace,
+            name,
+            body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...metadata.labels } }, data },
+          }),
+        );
+      },
+    };
   }
 
   // ---- deployment name claims: a ConfigMap per (tenant, name), owned by the AgentDeployment holding it ----
   // ConfigMaps because the control plane's Role already manages them (revision logs): no new permission.
 
-  private claimBody(namespace: string, tenant: string, name: string, owner: NameClaimOwner, resourceVersion?: string): V1ConfigMap {
+  private claimBody(
+    namespace: string,
+    objectName: string,
+    labelKey: string,
+    data: Record<string, string>,
+    owner: NameClaimOwner,
+    resourceVersion?: string,
+  ): V1ConfigMap {
     return {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: {
-        name: claimObjectName(tenant, name),
+        name: objectName,
         namespace,
         resourceVersion,
-        labels: { [LABEL_NAME_CLAIM_OF]: owner.name },
+        labels: { [labelKey]: owner.name },
         ownerReferences: [{ apiVersion: API_VERSION, kind: 'AgentDeployment', name: owner.name, uid: owner.uid }],
       },
-      data: { tenant, name },
+      data,
     };
   }
 
@@ -313,11 +398,11 @@ class KubernetesStore implements ControlPlaneStore {
     }
   }
 
-  async claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
-    const objectName = claimObjectName(tenant, name);
+  /** Creates the claim ConfigMap `objectName` for `owner`, or takes over a stale one (see NameClaimStore). */
+  private async claim(namespace: string, objectName: string, labelKey: string, data: Record<string, string>, owner: NameClaimOwner, what: string) {
     for (let attempt = 0; attempt < 10; attempt++) {
       try {
-        await call(() => this.core.createNamespacedConfigMap({ namespace, body: this.claimBody(namespace, tenant, name, owner) }));
+        await call(() => this.core.createNamespacedConfigMap({ namespace, body: this.claimBody(namespace, objectName, labelKey, data, owner) }));
         return;
       } catch (err) {
         if (!(err instanceof AlreadyExistsError)) throw err;
@@ -332,7 +417,7 @@ class KubernetesStore implements ControlPlaneStore {
       const holder = cur.metadata?.ownerReferences?.find((o) => o.kind === 'AgentDeployment');
       if (holder?.uid === owner.uid) return;
       if (holder && (await this.holds(namespace, holder))) {
-        throw new AlreadyExistsError(`the name "${name}" is held by AgentDeployment "${holder.name}"`);
+        throw new AlreadyExistsError(`${what} is held by AgentDeployment "${holder.name}"`);
       }
       // Stale (its deployment is gone or being deleted; garbage collection may lag): take it over, but only if
       // nobody changed it since it was read. Of two processes doing this at once, one gets 409 and looks again.
@@ -341,20 +426,20 @@ class KubernetesStore implements ControlPlaneStore {
           this.core.replaceNamespacedConfigMap({
             namespace,
             name: objectName,
-            body: this.claimBody(namespace, tenant, name, owner, cur.metadata!.resourceVersion),
+            body: this.claimBody(namespace, objectName, labelKey, data, owner, cur.metadata!.resourceVersion),
           }),
         );
-        this.log.info({ tenant, name, from: holder?.name, to: owner.name }, 'took over a stale name claim');
+        this.log.info({ claim: objectName, from: holder?.name, to: owner.name }, 'took over a stale claim');
         return;
       } catch (err) {
         if (!(err instanceof StaleResourceVersionError || err instanceof NotFoundError)) throw err;
       }
     }
-    throw new AlreadyExistsError(`the name "${name}" is contended; try again`);
+    throw new AlreadyExistsError(`${what} is contended; try again`);
   }
 
-  async releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
-    const objectName = claimObjectName(tenant, name);
+  /** Deletes the claim ConfigMap if `owner` holds it, never one another deployment took over meanwhile. */
+  private async release(namespace: string, objectName: string, owner: NameClaimOwner): Promise<void> {
     let cm: V1ConfigMap;
     try {
       cm = await call(() => this.core.readNamespacedConfigMap({ namespace, name: objectName }));
@@ -365,7 +450,6 @@ class KubernetesStore implements ControlPlaneStore {
     const m = cm.metadata!;
     if (!m.ownerReferences?.some((o) => o.uid === owner.uid)) return;
     try {
-      // Preconditions: never delete a claim another deployment took over since it was read.
       await call(() =>
         this.core.deleteNamespacedConfigMap({ namespace, name: objectName, body: { preconditions: { uid: m.uid, resourceVersion: m.resourceVersion } } }),
       );
@@ -374,12 +458,62 @@ class KubernetesStore implements ControlPlaneStore {
     }
   }
 
+  async claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    await this.claim(namespace, claimObjectName(tenant, name), LABEL_NAME_CLAIM_OF, { tenant, name }, owner, `the name "${name}"`);
+  }
+
+  async releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
+    await this.release(namespace, claimObjectName(tenant, name), owner);
+  }
+
   async listNameClaims(namespace: string): Promise<NameClaim[]> {
     const res = await call(() => this.core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_NAME_CLAIM_OF }));
     return res.items.map((cm) => {
       const o = cm.metadata?.ownerReferences?.find((r) => r.kind === 'AgentDeployment');
       return { tenant: cm.data?.tenant ?? '', name: cm.data?.name ?? '', owner: { name: o?.name ?? '', uid: o?.uid ?? '' } };
     });
+  }
+
+  // ---- custom host claims: a ConfigMap per host, like name claims but shared by every tenant ----
+
+  async claimHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
+    const key = host.toLowerCase();
+    await this.claim(namespace, hostClaimObjectName(key), LABEL_HOST_CLAIM_OF, { host: key }, owner, `the host "${key}"`);
+  }
+
+  async releaseHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
+    await this.release(namespace, hostClaimObjectName(host), owner);
+  }
+
+  async listHostClaims(namespace: string): Promise<HostClaim[]> {
+    const res = await call(() => this.core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_HOST_CLAIM_OF }));
+    return res.items.map((cm) => {
+      const o = cm.metadata?.ownerReferences?.find((r) => r.kind === 'AgentDeployment');
+      return { host: cm.data?.host ?? '', owner: { name: o?.name ?? '', uid: o?.uid ?? '' } };
+    });
+  }
+
+  // ---- references to cluster objects: only those labelled with the tenant ----
+
+  async checkTenantReferences(namespace: string, tenant: string, refs: TenantReferences) {
+    const refused: { kind: 'ServiceAccount' | 'Secret'; name: string }[] = [];
+    const labelled = async (kind: 'ServiceAccount' | 'Secret', name: string) => {
+      try {
+        const obj =
+          kind === 'Secret'
+            ? await call(() => this.core.readNamespacedSecret({ namespace, name }))
+            : await call(() => this.core.readNamespacedServiceAccount({ namespace, name }));
+        if (obj.metadata?.labels?.[LABEL_TENANT] !== tenant) refused.push({ kind, name });
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+        refused.push({ kind, name });
+      }
+    };
+    await Promise.all([
+      ...[...new Set(refs.serviceAccounts)].map((n) => labelled('ServiceAccount', n)),
+      ...[...new Set(refs.secrets)].map((n) => labelled('Secret', n)),
+    ]);
+    return refused;
   }
 
   // ---- revision logs: a ConfigMap per revision and type, owned by the revision, newest MAX_LOG_LINES kept ----

@@ -51,6 +51,8 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       revision: rev.metadata.name,
       graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
       env,
+      tenantId: dep.spec.tenantId,
+      access: rev.spec.sourceConfig.accessMode ?? 'api_key',
       proven: phaseOf(rev) === 'DEPLOYED',
     };
   };

@@ -1,6 +1,13 @@
-// The build Job of a source revision: an init container clones the repository at repo_ref and writes the
-// generated Dockerfile; BuildKit (rootless, daemonless) builds and pushes it. The build container's termination
-// message carries {"commit","digest"}, which the operator reads from the Pod's status after the Job succeeds.
+// The build Job of a source revision, in three steps that share emptyDirs:
+//   clone (init): clones the repository at repo_ref and writes the generated Dockerfile;
+//   build (init): rootless, daemonless BuildKit builds the image into an OCI layout on an emptyDir, with no
+//     registry credential (only an optional pull-only one): the Dockerfile's RUN steps execute here, and with
+//     --oci-worker-no-process-sandbox they share this container's PID namespace, so anything this container holds
+//     (files, environment, memory of buildctl) must be assumed readable by the repository's code;
+//   push: skopeo copies the layout to the registry. Only this container mounts the push secret, and it starts after
+//     the build container has exited, so no process of the build is alive while the credential is mounted.
+// The push container's termination message carries {"commit","digest"}, read from the Pod's status after the Job
+// succeeds.
 import type { V1Job } from '@kubernetes/client-node';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { agentDockerfile, safeConfigPath } from './dockerfile.ts';
@@ -18,6 +25,9 @@ export type BuildInput = {
 
 export const BUILD_CONTAINER = 'build';
 export const CLONE_CONTAINER = 'clone';
+export const PUSH_CONTAINER = 'push';
+/** Where the push credential is mounted, in the push container only. */
+export const PUSH_AUTH_DIR = '/var/run/agentplane/push';
 
 export function buildJobName(revision: string): string {
   return `${revision}-build`;
@@ -28,9 +38,28 @@ export function imageRepository(config: KubernetesRuntimeConfig, target: Target)
   return `${config.registry.replace(/\/+$/, '')}/${target.name}`;
 }
 
+/** Where the git credentials Secret is mounted, in the clone container only. */
+export const GIT_CREDENTIALS_DIR = '/var/run/agentplane/git';
+
+// Credentials reach git from files only: a token through a GIT_ASKPASS helper (never in the URL, the environment
+// or the command line, so never in a log), an SSH key through GIT_SSH_COMMAND with the given known_hosts.
+export const GIT_AUTH_SCRIPT = `dir="\${GIT_CREDENTIALS_DIR:-}"
+if [ -n "$dir" ] && [ -f "$dir/password" ]; then
+  askpass="\${TMPDIR:-/tmp}/agentplane-askpass"
+  printf '#!/bin/sh\\ncase "$1" in Username*) if [ -f "%s/username" ]; then cat "%s/username"; else echo git; fi ;; *) cat "%s/password" ;; esac\\n' "$dir" "$dir" "$dir" > "$askpass"
+  chmod 700 "$askpass"
+  export GIT_ASKPASS="$askpass"
+fi
+if [ -n "$dir" ] && [ -f "$dir/ssh-privatekey" ]; then
+  key="\${TMPDIR:-/tmp}/agentplane-ssh-key"
+  cp "$dir/ssh-privatekey" "$key" && chmod 600 "$key"
+  export GIT_SSH_COMMAND="ssh -i $key -o IdentitiesOnly=yes -o UserKnownHostsFile=$dir/known_hosts -o StrictHostKeyChecking=yes"
+fi
+`;
+
 // Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime.
 const CLONE_SCRIPT = `set -eu
-git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
+${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
 cd /workspace/src
 sha=""
 for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
@@ -51,10 +80,18 @@ buildctl-daemonless.sh build \\
   --frontend dockerfile.v0 \\
   --local context=/workspace/src \\
   --local dockerfile=/workspace \\
-  --output "type=image,name=$IMAGE,push=true" \\
-  --metadata-file /workspace/metadata.json
-digest=$(sed -n 's/.*"containerimage.digest": *"\\([^"]*\\)".*/\\1/p' /workspace/metadata.json | head -n 1)
-if [ -z "$digest" ]; then echo "buildkit reported no image digest" >&2; exit 1; fi
+  --output "type=oci,dest=/image/layout,tar=false,name=$IMAGE"
+echo "built $IMAGE"
+`;
+
+// --preserve-digests: the digest pushed is the one BuildKit computed, or the copy fails; --all: an index (say with
+// attestations) is pushed whole rather than narrowed to one platform, which would change its digest.
+const PUSH_SCRIPT = `set -eu
+skopeo copy --quiet --all --preserve-digests --digestfile /tmp/digest \\
+  \${REGISTRY_AUTH_FILE:+--authfile "$REGISTRY_AUTH_FILE"} \\
+  oci:/image/layout "docker://$IMAGE"
+digest=$(cat /tmp/digest)
+case "$digest" in sha256:*) ;; *) echo "skopeo reported no image digest" >&2; exit 1 ;; esac
 printf '{"commit":"%s","digest":"%s"}' "$(cat /workspace/commit)" "$digest" > /dev/termination-log
 echo "pushed $IMAGE@$digest"
 `;
@@ -70,6 +107,8 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
   const revisionLabel = { [LABEL_REVISION]: build.revision };
   const meta = childMeta(target, buildJobName(build.revision), 'build', revisionLabel);
   const image = `${imageRepository(config, target)}:${build.revision}`;
+  const resources = { requests: { ...config.buildResources.requests }, limits: { ...config.buildResources.limits } };
+  const restricted = { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } };
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -79,10 +118,18 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
       backoffLimit: 0,
       activeDeadlineSeconds: config.buildTimeoutSeconds,
       template: {
-        metadata: { labels: meta.labels },
+        metadata: {
+          labels: meta.labels,
+          // Servers before Kubernetes 1.30 drop securityContext.appArmorProfile and read only this annotation (1.30+
+          // accept both when they agree).
+          annotations: { [`container.apparmor.security.beta.kubernetes.io/${BUILD_CONTAINER}`]: 'unconfined' },
+        },
         spec: {
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
+          // The clone, build and push images may live in a private registry (the build's own pull secret is for
+          // BuildKit's base-image pulls, not the kubelet's).
+          ...(config.imagePullSecrets.length ? { imagePullSecrets: [...new Set(config.imagePullSecrets)].map((name) => ({ name })) } : {}),
           securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
           initContainers: [
             {
@@ -96,12 +143,15 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 { name: 'DOCKERFILE', value: dockerfile },
                 { name: 'GIT_TERMINAL_PROMPT', value: '0' },
                 { name: 'HOME', value: '/tmp' },
+                ...(config.gitCredentialsSecretName ? [{ name: 'GIT_CREDENTIALS_DIR', value: GIT_CREDENTIALS_DIR }] : []),
               ],
-              volumeMounts: [{ name: 'workspace', mountPath: '/workspace' }],
-              securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true },
+              resources,
+              volumeMounts: [
+                { name: 'workspace', mountPath: '/workspace' },
+                ...(config.gitCredentialsSecretName ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }] : []),
+              ],
+              securityContext: restricted,
             },
-          ],
-          containers: [
             {
               name: BUILD_CONTAINER,
               image: config.buildImage,
@@ -110,10 +160,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 { name: 'IMAGE', value: image },
                 // Rootless BuildKit inside an unprivileged pod cannot create a process sandbox.
                 { name: 'BUILDKITD_FLAGS', value: '--oci-worker-no-process-sandbox' },
-                ...(config.pushSecretName ? [{ name: 'DOCKER_CONFIG', value: '/home/user/.docker' }] : []),
+                ...(config.buildPullSecretName ? [{ name: 'DOCKER_CONFIG', value: '/home/user/.docker' }] : []),
               ],
-              terminationMessagePath: '/dev/termination-log',
-              terminationMessagePolicy: 'File',
+              resources,
               securityContext: {
                 runAsUser: 1000,
                 runAsGroup: 1000,
@@ -122,25 +171,43 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 appArmorProfile: { type: 'Unconfined' },
               },
               volumeMounts: [
-                { name: 'workspace', mountPath: '/workspace' },
+                // The checkout is input only: the build cannot change the commit the push step reports.
+                { name: 'workspace', mountPath: '/workspace', readOnly: true },
+                { name: 'image', mountPath: '/image' },
                 { name: 'buildkitd', mountPath: '/home/user/.local/share/buildkit' },
-                ...(config.pushSecretName
-                  ? [{ name: 'push-secret', mountPath: '/home/user/.docker', readOnly: true }]
-                  : []),
+                ...(config.buildPullSecretName ? [{ name: 'pull-secret', mountPath: '/home/user/.docker', readOnly: true }] : []),
+              ],
+            },
+          ],
+          containers: [
+            {
+              name: PUSH_CONTAINER,
+              image: config.pushImage,
+              command: ['sh', '-c', PUSH_SCRIPT],
+              env: [
+                { name: 'IMAGE', value: image },
+                { name: 'HOME', value: '/tmp' },
+                ...(config.pushSecretName ? [{ name: 'REGISTRY_AUTH_FILE', value: `${PUSH_AUTH_DIR}/config.json` }] : []),
+              ],
+              terminationMessagePath: '/dev/termination-log',
+              terminationMessagePolicy: 'File',
+              resources,
+              securityContext: restricted,
+              volumeMounts: [
+                { name: 'workspace', mountPath: '/workspace', readOnly: true },
+                { name: 'image', mountPath: '/image', readOnly: true },
+                ...(config.pushSecretName ? [{ name: 'push-secret', mountPath: PUSH_AUTH_DIR, readOnly: true }] : []),
               ],
             },
           ],
           volumes: [
-            { name: 'workspace', emptyDir: {} },
-            { name: 'buildkitd', emptyDir: {} },
-            ...(config.pushSecretName
-              ? [
-                  {
-                    name: 'push-secret',
-                    secret: { secretName: config.pushSecretName, items: [{ key: '.dockerconfigjson', path: 'config.json' }] },
-                  },
-                ]
-              : []),
+            { name: 'workspace', emptyDir: { sizeLimit: config.buildWorkspaceSize } },
+            { name: 'image', emptyDir: { sizeLimit: config.buildWorkspaceSize } },
+            { name: 'buildkitd', emptyDir: { sizeLimit: config.buildCacheSize } },
+            ...(config.buildPullSecretName ? [dockerConfigVolume('pull-secret', config.buildPullSecretName)] : []),
+            ...(config.pushSecretName ? [dockerConfigVolume('push-secret', config.pushSecretName)] : []),
+            // 0440 with the pod's fsGroup: readable by the clone step's user only through its group.
+            ...(config.gitCredentialsSecretName ? [{ name: 'git-credentials', secret: { secretName: config.gitCredentialsSecretName, defaultMode: 0o440 } }] : []),
           ],
         },
       },
@@ -148,7 +215,11 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
   };
 }
 
-/** Parses the build container's termination message; undefined when it is missing or malformed. */
+function dockerConfigVolume(name: string, secretName: string) {
+  return { name, secret: { secretName, items: [{ key: '.dockerconfigjson', path: 'config.json' }] } };
+}
+
+/** Parses the push container's termination message; undefined when it is missing or malformed. */
 export function parseBuildResult(message: string | undefined): { commit: string; digest: string } | undefined {
   if (!message) return undefined;
   try {

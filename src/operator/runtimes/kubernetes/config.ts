@@ -1,13 +1,42 @@
 // Settings of the Kubernetes runtime, parsed once by the operator command (flags/env, filled from Helm values).
 import { z } from 'zod';
 
+/** RFC 1918 private ranges and link-local (cloud metadata at 169.254.169.254). */
+export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] as const;
+
+const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity (e.g. 500m, 2Gi)');
+const cidr = z.string().regex(/^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$|^[0-9a-fA-F:]+\/[0-9]{1,3}$/, 'must be a CIDR');
+
 export const kubernetesRuntimeConfigSchema = z.object({
   /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
   registry: z.string().default(''),
   /** Secret of type kubernetes.io/dockerconfigjson in the agent namespace, used by BuildKit to push. */
   pushSecretName: z.string().min(1).optional(),
+  /**
+   * Secret of type kubernetes.io/dockerconfigjson the BuildKit step may use to pull base images. Unlike the push
+   * secret it is visible to the Dockerfile's RUN steps, so it must only grant reads.
+   */
+  buildPullSecretName: z.string().min(1).optional(),
+  /**
+   * Secret (in the operator's namespace) the clone step authenticates to git with: `username` + `password` (an
+   * HTTPS token, given to git through GIT_ASKPASS) and/or `ssh-privatekey` + `known_hosts` (SSH URLs). Every
+   * tenant's builds may use it, so it should only read repositories all of them may build.
+   */
+  gitCredentialsSecretName: z.string().min(1).optional(),
   /** BuildKit rootless image (runs buildctl-daemonless.sh). */
   buildImage: z.string().min(1).default('moby/buildkit:v0.16.0-rootless'),
+  /** Image of the push step (skopeo: copies the OCI layout BuildKit wrote to the registry). */
+  pushImage: z.string().min(1).default('quay.io/skopeo/stable:v1.16.1'),
+  /** Requests and limits of every build container (Kubernetes quantities). */
+  buildResources: z
+    .object({
+      requests: z.object({ cpu: quantity, memory: quantity }),
+      limits: z.object({ cpu: quantity, memory: quantity }),
+    })
+    .default({ requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '4Gi' } }),
+  /** sizeLimit of the build pod's emptyDirs: the checkout plus the OCI image, and BuildKit's state. */
+  buildWorkspaceSize: quantity.default('4Gi'),
+  buildCacheSize: quantity.default('10Gi'),
   /** Image with sh and git for the clone init container (the agentplane image has both). */
   gitImage: z.string().min(1),
   /** Image the generated agent Dockerfiles build FROM (the agentplane image). */
@@ -16,14 +45,76 @@ export const kubernetesRuntimeConfigSchema = z.object({
   buildTimeoutSeconds: z.number().int().positive().default(1800),
   /** Seconds a rollout may make no progress before it counts as failed. */
   progressDeadlineSeconds: z.number().int().positive().default(600),
+  /**
+   * Restarts after which a crash-looping agent pod fails its revision before the progress deadline: the first few
+   * are expected while a new Postgres provisions its volume and runs initdb.
+   */
+  crashLoopRestarts: z.number().int().positive().default(5),
+  /**
+   * Cluster DNS suffix after `<service>.<namespace>.svc` (e.g. `cluster.local`); empty: the short form, which every
+   * cluster's resolver search path completes.
+   */
+  clusterDomain: z.string().regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name').default(''),
+  /** dockerconfigjson Secrets (in the pods' namespace) agent and build pods pull their images with. */
+  imagePullSecrets: z.array(z.string().min(1)).default([]),
   ingress: z
     .object({
       className: z.string().min(1).optional(),
       /** Deployments without a custom_url are served at `<deployment name>.<baseDomain>`. */
       baseDomain: z.string().min(1).optional(),
       tlsSecretName: z.string().min(1).optional(),
+      /**
+       * Domain suffixes a custom_url host may end with (`bots.example.com` allows `x.bots.example.com`, not the
+       * suffix itself). Empty: custom_url is refused and deployments are served at `<name>.<baseDomain>` only.
+       */
+      allowedCustomDomains: z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name')).default([]),
     })
-    .default({}),
+    .default({ allowedCustomDomains: [] }),
+  /** Upper bounds on resource_spec (the control plane refuses the same values with 422). */
+  limits: z
+    .object({
+      maxScale: z.number().int().positive().default(10),
+      maxCpu: z.number().positive().default(4),
+      maxMemoryMb: z.number().int().positive().default(8192),
+    })
+    .default({ maxScale: 10, maxCpu: 4, maxMemoryMb: 8192 }),
+  networkPolicy: z
+    .object({
+      /** Give every agent deployment (and its Postgres) a default-deny NetworkPolicy. */
+      enabled: z.boolean().default(true),
+      /** Namespaces (by label) whose pods may call agent servers: the ingress controller's. */
+      ingressNamespaceSelector: z.record(z.string(), z.string()).default({ 'kubernetes.io/metadata.name': 'ingress-nginx' }),
+      /** Agents may reach the internet except these ranges (the cluster, private networks, cloud metadata). */
+      agentEgressExceptCidrs: z.array(cidr).default([...PRIVATE_RANGES]),
+      /**
+       * Build pods (which run the repository's RUN steps) may reach anything but these: by default only cloud
+       * metadata, since registries and git servers are often on private addresses.
+       */
+      buildEgressExceptCidrs: z.array(cidr).default(['169.254.0.0/16']),
+    })
+    .default({
+      enabled: true,
+      ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'ingress-nginx' },
+      agentEgressExceptCidrs: [...PRIVATE_RANGES],
+      buildEgressExceptCidrs: ['169.254.0.0/16'],
+    }),
+  /**
+   * Run each tenant's agents in a namespace of its own (`<prefix><tenant>`, created by the operator) instead of the
+   * namespace of the AgentDeployments.
+   */
+  tenantNamespaces: z
+    .object({
+      enabled: z.boolean().default(false),
+      prefix: z.string().regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes name').max(40).default('agentplane-t-'),
+      /**
+       * The control plane's ServiceAccount, bound in each tenant namespace to `keysRole` so it can keep the
+       * tenant's keys Secret there.
+       */
+      keysWriter: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
+      /** ClusterRole (Secrets only) the keys writer is bound to. */
+      keysRole: z.string().min(1).optional(),
+    })
+    .default({ enabled: false, prefix: 'agentplane-t-' }),
   postgres: z
     .object({
       /**
@@ -48,3 +139,8 @@ export const kubernetesRuntimeConfigSchema = z.object({
 });
 export type KubernetesRuntimeConfig = z.infer<typeof kubernetesRuntimeConfigSchema>;
 export type KubernetesRuntimeConfigInput = z.input<typeof kubernetesRuntimeConfigSchema>;
+
+/** DNS name of a Service: `<service>.<namespace>.svc`, plus the cluster domain when one is configured. */
+export function serviceHost(service: string, namespace: string, config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>): string {
+  return `${service}.${namespace}.svc${config.clusterDomain ? `.${config.clusterDomain}` : ''}`;
+}

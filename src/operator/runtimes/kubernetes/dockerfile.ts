@@ -27,10 +27,13 @@ function oneLine(label: string, command: string): string {
 }
 
 // Same rule as the local runtime: install in the graph config's folder when it is a package, else at the root.
+// The base image sets NODE_ENV=production, which would leave out devDependencies a build_command needs (tsc):
+// they are installed for the build and pruned after it.
 const DEFAULT_INSTALL =
-  'if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; ' +
-  'elif [ -f package.json ]; then npm install --no-audit --no-fund; ' +
+  'if [ -f package-lock.json ]; then npm ci --include=dev --no-audit --no-fund; ' +
+  'elif [ -f package.json ]; then npm install --include=dev --no-audit --no-fund; ' +
   'else echo "no package.json: skipping install"; fi';
+const PRUNE_DEV = 'if [ -f package.json ]; then npm prune --omit=dev --no-audit --no-fund; fi';
 
 export function agentDockerfile(spec: AgentDockerfileSpec): string {
   const config = safeConfigPath(spec.graphConfigPath);
@@ -47,7 +50,9 @@ export function agentDockerfile(spec: AgentDockerfileSpec): string {
     'ENV npm_config_update_notifier=false',
     `RUN ${cd} && ${spec.installCommand ? oneLine('install_command', spec.installCommand) : DEFAULT_INSTALL}`,
     ...(spec.buildCommand ? [`RUN ${cd} && ${oneLine('build_command', spec.buildCommand)}`] : []),
-    `ENV LANGGRAPH_CONFIG=${JSON.stringify(`${APP_DIR}/${config}`)} HOST=0.0.0.0 PORT=8000`,
+    // A custom install_command may not be npm's: its output is left as it made it.
+    ...(spec.installCommand ? [] : [`RUN ${cd} && ${PRUNE_DEV}`]),
+    `ENV AGENTPLANE_GRAPH_CONFIG=${JSON.stringify(`${APP_DIR}/${config}`)} HOST=0.0.0.0 PORT=8000`,
     'EXPOSE 8000',
     'CMD ["agent-server"]',
     '',

@@ -9,12 +9,15 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   NetworkingV1Api,
+  RbacAuthorizationV1Api,
   type KubeConfig,
   type V1Deployment,
   type V1Ingress,
   type V1Job,
+  type V1NetworkPolicy,
   type V1Pod,
   type V1ReplicaSet,
+  type V1RoleBinding,
   type V1Secret,
   type V1Service,
   type V1StatefulSet,
@@ -25,11 +28,14 @@ import { GROUP, VERSION, LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeploymen
 import { Informer, type KubeObject } from '../../runtime/informer.ts';
 import type { BuildSpec, BuildStatus, RevisionLogSink, RevisionRef, Runtime, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus, type ObjectOps } from './apply.ts';
-import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob } from './build-job.ts';
-import type { KubernetesRuntimeConfig } from './config.ts';
+import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob, PUSH_CONTAINER } from './build-job.ts';
+import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
 import { LABEL_INSTANCE, LABEL_REVISION, type Target } from './labels.ts';
+import { makeKeysWriterBinding, makeTenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
 import { childListWatch } from './list-watch.ts';
+import { makeAgentNetworkPolicy, makeBuildNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { buildStatusOf, rolloutStatusOf } from './observe.ts';
+import { boundsViolation, hostOwner, secretReferenceViolation, verifyServiceAccount, type VerifiedServiceAccount } from './policy.ts';
 import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from './postgres.ts';
 import {
   ANNOTATION_URL,
@@ -45,10 +51,33 @@ import {
 } from './server.ts';
 
 export { kubernetesRuntimeConfigSchema, type KubernetesRuntimeConfig } from './config.ts';
+export { tenantKeysSecretName } from './labels.ts';
+export { tenantNamespaceName } from './tenant-namespace.ts';
 
 const ANNOTATION_IMAGE = 'agentplane.dev/image';
 const ANNOTATION_COMMIT = 'agentplane.dev/commit';
 const ANNOTATION_LOGGED = 'agentplane.dev/logs-collected';
+// Revision logs live in a ConfigMap, which the API server refuses over 1 MiB: at most this much of each build
+// container's log is kept (its end, where failures are), and no line longer than LOG_LINE_BYTES.
+const LOG_FETCH_BYTES = 4 * 1024 * 1024;
+const LOG_CONTAINER_BYTES = 192 * 1024;
+const LOG_LINE_BYTES = 4 * 1024;
+
+/** The last lines of a log within `maxBytes` (UTF-8), each cut to LOG_LINE_BYTES; says how much was left out. */
+export function capLog(lines: string[], maxBytes: number): string[] {
+  const cut = lines.map((l) => (Buffer.byteLength(l) > LOG_LINE_BYTES ? `${Buffer.from(l).subarray(0, LOG_LINE_BYTES).toString('utf8').replace(/\uFFFD$/, '')}… (line cut)` : l));
+  const kept: string[] = [];
+  let bytes = 0;
+  for (let i = cut.length - 1; i >= 0; i--) {
+    bytes += Buffer.byteLength(cut[i]!) + 1;
+    if (bytes > maxBytes) {
+      kept.unshift(`… ${i + 1} earlier line(s) left out`);
+      break;
+    }
+    kept.unshift(cut[i]!);
+  }
+  return kept;
+}
 const MANAGED = 'app.kubernetes.io/managed-by=agentplane-operator';
 
 type Obj<T> = T & KubeObject;
@@ -75,6 +104,7 @@ export class KubernetesRuntime implements Runtime {
   private readonly replicaSets: Informer<Obj<V1ReplicaSet>>;
   private readonly pods: Informer<Obj<V1Pod>>;
   private readonly urls = new Map<string, string>();
+  private readonly locks = new Map<string, Promise<void>>();
   private notify: (ref: RevisionRef) => void = () => {};
   private readonly log: Logger;
   private readonly ops: {
@@ -85,11 +115,15 @@ export class KubernetesRuntime implements Runtime {
     secret: ObjectOps<V1Secret>;
     ingress: ObjectOps<V1Ingress>;
     autoscaler: ObjectOps<V2HorizontalPodAutoscaler>;
+    networkPolicy: ObjectOps<V1NetworkPolicy>;
+    roleBinding: ObjectOps<V1RoleBinding>;
   };
   private readonly autoscaling: AutoscalingV2Api;
+  private readonly perTenant: boolean;
 
   constructor(private readonly opts: KubernetesRuntimeOptions) {
     const kc = opts.kubeConfig;
+    this.perTenant = opts.config.tenantNamespaces.enabled;
     this.apps = kc.makeApiClient(AppsV1Api);
     this.batch = kc.makeApiClient(BatchV1Api);
     this.core = kc.makeApiClient(CoreV1Api);
@@ -98,7 +132,8 @@ export class KubernetesRuntime implements Runtime {
     this.autoscaling = kc.makeApiClient(AutoscalingV2Api);
     this.log = opts.logger.child({ component: 'kubernetes-runtime' });
     const informer = <T extends KubeObject>(kind: 'jobs' | 'deployments' | 'replicasets' | 'pods') =>
-      new Informer<T>(childListWatch<T>(kc, kind, opts.namespace, MANAGED), { name: kind, logger: this.log, resyncMs: opts.resyncMs ?? 0 });
+      // With a namespace per tenant the children live in many namespaces: watch them cluster-wide.
+      new Informer<T>(childListWatch<T>(kc, kind, this.perTenant ? undefined : opts.namespace, MANAGED), { name: kind, logger: this.log, resyncMs: opts.resyncMs ?? 0 });
     this.jobs = informer('jobs');
     this.deployments = informer('deployments');
     this.replicaSets = informer('replicasets');
@@ -107,6 +142,7 @@ export class KubernetesRuntime implements Runtime {
       inf.onChange((obj) => this.changed(obj));
     }
     const { apps, batch, core, net, autoscaling } = this;
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     this.ops = {
       job: {
         read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
@@ -143,6 +179,16 @@ export class KubernetesRuntime implements Runtime {
         create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
         replace: (namespace, name, body) => autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
       },
+      networkPolicy: {
+        read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
+        create: (namespace, body) => net.createNamespacedNetworkPolicy({ namespace, body }),
+        replace: (namespace, name, body) => net.replaceNamespacedNetworkPolicy({ name, namespace, body }),
+      },
+      roleBinding: {
+        read: (namespace, name) => rbac.readNamespacedRoleBinding({ name, namespace }),
+        create: (namespace, body) => rbac.createNamespacedRoleBinding({ namespace, body }),
+        replace: (namespace, name, body) => rbac.replaceNamespacedRoleBinding({ name, namespace, body }),
+      },
     };
   }
 
@@ -175,13 +221,17 @@ export class KubernetesRuntime implements Runtime {
     const key = `${spec.namespace}/${buildJobName(spec.revision)}`;
     let job: V1Job | undefined = this.jobs.get(key);
     if (!job) {
-      const target = await this.target(spec);
+      // Builds stay in the operator's namespace even with a namespace per tenant: that is where the push secret is,
+      // and a copy in every tenant namespace would widen who can read it.
+      const target = await this.ownedTarget(spec);
+      if (target.deleting) return { phase: 'Running' };
       let desired: V1Job;
       try {
         desired = makeBuildJob(target, spec, this.opts.config);
       } catch (err) {
         return { phase: 'Failed', message: (err as Error).message };
       }
+      if (this.opts.config.networkPolicy.enabled) await apply(this.ops.networkPolicy, makeBuildNetworkPolicy(target, this.opts.config));
       job = (await apply(this.ops.job, desired, { createOnly: true })).object;
       this.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
     }
@@ -226,18 +276,18 @@ export class KubernetesRuntime implements Runtime {
         [ANNOTATION_LOGGED]: 'true',
         ...(status.phase === 'Succeeded' ? { [ANNOTATION_IMAGE]: status.image!, [ANNOTATION_COMMIT]: status.commitSha } : {}),
       };
-      await apply(this.ops.job, { ...job, metadata: { ...job.metadata, annotations } } as V1Job);
+      await apply(this.ops.job, { ...job, metadata: { ...job.metadata, annotations } } as V1Job, { owned: false });
     }
     return status;
   }
 
   private async collectBuildLog(spec: BuildSpec, pod: V1Pod | undefined, status: BuildStatus): Promise<void> {
     const lines: string[] = [];
-    for (const container of [CLONE_CONTAINER, BUILD_CONTAINER]) {
+    for (const container of [CLONE_CONTAINER, BUILD_CONTAINER, PUSH_CONTAINER]) {
       if (!pod?.metadata?.name) break;
       try {
-        const text = await this.core.readNamespacedPodLog({ name: pod.metadata.name, namespace: spec.namespace, container, tailLines: 500 });
-        lines.push(...String(text).split('\n').filter(Boolean).map((l) => `[${container}] ${l}`));
+        const text = await this.core.readNamespacedPodLog({ name: pod.metadata.name, namespace: spec.namespace, container, tailLines: 500, limitBytes: LOG_FETCH_BYTES });
+        lines.push(...capLog(String(text).split('\n').filter(Boolean), LOG_CONTAINER_BYTES).map((l) => `[${container}] ${l}`));
       } catch (err) {
         lines.push(`[${container}] log unavailable: ${(err as Error).message.split('\n')[0]}`);
       }
@@ -248,9 +298,19 @@ export class KubernetesRuntime implements Runtime {
 
   // ---- servers ----
 
+  /**
+   * Deploys, stops and cleans up of one deployment run one at a time: a cleanup never interleaves with a deploy
+   * that read the deployment before its deletion and would write children after them.
+   */
   async deploy(spec: ServerSpec): Promise<ServerStatus> {
+    return this.exclusive(spec, () => this.deployNow(spec));
+  }
+
+  private async deployNow(spec: ServerSpec): Promise<ServerStatus> {
     const rev = await this.getCustom<AgentRevision>('agentrevisions', spec.namespace, spec.revision);
     const target = await this.target(spec);
+    // Nothing new for a deployment being deleted: children written after its cleanup would outlive it.
+    if (target.deleting) return { phase: 'Starting' };
     const image = rev.spec.source === 'external_docker' ? rev.spec.sourceRevisionConfig.imageUri : await this.builtImage(spec);
     if (!image) return { phase: 'Failed', message: rev.spec.source === 'external_docker' ? 'image_uri is required for external_docker' : 'No built image for this revision.' };
     const cfg = this.opts.config;
@@ -258,44 +318,64 @@ export class KubernetesRuntime implements Runtime {
     const refs = rev.spec.secretReferences ?? [];
     const sourceConfig = rev.spec.sourceConfig;
 
-    let host: string | undefined;
+    // What the tenant asked for is checked before anything is written: a refused revision leaves no trace.
+    const admitted = await this.admit(target, rev);
+    if ('message' in admitted) {
+      await this.opts.logs.append(spec, 'deploy', [admitted.message]);
+      return { phase: 'Failed', message: admitted.message };
+    }
+    const publicAccess = sourceConfig.accessMode === 'public';
+    const { host } = admitted;
     let url: string;
     let deployment: V1Deployment;
     try {
-      host = ingressHost(target, sourceConfig.customUrl, cfg);
       // A custom_url with a scheme is what users call (TLS may end before the Ingress); else what we serve.
       url = sourceConfig.customUrl?.includes('://') ? new URL(sourceConfig.customUrl).origin : deploymentUrl(target, host, cfg);
-      deployment = makeDeployment(target, { revision: spec.revision, image, resourceSpec: sourceConfig.resourceSpec, envNames, secretReferences: refs, url }, cfg);
+      deployment = makeDeployment(
+        target,
+        { revision: spec.revision, image, resourceSpec: sourceConfig.resourceSpec, envNames, secretReferences: refs, url, serviceAccount: admitted.serviceAccount, public: publicAccess },
+        cfg,
+      );
     } catch (err) {
       return { phase: 'Failed', message: (err as Error).message };
     }
+    const internalDb = databaseFor(envNames, refs).kind === 'internal';
+    if (internalDb && cfg.postgres.mode === 'external') {
+      return { phase: 'Failed', message: 'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.' };
+    }
+    if (this.perTenant) await this.ensureTenantNamespace(target);
+    // Policies first, so no pod of the deployment ever runs unprotected.
+    if (cfg.networkPolicy.enabled) {
+      await apply(this.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));
+      if (internalDb) await apply(this.ops.networkPolicy, makePostgresNetworkPolicy(target));
+    }
     if (envNames.length) await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
-    if (databaseFor(envNames, refs).kind === 'internal') {
-      if (cfg.postgres.mode === 'external') {
-        return { phase: 'Failed', message: 'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.' };
-      }
-      await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url')), { createOnly: true });
+    if (internalDb) {
+      await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), { createOnly: true });
       await apply(this.ops.service, makePostgresService(target));
       await apply(this.ops.statefulSet, makePostgresStatefulSet(target, cfg));
     }
     const written = await apply(this.ops.deployment, deployment);
     await apply(this.ops.service, makeService(target));
+    const ingressName = { name: serverName(target), namespace: target.namespace };
     if (host) await apply(this.ops.ingress, makeIngress(target, host, cfg));
+    // A custom_url (or base domain) removed: the host is no longer served.
+    else await this.deleteIfPresent(() => this.net.deleteNamespacedIngress(ingressName), () => this.net.readNamespacedIngress(ingressName));
     const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
     if (hpa) await apply(this.ops.autoscaler, hpa);
-    else await this.deleteIfPresent(() => this.autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: spec.namespace }), () => this.autoscaling.readNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: spec.namespace }));
+    else await this.deleteIfPresent(() => this.autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: target.namespace }), () => this.autoscaling.readNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: target.namespace }));
     this.urls.set(`${spec.namespace}/${spec.deployment}`, url);
     if (written.wrote) this.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
 
-    const current = written.wrote ? written.object : (this.deployments.get(`${spec.namespace}/${serverName(target)}`) ?? written.object);
-    const status = rolloutStatusOf(current, this.replicaSets.list(), this.pods.list(), spec.revision) ?? { phase: 'Starting' };
+    const current = written.wrote ? written.object : (this.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
+    const status = rolloutStatusOf(current, this.replicaSets.list(), this.pods.list(), spec.revision, cfg.crashLoopRestarts) ?? { phase: 'Starting' };
     if (status.phase === 'Failed') await this.opts.logs.append(spec, 'deploy', [status.message]);
     return status;
   }
 
   serverStatus(ref: RevisionRef): ServerStatus | undefined {
-    const d = this.deployments.get(`${ref.namespace}/${ref.deployment}`);
-    return rolloutStatusOf(d, this.replicaSets.list(), this.pods.list(), ref.revision);
+    const d = this.serverDeployment(ref);
+    return rolloutStatusOf(d, this.replicaSets.list(), this.pods.list(), ref.revision, this.opts.config.crashLoopRestarts);
   }
 
   /**
@@ -303,7 +383,7 @@ export class KubernetesRuntime implements Runtime {
    * still has available pods (the old revision during a rollout or after a rollback).
    */
   routedRevision(ref: DeploymentRef): string | undefined {
-    const d = this.deployments.get(`${ref.namespace}/${ref.deployment}`);
+    const d = this.serverDeployment(ref);
     if (!d) return undefined;
     const running = d.spec?.template?.metadata?.labels?.[LABEL_REVISION];
     if (running && this.serverStatus({ ...ref, revision: running })?.phase === 'Ready') return running;
@@ -317,10 +397,10 @@ export class KubernetesRuntime implements Runtime {
   async route(_ref: DeploymentRef, _revision: string): Promise<void> {}
 
   url(ref: DeploymentRef): string {
-    const known = this.urls.get(`${ref.namespace}/${ref.deployment}`) ?? this.deployments.get(`${ref.namespace}/${ref.deployment}`)?.metadata.annotations?.[ANNOTATION_URL];
+    const known = this.urls.get(`${ref.namespace}/${ref.deployment}`) ?? this.serverDeployment(ref)?.metadata.annotations?.[ANNOTATION_URL];
     if (known) return known;
     const base = this.opts.config.ingress.baseDomain;
-    return base ? `http://${ref.deployment}.${base}` : `http://${ref.deployment}.${ref.namespace}.svc.cluster.local`;
+    return base ? `http://${ref.deployment}.${base}` : `http://${serviceHost(ref.deployment, ref.namespace, this.opts.config)}`;
   }
 
   /**
@@ -329,18 +409,24 @@ export class KubernetesRuntime implements Runtime {
    */
   async stop(ref: RevisionRef): Promise<void> {
     await this.cancelBuild(ref);
-    const d = this.deployments.get(`${ref.namespace}/${ref.deployment}`);
+    await this.exclusive(ref, () => this.rollBackNow(ref));
+  }
+
+  private async rollBackNow(ref: RevisionRef): Promise<void> {
+    const d = this.serverDeployment(ref);
     if (!d || d.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== ref.revision) return;
     const routed = this.routedRevision(ref);
     if (routed === ref.revision) return;
+    // A deployment being deleted keeps what it has (apply could recreate a child its cleanup just removed).
+    if (await this.beingDeleted(ref)) return;
     const back = routed ? this.ownedReplicaSets(d).find((rs) => rs.spec?.template?.metadata?.labels?.[LABEL_REVISION] === routed) : undefined;
     if (back?.spec?.template) {
       const { ['pod-template-hash']: _h, ...labels } = back.spec.template.metadata?.labels ?? {};
       const template = { ...back.spec.template, metadata: { ...back.spec.template.metadata, labels } };
-      await apply(this.ops.deployment, { ...d, spec: { ...d.spec!, template } } as V1Deployment);
+      await apply(this.ops.deployment, { ...d, spec: { ...d.spec!, template } } as V1Deployment, { owned: false });
       this.log.info({ deployment: ref.deployment, from: ref.revision, to: routed }, 'rolled back');
     } else if ((d.spec?.replicas ?? 0) > 0) {
-      await apply(this.ops.deployment, { ...d, spec: { ...d.spec!, replicas: 0 } } as V1Deployment);
+      await apply(this.ops.deployment, { ...d, spec: { ...d.spec!, replicas: 0 } } as V1Deployment, { owned: false });
       this.log.info({ deployment: ref.deployment, revision: ref.revision }, 'scaled to zero');
     }
   }
@@ -358,12 +444,132 @@ export class KubernetesRuntime implements Runtime {
     }
   }
 
-  /** Children carry owner references to the AgentDeployment; the garbage collector removes them. */
+  /**
+   * Children in the AgentDeployment's namespace carry owner references to it and the garbage collector removes
+   * them. In a tenant namespace owner references cannot point across namespaces, so the children are deleted here
+   * by label, while the deployment's finalizer holds it (the controller removes the finalizer after this).
+   */
   async cleanup(ref: DeploymentRef): Promise<void> {
+    await this.exclusive(ref, () => this.cleanupNow(ref));
+  }
+
+  private async cleanupNow(ref: DeploymentRef): Promise<void> {
+    if (this.perTenant) {
+      const dep = await orUndefined(() => this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment));
+      if (dep) await this.deleteTenantChildren(tenantNamespaceName(this.opts.config.tenantNamespaces.prefix, dep.spec.tenantId), ref.deployment);
+    }
     this.urls.delete(`${ref.namespace}/${ref.deployment}`);
   }
 
+  private async deleteTenantChildren(namespace: string, deployment: string): Promise<void> {
+    const labelSelector = `${LABEL_DEPLOYMENT}=${deployment}`;
+    const q = { namespace, labelSelector };
+    const names = (list: { items: { metadata?: { name?: string } }[] }) => list.items.map((o) => o.metadata!.name!);
+    const { apps, core, net, autoscaling, batch } = this;
+    const kinds: [string, () => Promise<string[]>, (name: string) => Promise<unknown>][] = [
+      ['deployments', async () => names(await apps.listNamespacedDeployment(q)), (name) => apps.deleteNamespacedDeployment({ name, namespace })],
+      ['statefulsets', async () => names(await apps.listNamespacedStatefulSet(q)), (name) => apps.deleteNamespacedStatefulSet({ name, namespace })],
+      ['horizontalpodautoscalers', async () => names(await autoscaling.listNamespacedHorizontalPodAutoscaler(q)), (name) => autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name, namespace })],
+      ['ingresses', async () => names(await net.listNamespacedIngress(q)), (name) => net.deleteNamespacedIngress({ name, namespace })],
+      ['services', async () => names(await core.listNamespacedService(q)), (name) => core.deleteNamespacedService({ name, namespace })],
+      ['secrets', async () => names(await core.listNamespacedSecret(q)), (name) => core.deleteNamespacedSecret({ name, namespace })],
+      ['jobs', async () => names(await batch.listNamespacedJob(q)), (name) => batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' })],
+      // Last: the pods above are gone or going before their traffic rules are.
+      ['networkpolicies', async () => names(await net.listNamespacedNetworkPolicy(q)), (name) => net.deleteNamespacedNetworkPolicy({ name, namespace })],
+    ];
+    for (const [kind, list, del] of kinds) {
+      for (const name of await list()) {
+        try {
+          await del(name);
+        } catch (err) {
+          if (!isStatus(err, 404)) throw err;
+        }
+        this.log.info({ namespace, kind, name }, 'deleted tenant namespace child');
+      }
+    }
+  }
+
+  /**
+   * The tenant's namespace, created on first use and labelled with the tenant (what admins select by), with the
+   * control plane allowed to keep the tenant's keys Secret in it.
+   */
+  private async ensureTenantNamespace(target: Target): Promise<void> {
+    const name = target.namespace;
+    if (!(await orUndefined(() => this.core.readNamespace({ name })))) {
+      try {
+        await this.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
+        this.log.info({ namespace: name }, 'tenant namespace created');
+      } catch (err) {
+        if (!isStatus(err, 409)) throw err;
+      }
+    }
+    const { keysWriter, keysRole } = this.opts.config.tenantNamespaces;
+    if (keysWriter && keysRole) await apply(this.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
+  }
+
+  /** The Deployment of a deployment's agent server, wherever it runs (names are unique: `ag-<uuid>`). */
+  private serverDeployment(ref: DeploymentRef): Obj<V1Deployment> | undefined {
+    if (!this.perTenant) return this.deployments.get(`${ref.namespace}/${ref.deployment}`);
+    return this.deployments.list().find((d) => d.metadata.name === ref.deployment && d.metadata.labels?.[LABEL_DEPLOYMENT] === ref.deployment);
+  }
+
+  /**
+   * The tenant-controlled parts of a revision against the cluster: bounds, the ServiceAccount, every referenced
+   * Secret and the Ingress host (allowed domain, not served by another deployment).
+   */
+  private async admit(target: Target, rev: AgentRevision): Promise<{ message: string } | { host?: string; serviceAccount?: VerifiedServiceAccount }> {
+    const cfg = this.opts.config;
+    const { resourceSpec, customUrl } = rev.spec.sourceConfig;
+    const bounds = boundsViolation(resourceSpec, cfg.limits);
+    if (bounds) return { message: bounds };
+    let serviceAccount: VerifiedServiceAccount | undefined;
+    if (resourceSpec?.serviceAccountName) {
+      const name = resourceSpec.serviceAccountName;
+      const account = await orUndefined(() => this.core.readNamespacedServiceAccount({ name, namespace: target.namespace }));
+      const verified = verifyServiceAccount(name, account, target.tenantId);
+      if (!verified.ok) return { message: verified.message };
+      serviceAccount = verified.serviceAccount;
+    }
+    for (const ref of rev.spec.secretReferences ?? []) {
+      const secret = await orUndefined(() => this.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace }));
+      const problem = secretReferenceViolation(ref, secret, target.tenantId, cfg);
+      if (problem) return { message: problem };
+    }
+    let host: string | undefined;
+    try {
+      host = ingressHost(target, customUrl, cfg);
+    } catch (err) {
+      return { message: (err as Error).message };
+    }
+    if (host) {
+      const ingresses = this.perTenant
+        ? (await this.net.listIngressForAllNamespaces()).items
+        : (await this.net.listNamespacedIngress({ namespace: target.namespace })).items;
+      const owner = hostOwner(host, ingresses, target);
+      if (owner) return { message: `host "${host}" is already served by another deployment (${owner})` };
+    }
+    return { host, serviceAccount };
+  }
+
   // ---- helpers ----
+
+  private async beingDeleted(ref: DeploymentRef): Promise<boolean> {
+    const dep = await orUndefined(() => this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment));
+    return !dep || Boolean(dep.metadata.deletionTimestamp);
+  }
+
+  /** Runs `fn` after every earlier exclusive call for the same deployment has finished. */
+  private async exclusive<T>(ref: DeploymentRef, fn: () => Promise<T>): Promise<T> {
+    const key = `${ref.namespace}/${ref.deployment}`;
+    const run = (this.locks.get(key) ?? Promise.resolve()).then(fn);
+    const tail = run.then(() => undefined, () => undefined);
+    this.locks.set(key, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.locks.get(key) === tail) this.locks.delete(key);
+    }
+  }
 
   /** Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. */
   private async deleteIfPresent(del: () => Promise<unknown>, read: () => Promise<unknown>): Promise<void> {
@@ -388,7 +594,8 @@ export class KubernetesRuntime implements Runtime {
     const labels = obj.metadata.labels ?? {};
     const deployment = labels[LABEL_DEPLOYMENT] ?? labels[LABEL_INSTANCE];
     if (!deployment) return;
-    const namespace = obj.metadata.namespace ?? this.opts.namespace;
+    // Children may live in a tenant namespace; the AgentDeployment and its revisions are always in ours.
+    const namespace = this.perTenant ? this.opts.namespace : (obj.metadata.namespace ?? this.opts.namespace);
     const tpl = (obj as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec?.template?.metadata?.labels;
     const revision = labels[LABEL_REVISION] ?? tpl?.[LABEL_REVISION];
     if (revision) this.notify({ namespace, deployment, deploymentId: labels['agentplane.dev/deployment-id'] ?? '', revision });
@@ -399,13 +606,38 @@ export class KubernetesRuntime implements Runtime {
     return { namespace: ref.namespace, name: ref.deployment, deploymentId: ref.deploymentId, tenantId: '', owner: { apiVersion: '', kind: '', name: '', uid: '' } };
   }
 
+  /** Where the agent server's children go: the tenant's namespace (no owner reference can reach there) or ours. */
   private async target(ref: DeploymentRef): Promise<Target> {
+    const owned = await this.ownedTarget(ref);
+    if (!this.perTenant) return owned;
+    const { owner: _owner, ...rest } = owned;
+    return { ...rest, namespace: tenantNamespaceName(this.opts.config.tenantNamespaces.prefix, owned.tenantId) };
+  }
+
+  /** Children in the AgentDeployment's own namespace, owned by it. */
+  private async ownedTarget(ref: DeploymentRef): Promise<Target> {
     const dep = await this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment);
-    return { namespace: ref.namespace, name: ref.deployment, deploymentId: dep.spec.deploymentId, tenantId: dep.spec.tenantId, owner: ownerReferenceTo(dep) };
+    return {
+      namespace: ref.namespace,
+      name: ref.deployment,
+      deploymentId: dep.spec.deploymentId,
+      tenantId: dep.spec.tenantId,
+      owner: ownerReferenceTo(dep),
+      deleting: Boolean(dep.metadata.deletionTimestamp),
+    };
   }
 
   private async getCustom<T>(plural: string, namespace: string, name: string): Promise<T> {
     return (await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural, name })) as T;
+  }
+}
+
+async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (isStatus(err, 404)) return undefined;
+    throw err;
   }
 }
 

@@ -1,5 +1,6 @@
 // Labels on every child: the recommended app.kubernetes.io set (what tools group by) and agentplane.dev ones
 // (what the operator selects by). Selectors use only labels that never change for the life of a deployment.
+import { createHash } from 'node:crypto';
 import { isLabelValue, LABEL_DEPLOYMENT, LABEL_DEPLOYMENT_ID, LABEL_TENANT } from '../../../resources/names.ts';
 import type { OwnerReference } from '../../../resources/meta.ts';
 
@@ -7,6 +8,13 @@ export const LABEL_REVISION = 'agentplane.dev/revision';
 export const LABEL_COMPONENT = 'app.kubernetes.io/component';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
 export const ANNOTATION_REVISION = 'agentplane.dev/revision';
+
+/** Label an admin puts on ServiceAccounts and Secrets a tenant's agents may use (value: the tenant id). */
+export { LABEL_TENANT };
+/** Annotation on a tenant's ServiceAccount asking for its API token to be mounted into agent pods. */
+export const ANNOTATION_AUTOMOUNT_TOKEN = 'agentplane.dev/automount-token';
+
+export { tenantKeysSecretName } from '../../../resources/names.ts';
 
 export type Component = 'server' | 'build' | 'database';
 
@@ -17,8 +25,13 @@ export type Target = {
   name: string;
   deploymentId: string;
   tenantId: string;
-  /** Owner reference to the AgentDeployment: deleting it garbage-collects every child. */
-  owner: OwnerReference;
+  /**
+   * Owner reference to the AgentDeployment: deleting it garbage-collects every child. None for children in a
+   * tenant namespace (owner references cannot cross namespaces; the runtime deletes those by label).
+   */
+  owner?: OwnerReference;
+  /** The AgentDeployment is being deleted (the runtime then starts nothing new for it). */
+  deleting?: boolean;
 };
 
 const NAMES: Record<Component, string> = { server: 'agent-server', build: 'agent-build', database: 'postgres' };
@@ -45,6 +58,6 @@ export function childMeta(target: Target, name: string, component: Component, ex
     name,
     namespace: target.namespace,
     labels: { ...childLabels(target, component), ...extra },
-    ownerReferences: [{ ...target.owner }],
+    ...(target.owner ? { ownerReferences: [{ ...target.owner }] } : {}),
   };
 }

@@ -5,21 +5,55 @@ import type { KubeObject, ListWatch } from '../../runtime/informer.ts';
 
 export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods';
 
-const PATHS: Record<ChildKind, (ns: string) => string> = {
-  jobs: (ns) => `/apis/batch/v1/namespaces/${ns}/jobs`,
-  deployments: (ns) => `/apis/apps/v1/namespaces/${ns}/deployments`,
-  replicasets: (ns) => `/apis/apps/v1/namespaces/${ns}/replicasets`,
-  pods: (ns) => `/api/v1/namespaces/${ns}/pods`,
+const PATHS: Record<ChildKind, string> = {
+  jobs: '/apis/batch/v1',
+  deployments: '/apis/apps/v1',
+  replicasets: '/apis/apps/v1',
+  pods: '/api/v1',
 };
 
 type RawList = { items: unknown[]; metadata?: { resourceVersion?: string } };
 
-export function childListWatch<T extends KubeObject>(kc: KubeConfig, kind: ChildKind, namespace: string, labelSelector: string): ListWatch<T> {
+export type WatchTiming = {
+  /** Asked of the server: it ends the watch normally after this long, and the informer resumes from its RV. */
+  timeoutSeconds: number;
+  /**
+   * client-node aborts a watch silent for this long (30 s by default) as an error, which makes the informer relist.
+   * The API server sends a bookmark about once a minute on a quiet watch, so the limit must be above that.
+   */
+  idleTimeoutMs: number;
+};
+
+export const DEFAULT_WATCH_TIMING: WatchTiming = { timeoutSeconds: 300, idleTimeoutMs: 150_000 };
+
+/** `namespace` undefined: every namespace (the children of a namespace per tenant). */
+export function childListWatch<T extends KubeObject>(
+  kc: KubeConfig,
+  kind: ChildKind,
+  namespace: string | undefined,
+  labelSelector: string,
+  timing: WatchTiming = DEFAULT_WATCH_TIMING,
+): ListWatch<T> {
   const apps = kc.makeApiClient(AppsV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
   const core = kc.makeApiClient(CoreV1Api);
   const watcher = new Watch(kc);
+  // Not part of client-node's typed surface, but the only knob for its inactivity abort.
+  (watcher as unknown as { requestTimeoutMs: number }).requestTimeoutMs = timing.idleTimeoutMs;
   const list = async (): Promise<RawList> => {
+    if (namespace === undefined) {
+      const q = { labelSelector };
+      switch (kind) {
+        case 'jobs':
+          return batch.listJobForAllNamespaces(q);
+        case 'deployments':
+          return apps.listDeploymentForAllNamespaces(q);
+        case 'replicasets':
+          return apps.listReplicaSetForAllNamespaces(q);
+        case 'pods':
+          return core.listPodForAllNamespaces(q);
+      }
+    }
     const q = { namespace, labelSelector };
     switch (kind) {
       case 'jobs':
@@ -45,11 +79,13 @@ export function childListWatch<T extends KubeObject>(kc: KubeConfig, kind: Child
         onClose(err);
       };
       const controller = await watcher.watch(
-        PATHS[kind](namespace),
-        { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, labelSelector },
+        `${PATHS[kind]}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${kind}`,
+        { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, labelSelector, timeoutSeconds: timing.timeoutSeconds },
         (type: string, obj: unknown) => {
           if (done) return;
           if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent({ type, object: obj as T });
+          // A bookmark only moves the resourceVersion on, so the next watch resumes after it.
+          else if (type === 'BOOKMARK') onEvent({ type, object: obj as T });
           else if (type === 'ERROR') {
             const s = obj as { code?: number; message?: string };
             finish(Object.assign(new Error(s.message ?? 'watch error'), { code: s.code }));

@@ -3,7 +3,7 @@
 // DEPLOYED or DEPLOY_FAILED.
 import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { BuildStatus, ServerStatus } from '../types.ts';
-import { BUILD_CONTAINER, parseBuildResult } from './build-job.ts';
+import { parseBuildResult, PUSH_CONTAINER } from './build-job.ts';
 import { LABEL_REVISION } from './labels.ts';
 
 function condition(obj: { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] } }, type: string) {
@@ -40,7 +40,7 @@ export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: st
   }
   const complete = condition(job, 'Complete');
   if (complete?.status === 'True' || (job.status?.succeeded ?? 0) > 0) {
-    const container = pod?.status?.containerStatuses?.find((c) => c.name === BUILD_CONTAINER);
+    const container = pod?.status?.containerStatuses?.find((c) => c.name === PUSH_CONTAINER);
     const result = parseBuildResult(container?.state?.terminated?.message);
     if (!result) return { phase: 'Failed', message: 'Build finished but reported no image digest (build pod gone or no termination message)' };
     return { phase: 'Succeeded', commitSha: result.commit, image: `${repository}@${result.digest}` };
@@ -62,7 +62,7 @@ export function replicaSetFor(deployment: V1Deployment, replicaSets: V1ReplicaSe
 }
 
 /**
- * The rollout of `revision`: Failed when the progress deadline passed or a new pod crash-loops or cannot pull its
+ * The rollout of `revision`: Failed when the progress deadline passed, a new pod crash-loops past `crashLoopRestarts` or cannot pull its
  * image; Ready only when the controller saw the latest spec and every wanted replica is updated and available and
  * belongs to the revision's ReplicaSet; Starting otherwise. `undefined` when the Deployment runs another revision.
  */
@@ -71,6 +71,7 @@ export function rolloutStatusOf(
   replicaSets: V1ReplicaSet[],
   pods: V1Pod[],
   revision: string,
+  crashLoopRestarts = 5,
 ): ServerStatus | undefined {
   if (!deployment || deployment.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== revision) return undefined;
   const rs = replicaSetFor(deployment, replicaSets, revision);
@@ -79,6 +80,8 @@ export function rolloutStatusOf(
   for (const pod of newPods) {
     for (const s of pod.status?.containerStatuses ?? []) {
       const reason = s.state?.waiting?.reason;
+      // A crash loop is expected for a while (a database still starting); other waiting reasons are fatal at once.
+      if (reason === 'CrashLoopBackOff' && (s.restartCount ?? 0) < crashLoopRestarts) continue;
       if (reason && FATAL_WAITING.has(reason)) {
         const last = s.lastState?.terminated;
         const detail = s.state?.waiting?.message ?? (last ? `last exit ${last.exitCode}${last.reason ? ` (${last.reason})` : ''}` : '');

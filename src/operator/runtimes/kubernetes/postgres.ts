@@ -1,7 +1,7 @@
 // A deployment's own Postgres (when the user gave no DATABASE_URI): a one-replica StatefulSet with a PVC from
 // volumeClaimTemplates, a headless Service and a Secret holding the password and the connection URI.
 import type { V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
-import type { KubernetesRuntimeConfig } from './config.ts';
+import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
 import { childMeta, selectorLabels, type Target } from './labels.ts';
 
 export const POSTGRES_URI_KEY = 'uri';
@@ -17,8 +17,8 @@ export function postgresSecretName(target: Target): string {
 }
 
 /** The password is an input (made once by the runtime) so the builder stays pure. */
-export function makePostgresSecret(target: Target, password: string): V1Secret {
-  const host = `${postgresName(target)}.${target.namespace}.svc.cluster.local`;
+export function makePostgresSecret(target: Target, password: string, config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>): V1Secret {
+  const host = serviceHost(postgresName(target), target.namespace, config);
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -28,6 +28,23 @@ export function makePostgresSecret(target: Target, password: string): V1Secret {
       password,
       [POSTGRES_URI_KEY]: `postgresql://${USER}:${encodeURIComponent(password)}@${host}:5432/${DB}`,
     },
+  };
+}
+
+// Until the database answers: a new Postgres takes a while (volume provisioning, initdb), and an agent server
+// started before it would crash-loop.
+const WAIT_SCRIPT = `until pg_isready -q -h "$PGHOST" -p 5432 -t 2; do echo "waiting for $PGHOST:5432"; sleep 2; done`;
+
+/** Init container of agent pods using the deployment's own Postgres: waits until it accepts connections. */
+export function waitForPostgres(target: Target, config: KubernetesRuntimeConfig) {
+  return {
+    name: 'wait-for-postgres',
+    image: config.postgres.image,
+    command: ['sh', '-c', WAIT_SCRIPT],
+    env: [{ name: 'PGHOST', value: serviceHost(postgresName(target), target.namespace, config) }],
+    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
+    // 70: the postgres user of the official images.
+    securityContext: { runAsUser: 70, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
   };
 }
 
@@ -60,6 +77,8 @@ export function makePostgresStatefulSet(target: Target, config: KubernetesRuntim
       template: {
         metadata: { labels: meta.labels },
         spec: {
+          // The agent connects as a superuser (COPY ... TO PROGRAM runs commands here): no API token to find.
+          automountServiceAccountToken: false,
           securityContext: { fsGroup: 70 },
           containers: [
             {

@@ -4,14 +4,18 @@
 import type { V1Deployment, V1EnvVar, V1Ingress, V1Secret, V1Service, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import type { ResourceSpec, SecretReference } from '../../../resources/agent-deployment.ts';
 import { ValidationError } from '../../../lib/errors.ts';
-import type { KubernetesRuntimeConfig } from './config.ts';
-import { ANNOTATION_REVISION, childLabels, childMeta, LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
-import { postgresSecretName, POSTGRES_URI_KEY } from './postgres.ts';
+import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
+import { ANNOTATION_REVISION, childLabels, childMeta, LABEL_REVISION, selectorLabels, tenantKeysSecretName, type Target } from './labels.ts';
+import { boundsViolation, type VerifiedServiceAccount } from './policy.ts';
+import { postgresSecretName, POSTGRES_URI_KEY, waitForPostgres } from './postgres.ts';
 
 export const SERVER_PORT = 8000;
 export const ANNOTATION_URL = 'agentplane.dev/url';
 export const SERVER_CONTAINER = 'agent-server';
 const DATABASE_ENV = ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'];
+/** Where the tenant's data-plane key hashes are mounted (the whole Secret, not subPath, so updates arrive). */
+export const KEYS_DIR = '/var/run/agentplane/keys';
+export const KEYS_FILE = `${KEYS_DIR}/keys.json`;
 
 export type ServerInput = {
   revision: string;
@@ -22,6 +26,13 @@ export type ServerInput = {
   secretReferences?: SecretReference[];
   /** The deployment's stable URL, kept as an annotation so a restarted operator reports it before acting. */
   url?: string;
+  /**
+   * resource_spec.service_account_name after the runtime checked it (verifyServiceAccount); a name in
+   * resource_spec without this is refused.
+   */
+  serviceAccount?: VerifiedServiceAccount;
+  /** source_config.access_mode "public": no API keys asked of callers. */
+  public?: boolean;
 };
 
 export type Database = { kind: 'internal' } | { kind: 'external'; from: 'secret' | 'secret_reference'; name: string };
@@ -94,13 +105,25 @@ export function serverEnv(target: Target, server: ServerInput): V1EnvVar[] {
   return env;
 }
 
+/** Tenant labels and annotations minus agentplane's own keys (tenant, deployment, automount-token...). */
+function userKeys(map: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(map ?? {}).filter(([k]) => !k.startsWith('agentplane.dev/')));
+}
+
 export function makeDeployment(target: Target, server: ServerInput, config: KubernetesRuntimeConfig): V1Deployment {
   const spec = server.resourceSpec ?? {};
   if (spec.minScale !== undefined && spec.maxScale !== undefined && spec.minScale > spec.maxScale) {
     throw new ValidationError(`resource_spec.min_scale (${spec.minScale}) is above max_scale (${spec.maxScale})`);
   }
-  // Our labels win over user labels: the operator and the Service select by them.
-  const labels = { ...(spec.labels ?? {}), ...childLabels(target, 'server') };
+  const outOfBounds = boundsViolation(spec, config.limits);
+  if (outOfBounds) throw new ValidationError(outOfBounds);
+  const account = server.serviceAccount;
+  if (spec.serviceAccountName && account?.name !== spec.serviceAccountName) {
+    throw new ValidationError(`resource_spec.service_account_name "${spec.serviceAccountName}" was not verified for this tenant`);
+  }
+  // Our labels win over user labels: the operator, the Service and the NetworkPolicies select by them.
+  const labels = { ...userKeys(spec.labels), ...childLabels(target, 'server') };
+  const annotations = userKeys(spec.annotations);
   const podLabels = { ...labels, [LABEL_REVISION]: server.revision };
   const probe = { httpGet: { path: '/ok', port: 'http' }, periodSeconds: 10, timeoutSeconds: 5 };
   return {
@@ -110,7 +133,7 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
       ...childMeta(target, serverName(target), 'server'),
       labels,
       annotations: {
-        ...(spec.annotations ?? {}),
+        ...annotations,
         [ANNOTATION_REVISION]: server.revision,
         ...(server.url ? { [ANNOTATION_URL]: server.url } : {}),
       },
@@ -126,17 +149,22 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
       template: {
         metadata: {
           labels: podLabels,
-          annotations: { ...(spec.annotations ?? {}), [ANNOTATION_REVISION]: server.revision },
+          annotations: { ...annotations, [ANNOTATION_REVISION]: server.revision },
         },
         spec: {
-          ...(spec.serviceAccountName ? { serviceAccountName: spec.serviceAccountName } : {}),
-          ...(spec.imagePullSecrets?.length ? { imagePullSecrets: spec.imagePullSecrets.map((name) => ({ name })) } : {}),
+          // No API token in agent pods unless an admin's ServiceAccount for this tenant asks for one.
+          ...(account ? { serviceAccountName: account.name } : {}),
+          automountServiceAccountToken: account?.automountToken ?? false,
+          ...pullSecrets([...config.imagePullSecrets, ...(spec.imagePullSecrets ?? [])]),
           ...(spec.nodeSelector ? { nodeSelector: { ...spec.nodeSelector } } : {}),
           terminationGracePeriodSeconds: 30,
+          ...(databaseFor(server.envNames, server.secretReferences).kind === 'internal' ? { initContainers: [waitForPostgres(target, config)] } : {}),
           containers: [
             {
               name: SERVER_CONTAINER,
               image: server.image,
+              // The image's ENTRYPOINT is the agentplane CLI (source builds and the base image).
+              ...(server.public ? {} : { args: ['agent-server', '--auth-keys-file', KEYS_FILE] }),
               ports: [{ name: 'http', containerPort: SERVER_PORT, protocol: 'TCP' }],
               ...(server.envNames.length ? { envFrom: [{ secretRef: { name: envSecretName(server.revision) } }] } : {}),
               env: serverEnv(target, server),
@@ -144,12 +172,22 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
               livenessProbe: { ...probe, initialDelaySeconds: 10, failureThreshold: 6 },
               resources: resources(spec, config),
               securityContext: { allowPrivilegeEscalation: false },
+              ...(server.public ? {} : { volumeMounts: [{ name: 'api-keys', mountPath: KEYS_DIR, readOnly: true }] }),
             },
           ],
+          // optional: a pod starts before the control plane has written the tenant's keys; the agent server then
+          // finds no keys file and must accept no key.
+          ...(server.public ? {} : { volumes: [{ name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } }] }),
         },
       },
     },
   };
+}
+
+/** Pod imagePullSecrets from names, without duplicates (empty: the field is left out). */
+export function pullSecrets(names: string[]): { imagePullSecrets?: { name: string }[] } {
+  const unique = [...new Set(names)];
+  return unique.length ? { imagePullSecrets: unique.map((name) => ({ name })) } : {};
 }
 
 /** min_scale < max_scale: the HorizontalPodAutoscaler owns the replica count between the two. */
@@ -186,7 +224,21 @@ export function makeService(target: Target): V1Service {
   };
 }
 
-/** Host an Ingress serves: custom_url's host, else `<name>.<base domain>`, else none (cluster-internal only). */
+const GENERATED_NAME = /^ag-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** A custom host is allowed when it is a subdomain of an allowed suffix and not a generated deployment name. */
+export function customHostViolation(host: string, allowed: string[]): string | undefined {
+  if (!allowed.length) return `custom_url "${host}" is not allowed: this cluster serves deployments only at their generated host`;
+  const suffix = allowed.map((d) => d.replace(/^\.+/, '').toLowerCase()).find((d) => host.endsWith(`.${d}`));
+  if (!suffix) return `custom_url "${host}" is outside the allowed domains (${allowed.join(', ')})`;
+  if (GENERATED_NAME.test(host.split('.')[0]!)) return `custom_url "${host}" uses a name reserved for generated hosts`;
+  return undefined;
+}
+
+/**
+ * Host an Ingress serves: custom_url's host (only under an allowed domain), else `<name>.<base domain>`, else none
+ * (cluster-internal only).
+ */
 export function ingressHost(target: Target, customUrl: string | null | undefined, config: KubernetesRuntimeConfig): string | undefined {
   if (customUrl) {
     let host: string;
@@ -198,6 +250,8 @@ export function ingressHost(target: Target, customUrl: string | null | undefined
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(host)) {
       throw new ValidationError(`custom_url "${customUrl}" has no valid host name`);
     }
+    const refused = customHostViolation(host, config.ingress.allowedCustomDomains);
+    if (refused) throw new ValidationError(refused);
     return host;
   }
   return config.ingress.baseDomain ? `${target.name}.${config.ingress.baseDomain}` : undefined;
@@ -228,5 +282,5 @@ export function makeIngress(target: Target, host: string, config: KubernetesRunt
 /** The deployment's stable URL: the Ingress host when there is one, else the Service's cluster DNS name. */
 export function deploymentUrl(target: Target, host: string | undefined, config: KubernetesRuntimeConfig): string {
   if (host) return `${config.ingress.tlsSecretName ? 'https' : 'http'}://${host}`;
-  return `http://${serverName(target)}.${target.namespace}.svc.cluster.local`;
+  return `http://${serviceHost(serverName(target), target.namespace, config)}`;
 }

@@ -1,16 +1,29 @@
 // One revision's build, in a directory of its own: clone at the ref, install, build. A marker file written last
-// says the build is complete, so a restart can tell a finished build from an interrupted one.
+// says the build is complete, so a restart can tell a finished build from an interrupted one. Every step that runs
+// what the workspace controls (git on its URL, npm with its package.json, its commands) runs with an allow-listed
+// environment and, when there is one, inside the sandbox.
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { chmod, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { BuildSpec } from '../types.ts';
+import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
 import type { LogWriter } from './logs.ts';
+import { redactUrl, splitCredentials } from './redact.ts';
+import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from './repo-url.ts';
+import type { Mounts, Sandbox } from './sandbox.ts';
 
 const MARKER = 'build.json';
 
-export type BuildResult = { commitSha: string };
+export type BuildResult = {
+  commitSha: string;
+  /**
+   * node_modules (of the project folder) share their files with the install cache as hard links: mounted read-only
+   * when sandboxed. The path recorded is informative only; users of the marker recompute it (the folder is writable).
+   */
+  sharedNodeModules?: string;
+};
 
 /** Candidate git refs for a user-given repo_ref, most specific first (branches are remote-tracking after clone). */
 export function refCandidates(ref: string): string[] {
@@ -39,52 +52,92 @@ export function checkoutDir(dir: string): string {
 }
 
 /**
- * Installed node_modules keyed by package.json + lock file: a revision whose dependencies did not change links the
- * packages of an earlier install (hard links, as pnpm's store does) instead of running npm ci again.
+ * Installed node_modules keyed by deployment + package.json + lock file: a revision whose dependencies did not
+ * change links the packages of an earlier install (hard links, as pnpm's store does) instead of running npm ci
+ * again. Entries are never shared between deployments: install scripts, .npmrc and file: dependencies are not part
+ * of the key, so one workspace's install must not become another's node_modules.
  */
-export type InstallCache = { dir: string };
+export type InstallCache = { dir: string; maxBytes: number; onPublished?: (entry: string) => Promise<void> };
 
-function installKey(pkg: Buffer, lock: Buffer): string {
-  return createHash('sha256').update(pkg).update('\0').update(lock).update(`\0${process.version}\0${process.platform}\0${process.arch}`).digest('hex').slice(0, 32);
+function installKey(deploymentId: string, pkg: Buffer, lock: Buffer): string {
+  return createHash('sha256')
+    .update(deploymentId)
+    .update('\0')
+    .update(pkg)
+    .update('\0')
+    .update(lock)
+    .update(`\0${process.version}\0${process.platform}\0${process.arch}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
-async function npmCi(cwd: string, env: NodeJS.ProcessEnv, cache: InstallCache | undefined, step: StepRunner, log: LogWriter, signal: AbortSignal): Promise<void> {
-  const args = ['ci', '--prefer-offline', '--no-audit', '--no-fund'];
-  // package.json is part of the key: npm ci refuses a lock file that disagrees with it, and so must we.
-  const key = cache ? installKey(await readFile(join(cwd, 'package.json')), await readFile(join(cwd, 'package-lock.json'))) : '';
-  const cached = cache ? join(cache.dir, key) : '';
-  if (cache && existsSync(cached)) {
-    await step({ label: `npm ci skipped: node_modules linked from the install cache (same package.json and lock, ${key.slice(0, 12)})`, command: 'cp', args: ['-al', cached, join(cwd, 'node_modules')], cwd }, log, signal);
-    return;
-  }
-  await step({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd, env }, log, signal);
-  if (!cache || !existsSync(join(cwd, 'node_modules'))) return;
-  // Publish atomically: a half-copied tree must never be found by another build.
-  await mkdir(cache.dir, { recursive: true });
-  const tmp = `${cached}.tmp-${process.pid}-${Date.now()}`;
-  try {
-    await step({ label: 'cp -al node_modules (install cache)', command: 'cp', args: ['-al', join(cwd, 'node_modules'), tmp], cwd }, log, signal);
-    await rename(tmp, cached);
-  } catch {
-    await rm(tmp, { recursive: true, force: true });
-  }
-}
+/** Where a build's steps run and what they may touch. */
+export type BuildContext = {
+  /** The revision's folder (cleared first). */
+  dir: string;
+  /** The deployment's home folder (HOME, npm cache). */
+  home: string;
+  log: LogWriter;
+  signal: AbortSignal;
+  sandbox: Sandbox;
+  repoPolicy: RepoPolicy;
+  /** The dev process's environment, read through the allow-list only. */
+  baseEnv: NodeJS.ProcessEnv;
+  cache?: InstallCache;
+  maxStepOutputBytes?: number;
+};
 
-type StepRunner = (step: Step, log: LogWriter, signal: AbortSignal) => Promise<string>;
-
-export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, signal: AbortSignal, cache?: InstallCache): Promise<BuildResult> {
+export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
+  const { dir, home, log, signal } = ctx;
   // The pid file lives beside the revision directory so that clearing the directory does not lose it.
   const pidFile = `${dir}.step-pid`;
   await killRecordedStep(pidFile);
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
-  const runStep = (step: Step, l: LogWriter, s: AbortSignal) => runStepIn({ ...step, pidFile }, l, s);
+  await mkdir(home, { recursive: true });
+  const npmCache = join(home, '.npm');
+  const env = childEnv({ base: ctx.baseEnv, home, npmCache });
   const src = checkoutDir(dir);
-  const gitEnv = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
-  const git = (label: string, args: string[], cwd = src) =>
-    runStep({ label, command: 'git', args, cwd, env: gitEnv }, log, signal);
+  // Steps write only the checkout (after the clone) and the home folder; the revision folder itself holds the build
+  // marker, which must not be theirs to edit.
+  const confined = (step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & { env?: Record<string, string>; mounts?: Omit<Mounts, 'cwd'> }) =>
+    runStepIn(
+      { env, mounts: { rw: [src, home] }, ...step, sandbox: ctx.sandbox, pidFile, maxOutputBytes: ctx.maxStepOutputBytes },
+      log,
+      signal,
+    );
+  const shownUrl = redactUrl(spec.repoUrl);
 
-  await git(`git clone ${spec.repoUrl}`, ['clone', '--quiet', '--no-checkout', '--', spec.repoUrl, src], dir);
+  let source: RepoSource;
+  try {
+    source = await checkRepoUrl(spec.repoUrl, ctx.repoPolicy);
+  } catch (err) {
+    if (err instanceof RepoUrlRefused) throw new StepError(err.message);
+    throw err;
+  }
+  const gitEnv = gitEnvironment(env, source);
+  const gitArgs = gitProtocolArgs(source);
+  const git = (label: string, args: string[], cwd = src, extraEnv: Record<string, string> = {}, ro: string[] = []) =>
+    confined({ label, command: 'git', args: [...gitArgs, ...args], cwd, env: { ...gitEnv, ...extraEnv }, mounts: { rw: [cwd === dir ? dir : src, home], ro } });
+
+  if (source.kind === 'local') {
+    // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
+    await git(`git clone ${source.path}`, ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src], dir, {}, [source.path]);
+  } else {
+    // Credentials reach git through GIT_ASKPASS and the environment, never through argv (visible in `ps`).
+    const { url, username, password } = splitCredentials(source.url);
+    const askpass = join(dir, '.git-askpass');
+    const creds: Record<string, string> = {};
+    if (username !== undefined || password !== undefined) {
+      await writeFile(askpass, '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) printf "%s\\n" "$AP_GIT_PASSWORD" ;; esac\n', { mode: 0o700 });
+      Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_PASSWORD: password ?? '' });
+    }
+    try {
+      await git(`git clone ${shownUrl}`, ['clone', '--quiet', '--no-checkout', '--', url, src], dir, creds);
+    } finally {
+      await rm(askpass, { force: true });
+    }
+  }
   let commitSha: string | undefined;
   for (const candidate of refCandidates(spec.repoRef)) {
     try {
@@ -94,31 +147,125 @@ export async function runBuild(spec: BuildSpec, dir: string, log: LogWriter, sig
       // try the next interpretation of the ref
     }
   }
-  if (!commitSha) throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${spec.repoUrl}`);
+  if (!commitSha) throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${shownUrl}`);
   log.line(`resolved ${spec.repoRef} to ${commitSha}`);
   await git(`git checkout ${commitSha.slice(0, 12)}`, ['checkout', '--quiet', '--detach', commitSha]);
 
   const config = resolve(src, spec.graphConfigPath);
   if (!config.startsWith(src + sep) || !existsSync(config)) {
     const shown = relative(src, config).startsWith('..') ? spec.graphConfigPath : relative(src, config);
-    throw new StepError(`graph config "${shown}" not found in ${spec.repoUrl} at ${commitSha.slice(0, 12)}`);
+    throw new StepError(`graph config "${shown}" not found in ${shownUrl} at ${commitSha.slice(0, 12)}`);
   }
   const cwd = projectDir(src, spec.graphConfigPath);
-  const env = { ...process.env, npm_config_update_notifier: 'false' };
+  // The runtime itself works in this folder (install cache links): a symlink must not lead it out of the checkout.
+  if (!(await insideReal(cwd, src)) || !(await insideReal(config, src))) {
+    throw new StepError(`graph config "${spec.graphConfigPath}" leads out of the repository through a symbolic link`);
+  }
+  let sharedNodeModules: string | undefined;
   if (spec.installCommand) {
-    await runStep({ label: spec.installCommand, command: 'sh', args: ['-c', spec.installCommand], cwd, env }, log, signal);
+    await confined({ label: spec.installCommand, command: 'sh', args: ['-c', spec.installCommand], cwd });
   } else if (existsSync(join(cwd, 'package-lock.json'))) {
-    await npmCi(cwd, env, cache, runStep, log, signal);
+    sharedNodeModules = await npmCi(spec.deploymentId, cwd, ctx, confined);
   } else if (existsSync(join(cwd, 'package.json'))) {
     const args = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
-    await runStep({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd, env }, log, signal);
+    await confined({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd });
   } else {
     log.line('no package.json: skipping install');
   }
   if (spec.buildCommand) {
-    await runStep({ label: spec.buildCommand, command: 'sh', args: ['-c', spec.buildCommand], cwd, env }, log, signal);
+    await confined({ label: spec.buildCommand, command: 'sh', args: ['-c', spec.buildCommand], cwd, mounts: revisionMounts(src, home, sharedNodeModules) });
   }
-  await writeFile(join(dir, MARKER), JSON.stringify({ commitSha }));
+  const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
+  await writeFile(join(dir, MARKER), JSON.stringify(result));
   log.line(`build complete (${commitSha.slice(0, 12)})`);
-  return { commitSha };
+  return result;
+}
+
+/** True when `path` resolves (symlinks followed) inside the real path of `root`. */
+export async function insideReal(path: string, root: string): Promise<boolean> {
+  const [p, r] = await Promise.all([realpath(path).catch(() => ''), realpath(root).catch(() => '')]);
+  if (!p || !r) return false;
+  const rel = relative(r, p);
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+}
+
+/** A real folder, not a symlink to one (paths a workspace could have replaced are checked before the runtime uses them). */
+export async function isRealDir(path: string): Promise<boolean> {
+  const st = await lstat(path).catch(() => undefined);
+  return !!st && st.isDirectory() && !st.isSymbolicLink();
+}
+
+/** Makes node_modules/.cache an empty real folder (it becomes a writable mount point over read-only node_modules). */
+export async function resetCacheDir(nodeModules: string): Promise<void> {
+  const cacheDir = join(nodeModules, '.cache');
+  if (!(await isRealDir(cacheDir))) await rm(cacheDir, { recursive: true, force: true });
+  await mkdir(cacheDir, { recursive: true });
+}
+
+/**
+ * What a build_command or an agent server may touch: its checkout and the deployment's home, writable;
+ * node_modules that share files with the install cache, read-only (a write would change every revision linked to
+ * them), with an empty writable node_modules/.cache for the tools that keep caches there.
+ */
+export function revisionMounts(checkout: string, home: string, sharedNodeModules?: string, extraRw: string[] = []): Omit<Mounts, 'cwd'> {
+  return {
+    rw: [checkout, home, ...extraRw],
+    ...(sharedNodeModules ? { roOver: [sharedNodeModules], tmpfs: [join(sharedNodeModules, '.cache')] } : {}),
+  };
+}
+
+/** git reads no system or user configuration and may use only the transports the URL needs. */
+function gitEnvironment(env: Record<string, string>, source: RepoSource): Record<string, string> {
+  return {
+    ...env,
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_PROTOCOL_FROM_USER: '0',
+    GIT_ALLOW_PROTOCOL: source.kind === 'local' ? 'file' : 'https:http:ssh:git',
+  };
+}
+
+function gitProtocolArgs(source: RepoSource): string[] {
+  const allowed = source.kind === 'local' ? ['file'] : ['https', 'http', 'ssh', 'git'];
+  return ['-c', 'protocol.allow=never', ...allowed.flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
+}
+
+type Confined = (step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & { mounts?: Omit<Mounts, 'cwd'> }) => Promise<string>;
+
+/** npm ci, or node_modules linked from this deployment's cached install. Returns node_modules when shared. */
+async function npmCi(deploymentId: string, cwd: string, ctx: BuildContext, confined: Confined): Promise<string | undefined> {
+  const { cache, log, signal } = ctx;
+  const args = ['ci', '--prefer-offline', '--no-audit', '--no-fund'];
+  const nodeModules = join(cwd, 'node_modules');
+  // package.json is part of the key: npm ci refuses a lock file that disagrees with it, and so must we.
+  const key = cache ? installKey(deploymentId, await readFile(join(cwd, 'package.json')), await readFile(join(cwd, 'package-lock.json'))) : '';
+  const cached = cache ? join(cache.dir, key) : '';
+  const own = (label: string, a: string[]) => runStepIn({ label, command: 'cp', args: a, cwd, env: childEnv({ base: ctx.baseEnv, home: ctx.home, npmCache: '' }) }, log, signal);
+  if (cache && existsSync(cached)) {
+    // Whatever the repository put there (a symlink could send cp elsewhere) goes first.
+    await rm(nodeModules, { recursive: true, force: true });
+    await own(`npm ci skipped: node_modules linked from the install cache (same package.json and lock, ${key.slice(0, 12)})`, ['-al', cached, nodeModules]);
+    const now = new Date();
+    await utimes(cached, now, now).catch(() => undefined); // least recently used goes first
+    await resetCacheDir(nodeModules);
+    return nodeModules;
+  }
+  await confined({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd });
+  // Install scripts ran in there: publish only a real folder, never a link they made.
+  if (!cache || !(await isRealDir(nodeModules))) return undefined;
+  // Publish atomically: a half-copied tree must never be found by another build.
+  await mkdir(cache.dir, { recursive: true });
+  await chmod(cache.dir, 0o700).catch(() => undefined);
+  const tmp = `${cached}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    await resetCacheDir(nodeModules);
+    await own('cp -al node_modules (install cache)', ['-al', nodeModules, tmp]);
+    await rename(tmp, cached);
+    await cache.onPublished?.(cached);
+    return nodeModules;
+  } catch {
+    await rm(tmp, { recursive: true, force: true });
+    return undefined;
+  }
 }

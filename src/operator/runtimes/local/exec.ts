@@ -1,20 +1,49 @@
-// Runs one build step as a child process with its output in the build log.
-import { spawn } from 'node:child_process';
+// Runs one build step as a child process with its output in the build log. Memory stays bounded whatever the
+// step prints: output is streamed to the (capped) log, only a bounded stdout and stderr tail are kept, and a step
+// that prints more than its byte allowance is killed.
+import { spawn, spawnSync } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import type { LogWriter } from './logs.ts';
+import { redactText } from './redact.ts';
+import { NO_SANDBOX, type Mounts, type Sandbox } from './sandbox.ts';
 
-export class StepError extends Error {}
+export class StepError extends Error {
+  constructor(message: string) {
+    super(redactText(message));
+  }
+}
 
 export type Step = {
-  /** Shown in the log and in failure messages, e.g. "npm ci". */
+  /** Shown in the log and in failure messages, e.g. "npm ci" (credentials are redacted). */
   label: string;
   command: string;
   args: string[];
   cwd: string;
-  env?: NodeJS.ProcessEnv;
+  env: Record<string, string>;
   /** Records the step's process group here while it runs, so a restart can end what a crash left behind. */
   pidFile?: string;
+  /** Confinement of a step that runs what a workspace controls; our own steps (cp) run unconfined. */
+  sandbox?: Sandbox;
+  mounts?: Omit<Mounts, 'cwd'>;
+  /** Kill the step once it has printed more than this many bytes (stdout and stderr together). */
+  maxOutputBytes?: number;
 };
+
+/** stdout handed back to the caller (git rev-parse and the like print a line or two). */
+const MAX_STDOUT = 64 * 1024;
+const MAX_STDERR = 20_000;
+export const DEFAULT_MAX_STEP_OUTPUT = 64 * 1024 * 1024;
+
+let pdeathsig: boolean | undefined;
+
+/**
+ * `setpriv --pdeathsig KILL` in front of a step: the kernel kills it when this process dies, even by SIGKILL (an
+ * orphaned bwrap or npm would otherwise finish the build on its own). Used when util-linux's setpriv has the flag.
+ */
+export function withParentDeath(command: string, args: string[]): { command: string; args: string[] } {
+  pdeathsig ??= spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true']).status === 0;
+  return pdeathsig ? { command: 'setpriv', args: ['--pdeathsig', 'KILL', '--', command, ...args] } : { command, args };
+}
 
 /** Process groups of running steps: killed when this process exits. */
 const runningGroups = new Set<number>();
@@ -38,43 +67,71 @@ export async function killRecordedStep(pidFile: string): Promise<void> {
   await rm(pidFile, { force: true });
 }
 
-export type Running = { promise: Promise<string>; kill: () => void };
-
-/** Resolves with the step's stdout (also logged); rejects with a one-line StepError on failure. */
+/** Resolves with the step's stdout (also logged, at most 64 KiB); rejects with a one-line StepError on failure. */
 export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promise<string> {
   log.line(`$ ${step.label}`);
   return new Promise((resolve, reject) => {
-    // Its own process group, so npm's and git's own children stop with it.
-    const child = spawn(step.command, step.args, {
-      cwd: step.cwd,
-      env: step.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
+    const wrapped = (step.sandbox ?? NO_SANDBOX).wrap(step.command, step.args, { ...step.mounts, cwd: step.cwd });
+    const { command, args } = withParentDeath(wrapped.command, wrapped.args);
+    let child;
+    try {
+      // Its own process group, so npm's and git's own children stop with it.
+      child = spawn(command, args, { cwd: step.cwd, env: step.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    } catch (err) {
+      reject(new StepError(`${step.label} could not run: ${(err as Error).message}`));
+      return;
+    }
     const pgid = child.pid;
     if (pgid) {
       runningGroups.add(pgid);
       if (step.pidFile) void writeFile(step.pidFile, String(pgid)).catch(() => undefined);
     }
-    const onAbort = () => pgid && killGroup(pgid);
+    let killedFor: string | undefined;
+    const kill = (why: string) => {
+      killedFor ??= why;
+      if (pgid) killGroup(pgid);
+    };
+    const onAbort = () => kill(signal?.reason instanceof Error && signal.reason.name === 'TimeoutError' ? 'ran past the build deadline' : 'was stopped');
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
+    const maxOutput = step.maxOutputBytes ?? DEFAULT_MAX_STEP_OUTPUT;
+    let printed = 0;
+    const count = (n: number) => {
+      printed += n;
+      if (printed > maxOutput) kill(`printed more than ${Math.round(maxOutput / 1024 / 1024)} MiB of output`);
+    };
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-20_000);
+    child.stdout.on('data', (d: Buffer) => {
+      if (stdout.length < MAX_STDOUT) stdout += d.toString().slice(0, MAX_STDOUT - stdout.length);
     });
-    const done = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
-    child.on('error', (err) => reject(new StepError(`${step.label} could not run: ${err.message}`)));
-    child.on('close', (code, sig) => {
+    child.stderr.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-MAX_STDERR);
+    });
+    const done = Promise.all([log.follow(child.stdout, count), log.follow(child.stderr, count)]);
+    child.on('error', (err) => {
       if (pgid) runningGroups.delete(pgid);
+      reject(new StepError(`${step.label} could not run: ${err.message}`));
+    });
+    // Output still open after the step exited (something it started in the background holds it): stop waiting.
+    child.once('exit', () => {
+      setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, 5000).unref();
+    });
+    child.on('close', (code, sig) => {
+      if (pgid) {
+        // Nothing the step started in the background outlives it (unsandboxed; the sandbox's PID namespace does that).
+        killGroup(pgid);
+        runningGroups.delete(pgid);
+      }
       signal?.removeEventListener('abort', onAbort);
       if (step.pidFile) void rm(step.pidFile, { force: true });
       void done.then(() => {
-        if (code === 0) return resolve(stdout);
-        const why = sig ? `was killed (${sig})` : `exited with code ${code}`;
-        const reason = failureLine(stderr);
+        if (code === 0 && !killedFor) return resolve(stdout);
+        const why = killedFor ?? (sig ? `was killed (${sig})` : `exited with code ${code}`);
+        const reason = killedFor ? '' : failureLine(stderr) || failureLine(log.tail.join('\n'));
         reject(new StepError(`${step.label} ${why}${reason ? `: ${reason}` : ''}`));
       });
     });
@@ -86,7 +143,7 @@ export function failureLine(stderr: string): string {
   const lines = stderr.split('\n').map((l) => l.trim()).filter(Boolean);
   const noise = /^npm (warn|notice)|^npm error (code |A complete log|\d*\s*$|$)|^npm error\s*$/;
   const npm = lines.find((l) => /^npm error/.test(l) && !noise.test(l));
-  if (npm) return npm.replace(/^npm error\s*/, '').slice(0, 300);
+  if (npm) return redactText(npm.replace(/^npm error\s*/, '').slice(0, 300));
   const fatal = lines.find((l) => /^(fatal|error):/.test(l));
-  return (fatal ?? lines.filter((l) => !noise.test(l)).at(-1) ?? '').slice(0, 300);
+  return redactText((fatal ?? lines.filter((l) => !noise.test(l) && !l.startsWith('$ ')).at(-1) ?? '').slice(0, 300));
 }

@@ -2,13 +2,12 @@
 // `agentplane agent-server` child process; a deployment's data (threads, runs, checkpoints) lives beside its
 // revisions, so every revision of a deployment sees the same threads. Traffic reaches the routed revision through
 // the dev server's proxy (proxy.ts).
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import type { Logger } from '../../../lib/logger.ts';
 import type {
   BuildSpec,
@@ -19,15 +18,25 @@ import type {
   ServerSpec,
   ServerStatus,
 } from '../types.ts';
-import { checkoutDir, projectDir, readBuildMarker, runBuild } from './build.ts';
+import { checkoutDir, insideReal, isRealDir, projectDir, readBuildMarker, resetCacheDir, revisionMounts, runBuild, type InstallCache } from './build.ts';
+import { childEnv, envProblem } from './env.ts';
 import { killRunningSteps } from './exec.ts';
-import { LogWriter } from './logs.ts';
+import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
+import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
+import { databaseNameFor, dropDeploymentDatabase, ensureDeploymentDatabase } from './postgres.ts';
 import type { Backend } from './proxy.ts';
+import { redactText } from './redact.ts';
+import { NO_SANDBOX, type Sandbox } from './sandbox.ts';
+import { spawnServer, type ServerProcess } from './server-process.ts';
+
+export { databaseNameFor };
 
 type DeploymentRef = Omit<RevisionRef, 'revision'>;
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const AGENTPLANE_BIN = resolve(HERE, '../../../../bin/agentplane.mjs');
+/** agentplane's own package: agent servers run its bin/agentplane.mjs (mounted read-only in the sandbox). */
+export const PACKAGE_DIR = resolve(HERE, '../../../..');
+const AGENTPLANE_BIN = join(PACKAGE_DIR, 'bin/agentplane.mjs');
 const PARENT_WATCH = new URL('./parent-watch.mjs', import.meta.url).href;
 
 export type LocalRuntimeOptions = {
@@ -41,8 +50,28 @@ export type LocalRuntimeOptions = {
   /** How long a stopping server gets after SIGTERM, and how long traffic to a replaced one may drain. */
   stopGraceMs?: number;
   maxConcurrentBuilds?: number;
-  /** Reuse node_modules across builds with the same package-lock.json (default true). */
+  /** Reuse node_modules across builds of a deployment with the same package-lock.json (default true). */
   installCache?: boolean;
+  /** Size bound of the install cache; least recently used entries go first (default 2 GiB). */
+  installCacheMaxBytes?: number;
+  /** Confinement of build steps and agent servers (default none: everything runs as plain child processes). */
+  sandbox?: Sandbox;
+  /** Real paths local repo_url values may come from (default: none, only remote URLs). */
+  allowLocalRepos?: string[];
+  /** Never cloned from (default: the data dir); the dev process adds its whole data dir. */
+  protectedDirs?: string[];
+  /** The environment build steps and servers pick allow-listed variables from (default process.env). */
+  baseEnv?: NodeJS.ProcessEnv;
+  /** Build folders kept per deployment, newest first; the routed, serving and newest ones always stay (default 5). */
+  keepBuilds?: number;
+  /** A build still running after this long fails (default 30 min). */
+  buildTimeoutMs?: number;
+  /** A build step printing more than this is killed (default 64 MiB). */
+  maxStepOutputBytes?: number;
+  /** Stored log per revision and type (default 20 000 lines / 5 MiB). */
+  logLimits?: LogLimits;
+  /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
+  authKeysFile?: (tenantId: string) => string;
 };
 
 type Server = {
@@ -54,6 +83,8 @@ type Server = {
   healthy: Promise<boolean>;
   port: number;
   child: ChildProcess;
+  /** Sends a signal to the agent server itself (inside the sandbox, bwrap does not forward signals). */
+  signal(sig: NodeJS.Signals): void;
   phase: 'Starting' | 'Ready';
   inflight: number;
   exited: Promise<void>;
@@ -63,16 +94,15 @@ type Server = {
 
 type Build = { status: BuildStatus; abort: AbortController };
 
+/** Enough to build a revision again after its folder was removed (kept beside it, mode 0600: repo_url may hold a token). */
+type SavedBuild = { spec: BuildSpec; commitSha: string };
+
 const revKey = (r: RevisionRef) => `${r.deploymentId}/${r.revision}`;
 
 /** Ids become directory and database names: keep them to a safe alphabet. */
 function safeId(id: string): string {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id) || id.includes('..')) throw new Error(`unsafe id for a path: ${id}`);
   return id;
-}
-
-export function databaseNameFor(deploymentId: string): string {
-  return `ap_dev_${deploymentId.toLowerCase().replace(/[^a-z0-9]/g, '_')}`.slice(0, 63);
 }
 
 async function freePort(): Promise<number> {
@@ -119,6 +149,7 @@ export class LocalRuntime implements Runtime {
   private readonly gone = new Set<string>();
   private readonly listeners: ((ref: RevisionRef) => void)[] = [];
   private readonly background = new Set<Promise<unknown>>();
+  private readonly budgets = new Map<string, LogBudget>();
   private runningBuilds = 0;
   private readonly waitingBuilds: (() => void)[] = [];
   private baseUrl = 'http://127.0.0.1:8080';
@@ -154,6 +185,22 @@ export class LocalRuntime implements Runtime {
     return join(this.deploymentDir(ref.deploymentId), 'revisions', safeId(ref.revision));
   }
 
+  private homeDir(deploymentId: string): string {
+    return join(this.deploymentDir(deploymentId), 'home');
+  }
+
+  private savedBuildFile(ref: RevisionRef): string {
+    return join(this.deploymentDir(ref.deploymentId), 'builds', `${safeId(ref.revision)}.json`);
+  }
+
+  /** One revision's log of one type, capped across all the writers it gets (restarts, handovers). */
+  private logWriter(ref: RevisionRef, type: 'build' | 'deploy'): LogWriter {
+    const key = `${revKey(ref)}/${type}`;
+    let budget = this.budgets.get(key);
+    if (!budget) this.budgets.set(key, (budget = new LogBudget(this.opts.logLimits ?? DEFAULT_LOG_LIMITS)));
+    return new LogWriter(this.opts.logs, ref, type, budget);
+  }
+
   private notify(ref: RevisionRef): void {
     if (this.closed) return;
     for (const l of this.listeners) l(ref);
@@ -185,18 +232,44 @@ export class LocalRuntime implements Runtime {
   }
 
   private async runBuild(spec: BuildSpec, build: Build): Promise<void> {
-    const log = new LogWriter(this.opts.logs, spec, 'build');
+    const log = this.logWriter(spec, 'build');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
     await this.acquireBuildSlot();
     try {
       if (build.abort.signal.aborted) return;
       logger.info('build started');
-      const cache = this.opts.installCache === false ? undefined : { dir: join(this.opts.dataDir, 'install-cache') };
-      const result = await runBuild(spec, this.revisionDir(spec), log, build.abort.signal, cache);
+      const cacheDir = join(this.opts.dataDir, 'install-cache');
+      const maxBytes = this.opts.installCacheMaxBytes ?? 2048 * 1024 * 1024;
+      const cache: InstallCache | undefined =
+        this.opts.installCache === false
+          ? undefined
+          : {
+              dir: cacheDir,
+              maxBytes,
+              onPublished: async (entry) => {
+                const evicted = await trimInstallCache(cacheDir, entry, maxBytes);
+                if (evicted.length) logger.info({ evicted: evicted.length }, 'install cache trimmed');
+              },
+            };
+      const timeoutMs = this.opts.buildTimeoutMs ?? 30 * 60_000;
+      const result = await runBuild(spec, {
+        dir: this.revisionDir(spec),
+        home: this.homeDir(spec.deploymentId),
+        log,
+        signal: AbortSignal.any([build.abort.signal, AbortSignal.timeout(timeoutMs)]),
+        sandbox: this.opts.sandbox ?? NO_SANDBOX,
+        repoPolicy: { allowedRoots: this.opts.allowLocalRepos ?? [], forbiddenRoots: this.opts.protectedDirs ?? [this.opts.dataDir] },
+        baseEnv: this.opts.baseEnv ?? process.env,
+        cache,
+        maxStepOutputBytes: this.opts.maxStepOutputBytes,
+      });
+      await this.saveBuild(spec, result.commitSha);
+      // Before reporting success: whoever sees Succeeded also sees the old folders gone.
+      await this.pruneBuilds(spec).catch((err: Error) => logger.warn({ err: redactText(err.message) }, 'removing old builds failed'));
       build.status = { phase: 'Succeeded', commitSha: result.commitSha };
       logger.info({ commit: result.commitSha }, 'build succeeded');
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = redactText(err instanceof Error ? err.message : String(err));
       log.line(`build failed: ${message}`);
       build.status = { phase: 'Failed', message: message.split('\n')[0]! };
       logger.info({ reason: message }, 'build failed');
@@ -206,6 +279,38 @@ export class LocalRuntime implements Runtime {
       // A finished build is remembered by its marker; a failed one stays in memory (its revision is terminal).
       if (build.status.phase === 'Succeeded') this.builds.delete(revKey(spec));
       if (!build.abort.signal.aborted) this.notify(spec);
+    }
+  }
+
+  private async saveBuild(spec: BuildSpec, commitSha: string): Promise<void> {
+    const file = this.savedBuildFile(spec);
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+    const saved: SavedBuild = { spec, commitSha };
+    await writeFile(file, JSON.stringify(saved), { mode: 0o600 });
+    await chmod(file, 0o600);
+  }
+
+  /**
+   * Keeps the `keepBuilds` most recent build folders of a deployment, plus the routed revision, the newest one and
+   * any with a server or a build running. A removed revision is built again (same commit) when it is redeployed.
+   */
+  private async pruneBuilds(latest: RevisionRef): Promise<void> {
+    const revisionsDir = join(this.deploymentDir(latest.deploymentId), 'revisions');
+    const built = [];
+    for (const name of await readdir(revisionsDir).catch(() => [] as string[])) {
+      const marker = await stat(join(revisionsDir, name, 'build.json')).catch(() => undefined);
+      if (marker) built.push({ revision: name, builtAt: marker.mtimeMs });
+    }
+    const keep = new Set<string>([latest.revision]);
+    const routed = this.routes.get(latest.deploymentId);
+    if (routed) keep.add(routed);
+    for (const key of [...this.servers.keys(), ...this.builds.keys(), ...this.parked.keys()]) {
+      const [id, revision] = key.split('/');
+      if (id === latest.deploymentId && revision) keep.add(revision);
+    }
+    for (const revision of buildsToRemove(built, this.opts.keepBuilds ?? 5, keep)) {
+      await rm(join(revisionsDir, revision), { recursive: true, force: true, maxRetries: 3 });
+      this.opts.logger.info({ deployment: latest.deployment, revision }, 'old build folder removed');
     }
   }
 
@@ -236,7 +341,8 @@ export class LocalRuntime implements Runtime {
     // A switch in progress starts and stops this deployment's servers itself.
     if (this.closed || this.holds.has(spec.deploymentId)) return { phase: 'Starting' };
     const dir = this.revisionDir(spec);
-    if (!(await readBuildMarker(dir))) return this.fail(spec, 'the build of this revision is not on disk');
+    const marker = await readBuildMarker(dir);
+    if (!marker) return this.rebuild(spec);
     // The embedded store admits one process per data dir: while another revision serves, prove this one boots
     // on scratch data; route() then hands the real data over.
     const othersLive = [...this.servers.values()].some(
@@ -249,7 +355,25 @@ export class LocalRuntime implements Runtime {
       queueMicrotask(() => this.notify(spec));
       return { phase: 'Ready' };
     }
-    await this.startServer(spec, dir, exclusive);
+    try {
+      await this.startServer(spec, dir, exclusive);
+    } catch (err) {
+      // Whatever keeps a server from starting ends this revision's deploy with the reason; it is never retried.
+      const message = redactText(err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+      this.opts.logger.warn({ deployment: spec.deployment, revision: spec.revision, reason: message }, 'agent server could not start');
+      return this.fail(spec, `agent server could not start: ${message}`);
+    }
+    return this.servers.get(key)?.phase === 'Ready' ? { phase: 'Ready' } : this.failed.has(key) ? { phase: 'Failed', message: this.failed.get(key)! } : { phase: 'Starting' };
+  }
+
+  /** A revision whose build folder was removed (keepBuilds): build the same commit again, then serve it. */
+  private async rebuild(spec: ServerSpec): Promise<ServerStatus> {
+    const saved = (await readFile(this.savedBuildFile(spec), 'utf8').then((t) => JSON.parse(t) as SavedBuild).catch(() => undefined));
+    if (!saved) return this.fail(spec, 'the build of this revision is not on disk');
+    // The same commit, from the saved build spec only (the server spec carries secrets, which builds never get).
+    const status = await this.build({ ...saved.spec, revision: spec.revision, repoRef: saved.commitSha });
+    if (status.phase === 'Failed') return this.fail(spec, `rebuilding this revision failed: ${status.message}`);
+    if (status.phase === 'Succeeded') return this.deploy(spec);
     return { phase: 'Starting' };
   }
 
@@ -266,65 +390,86 @@ export class LocalRuntime implements Runtime {
     return { phase: 'Failed', message };
   }
 
-  private async dataArgs(deploymentId: string, preflightDir?: string): Promise<string[]> {
+  /**
+   * Where the server keeps its data: a scratch folder (preflight), the deployment's embedded store folder, or the
+   * deployment's own Postgres database, whose URL (with its password) goes through the environment, not argv.
+   */
+  private async dataPlace(deploymentId: string, preflightDir?: string): Promise<{ args: string[]; env: Record<string, string>; rw: string[] }> {
     if (preflightDir) {
       await rm(preflightDir, { recursive: true, force: true });
       await mkdir(preflightDir, { recursive: true });
-      return ['--data-dir', preflightDir];
+      return { args: ['--data-dir', preflightDir], env: {}, rw: [preflightDir] };
     }
     if (!this.opts.databaseUrl) {
       const dataDir = join(this.deploymentDir(deploymentId), 'data');
       await mkdir(dataDir, { recursive: true });
-      return ['--data-dir', dataDir];
+      return { args: ['--data-dir', dataDir], env: {}, rw: [dataDir] };
     }
-    const name = databaseNameFor(deploymentId);
-    const client = new pg.Client({ connectionString: this.opts.databaseUrl });
-    await client.connect();
-    try {
-      const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-      if (!rowCount) {
-        await client.query(`CREATE DATABASE "${name}"`).catch((err: { code?: string }) => {
-          if (err.code !== '42P04') throw err; // created concurrently
-        });
-      }
-    } finally {
-      await client.end();
-    }
-    const url = new URL(this.opts.databaseUrl);
-    url.pathname = `/${name}`;
-    return ['--database-url', url.toString()];
+    await mkdir(this.deploymentDir(deploymentId), { recursive: true });
+    const passwordFile = join(this.deploymentDir(deploymentId), 'postgres-password');
+    const url = await ensureDeploymentDatabase(this.opts.databaseUrl, deploymentId, passwordFile);
+    return { args: [], env: { DATABASE_URI: url }, rw: [] };
   }
 
   private async startServer(spec: ServerSpec, dir: string, preflight = false): Promise<Server> {
     const key = revKey(spec);
     const checkout = checkoutDir(dir);
     const config = join(checkout, spec.graphConfigPath);
+    const home = this.homeDir(spec.deploymentId);
+    const cwd = projectDir(checkout, spec.graphConfigPath);
+    // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault.
+    const secretsProblem = envProblem(spec.env);
+    if (secretsProblem) throw new Error(secretsProblem);
+    const marker = await readBuildMarker(dir);
+    // The server may have changed its checkout while it ran: re-check what the runtime is about to mount.
+    if (!(await insideReal(cwd, checkout))) throw new Error('the project folder leads out of the checkout through a symbolic link');
+    const nodeModules = join(cwd, 'node_modules');
+    const sharedNodeModules = marker?.sharedNodeModules && (await isRealDir(nodeModules)) ? nodeModules : undefined;
+    if (sharedNodeModules) await resetCacheDir(sharedNodeModules);
     const port = await freePort();
-    const dataArgs = await this.dataArgs(spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
+    const data = await this.dataPlace(spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
     if (this.gone.has(spec.deploymentId) || this.closed) throw new Error(`deployment ${spec.deployment} is gone`);
-    const log = new LogWriter(this.opts.logs, spec, 'deploy');
+    await mkdir(home, { recursive: true });
+    const env = childEnv({ base: this.opts.baseEnv ?? process.env, home, npmCache: join(home, '.npm'), extra: { ...spec.env, ...data.env } });
+    const problem = envProblem(env);
+    if (problem) throw new Error(problem);
+    const log = this.logWriter(spec, 'deploy');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
-    const args = ['--import', PARENT_WATCH, AGENTPLANE_BIN, 'agent-server', '--config', config, '--host', '127.0.0.1', '--port', String(port), ...dataArgs];
+    // Deployments that are not public answer only their tenant's keys; without a key source they do not start.
+    const keysFile = spec.access === 'public' ? undefined : (spec.authKeysFile ?? this.opts.authKeysFile?.(spec.tenantId));
+    if (spec.access !== 'public' && !keysFile) throw new Error('this runtime has no API key source: only public deployments can run');
+    const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+    const args = ['--import', PARENT_WATCH, AGENTPLANE_BIN, 'agent-server', '--config', config, '--host', '127.0.0.1', '--port', String(port), ...data.args, ...keysArgs];
+    const mounts = { ...revisionMounts(checkout, home, sharedNodeModules, data.rw), ro: keysFile ? [dirname(keysFile)] : [] };
     log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
-    const child = spawn(process.execPath, args, {
-      cwd: projectDir(checkout, spec.graphConfigPath),
-      env: { ...process.env, ...spec.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    const tail: string[] = [];
-    const keep = (l: string) => {
-      tail.push(l);
-      if (tail.length > 40) tail.shift();
-    };
-    child.stdout!.on('data', (d: Buffer) => d.toString().split('\n').forEach(keep));
-    child.stderr!.on('data', (d: Buffer) => d.toString().split('\n').forEach(keep));
+    let proc: ServerProcess;
+    try {
+      proc = spawnServer(this.opts.sandbox ?? NO_SANDBOX, process.execPath, args, { cwd, env, mounts });
+    } catch (err) {
+      log.line(`agent server could not start: ${(err as Error).message}`);
+      await log.flush();
+      throw err;
+    }
+    const { child } = proc;
     const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
-    const exited = new Promise<void>((res) => child.once('exit', () => res()));
+    const exited = new Promise<void>((res) => {
+      child.once('exit', () => res());
+      child.once('error', () => res());
+    });
     let settle!: (ok: boolean) => void;
     const healthy = new Promise<boolean>((r) => (settle = r));
-    const server: Server = { ref: spec, spec, preflight, healthy, port, child, phase: 'Starting', inflight: 0, exited, stopping: false };
+    const server: Server = { ref: spec, spec, preflight, healthy, port, child, signal: proc.signal, phase: 'Starting', inflight: 0, exited, stopping: false };
     this.servers.set(key, server);
     logger.info({ port, pid: child.pid }, 'agent server starting');
+    // spawn() reports E2BIG, ENOENT and the like asynchronously: the server failed to start.
+    child.once('error', (err) => {
+      if (this.servers.get(key) === server) this.servers.delete(key);
+      log.line(`agent server could not start: ${err.message}`);
+      void log.flush();
+      this.fail(spec, `agent server could not start: ${err.message}`);
+      settle(false);
+      this.notify(spec);
+    });
 
     child.once('exit', (code, signal) => {
       void output.then(async () => {
@@ -333,8 +478,10 @@ export class LocalRuntime implements Runtime {
         await log.flush();
         if (this.servers.get(key) === server) this.servers.delete(key);
         if (server.stopping || this.closed) return;
-        const detail = summarizeFailure(tail);
-        if (server.phase === 'Starting') {
+        const detail = summarizeFailure(log.tail);
+        if (this.failed.has(key)) {
+          // already explained (spawn error)
+        } else if (server.phase === 'Starting') {
           this.fail(spec, `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`);
         } else {
           // A live server crashed: the next reconcile starts it again, unless it keeps crashing.
@@ -386,8 +533,8 @@ export class LocalRuntime implements Runtime {
     server.stopping = true;
     server.stopped = (drain ? this.drain(server) : Promise.resolve()).then(async () => {
       if (server.child.exitCode === null && server.child.signalCode === null) {
-        server.child.kill('SIGTERM');
-        const timer = setTimeout(() => server.child.kill('SIGKILL'), this.opts.stopGraceMs ?? 5000);
+        server.signal('SIGTERM');
+        const timer = setTimeout(() => server.signal('SIGKILL'), this.opts.stopGraceMs ?? 5000);
         await server.exited;
         clearTimeout(timer);
       }
@@ -442,8 +589,11 @@ export class LocalRuntime implements Runtime {
       this.routes.set(d.deploymentId, spec.revision);
       const old = others.find((s) => s.ref.revision === previous && !s.stopping);
       await Promise.all([...others.map((o) => this.stopServer(o, true)), preflight && this.stopServer(preflight)]);
-      const fresh = await this.startServer(spec, this.revisionDir(spec));
-      if (await fresh.healthy) {
+      const fresh = await this.startServer(spec, this.revisionDir(spec)).catch((err: Error) => {
+        this.fail(spec, `agent server could not start: ${redactText(err.message).split('\n')[0]}`);
+        return undefined;
+      });
+      if (fresh && (await fresh.healthy)) {
         log.info('traffic handed over');
         return;
       }
@@ -451,7 +601,8 @@ export class LocalRuntime implements Runtime {
       log.warn('new revision failed on the deployment data; restoring the previous one');
       if (old) {
         this.routes.set(d.deploymentId, old.ref.revision);
-        await (await this.startServer(old.spec, this.revisionDir(old.ref))).healthy;
+        const again = await this.startServer(old.spec, this.revisionDir(old.ref)).catch(() => undefined);
+        if (again) await again.healthy;
       } else {
         this.routes.delete(d.deploymentId);
       }
@@ -522,16 +673,9 @@ export class LocalRuntime implements Runtime {
         this.crashes.delete(key);
       }
     }
+    for (const key of [...this.budgets.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.budgets.delete(key);
     await rm(this.deploymentDir(d.deploymentId), { recursive: true, force: true, maxRetries: 3 });
-    if (this.opts.databaseUrl) {
-      const client = new pg.Client({ connectionString: this.opts.databaseUrl });
-      await client.connect();
-      try {
-        await client.query(`DROP DATABASE IF EXISTS "${databaseNameFor(d.deploymentId)}" WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
-    }
+    if (this.opts.databaseUrl) await dropDeploymentDatabase(this.opts.databaseUrl, d.deploymentId);
   }
 
   /** Child pids, for tests and diagnostics. */
@@ -548,7 +692,7 @@ export class LocalRuntime implements Runtime {
 
   /** Last resort on process exit: no child outlives the dev process. */
   killAllNow(): void {
-    for (const s of this.servers.values()) s.child.kill('SIGKILL');
+    for (const s of this.servers.values()) s.signal('SIGKILL');
     for (const b of this.builds.values()) b.abort.abort();
     killRunningSteps();
   }

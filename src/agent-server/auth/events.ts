@@ -1,0 +1,173 @@
+// Which auth event each built-in route raises, and the value its handler sees (the platform's event names and
+// value shapes, see AuthEventValueMap in @langchain/langgraph-sdk/auth). One table, so a new route is authorized
+// by adding a row; a route without a row is only authenticated.
+import { randomUUID } from 'node:crypto';
+import type { Json } from '../storage/types.ts';
+
+export interface RouteEvent {
+  event: string;
+  /** "thread" / "assistant": the record named in the path must match the handler's filter (else 404). */
+  scope?: 'thread' | 'assistant';
+  /** The body is an array (POST /runs/batch): the event is raised once per item, `value` sees one item as body. */
+  perItem?: boolean;
+  value(req: { params: unknown; body: unknown; query: unknown }): Json;
+}
+
+type Req = Parameters<RouteEvent['value']>[0];
+
+const params = (req: Req) => (req.params ?? {}) as Record<string, string>;
+/** The request body as an object whose `metadata` is an object too, so a handler's edits land in what is written. */
+function bodyWithMetadata(req: Req): Json {
+  if (typeof req.body !== 'object' || req.body === null) req.body = {};
+  const body = req.body as Json;
+  if (typeof body.metadata !== 'object' || body.metadata === null) body.metadata = {};
+  return body;
+}
+
+/**
+ * Store events: the handler sees `namespace` (and the other fields) and may rewrite the namespace, e.g. to put
+ * every item of a user under the user's id, as the platform lets it; the rewrite lands in what the route uses.
+ */
+function storeEvent(event: string, where: 'body' | 'query', namespaceField: string, fields: string[]): RouteEvent {
+  return {
+    event,
+    value: (r) => {
+      if (where === 'body' && (typeof r.body !== 'object' || r.body === null)) r.body = {};
+      const source = ((where === 'body' ? r.body : r.query) ?? {}) as Json;
+      const value: Json = Object.fromEntries(fields.map((f) => [f, source[f] ?? null]));
+      Object.defineProperty(value, 'namespace', {
+        enumerable: true,
+        get: () => source[namespaceField] ?? [],
+        set: (ns: unknown) => {
+          source[namespaceField] = ns;
+        },
+      });
+      return value;
+    },
+  };
+}
+
+const threadRead: RouteEvent = { event: 'threads:read', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) };
+
+const threadSearch: RouteEvent = {
+  event: 'threads:search',
+  value: (r) => {
+    const b = (r.body ?? {}) as Json;
+    return { ids: b.ids, status: b.status, metadata: b.metadata, values: b.values, limit: b.limit, offset: b.offset };
+  },
+};
+
+const createRun: RouteEvent = {
+  event: 'threads:create_run',
+  scope: 'thread',
+  value: (r) => {
+    const b = bodyWithMetadata(r);
+    return {
+      thread_id: params(r).thread_id ?? null,
+      assistant_id: b.assistant_id,
+      // The run's id is chosen here so the handler sees the id the run will have (passed on to createRun).
+      run_id: randomUUID(),
+      status: 'pending',
+      metadata: b.metadata,
+      multitask_strategy: b.multitask_strategy ?? 'reject',
+      if_not_exists: b.if_not_exists ?? 'reject',
+      after_seconds: b.after_seconds ?? null,
+      prevent_insert_if_inflight: true,
+      kwargs: {
+        input: b.input ?? null,
+        command: b.command ?? null,
+        config: b.config ?? null,
+        context: b.context ?? null,
+        stream_mode: b.stream_mode ?? null,
+        webhook: b.webhook ?? null,
+      },
+    };
+  },
+};
+
+const assistantRead: RouteEvent = {
+  event: 'assistants:read',
+  scope: 'assistant',
+  value: (r) => ({ assistant_id: params(r).assistant_id }),
+};
+
+const assistantSearch: RouteEvent = {
+  event: 'assistants:search',
+  value: (r) => {
+    const b = (r.body ?? {}) as Json;
+    return { graph_id: b.graph_id, name: b.name, metadata: b.metadata, limit: b.limit, offset: b.offset };
+  },
+};
+
+const TABLE: Record<string, RouteEvent> = {
+  'POST /threads': { event: 'threads:create', value: (r) => {
+    const b = bodyWithMetadata(r);
+    return { thread_id: b.thread_id, metadata: b.metadata, if_exists: b.if_exists ?? 'raise' };
+  } },
+  'POST /threads/search': threadSearch,
+  'POST /threads/count': threadSearch,
+  'GET /threads/:thread_id': threadRead,
+  'PATCH /threads/:thread_id': { event: 'threads:update', scope: 'thread', value: (r) => {
+    const b = bodyWithMetadata(r);
+    return { thread_id: params(r).thread_id, metadata: b.metadata };
+  } },
+  'DELETE /threads/:thread_id': { event: 'threads:delete', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) },
+  'POST /threads/:thread_id/copy': threadRead,
+  'GET /threads/:thread_id/state': threadRead,
+  'GET /threads/:thread_id/state/:checkpoint_id': threadRead,
+  'POST /threads/:thread_id/state/checkpoint': threadRead,
+  'POST /threads/:thread_id/state': { event: 'threads:update', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) },
+  'GET /threads/:thread_id/history': threadRead,
+  'POST /threads/:thread_id/history': threadRead,
+  'POST /threads/:thread_id/runs': createRun,
+  'POST /threads/:thread_id/runs/wait': createRun,
+  'POST /threads/:thread_id/runs/stream': createRun,
+  'POST /runs': createRun,
+  'POST /runs/wait': createRun,
+  'POST /runs/stream': createRun,
+  'POST /runs/batch': { ...createRun, perItem: true },
+  // No thread in the path: the route checks the run's thread against the handler's filter itself.
+  'GET /runs/:run_id/stream': { event: 'threads:read', value: (r) => ({ run_id: params(r).run_id }) },
+  'GET /threads/:thread_id/runs': threadRead,
+  'GET /threads/:thread_id/runs/:run_id': threadRead,
+  'GET /threads/:thread_id/runs/:run_id/join': threadRead,
+  'GET /threads/:thread_id/runs/:run_id/stream': threadRead,
+  'POST /threads/:thread_id/runs/:run_id/cancel': { event: 'threads:update', scope: 'thread', value: (r) => {
+    const q = (r.query ?? {}) as Json;
+    return { thread_id: params(r).thread_id, run_id: params(r).run_id, action: q.action ?? 'interrupt' };
+  } },
+  'DELETE /threads/:thread_id/runs/:run_id': { event: 'threads:delete', scope: 'thread', value: (r) => ({
+    thread_id: params(r).thread_id, run_id: params(r).run_id,
+  }) },
+  'POST /assistants': { event: 'assistants:create', value: (r) => bodyWithMetadata(r) },
+  'POST /assistants/search': assistantSearch,
+  'POST /assistants/count': assistantSearch,
+  'GET /assistants/:assistant_id': assistantRead,
+  'GET /assistants/:assistant_id/schemas': assistantRead,
+  'GET /assistants/:assistant_id/graph': assistantRead,
+  'GET /assistants/:assistant_id/subgraphs': assistantRead,
+  'GET /assistants/:assistant_id/subgraphs/:namespace': assistantRead,
+  'POST /assistants/:assistant_id/versions': assistantRead,
+  'POST /assistants/:assistant_id/latest': { event: 'assistants:update', scope: 'assistant', value: (r) => ({
+    assistant_id: params(r).assistant_id, version: ((r.body ?? {}) as Json).version,
+  }) },
+  'PATCH /assistants/:assistant_id': { event: 'assistants:update', scope: 'assistant', value: (r) => {
+    const b = bodyWithMetadata(r);
+    return { ...b, assistant_id: params(r).assistant_id };
+  } },
+  'DELETE /assistants/:assistant_id': { event: 'assistants:delete', scope: 'assistant', value: (r) => ({
+    assistant_id: params(r).assistant_id,
+  }) },
+  'PUT /store/items': storeEvent('store:put', 'body', 'namespace', ['key', 'value', 'index']),
+  'GET /store/items': storeEvent('store:get', 'query', 'namespace', ['key']),
+  'DELETE /store/items': storeEvent('store:delete', 'body', 'namespace', ['key']),
+  'POST /store/items/search': storeEvent('store:search', 'body', 'namespace_prefix', ['filter', 'limit', 'offset', 'query']),
+  'POST /store/namespaces': storeEvent('store:list_namespaces', 'body', 'prefix', ['suffix', 'max_depth', 'limit', 'offset']),
+};
+
+export function routeEvent(method: string, routeUrl: string | undefined): RouteEvent | undefined {
+  return routeUrl === undefined ? undefined : TABLE[`${method} ${routeUrl}`];
+}
+
+/** Routes in the table, for a test that every thread/assistant/run route has a row. */
+export const AUTHORIZED_ROUTES: readonly string[] = Object.keys(TABLE);

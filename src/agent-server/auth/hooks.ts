@@ -1,0 +1,107 @@
+// Custom auth on the fastify app: `authenticate` on every request (onRequest), then the route's auth event
+// (preHandler, once the body is parsed so handlers see and may edit it). Records a filter hides are answered as
+// missing (404), the way the platform answers them.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ConflictError, NotFoundError } from '../../lib/errors.ts';
+import type { AgentService } from '../service.ts';
+import type { Storage } from '../storage/types.ts';
+import { AuthHandlerError, AuthHttpError, matchesFilters, type AuthFilters, type CustomAuth, type RequestAuth } from './custom.ts';
+import { routeEvent } from './events.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller as custom auth sees them; null without custom auth or on open paths. */
+    auth: RequestAuth | null;
+    /** What the route's auth handler decided: its filter, and the run id shown to a create_run handler. */
+    authz: { filters?: AuthFilters; runId?: string; items?: Array<{ filters?: AuthFilters; runId?: string }> } | null;
+  }
+}
+
+/** Reachable without authentication, as on the reference server: the health probe and the server's description. */
+const OPEN_PATHS = new Set(['/ok', '/info']);
+
+/** The request as `authenticate` receives it: method, URL and headers (the body is not read yet at this point). */
+export function toFetchRequest(req: FastifyRequest, body?: Uint8Array | null): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.raw.headers)) {
+    if (value === undefined || name.startsWith(':')) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  const host = req.headers.host ?? 'localhost';
+  const init: RequestInit & { duplex?: 'half' } = { method: req.method, headers };
+  if (body !== undefined && body !== null && req.method !== 'GET' && req.method !== 'HEAD') {
+    init.body = body as unknown as RequestInit["body"];
+    init.duplex = 'half';
+  }
+  return new Request(`${req.protocol}://${host}${req.url}`, init);
+}
+
+export function isOpenPath(req: FastifyRequest): boolean {
+  return req.method === 'OPTIONS' || OPEN_PATHS.has(req.url.split('?', 1)[0]!);
+}
+
+/** Runs `authenticate`; answers the request itself (and returns false) when it refuses or fails. */
+export async function authenticateRequest(auth: CustomAuth, req: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+  if (isOpenPath(req) || req.auth) return true;
+  try {
+    req.auth = await auth.authenticate(toFetchRequest(req));
+    return true;
+  } catch (err) {
+    if (err instanceof AuthHttpError) {
+      await reply.code(err.status).headers(err.headers).send({ detail: err.message });
+    } else {
+      req.log.error({ err, auth: auth.source }, err instanceof AuthHandlerError ? err.message : 'custom authenticate failed');
+      await reply.code(500).send({ detail: 'Internal server error' });
+    }
+    return false;
+  }
+}
+
+export interface CustomAuthDeps {
+  auth: CustomAuth;
+  storage: Storage;
+  service: AgentService;
+  /** Authenticate in onRequest (false when another hook calls authenticateRequest itself, e.g. after custom routes). */
+  authenticateOnRequest: boolean;
+}
+
+export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): void {
+  const { auth, storage, service } = deps;
+  app.decorateRequest('auth', null);
+  app.decorateRequest('authz', null);
+  if (deps.authenticateOnRequest) {
+    app.addHook('onRequest', async (req, reply) => {
+      await authenticateRequest(auth, req, reply);
+    });
+  }
+  app.addHook('preHandler', async (req) => {
+    const route = routeEvent(req.method, req.routeOptions.url);
+    if (!route || isOpenPath(req)) return;
+    if (route.perItem && Array.isArray(req.body)) {
+      const items: Array<{ filters?: AuthFilters; runId?: string }> = [];
+      for (const body of req.body as unknown[]) {
+        const value = route.value({ params: req.params, body, query: req.query });
+        const filters = await auth.authorize(req.auth, route.event, value);
+        items.push({ filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined });
+      }
+      req.authz = { items };
+      return;
+    }
+    const value = route.value(req);
+    const filters = await auth.authorize(req.auth, route.event, value);
+    req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined };
+    if (!filters) return;
+    const p = (req.params ?? {}) as Record<string, string>;
+    if (route.scope === 'thread' && p.thread_id) {
+      const thread = await storage.threads.get(p.thread_id);
+      if (thread && !matchesFilters(thread.metadata, filters)) throw new NotFoundError(`Thread not found: ${p.thread_id}`);
+    } else if (route.scope === 'assistant' && p.assistant_id) {
+      const assistant = await service.resolveAssistant(p.assistant_id);
+      if (!matchesFilters(assistant.metadata, filters)) throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
+    } else if (route.event === 'threads:create' && (value.if_exists === 'do_nothing') && typeof value.thread_id === 'string') {
+      // Returning someone else's existing thread would leak it.
+      const existing = await storage.threads.get(value.thread_id);
+      if (existing && !matchesFilters(existing.metadata, filters)) throw new ConflictError(`Thread ${value.thread_id} already exists`);
+    }
+  });
+}

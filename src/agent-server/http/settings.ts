@@ -1,0 +1,43 @@
+// The "http" settings of langgraph.json that shape routing: mount_prefix and the disable_* switches.
+import type { FastifyInstance } from 'fastify';
+import type { HttpSettings } from './extensions.ts';
+
+/** Paths the mount prefix does not move: the platform's health probe. */
+const UNPREFIXED = new Set(['/ok']);
+
+/** Strips http.mount_prefix; a path outside it gets one no route has, so it ends in the 404 handler. */
+export function prefixRewriter(prefix: string | undefined) {
+  if (!prefix) return undefined;
+  return (raw: { url?: string }) => {
+    const url = raw.url ?? '/';
+    if (UNPREFIXED.has(url.split('?', 1)[0]!)) return url;
+    if (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`)) {
+      const rest = url.slice(prefix.length);
+      return rest.startsWith('/') ? rest : `/${rest}`;
+    }
+    return `/__outside_mount_prefix__${url}`;
+  };
+}
+
+/** Built-in route groups a project can switch off ("http": {"disable_threads": true, ...}). */
+function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string | null {
+  if (!routeUrl) return null;
+  if (http.disable_meta && (routeUrl === '/info' || routeUrl === '/openapi.json' || routeUrl.startsWith('/docs'))) return 'meta';
+  if (http.disable_assistants && routeUrl.startsWith('/assistants')) return 'assistants';
+  const runRoute = routeUrl.startsWith('/runs') || routeUrl.startsWith('/threads/:thread_id/runs');
+  if (http.disable_runs && runRoute) return 'runs';
+  if (http.disable_threads && routeUrl.startsWith('/threads') && !runRoute) return 'threads';
+  if (http.disable_store && routeUrl.startsWith('/store')) return 'store';
+  return null;
+}
+
+/** Answers 404 for the switched-off groups; custom routes of the same paths still answer (they run earlier). */
+export function installDisabledGroups(app: FastifyInstance, http: HttpSettings): void {
+  const any = http.disable_meta || http.disable_assistants || http.disable_runs || http.disable_threads || http.disable_store;
+  if (!any) return;
+  app.addHook('onRequest', async (req, reply) => {
+    if (disabledGroup(http, req.routeOptions.url)) {
+      return reply.code(404).send({ detail: `Not found: ${req.method} ${req.originalUrl}` });
+    }
+  });
+}

@@ -1,0 +1,217 @@
+// Runs of the embedded store: the queue, leases and cancels. What each change does to the runs in flight and to
+// the thread is decided by run-rules.ts; this file executes it inside one IMMEDIATE transaction.
+import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import {
+  cancelEffect,
+  decideCreate,
+  decideDelete,
+  decideSweep,
+  mayFinish,
+  mayRollback,
+  threadStatusAfterDequeue,
+  threadStatusAfterRemoval,
+  type CancelEffect,
+} from '../run-rules.ts';
+import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, StorageEvent, SweepResult } from '../types.ts';
+import { j, pj, toRun, type EmbeddedContext, type Row } from './context.ts';
+
+export function embeddedRuns(ctx: EmbeddedContext): RunStore {
+  const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
+
+  /** Applies one cancel decision to a run in the open transaction; returns the event to send after commit. */
+  function applyCancel(c: CancelEffect): StorageEvent | null {
+    switch (c.effect) {
+      case 'delete':
+        st.deleteRun.run(c.run_id);
+        return { type: 'run_done', run_id: c.run_id };
+      case 'interrupt':
+        sql(`UPDATE ap_runs SET status = 'interrupted', updated_at = ? WHERE run_id = ?`).run(now(), c.run_id);
+        return { type: 'run_done', run_id: c.run_id };
+      case 'flag':
+        sql('UPDATE ap_runs SET cancel_action = ? WHERE run_id = ?').run(c.action, c.run_id);
+        return { type: 'cancel', run_id: c.run_id, action: c.action };
+      case 'none':
+        return null;
+    }
+  }
+
+  /** A pending run left the queue: the thread goes idle once nothing else is in flight. */
+  function afterDequeue(threadId: string): void {
+    const status = threadStatusAfterDequeue(!!st.inflight.get(threadId));
+    if (status) st.threadStatus.run(status, now(), threadId);
+  }
+
+  /** Deletes a cancelled run and its checkpoints; the thread is busy while more runs wait. */
+  function removeRolledBack(threadId: string, runId: string): void {
+    rollbackCheckpoints(threadId, runId);
+    st.deleteRun.run(runId);
+    st.threadStatus.run(threadStatusAfterRemoval(!!st.hasPending.get(threadId)), now(), threadId);
+  }
+
+  return {
+    async create(run: NewRun) {
+      const events: StorageEvent[] = [];
+      const created = inTx(() => {
+        const ts = now();
+        let thread = st.getThread.get(run.thread_id) as Row | undefined;
+        if (!thread) {
+          if (run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+          st.insertThread.run(run.thread_id, ts, ts, ts, j(run.thread_metadata));
+          thread = st.getThread.get(run.thread_id) as Row;
+        }
+        const decision = decideCreate(run.multitask_strategy, (st.inflight.all(run.thread_id) as Row[]).map(toRun));
+        if (decision.kind === 'reject') throw new ConflictError(decision.detail);
+        for (const c of decision.cancel) {
+          const e = applyCancel(c);
+          if (e) events.push(e);
+        }
+        st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
+          run.multitask_strategy, run.delay_ms ? Date.now() + run.delay_ms : null);
+        const meta = { ...pj(thread.metadata), ...run.thread_metadata };
+        sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
+          j(meta), ts, run.thread_id);
+        return toRun(st.getRun.get(run.run_id) as Row);
+      });
+      for (const e of events) emit(e);
+      emit({ type: 'wake' });
+      return created;
+    },
+    async get(threadId: string, runId: string) {
+      const r = st.getRun.get(runId) as Row | undefined;
+      return r && r.thread_id === threadId ? toRun(r) : null;
+    },
+    async getById(runId: string) {
+      const r = st.getRun.get(runId) as Row | undefined;
+      return r ? toRun(r) : null;
+    },
+    async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
+      const params: unknown[] = [threadId];
+      let where = 'thread_id = ?';
+      if (q.status) (where += ' AND status = ?'), params.push(q.status);
+      return (sql(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`)
+        .all(...params, q.limit, q.offset) as Row[]).map(toRun);
+    },
+    async delete(threadId: string, runId: string) {
+      inTx(() => {
+        const r = st.getRun.get(runId) as Row | undefined;
+        if (!r || r.thread_id !== threadId) throw new NotFoundError(`Run ${runId} not found`);
+        const decision = decideDelete(r as Pick<RunRecord, 'run_id' | 'status'>);
+        if (decision.kind === 'conflict') throw new ConflictError(decision.detail);
+        st.deleteRun.run(runId);
+        if (decision.settleThread) afterDequeue(threadId);
+      });
+      emit({ type: 'run_done', run_id: runId });
+    },
+    async claim(workerId: string, leaseMs: number) {
+      return inTx(() => {
+        const r = st.claimable.get(Date.now()) as Row | undefined;
+        if (!r) return null;
+        const ts = now();
+        st.setRunning.run(workerId, Date.now() + leaseMs, ts, r.run_id);
+        st.threadBusy.run(ts, r.thread_id);
+        return toRun(st.getRun.get(r.run_id as string) as Row);
+      });
+    },
+    async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
+      if (!runIds.length) return [];
+      const held: string[] = [];
+      const upd = sql(`UPDATE ap_runs SET lease_expires_at = ? WHERE run_id = ? AND worker_id = ?
+        AND status = 'running'`);
+      inTx(() => {
+        for (const id of runIds) if (upd.run(Date.now() + leaseMs, id, workerId).changes) held.push(id);
+      });
+      return held;
+    },
+    async finish(runId: string, workerId: string, outcome: RunOutcome) {
+      const ok = inTx(() => {
+        const r = st.getRun.get(runId) as Row | undefined;
+        if (!r || !mayFinish(r as Pick<RunRecord, 'status' | 'worker_id'>, workerId)) return false;
+        sql(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
+          lease_expires_at = NULL WHERE run_id = ?`).run(
+          outcome.status, outcome.error ? j(outcome.error) : null, now(), runId);
+        settleThread(r.thread_id as string, outcome);
+        return true;
+      });
+      if (ok) {
+        emit({ type: 'run_done', run_id: runId });
+        emit({ type: 'wake' });
+      }
+      return ok;
+    },
+    async rollback(runId: string, workerId: string | null) {
+      const done = inTx(() => {
+        const r = st.getRun.get(runId) as Row | undefined;
+        if (!r || !mayRollback(r as Pick<RunRecord, 'worker_id'>, workerId)) return false;
+        removeRolledBack(r.thread_id as string, runId);
+        return true;
+      });
+      if (done) {
+        emit({ type: 'run_done', run_id: runId });
+        emit({ type: 'wake' });
+      }
+    },
+    async release(workerId: string, runIds: string[]) {
+      const upd = sql(`UPDATE ap_runs SET status = 'pending', attempt = max(attempt - 1, 0),
+        worker_id = NULL, lease_expires_at = NULL WHERE run_id = ? AND worker_id = ? AND status = 'running'`);
+      inTx(() => {
+        for (const id of runIds) upd.run(id, workerId);
+      });
+      emit({ type: 'wake' });
+    },
+    async cancel(threadId: string, runId: string, action: CancelAction) {
+      let event: StorageEvent | null = null;
+      const result = inTx(() => {
+        const r = st.getRun.get(runId) as Row | undefined;
+        if (!r || r.thread_id !== threadId) throw new NotFoundError(`Run ${runId} not found`);
+        const run = toRun(r);
+        const effect = cancelEffect(run, action);
+        event = applyCancel(effect);
+        if (effect.effect === 'delete' || effect.effect === 'interrupt') afterDequeue(threadId);
+        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const };
+        if (effect.effect === 'flag') return { ...run, cancel_action: action };
+        return run;
+      });
+      if (event) emit(event);
+      return result;
+    },
+    async cancelRequests(runIds: string[]) {
+      const out = new Map<string, CancelAction>();
+      if (!runIds.length) return out;
+      const rows = sql(`SELECT run_id, cancel_action, status FROM ap_runs WHERE run_id IN
+        (${runIds.map(() => '?').join(',')})`).all(...runIds) as Row[];
+      const found = new Set(rows.map((r) => r.run_id as string));
+      for (const r of rows) if (r.cancel_action) out.set(r.run_id as string, r.cancel_action as CancelAction);
+      // A run deleted under its worker (thread deleted) must stop too.
+      for (const id of runIds) if (!found.has(id)) out.set(id, 'interrupt');
+      return out;
+    },
+    async sweep(maxAttempts: number): Promise<SweepResult> {
+      const res: SweepResult = { requeued: [], failed: [] };
+      inTx(() => {
+        const rows = sql(`SELECT * FROM ap_runs WHERE status = 'running' AND lease_expires_at < ?`)
+          .all(Date.now()) as Row[];
+        for (const row of rows) {
+          const r = toRun(row);
+          const decision = decideSweep(r, maxAttempts);
+          if (decision.kind === 'rollback') {
+            removeRolledBack(r.thread_id, r.run_id);
+            res.failed.push(r.run_id);
+          } else if (decision.kind === 'end') {
+            const { outcome } = decision;
+            sql(`UPDATE ap_runs SET status = ?, error = ?, worker_id = NULL, lease_expires_at = NULL,
+              updated_at = ? WHERE run_id = ?`).run(outcome.status, outcome.error ? j(outcome.error) : null, now(), r.run_id);
+            settleThread(r.thread_id, outcome);
+            res.failed.push(r.run_id);
+          } else {
+            sql(`UPDATE ap_runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+              updated_at = ? WHERE run_id = ?`).run(now(), r.run_id);
+            res.requeued.push(r.run_id);
+          }
+        }
+      });
+      for (const run_id of res.failed) emit({ type: 'run_done', run_id });
+      if (res.requeued.length) emit({ type: 'wake' });
+      return res;
+    },
+  };
+}

@@ -1,0 +1,88 @@
+// Threads of the embedded store (a thread's runs and checkpoints go with it).
+import { ConflictError } from '../../../lib/errors.ts';
+import { THREAD_SORT } from '../common.ts';
+import { threadStatusAfterStateUpdate } from '../run-rules.ts';
+import type { IfExists, Json, NewThread, ThreadQuery, ThreadStore } from '../types.ts';
+import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
+
+export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searchWhere, orderBy }: EmbeddedContext): ThreadStore {
+  return {
+    async create(t: NewThread, ifExists: IfExists) {
+      return inTx(() => {
+        const existing = st.getThread.get(t.thread_id) as Row | undefined;
+        if (existing) {
+          if (ifExists === 'do_nothing') return toThread(existing);
+          throw new ConflictError(`Thread ${t.thread_id} already exists`);
+        }
+        const ts = now();
+        st.insertThread.run(t.thread_id, ts, ts, ts, j(t.metadata));
+        return toThread(st.getThread.get(t.thread_id) as Row);
+      });
+    },
+    async get(id: string) {
+      const r = st.getThread.get(id) as Row | undefined;
+      return r ? toThread(r) : null;
+    },
+    async patch(id: string, p: { metadata?: Json }) {
+      return inTx(() => {
+        const cur = toThread(requireThread(id));
+        sql('UPDATE ap_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?').run(
+          j({ ...cur.metadata, ...p.metadata }), now(), id);
+        return toThread(st.getThread.get(id) as Row);
+      });
+    },
+    async delete(id: string) {
+      let deleted: string[] = [];
+      const running = inTx(() => {
+        requireThread(id);
+        const all = sql(`SELECT run_id, status FROM ap_runs WHERE thread_id = ?`).all(id) as Row[];
+        const ids = all.filter((r) => r.status === 'running').map((r) => r.run_id as string);
+        deleted = all.map((r) => r.run_id as string);
+        sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
+        sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
+        sql('DELETE FROM writes WHERE thread_id = ?').run(id);
+        sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
+        return ids;
+      });
+      // Workers holding a deleted run stop it; their finish() then finds nothing to update.
+      for (const run_id of running) emit({ type: 'cancel', run_id, action: 'interrupt' });
+      for (const run_id of deleted) emit({ type: 'run_done', run_id });
+    },
+    async search(q: ThreadQuery) {
+      const params: unknown[] = [];
+      const text = `SELECT * FROM ap_threads ${searchWhere('t', q, params)} ${orderBy(q, THREAD_SORT)} LIMIT ? OFFSET ?`;
+      return (sql(text).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[]).map(toThread);
+    },
+    async count(q: ThreadQuery) {
+      const params: unknown[] = [];
+      const r = sql(`SELECT count(*) AS n FROM ap_threads ${searchWhere('t', q, params)}`).get(...params);
+      return (r as Row).n as number;
+    },
+    async copy(id: string, newId: string) {
+      return inTx(() => {
+        const src = toThread(requireThread(id));
+        const ts = now();
+        sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata, status,
+          config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+          newId, ts, ts, ts, j(src.metadata), src.status === 'busy' ? 'idle' : src.status, j(src.config),
+          src.values === null ? null : JSON.stringify(src.values), j(src.interrupts),
+          src.error === null ? null : j(src.error));
+        sql(`INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+          checkpoint, metadata FROM checkpoints WHERE thread_id = ?`).run(newId, id);
+        sql(`INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
+          FROM writes WHERE thread_id = ?`).run(newId, id);
+        return toThread(st.getThread.get(newId) as Row);
+      });
+    },
+    async setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json) {
+      inTx(() => {
+        requireThread(id);
+        const status = threadStatusAfterStateUpdate(!!st.inflight.get(id), interrupted);
+        const ts = now();
+        sql(`UPDATE ap_threads SET "values" = ?, interrupts = ?, state_updated_at = ?, updated_at = ?,
+          status = coalesce(?, status) WHERE thread_id = ?`).run(
+          values === null ? null : JSON.stringify(values), j(interrupts), ts, ts, status, id);
+      });
+    },
+  };
+}

@@ -1,0 +1,289 @@
+// Runs of the Postgres store: the queue, leases and cancels. The run cycle's hot statements (create on a free
+// thread, claim, finish) are single named statements that encode run-rules.ts in SQL; the slower paths read the
+// rows under the thread's lock, ask run-rules.ts and execute its answer.
+import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
+import type { CancelAction, NewRun, RunOutcome, RunStatus, RunStore, SweepResult } from '../types.ts';
+import { RUN_COLS, toRun, type PgContext } from './context.ts';
+
+export function postgresRuns(ctx: PgContext): RunStore {
+  const { pool, s, channel, origin, gate, changed, afterWrite, local, tx, named, notify, lockThreadOfRun, settleThread, applyCancel, afterDequeue, removeRolledBack } = ctx;
+
+  return {
+    async create(run: NewRun) {
+      // Fast path, one statement: lock the thread; when it has nothing in flight (or the strategy is enqueue)
+      // insert the run, mark the thread busy and wake the claimers. In flight means a pending or running run
+      // in this statement's snapshot, or the thread row (read under the lock, so current) still busy: a run
+      // committed while we waited for the lock made the thread busy in the same transaction.
+      const fast = await pool.query({
+        name: `ap_run_create_${s}`,
+        text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
+          st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
+              AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
+          ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status, kwargs, multitask_strategy,
+              not_before, created_at, updated_at)
+            SELECT $1, st.thread_id, $3, $4, 'pending', $5, $6,
+              CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+              clock_timestamp(), clock_timestamp()
+            FROM st WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
+            RETURNING ${RUN_COLS}),
+          th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+            WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
+          n AS (SELECT pg_notify($8, $10) FROM ins)
+          SELECT (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
+            (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
+          FROM (SELECT 1) one LEFT JOIN ins ON true`,
+        values: [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
+          run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
+          JSON.stringify({ type: 'wake', o: origin })],
+      });
+      const row = fast.rows[0];
+      if (row?.run_id) {
+        local({ type: 'wake' });
+        return toRun(row);
+      }
+      const found = Number(row?._found) > 0;
+      if (!found && run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+      if (found && row._inflight) {
+        const early = decideCreate(run.multitask_strategy, [{ run_id: '', status: 'pending' }]);
+        if (early.kind === 'reject') throw new ConflictError(early.detail);
+      }
+      // Slow path: a thread to create, runs to cancel (interrupt, rollback) or a busy status to check.
+      const created = await tx(async (c) => {
+        if (run.if_not_exists === 'create') {
+          await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
+            [run.thread_id, JSON.stringify(run.thread_metadata)]);
+        }
+        // Lock first, then read the in-flight runs in a later statement: its snapshot is taken after the lock,
+        // so it sees every run committed by whoever held the thread before us.
+        const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`,
+          [run.thread_id]);
+        if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+        const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
+          AND status IN ('pending','running') ORDER BY seq`, [run.thread_id]);
+        const decision = decideCreate(run.multitask_strategy, inflight as Array<{ run_id: string; status: RunStatus }>);
+        if (decision.kind === 'reject') throw new ConflictError(decision.detail);
+        for (const e of decision.cancel) await applyCancel(c, e);
+        // clock_timestamp(): the moment of the insert, not the start of this transaction.
+        const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
+            status, kwargs, multitask_strategy, not_before, created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending',
+            $5, $6, CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+            clock_timestamp(), clock_timestamp()) RETURNING *),
+          th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+            WHERE thread_id = $2 RETURNING 1),
+          n AS (SELECT pg_notify($8, $10))
+          SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
+          [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
+            run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
+            JSON.stringify({ type: 'wake', o: origin })]);
+        return toRun(rows[0]);
+      });
+      local({ type: 'wake' });
+      return created;
+    },
+    async get(threadId: string, runId: string) {
+      const { rows } = await pool.query(named('run_get', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`,
+        [runId, threadId]));
+      return rows[0] ? toRun(rows[0]) : null;
+    },
+    async getById(runId: string) {
+      const { rows } = await pool.query(named('run_get_by_id', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1`, [runId]));
+      return rows[0] ? toRun(rows[0]) : null;
+    },
+    async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
+      const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE thread_id = $1 AND ($2::text IS NULL OR
+        status = $2) ORDER BY seq DESC LIMIT $3 OFFSET $4`, [threadId, q.status ?? null, q.limit, q.offset]);
+      return rows.map(toRun);
+    },
+    async delete(threadId: string, runId: string) {
+      await tx(async (c) => {
+        await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
+        const { rows } = await c.query(`SELECT status FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
+          [runId, threadId]);
+        if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
+        const decision = decideDelete({ run_id: runId, status: rows[0].status as RunStatus });
+        if (decision.kind === 'conflict') throw new ConflictError(decision.detail);
+        await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [runId]);
+        if (decision.settleThread) await afterDequeue(c, threadId);
+        await notify(c, { type: 'run_done', run_id: runId });
+      });
+    },
+    async claim(workerId: string, leaseMs: number) {
+      if (gate.quietAt === gate.changes && Date.now() < gate.dueAt) return null;
+      // One statement: lock the thread of the oldest claimable run (SKIP LOCKED: another claimer has it), take
+      // its oldest pending run. The UPDATE re-checks status under the row lock, so a claimer working from a
+      // stale snapshot gets nothing instead of a second copy; it then tries again. _more: is there another
+      // claimable thread; _due_ms: when the earliest delayed run becomes due (both for the short-cut above).
+      for (let i = 0; i < 5; i++) {
+        const seen = gate.changes;
+        const t0 = Date.now();
+        const { rows } = await pool.query({
+          name: `ap_claim_${s}`,
+          text: `WITH cand AS (
+            SELECT t.thread_id FROM ${s}.threads t
+            JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'
+              AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p
+              ON p.thread_id = t.thread_id
+            WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running')
+            ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
+          claimed AS (
+            UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $1,
+              lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+            WHERE run_id = (SELECT r.run_id FROM ${s}.runs r WHERE r.thread_id = (SELECT thread_id FROM cand)
+              AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now()) ORDER BY r.seq LIMIT 1)
+              AND status = 'pending'
+            RETURNING ${RUN_COLS}),
+          th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
+            WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
+          SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th,
+            EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
+              AND (p.not_before IS NULL OR p.not_before <= now())
+              AND p.thread_id IS DISTINCT FROM (SELECT thread_id FROM cand)
+              AND NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = p.thread_id AND x.status = 'running'))
+              AS _more,
+            (SELECT extract(epoch FROM min(d.not_before) - now()) * 1000 FROM ${s}.runs d
+              WHERE d.status = 'pending' AND d.not_before > now())::float8 AS _due_ms,
+            c.*
+          FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
+          values: [workerId, leaseMs / 1000],
+        });
+        const row = rows[0];
+        const nothing = !row || (!row.run_id && Number(row._cand) === 0);
+        if (nothing && row?._more) {
+          // Claimable work whose thread row is locked (another claimer, or a write that sends no notification,
+          // maybe in another process): look again shortly instead of staying quiet until the safety tick.
+          setTimeout(() => local({ type: 'wake' }), 25).unref();
+          return null;
+        }
+        if (nothing || (row.run_id && !row._more)) {
+          // Nothing else to take: quiet until an event, unless it came while we looked.
+          gate.quietAt = seen;
+          gate.dueAt = row?._due_ms == null ? Infinity : t0 + Math.max(0, Number(row._due_ms));
+        }
+        if (row?.run_id) return toRun(row);
+        if (nothing) return null;
+      }
+      return null;
+    },
+    async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
+      if (!runIds.length) return [];
+      const { rows } = await pool.query(named('heartbeat', `UPDATE ${s}.runs
+        SET lease_expires_at = now() + make_interval(secs => $3)
+        WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running' RETURNING run_id`,
+        [runIds, workerId, leaseMs / 1000]));
+      return rows.map((r) => r.run_id as string);
+    },
+    async finish(runId: string, workerId: string, outcome: RunOutcome) {
+      // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
+      // (the run_done says whether a queued run of the thread became claimable: `more`).
+      const { rows } = await pool.query(named('finish', `WITH lk AS (
+          SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+          FOR UPDATE),
+        r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
+          WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
+          RETURNING thread_id),
+        th AS (UPDATE ${s}.threads t SET
+            status = CASE WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
+              WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
+                AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
+            "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
+            state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
+            updated_at = now(), interrupts = $9, error = $10
+          FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
+        m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id AND p.status = 'pending'
+            AND p.run_id <> $1) AS more FROM r),
+        n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
+        SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n,
+          coalesce((SELECT more FROM m), false) AS more`,
+        [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null,
+          outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok', !!outcome.interrupted,
+          outcome.values !== undefined, outcome.values == null ? null : JSON.stringify(outcome.values),
+          JSON.stringify(outcome.interrupts ?? {}), outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+          channel, JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
+          JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false })]));
+      if (rows[0]?.more) changed();
+      // Waiters here and in other processes hear about it through NOTIFY.
+      return Number(rows[0]?.done) > 0;
+    },
+    async rollback(runId: string, workerId: string | null) {
+      await tx(async (c) => {
+        await lockThreadOfRun(c, runId);
+        const { rows } = await c.query(`SELECT thread_id, worker_id FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`, [runId]);
+        if (!rows[0] || !mayRollback(rows[0] as { worker_id: string | null }, workerId)) return;
+        await removeRolledBack(c, rows[0].thread_id as string, runId);
+        await notify(c, { type: 'run_done', run_id: runId });
+        await notify(c, { type: 'wake' });
+      });
+    },
+    async release(workerId: string, runIds: string[]) {
+      if (!runIds.length) return;
+      await afterWrite(pool.query(`UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0),
+        worker_id = NULL, lease_expires_at = NULL WHERE run_id = ANY($1::uuid[]) AND worker_id = $2
+        AND status = 'running'`, [runIds, workerId]));
+      await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake', o: origin })]);
+    },
+    async cancel(threadId: string, runId: string, action: CancelAction) {
+      return tx(async (c) => {
+        await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
+        const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
+          [runId, threadId]);
+        if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
+        const run = toRun(rows[0]);
+        const effect = cancelEffect(run, action);
+        await applyCancel(c, effect);
+        if (effect.effect === 'delete' || effect.effect === 'interrupt') await afterDequeue(c, threadId);
+        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const };
+        if (effect.effect === 'flag') return { ...run, cancel_action: action };
+        return run;
+      });
+    },
+    async cancelRequests(runIds: string[]) {
+      const out = new Map<string, CancelAction>();
+      if (!runIds.length) return out;
+      const { rows } = await pool.query(`SELECT run_id, cancel_action FROM ${s}.runs WHERE run_id = ANY($1::uuid[])`,
+        [runIds]);
+      const found = new Set(rows.map((r) => r.run_id as string));
+      for (const r of rows) if (r.cancel_action) out.set(r.run_id as string, r.cancel_action as CancelAction);
+      for (const id of runIds) if (!found.has(id)) out.set(id, 'interrupt');
+      return out;
+    },
+    async sweep(maxAttempts: number): Promise<SweepResult> {
+      // The safety tick: the next claim queries again (e.g. a thread that was locked when we last looked).
+      changed();
+      const res: SweepResult = { requeued: [], failed: [] };
+      const { rows: expired } = await pool.query(`SELECT run_id, thread_id FROM ${s}.runs WHERE status = 'running'
+        AND lease_expires_at < now() ORDER BY seq LIMIT 100`);
+      // One transaction per run, thread locked first like every other writer; the lease is re-checked under lock.
+      for (const e of expired) {
+        await tx(async (c) => {
+          const { rows: locked } = await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE SKIP LOCKED`,
+            [e.thread_id]);
+          if (!locked[0]) return;
+          const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND status = 'running'
+            AND lease_expires_at < now() FOR UPDATE`, [e.run_id]);
+          if (!rows[0]) return;
+          const r = toRun(rows[0]);
+          const decision = decideSweep(r, maxAttempts);
+          if (decision.kind === 'rollback') {
+            await removeRolledBack(c, r.thread_id, r.run_id);
+            await notify(c, { type: 'run_done', run_id: r.run_id });
+            res.failed.push(r.run_id);
+          } else if (decision.kind === 'end') {
+            const { outcome } = decision;
+            await c.query(`UPDATE ${s}.runs SET status = $2, error = $3, worker_id = NULL, lease_expires_at = NULL,
+              updated_at = now() WHERE run_id = $1`, [r.run_id, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
+            await settleThread(c, r.thread_id, outcome);
+            await notify(c, { type: 'run_done', run_id: r.run_id });
+            res.failed.push(r.run_id);
+          } else {
+            await c.query(`UPDATE ${s}.runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+              updated_at = now() WHERE run_id = $1`, [r.run_id]);
+            await notify(c, { type: 'wake' });
+            res.requeued.push(r.run_id);
+          }
+        });
+      }
+      return res;
+    },
+  };
+}

@@ -1,0 +1,91 @@
+// Flags shared by the client commands (deploy, deployments, revisions) and the wrapper that turns their failures
+// into one line on stderr and exit code 1.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { z } from 'zod';
+import { fromEnv, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
+
+/** A client flag may be given several times (--secret A=1 --secret B=2). */
+export type ClientOptionSpec = OptionSpec & { multiple?: boolean };
+export type ClientCommandSpec = Omit<CommandSpec, 'options'> & { options: Record<string, ClientOptionSpec> };
+
+export const connectionOptions: Record<string, ClientOptionSpec> = {
+  url: { type: 'string', description: 'Control plane base URL', default: 'http://127.0.0.1:8080', env: ['AGENTPLANE_URL'] },
+  'api-key': { type: 'string', description: 'API key sent as X-Api-Key (prefer the env var)', env: ['AGENTPLANE_API_KEY'] },
+  tenant: { type: 'string', description: 'Tenant (workspace) sent as X-Tenant-Id', env: ['AGENTPLANE_TENANT'] },
+  json: { type: 'boolean', description: 'Print JSON for scripts instead of tables' },
+};
+
+export type Flags = Record<string, string | boolean | string[] | undefined>;
+
+/** Like parseCommandArgs, plus positionals (ids, names) and repeatable flags. */
+export function parseClientArgs(spec: ClientCommandSpec, argv: string[]): { flags: Flags; positionals: string[] } {
+  const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, o] of Object.entries(spec.options)) {
+    options[name] = { type: o.type, ...(o.short ? { short: o.short } : {}), ...(o.multiple ? { multiple: true } : {}) };
+  }
+  try {
+    const { values, positionals } = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
+    return { flags: values as Flags, positionals };
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** A string flag, else its environment variables, else its default. */
+export function pickString(spec: ClientCommandSpec, flags: Flags, name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const o = spec.options[name]!;
+  const v = flags[name];
+  return (typeof v === 'string' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
+}
+
+export function pickList(flags: Flags, name: string): string[] {
+  const v = flags[name];
+  return Array.isArray(v) ? v : typeof v === 'string' ? [v] : [];
+}
+
+const Connection = z.object({
+  url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
+  apiKey: z.string({ error: 'is required: pass --api-key or set AGENTPLANE_API_KEY' }).min(1),
+  tenant: z.string({ error: 'is required: pass --tenant or set AGENTPLANE_TENANT' }).min(1),
+});
+const FLAG_OF = { url: '--url', apiKey: '--api-key', tenant: '--tenant' } as const;
+
+export function clientFrom(spec: ClientCommandSpec, flags: Flags, env: NodeJS.ProcessEnv = process.env): ControlPlaneClient {
+  const parsed = Connection.safeParse({ url: pickString(spec, flags, 'url', env), apiKey: pickString(spec, flags, 'api-key', env), tenant: pickString(spec, flags, 'tenant', env) });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UsageError(`${FLAG_OF[issue.path[0] as keyof typeof FLAG_OF]} ${issue.message}`);
+  }
+  return createClient(parsed.data);
+}
+
+/** A failure the user should read (not a bug): printed as one line, exit code 1. */
+export class CliError extends Error {}
+
+/** Runs a client command; API, connection and CLI errors become `agentplane <name>: <one line>` and exit code 1. */
+export async function runReporting(name: string, fn: () => Promise<number | void>): Promise<void> {
+  // `agentplane revisions logs x | head`: a closed pipe ends the output, not with a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(process.exitCode ?? 0);
+  });
+  try {
+    const code = await fn();
+    if (code) process.exitCode = code;
+  } catch (err) {
+    if (err instanceof ApiError || err instanceof ConnectionError || err instanceof CliError) {
+      process.stderr.write(`agentplane ${name}: ${err.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    throw err;
+  }
+}
+
+export const positiveInt = (flag: string, raw: string | undefined, fallback: number): number => {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${flag}: must be a positive whole number, got "${raw}"`);
+  return n;
+};

@@ -1,0 +1,141 @@
+// `agentplane deployments list|get|delete`: the tenant's deployments over the REST API.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { formatHelp, UsageError } from '../lib/cli-args.ts';
+import { CliError, clientFrom, connectionOptions, parseClientArgs, pickString, positiveInt, runReporting, type ClientCommandSpec } from './args.ts';
+import { ApiError, type ControlPlaneClient, type Deployment, type Revision } from './http.ts';
+import { fields, printJson, shortSha, table, when } from './output.ts';
+import { findDeployment } from './resolve.ts';
+
+export const deploymentsCommand: ClientCommandSpec = {
+  name: 'deployments',
+  summary: 'List, show or delete deployments (by name or id)',
+  usage:
+    'agentplane deployments list [--name-contains TEXT] [--limit 50] [--json]\n' +
+    '       agentplane deployments get <name|id> [--json]\n' +
+    '       agentplane deployments delete <name|id> [--wait] [--json]',
+  options: {
+    'name-contains': { type: 'string', description: 'list: only names containing this text (case-insensitive)' },
+    limit: { type: 'string', description: 'list: at most this many (newest first)', default: '50' },
+    wait: { type: 'boolean', description: 'delete: return once the deployment is gone (its processes stopped, its data removed)' },
+    timeout: { type: 'string', description: 'delete --wait: seconds to wait', default: '300' },
+    ...connectionOptions,
+  },
+};
+
+const SUBCOMMANDS = ['list', 'get', 'delete'] as const;
+
+export async function run(argv: string[]): Promise<void> {
+  const [sub, ...rest] = argv;
+  if (!sub || sub === '--help' || sub === '-h') {
+    process.stdout.write(formatHelp(deploymentsCommand));
+    return;
+  }
+  if (!(SUBCOMMANDS as readonly string[]).includes(sub)) throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
+  const { flags, positionals } = parseClientArgs(deploymentsCommand, rest);
+  if (flags.help) {
+    process.stdout.write(formatHelp(deploymentsCommand));
+    return;
+  }
+  const want = sub === 'list' ? 0 : 1;
+  if (positionals.length !== want) {
+    throw new UsageError(want ? `${sub} needs one deployment name or id` : `unexpected argument "${positionals[0]}"`);
+  }
+  const json = flags.json === true;
+  const limit = positiveInt('--limit', pickString(deploymentsCommand, flags, 'limit'), 50);
+  const timeoutMs = positiveInt('--timeout', pickString(deploymentsCommand, flags, 'timeout'), 300) * 1000;
+  const client = clientFrom(deploymentsCommand, flags);
+  await runReporting(`deployments ${sub}`, async () => {
+    if (sub === 'list') return list(client, { nameContains: pickString(deploymentsCommand, flags, 'name-contains'), limit, json });
+    const dep = await findDeployment(client, positionals[0]!);
+    if (sub === 'get') return get(client, dep, json);
+    return remove(client, dep, { wait: flags.wait === true, timeoutMs, json });
+  });
+}
+
+async function list(client: ControlPlaneClient, o: { nameContains?: string; limit: number; json: boolean }): Promise<void> {
+  const all: Deployment[] = [];
+  for (let offset = 0; all.length < o.limit; ) {
+    const page = await client.listDeployments({ name_contains: o.nameContains, limit: Math.min(100, o.limit - all.length), offset });
+    all.push(...page.resources);
+    if (!page.resources.length || page.offset <= offset) break;
+    offset = page.offset;
+  }
+  if (o.json) return printJson(all);
+  if (!all.length) {
+    process.stdout.write('no deployments\n');
+    return;
+  }
+  // One call per row for the latest revision's status: what people look for first.
+  const latest = await Promise.all(all.map((d) => (d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id).catch(() => undefined) : undefined)));
+  const rows = all.map((d, i) => [
+    d.name,
+    d.id,
+    revisionLabel(latest[i]),
+    d.active_revision_id && d.active_revision_id === latest[i]?.id ? 'latest' : d.active_revision_id ? 'older' : '-',
+    d.source_revision_config.repo_ref ?? '',
+    d.url ?? '',
+  ]);
+  process.stdout.write(table(['NAME', 'ID', 'LATEST REVISION', 'SERVING', 'REF', 'URL'], rows));
+}
+
+const revisionLabel = (r: Revision | undefined) => (r ? `${r.revision_number} ${r.status}` : '-');
+
+async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Promise<void> {
+  if (json) return printJson(d);
+  const [latest, active] = await Promise.all([
+    d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id) : undefined,
+    d.active_revision_id ? client.getRevision(d.id, d.active_revision_id) : undefined,
+  ]);
+  const src = d.source_revision_config;
+  process.stdout.write(
+    fields([
+      ['name', d.name],
+      ['id', d.id],
+      ['url', d.url ?? '(not served yet)'],
+      ['access', d.source_config.access_mode === 'public' ? 'public (no key needed)' : `API key of tenant ${d.tenant_id} (X-Api-Key header)`],
+      ['latest revision', latest ? `${latest.revision_number} ${latest.status}${latest.status_message ? `: ${latest.status_message}` : ''}` : '-'],
+      ['serving revision', active ? `${active.revision_number} (${shortSha(active.repo_commit_sha)})` : 'none'],
+      ['repository', d.source_config.repo_url],
+      ['ref', `${src.repo_ref ?? ''}${src.repo_commit_sha ? ` @ ${shortSha(src.repo_commit_sha)}` : ''}`],
+      ['langgraph.json', src.graph_config_path],
+      ['install command', d.source_config.install_command],
+      ['build command', d.source_config.build_command],
+      ['secrets', d.secrets.map((s) => s.name).join(', ')],
+      ['created', when(d.created_at)],
+      ['updated', when(d.updated_at)],
+    ]),
+  );
+  if (d.url) process.stdout.write(howToCall(d));
+}
+
+function howToCall(d: Deployment): string {
+  const open = d.source_config.access_mode === 'public';
+  const header = open ? '' : ` -H "X-Api-Key: $AGENTPLANE_API_KEY"`;
+  return [
+    '',
+    'Call it (LangGraph SDK or HTTP):',
+    `  new Client({ apiUrl: '${d.url}'${open ? '' : ', apiKey: process.env.AGENTPLANE_API_KEY'} })   // @langchain/langgraph-sdk`,
+    `  curl -s -X POST ${d.url}/runs/wait${header} -H 'content-type: application/json' \\`,
+    `    -d '{"assistant_id":"<graph id>","input":{"messages":[{"role":"human","content":"Hi"}]}}'`,
+    '',
+  ].join('\n');
+}
+
+async function remove(client: ControlPlaneClient, d: Deployment, o: { wait: boolean; timeoutMs: number; json: boolean }): Promise<void> {
+  await client.deleteDeployment(d.id);
+  if (o.wait) {
+    const until = Date.now() + o.timeoutMs;
+    for (;;) {
+      try {
+        await client.getDeployment(d.id);
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) break;
+        throw err;
+      }
+      if (Date.now() > until) throw new CliError(`deployment ${d.name} is still being deleted after ${o.timeoutMs / 1000}s`);
+      await sleep(500);
+    }
+  }
+  if (o.json) printJson({ deleted: d.id, name: d.name });
+  else process.stdout.write(`deleted deployment ${d.name} (${d.id})${o.wait ? '' : '; its processes and data go in the background'}\n`);
+}

@@ -1,0 +1,113 @@
+// REST client of the Deployments v2 API, for the CLI and for scripts. Thin on purpose: one method per route,
+// errors turned into one readable line (HTTP status + the API's `detail`).
+import type { Deployment, Revision } from '../control-plane/routes/v2/schemas.ts';
+
+export type { Deployment, Revision };
+export type LogType = 'build' | 'deploy';
+export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
+export type LogPage = { logs: LogEntry[]; next_offset: string | null };
+export type Page<T> = { resources: T[]; offset: number };
+
+export type DeploymentInput = {
+  name?: string;
+  source?: 'github';
+  source_config?: {
+    repo_url?: string;
+    install_command?: string | null;
+    build_command?: string | null;
+    access_mode?: 'api_key' | 'public';
+  };
+  source_revision_config?: { repo_ref?: string; graph_config_path?: string };
+  secrets?: { name: string; value: string }[];
+};
+
+/** The control plane answered with an error status. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly detail: string,
+  ) {
+    super(`HTTP ${status}: ${detail}`);
+  }
+}
+
+/** The control plane could not be reached at all (refused, DNS, timeout). */
+export class ConnectionError extends Error {}
+
+export type ClientOptions = { url: string; apiKey: string; tenant: string; timeoutMs?: number };
+
+export function createClient(opts: ClientOptions) {
+  const base = opts.url.replace(/\/+$/, '');
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+
+  async function call<T>(method: string, path: string, query?: Record<string, string | number | undefined>, body?: unknown): Promise<T> {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) qs.set(k, String(v));
+    const url = `${base}/v2${path}${qs.size ? `?${qs}` : ''}`;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers: {
+          'x-api-key': opts.apiKey,
+          'x-tenant-id': opts.tenant,
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      throw new ConnectionError(`cannot reach the control plane at ${base}: ${reason(err)}`);
+    }
+    const text = await res.text();
+    if (!res.ok) throw new ApiError(res.status, detailOf(text, res.statusText));
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  const dep = (id: string) => `/deployments/${encodeURIComponent(id)}`;
+  const rev = (id: string, rid: string) => `${dep(id)}/revisions/${encodeURIComponent(rid)}`;
+
+  return {
+    url: base,
+    listDeployments: (q: { limit?: number; offset?: number; name_contains?: string } = {}) =>
+      call<Page<Deployment>>('GET', '/deployments', q),
+    getDeployment: (id: string) => call<Deployment>('GET', dep(id)),
+    createDeployment: (body: DeploymentInput) => call<Deployment>('POST', '/deployments', undefined, body),
+    patchDeployment: (id: string, body: DeploymentInput) => call<Deployment>('PATCH', dep(id), undefined, body),
+    deleteDeployment: (id: string) => call<void>('DELETE', dep(id)),
+    listRevisions: (id: string, q: { limit?: number; offset?: number } = {}) => call<Page<Revision>>('GET', `${dep(id)}/revisions`, q),
+    createRevision: (id: string) => call<Revision>('POST', `${dep(id)}/revisions`),
+    getRevision: (id: string, rid: string) => call<Revision>('GET', rev(id, rid)),
+    redeploy: (id: string, rid: string) => call<Deployment>('POST', `${rev(id, rid)}/redeploy`),
+    logs: (id: string, rid: string, q: { type: LogType; limit?: number; offset?: string; order?: 'asc' | 'desc' }) =>
+      call<LogPage>('GET', `${rev(id, rid)}/logs`, q),
+  };
+}
+
+export type ControlPlaneClient = ReturnType<typeof createClient>;
+
+/** `{"detail": "..."}` or a 422 list of `{loc, msg}`, as one line. */
+function detailOf(text: string, fallback: string): string {
+  try {
+    const body = JSON.parse(text) as { detail?: unknown; message?: unknown };
+    if (typeof body.detail === 'string') return body.detail;
+    if (Array.isArray(body.detail)) {
+      return body.detail
+        .map((d: { loc?: unknown[]; msg?: string }) => `${(d.loc ?? []).join('.')}: ${d.msg ?? ''}`)
+        .join('; ');
+    }
+    if (typeof body.message === 'string') return body.message;
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return oneLine(text) || fallback;
+}
+
+function reason(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError') return 'no answer in time';
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+}
+
+const oneLine = (s: string) => s.replace(/\s+/g, ' ').trim().slice(0, 300);

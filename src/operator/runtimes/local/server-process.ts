@@ -1,0 +1,69 @@
+// Starts a long-running process (an agent server), confined when there is a sandbox, and signals it. Inside
+// bubblewrap the process is PID 1 of its own namespace and bwrap does not forward signals, so its pid is read
+// from bwrap's --info-fd and signals go to it directly.
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { withParentDeath } from './exec.ts';
+import type { Mounts, Sandbox } from './sandbox.ts';
+
+export type ServerProcess = {
+  /** The process we spawned (bwrap when confined): its exit is the server's exit. */
+  child: ChildProcess;
+  /** Sends `sig` to the server itself; SIGKILL also ends the wrapper. */
+  signal(sig: NodeJS.Signals): void;
+};
+
+/** Spawns `command args`; throws what spawn() throws synchronously (e.g. an invalid environment). */
+export function spawnServer(
+  sandbox: Sandbox,
+  command: string,
+  args: string[],
+  opts: { cwd: string; env: Record<string, string>; mounts: Omit<Mounts, 'cwd'> },
+): ServerProcess {
+  const confined = sandbox.kind !== 'none';
+  const inner = sandbox.wrap(command, args, { ...opts.mounts, cwd: opts.cwd }, confined ? { infoFd: 3, asPid1: true } : undefined);
+  const wrapped = withParentDeath(inner.command, inner.args);
+  // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
+  const child = spawn(wrapped.command, wrapped.args, {
+    cwd: opts.cwd,
+    env: opts.env,
+    stdio: confined ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+  });
+  let innerPid: number | undefined;
+  const info = confined ? readInfoPid(child.stdio[3] as Readable | null).then((pid) => (innerPid = pid)) : undefined;
+  const signal = (sig: NodeJS.Signals): void => {
+    // Killing bwrap while it sets the sandbox up would strand its half-made child: wait (briefly) for the pid.
+    if (info && innerPid === undefined && sig !== 'SIGKILL' && child.exitCode === null) {
+      void Promise.race([info, new Promise((r) => setTimeout(r, 2000))]).then(() => signal(innerPid === undefined ? 'SIGKILL' : sig));
+      return;
+    }
+    if (innerPid) {
+      try {
+        process.kill(innerPid, sig);
+        if (sig !== 'SIGKILL') return;
+      } catch {
+        // gone already: fall back to the wrapper
+      }
+    }
+    child.kill(sig);
+  };
+  return { child, signal };
+}
+
+/**
+ * The confined process's pid, from bwrap's --info-fd JSON. The stream is read to its end: bwrap writes the JSON in
+ * several writes and dies (before starting the process) if the reader has gone away.
+ */
+function readInfoPid(stream: Readable | null): Promise<number | undefined> {
+  if (!stream) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    let text = '';
+    stream.on('data', (chunk: Buffer) => {
+      if (text.length < 4096) text += chunk.toString();
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (m) resolve(Number(m[1]));
+    });
+    stream.once('close', () => resolve(undefined));
+    stream.once('error', () => resolve(undefined));
+  });
+}
