@@ -122,10 +122,17 @@ describe.each([
   it('GET /metrics counts finished runs and shows the queue; GET /docs serves the API explorer', async () => {
     const thread = await client.threads.create();
     await client.runs.wait(thread.thread_id, 'logging', { input: { note: 'metrics' } });
-    const res = await fetch(`${server.url}/metrics`, withKey);
-    expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
-    const text = await res.text();
+    // The waiter can be woken (a Postgres NOTIFY on another connection) a moment before the engine handles the
+    // reply to its own finish statement and drops the run from its running set: scrape until that has happened.
+    let text = '';
+    for (let i = 0; i < 100; i++) {
+      const res = await fetch(`${server.url}/metrics`, withKey);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+      text = await res.text();
+      if (/^agentplane_runs_running 0$/m.test(text)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const success = Number(/^agentplane_runs_finished_total\{status="success"\} (\d+)$/m.exec(text)?.[1]);
     expect(success).toBeGreaterThanOrEqual(1);
     expect(text).toMatch(/^agentplane_run_duration_seconds_count\{status="success"\} [1-9]/m);
