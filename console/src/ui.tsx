@@ -109,7 +109,7 @@ export function JsonTree({ value, name, depth = 0 }: { value: unknown; name?: st
     );
   }
   const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v] as const) : Object.entries(value);
-  const summary = Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`;
+  const summary = Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}${preview(value as Record<string, unknown>)}`;
   return (
     <details open={depth < 2} className="node">
       <summary>
@@ -121,6 +121,14 @@ export function JsonTree({ value, name, depth = 0 }: { value: unknown; name?: st
       ))}
     </details>
   );
+}
+
+/** A hint on a folded object: a message's type and the start of its text. */
+function preview(o: Record<string, unknown>): string {
+  const kind = typeof o.type === 'string' ? o.type : typeof o.role === 'string' ? o.role : '';
+  const text = typeof o.content === 'string' ? o.content : '';
+  if (!kind && !text) return '';
+  return ` ${kind}${text ? ` "${text.length > 48 ? `${text.slice(0, 48)}…` : text}"` : ''}`;
 }
 
 export function ErrorBanner({ error }: { error: string | null }) {

@@ -2,7 +2,7 @@
 // process and a real git repository of the example agent: sign in, create, watch the build log live, chat in the
 // playground, break the build, roll back, delete. Screenshots of the main pages go to docs/images/.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -27,6 +27,7 @@ beforeAll(async () => {
   execFileSync(process.execPath, [join(ROOT, 'console/build.mjs')], { cwd: ROOT, stdio: 'pipe' });
   tmp = mkdtempSync(join(tmpdir(), 'ap-console-'));
   repo = makeExampleRepo(tmp);
+  addApprovalGraph(repo.path);
   dev = await startDev(join(tmp, 'data'));
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install -y chromium)`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
@@ -38,6 +39,29 @@ afterAll(async () => {
   if (dev) await stopDev(dev, 'SIGKILL');
   rmSync(tmp, { recursive: true, force: true });
 });
+
+/** A second graph on main whose state has no `messages` and which asks a human (interrupt) before it finishes. */
+function addApprovalGraph(dir: string): void {
+  writeFileSync(
+    join(dir, 'src/approve.ts'),
+    [
+      "import { Annotation, END, START, StateGraph, interrupt } from '@langchain/langgraph';",
+      'const State = Annotation.Root({ request: Annotation<string>, decision: Annotation<string> });',
+      'export const graph = new StateGraph(State)',
+      "  .addNode('ask', (s: typeof State.State) => ({ decision: String(interrupt({ question: `Approve ${s.request}?` })) }))",
+      "  .addEdge(START, 'ask')",
+      "  .addEdge('ask', END)",
+      '  .compile();',
+      '',
+    ].join('\n'),
+  );
+  const config = JSON.parse(readFileSync(join(dir, 'langgraph.json'), 'utf8')) as { graphs: Record<string, string> };
+  config.graphs.approve = './src/approve.ts:graph';
+  writeFileSync(join(dir, 'langgraph.json'), JSON.stringify(config, null, 2));
+  const env = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com' };
+  execFileSync('git', ['add', '-A'], { cwd: dir, env });
+  execFileSync('git', ['commit', '--quiet', '-m', 'approval graph'], { cwd: dir, env });
+}
 
 async function newPage(width = 1280, height = 860): Promise<Page> {
   const page = await browser!.newPage({ viewport: { width, height } });
@@ -121,7 +145,8 @@ describe('web console in Chromium', () => {
 
     // Playground: the SDK in the page streams a run; the tool call and its result are shown.
     await page.getByRole('link', { name: 'Open playground' }).click();
-    await expect.poll(() => page.getByLabel('Assistant').inputValue(), { timeout: 30_000 }).not.toBe('');
+    await expect.poll(() => page.locator('select[aria-label="Assistant"] option').count(), { timeout: 30_000 }).toBe(2);
+    await page.getByLabel('Assistant').selectOption({ label: 'agent' });
     const streamed = page.waitForResponse((r) => r.url().includes('/runs/stream') && r.status() === 200);
     await page.getByLabel('Message').fill('Ada');
     await page.getByLabel('Message').press('Enter');
@@ -133,6 +158,17 @@ describe('web console in Chromium', () => {
     await expect.poll(() => page.locator('.threads li button').count()).toBeGreaterThan(0);
     await expect.poll(() => page.locator('.history li').count()).toBeGreaterThan(1);
     await shot(page, 'playground');
+
+    // A graph without `messages`: JSON in, streamed values out; its interrupt is answered from the page.
+    await page.getByLabel('Assistant').selectOption({ label: 'approve' });
+    await page.getByLabel('JSON input').fill('{"request": "the release"}');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => page.locator('.interrupt').textContent(), { timeout: 60_000 }).toContain('Approve the release?');
+    await page.getByLabel(/Resume with/).fill('"yes"');
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await expect.poll(() => page.locator('.interrupt').count(), { timeout: 60_000 }).toBe(0);
+    await expect.poll(() => page.locator('.state').textContent()).toContain('"yes"');
+    await expect.poll(() => page.locator('.values').textContent()).toContain('decision');
 
     // A broken ref: the page says a revision will be built, then shows BUILD_FAILED and the failing log line.
     await page.goto(`${dev!.url}/#/deployments/${depId}`);

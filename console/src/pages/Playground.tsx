@@ -105,7 +105,9 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
   useEffect(() => {
     (async () => {
       try {
-        const list = (await client.assistants.search({ limit: 100 })) as unknown as Assistant[];
+        const list = ((await client.assistants.search({ limit: 100 })) as unknown as Assistant[]).sort(
+          (a, b) => a.graph_id.localeCompare(b.graph_id) || (a.name ?? '').localeCompare(b.name ?? ''),
+        );
         setAssistants(list);
         setAssistantId((cur) => cur || list[0]?.assistant_id || '');
         await loadThreads();
@@ -235,7 +237,9 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
     <section className="playground">
       <div className="heading">
         <h1>
-          <a href={href({ page: 'deployment', id: dep.id })}>{dep.name}</a>: playground
+          <span>
+            <a href={href({ page: 'deployment', id: dep.id })}>{dep.name}</a>: playground
+          </span>
         </h1>
         <label className="inline">
           Assistant
