@@ -12,6 +12,8 @@ try {
   console.warn('console: vite or react is not installed (production install?); dist/console not built');
   process.exit(0);
 }
+// The caller's NODE_ENV (vitest sets "test") would otherwise give React's development build.
+process.env.NODE_ENV = 'production';
 const { build } = await import('vite');
-await build({ configFile: fileURLToPath(new URL('./vite.config.ts', import.meta.url)) });
+await build({ configFile: fileURLToPath(new URL('./vite.config.ts', import.meta.url)), mode: 'production' });
 console.log('console: built into dist/console');
