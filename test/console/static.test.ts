@@ -1,8 +1,8 @@
 // The control plane serves the console bundle at / and /api-host/ without shadowing the API or its JSON 404s.
 // A bundle folder made by the test stands in for dist/console, so this suite does not need a build.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
@@ -92,5 +92,17 @@ describe('console static files', () => {
     const res = await bare.inject({ method: 'GET', url: '/' });
     expect(res.statusCode).toBe(404);
     expect(res.json().detail).toContain('npm run build:console');
+  });
+});
+
+describe('console in the image', () => {
+  it('the Dockerfile builds the bundle in a stage and copies only dist/console into the final image', () => {
+    const root = resolve(import.meta.dirname, '../..');
+    const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+    const stage = /FROM \S+ AS console\n([\s\S]*?)\nFROM /.exec(dockerfile)?.[1] ?? '';
+    expect(stage).toContain('RUN node console/build.mjs');
+    const final = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    expect(final).toContain('COPY --from=console /app/dist/console ./dist/console');
+    expect(readFileSync(join(root, '.dockerignore'), 'utf8').split('\n')).not.toContain('console');
   });
 });
