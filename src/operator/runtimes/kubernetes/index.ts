@@ -495,7 +495,11 @@ export class KubernetesRuntime implements Runtime {
    */
   private async ensureTenantNamespace(target: Target): Promise<void> {
     const name = target.namespace;
-    if (!(await orUndefined(() => this.core.readNamespace({ name })))) {
+    const existing = await orUndefined(() => this.core.readNamespace({ name }));
+    // A terminating namespace refuses new content (403) until its controller has emptied and removed it; then it
+    // is created afresh. Failing the reconcile retries it with backoff meanwhile.
+    if (existing?.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
+    if (!existing) {
       try {
         await this.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
         this.log.info({ namespace: name }, 'tenant namespace created');
