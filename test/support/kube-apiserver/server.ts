@@ -524,6 +524,18 @@ export class KubeApiServer {
     this.record(rv, spec, ns, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(rv) } });
   }
 
+  /**
+   * Resolves once the garbage collector and namespace controller have nothing left to do (no pass pending): what
+   * the owners deleted so far take with them is gone by then. For tests that check nothing was left behind.
+   */
+  async gcIdle(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.gcTimer || this.gcHolds.size) {
+      if (Date.now() > deadline) throw new Error('kube-apiserver double: garbage collection still busy');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
   private scheduleGc(): void {
     if (this.gcTimer || this.gcHolds.size || !this.server) return;
     this.gcTimer = setTimeout(() => {

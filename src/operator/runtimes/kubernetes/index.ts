@@ -30,6 +30,7 @@ import type { BuildSpec, BuildStatus, RevisionLogSink, RevisionRef, Runtime, Ser
 import { apply, isStatus, type ObjectOps } from './apply.ts';
 import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob, PUSH_CONTAINER } from './build-job.ts';
 import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
+import { gitCredentialsFor, gitCredentialsSecretName } from './git-credentials.ts';
 import { LABEL_INSTANCE, LABEL_REVISION, type Target } from './labels.ts';
 import { makeKeysWriterBinding, makeTenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
 import { childListWatch } from './list-watch.ts';
@@ -225,9 +226,10 @@ export class KubernetesRuntime implements Runtime {
       // and a copy in every tenant namespace would widen who can read it.
       const target = await this.ownedTarget(spec);
       if (target.deleting) return { phase: 'Running' };
+      const gitCredentialsSecret = await this.gitCredentials(target, spec);
       let desired: V1Job;
       try {
-        desired = makeBuildJob(target, spec, this.opts.config);
+        desired = makeBuildJob(target, { ...spec, gitCredentialsSecret }, this.opts.config);
       } catch (err) {
         return { phase: 'Failed', message: (err as Error).message };
       }
@@ -236,6 +238,20 @@ export class KubernetesRuntime implements Runtime {
       this.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
     }
     return this.observeBuild(spec, job);
+  }
+
+  /** The tenant's own git credentials Secret, when it covers the repository (why not is logged, never shown). */
+  private async gitCredentials(target: Target, spec: BuildSpec): Promise<string | undefined> {
+    const prefix = this.opts.config.gitCredentialsSecretPrefix;
+    if (!prefix) return undefined;
+    const name = gitCredentialsSecretName(prefix, target.tenantId);
+    const secret = await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: target.namespace }));
+    const chosen = gitCredentialsFor(secret, target.tenantId, spec.repoUrl);
+    if ('reason' in chosen) {
+      this.log.info({ revision: spec.revision, secret: name, reason: chosen.reason }, 'build clones without git credentials');
+      return undefined;
+    }
+    return chosen.name;
   }
 
   async hasBuild(ref: RevisionRef): Promise<boolean> {
