@@ -227,13 +227,16 @@ export class KubeApiServer {
     const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
     if (user && this.opts.rbac) {
+      // A list or watch narrowed to one name by field selector is authorized as a request for that name, so
+      // resourceNames rules can grant it (what `kubectl get secret x --watch` relies on).
+      const byName = !name && method === 'GET' ? /(?:^|,)metadata\.name==?([^,]+)(?:,|$)/.exec(q.get('fieldSelector') ?? '')?.[1] : undefined;
       const attrs: RequestAttributes = {
         verb: verbOf(method, Boolean(name), q.get('watch') === 'true' || q.get('watch') === '1'),
         group: spec.group,
         resource: spec.plural,
         subresource: sub,
         namespace: namespace || undefined,
-        name,
+        name: name ?? byName,
       };
       if (!this.allowed(user, attrs)) return this.forbid(res, user, attrs, spec);
       const uses = this.used.get(user.name) ?? new Set<string>();
