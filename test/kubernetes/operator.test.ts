@@ -168,6 +168,30 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     await op.close(); // nothing else may write meanwhile
     expect(await secondPassWrites(name, [r1])).toEqual([]);
   });
+
+  it('never writes onto a Deployment being deleted, and recreates it once it is gone', async () => {
+    const before = peek('apps', 'deployments', name)!;
+    const release = cluster.api.holdGarbageCollection();
+    // kubectl delete --cascade=foreground: the Deployment waits, with a deletionTimestamp, for its ReplicaSets.
+    const apps = cluster.kubeConfig.makeApiClient((await import('@kubernetes/client-node')).AppsV1Api);
+    // Someone changed it too, so the operator has something it would want to write back.
+    const cur = await apps.readNamespacedDeployment({ name, namespace: NS });
+    await apps.replaceNamespacedDeployment({ name, namespace: NS, body: { ...cur, spec: { ...cur.spec!, replicas: 5 } } });
+    await apps.deleteNamespacedDeployment({ name, namespace: NS, propagationPolicy: 'Foreground' });
+    expect(peek('apps', 'deployments', name)!.metadata.deletionTimestamp).toBeTruthy();
+    const seen = cluster.api.requests.length;
+    op = startKubernetesOperator(config(), logger);
+    // The operator reads it (and retries) but sends it nothing.
+    await until('the dying Deployment read twice', () => cluster.api.requests.slice(seen).filter((r) => r === `GET /apis/apps/v1/namespaces/${NS}/deployments/${name}`).length >= 2);
+    expect(writes(seen).filter((r) => r.includes(`/deployments/${name}`))).toEqual([]);
+    release();
+    const recreated = await until('a new Deployment', () => {
+      const d = peek('apps', 'deployments', name);
+      return d && d.metadata.uid !== before.metadata.uid ? d : undefined;
+    }, 30_000);
+    expect(recreated.metadata.deletionTimestamp).toBeUndefined();
+    expect(recreated.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
+  });
 });
 
 describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
