@@ -14,6 +14,7 @@ import { RunEngine } from './runs/engine.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
+import { readThreadTtlConfig } from './storage/thread-ttl.ts';
 import type { Storage } from './storage/types.ts';
 
 export interface RunningServer {
@@ -39,14 +40,17 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   // langgraph.json "store": item TTLs and the embeddings of semantic search.
   const items = await readItemsConfig(config.configPath);
   const embedder = await loadEmbedder(items);
-  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger });
+  // langgraph.json "checkpointer.ttl": default thread TTL and how often expired threads are swept.
+  const threadTtl = await readThreadTtlConfig(config.configPath);
+  if (threadTtl.unsupported) logger.warn(threadTtl.unsupported);
+  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, threadTtl });
   const databaseUrl = config.databaseUrl;
   // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
-      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder });
+      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder, threadTtl });
     } catch (err) {
       if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');

@@ -53,6 +53,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     dependencies: true,
     node_version: true,
     store: new Set(['index', 'ttl']),
+    checkpointer: new Set(['ttl']),
     auth: new Set(['path', 'disable_studio_auth']),
     http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
       'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
