@@ -6,6 +6,7 @@ import { loadServerExtensions } from './http/extensions.ts';
 import { watchKeyHashFile } from './auth/api-keys.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
+import { bundleUi } from './graphs/ui.ts';
 import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
 import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
@@ -93,6 +94,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     logLevel: config.logLevel,
   });
   const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
+  // langgraph.json "ui": components bundled for the browser (a failure is reported, or refuses to start under --strict).
+  const ui = await bundleUi(config.configPath, { logger, strict: config.strict });
   // langgraph.json "auth" and "http": loaded before the store opens, so a bad auth or app path fails fast.
   const extensions = await loadServerExtensions(config.configPath, logger);
   const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter((id) => !graphs.specs.some((s) => s.graphId === id));
@@ -124,7 +127,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.

@@ -54,6 +54,8 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     node_version: true,
     store: new Set(['index', 'ttl']),
     checkpointer: new Set(['ttl']),
+    ui: true,
+    ui_config: new Set(['shared']),
     auth: new Set(['path', 'disable_studio_auth']),
     http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
       'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
