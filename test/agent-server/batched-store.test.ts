@@ -1,10 +1,17 @@
 // The event-driven AsyncBatchedStore (platform/batched-store.ts): same batching and results as LangGraph's polling
-// queue, nothing scheduled while idle, and the store still reaches nodes through getStore() / config.store.
-import path from 'node:path';
+// queue, nothing scheduled while idle, and the store still reaches nodes through getStore() / config.store; in a
+// real server process, runs on the main thread and on executor threads get the event-driven wrapper.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path, { join } from 'node:path';
+import { Client } from '@langchain/langgraph-sdk';
 import { AsyncBatchedStore, InMemoryStore, type Operation } from '@langchain/langgraph-checkpoint';
 import { Annotation, getStore, MemorySaver, StateGraph } from '@langchain/langgraph';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeBatchedStoreEventDriven, patchBatchedStoreOf } from '../../src/agent-server/platform/batched-store.ts';
+import { startServerProcess, type ServerProc } from './helpers/process.ts';
+
+const PROBE_CONFIG = new URL('./fixtures/store-wrapper/langgraph.json', import.meta.url).pathname;
 
 class CountingStore extends InMemoryStore {
   batches: number[] = [];
@@ -103,4 +110,31 @@ describe('event-driven AsyncBatchedStore', () => {
     expect(out.seen).toBe('likes tea');
     expect(inner.batches.length).toBeGreaterThanOrEqual(2);
   });
+});
+
+describe.each([0, 1])('a real server process (executor threads: %i)', (threads) => {
+  let dir: string;
+  let server: ServerProc;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ap-as-wrapper-'));
+    server = await startServerProcess(['--config', PROBE_CONFIG, '--data-dir', join(dir, 'data'), '--executor-threads', String(threads)]);
+  }, 90_000);
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('gives runs the event-driven wrapper around the server store', async () => {
+    const client = new Client({ apiUrl: server.url });
+    // Executor threads start with the first run and load in the background: poll until one runs the graph.
+    let out: Record<string, unknown> = {};
+    for (let i = 0; i < 100; i++) {
+      const thread = await client.threads.create();
+      out = (await client.runs.wait(thread.thread_id, 'probe', { input: {} })) as Record<string, unknown>;
+      if (out.on_main_thread === (threads === 0)) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(out).toEqual({ event_driven: true, polling: false, read_back: { ok: true }, on_main_thread: threads === 0 });
+  }, 120_000);
 });
