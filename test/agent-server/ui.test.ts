@@ -1,12 +1,13 @@
 // Generative UI end to end: a real server process bundles langgraph.json "ui" at start; the real SDK streams a run
 // whose graph pushes a UI message; POST /ui/{id} answers the snippet LoadExternalComponent puts into its shadow
 // root, and the script it names is served and, evaluated as a browser would, renders the named component.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import vm from 'node:vm';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const CONFIG = new URL('./fixtures/ui/langgraph.json', import.meta.url).pathname;
@@ -174,6 +175,33 @@ describe('generative UI that fails to bundle', () => {
       expect(err?.message).toMatch(/server exited with 1/);
       expect(err?.message).toMatch(/bundling \.\/broken\.jsx failed/);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
+
+describe('generative UI behind --auth-keys-file', () => {
+  it('needs the key for POST /ui, not for the bundle files that script and link tags load', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-ui-keys-'));
+    const keysFile = join(dir, 'keys.json');
+    writeFileSync(keysFile, JSON.stringify({ hashes: [hashApiKey('ui-key-0123456789')] }));
+    const server = await startServerProcess(['--config', CONFIG, '--data-dir', join(dir, 'data'), '--executor-threads', '0',
+      '--auth-keys-file', keysFile]);
+    try {
+      const post = (headers: Record<string, string>) => fetch(`${server.url}/ui/agent`, {
+        method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ name: 'weather' }),
+      });
+      expect((await post({})).status).toBe(401);
+      const ok = await post({ 'x-api-key': 'ui-key-0123456789' });
+      expect(ok.status).toBe(200);
+      const src = /<script src="([^"]+)"/.exec(await ok.text())![1]!;
+      expect((await fetch(src)).status).toBe(200);
+      expect((await fetch(`${server.url}/ui/agent/entrypoint.css`)).status).toBe(200);
+      // Only bundle files are open: the rest of the API still needs the key.
+      expect((await fetch(`${server.url}/threads/search`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(401);
+      expect((await fetch(`${server.url}/assistants/agent/graph`)).status).toBe(401);
+    } finally {
+      await server.stop();
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
