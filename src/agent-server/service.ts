@@ -9,7 +9,7 @@ import type { RunEngine } from './runs/engine.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
-import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type RunRecord, type Storage, type Thread } from './storage/types.ts';
+import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type NewRun, type RunRecord, type Storage, type Thread } from './storage/types.ts';
 
 const threadNotFound = (threadId: string) => `Thread not found: ${threadId}`;
 
@@ -129,9 +129,20 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
   }
 
   async function createRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<RunRecord> {
+    const run = await buildRun(threadId, body, caller);
+    const created = await onThread(run.thread_id, () => storage.runs.create(run));
+    if (run.delay_ms) engine.wakeAfter(run.delay_ms);
+    return created;
+  }
+
+  /**
+   * The run a create request asks for, as the store takes it (kwargs exactly as the platform records them);
+   * `threadId` null: a stateless run on a new thread (`newThreadId`, else a random one).
+   */
+  async function buildRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth, newThreadId?: string): Promise<NewRun> {
     const assistant = await resolveAssistant(body.assistant_id);
     const stateless = threadId === null;
-    const thread_id = threadId ?? randomUUID();
+    const thread_id = threadId ?? newThreadId ?? randomUUID();
     const run_id = caller?.runId ?? randomUUID();
     const cfg = (body.config ?? {}) as Json;
     const assistantCfg = (assistant.config ?? {}) as Json;
@@ -174,7 +185,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       durability: body.durability ?? null,
     };
     const delay_ms = body.after_seconds ? Math.round(body.after_seconds * 1000) : 0;
-    const created = await onThread(thread_id, () => storage.runs.create({
+    return {
       delay_ms,
       run_id,
       thread_id,
@@ -185,9 +196,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       if_not_exists: stateless ? 'create' : (body.if_not_exists ?? 'reject'),
       // A thread this run creates carries the handler's equality filter (e.g. its owner), so its creator sees it.
       thread_metadata: { ...equalityPart(caller?.filters), graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
-    }));
-    if (delay_ms) engine.wakeAfter(delay_ms);
-    return created;
+    };
   }
 
   /**
@@ -314,6 +323,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
     onThread,
     threadConfig,
     createRun,
+    buildRun,
     createBatch,
     deleteThreadWhenDone,
     deleteAssistant,

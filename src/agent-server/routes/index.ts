@@ -6,6 +6,7 @@ import type { RunEngine } from '../runs/engine.ts';
 import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import { assistantRoutes } from './assistants.ts';
+import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
 import { registerPlatformRoutes } from './platform.ts';
 import { runRoutes } from './runs.ts';
@@ -38,11 +39,12 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
     storage: deps.storage.kind,
     graphs: deps.graphs.specs.map((s) => s.graphId),
     graph_errors: deps.graphs.failures,
-    flags: { assistants: true, crons: false, langsmith: false, store: true },
+    flags: { assistants: true, crons: true, langsmith: false, store: true },
   }));
   await app.register(assistantRoutes(deps));
   await app.register(threadRoutes(deps));
   await app.register(runRoutes(deps));
   await app.register(streamRoutes(deps));
   await app.register(storeRoutes(deps));
+  await app.register(cronRoutes(deps));
 }

@@ -36,6 +36,8 @@ export interface EngineOptions {
    * function gets that inline executor and returns the one to use (e.g. threads that fall back to it).
    */
   executor?: (inline: RunExecutor) => RunExecutor;
+  /** Told after this process stored a run's end (webhooks); must return at once. */
+  onRunFinished?: (run: RunRecord, outcome: RunOutcome) => void;
 }
 
 interface ActiveRun {
@@ -281,6 +283,11 @@ export class RunEngine {
     if (ok) {
       log.info({ status: outcome.status }, 'run finished');
       this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
+      try {
+        this.opts.onRunFinished?.(run, outcome);
+      } catch (err) {
+        log.warn({ err }, 'run-finished hook failed');
+      }
     }
     else log.warn('run lost its lease before finishing; another worker owns it now');
   }

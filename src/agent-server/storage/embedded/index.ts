@@ -12,6 +12,7 @@ import type { ItemStore, Storage } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
 import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
+import { CRONS_SCHEMA, embeddedCrons } from './crons.ts';
 import { embeddedRuns } from './runs.ts';
 import { embeddedThreads } from './threads.ts';
 
@@ -75,6 +76,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const db = openDatabase(file);
   db.exec(SCHEMA);
   db.exec(ITEMS_SCHEMA);
+  db.exec(CRONS_SCHEMA);
   // Files made before after_seconds support lack the column.
   if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
     db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
@@ -90,6 +92,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   const ctx = openContext(db, sql, emitter);
+  const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
   const sweeper = itemsConfig.ttl.sweepMinutes
@@ -104,7 +107,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     checkpointerSource: { kind: 'embedded', file, items: itemsConfig },
     assistants: embeddedAssistants(ctx),
     threads: embeddedThreads(ctx),
-    runs: embeddedRuns(ctx),
+    runs,
+    crons: embeddedCrons(ctx, runs),
     items,
     subscribe(listener) {
       emitter.on('event', listener);

@@ -16,6 +16,7 @@ import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
+import { cronsSchemaSql, postgresCrons } from './crons.ts';
 import { postgresRuns } from './runs.ts';
 import { postgresThreads } from './threads.ts';
 
@@ -111,6 +112,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   emitter.setMaxListeners(0);
   const ctx = await openContext(opts, pool, s, emitter);
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
+  const runs = postgresRuns(ctx);
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
       items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
@@ -123,7 +125,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     checkpointerSource: { kind: 'postgres', databaseUrl: opts.databaseUrl, schema: s, items: itemsConfig, semantic },
     assistants: postgresAssistants(ctx),
     threads: postgresThreads(ctx),
-    runs: postgresRuns(ctx),
+    runs,
+    crons: postgresCrons(ctx, runs),
     items,
     subscribe(fn) {
       emitter.on('event', fn);
@@ -145,6 +148,7 @@ async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: 
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
       await c.query(schemaSql(s));
+      await c.query(cronsSchemaSql(s));
       await saver.setup();
       await pgStore.setup();
     } finally {
