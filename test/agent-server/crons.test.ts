@@ -102,7 +102,7 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
   });
 
   it('runs a stateless cron on a new thread each tick, keeps or deletes the thread, and survives a restart', async () => {
-    const kept = await client.crons.create('counter', { schedule: EVERY_SECOND, onRunCompleted: 'keep' });
+    const kept = await client.crons.create('counter', { schedule: EVERY_SECOND, onRunCompleted: 'keep', input: { count: 0 } });
     await expect.poll(async () => (await cronRuns(client, 'counter')).filter((r) => r.status === 'success').length,
       { timeout: 30_000, interval: 300 }).toBeGreaterThanOrEqual(2);
     const runs = (await cronRuns(client, 'counter')).filter((r) => r.metadata?.cron_id === kept.cron_id);
@@ -113,10 +113,11 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
     await client.crons.update(kept.cron_id, { enabled: false });
 
     // on_run_completed delete (the default): the tick's thread goes once its run has ended.
-    const deleting = await client.crons.create('counter', { schedule: EVERY_SECOND });
+    // Runs that take 1.5 s, so the test sees their threads before they go.
+    const deleting = await client.crons.create('ledger', { schedule: EVERY_SECOND, input: { i: 1, sleep_ms: 1_500 } });
     const seen = new Set<string>();
     await expect.poll(async () => {
-      for (const t of await client.threads.search({ metadata: { graph_id: 'counter' }, limit: 1000 })) {
+      for (const t of await client.threads.search({ metadata: { graph_id: 'ledger' }, limit: 1000 })) {
         const [r] = await client.runs.list(t.thread_id, { limit: 1 });
         if (r?.metadata?.cron_id === deleting.cron_id) seen.add(t.thread_id);
       }
@@ -129,7 +130,7 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
 
     // A thread cron keeps running on its thread after the server restarts.
     const thread = await client.threads.create();
-    const onThread = await client.crons.createForThread(thread.thread_id, 'counter', { schedule: EVERY_SECOND, multitaskStrategy: 'enqueue' });
+    const onThread = await client.crons.createForThread(thread.thread_id, 'counter', { schedule: EVERY_SECOND, multitaskStrategy: 'enqueue', input: { count: 0 } });
     await server.stop();
     await start();
     expect((await client.crons.search({ threadId: thread.thread_id }))[0]?.cron_id).toBe(onThread.cron_id);
@@ -180,7 +181,7 @@ describe('crons on Postgres with two replicas', { timeout: 180_000 }, () => {
   it('fires ticks missed while no replica ran once on start, not once per missed tick', async () => {
     const first = await start();
     const client = clientOf(first);
-    const cron = await client.crons.create('counter', { schedule: EVERY_SECOND, onRunCompleted: 'keep' });
+    const cron = await client.crons.create('counter', { schedule: EVERY_SECOND, onRunCompleted: 'keep', input: { count: 0 } });
     const own = async (c: Client) => (await cronRuns(c, 'counter')).filter((r) => r.metadata?.cron_id === cron.cron_id);
     await expect.poll(async () => (await own(client)).length, { timeout: 30_000, interval: 200 }).toBeGreaterThanOrEqual(1);
     await first.stop();

@@ -63,9 +63,9 @@ describe('run webhooks', { timeout: 120_000 }, () => {
   it('POSTs each finished run once, retrying a receiver that failed the first try', async () => {
     const client = await start(['--webhook-allow', '127.0.0.1']);
     const thread = await client.threads.create();
-    const ok = await client.runs.create(thread.thread_id, 'counter', { webhook: `${hookBase}/flaky?token=t1` });
+    const ok = await client.runs.create(thread.thread_id, 'counter', { webhook: `${hookBase}/flaky?token=t1`, input: { count: 0 } });
     const failed = await client.runs.create(null, 'fail', { webhook: `${hookBase}/flaky`, input: { x: 1 } });
-    const plain = await client.runs.wait(null, 'counter', { webhook: `${hookBase}/plain` });
+    const plain = await client.runs.wait(null, 'counter', { webhook: `${hookBase}/plain`, input: { count: 0 } });
     expect(plain).toMatchObject({ count: 11 });
     const accepted = (runId: string) => received.filter((r) => r.body.run_id === runId && r.answered === 200);
     for (const id of [ok.run_id, failed.run_id]) {
