@@ -136,7 +136,9 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
     expect((await client.crons.search({ threadId: thread.thread_id }))[0]?.cron_id).toBe(onThread.cron_id);
     await expect.poll(async () => (await client.runs.list(thread.thread_id, { limit: 100 })).filter((r) => r.status === 'success').length,
       { timeout: 30_000, interval: 300 }).toBeGreaterThanOrEqual(2);
-    await client.crons.delete(onThread.cron_id);
+    // Deleting the thread ends its cron.
+    await client.threads.delete(thread.thread_id);
+    await expect.poll(async () => (await client.crons.search({ threadId: thread.thread_id })).length, { timeout: 30_000 }).toBe(0);
   });
 });
 

@@ -128,6 +128,11 @@ export class CronScheduler {
       this.deps.afterCreate(result.run);
     } else if (result.kind === 'skipped') {
       log.warn({ reason: result.reason }, 'cron tick skipped: its run could not be created');
+      // A thread cron whose thread was deleted goes with it.
+      if (cron.thread_id && !(await this.deps.storage.threads.get(cron.thread_id))) {
+        await this.deps.storage.crons.delete(cron.cron_id).catch(() => undefined);
+        log.info({ thread_id: cron.thread_id }, 'cron deleted: its thread is gone');
+      }
     }
   }
 }
