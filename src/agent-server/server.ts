@@ -12,7 +12,7 @@ import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
 import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
-import { WebhookNotifier } from './runs/webhooks.ts';
+import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
 import { createAgentService } from './service.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
@@ -98,7 +98,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (unknownDefaults.length) logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
   const storage = instrumentStorage(await openStorage(config, logger));
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
-  const webhooks = new WebhookNotifier({ allow: config.webhookAllow, logger: logger.child({ component: 'webhooks' }) });
+  const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
+  const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
   const engine = new RunEngine({
     storage,
     graphs,
@@ -127,14 +128,14 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, webhookPolicy: webhookConfig.policy });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.
   const address = app.server.address();
   if (address && typeof address === 'object') platform.setListeningUrl(loopbackUrl(address));
   await engine.start();
-  const cronService = createAgentService({ storage, graphs, engine });
+  const cronService = createAgentService({ storage, graphs, engine, webhookPolicy: webhookConfig.policy });
   const crons = new CronScheduler({
     storage,
     buildRun: cronService.buildRun,

@@ -1,11 +1,12 @@
 // Domain operations behind the routes: assistant resolution, run creation (kwargs exactly as the platform
 // records them), thread state reads and updates. Throws typed errors; knows nothing about HTTP.
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts';
+import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../lib/errors.ts';
 import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
 import { systemAssistantId } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
+import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
@@ -46,6 +47,8 @@ export interface ServiceDeps {
   graphs: GraphRegistry;
   engine: RunEngine;
   versions?: AssistantVersions;
+  /** Where run webhooks may point (--webhook-allow, langgraph.json webhooks.url); default: public hosts only. */
+  webhookPolicy?: WebhookPolicy;
 }
 
 /** The versions the store keeps. */
@@ -73,8 +76,15 @@ export function storedVersions(storage: Storage): AssistantVersions {
 
 export type AgentService = ReturnType<typeof createAgentService>;
 
-export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage) }: ServiceDeps) {
+export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage), webhookPolicy = { allow: [] } }: ServiceDeps) {
   const graphIds = new Set(graphs.specs.map((s) => s.graphId));
+
+  /** A webhook URL the policy refuses outright → 422 naming the field (addresses are checked at delivery). */
+  function checkWebhook(url: string | null | undefined): void {
+    if (!url) return;
+    const problem = webhookUrlProblem(url, webhookPolicy);
+    if (problem) throw new ValidationError(`webhook: ${problem}`);
+  }
 
   /**
    * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
@@ -140,6 +150,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
    * `threadId` null: a stateless run on a new thread (`newThreadId`, else a random one).
    */
   async function buildRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth, newThreadId?: string): Promise<NewRun> {
+    checkWebhook(body.webhook);
     const assistant = await resolveAssistant(body.assistant_id);
     const stateless = threadId === null;
     const thread_id = threadId ?? newThreadId ?? randomUUID();
@@ -324,6 +335,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
     threadConfig,
     createRun,
     buildRun,
+    checkWebhook,
     createBatch,
     deleteThreadWhenDone,
     deleteAssistant,

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/lib/errors.ts';
 import { checkTimezone, nextTick } from '../../src/agent-server/runs/crons.ts';
-import { hostRule, isPublicAddress } from '../../src/agent-server/runs/webhooks.ts';
+import { hostRule, isPublicAddress, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
 
 describe('cron schedules', () => {
   const at = new Date('2026-03-10T10:17:30Z');
@@ -84,5 +84,30 @@ describe('webhook targets', () => {
     ['[::1]', ['::1'], 'listed'],
   ])('host %s with --webhook-allow %j: %s', (host, allow, expected) => {
     expect(hostRule(host, allow)).toBe(expected);
+  });
+
+  it.each([
+    ['https://hooks.example.com/x', {}, null],
+    ['http://10.0.0.1/x', {}, /not public/],
+    ['http://10.0.0.1/x', { allow: ['10.0.0.1'] }, null],
+    ['http://hooks.example.com/x', { requireHttps: true }, /https/],
+    ['https://hooks.example.com:8443/x', { allowedPorts: [443] }, /port 8443/],
+    ['https://hooks.example.com/x', { allowedPorts: [443] }, null],
+    ['https://other.example.com/x', { allowedDomains: ['*.corp.example'] }, /allowed_domains/],
+    ['https://a.corp.example/x', { allowedDomains: ['*.corp.example'] }, null],
+    ['https://hooks.example.com/' + 'x'.repeat(100), { maxUrlLength: 50 }, /longer than 50/],
+    ['gopher://hooks.example.com/', {}, /http/],
+  ])('%s under %j', (url, policy, expected) => {
+    const problem = webhookUrlProblem(url, { allow: [], ...policy });
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+
+  it('resolves header templates only from variables with the env prefix', () => {
+    const env = { LG_WEBHOOK_TOKEN: 't0k', DATABASE_URL: 'postgres://secret' };
+    expect(resolveHeaders({ Authorization: 'Bearer ${{ env.LG_WEBHOOK_TOKEN }}', X: 'plain' }, 'LG_WEBHOOK_', env))
+      .toEqual({ Authorization: 'Bearer t0k', X: 'plain' });
+    expect(() => resolveHeaders({ X: '${{ env.DATABASE_URL }}' }, 'LG_WEBHOOK_', env)).toThrow(/env_prefix/);
+    expect(() => resolveHeaders({ X: '${{ env.LG_WEBHOOK_MISSING }}' }, 'LG_WEBHOOK_', env)).toThrow(/not set/);
   });
 });

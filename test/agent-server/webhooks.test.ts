@@ -11,8 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
+const HOOKS_CONFIG = new URL('./fixtures/webhooks/langgraph.json', import.meta.url).pathname;
+
 interface Received {
   path: string;
+  secret: string | undefined;
   body: Record<string, any>;
   answered: number;
 }
@@ -40,7 +43,7 @@ describe('run webhooks', { timeout: 120_000 }, () => {
       const first = !seen.has(String(body.run_id));
       seen.add(String(body.run_id));
       const answered = first && req.url?.includes('flaky') ? 503 : 200;
-      received.push({ path: req.url ?? '', body, answered });
+      received.push({ path: req.url ?? '', secret: req.headers['x-hook-secret'] as string | undefined, body, answered });
       res.writeHead(answered).end();
     });
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
@@ -52,16 +55,17 @@ describe('run webhooks', { timeout: 120_000 }, () => {
     await new Promise((r) => receiver.close(r));
   });
 
-  async function start(extra: string[]): Promise<Client> {
+  async function start(extra: string[], config = FIXTURE_CONFIG, env: Record<string, string> = {}): Promise<Client> {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-hooks-'));
     dirs.push(dir);
-    const s = await startServerProcess(['--config', FIXTURE_CONFIG, '--data-dir', dir, ...extra]);
+    const s = await startServerProcess(['--config', config, '--data-dir', dir, ...extra], env);
     servers.push(s);
     return new Client({ apiUrl: s.url, callerOptions: { maxRetries: 0 } });
   }
 
   it('POSTs each finished run once, retrying a receiver that failed the first try', async () => {
-    const client = await start(['--webhook-allow', '127.0.0.1']);
+    // langgraph.json webhooks.headers: sent with each delivery, env templates resolved at start.
+    const client = await start(['--webhook-allow', '127.0.0.1'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
     const thread = await client.threads.create();
     const ok = await client.runs.create(thread.thread_id, 'counter', { webhook: `${hookBase}/flaky?token=t1`, input: { count: 0 } });
     const failed = await client.runs.create(null, 'fail', { webhook: `${hookBase}/flaky`, input: { x: 1 } });
@@ -77,6 +81,7 @@ describe('run webhooks', { timeout: 120_000 }, () => {
 
     const hook = accepted(ok.run_id)[0]!;
     expect(hook.path).toBe('/flaky?token=t1');
+    expect(hook.secret).toBe('s3cret-xyz');
     expect(hook.body).toMatchObject({
       run_id: ok.run_id,
       thread_id: thread.thread_id,
@@ -96,29 +101,39 @@ describe('run webhooks', { timeout: 120_000 }, () => {
     expect(received.length).toBe(total);
   });
 
-  it('refuses loopback targets unless --webhook-allow names them, and non-http(s) URLs at create', async () => {
+  it('refuses private targets unless --webhook-allow names them: at create when the URL says so, else at delivery', async () => {
     const client = await start([]);
     const server = servers.at(-1)!;
+    const port = new URL(hookBase).port;
+    // A name that resolves to loopback is refused when the delivery connects.
     const thread = await client.threads.create();
-    const run = await client.runs.create(thread.thread_id, 'counter', { webhook: `${hookBase}/refused` });
+    const run = await client.runs.create(thread.thread_id, 'counter', { webhook: `http://localhost:${port}/refused`, input: { count: 0 } });
     await client.runs.join(thread.thread_id, run.run_id);
     await expect.poll(() => server.output().includes('webhook refused; not retrying'), { timeout: 30_000 }).toBe(true);
+    expect(server.output()).toMatch(/resolves only to non-public addresses/);
     expect(received.filter((r) => r.path === '/refused')).toHaveLength(0);
-    // Written as a decimal number, 127.0.0.1 is still loopback.
-    const port = new URL(hookBase).port;
-    const sneaky = await client.runs.create(thread.thread_id, 'counter', { webhook: `http://2130706433:${port}/sneaky` });
-    await client.runs.join(thread.thread_id, sneaky.run_id);
-    await expect.poll(() => server.output().split('webhook refused; not retrying').length, { timeout: 30_000 }).toBe(3);
-    expect(received.filter((r) => r.path === '/sneaky')).toHaveLength(0);
 
-    for (const webhook of ['ftp://example.com/x', 'not a url', 'javascript:alert(1)']) {
-      const res = await fetch(`${server.url}/runs`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ assistant_id: 'counter', webhook }),
-      });
-      expect(res.status).toBe(422);
-      expect(((await res.json()) as { detail: string }).detail).toContain('webhook');
+    const refusedAtCreate = [
+      `http://127.0.0.1:${port}/x`, `http://2130706433:${port}/x`, `http://[::ffff:127.0.0.1]:${port}/x`,
+      'http://169.254.169.254/latest/meta-data', 'http://0.0.0.0/', 'http://[::1]/',
+      'ftp://example.com/x', 'not a url', 'javascript:alert(1)',
+    ];
+    for (const webhook of refusedAtCreate) {
+      for (const path of ['/runs', '/runs/crons']) {
+        const res = await fetch(`${server.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ assistant_id: 'counter', webhook, schedule: '0 9 * * *' }),
+        });
+        expect(res.status, `${path} ${webhook}`).toBe(422);
+        expect(((await res.json()) as { detail: string }).detail).toContain('webhook');
+      }
     }
+  });
+
+  it('applies langgraph.json webhooks.url at create', async () => {
+    const client = await start(['--webhook-allow', '*'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
+    await expect(client.runs.create(null, 'counter', { webhook: `https://example.com/${'x'.repeat(300)}` }))
+      .rejects.toThrow(/longer than 200 characters/);
   });
 });

@@ -54,6 +54,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     node_version: true,
     store: new Set(['index', 'ttl']),
     auth: new Set(['path', 'disable_studio_auth']),
+    webhooks: new Set(['env_prefix', 'url', 'headers']),
     http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
       'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
   };

@@ -89,6 +89,7 @@ export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app
 
   async function create(threadId: string | null, body: z.infer<typeof CronCreate>, filters: AuthFilters | undefined,
     userId: string | null): Promise<CronRecord> {
+    service.checkWebhook(body.webhook);
     const assistant = await service.resolveAssistant(body.assistant_id);
     if (threadId) await service.requireThread(threadId);
     const endTime = body.end_time ? isoNow(Date.parse(body.end_time)) : null;
@@ -168,6 +169,7 @@ export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app
   app.patch('/runs/crons/:cron_id', { schema: { params: CronParams, body: CronUpdate } }, async (req) => {
     const cur = await visibleCron(req.params.cron_id, req.authz?.filters);
     const b = req.body;
+    service.checkWebhook(b.webhook);
     const patch: CronPatch = {};
     const payload: Json = { ...cur.payload };
     for (const k of ['input', 'config', 'context', 'webhook', 'interrupt_before', 'interrupt_after'] as const) {

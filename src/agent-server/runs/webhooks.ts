@@ -13,12 +13,112 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
+import { readLanggraphJson } from '../graphs/config.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
 
-export interface WebhookOptions {
-  /** Hosts that may be reached (exact or `*.suffix`); `*`: any host and any address. Empty: public addresses only. */
+/** langgraph.json `webhooks`, as the platform reads it: a URL policy and headers sent with every delivery. */
+const WebhooksJson = z.object({
+  env_prefix: z.string().min(1).default('LG_WEBHOOK_'),
+  url: z.object({
+    require_https: z.boolean().optional(),
+    allowed_domains: z.array(z.string().min(1)).optional(),
+    allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
+    max_url_length: z.number().int().positive().optional(),
+    // Relative (loopback) webhook URLs are never accepted here, so this switch changes nothing.
+    disable_loopback: z.boolean().optional(),
+  }).strict().default({}),
+  headers: z.record(z.string(), z.string()).default({}),
+}).strict();
+
+export interface WebhookPolicy {
+  /** --webhook-allow: hosts reached whatever they resolve to; `*`: everything. */
   allow: string[];
+  requireHttps?: boolean;
+  /** langgraph.json webhooks.url.allowed_domains: only these hosts (still public addresses only). */
+  allowedDomains?: string[];
+  allowedPorts?: number[];
+  maxUrlLength?: number;
+}
+
+export interface WebhooksConfig {
+  policy: WebhookPolicy;
+  headers: Record<string, string>;
+}
+
+/**
+ * Header values may hold `${{ env.NAME }}` templates, resolved once at start from the environment; NAME must start
+ * with env_prefix, so a langgraph.json cannot send arbitrary secrets of the server's environment.
+ */
+export function resolveHeaders(headers: Record<string, string>, prefix: string, env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, template] of Object.entries(headers)) {
+    out[name] = template.replace(/\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_m, v: string) => {
+      if (!v.startsWith(prefix)) throw new Error(`webhooks.headers.${name}: env.${v} does not start with env_prefix "${prefix}"`);
+      const value = env[v];
+      if (value === undefined) throw new Error(`webhooks.headers.${name}: environment variable ${v} is not set`);
+      return value;
+    });
+  }
+  return out;
+}
+
+/** Reads langgraph.json `webhooks` next to the graphs (absent: no policy beyond --webhook-allow, no headers). */
+export async function readWebhooksConfig(configPath: string, allow: string[], env: NodeJS.ProcessEnv): Promise<WebhooksConfig> {
+  const json = (await readLanggraphJson(configPath)) as { webhooks?: unknown };
+  const parsed = WebhooksJson.safeParse(json.webhooks ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`langgraph.json webhooks.${issue.path.join('.')}: ${issue.message}`);
+  }
+  const w = parsed.data;
+  return {
+    policy: {
+      allow,
+      requireHttps: w.url.require_https,
+      allowedDomains: w.url.allowed_domains,
+      allowedPorts: w.url.allowed_ports,
+      maxUrlLength: w.url.max_url_length,
+    },
+    headers: resolveHeaders(w.headers, w.env_prefix, env),
+  };
+}
+
+/**
+ * What is wrong with a webhook URL under the policy, known without DNS (null: nothing yet; the address is checked
+ * when the delivery connects). Run and cron create answer 422 with it.
+ */
+export function webhookUrlProblem(target: string, policy: WebhookPolicy): string | null {
+  if (policy.maxUrlLength && target.length > policy.maxUrlLength) return `longer than ${policy.maxUrlLength} characters`;
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return 'not an absolute URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http:// or https:// URL';
+  if (policy.requireHttps && url.protocol !== 'https:') return 'must be an https:// URL (webhooks.url.require_https)';
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  if (policy.allowedPorts?.length && !policy.allowedPorts.includes(port)) {
+    return `port ${port} is not in webhooks.url.allowed_ports`;
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const rule = hostRule(host, policy.allow);
+  if (rule === 'refused') return `host ${host} is not in --webhook-allow`;
+  if (rule === 'public') {
+    if (policy.allowedDomains?.length && hostRule(host, policy.allowedDomains) === 'refused') {
+      return `host ${host} is not in webhooks.url.allowed_domains`;
+    }
+    // Literal addresses skip DNS: judge them now. The URL parser already turned decimal, octal and hex IPv4 forms
+    // into dotted quads.
+    if (isIP(host) && !isPublicAddress(host)) return `address ${host} is not public (allow the host with --webhook-allow)`;
+  }
+  return null;
+}
+
+export interface WebhookOptions {
+  policy: WebhookPolicy;
   logger: Logger;
   /** Per attempt. */
   timeoutMs?: number;
@@ -148,21 +248,10 @@ export class WebhookNotifier {
 
   /** One POST. Network errors, timeouts, 408, 429 and 5xx may be retried; anything else is final. */
   private attempt(target: string, body: string): Promise<Attempt> {
-    let url: URL;
-    try {
-      url = new URL(target);
-    } catch {
-      return Promise.resolve({ done: true, error: 'not a URL' });
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.resolve({ done: true, error: 'not http(s)' });
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    const rule = hostRule(host, this.opts.allow);
-    if (rule === 'refused') return Promise.resolve({ done: true, error: `host ${host} is not in --webhook-allow` });
-    // Literal addresses skip DNS (and so the lookup below): check them here. The URL parser has already turned
-    // decimal, octal and hex IPv4 forms into dotted quads.
-    if (rule === 'public' && isIP(host) && !isPublicAddress(host)) {
-      return Promise.resolve({ done: true, error: `address ${host} is not public (allow it with --webhook-allow)` });
-    }
+    const problem = webhookUrlProblem(target, this.opts.policy);
+    if (problem) return Promise.resolve({ done: true, error: problem });
+    const url = new URL(target);
+    const rule = hostRule(url.hostname, this.opts.policy.allow);
     const mod = url.protocol === 'https:' ? https : http;
     return new Promise<Attempt>((resolve) => {
       const req = mod.request(url, {
