@@ -311,6 +311,16 @@ export class RunEngine {
     }
   }
 
+  private async sweptRunFinished(runId: string): Promise<void> {
+    const run = await this.opts.storage.runs.getById(runId).catch(() => null);
+    if (!run || !TERMINAL_RUN_STATUSES.has(run.status)) return; // rolled back (deleted) or requeued since
+    try {
+      this.opts.onRunFinished?.(run, { status: run.status as RunOutcome['status'], error: run.error });
+    } catch (err) {
+      this.opts.logger.warn({ err, run_id: runId }, 'run-finished hook failed');
+    }
+  }
+
   private async safetyTick(): Promise<void> {
     const old = Date.now() - 10_000;
     for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
@@ -319,6 +329,8 @@ export class RunEngine {
       if (swept.requeued.length || swept.failed.length) {
         this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');
       }
+      // Runs this sweep ended (their worker is gone) get their run-finished notice here, once.
+      if (this.opts.onRunFinished) for (const id of swept.failed) void this.sweptRunFinished(id);
       const requests = await this.opts.storage.runs.cancelRequests([...this.active.keys()]);
       for (const [id, action] of requests) this.cancelLocal(id, action);
     } catch (err) {
