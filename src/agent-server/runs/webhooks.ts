@@ -7,7 +7,8 @@
 // are reached (no loopback, private, link-local, CGNAT, unspecified, multicast or reserved ranges, IPv4-mapped IPv6
 // unwrapped first), so a name that resolves to 127.0.0.1 or the cloud metadata address is refused. `--webhook-allow`
 // lists the hosts that may be reached (then only those; `*.example.com` matches subdomains), and `*` allows every
-// host and address (a trusted, private network).
+// host and address (a trusted, private network). langgraph.json `webhooks` adds the platform's URL policy
+// (https only, domains, ports, length) and headers sent with every delivery.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
