@@ -1,13 +1,12 @@
 // The agent server's fastify instance, built from injected dependencies; it never listens (server.ts does).
-import fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
 import {
-  hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import { isAppError } from '../lib/errors.ts';
+import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import { requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
 import { authenticateRequest, installCustomAuth } from './auth/hooks.ts';
@@ -59,42 +58,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setSerializerCompiler(serializerCompiler);
   // Route results are plain JSON already (graph output goes through toPlain), so no replacer on the hot path.
   app.setReplySerializer((payload) => JSON.stringify(payload));
-  // An empty body with a JSON content type reads as "no body" instead of a parse error.
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = (body as string).trim();
-    if (!text) return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      const e = err as FastifyError;
-      e.statusCode = 422;
-      done(e, undefined);
-    }
+  installJsonBodyParser(app);
+  installErrorAnswers(app, {
+    invalid: (issues) => {
+      const errors = issues.map((i) => ({ loc: [i.where, ...i.path], msg: i.message, type: i.keyword }));
+      const fields = errors.map((e) => e.loc.join('.')).join(', ');
+      return { detail: `Invalid request: ${fields}: ${errors[0]?.msg ?? ''}`, errors };
+    },
+    malformed: (message) => ({ detail: `Malformed JSON body: ${message}` }),
+    decorate: (err, reply) => {
+      if (err instanceof AuthHttpError) reply.headers(err.headers);
+    },
+    logUnexpected: (err, req) => req.log.error({ err }, `request failed: ${err.message}`),
   });
-
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (hasZodFastifySchemaValidationErrors(err)) {
-      const where = err.validationContext ?? 'body';
-      const detail = err.validation.map((v) => ({
-        loc: [where, ...v.instancePath.split('/').filter(Boolean)],
-        msg: v.message,
-        type: v.keyword,
-      }));
-      const fields = detail.map((d) => d.loc.join('.')).join(', ');
-      return reply.code(422).send({ detail: `Invalid request: ${fields}: ${detail[0]?.msg ?? ''}`, errors: detail });
-    }
-    if (err instanceof AuthHttpError) reply.headers(err.headers);
-    if (isAppError(err)) return reply.code(err.status).send({ detail: err.detail });
-    if (err instanceof SyntaxError || err.statusCode === 422) {
-      return reply.code(422).send({ detail: `Malformed JSON body: ${err.message}` });
-    }
-    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.code(err.statusCode).send({ detail: err.message });
-    }
-    req.log.error({ err }, `request failed: ${err.message}`);
-    return reply.code(500).send({ detail: 'Internal server error' });
-  });
-  app.setNotFoundHandler((req, reply) => reply.code(404).send({ detail: `Not found: ${req.method} ${req.originalUrl}` }));
 
   const service = createAgentService({ storage: deps.storage, graphs: deps.graphs, engine: deps.engine, webhookPolicy: deps.webhookPolicy });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { fromEnv, parseCommandArgs, portSchema, positiveIntSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import { fromEnv, optionPicker, parseCommandArgs, portSchema, positiveIntSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 
 export const agentServerCommand: CommandSpec = {
   name: 'agent-server',
@@ -116,11 +116,7 @@ export type AgentServerConfig = z.infer<typeof Config>;
 export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): AgentServerConfig | null {
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
-  const pick = (name: string): string | undefined => {
-    const o = agentServerCommand.options[name]!;
-    const v = flags[name];
-    return (typeof v === 'string' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
-  };
+  const pick = optionPicker(agentServerCommand, flags, env);
   // LANGGRAPH_CONFIG means per-graph defaults (JSON) on the LangGraph platform; it used to be the path of
   // langgraph.json here, so a value that is not a JSON object is still taken as that path.
   const notes: string[] = [];

@@ -2,7 +2,7 @@
 // into one line on stderr and exit code 1.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
-import { fromEnv, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import { optionPicker, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
 import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
 
 /** A client flag may be given several times (--secret A=1 --secret B=2). */
@@ -34,9 +34,7 @@ export function parseClientArgs(spec: ClientCommandSpec, argv: string[]): { flag
 
 /** A string flag, else its environment variables, else its default. */
 export function pickString(spec: ClientCommandSpec, flags: Flags, name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const o = spec.options[name]!;
-  const v = flags[name];
-  return (typeof v === 'string' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
+  return optionPicker(spec, flags, env)(name);
 }
 
 export function pickList(flags: Flags, name: string): string[] {

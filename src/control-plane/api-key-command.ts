@@ -4,7 +4,8 @@ import { formatHelp, parseCommandArgs, UsageError, type CommandSpec } from '../l
 import { createLogger } from '../lib/logger.ts';
 import { isAppError } from '../lib/errors.ts';
 import { assertTenantId, createApiKey } from './auth/keys.ts';
-import { parseOrUsage, picker, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
+import { optionPicker } from '../lib/cli-args.ts';
+import { parseOrUsage, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
 import { describeError, openControlPlaneStore, StoreUnavailableError } from './store/index.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -43,7 +44,7 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(apiKeyCommand));
     return;
   }
-  const pick = picker(apiKeyCommand, flags, process.env);
+  const pick = optionPicker(apiKeyCommand, flags, process.env);
   const tenants = (typeof flags.tenant === 'string' ? flags.tenant : '').split(',').map((t) => t.trim()).filter(Boolean);
   if (sub === 'create') {
     if (!tenants.length) throw new UsageError('--tenant is required');

@@ -1,16 +1,15 @@
 // The control plane's fastify instance, built from injected dependencies; it never listens (server.ts does).
 // `createControlPlane` is also what the one-machine `dev` command embeds.
-import fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import {
-  hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
   serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import { isAppError } from '../lib/errors.ts';
+import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
@@ -33,50 +32,32 @@ export interface ControlPlaneDeps {
 }
 
 const PREFIXES = ['', '/api-host'];
+const WHERE: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header' };
 
 export async function createControlPlane(deps: ControlPlaneDeps): Promise<FastifyInstance> {
   // Secrets may total 1 MiB (a 422 names the one that crosses it); the body around them needs some room beyond that.
   const app = fastify({ loggerInstance: deps.logger as FastifyBaseLogger, bodyLimit: 2 * 1024 * 1024 });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  // Clients often send a JSON content type with no body on POST .../redeploy and DELETE: read that as no body.
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = (body as string).trim();
-    if (!text) return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
+  installJsonBodyParser(app);
   // Request bodies may hold secret values: log only method and path.
   app.addHook('onRequest', async (req) => {
     req.log = req.log.child({ reqId: req.id });
   });
 
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (hasZodFastifySchemaValidationErrors(err)) {
-      // FastAPI's names for where the bad value was (the reference API's 422 bodies): query, path, header, body.
-      const ctx = err.validationContext ?? 'body';
-      const where = ({ querystring: 'query', params: 'path', headers: 'header' } as Record<string, string>)[ctx] ?? ctx;
-      const detail = err.validation.map((v) => ({
-        loc: [where, ...v.instancePath.split('/').filter(Boolean).map((p: string) => (/^\d+$/.test(p) ? Number(p) : p))],
-        msg: v.message ?? 'invalid',
-        type: v.keyword,
-      }));
-      return reply.code(422).send({ detail });
-    }
-    if (isAppError(err)) return reply.code(err.status).send({ detail: err.detail });
-    if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-      return reply.code(422).send({ detail: [{ loc: ['body'], msg: `malformed JSON: ${err.message}`, type: 'json_invalid' }] });
-    }
-    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.code(err.statusCode).send({ detail: err.message });
-    }
-    req.log.error({ err: { message: redactUrlsIn(err.message), stack: err.stack && redactUrlsIn(err.stack) } }, 'request failed');
-    return reply.code(500).send({ detail: 'Internal server error' });
+  installErrorAnswers(app, {
+    // FastAPI's names for where the bad value was (the reference API's 422 bodies): query, path, header, body.
+    invalid: (issues) => ({
+      detail: issues.map((i) => ({
+        loc: [WHERE[i.where] ?? i.where, ...i.path.map((p) => (/^\d+$/.test(p) ? Number(p) : p))],
+        msg: i.message,
+        type: i.keyword,
+      })),
+    }),
+    malformed: (message) => ({ detail: [{ loc: ['body'], msg: `malformed JSON: ${message}`, type: 'json_invalid' }] }),
+    logUnexpected: (err, req) =>
+      req.log.error({ err: { message: redactUrlsIn(err.message), stack: err.stack && redactUrlsIn(err.stack) } }, 'request failed'),
   });
-  app.setNotFoundHandler((req, reply) => reply.code(404).send({ detail: `Not found: ${req.method} ${req.url.split('?')[0]}` }));
 
   await app.register(swagger, {
     openapi: {

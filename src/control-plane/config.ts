@@ -1,7 +1,7 @@
 // Control plane configuration: flags win over environment variables, which win over defaults. Parsed once.
 import path from 'node:path';
 import { z } from 'zod';
-import { fromEnv, parseCommandArgs, portSchema, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
 import { isDnsSubdomain } from './services/input-rules.ts';
 
@@ -146,14 +146,6 @@ const FLAG: Record<string, string> = {
   publicHost: '--public-host', enabled: '--namespace-per-tenant', prefix: '--tenant-namespace-prefix',
 };
 
-export function picker(spec: CommandSpec, flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv) {
-  return (name: string): string | undefined => {
-    const o = spec.options[name]!;
-    const v = flags[name];
-    return (typeof v === 'string' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
-  };
-}
-
 export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
@@ -177,7 +169,7 @@ export function storeConfigFrom(pick: (n: string) => string | undefined, cwd: st
 export function parseControlPlaneConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): ControlPlaneConfig | null {
   const flags = parseCommandArgs(controlPlaneCommand, argv);
   if (flags.help) return null;
-  const pick = picker(controlPlaneCommand, flags, env);
+  const pick = optionPicker(controlPlaneCommand, flags, env);
   const key = pick('bootstrap-api-key');
   const tenants = (pick('bootstrap-tenants') ?? '*').split(',').map((t) => t.trim()).filter(Boolean);
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];

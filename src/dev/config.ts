@@ -1,7 +1,7 @@
 // `agentplane dev` flags, parsed once with zod.
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { fromEnv, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',
@@ -73,7 +73,7 @@ export type DevConfig = z.infer<typeof schema>;
 export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfig | null {
   const v = parseCommandArgs(devCommand, argv);
   if (v.help) return null;
-  const pick = (name: string) => (v[name] as string | undefined) ?? fromEnv(env, devCommand.options[name]!.env) ?? devCommand.options[name]!.default;
+  const pick = optionPicker(devCommand, v, env);
   const parsed = schema.safeParse({
     host: pick('host'),
     port: pick('port'),

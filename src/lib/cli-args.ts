@@ -49,6 +49,23 @@ export function formatHelp(spec: CommandSpec): string {
   return lines.join('\n') + '\n';
 }
 
+/**
+ * The value of one option: the flag when given (an empty flag counts as not given), else the first set environment
+ * variable the option names, else its default. Every command reads its options through this.
+ */
+export function optionPicker(
+  spec: { options: Record<string, Pick<OptionSpec, 'env' | 'default'>> },
+  flags: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+): (name: string) => string | undefined {
+  return (name) => {
+    const o = spec.options[name];
+    if (!o) throw new Error(`option --${name} is not in the command's spec`);
+    const v = flags[name];
+    return (typeof v === 'string' && v !== '' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
+  };
+}
+
 /** Reads the first set environment variable of a list. */
 export function fromEnv(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
   for (const n of names ?? []) {

@@ -1,8 +1,8 @@
 // `agentplane operator` flags (each with the env var the Helm chart sets), parsed once with zod.
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { fromEnv, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
-import { kubernetesRuntimeConfigSchema, PRIVATE_RANGES, type KubernetesRuntimeConfig } from './runtimes/kubernetes/config.ts';
+import { optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import { kubernetesRuntimeConfigSchema, PRIVATE_RANGES, } from './runtimes/kubernetes/config.ts';
 
 export const operatorCommand: CommandSpec = {
   name: 'operator',
@@ -117,10 +117,7 @@ function boolFlag(v: string | undefined): boolean | string | undefined {
 export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig | null {
   const flags = parseCommandArgs(operatorCommand, argv);
   if (flags.help) return null;
-  const pick = (n: string): string | undefined => {
-    const v = flags[n];
-    return (typeof v === 'string' && v !== '' ? v : undefined) ?? fromEnv(env, operatorCommand.options[n]!.env) ?? operatorCommand.options[n]!.default;
-  };
+  const pick = optionPicker(operatorCommand, flags, env);
   const num = (n: string) => (pick(n) === undefined ? undefined : Number(pick(n)));
   const namespace = pick('namespace');
   const baseImage = pick('base-image');

@@ -3,9 +3,9 @@
 import type { Logger } from '../lib/logger.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import type { AgentDeployment, AgentRevision } from '../resources/index.ts';
-import { Controller } from './runtime/controller.ts';
-import { Informer, objectKey } from './runtime/informer.ts';
-import { WorkQueue } from './runtime/workqueue.ts';
+import { Controller } from './controller-kit/controller.ts';
+import { Informer, objectKey } from './controller-kit/informer.ts';
+import { WorkQueue } from './controller-kit/workqueue.ts';
 import type { Runtime } from './runtimes/types.ts';
 import { createDeploymentReconciler } from './controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from './controllers/agentrevision/controller.ts';

@@ -1,6 +1,6 @@
 // Adapters from the control plane's store port to what the operator runtime and the runtimes need.
 import type { Kind, KindMap, ResourceStore, RevisionLogStore } from '../control-plane/store/types.ts';
-import type { ListWatch } from './runtime/informer.ts';
+import type { ListWatch } from './controller-kit/informer.ts';
 import type { RevisionLogSink } from './runtimes/types.ts';
 
 export function storeListWatch<K extends Kind>(store: ResourceStore, kind: K, namespace?: string): ListWatch<KindMap[K]> {

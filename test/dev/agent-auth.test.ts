@@ -99,5 +99,5 @@ describe('agents behind agentplane dev', () => {
     expect(patched.body.source_config.access_mode).toBe('public');
     await deployedRevision(depId, String(patched.body.latest_revision_id));
     expect(await status(url)).toBe(200);
-  });
+  }, 180_000); // two deploys and a key-publish interval: minutes on a loaded two-core machine
 });

@@ -5,6 +5,9 @@ import { validateK8s } from './helpers/k8s-schema.ts';
 import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
 
 const logger = createLogger({ level: 'silent', name: 'test' });
+// Short enough to keep the suite quick, long enough that a loaded test machine's event-loop stalls (a second or
+// more) do not cost a healthy leader its Lease and turn one hand-over into two.
+const TIMING = { leaseDurationMs: 4_000, renewDeadlineMs: 2_500, retryPeriodMs: 200 };
 let cluster: TestCluster;
 
 beforeAll(async () => {
@@ -25,9 +28,7 @@ function candidates(lease: string) {
       namespace: 'agents',
       name: lease,
       identity,
-      leaseDurationMs: 1_000,
-      renewDeadlineMs: 600,
-      retryPeriodMs: 100,
+      ...TIMING,
       logger,
     });
     e.run({
@@ -86,7 +87,7 @@ describe('Lease leader election', () => {
     let finishStart: () => void = () => {};
     const started = new Promise<void>((r) => (finishStart = r));
     const make = (identity: string, onStart: () => Promise<void> | void) => {
-      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-slow', identity, leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, logger });
+      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-slow', identity, ...TIMING, logger });
       e.run({ onStartedLeading: () => (events.push(`${identity} started`), onStart()), onStoppedLeading: () => void events.push(`${identity} stopped`) });
       return e;
     };
@@ -96,7 +97,7 @@ describe('Lease leader election', () => {
     const renewTime = () => cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-slow')!.spec.renewTime as string;
     const first = renewTime();
     // Longer than the lease: without renewals during the start, slow-b would take the Lease.
-    await new Promise((r) => setTimeout(r, 1_600));
+    await new Promise((r) => setTimeout(r, TIMING.leaseDurationMs + 1_000));
     expect(renewTime()).not.toBe(first);
     expect(a.isLeader).toBe(true);
     expect(b.isLeader).toBe(false);
@@ -111,7 +112,7 @@ describe('Lease leader election', () => {
   it('a leader whose renewal hangs steps down before another replica can acquire the Lease', async () => {
     const events: string[] = [];
     const make = (identity: string) => {
-      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-hang', identity, leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, logger });
+      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-hang', identity, ...TIMING, logger });
       e.run({ onStartedLeading: () => void events.push(`${identity} started`), onStoppedLeading: () => void events.push(`${identity} stopped`) });
       return e;
     };
@@ -136,7 +137,7 @@ describe('Lease leader election', () => {
 
   it('aborts a Lease request that gets no answer and tries again', async () => {
     const release = cluster.api.hang((r) => r.path.endsWith('/leases/op-abort'));
-    const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-abort', identity: 'abort-a', leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100, requestTimeoutMs: 150, logger });
+    const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-abort', identity: 'abort-a', ...TIMING, requestTimeoutMs: 150, logger });
     e.run({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
     await until('a held request', () => cluster.api.requests.some((r) => r.endsWith('/leases/op-abort')));
     release();

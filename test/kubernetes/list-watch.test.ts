@@ -3,7 +3,7 @@
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
-import { Informer } from '../../src/operator/runtime/informer.ts';
+import { Informer } from '../../src/operator/controller-kit/informer.ts';
 import { childListWatch } from '../../src/operator/runtimes/kubernetes/list-watch.ts';
 import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
 

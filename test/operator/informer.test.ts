@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from '../../src/operator/runtime/clock.ts';
-import { Informer, type ListWatch, type WatchEvent } from '../../src/operator/runtime/informer.ts';
+import { FakeClock } from '../../src/operator/controller-kit/clock.ts';
+import { Informer, type ListWatch, type WatchEvent } from '../../src/operator/controller-kit/informer.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
 type Obj = { metadata: { name: string; namespace: string; resourceVersion: string }; v: number };

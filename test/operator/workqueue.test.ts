@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from '../../src/operator/runtime/clock.ts';
-import { WorkQueue } from '../../src/operator/runtime/workqueue.ts';
-import { Controller } from '../../src/operator/runtime/controller.ts';
+import { FakeClock } from '../../src/operator/controller-kit/clock.ts';
+import { WorkQueue } from '../../src/operator/controller-kit/workqueue.ts';
+import { Controller } from '../../src/operator/controller-kit/controller.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
 function setup() {

@@ -6,14 +6,10 @@ import { createHash } from 'node:crypto';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../../lib/logger.ts';
-import type { ControlPlaneStore } from '../store/types.ts';
+import type { ControlPlaneStore, TenantKeySink } from '../store/types.ts';
 import { hashKey, type BootstrapKey } from './keys.ts';
 
 /** Where one tenant's key hashes go: a file on one machine, a Secret in a cluster. */
-export interface TenantKeySink {
-  write(tenant: string, hashes: string[]): Promise<void>;
-}
-
 /** A stable, path- and DNS-safe id for a tenant (tenant ids may hold upper case, `_` and `.`). */
 export function tenantDigest(tenant: string): string {
   return createHash('sha256').update(tenant).digest('hex').slice(0, 16);

@@ -18,7 +18,11 @@
 import { createHash } from 'node:crypto';
 import { AppError, ConflictError } from '../../lib/errors.ts';
 import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
-import type { TenantKeySink } from '../auth/key-publisher.ts';
+
+/** Where the key publisher writes a tenant's key hashes for its agent servers to read (a file, a Secret). */
+export interface TenantKeySink {
+  write(tenant: string, hashes: string[]): Promise<void>;
+}
 
 export type Kind = 'AgentDeployment' | 'AgentRevision';
 export type KindMap = { AgentDeployment: AgentDeployment; AgentRevision: AgentRevision };

@@ -6,7 +6,7 @@ import { NotFoundError, ValidationError, type ValidationIssue } from '../../../l
 import type { Logger } from '../../../lib/logger.ts';
 import { API_VERSION, GROUP, LABEL_DEPLOYMENT, LABEL_TENANT, tenantKeysSecretName, VERSION } from '../../../resources/index.ts';
 import { validateResource } from '../validate.ts';
-import type { TenantKeySink } from '../../auth/key-publisher.ts';
+import type { TenantKeySink } from '../types.ts';
 import {
   AlreadyExistsError,
   ResourceExpiredError,

@@ -12,8 +12,8 @@ import {
   type AgentDeploymentStatus,
   type AgentRevision,
 } from '../../../resources/index.ts';
-import { splitKey } from '../../runtime/informer.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
+import { splitKey } from '../../controller-kit/informer.ts';
+import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { Runtime } from '../../runtimes/types.ts';
 import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../shared.ts';
 import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';

@@ -3,8 +3,8 @@
 import type { Logger } from '../../../lib/logger.ts';
 import type { ControlPlaneStore } from '../../../control-plane/store/types.ts';
 import { setCondition, type AgentDeployment, type AgentRevision, type AgentRevisionStatus } from '../../../resources/index.ts';
-import { splitKey } from '../../runtime/informer.ts';
-import type { ReconcileResult } from '../../runtime/controller.ts';
+import { splitKey } from '../../controller-kit/informer.ts';
+import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '../../runtimes/types.ts';
 import { pickTarget } from '../agentdeployment/decide.ts';
 import { deploymentRef, getOrUndefined, phaseOf, revisionsOf, sameJson, views } from '../shared.ts';

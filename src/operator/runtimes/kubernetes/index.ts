@@ -25,7 +25,7 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from '../../../lib/logger.ts';
 import { GROUP, VERSION, LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment, type AgentRevision } from '../../../resources/index.ts';
-import { Informer, type KubeObject } from '../../runtime/informer.ts';
+import { Informer, type KubeObject } from '../../controller-kit/informer.ts';
 import type { BuildSpec, BuildStatus, RevisionLogSink, RevisionRef, Runtime, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus, type ObjectOps } from './apply.ts';
 import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob, PUSH_CONTAINER } from './build-job.ts';

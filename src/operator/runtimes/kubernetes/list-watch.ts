@@ -1,7 +1,7 @@
 // ListWatch sources for the built-in children the runtime observes, over @kubernetes/client-node: typed list
 // calls and the client's Watch (raw JSON events). The operator's Informer handles relists, 410s and backoff.
 import { AppsV1Api, BatchV1Api, CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
-import type { KubeObject, ListWatch } from '../../runtime/informer.ts';
+import type { KubeObject, ListWatch } from '../../controller-kit/informer.ts';
 
 export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods';
 

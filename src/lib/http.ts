@@ -1,0 +1,65 @@
+// Request parsing and error answers shared by the two HTTP apps (agent server, control plane). Both answer every
+// error as JSON `{"detail": ...}`; they differ only in how a schema failure and a malformed body are spelled, which
+// each app passes in.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { isAppError } from './errors.ts';
+
+/** One failed check of a request schema: where (body, query, path, header) and what. */
+export type SchemaIssue = { where: string; path: string[]; message: string; keyword: string };
+
+export interface ErrorAnswers {
+  /** The 422 body for a request that failed its route schema. */
+  invalid(issues: SchemaIssue[]): unknown;
+  /** The 422 body for a body that is not JSON. */
+  malformed(message: string): unknown;
+  /** Runs first for every error, e.g. to copy headers an error carries onto the reply. */
+  decorate?(err: FastifyError, reply: FastifyReply): void;
+  /** Logs an unexpected error (the answer is a bare 500). */
+  logUnexpected(err: FastifyError, req: FastifyRequest): void;
+}
+
+/**
+ * A JSON body parser under which an empty body with a JSON content type is "no body" (clients send one on
+ * POST .../cancel and DELETE), and a body that does not parse is a 422 the error handler words.
+ */
+export function installJsonBodyParser(app: FastifyInstance): void {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = (body as string).trim();
+    if (!text) return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(Object.assign(err as FastifyError, { statusCode: 422, code: 'FST_ERR_CTP_INVALID_JSON_BODY' }), undefined);
+    }
+  });
+}
+
+/** The error handler and the 404 answer: domain errors keep their status, client errors their message, the rest 500. */
+export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers): void {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    answers.decorate?.(err, reply);
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const where = err.validationContext ?? 'body';
+      const issues = err.validation.map((v) => ({
+        where,
+        path: v.instancePath.split('/').filter(Boolean),
+        message: v.message ?? 'invalid',
+        keyword: v.keyword,
+      }));
+      return reply.code(422).send(answers.invalid(issues));
+    }
+    if (isAppError(err)) return reply.code(err.status).send({ detail: err.detail });
+    if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+      return reply.code(422).send(answers.malformed(err.message));
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.code(err.statusCode).send({ detail: err.message });
+    }
+    answers.logUnexpected(err, req);
+    return reply.code(500).send({ detail: 'Internal server error' });
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(404).send({ detail: `Not found: ${req.method} ${req.originalUrl.split('?')[0]}` }),
+  );
+}
