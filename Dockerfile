@@ -12,6 +12,14 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
+# The web console bundle: built with the dev dependencies (vite, react), only dist/console goes into the image.
+FROM node:${NODE_VERSION}-slim AS console
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY console ./console
+RUN node console/build.mjs
+
 FROM node:${NODE_VERSION}-slim
 # git: the build Job's clone init container runs this image. tini: signals and zombie reaping as PID 1.
 RUN apt-get update \
@@ -24,6 +32,7 @@ COPY package.json ./
 COPY bin ./bin
 COPY src ./src
 COPY crds ./crds
+COPY --from=console /app/dist/console ./dist/console
 RUN ln -s /app/bin/agentplane.mjs /usr/local/bin/agentplane \
  && chmod +x /app/bin/agentplane.mjs \
  && mkdir -p /deps/app \

@@ -117,8 +117,8 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
   const pick = optionPicker(agentServerCommand, flags, env);
-  // LANGGRAPH_CONFIG means per-graph defaults (JSON) on the LangGraph platform; it used to be the path of
-  // langgraph.json here, so a value that is not a JSON object is still taken as that path.
+  // LANGGRAPH_CONFIG holds per-graph defaults (JSON), as on the LangGraph platform. Older agentplane deployments
+  // set it to the path of langgraph.json, so a value that is not a JSON object is read as that path, with a note.
   const notes: string[] = [];
   let graphDefaults: unknown;
   let legacyPath: string | undefined;

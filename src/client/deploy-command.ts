@@ -9,7 +9,6 @@ import {
   connectionOptions,
   parseClientArgs,
   pickList,
-  pickString,
   positiveInt,
   runReporting,
   type ClientCommandSpec,
@@ -112,7 +111,7 @@ function localPathOrUrl(value: string, base: string): string {
 type DeployOptions = { wait: boolean; json: boolean; timeoutMs: number; pollMs?: number };
 
 export async function deploy(client: ControlPlaneClient, s: DeploySettings, opts: DeployOptions): Promise<number> {
-  const say = (line: string) => process.stderr.write(line + '\n');
+  const say = (line: string) => process.stderr.write(`${line}\n`);
   const existing = await findByName(client, s.name);
   let dep: Deployment;
   let revisionId: string;

@@ -88,7 +88,7 @@ async function logs(
   if (!o.follow) {
     const lines = await cursor.next();
     if (o.json) printJson(lines);
-    else for (const l of lines) process.stdout.write(l.message + '\n');
+    else for (const l of lines) process.stdout.write(`${l.message}\n`);
     return 0;
   }
   // Follow: log lines on stdout as they come, status changes on stderr; the exit code tells how it ended.
@@ -96,7 +96,7 @@ async function logs(
   let status = '';
   for (;;) {
     const current = await client.getRevision(dep.id, rev.id);
-    for (const l of await cursor.next()) process.stdout.write((o.json ? JSON.stringify(l) : l.message) + '\n');
+    for (const l of await cursor.next()) process.stdout.write(`${o.json ? JSON.stringify(l) : l.message}\n`);
     if (current.status !== status) process.stderr.write(`${dep.name} revision ${current.revision_number}: ${current.status}\n`);
     status = current.status;
     if (isTerminal(status)) return isFailure(status) ? 1 : 0;

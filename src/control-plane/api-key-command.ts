@@ -66,11 +66,11 @@ export async function run(argv: string[]): Promise<void> {
     store = await openControlPlaneStore(storeConfig, logger);
     if (sub === 'create') {
       const { key, record } = await createApiKey(store, { tenants, name: z.string().parse(pick('name')) });
-      process.stdout.write(flags.json ? JSON.stringify({ key, id: record.id, name: record.name, tenants }) + '\n' : key + '\n');
+      process.stdout.write(flags.json ? `${JSON.stringify({ key, id: record.id, name: record.name, tenants })}\n` : `${key}\n`);
       process.stderr.write(`Created API key ${record.id} for ${tenants.join(', ')}. Store it now: it is not shown again.\n`);
     } else if (sub === 'list') {
       const keys = (await store.listApiKeys()).map((k) => ({ id: k.id, name: k.name, tenants: k.tenants, created_at: k.createdAt }));
-      if (flags.json) process.stdout.write(JSON.stringify(keys) + '\n');
+      if (flags.json) process.stdout.write(`${JSON.stringify(keys)}\n`);
       else process.stdout.write(formatKeyTable(keys));
     } else {
       if (!(await store.deleteApiKey(keyId!))) {
@@ -96,5 +96,5 @@ function formatKeyTable(keys: { id: string; name: string; tenants: string[]; cre
   if (!keys.length) return 'no API keys\n';
   const rows = [['ID', 'NAME', 'TENANTS', 'CREATED'], ...keys.map((k) => [k.id, k.name, k.tenants.join(','), k.created_at])];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n') + '\n';
+  return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n')}\n`;
 }

@@ -13,6 +13,7 @@ import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
+import { registerConsole } from './console.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
@@ -29,6 +30,8 @@ export interface ControlPlaneDeps {
   version?: string;
   /** Called after a key was created or revoked through the API (e.g. to publish key hashes to the agents now). */
   onKeysChanged?: () => void;
+  /** Folder of the built web console (default: dist/console of this package); false serves no console. */
+  consoleDir?: string | false;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -73,6 +76,8 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  if (deps.consoleDir !== false) registerConsole(app, { dir: deps.consoleDir, prefixes: PREFIXES });
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
   const service = createDeploymentService({ store: deps.store, logger: deps.logger.child({ component: 'deployments' }), policy: deps.policy });

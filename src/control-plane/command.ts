@@ -12,7 +12,7 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   const logger = createLogger({ level: config.logLevel, name: 'control-plane' });
-  let server;
+  let server: Awaited<ReturnType<typeof startControlPlane>>;
   try {
     server = await startControlPlane(config, logger);
   } catch (err) {

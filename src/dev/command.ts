@@ -19,6 +19,7 @@ export async function run(argv: string[]): Promise<void> {
     [
       '',
       `agentplane dev is running`,
+      `  web console         ${dev.url}/`,
       `  control plane API   ${dev.url}/v2/deployments   (also under ${dev.url}/api-host)`,
       `  API docs            ${dev.url}/docs`,
       `  deployment URLs     ${dev.url}/deployments/<deployment id>`,
@@ -29,7 +30,8 @@ export async function run(argv: string[]): Promise<void> {
       'Create an API key (printed once) in another terminal:',
       `  npx agentplane api-key create --tenant <workspace id> --data-dir ${storeDir}`,
       `or start with ${'AGENTPLANE_BOOTSTRAP_API_KEY'}=<key of 16+ characters> to use <key> for any workspace;`,
-      'then call the API with the headers X-Api-Key: <key> and X-Tenant-Id: <workspace id>.',
+      'then sign in to the web console with both, or call the API with the headers X-Api-Key: <key> and',
+      'X-Tenant-Id: <workspace id>.',
       '',
     ].join('\n'),
   );

@@ -46,7 +46,7 @@ export function formatHelp(spec: CommandSpec): string {
   rows.push(['-h, --help', 'Show this help']);
   const width = Math.max(...rows.map(([f]) => f.length)) + 2;
   for (const [f, d] of rows) lines.push(`  ${f.padEnd(width)}${d}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /**

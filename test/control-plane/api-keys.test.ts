@@ -28,7 +28,11 @@ const stores: [string, () => Promise<Setup>][] = [
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-keys-'));
       const store = openEmbeddedStore({ dataDir: dir });
-      return { store, close: async () => (await store.close(), rmSync(dir, { recursive: true, force: true })) };
+      return { store, close: async () => {
+          await store.close();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     },
   ],
   [
@@ -36,7 +40,11 @@ const stores: [string, () => Promise<Setup>][] = [
     async () => {
       const kube = await startKube();
       const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
-      return { store, kubeconfig: kube.kubeconfig, close: async () => (await store.close(), await kube.stop()) };
+      return { store, kubeconfig: kube.kubeconfig, close: async () => {
+          await store.close();
+          await kube.stop();
+        },
+      };
     },
   ],
 ];

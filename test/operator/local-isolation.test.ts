@@ -50,7 +50,9 @@ function newRuntime(extra: Partial<ConstructorParameters<typeof LocalRuntime>[0]
     protectedDirs: [dataRoot],
     allowLocalRepos: [repos],
     logs,
-    logger: pino({ level: 'debug' }, { write: (s: string) => void (logged += s) }),
+    logger: pino({ level: 'debug' }, { write: (s: string) => {
+      logged += s;
+    } }),
     sandbox,
     keepBuilds: 1,
     maxStepOutputBytes: 1024 * 1024,

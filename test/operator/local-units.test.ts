@@ -212,7 +212,7 @@ describe('LogWriter caps', () => {
     const budget = new LogBudget({ maxLines: 100, maxBytes: 1_000_000 });
     const log = new LogWriter(sink, { namespace: 'n', deployment: 'd', deploymentId: 'd', revision: 'r' }, 'build', budget);
     const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} https://u:s3cret@h/x`);
-    await log.follow(Readable.from([lines.join('\n') + '\n', 'y'.repeat(100_000)]));
+    await log.follow(Readable.from([`${lines.join('\n')}\n`, 'y'.repeat(100_000)]));
     await log.flush();
     expect(stored.length).toBe(101);
     expect(stored.at(-1)).toMatch(/log truncated/);

@@ -9,7 +9,9 @@ import { buildCrds } from '../../src/resources/crd.ts';
 const dir = resolve(import.meta.dirname, '../../crds');
 
 function walk(node: unknown, path: string, visit: (n: Record<string, unknown>, path: string) => void): void {
-  if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${path}[${i}]`, visit));
+  if (Array.isArray(node)) {
+    for (const [i, n] of node.entries()) walk(n, `${path}[${i}]`, visit);
+  }
   else if (node && typeof node === 'object') {
     visit(node as Record<string, unknown>, path);
     for (const [k, v] of Object.entries(node)) walk(v, `${path}.${k}`, visit);

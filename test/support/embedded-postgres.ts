@@ -20,7 +20,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-const reply = (msg: Record<string, string>) => process.stdout.write(JSON.stringify(msg) + '\n');
+const reply = (msg: Record<string, string>) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 
 const root = await mkdtemp(join(tmpdir(), 'agentplane-test-pg-'));
 // PostgreSQL refuses to run as root. As root the package runs initdb and postgres as the `postgres` system user,
@@ -50,7 +50,7 @@ const server = new EmbeddedPostgres({
     log = (log + m).slice(-8000);
   },
   onError: (e: unknown) => {
-    log = (log + String(e) + '\n').slice(-8000);
+    log = (`${log + String(e)}\n`).slice(-8000);
   },
 });
 

@@ -29,7 +29,7 @@ export function fileKeySink(dir: string): TenantKeySink & { pathFor(tenant: stri
       const target = pathFor(tenant);
       await mkdir(dirname(target), { recursive: true, mode: 0o755 });
       const tmp = `${target}.${process.pid}.tmp`;
-      await writeFile(tmp, JSON.stringify({ hashes }) + '\n', { mode: 0o644 });
+      await writeFile(tmp, `${JSON.stringify({ hashes })}\n`, { mode: 0o644 });
       await rename(tmp, target);
     },
   };

@@ -49,8 +49,12 @@ export function createTenantChecks(deps: { store: ControlPlaneStore; logger: Log
     const spec = resourceSpec ?? {};
     const wanted: [Issue['loc'], 'ServiceAccount' | 'Secret', string][] = [];
     if (spec.service_account_name) wanted.push([['body', 'source_config', 'resource_spec', 'service_account_name'], 'ServiceAccount', spec.service_account_name]);
-    spec.image_pull_secrets?.forEach((n, i) => wanted.push([['body', 'source_config', 'resource_spec', 'image_pull_secrets', i], 'Secret', n]));
-    secretReferences?.forEach((r, i) => wanted.push([['body', 'secret_references', i, 'secret_name'], 'Secret', r.secret_name]));
+    for (const [i, n] of (spec.image_pull_secrets ?? []).entries()) {
+      wanted.push([['body', 'source_config', 'resource_spec', 'image_pull_secrets', i], 'Secret', n]);
+    }
+    for (const [i, r] of (secretReferences ?? []).entries()) {
+      wanted.push([['body', 'secret_references', i, 'secret_name'], 'Secret', r.secret_name]);
+    }
     if (!wanted.length) return [];
     if (!store.checkTenantReferences) {
       return wanted.map(([loc, kind, name]) => ({

@@ -51,7 +51,7 @@ export async function openControlPlaneStore(config: StoreConfig, logger: Logger)
         'no Kubernetes configuration: pass --kubeconfig FILE or set KUBECONFIG, create ~/.kube/config, or run inside a cluster',
       );
     }
-    let kubeConfig;
+    let kubeConfig: ReturnType<typeof loadKubeConfig>;
     try {
       kubeConfig = loadKubeConfig(config.kubeconfig);
       if (!kubeConfig.getCurrentCluster()) throw new Error('it names no current cluster (current-context)');

@@ -45,7 +45,10 @@ export class WorkQueue {
   /** Adds the key after `ms`; an earlier pending schedule for the same key wins over a later one. */
   addAfter(key: string, ms: number): void {
     if (this.stopped) return;
-    if (ms <= 0) return this.add(key);
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
     const at = this.clock.now() + ms;
     const existing = this.delayed.get(key);
     if (existing && existing.at <= at) return;

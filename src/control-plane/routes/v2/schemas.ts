@@ -188,7 +188,7 @@ const bodyRules = (b: { secrets?: { name: string; value: string }[] }, ctx: z.Re
     if (typeof v === 'string') {
       if (hasNul(v)) ctx.addIssue({ code: 'custom', path, message: 'must not contain NUL characters' });
     } else if (Array.isArray(v)) {
-      v.forEach((x, i) => walk(x, [...path, i]));
+      for (const [i, x] of v.entries()) walk(x, [...path, i]);
     } else if (v && typeof v === 'object') {
       for (const [k, x] of Object.entries(v)) {
         if (hasNul(k)) ctx.addIssue({ code: 'custom', path, message: 'keys must not contain NUL characters' });

@@ -53,7 +53,7 @@ export function readKeyFile(dir: string, create: boolean): Buffer | undefined {
   // Written whole under a temporary name, then linked into place: a second process either wins the link or reads
   // the complete file, never a half-written one.
   const tmp = join(dir, `.${KEY_FILE}.${process.pid}.${randomBytes(4).toString('hex')}`);
-  writeFileSync(tmp, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  writeFileSync(tmp, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
   try {
     linkSync(tmp, file);
   } catch (err) {

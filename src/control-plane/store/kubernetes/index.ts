@@ -341,7 +341,7 @@ class KubernetesStore implements ControlPlaneStore {
       write: async (tenant, hashes) => {
         const name = tenantKeysSecretName(tenant);
         const namespace = namespaceFor(tenant);
-        const data = { 'keys.json': b64(JSON.stringify({ hashes }) + '\n') };
+        const data = { 'keys.json': b64(`${JSON.stringify({ hashes })}\n`) };
         const metadata = { name, namespace, labels: { [LABEL_TENANT]: tenant, 'app.kubernetes.io/managed-by': 'agentplane' } };
         try {
           await call(() => this.core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data } }));

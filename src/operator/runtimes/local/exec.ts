@@ -1,7 +1,8 @@
 // Runs one build step as a child process with its output in the build log. Memory stays bounded whatever the
 // step prints: output is streamed to the (capped) log, only a bounded stdout and stderr tail are kept, and a step
 // that prints more than its byte allowance is killed.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import type { LogWriter } from './logs.ts';
 import { redactText } from './redact.ts';
@@ -73,7 +74,7 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
   return new Promise((resolve, reject) => {
     const wrapped = (step.sandbox ?? NO_SANDBOX).wrap(step.command, step.args, { ...step.mounts, cwd: step.cwd });
     const { command, args } = withParentDeath(wrapped.command, wrapped.args);
-    let child;
+    let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       // Its own process group, so npm's and git's own children stop with it.
       child = spawn(command, args, { cwd: step.cwd, env: step.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });

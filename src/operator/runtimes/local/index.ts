@@ -197,7 +197,10 @@ export class LocalRuntime implements Runtime {
   private logWriter(ref: RevisionRef, type: 'build' | 'deploy'): LogWriter {
     const key = `${revKey(ref)}/${type}`;
     let budget = this.budgets.get(key);
-    if (!budget) this.budgets.set(key, (budget = new LogBudget(this.opts.logLimits ?? DEFAULT_LOG_LIMITS)));
+    if (!budget) {
+      budget = new LogBudget(this.opts.logLimits ?? DEFAULT_LOG_LIMITS);
+      this.budgets.set(key, budget);
+    }
     return new LogWriter(this.opts.logs, ref, type, budget);
   }
 
@@ -557,7 +560,7 @@ export class LocalRuntime implements Runtime {
     const key = `${d.deploymentId}/${revision}`;
     const server = this.servers.get(key);
     const parked = this.parked.get(key);
-    if (!parked && (!server || server.phase !== 'Ready' || server.stopping)) {
+    if (!parked && (server?.phase !== 'Ready' || server.stopping)) {
       throw new Error(`revision ${revision} is not ready to take traffic`);
     }
     const previous = this.routes.get(d.deploymentId);
@@ -625,7 +628,7 @@ export class LocalRuntime implements Runtime {
     if (pending) await pending;
     const revision = this.routes.get(deploymentId);
     const server = revision ? this.servers.get(`${deploymentId}/${revision}`) : undefined;
-    if (!server || server.phase !== 'Ready') return undefined;
+    if (server?.phase !== 'Ready') return undefined;
     return {
       port: server.port,
       acquire: () => {

@@ -44,7 +44,7 @@ const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx
 function systemMounts(): string[] {
   const out: string[] = [];
   for (const dir of SYSTEM_DIRS) {
-    let st;
+    let st: ReturnType<typeof lstatSync>;
     try {
       st = lstatSync(dir);
     } catch {
