@@ -34,7 +34,12 @@ export function nextTick(schedule: string, timezone: string | null, after: Date,
   if (!schedule.trim().startsWith('@') && (fields < 5 || fields > 6)) {
     throw new ValidationError(`schedule: "${schedule}" is not a valid cron schedule: expected 5 fields (or 6 with seconds)`);
   }
-  const next = pattern.nextRun(after);
+  let next: Date | null;
+  try {
+    next = pattern.nextRun(after);
+  } catch (err) {
+    throw new ValidationError(`schedule: "${schedule}" has no next run: ${(err as Error).message}`);
+  }
   if (!next) return null;
   if (endTime && next.getTime() > Date.parse(endTime)) return null;
   return next;
