@@ -59,4 +59,14 @@ describe('crons under custom auth', { timeout: 120_000 }, () => {
     expect(threads.every((t) => t.metadata?.owner === 'alice')).toBe(true);
     expect(await bob.threads.search({ metadata: { graph_id: 'counter' } })).toEqual([]);
   });
+
+  it('runs each tick as the cron\'s creator', async () => {
+    const thread = await alice.threads.create();
+    const cron = await alice.crons.createForThread(thread.thread_id, 'whoami', { schedule: '* * * * * *', input: { user_id: '' } });
+    await expect.poll(async () => (await alice.threads.getState<{ user_id?: string }>(thread.thread_id)).values.user_id,
+      { timeout: 30_000, interval: 300 }).toBe('alice');
+    const state = await alice.threads.getState<{ display_name: string; permissions: string[] }>(thread.thread_id);
+    expect(state.values).toMatchObject({ display_name: 'Alice A.', permissions: ['threads:write'] });
+    await alice.crons.delete(cron.cron_id);
+  });
 });

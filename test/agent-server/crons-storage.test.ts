@@ -18,7 +18,7 @@ function newCron(extra: Partial<NewCron> = {}): NewCron {
   return {
     cron_id: randomUUID(), assistant_id: ASSISTANT, thread_id: null, on_run_completed: 'keep', end_time: null,
     schedule: '* * * * *', timezone: null, payload: { input: { n: 1 } }, user_id: null,
-    next_run_date: isoNow(Date.now() - 1_000), metadata: {}, owner_metadata: {}, enabled: true, ...extra,
+    next_run_date: isoNow(Date.now() - 1_000), metadata: {}, owner_metadata: {}, owner_auth: null, enabled: true, ...extra,
   };
 }
 
@@ -66,9 +66,12 @@ describe.each([['embedded', embedded], ['postgres', postgres]] as const)('cron s
   it('creates, reads, filters, patches and deletes', async () => {
     const thread = randomUUID();
     await o.store.threads.create({ thread_id: thread, metadata: {} }, 'raise');
-    const a = await o.store.crons.create(newCron({ metadata: { owner: 'a' }, owner_metadata: { owner: 'a' } }));
+    const a = await o.store.crons.create(newCron({ metadata: { owner: 'a' }, owner_metadata: { owner: 'a' },
+      owner_auth: { user: { identity: 'a' }, permissions: ['p'] } }));
     const b = await o.store.crons.create(newCron({ thread_id: thread, enabled: false }));
-    expect(a).toMatchObject({ cron_id: a.cron_id, metadata: { owner: 'a' }, owner_metadata: { owner: 'a' }, enabled: true });
+    expect(a).toMatchObject({ cron_id: a.cron_id, metadata: { owner: 'a' }, owner_metadata: { owner: 'a' }, enabled: true,
+      owner_auth: { user: { identity: 'a' }, permissions: ['p'] } });
+    expect((await o.store.crons.get(a.cron_id))?.owner_auth).toEqual({ user: { identity: 'a' }, permissions: ['p'] });
     expect((await o.store.crons.get(b.cron_id))?.thread_id).toBe(thread);
     expect((await o.store.crons.search({ metadata: { owner: 'a' } })).map((c) => c.cron_id)).toEqual([a.cron_id]);
     expect(await o.store.crons.count({ thread_id: thread })).toBe(1);

@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError, ValidationError } from '../../lib/errors.ts';
-import { equalityPart, matchesFilters, mergeMetadataFilter, type AuthFilters } from '../auth/custom.ts';
+import { equalityPart, matchesFilters, mergeMetadataFilter, type AuthFilters, type RequestAuth } from '../auth/custom.ts';
+import { toPlain } from '../serde.ts';
 import { checkTimezone, nextTick } from '../runs/crons.ts';
 import { isoNow } from '../storage/common.ts';
 import type { Cron, CronPatch, CronRecord, Json } from '../storage/types.ts';
@@ -66,7 +67,7 @@ const CronParams = z.object({ cron_id: z.uuid({ message: 'must be a UUID' }) });
 
 /** The public record (the owner's auth metadata stays inside). */
 export function publicCron(c: CronRecord): Cron {
-  const { owner_metadata: _o, ...rest } = c;
+  const { owner_metadata: _o, owner_auth: _a, ...rest } = c;
   return rest;
 }
 
@@ -88,7 +89,7 @@ export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app
   }
 
   async function create(threadId: string | null, body: z.infer<typeof CronCreate>, filters: AuthFilters | undefined,
-    userId: string | null): Promise<CronRecord> {
+    auth: RequestAuth | null): Promise<CronRecord> {
     service.checkWebhook(body.webhook);
     const assistant = await service.resolveAssistant(body.assistant_id);
     if (threadId) await service.requireThread(threadId);
@@ -106,10 +107,11 @@ export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app
       schedule: body.schedule,
       timezone: body.timezone ?? null,
       payload,
-      user_id: userId,
+      user_id: auth?.user.identity ?? null,
       next_run_date: next,
       metadata: { ...(body.metadata ?? {}), ...owner },
       owner_metadata: owner,
+      owner_auth: auth ? (toPlain(auth) as Json) : null,
       enabled: body.enabled ?? true,
     });
   }
@@ -121,12 +123,12 @@ export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app
   }
 
   app.post('/runs/crons', { schema: { body: CronCreate } }, async (req) => {
-    const cron = await create(null, req.body, req.authz?.filters, req.auth?.user.identity ?? null);
+    const cron = await create(null, req.body, req.authz?.filters, req.auth ?? null);
     return publicCron(cron);
   });
 
   app.post('/threads/:thread_id/runs/crons', { schema: { params: ThreadParams, body: CronCreate } }, async (req) => {
-    const cron = await create(req.params.thread_id, req.body, req.authz?.filters, req.auth?.user.identity ?? null);
+    const cron = await create(req.params.thread_id, req.body, req.authz?.filters, req.auth ?? null);
     return publicCron(cron);
   });
 

@@ -7,6 +7,7 @@ import { ValidationError } from '../../lib/errors.ts';
 import { isoNow } from '../storage/common.ts';
 import type { CronRecord, NewRun, RunRecord, Storage } from '../storage/types.ts';
 import type { RunCreateBody } from '../routes/schemas.ts';
+import type { RequestAuth } from '../auth/custom.ts';
 import type { RunAuth } from '../service.ts';
 
 /** Checks a time zone name; throws ValidationError naming the field. */
@@ -114,7 +115,8 @@ export class CronScheduler {
         assistant_id: cron.assistant_id,
         on_completion: cron.on_run_completed ?? 'delete',
       } as RunCreateBody;
-      run = await this.deps.buildRun(cron.thread_id, body, { auth: null, filters: cron.owner_metadata });
+      const auth = cron.owner_auth ? (cron.owner_auth as unknown as RequestAuth) : null;
+      run = await this.deps.buildRun(cron.thread_id, body, { auth, filters: cron.owner_metadata });
       // Which cron and which of its ticks made the run.
       run.metadata = { ...run.metadata, cron_id: cron.cron_id, cron_tick: cron.next_run_date };
     } catch (err) {

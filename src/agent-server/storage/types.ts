@@ -274,9 +274,13 @@ export interface Cron {
   enabled: boolean;
 }
 
-/** A cron as stored: the public record plus the metadata custom auth gave its creator's records (never shown). */
+/**
+ * A cron as stored: the public record plus, never shown, what custom auth said about its creator: the metadata their
+ * records carry and who they are (each tick's run sees them, as the creator's own runs do).
+ */
 export interface CronRecord extends Cron {
   owner_metadata: Json;
+  owner_auth: Json | null;
 }
 
 export type NewCron = Omit<CronRecord, 'created_at' | 'updated_at'>;

@@ -4,13 +4,14 @@
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { isoNow } from '../common.ts';
 import type { CronPatch, CronQuery, CronRecord, CronStore, CronTick, CronTickResult, NewCron, NewRun, RunRecord, StorageEvent } from '../types.ts';
-import { j, jsonFilter, pj, type EmbeddedContext, type Row } from './context.ts';
+import { j, jsonFilter, pj, pjn, type EmbeddedContext, type Row } from './context.ts';
 
 export const CRONS_SCHEMA = `
 CREATE TABLE IF NOT EXISTS ap_crons (
   cron_id TEXT PRIMARY KEY, assistant_id TEXT NOT NULL, thread_id TEXT, on_run_completed TEXT, end_time TEXT,
   schedule TEXT NOT NULL, timezone TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, payload TEXT NOT NULL,
-  user_id TEXT, next_ms INTEGER, metadata TEXT NOT NULL, owner_metadata TEXT NOT NULL, enabled INTEGER NOT NULL);
+  user_id TEXT, next_ms INTEGER, metadata TEXT NOT NULL, owner_metadata TEXT NOT NULL, owner_auth TEXT,
+  enabled INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS ap_crons_due ON ap_crons (next_ms) WHERE enabled = 1;
 `;
 
@@ -34,6 +35,7 @@ function toCron(r: Row): CronRecord {
     next_run_date: r.next_ms === null || r.next_ms === undefined ? null : isoNow(Number(r.next_ms)),
     metadata: pj(r.metadata),
     owner_metadata: pj(r.owner_metadata),
+    owner_auth: pjn(r.owner_auth),
     enabled: r.enabled === 1,
   };
 }
@@ -64,10 +66,10 @@ export function embeddedCrons(
         if (get(c.cron_id)) throw new ConflictError(`Cron ${c.cron_id} already exists`);
         const ts = now();
         sql(`INSERT INTO ap_crons (cron_id, assistant_id, thread_id, on_run_completed, end_time, schedule, timezone,
-          created_at, updated_at, payload, user_id, next_ms, metadata, owner_metadata, enabled)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(c.cron_id, c.assistant_id, c.thread_id,
+          created_at, updated_at, payload, user_id, next_ms, metadata, owner_metadata, owner_auth, enabled)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(c.cron_id, c.assistant_id, c.thread_id,
           c.on_run_completed, c.end_time, c.schedule, c.timezone, ts, ts, j(c.payload), c.user_id, msOf(c.next_run_date),
-          j(c.metadata), j(c.owner_metadata), c.enabled ? 1 : 0);
+          j(c.metadata), j(c.owner_metadata), c.owner_auth === null ? null : j(c.owner_auth), c.enabled ? 1 : 0);
         return get(c.cron_id)!;
       });
     },

@@ -12,13 +12,13 @@ CREATE TABLE IF NOT EXISTS ${s}.crons (
   cron_id uuid PRIMARY KEY, assistant_id uuid NOT NULL, thread_id uuid, on_run_completed text, end_time timestamptz,
   schedule text NOT NULL, timezone text, created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(), payload jsonb NOT NULL, user_id text, next_run_date timestamptz,
-  metadata jsonb NOT NULL, owner_metadata jsonb NOT NULL, enabled boolean NOT NULL);
+  metadata jsonb NOT NULL, owner_metadata jsonb NOT NULL, owner_auth jsonb, enabled boolean NOT NULL);
 CREATE INDEX IF NOT EXISTS crons_due ON ${s}.crons (next_run_date) WHERE enabled;
 `;
 }
 
 const COLS = `cron_id, assistant_id, thread_id, on_run_completed, end_time, schedule, timezone, created_at, updated_at,
-  payload, user_id, next_run_date, metadata, owner_metadata, enabled`;
+  payload, user_id, next_run_date, metadata, owner_metadata, owner_auth, enabled`;
 const SORT = new Set(['cron_id', 'assistant_id', 'thread_id', 'created_at', 'updated_at', 'next_run_date']);
 
 const ts = (v: unknown): string | null => (v === null || v === undefined ? null : v instanceof Date ? isoNow(v.getTime()) : String(v));
@@ -39,6 +39,7 @@ function toCron(r: Row): CronRecord {
     next_run_date: ts(r.next_run_date),
     metadata: r.metadata as CronRecord['metadata'],
     owner_metadata: r.owner_metadata as CronRecord['owner_metadata'],
+    owner_auth: (r.owner_auth as CronRecord['owner_auth']) ?? null,
     enabled: r.enabled as boolean,
   };
 }
@@ -64,11 +65,11 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
   return {
     async create(c: NewCron) {
       const { rows } = await pool.query(`INSERT INTO ${s}.crons (cron_id, assistant_id, thread_id, on_run_completed,
-          end_time, schedule, timezone, payload, user_id, next_run_date, metadata, owner_metadata, enabled)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (cron_id) DO NOTHING RETURNING ${COLS}`,
+          end_time, schedule, timezone, payload, user_id, next_run_date, metadata, owner_metadata, owner_auth, enabled)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (cron_id) DO NOTHING RETURNING ${COLS}`,
       [c.cron_id, c.assistant_id, c.thread_id, c.on_run_completed, c.end_time, c.schedule, c.timezone,
         JSON.stringify(c.payload), c.user_id, c.next_run_date, JSON.stringify(c.metadata), JSON.stringify(c.owner_metadata),
-        c.enabled]);
+        c.owner_auth === null ? null : JSON.stringify(c.owner_auth), c.enabled]);
       if (!rows[0]) throw new ConflictError(`Cron ${c.cron_id} already exists`);
       return toCron(rows[0] as Row);
     },
