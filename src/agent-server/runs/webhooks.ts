@@ -132,6 +132,8 @@ export interface WebhookOptions {
 
 export class WebhookRefused extends Error {}
 
+const MAX_IN_FLIGHT = 1_000;
+
 /** Whether an address is a public unicast one (IPv4-mapped IPv6 is judged as the IPv4 address it carries). */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
@@ -209,6 +211,11 @@ export class WebhookNotifier {
   notify(run: RunRecord, outcome: RunOutcome, values: () => Promise<Json | null>): void {
     const url = run.kwargs.webhook;
     if (typeof url !== 'string' || !url) return;
+    // Slow receivers hold deliveries (and their bodies) for up to a minute each: past this many, new ones are dropped.
+    if (this.inflight.size >= MAX_IN_FLIGHT) {
+      this.opts.logger.warn({ run_id: run.run_id, in_flight: this.inflight.size }, 'webhook dropped: too many deliveries under way');
+      return;
+    }
     const task = (async () => {
       const body = JSON.stringify(webhookPayload(run, outcome, await values().catch(() => null)));
       await this.deliver(url, body, run.run_id);
