@@ -19,6 +19,7 @@ import type { GraphRegistry } from './graphs/index.ts';
 import type { UiBundles } from './graphs/ui.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
+import type { WebhookPolicy } from './runs/webhooks.ts';
 import { createAgentService } from './service.ts';
 import type { Storage } from './storage/types.ts';
 
@@ -33,6 +34,8 @@ export interface AppDeps {
   version?: string;
   /** When set, every request but /ok needs an X-Api-Key this verifier accepts (unless custom auth replaces it). */
   apiKeys?: KeyVerifier;
+  /** Where run webhooks may point; default: public hosts only. */
+  webhookPolicy?: WebhookPolicy;
   /** Custom auth, custom routes and HTTP settings; read from the graphs' langgraph.json when not given. */
   extensions?: ServerExtensions;
   /** Bundled generative UI components (langgraph.json "ui"). */
@@ -72,7 +75,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logUnexpected: (err, req) => req.log.error({ err }, `request failed: ${err.message}`),
   });
 
-  const service = createAgentService({ storage: deps.storage, graphs: deps.graphs, engine: deps.engine });
+  const service = createAgentService({ storage: deps.storage, graphs: deps.graphs, engine: deps.engine, webhookPolicy: deps.webhookPolicy });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
   installCors(app, ext.cors);

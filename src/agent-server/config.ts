@@ -71,6 +71,18 @@ export const agentServerCommand: CommandSpec = {
       type: 'string',
       description: 'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
     },
+    'webhook-allow': {
+      type: 'string',
+      description: 'Comma-separated hosts run webhooks may reach, whatever address they resolve to (*.example.com: its '
+        + 'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
+      env: ['AGENTPLANE_WEBHOOK_ALLOW'],
+    },
+    'cron-poll-ms': {
+      type: 'string',
+      description: 'Milliseconds between two looks for due cron ticks (each tick runs once across all replicas)',
+      default: '1000',
+      env: ['AGENTPLANE_CRON_POLL_MS'],
+    },
     'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
   },
 };
@@ -89,6 +101,9 @@ const Config = z.object({
   executorThreads: z.coerce.number().int().min(0).max(64),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
+  /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
+  webhookAllow: z.array(z.string().min(1).regex(/^(\*|(\*\.)?[A-Za-z0-9.:\[\]-]+)$/, 'a host name, *.domain or *')),
+  cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
@@ -135,6 +150,8 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     databaseWaitSecs: pick('database-wait'),
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
     logLevel: pick('log-level')?.toLowerCase(),
+    webhookAllow: (pick('webhook-allow') ?? '').split(',').map((h) => h.trim()).filter(Boolean),
+    cronPollMs: pick('cron-poll-ms'),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
@@ -146,7 +163,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
       configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
       leaseSecs: '--lease-secs', databaseWaitSecs: '--database-wait', executorThreads: '--executor-threads',
-      logLevel: '--log-level', authKeysFile: '--auth-keys-file', graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
+      logLevel: '--log-level', authKeysFile: '--auth-keys-file', webhookAllow: '--webhook-allow', cronPollMs: '--cron-poll-ms', graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
     };
     const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');
     throw new UsageError(msg);

@@ -11,7 +11,10 @@ import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
 import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
+import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
+import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
+import { createAgentService } from './service.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
@@ -102,10 +105,15 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (unknownDefaults.length) logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
   const storage = instrumentStorage(await openStorage(config, logger));
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
+  const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
+  const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
+    // The thread's values after the run: the outcome has them unless the run left them unchanged.
+    onRunFinished: (run, outcome) => webhooks.notify(run, outcome, async () =>
+      outcome.values !== undefined ? outcome.values : ((await storage.threads.get(run.thread_id))?.values ?? null)),
     // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
     // until one is ready.
     ...(config.executorThreads > 0
@@ -127,13 +135,22 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui, webhookPolicy: webhookConfig.policy });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.
   const address = app.server.address();
   if (address && typeof address === 'object') platform.setListeningUrl(loopbackUrl(address));
   await engine.start();
+  const cronService = createAgentService({ storage, graphs, engine, webhookPolicy: webhookConfig.policy });
+  const crons = new CronScheduler({
+    storage,
+    buildRun: cronService.buildRun,
+    afterCreate: cronService.deleteThreadWhenDone,
+    logger: logger.child({ component: 'crons' }),
+    pollMs: config.cronPollMs,
+  });
+  crons.start();
   const failed = Object.keys(graphs.failures);
   logger.info({ url, store: storage.kind, graphs: graphs.specs.map((s) => s.graphId), worker: engine.workerId,
     ...(failed.length ? { failed_graphs: failed } : {}) }, 'agent server listening');
@@ -147,7 +164,9 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     engine,
     close() {
       closing ??= (async () => {
+        await crons.stop();
         await engine.stop(config.shutdownGraceSecs * 1000);
+        await webhooks.close();
         await app.close();
         await storage.close();
       })();

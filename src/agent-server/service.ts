@@ -1,15 +1,16 @@
 // Domain operations behind the routes: assistant resolution, run creation (kwargs exactly as the platform
 // records them), thread state reads and updates. Throws typed errors; knows nothing about HTTP.
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts';
+import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../lib/errors.ts';
 import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
 import { systemAssistantId } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
+import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
-import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type RunRecord, type Storage, type Thread } from './storage/types.ts';
+import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type NewRun, type RunRecord, type Storage, type Thread } from './storage/types.ts';
 
 const threadNotFound = (threadId: string) => `Thread not found: ${threadId}`;
 
@@ -46,6 +47,8 @@ export interface ServiceDeps {
   graphs: GraphRegistry;
   engine: RunEngine;
   versions?: AssistantVersions;
+  /** Where run webhooks may point (--webhook-allow, langgraph.json webhooks.url); default: public hosts only. */
+  webhookPolicy?: WebhookPolicy;
 }
 
 /** The versions the store keeps. */
@@ -73,8 +76,15 @@ export function storedVersions(storage: Storage): AssistantVersions {
 
 export type AgentService = ReturnType<typeof createAgentService>;
 
-export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage) }: ServiceDeps) {
+export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage), webhookPolicy = { allow: [] } }: ServiceDeps) {
   const graphIds = new Set(graphs.specs.map((s) => s.graphId));
+
+  /** A webhook URL the policy refuses outright → 422 naming the field (addresses are checked at delivery). */
+  function checkWebhook(url: string | null | undefined): void {
+    if (!url) return;
+    const problem = webhookUrlProblem(url, webhookPolicy);
+    if (problem) throw new ValidationError(`webhook: ${problem}`);
+  }
 
   /**
    * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
@@ -129,9 +139,21 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
   }
 
   async function createRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<RunRecord> {
+    const run = await buildRun(threadId, body, caller);
+    const created = await onThread(run.thread_id, () => storage.runs.create(run));
+    if (run.delay_ms) engine.wakeAfter(run.delay_ms);
+    return created;
+  }
+
+  /**
+   * The run a create request asks for, as the store takes it (kwargs exactly as the platform records them);
+   * `threadId` null: a stateless run on a new thread (`newThreadId`, else a random one).
+   */
+  async function buildRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth, newThreadId?: string): Promise<NewRun> {
+    checkWebhook(body.webhook);
     const assistant = await resolveAssistant(body.assistant_id);
     const stateless = threadId === null;
-    const thread_id = threadId ?? randomUUID();
+    const thread_id = threadId ?? newThreadId ?? randomUUID();
     const run_id = caller?.runId ?? randomUUID();
     const cfg = (body.config ?? {}) as Json;
     const assistantCfg = (assistant.config ?? {}) as Json;
@@ -174,7 +196,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       durability: body.durability ?? null,
     };
     const delay_ms = body.after_seconds ? Math.round(body.after_seconds * 1000) : 0;
-    const created = await onThread(thread_id, () => storage.runs.create({
+    return {
       delay_ms,
       run_id,
       thread_id,
@@ -185,9 +207,7 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       if_not_exists: stateless ? 'create' : (body.if_not_exists ?? 'reject'),
       // A thread this run creates carries the handler's equality filter (e.g. its owner), so its creator sees it.
       thread_metadata: { ...equalityPart(caller?.filters), graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
-    }));
-    if (delay_ms) engine.wakeAfter(delay_ms);
-    return created;
+    };
   }
 
   /**
@@ -314,6 +334,8 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
     onThread,
     threadConfig,
     createRun,
+    buildRun,
+    checkWebhook,
     createBatch,
     deleteThreadWhenDone,
     deleteAssistant,

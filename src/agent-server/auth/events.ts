@@ -7,7 +7,7 @@ import type { Json } from '../storage/types.ts';
 export interface RouteEvent {
   event: string;
   /** "thread" / "assistant": the record named in the path must match the handler's filter (else 404). */
-  scope?: 'thread' | 'assistant';
+  scope?: 'thread' | 'assistant' | 'cron';
   /** The body is an array (POST /runs/batch): the event is raised once per item, `value` sees one item as body. */
   perItem?: boolean;
   value(req: { params: unknown; body: unknown; query: unknown }): Json;
@@ -99,6 +99,27 @@ const assistantSearch: RouteEvent = {
   },
 };
 
+function cronCreate(threadScoped: boolean): RouteEvent {
+  return {
+    event: 'crons:create',
+    // A thread cron runs on the thread: the thread must be one the handler's filter lets the caller see.
+    ...(threadScoped ? { scope: 'thread' as const } : {}),
+    value: (r) => {
+      const b = bodyWithMetadata(r);
+      const { schedule, end_time, ...payload } = b;
+      return { payload, schedule, cron_id: null, thread_id: params(r).thread_id ?? null, user_id: null, end_time: end_time ?? null };
+    },
+  };
+}
+
+const cronSearch: RouteEvent = {
+  event: 'crons:search',
+  value: (r) => {
+    const b = (r.body ?? {}) as Json;
+    return { assistant_id: b.assistant_id ?? null, thread_id: b.thread_id ?? null, limit: b.limit ?? null, offset: b.offset ?? null };
+  },
+};
+
 const TABLE: Record<string, RouteEvent> = {
   'POST /threads': { event: 'threads:create', value: (r) => {
     const b = bodyWithMetadata(r);
@@ -158,6 +179,15 @@ const TABLE: Record<string, RouteEvent> = {
   'DELETE /assistants/:assistant_id': { event: 'assistants:delete', scope: 'assistant', value: (r) => ({
     assistant_id: params(r).assistant_id,
   }) },
+  'POST /runs/crons': cronCreate(false),
+  'POST /threads/:thread_id/runs/crons': cronCreate(true),
+  'POST /runs/crons/search': cronSearch,
+  'POST /runs/crons/count': cronSearch,
+  'PATCH /runs/crons/:cron_id': { event: 'crons:update', scope: 'cron', value: (r) => {
+    const b = (r.body ?? {}) as Json;
+    return { cron_id: params(r).cron_id, payload: b, schedule: b.schedule ?? null };
+  } },
+  'DELETE /runs/crons/:cron_id': { event: 'crons:delete', scope: 'cron', value: (r) => ({ cron_id: params(r).cron_id }) },
   'PUT /store/items': storeEvent('store:put', 'body', 'namespace', ['key', 'value', 'index']),
   'GET /store/items': storeEvent('store:get', 'query', 'namespace', ['key']),
   'DELETE /store/items': storeEvent('store:delete', 'body', 'namespace', ['key']),

@@ -100,6 +100,9 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     } else if (route.scope === 'assistant' && p.assistant_id) {
       const assistant = await service.resolveAssistant(p.assistant_id);
       if (!matchesFilters(assistant.metadata, filters)) throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
+    } else if (route.scope === 'cron' && p.cron_id) {
+      const cron = await storage.crons.get(p.cron_id);
+      if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
     } else if (route.event === 'threads:create' && (value.if_exists === 'do_nothing') && typeof value.thread_id === 'string') {
       // Returning someone else's existing thread would leak it.
       const existing = await storage.threads.get(value.thread_id);

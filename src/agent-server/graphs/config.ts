@@ -57,6 +57,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     ui: true,
     ui_config: new Set(['shared']),
     auth: new Set(['path', 'disable_studio_auth']),
+    webhooks: new Set(['env_prefix', 'url', 'headers']),
     http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
       'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
   };

@@ -6,6 +6,7 @@ import type { RunEngine } from '../runs/engine.ts';
 import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import { assistantRoutes } from './assistants.ts';
+import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
 import { registerPlatformRoutes } from './platform.ts';
 import { runRoutes } from './runs.ts';
@@ -43,7 +44,7 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
     graphs: deps.graphs.specs.map((s) => s.graphId),
     graph_errors: deps.graphs.failures,
     ...(Object.keys(deps.ui?.failures ?? {}).length ? { ui_errors: deps.ui!.failures } : {}),
-    flags: { assistants: true, crons: false, langsmith: false, store: true },
+    flags: { assistants: true, crons: true, langsmith: false, store: true },
   }));
   await app.register(assistantRoutes(deps));
   await app.register(threadRoutes(deps));
@@ -51,4 +52,5 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(streamRoutes(deps));
   await app.register(storeRoutes(deps));
   await app.register(uiRoutes({ ...deps, ui: deps.ui ?? NO_UI }));
+  await app.register(cronRoutes(deps));
 }

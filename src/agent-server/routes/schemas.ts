@@ -47,6 +47,18 @@ export const Command = z.object({
   goto: z.unknown().optional(),
 });
 
+function isHttpUrl(v: string): boolean {
+  try {
+    const u = new URL(v);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && !!u.hostname;
+  } catch {
+    return false;
+  }
+}
+
+/** Where a run's end is POSTed: an absolute http(s) URL. */
+export const WebhookUrl = z.string().max(2048).refine(isHttpUrl, { message: 'must be an absolute http:// or https:// URL' });
+
 export const RunCreate = z.object({
   assistant_id: z.string().min(1),
   input: z.unknown().optional(),
@@ -56,7 +68,7 @@ export const RunCreate = z.object({
   metadata: obj.nullish(),
   config: Config.nullish(),
   context: obj.nullish(),
-  webhook: z.string().nullish(),
+  webhook: WebhookUrl.nullish(),
   interrupt_before: Interrupts.nullish(),
   interrupt_after: Interrupts.nullish(),
   stream_mode: z.union([StreamMode, z.array(StreamMode)]).nullish(),

@@ -36,6 +36,8 @@ export interface EngineOptions {
    * function gets that inline executor and returns the one to use (e.g. threads that fall back to it).
    */
   executor?: (inline: RunExecutor) => RunExecutor;
+  /** Told after this process stored a run's end (webhooks); must return at once. */
+  onRunFinished?: (run: RunRecord, outcome: RunOutcome) => void;
 }
 
 interface ActiveRun {
@@ -281,6 +283,11 @@ export class RunEngine {
     if (ok) {
       log.info({ status: outcome.status }, 'run finished');
       this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
+      try {
+        this.opts.onRunFinished?.(run, outcome);
+      } catch (err) {
+        log.warn({ err }, 'run-finished hook failed');
+      }
     }
     else log.warn('run lost its lease before finishing; another worker owns it now');
   }
@@ -304,6 +311,16 @@ export class RunEngine {
     }
   }
 
+  private async sweptRunFinished(runId: string): Promise<void> {
+    const run = await this.opts.storage.runs.getById(runId).catch(() => null);
+    if (!run || !TERMINAL_RUN_STATUSES.has(run.status)) return; // rolled back (deleted) or requeued since
+    try {
+      this.opts.onRunFinished?.(run, { status: run.status as RunOutcome['status'], error: run.error });
+    } catch (err) {
+      this.opts.logger.warn({ err, run_id: runId }, 'run-finished hook failed');
+    }
+  }
+
   private async safetyTick(): Promise<void> {
     const old = Date.now() - 10_000;
     for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
@@ -312,6 +329,8 @@ export class RunEngine {
       if (swept.requeued.length || swept.failed.length) {
         this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');
       }
+      // Runs this sweep ended (their worker is gone) get their run-finished notice here, once.
+      if (this.opts.onRunFinished) for (const id of swept.failed) void this.sweptRunFinished(id);
       const requests = await this.opts.storage.runs.cancelRequests([...this.active.keys()]);
       for (const [id, action] of requests) this.cancelLocal(id, action);
     } catch (err) {

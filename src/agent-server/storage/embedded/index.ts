@@ -13,6 +13,7 @@ import type { ItemStore, Storage } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
 import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
+import { CRONS_SCHEMA, embeddedCrons } from './crons.ts';
 import { embeddedRuns } from './runs.ts';
 import { embeddedThreads } from './threads.ts';
 
@@ -78,6 +79,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const db = openDatabase(file);
   db.exec(SCHEMA);
   db.exec(ITEMS_SCHEMA);
+  db.exec(CRONS_SCHEMA);
   // Files made before after_seconds support lack the column.
   if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
     db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
@@ -99,6 +101,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   emitter.setMaxListeners(0);
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
   const ctx = openContext(db, sql, emitter, threadTtl.defaultMinutes);
+  const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
   const sweeper = itemsConfig.ttl.sweepMinutes
@@ -116,7 +119,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     checkpointerSource: { kind: 'embedded', file, items: itemsConfig },
     assistants: embeddedAssistants(ctx),
     threads,
-    runs: embeddedRuns(ctx),
+    runs,
+    crons: embeddedCrons(ctx, runs),
     items,
     subscribe(listener) {
       emitter.on('event', listener);

@@ -15,7 +15,7 @@ import {
 import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, StorageEvent, SweepResult } from '../types.ts';
 import { j, pj, toRun, type EmbeddedContext, type Row } from './context.ts';
 
-export function embeddedRuns(ctx: EmbeddedContext): RunStore {
+export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
   const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
 
   /** Applies one cancel decision to a run in the open transaction; returns the event to send after commit. */
@@ -48,30 +48,37 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore {
     st.threadStatus.run(threadStatusAfterRemoval(!!st.hasPending.get(threadId)), now(), threadId);
   }
 
+  /**
+   * Creates a run inside the caller's open transaction (crons fire through it in the transaction that claims their
+   * tick); the events to send after commit go to `events`.
+   */
+  function createIn(run: NewRun, events: StorageEvent[]): RunRecord {
+    const ts = now();
+    let thread = st.getThread.get(run.thread_id) as Row | undefined;
+    if (!thread) {
+      if (run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+      st.insertThread.run(run.thread_id, ts, ts, ts, j(run.thread_metadata));
+      thread = st.getThread.get(run.thread_id) as Row;
+    }
+    const decision = decideCreate(run.multitask_strategy, (st.inflight.all(run.thread_id) as Row[]).map(toRun));
+    if (decision.kind === 'reject') throw new ConflictError(decision.detail);
+    for (const c of decision.cancel) {
+      const e = applyCancel(c);
+      if (e) events.push(e);
+    }
+    st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
+      run.multitask_strategy, run.delay_ms ? Date.now() + run.delay_ms : null);
+    const meta = { ...pj(thread.metadata), ...run.thread_metadata };
+    sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
+      j(meta), ts, run.thread_id);
+    return toRun(st.getRun.get(run.run_id) as Row);
+  }
+
   return {
+    createIn,
     async create(run: NewRun) {
       const events: StorageEvent[] = [];
-      const created = inTx(() => {
-        const ts = now();
-        let thread = st.getThread.get(run.thread_id) as Row | undefined;
-        if (!thread) {
-          if (run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
-          st.insertThread.run(run.thread_id, ts, ts, ts, j(run.thread_metadata));
-          thread = st.getThread.get(run.thread_id) as Row;
-        }
-        const decision = decideCreate(run.multitask_strategy, (st.inflight.all(run.thread_id) as Row[]).map(toRun));
-        if (decision.kind === 'reject') throw new ConflictError(decision.detail);
-        for (const c of decision.cancel) {
-          const e = applyCancel(c);
-          if (e) events.push(e);
-        }
-        st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
-          run.multitask_strategy, run.delay_ms ? Date.now() + run.delay_ms : null);
-        const meta = { ...pj(thread.metadata), ...run.thread_metadata };
-        sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
-          j(meta), ts, run.thread_id);
-        return toRun(st.getRun.get(run.run_id) as Row);
-      });
+      const created = inTx(() => createIn(run, events));
       for (const e of events) emit(e);
       emit({ type: 'wake' });
       return created;

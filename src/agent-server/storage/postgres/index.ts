@@ -17,6 +17,7 @@ import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
+import { cronsSchemaSql, postgresCrons } from './crons.ts';
 import { postgresRuns } from './runs.ts';
 import { postgresThreads } from './threads.ts';
 
@@ -115,6 +116,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   emitter.setMaxListeners(0);
   const ctx = await openContext(opts, pool, s, emitter);
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
+  const runs = postgresRuns(ctx);
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
       items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
@@ -130,7 +132,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     checkpointerSource: { kind: 'postgres', databaseUrl: opts.databaseUrl, schema: s, items: itemsConfig, semantic },
     assistants: postgresAssistants(ctx),
     threads,
-    runs: postgresRuns(ctx),
+    runs,
+    crons: postgresCrons(ctx, runs),
     items,
     subscribe(fn) {
       emitter.on('event', fn);
@@ -161,6 +164,7 @@ async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: 
       // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
       // processes of one deployment share its langgraph.json, so they agree on it.
       await c.query(`ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`);
+      await c.query(cronsSchemaSql(s));
       await saver.setup();
       await pgStore.setup();
     } finally {

@@ -3,13 +3,48 @@
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
-import type { CancelAction, NewRun, RunOutcome, RunStatus, RunStore, SweepResult } from '../types.ts';
-import { RUN_COLS, toRun, type PgContext } from './context.ts';
+import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
+import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
 
-export function postgresRuns(ctx: PgContext): RunStore {
+export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: NewRun): Promise<RunRecord> } {
   const { pool, s, channel, origin, gate, changed, afterWrite, local, tx, named, notify, lockThreadOfRun, settleThread, applyCancel, afterDequeue, removeRolledBack } = ctx;
 
+  /**
+   * Creates a run inside the caller's transaction (the run create's slow path; crons fire through it in the same
+   * transaction that claims their tick). Sends the wake-up NOTIFY; the caller emits `local` after commit.
+   */
+  async function createIn(c: Q, run: NewRun): Promise<RunRecord> {
+    if (run.if_not_exists === 'create') {
+      await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
+        [run.thread_id, JSON.stringify(run.thread_metadata)]);
+    }
+    // Lock first, then read the in-flight runs in a later statement: its snapshot is taken after the lock,
+    // so it sees every run committed by whoever held the thread before us.
+    const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`,
+      [run.thread_id]);
+    if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+    const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
+      AND status IN ('pending','running') ORDER BY seq`, [run.thread_id]);
+    const decision = decideCreate(run.multitask_strategy, inflight as Array<{ run_id: string; status: RunStatus }>);
+    if (decision.kind === 'reject') throw new ConflictError(decision.detail);
+    for (const e of decision.cancel) await applyCancel(c, e);
+    // clock_timestamp(): the moment of the insert, not the start of this transaction.
+    const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
+        status, kwargs, multitask_strategy, not_before, created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending',
+        $5, $6, CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+        clock_timestamp(), clock_timestamp()) RETURNING *),
+      th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+        WHERE thread_id = $2 RETURNING 1),
+      n AS (SELECT pg_notify($8, $10))
+      SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
+      [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
+        run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
+        JSON.stringify({ type: 'wake', o: origin })]);
+    return toRun(rows[0]);
+  }
+
   return {
+    createIn,
     async create(run: NewRun) {
       // Fast path, one statement: lock the thread; when it has nothing in flight (or the strategy is enqueue)
       // insert the run, mark the thread busy and wake the claimers. In flight means a pending or running run
@@ -49,35 +84,7 @@ export function postgresRuns(ctx: PgContext): RunStore {
         if (early.kind === 'reject') throw new ConflictError(early.detail);
       }
       // Slow path: a thread to create, runs to cancel (interrupt, rollback) or a busy status to check.
-      const created = await tx(async (c) => {
-        if (run.if_not_exists === 'create') {
-          await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
-            [run.thread_id, JSON.stringify(run.thread_metadata)]);
-        }
-        // Lock first, then read the in-flight runs in a later statement: its snapshot is taken after the lock,
-        // so it sees every run committed by whoever held the thread before us.
-        const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`,
-          [run.thread_id]);
-        if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
-        const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
-          AND status IN ('pending','running') ORDER BY seq`, [run.thread_id]);
-        const decision = decideCreate(run.multitask_strategy, inflight as Array<{ run_id: string; status: RunStatus }>);
-        if (decision.kind === 'reject') throw new ConflictError(decision.detail);
-        for (const e of decision.cancel) await applyCancel(c, e);
-        // clock_timestamp(): the moment of the insert, not the start of this transaction.
-        const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
-            status, kwargs, multitask_strategy, not_before, created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending',
-            $5, $6, CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
-            clock_timestamp(), clock_timestamp()) RETURNING *),
-          th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
-            WHERE thread_id = $2 RETURNING 1),
-          n AS (SELECT pg_notify($8, $10))
-          SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
-          [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-            run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
-            JSON.stringify({ type: 'wake', o: origin })]);
-        return toRun(rows[0]);
-      });
+      const created = await tx((c) => createIn(c, run));
       local({ type: 'wake' });
       return created;
     },

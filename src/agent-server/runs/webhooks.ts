@@ -1,0 +1,306 @@
+// Run webhooks: when a run with `webhook` ends, its record and final values are POSTed there, as the platform does
+// ({...run, values, error, webhook_sent_at}). Delivery never blocks the run or the engine: each one is a background
+// task with a timeout per attempt and retries with backoff on network errors, 408, 429 and 5xx. Redirects are not
+// followed (a 3xx is a final answer), so a redirect cannot lead a delivery somewhere the checks below refused.
+//
+// Targets are checked where the connection is made, after DNS: without an allow-list only public unicast addresses
+// are reached (no loopback, private, link-local, CGNAT, unspecified, multicast or reserved ranges, IPv4-mapped IPv6
+// unwrapped first), so a name that resolves to 127.0.0.1 or the cloud metadata address is refused. `--webhook-allow`
+// lists the hosts that may be reached (then only those; `*.example.com` matches subdomains), and `*` allows every
+// host and address (a trusted, private network). langgraph.json `webhooks` adds the platform's URL policy
+// (https only, domains, ports, length) and headers sent with every delivery.
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import { z } from 'zod';
+import type { Logger } from '../../lib/logger.ts';
+import { readLanggraphJson } from '../graphs/config.ts';
+import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
+
+/** langgraph.json `webhooks`, as the platform reads it: a URL policy and headers sent with every delivery. */
+const WebhooksJson = z.object({
+  env_prefix: z.string().min(1).default('LG_WEBHOOK_'),
+  url: z.object({
+    require_https: z.boolean().optional(),
+    allowed_domains: z.array(z.string().min(1)).optional(),
+    allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
+    max_url_length: z.number().int().positive().optional(),
+    // Relative (loopback) webhook URLs are never accepted here, so this switch changes nothing.
+    disable_loopback: z.boolean().optional(),
+  }).strict().default({}),
+  headers: z.record(z.string(), z.string()).default({}),
+}).strict();
+
+export interface WebhookPolicy {
+  /** --webhook-allow: hosts reached whatever they resolve to; `*`: everything. */
+  allow: string[];
+  requireHttps?: boolean;
+  /** langgraph.json webhooks.url.allowed_domains: only these hosts (still public addresses only). */
+  allowedDomains?: string[];
+  allowedPorts?: number[];
+  maxUrlLength?: number;
+}
+
+export interface WebhooksConfig {
+  policy: WebhookPolicy;
+  headers: Record<string, string>;
+}
+
+/**
+ * Header values may hold `${{ env.NAME }}` templates, resolved once at start from the environment; NAME must start
+ * with env_prefix, so a langgraph.json cannot send arbitrary secrets of the server's environment.
+ */
+export function resolveHeaders(headers: Record<string, string>, prefix: string, env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, template] of Object.entries(headers)) {
+    out[name] = template.replace(/\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_m, v: string) => {
+      if (!v.startsWith(prefix)) throw new Error(`webhooks.headers.${name}: env.${v} does not start with env_prefix "${prefix}"`);
+      const value = env[v];
+      if (value === undefined) throw new Error(`webhooks.headers.${name}: environment variable ${v} is not set`);
+      return value;
+    });
+  }
+  return out;
+}
+
+/** Reads langgraph.json `webhooks` next to the graphs (absent: no policy beyond --webhook-allow, no headers). */
+export async function readWebhooksConfig(configPath: string, allow: string[], env: NodeJS.ProcessEnv): Promise<WebhooksConfig> {
+  const json = (await readLanggraphJson(configPath)) as { webhooks?: unknown };
+  const parsed = WebhooksJson.safeParse(json.webhooks ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`langgraph.json webhooks.${issue.path.join('.')}: ${issue.message}`);
+  }
+  const w = parsed.data;
+  return {
+    policy: {
+      allow,
+      requireHttps: w.url.require_https,
+      allowedDomains: w.url.allowed_domains,
+      allowedPorts: w.url.allowed_ports,
+      maxUrlLength: w.url.max_url_length,
+    },
+    headers: resolveHeaders(w.headers, w.env_prefix, env),
+  };
+}
+
+/**
+ * What is wrong with a webhook URL under the policy, known without DNS (null: nothing yet; the address is checked
+ * when the delivery connects). Run and cron create answer 422 with it.
+ */
+export function webhookUrlProblem(target: string, policy: WebhookPolicy): string | null {
+  if (policy.maxUrlLength && target.length > policy.maxUrlLength) return `longer than ${policy.maxUrlLength} characters`;
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return 'not an absolute URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http:// or https:// URL';
+  if (policy.requireHttps && url.protocol !== 'https:') return 'must be an https:// URL (webhooks.url.require_https)';
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  if (policy.allowedPorts?.length && !policy.allowedPorts.includes(port)) {
+    return `port ${port} is not in webhooks.url.allowed_ports`;
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const rule = hostRule(host, policy.allow);
+  if (rule === 'refused') return `host ${host} is not in --webhook-allow`;
+  if (rule === 'public') {
+    if (policy.allowedDomains?.length && hostRule(host, policy.allowedDomains) === 'refused') {
+      return `host ${host} is not in webhooks.url.allowed_domains`;
+    }
+    // Literal addresses skip DNS: judge them now. The URL parser already turned decimal, octal and hex IPv4 forms
+    // into dotted quads.
+    if (isIP(host) && !isPublicAddress(host)) return `address ${host} is not public (allow the host with --webhook-allow)`;
+  }
+  return null;
+}
+
+export interface WebhookOptions {
+  policy: WebhookPolicy;
+  logger: Logger;
+  /** Per attempt. */
+  timeoutMs?: number;
+  attempts?: number;
+  /** First retry delay; doubles each time. */
+  backoffMs?: number;
+  /** Sent with every delivery (langgraph.json `webhooks.headers`). */
+  headers?: Record<string, string>;
+}
+
+export class WebhookRefused extends Error {}
+
+const MAX_IN_FLIGHT = 1_000;
+
+/** Whether an address is a public unicast one (IPv4-mapped IPv6 is judged as the IPv4 address it carries). */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  return ipaddr.process(address).range() === 'unicast';
+}
+
+type HostRule = 'any' | 'listed' | 'public';
+
+/** What the allow-list says about a host: any address, listed (any address), or public addresses only / refused. */
+export function hostRule(host: string, allow: readonly string[]): HostRule | 'refused' {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  if (allow.includes('*')) return 'any';
+  if (!allow.length) return 'public';
+  for (const entry of allow) {
+    const e = entry.toLowerCase().replace(/\.$/, '');
+    if (e === h) return 'listed';
+    if (e.startsWith('*.') && h.endsWith(e.slice(1)) && h.length > e.length - 1) return 'listed';
+  }
+  return 'refused';
+}
+
+/** A DNS lookup that only answers public addresses (used for hosts the allow-list does not name). */
+const publicLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, '', 0);
+    const list = (addresses as LookupAddress[]).filter((a) => isPublicAddress(a.address));
+    if (!list.length) {
+      const seen = (addresses as LookupAddress[]).map((a) => a.address).join(', ');
+      return callback(new WebhookRefused(`webhook host ${hostname} resolves only to non-public addresses (${seen})`), '', 0);
+    }
+    if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+    callback(null, list[0]!.address, list[0]!.family);
+  });
+};
+
+/** The body the platform sends: the run record, its final values and error, and when it was sent. */
+export function webhookPayload(run: RunRecord, outcome: RunOutcome, values: Json | null): Json {
+  return {
+    run_id: run.run_id,
+    thread_id: run.thread_id,
+    assistant_id: run.assistant_id,
+    created_at: run.created_at,
+    updated_at: new Date().toISOString(),
+    metadata: run.metadata,
+    status: outcome.status,
+    kwargs: run.kwargs,
+    multitask_strategy: run.multitask_strategy,
+    values,
+    error: outcome.status === 'error' || outcome.status === 'timeout' ? (outcome.error ?? null) : null,
+    webhook_sent_at: new Date().toISOString(),
+  };
+}
+
+interface Attempt {
+  /** Final: delivered, or an answer that retrying will not change. */
+  done: boolean;
+  status?: number;
+  error?: string;
+}
+
+export class WebhookNotifier {
+  private readonly inflight = new Set<Promise<void>>();
+  private readonly controller = new AbortController();
+  private readonly timeoutMs: number;
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+
+  constructor(private readonly opts: WebhookOptions) {
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.attempts = opts.attempts ?? 4;
+    this.backoffMs = opts.backoffMs ?? 1_000;
+  }
+
+  /** Delivers in the background; returns at once. `values`: a function so they are read only for runs with a webhook. */
+  notify(run: RunRecord, outcome: RunOutcome, values: () => Promise<Json | null>): void {
+    const url = run.kwargs.webhook;
+    if (typeof url !== 'string' || !url) return;
+    // Slow receivers hold deliveries (and their bodies) for up to a minute each: past this many, new ones are dropped.
+    if (this.inflight.size >= MAX_IN_FLIGHT) {
+      this.opts.logger.warn({ run_id: run.run_id, in_flight: this.inflight.size }, 'webhook dropped: too many deliveries under way');
+      return;
+    }
+    const task = (async () => {
+      const body = JSON.stringify(webhookPayload(run, outcome, await values().catch(() => null)));
+      await this.deliver(url, body, run.run_id);
+    })().catch((err) => this.opts.logger.warn({ err, run_id: run.run_id }, 'webhook delivery failed'));
+    this.inflight.add(task);
+    void task.finally(() => this.inflight.delete(task));
+  }
+
+  /** Waits up to graceMs for deliveries under way, then abandons the rest. */
+  async close(graceMs = 2_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.inflight), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    this.controller.abort();
+  }
+
+  private async deliver(url: string, body: string, runId: string): Promise<void> {
+    const log = this.opts.logger.child({ run_id: runId, webhook: redact(url) });
+    for (let i = 1; i <= this.attempts; i++) {
+      if (this.controller.signal.aborted) return;
+      const a = await this.attempt(url, body);
+      if (a.done && a.status !== undefined && a.status < 300) {
+        log.info({ status: a.status, attempt: i }, 'webhook delivered');
+        return;
+      }
+      if (a.done) {
+        log.warn({ status: a.status, error: a.error, attempt: i }, 'webhook refused; not retrying');
+        return;
+      }
+      if (i === this.attempts) {
+        log.warn({ status: a.status, error: a.error, attempts: i }, 'webhook not delivered; giving up');
+        return;
+      }
+      log.info({ status: a.status, error: a.error, attempt: i }, 'webhook attempt failed; retrying');
+      await sleep(this.backoffMs * 2 ** (i - 1), this.controller.signal);
+    }
+  }
+
+  /** One POST. Network errors, timeouts, 408, 429 and 5xx may be retried; anything else is final. */
+  private attempt(target: string, body: string): Promise<Attempt> {
+    const problem = webhookUrlProblem(target, this.opts.policy);
+    if (problem) return Promise.resolve({ done: true, error: problem });
+    const url = new URL(target);
+    const rule = hostRule(url.hostname, this.opts.policy.allow);
+    const mod = url.protocol === 'https:' ? https : http;
+    return new Promise<Attempt>((resolve) => {
+      const req = mod.request(url, {
+        method: 'POST',
+        headers: {
+          ...this.opts.headers,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          'user-agent': 'agentplane-webhook',
+        },
+        timeout: this.timeoutMs,
+        signal: this.controller.signal,
+        ...(rule === 'public' ? { lookup: publicLookup } : {}),
+      }, (res) => {
+        res.resume();
+        const status = res.statusCode ?? 0;
+        resolve({ done: !(status === 408 || status === 429 || status >= 500), status });
+      });
+      req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      req.on('error', (err) => resolve({ done: err instanceof WebhookRefused, error: err.message }));
+      req.end(body);
+    });
+  }
+}
+
+/** The URL without its query and credentials (they often carry a token) for logs. */
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(invalid)';
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    }, { once: true });
+  });
+}
