@@ -39,14 +39,16 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   // langgraph.json "store": item TTLs and the embeddings of semantic search.
   const items = await readItemsConfig(config.configPath);
   const embedder = await loadEmbedder(items);
-  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger });
+  const streamRetentionMs = config.streamRetentionSecs * 1000;
+  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, streamRetentionMs });
   const databaseUrl = config.databaseUrl;
   // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
-      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder });
+      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder,
+        streamRetentionMs });
     } catch (err) {
       if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
@@ -120,7 +122,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions,
+    streamStallMs: config.streamStallSecs * 1000 });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.

@@ -19,6 +19,8 @@ export interface RouteDeps {
   engine: RunEngine;
   service: AgentService;
   keepAliveMs: number;
+  /** A stream client that takes nothing for this long is disconnected (default 60 s). */
+  streamStallMs?: number;
   version: string;
 }
 

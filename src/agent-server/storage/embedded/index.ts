@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
-import type { ItemStore, Storage } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
 import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
 import { embeddedRuns } from './runs.ts';
+import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
 
 export interface EmbeddedOptions {
@@ -23,6 +24,8 @@ export interface EmbeddedOptions {
   items?: ItemsConfig;
   embedder?: Embedder;
   logger?: Logger;
+  /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
+  streamRetentionMs?: number;
 }
 
 /**
@@ -92,6 +95,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const ctx = openContext(db, sql, emitter);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
+  const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
+  const streams = embeddedStreamEvents({ retentionMs: streamRetentionMs });
+  const streamSweeper = setInterval(() => void streams.sweep(), Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000)).unref();
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
       items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
@@ -106,6 +112,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     threads: embeddedThreads(ctx),
     runs: embeddedRuns(ctx),
     items,
+    streams,
     subscribe(listener) {
       emitter.on('event', listener);
       return () => emitter.off('event', listener);
@@ -113,6 +120,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);
+      clearInterval(streamSweeper);
+      await streams.close();
       db.close();
       releaseOwnership();
     },

@@ -22,6 +22,8 @@ export interface PostgresOptions {
   /** langgraph.json "store" (TTL, semantic index) and its loaded embeddings. */
   items?: ItemsConfig;
   embedder?: Embedder;
+  /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
+  streamRetentionMs?: number;
 }
 
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change
