@@ -13,7 +13,7 @@ import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
 import { eventFilter, followStream } from '../runs/stream.ts';
 import { API_STREAM_MODES } from '../runs/stream-modes.ts';
-import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
+import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './index.ts';
 import { disconnectSignal } from './reply.ts';
 import { runCaller } from './runs.ts';
@@ -66,10 +66,15 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       }
     }, HEARTBEAT_MS / 5);
     beat.unref();
-    const write = async (chunk: string): Promise<boolean> => {
+    /** Writes frames (one writev); resolves false once the client is gone or was dropped for not reading. */
+    const write = async (chunks: Array<string | Buffer>): Promise<boolean> => {
       if (signal.aborted || res.destroyed) return false;
+      if (!chunks.length) return true;
       lastWrite = Date.now();
-      if (res.write(chunk)) return true;
+      res.cork();
+      for (const c of chunks) res.write(c);
+      res.uncork();
+      if (!res.writableNeedDrain) return true;
       // The socket's buffer is full: wait for the client to take it, up to the stall timeout.
       const drained = await new Promise<boolean>((resolve) => {
         const done = (v: boolean) => {
@@ -99,6 +104,14 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
 
   const frame = (event: string, data: string, id?: number) =>
     `event: ${event}\ndata: ${data}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
+  // One encoded frame per stored event, shared by every client reading it (a process's readers of a run get the
+  // same event objects from the store's tail): 200 clients of a run do not make 200 copies of its stream.
+  const frames = new WeakMap<StoredStreamEvent, Buffer>();
+  const frameOf = (e: StoredStreamEvent): Buffer => {
+    let b = frames.get(e);
+    if (!b) frames.set(e, (b = Buffer.from(frame(e.event, e.data, e.id))));
+    return b;
+  };
 
   async function streamRun(
     req: FastifyRequest,
@@ -120,13 +133,13 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       for await (const page of followStream({
         streams: storage.streams, key: { run_id: run.run_id }, afterId: opts.afterId, ended, signal: sse.signal,
       })) {
-        let chunk = '';
+        const out: Buffer[] = [];
         for (const e of page) {
           if (e.event === 'error') sawError = true;
-          if (!keep || keep(e.event)) chunk += frame(e.event, e.data, e.id);
+          if (!keep || keep(e.event)) out.push(frameOf(e));
         }
         relayed += page.length;
-        if (chunk && !(await sse.write(chunk))) break;
+        if (!(await sse.write(out))) break;
       }
       stop.abort();
       if (sse.signal.aborted) return;
@@ -134,10 +147,10 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       // A run whose worker died for good ends in error without having said so; a run that never started (or
       // whose events are past retention) has no events: send what the record knows.
       if (final && (final.status === 'error' || final.status === 'timeout') && !sawError) {
-        await sse.write(frame('error', stringify(final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` })));
+        await sse.write([frame('error', stringify(final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` }))]);
       } else if (!relayed && opts.afterId < 0 && final && TERMINAL_RUN_STATUSES.has(final.status)) {
-        await sse.write(frame('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) })));
-        if (!keep || keep('values')) await sse.write(frame('values', stringify(await service.runResult(run.thread_id, final))));
+        await sse.write([frame('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) }))]);
+        if (!keep || keep('values')) await sse.write([frame('values', stringify(await service.runResult(run.thread_id, final)))]);
       }
       if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
     } finally {
@@ -205,9 +218,7 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
         streams: storage.streams, key: { thread_id: thread.thread_id }, afterId, ended: new Promise(() => undefined),
         signal: sse.signal,
       })) {
-        let chunk = '';
-        for (const e of page) if (!keep || keep(e.event)) chunk += frame(e.event, e.data, e.id);
-        if (chunk && !(await sse.write(chunk))) break;
+        if (!(await sse.write(page.filter((e) => !keep || keep(e.event)).map(frameOf)))) break;
       }
     } finally {
       sse.end();

@@ -53,10 +53,13 @@ export class StreamTranslator {
     this.modeChunk(ns, mode, data);
   }
 
+  /** The graph's own run id in streamEvents: the run of the first event. */
+  private rootRunId: unknown;
+
   /** A streamEvents v2 event. */
   event(e: Json): void {
-    const root = Array.isArray(e.parent_ids) && e.parent_ids.length === 0;
-    if (e.event === 'on_chain_stream' && root) {
+    this.rootRunId ??= e.run_id;
+    if (e.event === 'on_chain_stream' && e.run_id === this.rootRunId) {
       const parts = (e.data as Json).chunk as unknown[];
       if (Array.isArray(parts)) {
         const [ns, mode, data] = (this.plan.subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
@@ -65,9 +68,10 @@ export class StreamTranslator {
       }
       return;
     }
+    const tags = Array.isArray(e.tags) ? (e.tags as string[]) : [];
+    if (tags.includes('langsmith:hidden')) return;
     if (this.plan.wanted.has('events')) this.emit('events', stringify(e));
     if (this.plan.wanted.has('messages') && e.event === 'on_chat_model_stream') {
-      const tags = Array.isArray(e.tags) ? (e.tags as string[]) : [];
       if (!tags.includes('nostream')) this.partialMessage((e.data as Json).chunk, e.metadata);
     }
   }

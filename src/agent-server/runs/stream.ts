@@ -38,7 +38,7 @@ export async function* followStream(o: FollowOptions): AsyncGenerator<StoredStre
       const final = ended;
       dirty = false;
       const events = 'run_id' in o.key
-        ? await o.streams.read(o.key.run_id, cursor, page)
+        ? await o.streams.read(o.key.run_id, cursor, page, final)
         : await o.streams.readThread(o.key.thread_id, cursor, page);
       if (events.length) {
         cursor = events[events.length - 1]!.id;

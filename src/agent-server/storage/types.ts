@@ -273,8 +273,11 @@ export interface StreamEventStore {
   append(runId: string, threadId: string, event: string, data: string): void;
   /** Resolves once every event queued so far is written (and readable everywhere); rejects if the write failed. */
   flush(): Promise<void>;
-  /** Events of the run with id > afterId, oldest first, at most `limit`. */
-  read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]>;
+  /**
+   * Events of the run with id > afterId, oldest first, at most `limit`. `fresh`: bypass what this process may
+   * cache and look at the log itself (after the run ended, for its last events).
+   */
+  read(runId: string, afterId: number, limit: number, fresh?: boolean): Promise<StoredStreamEvent[]>;
   /** Events of every run of the thread with id > afterId, oldest first, at most `limit`. */
   readThread(threadId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]>;
   /** The highest id written so far in this store (0 when none). */

@@ -25,8 +25,11 @@ export interface PostgresStreamOptions {
   logger?: Logger;
 }
 
-/** Events kept in memory per run (the newest); a reader further behind reads the table. */
-const TAIL_MAX = 2_000;
+/** Events (and bytes of data) kept in memory per run, the newest; a reader further behind reads the table. */
+const TAIL_MAX = 20_000;
+const TAIL_MAX_BYTES = 8 * 1024 * 1024;
+/** Rows per query when a tail catches up with the table. */
+const FETCH_ROWS = 1_000;
 /** A tail nobody read or wrote for this long is dropped. */
 const TAIL_IDLE_MS = 30_000;
 /** A NOTIFY payload names at most this many runs (its limit is 8000 bytes); more wake every reader. */
@@ -38,6 +41,7 @@ const NOTIFY_MAX_RUNS = 60;
  */
 interface Tail {
   events: StoredStreamEvent[];
+  bytes: number;
   floor: number;
   known: number;
   /** Another process wrote events after `known` (or may have): the next read fetches them. */
@@ -82,7 +86,7 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
       runs AS (SELECT DISTINCT run_id, thread_id FROM ins),
       n AS (SELECT pg_notify($5, $6 || CASE WHEN count(*) > ${NOTIFY_MAX_RUNS} THEN '*'
           ELSE string_agg(run_id::text || ':' || thread_id::text, ',') END) FROM runs)
-      SELECT id FROM ins ORDER BY id`,
+      SELECT id, (SELECT count(*) FROM n) AS _n FROM ins ORDER BY id`,
   };
 
   function schedule(): void {
@@ -140,9 +144,10 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
       const [runId, threadId, event, data] = batch[i]!;
       const id = ids[i]!;
       let t = tails.get(runId);
-      if (!t) tails.set(runId, (t = { events: [], floor: id - 1, known: id - 1, stale: false, fetching: null, usedAt: now }));
+      if (!t) tails.set(runId, (t = newTail(id - 1, false)));
       if (!t.stale && t.known < id) {
         t.events.push({ id, run_id: runId, event, data });
+        t.bytes += data.length;
         t.known = id;
         trim(t);
       } else t.stale = true;
@@ -153,11 +158,19 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     for (const k of woken) wake(k);
   }
 
+  function newTail(floor: number, stale: boolean): Tail {
+    return { events: [], bytes: 0, floor, known: floor, stale, fetching: null, usedAt: Date.now() };
+  }
+
+  /** Over a bound: the older half goes (readers behind it read the table). */
   function trim(t: Tail): void {
-    if (t.events.length <= TAIL_MAX) return;
-    const drop = t.events.length - TAIL_MAX / 2;
+    if (t.events.length <= TAIL_MAX && t.bytes <= TAIL_MAX_BYTES) return;
+    let drop = 0;
+    let freed = 0;
+    while (drop < t.events.length - 1 && (drop < t.events.length / 2 || freed < t.bytes / 2)) freed += t.events[drop++]!.data.length;
     t.floor = t.events[drop - 1]!.id;
     t.events.splice(0, drop);
+    t.bytes -= freed;
   }
 
   function settleWaiters(): void {
@@ -181,20 +194,23 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
   const query = async (q: { name: string; text: string }, key: string, afterId: number, limit: number) =>
     (await pool.query({ ...q, values: [key, afterId, limit] })).rows.map(toEvent);
 
-  /** Brings a tail up to date with one query, shared by every reader that asks meanwhile. */
+  /**
+   * Moves a tail ahead by one query (one page: a reader far behind the writer pages through, and the tail keeps
+   * what readers still need), shared by every reader that asks meanwhile.
+   */
   function refresh(runId: string, t: Tail): Promise<void> {
     t.fetching ??= (async () => {
       try {
-        for (;;) {
-          t.stale = false;
-          const rows = await query(byRun, runId, t.known, TAIL_MAX / 2);
-          for (const e of rows) if (e.id > t.known) {
-            t.events.push(e);
-            t.known = e.id;
-          }
-          trim(t);
-          if (rows.length < TAIL_MAX / 2) return;
+        t.stale = false;
+        const rows = await query(byRun, runId, t.known, FETCH_ROWS);
+        for (const e of rows) if (e.id > t.known) {
+          t.events.push(e);
+          t.bytes += e.data.length;
+          t.known = e.id;
         }
+        trim(t);
+        // A full page: there is more to fetch.
+        if (rows.length === FETCH_ROWS) t.stale = true;
       } finally {
         t.fetching = null;
       }
@@ -202,20 +218,25 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     return t.fetching;
   }
 
-  async function read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
+  async function read(runId: string, afterId: number, limit: number, fresh = false): Promise<StoredStreamEvent[]> {
     let t = tails.get(runId);
-    if (!t || afterId < t.floor) {
-      const rows = await query(byRun, runId, afterId, limit);
-      // The first reader of a run starts its tail from what it just read (unless a write started one meanwhile).
-      if (!t && !tails.has(runId) && rows.length < limit) {
-        const last = rows.length ? rows[rows.length - 1]!.id : afterId;
-        tails.set(runId, { events: rows, floor: afterId, known: last, stale: false, fetching: null, usedAt: Date.now() });
-      }
-      return rows;
-    }
-    t.usedAt = Date.now();
-    if (t.stale || t.fetching) await refresh(runId, t);
+    // The first reader of a run here starts its tail at its cursor; readers arriving meanwhile share the fetch.
+    if (!t) tails.set(runId, (t = newTail(afterId, true)));
     if (afterId < t.floor) return query(byRun, runId, afterId, limit);
+    t.usedAt = Date.now();
+    if (fresh) t.stale = true;
+    // Served from the tail; the table is asked only when the tail may lack what this reader needs next.
+    for (;;) {
+      while (t.fetching) await t.fetching;
+      if (afterId < t.floor) return query(byRun, runId, afterId, limit);
+      const out = fromTail(t, afterId, limit);
+      if (out.length === limit || !t.stale) return out;
+      await refresh(runId, t);
+      if (!t.stale) return fromTail(t, afterId, limit);
+    }
+  }
+
+  function fromTail(t: Tail, afterId: number, limit: number): StoredStreamEvent[] {
     const out: StoredStreamEvent[] = [];
     // Binary search for the first event after afterId.
     let lo = 0;
