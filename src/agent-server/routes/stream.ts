@@ -26,8 +26,18 @@ const modeList = <T extends string>(valid: readonly T[]) => {
   const one = z.string().refine((m): m is T => (valid as readonly string[]).includes(m), {
     message: `unknown stream mode; valid modes: ${valid.join(', ')}`,
   });
-  return z.union([one, z.array(one)]).optional()
-    .transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]) as T[]));
+  // The SDK sends a list as JSON (stream_mode=["a","b"]); a repeated parameter or a single mode work too.
+  const fromJson = (v: unknown) => {
+    if (typeof v !== 'string' || !v.startsWith('[')) return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      return v;
+    }
+  };
+  return z.preprocess(fromJson, z.union([one, z.array(one)], {
+    error: `unknown stream mode; valid modes: ${valid.join(', ')}`,
+  }).optional()).transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]) as T[]));
 };
 const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
 const ThreadStreamQuery = z.object({ stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]) });
