@@ -1,16 +1,23 @@
 // Stream events of the embedded store: one process owns the store, so the log lives in its memory (per run, in
 // id order) with the same semantics as the Postgres table: one id counter, readable from any point, kept for the
-// retention after the run's newest event. A restart starts an empty log.
+// retention after the run's newest event. A restart starts an empty log. Memory is bounded: past `maxBytes` of
+// event data the logs of the least recently written runs go first (a busy server keeps minutes, not hours).
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
 interface RunLog {
   threadId: string;
   events: StoredStreamEvent[];
+  bytes: number;
   lastAt: number;
 }
 
-export function embeddedStreamEvents(opts: { retentionMs: number }): StreamEventStore & { close(): Promise<void> } {
+const DEFAULT_MAX_BYTES = 256 * 1024 * 1024;
+
+export function embeddedStreamEvents(opts: { retentionMs: number; maxBytes?: number }): StreamEventStore & { close(): Promise<void> } {
+  const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
+  /** By run id, least recently written first (a run moves to the end when written). */
   const runs = new Map<string, RunLog>();
+  let totalBytes = 0;
   const threads = new Map<string, Set<string>>();
   const watchers = new Map<string, Set<() => void>>();
   let nextId = 1;
@@ -26,6 +33,14 @@ export function embeddedStreamEvents(opts: { retentionMs: number }): StreamEvent
     const keys = pendingWake;
     pendingWake = new Set();
     for (const k of keys) wake(k);
+  };
+
+  const drop = (runId: string, log: RunLog) => {
+    runs.delete(runId);
+    totalBytes -= log.bytes;
+    const set = threads.get(log.threadId);
+    set?.delete(runId);
+    if (set && !set.size) threads.delete(log.threadId);
   };
 
   /** First index with id > afterId. */
@@ -44,13 +59,20 @@ export function embeddedStreamEvents(opts: { retentionMs: number }): StreamEvent
     append(runId, threadId, event, data) {
       let log = runs.get(runId);
       if (!log) {
-        runs.set(runId, (log = { threadId, events: [], lastAt: 0 }));
+        log = { threadId, events: [], bytes: 0, lastAt: 0 };
         let set = threads.get(threadId);
         if (!set) threads.set(threadId, (set = new Set()));
         set.add(runId);
-      }
+      } else runs.delete(runId);
+      runs.set(runId, log);
       log.events.push({ id: nextId++, run_id: runId, event, data });
+      log.bytes += data.length;
+      totalBytes += data.length;
       log.lastAt = Date.now();
+      for (const [id, old] of runs) {
+        if (totalBytes <= maxBytes || id === runId) break;
+        drop(id, old);
+      }
       pendingWake.add(runId);
       pendingWake.add(`t:${threadId}`);
       if (!scheduled) {
@@ -91,12 +113,9 @@ export function embeddedStreamEvents(opts: { retentionMs: number }): StreamEvent
       const old = Date.now() - opts.retentionMs;
       let n = 0;
       for (const [runId, log] of runs) {
-        if (log.lastAt >= old) continue;
+        if (log.lastAt >= old) break;
         n += log.events.length;
-        runs.delete(runId);
-        const set = threads.get(log.threadId);
-        set?.delete(runId);
-        if (set && !set.size) threads.delete(log.threadId);
+        drop(runId, log);
       }
       return n;
     },
