@@ -22,6 +22,8 @@ export interface RouteDeps {
   engine: RunEngine;
   service: AgentService;
   keepAliveMs: number;
+  /** A stream client that takes nothing for this long is disconnected (default 60 s). */
+  streamStallMs?: number;
   version: string;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
