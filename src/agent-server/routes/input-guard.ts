@@ -20,6 +20,7 @@ const KEY_SHOWN = 40;
 // String.prototype.isWellFormed is in Node 20 but not in the ES2023 lib this project compiles against.
 type WellFormedCheck = string & { isWellFormed(): boolean };
 
+// eslint-disable-next-line no-control-regex -- NUL is one of the characters this finds
 const UNSHOWABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** The string's offending character named for a message, or null when the string is fine. */

@@ -2,7 +2,7 @@
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { ASSISTANT_SORT } from '../common.ts';
 import type { AssistantPatch, AssistantQuery, AssistantStore, AssistantVersion, IfExists, Json, NewAssistant } from '../types.ts';
-import { j, jsonFilter, pj, toAssistant, type EmbeddedContext, type Row } from './context.ts';
+import { j, jsonFilter, toAssistant, type EmbeddedContext, type Row } from './context.ts';
 
 /** A versions row has the assistant's columns but `updated_at`; it reads like an assistant row. */
 function toVersion(r: Row): AssistantVersion {

@@ -230,11 +230,23 @@ export function openContext(db: Database.Database, sql: (text: string) => Databa
   function searchWhere(table: 'a' | 't', q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>, params: unknown[]): string {
     const clauses: string[] = [];
     if (table === 'a') {
-      if (q.graph_id) (clauses.push('graph_id = ?'), params.push(q.graph_id));
-      if (q.name) (clauses.push('name LIKE ?'), params.push(`%${q.name}%`));
+      if (q.graph_id) {
+        clauses.push('graph_id = ?');
+        params.push(q.graph_id);
+      }
+      if (q.name) {
+        clauses.push('name LIKE ?');
+        params.push(`%${q.name}%`);
+      }
     } else {
-      if (q.ids?.length) (clauses.push(`thread_id IN (${q.ids.map(() => '?').join(',')})`), params.push(...q.ids));
-      if (q.status) (clauses.push('status = ?'), params.push(q.status));
+      if (q.ids?.length) {
+        clauses.push(`thread_id IN (${q.ids.map(() => '?').join(',')})`);
+        params.push(...q.ids);
+      }
+      if (q.status) {
+        clauses.push('status = ?');
+        params.push(q.status);
+      }
       clauses.push(...jsonFilter('"values"', q.values, params));
     }
     clauses.push(...jsonFilter('metadata', q.metadata, params));

@@ -94,7 +94,10 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
     async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
       const params: unknown[] = [threadId];
       let where = 'thread_id = ?';
-      if (q.status) (where += ' AND status = ?'), params.push(q.status);
+      if (q.status) {
+        where += ' AND status = ?';
+        params.push(q.status);
+      }
       return (sql(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`)
         .all(...params, q.limit, q.offset) as Row[]).map(toRun);
     },
