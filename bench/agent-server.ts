@@ -255,7 +255,7 @@ async function drive(
       } catch (err) {
         errors++;
         firstError ??= (err as Error).message.slice(0, 300);
-        if (errors > 200) throw new Error(`${target}: too many errors, first: ${firstError}`);
+        if (errors > 200) throw new Error(`${target}: too many errors, first: ${firstError}`, { cause: err });
       }
     }
   });

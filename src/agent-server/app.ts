@@ -16,6 +16,7 @@ import { loadServerExtensions, type ServerExtensions } from './http/extensions.t
 import { installDisabledGroups, prefixRewriter } from './http/settings.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { GraphRegistry } from './graphs/index.ts';
+import type { UiBundles } from './graphs/ui.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhooks.ts';
@@ -37,6 +38,8 @@ export interface AppDeps {
   webhookPolicy?: WebhookPolicy;
   /** Custom auth, custom routes and HTTP settings; read from the graphs' langgraph.json when not given. */
   extensions?: ServerExtensions;
+  /** Bundled generative UI components (langgraph.json "ui"). */
+  ui?: UiBundles;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -108,6 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     service,
     keepAliveMs: deps.keepAliveMs ?? 5_000,
     version: deps.version ?? '0.1.0',
+    ...(deps.ui ? { ui: deps.ui } : {}),
   });
   return app;
 }

@@ -6,6 +6,7 @@ import { loadServerExtensions } from './http/extensions.ts';
 import { watchKeyHashFile } from './auth/api-keys.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
+import { bundleUi } from './graphs/ui.ts';
 import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
 import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
@@ -17,6 +18,7 @@ import { createAgentService } from './service.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
+import { readThreadTtlConfig } from './storage/thread-ttl.ts';
 import type { Storage } from './storage/types.ts';
 
 export interface RunningServer {
@@ -42,14 +44,17 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   // langgraph.json "store": item TTLs and the embeddings of semantic search.
   const items = await readItemsConfig(config.configPath);
   const embedder = await loadEmbedder(items);
-  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger });
+  // langgraph.json "checkpointer.ttl": default thread TTL and how often expired threads are swept.
+  const threadTtl = await readThreadTtlConfig(config.configPath);
+  if (threadTtl.unsupported) logger.warn(threadTtl.unsupported);
+  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, threadTtl });
   const databaseUrl = config.databaseUrl;
   // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
-      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder });
+      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder, threadTtl });
     } catch (err) {
       if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
@@ -92,6 +97,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     logLevel: config.logLevel,
   });
   const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
+  // langgraph.json "ui": components bundled for the browser (a failure is reported, or refuses to start under --strict).
+  const ui = await bundleUi(config.configPath, { logger, strict: config.strict });
   // langgraph.json "auth" and "http": loaded before the store opens, so a bad auth or app path fails fast.
   const extensions = await loadServerExtensions(config.configPath, logger);
   const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter((id) => !graphs.specs.some((s) => s.graphId === id));
@@ -128,7 +135,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, webhookPolicy: webhookConfig.policy });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui, webhookPolicy: webhookConfig.policy });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.

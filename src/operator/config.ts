@@ -14,7 +14,7 @@ export const operatorCommand: CommandSpec = {
     registry: { type: 'string', description: 'Repository prefix source builds push to (e.g. registry.example.com/agents); empty: only external_docker', env: ['AGENTPLANE_REGISTRY'] },
     'push-secret': { type: 'string', description: 'dockerconfigjson Secret BuildKit pushes with', env: ['AGENTPLANE_PUSH_SECRET'] },
     'build-pull-secret': { type: 'string', description: 'dockerconfigjson Secret the BuildKit step pulls base images with (pull-only: RUN steps can read it)', env: ['AGENTPLANE_BUILD_PULL_SECRET'] },
-    'git-credentials-secret': { type: 'string', description: 'Secret with username+password (HTTPS token) and/or ssh-privatekey+known_hosts the clone step uses for private repositories', env: ['AGENTPLANE_GIT_CREDENTIALS_SECRET'] },
+    'git-credentials-prefix': { type: 'string', description: "Prefix of the per-tenant git credentials Secrets (<prefix><tenant>, labelled or annotated agentplane.dev/tenant=<tenant>; username+password and/or ssh-privatekey+known_hosts): a build clones only with its own tenant's", env: ['AGENTPLANE_GIT_CREDENTIALS_PREFIX'] },
     'build-image': { type: 'string', description: 'BuildKit rootless image', default: 'moby/buildkit:v0.16.0-rootless', env: ['AGENTPLANE_BUILD_IMAGE'] },
     'push-image': { type: 'string', description: 'Image of the push step (skopeo)', default: 'quay.io/skopeo/stable:v1.16.1', env: ['AGENTPLANE_PUSH_IMAGE'] },
     'build-cpu-request': { type: 'string', description: 'CPU request of each build container', default: '500m', env: ['AGENTPLANE_BUILD_CPU_REQUEST'] },
@@ -128,7 +128,7 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
       registry: pick('registry') ?? '',
       pushSecretName: pick('push-secret'),
       buildPullSecretName: pick('build-pull-secret'),
-      gitCredentialsSecretName: pick('git-credentials-secret'),
+      gitCredentialsSecretPrefix: pick('git-credentials-prefix'),
       buildImage: pick('build-image'),
       pushImage: pick('push-image'),
       buildResources: {

@@ -124,9 +124,11 @@ describe('ignoredConfigKeys', () => {
   it('names top-level and nested keys this server does not act on', () => {
     const json = langgraphJsonSchema.parse({
       graphs: { a: './a.ts:g' }, node_version: '20', dependencies: ['.'], store: { ttl: {}, keys: 1 }, ui: {},
+      checkpointer: { ttl: {}, serde: {} }, ui_config: { shared: [], theme: 1 },
       auth: { path: './auth.ts:auth', openapi: {} }, http: { app: './app.ts:app', configurable_headers: {} },
     });
-    expect(ignoredConfigKeys(json).sort()).toEqual(['auth.openapi', 'http.configurable_headers', 'store.keys', 'ui']);
+    expect(ignoredConfigKeys(json).sort()).toEqual(['auth.openapi', 'checkpointer.serde',
+      'http.configurable_headers', 'store.keys', 'ui_config.theme']);
   });
 });
 

@@ -1,6 +1,8 @@
 // The web console in a real browser (Debian's Chromium driven by playwright-core) against a real `agentplane dev`
 // process and a real git repository of the example agent: sign in, create, watch the build log live, chat in the
-// playground, break the build, roll back, delete. Screenshots of the main pages go to docs/images/.
+// playground, break the build, roll back, delete. Screenshots of the main pages are taken on the way: into a temporary
+// folder, or into docs/images/ with AGENTPLANE_UPDATE_SCREENSHOTS=1 (`npm run screenshots`), so a test run leaves the
+// committed ones alone.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +13,9 @@ import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-r
 import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const IMAGES = join(ROOT, 'docs/images');
+const IMAGES = process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1'
+  ? join(ROOT, 'docs/images')
+  : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 

@@ -131,6 +131,8 @@ describe('kube-apiserver double', () => {
       setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
     );
     expect((await failure(custom.getNamespacedCustomObject({ ...deps, name: dep.metadata.name }))).code).toBe(404);
+    // The revision is the garbage collector's: it goes after its owner, not with it.
+    await kube.server.gcIdle();
     expect((await failure(custom.getNamespacedCustomObject({ ...revs, name: rev.metadata.name }))).code).toBe(404);
   });
 

@@ -73,6 +73,7 @@ const setups: Record<string, () => Promise<Shared>> = {
       args: ['--store', 'kubernetes', '--namespace', 'agents'],
       env: { KUBECONFIG: kube.kubeconfig },
       leftovers: async () => {
+        await kube.server.gcIdle(); // dependents go after their owner, as on a real cluster
         const { items } = await stores[0].list('AgentDeployment', 'agents');
         const live = new Set(items.map((d) => d.metadata.uid));
         const orphan = (o: { metadata?: { name?: string; ownerReferences?: { kind: string; uid: string }[] } }) =>
@@ -137,9 +138,10 @@ for (const [kind, setup] of Object.entries(setups)) {
     });
 
     it('a stale claim does not block re-creating a deleted name', async () => {
-      // Deleted for good: the claim went with it.
+      // Deleted for good: the claim went with it (the garbage collector's, once it has run).
       const first = (await post(0, 'reborn')).json() as { id: string };
       expect((await apps[1]!.inject({ method: 'DELETE', url: `/v2/deployments/${first.id}`, headers: headers() })).statusCode).toBe(204);
+      await shared.leftovers();
       expect(await claimsOn('reborn')).toEqual([]);
       expect((await post(1, 'reborn')).statusCode).toBe(201);
 

@@ -10,6 +10,7 @@ import { join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GIT_AUTH_SCRIPT, GIT_CREDENTIALS_DIR, makeBuildJob } from '../../src/operator/runtimes/kubernetes/build-job.ts';
 import { kubernetesRuntimeConfigSchema } from '../../src/operator/runtimes/kubernetes/config.ts';
+import { gitCredentialsFor, repositoryAllowed, repositoryPath } from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 
 const TOKEN = 'ghp_secretTokenValue0123456789';
@@ -86,10 +87,10 @@ describe('git credentials for private repositories', () => {
   });
 
   it('mounts the Secret in the clone step only and names it nowhere else', () => {
-    const config = kubernetesRuntimeConfigSchema.parse({ registry: 'r.example.com/a', gitImage: 'g', baseImage: 'b', gitCredentialsSecretName: 'git-bot' });
+    const config = kubernetesRuntimeConfigSchema.parse({ registry: 'r.example.com/a', gitImage: 'g', baseImage: 'b', gitCredentialsSecretPrefix: 'git-' });
     const id = '0b6c8f1e-5d0a-4f7b-9d7e-2a7c1f0e9b11';
     const target = { namespace: 'agents', name: `ag-${id}`, deploymentId: id, tenantId: 't', owner: { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: `ag-${id}`, uid: 'u' } };
-    const job = makeBuildJob(target, { revision: `ag-${id}-r1`, repoUrl: 'https://git.example.com/private.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, config);
+    const job = makeBuildJob(target, { revision: `ag-${id}-r1`, repoUrl: 'https://git.example.com/private.git', repoRef: 'main', graphConfigPath: 'langgraph.json', gitCredentialsSecret: 'git-bot' }, config);
     validateK8s(job);
     const pod = job.spec!.template.spec!;
     const mounts = (c: { volumeMounts?: { name: string }[] }) => (c.volumeMounts ?? []).map((m) => m.name);
@@ -101,5 +102,49 @@ describe('git credentials for private repositories', () => {
     // Unconfined AppArmor for BuildKit, as the field (1.30+) and as the annotation older servers read.
     expect(pod.initContainers![1]!.securityContext!.appArmorProfile).toEqual({ type: 'Unconfined' });
     expect(job.spec!.template.metadata!.annotations).toEqual({ 'container.apparmor.security.beta.kubernetes.io/build': 'unconfined' });
+  });
+});
+
+describe('which repositories a tenant credential covers', () => {
+  it.each([
+    ['https://GitHub.com/acme/app.git', 'github.com/acme/app'],
+    ['https://user@github.com/acme/app', 'github.com/acme/app'],
+    ['https://git.example.com:8443/acme/app.git', 'git.example.com:8443/acme/app'],
+    ['ssh://git@github.com/acme/app.git', 'github.com/acme/app'],
+    ['git@github.com:acme/app.git', 'github.com/acme/app'],
+    ['https://github.com/acme/../evil/app.git', 'github.com/evil/app'],
+    ['git@github.com:acme/../evil/app.git', undefined],
+    ['https://github.com/acme%2F..%2Fevil/app.git', undefined],
+    ['file:///srv/repo.git', undefined],
+    ['ext::sh -c touch% /tmp/x', undefined],
+    ['https://github.com/', undefined],
+  ])('%s -> %s', (url, path) => {
+    expect(repositoryPath(url)).toBe(path);
+  });
+
+  it.each([
+    ['github.com/acme/app', 'github.com/acme', true],
+    ['github.com/acme/app', 'GitHub.com/acme/', true],
+    ['github.com/acme/app', 'https://github.com/acme/app.git', true],
+    ['github.com/acme-evil/app', 'github.com/acme', false],
+    ['github.com.evil.net/acme/app', 'github.com', false],
+    ['github.com/acme/app', 'gitlab.com/acme, github.com/acme', true],
+    ['github.com/other/app', 'github.com/acme github.com/acme2', false],
+  ])('%s under "%s": %s', (repo, scopes, allowed) => {
+    expect(repositoryAllowed(repo, scopes)).toBe(allowed);
+  });
+
+  it('uses a Secret only for the tenant it names, and within its scope', () => {
+    const secret = (meta: Record<string, any>) => ({ metadata: { name: 'git-t', ...meta } });
+    const url = 'https://github.com/acme/app.git';
+    expect(gitCredentialsFor(undefined, 't', url)).toHaveProperty('reason');
+    expect(gitCredentialsFor(secret({}), 't', url)).toHaveProperty('reason');
+    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 'other' } }), 't', url)).toHaveProperty('reason');
+    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({ name: 'git-t' });
+    expect(gitCredentialsFor(secret({ annotations: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({ name: 'git-t' });
+    const scoped = secret({ annotations: { 'agentplane.dev/tenant': 't', 'agentplane.dev/git-repositories': 'github.com/acme' } });
+    expect(gitCredentialsFor(scoped, 't', url)).toEqual({ name: 'git-t' });
+    expect(gitCredentialsFor(scoped, 't', 'https://github.com/other/app.git')).toHaveProperty('reason');
+    expect(gitCredentialsFor(scoped, 't', 'not a url')).toHaveProperty('reason');
   });
 });

@@ -17,6 +17,8 @@ const config = kubernetesRuntimeConfigSchema.parse({
   gitImage: 'agentplane:test',
   baseImage: 'agentplane:test',
   pushSecretName: 'registry-push',
+  gitCredentialsSecretPrefix: 'git-',
+  imagePullSecrets: ['regcred'],
   ingress: { baseDomain: 'agents.example.com', allowedCustomDomains: ['bots.acme.io'] },
 });
 const id = '3c1d7e2a-9b8f-4a6e-8d5c-1f2e3a4b5c6d';
@@ -107,6 +109,9 @@ describe('secret_references', () => {
     ['a control-plane secret set', ref('team-set'), secret('team-set', { ...mine, 'agentplane.dev/deployment': 'ag-x' }), /managed by agentplane/],
     ['the tenant keys Secret', ref(tenantKeysSecretName('tenant-a')), secret(tenantKeysSecretName('tenant-a'), mine), /managed by agentplane/],
     ['a token Secret', ref('sa-token'), secret('sa-token', mine, { type: 'kubernetes.io/service-account-token' }), /managed by agentplane/],
+    ["the tenant's own git credentials (build-only)", ref('git-tenant-a', 'password'), secret('git-tenant-a', mine), /managed by agentplane/],
+    ['an image pull secret, even labelled', ref('regcred'), secret('regcred', mine), /managed by agentplane/],
+    ['a pull secret copy in a tenant namespace', ref('other'), secret('other', { ...mine, 'app.kubernetes.io/managed-by': 'agentplane-operator', 'agentplane.dev/pull-secret-copy': 'true' }), /managed by agentplane/],
     ['a key the Secret lacks', ref('a-env', 'missing'), secret('a-env', mine), /no key "missing"/],
   ])('refuses %s', (_what, r, s, message) => {
     const problem = secretReferenceViolation(r, s, 'tenant-a', config);

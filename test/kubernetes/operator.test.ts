@@ -168,6 +168,30 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     await op.close(); // nothing else may write meanwhile
     expect(await secondPassWrites(name, [r1])).toEqual([]);
   });
+
+  it('never writes onto a Deployment being deleted, and recreates it once it is gone', async () => {
+    const before = peek('apps', 'deployments', name)!;
+    const release = cluster.api.holdGarbageCollection();
+    // kubectl delete --cascade=foreground: the Deployment waits, with a deletionTimestamp, for its ReplicaSets.
+    const apps = cluster.kubeConfig.makeApiClient((await import('@kubernetes/client-node')).AppsV1Api);
+    // Someone changed it too, so the operator has something it would want to write back.
+    const cur = await apps.readNamespacedDeployment({ name, namespace: NS });
+    await apps.replaceNamespacedDeployment({ name, namespace: NS, body: { ...cur, spec: { ...cur.spec!, replicas: 5 } } });
+    await apps.deleteNamespacedDeployment({ name, namespace: NS, propagationPolicy: 'Foreground' });
+    expect(peek('apps', 'deployments', name)!.metadata.deletionTimestamp).toBeTruthy();
+    const seen = cluster.api.requests.length;
+    op = startKubernetesOperator(config(), logger);
+    // The operator reads it (and retries) but sends it nothing.
+    await until('the dying Deployment read twice', () => cluster.api.requests.slice(seen).filter((r) => r === `GET /apis/apps/v1/namespaces/${NS}/deployments/${name}`).length >= 2);
+    expect(writes(seen).filter((r) => r.includes(`/deployments/${name}`))).toEqual([]);
+    release();
+    const recreated = await until('a new Deployment', () => {
+      const d = peek('apps', 'deployments', name);
+      return d && d.metadata.uid !== before.metadata.uid ? d : undefined;
+    }, 30_000);
+    expect(recreated.metadata.deletionTimestamp).toBeUndefined();
+    expect(recreated.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
+  });
 });
 
 describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
@@ -284,7 +308,8 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   it('deleting the AgentDeployment garbage-collects every child through owner references', async () => {
     await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
-    for (const [group, plural, child] of [
+    // The garbage collector removes dependents after their owner, not with it.
+    const children = [
       ['apps', 'deployments', name],
       ['apps', 'statefulsets', `${name}-postgres`],
       ['', 'services', name],
@@ -295,9 +320,9 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       ['networking.k8s.io', 'networkpolicies', `${name}-build`],
       ['networking.k8s.io', 'networkpolicies', `${name}-agent`],
       ['agentplane.dev', 'agentrevisions', rev(3)],
-    ] as const) {
-      expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
-    }
+    ] as const;
+    await until('every child collected', () => children.every(([group, plural, child]) => !peek(group, plural, child)));
+    for (const [group, plural, child] of children) expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
   });
 });
 
@@ -551,6 +576,33 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
     for (const [g, p, n] of children) expect(inTenant(g, p, n), `${p}/${n}`).toBeUndefined();
     expect(cluster.api.peek('', 'namespaces', '', tenantNs)).toBeDefined(); // other deployments of the tenant may use it
+  });
+
+  it('waits while the tenant namespace terminates, then deploys into a new one', async () => {
+    const old = cluster.api.peek('', 'namespaces', '', tenantNs)!;
+    const release = cluster.api.holdGarbageCollection();
+    await core.deleteNamespace({ name: tenantNs });
+    const id = '4d5e6f70-8192-4a3b-8c4d-5e6f70819203';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    const seen = cluster.api.requests.length;
+    await applyDeployment(manifest);
+    // The operator looks at the namespace, sees it terminating, and writes nothing into it.
+    await until('the namespace read twice (a retry)', () => cluster.api.requests.slice(seen).filter((r) => r === `GET /api/v1/namespaces/${tenantNs}`).length >= 2);
+    expect(cluster.api.requests.slice(seen).filter((r) => r.startsWith('POST') && r.includes(`/namespaces/${tenantNs}/`))).toEqual([]);
+    expect(phaseOf(`${name}-r1`)).not.toBe('DEPLOY_FAILED');
+    release();
+    await until('a new tenant namespace with the children', () => {
+      const ns = cluster.api.peek('', 'namespaces', '', tenantNs);
+      return ns && ns.metadata.uid !== old.metadata.uid && cluster.api.peek('apps', 'deployments', tenantNs, name);
+    }, 30_000);
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
   });
 
   it("checks ServiceAccounts and Secrets in the tenant's namespace", async () => {

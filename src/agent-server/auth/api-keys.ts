@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
 import { isInternalCall } from '../platform/internal-call.ts';
+import { isUiAssetRequest } from '../routes/ui.ts';
 
 /** The file's shape: `{"hashes": ["<sha256 hex of a key>", ...]}`. */
 export const keyHashFileSchema = z.object({
@@ -69,7 +70,7 @@ export function requireApiKey(app: FastifyInstance, verifier: KeyVerifier): void
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'OPTIONS') return;
     const path = req.url.split('?', 1)[0]!;
-    if (OPEN_PATHS.has(path)) return;
+    if (OPEN_PATHS.has(path) || isUiAssetRequest(req.method, path)) return;
     // Graph code calling its own server (`new Client()` without arguments) holds no key but this process's token.
     if (isInternalCall(req.headers)) return;
     const header = req.headers['x-api-key'];

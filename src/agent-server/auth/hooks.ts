@@ -7,6 +7,7 @@ import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import { AuthHandlerError, AuthHttpError, matchesFilters, type AuthFilters, type CustomAuth, type RequestAuth } from './custom.ts';
 import { routeEvent } from './events.ts';
+import { isUiAssetRequest } from '../routes/ui.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -37,7 +38,8 @@ export function toFetchRequest(req: FastifyRequest, body?: Uint8Array | null): R
 }
 
 export function isOpenPath(req: FastifyRequest): boolean {
-  return req.method === 'OPTIONS' || OPEN_PATHS.has(req.url.split('?', 1)[0]!);
+  const path = req.url.split('?', 1)[0]!;
+  return req.method === 'OPTIONS' || OPEN_PATHS.has(path) || isUiAssetRequest(req.method, path);
 }
 
 /** Runs `authenticate`; answers the request itself (and returns false) when it refuses or fails. */

@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { v5 as uuidv5 } from 'uuid';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { withGraphContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
 import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
@@ -195,6 +196,10 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
     throw new GraphConfigError(
       `graph "${spec.graphId}": ${spec.path} has no export "${spec.exportName}" (exports: ${names.join(', ') || 'none'})`,
     );
+  }
+  // Runs' store wrapper of this project's LangGraph copy: event-driven instead of polling (platform/batched-store.ts).
+  if (install && !(await patchBatchedStoreOf(install.dir))) {
+    logger.debug({ graph_id: spec.graphId }, 'AsyncBatchedStore of this LangGraph copy left as is (unexpected shape)');
   }
   let exported = mod[spec.exportName];
   // A module may export a promise of a graph (top-level async setup).

@@ -13,6 +13,8 @@ import { runRoutes } from './runs.ts';
 import { storeRoutes } from './store.ts';
 import { streamRoutes } from './stream.ts';
 import { threadRoutes } from './threads.ts';
+import { uiRoutes } from './ui.ts';
+import { NO_UI, type UiBundles } from '../graphs/ui.ts';
 
 export interface RouteDeps {
   storage: Storage;
@@ -21,6 +23,8 @@ export interface RouteDeps {
   service: AgentService;
   keepAliveMs: number;
   version: string;
+  /** Bundled generative UI components of langgraph.json "ui". */
+  ui?: UiBundles;
 }
 
 export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
@@ -39,6 +43,7 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
     storage: deps.storage.kind,
     graphs: deps.graphs.specs.map((s) => s.graphId),
     graph_errors: deps.graphs.failures,
+    ...(Object.keys(deps.ui?.failures ?? {}).length ? { ui_errors: deps.ui!.failures } : {}),
     flags: { assistants: true, crons: true, langsmith: false, store: true },
   }));
   await app.register(assistantRoutes(deps));
@@ -47,4 +52,5 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(streamRoutes(deps));
   await app.register(storeRoutes(deps));
   await app.register(cronRoutes(deps));
+  await app.register(uiRoutes({ ...deps, ui: deps.ui ?? NO_UI }));
 }

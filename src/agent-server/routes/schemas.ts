@@ -1,6 +1,7 @@
 // Request schemas (zod) for every route; fastify-type-provider-zod validates with them and the OpenAPI
 // document is generated from them. Field names and enums follow the platform's API and today's SDK.
 import { z } from 'zod';
+import { MAX_THREAD_TTL_MINUTES } from '../storage/thread-ttl.ts';
 
 /** after_seconds: a run may be scheduled at most one year (365 days) ahead. */
 export const MAX_AFTER_SECONDS = 31_536_000;
@@ -105,9 +106,15 @@ export const JoinQuery = z.object({ cancel_on_disconnect: boolish.default(false)
 
 /** Thread time-to-live: minutes after which the thread is deleted (a bare number means strategy delete). */
 export const ThreadTtl = z.union([
-  z.number().positive(),
-  z.object({ ttl: z.number().positive(), strategy: z.literal('delete').default('delete') }),
+  z.number().positive().max(MAX_THREAD_TTL_MINUTES),
+  z.object({ ttl: z.number().positive().max(MAX_THREAD_TTL_MINUTES), strategy: z.literal('delete').default('delete') }),
 ]);
+
+/** Minutes of a thread `ttl` as the SDK sends it (`{ttl, strategy}` or a bare number). */
+export function ttlMinutes(ttl: z.infer<typeof ThreadTtl> | null | undefined): number | undefined {
+  if (ttl == null) return undefined;
+  return typeof ttl === 'number' ? ttl : ttl.ttl;
+}
 
 const Superstep = z.object({
   updates: z.array(z.object({ values: z.unknown().optional(), command: Command.nullish(), as_node: z.string() })),

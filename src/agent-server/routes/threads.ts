@@ -18,6 +18,7 @@ import {
   ThreadParams,
   ThreadPatch,
   ThreadSearch,
+  ttlMinutes,
 } from './schemas.ts';
 
 function select<T extends object>(rows: T[], fields: string[] | null | undefined): Partial<T>[] {
@@ -38,7 +39,7 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
     }
     const existed = body.thread_id ? (await storage.threads.get(thread_id)) !== null : false;
-    const thread = await storage.threads.create({ thread_id, metadata }, body.if_exists ?? 'raise');
+    const thread = await storage.threads.create({ thread_id, metadata, ttl_minutes: ttlMinutes(body.ttl) }, body.if_exists ?? 'raise');
     try {
       for (const step of body.supersteps ?? []) {
         for (const u of step.updates) {
@@ -98,7 +99,7 @@ export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
 
   app.patch('/threads/:thread_id', { schema: { params: ThreadParams, body: ThreadPatch } }, async (req) => {
     const id = req.params.thread_id;
-    return service.onThread(id, () => storage.threads.patch(id, { metadata: req.body.metadata ?? {} }));
+    return service.onThread(id, () => storage.threads.patch(id, { metadata: req.body.metadata ?? {}, ttl_minutes: ttlMinutes(req.body.ttl) }));
   });
 
   app.delete('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req, reply) => {

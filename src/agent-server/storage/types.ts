@@ -108,6 +108,8 @@ export interface AssistantPatch {
 export interface NewThread {
   thread_id: string;
   metadata: Json;
+  /** Minutes of inactivity after which the sweeper deletes the thread; absent: the store's default (see thread-ttl.ts). */
+  ttl_minutes?: number | null;
 }
 
 export interface NewRun {
@@ -165,8 +167,8 @@ export type AssistantVersion = Omit<Assistant, 'updated_at'>;
 export interface ThreadStore {
   create(t: NewThread, ifExists: IfExists): Promise<Thread>;
   get(id: string): Promise<Thread | null>;
-  /** Merges metadata. */
-  patch(id: string, patch: { metadata?: Json }): Promise<Thread>;
+  /** Merges metadata; a `ttl_minutes` replaces the thread's TTL. */
+  patch(id: string, patch: { metadata?: Json; ttl_minutes?: number }): Promise<Thread>;
   /** Deletes the thread, its runs and its checkpoints; NotFoundError when unknown. */
   delete(id: string): Promise<void>;
   search(q: ThreadQuery): Promise<Thread[]>;
@@ -175,6 +177,11 @@ export interface ThreadStore {
   copy(id: string, newId: string): Promise<Thread>;
   /** After a state update outside a run: store the new values and status unless a run is in flight. */
   setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json): Promise<void>;
+  /**
+   * Deletes (with their runs and checkpoints) up to `limit` threads whose TTL has run out since their last update
+   * and that have no run pending or running; returns their ids. See thread-ttl.ts for the rule.
+   */
+  sweepExpired(limit: number): Promise<string[]>;
 }
 
 export interface RunStore {

@@ -3,7 +3,7 @@
 // a problem to report (a message) or undefined.
 
 /** C0 controls and DEL; NUL is refused everywhere, these in fields that are names, refs, paths or URLs. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this rejects
+// eslint-disable-next-line no-control-regex -- control characters are what this rejects
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 export const MAX_SECRET_NAME = 256;

@@ -29,8 +29,12 @@ const RBAC_KINDS: Record<string, [string, string]> = {
 };
 const CHART_LABEL = 'app.kubernetes.io/instance';
 
-export async function startCluster(namespace = 'agents', opts: { historyLimit?: number; rbac?: boolean; tls?: boolean; bookmarkMs?: number } = {}): Promise<TestCluster> {
-  const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds'), ...opts });
+export async function startCluster(
+  namespace = 'agents',
+  opts: { historyLimit?: number; rbac?: boolean; tls?: boolean; bookmarkMs?: number; gcDelayMs?: number } = {},
+): Promise<TestCluster> {
+  // The release namespace exists before the chart is installed (helm install --create-namespace).
+  const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds'), namespaces: [namespace], ...opts });
   registerBuiltinKinds(api.registry);
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));

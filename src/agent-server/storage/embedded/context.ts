@@ -160,7 +160,9 @@ export interface EmbeddedContext {
   orderBy(q: { sort_by?: string; sort_order?: string }, allowed: Set<string>): string;
 }
 
-function hotStatements(sql: (text: string) => Database.Statement) {
+/** `threadTtl`: ttl_minutes of threads inserted without one (a number checked by the caller, or null). */
+function hotStatements(sql: (text: string) => Database.Statement, threadTtl: number | null) {
+  const ttl = threadTtl === null || !Number.isFinite(threadTtl) ? 'NULL' : String(threadTtl);
   return {
     getAssistant: sql('SELECT * FROM ap_assistants WHERE assistant_id = ?'),
     getThread: sql('SELECT * FROM ap_threads WHERE thread_id = ?'),
@@ -168,7 +170,7 @@ function hotStatements(sql: (text: string) => Database.Statement) {
     inflight: sql(`SELECT * FROM ap_runs WHERE thread_id = ? AND status IN ('pending','running') ORDER BY seq`),
     hasPending: sql(`SELECT 1 FROM ap_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1`),
     insertThread: sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata,
-      status, config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL)`),
+      status, config, "values", interrupts, error, ttl_minutes) VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL, ${ttl})`),
     insertRun: sql(`INSERT INTO ap_runs (run_id, thread_id, assistant_id, created_at, updated_at, metadata,
       status, kwargs, multitask_strategy, not_before) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`),
     claimable: sql(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending'
@@ -187,13 +189,14 @@ function hotStatements(sql: (text: string) => Database.Statement) {
 }
 
 /** The shared context over an open connection whose schema (ours and the saver's) exists. */
-export function openContext(db: Database.Database, sql: (text: string) => Database.Statement, emitter: EventEmitter): EmbeddedContext {
+export function openContext(db: Database.Database, sql: (text: string) => Database.Statement, emitter: EventEmitter,
+  threadTtlDefault: number | null = null): EmbeddedContext {
   // IMMEDIATE: take the write lock up front. A transaction that reads and then writes could otherwise fail at once
   // (SQLITE_BUSY, no busy wait) when an executor thread's connection committed checkpoints in between.
   const txFn = db.transaction((fn: () => unknown) => fn());
   const inTx = <T>(fn: () => T): T => txFn.immediate(fn) as T;
   const emit = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
-  const st = hotStatements(sql);
+  const st = hotStatements(sql, threadTtlDefault);
   const now = () => isoNow();
 
   function requireThread(id: string): Row {

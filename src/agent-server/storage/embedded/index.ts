@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
+import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
 import type { ItemStore, Storage } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
@@ -24,6 +25,8 @@ export interface EmbeddedOptions {
   items?: ItemsConfig;
   embedder?: Embedder;
   logger?: Logger;
+  /** langgraph.json "checkpointer.ttl": default thread TTL and sweep interval. */
+  threadTtl?: ThreadTtlConfig;
 }
 
 /**
@@ -81,6 +84,11 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
     db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
   }
+  // Thread TTL (thread-ttl.ts): minutes, counted from updated_at; files made before it lack the column.
+  if (!(db.prepare(`PRAGMA table_info(ap_threads)`).all() as Row[]).some((c) => c.name === 'ttl_minutes')) {
+    db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_minutes REAL');
+  }
+  db.exec(`CREATE INDEX IF NOT EXISTS ap_threads_ttl ON ap_threads (updated_at) WHERE ttl_minutes IS NOT NULL`);
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
@@ -91,7 +99,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   saver.init();
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
-  const ctx = openContext(db, sql, emitter);
+  const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
+  const ctx = openContext(db, sql, emitter, threadTtl.defaultMinutes);
   const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
@@ -101,12 +110,15 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
+  const threads = embeddedThreads(ctx);
+  const stopThreadSweeper = startThreadSweeper(threads, threadTtl, opts.logger);
+
   return {
     kind: 'embedded',
     checkpointer: saver,
     checkpointerSource: { kind: 'embedded', file, items: itemsConfig },
     assistants: embeddedAssistants(ctx),
-    threads: embeddedThreads(ctx),
+    threads,
     runs,
     crons: embeddedCrons(ctx, runs),
     items,
@@ -117,6 +129,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);
+      stopThreadSweeper();
       db.close();
       releaseOwnership();
     },

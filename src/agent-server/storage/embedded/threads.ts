@@ -16,6 +16,8 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
         }
         const ts = now();
         st.insertThread.run(t.thread_id, ts, ts, ts, j(t.metadata));
+        // An explicit TTL replaces the default the insert statement wrote.
+        if (t.ttl_minutes != null) sql('UPDATE ap_threads SET ttl_minutes = ? WHERE thread_id = ?').run(t.ttl_minutes, t.thread_id);
         return toThread(st.getThread.get(t.thread_id) as Row);
       });
     },
@@ -23,11 +25,11 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
       const r = st.getThread.get(id) as Row | undefined;
       return r ? toThread(r) : null;
     },
-    async patch(id: string, p: { metadata?: Json }) {
+    async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       return inTx(() => {
         const cur = toThread(requireThread(id));
-        sql('UPDATE ap_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?').run(
-          j({ ...cur.metadata, ...p.metadata }), now(), id);
+        sql('UPDATE ap_threads SET metadata = ?, updated_at = ?, ttl_minutes = coalesce(?, ttl_minutes) WHERE thread_id = ?').run(
+          j({ ...cur.metadata, ...p.metadata }), now(), p.ttl_minutes ?? null, id);
         return toThread(st.getThread.get(id) as Row);
       });
     },
@@ -47,6 +49,23 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
       // Workers holding a deleted run stop it; their finish() then finds nothing to update.
       for (const run_id of running) emit({ type: 'cancel', run_id, action: 'interrupt' });
       for (const run_id of deleted) emit({ type: 'run_done', run_id });
+    },
+    async sweepExpired(limit: number) {
+      // One transaction: a run created after the check would find its thread gone (and answer 404), never run on it.
+      return inTx(() => {
+        const rows = sql(`SELECT thread_id FROM ap_threads t WHERE ttl_minutes IS NOT NULL AND status <> 'busy'
+          AND julianday(updated_at) + ttl_minutes / 1440.0 < julianday(?)
+          AND NOT EXISTS (SELECT 1 FROM ap_runs r WHERE r.thread_id = t.thread_id AND r.status IN ('pending','running'))
+          LIMIT ?`).all(now(), limit) as Row[];
+        const ids = rows.map((r) => r.thread_id as string);
+        for (const id of ids) {
+          sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
+          sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
+          sql('DELETE FROM writes WHERE thread_id = ?').run(id);
+          sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
+        }
+        return ids;
+      });
     },
     async search(q: ThreadQuery) {
       const params: unknown[] = [];

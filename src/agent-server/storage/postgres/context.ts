@@ -7,6 +7,7 @@ import { NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { isoNow } from '../common.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
+import type { ThreadTtlConfig } from '../thread-ttl.ts';
 import { threadErrorAfter, threadStatusAfter, threadStatusAfterRemoval, type CancelEffect } from '../run-rules.ts';
 import type { Assistant, AssistantQuery, CancelAction, Json, RunOutcome, RunRecord, RunStatus, StorageEvent, Thread, ThreadQuery } from '../types.ts';
 
@@ -22,6 +23,8 @@ export interface PostgresOptions {
   /** langgraph.json "store" (TTL, semantic index) and its loaded embeddings. */
   items?: ItemsConfig;
   embedder?: Embedder;
+  /** langgraph.json "checkpointer.ttl": default thread TTL and sweep interval. */
+  threadTtl?: ThreadTtlConfig;
 }
 
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change

@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
+import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
 import type { ItemStore, Storage } from '../types.ts';
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
@@ -43,6 +44,8 @@ CREATE TABLE IF NOT EXISTS ${s}.runs (
   metadata jsonb NOT NULL, status text NOT NULL, kwargs jsonb NOT NULL, multitask_strategy text NOT NULL,
   attempt integer NOT NULL DEFAULT 0, worker_id text, lease_expires_at timestamptz, cancel_action text, error jsonb);
 ALTER TABLE ${s}.runs ADD COLUMN IF NOT EXISTS not_before timestamptz;
+ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_minutes double precision;
+CREATE INDEX IF NOT EXISTS threads_ttl ON ${s}.threads (updated_at) WHERE ttl_minutes IS NOT NULL;
 CREATE TABLE IF NOT EXISTS ${s}.assistant_versions (
   assistant_id uuid NOT NULL, version integer NOT NULL, graph_id text NOT NULL, config jsonb NOT NULL,
   context jsonb NOT NULL, metadata jsonb NOT NULL, name text NOT NULL, description text,
@@ -91,6 +94,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   pool.on('error', (err) => opts.logger?.warn({ err }, 'idle postgres client failed'));
   const saver = new FewerTripsPostgresSaver(pool, undefined, { schema: s });
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
+  const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
   let semantic = !!(opts.embedder && itemsConfig.index);
   if (semantic && !(await pgvectorAvailable(pool))) {
     semantic = false;
@@ -101,7 +105,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const pgStore = newPostgresStore(opts.databaseUrl, s, itemsConfig, semantic ? opts.embedder : undefined);
 
   try {
-    await migrate(pool, s, saver, pgStore);
+    await migrate(pool, s, saver, pgStore, threadTtl);
   } catch (err) {
     await pgStore.stop().catch(() => undefined);
     await pool.end().catch(() => undefined);
@@ -119,12 +123,15 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
+  const threads = postgresThreads(ctx);
+  const stopThreadSweeper = startThreadSweeper(threads, threadTtl, opts.logger);
+
   return {
     kind: 'postgres',
     checkpointer: saver,
     checkpointerSource: { kind: 'postgres', databaseUrl: opts.databaseUrl, schema: s, items: itemsConfig, semantic },
     assistants: postgresAssistants(ctx),
-    threads: postgresThreads(ctx),
+    threads,
     runs,
     crons: postgresCrons(ctx, runs),
     items,
@@ -135,6 +142,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);
+      stopThreadSweeper();
       await ctx.listener.close();
       await pgStore.stop();
       await pool.end();
@@ -142,13 +150,21 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   };
 }
 
-async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: PostgresStore): Promise<void> {
+/** SQL literal of a default thread TTL (a number from validated config), or NULL. */
+function ttlLiteral(minutes: number | null): string {
+  return minutes !== null && Number.isFinite(minutes) ? String(minutes) : 'NULL';
+}
+
+async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: PostgresStore, threadTtl: ThreadTtlConfig): Promise<void> {
   const c = await pool.connect();
   try {
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
       await c.query(schemaSql(s));
       await c.query(cronsSchemaSql(s));
+      // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
+      // processes of one deployment share its langgraph.json, so they agree on it.
+      await c.query(`ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`);
       await saver.setup();
       await pgStore.setup();
     } finally {

@@ -9,8 +9,12 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
 
   return {
     async create(t: NewThread, ifExists: IfExists) {
-      const { rows } = await pool.query(named('thread_create', `INSERT INTO ${s}.threads (thread_id, metadata)
-        VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLS}`, [t.thread_id, JSON.stringify(t.metadata)]));
+      // Without a TTL of its own the thread gets the column default (langgraph.json's default_ttl, see index.ts).
+      const { rows } = t.ttl_minutes != null
+        ? await pool.query(`INSERT INTO ${s}.threads (thread_id, metadata, ttl_minutes) VALUES ($1, $2, $3)
+          ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLS}`, [t.thread_id, JSON.stringify(t.metadata), t.ttl_minutes])
+        : await pool.query(named('thread_create', `INSERT INTO ${s}.threads (thread_id, metadata)
+          VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLS}`, [t.thread_id, JSON.stringify(t.metadata)]));
       if (rows[0]) return toThread(rows[0]);
       if (ifExists === 'raise') throw new ConflictError(`Thread ${t.thread_id} already exists`);
       const existing = await this.get(t.thread_id);
@@ -21,9 +25,10 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
       const { rows } = await pool.query(named('thread_get', `SELECT ${THREAD_COLS} FROM ${s}.threads WHERE thread_id = $1`, [id]));
       return rows[0] ? toThread(rows[0]) : null;
     },
-    async patch(id: string, p: { metadata?: Json }) {
-      const { rows } = await pool.query(`UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now()
-        WHERE thread_id = $1 RETURNING *`, [id, JSON.stringify(p.metadata ?? {})]);
+    async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
+      const { rows } = await pool.query(`UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now(),
+        ttl_minutes = coalesce($3::float8, ttl_minutes) WHERE thread_id = $1 RETURNING ${THREAD_COLS}`,
+        [id, JSON.stringify(p.metadata ?? {}), p.ttl_minutes ?? null]);
       if (!rows[0]) throw new NotFoundError(`Thread with ID ${id} not found`);
       return toThread(rows[0]);
     },
@@ -39,6 +44,23 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
         // Workers holding a deleted run stop it; their finish() then finds nothing to update.
         for (const run_id of ids) await notify(c, { type: 'cancel', run_id, action: 'interrupt' });
         for (const r of rows) await notify(c, { type: 'run_done', run_id: r.run_id as string });
+      });
+    },
+    async sweepExpired(limit: number) {
+      return tx(async (c) => {
+        // Rows a run is being created on are locked by that transaction and skipped: the next sweep sees them busy.
+        const { rows } = await c.query(`SELECT thread_id FROM ${s}.threads t WHERE ttl_minutes IS NOT NULL
+          AND status <> 'busy' AND updated_at + ttl_minutes * interval '1 minute' < now()
+          AND NOT EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = t.thread_id AND r.status IN ('pending','running'))
+          LIMIT $1 FOR UPDATE SKIP LOCKED`, [limit]);
+        const ids = rows.map((r) => r.thread_id as string);
+        if (!ids.length) return ids;
+        await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])`, [ids]);
+        await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
+        for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
+          await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [ids]);
+        }
+        return ids;
       });
     },
     async search(q: ThreadQuery) {

@@ -301,7 +301,7 @@ class KubernetesStore implements ControlPlaneStore {
   private keyFromSecret(s: V1Secret): (ApiKeyRecord & { hash: string; secretName: string }) | undefined {
     const d = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
     if (!d.hash || !s.metadata?.name) return undefined;
-    let tenants: string[] = [];
+    let tenants: string[];
     try {
       tenants = JSON.parse(d.tenants ?? '[]') as string[];
     } catch {

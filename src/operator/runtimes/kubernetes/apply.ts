@@ -43,6 +43,9 @@ export function overlay(current: unknown, desired: unknown): unknown {
 
 export type ApplyResult<T> = { object: T; wrote: boolean };
 
+/** apply() met the object with a deletionTimestamp: the caller retries later. */
+export class BeingDeletedError extends Error {}
+
 export const ANNOTATION_OWNED = 'agentplane.dev/owned-fields';
 
 /** The paths of a value: objects keep their keys, anything else (arrays included, replaced whole) becomes 1. */
@@ -102,6 +105,9 @@ export async function apply<T extends { metadata?: Json }>(ops: ObjectOps<T>, de
       }
     }
     const cur = current as Json;
+    // An object being deleted (a foreground deletion waiting for its dependents, a finalizer) is never written:
+    // it is going away whatever we write. Failing lets the reconcile retry and create it afresh once it is gone.
+    if (cur.metadata?.deletionTimestamp) throw new BeingDeletedError(`${name} in ${namespace} is being deleted; it is recreated once it is gone`);
     const same =
       contains(cur.metadata?.labels ?? {}, dMeta.labels ?? {}) &&
       contains(cur.metadata?.annotations ?? {}, dMeta.annotations ?? {}) &&

@@ -21,6 +21,8 @@ export type BuildInput = {
   graphConfigPath: string;
   installCommand?: string | null;
   buildCommand?: string | null;
+  /** The tenant's git credentials Secret this build may use (see git-credentials.ts); none: anonymous clone. */
+  gitCredentialsSecret?: string;
 };
 
 export const BUILD_CONTAINER = 'build';
@@ -143,12 +145,12 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 { name: 'DOCKERFILE', value: dockerfile },
                 { name: 'GIT_TERMINAL_PROMPT', value: '0' },
                 { name: 'HOME', value: '/tmp' },
-                ...(config.gitCredentialsSecretName ? [{ name: 'GIT_CREDENTIALS_DIR', value: GIT_CREDENTIALS_DIR }] : []),
+                ...(build.gitCredentialsSecret ? [{ name: 'GIT_CREDENTIALS_DIR', value: GIT_CREDENTIALS_DIR }] : []),
               ],
               resources,
               volumeMounts: [
                 { name: 'workspace', mountPath: '/workspace' },
-                ...(config.gitCredentialsSecretName ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }] : []),
+                ...(build.gitCredentialsSecret ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }] : []),
               ],
               securityContext: restricted,
             },
@@ -207,7 +209,7 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
             ...(config.buildPullSecretName ? [dockerConfigVolume('pull-secret', config.buildPullSecretName)] : []),
             ...(config.pushSecretName ? [dockerConfigVolume('push-secret', config.pushSecretName)] : []),
             // 0440 with the pod's fsGroup: readable by the clone step's user only through its group.
-            ...(config.gitCredentialsSecretName ? [{ name: 'git-credentials', secret: { secretName: config.gitCredentialsSecretName, defaultMode: 0o440 } }] : []),
+            ...(build.gitCredentialsSecret ? [{ name: 'git-credentials', secret: { secretName: build.gitCredentialsSecret, defaultMode: 0o440 } }] : []),
           ],
         },
       },

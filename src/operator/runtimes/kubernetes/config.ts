@@ -18,11 +18,12 @@ export const kubernetesRuntimeConfigSchema = z.object({
    */
   buildPullSecretName: z.string().min(1).optional(),
   /**
-   * Secret (in the operator's namespace) the clone step authenticates to git with: `username` + `password` (an
-   * HTTPS token, given to git through GIT_ASKPASS) and/or `ssh-privatekey` + `known_hosts` (SSH URLs). Every
-   * tenant's builds may use it, so it should only read repositories all of them may build.
+   * Prefix of the per-tenant git credentials Secrets in the build namespace: a build of tenant T clones with the
+   * Secret `<prefix><T>` (named like a tenant namespace) when it says it belongs to T and its
+   * `agentplane.dev/git-repositories` (if set) covers the repository; with `username` + `password` (an HTTPS token,
+   * given to git through GIT_ASKPASS) and/or `ssh-privatekey` + `known_hosts`. Unset: every clone is anonymous.
    */
-  gitCredentialsSecretName: z.string().min(1).optional(),
+  gitCredentialsSecretPrefix: z.string().regex(/^[a-z0-9]([-a-z0-9.]*)?$/, 'must start a Kubernetes name').max(40).optional(),
   /** BuildKit rootless image (runs buildctl-daemonless.sh). */
   buildImage: z.string().min(1).default('moby/buildkit:v0.16.0-rootless'),
   /** Image of the push step (skopeo: copies the OCI layout BuildKit wrote to the registry). */

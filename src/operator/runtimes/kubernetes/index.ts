@@ -30,9 +30,11 @@ import type { BuildSpec, BuildStatus, RevisionLogSink, RevisionRef, Runtime, Ser
 import { apply, isStatus, type ObjectOps } from './apply.ts';
 import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob, PUSH_CONTAINER } from './build-job.ts';
 import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
+import { gitCredentialsFor, gitCredentialsSecretName } from './git-credentials.ts';
 import { LABEL_INSTANCE, LABEL_REVISION, type Target } from './labels.ts';
 import { makeKeysWriterBinding, makeTenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
-import { childListWatch } from './list-watch.ts';
+import { childListWatch, DEFAULT_WATCH_TIMING } from './list-watch.ts';
+import { LABEL_PULL_SECRET_COPY, makePullSecretCopy } from './pull-secrets.ts';
 import { makeAgentNetworkPolicy, makeBuildNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { buildStatusOf, rolloutStatusOf } from './observe.ts';
 import { boundsViolation, hostOwner, secretReferenceViolation, verifyServiceAccount, type VerifiedServiceAccount } from './policy.ts';
@@ -120,6 +122,9 @@ export class KubernetesRuntime implements Runtime {
   };
   private readonly autoscaling: AutoscalingV2Api;
   private readonly perTenant: boolean;
+  /** The image pull secrets of our namespace, watched by name when tenant namespaces hold copies of them. */
+  private readonly pullSources: Informer<Obj<V1Secret>>[] = [];
+  private pullSync: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: KubernetesRuntimeOptions) {
     const kc = opts.kubeConfig;
@@ -140,6 +145,18 @@ export class KubernetesRuntime implements Runtime {
     this.pods = informer('pods');
     for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods] as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
       inf.onChange((obj) => this.changed(obj));
+    }
+    if (this.perTenant) {
+      for (const name of new Set(opts.config.imagePullSecrets)) {
+        const source = new Informer<Obj<V1Secret>>(childListWatch(kc, 'secrets', opts.namespace, '', DEFAULT_WATCH_TIMING, `metadata.name=${name}`), {
+          name: `pull-secret ${name}`,
+          logger: this.log,
+          resyncMs: 0,
+        });
+        // A rotated (or removed) pull secret reaches the tenant namespaces in use without waiting for a deploy.
+        source.onChange(() => this.resyncPullSecrets());
+        this.pullSources.push(source);
+      }
     }
     const { apps, batch, core, net, autoscaling } = this;
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
@@ -194,11 +211,12 @@ export class KubernetesRuntime implements Runtime {
 
   /** Lists and watches the children; resolves once every cache is filled. */
   async start(): Promise<void> {
-    await Promise.all([this.jobs.start(), this.deployments.start(), this.replicaSets.start(), this.pods.start()]);
+    await Promise.all([this.jobs.start(), this.deployments.start(), this.replicaSets.start(), this.pods.start(), ...this.pullSources.map((i) => i.start())]);
   }
 
   async shutdown(): Promise<void> {
-    for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods]) inf.stop();
+    for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods, ...this.pullSources]) inf.stop();
+    await this.pullSync;
   }
 
   onChange(notify: (ref: RevisionRef) => void): void {
@@ -225,9 +243,10 @@ export class KubernetesRuntime implements Runtime {
       // and a copy in every tenant namespace would widen who can read it.
       const target = await this.ownedTarget(spec);
       if (target.deleting) return { phase: 'Running' };
+      const gitCredentialsSecret = await this.gitCredentials(target, spec);
       let desired: V1Job;
       try {
-        desired = makeBuildJob(target, spec, this.opts.config);
+        desired = makeBuildJob(target, { ...spec, gitCredentialsSecret }, this.opts.config);
       } catch (err) {
         return { phase: 'Failed', message: (err as Error).message };
       }
@@ -236,6 +255,20 @@ export class KubernetesRuntime implements Runtime {
       this.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
     }
     return this.observeBuild(spec, job);
+  }
+
+  /** The tenant's own git credentials Secret, when it covers the repository (why not is logged, never shown). */
+  private async gitCredentials(target: Target, spec: BuildSpec): Promise<string | undefined> {
+    const prefix = this.opts.config.gitCredentialsSecretPrefix;
+    if (!prefix) return undefined;
+    const name = gitCredentialsSecretName(prefix, target.tenantId);
+    const secret = await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: target.namespace }));
+    const chosen = gitCredentialsFor(secret, target.tenantId, spec.repoUrl);
+    if ('reason' in chosen) {
+      this.log.info({ revision: spec.revision, secret: name, reason: chosen.reason }, 'build clones without git credentials');
+      return undefined;
+    }
+    return chosen.name;
   }
 
   async hasBuild(ref: RevisionRef): Promise<boolean> {
@@ -495,7 +528,11 @@ export class KubernetesRuntime implements Runtime {
    */
   private async ensureTenantNamespace(target: Target): Promise<void> {
     const name = target.namespace;
-    if (!(await orUndefined(() => this.core.readNamespace({ name })))) {
+    const existing = await orUndefined(() => this.core.readNamespace({ name }));
+    // A terminating namespace refuses new content (403) until its controller has emptied and removed it; then it
+    // is created afresh. Failing the reconcile retries it with backoff meanwhile.
+    if (existing?.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
+    if (!existing) {
       try {
         await this.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
         this.log.info({ namespace: name }, 'tenant namespace created');
@@ -505,6 +542,47 @@ export class KubernetesRuntime implements Runtime {
     }
     const { keysWriter, keysRole } = this.opts.config.tenantNamespaces;
     if (keysWriter && keysRole) await apply(this.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
+    await this.syncPullSecrets(name);
+  }
+
+  /**
+   * Makes the tenant namespace hold exactly the configured image pull secrets, as copies of ours: written when the
+   * source differs, removed when the source is gone or no longer configured.
+   */
+  private async syncPullSecrets(namespace: string): Promise<void> {
+    const wanted = new Set(this.opts.config.imagePullSecrets);
+    for (const name of wanted) {
+      const source = await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: this.opts.namespace }));
+      if (source) await apply(this.ops.secret, makePullSecretCopy(source, namespace));
+      else this.log.warn({ secret: name, namespace: this.opts.namespace }, 'image pull secret not found; agent pods cannot use it');
+    }
+    const copies = (await this.core.listNamespacedSecret({ namespace, labelSelector: `${LABEL_PULL_SECRET_COPY}=true` })).items;
+    for (const copy of copies) {
+      const name = copy.metadata!.name!;
+      const sourceGone = wanted.has(name) && !(await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: this.opts.namespace })));
+      if (wanted.has(name) && !sourceGone) continue;
+      try {
+        await this.core.deleteNamespacedSecret({ name, namespace });
+        this.log.info({ namespace, secret: name }, 'removed image pull secret copy');
+      } catch (err) {
+        if (!isStatus(err, 404)) throw err;
+      }
+    }
+  }
+
+  /** Re-syncs the pull secret copies of every tenant namespace that runs an agent, one pass at a time. */
+  private resyncPullSecrets(): void {
+    this.pullSync = this.pullSync.then(async () => {
+      const namespaces = new Set(this.deployments.list().map((d) => d.metadata.namespace).filter((ns): ns is string => Boolean(ns) && ns !== this.opts.namespace));
+      for (const ns of namespaces) {
+        try {
+          const current = await orUndefined(() => this.core.readNamespace({ name: ns }));
+          if (current && !current.metadata?.deletionTimestamp) await this.syncPullSecrets(ns);
+        } catch (err) {
+          this.log.warn({ err, namespace: ns }, 'syncing image pull secrets failed; the next deploy retries');
+        }
+      }
+    });
   }
 
   /** The Deployment of a deployment's agent server, wherever it runs (names are unique: `ag-<uuid>`). */

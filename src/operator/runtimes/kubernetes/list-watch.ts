@@ -3,13 +3,14 @@
 import { AppsV1Api, BatchV1Api, CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { KubeObject, ListWatch } from '../../controller-kit/informer.ts';
 
-export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods';
+export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods' | 'secrets';
 
 const PATHS: Record<ChildKind, string> = {
   jobs: '/apis/batch/v1',
   deployments: '/apis/apps/v1',
   replicasets: '/apis/apps/v1',
   pods: '/api/v1',
+  secrets: '/api/v1',
 };
 
 type RawList = { items: unknown[]; metadata?: { resourceVersion?: string } };
@@ -33,6 +34,8 @@ export function childListWatch<T extends KubeObject>(
   namespace: string | undefined,
   labelSelector: string,
   timing: WatchTiming = DEFAULT_WATCH_TIMING,
+  /** e.g. `metadata.name=x`: one named object, which RBAC can grant by resourceNames. */
+  fieldSelector?: string,
 ): ListWatch<T> {
   const apps = kc.makeApiClient(AppsV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
@@ -42,7 +45,7 @@ export function childListWatch<T extends KubeObject>(
   (watcher as unknown as { requestTimeoutMs: number }).requestTimeoutMs = timing.idleTimeoutMs;
   const list = async (): Promise<RawList> => {
     if (namespace === undefined) {
-      const q = { labelSelector };
+      const q = { labelSelector, fieldSelector };
       switch (kind) {
         case 'jobs':
           return batch.listJobForAllNamespaces(q);
@@ -52,9 +55,11 @@ export function childListWatch<T extends KubeObject>(
           return apps.listReplicaSetForAllNamespaces(q);
         case 'pods':
           return core.listPodForAllNamespaces(q);
+        case 'secrets':
+          return core.listSecretForAllNamespaces(q);
       }
     }
-    const q = { namespace, labelSelector };
+    const q = { namespace, labelSelector, fieldSelector };
     switch (kind) {
       case 'jobs':
         return batch.listNamespacedJob(q);
@@ -64,6 +69,8 @@ export function childListWatch<T extends KubeObject>(
         return apps.listNamespacedReplicaSet(q);
       case 'pods':
         return core.listNamespacedPod(q);
+      case 'secrets':
+        return core.listNamespacedSecret(q);
     }
   };
   return {
@@ -80,7 +87,7 @@ export function childListWatch<T extends KubeObject>(
       };
       const controller = await watcher.watch(
         `${PATHS[kind]}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${kind}`,
-        { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, labelSelector, timeoutSeconds: timing.timeoutSeconds },
+        { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, labelSelector, ...(fieldSelector ? { fieldSelector } : {}), timeoutSeconds: timing.timeoutSeconds },
         (type: string, obj: unknown) => {
           if (done) return;
           if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent({ type, object: obj as T });

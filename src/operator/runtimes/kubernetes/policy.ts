@@ -54,7 +54,7 @@ export function secretReferenceViolation(
   ref: SecretReference,
   secret: V1Secret | undefined,
   tenantId: string,
-  config: Pick<KubernetesRuntimeConfig, 'pushSecretName' | 'buildPullSecretName'>,
+  config: Pick<KubernetesRuntimeConfig, 'pushSecretName' | 'buildPullSecretName' | 'gitCredentialsSecretPrefix' | 'imagePullSecrets'>,
 ): string | undefined {
   const what = `secret_references ${ref.name}: Secret "${ref.secretName}"`;
   const labels = secret?.metadata?.labels ?? {};
@@ -62,6 +62,9 @@ export function secretReferenceViolation(
     /^(ag|agentplane)-/.test(ref.secretName) ||
     ref.secretName === config.pushSecretName ||
     ref.secretName === config.buildPullSecretName ||
+    config.imagePullSecrets.includes(ref.secretName) ||
+    // Build credentials are for the clone step only, never an agent's environment.
+    Boolean(config.gitCredentialsSecretPrefix && ref.secretName.startsWith(config.gitCredentialsSecretPrefix)) ||
     labels['app.kubernetes.io/managed-by'] === 'agentplane-operator' ||
     MANAGED_LABELS.some((l) => l in labels) ||
     secret?.type === 'kubernetes.io/service-account-token';

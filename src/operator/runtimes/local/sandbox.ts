@@ -139,7 +139,7 @@ export async function detectSandbox(mode: SandboxMode, base: SandboxBase): Promi
     return { sandbox, reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable' };
   } catch (err) {
     const why = (err as { stderr?: string; message?: string }).stderr?.trim() || (err as Error).message;
-    if (mode === 'bwrap') throw new Error(`--sandbox bwrap: bubblewrap does not work here: ${why}`);
+    if (mode === 'bwrap') throw new Error(`--sandbox bwrap: bubblewrap does not work here: ${why}`, { cause: err });
     return { sandbox: NO_SANDBOX, reason: `bubblewrap not usable (${why.split('\n')[0]}); builds and agent servers run unconfined` };
   }
 }
