@@ -21,6 +21,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import pg from 'pg';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
+import { runStreamBench } from './streams.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const exampleConfig = path.join(root, 'examples/agent/langgraph.json');
@@ -30,7 +31,7 @@ const ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0
 const INPUT = { messages: [{ role: 'human', content: 'Ada' }] };
 const EXPECTED_REPLY = 'The greeting tool says: Hello, Ada!';
 
-const TARGETS = ['reference', 'embedded', 'postgres', 'limit'] as const;
+const TARGETS = ['reference', 'embedded', 'postgres', 'limit', 'streams'] as const;
 type Target = (typeof TARGETS)[number];
 
 const { values: args } = parseArgs({
@@ -486,6 +487,10 @@ async function startContenders(logDir: string): Promise<Contender[]> {
 async function main(): Promise<void> {
   const logDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-'));
   const contenders = await startContenders(logDir);
+  if (!contenders.length && only.has('streams')) {
+    await runStreamBench({ write: !args['no-write'] });
+    return;
+  }
   const windows = new Map<Target, Window[]>(contenders.map((c) => [c.target, []]));
   const latencies = new Map<Target, { p50: number; p99: number }>();
   try {
@@ -519,6 +524,8 @@ async function main(): Promise<void> {
     await writeFile(resultsFile, table);
     log(`wrote ${path.relative(root, resultsFile)}`);
   }
+  // Streams: time to first token and tokens/s on one replica and across two (bench/streams.ts).
+  if (only.has('streams')) await runStreamBench({ write: !args['no-write'] });
 }
 
 await main();

@@ -31,6 +31,8 @@ export interface AppDeps {
   /** Largest accepted request body, bytes. */
   bodyLimit?: number;
   keepAliveMs?: number;
+  /** A stream client that takes nothing for this long is disconnected (default 60 s). */
+  streamStallMs?: number;
   version?: string;
   /** When set, every request but /ok needs an X-Api-Key this verifier accepts (unless custom auth replaces it). */
   apiKeys?: KeyVerifier;
@@ -110,6 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     engine: deps.engine,
     service,
     keepAliveMs: deps.keepAliveMs ?? 5_000,
+    ...(deps.streamStallMs !== undefined ? { streamStallMs: deps.streamStallMs } : {}),
     version: deps.version ?? '0.1.0',
     ...(deps.ui ? { ui: deps.ui } : {}),
   });

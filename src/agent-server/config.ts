@@ -67,6 +67,18 @@ export const agentServerCommand: CommandSpec = {
       description: 'Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node\'s cores)',
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
     },
+    'stream-retention': {
+      type: 'string',
+      description: 'Seconds a run\'s stream events stay readable (joinStream, Last-Event-ID resumes) after its last event',
+      default: '600',
+      env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
+    },
+    'stream-stall-timeout': {
+      type: 'string',
+      description: 'Seconds a stream client may go without reading before it is disconnected (it can resume with Last-Event-ID)',
+      default: '60',
+      env: ['AGENTPLANE_STREAM_STALL_SECS'],
+    },
     'auth-keys-file': {
       type: 'string',
       description: 'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
@@ -99,6 +111,8 @@ const Config = z.object({
   leaseSecs: z.coerce.number().min(1),
   databaseWaitSecs: z.coerce.number().min(0).max(3600),
   executorThreads: z.coerce.number().int().min(0).max(64),
+  streamRetentionSecs: z.coerce.number().min(1).max(7 * 24 * 3600),
+  streamStallSecs: z.coerce.number().min(1).max(3600),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
@@ -149,6 +163,8 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     leaseSecs: pick('lease-secs'),
     databaseWaitSecs: pick('database-wait'),
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
+    streamRetentionSecs: pick('stream-retention'),
+    streamStallSecs: pick('stream-stall-timeout'),
     logLevel: pick('log-level')?.toLowerCase(),
     webhookAllow: (pick('webhook-allow') ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
@@ -163,6 +179,7 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
       configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
       leaseSecs: '--lease-secs', databaseWaitSecs: '--database-wait', executorThreads: '--executor-threads',
+      streamRetentionSecs: '--stream-retention', streamStallSecs: '--stream-stall-timeout',
       logLevel: '--log-level', authKeysFile: '--auth-keys-file', webhookAllow: '--webhook-allow', cronPollMs: '--cron-poll-ms', graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
     };
     const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');

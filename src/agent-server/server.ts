@@ -47,14 +47,18 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   // langgraph.json "checkpointer.ttl": default thread TTL and how often expired threads are swept.
   const threadTtl = await readThreadTtlConfig(config.configPath);
   if (threadTtl.unsupported) logger.warn(threadTtl.unsupported);
-  if (!config.databaseUrl) return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, threadTtl });
+  const streamRetentionMs = config.streamRetentionSecs * 1000;
+  if (!config.databaseUrl) {
+    return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, threadTtl, streamRetentionMs });
+  }
   const databaseUrl = config.databaseUrl;
   // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
-      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder, threadTtl });
+      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder,
+        threadTtl, streamRetentionMs });
     } catch (err) {
       if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
@@ -135,7 +139,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui, webhookPolicy: webhookConfig.policy });
+  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui, webhookPolicy: webhookConfig.policy,
+    streamStallMs: config.streamStallSecs * 1000 });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.

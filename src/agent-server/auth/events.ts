@@ -153,6 +153,7 @@ const TABLE: Record<string, RouteEvent> = {
   'GET /threads/:thread_id/runs/:run_id': threadRead,
   'GET /threads/:thread_id/runs/:run_id/join': threadRead,
   'GET /threads/:thread_id/runs/:run_id/stream': threadRead,
+  'GET /threads/:thread_id/stream': threadRead,
   'POST /threads/:thread_id/runs/:run_id/cancel': { event: 'threads:update', scope: 'thread', value: (r) => {
     const q = (r.query ?? {}) as Json;
     return { thread_id: params(r).thread_id, run_id: params(r).run_id, action: q.action ?? 'interrupt' };

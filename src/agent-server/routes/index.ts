@@ -22,6 +22,8 @@ export interface RouteDeps {
   engine: RunEngine;
   service: AgentService;
   keepAliveMs: number;
+  /** A stream client that takes nothing for this long is disconnected (default 60 s). */
+  streamStallMs?: number;
   version: string;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
@@ -51,6 +53,6 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(runRoutes(deps));
   await app.register(streamRoutes(deps));
   await app.register(storeRoutes(deps));
-  await app.register(cronRoutes(deps));
   await app.register(uiRoutes({ ...deps, ui: deps.ui ?? NO_UI }));
+  await app.register(cronRoutes(deps));
 }

@@ -1,83 +1,170 @@
-// Server-sent events for runs: POST /threads/{id}/runs/stream, POST /runs/stream, GET .../runs/{run_id}/stream
-// and its thread-less form GET /runs/{run_id}/stream (the SDK's joinStream(null, runId)).
-// Events of a run executing in this process are relayed live (first event: metadata {run_id, attempt}); when
-// another process runs it, the stream ends with the final values once it finishes. Heartbeat comments every 5 s.
+// Server-sent events for runs: POST /threads/{id}/runs/stream, POST /runs/stream, GET .../runs/{run_id}/stream,
+// its thread-less form GET /runs/{run_id}/stream (the SDK's joinStream(null, runId)) and GET /threads/{id}/stream
+// (every run of the thread, as long as the client stays).
+// Every stream is read from the run's durable event log (storage.streams), whichever process executes the run:
+// events carry the log's ids, and Last-Event-ID resumes after one on any replica. A client that stops reading
+// holds one page in memory; one that has not taken a byte for the stall timeout is disconnected (it can resume).
+// A comment line goes out after 5 s without events, so proxies keep the connection.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
-import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
+import { eventFilter, followStream } from '../runs/stream.ts';
+import { API_STREAM_MODES } from '../runs/stream-modes.ts';
+import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './index.ts';
 import { disconnectSignal } from './reply.ts';
 import { runCaller } from './runs.ts';
 import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';
 
-const JoinStreamQuery = JoinQuery.extend({ stream_mode: z.unknown().optional() });
-const LastEventId = z.object({ 'last-event-id': z.string().regex(/^-?\d+$/).optional() }).passthrough();
+const HEARTBEAT_MS = 5_000;
+const THREAD_STREAM_MODES = ['run_modes', 'lifecycle', 'state_update'] as const;
+
+const modeList = <T extends string>(valid: readonly T[]) => {
+  const one = z.string().refine((m): m is T => (valid as readonly string[]).includes(m), {
+    message: `unknown stream mode; valid modes: ${valid.join(', ')}`,
+  });
+  // The SDK sends a list as JSON (stream_mode=["a","b"]); a repeated parameter or a single mode work too.
+  const fromJson = (v: unknown) => {
+    if (typeof v !== 'string' || !v.startsWith('[')) return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      return v;
+    }
+  };
+  return z.preprocess(fromJson, z.union([one, z.array(one)], {
+    error: `unknown stream mode; valid modes: ${valid.join(', ')}`,
+  }).optional()).transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]) as T[]));
+};
+const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
+const ThreadStreamQuery = z.object({ stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]) });
+const LastEventId = z.object({
+  'last-event-id': z.string().regex(/^\d{1,15}$/, 'must be the id of an event the stream sent (a number)').optional(),
+}).passthrough();
 const RunIdParams = RunParams.pick({ run_id: true });
 
 export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
   const { storage, service, engine } = deps;
+  const stallMs = deps.streamStallMs ?? 60_000;
 
-  async function streamRun(
-    req: FastifyRequest,
-    reply: FastifyReply,
-    run: RunRecord,
-    opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean },
-  ): Promise<void> {
+  /** Last-Event-ID as a cursor; an id the log never issued (another store, a wiped one) replays from the start. */
+  async function cursorOf(header: string | undefined): Promise<number> {
+    if (header === undefined) return -1;
+    const id = Number(header);
+    return id > (await storage.streams.lastId()) ? -1 : id;
+  }
+
+  /** Starts the SSE response; `write` resolves false once the client is gone or was dropped for not reading. */
+  function openSse(req: FastifyRequest, reply: FastifyReply, location: string | null) {
     const signal = disconnectSignal(req, reply);
-    if (opts.cancelOnDisconnect) {
-      signal.addEventListener('abort', () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined));
-    }
-    const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
-      'content-location': location,
-      location: `${location}/stream`,
+      ...(location ? { 'content-location': location, location: `${location}/stream` } : {}),
     });
-    const send = (event: string, data: unknown, id?: number) =>
-      res.write(`event: ${event}\ndata: ${stringify(data)}\n${id === undefined ? '' : `id: ${id}\n`}\n`);
-    const beat = setInterval(() => res.write(': heartbeat\n\n'), 5_000);
-    try {
-      if (opts.afterId < 0) send('metadata', { run_id: run.run_id, attempt: Math.max(run.attempt, 1) });
-      // Wait until the run starts here (live events) or ends elsewhere (final values only).
-      const stop = new AbortController();
-      signal.addEventListener('abort', () => stop.abort(), { once: true });
-      const ended = engine.waitForRun(run.thread_id, run.run_id, stop.signal).then(() => false);
-      const local = await Promise.race([engine.streams.waitOpen(run.run_id, stop.signal), ended]);
-      stop.abort();
-      let relayed = false;
-      if (local && !signal.aborted) {
-        await new Promise<void>((resolve) => {
-          const unsubscribe = engine.streams.subscribe(run.run_id, opts.afterId, (e) => {
-            if (e === null) return resolve();
-            relayed = true;
-            send(e.event, e.data, e.id);
-          });
-          if (!unsubscribe) return resolve();
-          signal.addEventListener('abort', () => {
-            unsubscribe();
-            resolve();
-          }, { once: true });
-        });
+    let lastWrite = Date.now();
+    const beat = setInterval(() => {
+      if (Date.now() - lastWrite >= HEARTBEAT_MS - 50 && !res.writableNeedDrain && !res.destroyed) {
+        res.write(': heartbeat\n\n');
+        lastWrite = Date.now();
       }
-      if (signal.aborted) return;
-      const final = await engine.waitForRun(run.thread_id, run.run_id);
-      if (final && (final.status === 'error' || final.status === 'timeout')) {
-        send('error', final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` });
-      } else if (!relayed && final && TERMINAL_RUN_STATUSES.has(final.status)) {
-        send('values', await service.runResult(run.thread_id, final));
+    }, HEARTBEAT_MS / 5);
+    beat.unref();
+    /** Writes frames (one writev); resolves false once the client is gone or was dropped for not reading. */
+    const write = async (chunks: Array<string | Buffer>): Promise<boolean> => {
+      if (signal.aborted || res.destroyed) return false;
+      if (!chunks.length) return true;
+      lastWrite = Date.now();
+      res.cork();
+      for (const c of chunks) res.write(c);
+      res.uncork();
+      if (!res.writableNeedDrain) return true;
+      // The socket's buffer is full: wait for the client to take it, up to the stall timeout.
+      const drained = await new Promise<boolean>((resolve) => {
+        const done = (v: boolean) => {
+          clearTimeout(timer);
+          res.off('drain', onDrain);
+          signal.removeEventListener('abort', onAbort);
+          resolve(v);
+        };
+        const onDrain = () => done(true);
+        const onAbort = () => done(false);
+        const timer = setTimeout(() => done(false), stallMs);
+        res.once('drain', onDrain);
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+      if (!drained && !signal.aborted) {
+        req.log.warn({ stall_ms: stallMs }, 'stream client stopped reading; disconnecting it (it can resume with Last-Event-ID)');
+        res.destroy();
+      }
+      return drained;
+    };
+    const end = () => {
+      clearInterval(beat);
+      if (!res.destroyed) res.end();
+    };
+    return { signal, write, end };
+  }
+
+  const frame = (event: string, data: string, id?: number) =>
+    `event: ${event}\ndata: ${data}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
+  // One encoded frame per stored event, shared by every client reading it (a process's readers of a run get the
+  // same event objects from the store's tail): 200 clients of a run do not make 200 copies of its stream.
+  const frames = new WeakMap<StoredStreamEvent, Buffer>();
+  const frameOf = (e: StoredStreamEvent): Buffer => {
+    let b = frames.get(e);
+    if (!b) frames.set(e, (b = Buffer.from(frame(e.event, e.data, e.id))));
+    return b;
+  };
+
+  async function streamRun(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    run: RunRecord,
+    opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean; modes?: string[] },
+  ): Promise<void> {
+    const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`);
+    if (opts.cancelOnDisconnect) {
+      sse.signal.addEventListener('abort', () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined));
+    }
+    const keep = eventFilter(opts.modes);
+    try {
+      const stop = new AbortController();
+      sse.signal.addEventListener('abort', () => stop.abort(), { once: true });
+      const ended = engine.waitForRun(run.thread_id, run.run_id, stop.signal, run);
+      let relayed = 0;
+      let sawError = false;
+      for await (const page of followStream({
+        streams: storage.streams, key: { run_id: run.run_id }, afterId: opts.afterId, ended, signal: sse.signal,
+      })) {
+        const out: Buffer[] = [];
+        for (const e of page) {
+          if (e.event === 'error') sawError = true;
+          if (!keep || keep(e.event)) out.push(frameOf(e));
+        }
+        relayed += page.length;
+        if (!(await sse.write(out))) break;
+      }
+      stop.abort();
+      if (sse.signal.aborted) return;
+      const final = await ended;
+      // A run whose worker died for good ends in error without having said so; a run that never started (or
+      // whose events are past retention) has no events: send what the record knows.
+      if (final && (final.status === 'error' || final.status === 'timeout') && !sawError) {
+        await sse.write([frame('error', stringify(final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` }))]);
+      } else if (!relayed && opts.afterId < 0 && final && TERMINAL_RUN_STATUSES.has(final.status)) {
+        await sse.write([frame('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) }))]);
+        if (!keep || keep('values')) await sse.write([frame('values', stringify(await service.runResult(run.thread_id, final)))]);
       }
       if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
     } finally {
-      clearInterval(beat);
-      res.end();
+      sse.end();
     }
   }
 
@@ -100,10 +187,10 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
   }, async (req, reply) => {
     const run = await storage.runs.get(req.params.thread_id, req.params.run_id);
     if (!run) throw new NotFoundError(`Run ${req.params.run_id} not found on thread ${req.params.thread_id}`);
-    const last = req.headers['last-event-id'];
     await streamRun(req, reply, run, {
-      afterId: last === undefined ? -1 : Number(last),
+      afterId: await cursorOf(req.headers['last-event-id']),
       cancelOnDisconnect: req.query.cancel_on_disconnect,
+      ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
     });
   });
 
@@ -118,10 +205,33 @@ export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (a
       const thread = await storage.threads.get(run.thread_id);
       if (!thread || !matchesFilters(thread.metadata, filters)) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
     }
-    const last = req.headers['last-event-id'];
     await streamRun(req, reply, run, {
-      afterId: last === undefined ? -1 : Number(last),
+      afterId: await cursorOf(req.headers['last-event-id']),
       cancelOnDisconnect: req.query.cancel_on_disconnect,
+      ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
     });
+  });
+
+  // Every run of the thread, in order, for as long as the client stays (the thread's runs come and go).
+  app.get('/threads/:thread_id/stream', {
+    schema: { params: ThreadParams, querystring: ThreadStreamQuery, headers: LastEventId },
+  }, async (req, reply) => {
+    const thread = await storage.threads.get(req.params.thread_id);
+    if (!thread) throw new NotFoundError(`Thread with ID ${req.params.thread_id} not found`);
+    const afterId = await cursorOf(req.headers['last-event-id']);
+    // Thread-level modes (run_modes, lifecycle, state_update) all mean the runs' own events here.
+    const runModes = req.query.stream_mode?.filter((m) => !(THREAD_STREAM_MODES as readonly string[]).includes(m));
+    const keep = eventFilter(runModes);
+    const sse = openSse(req, reply, null);
+    try {
+      for await (const page of followStream({
+        streams: storage.streams, key: { thread_id: thread.thread_id }, afterId, ended: new Promise(() => undefined),
+        signal: sse.signal,
+      })) {
+        if (!(await sse.write(page.filter((e) => !keep || keep(e.event)).map(frameOf)))) break;
+      }
+    } finally {
+      sse.end();
+    }
   });
 };

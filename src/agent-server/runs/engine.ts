@@ -17,7 +17,7 @@ import {
 } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type RunExecutor } from './executor.ts';
-import { StreamBroker } from './stream.ts';
+import { stringify } from '../serde.ts';
 
 export interface EngineOptions {
   storage: Storage;
@@ -55,8 +55,6 @@ export class RunEngine {
   readonly checkpointer: BaseCheckpointSaver;
   private readonly runCheckpoints: RunCheckpointer;
   private readonly executor: RunExecutor;
-  /** Stream events of the runs executing in this process, for SSE clients. */
-  readonly streams = new StreamBroker();
   private readonly active = new Map<string, ActiveRun>();
   /** Join/wait callers by run id; a run finished here hands them its final record (no re-read). */
   private readonly waiters = new Map<string, Set<(done?: RunRecord) => void>>();
@@ -226,12 +224,9 @@ export class RunEngine {
       done: Promise.resolve(),
     };
     this.active.set(run.run_id, entry);
-    this.streams.open(run.run_id);
     entry.done = this.execute(entry)
       .catch((err) => this.opts.logger.error({ err, run_id: run.run_id }, 'run bookkeeping failed'))
       .finally(() => {
-        // After finish(): a client seeing the end of the stream finds the final status stored.
-        this.streams.close(run.run_id);
         this.executor.forget(run.run_id);
         this.active.delete(run.run_id);
         this.pump();
@@ -250,13 +245,13 @@ export class RunEngine {
     }, this.opts.runTimeoutMs);
     timer.unref();
     log.info('run started');
+    // Every attempt's events go to the run's durable stream, after those of earlier attempts.
+    const streams = this.opts.storage.streams;
+    const publish = (event: string, json: string) => streams.append(run.run_id, run.thread_id, event, json);
+    publish('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(run.attempt, 1) }));
     const result = entry.cancel
       ? { ok: false as const, error: { name: 'CancelledError', message: 'cancelled before start' } }
-      : await this.executor.execute(
-          { run, graphId, config },
-          (event, data) => this.streams.publish(run.run_id, event, data),
-          controller.signal,
-        );
+      : await this.executor.execute({ run, graphId, config }, publish, controller.signal);
     clearTimeout(timer);
     let outcome: RunOutcome;
     if (result.ok) outcome = result.outcome;
@@ -279,6 +274,9 @@ export class RunEngine {
         outcome = { status: 'error', error: { error: result.error.name, message: result.error.message }, values };
       }
     }
+    if (outcome.error) publish('error', stringify(outcome.error));
+    // Readers end a stream once the run is terminal: its events must be readable before that.
+    await streams.flush().catch((err: unknown) => log.warn({ err }, 'some stream events of the run could not be stored'));
     const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
     if (ok) {
       log.info({ status: outcome.status }, 'run finished');

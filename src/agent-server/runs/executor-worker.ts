@@ -4,7 +4,6 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { loadGraphs } from '../graphs/index.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { installWorkerPlatform } from '../platform/index.ts';
-import { toPlain } from '../serde.ts';
 import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
@@ -50,7 +49,7 @@ try {
         // A checkpointer that cannot be opened fails this run, not the thread.
         void Promise.resolve()
           .then(() => open())
-          .then((ex) => ex.execute(m.req, (event, data) => send({ type: 'event', runId, event, data: toPlain(data) }),
+          .then((ex) => ex.execute(m.req, (event, json) => send({ type: 'event', runId, event, json }),
             controller.signal))
           .catch((err: unknown): ExecResult => ({
             ok: false,

@@ -10,6 +10,7 @@ import { withGraphContext } from '../platform/context.ts';
 import { serializeError, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
+import { planStream, StreamTranslator } from './stream-modes.ts';
 
 export interface ExecRequest {
   run: RunRecord;
@@ -23,8 +24,8 @@ export type ExecResult =
   | { ok: false; error: { name: string; message: string; stack?: string }; values?: Json };
 
 export interface RunExecutor {
-  /** Runs the graph until it ends or `signal` aborts; events go to onEvent as (event name, plain JSON data). */
-  execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult>;
+  /** Runs the graph until it ends or `signal` aborts; events go to onEvent as (event name, JSON text of the data). */
+  execute(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult>;
   /** Rollback: from now on drop this run's checkpoint writes. */
   discard(runId: string): void;
   /** Resolves once the run's checkpoint writes already started have landed. */
@@ -54,7 +55,7 @@ export class InlineExecutor implements RunExecutor {
     private readonly store?: unknown,
   ) {}
 
-  execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+  execute(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
     const { run, graphId } = req;
     // Graph code logging through the SDK's getLogger() names this run (see platform/sdk-logger.ts).
     const ctx = { graph_id: graphId, run_id: run.run_id, thread_id: run.thread_id, assistant_id: run.assistant_id };
@@ -65,34 +66,34 @@ export class InlineExecutor implements RunExecutor {
     return { checkpointer: this.checkpoints.saver, ...(this.store !== undefined ? { store: this.store } : {}) };
   }
 
-  private async executeGraph(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+  private async executeGraph(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
     const { run, graphId, config } = req;
     const kw = run.kwargs as RunKwargs;
     try {
       if (signal.aborted) throw signal.reason;
       const graph = await this.graphs.getGraph(graphId, config, this.attachments());
       const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
-      const { streamMode, subgraphs, publish } = graphStreamOptions(kw);
-      const stream = await graph.stream(input, {
+      const plan = planStream(kw.stream_mode, kw.subgraphs);
+      const options = {
         ...config,
         signal,
-        streamMode,
-        subgraphs,
+        streamMode: plan.graphModes,
+        subgraphs: plan.subgraphs,
         ...(kw.interrupt_before ? { interruptBefore: kw.interrupt_before } : {}),
         ...(kw.interrupt_after ? { interruptAfter: kw.interrupt_after } : {}),
         ...(kw.durability ? { durability: kw.durability } : {}),
-      });
+      };
       // The last root "values" chunk is the final state; an "__interrupt__" chunk means the run paused.
       let last: unknown;
       let paused = false;
-      for await (const chunk of stream) {
-        const parts = chunk as unknown[];
-        const [ns, mode, data] = (subgraphs ? parts : [[], ...parts]) as [string[], string, unknown];
-        if (mode === 'values' && !ns.length) {
-          if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
-          else last = data;
-        }
-        if (publish.has(mode)) onEvent(ns.length ? `${mode}|${ns.join('|')}` : mode, data);
+      const translate = new StreamTranslator(plan, onEvent, (data) => {
+        if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
+        else last = data;
+      });
+      if (plan.useEvents && graph.streamEvents) {
+        for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never)) translate.event(e as never);
+      } else {
+        for await (const chunk of await graph.stream(input, options as never)) translate.chunk(chunk as unknown[]);
       }
       if (!paused && last !== undefined) {
         return { ok: true, outcome: { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} } };
@@ -136,19 +137,6 @@ export class InlineExecutor implements RunExecutor {
   }
 
   async close(): Promise<void> {}
-}
-
-/** API stream modes -> LangGraph's; "messages-tuple" is LangGraph's "messages", "events" is not offered. */
-function graphStreamOptions(kw: RunKwargs): { streamMode: string[]; subgraphs: boolean; publish: Set<string> } {
-  const wanted = kw.stream_mode ?? ['values'];
-  const publish = new Set<string>();
-  for (const m of wanted) {
-    if (m === 'messages-tuple' || m === 'messages') publish.add('messages');
-    else if (m !== 'events') publish.add(m);
-  }
-  if (!publish.size) publish.add('values');
-  // "values" is always streamed: the engine takes the final state from it instead of reading the checkpoint.
-  return { streamMode: [...new Set([...publish, 'values'])], subgraphs: !!kw.subgraphs, publish };
 }
 
 function toCommand(c: NonNullable<RunKwargs['command']>): Command {

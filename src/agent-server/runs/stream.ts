@@ -1,98 +1,75 @@
-// In-process fan-out of a running run's stream events to SSE clients. Events are kept (bounded) while the run
-// is active so a client that connects a little late, or reconnects with Last-Event-ID, misses nothing.
-// Events of runs executing in another process are not relayed; the stream routes fall back to final values.
+// Following a run's (or a thread's) stream: pages of its durable log (StreamEventStore) from a cursor, live as
+// new events are written by whichever process executes the run, until the run has ended and everything it
+// wrote was read. Pull-based: the next page is read only when the consumer asks for it, so a slow client holds
+// one page in memory, never a backlog.
+import type { StoredStreamEvent, StreamEventStore } from '../storage/types.ts';
 
-export interface StreamEvent {
-  id: number;
-  event: string;
-  data: unknown;
+export interface FollowOptions {
+  streams: StreamEventStore;
+  key: { run_id: string } | { thread_id: string };
+  /** Events with a greater id are read (-1: from the start). */
+  afterId: number;
+  /** Resolves once nothing more will be written (the run is terminal); never for a thread's stream. */
+  ended: Promise<unknown>;
+  signal: AbortSignal;
+  pageSize?: number;
 }
 
-type Listener = (e: StreamEvent | null) => void;
-
-interface Channel {
-  events: StreamEvent[];
-  listeners: Set<Listener>;
-  done: boolean;
-}
-
-const MAX_BUFFERED = 5_000;
-
-export class StreamBroker {
-  private readonly channels = new Map<string, Channel>();
-
-  private channel(runId: string): Channel {
-    let c = this.channels.get(runId);
-    if (!c) this.channels.set(runId, (c = { events: [], listeners: new Set(), done: false }));
-    return c;
-  }
-
-  /** The engine opens a channel when it starts a run here. */
-  open(runId: string): void {
-    const c = this.channel(runId);
-    c.done = false;
-    c.events = [];
-    for (const w of [...(this.openWaiters.get(runId) ?? [])]) w();
-  }
-
-  publish(runId: string, event: string, data: unknown): void {
-    const c = this.channels.get(runId);
-    if (!c || c.done) return;
-    const e = { id: c.events.length, event, data };
-    if (c.events.length < MAX_BUFFERED) c.events.push(e);
-    for (const l of c.listeners) l(e);
-  }
-
-  /** Ends the stream; the buffer stays a short while for clients that connect just after the end. */
-  close(runId: string): void {
-    const c = this.channels.get(runId);
-    if (!c) return;
-    c.done = true;
-    for (const l of c.listeners) l(null);
-    c.listeners.clear();
-    setTimeout(() => {
-      if (this.channels.get(runId) === c && c.done) this.channels.delete(runId);
-    }, 30_000).unref();
-  }
-
-  isLocal(runId: string): boolean {
-    return this.channels.has(runId);
-  }
-
-  /**
-   * Replays buffered events after `afterId` and then live ones; `listener(null)` marks the end.
-   * Returns an unsubscribe function, or null when this process is not running the run.
-   */
-  subscribe(runId: string, afterId: number, listener: Listener): (() => void) | null {
-    const c = this.channels.get(runId);
-    if (!c) return null;
-    for (const e of c.events) if (e.id > afterId) listener(e);
-    if (c.done) {
-      listener(null);
-      return () => undefined;
+export async function* followStream(o: FollowOptions): AsyncGenerator<StoredStreamEvent[]> {
+  const page = o.pageSize ?? 200;
+  let cursor = o.afterId;
+  let ended = false;
+  // Set by every wake-up: whatever arrives between a read and the wait is not slept through.
+  let dirty = true;
+  let wake: (() => void) | null = null;
+  const poke = () => {
+    dirty = true;
+    wake?.();
+  };
+  const unwatch = o.streams.watch(o.key, poke);
+  void o.ended.then(() => {
+    ended = true;
+    poke();
+  }, poke);
+  o.signal.addEventListener('abort', poke, { once: true });
+  try {
+    while (!o.signal.aborted) {
+      // Ended before this read began: the read sees every event (the engine stores them before finishing).
+      const final = ended;
+      dirty = false;
+      const events = 'run_id' in o.key
+        ? await o.streams.read(o.key.run_id, cursor, page, final)
+        : await o.streams.readThread(o.key.thread_id, cursor, page);
+      if (events.length) {
+        cursor = events[events.length - 1]!.id;
+        yield events;
+        if (events.length === page) continue;
+      }
+      if (final) return;
+      if (dirty || o.signal.aborted) continue;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
     }
-    c.listeners.add(listener);
-    return () => c.listeners.delete(listener);
+  } finally {
+    unwatch();
+    o.signal.removeEventListener('abort', poke);
   }
+}
 
-  /** Resolves when this process starts the run (true), or false when `signal` fires first. */
-  waitOpen(runId: string, signal: AbortSignal): Promise<boolean> {
-    if (this.channels.has(runId)) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const set = this.openWaiters.get(runId) ?? new Set();
-      this.openWaiters.set(runId, set);
-      const done = (v: boolean) => {
-        set.delete(fire);
-        if (!set.size) this.openWaiters.delete(runId);
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      };
-      const fire = () => done(true);
-      const onAbort = () => done(false);
-      set.add(fire);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+/** Whether an event belongs to the stream modes a joining client asked for (metadata, error, feedback: always). */
+export function eventFilter(modes: string[] | undefined): ((event: string) => boolean) | null {
+  if (!modes?.length) return null;
+  const names = new Set(['metadata', 'error', 'feedback']);
+  for (const m of modes) {
+    if (m === 'messages-tuple') names.add('messages');
+    else if (m === 'messages') {
+      for (const n of ['messages', 'messages/metadata', 'messages/partial', 'messages/complete']) names.add(n);
+    } else names.add(m);
   }
-
-  private readonly openWaiters = new Map<string, Set<() => void>>();
+  return (event) => {
+    const bar = event.indexOf('|');
+    return names.has(bar < 0 ? event : event.slice(0, bar));
+  };
 }

@@ -33,7 +33,7 @@ export type ToWorker =
 export type FromWorker =
   | { type: 'ready' }
   | { type: 'failed'; message: string }
-  | { type: 'event'; runId: string; event: string; data: unknown }
+  | { type: 'event'; runId: string; event: string; json: string }
   | { type: 'result'; runId: string; result: ExecResult }
   | { type: 'settled'; seq: number }
   | { type: 'closed' };
@@ -51,7 +51,7 @@ interface Slot {
 
 interface Pending {
   slot: Slot;
-  onEvent: (event: string, data: unknown) => void;
+  onEvent: (event: string, json: string) => void;
   resolve: (r: ExecResult) => void;
   done: boolean;
 }
@@ -133,7 +133,7 @@ export class ThreadExecutor implements RunExecutor {
   private onMessage(slot: Slot, m: FromWorker): void {
     if (m.type === 'event') {
       const p = this.runs.get(m.runId);
-      if (p && !p.done) p.onEvent(m.event, m.data);
+      if (p && !p.done) p.onEvent(m.event, m.json);
     } else if (m.type === 'result') {
       const p = this.runs.get(m.runId);
       if (p && !p.done) {
@@ -166,7 +166,7 @@ export class ThreadExecutor implements RunExecutor {
     this.spawn(slot.index);
   }
 
-  execute(req: ExecRequest, onEvent: (event: string, data: unknown) => void, signal: AbortSignal): Promise<ExecResult> {
+  execute(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
     const runId = req.run.run_id;
     this.ensureSpawned();
     const live = this.slots.filter((s) => s.ready && !s.exited);

@@ -9,12 +9,13 @@ import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
-import type { ItemStore, Storage } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
 import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
 import { CRONS_SCHEMA, embeddedCrons } from './crons.ts';
 import { embeddedRuns } from './runs.ts';
+import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
 
 export interface EmbeddedOptions {
@@ -27,6 +28,8 @@ export interface EmbeddedOptions {
   logger?: Logger;
   /** langgraph.json "checkpointer.ttl": default thread TTL and sweep interval. */
   threadTtl?: ThreadTtlConfig;
+  /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
+  streamRetentionMs?: number;
 }
 
 /**
@@ -104,6 +107,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
+  const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
+  const streams = embeddedStreamEvents({ retentionMs: streamRetentionMs });
+  const streamSweeper = setInterval(() => void streams.sweep(), Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000)).unref();
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
       items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
@@ -122,6 +128,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     runs,
     crons: embeddedCrons(ctx, runs),
     items,
+    streams,
     subscribe(listener) {
       emitter.on('event', listener);
       return () => emitter.off('event', listener);
@@ -130,6 +137,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       emitter.removeAllListeners();
       clearInterval(sweeper);
       stopThreadSweeper();
+      clearInterval(streamSweeper);
+      await streams.close();
       db.close();
       releaseOwnership();
     },

@@ -25,6 +25,8 @@ export interface PostgresOptions {
   embedder?: Embedder;
   /** langgraph.json "checkpointer.ttl": default thread TTL and sweep interval. */
   threadTtl?: ThreadTtlConfig;
+  /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
+  streamRetentionMs?: number;
 }
 
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change

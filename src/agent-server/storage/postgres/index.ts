@@ -12,13 +12,14 @@ import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
-import type { ItemStore, Storage } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
 import { cronsSchemaSql, postgresCrons } from './crons.ts';
 import { postgresRuns } from './runs.ts';
+import { postgresStreamEvents, streamEventsSchemaSql } from './stream-events.ts';
 import { postgresThreads } from './threads.ts';
 
 export type { PostgresOptions } from './context.ts';
@@ -117,6 +118,12 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const ctx = await openContext(opts, pool, s, emitter);
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
   const runs = postgresRuns(ctx);
+  const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
+  const streams = await postgresStreamEvents(pool, s, { databaseUrl: opts.databaseUrl, retentionMs: streamRetentionMs,
+    ...(opts.logger ? { logger: opts.logger } : {}) });
+  const streamSweeper = setInterval(() => {
+    streams.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping old stream events failed'));
+  }, Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000)).unref();
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
       items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
@@ -135,6 +142,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     runs,
     crons: postgresCrons(ctx, runs),
     items,
+    streams,
     subscribe(fn) {
       emitter.on('event', fn);
       return () => emitter.off('event', fn);
@@ -143,6 +151,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       emitter.removeAllListeners();
       clearInterval(sweeper);
       stopThreadSweeper();
+      clearInterval(streamSweeper);
+      await streams.close();
       await ctx.listener.close();
       await pgStore.stop();
       await pool.end();
@@ -161,10 +171,11 @@ async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: 
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
       await c.query(schemaSql(s));
-      await c.query(cronsSchemaSql(s));
       // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
       // processes of one deployment share its langgraph.json, so they agree on it.
       await c.query(`ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`);
+      await c.query(cronsSchemaSql(s));
+      await c.query(streamEventsSchemaSql(s));
       await saver.setup();
       await pgStore.setup();
     } finally {

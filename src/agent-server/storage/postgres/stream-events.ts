@@ -1,0 +1,344 @@
+// Stream events of the Postgres store: one table for every run's events, ids from one sequence. The executing
+// process writes the events of each event-loop turn in one statement (one write in flight at a time, so ids
+// become visible in order) that also NOTIFYs the runs it touched; every process LISTENs and wakes its readers.
+// The table is UNLOGGED: events live minutes (retention), and skipping the WAL is what keeps a token stream
+// cheap; a Postgres crash loses the streams of runs in flight, never a run or its checkpoints.
+// Readers of a run share one in-memory tail per process (see Tail), so 200 clients of one run cost one query
+// per wake-up, not 200.
+import pg from 'pg';
+import type { Logger } from '../../../lib/logger.ts';
+import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
+
+export function streamEventsSchemaSql(s: string): string {
+  return `
+CREATE UNLOGGED TABLE IF NOT EXISTS ${s}.stream_events (
+  id bigserial PRIMARY KEY, run_id uuid NOT NULL, thread_id uuid NOT NULL, event text NOT NULL, data text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX IF NOT EXISTS stream_events_run ON ${s}.stream_events (run_id, id);
+CREATE INDEX IF NOT EXISTS stream_events_thread ON ${s}.stream_events (thread_id, id);
+`;
+}
+
+export interface PostgresStreamOptions {
+  databaseUrl: string;
+  retentionMs: number;
+  logger?: Logger;
+}
+
+/** Events (and bytes of data) kept in memory per run, the newest; a reader further behind reads the table. */
+const TAIL_MAX = 20_000;
+const TAIL_MAX_BYTES = 8 * 1024 * 1024;
+/** Rows per query when a tail catches up with the table. */
+const FETCH_ROWS = 1_000;
+/** A tail nobody read or wrote for this long is dropped. */
+const TAIL_IDLE_MS = 30_000;
+/** A NOTIFY payload names at most this many runs (its limit is 8000 bytes); more wake every reader. */
+const NOTIFY_MAX_RUNS = 60;
+
+/**
+ * The newest events of one run as this process knows them: every event of the run with floor < id <= known is
+ * in `events`. Fed by this process's own writes, and by one shared query when a NOTIFY says there is more.
+ */
+interface Tail {
+  events: StoredStreamEvent[];
+  bytes: number;
+  floor: number;
+  known: number;
+  /** Another process wrote events after `known` (or may have): the next read fetches them. */
+  stale: boolean;
+  fetching: Promise<void> | null;
+  usedAt: number;
+}
+
+type Pending = [runId: string, threadId: string, event: string, data: string];
+
+export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: PostgresStreamOptions):
+  Promise<StreamEventStore & { close(): Promise<void> }> {
+  const channel = `${s}_stream`;
+  const origin = Math.random().toString(36).slice(2, 10);
+  const tails = new Map<string, Tail>();
+  const watchers = new Map<string, Set<() => void>>();
+
+  const wake = (key: string) => {
+    for (const fn of watchers.get(key) ?? []) fn();
+  };
+  const wakeAll = () => {
+    for (const t of tails.values()) t.stale = true;
+    for (const set of watchers.values()) for (const fn of set) fn();
+  };
+
+  // --- writing: one statement per event-loop turn, one in flight ---
+  let queue: Pending[] = [];
+  let queued = 0;
+  let written = 0;
+  let writing = false;
+  let scheduled = false;
+  /** Failed writes so far and the last error: a flush that saw one fail while it waited rejects. */
+  let failures = 0;
+  let lastError: Error | null = null;
+  const flushWaiters: Array<{ upTo: number; failures: number; resolve: () => void; reject: (e: Error) => void }> = [];
+
+  const insert = {
+    name: `ap_stream_insert_${s}`,
+    text: `WITH ins AS (INSERT INTO ${s}.stream_events (run_id, thread_id, event, data)
+        SELECT r, t, e, d FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS x(r, t, e, d, o)
+        ORDER BY o RETURNING id, run_id, thread_id),
+      runs AS (SELECT DISTINCT run_id, thread_id FROM ins),
+      n AS (SELECT pg_notify($5, $6 || CASE WHEN count(*) > ${NOTIFY_MAX_RUNS} THEN '*'
+          ELSE string_agg(run_id::text || ':' || thread_id::text, ',') END) FROM runs)
+      SELECT id, (SELECT count(*) FROM n) AS _n FROM ins ORDER BY id`,
+  };
+
+  function schedule(): void {
+    if (scheduled || writing) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      void drain();
+    });
+  }
+
+  async function drain(): Promise<void> {
+    if (writing) return;
+    writing = true;
+    try {
+      while (queue.length) {
+        const batch = queue;
+        queue = [];
+        const upTo = written + batch.length;
+        try {
+          const ids = await writeBatch(batch);
+          feedTails(batch, ids);
+        } catch (err) {
+          opts.logger?.error({ err, events: batch.length }, 'writing stream events failed; those events are lost');
+          failures++;
+          lastError = err as Error;
+        }
+        written = upTo;
+        settleWaiters();
+      }
+    } finally {
+      writing = false;
+    }
+  }
+
+  async function writeBatch(batch: Pending[]): Promise<number[]> {
+    const cols: [string[], string[], string[], string[]] = [[], [], [], []];
+    for (const p of batch) for (let i = 0; i < 4; i++) cols[i]!.push(p[i]!);
+    // A failed write is retried once (a dropped connection); a second failure loses the batch.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { rows } = await pool.query({ ...insert, values: [...cols, channel, `${origin}|`] });
+        return rows.map((r) => Number(r.id));
+      } catch (err) {
+        if (attempt >= 2) throw err;
+      }
+    }
+  }
+
+  /** Our own writes extend the tails of their runs (and start one per run, for readers here). */
+  function feedTails(batch: Pending[], ids: number[]): void {
+    const woken = new Set<string>();
+    const now = Date.now();
+    for (let i = 0; i < batch.length; i++) {
+      const [runId, threadId, event, data] = batch[i]!;
+      const id = ids[i]!;
+      let t = tails.get(runId);
+      if (!t) tails.set(runId, (t = newTail(id - 1, false)));
+      if (!t.stale && t.known < id) {
+        t.events.push({ id, run_id: runId, event, data });
+        t.bytes += data.length;
+        t.known = id;
+        trim(t);
+      } else t.stale = true;
+      t.usedAt = now;
+      woken.add(runId);
+      woken.add(`t:${threadId}`);
+    }
+    for (const k of woken) wake(k);
+  }
+
+  function newTail(floor: number, stale: boolean): Tail {
+    return { events: [], bytes: 0, floor, known: floor, stale, fetching: null, usedAt: Date.now() };
+  }
+
+  /** Over a bound: the older half goes (readers behind it read the table). */
+  function trim(t: Tail): void {
+    if (t.events.length <= TAIL_MAX && t.bytes <= TAIL_MAX_BYTES) return;
+    let drop = 0;
+    let freed = 0;
+    while (drop < t.events.length - 1 && (drop < t.events.length / 2 || freed < t.bytes / 2)) freed += t.events[drop++]!.data.length;
+    t.floor = t.events[drop - 1]!.id;
+    t.events.splice(0, drop);
+    t.bytes -= freed;
+  }
+
+  function settleWaiters(): void {
+    for (let i = flushWaiters.length - 1; i >= 0; i--) {
+      const w = flushWaiters[i]!;
+      if (w.upTo > written) continue;
+      flushWaiters.splice(i, 1);
+      if (failures !== w.failures) w.reject(lastError!);
+      else w.resolve();
+    }
+  }
+
+  // --- reading ---
+  const byRun = {
+    name: `ap_stream_by_run_${s}`,
+    text: `SELECT id, run_id, event, data FROM ${s}.stream_events WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+  };
+  const toEvent = (r: Record<string, unknown>): StoredStreamEvent => ({
+    id: Number(r.id), run_id: r.run_id as string, event: r.event as string, data: r.data as string,
+  });
+  const query = async (q: { name: string; text: string }, key: string, afterId: number, limit: number) =>
+    (await pool.query({ ...q, values: [key, afterId, limit] })).rows.map(toEvent);
+
+  /**
+   * Moves a tail ahead by one query (one page: a reader far behind the writer pages through, and the tail keeps
+   * what readers still need), shared by every reader that asks meanwhile.
+   */
+  function refresh(runId: string, t: Tail): Promise<void> {
+    t.fetching ??= (async () => {
+      try {
+        t.stale = false;
+        const rows = await query(byRun, runId, t.known, FETCH_ROWS);
+        for (const e of rows) if (e.id > t.known) {
+          t.events.push(e);
+          t.bytes += e.data.length;
+          t.known = e.id;
+        }
+        trim(t);
+        // A full page: there is more to fetch.
+        if (rows.length === FETCH_ROWS) t.stale = true;
+      } finally {
+        t.fetching = null;
+      }
+    })();
+    return t.fetching;
+  }
+
+  async function read(runId: string, afterId: number, limit: number, fresh = false): Promise<StoredStreamEvent[]> {
+    let t = tails.get(runId);
+    // The first reader of a run here starts its tail at its cursor; readers arriving meanwhile share the fetch.
+    if (!t) tails.set(runId, (t = newTail(afterId, true)));
+    if (afterId < t.floor) return query(byRun, runId, afterId, limit);
+    t.usedAt = Date.now();
+    if (fresh) t.stale = true;
+    // Served from the tail; the table is asked only when the tail may lack what this reader needs next.
+    for (;;) {
+      while (t.fetching) await t.fetching;
+      if (afterId < t.floor) return query(byRun, runId, afterId, limit);
+      const out = fromTail(t, afterId, limit);
+      if (out.length === limit || !t.stale) return out;
+      await refresh(runId, t);
+      if (!t.stale) return fromTail(t, afterId, limit);
+    }
+  }
+
+  function fromTail(t: Tail, afterId: number, limit: number): StoredStreamEvent[] {
+    const out: StoredStreamEvent[] = [];
+    // Binary search for the first event after afterId.
+    let lo = 0;
+    let hi = t.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (t.events[mid]!.id <= afterId) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = lo; i < t.events.length && out.length < limit; i++) out.push(t.events[i]!);
+    return out;
+  }
+
+  // --- LISTEN: other processes' writes wake our readers ---
+  let listenClient: pg.Client | null = null;
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client({ connectionString: opts.databaseUrl });
+    c.on('notification', (msg) => {
+      if (msg.channel !== channel || !msg.payload) return;
+      const bar = msg.payload.indexOf('|');
+      if (msg.payload.slice(0, bar) === origin) return;
+      const body = msg.payload.slice(bar + 1);
+      if (body === '*') return wakeAll();
+      for (const pair of body.split(',')) {
+        const [runId, threadId] = pair.split(':');
+        const t = tails.get(runId!);
+        if (t) t.stale = true;
+        wake(runId!);
+        wake(`t:${threadId}`);
+      }
+    });
+    c.on('error', (err) => {
+      opts.logger?.warn({ err }, 'postgres LISTEN connection for stream events lost; reconnecting');
+      c.end().catch(() => undefined);
+      if (!closed) retry = setTimeout(() => void connect().catch(() => undefined), 1000);
+    });
+    await c.connect();
+    await c.query(`LISTEN ${channel}`);
+    listenClient = c;
+    // Writes missed while disconnected: every reader looks again.
+    wakeAll();
+  };
+  await connect();
+
+  const sweepTails = setInterval(() => {
+    const old = Date.now() - TAIL_IDLE_MS;
+    for (const [id, t] of tails) if (t.usedAt < old && !watchers.has(id) && !t.fetching) tails.delete(id);
+  }, TAIL_IDLE_MS / 2).unref();
+
+  const store: StreamEventStore & { close(): Promise<void> } = {
+    append(runId, threadId, event, data) {
+      queue.push([runId, threadId, event, data]);
+      queued++;
+      schedule();
+    },
+    flush() {
+      const upTo = queued;
+      if (written >= upTo) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        flushWaiters.push({ upTo, failures, resolve, reject });
+        schedule();
+      });
+    },
+    read,
+    async readThread(threadId, afterId, limit) {
+      return (await pool.query({
+        name: `ap_stream_by_thread_${s}`,
+        text: `SELECT id, run_id, event, data FROM ${s}.stream_events WHERE thread_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+        values: [threadId, afterId, limit],
+      })).rows.map(toEvent);
+    },
+    async lastId() {
+      const { rows } = await pool.query(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS id
+        FROM ${s}.stream_events_id_seq`);
+      return Number(rows[0]?.id ?? 0);
+    },
+    watch(key, fn) {
+      const k = 'run_id' in key ? key.run_id : `t:${key.thread_id}`;
+      let set = watchers.get(k);
+      if (!set) watchers.set(k, (set = new Set()));
+      set.add(fn);
+      return () => {
+        set.delete(fn);
+        if (!set.size) watchers.delete(k);
+      };
+    },
+    async sweep() {
+      // A run's events go together, once its newest is older than the retention (a long run keeps its start).
+      const { rowCount } = await pool.query(`DELETE FROM ${s}.stream_events WHERE run_id IN (
+          SELECT run_id FROM ${s}.stream_events GROUP BY run_id HAVING max(created_at) < now() - make_interval(secs => $1))`,
+        [opts.retentionMs / 1000]);
+      return rowCount ?? 0;
+    },
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      clearInterval(sweepTails);
+      await store.flush().catch(() => undefined);
+      await listenClient?.end().catch(() => undefined);
+    },
+  };
+  return store;
+}
