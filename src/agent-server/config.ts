@@ -116,7 +116,7 @@ const Config = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
-  webhookAllow: z.array(z.string().min(1).regex(/^(\*|(\*\.)?[A-Za-z0-9.:\[\]-]+)$/, 'a host name, *.domain or *')),
+  webhookAllow: z.array(z.string().min(1).regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *')),
   cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),

@@ -11,8 +11,11 @@ describe('agent-server config', () => {
       configPath: '/srv/app/langgraph.json', host: '127.0.0.1', port: 8000, databaseUrl: undefined,
       dataDir: '/srv/app/.agentplane/agent-server', jobsPerWorker: 10, jobTimeoutSecs: 3600, shutdownGraceSecs: 20,
       leaseSecs: 30, databaseWaitSecs: 60, executorThreads: os.availableParallelism() > 1 ? 1 : 0, logLevel: 'info',
-      webhookAllow: [], cronPollMs: 1000,
+      streamRetentionSecs: 600, streamStallSecs: 60, webhookAllow: [], cronPollMs: 1000,
     });
+    expect(parseAgentServerConfig(['--stream-retention', '30'], { AGENTPLANE_STREAM_STALL_SECS: '5' })!)
+      .toMatchObject({ streamRetentionSecs: 30, streamStallSecs: 5 });
+    expect(() => parseAgentServerConfig(['--stream-retention', '0'], {})).toThrow(/--stream-retention/);
     expect(parseAgentServerConfig(['--webhook-allow', 'hooks.example.com, *.corp.example'], {})!.webhookAllow)
       .toEqual(['hooks.example.com', '*.corp.example']);
     expect(() => parseAgentServerConfig(['--webhook-allow', 'http://x/'], {})).toThrow(/--webhook-allow/);

@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, type Cron, type Run } from '@langchain/langgraph-sdk';
+import { Client, type Run } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { createTestDatabase } from './helpers/pg.ts';

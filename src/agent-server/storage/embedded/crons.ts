@@ -53,9 +53,13 @@ export function embeddedCrons(
 
   function where(q: CronQuery, params: unknown[]): string {
     const clauses: string[] = [];
-    if (q.assistant_id) clauses.push('assistant_id = ?'), params.push(q.assistant_id);
-    if (q.thread_id) clauses.push('thread_id = ?'), params.push(q.thread_id);
-    if (q.enabled !== undefined) clauses.push('enabled = ?'), params.push(q.enabled ? 1 : 0);
+    const add = (clause: string, value: unknown) => {
+      clauses.push(clause);
+      params.push(value);
+    };
+    if (q.assistant_id) add('assistant_id = ?', q.assistant_id);
+    if (q.thread_id) add('thread_id = ?', q.thread_id);
+    if (q.enabled !== undefined) add('enabled = ?', q.enabled ? 1 : 0);
     clauses.push(...jsonFilter('metadata', q.metadata, params));
     return clauses.length ? `WHERE ${clauses.join(' AND ')}` : '';
   }
