@@ -6,6 +6,7 @@
 // @kubernetes/client-node's generic object API needs API discovery and the double has no server-side apply.
 import { ApiException } from '@kubernetes/client-node';
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kubernetes objects of any kind, walked field by field
 type Json = Record<string, any>;
 
 export type ObjectOps<T> = {

@@ -1,6 +1,5 @@
 // Labels on every child: the recommended app.kubernetes.io set (what tools group by) and agentplane.dev ones
 // (what the operator selects by). Selectors use only labels that never change for the life of a deployment.
-import { createHash } from 'node:crypto';
 import { isLabelValue, LABEL_DEPLOYMENT, LABEL_DEPLOYMENT_ID, LABEL_TENANT } from '../../../resources/names.ts';
 import type { OwnerReference } from '../../../resources/meta.ts';
 

@@ -1,6 +1,5 @@
 // A namespace per tenant (optional): its name, the Namespace object, and the RoleBinding that lets the control
 // plane keep the tenant's data-plane keys Secret there (the agents mount it from their own namespace).
-import { createHash } from 'node:crypto';
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import { isLabelValue, LABEL_TENANT } from '../../../resources/names.ts';
 
