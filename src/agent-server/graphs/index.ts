@@ -11,11 +11,13 @@ import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { withGraphContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
 import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
+import type { Config, DrawableLike, PregelLike, StateSnapshotLike } from './pregel-like.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
 export { GraphConfigError } from './config.ts';
 export { SUPPORTED_LANGGRAPH_RANGE } from './version.ts';
 export type { GraphSchemas } from './introspect.ts';
+export type { DrawableLike, PregelLike, StateSnapshotLike } from './pregel-like.ts';
 
 const SYSTEM_ASSISTANT_NAMESPACE = '6ba7b821-9dad-11d1-80b4-00c04fd430c8';
 
@@ -29,45 +31,6 @@ export interface GraphSpec {
   assistantId: string;
   path: string;
   exportName: string;
-}
-
-type Config = Record<string, unknown>;
-
-/** A checkpoint snapshot as Pregel.getState returns it. */
-export interface StateSnapshotLike {
-  values: unknown;
-  next: string[];
-  tasks: Array<Record<string, unknown>>;
-  metadata?: Record<string, unknown>;
-  config: Config;
-  createdAt?: string;
-  parentConfig?: Config;
-}
-
-/** The parts of a compiled graph (Pregel) the server uses, typed structurally. */
-export interface PregelLike {
-  name?: string;
-  nodes: Record<string, unknown>;
-  channels?: Record<string, unknown>;
-  inputChannels?: string | string[];
-  outputChannels?: string | string[];
-  streamChannels?: string | string[];
-  checkpointer?: unknown;
-  store?: unknown;
-  builder?: unknown;
-  invoke(input: unknown, config?: Config): Promise<unknown>;
-  stream(input: unknown, config?: Config): Promise<AsyncIterable<unknown>>;
-  streamEvents?(input: unknown, config: Config): AsyncIterable<unknown>;
-  getState(config: Config, options?: { subgraphs?: boolean }): Promise<StateSnapshotLike>;
-  getStateHistory(config: Config, options?: Record<string, unknown>): AsyncIterable<StateSnapshotLike>;
-  updateState(config: Config, values: unknown, asNode?: string): Promise<Config>;
-  getGraphAsync?(config?: Config): Promise<DrawableLike>;
-  getGraph?(config?: Config): DrawableLike;
-  getSubgraphsAsync?(namespace?: string, recurse?: boolean): AsyncIterable<[string, PregelLike]>;
-}
-
-export interface DrawableLike {
-  toJSON(): { nodes: unknown[]; edges: unknown[] };
 }
 
 /**

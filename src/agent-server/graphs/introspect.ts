@@ -4,7 +4,7 @@
 // types. The context schema is the zod `context` given to StateGraph; JS graphs have no separate config schema,
 // so config_schema and context_schema are the same (as the JS reference server answers).
 import { pathToFileURL } from 'node:url';
-import type { PregelLike } from './index.ts';
+import type { PregelLike } from './pregel-like.ts';
 import { esmSubpathFile, type LanggraphInstall } from './version.ts';
 
 type JsonSchema = Record<string, unknown>;

@@ -6,7 +6,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BaseStore, validateNamespace, type Item, type Operation, type OperationResults } from '@langchain/langgraph-checkpoint';
 import { z } from 'zod';
-import type { ItemStore, StoreItem } from './types.ts';
+import type { ItemsConfig, ItemStore, StoreItem } from './types.ts';
+
+export type { ItemsConfig } from './types.ts';
 
 /** langgraph.json "store": semantic index and item TTL, as on the platform (TTL values in minutes). */
 export const storeSectionSchema = z.looseObject({
@@ -23,14 +25,6 @@ export const storeSectionSchema = z.looseObject({
   }).optional(),
 });
 export type StoreSection = z.infer<typeof storeSectionSchema>;
-
-/** What a store needs to know, in a form that crosses to executor threads (the embed function is a path). */
-export interface ItemsConfig {
-  /** langgraph.json's folder: `index.embed` is relative to it. */
-  projectDir?: string;
-  index?: { embed: string; dims: number; fields: string[] };
-  ttl: { defaultMinutes: number | null; refreshOnRead: boolean; sweepMinutes: number | null };
-}
 
 export const DEFAULT_ITEMS_CONFIG: ItemsConfig = { ttl: { defaultMinutes: null, refreshOnRead: true, sweepMinutes: null } };
 

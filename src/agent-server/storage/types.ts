@@ -3,7 +3,14 @@
 // embedded/); routes and the run engine only see this interface. Storage throws the typed errors of
 // src/lib/errors.ts, never HTTP replies. The run-lifecycle rules both adapters follow are in run-rules.ts.
 import type { BaseCheckpointSaver, BaseStore } from '@langchain/langgraph-checkpoint';
-import type { ItemsConfig } from './items.ts';
+
+/** What a store needs to know, in a form that crosses to executor threads (the embed function is a path). */
+export interface ItemsConfig {
+  /** langgraph.json's folder: `index.embed` is relative to it. */
+  projectDir?: string;
+  index?: { embed: string; dims: number; fields: string[] };
+  ttl: { defaultMinutes: number | null; refreshOnRead: boolean; sweepMinutes: number | null };
+}
 
 export type Json = Record<string, unknown>;
 
