@@ -11,7 +11,11 @@ describe('agent-server config', () => {
       configPath: '/srv/app/langgraph.json', host: '127.0.0.1', port: 8000, databaseUrl: undefined,
       dataDir: '/srv/app/.agentplane/agent-server', jobsPerWorker: 10, jobTimeoutSecs: 3600, shutdownGraceSecs: 20,
       leaseSecs: 30, databaseWaitSecs: 60, executorThreads: os.availableParallelism() > 1 ? 1 : 0, logLevel: 'info',
+      streamRetentionSecs: 600, streamStallSecs: 60,
     });
+    expect(parseAgentServerConfig(['--stream-retention', '30'], { AGENTPLANE_STREAM_STALL_SECS: '5' })!)
+      .toMatchObject({ streamRetentionSecs: 30, streamStallSecs: 5 });
+    expect(() => parseAgentServerConfig(['--stream-retention', '0'], {})).toThrow(/--stream-retention/);
     expect(parseAgentServerConfig(['--executor-threads', '0'], {})!.executorThreads).toBe(0);
     expect(parseAgentServerConfig([], { AGENTPLANE_EXECUTOR_THREADS: '2' })!.executorThreads).toBe(2);
   });
