@@ -26,7 +26,7 @@ const pct = (xs: number[], p: number) => {
 
 /** One run: created through `creator`, its stream joined on the executing replica or the other one. */
 async function measure(procs: ServerProc[], sql: pg.Client, cross: boolean, text: string):
-  Promise<{ ttftMs: number; tokens: number; tokensPerSec: number }> {
+  Promise<{ ttftMs: number; tokens: number; tokensPerSec: number; executing: ServerProc }> {
   const creator = new Client({ apiUrl: procs[0]!.url, callerOptions: { maxRetries: 0 } });
   const t = await creator.threads.create();
   const t0 = performance.now();
@@ -53,7 +53,7 @@ async function measure(procs: ServerProc[], sql: pg.Client, cross: boolean, text
     tokens++;
   }
   if (tokens !== text.length) throw new Error(`expected ${text.length} tokens, got ${tokens}`);
-  return { ttftMs: first - t0, tokens, tokensPerSec: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0 };
+  return { executing, ttftMs: first - t0, tokens, tokensPerSec: tokens > 1 ? ((tokens - 1) * 1000) / (last - first) : 0 };
 }
 
 export async function runStreamBench(opts: { samples?: number; tokens?: number; write: boolean }): Promise<void> {
@@ -73,15 +73,22 @@ export async function runStreamBench(opts: { samples?: number; tokens?: number; 
     const rows: string[] = [];
     const short = 'Hello there, how are you?';
     const long = 'abcdefghij'.repeat(Math.ceil(longTokens / 10)).slice(0, longTokens);
-    // Warm both replicas (executor threads start with their first run).
-    for (let i = 0; i < 4; i++) await measure(procs, sql, i % 2 === 1, short);
-    for (const cross of [false, true]) {
-      const ttft: number[] = [];
-      for (let i = 0; i < samples; i++) ttft.push((await measure(procs, sql, cross, short)).ttftMs);
-      const rates: number[] = [];
-      for (let i = 0; i < 3; i++) rates.push((await measure(procs, sql, cross, long)).tokensPerSec);
-      const label = cross ? 'other replica (durable log + NOTIFY)' : 'executing replica';
-      rows.push(`| ${label} | ${pct(ttft, 50).toFixed(1)} | ${pct(ttft, 99).toFixed(1)} | ${pct(rates, 50).toFixed(0)} |`);
+    // Warm both replicas until each has executed runs (executor threads start with a replica's first run).
+    const executed = new Set<ServerProc>();
+    for (let i = 0; i < 40 && executed.size < 2; i++) executed.add((await measure(procs, sql, i % 2 === 1, short)).executing);
+    for (let i = 0; i < 6; i++) await measure(procs, sql, i % 2 === 1, short);
+    // The two cases take turns, so changing background load hits both alike.
+    const ttft: Record<'local' | 'cross', number[]> = { local: [], cross: [] };
+    const rates: Record<'local' | 'cross', number[]> = { local: [], cross: [] };
+    for (let i = 0; i < samples; i++) {
+      for (const cross of [false, true]) ttft[cross ? 'cross' : 'local'].push((await measure(procs, sql, cross, short)).ttftMs);
+    }
+    for (let i = 0; i < 3; i++) {
+      for (const cross of [false, true]) rates[cross ? 'cross' : 'local'].push((await measure(procs, sql, cross, long)).tokensPerSec);
+    }
+    for (const k of ['local', 'cross'] as const) {
+      const label = k === 'cross' ? 'other replica (durable log + NOTIFY)' : 'executing replica';
+      rows.push(`| ${label} | ${pct(ttft[k], 50).toFixed(1)} | ${pct(ttft[k], 99).toFixed(1)} | ${pct(rates[k], 50).toFixed(0)} |`);
       process.stdout.write(`${rows.at(-1)}\n`);
     }
     const load = os.loadavg()[0]!.toFixed(1);
@@ -94,7 +101,7 @@ export async function runStreamBench(opts: { samples?: number; tokens?: number; 
       `Time to first token: from the run's creation (POST /threads/{id}/runs) to the first messages-tuple event `
         + `at the client, over ${samples} runs of ${short.length} tokens, joined with the SDK on the replica that `
         + `executes the run or on the other one. Tokens/s: a ${longTokens}-token run (fake model, no delay), `
-        + 'first to last token at the client, median of 3.',
+        + 'first to last token at the client, median of 3; the two cases take turns.',
       '',
       '| stream read from | first token p50 ms | p99 ms | tokens/s |',
       '|---|---|---|---|',
