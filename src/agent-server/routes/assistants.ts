@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
 import type { Json } from '../storage/types.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import {
   AssistantCount,
   AssistantCreate,

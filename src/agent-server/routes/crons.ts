@@ -9,7 +9,7 @@ import { toPlain } from '../serde.ts';
 import { checkTimezone, nextTick } from '../runs/crons.ts';
 import { isoNow } from '../storage/common.ts';
 import type { Cron, CronPatch, CronRecord, Json } from '../storage/types.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import { MAX_OFFSET, RunCreate, ThreadParams, WebhookUrl } from './schemas.ts';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -1,10 +1,6 @@
 // All routes of the agent server, registered on one fastify instance.
 import type { FastifyInstance } from 'fastify';
 import { ValidationError } from '../../lib/errors.ts';
-import type { GraphRegistry } from '../graphs/index.ts';
-import type { RunEngine } from '../runs/engine.ts';
-import type { AgentService } from '../service.ts';
-import type { Storage } from '../storage/types.ts';
 import { assistantRoutes } from './assistants.ts';
 import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
@@ -14,20 +10,10 @@ import { storeRoutes } from './store.ts';
 import { streamRoutes } from './stream.ts';
 import { threadRoutes } from './threads.ts';
 import { uiRoutes } from './ui.ts';
-import { NO_UI, type UiBundles } from '../graphs/ui.ts';
+import { NO_UI } from '../graphs/ui.ts';
+import type { RouteDeps } from './deps.ts';
 
-export interface RouteDeps {
-  storage: Storage;
-  graphs: GraphRegistry;
-  engine: RunEngine;
-  service: AgentService;
-  keepAliveMs: number;
-  /** A stream client that takes nothing for this long is disconnected (default 60 s). */
-  streamStallMs?: number;
-  version: string;
-  /** Bundled generative UI components of langgraph.json "ui". */
-  ui?: UiBundles;
-}
+export type { RouteDeps } from './deps.ts';
 
 export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
   // Every route's path, query and parsed body pass one walk before their schemas see them (see input-guard.ts):

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { GraphUnavailableError } from '../graphs/index.ts';
 import { runMetricsOf } from '../platform/run-metrics.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 
 const STREAM_ROUTES = new Set([
   '/threads/:thread_id/runs/stream',

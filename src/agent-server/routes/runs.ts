@@ -5,7 +5,7 @@ import { NotFoundError } from '../../lib/errors.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
 import type { RunAuth } from '../service.ts';
 import type { FastifyRequest } from 'fastify';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import { disconnectSignal, sendAfterWait } from './reply.ts';
 import { CancelQuery, JoinQuery, RunBatchCreate, RunCreate, RunListQuery, RunParams, ThreadParams } from './schemas.ts';
 

@@ -4,7 +4,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { StoreItem } from '../storage/types.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import { MAX_OFFSET } from './schemas.ts';
 
 /** Bounds of what one item may hold (documented in the README). */

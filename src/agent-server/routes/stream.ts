@@ -14,7 +14,7 @@ import { stringify } from '../serde.ts';
 import { eventFilter, followStream } from '../runs/stream.ts';
 import { API_STREAM_MODES } from '../runs/stream-modes.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import { disconnectSignal } from './reply.ts';
 import { runCaller } from './runs.ts';
 import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
 import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
 import type { Thread } from '../storage/types.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 import {
   CheckpointParams,
   HistoryBody,

@@ -9,7 +9,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { UiBundles } from '../graphs/ui.ts';
-import type { RouteDeps } from './index.ts';
+import type { RouteDeps } from './deps.ts';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
