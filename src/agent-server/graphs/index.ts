@@ -11,7 +11,7 @@ import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { withGraphContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
 import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
-import type { Config, DrawableLike, PregelLike, StateSnapshotLike } from './pregel-like.ts';
+import type { Config, PregelLike } from './pregel-like.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
 export { GraphConfigError } from './config.ts';

@@ -20,7 +20,7 @@ export async function* followStream(o: FollowOptions): AsyncGenerator<StoredStre
   let cursor = o.afterId;
   let ended = false;
   // Set by every wake-up: whatever arrives between a read and the wait is not slept through.
-  let dirty = true;
+  let dirty: boolean;
   let wake: (() => void) | null = null;
   const poke = () => {
     dirty = true;
