@@ -121,11 +121,21 @@ interface Server {
   logFile: string;
 }
 
-async function startServer(name: string, cmd: string, argv: string[], opts: { cwd: string; env?: Record<string, string>; port: number; logDir: string }): Promise<Server> {
+async function startServer(
+  name: string,
+  cmd: string,
+  argv: string[],
+  opts: { cwd: string; env?: Record<string, string>; port: number; logDir: string },
+): Promise<Server> {
   const logFile = path.join(opts.logDir, `${name}.log`);
   const fd = openSync(logFile, 'w');
   // Own process group, so the reference CLI's child server goes down with it.
-  const proc = spawn(cmd, argv, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', fd, fd], detached: true });
+  const proc = spawn(cmd, argv, {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', fd, fd],
+    detached: true,
+  });
   const url = `http://127.0.0.1:${opts.port}`;
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
@@ -159,11 +169,18 @@ async function ensureReferenceInstalled(): Promise<string> {
   if (!existsSync(cli)) {
     log('installing @langchain/langgraph-cli into bench/.reference (once)');
     await mkdir(referenceDir, { recursive: true });
-    await writeFile(path.join(referenceDir, 'package.json'), JSON.stringify({ private: true, type: 'module' }, null, 2));
-    await promisify(execFile)('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '@langchain/langgraph-cli'], {
-      cwd: referenceDir,
-      timeout: 600_000,
-    });
+    await writeFile(
+      path.join(referenceDir, 'package.json'),
+      JSON.stringify({ private: true, type: 'module' }, null, 2),
+    );
+    await promisify(execFile)(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--prefer-offline', '@langchain/langgraph-cli'],
+      {
+        cwd: referenceDir,
+        timeout: 600_000,
+      },
+    );
   }
   return cli;
 }
@@ -326,7 +343,13 @@ function serverContender(target: Target, server: Server, cleanup: () => Promise<
   const pgid = server.proc.pid!;
   return {
     target,
-    window: () => drive(target, (w) => cycle(sdk[w]!), clients, () => groupCpuSeconds(pgid)),
+    window: () =>
+      drive(
+        target,
+        (w) => cycle(sdk[w]!),
+        clients,
+        () => groupCpuSeconds(pgid),
+      ),
     latency: () => startLatency(sdk[0]!, latencySamples),
     stop: async () => {
       await stopServer(server);
@@ -399,8 +422,8 @@ function report(results: Result[]): string {
       'machine hits each alike; all servers stay up for the whole run.',
     "- created→running: run `created_at` to the run's first checkpoint `created_at` (GET history), on " +
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
-    '- server CPU ms / cycle: user+system CPU of the server\'s process group (the limit: this process) in the measured ' +
-      'window divided by cycles; it depends far less on other load than cycles/s. Postgres\' own CPU is not included.',
+    "- server CPU ms / cycle: user+system CPU of the server's process group (the limit: this process) in the measured " +
+      "window divided by cycles; it depends far less on other load than cycles/s. Postgres' own CPU is not included.",
     '- client CPU ms / cycle: this process running the 32 SDK clients; it competes with the server for the same cores.',
     "- load avg: the machine's 1-minute load average when the window began (2 cores, shared with other work).",
     '- The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
@@ -452,7 +475,11 @@ async function startContenders(logDir: string): Promise<Contender[]> {
       const port = await freePort();
       const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
       log('starting agentplane (embedded)');
-      const server = await startServer('embedded', node, ours(port, ['--data-dir', dataDir]), { cwd: root, port, logDir });
+      const server = await startServer('embedded', node, ours(port, ['--data-dir', dataDir]), {
+        cwd: root,
+        port,
+        logDir,
+      });
       contenders.push(serverContender('embedded', server, () => rm(dataDir, { recursive: true, force: true })));
     }
     if (only.has('postgres')) {
@@ -470,7 +497,11 @@ async function startContenders(logDir: string): Promise<Contender[]> {
       log(`starting agentplane (Postgres database ${db})`);
       let server: Server;
       try {
-        server = await startServer('postgres', node, ours(port, ['--database-url', dbUrl.href]), { cwd: root, port, logDir });
+        server = await startServer('postgres', node, ours(port, ['--database-url', dbUrl.href]), {
+          cwd: root,
+          port,
+          logDir,
+        });
       } catch (err) {
         await dropDb();
         throw err;
@@ -497,10 +528,14 @@ async function main(): Promise<void> {
     // All servers are up for the whole run; each target takes its turn once per round.
     for (let round = 1; round <= rounds; round++) {
       for (const c of contenders) {
-        log(`round ${round}/${rounds}: ${c.target}, ${clients} clients, ${warmupSeconds}s warm-up + ${windowSeconds.toFixed(1)}s`);
+        log(
+          `round ${round}/${rounds}: ${c.target}, ${clients} clients, ${warmupSeconds}s warm-up + ${windowSeconds.toFixed(1)}s`,
+        );
         const w = await c.window();
         windows.get(c.target)!.push(w);
-        log(`  ${(w.completed / windowSeconds).toFixed(1)} cycles/s, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`);
+        log(
+          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
+        );
       }
     }
     for (const c of contenders) {

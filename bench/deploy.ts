@@ -57,7 +57,8 @@ async function main(): Promise<void> {
   const redeploy: number[] = [];
   const phases: Record<string, number[]> = { clone: [], install: [], start: [] };
 
-  const status = async (dep: string, rev: string) => String((await cp.get(`/v2/deployments/${dep}/revisions/${rev}`)).body.status);
+  const status = async (dep: string, rev: string) =>
+    String((await cp.get(`/v2/deployments/${dep}/revisions/${rev}`)).body.status);
   const deployed = (dep: string, rev: string) =>
     poll(async () => {
       const s = await status(dep, rev);
@@ -103,13 +104,21 @@ async function main(): Promise<void> {
 
       t = performance.now();
       await cp.post(`/v2/deployments/${id}/revisions/${r1}/redeploy`);
-      await poll(async () => ((await cp.get(`/v2/deployments/${id}`)).body.active_revision_id === r1 ? true : undefined), 'redeploy');
-      await poll(async () => ((await fetch(`${dev.url}/deployments/${id}/ok`)).status === 200 ? true : undefined), 'serving');
+      await poll(
+        async () => ((await cp.get(`/v2/deployments/${id}`)).body.active_revision_id === r1 ? true : undefined),
+        'redeploy',
+      );
+      await poll(
+        async () => ((await fetch(`${dev.url}/deployments/${id}/ok`)).status === 200 ? true : undefined),
+        'serving',
+      );
       redeploy.push(performance.now() - t);
 
       await cp.delete(`/v2/deployments/${id}`);
       await poll(async () => ((await cp.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined), 'deleted');
-      console.log(`round ${i + 1}: create ${(create.at(-1)! / 1000).toFixed(2)} s, patch ${(patch.at(-1)! / 1000).toFixed(2)} s, redeploy ${(redeploy.at(-1)! / 1000).toFixed(2)} s`);
+      console.log(
+        `round ${i + 1}: create ${(create.at(-1)! / 1000).toFixed(2)} s, patch ${(patch.at(-1)! / 1000).toFixed(2)} s, redeploy ${(redeploy.at(-1)! / 1000).toFixed(2)} s`,
+      );
     }
   } finally {
     await stopDev(dev);

@@ -14,7 +14,10 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const { values, positionals } = parseArgs({ options: { top: { type: 'string', default: '30' } }, allowPositionals: true });
+const { values, positionals } = parseArgs({
+  options: { top: { type: 'string', default: '30' } },
+  allowPositionals: true,
+});
 const top = Number(values.top);
 
 function packageOf(url: string): string {
@@ -25,7 +28,13 @@ function packageOf(url: string): string {
   }
   if (url.startsWith('node:') || url === '') return url || '(native/gc/idle)';
   const src = url.indexOf('/src/');
-  return src >= 0 ? url.slice(src + 1).split('/').slice(0, 3).join('/') : url;
+  return src >= 0
+    ? url
+        .slice(src + 1)
+        .split('/')
+        .slice(0, 3)
+        .join('/')
+    : url;
 }
 
 for (const file of positionals) {

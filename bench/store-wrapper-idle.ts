@@ -7,7 +7,8 @@ import { Annotation, InMemoryStore, MemorySaver, START, StateGraph } from '@lang
 import { patchBatchedStoreOf } from '../src/agent-server/platform/batched-store.ts';
 
 const mode = process.argv[2];
-if (mode !== 'poll' && mode !== 'event' && mode !== 'none') throw new Error('usage: store-wrapper-idle.ts poll|event|none');
+if (mode !== 'poll' && mode !== 'event' && mode !== 'none')
+  throw new Error('usage: store-wrapper-idle.ts poll|event|none');
 if (mode === 'event' && !(await patchBatchedStoreOf(path.resolve('node_modules/@langchain/langgraph')))) {
   throw new Error('could not patch AsyncBatchedStore');
 }
@@ -23,4 +24,6 @@ const before = process.cpuUsage();
 const started = Date.now();
 await Promise.all(Array.from({ length: 32 }, (_, i) => graph.invoke({}, { configurable: { thread_id: `t${i}` } })));
 const cpu = process.cpuUsage(before);
-console.log(JSON.stringify({ mode, runs: 32, wall_ms: Date.now() - started, cpu_ms: Math.round((cpu.user + cpu.system) / 1000) }));
+console.log(
+  JSON.stringify({ mode, runs: 32, wall_ms: Date.now() - started, cpu_ms: Math.round((cpu.user + cpu.system) / 1000) }),
+);

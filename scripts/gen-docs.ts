@@ -98,7 +98,8 @@ function lookup(doc: Document, path: string[]): { value: unknown; comment: strin
     const pair = node.items.find((p) => isScalar(p.key) && p.key.value === key);
     if (!pair) return undefined;
     // The yaml parser hangs a comment above a map's first key on the map itself.
-    comment = (isScalar(pair.key) ? pair.key.commentBefore : '') || (pair === node.items[0] ? node.commentBefore : '') || '';
+    comment =
+      (isScalar(pair.key) ? pair.key.commentBefore : '') || (pair === node.items[0] ? node.commentBefore : '') || '';
     node = pair.value;
   }
   return { value: node, comment };

@@ -36,7 +36,10 @@ const commands: Record<string, Command> = {
     summary: "List a deployment's revisions, print their build/deploy logs, redeploy one",
     load: () => import('./client/revisions-command.ts'),
   },
-  operator: { summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)', load: () => import('./operator/command.ts') },
+  operator: {
+    summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)',
+    load: () => import('./operator/command.ts'),
+  },
 };
 
 function usage(): string {

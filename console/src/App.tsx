@@ -46,7 +46,9 @@ export function App() {
       <main>
         {route.page === 'list' && <DeploymentList api={api} />}
         {route.page === 'new' && <CreateDeployment api={api} />}
-        {route.page === 'deployment' && <DeploymentPage key={route.id} api={api} id={route.id} revision={route.revision} />}
+        {route.page === 'deployment' && (
+          <DeploymentPage key={route.id} api={api} id={route.id} revision={route.revision} />
+        )}
         {route.page === 'playground' && <Playground key={route.id} api={api} session={session} id={route.id} />}
       </main>
     </>

@@ -45,7 +45,15 @@ export type Revision = {
 
 export type LogEntry = { id: string; timestamp: string; type: 'build' | 'deploy'; message: string };
 
-export const TERMINAL = new Set(['DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED', 'UNKNOWN']);
+export const TERMINAL = new Set([
+  'DEPLOYED',
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+  'UNKNOWN',
+]);
 
 /** An API answer other than 2xx: `message` for a banner, `fields` keyed by dotted body path ("source_config.repo_url"). */
 export class ApiError extends Error {

@@ -38,8 +38,17 @@ export function Field({
 
 export type SecretRow = { name: string; value: string };
 
-export function SecretRows({ rows, onChange, errors }: { rows: SecretRow[]; onChange: (rows: SecretRow[]) => void; errors: FieldErrors }) {
-  const set = (i: number, patch: Partial<SecretRow>) => onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+export function SecretRows({
+  rows,
+  onChange,
+  errors,
+}: {
+  rows: SecretRow[];
+  onChange: (rows: SecretRow[]) => void;
+  errors: FieldErrors;
+}) {
+  const set = (i: number, patch: Partial<SecretRow>) =>
+    onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)));
   return (
     <fieldset>
       <legend>Secrets</legend>
@@ -47,12 +56,27 @@ export function SecretRows({ rows, onChange, errors }: { rows: SecretRow[]; onCh
       {rows.map((r, i) => (
         <div className="secret-row" key={i}>
           <Field label="Name" errorKey={`secrets.${i}.name`} errors={errors}>
-            <input value={r.name} onChange={(e) => set(i, { name: e.target.value })} placeholder="MY_SECRET" autoComplete="off" />
+            <input
+              value={r.name}
+              onChange={(e) => set(i, { name: e.target.value })}
+              placeholder="MY_SECRET"
+              autoComplete="off"
+            />
           </Field>
           <Field label="Value" errorKey={`secrets.${i}.value`} errors={errors}>
-            <input type="password" value={r.value} onChange={(e) => set(i, { value: e.target.value })} autoComplete="new-password" />
+            <input
+              type="password"
+              value={r.value}
+              onChange={(e) => set(i, { value: e.target.value })}
+              autoComplete="new-password"
+            />
           </Field>
-          <button type="button" className="small secondary" aria-label={`Remove secret ${i + 1}`} onClick={() => onChange(rows.filter((_, j) => j !== i))}>
+          <button
+            type="button"
+            className="small secondary"
+            aria-label={`Remove secret ${i + 1}`}
+            onClick={() => onChange(rows.filter((_, j) => j !== i))}
+          >
             Remove
           </button>
         </div>
@@ -82,7 +106,15 @@ export function resourceSpecOf(r: ResourceForm): Record<string, number | string>
   return Object.keys(out).length ? out : undefined;
 }
 
-export function ResourceFields({ value, onChange, errors }: { value: ResourceForm; onChange: (v: ResourceForm) => void; errors: FieldErrors }) {
+export function ResourceFields({
+  value,
+  onChange,
+  errors,
+}: {
+  value: ResourceForm;
+  onChange: (v: ResourceForm) => void;
+  errors: FieldErrors;
+}) {
   const input = (k: keyof ResourceForm, label: string, hint: string) => (
     <Field label={label} errorKey={`source_config.resource_spec.${k}`} errors={errors} hint={hint}>
       <input inputMode="decimal" value={value[k]} onChange={(e) => onChange({ ...value, [k]: e.target.value })} />

@@ -109,7 +109,9 @@ export function JsonTree({ value, name, depth = 0 }: { value: unknown; name?: st
     );
   }
   const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v] as const) : Object.entries(value);
-  const summary = Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}${preview(value as Record<string, unknown>)}`;
+  const summary = Array.isArray(value)
+    ? `[${entries.length}]`
+    : `{${entries.length}}${preview(value as Record<string, unknown>)}`;
   return (
     <details open={depth < 2} className="node">
       <summary>

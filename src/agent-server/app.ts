@@ -1,11 +1,7 @@
 // The agent server's fastify instance, built from injected dependencies; it never listens (server.ts does).
 import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
-import {
-  jsonSchemaTransform,
-  serializerCompiler,
-  validatorCompiler,
-} from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import { requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
@@ -77,7 +73,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logUnexpected: (err, req) => req.log.error({ err }, `request failed: ${err.message}`),
   });
 
-  const service = createAgentService({ storage: deps.storage, graphs: deps.graphs, engine: deps.engine, webhookPolicy: deps.webhookPolicy });
+  const service = createAgentService({
+    storage: deps.storage,
+    graphs: deps.graphs,
+    engine: deps.engine,
+    webhookPolicy: deps.webhookPolicy,
+  });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
   installCors(app, ext.cors);
@@ -95,7 +96,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (ext.app) {
     mountCustomApp(app, ext.app, {
       bodyLimit,
-      ...(customAuth && !authFirst ? { afterFallthrough: (req, reply) => authenticateRequest(customAuth, req, reply) } : {}),
+      ...(customAuth && !authFirst
+        ? { afterFallthrough: (req, reply) => authenticateRequest(customAuth, req, reply) }
+        : {}),
     });
   }
   installDisabledGroups(app, ext.http);

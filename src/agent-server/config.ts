@@ -3,7 +3,15 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { fromEnv, optionPicker, parseCommandArgs, portSchema, positiveIntSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import {
+  fromEnv,
+  optionPicker,
+  parseCommandArgs,
+  portSchema,
+  positiveIntSchema,
+  UsageError,
+  type CommandSpec,
+} from '../lib/cli-args.ts';
 
 export const agentServerCommand: CommandSpec = {
   name: 'agent-server',
@@ -18,18 +26,25 @@ export const agentServerCommand: CommandSpec = {
     },
     'graph-defaults': {
       type: 'string',
-      description: 'JSON of per-graph defaults for the system assistants, as on the LangGraph platform: '
-        + '{"<graph id>": {"configurable": {...}, "context": {...}, ...}} ("context" becomes the assistant\'s context, '
-        + 'the rest its config)',
+      description:
+        'JSON of per-graph defaults for the system assistants, as on the LangGraph platform: ' +
+        '{"<graph id>": {"configurable": {...}, "context": {...}, ...}} ("context" becomes the assistant\'s context, ' +
+        'the rest its config)',
       env: ['LANGGRAPH_CONFIG'],
     },
     strict: {
       type: 'boolean',
-      description: 'Refuse to start when any graph fails to load (for CI); by default a failing graph is reported '
-        + '(log, /info, 422 on its assistant) and the others keep serving',
+      description:
+        'Refuse to start when any graph fails to load (for CI); by default a failing graph is reported ' +
+        '(log, /info, 422 on its assistant) and the others keep serving',
       env: ['AGENTPLANE_STRICT'],
     },
-    host: { type: 'string', description: 'Address to listen on (0.0.0.0 for every interface)', default: '127.0.0.1', env: ['HOST'] },
+    host: {
+      type: 'string',
+      description: 'Address to listen on (0.0.0.0 for every interface)',
+      default: '127.0.0.1',
+      env: ['HOST'],
+    },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8000', env: ['PORT'] },
     'database-url': {
       type: 'string',
@@ -42,8 +57,18 @@ export const agentServerCommand: CommandSpec = {
       default: './.agentplane/agent-server',
       env: ['AGENTPLANE_DATA_DIR'],
     },
-    'jobs-per-worker': { type: 'string', description: 'Runs executed concurrently by this process', default: '10', env: ['N_JOBS_PER_WORKER'] },
-    'job-timeout': { type: 'string', description: 'Seconds a background run may take before it ends as timeout', default: '3600', env: ['BG_JOB_TIMEOUT_SECS'] },
+    'jobs-per-worker': {
+      type: 'string',
+      description: 'Runs executed concurrently by this process',
+      default: '10',
+      env: ['N_JOBS_PER_WORKER'],
+    },
+    'job-timeout': {
+      type: 'string',
+      description: 'Seconds a background run may take before it ends as timeout',
+      default: '3600',
+      env: ['BG_JOB_TIMEOUT_SECS'],
+    },
     'shutdown-grace': {
       type: 'string',
       description: 'Seconds to let running runs finish on SIGTERM before they are returned to the queue',
@@ -52,7 +77,8 @@ export const agentServerCommand: CommandSpec = {
     },
     'database-wait': {
       type: 'string',
-      description: 'Seconds to keep retrying the first Postgres connection (with backoff) while the database is not reachable yet',
+      description:
+        'Seconds to keep retrying the first Postgres connection (with backoff) while the database is not reachable yet',
       default: '60',
       env: ['AGENTPLANE_DATABASE_WAIT_SECS'],
     },
@@ -64,29 +90,34 @@ export const agentServerCommand: CommandSpec = {
     },
     'executor-threads': {
       type: 'string',
-      description: 'Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node\'s cores)',
+      description:
+        "Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node's cores)",
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
     },
     'stream-retention': {
       type: 'string',
-      description: 'Seconds a run\'s stream events stay readable (joinStream, Last-Event-ID resumes) after its last event',
+      description:
+        "Seconds a run's stream events stay readable (joinStream, Last-Event-ID resumes) after its last event",
       default: '600',
       env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
     },
     'stream-stall-timeout': {
       type: 'string',
-      description: 'Seconds a stream client may go without reading before it is disconnected (it can resume with Last-Event-ID)',
+      description:
+        'Seconds a stream client may go without reading before it is disconnected (it can resume with Last-Event-ID)',
       default: '60',
       env: ['AGENTPLANE_STREAM_STALL_SECS'],
     },
     'auth-keys-file': {
       type: 'string',
-      description: 'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
+      description:
+        'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
     },
     'webhook-allow': {
       type: 'string',
-      description: 'Comma-separated hosts run webhooks may reach, whatever address they resolve to (*.example.com: its '
-        + 'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
+      description:
+        'Comma-separated hosts run webhooks may reach, whatever address they resolve to (*.example.com: its ' +
+        'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
     },
     'cron-poll-ms': {
@@ -95,7 +126,12 @@ export const agentServerCommand: CommandSpec = {
       default: '1000',
       env: ['AGENTPLANE_CRON_POLL_MS'],
     },
-    'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
+    'log-level': {
+      type: 'string',
+      description: 'fatal, error, warn, info, debug, trace or silent',
+      default: 'info',
+      env: ['LOG_LEVEL'],
+    },
   },
 };
 
@@ -103,7 +139,10 @@ const Config = z.object({
   configPath: z.string().min(1),
   host: z.string().min(1),
   port: portSchema,
-  databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://').optional(),
+  databaseUrl: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
+    .optional(),
   dataDir: z.string().min(1),
   jobsPerWorker: positiveIntSchema,
   jobTimeoutSecs: positiveIntSchema,
@@ -111,12 +150,20 @@ const Config = z.object({
   leaseSecs: z.coerce.number().min(1),
   databaseWaitSecs: z.coerce.number().min(0).max(3600),
   executorThreads: z.coerce.number().int().min(0).max(64),
-  streamRetentionSecs: z.coerce.number().min(1).max(7 * 24 * 3600),
+  streamRetentionSecs: z.coerce
+    .number()
+    .min(1)
+    .max(7 * 24 * 3600),
   streamStallSecs: z.coerce.number().min(1).max(3600),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
-  webhookAllow: z.array(z.string().min(1).regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *')),
+  webhookAllow: z.array(
+    z
+      .string()
+      .min(1)
+      .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
+  ),
   cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
@@ -127,7 +174,11 @@ const Config = z.object({
 export type AgentServerConfig = z.infer<typeof Config>;
 
 /** Returns null when --help was asked for. */
-export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): AgentServerConfig | null {
+export function parseAgentServerConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  cwd = process.cwd(),
+): AgentServerConfig | null {
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
   const pick = optionPicker(agentServerCommand, flags, env);
@@ -146,13 +197,18 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
       }
     } else if (typeof flags['graph-defaults'] !== 'string') {
       legacyPath = defaultsText;
-      notes.push('LANGGRAPH_CONFIG holds a path: read as the path of langgraph.json; use AGENTPLANE_GRAPH_CONFIG for '
-        + 'that (LANGGRAPH_CONFIG is JSON of per-graph assistant defaults, as on the LangGraph platform)');
+      notes.push(
+        'LANGGRAPH_CONFIG holds a path: read as the path of langgraph.json; use AGENTPLANE_GRAPH_CONFIG for ' +
+          'that (LANGGRAPH_CONFIG is JSON of per-graph assistant defaults, as on the LangGraph platform)',
+      );
     }
   }
   const configFlag = typeof flags.config === 'string' ? flags.config : undefined;
   const raw = {
-    configPath: path.resolve(cwd, configFlag ?? fromEnv(env, ['AGENTPLANE_GRAPH_CONFIG']) ?? legacyPath ?? './langgraph.json'),
+    configPath: path.resolve(
+      cwd,
+      configFlag ?? fromEnv(env, ['AGENTPLANE_GRAPH_CONFIG']) ?? legacyPath ?? './langgraph.json',
+    ),
     host: pick('host'),
     port: pick('port'),
     databaseUrl: pick('database-url'),
@@ -166,7 +222,10 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
     streamRetentionSecs: pick('stream-retention'),
     streamStallSecs: pick('stream-stall-timeout'),
     logLevel: pick('log-level')?.toLowerCase(),
-    webhookAllow: (pick('webhook-allow') ?? '').split(',').map((h) => h.trim()).filter(Boolean),
+    webhookAllow: (pick('webhook-allow') ?? '')
+      .split(',')
+      .map((h) => h.trim())
+      .filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
     graphDefaults,
@@ -176,13 +235,28 @@ export function parseAgentServerConfig(argv: string[], env: NodeJS.ProcessEnv, c
   const parsed = Config.safeParse(raw);
   if (!parsed.success) {
     const names: Record<string, string> = {
-      configPath: '--config', host: '--host', port: '--port', databaseUrl: '--database-url', dataDir: '--data-dir',
-      jobsPerWorker: '--jobs-per-worker', jobTimeoutSecs: '--job-timeout', shutdownGraceSecs: '--shutdown-grace',
-      leaseSecs: '--lease-secs', databaseWaitSecs: '--database-wait', executorThreads: '--executor-threads',
-      streamRetentionSecs: '--stream-retention', streamStallSecs: '--stream-stall-timeout',
-      logLevel: '--log-level', authKeysFile: '--auth-keys-file', webhookAllow: '--webhook-allow', cronPollMs: '--cron-poll-ms', graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
+      configPath: '--config',
+      host: '--host',
+      port: '--port',
+      databaseUrl: '--database-url',
+      dataDir: '--data-dir',
+      jobsPerWorker: '--jobs-per-worker',
+      jobTimeoutSecs: '--job-timeout',
+      shutdownGraceSecs: '--shutdown-grace',
+      leaseSecs: '--lease-secs',
+      databaseWaitSecs: '--database-wait',
+      executorThreads: '--executor-threads',
+      streamRetentionSecs: '--stream-retention',
+      streamStallSecs: '--stream-stall-timeout',
+      logLevel: '--log-level',
+      authKeysFile: '--auth-keys-file',
+      webhookAllow: '--webhook-allow',
+      cronPollMs: '--cron-poll-ms',
+      graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
     };
-    const msg = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`).join('; ');
+    const msg = parsed.error.issues
+      .map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`)
+      .join('; ');
     throw new UsageError(msg);
   }
   return parsed.data;

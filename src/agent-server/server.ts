@@ -30,7 +30,15 @@ export interface RunningServer {
 }
 
 /** Errors that mean "the database is not reachable yet" (starting pod, DNS not ready), not "it refuses us". */
-const TRANSIENT_DB_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03']);
+const TRANSIENT_DB_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  '57P03',
+]);
 
 export function isTransientDatabaseError(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
@@ -57,8 +65,15 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
-      return await openPostgresStorage({ databaseUrl, logger, poolSize: Math.max(10, config.jobsPerWorker + 10), items, embedder,
-        threadTtl, streamRetentionMs });
+      return await openPostgresStorage({
+        databaseUrl,
+        logger,
+        poolSize: Math.max(10, config.jobsPerWorker + 10),
+        items,
+        embedder,
+        threadTtl,
+        streamRetentionMs,
+      });
     } catch (err) {
       if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
@@ -83,7 +98,10 @@ export async function ensureSystemAssistants(
       assistant_id: spec.assistantId,
       graph_id: spec.graphId,
       config,
-      context: context !== null && typeof context === 'object' && !Array.isArray(context) ? (context as Record<string, unknown>) : {},
+      context:
+        context !== null && typeof context === 'object' && !Array.isArray(context)
+          ? (context as Record<string, unknown>)
+          : {},
       metadata: { created_by: 'system' },
       name: spec.graphId,
       description: null,
@@ -105,8 +123,11 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const ui = await bundleUi(config.configPath, { logger, strict: config.strict });
   // langgraph.json "auth" and "http": loaded before the store opens, so a bad auth or app path fails fast.
   const extensions = await loadServerExtensions(config.configPath, logger);
-  const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter((id) => !graphs.specs.some((s) => s.graphId === id));
-  if (unknownDefaults.length) logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
+  const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter(
+    (id) => !graphs.specs.some((s) => s.graphId === id),
+  );
+  if (unknownDefaults.length)
+    logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
   const storage = instrumentStorage(await openStorage(config, logger));
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
@@ -116,18 +137,26 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     graphs,
     logger,
     // The thread's values after the run: the outcome has them unless the run left them unchanged.
-    onRunFinished: (run, outcome) => webhooks.notify(run, outcome, async () =>
-      outcome.values !== undefined ? outcome.values : ((await storage.threads.get(run.thread_id))?.values ?? null)),
+    onRunFinished: (run, outcome) =>
+      webhooks.notify(run, outcome, async () =>
+        outcome.values !== undefined ? outcome.values : ((await storage.threads.get(run.thread_id))?.values ?? null),
+      ),
     // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
     // until one is ready.
     ...(config.executorThreads > 0
       ? {
-          executor: (inline: RunExecutor) => ThreadExecutor.start(config.executorThreads, {
-            configPath: config.configPath,
-            source: storage.checkpointerSource,
-            poolSize: Math.max(10, config.jobsPerWorker + 10),
-            platform: () => platform.workerEnv(),
-          }, logger, inline),
+          executor: (inline: RunExecutor) =>
+            ThreadExecutor.start(
+              config.executorThreads,
+              {
+                configPath: config.configPath,
+                source: storage.checkpointerSource,
+                poolSize: Math.max(10, config.jobsPerWorker + 10),
+                platform: () => platform.workerEnv(),
+              },
+              logger,
+              inline,
+            ),
         }
       : {}),
     concurrency: config.jobsPerWorker,
@@ -139,8 +168,17 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }
-  const app = await buildApp({ storage, graphs, engine, logger, apiKeys, extensions, ui, webhookPolicy: webhookConfig.policy,
-    streamStallMs: config.streamStallSecs * 1000 });
+  const app = await buildApp({
+    storage,
+    graphs,
+    engine,
+    logger,
+    apiKeys,
+    extensions,
+    ui,
+    webhookPolicy: webhookConfig.policy,
+    streamStallMs: config.streamStallSecs * 1000,
+  });
   platform.bindApp(app);
   const url = await app.listen({ host: config.host, port: config.port });
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.
@@ -157,10 +195,20 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   });
   crons.start();
   const failed = Object.keys(graphs.failures);
-  logger.info({ url, store: storage.kind, graphs: graphs.specs.map((s) => s.graphId), worker: engine.workerId,
-    ...(failed.length ? { failed_graphs: failed } : {}) }, 'agent server listening');
-  if (extensions.auth) logger.info('custom auth from langgraph.json decides who may call (it replaces the platform API key)');
-  else if (apiKeys) logger.info({ file: config.authKeysFile }, 'requests need an X-Api-Key listed in the key file (except /ok)');
+  logger.info(
+    {
+      url,
+      store: storage.kind,
+      graphs: graphs.specs.map((s) => s.graphId),
+      worker: engine.workerId,
+      ...(failed.length ? { failed_graphs: failed } : {}),
+    },
+    'agent server listening',
+  );
+  if (extensions.auth)
+    logger.info('custom auth from langgraph.json decides who may call (it replaces the platform API key)');
+  else if (apiKeys)
+    logger.info({ file: config.authKeysFile }, 'requests need an X-Api-Key listed in the key file (except /ok)');
   let closing: Promise<void> | null = null;
   return {
     app,

@@ -10,7 +10,16 @@ import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
-import { TERMINAL_RUN_STATUSES, type Assistant, type AssistantVersion, type Json, type NewRun, type RunRecord, type Storage, type Thread } from './storage/types.ts';
+import {
+  TERMINAL_RUN_STATUSES,
+  type Assistant,
+  type AssistantVersion,
+  type Json,
+  type NewRun,
+  type RunRecord,
+  type Storage,
+  type Thread,
+} from './storage/types.ts';
 
 const threadNotFound = (threadId: string) => `Thread not found: ${threadId}`;
 
@@ -67,7 +76,8 @@ export function storedVersions(storage: Storage): AssistantVersions {
       try {
         return await storage.assistants.setLatest(assistantId, version);
       } catch (err) {
-        if (err instanceof NotFoundError) throw new NotFoundError(`Assistant version not found: ${assistantId} version ${version}`);
+        if (err instanceof NotFoundError)
+          throw new NotFoundError(`Assistant version not found: ${assistantId} version ${version}`);
         throw err;
       }
     },
@@ -76,7 +86,13 @@ export function storedVersions(storage: Storage): AssistantVersions {
 
 export type AgentService = ReturnType<typeof createAgentService>;
 
-export function createAgentService({ storage, graphs, engine, versions = storedVersions(storage), webhookPolicy = { allow: [] } }: ServiceDeps) {
+export function createAgentService({
+  storage,
+  graphs,
+  engine,
+  versions = storedVersions(storage),
+  webhookPolicy = { allow: [] },
+}: ServiceDeps) {
   const graphIds = new Set(graphs.specs.map((s) => s.graphId));
 
   /** A webhook URL the policy refuses outright → 422 naming the field (addresses are checked at delivery). */
@@ -132,10 +148,12 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       return { ...cfg, configurable };
     }
     const assistantId = thread.metadata.assistant_id;
-    const assistant = typeof assistantId === 'string' && UUID_RE.test(assistantId)
-      ? await storage.assistants.get(assistantId)
-      : null;
-    return { ...(assistant?.config ?? {}), configurable: { ...((assistant?.config.configurable as Json | undefined) ?? {}) } };
+    const assistant =
+      typeof assistantId === 'string' && UUID_RE.test(assistantId) ? await storage.assistants.get(assistantId) : null;
+    return {
+      ...(assistant?.config ?? {}),
+      configurable: { ...((assistant?.config.configurable as Json | undefined) ?? {}) },
+    };
   }
 
   async function createRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<RunRecord> {
@@ -149,7 +167,12 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
    * The run a create request asks for, as the store takes it (kwargs exactly as the platform records them);
    * `threadId` null: a stateless run on a new thread (`newThreadId`, else a random one).
    */
-  async function buildRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth, newThreadId?: string): Promise<NewRun> {
+  async function buildRun(
+    threadId: string | null,
+    body: RunCreateBody,
+    caller?: RunAuth,
+    newThreadId?: string,
+  ): Promise<NewRun> {
     checkWebhook(body.webhook);
     const assistant = await resolveAssistant(body.assistant_id);
     const stateless = threadId === null;
@@ -158,13 +181,20 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
     const cfg = (body.config ?? {}) as Json;
     const assistantCfg = (assistant.config ?? {}) as Json;
     const checkpointId = body.checkpoint_id ?? body.checkpoint?.checkpoint_id ?? null;
-    const requested: Json = { ...((assistantCfg.configurable as Json | undefined) ?? {}), ...((cfg.configurable as Json | undefined) ?? {}) };
+    const requested: Json = {
+      ...((assistantCfg.configurable as Json | undefined) ?? {}),
+      ...((cfg.configurable as Json | undefined) ?? {}),
+    };
     for (const key of RESERVED_CONFIGURABLE) delete requested[key];
     const user = caller?.auth;
     const configurable = {
       ...requested,
       ...(user
-        ? { langgraph_auth_user: user.user, langgraph_auth_user_id: user.user.identity, langgraph_auth_permissions: user.permissions }
+        ? {
+            langgraph_auth_user: user.user,
+            langgraph_auth_user_id: user.user.identity,
+            langgraph_auth_permissions: user.permissions,
+          }
         : {}),
       run_id,
       user_id: '',
@@ -206,7 +236,11 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       multitask_strategy: body.multitask_strategy ?? 'reject',
       if_not_exists: stateless ? 'create' : (body.if_not_exists ?? 'reject'),
       // A thread this run creates carries the handler's equality filter (e.g. its owner), so its creator sees it.
-      thread_metadata: { ...equalityPart(caller?.filters), graph_id: assistant.graph_id, assistant_id: assistant.assistant_id },
+      thread_metadata: {
+        ...equalityPart(caller?.filters),
+        graph_id: assistant.graph_id,
+        assistant_id: assistant.assistant_id,
+      },
     };
   }
 
@@ -216,8 +250,11 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
    */
   function deleteThreadWhenDone(run: RunRecord): void {
     if (!run.kwargs.temporary) return;
-    void engine.waitForRun(run.thread_id, run.run_id, undefined, run)
-      .then((done) => (done && TERMINAL_RUN_STATUSES.has(done.status) ? storage.threads.delete(run.thread_id) : undefined))
+    void engine
+      .waitForRun(run.thread_id, run.run_id, undefined, run)
+      .then((done) =>
+        done && TERMINAL_RUN_STATUSES.has(done.status) ? storage.threads.delete(run.thread_id) : undefined,
+      )
       .catch(() => undefined);
   }
 
@@ -241,7 +278,10 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
     if (deleteThreads) {
       const page = 500;
       for (;;) {
-        const threads = await storage.threads.search({ metadata: { assistant_id: assistant.assistant_id }, limit: page });
+        const threads = await storage.threads.search({
+          metadata: { assistant_id: assistant.assistant_id },
+          limit: page,
+        });
         for (const t of threads) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
         if (threads.length < page) break;
       }
@@ -275,16 +315,25 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
 
   async function updateState(
     threadId: string,
-    body: { values?: unknown; checkpoint_id?: string | null; checkpoint?: { checkpoint_id?: string | null } | null; as_node?: string | null },
+    body: {
+      values?: unknown;
+      checkpoint_id?: string | null;
+      checkpoint?: { checkpoint_id?: string | null } | null;
+      as_node?: string | null;
+    },
   ) {
     const thread = await requireThread(threadId);
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) {
-      throw new BadRequestError(`Thread ${threadId} has no graph yet: run an assistant on it before updating its state`);
+      throw new BadRequestError(
+        `Thread ${threadId} has no graph yet: run an assistant on it before updating its state`,
+      );
     }
     // A run in flight writes checkpoints of its own; an update now would race it.
     if (thread.status === 'busy') {
-      throw new ConflictError(`Thread ${threadId} is busy: a run is in flight; wait for it to finish before updating the state`);
+      throw new ConflictError(
+        `Thread ${threadId} is busy: a run is in flight; wait for it to finish before updating the state`,
+      );
     }
     const graph = await graphFor(graphId, await threadConfig(thread));
     const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
@@ -299,8 +348,12 @@ export function createAgentService({ storage, graphs, engine, versions = storedV
       throw new BadRequestError(`State update rejected: ${(err as Error).message}`);
     }
     const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
-    await storage.threads.setState(threadId, toPlain<Json>(snapshot.values ?? {}), snapshot.next.length > 0,
-      interruptsOf(snapshot));
+    await storage.threads.setState(
+      threadId,
+      toPlain<Json>(snapshot.values ?? {}),
+      snapshot.next.length > 0,
+      interruptsOf(snapshot),
+    );
     const c = (next.configurable ?? {}) as Json;
     const checkpoint = {
       thread_id: threadId,

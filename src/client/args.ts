@@ -10,8 +10,17 @@ export type ClientOptionSpec = OptionSpec & { multiple?: boolean };
 export type ClientCommandSpec = Omit<CommandSpec, 'options'> & { options: Record<string, ClientOptionSpec> };
 
 export const connectionOptions: Record<string, ClientOptionSpec> = {
-  url: { type: 'string', description: 'Control plane base URL', default: 'http://127.0.0.1:8080', env: ['AGENTPLANE_URL'] },
-  'api-key': { type: 'string', description: 'API key sent as X-Api-Key (prefer the env var)', env: ['AGENTPLANE_API_KEY'] },
+  url: {
+    type: 'string',
+    description: 'Control plane base URL',
+    default: 'http://127.0.0.1:8080',
+    env: ['AGENTPLANE_URL'],
+  },
+  'api-key': {
+    type: 'string',
+    description: 'API key sent as X-Api-Key (prefer the env var)',
+    env: ['AGENTPLANE_API_KEY'],
+  },
   tenant: { type: 'string', description: 'Tenant (workspace) sent as X-Tenant-Id', env: ['AGENTPLANE_TENANT'] },
   json: { type: 'boolean', description: 'Print JSON for scripts instead of tables' },
 };
@@ -33,7 +42,12 @@ export function parseClientArgs(spec: ClientCommandSpec, argv: string[]): { flag
 }
 
 /** A string flag, else its environment variables, else its default. */
-export function pickString(spec: ClientCommandSpec, flags: Flags, name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function pickString(
+  spec: ClientCommandSpec,
+  flags: Flags,
+  name: string,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
   return optionPicker(spec, flags, env)(name);
 }
 
@@ -49,8 +63,16 @@ const Connection = z.object({
 });
 const FLAG_OF = { url: '--url', apiKey: '--api-key', tenant: '--tenant' } as const;
 
-export function clientFrom(spec: ClientCommandSpec, flags: Flags, env: NodeJS.ProcessEnv = process.env): ControlPlaneClient {
-  const parsed = Connection.safeParse({ url: pickString(spec, flags, 'url', env), apiKey: pickString(spec, flags, 'api-key', env), tenant: pickString(spec, flags, 'tenant', env) });
+export function clientFrom(
+  spec: ClientCommandSpec,
+  flags: Flags,
+  env: NodeJS.ProcessEnv = process.env,
+): ControlPlaneClient {
+  const parsed = Connection.safeParse({
+    url: pickString(spec, flags, 'url', env),
+    apiKey: pickString(spec, flags, 'api-key', env),
+    tenant: pickString(spec, flags, 'tenant', env),
+  });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new UsageError(`${FLAG_OF[issue.path[0] as keyof typeof FLAG_OF]} ${issue.message}`);

@@ -27,17 +27,50 @@ export const deployCommand: ClientCommandSpec = {
     'agentplane deploy --name NAME --repo-url URL|DIR --ref REF [--config-path langgraph.json] [--secret NAME=VALUE]... [--wait]\n' +
     '       agentplane deploy [--file agentplane.yaml] [--wait]     (flags override the file)',
   options: {
-    name: { type: 'string', description: 'Deployment name (unique in the tenant): updated when it exists, else created' },
-    'repo-url': { type: 'string', description: 'Git URL, or a folder on the control plane machine (a local folder is made absolute)' },
-    ref: { type: 'string', description: 'Branch, tag or commit to build (required to create; on update defaults to the current one)' },
-    'config-path': { type: 'string', description: 'Path of langgraph.json in the repository (default on create: langgraph.json)' },
-    secret: { type: 'string', multiple: true, description: 'NAME=VALUE environment of the agent (repeatable; given secrets replace the old set)' },
-    'secret-from-env': { type: 'string', multiple: true, description: 'NAME: a secret whose value is this environment variable (repeatable)' },
-    'install-command': { type: 'string', description: 'Install command (default: npm ci when there is a package.json)' },
+    name: {
+      type: 'string',
+      description: 'Deployment name (unique in the tenant): updated when it exists, else created',
+    },
+    'repo-url': {
+      type: 'string',
+      description: 'Git URL, or a folder on the control plane machine (a local folder is made absolute)',
+    },
+    ref: {
+      type: 'string',
+      description: 'Branch, tag or commit to build (required to create; on update defaults to the current one)',
+    },
+    'config-path': {
+      type: 'string',
+      description: 'Path of langgraph.json in the repository (default on create: langgraph.json)',
+    },
+    secret: {
+      type: 'string',
+      multiple: true,
+      description: 'NAME=VALUE environment of the agent (repeatable; given secrets replace the old set)',
+    },
+    'secret-from-env': {
+      type: 'string',
+      multiple: true,
+      description: 'NAME: a secret whose value is this environment variable (repeatable)',
+    },
+    'install-command': {
+      type: 'string',
+      description: 'Install command (default: npm ci when there is a package.json)',
+    },
     'build-command': { type: 'string', description: 'Build command run after the install' },
-    public: { type: 'boolean', description: 'Anyone may call the agent; without it callers need an API key of the tenant (also on update)' },
-    file: { type: 'string', description: `Settings file (name, repo_url, ref, config_path, install_command, build_command, public, secrets_from_env)`, default: './agentplane.yaml when present' },
-    wait: { type: 'boolean', description: 'Follow the new revision: a line per status change and its build log; exit 1 unless DEPLOYED' },
+    public: {
+      type: 'boolean',
+      description: 'Anyone may call the agent; without it callers need an API key of the tenant (also on update)',
+    },
+    file: {
+      type: 'string',
+      description: `Settings file (name, repo_url, ref, config_path, install_command, build_command, public, secrets_from_env)`,
+      default: './agentplane.yaml when present',
+    },
+    wait: {
+      type: 'boolean',
+      description: 'Follow the new revision: a line per status change and its build log; exit 1 unless DEPLOYED',
+    },
     timeout: { type: 'string', description: 'With --wait: seconds to wait before giving up (exit 1)', default: '1800' },
     ...connectionOptions,
   },
@@ -51,9 +84,12 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const settings = settingsFrom(flags, process.env, process.cwd());
-  const timeoutMs = positiveInt('--timeout', typeof flags.timeout === 'string' ? flags.timeout : undefined, 1800) * 1000;
+  const timeoutMs =
+    positiveInt('--timeout', typeof flags.timeout === 'string' ? flags.timeout : undefined, 1800) * 1000;
   const client = clientFrom(deployCommand, flags);
-  await runReporting('deploy', () => deploy(client, settings, { wait: flags.wait === true, json: flags.json === true, timeoutMs }));
+  await runReporting('deploy', () =>
+    deploy(client, settings, { wait: flags.wait === true, json: flags.json === true, timeoutMs }),
+  );
 }
 
 export type DeploySettings = {
@@ -91,7 +127,12 @@ export function settingsFrom(flags: Flags, env: NodeJS.ProcessEnv, cwd: string):
   }
   return {
     name,
-    repoUrl: repoFlag !== undefined ? localPathOrUrl(repoFlag, cwd) : f.repo_url !== undefined ? localPathOrUrl(f.repo_url, file.dir) : undefined,
+    repoUrl:
+      repoFlag !== undefined
+        ? localPathOrUrl(repoFlag, cwd)
+        : f.repo_url !== undefined
+          ? localPathOrUrl(f.repo_url, file.dir)
+          : undefined,
     ref: str('ref') ?? f.ref,
     configPath: str('config-path') ?? f.config_path,
     installCommand: str('install-command') ?? f.install_command,
@@ -129,7 +170,11 @@ export async function deploy(client: ControlPlaneClient, s: DeploySettings, opts
     say(`created deployment ${dep.name} (${dep.id})`);
   } else {
     const body: DeploymentInput = {
-      source_config: { ...(s.repoUrl ? { repo_url: s.repoUrl } : {}), ...commands(s), access_mode: s.public ? 'public' : 'api_key' },
+      source_config: {
+        ...(s.repoUrl ? { repo_url: s.repoUrl } : {}),
+        ...commands(s),
+        access_mode: s.public ? 'public' : 'api_key',
+      },
       // Always carrying the ref makes the PATCH start a revision, even when nothing else changed ("deploy again").
       source_revision_config: {
         repo_ref: s.ref ?? existing.source_revision_config.repo_ref ?? undefined,
@@ -139,29 +184,39 @@ export async function deploy(client: ControlPlaneClient, s: DeploySettings, opts
     };
     dep = await client.patchDeployment(existing.id, body);
     revisionId = dep.latest_revision_id!;
-    if (!revisionId || revisionId === existing.latest_revision_id) revisionId = (await client.createRevision(dep.id)).id;
+    if (!revisionId || revisionId === existing.latest_revision_id)
+      revisionId = (await client.createRevision(dep.id)).id;
     say(`updated deployment ${dep.name} (${dep.id})`);
   }
 
   if (!opts.wait) {
     const revision = await client.getRevision(dep.id, revisionId);
-    say(`revision ${revision.revision_number} is ${revision.status}; follow it with: agentplane revisions logs ${dep.name} ${revision.revision_number} --follow`);
+    say(
+      `revision ${revision.revision_number} is ${revision.status}; follow it with: agentplane revisions logs ${dep.name} ${revision.revision_number} --follow`,
+    );
     if (opts.json) printJson({ deployment: dep, revision });
     else process.stdout.write(`${dep.name} revision ${revision.revision_number} ${revision.status}\n`);
     return 0;
   }
 
-  const { revision, timedOut } = await followRevision(client, dep, revisionId, { timeoutMs: opts.timeoutMs, pollMs: opts.pollMs, write: say });
+  const { revision, timedOut } = await followRevision(client, dep, revisionId, {
+    timeoutMs: opts.timeoutMs,
+    pollMs: opts.pollMs,
+    write: say,
+  });
   dep = await client.getDeployment(dep.id);
   if (opts.json) printJson({ deployment: dep, revision });
   if (timedOut) {
-    throw new CliError(`gave up after ${Math.round(opts.timeoutMs / 1000)}s: revision ${revision.revision_number} is ${revision.status}`);
+    throw new CliError(
+      `gave up after ${Math.round(opts.timeoutMs / 1000)}s: revision ${revision.revision_number} is ${revision.status}`,
+    );
   }
   if (isFailure(revision.status)) {
     await explainFailure(client, dep, revision, say);
     return 1;
   }
-  if (!opts.json) process.stdout.write(`${dep.name} revision ${revision.revision_number} DEPLOYED: ${dep.url ?? '(no URL yet)'}\n`);
+  if (!opts.json)
+    process.stdout.write(`${dep.name} revision ${revision.revision_number} DEPLOYED: ${dep.url ?? '(no URL yet)'}\n`);
   return 0;
 }
 
@@ -171,8 +226,15 @@ const commands = (s: DeploySettings) => ({
 });
 
 /** The status message and the last lines of the log of the step that failed. */
-async function explainFailure(client: ControlPlaneClient, dep: Deployment, rev: Revision, say: (l: string) => void): Promise<void> {
-  say(`deployment ${dep.name} revision ${rev.revision_number} ended ${rev.status}${rev.status_message ? `: ${rev.status_message}` : ''}`);
+async function explainFailure(
+  client: ControlPlaneClient,
+  dep: Deployment,
+  rev: Revision,
+  say: (l: string) => void,
+): Promise<void> {
+  say(
+    `deployment ${dep.name} revision ${rev.revision_number} ended ${rev.status}${rev.status_message ? `: ${rev.status_message}` : ''}`,
+  );
   if (rev.status === 'SKIPPED') {
     say('a newer revision replaced it before it was deployed');
     return;

@@ -24,7 +24,10 @@ export const DeployFile = z
 export type DeployFile = z.infer<typeof DeployFile>;
 
 /** Reads `file` (an explicit --file must exist; the default agentplane.yaml is optional). */
-export function readDeployFile(file: string | undefined, cwd: string): { settings: DeployFile; dir: string } | undefined {
+export function readDeployFile(
+  file: string | undefined,
+  cwd: string,
+): { settings: DeployFile; dir: string } | undefined {
   const chosen = path.resolve(cwd, file ?? DEFAULT_DEPLOY_FILE);
   if (!file && !existsSync(chosen)) return undefined;
   let raw: unknown;

@@ -1,7 +1,16 @@
 // `agentplane deployments list|get|delete`: the tenant's deployments over the REST API.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatHelp, UsageError } from '../lib/cli-args.ts';
-import { CliError, clientFrom, connectionOptions, parseClientArgs, pickString, positiveInt, runReporting, type ClientCommandSpec } from './args.ts';
+import {
+  CliError,
+  clientFrom,
+  connectionOptions,
+  parseClientArgs,
+  pickString,
+  positiveInt,
+  runReporting,
+  type ClientCommandSpec,
+} from './args.ts';
 import { ApiError, type ControlPlaneClient, type Deployment, type Revision } from './http.ts';
 import { fields, printJson, shortSha, table, when } from './output.ts';
 import { findDeployment } from './resolve.ts';
@@ -16,7 +25,10 @@ export const deploymentsCommand: ClientCommandSpec = {
   options: {
     'name-contains': { type: 'string', description: 'list: only names containing this text (case-insensitive)' },
     limit: { type: 'string', description: 'list: at most this many (newest first)', default: '50' },
-    wait: { type: 'boolean', description: 'delete: return once the deployment is gone (its processes stopped, its data removed)' },
+    wait: {
+      type: 'boolean',
+      description: 'delete: return once the deployment is gone (its processes stopped, its data removed)',
+    },
     timeout: { type: 'string', description: 'delete --wait: seconds to wait', default: '300' },
     ...connectionOptions,
   },
@@ -30,7 +42,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(deploymentsCommand));
     return;
   }
-  if (!(SUBCOMMANDS as readonly string[]).includes(sub)) throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
+  if (!(SUBCOMMANDS as readonly string[]).includes(sub))
+    throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
   const { flags, positionals } = parseClientArgs(deploymentsCommand, rest);
   if (flags.help) {
     process.stdout.write(formatHelp(deploymentsCommand));
@@ -45,17 +58,25 @@ export async function run(argv: string[]): Promise<void> {
   const timeoutMs = positiveInt('--timeout', pickString(deploymentsCommand, flags, 'timeout'), 300) * 1000;
   const client = clientFrom(deploymentsCommand, flags);
   await runReporting(`deployments ${sub}`, async () => {
-    if (sub === 'list') return list(client, { nameContains: pickString(deploymentsCommand, flags, 'name-contains'), limit, json });
+    if (sub === 'list')
+      return list(client, { nameContains: pickString(deploymentsCommand, flags, 'name-contains'), limit, json });
     const dep = await findDeployment(client, positionals[0]!);
     if (sub === 'get') return get(client, dep, json);
     return remove(client, dep, { wait: flags.wait === true, timeoutMs, json });
   });
 }
 
-async function list(client: ControlPlaneClient, o: { nameContains?: string; limit: number; json: boolean }): Promise<void> {
+async function list(
+  client: ControlPlaneClient,
+  o: { nameContains?: string; limit: number; json: boolean },
+): Promise<void> {
   const all: Deployment[] = [];
-  for (let offset = 0; all.length < o.limit; ) {
-    const page = await client.listDeployments({ name_contains: o.nameContains, limit: Math.min(100, o.limit - all.length), offset });
+  for (let offset = 0; all.length < o.limit;) {
+    const page = await client.listDeployments({
+      name_contains: o.nameContains,
+      limit: Math.min(100, o.limit - all.length),
+      offset,
+    });
     all.push(...page.resources);
     if (!page.resources.length || page.offset <= offset) break;
     offset = page.offset;
@@ -66,7 +87,11 @@ async function list(client: ControlPlaneClient, o: { nameContains?: string; limi
     return;
   }
   // One call per row for the latest revision's status: what people look for first.
-  const latest = await Promise.all(all.map((d) => (d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id).catch(() => undefined) : undefined)));
+  const latest = await Promise.all(
+    all.map((d) =>
+      d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id).catch(() => undefined) : undefined,
+    ),
+  );
   const rows = all.map((d, i) => [
     d.name,
     d.id,
@@ -92,8 +117,18 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
       ['name', d.name],
       ['id', d.id],
       ['url', d.url ?? '(not served yet)'],
-      ['access', d.source_config.access_mode === 'public' ? 'public (no key needed)' : `API key of tenant ${d.tenant_id} (X-Api-Key header)`],
-      ['latest revision', latest ? `${latest.revision_number} ${latest.status}${latest.status_message ? `: ${latest.status_message}` : ''}` : '-'],
+      [
+        'access',
+        d.source_config.access_mode === 'public'
+          ? 'public (no key needed)'
+          : `API key of tenant ${d.tenant_id} (X-Api-Key header)`,
+      ],
+      [
+        'latest revision',
+        latest
+          ? `${latest.revision_number} ${latest.status}${latest.status_message ? `: ${latest.status_message}` : ''}`
+          : '-',
+      ],
       ['serving revision', active ? `${active.revision_number} (${shortSha(active.repo_commit_sha)})` : 'none'],
       ['repository', d.source_config.repo_url],
       ['ref', `${src.repo_ref ?? ''}${src.repo_commit_sha ? ` @ ${shortSha(src.repo_commit_sha)}` : ''}`],
@@ -121,7 +156,11 @@ function howToCall(d: Deployment): string {
   ].join('\n');
 }
 
-async function remove(client: ControlPlaneClient, d: Deployment, o: { wait: boolean; timeoutMs: number; json: boolean }): Promise<void> {
+async function remove(
+  client: ControlPlaneClient,
+  d: Deployment,
+  o: { wait: boolean; timeoutMs: number; json: boolean },
+): Promise<void> {
   await client.deleteDeployment(d.id);
   if (o.wait) {
     const until = Date.now() + o.timeoutMs;
@@ -132,10 +171,14 @@ async function remove(client: ControlPlaneClient, d: Deployment, o: { wait: bool
         if (err instanceof ApiError && err.status === 404) break;
         throw err;
       }
-      if (Date.now() > until) throw new CliError(`deployment ${d.name} is still being deleted after ${o.timeoutMs / 1000}s`);
+      if (Date.now() > until)
+        throw new CliError(`deployment ${d.name} is still being deleted after ${o.timeoutMs / 1000}s`);
       await sleep(500);
     }
   }
   if (o.json) printJson({ deleted: d.id, name: d.name });
-  else process.stdout.write(`deleted deployment ${d.name} (${d.id})${o.wait ? '' : '; its processes and data go in the background'}\n`);
+  else
+    process.stdout.write(
+      `deleted deployment ${d.name} (${d.id})${o.wait ? '' : '; its processes and data go in the background'}\n`,
+    );
 }

@@ -1,9 +1,24 @@
 // Follows one revision to the end: a progress line per status change and its build log as it is written, by
 // polling (the API has no push channel). Short outages of the control plane (a restart) are waited out.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ConnectionError, type ControlPlaneClient, type Deployment, type LogEntry, type LogType, type Revision } from './http.ts';
+import {
+  ConnectionError,
+  type ControlPlaneClient,
+  type Deployment,
+  type LogEntry,
+  type LogType,
+  type Revision,
+} from './http.ts';
 
-const TERMINAL = new Set(['DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED', 'UNKNOWN']);
+const TERMINAL = new Set([
+  'DEPLOYED',
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+  'UNKNOWN',
+]);
 export const isTerminal = (status: string) => TERMINAL.has(status);
 export const isFailure = (status: string) => isTerminal(status) && status !== 'DEPLOYED';
 
@@ -18,7 +33,12 @@ export type FollowOptions = {
 
 export type FollowResult = { revision: Revision; timedOut: boolean };
 
-export async function followRevision(client: ControlPlaneClient, dep: Deployment, revisionId: string, opts: FollowOptions): Promise<FollowResult> {
+export async function followRevision(
+  client: ControlPlaneClient,
+  dep: Deployment,
+  revisionId: string,
+  opts: FollowOptions,
+): Promise<FollowResult> {
   const pollMs = opts.pollMs ?? 500;
   const until = Date.now() + opts.timeoutMs;
   const build = logCursor(client, dep.id, revisionId, 'build');
@@ -67,7 +87,13 @@ export function logCursor(client: ControlPlaneClient, deploymentId: string, revi
 }
 
 /** The last `n` lines of a revision's log. */
-export async function tailLog(client: ControlPlaneClient, deploymentId: string, revisionId: string, type: LogType, n: number): Promise<LogEntry[]> {
+export async function tailLog(
+  client: ControlPlaneClient,
+  deploymentId: string,
+  revisionId: string,
+  type: LogType,
+  n: number,
+): Promise<LogEntry[]> {
   const page = await client.logs(deploymentId, revisionId, { type, limit: n, order: 'desc' });
   return page.logs.reverse();
 }

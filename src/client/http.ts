@@ -40,7 +40,12 @@ export function createClient(opts: ClientOptions) {
   const base = opts.url.replace(/\/+$/, '');
   const timeoutMs = opts.timeoutMs ?? 30_000;
 
-  async function call<T>(method: string, path: string, query?: Record<string, string | number | undefined>, body?: unknown): Promise<T> {
+  async function call<T>(
+    method: string,
+    path: string,
+    query?: Record<string, string | number | undefined>,
+    body?: unknown,
+  ): Promise<T> {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) qs.set(k, String(v));
     const url = `${base}/v2${path}${qs.size ? `?${qs}` : ''}`;
@@ -76,7 +81,8 @@ export function createClient(opts: ClientOptions) {
     createDeployment: (body: DeploymentInput) => call<Deployment>('POST', '/deployments', undefined, body),
     patchDeployment: (id: string, body: DeploymentInput) => call<Deployment>('PATCH', dep(id), undefined, body),
     deleteDeployment: (id: string) => call<void>('DELETE', dep(id)),
-    listRevisions: (id: string, q: { limit?: number; offset?: number } = {}) => call<Page<Revision>>('GET', `${dep(id)}/revisions`, q),
+    listRevisions: (id: string, q: { limit?: number; offset?: number } = {}) =>
+      call<Page<Revision>>('GET', `${dep(id)}/revisions`, q),
     createRevision: (id: string) => call<Revision>('POST', `${dep(id)}/revisions`),
     getRevision: (id: string, rid: string) => call<Revision>('GET', rev(id, rid)),
     redeploy: (id: string, rid: string) => call<Deployment>('POST', `${rev(id, rid)}/redeploy`),

@@ -2,7 +2,14 @@
 export function table(header: string[], rows: string[][]): string {
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return `${all.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd()).join('\n')}\n`;
+  return `${all
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }
 
 export function fields(pairs: [string, string | undefined | null][]): string {
@@ -14,7 +21,8 @@ export function fields(pairs: [string, string | undefined | null][]): string {
 export const shortSha = (sha: string | null | undefined) => (sha ? sha.slice(0, 7) : '');
 
 /** "2026-11-23 17:01:02" in UTC: sortable, one width, no locale surprises in CI logs. */
-export const when = (iso: string | null | undefined) => (iso ? iso.replace('T', ' ').replace(/\.\d+/, '').replace(/Z$/, '') : '');
+export const when = (iso: string | null | undefined) =>
+  iso ? iso.replace('T', ' ').replace(/\.\d+/, '').replace(/Z$/, '') : '';
 
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);

@@ -6,7 +6,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The deployment named exactly `name` (names are unique per tenant), searched with name_contains page by page. */
 export async function findByName(client: ControlPlaneClient, name: string): Promise<Deployment | undefined> {
-  for (let offset = 0; ; ) {
+  for (let offset = 0; ;) {
     const page = await client.listDeployments({ name_contains: name, limit: 100, offset });
     const hit = page.resources.find((d) => d.name === name);
     if (hit) return hit;
@@ -28,9 +28,13 @@ export async function findDeployment(client: ControlPlaneClient, nameOrId: strin
   return found;
 }
 
-export async function allRevisions(client: ControlPlaneClient, deploymentId: string, limit = Infinity): Promise<Revision[]> {
+export async function allRevisions(
+  client: ControlPlaneClient,
+  deploymentId: string,
+  limit = Infinity,
+): Promise<Revision[]> {
   const out: Revision[] = [];
-  for (let offset = 0; out.length < limit; ) {
+  for (let offset = 0; out.length < limit;) {
     const page = await client.listRevisions(deploymentId, { limit: Math.min(100, limit - out.length), offset });
     out.push(...page.resources);
     if (page.resources.length === 0 || page.offset <= offset) break;

@@ -1,7 +1,16 @@
 // `agentplane revisions list|logs|redeploy`: a deployment's revisions, their logs, and going back to one.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatHelp, UsageError } from '../lib/cli-args.ts';
-import { CliError, clientFrom, connectionOptions, parseClientArgs, pickString, positiveInt, runReporting, type ClientCommandSpec } from './args.ts';
+import {
+  CliError,
+  clientFrom,
+  connectionOptions,
+  parseClientArgs,
+  pickString,
+  positiveInt,
+  runReporting,
+  type ClientCommandSpec,
+} from './args.ts';
 import { isFailure, isTerminal, logCursor } from './follow.ts';
 import type { ControlPlaneClient, Deployment, LogType, Revision } from './http.ts';
 import { printJson, shortSha, table, when } from './output.ts';
@@ -17,7 +26,11 @@ export const revisionsCommand: ClientCommandSpec = {
     '  <deployment>: name or id; <revision>: number, id, "latest" (default for logs) or "active"',
   options: {
     limit: { type: 'string', description: 'list: at most this many (newest first)', default: '20' },
-    type: { type: 'string', description: 'logs: build (clone, install, build) or deploy (start of the agent server)', default: 'build' },
+    type: {
+      type: 'string',
+      description: 'logs: build (clone, install, build) or deploy (start of the agent server)',
+      default: 'build',
+    },
     follow: { type: 'boolean', description: 'logs: keep printing until the revision is DEPLOYED or failed' },
     wait: { type: 'boolean', description: 'redeploy: return once the revision serves the traffic' },
     timeout: { type: 'string', description: 'seconds --follow / --wait wait before giving up', default: '1800' },
@@ -33,7 +46,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(revisionsCommand));
     return;
   }
-  if (!(SUBCOMMANDS as readonly string[]).includes(sub)) throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
+  if (!(SUBCOMMANDS as readonly string[]).includes(sub))
+    throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
   const { flags, positionals } = parseClientArgs(revisionsCommand, rest);
   if (flags.help) {
     process.stdout.write(formatHelp(revisionsCommand));
@@ -41,7 +55,11 @@ export async function run(argv: string[]): Promise<void> {
   }
   const [min, max] = sub === 'list' ? [1, 1] : sub === 'logs' ? [1, 2] : [2, 2];
   if (positionals.length < min || positionals.length > max) {
-    throw new UsageError(sub === 'redeploy' ? 'redeploy needs a deployment and a revision' : `${sub} needs a deployment name or id${max > 1 ? ' and optionally a revision' : ''}`);
+    throw new UsageError(
+      sub === 'redeploy'
+        ? 'redeploy needs a deployment and a revision'
+        : `${sub} needs a deployment name or id${max > 1 ? ' and optionally a revision' : ''}`,
+    );
   }
   const type = pickString(revisionsCommand, flags, 'type');
   if (type !== 'build' && type !== 'deploy') throw new UsageError(`--type must be build or deploy, got "${type}"`);
@@ -97,31 +115,44 @@ async function logs(
   for (;;) {
     const current = await client.getRevision(dep.id, rev.id);
     for (const l of await cursor.next()) process.stdout.write(`${o.json ? JSON.stringify(l) : l.message}\n`);
-    if (current.status !== status) process.stderr.write(`${dep.name} revision ${current.revision_number}: ${current.status}\n`);
+    if (current.status !== status)
+      process.stderr.write(`${dep.name} revision ${current.revision_number}: ${current.status}\n`);
     status = current.status;
     if (isTerminal(status)) return isFailure(status) ? 1 : 0;
-    if (Date.now() > until) throw new CliError(`gave up after ${o.timeoutMs / 1000}s: revision ${current.revision_number} is ${status}`);
+    if (Date.now() > until)
+      throw new CliError(`gave up after ${o.timeoutMs / 1000}s: revision ${current.revision_number} is ${status}`);
     await sleep(500);
   }
 }
 
-async function redeploy(client: ControlPlaneClient, dep: Deployment, rev: Revision, o: { wait: boolean; json: boolean; timeoutMs: number }): Promise<number> {
+async function redeploy(
+  client: ControlPlaneClient,
+  dep: Deployment,
+  rev: Revision,
+  o: { wait: boolean; json: boolean; timeoutMs: number },
+): Promise<number> {
   let updated = await client.redeploy(dep.id, rev.id);
   if (o.wait) {
     const until = Date.now() + o.timeoutMs;
     while (updated.active_revision_id !== rev.id) {
       const r = await client.getRevision(dep.id, rev.id);
       if (isFailure(r.status)) {
-        process.stderr.write(`revision ${r.revision_number} ended ${r.status}${r.status_message ? `: ${r.status_message}` : ''}\n`);
+        process.stderr.write(
+          `revision ${r.revision_number} ended ${r.status}${r.status_message ? `: ${r.status_message}` : ''}\n`,
+        );
         if (o.json) printJson({ deployment: updated, revision: r });
         return 1;
       }
-      if (Date.now() > until) throw new CliError(`gave up after ${o.timeoutMs / 1000}s: revision ${rev.revision_number} does not serve yet`);
+      if (Date.now() > until)
+        throw new CliError(`gave up after ${o.timeoutMs / 1000}s: revision ${rev.revision_number} does not serve yet`);
       await sleep(500);
       updated = await client.getDeployment(dep.id);
     }
   }
   if (o.json) printJson({ deployment: updated, revision: await client.getRevision(dep.id, rev.id) });
-  else process.stdout.write(`deployment ${dep.name} ${o.wait ? 'serves' : 'is switching to'} revision ${rev.revision_number} (${rev.id})\n`);
+  else
+    process.stdout.write(
+      `deployment ${dep.name} ${o.wait ? 'serves' : 'is switching to'} revision ${rev.revision_number} (${rev.id})\n`,
+    );
   return 0;
 }

@@ -18,7 +18,10 @@ export const apiKeyCommand: CommandSpec = {
     '       agentplane api-key revoke <key id> [store flags]\n' +
     '  store flags: --data-dir DIR | --store kubernetes [--namespace NS] [--kubeconfig FILE]',
   options: {
-    tenant: { type: 'string', description: 'create: tenant (workspace) id(s) the key may act for, comma-separated; * = every tenant' },
+    tenant: {
+      type: 'string',
+      description: 'create: tenant (workspace) id(s) the key may act for, comma-separated; * = every tenant',
+    },
     name: { type: 'string', description: 'create: a label for the key', default: 'api-key' },
     ...storeOptions,
     json: { type: 'boolean', description: 'create: print {"key","id","tenants"}; list: print the keys as JSON' },
@@ -33,7 +36,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(apiKeyCommand));
     return;
   }
-  if (!(SUBCOMMANDS as readonly string[]).includes(sub)) throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
+  if (!(SUBCOMMANDS as readonly string[]).includes(sub))
+    throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
   let keyId: string | undefined;
   if (sub === 'revoke') {
     keyId = rest[0] && !rest[0].startsWith('-') ? rest.shift() : undefined;
@@ -45,7 +49,10 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   const pick = optionPicker(apiKeyCommand, flags, process.env);
-  const tenants = (typeof flags.tenant === 'string' ? flags.tenant : '').split(',').map((t) => t.trim()).filter(Boolean);
+  const tenants = (typeof flags.tenant === 'string' ? flags.tenant : '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
   if (sub === 'create') {
     if (!tenants.length) throw new UsageError('--tenant is required');
     for (const t of tenants) {
@@ -66,10 +73,19 @@ export async function run(argv: string[]): Promise<void> {
     store = await openControlPlaneStore(storeConfig, logger);
     if (sub === 'create') {
       const { key, record } = await createApiKey(store, { tenants, name: z.string().parse(pick('name')) });
-      process.stdout.write(flags.json ? `${JSON.stringify({ key, id: record.id, name: record.name, tenants })}\n` : `${key}\n`);
-      process.stderr.write(`Created API key ${record.id} for ${tenants.join(', ')}. Store it now: it is not shown again.\n`);
+      process.stdout.write(
+        flags.json ? `${JSON.stringify({ key, id: record.id, name: record.name, tenants })}\n` : `${key}\n`,
+      );
+      process.stderr.write(
+        `Created API key ${record.id} for ${tenants.join(', ')}. Store it now: it is not shown again.\n`,
+      );
     } else if (sub === 'list') {
-      const keys = (await store.listApiKeys()).map((k) => ({ id: k.id, name: k.name, tenants: k.tenants, created_at: k.createdAt }));
+      const keys = (await store.listApiKeys()).map((k) => ({
+        id: k.id,
+        name: k.name,
+        tenants: k.tenants,
+        created_at: k.createdAt,
+      }));
       if (flags.json) process.stdout.write(`${JSON.stringify(keys)}\n`);
       else process.stdout.write(formatKeyTable(keys));
     } else {
@@ -82,9 +98,20 @@ export async function run(argv: string[]): Promise<void> {
     }
   } catch (err) {
     // The store is unreachable, refuses the write, or the input is wrong: one line naming it, no stack trace.
-    const where = storeConfig.store === 'kubernetes' ? `kubernetes store, namespace ${storeConfig.namespace}` : `--data-dir ${storeConfig.dataDir}`;
-    const verb = sub === 'create' ? 'could not store the key' : sub === 'list' ? 'could not list the keys' : 'could not revoke the key';
-    const message = err instanceof StoreUnavailableError || isAppError(err) ? err.message : `${verb} (${where}): ${describeError(err)}`;
+    const where =
+      storeConfig.store === 'kubernetes'
+        ? `kubernetes store, namespace ${storeConfig.namespace}`
+        : `--data-dir ${storeConfig.dataDir}`;
+    const verb =
+      sub === 'create'
+        ? 'could not store the key'
+        : sub === 'list'
+          ? 'could not list the keys'
+          : 'could not revoke the key';
+    const message =
+      err instanceof StoreUnavailableError || isAppError(err)
+        ? err.message
+        : `${verb} (${where}): ${describeError(err)}`;
     process.stderr.write(`agentplane api-key: ${message}\n`);
     process.exitCode = 1;
   } finally {
@@ -94,7 +121,10 @@ export async function run(argv: string[]): Promise<void> {
 
 function formatKeyTable(keys: { id: string; name: string; tenants: string[]; created_at: string }[]): string {
   if (!keys.length) return 'no API keys\n';
-  const rows = [['ID', 'NAME', 'TENANTS', 'CREATED'], ...keys.map((k) => [k.id, k.name, k.tenants.join(','), k.created_at])];
+  const rows = [
+    ['ID', 'NAME', 'TENANTS', 'CREATED'],
+    ...keys.map((k) => [k.id, k.name, k.tenants.join(','), k.created_at]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n')}\n`;
 }

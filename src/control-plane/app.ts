@@ -59,7 +59,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     }),
     malformed: (message) => ({ detail: [{ loc: ['body'], msg: `malformed JSON: ${message}`, type: 'json_invalid' }] }),
     logUnexpected: (err, req) =>
-      req.log.error({ err: { message: redactUrlsIn(err.message), stack: err.stack && redactUrlsIn(err.stack) } }, 'request failed'),
+      req.log.error(
+        { err: { message: redactUrlsIn(err.message), stack: err.stack && redactUrlsIn(err.stack) } },
+        'request failed',
+      ),
   });
 
   await app.register(swagger, {
@@ -80,7 +83,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   if (deps.consoleDir !== false) registerConsole(app, { dir: deps.consoleDir, prefixes: PREFIXES });
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
-  const service = createDeploymentService({ store: deps.store, logger: deps.logger.child({ component: 'deployments' }), policy: deps.policy });
+  const service = createDeploymentService({
+    store: deps.store,
+    logger: deps.logger.child({ component: 'deployments' }),
+    policy: deps.policy,
+  });
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -90,7 +97,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
         });
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service));
-        await v2.withTypeProvider<ZodTypeProvider>().register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
+        await v2
+          .withTypeProvider<ZodTypeProvider>()
+          .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
       },
       { prefix: `${prefix}/v2` },
     );

@@ -1,7 +1,14 @@
 // Control plane configuration: flags win over environment variables, which win over defaults. Parsed once.
 import path from 'node:path';
 import { z } from 'zod';
-import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import {
+  optionPicker,
+  parseCommandArgs,
+  portSchema,
+  UsageError,
+  type CommandSpec,
+  type OptionSpec,
+} from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
 import { isDnsSubdomain } from './services/input-rules.ts';
 
@@ -9,7 +16,8 @@ import { isDnsSubdomain } from './services/input-rules.ts';
 export const storeOptions: Record<string, OptionSpec> = {
   store: {
     type: 'string',
-    description: 'embedded (SQLite file under --data-dir) or kubernetes (AgentDeployment/AgentRevision custom resources)',
+    description:
+      'embedded (SQLite file under --data-dir) or kubernetes (AgentDeployment/AgentRevision custom resources)',
     default: 'embedded',
     env: ['AGENTPLANE_STORE'],
   },
@@ -44,14 +52,21 @@ export const storeOptions: Record<string, OptionSpec> = {
 export const controlPlaneCommand: CommandSpec = {
   name: 'control-plane',
   summary: 'Serve the Deployments v2 API (also under /api-host) over the embedded or the kubernetes store',
-  usage: 'agentplane control-plane [--host H] [--port 8080] [--store embedded|kubernetes] [--data-dir DIR] [--namespace NS]',
+  usage:
+    'agentplane control-plane [--host H] [--port 8080] [--store embedded|kubernetes] [--data-dir DIR] [--namespace NS]',
   options: {
-    host: { type: 'string', description: 'Address to listen on (0.0.0.0 for every interface)', default: '127.0.0.1', env: ['HOST'] },
+    host: {
+      type: 'string',
+      description: 'Address to listen on (0.0.0.0 for every interface)',
+      default: '127.0.0.1',
+      env: ['HOST'],
+    },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8080', env: ['PORT'] },
     ...storeOptions,
     'bootstrap-api-key': {
       type: 'string',
-      description: 'An admin API key (16+ characters) accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
+      description:
+        'An admin API key (16+ characters) accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
       env: ['AGENTPLANE_BOOTSTRAP_API_KEY'],
     },
     'bootstrap-tenants': {
@@ -60,8 +75,18 @@ export const controlPlaneCommand: CommandSpec = {
       default: '*',
       env: ['AGENTPLANE_BOOTSTRAP_TENANTS'],
     },
-    'max-scale': { type: 'string', description: 'Largest resource_spec.min_scale / max_scale a deployment may ask for', default: '10', env: ['AGENTPLANE_MAX_SCALE'] },
-    'max-cpu': { type: 'string', description: 'Largest resource_spec.cpu / cpu_limit (cores) a deployment may ask for', default: '4', env: ['AGENTPLANE_MAX_CPU'] },
+    'max-scale': {
+      type: 'string',
+      description: 'Largest resource_spec.min_scale / max_scale a deployment may ask for',
+      default: '10',
+      env: ['AGENTPLANE_MAX_SCALE'],
+    },
+    'max-cpu': {
+      type: 'string',
+      description: 'Largest resource_spec.cpu / cpu_limit (cores) a deployment may ask for',
+      default: '4',
+      env: ['AGENTPLANE_MAX_CPU'],
+    },
     'max-memory-mb': {
       type: 'string',
       description: 'Largest resource_spec.memory_mb / memory_limit_mb a deployment may ask for',
@@ -82,12 +107,23 @@ export const controlPlaneCommand: CommandSpec = {
     },
     'namespace-per-tenant': {
       type: 'string',
-      description: "true when the operator runs each tenant's agents in a namespace of its own (kubernetes store): tenants' API key Secrets go there",
+      description:
+        "true when the operator runs each tenant's agents in a namespace of its own (kubernetes store): tenants' API key Secrets go there",
       default: 'false',
       env: ['AGENTPLANE_NAMESPACE_PER_TENANT'],
     },
-    'tenant-namespace-prefix': { type: 'string', description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them', default: 'agentplane-t-', env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'] },
-    'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
+    'tenant-namespace-prefix': {
+      type: 'string',
+      description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them',
+      default: 'agentplane-t-',
+      env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
+    },
+    'log-level': {
+      type: 'string',
+      description: 'fatal, error, warn, info, debug, trace or silent',
+      default: 'info',
+      env: ['LOG_LEVEL'],
+    },
   },
 };
 
@@ -106,7 +142,12 @@ const StoreConfig = z.object({
 
 const domainSchema = z
   .string()
-  .transform((d) => d.toLowerCase().replace(/^\*?\./, '').replace(/\.$/, ''))
+  .transform((d) =>
+    d
+      .toLowerCase()
+      .replace(/^\*?\./, '')
+      .replace(/\.$/, ''),
+  )
   .refine((d) => d === '*' || isDnsSubdomain(d), 'each entry must be a domain name (like agents.example.com) or *');
 
 const PolicyConfig = z.object({
@@ -117,7 +158,7 @@ const PolicyConfig = z.object({
   publicHost: z
     .string()
     .transform((h) => {
-      const host = h.includes('://') ? URL.canParse(h) ? new URL(h).hostname : h : h.split(':')[0]!;
+      const host = h.includes('://') ? (URL.canParse(h) ? new URL(h).hostname : h) : h.split(':')[0]!;
       return host.toLowerCase().replace(/\.$/, '');
     })
     .refine(isDnsSubdomain, 'must be a host name')
@@ -128,22 +169,39 @@ export type StoreConfig = z.infer<typeof StoreConfig>;
 const Config = StoreConfig.extend({
   host: z.string().min(1),
   port: portSchema,
-  bootstrapKeys: z.array(z.object({ key: z.string().min(16, 'must be at least 16 characters'), tenants: z.array(z.string()).min(1) })),
+  bootstrapKeys: z.array(
+    z.object({ key: z.string().min(16, 'must be at least 16 characters'), tenants: z.array(z.string()).min(1) }),
+  ),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   policy: PolicyConfig,
   /** Namespaces of tenants' agents (where their API key Secrets go) when each tenant has its own. */
   tenantNamespaces: z.object({
     enabled: z.enum(['true', 'false']).transform((v) => v === 'true'),
-    prefix: z.string().regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes namespace name').max(40),
+    prefix: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes namespace name')
+      .max(40),
   }),
 });
 export type ControlPlaneConfig = z.infer<typeof Config>;
 
 const FLAG: Record<string, string> = {
-  store: '--store', dataDir: '--data-dir', namespace: '--namespace', kubeconfig: '--kubeconfig', host: '--host',
-  port: '--port', bootstrapKeys: '--bootstrap-api-key', logLevel: '--log-level', secretKey: '--secret-key (AGENTPLANE_SECRET_KEY)',
-  maxScale: '--max-scale', maxCpu: '--max-cpu', maxMemoryMb: '--max-memory-mb', allowedCustomDomains: '--allowed-custom-domains',
-  publicHost: '--public-host', enabled: '--namespace-per-tenant', prefix: '--tenant-namespace-prefix',
+  store: '--store',
+  dataDir: '--data-dir',
+  namespace: '--namespace',
+  kubeconfig: '--kubeconfig',
+  host: '--host',
+  port: '--port',
+  bootstrapKeys: '--bootstrap-api-key',
+  logLevel: '--log-level',
+  secretKey: '--secret-key (AGENTPLANE_SECRET_KEY)',
+  maxScale: '--max-scale',
+  maxCpu: '--max-cpu',
+  maxMemoryMb: '--max-memory-mb',
+  allowedCustomDomains: '--allowed-custom-domains',
+  publicHost: '--public-host',
+  enabled: '--namespace-per-tenant',
+  prefix: '--tenant-namespace-prefix',
 };
 
 export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
@@ -166,12 +224,19 @@ export function storeConfigFrom(pick: (n: string) => string | undefined, cwd: st
 }
 
 /** Returns null when --help was asked for. */
-export function parseControlPlaneConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): ControlPlaneConfig | null {
+export function parseControlPlaneConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  cwd = process.cwd(),
+): ControlPlaneConfig | null {
   const flags = parseCommandArgs(controlPlaneCommand, argv);
   if (flags.help) return null;
   const pick = optionPicker(controlPlaneCommand, flags, env);
   const key = pick('bootstrap-api-key');
-  const tenants = (pick('bootstrap-tenants') ?? '*').split(',').map((t) => t.trim()).filter(Boolean);
+  const tenants = (pick('bootstrap-tenants') ?? '*')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
   return parseOrUsage(Config, {
     ...storeConfigFrom(pick, cwd),
@@ -183,7 +248,10 @@ export function parseControlPlaneConfig(argv: string[], env: NodeJS.ProcessEnv, 
       maxScale: pick('max-scale'),
       maxCpu: pick('max-cpu'),
       maxMemoryMb: pick('max-memory-mb'),
-      allowedCustomDomains: (pick('allowed-custom-domains') ?? '').split(',').map((d) => d.trim()).filter(Boolean),
+      allowedCustomDomains: (pick('allowed-custom-domains') ?? '')
+        .split(',')
+        .map((d) => d.trim())
+        .filter(Boolean),
       publicHost: pick('public-host'),
     },
     tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },

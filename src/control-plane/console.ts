@@ -43,7 +43,11 @@ function readBundle(dir: string): Map<string, Asset> {
     for (const name of readdirSync(d)) {
       const full = join(d, name);
       if (statSync(full).isDirectory()) walk(full);
-      else files.set(relative(dir, full).split(sep).join('/'), { body: readFileSync(full), type: TYPES[extname(name)] ?? 'application/octet-stream' });
+      else
+        files.set(relative(dir, full).split(sep).join('/'), {
+          body: readFileSync(full),
+          type: TYPES[extname(name)] ?? 'application/octet-stream',
+        });
     }
   };
   walk(dir);
@@ -62,7 +66,9 @@ export function registerConsole(app: FastifyInstance, opts: { dir?: string; pref
 
   const page = async (_req: unknown, reply: FastifyReply) => {
     if (!index) {
-      return reply.code(404).send({ detail: 'The web console is not built: run `npm run build:console` (npm ci does it).' });
+      return reply
+        .code(404)
+        .send({ detail: 'The web console is not built: run `npm run build:console` (npm ci does it).' });
     }
     return reply
       .header('content-type', index.type)

@@ -21,7 +21,13 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const { enabled, prefix } = config.tenantNamespaces;
   const sink = store.tenantKeySink?.(enabled ? (tenant) => tenantNamespaceName(prefix, tenant) : undefined);
   const publisher = sink
-    ? new KeyPublisher({ store, sink, bootstrapKeys: config.bootstrapKeys, logger: logger.child({ component: 'key-publisher' }), intervalMs: 5_000 })
+    ? new KeyPublisher({
+        store,
+        sink,
+        bootstrapKeys: config.bootstrapKeys,
+        logger: logger.child({ component: 'key-publisher' }),
+        intervalMs: 5_000,
+      })
     : undefined;
   const app = await createControlPlane({
     store,

@@ -11,34 +11,60 @@ export const devCommand: CommandSpec = {
     '       (AGENTPLANE_BOOTSTRAP_API_KEY=<key> makes <key> an admin key for every tenant)',
   options: {
     host: { type: 'string', description: 'Address to listen on', default: '127.0.0.1', env: ['AGENTPLANE_HOST'] },
-    port: { type: 'string', short: 'p', description: 'TCP port of the API and the deployment URLs (0 picks a free one)', default: '8080', env: ['AGENTPLANE_PORT'] },
+    port: {
+      type: 'string',
+      short: 'p',
+      description: 'TCP port of the API and the deployment URLs (0 picks a free one)',
+      default: '8080',
+      env: ['AGENTPLANE_PORT'],
+    },
     'data-dir': {
       type: 'string',
-      description: 'Where the control plane store, builds and deployments\' embedded data live',
+      description: "Where the control plane store, builds and deployments' embedded data live",
       default: './.agentplane',
       env: ['AGENTPLANE_DATA_DIR'],
     },
     'database-url': {
       type: 'string',
-      description: 'Postgres server for deployments\' data (each deployment gets its own database and login role); embedded store otherwise',
+      description:
+        "Postgres server for deployments' data (each deployment gets its own database and login role); embedded store otherwise",
       env: ['AGENTPLANE_DATABASE_URL'],
     },
-    'health-timeout': { type: 'string', description: 'Seconds a new agent server may take to answer /ok', default: '60' },
+    'health-timeout': {
+      type: 'string',
+      description: 'Seconds a new agent server may take to answer /ok',
+      default: '60',
+    },
     sandbox: {
       type: 'string',
-      description: 'Confine builds and agent servers: bwrap (bubblewrap, required), none (one trusted team), auto (bwrap when it works)',
+      description:
+        'Confine builds and agent servers: bwrap (bubblewrap, required), none (one trusted team), auto (bwrap when it works)',
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
     },
     'allow-local-repos': {
       type: 'string',
-      description: 'Comma-separated folders a local path or file:// repo_url may come from (never the data dir); default: the current directory',
+      description:
+        'Comma-separated folders a local path or file:// repo_url may come from (never the data dir); default: the current directory',
       env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
     },
     'build-timeout': { type: 'string', description: 'Seconds a build may take before it fails', default: '1800' },
-    'keep-builds': { type: 'string', description: 'Build folders kept per deployment, newest first (the serving and the newest one always stay)', default: '5' },
-    'install-cache-max-mb': { type: 'string', description: 'Size bound of the node_modules install cache (least recently used go first)', default: '2048' },
-    'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info', env: ['LOG_LEVEL'] },
+    'keep-builds': {
+      type: 'string',
+      description: 'Build folders kept per deployment, newest first (the serving and the newest one always stay)',
+      default: '5',
+    },
+    'install-cache-max-mb': {
+      type: 'string',
+      description: 'Size bound of the node_modules install cache (least recently used go first)',
+      default: '2048',
+    },
+    'log-level': {
+      type: 'string',
+      description: 'fatal, error, warn, info, debug, trace or silent',
+      default: 'info',
+      env: ['LOG_LEVEL'],
+    },
   },
 };
 

@@ -32,7 +32,10 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   // Real paths: the sandbox mounts and the local repo checks compare resolved paths.
   await mkdir(config.dataDir, { recursive: true });
   const dataDir = realpathSync(config.dataDir);
-  const { sandbox, reason } = await detectSandbox(config.sandbox, { hidden: [dataDir], shared: sharedTrees(PACKAGE_DIR) });
+  const { sandbox, reason } = await detectSandbox(config.sandbox, {
+    hidden: [dataDir],
+    shared: sharedTrees(PACKAGE_DIR),
+  });
   const isolation = { sandbox: sandbox.kind, allowLocalRepos: config.allowLocalRepos };
   if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
   else logger.info(isolation, `isolation: ${reason}`);
@@ -84,9 +87,16 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const killChildren = () => runtime.killAllNow();
   process.once('exit', killChildren);
 
-  const api: FastifyInstance = await buildControlPlane(store, logger, config.bootstrapKey, () => void publisher.sync().catch(() => undefined));
+  const api: FastifyInstance = await buildControlPlane(
+    store,
+    logger,
+    config.bootstrapKey,
+    () => void publisher.sync().catch(() => undefined),
+  );
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
-  const proxy = Fastify({ loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger });
+  const proxy = Fastify({
+    loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
+  });
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await Promise.all([api.ready(), proxy.ready()]);
 

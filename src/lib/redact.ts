@@ -26,5 +26,8 @@ export function redactUrl(url: string): string {
 
 /** Every `scheme://user:password@` in free text (status messages, log lines) with its credentials masked. */
 export function redactUrlsIn(text: string): string {
-  return text.replace(SCHEME_USERINFO, (_m, scheme: string, userinfo: string) => `${scheme}${maskUserinfo(scheme, userinfo)}@`);
+  return text.replace(
+    SCHEME_USERINFO,
+    (_m, scheme: string, userinfo: string) => `${scheme}${maskUserinfo(scheme, userinfo)}@`,
+  );
 }

@@ -12,7 +12,12 @@ export async function startHealthServer(port: number, state: () => OperatorState
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const current = state();
-    const ok = path === '/healthz' ? current !== 'stopped' : path === '/readyz' ? current === 'acting' || current === 'standby' : undefined;
+    const ok =
+      path === '/healthz'
+        ? current !== 'stopped'
+        : path === '/readyz'
+          ? current === 'acting' || current === 'standby'
+          : undefined;
     if (ok === undefined) {
       res.writeHead(404).end();
       return;

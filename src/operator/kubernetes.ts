@@ -28,7 +28,13 @@ function loadKubeConfig(file?: string): KubeConfig {
 export function startKubernetesOperator(config: OperatorConfig, logger: Logger): RunningOperator {
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const store = openKubernetesStore({ kubeConfig, namespace: config.namespace, logger });
-  const runtime = new KubernetesRuntime({ kubeConfig, namespace: config.namespace, config: config.runtime, logs: storeLogSink(store), logger });
+  const runtime = new KubernetesRuntime({
+    kubeConfig,
+    namespace: config.namespace,
+    config: config.runtime,
+    logs: storeLogSink(store),
+    logger,
+  });
   const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
   let finish: (why: 'closed' | 'lost-leadership') => void = () => {};
   const done = new Promise<'closed' | 'lost-leadership'>((r) => (finish = r));

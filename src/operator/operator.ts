@@ -55,8 +55,20 @@ export function createOperator(opts: OperatorOptions): Operator {
 
   const deps = { store: opts.store, runtime: opts.runtime, logger };
   const controllers = [
-    new Controller({ name: 'agentdeployment', queue: depQueue, reconcile: createDeploymentReconciler(deps), workers: opts.workers, logger }),
-    new Controller({ name: 'agentrevision', queue: revQueue, reconcile: createRevisionReconciler(deps), workers: opts.workers, logger }),
+    new Controller({
+      name: 'agentdeployment',
+      queue: depQueue,
+      reconcile: createDeploymentReconciler(deps),
+      workers: opts.workers,
+      logger,
+    }),
+    new Controller({
+      name: 'agentrevision',
+      queue: revQueue,
+      reconcile: createRevisionReconciler(deps),
+      workers: opts.workers,
+      logger,
+    }),
   ];
 
   return {

@@ -3,7 +3,11 @@ import type { Kind, KindMap, ResourceStore, RevisionLogStore } from '../control-
 import type { ListWatch } from './controller-kit/informer.ts';
 import type { RevisionLogSink } from './runtimes/types.ts';
 
-export function storeListWatch<K extends Kind>(store: ResourceStore, kind: K, namespace?: string): ListWatch<KindMap[K]> {
+export function storeListWatch<K extends Kind>(
+  store: ResourceStore,
+  kind: K,
+  namespace?: string,
+): ListWatch<KindMap[K]> {
   return {
     list: () => store.list(kind, namespace),
     watch: (resourceVersion, onEvent, onClose) =>

@@ -16,7 +16,8 @@ function structural(node: unknown): unknown {
   for (const [k, v] of Object.entries(node as Json)) {
     if (k === '$schema' || k === 'propertyNames') continue;
     if (k === 'additionalProperties' && v === false) continue;
-    if ((k === 'maximum' && v === Number.MAX_SAFE_INTEGER) || (k === 'minimum' && v === Number.MIN_SAFE_INTEGER)) continue;
+    if ((k === 'maximum' && v === Number.MAX_SAFE_INTEGER) || (k === 'minimum' && v === Number.MIN_SAFE_INTEGER))
+      continue;
     if (k === 'const') {
       out.enum = [v];
       continue;
@@ -92,7 +93,14 @@ export function buildCrds(): CrdFile[] {
         spec: {
           group: GROUP,
           scope: 'Namespaced',
-          names: { kind: k.kind, listKind: `${k.kind}List`, plural: k.plural, singular: k.singular, shortNames: k.shortNames, categories: ['agentplane'] },
+          names: {
+            kind: k.kind,
+            listKind: `${k.kind}List`,
+            plural: k.plural,
+            singular: k.singular,
+            shortNames: k.shortNames,
+            categories: ['agentplane'],
+          },
           versions: [
             {
               name: VERSION,

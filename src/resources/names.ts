@@ -21,7 +21,11 @@ export function tenantKeysSecretName(tenantId: string): string {
  * is not already a valid name (or too long) is sanitised and suffixed with a hash of it, so two ids never share one.
  */
 export function tenantNamespaceName(prefix: string, tenantId: string): string {
-  const clean = tenantId.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-+|-+$/g, '');
+  const clean = tenantId
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/-+/g, '-')
+    .replace(/^-+|-+$/g, '');
   const room = 63 - prefix.length;
   if (clean && clean === tenantId && clean.length <= room) return `${prefix}${clean}`;
   const hash = createHash('sha256').update(tenantId).digest('hex').slice(0, 8);

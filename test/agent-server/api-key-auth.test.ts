@@ -41,14 +41,21 @@ describe('agent server with --auth-keys-file', () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-keys-'));
     keysFile = join(dir, 'keys.json');
     writeKeys([OWN_KEY]);
-    server = await startServerProcess(['--config', FIXTURE_CONFIG, '--data-dir', join(dir, 'data'), '--auth-keys-file', keysFile]);
+    server = await startServerProcess([
+      '--config',
+      FIXTURE_CONFIG,
+      '--data-dir',
+      join(dir, 'data'),
+      '--auth-keys-file',
+      keysFile,
+    ]);
   });
   afterAll(async () => {
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('refuses callers without a key, with a wrong key or another tenant\'s key; /ok stays open', async () => {
+  it("refuses callers without a key, with a wrong key or another tenant's key; /ok stays open", async () => {
     expect((await fetch(`${server.url}/ok`)).status).toBe(200);
     for (const key of [undefined, '', OTHER_KEY, OWN_KEY.toUpperCase(), `${OWN_KEY}x`, hashApiKey(OWN_KEY)]) {
       for (const path of ['/threads/search', '/assistants/search', '/threads', '/runs/wait']) {
@@ -57,7 +64,13 @@ describe('agent server with --auth-keys-file', () => {
         expect(((await res.json()) as { detail: string }).detail).toMatch(/API key/);
       }
     }
-    for (const path of ['/info', '/openapi.json', '/threads/00000000-0000-0000-0000-000000000000', '/nothing-here', '/ok/../threads/search']) {
+    for (const path of [
+      '/info',
+      '/openapi.json',
+      '/threads/00000000-0000-0000-0000-000000000000',
+      '/nothing-here',
+      '/ok/../threads/search',
+    ]) {
       expect([path, (await fetch(`${server.url}${path}`)).status]).toEqual([path, 401]);
     }
     // A query string on an open path does not open anything else.
@@ -98,11 +111,15 @@ describe('agent server with --auth-keys-file', () => {
 });
 
 describe('agent server without a key file', () => {
-  it('stays open, as a developer\'s local server is, and says so at start', async () => {
+  it("stays open, as a developer's local server is, and says so at start", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-open-'));
     const server = await startServerProcess(['--config', FIXTURE_CONFIG, '--data-dir', dir]);
     try {
-      const res = await fetch(`${server.url}/threads/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      const res = await fetch(`${server.url}/threads/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect(res.status).toBe(200);
       expect(server.output()).toMatch(/every request is accepted without an API key/);
     } finally {

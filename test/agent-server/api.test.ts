@@ -52,10 +52,20 @@ describe.each([
       input: { count: 1 },
       config: {
         metadata: { created_by: 'system' },
-        configurable: { run_id: created.body.run_id, user_id: '', graph_id: 'counter', thread_id: t,
-          assistant_id: systemAssistantId('counter'), checkpoint_id: null },
+        configurable: {
+          run_id: created.body.run_id,
+          user_id: '',
+          graph_id: 'counter',
+          thread_id: t,
+          assistant_id: systemAssistantId('counter'),
+          checkpoint_id: null,
+        },
       },
-      webhook: null, temporary: false, stream_mode: ['values'], feedback_keys: null, interrupt_after: null,
+      webhook: null,
+      temporary: false,
+      stream_mode: ['values'],
+      feedback_keys: null,
+      interrupt_after: null,
       interrupt_before: null,
     });
     const joined = await call('GET', `/threads/${t}/runs/${created.body.run_id}/join`);
@@ -65,12 +75,23 @@ describe.each([
     const state = await call('GET', `/threads/${t}/state`);
     expect(state.body).toMatchObject({ values: { count: 12 }, next: [], tasks: [] });
     expect(state.body.metadata).toMatchObject({
-      step: expect.any(Number), source: 'loop', run_id: created.body.run_id, graph_id: 'counter', thread_id: t,
-      user_id: '', created_by: 'system', assistant_id: systemAssistantId('counter'), writes: { second: { count: 10, steps: ['second'] } },
+      step: expect.any(Number),
+      source: 'loop',
+      run_id: created.body.run_id,
+      graph_id: 'counter',
+      thread_id: t,
+      user_id: '',
+      created_by: 'system',
+      assistant_id: systemAssistantId('counter'),
+      writes: { second: { count: 10, steps: ['second'] } },
     });
     expect(typeof state.body.checkpoint_id).toBe('string');
     expect(typeof state.body.parent_checkpoint_id).toBe('string');
-    expect(state.body.checkpoint).toMatchObject({ thread_id: t, checkpoint_ns: '', checkpoint_id: state.body.checkpoint_id });
+    expect(state.body.checkpoint).toMatchObject({
+      thread_id: t,
+      checkpoint_ns: '',
+      checkpoint_id: state.body.checkpoint_id,
+    });
     expect(state.body.parent_checkpoint.checkpoint_id).toBe(state.body.parent_checkpoint_id);
     const byId = await call('GET', `/threads/${t}/state/${state.body.parent_checkpoint_id}`);
     expect(byId.body.values).toEqual({ count: 2, steps: ['first'] });
@@ -95,10 +116,15 @@ describe.each([
     expect(JSON.stringify(bad[3]!.body.detail)).toContain('multitask_strategy');
     expect(JSON.stringify(bad[4]!.body.detail)).toContain('metadata');
     const malformed = await h.app.inject({
-      method: 'POST', url: '/threads', headers: { 'content-type': 'application/json' }, payload: '{"metadata": ',
+      method: 'POST',
+      url: '/threads',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"metadata": ',
     });
     expect(malformed.statusCode).toBe(422);
-    const unknownThread = await call('POST', '/threads/00000000-0000-4000-8000-000000000000/runs', { assistant_id: 'counter' });
+    const unknownThread = await call('POST', '/threads/00000000-0000-4000-8000-000000000000/runs', {
+      assistant_id: 'counter',
+    });
     expect(unknownThread.status).toBe(404);
     expect(unknownThread.body.detail).toMatch(/Thread/);
     const unknownAssistant = await call('POST', `/threads/${t}/runs`, { assistant_id: 'no-such-graph' });
@@ -106,7 +132,10 @@ describe.each([
     expect((await call('GET', `/threads/${t}/runs/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
     expect((await call('GET', '/threads/00000000-0000-4000-8000-000000000000')).status).toBe(404);
     expect((await call('GET', '/assistants/00000000-0000-4000-8000-000000000000')).status).toBe(404);
-    const big = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: { blob: 'x'.repeat(100_000) } });
+    const big = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'counter',
+      input: { blob: 'x'.repeat(100_000) },
+    });
     expect(big.status).toBe(413);
     expect(big.body.detail).toBeTruthy();
     // Only the one thread created above exists, with no run and still idle.
@@ -117,14 +146,22 @@ describe.each([
 
   it('multitask reject answers 409 with the reference detail; enqueue runs in order', async () => {
     const t = await newThread();
-    const first = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 300, mark: 'a' } });
-    const rejected = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 0, mark: 'b' } });
+    const first = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 300, mark: 'a' },
+    });
+    const rejected = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 0, mark: 'b' },
+    });
     expect(rejected.status).toBe(409);
     expect(rejected.body.detail).toBe(
       'Thread is already running a task. Wait for it to finish or choose a different multitask strategy.',
     );
     const second = await call('POST', `/threads/${t}/runs`, {
-      assistant_id: 'slow', input: { delay_ms: 0, mark: 'b' }, multitask_strategy: 'enqueue',
+      assistant_id: 'slow',
+      input: { delay_ms: 0, mark: 'b' },
+      multitask_strategy: 'enqueue',
     });
     expect(second.status).toBe(200);
     const joined = await call('GET', `/threads/${t}/runs/${second.body.run_id}/join`);
@@ -134,11 +171,16 @@ describe.each([
 
   it('multitask interrupt stops the running run; the new one runs on top of its checkpoints', async () => {
     const t = await newThread();
-    const first = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 30_000, mark: 'a' } });
+    const first = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 30_000, mark: 'a' },
+    });
     // Wait until its first step is checkpointed, so what the interrupted run leaves behind is known.
     await expect.poll(async () => (await call('GET', `/threads/${t}/state`)).body.values?.marks).toEqual(['start:a']);
     const second = await call('POST', `/threads/${t}/runs`, {
-      assistant_id: 'slow', input: { delay_ms: 0, mark: 'b' }, multitask_strategy: 'interrupt',
+      assistant_id: 'slow',
+      input: { delay_ms: 0, mark: 'b' },
+      multitask_strategy: 'interrupt',
     });
     const joined = await call('GET', `/threads/${t}/runs/${second.body.run_id}/join`);
     expect((await call('GET', `/threads/${t}/runs/${first.body.run_id}`)).body.status).toBe('interrupted');
@@ -151,12 +193,20 @@ describe.each([
     const base = await runAndJoin(t, { assistant_id: 'slow', input: { delay_ms: 0, mark: 'base' } });
     expect(base.run.status).toBe('success');
     const historyBefore = (await call('POST', `/threads/${t}/history`, { limit: 100 })).body.length;
-    const doomed = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 30_000, mark: 'x' } });
-    await expect.poll(async () => (await call('GET', `/threads/${t}/runs/${doomed.body.run_id}`)).body.status).toBe('running');
-    await expect.poll(async () => (await call('POST', `/threads/${t}/history`, { limit: 100 })).body.length)
+    const doomed = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 30_000, mark: 'x' },
+    });
+    await expect
+      .poll(async () => (await call('GET', `/threads/${t}/runs/${doomed.body.run_id}`)).body.status)
+      .toBe('running');
+    await expect
+      .poll(async () => (await call('POST', `/threads/${t}/history`, { limit: 100 })).body.length)
       .toBeGreaterThan(historyBefore);
     const next = await call('POST', `/threads/${t}/runs`, {
-      assistant_id: 'slow', input: { delay_ms: 0, mark: 'c' }, multitask_strategy: 'rollback',
+      assistant_id: 'slow',
+      input: { delay_ms: 0, mark: 'c' },
+      multitask_strategy: 'rollback',
     });
     const joined = await call('GET', `/threads/${t}/runs/${next.body.run_id}/join`);
     expect(joined.body.marks).toEqual(['start:base', 'done:base', 'start:c', 'done:c']);
@@ -199,22 +249,34 @@ describe.each([
   it('a failing graph ends in error; join answers __error__; the thread is error', async () => {
     const t = await newThread();
     const r = await runAndJoin(t, { assistant_id: 'fail', input: { x: 1 } });
-    expect(r.joined.body).toEqual({ __error__: { error: 'FixtureFailure', message: 'the fixture graph failed on purpose' } });
+    expect(r.joined.body).toEqual({
+      __error__: { error: 'FixtureFailure', message: 'the fixture graph failed on purpose' },
+    });
     expect(r.run.status).toBe('error');
     expect((await call('GET', `/threads/${t}`)).body.status).toBe('error');
     // Join on a finished run answers at once.
-    expect((await call('GET', `/threads/${t}/runs/${r.created.body.run_id}/join`)).body.__error__.error).toBe('FixtureFailure');
+    expect((await call('GET', `/threads/${t}/runs/${r.created.body.run_id}/join`)).body.__error__.error).toBe(
+      'FixtureFailure',
+    );
   });
 
   it('cancel with wait ends a running run as interrupted (204); without wait answers 202', async () => {
     const t = await newThread();
-    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 30_000, mark: 'a' } });
-    await expect.poll(async () => (await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('running');
+    const r = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 30_000, mark: 'a' },
+    });
+    await expect
+      .poll(async () => (await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status)
+      .toBe('running');
     const c = await call('POST', `/threads/${t}/runs/${r.body.run_id}/cancel?wait=1&action=interrupt`);
     expect(c.status).toBe(204);
     expect((await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('interrupted');
     expect((await call('GET', `/threads/${t}`)).body.status).not.toBe('busy');
-    const r2 = await call('POST', `/threads/${t}/runs`, { assistant_id: 'slow', input: { delay_ms: 30_000, mark: 'b' } });
+    const r2 = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'slow',
+      input: { delay_ms: 30_000, mark: 'b' },
+    });
     expect((await call('POST', `/threads/${t}/runs/${r2.body.run_id}/cancel`)).status).toBe(202);
     await call('GET', `/threads/${t}/runs/${r2.body.run_id}/join`);
     expect((await call('GET', `/threads/${t}/runs/${r2.body.run_id}`)).body.status).toBe('interrupted');
@@ -257,7 +319,9 @@ describe.each([
     const found = (await call('POST', '/threads/search', { metadata: { owner: 'ann' }, limit: 10 })).body as Json[];
     expect(found.map((x) => x.thread_id).sort()).toEqual([t, copy.thread_id].sort());
     expect((await call('POST', '/threads/count', { metadata: { owner: 'ann' } })).body).toBe(2);
-    expect((await call('POST', '/threads/search', { ids: [t], select: ['thread_id'] })).body).toEqual([{ thread_id: t }]);
+    expect((await call('POST', '/threads/search', { ids: [t], select: ['thread_id'] })).body).toEqual([
+      { thread_id: t },
+    ]);
     const patched = (await call('PATCH', `/threads/${t}`, { metadata: { tag: 'x' } })).body;
     expect(patched.metadata).toMatchObject({ owner: 'ann', tag: 'x' });
     expect((await call('DELETE', `/threads/${t}`)).status).toBe(204);
@@ -266,10 +330,21 @@ describe.each([
 
   it('assistants: system ones exist; create, patch, search, count, schemas, graph, delete', async () => {
     const sys = (await call('GET', '/assistants/counter')).body;
-    expect(sys).toMatchObject({ assistant_id: systemAssistantId('counter'), graph_id: 'counter', metadata: { created_by: 'system' } });
-    const a = await call('POST', '/assistants', { graph_id: 'counter', name: 'mine', metadata: { team: 'q' }, config: { tags: ['t'] } });
+    expect(sys).toMatchObject({
+      assistant_id: systemAssistantId('counter'),
+      graph_id: 'counter',
+      metadata: { created_by: 'system' },
+    });
+    const a = await call('POST', '/assistants', {
+      graph_id: 'counter',
+      name: 'mine',
+      metadata: { team: 'q' },
+      config: { tags: ['t'] },
+    });
     expect(a.status).toBe(200);
-    expect((await call('POST', '/assistants', { graph_id: 'counter', assistant_id: a.body.assistant_id })).status).toBe(409);
+    expect((await call('POST', '/assistants', { graph_id: 'counter', assistant_id: a.body.assistant_id })).status).toBe(
+      409,
+    );
     expect((await call('POST', '/assistants', { graph_id: 'nope' })).status).toBe(404);
     const p = (await call('PATCH', `/assistants/${a.body.assistant_id}`, { name: 'renamed' })).body;
     expect(p).toMatchObject({ name: 'renamed', version: 2 });
@@ -292,7 +367,11 @@ describe.each([
 
   it('after_seconds delays the start of a run', async () => {
     const t = await newThread();
-    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: { count: 0 }, after_seconds: 1.5 });
+    const r = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'counter',
+      input: { count: 0 },
+      after_seconds: 1.5,
+    });
     expect((await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('pending');
     await call('GET', `/threads/${t}/runs/${r.body.run_id}/join`);
     expect((await call('GET', `/threads/${t}/runs/${r.body.run_id}`)).body.status).toBe('success');

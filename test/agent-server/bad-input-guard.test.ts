@@ -26,31 +26,52 @@ describe('findInputProblem', () => {
   it.each<[string, unknown, string | null]>([
     ['numbers, booleans, null', { a: 1, b: [true, null, 2.5] }, null],
     ['emoji in keys and values', { '😀': ['😀'] }, null],
-    ['NUL in a nested value', { metadata: { note: 'a\u0000' } }, 'body.metadata.note contains a NUL character (\\u0000)'],
-    ['NUL in an array item', { input: { steps: ['ok', 'x\u0000'] } },
-      'body.input.steps.1 contains a NUL character (\\u0000)'],
-    ['NUL in a key', { metadata: { 'a\u0000b': 1 } },
-      'body.metadata has a key "a\\u0000b" that contains a NUL character (\\u0000)'],
-    ['lone surrogate in a key', { config: { configurable: { '\ud800': 1 } } },
-      'body.config.configurable has a key "\\ud800" that contains a lone UTF-16 surrogate (\\ud800)'],
+    [
+      'NUL in a nested value',
+      { metadata: { note: 'a\u0000' } },
+      'body.metadata.note contains a NUL character (\\u0000)',
+    ],
+    [
+      'NUL in an array item',
+      { input: { steps: ['ok', 'x\u0000'] } },
+      'body.input.steps.1 contains a NUL character (\\u0000)',
+    ],
+    [
+      'NUL in a key',
+      { metadata: { 'a\u0000b': 1 } },
+      'body.metadata has a key "a\\u0000b" that contains a NUL character (\\u0000)',
+    ],
+    [
+      'lone surrogate in a key',
+      { config: { configurable: { '\ud800': 1 } } },
+      'body.config.configurable has a key "\\ud800" that contains a lone UTF-16 surrogate (\\ud800)',
+    ],
     ['lone surrogate as the whole body', '\udc00', 'body contains a lone UTF-16 surrogate (\\udc00)'],
-    ['first problem in document order wins', { a: 'fine', b: '\u0000', c: '\ud800' },
-      'body.b contains a NUL character (\\u0000)'],
+    [
+      'first problem in document order wins',
+      { a: 'fine', b: '\u0000', c: '\ud800' },
+      'body.b contains a NUL character (\\u0000)',
+    ],
   ])('%s', (_name, value, expected) => {
     expect(findInputProblem(value, 'body')).toBe(expected);
   });
 
   it('shows long and awkward keys escaped and cut short', () => {
     const key = `${'k'.repeat(100)}\u0000`;
-    expect(findInputProblem({ [key]: 1 }, 'body')).toBe(`body has a key "${'k'.repeat(40)}…" that contains a NUL character (\\u0000)`);
-    expect(findInputProblem({ 'x.😀': { y: '\ud800' } }, 'querystring')).toBe('querystring.x.😀.y contains a lone UTF-16 surrogate (\\ud800)');
+    expect(findInputProblem({ [key]: 1 }, 'body')).toBe(
+      `body has a key "${'k'.repeat(40)}…" that contains a NUL character (\\u0000)`,
+    );
+    expect(findInputProblem({ 'x.😀': { y: '\ud800' } }, 'querystring')).toBe(
+      'querystring.x.😀.y contains a lone UTF-16 surrogate (\\ud800)',
+    );
   });
 
   it(`accepts ${MAX_JSON_DEPTH} levels and refuses one more, naming the bound and a shortened path`, () => {
     expect(findInputProblem(nested(MAX_JSON_DEPTH), 'body')).toBeNull();
     expect(findInputProblem({ a: nested(MAX_JSON_DEPTH - 1) }, 'body')).toBeNull();
     expect(findInputProblem({ a: nested(MAX_JSON_DEPTH) }, 'body')).toBe(
-      `body.a.0.0.0.0.0.0.….0.0.0 is nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays (the most accepted)`);
+      `body.a.0.0.0.0.0.0.….0.0.0 is nested deeper than ${MAX_JSON_DEPTH} levels of objects and arrays (the most accepted)`,
+    );
     expect(findInputProblem(nested(3), 'body', 2)).toMatch(/^body\.0\.0 is nested deeper than 2 levels/);
   });
 

@@ -40,7 +40,11 @@ describe('event-driven AsyncBatchedStore', () => {
     const store = new AsyncBatchedStore(inner);
     await store.start();
     await Promise.all([store.put(['a'], 'k1', { v: 1 }), store.put(['a'], 'k2', { v: 2 })]);
-    const [one, two, missing] = await Promise.all([store.get(['a'], 'k1'), store.get(['a'], 'k2'), store.get(['a'], 'nope')]);
+    const [one, two, missing] = await Promise.all([
+      store.get(['a'], 'k1'),
+      store.get(['a'], 'k2'),
+      store.get(['a'], 'nope'),
+    ]);
     expect(one?.value).toEqual({ v: 1 });
     expect(two?.value).toEqual({ v: 2 });
     expect(missing).toBeNull();
@@ -118,7 +122,14 @@ describe.each([0, 1])('a real server process (executor threads: %i)', (threads) 
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-wrapper-'));
-    server = await startServerProcess(['--config', PROBE_CONFIG, '--data-dir', join(dir, 'data'), '--executor-threads', String(threads)]);
+    server = await startServerProcess([
+      '--config',
+      PROBE_CONFIG,
+      '--data-dir',
+      join(dir, 'data'),
+      '--executor-threads',
+      String(threads),
+    ]);
   }, 90_000);
   afterAll(async () => {
     await server?.stop();

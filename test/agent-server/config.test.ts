@@ -8,31 +8,64 @@ describe('agent-server config', () => {
   it('uses the documented defaults', () => {
     const c = parseAgentServerConfig([], {}, '/srv/app')!;
     expect(c).toEqual({
-      configPath: '/srv/app/langgraph.json', host: '127.0.0.1', port: 8000, databaseUrl: undefined,
-      dataDir: '/srv/app/.agentplane/agent-server', jobsPerWorker: 10, jobTimeoutSecs: 3600, shutdownGraceSecs: 20,
-      leaseSecs: 30, databaseWaitSecs: 60, executorThreads: os.availableParallelism() > 1 ? 1 : 0, logLevel: 'info',
-      streamRetentionSecs: 600, streamStallSecs: 60, webhookAllow: [], cronPollMs: 1000,
+      configPath: '/srv/app/langgraph.json',
+      host: '127.0.0.1',
+      port: 8000,
+      databaseUrl: undefined,
+      dataDir: '/srv/app/.agentplane/agent-server',
+      jobsPerWorker: 10,
+      jobTimeoutSecs: 3600,
+      shutdownGraceSecs: 20,
+      leaseSecs: 30,
+      databaseWaitSecs: 60,
+      executorThreads: os.availableParallelism() > 1 ? 1 : 0,
+      logLevel: 'info',
+      streamRetentionSecs: 600,
+      streamStallSecs: 60,
+      webhookAllow: [],
+      cronPollMs: 1000,
     });
-    expect(parseAgentServerConfig(['--stream-retention', '30'], { AGENTPLANE_STREAM_STALL_SECS: '5' })!)
-      .toMatchObject({ streamRetentionSecs: 30, streamStallSecs: 5 });
+    expect(parseAgentServerConfig(['--stream-retention', '30'], { AGENTPLANE_STREAM_STALL_SECS: '5' })!).toMatchObject({
+      streamRetentionSecs: 30,
+      streamStallSecs: 5,
+    });
     expect(() => parseAgentServerConfig(['--stream-retention', '0'], {})).toThrow(/--stream-retention/);
-    expect(parseAgentServerConfig(['--webhook-allow', 'hooks.example.com, *.corp.example'], {})!.webhookAllow)
-      .toEqual(['hooks.example.com', '*.corp.example']);
+    expect(parseAgentServerConfig(['--webhook-allow', 'hooks.example.com, *.corp.example'], {})!.webhookAllow).toEqual([
+      'hooks.example.com',
+      '*.corp.example',
+    ]);
     expect(() => parseAgentServerConfig(['--webhook-allow', 'http://x/'], {})).toThrow(/--webhook-allow/);
     expect(parseAgentServerConfig(['--executor-threads', '0'], {})!.executorThreads).toBe(0);
     expect(parseAgentServerConfig([], { AGENTPLANE_EXECUTOR_THREADS: '2' })!.executorThreads).toBe(2);
   });
 
   it('reads the environment and lets flags override it', () => {
-    const env = { PORT: '9001', POSTGRES_URI: 'postgres://a@h/db', N_JOBS_PER_WORKER: '3', BG_JOB_TIMEOUT_SECS: '5', LOG_LEVEL: 'DEBUG' };
+    const env = {
+      PORT: '9001',
+      POSTGRES_URI: 'postgres://a@h/db',
+      N_JOBS_PER_WORKER: '3',
+      BG_JOB_TIMEOUT_SECS: '5',
+      LOG_LEVEL: 'DEBUG',
+    };
     const fromEnv = parseAgentServerConfig([], env, '/x')!;
-    expect(fromEnv).toMatchObject({ port: 9001, databaseUrl: 'postgres://a@h/db', jobsPerWorker: 3, jobTimeoutSecs: 5, logLevel: 'debug' });
-    const both = parseAgentServerConfig(['--port', '7000', '--database-url', 'postgresql://b@h/db2', '--config', 'g/lg.json'],
-      { ...env, DATABASE_URI: 'postgres://ignored@h/x' }, '/x')!;
+    expect(fromEnv).toMatchObject({
+      port: 9001,
+      databaseUrl: 'postgres://a@h/db',
+      jobsPerWorker: 3,
+      jobTimeoutSecs: 5,
+      logLevel: 'debug',
+    });
+    const both = parseAgentServerConfig(
+      ['--port', '7000', '--database-url', 'postgresql://b@h/db2', '--config', 'g/lg.json'],
+      { ...env, DATABASE_URI: 'postgres://ignored@h/x' },
+      '/x',
+    )!;
     expect(both).toMatchObject({ port: 7000, databaseUrl: 'postgresql://b@h/db2', configPath: '/x/g/lg.json' });
     // DATABASE_URI is read before POSTGRES_URI.
-    expect(parseAgentServerConfig([], { DATABASE_URI: 'postgres://first@h/a', POSTGRES_URI: 'postgres://second@h/b' })!.databaseUrl)
-      .toBe('postgres://first@h/a');
+    expect(
+      parseAgentServerConfig([], { DATABASE_URI: 'postgres://first@h/a', POSTGRES_URI: 'postgres://second@h/b' })!
+        .databaseUrl,
+    ).toBe('postgres://first@h/a');
   });
 
   it('rejects bad values and unknown flags with a usage error naming the flag', () => {

@@ -39,14 +39,23 @@ describe('default CORS (custom auth on)', () => {
   it('lets the browser read the headers the SDK uses, on errors too', async () => {
     const created = await fetch(`${server.url}/threads`, {
       method: 'POST',
-      headers: { Origin: 'https://elsewhere.example.org', Authorization: 'Bearer token-alice', 'content-type': 'application/json' },
+      headers: {
+        Origin: 'https://elsewhere.example.org',
+        Authorization: 'Bearer token-alice',
+        'content-type': 'application/json',
+      },
       body: '{}',
     });
     expect(created.status).toBe(200);
     expect(created.headers.get('access-control-allow-origin')).toBe('*');
     const exposed = created.headers.get('access-control-expose-headers')!.split(', ');
-    expect(exposed).toEqual(expect.arrayContaining(['content-location', 'location', 'x-pagination-next', 'x-pagination-total']));
-    const refused = await fetch(`${server.url}/threads/search`, { method: 'POST', headers: { Origin: 'https://x.example' } });
+    expect(exposed).toEqual(
+      expect.arrayContaining(['content-location', 'location', 'x-pagination-next', 'x-pagination-total']),
+    );
+    const refused = await fetch(`${server.url}/threads/search`, {
+      method: 'POST',
+      headers: { Origin: 'https://x.example' },
+    });
     expect(refused.status).toBe(401);
     expect(refused.headers.get('access-control-allow-origin')).toBe('*');
   });
@@ -65,7 +74,12 @@ describe('http.cors from langgraph.json', () => {
   });
 
   it('allows the listed origin with its methods, headers, credentials and max age', async () => {
-    const res = await preflight(`${server.url}/api/threads/search`, 'https://app.example.com', 'POST', 'authorization,x-other');
+    const res = await preflight(
+      `${server.url}/api/threads/search`,
+      'https://app.example.com',
+      'POST',
+      'authorization,x-other',
+    );
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
     expect(res.headers.get('access-control-allow-credentials')).toBe('true');

@@ -10,12 +10,13 @@ import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const OWNER_CONFIG = new URL('./fixtures/auth-owner/langgraph.json', import.meta.url).pathname;
 
-const client = (url: string, token: string) => new Client({
-  apiUrl: url,
-  apiKey: null,
-  defaultHeaders: { Authorization: `Bearer ${token}` },
-  callerOptions: { maxRetries: 0 },
-});
+const client = (url: string, token: string) =>
+  new Client({
+    apiUrl: url,
+    apiKey: null,
+    defaultHeaders: { Authorization: `Bearer ${token}` },
+    callerOptions: { maxRetries: 0 },
+  });
 
 describe('crons under custom auth', { timeout: 120_000 }, () => {
   let dir: string;
@@ -43,28 +44,47 @@ describe('crons under custom auth', { timeout: 120_000 }, () => {
     expect(await bob.crons.search()).toEqual([]);
     await expect(bob.crons.update(mine.cron_id, { enabled: false })).rejects.toThrow(/404/);
     await expect(bob.crons.delete(mine.cron_id)).rejects.toThrow(/404/);
-    await expect(client(server.url, 'token-reader').crons.create('counter', { schedule: '0 9 * * *' })).rejects.toThrow(/403/);
+    await expect(client(server.url, 'token-reader').crons.create('counter', { schedule: '0 9 * * *' })).rejects.toThrow(
+      /403/,
+    );
 
     const aliceThread = await alice.threads.create();
-    await expect(bob.crons.createForThread(aliceThread.thread_id, 'counter', { schedule: '0 9 * * *' })).rejects.toThrow(/404/);
+    await expect(
+      bob.crons.createForThread(aliceThread.thread_id, 'counter', { schedule: '0 9 * * *' }),
+    ).rejects.toThrow(/404/);
     await alice.crons.delete(mine.cron_id);
   });
 
   it('gives the threads of a stateless cron to its creator', async () => {
-    const cron = await alice.crons.create('counter', { schedule: '* * * * * *', onRunCompleted: 'keep', input: { count: 0 } });
-    await expect.poll(async () => (await alice.threads.search({ metadata: { graph_id: 'counter' } })).length,
-      { timeout: 30_000, interval: 300 }).toBeGreaterThanOrEqual(1);
+    const cron = await alice.crons.create('counter', {
+      schedule: '* * * * * *',
+      onRunCompleted: 'keep',
+      input: { count: 0 },
+    });
+    await expect
+      .poll(async () => (await alice.threads.search({ metadata: { graph_id: 'counter' } })).length, {
+        timeout: 30_000,
+        interval: 300,
+      })
+      .toBeGreaterThanOrEqual(1);
     await alice.crons.delete(cron.cron_id);
     const threads = await alice.threads.search({ metadata: { graph_id: 'counter' }, limit: 100 });
     expect(threads.every((t) => t.metadata?.owner === 'alice')).toBe(true);
     expect(await bob.threads.search({ metadata: { graph_id: 'counter' } })).toEqual([]);
   });
 
-  it('runs each tick as the cron\'s creator', async () => {
+  it("runs each tick as the cron's creator", async () => {
     const thread = await alice.threads.create();
-    const cron = await alice.crons.createForThread(thread.thread_id, 'whoami', { schedule: '* * * * * *', input: { user_id: '' } });
-    await expect.poll(async () => (await alice.threads.getState<{ user_id?: string }>(thread.thread_id)).values.user_id,
-      { timeout: 30_000, interval: 300 }).toBe('alice');
+    const cron = await alice.crons.createForThread(thread.thread_id, 'whoami', {
+      schedule: '* * * * * *',
+      input: { user_id: '' },
+    });
+    await expect
+      .poll(async () => (await alice.threads.getState<{ user_id?: string }>(thread.thread_id)).values.user_id, {
+        timeout: 30_000,
+        interval: 300,
+      })
+      .toBe('alice');
     const state = await alice.threads.getState<{ display_name: string; permissions: string[] }>(thread.thread_id);
     expect(state.values).toMatchObject({ display_name: 'Alice A.', permissions: ['threads:write'] });
     await alice.crons.delete(cron.cron_id);

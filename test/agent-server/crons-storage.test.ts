@@ -16,16 +16,35 @@ const ASSISTANT = '11111111-1111-5111-8111-111111111111';
 
 function newCron(extra: Partial<NewCron> = {}): NewCron {
   return {
-    cron_id: randomUUID(), assistant_id: ASSISTANT, thread_id: null, on_run_completed: 'keep', end_time: null,
-    schedule: '* * * * *', timezone: null, payload: { input: { n: 1 } }, user_id: null,
-    next_run_date: isoNow(Date.now() - 1_000), metadata: {}, owner_metadata: {}, owner_auth: null, enabled: true, ...extra,
+    cron_id: randomUUID(),
+    assistant_id: ASSISTANT,
+    thread_id: null,
+    on_run_completed: 'keep',
+    end_time: null,
+    schedule: '* * * * *',
+    timezone: null,
+    payload: { input: { n: 1 } },
+    user_id: null,
+    next_run_date: isoNow(Date.now() - 1_000),
+    metadata: {},
+    owner_metadata: {},
+    owner_auth: null,
+    enabled: true,
+    ...extra,
   };
 }
 
 function newRun(threadId: string, extra: Partial<NewRun> = {}): NewRun {
   return {
-    run_id: randomUUID(), thread_id: threadId, assistant_id: ASSISTANT, metadata: {}, kwargs: { input: { n: 1 } },
-    multitask_strategy: 'reject', if_not_exists: 'create', thread_metadata: { graph_id: 'g' }, ...extra,
+    run_id: randomUUID(),
+    thread_id: threadId,
+    assistant_id: ASSISTANT,
+    metadata: {},
+    kwargs: { input: { n: 1 } },
+    multitask_strategy: 'reject',
+    if_not_exists: 'create',
+    thread_metadata: { graph_id: 'g' },
+    ...extra,
   };
 }
 
@@ -34,7 +53,13 @@ type Opened = { store: Storage; more?: () => Promise<Storage>; cleanup: () => Pr
 async function embedded(): Promise<Opened> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-as-crons-store-'));
   const store = openEmbeddedStorage({ dataDir: dir });
-  return { store, cleanup: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function postgres(): Promise<Opened> {
@@ -56,7 +81,10 @@ async function postgres(): Promise<Opened> {
   };
 }
 
-describe.each([['embedded', embedded], ['postgres', postgres]] as const)('cron store (%s)', (_name, open) => {
+describe.each([
+  ['embedded', embedded],
+  ['postgres', postgres],
+] as const)('cron store (%s)', (_name, open) => {
   let o: Opened;
   beforeAll(async () => {
     o = await open();
@@ -66,11 +94,21 @@ describe.each([['embedded', embedded], ['postgres', postgres]] as const)('cron s
   it('creates, reads, filters, patches and deletes', async () => {
     const thread = randomUUID();
     await o.store.threads.create({ thread_id: thread, metadata: {} }, 'raise');
-    const a = await o.store.crons.create(newCron({ metadata: { owner: 'a' }, owner_metadata: { owner: 'a' },
-      owner_auth: { user: { identity: 'a' }, permissions: ['p'] } }));
+    const a = await o.store.crons.create(
+      newCron({
+        metadata: { owner: 'a' },
+        owner_metadata: { owner: 'a' },
+        owner_auth: { user: { identity: 'a' }, permissions: ['p'] },
+      }),
+    );
     const b = await o.store.crons.create(newCron({ thread_id: thread, enabled: false }));
-    expect(a).toMatchObject({ cron_id: a.cron_id, metadata: { owner: 'a' }, owner_metadata: { owner: 'a' }, enabled: true,
-      owner_auth: { user: { identity: 'a' }, permissions: ['p'] } });
+    expect(a).toMatchObject({
+      cron_id: a.cron_id,
+      metadata: { owner: 'a' },
+      owner_metadata: { owner: 'a' },
+      enabled: true,
+      owner_auth: { user: { identity: 'a' }, permissions: ['p'] },
+    });
     expect((await o.store.crons.get(a.cron_id))?.owner_auth).toEqual({ user: { identity: 'a' }, permissions: ['p'] });
     expect((await o.store.crons.get(b.cron_id))?.thread_id).toBe(thread);
     expect((await o.store.crons.search({ metadata: { owner: 'a' } })).map((c) => c.cron_id)).toEqual([a.cron_id]);
@@ -112,7 +150,13 @@ describe.each([['embedded', embedded], ['postgres', postgres]] as const)('cron s
     expect(r).toMatchObject({ kind: 'skipped' });
     expect(await o.store.runs.getById(busy.run_id)).toBeNull();
     expect((await o.store.crons.get(cron.cron_id))?.next_run_date).toBe(next);
-    const none = await o.store.crons.fire({ cron_id: cron.cron_id, due: next, next: null, run: null, reason: 'assistant gone' });
+    const none = await o.store.crons.fire({
+      cron_id: cron.cron_id,
+      due: next,
+      next: null,
+      run: null,
+      reason: 'assistant gone',
+    });
     expect(none).toEqual({ kind: 'skipped', reason: 'assistant gone' });
     expect((await o.store.crons.get(cron.cron_id))?.next_run_date).toBeNull();
     await o.store.crons.delete(cron.cron_id);
@@ -122,8 +166,11 @@ describe.each([['embedded', embedded], ['postgres', postgres]] as const)('cron s
     const stores = [o.store, ...(o.more ? [await o.more(), await o.more()] : [])];
     const cron = await o.store.crons.create(newCron());
     const tick = { cron_id: cron.cron_id, due: cron.next_run_date!, next: isoNow(Date.now() + 60_000) };
-    const results = await Promise.all(Array.from({ length: 12 }, (_, i) =>
-      stores[i % stores.length]!.crons.fire({ ...tick, run: newRun(randomUUID()) })));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        stores[i % stores.length]!.crons.fire({ ...tick, run: newRun(randomUUID()) }),
+      ),
+    );
     expect(results.filter((r) => r.kind === 'fired')).toHaveLength(1);
     expect(results.filter((r) => r.kind === 'taken')).toHaveLength(11);
     await o.store.crons.delete(cron.cron_id);

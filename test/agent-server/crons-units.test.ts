@@ -19,7 +19,9 @@ describe('cron schedules', () => {
 
   it('counts from the moment given, so ticks missed meanwhile collapse into the next one', () => {
     // Every minute, asked an hour after the last tick: one next tick, not sixty.
-    expect(nextTick('* * * * *', null, new Date('2026-03-10T11:17:30Z'))?.toISOString()).toBe('2026-03-10T11:18:00.000Z');
+    expect(nextTick('* * * * *', null, new Date('2026-03-10T11:17:30Z'))?.toISOString()).toBe(
+      '2026-03-10T11:18:00.000Z',
+    );
   });
 
   it('has no next tick past end_time', () => {
@@ -105,8 +107,9 @@ describe('webhook targets', () => {
 
   it('resolves header templates only from variables with the env prefix', () => {
     const env = { LG_WEBHOOK_TOKEN: 't0k', DATABASE_URL: 'postgres://secret' };
-    expect(resolveHeaders({ Authorization: 'Bearer ${{ env.LG_WEBHOOK_TOKEN }}', X: 'plain' }, 'LG_WEBHOOK_', env))
-      .toEqual({ Authorization: 'Bearer t0k', X: 'plain' });
+    expect(
+      resolveHeaders({ Authorization: 'Bearer ${{ env.LG_WEBHOOK_TOKEN }}', X: 'plain' }, 'LG_WEBHOOK_', env),
+    ).toEqual({ Authorization: 'Bearer t0k', X: 'plain' });
     expect(() => resolveHeaders({ X: '${{ env.DATABASE_URL }}' }, 'LG_WEBHOOK_', env)).toThrow(/env_prefix/);
     expect(() => resolveHeaders({ X: '${{ env.LG_WEBHOOK_MISSING }}' }, 'LG_WEBHOOK_', env)).toThrow(/not set/);
   });

@@ -51,14 +51,19 @@ describe('mergeMetadataFilter', () => {
 describe('normalizeUser', () => {
   it('accepts a bare identity or an object with identity, filling in the platform defaults', () => {
     expect(normalizeUser('u1')).toEqual({
-      user: { identity: 'u1', display_name: 'u1', is_authenticated: true, permissions: [] }, permissions: [],
+      user: { identity: 'u1', display_name: 'u1', is_authenticated: true, permissions: [] },
+      permissions: [],
     });
     expect(normalizeUser({ identity: 'u2', permissions: ['p'], org: 'o' })).toEqual({
-      user: { identity: 'u2', display_name: 'u2', is_authenticated: true, permissions: ['p'], org: 'o' }, permissions: ['p'],
+      user: { identity: 'u2', display_name: 'u2', is_authenticated: true, permissions: ['p'], org: 'o' },
+      permissions: ['p'],
     });
-    expect(normalizeUser({ identity: 'u3', is_authenticated: false, display_name: 'U' }).user)
-      .toMatchObject({ is_authenticated: false, display_name: 'U' });
-    for (const bad of [null, undefined, '', 42, { name: 'x' }]) expect(() => normalizeUser(bad)).toThrow(AuthHandlerError);
+    expect(normalizeUser({ identity: 'u3', is_authenticated: false, display_name: 'U' }).user).toMatchObject({
+      is_authenticated: false,
+      display_name: 'U',
+    });
+    for (const bad of [null, undefined, '', 42, { name: 'x' }])
+      expect(() => normalizeUser(bad)).toThrow(AuthHandlerError);
   });
 });
 
@@ -67,7 +72,8 @@ describe('createCustomAuth over a real Auth object', () => {
   const seen: string[] = [];
   const auth = new Auth()
     .authenticate(async (req) => {
-      if (req.headers.get('x-teapot')) throw new HTTPException(418, { message: 'short and stout', headers: { 'x-why': 'tea' } });
+      if (req.headers.get('x-teapot'))
+        throw new HTTPException(418, { message: 'short and stout', headers: { 'x-why': 'tea' } });
       if (req.headers.get('x-bug')) throw new TypeError('boom');
       return 'alice';
     })
@@ -100,10 +106,14 @@ describe('createCustomAuth over a real Auth object', () => {
   });
 
   it('maps HTTPException to its status and headers, other errors to AuthHandlerError', async () => {
-    const teapot = await custom.authenticate(new Request('http://x/', { headers: { 'x-teapot': '1' } })).catch((e: unknown) => e);
+    const teapot = await custom
+      .authenticate(new Request('http://x/', { headers: { 'x-teapot': '1' } }))
+      .catch((e: unknown) => e);
     expect(teapot).toBeInstanceOf(AuthHttpError);
     expect(teapot).toMatchObject({ status: 418, message: 'short and stout', headers: { 'x-why': 'tea' } });
-    await expect(custom.authenticate(new Request('http://x/', { headers: { 'x-bug': '1' } }))).rejects.toBeInstanceOf(AuthHandlerError);
+    await expect(custom.authenticate(new Request('http://x/', { headers: { 'x-bug': '1' } }))).rejects.toBeInstanceOf(
+      AuthHandlerError,
+    );
     expect(await custom.authenticate(new Request('http://x/'))).toMatchObject({ user: { identity: 'alice' } });
   });
 });
@@ -111,7 +121,9 @@ describe('createCustomAuth over a real Auth object', () => {
 describe('corsPolicy', () => {
   it('allows any origin by default and echoes it only when credentials are on', () => {
     expect(corsPolicy(undefined).origin('https://a.example')).toBe('*');
-    expect(corsPolicy({ allow_origins: ['*'], allow_credentials: true }).origin('https://a.example')).toBe('https://a.example');
+    expect(corsPolicy({ allow_origins: ['*'], allow_credentials: true }).origin('https://a.example')).toBe(
+      'https://a.example',
+    );
     const listed = corsPolicy({ allow_origins: ['https://a.example'], allow_origin_regex: 'https://.*\\.b\\.example' });
     expect(listed.origin('https://a.example')).toBe('https://a.example');
     expect(listed.origin('https://x.b.example')).toBe('https://x.b.example');
@@ -123,12 +135,23 @@ describe('corsPolicy', () => {
 describe('ignoredConfigKeys', () => {
   it('names top-level and nested keys this server does not act on', () => {
     const json = langgraphJsonSchema.parse({
-      graphs: { a: './a.ts:g' }, node_version: '20', dependencies: ['.'], store: { ttl: {}, keys: 1 }, ui: {},
-      checkpointer: { ttl: {}, serde: {} }, ui_config: { shared: [], theme: 1 },
-      auth: { path: './auth.ts:auth', openapi: {} }, http: { app: './app.ts:app', configurable_headers: {} },
+      graphs: { a: './a.ts:g' },
+      node_version: '20',
+      dependencies: ['.'],
+      store: { ttl: {}, keys: 1 },
+      ui: {},
+      checkpointer: { ttl: {}, serde: {} },
+      ui_config: { shared: [], theme: 1 },
+      auth: { path: './auth.ts:auth', openapi: {} },
+      http: { app: './app.ts:app', configurable_headers: {} },
     });
-    expect(ignoredConfigKeys(json).sort()).toEqual(['auth.openapi', 'checkpointer.serde',
-      'http.configurable_headers', 'store.keys', 'ui_config.theme']);
+    expect(ignoredConfigKeys(json).sort()).toEqual([
+      'auth.openapi',
+      'checkpointer.serde',
+      'http.configurable_headers',
+      'store.keys',
+      'ui_config.theme',
+    ]);
   });
 });
 

@@ -51,9 +51,15 @@ describe('first database connection', () => {
   it('classifies "not reachable yet" apart from refusals', () => {
     expect(isTransientDatabaseError(Object.assign(new Error('x'), { code: 'ECONNREFUSED' }))).toBe(true);
     expect(isTransientDatabaseError(Object.assign(new Error('starting up'), { code: '57P03' }))).toBe(true);
-    expect(isTransientDatabaseError(new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' })]))).toBe(true);
-    expect(isTransientDatabaseError(Object.assign(new Error('password authentication failed'), { code: '28P01' }))).toBe(false);
-    expect(isTransientDatabaseError(Object.assign(new Error('database "x" does not exist'), { code: '3D000' }))).toBe(false);
+    expect(
+      isTransientDatabaseError(new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' })])),
+    ).toBe(true);
+    expect(
+      isTransientDatabaseError(Object.assign(new Error('password authentication failed'), { code: '28P01' })),
+    ).toBe(false);
+    expect(isTransientDatabaseError(Object.assign(new Error('database "x" does not exist'), { code: '3D000' }))).toBe(
+      false,
+    );
   });
 
   it('waits for a database that comes up after the server, then serves', async () => {
@@ -66,11 +72,21 @@ describe('first database connection', () => {
     let retried!: () => void;
     const sawRetry = new Promise<void>((r) => (retried = r));
     let seen = '';
-    const starting = startServerProcess(['--config', FIXTURE_CONFIG, '--database-url', url.toString(), '--database-wait', '60'], {}, (chunk) => {
-      seen += chunk;
-      if (/database not reachable yet; retrying/.test(seen)) retried();
-    });
-    await Promise.race([sawRetry, starting.then(() => undefined, () => undefined)]);
+    const starting = startServerProcess(
+      ['--config', FIXTURE_CONFIG, '--database-url', url.toString(), '--database-wait', '60'],
+      {},
+      (chunk) => {
+        seen += chunk;
+        if (/database not reachable yet; retrying/.test(seen)) retried();
+      },
+    );
+    await Promise.race([
+      sawRetry,
+      starting.then(
+        () => undefined,
+        () => undefined,
+      ),
+    ]);
     const proxy = await relay(port, target);
     try {
       const server = await starting;
@@ -90,12 +106,19 @@ describe('first database connection', () => {
     const url = new URL(db.url);
     url.hostname = '127.0.0.1';
     url.port = String(port);
-    await expect(startServerProcess(['--config', FIXTURE_CONFIG, '--database-url', url.toString(), '--database-wait', '1'])).rejects.toThrow(
-      /ECONNREFUSED/,
-    );
+    await expect(
+      startServerProcess(['--config', FIXTURE_CONFIG, '--database-url', url.toString(), '--database-wait', '1']),
+    ).rejects.toThrow(/ECONNREFUSED/);
     const missing = new URL(db.url);
     missing.pathname = '/ap_no_such_database_here';
-    const refused = await startServerProcess(['--config', FIXTURE_CONFIG, '--database-url', missing.toString(), '--database-wait', '60']).then(
+    const refused = await startServerProcess([
+      '--config',
+      FIXTURE_CONFIG,
+      '--database-url',
+      missing.toString(),
+      '--database-wait',
+      '60',
+    ]).then(
       () => new Error('started'),
       (err: Error) => err,
     );

@@ -59,7 +59,8 @@ describe('durability on Postgres', { timeout: 180_000 }, () => {
     }
     // A second run queued behind one of them must survive too.
     const queued = await client.runs.create(runs[0]!.thread_id, 'ledger', {
-      input: { i: 99 }, multitaskStrategy: 'enqueue',
+      input: { i: 99 },
+      multitaskStrategy: 'enqueue',
     });
     await expect.poll(() => ledgerLines(ledger).filter((l) => l.node === 'record').length, { timeout: 30_000 }).toBe(6);
     await a.kill9();
@@ -89,13 +90,16 @@ describe('durability on Postgres', { timeout: 180_000 }, () => {
     const t = await client.threads.create();
     const r = await client.runs.create(t.thread_id, 'ledger', { input: { i: 1, sleep_ms: 60_000 } });
     for (let attempt = 1; attempt <= 3; attempt++) {
-      await expect.poll(() => ledgerLines(ledger).filter((l) => l.run === r.run_id).length, { timeout: 30_000 })
+      await expect
+        .poll(() => ledgerLines(ledger).filter((l) => l.run === r.run_id).length, { timeout: 30_000 })
         .toBe(attempt);
       await p.kill9();
       p = await start(ledger);
       client = new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
     }
-    await expect.poll(async () => (await client.runs.get(t.thread_id, r.run_id)).status, { timeout: 30_000 }).toBe('error');
+    await expect
+      .poll(async () => (await client.runs.get(t.thread_id, r.run_id)).status, { timeout: 30_000 })
+      .toBe('error');
     expect((await client.threads.get(t.thread_id)).status).toBe('error');
     const joined = (await client.runs.join(t.thread_id, r.run_id)) as Record<string, any>;
     expect(joined.__error__.error).toBe('WorkerLost');
@@ -110,12 +114,17 @@ describe('durability on Postgres', { timeout: 180_000 }, () => {
     const threads = await Promise.all(Array.from({ length: 20 }, (_, k) => clients[k % 2]!.threads.create()));
     const created: Array<{ thread_id: string; run_id: string; i: number }> = [];
     // Per thread, runs are created in order i = 0..9, alternating the process that receives them.
-    await Promise.all(threads.map(async (t, k) => {
-      for (let i = 0; i < 10; i++) {
-        const r = await clients[(k + i) % 2]!.runs.create(t.thread_id, 'ledger', { input: { i }, multitaskStrategy: 'enqueue' });
-        created.push({ thread_id: t.thread_id, run_id: r.run_id, i });
-      }
-    }));
+    await Promise.all(
+      threads.map(async (t, k) => {
+        for (let i = 0; i < 10; i++) {
+          const r = await clients[(k + i) % 2]!.runs.create(t.thread_id, 'ledger', {
+            input: { i },
+            multitaskStrategy: 'enqueue',
+          });
+          created.push({ thread_id: t.thread_id, run_id: r.run_id, i });
+        }
+      }),
+    );
     await Promise.all(created.map((r, n) => clients[n % 2]!.runs.join(r.thread_id, r.run_id)));
 
     const lines = ledgerLines(ledger);

@@ -31,7 +31,8 @@ let output = '';
 
 beforeAll(async () => {
   project = await mkdtemp(path.join(tmpdir(), 'ap-e2e-foreign-'));
-  for (const f of ['package.json', 'graph.ts', 'langgraph.json']) await copyFile(path.join(fixture, f), path.join(project, f));
+  for (const f of ['package.json', 'graph.ts', 'langgraph.json'])
+    await copyFile(path.join(fixture, f), path.join(project, f));
   await promisify(execFile)('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
     cwd: project,
     timeout: 110_000,
@@ -59,7 +60,13 @@ beforeAll(async () => {
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`agent-server exited with ${proc.exitCode}:\n${output}`);
-    if (await fetch(`${url}/ok`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${url}/ok`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     if (Date.now() > deadline) throw new Error(`agent-server did not answer /ok within 60 s:\n${output}`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -81,7 +88,9 @@ describe('agent-server on a graph from another @langchain/langgraph install', ()
     const client = new Client({ apiUrl: url });
     const thread = await client.threads.create();
     for (const text of ['hi', 'again']) {
-      const run = await client.runs.create(thread.thread_id, 'foreign', { input: { messages: [{ role: 'human', content: text }] } });
+      const run = await client.runs.create(thread.thread_id, 'foreign', {
+        input: { messages: [{ role: 'human', content: text }] },
+      });
       await client.runs.join(thread.thread_id, run.run_id);
       expect((await client.runs.get(thread.thread_id, run.run_id)).status).toBe('success');
     }

@@ -60,7 +60,10 @@ async function startServer(extraArgs: string[]): Promise<ServerProcess> {
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (proc.exitCode !== null) throw new Error(`agent-server exited with ${proc.exitCode}:\n${out}`);
-    const ok = await fetch(`${url}/ok`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${url}/ok`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return { url, proc, output: () => out };
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -150,7 +153,8 @@ function expectAiMessage(m: Json): void {
   expect(Array.isArray(m.tool_calls)).toBe(true);
   expect(Array.isArray(m.invalid_tool_calls)).toBe(true);
   expectPlainObject(m.usage_metadata);
-  for (const k of ['input_tokens', 'output_tokens', 'total_tokens']) expect(Number.isInteger(m.usage_metadata[k])).toBe(true);
+  for (const k of ['input_tokens', 'output_tokens', 'total_tokens'])
+    expect(Number.isInteger(m.usage_metadata[k])).toBe(true);
 }
 
 function expectFinishedState(state: Json, run: Json, threadId: string): void {
@@ -165,9 +169,17 @@ function expectFinishedState(state: Json, run: Json, threadId: string): void {
   expectAiMessage(call);
   expect(call.content).toEqual([
     expect.objectContaining({ type: 'text', text: expect.any(String), index: 0 }),
-    expect.objectContaining({ type: 'tool_use', id: expect.any(String), name: 'lookup_greeting', input: { name: 'Ada' }, index: 1 }),
+    expect.objectContaining({
+      type: 'tool_use',
+      id: expect.any(String),
+      name: 'lookup_greeting',
+      input: { name: 'Ada' },
+      index: 1,
+    }),
   ]);
-  expect(call.tool_calls).toEqual([{ name: 'lookup_greeting', args: { name: 'Ada' }, id: call.content[1].id, type: 'tool_call' }]);
+  expect(call.tool_calls).toEqual([
+    { name: 'lookup_greeting', args: { name: 'Ada' }, id: call.content[1].id, type: 'tool_call' },
+  ]);
   expect(call.response_metadata.stop_reason).toBe('tool_use');
   expect('stop_sequence' in call.response_metadata).toBe(true);
 
@@ -206,7 +218,11 @@ function expectFinishedState(state: Json, run: Json, threadId: string): void {
   expect(typeof state.parent_checkpoint_id).toBe('string');
   expect(state.parent_checkpoint_id).not.toBe(state.checkpoint_id);
   // What today's SDK reads besides the seed's flat ids.
-  expect(state.checkpoint).toMatchObject({ thread_id: threadId, checkpoint_ns: '', checkpoint_id: state.checkpoint_id });
+  expect(state.checkpoint).toMatchObject({
+    thread_id: threadId,
+    checkpoint_ns: '',
+    checkpoint_id: state.checkpoint_id,
+  });
   expect(state.parent_checkpoint).toMatchObject({ thread_id: threadId, checkpoint_id: state.parent_checkpoint_id });
 }
 

@@ -28,7 +28,11 @@ async function run(threadId: string, text: string) {
 describe('examples/agent', () => {
   it('has one graph "agent" with the reference system assistant id and env from langgraph.json', () => {
     expect(registry.specs).toEqual([
-      expect.objectContaining({ graphId: 'agent', assistantId: 'fe096781-5601-53d2-b2f6-0d3403f7e9ca', exportName: 'graph' }),
+      expect.objectContaining({
+        graphId: 'agent',
+        assistantId: 'fe096781-5601-53d2-b2f6-0d3403f7e9ca',
+        exportName: 'graph',
+      }),
     ]);
     expect(registry.env).toEqual({ AGENT_GREETING: 'Hello' });
     expect(process.env.AGENT_GREETING).toBe('Hello');
@@ -39,7 +43,12 @@ describe('examples/agent', () => {
     expect(state.next).toEqual([]);
     const messages = (state.values as { messages: Array<Record<string, unknown> & { getType(): string }> }).messages;
     expect(messages.map((m) => m.getType())).toEqual(['human', 'ai', 'tool', 'ai']);
-    const [human, call, result, final] = messages as unknown as [Record<string, any>, Record<string, any>, Record<string, any>, Record<string, any>];
+    const [human, call, result, final] = messages as unknown as [
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+    ];
     expect(human.content).toBe('Ada');
     expect(typeof human.id).toBe('string');
 
@@ -48,7 +57,9 @@ describe('examples/agent', () => {
       expect.objectContaining({ type: 'tool_use', name: 'lookup_greeting', input: { name: 'Ada' }, index: 1 }),
     ]);
     const toolCall = call.tool_calls[0];
-    expect(call.tool_calls).toEqual([{ name: 'lookup_greeting', args: { name: 'Ada' }, id: toolCall.id, type: 'tool_call' }]);
+    expect(call.tool_calls).toEqual([
+      { name: 'lookup_greeting', args: { name: 'Ada' }, id: toolCall.id, type: 'tool_call' },
+    ]);
     expect(call.content[1].id).toBe(toolCall.id);
     expect(call.response_metadata.stop_reason).toBe('tool_use');
 
@@ -75,6 +86,11 @@ describe('examples/agent', () => {
     const s = await registry.getSchemas('agent');
     expect(s.state_schema).toMatchObject({ type: 'object', properties: { messages: { langgraph_type: 'messages' } } });
     const drawn = await registry.getDrawableGraph('agent', {});
-    expect((drawn.nodes as Array<{ id: string }>).map((n) => n.id).sort()).toEqual(['__end__', '__start__', 'agent', 'tools']);
+    expect((drawn.nodes as Array<{ id: string }>).map((n) => n.id).sort()).toEqual([
+      '__end__',
+      '__start__',
+      'agent',
+      'tools',
+    ]);
   });
 });

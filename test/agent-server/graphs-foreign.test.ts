@@ -18,7 +18,8 @@ let registry: GraphRegistry;
 
 beforeAll(async () => {
   project = await mkdtemp(path.join(tmpdir(), 'ap-foreign-'));
-  for (const f of ['package.json', 'graph.ts', 'langgraph.json']) await copyFile(path.join(fixture, f), path.join(project, f));
+  for (const f of ['package.json', 'graph.ts', 'langgraph.json'])
+    await copyFile(path.join(fixture, f), path.join(project, f));
   // The npm cache makes this quick and offline after the first run.
   await promisify(execFile)('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
     cwd: project,
@@ -70,7 +71,10 @@ describe('a graph compiled by another installed copy of @langchain/langgraph', (
     const s = await registry.getSchemas('foreign');
     expect(s.state_schema).toMatchObject({
       type: 'object',
-      properties: { messages: { langgraph_type: 'messages' }, visits: { type: 'number', description: 'times the node ran' } },
+      properties: {
+        messages: { langgraph_type: 'messages' },
+        visits: { type: 'number', description: 'times the node ran' },
+      },
     });
   });
 

@@ -4,7 +4,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MemorySaver } from '@langchain/langgraph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GraphConfigError, loadGraphs, systemAssistantId, type GraphRegistry } from '../../src/agent-server/graphs/index.ts';
+import {
+  GraphConfigError,
+  loadGraphs,
+  systemAssistantId,
+  type GraphRegistry,
+} from '../../src/agent-server/graphs/index.ts';
 import { NotFoundError } from '../../src/lib/errors.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
@@ -75,17 +80,20 @@ describe('loadGraphs on a langgraph.json naming every graph shape', () => {
     expect(process.env.FIXTURE_OTHER).toBe('set by the environment');
   });
 
-  it.each(['compiled', 'builder', 'async_factory', 'default_export'])('runs %s with an attached checkpointer', async (id) => {
-    const checkpointer = new MemorySaver();
-    const graph = await registry.getGraph(id, {}, { checkpointer });
-    expect(graph.checkpointer).toBe(checkpointer);
-    const config = { configurable: { thread_id: `t-${id}` } };
-    expect(await graph.invoke({}, config)).toEqual({ count: 1, label: 'count=1' });
-    await graph.invoke({}, config);
-    const state = await graph.getState(config);
-    expect(state.values).toEqual({ count: 2, label: 'count=2' });
-    expect(state.next).toEqual([]);
-  });
+  it.each(['compiled', 'builder', 'async_factory', 'default_export'])(
+    'runs %s with an attached checkpointer',
+    async (id) => {
+      const checkpointer = new MemorySaver();
+      const graph = await registry.getGraph(id, {}, { checkpointer });
+      expect(graph.checkpointer).toBe(checkpointer);
+      const config = { configurable: { thread_id: `t-${id}` } };
+      expect(await graph.invoke({}, config)).toEqual({ count: 1, label: 'count=1' });
+      await graph.invoke({}, config);
+      const state = await graph.getState(config);
+      expect(state.values).toEqual({ count: 2, label: 'count=2' });
+      expect(state.next).toEqual([]);
+    },
+  );
 
   it('calls a factory export with the run config', async () => {
     const a = await registry.getGraph('factory', { configurable: { suffix: 'a' } });
@@ -152,7 +160,9 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
 
   it('no graphs, or graphs of the wrong type', async () => {
     expect((await loadError(await writeConfig({}))).message).toMatch(/invalid: graphs: /);
-    expect((await loadError(await writeConfig({ graphs: {} }))).message).toMatch(/graphs: must name at least one graph/);
+    expect((await loadError(await writeConfig({ graphs: {} }))).message).toMatch(
+      /graphs: must name at least one graph/,
+    );
     expect((await loadError(await writeConfig({ graphs: { a: 3 } }))).message).toMatch(/graphs\.a/);
     expect((await loadError(await writeConfig({ graphs: { a: './x.ts:g' }, env: 5 }))).message).toMatch(/env/);
   });
@@ -174,7 +184,9 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
 
   it('an export that is not a graph', async () => {
     const err = await loadError(await writeConfig({ graphs: { agent: `${basicFile}:notAGraph` } }));
-    expect(err.message).toMatch(/graph "agent": export "notAGraph" of .* is an object of type Object, not a LangGraph graph/);
+    expect(err.message).toMatch(
+      /graph "agent": export "notAGraph" of .* is an object of type Object, not a LangGraph graph/,
+    );
   });
 
   it('a module that throws while importing', async () => {

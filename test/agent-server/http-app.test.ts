@@ -21,7 +21,10 @@ describe('a Hono app with custom auth', () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-http-app-'));
     server = await startServerProcess(['--config', APP_CONFIG, '--data-dir', dir]);
     alice = new Client({
-      apiUrl: server.url, apiKey: null, defaultHeaders: { Authorization: 'Bearer token-alice' }, callerOptions: { maxRetries: 0 },
+      apiUrl: server.url,
+      apiKey: null,
+      defaultHeaders: { Authorization: 'Bearer token-alice' },
+      callerOptions: { maxRetries: 0 },
     });
   });
   afterAll(async () => {
@@ -37,7 +40,9 @@ describe('a Hono app with custom auth', () => {
     const info = await fetch(`${server.url}/info`);
     expect(await info.json()).toEqual({ from: 'custom app' });
     const echo = await fetch(`${server.url}/custom/echo`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ a: [1, 2] }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ a: [1, 2] }),
     });
     expect(echo.status).toBe(201);
     expect(await echo.json()).toEqual({ echoed: { a: [1, 2] } });
@@ -47,7 +52,11 @@ describe('a Hono app with custom auth', () => {
     const res = await fetch(`${server.url}/nothing/here`, { headers: { Authorization: 'Bearer token-alice' } });
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ detail: 'Not found: GET /nothing/here' });
-    const anonymous = await fetch(`${server.url}/threads/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const anonymous = await fetch(`${server.url}/threads/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(anonymous.status).toBe(401);
   });
 
@@ -102,9 +111,17 @@ describe('http.mount_prefix and disable_* flags', () => {
   });
 
   it('answers 404 for a disabled group of routes and keeps the others', async () => {
-    const res = await fetch(`${server.url}/api/assistants/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const res = await fetch(`${server.url}/api/assistants/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(res.status).toBe(404);
-    const threads = await fetch(`${server.url}/api/threads/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const threads = await fetch(`${server.url}/api/threads/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(threads.status).toBe(200);
   });
 });

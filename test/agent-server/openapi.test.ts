@@ -13,10 +13,17 @@ describe('OpenAPI document', () => {
     const res = await h.app.inject({ method: 'GET', url: '/openapi.json' });
     expect(res.statusCode).toBe(200);
     const doc = res.json();
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining([
-      '/threads', '/threads/{thread_id}/runs', '/threads/{thread_id}/runs/{run_id}/join', '/threads/{thread_id}/state',
-      '/assistants/search', '/runs/wait', '/threads/{thread_id}/runs/stream',
-    ]));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/threads',
+        '/threads/{thread_id}/runs',
+        '/threads/{thread_id}/runs/{run_id}/join',
+        '/threads/{thread_id}/state',
+        '/assistants/search',
+        '/runs/wait',
+        '/threads/{thread_id}/runs/stream',
+      ]),
+    );
     const body = doc.paths['/threads/{thread_id}/runs'].post.requestBody.content['application/json'].schema;
     expect(body.required).toContain('assistant_id');
     expect(body.properties.multitask_strategy.anyOf ?? body.properties.multitask_strategy.enum).toBeTruthy();

@@ -17,17 +17,22 @@ import { startServerProcess, type ServerProc } from './helpers/process.ts';
 const KEY = 'apk_platform-env-test-0123456789';
 const withKey = { headers: { 'x-api-key': KEY } };
 const APP_CONFIG = fileURLToPath(new URL('./fixtures/platform-app/langgraph.json', import.meta.url));
-const GRAPH_DEFAULTS = { settings: { configurable: { model_name: 'openai' }, context: { tone: 'dry' }, recursion_limit: 7 } };
+const GRAPH_DEFAULTS = {
+  settings: { configurable: { model_name: 'openai' }, context: { tone: 'dry' }, recursion_limit: 7 },
+};
 
 /** JSON log lines of the server so far. */
 function logLines(server: ServerProc): Array<Record<string, unknown>> {
-  return server.output().split('\n').flatMap((line) => {
-    try {
-      return [JSON.parse(line) as Record<string, unknown>];
-    } catch {
-      return [];
-    }
-  });
+  return server
+    .output()
+    .split('\n')
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
 }
 
 async function eventually<T>(fn: () => T | undefined, what: string, server: ServerProc): Promise<T> {
@@ -58,7 +63,15 @@ describe.each([
     }
     writeFileSync(join(dir, 'keys.json'), JSON.stringify({ hashes: [hashApiKey(KEY)] }));
     server = await startServerProcess(
-      ['--config', APP_CONFIG, ...storeArgs, '--executor-threads', String(threads), '--auth-keys-file', join(dir, 'keys.json')],
+      [
+        '--config',
+        APP_CONFIG,
+        ...storeArgs,
+        '--executor-threads',
+        String(threads),
+        '--auth-keys-file',
+        join(dir, 'keys.json'),
+      ],
       { LANGGRAPH_CONFIG: JSON.stringify(GRAPH_DEFAULTS) },
     );
     client = new Client({ apiUrl: server.url, apiKey: KEY, callerOptions: { maxRetries: 0 } });
@@ -85,10 +98,15 @@ describe.each([
     expect(await client.runs.join(thread.thread_id, run.run_id)).toEqual({ note: 'logged hello' });
     const inNode = await eventually(
       () => logLines(server).find((l) => l.msg === 'logging fixture node ran' && l.run_id === run.run_id),
-      'the node log line', server,
+      'the node log line',
+      server,
     );
     expect(inNode).toMatchObject({
-      graph_id: 'logging', thread_id: thread.thread_id, langgraph_node: 'speak', fixture_marker: 'in-node', note: 'hello',
+      graph_id: 'logging',
+      thread_id: thread.thread_id,
+      langgraph_node: 'speak',
+      fixture_marker: 'in-node',
+      note: 'hello',
     });
     expect(inNode.executor_thread).toBe(threads ? 0 : undefined);
   });
@@ -111,12 +129,19 @@ describe.each([
     expect(assistant.config).toEqual({ configurable: { model_name: 'openai' }, recursion_limit: 7 });
     expect(assistant.context).toEqual({ tone: 'dry' });
     const thread = await client.threads.create();
-    expect(await client.runs.wait(thread.thread_id, 'settings', { input: {} }))
-      .toEqual({ model_name: 'openai', context: { tone: 'dry' }, store: 'object' });
+    expect(await client.runs.wait(thread.thread_id, 'settings', { input: {} })).toEqual({
+      model_name: 'openai',
+      context: { tone: 'dry' },
+      store: 'object',
+    });
     // The run's own context and configurable win over the assistant's.
-    expect(await client.runs.wait(thread.thread_id, 'settings', {
-      input: {}, context: { tone: 'warm' }, config: { configurable: { model_name: 'anthropic' } },
-    })).toEqual({ model_name: 'anthropic', context: { tone: 'warm' }, store: 'object' });
+    expect(
+      await client.runs.wait(thread.thread_id, 'settings', {
+        input: {},
+        context: { tone: 'warm' },
+        config: { configurable: { model_name: 'anthropic' } },
+      }),
+    ).toEqual({ model_name: 'anthropic', context: { tone: 'warm' }, store: 'object' });
   });
 
   it('GET /metrics counts finished runs and shows the queue; GET /docs serves the API explorer', async () => {
@@ -144,7 +169,10 @@ describe.each([
 
     // A delayed run waits in the queue; a client streams it meanwhile.
     const waiting = await client.threads.create();
-    const delayed = await client.runs.create(waiting.thread_id, 'logging', { input: { note: 'later' }, afterSeconds: 600 });
+    const delayed = await client.runs.create(waiting.thread_id, 'logging', {
+      input: { note: 'later' },
+      afterSeconds: 600,
+    });
     const abort = new AbortController();
     const stream = client.runs.joinStream(waiting.thread_id, delayed.run_id, { signal: abort.signal });
     const reading = (async () => {
@@ -168,7 +196,9 @@ describe.each([
     const docs = await fetch(`${server.url}/docs`, withKey);
     expect(docs.status).toBe(200);
     expect(await docs.text()).toMatch(/swagger/i);
-    const spec = (await (await fetch(`${server.url}/openapi.json`, withKey)).json()) as { paths: Record<string, unknown> };
+    const spec = (await (await fetch(`${server.url}/openapi.json`, withKey)).json()) as {
+      paths: Record<string, unknown>;
+    };
     expect(Object.keys(spec.paths)).not.toContain('/metrics');
     expect(Object.keys(spec.paths).some((p) => p.startsWith('/docs'))).toBe(false);
   });

@@ -38,7 +38,10 @@ describe.each([0, 1])('a graph that fails to import (--executor-threads %i)', (t
   }
 
   it('logs the failure and lists it in /info; the good graph serves', async () => {
-    const line = server.output().split('\n').find((l) => l.includes('graph failed to load'));
+    const line = server
+      .output()
+      .split('\n')
+      .find((l) => l.includes('graph failed to load'));
     expect(line).toBeDefined();
     expect(JSON.parse(line!)).toMatchObject({ level: 'error', graph_id: 'broken' });
     expect(line).toMatch(CAUSE);
@@ -64,7 +67,9 @@ describe.each([0, 1])('a graph that fails to import (--executor-threads %i)', (t
     const byId = await call('POST', '/runs/wait', { assistant_id: mine.assistant_id, input: {} });
     expect(byId.status).toBe(422);
     expect(byId.body.detail).toMatch(CAUSE);
-    expect((await call('POST', `/threads/${thread.thread_id}/runs/stream`, { assistant_id: 'broken' })).status).toBe(422);
+    expect((await call('POST', `/threads/${thread.thread_id}/runs/stream`, { assistant_id: 'broken' })).status).toBe(
+      422,
+    );
 
     const schemas = await call('GET', `/assistants/${systemAssistantId('broken')}/schemas`);
     expect(schemas.status).toBe(422);
@@ -81,7 +86,10 @@ describe.each([0, 1])('a graph that fails to import (--executor-threads %i)', (t
     expect(schemas.status).toBe(500);
     expect(schemas.body.detail).toMatch(/Graph "unbuildable" could not be built: factory fixture: no model configured/);
     const thread = await client.threads.create();
-    const waited = await call('POST', `/threads/${thread.thread_id}/runs/wait`, { assistant_id: 'unbuildable', input: {} });
+    const waited = await call('POST', `/threads/${thread.thread_id}/runs/wait`, {
+      assistant_id: 'unbuildable',
+      input: {},
+    });
     expect(waited.body.__error__).toMatchObject({
       error: 'GraphBuildError',
       message: expect.stringMatching(/factory fixture: no model configured/),
@@ -94,10 +102,13 @@ describe('--strict', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-strict-'));
     try {
       const started = startServerProcess(['--config', CONFIG, '--data-dir', dir, '--strict']);
-      const err = await started.then(async (s) => {
-        await s.stop();
-        return null;
-      }, (e: unknown) => e as Error);
+      const err = await started.then(
+        async (s) => {
+          await s.stop();
+          return null;
+        },
+        (e: unknown) => e as Error,
+      );
       expect(err?.message).toMatch(/server exited with 1/);
       expect(err?.message).toMatch(/graph "broken": importing .*broken\.ts failed/);
       expect(err?.message).toMatch(CAUSE);

@@ -19,10 +19,14 @@ import { silentLogger } from '../../src/lib/logger.ts';
 
 describe('graph defaults and config path settings', () => {
   it('LANGGRAPH_CONFIG is JSON of per-graph assistant defaults; the path comes from AGENTPLANE_GRAPH_CONFIG', () => {
-    const c = parseAgentServerConfig([], {
-      LANGGRAPH_CONFIG: '{"agent": {"configurable": {"model_name": "openai"}, "context": {"a": 1}}}',
-      AGENTPLANE_GRAPH_CONFIG: 'app/langgraph.json',
-    }, '/srv')!;
+    const c = parseAgentServerConfig(
+      [],
+      {
+        LANGGRAPH_CONFIG: '{"agent": {"configurable": {"model_name": "openai"}, "context": {"a": 1}}}',
+        AGENTPLANE_GRAPH_CONFIG: 'app/langgraph.json',
+      },
+      '/srv',
+    )!;
     expect(c.graphDefaults).toEqual({ agent: { configurable: { model_name: 'openai' }, context: { a: 1 } } });
     expect(c.configPath).toBe('/srv/app/langgraph.json');
     expect(c.notes).toBeUndefined();
@@ -35,7 +39,9 @@ describe('graph defaults and config path settings', () => {
     expect(c.graphDefaults).toBeUndefined();
     expect(c.notes?.[0]).toMatch(/AGENTPLANE_GRAPH_CONFIG/);
     // --config and AGENTPLANE_GRAPH_CONFIG win over it.
-    expect(parseAgentServerConfig(['--config', 'x.json'], { LANGGRAPH_CONFIG: '/a.json' }, '/srv')!.configPath).toBe('/srv/x.json');
+    expect(parseAgentServerConfig(['--config', 'x.json'], { LANGGRAPH_CONFIG: '/a.json' }, '/srv')!.configPath).toBe(
+      '/srv/x.json',
+    );
   });
 
   it('refuses LANGGRAPH_CONFIG that is not an object of objects', () => {

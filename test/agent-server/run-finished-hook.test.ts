@@ -28,8 +28,14 @@ describe('run-finished hook', () => {
   it('fires once for a run the sweep ends after its last attempt', async () => {
     const thread_id = randomUUID();
     const run = await storage.runs.create({
-      run_id: randomUUID(), thread_id, assistant_id: randomUUID(), metadata: {}, kwargs: { webhook: 'https://example.com/h' },
-      multitask_strategy: 'reject', if_not_exists: 'create', thread_metadata: {},
+      run_id: randomUUID(),
+      thread_id,
+      assistant_id: randomUUID(),
+      metadata: {},
+      kwargs: { webhook: 'https://example.com/h' },
+      multitask_strategy: 'reject',
+      if_not_exists: 'create',
+      thread_metadata: {},
     });
     // A worker that claims the run and vanishes, every attempt.
     for (let i = 1; i <= MAX_ATTEMPTS; i++) {

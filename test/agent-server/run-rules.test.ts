@@ -25,20 +25,30 @@ describe('decideCreate', () => {
     ['busy thread, reject: 409', 'reject', [running], { kind: 'reject', detail: BUSY_THREAD_DETAIL }],
     ['queued run, reject: 409', 'reject', [pending], { kind: 'reject', detail: BUSY_THREAD_DETAIL }],
     ['busy thread, enqueue: nothing cancelled', 'enqueue', [running, pending], { kind: 'insert', cancel: [] }],
-    ['interrupt flags the running run and ends the queued one', 'interrupt', [running, pending], {
-      kind: 'insert',
-      cancel: [
-        { run_id: 'r', effect: 'flag', action: 'interrupt', event: 'cancel' },
-        { run_id: 'p', effect: 'interrupt', event: 'run_done' },
-      ],
-    }],
-    ['rollback flags the running run and deletes the queued one', 'rollback', [running, pending], {
-      kind: 'insert',
-      cancel: [
-        { run_id: 'r', effect: 'flag', action: 'rollback', event: 'cancel' },
-        { run_id: 'p', effect: 'delete', event: 'run_done' },
-      ],
-    }],
+    [
+      'interrupt flags the running run and ends the queued one',
+      'interrupt',
+      [running, pending],
+      {
+        kind: 'insert',
+        cancel: [
+          { run_id: 'r', effect: 'flag', action: 'interrupt', event: 'cancel' },
+          { run_id: 'p', effect: 'interrupt', event: 'run_done' },
+        ],
+      },
+    ],
+    [
+      'rollback flags the running run and deletes the queued one',
+      'rollback',
+      [running, pending],
+      {
+        kind: 'insert',
+        cancel: [
+          { run_id: 'r', effect: 'flag', action: 'rollback', event: 'cancel' },
+          { run_id: 'p', effect: 'delete', event: 'run_done' },
+        ],
+      },
+    ],
   ];
   it.each(table)('%s', (_name, strategy, inflight, expected) => {
     expect(decideCreate(strategy, inflight)).toEqual(expected);
@@ -82,10 +92,16 @@ describe('threadStatusAfter (a run ended)', () => {
 });
 
 describe('thread status after other changes', () => {
-  it.each([[true, 'busy'], [false, 'idle']] as const)('rolled back, more queued %s -> %s', (more, status) => {
+  it.each([
+    [true, 'busy'],
+    [false, 'idle'],
+  ] as const)('rolled back, more queued %s -> %s', (more, status) => {
     expect(threadStatusAfterRemoval(more)).toBe(status);
   });
-  it.each([[true, null], [false, 'idle']] as const)('pending run removed, still in flight %s -> %s', (inflight, status) => {
+  it.each([
+    [true, null],
+    [false, 'idle'],
+  ] as const)('pending run removed, still in flight %s -> %s', (inflight, status) => {
     expect(threadStatusAfterDequeue(inflight)).toBe(status);
   });
   const stateTable: [boolean, boolean, string | null][] = [
@@ -122,14 +138,28 @@ describe('decideSweep (lease expired)', () => {
   const table: [string, number, CancelAction | null, unknown][] = [
     ['first attempt: requeued', 1, null, { kind: 'requeue' }],
     ['second attempt: requeued', 2, null, { kind: 'requeue' }],
-    ['last attempt: ends in error', 3, null, {
-      kind: 'end',
-      outcome: { status: 'error', error: { error: 'WorkerLost', message: 'Run abandoned after 3 attempts: its worker stopped responding' } },
-    }],
+    [
+      'last attempt: ends in error',
+      3,
+      null,
+      {
+        kind: 'end',
+        outcome: {
+          status: 'error',
+          error: { error: 'WorkerLost', message: 'Run abandoned after 3 attempts: its worker stopped responding' },
+        },
+      },
+    ],
     ['cancelled with interrupt: ends interrupted', 1, 'interrupt', { kind: 'end', outcome: { status: 'interrupted' } }],
-    ['cancelled with interrupt on the last attempt: interrupted, not an error', 3, 'interrupt', {
-      kind: 'end', outcome: { status: 'interrupted' },
-    }],
+    [
+      'cancelled with interrupt on the last attempt: interrupted, not an error',
+      3,
+      'interrupt',
+      {
+        kind: 'end',
+        outcome: { status: 'interrupted' },
+      },
+    ],
     ['cancelled with rollback: rolled back', 1, 'rollback', { kind: 'rollback' }],
     ['cancelled with rollback on the last attempt: rolled back', 3, 'rollback', { kind: 'rollback' }],
   ];

@@ -9,12 +9,13 @@ import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const OWNER_CONFIG = new URL('./fixtures/auth-owner/langgraph.json', import.meta.url).pathname;
 
-const client = (url: string, token: string) => new Client({
-  apiUrl: url,
-  apiKey: null,
-  defaultHeaders: { Authorization: `Bearer ${token}` },
-  callerOptions: { maxRetries: 0 },
-});
+const client = (url: string, token: string) =>
+  new Client({
+    apiUrl: url,
+    apiKey: null,
+    defaultHeaders: { Authorization: `Bearer ${token}` },
+    callerOptions: { maxRetries: 0 },
+  });
 
 describe('custom auth on batch runs and thread-less streams', () => {
   let dir: string;
@@ -29,7 +30,7 @@ describe('custom auth on batch runs and thread-less streams', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('gives each batch item its own create_run decision and hides other owners\' runs from joinStream(null, id)', async () => {
+  it("gives each batch item its own create_run decision and hides other owners' runs from joinStream(null, id)", async () => {
     const alice = client(server.url, 'token-alice');
     const bob = client(server.url, 'token-bob');
     const runs = await alice.runs.createBatch([
@@ -45,8 +46,10 @@ describe('custom auth on batch runs and thread-less streams', () => {
     const seen: string[] = [];
     for await (const e of alice.runs.joinStream(null, runs[0]!.run_id)) seen.push(e.event);
     expect(seen).toContain('values');
-    await expect((async () => {
-      for await (const _ of bob.runs.joinStream(null, runs[0]!.run_id)) void _;
-    })()).rejects.toThrow(/404/);
+    await expect(
+      (async () => {
+        for await (const _ of bob.runs.joinStream(null, runs[0]!.run_id)) void _;
+      })(),
+    ).rejects.toThrow(/404/);
   });
 });

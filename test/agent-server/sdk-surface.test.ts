@@ -22,7 +22,10 @@ async function eventually<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms =
 }
 
 const gone = (client: Client, threadId: string) =>
-  client.threads.get(threadId).then(() => false, (err: Error) => /404/.test(err.message));
+  client.threads.get(threadId).then(
+    () => false,
+    (err: Error) => /404/.test(err.message),
+  );
 
 describe.each(['embedded', 'postgres'] as const)('SDK surface against a server process (%s)', (store) => {
   let server: ServerProc;
@@ -50,7 +53,10 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
 
   it('builds a factory graph with the run config for state reads, updates as a config-only node and history', async () => {
     const t = await client.threads.create();
-    const out = await client.runs.wait(t.thread_id, 'shaped', { input: {}, config: { configurable: { variant: 'b' } } });
+    const out = await client.runs.wait(t.thread_id, 'shaped', {
+      input: {},
+      config: { configurable: { variant: 'b' } },
+    });
     expect(out).toMatchObject({ trail: ['work:b', 'extra'] });
     await client.threads.updateState(t.thread_id, { values: { trail: ['manual'] }, asNode: 'extra' });
     const state = await client.threads.getState(t.thread_id);
@@ -63,8 +69,9 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     // Built with defaults, the graph has no node "extra": the update is refused.
     const plain = await client.threads.create();
     await client.runs.wait(plain.thread_id, 'shaped', { input: {} });
-    await expect(client.threads.updateState(plain.thread_id, { values: { trail: ['x'] }, asNode: 'extra' }))
-      .rejects.toThrow(/HTTP 400.*extra/);
+    await expect(
+      client.threads.updateState(plain.thread_id, { values: { trail: ['x'] }, asNode: 'extra' }),
+    ).rejects.toThrow(/HTTP 400.*extra/);
   });
 
   it("builds a factory graph with the assistant's config for runs, drawings, schemas and runless threads", async () => {
@@ -74,7 +81,9 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     expect((await client.assistants.getGraph('shaped')).nodes.map((n) => n.id)).not.toContain('extra');
 
     const t = await client.threads.create();
-    expect(await client.runs.wait(t.thread_id, a.assistant_id, { input: {} })).toMatchObject({ trail: ['work:b', 'extra'] });
+    expect(await client.runs.wait(t.thread_id, a.assistant_id, { input: {} })).toMatchObject({
+      trail: ['work:b', 'extra'],
+    });
     await client.threads.updateState(t.thread_id, { values: { trail: ['again'] }, asNode: 'extra' });
     expect((await client.threads.getState(t.thread_id)).values).toMatchObject({ trail: ['work:b', 'extra', 'again'] });
 
@@ -98,17 +107,26 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     expect(typed.config_schema).toEqual(typed.context_schema);
 
     const shaped = await client.assistants.getSchemas('shaped');
-    expect(Object.keys((shaped.state_schema as { properties: object }).properties).sort()).toEqual(['delay_ms', 'fail', 'trail']);
+    expect(Object.keys((shaped.state_schema as { properties: object }).properties).sort()).toEqual([
+      'delay_ms',
+      'fail',
+      'trail',
+    ]);
   });
 
   it('lists subgraphs, recursively and by namespace', async () => {
     const direct = await client.assistants.getSubgraphs('nested');
     expect(Object.keys(direct)).toEqual(['child']);
-    expect(Object.keys((direct.child!.state_schema as { properties: object }).properties).sort()).toEqual(['depth', 'mid_note']);
+    expect(Object.keys((direct.child!.state_schema as { properties: object }).properties).sort()).toEqual([
+      'depth',
+      'mid_note',
+    ]);
     const all = await client.assistants.getSubgraphs('nested', { recurse: true });
     expect(Object.keys(all).sort()).toEqual(['child', 'child|grandchild']);
-    expect(Object.keys((all['child|grandchild']!.state_schema as { properties: object }).properties).sort())
-      .toEqual(['depth', 'leaf_note']);
+    expect(Object.keys((all['child|grandchild']!.state_schema as { properties: object }).properties).sort()).toEqual([
+      'depth',
+      'leaf_note',
+    ]);
     const one = await client.assistants.getSubgraphs('nested', { namespace: 'child|grandchild', recurse: true });
     expect(Object.keys(one)).toEqual(['child|grandchild']);
     expect(await client.assistants.getSubgraphs('shaped')).toEqual({});
@@ -143,22 +161,37 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     expect((temporary as unknown as { kwargs: object }).kwargs).toMatchObject({ temporary: true });
     expect((kept as unknown as { kwargs: object }).kwargs).toMatchObject({ temporary: false });
     expect(await client.runs.join(kept.thread_id, kept.run_id)).toMatchObject({ trail: ['work:a'] });
-    expect(await eventually(() => gone(client, temporary.thread_id), (v) => v)).toBe(true);
+    expect(
+      await eventually(
+        () => gone(client, temporary.thread_id),
+        (v) => v,
+      ),
+    ).toBe(true);
     expect((await client.threads.getState(kept.thread_id)).values).toMatchObject({ trail: ['work:a'] });
     await expect(client.runs.createBatch([{ assistantId: 'nope' }])).rejects.toThrow(/404/);
   });
 
   it('joins the stream of a stateless run by run id alone', async () => {
-    const run = await client.runs.create(null, 'shaped', { input: { delay_ms: 400 }, streamMode: ['values', 'updates'] });
+    const run = await client.runs.create(null, 'shaped', {
+      input: { delay_ms: 400 },
+      streamMode: ['values', 'updates'],
+    });
     const events: Array<{ event: string; data: any }> = [];
     for await (const e of client.runs.joinStream(null, run.run_id)) events.push(e as never);
     expect(events[0]!.event).toBe('metadata');
     expect(events.filter((e) => e.event === 'values').at(-1)!.data).toMatchObject({ trail: ['work:a'] });
     // The temporary thread (on_completion defaults to delete) goes with the run.
-    expect(await eventually(() => gone(client, run.thread_id), (v) => v)).toBe(true);
-    await expect((async () => {
-      for await (const _ of client.runs.joinStream(null, randomUUID())) void _;
-    })()).rejects.toThrow(/404/);
+    expect(
+      await eventually(
+        () => gone(client, run.thread_id),
+        (v) => v,
+      ),
+    ).toBe(true);
+    await expect(
+      (async () => {
+        for await (const _ of client.runs.joinStream(null, randomUUID())) void _;
+      })(),
+    ).rejects.toThrow(/404/);
   });
 
   it('surfaces a failed run as an error from wait (raiseError) and as {__error__} from join', async () => {
@@ -179,8 +212,9 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     await client.runs.wait(t.thread_id, 'shaped', { input: {} });
     const run = await client.runs.create(t.thread_id, 'shaped', { input: { delay_ms: 30_000 } });
     expect((await client.threads.get(t.thread_id)).status).toBe('busy');
-    await expect(client.threads.updateState(t.thread_id, { values: { trail: ['x'] }, asNode: 'work' }))
-      .rejects.toThrow(/HTTP 409.*busy/);
+    await expect(client.threads.updateState(t.thread_id, { values: { trail: ['x'] }, asNode: 'work' })).rejects.toThrow(
+      /HTTP 409.*busy/,
+    );
     await client.runs.cancel(t.thread_id, run.run_id, true);
     await client.threads.updateState(t.thread_id, { values: { trail: ['after'] }, asNode: 'work' });
     expect((await client.threads.getState(t.thread_id)).values).toMatchObject({ trail: ['work:a', 'after'] });
@@ -193,7 +227,10 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     const updated = await client.assistants.update(a.assistant_id, { name: 'v-two' });
     expect(updated.version).toBe(2);
     const versions = await client.assistants.getVersions(a.assistant_id, { metadata: { team: 'x' } });
-    expect(versions.map((v) => [v.version, v.name])).toEqual([[2, 'v-two'], [1, 'v-one']]);
+    expect(versions.map((v) => [v.version, v.name])).toEqual([
+      [2, 'v-two'],
+      [1, 'v-one'],
+    ]);
     expect(await client.assistants.getVersions(a.assistant_id, { metadata: { team: 'y' } })).toEqual([]);
     // Back to version 1, then a patch is the newest version + 1.
     expect(await client.assistants.setLatest(a.assistant_id, 1)).toMatchObject({ version: 1, name: 'v-one' });
@@ -207,7 +244,8 @@ describe.each(['embedded', 'postgres'] as const)('SDK surface against a server p
     const t = await client.threads.create({ ttl: 60 });
     expect(t.thread_id).toEqual(expect.any(String));
     const res = await fetch(`${server.url}/threads`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ ttl: { ttl: -1, strategy: 'delete' } }),
     });
     expect(res.status).toBe(422);

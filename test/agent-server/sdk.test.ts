@@ -66,8 +66,14 @@ describe.each(['embedded', 'postgres'] as const)('SDK against a server process (
 
   it('wait, stateless wait, errors, HITL resume and cancel through the SDK', async () => {
     const t = await client.threads.create();
-    expect(await client.runs.wait(t.thread_id, 'counter', { input: { count: 0 } })).toEqual({ count: 11, steps: ['first', 'second'] });
-    expect(await client.runs.wait(null, 'counter', { input: { count: 1 } })).toEqual({ count: 12, steps: ['first', 'second'] });
+    expect(await client.runs.wait(t.thread_id, 'counter', { input: { count: 0 } })).toEqual({
+      count: 11,
+      steps: ['first', 'second'],
+    });
+    expect(await client.runs.wait(null, 'counter', { input: { count: 1 } })).toEqual({
+      count: 12,
+      steps: ['first', 'second'],
+    });
     await expect(client.runs.wait(t.thread_id, 'fail', { input: { x: 1 } })).rejects.toThrow(/FixtureFailure/);
     expect((await client.threads.get(t.thread_id)).status).toBe('error');
 
@@ -89,7 +95,10 @@ describe.each(['embedded', 'postgres'] as const)('SDK against a server process (
   it('streams runs as server-sent events (values, updates, errors, joining a run)', async () => {
     const t = await client.threads.create();
     const events: Array<{ event: string; data: any }> = [];
-    for await (const e of client.runs.stream(t.thread_id, 'counter', { input: { count: 1 }, streamMode: ['values', 'updates'] })) {
+    for await (const e of client.runs.stream(t.thread_id, 'counter', {
+      input: { count: 1 },
+      streamMode: ['values', 'updates'],
+    })) {
       events.push(e as { event: string; data: any });
     }
     expect(events[0]!.event).toBe('metadata');
@@ -117,7 +126,9 @@ describe.each(['embedded', 'postgres'] as const)('SDK against a server process (
     const sys = await client.assistants.get('counter');
     expect(sys.assistant_id).toBe(systemAssistantId('counter'));
     const a = await client.assistants.create({ graphId: 'hitl', name: 'asker', metadata: { k: 1 } });
-    expect((await client.assistants.search({ metadata: { k: 1 } })).map((x) => x.assistant_id)).toEqual([a.assistant_id]);
+    expect((await client.assistants.search({ metadata: { k: 1 } })).map((x) => x.assistant_id)).toEqual([
+      a.assistant_id,
+    ]);
     expect(await client.assistants.count({ graphId: 'hitl' })).toBe(2);
     const updated = await client.assistants.update(a.assistant_id, { name: 'asker2' });
     expect(updated.name).toBe('asker2');

@@ -35,7 +35,10 @@ describe('graceful shutdown (embedded store)', () => {
     await expect(start(dir, '30')).rejects.toThrow(/in use by process/);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
     expect((await b.client.threads.get(t.thread_id)).metadata).toMatchObject({ keep: 'me' });
-    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual(['start:a', 'done:a']);
+    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual([
+      'start:a',
+      'done:a',
+    ]);
     await b.p.stop();
   });
 
@@ -51,7 +54,10 @@ describe('graceful shutdown (embedded store)', () => {
     await b.client.runs.join(t.thread_id, r.run_id);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
     // The retry resumed from the run's own checkpoint: the first step is not repeated.
-    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual(['start:b', 'done:b']);
+    expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual([
+      'start:b',
+      'done:b',
+    ]);
     expect((await b.client.threads.get(t.thread_id)).status).toBe('idle');
     await b.p.stop();
   });

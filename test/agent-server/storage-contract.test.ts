@@ -72,13 +72,19 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 
   it(`${factory.name}: assistants create, conflict, patch, search, count, delete`, async () => {
     const a = await store.assistants.create(
-      { assistant_id: ASSISTANT, graph_id: 'g', config: {}, context: {}, metadata: { team: 'x' }, name: 'A', description: null },
+      {
+        assistant_id: ASSISTANT,
+        graph_id: 'g',
+        config: {},
+        context: {},
+        metadata: { team: 'x' },
+        name: 'A',
+        description: null,
+      },
       'raise',
     );
     expect(a).toMatchObject({ assistant_id: ASSISTANT, graph_id: 'g', version: 1, metadata: { team: 'x' } });
-    await expect(
-      store.assistants.create({ ...a, name: 'B' }, 'raise'),
-    ).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.assistants.create({ ...a, name: 'B' }, 'raise')).rejects.toBeInstanceOf(ConflictError);
     expect((await store.assistants.create({ ...a, name: 'B' }, 'do_nothing')).name).toBe('A');
     const p = await store.assistants.patch(ASSISTANT, { metadata: { more: 1 }, name: 'A2' });
     expect(p).toMatchObject({ name: 'A2', version: 2, metadata: { team: 'x', more: 1 } });
@@ -96,7 +102,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     const t = await thread({ owner: 'ann' });
     expect(t).toMatchObject({ status: 'idle', values: null, config: {}, metadata: { owner: 'ann' } });
     expect(t.updated_at).toBe(t.created_at);
-    await expect(store.threads.create({ thread_id: t.thread_id, metadata: {} }, 'raise')).rejects.toBeInstanceOf(ConflictError);
+    await expect(store.threads.create({ thread_id: t.thread_id, metadata: {} }, 'raise')).rejects.toBeInstanceOf(
+      ConflictError,
+    );
     const patched = await store.threads.patch(t.thread_id, { metadata: { tag: 1 } });
     expect(patched.metadata).toEqual({ owner: 'ann', tag: 1 });
     expect((await store.threads.search({ metadata: { owner: 'ann' } })).map((x) => x.thread_id)).toContain(t.thread_id);
@@ -123,7 +131,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 
   it(`${factory.name}: claims take the oldest run per thread, one running run per thread`, async () => {
     // Drain whatever earlier tests queued.
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t1 = await thread();
     const t2 = await thread();
     const a = await store.runs.create(newRun(t1.thread_id));
@@ -132,7 +142,11 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     const claimed = await Promise.all([1, 2, 3, 4].map(() => store.runs.claim('w1', 60_000)));
     const ids = claimed.filter((x) => x !== null).map((x) => x!.run_id);
     expect(ids.sort()).toEqual([a.run_id, c.run_id].sort());
-    expect(claimed.find((x) => x?.run_id === a.run_id)).toMatchObject({ status: 'running', attempt: 1, worker_id: 'w1' });
+    expect(claimed.find((x) => x?.run_id === a.run_id)).toMatchObject({
+      status: 'running',
+      attempt: 1,
+      worker_id: 'w1',
+    });
     expect(await store.runs.finish(a.run_id, 'someone-else', { status: 'success' })).toBe(false);
     expect(await store.runs.finish(a.run_id, 'w1', { status: 'success', values: { n: 1 } })).toBe(true);
     // b is still pending on t1.
@@ -150,7 +164,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: interrupted outcome leaves the thread interrupted`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const r = await store.runs.create(newRun(t.thread_id));
     expect((await store.runs.claim('w', 60_000))?.run_id).toBe(r.run_id);
@@ -159,7 +175,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: multitask interrupt flags the running run and tells its worker; pending runs end at once`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const events: StorageEvent[] = [];
     const off = store.subscribe((e) => events.push(e));
     const t = await thread();
@@ -178,7 +196,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: cancel of a pending run ends it; rollback deletes it`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const r = await store.runs.create(newRun(t.thread_id));
     expect((await store.runs.cancel(t.thread_id, r.run_id, 'interrupt')).status).toBe('interrupted');
@@ -190,7 +210,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: sweep requeues runs whose lease expired and gives up after the last attempt`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const r = await store.runs.create(newRun(t.thread_id));
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -201,7 +223,10 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
       if (attempt < 3) expect(swept.requeued).toEqual([r.run_id]);
       else expect(swept.failed).toEqual([r.run_id]);
     }
-    expect(await store.runs.get(t.thread_id, r.run_id)).toMatchObject({ status: 'error', error: { error: 'WorkerLost' } });
+    expect(await store.runs.get(t.thread_id, r.run_id)).toMatchObject({
+      status: 'error',
+      error: { error: 'WorkerLost' },
+    });
     expect((await store.threads.get(t.thread_id))?.status).toBe('error');
   });
 
@@ -219,17 +244,23 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: a delayed run is claimed once due, though claims in between found nothing`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const r = await store.runs.create(newRun(t.thread_id, { delay_ms: 300 }));
     expect(await store.runs.claim('w', 60_000)).toBeNull();
     expect(await store.runs.claim('w', 60_000)).toBeNull();
-    await expect.poll(async () => (await store.runs.claim('w', 60_000))?.run_id, { timeout: 5_000, interval: 50 }).toBe(r.run_id);
+    await expect
+      .poll(async () => (await store.runs.claim('w', 60_000))?.run_id, { timeout: 5_000, interval: 50 })
+      .toBe(r.run_id);
     await store.runs.finish(r.run_id, 'w', { status: 'success' });
   });
 
   it(`${factory.name}: a run queued behind a finishing one is claimable right after finish`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const a = await store.runs.create(newRun(t.thread_id));
     expect((await store.runs.claim('w', 60_000))?.run_id).toBe(a.run_id);
@@ -241,7 +272,9 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
-    while (await store.runs.claim('drain', 60_000)) { /* drained */ }
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
     const t = await thread();
     const r = await store.runs.create(newRun(t.thread_id));
     await store.runs.claim('w', 60_000);
@@ -276,12 +309,16 @@ describe('postgres: claims across two stores', () => {
     expect(await a.runs.claim('wa', 60_000)).toBeNull();
     const t = await b.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise');
     const r = await b.runs.create(newRun(t.thread_id));
-    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 }).toBe(r.run_id);
+    await expect
+      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
+      .toBe(r.run_id);
     const r2 = await b.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
     expect(await a.runs.claim('wa', 60_000)).toBeNull();
     // Finished in store b (e.g. the sweeper there): store a hears run_done with a queued run and claims it.
     expect(await b.runs.finish(r.run_id, 'wa', { status: 'success' })).toBe(true);
-    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 }).toBe(r2.run_id);
+    await expect
+      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
+      .toBe(r2.run_id);
   });
 
   it('a run whose thread was locked when a claim looked is claimed after the lock goes, with no notification', async () => {
@@ -304,7 +341,9 @@ describe('postgres: claims across two stores', () => {
       await locker.end();
       unsubscribe();
     }
-    await expect.poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 3_000, interval: 20 }).toBe(r.run_id);
+    await expect
+      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 3_000, interval: 20 })
+      .toBe(r.run_id);
   });
 });
 
@@ -350,18 +389,56 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     const id1 = '1f000000-0000-6000-8000-000000000001';
     const id2 = '1f000000-0000-6000-8000-000000000002';
     const first = checkpoint(id1, { a: { n: 1 }, b: 'text' }, { a: 1, b: 1, gone: 1 });
-    const [c1o, c1t] = await both((s) => s.put(cfg, first, { source: 'input', step: -1, parents: {} }, { a: 1, b: 1, gone: 1 }));
+    const [c1o, c1t] = await both((s) =>
+      s.put(cfg, first, { source: 'input', step: -1, parents: {} }, { a: 1, b: 1, gone: 1 }),
+    );
     expect(c1o).toEqual(c1t);
     const second = checkpoint(id2, { a: { n: 2 }, b: 'text' }, { a: 2, b: 1 });
     await both((s) => s.put(c1o, second, { source: 'loop', step: 0, parents: {} }, { a: 2 }));
     // Regular writes (DO NOTHING: a repeat keeps the first), special ones (upsert: a repeat takes the last).
     const at2 = { configurable: { thread_id: threadId, checkpoint_ns: '', checkpoint_id: id2 } };
-    await both((s) => s.putWrites(at2, [['a', { n: 3 }], ['b', 'x']], 'task-1'));
-    await both((s) => s.putWrites(at2, [['a', { n: 99 }], ['b', 'y']], 'task-1'));
+    await both((s) =>
+      s.putWrites(
+        at2,
+        [
+          ['a', { n: 3 }],
+          ['b', 'x'],
+        ],
+        'task-1',
+      ),
+    );
+    await both((s) =>
+      s.putWrites(
+        at2,
+        [
+          ['a', { n: 99 }],
+          ['b', 'y'],
+        ],
+        'task-1',
+      ),
+    );
     await both((s) => s.putWrites(at2, [['__error__', { message: 'one' }]], 'task-2'));
     await both((s) => s.putWrites(at2, [['__error__', { message: 'two' }]], 'task-2'));
-    await both((s) => s.putWrites(at2, [['__interrupt__', 1], ['__interrupt__', 2]], 'task-3'));
-    await both((s) => s.putWrites(at2, [['a', 1], ['__error__', 'mixed']], 'task-4'));
+    await both((s) =>
+      s.putWrites(
+        at2,
+        [
+          ['__interrupt__', 1],
+          ['__interrupt__', 2],
+        ],
+        'task-3',
+      ),
+    );
+    await both((s) =>
+      s.putWrites(
+        at2,
+        [
+          ['a', 1],
+          ['__error__', 'mixed'],
+        ],
+        'task-4',
+      ),
+    );
     await both((s) => s.putWrites(at2, [], 'task-5'));
     // Upserting an existing checkpoint replaces checkpoint and metadata; blobs of a seen version stay.
     const again = checkpoint(id2, { a: { n: 'changed' }, b: 'text' }, { a: 2, b: 1 });
@@ -391,22 +468,52 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     const cfg = { configurable: { thread_id: threadId, checkpoint_ns: '' } };
     const ids = ['1f000000-0000-6000-8000-000000000011', '1f000000-0000-6000-8000-000000000012'];
     const ops = (s: PostgresSaver) => [
-      () => s.put(cfg, checkpoint(ids[0]!, { a: 1, b: 'x' }, { a: 1, b: 1 }),
-        { source: 'input', step: -1, parents: {}, note: 'a "quoted" {brace}, back\\slash, ünï, \n' } as never, { a: 1, b: 1 }),
-      () => s.put({ configurable: { ...cfg.configurable, checkpoint_id: ids[0] } },
-        checkpoint(ids[1]!, { a: 2, b: 'x' }, { a: 2, b: 1 }), { source: 'loop', step: 0, parents: {} }, { a: 2 }),
-      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['a', 5], ['b', 'y']], 't1'),
+      () =>
+        s.put(
+          cfg,
+          checkpoint(ids[0]!, { a: 1, b: 'x' }, { a: 1, b: 1 }),
+          { source: 'input', step: -1, parents: {}, note: 'a "quoted" {brace}, back\\slash, ünï, \n' } as never,
+          { a: 1, b: 1 },
+        ),
+      () =>
+        s.put(
+          { configurable: { ...cfg.configurable, checkpoint_id: ids[0] } },
+          checkpoint(ids[1]!, { a: 2, b: 'x' }, { a: 2, b: 1 }),
+          { source: 'loop', step: 0, parents: {} },
+          { a: 2 },
+        ),
+      () =>
+        s.putWrites(
+          { configurable: { ...cfg.configurable, checkpoint_id: ids[1] } },
+          [
+            ['a', 5],
+            ['b', 'y'],
+          ],
+          't1',
+        ),
       () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['__error__', 'e']], 't2'),
       // The same rows again in the same turn (must not be one statement: a row may be touched once per statement).
       () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['__error__', 'e']], 't2'),
-      () => s.putWrites({ configurable: { ...cfg.configurable, checkpoint_id: ids[1] } }, [['a', 5], ['b', 'y']], 't1'),
+      () =>
+        s.putWrites(
+          { configurable: { ...cfg.configurable, checkpoint_id: ids[1] } },
+          [
+            ['a', 5],
+            ['b', 'y'],
+          ],
+          't1',
+        ),
     ];
     await Promise.all(ops(ours).map((op) => op()));
     for (const op of ops(theirs)) await op();
     expect(await all(ours, threadId)).toEqual(await all(theirs, threadId));
     const latest = await ours.getTuple(cfg);
     expect(latest?.checkpoint.channel_values).toEqual({ a: 2, b: 'x' });
-    expect(latest?.pendingWrites).toEqual([['t1', 'a', 5], ['t1', 'b', 'y'], ['t2', '__error__', 'e']]);
+    expect(latest?.pendingWrites).toEqual([
+      ['t1', 'a', 5],
+      ['t1', 'b', 'y'],
+      ['t2', '__error__', 'e'],
+    ]);
     const first = await ours.getTuple({ configurable: { ...cfg.configurable, checkpoint_id: ids[0] } });
     expect(first?.metadata).toMatchObject({ note: 'a "quoted" {brace}, back\\slash, ünï, \n' });
   });
@@ -418,8 +525,12 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
     // checkpoint_ns null: the package's write fails on the NOT NULL column too.
     const bad = { configurable: { thread_id: threadId, checkpoint_ns: null, checkpoint_id: id } };
     const results = await Promise.allSettled([
-      ours.put({ configurable: { thread_id: threadId, checkpoint_ns: '' } }, checkpoint(id, { a: 1 }, { a: 1 }),
-        { source: 'input', step: -1, parents: {} }, { a: 1 }),
+      ours.put(
+        { configurable: { thread_id: threadId, checkpoint_ns: '' } },
+        checkpoint(id, { a: 1 }, { a: 1 }),
+        { source: 'input', step: -1, parents: {} },
+        { a: 1 },
+      ),
       ours.putWrites(good, [['a', 1]], 'ok-task'),
       ours.putWrites(bad as never, [['a', 2]], 'bad-task'),
     ]);
@@ -449,7 +560,10 @@ describe.each(['embedded', 'postgres'] as const)('memory store items (%s)', (kin
     embedDocuments: async (texts: string[]) => texts.map((t) => [t.includes('cat') ? 1 : 0, 1]),
     embedQuery: async (t: string) => [t.includes('cat') ? 1 : 0, 1],
   };
-  const items = itemsConfig({ ttl: { default_ttl: 0.04 }, index: { embed: './unused.ts:e', dims: 2, fields: ['text'] } });
+  const items = itemsConfig({
+    ttl: { default_ttl: 0.04 },
+    index: { embed: './unused.ts:e', dims: 2, fields: ['text'] },
+  });
 
   beforeAll(async () => {
     if (kind === 'embedded') {
@@ -479,7 +593,7 @@ describe.each(['embedded', 'postgres'] as const)('memory store items (%s)', (kin
     expect(await storage.items.get(['c', 'x'], 'k')).toBeNull();
   });
 
-  it('applies the default TTL; a read restarts the item\'s own TTL; sweep deletes what expired', async () => {
+  it("applies the default TTL; a read restarts the item's own TTL; sweep deletes what expired", async () => {
     await storage.items.put(['ttl'], 'default', { v: 1 });
     await storage.items.put(['ttl'], 'refreshed', { v: 2 }, { ttl: 0.04 });
     await storage.items.put(['ttl'], 'kept', { v: 3 }, { ttl: 60 });
@@ -492,10 +606,12 @@ describe.each(['embedded', 'postgres'] as const)('memory store items (%s)', (kin
     await sleep(1_500);
     expect(await storage.items.get(['ttl'], 'refreshed')).toBeNull();
     expect(await storage.items.sweep()).toBe(2);
-    expect((await storage.items.search({ namespace_prefix: ['ttl'], limit: 10, offset: 0 })).map((i) => i.key)).toEqual(['kept']);
+    expect((await storage.items.search({ namespace_prefix: ['ttl'], limit: 10, offset: 0 })).map((i) => i.key)).toEqual(
+      ['kept'],
+    );
   }, 20_000);
 
-  it('is the BaseStore graphs get, with LangGraph\'s namespace checks', async () => {
+  it("is the BaseStore graphs get, with LangGraph's namespace checks", async () => {
     await storage.items.store.put(['g'], 'a', { text: 'a cat' });
     await storage.items.store.put(['g'], 'b', { text: 'a dog' });
     expect((await storage.items.get(['g'], 'a'))?.value).toEqual({ text: 'a cat' });
@@ -541,10 +657,23 @@ describe.each([embeddedFactory, postgresFactory])('assistant versions (%o)', (ma
     expect((await store.assistants.patch(id, { name: 'v2', metadata: { stage: 'beta' } })).version).toBe(2);
     expect((await store.assistants.patch(id, { name: 'v3', config: { recursion_limit: 5 } })).version).toBe(3);
     const versions = await store.assistants.listVersions(id, { limit: 10, offset: 0 });
-    expect(versions.map((v) => [v.version, v.name])).toEqual([[3, 'v3'], [2, 'v2'], [1, 'v1']]);
-    expect(versions[0]).toMatchObject({ assistant_id: id, graph_id: 'g', config: { recursion_limit: 5 }, metadata: { team: 'a', stage: 'beta' } });
+    expect(versions.map((v) => [v.version, v.name])).toEqual([
+      [3, 'v3'],
+      [2, 'v2'],
+      [1, 'v1'],
+    ]);
+    expect(versions[0]).toMatchObject({
+      assistant_id: id,
+      graph_id: 'g',
+      config: { recursion_limit: 5 },
+      metadata: { team: 'a', stage: 'beta' },
+    });
     expect(Date.parse(versions[2]!.created_at)).toBeGreaterThan(0);
-    expect((await store.assistants.listVersions(id, { metadata: { stage: 'beta' }, limit: 10, offset: 0 })).map((v) => v.version)).toEqual([3, 2]);
+    expect(
+      (await store.assistants.listVersions(id, { metadata: { stage: 'beta' }, limit: 10, offset: 0 })).map(
+        (v) => v.version,
+      ),
+    ).toEqual([3, 2]);
     expect((await store.assistants.listVersions(id, { limit: 1, offset: 1 })).map((v) => v.version)).toEqual([2]);
   });
 
@@ -558,15 +687,18 @@ describe.each([embeddedFactory, postgresFactory])('assistant versions (%o)', (ma
     expect((await store.assistants.patch(id, { name: 'v3' })).version).toBe(3);
     await expect(store.assistants.setLatest(id, 9)).rejects.toBeInstanceOf(NotFoundError);
     await expect(store.assistants.setLatest(randomUUID(), 1)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(store.assistants.listVersions(randomUUID(), { limit: 10, offset: 0 })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(store.assistants.listVersions(randomUUID(), { limit: 10, offset: 0 })).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
   });
 
   it('system assistants have a version; deleting an assistant deletes its versions', async () => {
     const id = randomUUID();
     await store.assistants.upsertSystem({ assistant_id: id, ...base, metadata: { created_by: 'system' } });
     await store.assistants.upsertSystem({ assistant_id: id, ...base, metadata: { created_by: 'system', again: true } });
-    expect((await store.assistants.listVersions(id, { limit: 10, offset: 0 })).map((v) => [v.version, v.metadata]))
-      .toEqual([[1, { created_by: 'system', again: true }]]);
+    expect(
+      (await store.assistants.listVersions(id, { limit: 10, offset: 0 })).map((v) => [v.version, v.metadata]),
+    ).toEqual([[1, { created_by: 'system', again: true }]]);
     await store.assistants.delete(id);
     await store.assistants.create({ assistant_id: id, ...base }, 'raise');
     expect((await store.assistants.listVersions(id, { limit: 10, offset: 0 })).map((v) => v.version)).toEqual([1]);

@@ -79,13 +79,21 @@ describe.each([
     const all = await client.store.searchItems(['users']);
     expect(all.items.map((i) => i.namespace.join('/')).sort()).toEqual(['users/u1', 'users/u2']);
     expect(all.items[0]).toHaveProperty('score');
-    expect((await client.store.searchItems(['users'], { filter: { theme: 'dark' } })).items.map((i) => i.namespace[1])).toEqual(['u2']);
-    expect((await client.store.searchItems(['users'], { filter: { size: { $gt: 4 } } })).items.map((i) => i.namespace[1]).sort())
-      .toEqual(['u1', 'u2']);
+    expect(
+      (await client.store.searchItems(['users'], { filter: { theme: 'dark' } })).items.map((i) => i.namespace[1]),
+    ).toEqual(['u2']);
+    expect(
+      (await client.store.searchItems(['users'], { filter: { size: { $gt: 4 } } })).items
+        .map((i) => i.namespace[1])
+        .sort(),
+    ).toEqual(['u1', 'u2']);
     expect((await client.store.searchItems(['users'], { limit: 1, offset: 1 })).items).toHaveLength(1);
 
     const ns = await client.store.listNamespaces({ prefix: ['users'] });
-    expect(ns.namespaces).toEqual([['users', 'u1'], ['users', 'u2']]);
+    expect(ns.namespaces).toEqual([
+      ['users', 'u1'],
+      ['users', 'u2'],
+    ]);
     expect((await client.store.listNamespaces({ prefix: ['users'], maxDepth: 1 })).namespaces).toEqual([['users']]);
     expect((await client.store.listNamespaces({ suffix: ['u2'] })).namespaces).toEqual([['users', 'u2']]);
 
@@ -100,12 +108,22 @@ describe.each([
     await client.store.putItem(['p', 'b', 'deep'], 'k', { n: 3 });
     const under = await client.store.searchItems(['p', 'b']);
     expect(under.items.map((i) => i.value.n).sort()).toEqual([1, 3]);
-    expect((await client.store.listNamespaces({ prefix: ['p', 'b'] })).namespaces).toEqual([['p', 'b'], ['p', 'b', 'deep']]);
-    expect((await client.store.listNamespaces({ prefix: ['p', '*'], maxDepth: 2 })).namespaces).toEqual([['p', 'b'], ['p', 'bc']]);
+    expect((await client.store.listNamespaces({ prefix: ['p', 'b'] })).namespaces).toEqual([
+      ['p', 'b'],
+      ['p', 'b', 'deep'],
+    ]);
+    expect((await client.store.listNamespaces({ prefix: ['p', '*'], maxDepth: 2 })).namespaces).toEqual([
+      ['p', 'b'],
+      ['p', 'bc'],
+    ]);
 
     const odd = ['user_1', '50%', 'a~7E', 'back\\slash'];
     await client.store.putItem(odd, 'my.key', { ok: true });
-    expect(await client.store.getItem(odd, 'my.key')).toMatchObject({ namespace: odd, key: 'my.key', value: { ok: true } });
+    expect(await client.store.getItem(odd, 'my.key')).toMatchObject({
+      namespace: odd,
+      key: 'my.key',
+      value: { ok: true },
+    });
     expect((await client.store.searchItems(['user_1'])).items.map((i) => i.namespace)).toEqual([odd]);
     // "_" and "%" are not wildcards.
     expect((await client.store.searchItems(['user11'])).items).toEqual([]);
@@ -116,13 +134,19 @@ describe.each([
 
   it('gives graphs the same store (getStore() / config.store) on every thread', async () => {
     const thread = await client.threads.create();
-    const first = (await client.runs.wait(thread.thread_id, 'memory', { input: { key: 'k1', text: 'first' } })) as Record<string, unknown>;
+    const first = (await client.runs.wait(thread.thread_id, 'memory', {
+      input: { key: 'k1', text: 'first' },
+    })) as Record<string, unknown>;
     expect(first.previous).toBeNull();
-    expect(await client.store.getItem(['memories', 'graph'], 'k1')).toMatchObject({ value: { text: 'first', by: 'graph' } });
+    expect(await client.store.getItem(['memories', 'graph'], 'k1')).toMatchObject({
+      value: { text: 'first', by: 'graph' },
+    });
 
     await client.store.putItem(['memories', 'sdk'], 'k1', { text: 'from the SDK' });
     await client.store.putItem(['memories', 'graph'], 'k1', { text: 'edited by the SDK' });
-    const second = (await client.runs.wait(thread.thread_id, 'memory', { input: { key: 'k1', text: 'second' } })) as Record<string, unknown>;
+    const second = (await client.runs.wait(thread.thread_id, 'memory', {
+      input: { key: 'k1', text: 'second' },
+    })) as Record<string, unknown>;
     expect(second.previous).toEqual({ text: 'edited by the SDK' });
     expect(second.found).toBe(2);
 
@@ -130,16 +154,22 @@ describe.each([
       // Runs go to the executor thread once it is ready; until then they run on the main thread.
       let onThread: Record<string, unknown> | undefined;
       for (let i = 0; i < 60 && !onThread; i++) {
-        const r = (await client.runs.wait(thread.thread_id, 'memory', { input: { key: `t${i}`, text: `n${i}` } })) as Record<string, unknown>;
+        const r = (await client.runs.wait(thread.thread_id, 'memory', {
+          input: { key: `t${i}`, text: `n${i}` },
+        })) as Record<string, unknown>;
         if (r.on_main_thread === false) onThread = { ...r, key: `t${i}` };
         else await sleep(250);
       }
       expect(onThread, 'no run reached the executor thread').toBeDefined();
-      expect(await client.store.getItem(['memories', 'graph'], onThread!.key as string)).toMatchObject({ value: { by: 'graph' } });
+      expect(await client.store.getItem(['memories', 'graph'], onThread!.key as string)).toMatchObject({
+        value: { by: 'graph' },
+      });
       await client.store.putItem(['memories', 'graph'], 'shared', { text: 'written by the SDK' });
       let seen: unknown;
       for (let i = 0; i < 20; i++) {
-        const r = (await client.runs.wait(thread.thread_id, 'memory', { input: { key: 'shared', text: 'again' } })) as Record<string, unknown>;
+        const r = (await client.runs.wait(thread.thread_id, 'memory', {
+          input: { key: 'shared', text: 'again' },
+        })) as Record<string, unknown>;
         if (r.on_main_thread === false) {
           seen = r.previous;
           break;
@@ -193,7 +223,12 @@ describe.each([
       ['PUT', '/store/items', { namespace: [], key: 'k', value: {} }, /namespace[\s\S]*at least one label/],
       ['PUT', '/store/items', { namespace: ['a'], key: '', value: {} }, /key[\s\S]*must not be empty/],
       ['PUT', '/store/items', { namespace: ['a'], key: 'k', value: 'text' }, /value/],
-      ['PUT', '/store/items', { namespace: ['a'], key: 'k', value: { big: 'x'.repeat(1024 * 1024) } }, /value[\s\S]*1048576 bytes/],
+      [
+        'PUT',
+        '/store/items',
+        { namespace: ['a'], key: 'k', value: { big: 'x'.repeat(1024 * 1024) } },
+        /value[\s\S]*1048576 bytes/,
+      ],
       ['PUT', '/store/items', { namespace: ['a'], key: 'k', value: {}, ttl: -1 }, /ttl/],
       ['DELETE', '/store/items', { namespace: ['a.b'], key: 'k' }, /namespace/],
       ['POST', '/store/items/search', { namespace_prefix: ['langgraph'] }, /namespace_prefix/],
@@ -203,7 +238,12 @@ describe.each([
     for (const [method, path, body, detail] of cases) {
       const res = await raw(method, path, body);
       const answer = (await res.json()) as { detail: string };
-      expect([method, path, JSON.stringify(body).slice(0, 80), res.status]).toEqual([method, path, JSON.stringify(body).slice(0, 80), 422]);
+      expect([method, path, JSON.stringify(body).slice(0, 80), res.status]).toEqual([
+        method,
+        path,
+        JSON.stringify(body).slice(0, 80),
+        422,
+      ]);
       expect(answer.detail).toMatch(detail);
     }
     for (const q of ['namespace=&key=k', 'namespace=a..b&key=k', 'namespace=langgraph.x&key=k', 'namespace=a&key=']) {

@@ -65,11 +65,28 @@ describe('namespaces', () => {
   });
 
   it('lists: match, cut to max depth, dedupe, sort, page', () => {
-    const all = [['b', 'x'], ['a', 'y', 'z'], ['a', 'y'], ['a', 'x']];
-    expect(listNamespaces(all, { limit: 10, offset: 0 })).toEqual([['a', 'x'], ['a', 'y'], ['a', 'y', 'z'], ['b', 'x']]);
+    const all = [
+      ['b', 'x'],
+      ['a', 'y', 'z'],
+      ['a', 'y'],
+      ['a', 'x'],
+    ];
+    expect(listNamespaces(all, { limit: 10, offset: 0 })).toEqual([
+      ['a', 'x'],
+      ['a', 'y'],
+      ['a', 'y', 'z'],
+      ['b', 'x'],
+    ]);
     expect(listNamespaces(all, { maxDepth: 1, limit: 10, offset: 0 })).toEqual([['a'], ['b']]);
-    expect(listNamespaces(all, { matchConditions: [{ matchType: 'prefix', path: ['a'] }], limit: 1, offset: 1 })).toEqual([['a', 'y']]);
-    expect(listNamespaces(all, { matchConditions: [{ matchType: 'suffix', path: ['x'] }], limit: 10, offset: 0 })).toEqual([['a', 'x'], ['b', 'x']]);
+    expect(
+      listNamespaces(all, { matchConditions: [{ matchType: 'prefix', path: ['a'] }], limit: 1, offset: 1 }),
+    ).toEqual([['a', 'y']]);
+    expect(
+      listNamespaces(all, { matchConditions: [{ matchType: 'suffix', path: ['x'] }], limit: 10, offset: 0 }),
+    ).toEqual([
+      ['a', 'x'],
+      ['b', 'x'],
+    ]);
   });
 });
 
@@ -90,13 +107,23 @@ describe('semantic index helpers', () => {
 
 describe('langgraph.json "store"', () => {
   it('defaults: no TTL, refresh on read, no sweep, no index', () => {
-    expect(itemsConfig(undefined)).toEqual({ projectDir: undefined, index: undefined, ttl: { defaultMinutes: null, refreshOnRead: true, sweepMinutes: null } });
+    expect(itemsConfig(undefined)).toEqual({
+      projectDir: undefined,
+      index: undefined,
+      ttl: { defaultMinutes: null, refreshOnRead: true, sweepMinutes: null },
+    });
   });
   it('a TTL section sweeps hourly unless told; an index without embed is ignored', () => {
     expect(itemsConfig({ ttl: { default_ttl: 10 }, index: { dims: 4 } }, '/p')).toEqual({
-      projectDir: '/p', index: undefined, ttl: { defaultMinutes: 10, refreshOnRead: true, sweepMinutes: 60 },
+      projectDir: '/p',
+      index: undefined,
+      ttl: { defaultMinutes: 10, refreshOnRead: true, sweepMinutes: 60 },
     });
-    expect(itemsConfig({ index: { embed: './e.ts:f', dims: 3 } }).index).toEqual({ embed: './e.ts:f', dims: 3, fields: ['$'] });
+    expect(itemsConfig({ index: { embed: './e.ts:f', dims: 3 } }).index).toEqual({
+      embed: './e.ts:f',
+      dims: 3,
+      fields: ['$'],
+    });
   });
   it('names the wrong key of an invalid section', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-store-config-'));
@@ -104,7 +131,10 @@ describe('langgraph.json "store"', () => {
       const file = join(dir, 'langgraph.json');
       writeFileSync(file, JSON.stringify({ graphs: { g: './g.ts:g' }, store: { ttl: { default_ttl: 'soon' } } }));
       await expect(readItemsConfig(file)).rejects.toThrow(/store\.ttl\.default_ttl/);
-      writeFileSync(file, JSON.stringify({ graphs: { g: './g.ts:g' }, store: { ttl: { default_ttl: 5, refresh_on_read: false } } }));
+      writeFileSync(
+        file,
+        JSON.stringify({ graphs: { g: './g.ts:g' }, store: { ttl: { default_ttl: 5, refresh_on_read: false } } }),
+      );
       expect((await readItemsConfig(file)).ttl).toEqual({ defaultMinutes: 5, refreshOnRead: false, sweepMinutes: 60 });
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -80,7 +80,9 @@ describe.each(['embedded', 'postgres'] as const)('stream events (%s)', (kind) =>
     expect((await b.streams.read(run, -1, 10)).map((e) => e.data)).toEqual(['1']);
     a.streams.append(run, thread, 'custom', '2');
     await a.streams.flush();
-    await expect.poll(async () => (await b.streams.read(run, -1, 10)).map((e) => e.data), { timeout: 10_000 }).toEqual(['1', '2']);
+    await expect
+      .poll(async () => (await b.streams.read(run, -1, 10)).map((e) => e.data), { timeout: 10_000 })
+      .toEqual(['1', '2']);
     stop1();
     stop2();
   });

@@ -22,8 +22,11 @@ const rssMb = (pid: number): number => {
 };
 
 /** The text of the AI message streamed as messages-tuple events (one character per token). */
-const tokens = (events: SseEvent[]) => events.filter((e) => e.event === 'messages')
-  .map((e) => (e.data as [{ content: string }])[0].content).join('');
+const tokens = (events: SseEvent[]) =>
+  events
+    .filter((e) => e.event === 'messages')
+    .map((e) => (e.data as [{ content: string }])[0].content)
+    .join('');
 
 describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () => {
   let db: Db;
@@ -42,8 +45,16 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
   });
 
   async function start(): Promise<ServerProc> {
-    const p = await startServerProcess(['--config', CONFIG, '--database-url', db.url, '--lease-secs', '2',
-      '--stream-stall-timeout', '4']);
+    const p = await startServerProcess([
+      '--config',
+      CONFIG,
+      '--database-url',
+      db.url,
+      '--lease-secs',
+      '2',
+      '--stream-stall-timeout',
+      '4',
+    ]);
     procs.push(p);
     return p;
   }
@@ -57,12 +68,20 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
   /** The process executing the run (its worker id starts with the pid), once it runs. */
   async function executorOf(runId: string, among: ServerProc[]): Promise<ServerProc> {
     let found: ServerProc | undefined;
-    await expect.poll(async () => {
-      const { rows } = await sql.query(`SELECT worker_id FROM agentplane.runs WHERE run_id = $1 AND status = 'running'`, [runId]);
-      const worker = rows[0]?.worker_id as string | undefined;
-      found = worker ? among.find((p) => worker.startsWith(`${p.proc.pid}-`)) : undefined;
-      return !!found;
-    }, { timeout: 60_000, interval: 50 }).toBe(true);
+    await expect
+      .poll(
+        async () => {
+          const { rows } = await sql.query(
+            `SELECT worker_id FROM agentplane.runs WHERE run_id = $1 AND status = 'running'`,
+            [runId],
+          );
+          const worker = rows[0]?.worker_id as string | undefined;
+          found = worker ? among.find((p) => worker.startsWith(`${p.proc.pid}-`)) : undefined;
+          return !!found;
+        },
+        { timeout: 60_000, interval: 50 },
+      )
+      .toBe(true);
     return found!;
   }
 
@@ -72,7 +91,8 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
     const text = 'The quick brown fox jumps over the lazy dog, twice over again!';
     const t = await client.threads.create();
     const run = await client.runs.create(t.thread_id, 'chat', {
-      input: { text, sleep_ms: 60, messages: [{ role: 'user', content: 'go' }] }, streamMode: ['messages-tuple', 'values'],
+      input: { text, sleep_ms: 60, messages: [{ role: 'user', content: 'go' }] },
+      streamMode: ['messages-tuple', 'values'],
     });
     const executor = await executorOf(run.run_id, [a, b]);
     const other = executor === a ? b : a;
@@ -99,12 +119,15 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
     const text = 'abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-abcdefghijklmnopqrstuvwxyz';
     const t = await client.threads.create();
     const run = await client.runs.create(t.thread_id, 'chat', {
-      input: { text, sleep_ms: 70, messages: [{ role: 'user', content: 'go' }] }, streamMode: ['messages-tuple'],
+      input: { text, sleep_ms: 70, messages: [{ role: 'user', content: 'go' }] },
+      streamMode: ['messages-tuple'],
     });
     const executor = await executorOf(run.run_id, both);
     const survivor = both.find((p) => p !== executor)!;
     const path = `/threads/${t.thread_id}/runs/${run.run_id}/stream`;
-    const first = await readSse(survivor.url + path, { until: (ev) => ev.filter((e) => e.event === 'messages').length >= 15 });
+    const first = await readSse(survivor.url + path, {
+      until: (ev) => ev.filter((e) => e.event === 'messages').length >= 15,
+    });
     await executor.kill9();
     const lastSeen = first.events.at(-1)!.id!;
     const rest = await readSse(survivor.url + path, { lastEventId: lastSeen });
@@ -149,13 +172,16 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
     }
   });
 
-  it('200 concurrent streams, 50 of them never reading: the serving replica\'s memory stays bounded', async () => {
+  it("200 concurrent streams, 50 of them never reading: the serving replica's memory stays bounded", async () => {
     const both = await live(2);
     const client = new Client({ apiUrl: both[0]!.url, callerOptions: { maxRetries: 0 } });
     const t = await client.threads.create();
     const count = 6_000;
     const size = 1_000;
-    const run = await client.runs.create(t.thread_id, 'burst', { input: { count, size, pause_ms: 40 }, streamMode: ['custom'] });
+    const run = await client.runs.create(t.thread_id, 'burst', {
+      input: { count, size, pause_ms: 40 },
+      streamMode: ['custom'],
+    });
     // Measured: the replica that only serves the streams (the other one executes the run).
     const executor = await executorOf(run.run_id, both);
     const server = both.find((p) => p !== executor)!;
@@ -165,29 +191,45 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
     const sampler = setInterval(() => (peak = Math.max(peak, rssMb(server.proc.pid!))), 100);
 
     // Readers take everything; each must end with the run's last event.
-    const readers = Array.from({ length: 150 }, () => new Promise<string>((resolve, reject) => {
-      http.get(url, (res) => {
-        let tail = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (tail = (tail + d).slice(-4_000)));
-        res.on('end', () => resolve(tail));
-        res.on('error', reject);
-      }).on('error', reject);
-    }));
+    const readers = Array.from(
+      { length: 150 },
+      () =>
+        new Promise<string>((resolve, reject) => {
+          http
+            .get(url, (res) => {
+              let tail = '';
+              res.setEncoding('utf8');
+              res.on('data', (d: string) => (tail = (tail + d).slice(-4_000)));
+              res.on('end', () => resolve(tail));
+              res.on('error', reject);
+            })
+            .on('error', reject);
+        }),
+    );
     // Stalled clients: headers read, then never another byte.
-    const stalled = await Promise.all(Array.from({ length: 50 }, () => new Promise<http.IncomingMessage>((resolve, reject) => {
-      http.get(url, (res) => {
-        res.pause();
-        resolve(res);
-      }).on('error', reject);
-    })));
+    const stalled = await Promise.all(
+      Array.from(
+        { length: 50 },
+        () =>
+          new Promise<http.IncomingMessage>((resolve, reject) => {
+            http
+              .get(url, (res) => {
+                res.pause();
+                resolve(res);
+              })
+              .on('error', reject);
+          }),
+      ),
+    );
     const tails = await Promise.all(readers);
     clearInterval(sampler);
     for (const r of stalled) r.destroy();
     for (const tail of tails) expect(tail).toMatch(new RegExp(`"i":${count - 1},`));
     const growth = peak - baseline;
-    console.log(`[streams] 200 streams (50 stalled) of ${count} events x ${size} B: server RSS ${baseline.toFixed(0)} MB -> `
-      + `peak ${peak.toFixed(0)} MB (+${growth.toFixed(0)} MB)`);
+    console.log(
+      `[streams] 200 streams (50 stalled) of ${count} events x ${size} B: server RSS ${baseline.toFixed(0)} MB -> ` +
+        `peak ${peak.toFixed(0)} MB (+${growth.toFixed(0)} MB)`,
+    );
     // Keeping the unread stream for the 50 stalled clients alone would take 50 x 6 MB.
     expect(growth).toBeLessThan(200);
   });
@@ -198,15 +240,20 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
     const t = await client.threads.create();
     // More than the socket buffers on both ends can hold, so the server has to wait for the client.
     const count = 30_000;
-    const run = await client.runs.create(t.thread_id, 'burst', { input: { count, size: 2_000 }, streamMode: ['custom'] });
+    const run = await client.runs.create(t.thread_id, 'burst', {
+      input: { count, size: 2_000 },
+      streamMode: ['custom'],
+    });
     const url = new URL(`/threads/${t.thread_id}/runs/${run.run_id}/stream`, server.url);
     const drops = () => server.output().split('stream client stopped reading').length;
     const before = drops();
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-      http.get(url, (r) => {
-        r.pause();
-        resolve(r);
-      }).on('error', reject);
+      http
+        .get(url, (r) => {
+          r.pause();
+          resolve(r);
+        })
+        .on('error', reject);
     });
     await expect.poll(drops, { timeout: 120_000, interval: 200 }).toBeGreaterThan(before);
     const got = await new Promise<string>((resolve) => {

@@ -27,10 +27,19 @@ describe('stream modes', { timeout: 120_000 }, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function stream(graph: string, input: Record<string, unknown>, streamMode: string[], subgraphs = false): Promise<{ thread: string; events: Ev[] }> {
+  async function stream(
+    graph: string,
+    input: Record<string, unknown>,
+    streamMode: string[],
+    subgraphs = false,
+  ): Promise<{ thread: string; events: Ev[] }> {
     const t = await client.threads.create();
     const events: Ev[] = [];
-    for await (const e of client.runs.stream(t.thread_id, graph, { input, streamMode: streamMode as never, streamSubgraphs: subgraphs })) {
+    for await (const e of client.runs.stream(t.thread_id, graph, {
+      input,
+      streamMode: streamMode as never,
+      streamSubgraphs: subgraphs,
+    })) {
       events.push(e as Ev);
     }
     return { thread: t.thread_id, events };
@@ -42,8 +51,16 @@ describe('stream modes', { timeout: 120_000 }, () => {
     expect(events[0]).toMatchObject({ event: 'metadata', data: { attempt: 1 } });
     expect(typeof events[0]!.data.run_id).toBe('string');
     const names = new Set(events.map((e) => e.event));
-    expect([...names].sort()).toEqual(['custom', 'messages', 'messages/complete', 'messages/metadata', 'messages/partial',
-      'metadata', 'updates', 'values']);
+    expect([...names].sort()).toEqual([
+      'custom',
+      'messages',
+      'messages/complete',
+      'messages/metadata',
+      'messages/partial',
+      'metadata',
+      'updates',
+      'values',
+    ]);
     // messages: one metadata per message, then the message so far on every token, then the finished message.
     const partial = events.filter((e) => e.event === 'messages/partial').map((e) => e.data[0].content);
     expect(partial).toEqual(['h', 'he', 'hey', 'hey ', 'hey y', 'hey yo', 'hey you']);
@@ -51,14 +68,22 @@ describe('stream modes', { timeout: 120_000 }, () => {
     const id = events.find((e) => e.event === 'messages/partial')!.data[0].id as string;
     expect(meta[id].metadata.langgraph_node).toBe('talk');
     const complete = events.filter((e) => e.event === 'messages/complete').flatMap((e) => e.data);
-    expect(complete.map((m: any) => [m.type, m.content])).toEqual([['human', 'hi'], ['ai', 'hey you']]);
+    expect(complete.map((m: any) => [m.type, m.content])).toEqual([
+      ['human', 'hi'],
+      ['ai', 'hey you'],
+    ]);
     // messages-tuple: [chunk, metadata] per token.
     const tuples = events.filter((e) => e.event === 'messages').map((e) => e.data);
     expect(tuples.map(([m]: any) => m.content).join('')).toBe('hey you');
     expect(tuples[0][1].langgraph_node).toBe('talk');
     expect(events.find((e) => e.event === 'custom')!.data).toEqual({ starting: 7 });
     expect(events.find((e) => e.event === 'updates')!.data.talk.messages[0].content).toBe('hey you');
-    expect(events.filter((e) => e.event === 'values').at(-1)!.data.messages.map((m: any) => m.content)).toEqual(['hi', 'hey you']);
+    expect(
+      events
+        .filter((e) => e.event === 'values')
+        .at(-1)!
+        .data.messages.map((m: any) => m.content),
+    ).toEqual(['hi', 'hey you']);
   });
 
   it('events: LangChain streamEvents v2, alone (not replaced by values)', async () => {
@@ -70,10 +95,17 @@ describe('stream modes', { timeout: 120_000 }, () => {
     expect(kinds.filter((k) => k === 'on_chat_model_stream')).toHaveLength(7);
     expect(kinds).toContain('on_chat_model_end');
     for (const e of events.slice(1)) {
-      expect(e.data).toMatchObject({ name: expect.any(String), run_id: expect.any(String), metadata: expect.any(Object) });
+      expect(e.data).toMatchObject({
+        name: expect.any(String),
+        run_id: expect.any(String),
+        metadata: expect.any(Object),
+      });
       expect(e.data.tags).not.toContain('langsmith:hidden');
     }
-    const tokens = events.filter((e) => e.data.event === 'on_chat_model_stream').map((e) => e.data.data.chunk.content).join('');
+    const tokens = events
+      .filter((e) => e.data.event === 'on_chat_model_stream')
+      .map((e) => e.data.data.chunk.content)
+      .join('');
     expect(tokens).toBe('hey you');
   });
 
@@ -85,15 +117,25 @@ describe('stream modes', { timeout: 120_000 }, () => {
     const checkpoints = events.filter((e) => e.event === 'checkpoints');
     expect(checkpoints.length).toBeGreaterThanOrEqual(2);
     for (const c of checkpoints) {
-      expect(c.data.checkpoint).toMatchObject({ thread_id: thread, checkpoint_ns: '', checkpoint_id: expect.any(String) });
-      expect(Object.keys(c.data)).toEqual(expect.arrayContaining(['values', 'next', 'metadata', 'config', 'parent_config', 'tasks', 'parent_checkpoint']));
+      expect(c.data.checkpoint).toMatchObject({
+        thread_id: thread,
+        checkpoint_ns: '',
+        checkpoint_id: expect.any(String),
+      });
+      expect(Object.keys(c.data)).toEqual(
+        expect.arrayContaining(['values', 'next', 'metadata', 'config', 'parent_config', 'tasks', 'parent_checkpoint']),
+      );
       expect(c.data.config.callbacks).toBeUndefined();
       for (const k of Object.keys(c.data.config.configurable ?? {})) expect(k.startsWith('__')).toBe(false);
     }
     expect(checkpoints[0]!.data.parent_checkpoint).toBeNull();
     expect(checkpoints[1]!.data.parent_checkpoint.checkpoint_id).toBe(checkpoints[0]!.data.checkpoint.checkpoint_id);
     const tasks = events.filter((e) => e.event === 'tasks').map((e) => e.data);
-    expect(tasks.find((t) => 'input' in t)).toMatchObject({ name: 'inner', triggers: expect.any(Array), interrupts: [] });
+    expect(tasks.find((t) => 'input' in t)).toMatchObject({
+      name: 'inner',
+      triggers: expect.any(Array),
+      interrupts: [],
+    });
     expect(tasks.find((t) => 'result' in t)).toMatchObject({ name: 'inner' });
     const debug = events.filter((e) => e.event === 'debug').map((e) => e.data);
     expect(new Set(debug.map((d) => d.type))).toEqual(new Set(['checkpoint', 'task', 'task_result']));
@@ -106,22 +148,32 @@ describe('stream modes', { timeout: 120_000 }, () => {
     expect(events.filter((e) => e.event === 'error')).toHaveLength(1);
   });
 
-  it('joinStream picks stream modes out of the run\'s log, and the thread stream carries every run of the thread', async () => {
+  it("joinStream picks stream modes out of the run's log, and the thread stream carries every run of the thread", async () => {
     const t = await client.threads.create();
     const abort = new AbortController();
     const seen: Ev[] = [];
     const following = (async () => {
       for await (const e of client.threads.joinStream(t.thread_id, { signal: abort.signal } as never)) {
         seen.push(e as Ev);
-        if (seen.filter((x) => x.event === 'metadata').length === 2 && seen.at(-1)!.event === 'values'
-          && seen.filter((x) => x.event === 'values').length >= 4) abort.abort();
+        if (
+          seen.filter((x) => x.event === 'metadata').length === 2 &&
+          seen.at(-1)!.event === 'values' &&
+          seen.filter((x) => x.event === 'values').length >= 4
+        )
+          abort.abort();
       }
     })().catch((err: unknown) => {
       if (!abort.signal.aborted) throw err;
     });
-    const r1 = await client.runs.wait(t.thread_id, 'chat', { input: chatInput, streamMode: ['values', 'custom'] } as never);
+    const r1 = await client.runs.wait(t.thread_id, 'chat', {
+      input: chatInput,
+      streamMode: ['values', 'custom'],
+    } as never);
     expect(r1).toBeTruthy();
-    const run2 = await client.runs.create(t.thread_id, 'chat', { input: { text: 'again' }, streamMode: ['values', 'custom'] });
+    const run2 = await client.runs.create(t.thread_id, 'chat', {
+      input: { text: 'again' },
+      streamMode: ['values', 'custom'],
+    });
     await client.runs.join(t.thread_id, run2.run_id);
     await following;
     const runIds = seen.filter((e) => e.event === 'metadata').map((e) => e.data.run_id);
@@ -129,7 +181,8 @@ describe('stream modes', { timeout: 120_000 }, () => {
     expect(runIds[1]).toBe(run2.run_id);
     // A join asking for custom only gets metadata and custom out of the same log.
     const joined: Ev[] = [];
-    for await (const e of client.runs.joinStream(t.thread_id, run2.run_id, { streamMode: ['custom'] })) joined.push(e as Ev);
+    for await (const e of client.runs.joinStream(t.thread_id, run2.run_id, { streamMode: ['custom'] }))
+      joined.push(e as Ev);
     expect(joined.map((e) => e.event)).toEqual(['metadata', 'custom']);
   });
 
@@ -146,7 +199,8 @@ describe('stream modes', { timeout: 120_000 }, () => {
   it('refuses an unknown stream mode with 422 listing the valid ones; a bad Last-Event-ID is a 4xx, one past the end replays', async () => {
     const t = await client.threads.create();
     const bad = await fetch(`${server.url}/threads/${t.thread_id}/runs/stream`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ assistant_id: 'chat', input: chatInput, stream_mode: ['values', 'tokens'] }),
     });
     expect(bad.status).toBe(422);

@@ -49,7 +49,9 @@ describe.each(['embedded', 'postgres'] as const)('thread ttl (%s)', (kind) => {
     const c = new pg.Client({ connectionString: db!.url });
     await c.connect();
     try {
-      const { rows } = await c.query('SELECT count(*)::int AS n FROM agentplane.checkpoints WHERE thread_id = $1', [threadId]);
+      const { rows } = await c.query('SELECT count(*)::int AS n FROM agentplane.checkpoints WHERE thread_id = $1', [
+        threadId,
+      ]);
       return rows[0].n as number;
     } finally {
       await c.end();
@@ -68,7 +70,7 @@ describe.each(['embedded', 'postgres'] as const)('thread ttl (%s)', (kind) => {
     if (kind === 'postgres') expect(await checkpointRows(thread.thread_id)).toBe(0);
   });
 
-  it('applies langgraph.json default_ttl to threads created without one, runs\' own threads too', async () => {
+  it("applies langgraph.json default_ttl to threads created without one, runs' own threads too", async () => {
     const plain = await client.threads.create();
     const viaRun = crypto.randomUUID();
     const run = await client.runs.create(viaRun, 'sleeper', { input: { sleep_ms: 0 }, ifNotExists: 'create' });

@@ -11,12 +11,22 @@ describe('run timeout (embedded)', () => {
 
   it('ends a run that outlives the timeout', async () => {
     const t = JSON.parse((await h.app.inject({ method: 'POST', url: '/threads', payload: {} })).body);
-    const r = JSON.parse((await h.app.inject({
-      method: 'POST', url: `/threads/${t.thread_id}/runs`, payload: { assistant_id: 'slow', input: { delay_ms: 30_000 } },
-    })).body);
-    const joined = JSON.parse((await h.app.inject({ method: 'GET', url: `/threads/${t.thread_id}/runs/${r.run_id}/join` })).body);
+    const r = JSON.parse(
+      (
+        await h.app.inject({
+          method: 'POST',
+          url: `/threads/${t.thread_id}/runs`,
+          payload: { assistant_id: 'slow', input: { delay_ms: 30_000 } },
+        })
+      ).body,
+    );
+    const joined = JSON.parse(
+      (await h.app.inject({ method: 'GET', url: `/threads/${t.thread_id}/runs/${r.run_id}/join` })).body,
+    );
     expect(joined.__error__).toMatchObject({ error: 'TimeoutError' });
-    const run = JSON.parse((await h.app.inject({ method: 'GET', url: `/threads/${t.thread_id}/runs/${r.run_id}` })).body);
+    const run = JSON.parse(
+      (await h.app.inject({ method: 'GET', url: `/threads/${t.thread_id}/runs/${r.run_id}` })).body,
+    );
     expect(run.status).toBe('timeout');
     const thread = JSON.parse((await h.app.inject({ method: 'GET', url: `/threads/${t.thread_id}` })).body);
     expect(thread.status).toBe('error');

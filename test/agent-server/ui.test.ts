@@ -26,7 +26,8 @@ function fakePage(shadowRootId: string) {
   };
   const page: Record<string | symbol, unknown> = {
     document: {
-      getElementById: (id: string) => (id === shadowRootId ? { shadowRoot: { appendChild: (n: unknown) => appended.push(n) } } : null),
+      getElementById: (id: string) =>
+        id === shadowRootId ? { shadowRoot: { appendChild: (n: unknown) => appended.push(n) } } : null,
       createElement: (tag: string) => ({ tag }),
     },
     [Symbol.for('LGUI_REQUIRE')]: (name: string) => {
@@ -34,7 +35,8 @@ function fakePage(shadowRootId: string) {
       return modules[name];
     },
     [Symbol.for('LGUI_EXT_STORE')]: {
-      respond: (id: string, component: (p: unknown) => Node, target: unknown) => responses.push({ id, component, target }),
+      respond: (id: string, component: (p: unknown) => Node, target: unknown) =>
+        responses.push({ id, component, target }),
     },
   };
   page.window = page;
@@ -76,7 +78,9 @@ describe('generative UI', () => {
     })) {
       if (chunk.event === 'custom') uiEvents.push(chunk.data as Record<string, unknown>);
     }
-    expect(uiEvents).toEqual([expect.objectContaining({ type: 'ui', name: 'weather', props: { city: 'Paris', degrees: 21 } })]);
+    expect(uiEvents).toEqual([
+      expect.objectContaining({ type: 'ui', name: 'weather', props: { city: 'Paris', degrees: 21 } }),
+    ]);
     const state = await client.threads.getState<{ ui: Array<{ name: string }> }>(thread.thread_id);
     expect(state.values.ui.map((u) => u.name)).toEqual(['weather']);
   });
@@ -119,15 +123,19 @@ describe('generative UI', () => {
       expect(textOf(tree)).toBe('Paris21 °C');
     }
     // The SDK's own UI client fetches the same snippet.
-    const html = await (client as unknown as { '~ui': { getComponent(a: string, n: string): Promise<string> } })['~ui']
-      .getComponent('agent', 'weather');
+    const html = await (client as unknown as { '~ui': { getComponent(a: string, n: string): Promise<string> } })[
+      '~ui'
+    ].getComponent('agent', 'weather');
     expect(html).toContain('__LGUI_agent.render("weather", "{{shadowRootId}}")');
   });
 
   it('answers 404 for a graph without UI or an unknown assistant, 422 for a bad body, and escapes names', async () => {
-    const post = (id: string, body: unknown) => fetch(`${server.url}/ui/${id}`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
-    });
+    const post = (id: string, body: unknown) =>
+      fetch(`${server.url}/ui/${id}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     expect((await post('plain', { name: 'weather' })).status).toBe(404);
     expect((await post(crypto.randomUUID(), { name: 'weather' })).status).toBe(404);
     expect((await post('nope', { name: 'weather' })).status).toBe(404);
@@ -151,7 +159,9 @@ describe('generative UI that fails to bundle', () => {
       expect(info.ui_errors?.agent).toMatch(/ui of graph "agent": bundling \.\/broken\.jsx failed: .*broken\.jsx:2:/);
       expect(server.output()).toMatch(/bundling \.\/broken\.jsx failed/);
       const res = await fetch(`${server.url}/ui/agent`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'weather' }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'weather' }),
       });
       expect(res.status).toBe(422);
       expect(((await res.json()) as { detail: string }).detail).toMatch(/broken\.jsx/);
@@ -168,10 +178,13 @@ describe('generative UI that fails to bundle', () => {
   it('refuses to start under --strict, naming the file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-ui-strict-'));
     try {
-      const err = await startServerProcess(['--config', BROKEN, '--data-dir', dir, '--strict']).then(async (s) => {
-        await s.stop();
-        return null;
-      }, (e: unknown) => e as Error);
+      const err = await startServerProcess(['--config', BROKEN, '--data-dir', dir, '--strict']).then(
+        async (s) => {
+          await s.stop();
+          return null;
+        },
+        (e: unknown) => e as Error,
+      );
       expect(err?.message).toMatch(/server exited with 1/);
       expect(err?.message).toMatch(/bundling \.\/broken\.jsx failed/);
     } finally {
@@ -185,12 +198,23 @@ describe('generative UI behind --auth-keys-file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-ui-keys-'));
     const keysFile = join(dir, 'keys.json');
     writeFileSync(keysFile, JSON.stringify({ hashes: [hashApiKey('ui-key-0123456789')] }));
-    const server = await startServerProcess(['--config', CONFIG, '--data-dir', join(dir, 'data'), '--executor-threads', '0',
-      '--auth-keys-file', keysFile]);
+    const server = await startServerProcess([
+      '--config',
+      CONFIG,
+      '--data-dir',
+      join(dir, 'data'),
+      '--executor-threads',
+      '0',
+      '--auth-keys-file',
+      keysFile,
+    ]);
     try {
-      const post = (headers: Record<string, string>) => fetch(`${server.url}/ui/agent`, {
-        method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ name: 'weather' }),
-      });
+      const post = (headers: Record<string, string>) =>
+        fetch(`${server.url}/ui/agent`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ name: 'weather' }),
+        });
       expect((await post({})).status).toBe(401);
       const ok = await post({ 'x-api-key': 'ui-key-0123456789' });
       expect(ok.status).toBe(200);
@@ -198,7 +222,15 @@ describe('generative UI behind --auth-keys-file', () => {
       expect((await fetch(src)).status).toBe(200);
       expect((await fetch(`${server.url}/ui/agent/entrypoint.css`)).status).toBe(200);
       // Only bundle files are open: the rest of the API still needs the key.
-      expect((await fetch(`${server.url}/threads/search`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(401);
+      expect(
+        (
+          await fetch(`${server.url}/threads/search`, {
+            method: 'POST',
+            body: '{}',
+            headers: { 'content-type': 'application/json' },
+          })
+        ).status,
+      ).toBe(401);
       expect((await fetch(`${server.url}/assistants/agent/graph`)).status).toBe(401);
     } finally {
       await server.stop();

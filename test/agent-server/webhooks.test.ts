@@ -43,7 +43,12 @@ describe('run webhooks', { timeout: 120_000 }, () => {
       const first = !seen.has(String(body.run_id));
       seen.add(String(body.run_id));
       const answered = first && req.url?.includes('flaky') ? 503 : 200;
-      received.push({ path: req.url ?? '', secret: req.headers['x-hook-secret'] as string | undefined, body, answered });
+      received.push({
+        path: req.url ?? '',
+        secret: req.headers['x-hook-secret'] as string | undefined,
+        body,
+        answered,
+      });
       res.writeHead(answered).end();
     });
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
@@ -67,7 +72,10 @@ describe('run webhooks', { timeout: 120_000 }, () => {
     // langgraph.json webhooks.headers: sent with each delivery, env templates resolved at start.
     const client = await start(['--webhook-allow', '127.0.0.1'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
     const thread = await client.threads.create();
-    const ok = await client.runs.create(thread.thread_id, 'counter', { webhook: `${hookBase}/flaky?token=t1`, input: { count: 0 } });
+    const ok = await client.runs.create(thread.thread_id, 'counter', {
+      webhook: `${hookBase}/flaky?token=t1`,
+      input: { count: 0 },
+    });
     const failed = await client.runs.create(null, 'fail', { webhook: `${hookBase}/flaky`, input: { x: 1 } });
     const plain = await client.runs.wait(null, 'counter', { webhook: `${hookBase}/plain`, input: { count: 0 } });
     expect(plain).toMatchObject({ count: 11 });
@@ -107,16 +115,25 @@ describe('run webhooks', { timeout: 120_000 }, () => {
     const port = new URL(hookBase).port;
     // A name that resolves to loopback is refused when the delivery connects.
     const thread = await client.threads.create();
-    const run = await client.runs.create(thread.thread_id, 'counter', { webhook: `http://localhost:${port}/refused`, input: { count: 0 } });
+    const run = await client.runs.create(thread.thread_id, 'counter', {
+      webhook: `http://localhost:${port}/refused`,
+      input: { count: 0 },
+    });
     await client.runs.join(thread.thread_id, run.run_id);
     await expect.poll(() => server.output().includes('webhook refused; not retrying'), { timeout: 30_000 }).toBe(true);
     expect(server.output()).toMatch(/resolves only to non-public addresses/);
     expect(received.filter((r) => r.path === '/refused')).toHaveLength(0);
 
     const refusedAtCreate = [
-      `http://127.0.0.1:${port}/x`, `http://2130706433:${port}/x`, `http://[::ffff:127.0.0.1]:${port}/x`,
-      'http://169.254.169.254/latest/meta-data', 'http://0.0.0.0/', 'http://[::1]/',
-      'ftp://example.com/x', 'not a url', 'javascript:alert(1)',
+      `http://127.0.0.1:${port}/x`,
+      `http://2130706433:${port}/x`,
+      `http://[::ffff:127.0.0.1]:${port}/x`,
+      'http://169.254.169.254/latest/meta-data',
+      'http://0.0.0.0/',
+      'http://[::1]/',
+      'ftp://example.com/x',
+      'not a url',
+      'javascript:alert(1)',
     ];
     for (const webhook of refusedAtCreate) {
       for (const path of ['/runs', '/runs/crons']) {
@@ -133,7 +150,8 @@ describe('run webhooks', { timeout: 120_000 }, () => {
 
   it('applies langgraph.json webhooks.url at create', async () => {
     const client = await start(['--webhook-allow', '*'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
-    await expect(client.runs.create(null, 'counter', { webhook: `https://example.com/${'x'.repeat(300)}` }))
-      .rejects.toThrow(/longer than 200 characters/);
+    await expect(
+      client.runs.create(null, 'counter', { webhook: `https://example.com/${'x'.repeat(300)}` }),
+    ).rejects.toThrow(/longer than 200 characters/);
   });
 });

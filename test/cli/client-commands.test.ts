@@ -24,7 +24,13 @@ function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?:
       [BIN, ...args],
       {
         cwd: cwd ?? tmp,
-        env: { ...process.env, AGENTPLANE_URL: dev.url, AGENTPLANE_API_KEY: API_KEY, AGENTPLANE_TENANT: TENANT, ...env },
+        env: {
+          ...process.env,
+          AGENTPLANE_URL: dev.url,
+          AGENTPLANE_API_KEY: API_KEY,
+          AGENTPLANE_TENANT: TENANT,
+          ...env,
+        },
         maxBuffer: 16 * 1024 * 1024,
       },
       (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
@@ -35,7 +41,9 @@ function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?:
 async function ask(url: string, apiKey?: string): Promise<string> {
   const client = new Client({ apiUrl: url, apiKey, callerOptions: { maxRetries: 0 } });
   const thread = await client.threads.create();
-  const values = (await client.runs.wait(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } })) as {
+  const values = (await client.runs.wait(thread.thread_id, 'agent', {
+    input: { messages: [{ role: 'human', content: 'Ada' }] },
+  })) as {
     messages: { content: unknown }[];
   };
   return String(values.messages.at(-1)!.content);
@@ -46,7 +54,16 @@ beforeAll(async () => {
   repo = makeExampleRepo(tmp);
   // A branch whose langgraph.json the agent server refuses at start (graphs must be an object).
   const git = (...args: string[]) =>
-    execFileSync('git', args, { cwd: repo.path, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com' } });
+    execFileSync('git', args, {
+      cwd: repo.path,
+      env: {
+        ...process.env,
+        GIT_AUTHOR_NAME: 't',
+        GIT_AUTHOR_EMAIL: 't@example.com',
+        GIT_COMMITTER_NAME: 't',
+        GIT_COMMITTER_EMAIL: 't@example.com',
+      },
+    });
   git('checkout', '--quiet', '-b', 'bad-config', 'main');
   writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify({ dependencies: ['.'], graphs: 42 }));
   git('commit', '--quiet', '-am', 'graphs is not an object');
@@ -62,7 +79,18 @@ afterAll(async () => {
 describe('agentplane deploy / deployments / revisions against agentplane dev', () => {
   it('deploys, updates from agentplane.yaml, fails with the log lines, lists, shows, redeploys and deletes', async () => {
     // Create and wait: exit 0 on DEPLOYED, a progress line per status, the build log streamed.
-    const first = await cli(['deploy', '--name', 'hello', '--repo-url', repo.path, '--ref', 'main', '--secret', 'SOME_TOKEN=s3cret', '--wait']);
+    const first = await cli([
+      'deploy',
+      '--name',
+      'hello',
+      '--repo-url',
+      repo.path,
+      '--ref',
+      'main',
+      '--secret',
+      'SOME_TOKEN=s3cret',
+      '--wait',
+    ]);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toContain('created deployment hello');
     expect(first.stderr).toMatch(/hello revision 1: BUILDING/);
@@ -74,7 +102,13 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     // get --json: the API record; the agent answers at its URL with the tenant's key.
     const got = await cli(['deployments', 'get', 'hello', '--json']);
     expect(got.code, got.stderr).toBe(0);
-    const dep = JSON.parse(got.stdout) as { id: string; url: string; name: string; secrets: { name: string }[]; active_revision_id: string };
+    const dep = JSON.parse(got.stdout) as {
+      id: string;
+      url: string;
+      name: string;
+      secrets: { name: string }[];
+      active_revision_id: string;
+    };
     expect(dep).toMatchObject({ name: 'hello', secrets: [{ name: 'SOME_TOKEN' }] });
     expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hello, Ada!');
     const shown = await cli(['deployments', 'get', dep.id]);
@@ -85,18 +119,30 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
 
     // Update by name from a settings file (flags override it): a new revision on the same deployment, whose secret
     // (read from the environment) overrides the greeting of langgraph.json.
-    writeFileSync(join(tmp, 'agentplane.yaml'), 'name: hello\nrepo_url: agent-repo\nref: main\nsecrets_from_env: [AGENT_GREETING]\n');
+    writeFileSync(
+      join(tmp, 'agentplane.yaml'),
+      'name: hello\nrepo_url: agent-repo\nref: main\nsecrets_from_env: [AGENT_GREETING]\n',
+    );
     const second = await cli(['deploy', '--ref', 'v2', '--wait', '--json'], { AGENT_GREETING: 'Hej' });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stderr).toContain('updated deployment hello');
-    const out = JSON.parse(second.stdout) as { deployment: { id: string; url: string }; revision: { revision_number: number; status: string; source_revision_config: { repo_ref: string } } };
+    const out = JSON.parse(second.stdout) as {
+      deployment: { id: string; url: string };
+      revision: { revision_number: number; status: string; source_revision_config: { repo_ref: string } };
+    };
     expect(out.deployment.id).toBe(dep.id);
-    expect(out.revision).toMatchObject({ revision_number: 2, status: 'DEPLOYED', source_revision_config: { repo_ref: 'v2' } });
+    expect(out.revision).toMatchObject({
+      revision_number: 2,
+      status: 'DEPLOYED',
+      source_revision_config: { repo_ref: 'v2' },
+    });
     expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hej, Ada!');
     // The file is read whenever present: its secrets_from_env must then be set.
     const unset = await cli(['deploy', '--ref', 'v2']);
     expect(unset).toMatchObject({ code: 2, stdout: '' });
-    expect(unset.stderr.split('\n')[0]).toBe('agentplane deploy: secrets_from_env AGENT_GREETING: the environment variable is not set');
+    expect(unset.stderr.split('\n')[0]).toBe(
+      'agentplane deploy: secrets_from_env AGENT_GREETING: the environment variable is not set',
+    );
     rmSync(join(tmp, 'agentplane.yaml'));
 
     // A broken build: exit 1, the status message and the failing log lines; the old revision keeps serving.
@@ -124,14 +170,26 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(revs.code, revs.stderr).toBe(0);
     const lines = revs.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^REVISION\s+ID\s+STATUS\s+REF\s+COMMIT\s+CREATED\s+MESSAGE$/);
-    expect(lines.slice(1, 6).map((l) => l.split(/\s+/).slice(0, 4).filter((_, i) => i !== 1).join(' '))).toEqual([
+    expect(
+      lines.slice(1, 6).map((l) =>
+        l
+          .split(/\s+/)
+          .slice(0, 4)
+          .filter((_, i) => i !== 1)
+          .join(' '),
+      ),
+    ).toEqual([
       '5 DEPLOY_FAILED bad-config',
       '4 BUILD_FAILED no-such-branch',
       '3 BUILD_FAILED broken-install',
       '2* DEPLOYED v2',
       '1 DEPLOYED main',
     ]);
-    const revJson = JSON.parse((await cli(['revisions', 'list', 'hello', '--json'])).stdout) as { revision_number: number; status: string; id: string }[];
+    const revJson = JSON.parse((await cli(['revisions', 'list', 'hello', '--json'])).stdout) as {
+      revision_number: number;
+      status: string;
+      id: string;
+    }[];
     expect(revJson.map((r) => r.revision_number)).toEqual([5, 4, 3, 2, 1]);
 
     // revisions logs: the whole build log of revision 1, as lines; --json gives the entries.
@@ -139,7 +197,10 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(log1.code, log1.stderr).toBe(0);
     expect(log1.stdout.split('\n')[0]).toBe(`$ git clone ${repo.path}`);
     expect(log1.stdout).toContain(`resolved main to ${repo.sha('main')}`);
-    const log3 = JSON.parse((await cli(['revisions', 'logs', 'hello', revJson[2]!.id, '--json'])).stdout) as { type: string; message: string }[];
+    const log3 = JSON.parse((await cli(['revisions', 'logs', 'hello', revJson[2]!.id, '--json'])).stdout) as {
+      type: string;
+      message: string;
+    }[];
     expect(log3.every((l) => l.type === 'build')).toBe(true);
     expect(log3.map((l) => l.message).join('\n')).toContain('npm ci');
 
@@ -151,20 +212,48 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
 
     // list: table and JSON.
     const listed = await cli(['deployments', 'list']);
-    expect(listed.stdout).toMatch(new RegExp(`^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`, 'm'));
-    expect((JSON.parse((await cli(['deployments', 'list', '--json'])).stdout) as { id: string }[]).map((d) => d.id)).toEqual([dep.id]);
+    expect(listed.stdout).toMatch(
+      new RegExp(
+        `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
+        'm',
+      ),
+    );
+    expect(
+      (JSON.parse((await cli(['deployments', 'list', '--json'])).stdout) as { id: string }[]).map((d) => d.id),
+    ).toEqual([dep.id]);
 
     // Errors: one line with the HTTP status and detail (exit 1); usage errors exit 2.
     const badKey = await cli(['deployments', 'list'], { AGENTPLANE_API_KEY: 'not-a-key-0123456789' });
-    expect(badKey).toMatchObject({ code: 1, stdout: '', stderr: 'agentplane deployments list: HTTP 401: Invalid API key.\n' });
+    expect(badKey).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: 'agentplane deployments list: HTTP 401: Invalid API key.\n',
+    });
     const unknown = await cli(['revisions', 'list', 'nope']);
-    expect(unknown).toMatchObject({ code: 1, stderr: 'agentplane revisions list: no deployment named or with id "nope"\n' });
-    const invalid = await cli(['deploy', '--name', 'other', '--repo-url', repo.path, '--ref', 'main', '--config-path', '../x.json']);
+    expect(unknown).toMatchObject({
+      code: 1,
+      stderr: 'agentplane revisions list: no deployment named or with id "nope"\n',
+    });
+    const invalid = await cli([
+      'deploy',
+      '--name',
+      'other',
+      '--repo-url',
+      repo.path,
+      '--ref',
+      'main',
+      '--config-path',
+      '../x.json',
+    ]);
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr).toMatch(/^agentplane deploy: HTTP 422: body\.source_revision_config\.graph_config_path: must not contain "\.\." segments\n$/);
+    expect(invalid.stderr).toMatch(
+      /^agentplane deploy: HTTP 422: body\.source_revision_config\.graph_config_path: must not contain "\.\." segments\n$/,
+    );
     const noTenant = await cli(['deployments', 'list'], { AGENTPLANE_TENANT: '' });
     expect(noTenant.code).toBe(2);
-    expect(noTenant.stderr.split('\n')[0]).toBe('agentplane deployments: --tenant is required: pass --tenant or set AGENTPLANE_TENANT');
+    expect(noTenant.stderr.split('\n')[0]).toBe(
+      'agentplane deployments: --tenant is required: pass --tenant or set AGENTPLANE_TENANT',
+    );
 
     // Delete --wait: gone from the API and from the deployment URL.
     const del = await cli(['deployments', 'delete', 'hello', '--wait']);

@@ -35,16 +35,32 @@ describe('deploy settings', () => {
         { name: 'A', value: '1=2' },
       ],
     });
-    const flagsOnly = settingsFrom({ name: 'n', 'repo-url': 'https://example.com/a.git', 'secret-from-env': ['TOKEN'] }, { TOKEN: 'e' }, join(dir, 'repo'));
-    expect(flagsOnly).toMatchObject({ name: 'n', repoUrl: 'https://example.com/a.git', ref: undefined, public: false, secrets: [{ name: 'TOKEN', value: 'e' }] });
-    expect(settingsFrom({ name: 'n', 'repo-url': 'git@github.com:you/agent.git' }, {}, join(dir, 'repo')).repoUrl).toBe('git@github.com:you/agent.git');
+    const flagsOnly = settingsFrom(
+      { name: 'n', 'repo-url': 'https://example.com/a.git', 'secret-from-env': ['TOKEN'] },
+      { TOKEN: 'e' },
+      join(dir, 'repo'),
+    );
+    expect(flagsOnly).toMatchObject({
+      name: 'n',
+      repoUrl: 'https://example.com/a.git',
+      ref: undefined,
+      public: false,
+      secrets: [{ name: 'TOKEN', value: 'e' }],
+    });
+    expect(settingsFrom({ name: 'n', 'repo-url': 'git@github.com:you/agent.git' }, {}, join(dir, 'repo')).repoUrl).toBe(
+      'git@github.com:you/agent.git',
+    );
   });
 
   it.each([
     [{}, 'repo', '--name is required'],
     [{ file: 'bad.yaml' }, '.', 'unknown setting "repo" (known: name, repo_url, ref, config_path'],
     [{ name: 'n', secret: ['NOVALUE'] }, 'repo', '--secret must be NAME=VALUE'],
-    [{ name: 'n', 'secret-from-env': ['MISSING'] }, 'repo', '--secret-from-env MISSING: the environment variable is not set'],
+    [
+      { name: 'n', 'secret-from-env': ['MISSING'] },
+      'repo',
+      '--secret-from-env MISSING: the environment variable is not set',
+    ],
     [{ file: 'none.yaml' }, '.', 'none.yaml'],
   ])('refuses %j (in %s)', (flags, where, message) => {
     const cwd = join(dir, where);

@@ -31,7 +31,10 @@ function manifest(file: string, change: (m: Record<string, any>) => void): strin
 }
 
 async function callAgent(name: string): Promise<number> {
-  const forward = spawn(layerBinary('kubectl'), ['-n', NS, 'port-forward', `svc/${name}`, '18123:80'], { env: { ...process.env, KUBECONFIG: kubeconfig }, stdio: 'ignore' });
+  const forward = spawn(layerBinary('kubectl'), ['-n', NS, 'port-forward', `svc/${name}`, '18123:80'], {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    stdio: 'ignore',
+  });
   try {
     for (let i = 0; i < 30; i++) {
       try {
@@ -50,14 +53,42 @@ describe.skipIf(!enabled)('against the cluster in KUBECONFIG', () => {
   beforeAll(async () => {
     if (!kubeconfig) throw new Error('KUBECONFIG must point at the cluster to test');
     const image = process.env.AGENTPLANE_IMAGE;
-    if (!image?.includes(':')) throw new Error('AGENTPLANE_IMAGE=<repository>:<tag> must name an agentplane image the cluster can pull');
+    if (!image?.includes(':'))
+      throw new Error('AGENTPLANE_IMAGE=<repository>:<tag> must name an agentplane image the cluster can pull');
     const [repository, tag] = [image.slice(0, image.lastIndexOf(':')), image.slice(image.lastIndexOf(':') + 1)];
     const registry = process.env.AGENTPLANE_TEST_REGISTRY;
     await kubectl(['create', 'namespace', NS], kubeconfig);
-    if (registry) await kubectl(['-n', NS, 'create', 'secret', 'generic', 'registry-push', '--type=kubernetes.io/dockerconfigjson', `--from-file=.dockerconfigjson=${process.env.AGENTPLANE_TEST_PUSH_SECRET}`], kubeconfig);
+    if (registry)
+      await kubectl(
+        [
+          '-n',
+          NS,
+          'create',
+          'secret',
+          'generic',
+          'registry-push',
+          '--type=kubernetes.io/dockerconfigjson',
+          `--from-file=.dockerconfigjson=${process.env.AGENTPLANE_TEST_PUSH_SECRET}`,
+        ],
+        kubeconfig,
+      );
     const r = helm([
-      'install', 'agentplane', CHART_DIR, '--namespace', NS, '--kubeconfig', kubeconfig, '--wait', '--timeout', '5m',
-      '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'operator.replicas=1',
+      'install',
+      'agentplane',
+      CHART_DIR,
+      '--namespace',
+      NS,
+      '--kubeconfig',
+      kubeconfig,
+      '--wait',
+      '--timeout',
+      '5m',
+      '--set',
+      `image.repository=${repository}`,
+      '--set',
+      `image.tag=${tag}`,
+      '--set',
+      'operator.replicas=1',
       ...(registry ? ['--set', `build.registry=${registry}`, '--set', 'build.pushSecret=registry-push'] : []),
     ]);
     if (!r.ok) throw new Error(r.stderr);
@@ -71,7 +102,8 @@ describe.skipIf(!enabled)('against the cluster in KUBECONFIG', () => {
   it('deploys a prebuilt agent (external_docker) to Ready and it answers /ok', async () => {
     const file = manifest('agentdeployment.yaml', (m) => {
       m.spec.secretReferences = []; // its own Postgres: the ordering a real cluster needs
-      if (process.env.AGENTPLANE_TEST_AGENT_IMAGE) m.spec.sourceRevisionConfig.imageUri = process.env.AGENTPLANE_TEST_AGENT_IMAGE;
+      if (process.env.AGENTPLANE_TEST_AGENT_IMAGE)
+        m.spec.sourceRevisionConfig.imageUri = process.env.AGENTPLANE_TEST_AGENT_IMAGE;
     });
     const name = (parse(readFileSync(file, 'utf8')) as { metadata: { name: string } }).metadata.name;
     await kubectl(['-n', NS, 'apply', '-f', file], kubeconfig);
@@ -79,13 +111,20 @@ describe.skipIf(!enabled)('against the cluster in KUBECONFIG', () => {
     expect(await callAgent(name)).toBe(200);
   }, 900_000);
 
-  it.skipIf(!process.env.AGENTPLANE_TEST_REGISTRY)('builds examples/k8s/agentdeployment-source.yaml in the cluster and deploys it', async () => {
-    const file = manifest('agentdeployment-source.yaml', (m) => {
-      delete m.spec.sourceConfig.customUrl;
-    });
-    const name = (parse(readFileSync(file, 'utf8')) as { metadata: { name: string } }).metadata.name;
-    await kubectl(['-n', NS, 'apply', '-f', file], kubeconfig);
-    await kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=20m'], kubeconfig);
-    expect(await callAgent(name)).toBe(200);
-  }, 1_500_000);
+  it.skipIf(!process.env.AGENTPLANE_TEST_REGISTRY)(
+    'builds examples/k8s/agentdeployment-source.yaml in the cluster and deploys it',
+    async () => {
+      const file = manifest('agentdeployment-source.yaml', (m) => {
+        delete m.spec.sourceConfig.customUrl;
+      });
+      const name = (parse(readFileSync(file, 'utf8')) as { metadata: { name: string } }).metadata.name;
+      await kubectl(['-n', NS, 'apply', '-f', file], kubeconfig);
+      await kubectl(
+        ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=20m'],
+        kubeconfig,
+      );
+      expect(await callAgent(name)).toBe(200);
+    },
+    1_500_000,
+  );
 });

@@ -13,11 +13,20 @@ import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-r
 import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const IMAGES = process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1'
-  ? join(ROOT, 'docs/images')
-  : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
+const IMAGES =
+  process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1'
+    ? join(ROOT, 'docs/images')
+    : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -62,7 +71,13 @@ function addApprovalGraph(dir: string): void {
   const config = JSON.parse(readFileSync(join(dir, 'langgraph.json'), 'utf8')) as { graphs: Record<string, string> };
   config.graphs.approve = './src/approve.ts:graph';
   writeFileSync(join(dir, 'langgraph.json'), JSON.stringify(config, null, 2));
-  const env = { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com' };
+  const env = {
+    ...process.env,
+    GIT_AUTHOR_NAME: 't',
+    GIT_AUTHOR_EMAIL: 't@example.com',
+    GIT_COMMITTER_NAME: 't',
+    GIT_COMMITTER_EMAIL: 't@example.com',
+  };
   execFileSync('git', ['add', '-A'], { cwd: dir, env });
   execFileSync('git', ['commit', '--quiet', '-m', 'approval graph'], { cwd: dir, env });
 }
@@ -85,7 +100,8 @@ async function signIn(page: Page, key: string, tenant = TENANT): Promise<void> {
 const shot = (page: Page, name: string) => page.screenshot({ path: join(IMAGES, `console-${name}.png`) });
 
 /** Status badge text of revision n in the timeline. */
-const revisionStatus = (page: Page, n: number) => page.locator(`li[data-revision="${n}"] .rev-head .badge`).first().textContent();
+const revisionStatus = (page: Page, n: number) =>
+  page.locator(`li[data-revision="${n}"] .rev-head .badge`).first().textContent();
 
 describe('web console in Chromium', () => {
   it('refuses a wrong key with a message, and serves the same page under /api-host/', async () => {
@@ -129,7 +145,8 @@ describe('web console in Chromium', () => {
         const status = (await revisionStatus(page, 1)) ?? '';
         const lines = await page.locator('.log-box .log-line').count();
         samples.push({ status, lines });
-        if (status.includes('FAILED')) throw new Error(`revision 1 ${status}: ${await page.locator('.log-box').textContent()}`);
+        if (status.includes('FAILED'))
+          throw new Error(`revision 1 ${status}: ${await page.locator('.log-box').textContent()}`);
         return status === 'DEPLOYED' ? true : undefined;
       },
       240_000,
@@ -144,7 +161,9 @@ describe('web console in Chromium', () => {
     await expect.poll(() => page.locator('.log-tools').textContent()).toMatch(/\d+ of \d+ lines/);
     await page.getByLabel('Search the log').fill('');
     // Secret names are listed, values never.
-    await expect.poll(() => page.locator('form[aria-labelledby="settings-title"]').textContent()).toContain('CONSOLE_SECRET');
+    await expect
+      .poll(() => page.locator('form[aria-labelledby="settings-title"]').textContent())
+      .toContain('CONSOLE_SECRET');
     expect(await page.content()).not.toContain('never-shown-4711');
     await shot(page, 'deployment');
 
@@ -156,7 +175,9 @@ describe('web console in Chromium', () => {
     await page.getByLabel('Message').fill('Ada');
     await page.getByLabel('Message').press('Enter');
     await streamed;
-    await expect.poll(() => page.locator('.tool-call').first().textContent(), { timeout: 60_000 }).toContain('lookup_greeting');
+    await expect
+      .poll(() => page.locator('.tool-call').first().textContent(), { timeout: 60_000 })
+      .toContain('lookup_greeting');
     await expect.poll(() => page.locator('.tool-result').first().textContent()).toContain('Hello, Ada!');
     await expect.poll(() => page.locator('.msg.ai').last().textContent()).toBe('The greeting tool says: Hello, Ada!');
     // The thread appears in the list, its state and checkpoints are shown.
@@ -168,7 +189,9 @@ describe('web console in Chromium', () => {
     await page.getByLabel('Assistant').selectOption({ label: 'approve' });
     await page.getByLabel('JSON input').fill('{"request": "the release"}');
     await page.getByRole('button', { name: 'Send' }).click();
-    await expect.poll(() => page.locator('.interrupt').textContent(), { timeout: 60_000 }).toContain('Approve the release?');
+    await expect
+      .poll(() => page.locator('.interrupt').textContent(), { timeout: 60_000 })
+      .toContain('Approve the release?');
     await page.getByLabel(/Resume with/).fill('"yes"');
     await page.getByRole('button', { name: 'Resume' }).click();
     await expect.poll(() => page.locator('.interrupt').count(), { timeout: 60_000 }).toBe(0);
@@ -183,7 +206,9 @@ describe('web console in Chromium', () => {
     await expect.poll(() => page.locator('li[data-revision="2"]').count()).toBe(1);
     await page.locator('li[data-revision="2"] .rev-head a').click();
     await expect.poll(() => revisionStatus(page, 2), { timeout: 180_000, interval: 500 }).toBe('BUILD_FAILED');
-    const failed = (await cp.get(`/v2/deployments/${depId}/revisions?limit=1`)).body.resources[0] as { status_message: string };
+    const failed = (await cp.get(`/v2/deployments/${depId}/revisions?limit=1`)).body.resources[0] as {
+      status_message: string;
+    };
     await expect.poll(() => page.locator('li[data-revision="2"] .rev-msg').textContent()).toBe(failed.status_message);
     await expect.poll(() => page.locator('.log-box').textContent()).toMatch(/npm (error|ERR!)/);
     await expect.poll(() => page.locator('.log-box').textContent()).toContain('build failed');
@@ -194,7 +219,9 @@ describe('web console in Chromium', () => {
     await page.getByRole('dialog').getByRole('button', { name: 'Deploy #1' }).click();
     await expect.poll(() => page.locator('.notice').textContent()).toContain('Traffic goes to revision #1');
     const dep = (await cp.get(`/v2/deployments/${depId}`)).body;
-    const r1 = (await cp.get(`/v2/deployments/${depId}/revisions?limit=100`)).body.resources.find((r: { revision_number: number }) => r.revision_number === 1);
+    const r1 = (await cp.get(`/v2/deployments/${depId}/revisions?limit=100`)).body.resources.find(
+      (r: { revision_number: number }) => r.revision_number === 1,
+    );
     expect(dep.active_revision_id).toBe(r1.id);
 
     // The list with filters.
@@ -213,7 +240,9 @@ describe('web console in Chromium', () => {
     await page.getByLabel(/Type .* to confirm/).fill('hello-console');
     await confirm.click();
     await page.waitForURL(/#\/$/);
-    await waitFor('the deployment to be gone', async () => ((await cp.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined));
+    await waitFor('the deployment to be gone', async () =>
+      (await cp.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined,
+    );
 
     // Phone width: the deployment list still fits (no horizontal scroll of the page).
     const phone = await newPage(390, 800);

@@ -20,12 +20,20 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ap-console-static-'));
   const bundle = join(dir, 'bundle');
   mkdirSync(join(bundle, 'assets'), { recursive: true });
-  writeFileSync(join(bundle, 'index.html'), '<!doctype html><title>console</title><script type="module" src="./assets/app-1.js"></script>');
+  writeFileSync(
+    join(bundle, 'index.html'),
+    '<!doctype html><title>console</title><script type="module" src="./assets/app-1.js"></script>',
+  );
   writeFileSync(join(bundle, 'assets/app-1.js'), 'console.log("hi")');
   writeFileSync(join(bundle, 'assets/app-1.css'), 'body{}');
   writeFileSync(join(dir, 'secret.txt'), 'outside the bundle');
   store = openEmbeddedStore({ dataDir: join(dir, 'store') });
-  app = await createControlPlane({ store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }], consoleDir: bundle });
+  app = await createControlPlane({
+    store,
+    logger: silentLogger(),
+    bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+    consoleDir: bundle,
+  });
   bare = await createControlPlane({ store, logger: silentLogger(), consoleDir: join(dir, 'not-built') });
 });
 
@@ -64,7 +72,13 @@ describe('console static files', () => {
   });
 
   it('answers only files of the bundle: traversal and unknown names are JSON 404s', async () => {
-    for (const url of ['/assets/../secret.txt', '/assets/..%2Fsecret.txt', '/assets/%2e%2e/%2e%2e/secret.txt', '/assets/nope.js', '/assets/']) {
+    for (const url of [
+      '/assets/../secret.txt',
+      '/assets/..%2Fsecret.txt',
+      '/assets/%2e%2e/%2e%2e/secret.txt',
+      '/assets/nope.js',
+      '/assets/',
+    ]) {
       const res = await app.inject({ method: 'GET', url });
       expect(res.statusCode, url).toBe(404);
       expect(res.body, url).not.toContain('outside the bundle');
@@ -79,7 +93,11 @@ describe('console static files', () => {
     const deep = await app.inject({ method: 'GET', url: '/deployments/some-id' });
     expect(deep.statusCode).toBe(404);
     expect(deep.headers['content-type']).toContain('application/json');
-    const list = await app.inject({ method: 'GET', url: '/v2/deployments', headers: { 'x-api-key': KEY, 'x-tenant-id': 't1' } });
+    const list = await app.inject({
+      method: 'GET',
+      url: '/v2/deployments',
+      headers: { 'x-api-key': KEY, 'x-tenant-id': 't1' },
+    });
     expect(list.statusCode).toBe(200);
     expect(list.json()).toMatchObject({ resources: [] });
     const noKey = await app.inject({ method: 'GET', url: '/api-host/v2/deployments' });

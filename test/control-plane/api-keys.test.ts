@@ -11,7 +11,11 @@ import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../src/control
 import type { TenantKeySink } from '../../src/control-plane/store/types.ts';
 import { createApiKey, hashKey } from '../../src/control-plane/auth/keys.ts';
 import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore, tenantKeysSecretName } from '../../src/control-plane/store/kubernetes/index.ts';
+import {
+  loadKubeConfig,
+  openKubernetesStore,
+  tenantKeysSecretName,
+} from '../../src/control-plane/store/kubernetes/index.ts';
 import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { githubBody } from './helpers/harness.ts';
@@ -28,7 +32,9 @@ const stores: [string, () => Promise<Setup>][] = [
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-keys-'));
       const store = openEmbeddedStore({ dataDir: dir });
-      return { store, close: async () => {
+      return {
+        store,
+        close: async () => {
           await store.close();
           rmSync(dir, { recursive: true, force: true });
         },
@@ -39,8 +45,15 @@ const stores: [string, () => Promise<Setup>][] = [
     'kubernetes',
     async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
-      return { store, kubeconfig: kube.kubeconfig, close: async () => {
+      const store = openKubernetesStore({
+        kubeConfig: loadKubeConfig(kube.kubeconfig),
+        namespace: 'agents',
+        logger: silentLogger(),
+      });
+      return {
+        store,
+        kubeconfig: kube.kubeconfig,
+        close: async () => {
           await store.close();
           await kube.stop();
         },
@@ -111,7 +124,13 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
 
   it('bad bodies and ids are 422 and store nothing', async () => {
     const count = (await s.store.listApiKeys()).length;
-    for (const body of [{}, { tenants: [] }, { tenants: ['bad tenant!'] }, { tenants: ['a'], name: 'x\u0000y' }, { tenants: ['a'], extra: 1 }]) {
+    for (const body of [
+      {},
+      { tenants: [] },
+      { tenants: ['bad tenant!'] },
+      { tenants: ['a'], name: 'x\u0000y' },
+      { tenants: ['a'], extra: 1 },
+    ]) {
       const res = await call('POST', '/v2/api-keys', ADMIN, 'team-a', body);
       expect([JSON.stringify(body), res.statusCode]).toEqual([JSON.stringify(body), 422]);
     }
@@ -122,7 +141,12 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
   it('the publisher gives each tenant exactly its keys, "*" keys and the bootstrap key; revocations follow', async () => {
     const written = new Map<string, string[]>();
     const sink: TenantKeySink = { write: async (tenant, hashes) => void written.set(tenant, hashes) };
-    const publisher = new KeyPublisher({ store: s.store, sink, bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }], logger: silentLogger() });
+    const publisher = new KeyPublisher({
+      store: s.store,
+      sink,
+      bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }],
+      logger: silentLogger(),
+    });
     for (const tenant of ['team-a', 'team-b']) {
       const res = await call('POST', '/v2/deployments', ADMIN, tenant, githubBody(`agent-${tenant}`));
       expect(res.statusCode, res.body).toBe(201);
@@ -149,7 +173,7 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
     expect(written.get('team-b')).not.toContain(hashKey(bKey.key));
   });
 
-  it('the store\'s own sink (kubernetes) or a file sink (one machine) holds the hashes where agents read them', async () => {
+  it("the store's own sink (kubernetes) or a file sink (one machine) holds the hashes where agents read them", async () => {
     const sink = s.store.tenantKeySink?.();
     if (s.kubeconfig) {
       expect(sink).toBeDefined();
@@ -158,7 +182,9 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
       const core = loadKubeConfig(s.kubeconfig).makeApiClient(CoreV1Api);
       const secret = await core.readNamespacedSecret({ namespace: 'agents', name: tenantKeysSecretName('team-a') });
       expect(secret.metadata?.labels?.['agentplane.dev/tenant']).toBe('team-a');
-      expect(JSON.parse(Buffer.from(secret.data!['keys.json']!, 'base64').toString())).toEqual({ hashes: [hashKey('two')] });
+      expect(JSON.parse(Buffer.from(secret.data!['keys.json']!, 'base64').toString())).toEqual({
+        hashes: [hashKey('two')],
+      });
     } else {
       expect(sink).toBeUndefined();
       const dir = mkdtempSync(join(tmpdir(), 'ap-keys-'));
@@ -176,7 +202,17 @@ describe('agentplane api-key list / revoke', () => {
   it('lists keys without secrets and revokes one by id', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cli-keys-'));
     try {
-      const { stdout } = await cli(['api-key', 'create', '--tenant', 'team-1', '--name', 'laptop', '--json', '--data-dir', dir]);
+      const { stdout } = await cli([
+        'api-key',
+        'create',
+        '--tenant',
+        'team-1',
+        '--name',
+        'laptop',
+        '--json',
+        '--data-dir',
+        dir,
+      ]);
       const created = JSON.parse(stdout) as { key: string; id: string };
       const table = (await cli(['api-key', 'list', '--data-dir', dir])).stdout;
       expect(table).toMatch(/^ID\s+NAME\s+TENANTS\s+CREATED/);

@@ -15,11 +15,20 @@ import { apiHarness, githubBody, type ApiHarness } from './helpers/harness.ts';
 let h: ApiHarness;
 type Res = { statusCode: number; body: string; json: () => any };
 
-function call(method: string, url: string, opts: { body?: unknown; tenant?: string; key?: string | null } = {}): Promise<Res> {
+function call(
+  method: string,
+  url: string,
+  opts: { body?: unknown; tenant?: string; key?: string | null } = {},
+): Promise<Res> {
   const headers: Record<string, string> = {};
   if (opts.key !== null) headers['x-api-key'] = opts.key ?? h.key;
   if (opts.tenant !== '') headers['x-tenant-id'] = opts.tenant ?? 'tenant-a';
-  return h.app.inject({ method: method as 'GET', url, headers, ...(opts.body !== undefined ? { payload: opts.body as object } : {}) }) as Promise<Res>;
+  return h.app.inject({
+    method: method as 'GET',
+    url,
+    headers,
+    ...(opts.body !== undefined ? { payload: opts.body as object } : {}),
+  }) as Promise<Res>;
 }
 
 async function create(name: string, extra: Record<string, unknown> = {}, tenant = 'tenant-a') {
@@ -72,8 +81,15 @@ describe('auth', () => {
     expect(sibling.statusCode).toBe(404);
     expect(sibling.json()).toEqual({ detail: `Deployment ID ${dep.id} not found.` });
     expect(missing.json()).toEqual({ detail: 'Deployment ID 00000000-0000-4000-8000-000000000000 not found.' });
-    for (const [m, u] of [['PATCH', ''], ['DELETE', ''], ['GET', '/revisions']] as const) {
-      const r = await call(m, `/v2/deployments/${dep.id}${u}`, { tenant: 'tenant-b', body: m === 'PATCH' ? { name: 'x' } : undefined });
+    for (const [m, u] of [
+      ['PATCH', ''],
+      ['DELETE', ''],
+      ['GET', '/revisions'],
+    ] as const) {
+      const r = await call(m, `/v2/deployments/${dep.id}${u}`, {
+        tenant: 'tenant-b',
+        body: m === 'PATCH' ? { name: 'x' } : undefined,
+      });
       expect(r.statusCode).toBe(404);
     }
     const list = await call('GET', '/v2/deployments', { tenant: 'tenant-b' });
@@ -93,8 +109,20 @@ describe('create and read', () => {
       tenant_id: 'tenant-a',
       source: 'github',
       status: 'AWAITING_DATABASE',
-      source_config: { repo_url: 'https://github.com/example/agent', deployment_type: 'dev', build_on_push: false, custom_url: null, resource_spec: { min_scale: 1, max_scale: 3, cpu: 1, memory_mb: 1024 } },
-      source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, repo_commit_sha: null },
+      source_config: {
+        repo_url: 'https://github.com/example/agent',
+        deployment_type: 'dev',
+        build_on_push: false,
+        custom_url: null,
+        resource_spec: { min_scale: 1, max_scale: 3, cpu: 1, memory_mb: 1024 },
+      },
+      source_revision_config: {
+        repo_ref: 'main',
+        graph_config_path: 'langgraph.json',
+        langgraph_config_path: 'langgraph.json',
+        image_uri: null,
+        repo_commit_sha: null,
+      },
       secrets: [{ name: 'OPENAI_API_KEY' }],
       secret_references: [],
       active_revision_id: null,
@@ -106,18 +134,37 @@ describe('create and read', () => {
     expect(got.statusCode).toBe(200);
     expect(got.json()).toEqual(dep);
     const rev = (await call('GET', `/v2/deployments/${dep.id}/revisions/${dep.latest_revision_id}`)).json();
-    expect(rev).toMatchObject({ id: dep.latest_revision_id, deployment_id: dep.id, status: 'CREATING', revision_number: 1, status_message: null });
+    expect(rev).toMatchObject({
+      id: dep.latest_revision_id,
+      deployment_id: dep.id,
+      status: 'CREATING',
+      revision_number: 1,
+      status_message: null,
+    });
     // The runtime reads the values through the store.
     const stored = await h.store.get('AgentDeployment', 'default', deploymentName(dep.id));
     expect(JSON.stringify(stored)).not.toContain('sk-very-secret-value');
-    expect(await h.store.getSecrets('default', stored.spec.secretsName!)).toEqual({ OPENAI_API_KEY: 'sk-very-secret-value' });
+    expect(await h.store.getSecrets('default', stored.spec.secretsName!)).toEqual({
+      OPENAI_API_KEY: 'sk-very-secret-value',
+    });
   });
 
   it('accepts langgraph_config_path as an alias and external_docker with image_uri', async () => {
-    const a = await create('alias', { source_revision_config: { repo_ref: 'dev', langgraph_config_path: 'agents/langgraph.json' } });
-    expect(a.source_revision_config).toMatchObject({ graph_config_path: 'agents/langgraph.json', langgraph_config_path: 'agents/langgraph.json' });
+    const a = await create('alias', {
+      source_revision_config: { repo_ref: 'dev', langgraph_config_path: 'agents/langgraph.json' },
+    });
+    expect(a.source_revision_config).toMatchObject({
+      graph_config_path: 'agents/langgraph.json',
+      langgraph_config_path: 'agents/langgraph.json',
+    });
     const res = await call('POST', '/v2/deployments', {
-      body: { name: 'docker', source: 'external_docker', source_config: {}, source_revision_config: { image_uri: 'ghcr.io/x/agent:1' }, secrets: [] },
+      body: {
+        name: 'docker',
+        source: 'external_docker',
+        source_config: {},
+        source_revision_config: { image_uri: 'ghcr.io/x/agent:1' },
+        secrets: [],
+      },
     });
     expect(res.statusCode).toBe(201);
     expect(res.json().source_revision_config.image_uri).toBe('ghcr.io/x/agent:1');
@@ -136,30 +183,64 @@ describe('create and read', () => {
     const cases: [unknown, string][] = [
       [{ ...githubBody('x'), name: '' }, 'name'],
       [{ ...githubBody('x'), source: 'svn' }, 'source'],
-      [{ ...githubBody('x'), source_config: { deployment_type: 'staging', repo_url: 'u' } }, 'source_config.deployment_type'],
+      [
+        { ...githubBody('x'), source_config: { deployment_type: 'staging', repo_url: 'u' } },
+        'source_config.deployment_type',
+      ],
       [{ ...githubBody('x'), source_config: {} }, 'source_config.repo_url'],
       [{ ...githubBody('x'), source_revision_config: {} }, 'source_revision_config.repo_ref'],
       [{ ...githubBody('x'), secrets: [{ name: '1BAD', value: 'v' }] }, 'secrets.0.name'],
-      [{ ...githubBody('x'), secrets: [{ name: 'A', value: '1' }, { name: 'A', value: '2' }] }, 'secrets.1.name'],
-      [{ ...githubBody('x'), source_config: { repo_url: 'u', resource_spec: { min_scale: 3, max_scale: 1 } } }, 'source_config.resource_spec.max_scale'],
-      [{ ...githubBody('x'), source_config: { repo_url: 'u', build_on_push: true }, source_revision_config: { repo_ref: 'refs/tags/v1' } }, 'source_config.build_on_push'],
+      [
+        {
+          ...githubBody('x'),
+          secrets: [
+            { name: 'A', value: '1' },
+            { name: 'A', value: '2' },
+          ],
+        },
+        'secrets.1.name',
+      ],
+      [
+        { ...githubBody('x'), source_config: { repo_url: 'u', resource_spec: { min_scale: 3, max_scale: 1 } } },
+        'source_config.resource_spec.max_scale',
+      ],
+      [
+        {
+          ...githubBody('x'),
+          source_config: { repo_url: 'u', build_on_push: true },
+          source_revision_config: { repo_ref: 'refs/tags/v1' },
+        },
+        'source_config.build_on_push',
+      ],
       [{ name: 'x', source: 'external_docker' }, 'source_revision_config.image_uri'],
     ];
     for (const [body, field] of cases) {
       const res = await call('POST', '/v2/deployments', { body });
       expect(res.statusCode, `${field}: ${res.body}`).toBe(422);
       const detail = res.json().detail as { loc: (string | number)[]; msg: string; type: string }[];
-      expect(detail.map((d) => d.loc.slice(1).join('.')), res.body).toContain(field);
+      expect(
+        detail.map((d) => d.loc.slice(1).join('.')),
+        res.body,
+      ).toContain(field);
       expect(detail[0]).toHaveProperty('msg');
       expect(detail[0]).toHaveProperty('type');
     }
-    const malformed = await h.app.inject({ method: 'POST', url: '/v2/deployments', headers: { 'x-api-key': h.key, 'x-tenant-id': 'tenant-a', 'content-type': 'application/json' }, payload: '{"name":' });
+    const malformed = await h.app.inject({
+      method: 'POST',
+      url: '/v2/deployments',
+      headers: { 'x-api-key': h.key, 'x-tenant-id': 'tenant-a', 'content-type': 'application/json' },
+      payload: '{"name":',
+    });
     expect(malformed.statusCode).toBe(422);
     expect((await h.store.list('AgentDeployment')).items.length).toBe(before);
   });
 
   it('lists newest first with filters and paging; limit outside 1-100 is 422', async () => {
-    await create('list-one', { source_config: { ...githubBody('').source_config, deployment_type: 'prod' } }, 'tenant-b');
+    await create(
+      'list-one',
+      { source_config: { ...githubBody('').source_config, deployment_type: 'prod' } },
+      'tenant-b',
+    );
     const all = (await call('GET', '/v2/deployments?limit=100', { tenant: 'tenant-b' })).json();
     expect(all.resources.length).toBeGreaterThanOrEqual(2);
     const created = all.resources.map((d: { created_at: string }) => d.created_at);
@@ -171,7 +252,9 @@ describe('create and read', () => {
     const page = (await call('GET', '/v2/deployments?limit=1&offset=1', { tenant: 'tenant-b' })).json();
     expect(page.resources).toHaveLength(1);
     expect(page.offset).toBe(2);
-    expect((await call('GET', '/v2/deployments?status=AWAITING_DATABASE', { tenant: 'tenant-b' })).json().resources.length).toBe(all.resources.length);
+    expect(
+      (await call('GET', '/v2/deployments?status=AWAITING_DATABASE', { tenant: 'tenant-b' })).json().resources.length,
+    ).toBe(all.resources.length);
     expect((await call('GET', '/v2/deployments?status=READY', { tenant: 'tenant-b' })).json().resources).toEqual([]);
     expect((await call('GET', '/v2/deployments?status=BOGUS')).statusCode).toBe(422);
     expect((await call('GET', '/v2/deployments?limit=0')).statusCode).toBe(422);
@@ -182,23 +265,38 @@ describe('create and read', () => {
 describe('patch', () => {
   it('merges source_config key by key without a new revision', async () => {
     const dep = await create('patch-merge');
-    const res = await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_config: { build_on_push: true, custom_url: 'https://a.example' } } });
+    const res = await call('PATCH', `/v2/deployments/${dep.id}`, {
+      body: { source_config: { build_on_push: true, custom_url: 'https://a.example' } },
+    });
     expect(res.statusCode, res.body).toBe(200);
     const p = res.json();
-    expect(p.source_config).toMatchObject({ build_on_push: true, custom_url: 'https://a.example', repo_url: dep.source_config.repo_url, resource_spec: dep.source_config.resource_spec });
+    expect(p.source_config).toMatchObject({
+      build_on_push: true,
+      custom_url: 'https://a.example',
+      repo_url: dep.source_config.repo_url,
+      resource_spec: dep.source_config.resource_spec,
+    });
     expect(p.latest_revision_id).toBe(dep.latest_revision_id);
     expect(new Date(p.updated_at).getTime()).toBeGreaterThanOrEqual(new Date(dep.updated_at).getTime());
   });
 
   it('replaces resource_spec whole and starts a revision; new repo_ref too, newest first', async () => {
     const dep = await create('patch-rev');
-    const r1 = await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_config: { resource_spec: { cpu: 2 } } } });
+    const r1 = await call('PATCH', `/v2/deployments/${dep.id}`, {
+      body: { source_config: { resource_spec: { cpu: 2 } } },
+    });
     expect(r1.json().source_config.resource_spec).toEqual({ cpu: 2 });
     expect(r1.json().latest_revision_id).not.toBe(dep.latest_revision_id);
-    const r2 = (await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: 'feature' } } })).json();
+    const r2 = (
+      await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: 'feature' } } })
+    ).json();
     expect(r2.source_revision_config.repo_ref).toBe('feature');
     const list = (await call('GET', `/v2/deployments/${dep.id}/revisions`)).json();
-    expect(list.resources.map((r: { id: string }) => r.id)).toEqual([r2.latest_revision_id, r1.json().latest_revision_id, dep.latest_revision_id]);
+    expect(list.resources.map((r: { id: string }) => r.id)).toEqual([
+      r2.latest_revision_id,
+      r1.json().latest_revision_id,
+      dep.latest_revision_id,
+    ]);
     expect(list.resources[0].source_revision_config.repo_ref).toBe('feature');
     expect(list.resources[2].source_revision_config.repo_ref).toBe('main');
   });
@@ -207,24 +305,39 @@ describe('patch', () => {
     const dep = await create('patch-secrets');
     const same = (await call('PATCH', `/v2/deployments/${dep.id}`, { body: { secrets: [] } })).json();
     expect(same.latest_revision_id).toBe(dep.latest_revision_id);
-    const res = await call('PATCH', `/v2/deployments/${dep.id}`, { body: { secrets: [{ name: 'NEW_ONE', value: 'v2-secret' }] } });
+    const res = await call('PATCH', `/v2/deployments/${dep.id}`, {
+      body: { secrets: [{ name: 'NEW_ONE', value: 'v2-secret' }] },
+    });
     expect(res.body).not.toContain('v2-secret');
     expect(res.json().secrets).toEqual([{ name: 'NEW_ONE' }]);
     expect(res.json().latest_revision_id).not.toBe(dep.latest_revision_id);
-    const revs = await h.store.list('AgentRevision', 'default', { labelSelector: `agentplane.dev/deployment=${deploymentName(dep.id)}` });
+    const revs = await h.store.list('AgentRevision', 'default', {
+      labelSelector: `agentplane.dev/deployment=${deploymentName(dep.id)}`,
+    });
     const byNumber = Object.fromEntries(revs.items.map((r) => [r.spec.revisionNumber, r]));
     expect(await h.store.getSecrets('default', byNumber[2]!.spec.secretsName!)).toEqual({ NEW_ONE: 'v2-secret' });
-    expect(await h.store.getSecrets('default', byNumber[1]!.spec.secretsName!)).toEqual({ OPENAI_API_KEY: 'sk-very-secret-value' });
+    expect(await h.store.getSecrets('default', byNumber[1]!.spec.secretsName!)).toEqual({
+      OPENAI_API_KEY: 'sk-very-secret-value',
+    });
   });
 
   it('concurrent PATCHes each get their own revision (optimistic retries, no lost update)', async () => {
     const dep = await create('patch-concurrent');
     const refs = ['c1', 'c2', 'c3', 'c4', 'c5'];
-    const results = await Promise.all(refs.map((r) => call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: r } } })));
+    const results = await Promise.all(
+      refs.map((r) =>
+        call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: r } } }),
+      ),
+    );
     expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200]);
     const list = (await call('GET', `/v2/deployments/${dep.id}/revisions`)).json();
     expect(list.resources.map((r: { revision_number: number }) => r.revision_number)).toEqual([6, 5, 4, 3, 2, 1]);
-    expect(list.resources.slice(0, 5).map((r: { source_revision_config: { repo_ref: string } }) => r.source_revision_config.repo_ref).sort()).toEqual(refs);
+    expect(
+      list.resources
+        .slice(0, 5)
+        .map((r: { source_revision_config: { repo_ref: string } }) => r.source_revision_config.repo_ref)
+        .sort(),
+    ).toEqual(refs);
     const final = (await call('GET', `/v2/deployments/${dep.id}`)).json();
     expect(final.latest_revision_id).toBe(list.resources[0].id);
     expect(final.source_revision_config.repo_ref).toBe(list.resources[0].source_revision_config.repo_ref);
@@ -244,11 +357,25 @@ describe('patch', () => {
       expect(res.json().detail).toContain(field);
     }
     // The same value is not a change.
-    expect((await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source: 'github', source_config: { repo_url: dep.source_config.repo_url } } })).statusCode).toBe(200);
+    expect(
+      (
+        await call('PATCH', `/v2/deployments/${dep.id}`, {
+          body: { source: 'github', source_config: { repo_url: dep.source_config.repo_url } },
+        })
+      ).statusCode,
+    ).toBe(200);
     await create('taken');
     expect((await call('PATCH', `/v2/deployments/${dep.id}`, { body: { name: 'taken' } })).statusCode).toBe(409);
-    expect((await call('PATCH', `/v2/deployments/${dep.id}`, { body: { name: 'renamed-ok' } })).json().name).toBe('renamed-ok');
-    expect((await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_config: { min: 1, resource_spec: { cpu: -1 } } } })).statusCode).toBe(422);
+    expect((await call('PATCH', `/v2/deployments/${dep.id}`, { body: { name: 'renamed-ok' } })).json().name).toBe(
+      'renamed-ok',
+    );
+    expect(
+      (
+        await call('PATCH', `/v2/deployments/${dep.id}`, {
+          body: { source_config: { min: 1, resource_spec: { cpu: -1 } } },
+        })
+      ).statusCode,
+    ).toBe(422);
   });
 });
 
@@ -264,15 +391,29 @@ describe('revisions', () => {
     expect(posted.json()).toMatchObject({ revision_number: 2, status: 'CREATING' });
     // The operator writes status; here the test does, through the store.
     const r1 = await h.store.get('AgentRevision', 'default', `${deploymentName(dep.id)}-r1`);
-    await h.store.updateStatus('AgentRevision', { ...r1, status: { phase: 'DEPLOYED', image: 'img:1', repoCommitSha: 'abc123' } });
+    await h.store.updateStatus('AgentRevision', {
+      ...r1,
+      status: { phase: 'DEPLOYED', image: 'img:1', repoCommitSha: 'abc123' },
+    });
     const deployed = (await call('GET', `${base}?status=DEPLOYED`)).json();
     expect(deployed.resources.map((r: { id: string }) => r.id)).toEqual([dep.latest_revision_id]);
-    expect(deployed.resources[0]).toMatchObject({ image: 'img:1', repo_commit_sha: 'abc123', source_revision_config: { repo_commit_sha: 'abc123' } });
+    expect(deployed.resources[0]).toMatchObject({
+      image: 'img:1',
+      repo_commit_sha: 'abc123',
+      source_revision_config: { repo_commit_sha: 'abc123' },
+    });
     expect((await call('GET', `${base}?limit=1`)).json().resources[0].id).toBe(posted.json().id);
     expect((await call('GET', `${base}?limit=1&offset=1`)).json().resources[0].id).toBe(dep.latest_revision_id);
-    const redeploy = await h.app.inject({ method: 'POST', url: `${base}/${dep.latest_revision_id}/redeploy`, headers: { 'x-api-key': h.key, 'x-tenant-id': 'tenant-a', 'content-type': 'application/json' }, payload: '' });
+    const redeploy = await h.app.inject({
+      method: 'POST',
+      url: `${base}/${dep.latest_revision_id}/redeploy`,
+      headers: { 'x-api-key': h.key, 'x-tenant-id': 'tenant-a', 'content-type': 'application/json' },
+      payload: '',
+    });
     expect(redeploy.statusCode).toBe(200);
-    expect((await h.store.get('AgentDeployment', 'default', deploymentName(dep.id))).spec.targetRevisionName).toBe(`${deploymentName(dep.id)}-r1`);
+    expect((await h.store.get('AgentDeployment', 'default', deploymentName(dep.id))).spec.targetRevisionName).toBe(
+      `${deploymentName(dep.id)}-r1`,
+    );
     const missing = await call('GET', `${base}/00000000-0000-4000-8000-000000000000`);
     expect(missing.statusCode).toBe(404);
     expect(missing.json().detail).toBe('Revision ID 00000000-0000-4000-8000-000000000000 not found.');
@@ -292,7 +433,9 @@ describe('revisions', () => {
     expect(p1.logs.map((l: { message: string }) => l.message)).toEqual(['step 1', 'step 2']);
     const p2 = (await call('GET', `${url}?type=build&limit=2&offset=${p1.next_offset}`)).json();
     expect(p2).toMatchObject({ logs: [{ message: 'step 3', type: 'build' }], next_offset: null });
-    expect((await call('GET', `${url}?type=deploy`)).json().logs.map((l: { message: string }) => l.message)).toEqual(['listening']);
+    expect((await call('GET', `${url}?type=deploy`)).json().logs.map((l: { message: string }) => l.message)).toEqual([
+      'listening',
+    ]);
     expect((await call('GET', `${url}?type=other`)).statusCode).toBe(422);
     expect((await call('GET', `${url}?limit=1001`)).statusCode).toBe(422);
   });
@@ -305,7 +448,13 @@ describe('delete', () => {
     expect(del.statusCode).toBe(204);
     expect(del.body).toBe('');
     expect((await call('GET', `/api-host/v2/deployments/${dep.id}`)).statusCode).toBe(404);
-    expect((await h.store.list('AgentRevision', 'default', { labelSelector: `agentplane.dev/deployment=${deploymentName(dep.id)}` })).items).toEqual([]);
+    expect(
+      (
+        await h.store.list('AgentRevision', 'default', {
+          labelSelector: `agentplane.dev/deployment=${deploymentName(dep.id)}`,
+        })
+      ).items,
+    ).toEqual([]);
     expect((await call('DELETE', `/v2/deployments/${dep.id}`)).statusCode).toBe(404);
   });
 
@@ -330,7 +479,10 @@ describe('delete', () => {
     const c = await create('bulk-c');
     const partial = await call('DELETE', `/v2/deployments?deployment_ids=${c.id},${a.id}`);
     expect(partial.statusCode).toBe(207);
-    expect(partial.json()).toEqual({ deleted: [c.id], errors: [{ id: a.id, detail: `Deployment ID ${a.id} not found.` }] });
+    expect(partial.json()).toEqual({
+      deleted: [c.id],
+      errors: [{ id: a.id, detail: `Deployment ID ${a.id} not found.` }],
+    });
     expect((await call('DELETE', '/v2/deployments')).statusCode).toBe(422);
   });
 });
@@ -340,12 +492,28 @@ describe('nothing is half-created', () => {
     embedded: async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-half-'));
       const store = openEmbeddedStore({ dataDir: dir });
-      return { store, close: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+      return {
+        store,
+        close: async () => {
+          await store.close();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     },
     kubernetes: async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'half', logger: silentLogger() });
-      return { store, close: async () => { await store.close(); await kube.stop(); } };
+      const store = openKubernetesStore({
+        kubeConfig: loadKubeConfig(kube.kubeconfig),
+        namespace: 'half',
+        logger: silentLogger(),
+      });
+      return {
+        store,
+        close: async () => {
+          await store.close();
+          await kube.stop();
+        },
+      };
     },
   };
   for (const [name, open] of Object.entries(stores)) {
@@ -354,12 +522,19 @@ describe('nothing is half-created', () => {
       // Wrap the real store so that writing the secret set fails: the deployment exists by then.
       const failing = new Proxy(store, {
         get(target, prop, receiver) {
-          if (prop === 'putSecrets') return async () => { throw new Error('injected failure'); };
+          if (prop === 'putSecrets')
+            return async () => {
+              throw new Error('injected failure');
+            };
           const v = Reflect.get(target, prop, receiver) as unknown;
           return typeof v === 'function' ? v.bind(target) : v;
         },
       });
-      const app = await createControlPlane({ store: failing, logger: silentLogger(), bootstrapKeys: [{ key: 'boot-key-0123456789abcdef', tenants: ['*'] }] });
+      const app = await createControlPlane({
+        store: failing,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: 'boot-key-0123456789abcdef', tenants: ['*'] }],
+      });
       try {
         const headers = { 'x-api-key': 'boot-key-0123456789abcdef', 'x-tenant-id': 'tenant-a' };
         const res = await app.inject({ method: 'POST', url: '/v2/deployments', headers, payload: githubBody('half') });
@@ -367,7 +542,12 @@ describe('nothing is half-created', () => {
         expect((await store.list('AgentDeployment')).items).toEqual([]);
         expect((await store.list('AgentRevision')).items).toEqual([]);
         // Without secrets the same create goes through (the failure was the injected one).
-        const ok = await app.inject({ method: 'POST', url: '/v2/deployments', headers, payload: { ...githubBody('whole'), secrets: [] } });
+        const ok = await app.inject({
+          method: 'POST',
+          url: '/v2/deployments',
+          headers,
+          payload: { ...githubBody('whole'), secrets: [] },
+        });
         expect(ok.statusCode).toBe(201);
         expect((await store.list('AgentRevision')).items).toHaveLength(1);
       } finally {

@@ -22,17 +22,39 @@ const stores: Record<string, () => Promise<{ store: ControlPlaneStore; ns: strin
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-bad-'));
     const store = openEmbeddedStore({ dataDir: dir });
-    return { store, ns: 'default', close: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+    return {
+      store,
+      ns: 'default',
+      close: async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   },
   kubernetes: async () => {
     const kube = await startKube();
-    const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'bad', logger: silentLogger() });
-    return { store, ns: 'bad', close: async () => { await store.close(); await kube.stop(); } };
+    const store = openKubernetesStore({
+      kubeConfig: loadKubeConfig(kube.kubeconfig),
+      namespace: 'bad',
+      logger: silentLogger(),
+    });
+    return {
+      store,
+      ns: 'bad',
+      close: async () => {
+        await store.close();
+        await kube.stop();
+      },
+    };
   },
 };
 
 /** Wraps a real store so that one method fails (after the deployment exists), recording the secret sets written. */
-function failing(store: ControlPlaneStore, fail: (prop: string, args: unknown[]) => boolean, secretSets: string[]): ControlPlaneStore {
+function failing(
+  store: ControlPlaneStore,
+  fail: (prop: string, args: unknown[]) => boolean,
+  secretSets: string[],
+): ControlPlaneStore {
   return new Proxy(store, {
     get(target, prop, receiver) {
       const v = Reflect.get(target, prop, receiver) as unknown;
@@ -52,7 +74,11 @@ for (const [kind, open] of Object.entries(stores)) {
     let app: FastifyInstance;
     beforeAll(async () => {
       s = await open();
-      app = await createControlPlane({ store: s.store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
+      app = await createControlPlane({
+        store: s.store,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+      });
     });
     afterAll(async () => {
       await app?.close();
@@ -90,7 +116,15 @@ for (const [kind, open] of Object.entries(stores)) {
       }
       // Bulk delete names the unknown id the same way.
       const bulk = await call('DELETE', '/v2/deployments?deployment_ids=00000000-0000-4000-8000-000000000000');
-      expect(bulk.json()).toEqual({ deleted: [], errors: [{ id: '00000000-0000-4000-8000-000000000000', detail: 'Deployment ID 00000000-0000-4000-8000-000000000000 not found.' }] });
+      expect(bulk.json()).toEqual({
+        deleted: [],
+        errors: [
+          {
+            id: '00000000-0000-4000-8000-000000000000',
+            detail: 'Deployment ID 00000000-0000-4000-8000-000000000000 not found.',
+          },
+        ],
+      });
     });
 
     it('422 with field paths for invalid PATCH bodies and queries; the deployment is unchanged', async () => {
@@ -105,7 +139,10 @@ for (const [kind, open] of Object.entries(stores)) {
       for (const [body, loc] of cases) {
         const res = await call('PATCH', `/v2/deployments/${dep.id}`, body);
         expect(res.statusCode, `${loc}: ${res.body}`).toBe(422);
-        expect((res.json().detail as { loc: string[] }[]).map((d) => d.loc.join('.')), res.body).toContain(loc);
+        expect(
+          (res.json().detail as { loc: string[] }[]).map((d) => d.loc.join('.')),
+          res.body,
+        ).toContain(loc);
       }
       const malformed = await app.inject({
         method: 'PATCH',
@@ -125,7 +162,10 @@ for (const [kind, open] of Object.entries(stores)) {
       ] as const) {
         const res = await call('GET', url);
         expect(res.statusCode, url).toBe(422);
-        expect((res.json().detail as { loc: string[] }[]).map((d) => d.loc.join('.')), res.body).toContain(loc);
+        expect(
+          (res.json().detail as { loc: string[] }[]).map((d) => d.loc.join('.')),
+          res.body,
+        ).toContain(loc);
       }
       for (const limit of [1, 100]) expect((await call('GET', `/v2/deployments?limit=${limit}`)).statusCode).toBe(200);
       const after = await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id));
@@ -138,9 +178,18 @@ for (const [kind, open] of Object.entries(stores)) {
       const before = await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id));
       const sets: string[] = [];
       // Writing the deployment fails (injected) after the new secret set was stored.
-      const broken = await createControlPlane({ store: failing(s.store, (p) => p === 'update', sets), logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
+      const broken = await createControlPlane({
+        store: failing(s.store, (p) => p === 'update', sets),
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+      });
       try {
-        const res = await call('PATCH', `/v2/deployments/${dep.id}`, { secrets: [{ name: 'NEW', value: 'new-secret-value' }] }, broken);
+        const res = await call(
+          'PATCH',
+          `/v2/deployments/${dep.id}`,
+          { secrets: [{ name: 'NEW', value: 'new-secret-value' }] },
+          broken,
+        );
         expect(res.statusCode, res.body).toBe(500);
         expect(res.body).not.toContain('new-secret-value');
       } finally {
@@ -152,12 +201,25 @@ for (const [kind, open] of Object.entries(stores)) {
       expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
       expect((await call('GET', `/v2/deployments/${dep.id}/revisions`)).json().resources).toHaveLength(1);
       // A PATCH refused by a rule across fields (build_on_push with a tag) writes nothing either.
-      const tagged = (await call('POST', '/v2/deployments', githubBody('tagged', { source_config: { ...githubBody('x').source_config, build_on_push: true } }))).json();
+      const tagged = (
+        await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('tagged', { source_config: { ...githubBody('x').source_config, build_on_push: true } }),
+        )
+      ).json();
       const t0 = await s.store.get('AgentDeployment', s.ns, deploymentName(tagged.id));
-      const refused = await call('PATCH', `/v2/deployments/${tagged.id}`, { secrets: [{ name: 'NEW', value: 'v' }], source_revision_config: { repo_ref: 'refs/tags/v1' } });
+      const refused = await call('PATCH', `/v2/deployments/${tagged.id}`, {
+        secrets: [{ name: 'NEW', value: 'v' }],
+        source_revision_config: { repo_ref: 'refs/tags/v1' },
+      });
       expect(refused.statusCode, refused.body).toBe(422);
-      expect(refused.json().detail.map((d: { loc: string[] }) => d.loc.join('.'))).toContain('body.source_config.build_on_push');
-      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(tagged.id))).metadata.resourceVersion).toBe(t0.metadata.resourceVersion);
+      expect(refused.json().detail.map((d: { loc: string[] }) => d.loc.join('.'))).toContain(
+        'body.source_config.build_on_push',
+      );
+      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(tagged.id))).metadata.resourceVersion).toBe(
+        t0.metadata.resourceVersion,
+      );
       expect((await call('GET', `/v2/deployments/${tagged.id}/revisions`)).json().resources).toHaveLength(1);
     });
 
@@ -169,7 +231,11 @@ for (const [kind, open] of Object.entries(stores)) {
       ];
       for (const [step, fail] of steps) {
         const sets: string[] = [];
-        const broken = await createControlPlane({ store: failing(s.store, fail, sets), logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
+        const broken = await createControlPlane({
+          store: failing(s.store, fail, sets),
+          logger: silentLogger(),
+          bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+        });
         const name = `half-${step.split(' ')[0]}`;
         try {
           const res = await call('POST', '/v2/deployments', githubBody(name), broken);
@@ -181,8 +247,14 @@ for (const [kind, open] of Object.entries(stores)) {
         const deps = (await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === name);
         expect(deps, step).toEqual([]);
         const live = new Set((await s.store.list('AgentDeployment', s.ns)).items.map((d) => d.metadata.name));
-        expect((await s.store.list('AgentRevision', s.ns)).items.filter((r) => !live.has(r.spec.deploymentName)), step).toEqual([]);
-        expect((await s.store.listNameClaims(s.ns)).filter((c) => c.name === name), step).toEqual([]);
+        expect(
+          (await s.store.list('AgentRevision', s.ns)).items.filter((r) => !live.has(r.spec.deploymentName)),
+          step,
+        ).toEqual([]);
+        expect(
+          (await s.store.listNameClaims(s.ns)).filter((c) => c.name === name),
+          step,
+        ).toEqual([]);
         for (const set of sets) await expect(s.store.getSecrets(s.ns, set), step).rejects.toBeInstanceOf(NotFoundError);
         // The name is free afterwards.
         expect((await call('POST', '/v2/deployments', githubBody(name))).statusCode, step).toBe(201);

@@ -42,7 +42,9 @@ describe('api-key create: the store cannot be opened', () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'x');
     const line = await oneLineFailure(keyCreate('--data-dir', join(file, 'store')), bareEnv());
-    expect(line).toMatch(/^agentplane api-key: cannot open the embedded store in --data-dir .*a-file\/store: ENOTDIR: not a directory/);
+    expect(line).toMatch(
+      /^agentplane api-key: cannot open the embedded store in --data-dir .*a-file\/store: ENOTDIR: not a directory/,
+    );
   });
 
   it('--data-dir holding a file that is not a database', async () => {
@@ -50,7 +52,9 @@ describe('api-key create: the store cannot be opened', () => {
     mkdirSync(data);
     writeFileSync(join(data, 'control-plane.db'), 'this is not SQLite '.repeat(300));
     const line = await oneLineFailure(keyCreate('--data-dir', data), bareEnv());
-    expect(line).toBe(`agentplane api-key: cannot open the embedded store in --data-dir ${data}: file is not a database`);
+    expect(line).toBe(
+      `agentplane api-key: cannot open the embedded store in --data-dir ${data}: file is not a database`,
+    );
   });
 
   it('--store kubernetes without any Kubernetes configuration', async () => {
@@ -87,7 +91,11 @@ describe('api-key create: the store cannot be opened', () => {
     kube.url = `http://127.0.0.1:${port}`;
     const kubeconfig = kube.writeKubeconfig(join(dir, 'closed-kubeconfig'));
     const line = await oneLineFailure(keyCreate('--store', 'kubernetes'), bareEnv({ KUBECONFIG: kubeconfig }));
-    expect(line).toMatch(new RegExp(`^agentplane api-key: cannot use the Kubernetes API server at http://127\\.0\\.0\\.1:${port} \\(namespace default\\): fetch failed: .*ECONNREFUSED`));
+    expect(line).toMatch(
+      new RegExp(
+        `^agentplane api-key: cannot use the Kubernetes API server at http://127\\.0\\.0\\.1:${port} \\(namespace default\\): fetch failed: .*ECONNREFUSED`,
+      ),
+    );
   });
 
   it('an API server that refuses the credentials, and one without the CRDs', async () => {
@@ -95,11 +103,18 @@ describe('api-key create: the store cannot be opened', () => {
     try {
       const wrong = join(dir, 'wrong-token-kubeconfig');
       writeFileSync(wrong, readFileSync(kube.kubeconfig, 'utf8').replace('the-right-token', 'a-wrong-token'));
-      expect(await oneLineFailure(keyCreate('--store', 'kubernetes', '--namespace', 'agents'), bareEnv({ KUBECONFIG: wrong }))).toBe(
+      expect(
+        await oneLineFailure(
+          keyCreate('--store', 'kubernetes', '--namespace', 'agents'),
+          bareEnv({ KUBECONFIG: wrong }),
+        ),
+      ).toBe(
         `agentplane api-key: cannot use the Kubernetes API server at ${kube.server.url} (namespace agents): HTTP 401 Unauthorized`,
       );
       // The right credentials work.
-      const key = (await cli(keyCreate('--store', 'kubernetes', '--namespace', 'agents'), bareEnv({ KUBECONFIG: kube.kubeconfig }))).stdout.trim();
+      const key = (
+        await cli(keyCreate('--store', 'kubernetes', '--namespace', 'agents'), bareEnv({ KUBECONFIG: kube.kubeconfig }))
+      ).stdout.trim();
       expect(key.length).toBeGreaterThan(20);
     } finally {
       await kube.stop();
@@ -125,7 +140,9 @@ describe('api-key create: the store opens but refuses the key', () => {
     db.exec('CREATE TABLE api_keys (id TEXT PRIMARY KEY)');
     db.close();
     const line = await oneLineFailure(keyCreate('--data-dir', data), bareEnv());
-    expect(line).toBe(`agentplane api-key: could not store the key (--data-dir ${data}): table api_keys has no column named hash`);
+    expect(line).toBe(
+      `agentplane api-key: could not store the key (--data-dir ${data}): table api_keys has no column named hash`,
+    );
   });
 
   it('a bad tenant id is a usage error (exit code 2) and touches no store', async () => {
@@ -142,7 +159,9 @@ describe('control-plane: the same problems at start', () => {
     const file = join(dir, 'another-file');
     writeFileSync(file, 'x');
     const line = await oneLineFailure(['control-plane', '--port', '0', '--data-dir', join(file, 'store')], bareEnv());
-    expect(line).toMatch(/^agentplane control-plane: cannot open the embedded store in --data-dir .*another-file\/store: ENOTDIR/);
+    expect(line).toMatch(
+      /^agentplane control-plane: cannot open the embedded store in --data-dir .*another-file\/store: ENOTDIR/,
+    );
     expect(await oneLineFailure(['control-plane', '--port', '0', '--store', 'kubernetes'], bareEnv())).toMatch(
       /^agentplane control-plane: no Kubernetes configuration/,
     );

@@ -31,22 +31,41 @@ describe('agentplane control-plane input settings', () => {
       publicHost: 'api.example.com',
     });
     expect(c.secretKey!.equals(key)).toBe(true);
-    const f = parseControlPlaneConfig(['--max-scale', '3', '--allowed-custom-domains', '*', '--public-host', 'cp.example.com'], env)!;
-    expect(f.policy).toMatchObject({ maxScale: 3, maxCpu: 8.5, allowedCustomDomains: ['*'], publicHost: 'cp.example.com' });
+    const f = parseControlPlaneConfig(
+      ['--max-scale', '3', '--allowed-custom-domains', '*', '--public-host', 'cp.example.com'],
+      env,
+    )!;
+    expect(f.policy).toMatchObject({
+      maxScale: 3,
+      maxCpu: 8.5,
+      allowedCustomDomains: ['*'],
+      publicHost: 'cp.example.com',
+    });
   });
 
   it('bad values name the flag', () => {
     expect(() => parseControlPlaneConfig(['--max-scale', 'lots'], {})).toThrow(/--max-scale/);
     expect(() => parseControlPlaneConfig(['--max-cpu', '-1'], {})).toThrow(/--max-cpu/);
     expect(() => parseControlPlaneConfig([], { AGENTPLANE_MAX_MEMORY_MB: '1.5' })).toThrow(/--max-memory-mb/);
-    expect(() => parseControlPlaneConfig(['--allowed-custom-domains', 'ok.example.com,bad domain'], {})).toThrow(/--allowed-custom-domains/);
+    expect(() => parseControlPlaneConfig(['--allowed-custom-domains', 'ok.example.com,bad domain'], {})).toThrow(
+      /--allowed-custom-domains/,
+    );
     expect(() => parseControlPlaneConfig([], { AGENTPLANE_SECRET_KEY: 'c2hvcnQ=' })).toThrow(UsageError);
-    expect(() => parseControlPlaneConfig([], { AGENTPLANE_SECRET_KEY: 'c2hvcnQ=' })).toThrow(/AGENTPLANE_SECRET_KEY.*32 bytes/);
+    expect(() => parseControlPlaneConfig([], { AGENTPLANE_SECRET_KEY: 'c2hvcnQ=' })).toThrow(
+      /AGENTPLANE_SECRET_KEY.*32 bytes/,
+    );
   });
 
   it('--help lists every setting with its variable', () => {
     const help = formatHelp(controlPlaneCommand);
-    for (const v of ['AGENTPLANE_MAX_SCALE', 'AGENTPLANE_MAX_CPU', 'AGENTPLANE_MAX_MEMORY_MB', 'AGENTPLANE_ALLOWED_CUSTOM_DOMAINS', 'AGENTPLANE_PUBLIC_HOST', 'AGENTPLANE_SECRET_KEY']) {
+    for (const v of [
+      'AGENTPLANE_MAX_SCALE',
+      'AGENTPLANE_MAX_CPU',
+      'AGENTPLANE_MAX_MEMORY_MB',
+      'AGENTPLANE_ALLOWED_CUSTOM_DOMAINS',
+      'AGENTPLANE_PUBLIC_HOST',
+      'AGENTPLANE_SECRET_KEY',
+    ]) {
       expect(help).toContain(v);
     }
   });

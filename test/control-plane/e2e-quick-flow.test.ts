@@ -30,7 +30,12 @@ const setups: Record<string, () => Promise<Setup>> = {
     return {
       args: ['--store', 'kubernetes', '--namespace', 'agents'],
       env: { KUBECONFIG: kube.kubeconfig },
-      store: () => openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() }),
+      store: () =>
+        openKubernetesStore({
+          kubeConfig: loadKubeConfig(kube.kubeconfig),
+          namespace: 'agents',
+          logger: silentLogger(),
+        }),
       cleanup: () => kube.stop(),
     };
   },
@@ -46,8 +51,14 @@ for (const [name, make] of Object.entries(setups)) {
 
     beforeAll(async () => {
       setup = await make();
-      key = (await cli(['api-key', 'create', '--tenant', 'team-1', '--name', 'ci', ...setup.args], setup.env)).stdout.trim();
-      proc = await startControlPlaneProcess(setup.args, { ...setup.env, AGENTPLANE_BOOTSTRAP_API_KEY: BOOT, AGENTPLANE_BOOTSTRAP_TENANTS: 'team-2' });
+      key = (
+        await cli(['api-key', 'create', '--tenant', 'team-1', '--name', 'ci', ...setup.args], setup.env)
+      ).stdout.trim();
+      proc = await startControlPlaneProcess(setup.args, {
+        ...setup.env,
+        AGENTPLANE_BOOTSTRAP_API_KEY: BOOT,
+        AGENTPLANE_BOOTSTRAP_TENANTS: 'team-2',
+      });
       store = setup.store();
     }, 60_000);
     afterAll(async () => {
@@ -59,7 +70,12 @@ for (const [name, make] of Object.entries(setups)) {
     const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
       const res = await fetch(`${proc.url}${path}`, {
         method,
-        headers: { 'x-api-key': key, 'x-tenant-id': 'team-1', ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+        headers: {
+          'x-api-key': key,
+          'x-tenant-id': 'team-1',
+          ...(body ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
         body: body ? JSON.stringify(body) : undefined,
       });
       const text = await res.text();
@@ -88,7 +104,9 @@ for (const [name, make] of Object.entries(setups)) {
       }
       expect((await api('GET', `/v2/deployments/${dep.id}/revisions/${first}`)).body.status).toBe('DEPLOYED');
 
-      const patched = await api('PATCH', `/v2/deployments/${dep.id}`, { source_revision_config: { repo_ref: 'release-2' } });
+      const patched = await api('PATCH', `/v2/deployments/${dep.id}`, {
+        source_revision_config: { repo_ref: 'release-2' },
+      });
       expect(patched.status).toBe(200);
       const second = patched.body.latest_revision_id as string;
       expect(second).not.toBe(first);
@@ -110,10 +128,15 @@ for (const [name, make] of Object.entries(setups)) {
       expect((await api('GET', '/v2/deployments', undefined, { 'x-api-key': '' })).status).toBe(401);
       expect((await api('GET', '/v2/deployments', undefined, { 'x-api-key': 'apk_nope' })).status).toBe(401);
       expect((await api('GET', '/v2/deployments', undefined, { 'x-tenant-id': 'team-2' })).status).toBe(403);
-      const boot = await api('POST', '/v2/deployments', githubBody('boot'), { 'x-api-key': BOOT, 'x-tenant-id': 'team-2' });
+      const boot = await api('POST', '/v2/deployments', githubBody('boot'), {
+        'x-api-key': BOOT,
+        'x-tenant-id': 'team-2',
+      });
       expect(boot.status).toBe(201);
       expect((await api('GET', `/v2/deployments/${boot.body.id}`)).status).toBe(404);
-      expect((await api('GET', '/v2/deployments', undefined, { 'x-api-key': BOOT, 'x-tenant-id': 'team-1' })).status).toBe(403);
+      expect(
+        (await api('GET', '/v2/deployments', undefined, { 'x-api-key': BOOT, 'x-tenant-id': 'team-1' })).status,
+      ).toBe(403);
       expect((await fetch(`${proc.url}/ok`)).status).toBe(200);
       expect(proc.logs()).not.toContain('sk-very-secret-value');
     });
@@ -127,19 +150,37 @@ describe('embedded store survives a restart', () => {
       const key = (await cli(['api-key', 'create', '--tenant', 'team-r', '--data-dir', dir])).stdout.trim();
       const headers = { 'x-api-key': key, 'x-tenant-id': 'team-r', 'content-type': 'application/json' };
       let proc = await startControlPlaneProcess(['--data-dir', dir]);
-      const dep = (await (await fetch(`${proc.url}/v2/deployments`, { method: "POST", headers, body: JSON.stringify(githubBody("durable")) })).json()) as { id: string };
-      await fetch(`${proc.url}/v2/deployments/${dep.id}`, { method: 'PATCH', headers, body: JSON.stringify({ source_revision_config: { repo_ref: 'v2' } }) });
-      const before = (await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()) as { resources: unknown[] };
+      const dep = (await (
+        await fetch(`${proc.url}/v2/deployments`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(githubBody('durable')),
+        })
+      ).json()) as { id: string };
+      await fetch(`${proc.url}/v2/deployments/${dep.id}`, {
+        method: 'PATCH',
+        headers,
+        body: JSON.stringify({ source_revision_config: { repo_ref: 'v2' } }),
+      });
+      const before = (await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()) as {
+        resources: unknown[];
+      };
       await proc.stop();
       proc = await startControlPlaneProcess(['--data-dir', dir]);
       try {
         const after = await fetch(`${proc.url}/v2/deployments/${dep.id}`, { headers });
         expect(after.status).toBe(200);
         expect(((await after.json()) as { secrets: unknown }).secrets).toEqual([{ name: 'OPENAI_API_KEY' }]);
-        expect(await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()).toEqual(before);
+        expect(await (await fetch(`${proc.url}/v2/deployments/${dep.id}/revisions`, { headers })).json()).toEqual(
+          before,
+        );
         expect(before.resources).toHaveLength(2);
         // Its name is still taken (the claim survived too), and the key made by the CLI still works.
-        const dup = await fetch(`${proc.url}/v2/deployments`, { method: 'POST', headers, body: JSON.stringify(githubBody('durable')) });
+        const dup = await fetch(`${proc.url}/v2/deployments`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(githubBody('durable')),
+        });
         expect(dup.status).toBe(409);
       } finally {
         await proc.stop();
@@ -154,7 +195,9 @@ describe('kubernetes store without the CRDs', () => {
   it('the control plane refuses to start and says how to install them', async () => {
     const kube = await startKube({ crdDir: undefined });
     try {
-      await expect(startControlPlaneProcess(['--store', 'kubernetes'], { KUBECONFIG: kube.kubeconfig })).rejects.toThrow(/kubectl apply -f crds/);
+      await expect(
+        startControlPlaneProcess(['--store', 'kubernetes'], { KUBECONFIG: kube.kubeconfig }),
+      ).rejects.toThrow(/kubectl apply -f crds/);
     } finally {
       await kube.stop();
     }
@@ -164,7 +207,10 @@ describe('kubernetes store without the CRDs', () => {
 describe('CLI usage errors', () => {
   it('api-key create needs a tenant; bad flags are usage errors with exit code 2', async () => {
     expect((await cliFails(['api-key', 'create'])).code).toBe(2);
-    expect((await cliFails(['api-key', 'create', '--tenant', 'bad tenant!', '--data-dir', join(tmpdir(), 'ap-cp-unused')])).stderr).toMatch(/tenant/);
+    expect(
+      (await cliFails(['api-key', 'create', '--tenant', 'bad tenant!', '--data-dir', join(tmpdir(), 'ap-cp-unused')]))
+        .stderr,
+    ).toMatch(/tenant/);
     expect((await cliFails(['control-plane', '--store', 'mongo'])).stderr).toMatch(/--store/);
     expect((await cli(['control-plane', '--help'])).stdout).toMatch(/--namespace/);
     expect((await cli(['api-key', '--help'])).stdout).toMatch(/--tenant/);

@@ -113,28 +113,42 @@ describe('custom hosts', () => {
     else expect(p).toBeUndefined();
   });
 
-  it.each(['ftp://x.example.com', 'https://u:p@x.example.com', 'https://x.example.com:444', 'localhost', '10.0.0.1', 'https://[::1]/', 'a b.example.com'])(
-    '%s is not a custom URL',
-    (url) => {
-      expect(customUrlHost(url)).toHaveProperty('problem');
-    },
-  );
+  it.each([
+    'ftp://x.example.com',
+    'https://u:p@x.example.com',
+    'https://x.example.com:444',
+    'localhost',
+    '10.0.0.1',
+    'https://[::1]/',
+    'a b.example.com',
+  ])('%s is not a custom URL', (url) => {
+    expect(customUrlHost(url)).toHaveProperty('problem');
+  });
 
   it('no domains: refused; * : any host but the control plane', () => {
     expect(customHostProblem('a.example.com', { allowedCustomDomains: [] })).toMatch(/not enabled/);
     expect(customHostProblem('a.example.com', { allowedCustomDomains: ['*'] })).toBeUndefined();
-    expect(customHostProblem('cp.example.com', { allowedCustomDomains: ['*'], publicHost: 'cp.example.com' })).toMatch(/own host/);
+    expect(customHostProblem('cp.example.com', { allowedCustomDomains: ['*'], publicHost: 'cp.example.com' })).toMatch(
+      /own host/,
+    );
   });
 });
 
 describe('resourceBoundProblems', () => {
   it('names each field over its bound with the bound and the flag', () => {
-    expect(resourceBoundProblems({ min_scale: 1, max_scale: 10, cpu: 4, memory_mb: 8192 }, DEFAULT_INPUT_POLICY)).toEqual([]);
-    expect(resourceBoundProblems({ min_scale: 100000, cpu: 1e9, memory_limit_mb: 8193 }, DEFAULT_INPUT_POLICY)).toEqual([
-      ['min_scale', 'min_scale must be at most 10 replicas on this control plane (--max-scale), got 100000'],
-      ['cpu', 'cpu must be at most 4 CPU cores on this control plane (--max-cpu), got 1000000000'],
-      ['memory_limit_mb', 'memory_limit_mb must be at most 8192 MB on this control plane (--max-memory-mb), got 8193'],
-    ]);
+    expect(
+      resourceBoundProblems({ min_scale: 1, max_scale: 10, cpu: 4, memory_mb: 8192 }, DEFAULT_INPUT_POLICY),
+    ).toEqual([]);
+    expect(resourceBoundProblems({ min_scale: 100000, cpu: 1e9, memory_limit_mb: 8193 }, DEFAULT_INPUT_POLICY)).toEqual(
+      [
+        ['min_scale', 'min_scale must be at most 10 replicas on this control plane (--max-scale), got 100000'],
+        ['cpu', 'cpu must be at most 4 CPU cores on this control plane (--max-cpu), got 1000000000'],
+        [
+          'memory_limit_mb',
+          'memory_limit_mb must be at most 8192 MB on this control plane (--max-memory-mb), got 8193',
+        ],
+      ],
+    );
   });
 });
 
@@ -155,6 +169,8 @@ describe('redactUrl', () => {
   });
 
   it('masks every URL in a line of text', () => {
-    expect(redactUrlsIn("fatal: unable to access 'https://a:b@h/r/' (ssh://c:d@e/f)")).toBe("fatal: unable to access 'https://***@h/r/' (ssh://c:***@e/f)");
+    expect(redactUrlsIn("fatal: unable to access 'https://a:b@h/r/' (ssh://c:d@e/f)")).toBe(
+      "fatal: unable to access 'https://***@h/r/' (ssh://c:***@e/f)",
+    );
   });
 });

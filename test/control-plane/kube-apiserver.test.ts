@@ -27,7 +27,8 @@ async function failure(p: Promise<unknown>): Promise<{ code: number; body: any }
   try {
     await p;
   } catch (err) {
-    if (err instanceof ApiException) return { code: err.code, body: typeof err.body === 'string' ? JSON.parse(err.body) : err.body };
+    if (err instanceof ApiException)
+      return { code: err.code, body: typeof err.body === 'string' ? JSON.parse(err.body) : err.body };
     throw err;
   }
   throw new Error('expected the API server to refuse');
@@ -46,11 +47,15 @@ afterAll(async () => {
 
 describe('kube-apiserver double', () => {
   it('refuses non-structural CRD schemas like the real server (ours pass)', () => {
-    expect(structuralProblems({ type: 'object', properties: { a: { properties: {} }, b: { type: 'object', additionalProperties: false } } })).toEqual([
-      '.a: type is required',
-      '.b: additionalProperties: false is not allowed',
-    ]);
-    expect(kube.server.registry.all().map((k) => k.kind)).toEqual(expect.arrayContaining(['AgentDeployment', 'AgentRevision']));
+    expect(
+      structuralProblems({
+        type: 'object',
+        properties: { a: { properties: {} }, b: { type: 'object', additionalProperties: false } },
+      }),
+    ).toEqual(['.a: type is required', '.b: additionalProperties: false is not allowed']);
+    expect(kube.server.registry.all().map((k) => k.kind)).toEqual(
+      expect.arrayContaining(['AgentDeployment', 'AgentRevision']),
+    );
   });
 
   it('validates custom resources against the CRD schema: 422 Invalid with causes', async () => {
@@ -64,7 +69,9 @@ describe('kube-apiserver double', () => {
     expect(fields).toEqual(expect.arrayContaining(['spec.source', 'spec']));
     const badName = makeDeployment(ns) as any;
     badName.metadata.name = 'Not_A_Name';
-    expect((await failure(custom.createNamespacedCustomObject({ ...deps, body: badName }))).body.details.causes[0].field).toBe('metadata.name');
+    expect(
+      (await failure(custom.createNamespacedCustomObject({ ...deps, body: badName }))).body.details.causes[0].field,
+    ).toBe('metadata.name');
   });
 
   it('prunes unknown fields, drops status on create, 409 AlreadyExists, 404 NotFound Status', async () => {
@@ -77,18 +84,34 @@ describe('kube-apiserver double', () => {
     const dup = await failure(custom.createNamespacedCustomObject({ ...deps, body }));
     expect(dup).toMatchObject({ code: 409, body: { reason: 'AlreadyExists' } });
     const missing = await failure(custom.getNamespacedCustomObject({ ...deps, name: 'nope' }));
-    expect(missing).toMatchObject({ code: 404, body: { kind: 'Status', reason: 'NotFound', details: { name: 'nope' } } });
+    expect(missing).toMatchObject({
+      code: 404,
+      body: { kind: 'Status', reason: 'NotFound', details: { name: 'nope' } },
+    });
   });
 
   it('update needs a current resourceVersion; generation moves with spec only; /status writes only status', async () => {
-    const created = (await custom.createNamespacedCustomObject({ ...deps, body: makeDeployment(ns) })) as AgentDeployment;
+    const created = (await custom.createNamespacedCustomObject({
+      ...deps,
+      body: makeDeployment(ns),
+    })) as AgentDeployment;
     const name = created.metadata.name;
     const noRv = { ...created, metadata: { ...created.metadata, resourceVersion: undefined } };
     expect((await failure(custom.replaceNamespacedCustomObject({ ...deps, name, body: noRv }))).code).toBe(422);
-    const labeled = (await custom.replaceNamespacedCustomObject({ ...deps, name, body: { ...created, metadata: { ...created.metadata, labels: { ...created.metadata.labels, a: 'b' } } } })) as AgentDeployment;
+    const labeled = (await custom.replaceNamespacedCustomObject({
+      ...deps,
+      name,
+      body: { ...created, metadata: { ...created.metadata, labels: { ...created.metadata.labels, a: 'b' } } },
+    })) as AgentDeployment;
     expect(labeled.metadata.generation).toBe(1);
-    expect((await failure(custom.replaceNamespacedCustomObject({ ...deps, name, body: created }))).body.reason).toBe('Conflict');
-    const st = (await custom.replaceNamespacedCustomObjectStatus({ ...deps, name, body: { ...labeled, spec: { ...labeled.spec, displayName: 'ignored' }, status: { phase: 'READY' } } })) as AgentDeployment;
+    expect((await failure(custom.replaceNamespacedCustomObject({ ...deps, name, body: created }))).body.reason).toBe(
+      'Conflict',
+    );
+    const st = (await custom.replaceNamespacedCustomObjectStatus({
+      ...deps,
+      name,
+      body: { ...labeled, spec: { ...labeled.spec, displayName: 'ignored' }, status: { phase: 'READY' } },
+    })) as AgentDeployment;
     expect(st.status?.phase).toBe('READY');
     expect(st.spec.displayName).toBe(created.spec.displayName);
     expect(st.metadata.generation).toBe(1);
@@ -106,7 +129,10 @@ describe('kube-apiserver double', () => {
     expect(jp.spec.displayName).toBe('json-patched');
     expect(jp.metadata.generation).toBe(3);
     const invalidPatch = await failure(
-      custom.patchNamespacedCustomObject({ ...deps, name, body: { spec: { revisionCounter: 0 } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)),
+      custom.patchNamespacedCustomObject(
+        { ...deps, name, body: { spec: { revisionCounter: 0 } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ),
     );
     expect(invalidPatch.code).toBe(422);
   });
@@ -114,13 +140,25 @@ describe('kube-apiserver double', () => {
   it('enforces the immutable revision spec (x-kubernetes-validations self == oldSelf)', async () => {
     const dep = (await custom.createNamespacedCustomObject({ ...deps, body: makeDeployment(ns) })) as AgentDeployment;
     const rev = (await custom.createNamespacedCustomObject({ ...revs, body: makeRevision(dep) })) as any;
-    const res = await failure(custom.replaceNamespacedCustomObject({ ...revs, name: rev.metadata.name, body: { ...rev, spec: { ...rev.spec, revisionNumber: 9 } } }));
+    const res = await failure(
+      custom.replaceNamespacedCustomObject({
+        ...revs,
+        name: rev.metadata.name,
+        body: { ...rev, spec: { ...rev.spec, revisionNumber: 9 } },
+      }),
+    );
     expect(res.code).toBe(422);
     expect(res.body.message).toContain('spec is immutable');
   });
 
   it('deleting an owner garbage-collects dependents; finalizers hold an object until removed', async () => {
-    const dep = (await custom.createNamespacedCustomObject({ ...deps, body: { ...makeDeployment(ns), metadata: { ...makeDeployment(ns).metadata, finalizers: ['agentplane.dev/runtime'] } } })) as AgentDeployment;
+    const dep = (await custom.createNamespacedCustomObject({
+      ...deps,
+      body: {
+        ...makeDeployment(ns),
+        metadata: { ...makeDeployment(ns).metadata, finalizers: ['agentplane.dev/runtime'] },
+      },
+    })) as AgentDeployment;
     const rev = (await custom.createNamespacedCustomObject({ ...revs, body: makeRevision(dep) })) as any;
     await custom.deleteNamespacedCustomObject({ ...deps, name: dep.metadata.name });
     const marked = (await custom.getNamespacedCustomObject({ ...deps, name: dep.metadata.name })) as AgentDeployment;
@@ -137,9 +175,14 @@ describe('kube-apiserver double', () => {
   });
 
   it('validates built-in Secrets, and refuses clients without the token', async () => {
-    const bad = await failure(core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's1' }, data: { A: 'not base64!' } } }));
+    const bad = await failure(
+      core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's1' }, data: { A: 'not base64!' } } }),
+    );
     expect(bad.code).toBe(422);
-    const ok = await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 's2' }, stringData: { A: 'plain' } } });
+    const ok = await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 's2' }, stringData: { A: 'plain' } },
+    });
     expect(ok.data).toEqual({ A: Buffer.from('plain').toString('base64') });
     const anon = new KubeConfig();
     anon.loadFromOptions({
@@ -148,38 +191,85 @@ describe('kube-apiserver double', () => {
       contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
       currentContext: 'x',
     });
-    expect((await failure(anon.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name: 's2' }))).code).toBe(401);
+    expect(
+      (await failure(anon.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name: 's2' }))).code,
+    ).toBe(401);
   });
 
   it('lets tests register more built-in kinds (how H5 adds apps/v1 Deployments and friends)', async () => {
     kube.server.registry.register(
-      builtinKind({ group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true, statusSubresource: true, tracksGeneration: true }, Deployment),
+      builtinKind(
+        {
+          group: 'apps',
+          version: 'v1',
+          plural: 'deployments',
+          kind: 'Deployment',
+          namespaced: true,
+          statusSubresource: true,
+          tracksGeneration: true,
+        },
+        Deployment,
+      ),
     );
     const apps = kc.makeApiClient(AppsV1Api);
-    const invalid = await failure(apps.createNamespacedDeployment({ namespace: ns, body: { metadata: { name: 'web' }, spec: { selector: {} } as any } }));
+    const invalid = await failure(
+      apps.createNamespacedDeployment({
+        namespace: ns,
+        body: { metadata: { name: 'web' }, spec: { selector: {} } as any },
+      }),
+    );
     expect(invalid.code).toBe(422);
-    expect(invalid.body.details.causes).toContainEqual(expect.objectContaining({ field: 'spec', reason: 'FieldValueRequired' }));
+    expect(invalid.body.details.causes).toContainEqual(
+      expect.objectContaining({ field: 'spec', reason: 'FieldValueRequired' }),
+    );
     const made = await apps.createNamespacedDeployment({
       namespace: ns,
-      body: { metadata: { name: 'web' }, spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i' }] } } } },
+      body: {
+        metadata: { name: 'web' },
+        spec: {
+          selector: { matchLabels: { a: 'b' } },
+          template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'i' }] } },
+        },
+      },
     });
     expect(made.metadata?.generation).toBe(1);
-    expect((await apps.listNamespacedDeployment({ namespace: ns })).items.map((d) => d.metadata?.name)).toEqual(['web']);
+    expect((await apps.listNamespacedDeployment({ namespace: ns })).items.map((d) => d.metadata?.name)).toEqual([
+      'web',
+    ]);
   });
 
   it('delete preconditions: a uid or resourceVersion that no longer matches is 409 Conflict and deletes nothing', async () => {
-    const cm = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'pre' }, data: { a: '1' } } });
+    const cm = await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'pre' }, data: { a: '1' } },
+    });
     const uid = cm.metadata!.uid!;
-    const stale = await failure(core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid: '00000000-0000-4000-8000-000000000000' } } }));
+    const stale = await failure(
+      core.deleteNamespacedConfigMap({
+        namespace: ns,
+        name: 'pre',
+        body: { preconditions: { uid: '00000000-0000-4000-8000-000000000000' } },
+      }),
+    );
     expect(stale.code).toBe(409);
     expect(stale.body).toMatchObject({ reason: 'Conflict' });
     expect(stale.body.message).toContain('Precondition failed: UID in precondition');
     await core.replaceNamespacedConfigMap({ namespace: ns, name: 'pre', body: { ...cm, data: { a: '2' } } });
-    const old = await failure(core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid, resourceVersion: cm.metadata!.resourceVersion } } }));
+    const old = await failure(
+      core.deleteNamespacedConfigMap({
+        namespace: ns,
+        name: 'pre',
+        body: { preconditions: { uid, resourceVersion: cm.metadata!.resourceVersion } },
+      }),
+    );
     expect(old.code).toBe(409);
     expect((await core.readNamespacedConfigMap({ namespace: ns, name: 'pre' })).data).toEqual({ a: '2' });
     const cur = await core.readNamespacedConfigMap({ namespace: ns, name: 'pre' });
-    await core.deleteNamespacedConfigMap({ namespace: ns, name: 'pre', body: { preconditions: { uid, resourceVersion: cur.metadata!.resourceVersion } } });
+    await core.deleteNamespacedConfigMap({
+      namespace: ns,
+      name: 'pre',
+      body: { preconditions: { uid, resourceVersion: cur.metadata!.resourceVersion } },
+    });
     expect((await failure(core.readNamespacedConfigMap({ namespace: ns, name: 'pre' }))).code).toBe(404);
   });
 });

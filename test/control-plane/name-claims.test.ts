@@ -38,7 +38,10 @@ type Shared = {
 const setups: Record<string, () => Promise<Shared>> = {
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-claims-'));
-    const stores: [ControlPlaneStore, ControlPlaneStore] = [openEmbeddedStore({ dataDir: dir }), openEmbeddedStore({ dataDir: dir })];
+    const stores: [ControlPlaneStore, ControlPlaneStore] = [
+      openEmbeddedStore({ dataDir: dir }),
+      openEmbeddedStore({ dataDir: dir }),
+    ];
     const file = join(dir, 'control-plane.db');
     return {
       stores,
@@ -49,8 +52,12 @@ const setups: Record<string, () => Promise<Shared>> = {
         const db = new Database(file, { readonly: true });
         try {
           const live = `SELECT uid FROM objects WHERE kind = 'AgentDeployment'`;
-          const secrets = db.prepare(`SELECT name FROM secrets WHERE owner_uid NOT IN (SELECT uid FROM objects)`).all() as { name: string }[];
-          const claims = db.prepare(`SELECT name FROM name_claims WHERE owner_uid NOT IN (${live})`).all() as { name: string }[];
+          const secrets = db
+            .prepare(`SELECT name FROM secrets WHERE owner_uid NOT IN (SELECT uid FROM objects)`)
+            .all() as { name: string }[];
+          const claims = db.prepare(`SELECT name FROM name_claims WHERE owner_uid NOT IN (${live})`).all() as {
+            name: string;
+          }[];
           return { secrets: secrets.map((r) => r.name), claims: claims.map((r) => r.name) };
         } finally {
           db.close();
@@ -64,7 +71,8 @@ const setups: Record<string, () => Promise<Shared>> = {
   },
   kubernetes: async () => {
     const kube = await startKube();
-    const open = () => openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
+    const open = () =>
+      openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
     const stores: [ControlPlaneStore, ControlPlaneStore] = [open(), open()];
     const core = loadKubeConfig(kube.kubeconfig).makeApiClient(CoreV1Api);
     return {
@@ -77,9 +85,13 @@ const setups: Record<string, () => Promise<Shared>> = {
         const { items } = await stores[0].list('AgentDeployment', 'agents');
         const live = new Set(items.map((d) => d.metadata.uid));
         const orphan = (o: { metadata?: { name?: string; ownerReferences?: { kind: string; uid: string }[] } }) =>
-          o.metadata?.ownerReferences?.some((r) => r.kind === 'AgentDeployment' && !live.has(r.uid)) ? [o.metadata.name!] : [];
+          o.metadata?.ownerReferences?.some((r) => r.kind === 'AgentDeployment' && !live.has(r.uid))
+            ? [o.metadata.name!]
+            : [];
         const secrets = (await core.listNamespacedSecret({ namespace: 'agents' })).items.flatMap(orphan);
-        const claims = (await core.listNamespacedConfigMap({ namespace: 'agents', labelSelector: 'agentplane.dev/name-claim-of' })).items.flatMap(orphan);
+        const claims = (
+          await core.listNamespacedConfigMap({ namespace: 'agents', labelSelector: 'agentplane.dev/name-claim-of' })
+        ).items.flatMap(orphan);
         return { secrets, claims };
       },
       close: async () => {
@@ -98,7 +110,9 @@ for (const [kind, setup] of Object.entries(setups)) {
     beforeAll(async () => {
       shared = await setup();
       const bootstrapKeys = [{ key: KEY, tenants: ['*'] }];
-      apps = await Promise.all(shared.stores.map((store) => createControlPlane({ store, logger: silentLogger(), bootstrapKeys })));
+      apps = await Promise.all(
+        shared.stores.map((store) => createControlPlane({ store, logger: silentLogger(), bootstrapKeys })),
+      );
     });
     afterAll(async () => {
       await Promise.all((apps ?? []).map((a) => a.close()));
@@ -106,10 +120,18 @@ for (const [kind, setup] of Object.entries(setups)) {
     });
 
     const post = (app: number, name: string, tenant = 'tenant-a') =>
-      apps[app]!.inject({ method: 'POST', url: '/v2/deployments', headers: headers(tenant), payload: githubBody(name) });
+      apps[app]!.inject({
+        method: 'POST',
+        url: '/v2/deployments',
+        headers: headers(tenant),
+        payload: githubBody(name),
+      });
     const named = async (name: string, tenant = 'tenant-a') =>
-      (await shared.stores[0].list('AgentDeployment', shared.ns)).items.filter((d) => d.spec.tenantId === tenant && d.spec.displayName === name);
-    const claimsOn = async (name: string) => (await shared.stores[0].listNameClaims(shared.ns)).filter((c) => c.name === name);
+      (await shared.stores[0].list('AgentDeployment', shared.ns)).items.filter(
+        (d) => d.spec.tenantId === tenant && d.spec.displayName === name,
+      );
+    const claimsOn = async (name: string) =>
+      (await shared.stores[0].listNameClaims(shared.ns)).filter((c) => c.name === name);
 
     it('racing creates of one name through two instances: exactly one 201, the rest 409, nothing left behind', async () => {
       for (const round of [1, 2, 3]) {
@@ -117,16 +139,23 @@ for (const [kind, setup] of Object.entries(setups)) {
         const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => post(i % 2, name)));
         const codes = answers.map((r) => r.statusCode).sort();
         expect(codes, answers.map((r) => r.body).join('\n')).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
-        for (const r of answers.filter((x) => x.statusCode === 409)) expect(r.json().detail).toBe(`A deployment named "${name}" already exists in this tenant.`);
+        for (const r of answers.filter((x) => x.statusCode === 409))
+          expect(r.json().detail).toBe(`A deployment named "${name}" already exists in this tenant.`);
         const winner = answers.find((r) => r.statusCode === 201)!.json() as { id: string; latest_revision_id: string };
         const deps = await named(name);
         expect(deps.map((d) => d.spec.deploymentId)).toEqual([winner.id]);
-        expect(await claimsOn(name)).toEqual([{ tenant: 'tenant-a', name, owner: { name: deploymentName(winner.id), uid: deps[0]!.metadata.uid } }]);
+        expect(await claimsOn(name)).toEqual([
+          { tenant: 'tenant-a', name, owner: { name: deploymentName(winner.id), uid: deps[0]!.metadata.uid } },
+        ]);
         const revisions = (await shared.stores[1].list('AgentRevision', shared.ns)).items;
-        expect(revisions.filter((r) => r.spec.deploymentName === deploymentName(winner.id)).map((r) => r.metadata.uid)).toEqual([winner.latest_revision_id]);
+        expect(
+          revisions.filter((r) => r.spec.deploymentName === deploymentName(winner.id)).map((r) => r.metadata.uid),
+        ).toEqual([winner.latest_revision_id]);
       }
       // Every revision belongs to a deployment that exists; no secret set or claim outlived its deployment.
-      const live = new Set((await shared.stores[0].list('AgentDeployment', shared.ns)).items.map((d) => d.metadata.name));
+      const live = new Set(
+        (await shared.stores[0].list('AgentDeployment', shared.ns)).items.map((d) => d.metadata.name),
+      );
       const revisions = (await shared.stores[0].list('AgentRevision', shared.ns)).items;
       expect(revisions.filter((r) => !live.has(r.spec.deploymentName)).map((r) => r.metadata.name)).toEqual([]);
       expect(await shared.leftovers()).toEqual({ secrets: [], claims: [] });
@@ -140,7 +169,10 @@ for (const [kind, setup] of Object.entries(setups)) {
     it('a stale claim does not block re-creating a deleted name', async () => {
       // Deleted for good: the claim went with it (the garbage collector's, once it has run).
       const first = (await post(0, 'reborn')).json() as { id: string };
-      expect((await apps[1]!.inject({ method: 'DELETE', url: `/v2/deployments/${first.id}`, headers: headers() })).statusCode).toBe(204);
+      expect(
+        (await apps[1]!.inject({ method: 'DELETE', url: `/v2/deployments/${first.id}`, headers: headers() }))
+          .statusCode,
+      ).toBe(204);
       await shared.leftovers();
       expect(await claimsOn('reborn')).toEqual([]);
       expect((await post(1, 'reborn')).statusCode).toBe(201);
@@ -148,8 +180,14 @@ for (const [kind, setup] of Object.entries(setups)) {
       // Being deleted (a runtime still cleaning up): its name is free for a new deployment, which takes the claim over.
       const dying = (await post(0, 'phoenix')).json() as { id: string };
       const obj = await shared.stores[0].get('AgentDeployment', shared.ns, deploymentName(dying.id));
-      await shared.stores[0].update('AgentDeployment', { ...obj, metadata: { ...obj.metadata, finalizers: [FINALIZER_RUNTIME] } });
-      expect((await apps[0]!.inject({ method: 'DELETE', url: `/v2/deployments/${dying.id}`, headers: headers() })).statusCode).toBe(204);
+      await shared.stores[0].update('AgentDeployment', {
+        ...obj,
+        metadata: { ...obj.metadata, finalizers: [FINALIZER_RUNTIME] },
+      });
+      expect(
+        (await apps[0]!.inject({ method: 'DELETE', url: `/v2/deployments/${dying.id}`, headers: headers() }))
+          .statusCode,
+      ).toBe(204);
       const again = await post(1, 'phoenix');
       expect(again.statusCode, again.body).toBe(201);
       const reborn = again.json() as { id: string };
@@ -160,10 +198,15 @@ for (const [kind, setup] of Object.entries(setups)) {
       expect((await post(0, 'phoenix')).statusCode).toBe(409);
 
       // Its deployment gone but the claim not yet collected (a real cluster garbage-collects later): taken over.
-      await shared.stores[0].claimName(shared.ns, 'tenant-a', 'orphaned', { name: 'ag-00000000-0000-4000-8000-00000000dead', uid: '00000000-0000-4000-8000-00000000beef' });
+      await shared.stores[0].claimName(shared.ns, 'tenant-a', 'orphaned', {
+        name: 'ag-00000000-0000-4000-8000-00000000dead',
+        uid: '00000000-0000-4000-8000-00000000beef',
+      });
       const taken = await post(1, 'orphaned');
       expect(taken.statusCode, taken.body).toBe(201);
-      expect((await claimsOn('orphaned')).map((c) => c.owner.name)).toEqual([deploymentName((taken.json() as { id: string }).id)]);
+      expect((await claimsOn('orphaned')).map((c) => c.owner.name)).toEqual([
+        deploymentName((taken.json() as { id: string }).id),
+      ]);
     });
 
     it('rename claims the new name and frees the old one; racing renames onto one name: one wins', async () => {
@@ -171,7 +214,7 @@ for (const [kind, setup] of Object.entries(setups)) {
       const patch = (app: number, id: string, name: string) =>
         apps[app]!.inject({ method: 'PATCH', url: `/v2/deployments/${id}`, headers: headers(), payload: { name } });
       expect((await patch(1, a.id, 'after')).statusCode).toBe(200);
-      expect((await claimsOn('before'))).toEqual([]);
+      expect(await claimsOn('before')).toEqual([]);
       expect((await post(0, 'after')).statusCode).toBe(409);
       expect((await post(1, 'before')).statusCode).toBe(201);
 
@@ -193,14 +236,26 @@ for (const [kind, setup] of Object.entries(setups)) {
       // The deployment write fails (injected) after the new name was claimed.
       const failing = new Proxy(shared.stores[1], {
         get(target, prop, receiver) {
-          if (prop === 'update') return async () => { throw new Error('injected failure'); };
+          if (prop === 'update')
+            return async () => {
+              throw new Error('injected failure');
+            };
           const v = Reflect.get(target, prop, receiver) as unknown;
           return typeof v === 'function' ? v.bind(target) : v;
         },
       });
-      const app = await createControlPlane({ store: failing, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
+      const app = await createControlPlane({
+        store: failing,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+      });
       try {
-        const res = await app.inject({ method: 'PATCH', url: `/v2/deployments/${dep.id}`, headers: headers(), payload: { name: 'wanted' } });
+        const res = await app.inject({
+          method: 'PATCH',
+          url: `/v2/deployments/${dep.id}`,
+          headers: headers(),
+          payload: { name: 'wanted' },
+        });
         expect(res.statusCode).toBe(500);
       } finally {
         await app.close();
@@ -217,7 +272,9 @@ for (const [kind, setup] of Object.entries(setups)) {
 
     beforeAll(async () => {
       shared = await setup();
-      procs = await Promise.all([0, 1].map(() => startControlPlaneProcess(shared.args, { ...shared.env, AGENTPLANE_BOOTSTRAP_API_KEY: KEY })));
+      procs = await Promise.all(
+        [0, 1].map(() => startControlPlaneProcess(shared.args, { ...shared.env, AGENTPLANE_BOOTSTRAP_API_KEY: KEY })),
+      );
     }, 60_000);
     afterAll(async () => {
       await Promise.all(procs.map((p) => p.stop()));
@@ -235,7 +292,9 @@ for (const [kind, setup] of Object.entries(setups)) {
         ),
       );
       expect(answers.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
-      const deps = (await shared.stores[0].list('AgentDeployment', shared.ns)).items.filter((d) => d.spec.displayName === 'over-http');
+      const deps = (await shared.stores[0].list('AgentDeployment', shared.ns)).items.filter(
+        (d) => d.spec.displayName === 'over-http',
+      );
       expect(deps).toHaveLength(1);
       expect(await shared.leftovers()).toEqual({ secrets: [], claims: [] });
     });

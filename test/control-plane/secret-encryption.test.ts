@@ -35,7 +35,11 @@ describe('embedded store: secret values encrypted at rest', () => {
     const dir = tempDir();
     const value = `sk-live-${randomBytes(12).toString('hex')}`;
     const store = openEmbeddedStore({ dataDir: dir });
-    const app = await createControlPlane({ store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
+    const app = await createControlPlane({
+      store,
+      logger: silentLogger(),
+      bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+    });
     const res = await app.inject({
       method: 'POST',
       url: '/v2/deployments',
@@ -68,10 +72,15 @@ describe('embedded store: secret values encrypted at rest', () => {
       /AGENTPLANE_SECRET_KEY \(--secret-key\) is not the key the secret values in this store were encrypted with/,
     );
     // Without the env key, the key file (which does not exist: the env key was used) is missing.
-    expect(() => openEmbeddedStore({ dataDir: dir })).toThrow(/encrypted, but there is no key: set AGENTPLANE_SECRET_KEY/);
+    expect(() => openEmbeddedStore({ dataDir: dir })).toThrow(
+      /encrypted, but there is no key: set AGENTPLANE_SECRET_KEY/,
+    );
     // Through the command's opener: one line naming the data dir and the problem.
     await expect(
-      openControlPlaneStore({ store: 'embedded', dataDir: dir, namespace: 'default', secretKey: randomBytes(32) }, silentLogger()),
+      openControlPlaneStore(
+        { store: 'embedded', dataDir: dir, namespace: 'default', secretKey: randomBytes(32) },
+        silentLogger(),
+      ),
     ).rejects.toThrow(new RegExp(`cannot open the embedded store in --data-dir ${dir}: .*not the key`));
     const b = openEmbeddedStore({ dataDir: dir, secretKey: key });
     expect(await b.getSecrets('default', 's1')).toEqual({ TOKEN: 'top-secret' });
@@ -99,7 +108,9 @@ describe('embedded store: secret values encrypted at rest', () => {
     const old = new Database(join(dir, 'control-plane.db'));
     old.exec(`CREATE TABLE secrets (namespace TEXT NOT NULL, name TEXT NOT NULL, owner_uid TEXT NOT NULL,
       data TEXT NOT NULL, PRIMARY KEY (namespace, name))`);
-    old.prepare('INSERT INTO secrets VALUES (?, ?, ?, ?)').run('default', 'legacy-set', 'u1', JSON.stringify({ DB_PASSWORD: 'legacy-plaintext-password' }));
+    old
+      .prepare('INSERT INTO secrets VALUES (?, ?, ?, ?)')
+      .run('default', 'legacy-set', 'u1', JSON.stringify({ DB_PASSWORD: 'legacy-plaintext-password' }));
     old.close();
     expect(filesContain(dir, 'legacy-plaintext-password')).toEqual(['control-plane.db']);
     const store = openEmbeddedStore({ dataDir: dir });

@@ -28,7 +28,13 @@ describe('embedded store shared by two processes (two handles on one file)', () 
     try {
       const seen: string[] = [];
       const start = await a.list('AgentDeployment');
-      const stop = await a.watch('AgentDeployment', undefined, start.resourceVersion, (t, o) => seen.push(`${t} ${o.metadata.name} ${o.metadata.resourceVersion}`), () => {});
+      const stop = await a.watch(
+        'AgentDeployment',
+        undefined,
+        start.resourceVersion,
+        (t, o) => seen.push(`${t} ${o.metadata.name} ${o.metadata.resourceVersion}`),
+        () => {},
+      );
       const d1 = await b.create('AgentDeployment', makeDeployment('default'));
       const d2 = await a.create('AgentDeployment', makeDeployment('default'));
       await b.delete('AgentDeployment', 'default', d1.metadata.name);

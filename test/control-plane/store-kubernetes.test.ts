@@ -5,7 +5,11 @@ import { startKube } from './helpers/kube.ts';
 
 storeContract('kubernetes (client-node against the API-server double)', async () => {
   const kube = await startKube({ historyLimit: 50 });
-  const store = openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
+  const store = openKubernetesStore({
+    kubeConfig: loadKubeConfig(kube.kubeconfig),
+    namespace: 'agents',
+    logger: silentLogger(),
+  });
   return {
     store,
     namespace: 'agents',

@@ -13,7 +13,14 @@ import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.
 import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
 import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
-import { API_VERSION, LABEL_TENANT, deploymentName, makeRevision, revisionName, type AgentDeployment } from '../../src/resources/index.ts';
+import {
+  API_VERSION,
+  LABEL_TENANT,
+  deploymentName,
+  makeRevision,
+  revisionName,
+  type AgentDeployment,
+} from '../../src/resources/index.ts';
 import { githubBody } from './helpers/harness.ts';
 import { startKube } from './helpers/kube.ts';
 
@@ -27,7 +34,13 @@ const POLICY: InputPolicy = {
   publicHost: 'api.agents.example.com',
 };
 
-type Opened = { store: ControlPlaneStore; ns: string; core?: CoreV1Api; second?: () => ControlPlaneStore; close: () => Promise<void> };
+type Opened = {
+  store: ControlPlaneStore;
+  ns: string;
+  core?: CoreV1Api;
+  second?: () => ControlPlaneStore;
+  close: () => Promise<void>;
+};
 
 const stores: Record<string, () => Promise<Opened>> = {
   embedded: async () => {
@@ -53,7 +66,12 @@ const stores: Record<string, () => Promise<Opened>> = {
   kubernetes: async () => {
     const kube = await startKube();
     const kc = loadKubeConfig(kube.kubeconfig);
-    const open = () => openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'tenants', logger: silentLogger() });
+    const open = () =>
+      openKubernetesStore({
+        kubeConfig: loadKubeConfig(kube.kubeconfig),
+        namespace: 'tenants',
+        logger: silentLogger(),
+      });
     const store = open();
     const others: ControlPlaneStore[] = [];
     return {
@@ -76,8 +94,18 @@ const stores: Record<string, () => Promise<Opened>> = {
 };
 
 const WRITES = new Set([
-  'create', 'update', 'updateStatus', 'delete', 'putSecrets', 'deleteSecrets', 'claimName', 'releaseName', 'claimHost', 'releaseHost',
-  'putApiKey', 'appendLogs',
+  'create',
+  'update',
+  'updateStatus',
+  'delete',
+  'putSecrets',
+  'deleteSecrets',
+  'claimName',
+  'releaseName',
+  'claimHost',
+  'releaseHost',
+  'putApiKey',
+  'appendLogs',
 ]);
 
 /** The store, recording the name of every write made through it. */
@@ -104,14 +132,25 @@ for (const [kind, open] of Object.entries(stores)) {
     const writes: string[] = [];
     beforeAll(async () => {
       s = await open();
-      app = await createControlPlane({ store: recording(s.store, writes), logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }], policy: POLICY });
+      app = await createControlPlane({
+        store: recording(s.store, writes),
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+        policy: POLICY,
+      });
     });
     afterAll(async () => {
       await app?.close();
       await s?.close();
     });
 
-    const call = (method: string, url: string, body?: unknown, tenant = 'tenant-a', a: FastifyInstance = app): Promise<Res> =>
+    const call = (
+      method: string,
+      url: string,
+      body?: unknown,
+      tenant = 'tenant-a',
+      a: FastifyInstance = app,
+    ): Promise<Res> =>
       a.inject({
         method: method as 'GET',
         url,
@@ -120,7 +159,15 @@ for (const [kind, open] of Object.entries(stores)) {
       }) as Promise<Res>;
 
     /** A refused request: 422 (or `status`) with `loc` among the details, a message matching `msg`, and no store write. */
-    async function refused(method: string, url: string, body: unknown, loc: string, msg: RegExp, status = 422, tenant = 'tenant-a'): Promise<Res> {
+    async function refused(
+      method: string,
+      url: string,
+      body: unknown,
+      loc: string,
+      msg: RegExp,
+      status = 422,
+      tenant = 'tenant-a',
+    ): Promise<Res> {
       writes.length = 0;
       const res = await call(method, url, body, tenant);
       expect(res.statusCode, `${loc}: ${res.body}`).toBe(status);
@@ -139,7 +186,9 @@ for (const [kind, open] of Object.entries(stores)) {
       expect(res.statusCode, res.body).toBe(201);
       return res.json();
     };
-    const sourceConfig = (extra: Record<string, unknown>) => ({ source_config: { ...githubBody('x').source_config, ...extra } });
+    const sourceConfig = (extra: Record<string, unknown>) => ({
+      source_config: { ...githubBody('x').source_config, ...extra },
+    });
     const withSpec = (spec: Record<string, unknown>) => sourceConfig({ resource_spec: spec });
 
     it('repo_url with credentials is refused, pointing at integrations; account names without a password are fine', async () => {
@@ -150,22 +199,46 @@ for (const [kind, open] of Object.entries(stores)) {
         'ssh://git:hunter2@github.com/acme/agent.git',
         'git:hunter2@github.com:acme/agent.git',
       ]) {
-        const res = await refused('POST', '/v2/deployments', githubBody('creds', sourceConfig({ repo_url: url })), 'body.source_config.repo_url', /integration/i);
+        const res = await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('creds', sourceConfig({ repo_url: url })),
+          'body.source_config.repo_url',
+          /integration/i,
+        );
         expect(res.body).not.toContain('hunter2');
       }
       for (const url of ['-uhack', 'ext::sh -c touch% /tmp/pwned', 'https://github.com/a/b\n--upload-pack=x']) {
-        await refused('POST', '/v2/deployments', githubBody('creds', sourceConfig({ repo_url: url })), 'body.source_config.repo_url', /./);
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('creds', sourceConfig({ repo_url: url })),
+          'body.source_config.repo_url',
+          /./,
+        );
       }
-      expect((await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === 'creds')).toEqual([]);
+      expect((await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === 'creds')).toEqual(
+        [],
+      );
       expect((await s.store.listNameClaims(s.ns)).filter((c) => c.name === 'creds')).toEqual([]);
       let i = 0;
-      for (const url of ['git@github.com:acme/agent.git', 'ssh://git@github.com/acme/agent.git', 'https://github.com/acme/agent.git']) {
+      for (const url of [
+        'git@github.com:acme/agent.git',
+        'ssh://git@github.com/acme/agent.git',
+        'https://github.com/acme/agent.git',
+      ]) {
         const dep = await create(`account-${i++}`, sourceConfig({ repo_url: url }));
         expect(dep.source_config.repo_url).toBe(url);
       }
       // PATCH cannot sneak credentials in either (repo_url is immutable, and credentials are refused before that).
       const dep = await create('patch-creds');
-      await refused('PATCH', `/v2/deployments/${dep.id}`, { source_config: { repo_url: 'https://x:y@github.com/example/agent' } }, 'body.source_config.repo_url', /integration/i);
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        { source_config: { repo_url: 'https://x:y@github.com/example/agent' } },
+        'body.source_config.repo_url',
+        /integration/i,
+      );
     });
 
     it('credentials stored before the rule are redacted on read: record, revision status message, logs', async () => {
@@ -180,7 +253,11 @@ for (const [kind, open] of Object.entries(stores)) {
           tenantId: 'tenant-a',
           displayName: 'legacy-creds',
           source: 'github',
-          sourceConfig: { repoUrl: 'https://bob:s3cr3t-token@github.com/acme/private.git', deploymentType: 'dev', buildOnPush: false },
+          sourceConfig: {
+            repoUrl: 'https://bob:s3cr3t-token@github.com/acme/private.git',
+            deploymentType: 'dev',
+            buildOnPush: false,
+          },
           sourceRevisionConfig: { repoRef: 'main', graphConfigPath: 'langgraph.json', imageUri: null },
           secretsName: null,
           // Also stored before the rules: still rendered, not a 500.
@@ -193,121 +270,367 @@ for (const [kind, open] of Object.entries(stores)) {
       const rev = await s.store.create('AgentRevision', makeRevision(dep));
       await s.store.updateStatus('AgentRevision', {
         ...rev,
-        status: { phase: 'BUILD_FAILED', statusMessage: 'repo_ref "main" is not a branch of https://bob:s3cr3t-token@github.com/acme/private.git' },
+        status: {
+          phase: 'BUILD_FAILED',
+          statusMessage: 'repo_ref "main" is not a branch of https://bob:s3cr3t-token@github.com/acme/private.git',
+        },
       });
-      await s.store.appendLogs(s.ns, rev.metadata.name, 'build', ["fatal: unable to access 'https://bob:s3cr3t-token@github.com/acme/private.git/'"]);
+      await s.store.appendLogs(s.ns, rev.metadata.name, 'build', [
+        "fatal: unable to access 'https://bob:s3cr3t-token@github.com/acme/private.git/'",
+      ]);
       const got = await call('GET', `/v2/deployments/${id}`);
       expect(got.statusCode, got.body).toBe(200);
       expect(got.json().source_config.repo_url).toBe('https://***@github.com/acme/private.git');
-      expect(got.json().secret_references).toEqual([{ name: 'old-style-name', secret_name: 'Old_Secret', secret_key: 'k' }]);
+      expect(got.json().secret_references).toEqual([
+        { name: 'old-style-name', secret_name: 'Old_Secret', secret_key: 'k' },
+      ]);
       const listed = await call('GET', '/v2/deployments?name_contains=legacy-creds');
       const revs = await call('GET', `/v2/deployments/${id}/revisions`);
       const one = await call('GET', `/v2/deployments/${id}/revisions/${rev.metadata.uid}`);
       const logs = await call('GET', `/v2/deployments/${id}/revisions/${rev.metadata.uid}/logs?type=build`);
-      expect(one.json().status_message).toBe('repo_ref "main" is not a branch of https://***@github.com/acme/private.git');
+      expect(one.json().status_message).toBe(
+        'repo_ref "main" is not a branch of https://***@github.com/acme/private.git',
+      );
       expect(logs.json().logs[0].message).toContain('https://***@github.com/acme/private.git/');
       for (const r of [got, listed, revs, one, logs]) expect(r.body).not.toContain('s3cr3t-token');
     });
 
     it('secrets: environment variable names, unique, values without NUL, 64 KiB each, 1 MiB in all', async () => {
       const secretsCase = (secrets: unknown) => githubBody('bad-secrets', { secrets });
-      await refused('POST', '/v2/deployments', secretsCase([{ name: 'A-B', value: 'v' }]), 'body.secrets.0.name', /environment variable name/);
-      await refused('POST', '/v2/deployments', secretsCase([{ name: 'LD_PRELOAD\nX', value: 'v' }]), 'body.secrets.0.name', /environment variable name/);
-      await refused('POST', '/v2/deployments', secretsCase([{ name: `A${'B'.repeat(256)}`, value: 'v' }]), 'body.secrets.0.name', /256/);
-      await refused('POST', '/v2/deployments', secretsCase([{ name: 'TOKEN', value: 'a' }, { name: 'TOKEN', value: 'b' }]), 'body.secrets.1.name', /duplicate name "TOKEN"/);
-      await refused('POST', '/v2/deployments', secretsCase([{ name: 'OK', value: 'v' }, { name: 'NUL_VALUE', value: 'a\u0000b' }]), 'body.secrets.1.value', /secret "NUL_VALUE".*NUL/);
-      await refused('POST', '/v2/deployments', secretsCase([{ name: 'BIG', value: 'x'.repeat(64 * 1024 + 1) }]), 'body.secrets.0.value', /secret "BIG".*65537 bytes.*65536/);
-      // 64 KiB exactly is fine.
-      await create('secret-64k', { secrets: [{ name: 'EXACT', value: 'x'.repeat(64 * 1024) }] });
-      const many = Array.from({ length: 17 }, (_, i) => ({ name: `PART_${i}`, value: 'y'.repeat(63 * 1024) }));
-      await refused('POST', '/v2/deployments', secretsCase(many), 'body.secrets.16.value', /secret "PART_16".*1048576 bytes in all/);
-      await refused('POST', '/v2/deployments', githubBody('bad-refs', { secret_references: [{ name: '1X', secret_name: 's', secret_key: 'k' }] }), 'body.secret_references.0.name', /environment variable name/);
-      await refused('POST', '/v2/deployments', githubBody('bad-refs', { secret_references: [{ name: 'X', secret_name: '../s', secret_key: 'k' }] }), 'body.secret_references.0.secret_name', /DNS subdomain/);
       await refused(
         'POST',
         '/v2/deployments',
-        githubBody('bad-refs', { secrets: [{ name: 'DB', value: 'v' }], secret_references: [{ name: 'DB', secret_name: 's', secret_key: 'k' }] }),
+        secretsCase([{ name: 'A-B', value: 'v' }]),
+        'body.secrets.0.name',
+        /environment variable name/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([{ name: 'LD_PRELOAD\nX', value: 'v' }]),
+        'body.secrets.0.name',
+        /environment variable name/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([{ name: `A${'B'.repeat(256)}`, value: 'v' }]),
+        'body.secrets.0.name',
+        /256/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([
+          { name: 'TOKEN', value: 'a' },
+          { name: 'TOKEN', value: 'b' },
+        ]),
+        'body.secrets.1.name',
+        /duplicate name "TOKEN"/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([
+          { name: 'OK', value: 'v' },
+          { name: 'NUL_VALUE', value: 'a\u0000b' },
+        ]),
+        'body.secrets.1.value',
+        /secret "NUL_VALUE".*NUL/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([{ name: 'BIG', value: 'x'.repeat(64 * 1024 + 1) }]),
+        'body.secrets.0.value',
+        /secret "BIG".*65537 bytes.*65536/,
+      );
+      // 64 KiB exactly is fine.
+      await create('secret-64k', { secrets: [{ name: 'EXACT', value: 'x'.repeat(64 * 1024) }] });
+      const many = Array.from({ length: 17 }, (_, i) => ({ name: `PART_${i}`, value: 'y'.repeat(63 * 1024) }));
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase(many),
+        'body.secrets.16.value',
+        /secret "PART_16".*1048576 bytes in all/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('bad-refs', { secret_references: [{ name: '1X', secret_name: 's', secret_key: 'k' }] }),
+        'body.secret_references.0.name',
+        /environment variable name/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('bad-refs', { secret_references: [{ name: 'X', secret_name: '../s', secret_key: 'k' }] }),
+        'body.secret_references.0.secret_name',
+        /DNS subdomain/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('bad-refs', {
+          secrets: [{ name: 'DB', value: 'v' }],
+          secret_references: [{ name: 'DB', secret_name: 's', secret_key: 'k' }],
+        }),
         'body.secret_references.0.name',
         /"DB" is also in secrets/,
       );
       // The same rules on PATCH, with the deployment unchanged afterwards.
       const dep = await create('secret-patch');
       const before = await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id));
-      await refused('PATCH', `/v2/deployments/${dep.id}`, { secrets: [{ name: 'OK', value: 'v' }, { name: 'NUL', value: '\u0000' }] }, 'body.secrets.1.value', /secret "NUL"/);
-      await refused('PATCH', `/v2/deployments/${dep.id}`, { secrets: [{ name: 'A', value: '1' }, { name: 'A', value: '2' }] }, 'body.secrets.1.name', /duplicate/);
-      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        {
+          secrets: [
+            { name: 'OK', value: 'v' },
+            { name: 'NUL', value: '\u0000' },
+          ],
+        },
+        'body.secrets.1.value',
+        /secret "NUL"/,
+      );
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        {
+          secrets: [
+            { name: 'A', value: '1' },
+            { name: 'A', value: '2' },
+          ],
+        },
+        'body.secrets.1.name',
+        /duplicate/,
+      );
+      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(
+        before.metadata.resourceVersion,
+      );
       expect((await call('GET', `/v2/deployments/${dep.id}/revisions`)).json().resources).toHaveLength(1);
     });
 
     it('names, refs, paths, images and URLs: no control characters, no NUL anywhere, no option or path injection', async () => {
-      const src = (extra: Record<string, unknown>) => ({ source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json', ...extra } });
+      const src = (extra: Record<string, unknown>) => ({
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json', ...extra },
+      });
       await refused('POST', '/v2/deployments', githubBody('bell\u0007name'), 'body.name', /control characters/);
       await refused('POST', '/v2/deployments', githubBody('line\nbreak'), 'body.name', /control characters/);
-      for (const ref of ['--upload-pack=touch /tmp/pwned', '-b', 'main..evil', 'refs/heads/a b', 'main\u0000', 'HEAD@{1}', 'a:b', '.hidden']) {
-        await refused('POST', '/v2/deployments', githubBody('bad-ref', src({ repo_ref: ref })), 'body.source_revision_config.repo_ref', /./);
+      for (const ref of [
+        '--upload-pack=touch /tmp/pwned',
+        '-b',
+        'main..evil',
+        'refs/heads/a b',
+        'main\u0000',
+        'HEAD@{1}',
+        'a:b',
+        '.hidden',
+      ]) {
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('bad-ref', src({ repo_ref: ref })),
+          'body.source_revision_config.repo_ref',
+          /./,
+        );
       }
-      for (const p of ['../../etc/passwd', 'agents/../../../x.json', '/etc/passwd', 'C:\\x\\langgraph.json', 'a\u0000.json', 'a\nb.json']) {
-        await refused('POST', '/v2/deployments', githubBody('bad-path', src({ graph_config_path: p })), 'body.source_revision_config.graph_config_path', /./);
+      for (const p of [
+        '../../etc/passwd',
+        'agents/../../../x.json',
+        '/etc/passwd',
+        'C:\\x\\langgraph.json',
+        'a\u0000.json',
+        'a\nb.json',
+      ]) {
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('bad-path', src({ graph_config_path: p })),
+          'body.source_revision_config.graph_config_path',
+          /./,
+        );
       }
-      await refused('POST', '/v2/deployments', githubBody('bad-path', src({ langgraph_config_path: '../x.json' })), 'body.source_revision_config.langgraph_config_path', /\.\./);
       await refused(
         'POST',
         '/v2/deployments',
-        { name: 'bad-image', source: 'external_docker', source_revision_config: { image_uri: 'registry.example.com/a:1\n--privileged' } },
+        githubBody('bad-path', src({ langgraph_config_path: '../x.json' })),
+        'body.source_revision_config.langgraph_config_path',
+        /\.\./,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        {
+          name: 'bad-image',
+          source: 'external_docker',
+          source_revision_config: { image_uri: 'registry.example.com/a:1\n--privileged' },
+        },
         'body.source_revision_config.image_uri',
         /control characters/,
       );
       // NUL in any string, commands included; newlines in commands are fine (they are shell scripts).
-      await refused('POST', '/v2/deployments', githubBody('nul-cmd', sourceConfig({ install_command: 'npm ci\u0000; rm -rf /' })), 'body.source_config.install_command', /NUL/);
-      await refused('POST', '/v2/deployments', githubBody('nul-cmd', sourceConfig({ listener_config: { k8s_namespace: 'a\u0000' } })), 'body.source_config.listener_config.k8s_namespace', /NUL/);
-      const ok = await create('multi-line-commands', sourceConfig({ install_command: 'npm ci\nnpm run prepare', build_command: 'npm run build\n' }));
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('nul-cmd', sourceConfig({ install_command: 'npm ci\u0000; rm -rf /' })),
+        'body.source_config.install_command',
+        /NUL/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('nul-cmd', sourceConfig({ listener_config: { k8s_namespace: 'a\u0000' } })),
+        'body.source_config.listener_config.k8s_namespace',
+        /NUL/,
+      );
+      const ok = await create(
+        'multi-line-commands',
+        sourceConfig({ install_command: 'npm ci\nnpm run prepare', build_command: 'npm run build\n' }),
+      );
       expect(ok.source_config.install_command).toBe('npm ci\nnpm run prepare');
       for (const ref of ['main', 'refs/heads/feature/x-1', 'v1.2.3', '0123456789abcdef0123456789abcdef01234567']) {
-        await create(`good-ref-${ref.replace(/[^a-z0-9]/gi, '')}`, src({ repo_ref: ref, graph_config_path: 'agents/chat/langgraph.json' }));
+        await create(
+          `good-ref-${ref.replace(/[^a-z0-9]/gi, '')}`,
+          src({ repo_ref: ref, graph_config_path: 'agents/chat/langgraph.json' }),
+        );
       }
       // PATCH too.
       const dep = await create('patch-ref');
-      await refused('PATCH', `/v2/deployments/${dep.id}`, { source_revision_config: { repo_ref: '--upload-pack=x' } }, 'body.source_revision_config.repo_ref', /"-"/);
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        { source_revision_config: { repo_ref: '--upload-pack=x' } },
+        'body.source_revision_config.repo_ref',
+        /"-"/,
+      );
       await refused('PATCH', `/v2/deployments/${dep.id}`, { name: 'tab\tname' }, 'body.name', /control/);
     });
 
     it('resource bounds: scale, CPU and memory within the control plane settings; requests within limits', async () => {
       const cases: [Record<string, unknown>, string, RegExp][] = [
-        [{ min_scale: 100000, max_scale: 100000 }, 'body.source_config.resource_spec.min_scale', /at most 10 replicas.*--max-scale/],
+        [
+          { min_scale: 100000, max_scale: 100000 },
+          'body.source_config.resource_spec.min_scale',
+          /at most 10 replicas.*--max-scale/,
+        ],
         [{ min_scale: 1, max_scale: 11 }, 'body.source_config.resource_spec.max_scale', /at most 10/],
         [{ cpu: 1e9 }, 'body.source_config.resource_spec.cpu', /at most 4 CPU cores.*--max-cpu/],
         [{ cpu: 1, cpu_limit: 64 }, 'body.source_config.resource_spec.cpu_limit', /at most 4/],
         [{ memory_mb: 1_000_000 }, 'body.source_config.resource_spec.memory_mb', /at most 8192 MB.*--max-memory-mb/],
         [{ memory_mb: 512, memory_limit_mb: 9000 }, 'body.source_config.resource_spec.memory_limit_mb', /at most 8192/],
-        [{ min_scale: 3, max_scale: 2 }, 'body.source_config.resource_spec.max_scale', /min_scale \(3\) must not exceed max_scale \(2\)/],
-        [{ cpu: 2, cpu_limit: 1 }, 'body.source_config.resource_spec.cpu_limit', /cpu \(2\) must not exceed cpu_limit \(1\)/],
-        [{ memory_mb: 2048, memory_limit_mb: 1024 }, 'body.source_config.resource_spec.memory_limit_mb', /must not exceed/],
+        [
+          { min_scale: 3, max_scale: 2 },
+          'body.source_config.resource_spec.max_scale',
+          /min_scale \(3\) must not exceed max_scale \(2\)/,
+        ],
+        [
+          { cpu: 2, cpu_limit: 1 },
+          'body.source_config.resource_spec.cpu_limit',
+          /cpu \(2\) must not exceed cpu_limit \(1\)/,
+        ],
+        [
+          { memory_mb: 2048, memory_limit_mb: 1024 },
+          'body.source_config.resource_spec.memory_limit_mb',
+          /must not exceed/,
+        ],
         [{ cpu: 0.0001 }, 'body.source_config.resource_spec.cpu', /./],
         // Map issues sit on the map and name the key (keys may contain "/", which a loc cannot carry).
-        [{ labels: { 'bad key': 'x' } }, 'body.source_config.resource_spec.labels', /label key "bad key" is not a valid key/],
-        [{ labels: { app: 'has space' } }, 'body.source_config.resource_spec.labels', /label "app": value must be a valid label value/],
+        [
+          { labels: { 'bad key': 'x' } },
+          'body.source_config.resource_spec.labels',
+          /label key "bad key" is not a valid key/,
+        ],
+        [
+          { labels: { app: 'has space' } },
+          'body.source_config.resource_spec.labels',
+          /label "app": value must be a valid label value/,
+        ],
         [{ labels: { app: 'x'.repeat(64) } }, 'body.source_config.resource_spec.labels', /63/],
-        [{ labels: { 'agentplane.dev/tenant': 'tenant-b' } }, 'body.source_config.resource_spec.labels', /"agentplane.dev\/tenant" uses the reserved prefix/],
-        [{ annotations: { 'bad/key/x': 'v' } }, 'body.source_config.resource_spec.annotations', /annotation key "bad\/key\/x" is not a valid key/],
-        [{ annotations: { a: 'x'.repeat(40_000), b: 'y'.repeat(40_000) } }, 'body.source_config.resource_spec.annotations', /65536 bytes/],
-        [{ node_selector: { 'kubernetes.io/hostname': 'node\n1' } }, 'body.source_config.resource_spec.node_selector', /node_selector "kubernetes.io\/hostname": value/],
+        [
+          { labels: { 'agentplane.dev/tenant': 'tenant-b' } },
+          'body.source_config.resource_spec.labels',
+          /"agentplane.dev\/tenant" uses the reserved prefix/,
+        ],
+        [
+          { annotations: { 'bad/key/x': 'v' } },
+          'body.source_config.resource_spec.annotations',
+          /annotation key "bad\/key\/x" is not a valid key/,
+        ],
+        [
+          { annotations: { a: 'x'.repeat(40_000), b: 'y'.repeat(40_000) } },
+          'body.source_config.resource_spec.annotations',
+          /65536 bytes/,
+        ],
+        [
+          { node_selector: { 'kubernetes.io/hostname': 'node\n1' } },
+          'body.source_config.resource_spec.node_selector',
+          /node_selector "kubernetes.io\/hostname": value/,
+        ],
       ];
-      for (const [spec, loc, msg] of cases) await refused('POST', '/v2/deployments', githubBody('bounds', withSpec(spec)), loc, msg);
-      expect((await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === 'bounds')).toEqual([]);
-      const dep = await create('in-bounds', withSpec({ min_scale: 10, max_scale: 10, cpu: 4, cpu_limit: 4, memory_mb: 8192, memory_limit_mb: 8192, labels: { 'team.example.com/owner': 'a-b_c.d' }, annotations: { 'prometheus.io/scrape': 'true' } }));
+      for (const [spec, loc, msg] of cases)
+        await refused('POST', '/v2/deployments', githubBody('bounds', withSpec(spec)), loc, msg);
+      expect(
+        (await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === 'bounds'),
+      ).toEqual([]);
+      const dep = await create(
+        'in-bounds',
+        withSpec({
+          min_scale: 10,
+          max_scale: 10,
+          cpu: 4,
+          cpu_limit: 4,
+          memory_mb: 8192,
+          memory_limit_mb: 8192,
+          labels: { 'team.example.com/owner': 'a-b_c.d' },
+          annotations: { 'prometheus.io/scrape': 'true' },
+        }),
+      );
       const before = await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id));
-      await refused('PATCH', `/v2/deployments/${dep.id}`, withSpec({ min_scale: 100000 }), 'body.source_config.resource_spec.min_scale', /at most 10/);
-      await refused('PATCH', `/v2/deployments/${dep.id}`, withSpec({ cpu: 1e9 }), 'body.source_config.resource_spec.cpu', /at most 4/);
-      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        withSpec({ min_scale: 100000 }),
+        'body.source_config.resource_spec.min_scale',
+        /at most 10/,
+      );
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        withSpec({ cpu: 1e9 }),
+        'body.source_config.resource_spec.cpu',
+        /at most 4/,
+      );
+      expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(
+        before.metadata.resourceVersion,
+      );
       expect((await call('GET', `/v2/deployments/${dep.id}/revisions`)).json().resources).toHaveLength(1);
     });
 
     it('bounds are settings: a control plane with larger ones accepts what the default refuses', async () => {
-      const big = await createControlPlane({ store: s.store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }], policy: { ...POLICY, maxScale: 50, maxCpu: 16, maxMemoryMb: 65536 } });
+      const big = await createControlPlane({
+        store: s.store,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+        policy: { ...POLICY, maxScale: 50, maxCpu: 16, maxMemoryMb: 65536 },
+      });
       try {
-        const res = await call('POST', '/v2/deployments', githubBody('big-bounds', withSpec({ min_scale: 20, max_scale: 50, cpu: 16, memory_mb: 32768 })), 'tenant-a', big);
+        const res = await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('big-bounds', withSpec({ min_scale: 20, max_scale: 50, cpu: 16, memory_mb: 32768 })),
+          'tenant-a',
+          big,
+        );
         expect(res.statusCode, res.body).toBe(201);
-        const over = await call('POST', '/v2/deployments', githubBody('big-bounds-2', withSpec({ max_scale: 51 })), 'tenant-a', big);
+        const over = await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('big-bounds-2', withSpec({ max_scale: 51 })),
+          'tenant-a',
+          big,
+        );
         expect(over.statusCode).toBe(422);
         expect(msgs(over)).toMatch(/at most 50/);
       } finally {
@@ -318,25 +641,92 @@ for (const [kind, open] of Object.entries(stores)) {
     it('custom_url: an http(s) URL or bare host under an allowed domain, never the control plane host, one deployment per host', async () => {
       const cu = (url: string) => sourceConfig({ custom_url: url });
       const loc = 'body.source_config.custom_url';
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('https://evil.example.org')), loc, /not under an allowed custom domain \(agents\.example\.com\)/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('agents.example.com')), loc, /not under an allowed custom domain/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('https://api.agents.example.com/v2')), loc, /control plane's own host/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('ftp://bot.agents.example.com')), loc, /http\(s\) URL/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('https://u:p@bot.agents.example.com')), loc, /credentials/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('bot.agents.example.com\r\nX-Injected: 1')), loc, /control characters/);
-      await refused('POST', '/v2/deployments', githubBody('cu', cu('https://bot.agents.example.com:8443')), loc, /port/);
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('https://evil.example.org')),
+        loc,
+        /not under an allowed custom domain \(agents\.example\.com\)/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('agents.example.com')),
+        loc,
+        /not under an allowed custom domain/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('https://api.agents.example.com/v2')),
+        loc,
+        /control plane's own host/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('ftp://bot.agents.example.com')),
+        loc,
+        /http\(s\) URL/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('https://u:p@bot.agents.example.com')),
+        loc,
+        /credentials/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('bot.agents.example.com\r\nX-Injected: 1')),
+        loc,
+        /control characters/,
+      );
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('cu', cu('https://bot.agents.example.com:8443')),
+        loc,
+        /port/,
+      );
 
       const a = await create('host-owner', cu('https://Bot.Agents.Example.com/'));
       // Another tenant (and the same one) cannot take the host, however it is spelled.
-      for (const [tenant, spelled] of [['tenant-b', 'bot.agents.example.com'], ['tenant-a', 'http://BOT.agents.example.com.']] as const) {
-        await refused('POST', '/v2/deployments', githubBody(`thief-${tenant}`, cu(spelled)), '', /custom host "bot\.agents\.example\.com" is already used/, 409, tenant);
+      for (const [tenant, spelled] of [
+        ['tenant-b', 'bot.agents.example.com'],
+        ['tenant-a', 'http://BOT.agents.example.com.'],
+      ] as const) {
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody(`thief-${tenant}`, cu(spelled)),
+          '',
+          /custom host "bot\.agents\.example\.com" is already used/,
+          409,
+          tenant,
+        );
       }
       const b = await create('host-mover', cu('https://other.agents.example.com'), 'tenant-b');
-      await refused('PATCH', `/v2/deployments/${b.id}`, cu('bot.agents.example.com'), '', /"bot\.agents\.example\.com" is already used/, 409, 'tenant-b');
-      expect((await call('GET', `/v2/deployments/${b.id}`, undefined, 'tenant-b')).json().source_config.custom_url).toBe('https://other.agents.example.com');
+      await refused(
+        'PATCH',
+        `/v2/deployments/${b.id}`,
+        cu('bot.agents.example.com'),
+        '',
+        /"bot\.agents\.example\.com" is already used/,
+        409,
+        'tenant-b',
+      );
+      expect(
+        (await call('GET', `/v2/deployments/${b.id}`, undefined, 'tenant-b')).json().source_config.custom_url,
+      ).toBe('https://other.agents.example.com');
       // Moving a's host frees the old one; deleting b frees b's.
-      expect((await call('PATCH', `/v2/deployments/${a.id}`, cu('https://bot2.agents.example.com'))).statusCode).toBe(200);
-      expect((await call('PATCH', `/v2/deployments/${b.id}`, cu('bot.agents.example.com'), 'tenant-b')).statusCode).toBe(200);
+      expect((await call('PATCH', `/v2/deployments/${a.id}`, cu('https://bot2.agents.example.com'))).statusCode).toBe(
+        200,
+      );
+      expect(
+        (await call('PATCH', `/v2/deployments/${b.id}`, cu('bot.agents.example.com'), 'tenant-b')).statusCode,
+      ).toBe(200);
       const claims = await s.store.listHostClaims(s.ns);
       expect(claims.map((c) => c.host).sort()).toEqual(['bot.agents.example.com', 'bot2.agents.example.com']);
       expect(claims.find((c) => c.host === 'bot.agents.example.com')!.owner.name).toBe(deploymentName(b.id));
@@ -366,19 +756,53 @@ for (const [kind, open] of Object.entries(stores)) {
           targetRevisionName: revisionName(name, 1),
         },
       });
-      await refused('POST', '/v2/deployments', githubBody('late', sourceConfig({ custom_url: 'old.agents.example.com' })), '', /already used/, 409);
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('late', sourceConfig({ custom_url: 'old.agents.example.com' })),
+        '',
+        /already used/,
+        409,
+      );
     });
 
     it('custom domains off (the default) or * (one-team installs)', async () => {
-      const off = await createControlPlane({ store: s.store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }] });
-      const any = await createControlPlane({ store: s.store, logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }], policy: { ...POLICY, allowedCustomDomains: ['*'] } });
+      const off = await createControlPlane({
+        store: s.store,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+      });
+      const any = await createControlPlane({
+        store: s.store,
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+        policy: { ...POLICY, allowedCustomDomains: ['*'] },
+      });
       try {
-        const res = await call('POST', '/v2/deployments', githubBody('cd-off', sourceConfig({ custom_url: 'https://bot.agents.example.com' })), 'tenant-a', off);
+        const res = await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('cd-off', sourceConfig({ custom_url: 'https://bot.agents.example.com' })),
+          'tenant-a',
+          off,
+        );
         expect(res.statusCode).toBe(422);
         expect(msgs(res)).toMatch(/custom domains are not enabled/);
-        const ok = await call('POST', '/v2/deployments', githubBody('cd-any', sourceConfig({ custom_url: 'https://my-agent.acme.io' })), 'tenant-a', any);
+        const ok = await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('cd-any', sourceConfig({ custom_url: 'https://my-agent.acme.io' })),
+          'tenant-a',
+          any,
+        );
         expect(ok.statusCode, ok.body).toBe(201);
-        const own = await call('POST', '/v2/deployments', githubBody('cd-own', sourceConfig({ custom_url: 'api.agents.example.com' })), 'tenant-a', any);
+        const own = await call(
+          'POST',
+          '/v2/deployments',
+          githubBody('cd-own', sourceConfig({ custom_url: 'api.agents.example.com' })),
+          'tenant-a',
+          any,
+        );
         expect(own.statusCode).toBe(422);
       } finally {
         await off.close();
@@ -387,16 +811,29 @@ for (const [kind, open] of Object.entries(stores)) {
     });
 
     it('custom_url: racing creates of one host from two processes and two tenants, exactly one wins', async () => {
-      const other = await createControlPlane({ store: s.second!(), logger: silentLogger(), bootstrapKeys: [{ key: KEY, tenants: ['*'] }], policy: POLICY });
+      const other = await createControlPlane({
+        store: s.second!(),
+        logger: silentLogger(),
+        bootstrapKeys: [{ key: KEY, tenants: ['*'] }],
+        policy: POLICY,
+      });
       try {
         const body = (i: number) => githubBody(`race-${i}`, sourceConfig({ custom_url: 'race.agents.example.com' }));
         const results = await Promise.all(
-          [0, 1, 2, 3, 4, 5].map((i) => call('POST', '/v2/deployments', body(i), `tenant-${'pq'[i % 2]}${i}`, i % 2 ? other : app)),
+          [0, 1, 2, 3, 4, 5].map((i) =>
+            call('POST', '/v2/deployments', body(i), `tenant-${'pq'[i % 2]}${i}`, i % 2 ? other : app),
+          ),
         );
         expect(results.map((r) => r.statusCode).sort()).toEqual([201, 409, 409, 409, 409, 409]);
-        const holders = (await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.sourceConfig.customUrl === 'race.agents.example.com' && !d.metadata.deletionTimestamp);
+        const holders = (await s.store.list('AgentDeployment', s.ns)).items.filter(
+          (d) => d.spec.sourceConfig.customUrl === 'race.agents.example.com' && !d.metadata.deletionTimestamp,
+        );
         expect(holders).toHaveLength(1);
-        expect((await s.store.listHostClaims(s.ns)).filter((c) => c.host === 'race.agents.example.com').map((c) => c.owner.name)).toEqual([holders[0]!.metadata.name]);
+        expect(
+          (await s.store.listHostClaims(s.ns))
+            .filter((c) => c.host === 'race.agents.example.com')
+            .map((c) => c.owner.name),
+        ).toEqual([holders[0]!.metadata.name]);
       } finally {
         await other.close();
       }
@@ -404,39 +841,128 @@ for (const [kind, open] of Object.entries(stores)) {
 
     if (kind === 'embedded') {
       it('service accounts, pull secrets and secret references need the kubernetes store', async () => {
-        await refused('POST', '/v2/deployments', githubBody('sa', withSpec({ service_account_name: 'default' })), 'body.source_config.resource_spec.service_account_name', /need the kubernetes store/);
-        await refused('POST', '/v2/deployments', githubBody('ips', withSpec({ image_pull_secrets: ['regcred'] })), 'body.source_config.resource_spec.image_pull_secrets.0', /need the kubernetes store/);
-        await refused('POST', '/v2/deployments', githubBody('ref', { secret_references: [{ name: 'DB', secret_name: 'db', secret_key: 'url' }] }), 'body.secret_references.0.secret_name', /Secret "db".*need the kubernetes store/);
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('sa', withSpec({ service_account_name: 'default' })),
+          'body.source_config.resource_spec.service_account_name',
+          /need the kubernetes store/,
+        );
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('ips', withSpec({ image_pull_secrets: ['regcred'] })),
+          'body.source_config.resource_spec.image_pull_secrets.0',
+          /need the kubernetes store/,
+        );
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('ref', { secret_references: [{ name: 'DB', secret_name: 'db', secret_key: 'url' }] }),
+          'body.secret_references.0.secret_name',
+          /Secret "db".*need the kubernetes store/,
+        );
         const dep = await create('ref-patch');
-        await refused('PATCH', `/v2/deployments/${dep.id}`, { secret_references: [{ name: 'DB', secret_name: 'db', secret_key: 'url' }] }, 'body.secret_references.0.secret_name', /kubernetes store/);
+        await refused(
+          'PATCH',
+          `/v2/deployments/${dep.id}`,
+          { secret_references: [{ name: 'DB', secret_name: 'db', secret_key: 'url' }] },
+          'body.secret_references.0.secret_name',
+          /kubernetes store/,
+        );
       });
     } else {
       it("service accounts and Secrets: only the tenant's own (labelled agentplane.dev/tenant), never another's or the platform's", async () => {
         const core = s.core!;
         const label = (tenant: string) => ({ [LABEL_TENANT]: tenant });
-        await core.createNamespacedServiceAccount({ namespace: s.ns, body: { metadata: { name: 'a-runner', labels: label('tenant-a') } } });
-        await core.createNamespacedServiceAccount({ namespace: s.ns, body: { metadata: { name: 'b-runner', labels: label('tenant-b') } } });
-        await core.createNamespacedServiceAccount({ namespace: s.ns, body: { metadata: { name: 'agentplane-control-plane' } } });
-        await core.createNamespacedSecret({ namespace: s.ns, body: { metadata: { name: 'a-db', labels: label('tenant-a') }, stringData: { url: 'postgres://a' } } });
-        await core.createNamespacedSecret({ namespace: s.ns, body: { metadata: { name: 'b-db', labels: label('tenant-b') }, stringData: { url: 'postgres://b' } } });
+        await core.createNamespacedServiceAccount({
+          namespace: s.ns,
+          body: { metadata: { name: 'a-runner', labels: label('tenant-a') } },
+        });
+        await core.createNamespacedServiceAccount({
+          namespace: s.ns,
+          body: { metadata: { name: 'b-runner', labels: label('tenant-b') } },
+        });
+        await core.createNamespacedServiceAccount({
+          namespace: s.ns,
+          body: { metadata: { name: 'agentplane-control-plane' } },
+        });
+        await core.createNamespacedSecret({
+          namespace: s.ns,
+          body: { metadata: { name: 'a-db', labels: label('tenant-a') }, stringData: { url: 'postgres://a' } },
+        });
+        await core.createNamespacedSecret({
+          namespace: s.ns,
+          body: { metadata: { name: 'b-db', labels: label('tenant-b') }, stringData: { url: 'postgres://b' } },
+        });
         // Another tenant's deployment environment, made by the platform.
         const victim = await create('victim', {}, 'tenant-b');
         const victimEnv = `${deploymentName(victim.id)}-env-r1`;
         const sa = 'body.source_config.resource_spec.service_account_name';
-        await refused('POST', '/v2/deployments', githubBody('sa', withSpec({ service_account_name: 'b-runner' })), sa, /ServiceAccount "b-runner" does not exist in namespace tenants with the label agentplane.dev\/tenant=tenant-a/);
-        await refused('POST', '/v2/deployments', githubBody('sa', withSpec({ service_account_name: 'agentplane-control-plane' })), sa, /agentplane-control-plane/);
-        await refused('POST', '/v2/deployments', githubBody('sa', withSpec({ service_account_name: 'nope' })), sa, /"nope"/);
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('sa', withSpec({ service_account_name: 'b-runner' })),
+          sa,
+          /ServiceAccount "b-runner" does not exist in namespace tenants with the label agentplane.dev\/tenant=tenant-a/,
+        );
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('sa', withSpec({ service_account_name: 'agentplane-control-plane' })),
+          sa,
+          /agentplane-control-plane/,
+        );
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('sa', withSpec({ service_account_name: 'nope' })),
+          sa,
+          /"nope"/,
+        );
         for (const [i, name] of ['b-db', victimEnv, 'missing'].entries()) {
-          const refs = [{ name: 'OWN', secret_name: 'a-db', secret_key: 'url' }, { name: `STOLEN_${i}`, secret_name: name, secret_key: 'url' }];
-          await refused('POST', '/v2/deployments', githubBody('steal', { secret_references: refs }), 'body.secret_references.1.secret_name', new RegExp(`Secret "${name}" does not exist`));
+          const refs = [
+            { name: 'OWN', secret_name: 'a-db', secret_key: 'url' },
+            { name: `STOLEN_${i}`, secret_name: name, secret_key: 'url' },
+          ];
+          await refused(
+            'POST',
+            '/v2/deployments',
+            githubBody('steal', { secret_references: refs }),
+            'body.secret_references.1.secret_name',
+            new RegExp(`Secret "${name}" does not exist`),
+          );
         }
-        await refused('POST', '/v2/deployments', githubBody('ips', withSpec({ image_pull_secrets: ['a-db', 'b-db'] })), 'body.source_config.resource_spec.image_pull_secrets.1', /Secret "b-db"/);
-        const dep = await create('own-refs', { ...withSpec({ service_account_name: 'a-runner', image_pull_secrets: ['a-db'] }), secret_references: [{ name: 'DATABASE_URI', secret_name: 'a-db', secret_key: 'url' }] });
+        await refused(
+          'POST',
+          '/v2/deployments',
+          githubBody('ips', withSpec({ image_pull_secrets: ['a-db', 'b-db'] })),
+          'body.source_config.resource_spec.image_pull_secrets.1',
+          /Secret "b-db"/,
+        );
+        const dep = await create('own-refs', {
+          ...withSpec({ service_account_name: 'a-runner', image_pull_secrets: ['a-db'] }),
+          secret_references: [{ name: 'DATABASE_URI', secret_name: 'a-db', secret_key: 'url' }],
+        });
         expect(dep.secret_references).toEqual([{ name: 'DATABASE_URI', secret_name: 'a-db', secret_key: 'url' }]);
         const before = await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id));
-        await refused('PATCH', `/v2/deployments/${dep.id}`, { secret_references: [{ name: 'X', secret_name: 'b-db', secret_key: 'url' }] }, 'body.secret_references.0.secret_name', /"b-db"/);
-        await refused('PATCH', `/v2/deployments/${dep.id}`, withSpec({ service_account_name: 'b-runner' }), sa, /"b-runner"/);
-        expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+        await refused(
+          'PATCH',
+          `/v2/deployments/${dep.id}`,
+          { secret_references: [{ name: 'X', secret_name: 'b-db', secret_key: 'url' }] },
+          'body.secret_references.0.secret_name',
+          /"b-db"/,
+        );
+        await refused(
+          'PATCH',
+          `/v2/deployments/${dep.id}`,
+          withSpec({ service_account_name: 'b-runner' }),
+          sa,
+          /"b-runner"/,
+        );
+        expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(
+          before.metadata.resourceVersion,
+        );
         // Tenant b may use its own.
         await create('b-own', withSpec({ service_account_name: 'b-runner' }), 'tenant-b');
       });

@@ -19,7 +19,16 @@ let repo: ExampleRepo;
 let dev: DevProcess;
 
 async function keyFor(tenant: string): Promise<{ key: string; id: string }> {
-  const { stdout } = await run(process.execPath, [BIN, 'api-key', 'create', '--tenant', tenant, '--json', '--data-dir', join(dataDir, 'control-plane')]);
+  const { stdout } = await run(process.execPath, [
+    BIN,
+    'api-key',
+    'create',
+    '--tenant',
+    tenant,
+    '--json',
+    '--data-dir',
+    join(dataDir, 'control-plane'),
+  ]);
   return JSON.parse(stdout) as { key: string; id: string };
 }
 
@@ -83,14 +92,24 @@ describe('agents behind agentplane dev', () => {
     // The real SDK with the workspace's key.
     const client = new Client({ apiUrl: url, apiKey: own.key, callerOptions: { maxRetries: 0 } });
     const thread = await client.threads.create();
-    const values = await client.runs.wait(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
+    const values = await client.runs.wait(thread.thread_id, 'agent', {
+      input: { messages: [{ role: 'human', content: 'Ada' }] },
+    });
     expect(JSON.stringify(values)).toContain('Ada');
 
     // A key created after the agent started works without a restart; a revoked one stops working.
     const later = await keyFor(TENANT);
-    await waitFor('the new key to be accepted', async () => ((await status(url, later.key)) === 200 ? true : undefined), 20_000);
+    await waitFor(
+      'the new key to be accepted',
+      async () => ((await status(url, later.key)) === 200 ? true : undefined),
+      20_000,
+    );
     await run(process.execPath, [BIN, 'api-key', 'revoke', own.id, '--data-dir', join(dataDir, 'control-plane')]);
-    await waitFor('the revoked key to be refused', async () => ((await status(url, own.key)) === 401 ? true : undefined), 20_000);
+    await waitFor(
+      'the revoked key to be refused',
+      async () => ((await status(url, own.key)) === 401 ? true : undefined),
+      20_000,
+    );
     expect(await status(url, later.key)).toBe(200);
 
     // Public only by an explicit switch, which the record shows.

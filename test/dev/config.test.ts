@@ -5,9 +5,22 @@ import { UsageError } from '../../src/lib/cli-args.ts';
 
 describe('agentplane dev flags', () => {
   it('uses defaults, then environment, then flags', () => {
-    expect(parseDevConfig([], {})).toMatchObject({ host: '127.0.0.1', port: 8080, dataDir: resolve('.agentplane'), databaseUrl: undefined });
-    const env = { AGENTPLANE_PORT: '9000', AGENTPLANE_DATA_DIR: '/tmp/x', AGENTPLANE_DATABASE_URL: 'postgres://u@h:5432/db' };
-    expect(parseDevConfig([], env)).toMatchObject({ port: 9000, dataDir: '/tmp/x', databaseUrl: 'postgres://u@h:5432/db' });
+    expect(parseDevConfig([], {})).toMatchObject({
+      host: '127.0.0.1',
+      port: 8080,
+      dataDir: resolve('.agentplane'),
+      databaseUrl: undefined,
+    });
+    const env = {
+      AGENTPLANE_PORT: '9000',
+      AGENTPLANE_DATA_DIR: '/tmp/x',
+      AGENTPLANE_DATABASE_URL: 'postgres://u@h:5432/db',
+    };
+    expect(parseDevConfig([], env)).toMatchObject({
+      port: 9000,
+      dataDir: '/tmp/x',
+      databaseUrl: 'postgres://u@h:5432/db',
+    });
     expect(parseDevConfig(['--port', '0', '--data-dir', '/tmp/y'], env)).toMatchObject({ port: 0, dataDir: '/tmp/y' });
     expect(parseDevConfig(['--help'], {})).toBeNull();
   });
@@ -22,7 +35,23 @@ describe('agentplane dev flags', () => {
     });
     const env = { AGENTPLANE_SANDBOX: 'none', AGENTPLANE_ALLOW_LOCAL_REPOS: '/srv/a, /srv/b' };
     expect(parseDevConfig([], env)).toMatchObject({ sandbox: 'none', allowLocalRepos: ['/srv/a', '/srv/b'] });
-    expect(parseDevConfig(['--sandbox', 'bwrap', '--allow-local-repos', '/x', '--keep-builds', '0', '--build-timeout', '60', '--install-cache-max-mb', '10'], env)).toMatchObject({
+    expect(
+      parseDevConfig(
+        [
+          '--sandbox',
+          'bwrap',
+          '--allow-local-repos',
+          '/x',
+          '--keep-builds',
+          '0',
+          '--build-timeout',
+          '60',
+          '--install-cache-max-mb',
+          '10',
+        ],
+        env,
+      ),
+    ).toMatchObject({
       sandbox: 'bwrap',
       allowLocalRepos: ['/x'],
       keepBuilds: 0,

@@ -7,7 +7,17 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, alive, api, childPids, childProcesses, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import {
+  API_KEY,
+  alive,
+  api,
+  childPids,
+  childProcesses,
+  startDev,
+  stopDev,
+  waitFor,
+  type DevProcess,
+} from './helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -46,7 +56,9 @@ async function expectDeployed(base: string, depId: string, revId: string): Promi
 async function greet(url: string, threadId?: string): Promise<{ text: string; threadId: string }> {
   const client = new Client({ apiUrl: url, apiKey: API_KEY });
   const thread = threadId ? { thread_id: threadId } : await client.threads.create();
-  const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
+  const run = await client.runs.create(thread.thread_id, 'agent', {
+    input: { messages: [{ role: 'human', content: 'Ada' }] },
+  });
   await client.runs.join(thread.thread_id, run.run_id);
   const fetched = await client.runs.get(thread.thread_id, run.run_id);
   expect(fetched.status).toBe('success');
@@ -82,7 +94,9 @@ function probeContinuously(url: string) {
 }
 
 async function logText(base: string, depId: string, revId: string, type: 'build' | 'deploy'): Promise<string> {
-  const { status, body } = await api(base).get(`/v2/deployments/${depId}/revisions/${revId}/logs?type=${type}&limit=1000`);
+  const { status, body } = await api(base).get(
+    `/v2/deployments/${depId}/revisions/${revId}/logs?type=${type}&limit=1000`,
+  );
   expect(status).toBe(200);
   return (body.logs as { message: string }[]).map((l) => l.message).join('\n');
 }
@@ -123,12 +137,16 @@ describe('agentplane dev end to end', () => {
     const r2 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
     expect(r2).not.toBe(r1);
     await expectDeployed(dev.url, depId, r2);
-    await waitFor('traffic on r2', async () => ((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined));
+    await waitFor('traffic on r2', async () =>
+      (await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined,
+    );
     const during = await probe.end();
     expect(during.failures).toEqual([]);
     expect(during.ok).toBeGreaterThan(0);
     expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
-    const old = await new Client({ apiUrl: url, apiKey: API_KEY }).threads.getState<{ messages: unknown[] }>(first.threadId);
+    const old = await new Client({ apiUrl: url, apiKey: API_KEY }).threads.getState<{ messages: unknown[] }>(
+      first.threadId,
+    );
     expect(old.values.messages).toHaveLength(4);
     expect((await greet(url, first.threadId)).text).toBe('The greeting tool says: Howdy, Ada!');
 
@@ -147,11 +165,16 @@ describe('agentplane dev end to end', () => {
       expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
       expect((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id).toBe(r2);
     }
-    const unknownRef = await cp.patch(`/v2/deployments/${depId}`, { source_revision_config: { repo_ref: 'no-such-branch' } });
+    const unknownRef = await cp.patch(`/v2/deployments/${depId}`, {
+      source_revision_config: { repo_ref: 'no-such-branch' },
+    });
     expect(unknownRef.status).toBe(200);
     const r5 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
     const unknown = await revisionDone(dev.url, depId, r5);
-    expect(unknown).toMatchObject({ status: 'BUILD_FAILED', status_message: expect.stringContaining('no-such-branch') });
+    expect(unknown).toMatchObject({
+      status: 'BUILD_FAILED',
+      status_message: expect.stringContaining('no-such-branch'),
+    });
     const allLogs = [r1, r2].map((r) => logText(dev!.url, depId, r, 'deploy'));
     for (const text of await Promise.all(allLogs)) expect(text).not.toContain('do-not-log-me-42');
 
@@ -165,12 +188,17 @@ describe('agentplane dev end to end', () => {
     });
     expect(docker.status).toBe(201);
     const dockerRev = await revisionDone(dev.url, String(docker.body.id), String(docker.body.latest_revision_id));
-    expect(dockerRev).toMatchObject({ status: 'CREATE_FAILED', status_message: expect.stringContaining('container runtime') });
+    expect(dockerRev).toMatchObject({
+      status: 'CREATE_FAILED',
+      status_message: expect.stringContaining('container runtime'),
+    });
 
     // Start a new revision (tag v1) and crash the dev process while it builds, with r2 live.
     await cp.patch(`/v2/deployments/${depId}`, { source_revision_config: { repo_ref: 'v1' } });
     const r6 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
-    await waitFor('r6 building', async () => ((await cp.get(`/v2/deployments/${depId}/revisions/${r6}`)).body.status === 'BUILDING' ? true : undefined));
+    await waitFor('r6 building', async () =>
+      (await cp.get(`/v2/deployments/${depId}/revisions/${r6}`)).body.status === 'BUILDING' ? true : undefined,
+    );
     const revisionsBefore = (await cp.get(`/v2/deployments/${depId}/revisions`)).body.resources as Rev[];
     const r2BuildLog = await logText(dev.url, depId, r2, 'build');
     const servers = childPids(dev.child.pid!);
@@ -182,23 +210,33 @@ describe('agentplane dev end to end', () => {
     // r6 takes over; no revision is added.
     dev = await startDev(dataDir, dev.port);
     const cp2 = api(dev.url);
-    await waitFor('deployment to serve again', async () => ((await fetch(`${url}/ok`)).status === 200 ? true : undefined));
+    await waitFor('deployment to serve again', async () =>
+      (await fetch(`${url}/ok`)).status === 200 ? true : undefined,
+    );
     await expectDeployed(dev.url, depId, r6);
-    await waitFor('traffic on r6', async () => ((await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r6 ? true : undefined));
+    await waitFor('traffic on r6', async () =>
+      (await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r6 ? true : undefined,
+    );
     expect((await greet(url)).text).toBe('The greeting tool says: Hello, Ada!');
     const revisionsAfter = (await cp2.get(`/v2/deployments/${depId}/revisions`)).body.resources as Rev[];
     expect(revisionsAfter.map((r) => r.id)).toEqual(revisionsBefore.map((r) => r.id));
-    expect(revisionsAfter.filter((r) => r.id !== r6).map((r) => r.status)).toEqual(revisionsBefore.filter((r) => r.id !== r6).map((r) => r.status));
+    expect(revisionsAfter.filter((r) => r.id !== r6).map((r) => r.status)).toEqual(
+      revisionsBefore.filter((r) => r.id !== r6).map((r) => r.status),
+    );
 
     // Redeploy r2: its build is on disk, so it only restarts.
     expect((await cp2.post(`/v2/deployments/${depId}/revisions/${r2}/redeploy`)).status).toBe(200);
-    await waitFor('traffic back on r2', async () => ((await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined));
+    await waitFor('traffic back on r2', async () =>
+      (await cp2.get(`/v2/deployments/${depId}`)).body.active_revision_id === r2 ? true : undefined,
+    );
     expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
     expect(await logText(dev.url, depId, r2, 'build')).toBe(r2BuildLog);
 
     // DELETE: 204, record gone, no child process left, URL 404.
     expect((await cp2.delete(`/v2/deployments/${depId}`)).status).toBe(204);
-    await waitFor('deployment record gone', async () => ((await cp2.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined));
+    await waitFor('deployment record gone', async () =>
+      (await cp2.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined,
+    );
     expect(childProcesses(dev.child.pid!)).toEqual([]);
     expect((await fetch(`${url}/ok`)).status).toBe(404);
 

@@ -10,11 +10,19 @@ export const TENANT = 'e2e-tenant';
 export type DevProcess = { child: ChildProcess; url: string; port: number; output: () => string };
 
 export async function startDev(dataDir: string, port = 0, extraArgs: string[] = []): Promise<DevProcess> {
-  const child = spawn(process.execPath, [BIN, 'dev', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', ...extraArgs], {
-    // Test repositories live under the system temp folder.
-    env: { ...process.env, AGENTPLANE_BOOTSTRAP_API_KEY: API_KEY, AGENTPLANE_ALLOW_LOCAL_REPOS: process.env.AGENTPLANE_ALLOW_LOCAL_REPOS ?? tmpdir() },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'dev', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', ...extraArgs],
+    {
+      // Test repositories live under the system temp folder.
+      env: {
+        ...process.env,
+        AGENTPLANE_BOOTSTRAP_API_KEY: API_KEY,
+        AGENTPLANE_ALLOW_LOCAL_REPOS: process.env.AGENTPLANE_ALLOW_LOCAL_REPOS ?? tmpdir(),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -28,11 +28,17 @@ afterAll(async () => {
 type Rev = { status: string; status_message: string | null };
 
 async function finished(base: string, depId: string, revId: string): Promise<Rev> {
-  return waitFor(`revision ${revId} to finish building`, async () => {
-    const { body } = await api(base).get(`/v2/deployments/${depId}/revisions/${revId}`);
-    const s = String(body.status);
-    return s === 'DEPLOYED' || s.includes('FAILED') || s === 'AWAITING_DEPLOY' || s === 'DEPLOYING' ? (body as Rev) : undefined;
-  }, 60_000);
+  return waitFor(
+    `revision ${revId} to finish building`,
+    async () => {
+      const { body } = await api(base).get(`/v2/deployments/${depId}/revisions/${revId}`);
+      const s = String(body.status);
+      return s === 'DEPLOYED' || s.includes('FAILED') || s === 'AWAITING_DEPLOY' || s === 'DEPLOYING'
+        ? (body as Rev)
+        : undefined;
+    },
+    60_000,
+  );
 }
 
 async function buildLog(base: string, depId: string, revId: string): Promise<string> {
@@ -40,7 +46,11 @@ async function buildLog(base: string, depId: string, revId: string): Promise<str
   return (body.logs as { message: string }[]).map((l) => l.message).join('\n');
 }
 
-async function create(base: string, name: string, sourceConfig: Record<string, unknown>): Promise<{ depId: string; revId: string }> {
+async function create(
+  base: string,
+  name: string,
+  sourceConfig: Record<string, unknown>,
+): Promise<{ depId: string; revId: string }> {
   const created = await api(base).post('/v2/deployments', {
     name,
     source: 'github',
@@ -94,11 +104,18 @@ describe('agentplane dev isolation', () => {
     if (dev) await stopDev(dev);
     dev = await startDev(join(tmp, 'data2'), 0, ['--allow-local-repos', join(tmp, 'allowed')]);
     const slow = await create(dev.url, 'slow', { repo_url: repo.path, install_command: 'sleep 317' });
-    const sleeping = () => execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n').filter((l) => /\bsleep 317$/.test(l.trim()));
+    const sleeping = () =>
+      execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+        .split('\n')
+        .filter((l) => /\bsleep 317$/.test(l.trim()));
     await waitFor('the install step to run', async () => (sleeping().length > 0 ? true : undefined), 30_000);
     expect(slow.depId).toBeTruthy();
     await stopDev(dev, 'SIGKILL');
     dev = undefined;
-    await waitFor('the install step to end with the dev process', async () => (sleeping().length === 0 ? true : undefined), 10_000);
+    await waitFor(
+      'the install step to end with the dev process',
+      async () => (sleeping().length === 0 ? true : undefined),
+      10_000,
+    );
   }, 60_000);
 });

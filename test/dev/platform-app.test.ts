@@ -21,7 +21,13 @@ let dev: DevProcess;
 function git(cwd: string, ...args: string[]): void {
   execFileSync('git', args, {
     cwd,
-    env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com' },
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 't',
+      GIT_AUTHOR_EMAIL: 't@example.com',
+      GIT_COMMITTER_NAME: 't',
+      GIT_COMMITTER_EMAIL: 't@example.com',
+    },
   });
 }
 
@@ -42,11 +48,12 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-const as = (url: string, token?: string) => new Client({
-  apiUrl: url,
-  callerOptions: { maxRetries: 0 },
-  ...(token ? { defaultHeaders: { authorization: `Bearer ${token}` } } : {}),
-});
+const as = (url: string, token?: string) =>
+  new Client({
+    apiUrl: url,
+    callerOptions: { maxRetries: 0 },
+    ...(token ? { defaultHeaders: { authorization: `Bearer ${token}` } } : {}),
+  });
 
 describe('a platform app deployed through agentplane dev', () => {
   it('keeps users apart, serves its custom route and its nodes use the store, behind the stable URL', async () => {
@@ -61,18 +68,25 @@ describe('a platform app deployed through agentplane dev', () => {
     expect(created.body.source_config.access_mode).toBe('api_key');
     const depId = String(created.body.id);
     const revId = String(created.body.latest_revision_id);
-    const rev = await waitFor(`revision ${revId}`, async () => {
-      const { body } = await cp.get(`/v2/deployments/${depId}/revisions/${revId}`);
-      const s = String(body.status);
-      return s === 'DEPLOYED' || s.includes('FAILED') ? body : undefined;
-    }, 300_000);
+    const rev = await waitFor(
+      `revision ${revId}`,
+      async () => {
+        const { body } = await cp.get(`/v2/deployments/${depId}/revisions/${revId}`);
+        const s = String(body.status);
+        return s === 'DEPLOYED' || s.includes('FAILED') ? body : undefined;
+      },
+      300_000,
+    );
     expect(rev.status, String(rev.status_message)).toBe('DEPLOYED');
     const url = String((await cp.get(`/v2/deployments/${depId}`)).body.url);
 
     // Custom auth decides: no token is 401 even with the workspace key; a user token needs no workspace key.
-    const search = (headers: Record<string, string>) => fetch(`${url}/threads/search`, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}',
-    }).then(async (r) => (await r.arrayBuffer(), r.status));
+    const search = (headers: Record<string, string>) =>
+      fetch(`${url}/threads/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: '{}',
+      }).then(async (r) => (await r.arrayBuffer(), r.status));
     expect(await search({})).toBe(401);
     expect(await search({ 'x-api-key': API_KEY })).toBe(401);
     expect(await search({ authorization: 'Bearer token-nobody' })).toBe(401);
@@ -83,14 +97,18 @@ describe('a platform app deployed through agentplane dev', () => {
     const ben = as(url, 'token-ben');
     const annThread = await ann.threads.create();
     expect(annThread.metadata).toMatchObject({ owner: 'ann' });
-    const reply = await ann.runs.wait(annThread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
+    const reply = await ann.runs.wait(annThread.thread_id, 'agent', {
+      input: { messages: [{ role: 'human', content: 'Ada' }] },
+    });
     expect(JSON.stringify(reply)).toContain('Hello, Ada!');
     const benThread = await ben.threads.create();
     expect((await ann.threads.search()).map((t) => t.thread_id)).toEqual([annThread.thread_id]);
     expect((await ben.threads.search()).map((t) => t.thread_id)).toEqual([benThread.thread_id]);
     await expect(ben.threads.get(annThread.thread_id)).rejects.toMatchObject({ status: 404 });
     await expect(ben.threads.getState(annThread.thread_id)).rejects.toMatchObject({ status: 404 });
-    await expect(ben.runs.create(annThread.thread_id, 'agent', { input: { messages: [] } })).rejects.toMatchObject({ status: 404 });
+    await expect(ben.runs.create(annThread.thread_id, 'agent', { input: { messages: [] } })).rejects.toMatchObject({
+      status: 404,
+    });
     await expect(as(url).threads.search()).rejects.toMatchObject({ status: 401 });
 
     // The Hono app's route answers through the same URL, its middleware stamps built-in routes too.
@@ -98,7 +116,9 @@ describe('a platform app deployed through agentplane dev', () => {
     expect(status.status).toBe(200);
     expect(await status.json()).toEqual({ app: 'platform-app', greeting: 'Hello' });
     const ok = await fetch(`${url}/threads/search`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer token-ann' }, body: '{}',
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer token-ann' },
+      body: '{}',
     });
     expect(ok.headers.get('x-app')).toBe('platform-app');
 

@@ -34,7 +34,14 @@ const target: Target = {
   name: `ag-${id}`,
   deploymentId: id,
   tenantId: 'tenant-1',
-  owner: { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: `ag-${id}`, uid: 'uid-1', controller: true, blockOwnerDeletion: true },
+  owner: {
+    apiVersion: 'agentplane.dev/v1alpha1',
+    kind: 'AgentDeployment',
+    name: `ag-${id}`,
+    uid: 'uid-1',
+    controller: true,
+    blockOwnerDeletion: true,
+  },
 };
 const rev = `ag-${id}-r3`;
 
@@ -42,7 +49,9 @@ function env(c: V1Container, name: string): V1EnvVar | undefined {
   return c.env?.find((e) => e.name === name);
 }
 
-function expectOwned(obj: { metadata?: { ownerReferences?: unknown[]; labels?: Record<string, string>; namespace?: string } }) {
+function expectOwned(obj: {
+  metadata?: { ownerReferences?: unknown[]; labels?: Record<string, string>; namespace?: string };
+}) {
   expect(obj.metadata?.ownerReferences).toEqual([target.owner]);
   expect(obj.metadata?.namespace).toBe('team-a');
   expect(obj.metadata?.labels).toMatchObject({
@@ -57,7 +66,11 @@ function expectOwned(obj: { metadata?: { ownerReferences?: unknown[]; labels?: R
 
 describe('agent Dockerfile', () => {
   it('builds onto the base image, installs and runs agent-server on the graph config', () => {
-    const text = agentDockerfile({ baseImage: 'base:1', graphConfigPath: './agents/langgraph.json', buildCommand: 'npm run build' });
+    const text = agentDockerfile({
+      baseImage: 'base:1',
+      graphConfigPath: './agents/langgraph.json',
+      buildCommand: 'npm run build',
+    });
     const lines = text.split('\n');
     expect(lines[1]).toBe('FROM base:1');
     expect(text).toContain('COPY --chown=node:node . .');
@@ -71,20 +84,27 @@ describe('agent Dockerfile', () => {
   });
 
   it('uses the install command when given', () => {
-    const text = agentDockerfile({ baseImage: 'b', graphConfigPath: 'langgraph.json', installCommand: 'yarn install --frozen-lockfile' });
+    const text = agentDockerfile({
+      baseImage: 'b',
+      graphConfigPath: 'langgraph.json',
+      installCommand: 'yarn install --frozen-lockfile',
+    });
     expect(text).toContain('&& yarn install --frozen-lockfile');
     expect(text).not.toContain('npm ci');
     expect(text).not.toContain('npm prune');
   });
 
-  it.each(['../x/langgraph.json', '/etc/langgraph.json', 'a"b.json', 'a\nRUN evil', '.', ''])('refuses config path %j', (p) => {
-    expect(() => safeConfigPath(p)).toThrow(/graph config path/);
-  });
+  it.each(['../x/langgraph.json', '/etc/langgraph.json', 'a"b.json', 'a\nRUN evil', '.', ''])(
+    'refuses config path %j',
+    (p) => {
+      expect(() => safeConfigPath(p)).toThrow(/graph config path/);
+    },
+  );
 
   it('refuses multi-line commands (they would inject Dockerfile instructions)', () => {
-    expect(() => agentDockerfile({ baseImage: 'b', graphConfigPath: 'langgraph.json', buildCommand: 'a\nUSER root' })).toThrow(
-      /build_command must be a single line/,
-    );
+    expect(() =>
+      agentDockerfile({ baseImage: 'b', graphConfigPath: 'langgraph.json', buildCommand: 'a\nUSER root' }),
+    ).toThrow(/build_command must be a single line/);
   });
 });
 
@@ -146,10 +166,17 @@ describe('makeBuildJob', () => {
   // RUN steps execute inside the build container (BuildKit without a process sandbox shares its PID namespace):
   // whatever that container mounts or holds, the repository's code can read.
   it('mounts the push secret only in the push container, which runs after the build has exited', () => {
-    expect(push.volumeMounts).toContainEqual({ name: 'push-secret', mountPath: '/var/run/agentplane/push', readOnly: true });
+    expect(push.volumeMounts).toContainEqual({
+      name: 'push-secret',
+      mountPath: '/var/run/agentplane/push',
+      readOnly: true,
+    });
     expect(env(push, 'REGISTRY_AUTH_FILE')!.value).toBe('/var/run/agentplane/push/config.json');
     for (const c of [clone, build]) {
-      expect(c.volumeMounts!.map((m) => m.name), c.name).not.toContain('push-secret');
+      expect(
+        c.volumeMounts!.map((m) => m.name),
+        c.name,
+      ).not.toContain('push-secret');
       expect(JSON.stringify(c.env), c.name).not.toContain('/var/run/agentplane/push');
       expect(c.envFrom, c.name).toBeUndefined();
     }
@@ -163,17 +190,26 @@ describe('makeBuildJob', () => {
   });
 
   it('gives the build step a pull-only credential when one is configured, never the push one', () => {
-    const j = makeBuildJob(target, { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, { ...config, buildPullSecretName: 'registry-pull' });
+    const j = makeBuildJob(
+      target,
+      { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' },
+      { ...config, buildPullSecretName: 'registry-pull' },
+    );
     validateK8s(j);
     const b = j.spec!.template.spec!.initContainers![1]!;
     expect(b.volumeMounts).toContainEqual({ name: 'pull-secret', mountPath: '/home/user/.docker', readOnly: true });
-    expect(j.spec!.template.spec!.volumes!.find((v) => v.name === 'pull-secret')!.secret!.secretName).toBe('registry-pull');
+    expect(j.spec!.template.spec!.volumes!.find((v) => v.name === 'pull-secret')!.secret!.secretName).toBe(
+      'registry-pull',
+    );
     expect(b.volumeMounts!.map((m) => m.name)).not.toContain('push-secret');
   });
 
   it('bounds every container and every emptyDir, and mounts no API token', () => {
     for (const c of all) {
-      expect(c.resources, c.name).toEqual({ requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '4Gi' } });
+      expect(c.resources, c.name).toEqual({
+        requests: { cpu: '500m', memory: '1Gi' },
+        limits: { cpu: '2', memory: '4Gi' },
+      });
     }
     const dirs = pod.volumes!.filter((v) => v.emptyDir);
     expect(dirs.map((v) => [v.name, v.emptyDir!.sizeLimit])).toEqual([
@@ -183,15 +219,24 @@ describe('makeBuildJob', () => {
     ]);
     expect(pod.automountServiceAccountToken).toBe(false);
     expect(job.spec!.activeDeadlineSeconds).toBe(1800);
-    const custom = makeBuildJob(target, { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, {
-      ...config,
-      buildResources: { requests: { cpu: '1', memory: '2Gi' }, limits: { cpu: '3', memory: '6Gi' } },
-      buildWorkspaceSize: '8Gi',
-      buildCacheSize: '20Gi',
-    });
+    const custom = makeBuildJob(
+      target,
+      { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' },
+      {
+        ...config,
+        buildResources: { requests: { cpu: '1', memory: '2Gi' }, limits: { cpu: '3', memory: '6Gi' } },
+        buildWorkspaceSize: '8Gi',
+        buildCacheSize: '20Gi',
+      },
+    );
     validateK8s(custom);
     expect(custom.spec!.template.spec!.containers[0]!.resources!.limits).toEqual({ cpu: '3', memory: '6Gi' });
-    expect(custom.spec!.template.spec!.volumes!.map((v) => v.emptyDir?.sizeLimit)).toEqual(['8Gi', '8Gi', '20Gi', undefined]);
+    expect(custom.spec!.template.spec!.volumes!.map((v) => v.emptyDir?.sizeLimit)).toEqual([
+      '8Gi',
+      '8Gi',
+      '20Gi',
+      undefined,
+    ]);
   });
 
   it('records commit and digest in the termination message', () => {
@@ -258,7 +303,10 @@ describe('makeDeployment', () => {
     validateK8s(dep);
     expectOwned(dep);
     expect(dep.metadata!.name).toBe(target.name);
-    expect(makeDeployment(target, { revision: rev, image, envNames: [], url: 'https://bot.acme.io' }, config).metadata!.annotations).toMatchObject({
+    expect(
+      makeDeployment(target, { revision: rev, image, envNames: [], url: 'https://bot.acme.io' }, config).metadata!
+        .annotations,
+    ).toMatchObject({
       'agentplane.dev/url': 'https://bot.acme.io',
     });
   });
@@ -275,7 +323,10 @@ describe('makeDeployment', () => {
     expect(dep.spec!.replicas).toBe(2);
     expect(c.resources).toEqual({ requests: { cpu: '1500m', memory: '1Gi' }, limits: { memory: '2Gi' } });
     expect(dep.spec!.template.metadata!.labels).toMatchObject({ team: 'a', 'app.kubernetes.io/instance': target.name });
-    expect(dep.spec!.template.metadata!.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'agentplane.dev/revision': rev });
+    expect(dep.spec!.template.metadata!.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'agentplane.dev/revision': rev,
+    });
     expect(pod.serviceAccountName).toBe('agent-sa');
     expect(pod.imagePullSecrets).toEqual([{ name: 'pull-1' }]);
     expect(pod.nodeSelector).toEqual({ pool: 'agents' });
@@ -295,13 +346,20 @@ describe('makeDeployment', () => {
   it('gets env from the revision Secret and secret_references, and the internal DATABASE_URI', () => {
     expect(c.envFrom).toEqual([{ secretRef: { name: `${rev}-env` } }]);
     expect(env(c, 'ANTHROPIC_API_KEY')!.valueFrom).toEqual({ secretKeyRef: { name: 'llm-keys', key: 'anthropic' } });
-    expect(env(c, 'DATABASE_URI')!.valueFrom).toEqual({ secretKeyRef: { name: `${target.name}-postgres`, key: 'uri' } });
+    expect(env(c, 'DATABASE_URI')!.valueFrom).toEqual({
+      secretKeyRef: { name: `${target.name}-postgres`, key: 'uri' },
+    });
   });
 
   it('never shadows an external DATABASE_URI from a secret reference', () => {
     const d = makeDeployment(
       target,
-      { revision: rev, image, envNames: [], secretReferences: [{ name: 'DATABASE_URI', secretName: 'pg', secretKey: 'url' }] },
+      {
+        revision: rev,
+        image,
+        envNames: [],
+        secretReferences: [{ name: 'DATABASE_URI', secretName: 'pg', secretKey: 'url' }],
+      },
       config,
     );
     validateK8s(d);
@@ -323,9 +381,13 @@ describe('makeDeployment', () => {
   });
 
   it('refuses min_scale above max_scale', () => {
-    expect(() => makeDeployment(target, { revision: rev, image, envNames: [], resourceSpec: { minScale: 3, maxScale: 1 } }, config)).toThrow(
-      /min_scale/,
-    );
+    expect(() =>
+      makeDeployment(
+        target,
+        { revision: rev, image, envNames: [], resourceSpec: { minScale: 3, maxScale: 1 } },
+        config,
+      ),
+    ).toThrow(/min_scale/);
   });
 
   it('is deterministic (applying it twice is a no-op)', () => {
@@ -342,14 +404,21 @@ describe('makeAutoscaler', () => {
     expectOwned(hpa);
     expect(hpa.spec!.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: target.name });
     expect([hpa.spec!.minReplicas, hpa.spec!.maxReplicas]).toEqual([2, 5]);
-    const d = makeDeployment(target, { revision: rev, image: 'i', envNames: [], resourceSpec: { minScale: 2, maxScale: 5 } }, config);
+    const d = makeDeployment(
+      target,
+      { revision: rev, image: 'i', envNames: [], resourceSpec: { minScale: 2, maxScale: 5 } },
+      config,
+    );
     validateK8s(d);
     expect(d.spec!.replicas).toBeUndefined();
   });
 
-  it.each([[{}], [{ minScale: 3 }], [{ minScale: 2, maxScale: 2 }], [{ maxScale: 1 }]])('is not made for %j', (spec) => {
-    expect(makeAutoscaler(target, spec)).toBeUndefined();
-  });
+  it.each([[{}], [{ minScale: 3 }], [{ minScale: 2, maxScale: 2 }], [{ maxScale: 1 }]])(
+    'is not made for %j',
+    (spec) => {
+      expect(makeAutoscaler(target, spec)).toBeUndefined();
+    },
+  );
 });
 
 describe('databaseFor', () => {
@@ -357,7 +426,11 @@ describe('databaseFor', () => {
     [[], [], { kind: 'internal' }],
     [['DATABASE_URI'], [], { kind: 'external', from: 'secret', name: 'DATABASE_URI' }],
     [['POSTGRES_URI'], [], { kind: 'external', from: 'secret', name: 'POSTGRES_URI' }],
-    [[], [{ name: 'DATABASE_URI', secretName: 's', secretKey: 'k' }], { kind: 'external', from: 'secret_reference', name: 'DATABASE_URI' }],
+    [
+      [],
+      [{ name: 'DATABASE_URI', secretName: 's', secretKey: 'k' }],
+      { kind: 'external', from: 'secret_reference', name: 'DATABASE_URI' },
+    ],
     [['OTHER'], [{ name: 'OTHER_REF', secretName: 's', secretKey: 'k' }], { kind: 'internal' }],
   ])('env %j refs %j -> %j', (names, refs, expected) => {
     expect(databaseFor(names, refs)).toEqual(expected);
@@ -369,7 +442,10 @@ describe('makeService and makeIngress', () => {
     const svc = makeService(target);
     validateK8s(svc);
     expectOwned(svc);
-    expect(svc.spec!.selector).toEqual({ 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'server' });
+    expect(svc.spec!.selector).toEqual({
+      'app.kubernetes.io/instance': target.name,
+      'app.kubernetes.io/component': 'server',
+    });
     expect(svc.spec!.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
   });
 
@@ -382,7 +458,10 @@ describe('makeService and makeIngress', () => {
   });
 
   it('builds a schema-valid Ingress with the class and TLS', () => {
-    const ing = makeIngress(target, 'bot.acme.io', { ...config, ingress: { ...config.ingress, tlsSecretName: 'wild' } });
+    const ing = makeIngress(target, 'bot.acme.io', {
+      ...config,
+      ingress: { ...config.ingress, tlsSecretName: 'wild' },
+    });
     validateK8s(ing);
     expectOwned(ing);
     expect(ing.spec!.ingressClassName).toBe('nginx');
@@ -394,7 +473,9 @@ describe('makeService and makeIngress', () => {
   it('gives the ingress URL or the cluster DNS name', () => {
     expect(deploymentUrl(target, 'bot.acme.io', config)).toBe('http://bot.acme.io');
     expect(deploymentUrl(target, undefined, config)).toBe(`http://${target.name}.team-a.svc`);
-    expect(deploymentUrl(target, undefined, { ...config, clusterDomain: 'cluster.local' })).toBe(`http://${target.name}.team-a.svc.cluster.local`);
+    expect(deploymentUrl(target, undefined, { ...config, clusterDomain: 'cluster.local' })).toBe(
+      `http://${target.name}.team-a.svc.cluster.local`,
+    );
   });
 });
 
@@ -410,7 +491,9 @@ describe('dev Postgres', () => {
     expect(sts.spec!.replicas).toBe(1);
     expect(sts.spec!.serviceName).toBe(svc.metadata!.name);
     expect(sts.spec!.volumeClaimTemplates![0]!.spec!.resources!.requests).toEqual({ storage: '1Gi' });
-    expect(sts.spec!.template.spec!.containers[0]!.volumeMounts).toEqual([{ name: 'data', mountPath: '/var/lib/postgresql/data' }]);
+    expect(sts.spec!.template.spec!.containers[0]!.volumeMounts).toEqual([
+      { name: 'data', mountPath: '/var/lib/postgresql/data' },
+    ]);
     expect(svc.spec!.clusterIP).toBe('None');
     expect(sts.spec!.persistentVolumeClaimRetentionPolicy).toEqual({ whenDeleted: 'Delete', whenScaled: 'Retain' });
     expect(svc.spec!.selector).toEqual(sts.spec!.selector.matchLabels);
@@ -434,20 +517,40 @@ describe('private registries and ordering', () => {
   const image = `registry.example.com/agents/${target.name}@sha256:${'c'.repeat(64)}`;
 
   it('gives agent pods the operator pull secrets before the tenant ones, once each', () => {
-    const d = makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'], resourceSpec: { imagePullSecrets: ['mine', 'registry-pull'] } }, withPull);
+    const d = makeDeployment(
+      target,
+      {
+        revision: rev,
+        image,
+        envNames: ['DATABASE_URI'],
+        resourceSpec: { imagePullSecrets: ['mine', 'registry-pull'] },
+      },
+      withPull,
+    );
     validateK8s(d);
     expect(d.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-pull' }, { name: 'mine' }]);
-    expect(makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'] }, config).spec!.template.spec!.imagePullSecrets).toBeUndefined();
+    expect(
+      makeDeployment(target, { revision: rev, image, envNames: ['DATABASE_URI'] }, config).spec!.template.spec!
+        .imagePullSecrets,
+    ).toBeUndefined();
   });
 
   it('gives build pods the pull secrets', () => {
-    const job = makeBuildJob(target, { revision: rev, repoUrl: 'https://git.example.com/a.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, withPull);
+    const job = makeBuildJob(
+      target,
+      { revision: rev, repoUrl: 'https://git.example.com/a.git', repoRef: 'main', graphConfigPath: 'langgraph.json' },
+      withPull,
+    );
     validateK8s(job);
     expect(job.spec!.template.spec!.imagePullSecrets).toEqual([{ name: 'registry-pull' }]);
   });
 
   it('makes agent pods with their own Postgres wait for it, and only those', () => {
-    const own = makeDeployment(target, { revision: rev, image, envNames: [] }, { ...config, clusterDomain: 'cluster.local' });
+    const own = makeDeployment(
+      target,
+      { revision: rev, image, envNames: [] },
+      { ...config, clusterDomain: 'cluster.local' },
+    );
     validateK8s(own);
     const init = own.spec!.template.spec!.initContainers!;
     expect(init.map((c) => c.name)).toEqual(['wait-for-postgres']);

@@ -10,23 +10,54 @@ type Json = Record<string, any>;
 
 const VALUE_SETS: [string, Json][] = [
   ['defaults', {}],
-  ['ingress with TLS', {
-    'controlPlane.ingress': { enabled: true, className: 'nginx', host: 'agentplane.example.com', tlsSecretName: 'agentplane-tls', annotations: { 'cert-manager.io/cluster-issuer': 'le' } },
-    'agents.ingress': { className: 'nginx', baseDomain: 'agents.example.com', tlsSecretName: 'agents-tls', allowedCustomDomains: ['bots.example.com'] },
-  }],
+  [
+    'ingress with TLS',
+    {
+      'controlPlane.ingress': {
+        enabled: true,
+        className: 'nginx',
+        host: 'agentplane.example.com',
+        tlsSecretName: 'agentplane-tls',
+        annotations: { 'cert-manager.io/cluster-issuer': 'le' },
+      },
+      'agents.ingress': {
+        className: 'nginx',
+        baseDomain: 'agents.example.com',
+        tlsSecretName: 'agents-tls',
+        allowedCustomDomains: ['bots.example.com'],
+      },
+    },
+  ],
   ['cluster-wide RBAC', { 'operator.clusterWideRbac': true }],
-  ['build registry with push and pull secrets', { 'build.registry': 'registry.example.com/agents', 'build.pushSecret': 'registry-push', 'build.pullSecret': 'registry-pull', imagePullSecrets: [{ name: 'ghcr' }] }],
+  [
+    'build registry with push and pull secrets',
+    {
+      'build.registry': 'registry.example.com/agents',
+      'build.pushSecret': 'registry-push',
+      'build.pullSecret': 'registry-pull',
+      imagePullSecrets: [{ name: 'ghcr' }],
+    },
+  ],
   ['external Postgres mode', { 'agents.postgres.mode': 'external' }],
-  ['one operator replica without leader election', { 'operator.replicas': 1, 'operator.leaderElection.enabled': false }],
+  [
+    'one operator replica without leader election',
+    { 'operator.replicas': 1, 'operator.leaderElection.enabled': false },
+  ],
   ['two operator replicas', { 'operator.replicas': 2 }],
   ['a namespace per tenant', { 'agents.namespacePerTenant': true }],
-  ['bootstrap key from a value, policies off', { 'controlPlane.bootstrapApiKey.value': 'x'.repeat(32), 'networkPolicy.enabled': false }],
+  [
+    'bootstrap key from a value, policies off',
+    { 'controlPlane.bootstrapApiKey.value': 'x'.repeat(32), 'networkPolicy.enabled': false },
+  ],
   ['as a subchart (global values)', { global: { imageRegistry: 'mirror.example.com', storageClass: 'fast' } }],
 ];
 
-const setJson = (values: Json) => Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]);
-const find = (docs: Json[], kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata?.name === name);
-const envOf = (d: Json) => Object.fromEntries((d.spec.template.spec.containers[0].env as Json[]).map((e) => [e.name, e.value ?? e.valueFrom]));
+const setJson = (values: Json) =>
+  Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]);
+const find = (docs: Json[], kind: string, name: string) =>
+  docs.find((d) => d.kind === kind && d.metadata?.name === name);
+const envOf = (d: Json) =>
+  Object.fromEntries((d.spec.template.spec.containers[0].env as Json[]).map((e) => [e.name, e.value ?? e.valueFrom]));
 
 describe('helm template / helm lint', () => {
   it.each(VALUE_SETS)('%s: lints clean and renders only schema-valid objects', (_name, values) => {
@@ -41,21 +72,33 @@ describe('helm template / helm lint', () => {
 
   it('refuses unknown values and two operators without leader election, naming the problem', () => {
     expect(() => renderChart({ values: { 'operator.typo': true } })).toThrow(/Additional property typo is not allowed/);
-    expect(() => renderChart({ values: { 'operator.replicas': 2, 'operator.leaderElection.enabled': false } })).toThrow(/needs operator.leaderElection.enabled/);
+    expect(() => renderChart({ values: { 'operator.replicas': 2, 'operator.leaderElection.enabled': false } })).toThrow(
+      /needs operator.leaderElection.enabled/,
+    );
   });
 
   it('scopes the operator: a Role in the agent namespace by default, a ClusterRole when asked or per tenant', () => {
     const byDefault = renderChart({ namespace: 'ap' });
     expect(find(byDefault, 'Role', 'agentplane-operator')!.metadata.namespace).toBe('ap');
-    expect(find(byDefault, 'RoleBinding', 'agentplane-operator')!.subjects).toEqual([{ kind: 'ServiceAccount', name: 'agentplane-operator', namespace: 'ap' }]);
+    expect(find(byDefault, 'RoleBinding', 'agentplane-operator')!.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'agentplane-operator', namespace: 'ap' },
+    ]);
     expect(find(byDefault, 'ClusterRole', 'agentplane-operator')).toBeUndefined();
     for (const values of [{ 'operator.clusterWideRbac': true }, { 'agents.namespacePerTenant': true }]) {
       const docs = renderChart({ namespace: 'ap', values });
-      expect(find(docs, 'ClusterRoleBinding', 'agentplane-operator')!.roleRef).toMatchObject({ kind: 'ClusterRole', name: 'agentplane-operator' });
+      expect(find(docs, 'ClusterRoleBinding', 'agentplane-operator')!.roleRef).toMatchObject({
+        kind: 'ClusterRole',
+        name: 'agentplane-operator',
+      });
     }
     const perTenant = renderChart({ values: { 'agents.namespacePerTenant': true } });
     const rules = find(perTenant, 'ClusterRole', 'agentplane-operator')!.rules as Json[];
-    expect(rules).toContainEqual({ apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], verbs: ['bind'], resourceNames: ['agentplane-tenant-keys'] });
+    expect(rules).toContainEqual({
+      apiGroups: ['rbac.authorization.k8s.io'],
+      resources: ['clusterroles'],
+      verbs: ['bind'],
+      resourceNames: ['agentplane-tenant-keys'],
+    });
   });
 
   it('grants the operator what the rendered operator needs, and no wildcard, patch or events', () => {
@@ -83,7 +126,10 @@ describe('helm template / helm lint', () => {
 
   it('leader election: one Lease Role when enabled, none when off', () => {
     expect(find(renderChart(), 'Role', 'agentplane-operator-leader-election')!.rules).toContainEqual({
-      apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['agentplane-operator'], verbs: ['get', 'update'],
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      resourceNames: ['agentplane-operator'],
+      verbs: ['get', 'update'],
     });
     const off = renderChart({ values: { 'operator.replicas': 1, 'operator.leaderElection.enabled': false } });
     expect(find(off, 'Role', 'agentplane-operator-leader-election')).toBeUndefined();
@@ -94,13 +140,33 @@ describe('helm template / helm lint', () => {
     const docs = renderChart({ values: { ...VALUE_SETS[1]![1], ...VALUE_SETS[3]![1] } });
     const operator = find(docs, 'Deployment', 'agentplane-operator')!;
     const env = envOf(operator);
-    expect(env).toMatchObject({ AGENTPLANE_REGISTRY: 'registry.example.com/agents', AGENTPLANE_PUSH_SECRET: 'registry-push', AGENTPLANE_BASE_DOMAIN: 'agents.example.com' });
+    expect(env).toMatchObject({
+      AGENTPLANE_REGISTRY: 'registry.example.com/agents',
+      AGENTPLANE_PUSH_SECRET: 'registry-push',
+      AGENTPLANE_BASE_DOMAIN: 'agents.example.com',
+    });
     for (const name of ['agentplane-operator', 'agentplane-control-plane']) {
       expect(find(docs, 'Deployment', name)!.spec.template.spec.imagePullSecrets).toEqual([{ name: 'ghcr' }]);
     }
     expect(env.AGENTPLANE_IMAGE_PULL_SECRETS).toBe('ghcr');
-    expect(envOf(find(renderChart({ values: { imagePullSecrets: ['ghcr', { name: 'quay' }], 'agents.imagePullSecrets': ['registry-pull', 'ghcr'] } }), 'Deployment', 'agentplane-operator')!))
-      .toMatchObject({ AGENTPLANE_IMAGE_PULL_SECRETS: 'ghcr,quay,registry-pull', AGENTPLANE_CLUSTER_DOMAIN: '', AGENTPLANE_CRASH_LOOP_RESTARTS: '5' });
+    expect(
+      envOf(
+        find(
+          renderChart({
+            values: {
+              imagePullSecrets: ['ghcr', { name: 'quay' }],
+              'agents.imagePullSecrets': ['registry-pull', 'ghcr'],
+            },
+          }),
+          'Deployment',
+          'agentplane-operator',
+        )!,
+      ),
+    ).toMatchObject({
+      AGENTPLANE_IMAGE_PULL_SECRETS: 'ghcr,quay,registry-pull',
+      AGENTPLANE_CLUSTER_DOMAIN: '',
+      AGENTPLANE_CRASH_LOOP_RESTARTS: '5',
+    });
     const ingress = find(docs, 'Ingress', 'agentplane-control-plane')!;
     expect(ingress.spec.tls).toEqual([{ hosts: ['agentplane.example.com'], secretName: 'agentplane-tls' }]);
   });

@@ -31,8 +31,17 @@ describe('values.schema.json', () => {
   it('accepts a typical production configuration', () => {
     let v = withValue('build.registry', 'registry.example.com/agents');
     v = { ...v, build: { ...(v.build as object), pushSecret: 'registry-push' } };
-    const ok = structuredClone(v) as { controlPlane: { ingress: Record<string, unknown> }; agents: { ingress: Record<string, unknown> } };
-    ok.controlPlane.ingress = { enabled: true, host: 'agentplane.example.com', className: 'nginx', tlsSecretName: 'tls', annotations: {} };
+    const ok = structuredClone(v) as {
+      controlPlane: { ingress: Record<string, unknown> };
+      agents: { ingress: Record<string, unknown> };
+    };
+    ok.controlPlane.ingress = {
+      enabled: true,
+      host: 'agentplane.example.com',
+      className: 'nginx',
+      tlsSecretName: 'tls',
+      annotations: {},
+    };
     ok.agents.ingress = { className: 'nginx', baseDomain: 'agents.example.com', tlsSecretName: '' };
     expect(validate(ok), JSON.stringify(validate.errors)).toBe(true);
   });
@@ -73,12 +82,15 @@ describe('values.schema.json', () => {
 
 describe('chart files', () => {
   it('ships exactly the generated CRDs', () => {
-    const generated = readdirSync(join(chart, '../../crds')).filter((f) => f.endsWith('.yaml')).sort();
+    const generated = readdirSync(join(chart, '../../crds'))
+      .filter((f) => f.endsWith('.yaml'))
+      .sort();
     expect(readdirSync(join(chart, 'crds')).sort()).toEqual(generated);
     for (const f of generated) {
-      expect(readFileSync(join(chart, 'crds', f), 'utf8'), `charts/agentplane/crds/${f} differs from crds/${f}: copy it again`).toBe(
-        readFileSync(join(chart, '../../crds', f), 'utf8'),
-      );
+      expect(
+        readFileSync(join(chart, 'crds', f), 'utf8'),
+        `charts/agentplane/crds/${f} differs from crds/${f}: copy it again`,
+      ).toBe(readFileSync(join(chart, '../../crds', f), 'utf8'));
     }
   });
 
@@ -107,18 +119,23 @@ describe('chart files', () => {
     // Bounds, custom domains and tenant namespaces: the chart passes the operator's values to the control plane under
     // the same names, and the control plane reads every one of them.
     ['control-plane.yaml', controlPlaneCommand, []],
-  ] as [string, CommandSpec, string[]][])('%s sets only variables its command reads, and covers every operator setting', (file, command, extra) => {
-    const text = readFileSync(join(chart, 'templates', file), 'utf8');
-    const set = [...text.matchAll(/- name: ([A-Z_]+)\n/g)].map((m) => m[1]!);
-    const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra]);
-    expect(set.filter((n) => !known.has(n))).toEqual([]);
-    if (command === operatorCommand) {
-      // Every operator flag except the local ones is reachable from the chart.
-      const local = new Set(['kubeconfig', 'identity', 'lease-namespace']);
-      const unset = Object.entries(command.options).filter(([flag, o]) => !local.has(flag) && !(o.env ?? []).some((e) => set.includes(e)));
-      expect(unset.map(([flag]) => flag)).toEqual([]);
-    }
-  });
+  ] as [string, CommandSpec, string[]][])(
+    '%s sets only variables its command reads, and covers every operator setting',
+    (file, command, extra) => {
+      const text = readFileSync(join(chart, 'templates', file), 'utf8');
+      const set = [...text.matchAll(/- name: ([A-Z_]+)\n/g)].map((m) => m[1]!);
+      const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra]);
+      expect(set.filter((n) => !known.has(n))).toEqual([]);
+      if (command === operatorCommand) {
+        // Every operator flag except the local ones is reachable from the chart.
+        const local = new Set(['kubeconfig', 'identity', 'lease-namespace']);
+        const unset = Object.entries(command.options).filter(
+          ([flag, o]) => !local.has(flag) && !(o.env ?? []).some((e) => set.includes(e)),
+        );
+        expect(unset.map(([flag]) => flag)).toEqual([]);
+      }
+    },
+  );
 });
 
 describe('isolation in the chart', () => {
@@ -133,10 +150,17 @@ describe('isolation in the chart', () => {
         ['AGENTPLANE_MAX_MEMORY_MB', '.Values.agents.limits.maxMemoryMb'],
         ['AGENTPLANE_ALLOWED_CUSTOM_DOMAINS', 'join "," .Values.agents.ingress.allowedCustomDomains'],
       ] as [string, string][]) {
-        expect(text, `${f} ${name}`).toMatch(new RegExp(`- name: ${name}\\n\\s+value: \\{\\{ ${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\| quote \\}\\}`));
+        expect(text, `${f} ${name}`).toMatch(
+          new RegExp(
+            `- name: ${name}\\n\\s+value: \\{\\{ ${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\| quote \\}\\}`,
+          ),
+        );
       }
     }
-    expect(values.agents).toMatchObject({ limits: { maxScale: 10, maxCpu: 4, maxMemoryMb: 8192 }, ingress: { allowedCustomDomains: [] } });
+    expect(values.agents).toMatchObject({
+      limits: { maxScale: 10, maxCpu: 4, maxMemoryMb: 8192 },
+      ingress: { allowedCustomDomains: [] },
+    });
   });
 
   it('lets the operator manage NetworkPolicies and read ServiceAccounts', () => {
@@ -146,12 +170,22 @@ describe('isolation in the chart', () => {
     // A namespace per tenant: the control plane gets a Secrets-only ClusterRole, bound per tenant namespace by the
     // operator, which may bind that role and no other.
     const cp = template('control-plane-rbac.yaml');
-    expect(cp).toMatch(/kind: ClusterRole\n[\s\S]*-tenant-keys\n[\s\S]*rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["secrets"\]\n[^\n]+\n\{\{- end \}\}/);
-    expect(rbac).toMatch(/resources: \["clusterroles"\]\n\s+verbs: \["bind"\]\n\s+resourceNames: \[\{\{ printf "%s-tenant-keys"/);
-    expect(template('operator.yaml')).toContain('- name: AGENTPLANE_TENANT_KEYS_ROLE\n              value: {{ printf "%s-tenant-keys"');
+    expect(cp).toMatch(
+      /kind: ClusterRole\n[\s\S]*-tenant-keys\n[\s\S]*rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["secrets"\]\n[^\n]+\n\{\{- end \}\}/,
+    );
+    expect(rbac).toMatch(
+      /resources: \["clusterroles"\]\n\s+verbs: \["bind"\]\n\s+resourceNames: \[\{\{ printf "%s-tenant-keys"/,
+    );
+    expect(template('operator.yaml')).toContain(
+      '- name: AGENTPLANE_TENANT_KEYS_ROLE\n              value: {{ printf "%s-tenant-keys"',
+    );
     // A namespace per tenant: a ClusterRole, allowed to create namespaces.
-    expect(rbac).toContain('{{- $clusterWide := or .Values.operator.clusterWideRbac .Values.agents.namespacePerTenant }}');
-    expect(rbac).toMatch(/\{\{- if \.Values\.agents\.namespacePerTenant \}\}\n(\s+#.*\n)*\s+- apiGroups: \[""\]\n\s+resources: \["namespaces"\]\n\s+verbs: \["get", "create"\]/);
+    expect(rbac).toContain(
+      '{{- $clusterWide := or .Values.operator.clusterWideRbac .Values.agents.namespacePerTenant }}',
+    );
+    expect(rbac).toMatch(
+      /\{\{- if \.Values\.agents\.namespacePerTenant \}\}\n(\s+#.*\n)*\s+- apiGroups: \[""\]\n\s+resources: \["namespaces"\]\n\s+verbs: \["get", "create"\]/,
+    );
     expect(rbac).toMatch(/resources: \["secrets"\]\n\s+verbs: \["get"/);
   });
 

@@ -11,8 +11,18 @@ describe('usable CPUs from the cgroup quota', () => {
     ['cgroup v2, a 1-CPU limit on a 16-core node', 16, { '/sys/fs/cgroup/cpu.max': '100000 100000\n' }, 1],
     ['cgroup v2, 2.5 CPUs', 16, { '/sys/fs/cgroup/cpu.max': '250000 100000' }, 2.5],
     ['a quota above the cores', 2, { '/sys/fs/cgroup/cpu.max': '800000 100000' }, 2],
-    ['cgroup v1 quota', 16, { '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '50000', '/sys/fs/cgroup/cpu/cpu.cfs_period_us': '100000' }, 0.5],
-    ['cgroup v1 without a quota (-1)', 4, { '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '-1', '/sys/fs/cgroup/cpu/cpu.cfs_period_us': '100000' }, 4],
+    [
+      'cgroup v1 quota',
+      16,
+      { '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '50000', '/sys/fs/cgroup/cpu/cpu.cfs_period_us': '100000' },
+      0.5,
+    ],
+    [
+      'cgroup v1 without a quota (-1)',
+      4,
+      { '/sys/fs/cgroup/cpu/cpu.cfs_quota_us': '-1', '/sys/fs/cgroup/cpu/cpu.cfs_period_us': '100000' },
+      4,
+    ],
   ])('%s', (_name, cores, map, expected) => {
     expect(usableCpus(cores, files(map))).toBe(expected);
   });

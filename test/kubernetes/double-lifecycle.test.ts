@@ -11,8 +11,16 @@ let core: CoreV1Api;
 let apps: AppsV1Api;
 let batch: BatchV1Api;
 type Failure = { code?: number; body?: string };
-const failure = async (p: Promise<unknown>) => p.then(() => ({ code: 200, message: '' }), (e: Failure) => ({ code: e.code, message: JSON.parse(e.body ?? '{}').message as string }));
-const exists = (p: Promise<unknown>) => p.then(() => true, (e: Failure) => (e.code === 404 ? false : Promise.reject(e)));
+const failure = async (p: Promise<unknown>) =>
+  p.then(
+    () => ({ code: 200, message: '' }),
+    (e: Failure) => ({ code: e.code, message: JSON.parse(e.body ?? '{}').message as string }),
+  );
+const exists = (p: Promise<unknown>) =>
+  p.then(
+    () => true,
+    (e: Failure) => (e.code === 404 ? false : Promise.reject(e)),
+  );
 
 beforeAll(async () => {
   cluster = await startCluster(NS);
@@ -25,9 +33,16 @@ afterAll(async () => {
 });
 
 async function configMap(name: string, namespace = NS, owners: V1OwnerReference[] = []) {
-  return core.createNamespacedConfigMap({ namespace, body: { metadata: { name, ...(owners.length ? { ownerReferences: owners } : {}) }, data: { a: '1' } } });
+  return core.createNamespacedConfigMap({
+    namespace,
+    body: { metadata: { name, ...(owners.length ? { ownerReferences: owners } : {}) }, data: { a: '1' } },
+  });
 }
-const ref = (o: { metadata?: { name?: string; uid?: string } }, kind = 'ConfigMap', block = false): V1OwnerReference => ({
+const ref = (
+  o: { metadata?: { name?: string; uid?: string } },
+  kind = 'ConfigMap',
+  block = false,
+): V1OwnerReference => ({
   apiVersion: 'v1',
   kind,
   name: o.metadata!.name!,
@@ -55,22 +70,34 @@ describe('namespaces', () => {
     await core.createNamespace({ body: { metadata: { name: 'doomed' } } });
     await configMap('plain', 'doomed');
     // A finalizer someone else owns holds both the object and the namespace.
-    await core.createNamespacedSecret({ namespace: 'doomed', body: { metadata: { name: 'held', finalizers: ['example.com/hold'] } } });
+    await core.createNamespacedSecret({
+      namespace: 'doomed',
+      body: { metadata: { name: 'held', finalizers: ['example.com/hold'] } },
+    });
     const release = cluster.api.holdGarbageCollection();
     const ns = await core.deleteNamespace({ name: 'doomed' });
     expect((ns as { status?: { phase?: string } }).status?.phase).toBe('Terminating');
     const f = await failure(configMap('late', 'doomed'));
     expect(f.code).toBe(403);
-    expect(f.message).toBe('configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated');
+    expect(f.message).toBe(
+      'configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated',
+    );
     // Nothing happens synchronously: the contents are still there while the namespace controller is held.
     expect(await cmExists('plain', 'doomed')).toBe(true);
     release();
     await until('the namespace contents deleted', async () => !(await cmExists('plain', 'doomed')));
-    const held = await until('the held Secret marked for deletion', async () => (await core.readNamespacedSecret({ name: 'held', namespace: 'doomed' })).metadata?.deletionTimestamp);
+    const held = await until(
+      'the held Secret marked for deletion',
+      async () => (await core.readNamespacedSecret({ name: 'held', namespace: 'doomed' })).metadata?.deletionTimestamp,
+    );
     expect(held).toBeTruthy();
     expect(await exists(core.readNamespace({ name: 'doomed' }))).toBe(true);
     const s = await core.readNamespacedSecret({ name: 'held', namespace: 'doomed' });
-    await core.replaceNamespacedSecret({ name: 'held', namespace: 'doomed', body: { ...s, metadata: { ...s.metadata, finalizers: [] } } });
+    await core.replaceNamespacedSecret({
+      name: 'held',
+      namespace: 'doomed',
+      body: { ...s, metadata: { ...s.metadata, finalizers: [] } },
+    });
     await until('the namespace gone', async () => !(await exists(core.readNamespace({ name: 'doomed' }))));
     // A namespace of the same name can be created again, empty.
     await core.createNamespace({ body: { metadata: { name: 'doomed' } } });
@@ -100,7 +127,16 @@ describe('garbage collection', () => {
 
   it('foreground: the owner waits, with a deletionTimestamp, until blocking dependents are gone', async () => {
     const owner = await configMap('fg-owner');
-    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'fg-dep', ownerReferences: [ref(owner, 'ConfigMap', true)], finalizers: ['example.com/hold'] } } });
+    await core.createNamespacedConfigMap({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'fg-dep',
+          ownerReferences: [ref(owner, 'ConfigMap', true)],
+          finalizers: ['example.com/hold'],
+        },
+      },
+    });
     await core.deleteNamespacedConfigMap({ name: 'fg-owner', namespace: NS, propagationPolicy: 'Foreground' });
     const res = await core.readNamespacedConfigMap({ name: 'fg-owner', namespace: NS });
     expect(res.metadata?.finalizers).toContain('foregroundDeletion');
@@ -110,7 +146,11 @@ describe('garbage collection', () => {
       return d.metadata?.deletionTimestamp ? d : undefined;
     });
     expect(await cmExists('fg-owner')).toBe(true);
-    await core.replaceNamespacedConfigMap({ name: 'fg-dep', namespace: NS, body: { ...dep, metadata: { ...dep.metadata, finalizers: [] } } });
+    await core.replaceNamespacedConfigMap({
+      name: 'fg-dep',
+      namespace: NS,
+      body: { ...dep, metadata: { ...dep.metadata, finalizers: [] } },
+    });
     await until('the owner gone after its dependent', async () => !(await cmExists('fg-owner')));
   });
 
@@ -128,12 +168,21 @@ describe('garbage collection', () => {
     const template = { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'busybox' }] } };
     const mk = async (name: string) => {
       const job = await batch.createNamespacedJob({ namespace: NS, body: { metadata: { name }, spec: { template } } });
-      await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `${name}-pod`, ownerReferences: [{ ...ref(job, 'Job'), apiVersion: 'batch/v1' }] }, spec: template.spec } });
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: {
+          metadata: { name: `${name}-pod`, ownerReferences: [{ ...ref(job, 'Job'), apiVersion: 'batch/v1' }] },
+          spec: template.spec,
+        },
+      });
     };
     const podExists = (name: string) => exists(core.readNamespacedPod({ name, namespace: NS }));
     await mk('job-default');
     await batch.deleteNamespacedJob({ name: 'job-default', namespace: NS });
-    await until('the Job gone', async () => !(await exists(batch.readNamespacedJob({ name: 'job-default', namespace: NS }))));
+    await until(
+      'the Job gone',
+      async () => !(await exists(batch.readNamespacedJob({ name: 'job-default', namespace: NS }))),
+    );
     const orphan = await until('the pod orphaned', async () => {
       const p = await core.readNamespacedPod({ name: 'job-default-pod', namespace: NS });
       return p.metadata?.ownerReferences ? undefined : p;
@@ -151,7 +200,9 @@ describe('garbage collection', () => {
     await until('the cross-namespace dependent collected', async () => !(await cmExists('cross-dep')));
     expect(await exists(core.readNamespacedConfigMap({ name: 'foreign-owner', namespace: 'elsewhere' }))).toBe(true);
     await configMap('policy');
-    const f = await failure(core.deleteNamespacedConfigMap({ name: 'policy', namespace: NS, propagationPolicy: 'Sometimes' }));
+    const f = await failure(
+      core.deleteNamespacedConfigMap({ name: 'policy', namespace: NS, propagationPolicy: 'Sometimes' }),
+    );
     expect(f.code).toBe(422);
     expect(f.message).toMatch(/propagationPolicy: Unsupported value: "Sometimes"/);
   });
@@ -160,18 +211,47 @@ describe('garbage collection', () => {
     const labels = { app: 'x' };
     const d = await apps.createNamespacedDeployment({
       namespace: NS,
-      body: { metadata: { name: 'web' }, spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } } },
+      body: {
+        metadata: { name: 'web' },
+        spec: {
+          selector: { matchLabels: labels },
+          template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
+        },
+      },
     });
     const rs = await apps.createNamespacedReplicaSet({
       namespace: NS,
-      body: { metadata: { name: 'web-1', labels, ownerReferences: [{ ...ref(d, 'Deployment', true), apiVersion: 'apps/v1', controller: true }] }, spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } } },
+      body: {
+        metadata: {
+          name: 'web-1',
+          labels,
+          ownerReferences: [{ ...ref(d, 'Deployment', true), apiVersion: 'apps/v1', controller: true }],
+        },
+        spec: {
+          selector: { matchLabels: labels },
+          template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
+        },
+      },
     });
-    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'web-1-a', labels, ownerReferences: [{ ...ref(rs, 'ReplicaSet', true), apiVersion: 'apps/v1', controller: true }] }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } });
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'web-1-a',
+          labels,
+          ownerReferences: [{ ...ref(rs, 'ReplicaSet', true), apiVersion: 'apps/v1', controller: true }],
+        },
+        spec: { containers: [{ name: 'c', image: 'nginx' }] },
+      },
+    });
     const release = cluster.api.holdGarbageCollection();
     await apps.deleteNamespacedDeployment({ name: 'web', namespace: NS });
     expect(await exists(apps.readNamespacedReplicaSet({ name: 'web-1', namespace: NS }))).toBe(true);
     release();
-    await until('the pod collected', async () => !(await exists(core.readNamespacedPod({ name: 'web-1-a', namespace: NS }))));
+    await until(
+      'the pod collected',
+      async () => !(await exists(core.readNamespacedPod({ name: 'web-1-a', namespace: NS }))),
+    );
     expect(await exists(apps.readNamespacedReplicaSet({ name: 'web-1', namespace: NS }))).toBe(false);
   });
 });

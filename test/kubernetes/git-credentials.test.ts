@@ -8,9 +8,17 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GIT_AUTH_SCRIPT, GIT_CREDENTIALS_DIR, makeBuildJob } from '../../src/operator/runtimes/kubernetes/build-job.ts';
+import {
+  GIT_AUTH_SCRIPT,
+  GIT_CREDENTIALS_DIR,
+  makeBuildJob,
+} from '../../src/operator/runtimes/kubernetes/build-job.ts';
 import { kubernetesRuntimeConfigSchema } from '../../src/operator/runtimes/kubernetes/config.ts';
-import { gitCredentialsFor, repositoryAllowed, repositoryPath } from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
+import {
+  gitCredentialsFor,
+  repositoryAllowed,
+  repositoryPath,
+} from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 
 const TOKEN = 'ghp_secretTokenValue0123456789';
@@ -20,7 +28,18 @@ let url: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ap-git-cred-'));
-  const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, stdio: 'pipe', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } });
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', args, {
+      cwd,
+      stdio: 'pipe',
+      env: {
+        ...process.env,
+        GIT_AUTHOR_NAME: 't',
+        GIT_AUTHOR_EMAIL: 't@t',
+        GIT_COMMITTER_NAME: 't',
+        GIT_COMMITTER_EMAIL: 't@t',
+      },
+    });
   const work = join(dir, 'work');
   mkdirSync(work);
   git(work, 'init', '-q', '-b', 'main');
@@ -36,7 +55,9 @@ beforeAll(async () => {
       res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' }).end();
       return;
     }
-    const path = normalize(join(root, decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname.replace(/^\/repo\.git/, ''))));
+    const path = normalize(
+      join(root, decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname.replace(/^\/repo\.git/, ''))),
+    );
     try {
       if (!path.startsWith(root) || !statSync(path).isFile()) throw new Error('not a file');
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(readFileSync(path));
@@ -61,14 +82,24 @@ function clone(credentials: Record<string, string> | undefined, into: string) {
   mkdirSync(tmp);
   // Asynchronous: the HTTP server answering git runs in this process.
   const child = spawn('sh', ['-c', `set -eu\n${GIT_AUTH_SCRIPT}git clone --quiet -- "$REPO_URL" "$DEST"`], {
-    env: { PATH: process.env.PATH, HOME: tmp, TMPDIR: tmp, GIT_TERMINAL_PROMPT: '0', GIT_CREDENTIALS_DIR: creds, REPO_URL: url, DEST: join(dir, into) },
+    env: {
+      PATH: process.env.PATH,
+      HOME: tmp,
+      TMPDIR: tmp,
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_CREDENTIALS_DIR: creds,
+      REPO_URL: url,
+      DEST: join(dir, into),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((r) => child.on('close', (status) => r({ status, stdout, stderr })));
+  return new Promise<{ status: number | null; stdout: string; stderr: string }>((r) =>
+    child.on('close', (status) => r({ status, stdout, stderr })),
+  );
 }
 
 describe('git credentials for private repositories', () => {
@@ -77,7 +108,9 @@ describe('git credentials for private repositories', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(readFileSync(join(dir, 'ok', 'langgraph.json'), 'utf8')).toBe('{"graphs":{}}');
     expect(r.stdout + r.stderr).not.toContain(TOKEN);
-    expect(execFileSync('git', ['remote', 'get-url', 'origin'], { cwd: join(dir, 'ok'), encoding: 'utf8' }).trim()).toBe(url);
+    expect(
+      execFileSync('git', ['remote', 'get-url', 'origin'], { cwd: join(dir, 'ok'), encoding: 'utf8' }).trim(),
+    ).toBe(url);
   });
 
   it('fails without credentials (the server really asks)', async () => {
@@ -87,21 +120,53 @@ describe('git credentials for private repositories', () => {
   });
 
   it('mounts the Secret in the clone step only and names it nowhere else', () => {
-    const config = kubernetesRuntimeConfigSchema.parse({ registry: 'r.example.com/a', gitImage: 'g', baseImage: 'b', gitCredentialsSecretPrefix: 'git-' });
+    const config = kubernetesRuntimeConfigSchema.parse({
+      registry: 'r.example.com/a',
+      gitImage: 'g',
+      baseImage: 'b',
+      gitCredentialsSecretPrefix: 'git-',
+    });
     const id = '0b6c8f1e-5d0a-4f7b-9d7e-2a7c1f0e9b11';
-    const target = { namespace: 'agents', name: `ag-${id}`, deploymentId: id, tenantId: 't', owner: { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: `ag-${id}`, uid: 'u' } };
-    const job = makeBuildJob(target, { revision: `ag-${id}-r1`, repoUrl: 'https://git.example.com/private.git', repoRef: 'main', graphConfigPath: 'langgraph.json', gitCredentialsSecret: 'git-bot' }, config);
+    const target = {
+      namespace: 'agents',
+      name: `ag-${id}`,
+      deploymentId: id,
+      tenantId: 't',
+      owner: { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: `ag-${id}`, uid: 'u' },
+    };
+    const job = makeBuildJob(
+      target,
+      {
+        revision: `ag-${id}-r1`,
+        repoUrl: 'https://git.example.com/private.git',
+        repoRef: 'main',
+        graphConfigPath: 'langgraph.json',
+        gitCredentialsSecret: 'git-bot',
+      },
+      config,
+    );
     validateK8s(job);
     const pod = job.spec!.template.spec!;
     const mounts = (c: { volumeMounts?: { name: string }[] }) => (c.volumeMounts ?? []).map((m) => m.name);
-    expect(pod.initContainers![0]!.volumeMounts).toContainEqual({ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true });
+    expect(pod.initContainers![0]!.volumeMounts).toContainEqual({
+      name: 'git-credentials',
+      mountPath: GIT_CREDENTIALS_DIR,
+      readOnly: true,
+    });
     expect(mounts(pod.initContainers![1]!)).not.toContain('git-credentials'); // the build step runs the repository's code
     expect(mounts(pod.containers[0]!)).not.toContain('git-credentials');
-    expect(pod.volumes).toContainEqual({ name: 'git-credentials', secret: { secretName: 'git-bot', defaultMode: 0o440 } });
-    expect(pod.initContainers![0]!.env!.find((e) => e.name === 'REPO_URL')!.value).toBe('https://git.example.com/private.git');
+    expect(pod.volumes).toContainEqual({
+      name: 'git-credentials',
+      secret: { secretName: 'git-bot', defaultMode: 0o440 },
+    });
+    expect(pod.initContainers![0]!.env!.find((e) => e.name === 'REPO_URL')!.value).toBe(
+      'https://git.example.com/private.git',
+    );
     // Unconfined AppArmor for BuildKit, as the field (1.30+) and as the annotation older servers read.
     expect(pod.initContainers![1]!.securityContext!.appArmorProfile).toEqual({ type: 'Unconfined' });
-    expect(job.spec!.template.metadata!.annotations).toEqual({ 'container.apparmor.security.beta.kubernetes.io/build': 'unconfined' });
+    expect(job.spec!.template.metadata!.annotations).toEqual({
+      'container.apparmor.security.beta.kubernetes.io/build': 'unconfined',
+    });
   });
 });
 
@@ -139,10 +204,18 @@ describe('which repositories a tenant credential covers', () => {
     const url = 'https://github.com/acme/app.git';
     expect(gitCredentialsFor(undefined, 't', url)).toHaveProperty('reason');
     expect(gitCredentialsFor(secret({}), 't', url)).toHaveProperty('reason');
-    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 'other' } }), 't', url)).toHaveProperty('reason');
-    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({ name: 'git-t' });
-    expect(gitCredentialsFor(secret({ annotations: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({ name: 'git-t' });
-    const scoped = secret({ annotations: { 'agentplane.dev/tenant': 't', 'agentplane.dev/git-repositories': 'github.com/acme' } });
+    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 'other' } }), 't', url)).toHaveProperty(
+      'reason',
+    );
+    expect(gitCredentialsFor(secret({ labels: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({
+      name: 'git-t',
+    });
+    expect(gitCredentialsFor(secret({ annotations: { 'agentplane.dev/tenant': 't' } }), 't', url)).toEqual({
+      name: 'git-t',
+    });
+    const scoped = secret({
+      annotations: { 'agentplane.dev/tenant': 't', 'agentplane.dev/git-repositories': 'github.com/acme' },
+    });
     expect(gitCredentialsFor(scoped, 't', url)).toEqual({ name: 'git-t' });
     expect(gitCredentialsFor(scoped, 't', 'https://github.com/other/app.git')).toHaveProperty('reason');
     expect(gitCredentialsFor(scoped, 't', 'not a url')).toHaveProperty('reason');

@@ -31,7 +31,13 @@ beforeAll(async () => {
     core.createNamespacedSecret({
       namespace: NS,
       body: {
-        metadata: { name, annotations: { 'agentplane.dev/tenant': tenant, ...(scope ? { 'agentplane.dev/git-repositories': scope } : {}) } },
+        metadata: {
+          name,
+          annotations: {
+            'agentplane.dev/tenant': tenant,
+            ...(scope ? { 'agentplane.dev/git-repositories': scope } : {}),
+          },
+        },
         stringData: { username: 'bot', password: `token-of-${tenant}` },
       },
     });
@@ -40,8 +46,24 @@ beforeAll(async () => {
   await secret('git-team-a', 'team-a', 'git.example.com/team-a');
   await secret('git-team-c', 'team-a');
   const config = parseOperatorConfig(
-    ['--kubeconfig', cluster.as('agentplane-operator').kubeconfigPath, '--namespace', NS, '--registry', 'registry.test/agents', '--push-secret', 'push', '--base-image', 'agentplane:test',
-      '--git-credentials-prefix', 'git-', '--log-level', 'silent', '--health-port', '0'],
+    [
+      '--kubeconfig',
+      cluster.as('agentplane-operator').kubeconfigPath,
+      '--namespace',
+      NS,
+      '--registry',
+      'registry.test/agents',
+      '--push-secret',
+      'push',
+      '--base-image',
+      'agentplane:test',
+      '--git-credentials-prefix',
+      'git-',
+      '--log-level',
+      'silent',
+      '--health-port',
+      '0',
+    ],
     {},
   )!;
   op = startKubernetesOperator(config, logger);
@@ -56,15 +78,30 @@ afterAll(async () => {
 
 /** Deploys `repoUrl` for `tenant` from the source example; returns the pod spec of its build Job. */
 async function buildOf(id: string, tenant: string, repoUrl: string): Promise<Json> {
-  const manifest = parse(readFileSync(join(import.meta.dirname, '../../examples/k8s/agentdeployment-source.yaml'), 'utf8')) as Json;
+  const manifest = parse(
+    readFileSync(join(import.meta.dirname, '../../examples/k8s/agentdeployment-source.yaml'), 'utf8'),
+  ) as Json;
   const name = `ag-${id}`;
   manifest.metadata = { name, labels: { 'agentplane.dev/tenant': tenant } };
-  manifest.spec = { ...manifest.spec, deploymentId: id, tenantId: tenant, targetRevisionName: `${name}-r1`, sourceConfig: { repoUrl, deploymentType: 'dev' } };
-  await custom.createNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', body: manifest });
+  manifest.spec = {
+    ...manifest.spec,
+    deploymentId: id,
+    tenantId: tenant,
+    targetRevisionName: `${name}-r1`,
+    sourceConfig: { repoUrl, deploymentType: 'dev' },
+  };
+  await custom.createNamespacedCustomObject({
+    group: 'agentplane.dev',
+    version: 'v1alpha1',
+    namespace: NS,
+    plural: 'agentdeployments',
+    body: manifest,
+  });
   const job = await until('the build Job', () => cluster.api.peek('batch', 'jobs', NS, `${name}-r1-build`));
   return job.spec.template.spec;
 }
-const credentialVolume = (pod: Json) => (pod.volumes as Json[]).find((v) => v.name === 'git-credentials')?.secret?.secretName;
+const credentialVolume = (pod: Json) =>
+  (pod.volumes as Json[]).find((v) => v.name === 'git-credentials')?.secret?.secretName;
 const cloneEnv = (pod: Json) => (pod.initContainers[0].env as { name: string }[]).map((e) => e.name);
 
 describe('git credentials per tenant', () => {
@@ -81,7 +118,7 @@ describe('git credentials per tenant', () => {
     expect(JSON.stringify(pod)).not.toContain('git-team-a');
   });
 
-  it('does not send A\'s token to a repository outside its scope, even for A', async () => {
+  it("does not send A's token to a repository outside its scope, even for A", async () => {
     for (const [id, url] of [
       ['2c3d4e5f-6071-4c8d-8e9f-0a1b2c3d4e5f', 'https://evil.example.net/team-a/secret-sauce.git'],
       ['3d4e5f60-7182-4d9e-9f0a-1b2c3d4e5f60', 'https://git.example.com/team-a-lookalike/x.git'],

@@ -6,9 +6,18 @@ import type { V1Ingress, V1Secret, V1ServiceAccount } from '@kubernetes/client-n
 import { kubernetesRuntimeConfigSchema } from '../../src/operator/runtimes/kubernetes/config.ts';
 import { tenantKeysSecretName, type Target } from '../../src/operator/runtimes/kubernetes/labels.ts';
 import { makeKeysWriterBinding, tenantNamespaceName } from '../../src/operator/runtimes/kubernetes/tenant-namespace.ts';
-import { makeAgentNetworkPolicy, makeBuildNetworkPolicy, makePostgresNetworkPolicy } from '../../src/operator/runtimes/kubernetes/network-policy.ts';
+import {
+  makeAgentNetworkPolicy,
+  makeBuildNetworkPolicy,
+  makePostgresNetworkPolicy,
+} from '../../src/operator/runtimes/kubernetes/network-policy.ts';
 import { makeBuildJob } from '../../src/operator/runtimes/kubernetes/build-job.ts';
-import { boundsViolation, hostOwner, secretReferenceViolation, verifyServiceAccount } from '../../src/operator/runtimes/kubernetes/policy.ts';
+import {
+  boundsViolation,
+  hostOwner,
+  secretReferenceViolation,
+  verifyServiceAccount,
+} from '../../src/operator/runtimes/kubernetes/policy.ts';
 import { customHostViolation, ingressHost, makeDeployment } from '../../src/operator/runtimes/kubernetes/server.ts';
 import { makePostgresStatefulSet } from '../../src/operator/runtimes/kubernetes/postgres.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
@@ -27,12 +36,23 @@ const target: Target = {
   name: `ag-${id}`,
   deploymentId: id,
   tenantId: 'tenant-a',
-  owner: { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: `ag-${id}`, uid: 'uid-a', controller: true, blockOwnerDeletion: true },
+  owner: {
+    apiVersion: 'agentplane.dev/v1alpha1',
+    kind: 'AgentDeployment',
+    name: `ag-${id}`,
+    uid: 'uid-a',
+    controller: true,
+    blockOwnerDeletion: true,
+  },
 };
 const rev = `ag-${id}-r1`;
 const base = { revision: rev, image: 'img@sha256:' + 'c'.repeat(64), envNames: [] as string[] };
 
-const sa = (name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): V1ServiceAccount => ({
+const sa = (
+  name: string,
+  labels: Record<string, string> = {},
+  annotations: Record<string, string> = {},
+): V1ServiceAccount => ({
   apiVersion: 'v1',
   kind: 'ServiceAccount',
   metadata: { name, namespace: 'agents', labels, annotations },
@@ -47,9 +67,24 @@ const secret = (name: string, labels: Record<string, string> = {}, extra: Partia
 
 describe('service accounts', () => {
   it.each([
-    ['a missing account', 'agentplane-control-plane', undefined, /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a has this name/],
-    ['an existing but unlabelled account', 'agentplane-operator', sa('agentplane-operator'), /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a/],
-    ['an account labelled for another tenant', 'b-bot', sa('b-bot', { 'agentplane.dev/tenant': 'tenant-b' }), /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a/],
+    [
+      'a missing account',
+      'agentplane-control-plane',
+      undefined,
+      /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a has this name/,
+    ],
+    [
+      'an existing but unlabelled account',
+      'agentplane-operator',
+      sa('agentplane-operator'),
+      /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a/,
+    ],
+    [
+      'an account labelled for another tenant',
+      'b-bot',
+      sa('b-bot', { 'agentplane.dev/tenant': 'tenant-b' }),
+      /no ServiceAccount labelled agentplane.dev\/tenant=tenant-a/,
+    ],
   ])('refuses %s', (_what, name, account, message) => {
     const r = verifyServiceAccount(name, account, 'tenant-a');
     expect(r.ok).toBe(false);
@@ -62,11 +97,21 @@ describe('service accounts', () => {
       ok: true,
       serviceAccount: { name: 'a-bot', automountToken: false },
     });
-    const withToken = sa('a-bot', { 'agentplane.dev/tenant': 'tenant-a' }, { 'agentplane.dev/automount-token': 'true' });
-    expect(verifyServiceAccount('a-bot', withToken, 'tenant-a')).toEqual({ ok: true, serviceAccount: { name: 'a-bot', automountToken: true } });
+    const withToken = sa(
+      'a-bot',
+      { 'agentplane.dev/tenant': 'tenant-a' },
+      { 'agentplane.dev/automount-token': 'true' },
+    );
+    expect(verifyServiceAccount('a-bot', withToken, 'tenant-a')).toEqual({
+      ok: true,
+      serviceAccount: { name: 'a-bot', automountToken: true },
+    });
     // The opt-in is an annotation: a label does not count.
     const labelled = sa('a-bot', { 'agentplane.dev/tenant': 'tenant-a', 'agentplane.dev/automount-token': 'true' });
-    expect(verifyServiceAccount('a-bot', labelled, 'tenant-a')).toEqual({ ok: true, serviceAccount: { name: 'a-bot', automountToken: false } });
+    expect(verifyServiceAccount('a-bot', labelled, 'tenant-a')).toEqual({
+      ok: true,
+      serviceAccount: { name: 'a-bot', automountToken: false },
+    });
   });
 
   it('agent pods mount no API token by default, and the builder refuses an unverified account', () => {
@@ -74,20 +119,38 @@ describe('service accounts', () => {
     validateK8s(d);
     expect(d.spec!.template.spec!.automountServiceAccountToken).toBe(false);
     expect(d.spec!.template.spec!.serviceAccountName).toBeUndefined();
-    expect(() => makeDeployment(target, { ...base, resourceSpec: { serviceAccountName: 'agentplane-control-plane' } }, config)).toThrow(
-      /"agentplane-control-plane" was not verified/,
-    );
     expect(() =>
-      makeDeployment(target, { ...base, resourceSpec: { serviceAccountName: 'x' }, serviceAccount: { name: 'y', automountToken: true } }, config),
+      makeDeployment(target, { ...base, resourceSpec: { serviceAccountName: 'agentplane-control-plane' } }, config),
+    ).toThrow(/"agentplane-control-plane" was not verified/);
+    expect(() =>
+      makeDeployment(
+        target,
+        { ...base, resourceSpec: { serviceAccountName: 'x' }, serviceAccount: { name: 'y', automountToken: true } },
+        config,
+      ),
     ).toThrow(/not verified/);
-    const ok = makeDeployment(target, { ...base, resourceSpec: { serviceAccountName: 'a-bot' }, serviceAccount: { name: 'a-bot', automountToken: true } }, config);
+    const ok = makeDeployment(
+      target,
+      {
+        ...base,
+        resourceSpec: { serviceAccountName: 'a-bot' },
+        serviceAccount: { name: 'a-bot', automountToken: true },
+      },
+      config,
+    );
     expect(ok.spec!.template.spec).toMatchObject({ serviceAccountName: 'a-bot', automountServiceAccountToken: true });
   });
 
   it('tenant labels and annotations cannot claim agentplane keys', () => {
     const d = makeDeployment(
       target,
-      { ...base, resourceSpec: { labels: { 'agentplane.dev/tenant': 'tenant-b', team: 'x' }, annotations: { 'agentplane.dev/automount-token': 'true' } } },
+      {
+        ...base,
+        resourceSpec: {
+          labels: { 'agentplane.dev/tenant': 'tenant-b', team: 'x' },
+          annotations: { 'agentplane.dev/automount-token': 'true' },
+        },
+      },
       config,
     );
     expect(d.spec!.template.metadata!.labels!['agentplane.dev/tenant']).toBe('tenant-a');
@@ -102,16 +165,55 @@ describe('secret_references', () => {
 
   it.each([
     ['a missing Secret', ref('nope'), undefined, /does not exist or is not labelled agentplane.dev\/tenant=tenant-a/],
-    ['an unlabelled Secret (the admin key)', ref('admin-key'), secret('admin-key'), /does not exist or is not labelled agentplane.dev\/tenant=tenant-a/],
+    [
+      'an unlabelled Secret (the admin key)',
+      ref('admin-key'),
+      secret('admin-key'),
+      /does not exist or is not labelled agentplane.dev\/tenant=tenant-a/,
+    ],
     ["another tenant's Secret", ref('b-env'), secret('b-env', { 'agentplane.dev/tenant': 'tenant-b' }), /not labelled/],
     ['the push secret, even labelled', ref('registry-push'), secret('registry-push', mine), /managed by agentplane/],
-    ["another deployment's revision env, same tenant", ref('ag-x-r1-env'), secret('ag-x-r1-env', { ...mine, 'app.kubernetes.io/managed-by': 'agentplane-operator' }), /managed by agentplane/],
-    ['a control-plane secret set', ref('team-set'), secret('team-set', { ...mine, 'agentplane.dev/deployment': 'ag-x' }), /managed by agentplane/],
-    ['the tenant keys Secret', ref(tenantKeysSecretName('tenant-a')), secret(tenantKeysSecretName('tenant-a'), mine), /managed by agentplane/],
-    ['a token Secret', ref('sa-token'), secret('sa-token', mine, { type: 'kubernetes.io/service-account-token' }), /managed by agentplane/],
-    ["the tenant's own git credentials (build-only)", ref('git-tenant-a', 'password'), secret('git-tenant-a', mine), /managed by agentplane/],
+    [
+      "another deployment's revision env, same tenant",
+      ref('ag-x-r1-env'),
+      secret('ag-x-r1-env', { ...mine, 'app.kubernetes.io/managed-by': 'agentplane-operator' }),
+      /managed by agentplane/,
+    ],
+    [
+      'a control-plane secret set',
+      ref('team-set'),
+      secret('team-set', { ...mine, 'agentplane.dev/deployment': 'ag-x' }),
+      /managed by agentplane/,
+    ],
+    [
+      'the tenant keys Secret',
+      ref(tenantKeysSecretName('tenant-a')),
+      secret(tenantKeysSecretName('tenant-a'), mine),
+      /managed by agentplane/,
+    ],
+    [
+      'a token Secret',
+      ref('sa-token'),
+      secret('sa-token', mine, { type: 'kubernetes.io/service-account-token' }),
+      /managed by agentplane/,
+    ],
+    [
+      "the tenant's own git credentials (build-only)",
+      ref('git-tenant-a', 'password'),
+      secret('git-tenant-a', mine),
+      /managed by agentplane/,
+    ],
     ['an image pull secret, even labelled', ref('regcred'), secret('regcred', mine), /managed by agentplane/],
-    ['a pull secret copy in a tenant namespace', ref('other'), secret('other', { ...mine, 'app.kubernetes.io/managed-by': 'agentplane-operator', 'agentplane.dev/pull-secret-copy': 'true' }), /managed by agentplane/],
+    [
+      'a pull secret copy in a tenant namespace',
+      ref('other'),
+      secret('other', {
+        ...mine,
+        'app.kubernetes.io/managed-by': 'agentplane-operator',
+        'agentplane.dev/pull-secret-copy': 'true',
+      }),
+      /managed by agentplane/,
+    ],
     ['a key the Secret lacks', ref('a-env', 'missing'), secret('a-env', mine), /no key "missing"/],
   ])('refuses %s', (_what, r, s, message) => {
     const problem = secretReferenceViolation(r, s, 'tenant-a', config);
@@ -137,11 +239,16 @@ describe('custom_url', () => {
   it('allows subdomains of an allowed suffix, and nothing when none is configured', () => {
     expect(ingressHost(target, 'https://support.bots.acme.io/x', config)).toBe('support.bots.acme.io');
     expect(customHostViolation('support.bots.acme.io', [])).toMatch(/not allowed/);
-    expect(ingressHost(target, null, { ...config, ingress: { ...config.ingress, allowedCustomDomains: [] } })).toBe(`${target.name}.agents.example.com`);
+    expect(ingressHost(target, null, { ...config, ingress: { ...config.ingress, allowedCustomDomains: [] } })).toBe(
+      `${target.name}.agents.example.com`,
+    );
   });
 
   it('finds the deployment already serving a host', () => {
-    const ing = (ns: string, name: string, host: string): V1Ingress => ({ metadata: { name, namespace: ns }, spec: { rules: [{ host }] } });
+    const ing = (ns: string, name: string, host: string): V1Ingress => ({
+      metadata: { name, namespace: ns },
+      spec: { rules: [{ host }] },
+    });
     const list = [ing('agents', 'ag-other', 'support.bots.acme.io'), ing('agents', target.name, 'mine.bots.acme.io')];
     expect(hostOwner('support.bots.acme.io', list, target)).toBe('agents/ag-other');
     expect(hostOwner('mine.bots.acme.io', list, target)).toBeUndefined();
@@ -164,7 +271,9 @@ describe('bounds', () => {
   });
 
   it('accepts the bounds themselves', () => {
-    expect(boundsViolation({ minScale: 10, maxScale: 10, cpu: 4, cpuLimit: 4, memoryMb: 8192, memoryLimitMb: 8192 }, limits)).toBeUndefined();
+    expect(
+      boundsViolation({ minScale: 10, maxScale: 10, cpu: 4, cpuLimit: 4, memoryMb: 8192, memoryLimitMb: 8192 }, limits),
+    ).toBeUndefined();
     expect(boundsViolation(undefined, limits)).toBeUndefined();
   });
 });
@@ -198,7 +307,11 @@ describe('NetworkPolicies', () => {
       {
         from: [
           { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
-          { podSelector: { matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'server' } } },
+          {
+            podSelector: {
+              matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'server' },
+            },
+          },
         ],
         ports: [{ protocol: 'TCP', port: 8000 }],
       },
@@ -207,32 +320,75 @@ describe('NetworkPolicies', () => {
 
   it('let agents reach their Postgres, cluster DNS and the internet outside private ranges only', () => {
     expect(wire(agent.spec!.egress)).toEqual([
-      { to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'database' } } }], ports: [{ protocol: 'TCP', port: 5432 }] },
-      { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
-      { to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] } }] },
+      {
+        to: [
+          {
+            podSelector: {
+              matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'database' },
+            },
+          },
+        ],
+        ports: [{ protocol: 'TCP', port: 5432 }],
+      },
+      {
+        to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
+        ports: [
+          { protocol: 'UDP', port: 53 },
+          { protocol: 'TCP', port: 53 },
+        ],
+      },
+      {
+        to: [
+          {
+            ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] },
+          },
+        ],
+      },
     ]);
-    const open = makeAgentNetworkPolicy(target, { ...config, networkPolicy: { ...config.networkPolicy, agentEgressExceptCidrs: [], ingressNamespaceSelector: { ingress: 'yes' } } });
+    const open = makeAgentNetworkPolicy(target, {
+      ...config,
+      networkPolicy: {
+        ...config.networkPolicy,
+        agentEgressExceptCidrs: [],
+        ingressNamespaceSelector: { ingress: 'yes' },
+      },
+    });
     validateK8s(open);
     expect(wire(open.spec!.egress)[2]).toEqual({ to: [{ ipBlock: { cidr: '0.0.0.0/0' } }] });
     expect(wire(open.spec!.ingress)[0].from[0]).toEqual({ namespaceSelector: { matchLabels: { ingress: 'yes' } } });
   });
 
-  it('keep build pods (the repository\'s RUN steps) off cloud metadata and closed to connections', () => {
+  it("keep build pods (the repository's RUN steps) off cloud metadata and closed to connections", () => {
     const build = makeBuildNetworkPolicy(target, config);
     validateK8s(build);
     expect(build.metadata!.ownerReferences).toEqual([target.owner]);
-    const job = makeBuildJob(target, { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' }, config);
+    const job = makeBuildJob(
+      target,
+      { revision: rev, repoUrl: 'https://x/y.git', repoRef: 'main', graphConfigPath: 'langgraph.json' },
+      config,
+    );
     expect(job.spec!.template.metadata!.labels).toMatchObject(build.spec!.podSelector!.matchLabels!);
     expect(build.spec!.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(build.spec!.ingress).toBeUndefined();
-    expect(wire(build.spec!.egress)[1]).toEqual({ to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] } }] });
+    expect(wire(build.spec!.egress)[1]).toEqual({
+      to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] } }],
+    });
     // Agent pods are not selected by it (nor build pods by theirs).
     expect(build.spec!.podSelector!.matchLabels!['app.kubernetes.io/component']).toBe('build');
   });
 
   it("let only the deployment's agents reach its Postgres", () => {
     expect(wire(db.spec!.ingress)).toEqual([
-      { from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'server' } } }], ports: [{ protocol: 'TCP', port: 5432 }] },
+      {
+        from: [
+          {
+            podSelector: {
+              matchLabels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': 'server' },
+            },
+          },
+        ],
+        ports: [{ protocol: 'TCP', port: 5432 }],
+      },
     ]);
   });
 });
@@ -253,7 +409,9 @@ describe('data-plane API keys', () => {
     expect(c.args).toEqual(['agent-server', '--auth-keys-file', '/var/run/agentplane/keys/keys.json']);
     expect(c.volumeMounts).toEqual([{ name: 'api-keys', mountPath: '/var/run/agentplane/keys', readOnly: true }]);
     expect(c.volumeMounts!.some((m) => m.subPath)).toBe(false);
-    expect(pod.volumes).toEqual([{ name: 'api-keys', secret: { secretName: tenantKeysSecretName('tenant-a'), optional: true } }]);
+    expect(pod.volumes).toEqual([
+      { name: 'api-keys', secret: { secretName: tenantKeysSecretName('tenant-a'), optional: true } },
+    ]);
   });
 
   it('leaves a public deployment without keys', () => {
@@ -277,11 +435,21 @@ describe('tenant namespaces', () => {
   });
 
   it('let the control plane keep the keys Secret there through a RoleBinding to a Secrets-only ClusterRole', () => {
-    const rb = makeKeysWriterBinding('agentplane-t-tenant-a', { namespace: 'agentplane', name: 'agentplane-control-plane' }, 'agentplane-tenant-keys');
+    const rb = makeKeysWriterBinding(
+      'agentplane-t-tenant-a',
+      { namespace: 'agentplane', name: 'agentplane-control-plane' },
+      'agentplane-tenant-keys',
+    );
     validateK8s(rb);
     expect(rb.metadata!.namespace).toBe('agentplane-t-tenant-a');
-    expect(rb.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'agentplane-tenant-keys' });
-    expect(rb.subjects).toEqual([{ kind: 'ServiceAccount', name: 'agentplane-control-plane', namespace: 'agentplane' }]);
+    expect(rb.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'agentplane-tenant-keys',
+    });
+    expect(rb.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'agentplane-control-plane', namespace: 'agentplane' },
+    ]);
   });
 
   it('children there carry no owner reference (it could not cross namespaces)', () => {

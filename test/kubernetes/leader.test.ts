@@ -43,7 +43,13 @@ function candidates(lease: string) {
     });
     return e;
   };
-  return { a: make('operator-a'), b: make('operator-b'), leaders, overlaps: () => overlaps, transitions: () => transitions };
+  return {
+    a: make('operator-a'),
+    b: make('operator-b'),
+    leaders,
+    overlaps: () => overlaps,
+    transitions: () => transitions,
+  };
 }
 
 describe('Lease leader election', () => {
@@ -74,11 +80,15 @@ describe('Lease leader election', () => {
     const [leader, follower] = first === 'operator-a' ? [c.a, c.b] : [c.b, c.a];
     const holderBefore = cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity;
     await leader.stop({ release: false }); // no release: the follower must wait out the lease
-    expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity).toBe(holderBefore);
+    expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity).toBe(
+      holderBefore,
+    );
     expect(follower.isLeader).toBe(false);
     await until('the follower to lead', () => follower.isLeader);
     expect(c.overlaps()).toBe(0);
-    expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity).not.toBe(holderBefore);
+    expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-crash')!.spec.holderIdentity).not.toBe(
+      holderBefore,
+    );
     await follower.stop();
   });
 
@@ -87,14 +97,25 @@ describe('Lease leader election', () => {
     let finishStart: () => void = () => {};
     const started = new Promise<void>((r) => (finishStart = r));
     const make = (identity: string, onStart: () => Promise<void> | void) => {
-      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-slow', identity, ...TIMING, logger });
-      e.run({ onStartedLeading: () => (events.push(`${identity} started`), onStart()), onStoppedLeading: () => void events.push(`${identity} stopped`) });
+      const e = new LeaderElector({
+        kubeConfig: cluster.kubeConfig,
+        namespace: 'agents',
+        name: 'op-slow',
+        identity,
+        ...TIMING,
+        logger,
+      });
+      e.run({
+        onStartedLeading: () => (events.push(`${identity} started`), onStart()),
+        onStoppedLeading: () => void events.push(`${identity} stopped`),
+      });
       return e;
     };
     const a = make('slow-a', () => started);
     await until('slow-a to lead', () => a.isLeader);
     const b = make('slow-b', () => {});
-    const renewTime = () => cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-slow')!.spec.renewTime as string;
+    const renewTime = () =>
+      cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-slow')!.spec.renewTime as string;
     const first = renewTime();
     // Longer than the lease: without renewals during the start, slow-b would take the Lease.
     await new Promise((r) => setTimeout(r, TIMING.leaseDurationMs + 1_000));
@@ -112,8 +133,18 @@ describe('Lease leader election', () => {
   it('a leader whose renewal hangs steps down before another replica can acquire the Lease', async () => {
     const events: string[] = [];
     const make = (identity: string) => {
-      const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-hang', identity, ...TIMING, logger });
-      e.run({ onStartedLeading: () => void events.push(`${identity} started`), onStoppedLeading: () => void events.push(`${identity} stopped`) });
+      const e = new LeaderElector({
+        kubeConfig: cluster.kubeConfig,
+        namespace: 'agents',
+        name: 'op-hang',
+        identity,
+        ...TIMING,
+        logger,
+      });
+      e.run({
+        onStartedLeading: () => void events.push(`${identity} started`),
+        onStoppedLeading: () => void events.push(`${identity} stopped`),
+      });
       return e;
     };
     const a = make('hang-a');
@@ -121,13 +152,18 @@ describe('Lease leader election', () => {
     const b = make('hang-b');
     // Every Lease write from hang-a now goes unanswered (a hung API server connection for that replica only).
     const release = cluster.api.hang(
-      (r) => r.method === 'PUT' && r.path.endsWith('/leases/op-hang') && (r.body as { spec?: { holderIdentity?: string } })?.spec?.holderIdentity === 'hang-a',
+      (r) =>
+        r.method === 'PUT' &&
+        r.path.endsWith('/leases/op-hang') &&
+        (r.body as { spec?: { holderIdentity?: string } })?.spec?.holderIdentity === 'hang-a',
     );
     try {
       await until('hang-b to lead', () => b.isLeader);
       expect(events).toEqual(['hang-a started', 'hang-a stopped', 'hang-b started']);
       expect(a.isLeader).toBe(false);
-      expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-hang')!.spec.holderIdentity).toBe('hang-b');
+      expect(cluster.api.peek('coordination.k8s.io', 'leases', 'agents', 'op-hang')!.spec.holderIdentity).toBe(
+        'hang-b',
+      );
     } finally {
       release();
       await a.stop();
@@ -137,7 +173,15 @@ describe('Lease leader election', () => {
 
   it('aborts a Lease request that gets no answer and tries again', async () => {
     const release = cluster.api.hang((r) => r.path.endsWith('/leases/op-abort'));
-    const e = new LeaderElector({ kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'op-abort', identity: 'abort-a', ...TIMING, requestTimeoutMs: 150, logger });
+    const e = new LeaderElector({
+      kubeConfig: cluster.kubeConfig,
+      namespace: 'agents',
+      name: 'op-abort',
+      identity: 'abort-a',
+      ...TIMING,
+      requestTimeoutMs: 150,
+      logger,
+    });
     e.run({ onStartedLeading: () => {}, onStoppedLeading: () => {} });
     await until('a held request', () => cluster.api.requests.some((r) => r.endsWith('/leases/op-abort')));
     release();
@@ -148,7 +192,11 @@ describe('Lease leader election', () => {
 
   it('refuses timings where a leader could outlive its Lease', () => {
     const base = { kubeConfig: cluster.kubeConfig, namespace: 'agents', name: 'x', identity: 'x', logger };
-    expect(() => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 1_000 })).toThrow(/renewDeadline must be shorter than leaseDuration/);
-    expect(() => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 600, requestTimeoutMs: 600 })).toThrow(/requestTimeout must be shorter/);
+    expect(() => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 1_000 })).toThrow(
+      /renewDeadline must be shorter than leaseDuration/,
+    );
+    expect(
+      () => new LeaderElector({ ...base, leaseDurationMs: 1_000, renewDeadlineMs: 600, requestTimeoutMs: 600 }),
+    ).toThrow(/requestTimeout must be shorter/);
   });
 });

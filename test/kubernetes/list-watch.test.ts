@@ -15,7 +15,11 @@ let core: CoreV1Api;
 const pod = (name: string, managed = true): V1Pod => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name, namespace: NS, labels: managed ? { 'app.kubernetes.io/managed-by': 'agentplane-operator' } : { app: 'other' } },
+  metadata: {
+    name,
+    namespace: NS,
+    labels: managed ? { 'app.kubernetes.io/managed-by': 'agentplane-operator' } : { app: 'other' },
+  },
   spec: { containers: [{ name: 'c', image: 'busybox' }] },
 });
 
@@ -30,7 +34,12 @@ afterAll(async () => {
 
 describe('childListWatch', () => {
   it('lists only the operator-managed children, with a resourceVersion', async () => {
-    const { items, resourceVersion } = await childListWatch<V1Pod & { metadata: { name: string } }>(cluster.kubeConfig, 'pods', NS, MANAGED).list();
+    const { items, resourceVersion } = await childListWatch<V1Pod & { metadata: { name: string } }>(
+      cluster.kubeConfig,
+      'pods',
+      NS,
+      MANAGED,
+    ).list();
     expect(items.map((p) => p.metadata.name).sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
     expect(Number(resourceVersion)).toBeGreaterThanOrEqual(6);
   });
@@ -44,10 +53,13 @@ describe('childListWatch', () => {
   });
 
   it('feeds an Informer that follows creates and deletes', async () => {
-    const informer = new Informer(childListWatch<V1Pod & { metadata: { name: string } }>(cluster.kubeConfig, 'pods', NS, MANAGED), {
-      name: 'pods',
-      logger: createLogger({ level: 'silent' }),
-    });
+    const informer = new Informer(
+      childListWatch<V1Pod & { metadata: { name: string } }>(cluster.kubeConfig, 'pods', NS, MANAGED),
+      {
+        name: 'pods',
+        logger: createLogger({ level: 'silent' }),
+      },
+    );
     await informer.start();
     try {
       expect(informer.list()).toHaveLength(5);
@@ -66,7 +78,10 @@ describe('childListWatch', () => {
     // Scaled down: bookmarks every 300 ms, client idle limit 800 ms, server ends each watch after 1 s.
     const quiet = await startCluster(NS, { bookmarkMs: 300 });
     const informer = new Informer(
-      childListWatch<V1Pod & { metadata: { name: string } }>(quiet.kubeConfig, 'pods', NS, MANAGED, { timeoutSeconds: 1, idleTimeoutMs: 800 }),
+      childListWatch<V1Pod & { metadata: { name: string } }>(quiet.kubeConfig, 'pods', NS, MANAGED, {
+        timeoutSeconds: 1,
+        idleTimeoutMs: 800,
+      }),
       { name: 'pods', logger: createLogger({ level: 'silent' }) },
     );
     try {

@@ -5,21 +5,37 @@ import { nextRevisionStatus } from '../../src/operator/controllers/agentrevision
 
 const repo = 'registry.example.com/agents/ag-1';
 const digest = `sha256:${'c'.repeat(64)}`;
-const buildPod = (terminated: Record<string, unknown>, init?: Record<string, unknown>): V1Pod => ({
-  metadata: { name: 'p' },
-  status: {
-    ...(init ? { initContainerStatuses: [{ name: 'clone', ready: false, restartCount: 0, image: 'g', imageID: '', state: { terminated: init } }] } : {}),
-    containerStatuses: [{ name: 'push', ready: false, restartCount: 0, image: 'b', imageID: '', state: { terminated } }],
-  },
-}) as unknown as V1Pod;
-const job = (conditions: { type: string; status: string; reason?: string; message?: string }[], extra: Record<string, unknown> = {}): V1Job =>
-  ({ status: { conditions, ...extra } }) as V1Job;
+const buildPod = (terminated: Record<string, unknown>, init?: Record<string, unknown>): V1Pod =>
+  ({
+    metadata: { name: 'p' },
+    status: {
+      ...(init
+        ? {
+            initContainerStatuses: [
+              { name: 'clone', ready: false, restartCount: 0, image: 'g', imageID: '', state: { terminated: init } },
+            ],
+          }
+        : {}),
+      containerStatuses: [
+        { name: 'push', ready: false, restartCount: 0, image: 'b', imageID: '', state: { terminated } },
+      ],
+    },
+  }) as unknown as V1Pod;
+const job = (
+  conditions: { type: string; status: string; reason?: string; message?: string }[],
+  extra: Record<string, unknown> = {},
+): V1Job => ({ status: { conditions, ...extra } }) as V1Job;
 
 describe('build status from the Job', () => {
   const ok = buildPod({ exitCode: 0, message: JSON.stringify({ commit: 'abcdef1', digest }) });
   it.each([
     ['no conditions yet', job([], { active: 1 }), undefined, { phase: 'Running' }],
-    ['complete with digest', job([{ type: 'Complete', status: 'True' }]), ok, { phase: 'Succeeded', commitSha: 'abcdef1', image: `${repo}@${digest}` }],
+    [
+      'complete with digest',
+      job([{ type: 'Complete', status: 'True' }]),
+      ok,
+      { phase: 'Succeeded', commitSha: 'abcdef1', image: `${repo}@${digest}` },
+    ],
     [
       'complete but no termination message',
       job([{ type: 'Complete', status: 'True' }]),
@@ -28,13 +44,30 @@ describe('build status from the Job', () => {
     ],
     [
       'clone failed',
-      job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit' }]),
+      job([
+        {
+          type: 'Failed',
+          status: 'True',
+          reason: 'BackoffLimitExceeded',
+          message: 'Job has reached the specified backoff limit',
+        },
+      ]),
       buildPod({ exitCode: 0 }, { exitCode: 1, message: 'repo_ref "nope" is not a branch, tag or commit' }),
-      { phase: 'Failed', message: 'Build failed (BackoffLimitExceeded): clone: exit 1: repo_ref "nope" is not a branch, tag or commit' },
+      {
+        phase: 'Failed',
+        message: 'Build failed (BackoffLimitExceeded): clone: exit 1: repo_ref "nope" is not a branch, tag or commit',
+      },
     ],
     [
       'deadline exceeded, pod gone',
-      job([{ type: 'Failed', status: 'True', reason: 'DeadlineExceeded', message: 'Job was active longer than specified deadline' }]),
+      job([
+        {
+          type: 'Failed',
+          status: 'True',
+          reason: 'DeadlineExceeded',
+          message: 'Job was active longer than specified deadline',
+        },
+      ]),
       undefined,
       { phase: 'Failed', message: 'Build failed (DeadlineExceeded): Job was active longer than specified deadline' },
     ],
@@ -45,14 +78,35 @@ describe('build status from the Job', () => {
   it('feeds the revision controller: Running -> BUILDING, Failed -> BUILD_FAILED, Succeeded -> AWAITING_DEPLOY', () => {
     const facts = { status: 'BUILDING', supported: { ok: true as const }, isTarget: true, routed: false };
     expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([]), undefined, repo) }).status).toBe('BUILDING');
-    const failed = buildStatusOf(job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }]), buildPod({ exitCode: 2, reason: 'Error' }), repo);
-    expect(nextRevisionStatus({ ...facts, build: failed })).toEqual({ status: 'BUILD_FAILED', message: 'Build failed (BackoffLimitExceeded): push: exit 2: Error' });
-    expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([{ type: 'Complete', status: 'True' }]), ok, repo) }).status).toBe('AWAITING_DEPLOY');
+    const failed = buildStatusOf(
+      job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }]),
+      buildPod({ exitCode: 2, reason: 'Error' }),
+      repo,
+    );
+    expect(nextRevisionStatus({ ...facts, build: failed })).toEqual({
+      status: 'BUILD_FAILED',
+      message: 'Build failed (BackoffLimitExceeded): push: exit 2: Error',
+    });
+    expect(
+      nextRevisionStatus({ ...facts, build: buildStatusOf(job([{ type: 'Complete', status: 'True' }]), ok, repo) })
+        .status,
+    ).toBe('AWAITING_DEPLOY');
   });
 
   it('names a waiting init container that cannot start', () => {
     const pod = {
-      status: { initContainerStatuses: [{ name: 'clone', ready: false, restartCount: 0, image: '', imageID: '', state: { waiting: { reason: 'ImagePullBackOff', message: 'no such image' } } }] },
+      status: {
+        initContainerStatuses: [
+          {
+            name: 'clone',
+            ready: false,
+            restartCount: 0,
+            image: '',
+            imageID: '',
+            state: { waiting: { reason: 'ImagePullBackOff', message: 'no such image' } },
+          },
+        ],
+      },
     } as V1Pod;
     expect(podFailure(pod)).toBe('clone: ImagePullBackOff: no such image');
   });
@@ -78,7 +132,11 @@ function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
   const want = c.replicas ?? 2;
   const deployment = {
     metadata: { name: 'ag-1', uid: 'd-uid', generation: c.gen ?? 3 },
-    spec: { replicas: want, selector: {}, template: { metadata: { labels: { 'agentplane.dev/revision': c.templateRevision ?? REV } } } },
+    spec: {
+      replicas: want,
+      selector: {},
+      template: { metadata: { labels: { 'agentplane.dev/revision': c.templateRevision ?? REV } } },
+    },
     status: {
       observedGeneration: c.observedGen ?? c.gen ?? 3,
       replicas: c.total ?? c.updated ?? want,
@@ -89,7 +147,12 @@ function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
   } as V1Deployment;
   const rs = (name: string, revision: string, n: string, hash: string, available: number): V1ReplicaSet =>
     ({
-      metadata: { name, labels: { 'pod-template-hash': hash }, annotations: { 'deployment.kubernetes.io/revision': n }, ownerReferences: [{ uid: 'd-uid', apiVersion: 'apps/v1', kind: 'Deployment', name: 'ag-1' }] },
+      metadata: {
+        name,
+        labels: { 'pod-template-hash': hash },
+        annotations: { 'deployment.kubernetes.io/revision': n },
+        ownerReferences: [{ uid: 'd-uid', apiVersion: 'apps/v1', kind: 'Deployment', name: 'ag-1' }],
+      },
       spec: { selector: {}, template: { metadata: { labels: { 'agentplane.dev/revision': revision } } } },
       status: { replicas: available, availableReplicas: available },
     }) as V1ReplicaSet;
@@ -100,7 +163,11 @@ function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
       status: {
         containerStatuses: [
           {
-            name: 'agent-server', ready: !c.waiting, restartCount: c.waiting ? (c.restarts ?? 5) : 0, image: '', imageID: '',
+            name: 'agent-server',
+            ready: !c.waiting,
+            restartCount: c.waiting ? (c.restarts ?? 5) : 0,
+            image: '',
+            imageID: '',
             state: c.waiting ? { waiting: c.waiting } : { running: {} },
             ...(c.waiting ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}),
           },
@@ -122,10 +189,24 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
     ['the ReplicaSet is of another revision', { rsRevision: 'ag-1-r9' }, { phase: 'Starting' }],
     [
       'progress deadline exceeded',
-      { available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "new" has timed out progressing.' } },
-      { phase: 'Failed', message: 'Rollout stalled (ProgressDeadlineExceeded): ReplicaSet "new" has timed out progressing.' },
+      {
+        available: 0,
+        progressing: {
+          status: 'False',
+          reason: 'ProgressDeadlineExceeded',
+          message: 'ReplicaSet "new" has timed out progressing.',
+        },
+      },
+      {
+        phase: 'Failed',
+        message: 'Rollout stalled (ProgressDeadlineExceeded): ReplicaSet "new" has timed out progressing.',
+      },
     ],
-    ['progressing normally', { available: 0, progressing: { status: 'True', reason: 'ReplicaSetUpdated' } }, { phase: 'Starting' }],
+    [
+      'progressing normally',
+      { available: 0, progressing: { status: 'True', reason: 'ReplicaSetUpdated' } },
+      { phase: 'Starting' },
+    ],
     [
       'crash-looping new pod',
       { available: 0, waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
@@ -133,11 +214,23 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
     ],
     [
       'crash loop below the restart limit (a database still starting)',
-      { available: 0, restarts: 4, waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
+      {
+        available: 0,
+        restarts: 4,
+        waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' },
+      },
       { phase: 'Starting' },
     ],
-    ['image cannot be pulled at once, whatever the restarts', { available: 0, restarts: 0, waiting: { reason: 'ImagePullBackOff' } }, { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' }],
-    ['image cannot be pulled', { available: 0, waiting: { reason: 'ImagePullBackOff' } }, { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' }],
+    [
+      'image cannot be pulled at once, whatever the restarts',
+      { available: 0, restarts: 0, waiting: { reason: 'ImagePullBackOff' } },
+      { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' },
+    ],
+    [
+      'image cannot be pulled',
+      { available: 0, waiting: { reason: 'ImagePullBackOff' } },
+      { phase: 'Failed', message: 'Pod ag-1-h2-x: ImagePullBackOff: last exit 1 (Error)' },
+    ],
     ['first pull error is not final', { available: 0, waiting: { reason: 'ErrImagePull' } }, { phase: 'Starting' }],
     ['scaled to zero', { replicas: 0, rsAvailable: 0 }, { phase: 'Ready' }],
   ])('%s', (_name, c, expected) => {
@@ -160,6 +253,8 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
     expect(run({ updated: 1 })).toBe('DEPLOYING');
     expect(run({})).toBe('DEPLOYED');
     expect(run({ available: 0, waiting: { reason: 'CrashLoopBackOff' } })).toBe('DEPLOY_FAILED');
-    expect(run({ available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded' } })).toBe('DEPLOY_FAILED');
+    expect(run({ available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded' } })).toBe(
+      'DEPLOY_FAILED',
+    );
   });
 });

@@ -20,7 +20,13 @@ describe('agentplane operator configuration', () => {
       AGENTPLANE_DEFAULT_CPU: '0.25',
       AGENTPLANE_POSTGRES_MODE: 'external',
     })!;
-    expect(c).toMatchObject({ namespace: 'agents', leaseNamespace: 'agentplane', identity: 'agentplane-operator-abc', leaderElect: true, leaseDurationMs: 20_000 });
+    expect(c).toMatchObject({
+      namespace: 'agents',
+      leaseNamespace: 'agentplane',
+      identity: 'agentplane-operator-abc',
+      leaderElect: true,
+      leaseDurationMs: 20_000,
+    });
     expect(c.runtime).toMatchObject({
       registry: 'registry.example.com/agents',
       pushSecretName: 'push',
@@ -53,21 +59,38 @@ describe('agentplane operator configuration', () => {
     expect(c.runtime).toMatchObject({
       ingress: { allowedCustomDomains: ['bots.example.com', 'agents.acme.io'] },
       limits: { maxScale: 4, maxCpu: 2.5, maxMemoryMb: 4096 },
-      networkPolicy: { enabled: false, ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'traefik', tier: 'edge' }, agentEgressExceptCidrs: [] },
+      networkPolicy: {
+        enabled: false,
+        ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'traefik', tier: 'edge' },
+        agentEgressExceptCidrs: [],
+      },
       buildPullSecretName: 'pull',
       buildResources: { requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '8Gi' } },
       buildWorkspaceSize: '6Gi',
       buildCacheSize: '10Gi',
-      tenantNamespaces: { enabled: true, prefix: 'tn-', keysWriter: { namespace: 'agentplane', name: 'agentplane-control-plane' }, keysRole: 'agentplane-tenant-keys' },
+      tenantNamespaces: {
+        enabled: true,
+        prefix: 'tn-',
+        keysWriter: { namespace: 'agentplane', name: 'agentplane-control-plane' },
+        keysRole: 'agentplane-tenant-keys',
+      },
     });
     const d = parseOperatorConfig([], {})!;
     expect(d.runtime.ingress.allowedCustomDomains).toEqual([]);
     expect(d.runtime.networkPolicy.enabled).toBe(true);
-    expect(d.runtime.networkPolicy.agentEgressExceptCidrs).toEqual(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']);
+    expect(d.runtime.networkPolicy.agentEgressExceptCidrs).toEqual([
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+      '169.254.0.0/16',
+    ]);
   });
 
   it('lets flags win over the environment', () => {
-    const c = parseOperatorConfig(['--namespace', 'flagged', '--leader-elect', 'false'], { AGENTPLANE_NAMESPACE: 'env', AGENTPLANE_LEADER_ELECT: 'true' })!;
+    const c = parseOperatorConfig(['--namespace', 'flagged', '--leader-elect', 'false'], {
+      AGENTPLANE_NAMESPACE: 'env',
+      AGENTPLANE_LEADER_ELECT: 'true',
+    })!;
     expect([c.namespace, c.leaderElect]).toEqual(['flagged', false]);
   });
 
@@ -93,7 +116,11 @@ describe('agentplane operator configuration', () => {
   });
 
   it('documents every flag in --help', () => {
-    const help = execFileSync(process.execPath, [join(import.meta.dirname, '../../bin/agentplane.mjs'), 'operator', '--help'], { encoding: 'utf8' });
+    const help = execFileSync(
+      process.execPath,
+      [join(import.meta.dirname, '../../bin/agentplane.mjs'), 'operator', '--help'],
+      { encoding: 'utf8' },
+    );
     for (const flag of Object.keys(operatorCommand.options)) expect(help).toContain(`--${flag}`);
     expect(help).toContain('AGENTPLANE_REGISTRY');
   });

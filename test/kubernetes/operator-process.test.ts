@@ -22,8 +22,24 @@ const children: ChildProcess[] = [];
 function startOperator(identity: string): ChildProcess {
   const child = spawn(
     process.execPath,
-    [join(root, 'bin/agentplane.mjs'), 'operator', '--kubeconfig', cluster.as('agentplane-operator').kubeconfigPath, '--namespace', NS, '--leader-elect', 'true',
-      '--lease-duration', '2', '--identity', identity, '--log-level', 'warn', '--health-port', '0'],
+    [
+      join(root, 'bin/agentplane.mjs'),
+      'operator',
+      '--kubeconfig',
+      cluster.as('agentplane-operator').kubeconfigPath,
+      '--namespace',
+      NS,
+      '--leader-elect',
+      'true',
+      '--lease-duration',
+      '2',
+      '--identity',
+      identity,
+      '--log-level',
+      'warn',
+      '--health-port',
+      '0',
+    ],
     { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   children.push(child);
@@ -55,11 +71,17 @@ describe('operator process', () => {
     manifest.spec.deploymentId = id;
     manifest.spec.targetRevisionName = r1;
     await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-      group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', body: manifest,
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      body: manifest,
     });
     const peekRev = () => cluster.api.peek('agentplane.dev', 'agentrevisions', NS, r1);
     await until('DEPLOYING', () => peekRev()?.status?.phase === 'DEPLOYING', 60_000);
-    expect(cluster.api.peek('coordination.k8s.io', 'leases', NS, 'agentplane-operator')!.spec.holderIdentity).toBe('operator-1');
+    expect(cluster.api.peek('coordination.k8s.io', 'leases', NS, 'agentplane-operator')!.spec.holderIdentity).toBe(
+      'operator-1',
+    );
 
     op1.kill('SIGKILL');
     await new Promise((r) => op1.once('exit', r));
@@ -69,7 +91,10 @@ describe('operator process', () => {
 
     startOperator('operator-2');
     await until('DEPLOYED', () => peekRev()?.status?.phase === 'DEPLOYED', 60_000);
-    expect(cluster.api.peek('coordination.k8s.io', 'leases', NS, 'agentplane-operator')!.spec).toMatchObject({ holderIdentity: 'operator-2', leaseTransitions: 1 });
+    expect(cluster.api.peek('coordination.k8s.io', 'leases', NS, 'agentplane-operator')!.spec).toMatchObject({
+      holderIdentity: 'operator-2',
+      leaseTransitions: 1,
+    });
     const dep = cluster.api.peek('agentplane.dev', 'agentdeployments', NS, name)!;
     expect(dep.status.activeRevisionName).toBe(r1);
     expect(dep.status.conditions.find((c: { type: string }) => c.type === 'Ready').status).toBe('True');

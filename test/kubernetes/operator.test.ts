@@ -31,7 +31,8 @@ let fake: FakeCluster;
 let custom: CustomObjectsApi;
 let core: CoreV1Api;
 
-const peek = (group: string, plural: string, name: string): Json | undefined => cluster.api.peek(group, plural, NS, name);
+const peek = (group: string, plural: string, name: string): Json | undefined =>
+  cluster.api.peek(group, plural, NS, name);
 const revision = (name: string) => peek('agentplane.dev', 'agentrevisions', name);
 const phaseOf = (name: string) => revision(name)?.status?.phase as string | undefined;
 const writes = (from: number) => cluster.api.requests.slice(from).filter((r) => !r.startsWith('GET '));
@@ -39,8 +40,23 @@ const writes = (from: number) => cluster.api.requests.slice(from).filter((r) => 
 function config(extra: string[] = []) {
   return parseOperatorConfig(
     [
-      '--kubeconfig', cluster.as(OPERATOR).kubeconfigPath, '--namespace', NS, '--registry', 'registry.test/agents', '--push-secret', 'push', '--base-image', 'agentplane:test',
-      '--allowed-custom-domains', 'agents.example.com', '--log-level', 'silent', '--health-port', '0', ...extra,
+      '--kubeconfig',
+      cluster.as(OPERATOR).kubeconfigPath,
+      '--namespace',
+      NS,
+      '--registry',
+      'registry.test/agents',
+      '--push-secret',
+      'push',
+      '--base-image',
+      'agentplane:test',
+      '--allowed-custom-domains',
+      'agents.example.com',
+      '--log-level',
+      'silent',
+      '--health-port',
+      '0',
+      ...extra,
     ],
     {},
   )!;
@@ -51,16 +67,32 @@ function example(file: string): Json {
 }
 
 async function applyDeployment(body: Json): Promise<void> {
-  await custom.createNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', body });
+  await custom.createNamespacedCustomObject({
+    group: 'agentplane.dev',
+    version: 'v1alpha1',
+    namespace: NS,
+    plural: 'agentdeployments',
+    body,
+  });
 }
 
 /** Like `kubectl edit`: read, change spec, replace; the operator writes too, so retry on conflict. */
 async function patchDeployment(name: string, spec: Json): Promise<void> {
   for (let attempt = 0; ; attempt++) {
-    const cur = (await custom.getNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name })) as Json;
+    const cur = (await custom.getNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name,
+    })) as Json;
     try {
       await custom.replaceNamespacedCustomObject({
-        group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name,
+        group: 'agentplane.dev',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'agentdeployments',
+        name,
         body: { ...cur, spec: { ...cur.spec, ...spec } },
       });
       return;
@@ -74,7 +106,13 @@ async function patchDeployment(name: string, spec: Json): Promise<void> {
 async function secondPassWrites(name: string, revisions: string[]): Promise<string[]> {
   const kubeConfig = cluster.as(OPERATOR).kubeConfig;
   const store = openKubernetesStore({ kubeConfig, namespace: NS, logger });
-  const runtime = new KubernetesRuntime({ kubeConfig, namespace: NS, config: config().runtime, logs: storeLogSink(store), logger });
+  const runtime = new KubernetesRuntime({
+    kubeConfig,
+    namespace: NS,
+    config: config().runtime,
+    logs: storeLogSink(store),
+    logger,
+  });
   await runtime.start();
   try {
     const deps = { store, runtime, logger };
@@ -104,8 +142,14 @@ beforeAll(async () => {
   custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
   core = cluster.kubeConfig.makeApiClient(CoreV1Api);
   // The Secrets examples/k8s/agentdeployment.yaml references, labelled for its tenant by the admin.
-  for (const [name, key] of [['support-bot-db', 'uri'], ['support-bot-config', 'greeting']]) {
-    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name, labels: { 'agentplane.dev/tenant': 'team-a' } }, stringData: { [key!]: 'x' } } });
+  for (const [name, key] of [
+    ['support-bot-db', 'uri'],
+    ['support-bot-config', 'greeting'],
+  ]) {
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name, labels: { 'agentplane.dev/tenant': 'team-a' } }, stringData: { [key!]: 'x' } },
+    });
   }
 });
 afterEach(() => {
@@ -113,7 +157,11 @@ afterEach(() => {
   expect([...new Set(cluster.api.denied)]).toEqual([]);
 });
 afterAll(async () => {
-  if (process.env.DUMP_USED) (await import('node:fs')).writeFileSync(process.env.DUMP_USED, JSON.stringify(Object.fromEntries([...cluster.api.used].map(([k, v]) => [k, [...v].sort()])), null, 1));
+  if (process.env.DUMP_USED)
+    (await import('node:fs')).writeFileSync(
+      process.env.DUMP_USED,
+      JSON.stringify(Object.fromEntries([...cluster.api.used].map(([k, v]) => [k, [...v].sort()])), null, 1),
+    );
   await cluster?.close();
 });
 
@@ -133,12 +181,21 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
   it('rolls out a Deployment with the image, external database, Service; DEPLOYED once available', async () => {
     // The documented flow with the real kubectl: apply, then wait for Ready while the cluster rolls out.
     const kubeconfig = cluster.kubeconfigPath;
-    expect(await kubectl(['-n', NS, 'apply', '-f', join(examples, 'agentdeployment.yaml')], kubeconfig)).toContain(`agentdeployment.agentplane.dev/${name} created`);
-    const waited = kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=60s'], kubeconfig);
+    expect(await kubectl(['-n', NS, 'apply', '-f', join(examples, 'agentdeployment.yaml')], kubeconfig)).toContain(
+      `agentdeployment.agentplane.dev/${name} created`,
+    );
+    const waited = kubectl(
+      ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=60s'],
+      kubeconfig,
+    );
     await until('DEPLOYING', () => phaseOf(r1) === 'DEPLOYING');
     const d = peek('apps', 'deployments', name)!;
     const dep = peek('agentplane.dev', 'agentdeployments', name)!;
-    expect(d.metadata.ownerReferences[0]).toMatchObject({ kind: 'AgentDeployment', uid: dep.metadata.uid, controller: true });
+    expect(d.metadata.ownerReferences[0]).toMatchObject({
+      kind: 'AgentDeployment',
+      uid: dep.metadata.uid,
+      controller: true,
+    });
     const c = d.spec.template.spec.containers[0];
     expect(c.image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
     expect(d.spec.replicas).toBe(2);
@@ -152,13 +209,16 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     await fake.rollout(name, 'ready');
     await until('DEPLOYED', () => phaseOf(r1) === 'DEPLOYED');
     const ready = await until('Ready condition', () =>
-      peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions?.find((x: Json) => x.type === 'Ready' && x.status === 'True'),
+      peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions?.find(
+        (x: Json) => x.type === 'Ready' && x.status === 'True',
+      ),
     );
     expect(ready.observedGeneration).toBe(dep.metadata.generation);
     expect(await waited).toContain(`agentdeployment.agentplane.dev/${name} condition met`);
     // The probes the chart points at.
     const port = await op.health;
-    for (const path of ['/healthz', '/readyz']) expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(200);
+    for (const path of ['/healthz', '/readyz'])
+      expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(200);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
@@ -176,19 +236,32 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     const apps = cluster.kubeConfig.makeApiClient((await import('@kubernetes/client-node')).AppsV1Api);
     // Someone changed it too, so the operator has something it would want to write back.
     const cur = await apps.readNamespacedDeployment({ name, namespace: NS });
-    await apps.replaceNamespacedDeployment({ name, namespace: NS, body: { ...cur, spec: { ...cur.spec!, replicas: 5 } } });
+    await apps.replaceNamespacedDeployment({
+      name,
+      namespace: NS,
+      body: { ...cur, spec: { ...cur.spec!, replicas: 5 } },
+    });
     await apps.deleteNamespacedDeployment({ name, namespace: NS, propagationPolicy: 'Foreground' });
     expect(peek('apps', 'deployments', name)!.metadata.deletionTimestamp).toBeTruthy();
     const seen = cluster.api.requests.length;
     op = startKubernetesOperator(config(), logger);
     // The operator reads it (and retries) but sends it nothing.
-    await until('the dying Deployment read twice', () => cluster.api.requests.slice(seen).filter((r) => r === `GET /apis/apps/v1/namespaces/${NS}/deployments/${name}`).length >= 2);
+    await until(
+      'the dying Deployment read twice',
+      () =>
+        cluster.api.requests.slice(seen).filter((r) => r === `GET /apis/apps/v1/namespaces/${NS}/deployments/${name}`)
+          .length >= 2,
+    );
     expect(writes(seen).filter((r) => r.includes(`/deployments/${name}`))).toEqual([]);
     release();
-    const recreated = await until('a new Deployment', () => {
-      const d = peek('apps', 'deployments', name);
-      return d && d.metadata.uid !== before.metadata.uid ? d : undefined;
-    }, 30_000);
+    const recreated = await until(
+      'a new Deployment',
+      () => {
+        const d = peek('apps', 'deployments', name);
+        return d && d.metadata.uid !== before.metadata.uid ? d : undefined;
+      },
+      30_000,
+    );
     expect(recreated.metadata.deletionTimestamp).toBeUndefined();
     expect(recreated.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
   });
@@ -210,26 +283,44 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   it('builds with a Job, deploys the pushed digest with its own Postgres and an Ingress', async () => {
     await applyDeployment(manifest);
     const job = await until('the build Job', () => peek('batch', 'jobs', `${rev(1)}-build`));
-    expect(job.spec.template.spec.initContainers[0].env).toContainEqual({ name: 'REPO_URL', value: 'https://github.com/agentplane/example-agent.git' });
+    expect(job.spec.template.spec.initContainers[0].env).toContainEqual({
+      name: 'REPO_URL',
+      value: 'https://github.com/agentplane/example-agent.git',
+    });
     await until('BUILDING', () => phaseOf(rev(1)) === 'BUILDING');
-    expect(peek('networking.k8s.io', 'networkpolicies', `${name}-build`)!.spec.podSelector.matchLabels['app.kubernetes.io/component']).toBe('build');
+    expect(
+      peek('networking.k8s.io', 'networkpolicies', `${name}-build`)!.spec.podSelector.matchLabels[
+        'app.kubernetes.io/component'
+      ],
+    ).toBe('build');
 
     await fake.finishJob(`${rev(1)}-build`, { ok: true, commit: 'a1b2c3d4e5f6a7b8', digest });
     await until('DEPLOYING', () => phaseOf(rev(1)) === 'DEPLOYING');
     const d = peek('apps', 'deployments', name)!;
     expect(d.spec.template.spec.containers[0].image).toBe(`registry.test/agents/${name}@${digest}`);
-    expect(peek('apps', 'statefulsets', `${name}-postgres`)!.spec.volumeClaimTemplates[0].spec.resources.requests.storage).toBe('1Gi');
+    expect(
+      peek('apps', 'statefulsets', `${name}-postgres`)!.spec.volumeClaimTemplates[0].spec.resources.requests.storage,
+    ).toBe('1Gi');
     expect(peek('', 'secrets', `${name}-postgres`)!.data.uri).toBeTruthy();
     expect(peek('networking.k8s.io', 'ingresses', name)!.spec.rules[0].host).toBe('example-agent.agents.example.com');
-    expect(peek('batch', 'jobs', `${rev(1)}-build`)!.metadata.annotations['agentplane.dev/image']).toBe(`registry.test/agents/${name}@${digest}`);
-    expect(peek('autoscaling', 'horizontalpodautoscalers', name)!.spec).toMatchObject({ minReplicas: 1, maxReplicas: 3 });
+    expect(peek('batch', 'jobs', `${rev(1)}-build`)!.metadata.annotations['agentplane.dev/image']).toBe(
+      `registry.test/agents/${name}@${digest}`,
+    );
+    expect(peek('autoscaling', 'horizontalpodautoscalers', name)!.spec).toMatchObject({
+      minReplicas: 1,
+      maxReplicas: 3,
+    });
     expect(d.spec.replicas).toBeUndefined();
 
     await fake.rollout(name, 'ready');
     await until('DEPLOYED', () => phaseOf(rev(1)) === 'DEPLOYED');
     expect(revision(rev(1))!.status.repoCommitSha).toBe('a1b2c3d4e5f6a7b8');
     expect(revision(rev(1))!.status.image).toBe(`registry.test/agents/${name}@${digest}`);
-    await until('the custom URL', () => peek('agentplane.dev', 'agentdeployments', name)?.status?.url === 'https://example-agent.agents.example.com');
+    await until(
+      'the custom URL',
+      () =>
+        peek('agentplane.dev', 'agentdeployments', name)?.status?.url === 'https://example-agent.agents.example.com',
+    );
 
     // Converged with Postgres, Ingress and build Job too: reconciling again writes nothing.
     await op.close();
@@ -238,10 +329,18 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   });
 
   it('reports BUILD_FAILED with the reason in the revision and its build log; the live revision keeps serving', async () => {
-    await patchDeployment(name, { revisionCounter: 2, targetRevisionName: rev(2), sourceRevisionConfig: { repoRef: 'no-such-branch', graphConfigPath: 'langgraph.json' } });
+    await patchDeployment(name, {
+      revisionCounter: 2,
+      targetRevisionName: rev(2),
+      sourceRevisionConfig: { repoRef: 'no-such-branch', graphConfigPath: 'langgraph.json' },
+    });
     await until('the second build Job', () => peek('batch', 'jobs', `${rev(2)}-build`));
-    cluster.api.podLogs.set(`${NS}/${rev(2)}-build-abcde/clone`, 'fatal: couldn\'t find remote ref no-such-branch\n');
-    await fake.finishJob(`${rev(2)}-build`, { ok: false, container: 'clone', message: 'repo_ref "no-such-branch" is not a branch, tag or commit' });
+    cluster.api.podLogs.set(`${NS}/${rev(2)}-build-abcde/clone`, "fatal: couldn't find remote ref no-such-branch\n");
+    await fake.finishJob(`${rev(2)}-build`, {
+      ok: false,
+      container: 'clone',
+      message: 'repo_ref "no-such-branch" is not a branch, tag or commit',
+    });
     await until('BUILD_FAILED', () => phaseOf(rev(2)) === 'BUILD_FAILED');
     expect(revision(rev(2))!.status.statusMessage).toBe(
       'Build failed (BackoffLimitExceeded): clone: exit 1: repo_ref "no-such-branch" is not a branch, tag or commit',
@@ -259,23 +358,47 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   });
 
   it('reports DEPLOY_FAILED for a crash-looping rollout and rolls back to the serving revision', async () => {
-    await patchDeployment(name, { revisionCounter: 3, targetRevisionName: rev(3), sourceRevisionConfig: { repoRef: 'main', graphConfigPath: 'langgraph.json' } });
+    await patchDeployment(name, {
+      revisionCounter: 3,
+      targetRevisionName: rev(3),
+      sourceRevisionConfig: { repoRef: 'main', graphConfigPath: 'langgraph.json' },
+    });
     await until('the third build Job', () => peek('batch', 'jobs', `${rev(3)}-build`));
-    await fake.finishJob(`${rev(3)}-build`, { ok: true, commit: 'c0ffee00c0ffee00', digest: `sha256:${'e'.repeat(64)}` });
-    await until('rollout to r3', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(3));
+    await fake.finishJob(`${rev(3)}-build`, {
+      ok: true,
+      commit: 'c0ffee00c0ffee00',
+      digest: `sha256:${'e'.repeat(64)}`,
+    });
+    await until(
+      'rollout to r3',
+      () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(3),
+    );
     await fake.rollout(name, 'crash');
     await until('DEPLOY_FAILED', () => phaseOf(rev(3)) === 'DEPLOY_FAILED');
     expect(revision(rev(3))!.status.statusMessage).toContain('CrashLoopBackOff');
-    await until('rollback to r1', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(1));
-    expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].image).toBe(`registry.test/agents/${name}@${digest}`);
+    await until(
+      'rollback to r1',
+      () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(1),
+    );
+    expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].image).toBe(
+      `registry.test/agents/${name}@${digest}`,
+    );
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
   });
 
   it('marks a revision superseded while building SKIPPED and stops its build', async () => {
-    await patchDeployment(name, { revisionCounter: 4, targetRevisionName: rev(4), sourceRevisionConfig: { repoRef: 'v4', graphConfigPath: 'langgraph.json' } });
+    await patchDeployment(name, {
+      revisionCounter: 4,
+      targetRevisionName: rev(4),
+      sourceRevisionConfig: { repoRef: 'v4', graphConfigPath: 'langgraph.json' },
+    });
     await until('the fourth build Job', () => peek('batch', 'jobs', `${rev(4)}-build`));
     await until('BUILDING r4', () => phaseOf(rev(4)) === 'BUILDING');
-    await patchDeployment(name, { revisionCounter: 5, targetRevisionName: rev(5), sourceRevisionConfig: { repoRef: 'v5', graphConfigPath: 'langgraph.json' } });
+    await patchDeployment(name, {
+      revisionCounter: 5,
+      targetRevisionName: rev(5),
+      sourceRevisionConfig: { repoRef: 'v5', graphConfigPath: 'langgraph.json' },
+    });
     await until('SKIPPED r4', () => phaseOf(rev(4)) === 'SKIPPED');
     await until('the r4 build Job deleted', () => !peek('batch', 'jobs', `${rev(4)}-build`));
     await until('the r5 build Job', () => peek('batch', 'jobs', `${rev(5)}-build`));
@@ -283,10 +406,16 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
   });
 
   it('keeps the end of a 3 MiB build log within the ConfigMap limit, and the revision still ends', async () => {
-    await patchDeployment(name, { revisionCounter: 6, targetRevisionName: rev(6), sourceRevisionConfig: { repoRef: 'big-log', graphConfigPath: 'langgraph.json' } });
+    await patchDeployment(name, {
+      revisionCounter: 6,
+      targetRevisionName: rev(6),
+      sourceRevisionConfig: { repoRef: 'big-log', graphConfigPath: 'langgraph.json' },
+    });
     await until('the sixth build Job', () => peek('batch', 'jobs', `${rev(6)}-build`));
     // 400 lines of 8 KiB, all within the lines the operator asks for: 3.2 MiB, over the 1 MiB a ConfigMap may hold.
-    const log = Array.from({ length: 400 }, (_, i) => `step ${i} ${'x'.repeat(8 * 1024)}`).join('\n') + '\nnpm ERR! the real failure\n';
+    const log =
+      Array.from({ length: 400 }, (_, i) => `step ${i} ${'x'.repeat(8 * 1024)}`).join('\n') +
+      '\nnpm ERR! the real failure\n';
     expect(log.length).toBeGreaterThan(3 * 1024 * 1024);
     cluster.api.podLogs.set(`${NS}/${rev(6)}-build-abcde/build`, log);
     await fake.finishJob(`${rev(6)}-build`, { ok: false, container: 'build', message: 'npm ci failed' });
@@ -302,11 +431,19 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(messages.some((m) => m.endsWith('… (line cut)'))).toBe(true);
     expect(messages.some((m) => /earlier line\(s\) left out/.test(m))).toBe(true);
     expect(Buffer.byteLength(messages.join('\n'))).toBeLessThan(1024 * 1024);
-    expect(peek('batch', 'jobs', `${rev(6)}-build`)!.metadata.annotations['agentplane.dev/logs-collected']).toBe('true'); // copied once
+    expect(peek('batch', 'jobs', `${rev(6)}-build`)!.metadata.annotations['agentplane.dev/logs-collected']).toBe(
+      'true',
+    ); // copied once
   });
 
   it('deleting the AgentDeployment garbage-collects every child through owner references', async () => {
-    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await custom.deleteNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name,
+    });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
     // The garbage collector removes dependents after their owner, not with it.
     const children = [
@@ -322,7 +459,8 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       ['agentplane.dev', 'agentrevisions', rev(3)],
     ] as const;
     await until('every child collected', () => children.every(([group, plural, child]) => !peek(group, plural, child)));
-    for (const [group, plural, child] of children) expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
+    for (const [group, plural, child] of children)
+      expect(peek(group, plural, child), `${plural}/${child}`).toBeUndefined();
   });
 });
 
@@ -346,15 +484,29 @@ describe('a deployment with its own Postgres (ordering)', () => {
     await applyDeployment(manifest);
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
     const pod = peek('apps', 'deployments', name)!.spec.template.spec;
-    expect(pod.initContainers).toEqual([expect.objectContaining({ name: 'wait-for-postgres', image: 'postgres:16-alpine', env: [{ name: 'PGHOST', value: `${name}-postgres.${NS}.svc` }] })]);
+    expect(pod.initContainers).toEqual([
+      expect.objectContaining({
+        name: 'wait-for-postgres',
+        image: 'postgres:16-alpine',
+        env: [{ name: 'PGHOST', value: `${name}-postgres.${NS}.svc` }],
+      }),
+    ]);
     expect(pod.initContainers[0].command.join(' ')).toContain('pg_isready');
 
     // The agent server exits while the database does not answer: a few restarts, then the database is ready.
     await fake.rollout(name, 'crash-until-postgres');
-    const runtime = new KubernetesRuntime({ kubeConfig: cluster.as(OPERATOR).kubeConfig, namespace: NS, config: config().runtime, logs: { append: async () => {} }, logger });
+    const runtime = new KubernetesRuntime({
+      kubeConfig: cluster.as(OPERATOR).kubeConfig,
+      namespace: NS,
+      config: config().runtime,
+      logs: { append: async () => {} },
+      logger,
+    });
     await runtime.start();
     try {
-      expect(runtime.serverStatus({ namespace: NS, deployment: name, deploymentId: id, revision: `${name}-r1` })).toEqual({ phase: 'Starting' });
+      expect(
+        runtime.serverStatus({ namespace: NS, deployment: name, deploymentId: id, revision: `${name}-r1` }),
+      ).toEqual({ phase: 'Starting' });
     } finally {
       await runtime.shutdown();
     }
@@ -370,13 +522,23 @@ describe('a deployment with its own Postgres (ordering)', () => {
     const dep = peek('agentplane.dev', 'agentdeployments', name)!;
     const withExtras = structuredClone(dep.spec.sourceConfig);
     withExtras.customUrl = 'https://ordering.agents.example.com';
-    withExtras.resourceSpec = { ...withExtras.resourceSpec, nodeSelector: { pool: 'agents' }, annotations: { 'example.com/team': 'support' } };
+    withExtras.resourceSpec = {
+      ...withExtras.resourceSpec,
+      nodeSelector: { pool: 'agents' },
+      annotations: { 'example.com/team': 'support' },
+    };
     await patchDeployment(name, { revisionCounter: 2, targetRevisionName: `${name}-r2`, sourceConfig: withExtras });
-    await until('r2 rolling out', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r2`);
+    await until(
+      'r2 rolling out',
+      () =>
+        peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r2`,
+    );
     const d2 = peek('apps', 'deployments', name)!;
     expect(d2.spec.template.spec.nodeSelector).toEqual({ pool: 'agents' });
     expect(d2.metadata.labels.team).toBe('support');
-    expect((await until('the Ingress', () => peek('networking.k8s.io', 'ingresses', name))).spec.rules[0].host).toBe('ordering.agents.example.com');
+    expect((await until('the Ingress', () => peek('networking.k8s.io', 'ingresses', name))).spec.rules[0].host).toBe(
+      'ordering.agents.example.com',
+    );
     await fake.rollout(name, 'crash-until-postgres');
     await until('r2 DEPLOYED', () => phaseOf(`${name}-r2`) === 'DEPLOYED');
 
@@ -385,7 +547,11 @@ describe('a deployment with its own Postgres (ordering)', () => {
     plain.resourceSpec = { ...plain.resourceSpec };
     delete plain.resourceSpec.labels;
     await patchDeployment(name, { revisionCounter: 3, targetRevisionName: `${name}-r3`, sourceConfig: plain });
-    await until('r3 rolling out', () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r3`);
+    await until(
+      'r3 rolling out',
+      () =>
+        peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r3`,
+    );
     const d3 = peek('apps', 'deployments', name)!;
     expect(d3.spec.template.spec.nodeSelector).toBeUndefined();
     expect(d3.metadata.labels.team).toBeUndefined();
@@ -395,7 +561,9 @@ describe('a deployment with its own Postgres (ordering)', () => {
     // What others set stays: the Deployment controller's revision annotation.
     await fake.rollout(name, 'ready');
     await until('r3 DEPLOYED', () => phaseOf(`${name}-r3`) === 'DEPLOYED');
-    expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain('nodeSelector');
+    expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain(
+      'nodeSelector',
+    );
   });
 });
 
@@ -429,12 +597,20 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
   let n = 0;
   beforeAll(async () => {
     op = startKubernetesOperator(config(), logger);
-    const labelled = (name: string, tenant: string) => ({ metadata: { name, labels: { 'agentplane.dev/tenant': tenant } } });
+    const labelled = (name: string, tenant: string) => ({
+      metadata: { name, labels: { 'agentplane.dev/tenant': tenant } },
+    });
     // agentplane-control-plane and agentplane-operator exist: the chart's ServiceAccounts.
     await core.createNamespacedServiceAccount({ namespace: NS, body: labelled('b-bot', 'team-b') });
     await core.createNamespacedServiceAccount({ namespace: NS, body: labelled('a-bot', 'team-a') });
-    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'admin-key' }, stringData: { 'api-key': 'k' } } });
-    await core.createNamespacedSecret({ namespace: NS, body: { ...labelled('b-env', 'team-b'), stringData: { TOKEN: 'b' } } });
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: 'admin-key' }, stringData: { 'api-key': 'k' } },
+    });
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { ...labelled('b-env', 'team-b'), stringData: { TOKEN: 'b' } },
+    });
   });
   afterAll(async () => {
     await op?.close();
@@ -461,15 +637,51 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
   }
 
   it.each([
-    ['the control plane ServiceAccount', (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-control-plane'), /"agentplane-control-plane": no ServiceAccount labelled agentplane.dev\/tenant=team-a has this name/],
-    ['a missing ServiceAccount', (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-operator'), /"agentplane-operator": no ServiceAccount labelled agentplane.dev\/tenant=team-a/],
-    ["another tenant's labelled ServiceAccount", (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'b-bot'), /"b-bot": no ServiceAccount labelled agentplane.dev\/tenant=team-a/],
-    ['an unlabelled Secret', (s: Json) => s.secretReferences.push({ name: 'KEY', secretName: 'admin-key', secretKey: 'api-key' }), /Secret "admin-key" does not exist or is not labelled/],
-    ["another tenant's Secret", (s: Json) => s.secretReferences.push({ name: 'TOKEN', secretName: 'b-env', secretKey: 'TOKEN' }), /Secret "b-env" does not exist or is not labelled agentplane.dev\/tenant=team-a/],
-    ['the push secret', (s: Json) => s.secretReferences.push({ name: 'P', secretName: 'push', secretKey: '.dockerconfigjson' }), /Secret "push" is managed by agentplane/],
-    ['a host outside the allowed domains', (s: Json) => (s.sourceConfig.customUrl = 'https://login.bank.example'), /outside the allowed domains \(agents.example.com\)/],
-    ['a scale above the bound', (s: Json) => (s.sourceConfig.resourceSpec.maxScale = 50), /max_scale \(50\) is above the maximum scale of 10/],
-    ['too much memory', (s: Json) => (s.sourceConfig.resourceSpec.memoryMb = 65536), /memory_mb \(65536\) is above the maximum of 8192 MB/],
+    [
+      'the control plane ServiceAccount',
+      (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-control-plane'),
+      /"agentplane-control-plane": no ServiceAccount labelled agentplane.dev\/tenant=team-a has this name/,
+    ],
+    [
+      'a missing ServiceAccount',
+      (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'agentplane-operator'),
+      /"agentplane-operator": no ServiceAccount labelled agentplane.dev\/tenant=team-a/,
+    ],
+    [
+      "another tenant's labelled ServiceAccount",
+      (s: Json) => (s.sourceConfig.resourceSpec.serviceAccountName = 'b-bot'),
+      /"b-bot": no ServiceAccount labelled agentplane.dev\/tenant=team-a/,
+    ],
+    [
+      'an unlabelled Secret',
+      (s: Json) => s.secretReferences.push({ name: 'KEY', secretName: 'admin-key', secretKey: 'api-key' }),
+      /Secret "admin-key" does not exist or is not labelled/,
+    ],
+    [
+      "another tenant's Secret",
+      (s: Json) => s.secretReferences.push({ name: 'TOKEN', secretName: 'b-env', secretKey: 'TOKEN' }),
+      /Secret "b-env" does not exist or is not labelled agentplane.dev\/tenant=team-a/,
+    ],
+    [
+      'the push secret',
+      (s: Json) => s.secretReferences.push({ name: 'P', secretName: 'push', secretKey: '.dockerconfigjson' }),
+      /Secret "push" is managed by agentplane/,
+    ],
+    [
+      'a host outside the allowed domains',
+      (s: Json) => (s.sourceConfig.customUrl = 'https://login.bank.example'),
+      /outside the allowed domains \(agents.example.com\)/,
+    ],
+    [
+      'a scale above the bound',
+      (s: Json) => (s.sourceConfig.resourceSpec.maxScale = 50),
+      /max_scale \(50\) is above the maximum scale of 10/,
+    ],
+    [
+      'too much memory',
+      (s: Json) => (s.sourceConfig.resourceSpec.memoryMb = 65536),
+      /memory_mb \(65536\) is above the maximum of 8192 MB/,
+    ],
   ])('refuses %s', async (_what, change, message) => {
     await expectRefused(await deploy(change), message);
   });
@@ -483,7 +695,10 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
     const pod = peek('apps', 'deployments', first)!.spec.template.spec;
     expect(pod).toMatchObject({ serviceAccountName: 'a-bot', automountServiceAccountToken: false });
     const second = await deploy((s) => (s.sourceConfig.customUrl = 'support.agents.example.com'));
-    await expectRefused(second, new RegExp(`host "support.agents.example.com" is already served by another deployment \\(${NS}/${first}\\)`));
+    await expectRefused(
+      second,
+      new RegExp(`host "support.agents.example.com" is already served by another deployment \\(${NS}/${first}\\)`),
+    );
   });
 
   it('gives each deployment owned NetworkPolicies before its pods, and its pods no API token', async () => {
@@ -494,17 +709,33 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
     const dep = peek('agentplane.dev', 'agentdeployments', name)!;
     const agent = peek('networking.k8s.io', 'networkpolicies', `${name}-agent`)!;
     const db = peek('networking.k8s.io', 'networkpolicies', `${name}-postgres`)!;
-    for (const p of [agent, db]) expect(p.metadata.ownerReferences[0]).toMatchObject({ kind: 'AgentDeployment', uid: dep.metadata.uid });
+    for (const p of [agent, db])
+      expect(p.metadata.ownerReferences[0]).toMatchObject({ kind: 'AgentDeployment', uid: dep.metadata.uid });
     expect(agent.spec.podSelector.matchLabels).toEqual(peek('apps', 'deployments', name)!.spec.selector.matchLabels);
-    expect(agent.spec.ingress[0].from[0]).toEqual({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } });
-    expect(db.spec.podSelector.matchLabels).toEqual(peek('apps', 'statefulsets', `${name}-postgres`)!.spec.selector.matchLabels);
+    expect(agent.spec.ingress[0].from[0]).toEqual({
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } },
+    });
+    expect(db.spec.podSelector.matchLabels).toEqual(
+      peek('apps', 'statefulsets', `${name}-postgres`)!.spec.selector.matchLabels,
+    );
     const policyWrite = seen.indexOf(`POST /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`);
     expect(policyWrite).toBeGreaterThanOrEqual(0);
     expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/deployments`));
     expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/statefulsets`));
     expect(peek('apps', 'deployments', name)!.spec.template.spec.automountServiceAccountToken).toBe(false);
-    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
-    await until('the policies garbage-collected', () => !peek('networking.k8s.io', 'networkpolicies', `${name}-agent`) && !peek('networking.k8s.io', 'networkpolicies', `${name}-postgres`));
+    await custom.deleteNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name,
+    });
+    await until(
+      'the policies garbage-collected',
+      () =>
+        !peek('networking.k8s.io', 'networkpolicies', `${name}-agent`) &&
+        !peek('networking.k8s.io', 'networkpolicies', `${name}-postgres`),
+    );
   });
 
   it('creates no NetworkPolicy when they are turned off', async () => {
@@ -522,7 +753,14 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
   beforeAll(() => {
     cluster.installChartRbac({ 'agents.namespacePerTenant': true });
     op = startKubernetesOperator(
-      config(['--namespace-per-tenant', 'true', '--tenant-keys-writer', 'agentplane/agentplane-control-plane', '--tenant-keys-role', 'agentplane-tenant-keys']),
+      config([
+        '--namespace-per-tenant',
+        'true',
+        '--tenant-keys-writer',
+        'agentplane/agentplane-control-plane',
+        '--tenant-keys-role',
+        'agentplane-tenant-keys',
+      ]),
       logger,
     );
   });
@@ -542,7 +780,10 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
 
     const ns = cluster.api.peek('', 'namespaces', '', tenantNs)!;
-    expect(ns.metadata.labels).toMatchObject({ 'agentplane.dev/tenant': 'team-a', 'app.kubernetes.io/managed-by': 'agentplane-operator' });
+    expect(ns.metadata.labels).toMatchObject({
+      'agentplane.dev/tenant': 'team-a',
+      'app.kubernetes.io/managed-by': 'agentplane-operator',
+    });
     const inTenant = (group: string, plural: string, n: string) => cluster.api.peek(group, plural, tenantNs, n);
     const children = [
       ['apps', 'deployments', name],
@@ -565,14 +806,22 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
       roleRef: { kind: 'ClusterRole', name: 'agentplane-tenant-keys' },
       subjects: [{ kind: 'ServiceAccount', name: 'agentplane-control-plane', namespace: 'agentplane' }],
     });
-    expect(inTenant('apps', 'deployments', name)!.spec.template.spec.volumes[0].secret.secretName).toMatch(/^agentplane-keys-[0-9a-f]{16}$/);
+    expect(inTenant('apps', 'deployments', name)!.spec.template.spec.volumes[0].secret.secretName).toMatch(
+      /^agentplane-keys-[0-9a-f]{16}$/,
+    );
 
     // Observed across namespaces: the rollout in the tenant namespace completes the revision.
     await new FakeCluster(cluster.kubeConfig, tenantNs).rollout(name, 'ready');
     await until('DEPLOYED', () => phaseOf(`${name}-r1`) === 'DEPLOYED');
     expect(peek('agentplane.dev', 'agentdeployments', name)!.metadata.finalizers).toContain('agentplane.dev/runtime');
 
-    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await custom.deleteNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name,
+    });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
     for (const [g, p, n] of children) expect(inTenant(g, p, n), `${p}/${n}`).toBeUndefined();
     expect(cluster.api.peek('', 'namespaces', '', tenantNs)).toBeDefined(); // other deployments of the tenant may use it
@@ -592,21 +841,42 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     const seen = cluster.api.requests.length;
     await applyDeployment(manifest);
     // The operator looks at the namespace, sees it terminating, and writes nothing into it.
-    await until('the namespace read twice (a retry)', () => cluster.api.requests.slice(seen).filter((r) => r === `GET /api/v1/namespaces/${tenantNs}`).length >= 2);
-    expect(cluster.api.requests.slice(seen).filter((r) => r.startsWith('POST') && r.includes(`/namespaces/${tenantNs}/`))).toEqual([]);
+    await until(
+      'the namespace read twice (a retry)',
+      () => cluster.api.requests.slice(seen).filter((r) => r === `GET /api/v1/namespaces/${tenantNs}`).length >= 2,
+    );
+    expect(
+      cluster.api.requests.slice(seen).filter((r) => r.startsWith('POST') && r.includes(`/namespaces/${tenantNs}/`)),
+    ).toEqual([]);
     expect(phaseOf(`${name}-r1`)).not.toBe('DEPLOY_FAILED');
     release();
-    await until('a new tenant namespace with the children', () => {
-      const ns = cluster.api.peek('', 'namespaces', '', tenantNs);
-      return ns && ns.metadata.uid !== old.metadata.uid && cluster.api.peek('apps', 'deployments', tenantNs, name);
-    }, 30_000);
+    await until(
+      'a new tenant namespace with the children',
+      () => {
+        const ns = cluster.api.peek('', 'namespaces', '', tenantNs);
+        return ns && ns.metadata.uid !== old.metadata.uid && cluster.api.peek('apps', 'deployments', tenantNs, name);
+      },
+      30_000,
+    );
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
-    await custom.deleteNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', name });
+    await custom.deleteNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name,
+    });
     await until('the deployment gone', () => !peek('agentplane.dev', 'agentdeployments', name));
   });
 
   it("checks ServiceAccounts and Secrets in the tenant's namespace", async () => {
-    await core.createNamespacedSecret({ namespace: tenantNs, body: { metadata: { name: 'team-a-db', labels: { 'agentplane.dev/tenant': 'team-a' } }, stringData: { uri: 'postgresql://x' } } });
+    await core.createNamespacedSecret({
+      namespace: tenantNs,
+      body: {
+        metadata: { name: 'team-a-db', labels: { 'agentplane.dev/tenant': 'team-a' } },
+        stringData: { uri: 'postgresql://x' },
+      },
+    });
     const id = '1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d';
     const name = `ag-${id}`;
     const manifest = example('agentdeployment.yaml');
@@ -614,9 +884,14 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     manifest.spec.deploymentId = id;
     manifest.spec.targetRevisionName = `${name}-r1`;
     // support-bot-config exists (labelled for team-a) in the operator namespace only: not usable from here.
-    manifest.spec.secretReferences = [{ name: 'DATABASE_URI', secretName: 'team-a-db', secretKey: 'uri' }, { name: 'G', secretName: 'support-bot-config', secretKey: 'greeting' }];
+    manifest.spec.secretReferences = [
+      { name: 'DATABASE_URI', secretName: 'team-a-db', secretKey: 'uri' },
+      { name: 'G', secretName: 'support-bot-config', secretKey: 'greeting' },
+    ];
     await applyDeployment(manifest);
     await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
-    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(/Secret "support-bot-config" does not exist or is not labelled/);
+    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(
+      /Secret "support-bot-config" does not exist or is not labelled/,
+    );
   });
 });

@@ -20,14 +20,33 @@ let op: RunningOperator;
 beforeAll(async () => {
   cluster = await startCluster(NS, { rbac: true });
   cluster.installChartRbac();
-  cp = await startControlPlaneProcess(['--store', 'kubernetes', '--namespace', NS, '--kubeconfig', cluster.as('agentplane-control-plane').kubeconfigPath], {
-    AGENTPLANE_BOOTSTRAP_API_KEY: KEY,
-  });
-  const config = parseOperatorConfig(['--kubeconfig', cluster.as('agentplane-operator').kubeconfigPath, '--namespace', NS, '--log-level', 'silent', '--health-port', 'off'], {})!;
+  cp = await startControlPlaneProcess(
+    ['--store', 'kubernetes', '--namespace', NS, '--kubeconfig', cluster.as('agentplane-control-plane').kubeconfigPath],
+    {
+      AGENTPLANE_BOOTSTRAP_API_KEY: KEY,
+    },
+  );
+  const config = parseOperatorConfig(
+    [
+      '--kubeconfig',
+      cluster.as('agentplane-operator').kubeconfigPath,
+      '--namespace',
+      NS,
+      '--log-level',
+      'silent',
+      '--health-port',
+      'off',
+    ],
+    {},
+  )!;
   op = startKubernetesOperator(config, logger);
 }, 60_000);
 afterAll(async () => {
-  if (process.env.DUMP_USED) (await import('node:fs')).writeFileSync(process.env.DUMP_USED, JSON.stringify(Object.fromEntries([...cluster.api.used].map(([k, v]) => [k, [...v].sort()])), null, 1));
+  if (process.env.DUMP_USED)
+    (await import('node:fs')).writeFileSync(
+      process.env.DUMP_USED,
+      JSON.stringify(Object.fromEntries([...cluster.api.used].map(([k, v]) => [k, [...v].sort()])), null, 1),
+    );
   await op?.close();
   await cp?.stop();
   await cluster?.close();
@@ -47,9 +66,17 @@ describe('control plane and operator under the chart RBAC', () => {
   it('create -> DEPLOYED -> logs -> new revision -> delete, with no request refused', async () => {
     // A ServiceAccount the admin granted to the tenant: the control plane checks its label when the deployment names it.
     const { CoreV1Api } = await import('@kubernetes/client-node');
-    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'a-bot', labels: { 'agentplane.dev/tenant': 'team-a' } } } });
+    await cluster.kubeConfig
+      .makeApiClient(CoreV1Api)
+      .createNamespacedServiceAccount({
+        namespace: NS,
+        body: { metadata: { name: 'a-bot', labels: { 'agentplane.dev/tenant': 'team-a' } } },
+      });
     const created = await api('POST', '/v2/deployments', {
-      name: 'rbac-bot', source: 'external_docker', source_config: { resource_spec: { service_account_name: 'a-bot' } }, source_revision_config: { image_uri: 'ghcr.io/x/agent:1' },
+      name: 'rbac-bot',
+      source: 'external_docker',
+      source_config: { resource_spec: { service_account_name: 'a-bot' } },
+      source_revision_config: { image_uri: 'ghcr.io/x/agent:1' },
       secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-secret' }],
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -59,21 +86,44 @@ describe('control plane and operator under the chart RBAC', () => {
     await until('the agent Deployment', () => cluster.api.peek('apps', 'deployments', NS, name), 30_000);
     const fake = new FakeCluster(cluster.kubeConfig, NS);
     await fake.rollout(name, 'ready');
-    await until('DEPLOYED', async () => (await api('GET', `/v2/deployments/${id}/revisions/${first}`)).body.status === 'DEPLOYED', 30_000);
+    await until(
+      'DEPLOYED',
+      async () => (await api('GET', `/v2/deployments/${id}/revisions/${first}`)).body.status === 'DEPLOYED',
+      30_000,
+    );
     expect((await api('GET', `/v2/deployments/${id}/revisions/${first}/logs?type=deploy`)).status).toBe(200);
 
-    const patched = await api('PATCH', `/v2/deployments/${id}`, { source_revision_config: { image_uri: 'ghcr.io/x/agent:2' } });
+    const patched = await api('PATCH', `/v2/deployments/${id}`, {
+      source_revision_config: { image_uri: 'ghcr.io/x/agent:2' },
+    });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     const second = patched.body.latest_revision_id as string;
     expect(second).not.toBe(first);
-    await until('rollout of the second image', () => cluster.api.peek('apps', 'deployments', NS, name)?.spec.template.spec.containers[0].image === 'ghcr.io/x/agent:2', 30_000);
+    await until(
+      'rollout of the second image',
+      () =>
+        cluster.api.peek('apps', 'deployments', NS, name)?.spec.template.spec.containers[0].image ===
+        'ghcr.io/x/agent:2',
+      30_000,
+    );
     await fake.rollout(name, 'ready');
-    await until('second DEPLOYED', async () => (await api('GET', `/v2/deployments/${id}/revisions/${second}`)).body.status === 'DEPLOYED', 30_000);
+    await until(
+      'second DEPLOYED',
+      async () => (await api('GET', `/v2/deployments/${id}/revisions/${second}`)).body.status === 'DEPLOYED',
+      30_000,
+    );
 
     expect((await api('DELETE', `/v2/deployments/${id}`)).status).toBe(204);
-    await until('the AgentDeployment gone', () => !cluster.api.peek('agentplane.dev', 'agentdeployments', NS, name), 30_000);
+    await until(
+      'the AgentDeployment gone',
+      () => !cluster.api.peek('agentplane.dev', 'agentdeployments', NS, name),
+      30_000,
+    );
     expect([...new Set(cluster.api.denied)]).toEqual([]);
     // Both identities were really used (the test would pass vacuously as the administrator).
-    expect([...cluster.api.used.keys()].sort()).toEqual(['system:serviceaccount:agents:agentplane-control-plane', 'system:serviceaccount:agents:agentplane-operator']);
+    expect([...cluster.api.used.keys()].sort()).toEqual([
+      'system:serviceaccount:agents:agentplane-control-plane',
+      'system:serviceaccount:agents:agentplane-operator',
+    ]);
   }, 120_000);
 });

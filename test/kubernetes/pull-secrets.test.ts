@@ -22,25 +22,51 @@ let op: RunningOperator | undefined;
 let custom: CustomObjectsApi;
 let core: CoreV1Api;
 
-const dockerconfig = (token: string) => ({ '.dockerconfigjson': JSON.stringify({ auths: { 'registry.test': { auth: Buffer.from(`bot:${token}`).toString('base64') } } }) });
+const dockerconfig = (token: string) => ({
+  '.dockerconfigjson': JSON.stringify({
+    auths: { 'registry.test': { auth: Buffer.from(`bot:${token}`).toString('base64') } },
+  }),
+});
 const copy = () => cluster.api.peek('', 'secrets', TENANT_NS, 'regcred');
 
 function start(pullSecrets: string[]): RunningOperator {
   cluster.installChartRbac({ 'agents.namespacePerTenant': true, 'agents.imagePullSecrets': pullSecrets });
   const config = parseOperatorConfig(
-    ['--kubeconfig', cluster.as('agentplane-operator').kubeconfigPath, '--namespace', NS, '--base-image', 'agentplane:test', '--namespace-per-tenant', 'true',
-      '--image-pull-secrets', pullSecrets.join(','), '--log-level', 'silent', '--health-port', '0'],
+    [
+      '--kubeconfig',
+      cluster.as('agentplane-operator').kubeconfigPath,
+      '--namespace',
+      NS,
+      '--base-image',
+      'agentplane:test',
+      '--namespace-per-tenant',
+      'true',
+      '--image-pull-secrets',
+      pullSecrets.join(','),
+      '--log-level',
+      'silent',
+      '--health-port',
+      '0',
+    ],
     {},
   )!;
   return startKubernetesOperator(config, logger);
 }
 
 async function deploy(id: string): Promise<string> {
-  const manifest = parse(readFileSync(join(import.meta.dirname, '../../examples/k8s/agentdeployment.yaml'), 'utf8')) as Json;
+  const manifest = parse(
+    readFileSync(join(import.meta.dirname, '../../examples/k8s/agentdeployment.yaml'), 'utf8'),
+  ) as Json;
   const name = `ag-${id}`;
   manifest.metadata.name = name;
   manifest.spec = { ...manifest.spec, deploymentId: id, targetRevisionName: `${name}-r1`, secretReferences: [] };
-  await custom.createNamespacedCustomObject({ group: 'agentplane.dev', version: 'v1alpha1', namespace: NS, plural: 'agentdeployments', body: manifest });
+  await custom.createNamespacedCustomObject({
+    group: 'agentplane.dev',
+    version: 'v1alpha1',
+    namespace: NS,
+    plural: 'agentdeployments',
+    body: manifest,
+  });
   return name;
 }
 
@@ -48,8 +74,14 @@ beforeAll(async () => {
   cluster = await startCluster(NS, { rbac: true });
   custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
   core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'regcred' }, type: 'kubernetes.io/dockerconfigjson', stringData: dockerconfig('one') } });
-  await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'push' }, type: 'kubernetes.io/dockerconfigjson', stringData: dockerconfig('push') } });
+  await core.createNamespacedSecret({
+    namespace: NS,
+    body: { metadata: { name: 'regcred' }, type: 'kubernetes.io/dockerconfigjson', stringData: dockerconfig('one') },
+  });
+  await core.createNamespacedSecret({
+    namespace: NS,
+    body: { metadata: { name: 'push' }, type: 'kubernetes.io/dockerconfigjson', stringData: dockerconfig('push') },
+  });
   op = start(['regcred']);
 });
 afterEach(() => {
@@ -73,15 +105,28 @@ describe('image pull secrets in tenant namespaces', () => {
     expect(cluster.api.peek('', 'secrets', TENANT_NS, 'push')).toBeUndefined();
     const postSecret = cluster.api.requests.indexOf(`POST /api/v1/namespaces/${TENANT_NS}/secrets`);
     expect(postSecret).toBeGreaterThanOrEqual(0);
-    expect(postSecret).toBeLessThan(cluster.api.requests.indexOf(`POST /apis/apps/v1/namespaces/${TENANT_NS}/deployments`));
+    expect(postSecret).toBeLessThan(
+      cluster.api.requests.indexOf(`POST /apis/apps/v1/namespaces/${TENANT_NS}/deployments`),
+    );
   });
 
   it('follows a rotation of the source without a deploy', async () => {
     // The operator watches the source by name (all the chart lets it watch among Secrets).
-    expect(cluster.api.requestUrls.some((u) => u.startsWith(`GET /api/v1/namespaces/${NS}/secrets?`) && u.includes('watch=true') && u.includes('fieldSelector=metadata.name%3Dregcred'))).toBe(true);
+    expect(
+      cluster.api.requestUrls.some(
+        (u) =>
+          u.startsWith(`GET /api/v1/namespaces/${NS}/secrets?`) &&
+          u.includes('watch=true') &&
+          u.includes('fieldSelector=metadata.name%3Dregcred'),
+      ),
+    ).toBe(true);
     const src = await core.readNamespacedSecret({ name: 'regcred', namespace: NS });
     const rotated = Buffer.from(dockerconfig('two')['.dockerconfigjson']).toString('base64');
-    await core.replaceNamespacedSecret({ name: 'regcred', namespace: NS, body: { ...src, data: { '.dockerconfigjson': rotated } } });
+    await core.replaceNamespacedSecret({
+      name: 'regcred',
+      namespace: NS,
+      body: { ...src, data: { '.dockerconfigjson': rotated } },
+    });
     await until('the copy rotated', () => copy()?.data['.dockerconfigjson'] === rotated);
   });
 

@@ -1,26 +1,64 @@
 import { describe, expect, it } from 'vitest';
-import { nextRevisionStatus, revisionNeeds, type RevisionFacts } from '../../src/operator/controllers/agentrevision/decide.ts';
-import { chooseRoute, pickTarget, readyCondition, revisionsToSkip, shouldRoute, type RevisionView } from '../../src/operator/controllers/agentdeployment/decide.ts';
+import {
+  nextRevisionStatus,
+  revisionNeeds,
+  type RevisionFacts,
+} from '../../src/operator/controllers/agentrevision/decide.ts';
+import {
+  chooseRoute,
+  pickTarget,
+  readyCondition,
+  revisionsToSkip,
+  shouldRoute,
+  type RevisionView,
+} from '../../src/operator/controllers/agentdeployment/decide.ts';
 
 const ok = { ok: true } as const;
 const base: RevisionFacts = { status: 'QUEUED', supported: ok, isTarget: true, routed: false };
 
 describe('nextRevisionStatus', () => {
   const table: [string, Partial<RevisionFacts>, string, string?][] = [
-    ['unsupported source fails at creation', { supported: { ok: false, message: 'needs a container runtime' } }, 'CREATE_FAILED', 'needs a container runtime'],
+    [
+      'unsupported source fails at creation',
+      { supported: { ok: false, message: 'needs a container runtime' } },
+      'CREATE_FAILED',
+      'needs a container runtime',
+    ],
     ['queued, build running', { build: { phase: 'Running' } }, 'BUILDING'],
     ['awaiting build, build running', { status: 'AWAITING_BUILD', build: { phase: 'Running' } }, 'BUILDING'],
-    ['building, build failed', { status: 'BUILDING', build: { phase: 'Failed', message: 'npm ci exited with code 1' } }, 'BUILD_FAILED', 'npm ci exited with code 1'],
-    ['building, build done', { status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc' } }, 'AWAITING_DEPLOY'],
+    [
+      'building, build failed',
+      { status: 'BUILDING', build: { phase: 'Failed', message: 'npm ci exited with code 1' } },
+      'BUILD_FAILED',
+      'npm ci exited with code 1',
+    ],
+    [
+      'building, build done',
+      { status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc' } },
+      'AWAITING_DEPLOY',
+    ],
     ['built, not the target: waits', { status: 'AWAITING_DEPLOY', isTarget: false }, 'AWAITING_DEPLOY'],
     ['built target, server starting', { status: 'AWAITING_DEPLOY', server: { phase: 'Starting' } }, 'DEPLOYING'],
-    ['deploying, server failed', { status: 'DEPLOYING', server: { phase: 'Failed', message: 'exited with code 1' } }, 'DEPLOY_FAILED', 'exited with code 1'],
+    [
+      'deploying, server failed',
+      { status: 'DEPLOYING', server: { phase: 'Failed', message: 'exited with code 1' } },
+      'DEPLOY_FAILED',
+      'exited with code 1',
+    ],
     ['deploying, ready but traffic not moved yet', { status: 'DEPLOYING', server: { phase: 'Ready' } }, 'DEPLOYING'],
     ['deploying, ready and routed', { status: 'DEPLOYING', server: { phase: 'Ready' }, routed: true }, 'DEPLOYED'],
-    ['deployed stays deployed when its server restarts', { status: 'DEPLOYED', server: { phase: 'Starting' } }, 'DEPLOYED'],
+    [
+      'deployed stays deployed when its server restarts',
+      { status: 'DEPLOYED', server: { phase: 'Starting' } },
+      'DEPLOYED',
+    ],
     ['skipped is terminal', { status: 'SKIPPED', build: { phase: 'Succeeded', commitSha: 'x' } }, 'SKIPPED'],
     ['build failed is terminal', { status: 'BUILD_FAILED', supported: { ok: false, message: 'x' } }, 'BUILD_FAILED'],
-    ['deploy failed is terminal', { status: 'DEPLOY_FAILED', server: { phase: 'Ready' }, routed: true }, 'DEPLOY_FAILED'],
+    [
+      'deploy failed is terminal',
+      { status: 'DEPLOY_FAILED', server: { phase: 'Ready' }, routed: true },
+      'DEPLOY_FAILED',
+    ],
   ];
   it.each(table)('%s', (_name, facts, status, message) => {
     const out = nextRevisionStatus({ ...base, ...facts }, 'previous message');
@@ -29,7 +67,9 @@ describe('nextRevisionStatus', () => {
   });
 
   it('records the resolved commit when the build succeeds', () => {
-    expect(nextRevisionStatus({ ...base, status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc123' } }).commitSha).toBe('abc123');
+    expect(
+      nextRevisionStatus({ ...base, status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc123' } }).commitSha,
+    ).toBe('abc123');
   });
 });
 
@@ -58,14 +98,32 @@ const r = (number: number, status: string): RevisionView => ({ name: `d-r${numbe
 describe('pickTarget and revisionsToSkip', () => {
   const table: [string, RevisionView[], string | undefined, string | undefined, string[]][] = [
     ['first revision', [r(1, 'QUEUED')], undefined, 'd-r1', []],
-    ['newest in progress supersedes older in progress', [r(1, 'DEPLOYED'), r(2, 'BUILDING'), r(3, 'QUEUED')], undefined, 'd-r3', ['d-r2']],
+    [
+      'newest in progress supersedes older in progress',
+      [r(1, 'DEPLOYED'), r(2, 'BUILDING'), r(3, 'QUEUED')],
+      undefined,
+      'd-r3',
+      ['d-r2'],
+    ],
     ['newest failed: the live one stays', [r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED')], undefined, 'd-r1', []],
-    ['newest skipped and failed, older deployed', [r(1, 'DEPLOYED'), r(2, 'DEPLOYED'), r(3, 'DEPLOY_FAILED')], undefined, 'd-r2', []],
+    [
+      'newest skipped and failed, older deployed',
+      [r(1, 'DEPLOYED'), r(2, 'DEPLOYED'), r(3, 'DEPLOY_FAILED')],
+      undefined,
+      'd-r2',
+      [],
+    ],
     ['redeploy of an earlier revision', [r(1, 'DEPLOYED'), r(2, 'DEPLOYED')], 'd-r1', 'd-r1', []],
     ['redeploy wins over an in-progress one', [r(1, 'DEPLOYED'), r(2, 'BUILDING')], 'd-r1', 'd-r1', ['d-r2']],
     ['redeploy of a failed revision is ignored', [r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED')], 'd-r2', 'd-r1', []],
     ['nothing can serve', [r(1, 'BUILD_FAILED')], undefined, undefined, []],
-    ['order comes from the number, not the list', [r(3, 'QUEUED'), r(1, 'DEPLOYED'), r(2, 'QUEUED')], undefined, 'd-r3', ['d-r2']],
+    [
+      'order comes from the number, not the list',
+      [r(3, 'QUEUED'), r(1, 'DEPLOYED'), r(2, 'QUEUED')],
+      undefined,
+      'd-r3',
+      ['d-r2'],
+    ],
   ];
   it.each(table)('%s', (_name, revisions, requested, target, skipped) => {
     expect(pickTarget(revisions, requested)).toBe(target);
@@ -90,10 +148,26 @@ describe('chooseRoute', () => {
   const ready = { phase: 'Ready' } as const;
   const starting = { phase: 'Starting' } as const;
   it.each([
-    ['target ready replaces the routed one', { target: 'r2', targetServer: ready, active: 'r1', activeServer: ready, routed: 'r1' }, 'r2'],
-    ['target starting: keep what is routed', { target: 'r2', targetServer: starting, active: 'r1', activeServer: ready, routed: 'r1' }, undefined],
-    ['after restart, nothing routed, target still building: the previous one serves', { target: 'r2', targetServer: undefined, active: 'r1', activeServer: ready, routed: undefined }, 'r1'],
-    ['after restart, previous one still starting', { target: 'r2', targetServer: undefined, active: 'r1', activeServer: starting, routed: undefined }, undefined],
+    [
+      'target ready replaces the routed one',
+      { target: 'r2', targetServer: ready, active: 'r1', activeServer: ready, routed: 'r1' },
+      'r2',
+    ],
+    [
+      'target starting: keep what is routed',
+      { target: 'r2', targetServer: starting, active: 'r1', activeServer: ready, routed: 'r1' },
+      undefined,
+    ],
+    [
+      'after restart, nothing routed, target still building: the previous one serves',
+      { target: 'r2', targetServer: undefined, active: 'r1', activeServer: ready, routed: undefined },
+      'r1',
+    ],
+    [
+      'after restart, previous one still starting',
+      { target: 'r2', targetServer: undefined, active: 'r1', activeServer: starting, routed: undefined },
+      undefined,
+    ],
     ['converged', { target: 'r1', targetServer: ready, active: 'r1', activeServer: ready, routed: 'r1' }, undefined],
   ] as const)('%s', (_name, facts, expected) => {
     expect(chooseRoute(facts)).toBe(expected);
@@ -102,7 +176,10 @@ describe('chooseRoute', () => {
 
 describe('readyCondition', () => {
   it('is true while serving, and says so when the latest revision failed', () => {
-    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '')).toMatchObject({ status: 'True', reason: 'Serving' });
+    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '')).toMatchObject({
+      status: 'True',
+      reason: 'Serving',
+    });
     expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED'), 'npm ci failed')).toMatchObject({
       status: 'True',
       reason: 'LatestRevisionFailed',
@@ -110,7 +187,13 @@ describe('readyCondition', () => {
     });
   });
   it('is false while progressing or when nothing can serve', () => {
-    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({ status: 'False', reason: 'Progressing' });
-    expect(readyCondition(undefined, undefined, r(1, 'BUILD_FAILED'), 'boom')).toMatchObject({ status: 'False', reason: 'BUILD_FAILED' });
+    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({
+      status: 'False',
+      reason: 'Progressing',
+    });
+    expect(readyCondition(undefined, undefined, r(1, 'BUILD_FAILED'), 'boom')).toMatchObject({
+      status: 'False',
+      reason: 'BUILD_FAILED',
+    });
   });
 });

@@ -67,7 +67,12 @@ describe('Informer', () => {
     src.put('a', 1);
     src.put('b', 1);
     const clock = new FakeClock();
-    const informer = new Informer(src, { name: 't', logger: silentLogger(), clock, backoff: { baseMs: 10, maxMs: 10 } });
+    const informer = new Informer(src, {
+      name: 't',
+      logger: silentLogger(),
+      clock,
+      backoff: { baseMs: 10, maxMs: 10 },
+    });
     const seen: string[] = [];
     await informer.start();
     informer.onChange((o, e) => seen.push(`${e}:${o.metadata.name}`));
@@ -79,7 +84,12 @@ describe('Informer', () => {
     await flush();
     expect(src.lists).toBe(2);
     expect(seen.sort()).toEqual(['added:c', 'deleted:b', 'updated:a']);
-    expect(informer.list().map((o) => o.metadata.name).sort()).toEqual(['a', 'c']);
+    expect(
+      informer
+        .list()
+        .map((o) => o.metadata.name)
+        .sort(),
+    ).toEqual(['a', 'c']);
     src.put('d', 1);
     expect(informer.get('ns/d')).toBeDefined();
     informer.stop();

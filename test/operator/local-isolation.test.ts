@@ -2,7 +2,16 @@
 // repositories, real npm, real bubblewrap (the sandbox cases are skipped where bwrap does not work), real agent
 // servers. Each case would pass for the attacker on a runtime without allow-listed environment and sandbox.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +19,14 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees, type Sandbox } from '../../src/operator/runtimes/local/sandbox.ts';
-import type { BuildSpec, BuildStatus, LogType, RevisionLogSink, RevisionRef, ServerStatus } from '../../src/operator/runtimes/types.ts';
+import type {
+  BuildSpec,
+  BuildStatus,
+  LogType,
+  RevisionLogSink,
+  RevisionRef,
+  ServerStatus,
+} from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 
 const BWRAP = spawnSync('bwrap', ['--unshare-all', '--share-net', '--ro-bind', '/', '/', 'true']).status === 0;
@@ -29,8 +45,20 @@ class MemoryLogs implements RevisionLogSink {
   }
 }
 
-const A = { namespace: 'default', deployment: 'alpha', deploymentId: 'dep-a', tenantId: 'tenant-a', access: 'public' as const };
-const B = { namespace: 'default', deployment: 'beta', deploymentId: 'dep-b', tenantId: 'tenant-b', access: 'public' as const };
+const A = {
+  namespace: 'default',
+  deployment: 'alpha',
+  deploymentId: 'dep-a',
+  tenantId: 'tenant-a',
+  access: 'public' as const,
+};
+const B = {
+  namespace: 'default',
+  deployment: 'beta',
+  deploymentId: 'dep-b',
+  tenantId: 'tenant-b',
+  access: 'public' as const,
+};
 const SECRET_A = 'secret-of-alpha-7c1e';
 const ADMIN_KEY = 'leaky-admin-key-0123456789';
 
@@ -50,9 +78,14 @@ function newRuntime(extra: Partial<ConstructorParameters<typeof LocalRuntime>[0]
     protectedDirs: [dataRoot],
     allowLocalRepos: [repos],
     logs,
-    logger: pino({ level: 'debug' }, { write: (s: string) => {
-      logged += s;
-    } }),
+    logger: pino(
+      { level: 'debug' },
+      {
+        write: (s: string) => {
+          logged += s;
+        },
+      },
+    ),
     sandbox,
     keepBuilds: 1,
     maxStepOutputBytes: 1024 * 1024,
@@ -63,7 +96,11 @@ function newRuntime(extra: Partial<ConstructorParameters<typeof LocalRuntime>[0]
   });
 }
 
-async function settle<T extends { phase: string }>(ask: () => Promise<T>, phases: string[], limitMs = 90_000): Promise<T> {
+async function settle<T extends { phase: string }>(
+  ask: () => Promise<T>,
+  phases: string[],
+  limitMs = 90_000,
+): Promise<T> {
   const until = Date.now() + limitMs;
   for (;;) {
     const s = await ask();
@@ -107,13 +144,18 @@ beforeAll(async () => {
   process.env.AGENTPLANE_DATABASE_URL = 'postgres://postgres:pg-superuser-pw@127.0.0.1:5432/postgres';
   // `root` holds the data dir and is mounted read-only like agentplane's own folder, as when the data dir is
   // ./.agentplane inside the checkout: the data dir must still be hidden.
-  sandbox = BWRAP ? (await detectSandbox('bwrap', { hidden: [dataRoot], shared: [...sharedTrees(PACKAGE_DIR), root] })).sandbox : (await detectSandbox('none', { hidden: [], shared: [] })).sandbox;
+  sandbox = BWRAP
+    ? (await detectSandbox('bwrap', { hidden: [dataRoot], shared: [...sharedTrees(PACKAGE_DIR), root] })).sandbox
+    : (await detectSandbox('none', { hidden: [], shared: [] })).sandbox;
   runtime = newRuntime();
 });
 
 afterAll(async () => {
   await runtime?.shutdown();
-  for (const [k, v] of [['AGENTPLANE_BOOTSTRAP_API_KEY', saved.key], ['AGENTPLANE_DATABASE_URL', saved.db]] as const) {
+  for (const [k, v] of [
+    ['AGENTPLANE_BOOTSTRAP_API_KEY', saved.key],
+    ['AGENTPLANE_DATABASE_URL', saved.db],
+  ] as const) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
@@ -121,7 +163,7 @@ afterAll(async () => {
 });
 
 describe('local runtime isolation', () => {
-  it('gives build steps and agent servers no AGENTPLANE_* variable and no other deployment\'s secret', async () => {
+  it("gives build steps and agent servers no AGENTPLANE_* variable and no other deployment's secret", async () => {
     const a1 = spec(A, 'a-r1', { buildCommand: 'env | sort' });
     expect(await build(a1)).toMatchObject({ phase: 'Succeeded' });
     const buildLog = logs.of(a1, 'build').join('\n');
@@ -146,69 +188,100 @@ describe('local runtime isolation', () => {
     expect(bLog).not.toContain(ADMIN_KEY);
   }, 120_000);
 
-  it.skipIf(!BWRAP)('keeps a sandboxed build step away from other processes, the data dir, the control plane store and other deployments', async () => {
-    const depA = join(dataRoot, 'runtime/deployments/dep-a');
-    const attack = [
-      `echo "PIDS=[$(ls /proc | grep -E '^[0-9]+$' | wc -l)]"`,
-      `(cat /proc/${process.pid}/environ >/dev/null 2>&1 && echo "TEST=LEAKED") || echo "TEST=hidden"`,
-      `(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q ${SECRET_A.slice(0, 12)} && echo "A-ENV=LEAKED") || echo "A-ENV=hidden"`,
-      `echo "ROOT=[$(ls -A ${dataRoot} | tr '\\n' ' ')]"`,
-      `echo "DEPLOYMENTS=[$(ls -A ${dataRoot}/runtime/deployments | tr '\\n' ' ')]"`,
-      `cat ${dataRoot}/control-plane/store.db 2>&1 | head -c 200; echo`,
-      `cat ${depA}/revisions/a-r1/src/package.json 2>&1 | head -c 200; echo`,
-      `ls ${dataRoot}/runtime/install-cache 2>&1 | head -c 200; echo`,
-      `echo "KEY=[$AGENTPLANE_BOOTSTRAP_API_KEY]"`,
-      `echo "PKG=[$(ls -A ${PACKAGE_DIR} | tr '\n' ' ')]"`,
-      'echo ATTACK-DONE',
-    ].join('; ');
-    const b1 = spec(B, 'b-r1', { installCommand: attack });
-    expect(await build(b1)).toMatchObject({ phase: 'Succeeded' });
-    const out = logs.of(b1, 'build').slice(1).join('\n'); // line 0 echoes the command itself
-    expect(out).toContain('ATTACK-DONE');
-    expect(out).toContain('TEST=hidden');
-    expect(out).toContain('A-ENV=hidden');
-    expect(Number(/PIDS=\[(\d+)\]/.exec(out)![1])).toBeLessThan(10); // only the sandbox's own processes
-    expect(out).toContain('ROOT=[runtime ]'); // only the path to its own folders
-    expect(out).toContain('DEPLOYMENTS=[dep-b ]');
-    expect(out).not.toContain('CONTROL-PLANE-DB-CONTENT');
-    expect(out).not.toContain('agentplane-example-agent');
-    expect(out).toContain('KEY=[]');
-    expect(out).toContain('PKG=[bin node_modules package.json src ]'); // not agentplane's whole checkout (.env, data)
-    // A's server still runs: it was there to be found.
-    expect(environsWith(SECRET_A).length).toBeGreaterThan(0);
-  }, 60_000);
+  it.skipIf(!BWRAP)(
+    'keeps a sandboxed build step away from other processes, the data dir, the control plane store and other deployments',
+    async () => {
+      const depA = join(dataRoot, 'runtime/deployments/dep-a');
+      const attack = [
+        `echo "PIDS=[$(ls /proc | grep -E '^[0-9]+$' | wc -l)]"`,
+        `(cat /proc/${process.pid}/environ >/dev/null 2>&1 && echo "TEST=LEAKED") || echo "TEST=hidden"`,
+        `(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q ${SECRET_A.slice(0, 12)} && echo "A-ENV=LEAKED") || echo "A-ENV=hidden"`,
+        `echo "ROOT=[$(ls -A ${dataRoot} | tr '\\n' ' ')]"`,
+        `echo "DEPLOYMENTS=[$(ls -A ${dataRoot}/runtime/deployments | tr '\\n' ' ')]"`,
+        `cat ${dataRoot}/control-plane/store.db 2>&1 | head -c 200; echo`,
+        `cat ${depA}/revisions/a-r1/src/package.json 2>&1 | head -c 200; echo`,
+        `ls ${dataRoot}/runtime/install-cache 2>&1 | head -c 200; echo`,
+        `echo "KEY=[$AGENTPLANE_BOOTSTRAP_API_KEY]"`,
+        `echo "PKG=[$(ls -A ${PACKAGE_DIR} | tr '\n' ' ')]"`,
+        'echo ATTACK-DONE',
+      ].join('; ');
+      const b1 = spec(B, 'b-r1', { installCommand: attack });
+      expect(await build(b1)).toMatchObject({ phase: 'Succeeded' });
+      const out = logs.of(b1, 'build').slice(1).join('\n'); // line 0 echoes the command itself
+      expect(out).toContain('ATTACK-DONE');
+      expect(out).toContain('TEST=hidden');
+      expect(out).toContain('A-ENV=hidden');
+      expect(Number(/PIDS=\[(\d+)\]/.exec(out)![1])).toBeLessThan(10); // only the sandbox's own processes
+      expect(out).toContain('ROOT=[runtime ]'); // only the path to its own folders
+      expect(out).toContain('DEPLOYMENTS=[dep-b ]');
+      expect(out).not.toContain('CONTROL-PLANE-DB-CONTENT');
+      expect(out).not.toContain('agentplane-example-agent');
+      expect(out).toContain('KEY=[]');
+      expect(out).toContain('PKG=[bin node_modules package.json src ]'); // not agentplane's whole checkout (.env, data)
+      // A's server still runs: it was there to be found.
+      expect(environsWith(SECRET_A).length).toBeGreaterThan(0);
+    },
+    60_000,
+  );
 
-  it.skipIf(!BWRAP)('does not let build_command change node_modules shared with the install cache', async () => {
-    const target = 'node_modules/zod/package.json';
-    const a2 = spec(A, 'a-r2', {
-      repoRef: 'v2',
-      buildCommand: `(echo pwned >> ${target} && echo WROTE-SHARED) || echo WRITE-REFUSED; echo x > node_modules/.cache/probe && echo CACHE-WRITABLE`,
-    });
-    expect(await build(a2)).toMatchObject({ phase: 'Succeeded' });
-    const out = logs.of(a2, 'build').filter((l) => !l.startsWith('$ (echo')).join('\n'); // not the command's echo
-    expect(out).toContain('npm ci skipped');
-    expect(out).toContain('WRITE-REFUSED');
-    expect(out).not.toContain('WROTE-SHARED');
-    expect(out).toContain('CACHE-WRITABLE');
-    const r1 = join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r1/src', target);
-    const r2 = join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r2/src', target);
-    expect(statSync(r1).ino).toBe(statSync(r2).ino); // really shared: hard links
-    expect(readFileSync(r1, 'utf8')).not.toContain('pwned');
-  }, 60_000);
+  it.skipIf(!BWRAP)(
+    'does not let build_command change node_modules shared with the install cache',
+    async () => {
+      const target = 'node_modules/zod/package.json';
+      const a2 = spec(A, 'a-r2', {
+        repoRef: 'v2',
+        buildCommand: `(echo pwned >> ${target} && echo WROTE-SHARED) || echo WRITE-REFUSED; echo x > node_modules/.cache/probe && echo CACHE-WRITABLE`,
+      });
+      expect(await build(a2)).toMatchObject({ phase: 'Succeeded' });
+      const out = logs
+        .of(a2, 'build')
+        .filter((l) => !l.startsWith('$ (echo'))
+        .join('\n'); // not the command's echo
+      expect(out).toContain('npm ci skipped');
+      expect(out).toContain('WRITE-REFUSED');
+      expect(out).not.toContain('WROTE-SHARED');
+      expect(out).toContain('CACHE-WRITABLE');
+      const r1 = join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r1/src', target);
+      const r2 = join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r2/src', target);
+      expect(statSync(r1).ino).toBe(statSync(r2).ino); // really shared: hard links
+      expect(readFileSync(r1, 'utf8')).not.toContain('pwned');
+    },
+    60_000,
+  );
 
-  it.skipIf(!BWRAP)('keeps the build marker out of reach and refuses a graph folder that is a symlink out of the repository', async () => {
-    const b5 = spec(B, 'b-marker', { installCommand: `echo '{"commitSha":"x","sharedNodeModules":"/etc"}' > ../build.json; echo tried` });
-    expect(await build(b5)).toMatchObject({ phase: 'Succeeded', commitSha: repo.sha('main') });
-    const marker = JSON.parse(readFileSync(join(dataRoot, 'runtime/deployments/dep-b/revisions/b-marker/build.json'), 'utf8'));
-    expect(marker).toEqual({ commitSha: repo.sha('main') });
+  it.skipIf(!BWRAP)(
+    'keeps the build marker out of reach and refuses a graph folder that is a symlink out of the repository',
+    async () => {
+      const b5 = spec(B, 'b-marker', {
+        installCommand: `echo '{"commitSha":"x","sharedNodeModules":"/etc"}' > ../build.json; echo tried`,
+      });
+      expect(await build(b5)).toMatchObject({ phase: 'Succeeded', commitSha: repo.sha('main') });
+      const marker = JSON.parse(
+        readFileSync(join(dataRoot, 'runtime/deployments/dep-b/revisions/b-marker/build.json'), 'utf8'),
+      );
+      expect(marker).toEqual({ commitSha: repo.sha('main') });
 
-    const evil = join(repos, 'evil');
-    mkdirSync(evil, { recursive: true });
-    const sh = (cmd: string) => execFileSync('sh', ['-c', cmd], { cwd: evil, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' } });
-    sh(`git init -q -b main && ln -s ${join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r1/src')} agent && git add agent && git commit -qm link`);
-    const status = await build(spec(B, 'b-symlink', { repoUrl: evil, graphConfigPath: 'agent/langgraph.json' }));
-    expect(status).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/leads out of the repository/) });
-  }, 60_000);
+      const evil = join(repos, 'evil');
+      mkdirSync(evil, { recursive: true });
+      const sh = (cmd: string) =>
+        execFileSync('sh', ['-c', cmd], {
+          cwd: evil,
+          env: {
+            ...process.env,
+            GIT_AUTHOR_NAME: 't',
+            GIT_AUTHOR_EMAIL: 't@e',
+            GIT_COMMITTER_NAME: 't',
+            GIT_COMMITTER_EMAIL: 't@e',
+          },
+        });
+      sh(
+        `git init -q -b main && ln -s ${join(dataRoot, 'runtime/deployments/dep-a/revisions/a-r1/src')} agent && git add agent && git commit -qm link`,
+      );
+      const status = await build(spec(B, 'b-symlink', { repoUrl: evil, graphConfigPath: 'agent/langgraph.json' }));
+      expect(status).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/leads out of the repository/) });
+    },
+    60_000,
+  );
 
   it('refuses local repositories outside the allowed roots, inside the data dir, and git transport tricks', async () => {
     const elsewhere = makeExampleRepo(join(root, 'elsewhere'));
@@ -260,22 +333,43 @@ describe('local runtime isolation', () => {
   }, 60_000);
 
   it('ends DEPLOY_FAILED at once for a secret with NUL or of 200 KiB, and for a server that cannot start', async () => {
-    const nul = await settle(() => runtime.deploy({ ...B, revision: 'b-r0', graphConfigPath: 'langgraph.json', env: { BAD: 'a\0b' } }), ['Ready', 'Failed'], 5000);
+    const nul = await settle(
+      () => runtime.deploy({ ...B, revision: 'b-r0', graphConfigPath: 'langgraph.json', env: { BAD: 'a\0b' } }),
+      ['Ready', 'Failed'],
+      5000,
+    );
     expect(nul).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/BAD contains a NUL/) });
-    const huge = await settle(() => runtime.deploy({ ...B, revision: 'b-r1', graphConfigPath: 'langgraph.json', env: { HUGE: 'x'.repeat(200 * 1024) } }), ['Ready', 'Failed'], 5000);
+    const huge = await settle(
+      () =>
+        runtime.deploy({
+          ...B,
+          revision: 'b-r1',
+          graphConfigPath: 'langgraph.json',
+          env: { HUGE: 'x'.repeat(200 * 1024) },
+        }),
+      ['Ready', 'Failed'],
+      5000,
+    );
     expect(huge).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/HUGE is too large/) });
     expect(huge.phase === 'Failed' && huge.message).not.toContain('xxxx');
     // Files gone under a built revision: the start fails and says so, once.
     const b3 = spec(B, 'b-r3', { installCommand: 'true' });
     expect(await build(b3)).toMatchObject({ phase: 'Succeeded' });
     rmSync(join(dataRoot, 'runtime/deployments/dep-b/revisions/b-r3/src'), { recursive: true, force: true });
-    const gone = await settle(() => runtime.deploy({ ...B, revision: 'b-r3', graphConfigPath: 'langgraph.json', env: {} }), ['Ready', 'Failed'], 20_000);
+    const gone = await settle(
+      () => runtime.deploy({ ...B, revision: 'b-r3', graphConfigPath: 'langgraph.json', env: {} }),
+      ['Ready', 'Failed'],
+      20_000,
+    );
     expect(gone.phase).toBe('Failed');
   }, 60_000);
 
   it('fails an install that prints without end, with a capped log and bounded memory', async () => {
     const before = process.memoryUsage().rss;
-    for (const [revision, installCommand] of [['b-yes', 'yes'], ['b-line', "yes | tr -d '\\n'"]] as const) {
+    for (const [revision, installCommand] of [
+      ['b-yes', 'yes'],
+      ['b-line', "yes | tr -d '\\n'"],
+    ] as const) {
       const s = spec(B, revision, { installCommand });
       const status = await build(s);
       expect(status).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/printed more than 1 MiB/) });

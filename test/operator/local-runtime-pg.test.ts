@@ -60,7 +60,14 @@ async function settle<T extends { phase: string }>(ask: () => Promise<T>, phases
 async function up(revision: string, repoRef: string): Promise<void> {
   const spec: BuildSpec = { ...dep, revision, repoUrl: repo.path, repoRef, graphConfigPath: 'langgraph.json' };
   expect(await settle(() => runtime.build(spec), ['Succeeded', 'Failed'])).toMatchObject({ phase: 'Succeeded' });
-  const server = { ...dep, revision, graphConfigPath: 'langgraph.json', env: {}, tenantId: 't1', access: 'public' as const };
+  const server = {
+    ...dep,
+    revision,
+    graphConfigPath: 'langgraph.json',
+    env: {},
+    tenantId: 't1',
+    access: 'public' as const,
+  };
   expect(await settle(() => runtime.deploy(server), ['Ready', 'Failed'])).toEqual({ phase: 'Ready' });
 }
 
@@ -69,7 +76,14 @@ beforeAll(async () => {
   repo = makeExampleRepo(tmp);
   // Sandboxed when bwrap works here: the server still reaches Postgres on 127.0.0.1.
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
-  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs: { append: async () => {} }, logger: silentLogger(), databaseUrl: testDatabaseUrl(), allowLocalRepos: [tmp], sandbox });
+  runtime = new LocalRuntime({
+    dataDir: join(tmp, 'data'),
+    logs: { append: async () => {} },
+    logger: silentLogger(),
+    databaseUrl: testDatabaseUrl(),
+    allowLocalRepos: [tmp],
+    sandbox,
+  });
   app = Fastify();
   await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
   runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));
@@ -96,18 +110,29 @@ describe('LocalRuntime with Postgres', () => {
     expect(await databaseExists(dbName)).toBe(true);
 
     // The database belongs to a role of its own, with no power over the server, and only it may connect.
-    const [role] = await query('SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin FROM pg_roles WHERE rolname = $1', [dbName]);
+    const [role] = await query(
+      'SELECT rolsuper, rolcreatedb, rolcreaterole, rolcanlogin FROM pg_roles WHERE rolname = $1',
+      [dbName],
+    );
     expect(role).toEqual({ rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolcanlogin: true });
-    const [owner] = await query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [dbName]);
+    const [owner] = await query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [
+      dbName,
+    ]);
     expect(owner!.owner).toBe(dbName);
     const otherDb = databaseNameFor(otherId);
     await ensureDeploymentDatabase(testDatabaseUrl(), otherId, join(tmp, 'other-password'));
-    const [cross] = await query("SELECT has_database_privilege($1, $2, 'CONNECT') AS mine, has_database_privilege($1, $3, 'CONNECT') AS theirs", [dbName, dbName, otherDb]);
+    const [cross] = await query(
+      "SELECT has_database_privilege($1, $2, 'CONNECT') AS mine, has_database_privilege($1, $3, 'CONNECT') AS theirs",
+      [dbName, dbName, otherDb],
+    );
     expect(cross).toEqual({ mine: true, theirs: false });
     const asAgentUrl = new URL(databaseUrl(otherDb));
     asAgentUrl.username = dbName;
     // With its own password: the server lets the role in, the database does not (trust or password auth alike).
-    asAgentUrl.password = readFileSync(join(tmp, 'data', 'deployments', dep.deploymentId, 'postgres-password'), 'utf8').trim();
+    asAgentUrl.password = readFileSync(
+      join(tmp, 'data', 'deployments', dep.deploymentId, 'postgres-password'),
+      'utf8',
+    ).trim();
     const asAgent = new pg.Client({ connectionString: asAgentUrl.toString() });
     await expect(asAgent.connect()).rejects.toThrow(/permission denied for database/);
     await asAgent.end().catch(() => undefined);
@@ -125,7 +150,9 @@ describe('LocalRuntime with Postgres', () => {
     await runtime.route(dep, 'pg-agent-r1');
     const client = new Client({ apiUrl: runtime.url(dep) });
     const thread = await client.threads.create();
-    const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Cy' }] } });
+    const run = await client.runs.create(thread.thread_id, 'agent', {
+      input: { messages: [{ role: 'human', content: 'Cy' }] },
+    });
     await client.runs.join(thread.thread_id, run.run_id);
 
     // Both servers run at once on the shared database; traffic moves without a pause.
@@ -136,7 +163,9 @@ describe('LocalRuntime with Postgres', () => {
     expect(runtime.routedRevision(dep)).toBe('pg-agent-r2');
     const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
     expect(String(state.values.messages.at(-1)!.content)).toContain('Hello, Cy!');
-    const run2 = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Cy' }] } });
+    const run2 = await client.runs.create(thread.thread_id, 'agent', {
+      input: { messages: [{ role: 'human', content: 'Cy' }] },
+    });
     await client.runs.join(thread.thread_id, run2.run_id);
     const after = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
     expect(after.values.messages).toHaveLength(8);

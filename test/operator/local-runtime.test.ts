@@ -9,7 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../../src/operator/runtimes/local/sandbox.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
-import type { BuildSpec, LogType, RevisionLogSink, RevisionRef, ServerSpec } from '../../src/operator/runtimes/types.ts';
+import type {
+  BuildSpec,
+  LogType,
+  RevisionLogSink,
+  RevisionRef,
+  ServerSpec,
+} from '../../src/operator/runtimes/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 
@@ -40,7 +46,11 @@ function serverSpec(revision: string, env: Record<string, string> = {}): ServerS
 }
 
 /** Waits for the runtime's change notification about `revision`, then asks again (as a reconcile would). */
-async function until<T extends { phase: string }>(revision: string, ask: () => Promise<T>, phases: string[]): Promise<T> {
+async function until<T extends { phase: string }>(
+  revision: string,
+  ask: () => Promise<T>,
+  phases: string[],
+): Promise<T> {
   for (;;) {
     const status = await ask();
     if (phases.includes(status.phase)) return status;
@@ -56,7 +66,9 @@ async function waitFor(cond: () => boolean): Promise<void> {
 
 async function greet(client: Client, threadId?: string): Promise<{ text: string; threadId: string }> {
   const thread = threadId ? { thread_id: threadId } : await client.threads.create();
-  const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
+  const run = await client.runs.create(thread.thread_id, 'agent', {
+    input: { messages: [{ role: 'human', content: 'Ada' }] },
+  });
   await client.runs.join(thread.thread_id, run.run_id);
   const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
   return { text: String(state.values.messages.at(-1)!.content), threadId: thread.thread_id };
@@ -106,7 +118,9 @@ describe('LocalRuntime', () => {
 
     const url = runtime.url(dep);
     expect((await fetch(`${url}/ok`)).status).toBe(404); // nothing routed yet
-    expect(await until('hello-r1', () => runtime.deploy(serverSpec('hello-r1')), ['Ready', 'Failed'])).toEqual({ phase: 'Ready' });
+    expect(await until('hello-r1', () => runtime.deploy(serverSpec('hello-r1')), ['Ready', 'Failed'])).toEqual({
+      phase: 'Ready',
+    });
     await runtime.route(dep, 'hello-r1');
     expect(runtime.routedRevision(dep)).toBe('hello-r1');
     const client = new Client({ apiUrl: url });
@@ -127,9 +141,15 @@ describe('LocalRuntime', () => {
     expect(() => process.kill(oldPid!, 0)).toThrow(); // the replaced server stopped after traffic moved
 
     // failures: unknown ref, failing install, server that never becomes healthy
-    const unknown = await until('hello-r3', () => runtime.build(buildSpec('hello-r3', 'no-such-ref')), ['Failed', 'Succeeded']);
+    const unknown = await until('hello-r3', () => runtime.build(buildSpec('hello-r3', 'no-such-ref')), [
+      'Failed',
+      'Succeeded',
+    ]);
     expect(unknown).toMatchObject({ phase: 'Failed', message: expect.stringContaining('no-such-ref') });
-    const install = await until('hello-r4', () => runtime.build(buildSpec('hello-r4', 'broken-install')), ['Failed', 'Succeeded']);
+    const install = await until('hello-r4', () => runtime.build(buildSpec('hello-r4', 'broken-install')), [
+      'Failed',
+      'Succeeded',
+    ]);
     expect(install).toMatchObject({ phase: 'Failed', message: expect.stringContaining('npm ci') });
     expect(logs.text('hello-r4', 'build')).toMatch(/in sync|package-lock/);
     await until('hello-r5', () => runtime.build(buildSpec('hello-r5', 'broken-server')), ['Succeeded']);

@@ -30,11 +30,32 @@ describe('childEnv (allow-list)', () => {
     npm_config_userconfig: '/root/.npmrc',
   };
   const rows: { name: string; extra?: Record<string, string>; has: Record<string, string | undefined> }[] = [
-    { name: 'PATH, locale, time zone and proxies pass', has: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', TZ: 'UTC', HTTPS_PROXY: 'http://proxy:3128', no_proxy: 'localhost' } },
-    { name: 'HOME and the npm cache are the deployment\'s', has: { HOME: '/d/home', npm_config_cache: '/d/home/.npm' } },
-    { name: 'agentplane\'s own secrets never pass', has: { AGENTPLANE_BOOTSTRAP_API_KEY: undefined, AGENTPLANE_DATABASE_URL: undefined } },
-    { name: 'other credentials and runtime hooks never pass', has: { AWS_SECRET_ACCESS_KEY: undefined, NODE_OPTIONS: undefined, SSH_AUTH_SOCK: undefined, npm_config_userconfig: undefined } },
-    { name: 'the deployment\'s secrets are added', extra: { OPENAI_API_KEY: 'sk-1' }, has: { OPENAI_API_KEY: 'sk-1' } },
+    {
+      name: 'PATH, locale, time zone and proxies pass',
+      has: {
+        PATH: '/usr/bin:/bin',
+        LANG: 'C.UTF-8',
+        LC_ALL: 'C.UTF-8',
+        TZ: 'UTC',
+        HTTPS_PROXY: 'http://proxy:3128',
+        no_proxy: 'localhost',
+      },
+    },
+    { name: "HOME and the npm cache are the deployment's", has: { HOME: '/d/home', npm_config_cache: '/d/home/.npm' } },
+    {
+      name: "agentplane's own secrets never pass",
+      has: { AGENTPLANE_BOOTSTRAP_API_KEY: undefined, AGENTPLANE_DATABASE_URL: undefined },
+    },
+    {
+      name: 'other credentials and runtime hooks never pass',
+      has: {
+        AWS_SECRET_ACCESS_KEY: undefined,
+        NODE_OPTIONS: undefined,
+        SSH_AUTH_SOCK: undefined,
+        npm_config_userconfig: undefined,
+      },
+    },
+    { name: "the deployment's secrets are added", extra: { OPENAI_API_KEY: 'sk-1' }, has: { OPENAI_API_KEY: 'sk-1' } },
   ];
   for (const row of rows) {
     it(row.name, () => {
@@ -52,7 +73,10 @@ describe('childEnv (allow-list)', () => {
     [{ A: 'a\0b' }, /A contains a NUL/],
     [{ BIG: 'x'.repeat(200 * 1024) }, /BIG is too large/],
     [{ 'BAD=NAME': 'x' }, /name .* is not valid/],
-    [Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`V${i}`, 'x'.repeat(100 * 1024)])), /environment is too large/],
+    [
+      Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`V${i}`, 'x'.repeat(100 * 1024)])),
+      /environment is too large/,
+    ],
   ])('envProblem(%#)', (env, expected) => {
     const problem = envProblem(env as Record<string, string>);
     if (expected) expect(problem).toMatch(expected);
@@ -71,13 +95,19 @@ describe('redaction', () => {
   ])('redactUrl(%s)', (url, shown) => expect(redactUrl(url)).toBe(shown));
 
   it('redacts every URL inside a line, as git prints them', () => {
-    expect(redactText("fatal: unable to access 'https://u:p4ss@h/x.git/': 403 and http://v:q@i/y")).toBe("fatal: unable to access 'https://***@h/x.git/': 403 and http://***@i/y");
+    expect(redactText("fatal: unable to access 'https://u:p4ss@h/x.git/': 403 and http://v:q@i/y")).toBe(
+      "fatal: unable to access 'https://***@h/x.git/': 403 and http://***@i/y",
+    );
     expect(new StepError('git clone https://u:p4ss@h/x failed').message).not.toContain('p4ss');
     expect(failureLine('fatal: repository https://u:p4ss@h/x not found')).not.toContain('p4ss');
   });
 
   it('splits credentials out of the URL git gets', () => {
-    expect(splitCredentials('https://alice:p%40ss@h/x.git')).toEqual({ url: 'https://h/x.git', username: 'alice', password: 'p@ss' });
+    expect(splitCredentials('https://alice:p%40ss@h/x.git')).toEqual({
+      url: 'https://h/x.git',
+      username: 'alice',
+      password: 'p@ss',
+    });
     expect(splitCredentials('https://h/x.git')).toEqual({ url: 'https://h/x.git' });
     expect(splitCredentials('ssh://git@h/x.git')).toEqual({ url: 'ssh://git@h/x.git' });
   });
@@ -87,13 +117,17 @@ describe('checkRepoUrl', () => {
   let root: string;
   beforeAll(() => {
     root = mkdtempSync(join(tmpdir(), 'ap-repo-url-'));
-    for (const d of ['allowed/repo', 'outside/repo', 'data/runtime/deployments/other/revisions/r1/src']) mkdirSync(join(root, d), { recursive: true });
+    for (const d of ['allowed/repo', 'outside/repo', 'data/runtime/deployments/other/revisions/r1/src'])
+      mkdirSync(join(root, d), { recursive: true });
     // A link inside the allowed root pointing at another deployment's checkout in the data dir.
     symlinkSync(join(root, 'data/runtime/deployments/other/revisions/r1/src'), join(root, 'allowed/sneaky'));
     mkdirSync(join(root, 'allowed/data-link-parent'), { recursive: true });
   });
   afterAll(() => rmSync(root, { recursive: true, force: true }));
-  const policy = () => ({ allowedRoots: [join(root, 'allowed'), join(root, 'data')], forbiddenRoots: [join(root, 'data')] });
+  const policy = () => ({
+    allowedRoots: [join(root, 'allowed'), join(root, 'data')],
+    forbiddenRoots: [join(root, 'data')],
+  });
 
   it.each([
     ['https://github.com/a/b.git', 'remote'],
@@ -105,7 +139,10 @@ describe('checkRepoUrl', () => {
   });
 
   it('accepts a local path or file:// URL under an allowed root, by real path', async () => {
-    expect(await checkRepoUrl(join(root, 'allowed/repo'), policy())).toEqual({ kind: 'local', path: join(root, 'allowed/repo') });
+    expect(await checkRepoUrl(join(root, 'allowed/repo'), policy())).toEqual({
+      kind: 'local',
+      path: join(root, 'allowed/repo'),
+    });
     expect(await checkRepoUrl(`file://${join(root, 'allowed/repo')}`, policy())).toMatchObject({ kind: 'local' });
   });
 
@@ -124,21 +161,39 @@ describe('checkRepoUrl', () => {
 
   it('refuses local repos outside the allowed roots, in the data dir, and through symlinks into it', async () => {
     await expect(checkRepoUrl(join(root, 'outside/repo'), policy())).rejects.toThrow(/outside the allowed roots/);
-    await expect(checkRepoUrl(`file://${join(root, 'outside/repo')}`, policy())).rejects.toThrow(/outside the allowed roots/);
-    await expect(checkRepoUrl(join(root, 'data/runtime/deployments/other/revisions/r1/src'), policy())).rejects.toThrow(/data directory/);
+    await expect(checkRepoUrl(`file://${join(root, 'outside/repo')}`, policy())).rejects.toThrow(
+      /outside the allowed roots/,
+    );
+    await expect(checkRepoUrl(join(root, 'data/runtime/deployments/other/revisions/r1/src'), policy())).rejects.toThrow(
+      /data directory/,
+    );
     await expect(checkRepoUrl(join(root, 'allowed/sneaky'), policy())).rejects.toThrow(/data directory/);
-    await expect(checkRepoUrl(join(root, 'allowed/../outside/repo'), policy())).rejects.toThrow(/outside the allowed roots/);
-    await expect(checkRepoUrl('/etc', { allowedRoots: [], forbiddenRoots: [] })).rejects.toThrow(/allowed roots \(--allow-local-repos: none\)/);
+    await expect(checkRepoUrl(join(root, 'allowed/../outside/repo'), policy())).rejects.toThrow(
+      /outside the allowed roots/,
+    );
+    await expect(checkRepoUrl('/etc', { allowedRoots: [], forbiddenRoots: [] })).rejects.toThrow(
+      /allowed roots \(--allow-local-repos: none\)/,
+    );
   });
 });
 
 describe('bwrapArgs', () => {
   const base = { hidden: ['/srv/app/.agentplane'], shared: ['/srv/app', '/srv/app/node_modules'] };
-  const args = bwrapArgs(base, { rw: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1'], roOver: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1/src/node_modules'], tmpfs: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1/src/node_modules/.cache'], cwd: '/x' }, ['--ro-bind', '/usr', '/usr']);
+  const args = bwrapArgs(
+    base,
+    {
+      rw: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1'],
+      roOver: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1/src/node_modules'],
+      tmpfs: ['/srv/app/.agentplane/runtime/deployments/d/revisions/r1/src/node_modules/.cache'],
+      cwd: '/x',
+    },
+    ['--ro-bind', '/usr', '/usr'],
+  );
   const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((s, j) => args[i + j] === s));
 
   it('isolates PID, IPC, UTS and mounts; keeps the network; drops capabilities', () => {
-    for (const flag of ['--unshare-all', '--share-net', '--die-with-parent', '--new-session']) expect(args).toContain(flag);
+    for (const flag of ['--unshare-all', '--share-net', '--die-with-parent', '--new-session'])
+      expect(args).toContain(flag);
     expect(at('--cap-drop', 'ALL')).toBeGreaterThan(-1);
     expect(at('--proc', '/proc')).toBeGreaterThan(-1);
     expect(at('--tmpfs', '/tmp')).toBeGreaterThan(-1);
@@ -153,7 +208,9 @@ describe('bwrapArgs', () => {
     const cache = at('--tmpfs', '/srv/app/.agentplane/runtime/deployments/d/revisions/r1/src/node_modules/.cache');
     expect(pkg).toBeGreaterThan(-1);
     expect([pkg < hide, hide < rev, rev < nm, nm < cache]).toEqual([true, true, true, true]);
-    expect(args.filter((a) => a.startsWith('/srv/app/.agentplane')).every((a) => !a.endsWith('control-plane'))).toBe(true);
+    expect(args.filter((a) => a.startsWith('/srv/app/.agentplane')).every((a) => !a.endsWith('control-plane'))).toBe(
+      true,
+    );
   });
 });
 
@@ -210,7 +267,12 @@ describe('LogWriter caps', () => {
     const stored: string[] = [];
     const sink = { append: async (_r: unknown, _t: unknown, lines: string[]) => void stored.push(...lines) };
     const budget = new LogBudget({ maxLines: 100, maxBytes: 1_000_000 });
-    const log = new LogWriter(sink, { namespace: 'n', deployment: 'd', deploymentId: 'd', revision: 'r' }, 'build', budget);
+    const log = new LogWriter(
+      sink,
+      { namespace: 'n', deployment: 'd', deploymentId: 'd', revision: 'r' },
+      'build',
+      budget,
+    );
     const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} https://u:s3cret@h/x`);
     await log.follow(Readable.from([`${lines.join('\n')}\n`, 'y'.repeat(100_000)]));
     await log.flush();
@@ -220,7 +282,9 @@ describe('LogWriter caps', () => {
     expect(log.tail.at(-1)!.length).toBeLessThan(9000);
     expect(log.tail.some((l) => l.startsWith('line 4999'))).toBe(true);
     // a second writer of the same revision log shares the budget
-    new LogWriter(sink, { namespace: 'n', deployment: 'd', deploymentId: 'd', revision: 'r' }, 'build', budget).line('more');
+    new LogWriter(sink, { namespace: 'n', deployment: 'd', deploymentId: 'd', revision: 'r' }, 'build', budget).line(
+      'more',
+    );
     await new Promise((r) => setTimeout(r, 150));
     expect(stored.length).toBe(101);
   });

@@ -92,7 +92,9 @@ async function revisionIn(name: string, phases: string[]): Promise<AgentRevision
 async function greeting(url: string): Promise<string> {
   const client = new Client({ apiUrl: url });
   const thread = await client.threads.create();
-  const run = await client.runs.create(thread.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Bo' }] } });
+  const run = await client.runs.create(thread.thread_id, 'agent', {
+    input: { messages: [{ role: 'human', content: 'Bo' }] },
+  });
   await client.runs.join(thread.thread_id, run.run_id);
   const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
   return String(state.values.messages.at(-1)!.content);
@@ -104,7 +106,13 @@ beforeAll(async () => {
   store = openEmbeddedStore({ dataDir: ':memory:' });
   writes = [];
   counted = countingStore(store, writes);
-  runtime = new LocalRuntime({ dataDir: join(tmp, 'data'), logs: storeLogSink(store), logger: silentLogger(), stopGraceMs: 3000, allowLocalRepos: [tmp] });
+  runtime = new LocalRuntime({
+    dataDir: join(tmp, 'data'),
+    logs: storeLogSink(store),
+    logger: silentLogger(),
+    stopGraceMs: 3000,
+    allowLocalRepos: [tmp],
+  });
   app = Fastify();
   await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
   runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));
@@ -137,7 +145,10 @@ describe('operator with the local runtime', () => {
     });
     expect(dep.metadata.finalizers).toContain('agentplane.dev/runtime');
     expect(dep.status?.url).toBe(runtime.url({ namespace: NS, deployment: name, deploymentId: id }));
-    expect(findCondition(dep.status?.conditions, 'Ready')).toMatchObject({ status: 'True', observedGeneration: dep.metadata.generation });
+    expect(findCondition(dep.status?.conditions, 'Ready')).toMatchObject({
+      status: 'True',
+      observedGeneration: dep.metadata.generation,
+    });
     expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
     const buildLog = await store.readLogs(NS, r1, { type: 'build', limit: 1000, order: 'asc' });
     expect(buildLog.logs.map((l) => l.message).join('\n')).toContain('npm ci');
@@ -158,7 +169,11 @@ describe('operator with the local runtime', () => {
     process.kill(crashed!, 'SIGKILL');
     await waitFor('a new server for r1', async () => {
       const pids = runtime.pids();
-      return pids.length === 1 && pids[0] !== crashed && runtime.routedRevision({ namespace: NS, deployment: name, deploymentId: id }) === r1 ? true : undefined;
+      return pids.length === 1 &&
+        pids[0] !== crashed &&
+        runtime.routedRevision({ namespace: NS, deployment: name, deploymentId: id }) === r1
+        ? true
+        : undefined;
     });
     expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
     expect((await store.get('AgentRevision', NS, r1)).status?.phase).toBe('DEPLOYED');
@@ -169,10 +184,17 @@ describe('operator with the local runtime', () => {
     const current = await store.get('AgentDeployment', NS, name);
     await store.update('AgentDeployment', {
       ...current,
-      spec: { ...current.spec, sourceRevisionConfig: { ...current.spec.sourceRevisionConfig, repoRef: 'v2' }, revisionCounter: 2, targetRevisionName: r2 },
+      spec: {
+        ...current.spec,
+        sourceRevisionConfig: { ...current.spec.sourceRevisionConfig, repoRef: 'v2' },
+        revisionCounter: 2,
+        targetRevisionName: r2,
+      },
     });
     await revisionIn(r2, ['DEPLOYED']);
-    await waitFor('traffic on r2', async () => (runtime.routedRevision({ namespace: NS, deployment: name, deploymentId: id }) === r2 ? true : undefined));
+    await waitFor('traffic on r2', async () =>
+      runtime.routedRevision({ namespace: NS, deployment: name, deploymentId: id }) === r2 ? true : undefined,
+    );
     expect(await greeting(dep.status!.url!)).toContain('Howdy, Bo!');
     expect((await store.get('AgentRevision', NS, r1)).status?.phase).toBe('DEPLOYED');
 
@@ -190,7 +212,9 @@ describe('operator with the local runtime', () => {
     // Delete: finalizer runs the cleanup, then the record and its revisions go.
     const pids = runtime.pids();
     await store.delete('AgentDeployment', NS, name);
-    await waitFor('deployment gone', async () => ((await store.get('AgentDeployment', NS, name).catch(() => undefined)) ? undefined : true));
+    await waitFor('deployment gone', async () =>
+      (await store.get('AgentDeployment', NS, name).catch(() => undefined)) ? undefined : true,
+    );
     for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
     expect(existsSync(join(tmp, 'data', 'deployments', id))).toBe(false);
     expect((await store.list('AgentRevision', NS)).items.filter((r) => r.spec.deploymentId === id)).toEqual([]);
@@ -199,7 +223,10 @@ describe('operator with the local runtime', () => {
 
   it('fails external_docker revisions at creation, saying why', async () => {
     const id = randomUUID();
-    const created = await store.create('AgentDeployment', newDeployment(id, { source: 'external_docker', sourceRevisionConfig: { imageUri: 'example/agent:1' } }));
+    const created = await store.create(
+      'AgentDeployment',
+      newDeployment(id, { source: 'external_docker', sourceRevisionConfig: { imageUri: 'example/agent:1' } }),
+    );
     const rev = await revisionIn(revisionName(created.metadata.name, 1), ['CREATE_FAILED']);
     expect(rev.status?.statusMessage).toMatch(/container runtime/);
     expect(findCondition(rev.status?.conditions, 'Ready')).toMatchObject({ status: 'False', reason: 'CREATE_FAILED' });

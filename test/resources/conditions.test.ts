@@ -21,9 +21,15 @@ describe('conditions', () => {
 
   it('conditionChanged tells whether a status write is needed', () => {
     const c = setCondition(undefined, { type: 'Ready', status: 'True', reason: 'Deployed', observedGeneration: 2 }, t0);
-    expect(conditionChanged(c, { type: 'Ready', status: 'True', reason: 'Deployed', observedGeneration: 2 })).toBe(false);
-    expect(conditionChanged(c, { type: 'Ready', status: 'True', reason: 'Deployed', observedGeneration: 3 })).toBe(true);
-    expect(conditionChanged(c, { type: 'Ready', status: 'False', reason: 'Deployed', observedGeneration: 2 })).toBe(true);
+    expect(conditionChanged(c, { type: 'Ready', status: 'True', reason: 'Deployed', observedGeneration: 2 })).toBe(
+      false,
+    );
+    expect(conditionChanged(c, { type: 'Ready', status: 'True', reason: 'Deployed', observedGeneration: 3 })).toBe(
+      true,
+    );
+    expect(conditionChanged(c, { type: 'Ready', status: 'False', reason: 'Deployed', observedGeneration: 2 })).toBe(
+      true,
+    );
     expect(conditionChanged(c, { type: 'Other', status: 'True' })).toBe(true);
   });
 });
@@ -47,10 +53,25 @@ describe('names and the revision builder', () => {
     const rev = makeRevision(dep);
     expect(rev.metadata.name).toBe(`${dep.metadata.name}-r3`);
     expect(rev.metadata.ownerReferences).toEqual([
-      { apiVersion: 'agentplane.dev/v1alpha1', kind: 'AgentDeployment', name: dep.metadata.name, uid: 'uid-1', controller: true, blockOwnerDeletion: true },
+      {
+        apiVersion: 'agentplane.dev/v1alpha1',
+        kind: 'AgentDeployment',
+        name: dep.metadata.name,
+        uid: 'uid-1',
+        controller: true,
+        blockOwnerDeletion: true,
+      },
     ]);
-    expect(rev.metadata.labels).toMatchObject({ 'agentplane.dev/tenant': 'tenant-x', 'agentplane.dev/deployment': dep.metadata.name, 'agentplane.dev/revision-number': '3' });
-    expect(rev.spec).toMatchObject({ revisionNumber: 3, tenantId: 'tenant-x', sourceRevisionConfig: dep.spec.sourceRevisionConfig });
+    expect(rev.metadata.labels).toMatchObject({
+      'agentplane.dev/tenant': 'tenant-x',
+      'agentplane.dev/deployment': dep.metadata.name,
+      'agentplane.dev/revision-number': '3',
+    });
+    expect(rev.spec).toMatchObject({
+      revisionNumber: 3,
+      tenantId: 'tenant-x',
+      sourceRevisionConfig: dep.spec.sourceRevisionConfig,
+    });
     // A snapshot: later edits of the deployment do not leak into it.
     dep.spec.sourceConfig.resourceSpec!.cpu = 8;
     expect(rev.spec.sourceConfig.resourceSpec!.cpu).toBe(1);

@@ -11,8 +11,7 @@ const dir = resolve(import.meta.dirname, '../../crds');
 function walk(node: unknown, path: string, visit: (n: Record<string, unknown>, path: string) => void): void {
   if (Array.isArray(node)) {
     for (const [i, n] of node.entries()) walk(n, `${path}[${i}]`, visit);
-  }
-  else if (node && typeof node === 'object') {
+  } else if (node && typeof node === 'object') {
     visit(node as Record<string, unknown>, path);
     for (const [k, v] of Object.entries(node)) walk(v, `${path}.${k}`, visit);
   }
@@ -31,7 +30,9 @@ describe('crds/', () => {
       const v = crd.spec.versions[0];
       expect(v.subresources).toEqual({ status: {} });
       expect(crd.spec.names.shortNames.length).toBeGreaterThan(0);
-      expect(v.additionalPrinterColumns.map((c: { name: string }) => c.name)).toEqual(expect.arrayContaining(['Status', 'Revision', 'Age']));
+      expect(v.additionalPrinterColumns.map((c: { name: string }) => c.name)).toEqual(
+        expect.arrayContaining(['Status', 'Revision', 'Age']),
+      );
       walk(v.schema.openAPIV3Schema, '', (n, path) => {
         const isSchema = 'type' in n || 'properties' in n || 'items' in n || 'enum' in n;
         if (!isSchema || path.endsWith('.properties')) return;
@@ -47,7 +48,9 @@ describe('crds/', () => {
   it('AgentRevision spec is immutable; printer columns point at real fields', () => {
     const rev = parse(readFileSync(resolve(dir, 'agentrevisions.yaml'), 'utf8'));
     const schema = rev.spec.versions[0].schema.openAPIV3Schema;
-    expect(schema.properties.spec['x-kubernetes-validations']).toEqual([{ rule: 'self == oldSelf', message: 'spec is immutable' }]);
+    expect(schema.properties.spec['x-kubernetes-validations']).toEqual([
+      { rule: 'self == oldSelf', message: 'spec is immutable' },
+    ]);
     for (const c of rev.spec.versions[0].additionalPrinterColumns as { jsonPath: string }[]) {
       const [, top, field] = c.jsonPath.split('.');
       if (top === 'metadata') continue;

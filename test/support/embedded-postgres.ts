@@ -50,7 +50,7 @@ const server = new EmbeddedPostgres({
     log = (log + m).slice(-8000);
   },
   onError: (e: unknown) => {
-    log = (`${log + String(e)}\n`).slice(-8000);
+    log = `${log + String(e)}\n`.slice(-8000);
   },
 });
 
@@ -73,4 +73,7 @@ try {
 process.stdin.on('end', stop);
 process.stdin.on('error', stop);
 process.stdin.resume();
-reply({ url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, where: `127.0.0.1:${port}, data in ${root}` });
+reply({
+  url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+  where: `127.0.0.1:${port}, data in ${root}`,
+});

@@ -12,7 +12,9 @@ export const LOCAL_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 export function testDatabaseUrl(): string {
   const url = process.env[TEST_DATABASE_URL_ENV];
   if (!url) {
-    throw new Error(`${TEST_DATABASE_URL_ENV} is not set: run the tests through vitest (its global setup picks the server)`);
+    throw new Error(
+      `${TEST_DATABASE_URL_ENV} is not set: run the tests through vitest (its global setup picks the server)`,
+    );
   }
   return url;
 }
@@ -39,7 +41,10 @@ export async function createTestDatabase(prefix = 'ap_t_'): Promise<TestDatabase
  */
 async function dropDatabase(c: pg.Client, name: string): Promise<void> {
   for (let i = 0; i < 40; i++) {
-    const { rows } = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+    const { rows } = await c.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+      [name],
+    );
     if (!rows[0]?.n) break;
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -1,6 +1,14 @@
 import { useState, type FormEvent } from 'react';
 import { ApiError, type Api } from '../api.ts';
-import { EMPTY_RESOURCES, Field, ResourceFields, SecretRows, resourceSpecOf, type FieldErrors, type SecretRow } from '../form.tsx';
+import {
+  EMPTY_RESOURCES,
+  Field,
+  ResourceFields,
+  SecretRows,
+  resourceSpecOf,
+  type FieldErrors,
+  type SecretRow,
+} from '../form.tsx';
 import { navigate } from '../router.ts';
 import { ErrorBanner } from '../ui.tsx';
 
@@ -52,26 +60,51 @@ export function CreateDeployment({ api }: { api: Api }) {
       <h1>New deployment</h1>
       <form onSubmit={submit} className="card form" noValidate>
         <Field label="Name" errorKey="name" errors={errors}>
-          <input name="name" value={name} onChange={(e) => setName(e.target.value)} placeholder="hello" autoComplete="off" />
+          <input
+            name="name"
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+            placeholder="hello"
+            autoComplete="off"
+          />
         </Field>
-        <Field label="Repository URL" errorKey="source_config.repo_url" errors={errors} hint="https://… or a local path the platform allows">
+        <Field
+          label="Repository URL"
+          errorKey="source_config.repo_url"
+          errors={errors}
+          hint="https://… or a local path the platform allows"
+        >
           <input name="repo_url" value={repoUrl} onChange={(e) => setRepoUrl(e.target.value)} autoComplete="off" />
         </Field>
         <div className="grid2">
-          <Field label="Git ref" errorKey="source_revision_config.repo_ref" errors={errors} hint="branch, tag or commit">
+          <Field
+            label="Git ref"
+            errorKey="source_revision_config.repo_ref"
+            errors={errors}
+            hint="branch, tag or commit"
+          >
             <input name="repo_ref" value={ref} onChange={(e) => setRef(e.target.value)} />
           </Field>
           <Field label="langgraph.json path" errorKey="source_revision_config.graph_config_path" errors={errors}>
             <input name="graph_config_path" value={configPath} onChange={(e) => setConfigPath(e.target.value)} />
           </Field>
-          <Field label="Install command" errorKey="source_config.install_command" errors={errors} hint="default: npm ci (or the lock file's tool)">
+          <Field
+            label="Install command"
+            errorKey="source_config.install_command"
+            errors={errors}
+            hint="default: npm ci (or the lock file's tool)"
+          >
             <input name="install_command" value={install} onChange={(e) => setInstall(e.target.value)} />
           </Field>
           <Field label="Build command" errorKey="source_config.build_command" errors={errors} hint="optional">
             <input name="build_command" value={build} onChange={(e) => setBuild(e.target.value)} />
           </Field>
           <Field label="Who may call the agent" errorKey="source_config.access_mode" errors={errors}>
-            <select name="access_mode" value={access} onChange={(e) => setAccess(e.target.value as 'api_key' | 'public')}>
+            <select
+              name="access_mode"
+              value={access}
+              onChange={(e) => setAccess(e.target.value as 'api_key' | 'public')}
+            >
               <option value="api_key">API keys of this workspace</option>
               <option value="public">anyone (public)</option>
             </select>

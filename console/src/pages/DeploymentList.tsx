@@ -15,14 +15,24 @@ export function DeploymentList({ api }: { api: Api }) {
   usePoll(
     async () => {
       try {
-        const page = await api.listDeployments({ name_contains: name.trim() || undefined, status: status || undefined, limit: 100 });
+        const page = await api.listDeployments({
+          name_contains: name.trim() || undefined,
+          status: status || undefined,
+          limit: 100,
+        });
         setRows(page.resources);
         setError(null);
         // Revision numbers read better than ids; one small call per deployment that has an active revision.
         const pairs = await Promise.all(
           page.resources
             .filter((d) => d.active_revision_id)
-            .map(async (d) => [d.id, (await api.getRevision(d.id, d.active_revision_id!).catch(() => null))?.revision_number] as const),
+            .map(
+              async (d) =>
+                [
+                  d.id,
+                  (await api.getRevision(d.id, d.active_revision_id!).catch(() => null))?.revision_number,
+                ] as const,
+            ),
         );
         setActiveNumbers(Object.fromEntries(pairs.filter((p): p is readonly [string, number] => p[1] !== undefined)));
       } catch (err) {

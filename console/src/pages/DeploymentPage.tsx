@@ -127,22 +127,33 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
             {revs.map((r) => {
               const active = r.id === dep.active_revision_id;
               return (
-                <li key={r.id} className={`${r.id === selected?.id ? 'selected' : ''}`} data-revision={r.revision_number}>
+                <li
+                  key={r.id}
+                  className={`${r.id === selected?.id ? 'selected' : ''}`}
+                  data-revision={r.revision_number}
+                >
                   <div className="rev-head">
-                    <a href={href({ page: 'deployment', id, revision: r.id })}>#{r.revision_number}</a> <Status value={r.status} />
+                    <a href={href({ page: 'deployment', id, revision: r.id })}>#{r.revision_number}</a>{' '}
+                    <Status value={r.status} />
                     {active && <span className="badge ok outline">serving</span>}
                   </div>
                   {r.status_message && <div className="rev-msg">{r.status_message}</div>}
                   <div className="rev-meta muted">
                     {r.source_revision_config.repo_ref && <span>ref {r.source_revision_config.repo_ref}</span>}
-                    {r.repo_commit_sha && <span title={r.repo_commit_sha}>commit {r.repo_commit_sha.slice(0, 10)}</span>}
-                    {r.image && <span title={r.image}>image {r.image.length > 40 ? `…${r.image.slice(-38)}` : r.image}</span>}
+                    {r.repo_commit_sha && (
+                      <span title={r.repo_commit_sha}>commit {r.repo_commit_sha.slice(0, 10)}</span>
+                    )}
+                    {r.image && (
+                      <span title={r.image}>image {r.image.length > 40 ? `…${r.image.slice(-38)}` : r.image}</span>
+                    )}
                     <span>created {time(r.created_at)}</span>
                     <span>updated {time(r.updated_at)}</span>
                   </div>
                   {REDEPLOYABLE.has(r.status) && !(active && r.id === dep.latest_revision_id) && (
                     <button type="button" className="small secondary" onClick={() => setRedeployOf(r)}>
-                      {r.revision_number < (revs[0]?.revision_number ?? 0) ? `Roll back to #${r.revision_number}` : `Redeploy #${r.revision_number}`}
+                      {r.revision_number < (revs[0]?.revision_number ?? 0)
+                        ? `Roll back to #${r.revision_number}`
+                        : `Redeploy #${r.revision_number}`}
                     </button>
                   )}
                 </li>
@@ -153,13 +164,21 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
 
         <div className="card grow">
           <h2>
-            Logs {selected ? `of revision #${selected.revision_number}` : ''} {selected && <Status value={selected.status} />}
+            Logs {selected ? `of revision #${selected.revision_number}` : ''}{' '}
+            {selected && <Status value={selected.status} />}
           </h2>
           {selected ? (
             <>
               <div className="tabs" role="tablist">
                 {(['build', 'deploy'] as const).map((t) => (
-                  <button key={t} type="button" role="tab" aria-selected={logType === t} className={logType === t ? 'tab on' : 'tab'} onClick={() => setLogType(t)}>
+                  <button
+                    key={t}
+                    type="button"
+                    role="tab"
+                    aria-selected={logType === t}
+                    className={logType === t ? 'tab on' : 'tab'}
+                    onClick={() => setLogType(t)}
+                  >
                     {t}
                   </button>
                 ))}
@@ -180,12 +199,27 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
         </div>
       </div>
 
-      <Settings api={api} dep={dep} nextRevision={(revs[0]?.revision_number ?? 0) + 1} onSaved={(msg) => { setNotice(msg); void load(); }} />
+      <Settings
+        api={api}
+        dep={dep}
+        nextRevision={(revs[0]?.revision_number ?? 0) + 1}
+        onSaved={(msg) => {
+          setNotice(msg);
+          void load();
+        }}
+      />
 
       <div className="card danger-zone">
         <h2>Delete</h2>
         <p>Stops the agent and deletes its revisions, secrets, threads and logs.</p>
-        <button type="button" className="danger" onClick={() => { setTyped(''); setDeleting(true); }}>
+        <button
+          type="button"
+          className="danger"
+          onClick={() => {
+            setTyped('');
+            setDeleting(true);
+          }}
+        >
           Delete deployment…
         </button>
       </div>
@@ -197,14 +231,30 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
           onConfirm={() => void doRedeploy(redeployOf)}
           onClose={() => setRedeployOf(null)}
         >
-          <p>The deployment URL starts answering with revision #{redeployOf.revision_number} once it is up. Nothing is rebuilt.</p>
+          <p>
+            The deployment URL starts answering with revision #{redeployOf.revision_number} once it is up. Nothing is
+            rebuilt.
+          </p>
         </Confirm>
       )}
       {deleting && (
-        <Confirm title={`Delete ${dep.name}?`} confirmLabel="Delete" danger canConfirm={typed === dep.name} onConfirm={() => void doDelete()} onClose={() => setDeleting(false)}>
+        <Confirm
+          title={`Delete ${dep.name}?`}
+          confirmLabel="Delete"
+          danger
+          canConfirm={typed === dep.name}
+          onConfirm={() => void doDelete()}
+          onClose={() => setDeleting(false)}
+        >
           <label>
             Type <strong>{dep.name}</strong> to confirm
-            <input name="confirm-name" value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" autoFocus />
+            <input
+              name="confirm-name"
+              value={typed}
+              onChange={(e) => setTyped(e.target.value)}
+              autoComplete="off"
+              autoFocus
+            />
           </label>
         </Confirm>
       )}

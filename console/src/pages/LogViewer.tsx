@@ -86,7 +86,13 @@ export function LogViewer({
         <label className="inline">
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
         </label>
-        <input type="search" aria-label="Search the log" placeholder="search" value={query} onChange={(e) => setQuery(e.target.value)} />
+        <input
+          type="search"
+          aria-label="Search the log"
+          placeholder="search"
+          value={query}
+          onChange={(e) => setQuery(e.target.value)}
+        />
         <span className="muted">
           {query ? `${shown.length} of ${lines.length} lines` : `${lines.length} lines`}
           {live && follow ? ' · live' : ''}

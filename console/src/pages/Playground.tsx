@@ -39,7 +39,13 @@ function kindOf(m: Msg): 'human' | 'ai' | 'tool' | 'system' {
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content.map((b) => (b && typeof b === 'object' && (b as { type?: string }).type === 'text' ? String((b as { text?: unknown }).text ?? '') : '')).join('');
+    return content
+      .map((b) =>
+        b && typeof b === 'object' && (b as { type?: string }).type === 'text'
+          ? String((b as { text?: unknown }).text ?? '')
+          : '',
+      )
+      .join('');
   }
   return content == null ? '' : JSON.stringify(content);
 }
@@ -51,7 +57,12 @@ function upsert(list: Msg[], m: Msg): Msg[] {
   const prev = list[i]!;
   const isChunk = (m.type ?? '').endsWith('Chunk');
   const merged: Msg = isChunk
-    ? { ...prev, ...m, content: textOf(prev.content) + textOf(m.content), tool_calls: m.tool_calls?.length ? m.tool_calls : prev.tool_calls }
+    ? {
+        ...prev,
+        ...m,
+        content: textOf(prev.content) + textOf(m.content),
+        tool_calls: m.tool_calls?.length ? m.tool_calls : prev.tool_calls,
+      }
     : m;
   return list.map((x, j) => (j === i ? merged : x));
 }
@@ -98,7 +109,11 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
   const bottom = useRef<HTMLDivElement>(null);
 
   const loadThreads = useCallback(async () => {
-    const rows = (await client.threads.search({ limit: 30, sortBy: 'updated_at', sortOrder: 'desc' })) as unknown as ThreadRow[];
+    const rows = (await client.threads.search({
+      limit: 30,
+      sortBy: 'updated_at',
+      sortOrder: 'desc',
+    })) as unknown as ThreadRow[];
     setThreads(rows);
   }, [client]);
 
@@ -131,7 +146,10 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
 
   const loadThread = useCallback(
     async (tid: string) => {
-      const [st, hist] = await Promise.all([client.threads.getState(tid), client.threads.getHistory(tid, { limit: 20 })]);
+      const [st, hist] = await Promise.all([
+        client.threads.getState(tid),
+        client.threads.getHistory(tid, { limit: 20 }),
+      ]);
       setState(st as unknown as StateSnapshot);
       setHistory(hist as unknown as StateSnapshot[]);
       setValues(st.values);
@@ -174,7 +192,10 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
         tid = (await client.threads.create()).thread_id;
         setThreadId(tid);
       }
-      const stream = client.runs.stream(tid, assistantId, { ...payload, streamMode: ['messages-tuple', 'values'] } as never);
+      const stream = client.runs.stream(tid, assistantId, {
+        ...payload,
+        streamMode: ['messages-tuple', 'values'],
+      } as never);
       for await (const part of stream as AsyncIterable<{ event: string; data: unknown }>) {
         if (part.event === 'messages') {
           const [chunk] = part.data as [Msg, unknown];
@@ -229,7 +250,9 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
     void run({ command: { resume: value } });
   }
 
-  const interrupts = (state?.tasks ?? []).flatMap((t) => (t.interrupts ?? []).map((i) => ({ task: t.name, value: i.value })));
+  const interrupts = (state?.tasks ?? []).flatMap((t) =>
+    (t.interrupts ?? []).map((i) => ({ task: t.name, value: i.value })),
+  );
   const toolNames = new Map<string, string>();
   for (const m of messages) for (const c of m.tool_calls ?? []) if (c.id) toolNames.set(c.id, c.name);
 
@@ -243,7 +266,14 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
         </h1>
         <label className="inline">
           Assistant
-          <select value={assistantId} onChange={(e) => { setAssistantId(e.target.value); newThread(); }} aria-label="Assistant">
+          <select
+            value={assistantId}
+            onChange={(e) => {
+              setAssistantId(e.target.value);
+              newThread();
+            }}
+            aria-label="Assistant"
+          >
             {assistants.map((a) => (
               <option key={a.assistant_id} value={a.assistant_id}>
                 {a.graph_id}
@@ -263,7 +293,11 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
           <ul>
             {threads.map((t) => (
               <li key={t.thread_id}>
-                <button type="button" className={`link ${t.thread_id === threadId ? 'current' : ''}`} onClick={() => void openThread(t.thread_id)}>
+                <button
+                  type="button"
+                  className={`link ${t.thread_id === threadId ? 'current' : ''}`}
+                  onClick={() => void openThread(t.thread_id)}
+                >
                   {t.thread_id.slice(0, 8)} <span className="muted">{t.status}</span>
                   <br />
                   <small className="muted">{time(t.updated_at)}</small>
@@ -285,7 +319,8 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
                   <div key={m.id ?? i} className={`msg ${kind}`} data-role={kind}>
                     {kind === 'tool' ? (
                       <div className="tool-result">
-                        <span className="tag">tool result</span> <strong>{m.name ?? toolNames.get(m.tool_call_id ?? '') ?? 'tool'}</strong>
+                        <span className="tag">tool result</span>{' '}
+                        <strong>{m.name ?? toolNames.get(m.tool_call_id ?? '') ?? 'tool'}</strong>
                         {m.status && m.status !== 'success' ? <span className="badge bad">{m.status}</span> : null}
                         <pre>{text}</pre>
                       </div>
@@ -353,7 +388,13 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
                 }}
               />
             ) : (
-              <textarea name="json" aria-label="JSON input" rows={4} value={jsonInput} onChange={(e) => setJsonInput(e.target.value)} />
+              <textarea
+                name="json"
+                aria-label="JSON input"
+                rows={4}
+                value={jsonInput}
+                onChange={(e) => setJsonInput(e.target.value)}
+              />
             )}
             <button type="submit" disabled={busy}>
               Send
@@ -378,7 +419,8 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
                 <details>
                   <summary>
                     step {String(h.metadata?.step ?? '?')} · {String(h.metadata?.source ?? '')}
-                    {h.next.length ? ` → ${h.next.join(', ')}` : ''} <small className="muted">{time(h.created_at)}</small>
+                    {h.next.length ? ` → ${h.next.join(', ')}` : ''}{' '}
+                    <small className="muted">{time(h.created_at)}</small>
                   </summary>
                   <JsonTree value={h.values} />
                 </details>

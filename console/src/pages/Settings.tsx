@@ -2,10 +2,28 @@
 // ref, config path, resources, access mode or secrets) or is kept for the next one (name, commands).
 import { useState, type FormEvent } from 'react';
 import { ApiError, type Api, type Deployment } from '../api.ts';
-import { Field, ResourceFields, SecretRows, resourceSpecOf, resourcesFrom, type FieldErrors, type SecretRow } from '../form.tsx';
+import {
+  Field,
+  ResourceFields,
+  SecretRows,
+  resourceSpecOf,
+  resourcesFrom,
+  type FieldErrors,
+  type SecretRow,
+} from '../form.tsx';
 import { ErrorBanner } from '../ui.tsx';
 
-export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: Deployment; nextRevision: number; onSaved: (msg: string) => void }) {
+export function Settings({
+  api,
+  dep,
+  nextRevision,
+  onSaved,
+}: {
+  api: Api;
+  dep: Deployment;
+  nextRevision: number;
+  onSaved: (msg: string) => void;
+}) {
   const initial = {
     name: dep.name,
     ref: dep.source_revision_config.repo_ref ?? '',
@@ -22,7 +40,8 @@ export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: D
   const [busy, setBusy] = useState(false);
   const set = (patch: Partial<typeof form>) => setForm((f) => ({ ...f, ...patch }));
 
-  const resourcesChanged = JSON.stringify(resourceSpecOf(form.resources) ?? {}) !== JSON.stringify(resourceSpecOf(initial.resources) ?? {});
+  const resourcesChanged =
+    JSON.stringify(resourceSpecOf(form.resources) ?? {}) !== JSON.stringify(resourceSpecOf(initial.resources) ?? {});
   const secretRows = secrets.filter((s) => s.name || s.value);
   const revisionReasons = [
     form.ref !== initial.ref && 'git ref',
@@ -55,7 +74,11 @@ export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: D
     try {
       await api.patchDeployment(dep.id, body);
       setSecrets([]);
-      onSaved(revisionReasons.length ? `Saved: revision #${nextRevision} is being built.` : 'Saved: the next revision uses these settings.');
+      onSaved(
+        revisionReasons.length
+          ? `Saved: revision #${nextRevision} is being built.`
+          : 'Saved: the next revision uses these settings.',
+      );
     } catch (err) {
       setError((err as Error).message);
       if (err instanceof ApiError) setErrors(err.fields);
@@ -78,7 +101,11 @@ export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: D
           <input name="repo_ref" value={form.ref} onChange={(e) => set({ ref: e.target.value })} />
         </Field>
         <Field label="langgraph.json path" errorKey="source_revision_config.graph_config_path" errors={errors}>
-          <input name="graph_config_path" value={form.configPath} onChange={(e) => set({ configPath: e.target.value })} />
+          <input
+            name="graph_config_path"
+            value={form.configPath}
+            onChange={(e) => set({ configPath: e.target.value })}
+          />
         </Field>
         <Field label="Install command" errorKey="source_config.install_command" errors={errors}>
           <input name="install_command" value={form.install} onChange={(e) => set({ install: e.target.value })} />
@@ -87,15 +114,19 @@ export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: D
           <input name="build_command" value={form.build} onChange={(e) => set({ build: e.target.value })} />
         </Field>
         <Field label="Who may call the agent" errorKey="source_config.access_mode" errors={errors}>
-          <select name="access_mode" value={form.access} onChange={(e) => set({ access: e.target.value as 'api_key' | 'public' })}>
+          <select
+            name="access_mode"
+            value={form.access}
+            onChange={(e) => set({ access: e.target.value as 'api_key' | 'public' })}
+          >
             <option value="api_key">API keys of this workspace</option>
             <option value="public">anyone (public)</option>
           </select>
         </Field>
       </div>
       <p className="muted">
-        Secrets now: {dep.secrets.length ? dep.secrets.map((s) => s.name).join(', ') : 'none'}. Rows added below replace the whole set,
-        so give every variable the agent needs.
+        Secrets now: {dep.secrets.length ? dep.secrets.map((s) => s.name).join(', ') : 'none'}. Rows added below replace
+        the whole set, so give every variable the agent needs.
       </p>
       <SecretRows rows={secrets} onChange={setSecrets} errors={errors} />
       <ResourceFields value={form.resources} onChange={(resources) => set({ resources })} errors={errors} />
@@ -108,7 +139,16 @@ export function Settings({ api, dep, nextRevision, onSaved }: { api: Api; dep: D
               : 'Saving does not build: the next revision uses these settings.'}
           </span>
         )}
-        <button type="button" className="secondary" disabled={!dirty || busy} onClick={() => { setForm(initial); setSecrets([]); setErrors({}); }}>
+        <button
+          type="button"
+          className="secondary"
+          disabled={!dirty || busy}
+          onClick={() => {
+            setForm(initial);
+            setSecrets([]);
+            setErrors({});
+          }}
+        >
           Reset
         </button>
         <button type="submit" disabled={!dirty || busy}>

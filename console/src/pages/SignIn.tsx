@@ -35,11 +35,25 @@ export function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
         <p className="muted">Sign in with an API key of your workspace. Both stay in this browser tab only.</p>
         <label>
           Workspace id
-          <input name="tenant" value={tenant} onChange={(e) => setTenant(e.target.value)} required autoComplete="username" autoFocus />
+          <input
+            name="tenant"
+            value={tenant}
+            onChange={(e) => setTenant(e.target.value)}
+            required
+            autoComplete="username"
+            autoFocus
+          />
         </label>
         <label>
           API key
-          <input name="apiKey" type="password" value={apiKey} onChange={(e) => setApiKey(e.target.value)} required autoComplete="off" />
+          <input
+            name="apiKey"
+            type="password"
+            value={apiKey}
+            onChange={(e) => setApiKey(e.target.value)}
+            required
+            autoComplete="off"
+          />
         </label>
         {error && (
           <p role="alert" className="error">

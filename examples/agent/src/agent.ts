@@ -58,7 +58,11 @@ export class ScriptedChatModel extends BaseChatModel {
         id: `msg_${randomUUID()}`,
         content: text,
         response_metadata: { model_name: 'scripted', stop_reason: 'end_turn', stop_sequence: null },
-        usage_metadata: { input_tokens: inputTokens, output_tokens: tokens(text), total_tokens: inputTokens + tokens(text) },
+        usage_metadata: {
+          input_tokens: inputTokens,
+          output_tokens: tokens(text),
+          total_tokens: inputTokens + tokens(text),
+        },
       });
     } else {
       const asked = last ? textOf(last).trim() : '';
@@ -70,11 +74,22 @@ export class ScriptedChatModel extends BaseChatModel {
         id: `msg_${randomUUID()}`,
         content: [
           { type: 'text', text: preface, index: 0 },
-          { type: 'tool_use', id: callId, name: lookupGreeting.name, input: args, index: 1, partial_json: JSON.stringify(args) },
+          {
+            type: 'tool_use',
+            id: callId,
+            name: lookupGreeting.name,
+            input: args,
+            index: 1,
+            partial_json: JSON.stringify(args),
+          },
         ],
         tool_calls: [{ name: lookupGreeting.name, args, id: callId, type: 'tool_call' }],
         response_metadata: { model_name: 'scripted', stop_reason: 'tool_use', stop_sequence: null },
-        usage_metadata: { input_tokens: inputTokens, output_tokens: tokens(preface) + 10, total_tokens: inputTokens + tokens(preface) + 10 },
+        usage_metadata: {
+          input_tokens: inputTokens,
+          output_tokens: tokens(preface) + 10,
+          total_tokens: inputTokens + tokens(preface) + 10,
+        },
       });
     }
     return { generations: [{ text: textOf(message), message }] };

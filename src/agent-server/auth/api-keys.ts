@@ -46,7 +46,11 @@ export function watchKeyHashFile(path: string, logger: Logger, pollMs = 1000): K
     }
     if (problem) hashes = new Set();
     if (problem !== lastProblem) {
-      if (problem) logger.error({ file: path, reason: problem }, 'API key file unreadable: every request is refused until it is fixed');
+      if (problem)
+        logger.error(
+          { file: path, reason: problem },
+          'API key file unreadable: every request is refused until it is fixed',
+        );
       else logger.info({ file: path, keys: hashes.size }, 'API keys loaded');
     } else if (!problem) {
       logger.debug({ file: path, keys: hashes.size }, 'API keys reloaded');
@@ -56,7 +60,8 @@ export function watchKeyHashFile(path: string, logger: Logger, pollMs = 1000): K
   load();
   // Stat polling rather than fs.watch: it follows the symlink swaps of a mounted Secret and replaced files alike.
   const onChange = (cur: Stats, prev: Stats) => {
-    if (cur.mtimeMs !== prev.mtimeMs || cur.ino !== prev.ino || cur.size !== prev.size || cur.nlink !== prev.nlink) load();
+    if (cur.mtimeMs !== prev.mtimeMs || cur.ino !== prev.ino || cur.size !== prev.size || cur.nlink !== prev.nlink)
+      load();
   };
   watchFile(path, { interval: pollMs, persistent: false }, onChange);
   return {

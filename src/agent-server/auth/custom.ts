@@ -34,7 +34,11 @@ interface HandlerCache {
 
 /** An error a handler threw to answer with its own status (the SDK's HTTPException, or anything shaped like it). */
 export class AuthHttpError extends AppError {
-  constructor(status: number, message: string, readonly headers: Record<string, string>) {
+  constructor(
+    status: number,
+    message: string,
+    readonly headers: Record<string, string>,
+  ) {
     super(message, status);
   }
 }
@@ -69,11 +73,20 @@ function rethrow(err: unknown, where: string): never {
 /** `authenticate` may return a string (the identity) or an object with at least `identity`. */
 export function normalizeUser(result: unknown): RequestAuth {
   if (typeof result === 'string' && result) {
-    return { user: { identity: result, display_name: result, is_authenticated: true, permissions: [] }, permissions: [] };
+    return {
+      user: { identity: result, display_name: result, is_authenticated: true, permissions: [] },
+      permissions: [],
+    };
   }
-  if (typeof result === 'object' && result !== null && typeof (result as { identity?: unknown }).identity === 'string') {
+  if (
+    typeof result === 'object' &&
+    result !== null &&
+    typeof (result as { identity?: unknown }).identity === 'string'
+  ) {
     const r = result as Record<string, unknown> & { identity: string };
-    const permissions = Array.isArray(r.permissions) ? r.permissions.filter((p): p is string => typeof p === 'string') : [];
+    const permissions = Array.isArray(r.permissions)
+      ? r.permissions.filter((p): p is string => typeof p === 'string')
+      : [];
     return {
       user: {
         ...r,
@@ -124,14 +137,23 @@ export function createCustomAuth(handlers: HandlerCache, source: string): Custom
       if (!key || !auth) return undefined;
       let result: unknown;
       try {
-        result = await callbacks[key]!({ event, resource, action, value, user: auth.user, permissions: auth.permissions });
+        result = await callbacks[key]!({
+          event,
+          resource,
+          action,
+          value,
+          user: auth.user,
+          permissions: auth.permissions,
+        });
       } catch (err) {
         rethrow(err, `the "${key}" handler`);
       }
       if (result === undefined || result === null || result === true) return undefined;
       if (result === false) throw new ForbiddenError(`Forbidden: ${event} denied by the auth handler.`);
       if (typeof result !== 'object' || Array.isArray(result)) {
-        throw new AuthHandlerError(`the "${key}" handler returned ${typeof result}; expected a filter object, a boolean or nothing`);
+        throw new AuthHandlerError(
+          `the "${key}" handler returned ${typeof result}; expected a filter object, a boolean or nothing`,
+        );
       }
       return Object.keys(result).length ? (result as AuthFilters) : undefined;
     },

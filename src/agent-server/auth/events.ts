@@ -47,7 +47,11 @@ function storeEvent(event: string, where: 'body' | 'query', namespaceField: stri
   };
 }
 
-const threadRead: RouteEvent = { event: 'threads:read', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) };
+const threadRead: RouteEvent = {
+  event: 'threads:read',
+  scope: 'thread',
+  value: (r) => ({ thread_id: params(r).thread_id }),
+};
 
 const threadSearch: RouteEvent = {
   event: 'threads:search',
@@ -107,7 +111,14 @@ function cronCreate(threadScoped: boolean): RouteEvent {
     value: (r) => {
       const b = bodyWithMetadata(r);
       const { schedule, end_time, ...payload } = b;
-      return { payload, schedule, cron_id: null, thread_id: params(r).thread_id ?? null, user_id: null, end_time: end_time ?? null };
+      return {
+        payload,
+        schedule,
+        cron_id: null,
+        thread_id: params(r).thread_id ?? null,
+        user_id: null,
+        end_time: end_time ?? null,
+      };
     },
   };
 }
@@ -116,28 +127,48 @@ const cronSearch: RouteEvent = {
   event: 'crons:search',
   value: (r) => {
     const b = (r.body ?? {}) as Json;
-    return { assistant_id: b.assistant_id ?? null, thread_id: b.thread_id ?? null, limit: b.limit ?? null, offset: b.offset ?? null };
+    return {
+      assistant_id: b.assistant_id ?? null,
+      thread_id: b.thread_id ?? null,
+      limit: b.limit ?? null,
+      offset: b.offset ?? null,
+    };
   },
 };
 
 const TABLE: Record<string, RouteEvent> = {
-  'POST /threads': { event: 'threads:create', value: (r) => {
-    const b = bodyWithMetadata(r);
-    return { thread_id: b.thread_id, metadata: b.metadata, if_exists: b.if_exists ?? 'raise' };
-  } },
+  'POST /threads': {
+    event: 'threads:create',
+    value: (r) => {
+      const b = bodyWithMetadata(r);
+      return { thread_id: b.thread_id, metadata: b.metadata, if_exists: b.if_exists ?? 'raise' };
+    },
+  },
   'POST /threads/search': threadSearch,
   'POST /threads/count': threadSearch,
   'GET /threads/:thread_id': threadRead,
-  'PATCH /threads/:thread_id': { event: 'threads:update', scope: 'thread', value: (r) => {
-    const b = bodyWithMetadata(r);
-    return { thread_id: params(r).thread_id, metadata: b.metadata };
-  } },
-  'DELETE /threads/:thread_id': { event: 'threads:delete', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) },
+  'PATCH /threads/:thread_id': {
+    event: 'threads:update',
+    scope: 'thread',
+    value: (r) => {
+      const b = bodyWithMetadata(r);
+      return { thread_id: params(r).thread_id, metadata: b.metadata };
+    },
+  },
+  'DELETE /threads/:thread_id': {
+    event: 'threads:delete',
+    scope: 'thread',
+    value: (r) => ({ thread_id: params(r).thread_id }),
+  },
   'POST /threads/:thread_id/copy': threadRead,
   'GET /threads/:thread_id/state': threadRead,
   'GET /threads/:thread_id/state/:checkpoint_id': threadRead,
   'POST /threads/:thread_id/state/checkpoint': threadRead,
-  'POST /threads/:thread_id/state': { event: 'threads:update', scope: 'thread', value: (r) => ({ thread_id: params(r).thread_id }) },
+  'POST /threads/:thread_id/state': {
+    event: 'threads:update',
+    scope: 'thread',
+    value: (r) => ({ thread_id: params(r).thread_id }),
+  },
   'GET /threads/:thread_id/history': threadRead,
   'POST /threads/:thread_id/history': threadRead,
   'POST /threads/:thread_id/runs': createRun,
@@ -154,13 +185,22 @@ const TABLE: Record<string, RouteEvent> = {
   'GET /threads/:thread_id/runs/:run_id/join': threadRead,
   'GET /threads/:thread_id/runs/:run_id/stream': threadRead,
   'GET /threads/:thread_id/stream': threadRead,
-  'POST /threads/:thread_id/runs/:run_id/cancel': { event: 'threads:update', scope: 'thread', value: (r) => {
-    const q = (r.query ?? {}) as Json;
-    return { thread_id: params(r).thread_id, run_id: params(r).run_id, action: q.action ?? 'interrupt' };
-  } },
-  'DELETE /threads/:thread_id/runs/:run_id': { event: 'threads:delete', scope: 'thread', value: (r) => ({
-    thread_id: params(r).thread_id, run_id: params(r).run_id,
-  }) },
+  'POST /threads/:thread_id/runs/:run_id/cancel': {
+    event: 'threads:update',
+    scope: 'thread',
+    value: (r) => {
+      const q = (r.query ?? {}) as Json;
+      return { thread_id: params(r).thread_id, run_id: params(r).run_id, action: q.action ?? 'interrupt' };
+    },
+  },
+  'DELETE /threads/:thread_id/runs/:run_id': {
+    event: 'threads:delete',
+    scope: 'thread',
+    value: (r) => ({
+      thread_id: params(r).thread_id,
+      run_id: params(r).run_id,
+    }),
+  },
   'POST /assistants': { event: 'assistants:create', value: (r) => bodyWithMetadata(r) },
   'POST /assistants/search': assistantSearch,
   'POST /assistants/count': assistantSearch,
@@ -170,30 +210,61 @@ const TABLE: Record<string, RouteEvent> = {
   'GET /assistants/:assistant_id/subgraphs': assistantRead,
   'GET /assistants/:assistant_id/subgraphs/:namespace': assistantRead,
   'POST /assistants/:assistant_id/versions': assistantRead,
-  'POST /assistants/:assistant_id/latest': { event: 'assistants:update', scope: 'assistant', value: (r) => ({
-    assistant_id: params(r).assistant_id, version: ((r.body ?? {}) as Json).version,
-  }) },
-  'PATCH /assistants/:assistant_id': { event: 'assistants:update', scope: 'assistant', value: (r) => {
-    const b = bodyWithMetadata(r);
-    return { ...b, assistant_id: params(r).assistant_id };
-  } },
-  'DELETE /assistants/:assistant_id': { event: 'assistants:delete', scope: 'assistant', value: (r) => ({
-    assistant_id: params(r).assistant_id,
-  }) },
+  'POST /assistants/:assistant_id/latest': {
+    event: 'assistants:update',
+    scope: 'assistant',
+    value: (r) => ({
+      assistant_id: params(r).assistant_id,
+      version: ((r.body ?? {}) as Json).version,
+    }),
+  },
+  'PATCH /assistants/:assistant_id': {
+    event: 'assistants:update',
+    scope: 'assistant',
+    value: (r) => {
+      const b = bodyWithMetadata(r);
+      return { ...b, assistant_id: params(r).assistant_id };
+    },
+  },
+  'DELETE /assistants/:assistant_id': {
+    event: 'assistants:delete',
+    scope: 'assistant',
+    value: (r) => ({
+      assistant_id: params(r).assistant_id,
+    }),
+  },
   'POST /runs/crons': cronCreate(false),
   'POST /threads/:thread_id/runs/crons': cronCreate(true),
   'POST /runs/crons/search': cronSearch,
   'POST /runs/crons/count': cronSearch,
-  'PATCH /runs/crons/:cron_id': { event: 'crons:update', scope: 'cron', value: (r) => {
-    const b = (r.body ?? {}) as Json;
-    return { cron_id: params(r).cron_id, payload: b, schedule: b.schedule ?? null };
-  } },
-  'DELETE /runs/crons/:cron_id': { event: 'crons:delete', scope: 'cron', value: (r) => ({ cron_id: params(r).cron_id }) },
+  'PATCH /runs/crons/:cron_id': {
+    event: 'crons:update',
+    scope: 'cron',
+    value: (r) => {
+      const b = (r.body ?? {}) as Json;
+      return { cron_id: params(r).cron_id, payload: b, schedule: b.schedule ?? null };
+    },
+  },
+  'DELETE /runs/crons/:cron_id': {
+    event: 'crons:delete',
+    scope: 'cron',
+    value: (r) => ({ cron_id: params(r).cron_id }),
+  },
   'PUT /store/items': storeEvent('store:put', 'body', 'namespace', ['key', 'value', 'index']),
   'GET /store/items': storeEvent('store:get', 'query', 'namespace', ['key']),
   'DELETE /store/items': storeEvent('store:delete', 'body', 'namespace', ['key']),
-  'POST /store/items/search': storeEvent('store:search', 'body', 'namespace_prefix', ['filter', 'limit', 'offset', 'query']),
-  'POST /store/namespaces': storeEvent('store:list_namespaces', 'body', 'prefix', ['suffix', 'max_depth', 'limit', 'offset']),
+  'POST /store/items/search': storeEvent('store:search', 'body', 'namespace_prefix', [
+    'filter',
+    'limit',
+    'offset',
+    'query',
+  ]),
+  'POST /store/namespaces': storeEvent('store:list_namespaces', 'body', 'prefix', [
+    'suffix',
+    'max_depth',
+    'limit',
+    'offset',
+  ]),
 };
 
 export function routeEvent(method: string, routeUrl: string | undefined): RouteEvent | undefined {

@@ -5,7 +5,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConflictError, NotFoundError } from '../../lib/errors.ts';
 import type { AgentService } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
-import { AuthHandlerError, AuthHttpError, matchesFilters, type AuthFilters, type CustomAuth, type RequestAuth } from './custom.ts';
+import {
+  AuthHandlerError,
+  AuthHttpError,
+  matchesFilters,
+  type AuthFilters,
+  type CustomAuth,
+  type RequestAuth,
+} from './custom.ts';
 import { routeEvent } from './events.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
 
@@ -31,7 +38,7 @@ export function toFetchRequest(req: FastifyRequest, body?: Uint8Array | null): R
   const host = req.headers.host ?? 'localhost';
   const init: RequestInit & { duplex?: 'half' } = { method: req.method, headers };
   if (body !== undefined && body !== null && req.method !== 'GET' && req.method !== 'HEAD') {
-    init.body = body as unknown as RequestInit["body"];
+    init.body = body as unknown as RequestInit['body'];
     init.duplex = 'half';
   }
   return new Request(`${req.protocol}://${host}${req.url}`, init);
@@ -43,7 +50,11 @@ export function isOpenPath(req: FastifyRequest): boolean {
 }
 
 /** Runs `authenticate`; answers the request itself (and returns false) when it refuses or fails. */
-export async function authenticateRequest(auth: CustomAuth, req: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+export async function authenticateRequest(
+  auth: CustomAuth,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<boolean> {
   if (isOpenPath(req) || req.auth) return true;
   try {
     req.auth = await auth.authenticate(toFetchRequest(req));
@@ -52,7 +63,10 @@ export async function authenticateRequest(auth: CustomAuth, req: FastifyRequest,
     if (err instanceof AuthHttpError) {
       await reply.code(err.status).headers(err.headers).send({ detail: err.message });
     } else {
-      req.log.error({ err, auth: auth.source }, err instanceof AuthHandlerError ? err.message : 'custom authenticate failed');
+      req.log.error(
+        { err, auth: auth.source },
+        err instanceof AuthHandlerError ? err.message : 'custom authenticate failed',
+      );
       await reply.code(500).send({ detail: 'Internal server error' });
     }
     return false;
@@ -96,17 +110,24 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     const p = (req.params ?? {}) as Record<string, string>;
     if (route.scope === 'thread' && p.thread_id) {
       const thread = await storage.threads.get(p.thread_id);
-      if (thread && !matchesFilters(thread.metadata, filters)) throw new NotFoundError(`Thread not found: ${p.thread_id}`);
+      if (thread && !matchesFilters(thread.metadata, filters))
+        throw new NotFoundError(`Thread not found: ${p.thread_id}`);
     } else if (route.scope === 'assistant' && p.assistant_id) {
       const assistant = await service.resolveAssistant(p.assistant_id);
-      if (!matchesFilters(assistant.metadata, filters)) throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
+      if (!matchesFilters(assistant.metadata, filters))
+        throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
     } else if (route.scope === 'cron' && p.cron_id) {
       const cron = await storage.crons.get(p.cron_id);
       if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
-    } else if (route.event === 'threads:create' && (value.if_exists === 'do_nothing') && typeof value.thread_id === 'string') {
+    } else if (
+      route.event === 'threads:create' &&
+      value.if_exists === 'do_nothing' &&
+      typeof value.thread_id === 'string'
+    ) {
       // Returning someone else's existing thread would leak it.
       const existing = await storage.threads.get(value.thread_id);
-      if (existing && !matchesFilters(existing.metadata, filters)) throw new ConflictError(`Thread ${value.thread_id} already exists`);
+      if (existing && !matchesFilters(existing.metadata, filters))
+        throw new ConflictError(`Thread ${value.thread_id} already exists`);
     }
   });
 }

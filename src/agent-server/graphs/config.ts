@@ -21,25 +21,32 @@ export const langgraphJsonSchema = z.looseObject({
   // Custom auth: "./auth.ts:auth" exports an Auth from @langchain/langgraph-sdk/auth.
   auth: z.looseObject({ path: z.string().min(1).optional(), disable_studio_auth: z.boolean().optional() }).optional(),
   // Custom routes and HTTP settings.
-  http: z.looseObject({
-    app: z.string().min(1).optional(),
-    enable_custom_route_auth: z.boolean().optional(),
-    disable_assistants: z.boolean().optional(),
-    disable_threads: z.boolean().optional(),
-    disable_runs: z.boolean().optional(),
-    disable_store: z.boolean().optional(),
-    disable_meta: z.boolean().optional(),
-    mount_prefix: z.string().regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")').optional(),
-    cors: z.object({
-      allow_origins: z.array(z.string()).optional(),
-      allow_origin_regex: z.string().optional(),
-      allow_methods: z.array(z.string()).optional(),
-      allow_headers: z.array(z.string()).optional(),
-      allow_credentials: z.boolean().optional(),
-      expose_headers: z.array(z.string()).optional(),
-      max_age: z.number().int().nonnegative().optional(),
-    }).optional(),
-  }).optional(),
+  http: z
+    .looseObject({
+      app: z.string().min(1).optional(),
+      enable_custom_route_auth: z.boolean().optional(),
+      disable_assistants: z.boolean().optional(),
+      disable_threads: z.boolean().optional(),
+      disable_runs: z.boolean().optional(),
+      disable_store: z.boolean().optional(),
+      disable_meta: z.boolean().optional(),
+      mount_prefix: z
+        .string()
+        .regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")')
+        .optional(),
+      cors: z
+        .object({
+          allow_origins: z.array(z.string()).optional(),
+          allow_origin_regex: z.string().optional(),
+          allow_methods: z.array(z.string()).optional(),
+          allow_headers: z.array(z.string()).optional(),
+          allow_credentials: z.boolean().optional(),
+          expose_headers: z.array(z.string()).optional(),
+          max_age: z.number().int().nonnegative().optional(),
+        })
+        .optional(),
+    })
+    .optional(),
 });
 
 /**
@@ -58,8 +65,17 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     ui_config: new Set(['shared']),
     auth: new Set(['path', 'disable_studio_auth']),
     webhooks: new Set(['env_prefix', 'url', 'headers']),
-    http: new Set(['app', 'enable_custom_route_auth', 'disable_assistants', 'disable_threads', 'disable_runs',
-      'disable_store', 'disable_meta', 'mount_prefix', 'cors']),
+    http: new Set([
+      'app',
+      'enable_custom_route_auth',
+      'disable_assistants',
+      'disable_threads',
+      'disable_runs',
+      'disable_store',
+      'disable_meta',
+      'mount_prefix',
+      'cors',
+    ]),
   };
   const ignored: string[] = [];
   for (const [key, value] of Object.entries(json)) {
@@ -110,7 +126,11 @@ export async function readLanggraphJson(configPath: string): Promise<LanggraphJs
 const MODULE_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs', '.tsx', '.jsx']);
 
 /** "./src/agent.ts:graph" -> absolute path + export name ("default" when none is given). */
-export function parseGraphEntry(graphId: string, entry: LanggraphJson['graphs'][string], projectDir: string): ParsedEntry {
+export function parseGraphEntry(
+  graphId: string,
+  entry: LanggraphJson['graphs'][string],
+  projectDir: string,
+): ParsedEntry {
   const spec = typeof entry === 'string' ? entry : entry.path;
   const colon = spec.lastIndexOf(':');
   const file = colon >= 0 ? spec.slice(0, colon) : spec;

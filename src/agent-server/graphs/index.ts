@@ -38,14 +38,21 @@ export interface GraphSpec {
  * request that needs the graph answers 422 naming the cause, while the other graphs keep serving.
  */
 export class GraphUnavailableError extends AppError {
-  constructor(readonly graphId: string, readonly reason: string) {
+  constructor(
+    readonly graphId: string,
+    readonly reason: string,
+  ) {
     super(`Graph "${graphId}" is unavailable: it failed to load: ${reason}`, 422);
   }
 }
 
 /** A factory export that threw or returned no graph for this call: 500 naming the cause (it may be transient). */
 export class GraphBuildError extends AppError {
-  constructor(readonly graphId: string, reason: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly graphId: string,
+    reason: string,
+    options?: { cause?: unknown },
+  ) {
     super(`Graph "${graphId}" could not be built: ${reason}`, 500);
     if (options?.cause !== undefined) this.cause = options.cause;
   }
@@ -145,12 +152,18 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
   }
   const install = await checkLanggraphVersion(spec.graphId, spec.path);
   if (!install) {
-    logger.warn({ graph_id: spec.graphId, path: spec.path }, 'graph project has no @langchain/langgraph; loading it anyway');
+    logger.warn(
+      { graph_id: spec.graphId, path: spec.path },
+      'graph project has no @langchain/langgraph; loading it anyway',
+    );
   }
   let mod: Record<string, unknown>;
   try {
     // Top-level code of the module logs with its graph id (getLogger() of the SDK).
-    mod = (await withGraphContext({ graph_id: spec.graphId }, () => import(pathToFileURL(spec.path).href))) as Record<string, unknown>;
+    mod = (await withGraphContext({ graph_id: spec.graphId }, () => import(pathToFileURL(spec.path).href))) as Record<
+      string,
+      unknown
+    >;
   } catch (err) {
     throw new GraphConfigError(`graph "${spec.graphId}": importing ${spec.path} failed: ${(err as Error).message}`);
   }
@@ -171,7 +184,12 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
   const value: LoadedGraph['value'] =
     typeof exported === 'function' ? (exported as GraphFactory) : toCompiledGraph(spec.graphId, exported, where);
   logger.info(
-    { graph_id: spec.graphId, assistant_id: spec.assistantId, langgraph_version: install?.version, factory: typeof value === 'function' },
+    {
+      graph_id: spec.graphId,
+      assistant_id: spec.assistantId,
+      langgraph_version: install?.version,
+      factory: typeof value === 'function',
+    },
     'graph loaded',
   );
   return { spec, install, value };
@@ -213,7 +231,9 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
   }
   // Nothing to serve: a server whose every graph failed is refused, so a broken revision never goes live.
   if (specs.length > 0 && loaded.size === 0) {
-    const why = Object.entries(failures).map(([id, m]) => `"${id}": ${m}`).join('; ');
+    const why = Object.entries(failures)
+      .map(([id, m]) => `"${id}": ${m}`)
+      .join('; ');
     throw new GraphConfigError(`no graph could be loaded (${why})`);
   }
 

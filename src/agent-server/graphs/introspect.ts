@@ -33,7 +33,8 @@ function loadHelpers(install: LanggraphInstall): Promise<ZodSchemaHelpers | null
     const file = esmSubpathFile(install, './zod/schema');
     pending = file
       ? import(pathToFileURL(file).href).then(
-          (m: Partial<ZodSchemaHelpers>) => (typeof m.getStateTypeSchema === 'function' ? (m as ZodSchemaHelpers) : null),
+          (m: Partial<ZodSchemaHelpers>) =>
+            typeof m.getStateTypeSchema === 'function' ? (m as ZodSchemaHelpers) : null,
           () => null,
         )
       : Promise.resolve(null);

@@ -97,8 +97,12 @@ async function bundleOne(graphId: string, file: string, shared: string[]): Promi
     const basename = path.basename(f.path);
     // External imports go through esbuild's require shim: point it at the page's module table instead.
     const contents = basename.endsWith('.js')
-      ? encoder.encode(f.text.replaceAll('typeof require !== "undefined" ? require',
-        'typeof globalThis[Symbol.for("LGUI_REQUIRE")] !== "undefined" ? globalThis[Symbol.for("LGUI_REQUIRE")]'))
+      ? encoder.encode(
+          f.text.replaceAll(
+            'typeof require !== "undefined" ? require',
+            'typeof globalThis[Symbol.for("LGUI_REQUIRE")] !== "undefined" ? globalThis[Symbol.for("LGUI_REQUIRE")]',
+          ),
+        )
       : f.contents;
     return { basename, contents, contentType: CONTENT_TYPES[path.extname(basename)] ?? 'application/octet-stream' };
   });
@@ -106,9 +110,14 @@ async function bundleOne(graphId: string, file: string, shared: string[]): Promi
 }
 
 function describeBuildError(err: unknown): string {
-  const errors = (err as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> }).errors;
+  const errors = (
+    err as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> }
+  ).errors;
   if (Array.isArray(errors) && errors.length) {
-    return errors.slice(0, 3).map((e) => (e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : '') + e.text).join('; ');
+    return errors
+      .slice(0, 3)
+      .map((e) => (e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : '') + e.text)
+      .join('; ');
   }
   return (err as Error)?.message ?? String(err);
 }
@@ -123,7 +132,8 @@ export async function bundleUi(configPath: string, opts: { logger: Logger; stric
   const json = (await readLanggraphJson(abs)) as Record<string, unknown>;
   if (json.ui === undefined) return NO_UI;
   const ui = uiSectionSchema.safeParse(json.ui);
-  if (!ui.success) throw new GraphConfigError(`${abs}: "ui" must map graph ids to component files, e.g. {"agent": "./src/ui.tsx"}`);
+  if (!ui.success)
+    throw new GraphConfigError(`${abs}: "ui" must map graph ids to component files, e.g. {"agent": "./src/ui.tsx"}`);
   const cfg = uiConfigSchema.safeParse(json.ui_config ?? {});
   if (!cfg.success) throw new GraphConfigError(`${abs}: "ui_config.shared" must be a list of module names`);
   const shared = cfg.data.shared ?? [];
@@ -131,10 +141,14 @@ export async function bundleUi(configPath: string, opts: { logger: Logger; stric
   for (const [graphId, rel] of Object.entries(ui.data)) {
     const file = path.resolve(projectDir, rel);
     try {
-      if (path.relative(projectDir, file).startsWith('..')) throw new Error('the file must be inside the project folder');
+      if (path.relative(projectDir, file).startsWith('..'))
+        throw new Error('the file must be inside the project folder');
       const bundle = await bundleOne(graphId, file, shared);
       out.bundles.set(graphId, bundle);
-      opts.logger.info({ graph_id: graphId, ui: rel, assets: bundle.assets.map((a) => a.basename) }, 'ui components bundled');
+      opts.logger.info(
+        { graph_id: graphId, ui: rel, assets: bundle.assets.map((a) => a.basename) },
+        'ui components bundled',
+      );
     } catch (err) {
       const message = `ui of graph "${graphId}": bundling ${rel} failed: ${describeBuildError(err)}`;
       if (opts.strict) throw new GraphConfigError(message);

@@ -42,7 +42,9 @@ export function corsPolicy(cfg: CorsConfig | undefined): Policy {
       if (listed.has(origin) || regex?.test(origin)) return origin;
       return null;
     },
-    methods: (cfg?.allow_methods?.includes('*') || !cfg?.allow_methods ? DEFAULT_METHODS : cfg.allow_methods).join(', '),
+    methods: (cfg?.allow_methods?.includes('*') || !cfg?.allow_methods ? DEFAULT_METHODS : cfg.allow_methods).join(
+      ', ',
+    ),
     headers: !allowHeaders || allowHeaders.includes('*') ? null : allowHeaders.join(', '),
     credentials,
     expose: expose.join(', '),

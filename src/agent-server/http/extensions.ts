@@ -34,7 +34,10 @@ export async function loadServerExtensions(configPath: string, logger: Logger): 
   }
   if (json.auth?.disable_studio_auth !== undefined) {
     // Studio users are never trusted by header here (no LangSmith to verify them), so the switch changes nothing.
-    logger.info({ disable_studio_auth: json.auth.disable_studio_auth }, 'auth.disable_studio_auth accepted: Studio requests always go through authenticate');
+    logger.info(
+      { disable_studio_auth: json.auth.disable_studio_auth },
+      'auth.disable_studio_auth accepted: Studio requests always go through authenticate',
+    );
   }
   let app: CustomApp | null = null;
   if (http.app) {

@@ -98,7 +98,9 @@ export function makeBatchedStoreEventDriven(cls: unknown): boolean {
 export async function patchBatchedStoreOf(langgraphDir: string): Promise<boolean> {
   let manifestPath: string;
   try {
-    manifestPath = createRequire(path.join(langgraphDir, 'package.json')).resolve('@langchain/langgraph-checkpoint/package.json');
+    manifestPath = createRequire(path.join(langgraphDir, 'package.json')).resolve(
+      '@langchain/langgraph-checkpoint/package.json',
+    );
   } catch {
     return false;
   }
@@ -116,7 +118,8 @@ export async function patchBatchedStoreOf(langgraphDir: string): Promise<boolean
     if (typeof cjs === 'string') {
       const req = createRequire(manifestPath);
       const file = path.join(dir, cjs);
-      if (req.cache[file]) ok = makeBatchedStoreEventDriven((req(file) as { AsyncBatchedStore?: unknown }).AsyncBatchedStore) || ok;
+      if (req.cache[file])
+        ok = makeBatchedStoreEventDriven((req(file) as { AsyncBatchedStore?: unknown }).AsyncBatchedStore) || ok;
     }
     return ok;
   } catch {

@@ -39,7 +39,11 @@ export interface MainThreadPlatform {
  * `plannedUrl` is what the URL will be (e.g. http://127.0.0.1:8000): clients created at module top level, before the
  * server listens, keep it, so it stays recognised as this server's.
  */
-export function installMainThreadPlatform(opts: { logger: Logger; plannedUrl: string; logLevel: string }): MainThreadPlatform {
+export function installMainThreadPlatform(opts: {
+  logger: Logger;
+  plannedUrl: string;
+  logLevel: string;
+}): MainThreadPlatform {
   let app: FastifyInstance | undefined;
   let url: string | null = null;
   const origins = new Set([new URL(opts.plannedUrl).origin]);
@@ -69,9 +73,13 @@ export function installWorkerPlatform(env: PlatformWorkerEnv, logger: Logger): v
 
 /** The loopback URL of a listening server: a wildcard address is reached through the loopback interface. */
 export function loopbackUrl(address: { address: string; family: string; port: number }): string {
-  const host = address.address === '0.0.0.0' ? '127.0.0.1'
-    : address.address === '::' ? '[::1]'
-    : address.family === 'IPv6' || address.address.includes(':') ? `[${address.address}]`
-    : address.address;
+  const host =
+    address.address === '0.0.0.0'
+      ? '127.0.0.1'
+      : address.address === '::'
+        ? '[::1]'
+        : address.family === 'IPv6' || address.address.includes(':')
+          ? `[${address.address}]`
+          : address.address;
   return `http://${host}:${address.port}`;
 }

@@ -20,114 +20,149 @@ import {
   SubgraphQuery,
 } from './schemas.ts';
 
-export const assistantRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { storage, service, graphs } = deps;
+export const assistantRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service, graphs } = deps;
 
-  function requireGraph(graphId: string): void {
-    if (!service.graphIds.has(graphId)) throw new NotFoundError(`Graph "${graphId}" not found`);
-  }
+    function requireGraph(graphId: string): void {
+      if (!service.graphIds.has(graphId)) throw new NotFoundError(`Graph "${graphId}" not found`);
+    }
 
-  app.post('/assistants', { schema: { body: AssistantCreate } }, async (req) => {
-    const b = req.body;
-    requireGraph(b.graph_id);
-    return storage.assistants.create({
-      assistant_id: b.assistant_id ?? randomUUID(),
-      graph_id: b.graph_id,
-      config: (b.config ?? {}) as Json,
-      context: b.context ?? {},
-      metadata: b.metadata ?? {},
-      name: b.name ?? 'Untitled',
-      description: b.description ?? null,
-    }, b.if_exists ?? 'raise');
-  });
-
-  app.post('/assistants/search', { schema: { body: AssistantSearch.optional() } }, async (req, reply) => {
-    const q = AssistantSearch.parse(req.body ?? {});
-    // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
-    const filters = req.authz?.filters;
-    const metadata = mergeMetadataFilter(q.metadata, filters);
-    if (!metadata) return [];
-    const found = await storage.assistants.search({
-      graph_id: q.graph_id ?? undefined,
-      name: q.name ?? undefined,
-      metadata,
-      limit: q.limit,
-      offset: q.offset,
-      sort_by: q.sort_by ?? undefined,
-      sort_order: q.sort_order ?? undefined,
-    });
-    const rows = filters ? found.filter((a) => matchesFilters(a.metadata, filters)) : found;
-    if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-    if (!q.select?.length) return rows;
-    return rows.map((r) => Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof typeof r]])));
-  });
-
-  app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {
-    const q = req.body ?? {};
-    const metadata = mergeMetadataFilter(q.metadata, req.authz?.filters);
-    if (!metadata) return 0;
-    return storage.assistants.count({ graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata });
-  });
-
-  app.get('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req) => {
-    return service.resolveAssistant(req.params.assistant_id);
-  });
-
-  app.patch('/assistants/:assistant_id', { schema: { params: AssistantParams, body: AssistantPatch } }, async (req) => {
-    const a = await service.resolveAssistant(req.params.assistant_id);
-    const b = req.body;
-    if (b.graph_id) requireGraph(b.graph_id);
-    return storage.assistants.patch(a.assistant_id, {
-      graph_id: b.graph_id ?? undefined,
-      config: (b.config ?? undefined) as Json | undefined,
-      context: b.context ?? undefined,
-      metadata: b.metadata ?? undefined,
-      name: b.name ?? undefined,
-      description: b.description === undefined ? undefined : b.description,
-    });
-  });
-
-  app.delete('/assistants/:assistant_id', { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
-    async (req, reply) => {
-      await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads);
-      return reply.code(204).send();
+    app.post('/assistants', { schema: { body: AssistantCreate } }, async (req) => {
+      const b = req.body;
+      requireGraph(b.graph_id);
+      return storage.assistants.create(
+        {
+          assistant_id: b.assistant_id ?? randomUUID(),
+          graph_id: b.graph_id,
+          config: (b.config ?? {}) as Json,
+          context: b.context ?? {},
+          metadata: b.metadata ?? {},
+          name: b.name ?? 'Untitled',
+          description: b.description ?? null,
+        },
+        b.if_exists ?? 'raise',
+      );
     });
 
-  app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) => {
-    const a = await service.resolveAssistant(req.params.assistant_id);
-    requireGraph(a.graph_id);
-    return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id, a.config)) };
-  });
-
-  const subgraphs = async (assistantId: string, namespace: string | undefined, recurse: boolean) => {
-    const a = await service.resolveAssistant(assistantId);
-    requireGraph(a.graph_id);
-    return graphs.getSubgraphSchemas(a.graph_id, { config: a.config, namespace, recurse });
-  };
-  app.get('/assistants/:assistant_id/subgraphs', { schema: { params: AssistantParams, querystring: SubgraphQuery } },
-    async (req) => subgraphs(req.params.assistant_id, undefined, req.query.recurse));
-  app.get('/assistants/:assistant_id/subgraphs/:namespace', {
-    schema: { params: SubgraphParams, querystring: SubgraphQuery },
-  }, async (req) => subgraphs(req.params.assistant_id, req.params.namespace, req.query.recurse));
-
-  app.post('/assistants/:assistant_id/versions', {
-    schema: { params: AssistantParams, body: AssistantVersionsQuery.optional() },
-  }, async (req) => {
-    const a = await service.resolveAssistant(req.params.assistant_id);
-    const q = AssistantVersionsQuery.parse(req.body ?? {});
-    return service.versions.list(a.assistant_id, { limit: q.limit, offset: q.offset, metadata: q.metadata ?? undefined });
-  });
-
-  app.post('/assistants/:assistant_id/latest', { schema: { params: AssistantParams, body: AssistantLatest } },
-    async (req) => {
-      const a = await service.resolveAssistant(req.params.assistant_id);
-      return service.versions.setLatest(a.assistant_id, req.body.version);
+    app.post('/assistants/search', { schema: { body: AssistantSearch.optional() } }, async (req, reply) => {
+      const q = AssistantSearch.parse(req.body ?? {});
+      // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(q.metadata, filters);
+      if (!metadata) return [];
+      const found = await storage.assistants.search({
+        graph_id: q.graph_id ?? undefined,
+        name: q.name ?? undefined,
+        metadata,
+        limit: q.limit,
+        offset: q.offset,
+        sort_by: q.sort_by ?? undefined,
+        sort_order: q.sort_order ?? undefined,
+      });
+      const rows = filters ? found.filter((a) => matchesFilters(a.metadata, filters)) : found;
+      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      if (!q.select?.length) return rows;
+      return rows.map((r) =>
+        Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof typeof r]])),
+      );
     });
 
-  app.get('/assistants/:assistant_id/graph', { schema: { params: AssistantParams, querystring: GraphQuery } },
-    async (req) => {
+    app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {
+      const q = req.body ?? {};
+      const metadata = mergeMetadataFilter(q.metadata, req.authz?.filters);
+      if (!metadata) return 0;
+      return storage.assistants.count({ graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata });
+    });
+
+    app.get('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req) => {
+      return service.resolveAssistant(req.params.assistant_id);
+    });
+
+    app.patch(
+      '/assistants/:assistant_id',
+      { schema: { params: AssistantParams, body: AssistantPatch } },
+      async (req) => {
+        const a = await service.resolveAssistant(req.params.assistant_id);
+        const b = req.body;
+        if (b.graph_id) requireGraph(b.graph_id);
+        return storage.assistants.patch(a.assistant_id, {
+          graph_id: b.graph_id ?? undefined,
+          config: (b.config ?? undefined) as Json | undefined,
+          context: b.context ?? undefined,
+          metadata: b.metadata ?? undefined,
+          name: b.name ?? undefined,
+          description: b.description === undefined ? undefined : b.description,
+        });
+      },
+    );
+
+    app.delete(
+      '/assistants/:assistant_id',
+      { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
+      async (req, reply) => {
+        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads);
+        return reply.code(204).send();
+      },
+    );
+
+    app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) => {
       const a = await service.resolveAssistant(req.params.assistant_id);
       requireGraph(a.graph_id);
-      return graphs.getDrawableGraph(a.graph_id, { xray: req.query.xray, config: a.config });
+      return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id, a.config)) };
     });
-};
+
+    const subgraphs = async (assistantId: string, namespace: string | undefined, recurse: boolean) => {
+      const a = await service.resolveAssistant(assistantId);
+      requireGraph(a.graph_id);
+      return graphs.getSubgraphSchemas(a.graph_id, { config: a.config, namespace, recurse });
+    };
+    app.get(
+      '/assistants/:assistant_id/subgraphs',
+      { schema: { params: AssistantParams, querystring: SubgraphQuery } },
+      async (req) => subgraphs(req.params.assistant_id, undefined, req.query.recurse),
+    );
+    app.get(
+      '/assistants/:assistant_id/subgraphs/:namespace',
+      {
+        schema: { params: SubgraphParams, querystring: SubgraphQuery },
+      },
+      async (req) => subgraphs(req.params.assistant_id, req.params.namespace, req.query.recurse),
+    );
+
+    app.post(
+      '/assistants/:assistant_id/versions',
+      {
+        schema: { params: AssistantParams, body: AssistantVersionsQuery.optional() },
+      },
+      async (req) => {
+        const a = await service.resolveAssistant(req.params.assistant_id);
+        const q = AssistantVersionsQuery.parse(req.body ?? {});
+        return service.versions.list(a.assistant_id, {
+          limit: q.limit,
+          offset: q.offset,
+          metadata: q.metadata ?? undefined,
+        });
+      },
+    );
+
+    app.post(
+      '/assistants/:assistant_id/latest',
+      { schema: { params: AssistantParams, body: AssistantLatest } },
+      async (req) => {
+        const a = await service.resolveAssistant(req.params.assistant_id);
+        return service.versions.setLatest(a.assistant_id, req.body.version);
+      },
+    );
+
+    app.get(
+      '/assistants/:assistant_id/graph',
+      { schema: { params: AssistantParams, querystring: GraphQuery } },
+      async (req) => {
+        const a = await service.resolveAssistant(req.params.assistant_id);
+        requireGraph(a.graph_id);
+        return graphs.getDrawableGraph(a.graph_id, { xray: req.query.xray, config: a.config });
+      },
+    );
+  };

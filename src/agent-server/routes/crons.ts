@@ -4,7 +4,13 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError, ValidationError } from '../../lib/errors.ts';
-import { equalityPart, matchesFilters, mergeMetadataFilter, type AuthFilters, type RequestAuth } from '../auth/custom.ts';
+import {
+  equalityPart,
+  matchesFilters,
+  mergeMetadataFilter,
+  type AuthFilters,
+  type RequestAuth,
+} from '../auth/custom.ts';
 import { toPlain } from '../serde.ts';
 import { checkTimezone, nextTick } from '../runs/crons.ts';
 import { isoNow } from '../storage/common.ts';
@@ -77,129 +83,141 @@ function firstTick(schedule: string, timezone: string | null, endTime: string | 
   return next ? isoNow(next.getTime()) : null;
 }
 
-export const cronRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { storage, service } = deps;
+export const cronRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service } = deps;
 
-  const systemIds = new Map(deps.graphs.specs.map((spec) => [spec.graphId, spec.assistantId]));
-  /** A search's assistant filter by graph name or id: null when it can name no assistant (nothing matches). */
-  function assistantFilter(idOrGraph: string | null | undefined): string | undefined | null {
-    if (!idOrGraph) return undefined;
-    const id = systemIds.get(idOrGraph) ?? idOrGraph;
-    return UUID_RE.test(id) ? id : null;
-  }
+    const systemIds = new Map(deps.graphs.specs.map((spec) => [spec.graphId, spec.assistantId]));
+    /** A search's assistant filter by graph name or id: null when it can name no assistant (nothing matches). */
+    function assistantFilter(idOrGraph: string | null | undefined): string | undefined | null {
+      if (!idOrGraph) return undefined;
+      const id = systemIds.get(idOrGraph) ?? idOrGraph;
+      return UUID_RE.test(id) ? id : null;
+    }
 
-  async function create(threadId: string | null, body: z.infer<typeof CronCreate>, filters: AuthFilters | undefined,
-    auth: RequestAuth | null): Promise<CronRecord> {
-    service.checkWebhook(body.webhook);
-    const assistant = await service.resolveAssistant(body.assistant_id);
-    if (threadId) await service.requireThread(threadId);
-    const endTime = body.end_time ? isoNow(Date.parse(body.end_time)) : null;
-    const next = firstTick(body.schedule, body.timezone ?? null, endTime);
-    const payload: Json = { ...body };
-    for (const k of CRON_ONLY) delete payload[k];
-    const owner = equalityPart(filters);
-    return storage.crons.create({
-      cron_id: randomUUID(),
-      assistant_id: assistant.assistant_id,
-      thread_id: threadId,
-      on_run_completed: threadId ? null : (body.on_run_completed ?? 'delete'),
-      end_time: endTime,
-      schedule: body.schedule,
-      timezone: body.timezone ?? null,
-      payload,
-      user_id: auth?.user.identity ?? null,
-      next_run_date: next,
-      metadata: { ...(body.metadata ?? {}), ...owner },
-      owner_metadata: owner,
-      owner_auth: auth ? (toPlain(auth) as Json) : null,
-      enabled: body.enabled ?? true,
+    async function create(
+      threadId: string | null,
+      body: z.infer<typeof CronCreate>,
+      filters: AuthFilters | undefined,
+      auth: RequestAuth | null,
+    ): Promise<CronRecord> {
+      service.checkWebhook(body.webhook);
+      const assistant = await service.resolveAssistant(body.assistant_id);
+      if (threadId) await service.requireThread(threadId);
+      const endTime = body.end_time ? isoNow(Date.parse(body.end_time)) : null;
+      const next = firstTick(body.schedule, body.timezone ?? null, endTime);
+      const payload: Json = { ...body };
+      for (const k of CRON_ONLY) delete payload[k];
+      const owner = equalityPart(filters);
+      return storage.crons.create({
+        cron_id: randomUUID(),
+        assistant_id: assistant.assistant_id,
+        thread_id: threadId,
+        on_run_completed: threadId ? null : (body.on_run_completed ?? 'delete'),
+        end_time: endTime,
+        schedule: body.schedule,
+        timezone: body.timezone ?? null,
+        payload,
+        user_id: auth?.user.identity ?? null,
+        next_run_date: next,
+        metadata: { ...(body.metadata ?? {}), ...owner },
+        owner_metadata: owner,
+        owner_auth: auth ? (toPlain(auth) as Json) : null,
+        enabled: body.enabled ?? true,
+      });
+    }
+
+    async function visibleCron(id: string, filters: AuthFilters | undefined): Promise<CronRecord> {
+      const cron = await storage.crons.get(id);
+      if (!cron || !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${id}`);
+      return cron;
+    }
+
+    app.post('/runs/crons', { schema: { body: CronCreate } }, async (req) => {
+      const cron = await create(null, req.body, req.authz?.filters, req.auth ?? null);
+      return publicCron(cron);
     });
-  }
 
-  async function visibleCron(id: string, filters: AuthFilters | undefined): Promise<CronRecord> {
-    const cron = await storage.crons.get(id);
-    if (!cron || !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${id}`);
-    return cron;
-  }
-
-  app.post('/runs/crons', { schema: { body: CronCreate } }, async (req) => {
-    const cron = await create(null, req.body, req.authz?.filters, req.auth ?? null);
-    return publicCron(cron);
-  });
-
-  app.post('/threads/:thread_id/runs/crons', { schema: { params: ThreadParams, body: CronCreate } }, async (req) => {
-    const cron = await create(req.params.thread_id, req.body, req.authz?.filters, req.auth ?? null);
-    return publicCron(cron);
-  });
-
-  app.post('/runs/crons/search', { schema: { body: CronSearch.optional() } }, async (req, reply) => {
-    const q = CronSearch.parse(req.body ?? {});
-    const filters = req.authz?.filters;
-    const metadata = mergeMetadataFilter(null, filters);
-    const assistant_id = assistantFilter(q.assistant_id);
-    if (!metadata || assistant_id === null) return [];
-    const found = await storage.crons.search({
-      assistant_id,
-      thread_id: q.thread_id ?? undefined,
-      enabled: q.enabled ?? undefined,
-      metadata,
-      limit: q.limit,
-      offset: q.offset,
-      sort_by: q.sort_by ?? undefined,
-      sort_order: q.sort_order ?? undefined,
+    app.post('/threads/:thread_id/runs/crons', { schema: { params: ThreadParams, body: CronCreate } }, async (req) => {
+      const cron = await create(req.params.thread_id, req.body, req.authz?.filters, req.auth ?? null);
+      return publicCron(cron);
     });
-    const rows = found.filter((c) => matchesFilters(c.metadata, filters)).map(publicCron);
-    if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-    if (!q.select?.length) return rows;
-    return rows.map((r) => Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof Cron]])));
-  });
 
-  app.post('/runs/crons/count', { schema: { body: CronCount.optional() } }, async (req) => {
-    const q = req.body ?? {};
-    const filters = req.authz?.filters;
-    const metadata = mergeMetadataFilter(null, filters);
-    const assistant_id = assistantFilter(q.assistant_id);
-    if (!metadata || assistant_id === null) return 0;
-    const query = { assistant_id, thread_id: q.thread_id ?? undefined, metadata };
-    if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
-      const rows = await storage.crons.search({ ...query, limit: MAX_OFFSET });
-      return rows.filter((c) => matchesFilters(c.metadata, filters)).length;
-    }
-    return storage.crons.count(query);
-  });
+    app.post('/runs/crons/search', { schema: { body: CronSearch.optional() } }, async (req, reply) => {
+      const q = CronSearch.parse(req.body ?? {});
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(null, filters);
+      const assistant_id = assistantFilter(q.assistant_id);
+      if (!metadata || assistant_id === null) return [];
+      const found = await storage.crons.search({
+        assistant_id,
+        thread_id: q.thread_id ?? undefined,
+        enabled: q.enabled ?? undefined,
+        metadata,
+        limit: q.limit,
+        offset: q.offset,
+        sort_by: q.sort_by ?? undefined,
+        sort_order: q.sort_order ?? undefined,
+      });
+      const rows = found.filter((c) => matchesFilters(c.metadata, filters)).map(publicCron);
+      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      if (!q.select?.length) return rows;
+      return rows.map((r) => Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof Cron]])));
+    });
 
-  app.patch('/runs/crons/:cron_id', { schema: { params: CronParams, body: CronUpdate } }, async (req) => {
-    const cur = await visibleCron(req.params.cron_id, req.authz?.filters);
-    const b = req.body;
-    service.checkWebhook(b.webhook);
-    const patch: CronPatch = {};
-    const payload: Json = { ...cur.payload };
-    for (const k of ['input', 'config', 'context', 'webhook', 'interrupt_before', 'interrupt_after'] as const) {
-      if (b[k] !== undefined) payload[k] = b[k];
-    }
-    if (b.metadata !== undefined) patch.metadata = { ...b.metadata, ...cur.owner_metadata };
-    patch.payload = payload;
-    if (b.enabled !== undefined) patch.enabled = b.enabled;
-    if (b.on_run_completed !== undefined) {
-      if (cur.thread_id) throw new ValidationError('on_run_completed: only a stateless cron (no thread) deletes its threads');
-      patch.on_run_completed = b.on_run_completed;
-    }
-    const schedule = b.schedule ?? cur.schedule;
-    const timezone = b.timezone === undefined ? cur.timezone : b.timezone;
-    const endTime = b.end_time === undefined ? cur.end_time : (b.end_time ? isoNow(Date.parse(b.end_time)) : null);
-    if (b.schedule !== undefined || b.timezone !== undefined || b.end_time !== undefined || (b.enabled && !cur.enabled)) {
-      // A new schedule (or a cron enabled again) starts from now: ticks it missed while disabled do not run.
-      patch.schedule = schedule;
-      patch.timezone = timezone;
-      patch.end_time = endTime;
-      patch.next_run_date = firstTick(schedule, timezone, endTime);
-    }
-    return publicCron(await storage.crons.patch(cur.cron_id, patch));
-  });
+    app.post('/runs/crons/count', { schema: { body: CronCount.optional() } }, async (req) => {
+      const q = req.body ?? {};
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(null, filters);
+      const assistant_id = assistantFilter(q.assistant_id);
+      if (!metadata || assistant_id === null) return 0;
+      const query = { assistant_id, thread_id: q.thread_id ?? undefined, metadata };
+      if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
+        const rows = await storage.crons.search({ ...query, limit: MAX_OFFSET });
+        return rows.filter((c) => matchesFilters(c.metadata, filters)).length;
+      }
+      return storage.crons.count(query);
+    });
 
-  app.delete('/runs/crons/:cron_id', { schema: { params: CronParams } }, async (req, reply) => {
-    const cur = await visibleCron(req.params.cron_id, req.authz?.filters);
-    await storage.crons.delete(cur.cron_id);
-    return reply.code(204).send();
-  });
-};
+    app.patch('/runs/crons/:cron_id', { schema: { params: CronParams, body: CronUpdate } }, async (req) => {
+      const cur = await visibleCron(req.params.cron_id, req.authz?.filters);
+      const b = req.body;
+      service.checkWebhook(b.webhook);
+      const patch: CronPatch = {};
+      const payload: Json = { ...cur.payload };
+      for (const k of ['input', 'config', 'context', 'webhook', 'interrupt_before', 'interrupt_after'] as const) {
+        if (b[k] !== undefined) payload[k] = b[k];
+      }
+      if (b.metadata !== undefined) patch.metadata = { ...b.metadata, ...cur.owner_metadata };
+      patch.payload = payload;
+      if (b.enabled !== undefined) patch.enabled = b.enabled;
+      if (b.on_run_completed !== undefined) {
+        if (cur.thread_id)
+          throw new ValidationError('on_run_completed: only a stateless cron (no thread) deletes its threads');
+        patch.on_run_completed = b.on_run_completed;
+      }
+      const schedule = b.schedule ?? cur.schedule;
+      const timezone = b.timezone === undefined ? cur.timezone : b.timezone;
+      const endTime = b.end_time === undefined ? cur.end_time : b.end_time ? isoNow(Date.parse(b.end_time)) : null;
+      if (
+        b.schedule !== undefined ||
+        b.timezone !== undefined ||
+        b.end_time !== undefined ||
+        (b.enabled && !cur.enabled)
+      ) {
+        // A new schedule (or a cron enabled again) starts from now: ticks it missed while disabled do not run.
+        patch.schedule = schedule;
+        patch.timezone = timezone;
+        patch.end_time = endTime;
+        patch.next_run_date = firstTick(schedule, timezone, endTime);
+      }
+      return publicCron(await storage.crons.patch(cur.cron_id, patch));
+    });
+
+    app.delete('/runs/crons/:cron_id', { schema: { params: CronParams } }, async (req, reply) => {
+      const cur = await visibleCron(req.params.cron_id, req.authz?.filters);
+      await storage.crons.delete(cur.cron_id);
+      return reply.code(204).send();
+    });
+  };

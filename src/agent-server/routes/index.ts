@@ -19,8 +19,10 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   // Every route's path, query and parsed body pass one walk before their schemas see them (see input-guard.ts):
   // NUL characters, lone surrogates and over-deep JSON are refused with 422 naming the field.
   app.addHook('preValidation', async (req) => {
-    const problem = findInputProblem(req.params, 'params') ?? findInputProblem(req.query, 'querystring')
-      ?? (req.body === undefined ? null : findInputProblem(req.body, 'body'));
+    const problem =
+      findInputProblem(req.params, 'params') ??
+      findInputProblem(req.query, 'querystring') ??
+      (req.body === undefined ? null : findInputProblem(req.body, 'body'));
     if (problem) throw new ValidationError(problem);
   });
   await registerPlatformRoutes(app, deps);

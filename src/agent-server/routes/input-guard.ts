@@ -54,9 +54,10 @@ function showPath(step: PathStep): string {
   const keys: (string | number)[] = [];
   for (let s: PathStep | null = step; s; s = s.up) keys.push(s.key);
   keys.reverse();
-  const shown = keys.length > PATH_HEAD + PATH_TAIL + 1
-    ? [...keys.slice(0, PATH_HEAD).map(showKey), '…', ...keys.slice(-PATH_TAIL).map(showKey)]
-    : keys.map(showKey);
+  const shown =
+    keys.length > PATH_HEAD + PATH_TAIL + 1
+      ? [...keys.slice(0, PATH_HEAD).map(showKey), '…', ...keys.slice(-PATH_TAIL).map(showKey)]
+      : keys.map(showKey);
   return shown.join('.');
 }
 

@@ -71,9 +71,10 @@ export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDe
     return { pending, oldestAgeSecs: Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0 };
   };
   let scan: Promise<{ pending: number; oldestAgeSecs: number }> | null = null;
-  const queueOnce = () => (scan ??= queue()
-    .catch(() => ({ pending: Number.NaN, oldestAgeSecs: Number.NaN }))
-    .finally(() => setImmediate(() => (scan = null))));
+  const queueOnce = () =>
+    (scan ??= queue()
+      .catch(() => ({ pending: Number.NaN, oldestAgeSecs: Number.NaN }))
+      .finally(() => setImmediate(() => (scan = null))));
   new Gauge({
     name: 'agentplane_runs_pending',
     help: 'Runs waiting in the queue (all processes sharing the store)',

@@ -26,7 +26,10 @@ export async function sendAfterWait(
 ): Promise<FastifyReply | void> {
   let timer: NodeJS.Timeout | undefined;
   const early = await Promise.race([
-    result.then((value) => ({ value }), (error: unknown) => ({ error })),
+    result.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    ),
     new Promise<null>((r) => (timer = setTimeout(() => r(null), Math.min(opts.keepAliveMs, 1_000)))),
   ]);
   clearTimeout(timer);

@@ -29,109 +29,137 @@ export function runCaller(req: FastifyRequest): RunAuth {
   return { auth: req.auth ?? null, filters: req.authz?.filters, runId: req.authz?.runId };
 }
 
-export const runRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { storage, service, engine, keepAliveMs } = deps;
+export const runRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service, engine, keepAliveMs } = deps;
 
-  /** on_disconnect=cancel: a caller that hangs up on a wait takes its run down with it. */
-  function cancelOnDisconnect(signal: AbortSignal, body: { on_disconnect?: string | null }, run: RunRecord): void {
-    if (body.on_disconnect !== 'cancel') return;
-    signal.addEventListener('abort', () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined));
-  }
-
-  async function requireRun(threadId: string, runId: string): Promise<RunRecord> {
-    const run = await storage.runs.get(threadId, runId);
-    if (!run) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
-    return run;
-  }
-
-  app.post('/threads/:thread_id/runs', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
-    reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
-    return publicRun(run);
-  });
-
-  app.post('/threads/:thread_id/runs/wait', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
-    const signal = disconnectSignal(req, reply);
-    cancelOnDisconnect(signal, req.body, run);
-    const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
-    const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then((r) => service.runResult(run.thread_id, r));
-    return sendAfterWait(reply, result, {
-      keepAliveMs,
-      headers: { 'Content-Location': location, Location: `${location}/join` },
-    });
-  });
-
-  app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body, runCaller(req));
-    const signal = disconnectSignal(req, reply);
-    cancelOnDisconnect(signal, req.body, run);
-    const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then(async (r) => {
-      const out = await service.runResult(run.thread_id, r);
-      if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {
-        await storage.threads.delete(run.thread_id).catch(() => undefined);
-      }
-      return out;
-    });
-    return sendAfterWait(reply, result, {
-      keepAliveMs,
-      headers: { 'Content-Location': `/threads/${run.thread_id}/runs/${run.run_id}` },
-    });
-  });
-
-  app.post('/runs', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body, runCaller(req));
-    service.deleteThreadWhenDone(run);
-    reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
-    return publicRun(run);
-  });
-
-  app.post('/runs/batch', { schema: { body: RunBatchCreate } }, async (req) => {
-    const items = req.authz?.items ?? [];
-    const runs = await service.createBatch(req.body, req.body.map((_, i) => ({
-      auth: req.auth ?? null,
-      filters: items[i]?.filters,
-      runId: items[i]?.runId,
-    })));
-    return runs.map(publicRun);
-  });
-
-  app.get('/threads/:thread_id/runs', { schema: { params: ThreadParams, querystring: RunListQuery } }, async (req) => {
-    await service.requireThread(req.params.thread_id);
-    const runs = await storage.runs.list(req.params.thread_id, req.query);
-    return runs.map(publicRun);
-  });
-
-  app.get('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req) => {
-    return publicRun(await requireRun(req.params.thread_id, req.params.run_id));
-  });
-
-  app.delete('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req, reply) => {
-    await storage.runs.delete(req.params.thread_id, req.params.run_id);
-    return reply.code(204).send();
-  });
-
-  app.get('/threads/:thread_id/runs/:run_id/join', { schema: { params: RunParams, querystring: JoinQuery } },
-    async (req, reply) => {
-      const { thread_id, run_id } = req.params;
-      const run = await requireRun(thread_id, run_id);
-      const signal = disconnectSignal(req, reply);
-      if (req.query.cancel_on_disconnect) {
-        signal.addEventListener('abort', () => void storage.runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined));
-      }
-      const result = engine.waitForRun(thread_id, run_id, signal, run).then((r) => service.runResult(thread_id, r));
-      return sendAfterWait(reply, result, { keepAliveMs });
-    });
-
-  app.post('/threads/:thread_id/runs/:run_id/cancel', {
-    schema: { params: RunParams, querystring: CancelQuery, body: z.unknown().optional() },
-  }, async (req, reply) => {
-    const { thread_id, run_id } = req.params;
-    await storage.runs.cancel(thread_id, run_id, req.query.action);
-    if (req.query.wait) {
-      await engine.waitForRun(thread_id, run_id);
-      return reply.code(204).send();
+    /** on_disconnect=cancel: a caller that hangs up on a wait takes its run down with it. */
+    function cancelOnDisconnect(signal: AbortSignal, body: { on_disconnect?: string | null }, run: RunRecord): void {
+      if (body.on_disconnect !== 'cancel') return;
+      signal.addEventListener(
+        'abort',
+        () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
+      );
     }
-    return reply.code(202).send();
-  });
-};
+
+    async function requireRun(threadId: string, runId: string): Promise<RunRecord> {
+      const run = await storage.runs.get(threadId, runId);
+      if (!run) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
+      return run;
+    }
+
+    app.post('/threads/:thread_id/runs', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
+      const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+      reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
+      return publicRun(run);
+    });
+
+    app.post(
+      '/threads/:thread_id/runs/wait',
+      { schema: { params: ThreadParams, body: RunCreate } },
+      async (req, reply) => {
+        const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+        const signal = disconnectSignal(req, reply);
+        cancelOnDisconnect(signal, req.body, run);
+        const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
+        const result = engine
+          .waitForRun(run.thread_id, run.run_id, signal, run)
+          .then((r) => service.runResult(run.thread_id, r));
+        return sendAfterWait(reply, result, {
+          keepAliveMs,
+          headers: { 'Content-Location': location, Location: `${location}/join` },
+        });
+      },
+    );
+
+    app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
+      const run = await service.createRun(null, req.body, runCaller(req));
+      const signal = disconnectSignal(req, reply);
+      cancelOnDisconnect(signal, req.body, run);
+      const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then(async (r) => {
+        const out = await service.runResult(run.thread_id, r);
+        if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {
+          await storage.threads.delete(run.thread_id).catch(() => undefined);
+        }
+        return out;
+      });
+      return sendAfterWait(reply, result, {
+        keepAliveMs,
+        headers: { 'Content-Location': `/threads/${run.thread_id}/runs/${run.run_id}` },
+      });
+    });
+
+    app.post('/runs', { schema: { body: RunCreate } }, async (req, reply) => {
+      const run = await service.createRun(null, req.body, runCaller(req));
+      service.deleteThreadWhenDone(run);
+      reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
+      return publicRun(run);
+    });
+
+    app.post('/runs/batch', { schema: { body: RunBatchCreate } }, async (req) => {
+      const items = req.authz?.items ?? [];
+      const runs = await service.createBatch(
+        req.body,
+        req.body.map((_, i) => ({
+          auth: req.auth ?? null,
+          filters: items[i]?.filters,
+          runId: items[i]?.runId,
+        })),
+      );
+      return runs.map(publicRun);
+    });
+
+    app.get(
+      '/threads/:thread_id/runs',
+      { schema: { params: ThreadParams, querystring: RunListQuery } },
+      async (req) => {
+        await service.requireThread(req.params.thread_id);
+        const runs = await storage.runs.list(req.params.thread_id, req.query);
+        return runs.map(publicRun);
+      },
+    );
+
+    app.get('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req) => {
+      return publicRun(await requireRun(req.params.thread_id, req.params.run_id));
+    });
+
+    app.delete('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req, reply) => {
+      await storage.runs.delete(req.params.thread_id, req.params.run_id);
+      return reply.code(204).send();
+    });
+
+    app.get(
+      '/threads/:thread_id/runs/:run_id/join',
+      { schema: { params: RunParams, querystring: JoinQuery } },
+      async (req, reply) => {
+        const { thread_id, run_id } = req.params;
+        const run = await requireRun(thread_id, run_id);
+        const signal = disconnectSignal(req, reply);
+        if (req.query.cancel_on_disconnect) {
+          signal.addEventListener(
+            'abort',
+            () => void storage.runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined),
+          );
+        }
+        const result = engine.waitForRun(thread_id, run_id, signal, run).then((r) => service.runResult(thread_id, r));
+        return sendAfterWait(reply, result, { keepAliveMs });
+      },
+    );
+
+    app.post(
+      '/threads/:thread_id/runs/:run_id/cancel',
+      {
+        schema: { params: RunParams, querystring: CancelQuery, body: z.unknown().optional() },
+      },
+      async (req, reply) => {
+        const { thread_id, run_id } = req.params;
+        await storage.runs.cancel(thread_id, run_id, req.query.action);
+        if (req.query.wait) {
+          await engine.waitForRun(thread_id, run_id);
+          return reply.code(204).send();
+        }
+        return reply.code(202).send();
+      },
+    );
+  };

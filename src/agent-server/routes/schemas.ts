@@ -19,7 +19,17 @@ export const CheckpointParams = z.object({ thread_id: uuid, checkpoint_id: z.str
 export const ThreadStatus = z.enum(['idle', 'busy', 'interrupted', 'error']);
 export const RunStatus = z.enum(['pending', 'running', 'error', 'success', 'timeout', 'interrupted']);
 export const MultitaskStrategy = z.enum(['reject', 'interrupt', 'rollback', 'enqueue']);
-const STREAM_MODES = ['values', 'messages', 'messages-tuple', 'updates', 'events', 'tasks', 'checkpoints', 'debug', 'custom'] as const;
+const STREAM_MODES = [
+  'values',
+  'messages',
+  'messages-tuple',
+  'updates',
+  'events',
+  'tasks',
+  'checkpoints',
+  'debug',
+  'custom',
+] as const;
 const StreamMode = z.enum(STREAM_MODES, { error: `unknown stream mode; valid modes: ${STREAM_MODES.join(', ')}` });
 const Interrupts = z.union([z.literal('*'), z.array(z.string())]);
 const SortOrder = z.enum(['asc', 'desc']);
@@ -58,7 +68,10 @@ function isHttpUrl(v: string): boolean {
 }
 
 /** Where a run's end is POSTed: an absolute http(s) URL. */
-export const WebhookUrl = z.string().max(2048).refine(isHttpUrl, { message: 'must be an absolute http:// or https:// URL' });
+export const WebhookUrl = z
+  .string()
+  .max(2048)
+  .refine(isHttpUrl, { message: 'must be an absolute http:// or https:// URL' });
 
 export const RunCreate = z.object({
   assistant_id: z.string().min(1),
@@ -73,7 +86,9 @@ export const RunCreate = z.object({
   interrupt_before: Interrupts.nullish(),
   interrupt_after: Interrupts.nullish(),
   // One mode or a list; a refusal names the bad mode's place and lists the valid ones.
-  stream_mode: z.union([StreamMode, z.array(StreamMode)], { error: `unknown stream mode; valid modes: ${STREAM_MODES.join(', ')}` }).nullish(),
+  stream_mode: z
+    .union([StreamMode, z.array(StreamMode)], { error: `unknown stream mode; valid modes: ${STREAM_MODES.join(', ')}` })
+    .nullish(),
   stream_subgraphs: z.boolean().nullish(),
   stream_resumable: z.boolean().nullish(),
   on_disconnect: z.enum(['cancel', 'continue']).nullish(),

@@ -39,11 +39,16 @@ const NamespacePrefix = z
   .refine(reservedRoot, 'must not start with "langgraph" (reserved)');
 // listNamespaces patterns: "*" matches any one label.
 const NamespacePattern = z.array(z.union([z.literal('*'), Label])).max(STORE_LIMITS.labels);
-const Key = z.string().min(1, 'must not be empty').max(STORE_LIMITS.keyChars, `must be at most ${STORE_LIMITS.keyChars} characters`);
+const Key = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(STORE_LIMITS.keyChars, `must be at most ${STORE_LIMITS.keyChars} characters`);
 const Value = z
   .record(z.string(), z.unknown())
-  .refine((v) => Buffer.byteLength(JSON.stringify(v)) <= STORE_LIMITS.valueBytes,
-    `must be at most ${STORE_LIMITS.valueBytes} bytes as JSON`);
+  .refine(
+    (v) => Buffer.byteLength(JSON.stringify(v)) <= STORE_LIMITS.valueBytes,
+    `must be at most ${STORE_LIMITS.valueBytes} bytes as JSON`,
+  );
 const Limit = (dflt: number) => z.number().int().min(1).max(STORE_LIMITS.pageSize).default(dflt);
 const Offset = z.number().int().min(0).max(MAX_OFFSET).default(0);
 
@@ -57,9 +62,15 @@ export const StorePut = z.object({
 
 export const StoreGetQuery = z.object({
   // The SDK sends the labels joined with ".".
-  namespace: z.string().transform((s) => (s === '' ? [] : s.split('.'))).pipe(Namespace),
+  namespace: z
+    .string()
+    .transform((s) => (s === '' ? [] : s.split('.')))
+    .pipe(Namespace),
   key: Key,
-  refresh_ttl: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+  refresh_ttl: z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional(),
 });
 
 export const StoreDelete = z.object({ namespace: Namespace, key: Key });
@@ -82,52 +93,58 @@ export const StoreNamespaces = z.object({
 });
 
 const publicItem = (i: StoreItem) => ({
-  namespace: i.namespace, key: i.key, value: i.value, created_at: i.created_at, updated_at: i.updated_at,
+  namespace: i.namespace,
+  key: i.key,
+  value: i.value,
+  created_at: i.created_at,
+  updated_at: i.updated_at,
 });
 
-export const storeRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { items } = deps.storage;
+export const storeRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { items } = deps.storage;
 
-  app.put('/store/items', { schema: { body: StorePut } }, async (req, reply) => {
-    const { namespace, key, value, index, ttl } = req.body;
-    await items.put(namespace, key, value, { index: index ?? undefined, ttl: ttl ?? null });
-    return reply.code(204).send();
-  });
-
-  app.get('/store/items', { schema: { querystring: StoreGetQuery } }, async (req, reply) => {
-    const { namespace, key, refresh_ttl } = req.query;
-    const item = await items.get(namespace, key, { refresh_ttl });
-    // A missing item is `null` (the SDK's getItem answers null), not a 404.
-    return reply.type('application/json').send(item ? JSON.stringify(publicItem(item)) : 'null');
-  });
-
-  app.delete('/store/items', { schema: { body: StoreDelete } }, async (req, reply) => {
-    await items.delete(req.body.namespace, req.body.key);
-    return reply.code(204).send();
-  });
-
-  app.post('/store/items/search', { schema: { body: StoreSearch.optional() } }, async (req) => {
-    const q = StoreSearch.parse(req.body ?? {});
-    const found = await items.search({
-      namespace_prefix: q.namespace_prefix,
-      filter: q.filter ?? undefined,
-      limit: q.limit,
-      offset: q.offset,
-      query: q.query ?? undefined,
-      refresh_ttl: q.refresh_ttl ?? undefined,
+    app.put('/store/items', { schema: { body: StorePut } }, async (req, reply) => {
+      const { namespace, key, value, index, ttl } = req.body;
+      await items.put(namespace, key, value, { index: index ?? undefined, ttl: ttl ?? null });
+      return reply.code(204).send();
     });
-    return { items: found.map((i) => ({ ...publicItem(i), score: i.score ?? null })) };
-  });
 
-  app.post('/store/namespaces', { schema: { body: StoreNamespaces.optional() } }, async (req) => {
-    const q = StoreNamespaces.parse(req.body ?? {});
-    const namespaces = await items.listNamespaces({
-      prefix: q.prefix ?? undefined,
-      suffix: q.suffix ?? undefined,
-      max_depth: q.max_depth ?? undefined,
-      limit: q.limit,
-      offset: q.offset,
+    app.get('/store/items', { schema: { querystring: StoreGetQuery } }, async (req, reply) => {
+      const { namespace, key, refresh_ttl } = req.query;
+      const item = await items.get(namespace, key, { refresh_ttl });
+      // A missing item is `null` (the SDK's getItem answers null), not a 404.
+      return reply.type('application/json').send(item ? JSON.stringify(publicItem(item)) : 'null');
     });
-    return { namespaces };
-  });
-};
+
+    app.delete('/store/items', { schema: { body: StoreDelete } }, async (req, reply) => {
+      await items.delete(req.body.namespace, req.body.key);
+      return reply.code(204).send();
+    });
+
+    app.post('/store/items/search', { schema: { body: StoreSearch.optional() } }, async (req) => {
+      const q = StoreSearch.parse(req.body ?? {});
+      const found = await items.search({
+        namespace_prefix: q.namespace_prefix,
+        filter: q.filter ?? undefined,
+        limit: q.limit,
+        offset: q.offset,
+        query: q.query ?? undefined,
+        refresh_ttl: q.refresh_ttl ?? undefined,
+      });
+      return { items: found.map((i) => ({ ...publicItem(i), score: i.score ?? null })) };
+    });
+
+    app.post('/store/namespaces', { schema: { body: StoreNamespaces.optional() } }, async (req) => {
+      const q = StoreNamespaces.parse(req.body ?? {});
+      const namespaces = await items.listNamespaces({
+        prefix: q.prefix ?? undefined,
+        suffix: q.suffix ?? undefined,
+        max_depth: q.max_depth ?? undefined,
+        limit: q.limit,
+        offset: q.offset,
+      });
+      return { namespaces };
+    });
+  };

@@ -35,203 +35,258 @@ const modeList = <T extends string>(valid: readonly T[]) => {
       return v;
     }
   };
-  return z.preprocess(fromJson, z.union([one, z.array(one)], {
-    error: `unknown stream mode; valid modes: ${valid.join(', ')}`,
-  }).optional()).transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]) as T[]));
+  return z
+    .preprocess(
+      fromJson,
+      z
+        .union([one, z.array(one)], {
+          error: `unknown stream mode; valid modes: ${valid.join(', ')}`,
+        })
+        .optional(),
+    )
+    .transform((v) => (v === undefined ? undefined : ((Array.isArray(v) ? v : [v]) as T[])));
 };
 const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
 const ThreadStreamQuery = z.object({ stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]) });
-const LastEventId = z.object({
-  'last-event-id': z.string().regex(/^\d{1,15}$/, 'must be the id of an event the stream sent (a number)').optional(),
-}).passthrough();
+const LastEventId = z
+  .object({
+    'last-event-id': z
+      .string()
+      .regex(/^\d{1,15}$/, 'must be the id of an event the stream sent (a number)')
+      .optional(),
+  })
+  .passthrough();
 const RunIdParams = RunParams.pick({ run_id: true });
 
-export const streamRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { storage, service, engine } = deps;
-  const stallMs = deps.streamStallMs ?? 60_000;
+export const streamRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service, engine } = deps;
+    const stallMs = deps.streamStallMs ?? 60_000;
 
-  /** Last-Event-ID as a cursor; an id the log never issued (another store, a wiped one) replays from the start. */
-  async function cursorOf(header: string | undefined): Promise<number> {
-    if (header === undefined) return -1;
-    const id = Number(header);
-    return id > (await storage.streams.lastId()) ? -1 : id;
-  }
+    /** Last-Event-ID as a cursor; an id the log never issued (another store, a wiped one) replays from the start. */
+    async function cursorOf(header: string | undefined): Promise<number> {
+      if (header === undefined) return -1;
+      const id = Number(header);
+      return id > (await storage.streams.lastId()) ? -1 : id;
+    }
 
-  /** Starts the SSE response; `write` resolves false once the client is gone or was dropped for not reading. */
-  function openSse(req: FastifyRequest, reply: FastifyReply, location: string | null) {
-    const signal = disconnectSignal(req, reply);
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      ...(location ? { 'content-location': location, location: `${location}/stream` } : {}),
-    });
-    let lastWrite = Date.now();
-    const beat = setInterval(() => {
-      if (Date.now() - lastWrite >= HEARTBEAT_MS - 50 && !res.writableNeedDrain && !res.destroyed) {
-        res.write(': heartbeat\n\n');
-        lastWrite = Date.now();
-      }
-    }, HEARTBEAT_MS / 5);
-    beat.unref();
-    /** Writes frames (one writev); resolves false once the client is gone or was dropped for not reading. */
-    const write = async (chunks: Array<string | Buffer>): Promise<boolean> => {
-      if (signal.aborted || res.destroyed) return false;
-      if (!chunks.length) return true;
-      lastWrite = Date.now();
-      res.cork();
-      for (const c of chunks) res.write(c);
-      res.uncork();
-      if (!res.writableNeedDrain) return true;
-      // The socket's buffer is full: wait for the client to take it, up to the stall timeout.
-      const drained = await new Promise<boolean>((resolve) => {
-        const done = (v: boolean) => {
-          clearTimeout(timer);
-          res.off('drain', onDrain);
-          signal.removeEventListener('abort', onAbort);
-          resolve(v);
-        };
-        const onDrain = () => done(true);
-        const onAbort = () => done(false);
-        const timer = setTimeout(() => done(false), stallMs);
-        res.once('drain', onDrain);
-        signal.addEventListener('abort', onAbort, { once: true });
+    /** Starts the SSE response; `write` resolves false once the client is gone or was dropped for not reading. */
+    function openSse(req: FastifyRequest, reply: FastifyReply, location: string | null) {
+      const signal = disconnectSignal(req, reply);
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        ...(location ? { 'content-location': location, location: `${location}/stream` } : {}),
       });
-      if (!drained && !signal.aborted) {
-        req.log.warn({ stall_ms: stallMs }, 'stream client stopped reading; disconnecting it (it can resume with Last-Event-ID)');
-        res.destroy();
-      }
-      return drained;
-    };
-    const end = () => {
-      clearInterval(beat);
-      if (!res.destroyed) res.end();
-    };
-    return { signal, write, end };
-  }
-
-  const frame = (event: string, data: string, id?: number) =>
-    `event: ${event}\ndata: ${data}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
-  // One encoded frame per stored event, shared by every client reading it (a process's readers of a run get the
-  // same event objects from the store's tail): 200 clients of a run do not make 200 copies of its stream.
-  const frames = new WeakMap<StoredStreamEvent, Buffer>();
-  const frameOf = (e: StoredStreamEvent): Buffer => {
-    let b = frames.get(e);
-    if (!b) frames.set(e, (b = Buffer.from(frame(e.event, e.data, e.id))));
-    return b;
-  };
-
-  async function streamRun(
-    req: FastifyRequest,
-    reply: FastifyReply,
-    run: RunRecord,
-    opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean; modes?: string[] },
-  ): Promise<void> {
-    const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`);
-    if (opts.cancelOnDisconnect) {
-      sse.signal.addEventListener('abort', () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined));
-    }
-    const keep = eventFilter(opts.modes);
-    try {
-      const stop = new AbortController();
-      sse.signal.addEventListener('abort', () => stop.abort(), { once: true });
-      const ended = engine.waitForRun(run.thread_id, run.run_id, stop.signal, run);
-      let relayed = 0;
-      let sawError = false;
-      for await (const page of followStream({
-        streams: storage.streams, key: { run_id: run.run_id }, afterId: opts.afterId, ended, signal: sse.signal,
-      })) {
-        const out: Buffer[] = [];
-        for (const e of page) {
-          if (e.event === 'error') sawError = true;
-          if (!keep || keep(e.event)) out.push(frameOf(e));
+      let lastWrite = Date.now();
+      const beat = setInterval(() => {
+        if (Date.now() - lastWrite >= HEARTBEAT_MS - 50 && !res.writableNeedDrain && !res.destroyed) {
+          res.write(': heartbeat\n\n');
+          lastWrite = Date.now();
         }
-        relayed += page.length;
-        if (!(await sse.write(out))) break;
-      }
-      stop.abort();
-      if (sse.signal.aborted) return;
-      const final = await ended;
-      // A run whose worker died for good ends in error without having said so; a run that never started (or
-      // whose events are past retention) has no events: send what the record knows.
-      if (final && (final.status === 'error' || final.status === 'timeout') && !sawError) {
-        await sse.write([frame('error', stringify(final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` }))]);
-      } else if (!relayed && opts.afterId < 0 && final && TERMINAL_RUN_STATUSES.has(final.status)) {
-        await sse.write([frame('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) }))]);
-        if (!keep || keep('values')) await sse.write([frame('values', stringify(await service.runResult(run.thread_id, final)))]);
-      }
-      if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
-    } finally {
-      sse.end();
+      }, HEARTBEAT_MS / 5);
+      beat.unref();
+      /** Writes frames (one writev); resolves false once the client is gone or was dropped for not reading. */
+      const write = async (chunks: Array<string | Buffer>): Promise<boolean> => {
+        if (signal.aborted || res.destroyed) return false;
+        if (!chunks.length) return true;
+        lastWrite = Date.now();
+        res.cork();
+        for (const c of chunks) res.write(c);
+        res.uncork();
+        if (!res.writableNeedDrain) return true;
+        // The socket's buffer is full: wait for the client to take it, up to the stall timeout.
+        const drained = await new Promise<boolean>((resolve) => {
+          const done = (v: boolean) => {
+            clearTimeout(timer);
+            res.off('drain', onDrain);
+            signal.removeEventListener('abort', onAbort);
+            resolve(v);
+          };
+          const onDrain = () => done(true);
+          const onAbort = () => done(false);
+          const timer = setTimeout(() => done(false), stallMs);
+          res.once('drain', onDrain);
+          signal.addEventListener('abort', onAbort, { once: true });
+        });
+        if (!drained && !signal.aborted) {
+          req.log.warn(
+            { stall_ms: stallMs },
+            'stream client stopped reading; disconnecting it (it can resume with Last-Event-ID)',
+          );
+          res.destroy();
+        }
+        return drained;
+      };
+      const end = () => {
+        clearInterval(beat);
+        if (!res.destroyed) res.end();
+      };
+      return { signal, write, end };
     }
-  }
 
-  app.post('/threads/:thread_id/runs/stream', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
-    await streamRun(req, reply, run, { afterId: -1, cancelOnDisconnect: req.body.on_disconnect === 'cancel' });
-  });
+    const frame = (event: string, data: string, id?: number) =>
+      `event: ${event}\ndata: ${data}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
+    // One encoded frame per stored event, shared by every client reading it (a process's readers of a run get the
+    // same event objects from the store's tail): 200 clients of a run do not make 200 copies of its stream.
+    const frames = new WeakMap<StoredStreamEvent, Buffer>();
+    const frameOf = (e: StoredStreamEvent): Buffer => {
+      let b = frames.get(e);
+      if (!b) frames.set(e, (b = Buffer.from(frame(e.event, e.data, e.id))));
+      return b;
+    };
 
-  app.post('/runs/stream', { schema: { body: RunCreate } }, async (req, reply) => {
-    const run = await service.createRun(null, req.body, runCaller(req));
-    await streamRun(req, reply, run, {
-      afterId: -1,
-      cancelOnDisconnect: req.body.on_disconnect === 'cancel',
-      deleteThreadAfter: req.body.on_completion !== 'keep',
-    });
-  });
-
-  app.get('/threads/:thread_id/runs/:run_id/stream', {
-    schema: { params: RunParams, querystring: JoinStreamQuery, headers: LastEventId },
-  }, async (req, reply) => {
-    const run = await storage.runs.get(req.params.thread_id, req.params.run_id);
-    if (!run) throw new NotFoundError(`Run ${req.params.run_id} not found on thread ${req.params.thread_id}`);
-    await streamRun(req, reply, run, {
-      afterId: await cursorOf(req.headers['last-event-id']),
-      cancelOnDisconnect: req.query.cancel_on_disconnect,
-      ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
-    });
-  });
-
-  app.get('/runs/:run_id/stream', {
-    schema: { params: RunIdParams, querystring: JoinStreamQuery, headers: LastEventId },
-  }, async (req, reply) => {
-    const run = await storage.runs.getById(req.params.run_id);
-    if (!run) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
-    // Custom auth: the run's thread must be one the caller's threads:read filter lets them see.
-    const filters = req.authz?.filters;
-    if (filters) {
-      const thread = await storage.threads.get(run.thread_id);
-      if (!thread || !matchesFilters(thread.metadata, filters)) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
-    }
-    await streamRun(req, reply, run, {
-      afterId: await cursorOf(req.headers['last-event-id']),
-      cancelOnDisconnect: req.query.cancel_on_disconnect,
-      ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
-    });
-  });
-
-  // Every run of the thread, in order, for as long as the client stays (the thread's runs come and go).
-  app.get('/threads/:thread_id/stream', {
-    schema: { params: ThreadParams, querystring: ThreadStreamQuery, headers: LastEventId },
-  }, async (req, reply) => {
-    const thread = await storage.threads.get(req.params.thread_id);
-    if (!thread) throw new NotFoundError(`Thread with ID ${req.params.thread_id} not found`);
-    const afterId = await cursorOf(req.headers['last-event-id']);
-    // Thread-level modes (run_modes, lifecycle, state_update) all mean the runs' own events here.
-    const runModes = req.query.stream_mode?.filter((m) => !(THREAD_STREAM_MODES as readonly string[]).includes(m));
-    const keep = eventFilter(runModes);
-    const sse = openSse(req, reply, null);
-    try {
-      for await (const page of followStream({
-        streams: storage.streams, key: { thread_id: thread.thread_id }, afterId, ended: new Promise(() => undefined),
-        signal: sse.signal,
-      })) {
-        if (!(await sse.write(page.filter((e) => !keep || keep(e.event)).map(frameOf)))) break;
+    async function streamRun(
+      req: FastifyRequest,
+      reply: FastifyReply,
+      run: RunRecord,
+      opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean; modes?: string[] },
+    ): Promise<void> {
+      const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`);
+      if (opts.cancelOnDisconnect) {
+        sse.signal.addEventListener(
+          'abort',
+          () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
+        );
       }
-    } finally {
-      sse.end();
+      const keep = eventFilter(opts.modes);
+      try {
+        const stop = new AbortController();
+        sse.signal.addEventListener('abort', () => stop.abort(), { once: true });
+        const ended = engine.waitForRun(run.thread_id, run.run_id, stop.signal, run);
+        let relayed = 0;
+        let sawError = false;
+        for await (const page of followStream({
+          streams: storage.streams,
+          key: { run_id: run.run_id },
+          afterId: opts.afterId,
+          ended,
+          signal: sse.signal,
+        })) {
+          const out: Buffer[] = [];
+          for (const e of page) {
+            if (e.event === 'error') sawError = true;
+            if (!keep || keep(e.event)) out.push(frameOf(e));
+          }
+          relayed += page.length;
+          if (!(await sse.write(out))) break;
+        }
+        stop.abort();
+        if (sse.signal.aborted) return;
+        const final = await ended;
+        // A run whose worker died for good ends in error without having said so; a run that never started (or
+        // whose events are past retention) has no events: send what the record knows.
+        if (final && (final.status === 'error' || final.status === 'timeout') && !sawError) {
+          await sse.write([
+            frame(
+              'error',
+              stringify(final.error ?? { error: 'Error', message: `Run ended with status ${final.status}` }),
+            ),
+          ]);
+        } else if (!relayed && opts.afterId < 0 && final && TERMINAL_RUN_STATUSES.has(final.status)) {
+          await sse.write([
+            frame(
+              'metadata',
+              stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) }),
+            ),
+          ]);
+          if (!keep || keep('values'))
+            await sse.write([frame('values', stringify(await service.runResult(run.thread_id, final)))]);
+        }
+        if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
+      } finally {
+        sse.end();
+      }
     }
-  });
-};
+
+    app.post(
+      '/threads/:thread_id/runs/stream',
+      { schema: { params: ThreadParams, body: RunCreate } },
+      async (req, reply) => {
+        const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+        await streamRun(req, reply, run, { afterId: -1, cancelOnDisconnect: req.body.on_disconnect === 'cancel' });
+      },
+    );
+
+    app.post('/runs/stream', { schema: { body: RunCreate } }, async (req, reply) => {
+      const run = await service.createRun(null, req.body, runCaller(req));
+      await streamRun(req, reply, run, {
+        afterId: -1,
+        cancelOnDisconnect: req.body.on_disconnect === 'cancel',
+        deleteThreadAfter: req.body.on_completion !== 'keep',
+      });
+    });
+
+    app.get(
+      '/threads/:thread_id/runs/:run_id/stream',
+      {
+        schema: { params: RunParams, querystring: JoinStreamQuery, headers: LastEventId },
+      },
+      async (req, reply) => {
+        const run = await storage.runs.get(req.params.thread_id, req.params.run_id);
+        if (!run) throw new NotFoundError(`Run ${req.params.run_id} not found on thread ${req.params.thread_id}`);
+        await streamRun(req, reply, run, {
+          afterId: await cursorOf(req.headers['last-event-id']),
+          cancelOnDisconnect: req.query.cancel_on_disconnect,
+          ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
+        });
+      },
+    );
+
+    app.get(
+      '/runs/:run_id/stream',
+      {
+        schema: { params: RunIdParams, querystring: JoinStreamQuery, headers: LastEventId },
+      },
+      async (req, reply) => {
+        const run = await storage.runs.getById(req.params.run_id);
+        if (!run) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
+        // Custom auth: the run's thread must be one the caller's threads:read filter lets them see.
+        const filters = req.authz?.filters;
+        if (filters) {
+          const thread = await storage.threads.get(run.thread_id);
+          if (!thread || !matchesFilters(thread.metadata, filters))
+            throw new NotFoundError(`Run not found: ${req.params.run_id}`);
+        }
+        await streamRun(req, reply, run, {
+          afterId: await cursorOf(req.headers['last-event-id']),
+          cancelOnDisconnect: req.query.cancel_on_disconnect,
+          ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
+        });
+      },
+    );
+
+    // Every run of the thread, in order, for as long as the client stays (the thread's runs come and go).
+    app.get(
+      '/threads/:thread_id/stream',
+      {
+        schema: { params: ThreadParams, querystring: ThreadStreamQuery, headers: LastEventId },
+      },
+      async (req, reply) => {
+        const thread = await storage.threads.get(req.params.thread_id);
+        if (!thread) throw new NotFoundError(`Thread with ID ${req.params.thread_id} not found`);
+        const afterId = await cursorOf(req.headers['last-event-id']);
+        // Thread-level modes (run_modes, lifecycle, state_update) all mean the runs' own events here.
+        const runModes = req.query.stream_mode?.filter((m) => !(THREAD_STREAM_MODES as readonly string[]).includes(m));
+        const keep = eventFilter(runModes);
+        const sse = openSse(req, reply, null);
+        try {
+          for await (const page of followStream({
+            streams: storage.streams,
+            key: { thread_id: thread.thread_id },
+            afterId,
+            ended: new Promise(() => undefined),
+            signal: sse.signal,
+          })) {
+            if (!(await sse.write(page.filter((e) => !keep || keep(e.event)).map(frameOf)))) break;
+          }
+        } finally {
+          sse.end();
+        }
+      },
+    );
+  };

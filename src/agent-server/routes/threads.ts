@@ -23,124 +23,158 @@ import {
 
 function select<T extends object>(rows: T[], fields: string[] | null | undefined): Partial<T>[] {
   if (!fields?.length) return rows;
-  return rows.map((r) => Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f as keyof T]])) as Partial<T>);
+  return rows.map(
+    (r) => Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f as keyof T]])) as Partial<T>,
+  );
 }
 
 const publicThread = (t: Thread) => t;
 
-export const threadRoutes = (deps: RouteDeps): FastifyPluginAsyncZod => async (app) => {
-  const { storage, service } = deps;
+export const threadRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service } = deps;
 
-  app.post('/threads', { schema: { body: ThreadCreate.optional() } }, async (req) => {
-    const body = req.body ?? {};
-    const thread_id = body.thread_id ?? randomUUID();
-    const metadata = Object.fromEntries(Object.entries(body.metadata ?? {}).filter(([, v]) => v !== undefined));
-    if (body.supersteps?.length && typeof metadata.graph_id !== 'string') {
-      throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
-    }
-    const existed = body.thread_id ? (await storage.threads.get(thread_id)) !== null : false;
-    const thread = await storage.threads.create({ thread_id, metadata, ttl_minutes: ttlMinutes(body.ttl) }, body.if_exists ?? 'raise');
-    try {
-      for (const step of body.supersteps ?? []) {
-        for (const u of step.updates) {
-          await service.updateState(thread_id, { values: u.values, as_node: u.as_node });
-        }
+    app.post('/threads', { schema: { body: ThreadCreate.optional() } }, async (req) => {
+      const body = req.body ?? {};
+      const thread_id = body.thread_id ?? randomUUID();
+      const metadata = Object.fromEntries(Object.entries(body.metadata ?? {}).filter(([, v]) => v !== undefined));
+      if (body.supersteps?.length && typeof metadata.graph_id !== 'string') {
+        throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
       }
-    } catch (err) {
-      // A rejected request leaves nothing behind.
-      if (!existed) await storage.threads.delete(thread_id).catch(() => undefined);
-      throw err;
-    }
-    return body.supersteps?.length ? (await storage.threads.get(thread_id)) ?? thread : thread;
-  });
-
-  app.post('/threads/search', { schema: { body: ThreadSearch.optional() } }, async (req, reply) => {
-    const q = ThreadSearch.parse(req.body ?? {});
-    // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
-    const filters = req.authz?.filters;
-    const metadata = mergeMetadataFilter(q.metadata, filters);
-    if (!metadata) return [];
-    const found = await storage.threads.search({
-      ids: q.ids ?? undefined,
-      metadata,
-      values: q.values ?? undefined,
-      status: q.status ?? undefined,
-      limit: q.limit,
-      offset: q.offset,
-      sort_by: q.sort_by ?? undefined,
-      sort_order: q.sort_order ?? undefined,
+      const existed = body.thread_id ? (await storage.threads.get(thread_id)) !== null : false;
+      const thread = await storage.threads.create(
+        { thread_id, metadata, ttl_minutes: ttlMinutes(body.ttl) },
+        body.if_exists ?? 'raise',
+      );
+      try {
+        for (const step of body.supersteps ?? []) {
+          for (const u of step.updates) {
+            await service.updateState(thread_id, { values: u.values, as_node: u.as_node });
+          }
+        }
+      } catch (err) {
+        // A rejected request leaves nothing behind.
+        if (!existed) await storage.threads.delete(thread_id).catch(() => undefined);
+        throw err;
+      }
+      return body.supersteps?.length ? ((await storage.threads.get(thread_id)) ?? thread) : thread;
     });
-    const rows = filters ? found.filter((t) => matchesFilters(t.metadata, filters)) : found;
-    if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-    return select(rows.map(publicThread), q.select);
-  });
 
-  app.post('/threads/count', { schema: { body: ThreadCount.optional() } }, async (req) => {
-    const q = req.body ?? {};
-    const filters = req.authz?.filters;
-    const metadata = mergeMetadataFilter(q.metadata, filters);
-    if (!metadata) return 0;
-    if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
-      // The stores cannot count list containment: count the matching rows instead.
-      const rows = await storage.threads.search({ metadata, values: q.values ?? undefined, status: q.status ?? undefined,
-        limit: 2_147_483_647 });
-      return rows.filter((t) => matchesFilters(t.metadata, filters)).length;
-    }
-    return storage.threads.count({
-      metadata,
-      values: q.values ?? undefined,
-      status: q.status ?? undefined,
+    app.post('/threads/search', { schema: { body: ThreadSearch.optional() } }, async (req, reply) => {
+      const q = ThreadSearch.parse(req.body ?? {});
+      // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(q.metadata, filters);
+      if (!metadata) return [];
+      const found = await storage.threads.search({
+        ids: q.ids ?? undefined,
+        metadata,
+        values: q.values ?? undefined,
+        status: q.status ?? undefined,
+        limit: q.limit,
+        offset: q.offset,
+        sort_by: q.sort_by ?? undefined,
+        sort_order: q.sort_order ?? undefined,
+      });
+      const rows = filters ? found.filter((t) => matchesFilters(t.metadata, filters)) : found;
+      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      return select(rows.map(publicThread), q.select);
     });
-  });
 
-  app.get('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req) => {
-    return publicThread(await service.requireThread(req.params.thread_id));
-  });
-
-  app.patch('/threads/:thread_id', { schema: { params: ThreadParams, body: ThreadPatch } }, async (req) => {
-    const id = req.params.thread_id;
-    return service.onThread(id, () => storage.threads.patch(id, { metadata: req.body.metadata ?? {}, ttl_minutes: ttlMinutes(req.body.ttl) }));
-  });
-
-  app.delete('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req, reply) => {
-    const id = req.params.thread_id;
-    await service.onThread(id, () => storage.threads.delete(id));
-    return reply.code(204).send();
-  });
-
-  app.post('/threads/:thread_id/copy', { schema: { params: ThreadParams, body: z.unknown().optional() } }, async (req) => {
-    const id = req.params.thread_id;
-    return service.onThread(id, () => storage.threads.copy(id, randomUUID()));
-  });
-
-  app.get('/threads/:thread_id/state', { schema: { params: ThreadParams, querystring: StateQuery } }, async (req) => {
-    return service.getState(req.params.thread_id, undefined, req.query.subgraphs);
-  });
-
-  app.get('/threads/:thread_id/state/:checkpoint_id', { schema: { params: CheckpointParams, querystring: StateQuery } },
-    async (req) => service.getState(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs));
-
-  app.post('/threads/:thread_id/state/checkpoint', { schema: { params: ThreadParams, body: StateCheckpoint } },
-    async (req) => service.getState(req.params.thread_id, req.body.checkpoint.checkpoint_id ?? undefined,
-      req.body.subgraphs ?? false));
-
-  app.post('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StateUpdate } }, async (req) => {
-    return service.updateState(req.params.thread_id, req.body);
-  });
-
-  app.get('/threads/:thread_id/history', { schema: { params: ThreadParams, querystring: HistoryQuery } }, async (req) => {
-    return service.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
-  });
-
-  app.post('/threads/:thread_id/history', { schema: { params: ThreadParams, body: HistoryBody.optional() } },
-    async (req) => {
-      const b = HistoryBody.parse(req.body ?? {});
-      const before = typeof b.before === 'string' ? b.before : b.before?.checkpoint_id;
-      return service.history(req.params.thread_id, {
-        limit: b.limit,
-        before: before ?? undefined,
-        metadata: b.metadata ?? undefined,
-        checkpoint_id: b.checkpoint?.checkpoint_id ?? undefined,
+    app.post('/threads/count', { schema: { body: ThreadCount.optional() } }, async (req) => {
+      const q = req.body ?? {};
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(q.metadata, filters);
+      if (!metadata) return 0;
+      if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
+        // The stores cannot count list containment: count the matching rows instead.
+        const rows = await storage.threads.search({
+          metadata,
+          values: q.values ?? undefined,
+          status: q.status ?? undefined,
+          limit: 2_147_483_647,
+        });
+        return rows.filter((t) => matchesFilters(t.metadata, filters)).length;
+      }
+      return storage.threads.count({
+        metadata,
+        values: q.values ?? undefined,
+        status: q.status ?? undefined,
       });
     });
-};
+
+    app.get('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req) => {
+      return publicThread(await service.requireThread(req.params.thread_id));
+    });
+
+    app.patch('/threads/:thread_id', { schema: { params: ThreadParams, body: ThreadPatch } }, async (req) => {
+      const id = req.params.thread_id;
+      return service.onThread(id, () =>
+        storage.threads.patch(id, { metadata: req.body.metadata ?? {}, ttl_minutes: ttlMinutes(req.body.ttl) }),
+      );
+    });
+
+    app.delete('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req, reply) => {
+      const id = req.params.thread_id;
+      await service.onThread(id, () => storage.threads.delete(id));
+      return reply.code(204).send();
+    });
+
+    app.post(
+      '/threads/:thread_id/copy',
+      { schema: { params: ThreadParams, body: z.unknown().optional() } },
+      async (req) => {
+        const id = req.params.thread_id;
+        return service.onThread(id, () => storage.threads.copy(id, randomUUID()));
+      },
+    );
+
+    app.get('/threads/:thread_id/state', { schema: { params: ThreadParams, querystring: StateQuery } }, async (req) => {
+      return service.getState(req.params.thread_id, undefined, req.query.subgraphs);
+    });
+
+    app.get(
+      '/threads/:thread_id/state/:checkpoint_id',
+      { schema: { params: CheckpointParams, querystring: StateQuery } },
+      async (req) => service.getState(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs),
+    );
+
+    app.post(
+      '/threads/:thread_id/state/checkpoint',
+      { schema: { params: ThreadParams, body: StateCheckpoint } },
+      async (req) =>
+        service.getState(
+          req.params.thread_id,
+          req.body.checkpoint.checkpoint_id ?? undefined,
+          req.body.subgraphs ?? false,
+        ),
+    );
+
+    app.post('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StateUpdate } }, async (req) => {
+      return service.updateState(req.params.thread_id, req.body);
+    });
+
+    app.get(
+      '/threads/:thread_id/history',
+      { schema: { params: ThreadParams, querystring: HistoryQuery } },
+      async (req) => {
+        return service.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
+      },
+    );
+
+    app.post(
+      '/threads/:thread_id/history',
+      { schema: { params: ThreadParams, body: HistoryBody.optional() } },
+      async (req) => {
+        const b = HistoryBody.parse(req.body ?? {});
+        const before = typeof b.before === 'string' ? b.before : b.before?.checkpoint_id;
+        return service.history(req.params.thread_id, {
+          limit: b.limit,
+          before: before ?? undefined,
+          metadata: b.metadata ?? undefined,
+          checkpoint_id: b.checkpoint?.checkpoint_id ?? undefined,
+        });
+      },
+    );
+  };

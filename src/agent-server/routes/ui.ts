@@ -20,7 +20,10 @@ export function isUiAssetRequest(method: string, path: string): boolean {
 
 /** A JSON string literal safe inside a single-quoted HTML attribute and a <script> context. */
 function jsString(value: string): string {
-  return JSON.stringify(value).replace(/[<>&'\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value).replace(
+    /[<>&'\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 const attr = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
@@ -46,47 +49,60 @@ function publicBase(req: FastifyRequest): string {
   return `${proto}://${host}${proxyPrefix}${mount}`;
 }
 
-export const uiRoutes = (deps: RouteDeps & { ui: UiBundles }): FastifyPluginAsyncZod => async (app) => {
-  const { ui, storage, graphs } = deps;
+export const uiRoutes =
+  (deps: RouteDeps & { ui: UiBundles }): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { ui, storage, graphs } = deps;
 
-  /** The graph whose components an id names: a graph id with a "ui" entry, or an assistant (its graph). */
-  async function graphOf(id: string): Promise<string> {
-    if (ui.bundles.has(id) || ui.failures[id] !== undefined) return id;
-    if (graphs.specs.some((s) => s.graphId === id)) return id;
-    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${id} (assistant not found)`);
-    const assistant = await storage.assistants.get(id);
-    if (!assistant) throw new NotFoundError(`Assistant not found: ${id}`);
-    return assistant.graph_id;
-  }
-
-  app.post('/ui/:assistant_id', {
-    schema: {
-      params: z.object({ assistant_id: z.string().min(1).max(256) }),
-      body: z.object({ name: z.string().min(1).max(256) }),
-    },
-  }, async (req, reply) => {
-    const graphId = await graphOf(req.params.assistant_id);
-    if (ui.failures[graphId] !== undefined) throw new AppError(ui.failures[graphId], 422);
-    const bundle = ui.bundles.get(graphId);
-    if (!bundle) throw new NotFoundError(`UI not found for graph "${graphId}" (langgraph.json has no "ui" entry for it)`);
-    const base = `${publicBase(req)}/ui/${encodeURIComponent(graphId)}`;
-    const parts: string[] = [];
-    for (const css of bundle.assets.filter((a) => a.basename.endsWith('.css'))) {
-      parts.push(`<link rel="stylesheet" href="${attr(`${base}/${encodeURIComponent(css.basename)}`)}" />`);
+    /** The graph whose components an id names: a graph id with a "ui" entry, or an assistant (its graph). */
+    async function graphOf(id: string): Promise<string> {
+      if (ui.bundles.has(id) || ui.failures[id] !== undefined) return id;
+      if (graphs.specs.some((s) => s.graphId === id)) return id;
+      if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${id} (assistant not found)`);
+      const assistant = await storage.assistants.get(id);
+      if (!assistant) throw new NotFoundError(`Assistant not found: ${id}`);
+      return assistant.graph_id;
     }
-    const js = bundle.assets.find((a) => a.basename.endsWith('.js'));
-    if (js) {
-      parts.push(`<script src="${attr(`${base}/${encodeURIComponent(js.basename)}`)}" `
-        + `onload='${bundle.globalName}.render(${jsString(req.body.name)}, "{{shadowRootId}}")'></script>`);
-    }
-    return reply.type('text/html; charset=utf-8').send(parts.join('\n'));
-  });
 
-  app.get('/ui/:graph_id/:file', {
-    schema: { params: z.object({ graph_id: z.string().min(1).max(256), file: z.string().min(1).max(256) }) },
-  }, async (req, reply) => {
-    const asset = ui.bundles.get(req.params.graph_id)?.assets.find((a) => a.basename === req.params.file);
-    if (!asset) throw new NotFoundError(`UI file not found: ${req.params.graph_id}/${req.params.file}`);
-    return reply.type(asset.contentType).header('cache-control', 'no-cache').send(Buffer.from(asset.contents));
-  });
-};
+    app.post(
+      '/ui/:assistant_id',
+      {
+        schema: {
+          params: z.object({ assistant_id: z.string().min(1).max(256) }),
+          body: z.object({ name: z.string().min(1).max(256) }),
+        },
+      },
+      async (req, reply) => {
+        const graphId = await graphOf(req.params.assistant_id);
+        if (ui.failures[graphId] !== undefined) throw new AppError(ui.failures[graphId], 422);
+        const bundle = ui.bundles.get(graphId);
+        if (!bundle)
+          throw new NotFoundError(`UI not found for graph "${graphId}" (langgraph.json has no "ui" entry for it)`);
+        const base = `${publicBase(req)}/ui/${encodeURIComponent(graphId)}`;
+        const parts: string[] = [];
+        for (const css of bundle.assets.filter((a) => a.basename.endsWith('.css'))) {
+          parts.push(`<link rel="stylesheet" href="${attr(`${base}/${encodeURIComponent(css.basename)}`)}" />`);
+        }
+        const js = bundle.assets.find((a) => a.basename.endsWith('.js'));
+        if (js) {
+          parts.push(
+            `<script src="${attr(`${base}/${encodeURIComponent(js.basename)}`)}" ` +
+              `onload='${bundle.globalName}.render(${jsString(req.body.name)}, "{{shadowRootId}}")'></script>`,
+          );
+        }
+        return reply.type('text/html; charset=utf-8').send(parts.join('\n'));
+      },
+    );
+
+    app.get(
+      '/ui/:graph_id/:file',
+      {
+        schema: { params: z.object({ graph_id: z.string().min(1).max(256), file: z.string().min(1).max(256) }) },
+      },
+      async (req, reply) => {
+        const asset = ui.bundles.get(req.params.graph_id)?.assets.find((a) => a.basename === req.params.file);
+        if (!asset) throw new NotFoundError(`UI file not found: ${req.params.graph_id}/${req.params.file}`);
+        return reply.type(asset.contentType).header('cache-control', 'no-cache').send(Buffer.from(asset.contents));
+      },
+    );
+  };

@@ -41,9 +41,23 @@ export class RunCheckpointer {
             const runId = runIdOf(config);
             if (runId && this.discarded.has(runId)) {
               const c = config.configurable ?? {};
-              return Promise.resolve({ configurable: { thread_id: c.thread_id, checkpoint_ns: c.checkpoint_ns ?? '', checkpoint_id: checkpoint.id } });
+              return Promise.resolve({
+                configurable: {
+                  thread_id: c.thread_id,
+                  checkpoint_ns: c.checkpoint_ns ?? '',
+                  checkpoint_id: checkpoint.id,
+                },
+              });
             }
-            return track(runId, target.put(config as never, checkpoint as never, { ...runMetadata(config), ...metadata } as never, versions as never));
+            return track(
+              runId,
+              target.put(
+                config as never,
+                checkpoint as never,
+                { ...runMetadata(config), ...metadata } as never,
+                versions as never,
+              ),
+            );
           };
         }
         if (prop === 'putWrites') {

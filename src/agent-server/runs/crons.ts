@@ -15,7 +15,9 @@ export function checkTimezone(timezone: string): void {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone });
   } catch {
-    throw new ValidationError(`timezone: unknown time zone "${timezone}" (an IANA name such as "Europe/Paris" or "UTC")`);
+    throw new ValidationError(
+      `timezone: unknown time zone "${timezone}" (an IANA name such as "Europe/Paris" or "UTC")`,
+    );
   }
 }
 
@@ -33,7 +35,9 @@ export function nextTick(schedule: string, timezone: string | null, after: Date,
   }
   const fields = schedule.trim().split(/\s+/).length;
   if (!schedule.trim().startsWith('@') && (fields < 5 || fields > 6)) {
-    throw new ValidationError(`schedule: "${schedule}" is not a valid cron schedule: expected 5 fields (or 6 with seconds)`);
+    throw new ValidationError(
+      `schedule: "${schedule}" is not a valid cron schedule: expected 5 fields (or 6 with seconds)`,
+    );
   }
   let next: Date | null;
   try {
@@ -93,7 +97,8 @@ export class CronScheduler {
       for (const cron of due) {
         if (this.stopped) return;
         await this.fireOne(cron).catch((err) =>
-          this.deps.logger.warn({ err, cron_id: cron.cron_id }, 'firing a cron tick failed; retrying on the next poll'));
+          this.deps.logger.warn({ err, cron_id: cron.cron_id }, 'firing a cron tick failed; retrying on the next poll'),
+        );
       }
       if (due.length < 50 || this.stopped) return;
     }
@@ -130,8 +135,10 @@ export class CronScheduler {
       reason,
     });
     if (result.kind === 'fired') {
-      log.info({ run_id: result.run.run_id, thread_id: result.run.thread_id, next_run_date: next?.toISOString() ?? null },
-        'cron fired');
+      log.info(
+        { run_id: result.run.run_id, thread_id: result.run.thread_id, next_run_date: next?.toISOString() ?? null },
+        'cron fired',
+      );
       this.deps.afterCreate(result.run);
     } else if (result.kind === 'skipped') {
       log.warn({ reason: result.reason }, 'cron tick skipped: its run could not be created');

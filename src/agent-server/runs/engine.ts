@@ -109,9 +109,9 @@ export class RunEngine {
     if (left.length) {
       this.opts.logger.warn({ runs: left }, 'shutdown grace period over: returning runs to the queue');
       for (const a of this.active.values()) a.controller.abort(new CancelledError('server shutting down'));
-      await this.opts.storage.runs.release(this.workerId, left).catch((err) =>
-        this.opts.logger.error({ err }, 'could not release runs; the sweeper will requeue them'),
-      );
+      await this.opts.storage.runs
+        .release(this.workerId, left)
+        .catch((err) => this.opts.logger.error({ err }, 'could not release runs; the sweeper will requeue them'));
       this.active.clear();
     }
     this.unsubscribe?.();
@@ -130,7 +130,12 @@ export class RunEngine {
    * Resolves when the run is terminal (or gone); never hangs on a finished run. `known` is a record of the run
    * the caller read just before (it saves one read); a finish in between is caught through recentlyDone.
    */
-  async waitForRun(threadId: string, runId: string, signal?: AbortSignal, known?: RunRecord): Promise<RunRecord | null> {
+  async waitForRun(
+    threadId: string,
+    runId: string,
+    signal?: AbortSignal,
+    known?: RunRecord,
+  ): Promise<RunRecord | null> {
     this.listen();
     let first = known;
     for (;;) {
@@ -171,8 +176,7 @@ export class RunEngine {
       this.runDone(e.run_id);
       // A finished run may unblock the next one queued on its thread.
       this.pump();
-    }
-    else if (e.type === 'cancel') this.cancelLocal(e.run_id, e.action);
+    } else if (e.type === 'cancel') this.cancelLocal(e.run_id, e.action);
   }
 
   private cancelLocal(runId: string, action: CancelAction): void {
@@ -267,7 +271,11 @@ export class RunEngine {
       const values = result.values;
       if (entry.cancel) outcome = { status: 'interrupted', values };
       else if (entry.timedOut) {
-        outcome = { status: 'timeout', values, error: { error: 'TimeoutError', message: 'Run exceeded BG_JOB_TIMEOUT_SECS' } };
+        outcome = {
+          status: 'timeout',
+          values,
+          error: { error: 'TimeoutError', message: 'Run exceeded BG_JOB_TIMEOUT_SECS' },
+        };
       } else {
         const err = Object.assign(new Error(result.error.message), result.error);
         log.warn({ err }, 'run failed');
@@ -276,7 +284,9 @@ export class RunEngine {
     }
     if (outcome.error) publish('error', stringify(outcome.error));
     // Readers end a stream once the run is terminal: its events must be readable before that.
-    await streams.flush().catch((err: unknown) => log.warn({ err }, 'some stream events of the run could not be stored'));
+    await streams
+      .flush()
+      .catch((err: unknown) => log.warn({ err }, 'some stream events of the run could not be stored'));
     const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
     if (ok) {
       log.info({ status: outcome.status }, 'run finished');
@@ -286,8 +296,7 @@ export class RunEngine {
       } catch (err) {
         log.warn({ err }, 'run-finished hook failed');
       }
-    }
-    else log.warn('run lost its lease before finishing; another worker owns it now');
+    } else log.warn('run lost its lease before finishing; another worker owns it now');
   }
 
   private async heartbeat(): Promise<void> {

@@ -13,14 +13,16 @@ const port = parentPort!;
 const init = workerData as WorkerInit;
 const send = (m: FromWorker) => port.postMessage(m);
 
-
-
 try {
   // Graph load messages (and failures) were logged by the engine's thread already.
-  const logger = createLogger({ level: init.platform ? 'fatal' : 'warn', name: 'agent-server' }).child({ executor_thread: init.index });
+  const logger = createLogger({ level: init.platform ? 'fatal' : 'warn', name: 'agent-server' }).child({
+    executor_thread: init.index,
+  });
   // Before any graph module is imported: top-level getLogger() and new Client() must find the platform.
   if (init.platform) {
-    const graphLogger = createLogger({ level: init.platform.logLevel, name: 'agent-server' }).child({ executor_thread: init.index });
+    const graphLogger = createLogger({ level: init.platform.logLevel, name: 'agent-server' }).child({
+      executor_thread: init.index,
+    });
     installWorkerPlatform(init.platform, graphLogger);
   }
   // The thread's env is a copy of the process's, which already holds langgraph.json's env (applying it again only
@@ -49,8 +51,9 @@ try {
         // A checkpointer that cannot be opened fails this run, not the thread.
         void Promise.resolve()
           .then(() => open())
-          .then((ex) => ex.execute(m.req, (event, json) => send({ type: 'event', runId, event, json }),
-            controller.signal))
+          .then((ex) =>
+            ex.execute(m.req, (event, json) => send({ type: 'event', runId, event, json }), controller.signal),
+          )
           .catch((err: unknown): ExecResult => ({
             ok: false,
             error: { name: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err) },
@@ -75,10 +78,12 @@ try {
         break;
       case 'close':
         for (const c of running.values()) c.abort(new Error('executor closing'));
-        void Promise.resolve(opened?.then((o) => o.connections.close())).catch(() => undefined).finally(() => {
-          send({ type: 'closed' });
-          port.close();
-        });
+        void Promise.resolve(opened?.then((o) => o.connections.close()))
+          .catch(() => undefined)
+          .finally(() => {
+            send({ type: 'closed' });
+            port.close();
+          });
         break;
     }
   });

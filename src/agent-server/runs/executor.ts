@@ -66,7 +66,11 @@ export class InlineExecutor implements RunExecutor {
     return { checkpointer: this.checkpoints.saver, ...(this.store !== undefined ? { store: this.store } : {}) };
   }
 
-  private async executeGraph(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
+  private async executeGraph(
+    req: ExecRequest,
+    onEvent: (event: string, json: string) => void,
+    signal: AbortSignal,
+  ): Promise<ExecResult> {
     const { run, graphId, config } = req;
     const kw = run.kwargs as RunKwargs;
     try {
@@ -91,12 +95,16 @@ export class InlineExecutor implements RunExecutor {
         else last = data;
       });
       if (plan.useEvents && graph.streamEvents) {
-        for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never)) translate.event(e as never);
+        for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never))
+          translate.event(e as never);
       } else {
         for await (const chunk of await graph.stream(input, options as never)) translate.chunk(chunk as unknown[]);
       }
       if (!paused && last !== undefined) {
-        return { ok: true, outcome: { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} } };
+        return {
+          ok: true,
+          outcome: { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} },
+        };
       }
       // Paused (or nothing streamed): the checkpoint tells what waits and why.
       const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
@@ -140,11 +148,14 @@ export class InlineExecutor implements RunExecutor {
 }
 
 function toCommand(c: NonNullable<RunKwargs['command']>): Command {
-  const goto = c.goto === undefined || c.goto === null
-    ? undefined
-    : (Array.isArray(c.goto) ? c.goto : [c.goto]).map((g) =>
-        typeof g === 'object' && g !== null && 'node' in g ? new Send(String((g as Json).node), (g as Json).input) : String(g),
-      );
+  const goto =
+    c.goto === undefined || c.goto === null
+      ? undefined
+      : (Array.isArray(c.goto) ? c.goto : [c.goto]).map((g) =>
+          typeof g === 'object' && g !== null && 'node' in g
+            ? new Send(String((g as Json).node), (g as Json).input)
+            : String(g),
+        );
   return new Command({
     ...(c.resume !== undefined ? { resume: c.resume } : {}),
     ...(c.update !== undefined && c.update !== null ? { update: c.update as Json } : {}),

@@ -9,10 +9,18 @@
 import { stringify } from '../serde.ts';
 
 export type ApiStreamMode =
-  | 'values' | 'messages' | 'messages-tuple' | 'updates' | 'events' | 'tasks' | 'checkpoints' | 'debug' | 'custom';
+  'values' | 'messages' | 'messages-tuple' | 'updates' | 'events' | 'tasks' | 'checkpoints' | 'debug' | 'custom';
 
 export const API_STREAM_MODES: readonly ApiStreamMode[] = [
-  'values', 'messages', 'messages-tuple', 'updates', 'events', 'tasks', 'checkpoints', 'debug', 'custom',
+  'values',
+  'messages',
+  'messages-tuple',
+  'updates',
+  'events',
+  'tasks',
+  'checkpoints',
+  'debug',
+  'custom',
 ];
 
 type Emit = (event: string, json: string) => void;
@@ -34,7 +42,12 @@ export function planStream(streamMode: string[] | undefined, subgraphs: boolean 
     if (m === 'messages-tuple') graph.add('messages');
     else if (m !== 'events' && m !== 'messages') graph.add(m);
   }
-  return { graphModes: [...graph], subgraphs: !!subgraphs, useEvents: wanted.has('events') || wanted.has('messages'), wanted };
+  return {
+    graphModes: [...graph],
+    subgraphs: !!subgraphs,
+    useEvents: wanted.has('events') || wanted.has('messages'),
+    wanted,
+  };
 }
 
 const name = (mode: string, ns: string[]) => (ns.length ? `${mode}|${ns.join('|')}` : mode);
@@ -45,7 +58,11 @@ export class StreamTranslator {
   private readonly partial = new Map<string, { concat(o: unknown): unknown }>();
   private readonly completed = new Set<string>();
 
-  constructor(private readonly plan: StreamPlan, private readonly emit: Emit, private readonly onRootValues: (v: unknown) => void) {}
+  constructor(
+    private readonly plan: StreamPlan,
+    private readonly emit: Emit,
+    private readonly onRootValues: (v: unknown) => void,
+  ) {}
 
   /** A chunk of graph.stream: [mode, data] or, with subgraphs, [ns, mode, data]. */
   chunk(parts: unknown[]): void {
@@ -122,7 +139,10 @@ function publicConfig(config: unknown): unknown {
   if (!config || typeof config !== 'object') return config ?? null;
   const { callbacks: _c, configurable, ...rest } = config as Json;
   if (!configurable || typeof configurable !== 'object') return rest;
-  return { ...rest, configurable: Object.fromEntries(Object.entries(configurable).filter(([k]) => !k.startsWith('__'))) };
+  return {
+    ...rest,
+    configurable: Object.fromEntries(Object.entries(configurable).filter(([k]) => !k.startsWith('__'))),
+  };
 }
 
 /** {thread_id, checkpoint_ns, checkpoint_id, checkpoint_map} of a checkpoint's config, or null. */
@@ -165,6 +185,7 @@ function checkpointPayload(p: Json): Json {
 function debugPayload(chunk: Json): Json {
   if (!chunk || typeof chunk !== 'object') return chunk;
   if (chunk.type === 'checkpoint') return { ...chunk, payload: checkpointPayload(chunk.payload as Json) };
-  if (chunk.type === 'task_result' || chunk.type === 'task') return { ...chunk, payload: taskPayload(chunk.payload as Json) };
+  if (chunk.type === 'task_result' || chunk.type === 'task')
+    return { ...chunk, payload: taskPayload(chunk.payload as Json) };
   return chunk;
 }

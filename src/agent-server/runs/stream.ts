@@ -37,9 +37,10 @@ export async function* followStream(o: FollowOptions): AsyncGenerator<StoredStre
       // Ended before this read began: the read sees every event (the engine stores them before finishing).
       const final = ended;
       dirty = false;
-      const events = 'run_id' in o.key
-        ? await o.streams.read(o.key.run_id, cursor, page, final)
-        : await o.streams.readThread(o.key.thread_id, cursor, page);
+      const events =
+        'run_id' in o.key
+          ? await o.streams.read(o.key.run_id, cursor, page, final)
+          : await o.streams.readThread(o.key.thread_id, cursor, page);
       if (events.length) {
         cursor = events[events.length - 1]!.id;
         yield events;

@@ -106,7 +106,12 @@ export class ThreadExecutor implements RunExecutor {
     const worker = new Worker(ENTRY, { workerData, execArgv: [] });
     let started!: () => void;
     const slot: Slot = {
-      index, worker, running: 0, ready: false, exited: false, started: new Promise<void>((r) => (started = r)),
+      index,
+      worker,
+      running: 0,
+      ready: false,
+      exited: false,
+      started: new Promise<void>((r) => (started = r)),
     };
     this.slots[index] = slot;
     worker.on('message', (m: FromWorker) => {
@@ -153,7 +158,10 @@ export class ThreadExecutor implements RunExecutor {
       if (p.slot !== slot) continue;
       if (!p.done) {
         p.done = true;
-        p.resolve({ ok: false, error: { name: 'ExecutorThreadExited', message: `executor thread exited (code ${code})` } });
+        p.resolve({
+          ok: false,
+          error: { name: 'ExecutorThreadExited', message: `executor thread exited (code ${code})` },
+        });
       }
       this.runs.delete(runId);
     }
@@ -179,7 +187,8 @@ export class ThreadExecutor implements RunExecutor {
       const pending: Pending = { slot, onEvent, resolve, done: false };
       this.runs.set(runId, pending);
       slot.running++;
-      const abort = () => this.post(slot, { type: 'abort', runId, reason: String((signal.reason as Error)?.message ?? 'aborted') });
+      const abort = () =>
+        this.post(slot, { type: 'abort', runId, reason: String((signal.reason as Error)?.message ?? 'aborted') });
       if (signal.aborted) abort();
       else signal.addEventListener('abort', abort, { once: true });
       this.post(slot, { type: 'execute', req });
@@ -223,7 +232,9 @@ export class ThreadExecutor implements RunExecutor {
           return;
         }
         const exited = new Promise<void>((r) => slot.worker.once('exit', () => r()));
-        const closed = new Promise<void>((r) => slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && r()));
+        const closed = new Promise<void>((r) =>
+          slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && r()),
+        );
         this.post(slot, { type: 'close' });
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([closed, exited, new Promise((r) => (timer = setTimeout(r, 5_000)))]);

@@ -20,18 +20,23 @@ import { readLanggraphJson } from '../graphs/config.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
 
 /** langgraph.json `webhooks`, as the platform reads it: a URL policy and headers sent with every delivery. */
-const WebhooksJson = z.object({
-  env_prefix: z.string().min(1).default('LG_WEBHOOK_'),
-  url: z.object({
-    require_https: z.boolean().optional(),
-    allowed_domains: z.array(z.string().min(1)).optional(),
-    allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
-    max_url_length: z.number().int().positive().optional(),
-    // Relative (loopback) webhook URLs are never accepted here, so this switch changes nothing.
-    disable_loopback: z.boolean().optional(),
-  }).strict().default({}),
-  headers: z.record(z.string(), z.string()).default({}),
-}).strict();
+const WebhooksJson = z
+  .object({
+    env_prefix: z.string().min(1).default('LG_WEBHOOK_'),
+    url: z
+      .object({
+        require_https: z.boolean().optional(),
+        allowed_domains: z.array(z.string().min(1)).optional(),
+        allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
+        max_url_length: z.number().int().positive().optional(),
+        // Relative (loopback) webhook URLs are never accepted here, so this switch changes nothing.
+        disable_loopback: z.boolean().optional(),
+      })
+      .strict()
+      .default({}),
+    headers: z.record(z.string(), z.string()).default({}),
+  })
+  .strict();
 
 export interface WebhookPolicy {
   /** --webhook-allow: hosts reached whatever they resolve to; `*`: everything. */
@@ -52,11 +57,16 @@ export interface WebhooksConfig {
  * Header values may hold `${{ env.NAME }}` templates, resolved once at start from the environment; NAME must start
  * with env_prefix, so a langgraph.json cannot send arbitrary secrets of the server's environment.
  */
-export function resolveHeaders(headers: Record<string, string>, prefix: string, env: NodeJS.ProcessEnv): Record<string, string> {
+export function resolveHeaders(
+  headers: Record<string, string>,
+  prefix: string,
+  env: NodeJS.ProcessEnv,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, template] of Object.entries(headers)) {
     out[name] = template.replace(/\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_m, v: string) => {
-      if (!v.startsWith(prefix)) throw new Error(`webhooks.headers.${name}: env.${v} does not start with env_prefix "${prefix}"`);
+      if (!v.startsWith(prefix))
+        throw new Error(`webhooks.headers.${name}: env.${v} does not start with env_prefix "${prefix}"`);
       const value = env[v];
       if (value === undefined) throw new Error(`webhooks.headers.${name}: environment variable ${v} is not set`);
       return value;
@@ -66,7 +76,11 @@ export function resolveHeaders(headers: Record<string, string>, prefix: string, 
 }
 
 /** Reads langgraph.json `webhooks` next to the graphs (absent: no policy beyond --webhook-allow, no headers). */
-export async function readWebhooksConfig(configPath: string, allow: string[], env: NodeJS.ProcessEnv): Promise<WebhooksConfig> {
+export async function readWebhooksConfig(
+  configPath: string,
+  allow: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<WebhooksConfig> {
   const json = (await readLanggraphJson(configPath)) as { webhooks?: unknown };
   const parsed = WebhooksJson.safeParse(json.webhooks ?? {});
   if (!parsed.success) {
@@ -91,7 +105,8 @@ export async function readWebhooksConfig(configPath: string, allow: string[], en
  * when the delivery connects). Run and cron create answer 422 with it.
  */
 export function webhookUrlProblem(target: string, policy: WebhookPolicy): string | null {
-  if (policy.maxUrlLength && target.length > policy.maxUrlLength) return `longer than ${policy.maxUrlLength} characters`;
+  if (policy.maxUrlLength && target.length > policy.maxUrlLength)
+    return `longer than ${policy.maxUrlLength} characters`;
   let url: URL;
   try {
     url = new URL(target);
@@ -113,7 +128,8 @@ export function webhookUrlProblem(target: string, policy: WebhookPolicy): string
     }
     // Literal addresses skip DNS: judge them now. The URL parser already turned decimal, octal and hex IPv4 forms
     // into dotted quads.
-    if (isIP(host) && !isPublicAddress(host)) return `address ${host} is not public (allow the host with --webhook-allow)`;
+    if (isIP(host) && !isPublicAddress(host))
+      return `address ${host} is not public (allow the host with --webhook-allow)`;
   }
   return null;
 }
@@ -144,7 +160,10 @@ type HostRule = 'any' | 'listed' | 'public';
 
 /** What the allow-list says about a host: any address, listed (any address), or public addresses only / refused. */
 export function hostRule(host: string, allow: readonly string[]): HostRule | 'refused' {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  const h = host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
   if (allow.includes('*')) return 'any';
   if (!allow.length) return 'public';
   for (const entry of allow) {
@@ -162,9 +181,14 @@ const publicLookup: LookupFunction = (hostname, options, callback) => {
     const list = (addresses as LookupAddress[]).filter((a) => isPublicAddress(a.address));
     if (!list.length) {
       const seen = (addresses as LookupAddress[]).map((a) => a.address).join(', ');
-      return callback(new WebhookRefused(`webhook host ${hostname} resolves only to non-public addresses (${seen})`), '', 0);
+      return callback(
+        new WebhookRefused(`webhook host ${hostname} resolves only to non-public addresses (${seen})`),
+        '',
+        0,
+      );
     }
-    if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+    if ((options as { all?: boolean }).all)
+      return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
     callback(null, list[0]!.address, list[0]!.family);
   });
 };
@@ -213,7 +237,10 @@ export class WebhookNotifier {
     if (typeof url !== 'string' || !url) return;
     // Slow receivers hold deliveries (and their bodies) for up to a minute each: past this many, new ones are dropped.
     if (this.inflight.size >= MAX_IN_FLIGHT) {
-      this.opts.logger.warn({ run_id: run.run_id, in_flight: this.inflight.size }, 'webhook dropped: too many deliveries under way');
+      this.opts.logger.warn(
+        { run_id: run.run_id, in_flight: this.inflight.size },
+        'webhook dropped: too many deliveries under way',
+      );
       return;
     }
     const task = (async () => {
@@ -262,22 +289,26 @@ export class WebhookNotifier {
     const rule = hostRule(url.hostname, this.opts.policy.allow);
     const mod = url.protocol === 'https:' ? https : http;
     return new Promise<Attempt>((resolve) => {
-      const req = mod.request(url, {
-        method: 'POST',
-        headers: {
-          ...this.opts.headers,
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-          'user-agent': 'agentplane-webhook',
+      const req = mod.request(
+        url,
+        {
+          method: 'POST',
+          headers: {
+            ...this.opts.headers,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            'user-agent': 'agentplane-webhook',
+          },
+          timeout: this.timeoutMs,
+          signal: this.controller.signal,
+          ...(rule === 'public' ? { lookup: publicLookup } : {}),
         },
-        timeout: this.timeoutMs,
-        signal: this.controller.signal,
-        ...(rule === 'public' ? { lookup: publicLookup } : {}),
-      }, (res) => {
-        res.resume();
-        const status = res.statusCode ?? 0;
-        resolve({ done: !(status === 408 || status === 429 || status >= 500), status });
-      });
+        (res) => {
+          res.resume();
+          const status = res.statusCode ?? 0;
+          resolve({ done: !(status === 408 || status === 429 || status >= 500), status });
+        },
+      );
       req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       req.on('error', (err) => resolve({ done: err instanceof WebhookRefused, error: err.message }));
       req.end(body);
@@ -298,9 +329,13 @@ function redact(url: string): string {
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }

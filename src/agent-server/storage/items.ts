@@ -4,7 +4,13 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { BaseStore, validateNamespace, type Item, type Operation, type OperationResults } from '@langchain/langgraph-checkpoint';
+import {
+  BaseStore,
+  validateNamespace,
+  type Item,
+  type Operation,
+  type OperationResults,
+} from '@langchain/langgraph-checkpoint';
 import { z } from 'zod';
 import type { ItemsConfig, ItemStore, StoreItem } from './types.ts';
 
@@ -13,20 +19,26 @@ export type { ItemsConfig } from './types.ts';
 /** langgraph.json "store": semantic index and item TTL, as on the platform (TTL values in minutes). */
 export const storeSectionSchema = z.looseObject({
   // Without "embed" there is nothing to index with: the section is then ignored (as the reference server does).
-  index: z.looseObject({
-    embed: z.string().min(1).optional(),
-    dims: z.number().int().positive(),
-    fields: z.array(z.string().min(1)).optional(),
-  }).optional(),
-  ttl: z.looseObject({
-    default_ttl: z.number().positive().nullable().optional(),
-    refresh_on_read: z.boolean().optional(),
-    sweep_interval_minutes: z.number().positive().nullable().optional(),
-  }).optional(),
+  index: z
+    .looseObject({
+      embed: z.string().min(1).optional(),
+      dims: z.number().int().positive(),
+      fields: z.array(z.string().min(1)).optional(),
+    })
+    .optional(),
+  ttl: z
+    .looseObject({
+      default_ttl: z.number().positive().nullable().optional(),
+      refresh_on_read: z.boolean().optional(),
+      sweep_interval_minutes: z.number().positive().nullable().optional(),
+    })
+    .optional(),
 });
 export type StoreSection = z.infer<typeof storeSectionSchema>;
 
-export const DEFAULT_ITEMS_CONFIG: ItemsConfig = { ttl: { defaultMinutes: null, refreshOnRead: true, sweepMinutes: null } };
+export const DEFAULT_ITEMS_CONFIG: ItemsConfig = {
+  ttl: { defaultMinutes: null, refreshOnRead: true, sweepMinutes: null },
+};
 
 export function itemsConfig(section: StoreSection | undefined, projectDir?: string): ItemsConfig {
   const ttl = section?.ttl;
@@ -63,7 +75,9 @@ export async function loadEmbedder(config: ItemsConfig): Promise<Embedder | unde
   const check = (vectors: number[][]): number[][] => {
     for (const v of vectors) {
       if (!Array.isArray(v) || v.length !== dims) {
-        throw new Error(`store.index.embed returned a vector of ${Array.isArray(v) ? v.length : typeof v} dimensions; store.index.dims is ${dims}`);
+        throw new Error(
+          `store.index.embed returned a vector of ${Array.isArray(v) ? v.length : typeof v} dimensions; store.index.dims is ${dims}`,
+        );
       }
     }
     return vectors;
@@ -95,14 +109,17 @@ export function namespaceMatches(ns: string[], cond: { matchType: 'prefix' | 'su
 /** ListNamespaces over the distinct namespaces: match, cut to maxDepth, dedupe, sort, page. */
 export function listNamespaces(
   all: string[][],
-  q: { matchConditions?: Array<{ matchType: 'prefix' | 'suffix'; path: string[] }>; maxDepth?: number; limit: number; offset: number },
+  q: {
+    matchConditions?: Array<{ matchType: 'prefix' | 'suffix'; path: string[] }>;
+    maxDepth?: number;
+    limit: number;
+    offset: number;
+  },
 ): string[][] {
   let out = all.filter((ns) => (q.matchConditions ?? []).every((c) => namespaceMatches(ns, c)));
   if (q.maxDepth !== undefined) out = out.map((ns) => ns.slice(0, q.maxDepth));
   const unique = new Map(out.map((ns) => [JSON.stringify(ns), ns]));
-  return [...unique.values()]
-    .sort((a, b) => compareNamespaces(a, b))
-    .slice(q.offset, q.offset + q.limit);
+  return [...unique.values()].sort((a, b) => compareNamespaces(a, b)).slice(q.offset, q.offset + q.limit);
 }
 
 function compareNamespaces(a: string[], b: string[]): number {
@@ -116,8 +133,13 @@ const OPERATORS = new Set(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$
 
 /** A filter value made of operators only ({$gt: 1}); any other object is compared whole. */
 export function isOperators(v: unknown): v is Record<string, unknown> {
-  return !!v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0
-    && Object.keys(v).every((k) => OPERATORS.has(k));
+  return (
+    !!v &&
+    typeof v === 'object' &&
+    !Array.isArray(v) &&
+    Object.keys(v).length > 0 &&
+    Object.keys(v).every((k) => OPERATORS.has(k))
+  );
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
@@ -136,19 +158,30 @@ export function matchesFilter(value: Record<string, unknown>, filter: Record<str
       continue;
     }
     for (const [op, arg] of Object.entries(want)) {
-      const ordered = (typeof have === 'number' && typeof arg === 'number') || (typeof have === 'string' && typeof arg === 'string');
+      const ordered =
+        (typeof have === 'number' && typeof arg === 'number') || (typeof have === 'string' && typeof arg === 'string');
       const ok = (() => {
         switch (op) {
-          case '$eq': return sameJson(have, arg);
-          case '$ne': return !sameJson(have, arg);
-          case '$gt': return ordered && (have as number) > (arg as number);
-          case '$gte': return ordered && (have as number) >= (arg as number);
-          case '$lt': return ordered && (have as number) < (arg as number);
-          case '$lte': return ordered && (have as number) <= (arg as number);
-          case '$in': return Array.isArray(arg) && arg.some((a) => sameJson(have, a));
-          case '$nin': return Array.isArray(arg) && !arg.some((a) => sameJson(have, a));
-          case '$exists': return (have !== undefined) === !!arg;
-          default: return false;
+          case '$eq':
+            return sameJson(have, arg);
+          case '$ne':
+            return !sameJson(have, arg);
+          case '$gt':
+            return ordered && (have as number) > (arg as number);
+          case '$gte':
+            return ordered && (have as number) >= (arg as number);
+          case '$lt':
+            return ordered && (have as number) < (arg as number);
+          case '$lte':
+            return ordered && (have as number) <= (arg as number);
+          case '$in':
+            return Array.isArray(arg) && arg.some((a) => sameJson(have, a));
+          case '$nin':
+            return Array.isArray(arg) && !arg.some((a) => sameJson(have, a));
+          case '$exists':
+            return (have !== undefined) === !!arg;
+          default:
+            return false;
         }
       })();
       if (!ok) return false;
@@ -178,7 +211,8 @@ export function textsToEmbed(value: Record<string, unknown>, fields: string[]): 
       continue;
     }
     let cur: unknown = value;
-    for (const part of field.split('.')) cur = cur && typeof cur === 'object' ? (cur as Record<string, unknown>)[part] : undefined;
+    for (const part of field.split('.'))
+      cur = cur && typeof cur === 'object' ? (cur as Record<string, unknown>)[part] : undefined;
     if (cur === undefined || cur === null) continue;
     out.push({ field, text: typeof cur === 'string' ? cur : JSON.stringify(cur) });
   }
@@ -225,13 +259,15 @@ export class ItemsBaseStore extends BaseStore {
       } else {
         const prefix = op.matchConditions?.find((c) => c.matchType === 'prefix')?.path;
         const suffix = op.matchConditions?.find((c) => c.matchType === 'suffix')?.path;
-        results.push(await this.items.listNamespaces({
-          prefix: prefix as string[] | undefined,
-          suffix: suffix as string[] | undefined,
-          max_depth: op.maxDepth,
-          limit: op.limit,
-          offset: op.offset,
-        }));
+        results.push(
+          await this.items.listNamespaces({
+            prefix: prefix as string[] | undefined,
+            suffix: suffix as string[] | undefined,
+            max_depth: op.maxDepth,
+            limit: op.limit,
+            offset: op.offset,
+          }),
+        );
       }
     }
     return results as OperationResults<Op>;
@@ -239,7 +275,13 @@ export class ItemsBaseStore extends BaseStore {
 }
 
 function toItem(i: StoreItem): Item {
-  return { namespace: i.namespace, key: i.key, value: i.value, createdAt: new Date(i.created_at), updatedAt: new Date(i.updated_at) };
+  return {
+    namespace: i.namespace,
+    key: i.key,
+    value: i.value,
+    createdAt: new Date(i.created_at),
+    updatedAt: new Date(i.updated_at),
+  };
 }
 
 /** The "store" section of the langgraph.json at `configPath` (an invalid one names the key that is wrong). */

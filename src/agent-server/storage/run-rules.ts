@@ -34,7 +34,10 @@ export type CreateDecision =
   | { kind: 'insert'; cancel: CancelEffect[] };
 
 /** Run create against the thread's in-flight (pending or running) runs, oldest first. */
-export function decideCreate(strategy: MultitaskStrategy, inflight: ReadonlyArray<{ run_id: string; status: RunStatus }>): CreateDecision {
+export function decideCreate(
+  strategy: MultitaskStrategy,
+  inflight: ReadonlyArray<{ run_id: string; status: RunStatus }>,
+): CreateDecision {
   if (!inflight.length || strategy === 'enqueue') return { kind: 'insert', cancel: [] };
   if (strategy === 'reject') return { kind: 'reject', detail: BUSY_THREAD_DETAIL };
   return { kind: 'insert', cancel: inflight.map((r) => cancelEffect(r, strategy)) };
@@ -44,7 +47,10 @@ export function decideCreate(strategy: MultitaskStrategy, inflight: ReadonlyArra
  * Thread status after a run ends: error (failed or timed out) > interrupted (waits on a node) > busy (more runs
  * queued) > idle.
  */
-export function threadStatusAfter(outcome: Pick<RunOutcome, 'status' | 'interrupted'>, morePending: boolean): ThreadStatus {
+export function threadStatusAfter(
+  outcome: Pick<RunOutcome, 'status' | 'interrupted'>,
+  morePending: boolean,
+): ThreadStatus {
   if (outcome.status === 'error' || outcome.status === 'timeout') return 'error';
   if (outcome.interrupted) return 'interrupted';
   return morePending ? 'busy' : 'idle';
@@ -106,7 +112,10 @@ export function decideSweep(run: Pick<RunRecord, 'attempt' | 'cancel_action'>, m
       kind: 'end',
       outcome: {
         status: 'error',
-        error: { error: 'WorkerLost', message: `Run abandoned after ${run.attempt} attempts: its worker stopped responding` },
+        error: {
+          error: 'WorkerLost',
+          message: `Run abandoned after ${run.attempt} attempts: its worker stopped responding`,
+        },
       },
     };
   }

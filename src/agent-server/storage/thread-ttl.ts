@@ -14,12 +14,14 @@ import type { ThreadStore } from './types.ts';
 export const MAX_THREAD_TTL_MINUTES = 5_256_000;
 
 export const checkpointerSectionSchema = z.looseObject({
-  ttl: z.looseObject({
-    strategy: z.enum(['delete', 'keep_latest']).default('delete'),
-    default_ttl: z.number().positive().max(MAX_THREAD_TTL_MINUTES).nullable().optional(),
-    sweep_interval_minutes: z.number().positive().max(MAX_THREAD_TTL_MINUTES).nullable().optional(),
-    sweep_limit: z.number().int().positive().max(100_000).nullable().optional(),
-  }).optional(),
+  ttl: z
+    .looseObject({
+      strategy: z.enum(['delete', 'keep_latest']).default('delete'),
+      default_ttl: z.number().positive().max(MAX_THREAD_TTL_MINUTES).nullable().optional(),
+      sweep_interval_minutes: z.number().positive().max(MAX_THREAD_TTL_MINUTES).nullable().optional(),
+      sweep_limit: z.number().int().positive().max(100_000).nullable().optional(),
+    })
+    .optional(),
 });
 
 export interface ThreadTtlConfig {
@@ -51,8 +53,13 @@ export async function readThreadTtlConfig(configPath: string): Promise<ThreadTtl
   };
   if (ttl.strategy === 'keep_latest') {
     // Pruning old checkpoints is not done; deleting whole threads instead would lose data the user keeps.
-    return { defaultMinutes: null, ...sweep, unsupported: 'checkpointer.ttl.strategy "keep_latest" is not supported: '
-      + 'threads are kept whole (per-thread ttl with strategy "delete" still applies)' };
+    return {
+      defaultMinutes: null,
+      ...sweep,
+      unsupported:
+        'checkpointer.ttl.strategy "keep_latest" is not supported: ' +
+        'threads are kept whole (per-thread ttl with strategy "delete" still applies)',
+    };
   }
   return { defaultMinutes: ttl.default_ttl ?? null, ...sweep };
 }
@@ -63,9 +70,11 @@ export function startThreadSweeper(threads: ThreadStore, config: ThreadTtlConfig
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    threads.sweepExpired(config.sweepLimit)
+    threads
+      .sweepExpired(config.sweepLimit)
       .then((ids) => {
-        if (ids.length) logger?.info({ threads: ids.length, thread_ids: ids.slice(0, 20) }, 'deleted threads past their ttl');
+        if (ids.length)
+          logger?.info({ threads: ids.length, thread_ids: ids.slice(0, 20) }, 'deleted threads past their ttl');
       })
       .catch((err: unknown) => logger?.warn({ err }, 'sweeping expired threads failed'))
       .finally(() => (running = false));

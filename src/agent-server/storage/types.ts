@@ -168,7 +168,7 @@ export interface AssistantStore {
   listVersions(id: string, q: { metadata?: Json; limit: number; offset: number }): Promise<AssistantVersion[]>;
   /** Makes an earlier (or later) version the assistant's current one; NotFoundError for an unknown version. */
   setLatest(id: string, version: number): Promise<Assistant>;
-  }
+}
 
 /** One version of an assistant: its fields as they were when the version was made (`created_at`: when that was). */
 export type AssistantVersion = Omit<Assistant, 'updated_at'>;
@@ -253,7 +253,12 @@ export interface NamespaceQuery {
  */
 export interface ItemStore {
   /** Inserts or replaces; ttl null or undefined: the configured default TTL (none without one). */
-  put(namespace: string[], key: string, value: Json, opts?: { index?: false | string[]; ttl?: number | null }): Promise<void>;
+  put(
+    namespace: string[],
+    key: string,
+    value: Json,
+    opts?: { index?: false | string[]; ttl?: number | null },
+  ): Promise<void>;
   /** refresh_ttl (default: the configured refresh_on_read) restarts the item's TTL. */
   get(namespace: string[], key: string, opts?: { refresh_ttl?: boolean }): Promise<StoreItem | null>;
   delete(namespace: string[], key: string): Promise<void>;
@@ -301,8 +306,12 @@ export interface CronRecord extends Cron {
 
 export type NewCron = Omit<CronRecord, 'created_at' | 'updated_at'>;
 
-export type CronPatch = Partial<Pick<Cron, 'schedule' | 'timezone' | 'end_time' | 'payload' | 'metadata' | 'enabled'
-  | 'on_run_completed' | 'next_run_date'>>;
+export type CronPatch = Partial<
+  Pick<
+    Cron,
+    'schedule' | 'timezone' | 'end_time' | 'payload' | 'metadata' | 'enabled' | 'on_run_completed' | 'next_run_date'
+  >
+>;
 
 export interface CronQuery {
   assistant_id?: string;
@@ -389,9 +398,7 @@ export interface StreamEventStore {
 }
 
 export type StorageEvent =
-  | { type: 'wake' }
-  | { type: 'run_done'; run_id: string }
-  | { type: 'cancel'; run_id: string; action: CancelAction };
+  { type: 'wake' } | { type: 'run_done'; run_id: string } | { type: 'cancel'; run_id: string; action: CancelAction };
 
 /** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
 export type CheckpointerSource =

@@ -18,7 +18,11 @@ export function generateKey(): string {
 export function assertTenantId(tenant: string): void {
   if (!tenant || !isLabelValue(tenant)) {
     throw new ValidationError(`invalid tenant id "${tenant}"`, [
-      { loc: ['tenant'], msg: 'tenant ids are 1-63 characters: letters, digits, "-", "_", "." (alphanumeric at both ends)', type: 'value_error' },
+      {
+        loc: ['tenant'],
+        msg: 'tenant ids are 1-63 characters: letters, digits, "-", "_", "." (alphanumeric at both ends)',
+        type: 'value_error',
+      },
     ]);
   }
 }

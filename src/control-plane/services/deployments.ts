@@ -72,7 +72,11 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       labelSelector: `${LABEL_TENANT}=${tenant},${LABEL_NAME_HASH}=${nameHash(name)}`,
     });
     // A deployment being deleted no longer holds its name (its claim is stale and gets taken over).
-    if (items.some((d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId && !d.metadata.deletionTimestamp)) {
+    if (
+      items.some(
+        (d) => d.spec.displayName === name && d.spec.deploymentId !== exceptId && !d.metadata.deletionTimestamp,
+      )
+    ) {
       throw nameTaken(name);
     }
   }
@@ -108,7 +112,9 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
   }
 
   async function revisionsOf(dep: AgentDeployment): Promise<AgentRevision[]> {
-    const { items } = await store.list('AgentRevision', ns, { labelSelector: `${LABEL_DEPLOYMENT}=${dep.metadata.name}` });
+    const { items } = await store.list('AgentRevision', ns, {
+      labelSelector: `${LABEL_DEPLOYMENT}=${dep.metadata.name}`,
+    });
     return items.sort((a, b) => b.spec.revisionNumber - a.spec.revisionNumber);
   }
 
@@ -131,7 +137,8 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
   }
 
   async function render(dep: AgentDeployment, revisions?: Map<string, AgentRevision>): Promise<Deployment> {
-    const rev = (name: string | undefined) => (revisions ? Promise.resolve(name ? revisions.get(name) : undefined) : getOptional(name));
+    const rev = (name: string | undefined) =>
+      revisions ? Promise.resolve(name ? revisions.get(name) : undefined) : getOptional(name);
     const [latestRevision, activeRevision, secretNames] = await Promise.all([
       rev(latestRevisionName(dep)),
       rev(dep.status?.activeRevisionName),
@@ -156,7 +163,9 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
    * (the rename itself is done), so it is logged, not answered.
    */
   async function releaseNameQuietly(tenant: string, name: string, owner: { name: string; uid: string }) {
-    await store.releaseName(ns, tenant, name, owner).catch((err: unknown) => logger.warn({ err, deployment: owner.name, name }, 'releasing a name claim failed'));
+    await store
+      .releaseName(ns, tenant, name, owner)
+      .catch((err: unknown) => logger.warn({ err, deployment: owner.name, name }, 'releasing a name claim failed'));
   }
 
   /** Re-reads and re-applies `change` when someone else (the operator) wrote the deployment meanwhile. */
@@ -219,7 +228,10 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
             name,
             namespace: ns,
             labels: { [LABEL_TENANT]: tenant, [LABEL_DEPLOYMENT_ID]: id, [LABEL_NAME_HASH]: nameHash(body.name) },
-            annotations: { [UPDATED_AT_ANNOTATION]: now, [SECRET_NAMES_ANNOTATION]: body.secrets.map((x) => x.name).join(',') },
+            annotations: {
+              [UPDATED_AT_ANNOTATION]: now,
+              [SECRET_NAMES_ANNOTATION]: body.secrets.map((x) => x.name).join(','),
+            },
           },
           spec: {
             deploymentId: id,
@@ -247,9 +259,9 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
           if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
           await ensureRevision(dep);
         } catch (err) {
-          await store.delete('AgentDeployment', ns, name).catch((e: unknown) =>
-            logger.error({ err: e, deployment: name }, 'compensating delete failed'),
-          );
+          await store
+            .delete('AgentDeployment', ns, name)
+            .catch((e: unknown) => logger.error({ err: e, deployment: name }, 'compensating delete failed'));
           throw err;
         }
         logger.info({ deployment_id: id, tenant }, 'deployment created');
@@ -263,11 +275,21 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
 
     async list(
       tenant: string,
-      q: { limit: number; offset: number; name_contains?: string; status?: string[]; deployment_type?: string; deployment_ids?: string[] },
+      q: {
+        limit: number;
+        offset: number;
+        name_contains?: string;
+        status?: string[];
+        deployment_type?: string;
+        deployment_ids?: string[];
+      },
     ): Promise<{ resources: Deployment[]; offset: number }> {
       const selector = { labelSelector: `${LABEL_TENANT}=${tenant}` };
       // Two list calls for the whole page instead of reads per deployment.
-      const [{ items }, { items: revs }] = await Promise.all([store.list('AgentDeployment', ns, selector), store.list('AgentRevision', ns, selector)]);
+      const [{ items }, { items: revs }] = await Promise.all([
+        store.list('AgentDeployment', ns, selector),
+        store.list('AgentRevision', ns, selector),
+      ]);
       const byName = new Map(revs.map((r) => [r.metadata.name, r]));
       const rendered = await Promise.all(items.filter((d) => d.spec.tenantId === tenant).map((d) => render(d, byName)));
       const needle = q.name_contains?.toLowerCase();
@@ -300,7 +322,8 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       const newRevision =
         Object.keys(srcChange).length > 0 ||
         body.source_config?.resource_spec !== undefined ||
-        (body.source_config?.access_mode !== undefined && body.source_config.access_mode !== (current.spec.sourceConfig.accessMode ?? 'api_key')) ||
+        (body.source_config?.access_mode !== undefined &&
+          body.source_config.access_mode !== (current.spec.sourceConfig.accessMode ?? 'api_key')) ||
         secrets !== undefined ||
         body.secret_references !== undefined;
 
@@ -330,7 +353,11 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
               await assertNameFree(tenant, body.name, id);
               // Claim the new name before the deployment carries it; the old claim goes once the rename is written.
               await claimName(tenant, body.name, dep);
-              claimed = { oldName: s.displayName, newName: body.name, owner: { name: dep.metadata.name, uid: dep.metadata.uid! } };
+              claimed = {
+                oldName: s.displayName,
+                newName: body.name,
+                owner: { name: dep.metadata.name, uid: dep.metadata.uid! },
+              };
               s.displayName = body.name;
               dep.metadata.labels = { ...dep.metadata.labels, [LABEL_NAME_HASH]: nameHash(body.name) };
             }
@@ -343,10 +370,15 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
             const ref = s.sourceRevisionConfig.repoRef;
             if (s.sourceConfig.buildOnPush && ref?.startsWith('refs/tags/')) {
               throw new ValidationError('build_on_push must be false when repo_ref is a tag', [
-                { loc: ['body', 'source_config', 'build_on_push'], msg: 'must be false when repo_ref is a tag (refs/tags/...)', type: 'value_error' },
+                {
+                  loc: ['body', 'source_config', 'build_on_push'],
+                  msg: 'must be false when repo_ref is a tag (refs/tags/...)',
+                  type: 'value_error',
+                },
               ]);
             }
-            if (body.secret_references !== undefined) s.secretReferences = secretReferencesFromApi(body.secret_references);
+            if (body.secret_references !== undefined)
+              s.secretReferences = secretReferencesFromApi(body.secret_references);
             if (newRevision) {
               s.revisionCounter += 1;
               s.targetRevisionName = revisionName(dep.metadata.name, s.revisionCounter);
@@ -354,7 +386,10 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
                 if (secretSet) await store.deleteSecrets(ns, secretSet);
                 secretSet = await putSecretSet(dep, s.revisionCounter, secrets);
                 s.secretsName = secretSet;
-                dep.metadata.annotations = { ...dep.metadata.annotations, [SECRET_NAMES_ANNOTATION]: secrets.map((x) => x.name).join(',') };
+                dep.metadata.annotations = {
+                  ...dep.metadata.annotations,
+                  [SECRET_NAMES_ANNOTATION]: secrets.map((x) => x.name).join(','),
+                };
               }
             }
             return dep;
@@ -386,7 +421,10 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
         if (err instanceof NotFoundError) throw notFound(id);
         throw err;
       }
-      logger.info({ deployment_id: id }, dep.metadata.finalizers?.length ? 'deployment marked for deletion' : 'deployment deleted');
+      logger.info(
+        { deployment_id: id },
+        dep.metadata.finalizers?.length ? 'deployment marked for deletion' : 'deployment deleted',
+      );
     },
 
     async listRevisions(
@@ -395,12 +433,18 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       q: { limit: number; offset: number; status?: string[] },
     ): Promise<{ resources: Revision[]; offset: number }> {
       const dep = await requireDeployment(tenant, id);
-      const all = (await revisionsOf(dep)).map(toApiRevision).filter((r) => !q.status?.length || q.status.includes(r.status));
+      const all = (await revisionsOf(dep))
+        .map(toApiRevision)
+        .filter((r) => !q.status?.length || q.status.includes(r.status));
       const page = all.slice(q.offset, q.offset + q.limit);
       return { resources: page, offset: q.offset + page.length };
     },
 
-    async requireRevision(tenant: string, id: string, revisionId: string): Promise<{ dep: AgentDeployment; rev: AgentRevision }> {
+    async requireRevision(
+      tenant: string,
+      id: string,
+      revisionId: string,
+    ): Promise<{ dep: AgentDeployment; rev: AgentRevision }> {
       const dep = await requireDeployment(tenant, id);
       const rev = isUuid(revisionId) ? (await revisionsOf(dep)).find((r) => r.metadata.uid === revisionId) : undefined;
       if (!rev) throw new NotFoundError(`Revision ID ${revisionId} not found.`);
@@ -425,7 +469,9 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
     async redeploy(tenant: string, id: string, revisionId: string): Promise<Deployment> {
       const { rev } = await this.requireRevision(tenant, id, revisionId);
       const dep = await updateDeployment(tenant, id, async (d) =>
-        d.spec.targetRevisionName === rev.metadata.name ? undefined : { ...d, spec: { ...d.spec, targetRevisionName: rev.metadata.name } },
+        d.spec.targetRevisionName === rev.metadata.name
+          ? undefined
+          : { ...d, spec: { ...d.spec, targetRevisionName: rev.metadata.name } },
       );
       return render(dep);
     },

@@ -41,7 +41,8 @@ export function repoUrlProblem(url: string): string | undefined {
     const at = authority.lastIndexOf('@');
     if (at < 0) return undefined;
     const userinfo = authority.slice(0, at);
-    if (protocol === 'http' || protocol === 'https') return `must not carry credentials (user or token before "@"): ${INTEGRATIONS_HINT}`;
+    if (protocol === 'http' || protocol === 'https')
+      return `must not carry credentials (user or token before "@"): ${INTEGRATIONS_HINT}`;
     if (userinfo.includes(':')) return `must not carry a password: ${INTEGRATIONS_HINT}`;
     return undefined;
   }
@@ -49,7 +50,8 @@ export function repoUrlProblem(url: string): string | undefined {
   // scp-like [user@]host:path: a password would be a colon in the user part (before an "@" that precedes any "/").
   const at = url.indexOf('@');
   const slash = url.indexOf('/');
-  if (at > 0 && (slash < 0 || at < slash) && url.slice(0, at).includes(':')) return `must not carry a password: ${INTEGRATIONS_HINT}`;
+  if (at > 0 && (slash < 0 || at < slash) && url.slice(0, at).includes(':'))
+    return `must not carry a password: ${INTEGRATIONS_HINT}`;
   return undefined;
 }
 
@@ -57,10 +59,14 @@ export function repoUrlProblem(url: string): string | undefined {
 export function gitRefProblem(ref: string): string | undefined {
   if (ref.length > 255) return 'must be at most 255 characters';
   if (ref.startsWith('-')) return 'must not start with "-"';
-  if (CONTROL.test(ref) || /[\s~^:?*[\\]/.test(ref)) return 'must not contain spaces, control characters or any of ~ ^ : ? * [ \\';
-  if (ref.includes('..') || ref.includes('@{') || ref.includes('//') || ref === '@') return 'must be a valid git ref (no "..", "@{", "//")';
-  if (ref.startsWith('/') || ref.endsWith('/') || ref.endsWith('.') || ref.endsWith('.lock')) return 'must be a valid git ref';
-  if (ref.split('/').some((part) => part.startsWith('.'))) return 'must be a valid git ref (no component starting with ".")';
+  if (CONTROL.test(ref) || /[\s~^:?*[\\]/.test(ref))
+    return 'must not contain spaces, control characters or any of ~ ^ : ? * [ \\';
+  if (ref.includes('..') || ref.includes('@{') || ref.includes('//') || ref === '@')
+    return 'must be a valid git ref (no "..", "@{", "//")';
+  if (ref.startsWith('/') || ref.endsWith('/') || ref.endsWith('.') || ref.endsWith('.lock'))
+    return 'must be a valid git ref';
+  if (ref.split('/').some((part) => part.startsWith('.')))
+    return 'must be a valid git ref (no component starting with ".")';
   return undefined;
 }
 
@@ -68,7 +74,8 @@ export function gitRefProblem(ref: string): string | undefined {
 export function relativePathProblem(path: string): string | undefined {
   if (path.length > 1024) return 'must be at most 1024 characters';
   if (CONTROL.test(path)) return 'must not contain control characters';
-  if (path.startsWith('/') || path.startsWith('\\') || /^[A-Za-z]:/.test(path)) return 'must be a path relative to the repository root';
+  if (path.startsWith('/') || path.startsWith('\\') || /^[A-Za-z]:/.test(path))
+    return 'must be a path relative to the repository root';
   if (path.split(/[/\\]/).includes('..')) return 'must not contain ".." segments';
   return undefined;
 }
@@ -93,7 +100,8 @@ export function labelKeyProblem(key: string): string | undefined {
   const slash = key.indexOf('/');
   const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
   const name = slash >= 0 ? key.slice(slash + 1) : key;
-  if (prefix !== undefined && !isDnsSubdomain(prefix)) return `"${key}" is not a valid key: its prefix must be a DNS subdomain`;
+  if (prefix !== undefined && !isDnsSubdomain(prefix))
+    return `"${key}" is not a valid key: its prefix must be a DNS subdomain`;
   if (!name || name.length > 63 || !NAME_PART.test(name)) {
     return `"${key}" is not a valid key: the name part must be 1-63 characters of letters, digits, "-", "_", "." (alphanumeric at both ends)`;
   }
@@ -136,7 +144,12 @@ export function customUrlHost(value: string): { host: string } | { problem: stri
 }
 
 export function customHostProblem(host: string, policy: CustomDomainPolicy): string | undefined {
-  const allowed = policy.allowedCustomDomains.map((d) => d.toLowerCase().replace(/^\*?\./, '').replace(/\.$/, ''));
+  const allowed = policy.allowedCustomDomains.map((d) =>
+    d
+      .toLowerCase()
+      .replace(/^\*?\./, '')
+      .replace(/\.$/, ''),
+  );
   if (!allowed.length) return 'custom domains are not enabled on this control plane (--allowed-custom-domains)';
   if (policy.publicHost && host === policy.publicHost.toLowerCase()) return `"${host}" is the control plane's own host`;
   if (allowed.includes('*')) return undefined;
@@ -156,7 +169,12 @@ export type InputPolicy = CustomDomainPolicy & {
   maxMemoryMb: number;
 };
 
-export const DEFAULT_INPUT_POLICY: InputPolicy = { maxScale: 10, maxCpu: 4, maxMemoryMb: 8192, allowedCustomDomains: [] };
+export const DEFAULT_INPUT_POLICY: InputPolicy = {
+  maxScale: 10,
+  maxCpu: 4,
+  maxMemoryMb: 8192,
+  allowedCustomDomains: [],
+};
 
 type ResourceBounds = {
   min_scale?: number;
@@ -180,7 +198,8 @@ export function resourceBoundProblems(spec: ResourceBounds, policy: InputPolicy)
   const out: [keyof ResourceBounds, string][] = [];
   for (const [field, max, unit, flag] of bounds) {
     const v = spec[field];
-    if (typeof v === 'number' && v > max) out.push([field, `${field} must be at most ${max} ${unit} on this control plane (${flag}), got ${v}`]);
+    if (typeof v === 'number' && v > max)
+      out.push([field, `${field} must be at most ${max} ${unit} on this control plane (${flag}), got ${v}`]);
   }
   return out;
 }

@@ -84,7 +84,9 @@ export function sourceRevisionConfigFromApi(c: SourceRevisionConfigIn): Partial<
   });
 }
 
-export function secretReferencesFromApi(list: { name: string; secret_name: string; secret_key: string }[]): SecretReference[] {
+export function secretReferencesFromApi(
+  list: { name: string; secret_name: string; secret_key: string }[],
+): SecretReference[] {
   return list.map((s) => ({ name: s.name, secretName: s.secret_name, secretKey: s.secret_key }));
 }
 
@@ -134,7 +136,10 @@ export function toApiDeployment(
       build_command: c.buildCommand ?? null,
       access_mode: c.accessMode ?? 'api_key',
     },
-    source_revision_config: sourceRevisionConfigToApi(s.sourceRevisionConfig, extra.latestRevision?.status?.repoCommitSha),
+    source_revision_config: sourceRevisionConfigToApi(
+      s.sourceRevisionConfig,
+      extra.latestRevision?.status?.repoCommitSha,
+    ),
     secrets: extra.secretNames.map((name) => ({ name })),
     secret_references: secretReferencesToApi(s.secretReferences),
     status: dep.metadata.deletionTimestamp ? 'AWAITING_DELETE' : (dep.status?.phase ?? 'AWAITING_DATABASE'),

@@ -5,13 +5,20 @@ import type { Logger } from '../../lib/logger.ts';
 import { LABEL_TENANT, type AgentDeployment } from '../../resources/index.ts';
 import type { ResourceSpecApi } from '../routes/v2/schemas.ts';
 import { AlreadyExistsError, type ControlPlaneStore } from '../store/types.ts';
-import { DEFAULT_INPUT_POLICY, customHostProblem, customUrlHost, resourceBoundProblems, type InputPolicy } from './input-rules.ts';
+import {
+  DEFAULT_INPUT_POLICY,
+  customHostProblem,
+  customUrlHost,
+  resourceBoundProblems,
+  type InputPolicy,
+} from './input-rules.ts';
 
 type Issue = ValidationIssue;
 
 /** 422 with every issue, when there are any. */
 export function refuse(issues: Issue[]): void {
-  if (issues.length) throw new ValidationError(issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('; '), issues);
+  if (issues.length)
+    throw new ValidationError(issues.map((i) => `${i.loc.slice(1).join('.')}: ${i.msg}`).join('; '), issues);
 }
 
 /** The host of a custom_url (its shape was checked by the schema), or undefined for none. */
@@ -26,7 +33,10 @@ export function createTenantChecks(deps: { store: ControlPlaneStore; logger: Log
   const policy = deps.policy ?? DEFAULT_INPUT_POLICY;
   const ns = store.namespace;
 
-  function policyIssues(resourceSpec: ResourceSpecApi | null | undefined, customUrl: string | null | undefined): Issue[] {
+  function policyIssues(
+    resourceSpec: ResourceSpecApi | null | undefined,
+    customUrl: string | null | undefined,
+  ): Issue[] {
     const issues: Issue[] = [];
     const at = ['body', 'source_config'];
     if (resourceSpec) {
@@ -48,7 +58,12 @@ export function createTenantChecks(deps: { store: ControlPlaneStore; logger: Log
   ): Promise<Issue[]> {
     const spec = resourceSpec ?? {};
     const wanted: [Issue['loc'], 'ServiceAccount' | 'Secret', string][] = [];
-    if (spec.service_account_name) wanted.push([['body', 'source_config', 'resource_spec', 'service_account_name'], 'ServiceAccount', spec.service_account_name]);
+    if (spec.service_account_name)
+      wanted.push([
+        ['body', 'source_config', 'resource_spec', 'service_account_name'],
+        'ServiceAccount',
+        spec.service_account_name,
+      ]);
     for (const [i, n] of (spec.image_pull_secrets ?? []).entries()) {
       wanted.push([['body', 'source_config', 'resource_spec', 'image_pull_secrets', i], 'Secret', n]);
     }
@@ -84,7 +99,14 @@ export function createTenantChecks(deps: { store: ControlPlaneStore; logger: Log
   /** Deployments written before host claims existed hold their host too: a list over every tenant. */
   async function assertHostFree(host: string, exceptId?: string): Promise<void> {
     const { items } = await store.list('AgentDeployment', ns);
-    if (items.some((d) => d.spec.deploymentId !== exceptId && !d.metadata.deletionTimestamp && hostOf(d.spec.sourceConfig.customUrl) === host)) {
+    if (
+      items.some(
+        (d) =>
+          d.spec.deploymentId !== exceptId &&
+          !d.metadata.deletionTimestamp &&
+          hostOf(d.spec.sourceConfig.customUrl) === host,
+      )
+    ) {
       throw hostTaken(host);
     }
   }
@@ -99,7 +121,9 @@ export function createTenantChecks(deps: { store: ControlPlaneStore; logger: Log
   }
 
   async function releaseHostQuietly(host: string, owner: { name: string; uid: string }) {
-    await store.releaseHost(ns, host, owner).catch((err: unknown) => logger.warn({ err, deployment: owner.name, host }, 'releasing a host claim failed'));
+    await store
+      .releaseHost(ns, host, owner)
+      .catch((err: unknown) => logger.warn({ err, deployment: owner.name, host }, 'releasing a host claim failed'));
   }
 
   return { policyIssues, referenceIssues, assertHostFree, claimHost, releaseHostQuietly };

@@ -40,7 +40,9 @@ function safeJson(s: string): { message?: string } | undefined {
 }
 
 function inCluster(): boolean {
-  return Boolean(process.env.KUBERNETES_SERVICE_HOST) && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token');
+  return (
+    Boolean(process.env.KUBERNETES_SERVICE_HOST) && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')
+  );
 }
 
 export async function openControlPlaneStore(config: StoreConfig, logger: Logger): Promise<ControlPlaneStore> {
@@ -67,15 +69,21 @@ export async function openControlPlaneStore(config: StoreConfig, logger: Logger)
     } catch (err) {
       await store.close();
       if (err instanceof NotFoundError) {
-        throw new StoreUnavailableError('the AgentDeployment custom resource is not installed in this cluster: kubectl apply -f crds/');
+        throw new StoreUnavailableError(
+          'the AgentDeployment custom resource is not installed in this cluster: kubectl apply -f crds/',
+        );
       }
-      throw new StoreUnavailableError(`cannot use the Kubernetes API server at ${server} (namespace ${config.namespace}): ${describeError(err)}`);
+      throw new StoreUnavailableError(
+        `cannot use the Kubernetes API server at ${server} (namespace ${config.namespace}): ${describeError(err)}`,
+      );
     }
     return store;
   }
   try {
     return openEmbeddedStore({ dataDir: config.dataDir, namespace: config.namespace, secretKey: config.secretKey });
   } catch (err) {
-    throw new StoreUnavailableError(`cannot open the embedded store in --data-dir ${config.dataDir}: ${describeError(err)}`);
+    throw new StoreUnavailableError(
+      `cannot open the embedded store in --data-dir ${config.dataDir}: ${describeError(err)}`,
+    );
   }
 }

@@ -139,7 +139,10 @@ export interface NameClaimStore {
 
 /** Deterministic object name of the claim on (tenant, name): the same in every process. */
 export function claimObjectName(tenant: string, name: string): string {
-  return `agentplane-name-${createHash('sha256').update(JSON.stringify([tenant, name])).digest('hex').slice(0, 40)}`;
+  return `agentplane-name-${createHash('sha256')
+    .update(JSON.stringify([tenant, name]))
+    .digest('hex')
+    .slice(0, 40)}`;
 }
 
 export type HostClaim = { host: string; owner: NameClaimOwner };
@@ -166,7 +169,8 @@ export function hostClaimObjectName(host: string): string {
 export type TenantReferences = { serviceAccounts: string[]; secrets: string[] };
 
 /** Everything a control plane needs, as one object the adapters build. */
-export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore, HostClaimStore {
+export interface ControlPlaneStore
+  extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore, HostClaimStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
   /**
@@ -178,7 +182,11 @@ export interface ControlPlaneStore extends ResourceStore, SecretStore, ApiKeySto
    * The references among `refs` that the tenant may NOT use: objects missing from the namespace or not labelled
    * agentplane.dev/tenant=<tenant>. Only stores backed by a cluster have it; elsewhere such references mean nothing.
    */
-  checkTenantReferences?(namespace: string, tenant: string, refs: TenantReferences): Promise<{ kind: 'ServiceAccount' | 'Secret'; name: string }[]>;
+  checkTenantReferences?(
+    namespace: string,
+    tenant: string,
+    refs: TenantReferences,
+  ): Promise<{ kind: 'ServiceAccount' | 'Secret'; name: string }[]>;
   close(): Promise<void>;
 }
 
@@ -200,7 +208,9 @@ export class ResourceExpiredError extends AppError {
 }
 
 /** Parses an equality-based label selector into predicates over a label map. */
-export function labelSelectorMatcher(selector: string | undefined): (labels: Record<string, string> | undefined) => boolean {
+export function labelSelectorMatcher(
+  selector: string | undefined,
+): (labels: Record<string, string> | undefined) => boolean {
   const terms = (selector ?? '')
     .split(',')
     .map((t) => t.trim())
@@ -209,7 +219,15 @@ export function labelSelectorMatcher(selector: string | undefined): (labels: Rec
       const neq = t.indexOf('!=');
       if (neq > 0) return { key: t.slice(0, neq).trim(), op: '!=' as const, value: t.slice(neq + 2).trim() };
       const eq = t.indexOf('=');
-      if (eq > 0) return { key: t.slice(0, eq).trim(), op: '=' as const, value: t.slice(eq + 1).replace(/^=/, '').trim() };
+      if (eq > 0)
+        return {
+          key: t.slice(0, eq).trim(),
+          op: '=' as const,
+          value: t
+            .slice(eq + 1)
+            .replace(/^=/, '')
+            .trim(),
+        };
       if (t.startsWith('!')) return { key: t.slice(1).trim(), op: '!' as const, value: '' };
       return { key: t, op: 'exists' as const, value: '' };
     });

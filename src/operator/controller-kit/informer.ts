@@ -171,10 +171,11 @@ export class Informer<T extends KubeObject> {
       },
     );
     if (this.stopped) stop();
-    else this.stopWatch = () => {
-      closed = true;
-      stop();
-    };
+    else
+      this.stopWatch = () => {
+        closed = true;
+        stop();
+      };
   }
 
   private apply(event: WatchEvent<T>): void {

@@ -4,7 +4,12 @@ import type { Kind, KindMap, ResourceStore } from '../../control-plane/store/typ
 import { LABEL_DEPLOYMENT, type AgentDeployment, type AgentRevision } from '../../resources/index.ts';
 import type { RevisionView } from './agentdeployment/decide.ts';
 
-export async function getOrUndefined<K extends Kind>(store: Pick<ResourceStore, 'get'>, kind: K, namespace: string, name: string): Promise<KindMap[K] | undefined> {
+export async function getOrUndefined<K extends Kind>(
+  store: Pick<ResourceStore, 'get'>,
+  kind: K,
+  namespace: string,
+  name: string,
+): Promise<KindMap[K] | undefined> {
   try {
     return await store.get(kind, namespace, name);
   } catch (err) {
@@ -14,7 +19,9 @@ export async function getOrUndefined<K extends Kind>(store: Pick<ResourceStore, 
 }
 
 export async function revisionsOf(store: Pick<ResourceStore, 'list'>, dep: AgentDeployment): Promise<AgentRevision[]> {
-  const { items } = await store.list('AgentRevision', dep.metadata.namespace, { labelSelector: `${LABEL_DEPLOYMENT}=${dep.metadata.name}` });
+  const { items } = await store.list('AgentRevision', dep.metadata.namespace, {
+    labelSelector: `${LABEL_DEPLOYMENT}=${dep.metadata.name}`,
+  });
   return items.filter((r) => r.spec.deploymentName === dep.metadata.name);
 }
 
@@ -28,7 +35,11 @@ export function views(revisions: AgentRevision[]): RevisionView[] {
 }
 
 export function deploymentRef(dep: AgentDeployment) {
-  return { namespace: dep.metadata.namespace ?? 'default', deployment: dep.metadata.name, deploymentId: dep.spec.deploymentId };
+  return {
+    namespace: dep.metadata.namespace ?? 'default',
+    deployment: dep.metadata.name,
+    deploymentId: dep.spec.deploymentId,
+  };
 }
 
 /** Deep equality for plain JSON data (status objects). */

@@ -66,8 +66,13 @@ export class LeaderElector {
     this.retryMs = opts.retryPeriodMs ?? Math.max(100, Math.round(this.durationMs / 7.5));
     this.requestTimeoutMs = opts.requestTimeoutMs ?? Math.max(1, Math.floor(this.renewDeadlineMs / 3));
     if (this.renewDeadlineMs >= this.durationMs) throw new Error('renewDeadline must be shorter than leaseDuration');
-    if (this.requestTimeoutMs >= this.renewDeadlineMs) throw new Error('requestTimeout must be shorter than renewDeadline');
-    this.log = opts.logger.child({ component: 'leader-election', lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
+    if (this.requestTimeoutMs >= this.renewDeadlineMs)
+      throw new Error('requestTimeout must be shorter than renewDeadline');
+    this.log = opts.logger.child({
+      component: 'leader-election',
+      lease: `${opts.namespace}/${opts.name}`,
+      identity: opts.identity,
+    });
   }
 
   get isLeader(): boolean {
@@ -186,10 +191,18 @@ export class LeaderElector {
     } catch (err) {
       if (!(err instanceof ApiException) || err.code !== 404) throw err;
       try {
-        await this.api.createNamespacedLease({
-          namespace,
-          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec: spec(0, new V1MicroTime(now)) },
-        }, this.timed());
+        await this.api.createNamespacedLease(
+          {
+            namespace,
+            body: {
+              apiVersion: 'coordination.k8s.io/v1',
+              kind: 'Lease',
+              metadata: { name, namespace },
+              spec: spec(0, new V1MicroTime(now)),
+            },
+          },
+          this.timed(),
+        );
         return true;
       } catch (e) {
         if (e instanceof ApiException && e.code === 409) return false; // another candidate created it first
@@ -207,14 +220,18 @@ export class LeaderElector {
     const held = holder !== '' && holder !== identity;
     if (held && this.observedAt + this.durationMs > seen) return false;
     const transitions = (lease.spec?.leaseTransitions ?? 0) + (holder === identity ? 0 : 1);
-    const acquire = holder === identity && lease.spec?.acquireTime ? new V1MicroTime(lease.spec.acquireTime) : new V1MicroTime(now);
+    const acquire =
+      holder === identity && lease.spec?.acquireTime ? new V1MicroTime(lease.spec.acquireTime) : new V1MicroTime(now);
     try {
       // resourceVersion makes this a compare-and-swap: a concurrent winner makes ours fail with 409.
-      const updated = await this.api.replaceNamespacedLease({
-        name,
-        namespace,
-        body: { ...lease, spec: spec(transitions, acquire) },
-      }, this.timed());
+      const updated = await this.api.replaceNamespacedLease(
+        {
+          name,
+          namespace,
+          body: { ...lease, spec: spec(transitions, acquire) },
+        },
+        this.timed(),
+      );
       this.observedRecord = recordOf(updated);
       this.observedAt = now;
       return true;
@@ -229,11 +246,14 @@ export class LeaderElector {
     try {
       const lease = await this.api.readNamespacedLease({ name, namespace }, this.timed());
       if (lease.spec?.holderIdentity !== identity) return;
-      await this.api.replaceNamespacedLease({
-        name,
-        namespace,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
-      }, this.timed());
+      await this.api.replaceNamespacedLease(
+        {
+          name,
+          namespace,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
+        },
+        this.timed(),
+      );
     } catch (err) {
       this.log.warn({ err }, 'could not release the lease');
     }

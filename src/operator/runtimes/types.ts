@@ -42,10 +42,7 @@ export type ServerSpec = RevisionRef & {
   authKeysFile?: string;
 };
 
-export type ServerStatus =
-  | { phase: 'Starting' }
-  | { phase: 'Ready' }
-  | { phase: 'Failed'; message: string };
+export type ServerStatus = { phase: 'Starting' } | { phase: 'Ready' } | { phase: 'Failed'; message: string };
 
 export type LogType = 'build' | 'deploy';
 

@@ -53,8 +53,13 @@ export async function startHarness(opts: {
     logger,
     ...(opts.executorThreads
       ? {
-          executor: (inline: RunExecutor) => (threads = ThreadExecutor.start(opts.executorThreads!,
-            { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 }, logger, inline)),
+          executor: (inline: RunExecutor) =>
+            (threads = ThreadExecutor.start(
+              opts.executorThreads!,
+              { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 },
+              logger,
+              inline,
+            )),
         }
       : {}),
     concurrency: opts.concurrency ?? 4,

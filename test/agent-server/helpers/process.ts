@@ -21,11 +21,15 @@ export async function startServerProcess(
   /** Sees the output as it comes, before the server listens. */
   onOutput?: (chunk: string) => void,
 ): Promise<ServerProc> {
-  const proc = spawn(process.execPath, [path.join(ROOT, 'bin/agentplane.mjs'), 'agent-server', '--port', '0', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [path.join(ROOT, 'bin/agentplane.mjs'), 'agent-server', '--port', '0', ...args],
+    {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const url = await new Promise<string>((resolve, reject) => {

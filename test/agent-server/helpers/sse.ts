@@ -17,13 +17,16 @@ export interface SseRead {
  * Reads a stream until it ends, `signal` aborts, or `until` says so (then the connection is dropped).
  * Non-2xx answers come back with no events.
  */
-export async function readSse(url: string, opts: {
-  method?: string;
-  body?: unknown;
-  lastEventId?: number | string;
-  until?: (events: SseEvent[]) => boolean;
-  signal?: AbortSignal;
-} = {}): Promise<SseRead & { body?: unknown }> {
+export async function readSse(
+  url: string,
+  opts: {
+    method?: string;
+    body?: unknown;
+    lastEventId?: number | string;
+    until?: (events: SseEvent[]) => boolean;
+    signal?: AbortSignal;
+  } = {},
+): Promise<SseRead & { body?: unknown }> {
   const abort = new AbortController();
   opts.signal?.addEventListener('abort', () => abort.abort(), { once: true });
   const res = await fetch(url, {

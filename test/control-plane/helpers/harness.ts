@@ -20,7 +20,9 @@ export type ApiHarness = {
 };
 
 /** Custom hosts under `.example` are allowed (tests PATCH custom_url https://a.example). */
-export async function apiHarness(policy: InputPolicy = { ...DEFAULT_INPUT_POLICY, allowedCustomDomains: ['example'] }): Promise<ApiHarness> {
+export async function apiHarness(
+  policy: InputPolicy = { ...DEFAULT_INPUT_POLICY, allowedCustomDomains: ['example'] },
+): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-cp-api-'));
   const store = openEmbeddedStore({ dataDir: dir });
   const app = await createControlPlane({ store, logger: silentLogger(), policy });

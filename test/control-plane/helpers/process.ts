@@ -22,7 +22,10 @@ export async function cliFails(args: string[], env: NodeJS.ProcessEnv = {}): Pro
 
 export type ControlPlaneProcess = { url: string; child: ChildProcess; logs: () => string; stop(): Promise<void> };
 
-export async function startControlPlaneProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ControlPlaneProcess> {
+export async function startControlPlaneProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<ControlPlaneProcess> {
   const child = spawn(process.execPath, [BIN, 'control-plane', '--port', '0', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -11,7 +11,12 @@ import {
 import { FINALIZER_RUNTIME, makeRevision, type AgentDeployment } from '../../../src/resources/index.ts';
 import { makeDeployment } from './fixtures.ts';
 
-export type StoreHarness = { store: ControlPlaneStore; namespace: string; otherNamespace: string; close(): Promise<void> };
+export type StoreHarness = {
+  store: ControlPlaneStore;
+  namespace: string;
+  otherNamespace: string;
+  close(): Promise<void>;
+};
 
 type Event = { type: WatchEventType; name: string; rv: string; generation?: number; phase?: string };
 
@@ -93,9 +98,9 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       expect(withStatus.status).toMatchObject({ phase: 'READY', url: 'http://127.0.0.1:1' });
       expect(withStatus.spec.displayName).toBe(dep.spec.displayName);
       expect(withStatus.metadata.generation).toBe(1);
-      await expect(store.updateStatus('AgentDeployment', { ...dep, status: { phase: 'UNUSED' } })).rejects.toBeInstanceOf(
-        StaleResourceVersionError,
-      );
+      await expect(
+        store.updateStatus('AgentDeployment', { ...dep, status: { phase: 'UNUSED' } }),
+      ).rejects.toBeInstanceOf(StaleResourceVersionError);
     });
 
     it('revision spec is immutable, its status is not', async () => {
@@ -105,7 +110,10 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       await expect(
         store.update('AgentRevision', { ...rev, spec: { ...rev.spec, sourceRevisionConfig: { repoRef: 'other' } } }),
       ).rejects.toBeInstanceOf(ValidationError);
-      const st = await store.updateStatus('AgentRevision', { ...rev, status: { phase: 'BUILDING', statusMessage: 'go' } });
+      const st = await store.updateStatus('AgentRevision', {
+        ...rev,
+        status: { phase: 'BUILDING', statusMessage: 'go' },
+      });
       expect(st.status?.phase).toBe('BUILDING');
       await expect(store.create('AgentRevision', makeRevision(dep))).rejects.toBeInstanceOf(AlreadyExistsError);
     });
@@ -117,7 +125,9 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       const onlyA = await store.list('AgentDeployment', ns, { labelSelector: 'agentplane.dev/tenant=tenant-list-a' });
       expect(onlyA.items.map((d) => d.metadata.name)).toEqual([a.metadata.name]);
       expect(Number(onlyA.resourceVersion)).toBeGreaterThanOrEqual(Number(c.metadata.resourceVersion));
-      const allA = await store.list('AgentDeployment', undefined, { labelSelector: 'agentplane.dev/tenant=tenant-list-a' });
+      const allA = await store.list('AgentDeployment', undefined, {
+        labelSelector: 'agentplane.dev/tenant=tenant-list-a',
+      });
       expect(allA.items.map((d) => d.metadata.name).sort()).toEqual([a.metadata.name, c.metadata.name].sort());
       const notA = await store.list('AgentDeployment', ns, { labelSelector: 'agentplane.dev/tenant!=tenant-list-a' });
       expect(notA.items.map((d) => d.metadata.name)).toContain(b.metadata.name);
@@ -127,7 +137,12 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
     it('delete removes at once without finalizers and garbage-collects revisions and secrets', async () => {
       const dep = await store.create('AgentDeployment', makeDeployment(ns));
       const rev = await store.create('AgentRevision', makeRevision(dep));
-      await store.putSecrets(ns, `${dep.metadata.name}-env-r1`, { kind: 'AgentDeployment', name: dep.metadata.name, uid: dep.metadata.uid! }, { TOKEN: 's3cret' });
+      await store.putSecrets(
+        ns,
+        `${dep.metadata.name}-env-r1`,
+        { kind: 'AgentDeployment', name: dep.metadata.name, uid: dep.metadata.uid! },
+        { TOKEN: 's3cret' },
+      );
       await store.appendLogs(ns, rev.metadata.name, 'build', ['line']);
       await store.delete('AgentDeployment', ns, dep.metadata.name);
       await expect(store.get('AgentDeployment', ns, dep.metadata.name)).rejects.toBeInstanceOf(NotFoundError);
@@ -157,7 +172,13 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
         ns,
         start.resourceVersion,
         (type, obj: AgentDeployment) =>
-          events.push({ type, name: obj.metadata.name, rv: obj.metadata.resourceVersion!, generation: obj.metadata.generation, phase: obj.status?.phase }),
+          events.push({
+            type,
+            name: obj.metadata.name,
+            rv: obj.metadata.resourceVersion!,
+            generation: obj.metadata.generation,
+            phase: obj.status?.phase,
+          }),
         (err) => (failure = err),
       );
       const dep = await store.create('AgentDeployment', makeDeployment(ns));
@@ -178,16 +199,32 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
 
       // Resuming from the first event's version replays what came after it.
       const replay: Event[] = [];
-      const stop2 = await store.watch('AgentDeployment', ns, mine[0]!.rv, (type, obj) => replay.push({ type, name: obj.metadata.name, rv: obj.metadata.resourceVersion! }), () => {});
+      const stop2 = await store.watch(
+        'AgentDeployment',
+        ns,
+        mine[0]!.rv,
+        (type, obj) => replay.push({ type, name: obj.metadata.name, rv: obj.metadata.resourceVersion! }),
+        () => {},
+      );
       await until(() => (replay.filter((e) => e.name === dep.metadata.name).length >= 3 ? true : undefined), 'replay');
       stop2();
-      expect(replay.filter((e) => e.name === dep.metadata.name).map((e) => e.type)).toEqual(['MODIFIED', 'MODIFIED', 'DELETED']);
+      expect(replay.filter((e) => e.name === dep.metadata.name).map((e) => e.type)).toEqual([
+        'MODIFIED',
+        'MODIFIED',
+        'DELETED',
+      ]);
     });
 
     it('watch from "0" starts with the current objects', async () => {
       const dep = await store.create('AgentDeployment', makeDeployment(h.otherNamespace, 'tenant-w0'));
       const seen: string[] = [];
-      const stop = await store.watch('AgentDeployment', h.otherNamespace, '0', (type, obj) => seen.push(`${type} ${obj.metadata.name}`), () => {});
+      const stop = await store.watch(
+        'AgentDeployment',
+        h.otherNamespace,
+        '0',
+        (type, obj) => seen.push(`${type} ${obj.metadata.name}`),
+        () => {},
+      );
       await until(() => (seen.includes(`ADDED ${dep.metadata.name}`) ? true : undefined), 'synthetic ADDED');
       stop();
     });
@@ -198,7 +235,9 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       await store.putSecrets(ns, `${dep.metadata.name}-env-r1`, owner, { A: '1', B: 'two' });
       expect(await store.getSecrets(ns, `${dep.metadata.name}-env-r1`)).toEqual({ A: '1', B: 'two' });
       expect((await store.secretNames(ns, `${dep.metadata.name}-env-r1`)).sort()).toEqual(['A', 'B']);
-      await expect(store.putSecrets(ns, `${dep.metadata.name}-env-r1`, owner, { A: 'x' })).rejects.toBeInstanceOf(AlreadyExistsError);
+      await expect(store.putSecrets(ns, `${dep.metadata.name}-env-r1`, owner, { A: 'x' })).rejects.toBeInstanceOf(
+        AlreadyExistsError,
+      );
       await store.deleteSecrets(ns, `${dep.metadata.name}-env-r1`);
       await expect(store.getSecrets(ns, `${dep.metadata.name}-env-r1`)).rejects.toBeInstanceOf(NotFoundError);
     });
@@ -218,7 +257,12 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       const p1 = await store.readLogs(ns, rev.metadata.name, { type: 'build', limit: 2, order: 'asc' });
       expect(p1.logs.map((l) => l.message)).toEqual(['b1', 'b2']);
       expect(p1.next_offset).toBeTruthy();
-      const p2 = await store.readLogs(ns, rev.metadata.name, { type: 'build', limit: 2, order: 'asc', offset: p1.next_offset! });
+      const p2 = await store.readLogs(ns, rev.metadata.name, {
+        type: 'build',
+        limit: 2,
+        order: 'asc',
+        offset: p1.next_offset!,
+      });
       expect(p2.logs.map((l) => l.message)).toEqual(['b3']);
       expect(p2.next_offset).toBeNull();
       const desc = await store.readLogs(ns, rev.metadata.name, { type: 'build', limit: 10, order: 'desc' });
@@ -263,11 +307,16 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       await store.claimHost(ns, 'BOT.agents.example.com', ownerA); // the holder again: fine
       await expect(store.claimHost(ns, 'Bot.Agents.Example.Com', ownerB)).rejects.toBeInstanceOf(AlreadyExistsError);
       await store.releaseHost(ns, 'bot.agents.example.com', ownerB); // not B's: nothing happens
-      expect((await store.listHostClaims(ns)).filter((c) => c.host === 'bot.agents.example.com')).toEqual([{ host: 'bot.agents.example.com', owner: ownerA }]);
+      expect((await store.listHostClaims(ns)).filter((c) => c.host === 'bot.agents.example.com')).toEqual([
+        { host: 'bot.agents.example.com', owner: ownerA },
+      ]);
       await store.releaseHost(ns, 'bot.agents.example.com', ownerA);
       await store.claimHost(ns, 'bot.agents.example.com', ownerB);
       // A claim whose holder is gone is taken over.
-      await store.claimHost(ns, 'stale.agents.example.com', { name: 'ag-00000000-0000-4000-8000-00000000beef', uid: '00000000-0000-4000-8000-00000000bee1' });
+      await store.claimHost(ns, 'stale.agents.example.com', {
+        name: 'ag-00000000-0000-4000-8000-00000000beef',
+        uid: '00000000-0000-4000-8000-00000000bee1',
+      });
       await store.claimHost(ns, 'stale.agents.example.com', ownerA);
       // Removing the holder removes its claims (owner garbage collection).
       await store.delete('AgentDeployment', ns, b.metadata.name);
@@ -279,7 +328,10 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
 
     it('name claims: a stale claim (holder gone or being deleted) is taken over; racing takers, one wins', async () => {
       // Holder gone but the claim still there (a real cluster garbage-collects later): taken over.
-      await store.claimName(ns, 'tenant-a', 'stale', { name: 'ag-00000000-0000-4000-8000-000000000000', uid: '00000000-0000-4000-8000-000000000001' });
+      await store.claimName(ns, 'tenant-a', 'stale', {
+        name: 'ag-00000000-0000-4000-8000-000000000000',
+        uid: '00000000-0000-4000-8000-000000000001',
+      });
       const next = await store.create('AgentDeployment', makeDeployment(ns));
       await store.claimName(ns, 'tenant-a', 'stale', { name: next.metadata.name, uid: next.metadata.uid! });
       // Holder being deleted (a runtime finalizer keeps it): several deployments race to take over, exactly one wins.
@@ -299,7 +351,9 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       const marked = await store.get('AgentDeployment', ns, dying.metadata.name);
       await store.update('AgentDeployment', { ...marked, metadata: { ...marked.metadata, finalizers: [] } });
       const claims = (await store.listNameClaims(ns)).filter((c) => c.name === 'dying');
-      expect(claims).toEqual([{ tenant: 'tenant-a', name: 'dying', owner: { name: winner.metadata.name, uid: winner.metadata.uid } }]);
+      expect(claims).toEqual([
+        { tenant: 'tenant-a', name: 'dying', owner: { name: winner.metadata.name, uid: winner.metadata.uid } },
+      ]);
     });
 
     it('a watch from a version older than the kept history fails with 410 (harness keeps 50 changes)', async () => {
@@ -310,7 +364,13 @@ export function storeContract(name: string, open: () => Promise<StoreHarness>): 
       }
       let failure: unknown;
       const events: string[] = [];
-      const stop = await store.watch('AgentDeployment', ns, first.metadata.resourceVersion!, (t) => events.push(t), (err) => (failure = err));
+      const stop = await store.watch(
+        'AgentDeployment',
+        ns,
+        first.metadata.resourceVersion!,
+        (t) => events.push(t),
+        (err) => (failure = err),
+      );
       await until(() => failure, '410');
       stop();
       expect(failure).toBeInstanceOf(ResourceExpiredError);

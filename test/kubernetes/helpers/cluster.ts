@@ -34,7 +34,11 @@ export async function startCluster(
   opts: { historyLimit?: number; rbac?: boolean; tls?: boolean; bookmarkMs?: number; gcDelayMs?: number } = {},
 ): Promise<TestCluster> {
   // The release namespace exists before the chart is installed (helm install --create-namespace).
-  const api = new KubeApiServer({ crdDir: join(import.meta.dirname, '../../../crds'), namespaces: [namespace], ...opts });
+  const api = new KubeApiServer({
+    crdDir: join(import.meta.dirname, '../../../crds'),
+    namespaces: [namespace],
+    ...opts,
+  });
   registerBuiltinKinds(api.registry);
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));
@@ -51,11 +55,16 @@ export async function startCluster(
     installChartRbac(values = {}) {
       // An upgrade: what the previous render installed goes, then the new render's objects are stored.
       for (const [group, plural] of Object.values(RBAC_KINDS)) {
-        if (plural !== 'serviceaccounts') api.unseed(group, plural, (o) => o.metadata.labels?.[CHART_LABEL] === 'agentplane');
+        if (plural !== 'serviceaccounts')
+          api.unseed(group, plural, (o) => o.metadata.labels?.[CHART_LABEL] === 'agentplane');
       }
       for (const doc of renderChart({ namespace, values })) {
         if (!RBAC_KINDS[doc.kind]) continue;
-        if (doc.kind === 'ServiceAccount' && api.peek('', 'serviceaccounts', doc.metadata.namespace ?? namespace, doc.metadata.name)) continue;
+        if (
+          doc.kind === 'ServiceAccount' &&
+          api.peek('', 'serviceaccounts', doc.metadata.namespace ?? namespace, doc.metadata.name)
+        )
+          continue;
         api.seed(doc, namespace);
       }
     },

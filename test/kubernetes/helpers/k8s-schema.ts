@@ -2,7 +2,15 @@
 import { Job } from 'kubernetes-models/batch/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
-import { ConfigMap, Namespace, Secret, Service, ServiceAccount, PersistentVolumeClaim, Pod } from 'kubernetes-models/v1';
+import {
+  ConfigMap,
+  Namespace,
+  Secret,
+  Service,
+  ServiceAccount,
+  PersistentVolumeClaim,
+  Pod,
+} from 'kubernetes-models/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
@@ -38,7 +46,13 @@ export function validateK8s(obj: unknown): void {
   if (!Model) throw new Error(`no schema registered for ${o.apiVersion}/${o.kind}`);
   // Round-trip through JSON: what goes on the wire is what gets validated (with client-node's `_from` renamed to
   // the `from` its serializer sends).
-  new Model(JSON.parse(JSON.stringify(obj, (k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) && '_from' in v ? renameFrom(v as Record<string, unknown>) : v))) as never).validate();
+  new Model(
+    JSON.parse(
+      JSON.stringify(obj, (k, v: unknown) =>
+        v && typeof v === 'object' && !Array.isArray(v) && '_from' in v ? renameFrom(v as Record<string, unknown>) : v,
+      ),
+    ) as never,
+  ).validate();
 }
 
 function renameFrom(rule: Record<string, unknown>): Record<string, unknown> {

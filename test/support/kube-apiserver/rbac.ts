@@ -49,11 +49,18 @@ function ruleAllows(rule: Json, a: RequestAttributes): boolean {
 
 export function authorize(objects: RbacObjects, user: UserInfo, a: RequestAttributes): boolean {
   const rulesOf = (kind: string, name: string, namespace?: string): Json[] => {
-    const role = kind === 'ClusterRole' ? objects.clusterRoles().find((r) => r.metadata.name === name) : objects.roles(namespace ?? '').find((r) => r.metadata.name === name);
+    const role =
+      kind === 'ClusterRole'
+        ? objects.clusterRoles().find((r) => r.metadata.name === name)
+        : objects.roles(namespace ?? '').find((r) => r.metadata.name === name);
     return (role?.rules as Json[] | undefined) ?? [];
   };
   for (const b of objects.clusterRoleBindings()) {
-    if ((b.subjects ?? []).some((s: Json) => subjectMatches(s, user, '')) && rulesOf(b.roleRef.kind, b.roleRef.name).some((r) => ruleAllows(r, a))) return true;
+    if (
+      (b.subjects ?? []).some((s: Json) => subjectMatches(s, user, '')) &&
+      rulesOf(b.roleRef.kind, b.roleRef.name).some((r) => ruleAllows(r, a))
+    )
+      return true;
   }
   if (a.namespace) {
     for (const b of objects.roleBindings(a.namespace)) {

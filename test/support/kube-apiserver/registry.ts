@@ -59,18 +59,34 @@ export function validateMeta(obj: Json): Cause[] {
   const causes: Cause[] = [];
   const m = obj.metadata ?? {};
   if (typeof m.name !== 'string' || !m.name) {
-    causes.push({ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' });
+    causes.push({
+      field: 'metadata.name',
+      message: 'Required value: name or generateName is required',
+      reason: 'FieldValueRequired',
+    });
   } else if (m.name.length > 253 || !DNS_SUBDOMAIN.test(m.name)) {
-    causes.push({ field: 'metadata.name', message: `Invalid value: "${m.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`, reason: 'FieldValueInvalid' });
+    causes.push({
+      field: 'metadata.name',
+      message: `Invalid value: "${m.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`,
+      reason: 'FieldValueInvalid',
+    });
   }
   for (const [k, v] of Object.entries<unknown>(m.labels ?? {})) {
     const name = k.includes('/') ? k.slice(k.indexOf('/') + 1) : k;
     const prefix = k.includes('/') ? k.slice(0, k.indexOf('/')) : '';
     if (!LABEL_KEY_NAME.test(name) || name.length > 63 || (prefix && !DNS_SUBDOMAIN.test(prefix))) {
-      causes.push({ field: `metadata.labels`, message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`, reason: 'FieldValueInvalid' });
+      causes.push({
+        field: `metadata.labels`,
+        message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`,
+        reason: 'FieldValueInvalid',
+      });
     }
     if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) {
-      causes.push({ field: `metadata.labels`, message: `Invalid value: "${String(v)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'`, reason: 'FieldValueInvalid' });
+      causes.push({
+        field: `metadata.labels`,
+        message: `Invalid value: "${String(v)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'`,
+        reason: 'FieldValueInvalid',
+      });
     }
   }
   return causes;
@@ -84,7 +100,8 @@ function prune(value: unknown, schema: Json | undefined): unknown {
   const out: Json = {};
   for (const [k, v] of Object.entries(value as Json)) {
     if (schema.properties?.[k]) out[k] = prune(v, schema.properties[k]);
-    else if (schema.additionalProperties && typeof schema.additionalProperties === 'object') out[k] = prune(v, schema.additionalProperties);
+    else if (schema.additionalProperties && typeof schema.additionalProperties === 'object')
+      out[k] = prune(v, schema.additionalProperties);
     else if (schema.additionalProperties === true) out[k] = v;
   }
   return out;
@@ -96,7 +113,11 @@ function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string
   for (const rule of (schema['x-kubernetes-validations'] ?? []) as { rule: string; message?: string }[]) {
     if (rule.rule !== 'self == oldSelf') throw new Error(`kube-apiserver double: unsupported CEL rule ${rule.rule}`);
     if (old !== undefined && JSON.stringify(canon(obj)) !== JSON.stringify(canon(old))) {
-      causes.push({ field: path, message: `Invalid value: "object": ${rule.message ?? 'failed rule'}`, reason: 'FieldValueInvalid' });
+      causes.push({
+        field: path,
+        message: `Invalid value: "object": ${rule.message ?? 'failed rule'}`,
+        reason: 'FieldValueInvalid',
+      });
     }
   }
   if (schema.properties && obj && typeof obj === 'object') {
@@ -111,7 +132,12 @@ function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string
 
 function canon(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canon);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, x]) => [k, canon(x)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.entries(v)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, x]) => [k, canon(x)]),
+    );
   return v;
 }
 
@@ -123,7 +149,10 @@ function toJsonSchema(node: unknown): unknown {
   if (!node || typeof node !== 'object') return node;
   const out: Json = {};
   for (const [k, v] of Object.entries(node as Json)) out[k] = k === 'enum' || k === 'default' ? v : toJsonSchema(v);
-  for (const [flag, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']] as const) {
+  for (const [flag, bound] of [
+    ['exclusiveMinimum', 'minimum'],
+    ['exclusiveMaximum', 'maximum'],
+  ] as const) {
     if (typeof out[flag] === 'boolean') {
       if (out[flag]) out[flag] = out[bound];
       else delete out[flag];
@@ -139,13 +168,17 @@ function toJsonSchema(node: unknown): unknown {
  */
 export function structuralProblems(node: Json, path = ''): string[] {
   const problems: string[] = [];
-  if (!node.type && !node['x-kubernetes-preserve-unknown-fields'] && !node['x-kubernetes-int-or-string']) problems.push(`${path || '<root>'}: type is required`);
+  if (!node.type && !node['x-kubernetes-preserve-unknown-fields'] && !node['x-kubernetes-int-or-string'])
+    problems.push(`${path || '<root>'}: type is required`);
   if ('$ref' in node) problems.push(`${path}: $ref is not allowed`);
-  if (node.properties && node.additionalProperties !== undefined) problems.push(`${path}: properties and additionalProperties are mutually exclusive`);
+  if (node.properties && node.additionalProperties !== undefined)
+    problems.push(`${path}: properties and additionalProperties are mutually exclusive`);
   if (node.additionalProperties === false) problems.push(`${path}: additionalProperties: false is not allowed`);
-  for (const [k, v] of Object.entries<Json>(node.properties ?? {})) problems.push(...structuralProblems(v, `${path}.${k}`));
+  for (const [k, v] of Object.entries<Json>(node.properties ?? {}))
+    problems.push(...structuralProblems(v, `${path}.${k}`));
   if (node.items) problems.push(...structuralProblems(node.items, `${path}[]`));
-  if (node.additionalProperties && typeof node.additionalProperties === 'object') problems.push(...structuralProblems(node.additionalProperties, `${path}{}`));
+  if (node.additionalProperties && typeof node.additionalProperties === 'object')
+    problems.push(...structuralProblems(node.additionalProperties, `${path}{}`));
   return problems;
 }
 
@@ -175,7 +208,11 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
           if (!validate(pruned)) {
             for (const e of validate.errors ?? []) {
               const field = e.instancePath.split('/').filter(Boolean).join('.');
-              causes.push({ field: field || '<root>', message: `${e.message ?? 'invalid'}`, reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid' });
+              causes.push({
+                field: field || '<root>',
+                message: `${e.message ?? 'invalid'}`,
+                reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
+              });
             }
           }
           causes.push(...transitionCauses(schema, pruned, old, '<root>'));
@@ -206,14 +243,24 @@ export function builtinKind(
       const object = normalize(obj);
       const causes = [...validateMeta(object), ...extra(object)];
       // An immutable Secret or ConfigMap keeps its data (and stays immutable) for good.
-      if (old?.immutable === true && (object.immutable !== true || JSON.stringify(object.data ?? {}) !== JSON.stringify(old.data ?? {}) || JSON.stringify(object.binaryData ?? {}) !== JSON.stringify(old.binaryData ?? {}))) {
-        causes.push({ field: 'data', message: 'Forbidden: field is immutable when `immutable` is set', reason: 'FieldValueForbidden' });
+      if (
+        old?.immutable === true &&
+        (object.immutable !== true ||
+          JSON.stringify(object.data ?? {}) !== JSON.stringify(old.data ?? {}) ||
+          JSON.stringify(object.binaryData ?? {}) !== JSON.stringify(old.binaryData ?? {}))
+      ) {
+        causes.push({
+          field: 'data',
+          message: 'Forbidden: field is immutable when `immutable` is set',
+          reason: 'FieldValueForbidden',
+        });
       }
       try {
         new Model(object).validate();
       } catch (err) {
-        const errors = ((err as { errors?: { instancePath: string; message?: string; keyword: string }[] }).errors ?? []);
-        if (!errors.length) causes.push({ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' });
+        const errors = (err as { errors?: { instancePath: string; message?: string; keyword: string }[] }).errors ?? [];
+        if (!errors.length)
+          causes.push({ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' });
         for (const e of errors) {
           causes.push({
             field: e.instancePath.split('/').filter(Boolean).join('.') || '<root>',
@@ -234,14 +281,18 @@ export const MAX_DATA_BYTES = 1024 * 1024;
 function dataSize(obj: Json, base64: boolean): number {
   let n = 0;
   for (const [k, v] of Object.entries<unknown>({ ...(obj.data ?? {}), ...(obj.binaryData ?? {}) })) {
-    n += Buffer.byteLength(k) + (base64 || k in (obj.binaryData ?? {}) ? Buffer.from(String(v), 'base64').length : Buffer.byteLength(String(v)));
+    n +=
+      Buffer.byteLength(k) +
+      (base64 || k in (obj.binaryData ?? {}) ? Buffer.from(String(v), 'base64').length : Buffer.byteLength(String(v)));
   }
   return n;
 }
 
 function withinDataLimit(base64: boolean) {
   return (obj: Json): Cause[] =>
-    dataSize(obj, base64) > MAX_DATA_BYTES ? [{ field: 'data', message: `Too long: must have at most ${MAX_DATA_BYTES} bytes`, reason: 'FieldValueTooLong' }] : [];
+    dataSize(obj, base64) > MAX_DATA_BYTES
+      ? [{ field: 'data', message: `Too long: must have at most ${MAX_DATA_BYTES} bytes`, reason: 'FieldValueTooLong' }]
+      : [];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -252,19 +303,41 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
  * empty) with phase Active from creation.
  */
 export const namespaceKind: KindSpec = builtinKind(
-  { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false, statusSubresource: true, tracksGeneration: false },
+  {
+    group: '',
+    version: 'v1',
+    plural: 'namespaces',
+    kind: 'Namespace',
+    namespaced: false,
+    statusSubresource: true,
+    tracksGeneration: false,
+  },
   Namespace,
-  (obj) => ({ ...obj, metadata: { ...obj.metadata, labels: { ...(obj.metadata?.labels ?? {}), 'kubernetes.io/metadata.name': obj.metadata?.name } } }),
+  (obj) => ({
+    ...obj,
+    metadata: {
+      ...obj.metadata,
+      labels: { ...(obj.metadata?.labels ?? {}), 'kubernetes.io/metadata.name': obj.metadata?.name },
+    },
+  }),
   (obj) =>
     typeof obj.metadata?.name === 'string' && (obj.metadata.name.length > 63 || !DNS_LABEL.test(obj.metadata.name))
-      ? [{ field: 'metadata.name', message: `Invalid value: "${obj.metadata.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'`, reason: 'FieldValueInvalid' }]
+      ? [
+          {
+            field: 'metadata.name',
+            message: `Invalid value: "${obj.metadata.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'`,
+            reason: 'FieldValueInvalid',
+          },
+        ]
       : [],
 );
 {
   const admit = namespaceKind.admit;
   namespaceKind.admit = (obj, old) => {
     // spec.finalizers changes only through the namespace controller (the finalize subresource), never on update.
-    const spec = old ? { ...(obj.spec ?? {}), finalizers: old.spec?.finalizers ?? [] } : { ...(obj.spec ?? {}), finalizers: ['kubernetes'] };
+    const spec = old
+      ? { ...(obj.spec ?? {}), finalizers: old.spec?.finalizers ?? [] }
+      : { ...(obj.spec ?? {}), finalizers: ['kubernetes'] };
     const status = old ? obj.status : { phase: 'Active' };
     return admit({ ...obj, spec, ...(status ? { status } : {}) }, old);
   };
@@ -275,12 +348,21 @@ export function registerCoreKinds(registry: KindRegistry): void {
   registry.register(namespaceKind);
   registry.register(
     builtinKind(
-      { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, tracksGeneration: false },
+      {
+        group: '',
+        version: 'v1',
+        plural: 'secrets',
+        kind: 'Secret',
+        namespaced: true,
+        statusSubresource: false,
+        tracksGeneration: false,
+      },
       Secret,
       // The server folds stringData into data (base64) and defaults the type.
       (obj) => {
         const data = { ...(obj.data ?? {}) } as Json;
-        for (const [k, v] of Object.entries<unknown>(obj.stringData ?? {})) data[k] = Buffer.from(String(v)).toString('base64');
+        for (const [k, v] of Object.entries<unknown>(obj.stringData ?? {}))
+          data[k] = Buffer.from(String(v)).toString('base64');
         const { stringData: _s, ...rest } = obj;
         return { ...rest, type: obj.type ?? 'Opaque', data };
       },
@@ -288,12 +370,33 @@ export function registerCoreKinds(registry: KindRegistry): void {
     ),
   );
   registry.register(
-    builtinKind({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true, statusSubresource: false, tracksGeneration: false }, ConfigMap, (o) => o, withinDataLimit(false)),
+    builtinKind(
+      {
+        group: '',
+        version: 'v1',
+        plural: 'configmaps',
+        kind: 'ConfigMap',
+        namespaced: true,
+        statusSubresource: false,
+        tracksGeneration: false,
+      },
+      ConfigMap,
+      (o) => o,
+      withinDataLimit(false),
+    ),
   );
   // Read by the control plane to check that a deployment's service_account_name belongs to its tenant.
   registry.register(
     builtinKind(
-      { group: '', version: 'v1', plural: 'serviceaccounts', kind: 'ServiceAccount', namespaced: true, statusSubresource: false, tracksGeneration: false },
+      {
+        group: '',
+        version: 'v1',
+        plural: 'serviceaccounts',
+        kind: 'ServiceAccount',
+        namespaced: true,
+        statusSubresource: false,
+        tracksGeneration: false,
+      },
       ServiceAccount,
     ),
   );

@@ -10,7 +10,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { stringify } from 'yaml';
-import { authorize, forbiddenMessage, serviceAccountUser, verbOf, type RequestAttributes, type UserInfo } from './rbac.ts';
+import {
+  authorize,
+  forbiddenMessage,
+  serviceAccountUser,
+  verbOf,
+  type RequestAttributes,
+  type UserInfo,
+} from './rbac.ts';
 import { servingCert, type ServingCert } from './tls.ts';
 import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpec } from './registry.ts';
 
@@ -18,7 +25,12 @@ type Json = Record<string, any>;
 export type HungRequest = { method: string; path: string; body: unknown };
 type Stored = { spec: KindSpec; obj: Json };
 type Change = { rv: number; spec: KindSpec; namespace: string; type: 'ADDED' | 'MODIFIED' | 'DELETED'; obj: Json };
-type Watcher = { spec: KindSpec; namespace?: string; match: (labels: Json | undefined, obj: Json) => boolean; send: (c: Change) => void };
+type Watcher = {
+  spec: KindSpec;
+  namespace?: string;
+  match: (labels: Json | undefined, obj: Json) => boolean;
+  send: (c: Change) => void;
+};
 
 export type KubeApiServerOptions = {
   /** Folder of CRD yaml files to serve (e.g. crds/). */
@@ -89,11 +101,19 @@ export class KubeApiServer {
     const spec = this.registry.all().find((k) => k.group === group && k.version === version && k.kind === obj.kind);
     if (!spec) throw new Error(`kube-apiserver double: no kind ${obj.apiVersion}/${obj.kind}`);
     const namespace = spec.namespaced ? (obj.metadata.namespace ?? defaultNamespace) : '';
-    const admitted = spec.admit(structuredClone({ ...obj, metadata: { ...obj.metadata, ...(spec.namespaced ? { namespace } : {}) } }));
-    if ('causes' in admitted) throw new Error(`seeding ${obj.kind} ${obj.metadata.name}: ${JSON.stringify(admitted.causes)}`);
+    const admitted = spec.admit(
+      structuredClone({ ...obj, metadata: { ...obj.metadata, ...(spec.namespaced ? { namespace } : {}) } }),
+    );
+    if ('causes' in admitted)
+      throw new Error(`seeding ${obj.kind} ${obj.metadata.name}: ${JSON.stringify(admitted.causes)}`);
     const rv = ++this.rv;
     const o = admitted.object;
-    o.metadata = { ...o.metadata, uid: randomUUID(), resourceVersion: String(rv), creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z') };
+    o.metadata = {
+      ...o.metadata,
+      uid: randomUUID(),
+      resourceVersion: String(rv),
+      creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    };
     const key = this.key(spec.group, spec.plural, namespace, o.metadata.name);
     const existed = this.objects.has(key);
     this.objects.set(key, { spec, obj: o });
@@ -102,11 +122,19 @@ export class KubeApiServer {
 
   /** Removes seeded objects of a kind (an uninstalled chart's RBAC). */
   unseed(group: string, plural: string, match: (obj: Json) => boolean): void {
-    for (const s of [...this.objects.values()]) if (s.spec.group === group && s.spec.plural === plural && match(s.obj)) this.remove(s.spec, s.obj);
+    for (const s of [...this.objects.values()])
+      if (s.spec.group === group && s.spec.plural === plural && match(s.obj)) this.remove(s.spec, s.obj);
   }
 
   private stored(group: string, plural: string, namespace?: string): Json[] {
-    return [...this.objects.values()].filter((s) => s.spec.group === group && s.spec.plural === plural && (namespace === undefined || s.obj.metadata.namespace === namespace)).map((s) => s.obj);
+    return [...this.objects.values()]
+      .filter(
+        (s) =>
+          s.spec.group === group &&
+          s.spec.plural === plural &&
+          (namespace === undefined || s.obj.metadata.namespace === namespace),
+      )
+      .map((s) => s.obj);
   }
 
   private allowed(user: UserInfo, a: RequestAttributes): boolean {
@@ -136,7 +164,13 @@ export class KubeApiServer {
     registerCoreKinds(this.registry);
     if (opts.crdDir) registerCrds(this.registry, opts.crdDir);
     this.token = opts.token ?? 'test-token';
-    for (const name of new Set(['default', 'kube-system', 'kube-public', 'kube-node-lease', ...(opts.namespaces ?? [])])) {
+    for (const name of new Set([
+      'default',
+      'kube-system',
+      'kube-public',
+      'kube-node-lease',
+      ...(opts.namespaces ?? []),
+    ])) {
       this.seed({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }, '');
     }
   }
@@ -166,7 +200,9 @@ export class KubeApiServer {
       });
     };
     if (this.opts.tls) this.cert = servingCert();
-    this.server = this.cert ? createTlsServer({ key: this.cert.key, cert: this.cert.cert }, handler) : createServer(handler);
+    this.server = this.cert
+      ? createTlsServer({ key: this.cert.key, cert: this.cert.cert }, handler)
+      : createServer(handler);
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.url = `${this.cert ? 'https' : 'http'}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this.url;
@@ -186,12 +222,14 @@ export class KubeApiServer {
       apiVersion: 'v1',
       kind: 'Config',
       // client-node refuses plain http unless TLS verification is off; over TLS the server's own certificate is the CA.
-      clusters: [{
-        name: 'double',
-        cluster: this.cert
-          ? { server: this.url, 'certificate-authority-data': Buffer.from(this.cert.cert).toString('base64') }
-          : { server: this.url, 'insecure-skip-tls-verify': true },
-      }],
+      clusters: [
+        {
+          name: 'double',
+          cluster: this.cert
+            ? { server: this.url, 'certificate-authority-data': Buffer.from(this.cert.cert).toString('base64') }
+            : { server: this.url, 'insecure-skip-tls-verify': true },
+        },
+      ],
       users: [{ name: 'tester', user: { token } }],
       contexts: [{ name: 'double', context: { cluster: 'double', user: 'tester', namespace } }],
       'current-context': 'double',
@@ -229,7 +267,10 @@ export class KubeApiServer {
     if (user && this.opts.rbac) {
       // A list or watch narrowed to one name by field selector is authorized as a request for that name, so
       // resourceNames rules can grant it (what `kubectl get secret x --watch` relies on).
-      const byName = !name && method === 'GET' ? /(?:^|,)metadata\.name==?([^,]+)(?:,|$)/.exec(q.get('fieldSelector') ?? '')?.[1] : undefined;
+      const byName =
+        !name && method === 'GET'
+          ? /(?:^|,)metadata\.name==?([^,]+)(?:,|$)/.exec(q.get('fieldSelector') ?? '')?.[1]
+          : undefined;
       const attrs: RequestAttributes = {
         verb: verbOf(method, Boolean(name), q.get('watch') === 'true' || q.get('watch') === '1'),
         group: spec.group,
@@ -243,16 +284,29 @@ export class KubeApiServer {
       uses.add(`${attrs.verb} ${attrs.group}/${attrs.resource}${sub ? `/${sub}` : ''}`);
       this.used.set(user.name, uses);
       // Binding a role needs `bind` on it (the escalation check; holding all of its permissions is not modelled).
-      if (spec.plural.endsWith('bindings') && spec.group === 'rbac.authorization.k8s.io' && (method === 'POST' || method === 'PUT')) {
+      if (
+        spec.plural.endsWith('bindings') &&
+        spec.group === 'rbac.authorization.k8s.io' &&
+        (method === 'POST' || method === 'PUT')
+      ) {
         const ref = (body as Json | undefined)?.roleRef ?? {};
-        const bind: RequestAttributes = { verb: 'bind', group: 'rbac.authorization.k8s.io', resource: ref.kind === 'ClusterRole' ? 'clusterroles' : 'roles', name: ref.name, namespace: ref.kind === 'ClusterRole' ? undefined : namespace || undefined };
+        const bind: RequestAttributes = {
+          verb: 'bind',
+          group: 'rbac.authorization.k8s.io',
+          resource: ref.kind === 'ClusterRole' ? 'clusterroles' : 'roles',
+          name: ref.name,
+          namespace: ref.kind === 'ClusterRole' ? undefined : namespace || undefined,
+        };
         if (!this.allowed(user, bind)) return this.forbid(res, user, bind, spec);
       }
     }
     for (const match of this.hangs) if (match({ method, path: url.pathname, body })) return;
-    if (sub === 'log' && spec.plural === 'pods' && method === 'GET') return this.podLog(res, namespace!, name!, q.get('container') ?? '', q);
-    if (sub && sub !== 'status') return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
-    if (sub === 'status' && !spec.statusSubresource) return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
+    if (sub === 'log' && spec.plural === 'pods' && method === 'GET')
+      return this.podLog(res, namespace!, name!, q.get('container') ?? '', q);
+    if (sub && sub !== 'status')
+      return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
+    if (sub === 'status' && !spec.statusSubresource)
+      return this.status(res, 404, 'NotFound', 'the server could not find the requested resource');
 
     if (method === 'GET' && !name) {
       const scope = spec.namespaced ? namespace : undefined;
@@ -262,7 +316,8 @@ export class KubeApiServer {
     if (method === 'GET') return this.get(res, spec, namespace!, name!);
     if (method === 'POST' && !name && namespace !== undefined) return this.create(res, spec, namespace, body as Json);
     if (method === 'PUT' && name) return this.replace(res, spec, namespace!, name, body as Json, sub === 'status');
-    if (method === 'PATCH' && name) return this.patch(res, spec, namespace!, name, body, req.headers['content-type'] ?? '', sub === 'status');
+    if (method === 'PATCH' && name)
+      return this.patch(res, spec, namespace!, name, body, req.headers['content-type'] ?? '', sub === 'status');
     if (method === 'DELETE' && name) return this.delete(res, spec, namespace!, name, body as Json | undefined, q);
     return this.status(res, 405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
   }
@@ -299,7 +354,13 @@ export class KubeApiServer {
     return spec.group ? `${spec.group}/${spec.version}` : spec.version;
   }
 
-  private list(res: ServerResponse, spec: KindSpec, namespace: string | undefined, selector: string, fields = ''): void {
+  private list(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string | undefined,
+    selector: string,
+    fields = '',
+  ): void {
     const labels = selectorMatcher(selector);
     const byField = fieldMatcher(fields);
     const match = (l: Json | undefined, obj?: Json) => labels(l) && (!obj || byField(obj));
@@ -307,8 +368,15 @@ export class KubeApiServer {
       .filter((s) => s.spec === spec && (namespace === undefined || s.obj.metadata.namespace === namespace))
       .filter((s) => match(s.obj.metadata.labels, s.obj))
       .map((s) => s.obj)
-      .sort((a, b) => (`${a.metadata.namespace}/${a.metadata.name}` < `${b.metadata.namespace}/${b.metadata.name}` ? -1 : 1));
-    this.json(res, 200, { apiVersion: this.apiVersion(spec), kind: `${spec.kind}List`, metadata: { resourceVersion: String(this.rv) }, items });
+      .sort((a, b) =>
+        `${a.metadata.namespace}/${a.metadata.name}` < `${b.metadata.namespace}/${b.metadata.name}` ? -1 : 1,
+      );
+    this.json(res, 200, {
+      apiVersion: this.apiVersion(spec),
+      kind: `${spec.kind}List`,
+      metadata: { resourceVersion: String(this.rv) },
+      items,
+    });
   }
 
   private get(res: ServerResponse, spec: KindSpec, namespace: string, name: string): void {
@@ -321,35 +389,74 @@ export class KubeApiServer {
     if (!body || typeof body !== 'object') return this.status(res, 400, 'BadRequest', 'body must be an object');
     const name = body.metadata?.name;
     if (body.metadata?.namespace && body.metadata.namespace !== namespace) {
-      return this.status(res, 400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      return this.status(
+        res,
+        400,
+        'BadRequest',
+        'the namespace of the provided object does not match the namespace sent on the request',
+      );
     }
     // Like the real decoder: missing apiVersion/kind default from the URL; a different one is refused.
     body.apiVersion ??= this.apiVersion(spec);
     body.kind ??= spec.kind;
     if (body.kind !== spec.kind || body.apiVersion !== this.apiVersion(spec)) {
-      return this.status(res, 400, 'BadRequest', `the API version in the data (${body.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`);
+      return this.status(
+        res,
+        400,
+        'BadRequest',
+        `the API version in the data (${body.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`,
+      );
     }
     // NamespaceLifecycle admission: runs before validation and storage, like on the real server.
     if (spec.namespaced) {
       const ns = this.objects.get(this.key('', 'namespaces', '', namespace));
-      if (!ns) return this.status(res, 404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' });
+      if (!ns)
+        return this.status(res, 404, 'NotFound', `namespaces "${namespace}" not found`, {
+          name: namespace,
+          kind: 'namespaces',
+        });
       if (ns.obj.metadata.deletionTimestamp) {
         const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
-        return this.status(res, 403, 'Forbidden', `${what} "${name ?? ''}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
-          name,
-          group: spec.group,
-          kind: spec.plural,
-          causes: [{ reason: 'NamespaceTerminating', message: `namespace ${namespace} is being terminated`, field: 'metadata.namespace' }],
-        });
+        return this.status(
+          res,
+          403,
+          'Forbidden',
+          `${what} "${name ?? ''}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`,
+          {
+            name,
+            group: spec.group,
+            kind: spec.plural,
+            causes: [
+              {
+                reason: 'NamespaceTerminating',
+                message: `namespace ${namespace} is being terminated`,
+                field: 'metadata.namespace',
+              },
+            ],
+          },
+        );
       }
     }
     const key = this.key(spec.group, spec.plural, namespace, name ?? '');
     if (name && this.objects.has(key)) {
-      return this.status(res, 409, 'AlreadyExists', `${spec.plural}${spec.group ? '.' + spec.group : ''} "${name}" already exists`, { name, group: spec.group, kind: spec.plural });
+      return this.status(
+        res,
+        409,
+        'AlreadyExists',
+        `${spec.plural}${spec.group ? '.' + spec.group : ''} "${name}" already exists`,
+        { name, group: spec.group, kind: spec.plural },
+      );
     }
     const candidate: Json = structuredClone(body);
     if (spec.statusSubresource) delete candidate.status;
-    const { resourceVersion: _r, uid: _u, creationTimestamp: _c, deletionTimestamp: _d, generation: _g, ...meta } = candidate.metadata ?? {};
+    const {
+      resourceVersion: _r,
+      uid: _u,
+      creationTimestamp: _c,
+      deletionTimestamp: _d,
+      generation: _g,
+      ...meta
+    } = candidate.metadata ?? {};
     candidate.metadata = spec.namespaced ? { ...meta, namespace } : meta;
     const admitted = spec.admit(candidate);
     if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
@@ -367,7 +474,14 @@ export class KubeApiServer {
     this.json(res, 201, obj);
   }
 
-  private replace(res: ServerResponse, spec: KindSpec, namespace: string, name: string, body: Json, status: boolean): void {
+  private replace(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string,
+    name: string,
+    body: Json,
+    status: boolean,
+  ): void {
     const key = this.key(spec.group, spec.plural, namespace, name);
     const cur = this.objects.get(key);
     if (!cur) return this.notFound(res, spec, name);
@@ -378,10 +492,17 @@ export class KubeApiServer {
     body.kind ??= spec.kind;
     const rvIn = body.metadata?.resourceVersion;
     if (!rvIn && spec.requireResourceVersionOnUpdate) {
-      return this.invalid(res, spec, name, [{ field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update', reason: 'FieldValueInvalid' }]);
+      return this.invalid(res, spec, name, [
+        {
+          field: 'metadata.resourceVersion',
+          message: 'Invalid value: 0x0: must be specified for an update',
+          reason: 'FieldValueInvalid',
+        },
+      ]);
     }
     if (rvIn && rvIn !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
-    if (body.metadata?.uid && body.metadata.uid !== cur.obj.metadata.uid) return this.conflict(res, spec, name, 'Precondition failed: UID in precondition does not match');
+    if (body.metadata?.uid && body.metadata.uid !== cur.obj.metadata.uid)
+      return this.conflict(res, spec, name, 'Precondition failed: UID in precondition does not match');
     const old = cur.obj;
     let next: Json;
     if (status) {
@@ -390,7 +511,9 @@ export class KubeApiServer {
       next = structuredClone(body);
       if (spec.statusSubresource) next.status = structuredClone(old.status);
       const m = next.metadata;
-      const fin = old.metadata.deletionTimestamp ? (m.finalizers ?? []).filter((f: string) => old.metadata.finalizers?.includes(f)) : m.finalizers;
+      const fin = old.metadata.deletionTimestamp
+        ? (m.finalizers ?? []).filter((f: string) => old.metadata.finalizers?.includes(f))
+        : m.finalizers;
       next.metadata = {
         ...m,
         namespace: spec.namespaced ? namespace : undefined,
@@ -410,7 +533,10 @@ export class KubeApiServer {
     if (spec.tracksGeneration && !status && JSON.stringify(canonNoMeta(next)) !== JSON.stringify(canonNoMeta(old))) {
       next.metadata.generation = (old.metadata.generation ?? 1) + 1;
     }
-    if (JSON.stringify(canon(next)) === JSON.stringify(canon({ ...old, metadata: { ...old.metadata, resourceVersion: next.metadata.resourceVersion } }))) {
+    if (
+      JSON.stringify(canon(next)) ===
+      JSON.stringify(canon({ ...old, metadata: { ...old.metadata, resourceVersion: next.metadata.resourceVersion } }))
+    ) {
       return this.json(res, 200, old); // no-op writes keep the resourceVersion, as on the real server
     }
     if (next.metadata.deletionTimestamp && this.finalized(spec, next)) {
@@ -424,7 +550,15 @@ export class KubeApiServer {
     this.json(res, 200, next);
   }
 
-  private patch(res: ServerResponse, spec: KindSpec, namespace: string, name: string, body: unknown, contentType: string, status: boolean): void {
+  private patch(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string,
+    name: string,
+    body: unknown,
+    contentType: string,
+    status: boolean,
+  ): void {
     const cur = this.objects.get(this.key(spec.group, spec.plural, namespace, name));
     if (!cur) return this.notFound(res, spec, name);
     let next: Json;
@@ -434,41 +568,87 @@ export class KubeApiServer {
       } catch (err) {
         return this.status(res, 422, 'Invalid', String((err as Error).message));
       }
-    } else if (contentType.startsWith('application/merge-patch+json') || contentType.startsWith('application/strategic-merge-patch+json')) {
+    } else if (
+      contentType.startsWith('application/merge-patch+json') ||
+      contentType.startsWith('application/strategic-merge-patch+json')
+    ) {
       next = mergePatch(structuredClone(cur.obj), body) as Json;
     } else {
-      return this.status(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`);
+      return this.status(
+        res,
+        415,
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`,
+      );
     }
     // A patch is a replace against the current version unless it names another one.
-    next.metadata = { ...next.metadata, resourceVersion: next.metadata?.resourceVersion ?? cur.obj.metadata.resourceVersion };
+    next.metadata = {
+      ...next.metadata,
+      resourceVersion: next.metadata?.resourceVersion ?? cur.obj.metadata.resourceVersion,
+    };
     this.replace(res, spec, namespace, name, next, status);
   }
 
-  private delete(res: ServerResponse, spec: KindSpec, namespace: string, name: string, opts: Json | undefined, q: URLSearchParams): void {
+  private delete(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string,
+    name: string,
+    opts: Json | undefined,
+    q: URLSearchParams,
+  ): void {
     const key = this.key(spec.group, spec.plural, namespace, name);
     const cur = this.objects.get(key);
     if (!cur) return this.notFound(res, spec, name);
     // DeleteOptions come as the body or as query parameters (what client-node sends).
     const policyIn = opts?.propagationPolicy ?? q.get('propagationPolicy') ?? undefined;
-    const orphanIn = opts?.orphanDependents ?? (q.has('orphanDependents') ? q.get('orphanDependents') === 'true' : undefined);
+    const orphanIn =
+      opts?.orphanDependents ?? (q.has('orphanDependents') ? q.get('orphanDependents') === 'true' : undefined);
     if (policyIn !== undefined && orphanIn !== undefined) {
-      return this.deleteOptionsInvalid(res, 'propagationPolicy', 'orphanDependents and deletionPropagation cannot be both set');
+      return this.deleteOptionsInvalid(
+        res,
+        'propagationPolicy',
+        'orphanDependents and deletionPropagation cannot be both set',
+      );
     }
     if (policyIn !== undefined && !POLICIES.includes(policyIn)) {
-      return this.deleteOptionsInvalid(res, 'propagationPolicy', `Unsupported value: "${policyIn}": supported values: ${POLICIES.map((p) => `"${p}"`).join(', ')}`);
+      return this.deleteOptionsInvalid(
+        res,
+        'propagationPolicy',
+        `Unsupported value: "${policyIn}": supported values: ${POLICIES.map((p) => `"${p}"`).join(', ')}`,
+      );
     }
     const pre = opts?.preconditions as Json | undefined;
     if (pre?.uid && pre.uid !== cur.obj.metadata.uid) {
-      return this.conflict(res, spec, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cur.obj.metadata.uid}`);
+      return this.conflict(
+        res,
+        spec,
+        name,
+        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cur.obj.metadata.uid}`,
+      );
     }
-    if (pre?.resourceVersion && pre.resourceVersion !== cur.obj.metadata.resourceVersion) return this.conflict(res, spec, name);
+    if (pre?.resourceVersion && pre.resourceVersion !== cur.obj.metadata.resourceVersion)
+      return this.conflict(res, spec, name);
     if (spec.plural === 'namespaces' && !spec.group && IMMORTAL_NAMESPACES.includes(name)) {
-      return this.status(res, 403, 'Forbidden', `namespaces "${name}" is forbidden: this namespace may not be deleted`, { name, kind: 'namespaces' });
+      return this.status(
+        res,
+        403,
+        'Forbidden',
+        `namespaces "${name}" is forbidden: this namespace may not be deleted`,
+        { name, kind: 'namespaces' },
+      );
     }
-    const explicit: Policy | undefined = policyIn ?? (orphanIn === undefined ? undefined : orphanIn ? 'Orphan' : 'Background');
+    const explicit: Policy | undefined =
+      policyIn ?? (orphanIn === undefined ? undefined : orphanIn ? 'Orphan' : 'Background');
     const gone = this.markDeleted(cur, explicit);
     if (gone) {
-      return this.json(res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: spec.group, kind: spec.plural, uid: cur.obj.metadata.uid } });
+      return this.json(res, 200, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Success',
+        details: { name, group: spec.group, kind: spec.plural, uid: cur.obj.metadata.uid },
+      });
     }
     this.json(res, 200, this.objects.get(key)!.obj);
   }
@@ -488,7 +668,13 @@ export class KubeApiServer {
     const m = s.obj.metadata;
     const has = (f: string) => Boolean(m.finalizers?.includes(f));
     if (m.deletionTimestamp && explicit === undefined) return false;
-    const policy: Policy = explicit ?? (has(FINALIZER_ORPHAN) ? 'Orphan' : has(FINALIZER_FOREGROUND) ? 'Foreground' : (s.spec.defaultPropagation ?? 'Background'));
+    const policy: Policy =
+      explicit ??
+      (has(FINALIZER_ORPHAN)
+        ? 'Orphan'
+        : has(FINALIZER_FOREGROUND)
+          ? 'Foreground'
+          : (s.spec.defaultPropagation ?? 'Background'));
     const finalizers = (m.finalizers ?? []).filter((f: string) => f !== FINALIZER_ORPHAN && f !== FINALIZER_FOREGROUND);
     if (policy === 'Orphan') finalizers.push(FINALIZER_ORPHAN);
     if (policy === 'Foreground') finalizers.push(FINALIZER_FOREGROUND);
@@ -564,8 +750,10 @@ export class KubeApiServer {
   private collectGarbage(): void {
     const byUid = new Map<string, Stored>();
     for (const s of this.objects.values()) byUid.set(s.obj.metadata.uid, s);
-    const dependentsOf = (uid: string) => [...this.objects.values()].filter((d) => d.obj.metadata.ownerReferences?.some((o: Json) => o.uid === uid));
-    const latest = (s: Stored) => this.objects.get(this.key(s.spec.group, s.spec.plural, s.obj.metadata.namespace ?? '', s.obj.metadata.name));
+    const dependentsOf = (uid: string) =>
+      [...this.objects.values()].filter((d) => d.obj.metadata.ownerReferences?.some((o: Json) => o.uid === uid));
+    const latest = (s: Stored) =>
+      this.objects.get(this.key(s.spec.group, s.spec.plural, s.obj.metadata.namespace ?? '', s.obj.metadata.name));
     const withoutFinalizer = (s: Stored, f: string) => {
       const next = structuredClone(s.obj);
       next.metadata.finalizers = (next.metadata.finalizers ?? []).filter((x: string) => x !== f);
@@ -587,14 +775,18 @@ export class KubeApiServer {
         continue;
       }
       if (m.deletionTimestamp && m.finalizers?.includes(FINALIZER_FOREGROUND)) {
-        const blocking = dependentsOf(m.uid).some((d) => d.obj.metadata.ownerReferences.some((o: Json) => o.uid === m.uid && o.blockOwnerDeletion));
+        const blocking = dependentsOf(m.uid).some((d) =>
+          d.obj.metadata.ownerReferences.some((o: Json) => o.uid === m.uid && o.blockOwnerDeletion),
+        );
         if (!blocking) {
           withoutFinalizer(s, FINALIZER_FOREGROUND);
           continue;
         }
       }
       if (s.spec.plural === 'namespaces' && !s.spec.group && m.deletionTimestamp) {
-        const contents = [...this.objects.values()].filter((c) => c.spec.namespaced && c.obj.metadata.namespace === m.name);
+        const contents = [...this.objects.values()].filter(
+          (c) => c.spec.namespaced && c.obj.metadata.namespace === m.name,
+        );
         for (const c of contents) if (!c.obj.metadata.deletionTimestamp) this.markDeleted(c, 'Background');
         if (!contents.length && s.obj.spec?.finalizers?.includes('kubernetes')) {
           const next = structuredClone(s.obj);
@@ -610,16 +802,32 @@ export class KubeApiServer {
       const absent: Json[] = [];
       for (const ref of refs) {
         const owner = byUid.get(ref.uid);
-        const here = owner && this.objects.get(this.key(owner.spec.group, owner.spec.plural, owner.obj.metadata.namespace ?? '', owner.obj.metadata.name));
-        const found = here && here.obj.metadata.uid === ref.uid && here.spec.kind === ref.kind && here.obj.metadata.name === ref.name &&
+        const here =
+          owner &&
+          this.objects.get(
+            this.key(owner.spec.group, owner.spec.plural, owner.obj.metadata.namespace ?? '', owner.obj.metadata.name),
+          );
+        const found =
+          here &&
+          here.obj.metadata.uid === ref.uid &&
+          here.spec.kind === ref.kind &&
+          here.obj.metadata.name === ref.name &&
           (!here.spec.namespaced || (s.spec.namespaced && here.obj.metadata.namespace === m.namespace));
         if (!found) absent.push(ref);
-        else if (here.obj.metadata.deletionTimestamp && here.obj.metadata.finalizers?.includes(FINALIZER_FOREGROUND)) waiting.push(ref);
+        else if (here.obj.metadata.deletionTimestamp && here.obj.metadata.finalizers?.includes(FINALIZER_FOREGROUND))
+          waiting.push(ref);
         else solid.push(ref);
       }
       if (!solid.length) {
         if (m.deletionTimestamp) continue;
-        this.markDeleted(s, waiting.length && dependentsOf(m.uid).length ? 'Foreground' : m.finalizers?.includes(FINALIZER_ORPHAN) ? 'Orphan' : 'Background');
+        this.markDeleted(
+          s,
+          waiting.length && dependentsOf(m.uid).length
+            ? 'Foreground'
+            : m.finalizers?.includes(FINALIZER_ORPHAN)
+              ? 'Orphan'
+              : 'Background',
+        );
       } else if (absent.length || waiting.length) {
         const next = structuredClone(s.obj);
         next.metadata.ownerReferences = solid;
@@ -629,10 +837,20 @@ export class KubeApiServer {
   }
 
   private deleteOptionsInvalid(res: ServerResponse, field: string, message: string): void {
-    this.status(res, 422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: ${field}: ${message}`, { group: 'meta.k8s.io', kind: 'DeleteOptions', causes: [{ field, message, reason: 'FieldValueInvalid' }] });
+    this.status(res, 422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: ${field}: ${message}`, {
+      group: 'meta.k8s.io',
+      kind: 'DeleteOptions',
+      causes: [{ field, message, reason: 'FieldValueInvalid' }],
+    });
   }
 
-  private watch(req: IncomingMessage, res: ServerResponse, spec: KindSpec, namespace: string | undefined, q: URLSearchParams): void {
+  private watch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string | undefined,
+    q: URLSearchParams,
+  ): void {
     const labels = selectorMatcher(q.get('labelSelector') ?? '');
     const byField = fieldMatcher(q.get('fieldSelector') ?? '');
     const match = (l: Json | undefined, obj: Json) => labels(l) && byField(obj);
@@ -640,19 +858,30 @@ export class KubeApiServer {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // the real server answers headers at once; clients wait for them before streaming
     const write = (type: string, object: Json) => res.write(JSON.stringify({ type, object }) + '\n');
-    const inScope = (c: { spec: KindSpec; namespace: string }) => c.spec === spec && (namespace === undefined || c.namespace === namespace);
+    const inScope = (c: { spec: KindSpec; namespace: string }) =>
+      c.spec === spec && (namespace === undefined || c.namespace === namespace);
     if (rvParam === '' || rvParam === '0') {
       for (const s of this.objects.values()) {
-        if (inScope({ spec: s.spec, namespace: s.obj.metadata.namespace }) && match(s.obj.metadata.labels, s.obj)) write('ADDED', s.obj);
+        if (inScope({ spec: s.spec, namespace: s.obj.metadata.namespace }) && match(s.obj.metadata.labels, s.obj))
+          write('ADDED', s.obj);
       }
     } else {
       const from = Number(rvParam);
       if (!Number.isInteger(from) || from < this.compactedRv) {
-        write('ERROR', { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${rvParam} (${this.compactedRv})`, reason: 'Expired', code: 410 });
+        write('ERROR', {
+          kind: 'Status',
+          apiVersion: 'v1',
+          metadata: {},
+          status: 'Failure',
+          message: `too old resource version: ${rvParam} (${this.compactedRv})`,
+          reason: 'Expired',
+          code: 410,
+        });
         res.end();
         return;
       }
-      for (const c of this.changes) if (c.rv > from && inScope(c) && match(c.obj.metadata.labels, c.obj)) write(c.type, c.obj);
+      for (const c of this.changes)
+        if (c.rv > from && inScope(c) && match(c.obj.metadata.labels, c.obj)) write(c.type, c.obj);
     }
     const watcher: Watcher = {
       spec,
@@ -663,9 +892,18 @@ export class KubeApiServer {
       },
     };
     this.watchers.add(watcher);
-    const bookmarks = q.get('allowWatchBookmarks') === 'true'
-      ? setInterval(() => write('BOOKMARK', { kind: spec.kind, apiVersion: this.apiVersion(spec), metadata: { resourceVersion: String(this.rv) } }), this.opts.bookmarkMs ?? 60_000)
-      : undefined;
+    const bookmarks =
+      q.get('allowWatchBookmarks') === 'true'
+        ? setInterval(
+            () =>
+              write('BOOKMARK', {
+                kind: spec.kind,
+                apiVersion: this.apiVersion(spec),
+                metadata: { resourceVersion: String(this.rv) },
+              }),
+            this.opts.bookmarkMs ?? 60_000,
+          )
+        : undefined;
     const timeout = Number(q.get('timeoutSeconds') ?? 0);
     const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
     const done = () => {
@@ -690,11 +928,18 @@ export class KubeApiServer {
     const spec = this.registry.lookup('', 'v1', 'pods')!;
     if (!this.objects.has(this.key('', 'pods', namespace, name))) return this.notFound(res, spec, name);
     const text = this.podLogs.get(`${namespace}/${name}/${container}`);
-    if (text === undefined) return this.status(res, 400, 'BadRequest', `container "${container}" in pod "${name}" is waiting to start`);
+    if (text === undefined)
+      return this.status(res, 400, 'BadRequest', `container "${container}" in pod "${name}" is waiting to start`);
     // tailLines picks the last lines, then limitBytes cuts what is sent, as the kubelet does.
     let out = text;
     const tail = Number(q.get('tailLines') ?? NaN);
-    if (Number.isInteger(tail) && tail >= 0) out = out.split('\n').filter((l, i, all) => l !== '' || i < all.length - 1).slice(-tail).join('\n') + (tail > 0 ? '\n' : '');
+    if (Number.isInteger(tail) && tail >= 0)
+      out =
+        out
+          .split('\n')
+          .filter((l, i, all) => l !== '' || i < all.length - 1)
+          .slice(-tail)
+          .join('\n') + (tail > 0 ? '\n' : '');
     const limit = Number(q.get('limitBytes') ?? NaN);
     const body = Number.isInteger(limit) && limit > 0 ? Buffer.from(out).subarray(0, limit) : Buffer.from(out);
     res.writeHead(200, { 'content-type': 'text/plain' });
@@ -714,13 +959,35 @@ export class KubeApiServer {
       kind: 'APIResourceList',
       apiVersion: 'v1',
       groupVersion: group ? `${group}/${version}` : version,
-      resources: kinds.filter((k) => k.group === group && k.version === version).flatMap((k) => [
-        { name: k.plural, singularName: k.kind.toLowerCase(), namespaced: k.namespaced, kind: k.kind, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] },
-        ...(k.statusSubresource ? [{ name: `${k.plural}/status`, singularName: '', namespaced: k.namespaced, kind: k.kind, verbs: ['get', 'patch', 'update'] }] : []),
-      ]),
+      resources: kinds
+        .filter((k) => k.group === group && k.version === version)
+        .flatMap((k) => [
+          {
+            name: k.plural,
+            singularName: k.kind.toLowerCase(),
+            namespaced: k.namespaced,
+            kind: k.kind,
+            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+          },
+          ...(k.statusSubresource
+            ? [
+                {
+                  name: `${k.plural}/status`,
+                  singularName: '',
+                  namespaced: k.namespaced,
+                  kind: k.kind,
+                  verbs: ['get', 'patch', 'update'],
+                },
+              ]
+            : []),
+        ]),
     });
     if (path === '/api') {
-      this.json(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }] });
+      this.json(res, 200, {
+        kind: 'APIVersions',
+        versions: ['v1'],
+        serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }],
+      });
       return true;
     }
     if (path === '/api/v1') {
@@ -729,7 +996,8 @@ export class KubeApiServer {
     }
     if (path === '/apis') {
       const groups = new Map<string, string[]>();
-      for (const k of kinds.filter((k) => k.group)) groups.set(k.group, [...new Set([...(groups.get(k.group) ?? []), k.version])]);
+      for (const k of kinds.filter((k) => k.group))
+        groups.set(k.group, [...new Set([...(groups.get(k.group) ?? []), k.version])]);
       this.json(res, 200, {
         kind: 'APIGroupList',
         apiVersion: 'v1',
@@ -750,7 +1018,11 @@ export class KubeApiServer {
     // fieldValidation parameter, so kubectl leaves validation to the server (which admits every object).
     const gvs = [...new Set(kinds.map((k) => (k.group ? `apis/${k.group}/${k.version}` : `api/${k.version}`)))];
     if (path === '/openapi/v3') {
-      this.json(res, 200, { paths: Object.fromEntries(gvs.map((gv) => [gv, { serverRelativeURL: `/openapi/v3/${gv}?hash=${this.registry.all().length}` }])) });
+      this.json(res, 200, {
+        paths: Object.fromEntries(
+          gvs.map((gv) => [gv, { serverRelativeURL: `/openapi/v3/${gv}?hash=${this.registry.all().length}` }]),
+        ),
+      });
       return true;
     }
     const v3 = /^\/openapi\/v3\/(.+)$/.exec(path);
@@ -761,16 +1033,33 @@ export class KubeApiServer {
       for (const k of kinds.filter((k) => (k.group ? `apis/${k.group}/${k.version}` : `api/${k.version}`) === v3[1])) {
         const base = `/${v3[1]}${k.namespaced ? '/namespaces/{namespace}' : ''}/${k.plural}`;
         const gvk = [{ group: k.group, version: k.version, kind: k.kind }];
-        const op = (action: string) => ({ parameters: [fieldValidation], 'x-kubernetes-action': action, 'x-kubernetes-group-version-kind': gvk[0] });
+        const op = (action: string) => ({
+          parameters: [fieldValidation],
+          'x-kubernetes-action': action,
+          'x-kubernetes-group-version-kind': gvk[0],
+        });
         paths[base] = { post: op('post') };
         paths[`${base}/{name}`] = { put: op('put'), patch: op('patch') };
-        schemas[`${k.group || 'core'}.${k.version}.${k.kind}`] = { type: 'object', 'x-kubernetes-group-version-kind': gvk };
+        schemas[`${k.group || 'core'}.${k.version}.${k.kind}`] = {
+          type: 'object',
+          'x-kubernetes-group-version-kind': gvk,
+        };
       }
-      this.json(res, 200, { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.31.0' }, paths, components: { schemas } });
+      this.json(res, 200, {
+        openapi: '3.0.0',
+        info: { title: 'Kubernetes', version: 'v1.31.0' },
+        paths,
+        components: { schemas },
+      });
       return true;
     }
     if (path === '/version') {
-      this.json(res, 200, { major: '1', minor: '31', gitVersion: 'v1.31.0-agentplane-double', platform: 'linux/amd64' });
+      this.json(res, 200, {
+        major: '1',
+        minor: '31',
+        gitVersion: 'v1.31.0-agentplane-double',
+        platform: 'linux/amd64',
+      });
       return true;
     }
     return false;
@@ -784,7 +1073,16 @@ export class KubeApiServer {
   }
 
   private status(res: ServerResponse, code: number, reason: string, message: string, details?: Json): void {
-    this.json(res, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code });
+    this.json(res, code, {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message,
+      reason,
+      ...(details ? { details } : {}),
+      code,
+    });
   }
 
   private notFound(res: ServerResponse, spec: KindSpec, name: string): void {
@@ -794,7 +1092,13 @@ export class KubeApiServer {
 
   private conflict(res: ServerResponse, spec: KindSpec, name: string, why?: string): void {
     const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
-    this.status(res, 409, 'Conflict', `Operation cannot be fulfilled on ${what} "${name}": ${why ?? 'the object has been modified; please apply your changes to the latest version and try again'}`, { name, group: spec.group, kind: spec.plural });
+    this.status(
+      res,
+      409,
+      'Conflict',
+      `Operation cannot be fulfilled on ${what} "${name}": ${why ?? 'the object has been modified; please apply your changes to the latest version and try again'}`,
+      { name, group: spec.group, kind: spec.plural },
+    );
   }
 
   private invalid(res: ServerResponse, spec: KindSpec, name: string | undefined, causes: Cause[]): void {
@@ -817,7 +1121,13 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 
 function canon(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canon);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, x]) => [k, canon(x)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.entries(v)
+        .filter(([, x]) => x !== undefined)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, x]) => [k, canon(x)]),
+    );
   return v;
 }
 
@@ -828,27 +1138,36 @@ function canonNoMeta(o: Json): unknown {
 
 /** Field selectors the real server supports on every kind: metadata.name and metadata.namespace (= and !=). */
 export function fieldMatcher(selector: string): (obj: Json) => boolean {
-  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
-    const m = /^(metadata\.name|metadata\.namespace)(==|!=|=)(.*)$/.exec(t);
-    if (!m) throw new Error(`kube-apiserver double: unsupported field selector ${t}`);
-    return { field: m[1] === 'metadata.name' ? 'name' : 'namespace', neq: m[2] === '!=', value: m[3] };
-  });
+  const terms = selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const m = /^(metadata\.name|metadata\.namespace)(==|!=|=)(.*)$/.exec(t);
+      if (!m) throw new Error(`kube-apiserver double: unsupported field selector ${t}`);
+      return { field: m[1] === 'metadata.name' ? 'name' : 'namespace', neq: m[2] === '!=', value: m[3] };
+    });
   return (obj) => terms.every(({ field, neq, value }) => (obj.metadata?.[field] === value) !== neq);
 }
 
 export function selectorMatcher(selector: string): (labels?: Json) => boolean {
-  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
-    const neq = t.indexOf('!=');
-    if (neq > 0) return { k: t.slice(0, neq), op: '!=', v: t.slice(neq + 2) };
-    const eq = t.indexOf('=');
-    if (eq > 0) return { k: t.slice(0, eq), op: '=', v: t.slice(eq + 1).replace(/^=/, '') };
-    if (t.startsWith('!')) return { k: t.slice(1), op: '!', v: '' };
-    return { k: t, op: 'exists', v: '' };
-  });
-  return (labels) => terms.every(({ k, op, v }) => {
-    const x = labels?.[k];
-    return op === '=' ? x === v : op === '!=' ? x !== v : op === '!' ? x === undefined : x !== undefined;
-  });
+  const terms = selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const neq = t.indexOf('!=');
+      if (neq > 0) return { k: t.slice(0, neq), op: '!=', v: t.slice(neq + 2) };
+      const eq = t.indexOf('=');
+      if (eq > 0) return { k: t.slice(0, eq), op: '=', v: t.slice(eq + 1).replace(/^=/, '') };
+      if (t.startsWith('!')) return { k: t.slice(1), op: '!', v: '' };
+      return { k: t, op: 'exists', v: '' };
+    });
+  return (labels) =>
+    terms.every(({ k, op, v }) => {
+      const x = labels?.[k];
+      return op === '=' ? x === v : op === '!=' ? x !== v : op === '!' ? x === undefined : x !== undefined;
+    });
 }
 
 function mergePatch(target: unknown, patch: unknown): unknown {
@@ -865,7 +1184,11 @@ type JsonPatchOp = { op: string; path: string; value?: unknown; from?: string };
 
 function applyJsonPatch(doc: Json, ops: JsonPatchOp[]): Json {
   if (!Array.isArray(ops)) throw new Error('json patch must be an array');
-  const parse = (p: string) => p.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parse = (p: string) =>
+    p
+      .split('/')
+      .slice(1)
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   const parentOf = (path: string[]) => {
     let node: any = doc;
     for (const seg of path.slice(0, -1)) {

@@ -14,11 +14,29 @@ export function servingCert(): ServingCert {
   if (!existsSync(cert)) {
     mkdirSync(dir, { recursive: true });
     const tmp = `${process.pid}-${Date.now()}`;
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '3650',
-      '-subj', '/CN=kube-apiserver-double', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout', `${key}.${tmp}`, '-out', `${cert}.${tmp}`,
-    ], { stdio: 'pipe' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '3650',
+        '-subj',
+        '/CN=kube-apiserver-double',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout',
+        `${key}.${tmp}`,
+        '-out',
+        `${cert}.${tmp}`,
+      ],
+      { stdio: 'pipe' },
+    );
     renameSync(`${key}.${tmp}`, key);
     renameSync(`${cert}.${tmp}`, cert);
   }

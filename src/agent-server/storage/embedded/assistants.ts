@@ -1,7 +1,15 @@
 // Assistants of the embedded store.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { ASSISTANT_SORT } from '../common.ts';
-import type { AssistantPatch, AssistantQuery, AssistantStore, AssistantVersion, IfExists, Json, NewAssistant } from '../types.ts';
+import type {
+  AssistantPatch,
+  AssistantQuery,
+  AssistantStore,
+  AssistantVersion,
+  IfExists,
+  Json,
+  NewAssistant,
+} from '../types.ts';
 import { j, jsonFilter, toAssistant, type EmbeddedContext, type Row } from './context.ts';
 
 /** A versions row has the assistant's columns but `updated_at`; it reads like an assistant row. */
@@ -12,8 +20,11 @@ function toVersion(r: Row): AssistantVersion {
 
 export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }: EmbeddedContext): AssistantStore {
   /** Records the assistant's current fields as its current version (inside the caller's transaction). */
-  const snapshot = (id: string) => sql(`INSERT OR REPLACE INTO ap_assistant_versions SELECT assistant_id, version,
-    graph_id, config, context, metadata, name, description, updated_at FROM ap_assistants WHERE assistant_id = ?`).run(id);
+  const snapshot = (id: string) =>
+    sql(`INSERT OR REPLACE INTO ap_assistant_versions SELECT assistant_id, version,
+    graph_id, config, context, metadata, name, description, updated_at FROM ap_assistants WHERE assistant_id = ?`).run(
+      id,
+    );
   const requireAssistant = (id: string): Row => {
     const r = st.getAssistant.get(id) as Row | undefined;
     if (!r) throw new NotFoundError(`Assistant ${id} not found`);
@@ -30,7 +41,16 @@ export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }:
         }
         const t = now();
         sql(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`).run(
-          a.assistant_id, a.graph_id, j(a.config), j(a.context), j(a.metadata), a.name, a.description, t, t);
+          a.assistant_id,
+          a.graph_id,
+          j(a.config),
+          j(a.context),
+          j(a.metadata),
+          a.name,
+          a.description,
+          t,
+          t,
+        );
         snapshot(a.assistant_id);
         return toAssistant(st.getAssistant.get(a.assistant_id) as Row);
       });
@@ -40,7 +60,16 @@ export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }:
       return inTx(() => {
         sql(`INSERT INTO ap_assistants VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
           ON CONFLICT (assistant_id) DO UPDATE SET graph_id = excluded.graph_id, metadata = excluded.metadata`).run(
-          a.assistant_id, a.graph_id, j(a.config), j(a.context), j(a.metadata), a.name, a.description, t, t);
+          a.assistant_id,
+          a.graph_id,
+          j(a.config),
+          j(a.context),
+          j(a.metadata),
+          a.name,
+          a.description,
+          t,
+          t,
+        );
         snapshot(a.assistant_id);
         return toAssistant(st.getAssistant.get(a.assistant_id) as Row);
       });
@@ -56,11 +85,18 @@ export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }:
         sql(`UPDATE ap_assistants SET graph_id = ?, config = ?, context = ?, metadata = ?, name = ?,
           description = ?, version = (SELECT coalesce(max(version), 0) + 1 FROM ap_assistant_versions
           WHERE assistant_id = ?), updated_at = ? WHERE assistant_id = ?`).run(
-          p.graph_id ?? cur.graph_id, j(p.config ?? cur.config), j(p.context ?? cur.context),
-          j({ ...cur.metadata, ...p.metadata }), p.name ?? cur.name,
-          p.description === undefined ? cur.description : p.description, id, now(), id);
-          snapshot(id);
-          return toAssistant(st.getAssistant.get(id) as Row);
+          p.graph_id ?? cur.graph_id,
+          j(p.config ?? cur.config),
+          j(p.context ?? cur.context),
+          j({ ...cur.metadata, ...p.metadata }),
+          p.name ?? cur.name,
+          p.description === undefined ? cur.description : p.description,
+          id,
+          now(),
+          id,
+        );
+        snapshot(id);
+        return toAssistant(st.getAssistant.get(id) as Row);
       });
     },
     async delete(id: string) {
@@ -84,18 +120,32 @@ export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }:
     async listVersions(id: string, q: { metadata?: Json; limit: number; offset: number }) {
       requireAssistant(id);
       const params: unknown[] = [id];
-      const filters = jsonFilter('metadata', q.metadata, params).map((c) => ` AND ${c}`).join('');
-      return (sql(`SELECT * FROM ap_assistant_versions WHERE assistant_id = ?${filters} ORDER BY version DESC
-        LIMIT ? OFFSET ?`).all(...params, q.limit, q.offset) as Row[]).map(toVersion);
+      const filters = jsonFilter('metadata', q.metadata, params)
+        .map((c) => ` AND ${c}`)
+        .join('');
+      return (
+        sql(`SELECT * FROM ap_assistant_versions WHERE assistant_id = ?${filters} ORDER BY version DESC
+        LIMIT ? OFFSET ?`).all(...params, q.limit, q.offset) as Row[]
+      ).map(toVersion);
     },
     async setLatest(id: string, version: number) {
       return inTx(() => {
         requireAssistant(id);
-        const v = sql('SELECT * FROM ap_assistant_versions WHERE assistant_id = ? AND version = ?').get(id, version) as Row | undefined;
+        const v = sql('SELECT * FROM ap_assistant_versions WHERE assistant_id = ? AND version = ?').get(id, version) as
+          Row | undefined;
         if (!v) throw new NotFoundError(`Assistant ${id} has no version ${version}`);
         sql(`UPDATE ap_assistants SET graph_id = ?, config = ?, context = ?, metadata = ?, name = ?, description = ?,
-          version = ?, updated_at = ? WHERE assistant_id = ?`).run(v.graph_id, v.config, v.context, v.metadata, v.name,
-          v.description, version, now(), id);
+          version = ?, updated_at = ? WHERE assistant_id = ?`).run(
+          v.graph_id,
+          v.config,
+          v.context,
+          v.metadata,
+          v.name,
+          v.description,
+          version,
+          now(),
+          id,
+        );
         return toAssistant(st.getAssistant.get(id) as Row);
       });
     },

@@ -6,7 +6,18 @@ import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { NotFoundError } from '../../../lib/errors.ts';
 import { isoNow } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
-import type { Assistant, AssistantQuery, CancelAction, Json, RunOutcome, RunRecord, RunStatus, StorageEvent, Thread, ThreadQuery } from '../types.ts';
+import type {
+  Assistant,
+  AssistantQuery,
+  CancelAction,
+  Json,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  StorageEvent,
+  Thread,
+  ThreadQuery,
+} from '../types.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -156,7 +167,11 @@ export interface EmbeddedContext {
   settleThread(threadId: string, outcome: RunOutcome): void;
   /** Deletes a run's checkpoints (and everything after them) so the thread is as before the run. */
   rollbackCheckpoints(threadId: string, runId: string): void;
-  searchWhere(table: 'a' | 't', q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>, params: unknown[]): string;
+  searchWhere(
+    table: 'a' | 't',
+    q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>,
+    params: unknown[],
+  ): string;
   orderBy(q: { sort_by?: string; sort_order?: string }, allowed: Set<string>): string;
 }
 
@@ -189,8 +204,12 @@ function hotStatements(sql: (text: string) => Database.Statement, threadTtl: num
 }
 
 /** The shared context over an open connection whose schema (ours and the saver's) exists. */
-export function openContext(db: Database.Database, sql: (text: string) => Database.Statement, emitter: EventEmitter,
-  threadTtlDefault: number | null = null): EmbeddedContext {
+export function openContext(
+  db: Database.Database,
+  sql: (text: string) => Database.Statement,
+  emitter: EventEmitter,
+  threadTtlDefault: number | null = null,
+): EmbeddedContext {
   // IMMEDIATE: take the write lock up front. A transaction that reads and then writes could otherwise fail at once
   // (SQLITE_BUSY, no busy wait) when an executor thread's connection committed checkpoints in between.
   const txFn = db.transaction((fn: () => unknown) => fn());
@@ -227,7 +246,11 @@ export function openContext(db: Database.Database, sql: (text: string) => Databa
     st.deleteCheckpointsFrom.run(threadId, first.checkpoint_id);
   }
 
-  function searchWhere(table: 'a' | 't', q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>, params: unknown[]): string {
+  function searchWhere(
+    table: 'a' | 't',
+    q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>,
+    params: unknown[],
+  ): string {
     const clauses: string[] = [];
     if (table === 'a') {
       if (q.graph_id) {

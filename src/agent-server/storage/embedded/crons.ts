@@ -3,7 +3,18 @@
 // comparison and shown as ISO strings.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { isoNow } from '../common.ts';
-import type { CronPatch, CronQuery, CronRecord, CronStore, CronTick, CronTickResult, NewCron, NewRun, RunRecord, StorageEvent } from '../types.ts';
+import type {
+  CronPatch,
+  CronQuery,
+  CronRecord,
+  CronStore,
+  CronTick,
+  CronTickResult,
+  NewCron,
+  NewRun,
+  RunRecord,
+  StorageEvent,
+} from '../types.ts';
 import { j, jsonFilter, pj, pjn, type EmbeddedContext, type Row } from './context.ts';
 
 export const CRONS_SCHEMA = `
@@ -71,9 +82,24 @@ export function embeddedCrons(
         const ts = now();
         sql(`INSERT INTO ap_crons (cron_id, assistant_id, thread_id, on_run_completed, end_time, schedule, timezone,
           created_at, updated_at, payload, user_id, next_ms, metadata, owner_metadata, owner_auth, enabled)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(c.cron_id, c.assistant_id, c.thread_id,
-          c.on_run_completed, c.end_time, c.schedule, c.timezone, ts, ts, j(c.payload), c.user_id, msOf(c.next_run_date),
-          j(c.metadata), j(c.owner_metadata), c.owner_auth === null ? null : j(c.owner_auth), c.enabled ? 1 : 0);
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+          c.cron_id,
+          c.assistant_id,
+          c.thread_id,
+          c.on_run_completed,
+          c.end_time,
+          c.schedule,
+          c.timezone,
+          ts,
+          ts,
+          j(c.payload),
+          c.user_id,
+          msOf(c.next_run_date),
+          j(c.metadata),
+          j(c.owner_metadata),
+          c.owner_auth === null ? null : j(c.owner_auth),
+          c.enabled ? 1 : 0,
+        );
         return get(c.cron_id)!;
       });
     },
@@ -86,9 +112,18 @@ export function embeddedCrons(
         if (!cur) throw new NotFoundError(`Cron ${id} not found`);
         const next = { ...cur, ...p };
         sql(`UPDATE ap_crons SET schedule = ?, timezone = ?, end_time = ?, payload = ?, metadata = ?, enabled = ?,
-          on_run_completed = ?, next_ms = ?, updated_at = ? WHERE cron_id = ?`).run(next.schedule, next.timezone,
-          next.end_time, j(next.payload), j(next.metadata), next.enabled ? 1 : 0, next.on_run_completed,
-          msOf(next.next_run_date), now(), id);
+          on_run_completed = ?, next_ms = ?, updated_at = ? WHERE cron_id = ?`).run(
+          next.schedule,
+          next.timezone,
+          next.end_time,
+          j(next.payload),
+          j(next.metadata),
+          next.enabled ? 1 : 0,
+          next.on_run_completed,
+          msOf(next.next_run_date),
+          now(),
+          id,
+        );
         return get(id)!;
       });
     },
@@ -99,9 +134,14 @@ export function embeddedCrons(
     async search(q: CronQuery) {
       const params: unknown[] = [];
       const w = where(q, params);
-      const by = q.sort_by && SORT.has(q.sort_by) ? (q.sort_by === 'next_run_date' ? 'next_ms' : q.sort_by) : 'created_at';
+      const by =
+        q.sort_by && SORT.has(q.sort_by) ? (q.sort_by === 'next_run_date' ? 'next_ms' : q.sort_by) : 'created_at';
       const order = `ORDER BY ${by} ${q.sort_order === 'asc' ? 'ASC' : 'DESC'}, cron_id`;
-      const rows = sql(`SELECT * FROM ap_crons ${w} ${order} LIMIT ? OFFSET ?`).all(...params, q.limit ?? 10, q.offset ?? 0) as Row[];
+      const rows = sql(`SELECT * FROM ap_crons ${w} ${order} LIMIT ? OFFSET ?`).all(
+        ...params,
+        q.limit ?? 10,
+        q.offset ?? 0,
+      ) as Row[];
       return rows.map(toCron);
     },
     async count(q: CronQuery) {
@@ -110,8 +150,10 @@ export function embeddedCrons(
       return Number(row.n);
     },
     async due(limit: number) {
-      const rows = sql('SELECT * FROM ap_crons WHERE enabled = 1 AND next_ms <= ? ORDER BY next_ms LIMIT ?')
-        .all(Date.now(), limit) as Row[];
+      const rows = sql('SELECT * FROM ap_crons WHERE enabled = 1 AND next_ms <= ? ORDER BY next_ms LIMIT ?').all(
+        Date.now(),
+        limit,
+      ) as Row[];
       return rows.map(toCron);
     },
     async fire(tick: CronTick): Promise<CronTickResult> {
@@ -132,7 +174,8 @@ export function embeddedCrons(
           sql(`ROLLBACK TO ${savepoint}`).run();
           sql(`RELEASE ${savepoint}`).run();
           events.length = 0;
-          if (err instanceof ConflictError || err instanceof NotFoundError) return { kind: 'skipped', reason: err.message };
+          if (err instanceof ConflictError || err instanceof NotFoundError)
+            return { kind: 'skipped', reason: err.message };
           throw err;
         }
       });

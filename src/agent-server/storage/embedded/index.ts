@@ -52,7 +52,9 @@ function takeOwnership(dataDir: string): () => void {
       alive = (err as NodeJS.ErrnoException).code === 'EPERM';
     }
     if (alive) {
-      throw new Error(`data dir ${dataDir} is in use by process ${other}; give each agent-server its own --data-dir or use Postgres`);
+      throw new Error(
+        `data dir ${dataDir} is in use by process ${other}; give each agent-server its own --data-dir or use Postgres`,
+      );
     }
   }
   writeFileSync(file, String(process.pid));
@@ -70,7 +72,11 @@ export function openEmbeddedCheckpointer(file: string): { saver: BaseCheckpointS
 }
 
 /** The memory store's items through a connection of their own (executor threads; see openEmbeddedCheckpointer). */
-export function openEmbeddedItems(file: string, config: ItemsConfig, embedder?: Embedder): { items: ItemStore; close(): void } {
+export function openEmbeddedItems(
+  file: string,
+  config: ItemsConfig,
+  embedder?: Embedder,
+): { items: ItemStore; close(): void } {
   const db = openDatabase(file);
   return { items: sqliteItems(db, statementCache(db), config, embedder), close: () => db.close() };
 }
@@ -95,7 +101,6 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
-
   // Statements are prepared once per SQL text and transactions wrap a reused function: both show in profiles.
   const sql = statementCache(db);
   const saver = checkpointSaver(db, sql);
@@ -109,11 +114,14 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
   const streams = embeddedStreamEvents({ retentionMs: streamRetentionMs });
-  const streamSweeper = setInterval(() => void streams.sweep(), Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000)).unref();
+  const streamSweeper = setInterval(
+    () => void streams.sweep(),
+    Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000),
+  ).unref();
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
-      items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
-    }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
+        items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
+      }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
   const threads = embeddedThreads(ctx);

@@ -26,7 +26,14 @@ CREATE TABLE IF NOT EXISTS ap_store_vectors (
   PRIMARY KEY (namespace, key, field));
 `;
 
-type Row = { namespace: string; key: string; value: string; created_at: string; updated_at: string; ttl_minutes: number | null };
+type Row = {
+  namespace: string;
+  key: string;
+  value: string;
+  created_at: string;
+  updated_at: string;
+  ttl_minutes: number | null;
+};
 
 const LIVE = '(expires_at IS NULL OR expires_at > ?)';
 
@@ -47,7 +54,9 @@ export function sqliteItems(
     ...(score !== undefined ? { score } : {}),
   });
   const refresh = (rows: Row[]) => {
-    const upd = sql(`UPDATE ap_store_items SET expires_at = ? WHERE namespace = ? AND key = ? AND ttl_minutes IS NOT NULL`);
+    const upd = sql(
+      `UPDATE ap_store_items SET expires_at = ? WHERE namespace = ? AND key = ? AND ttl_minutes IS NOT NULL`,
+    );
     const now = Date.now();
     for (const r of rows) if (r.ttl_minutes) upd.run(now + r.ttl_minutes * 60_000, r.namespace, r.key);
   };
@@ -55,8 +64,12 @@ export function sqliteItems(
   const underPrefix = (prefix: string[]): Row[] => {
     if (!prefix.length) return sql(`SELECT * FROM ap_store_items WHERE ${LIVE}`).all(Date.now()) as Row[];
     const p = nsPath(prefix);
-    return sql(`SELECT * FROM ap_store_items WHERE (namespace = ? OR substr(namespace, 1, ?) = ?) AND ${LIVE}`)
-      .all(p, p.length + 1, `${p}.`, Date.now()) as Row[];
+    return sql(`SELECT * FROM ap_store_items WHERE (namespace = ? OR substr(namespace, 1, ?) = ?) AND ${LIVE}`).all(
+      p,
+      p.length + 1,
+      `${p}.`,
+      Date.now(),
+    ) as Row[];
   };
 
   const items: ItemStore = {
@@ -77,16 +90,26 @@ export function sqliteItems(
       db.transaction(() => {
         sql(`INSERT INTO ap_store_items (namespace, key, value, created_at, updated_at, expires_at, ttl_minutes)
           VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
-          updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes`)
-          .run(ns, key, JSON.stringify(value), now, now, ttl ? Date.now() + ttl * 60_000 : null, ttl ?? null);
+          updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes`).run(
+          ns,
+          key,
+          JSON.stringify(value),
+          now,
+          now,
+          ttl ? Date.now() + ttl * 60_000 : null,
+          ttl ?? null,
+        );
         sql('DELETE FROM ap_store_vectors WHERE namespace = ? AND key = ?').run(ns, key);
         const ins = sql('INSERT INTO ap_store_vectors (namespace, key, field, embedding) VALUES (?, ?, ?, ?)');
         for (const v of vectors) ins.run(ns, key, v.field, JSON.stringify(v.embedding));
       }).immediate();
     },
     async get(namespace, key, opts = {}) {
-      const row = sql(`SELECT * FROM ap_store_items WHERE namespace = ? AND key = ? AND ${LIVE}`)
-        .get(nsPath(namespace), key, Date.now()) as Row | undefined;
+      const row = sql(`SELECT * FROM ap_store_items WHERE namespace = ? AND key = ? AND ${LIVE}`).get(
+        nsPath(namespace),
+        key,
+        Date.now(),
+      ) as Row | undefined;
       if (!row) return null;
       if (opts.refresh_ttl ?? config.ttl.refreshOnRead) refresh([row]);
       return toItem(row);
@@ -99,12 +122,15 @@ export function sqliteItems(
       }).immediate();
     },
     async search(q: ItemSearch) {
-      const rows = underPrefix(q.namespace_prefix)
-        .filter((r) => matchesFilter(JSON.parse(r.value) as Json, q.filter));
+      const rows = underPrefix(q.namespace_prefix).filter((r) => matchesFilter(JSON.parse(r.value) as Json, q.filter));
       let page: Array<{ row: Row; score?: number | null }>;
       if (q.query && embedder) {
         const target = await embedder.embedQuery(q.query);
-        const vecs = sql('SELECT namespace, key, embedding FROM ap_store_vectors').all() as Array<{ namespace: string; key: string; embedding: string }>;
+        const vecs = sql('SELECT namespace, key, embedding FROM ap_store_vectors').all() as Array<{
+          namespace: string;
+          key: string;
+          embedding: string;
+        }>;
         const best = new Map<string, number>();
         for (const v of vecs) {
           const id = `${v.namespace}\u0000${v.key}`;
@@ -114,7 +140,10 @@ export function sqliteItems(
         page = rows
           .map((row) => ({ row, score: best.get(`${row.namespace}\u0000${row.key}`) ?? null }))
           // Scored items by similarity, then the ones without vectors (index: false), newest first.
-          .sort((a, b) => (b.score ?? -Infinity) - (a.score ?? -Infinity) || b.row.updated_at.localeCompare(a.row.updated_at))
+          .sort(
+            (a, b) =>
+              (b.score ?? -Infinity) - (a.score ?? -Infinity) || b.row.updated_at.localeCompare(a.row.updated_at),
+          )
           .slice(q.offset, q.offset + q.limit);
       } else {
         page = rows
@@ -126,8 +155,9 @@ export function sqliteItems(
       return page.map((p) => toItem(p.row, p.score));
     },
     async listNamespaces(q: NamespaceQuery) {
-      const all = (sql(`SELECT DISTINCT namespace FROM ap_store_items WHERE ${LIVE}`).all(Date.now()) as Row[])
-        .map((r) => r.namespace.split('.'));
+      const all = (sql(`SELECT DISTINCT namespace FROM ap_store_items WHERE ${LIVE}`).all(Date.now()) as Row[]).map(
+        (r) => r.namespace.split('.'),
+      );
       return listNamespaces(all, {
         matchConditions: [
           ...(q.prefix?.length ? [{ matchType: 'prefix' as const, path: q.prefix }] : []),
@@ -140,11 +170,13 @@ export function sqliteItems(
     },
     async sweep() {
       const now = Date.now();
-      return db.transaction(() => {
-        sql(`DELETE FROM ap_store_vectors WHERE EXISTS (SELECT 1 FROM ap_store_items i WHERE i.namespace =
+      return db
+        .transaction(() => {
+          sql(`DELETE FROM ap_store_vectors WHERE EXISTS (SELECT 1 FROM ap_store_items i WHERE i.namespace =
           ap_store_vectors.namespace AND i.key = ap_store_vectors.key AND i.expires_at <= ?)`).run(now);
-        return sql('DELETE FROM ap_store_items WHERE expires_at <= ?').run(now).changes;
-      }).immediate();
+          return sql('DELETE FROM ap_store_items WHERE expires_at <= ?').run(now).changes;
+        })
+        .immediate();
     },
   };
   const store = new ItemsBaseStore(items);

@@ -12,10 +12,21 @@ import {
   threadStatusAfterRemoval,
   type CancelEffect,
 } from '../run-rules.ts';
-import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, StorageEvent, SweepResult } from '../types.ts';
+import type {
+  CancelAction,
+  NewRun,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  RunStore,
+  StorageEvent,
+  SweepResult,
+} from '../types.ts';
 import { j, pj, toRun, type EmbeddedContext, type Row } from './context.ts';
 
-export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
+export function embeddedRuns(
+  ctx: EmbeddedContext,
+): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
   const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
 
   /** Applies one cancel decision to a run in the open transaction; returns the event to send after commit. */
@@ -66,11 +77,23 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
       const e = applyCancel(c);
       if (e) events.push(e);
     }
-    st.insertRun.run(run.run_id, run.thread_id, run.assistant_id, ts, ts, j(run.metadata), j(run.kwargs),
-      run.multitask_strategy, run.delay_ms ? Date.now() + run.delay_ms : null);
+    st.insertRun.run(
+      run.run_id,
+      run.thread_id,
+      run.assistant_id,
+      ts,
+      ts,
+      j(run.metadata),
+      j(run.kwargs),
+      run.multitask_strategy,
+      run.delay_ms ? Date.now() + run.delay_ms : null,
+    );
     const meta = { ...pj(thread.metadata), ...run.thread_metadata };
     sql(`UPDATE ap_threads SET status = 'busy', metadata = ?, updated_at = ? WHERE thread_id = ?`).run(
-      j(meta), ts, run.thread_id);
+      j(meta),
+      ts,
+      run.thread_id,
+    );
     return toRun(st.getRun.get(run.run_id) as Row);
   }
 
@@ -98,8 +121,13 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
         where += ' AND status = ?';
         params.push(q.status);
       }
-      return (sql(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`)
-        .all(...params, q.limit, q.offset) as Row[]).map(toRun);
+      return (
+        sql(`SELECT * FROM ap_runs WHERE ${where} ORDER BY seq DESC LIMIT ? OFFSET ?`).all(
+          ...params,
+          q.limit,
+          q.offset,
+        ) as Row[]
+      ).map(toRun);
     },
     async delete(threadId: string, runId: string) {
       inTx(() => {
@@ -138,7 +166,11 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
         if (!r || !mayFinish(r as Pick<RunRecord, 'status' | 'worker_id'>, workerId)) return false;
         sql(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
           lease_expires_at = NULL WHERE run_id = ?`).run(
-          outcome.status, outcome.error ? j(outcome.error) : null, now(), runId);
+          outcome.status,
+          outcome.error ? j(outcome.error) : null,
+          now(),
+          runId,
+        );
         settleThread(r.thread_id as string, outcome);
         return true;
       });
@@ -198,8 +230,9 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
     async sweep(maxAttempts: number): Promise<SweepResult> {
       const res: SweepResult = { requeued: [], failed: [] };
       inTx(() => {
-        const rows = sql(`SELECT * FROM ap_runs WHERE status = 'running' AND lease_expires_at < ?`)
-          .all(Date.now()) as Row[];
+        const rows = sql(`SELECT * FROM ap_runs WHERE status = 'running' AND lease_expires_at < ?`).all(
+          Date.now(),
+        ) as Row[];
         for (const row of rows) {
           const r = toRun(row);
           const decision = decideSweep(r, maxAttempts);
@@ -209,7 +242,12 @@ export function embeddedRuns(ctx: EmbeddedContext): RunStore & { createIn(run: N
           } else if (decision.kind === 'end') {
             const { outcome } = decision;
             sql(`UPDATE ap_runs SET status = ?, error = ?, worker_id = NULL, lease_expires_at = NULL,
-              updated_at = ? WHERE run_id = ?`).run(outcome.status, outcome.error ? j(outcome.error) : null, now(), r.run_id);
+              updated_at = ? WHERE run_id = ?`).run(
+              outcome.status,
+              outcome.error ? j(outcome.error) : null,
+              now(),
+              r.run_id,
+            );
             settleThread(r.thread_id, outcome);
             res.failed.push(r.run_id);
           } else {

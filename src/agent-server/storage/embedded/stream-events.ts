@@ -13,7 +13,10 @@ interface RunLog {
 
 const DEFAULT_MAX_BYTES = 256 * 1024 * 1024;
 
-export function embeddedStreamEvents(opts: { retentionMs: number; maxBytes?: number }): StreamEventStore & { close(): Promise<void> } {
+export function embeddedStreamEvents(opts: {
+  retentionMs: number;
+  maxBytes?: number;
+}): StreamEventStore & { close(): Promise<void> } {
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
   /** By run id, least recently written first (a run moves to the end when written). */
   const runs = new Map<string, RunLog>();

@@ -5,7 +5,16 @@ import { threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, ThreadQuery, ThreadStore } from '../types.ts';
 import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
 
-export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searchWhere, orderBy }: EmbeddedContext): ThreadStore {
+export function embeddedThreads({
+  sql,
+  inTx,
+  st,
+  emit,
+  now,
+  requireThread,
+  searchWhere,
+  orderBy,
+}: EmbeddedContext): ThreadStore {
   return {
     async create(t: NewThread, ifExists: IfExists) {
       return inTx(() => {
@@ -17,7 +26,8 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
         const ts = now();
         st.insertThread.run(t.thread_id, ts, ts, ts, j(t.metadata));
         // An explicit TTL replaces the default the insert statement wrote.
-        if (t.ttl_minutes != null) sql('UPDATE ap_threads SET ttl_minutes = ? WHERE thread_id = ?').run(t.ttl_minutes, t.thread_id);
+        if (t.ttl_minutes != null)
+          sql('UPDATE ap_threads SET ttl_minutes = ? WHERE thread_id = ?').run(t.ttl_minutes, t.thread_id);
         return toThread(st.getThread.get(t.thread_id) as Row);
       });
     },
@@ -28,8 +38,9 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       return inTx(() => {
         const cur = toThread(requireThread(id));
-        sql('UPDATE ap_threads SET metadata = ?, updated_at = ?, ttl_minutes = coalesce(?, ttl_minutes) WHERE thread_id = ?').run(
-          j({ ...cur.metadata, ...p.metadata }), now(), p.ttl_minutes ?? null, id);
+        sql(
+          'UPDATE ap_threads SET metadata = ?, updated_at = ?, ttl_minutes = coalesce(?, ttl_minutes) WHERE thread_id = ?',
+        ).run(j({ ...cur.metadata, ...p.metadata }), now(), p.ttl_minutes ?? null, id);
         return toThread(st.getThread.get(id) as Row);
       });
     },
@@ -83,9 +94,17 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
         const ts = now();
         sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata, status,
           config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
-          newId, ts, ts, ts, j(src.metadata), src.status === 'busy' ? 'idle' : src.status, j(src.config),
-          src.values === null ? null : JSON.stringify(src.values), j(src.interrupts),
-          src.error === null ? null : j(src.error));
+          newId,
+          ts,
+          ts,
+          ts,
+          j(src.metadata),
+          src.status === 'busy' ? 'idle' : src.status,
+          j(src.config),
+          src.values === null ? null : JSON.stringify(src.values),
+          j(src.interrupts),
+          src.error === null ? null : j(src.error),
+        );
         sql(`INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
           checkpoint, metadata FROM checkpoints WHERE thread_id = ?`).run(newId, id);
         sql(`INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value
@@ -100,7 +119,13 @@ export function embeddedThreads({ sql, inTx, st, emit, now, requireThread, searc
         const ts = now();
         sql(`UPDATE ap_threads SET "values" = ?, interrupts = ?, state_updated_at = ?, updated_at = ?,
           status = coalesce(?, status) WHERE thread_id = ?`).run(
-          values === null ? null : JSON.stringify(values), j(interrupts), ts, ts, status, id);
+          values === null ? null : JSON.stringify(values),
+          j(interrupts),
+          ts,
+          ts,
+          status,
+          id,
+        );
       });
     },
   };

@@ -31,9 +31,14 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     // The exact texts getTuple() sends (package internals: if they change, they are simply sent unnamed).
     const select = (this as unknown as { SQL_STATEMENTS?: { SELECT_SQL?: string } }).SQL_STATEMENTS?.SELECT_SQL;
     if (typeof select === 'string') {
-      prepared.set(`${select}WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`, `ap_cp_get_${options.schema}`);
-      prepared.set(`${select}WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY checkpoint_id DESC LIMIT 1`,
-        `ap_cp_latest_${options.schema}`);
+      prepared.set(
+        `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`,
+        `ap_cp_get_${options.schema}`,
+      );
+      prepared.set(
+        `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY checkpoint_id DESC LIMIT 1`,
+        `ap_cp_latest_${options.schema}`,
+      );
     }
     const t = (name: string) => `"${options.schema}".${name}`;
     const writes = (conflict: string) => `INSERT INTO ${t('checkpoint_writes')}
@@ -96,7 +101,14 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     await this.enqueue({
       kind: 'put',
       keys: [`c|${thread_id}|${checkpoint_ns}|${checkpoint.id}`],
-      checkpoint: [thread_id, checkpoint_ns, checkpoint.id, checkpoint_id ?? null, this._dumpCheckpoint(checkpoint), serializedMetadata],
+      checkpoint: [
+        thread_id,
+        checkpoint_ns,
+        checkpoint.id,
+        checkpoint_id ?? null,
+        this._dumpCheckpoint(checkpoint),
+        serializedMetadata,
+      ],
       blobs: blobs.map((b) => [b[0], b[1], b[2], b[3], b[4], b[5] ?? null]),
     });
     return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
@@ -117,7 +129,12 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     const byIdx = new Map<number, WriteRow>();
     for (const w of dumped) if (upsert || !byIdx.has(w[4])) byIdx.set(w[4], w);
     const rows = [...byIdx.values()];
-    await this.enqueue({ kind: 'writes', upsert, rows, keys: rows.map((w) => `w|${w[0]}|${w[1]}|${w[2]}|${w[3]}|${w[4]}`) });
+    await this.enqueue({
+      kind: 'writes',
+      upsert,
+      rows,
+      keys: rows.map((w) => `w|${w[0]}|${w[1]}|${w[2]}|${w[3]}|${w[4]}`),
+    });
   }
 
   // Coalescing: the writes issued during one event-loop turn (all runs of the process) go out as ONE statement
@@ -176,8 +193,18 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       await this.db.query({
         name: this.names.put,
         text: this.sql.put,
-        values: [thread_id, checkpoint_ns, id, parent, checkpoint, metadata,
-          op.blobs.map((b) => b[2]), op.blobs.map((b) => b[3]), op.blobs.map((b) => b[4]), op.blobs.map((b) => b[5])],
+        values: [
+          thread_id,
+          checkpoint_ns,
+          id,
+          parent,
+          checkpoint,
+          metadata,
+          op.blobs.map((b) => b[2]),
+          op.blobs.map((b) => b[3]),
+          op.blobs.map((b) => b[4]),
+          op.blobs.map((b) => b[5]),
+        ],
       });
       return;
     }
@@ -185,8 +212,16 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     await this.db.query({
       name: op.upsert ? this.names.upsertWrites : this.names.insertWrites,
       text: op.upsert ? this.sql.upsertWrites : this.sql.insertWrites,
-      values: [first[0], first[1], first[2], first[3],
-        op.rows.map((w) => w[4]), op.rows.map((w) => w[5]), op.rows.map((w) => w[6]), op.rows.map((w) => w[7])],
+      values: [
+        first[0],
+        first[1],
+        first[2],
+        first[3],
+        op.rows.map((w) => w[4]),
+        op.rows.map((w) => w[5]),
+        op.rows.map((w) => w[6]),
+        op.rows.map((w) => w[7]),
+      ],
     });
   }
 
@@ -198,10 +233,22 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       name: this.names.batch,
       text: this.sql.batch,
       values: [
-        ...cols(writes.filter((o) => o.upsert).flatMap((o) => o.rows), 8),
-        ...cols(writes.filter((o) => !o.upsert).flatMap((o) => o.rows), 8),
-        ...cols(puts.flatMap((o) => o.blobs), 6),
-        ...cols(puts.map((o) => o.checkpoint), 6),
+        ...cols(
+          writes.filter((o) => o.upsert).flatMap((o) => o.rows),
+          8,
+        ),
+        ...cols(
+          writes.filter((o) => !o.upsert).flatMap((o) => o.rows),
+          8,
+        ),
+        ...cols(
+          puts.flatMap((o) => o.blobs),
+          6,
+        ),
+        ...cols(
+          puts.map((o) => o.checkpoint),
+          6,
+        ),
       ],
     });
   }
@@ -236,7 +283,8 @@ function namingPool(pool: pg.Pool, names: ReadonlyMap<string, string>): pg.Pool 
       if (prop === 'query') {
         return (...args: unknown[]) => {
           const name = typeof args[0] === 'string' && args.length <= 2 ? names.get(args[0]) : undefined;
-          if (name) return target.query({ name, text: args[0] as string, values: (args[1] as unknown[] | undefined) ?? [] });
+          if (name)
+            return target.query({ name, text: args[0] as string, values: (args[1] as unknown[] | undefined) ?? [] });
           return (target.query as (...a: unknown[]) => unknown)(...args);
         };
       }

@@ -9,7 +9,18 @@ import { isoNow } from '../common.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
 import type { ThreadTtlConfig } from '../thread-ttl.ts';
 import { threadErrorAfter, threadStatusAfter, threadStatusAfterRemoval, type CancelEffect } from '../run-rules.ts';
-import type { Assistant, AssistantQuery, CancelAction, Json, RunOutcome, RunRecord, RunStatus, StorageEvent, Thread, ThreadQuery } from '../types.ts';
+import type {
+  Assistant,
+  AssistantQuery,
+  CancelAction,
+  Json,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  StorageEvent,
+  Thread,
+  ThreadQuery,
+} from '../types.ts';
 
 export type Row = Record<string, unknown>;
 export type Q = Pick<pg.PoolClient, 'query'>;
@@ -86,7 +97,6 @@ export function toRun(r: Row): RunRecord {
   };
 }
 
-
 /**
  * Claim short-cut. The engine claims on every wake-up and after every launch and finish, and most of those
  * claims find nothing. After a claim saw nothing (more) to take, further claims answer null without a query
@@ -105,7 +115,12 @@ export interface ClaimGate {
 
 export type PgContext = ReturnType<typeof sharedHelpers> & { listener: { close(): Promise<void> } };
 
-export async function openContext(opts: PostgresOptions, pool: pg.Pool, s: string, emitter: EventEmitter): Promise<PgContext> {
+export async function openContext(
+  opts: PostgresOptions,
+  pool: pg.Pool,
+  s: string,
+  emitter: EventEmitter,
+): Promise<PgContext> {
   // One channel per schema, so stores sharing a database do not hear each other.
   const channel = `${s}_events`;
   const gate: ClaimGate = { changes: 0, quietAt: -1, dueAt: Infinity };
@@ -119,7 +134,14 @@ export async function openContext(opts: PostgresOptions, pool: pg.Pool, s: strin
   return { ...helpers, listener };
 }
 
-function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string, gate: ClaimGate, emitter: EventEmitter) {
+function sharedHelpers(
+  pool: pg.Pool,
+  s: string,
+  channel: string,
+  origin: string,
+  gate: ClaimGate,
+  emitter: EventEmitter,
+) {
   const changed = () => void gate.changes++;
   const afterWrite = async <T>(p: Promise<T>): Promise<T> => {
     try {
@@ -151,8 +173,13 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
   }
 
   /** A named statement: each pooled connection parses and plans it once (hot paths only; fixed text). */
-  const named = (name: string, text: string, values: unknown[]): pg.QueryConfig => ({ name: `ap_${name}_${s}`, text, values });
-  const notify = (c: Q, e: StorageEvent) => c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
+  const named = (name: string, text: string, values: unknown[]): pg.QueryConfig => ({
+    name: `ap_${name}_${s}`,
+    text,
+    values,
+  });
+  const notify = (c: Q, e: StorageEvent) =>
+    c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
 
   async function requireThread(c: Q, id: string, lock = false): Promise<Row> {
     const { rows } = await c.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
@@ -162,12 +189,17 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
 
   /** Every transaction that touches a run and its thread locks the thread first (same order as claim). */
   async function lockThreadOfRun(c: Q, runId: string): Promise<void> {
-    await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
-      FOR UPDATE`, [runId]);
+    await c.query(
+      `SELECT 1 FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+      FOR UPDATE`,
+      [runId],
+    );
   }
 
   async function hasPending(c: Q, threadId: string): Promise<boolean> {
-    const { rows } = await c.query(`SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' LIMIT 1`, [threadId]);
+    const { rows } = await c.query(`SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status = 'pending' LIMIT 1`, [
+      threadId,
+    ]);
     return rows.length > 0;
   }
 
@@ -176,13 +208,23 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
     const threadError = threadErrorAfter(outcome);
     const error = threadError === null ? null : JSON.stringify(threadError);
     if (outcome.values !== undefined) {
-      await c.query(`UPDATE ${s}.threads SET status = $2, "values" = $3, state_updated_at = now(), updated_at = now(),
+      await c.query(
+        `UPDATE ${s}.threads SET status = $2, "values" = $3, state_updated_at = now(), updated_at = now(),
         interrupts = $4, error = $5 WHERE thread_id = $1`,
-        [threadId, status, outcome.values === null ? null : JSON.stringify(outcome.values),
-          JSON.stringify(outcome.interrupts ?? {}), error]);
+        [
+          threadId,
+          status,
+          outcome.values === null ? null : JSON.stringify(outcome.values),
+          JSON.stringify(outcome.interrupts ?? {}),
+          error,
+        ],
+      );
     } else {
-      await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now(), interrupts = $3, error = $4
-        WHERE thread_id = $1`, [threadId, status, JSON.stringify(outcome.interrupts ?? {}), error]);
+      await c.query(
+        `UPDATE ${s}.threads SET status = $2, updated_at = now(), interrupts = $3, error = $4
+        WHERE thread_id = $1`,
+        [threadId, status, JSON.stringify(outcome.interrupts ?? {}), error],
+      );
     }
   }
 
@@ -200,28 +242,40 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
 
   /** A pending run left the queue: the thread goes idle once nothing else is in flight. */
   async function afterDequeue(c: Q, threadId: string): Promise<void> {
-    await c.query(`UPDATE ${s}.threads SET status = 'idle', updated_at = now() WHERE thread_id = $1 AND NOT
-      EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status IN ('pending','running'))`, [threadId]);
+    await c.query(
+      `UPDATE ${s}.threads SET status = 'idle', updated_at = now() WHERE thread_id = $1 AND NOT
+      EXISTS (SELECT 1 FROM ${s}.runs WHERE thread_id = $1 AND status IN ('pending','running'))`,
+      [threadId],
+    );
   }
 
   /** Deletes a cancelled run and its checkpoints; the thread is busy while more runs wait. */
   async function removeRolledBack(c: Q, threadId: string, runId: string): Promise<void> {
     await rollbackCheckpoints(c, threadId, runId);
     await c.query(`DELETE FROM ${s}.runs WHERE run_id = $1`, [runId]);
-    await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now() WHERE thread_id = $1`,
-      [threadId, threadStatusAfterRemoval(await hasPending(c, threadId))]);
+    await c.query(`UPDATE ${s}.threads SET status = $2, updated_at = now() WHERE thread_id = $1`, [
+      threadId,
+      threadStatusAfterRemoval(await hasPending(c, threadId)),
+    ]);
   }
 
   async function rollbackCheckpoints(c: Q, threadId: string, runId: string): Promise<void> {
-    const { rows } = await c.query(`SELECT checkpoint_id FROM ${s}.checkpoints WHERE thread_id = $1
-      AND checkpoint_ns = '' AND metadata->>'run_id' = $2 ORDER BY checkpoint_id LIMIT 1`, [threadId, runId]);
+    const { rows } = await c.query(
+      `SELECT checkpoint_id FROM ${s}.checkpoints WHERE thread_id = $1
+      AND checkpoint_ns = '' AND metadata->>'run_id' = $2 ORDER BY checkpoint_id LIMIT 1`,
+      [threadId, runId],
+    );
     const first = rows[0]?.checkpoint_id as string | undefined;
     if (!first) return;
     await c.query(`DELETE FROM ${s}.checkpoint_writes WHERE thread_id = $1 AND checkpoint_id >= $2`, [threadId, first]);
     await c.query(`DELETE FROM ${s}.checkpoints WHERE thread_id = $1 AND checkpoint_id >= $2`, [threadId, first]);
   }
 
-  function where(kind: 'a' | 't', q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>, params: unknown[]): string {
+  function where(
+    kind: 'a' | 't',
+    q: Omit<AssistantQuery, 'sort_by'> & Omit<ThreadQuery, 'sort_by'>,
+    params: unknown[],
+  ): string {
     const clauses: string[] = [];
     const p = (v: unknown) => (params.push(v), `$${params.length}`);
     if (kind === 'a') {
@@ -232,7 +286,8 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
       if (q.status) clauses.push(`status = ${p(q.status)}`);
       if (q.values && Object.keys(q.values).length) clauses.push(`"values" @> ${p(JSON.stringify(q.values))}::jsonb`);
     }
-    if (q.metadata && Object.keys(q.metadata).length) clauses.push(`metadata @> ${p(JSON.stringify(q.metadata))}::jsonb`);
+    if (q.metadata && Object.keys(q.metadata).length)
+      clauses.push(`metadata @> ${p(JSON.stringify(q.metadata))}::jsonb`);
     return clauses.length ? `WHERE ${clauses.join(' AND ')}` : '';
   }
 
@@ -242,8 +297,27 @@ function sharedHelpers(pool: pg.Pool, s: string, channel: string, origin: string
   }
 
   return {
-    pool, s, channel, origin, gate, changed, afterWrite, local, tx, named, notify, requireThread, lockThreadOfRun,
-    hasPending, settleThread, applyCancel, afterDequeue, removeRolledBack, rollbackCheckpoints, where, orderBy,
+    pool,
+    s,
+    channel,
+    origin,
+    gate,
+    changed,
+    afterWrite,
+    local,
+    tx,
+    named,
+    notify,
+    requireThread,
+    lockThreadOfRun,
+    hasPending,
+    settleThread,
+    applyCancel,
+    afterDequeue,
+    removeRolledBack,
+    rollbackCheckpoints,
+    where,
+    orderBy,
   };
 }
 

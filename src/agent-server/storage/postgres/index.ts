@@ -74,8 +74,14 @@ export function openPostgresCheckpointer(databaseUrl: string, schema: string, po
  * The memory store's items through connections of their own (executor threads). `semantic`: the main thread
  * found pgvector and created the vector table.
  */
-export function openPostgresItems(databaseUrl: string, schema: string, config: ItemsConfig, embedder: Embedder | undefined,
-  semantic: boolean, poolSize = 5): { items: ItemStore; close(): Promise<void> } {
+export function openPostgresItems(
+  databaseUrl: string,
+  schema: string,
+  config: ItemsConfig,
+  embedder: Embedder | undefined,
+  semantic: boolean,
+  poolSize = 5,
+): { items: ItemStore; close(): Promise<void> } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
   pool.on('error', () => undefined);
   const pgStore = newPostgresStore(databaseUrl, schema, config, semantic ? embedder : undefined);
@@ -99,9 +105,12 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   let semantic = !!(opts.embedder && itemsConfig.index);
   if (semantic && !(await pgvectorAvailable(pool))) {
     semantic = false;
-    opts.logger?.warn({ store_index: itemsConfig.index?.embed }, 'langgraph.json "store.index" asks for semantic search, '
-      + 'which on Postgres needs the pgvector extension, and this server does not offer it (pg_available_extensions): '
-      + 'store search ignores "query" until pgvector is installed');
+    opts.logger?.warn(
+      { store_index: itemsConfig.index?.embed },
+      'langgraph.json "store.index" asks for semantic search, ' +
+        'which on Postgres needs the pgvector extension, and this server does not offer it (pg_available_extensions): ' +
+        'store search ignores "query" until pgvector is installed',
+    );
   }
   const pgStore = newPostgresStore(opts.databaseUrl, s, itemsConfig, semantic ? opts.embedder : undefined);
 
@@ -119,15 +128,21 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
   const runs = postgresRuns(ctx);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
-  const streams = await postgresStreamEvents(pool, s, { databaseUrl: opts.databaseUrl, retentionMs: streamRetentionMs,
-    ...(opts.logger ? { logger: opts.logger } : {}) });
-  const streamSweeper = setInterval(() => {
-    streams.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping old stream events failed'));
-  }, Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000)).unref();
+  const streams = await postgresStreamEvents(pool, s, {
+    databaseUrl: opts.databaseUrl,
+    retentionMs: streamRetentionMs,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
+  const streamSweeper = setInterval(
+    () => {
+      streams.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping old stream events failed'));
+    },
+    Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000),
+  ).unref();
   const sweeper = itemsConfig.ttl.sweepMinutes
     ? setInterval(() => {
-      items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
-    }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
+        items.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping expired store items failed'));
+      }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
   const threads = postgresThreads(ctx);
@@ -165,7 +180,13 @@ function ttlLiteral(minutes: number | null): string {
   return minutes !== null && Number.isFinite(minutes) ? String(minutes) : 'NULL';
 }
 
-async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: PostgresStore, threadTtl: ThreadTtlConfig): Promise<void> {
+async function migrate(
+  pool: pg.Pool,
+  s: string,
+  saver: PostgresSaver,
+  pgStore: PostgresStore,
+  threadTtl: ThreadTtlConfig,
+): Promise<void> {
   const c = await pool.connect();
   try {
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
@@ -173,7 +194,9 @@ async function migrate(pool: pg.Pool, s: string, saver: PostgresSaver, pgStore: 
       await c.query(schemaSql(s));
       // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
       // processes of one deployment share its langgraph.json, so they agree on it.
-      await c.query(`ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`);
+      await c.query(
+        `ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`,
+      );
       await c.query(cronsSchemaSql(s));
       await c.query(streamEventsSchemaSql(s));
       await saver.setup();

@@ -11,7 +11,8 @@ import { isoNow } from '../common.ts';
 import { ItemsBaseStore, isOperators, listNamespaces, type Embedder, type ItemsConfig } from '../items.ts';
 import type { ItemSearch, ItemStore, Json, NamespaceQuery, StoreItem } from '../types.ts';
 
-const encodeLabel = (l: string) => l.replace(/[~_%\\]/g, (c) => `~${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
+const encodeLabel = (l: string) =>
+  l.replace(/[~_%\\]/g, (c) => `~${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
 const decodeLabel = (l: string) => l.replace(/~([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
 export const encodeNamespace = (ns: string[]) => ns.map(encodeLabel);
 const nsPath = (ns: string[]) => encodeNamespace(ns).join(':');
@@ -24,19 +25,32 @@ export async function pgvectorAvailable(pool: pg.Pool): Promise<boolean> {
   return rows.length > 0;
 }
 
-export function newPostgresStore(databaseUrl: string, schema: string, config: ItemsConfig, embedder: Embedder | undefined, poolSize = 5) {
+export function newPostgresStore(
+  databaseUrl: string,
+  schema: string,
+  config: ItemsConfig,
+  embedder: Embedder | undefined,
+  poolSize = 5,
+) {
   return new PostgresStore({
     connectionOptions: { connectionString: databaseUrl, max: poolSize },
     schema,
     // Migrations run once, under the agent server's migration lock (see index.ts); TTL refresh and sweep are ours.
     ensureTables: false,
     ttl: config.ttl.defaultMinutes ? { defaultTtl: config.ttl.defaultMinutes } : undefined,
-    index: embedder && config.index ? { dims: config.index.dims, embed: embedder, fields: config.index.fields } : undefined,
+    index:
+      embedder && config.index ? { dims: config.index.dims, embed: embedder, fields: config.index.fields } : undefined,
   });
 }
 
 /** The items over `pg` (LangGraph's store) and `pool` (our reads); both in `schema`. */
-export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresStore, config: ItemsConfig, semantic: boolean): ItemStore {
+export function postgresItems(
+  pool: pg.Pool,
+  schema: string,
+  pgStore: PostgresStore,
+  config: ItemsConfig,
+  semantic: boolean,
+): ItemStore {
   const table = `"${schema}".store`;
   const live = '(expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)';
   const toItem = (r: Record<string, unknown>, score?: number | null): StoreItem => ({
@@ -53,9 +67,11 @@ export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresSt
    */
   const refresh = async (rows: Array<{ namespace_path: unknown; key: unknown }>) => {
     if (!rows.length) return;
-    await pool.query(`UPDATE ${table} SET expires_at = CURRENT_TIMESTAMP + (expires_at - updated_at), updated_at = CURRENT_TIMESTAMP
+    await pool.query(
+      `UPDATE ${table} SET expires_at = CURRENT_TIMESTAMP + (expires_at - updated_at), updated_at = CURRENT_TIMESTAMP
       WHERE expires_at IS NOT NULL AND (namespace_path, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
-    [rows.map((r) => r.namespace_path), rows.map((r) => r.key)]);
+      [rows.map((r) => r.namespace_path), rows.map((r) => r.key)],
+    );
   };
 
   /** Search filters in SQL, with the semantics of matchesFilter (items.ts). */
@@ -76,16 +92,35 @@ export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresSt
           return `(jsonb_typeof(${field}) = jsonb_typeof(${a}) AND jsonb_typeof(${a}) IN ('number','string') AND ${field} ${cmp} ${a})`;
         };
         switch (op) {
-          case '$eq': out.push(`${field} = ${v()}`); break;
-          case '$ne': out.push(`${field} IS DISTINCT FROM ${v()}`); break;
-          case '$gt': out.push(ordered('>')); break;
-          case '$gte': out.push(ordered('>=')); break;
-          case '$lt': out.push(ordered('<')); break;
-          case '$lte': out.push(ordered('<=')); break;
-          case '$in': out.push(`EXISTS (SELECT 1 FROM jsonb_array_elements(${v()}) e WHERE e = ${field})`); break;
-          case '$nin': out.push(`NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${v()}) e WHERE e = ${field})`); break;
-          case '$exists': out.push(arg ? `value ? ${p(key)}` : `NOT (value ? ${p(key)})`); break;
-          default: out.push('false');
+          case '$eq':
+            out.push(`${field} = ${v()}`);
+            break;
+          case '$ne':
+            out.push(`${field} IS DISTINCT FROM ${v()}`);
+            break;
+          case '$gt':
+            out.push(ordered('>'));
+            break;
+          case '$gte':
+            out.push(ordered('>='));
+            break;
+          case '$lt':
+            out.push(ordered('<'));
+            break;
+          case '$lte':
+            out.push(ordered('<='));
+            break;
+          case '$in':
+            out.push(`EXISTS (SELECT 1 FROM jsonb_array_elements(${v()}) e WHERE e = ${field})`);
+            break;
+          case '$nin':
+            out.push(`NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${v()}) e WHERE e = ${field})`);
+            break;
+          case '$exists':
+            out.push(arg ? `value ? ${p(key)}` : `NOT (value ? ${p(key)})`);
+            break;
+          default:
+            out.push('false');
         }
       }
     }
@@ -98,8 +133,13 @@ export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresSt
       return store;
     },
     async put(namespace, key, value, opts = {}) {
-      await pgStore.put(encodeNamespace(namespace), key, value, semantic ? opts.index : false,
-        opts.ttl ? { ttl: opts.ttl } : undefined);
+      await pgStore.put(
+        encodeNamespace(namespace),
+        key,
+        value,
+        semantic ? opts.index : false,
+        opts.ttl ? { ttl: opts.ttl } : undefined,
+      );
     },
     async get(namespace, key, opts = {}) {
       const { rows } = await pool.query({
@@ -118,11 +158,18 @@ export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresSt
     async search(q: ItemSearch) {
       if (q.query && semantic && q.namespace_prefix.length) {
         const found = await pgStore.search(encodeNamespace(q.namespace_prefix), {
-          query: q.query, filter: q.filter as never, limit: q.limit, offset: q.offset,
+          query: q.query,
+          filter: q.filter as never,
+          limit: q.limit,
+          offset: q.offset,
         });
         return found.map((i) => ({
-          namespace: i.namespace.map(decodeLabel), key: i.key, value: i.value, created_at: ts(i.createdAt),
-          updated_at: ts(i.updatedAt), score: i.score ?? null,
+          namespace: i.namespace.map(decodeLabel),
+          key: i.key,
+          value: i.value,
+          created_at: ts(i.createdAt),
+          updated_at: ts(i.updatedAt),
+          score: i.score ?? null,
         }));
       }
       const params: unknown[] = [];
@@ -133,23 +180,29 @@ export function postgresItems(pool: pg.Pool, schema: string, pgStore: PostgresSt
         where.push(`(namespace_path = ${n} OR left(namespace_path, length(${n}) + 1) = ${n} || ':')`);
       }
       params.push(q.limit, q.offset);
-      const { rows } = await pool.query(`SELECT namespace_path, key, value, created_at, updated_at FROM ${table}
+      const { rows } = await pool.query(
+        `SELECT namespace_path, key, value, created_at, updated_at FROM ${table}
         WHERE ${where.join(' AND ')} ORDER BY updated_at DESC, namespace_path, key
-        LIMIT $${params.length - 1} OFFSET $${params.length}`, params);
+        LIMIT $${params.length - 1} OFFSET $${params.length}`,
+        params,
+      );
       if (q.refresh_ttl ?? config.ttl.refreshOnRead) await refresh(rows);
       return rows.map((r) => toItem(r));
     },
     async listNamespaces(q: NamespaceQuery) {
       const { rows } = await pool.query(`SELECT DISTINCT namespace_path FROM ${table} WHERE ${live}`);
-      return listNamespaces(rows.map((r) => decodePath(r.namespace_path as string)), {
-        matchConditions: [
-          ...(q.prefix?.length ? [{ matchType: 'prefix' as const, path: q.prefix }] : []),
-          ...(q.suffix?.length ? [{ matchType: 'suffix' as const, path: q.suffix }] : []),
-        ],
-        maxDepth: q.max_depth,
-        limit: q.limit,
-        offset: q.offset,
-      });
+      return listNamespaces(
+        rows.map((r) => decodePath(r.namespace_path as string)),
+        {
+          matchConditions: [
+            ...(q.prefix?.length ? [{ matchType: 'prefix' as const, path: q.prefix }] : []),
+            ...(q.suffix?.length ? [{ matchType: 'suffix' as const, path: q.suffix }] : []),
+          ],
+          maxDepth: q.max_depth,
+          limit: q.limit,
+          offset: q.offset,
+        },
+      );
     },
     sweep: () => pgStore.sweepExpiredItems(),
   };

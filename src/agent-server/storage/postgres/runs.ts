@@ -7,7 +7,24 @@ import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, 
 import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
 
 export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: NewRun): Promise<RunRecord> } {
-  const { pool, s, channel, origin, gate, changed, afterWrite, local, tx, named, notify, lockThreadOfRun, settleThread, applyCancel, afterDequeue, removeRolledBack } = ctx;
+  const {
+    pool,
+    s,
+    channel,
+    origin,
+    gate,
+    changed,
+    afterWrite,
+    local,
+    tx,
+    named,
+    notify,
+    lockThreadOfRun,
+    settleThread,
+    applyCancel,
+    afterDequeue,
+    removeRolledBack,
+  } = ctx;
 
   /**
    * Creates a run inside the caller's transaction (the run create's slow path; crons fire through it in the same
@@ -15,21 +32,28 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
    */
   async function createIn(c: Q, run: NewRun): Promise<RunRecord> {
     if (run.if_not_exists === 'create') {
-      await c.query(`INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
-        [run.thread_id, JSON.stringify(run.thread_metadata)]);
+      await c.query(
+        `INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
+        [run.thread_id, JSON.stringify(run.thread_metadata)],
+      );
     }
     // Lock first, then read the in-flight runs in a later statement: its snapshot is taken after the lock,
     // so it sees every run committed by whoever held the thread before us.
-    const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`,
-      [run.thread_id]);
+    const { rows: lock } = await c.query(`SELECT thread_id FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [
+      run.thread_id,
+    ]);
     if (!lock[0]) throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
-    const { rows: inflight } = await c.query(`SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
-      AND status IN ('pending','running') ORDER BY seq`, [run.thread_id]);
+    const { rows: inflight } = await c.query(
+      `SELECT run_id, status FROM ${s}.runs WHERE thread_id = $1
+      AND status IN ('pending','running') ORDER BY seq`,
+      [run.thread_id],
+    );
     const decision = decideCreate(run.multitask_strategy, inflight as Array<{ run_id: string; status: RunStatus }>);
     if (decision.kind === 'reject') throw new ConflictError(decision.detail);
     for (const e of decision.cancel) await applyCancel(c, e);
     // clock_timestamp(): the moment of the insert, not the start of this transaction.
-    const { rows } = await c.query(`WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
+    const { rows } = await c.query(
+      `WITH ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata,
         status, kwargs, multitask_strategy, not_before, created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending',
         $5, $6, CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
         clock_timestamp(), clock_timestamp()) RETURNING *),
@@ -37,9 +61,19 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         WHERE thread_id = $2 RETURNING 1),
       n AS (SELECT pg_notify($8, $10))
       SELECT ins.*, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n FROM ins`,
-      [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-        run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
-        JSON.stringify({ type: 'wake', o: origin })]);
+      [
+        run.run_id,
+        run.thread_id,
+        run.assistant_id,
+        JSON.stringify(run.metadata),
+        JSON.stringify(run.kwargs),
+        run.multitask_strategy,
+        JSON.stringify(run.thread_metadata),
+        channel,
+        run.delay_ms ?? 0,
+        JSON.stringify({ type: 'wake', o: origin }),
+      ],
+    );
     return toRun(rows[0]);
   }
 
@@ -68,9 +102,18 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           SELECT (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
             (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
           FROM (SELECT 1) one LEFT JOIN ins ON true`,
-        values: [run.run_id, run.thread_id, run.assistant_id, JSON.stringify(run.metadata), JSON.stringify(run.kwargs),
-          run.multitask_strategy, JSON.stringify(run.thread_metadata), channel, run.delay_ms ?? 0,
-          JSON.stringify({ type: 'wake', o: origin })],
+        values: [
+          run.run_id,
+          run.thread_id,
+          run.assistant_id,
+          JSON.stringify(run.metadata),
+          JSON.stringify(run.kwargs),
+          run.multitask_strategy,
+          JSON.stringify(run.thread_metadata),
+          channel,
+          run.delay_ms ?? 0,
+          JSON.stringify({ type: 'wake', o: origin }),
+        ],
       });
       const row = fast.rows[0];
       if (row?.run_id) {
@@ -78,7 +121,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         return toRun(row);
       }
       const found = Number(row?._found) > 0;
-      if (!found && run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
+      if (!found && run.if_not_exists !== 'create')
+        throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
       if (found && row._inflight) {
         const early = decideCreate(run.multitask_strategy, [{ run_id: '', status: 'pending' }]);
         if (early.kind === 'reject') throw new ConflictError(early.detail);
@@ -89,24 +133,32 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       return created;
     },
     async get(threadId: string, runId: string) {
-      const { rows } = await pool.query(named('run_get', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`,
-        [runId, threadId]));
+      const { rows } = await pool.query(
+        named('run_get', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`, [runId, threadId]),
+      );
       return rows[0] ? toRun(rows[0]) : null;
     },
     async getById(runId: string) {
-      const { rows } = await pool.query(named('run_get_by_id', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1`, [runId]));
+      const { rows } = await pool.query(
+        named('run_get_by_id', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1`, [runId]),
+      );
       return rows[0] ? toRun(rows[0]) : null;
     },
     async list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }) {
-      const { rows } = await pool.query(`SELECT * FROM ${s}.runs WHERE thread_id = $1 AND ($2::text IS NULL OR
-        status = $2) ORDER BY seq DESC LIMIT $3 OFFSET $4`, [threadId, q.status ?? null, q.limit, q.offset]);
+      const { rows } = await pool.query(
+        `SELECT * FROM ${s}.runs WHERE thread_id = $1 AND ($2::text IS NULL OR
+        status = $2) ORDER BY seq DESC LIMIT $3 OFFSET $4`,
+        [threadId, q.status ?? null, q.limit, q.offset],
+      );
       return rows.map(toRun);
     },
     async delete(threadId: string, runId: string) {
       await tx(async (c) => {
         await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
-        const { rows } = await c.query(`SELECT status FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
-          [runId, threadId]);
+        const { rows } = await c.query(`SELECT status FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`, [
+          runId,
+          threadId,
+        ]);
         if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
         const decision = decideDelete({ run_id: runId, status: rows[0].status as RunStatus });
         if (decision.kind === 'conflict') throw new ConflictError(decision.detail);
@@ -174,16 +226,24 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     },
     async heartbeat(workerId: string, runIds: string[], leaseMs: number) {
       if (!runIds.length) return [];
-      const { rows } = await pool.query(named('heartbeat', `UPDATE ${s}.runs
+      const { rows } = await pool.query(
+        named(
+          'heartbeat',
+          `UPDATE ${s}.runs
         SET lease_expires_at = now() + make_interval(secs => $3)
         WHERE run_id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running' RETURNING run_id`,
-        [runIds, workerId, leaseMs / 1000]));
+          [runIds, workerId, leaseMs / 1000],
+        ),
+      );
       return rows.map((r) => r.run_id as string);
     },
     async finish(runId: string, workerId: string, outcome: RunOutcome) {
       // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
       // (the run_done says whether a queued run of the thread became claimable: `more`).
-      const { rows } = await pool.query(named('finish', `WITH lk AS (
+      const { rows } = await pool.query(
+        named(
+          'finish',
+          `WITH lk AS (
           SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
           FOR UPDATE),
         r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
@@ -202,12 +262,23 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
         SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n,
           coalesce((SELECT more FROM m), false) AS more`,
-        [runId, workerId, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null,
-          outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok', !!outcome.interrupted,
-          outcome.values !== undefined, outcome.values == null ? null : JSON.stringify(outcome.values),
-          JSON.stringify(outcome.interrupts ?? {}), outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
-          channel, JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
-          JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false })]));
+          [
+            runId,
+            workerId,
+            outcome.status,
+            outcome.error ? JSON.stringify(outcome.error) : null,
+            outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
+            !!outcome.interrupted,
+            outcome.values !== undefined,
+            outcome.values == null ? null : JSON.stringify(outcome.values),
+            JSON.stringify(outcome.interrupts ?? {}),
+            outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+            channel,
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
+          ],
+        ),
+      );
       if (rows[0]?.more) changed();
       // Waiters here and in other processes hear about it through NOTIFY.
       return Number(rows[0]?.done) > 0;
@@ -215,7 +286,9 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     async rollback(runId: string, workerId: string | null) {
       await tx(async (c) => {
         await lockThreadOfRun(c, runId);
-        const { rows } = await c.query(`SELECT thread_id, worker_id FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`, [runId]);
+        const { rows } = await c.query(`SELECT thread_id, worker_id FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`, [
+          runId,
+        ]);
         if (!rows[0] || !mayRollback(rows[0] as { worker_id: string | null }, workerId)) return;
         await removeRolledBack(c, rows[0].thread_id as string, runId);
         await notify(c, { type: 'run_done', run_id: runId });
@@ -224,16 +297,23 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     },
     async release(workerId: string, runIds: string[]) {
       if (!runIds.length) return;
-      await afterWrite(pool.query(`UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0),
+      await afterWrite(
+        pool.query(
+          `UPDATE ${s}.runs SET status = 'pending', attempt = greatest(attempt - 1, 0),
         worker_id = NULL, lease_expires_at = NULL WHERE run_id = ANY($1::uuid[]) AND worker_id = $2
-        AND status = 'running'`, [runIds, workerId]));
+        AND status = 'running'`,
+          [runIds, workerId],
+        ),
+      );
       await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake', o: origin })]);
     },
     async cancel(threadId: string, runId: string, action: CancelAction) {
       return tx(async (c) => {
         await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
-        const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`,
-          [runId, threadId]);
+        const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`, [
+          runId,
+          threadId,
+        ]);
         if (!rows[0]) throw new NotFoundError(`Run ${runId} not found`);
         const run = toRun(rows[0]);
         const effect = cancelEffect(run, action);
@@ -247,8 +327,9 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     async cancelRequests(runIds: string[]) {
       const out = new Map<string, CancelAction>();
       if (!runIds.length) return out;
-      const { rows } = await pool.query(`SELECT run_id, cancel_action FROM ${s}.runs WHERE run_id = ANY($1::uuid[])`,
-        [runIds]);
+      const { rows } = await pool.query(`SELECT run_id, cancel_action FROM ${s}.runs WHERE run_id = ANY($1::uuid[])`, [
+        runIds,
+      ]);
       const found = new Set(rows.map((r) => r.run_id as string));
       for (const r of rows) if (r.cancel_action) out.set(r.run_id as string, r.cancel_action as CancelAction);
       for (const id of runIds) if (!found.has(id)) out.set(id, 'interrupt');
@@ -263,11 +344,16 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       // One transaction per run, thread locked first like every other writer; the lease is re-checked under lock.
       for (const e of expired) {
         await tx(async (c) => {
-          const { rows: locked } = await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE SKIP LOCKED`,
-            [e.thread_id]);
+          const { rows: locked } = await c.query(
+            `SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE SKIP LOCKED`,
+            [e.thread_id],
+          );
           if (!locked[0]) return;
-          const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND status = 'running'
-            AND lease_expires_at < now() FOR UPDATE`, [e.run_id]);
+          const { rows } = await c.query(
+            `SELECT * FROM ${s}.runs WHERE run_id = $1 AND status = 'running'
+            AND lease_expires_at < now() FOR UPDATE`,
+            [e.run_id],
+          );
           if (!rows[0]) return;
           const r = toRun(rows[0]);
           const decision = decideSweep(r, maxAttempts);
@@ -277,14 +363,20 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             res.failed.push(r.run_id);
           } else if (decision.kind === 'end') {
             const { outcome } = decision;
-            await c.query(`UPDATE ${s}.runs SET status = $2, error = $3, worker_id = NULL, lease_expires_at = NULL,
-              updated_at = now() WHERE run_id = $1`, [r.run_id, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null]);
+            await c.query(
+              `UPDATE ${s}.runs SET status = $2, error = $3, worker_id = NULL, lease_expires_at = NULL,
+              updated_at = now() WHERE run_id = $1`,
+              [r.run_id, outcome.status, outcome.error ? JSON.stringify(outcome.error) : null],
+            );
             await settleThread(c, r.thread_id, outcome);
             await notify(c, { type: 'run_done', run_id: r.run_id });
             res.failed.push(r.run_id);
           } else {
-            await c.query(`UPDATE ${s}.runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
-              updated_at = now() WHERE run_id = $1`, [r.run_id]);
+            await c.query(
+              `UPDATE ${s}.runs SET status = 'pending', worker_id = NULL, lease_expires_at = NULL,
+              updated_at = now() WHERE run_id = $1`,
+              [r.run_id],
+            );
             await notify(c, { type: 'wake' });
             res.requeued.push(r.run_id);
           }

@@ -52,8 +52,11 @@ interface Tail {
 
 type Pending = [runId: string, threadId: string, event: string, data: string];
 
-export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: PostgresStreamOptions):
-  Promise<StreamEventStore & { close(): Promise<void> }> {
+export async function postgresStreamEvents(
+  pool: pg.Pool,
+  s: string,
+  opts: PostgresStreamOptions,
+): Promise<StreamEventStore & { close(): Promise<void> }> {
   const channel = `${s}_stream`;
   const origin = Math.random().toString(36).slice(2, 10);
   const tails = new Map<string, Tail>();
@@ -167,7 +170,8 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     if (t.events.length <= TAIL_MAX && t.bytes <= TAIL_MAX_BYTES) return;
     let drop = 0;
     let freed = 0;
-    while (drop < t.events.length - 1 && (drop < t.events.length / 2 || freed < t.bytes / 2)) freed += t.events[drop++]!.data.length;
+    while (drop < t.events.length - 1 && (drop < t.events.length / 2 || freed < t.bytes / 2))
+      freed += t.events[drop++]!.data.length;
     t.floor = t.events[drop - 1]!.id;
     t.events.splice(0, drop);
     t.bytes -= freed;
@@ -189,7 +193,10 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     text: `SELECT id, run_id, event, data FROM ${s}.stream_events WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
   };
   const toEvent = (r: Record<string, unknown>): StoredStreamEvent => ({
-    id: Number(r.id), run_id: r.run_id as string, event: r.event as string, data: r.data as string,
+    id: Number(r.id),
+    run_id: r.run_id as string,
+    event: r.event as string,
+    data: r.data as string,
   });
   const query = async (q: { name: string; text: string }, key: string, afterId: number, limit: number) =>
     (await pool.query({ ...q, values: [key, afterId, limit] })).rows.map(toEvent);
@@ -203,11 +210,12 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
       try {
         t.stale = false;
         const rows = await query(byRun, runId, t.known, FETCH_ROWS);
-        for (const e of rows) if (e.id > t.known) {
-          t.events.push(e);
-          t.bytes += e.data.length;
-          t.known = e.id;
-        }
+        for (const e of rows)
+          if (e.id > t.known) {
+            t.events.push(e);
+            t.bytes += e.data.length;
+            t.known = e.id;
+          }
         trim(t);
         // A full page: there is more to fetch.
         if (rows.length === FETCH_ROWS) t.stale = true;
@@ -304,11 +312,13 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     },
     read,
     async readThread(threadId, afterId, limit) {
-      return (await pool.query({
-        name: `ap_stream_by_thread_${s}`,
-        text: `SELECT id, run_id, event, data FROM ${s}.stream_events WHERE thread_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
-        values: [threadId, afterId, limit],
-      })).rows.map(toEvent);
+      return (
+        await pool.query({
+          name: `ap_stream_by_thread_${s}`,
+          text: `SELECT id, run_id, event, data FROM ${s}.stream_events WHERE thread_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+          values: [threadId, afterId, limit],
+        })
+      ).rows.map(toEvent);
     },
     async lastId() {
       const { rows } = await pool.query(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS id
@@ -327,9 +337,11 @@ export async function postgresStreamEvents(pool: pg.Pool, s: string, opts: Postg
     },
     async sweep() {
       // A run's events go together, once its newest is older than the retention (a long run keeps its start).
-      const { rowCount } = await pool.query(`DELETE FROM ${s}.stream_events WHERE run_id IN (
+      const { rowCount } = await pool.query(
+        `DELETE FROM ${s}.stream_events WHERE run_id IN (
           SELECT run_id FROM ${s}.stream_events GROUP BY run_id HAVING max(created_at) < now() - make_interval(secs => $1))`,
-        [opts.retentionMs / 1000]);
+        [opts.retentionMs / 1000],
+      );
       return rowCount ?? 0;
     },
     async close() {

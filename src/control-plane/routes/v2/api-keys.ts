@@ -30,7 +30,11 @@ const ApiKeyCreate = z
       .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters')
       .default('api-key'),
     tenants: z
-      .array(z.string().refine((t) => t === '*' || isLabelValue(t), 'a tenant id (1-63 letters, digits, "-", "_", ".") or "*"'))
+      .array(
+        z
+          .string()
+          .refine((t) => t === '*' || isLabelValue(t), 'a tenant id (1-63 letters, digits, "-", "_", ".") or "*"'),
+      )
       .min(1)
       .max(100),
   })
@@ -39,7 +43,8 @@ const ApiKeyCreate = z
 const KeyParams = z.object({ key_id: z.string().uuid() });
 
 function requireAdmin(req: FastifyRequest): void {
-  if (!req.principal?.admin) throw new ForbiddenError('Only admin API keys (keys for every tenant, "*") may manage API keys.');
+  if (!req.principal?.admin)
+    throw new ForbiddenError('Only admin API keys (keys for every tenant, "*") may manage API keys.');
 }
 
 export const apiKeyRoutes =
@@ -47,29 +52,60 @@ export const apiKeyRoutes =
   async (app) => {
     app.get(
       '/api-keys',
-      { schema: { tags: ['API keys'], summary: 'List API keys (admin)', security, response: { 200: z.object({ resources: z.array(ApiKeyOut) }), ...errors } } },
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'List API keys (admin)',
+          security,
+          response: { 200: z.object({ resources: z.array(ApiKeyOut) }), ...errors },
+        },
+      },
       async (req) => {
         requireAdmin(req);
         const keys = await store.listApiKeys();
-        return { resources: keys.map((k) => ({ id: k.id, name: k.name, tenants: k.tenants, created_at: k.createdAt })) };
+        return {
+          resources: keys.map((k) => ({ id: k.id, name: k.name, tenants: k.tenants, created_at: k.createdAt })),
+        };
       },
     );
     app.post(
       '/api-keys',
-      { schema: { tags: ['API keys'], summary: 'Create an API key (admin); the key is in this answer only', security, body: ApiKeyCreate, response: { 201: ApiKeyCreated, ...errors } } },
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'Create an API key (admin); the key is in this answer only',
+          security,
+          body: ApiKeyCreate,
+          response: { 201: ApiKeyCreated, ...errors },
+        },
+      },
       async (req, reply) => {
         requireAdmin(req);
-        const { key, record } = await createApiKey(store, { tenants: [...new Set(req.body.tenants)], name: req.body.name });
+        const { key, record } = await createApiKey(store, {
+          tenants: [...new Set(req.body.tenants)],
+          name: req.body.name,
+        });
         onChange();
-        return reply.code(201).send({ id: record.id, name: record.name, tenants: record.tenants, created_at: record.createdAt, key });
+        return reply
+          .code(201)
+          .send({ id: record.id, name: record.name, tenants: record.tenants, created_at: record.createdAt, key });
       },
     );
     app.delete(
       '/api-keys/:key_id',
-      { schema: { tags: ['API keys'], summary: 'Revoke an API key (admin)', security, params: KeyParams, response: { 204: z.null(), ...errors } } },
+      {
+        schema: {
+          tags: ['API keys'],
+          summary: 'Revoke an API key (admin)',
+          security,
+          params: KeyParams,
+          response: { 204: z.null(), ...errors },
+        },
+      },
       async (req, reply) => {
         requireAdmin(req);
-        if (!(await store.deleteApiKey(req.params.key_id))) throw new NotFoundError(`API key ${req.params.key_id} not found.`);
+        if (!(await store.deleteApiKey(req.params.key_id)))
+          throw new NotFoundError(`API key ${req.params.key_id} not found.`);
         onChange();
         return reply.code(204).send(null);
       },

@@ -21,7 +21,12 @@ import {
   RevisionParams,
 } from './schemas.ts';
 
-const ErrorBody = z.object({ detail: z.union([z.string(), z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() }))]) });
+const ErrorBody = z.object({
+  detail: z.union([
+    z.string(),
+    z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() })),
+  ]),
+});
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,13 +50,27 @@ export const deploymentRoutes =
 
     app.get(
       '/deployments',
-      { schema: { tags: ['deployments'], security, querystring: ListDeploymentsQuery, response: { 200: DeploymentList, ...errors } } },
+      {
+        schema: {
+          tags: ['deployments'],
+          security,
+          querystring: ListDeploymentsQuery,
+          response: { 200: DeploymentList, ...errors },
+        },
+      },
       async (req) => service.list(tenantOf(req), req.query),
     );
 
     app.delete(
       '/deployments',
-      { schema: { tags: ['deployments'], security, querystring: BulkDeleteQuery, response: { 200: BulkDeleteResult, 207: BulkDeleteResult, ...errors } } },
+      {
+        schema: {
+          tags: ['deployments'],
+          security,
+          querystring: BulkDeleteQuery,
+          response: { 200: BulkDeleteResult, 207: BulkDeleteResult, ...errors },
+        },
+      },
       async (req, reply) => {
         const result: z.infer<typeof BulkDeleteResult> = { deleted: [], errors: [] };
         for (const id of req.query.deployment_ids) {
@@ -70,13 +89,23 @@ export const deploymentRoutes =
 
     app.get(
       '/deployments/:deployment_id',
-      { schema: { tags: ['deployments'], security, params: DeploymentParams, response: { 200: Deployment, ...errors } } },
+      {
+        schema: { tags: ['deployments'], security, params: DeploymentParams, response: { 200: Deployment, ...errors } },
+      },
       async (req) => service.get(tenantOf(req), req.params.deployment_id),
     );
 
     app.patch(
       '/deployments/:deployment_id',
-      { schema: { tags: ['deployments'], security, params: DeploymentParams, body: DeploymentPatch, response: { 200: Deployment, ...errors } } },
+      {
+        schema: {
+          tags: ['deployments'],
+          security,
+          params: DeploymentParams,
+          body: DeploymentPatch,
+          response: { 200: Deployment, ...errors },
+        },
+      },
       async (req) => service.patch(tenantOf(req), req.params.deployment_id, req.body),
     );
 
@@ -91,7 +120,15 @@ export const deploymentRoutes =
 
     app.get(
       '/deployments/:deployment_id/revisions',
-      { schema: { tags: ['revisions'], security, params: DeploymentParams, querystring: ListRevisionsQuery, response: { 200: RevisionList, ...errors } } },
+      {
+        schema: {
+          tags: ['revisions'],
+          security,
+          params: DeploymentParams,
+          querystring: ListRevisionsQuery,
+          response: { 200: RevisionList, ...errors },
+        },
+      },
       async (req) => service.listRevisions(tenantOf(req), req.params.deployment_id, req.query),
     );
 
@@ -115,7 +152,15 @@ export const deploymentRoutes =
 
     app.get(
       '/deployments/:deployment_id/revisions/:revision_id/logs',
-      { schema: { tags: ['revisions'], security, params: RevisionParams, querystring: LogsQuery, response: { 200: LogPage, ...errors } } },
+      {
+        schema: {
+          tags: ['revisions'],
+          security,
+          params: RevisionParams,
+          querystring: LogsQuery,
+          response: { 200: LogPage, ...errors },
+        },
+      },
       async (req) => service.logs(tenantOf(req), req.params.deployment_id, req.params.revision_id, req.query),
     );
   };

@@ -29,7 +29,8 @@ const rule =
     if (p) ctx.addIssue({ code: 'custom', message: p });
   };
 
-const dnsName = (what: string) => rule((v) => (isDnsSubdomain(v) ? undefined : `must be a Kubernetes ${what} name (DNS subdomain)`));
+const dnsName = (what: string) =>
+  rule((v) => (isDnsSubdomain(v) ? undefined : `must be a Kubernetes ${what} name (DNS subdomain)`));
 
 /**
  * Label-like maps: every key a qualified name, every value a label value (labels, node_selector). Issues sit on the
@@ -53,7 +54,10 @@ const annotationMap = z.record(z.string(), z.string()).superRefine((m, ctx) => {
     total += utf8Bytes(k) + utf8Bytes(v);
   }
   if (total > MAX_ANNOTATIONS_BYTES) {
-    ctx.addIssue({ code: 'custom', message: `annotations must total at most ${MAX_ANNOTATIONS_BYTES} bytes (keys and values), got ${total}` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `annotations must total at most ${MAX_ANNOTATIONS_BYTES} bytes (keys and values), got ${total}`,
+    });
   }
 });
 
@@ -95,10 +99,12 @@ export const SourceConfigIn = z.object({
   custom_url: z
     .string()
     .max(2048)
-    .superRefine(rule((v) => {
-      const r = customUrlHost(v);
-      return 'problem' in r ? r.problem : undefined;
-    }))
+    .superRefine(
+      rule((v) => {
+        const r = customUrlHost(v);
+        return 'problem' in r ? r.problem : undefined;
+      }),
+    )
     .nullable()
     .optional(),
   resource_spec: ResourceSpecApi.nullable().optional(),
@@ -125,21 +131,23 @@ const envName = z
   .max(MAX_SECRET_NAME)
   .regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)');
 
-export const SecretIn = z
-  .object({ name: envName, value: z.string() })
-  .superRefine((s, ctx) => {
-    if (hasNul(s.value)) {
-      ctx.addIssue({ code: 'custom', path: ['value'], message: `secret "${s.name}": the value must not contain NUL characters` });
-    }
-    const bytes = utf8Bytes(s.value);
-    if (bytes > MAX_SECRET_VALUE_BYTES) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['value'],
-        message: `secret "${s.name}": the value is ${bytes} bytes, more than the ${MAX_SECRET_VALUE_BYTES} allowed`,
-      });
-    }
-  });
+export const SecretIn = z.object({ name: envName, value: z.string() }).superRefine((s, ctx) => {
+  if (hasNul(s.value)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['value'],
+      message: `secret "${s.name}": the value must not contain NUL characters`,
+    });
+  }
+  const bytes = utf8Bytes(s.value);
+  if (bytes > MAX_SECRET_VALUE_BYTES) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['value'],
+      message: `secret "${s.name}": the value is ${bytes} bytes, more than the ${MAX_SECRET_VALUE_BYTES} allowed`,
+    });
+  }
+});
 
 export const SecretReferenceApi = z.object({
   name: envName,
@@ -170,7 +178,11 @@ const bodyRules = (b: { secrets?: { name: string; value: string }[] }, ctx: z.Re
   const valued = new Set(b.secrets?.map((s) => s.name));
   refs?.forEach((r, i) => {
     if (valued.has(r.name)) {
-      ctx.addIssue({ code: 'custom', path: ['secret_references', i, 'name'], message: `"${r.name}" is also in secrets: a variable comes from one place` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['secret_references', i, 'name'],
+        message: `"${r.name}" is also in secrets: a variable comes from one place`,
+      });
     }
   });
   let total = 0;
@@ -218,7 +230,11 @@ export const DeploymentCreate = z
         ctx.addIssue({ code: 'custom', path: ['source_config', 'repo_url'], message: 'required for source github' });
       }
       if (!src.repo_ref) {
-        ctx.addIssue({ code: 'custom', path: ['source_revision_config', 'repo_ref'], message: 'required for source github' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_revision_config', 'repo_ref'],
+          message: 'required for source github',
+        });
       }
     } else if (!src.image_uri) {
       ctx.addIssue({
@@ -327,7 +343,12 @@ export const RevisionList = z.object({ resources: z.array(Revision), offset: z.n
 
 const csv = z
   .string()
-  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  )
   .optional();
 
 export const ListDeploymentsQuery = z.object({
@@ -336,7 +357,12 @@ export const ListDeploymentsQuery = z.object({
   name_contains: z.string().optional(),
   status: z
     .string()
-    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(deploymentPhaseSchema))
     .optional(),
   deployment_type: z.enum(['dev', 'prod']).optional(),
@@ -348,12 +374,27 @@ export const ListRevisionsQuery = z.object({
   offset: z.coerce.number().int().min(0).default(0),
   status: z
     .string()
-    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(revisionPhaseSchema))
     .optional(),
 });
 
-export const BulkDeleteQuery = z.object({ deployment_ids: z.string().transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)).pipe(z.array(z.string()).min(1)) });
+export const BulkDeleteQuery = z.object({
+  deployment_ids: z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string()).min(1)),
+});
 
 export const LogsQuery = z.object({
   type: z.enum(['build', 'deploy']).default('build'),
@@ -363,7 +404,9 @@ export const LogsQuery = z.object({
 });
 
 export const LogPage = z.object({
-  logs: z.array(z.object({ id: z.string(), timestamp: z.string(), type: z.enum(['build', 'deploy']), message: z.string() })),
+  logs: z.array(
+    z.object({ id: z.string(), timestamp: z.string(), type: z.enum(['build', 'deploy']), message: z.string() }),
+  ),
   next_offset: z.string().nullable(),
 });
 

@@ -89,8 +89,17 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   // Secret rows written before encryption carry enc = 0 (plaintext JSON).
   const columns = db.prepare('PRAGMA table_info(secrets)').all() as { name: string }[];
   if (!columns.some((c) => c.name === 'enc')) db.exec('ALTER TABLE secrets ADD COLUMN enc INTEGER NOT NULL DEFAULT 0');
-  const keys = opts.dataDir === ':memory:' ? { given: opts.secretKey ?? randomBytes(32) } : { given: opts.secretKey, dir: opts.dataDir };
-  const store = new EmbeddedStore(db, opts.namespace ?? 'default', opts.historyLimit ?? 10_000, opts.pollMs ?? 200, keys);
+  const keys =
+    opts.dataDir === ':memory:'
+      ? { given: opts.secretKey ?? randomBytes(32) }
+      : { given: opts.secretKey, dir: opts.dataDir };
+  const store = new EmbeddedStore(
+    db,
+    opts.namespace ?? 'default',
+    opts.historyLimit ?? 10_000,
+    opts.pollMs ?? 200,
+    keys,
+  );
   try {
     store.prepareSecrets();
   } catch (err) {
@@ -314,7 +323,9 @@ class EmbeddedStore implements ControlPlaneStore {
     values: Record<string, string>,
   ): Promise<void> {
     const key = this.secretKey();
-    const sealed = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(namespace, name, k))]));
+    const sealed = Object.fromEntries(
+      Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(namespace, name, k))]),
+    );
     const res = this.db
       .prepare('INSERT OR IGNORE INTO secrets (namespace, name, owner_uid, data, enc) VALUES (?, ?, ?, ?, 1)')
       .run(namespace, name, owner.uid, JSON.stringify(sealed));
@@ -322,25 +333,27 @@ class EmbeddedStore implements ControlPlaneStore {
   }
 
   async getSecrets(namespace: string, name: string): Promise<Record<string, string>> {
-    const row = this.db.prepare('SELECT data, enc FROM secrets WHERE namespace = ? AND name = ?').get(namespace, name) as
-      | { data: string; enc: number }
-      | undefined;
+    const row = this.db
+      .prepare('SELECT data, enc FROM secrets WHERE namespace = ? AND name = ?')
+      .get(namespace, name) as { data: string; enc: number } | undefined;
     if (!row) throw new NotFoundError(`secret "${name}" not found`);
     const data = JSON.parse(row.data) as Record<string, string>;
     if (!row.enc) return data;
     const key = this.secretKey();
     try {
-      return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, openSealed(key, v, secretAad(namespace, name, k))]));
+      return Object.fromEntries(
+        Object.entries(data).map(([k, v]) => [k, openSealed(key, v, secretAad(namespace, name, k))]),
+      );
     } catch (err) {
-      if (err instanceof SecretKeyError) throw new SecretKeyError(`cannot decrypt secret set "${name}": ${err.message}`);
+      if (err instanceof SecretKeyError)
+        throw new SecretKeyError(`cannot decrypt secret set "${name}": ${err.message}`);
       throw err;
     }
   }
 
   async secretNames(namespace: string, name: string): Promise<string[]> {
     const row = this.db.prepare('SELECT data FROM secrets WHERE namespace = ? AND name = ?').get(namespace, name) as
-      | { data: string }
-      | undefined;
+      { data: string } | undefined;
     if (!row) throw new NotFoundError(`secret "${name}" not found`);
     return Object.keys(JSON.parse(row.data) as Record<string, string>);
   }
@@ -352,7 +365,11 @@ class EmbeddedStore implements ControlPlaneStore {
    */
   prepareSecrets(): void {
     const hasCheck = this.db.prepare('SELECT 1 FROM meta WHERE name = ?').get(KEY_CHECK) !== undefined;
-    const plaintext = this.db.prepare('SELECT namespace, name, data FROM secrets WHERE enc = 0').all() as { namespace: string; name: string; data: string }[];
+    const plaintext = this.db.prepare('SELECT namespace, name, data FROM secrets WHERE enc = 0').all() as {
+      namespace: string;
+      name: string;
+      data: string;
+    }[];
     if (!hasCheck && !plaintext.length) return;
     const key = this.secretKey();
     if (!plaintext.length) return;
@@ -360,7 +377,9 @@ class EmbeddedStore implements ControlPlaneStore {
       const upd = this.db.prepare('UPDATE secrets SET data = ?, enc = 1 WHERE namespace = ? AND name = ? AND enc = 0');
       for (const r of plaintext) {
         const values = JSON.parse(r.data) as Record<string, string>;
-        const sealed = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(r.namespace, r.name, k))]));
+        const sealed = Object.fromEntries(
+          Object.entries(values).map(([k, v]) => [k, seal(key, v, secretAad(r.namespace, r.name, k))]),
+        );
         upd.run(JSON.stringify(sealed), r.namespace, r.name);
       }
     });
@@ -371,7 +390,8 @@ class EmbeddedStore implements ControlPlaneStore {
   /** The key of secret values: given, or read (made on first use) from the key file; checked once per process. */
   private secretKey(): Buffer {
     if (this.key) return this.key;
-    const check = this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as { value: string } | undefined;
+    const check = this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as
+      { value: string } | undefined;
     const file = this.keys.dir ? join(this.keys.dir, KEY_FILE) : undefined;
     const key = this.keys.given ?? (this.keys.dir ? readKeyFile(this.keys.dir, !check) : undefined);
     if (!key) {
@@ -387,9 +407,12 @@ class EmbeddedStore implements ControlPlaneStore {
         throw new SecretKeyError(`${which} is not the key the secret values in this store were encrypted with`);
       }
     } else {
-      this.db.prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)').run(KEY_CHECK, seal(key, KEY_CHECK_TEXT, KEY_CHECK));
+      this.db
+        .prepare('INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)')
+        .run(KEY_CHECK, seal(key, KEY_CHECK_TEXT, KEY_CHECK));
       // Another process may have written its check first: ours must match it.
-      const stored = (this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as { value: string }).value;
+      const stored = (this.db.prepare('SELECT value FROM meta WHERE name = ?').get(KEY_CHECK) as { value: string })
+        .value;
       openSealed(key, stored, KEY_CHECK);
     }
     this.key = key;
@@ -410,8 +433,7 @@ class EmbeddedStore implements ControlPlaneStore {
 
   async findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined> {
     const row = this.db.prepare('SELECT * FROM api_keys WHERE hash = ?').get(keyHash) as
-      | { id: string; name: string; tenants: string; created_at: string }
-      | undefined;
+      { id: string; name: string; tenants: string; created_at: string } | undefined;
     if (!row) return undefined;
     return { id: row.id, name: row.name, tenants: JSON.parse(row.tenants) as string[], createdAt: row.created_at };
   }
@@ -424,7 +446,13 @@ class EmbeddedStore implements ControlPlaneStore {
       tenants: string;
       created_at: string;
     }[];
-    return rows.map((r) => ({ id: r.id, hash: r.hash, name: r.name, tenants: JSON.parse(r.tenants) as string[], createdAt: r.created_at }));
+    return rows.map((r) => ({
+      id: r.id,
+      hash: r.hash,
+      name: r.name,
+      tenants: JSON.parse(r.tenants) as string[],
+      createdAt: r.created_at,
+    }));
   }
 
   async deleteApiKey(id: string): Promise<boolean> {
@@ -446,7 +474,9 @@ class EmbeddedStore implements ControlPlaneStore {
       }
       // Free, or stale (its deployment is gone or being deleted): take it.
       this.db
-        .prepare('INSERT OR REPLACE INTO name_claims (namespace, claim, tenant, name, owner_name, owner_uid) VALUES (?, ?, ?, ?, ?, ?)')
+        .prepare(
+          'INSERT OR REPLACE INTO name_claims (namespace, claim, tenant, name, owner_name, owner_uid) VALUES (?, ?, ?, ?, ?, ?)',
+        )
         .run(namespace, claim, tenant, name, owner.name, owner.uid);
     });
   }
@@ -492,7 +522,9 @@ class EmbeddedStore implements ControlPlaneStore {
   }
 
   async releaseHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
-    this.db.prepare('DELETE FROM host_claims WHERE namespace = ? AND host = ? AND owner_uid = ?').run(namespace, host.toLowerCase(), owner.uid);
+    this.db
+      .prepare('DELETE FROM host_claims WHERE namespace = ? AND host = ? AND owner_uid = ?')
+      .run(namespace, host.toLowerCase(), owner.uid);
   }
 
   async listHostClaims(namespace: string): Promise<HostClaim[]> {
@@ -557,7 +589,13 @@ class EmbeddedStore implements ControlPlaneStore {
       type: WatchEventType;
       json: string;
     }[];
-    return rows.map((r) => ({ rv: r.rv, kind: r.kind, namespace: r.namespace, type: r.type, obj: JSON.parse(r.json) as AnyResource }));
+    return rows.map((r) => ({
+      rv: r.rv,
+      kind: r.kind,
+      namespace: r.namespace,
+      type: r.type,
+      obj: JSON.parse(r.json) as AnyResource,
+    }));
   }
 
   /**
@@ -633,7 +671,10 @@ class EmbeddedStore implements ControlPlaneStore {
     if (m.finalizers?.length) {
       if (m.deletionTimestamp) return;
       const rv = this.nextRv();
-      const next = { ...obj, metadata: { ...m, deletionTimestamp: new Date().toISOString(), resourceVersion: String(rv) } };
+      const next = {
+        ...obj,
+        metadata: { ...m, deletionTimestamp: new Date().toISOString(), resourceVersion: String(rv) },
+      };
       this.db
         .prepare('UPDATE objects SET rv = ?, json = ? WHERE kind = ? AND namespace = ? AND name = ?')
         .run(rv, JSON.stringify(next), kind, m.namespace, m.name);

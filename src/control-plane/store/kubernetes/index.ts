@@ -1,10 +1,25 @@
 // Kubernetes store: AgentDeployment/AgentRevision custom resources, Secrets for environment values and API key
 // hashes, ConfigMaps for revision logs, through @kubernetes/client-node. Namespace model: one configured namespace;
 // tenants are told apart by the agentplane.dev/tenant label (and spec.tenantId).
-import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig, Watch, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  Watch,
+  type V1ConfigMap,
+  type V1Secret,
+} from '@kubernetes/client-node';
 import { NotFoundError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
-import { API_VERSION, GROUP, LABEL_DEPLOYMENT, LABEL_TENANT, tenantKeysSecretName, VERSION } from '../../../resources/index.ts';
+import {
+  API_VERSION,
+  GROUP,
+  LABEL_DEPLOYMENT,
+  LABEL_TENANT,
+  tenantKeysSecretName,
+  VERSION,
+} from '../../../resources/index.ts';
 import { validateResource } from '../validate.ts';
 import type { TenantKeySink } from '../types.ts';
 import {
@@ -55,7 +70,12 @@ export function openKubernetesStore(opts: KubernetesStoreOptions): ControlPlaneS
   return new KubernetesStore(opts);
 }
 
-type Status = { reason?: string; message?: string; code?: number; details?: { causes?: { field?: string; message?: string; reason?: string }[] } };
+type Status = {
+  reason?: string;
+  message?: string;
+  code?: number;
+  details?: { causes?: { field?: string; message?: string; reason?: string }[] };
+};
 
 function statusOf(err: ApiException<unknown>): Status {
   const body = err.body;
@@ -135,14 +155,24 @@ class KubernetesStore implements ControlPlaneStore {
   }
 
   async get<K extends Kind>(kind: K, namespace: string, name: string): Promise<KindMap[K]> {
-    return call(() => this.custom.getNamespacedCustomObject({ ...this.params(kind, namespace), name })) as Promise<KindMap[K]>;
+    return call(() => this.custom.getNamespacedCustomObject({ ...this.params(kind, namespace), name })) as Promise<
+      KindMap[K]
+    >;
   }
 
   async list<K extends Kind>(kind: K, namespace?: string, opts: ListOptions = {}) {
     const res = (await call(() =>
       namespace === undefined
-        ? this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL[kind], labelSelector: opts.labelSelector })
-        : this.custom.listNamespacedCustomObject({ ...this.params(kind, namespace), labelSelector: opts.labelSelector }),
+        ? this.custom.listClusterCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: PLURAL[kind],
+            labelSelector: opts.labelSelector,
+          })
+        : this.custom.listNamespacedCustomObject({
+            ...this.params(kind, namespace),
+            labelSelector: opts.labelSelector,
+          }),
     )) as { items: KindMap[K][]; metadata: { resourceVersion: string } };
     return { items: res.items, resourceVersion: res.metadata.resourceVersion };
   }
@@ -152,7 +182,10 @@ class KubernetesStore implements ControlPlaneStore {
     const obj = validateResource(kind, { ...input, apiVersion: API_VERSION, kind });
     const namespace = obj.metadata.namespace ?? this.namespace;
     return call(() =>
-      this.custom.createNamespacedCustomObject({ ...this.params(kind, namespace), body: { ...obj, metadata: { ...obj.metadata, namespace } } }),
+      this.custom.createNamespacedCustomObject({
+        ...this.params(kind, namespace),
+        body: { ...obj, metadata: { ...obj.metadata, namespace } },
+      }),
     ) as Promise<KindMap[K]>;
   }
 
@@ -160,7 +193,8 @@ class KubernetesStore implements ControlPlaneStore {
     const obj = validateResource(kind, input);
     const namespace = obj.metadata.namespace ?? this.namespace;
     // Custom resources need a resourceVersion on update; without one the caller asked for "last write wins".
-    const resourceVersion = obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
+    const resourceVersion =
+      obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
     return call(() =>
       this.custom.replaceNamespacedCustomObject({
         ...this.params(kind, namespace),
@@ -173,7 +207,8 @@ class KubernetesStore implements ControlPlaneStore {
   async updateStatus<K extends Kind>(kind: K, input: KindMap[K]): Promise<KindMap[K]> {
     const obj = validateResource(kind, input);
     const namespace = obj.metadata.namespace ?? this.namespace;
-    const resourceVersion = obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
+    const resourceVersion =
+      obj.metadata.resourceVersion ?? (await this.get(kind, namespace, obj.metadata.name)).metadata.resourceVersion;
     return call(() =>
       this.custom.replaceNamespacedCustomObjectStatus({
         ...this.params(kind, namespace),
@@ -184,7 +219,13 @@ class KubernetesStore implements ControlPlaneStore {
   }
 
   async delete(kind: Kind, namespace: string, name: string): Promise<void> {
-    await call(() => this.custom.deleteNamespacedCustomObject({ ...this.params(kind, namespace), name, propagationPolicy: 'Background' }));
+    await call(() =>
+      this.custom.deleteNamespacedCustomObject({
+        ...this.params(kind, namespace),
+        name,
+        propagationPolicy: 'Background',
+      }),
+    );
   }
 
   async watch<K extends Kind>(
@@ -207,13 +248,21 @@ class KubernetesStore implements ControlPlaneStore {
     };
     const controller = await this.watcher.watch(
       path,
-      { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
+      {
+        resourceVersion: resourceVersion || undefined,
+        allowWatchBookmarks: true,
+        timeoutSeconds: WATCH_TIMEOUT_SECONDS,
+      },
       (type: string, obj: unknown) => {
         if (stopped || failed) return;
         if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, obj as KindMap[K]);
         else if (type === 'ERROR') {
           const s = obj as Status;
-          fail(s.code === 410 ? new ResourceExpiredError(s.message ?? 'resource version too old') : new Error(s.message ?? 'watch error'));
+          fail(
+            s.code === 410
+              ? new ResourceExpiredError(s.message ?? 'resource version too old')
+              : new Error(s.message ?? 'watch error'),
+          );
         }
       },
       (err: unknown) => fail(err ?? new Error('watch closed by the server')),
@@ -229,7 +278,12 @@ class KubernetesStore implements ControlPlaneStore {
 
   // ---- secrets ----
 
-  async putSecrets(namespace: string, name: string, owner: { kind: Kind; name: string; uid: string }, values: Record<string, string>): Promise<void> {
+  async putSecrets(
+    namespace: string,
+    name: string,
+    owner: { kind: Kind; name: string; uid: string },
+    values: Record<string, string>,
+  ): Promise<void> {
     const body: V1Secret = {
       apiVersion: 'v1',
       kind: 'Secret',
@@ -238,7 +292,9 @@ class KubernetesStore implements ControlPlaneStore {
         name,
         namespace,
         labels: owner.kind === 'AgentDeployment' ? { [LABEL_DEPLOYMENT]: owner.name } : {},
-        ownerReferences: [{ apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid: owner.uid, blockOwnerDeletion: true }],
+        ownerReferences: [
+          { apiVersion: API_VERSION, kind: owner.kind, name: owner.name, uid: owner.uid, blockOwnerDeletion: true },
+        ],
       },
       data: Object.fromEntries(Object.entries(values).map(([k, v]) => [k, b64(v)])),
     };
@@ -289,13 +345,17 @@ class KubernetesStore implements ControlPlaneStore {
   async findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined> {
     let s: V1Secret;
     try {
-      s = await call(() => this.core.readNamespacedSecret({ namespace: this.namespace, name: this.keySecretName(keyHash) }));
+      s = await call(() =>
+        this.core.readNamespacedSecret({ namespace: this.namespace, name: this.keySecretName(keyHash) }),
+      );
     } catch (err) {
       if (err instanceof NotFoundError) return undefined;
       throw err;
     }
     const key = this.keyFromSecret(s);
-    return key && key.hash === keyHash ? { id: key.id, name: key.name, tenants: key.tenants, createdAt: key.createdAt } : undefined;
+    return key && key.hash === keyHash
+      ? { id: key.id, name: key.name, tenants: key.tenants, createdAt: key.createdAt }
+      : undefined;
   }
 
   private keyFromSecret(s: V1Secret): (ApiKeyRecord & { hash: string; secretName: string }) | undefined {
@@ -307,11 +367,20 @@ class KubernetesStore implements ControlPlaneStore {
     } catch {
       return undefined; // not one of ours
     }
-    return { id: d.id ?? '', hash: d.hash, name: d.name ?? '', tenants, createdAt: d.createdAt ?? '', secretName: s.metadata.name };
+    return {
+      id: d.id ?? '',
+      hash: d.hash,
+      name: d.name ?? '',
+      tenants,
+      createdAt: d.createdAt ?? '',
+      secretName: s.metadata.name,
+    };
   }
 
   private async keySecrets(): Promise<(ApiKeyRecord & { hash: string; secretName: string })[]> {
-    const list = await call(() => this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `${LABEL_API_KEY}=true` }));
+    const list = await call(() =>
+      this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `${LABEL_API_KEY}=true` }),
+    );
     return list.items
       .map((s) => this.keyFromSecret(s))
       .filter((k): k is NonNullable<typeof k> => k !== undefined && k.secretName === this.keySecretName(k.hash))
@@ -342,9 +411,18 @@ class KubernetesStore implements ControlPlaneStore {
         const name = tenantKeysSecretName(tenant);
         const namespace = namespaceFor(tenant);
         const data = { 'keys.json': b64(`${JSON.stringify({ hashes })}\n`) };
-        const metadata = { name, namespace, labels: { [LABEL_TENANT]: tenant, 'app.kubernetes.io/managed-by': 'agentplane' } };
+        const metadata = {
+          name,
+          namespace,
+          labels: { [LABEL_TENANT]: tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+        };
         try {
-          await call(() => this.core.createNamespacedSecret({ namespace, body: { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data } }));
+          await call(() =>
+            this.core.createNamespacedSecret({
+              namespace,
+              body: { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data },
+            }),
+          );
           return;
         } catch (err) {
           if (!(err instanceof AlreadyExistsError)) throw err;
@@ -355,7 +433,11 @@ class KubernetesStore implements ControlPlaneStore {
           this.core.replaceNamespacedSecret({
             namespace,
             name,
-            body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...metadata.labels } }, data },
+            body: {
+              ...current,
+              metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...metadata.labels } },
+              data,
+            },
           }),
         );
       },
@@ -399,10 +481,22 @@ class KubernetesStore implements ControlPlaneStore {
   }
 
   /** Creates the claim ConfigMap `objectName` for `owner`, or takes over a stale one (see NameClaimStore). */
-  private async claim(namespace: string, objectName: string, labelKey: string, data: Record<string, string>, owner: NameClaimOwner, what: string) {
+  private async claim(
+    namespace: string,
+    objectName: string,
+    labelKey: string,
+    data: Record<string, string>,
+    owner: NameClaimOwner,
+    what: string,
+  ) {
     for (let attempt = 0; attempt < 10; attempt++) {
       try {
-        await call(() => this.core.createNamespacedConfigMap({ namespace, body: this.claimBody(namespace, objectName, labelKey, data, owner) }));
+        await call(() =>
+          this.core.createNamespacedConfigMap({
+            namespace,
+            body: this.claimBody(namespace, objectName, labelKey, data, owner),
+          }),
+        );
         return;
       } catch (err) {
         if (!(err instanceof AlreadyExistsError)) throw err;
@@ -451,7 +545,11 @@ class KubernetesStore implements ControlPlaneStore {
     if (!m.ownerReferences?.some((o) => o.uid === owner.uid)) return;
     try {
       await call(() =>
-        this.core.deleteNamespacedConfigMap({ namespace, name: objectName, body: { preconditions: { uid: m.uid, resourceVersion: m.resourceVersion } } }),
+        this.core.deleteNamespacedConfigMap({
+          namespace,
+          name: objectName,
+          body: { preconditions: { uid: m.uid, resourceVersion: m.resourceVersion } },
+        }),
       );
     } catch (err) {
       if (!(err instanceof NotFoundError || err instanceof StaleResourceVersionError)) throw err;
@@ -459,7 +557,14 @@ class KubernetesStore implements ControlPlaneStore {
   }
 
   async claimName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
-    await this.claim(namespace, claimObjectName(tenant, name), LABEL_NAME_CLAIM_OF, { tenant, name }, owner, `the name "${name}"`);
+    await this.claim(
+      namespace,
+      claimObjectName(tenant, name),
+      LABEL_NAME_CLAIM_OF,
+      { tenant, name },
+      owner,
+      `the name "${name}"`,
+    );
   }
 
   async releaseName(namespace: string, tenant: string, name: string, owner: NameClaimOwner): Promise<void> {
@@ -470,7 +575,11 @@ class KubernetesStore implements ControlPlaneStore {
     const res = await call(() => this.core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_NAME_CLAIM_OF }));
     return res.items.map((cm) => {
       const o = cm.metadata?.ownerReferences?.find((r) => r.kind === 'AgentDeployment');
-      return { tenant: cm.data?.tenant ?? '', name: cm.data?.name ?? '', owner: { name: o?.name ?? '', uid: o?.uid ?? '' } };
+      return {
+        tenant: cm.data?.tenant ?? '',
+        name: cm.data?.name ?? '',
+        owner: { name: o?.name ?? '', uid: o?.uid ?? '' },
+      };
     });
   }
 
@@ -478,7 +587,14 @@ class KubernetesStore implements ControlPlaneStore {
 
   async claimHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
     const key = host.toLowerCase();
-    await this.claim(namespace, hostClaimObjectName(key), LABEL_HOST_CLAIM_OF, { host: key }, owner, `the host "${key}"`);
+    await this.claim(
+      namespace,
+      hostClaimObjectName(key),
+      LABEL_HOST_CLAIM_OF,
+      { host: key },
+      owner,
+      `the host "${key}"`,
+    );
   }
 
   async releaseHost(namespace: string, host: string, owner: NameClaimOwner): Promise<void> {
@@ -553,7 +669,9 @@ class KubernetesStore implements ControlPlaneStore {
                   name,
                   namespace,
                   labels: { [LABEL_LOG_FOR]: revision },
-                  ownerReferences: [{ apiVersion: API_VERSION, kind: 'AgentRevision', name: revision, uid: rev.metadata.uid! }],
+                  ownerReferences: [
+                    { apiVersion: API_VERSION, kind: 'AgentRevision', name: revision, uid: rev.metadata.uid! },
+                  ],
                 },
                 data,
               },
@@ -576,7 +694,9 @@ class KubernetesStore implements ControlPlaneStore {
   ): Promise<LogPage> {
     let cm: V1ConfigMap | undefined;
     try {
-      cm = await call(() => this.core.readNamespacedConfigMap({ namespace, name: this.logMapName(revision, opts.type) }));
+      cm = await call(() =>
+        this.core.readNamespacedConfigMap({ namespace, name: this.logMapName(revision, opts.type) }),
+      );
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;
     }

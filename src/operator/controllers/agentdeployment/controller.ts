@@ -60,19 +60,34 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
           ...rev.status,
           phase: 'SKIPPED',
           statusMessage: `Superseded by ${target} before it went live.`,
-          conditions: setCondition(rev.status?.conditions, { type: 'Ready', status: 'False', reason: 'SKIPPED', message: `Superseded by ${target}.` }),
+          conditions: setCondition(rev.status?.conditions, {
+            type: 'Ready',
+            status: 'False',
+            reason: 'SKIPPED',
+            message: `Superseded by ${target}.`,
+          }),
         },
       });
     }
   }
 
-  function desiredStatus(dep: AgentDeployment, revisions: AgentRevision[], target: string | undefined, routed: string | undefined): AgentDeploymentStatus {
+  function desiredStatus(
+    dep: AgentDeployment,
+    revisions: AgentRevision[],
+    target: string | undefined,
+    routed: string | undefined,
+  ): AgentDeploymentStatus {
     const current = dep.status ?? {};
     const all = views(revisions);
     const latestName = latestRevisionName(dep);
     const latest = all.find((r) => r.name === latestName);
     const latestMessage = revisions.find((r) => r.metadata.name === latestName)?.status?.statusMessage ?? '';
-    const ready = readyCondition(routed, all.find((r) => r.name === target), latest, latestMessage);
+    const ready = readyCondition(
+      routed,
+      all.find((r) => r.name === target),
+      latest,
+      latestMessage,
+    );
     const activeRevisionName = routed ?? current.activeRevisionName;
     return {
       ...current,
@@ -81,7 +96,11 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
       ...(activeRevisionName ? { activeRevisionName } : {}),
       url: runtime.url(deploymentRef(dep)),
       observedGeneration: dep.metadata.generation,
-      conditions: setCondition(current.conditions, { type: 'Ready', ...ready, observedGeneration: dep.metadata.generation }),
+      conditions: setCondition(current.conditions, {
+        type: 'Ready',
+        ...ready,
+        observedGeneration: dep.metadata.generation,
+      }),
     };
   }
 

@@ -29,7 +29,11 @@ export function revisionsToSkip(revisions: RevisionView[], target: string | unde
 }
 
 /** Move traffic only to a target whose server answers /ok. */
-export function shouldRoute(target: string | undefined, targetServer: ServerStatus | undefined, routed: string | undefined): boolean {
+export function shouldRoute(
+  target: string | undefined,
+  targetServer: ServerStatus | undefined,
+  routed: string | undefined,
+): boolean {
   return !!target && target !== routed && targetServer?.phase === 'Ready';
 }
 
@@ -55,9 +59,18 @@ export function chooseRoute(f: RouteFacts): string | undefined {
 
 export type ReadyCondition = { status: 'True' | 'False'; reason: string; message: string };
 
-export function readyCondition(routed: string | undefined, target: RevisionView | undefined, latest: RevisionView | undefined, latestMessage: string): ReadyCondition {
+export function readyCondition(
+  routed: string | undefined,
+  target: RevisionView | undefined,
+  latest: RevisionView | undefined,
+  latestMessage: string,
+): ReadyCondition {
   if (latest && isDead(latest.status) && latest.status !== 'SKIPPED' && routed) {
-    return { status: 'True', reason: 'LatestRevisionFailed', message: `Serving ${routed}; ${latest.name} ${latest.status}: ${latestMessage}` };
+    return {
+      status: 'True',
+      reason: 'LatestRevisionFailed',
+      message: `Serving ${routed}; ${latest.name} ${latest.status}: ${latestMessage}`,
+    };
   }
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
   if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {

@@ -2,7 +2,12 @@
 // get -> deletion guard -> observe -> decide -> act -> status.
 import type { Logger } from '../../../lib/logger.ts';
 import type { ControlPlaneStore } from '../../../control-plane/store/types.ts';
-import { setCondition, type AgentDeployment, type AgentRevision, type AgentRevisionStatus } from '../../../resources/index.ts';
+import {
+  setCondition,
+  type AgentDeployment,
+  type AgentRevision,
+  type AgentRevisionStatus,
+} from '../../../resources/index.ts';
 import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '../../runtimes/types.ts';
@@ -83,7 +88,14 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
   function desiredStatus(o: Observed): AgentRevisionStatus {
     const current = o.rev.status ?? {};
     const out = nextRevisionStatus(
-      { status: phaseOf(o.rev), supported: o.supported, isTarget: o.isTarget, routed: o.routed, build: o.build, server: o.server },
+      {
+        status: phaseOf(o.rev),
+        supported: o.supported,
+        isTarget: o.isTarget,
+        routed: o.routed,
+        build: o.build,
+        server: o.server,
+      },
       current.statusMessage ?? '',
     );
     let conditions = current.conditions;
@@ -95,7 +107,12 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       phase: out.status as AgentRevisionStatus['phase'],
       statusMessage: out.message,
       // The image a runtime reports (a registry digest in a cluster) wins over the local runtime's git id.
-      ...(out.commitSha ? { repoCommitSha: out.commitSha, image: (o.build?.phase === 'Succeeded' && o.build.image) || `git:${out.commitSha}` } : {}),
+      ...(out.commitSha
+        ? {
+            repoCommitSha: out.commitSha,
+            image: (o.build?.phase === 'Succeeded' && o.build.image) || `git:${out.commitSha}`,
+          }
+        : {}),
       observedGeneration: o.rev.metadata.generation,
       conditions,
     };
@@ -116,7 +133,10 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
 
     if (!sameJson(status, rev.status ?? {})) {
       if (status.phase !== rev.status?.phase) {
-        logger.info({ controller: 'agentrevision', key, from: phaseOf(rev), to: status.phase, message: status.statusMessage }, 'revision status');
+        logger.info(
+          { controller: 'agentrevision', key, from: phaseOf(rev), to: status.phase, message: status.statusMessage },
+          'revision status',
+        );
       }
       await store.updateStatus('AgentRevision', { ...rev, status });
     }

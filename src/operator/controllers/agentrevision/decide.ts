@@ -3,7 +3,14 @@ import type { BuildStatus, ServerStatus } from '../../runtimes/types.ts';
 
 export const BUILD_PHASES = ['CREATING', 'QUEUED', 'AWAITING_BUILD', 'BUILDING'] as const;
 export const DEPLOY_PHASES = ['AWAITING_DEPLOY', 'DEPLOYING'] as const;
-export const TERMINAL_FAILED = ['CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED', 'UNKNOWN'] as const;
+export const TERMINAL_FAILED = [
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+  'UNKNOWN',
+] as const;
 
 export function inBuildPhase(status: string): boolean {
   return (BUILD_PHASES as readonly string[]).includes(status);
@@ -70,9 +77,15 @@ export function nextRevisionStatus(f: RevisionFacts, currentMessage = ''): Revis
  * What to ask the runtime for. `keepServing`: the revision served last and nothing is routed now (after a
  * restart), so it comes back up even while a newer target is still building.
  */
-export function revisionNeeds(status: string, isTarget: boolean, routed: boolean, keepServing = false): { build: boolean; serve: boolean; stop: boolean } {
+export function revisionNeeds(
+  status: string,
+  isTarget: boolean,
+  routed: boolean,
+  keepServing = false,
+): { build: boolean; serve: boolean; stop: boolean } {
   const build = inBuildPhase(status);
-  const serve = (isTarget && (inDeployPhase(status) || status === 'DEPLOYED')) || (keepServing && status === 'DEPLOYED');
+  const serve =
+    (isTarget && (inDeployPhase(status) || status === 'DEPLOYED')) || (keepServing && status === 'DEPLOYED');
   const stop = !serve && !routed && !build;
   return { build, serve, stop };
 }

@@ -23,7 +23,9 @@ export function isStatus(err: unknown, code: number): boolean {
 export function contains(current: unknown, desired: unknown): boolean {
   if (desired === undefined) return true;
   if (Array.isArray(desired)) {
-    return Array.isArray(current) && current.length === desired.length && desired.every((d, i) => contains(current[i], d));
+    return (
+      Array.isArray(current) && current.length === desired.length && desired.every((d, i) => contains(current[i], d))
+    );
   }
   if (desired && typeof desired === 'object') {
     if (!current || typeof current !== 'object') return false;
@@ -52,7 +54,11 @@ export const ANNOTATION_OWNED = 'agentplane.dev/owned-fields';
 /** The paths of a value: objects keep their keys, anything else (arrays included, replaced whole) becomes 1. */
 export function fieldPaths(value: unknown): unknown {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return 1;
-  return Object.fromEntries(Object.entries(value as Json).filter(([, v]) => v !== undefined).map(([k, v]) => [k, fieldPaths(v)]));
+  return Object.fromEntries(
+    Object.entries(value as Json)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, fieldPaths(v)]),
+  );
 }
 
 /** Deletes from `target` the paths present in `before` and absent from `now`. */
@@ -60,7 +66,15 @@ export function removeDropped(target: Json, before: Json, now: unknown): void {
   for (const [k, b] of Object.entries(before)) {
     const n = now && typeof now === 'object' ? (now as Json)[k] : undefined;
     if (n === undefined) delete target[k];
-    else if (b && typeof b === 'object' && n && typeof n === 'object' && target[k] && typeof target[k] === 'object' && !Array.isArray(target[k])) {
+    else if (
+      b &&
+      typeof b === 'object' &&
+      n &&
+      typeof n === 'object' &&
+      target[k] &&
+      typeof target[k] === 'object' &&
+      !Array.isArray(target[k])
+    ) {
       removeDropped(target[k] as Json, b as Json, n);
     }
   }
@@ -81,14 +95,22 @@ function parseOwned(text: string | undefined): Json | undefined {
  * `owned` (the default, for objects from the builders) fields set by an earlier apply and absent from `desired` are
  * removed; `owned: false` only lays `desired` over the object (edits of a read object, which keep its record).
  */
-export async function apply<T extends { metadata?: Json }>(ops: ObjectOps<T>, desired: T, opts: { createOnly?: boolean; owned?: boolean } = {}): Promise<ApplyResult<T>> {
+export async function apply<T extends { metadata?: Json }>(
+  ops: ObjectOps<T>,
+  desired: T,
+  opts: { createOnly?: boolean; owned?: boolean } = {},
+): Promise<ApplyResult<T>> {
   const namespace = desired.metadata!.namespace as string;
   const name = desired.metadata!.name as string;
   const owned = opts.owned ?? true;
   const { metadata: rawMeta, apiVersion: _a, kind: _k, ...dRest } = desired as Json;
   const { [ANNOTATION_OWNED]: _o, ...userAnnotations } = (rawMeta.annotations ?? {}) as Record<string, string>;
-  const paths = owned ? (fieldPaths({ ...dRest, metadata: { labels: rawMeta.labels ?? {}, annotations: userAnnotations } }) as Json) : undefined;
-  const dMeta: Json = paths ? { ...rawMeta, annotations: { ...userAnnotations, [ANNOTATION_OWNED]: JSON.stringify(paths) } } : rawMeta;
+  const paths = owned
+    ? (fieldPaths({ ...dRest, metadata: { labels: rawMeta.labels ?? {}, annotations: userAnnotations } }) as Json)
+    : undefined;
+  const dMeta: Json = paths
+    ? { ...rawMeta, annotations: { ...userAnnotations, [ANNOTATION_OWNED]: JSON.stringify(paths) } }
+    : rawMeta;
   desired = { ...desired, metadata: dMeta };
   for (let attempt = 0; ; attempt++) {
     let current: T | undefined;
@@ -108,14 +130,18 @@ export async function apply<T extends { metadata?: Json }>(ops: ObjectOps<T>, de
     const cur = current as Json;
     // An object being deleted (a foreground deletion waiting for its dependents, a finalizer) is never written:
     // it is going away whatever we write. Failing lets the reconcile retry and create it afresh once it is gone.
-    if (cur.metadata?.deletionTimestamp) throw new BeingDeletedError(`${name} in ${namespace} is being deleted; it is recreated once it is gone`);
+    if (cur.metadata?.deletionTimestamp)
+      throw new BeingDeletedError(`${name} in ${namespace} is being deleted; it is recreated once it is gone`);
     const same =
       contains(cur.metadata?.labels ?? {}, dMeta.labels ?? {}) &&
       contains(cur.metadata?.annotations ?? {}, dMeta.annotations ?? {}) &&
       contains(cur.metadata?.ownerReferences ?? [], dMeta.ownerReferences ?? []) &&
       contains(cur, dRest);
     if (same || opts.createOnly) return { object: current, wrote: false };
-    const body = overlay(cur, { ...dRest, metadata: { ...dMeta, resourceVersion: cur.metadata?.resourceVersion } }) as Json;
+    const body = overlay(cur, {
+      ...dRest,
+      metadata: { ...dMeta, resourceVersion: cur.metadata?.resourceVersion },
+    }) as Json;
     const before = paths ? parseOwned(cur.metadata?.annotations?.[ANNOTATION_OWNED]) : undefined;
     if (before && paths) removeDropped(body, before, paths);
     try {

@@ -131,7 +131,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
           automountServiceAccountToken: false,
           // The clone, build and push images may live in a private registry (the build's own pull secret is for
           // BuildKit's base-image pulls, not the kubelet's).
-          ...(config.imagePullSecrets.length ? { imagePullSecrets: [...new Set(config.imagePullSecrets)].map((name) => ({ name })) } : {}),
+          ...(config.imagePullSecrets.length
+            ? { imagePullSecrets: [...new Set(config.imagePullSecrets)].map((name) => ({ name })) }
+            : {}),
           securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
           initContainers: [
             {
@@ -150,7 +152,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
               resources,
               volumeMounts: [
                 { name: 'workspace', mountPath: '/workspace' },
-                ...(build.gitCredentialsSecret ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }] : []),
+                ...(build.gitCredentialsSecret
+                  ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }]
+                  : []),
               ],
               securityContext: restricted,
             },
@@ -177,7 +181,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 { name: 'workspace', mountPath: '/workspace', readOnly: true },
                 { name: 'image', mountPath: '/image' },
                 { name: 'buildkitd', mountPath: '/home/user/.local/share/buildkit' },
-                ...(config.buildPullSecretName ? [{ name: 'pull-secret', mountPath: '/home/user/.docker', readOnly: true }] : []),
+                ...(config.buildPullSecretName
+                  ? [{ name: 'pull-secret', mountPath: '/home/user/.docker', readOnly: true }]
+                  : []),
               ],
             },
           ],
@@ -189,7 +195,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
               env: [
                 { name: 'IMAGE', value: image },
                 { name: 'HOME', value: '/tmp' },
-                ...(config.pushSecretName ? [{ name: 'REGISTRY_AUTH_FILE', value: `${PUSH_AUTH_DIR}/config.json` }] : []),
+                ...(config.pushSecretName
+                  ? [{ name: 'REGISTRY_AUTH_FILE', value: `${PUSH_AUTH_DIR}/config.json` }]
+                  : []),
               ],
               terminationMessagePath: '/dev/termination-log',
               terminationMessagePolicy: 'File',
@@ -209,7 +217,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
             ...(config.buildPullSecretName ? [dockerConfigVolume('pull-secret', config.buildPullSecretName)] : []),
             ...(config.pushSecretName ? [dockerConfigVolume('push-secret', config.pushSecretName)] : []),
             // 0440 with the pod's fsGroup: readable by the clone step's user only through its group.
-            ...(build.gitCredentialsSecret ? [{ name: 'git-credentials', secret: { secretName: build.gitCredentialsSecret, defaultMode: 0o440 } }] : []),
+            ...(build.gitCredentialsSecret
+              ? [{ name: 'git-credentials', secret: { secretName: build.gitCredentialsSecret, defaultMode: 0o440 } }]
+              : []),
           ],
         },
       },

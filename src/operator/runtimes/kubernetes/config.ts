@@ -4,8 +4,12 @@ import { z } from 'zod';
 /** RFC 1918 private ranges and link-local (cloud metadata at 169.254.169.254). */
 export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] as const;
 
-const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity (e.g. 500m, 2Gi)');
-const cidr = z.string().regex(/^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$|^[0-9a-fA-F:]+\/[0-9]{1,3}$/, 'must be a CIDR');
+const quantity = z
+  .string()
+  .regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/, 'must be a Kubernetes quantity (e.g. 500m, 2Gi)');
+const cidr = z
+  .string()
+  .regex(/^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$|^[0-9a-fA-F:]+\/[0-9]{1,3}$/, 'must be a CIDR');
 
 export const kubernetesRuntimeConfigSchema = z.object({
   /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
@@ -23,7 +27,11 @@ export const kubernetesRuntimeConfigSchema = z.object({
    * `agentplane.dev/git-repositories` (if set) covers the repository; with `username` + `password` (an HTTPS token,
    * given to git through GIT_ASKPASS) and/or `ssh-privatekey` + `known_hosts`. Unset: every clone is anonymous.
    */
-  gitCredentialsSecretPrefix: z.string().regex(/^[a-z0-9]([-a-z0-9.]*)?$/, 'must start a Kubernetes name').max(40).optional(),
+  gitCredentialsSecretPrefix: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]*)?$/, 'must start a Kubernetes name')
+    .max(40)
+    .optional(),
   /** BuildKit rootless image (runs buildctl-daemonless.sh). */
   buildImage: z.string().min(1).default('moby/buildkit:v0.16.0-rootless'),
   /** Image of the push step (skopeo: copies the OCI layout BuildKit wrote to the registry). */
@@ -55,7 +63,10 @@ export const kubernetesRuntimeConfigSchema = z.object({
    * Cluster DNS suffix after `<service>.<namespace>.svc` (e.g. `cluster.local`); empty: the short form, which every
    * cluster's resolver search path completes.
    */
-  clusterDomain: z.string().regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name').default(''),
+  clusterDomain: z
+    .string()
+    .regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name')
+    .default(''),
   /** dockerconfigjson Secrets (in the pods' namespace) agent and build pods pull their images with. */
   imagePullSecrets: z.array(z.string().min(1)).default([]),
   ingress: z
@@ -68,7 +79,11 @@ export const kubernetesRuntimeConfigSchema = z.object({
        * Domain suffixes a custom_url host may end with (`bots.example.com` allows `x.bots.example.com`, not the
        * suffix itself). Empty: custom_url is refused and deployments are served at `<name>.<baseDomain>` only.
        */
-      allowedCustomDomains: z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name')).default([]),
+      allowedCustomDomains: z
+        .array(
+          z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a DNS name'),
+        )
+        .default([]),
     })
     .default({ allowedCustomDomains: [] }),
   /** Upper bounds on resource_spec (the control plane refuses the same values with 422). */
@@ -84,7 +99,9 @@ export const kubernetesRuntimeConfigSchema = z.object({
       /** Give every agent deployment (and its Postgres) a default-deny NetworkPolicy. */
       enabled: z.boolean().default(true),
       /** Namespaces (by label) whose pods may call agent servers: the ingress controller's. */
-      ingressNamespaceSelector: z.record(z.string(), z.string()).default({ 'kubernetes.io/metadata.name': 'ingress-nginx' }),
+      ingressNamespaceSelector: z
+        .record(z.string(), z.string())
+        .default({ 'kubernetes.io/metadata.name': 'ingress-nginx' }),
       /** Agents may reach the internet except these ranges (the cluster, private networks, cloud metadata). */
       agentEgressExceptCidrs: z.array(cidr).default([...PRIVATE_RANGES]),
       /**
@@ -106,7 +123,11 @@ export const kubernetesRuntimeConfigSchema = z.object({
   tenantNamespaces: z
     .object({
       enabled: z.boolean().default(false),
-      prefix: z.string().regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes name').max(40).default('agentplane-t-'),
+      prefix: z
+        .string()
+        .regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes name')
+        .max(40)
+        .default('agentplane-t-'),
       /**
        * The control plane's ServiceAccount, bound in each tenant namespace to `keysRole` so it can keep the
        * tenant's keys Secret there.
@@ -142,6 +163,10 @@ export type KubernetesRuntimeConfig = z.infer<typeof kubernetesRuntimeConfigSche
 export type KubernetesRuntimeConfigInput = z.input<typeof kubernetesRuntimeConfigSchema>;
 
 /** DNS name of a Service: `<service>.<namespace>.svc`, plus the cluster domain when one is configured. */
-export function serviceHost(service: string, namespace: string, config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>): string {
+export function serviceHost(
+  service: string,
+  namespace: string,
+  config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>,
+): string {
   return `${service}.${namespace}.svc${config.clusterDomain ? `.${config.clusterDomain}` : ''}`;
 }

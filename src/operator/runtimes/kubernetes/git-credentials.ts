@@ -38,8 +38,12 @@ export function repositoryPath(url: string): string | undefined {
     path = scp[2]!;
   } else return undefined;
   // Encoded characters or dot segments could make the server read another path than the one matched here.
-  if (path.includes('%') || path.includes('\\') || path.split('/').some((s) => s === '.' || s === '..')) return undefined;
-  const segments = path.replace(/\.git\/?$/, '').split('/').filter(Boolean);
+  if (path.includes('%') || path.includes('\\') || path.split('/').some((s) => s === '.' || s === '..'))
+    return undefined;
+  const segments = path
+    .replace(/\.git\/?$/, '')
+    .split('/')
+    .filter(Boolean);
   if (!host || !segments.length) return undefined;
   return [host.toLowerCase(), ...segments].join('/');
 }
@@ -49,7 +53,12 @@ export function repositoryAllowed(repo: string, scopes: string): boolean {
   return scopes
     .split(/[\s,]+/)
     .filter(Boolean)
-    .map((s) => s.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/\/+$/, '').replace(/\.git$/, ''))
+    .map((s) =>
+      s
+        .replace(/^[a-z][a-z0-9+.-]*:\/\//i, '')
+        .replace(/\/+$/, '')
+        .replace(/\.git$/, ''),
+    )
     .some((s) => {
       const [host, ...rest] = s.split('/');
       const scope = [host!.toLowerCase(), ...rest].join('/');
@@ -61,16 +70,22 @@ export function repositoryAllowed(repo: string, scopes: string): boolean {
  * The Secret name a tenant's build of `repoUrl` mounts, or undefined (no credential) with the reason, which the
  * operator logs for the admin and never shows the tenant.
  */
-export function gitCredentialsFor(secret: V1Secret | undefined, tenantId: string, repoUrl: string): { name: string } | { reason: string } {
+export function gitCredentialsFor(
+  secret: V1Secret | undefined,
+  tenantId: string,
+  repoUrl: string,
+): { name: string } | { reason: string } {
   const meta = secret?.metadata;
   const name = meta?.name;
   if (!meta || !name) return { reason: 'no git credentials Secret for this tenant' };
   const owner = meta.labels?.[LABEL_TENANT] ?? meta.annotations?.[LABEL_TENANT];
-  if (owner !== tenantId) return { reason: `Secret ${meta.name} does not say it belongs to this tenant (${LABEL_TENANT})` };
+  if (owner !== tenantId)
+    return { reason: `Secret ${meta.name} does not say it belongs to this tenant (${LABEL_TENANT})` };
   const scopes = meta.annotations?.[ANNOTATION_GIT_REPOSITORIES];
   if (scopes !== undefined) {
     const repo = repositoryPath(repoUrl);
-    if (!repo || !repositoryAllowed(repo, scopes)) return { reason: `repository is outside ${ANNOTATION_GIT_REPOSITORIES} of Secret ${meta.name}` };
+    if (!repo || !repositoryAllowed(repo, scopes))
+      return { reason: `repository is outside ${ANNOTATION_GIT_REPOSITORIES} of Secret ${meta.name}` };
   }
   return { name };
 }

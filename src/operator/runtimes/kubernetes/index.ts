@@ -24,11 +24,33 @@ import {
   type V2HorizontalPodAutoscaler,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../../lib/logger.ts';
-import { GROUP, VERSION, LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment, type AgentRevision } from '../../../resources/index.ts';
+import {
+  GROUP,
+  VERSION,
+  LABEL_DEPLOYMENT,
+  ownerReferenceTo,
+  type AgentDeployment,
+  type AgentRevision,
+} from '../../../resources/index.ts';
 import { Informer, type KubeObject } from '../../controller-kit/informer.ts';
-import type { BuildSpec, BuildStatus, RevisionLogSink, RevisionRef, Runtime, ServerSpec, ServerStatus } from '../types.ts';
+import type {
+  BuildSpec,
+  BuildStatus,
+  RevisionLogSink,
+  RevisionRef,
+  Runtime,
+  ServerSpec,
+  ServerStatus,
+} from '../types.ts';
 import { apply, isStatus, type ObjectOps } from './apply.ts';
-import { BUILD_CONTAINER, buildJobName, CLONE_CONTAINER, imageRepository, makeBuildJob, PUSH_CONTAINER } from './build-job.ts';
+import {
+  BUILD_CONTAINER,
+  buildJobName,
+  CLONE_CONTAINER,
+  imageRepository,
+  makeBuildJob,
+  PUSH_CONTAINER,
+} from './build-job.ts';
 import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
 import { gitCredentialsFor, gitCredentialsSecretName } from './git-credentials.ts';
 import { LABEL_INSTANCE, LABEL_REVISION, type Target } from './labels.ts';
@@ -37,7 +59,13 @@ import { childListWatch, DEFAULT_WATCH_TIMING } from './list-watch.ts';
 import { LABEL_PULL_SECRET_COPY, makePullSecretCopy } from './pull-secrets.ts';
 import { makeAgentNetworkPolicy, makeBuildNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { buildStatusOf, rolloutStatusOf } from './observe.ts';
-import { boundsViolation, hostOwner, secretReferenceViolation, verifyServiceAccount, type VerifiedServiceAccount } from './policy.ts';
+import {
+  boundsViolation,
+  hostOwner,
+  secretReferenceViolation,
+  verifyServiceAccount,
+  type VerifiedServiceAccount,
+} from './policy.ts';
 import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from './postgres.ts';
 import {
   ANNOTATION_URL,
@@ -67,7 +95,14 @@ const LOG_LINE_BYTES = 4 * 1024;
 
 /** The last lines of a log within `maxBytes` (UTF-8), each cut to LOG_LINE_BYTES; says how much was left out. */
 export function capLog(lines: string[], maxBytes: number): string[] {
-  const cut = lines.map((l) => (Buffer.byteLength(l) > LOG_LINE_BYTES ? `${Buffer.from(l).subarray(0, LOG_LINE_BYTES).toString('utf8').replace(/\uFFFD$/, '')}… (line cut)` : l));
+  const cut = lines.map((l) =>
+    Buffer.byteLength(l) > LOG_LINE_BYTES
+      ? `${Buffer.from(l)
+          .subarray(0, LOG_LINE_BYTES)
+          .toString('utf8')
+          .replace(/\uFFFD$/, '')}… (line cut)`
+      : l,
+  );
   const kept: string[] = [];
   let bytes = 0;
   for (let i = cut.length - 1; i >= 0; i--) {
@@ -138,21 +173,30 @@ export class KubernetesRuntime implements Runtime {
     this.log = opts.logger.child({ component: 'kubernetes-runtime' });
     const informer = <T extends KubeObject>(kind: 'jobs' | 'deployments' | 'replicasets' | 'pods') =>
       // With a namespace per tenant the children live in many namespaces: watch them cluster-wide.
-      new Informer<T>(childListWatch<T>(kc, kind, this.perTenant ? undefined : opts.namespace, MANAGED), { name: kind, logger: this.log, resyncMs: opts.resyncMs ?? 0 });
+      new Informer<T>(childListWatch<T>(kc, kind, this.perTenant ? undefined : opts.namespace, MANAGED), {
+        name: kind,
+        logger: this.log,
+        resyncMs: opts.resyncMs ?? 0,
+      });
     this.jobs = informer('jobs');
     this.deployments = informer('deployments');
     this.replicaSets = informer('replicasets');
     this.pods = informer('pods');
-    for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods] as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
+    for (const inf of [this.jobs, this.deployments, this.replicaSets, this.pods] as Informer<
+      Obj<{ metadata?: { labels?: Record<string, string> } }>
+    >[]) {
       inf.onChange((obj) => this.changed(obj));
     }
     if (this.perTenant) {
       for (const name of new Set(opts.config.imagePullSecrets)) {
-        const source = new Informer<Obj<V1Secret>>(childListWatch(kc, 'secrets', opts.namespace, '', DEFAULT_WATCH_TIMING, `metadata.name=${name}`), {
-          name: `pull-secret ${name}`,
-          logger: this.log,
-          resyncMs: 0,
-        });
+        const source = new Informer<Obj<V1Secret>>(
+          childListWatch(kc, 'secrets', opts.namespace, '', DEFAULT_WATCH_TIMING, `metadata.name=${name}`),
+          {
+            name: `pull-secret ${name}`,
+            logger: this.log,
+            resyncMs: 0,
+          },
+        );
         // A rotated (or removed) pull secret reaches the tenant namespaces in use without waiting for a deploy.
         source.onChange(() => this.resyncPullSecrets());
         this.pullSources.push(source);
@@ -194,7 +238,8 @@ export class KubernetesRuntime implements Runtime {
       autoscaler: {
         read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
         create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
-        replace: (namespace, name, body) => autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
+        replace: (namespace, name, body) =>
+          autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
       },
       networkPolicy: {
         read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
@@ -211,7 +256,13 @@ export class KubernetesRuntime implements Runtime {
 
   /** Lists and watches the children; resolves once every cache is filled. */
   async start(): Promise<void> {
-    await Promise.all([this.jobs.start(), this.deployments.start(), this.replicaSets.start(), this.pods.start(), ...this.pullSources.map((i) => i.start())]);
+    await Promise.all([
+      this.jobs.start(),
+      this.deployments.start(),
+      this.replicaSets.start(),
+      this.pods.start(),
+      ...this.pullSources.map((i) => i.start()),
+    ]);
   }
 
   async shutdown(): Promise<void> {
@@ -228,7 +279,11 @@ export class KubernetesRuntime implements Runtime {
     if (source === 'github') {
       return this.opts.config.registry
         ? { ok: true }
-        : { ok: false, message: 'Building from source needs a registry: set build.registry (and build.pushSecret) in the Helm values.' };
+        : {
+            ok: false,
+            message:
+              'Building from source needs a registry: set build.registry (and build.pushSecret) in the Helm values.',
+          };
     }
     return { ok: false, message: `Unknown source "${source}".` };
   }
@@ -250,7 +305,8 @@ export class KubernetesRuntime implements Runtime {
       } catch (err) {
         return { phase: 'Failed', message: (err as Error).message };
       }
-      if (this.opts.config.networkPolicy.enabled) await apply(this.ops.networkPolicy, makeBuildNetworkPolicy(target, this.opts.config));
+      if (this.opts.config.networkPolicy.enabled)
+        await apply(this.ops.networkPolicy, makeBuildNetworkPolicy(target, this.opts.config));
       job = (await apply(this.ops.job, desired, { createOnly: true })).object;
       this.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
     }
@@ -265,7 +321,10 @@ export class KubernetesRuntime implements Runtime {
     const secret = await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: target.namespace }));
     const chosen = gitCredentialsFor(secret, target.tenantId, spec.repoUrl);
     if ('reason' in chosen) {
-      this.log.info({ revision: spec.revision, secret: name, reason: chosen.reason }, 'build clones without git credentials');
+      this.log.info(
+        { revision: spec.revision, secret: name, reason: chosen.reason },
+        'build clones without git credentials',
+      );
       return undefined;
     }
     return chosen.name;
@@ -280,7 +339,9 @@ export class KubernetesRuntime implements Runtime {
     const cached = this.jobs.get(`${ref.namespace}/${name}`);
     if (cached) return cached.metadata.annotations?.[ANNOTATION_IMAGE];
     try {
-      return (await this.batch.readNamespacedJob({ name, namespace: ref.namespace })).metadata?.annotations?.[ANNOTATION_IMAGE];
+      return (await this.batch.readNamespacedJob({ name, namespace: ref.namespace })).metadata?.annotations?.[
+        ANNOTATION_IMAGE
+      ];
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
@@ -289,14 +350,23 @@ export class KubernetesRuntime implements Runtime {
 
   private async observeBuild(spec: BuildSpec, job: V1Job): Promise<BuildStatus> {
     const ann = job.metadata?.annotations ?? {};
-    if (ann[ANNOTATION_IMAGE] && ann[ANNOTATION_COMMIT]) return { phase: 'Succeeded', commitSha: ann[ANNOTATION_COMMIT], image: ann[ANNOTATION_IMAGE] };
+    if (ann[ANNOTATION_IMAGE] && ann[ANNOTATION_COMMIT])
+      return { phase: 'Succeeded', commitSha: ann[ANNOTATION_COMMIT], image: ann[ANNOTATION_IMAGE] };
     const jobName = job.metadata!.name!;
     const repository = imageRepository(this.opts.config, this.targetName(spec));
-    let pod: V1Pod | undefined = this.pods.list().find((p) => p.metadata.labels?.['job-name'] === jobName || p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName);
+    let pod: V1Pod | undefined = this.pods
+      .list()
+      .find(
+        (p) =>
+          p.metadata.labels?.['job-name'] === jobName ||
+          p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName,
+      );
     let status = buildStatusOf(job, pod, repository);
     if (status.phase === 'Running') return status;
     // Separate watches may deliver the Job's end before its pod's: read the pod itself before concluding.
-    const fresh = (await this.core.listNamespacedPod({ namespace: spec.namespace, labelSelector: `job-name=${jobName}` })).items[0];
+    const fresh = (
+      await this.core.listNamespacedPod({ namespace: spec.namespace, labelSelector: `job-name=${jobName}` })
+    ).items[0];
     if (fresh) {
       pod = fresh;
       status = buildStatusOf(job, pod, repository);
@@ -307,7 +377,9 @@ export class KubernetesRuntime implements Runtime {
       const annotations = {
         ...ann,
         [ANNOTATION_LOGGED]: 'true',
-        ...(status.phase === 'Succeeded' ? { [ANNOTATION_IMAGE]: status.image!, [ANNOTATION_COMMIT]: status.commitSha } : {}),
+        ...(status.phase === 'Succeeded'
+          ? { [ANNOTATION_IMAGE]: status.image!, [ANNOTATION_COMMIT]: status.commitSha }
+          : {}),
       };
       await apply(this.ops.job, { ...job, metadata: { ...job.metadata, annotations } } as V1Job, { owned: false });
     }
@@ -319,13 +391,25 @@ export class KubernetesRuntime implements Runtime {
     for (const container of [CLONE_CONTAINER, BUILD_CONTAINER, PUSH_CONTAINER]) {
       if (!pod?.metadata?.name) break;
       try {
-        const text = await this.core.readNamespacedPodLog({ name: pod.metadata.name, namespace: spec.namespace, container, tailLines: 500, limitBytes: LOG_FETCH_BYTES });
-        lines.push(...capLog(String(text).split('\n').filter(Boolean), LOG_CONTAINER_BYTES).map((l) => `[${container}] ${l}`));
+        const text = await this.core.readNamespacedPodLog({
+          name: pod.metadata.name,
+          namespace: spec.namespace,
+          container,
+          tailLines: 500,
+          limitBytes: LOG_FETCH_BYTES,
+        });
+        lines.push(
+          ...capLog(String(text).split('\n').filter(Boolean), LOG_CONTAINER_BYTES).map((l) => `[${container}] ${l}`),
+        );
       } catch (err) {
         lines.push(`[${container}] log unavailable: ${(err as Error).message.split('\n')[0]}`);
       }
     }
-    lines.push(status.phase === 'Failed' ? status.message : `Build succeeded: ${status.phase === 'Succeeded' ? status.image : ''}`);
+    lines.push(
+      status.phase === 'Failed'
+        ? status.message
+        : `Build succeeded: ${status.phase === 'Succeeded' ? status.image : ''}`,
+    );
     await this.opts.logs.append(spec, 'build', lines);
   }
 
@@ -344,8 +428,16 @@ export class KubernetesRuntime implements Runtime {
     const target = await this.target(spec);
     // Nothing new for a deployment being deleted: children written after its cleanup would outlive it.
     if (target.deleting) return { phase: 'Starting' };
-    const image = rev.spec.source === 'external_docker' ? rev.spec.sourceRevisionConfig.imageUri : await this.builtImage(spec);
-    if (!image) return { phase: 'Failed', message: rev.spec.source === 'external_docker' ? 'image_uri is required for external_docker' : 'No built image for this revision.' };
+    const image =
+      rev.spec.source === 'external_docker' ? rev.spec.sourceRevisionConfig.imageUri : await this.builtImage(spec);
+    if (!image)
+      return {
+        phase: 'Failed',
+        message:
+          rev.spec.source === 'external_docker'
+            ? 'image_uri is required for external_docker'
+            : 'No built image for this revision.',
+      };
     const cfg = this.opts.config;
     const envNames = Object.keys(spec.env).sort();
     const refs = rev.spec.secretReferences ?? [];
@@ -363,10 +455,21 @@ export class KubernetesRuntime implements Runtime {
     let deployment: V1Deployment;
     try {
       // A custom_url with a scheme is what users call (TLS may end before the Ingress); else what we serve.
-      url = sourceConfig.customUrl?.includes('://') ? new URL(sourceConfig.customUrl).origin : deploymentUrl(target, host, cfg);
+      url = sourceConfig.customUrl?.includes('://')
+        ? new URL(sourceConfig.customUrl).origin
+        : deploymentUrl(target, host, cfg);
       deployment = makeDeployment(
         target,
-        { revision: spec.revision, image, resourceSpec: sourceConfig.resourceSpec, envNames, secretReferences: refs, url, serviceAccount: admitted.serviceAccount, public: publicAccess },
+        {
+          revision: spec.revision,
+          image,
+          resourceSpec: sourceConfig.resourceSpec,
+          envNames,
+          secretReferences: refs,
+          url,
+          serviceAccount: admitted.serviceAccount,
+          public: publicAccess,
+        },
         cfg,
       );
     } catch (err) {
@@ -374,7 +477,11 @@ export class KubernetesRuntime implements Runtime {
     }
     const internalDb = databaseFor(envNames, refs).kind === 'internal';
     if (internalDb && cfg.postgres.mode === 'external') {
-      return { phase: 'Failed', message: 'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.' };
+      return {
+        phase: 'Failed',
+        message:
+          'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.',
+      };
     }
     if (this.perTenant) await this.ensureTenantNamespace(target);
     // Policies first, so no pod of the deployment ever runs unprotected.
@@ -382,9 +489,12 @@ export class KubernetesRuntime implements Runtime {
       await apply(this.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));
       if (internalDb) await apply(this.ops.networkPolicy, makePostgresNetworkPolicy(target));
     }
-    if (envNames.length) await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
+    if (envNames.length)
+      await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
     if (internalDb) {
-      await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), { createOnly: true });
+      await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), {
+        createOnly: true,
+      });
       await apply(this.ops.service, makePostgresService(target));
       await apply(this.ops.statefulSet, makePostgresStatefulSet(target, cfg));
     }
@@ -393,22 +503,52 @@ export class KubernetesRuntime implements Runtime {
     const ingressName = { name: serverName(target), namespace: target.namespace };
     if (host) await apply(this.ops.ingress, makeIngress(target, host, cfg));
     // A custom_url (or base domain) removed: the host is no longer served.
-    else await this.deleteIfPresent(() => this.net.deleteNamespacedIngress(ingressName), () => this.net.readNamespacedIngress(ingressName));
+    else
+      await this.deleteIfPresent(
+        () => this.net.deleteNamespacedIngress(ingressName),
+        () => this.net.readNamespacedIngress(ingressName),
+      );
     const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
     if (hpa) await apply(this.ops.autoscaler, hpa);
-    else await this.deleteIfPresent(() => this.autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: target.namespace }), () => this.autoscaling.readNamespacedHorizontalPodAutoscaler({ name: serverName(target), namespace: target.namespace }));
+    else
+      await this.deleteIfPresent(
+        () =>
+          this.autoscaling.deleteNamespacedHorizontalPodAutoscaler({
+            name: serverName(target),
+            namespace: target.namespace,
+          }),
+        () =>
+          this.autoscaling.readNamespacedHorizontalPodAutoscaler({
+            name: serverName(target),
+            namespace: target.namespace,
+          }),
+      );
     this.urls.set(`${spec.namespace}/${spec.deployment}`, url);
     if (written.wrote) this.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
 
-    const current = written.wrote ? written.object : (this.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
-    const status = rolloutStatusOf(current, this.replicaSets.list(), this.pods.list(), spec.revision, cfg.crashLoopRestarts) ?? { phase: 'Starting' };
+    const current = written.wrote
+      ? written.object
+      : (this.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
+    const status = rolloutStatusOf(
+      current,
+      this.replicaSets.list(),
+      this.pods.list(),
+      spec.revision,
+      cfg.crashLoopRestarts,
+    ) ?? { phase: 'Starting' };
     if (status.phase === 'Failed') await this.opts.logs.append(spec, 'deploy', [status.message]);
     return status;
   }
 
   serverStatus(ref: RevisionRef): ServerStatus | undefined {
     const d = this.serverDeployment(ref);
-    return rolloutStatusOf(d, this.replicaSets.list(), this.pods.list(), ref.revision, this.opts.config.crashLoopRestarts);
+    return rolloutStatusOf(
+      d,
+      this.replicaSets.list(),
+      this.pods.list(),
+      ref.revision,
+      this.opts.config.crashLoopRestarts,
+    );
   }
 
   /**
@@ -430,10 +570,14 @@ export class KubernetesRuntime implements Runtime {
   async route(_ref: DeploymentRef, _revision: string): Promise<void> {}
 
   url(ref: DeploymentRef): string {
-    const known = this.urls.get(`${ref.namespace}/${ref.deployment}`) ?? this.serverDeployment(ref)?.metadata.annotations?.[ANNOTATION_URL];
+    const known =
+      this.urls.get(`${ref.namespace}/${ref.deployment}`) ??
+      this.serverDeployment(ref)?.metadata.annotations?.[ANNOTATION_URL];
     if (known) return known;
     const base = this.opts.config.ingress.baseDomain;
-    return base ? `http://${ref.deployment}.${base}` : `http://${serviceHost(ref.deployment, ref.namespace, this.opts.config)}`;
+    return base
+      ? `http://${ref.deployment}.${base}`
+      : `http://${serviceHost(ref.deployment, ref.namespace, this.opts.config)}`;
   }
 
   /**
@@ -452,7 +596,9 @@ export class KubernetesRuntime implements Runtime {
     if (routed === ref.revision) return;
     // A deployment being deleted keeps what it has (apply could recreate a child its cleanup just removed).
     if (await this.beingDeleted(ref)) return;
-    const back = routed ? this.ownedReplicaSets(d).find((rs) => rs.spec?.template?.metadata?.labels?.[LABEL_REVISION] === routed) : undefined;
+    const back = routed
+      ? this.ownedReplicaSets(d).find((rs) => rs.spec?.template?.metadata?.labels?.[LABEL_REVISION] === routed)
+      : undefined;
     if (back?.spec?.template) {
       const { ['pod-template-hash']: _h, ...labels } = back.spec.template.metadata?.labels ?? {};
       const template = { ...back.spec.template, metadata: { ...back.spec.template.metadata, labels } };
@@ -467,10 +613,16 @@ export class KubernetesRuntime implements Runtime {
   /** A build still running for a revision that will never run (superseded) is stopped; finished ones stay. */
   private async cancelBuild(ref: RevisionRef): Promise<void> {
     const job = this.jobs.get(`${ref.namespace}/${buildJobName(ref.revision)}`);
-    const finished = job?.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+    const finished = job?.status?.conditions?.some(
+      (c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True',
+    );
     if (!job || finished || job.metadata.annotations?.[ANNOTATION_IMAGE]) return;
     try {
-      await this.batch.deleteNamespacedJob({ name: job.metadata.name, namespace: ref.namespace, propagationPolicy: 'Background' });
+      await this.batch.deleteNamespacedJob({
+        name: job.metadata.name,
+        namespace: ref.namespace,
+        propagationPolicy: 'Background',
+      });
       this.log.info({ revision: ref.revision }, 'build cancelled');
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
@@ -488,8 +640,14 @@ export class KubernetesRuntime implements Runtime {
 
   private async cleanupNow(ref: DeploymentRef): Promise<void> {
     if (this.perTenant) {
-      const dep = await orUndefined(() => this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment));
-      if (dep) await this.deleteTenantChildren(tenantNamespaceName(this.opts.config.tenantNamespaces.prefix, dep.spec.tenantId), ref.deployment);
+      const dep = await orUndefined(() =>
+        this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment),
+      );
+      if (dep)
+        await this.deleteTenantChildren(
+          tenantNamespaceName(this.opts.config.tenantNamespaces.prefix, dep.spec.tenantId),
+          ref.deployment,
+        );
     }
     this.urls.delete(`${ref.namespace}/${ref.deployment}`);
   }
@@ -500,15 +658,47 @@ export class KubernetesRuntime implements Runtime {
     const names = (list: { items: { metadata?: { name?: string } }[] }) => list.items.map((o) => o.metadata!.name!);
     const { apps, core, net, autoscaling, batch } = this;
     const kinds: [string, () => Promise<string[]>, (name: string) => Promise<unknown>][] = [
-      ['deployments', async () => names(await apps.listNamespacedDeployment(q)), (name) => apps.deleteNamespacedDeployment({ name, namespace })],
-      ['statefulsets', async () => names(await apps.listNamespacedStatefulSet(q)), (name) => apps.deleteNamespacedStatefulSet({ name, namespace })],
-      ['horizontalpodautoscalers', async () => names(await autoscaling.listNamespacedHorizontalPodAutoscaler(q)), (name) => autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name, namespace })],
-      ['ingresses', async () => names(await net.listNamespacedIngress(q)), (name) => net.deleteNamespacedIngress({ name, namespace })],
-      ['services', async () => names(await core.listNamespacedService(q)), (name) => core.deleteNamespacedService({ name, namespace })],
-      ['secrets', async () => names(await core.listNamespacedSecret(q)), (name) => core.deleteNamespacedSecret({ name, namespace })],
-      ['jobs', async () => names(await batch.listNamespacedJob(q)), (name) => batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' })],
+      [
+        'deployments',
+        async () => names(await apps.listNamespacedDeployment(q)),
+        (name) => apps.deleteNamespacedDeployment({ name, namespace }),
+      ],
+      [
+        'statefulsets',
+        async () => names(await apps.listNamespacedStatefulSet(q)),
+        (name) => apps.deleteNamespacedStatefulSet({ name, namespace }),
+      ],
+      [
+        'horizontalpodautoscalers',
+        async () => names(await autoscaling.listNamespacedHorizontalPodAutoscaler(q)),
+        (name) => autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name, namespace }),
+      ],
+      [
+        'ingresses',
+        async () => names(await net.listNamespacedIngress(q)),
+        (name) => net.deleteNamespacedIngress({ name, namespace }),
+      ],
+      [
+        'services',
+        async () => names(await core.listNamespacedService(q)),
+        (name) => core.deleteNamespacedService({ name, namespace }),
+      ],
+      [
+        'secrets',
+        async () => names(await core.listNamespacedSecret(q)),
+        (name) => core.deleteNamespacedSecret({ name, namespace }),
+      ],
+      [
+        'jobs',
+        async () => names(await batch.listNamespacedJob(q)),
+        (name) => batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }),
+      ],
       // Last: the pods above are gone or going before their traffic rules are.
-      ['networkpolicies', async () => names(await net.listNamespacedNetworkPolicy(q)), (name) => net.deleteNamespacedNetworkPolicy({ name, namespace })],
+      [
+        'networkpolicies',
+        async () => names(await net.listNamespacedNetworkPolicy(q)),
+        (name) => net.deleteNamespacedNetworkPolicy({ name, namespace }),
+      ],
     ];
     for (const [kind, list, del] of kinds) {
       for (const name of await list()) {
@@ -531,7 +721,8 @@ export class KubernetesRuntime implements Runtime {
     const existing = await orUndefined(() => this.core.readNamespace({ name }));
     // A terminating namespace refuses new content (403) until its controller has emptied and removed it; then it
     // is created afresh. Failing the reconcile retries it with backoff meanwhile.
-    if (existing?.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
+    if (existing?.metadata?.deletionTimestamp)
+      throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
     if (!existing) {
       try {
         await this.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
@@ -554,12 +745,20 @@ export class KubernetesRuntime implements Runtime {
     for (const name of wanted) {
       const source = await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: this.opts.namespace }));
       if (source) await apply(this.ops.secret, makePullSecretCopy(source, namespace));
-      else this.log.warn({ secret: name, namespace: this.opts.namespace }, 'image pull secret not found; agent pods cannot use it');
+      else
+        this.log.warn(
+          { secret: name, namespace: this.opts.namespace },
+          'image pull secret not found; agent pods cannot use it',
+        );
     }
-    const copies = (await this.core.listNamespacedSecret({ namespace, labelSelector: `${LABEL_PULL_SECRET_COPY}=true` })).items;
+    const copies = (
+      await this.core.listNamespacedSecret({ namespace, labelSelector: `${LABEL_PULL_SECRET_COPY}=true` })
+    ).items;
     for (const copy of copies) {
       const name = copy.metadata!.name!;
-      const sourceGone = wanted.has(name) && !(await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: this.opts.namespace })));
+      const sourceGone =
+        wanted.has(name) &&
+        !(await orUndefined(() => this.core.readNamespacedSecret({ name, namespace: this.opts.namespace })));
       if (wanted.has(name) && !sourceGone) continue;
       try {
         await this.core.deleteNamespacedSecret({ name, namespace });
@@ -573,7 +772,12 @@ export class KubernetesRuntime implements Runtime {
   /** Re-syncs the pull secret copies of every tenant namespace that runs an agent, one pass at a time. */
   private resyncPullSecrets(): void {
     this.pullSync = this.pullSync.then(async () => {
-      const namespaces = new Set(this.deployments.list().map((d) => d.metadata.namespace).filter((ns): ns is string => Boolean(ns) && ns !== this.opts.namespace));
+      const namespaces = new Set(
+        this.deployments
+          .list()
+          .map((d) => d.metadata.namespace)
+          .filter((ns): ns is string => Boolean(ns) && ns !== this.opts.namespace),
+      );
       for (const ns of namespaces) {
         try {
           const current = await orUndefined(() => this.core.readNamespace({ name: ns }));
@@ -588,14 +792,19 @@ export class KubernetesRuntime implements Runtime {
   /** The Deployment of a deployment's agent server, wherever it runs (names are unique: `ag-<uuid>`). */
   private serverDeployment(ref: DeploymentRef): Obj<V1Deployment> | undefined {
     if (!this.perTenant) return this.deployments.get(`${ref.namespace}/${ref.deployment}`);
-    return this.deployments.list().find((d) => d.metadata.name === ref.deployment && d.metadata.labels?.[LABEL_DEPLOYMENT] === ref.deployment);
+    return this.deployments
+      .list()
+      .find((d) => d.metadata.name === ref.deployment && d.metadata.labels?.[LABEL_DEPLOYMENT] === ref.deployment);
   }
 
   /**
    * The tenant-controlled parts of a revision against the cluster: bounds, the ServiceAccount, every referenced
    * Secret and the Ingress host (allowed domain, not served by another deployment).
    */
-  private async admit(target: Target, rev: AgentRevision): Promise<{ message: string } | { host?: string; serviceAccount?: VerifiedServiceAccount }> {
+  private async admit(
+    target: Target,
+    rev: AgentRevision,
+  ): Promise<{ message: string } | { host?: string; serviceAccount?: VerifiedServiceAccount }> {
     const cfg = this.opts.config;
     const { resourceSpec, customUrl } = rev.spec.sourceConfig;
     const bounds = boundsViolation(resourceSpec, cfg.limits);
@@ -603,13 +812,17 @@ export class KubernetesRuntime implements Runtime {
     let serviceAccount: VerifiedServiceAccount | undefined;
     if (resourceSpec?.serviceAccountName) {
       const name = resourceSpec.serviceAccountName;
-      const account = await orUndefined(() => this.core.readNamespacedServiceAccount({ name, namespace: target.namespace }));
+      const account = await orUndefined(() =>
+        this.core.readNamespacedServiceAccount({ name, namespace: target.namespace }),
+      );
       const verified = verifyServiceAccount(name, account, target.tenantId);
       if (!verified.ok) return { message: verified.message };
       serviceAccount = verified.serviceAccount;
     }
     for (const ref of rev.spec.secretReferences ?? []) {
-      const secret = await orUndefined(() => this.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace }));
+      const secret = await orUndefined(() =>
+        this.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace }),
+      );
       const problem = secretReferenceViolation(ref, secret, target.tenantId, cfg);
       if (problem) return { message: problem };
     }
@@ -632,7 +845,9 @@ export class KubernetesRuntime implements Runtime {
   // ---- helpers ----
 
   private async beingDeleted(ref: DeploymentRef): Promise<boolean> {
-    const dep = await orUndefined(() => this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment));
+    const dep = await orUndefined(() =>
+      this.getCustom<AgentDeployment>('agentdeployments', ref.namespace, ref.deployment),
+    );
     return !dep || Boolean(dep.metadata.deletionTimestamp);
   }
 
@@ -640,7 +855,10 @@ export class KubernetesRuntime implements Runtime {
   private async exclusive<T>(ref: DeploymentRef, fn: () => Promise<T>): Promise<T> {
     const key = `${ref.namespace}/${ref.deployment}`;
     const run = (this.locks.get(key) ?? Promise.resolve()).then(fn);
-    const tail = run.then(() => undefined, () => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.locks.set(key, tail);
     try {
       return await run;
@@ -674,14 +892,22 @@ export class KubernetesRuntime implements Runtime {
     if (!deployment) return;
     // Children may live in a tenant namespace; the AgentDeployment and its revisions are always in ours.
     const namespace = this.perTenant ? this.opts.namespace : (obj.metadata.namespace ?? this.opts.namespace);
-    const tpl = (obj as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec?.template?.metadata?.labels;
+    const tpl = (obj as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec?.template
+      ?.metadata?.labels;
     const revision = labels[LABEL_REVISION] ?? tpl?.[LABEL_REVISION];
-    if (revision) this.notify({ namespace, deployment, deploymentId: labels['agentplane.dev/deployment-id'] ?? '', revision });
+    if (revision)
+      this.notify({ namespace, deployment, deploymentId: labels['agentplane.dev/deployment-id'] ?? '', revision });
   }
 
   private targetName(ref: DeploymentRef): Target {
     // Only name-derived fields are used for image names; owner comes from target().
-    return { namespace: ref.namespace, name: ref.deployment, deploymentId: ref.deploymentId, tenantId: '', owner: { apiVersion: '', kind: '', name: '', uid: '' } };
+    return {
+      namespace: ref.namespace,
+      name: ref.deployment,
+      deploymentId: ref.deploymentId,
+      tenantId: '',
+      owner: { apiVersion: '', kind: '', name: '', uid: '' },
+    };
   }
 
   /** Where the agent server's children go: the tenant's namespace (no owner reference can reach there) or ours. */
@@ -706,7 +932,13 @@ export class KubernetesRuntime implements Runtime {
   }
 
   private async getCustom<T>(plural: string, namespace: string, name: string): Promise<T> {
-    return (await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural, name })) as T;
+    return (await this.custom.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural,
+      name,
+    })) as T;
   }
 }
 

@@ -87,7 +87,13 @@ export function childListWatch<T extends KubeObject>(
       };
       const controller = await watcher.watch(
         `${PATHS[kind]}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${kind}`,
-        { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true, labelSelector, ...(fieldSelector ? { fieldSelector } : {}), timeoutSeconds: timing.timeoutSeconds },
+        {
+          resourceVersion: resourceVersion || undefined,
+          allowWatchBookmarks: true,
+          labelSelector,
+          ...(fieldSelector ? { fieldSelector } : {}),
+          timeoutSeconds: timing.timeoutSeconds,
+        },
         (type: string, obj: unknown) => {
           if (done) return;
           if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent({ type, object: obj as T });

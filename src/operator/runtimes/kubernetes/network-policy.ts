@@ -36,7 +36,10 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
         },
       ],
       egress: [
-        { to: [{ podSelector: { matchLabels: selectorLabels(target, 'database') } }], ports: [{ protocol: 'TCP', port: POSTGRES_PORT }] },
+        {
+          to: [{ podSelector: { matchLabels: selectorLabels(target, 'database') } }],
+          ports: [{ protocol: 'TCP', port: POSTGRES_PORT }],
+        },
         {
           to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
           ports: [
@@ -44,7 +47,16 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
             { protocol: 'TCP', port: 53 },
           ],
         },
-        { to: [{ ipBlock: { cidr: '0.0.0.0/0', ...(np.agentEgressExceptCidrs.length ? { except: [...np.agentEgressExceptCidrs] } : {}) } }] },
+        {
+          to: [
+            {
+              ipBlock: {
+                cidr: '0.0.0.0/0',
+                ...(np.agentEgressExceptCidrs.length ? { except: [...np.agentEgressExceptCidrs] } : {}),
+              },
+            },
+          ],
+        },
       ],
     },
   };
@@ -82,7 +94,12 @@ export function makePostgresNetworkPolicy(target: Target): V1NetworkPolicy {
     spec: {
       podSelector: { matchLabels: selectorLabels(target, 'database') },
       policyTypes: ['Ingress', 'Egress'],
-      ingress: [{ _from: [{ podSelector: { matchLabels: selectorLabels(target, 'server') } }], ports: [{ protocol: 'TCP', port: POSTGRES_PORT }] }],
+      ingress: [
+        {
+          _from: [{ podSelector: { matchLabels: selectorLabels(target, 'server') } }],
+          ports: [{ protocol: 'TCP', port: POSTGRES_PORT }],
+        },
+      ],
       // Egress listed with no rules: Postgres opens no connection. (No `egress: []`: the server drops empty
       // lists, and the stored object would then never look converged.)
     },

@@ -6,7 +6,10 @@ import type { BuildStatus, ServerStatus } from '../types.ts';
 import { parseBuildResult, PUSH_CONTAINER } from './build-job.ts';
 import { LABEL_REVISION } from './labels.ts';
 
-function condition(obj: { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] } }, type: string) {
+function condition(
+  obj: { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] } },
+  type: string,
+) {
   return obj.status?.conditions?.find((c) => c.type === type);
 }
 
@@ -42,17 +45,30 @@ export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: st
   if (complete?.status === 'True' || (job.status?.succeeded ?? 0) > 0) {
     const container = pod?.status?.containerStatuses?.find((c) => c.name === PUSH_CONTAINER);
     const result = parseBuildResult(container?.state?.terminated?.message);
-    if (!result) return { phase: 'Failed', message: 'Build finished but reported no image digest (build pod gone or no termination message)' };
+    if (!result)
+      return {
+        phase: 'Failed',
+        message: 'Build finished but reported no image digest (build pod gone or no termination message)',
+      };
     return { phase: 'Succeeded', commitSha: result.commit, image: `${repository}@${result.digest}` };
   }
   return { phase: 'Running' };
 }
 
 // ErrImagePull is left out: it may be transient and turns into ImagePullBackOff when it is not.
-const FATAL_WAITING = new Set(['CrashLoopBackOff', 'ImagePullBackOff', 'InvalidImageName', 'CreateContainerConfigError']);
+const FATAL_WAITING = new Set([
+  'CrashLoopBackOff',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'CreateContainerConfigError',
+]);
 
 /** The Deployment's ReplicaSet for `revision` (the newest one whose pod template carries it), if any. */
-export function replicaSetFor(deployment: V1Deployment, replicaSets: V1ReplicaSet[], revision: string): V1ReplicaSet | undefined {
+export function replicaSetFor(
+  deployment: V1Deployment,
+  replicaSets: V1ReplicaSet[],
+  revision: string,
+): V1ReplicaSet | undefined {
   const uid = deployment.metadata?.uid;
   const number = (rs: V1ReplicaSet) => Number(rs.metadata?.annotations?.['deployment.kubernetes.io/revision'] ?? 0);
   return replicaSets
@@ -84,14 +100,19 @@ export function rolloutStatusOf(
       if (reason === 'CrashLoopBackOff' && (s.restartCount ?? 0) < crashLoopRestarts) continue;
       if (reason && FATAL_WAITING.has(reason)) {
         const last = s.lastState?.terminated;
-        const detail = s.state?.waiting?.message ?? (last ? `last exit ${last.exitCode}${last.reason ? ` (${last.reason})` : ''}` : '');
+        const detail =
+          s.state?.waiting?.message ??
+          (last ? `last exit ${last.exitCode}${last.reason ? ` (${last.reason})` : ''}` : '');
         return { phase: 'Failed', message: `Pod ${pod.metadata?.name}: ${reason}${detail ? `: ${detail}` : ''}` };
       }
     }
   }
   const progressing = condition(deployment, 'Progressing');
   if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') {
-    return { phase: 'Failed', message: `Rollout stalled (ProgressDeadlineExceeded): ${progressing.message ?? ''}`.trim() };
+    return {
+      phase: 'Failed',
+      message: `Rollout stalled (ProgressDeadlineExceeded): ${progressing.message ?? ''}`.trim(),
+    };
   }
   const want = deployment.spec?.replicas ?? 1;
   const st = deployment.status ?? {};

@@ -10,16 +10,31 @@ import { ANNOTATION_AUTOMOUNT_TOKEN, LABEL_TENANT, type Target } from './labels.
 export type VerifiedServiceAccount = { name: string; automountToken: boolean };
 
 /** resource_spec against the operator's bounds (undefined: within them). */
-export function boundsViolation(spec: ResourceSpec | null | undefined, limits: KubernetesRuntimeConfig['limits']): string | undefined {
+export function boundsViolation(
+  spec: ResourceSpec | null | undefined,
+  limits: KubernetesRuntimeConfig['limits'],
+): string | undefined {
   if (!spec) return undefined;
-  for (const [field, value] of [['min_scale', spec.minScale], ['max_scale', spec.maxScale]] as const) {
-    if (value !== undefined && value > limits.maxScale) return `resource_spec.${field} (${value}) is above the maximum scale of ${limits.maxScale}`;
+  for (const [field, value] of [
+    ['min_scale', spec.minScale],
+    ['max_scale', spec.maxScale],
+  ] as const) {
+    if (value !== undefined && value > limits.maxScale)
+      return `resource_spec.${field} (${value}) is above the maximum scale of ${limits.maxScale}`;
   }
-  for (const [field, value] of [['cpu', spec.cpu], ['cpu_limit', spec.cpuLimit]] as const) {
-    if (value !== undefined && value > limits.maxCpu) return `resource_spec.${field} (${value}) is above the maximum of ${limits.maxCpu} CPU`;
+  for (const [field, value] of [
+    ['cpu', spec.cpu],
+    ['cpu_limit', spec.cpuLimit],
+  ] as const) {
+    if (value !== undefined && value > limits.maxCpu)
+      return `resource_spec.${field} (${value}) is above the maximum of ${limits.maxCpu} CPU`;
   }
-  for (const [field, value] of [['memory_mb', spec.memoryMb], ['memory_limit_mb', spec.memoryLimitMb]] as const) {
-    if (value !== undefined && value > limits.maxMemoryMb) return `resource_spec.${field} (${value}) is above the maximum of ${limits.maxMemoryMb} MB`;
+  for (const [field, value] of [
+    ['memory_mb', spec.memoryMb],
+    ['memory_limit_mb', spec.memoryLimitMb],
+  ] as const) {
+    if (value !== undefined && value > limits.maxMemoryMb)
+      return `resource_spec.${field} (${value}) is above the maximum of ${limits.maxMemoryMb} MB`;
   }
   return undefined;
 }
@@ -38,13 +53,24 @@ export function verifyServiceAccount(
 ): { ok: true; serviceAccount: VerifiedServiceAccount } | { ok: false; message: string } {
   // One message whether it is missing or someone else's: a tenant learns nothing about other accounts.
   if (!account || !belongsTo(account.metadata?.labels, tenantId)) {
-    return { ok: false, message: `resource_spec.service_account_name "${name}": no ServiceAccount labelled ${LABEL_TENANT}=${tenantId} has this name` };
+    return {
+      ok: false,
+      message: `resource_spec.service_account_name "${name}": no ServiceAccount labelled ${LABEL_TENANT}=${tenantId} has this name`,
+    };
   }
-  return { ok: true, serviceAccount: { name, automountToken: account.metadata?.annotations?.[ANNOTATION_AUTOMOUNT_TOKEN] === 'true' } };
+  return {
+    ok: true,
+    serviceAccount: { name, automountToken: account.metadata?.annotations?.[ANNOTATION_AUTOMOUNT_TOKEN] === 'true' },
+  };
 }
 
 // Secrets agentplane writes itself (revision env, Postgres passwords, secret sets, API keys, name claims).
-const MANAGED_LABELS = ['agentplane.dev/deployment', 'agentplane.dev/api-key', 'agentplane.dev/name-claim-of', 'agentplane.dev/log-for'];
+const MANAGED_LABELS = [
+  'agentplane.dev/deployment',
+  'agentplane.dev/api-key',
+  'agentplane.dev/name-claim-of',
+  'agentplane.dev/log-for',
+];
 
 /**
  * secret_references: only Secrets labelled `agentplane.dev/tenant=<tenant>`, and never one agentplane manages (even
@@ -54,7 +80,10 @@ export function secretReferenceViolation(
   ref: SecretReference,
   secret: V1Secret | undefined,
   tenantId: string,
-  config: Pick<KubernetesRuntimeConfig, 'pushSecretName' | 'buildPullSecretName' | 'gitCredentialsSecretPrefix' | 'imagePullSecrets'>,
+  config: Pick<
+    KubernetesRuntimeConfig,
+    'pushSecretName' | 'buildPullSecretName' | 'gitCredentialsSecretPrefix' | 'imagePullSecrets'
+  >,
 ): string | undefined {
   const what = `secret_references ${ref.name}: Secret "${ref.secretName}"`;
   const labels = secret?.metadata?.labels ?? {};
@@ -70,7 +99,8 @@ export function secretReferenceViolation(
     secret?.type === 'kubernetes.io/service-account-token';
   if (reserved) return `${what} is managed by agentplane and cannot be referenced`;
   // One message whether it is missing or someone else's: a tenant learns nothing about other Secrets.
-  if (!secret || !belongsTo(labels, tenantId)) return `${what} does not exist or is not labelled ${LABEL_TENANT}=${tenantId}`;
+  if (!secret || !belongsTo(labels, tenantId))
+    return `${what} does not exist or is not labelled ${LABEL_TENANT}=${tenantId}`;
   if (secret.data?.[ref.secretKey] === undefined && secret.stringData?.[ref.secretKey] === undefined) {
     return `${what} has no key "${ref.secretKey}"`;
   }
@@ -81,7 +111,8 @@ export function secretReferenceViolation(
 export function hostOwner(host: string, ingresses: V1Ingress[], target: Target): string | undefined {
   for (const ing of ingresses) {
     const mine = ing.metadata?.name === target.name && ing.metadata?.namespace === target.namespace;
-    if (!mine && ing.spec?.rules?.some((r) => r.host === host)) return `${ing.metadata?.namespace}/${ing.metadata?.name}`;
+    if (!mine && ing.spec?.rules?.some((r) => r.host === host))
+      return `${ing.metadata?.namespace}/${ing.metadata?.name}`;
   }
   return undefined;
 }

@@ -17,7 +17,11 @@ export function postgresSecretName(target: Target): string {
 }
 
 /** The password is an input (made once by the runtime) so the builder stays pure. */
-export function makePostgresSecret(target: Target, password: string, config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>): V1Secret {
+export function makePostgresSecret(
+  target: Target,
+  password: string,
+  config: Pick<KubernetesRuntimeConfig, 'clusterDomain'>,
+): V1Secret {
   const host = serviceHost(postgresName(target), target.namespace, config);
   return {
     apiVersion: 'v1',
@@ -44,7 +48,12 @@ export function waitForPostgres(target: Target, config: KubernetesRuntimeConfig)
     env: [{ name: 'PGHOST', value: serviceHost(postgresName(target), target.namespace, config) }],
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     // 70: the postgres user of the official images.
-    securityContext: { runAsUser: 70, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+    securityContext: {
+      runAsUser: 70,
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    },
   };
 }
 
@@ -88,7 +97,10 @@ export function makePostgresStatefulSet(target: Target, config: KubernetesRuntim
               env: [
                 { name: 'POSTGRES_USER', value: USER },
                 { name: 'POSTGRES_DB', value: DB },
-                { name: 'POSTGRES_PASSWORD', valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: 'password' } } },
+                {
+                  name: 'POSTGRES_PASSWORD',
+                  valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: 'password' } },
+                },
                 // A subfolder: the volume's root holds lost+found on many storage classes.
                 { name: 'PGDATA', value: '/var/lib/postgresql/data/pgdata' },
               ],

@@ -15,7 +15,11 @@ export function makePullSecretCopy(source: V1Secret, namespace: string): V1Secre
     metadata: {
       name: source.metadata!.name!,
       namespace,
-      labels: { 'app.kubernetes.io/part-of': 'agentplane', 'app.kubernetes.io/managed-by': 'agentplane-operator', [LABEL_PULL_SECRET_COPY]: 'true' },
+      labels: {
+        'app.kubernetes.io/part-of': 'agentplane',
+        'app.kubernetes.io/managed-by': 'agentplane-operator',
+        [LABEL_PULL_SECRET_COPY]: 'true',
+      },
       annotations: { [ANNOTATION_COPIED_FROM]: from },
     },
     type: source.type ?? 'Opaque',

@@ -1,11 +1,26 @@
 // The agent server of a deployment: one Deployment per AgentDeployment whose pod template names the revision it
 // runs (a new revision is a rolling update), its environment Secret, a Service and, when a host is known, an
 // Ingress. Pure: the same input always gives the same objects, so applying them again changes nothing.
-import type { V1Deployment, V1EnvVar, V1Ingress, V1Secret, V1Service, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
+import type {
+  V1Deployment,
+  V1EnvVar,
+  V1Ingress,
+  V1Secret,
+  V1Service,
+  V2HorizontalPodAutoscaler,
+} from '@kubernetes/client-node';
 import type { ResourceSpec, SecretReference } from '../../../resources/agent-deployment.ts';
 import { ValidationError } from '../../../lib/errors.ts';
 import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
-import { ANNOTATION_REVISION, childLabels, childMeta, LABEL_REVISION, selectorLabels, tenantKeysSecretName, type Target } from './labels.ts';
+import {
+  ANNOTATION_REVISION,
+  childLabels,
+  childMeta,
+  LABEL_REVISION,
+  selectorLabels,
+  tenantKeysSecretName,
+  type Target,
+} from './labels.ts';
 import { boundsViolation, type VerifiedServiceAccount } from './policy.ts';
 import { postgresSecretName, POSTGRES_URI_KEY, waitForPostgres } from './postgres.ts';
 
@@ -84,9 +99,17 @@ function resources(spec: ResourceSpec | null | undefined, config: KubernetesRunt
   const cpuLimit = spec?.cpuLimit ?? config.defaults.cpuLimit;
   const memoryLimit = spec?.memoryLimitMb ?? config.defaults.memoryLimitMb;
   return {
-    requests: { cpu: cpu(spec?.cpu ?? config.defaults.cpu), memory: memory(spec?.memoryMb ?? config.defaults.memoryMb) },
+    requests: {
+      cpu: cpu(spec?.cpu ?? config.defaults.cpu),
+      memory: memory(spec?.memoryMb ?? config.defaults.memoryMb),
+    },
     ...(cpuLimit || memoryLimit
-      ? { limits: { ...(cpuLimit ? { cpu: cpu(cpuLimit) } : {}), ...(memoryLimit ? { memory: memory(memoryLimit) } : {}) } }
+      ? {
+          limits: {
+            ...(cpuLimit ? { cpu: cpu(cpuLimit) } : {}),
+            ...(memoryLimit ? { memory: memory(memoryLimit) } : {}),
+          },
+        }
       : {}),
   };
 }
@@ -98,9 +121,13 @@ export function serverEnv(target: Target, server: ServerInput): V1EnvVar[] {
     { name: 'HOST', value: '0.0.0.0' },
     { name: 'PORT', value: String(SERVER_PORT) },
   ].filter((e) => !taken.has(e.name) && !server.envNames.includes(e.name));
-  for (const r of refs) env.push({ name: r.name, valueFrom: { secretKeyRef: { name: r.secretName, key: r.secretKey } } });
+  for (const r of refs)
+    env.push({ name: r.name, valueFrom: { secretKeyRef: { name: r.secretName, key: r.secretKey } } });
   if (databaseFor(server.envNames, refs).kind === 'internal') {
-    env.push({ name: 'DATABASE_URI', valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: POSTGRES_URI_KEY } } });
+    env.push({
+      name: 'DATABASE_URI',
+      valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: POSTGRES_URI_KEY } },
+    });
   }
   return env;
 }
@@ -119,7 +146,9 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
   if (outOfBounds) throw new ValidationError(outOfBounds);
   const account = server.serviceAccount;
   if (spec.serviceAccountName && account?.name !== spec.serviceAccountName) {
-    throw new ValidationError(`resource_spec.service_account_name "${spec.serviceAccountName}" was not verified for this tenant`);
+    throw new ValidationError(
+      `resource_spec.service_account_name "${spec.serviceAccountName}" was not verified for this tenant`,
+    );
   }
   // Our labels win over user labels: the operator, the Service and the NetworkPolicies select by them.
   const labels = { ...userKeys(spec.labels), ...childLabels(target, 'server') };
@@ -158,7 +187,9 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
           ...pullSecrets([...config.imagePullSecrets, ...(spec.imagePullSecrets ?? [])]),
           ...(spec.nodeSelector ? { nodeSelector: { ...spec.nodeSelector } } : {}),
           terminationGracePeriodSeconds: 30,
-          ...(databaseFor(server.envNames, server.secretReferences).kind === 'internal' ? { initContainers: [waitForPostgres(target, config)] } : {}),
+          ...(databaseFor(server.envNames, server.secretReferences).kind === 'internal'
+            ? { initContainers: [waitForPostgres(target, config)] }
+            : {}),
           containers: [
             {
               name: SERVER_CONTAINER,
@@ -177,7 +208,13 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
           ],
           // optional: a pod starts before the control plane has written the tenant's keys; the agent server then
           // finds no keys file and must accept no key.
-          ...(server.public ? {} : { volumes: [{ name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } }] }),
+          ...(server.public
+            ? {}
+            : {
+                volumes: [
+                  { name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } },
+                ],
+              }),
         },
       },
     },
@@ -196,7 +233,10 @@ export function autoscaled(spec: ResourceSpec | null | undefined): boolean {
 }
 
 /** Scales the agent server on CPU between min_scale and max_scale (undefined when there is nothing to scale). */
-export function makeAutoscaler(target: Target, spec: ResourceSpec | null | undefined): V2HorizontalPodAutoscaler | undefined {
+export function makeAutoscaler(
+  target: Target,
+  spec: ResourceSpec | null | undefined,
+): V2HorizontalPodAutoscaler | undefined {
   if (!spec || !autoscaled(spec)) return undefined;
   return {
     apiVersion: 'autoscaling/v2',
@@ -206,7 +246,9 @@ export function makeAutoscaler(target: Target, spec: ResourceSpec | null | undef
       scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: serverName(target) },
       minReplicas: Math.max(1, spec.minScale ?? 1),
       maxReplicas: spec.maxScale!,
-      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 80 } } }],
+      metrics: [
+        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 80 } } },
+      ],
     },
   };
 }
@@ -228,7 +270,8 @@ const GENERATED_NAME = /^ag-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 
 /** A custom host is allowed when it is a subdomain of an allowed suffix and not a generated deployment name. */
 export function customHostViolation(host: string, allowed: string[]): string | undefined {
-  if (!allowed.length) return `custom_url "${host}" is not allowed: this cluster serves deployments only at their generated host`;
+  if (!allowed.length)
+    return `custom_url "${host}" is not allowed: this cluster serves deployments only at their generated host`;
   const suffix = allowed.map((d) => d.replace(/^\.+/, '').toLowerCase()).find((d) => host.endsWith(`.${d}`));
   if (!suffix) return `custom_url "${host}" is outside the allowed domains (${allowed.join(', ')})`;
   if (GENERATED_NAME.test(host.split('.')[0]!)) return `custom_url "${host}" uses a name reserved for generated hosts`;
@@ -239,7 +282,11 @@ export function customHostViolation(host: string, allowed: string[]): string | u
  * Host an Ingress serves: custom_url's host (only under an allowed domain), else `<name>.<base domain>`, else none
  * (cluster-internal only).
  */
-export function ingressHost(target: Target, customUrl: string | null | undefined, config: KubernetesRuntimeConfig): string | undefined {
+export function ingressHost(
+  target: Target,
+  customUrl: string | null | undefined,
+  config: KubernetesRuntimeConfig,
+): string | undefined {
   if (customUrl) {
     let host: string;
     try {
@@ -270,7 +317,11 @@ export function makeIngress(target: Target, host: string, config: KubernetesRunt
           host,
           http: {
             paths: [
-              { path: '/', pathType: 'Prefix', backend: { service: { name: serverName(target), port: { name: 'http' } } } },
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { service: { name: serverName(target), port: { name: 'http' } } },
+              },
             ],
           },
         },

@@ -22,7 +22,11 @@ export function makeTenantNamespace(name: string, tenantId: string): V1Namespace
 }
 
 /** Binds `writer` (the control plane's ServiceAccount) to `role` (Secrets only) in the tenant namespace. */
-export function makeKeysWriterBinding(namespace: string, writer: { namespace: string; name: string }, role: string): V1RoleBinding {
+export function makeKeysWriterBinding(
+  namespace: string,
+  writer: { namespace: string; name: string },
+  role: string,
+): V1RoleBinding {
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',

@@ -100,9 +100,21 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   const src = checkoutDir(dir);
   // Steps write only the checkout (after the clone) and the home folder; the revision folder itself holds the build
   // marker, which must not be theirs to edit.
-  const confined = (step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & { env?: Record<string, string>; mounts?: Omit<Mounts, 'cwd'> }) =>
+  const confined = (
+    step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & {
+      env?: Record<string, string>;
+      mounts?: Omit<Mounts, 'cwd'>;
+    },
+  ) =>
     runStepIn(
-      { env, mounts: { rw: [src, home] }, ...step, sandbox: ctx.sandbox, pidFile, maxOutputBytes: ctx.maxStepOutputBytes },
+      {
+        env,
+        mounts: { rw: [src, home] },
+        ...step,
+        sandbox: ctx.sandbox,
+        pidFile,
+        maxOutputBytes: ctx.maxStepOutputBytes,
+      },
       log,
       signal,
     );
@@ -118,18 +130,35 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   const gitEnv = gitEnvironment(env, source);
   const gitArgs = gitProtocolArgs(source);
   const git = (label: string, args: string[], cwd = src, extraEnv: Record<string, string> = {}, ro: string[] = []) =>
-    confined({ label, command: 'git', args: [...gitArgs, ...args], cwd, env: { ...gitEnv, ...extraEnv }, mounts: { rw: [cwd === dir ? dir : src, home], ro } });
+    confined({
+      label,
+      command: 'git',
+      args: [...gitArgs, ...args],
+      cwd,
+      env: { ...gitEnv, ...extraEnv },
+      mounts: { rw: [cwd === dir ? dir : src, home], ro },
+    });
 
   if (source.kind === 'local') {
     // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
-    await git(`git clone ${source.path}`, ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src], dir, {}, [source.path]);
+    await git(
+      `git clone ${source.path}`,
+      ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
+      dir,
+      {},
+      [source.path],
+    );
   } else {
     // Credentials reach git through GIT_ASKPASS and the environment, never through argv (visible in `ps`).
     const { url, username, password } = splitCredentials(source.url);
     const askpass = join(dir, '.git-askpass');
     const creds: Record<string, string> = {};
     if (username !== undefined || password !== undefined) {
-      await writeFile(askpass, '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) printf "%s\\n" "$AP_GIT_PASSWORD" ;; esac\n', { mode: 0o700 });
+      await writeFile(
+        askpass,
+        '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) printf "%s\\n" "$AP_GIT_PASSWORD" ;; esac\n',
+        { mode: 0o700 },
+      );
       Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_PASSWORD: password ?? '' });
     }
     try {
@@ -141,7 +170,9 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   let commitSha: string | undefined;
   for (const candidate of refCandidates(spec.repoRef)) {
     try {
-      commitSha = (await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])).trim();
+      commitSha = (
+        await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])
+      ).trim();
       break;
     } catch {
       // try the next interpretation of the ref
@@ -173,7 +204,13 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
     log.line('no package.json: skipping install');
   }
   if (spec.buildCommand) {
-    await confined({ label: spec.buildCommand, command: 'sh', args: ['-c', spec.buildCommand], cwd, mounts: revisionMounts(src, home, sharedNodeModules) });
+    await confined({
+      label: spec.buildCommand,
+      command: 'sh',
+      args: ['-c', spec.buildCommand],
+      cwd,
+      mounts: revisionMounts(src, home, sharedNodeModules),
+    });
   }
   const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
   await writeFile(join(dir, MARKER), JSON.stringify(result));
@@ -207,7 +244,12 @@ export async function resetCacheDir(nodeModules: string): Promise<void> {
  * node_modules that share files with the install cache, read-only (a write would change every revision linked to
  * them), with an empty writable node_modules/.cache for the tools that keep caches there.
  */
-export function revisionMounts(checkout: string, home: string, sharedNodeModules?: string, extraRw: string[] = []): Omit<Mounts, 'cwd'> {
+export function revisionMounts(
+  checkout: string,
+  home: string,
+  sharedNodeModules?: string,
+  extraRw: string[] = [],
+): Omit<Mounts, 'cwd'> {
   return {
     rw: [checkout, home, ...extraRw],
     ...(sharedNodeModules ? { roOver: [sharedNodeModules], tmpfs: [join(sharedNodeModules, '.cache')] } : {}),
@@ -231,21 +273,42 @@ function gitProtocolArgs(source: RepoSource): string[] {
   return ['-c', 'protocol.allow=never', ...allowed.flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
 }
 
-type Confined = (step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & { mounts?: Omit<Mounts, 'cwd'> }) => Promise<string>;
+type Confined = (
+  step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & { mounts?: Omit<Mounts, 'cwd'> },
+) => Promise<string>;
 
 /** npm ci, or node_modules linked from this deployment's cached install. Returns node_modules when shared. */
-async function npmCi(deploymentId: string, cwd: string, ctx: BuildContext, confined: Confined): Promise<string | undefined> {
+async function npmCi(
+  deploymentId: string,
+  cwd: string,
+  ctx: BuildContext,
+  confined: Confined,
+): Promise<string | undefined> {
   const { cache, log, signal } = ctx;
   const args = ['ci', '--prefer-offline', '--no-audit', '--no-fund'];
   const nodeModules = join(cwd, 'node_modules');
   // package.json is part of the key: npm ci refuses a lock file that disagrees with it, and so must we.
-  const key = cache ? installKey(deploymentId, await readFile(join(cwd, 'package.json')), await readFile(join(cwd, 'package-lock.json'))) : '';
+  const key = cache
+    ? installKey(
+        deploymentId,
+        await readFile(join(cwd, 'package.json')),
+        await readFile(join(cwd, 'package-lock.json')),
+      )
+    : '';
   const cached = cache ? join(cache.dir, key) : '';
-  const own = (label: string, a: string[]) => runStepIn({ label, command: 'cp', args: a, cwd, env: childEnv({ base: ctx.baseEnv, home: ctx.home, npmCache: '' }) }, log, signal);
+  const own = (label: string, a: string[]) =>
+    runStepIn(
+      { label, command: 'cp', args: a, cwd, env: childEnv({ base: ctx.baseEnv, home: ctx.home, npmCache: '' }) },
+      log,
+      signal,
+    );
   if (cache && existsSync(cached)) {
     // Whatever the repository put there (a symlink could send cp elsewhere) goes first.
     await rm(nodeModules, { recursive: true, force: true });
-    await own(`npm ci skipped: node_modules linked from the install cache (same package.json and lock, ${key.slice(0, 12)})`, ['-al', cached, nodeModules]);
+    await own(
+      `npm ci skipped: node_modules linked from the install cache (same package.json and lock, ${key.slice(0, 12)})`,
+      ['-al', cached, nodeModules],
+    );
     const now = new Date();
     await utimes(cached, now, now).catch(() => undefined); // least recently used goes first
     await resetCacheDir(nodeModules);

@@ -60,10 +60,12 @@ const MAX_TOTAL_BYTES = 1024 * 1024;
 export function envProblem(env: Record<string, string>): string | undefined {
   let total = 0;
   for (const [name, value] of Object.entries(env)) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `environment variable name ${JSON.stringify(name.slice(0, 64))} is not valid`;
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      return `environment variable name ${JSON.stringify(name.slice(0, 64))} is not valid`;
     if (value.includes('\0')) return `environment variable ${name} contains a NUL character`;
     const bytes = Buffer.byteLength(name) + Buffer.byteLength(value) + 2;
-    if (bytes > MAX_ENTRY_BYTES) return `environment variable ${name} is too large (${Math.ceil(bytes / 1024)} KiB; at most 128 KiB)`;
+    if (bytes > MAX_ENTRY_BYTES)
+      return `environment variable ${name} is too large (${Math.ceil(bytes / 1024)} KiB; at most 128 KiB)`;
     total += bytes;
   }
   if (total > MAX_TOTAL_BYTES) return `the environment is too large (${Math.ceil(total / 1024)} KiB; at most 1024 KiB)`;

@@ -92,7 +92,12 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
       killedFor ??= why;
       if (pgid) killGroup(pgid);
     };
-    const onAbort = () => kill(signal?.reason instanceof Error && signal.reason.name === 'TimeoutError' ? 'ran past the build deadline' : 'was stopped');
+    const onAbort = () =>
+      kill(
+        signal?.reason instanceof Error && signal.reason.name === 'TimeoutError'
+          ? 'ran past the build deadline'
+          : 'was stopped',
+      );
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
     const maxOutput = step.maxOutputBytes ?? DEFAULT_MAX_STEP_OUTPUT;
@@ -141,7 +146,10 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
 
 /** The most telling line of a failed step's stderr: npm's and git's first real error line, else the last line. */
 export function failureLine(stderr: string): string {
-  const lines = stderr.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const noise = /^npm (warn|notice)|^npm error (code |A complete log|\d*\s*$|$)|^npm error\s*$/;
   const npm = lines.find((l) => /^npm error/.test(l) && !noise.test(l));
   if (npm) return redactText(npm.replace(/^npm error\s*/, '').slice(0, 300));

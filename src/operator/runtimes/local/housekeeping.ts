@@ -13,7 +13,10 @@ export type BuiltRevision = { revision: string; builtAt: number };
  */
 export function buildsToRemove(builds: BuiltRevision[], keep: number, protectedRevisions: Set<string>): string[] {
   const newestFirst = [...builds].sort((a, b) => b.builtAt - a.builtAt || b.revision.localeCompare(a.revision));
-  return newestFirst.slice(Math.max(keep, 0)).map((b) => b.revision).filter((r) => !protectedRevisions.has(r));
+  return newestFirst
+    .slice(Math.max(keep, 0))
+    .map((b) => b.revision)
+    .filter((r) => !protectedRevisions.has(r));
 }
 
 export type CacheEntry = { name: string; bytes: number; usedAt: number };
@@ -46,7 +49,8 @@ export async function trimInstallCache(dir: string, fresh: string, maxBytes: num
   const entries: CacheEntry[] = [];
   for (const name of names) {
     const path = join(dir, name);
-    const bytes = Number(await readFile(`${path}.size`, 'utf8').catch(() => '')) || (await diskUse(path).catch(() => 0));
+    const bytes =
+      Number(await readFile(`${path}.size`, 'utf8').catch(() => '')) || (await diskUse(path).catch(() => 0));
     const usedAt = (await stat(path).catch(() => undefined))?.mtimeMs ?? 0;
     entries.push({ name, bytes, usedAt });
   }

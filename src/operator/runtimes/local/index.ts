@@ -18,7 +18,17 @@ import type {
   ServerSpec,
   ServerStatus,
 } from '../types.ts';
-import { checkoutDir, insideReal, isRealDir, projectDir, readBuildMarker, resetCacheDir, revisionMounts, runBuild, type InstallCache } from './build.ts';
+import {
+  checkoutDir,
+  insideReal,
+  isRealDir,
+  projectDir,
+  readBuildMarker,
+  resetCacheDir,
+  revisionMounts,
+  runBuild,
+  type InstallCache,
+} from './build.ts';
 import { childEnv, envProblem } from './env.ts';
 import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
@@ -168,7 +178,10 @@ export class LocalRuntime implements Runtime {
 
   supports(source: string): { ok: true } | { ok: false; message: string } {
     if (source === 'external_docker') {
-      return { ok: false, message: 'source external_docker needs a container runtime; the local runtime builds from git only' };
+      return {
+        ok: false,
+        message: 'source external_docker needs a container runtime; the local runtime builds from git only',
+      };
     }
     return { ok: true };
   }
@@ -261,14 +274,19 @@ export class LocalRuntime implements Runtime {
         log,
         signal: AbortSignal.any([build.abort.signal, AbortSignal.timeout(timeoutMs)]),
         sandbox: this.opts.sandbox ?? NO_SANDBOX,
-        repoPolicy: { allowedRoots: this.opts.allowLocalRepos ?? [], forbiddenRoots: this.opts.protectedDirs ?? [this.opts.dataDir] },
+        repoPolicy: {
+          allowedRoots: this.opts.allowLocalRepos ?? [],
+          forbiddenRoots: this.opts.protectedDirs ?? [this.opts.dataDir],
+        },
         baseEnv: this.opts.baseEnv ?? process.env,
         cache,
         maxStepOutputBytes: this.opts.maxStepOutputBytes,
       });
       await this.saveBuild(spec, result.commitSha);
       // Before reporting success: whoever sees Succeeded also sees the old folders gone.
-      await this.pruneBuilds(spec).catch((err: Error) => logger.warn({ err: redactText(err.message) }, 'removing old builds failed'));
+      await this.pruneBuilds(spec).catch((err: Error) =>
+        logger.warn({ err: redactText(err.message) }, 'removing old builds failed'),
+      );
       build.status = { phase: 'Succeeded', commitSha: result.commitSha };
       logger.info({ commit: result.commitSha }, 'build succeeded');
     } catch (err) {
@@ -363,15 +381,24 @@ export class LocalRuntime implements Runtime {
     } catch (err) {
       // Whatever keeps a server from starting ends this revision's deploy with the reason; it is never retried.
       const message = redactText(err instanceof Error ? err.message : String(err)).split('\n')[0]!;
-      this.opts.logger.warn({ deployment: spec.deployment, revision: spec.revision, reason: message }, 'agent server could not start');
+      this.opts.logger.warn(
+        { deployment: spec.deployment, revision: spec.revision, reason: message },
+        'agent server could not start',
+      );
       return this.fail(spec, `agent server could not start: ${message}`);
     }
-    return this.servers.get(key)?.phase === 'Ready' ? { phase: 'Ready' } : this.failed.has(key) ? { phase: 'Failed', message: this.failed.get(key)! } : { phase: 'Starting' };
+    return this.servers.get(key)?.phase === 'Ready'
+      ? { phase: 'Ready' }
+      : this.failed.has(key)
+        ? { phase: 'Failed', message: this.failed.get(key)! }
+        : { phase: 'Starting' };
   }
 
   /** A revision whose build folder was removed (keepBuilds): build the same commit again, then serve it. */
   private async rebuild(spec: ServerSpec): Promise<ServerStatus> {
-    const saved = (await readFile(this.savedBuildFile(spec), 'utf8').then((t) => JSON.parse(t) as SavedBuild).catch(() => undefined));
+    const saved = await readFile(this.savedBuildFile(spec), 'utf8')
+      .then((t) => JSON.parse(t) as SavedBuild)
+      .catch(() => undefined);
     if (!saved) return this.fail(spec, 'the build of this revision is not on disk');
     // The same commit, from the saved build spec only (the server spec carries secrets, which builds never get).
     const status = await this.build({ ...saved.spec, revision: spec.revision, repoRef: saved.commitSha });
@@ -397,7 +424,10 @@ export class LocalRuntime implements Runtime {
    * Where the server keeps its data: a scratch folder (preflight), the deployment's embedded store folder, or the
    * deployment's own Postgres database, whose URL (with its password) goes through the environment, not argv.
    */
-  private async dataPlace(deploymentId: string, preflightDir?: string): Promise<{ args: string[]; env: Record<string, string>; rw: string[] }> {
+  private async dataPlace(
+    deploymentId: string,
+    preflightDir?: string,
+  ): Promise<{ args: string[]; env: Record<string, string>; rw: string[] }> {
     if (preflightDir) {
       await rm(preflightDir, { recursive: true, force: true });
       await mkdir(preflightDir, { recursive: true });
@@ -425,7 +455,8 @@ export class LocalRuntime implements Runtime {
     if (secretsProblem) throw new Error(secretsProblem);
     const marker = await readBuildMarker(dir);
     // The server may have changed its checkout while it ran: re-check what the runtime is about to mount.
-    if (!(await insideReal(cwd, checkout))) throw new Error('the project folder leads out of the checkout through a symbolic link');
+    if (!(await insideReal(cwd, checkout)))
+      throw new Error('the project folder leads out of the checkout through a symbolic link');
     const nodeModules = join(cwd, 'node_modules');
     const sharedNodeModules = marker?.sharedNodeModules && (await isRealDir(nodeModules)) ? nodeModules : undefined;
     if (sharedNodeModules) await resetCacheDir(sharedNodeModules);
@@ -433,17 +464,40 @@ export class LocalRuntime implements Runtime {
     const data = await this.dataPlace(spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
     if (this.gone.has(spec.deploymentId) || this.closed) throw new Error(`deployment ${spec.deployment} is gone`);
     await mkdir(home, { recursive: true });
-    const env = childEnv({ base: this.opts.baseEnv ?? process.env, home, npmCache: join(home, '.npm'), extra: { ...spec.env, ...data.env } });
+    const env = childEnv({
+      base: this.opts.baseEnv ?? process.env,
+      home,
+      npmCache: join(home, '.npm'),
+      extra: { ...spec.env, ...data.env },
+    });
     const problem = envProblem(env);
     if (problem) throw new Error(problem);
     const log = this.logWriter(spec, 'deploy');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
     // Deployments that are not public answer only their tenant's keys; without a key source they do not start.
-    const keysFile = spec.access === 'public' ? undefined : (spec.authKeysFile ?? this.opts.authKeysFile?.(spec.tenantId));
-    if (spec.access !== 'public' && !keysFile) throw new Error('this runtime has no API key source: only public deployments can run');
+    const keysFile =
+      spec.access === 'public' ? undefined : (spec.authKeysFile ?? this.opts.authKeysFile?.(spec.tenantId));
+    if (spec.access !== 'public' && !keysFile)
+      throw new Error('this runtime has no API key source: only public deployments can run');
     const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
-    const args = ['--import', PARENT_WATCH, AGENTPLANE_BIN, 'agent-server', '--config', config, '--host', '127.0.0.1', '--port', String(port), ...data.args, ...keysArgs];
-    const mounts = { ...revisionMounts(checkout, home, sharedNodeModules, data.rw), ro: keysFile ? [dirname(keysFile)] : [] };
+    const args = [
+      '--import',
+      PARENT_WATCH,
+      AGENTPLANE_BIN,
+      'agent-server',
+      '--config',
+      config,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      ...data.args,
+      ...keysArgs,
+    ];
+    const mounts = {
+      ...revisionMounts(checkout, home, sharedNodeModules, data.rw),
+      ro: keysFile ? [dirname(keysFile)] : [],
+    };
     log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
     let proc: ServerProcess;
     try {
@@ -461,7 +515,19 @@ export class LocalRuntime implements Runtime {
     });
     let settle!: (ok: boolean) => void;
     const healthy = new Promise<boolean>((r) => (settle = r));
-    const server: Server = { ref: spec, spec, preflight, healthy, port, child, signal: proc.signal, phase: 'Starting', inflight: 0, exited, stopping: false };
+    const server: Server = {
+      ref: spec,
+      spec,
+      preflight,
+      healthy,
+      port,
+      child,
+      signal: proc.signal,
+      phase: 'Starting',
+      inflight: 0,
+      exited,
+      stopping: false,
+    };
     this.servers.set(key, server);
     logger.info({ port, pid: child.pid }, 'agent server starting');
     // spawn() reports E2BIG, ENOENT and the like asynchronously: the server failed to start.
@@ -564,7 +630,9 @@ export class LocalRuntime implements Runtime {
       throw new Error(`revision ${revision} is not ready to take traffic`);
     }
     const previous = this.routes.get(d.deploymentId);
-    const others = [...this.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId && s.ref.revision !== revision);
+    const others = [...this.servers.values()].filter(
+      (s) => s.ref.deploymentId === d.deploymentId && s.ref.revision !== revision,
+    );
     if (parked || server!.preflight) {
       this.parked.delete(key);
       await this.handover(d, parked ?? server!.spec, parked ? undefined : server, others, previous);
@@ -584,7 +652,13 @@ export class LocalRuntime implements Runtime {
    * Embedded data: hold new requests, let the old server finish its open ones and stop, start the new revision on
    * the deployment's data, then release. If the new one does not come up, the old one is started again.
    */
-  private async handover(d: DeploymentRef, spec: ServerSpec, preflight: Server | undefined, others: Server[], previous: string | undefined): Promise<void> {
+  private async handover(
+    d: DeploymentRef,
+    spec: ServerSpec,
+    preflight: Server | undefined,
+    others: Server[],
+    previous: string | undefined,
+  ): Promise<void> {
     let release!: () => void;
     this.holds.set(d.deploymentId, new Promise<void>((r) => (release = r)));
     const log = this.opts.logger.child({ deployment: d.deployment, revision: spec.revision });

@@ -44,7 +44,9 @@ export class LogWriter {
     const bytes = Buffer.byteLength(text) + 1;
     if (b.lines + 1 > b.limits.maxLines || b.bytes + bytes > b.limits.maxBytes) {
       b.truncated = true;
-      this.pending.push(`[log truncated: more than ${b.limits.maxLines} lines or ${Math.round(b.limits.maxBytes / 1024)} KiB; the rest is not stored]`);
+      this.pending.push(
+        `[log truncated: more than ${b.limits.maxLines} lines or ${Math.round(b.limits.maxBytes / 1024)} KiB; the rest is not stored]`,
+      );
       this.flushSoon(0);
       return;
     }

@@ -21,7 +21,11 @@ async function passwordIn(file: string): Promise<string> {
 }
 
 /** Creates (or repairs) the deployment's role and database; returns the URL the agent server uses. */
-export async function ensureDeploymentDatabase(serverUrl: string, deploymentId: string, passwordFile: string): Promise<string> {
+export async function ensureDeploymentDatabase(
+  serverUrl: string,
+  deploymentId: string,
+  passwordFile: string,
+): Promise<string> {
   const name = databaseNameFor(deploymentId);
   const password = await passwordIn(passwordFile);
   const client = new pg.Client({ connectionString: serverUrl });
@@ -36,7 +40,10 @@ export async function ensureDeploymentDatabase(serverUrl: string, deploymentId: 
       });
     }
     await client.query(`ALTER ROLE ${ident(name)} ${attrs}`);
-    const db = await client.query<{ owner: string }>('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [name]);
+    const db = await client.query<{ owner: string }>(
+      'SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1',
+      [name],
+    );
     if (!db.rowCount) {
       await client.query(`CREATE DATABASE ${ident(name)} OWNER ${ident(name)}`).catch((err: { code?: string }) => {
         if (err.code !== '42P04') throw err; // created concurrently
@@ -66,7 +73,8 @@ async function adoptObjects(serverUrl: string, name: string): Promise<void> {
     const schemas = await client.query<{ nspname: string }>(
       "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('information_schema', 'public')",
     );
-    for (const { nspname } of schemas.rows) await client.query(`ALTER SCHEMA ${ident(nspname)} OWNER TO ${ident(name)}`);
+    for (const { nspname } of schemas.rows)
+      await client.query(`ALTER SCHEMA ${ident(nspname)} OWNER TO ${ident(name)}`);
     const relations = await client.query<{ nspname: string; relname: string }>(
       `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
@@ -74,9 +82,11 @@ async function adoptObjects(serverUrl: string, name: string): Promise<void> {
       [name],
     );
     for (const r of relations.rows) {
-      await client.query(`ALTER TABLE ${ident(r.nspname)}.${ident(r.relname)} OWNER TO ${ident(name)}`).catch((err: { code?: string }) => {
-        if (err.code !== '0A000') throw err; // a sequence owned by a table follows its table
-      });
+      await client
+        .query(`ALTER TABLE ${ident(r.nspname)}.${ident(r.relname)} OWNER TO ${ident(name)}`)
+        .catch((err: { code?: string }) => {
+          if (err.code !== '0A000') throw err; // a sequence owned by a table follows its table
+        });
     }
   } finally {
     await client.end();

@@ -34,7 +34,8 @@ export async function checkRepoUrl(repoUrl: string, policy: RepoPolicy): Promise
   const url = repoUrl.trim();
   if (!url || url.startsWith('-')) throw new RepoUrlRefused('repo_url must be a git URL or an absolute path');
   if (/[\0\r\n]/.test(url)) throw new RepoUrlRefused('repo_url contains control characters');
-  if (HELPER.test(url)) throw new RepoUrlRefused('repo_url uses a git remote helper ("<transport>::"), which is not allowed');
+  if (HELPER.test(url))
+    throw new RepoUrlRefused('repo_url uses a git remote helper ("<transport>::"), which is not allowed');
   if (REMOTE.test(url) || SCP.test(url)) {
     if (/^(ssh|git):\/\/-|@-/i.test(url)) throw new RepoUrlRefused('repo_url host must not start with "-"');
     return { kind: 'remote', url };
@@ -61,7 +62,9 @@ export async function checkRepoUrl(repoUrl: string, policy: RepoPolicy): Promise
   }
   const forbidden = await Promise.all(policy.forbiddenRoots.map((r) => realpath(r).catch(() => r)));
   if (forbidden.some((root) => within(real, root))) {
-    throw new RepoUrlRefused(`local repository ${path} is inside the agentplane data directory, which is never cloned from`);
+    throw new RepoUrlRefused(
+      `local repository ${path} is inside the agentplane data directory, which is never cloned from`,
+    );
   }
   if (!policy.allowedRoots.some((root) => within(real, root))) {
     const roots = policy.allowedRoots.length ? policy.allowedRoots.join(', ') : 'none';

@@ -26,7 +26,12 @@ export type Mounts = {
 export type Sandbox = {
   kind: 'bwrap' | 'none';
   /** The command line to spawn for `command args` confined to `mounts`. */
-  wrap(command: string, args: string[], mounts: Mounts, opts?: { infoFd?: number; asPid1?: boolean }): { command: string; args: string[] };
+  wrap(
+    command: string,
+    args: string[],
+    mounts: Mounts,
+    opts?: { infoFd?: number; asPid1?: boolean },
+  ): { command: string; args: string[] };
 };
 
 export type SandboxBase = {
@@ -64,7 +69,12 @@ function depth(path: string): number {
  * bwrap's arguments, pure given the system mounts. Mounts are applied parents first, so a hidden data dir covers
  * what a shared tree exposed, and a revision folder inside it is bound again on top.
  */
-export function bwrapArgs(base: SandboxBase, mounts: Mounts, system: string[], opts: { infoFd?: number; asPid1?: boolean } = {}): string[] {
+export function bwrapArgs(
+  base: SandboxBase,
+  mounts: Mounts,
+  system: string[],
+  opts: { infoFd?: number; asPid1?: boolean } = {},
+): string[] {
   type M = { path: string; args: string[] };
   const ordered: M[] = [
     ...base.shared.map((p) => ({ path: p, args: ['--ro-bind', p, p] })),
@@ -103,7 +113,10 @@ export function bwrapSandbox(base: SandboxBase, bwrap = 'bwrap'): Sandbox {
   const system = systemMounts();
   return {
     kind: 'bwrap',
-    wrap: (command, args, mounts, opts) => ({ command: bwrap, args: [...bwrapArgs(base, mounts, system, opts), command, ...args] }),
+    wrap: (command, args, mounts, opts) => ({
+      command: bwrap,
+      args: [...bwrapArgs(base, mounts, system, opts), command, ...args],
+    }),
   };
 }
 
@@ -129,17 +142,30 @@ const run = promisify(execFile);
  * Resolves `auto` by trying bwrap for real (it may be installed but refused by the kernel or a container);
  * `bwrap` insists and throws when it does not work. Returns the sandbox and a line saying why.
  */
-export async function detectSandbox(mode: SandboxMode, base: SandboxBase): Promise<{ sandbox: Sandbox; reason: string }> {
-  if (mode === 'none') return { sandbox: NO_SANDBOX, reason: 'sandbox disabled (--sandbox none): builds and agent servers run unconfined' };
+export async function detectSandbox(
+  mode: SandboxMode,
+  base: SandboxBase,
+): Promise<{ sandbox: Sandbox; reason: string }> {
+  if (mode === 'none')
+    return {
+      sandbox: NO_SANDBOX,
+      reason: 'sandbox disabled (--sandbox none): builds and agent servers run unconfined',
+    };
   const sandbox = bwrapSandbox(base);
   try {
     await run('bwrap', ['--version'], { timeout: 5000 });
     const { command, args } = sandbox.wrap('true', [], { cwd: '/' });
     await run(command, args, { timeout: 10_000 });
-    return { sandbox, reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable' };
+    return {
+      sandbox,
+      reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable',
+    };
   } catch (err) {
     const why = (err as { stderr?: string; message?: string }).stderr?.trim() || (err as Error).message;
     if (mode === 'bwrap') throw new Error(`--sandbox bwrap: bubblewrap does not work here: ${why}`, { cause: err });
-    return { sandbox: NO_SANDBOX, reason: `bubblewrap not usable (${why.split('\n')[0]}); builds and agent servers run unconfined` };
+    return {
+      sandbox: NO_SANDBOX,
+      reason: `bubblewrap not usable (${why.split('\n')[0]}); builds and agent servers run unconfined`,
+    };
   }
 }

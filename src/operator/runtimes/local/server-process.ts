@@ -21,7 +21,12 @@ export function spawnServer(
   opts: { cwd: string; env: Record<string, string>; mounts: Omit<Mounts, 'cwd'> },
 ): ServerProcess {
   const confined = sandbox.kind !== 'none';
-  const inner = sandbox.wrap(command, args, { ...opts.mounts, cwd: opts.cwd }, confined ? { infoFd: 3, asPid1: true } : undefined);
+  const inner = sandbox.wrap(
+    command,
+    args,
+    { ...opts.mounts, cwd: opts.cwd },
+    confined ? { infoFd: 3, asPid1: true } : undefined,
+  );
   const wrapped = withParentDeath(inner.command, inner.args);
   // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
   const child = spawn(wrapped.command, wrapped.args, {
@@ -34,7 +39,9 @@ export function spawnServer(
   const signal = (sig: NodeJS.Signals): void => {
     // Killing bwrap while it sets the sandbox up would strand its half-made child: wait (briefly) for the pid.
     if (info && innerPid === undefined && sig !== 'SIGKILL' && child.exitCode === null) {
-      void Promise.race([info, new Promise((r) => setTimeout(r, 2000))]).then(() => signal(innerPid === undefined ? 'SIGKILL' : sig));
+      void Promise.race([info, new Promise((r) => setTimeout(r, 2000))]).then(() =>
+        signal(innerPid === undefined ? 'SIGKILL' : sig),
+      );
       return;
     }
     if (innerPid) {
