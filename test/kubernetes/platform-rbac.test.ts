@@ -66,12 +66,10 @@ describe('control plane and operator under the chart RBAC', () => {
   it('create -> DEPLOYED -> logs -> new revision -> delete, with no request refused', async () => {
     // A ServiceAccount the admin granted to the tenant: the control plane checks its label when the deployment names it.
     const { CoreV1Api } = await import('@kubernetes/client-node');
-    await cluster.kubeConfig
-      .makeApiClient(CoreV1Api)
-      .createNamespacedServiceAccount({
-        namespace: NS,
-        body: { metadata: { name: 'a-bot', labels: { 'agentplane.dev/tenant': 'team-a' } } },
-      });
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: 'a-bot', labels: { 'agentplane.dev/tenant': 'team-a' } } },
+    });
     const created = await api('POST', '/v2/deployments', {
       name: 'rbac-bot',
       source: 'external_docker',
