@@ -52,8 +52,9 @@ describe('durable streams across replicas (Postgres)', { timeout: 240_000 }, () 
       db.url,
       '--lease-secs',
       '2',
+      // Long enough that a reader slowed by a loaded test machine is not taken for a stalled one.
       '--stream-stall-timeout',
-      '4',
+      '15',
     ]);
     procs.push(p);
     return p;

@@ -18,7 +18,11 @@ import { startKube } from './helpers/kube.ts';
 const KEY = 'bad-input-admin-key-0123456789';
 type Res = { statusCode: number; body: string; json: () => any };
 
-const stores: Record<string, () => Promise<{ store: ControlPlaneStore; ns: string; close: () => Promise<void> }>> = {
+/** `collected`: resolves once objects whose owner is gone are collected (Kubernetes does that after the delete). */
+const stores: Record<
+  string,
+  () => Promise<{ store: ControlPlaneStore; ns: string; close: () => Promise<void>; collected?: () => Promise<void> }>
+> = {
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-bad-'));
     const store = openEmbeddedStore({ dataDir: dir });
@@ -41,6 +45,7 @@ const stores: Record<string, () => Promise<{ store: ControlPlaneStore; ns: strin
     return {
       store,
       ns: 'bad',
+      collected: () => kube.server.gcIdle(),
       close: async () => {
         await store.close();
         await kube.stop();
@@ -244,6 +249,7 @@ for (const [kind, open] of Object.entries(stores)) {
         } finally {
           await broken.close();
         }
+        await s.collected?.();
         const deps = (await s.store.list('AgentDeployment', s.ns)).items.filter((d) => d.spec.displayName === name);
         expect(deps, step).toEqual([]);
         const live = new Set((await s.store.list('AgentDeployment', s.ns)).items.map((d) => d.metadata.name));

@@ -13,7 +13,14 @@ import { githubBody } from './helpers/harness.ts';
 import { startKube } from './helpers/kube.ts';
 import { cli, cliFails, startControlPlaneProcess, type ControlPlaneProcess } from './helpers/process.ts';
 
-type Setup = { args: string[]; env: NodeJS.ProcessEnv; store: () => ControlPlaneStore; cleanup: () => Promise<void> };
+type Setup = {
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  store: () => ControlPlaneStore;
+  cleanup: () => Promise<void>;
+  /** Resolves once objects whose owner is gone have been collected (Kubernetes collects them after the delete). */
+  collected?: () => Promise<void>;
+};
 
 const setups: Record<string, () => Promise<Setup>> = {
   embedded: async () => {
@@ -37,6 +44,7 @@ const setups: Record<string, () => Promise<Setup>> = {
           logger: silentLogger(),
         }),
       cleanup: () => kube.stop(),
+      collected: () => kube.server.gcIdle(),
     };
   },
 };
@@ -121,6 +129,7 @@ for (const [name, make] of Object.entries(setups)) {
       const gone = await api('GET', `/v2/deployments/${dep.id}`);
       expect(gone.status).toBe(404);
       expect(gone.body).toEqual({ detail: `Deployment ID ${dep.id} not found.` });
+      await setup.collected?.();
       await expect(store.get('AgentRevision', store.namespace, r1.metadata.name)).rejects.toThrow(/not found/);
     });
 
