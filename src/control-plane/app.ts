@@ -14,9 +14,11 @@ import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
+import { integrationRoutes } from './routes/v1/integrations.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
+import { createIntegrationService } from './services/integrations.ts';
 import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -89,6 +91,8 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     policy: deps.policy,
   });
 
+  const integrations = createIntegrationService(deps.store);
+
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
     await app.register(
@@ -102,6 +106,15 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
       },
       { prefix: `${prefix}/v2` },
+    );
+    await app.register(
+      async (v1) => {
+        v1.addHook('onRequest', async (req) => {
+          req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+        });
+        await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
+      },
+      { prefix: `${prefix}/v1` },
     );
   }
   return app;

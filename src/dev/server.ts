@@ -17,6 +17,7 @@ import { storeLogSink } from '../operator/sources.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
 import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
 import type { DevConfig } from './config.ts';
+import { isUuid } from '../resources/index.ts';
 
 export type DevServer = {
   /** http://host:port */
@@ -80,6 +81,12 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     protectedDirs: [dataDir],
     buildTimeoutMs: config.buildTimeoutSecs * 1000,
     keepBuilds: config.keepBuilds,
+    gitCredential: async (tenant, id) => {
+      if (!isUuid(id)) return undefined;
+      const integration = await store.getIntegration(tenant, id);
+      const token = integration && (await store.integrationToken(tenant, id));
+      return integration && token ? { host: integration.host, username: integration.username, token } : undefined;
+    },
     installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
     authKeysFile,
   });

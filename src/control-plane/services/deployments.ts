@@ -32,6 +32,7 @@ import {
 import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '../routes/v2/schemas.ts';
 import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
 import type { InputPolicy } from './input-rules.ts';
+import { integrationIssues } from './integrations.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 /** Comma-separated environment variable names of the current secret set (values live in the set only). */
@@ -208,6 +209,7 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
     async create(tenant: string, body: DeploymentCreate): Promise<Deployment> {
       refuse(policyIssues(body.source_config.resource_spec, body.source_config.custom_url));
       refuse(await referenceIssues(tenant, body.source_config.resource_spec, body.secret_references));
+      refuse(await integrationIssues(store, tenant, body.source_config.integration_id, body.source_config.repo_url));
       const host = hostOf(body.source_config.custom_url);
       return withTenantLock(tenant, async () => {
         await assertNameFree(tenant, body.name);

@@ -95,6 +95,31 @@ export interface ApiKeyStore {
   deleteApiKey(id: string): Promise<boolean>;
 }
 
+/** A plain git credential of one workspace (tenant), valid for one repository host. */
+export type IntegrationRecord = {
+  id: string;
+  tenant: string;
+  name: string;
+  /** Repository host the credential is for (lowercase, with :port when not the default). */
+  host: string;
+  /** HTTPS username; undefined = token only (sent with a fixed username the host ignores). */
+  username?: string;
+  createdAt: string;
+};
+
+/** Integrations: the credential is stored encrypted (embedded) or in a tenant-labelled Secret (kubernetes). */
+export interface IntegrationStore {
+  putIntegration(record: IntegrationRecord, token: string): Promise<void>;
+  /** The tenant's integrations, oldest first. */
+  listIntegrations(tenant: string): Promise<IntegrationRecord[]>;
+  /** undefined when missing or owned by another tenant. */
+  getIntegration(tenant: string, id: string): Promise<IntegrationRecord | undefined>;
+  /** The credential; only builds call this, the API never returns it. */
+  integrationToken(tenant: string, id: string): Promise<string | undefined>;
+  /** false when missing or owned by another tenant. */
+  deleteIntegration(tenant: string, id: string): Promise<boolean>;
+}
+
 export type LogType = 'build' | 'deploy';
 export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
 
@@ -170,7 +195,7 @@ export type TenantReferences = { serviceAccounts: string[]; secrets: string[] };
 
 /** Everything a control plane needs, as one object the adapters build. */
 export interface ControlPlaneStore
-  extends ResourceStore, SecretStore, ApiKeyStore, RevisionLogStore, NameClaimStore, HostClaimStore {
+  extends ResourceStore, SecretStore, ApiKeyStore, IntegrationStore, RevisionLogStore, NameClaimStore, HostClaimStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
   /**

@@ -18,7 +18,13 @@ export type BuildSpec = RevisionRef & {
   graphConfigPath: string;
   installCommand?: string | null;
   buildCommand?: string | null;
+  /** The deployment's tenant and integration: the runtime looks the git credential up itself (never in the spec). */
+  tenantId?: string;
+  integrationId?: string | null;
 };
+
+/** A git credential for one repository host (a plain git integration). */
+export type GitCredential = { host: string; username?: string; token: string };
 
 export type BuildStatus =
   | { phase: 'Running' }

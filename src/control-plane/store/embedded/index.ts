@@ -21,6 +21,7 @@ import {
   labelSelectorMatcher,
   type AnyResource,
   type ApiKeyRecord,
+  type IntegrationRecord,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -67,6 +68,9 @@ CREATE INDEX IF NOT EXISTS name_claims_by_owner ON name_claims (owner_uid);
 CREATE TABLE IF NOT EXISTS host_claims (namespace TEXT NOT NULL, host TEXT NOT NULL, owner_name TEXT NOT NULL,
   owner_uid TEXT NOT NULL, PRIMARY KEY (namespace, host));
 CREATE INDEX IF NOT EXISTS host_claims_by_owner ON host_claims (owner_uid);
+CREATE TABLE IF NOT EXISTS integrations (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL,
+  host TEXT NOT NULL, username TEXT, created_at TEXT NOT NULL, token TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS integrations_by_tenant ON integrations (tenant);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
 
@@ -459,6 +463,40 @@ class EmbeddedStore implements ControlPlaneStore {
     return this.db.prepare('DELETE FROM api_keys WHERE id = ?').run(id).changes > 0;
   }
 
+  // ---- integrations: the token sealed with the secret key, its id and tenant as additional data ----
+
+  async putIntegration(r: IntegrationRecord, token: string): Promise<void> {
+    const sealed = seal(this.secretKey(), token, integrationAad(r.tenant, r.id));
+    this.db
+      .prepare(
+        'INSERT INTO integrations (id, tenant, name, host, username, created_at, token) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      )
+      .run(r.id, r.tenant, r.name, r.host, r.username ?? null, r.createdAt, sealed);
+  }
+
+  async listIntegrations(tenant: string): Promise<IntegrationRecord[]> {
+    const rows = this.db
+      .prepare('SELECT * FROM integrations WHERE tenant = ? ORDER BY created_at, id')
+      .all(tenant) as IntegrationRow[];
+    return rows.map(integrationOf);
+  }
+
+  async getIntegration(tenant: string, id: string): Promise<IntegrationRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM integrations WHERE tenant = ? AND id = ?').get(tenant, id) as
+      IntegrationRow | undefined;
+    return row && integrationOf(row);
+  }
+
+  async integrationToken(tenant: string, id: string): Promise<string | undefined> {
+    const row = this.db.prepare('SELECT token FROM integrations WHERE tenant = ? AND id = ?').get(tenant, id) as
+      { token: string } | undefined;
+    return row && openSealed(this.secretKey(), row.token, integrationAad(tenant, id));
+  }
+
+  async deleteIntegration(tenant: string, id: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM integrations WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0;
+  }
+
   // ---- deployment name claims: one row per (tenant, name); the primary key and an IMMEDIATE transaction make a
   // claim atomic across processes on the same file; removed with the owning deployment ----
 
@@ -750,3 +788,25 @@ function secretAad(namespace: string, set: string, variable: string): string {
 function notFound(kind: Kind, name: string): NotFoundError {
   return new NotFoundError(`${kind} "${name}" not found`);
 }
+
+type IntegrationRow = {
+  id: string;
+  tenant: string;
+  name: string;
+  host: string;
+  username: string | null;
+  created_at: string;
+};
+
+function integrationOf(r: IntegrationRow): IntegrationRecord {
+  return {
+    id: r.id,
+    tenant: r.tenant,
+    name: r.name,
+    host: r.host,
+    ...(r.username === null ? {} : { username: r.username }),
+    createdAt: r.created_at,
+  };
+}
+
+const integrationAad = (tenant: string, id: string) => `integration/${tenant}/${id}`;

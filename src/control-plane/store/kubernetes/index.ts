@@ -33,6 +33,7 @@ import {
   type NameClaimOwner,
   StaleResourceVersionError,
   type ApiKeyRecord,
+  type IntegrationRecord,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -44,6 +45,7 @@ import {
 
 const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
 const LABEL_API_KEY = 'agentplane.dev/api-key';
+const LABEL_INTEGRATION = 'agentplane.dev/integration';
 
 export { tenantKeysSecretName };
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
@@ -316,6 +318,91 @@ class KubernetesStore implements ControlPlaneStore {
       await call(() => this.core.deleteNamespacedSecret({ namespace, name }));
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+
+  // ---- integrations: one Secret per integration, labelled with its tenant; the token is a data key of it ----
+
+  private integrationSecretName(id: string): string {
+    return `agentplane-integration-${id}`;
+  }
+
+  async putIntegration(r: IntegrationRecord, token: string): Promise<void> {
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: {
+        name: this.integrationSecretName(r.id),
+        namespace: this.namespace,
+        labels: { [LABEL_INTEGRATION]: 'true', [LABEL_TENANT]: r.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+      },
+      data: {
+        id: b64(r.id),
+        tenant: b64(r.tenant),
+        name: b64(r.name),
+        host: b64(r.host),
+        ...(r.username === undefined ? {} : { username: b64(r.username) }),
+        createdAt: b64(r.createdAt),
+        token: b64(token),
+      },
+    };
+    await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
+  }
+
+  /** The integration's Secret when it exists and belongs to `tenant` (label and data agree). */
+  private async integrationSecret(tenant: string, id: string): Promise<V1Secret | undefined> {
+    let s: V1Secret;
+    try {
+      s = await call(() =>
+        this.core.readNamespacedSecret({ namespace: this.namespace, name: this.integrationSecretName(id) }),
+      );
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+    const r = integrationFromSecret(s);
+    return r && r.tenant === tenant && r.id === id && s.metadata?.labels?.[LABEL_TENANT] === tenant ? s : undefined;
+  }
+
+  async listIntegrations(tenant: string): Promise<IntegrationRecord[]> {
+    const list = await call(() =>
+      this.core.listNamespacedSecret({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_INTEGRATION}=true,${LABEL_TENANT}=${tenant}`,
+      }),
+    );
+    return list.items
+      .map(integrationFromSecret)
+      .filter((r): r is IntegrationRecord => r !== undefined && r.tenant === tenant)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async getIntegration(tenant: string, id: string): Promise<IntegrationRecord | undefined> {
+    const s = await this.integrationSecret(tenant, id);
+    return s && integrationFromSecret(s);
+  }
+
+  async integrationToken(tenant: string, id: string): Promise<string | undefined> {
+    const token = (await this.integrationSecret(tenant, id))?.data?.token;
+    return token === undefined ? undefined : unb64(token);
+  }
+
+  async deleteIntegration(tenant: string, id: string): Promise<boolean> {
+    const s = await this.integrationSecret(tenant, id);
+    if (!s?.metadata?.uid) return false;
+    try {
+      await call(() =>
+        this.core.deleteNamespacedSecret({
+          namespace: this.namespace,
+          name: this.integrationSecretName(id),
+          body: { preconditions: { uid: s.metadata!.uid } },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
     }
   }
 
@@ -716,4 +803,17 @@ function parseLog(cm: V1ConfigMap | undefined): { id: number; ts: string; messag
   const text = cm?.data?.lines;
   if (!text) return [];
   return text.split('\n').map((l) => JSON.parse(l) as { id: number; ts: string; message: string });
+}
+
+function integrationFromSecret(s: V1Secret): IntegrationRecord | undefined {
+  const d = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, unb64(v)]));
+  if (!d.id || !d.tenant || !d.host) return undefined;
+  return {
+    id: d.id,
+    tenant: d.tenant,
+    name: d.name ?? '',
+    host: d.host,
+    ...(d.username === undefined ? {} : { username: d.username }),
+    createdAt: d.createdAt ?? '',
+  };
 }

@@ -44,6 +44,8 @@ export function buildSpecOf(dep: AgentDeployment, rev: AgentRevision): BuildSpec
     graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
     installCommand: rev.spec.sourceConfig.installCommand ?? null,
     buildCommand: rev.spec.sourceConfig.buildCommand ?? null,
+    tenantId: dep.spec.tenantId,
+    integrationId: rev.spec.sourceConfig.integrationId ?? null,
   };
 }
 

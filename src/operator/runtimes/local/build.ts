@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import type { BuildSpec } from '../types.ts';
+import type { BuildSpec, GitCredential } from '../types.ts';
 import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
 import type { LogWriter } from './logs.ts';
@@ -85,6 +85,8 @@ export type BuildContext = {
   baseEnv: NodeJS.ProcessEnv;
   cache?: InstallCache;
   maxStepOutputBytes?: number;
+  /** The deployment's git credential; handed to git only for its host. */
+  credential?: GitCredential;
 };
 
 export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
@@ -149,21 +151,32 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       [source.path],
     );
   } else {
-    // Credentials reach git through GIT_ASKPASS and the environment, never through argv (visible in `ps`).
-    const { url, username, password } = splitCredentials(source.url);
+    // Credentials reach git through GIT_ASKPASS: the username in the environment, the secret in a 0600 file that
+    // is removed after the clone; never in argv (visible in `ps`), the URL, a log line or a status.
+    const parts = splitCredentials(source.url);
+    const { url } = parts;
+    let { username, password } = parts;
+    const cred = ctx.credential;
+    if (cred && urlHost(url) === cred.host) {
+      username = cred.username ?? 'x-access-token';
+      password = cred.token;
+    }
     const askpass = join(dir, '.git-askpass');
+    const secretFile = join(dir, '.git-credential');
     const creds: Record<string, string> = {};
     if (username !== undefined || password !== undefined) {
+      await writeFile(secretFile, password ?? '', { mode: 0o600, flag: 'wx' });
       await writeFile(
         askpass,
-        '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) printf "%s\\n" "$AP_GIT_PASSWORD" ;; esac\n',
+        '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) cat "$AP_GIT_SECRET_FILE"; echo ;; esac\n',
         { mode: 0o700 },
       );
-      Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_PASSWORD: password ?? '' });
+      Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_SECRET_FILE: secretFile });
     }
     try {
       await git(`git clone ${shownUrl}`, ['clone', '--quiet', '--no-checkout', '--', url, src], dir, creds);
     } finally {
+      await rm(secretFile, { force: true });
       await rm(askpass, { force: true });
     }
   }
@@ -254,6 +267,14 @@ export function revisionMounts(
     rw: [checkout, home, ...extraRw],
     ...(sharedNodeModules ? { roOver: [sharedNodeModules], tmpfs: [join(sharedNodeModules, '.cache')] } : {}),
   };
+}
+
+function urlHost(url: string): string | undefined {
+  try {
+    return new URL(url).host.toLowerCase();
+  } catch {
+    return undefined;
+  }
 }
 
 /** git reads no system or user configuration and may use only the transports the URL needs. */

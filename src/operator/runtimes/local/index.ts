@@ -17,6 +17,7 @@ import type {
   Runtime,
   ServerSpec,
   ServerStatus,
+  GitCredential,
 } from '../types.ts';
 import {
   checkoutDir,
@@ -80,6 +81,8 @@ export type LocalRuntimeOptions = {
   maxStepOutputBytes?: number;
   /** Stored log per revision and type (default 20 000 lines / 5 MiB). */
   logLimits?: LogLimits;
+  /** The git credential of a tenant's integration (undefined: none, the clone runs without one). */
+  gitCredential?: (tenantId: string, integrationId: string) => Promise<GitCredential | undefined>;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
 };
@@ -281,6 +284,10 @@ export class LocalRuntime implements Runtime {
         baseEnv: this.opts.baseEnv ?? process.env,
         cache,
         maxStepOutputBytes: this.opts.maxStepOutputBytes,
+        credential:
+          spec.tenantId && spec.integrationId && this.opts.gitCredential
+            ? await this.opts.gitCredential(spec.tenantId, spec.integrationId)
+            : undefined,
       });
       await this.saveBuild(spec, result.commitSha);
       // Before reporting success: whoever sees Succeeded also sees the old folders gone.
