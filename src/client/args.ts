@@ -2,7 +2,7 @@
 // into one line on stderr and exit code 1.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
-import { optionPicker, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import { formatHelp, optionPicker, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
 import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
 
 /** A client flag may be given several times (--secret A=1 --secret B=2). */
@@ -39,6 +39,30 @@ export function parseClientArgs(spec: ClientCommandSpec, argv: string[]): { flag
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/**
+ * The subcommand and its arguments, or null when help was asked for (and printed): `--help` alone or after the
+ * subcommand. An unknown subcommand is a usage error naming the known ones.
+ */
+export function parseSubcommand<S extends string>(
+  spec: ClientCommandSpec,
+  subcommands: readonly S[],
+  argv: string[],
+): { sub: S; flags: Flags; positionals: string[] } | null {
+  const [sub, ...rest] = argv;
+  if (!sub || sub === '--help' || sub === '-h') {
+    process.stdout.write(formatHelp(spec));
+    return null;
+  }
+  if (!(subcommands as readonly string[]).includes(sub))
+    throw new UsageError(`unknown subcommand "${sub}" (expected ${subcommands.join(', ')})`);
+  const { flags, positionals } = parseClientArgs(spec, rest);
+  if (flags.help) {
+    process.stdout.write(formatHelp(spec));
+    return null;
+  }
+  return { sub: sub as S, flags, positionals };
 }
 
 /** A string flag, else its environment variables, else its default. */

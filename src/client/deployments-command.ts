@@ -1,11 +1,11 @@
 // `agentplane deployments list|get|delete`: the tenant's deployments over the REST API.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatHelp, UsageError } from '../lib/cli-args.ts';
+import { UsageError } from '../lib/cli-args.ts';
 import {
   CliError,
   clientFrom,
   connectionOptions,
-  parseClientArgs,
+  parseSubcommand,
   pickString,
   positiveInt,
   runReporting,
@@ -37,18 +37,9 @@ export const deploymentsCommand: ClientCommandSpec = {
 const SUBCOMMANDS = ['list', 'get', 'delete'] as const;
 
 export async function run(argv: string[]): Promise<void> {
-  const [sub, ...rest] = argv;
-  if (!sub || sub === '--help' || sub === '-h') {
-    process.stdout.write(formatHelp(deploymentsCommand));
-    return;
-  }
-  if (!(SUBCOMMANDS as readonly string[]).includes(sub))
-    throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
-  const { flags, positionals } = parseClientArgs(deploymentsCommand, rest);
-  if (flags.help) {
-    process.stdout.write(formatHelp(deploymentsCommand));
-    return;
-  }
+  const parsed = parseSubcommand(deploymentsCommand, SUBCOMMANDS, argv);
+  if (!parsed) return;
+  const { sub, flags, positionals } = parsed;
   const want = sub === 'list' ? 0 : 1;
   if (positionals.length !== want) {
     throw new UsageError(want ? `${sub} needs one deployment name or id` : `unexpected argument "${positionals[0]}"`);

@@ -1,11 +1,11 @@
 // `agentplane revisions list|logs|redeploy`: a deployment's revisions, their logs, and going back to one.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { formatHelp, UsageError } from '../lib/cli-args.ts';
+import { UsageError } from '../lib/cli-args.ts';
 import {
   CliError,
   clientFrom,
   connectionOptions,
-  parseClientArgs,
+  parseSubcommand,
   pickString,
   positiveInt,
   runReporting,
@@ -41,18 +41,9 @@ export const revisionsCommand: ClientCommandSpec = {
 const SUBCOMMANDS = ['list', 'logs', 'redeploy'] as const;
 
 export async function run(argv: string[]): Promise<void> {
-  const [sub, ...rest] = argv;
-  if (!sub || sub === '--help' || sub === '-h') {
-    process.stdout.write(formatHelp(revisionsCommand));
-    return;
-  }
-  if (!(SUBCOMMANDS as readonly string[]).includes(sub))
-    throw new UsageError(`unknown subcommand "${sub}" (expected ${SUBCOMMANDS.join(', ')})`);
-  const { flags, positionals } = parseClientArgs(revisionsCommand, rest);
-  if (flags.help) {
-    process.stdout.write(formatHelp(revisionsCommand));
-    return;
-  }
+  const parsed = parseSubcommand(revisionsCommand, SUBCOMMANDS, argv);
+  if (!parsed) return;
+  const { sub, flags, positionals } = parsed;
   const [min, max] = sub === 'list' ? [1, 1] : sub === 'logs' ? [1, 2] : [2, 2];
   if (positionals.length < min || positionals.length > max) {
     throw new UsageError(
