@@ -2,8 +2,9 @@
 // step prints: output is streamed to the (capped) log, only a bounded stdout and stderr tail are kept, and a step
 // that prints more than its byte allowance is killed.
 import { spawn, spawnSync, type ChildProcessByStdio } from 'node:child_process';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { readFile, rm, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import type { LogWriter } from './logs.ts';
 import { redactText } from './redact.ts';
 import { NO_SANDBOX, type Mounts, type Sandbox } from './sandbox.ts';
@@ -36,6 +37,8 @@ const MAX_STDERR = 20_000;
 export const DEFAULT_MAX_STEP_OUTPUT = 64 * 1024 * 1024;
 
 let pdeathsig: boolean | undefined;
+
+const STEP_GUARD = fileURLToPath(new URL('./step-guard.mjs', import.meta.url));
 
 /**
  * `setpriv --pdeathsig KILL` in front of a step: the kernel kills it when this process dies, even by SIGKILL (an
@@ -73,15 +76,17 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
   log.line(`$ ${step.label}`);
   return new Promise((resolve, reject) => {
     const wrapped = (step.sandbox ?? NO_SANDBOX).wrap(step.command, step.args, { ...step.mounts, cwd: step.cwd });
-    const { command, args } = withParentDeath(wrapped.command, wrapped.args);
-    let child: ChildProcessByStdio<null, Readable, Readable>;
+    const { command, args } = withParentDeath(process.execPath, [STEP_GUARD, wrapped.command, ...wrapped.args]);
+    let child: ChildProcessByStdio<Writable, Readable, Readable>;
     try {
-      // Its own process group, so npm's and git's own children stop with it.
-      child = spawn(command, args, { cwd: step.cwd, env: step.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      // Its own process group, so npm's and git's own children stop with it; the guard leading the group ends it when
+      // this process dies (its stdin pipe closes), which no signal of ours could do after a SIGKILL.
+      child = spawn(command, args, { cwd: step.cwd, env: step.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     } catch (err) {
       reject(new StepError(`${step.label} could not run: ${(err as Error).message}`));
       return;
     }
+    child.stdin.on('error', () => undefined); // the guard has exited; nothing is ever written to it
     const pgid = child.pid;
     if (pgid) {
       runningGroups.add(pgid);

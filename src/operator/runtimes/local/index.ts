@@ -368,6 +368,9 @@ export class LocalRuntime implements Runtime {
     if (this.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
     // A switch in progress starts and stops this deployment's servers itself.
     if (this.closed || this.holds.has(spec.deploymentId)) return { phase: 'Starting' };
+    // A value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault, whether or not the build is on disk.
+    const secretsProblem = envProblem(spec.env);
+    if (secretsProblem) return this.fail(spec, `agent server could not start: ${secretsProblem}`);
     const dir = this.revisionDir(spec);
     const marker = await readBuildMarker(dir);
     if (!marker) return this.rebuild(spec);
