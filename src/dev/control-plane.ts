@@ -6,8 +6,6 @@ import { createControlPlane } from '../control-plane/app.ts';
 import type { BootstrapKey } from '../control-plane/auth/keys.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 
-export const BOOTSTRAP_KEY_ENV = 'AGENTPLANE_BOOTSTRAP_API_KEY';
-
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
   return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
 }

@@ -271,5 +271,3 @@ export function routeEvent(method: string, routeUrl: string | undefined): RouteE
   return routeUrl === undefined ? undefined : TABLE[`${method} ${routeUrl}`];
 }
 
-/** Routes in the table, for a test that every thread/assistant/run route has a row. */
-export const AUTHORIZED_ROUTES: readonly string[] = Object.keys(TABLE);

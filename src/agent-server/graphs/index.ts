@@ -15,7 +15,6 @@ import type { Config, PregelLike } from './pregel-like.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
 export { GraphConfigError } from './config.ts';
-export { SUPPORTED_LANGGRAPH_RANGE } from './version.ts';
 export type { GraphSchemas } from './introspect.ts';
 export type { DrawableLike, PregelLike, StateSnapshotLike } from './pregel-like.ts';
 

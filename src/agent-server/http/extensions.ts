@@ -16,8 +16,6 @@ export interface ServerExtensions {
   cors: CorsConfig | undefined;
 }
 
-export const NO_EXTENSIONS: ServerExtensions = { auth: null, app: null, http: {}, cors: undefined };
-
 export async function loadServerExtensions(configPath: string, logger: Logger): Promise<ServerExtensions> {
   const abs = path.resolve(configPath);
   const projectDir = path.dirname(abs);

@@ -9,7 +9,7 @@ import { adoptInternalCallToken, internalCallToken } from './internal-call.ts';
 import { createSdkLogger } from './sdk-logger.ts';
 
 export { INTERNAL_CALL_HEADER, internalCallToken, isInternalCall } from './internal-call.ts';
-export { withGraphContext, currentGraphContext, type GraphContext } from './context.ts';
+export type { GraphContext } from './context.ts';
 
 const SDK_LOGGER = Symbol.for('langgraph.api.sdk-logger');
 const API_FETCH = Symbol.for('langgraph_api:fetch');

@@ -80,8 +80,7 @@ import {
   serverName,
 } from './server.ts';
 
-export { kubernetesRuntimeConfigSchema, type KubernetesRuntimeConfig } from './config.ts';
-export { tenantKeysSecretName } from './labels.ts';
+export type { KubernetesRuntimeConfig } from './config.ts';
 export { tenantNamespaceName } from './tenant-namespace.ts';
 
 const ANNOTATION_IMAGE = 'agentplane.dev/image';
