@@ -5,6 +5,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import { verify } from '@octokit/webhooks-methods';
 import { AppError } from '../../lib/errors.ts';
+import type { Logger } from '../../lib/logger.ts';
 
 export type GitHubAppSettings = {
   appId: string;
@@ -85,10 +86,20 @@ export function githubRepoOf(webUrl: string, repoUrl: string): { owner: string; 
   return { owner: parts[0]!, name: parts[1]! };
 }
 
-export function createGitHubApp(settings: GitHubAppSettings) {
+export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
   const baseUrl = settings.apiUrl.replace(/\/+$/, '');
+  // Octokit's own lines (a request and its status; never a token) go to the logger, failures at debug: they are
+  // reported once, by whoever called.
+  const quiet = () => undefined;
+  const log = {
+    debug: (msg: string) => logger?.debug({ component: 'github' }, msg) ?? quiet(),
+    info: (msg: string) => logger?.debug({ component: 'github' }, msg) ?? quiet(),
+    warn: (msg: string) => logger?.warn({ component: 'github' }, msg) ?? quiet(),
+    error: (msg: string) => logger?.debug({ component: 'github' }, msg) ?? quiet(),
+  };
   const app = new Octokit({
     baseUrl,
+    log,
     authStrategy: createAppAuth,
     auth: { appId: settings.appId, privateKey: settings.privateKey },
     // No retries hidden in the client: a failure is reported once, with its reason.
@@ -121,7 +132,9 @@ export function createGitHubApp(settings: GitHubAppSettings) {
     webHost,
     installUrl(state: string): string | undefined {
       if (!settings.appSlug) return undefined;
-      const u = new URL(`${settings.webUrl.replace(/\/+$/, '')}/apps/${encodeURIComponent(settings.appSlug)}/installations/new`);
+      const u = new URL(
+        `${settings.webUrl.replace(/\/+$/, '')}/apps/${encodeURIComponent(settings.appSlug)}/installations/new`,
+      );
       u.searchParams.set('state', state);
       return u.toString();
     },
@@ -137,8 +150,11 @@ export function createGitHubApp(settings: GitHubAppSettings) {
     },
     /** Every repository the installation can see (all pages). */
     async repositories(installationId: number): Promise<GitHubRepo[]> {
-      const token = await installationToken(installationId, `listing the repositories of installation ${installationId}`);
-      const client = new Octokit({ baseUrl, auth: token, request: { retries: 0 } });
+      const token = await installationToken(
+        installationId,
+        `listing the repositories of installation ${installationId}`,
+      );
+      const client = new Octokit({ baseUrl, auth: token, log, request: { retries: 0 } });
       try {
         const repos = await client.paginate(client.rest.apps.listReposAccessibleToInstallation, { per_page: 100 });
         return repos.map((r) => ({

@@ -155,7 +155,10 @@ export function createIntegrationService(store: IntegrationStore, github?: GitHu
       const bundle: CredentialBundle = ssh
         ? { ssh_key: input.ssh_private_key!.replace(/\r\n/g, '\n').trimEnd() + '\n', known_hosts: input.known_hosts }
         : { token: input.token };
-      await store.putIntegration(record, sealBundle({ ...bundle, ...(webhookSecret ? { webhook_secret: webhookSecret } : {}) }));
+      await store.putIntegration(
+        record,
+        sealBundle({ ...bundle, ...(webhookSecret ? { webhook_secret: webhookSecret } : {}) }),
+      );
       // The webhook secret is answered here only when the control plane made it; a given one is never echoed.
       return { ...out(record), ...(input.webhook_secret === true ? { webhook_secret: webhookSecret } : {}) };
     },
@@ -186,7 +189,11 @@ export function createIntegrationService(store: IntegrationStore, github?: GitHu
       for (const [k, v] of states) if (v.expires < now) states.delete(k);
       const state = randomBytes(24).toString('base64url');
       states.set(state, { tenant, expires: now + STATE_TTL_MS });
-      return { state, install_url: gh.installUrl(state) ?? null, expires_at: new Date(now + STATE_TTL_MS).toISOString() };
+      return {
+        state,
+        install_url: gh.installUrl(state) ?? null,
+        expires_at: new Date(now + STATE_TTL_MS).toISOString(),
+      };
     },
     /**
      * The setup-URL redirect after "install": the state names the workspace (once); the installation must be new
@@ -203,7 +210,11 @@ export function createIntegrationService(store: IntegrationStore, github?: GitHu
       const issued = pending.expires - STATE_TTL_MS;
       if (!inst.createdAt || Date.parse(inst.createdAt) < issued - 60_000)
         throw new ValidationError('installation_id: not an installation made after this setup began', [
-          { loc: ['query', 'installation_id'], msg: 'not an installation made after this setup began', type: 'value_error' },
+          {
+            loc: ['query', 'installation_id'],
+            msg: 'not an installation made after this setup began',
+            type: 'value_error',
+          },
         ]);
       return out((await registerInstallation(pending.tenant, installationId)).record);
     },
@@ -232,8 +243,7 @@ export type IntegrationService = ReturnType<typeof createIntegrationService>;
 
 /** A credential a build hands to git (see runtimes/types.ts GitCredential). */
 export type BuildCredential =
-  | { host: string; username?: string; token: string }
-  | { host: string; sshKey: string; knownHosts: string };
+  { host: string; username?: string; token: string } | { host: string; sshKey: string; knownHosts: string };
 
 /**
  * What a build of `repoUrl` for `tenant` clones with: the stored credential of a git integration, or a fresh

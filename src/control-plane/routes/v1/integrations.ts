@@ -9,7 +9,15 @@ import { canonicalHost, knownHostsProblem, type IntegrationService } from '../..
 import type { PushWebhooks } from '../../services/integrations-webhooks.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });
-const errors = { 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 502: ErrorBody, 503: ErrorBody };
+const errors = {
+  401: ErrorBody,
+  403: ErrorBody,
+  404: ErrorBody,
+  409: ErrorBody,
+  422: ErrorBody,
+  502: ErrorBody,
+  503: ErrorBody,
+};
 const security = [{ apiKey: [], tenantId: [] }];
 const noControl = /^[^\p{Cc}]*$/u;
 
@@ -26,7 +34,10 @@ const IntegrationOut = z.object({
   created_at: z.string(),
 });
 const IntegrationCreated = IntegrationOut.extend({
-  webhook_secret: z.string().optional().describe('Only when the control plane made it (webhook_secret: true); shown once'),
+  webhook_secret: z
+    .string()
+    .optional()
+    .describe('Only when the control plane made it (webhook_secret: true); shown once'),
 });
 
 const IntegrationCreate = z
@@ -278,13 +289,21 @@ export const integrationHookRoutes =
       {
         schema: {
           tags: ['integrations'],
-          summary: "The GitHub App's setup URL: GitHub redirects here after an install, with the state of install/start",
+          summary:
+            "The GitHub App's setup URL: GitHub redirects here after an install, with the state of install/start",
           querystring: z.object({
             installation_id: InstallationId,
             state: z.string().min(1).max(200),
             setup_action: z.string().max(50).optional(),
           }),
-          response: { 201: IntegrationOut, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 502: ErrorBody, 503: ErrorBody },
+          response: {
+            201: IntegrationOut,
+            404: ErrorBody,
+            409: ErrorBody,
+            422: ErrorBody,
+            502: ErrorBody,
+            503: ErrorBody,
+          },
         },
       },
       async (req, reply) =>
