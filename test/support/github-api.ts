@@ -230,8 +230,8 @@ export async function startFakeGitHub(opts: { appId?: string } = {}): Promise<Fa
         return send(res, 404, { message: 'Not Found' });
       }
 
-      // git smart HTTP: /<owner>/<repo>.git/...
-      const g = /^\/([^/]+)\/([^/]+?)\.git(\/.*)$/.exec(path);
+      // git smart HTTP: /<owner>/<repo>[.git]/info/refs, /git-upload-pack, ...
+      const g = /^\/([^/]+)\/([^/]+?)(?:\.git)?(\/(?:info\/refs|git-upload-pack|HEAD|objects\/.+))$/.exec(path);
       if (g) {
         const basic = /^basic (.+)$/i.exec(auth)?.[1];
         const [user, ...rest] = basic ? Buffer.from(basic, 'base64').toString().split(':') : [];

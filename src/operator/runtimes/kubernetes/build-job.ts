@@ -8,7 +8,8 @@
 //     the build container has exited, so no process of the build is alive while the credential is mounted.
 // The push container's termination message carries {"commit","digest"}, read from the Pod's status after the Job
 // succeeds.
-import type { V1Job } from '@kubernetes/client-node';
+import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import type { GitCredential } from '../types.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { agentDockerfile, safeConfigPath } from './dockerfile.ts';
 import { ANNOTATION_REVISION, childMeta, LABEL_REVISION, type Target } from './labels.ts';
@@ -33,6 +34,46 @@ export const PUSH_AUTH_DIR = '/var/run/agentplane/push';
 
 export function buildJobName(revision: string): string {
   return `${revision}-build`;
+}
+
+/** The short-lived Secret of one build's git credential (an integration's: a minted GitHub token or a stored one). */
+export function buildCredentialSecretName(revision: string): string {
+  return `${revision}-build-git`;
+}
+
+/**
+ * The build's own git credential Secret, owned by its Job (garbage-collected with it, deleted as soon as the build
+ * ends). Keys as the clone step reads them: username + password (HTTPS), or ssh-privatekey + known_hosts.
+ */
+export function makeBuildCredentialSecret(job: V1Job, credential: GitCredential): V1Secret {
+  const meta = job.metadata!;
+  const b64 = (v: string) => Buffer.from(v).toString('base64');
+  const data: Record<string, string> =
+    'token' in credential
+      ? { username: b64(credential.username ?? 'x-access-token'), password: b64(credential.token) }
+      : { 'ssh-privatekey': b64(credential.sshKey), known_hosts: b64(credential.knownHosts) };
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name: buildCredentialSecretName(meta.annotations?.[ANNOTATION_REVISION] ?? meta.name!.replace(/-build$/, '')),
+      namespace: meta.namespace,
+      labels: { ...meta.labels },
+      ownerReferences: [
+        {
+          apiVersion: 'batch/v1',
+          kind: 'Job',
+          name: meta.name!,
+          uid: meta.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    immutable: true,
+    data,
+  };
 }
 
 /** The tag a revision is pushed under; the recorded image is `<repository>@<digest>`. */
@@ -60,8 +101,9 @@ fi
 `;
 
 // Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime.
+// A credentialed clone follows no HTTP redirect: the credential is for the repository's host only.
 const CLONE_SCRIPT = `set -eu
-${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
+${GIT_AUTH_SCRIPT}git \${GIT_CREDENTIALS_DIR:+-c http.followRedirects=false} clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
 cd /workspace/src
 sha=""
 for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
