@@ -11,7 +11,6 @@ export const operatorCommand: CommandSpec = {
   summary: 'Reconcile AgentDeployment/AgentRevision custom resources into build Jobs and agent-server Deployments',
   usage: 'agentplane operator [--namespace NS] [--kubeconfig FILE] [--registry REPO] [--push-secret NAME] [options]',
   options: {
-    ...githubAppOptions,
     namespace: {
       type: 'string',
       description: 'Namespace of the AgentDeployments and of everything built for them',
@@ -294,6 +293,7 @@ export const operatorCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
     },
+    ...githubAppOptions,
   },
 };
 
