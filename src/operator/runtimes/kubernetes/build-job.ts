@@ -86,7 +86,11 @@ export const GIT_CREDENTIALS_DIR = '/var/run/agentplane/git';
 
 // Credentials reach git from files only: a token through a GIT_ASKPASS helper (never in the URL, the environment
 // or the command line, so never in a log), an SSH key through GIT_SSH_COMMAND with the given known_hosts.
+// A credentialed clone follows no HTTP redirect (the credential is for the repository's host only).
 export const GIT_AUTH_SCRIPT = `dir="\${GIT_CREDENTIALS_DIR:-}"
+if [ -n "$dir" ]; then
+  export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.followRedirects GIT_CONFIG_VALUE_0=false
+fi
 if [ -n "$dir" ] && [ -f "$dir/password" ]; then
   askpass="\${TMPDIR:-/tmp}/agentplane-askpass"
   printf '#!/bin/sh\\ncase "$1" in Username*) if [ -f "%s/username" ]; then cat "%s/username"; else echo git; fi ;; *) cat "%s/password" ;; esac\\n' "$dir" "$dir" "$dir" > "$askpass"
@@ -101,9 +105,8 @@ fi
 `;
 
 // Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime.
-// A credentialed clone follows no HTTP redirect: the credential is for the repository's host only.
 const CLONE_SCRIPT = `set -eu
-${GIT_AUTH_SCRIPT}git \${GIT_CREDENTIALS_DIR:+-c http.followRedirects=false} clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
+${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
 cd /workspace/src
 sha=""
 for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
