@@ -267,6 +267,29 @@ describe('GitHub App integrations', () => {
     expect(again.json()).toEqual({ revisions: [], repeated: 1 });
     expect(await revisionCount('team-a', keyA, depA)).toBe(before + 1);
 
+    // A captured signed body sent again under a new delivery id (GitHub does not sign that header): the pushed
+    // commit is recognised, nothing new; a push of another commit builds.
+    const withSha = (sha: string) =>
+      JSON.stringify({
+        ref: 'refs/heads/main',
+        after: sha,
+        installation: { id: INST_A },
+        repository: { full_name: 'acme/agent' },
+      });
+    const c1 = withSha('a'.repeat(40));
+    expect(
+      (await hook('/v1/integrations/github/webhook', c1, headers(c1, randomUUID()))).json().revisions,
+    ).toHaveLength(1);
+    expect((await hook('/v1/integrations/github/webhook', c1, headers(c1, randomUUID()))).json()).toEqual({
+      revisions: [],
+      repeated: 1,
+    });
+    const c2 = withSha('b'.repeat(40));
+    expect(
+      (await hook('/v1/integrations/github/webhook', c2, headers(c2, randomUUID()))).json().revisions,
+    ).toHaveLength(1);
+    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 3);
+
     // Forgery: wrong secret, no signature, a body changed after signing; all 401 and nothing created.
     const forged = [
       headers(body, randomUUID(), 'guessed-secret'),
@@ -285,7 +308,7 @@ describe('GitHub App integrations', () => {
       push('refs/heads/main', INST_B, 'acme/agent'),
     ])
       expect((await hook('/v1/integrations/github/webhook', b, headers(b, randomUUID()))).json().revisions).toEqual([]);
-    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 1);
+    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 3);
   });
 
   it('a git integration gets a generic signed webhook (secret shown once)', async () => {

@@ -38,7 +38,7 @@ import type { GitHubApp } from './integrations-github.ts';
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 /** Comma-separated environment variable names of the current secret set (values live in the set only). */
 export const SECRET_NAMES_ANNOTATION = 'agentplane.dev/secret-names';
-/** Comma-separated ids of the last push webhook deliveries that made a revision (build on push, idempotency). */
+/** Comma-separated keys (delivery ids, pushed commits) of the last pushes that made a revision (build on push). */
 export const PUSH_DELIVERIES_ANNOTATION = 'agentplane.dev/push-deliveries';
 
 const IMMUTABLE_SOURCE_CONFIG = {
@@ -484,19 +484,19 @@ export function createDeploymentService(deps: {
     },
 
     /**
-     * Build on push: a new revision unless this delivery (a webhook delivery id) already made one for the
-     * deployment. The ids of the last deliveries are kept on the deployment and written together with the new
-     * revision number, so a redelivery racing the first one loses on the resource version. Undefined: a repeat.
+     * Build on push: a new revision unless one of `keys` (the webhook's delivery id, the pushed commit) already made
+     * one for the deployment. The last keys are kept on the deployment and written together with the new revision
+     * number, so a redelivery racing the first one loses on the resource version. Undefined: a repeat.
      */
-    async createRevisionOnPush(tenant: string, id: string, delivery: string): Promise<Revision | undefined> {
+    async createRevisionOnPush(tenant: string, id: string, keys: string[]): Promise<Revision | undefined> {
       let repeat = false;
       const dep = await updateDeployment(tenant, id, async (d) => {
         const seen = (d.metadata.annotations?.[PUSH_DELIVERIES_ANNOTATION] ?? '').split(',').filter(Boolean);
-        repeat = seen.includes(delivery);
+        repeat = keys.some((k) => seen.includes(k));
         if (repeat) return undefined;
         d.metadata.annotations = {
           ...d.metadata.annotations,
-          [PUSH_DELIVERIES_ANNOTATION]: [...seen, delivery].slice(-20).join(','),
+          [PUSH_DELIVERIES_ANNOTATION]: [...seen, ...keys].slice(-40).join(','),
         };
         d.spec.revisionCounter += 1;
         d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);

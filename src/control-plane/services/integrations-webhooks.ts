@@ -16,6 +16,7 @@ export type PushResult = { revisions: { deployment_id: string; revision_id: stri
 
 type PushPayload = {
   ref?: unknown;
+  after?: unknown;
   deleted?: unknown;
   installation?: { id?: unknown };
   repository?: Record<string, unknown>;
@@ -67,7 +68,11 @@ export function createPushWebhooks(deps: {
     ref: string,
     sameRepo: (repoUrl: string) => boolean,
     delivery: string,
+    after: unknown,
   ): Promise<PushResult> {
+    // GitHub signs the body, not the delivery header: a captured body sent again under a new delivery id is
+    // recognised by the commit it pushed.
+    const keys = [delivery, ...(typeof after === 'string' && /^[0-9a-f]{40,64}$/.test(after) ? [`sha-${after}`] : [])];
     const { items } = await store.list('AgentDeployment', store.namespace, {
       labelSelector: `${LABEL_TENANT}=${integration.tenant}`,
     });
@@ -84,7 +89,7 @@ export function createPushWebhooks(deps: {
         !follows(dep, ref)
       )
         continue;
-      const rev = await deployments.createRevisionOnPush(integration.tenant, dep.spec.deploymentId, delivery);
+      const rev = await deployments.createRevisionOnPush(integration.tenant, dep.spec.deploymentId, keys);
       if (rev) result.revisions.push({ deployment_id: dep.spec.deploymentId, revision_id: rev.id });
       else result.repeated += 1;
     }
@@ -117,7 +122,7 @@ export function createPushWebhooks(deps: {
         const r = githubRepoOf(github.settings.webUrl, repoUrl);
         return !!r && `${r.owner}/${r.name}`.toLowerCase() === fullName.toLowerCase();
       };
-      return revisionsFor(owner, payload.ref, same, delivery);
+      return revisionsFor(owner, payload.ref, same, delivery, payload.after);
     },
 
     /** POST /v1/integrations/{id}/webhook: a plain git integration's push, signed with its own secret. */
@@ -149,7 +154,7 @@ export function createPushWebhooks(deps: {
         const p = repositoryPath(repoUrl);
         return !!p && named.includes(p.split('/').slice(1).join('/').toLowerCase());
       };
-      return revisionsFor(target.record, payload.ref, same, delivery);
+      return revisionsFor(target.record, payload.ref, same, delivery, payload.after);
     },
   };
 }
