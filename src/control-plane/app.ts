@@ -14,11 +14,13 @@ import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
-import { integrationRoutes } from './routes/v1/integrations.ts';
+import { integrationHookRoutes, integrationRoutes } from './routes/v1/integrations.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
+import type { GitHubApp } from './services/integrations-github.ts';
+import { createPushWebhooks } from './services/integrations-webhooks.ts';
 import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -34,6 +36,8 @@ export interface ControlPlaneDeps {
   onKeysChanged?: () => void;
   /** Folder of the built web console (default: dist/console of this package); false serves no console. */
   consoleDir?: string | false;
+  /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
+  github?: GitHubApp;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -89,9 +93,17 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
+    github: deps.github,
   });
 
-  const integrations = createIntegrationService(deps.store);
+  const integrations = createIntegrationService(deps.store, deps.github);
+  const pushHooks = createPushWebhooks({
+    store: deps.store,
+    deployments: service,
+    integrations,
+    github: deps.github,
+    logger: deps.logger.child({ component: 'webhooks' }),
+  });
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -113,6 +125,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
         });
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
+      },
+      { prefix: `${prefix}/v1` },
+    );
+    await app.register(
+      async (hooks) => {
+        await hooks.withTypeProvider<ZodTypeProvider>().register(integrationHookRoutes(integrations, pushHooks));
       },
       { prefix: `${prefix}/v1` },
     );

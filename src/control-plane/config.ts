@@ -11,6 +11,8 @@ import {
 } from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
 import { isDnsSubdomain } from './services/input-rules.ts';
+import { githubAppOptions, githubAppSettingsFrom } from './github-config.ts';
+import type { GitHubAppSettings } from './services/integrations-github.ts';
 
 /** Store flags shared by `control-plane` and `api-key create`. */
 export const storeOptions: Record<string, OptionSpec> = {
@@ -63,6 +65,7 @@ export const controlPlaneCommand: CommandSpec = {
     },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8080', env: ['PORT'] },
     ...storeOptions,
+    ...githubAppOptions,
     'bootstrap-api-key': {
       type: 'string',
       description:
@@ -183,7 +186,7 @@ const Config = StoreConfig.extend({
       .max(40),
   }),
 });
-export type ControlPlaneConfig = z.infer<typeof Config>;
+export type ControlPlaneConfig = z.infer<typeof Config> & { github?: GitHubAppSettings };
 
 const FLAG: Record<string, string> = {
   store: '--store',
@@ -238,7 +241,8 @@ export function parseControlPlaneConfig(
     .map((t) => t.trim())
     .filter(Boolean);
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
-  return parseOrUsage(Config, {
+  const github = githubAppSettingsFrom(pick, env);
+  const parsed = parseOrUsage(Config, {
     ...storeConfigFrom(pick, cwd),
     host: pick('host'),
     port: pick('port'),
@@ -256,6 +260,7 @@ export function parseControlPlaneConfig(
     },
     tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },
   });
+  return github ? { ...parsed, github } : parsed;
 }
 
 export { StoreConfig };

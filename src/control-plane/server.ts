@@ -6,6 +6,7 @@ import { KeyPublisher } from './auth/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
 import { openControlPlaneStore } from './store/index.ts';
+import { createGitHubApp } from './services/integrations-github.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
 export interface RunningControlPlane {
@@ -34,6 +35,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     logger,
     bootstrapKeys: config.bootstrapKeys,
     policy: config.policy,
+    ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
   });
   publisher?.start();

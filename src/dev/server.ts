@@ -17,7 +17,8 @@ import { storeLogSink } from '../operator/sources.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
 import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
 import type { DevConfig } from './config.ts';
-import { isUuid } from '../resources/index.ts';
+import { buildCredentialResolver } from '../control-plane/services/integrations.ts';
+import { createGitHubApp } from '../control-plane/services/integrations-github.ts';
 
 export type DevServer = {
   /** http://host:port */
@@ -41,6 +42,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
   else logger.info(isolation, `isolation: ${reason}`);
   const store = openEmbeddedStore({ dataDir: join(config.dataDir, 'control-plane') });
+  const github = config.github && createGitHubApp(config.github, logger);
   // Agents check callers against their tenant's key hashes, which this process keeps current in files (keys made
   // or revoked by the API or by `agentplane api-key` in another process reach them within a second).
   const keyFiles = fileKeySink(join(dataDir, 'runtime', 'auth'));
@@ -81,12 +83,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     protectedDirs: [dataDir],
     buildTimeoutMs: config.buildTimeoutSecs * 1000,
     keepBuilds: config.keepBuilds,
-    gitCredential: async (tenant, id) => {
-      if (!isUuid(id)) return undefined;
-      const integration = await store.getIntegration(tenant, id);
-      const token = integration && (await store.integrationToken(tenant, id));
-      return integration && token ? { host: integration.host, username: integration.username, token } : undefined;
-    },
+    gitCredential: buildCredentialResolver(store, github),
     installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
     authKeysFile,
   });
@@ -99,6 +96,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     logger,
     config.bootstrapKey,
     () => void publisher.sync().catch(() => undefined),
+    github,
   );
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
   const proxy = Fastify({

@@ -3,6 +3,8 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { kubernetesRuntimeConfigSchema, PRIVATE_RANGES } from './runtimes/kubernetes/config.ts';
+import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
+import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
 
 export const operatorCommand: CommandSpec = {
   name: 'operator',
@@ -291,6 +293,7 @@ export const operatorCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
     },
+    ...githubAppOptions,
   },
 };
 
@@ -312,7 +315,8 @@ const schema = z.object({
   /** undefined: no probe endpoint. */
   healthPort: z.coerce.number().int().min(0).max(65535).optional(),
 });
-export type OperatorConfig = z.infer<typeof schema>;
+/** `github`: the control plane's GitHub App, to mint a token for each build of a GitHub integration. */
+export type OperatorConfig = z.infer<typeof schema> & { github?: GitHubAppSettings };
 
 const FLAG: Record<string, string> = {
   leaderElect: '--leader-elect',
@@ -455,5 +459,6 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     const named = FLAG[path.join('.')] ?? FLAG[key] ?? FLAG[path.filter((p) => !/^\d+$/.test(p)).at(-1) ?? key];
     throw new UsageError(`invalid ${named ?? `--${key}`}: ${issue.message}`);
   }
-  return parsed.data;
+  const github = githubAppSettingsFrom(pick, env);
+  return github ? { ...parsed.data, github } : parsed.data;
 }

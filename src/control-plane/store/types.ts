@@ -105,7 +105,24 @@ export type IntegrationRecord = {
   /** HTTPS username; undefined = token only (sent with a fixed username the host ignores). */
   username?: string;
   createdAt: string;
+  /** 'git' (default): a stored credential; 'github': an installation of the control plane's GitHub App. */
+  type?: 'git' | 'github';
+  /** git: how the stored credential authenticates (default 'token': HTTPS; 'ssh': private key + known_hosts). */
+  auth?: 'token' | 'ssh';
+  /** github: the App installation id and the account (user or organization) it is installed on. */
+  installationId?: number;
+  account?: string;
+  /** git: the integration has a webhook secret (its generic push webhook is enabled). */
+  webhook?: boolean;
 };
+
+/** The record's fields beyond the original columns, kept as one JSON value by the adapters. */
+export function integrationDetails(r: IntegrationRecord): Partial<IntegrationRecord> {
+  const { type, auth, installationId, account, webhook } = r;
+  return Object.fromEntries(
+    Object.entries({ type, auth, installationId, account, webhook }).filter(([, v]) => v !== undefined),
+  );
+}
 
 /** Integrations: the credential is stored encrypted (embedded) or in a tenant-labelled Secret (kubernetes). */
 export interface IntegrationStore {
@@ -118,6 +135,8 @@ export interface IntegrationStore {
   integrationToken(tenant: string, id: string): Promise<string | undefined>;
   /** false when missing or owned by another tenant. */
   deleteIntegration(tenant: string, id: string): Promise<boolean>;
+  /** Across tenants (webhooks, installation ownership): the integrations with this id or this GitHub installation. */
+  findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]>;
 }
 
 export type LogType = 'build' | 'deploy';

@@ -22,6 +22,7 @@ import {
   type AnyResource,
   type ApiKeyRecord,
   type IntegrationRecord,
+  integrationDetails,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -93,6 +94,16 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   // Secret rows written before encryption carry enc = 0 (plaintext JSON).
   const columns = db.prepare('PRAGMA table_info(secrets)').all() as { name: string }[];
   if (!columns.some((c) => c.name === 'enc')) db.exec('ALTER TABLE secrets ADD COLUMN enc INTEGER NOT NULL DEFAULT 0');
+  // Integrations written before GitHub App and SSH integrations have no details (plain HTTPS token).
+  const integrationColumns = db.prepare('PRAGMA table_info(integrations)').all() as { name: string }[];
+  if (!integrationColumns.some((c) => c.name === 'details')) {
+    db.exec('ALTER TABLE integrations ADD COLUMN details TEXT');
+    db.exec('ALTER TABLE integrations ADD COLUMN installation_id INTEGER');
+  }
+  // One GitHub App installation belongs to at most one workspace.
+  db.exec(
+    'CREATE UNIQUE INDEX IF NOT EXISTS integrations_by_installation ON integrations (installation_id) WHERE installation_id IS NOT NULL',
+  );
   const keys =
     opts.dataDir === ':memory:'
       ? { given: opts.secretKey ?? randomBytes(32) }
@@ -467,11 +478,38 @@ class EmbeddedStore implements ControlPlaneStore {
 
   async putIntegration(r: IntegrationRecord, token: string): Promise<void> {
     const sealed = seal(this.secretKey(), token, integrationAad(r.tenant, r.id));
-    this.db
-      .prepare(
-        'INSERT INTO integrations (id, tenant, name, host, username, created_at, token) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      )
-      .run(r.id, r.tenant, r.name, r.host, r.username ?? null, r.createdAt, sealed);
+    try {
+      this.db
+        .prepare(
+          'INSERT INTO integrations (id, tenant, name, host, username, created_at, token, details, installation_id) ' +
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(
+          r.id,
+          r.tenant,
+          r.name,
+          r.host,
+          r.username ?? null,
+          r.createdAt,
+          sealed,
+          JSON.stringify(integrationDetails(r)),
+          r.installationId ?? null,
+        );
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
+        throw new AlreadyExistsError(`GitHub installation ${r.installationId} is already an integration`);
+      throw err;
+    }
+  }
+
+  async findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]> {
+    const rows =
+      where.id !== undefined
+        ? this.db.prepare('SELECT * FROM integrations WHERE id = ?').all(where.id)
+        : where.installationId !== undefined
+          ? this.db.prepare('SELECT * FROM integrations WHERE installation_id = ?').all(where.installationId)
+          : [];
+    return (rows as IntegrationRow[]).map(integrationOf);
   }
 
   async listIntegrations(tenant: string): Promise<IntegrationRecord[]> {
@@ -796,9 +834,11 @@ type IntegrationRow = {
   host: string;
   username: string | null;
   created_at: string;
+  details: string | null;
 };
 
 function integrationOf(r: IntegrationRow): IntegrationRecord {
+  const details = r.details ? (JSON.parse(r.details) as Partial<IntegrationRecord>) : {};
   return {
     id: r.id,
     tenant: r.tenant,
@@ -806,6 +846,7 @@ function integrationOf(r: IntegrationRow): IntegrationRecord {
     host: r.host,
     ...(r.username === null ? {} : { username: r.username }),
     createdAt: r.created_at,
+    ...integrationDetails(details as IntegrationRecord),
   };
 }
 

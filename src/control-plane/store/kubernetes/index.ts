@@ -24,6 +24,7 @@ import { validateResource } from '../validate.ts';
 import type { TenantKeySink } from '../types.ts';
 import {
   AlreadyExistsError,
+  integrationDetails,
   ResourceExpiredError,
   claimObjectName,
   hostClaimObjectName,
@@ -46,6 +47,7 @@ import {
 const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
 const LABEL_API_KEY = 'agentplane.dev/api-key';
 const LABEL_INTEGRATION = 'agentplane.dev/integration';
+const LABEL_GITHUB_INSTALLATION = 'agentplane.dev/github-installation';
 
 export { tenantKeysSecretName };
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
@@ -344,10 +346,42 @@ class KubernetesStore implements ControlPlaneStore {
         host: b64(r.host),
         ...(r.username === undefined ? {} : { username: b64(r.username) }),
         createdAt: b64(r.createdAt),
+        details: b64(JSON.stringify(integrationDetails(r))),
         token: b64(token),
       },
     };
+    if (r.installationId !== undefined) {
+      body.metadata!.labels![LABEL_GITHUB_INSTALLATION] = String(r.installationId);
+      if ((await this.findIntegrations({ installationId: r.installationId })).length)
+        throw new AlreadyExistsError(`GitHub installation ${r.installationId} is already an integration`);
+    }
     await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
+  }
+
+  async findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]> {
+    if (where.id !== undefined) {
+      try {
+        const s = await call(() =>
+          this.core.readNamespacedSecret({ namespace: this.namespace, name: this.integrationSecretName(where.id!) }),
+        );
+        const r = integrationFromSecret(s);
+        return r && r.id === where.id && s.metadata?.labels?.[LABEL_TENANT] === r.tenant ? [r] : [];
+      } catch (err) {
+        if (err instanceof NotFoundError) return [];
+        throw err;
+      }
+    }
+    if (where.installationId === undefined) return [];
+    const list = await call(() =>
+      this.core.listNamespacedSecret({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_INTEGRATION}=true,${LABEL_GITHUB_INSTALLATION}=${where.installationId}`,
+      }),
+    );
+    return list.items
+      .filter((s) => s.metadata?.labels?.[LABEL_TENANT])
+      .map(integrationFromSecret)
+      .filter((r): r is IntegrationRecord => r !== undefined && r.installationId === where.installationId);
   }
 
   /** The integration's Secret when it exists and belongs to `tenant` (label and data agree). */
@@ -815,5 +849,6 @@ function integrationFromSecret(s: V1Secret): IntegrationRecord | undefined {
     host: d.host,
     ...(d.username === undefined ? {} : { username: d.username }),
     createdAt: d.createdAt ?? '',
+    ...(d.details ? integrationDetails(JSON.parse(d.details) as IntegrationRecord) : {}),
   };
 }

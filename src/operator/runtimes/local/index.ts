@@ -82,7 +82,7 @@ export type LocalRuntimeOptions = {
   /** Stored log per revision and type (default 20 000 lines / 5 MiB). */
   logLimits?: LogLimits;
   /** The git credential of a tenant's integration (undefined: none, the clone runs without one). */
-  gitCredential?: (tenantId: string, integrationId: string) => Promise<GitCredential | undefined>;
+  gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
 };
@@ -286,7 +286,7 @@ export class LocalRuntime implements Runtime {
         maxStepOutputBytes: this.opts.maxStepOutputBytes,
         credential:
           spec.tenantId && spec.integrationId && this.opts.gitCredential
-            ? await this.opts.gitCredential(spec.tenantId, spec.integrationId)
+            ? await this.opts.gitCredential(spec.tenantId, spec.integrationId, spec.repoUrl)
             : undefined,
       });
       await this.saveBuild(spec, result.commitSha);
