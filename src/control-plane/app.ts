@@ -15,10 +15,12 @@ import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
 import { integrationRoutes } from './routes/v1/integrations.ts';
+import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
+import { createAuthService, type AuthServiceOptions } from './services/auth-setup.ts';
 import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -34,6 +36,8 @@ export interface ControlPlaneDeps {
   onKeysChanged?: () => void;
   /** Folder of the built web console (default: dist/console of this package); false serves no console. */
   consoleDir?: string | false;
+  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth-setup.ts. */
+  auth?: AuthServiceOptions;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -92,6 +96,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   });
 
   const integrations = createIntegrationService(deps.store);
+  const auth = createAuthService(deps.store, deps.logger, authenticate, deps.auth);
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -106,6 +111,24 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
       },
       { prefix: `${prefix}/v2` },
+    );
+    await app.register(
+      async (v2auth) => {
+        v2auth.addHook('onRequest', async (req) => {
+          req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+        });
+        await v2auth
+          .withTypeProvider<ZodTypeProvider>()
+          .register(authRoutes(auth.service, { prefix, publicUrl: deps.auth?.publicUrl }));
+      },
+      { prefix: `${prefix}/v2` },
+    );
+    // Opened by the end user's browser: no API key, the OAuth state is the credential (routes/v2/auth.ts).
+    await app.register(
+      async (cb) => cb.withTypeProvider<ZodTypeProvider>().register(authCallbackRoutes(auth.service)),
+      {
+        prefix: `${prefix}/v2`,
+      },
     );
     await app.register(
       async (v1) => {
