@@ -586,7 +586,8 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     async wait(tenant: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitOut> {
-      const deadline = now() + timeoutSeconds * 1000;
+      // Real time, not `now`: the injectable clock says when records expire, not how long a request waits.
+      const deadline = performance.now() + timeoutSeconds * 1000;
       for (;;) {
         const obj = isUuid(authId) ? await getOwned('flow', tenant, authId) : undefined;
         if (!obj) return { status: 'not_found', auth_id: authId };
@@ -601,10 +602,10 @@ export function createAuthService(deps: AuthServiceDeps) {
         if (flow.status === 'pending' && Date.parse(flow.expires_at) <= now()) {
           return { status: 'not_found', auth_id: authId };
         }
-        if (now() >= deadline || signal?.aborted) {
+        if (performance.now() >= deadline || signal?.aborted) {
           return { status: timeoutSeconds > 0 ? 'timeout' : 'pending', auth_id: authId };
         }
-        await new Promise((r) => setTimeout(r, Math.min(WAIT_POLL_MS, Math.max(1, deadline - now()))));
+        await new Promise((r) => setTimeout(r, Math.min(WAIT_POLL_MS, Math.max(1, deadline - performance.now()))));
       }
     },
 
