@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
 import type { BootstrapKey } from '../control-plane/auth/keys.ts';
+import type { AuthServiceOptions } from '../control-plane/services/auth-setup.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
@@ -15,11 +16,13 @@ export async function buildControlPlane(
   logger: Logger,
   bootstrapKey?: string,
   onKeysChanged?: () => void,
+  auth?: AuthServiceOptions,
 ): Promise<FastifyInstance> {
   return createControlPlane({
     store,
     logger: logger.child({ component: 'control-plane' }),
     bootstrapKeys: bootstrapKeysOf(bootstrapKey),
     onKeysChanged,
+    auth,
   });
 }
