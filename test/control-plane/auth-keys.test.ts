@@ -26,6 +26,7 @@ import {
 } from '../../src/lib/deployment-token.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { helm } from '../support/helm/index.ts';
 
 const b64key = () => randomBytes(32).toString('base64');
 
@@ -183,5 +184,25 @@ describe('settings', () => {
         AGENTPLANE_DEPLOYMENT_TOKEN_KEY: 'eA==',
       }),
     ).toThrow(/--deployment-token-key/);
+  });
+
+  it('chart: controlPlane.authService wires the Secret into the control plane and the operator', () => {
+    const chart = join(import.meta.dirname, '../../charts/agentplane');
+    const render = (...set: string[]) => {
+      const r = helm(['template', 'ap', chart, '--namespace', 'platform', ...set.flatMap((v) => ['--set', v])]);
+      expect(r.ok, JSON.stringify(r).slice(0, 500)).toBe(true);
+      return (r as { stdout: string }).stdout;
+    };
+    expect(render()).not.toContain('AGENTPLANE_DEPLOYMENT_TOKEN_KEY');
+    const out = render('controlPlane.authService.existingSecret=ap-auth');
+    expect(out.match(/name: AGENTPLANE_DEPLOYMENT_TOKEN_KEY/g)).toHaveLength(2);
+    expect(out).toContain('name: AGENTPLANE_AUTH_ENCRYPTION_KEYS');
+    expect(out).toContain('value: "http://ap-agentplane-control-plane.platform.svc:80"');
+    const pub = render(
+      'controlPlane.authService.existingSecret=ap-auth',
+      'controlPlane.authService.publicUrl=https://cp.example.com',
+    );
+    expect(pub).toContain('value: "https://cp.example.com"');
+    expect(pub).toContain('name: AGENTPLANE_PUBLIC_URL');
   });
 });
