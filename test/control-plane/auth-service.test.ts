@@ -4,8 +4,6 @@
 // -> refresh after expiry -> tokens deleted; bad states, replays, failing token endpoints; workspace isolation and
 // deployment tokens; no token or client secret in answers, log lines or the stored data.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +21,7 @@ import { mintDeploymentToken } from '../../src/lib/deployment-token.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { makeDeployment } from './helpers/fixtures.ts';
 import { startKube } from './helpers/kube.ts';
+import { listen, walkGrant } from './helpers/oidc.ts';
 
 const CLIENT_ID = 'agentplane-test';
 const CLIENT_SECRET = `client-secret-${randomBytes(12).toString('hex')}`;
@@ -75,64 +74,6 @@ const stores: [string, () => Promise<Setup>][] = [
     },
   ],
 ];
-
-/** Starts an HTTP server on 127.0.0.1 whose handler can be set after the port is known. */
-async function listen(): Promise<{ server: Server; url: string; handle(h: Parameters<typeof createServer>[1]): void }> {
-  let handler: Parameters<typeof createServer>[1] = (_req, res) => res.end();
-  const server = createServer((req, res) => handler!(req, res));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    server,
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    handle: (h) => (handler = h),
-  };
-}
-
-/**
- * The end user's browser: follows the authorization URL through oidc-provider's login and consent pages (cookies
- * kept), and stops at the redirect to the control plane, whose URL it returns (the test opens it, maybe twice).
- * `deny` aborts at the consent page instead.
- */
-async function walkGrant(url: string, stopAt: string, opts: { login?: string; deny?: boolean } = {}): Promise<string> {
-  const jar = new Map<string, string>();
-  let next = new URL(url);
-  let init: RequestInit = {};
-  for (let hop = 0; hop < 20; hop++) {
-    const res = await fetch(next, {
-      ...init,
-      redirect: 'manual',
-      headers: { ...(init.headers as object), cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') },
-    });
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';');
-      const eq = pair!.indexOf('=');
-      jar.set(pair!.slice(0, eq), pair!.slice(eq + 1));
-    }
-    const location = res.headers.get('location');
-    if (location) {
-      next = new URL(location, next);
-      init = {};
-      if (next.href.startsWith(stopAt)) return next.href;
-      continue;
-    }
-    const html = await res.text();
-    expect(res.status, html.slice(0, 500)).toBe(200);
-    const form = (fields: Record<string, string>): RequestInit => ({
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams(fields).toString(),
-    });
-    if (/name="prompt" value="login"/.test(html) || /name="login"/.test(html)) {
-      init = form({ prompt: 'login', login: opts.login ?? 'alice', password: 'any' });
-    } else if (opts.deny) {
-      next = new URL(`${next.pathname}/abort`, next);
-      init = {};
-    } else {
-      init = form({ prompt: 'consent' });
-    }
-  }
-  throw new Error('the grant did not come back to the control plane');
-}
 
 describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (storeName, open) => {
   let s: Setup;
