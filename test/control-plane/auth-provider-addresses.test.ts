@@ -73,4 +73,20 @@ describe('auth service: provider addresses', () => {
     expect((await app.inject({ method: 'GET', url: '/v2/auth/tokens', headers })).json().resources).toEqual([]);
     expect(page.body + wait.body).not.toContain('secret-value-never-shown');
   });
+
+  it('a workspace cannot fill the store with authorizations in progress (429 past 200); others are not affected', async () => {
+    const start = (user: string, tenantHeaders = headers) =>
+      app.inject({
+        method: 'POST',
+        url: '/v2/auth/authenticate',
+        headers: tenantHeaders,
+        payload: { provider: 'inner', scopes: ['read'], user_id: user },
+      });
+    let last = 0;
+    for (let i = 0; i < 205 && last !== 429; i++) last = (await start(`flood-${i}`)).statusCode;
+    expect(last).toBe(429);
+    const open = (await store.listAuthObjects('flow', 'team-a')).length;
+    expect(open).toBeLessThanOrEqual(201);
+    expect((await start('one-more')).json().detail).toContain('in progress');
+  });
 });

@@ -27,6 +27,8 @@ const FLOW_TTL_MS = 10 * 60_000;
 /** A token this close to its expiry is refreshed first. */
 const EXPIRY_MARGIN_MS = 30_000;
 const WAIT_POLL_MS = 250;
+/** Authorizations in progress per workspace (each is a record; a looping agent must not fill the store). */
+const MAX_OPEN_FLOWS = 200;
 
 export type ProviderOut = {
   provider_id: string;
@@ -121,6 +123,13 @@ type FlowSecret = { state_hash: string; code_verifier: string };
 export class AuthServiceUnavailableError extends AppError {
   constructor(message: string) {
     super(message, 503);
+  }
+}
+
+/** 429: too many authorizations in progress in one workspace. */
+export class TooManyRequestsError extends AppError {
+  constructor(message: string) {
+    super(message, 429);
   }
 }
 
@@ -332,6 +341,7 @@ export function createAuthService(deps: AuthServiceDeps) {
     provider: { obj: AuthObject; record: ProviderRecord },
     userId: string,
     scopes: string[],
+    retried = false,
   ): Promise<{ token: string; expiresAt: string | null } | undefined> {
     const obj = await getOwned('token', tenant, tokenName(tenant, provider.record.provider_id, userId));
     if (!obj) return undefined;
@@ -355,8 +365,11 @@ export function createAuthService(deps: AuthServiceDeps) {
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       if (err.oauthError === 'invalid_grant') {
-        // The grant is gone at the provider (revoked, expired): the user must grant again.
-        await store.deleteAuthObject('token', obj.name, obj.version);
+        // Another request may have refreshed first (providers that rotate refresh tokens refuse the old one): then
+        // its token is the answer. Otherwise the grant is gone at the provider and the user must grant again.
+        if (!(await store.deleteAuthObject('token', obj.name, obj.version)) && !retried) {
+          return usableToken(tenant, provider, userId, scopes, true);
+        }
         logger.info(
           { provider: record.provider_id, token: record.id },
           'auth token refresh refused; a new grant is needed',
@@ -491,6 +504,11 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (usable)
         return { status: 'completed', token: usable.token, expires_at: usable.expiresAt, url: null, auth_id: null };
 
+      if ((await sweepFlows(tenant)) >= MAX_OPEN_FLOWS) {
+        throw new TooManyRequestsError(
+          `This workspace has ${MAX_OPEN_FLOWS} authorizations in progress; wait for them to finish or expire (10 minutes).`,
+        );
+      }
       const authId = randomUUID();
       const state = `${authId}.${randomBytes(32).toString('base64url')}`;
       const c = await oauthClient(provider.obj, provider.record);
@@ -509,7 +527,6 @@ export function createAuthService(deps: AuthServiceDeps) {
       const base = { kind: 'flow' as const, tenant, name: authId };
       const secret: FlowSecret = { state_hash: sha256(state).toString('base64'), code_verifier: codeVerifier };
       await store.createAuthObject({ ...base, record: JSON.stringify(record), sealed: seal(base, secret) });
-      await sweepFlows(tenant);
       logger.info({ provider: input.provider, auth_id: authId }, 'auth flow started');
       return { status: 'pending', url, auth_id: authId, token: null };
     },
@@ -661,13 +678,19 @@ export function createAuthService(deps: AuthServiceDeps) {
     }
   }
 
-  /** Removes the tenant's flows that ended more than a day ago (their auth_ids then answer not_found). */
-  async function sweepFlows(tenant: string): Promise<void> {
-    const cutoff = now() - 24 * 3600_000;
+  /**
+   * Removes the tenant's flows that expired more than an hour ago (their auth_ids answer not_found either way) and
+   * counts the pending ones left.
+   */
+  async function sweepFlows(tenant: string): Promise<number> {
+    const cutoff = now() - 3600_000;
+    let open = 0;
     for (const o of await store.listAuthObjects('flow', tenant)) {
       const f = JSON.parse(o.record) as FlowRecord;
       if (Date.parse(f.expires_at) < cutoff) await store.deleteAuthObject('flow', o.name, o.version);
+      else if (f.status === 'pending' && Date.parse(f.expires_at) > now()) open++;
     }
+    return open;
   }
 }
 

@@ -8,6 +8,7 @@ import type { AuthService, CallbackResult } from '../../services/auth.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });
 const errors = {
+  429: ErrorBody,
   401: ErrorBody,
   403: ErrorBody,
   404: ErrorBody,
