@@ -89,4 +89,26 @@ describe('auth service: provider addresses', () => {
     expect(open).toBeLessThanOrEqual(201);
     expect((await start('one-more')).json().detail).toContain('in progress');
   });
+
+  it('PATCH: one endpoint of an explicit provider, the secret, scopes; a private token endpoint is still refused', async () => {
+    const patch = (payload: object) =>
+      app.inject({ method: 'PATCH', url: '/v2/auth/providers/inner', headers, payload });
+    const moved = await patch({ token_url: 'https://idp.example.com/token', name: 'Inner IdP', scopes: ['read'] });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect(moved.json()).toMatchObject({
+      name: 'Inner IdP',
+      auth_url: 'https://idp.example.com/authorize',
+      token_url: 'https://idp.example.com/token',
+      scopes: ['read'],
+      has_client_secret: true,
+      token_auth_method: 'client_secret_basic',
+    });
+    const noSecret = await patch({ client_secret: null });
+    expect(noSecret.json()).toMatchObject({ has_client_secret: false, token_auth_method: 'none' });
+    expect(noSecret.body).not.toContain('secret-value-never-shown');
+    expect((await patch({ token_url: 'http://idp.example.com/token' })).statusCode).toBe(422);
+    expect((await patch({ unknown_field: 1 })).statusCode).toBe(422);
+    const got = await app.inject({ method: 'GET', url: '/v2/auth/providers/inner', headers });
+    expect(got.json().token_url).toBe('https://idp.example.com/token');
+  });
 });

@@ -448,11 +448,16 @@ export function createAuthService(deps: AuthServiceDeps) {
       const endpointsChanged =
         patch.issuer_url !== undefined || patch.auth_url !== undefined || patch.token_url !== undefined;
       if (endpointsChanged) {
+        // An explicit provider keeps the endpoint the patch does not name.
+        const kept =
+          !patch.issuer_url && record.issuer_url === null
+            ? { auth_url: record.metadata.authorization_endpoint, token_url: record.metadata.token_endpoint }
+            : {};
         const resolved = await resolveMetadata(
           {
             issuer_url: patch.issuer_url,
-            auth_url: patch.auth_url,
-            token_url: patch.token_url,
+            auth_url: patch.auth_url ?? kept.auth_url,
+            token_url: patch.token_url ?? kept.token_url,
           },
           { clientId, authMethod, ...(clientSecret ? { clientSecret } : {}) },
         );
