@@ -15,12 +15,14 @@ import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
 import { integrationHookRoutes, integrationRoutes } from './routes/v1/integrations.ts';
+import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
 import type { GitHubApp } from './services/integrations-github.ts';
 import { createPushWebhooks } from './services/integrations-webhooks.ts';
+import { createAuthService, type AuthServiceOptions } from './services/auth-setup.ts';
 import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -38,6 +40,8 @@ export interface ControlPlaneDeps {
   consoleDir?: string | false;
   /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
   github?: GitHubApp;
+  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth-setup.ts. */
+  auth?: AuthServiceOptions;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -104,6 +108,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     github: deps.github,
     logger: deps.logger.child({ component: 'webhooks' }),
   });
+  const auth = createAuthService(deps.store, deps.logger, authenticate, deps.auth);
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -118,6 +123,24 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
       },
       { prefix: `${prefix}/v2` },
+    );
+    await app.register(
+      async (v2auth) => {
+        v2auth.addHook('onRequest', async (req) => {
+          req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+        });
+        await v2auth
+          .withTypeProvider<ZodTypeProvider>()
+          .register(authRoutes(auth.service, { prefix, publicUrl: deps.auth?.publicUrl }));
+      },
+      { prefix: `${prefix}/v2` },
+    );
+    // Opened by the end user's browser: no API key, the OAuth state is the credential (routes/v2/auth.ts).
+    await app.register(
+      async (cb) => cb.withTypeProvider<ZodTypeProvider>().register(authCallbackRoutes(auth.service)),
+      {
+        prefix: `${prefix}/v2`,
+      },
     );
     await app.register(
       async (v1) => {

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
 import type { BootstrapKey } from '../control-plane/auth/keys.ts';
+import type { AuthServiceOptions } from '../control-plane/services/auth-setup.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import type { GitHubApp } from '../control-plane/services/integrations-github.ts';
 
@@ -17,6 +18,7 @@ export async function buildControlPlane(
   bootstrapKey?: string,
   onKeysChanged?: () => void,
   github?: GitHubApp,
+  auth?: AuthServiceOptions,
 ): Promise<FastifyInstance> {
   return createControlPlane({
     store,
@@ -24,5 +26,6 @@ export async function buildControlPlane(
     bootstrapKeys: bootstrapKeysOf(bootstrapKey),
     onKeysChanged,
     github,
+    auth,
   });
 }

@@ -139,6 +139,39 @@ export interface IntegrationStore {
   findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]>;
 }
 
+/** Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress). */
+export type AuthObjectKind = 'provider' | 'token' | 'flow';
+
+/**
+ * One record of the auth service. `record` is the service's JSON (no secret in it); `sealed` is its secret part,
+ * already encrypted by the service (the store never sees plaintext). `version` changes with every write.
+ */
+export type AuthObject = {
+  kind: AuthObjectKind;
+  name: string;
+  tenant: string;
+  record: string;
+  sealed: string;
+  version: string;
+};
+
+/**
+ * Auth service records, addressed by (kind, name); names are chosen by the service (hashes and UUIDs), tenants
+ * are checked by the service on every read. Kubernetes-shaped: create fails on an existing name, replace is
+ * optimistic on `version`.
+ */
+export interface AuthObjectStore {
+  /** Existing (kind, name) -> AlreadyExistsError. */
+  createAuthObject(obj: Omit<AuthObject, 'version'>): Promise<void>;
+  getAuthObject(kind: AuthObjectKind, name: string): Promise<AuthObject | undefined>;
+  /** The tenant's records of one kind, in no particular order. */
+  listAuthObjects(kind: AuthObjectKind, tenant: string): Promise<AuthObject[]>;
+  /** Writes record and sealed when `version` is still current: changed -> StaleResourceVersionError; gone -> NotFoundError. */
+  replaceAuthObject(obj: AuthObject): Promise<void>;
+  /** false when missing (or, with `version`, changed since: then nothing is deleted). */
+  deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean>;
+}
+
 export type LogType = 'build' | 'deploy';
 export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
 
@@ -214,7 +247,15 @@ export type TenantReferences = { serviceAccounts: string[]; secrets: string[] };
 
 /** Everything a control plane needs, as one object the adapters build. */
 export interface ControlPlaneStore
-  extends ResourceStore, SecretStore, ApiKeyStore, IntegrationStore, RevisionLogStore, NameClaimStore, HostClaimStore {
+  extends
+    ResourceStore,
+    SecretStore,
+    ApiKeyStore,
+    IntegrationStore,
+    AuthObjectStore,
+    RevisionLogStore,
+    NameClaimStore,
+    HostClaimStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
   /**

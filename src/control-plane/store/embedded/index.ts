@@ -23,6 +23,8 @@ import {
   type ApiKeyRecord,
   type IntegrationRecord,
   integrationDetails,
+  type AuthObject,
+  type AuthObjectKind,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -73,6 +75,9 @@ CREATE TABLE IF NOT EXISTS integrations (id TEXT PRIMARY KEY, tenant TEXT NOT NU
   host TEXT NOT NULL, username TEXT, created_at TEXT NOT NULL, token TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS integrations_by_tenant ON integrations (tenant);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS auth_objects (kind TEXT NOT NULL, name TEXT NOT NULL, tenant TEXT NOT NULL,
+  record TEXT NOT NULL, sealed TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (kind, name));
+CREATE INDEX IF NOT EXISTS auth_objects_by_tenant ON auth_objects (kind, tenant);
 `;
 
 /** A value sealed with the store's key when the key is first used: tells a wrong key at once. */
@@ -535,6 +540,55 @@ class EmbeddedStore implements ControlPlaneStore {
     return this.db.prepare('DELETE FROM integrations WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0;
   }
 
+  // ---- auth service records: the service seals their secret part before they get here ----
+
+  async createAuthObject(o: Omit<AuthObject, 'version'>): Promise<void> {
+    const res = this.db
+      .prepare(
+        'INSERT OR IGNORE INTO auth_objects (kind, name, tenant, record, sealed, version) VALUES (?, ?, ?, ?, ?, 1)',
+      )
+      .run(o.kind, o.name, o.tenant, o.record, o.sealed);
+    if (res.changes === 0) throw new AlreadyExistsError(`auth ${o.kind} "${o.name}" already exists`);
+  }
+
+  async getAuthObject(kind: AuthObjectKind, name: string): Promise<AuthObject | undefined> {
+    const row = this.db.prepare('SELECT * FROM auth_objects WHERE kind = ? AND name = ?').get(kind, name) as
+      AuthRow | undefined;
+    return row && authObjectOf(row);
+  }
+
+  async listAuthObjects(kind: AuthObjectKind, tenant: string): Promise<AuthObject[]> {
+    const rows = this.db
+      .prepare('SELECT * FROM auth_objects WHERE kind = ? AND tenant = ? ORDER BY name')
+      .all(kind, tenant) as AuthRow[];
+    return rows.map(authObjectOf);
+  }
+
+  async replaceAuthObject(o: AuthObject): Promise<void> {
+    this.write(() => {
+      const res = this.db
+        .prepare(
+          'UPDATE auth_objects SET record = ?, sealed = ?, version = version + 1 WHERE kind = ? AND name = ? AND version = ? AND tenant = ?',
+        )
+        .run(o.record, o.sealed, o.kind, o.name, Number(o.version), o.tenant);
+      if (res.changes > 0) return;
+      if (this.db.prepare('SELECT 1 FROM auth_objects WHERE kind = ? AND name = ?').get(o.kind, o.name)) {
+        throw new StaleResourceVersionError(`auth ${o.kind} "${o.name}" changed since it was read`);
+      }
+      throw new NotFoundError(`auth ${o.kind} "${o.name}" not found`);
+    });
+  }
+
+  async deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean> {
+    const res =
+      version === undefined
+        ? this.db.prepare('DELETE FROM auth_objects WHERE kind = ? AND name = ?').run(kind, name)
+        : this.db
+            .prepare('DELETE FROM auth_objects WHERE kind = ? AND name = ? AND version = ?')
+            .run(kind, name, Number(version));
+    return res.changes > 0;
+  }
+
   // ---- deployment name claims: one row per (tenant, name); the primary key and an IMMEDIATE transaction make a
   // claim atomic across processes on the same file; removed with the owning deployment ----
 
@@ -825,6 +879,19 @@ function secretAad(namespace: string, set: string, variable: string): string {
 
 function notFound(kind: Kind, name: string): NotFoundError {
   return new NotFoundError(`${kind} "${name}" not found`);
+}
+
+type AuthRow = { kind: AuthObjectKind; name: string; tenant: string; record: string; sealed: string; version: number };
+
+function authObjectOf(r: AuthRow): AuthObject {
+  return {
+    kind: r.kind,
+    name: r.name,
+    tenant: r.tenant,
+    record: r.record,
+    sealed: r.sealed,
+    version: String(r.version),
+  };
 }
 
 type IntegrationRow = {

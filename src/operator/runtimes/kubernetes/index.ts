@@ -1,6 +1,7 @@
 // The Kubernetes runtime: builds run as Jobs (BuildKit), each deployment is one Deployment rolled from revision to
 // revision, with its Secret, Service, optional Ingress and dev Postgres. Children are built by the pure builders,
 // written only when they differ, and observed through informers whose changes wake the controllers.
+import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { randomBytes } from 'node:crypto';
 import {
   AppsV1Api,
@@ -476,7 +477,8 @@ export class KubernetesRuntime implements Runtime {
             : 'No built image for this revision.',
       };
     const cfg = this.opts.config;
-    const envNames = Object.keys(spec.env).sort();
+    const env = { ...spec.env, ...deploymentAuthEnv(cfg.agentAuth, spec.tenantId, spec.deploymentId) };
+    const envNames = Object.keys(env).sort();
     const refs = rev.spec.secretReferences ?? [];
     const sourceConfig = rev.spec.sourceConfig;
 
@@ -526,8 +528,7 @@ export class KubernetesRuntime implements Runtime {
       await apply(this.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));
       if (internalDb) await apply(this.ops.networkPolicy, makePostgresNetworkPolicy(target));
     }
-    if (envNames.length)
-      await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
+    if (envNames.length) await apply(this.ops.secret, makeSecret(target, spec.revision, env), { createOnly: true });
     if (internalDb) {
       await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), {
         createOnly: true,
