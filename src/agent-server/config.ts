@@ -101,6 +101,13 @@ export const agentServerCommand: CommandSpec = {
       default: '600',
       env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
     },
+    'redis-url': {
+      type: 'string',
+      description:
+        "Redis URL (redis:// or rediss://) for runs' stream events (Redis Streams) instead of the Postgres " +
+        'table or, without --database-url, process memory; every replica must use the same one',
+      env: ['REDIS_URI'],
+    },
     'stream-stall-timeout': {
       type: 'string',
       description:
@@ -155,6 +162,10 @@ const Config = z.object({
     .min(1)
     .max(7 * 24 * 3600),
   streamStallSecs: z.coerce.number().min(1).max(3600),
+  redisUrl: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+    .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
@@ -221,6 +232,7 @@ export function parseAgentServerConfig(
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
     streamRetentionSecs: pick('stream-retention'),
     streamStallSecs: pick('stream-stall-timeout'),
+    redisUrl: pick('redis-url'),
     logLevel: pick('log-level')?.toLowerCase(),
     webhookAllow: (pick('webhook-allow') ?? '')
       .split(',')
@@ -248,6 +260,7 @@ export function parseAgentServerConfig(
       executorThreads: '--executor-threads',
       streamRetentionSecs: '--stream-retention',
       streamStallSecs: '--stream-stall-timeout',
+      redisUrl: '--redis-url',
       logLevel: '--log-level',
       authKeysFile: '--auth-keys-file',
       webhookAllow: '--webhook-allow',
