@@ -107,7 +107,7 @@ async function openRedisStreams(url: string, retentionMs: number, deadline: numb
     } catch (err) {
       const message = (err as Error).message;
       if (/WRONGPASS|NOAUTH|NOPERM/.test(message) || Date.now() + delay > deadline)
-        throw new Error(`--redis-url: cannot use Redis: ${message}`);
+        throw new Error(`--redis-url: cannot use Redis: ${message}`, { cause: err });
       logger.warn({ reason: message, retry_in_ms: delay }, 'redis not reachable yet; retrying');
       await new Promise((r) => setTimeout(r, delay));
     }

@@ -17,6 +17,7 @@ import {
 } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type RunExecutor } from './executor.ts';
+import { runDoneEvent } from '../streams/thread-events.ts';
 import { stringify } from '../serde.ts';
 
 export interface EngineOptions {
@@ -283,6 +284,8 @@ export class RunEngine {
       }
     }
     if (outcome.error) publish('error', stringify(outcome.error));
+    // The run's end on its thread's stream (run streams skip it; see streams/thread-events.ts).
+    publish(...runDoneEvent(run.run_id));
     // Readers end a stream once the run is terminal: its events must be readable before that.
     await streams
       .flush()
