@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { langSmithFromEnv } from './streams/feedback.ts';
 import {
   fromEnv,
   optionPicker,
@@ -176,6 +177,10 @@ const Config = z.object({
       .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
   ),
   cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
+  /** LangSmith (LANGSMITH_API_KEY, LANGSMITH_ENDPOINT): feedback URLs for runs with feedback_keys. */
+  langsmith: z
+    .object({ apiKey: z.string().min(1), endpoint: z.string().regex(/^https?:\/\/[^\s]+$/, 'must be an http(s) URL') })
+    .nullable(),
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
@@ -240,6 +245,7 @@ export function parseAgentServerConfig(
       .filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
     notes: notes.length ? notes : undefined,
@@ -266,6 +272,7 @@ export function parseAgentServerConfig(
       webhookAllow: '--webhook-allow',
       cronPollMs: '--cron-poll-ms',
       graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
+      langsmith: 'LANGSMITH_ENDPOINT',
     };
     const msg = parsed.error.issues
       .map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`)

@@ -19,6 +19,7 @@ import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
 import { redisStreamEvents } from './storage/redis/stream-events.ts';
+import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
 import type { Storage } from './storage/types.ts';
 
@@ -164,10 +165,15 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
   const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
+  if (!config.langsmith)
+    logger.info('LangSmith not configured (LANGSMITH_API_KEY): runs with feedback_keys get no feedback event');
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
+    ...(config.langsmith
+      ? { feedback: langSmithFeedback(config.langsmith, logger.child({ component: 'feedback' })) }
+      : {}),
     // The thread's values after the run: the outcome has them unless the run left them unchanged.
     onRunFinished: (run, outcome) =>
       webhooks.notify(run, outcome, async () =>
