@@ -109,23 +109,31 @@ async function runCycles(
     const run = await client.runs.create(t.thread_id, 'chat', { input });
     await client.runs.join(t.thread_id, run.run_id);
     const state = await client.threads.getState(t.thread_id);
-    if (!(state.values as { messages?: unknown[] }).messages?.length) throw new Error('run left no messages');
+    if (!(state.values as { messages?: unknown[] }).messages?.length) {
+      const r = await client.runs.get(t.thread_id, run.run_id);
+      throw new Error(`run ${run.run_id} left no messages: status ${r.status}`);
+    }
   };
   // Warm-up, then the measured window.
   for (let i = 0; i < clients; i++) await one();
   const cpu0 = cpuSecs(proc.proc.pid!);
   const end = performance.now() + seconds * 1000;
   let done = 0;
+  const failures: string[] = [];
   await Promise.all(
     Array.from({ length: clients }, async () => {
       while (performance.now() < end) {
-        await one();
-        done++;
+        try {
+          await one();
+          done++;
+        } catch (err) {
+          failures.push((err as Error).message);
+        }
       }
     }),
   );
   const cpu = cpuSecs(proc.proc.pid!) - cpu0;
-  return { perSec: done / seconds, cpuMs: (cpu * 1000) / done };
+  return { perSec: done / seconds, cpuMs: (cpu * 1000) / done, failures };
 }
 
 interface Setup {
@@ -197,8 +205,8 @@ export async function runStreamBench(opts: {
             `${s.transport}/${cross ? 'cross' : 'local'}`,
             (await measure(s.procs, s.sql, cross, long)).tokensPerSec,
           );
-    const cycles = new Map<Transport, Array<{ perSec: number; cpuMs: number }>>();
-    for (let round = 0; round < 2; round++)
+    const cycles = new Map<Transport, Array<{ perSec: number; cpuMs: number; failures: string[] }>>();
+    for (let round = 0; round < 3; round++)
       for (const s of setups)
         cycles.set(s.transport, [...(cycles.get(s.transport) ?? []), await runCycles(s.procs[0]!, cycleSeconds, 8)]);
 
@@ -219,9 +227,14 @@ export async function runStreamBench(opts: {
       const mean = (f: (x: { perSec: number; cpuMs: number }) => number) => c.reduce((a, x) => a + f(x), 0) / c.length;
       return (
         `| ${label[s.transport]} | ${c.map((x) => x.perSec.toFixed(1)).join(' / ')} | ${mean((x) => x.perSec).toFixed(1)} | ` +
-        `${c.map((x) => x.cpuMs.toFixed(1)).join(' / ')} | ${mean((x) => x.cpuMs).toFixed(1)} |`
+        `${c.map((x) => x.cpuMs.toFixed(1)).join(' / ')} | ${mean((x) => x.cpuMs).toFixed(1)} | ` +
+        `${c.reduce((a, x) => a + x.failures.length, 0)} |`
       );
     });
+    for (const s of setups) {
+      const failed = cycles.get(s.transport)!.flatMap((x) => x.failures);
+      if (failed.length) notes.push(`- ${label[s.transport]}: ${failed.length} failed cycles, first: ${failed[0]}`);
+    }
     const load = os.loadavg()[0]!.toFixed(1);
     const md = [
       '# Stream benchmark',
@@ -239,11 +252,11 @@ export async function runStreamBench(opts: {
       ...rows,
       '',
       `Run cycle on one replica: 8 SDK clients each loop create thread → create run (stream mode values, 2-token ` +
-        `chat) → join → get state, ${cycleSeconds} s per window, two windows per transport taking turns; server CPU ` +
+        `chat) → join → get state, ${cycleSeconds} s per window, three windows per transport taking turns; server CPU ` +
         "is the agent-server process's user+system time per cycle (Postgres' and Redis' own CPU not included).",
       '',
-      '| stream events in | cycles/s (windows) | cycles/s mean | server CPU ms / cycle (windows) | mean |',
-      '|---|---|---|---|---|',
+      '| stream events in | cycles/s (windows) | cycles/s mean | server CPU ms / cycle (windows) | mean | failed |',
+      '|---|---|---|---|---|---|',
       ...cycleRows,
       '',
       '- The time to first token includes finding the executing replica (a query per sample) and the join request.',
