@@ -101,7 +101,7 @@ async function runCycles(
   proc: ServerProc,
   seconds: number,
   clients: number,
-): Promise<{ perSec: number; cpuMs: number }> {
+): Promise<{ perSec: number; cpuMs: number; failures: string[] }> {
   const client = new Client({ apiUrl: proc.url, callerOptions: { maxRetries: 0 } });
   const input = { text: 'hi', messages: [{ role: 'user', content: 'go' }] };
   const one = async () => {
