@@ -135,3 +135,24 @@ describe('embedded stream events memory bound', () => {
     await s.close();
   });
 });
+
+describe.skipIf(!redisUrl)('redis stream events: an unreachable Redis', () => {
+  it('refuses to open (no store that silently drops events), and keeps no connection retrying', async () => {
+    const net = await import('node:net');
+    // A port nothing listens on: taken and released.
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const handlesBefore = process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    await expect(redisStreamEvents({ url: `redis://127.0.0.1:${port}`, retentionMs: 1_000 })).rejects.toThrow(
+      /ECONNREFUSED/,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    expect(process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length).toBeLessThanOrEqual(
+      handlesBefore,
+    );
+  });
+});

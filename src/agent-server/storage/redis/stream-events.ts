@@ -67,7 +67,11 @@ export async function redisStreamEvents(
   const origin = Math.random().toString(36).slice(2, 10);
   // Commands wait while Redis is unreachable (reconnecting with backoff) and fail after a few tries.
   const redis = new Redis(opts.url, { lazyConnect: true, maxRetriesPerRequest: 3 });
-  redis.on('error', (err: Error) => opts.logger?.warn({ err: { message: err.message } }, 'redis connection error'));
+  let connError: Error | null = null;
+  redis.on('error', (err: Error) => {
+    connError = err;
+    opts.logger?.warn({ err: { message: err.message } }, 'redis connection error');
+  });
   // EVALSHA with the script's hash (sent once per connection).
   redis.defineCommand('apAppendStreamEvents', { lua: APPEND_SCRIPT });
   const appendScript = (
@@ -83,7 +87,9 @@ export async function redisStreamEvents(
     // No reconnecting in the background for a store that never opened.
     redis.disconnect();
     blocking.disconnect();
-    throw err;
+    // ioredis rejects with "Connection is closed"; the reason is in the error event before it.
+    const reason = (connError as Error | null)?.message ?? (err as Error).message;
+    throw new Error(`cannot connect to Redis: ${reason}`, { cause: err });
   }
 
   const watchers = new Map<string, Set<() => void>>();
