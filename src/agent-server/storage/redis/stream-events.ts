@@ -22,6 +22,10 @@ const DEFAULT_MAXLEN = 100_000;
 /** Entries kept in the wake-up stream: a process further behind than this wakes every reader. */
 const WAKE_MAXLEN = 10_000;
 const BLOCK_MS = 5_000;
+/** Recently read events kept per run so readers share them (count, bytes), and how long an unread run's stay. */
+const RECENT_MAX = 5_000;
+const RECENT_MAX_BYTES = 8 * 1024 * 1024;
+const RECENT_IDLE_MS = 30_000;
 /** An event's id in its Redis stream: the log id as the milliseconds part. */
 const rid = (id: number) => `${id}-0`;
 
@@ -189,13 +193,42 @@ export async function redisStreamEvents(
       (await redis.xrange(k.run(runId), rid(Math.max(afterId, 0) + 1), '+', 'COUNT', limit)) as RawEntry[],
     );
 
-  // Readers in step (many clients of one run, woken together) share one read and get the same event objects.
+  // Readers of a run at different points get the same object for the same event (their SSE frames are encoded
+  // once per object, see routes/stream.ts): the newest events read per run are kept, bounded, dropped when idle.
+  const recent = new Map<string, { events: Map<number, StoredStreamEvent>; bytes: number; usedAt: number }>();
+  const shared = (runId: string, events: StoredStreamEvent[]): StoredStreamEvent[] => {
+    let r = recent.get(runId);
+    if (!r) recent.set(runId, (r = { events: new Map(), bytes: 0, usedAt: 0 }));
+    r.usedAt = Date.now();
+    const out = events.map((e) => {
+      const known = r.events.get(e.id);
+      if (known) return known;
+      r.events.set(e.id, e);
+      r.bytes += e.data.length;
+      return e;
+    });
+    // Oldest first out (insertion order is read order, close to id order).
+    for (const [id, e] of r.events) {
+      if (r.events.size <= RECENT_MAX && r.bytes <= RECENT_MAX_BYTES) break;
+      r.events.delete(id);
+      r.bytes -= e.data.length;
+    }
+    return out;
+  };
+  const sweepRecent = setInterval(() => {
+    const old = Date.now() - RECENT_IDLE_MS;
+    for (const [runId, r] of recent) if (r.usedAt < old) recent.delete(runId);
+  }, RECENT_IDLE_MS / 2).unref();
+
+  // Readers in step (many clients of one run, woken together) share one read.
   const inFlight = new Map<string, Promise<StoredStreamEvent[]>>();
   function read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
     const key = `${runId}|${afterId}|${limit}`;
     let pending = inFlight.get(key);
     if (!pending) {
-      pending = range(runId, afterId, limit).finally(() => inFlight.delete(key));
+      pending = range(runId, afterId, limit)
+        .then((events) => shared(runId, events))
+        .finally(() => inFlight.delete(key));
       inFlight.set(key, pending);
     }
     return pending;
@@ -298,6 +331,8 @@ export async function redisStreamEvents(
       if (closed) return;
       await store.flush().catch(() => undefined);
       closed = true;
+      clearInterval(sweepRecent);
+      recent.clear();
       blocking.disconnect();
       await following;
       await redis.quit().catch(() => redis.disconnect());
