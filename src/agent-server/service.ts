@@ -10,6 +10,7 @@ import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
+import { publishStateUpdate } from './streams/thread-events.ts';
 import {
   TERMINAL_RUN_STATUSES,
   type Assistant,
@@ -362,6 +363,8 @@ export function createAgentService({
       snapshot.next.length > 0,
       interruptsOf(snapshot),
     );
+    // Thread streams asking for state_update get the new state.
+    await publishStateUpdate(storage.streams, threadId, await getState(threadId), randomUUID());
     const c = (next.configurable ?? {}) as Json;
     const checkpoint = {
       thread_id: threadId,
