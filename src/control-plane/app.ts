@@ -17,6 +17,9 @@ import { registerConsole } from './console.ts';
 import { integrationRoutes } from './routes/v1/integrations.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
+import { listenerRoutes } from './routes/v2/listeners.ts';
+import { createListenerService } from './services/listeners.ts';
+import { ForbiddenError } from '../lib/errors.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
 import type { InputPolicy } from './services/input-rules.ts';
@@ -92,6 +95,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   });
 
   const integrations = createIntegrationService(deps.store);
+  const listeners = createListenerService({
+    store: deps.store,
+    logger: deps.logger.child({ component: 'listeners' }),
+    bootstrapKeys: deps.bootstrapKeys,
+  });
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -99,8 +107,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       async (v2) => {
         v2.addHook('onRequest', async (req) => {
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service));
+        await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
@@ -111,6 +121,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       async (v1) => {
         v1.addHook('onRequest', async (req) => {
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
       },
@@ -118,6 +129,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     );
   }
   return app;
+}
+
+/** A listener key reaches only /v2/listeners/<its id> and below. */
+function limitListenerKey(listenerId: string | undefined, url: string): void {
+  if (!listenerId) return;
+  const path = url.split('?')[0]!;
+  const own = `/v2/listeners/${listenerId}`;
+  if (path !== own && !path.startsWith(`${own}/`)) {
+    throw new ForbiddenError('A listener key may only call its own listener endpoints.');
+  }
 }
 
 function header(v: string | string[] | undefined): string | undefined {

@@ -33,6 +33,7 @@ import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '..
 import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
 import type { InputPolicy } from './input-rules.ts';
 import { integrationIssues } from './integrations.ts';
+import { listenerIssues, waitingMessage } from './listeners.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 /** Comma-separated environment variable names of the current secret set (values live in the set only). */
@@ -152,7 +153,14 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
   async function ensureRevision(dep: AgentDeployment): Promise<AgentRevision> {
     const rev = makeRevision(dep);
     try {
-      return await store.create('AgentRevision', rev);
+      const created = await store.create('AgentRevision', rev);
+      const listenerId = dep.spec.sourceConfig.listenerId;
+      if (!listenerId) return created;
+      // Nobody here builds it: say who will, until that listener reports on it.
+      return await store.updateStatus('AgentRevision', {
+        ...created,
+        status: { phase: 'QUEUED', statusMessage: waitingMessage(listenerId) },
+      });
     } catch (err) {
       if (err instanceof AlreadyExistsError) return store.get('AgentRevision', ns, rev.metadata.name);
       throw err;
@@ -210,6 +218,12 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
       refuse(policyIssues(body.source_config.resource_spec, body.source_config.custom_url));
       refuse(await referenceIssues(tenant, body.source_config.resource_spec, body.secret_references));
       refuse(await integrationIssues(store, tenant, body.source_config.integration_id, body.source_config.repo_url));
+      await listenerIssues(
+        store,
+        tenant,
+        body.source_config.listener_id,
+        body.source_config.listener_config?.k8s_namespace,
+      );
       const host = hostOf(body.source_config.custom_url);
       return withTenantLock(tenant, async () => {
         await assertNameFree(tenant, body.name);
