@@ -3,6 +3,7 @@
 // absence converges and nothing is made twice); `report` sends back what the local operator made of them (statuses,
 // URL, build/deploy log lines after the control plane's cursor). Works on any store of the port: the embedded one with
 // the local runtime, or a cluster's custom resources for its operator.
+import { isDeepStrictEqual } from 'node:util';
 import { NotFoundError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
@@ -230,6 +231,15 @@ export class ListenerSync {
           if (!(err instanceof AlreadyExistsError)) throw err;
         }
       }
+      // The target first, then its revision: a revision that appears before the deployment points at it would be
+      // taken for one superseded already. (The local operator may make the revision itself meanwhile: same spec.)
+      if (!isDeepStrictEqual(local.spec, spec)) {
+        await this.update(ns, d.name, (obj) => ({
+          ...obj,
+          spec,
+          metadata: { ...obj.metadata, annotations: { ...obj.metadata.annotations, ...d.annotations } },
+        }));
+      }
       for (const r of d.revisions) {
         if (await this.getOptional('AgentRevision', ns, r.name)) continue;
         const rev: AgentRevision = {
@@ -254,13 +264,6 @@ export class ListenerSync {
         } catch (err) {
           if (!(err instanceof AlreadyExistsError)) throw err;
         }
-      }
-      if (JSON.stringify(local.spec) !== JSON.stringify(spec)) {
-        await this.update(ns, d.name, (obj) => ({
-          ...obj,
-          spec,
-          metadata: { ...obj.metadata, annotations: { ...obj.metadata.annotations, ...d.annotations } },
-        }));
       }
     }
     // Deployments deleted on the control plane (also while this listener was away) go here too.
@@ -302,10 +305,19 @@ export class ListenerSync {
   /** What the local operator made of our deployments, with the log lines the control plane does not hold yet. */
   async collect(): Promise<{ report: ListenerReport; marks: [string, number][] }> {
     const { store, listenerId } = this.opts;
-    const [{ items: deps }, { items: revs }] = await Promise.all([
-      store.list('AgentDeployment', undefined, { labelSelector: `${LABEL_LISTENER}=${listenerId}` }),
-      store.list('AgentRevision', undefined, { labelSelector: `${LABEL_LISTENER}=${listenerId}` }),
-    ]);
+    const { items: deps } = await store.list('AgentDeployment', undefined, {
+      labelSelector: `${LABEL_LISTENER}=${listenerId}`,
+    });
+    // Revisions by their deployment: the local operator may have made one itself (without our label).
+    const revs = (
+      await Promise.all(
+        deps.map((d) =>
+          store.list('AgentRevision', d.metadata.namespace, {
+            labelSelector: `${LABEL_DEPLOYMENT}=${d.metadata.name}`,
+          }),
+        ),
+      )
+    ).flatMap((l) => l.items);
     const marks: [string, number][] = [];
     const report: ListenerReport = { agent_version: this.opts.version, deployments: [] };
     for (const d of deps) {
