@@ -122,7 +122,8 @@ export class ListenerSync {
   /** Logs the first failure of a kind at error/warn level, then stays quiet until it works again. */
   private failed(what: string, err: unknown, retryMs: number): void {
     const status = err instanceof HttpError ? err.status : undefined;
-    const kind = `${what}:${status ?? (err as Error).name}`;
+    // Both loops share one state: a wrong key fails both, and still makes one line.
+    const kind = String(status ?? (err as Error).name);
     const message = err instanceof Error ? redactUrlsIn(err.message) : String(err);
     if (this.trouble === kind) {
       this.log.debug({ retry_in_ms: retryMs }, `${what} still failing: ${message}`);
