@@ -78,6 +78,8 @@ export class ListenerSync {
   /** One line per kind of trouble, not one per retry. */
   private trouble: string | undefined;
   private readonly log: Logger;
+  /** Every namespace a snapshot named since this process started. */
+  private readonly seen = new Set<string>();
 
   constructor(private readonly opts: ListenerSyncOptions) {
     this.log = opts.logger.child({ component: 'listener', listener_id: opts.listenerId });
@@ -268,9 +270,7 @@ export class ListenerSync {
       }
     }
     // Deployments deleted on the control plane (also while this listener was away) go here too.
-    const { items } = await store.list('AgentDeployment', undefined, {
-      labelSelector: `${LABEL_LISTENER}=${listenerId}`,
-    });
+    const items = await this.ours(snap);
     for (const local of items) {
       const key = `${local.metadata.namespace}/${local.metadata.name}`;
       if (wanted.has(key) || local.metadata.deletionTimestamp) continue;
@@ -279,6 +279,25 @@ export class ListenerSync {
       });
       this.log.info({ deployment_id: local.spec.deploymentId }, 'deployment deleted on the control plane; removing');
     }
+  }
+
+  /**
+   * The deployments this listener made, namespace by namespace (a listener in a cluster may read only the namespaces
+   * it serves, never the whole cluster).
+   */
+  private async ours(snap: ListenerSnapshot | undefined): Promise<AgentDeployment[]> {
+    for (const ns of snap?.namespaces ?? []) this.seen.add(ns);
+    for (const d of snap?.deployments ?? []) {
+      const ns = d.spec.sourceConfig.listenerConfig?.k8sNamespace;
+      if (ns) this.seen.add(ns);
+    }
+    const namespaces = new Set([this.opts.namespace, ...this.seen]);
+    const lists = await Promise.all(
+      [...namespaces].map((ns) =>
+        this.opts.store.list('AgentDeployment', ns, { labelSelector: `${LABEL_LISTENER}=${this.opts.listenerId}` }),
+      ),
+    );
+    return lists.flatMap((l) => l.items);
   }
 
   private async update(ns: string, name: string, change: (d: AgentDeployment) => AgentDeployment): Promise<void> {
@@ -305,10 +324,8 @@ export class ListenerSync {
 
   /** What the local operator made of our deployments, with the log lines the control plane does not hold yet. */
   async collect(): Promise<{ report: ListenerReport; marks: [string, number][] }> {
-    const { store, listenerId } = this.opts;
-    const { items: deps } = await store.list('AgentDeployment', undefined, {
-      labelSelector: `${LABEL_LISTENER}=${listenerId}`,
-    });
+    const { store } = this.opts;
+    const deps = await this.ours(this.last);
     // Revisions by their deployment: the local operator may have made one itself (without our label).
     const revs = (
       await Promise.all(

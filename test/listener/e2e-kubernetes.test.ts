@@ -122,9 +122,15 @@ describe('a deployment on a listener that writes custom resources', () => {
     await until('DEPLOYING', () => peek('agentrevisions', `${name}-r1`)?.status?.phase === 'DEPLOYING', 60_000);
     const fake = new FakeCluster(cluster.kubeConfig, NS);
     await fake.rollout(name, 'ready');
-    const rev1 = await waitFor('r1 DEPLOYED on the control plane', async () => {
-      const r = (await cp.get(`/v2/deployments/${depId}/revisions/${r1}`)).body;
-      return r.status === 'DEPLOYED' ? r : undefined;
+    const rev1 = await waitFor(
+      'r1 DEPLOYED on the control plane',
+      async () => {
+        const r = (await cp.get(`/v2/deployments/${depId}/revisions/${r1}`)).body;
+        return r.status === 'DEPLOYED' ? r : undefined;
+      },
+      60_000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nlistener output:\n${lis.output().slice(-3000)}`);
     });
     expect(rev1.image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
     const shown = (await cp.get(`/v2/deployments/${depId}`)).body;

@@ -120,6 +120,8 @@ export type ListenerSnapshot = {
   secrets: Record<string, Record<string, string>>;
   /** SHA-256 hashes of the keys the tenant's agents accept. */
   key_hashes: string[];
+  /** The namespaces the listener offers (compute_config.k8s_namespaces): where it looks for what it made. */
+  namespaces: string[];
 };
 
 export type ListenerService = ReturnType<typeof createListenerService>;
@@ -235,9 +237,10 @@ export function createListenerService(deps: {
       deployments: out.map((d) => ({ ...d, revisions: d.revisions.map((x) => ({ name: x.name, spec: x.spec })) })),
       secrets,
       key_hashes,
+      namespaces: r.computeConfig.k8sNamespaces,
     };
     const cursor = createHash('sha256').update(JSON.stringify(digestOf)).digest('hex').slice(0, 32);
-    return { cursor, deployments: out, secrets, key_hashes };
+    return { cursor, deployments: out, secrets, key_hashes, namespaces: r.computeConfig.k8sNamespaces };
   }
 
   async function setStatus<T extends AgentDeployment | AgentRevision>(
