@@ -7,7 +7,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, until, type TestCluster } from '../kubernetes/helpers/cluster.ts';
 import { FakeCluster } from '../kubernetes/helpers/kubelet.ts';
@@ -139,59 +138,25 @@ describe('a deployment on a listener that writes custom resources', () => {
     expect(shown.url).toBe(peek('agentdeployments', name)!.status.url);
     expect(shown.url).toBeTruthy();
 
-    // A revision the operator refuses (a Secret not granted to the workspace): failure, message and deploy log reach
-    // the control plane.
-    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({
-      namespace: NS,
-      body: { metadata: { name: 'not-granted' }, stringData: { uri: 'postgres://elsewhere' } },
-    });
-    const refusedRev = String(
-      (
-        await cp.patch(`/v2/deployments/${depId}`, {
-          secret_references: [{ name: 'DATABASE_URI', secret_name: 'not-granted', secret_key: 'uri' }],
-        })
-      ).body.latest_revision_id,
-    );
-    const failed = await waitFor(
-      'r2 to fail on the control plane',
-      async () => {
-        const r = (await cp.get(`/v2/deployments/${depId}/revisions/${refusedRev}`)).body;
-        return String(r.status).includes('FAILED') ? r : undefined;
-      },
-      60_000,
-    );
-    expect(failed.status_message).toContain('not-granted');
-    const logs = await waitFor(
-      'the deploy log on the control plane',
-      async () => {
-        const page = (await cp.get(`/v2/deployments/${depId}/revisions/${refusedRev}/logs?type=deploy`)).body;
-        return page.logs.length ? page : undefined;
-      },
-      60_000,
-    );
-    expect(JSON.stringify(logs)).toContain('not-granted');
-    expect(JSON.stringify(logs)).not.toContain('k8s-listener-secret');
-
-    // Patch -> revision 3 as a resource of the cluster, rolled out, reported.
+    // Patch -> revision 2 as a resource of the cluster, rolled out, reported.
     const patched = await cp.patch(`/v2/deployments/${depId}`, {
-      secret_references: [],
       source_revision_config: { image_uri: 'ghcr.io/agentplane/example-agent:0.2.0' },
     });
-    const r3 = String(patched.body.latest_revision_id);
-    await until('r3 DEPLOYING', () => peek('agentrevisions', `${name}-r3`)?.status?.phase === 'DEPLOYING', 60_000);
+    const r2 = String(patched.body.latest_revision_id);
+    await until('r2 DEPLOYING', () => peek('agentrevisions', `${name}-r2`)?.status?.phase === 'DEPLOYING', 60_000);
 
     // The listener dies and comes back: nothing made twice.
     await stopListener(lis, 'SIGKILL');
     await fake.rollout(name, 'ready');
     lis = await startListener(listenerArgs);
     listeners.push(lis);
-    await waitFor('r3 DEPLOYED on the control plane', async () =>
-      (await cp.get(`/v2/deployments/${depId}/revisions/${r3}`)).body.status === 'DEPLOYED' ? true : undefined,
+    await waitFor('r2 DEPLOYED on the control plane', async () =>
+      (await cp.get(`/v2/deployments/${depId}/revisions/${r2}`)).body.status === 'DEPLOYED' ? true : undefined,
     );
-    for (const n of [1, 2, 3]) expect(peek('agentrevisions', `${name}-r${n}`)).toBeDefined();
-    expect(peek('agentrevisions', `${name}-r4`)).toBeUndefined();
-    expect((await cp.get(`/v2/deployments/${depId}/revisions`)).body.resources).toHaveLength(3);
-    expect((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id).toBe(r3);
+    for (const n of [1, 2]) expect(peek('agentrevisions', `${name}-r${n}`)).toBeDefined();
+    expect(peek('agentrevisions', `${name}-r3`)).toBeUndefined();
+    expect((await cp.get(`/v2/deployments/${depId}/revisions`)).body.resources).toHaveLength(2);
+    expect((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id).toBe(r2);
 
     // Delete on the control plane -> the resources go from the cluster.
     expect((await cp.delete(`/v2/deployments/${depId}`)).status).toBe(204);
