@@ -165,6 +165,10 @@ describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
     expect((await call('GET', `/v2/listeners/${la2}/watch?timeout=0`, { key: keyA })).status).toBe(403);
     expect((await call('GET', '/v2/api-keys', { key: keyA })).status).toBe(403);
 
+    // Watch and report belong to the listener's key: a workspace (even admin) key never sees env values this way.
+    expect((await call('GET', `/v2/listeners/${la}/watch?timeout=0`)).status).toBe(403);
+    expect((await call('POST', `/v2/listeners/${la}/report`, { body: { deployments: [] } })).status).toBe(403);
+
     // It sees only the deployments assigned to it: not A's own, not A's other listener's, not B's.
     const snap = await call('GET', `/api-host/v2/listeners/${la}/watch?timeout=0`, { key: keyA });
     expect(snap.status).toBe(200);

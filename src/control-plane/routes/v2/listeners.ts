@@ -33,6 +33,19 @@ function requireListenerOrWorkspace(req: FastifyRequest, id: string): string {
   return p.tenant;
 }
 
+/**
+ * The listener's own key only: a watch answer carries the environment values of its deployments, which no workspace
+ * key can read anywhere else in the API.
+ */
+function requireOwnListenerKey(req: FastifyRequest, id: string): string {
+  const p = req.principal!;
+  if (p.listenerId !== id)
+    throw new ForbiddenError(
+      `Only a key of listener ${id} may call this endpoint (create one with POST /v2/listeners/${id}/keys).`,
+    );
+  return p.tenant;
+}
+
 export const listenerRoutes =
   (service: ListenerService): FastifyPluginAsyncZod =>
   async (app) => {
@@ -129,7 +142,7 @@ export const listenerRoutes =
         },
       },
       async (req) => {
-        const tenant = requireListenerOrWorkspace(req, req.params.listener_id);
+        const tenant = requireOwnListenerKey(req, req.params.listener_id);
         let closed = false;
         req.raw.once('close', () => (closed = true));
         return service.watch(tenant, req.params.listener_id, req.query.since, req.query.timeout * 1000, {
@@ -152,6 +165,6 @@ export const listenerRoutes =
         },
       },
       async (req) =>
-        service.report(requireListenerOrWorkspace(req, req.params.listener_id), req.params.listener_id, req.body),
+        service.report(requireOwnListenerKey(req, req.params.listener_id), req.params.listener_id, req.body),
     );
   };
