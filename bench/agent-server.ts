@@ -44,6 +44,7 @@ const { values: args } = parseArgs({
     only: { type: 'string', default: TARGETS.join(',') },
     'no-write': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    baseline: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -59,6 +60,8 @@ if (args.help) {
       `  --only LIST          comma-separated subset of ${TARGETS.join(',')}`,
       '  --no-write           print the table only, do not write bench/results/agent-server.md',
       '  --profile            run our servers with --cpu-prof; .cpuprofile files land in the log folder',
+      '  --baseline DIR       also run embedded/postgres from another checkout (e.g. a git worktree of an older',
+      '                       commit) as targets "embedded@base"/"postgres@base", in the same rounds (A/B)',
       'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres)',
       '',
     ].join('\n'),
@@ -73,6 +76,12 @@ const clients = Number(args.clients);
 const latencySamples = Number(args['latency-samples']);
 const only = new Set(args.only.split(',').map((s) => s.trim()) as Target[]);
 for (const t of only) if (!TARGETS.includes(t)) throw new Error(`--only: unknown target "${t}"`);
+const baselineRoot = args.baseline ? path.resolve(args.baseline) : undefined;
+if (baselineRoot && !existsSync(path.join(baselineRoot, 'bin/agentplane.mjs'))) {
+  throw new Error(`--baseline: ${baselineRoot}/bin/agentplane.mjs not found`);
+}
+/** A target, or an agentplane target of the --baseline checkout ("postgres@base"). */
+type TargetName = Target | `${'embedded' | 'postgres'}@base`;
 
 interface Result {
   target: string;
@@ -331,14 +340,14 @@ async function startLatency(client: Client, samples: number): Promise<{ p50: num
 }
 
 interface Contender {
-  target: Target;
+  target: TargetName;
   /** One measured window at full load. */
   window(): Promise<Window>;
   latency?(): Promise<{ p50: number; p99: number }>;
   stop(): Promise<void>;
 }
 
-function serverContender(target: Target, server: Server, cleanup: () => Promise<void> = async () => {}): Contender {
+function serverContender(target: TargetName, server: Server, cleanup: () => Promise<void> = async () => {}): Contender {
   const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
   const pgid = server.proc.pid!;
   return {
@@ -386,6 +395,8 @@ function report(results: Result[]): string {
     reference: 'reference (langgraph-cli dev, in-memory)',
     embedded: 'agentplane embedded',
     postgres: 'agentplane Postgres',
+    'embedded@base': 'agentplane embedded (--baseline)',
+    'postgres@base': 'agentplane Postgres (--baseline)',
     limit: 'limit: in-process graph.invoke, MemorySaver',
   };
   const isServer = (r: Result) => r.target !== 'limit';
@@ -435,16 +446,47 @@ function report(results: Result[]): string {
   return lines.join('\n');
 }
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/**
+ * With --baseline: this tree against the baseline per store, from the rounds' pairs (each pair ran back to back,
+ * so background load hits both alike): median and range of the per-round ratios.
+ */
+function baselineComparison(windows: Map<TargetName, Window[]>): string {
+  const lines: string[] = [];
+  for (const store of ['embedded', 'postgres'] as const) {
+    const ours = windows.get(store);
+    const base = windows.get(`${store}@base`);
+    if (!ours || !base) continue;
+    const rate: number[] = [];
+    const cpu: number[] = [];
+    ours.forEach((w, i) => {
+      const b = base[i];
+      if (!b || !w.completed || !b.completed) return;
+      rate.push(w.completed / b.completed);
+      if (w.cpu !== undefined && b.cpu !== undefined) cpu.push(w.cpu / w.completed / (b.cpu / b.completed));
+    });
+    if (!rate.length) continue;
+    const show = (xs: number[]) =>
+      `median ${fmt((median(xs) - 1) * 100)} % (rounds: ${xs.map((x) => fmt((x - 1) * 100)).join(', ')})`;
+    lines.push(`- ${store} vs --baseline, per-round pairs: cycles/s ${show(rate)}; server CPU ms/cycle ${show(cpu)}.`);
+  }
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
 // ---------------------------------------------------------------------------------------------- main
 
 async function startContenders(logDir: string): Promise<Contender[]> {
   const contenders: Contender[] = [];
   const node = process.execPath;
-  const bin = path.join(root, 'bin/agentplane.mjs');
   const nodeFlags = args.profile ? ['--cpu-prof', '--cpu-prof-dir', logDir] : [];
-  const ours = (port: number, store: string[]) => [
+  const ours = (port: number, store: string[], tree = root) => [
     ...nodeFlags,
-    bin,
+    path.join(tree, 'bin/agentplane.mjs'),
     'agent-server',
     '--config',
     exampleConfig,
@@ -471,42 +513,51 @@ async function startContenders(logDir: string): Promise<Contender[]> {
       );
       contenders.push(serverContender('reference', server, () => rm(state, { recursive: true, force: true })));
     }
+    // With --baseline, each agentplane target runs once from this tree and once from the baseline's, alternately.
+    const trees: Array<{ dir: string; suffix: '' | '@base' }> = [{ dir: root, suffix: '' }];
+    if (baselineRoot) trees.push({ dir: baselineRoot, suffix: '@base' });
     if (only.has('embedded')) {
-      const port = await freePort();
-      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
-      log('starting agentplane (embedded)');
-      const server = await startServer('embedded', node, ours(port, ['--data-dir', dataDir]), {
-        cwd: root,
-        port,
-        logDir,
-      });
-      contenders.push(serverContender('embedded', server, () => rm(dataDir, { recursive: true, force: true })));
-    }
-    if (only.has('postgres')) {
-      const db = `ap_bench_${randomBytes(4).toString('hex')}`;
-      const admin = new pg.Client({ connectionString: ADMIN_URL });
-      await admin.connect();
-      await admin.query(`CREATE DATABASE ${db}`);
-      const dropDb = async () => {
-        await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-        await admin.end();
-      };
-      const dbUrl = new URL(ADMIN_URL);
-      dbUrl.pathname = `/${db}`;
-      const port = await freePort();
-      log(`starting agentplane (Postgres database ${db})`);
-      let server: Server;
-      try {
-        server = await startServer('postgres', node, ours(port, ['--database-url', dbUrl.href]), {
-          cwd: root,
+      for (const tree of trees) {
+        const name = `embedded${tree.suffix}` as TargetName;
+        const port = await freePort();
+        const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-data-'));
+        log(`starting agentplane (embedded) from ${tree.dir}`);
+        const server = await startServer(name, node, ours(port, ['--data-dir', dataDir], tree.dir), {
+          cwd: tree.dir,
           port,
           logDir,
         });
-      } catch (err) {
-        await dropDb();
-        throw err;
+        contenders.push(serverContender(name, server, () => rm(dataDir, { recursive: true, force: true })));
       }
-      contenders.push(serverContender('postgres', server, dropDb));
+    }
+    if (only.has('postgres')) {
+      for (const tree of trees) {
+        const name = `postgres${tree.suffix}` as TargetName;
+        const db = `ap_bench_${randomBytes(4).toString('hex')}`;
+        const admin = new pg.Client({ connectionString: ADMIN_URL });
+        await admin.connect();
+        await admin.query(`CREATE DATABASE ${db}`);
+        const dropDb = async () => {
+          await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+          await admin.end();
+        };
+        const dbUrl = new URL(ADMIN_URL);
+        dbUrl.pathname = `/${db}`;
+        const port = await freePort();
+        log(`starting agentplane (Postgres database ${db}) from ${tree.dir}`);
+        let server: Server;
+        try {
+          server = await startServer(name, node, ours(port, ['--database-url', dbUrl.href], tree.dir), {
+            cwd: tree.dir,
+            port,
+            logDir,
+          });
+        } catch (err) {
+          await dropDb();
+          throw err;
+        }
+        contenders.push(serverContender(name, server, dropDb));
+      }
     }
   } catch (err) {
     for (const c of contenders) await c.stop();
@@ -522,8 +573,8 @@ async function main(): Promise<void> {
     await runStreamBench({ write: !args['no-write'] });
     return;
   }
-  const windows = new Map<Target, Window[]>(contenders.map((c) => [c.target, []]));
-  const latencies = new Map<Target, { p50: number; p99: number }>();
+  const windows = new Map<TargetName, Window[]>(contenders.map((c) => [c.target, []]));
+  const latencies = new Map<TargetName, { p50: number; p99: number }>();
   try {
     // All servers are up for the whole run; each target takes its turn once per round.
     for (let round = 1; round <= rounds; round++) {
@@ -533,8 +584,10 @@ async function main(): Promise<void> {
         );
         const w = await c.window();
         windows.get(c.target)!.push(w);
+        const cpu =
+          w.cpu !== undefined && w.completed ? `, server CPU ${fmt((w.cpu * 1000) / w.completed)} ms/cycle` : '';
         log(
-          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
+          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s${cpu}, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
         );
       }
     }
@@ -552,7 +605,7 @@ async function main(): Promise<void> {
     const l = latencies.get(c.target);
     return l ? { ...r, startP50: l.p50, startP99: l.p99 } : r;
   });
-  const table = report(results);
+  const table = report(results) + baselineComparison(windows);
   process.stdout.write(`${table}\n`);
   if (!args['no-write']) {
     await mkdir(path.dirname(resultsFile), { recursive: true });

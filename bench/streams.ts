@@ -1,9 +1,11 @@
 // Stream benchmark (not a test): time to first token and tokens/s through a run's stream, read from the replica
 // that executes the run and from another replica on the same Postgres database (the durable stream-event log in
-// between). Two real agent-server processes, the real SDK, the fake chat model of test/fixtures/streams (one
-// character per token, no sleep: what is measured is the server, not a model).
+// between), and what the log costs a short run's whole cycle; for each transport of the log: the Postgres table
+// (default) and Redis Streams (--redis-url). Two real agent-server processes per transport, the real SDK, the
+// fake chat model of test/fixtures/streams (one character per token, no sleep: what is measured is the server,
+// not a model). The transports take turns, so changing background load hits both alike.
 //
-//   npm run bench -- --only streams        # ~1 minute, writes bench/results/streams.md (part of npm run bench)
+//   npm run bench -- --only streams        # ~3 minutes, writes bench/results/streams.md (part of npm run bench)
 //   node --import tsx bench/streams.ts --samples 20 --tokens 4000 --no-write
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
@@ -11,13 +13,38 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
 import { Client } from '@langchain/langgraph-sdk';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { startServerProcess, type ServerProc } from '../test/agent-server/helpers/process.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CONFIG = path.join(root, 'test/fixtures/streams/langgraph.json');
 const ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+type Transport = 'postgres' | 'redis';
+
+/** CPU seconds (user + system, every thread) a process has used so far. */
+const cpuSecs = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
+async function redisAnswers(url: string): Promise<boolean> {
+  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  r.on('error', () => undefined);
+  try {
+    await r.connect();
+    return (await r.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    r.disconnect();
+  }
+}
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -66,73 +93,185 @@ async function measure(
   };
 }
 
-export async function runStreamBench(opts: { samples?: number; tokens?: number; write: boolean }): Promise<void> {
+/**
+ * The run cycle on one replica: `clients` SDK clients each loop create thread → create run (default stream mode)
+ * → join → get state for `seconds`; cycles/s and the server's CPU ms per cycle.
+ */
+async function runCycles(
+  proc: ServerProc,
+  seconds: number,
+  clients: number,
+): Promise<{ perSec: number; cpuMs: number; failures: string[] }> {
+  const client = new Client({ apiUrl: proc.url, callerOptions: { maxRetries: 0 } });
+  const input = { text: 'hi', messages: [{ role: 'user', content: 'go' }] };
+  const one = async () => {
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, 'chat', { input });
+    await client.runs.join(t.thread_id, run.run_id);
+    const state = await client.threads.getState(t.thread_id);
+    if (!(state.values as { messages?: unknown[] }).messages?.length) {
+      const r = await client.runs.get(t.thread_id, run.run_id);
+      throw new Error(`run ${run.run_id} left no messages: status ${r.status}`);
+    }
+  };
+  // Warm-up, then the measured window.
+  for (let i = 0; i < clients; i++) await one();
+  const cpu0 = cpuSecs(proc.proc.pid!);
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  const failures: string[] = [];
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (performance.now() < end) {
+        try {
+          await one();
+          done++;
+        } catch (err) {
+          failures.push((err as Error).message);
+        }
+      }
+    }),
+  );
+  const cpu = cpuSecs(proc.proc.pid!) - cpu0;
+  return { perSec: done / seconds, cpuMs: (cpu * 1000) / done, failures };
+}
+
+interface Setup {
+  transport: Transport;
+  procs: ServerProc[];
+  sql: pg.Client;
+  db: string;
+}
+
+export async function runStreamBench(opts: {
+  samples?: number;
+  tokens?: number;
+  write: boolean;
+  transports?: Transport[];
+  cycleSeconds?: number;
+}): Promise<void> {
   const samples = opts.samples ?? 30;
   const longTokens = opts.tokens ?? 3000;
-  const name = `ap_bench_streams_${randomBytes(4).toString('hex')}`;
+  const cycleSeconds = opts.cycleSeconds ?? 10;
+  let transports = opts.transports ?? ['postgres', 'redis'];
+  const notes: string[] = [];
+  if (transports.includes('redis') && !(await redisAnswers(REDIS_URL))) {
+    transports = transports.filter((t) => t !== 'redis');
+    notes.push(`- Redis Streams not measured: nothing answers at ${REDIS_URL} (set BENCH_REDIS_URL).`);
+  }
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  const procs: ServerProc[] = [];
-  const sql = new pg.Client({ connectionString: url.toString() });
+  const setups: Setup[] = [];
   try {
-    for (let i = 0; i < 2; i++)
-      procs.push(await startServerProcess(['--config', CONFIG, '--database-url', url.toString()]));
-    await sql.connect();
-    const rows: string[] = [];
+    for (const transport of transports) {
+      const db = `ap_bench_streams_${randomBytes(4).toString('hex')}`;
+      await admin.query(`CREATE DATABASE ${db}`);
+      const url = new URL(ADMIN_URL);
+      url.pathname = `/${db}`;
+      const setup: Setup = { transport, procs: [], sql: new pg.Client({ connectionString: url.toString() }), db };
+      setups.push(setup);
+      const extra = transport === 'redis' ? ['--redis-url', REDIS_URL] : [];
+      for (let i = 0; i < 2; i++)
+        setup.procs.push(await startServerProcess(['--config', CONFIG, '--database-url', url.toString(), ...extra]));
+      await setup.sql.connect();
+    }
     const short = 'Hello there, how are you?';
     const long = 'abcdefghij'.repeat(Math.ceil(longTokens / 10)).slice(0, longTokens);
-    // Warm both replicas until each has executed runs (executor threads start with a replica's first run).
-    const executed = new Set<ServerProc>();
-    for (let i = 0; i < 40 && executed.size < 2; i++)
-      executed.add((await measure(procs, sql, i % 2 === 1, short)).executing);
-    for (let i = 0; i < 6; i++) await measure(procs, sql, i % 2 === 1, short);
-    // The two cases take turns, so changing background load hits both alike.
-    const ttft: Record<'local' | 'cross', number[]> = { local: [], cross: [] };
-    const rates: Record<'local' | 'cross', number[]> = { local: [], cross: [] };
-    for (let i = 0; i < samples; i++) {
-      for (const cross of [false, true])
-        ttft[cross ? 'cross' : 'local'].push((await measure(procs, sql, cross, short)).ttftMs);
+    // Warm both replicas of each setup until each has executed runs (executor threads start with a first run).
+    for (const s of setups) {
+      const executed = new Set<ServerProc>();
+      for (let i = 0; i < 40 && executed.size < 2; i++)
+        executed.add((await measure(s.procs, s.sql, i % 2 === 1, short)).executing);
+      for (let i = 0; i < 6; i++) await measure(s.procs, s.sql, i % 2 === 1, short);
     }
-    for (let i = 0; i < 3; i++) {
-      for (const cross of [false, true])
-        rates[cross ? 'cross' : 'local'].push((await measure(procs, sql, cross, long)).tokensPerSec);
+    type Key = `${Transport}/${'local' | 'cross'}`;
+    const ttft = new Map<Key, number[]>();
+    const rates = new Map<Key, number[]>();
+    const push = (m: Map<Key, number[]>, k: Key, v: number) => m.set(k, [...(m.get(k) ?? []), v]);
+    // Every case takes its turn in each round.
+    for (let i = 0; i < samples; i++)
+      for (const s of setups)
+        for (const cross of [false, true])
+          push(
+            ttft,
+            `${s.transport}/${cross ? 'cross' : 'local'}`,
+            (await measure(s.procs, s.sql, cross, short)).ttftMs,
+          );
+    for (let i = 0; i < 3; i++)
+      for (const s of setups)
+        for (const cross of [false, true])
+          push(
+            rates,
+            `${s.transport}/${cross ? 'cross' : 'local'}`,
+            (await measure(s.procs, s.sql, cross, long)).tokensPerSec,
+          );
+    const cycles = new Map<Transport, Array<{ perSec: number; cpuMs: number; failures: string[] }>>();
+    for (let round = 0; round < 3; round++)
+      for (const s of setups)
+        cycles.set(s.transport, [...(cycles.get(s.transport) ?? []), await runCycles(s.procs[0]!, cycleSeconds, 8)]);
+
+    const label = { postgres: 'Postgres table + NOTIFY', redis: 'Redis Streams' } as const;
+    const rows: string[] = [];
+    for (const s of setups) {
+      for (const side of ['local', 'cross'] as const) {
+        const k: Key = `${s.transport}/${side}`;
+        rows.push(
+          `| ${label[s.transport]} | ${side === 'cross' ? 'other replica' : 'executing replica'} | ` +
+            `${pct(ttft.get(k)!, 50).toFixed(1)} | ${pct(ttft.get(k)!, 99).toFixed(1)} | ${pct(rates.get(k)!, 50).toFixed(0)} |`,
+        );
+        process.stdout.write(`${rows.at(-1)}\n`);
+      }
     }
-    for (const k of ['local', 'cross'] as const) {
-      const label = k === 'cross' ? 'other replica (durable log + NOTIFY)' : 'executing replica';
-      rows.push(
-        `| ${label} | ${pct(ttft[k], 50).toFixed(1)} | ${pct(ttft[k], 99).toFixed(1)} | ${pct(rates[k], 50).toFixed(0)} |`,
+    const cycleRows = setups.map((s) => {
+      const c = cycles.get(s.transport)!;
+      const mean = (f: (x: { perSec: number; cpuMs: number }) => number) => c.reduce((a, x) => a + f(x), 0) / c.length;
+      return (
+        `| ${label[s.transport]} | ${c.map((x) => x.perSec.toFixed(1)).join(' / ')} | ${mean((x) => x.perSec).toFixed(1)} | ` +
+        `${c.map((x) => x.cpuMs.toFixed(1)).join(' / ')} | ${mean((x) => x.cpuMs).toFixed(1)} | ` +
+        `${c.reduce((a, x) => a + x.failures.length, 0)} |`
       );
-      process.stdout.write(`${rows.at(-1)}\n`);
+    });
+    for (const s of setups) {
+      const failed = cycles.get(s.transport)!.flatMap((x) => x.failures);
+      if (failed.length) notes.push(`- ${label[s.transport]}: ${failed.length} failed cycles, first: ${failed[0]}`);
     }
     const load = os.loadavg()[0]!.toFixed(1);
     const md = [
       '# Stream benchmark',
       '',
       `${new Date().toISOString()} · ${os.cpus().length} × ${os.cpus()[0]?.model.split(' ').slice(0, 2).join(' ')} · Node ${process.version} · ` +
-        `two agent-server processes on one Postgres · load avg ${load}`,
+        `per transport two agent-server processes on one Postgres database · load avg ${load} at the end`,
       '',
       `Time to first token: from the run's creation (POST /threads/{id}/runs) to the first messages-tuple event ` +
         `at the client, over ${samples} runs of ${short.length} tokens, joined with the SDK on the replica that ` +
         `executes the run or on the other one. Tokens/s: a ${longTokens}-token run (fake model, no delay), ` +
-        'first to last token at the client, median of 3; the two cases take turns.',
+        'first to last token at the client, median of 3. All cases take turns.',
       '',
-      '| stream read from | first token p50 ms | p99 ms | tokens/s |',
-      '|---|---|---|---|',
+      '| stream events in | stream read from | first token p50 ms | p99 ms | tokens/s |',
+      '|---|---|---|---|---|',
       ...rows,
       '',
+      `Run cycle on one replica: 8 SDK clients each loop create thread → create run (stream mode values, 2-token ` +
+        `chat) → join → get state, ${cycleSeconds} s per window, three windows per transport taking turns; server CPU ` +
+        "is the agent-server process's user+system time per cycle (Postgres' and Redis' own CPU not included).",
+      '',
+      '| stream events in | cycles/s (windows) | cycles/s mean | server CPU ms / cycle (windows) | mean | failed |',
+      '|---|---|---|---|---|---|',
+      ...cycleRows,
+      '',
       '- The time to first token includes finding the executing replica (a query per sample) and the join request.',
+      ...notes,
       '- Command: `npm run bench -- --only streams` (or `node --import tsx bench/streams.ts --help`).',
       '',
     ].join('\n');
     process.stdout.write(`\n${md}`);
     if (opts.write) await writeFile(path.join(root, 'bench/results/streams.md'), md);
   } finally {
-    await sql.end().catch(() => undefined);
-    for (const p of procs) await p.stop();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    for (const s of setups) {
+      await s.sql.end().catch(() => undefined);
+      for (const p of s.procs) await p.stop();
+      await admin.query(`DROP DATABASE IF EXISTS ${s.db} WITH (FORCE)`);
+    }
     await admin.end();
   }
 }
@@ -142,6 +281,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     options: {
       samples: { type: 'string', default: '30' },
       tokens: { type: 'string', default: '3000' },
+      transports: { type: 'string', default: 'postgres,redis' },
+      'cycle-seconds': { type: 'string', default: '10' },
       'no-write': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -152,12 +293,23 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
         'Usage: node --import tsx bench/streams.ts [options]',
         '  --samples N   runs per case for time to first token (default 30)',
         '  --tokens N    tokens of the long run measured for tokens/s (default 3000)',
+        '  --transports LIST  postgres,redis (default both; redis is left out when it does not answer)',
+        '  --cycle-seconds N  seconds per run-cycle window (default 10)',
         '  --no-write    print only, do not write bench/results/streams.md',
-        'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres)',
+        'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres),',
+        '     BENCH_REDIS_URL (default redis://127.0.0.1:6379)',
         '',
       ].join('\n'),
     );
   } else {
-    await runStreamBench({ samples: Number(args.samples), tokens: Number(args.tokens), write: !args['no-write'] });
+    const transports = args.transports.split(',').map((t) => t.trim());
+    for (const t of transports) if (t !== 'postgres' && t !== 'redis') throw new Error(`--transports: unknown "${t}"`);
+    await runStreamBench({
+      samples: Number(args.samples),
+      tokens: Number(args.tokens),
+      write: !args['no-write'],
+      transports: transports as Transport[],
+      cycleSeconds: Number(args['cycle-seconds']),
+    });
   }
 }

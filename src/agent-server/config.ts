@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { langSmithFromEnv } from './streams/feedback.ts';
 import {
   fromEnv,
   optionPicker,
@@ -101,6 +102,13 @@ export const agentServerCommand: CommandSpec = {
       default: '600',
       env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
     },
+    'redis-url': {
+      type: 'string',
+      description:
+        "Redis URL (redis:// or rediss://) for runs' stream events (Redis Streams) instead of the Postgres " +
+        'table or, without --database-url, process memory; every replica must use the same one',
+      env: ['REDIS_URI'],
+    },
     'stream-stall-timeout': {
       type: 'string',
       description:
@@ -155,6 +163,10 @@ const Config = z.object({
     .min(1)
     .max(7 * 24 * 3600),
   streamStallSecs: z.coerce.number().min(1).max(3600),
+  redisUrl: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+    .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
@@ -165,6 +177,10 @@ const Config = z.object({
       .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
   ),
   cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
+  /** LangSmith (LANGSMITH_API_KEY, LANGSMITH_ENDPOINT): feedback URLs for runs with feedback_keys. */
+  langsmith: z
+    .object({ apiKey: z.string().min(1), endpoint: z.string().regex(/^https?:\/\/[^\s]+$/, 'must be an http(s) URL') })
+    .nullable(),
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
@@ -221,6 +237,7 @@ export function parseAgentServerConfig(
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
     streamRetentionSecs: pick('stream-retention'),
     streamStallSecs: pick('stream-stall-timeout'),
+    redisUrl: pick('redis-url'),
     logLevel: pick('log-level')?.toLowerCase(),
     webhookAllow: (pick('webhook-allow') ?? '')
       .split(',')
@@ -228,6 +245,7 @@ export function parseAgentServerConfig(
       .filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
     notes: notes.length ? notes : undefined,
@@ -248,11 +266,13 @@ export function parseAgentServerConfig(
       executorThreads: '--executor-threads',
       streamRetentionSecs: '--stream-retention',
       streamStallSecs: '--stream-stall-timeout',
+      redisUrl: '--redis-url',
       logLevel: '--log-level',
       authKeysFile: '--auth-keys-file',
       webhookAllow: '--webhook-allow',
       cronPollMs: '--cron-poll-ms',
       graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
+      langsmith: 'LANGSMITH_ENDPOINT',
     };
     const msg = parsed.error.issues
       .map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`)

@@ -18,6 +18,8 @@ import { createAgentService } from './service.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
+import { redisStreamEvents } from './storage/redis/stream-events.ts';
+import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
 import type { Storage } from './storage/types.ts';
 
@@ -56,13 +58,25 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   const threadTtl = await readThreadTtlConfig(config.configPath);
   if (threadTtl.unsupported) logger.warn(threadTtl.unsupported);
   const streamRetentionMs = config.streamRetentionSecs * 1000;
-  if (!config.databaseUrl) {
-    return openEmbeddedStorage({ dataDir: config.dataDir, items, embedder, logger, threadTtl, streamRetentionMs });
-  }
-  const databaseUrl = config.databaseUrl;
-  // A database that starts alongside the server (its own Postgres pod, a compose service) is waited for with
+  // A database (or Redis) that starts alongside the server (its own pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
+  const streams = config.redisUrl
+    ? await openRedisStreams(config.redisUrl, streamRetentionMs, deadline, logger)
+    : undefined;
+  logger.info({ stream_events: streams ? 'redis' : config.databaseUrl ? 'postgres' : 'memory' }, 'stream events store');
+  if (!config.databaseUrl) {
+    return openEmbeddedStorage({
+      dataDir: config.dataDir,
+      items,
+      embedder,
+      logger,
+      threadTtl,
+      streamRetentionMs,
+      ...(streams ? { streams } : {}),
+    });
+  }
+  const databaseUrl = config.databaseUrl;
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
       return await openPostgresStorage({
@@ -73,10 +87,29 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
         embedder,
         threadTtl,
         streamRetentionMs,
+        ...(streams ? { streams } : {}),
       });
     } catch (err) {
-      if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) throw err;
+      if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) {
+        await streams?.close();
+        throw err;
+      }
       logger.warn({ reason: (err as Error).message, retry_in_ms: delay }, 'database not reachable yet; retrying');
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/** Stream events on Redis (--redis-url), waiting for it like for the database; an auth refusal fails at once. */
+async function openRedisStreams(url: string, retentionMs: number, deadline: number, logger: Logger) {
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      return await redisStreamEvents({ url, retentionMs, logger });
+    } catch (err) {
+      const message = (err as Error).message;
+      if (/WRONGPASS|NOAUTH|NOPERM/.test(message) || Date.now() + delay > deadline)
+        throw new Error(`--redis-url: cannot use Redis: ${message}`, { cause: err });
+      logger.warn({ reason: message, retry_in_ms: delay }, 'redis not reachable yet; retrying');
       await new Promise((r) => setTimeout(r, delay));
     }
   }
@@ -132,10 +165,15 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
   const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
+  if (!config.langsmith)
+    logger.info('LangSmith not configured (LANGSMITH_API_KEY): runs with feedback_keys get no feedback event');
   const engine = new RunEngine({
     storage,
     graphs,
     logger,
+    ...(config.langsmith
+      ? { feedback: langSmithFeedback(config.langsmith, logger.child({ component: 'feedback' })) }
+      : {}),
     // The thread's values after the run: the outcome has them unless the run left them unchanged.
     onRunFinished: (run, outcome) =>
       webhooks.notify(run, outcome, async () =>

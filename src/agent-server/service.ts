@@ -10,6 +10,7 @@ import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
 import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
+import { publishStateUpdate } from './streams/thread-events.ts';
 import {
   TERMINAL_RUN_STATUSES,
   type Assistant,
@@ -298,11 +299,19 @@ export function createAgentService({
     return thread?.values ?? {};
   }
 
+  /**
+   * The graph that reads or updates a thread's state. Only a factory's graph depends on the config, so only then
+   * is the thread's config looked up (a read of its latest run): a compiled graph is the same under any config.
+   */
+  async function graphForThread(graphId: string, thread: Thread): Promise<PregelLike> {
+    return graphFor(graphId, graphs.isFactory(graphId) ? await threadConfig(thread) : {});
+  }
+
   async function threadGraph(threadId: string): Promise<PregelLike | null> {
     const thread = await requireThread(threadId);
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) return null;
-    return graphFor(graphId, await threadConfig(thread));
+    return graphForThread(graphId, thread);
   }
 
   async function getState(threadId: string, checkpointId?: string, subgraphs = false): Promise<ApiThreadState> {
@@ -335,7 +344,7 @@ export function createAgentService({
         `Thread ${threadId} is busy: a run is in flight; wait for it to finish before updating the state`,
       );
     }
-    const graph = await graphFor(graphId, await threadConfig(thread));
+    const graph = await graphForThread(graphId, thread);
     const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
     const cp = body.checkpoint_id ?? body.checkpoint?.checkpoint_id;
     if (cp) configurable.checkpoint_id = cp;
@@ -354,6 +363,8 @@ export function createAgentService({
       snapshot.next.length > 0,
       interruptsOf(snapshot),
     );
+    // Thread streams asking for state_update get the new state.
+    await publishStateUpdate(storage.streams, threadId, await getState(threadId), randomUUID());
     const c = (next.configurable ?? {}) as Json;
     const checkpoint = {
       thread_id: threadId,

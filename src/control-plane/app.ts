@@ -14,7 +14,8 @@ import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
-import { integrationRoutes } from './routes/v1/integrations.ts';
+import { integrationHookRoutes, integrationRoutes } from './routes/v1/integrations.ts';
+import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
@@ -22,6 +23,9 @@ import { createListenerService } from './services/listeners.ts';
 import { ForbiddenError } from '../lib/errors.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
+import type { GitHubApp } from './services/integrations-github.ts';
+import { createPushWebhooks } from './services/integrations-webhooks.ts';
+import { createAuthService, type AuthServiceOptions } from './services/auth-setup.ts';
 import type { InputPolicy } from './services/input-rules.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
@@ -37,6 +41,10 @@ export interface ControlPlaneDeps {
   onKeysChanged?: () => void;
   /** Folder of the built web console (default: dist/console of this package); false serves no console. */
   consoleDir?: string | false;
+  /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
+  github?: GitHubApp;
+  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth-setup.ts. */
+  auth?: AuthServiceOptions;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -92,14 +100,23 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
+    github: deps.github,
   });
 
-  const integrations = createIntegrationService(deps.store);
   const listeners = createListenerService({
     store: deps.store,
     logger: deps.logger.child({ component: 'listeners' }),
     bootstrapKeys: deps.bootstrapKeys,
   });
+  const integrations = createIntegrationService(deps.store, deps.github);
+  const pushHooks = createPushWebhooks({
+    store: deps.store,
+    deployments: service,
+    integrations,
+    github: deps.github,
+    logger: deps.logger.child({ component: 'webhooks' }),
+  });
+  const auth = createAuthService(deps.store, deps.logger, authenticate, deps.auth);
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
@@ -118,12 +135,37 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       { prefix: `${prefix}/v2` },
     );
     await app.register(
+      async (v2auth) => {
+        v2auth.addHook('onRequest', async (req) => {
+          req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
+        });
+        await v2auth
+          .withTypeProvider<ZodTypeProvider>()
+          .register(authRoutes(auth.service, { prefix, publicUrl: deps.auth?.publicUrl }));
+      },
+      { prefix: `${prefix}/v2` },
+    );
+    // Opened by the end user's browser: no API key, the OAuth state is the credential (routes/v2/auth.ts).
+    await app.register(
+      async (cb) => cb.withTypeProvider<ZodTypeProvider>().register(authCallbackRoutes(auth.service)),
+      {
+        prefix: `${prefix}/v2`,
+      },
+    );
+    await app.register(
       async (v1) => {
         v1.addHook('onRequest', async (req) => {
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
           limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
+      },
+      { prefix: `${prefix}/v1` },
+    );
+    await app.register(
+      async (hooks) => {
+        await hooks.withTypeProvider<ZodTypeProvider>().register(integrationHookRoutes(integrations, pushHooks));
       },
       { prefix: `${prefix}/v1` },
     );

@@ -10,7 +10,10 @@ import {
   type OptionSpec,
 } from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
+import { parseAuthKeyring } from './services/auth-crypto.ts';
 import { isDnsSubdomain } from './services/input-rules.ts';
+import { githubAppOptions, githubAppSettingsFrom } from './github-config.ts';
+import type { GitHubAppSettings } from './services/integrations-github.ts';
 
 /** Store flags shared by `control-plane` and `api-key create`. */
 export const storeOptions: Record<string, OptionSpec> = {
@@ -63,6 +66,7 @@ export const controlPlaneCommand: CommandSpec = {
     },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8080', env: ['PORT'] },
     ...storeOptions,
+    ...githubAppOptions,
     'bootstrap-api-key': {
       type: 'string',
       description:
@@ -117,6 +121,33 @@ export const controlPlaneCommand: CommandSpec = {
       description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them',
       default: 'agentplane-t-',
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
+    },
+    'auth-encryption-keys': {
+      type: 'string',
+      description:
+        'Keys of OAuth client secrets and tokens at rest (AES-256-GCM): id=base64-of-32-bytes[,older-id=...], the first ' +
+        "encrypts, the others only decrypt (rotation). Without it: derived from the embedded store's secret key; the " +
+        'kubernetes store needs it for the auth service. Prefer the env var',
+      env: ['AGENTPLANE_AUTH_ENCRYPTION_KEYS'],
+    },
+    'deployment-token-key': {
+      type: 'string',
+      description:
+        "Base64 of 32 bytes, the same as the operator's: checks the deployment tokens agents call the auth service with. Prefer the env var",
+      env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
+    },
+    'public-url': {
+      type: 'string',
+      description:
+        "The control plane's public base URL (e.g. https://agentplane.example.com): OAuth redirect URIs start with it. Default: the request's own",
+      env: ['AGENTPLANE_PUBLIC_URL'],
+    },
+    'auth-allow-private-providers': {
+      type: 'string',
+      description:
+        'true: OAuth providers may be reached over http and at private, loopback or link-local addresses (one-machine installs only)',
+      default: 'false',
+      env: ['AGENTPLANE_AUTH_ALLOW_PRIVATE_PROVIDERS'],
     },
     'log-level': {
       type: 'string',
@@ -174,6 +205,30 @@ const Config = StoreConfig.extend({
   ),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   policy: PolicyConfig,
+  auth: z.object({
+    keyring: z
+      .string()
+      .transform((s, ctx) => {
+        try {
+          return parseAuthKeyring(s);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          return z.NEVER;
+        }
+      })
+      .optional(),
+    deploymentTokenKey: secretKeySchema.optional(),
+    publicUrl: z
+      .string()
+      .url()
+      .refine(
+        (u) => /^https?:$/.test(new URL(u).protocol) && !new URL(u).search,
+        'must be an http(s) URL without a query',
+      )
+      .transform((u) => u.replace(/\/+$/, ''))
+      .optional(),
+    allowPrivateProviders: z.enum(['true', 'false']).transform((v) => v === 'true'),
+  }),
   /** Namespaces of tenants' agents (where their API key Secrets go) when each tenant has its own. */
   tenantNamespaces: z.object({
     enabled: z.enum(['true', 'false']).transform((v) => v === 'true'),
@@ -183,7 +238,7 @@ const Config = StoreConfig.extend({
       .max(40),
   }),
 });
-export type ControlPlaneConfig = z.infer<typeof Config>;
+export type ControlPlaneConfig = z.infer<typeof Config> & { github?: GitHubAppSettings };
 
 const FLAG: Record<string, string> = {
   store: '--store',
@@ -202,6 +257,10 @@ const FLAG: Record<string, string> = {
   publicHost: '--public-host',
   enabled: '--namespace-per-tenant',
   prefix: '--tenant-namespace-prefix',
+  keyring: '--auth-encryption-keys (AGENTPLANE_AUTH_ENCRYPTION_KEYS)',
+  deploymentTokenKey: '--deployment-token-key (AGENTPLANE_DEPLOYMENT_TOKEN_KEY)',
+  publicUrl: '--public-url',
+  allowPrivateProviders: '--auth-allow-private-providers',
 };
 
 export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
@@ -238,7 +297,8 @@ export function parseControlPlaneConfig(
     .map((t) => t.trim())
     .filter(Boolean);
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
-  return parseOrUsage(Config, {
+  const github = githubAppSettingsFrom(pick, env);
+  const parsed = parseOrUsage(Config, {
     ...storeConfigFrom(pick, cwd),
     host: pick('host'),
     port: pick('port'),
@@ -255,7 +315,14 @@ export function parseControlPlaneConfig(
       publicHost: pick('public-host'),
     },
     tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },
+    auth: {
+      keyring: pick('auth-encryption-keys'),
+      deploymentTokenKey: pick('deployment-token-key'),
+      publicUrl: pick('public-url'),
+      allowPrivateProviders: pick('auth-allow-private-providers')?.toLowerCase(),
+    },
   });
+  return github ? { ...parsed, github } : parsed;
 }
 
 export { StoreConfig };

@@ -5,7 +5,10 @@ import { createControlPlane } from './app.ts';
 import { KeyPublisher } from './auth/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
+import { derivedAuthKeyring, type AuthKeyring } from './services/auth-crypto.ts';
+import { readKeyFile } from './store/embedded/secret-box.ts';
 import { openControlPlaneStore } from './store/index.ts';
+import { createGitHubApp } from './services/integrations-github.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
 export interface RunningControlPlane {
@@ -13,6 +16,14 @@ export interface RunningControlPlane {
   store: ControlPlaneStore;
   url: string;
   close(): Promise<void>;
+}
+
+/** The configured keyring; without one, the embedded store's secret key (given or its key file) is the root. */
+function authKeyring(config: ControlPlaneConfig): AuthKeyring | undefined {
+  if (config.auth.keyring) return config.auth.keyring;
+  if (config.store !== 'embedded') return undefined;
+  const secret = config.secretKey ?? readKeyFile(config.dataDir, true);
+  return secret && derivedAuthKeyring(secret);
 }
 
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
@@ -34,7 +45,9 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     logger,
     bootstrapKeys: config.bootstrapKeys,
     policy: config.policy,
+    ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
+    auth: { ...config.auth, keyring: authKeyring(config) },
   });
   publisher?.start();
   const url = await app.listen({ host: config.host, port: config.port });

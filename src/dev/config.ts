@@ -2,6 +2,8 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
+import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',
@@ -65,6 +67,7 @@ export const devCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
     },
+    ...githubAppOptions,
   },
 };
 
@@ -93,7 +96,7 @@ const FLAG_OF: Record<string, string> = {
   bootstrapKey: 'AGENTPLANE_BOOTSTRAP_API_KEY (environment)',
   logLevel: 'log-level',
 };
-export type DevConfig = z.infer<typeof schema>;
+export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings };
 
 /** Flags win over environment variables, which win over defaults. Returns null for --help. */
 export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfig | null {
@@ -123,5 +126,6 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     const flag = FLAG_OF[String(issue.path[0])] ?? String(issue.path[0]);
     throw new UsageError(`invalid ${flag.includes(' ') ? flag : `--${flag}`}: ${issue.message}`);
   }
-  return parsed.data;
+  const github = githubAppSettingsFrom(pick, env);
+  return github ? { ...parsed.data, github } : parsed.data;
 }

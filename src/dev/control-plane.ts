@@ -4,7 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
 import type { BootstrapKey } from '../control-plane/auth/keys.ts';
+import type { AuthServiceOptions } from '../control-plane/services/auth-setup.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
+import type { GitHubApp } from '../control-plane/services/integrations-github.ts';
 
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
   return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
@@ -15,11 +17,15 @@ export async function buildControlPlane(
   logger: Logger,
   bootstrapKey?: string,
   onKeysChanged?: () => void,
+  github?: GitHubApp,
+  auth?: AuthServiceOptions,
 ): Promise<FastifyInstance> {
   return createControlPlane({
     store,
     logger: logger.child({ component: 'control-plane' }),
     bootstrapKeys: bootstrapKeysOf(bootstrapKey),
     onKeysChanged,
+    github,
+    auth,
   });
 }

@@ -7,7 +7,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
+import { randomBytes } from 'node:crypto';
 import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
+import { readKeyFile } from '../control-plane/store/embedded/secret-box.ts';
+import { derivedAuthKeyring } from '../control-plane/services/auth-crypto.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import { createOperator, type Operator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
@@ -17,7 +20,8 @@ import { storeLogSink } from '../operator/sources.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
 import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
 import type { DevConfig } from './config.ts';
-import { isUuid } from '../resources/index.ts';
+import { buildCredentialResolver } from '../control-plane/services/integrations.ts';
+import { createGitHubApp } from '../control-plane/services/integrations-github.ts';
 
 export type DevServer = {
   /** http://host:port */
@@ -41,6 +45,15 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
   else logger.info(isolation, `isolation: ${reason}`);
   const store = openEmbeddedStore({ dataDir: join(config.dataDir, 'control-plane') });
+  const github = config.github && createGitHubApp(config.github, logger);
+  // Auth service: its keys derive from the store's secret key; agents get tokens signed with a key of this process
+  // (they are restarted with it), and one machine may use OAuth providers on private addresses.
+  const deploymentTokenKey = randomBytes(32);
+  const authOptions = {
+    keyring: derivedAuthKeyring(readKeyFile(join(config.dataDir, 'control-plane'), true)!),
+    deploymentTokenKey,
+    allowPrivateProviders: true,
+  };
   // Agents check callers against their tenant's key hashes, which this process keeps current in files (keys made
   // or revoked by the API or by `agentplane api-key` in another process reach them within a second).
   const keyFiles = fileKeySink(join(dataDir, 'runtime', 'auth'));
@@ -81,14 +94,10 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     protectedDirs: [dataDir],
     buildTimeoutMs: config.buildTimeoutSecs * 1000,
     keepBuilds: config.keepBuilds,
-    gitCredential: async (tenant, id) => {
-      if (!isUuid(id)) return undefined;
-      const integration = await store.getIntegration(tenant, id);
-      const token = integration && (await store.integrationToken(tenant, id));
-      return integration && token ? { host: integration.host, username: integration.username, token } : undefined;
-    },
+    gitCredential: buildCredentialResolver(store, github),
     installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
     authKeysFile,
+    deploymentTokenKey,
   });
   // No child may outlive this process, whatever way it ends.
   const killChildren = () => runtime.killAllNow();
@@ -99,6 +108,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     logger,
     config.bootstrapKey,
     () => void publisher.sync().catch(() => undefined),
+    github,
+    authOptions,
   );
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
   const proxy = Fastify({

@@ -3,6 +3,8 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { kubernetesRuntimeConfigSchema, PRIVATE_RANGES } from './runtimes/kubernetes/config.ts';
+import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
+import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
 
 export const operatorCommand: CommandSpec = {
   name: 'operator',
@@ -285,12 +287,25 @@ export const operatorCommand: CommandSpec = {
       default: '8081',
       env: ['AGENTPLANE_HEALTH_PORT'],
     },
+    'control-plane-url': {
+      type: 'string',
+      description:
+        "The control plane's URL as agents reach it: with --deployment-token-key, agents get it and a token for their workspace's auth service",
+      env: ['AGENTPLANE_CONTROL_PLANE_URL'],
+    },
+    'deployment-token-key': {
+      type: 'string',
+      description:
+        "Base64 of 32 bytes, the same as the control plane's: signs the deployment tokens agents call the auth service with. Prefer the env var",
+      env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
+    },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
     },
+    ...githubAppOptions,
   },
 };
 
@@ -312,7 +327,8 @@ const schema = z.object({
   /** undefined: no probe endpoint. */
   healthPort: z.coerce.number().int().min(0).max(65535).optional(),
 });
-export type OperatorConfig = z.infer<typeof schema>;
+/** `github`: the control plane's GitHub App, to mint a token for each build of a GitHub integration. */
+export type OperatorConfig = z.infer<typeof schema> & { github?: GitHubAppSettings };
 
 const FLAG: Record<string, string> = {
   leaderElect: '--leader-elect',
@@ -347,6 +363,8 @@ const FLAG: Record<string, string> = {
   keysWriter: '--tenant-keys-writer',
   keysRole: '--tenant-keys-role',
   'runtime.networkPolicy.enabled': '--network-policy',
+  controlPlaneUrl: '--control-plane-url',
+  tokenKey: '--deployment-token-key',
   'runtime.buildResources.requests.cpu': '--build-cpu-request',
   'runtime.buildResources.requests.memory': '--build-memory-request',
   'runtime.buildResources.limits.cpu': '--build-cpu-limit',
@@ -379,6 +397,13 @@ function objectRef(v: string | undefined): { namespace: string; name: string } |
 /** "true"/"false" to a boolean; anything else stays a string for zod to refuse. */
 function boolFlag(v: string | undefined): boolean | string | undefined {
   return v === 'true' ? true : v === 'false' ? false : v;
+}
+
+/** Both settings or neither: one without the other is a usage error. */
+function agentAuthOf(url: string | undefined, key: string | undefined) {
+  if (!url && !key) return {};
+  if (!url || !key) throw new UsageError('--control-plane-url and --deployment-token-key go together');
+  return { agentAuth: { controlPlaneUrl: url, tokenKey: Buffer.from(key.trim(), 'base64') } };
 }
 
 /** Returns null for --help. */
@@ -438,6 +463,7 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         storageClassName: pick('postgres-storage-class'),
       },
       defaults: { cpu: num('default-cpu'), memoryMb: num('default-memory-mb') },
+      ...agentAuthOf(pick('control-plane-url'), pick('deployment-token-key')),
     },
     leaderElect: pick('leader-elect'),
     leaseName: pick('lease-name'),
@@ -455,5 +481,6 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     const named = FLAG[path.join('.')] ?? FLAG[key] ?? FLAG[path.filter((p) => !/^\d+$/.test(p)).at(-1) ?? key];
     throw new UsageError(`invalid ${named ?? `--${key}`}: ${issue.message}`);
   }
-  return parsed.data;
+  const github = githubAppSettingsFrom(pick, env);
+  return github ? { ...parsed.data, github } : parsed.data;
 }

@@ -3,6 +3,8 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../lib/logger.ts';
 import { openKubernetesStore } from '../control-plane/store/kubernetes/index.ts';
+import { buildCredentialResolver } from '../control-plane/services/integrations.ts';
+import { createGitHubApp } from '../control-plane/services/integrations-github.ts';
 import type { OperatorConfig } from './config.ts';
 import { startHealthServer, type HealthServer, type OperatorState } from './health.ts';
 import { LeaderElector } from './leader/lease.ts';
@@ -34,6 +36,8 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
     config: config.runtime,
     logs: storeLogSink(store),
     logger,
+    // Integrations live in the store's namespace (the control plane's Secrets); GitHub tokens are minted per build.
+    gitCredential: buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
   const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
   let finish: (why: 'closed' | 'lost-leadership') => void = () => {};

@@ -24,7 +24,26 @@ describe('agent-server config', () => {
       streamStallSecs: 60,
       webhookAllow: [],
       cronPollMs: 1000,
+      langsmith: null,
     });
+    // Stream events on Redis: --redis-url or REDIS_URI (the platform's name); anything but redis(s):// is refused.
+    expect(parseAgentServerConfig([], { REDIS_URI: 'redis://r:6379/2' })!.redisUrl).toBe('redis://r:6379/2');
+    expect(parseAgentServerConfig(['--redis-url', 'rediss://u:p@r:6380'], { REDIS_URI: 'redis://x' })!.redisUrl).toBe(
+      'rediss://u:p@r:6380',
+    );
+    expect(() => parseAgentServerConfig(['--redis-url', 'http://r:6379'], {})).toThrow(/--redis-url: must start with/);
+    // LangSmith (feedback events) as the langsmith client reads it.
+    expect(parseAgentServerConfig([], { LANGSMITH_API_KEY: 'k1' })!.langsmith).toEqual({
+      apiKey: 'k1',
+      endpoint: 'https://api.smith.langchain.com',
+    });
+    expect(
+      parseAgentServerConfig([], { LANGCHAIN_API_KEY: 'k2', LANGSMITH_ENDPOINT: 'https://eu.api.smith.langchain.com' })!
+        .langsmith,
+    ).toEqual({ apiKey: 'k2', endpoint: 'https://eu.api.smith.langchain.com' });
+    expect(() => parseAgentServerConfig([], { LANGSMITH_API_KEY: 'k', LANGSMITH_ENDPOINT: 'ftp://x' })).toThrow(
+      /LANGSMITH_ENDPOINT/,
+    );
     expect(parseAgentServerConfig(['--stream-retention', '30'], { AGENTPLANE_STREAM_STALL_SECS: '5' })!).toMatchObject({
       streamRetentionSecs: 30,
       streamStallSecs: 5,

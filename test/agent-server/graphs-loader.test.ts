@@ -102,6 +102,13 @@ describe('loadGraphs on a langgraph.json naming every graph shape', () => {
     expect(await b.invoke({})).toEqual({ count: 0, label: 'suffix=b' });
   });
 
+  it('tells factory exports (whose graph depends on the config) from compiled graphs', () => {
+    expect(registry.isFactory('factory')).toBe(true);
+    expect(registry.isFactory('async_factory')).toBe(true);
+    for (const id of ['compiled', 'builder', 'default_export', 'zod', 'nope'])
+      expect(registry.isFactory(id)).toBe(false);
+  });
+
   it('throws NotFoundError for a graph it does not know', async () => {
     await expect(registry.getGraph('nope')).rejects.toBeInstanceOf(NotFoundError);
     await expect(registry.getSchemas('nope')).rejects.toThrow(/Graph "nope" not found/);

@@ -1,6 +1,7 @@
 // The stream-event log of both stores, one contract: ids strictly increasing across runs, reads from any point
 // (by run and by thread), writes readable after flush, wake-ups for watchers (on Postgres also across two
 // stores sharing the database, as two replicas do), retention sweeps, and the embedded store's memory bound.
+// The same contract runs on Redis Streams (--redis-url): two stores on one Redis, as two replicas are.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -9,15 +10,33 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
 import { embeddedStreamEvents } from '../../src/agent-server/storage/embedded/stream-events.ts';
 import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
-import type { Storage, StoredStreamEvent } from '../../src/agent-server/storage/types.ts';
+import { redisStreamEvents } from '../../src/agent-server/storage/redis/stream-events.ts';
+import type { StoredStreamEvent, StreamEventStore } from '../../src/agent-server/storage/types.ts';
+import { redisSkipReason, testRedisUrl } from '../support/redis.ts';
 import { createTestDatabase } from './helpers/pg.ts';
+
+const redisUrl = await testRedisUrl();
+if (!redisUrl) console.warn(`[stream-events] Redis tests skipped: ${redisSkipReason}`);
 
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-async function open(kind: 'embedded' | 'postgres', retentionMs = 600_000): Promise<{ a: Storage; b: Storage }> {
+type Kind = 'embedded' | 'postgres' | 'redis';
+type Side = { streams: StreamEventStore };
+
+async function open(kind: Kind, retentionMs = 600_000): Promise<{ a: Side; b: Side }> {
+  if (kind === 'redis') {
+    const prefix = `ap-test-${randomUUID()}:`;
+    const a = await redisStreamEvents({ url: redisUrl!, retentionMs, prefix });
+    const b = await redisStreamEvents({ url: redisUrl!, retentionMs, prefix });
+    cleanups.push(async () => {
+      await a.close();
+      await b.close();
+    });
+    return { a: { streams: a }, b: { streams: b } };
+  }
   if (kind === 'embedded') {
     const dir = mkdtempSync(join(tmpdir(), 'ap-se-'));
     const a = openEmbeddedStorage({ dataDir: dir, streamRetentionMs: retentionMs });
@@ -38,7 +57,9 @@ async function open(kind: 'embedded' | 'postgres', retentionMs = 600_000): Promi
   return { a, b };
 }
 
-describe.each(['embedded', 'postgres'] as const)('stream events (%s)', (kind) => {
+const kinds: Kind[] = redisUrl ? ['embedded', 'postgres', 'redis'] : ['embedded', 'postgres'];
+
+describe.each(kinds)('stream events (%s)', (kind) => {
   it('orders events with strictly increasing ids, reads from any point by run and by thread, on every store of the database', async () => {
     const { a, b } = await open(kind);
     const thread = randomUUID();
@@ -112,5 +133,26 @@ describe('embedded stream events memory bound', () => {
     const counts = await Promise.all(runs.map(async (r) => (await s.read(r, -1, 100)).length));
     expect(counts).toEqual([0, 0, 10, 10, 10]);
     await s.close();
+  });
+});
+
+describe.skipIf(!redisUrl)('redis stream events: an unreachable Redis', () => {
+  it('refuses to open (no store that silently drops events), and keeps no connection retrying', async () => {
+    const net = await import('node:net');
+    // A port nothing listens on: taken and released.
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const handlesBefore = process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    await expect(redisStreamEvents({ url: `redis://127.0.0.1:${port}`, retentionMs: 1_000 })).rejects.toThrow(
+      /ECONNREFUSED/,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    expect(process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length).toBeLessThanOrEqual(
+      handlesBefore,
+    );
   });
 });

@@ -155,8 +155,9 @@ describe('stream modes', { timeout: 120_000 }, () => {
     const following = (async () => {
       for await (const e of client.threads.joinStream(t.thread_id, { signal: abort.signal } as never)) {
         seen.push(e as Ev);
+        // Run starts: the metadata events with an attempt (a run's end is metadata {status: run_done}).
         if (
-          seen.filter((x) => x.event === 'metadata').length === 2 &&
+          seen.filter((x) => x.event === 'metadata' && x.data.attempt).length === 2 &&
           seen.at(-1)!.event === 'values' &&
           seen.filter((x) => x.event === 'values').length >= 4
         )
@@ -176,7 +177,7 @@ describe('stream modes', { timeout: 120_000 }, () => {
     });
     await client.runs.join(t.thread_id, run2.run_id);
     await following;
-    const runIds = seen.filter((e) => e.event === 'metadata').map((e) => e.data.run_id);
+    const runIds = seen.filter((e) => e.event === 'metadata' && e.data.attempt).map((e) => e.data.run_id);
     expect(runIds).toHaveLength(2);
     expect(runIds[1]).toBe(run2.run_id);
     // A join asking for custom only gets metadata and custom out of the same log.

@@ -1,5 +1,6 @@
 // Integrations v1 (plain git credentials): create, list, get, delete under /v1 and /api-host/v1; the token is
 // write-only and scoped to the workspace; at rest it is never plaintext in the embedded store. Both stores.
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +10,7 @@ import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
 import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { AlreadyExistsError, type ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { githubBody } from './helpers/harness.ts';
 import { startKube } from './helpers/kube.ts';
@@ -161,8 +162,7 @@ describe.each(stores)('integrations v1 (%s store)', (_name, open) => {
       });
 
     const other = await deploy(keyB, 'team-b', 'stolen', 'https://github.com/example/agent');
-    expect(other.statusCode).toBe(422);
-    expect(other.json().detail[0].loc).toEqual(['body', 'source_config', 'integration_id']);
+    expect(other.statusCode).toBe(404);
 
     const wrongHost = await deploy(keyA, 'team-a', 'elsewhere', 'https://gitlab.com/example/agent');
     expect(wrongHost.statusCode).toBe(422);
@@ -172,6 +172,71 @@ describe.each(stores)('integrations v1 (%s store)', (_name, open) => {
     expect(ok.statusCode, ok.body).toBe(201);
     expect(ok.json().source_config.integration_id).toBe(id);
     for (const a of answers) expect(a).not.toContain(TOKEN);
+  });
+
+  it('an SSH key integration: write-only key and known_hosts, ssh repo URLs only, bad shapes are 422', async () => {
+    const KEY =
+      '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ-ssh-key-body\n-----END OPENSSH PRIVATE KEY-----\n';
+    const KNOWN = 'git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyBodyxyz';
+    const created = await call('POST', '/v1/integrations', keyA, 'team-a', {
+      name: 'ssh',
+      host: 'git.example.com',
+      ssh_private_key: KEY,
+      known_hosts: KNOWN,
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ type: 'git', auth: 'ssh', host: 'git.example.com' });
+    const id = created.json().id as string;
+    for (const [payload, field] of [
+      [{ name: 'x', host: 'git.example.com', ssh_private_key: KEY }, 'known_hosts'],
+      [{ name: 'x', host: 'git.example.com', ssh_private_key: KEY, known_hosts: 'nonsense' }, 'known_hosts'],
+      [{ name: 'x', host: 'git.example.com', ssh_private_key: 'not a key', known_hosts: KNOWN }, 'ssh_private_key'],
+      [{ name: 'x', host: 'git.example.com', ssh_private_key: KEY, known_hosts: KNOWN, token: 't' }, 'token'],
+      [{ name: 'x', host: 'git.example.com', token: 't', known_hosts: KNOWN }, 'known_hosts'],
+      [{ name: 'x', host: 'git.example.com', token: 't', webhook_secret: 'short' }, 'webhook_secret'],
+    ] as const) {
+      const res = await call('POST', '/v1/integrations', keyA, 'team-a', payload);
+      expect(res.statusCode, JSON.stringify(payload)).toBe(422);
+      expect(
+        res.json().detail.some((d: { loc: unknown[] }) => d.loc.includes(field)),
+        res.body,
+      ).toBe(true);
+    }
+    const deploy = (name: string, repoUrl: string) =>
+      call('POST', '/v2/deployments', keyA, 'team-a', {
+        ...githubBody(name),
+        source_config: { ...githubBody(name).source_config, integration_id: id, repo_url: repoUrl },
+      });
+    const https = await deploy('ssh-over-https', 'https://git.example.com/team/agent.git');
+    expect(https.statusCode).toBe(422);
+    expect(https.json().detail[0].loc).toEqual(['body', 'source_config', 'repo_url']);
+    expect((await deploy('ssh-scp', 'git@git.example.com:team/agent.git')).statusCode).toBe(201);
+    expect((await deploy('ssh-url', 'ssh://git@git.example.com/team/agent.git')).statusCode).toBe(201);
+    for (const a of answers) expect(a).not.toContain('ssh-key-body');
+  });
+
+  it('a GitHub installation belongs to one workspace; webhooks find integrations across workspaces by id', async () => {
+    const record = (tenant: string) => ({
+      id: randomUUID(),
+      tenant,
+      name: 'acme',
+      host: 'github.com',
+      type: 'github' as const,
+      installationId: 4242,
+      account: 'acme',
+      createdAt: new Date().toISOString(),
+    });
+    const first = record('team-a');
+    await s.store.putIntegration(first, 'agentplane-credential-v2:{}');
+    await expect(s.store.putIntegration(record('team-b'), 'agentplane-credential-v2:{}')).rejects.toBeInstanceOf(
+      AlreadyExistsError,
+    );
+    expect(await s.store.findIntegrations({ installationId: 4242 })).toEqual([first]);
+    expect(await s.store.findIntegrations({ id: first.id })).toEqual([first]);
+    expect(await s.store.findIntegrations({ id: randomUUID() })).toEqual([]);
+    expect(await s.store.getIntegration('team-b', first.id)).toBeUndefined();
+    expect(await s.store.deleteIntegration('team-a', first.id)).toBe(true);
+    expect(await s.store.findIntegrations({ installationId: 4242 })).toEqual([]);
   });
 
   it('the token is not plaintext at rest (embedded data dir)', async (ctx) => {

@@ -60,6 +60,17 @@ const VALUE_SETS: [string, Json][] = [
     'bootstrap key from a value, policies off',
     { 'controlPlane.bootstrapApiKey.value': 'x'.repeat(32), 'networkPolicy.enabled': false },
   ],
+  [
+    'a GitHub App (GitHub Enterprise Server)',
+    {
+      github: {
+        appId: '12345',
+        appSlug: 'agentplane-ci',
+        apiUrl: 'https://ghe.example.com/api/v3',
+        existingSecret: 'github-app',
+      },
+    },
+  ],
   ['as a subchart (global values)', { global: { imageRegistry: 'mirror.example.com', storageClass: 'fast' } }],
   ['data plane only: listener, no control plane', DATA_PLANE],
   ['data plane only, a namespace per tenant', { ...DATA_PLANE, 'agents.namespacePerTenant': true }],
@@ -127,6 +138,26 @@ describe('helm template / helm lint', () => {
     // Garbage collection deletes the children in the AgentDeployment's namespace.
     expect(grants('deployments')).not.toContain('delete');
     expect(grants('secrets')).not.toContain('delete');
+  });
+
+  it('hands the GitHub App to both: the private key from its Secret, the webhook secret to the control plane only', () => {
+    expect(() => renderChart({ values: { 'github.appId': '1' } })).toThrow(/github.existingSecret/);
+    const docs = renderChart({ values: { github: { appId: '12345', existingSecret: 'github-app' } } });
+    const cp = envOf(find(docs, 'Deployment', 'agentplane-control-plane')!);
+    const op = envOf(find(docs, 'Deployment', 'agentplane-operator')!);
+    for (const env of [cp, op]) {
+      expect(env.AGENTPLANE_GITHUB_APP_ID).toBe('12345');
+      expect(env.AGENTPLANE_GITHUB_API_URL).toBe('https://api.github.com');
+      expect(env.AGENTPLANE_GITHUB_APP_PRIVATE_KEY).toEqual({
+        secretKeyRef: { name: 'github-app', key: 'private-key' },
+      });
+    }
+    expect(cp.AGENTPLANE_GITHUB_WEBHOOK_SECRET).toEqual({
+      secretKeyRef: { name: 'github-app', key: 'webhook-secret', optional: true },
+    });
+    expect(op.AGENTPLANE_GITHUB_WEBHOOK_SECRET).toBeUndefined();
+    const none = envOf(find(renderChart({}), 'Deployment', 'agentplane-control-plane')!);
+    expect(Object.keys(none).filter((k) => k.includes('GITHUB'))).toEqual([]);
   });
 
   it('probes the operator on its health port', () => {

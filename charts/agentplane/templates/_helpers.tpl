@@ -59,3 +59,31 @@ imagePullSecrets:
 {{- end -}}
 {{- join "," $out -}}
 {{- end -}}
+
+{{- /* GitHub App settings as environment variables; the webhook secret only when `webhook` is true. */ -}}
+{{- define "agentplane.githubEnv" -}}
+{{- $gh := .root.Values.github -}}
+{{- if $gh.appId }}
+{{- if not $gh.existingSecret }}{{ fail "github.appId needs github.existingSecret (the App's private key and webhook secret)" }}{{ end }}
+- name: AGENTPLANE_GITHUB_APP_ID
+  value: {{ $gh.appId | quote }}
+- name: AGENTPLANE_GITHUB_API_URL
+  value: {{ $gh.apiUrl | quote }}
+{{- if $gh.webUrl }}
+- name: AGENTPLANE_GITHUB_WEB_URL
+  value: {{ $gh.webUrl | quote }}
+{{- end }}
+{{- if $gh.appSlug }}
+- name: AGENTPLANE_GITHUB_APP_SLUG
+  value: {{ $gh.appSlug | quote }}
+{{- end }}
+- name: AGENTPLANE_GITHUB_APP_PRIVATE_KEY
+  valueFrom:
+    secretKeyRef: { name: {{ $gh.existingSecret | quote }}, key: {{ $gh.privateKeyKey | quote }} }
+{{- if .webhook }}
+- name: AGENTPLANE_GITHUB_WEBHOOK_SECRET
+  valueFrom:
+    secretKeyRef: { name: {{ $gh.existingSecret | quote }}, key: {{ $gh.webhookSecretKey | quote }}, optional: true }
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -68,6 +68,11 @@ export interface GraphRegistry {
   failures: Record<string, string>;
   /** Factory exports are called with the run config; `attach` sets the server's checkpointer/store on the graph. */
   getGraph(graphId: string, config?: Config, attach?: { checkpointer?: unknown; store?: unknown }): Promise<PregelLike>;
+  /**
+   * Whether the graph is exported as a factory (`(config) => graph`), i.e. whether the config given to getGraph
+   * can change the graph; false for compiled graphs and for graphs that are unknown or failed to load.
+   */
+  isFactory(graphId: string): boolean;
   /** `config` builds a factory graph the way the assistant (or caller) configures it. */
   getSchemas(graphId: string, config?: Config): Promise<GraphSchemas>;
   getSubgraphSchemas(
@@ -269,6 +274,7 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     specs,
     failures,
     getGraph,
+    isFactory: (graphId) => typeof loaded.get(graphId)?.value === 'function',
     async getSchemas(graphId, config = {}) {
       const found = entry(graphId);
       return graphSchemas(graphId, await getGraph(graphId, config), found.install);

@@ -4,7 +4,8 @@
 // Every stream is read from the run's durable event log (storage.streams), whichever process executes the run:
 // events carry the log's ids, and Last-Event-ID resumes after one on any replica. A client that stops reading
 // holds one page in memory; one that has not taken a byte for the stall timeout is disconnected (it can resume).
-// A comment line goes out after 5 s without events, so proxies keep the connection.
+// A comment line goes out after 5 s without events, so proxies keep the connection. Thread streams and their
+// modes (run_modes, lifecycle, state_update): streams/thread-events.ts.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -13,6 +14,7 @@ import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
 import { eventFilter, followStream } from '../runs/stream.ts';
 import { API_STREAM_MODES } from '../runs/stream-modes.ts';
+import { isRunDone, isThreadOnly, threadEventFilter, THREAD_STREAM_MODES } from '../streams/thread-events.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
 import { disconnectSignal } from './reply.ts';
@@ -20,7 +22,6 @@ import { runCaller } from './runs.ts';
 import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';
 
 const HEARTBEAT_MS = 5_000;
-const THREAD_STREAM_MODES = ['run_modes', 'lifecycle', 'state_update'] as const;
 
 const modeList = <T extends string>(valid: readonly T[]) => {
   const one = z.string().refine((m): m is T => (valid as readonly string[]).includes(m), {
@@ -47,7 +48,11 @@ const modeList = <T extends string>(valid: readonly T[]) => {
     .transform((v) => (v === undefined ? undefined : ((Array.isArray(v) ? v : [v]) as T[])));
 };
 const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
-const ThreadStreamQuery = z.object({ stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]) });
+// The SDK sends stream_mode; the platform's OpenAPI names it stream_modes: either is read.
+const ThreadStreamQuery = z.object({
+  stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
+  stream_modes: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
+});
 const LastEventId = z
   .object({
     'last-event-id': z
@@ -170,7 +175,7 @@ export const streamRoutes =
           const out: Buffer[] = [];
           for (const e of page) {
             if (e.event === 'error') sawError = true;
-            if (!keep || keep(e.event)) out.push(frameOf(e));
+            if ((!keep || keep(e.event)) && !isThreadOnly(e)) out.push(frameOf(e));
           }
           relayed += page.length;
           if (!(await sse.write(out))) break;
@@ -270,23 +275,48 @@ export const streamRoutes =
         const thread = await storage.threads.get(req.params.thread_id);
         if (!thread) throw new NotFoundError(`Thread with ID ${req.params.thread_id} not found`);
         const afterId = await cursorOf(req.headers['last-event-id']);
-        // Thread-level modes (run_modes, lifecycle, state_update) all mean the runs' own events here.
-        const runModes = req.query.stream_mode?.filter((m) => !(THREAD_STREAM_MODES as readonly string[]).includes(m));
-        const keep = eventFilter(runModes);
+        const { keep, stateUpdates } = threadEventFilter([
+          ...(req.query.stream_mode ?? []),
+          ...(req.query.stream_modes ?? []),
+        ]);
         const sse = openSse(req, reply, null);
+        const threadId = thread.thread_id;
         try {
           for await (const page of followStream({
             streams: storage.streams,
-            key: { thread_id: thread.thread_id },
+            key: { thread_id: threadId },
             afterId,
             ended: new Promise(() => undefined),
             signal: sse.signal,
           })) {
-            if (!(await sse.write(page.filter((e) => !keep || keep(e.event)).map(frameOf)))) break;
+            const out: Array<string | Buffer> = [];
+            for (const e of page) {
+              if (keep(e)) out.push(frameOf(e));
+              // A run changed the state: its new state follows the run's end, under the same id (a resume
+              // after that id has seen both).
+              if (stateUpdates && isRunDone(e)) {
+                if (!(await sse.write(out.splice(0)))) break;
+                const state = await runEndState(threadId, e.run_id, sse.signal);
+                if (state !== undefined) out.push(frame('state_update', stringify(state), e.id));
+              }
+            }
+            if (!(await sse.write(out))) break;
           }
         } finally {
           sse.end();
         }
       },
     );
+
+    /** The thread's state once the run has finished (its end event is written just before); undefined if gone. */
+    async function runEndState(threadId: string, runId: string, signal: AbortSignal): Promise<unknown> {
+      try {
+        await engine.waitForRun(threadId, runId, signal);
+        if (signal.aborted) return undefined;
+        return await service.getState(threadId);
+      } catch (err) {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      }
+    }
   };

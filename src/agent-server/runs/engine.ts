@@ -17,6 +17,8 @@ import {
 } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type RunExecutor } from './executor.ts';
+import type { FeedbackEvent } from '../streams/feedback.ts';
+import { runDoneEvent } from '../streams/thread-events.ts';
 import { stringify } from '../serde.ts';
 
 export interface EngineOptions {
@@ -36,6 +38,8 @@ export interface EngineOptions {
    * function gets that inline executor and returns the one to use (e.g. threads that fall back to it).
    */
   executor?: (inline: RunExecutor) => RunExecutor;
+  /** The data of the `feedback` event of a run with feedback_keys (LangSmith), or null for none. */
+  feedback?: FeedbackEvent;
   /** Told after this process stored a run's end (webhooks); must return at once. */
   onRunFinished?: (run: RunRecord, outcome: RunOutcome) => void;
 }
@@ -283,6 +287,13 @@ export class RunEngine {
       }
     }
     if (outcome.error) publish('error', stringify(outcome.error));
+    // Feedback URLs for the run's feedback_keys, as its last event (only with LangSmith configured).
+    if (kw.feedback_keys?.length && this.opts.feedback) {
+      const data = await this.opts.feedback(run.run_id, kw.feedback_keys);
+      if (data) publish('feedback', data);
+    }
+    // The run's end on its thread's stream (run streams skip it; see streams/thread-events.ts).
+    publish(...runDoneEvent(run.run_id));
     // Readers end a stream once the run is terminal: its events must be readable before that.
     await streams
       .flush()
@@ -351,6 +362,7 @@ export class RunEngine {
 interface RunKwargs {
   config?: Json;
   context?: unknown;
+  feedback_keys?: string[] | null;
 }
 
 function runnableConfig(run: RunRecord, kw: RunKwargs): Json {

@@ -34,10 +34,13 @@ import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
 import type { InputPolicy } from './input-rules.ts';
 import { integrationIssues } from './integrations.ts';
 import { listenerIssues, waitingMessage } from './listeners.ts';
+import type { GitHubApp } from './integrations-github.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 /** Comma-separated environment variable names of the current secret set (values live in the set only). */
 export const SECRET_NAMES_ANNOTATION = 'agentplane.dev/secret-names';
+/** Comma-separated keys (delivery ids, pushed commits) of the last pushes that made a revision (build on push). */
+export const PUSH_DELIVERIES_ANNOTATION = 'agentplane.dev/push-deliveries';
 
 const IMMUTABLE_SOURCE_CONFIG = {
   integration_id: 'integrationId',
@@ -48,7 +51,12 @@ const IMMUTABLE_SOURCE_CONFIG = {
 
 export type DeploymentService = ReturnType<typeof createDeploymentService>;
 
-export function createDeploymentService(deps: { store: ControlPlaneStore; logger: Logger; policy?: InputPolicy }) {
+export function createDeploymentService(deps: {
+  store: ControlPlaneStore;
+  logger: Logger;
+  policy?: InputPolicy;
+  github?: GitHubApp;
+}) {
   const { store, logger } = deps;
   const ns = store.namespace;
   const { policyIssues, referenceIssues, assertHostFree, claimHost, releaseHostQuietly } = createTenantChecks(deps);
@@ -217,7 +225,15 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
     async create(tenant: string, body: DeploymentCreate): Promise<Deployment> {
       refuse(policyIssues(body.source_config.resource_spec, body.source_config.custom_url));
       refuse(await referenceIssues(tenant, body.source_config.resource_spec, body.secret_references));
-      refuse(await integrationIssues(store, tenant, body.source_config.integration_id, body.source_config.repo_url));
+      refuse(
+        await integrationIssues(
+          store,
+          tenant,
+          body.source_config.integration_id,
+          body.source_config.repo_url,
+          deps.github,
+        ),
+      );
       await listenerIssues(
         store,
         tenant,
@@ -479,6 +495,31 @@ export function createDeploymentService(deps: { store: ControlPlaneStore; logger
         return d;
       });
       return toApiRevision(await ensureRevision(dep));
+    },
+
+    /**
+     * Build on push: a new revision unless one of `keys` (the webhook's delivery id, the pushed commit) already made
+     * one for the deployment. The last keys are kept on the deployment and written together with the new revision
+     * number, so a redelivery racing the first one loses on the resource version. Undefined: a repeat.
+     */
+    async createRevisionOnPush(tenant: string, id: string, keys: string[]): Promise<Revision | undefined> {
+      let repeat = false;
+      const dep = await updateDeployment(tenant, id, async (d) => {
+        const seen = (d.metadata.annotations?.[PUSH_DELIVERIES_ANNOTATION] ?? '').split(',').filter(Boolean);
+        repeat = keys.some((k) => seen.includes(k));
+        if (repeat) return undefined;
+        d.metadata.annotations = {
+          ...d.metadata.annotations,
+          [PUSH_DELIVERIES_ANNOTATION]: [...seen, ...keys].slice(-40).join(','),
+        };
+        d.spec.revisionCounter += 1;
+        d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
+        return d;
+      });
+      if (repeat) return undefined;
+      const rev = await ensureRevision(dep);
+      logger.info({ deployment_id: id, revision: rev.metadata.name }, 'revision created on push');
+      return toApiRevision(rev);
     },
 
     /** Points the deployment's traffic at an existing revision; the runtime rolls to it. */

@@ -107,7 +107,24 @@ export type IntegrationRecord = {
   /** HTTPS username; undefined = token only (sent with a fixed username the host ignores). */
   username?: string;
   createdAt: string;
+  /** 'git' (default): a stored credential; 'github': an installation of the control plane's GitHub App. */
+  type?: 'git' | 'github';
+  /** git: how the stored credential authenticates (default 'token': HTTPS; 'ssh': private key + known_hosts). */
+  auth?: 'token' | 'ssh';
+  /** github: the App installation id and the account (user or organization) it is installed on. */
+  installationId?: number;
+  account?: string;
+  /** git: the integration has a webhook secret (its generic push webhook is enabled). */
+  webhook?: boolean;
 };
+
+/** The record's fields beyond the original columns, kept as one JSON value by the adapters. */
+export function integrationDetails(r: IntegrationRecord): Partial<IntegrationRecord> {
+  const { type, auth, installationId, account, webhook } = r;
+  return Object.fromEntries(
+    Object.entries({ type, auth, installationId, account, webhook }).filter(([, v]) => v !== undefined),
+  );
+}
 
 /** Integrations: the credential is stored encrypted (embedded) or in a tenant-labelled Secret (kubernetes). */
 export interface IntegrationStore {
@@ -120,6 +137,41 @@ export interface IntegrationStore {
   integrationToken(tenant: string, id: string): Promise<string | undefined>;
   /** false when missing or owned by another tenant. */
   deleteIntegration(tenant: string, id: string): Promise<boolean>;
+  /** Across tenants (webhooks, installation ownership): the integrations with this id or this GitHub installation. */
+  findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]>;
+}
+
+/** Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress). */
+export type AuthObjectKind = 'provider' | 'token' | 'flow';
+
+/**
+ * One record of the auth service. `record` is the service's JSON (no secret in it); `sealed` is its secret part,
+ * already encrypted by the service (the store never sees plaintext). `version` changes with every write.
+ */
+export type AuthObject = {
+  kind: AuthObjectKind;
+  name: string;
+  tenant: string;
+  record: string;
+  sealed: string;
+  version: string;
+};
+
+/**
+ * Auth service records, addressed by (kind, name); names are chosen by the service (hashes and UUIDs), tenants
+ * are checked by the service on every read. Kubernetes-shaped: create fails on an existing name, replace is
+ * optimistic on `version`.
+ */
+export interface AuthObjectStore {
+  /** Existing (kind, name) -> AlreadyExistsError. */
+  createAuthObject(obj: Omit<AuthObject, 'version'>): Promise<void>;
+  getAuthObject(kind: AuthObjectKind, name: string): Promise<AuthObject | undefined>;
+  /** The tenant's records of one kind, in no particular order. */
+  listAuthObjects(kind: AuthObjectKind, tenant: string): Promise<AuthObject[]>;
+  /** Writes record and sealed when `version` is still current: changed -> StaleResourceVersionError; gone -> NotFoundError. */
+  replaceAuthObject(obj: AuthObject): Promise<void>;
+  /** false when missing (or, with `version`, changed since: then nothing is deleted). */
+  deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean>;
 }
 
 /** A data plane registered with the control plane (Listeners v2); it dials out and runs the deployments named for it. */
@@ -236,6 +288,7 @@ export interface ControlPlaneStore
     RevisionLogStore,
     NameClaimStore,
     HostClaimStore,
+    AuthObjectStore,
     ListenerStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;

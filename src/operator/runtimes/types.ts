@@ -23,8 +23,12 @@ export type BuildSpec = RevisionRef & {
   integrationId?: string | null;
 };
 
-/** A git credential for one repository host (a plain git integration). */
-export type GitCredential = { host: string; username?: string; token: string };
+/**
+ * A git credential for one repository host: an HTTPS token (a plain git integration's, or a GitHub installation
+ * token minted for this build) or an SSH private key with the known_hosts git must check the server against.
+ */
+export type GitCredential =
+  { host: string; username?: string; token: string } | { host: string; sshKey: string; knownHosts: string };
 
 export type BuildStatus =
   | { phase: 'Running' }

@@ -9,7 +9,7 @@ import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
-import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage, type StreamEventStore } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
 import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
@@ -30,6 +30,8 @@ export interface EmbeddedOptions {
   threadTtl?: ThreadTtlConfig;
   /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
   streamRetentionMs?: number;
+  /** Stream events kept elsewhere (Redis, --redis-url) instead of this process's memory; closed with the store. */
+  streams?: StreamEventStore & { close(): Promise<void> };
 }
 
 /**
@@ -113,7 +115,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
-  const streams = embeddedStreamEvents({ retentionMs: streamRetentionMs });
+  const streams = opts.streams ?? embeddedStreamEvents({ retentionMs: streamRetentionMs });
   const streamSweeper = setInterval(
     () => void streams.sweep(),
     Math.min(Math.max(streamRetentionMs / 2, 1_000), 60_000),

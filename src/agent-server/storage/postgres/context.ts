@@ -18,6 +18,7 @@ import type {
   RunRecord,
   RunStatus,
   StorageEvent,
+  StreamEventStore,
   Thread,
   ThreadQuery,
 } from '../types.ts';
@@ -38,6 +39,8 @@ export interface PostgresOptions {
   threadTtl?: ThreadTtlConfig;
   /** How long a run's stream events stay readable after its newest one (default 10 minutes). */
   streamRetentionMs?: number;
+  /** Stream events kept elsewhere (Redis, --redis-url) instead of the stream_events table; closed with the store. */
+  streams?: StreamEventStore & { close(): Promise<void> };
 }
 
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change

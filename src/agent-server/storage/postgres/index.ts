@@ -128,11 +128,13 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
   const runs = postgresRuns(ctx);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
-  const streams = await postgresStreamEvents(pool, s, {
-    databaseUrl: opts.databaseUrl,
-    retentionMs: streamRetentionMs,
-    ...(opts.logger ? { logger: opts.logger } : {}),
-  });
+  const streams =
+    opts.streams ??
+    (await postgresStreamEvents(pool, s, {
+      databaseUrl: opts.databaseUrl,
+      retentionMs: streamRetentionMs,
+      ...(opts.logger ? { logger: opts.logger } : {}),
+    }));
   const streamSweeper = setInterval(
     () => {
       streams.sweep().catch((err: unknown) => opts.logger?.warn({ err }, 'sweeping old stream events failed'));

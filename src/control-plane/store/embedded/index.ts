@@ -23,6 +23,9 @@ import {
   type ApiKeyRecord,
   type IntegrationRecord,
   type ListenerRecord,
+  integrationDetails,
+  type AuthObject,
+  type AuthObjectKind,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -75,6 +78,9 @@ CREATE INDEX IF NOT EXISTS integrations_by_tenant ON integrations (tenant);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS listeners (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, compute_id TEXT NOT NULL,
   json TEXT NOT NULL, UNIQUE (tenant, compute_id));
+CREATE TABLE IF NOT EXISTS auth_objects (kind TEXT NOT NULL, name TEXT NOT NULL, tenant TEXT NOT NULL,
+  record TEXT NOT NULL, sealed TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (kind, name));
+CREATE INDEX IF NOT EXISTS auth_objects_by_tenant ON auth_objects (kind, tenant);
 `;
 
 /** A value sealed with the store's key when the key is first used: tells a wrong key at once. */
@@ -99,6 +105,16 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   // Listener keys (Listeners v2) name their listener; keys written before have none.
   const keyColumns = db.prepare('PRAGMA table_info(api_keys)').all() as { name: string }[];
   if (!keyColumns.some((c) => c.name === 'listener_id')) db.exec('ALTER TABLE api_keys ADD COLUMN listener_id TEXT');
+  // Integrations written before GitHub App and SSH integrations have no details (plain HTTPS token).
+  const integrationColumns = db.prepare('PRAGMA table_info(integrations)').all() as { name: string }[];
+  if (!integrationColumns.some((c) => c.name === 'details')) {
+    db.exec('ALTER TABLE integrations ADD COLUMN details TEXT');
+    db.exec('ALTER TABLE integrations ADD COLUMN installation_id INTEGER');
+  }
+  // One GitHub App installation belongs to at most one workspace.
+  db.exec(
+    'CREATE UNIQUE INDEX IF NOT EXISTS integrations_by_installation ON integrations (installation_id) WHERE installation_id IS NOT NULL',
+  );
   const keys =
     opts.dataDir === ':memory:'
       ? { given: opts.secretKey ?? randomBytes(32) }
@@ -529,11 +545,38 @@ class EmbeddedStore implements ControlPlaneStore {
 
   async putIntegration(r: IntegrationRecord, token: string): Promise<void> {
     const sealed = seal(this.secretKey(), token, integrationAad(r.tenant, r.id));
-    this.db
-      .prepare(
-        'INSERT INTO integrations (id, tenant, name, host, username, created_at, token) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      )
-      .run(r.id, r.tenant, r.name, r.host, r.username ?? null, r.createdAt, sealed);
+    try {
+      this.db
+        .prepare(
+          'INSERT INTO integrations (id, tenant, name, host, username, created_at, token, details, installation_id) ' +
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(
+          r.id,
+          r.tenant,
+          r.name,
+          r.host,
+          r.username ?? null,
+          r.createdAt,
+          sealed,
+          JSON.stringify(integrationDetails(r)),
+          r.installationId ?? null,
+        );
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
+        throw new AlreadyExistsError(`GitHub installation ${r.installationId} is already an integration`);
+      throw err;
+    }
+  }
+
+  async findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]> {
+    const rows =
+      where.id !== undefined
+        ? this.db.prepare('SELECT * FROM integrations WHERE id = ?').all(where.id)
+        : where.installationId !== undefined
+          ? this.db.prepare('SELECT * FROM integrations WHERE installation_id = ?').all(where.installationId)
+          : [];
+    return (rows as IntegrationRow[]).map(integrationOf);
   }
 
   async listIntegrations(tenant: string): Promise<IntegrationRecord[]> {
@@ -557,6 +600,55 @@ class EmbeddedStore implements ControlPlaneStore {
 
   async deleteIntegration(tenant: string, id: string): Promise<boolean> {
     return this.db.prepare('DELETE FROM integrations WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0;
+  }
+
+  // ---- auth service records: the service seals their secret part before they get here ----
+
+  async createAuthObject(o: Omit<AuthObject, 'version'>): Promise<void> {
+    const res = this.db
+      .prepare(
+        'INSERT OR IGNORE INTO auth_objects (kind, name, tenant, record, sealed, version) VALUES (?, ?, ?, ?, ?, 1)',
+      )
+      .run(o.kind, o.name, o.tenant, o.record, o.sealed);
+    if (res.changes === 0) throw new AlreadyExistsError(`auth ${o.kind} "${o.name}" already exists`);
+  }
+
+  async getAuthObject(kind: AuthObjectKind, name: string): Promise<AuthObject | undefined> {
+    const row = this.db.prepare('SELECT * FROM auth_objects WHERE kind = ? AND name = ?').get(kind, name) as
+      AuthRow | undefined;
+    return row && authObjectOf(row);
+  }
+
+  async listAuthObjects(kind: AuthObjectKind, tenant: string): Promise<AuthObject[]> {
+    const rows = this.db
+      .prepare('SELECT * FROM auth_objects WHERE kind = ? AND tenant = ? ORDER BY name')
+      .all(kind, tenant) as AuthRow[];
+    return rows.map(authObjectOf);
+  }
+
+  async replaceAuthObject(o: AuthObject): Promise<void> {
+    this.write(() => {
+      const res = this.db
+        .prepare(
+          'UPDATE auth_objects SET record = ?, sealed = ?, version = version + 1 WHERE kind = ? AND name = ? AND version = ? AND tenant = ?',
+        )
+        .run(o.record, o.sealed, o.kind, o.name, Number(o.version), o.tenant);
+      if (res.changes > 0) return;
+      if (this.db.prepare('SELECT 1 FROM auth_objects WHERE kind = ? AND name = ?').get(o.kind, o.name)) {
+        throw new StaleResourceVersionError(`auth ${o.kind} "${o.name}" changed since it was read`);
+      }
+      throw new NotFoundError(`auth ${o.kind} "${o.name}" not found`);
+    });
+  }
+
+  async deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean> {
+    const res =
+      version === undefined
+        ? this.db.prepare('DELETE FROM auth_objects WHERE kind = ? AND name = ?').run(kind, name)
+        : this.db
+            .prepare('DELETE FROM auth_objects WHERE kind = ? AND name = ? AND version = ?')
+            .run(kind, name, Number(version));
+    return res.changes > 0;
   }
 
   // ---- deployment name claims: one row per (tenant, name); the primary key and an IMMEDIATE transaction make a
@@ -851,6 +943,19 @@ function notFound(kind: Kind, name: string): NotFoundError {
   return new NotFoundError(`${kind} "${name}" not found`);
 }
 
+type AuthRow = { kind: AuthObjectKind; name: string; tenant: string; record: string; sealed: string; version: number };
+
+function authObjectOf(r: AuthRow): AuthObject {
+  return {
+    kind: r.kind,
+    name: r.name,
+    tenant: r.tenant,
+    record: r.record,
+    sealed: r.sealed,
+    version: String(r.version),
+  };
+}
+
 type IntegrationRow = {
   id: string;
   tenant: string;
@@ -858,9 +963,11 @@ type IntegrationRow = {
   host: string;
   username: string | null;
   created_at: string;
+  details: string | null;
 };
 
 function integrationOf(r: IntegrationRow): IntegrationRecord {
+  const details = r.details ? (JSON.parse(r.details) as Partial<IntegrationRecord>) : {};
   return {
     id: r.id,
     tenant: r.tenant,
@@ -868,6 +975,7 @@ function integrationOf(r: IntegrationRow): IntegrationRecord {
     host: r.host,
     ...(r.username === null ? {} : { username: r.username }),
     createdAt: r.created_at,
+    ...integrationDetails(details as IntegrationRecord),
   };
 }
 

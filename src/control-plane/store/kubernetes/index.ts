@@ -26,6 +26,7 @@ import { validateResource } from '../validate.ts';
 import type { TenantKeySink } from '../types.ts';
 import {
   AlreadyExistsError,
+  integrationDetails,
   ResourceExpiredError,
   claimObjectName,
   hostClaimObjectName,
@@ -37,6 +38,8 @@ import {
   type ApiKeyRecord,
   type IntegrationRecord,
   type ListenerRecord,
+  type AuthObject,
+  type AuthObjectKind,
   type ControlPlaneStore,
   type Kind,
   type KindMap,
@@ -50,6 +53,9 @@ const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', Agen
 const LABEL_API_KEY = 'agentplane.dev/api-key';
 const LABEL_INTEGRATION = 'agentplane.dev/integration';
 const LABEL_LISTENER_ID = 'agentplane.dev/listener-id';
+const LABEL_GITHUB_INSTALLATION = 'agentplane.dev/github-installation';
+/** On auth service Secrets: provider, token or flow. */
+const LABEL_AUTH_KIND = 'agentplane.dev/auth-kind';
 
 export { tenantKeysSecretName };
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
@@ -348,10 +354,42 @@ class KubernetesStore implements ControlPlaneStore {
         host: b64(r.host),
         ...(r.username === undefined ? {} : { username: b64(r.username) }),
         createdAt: b64(r.createdAt),
+        details: b64(JSON.stringify(integrationDetails(r))),
         token: b64(token),
       },
     };
+    if (r.installationId !== undefined) {
+      body.metadata!.labels![LABEL_GITHUB_INSTALLATION] = String(r.installationId);
+      if ((await this.findIntegrations({ installationId: r.installationId })).length)
+        throw new AlreadyExistsError(`GitHub installation ${r.installationId} is already an integration`);
+    }
     await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
+  }
+
+  async findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]> {
+    if (where.id !== undefined) {
+      try {
+        const s = await call(() =>
+          this.core.readNamespacedSecret({ namespace: this.namespace, name: this.integrationSecretName(where.id!) }),
+        );
+        const r = integrationFromSecret(s);
+        return r && r.id === where.id && s.metadata?.labels?.[LABEL_TENANT] === r.tenant ? [r] : [];
+      } catch (err) {
+        if (err instanceof NotFoundError) return [];
+        throw err;
+      }
+    }
+    if (where.installationId === undefined) return [];
+    const list = await call(() =>
+      this.core.listNamespacedSecret({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_INTEGRATION}=true,${LABEL_GITHUB_INSTALLATION}=${where.installationId}`,
+      }),
+    );
+    return list.items
+      .filter((s) => s.metadata?.labels?.[LABEL_TENANT])
+      .map(integrationFromSecret)
+      .filter((r): r is IntegrationRecord => r !== undefined && r.installationId === where.installationId);
   }
 
   /** The integration's Secret when it exists and belongs to `tenant` (label and data agree). */
@@ -406,6 +444,101 @@ class KubernetesStore implements ControlPlaneStore {
       return true;
     } catch (err) {
       if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  // ---- auth service records: one Secret each, labelled with kind and tenant; `sealed` is already ciphertext ----
+
+  private authSecretName(kind: AuthObjectKind, name: string): string {
+    return `agentplane-auth-${kind}-${name}`;
+  }
+
+  async createAuthObject(o: Omit<AuthObject, 'version'>): Promise<void> {
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: {
+        name: this.authSecretName(o.kind, o.name),
+        namespace: this.namespace,
+        labels: { [LABEL_AUTH_KIND]: o.kind, [LABEL_TENANT]: o.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+      },
+      data: {
+        kind: b64(o.kind),
+        name: b64(o.name),
+        tenant: b64(o.tenant),
+        record: b64(o.record),
+        sealed: b64(o.sealed),
+      },
+    };
+    await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
+  }
+
+  async getAuthObject(kind: AuthObjectKind, name: string): Promise<AuthObject | undefined> {
+    try {
+      const s = await call(() =>
+        this.core.readNamespacedSecret({ namespace: this.namespace, name: this.authSecretName(kind, name) }),
+      );
+      return authObjectFromSecret(s, kind, name);
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  async listAuthObjects(kind: AuthObjectKind, tenant: string): Promise<AuthObject[]> {
+    const list = await call(() =>
+      this.core.listNamespacedSecret({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_AUTH_KIND}=${kind},${LABEL_TENANT}=${tenant}`,
+      }),
+    );
+    return list.items
+      .map((s) => authObjectFromSecret(s, kind))
+      .filter((o): o is AuthObject => o !== undefined && o.tenant === tenant);
+  }
+
+  async replaceAuthObject(o: AuthObject): Promise<void> {
+    const name = this.authSecretName(o.kind, o.name);
+    const current = await this.getAuthObject(o.kind, o.name);
+    if (!current) throw new NotFoundError(`auth ${o.kind} "${o.name}" not found`);
+    if (current.tenant !== o.tenant || current.version !== o.version) {
+      throw new StaleResourceVersionError(`auth ${o.kind} "${o.name}" changed since it was read`);
+    }
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: {
+        name,
+        namespace: this.namespace,
+        resourceVersion: o.version,
+        labels: { [LABEL_AUTH_KIND]: o.kind, [LABEL_TENANT]: o.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+      },
+      data: {
+        kind: b64(o.kind),
+        name: b64(o.name),
+        tenant: b64(o.tenant),
+        record: b64(o.record),
+        sealed: b64(o.sealed),
+      },
+    };
+    await call(() => this.core.replaceNamespacedSecret({ namespace: this.namespace, name, body }));
+  }
+
+  async deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean> {
+    try {
+      await call(() =>
+        this.core.deleteNamespacedSecret({
+          namespace: this.namespace,
+          name: this.authSecretName(kind, name),
+          ...(version === undefined ? {} : { body: { preconditions: { resourceVersion: version } } }),
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError || err instanceof StaleResourceVersionError) return false;
       throw err;
     }
   }
@@ -925,6 +1058,24 @@ function parseLog(cm: V1ConfigMap | undefined): { id: number; ts: string; messag
   return text.split('\n').map((l) => JSON.parse(l) as { id: number; ts: string; message: string });
 }
 
+function authObjectFromSecret(s: V1Secret, kind: AuthObjectKind, name?: string): AuthObject | undefined {
+  const d = s.data ?? {};
+  if (!d.kind || !d.name || !d.tenant || !d.record || !d.sealed || !s.metadata?.resourceVersion) return undefined;
+  const o: AuthObject = {
+    kind: unb64(d.kind) as AuthObjectKind,
+    name: unb64(d.name),
+    tenant: unb64(d.tenant),
+    record: unb64(d.record),
+    sealed: unb64(d.sealed),
+    version: s.metadata.resourceVersion,
+  };
+  // The label, the data and the object name must agree, or the object is not trusted.
+  if (o.kind !== kind || (name !== undefined && o.name !== name) || s.metadata.labels?.[LABEL_TENANT] !== o.tenant) {
+    return undefined;
+  }
+  return o;
+}
+
 function listenerFromMap(cm: V1ConfigMap): ListenerRecord | undefined {
   try {
     const r = JSON.parse(cm.data?.listener ?? '') as ListenerRecord;
@@ -944,5 +1095,6 @@ function integrationFromSecret(s: V1Secret): IntegrationRecord | undefined {
     host: d.host,
     ...(d.username === undefined ? {} : { username: d.username }),
     createdAt: d.createdAt ?? '',
+    ...(d.details ? integrationDetails(JSON.parse(d.details) as IntegrationRecord) : {}),
   };
 }

@@ -8,7 +8,8 @@
 //     the build container has exited, so no process of the build is alive while the credential is mounted.
 // The push container's termination message carries {"commit","digest"}, read from the Pod's status after the Job
 // succeeds.
-import type { V1Job } from '@kubernetes/client-node';
+import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import type { GitCredential } from '../types.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { agentDockerfile, safeConfigPath } from './dockerfile.ts';
 import { ANNOTATION_REVISION, childMeta, LABEL_REVISION, type Target } from './labels.ts';
@@ -35,6 +36,46 @@ export function buildJobName(revision: string): string {
   return `${revision}-build`;
 }
 
+/** The short-lived Secret of one build's git credential (an integration's: a minted GitHub token or a stored one). */
+export function buildCredentialSecretName(revision: string): string {
+  return `${revision}-build-git`;
+}
+
+/**
+ * The build's own git credential Secret, owned by its Job (garbage-collected with it, deleted as soon as the build
+ * ends). Keys as the clone step reads them: username + password (HTTPS), or ssh-privatekey + known_hosts.
+ */
+export function makeBuildCredentialSecret(job: V1Job, credential: GitCredential): V1Secret {
+  const meta = job.metadata!;
+  const b64 = (v: string) => Buffer.from(v).toString('base64');
+  const data: Record<string, string> =
+    'token' in credential
+      ? { username: b64(credential.username ?? 'x-access-token'), password: b64(credential.token) }
+      : { 'ssh-privatekey': b64(credential.sshKey), known_hosts: b64(credential.knownHosts) };
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name: buildCredentialSecretName(meta.annotations?.[ANNOTATION_REVISION] ?? meta.name!.replace(/-build$/, '')),
+      namespace: meta.namespace,
+      labels: { ...meta.labels },
+      ownerReferences: [
+        {
+          apiVersion: 'batch/v1',
+          kind: 'Job',
+          name: meta.name!,
+          uid: meta.uid!,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    immutable: true,
+    data,
+  };
+}
+
 /** The tag a revision is pushed under; the recorded image is `<repository>@<digest>`. */
 export function imageRepository(config: KubernetesRuntimeConfig, target: Target): string {
   return `${config.registry.replace(/\/+$/, '')}/${target.name}`;
@@ -45,7 +86,11 @@ export const GIT_CREDENTIALS_DIR = '/var/run/agentplane/git';
 
 // Credentials reach git from files only: a token through a GIT_ASKPASS helper (never in the URL, the environment
 // or the command line, so never in a log), an SSH key through GIT_SSH_COMMAND with the given known_hosts.
+// A credentialed clone follows no HTTP redirect (the credential is for the repository's host only).
 export const GIT_AUTH_SCRIPT = `dir="\${GIT_CREDENTIALS_DIR:-}"
+if [ -n "$dir" ]; then
+  export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.followRedirects GIT_CONFIG_VALUE_0=false
+fi
 if [ -n "$dir" ] && [ -f "$dir/password" ]; then
   askpass="\${TMPDIR:-/tmp}/agentplane-askpass"
   printf '#!/bin/sh\\ncase "$1" in Username*) if [ -f "%s/username" ]; then cat "%s/username"; else echo git; fi ;; *) cat "%s/password" ;; esac\\n' "$dir" "$dir" "$dir" > "$askpass"

@@ -12,6 +12,19 @@ const cidr = z
   .regex(/^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$|^[0-9a-fA-F:]+\/[0-9]{1,3}$/, 'must be a CIDR');
 
 export const kubernetesRuntimeConfigSchema = z.object({
+  /**
+   * When set, every agent gets AGENTPLANE_CONTROL_PLANE_URL, AGENTPLANE_DEPLOYMENT_TOKEN and AGENTPLANE_TENANT_ID
+   * (lib/deployment-token.ts): a credential for its own workspace's auth service only.
+   */
+  agentAuth: z
+    .object({
+      controlPlaneUrl: z.string().url(),
+      tokenKey: z.custom<Buffer>(
+        (v) => Buffer.isBuffer(v) && v.length === 32,
+        'must be the base64 of exactly 32 bytes',
+      ),
+    })
+    .optional(),
   /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
   registry: z.string().default(''),
   /** Secret of type kubernetes.io/dockerconfigjson in the agent namespace, used by BuildKit to push. */

@@ -1,6 +1,7 @@
 // The Kubernetes runtime: builds run as Jobs (BuildKit), each deployment is one Deployment rolled from revision to
 // revision, with its Secret, Service, optional Ingress and dev Postgres. Children are built by the pure builders,
 // written only when they differ, and observed through informers whose changes wake the controllers.
+import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { randomBytes } from 'node:crypto';
 import {
   AppsV1Api,
@@ -36,6 +37,7 @@ import { Informer, type KubeObject } from '../../controller-kit/informer.ts';
 import type {
   BuildSpec,
   BuildStatus,
+  GitCredential,
   RevisionLogSink,
   RevisionRef,
   Runtime,
@@ -45,9 +47,11 @@ import type {
 import { apply, isStatus, type ObjectOps } from './apply.ts';
 import {
   BUILD_CONTAINER,
+  buildCredentialSecretName,
   buildJobName,
   CLONE_CONTAINER,
   imageRepository,
+  makeBuildCredentialSecret,
   makeBuildJob,
   PUSH_CONTAINER,
 } from './build-job.ts';
@@ -127,6 +131,12 @@ export type KubernetesRuntimeOptions = {
   logs: RevisionLogSink;
   logger: Logger;
   resyncMs?: number;
+  /**
+   * The git credential of a deployment's integration (a GitHub installation token minted for this build, or a
+   * stored credential); it reaches the build only through a Secret owned by the build Job. Throws a one-line reason
+   * when the integration cannot give one (the build fails with it).
+   */
+  gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
 };
 
 export class KubernetesRuntime implements Runtime {
@@ -297,7 +307,18 @@ export class KubernetesRuntime implements Runtime {
       // and a copy in every tenant namespace would widen who can read it.
       const target = await this.ownedTarget(spec);
       if (target.deleting) return { phase: 'Running' };
-      const gitCredentialsSecret = await this.gitCredentials(target, spec);
+      // An integration's credential (minted now, for this build) wins over the tenant's shared Secret.
+      let credential: GitCredential | undefined;
+      if (spec.integrationId && spec.tenantId && this.opts.gitCredential) {
+        try {
+          credential = await this.opts.gitCredential(spec.tenantId, spec.integrationId, spec.repoUrl);
+        } catch (err) {
+          return { phase: 'Failed', message: String((err as Error).message).split('\n')[0]! };
+        }
+      }
+      const gitCredentialsSecret = credential
+        ? buildCredentialSecretName(spec.revision)
+        : await this.gitCredentials(target, spec);
       let desired: V1Job;
       try {
         desired = makeBuildJob(target, { ...spec, gitCredentialsSecret }, this.opts.config);
@@ -306,7 +327,19 @@ export class KubernetesRuntime implements Runtime {
       }
       if (this.opts.config.networkPolicy.enabled)
         await apply(this.ops.networkPolicy, makeBuildNetworkPolicy(target, this.opts.config));
-      job = (await apply(this.ops.job, desired, { createOnly: true })).object;
+      const created = await apply(this.ops.job, desired, { createOnly: true });
+      job = created.object;
+      // The pod waits for the Secret (its volume); the Secret names the Job as its owner, so it needs the Job's uid.
+      if (credential && job.metadata?.uid) {
+        try {
+          await this.core.createNamespacedSecret({
+            namespace: job.metadata.namespace!,
+            body: makeBuildCredentialSecret(job, credential),
+          });
+        } catch (err) {
+          if (!isStatus(err, 409)) throw err;
+        }
+      }
       this.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
     }
     return this.observeBuild(spec, job);
@@ -371,6 +404,12 @@ export class KubernetesRuntime implements Runtime {
       status = buildStatusOf(job, pod, repository);
     }
     if (!ann[ANNOTATION_LOGGED]) {
+      // The build's own credential Secret (if any) is not needed any more.
+      await this.core
+        .deleteNamespacedSecret({ name: buildCredentialSecretName(spec.revision), namespace: spec.namespace })
+        .catch((err: unknown) => {
+          if (!isStatus(err, 404)) this.log.warn({ revision: spec.revision }, 'removing the build credential failed');
+        });
       await this.collectBuildLog(spec, pod, status);
       // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
       const annotations = {
@@ -438,7 +477,8 @@ export class KubernetesRuntime implements Runtime {
             : 'No built image for this revision.',
       };
     const cfg = this.opts.config;
-    const envNames = Object.keys(spec.env).sort();
+    const env = { ...spec.env, ...deploymentAuthEnv(cfg.agentAuth, spec.tenantId, spec.deploymentId) };
+    const envNames = Object.keys(env).sort();
     const refs = rev.spec.secretReferences ?? [];
     const sourceConfig = rev.spec.sourceConfig;
 
@@ -488,8 +528,7 @@ export class KubernetesRuntime implements Runtime {
       await apply(this.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));
       if (internalDb) await apply(this.ops.networkPolicy, makePostgresNetworkPolicy(target));
     }
-    if (envNames.length)
-      await apply(this.ops.secret, makeSecret(target, spec.revision, spec.env), { createOnly: true });
+    if (envNames.length) await apply(this.ops.secret, makeSecret(target, spec.revision, env), { createOnly: true });
     if (internalDb) {
       await apply(this.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), {
         createOnly: true,

@@ -151,20 +151,43 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       [source.path],
     );
   } else {
-    // Credentials reach git through GIT_ASKPASS: the username in the environment, the secret in a 0600 file that
-    // is removed after the clone; never in argv (visible in `ps`), the URL, a log line or a status.
+    // Credentials reach git through GIT_ASKPASS (a token) or GIT_SSH_COMMAND (a key): the username in the
+    // environment, the secret in a 0600 file that is removed after the clone; never in argv (visible in `ps`), the
+    // URL, a log line or a status.
     const parts = splitCredentials(source.url);
     const { url } = parts;
     let { username, password } = parts;
     const cred = ctx.credential;
-    if (cred && urlHost(url) === cred.host) {
+    const http = /^https?:\/\//i.test(url);
+    const creds: Record<string, string> = {};
+    const temporary: string[] = [];
+    // A credentialed clone follows no redirect: the token is for this host only.
+    const cloneOptions: string[] = [];
+    if (cred && 'token' in cred && http && cloneHost(url) === cred.host) {
       username = cred.username ?? 'x-access-token';
       password = cred.token;
     }
+    if (cred && 'sshKey' in cred && !http && cloneHost(url) === cred.host) {
+      const key = join(dir, '.git-ssh-key');
+      const knownHosts = join(dir, '.git-known-hosts');
+      temporary.push(key, knownHosts);
+      await writeFile(key, cred.sshKey, { mode: 0o600, flag: 'wx' });
+      await writeFile(knownHosts, cred.knownHosts.endsWith('\n') ? cred.knownHosts : `${cred.knownHosts}\n`, {
+        mode: 0o600,
+        flag: 'wx',
+      });
+      // Only this key, only these host keys (a host key not in them fails the clone), no agent, no user config.
+      creds.GIT_SSH_COMMAND = [
+        'ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none',
+        `-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${shellQuote(knownHosts)} -o GlobalKnownHostsFile=/dev/null`,
+        `-i ${shellQuote(key)}`,
+      ].join(' ');
+      creds.GIT_SSH_VARIANT = 'ssh';
+    }
     const askpass = join(dir, '.git-askpass');
     const secretFile = join(dir, '.git-credential');
-    const creds: Record<string, string> = {};
     if (username !== undefined || password !== undefined) {
+      temporary.push(secretFile, askpass);
       await writeFile(secretFile, password ?? '', { mode: 0o600, flag: 'wx' });
       await writeFile(
         askpass,
@@ -173,11 +196,16 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       );
       Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_SECRET_FILE: secretFile });
     }
+    if (temporary.length) cloneOptions.push('-c', 'http.followRedirects=false');
     try {
-      await git(`git clone ${shownUrl}`, ['clone', '--quiet', '--no-checkout', '--', url, src], dir, creds);
+      await git(
+        `git clone ${shownUrl}`,
+        [...cloneOptions, 'clone', '--quiet', '--no-checkout', '--', url, src],
+        dir,
+        creds,
+      );
     } finally {
-      await rm(secretFile, { force: true });
-      await rm(askpass, { force: true });
+      for (const f of temporary) await rm(f, { force: true });
     }
   }
   let commitSha: string | undefined;
@@ -269,13 +297,20 @@ export function revisionMounts(
   };
 }
 
-function urlHost(url: string): string | undefined {
+/** Host (with port) of a clone URL: scheme URLs and scp-like user@host:path; lower case. */
+function cloneHost(url: string): string | undefined {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
+    const scp = /^(?:[^@/:]+@)?([^/:]+):(?!\/\/)/.exec(url);
+    return scp ? scp[1]!.toLowerCase() : undefined;
+  }
   try {
     return new URL(url).host.toLowerCase();
   } catch {
     return undefined;
   }
 }
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** git reads no system or user configuration and may use only the transports the URL needs. */
 function gitEnvironment(env: Record<string, string>, source: RepoSource): Record<string, string> {

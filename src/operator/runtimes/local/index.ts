@@ -2,6 +2,7 @@
 // `agentplane agent-server` child process; a deployment's data (threads, runs, checkpoints) lives beside its
 // revisions, so every revision of a deployment sees the same threads. Traffic reaches the routed revision through
 // the dev server's proxy (proxy.ts).
+import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -56,6 +57,8 @@ export type LocalRuntimeOptions = {
   logger: Logger;
   /** Postgres server for deployments' data; each deployment gets its own database. Embedded store otherwise. */
   databaseUrl?: string;
+  /** Signs the deployment tokens agents get (with this runtime's base URL as the control plane's). */
+  deploymentTokenKey?: Buffer;
   /** How long a new server may take to answer /ok. */
   healthTimeoutMs?: number;
   /** How long a stopping server gets after SIGTERM, and how long traffic to a replaced one may drain. */
@@ -82,7 +85,7 @@ export type LocalRuntimeOptions = {
   /** Stored log per revision and type (default 20 000 lines / 5 MiB). */
   logLimits?: LogLimits;
   /** The git credential of a tenant's integration (undefined: none, the clone runs without one). */
-  gitCredential?: (tenantId: string, integrationId: string) => Promise<GitCredential | undefined>;
+  gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
 };
@@ -286,7 +289,7 @@ export class LocalRuntime implements Runtime {
         maxStepOutputBytes: this.opts.maxStepOutputBytes,
         credential:
           spec.tenantId && spec.integrationId && this.opts.gitCredential
-            ? await this.opts.gitCredential(spec.tenantId, spec.integrationId)
+            ? await this.opts.gitCredential(spec.tenantId, spec.integrationId, spec.repoUrl)
             : undefined,
       });
       await this.saveBuild(spec, result.commitSha);
@@ -478,7 +481,15 @@ export class LocalRuntime implements Runtime {
       base: this.opts.baseEnv ?? process.env,
       home,
       npmCache: join(home, '.npm'),
-      extra: { ...spec.env, ...data.env },
+      extra: {
+        ...spec.env,
+        ...data.env,
+        ...deploymentAuthEnv(
+          this.opts.deploymentTokenKey && { controlPlaneUrl: this.baseUrl, tokenKey: this.opts.deploymentTokenKey },
+          spec.tenantId,
+          spec.deploymentId,
+        ),
+      },
     });
     const problem = envProblem(env);
     if (problem) throw new Error(problem);

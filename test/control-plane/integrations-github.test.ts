@@ -1,0 +1,388 @@
+// GitHub App integrations against a local GitHub stand-in speaking the real REST protocol (App JWT checked against
+// the App's public key, installation tokens, Link pagination): registration (admin POST, setup redirect with a
+// single-use state), repository listing, deployments limited to repositories the installation sees, build tokens,
+// GitHub faults as one-line reasons, and build on push through the signed App webhook and the generic webhook of a
+// git integration, each delivery making at most one revision. Played as an attacker from a second workspace.
+import { createHmac, randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createControlPlane } from '../../src/control-plane/app.ts';
+import { createApiKey } from '../../src/control-plane/auth/keys.ts';
+import { createGitHubApp, type GitHubApp } from '../../src/control-plane/services/integrations-github.ts';
+import { buildCredentialResolver } from '../../src/control-plane/services/integrations.ts';
+import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
+import { githubBody } from './helpers/harness.ts';
+
+const WEBHOOK_SECRET = 'whsec-app-7f1c2e9d4b';
+const INST_A = 5101;
+const INST_B = 5202;
+
+let dir: string;
+let store: ControlPlaneStore;
+let gh: FakeGitHub;
+let github: GitHubApp;
+let app: FastifyInstance;
+let admin: string;
+let keyA: string;
+let keyB: string;
+const answers: string[] = [];
+
+const call = async (method: string, url: string, key: string | undefined, tenant: string, body?: unknown) => {
+  const res = await app.inject({
+    method: method as 'GET',
+    url,
+    headers: key ? { 'x-api-key': key, 'x-tenant-id': tenant } : {},
+    ...(body === undefined ? {} : { payload: body as object }),
+  });
+  answers.push(res.body);
+  return res;
+};
+
+const sign = (secret: string, body: string) => `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+const hook = async (url: string, body: string, headers: Record<string, string>) => {
+  const res = await app.inject({
+    method: 'POST',
+    url,
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: body,
+  });
+  answers.push(res.body);
+  return res;
+};
+
+const revisionCount = async (tenant: string, key: string, depId: string) =>
+  (await call('GET', `/v2/deployments/${depId}/revisions`, key, tenant)).json().resources.length as number;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'ap-cp-gh-'));
+  gh = await startFakeGitHub();
+  const now = new Date().toISOString();
+  const repos = Array.from({ length: 230 }, (_, i) => ({
+    id: 9000 + i,
+    owner: 'acme',
+    name: i === 0 ? 'agent' : `repo-${i}`,
+    default_branch: 'main',
+  }));
+  gh.installations.set(INST_A, { id: INST_A, account: 'acme', repos, createdAt: now });
+  gh.installations.set(INST_B, {
+    id: INST_B,
+    account: 'globex',
+    repos: [{ id: 7000, owner: 'globex', name: 'secret-agent', default_branch: 'main' }],
+    createdAt: now,
+  });
+  github = createGitHubApp({
+    appId: gh.appId,
+    privateKey: gh.privateKey,
+    apiUrl: gh.apiUrl,
+    webUrl: gh.url,
+    webhookSecret: WEBHOOK_SECRET,
+    appSlug: 'agentplane-test',
+  });
+  store = openEmbeddedStore({ dataDir: dir });
+  app = await createControlPlane({ store, logger: silentLogger(), consoleDir: false, github });
+  admin = (await createApiKey(store, { tenants: ['*'] })).key;
+  keyA = (await createApiKey(store, { tenants: ['team-a'] })).key;
+  keyB = (await createApiKey(store, { tenants: ['team-b'] })).key;
+});
+
+afterAll(async () => {
+  await app?.close();
+  await store?.close();
+  await gh?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('GitHub App integrations', () => {
+  let intA: string;
+  let intB: string;
+  let depA: string;
+
+  it('registers installations (admin POST, or setup redirect with a single-use state bound to the workspace)', async () => {
+    // A workspace key cannot claim an installation by its id alone.
+    expect(
+      (await call('POST', '/v1/integrations/github/install', keyA, 'team-a', { installation_id: INST_A })).statusCode,
+    ).toBe(403);
+    const reg = await call('POST', '/v1/integrations/github/install', admin, 'team-a', { installation_id: INST_A });
+    expect(reg.statusCode, reg.body).toBe(201);
+    expect(reg.json()).toMatchObject({ type: 'github', installation_id: INST_A, account: 'acme', host: gh.host });
+    intA = reg.json().id;
+    // The App's JWT was checked by the stand-in: the installation was read with it.
+    expect(gh.requests.some((r) => r.path === `/api/v3/app/installations/${INST_A}` && r.auth === 'app')).toBe(true);
+
+    // An installation already taken (by this or any workspace) is a 409; an unknown one a 404.
+    expect(
+      (await call('POST', '/v1/integrations/github/install', admin, 'team-b', { installation_id: INST_A })).statusCode,
+    ).toBe(409);
+    expect(
+      (await call('POST', '/v1/integrations/github/install', admin, 'team-b', { installation_id: 999 })).statusCode,
+    ).toBe(404);
+    expect(
+      (await call('POST', '/v1/integrations/github/install', admin, 'team-b', { installation_id: 'x' })).statusCode,
+    ).toBe(422);
+
+    // team-b installs the App through the setup URL.
+    const start = await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b');
+    expect(start.statusCode).toBe(201);
+    const { state, install_url } = start.json();
+    expect(install_url).toBe(`${gh.url}/apps/agentplane-test/installations/new?state=${state}`);
+    // Someone else's state or a made-up one: refused, nothing registered.
+    expect(
+      (await call('GET', `/v1/integrations/github/setup?installation_id=${INST_B}&state=forged`, undefined, ''))
+        .statusCode,
+    ).toBe(422);
+    const done = await call(
+      'GET',
+      `/api-host/v1/integrations/github/setup?installation_id=${INST_B}&setup_action=install&state=${state}`,
+      undefined,
+      '',
+    );
+    expect(done.statusCode, done.body).toBe(201);
+    intB = done.json().id;
+    // Single use.
+    expect(
+      (await call('GET', `/v1/integrations/github/setup?installation_id=${INST_B}&state=${state}`, undefined, ''))
+        .statusCode,
+    ).toBe(422);
+
+    // An old installation (made before the setup began) cannot be claimed with a fresh state.
+    gh.installations.set(6303, {
+      id: 6303,
+      account: 'initech',
+      repos: [],
+      createdAt: new Date(Date.now() - 3600_000).toISOString(),
+    });
+    const s2 = (await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b')).json().state;
+    const old = await call('GET', `/v1/integrations/github/setup?installation_id=6303&state=${s2}`, undefined, '');
+    expect(old.statusCode).toBe(422);
+    expect(old.body).toContain('installation_id');
+
+    expect((await call('GET', '/v1/integrations/github/install', keyA, 'team-a')).json()).toEqual([
+      { id: intA, installation_id: INST_A, name: 'acme' },
+    ]);
+    expect((await call('GET', '/v1/integrations/github/install', keyB, 'team-b')).json()).toEqual([
+      { id: intB, installation_id: INST_B, name: 'globex' },
+    ]);
+  });
+
+  it('lists every repository of the installation (all pages) and only to its workspace', async () => {
+    const res = await call('GET', `/v1/integrations/github/${intA}/repos`, keyA, 'team-a');
+    expect(res.statusCode, res.body).toBe(200);
+    const repos = res.json();
+    expect(repos).toHaveLength(230);
+    expect(repos[0]).toEqual({
+      host_integration_id: intA,
+      id: 9000,
+      name: 'agent',
+      owner: 'acme',
+      url: `${gh.url}/acme/agent`,
+      default_branch: 'main',
+    });
+    expect(gh.requests.filter((r) => r.path === '/api/v3/installation/repositories').length).toBeGreaterThanOrEqual(3);
+    // The listing token was revoked after use.
+    expect(gh.requests.some((r) => r.method === 'DELETE' && r.path === '/api/v3/installation/token')).toBe(true);
+
+    // Workspace B with A's integration id: 404 everywhere.
+    for (const [m, u] of [
+      ['GET', `/v1/integrations/github/${intA}/repos`],
+      ['GET', `/v1/integrations/${intA}`],
+      ['DELETE', `/v1/integrations/${intA}`],
+    ] as const)
+      expect((await call(m, u, keyB, 'team-b')).statusCode, `${m} ${u}`).toBe(404);
+    expect((await call('GET', `/v1/integrations/github/${randomUUID()}/repos`, keyA, 'team-a')).statusCode).toBe(404);
+    expect((await call('GET', '/v1/integrations/github/nope/repos', keyA, 'team-a')).statusCode).toBe(422);
+  });
+
+  it('a deployment may only use a repository the installation sees, of its own workspace', async () => {
+    const body = (name: string, integration_id: string, repo_url: string, extra: Record<string, unknown> = {}) => ({
+      ...githubBody(name),
+      secrets: [],
+      source_config: { ...githubBody(name).source_config, integration_id, repo_url, build_on_push: true, ...extra },
+    });
+    // B names A's integration: 404.
+    expect(
+      (await call('POST', '/v2/deployments', keyB, 'team-b', body('b', intA, `${gh.url}/acme/agent`))).statusCode,
+    ).toBe(404);
+    // A names a repository outside its installation (B's), or on another host: 422 on repo_url.
+    for (const url of [`${gh.url}/globex/secret-agent`, `${gh.url}/acme/missing`, 'https://gitlab.com/acme/agent']) {
+      const res = await call('POST', '/v2/deployments', keyA, 'team-a', body('x', intA, url));
+      expect(res.statusCode, url).toBe(422);
+      expect(res.json().detail[0].loc).toEqual(['body', 'source_config', 'repo_url']);
+    }
+    const ok = await call('POST', '/v2/deployments', keyA, 'team-a', body('a', intA, `${gh.url}/acme/agent.git`));
+    expect(ok.statusCode, ok.body).toBe(201);
+    depA = ok.json().id;
+  });
+
+  it('mints a fresh token per build, scoped to the repository; GitHub faults are one line without a token', async () => {
+    const resolve = buildCredentialResolver(store, github);
+    const c1 = await resolve('team-a', intA, `${gh.url}/acme/agent`);
+    const c2 = await resolve('team-a', intA, `${gh.url}/acme/agent`);
+    expect(c1 && 'token' in c1 && c2 && 'token' in c2 && c1.token !== c2.token).toBe(true);
+    expect(c1).toMatchObject({ host: gh.host, username: 'x-access-token' });
+    // Another workspace, another installation's repository, a foreign URL: no token.
+    await expect(resolve('team-b', intA, `${gh.url}/acme/agent`)).rejects.toThrow(/not found in this workspace/);
+    await expect(resolve('team-a', intA, `${gh.url}/globex/secret-agent`)).rejects.toThrow(
+      /not a repository of installation/,
+    );
+    await expect(resolve('team-a', intA, `${gh.url}/acme/missing`)).rejects.toThrow(/422/);
+    for (const [status, reason] of [
+      [401, /refused the App's credentials \(401\)/],
+      [404, /404/],
+      [429, /rate limit/],
+    ] as const) {
+      gh.failMint.push(status);
+      const err = await resolve('team-a', intA, `${gh.url}/acme/agent`).catch((e: Error) => e);
+      expect(err).toBeInstanceOf(Error);
+      const message = (err as Error).message;
+      expect(message).toMatch(reason);
+      expect(message).not.toContain('\n');
+      for (const t of gh.tokens) expect(message).not.toContain(t);
+    }
+  });
+
+  it('a signed push webhook makes one revision per delivery; forged, replayed or unparseable ones make none', async () => {
+    const before = await revisionCount('team-a', keyA, depA);
+    const push = (ref: string, installation = INST_A, repo = 'acme/agent') =>
+      JSON.stringify({ ref, installation: { id: installation }, repository: { full_name: repo } });
+    const headers = (body: string, delivery: string, secret = WEBHOOK_SECRET) => ({
+      'x-github-event': 'push',
+      'x-github-delivery': delivery,
+      'x-hub-signature-256': sign(secret, body),
+    });
+    const body = push('refs/heads/main');
+    const delivery = randomUUID();
+
+    const first = await hook('/v1/integrations/github/webhook', body, headers(body, delivery));
+    expect(first.statusCode, first.body).toBe(200);
+    expect(first.json().revisions).toHaveLength(1);
+    expect(first.json().revisions[0].deployment_id).toBe(depA);
+    // Redelivery of the same delivery: nothing new.
+    const again = await hook('/api-host/v1/integrations/github/webhook', body, headers(body, delivery));
+    expect(again.json()).toEqual({ revisions: [], repeated: 1 });
+    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 1);
+
+    // A captured signed body sent again under a new delivery id (GitHub does not sign that header): the pushed
+    // commit is recognised, nothing new; a push of another commit builds.
+    const withSha = (sha: string) =>
+      JSON.stringify({
+        ref: 'refs/heads/main',
+        after: sha,
+        installation: { id: INST_A },
+        repository: { full_name: 'acme/agent' },
+      });
+    const c1 = withSha('a'.repeat(40));
+    expect(
+      (await hook('/v1/integrations/github/webhook', c1, headers(c1, randomUUID()))).json().revisions,
+    ).toHaveLength(1);
+    expect((await hook('/v1/integrations/github/webhook', c1, headers(c1, randomUUID()))).json()).toEqual({
+      revisions: [],
+      repeated: 1,
+    });
+    const c2 = withSha('b'.repeat(40));
+    expect(
+      (await hook('/v1/integrations/github/webhook', c2, headers(c2, randomUUID()))).json().revisions,
+    ).toHaveLength(1);
+    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 3);
+
+    // Forgery: wrong secret, no signature, a body changed after signing; all 401 and nothing created.
+    const forged = [
+      headers(body, randomUUID(), 'guessed-secret'),
+      { 'x-github-event': 'push', 'x-github-delivery': randomUUID() },
+      headers(push('refs/heads/other'), randomUUID()),
+    ];
+    for (const h of forged) expect((await hook('/v1/integrations/github/webhook', body, h)).statusCode).toBe(401);
+    // Unparseable but signed: 400.
+    expect((await hook('/v1/integrations/github/webhook', '{nope', headers('{nope', randomUUID()))).statusCode).toBe(
+      400,
+    );
+    // Another branch, another repository, another workspace's installation: no revision of A's deployment.
+    for (const b of [
+      push('refs/heads/dev'),
+      push('refs/heads/main', INST_A, 'acme/repo-7'),
+      push('refs/heads/main', INST_B, 'acme/agent'),
+    ])
+      expect((await hook('/v1/integrations/github/webhook', b, headers(b, randomUUID()))).json().revisions).toEqual([]);
+    expect(await revisionCount('team-a', keyA, depA)).toBe(before + 3);
+  });
+
+  it('a git integration gets a generic signed webhook (secret shown once)', async () => {
+    const created = await call('POST', '/v1/integrations', keyA, 'team-a', {
+      name: 'gitea',
+      host: 'git.example.com',
+      token: 'gitea-token-5c8e1a',
+      webhook_secret: true,
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const { id, webhook_secret: secret } = created.json();
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{40,}$/);
+    const got = await call('GET', `/v1/integrations/${id}`, keyA, 'team-a');
+    expect(got.json().webhook).toBe(true);
+    expect(got.body).not.toContain(secret);
+    expect((await call('GET', '/v1/integrations', keyA, 'team-a')).body).not.toContain(secret);
+
+    const dep = await call('POST', '/v2/deployments', keyA, 'team-a', {
+      ...githubBody('gitea-agent'),
+      secrets: [],
+      source_config: {
+        ...githubBody('gitea-agent').source_config,
+        integration_id: id,
+        repo_url: 'https://git.example.com/team/agent.git',
+        build_on_push: true,
+      },
+    });
+    expect(dep.statusCode, dep.body).toBe(201);
+    const depId = dep.json().id;
+    const before = await revisionCount('team-a', keyA, depId);
+    const body = JSON.stringify({
+      ref: 'refs/heads/main',
+      repository: { clone_url: 'https://git.example.com/team/agent.git' },
+    });
+    const delivery = randomUUID();
+    const h = { 'x-gitea-delivery': delivery, 'x-hub-signature-256': sign(secret, body) };
+    const first = await hook(`/v1/integrations/${id}/webhook`, body, h);
+    expect(first.statusCode, first.body).toBe(200);
+    expect(first.json().revisions).toHaveLength(1);
+    expect((await hook(`/v1/integrations/${id}/webhook`, body, h)).json().repeated).toBe(1);
+    expect(await revisionCount('team-a', keyA, depId)).toBe(before + 1);
+    // The App's secret, an unknown id, another integration's id: 401 alike.
+    expect(
+      (await hook(`/v1/integrations/${id}/webhook`, body, { ...h, 'x-hub-signature-256': sign(WEBHOOK_SECRET, body) }))
+        .statusCode,
+    ).toBe(401);
+    expect((await hook(`/v1/integrations/${randomUUID()}/webhook`, body, h)).statusCode).toBe(401);
+    expect((await hook(`/v1/integrations/${intA}/webhook`, body, h)).statusCode).toBe(401);
+    expect(await revisionCount('team-a', keyA, depId)).toBe(before + 1);
+
+    // A given secret is kept and never echoed.
+    const given = await call('POST', '/v1/integrations', keyA, 'team-a', {
+      name: 'own secret',
+      host: 'git.example.com',
+      token: 't',
+      webhook_secret: 'my-own-webhook-secret-1234',
+    });
+    expect(given.statusCode).toBe(201);
+    expect(given.body).not.toContain('my-own-webhook-secret-1234');
+  });
+
+  it('deleting an installation integration frees it; no token or key is in any answer or file', async () => {
+    expect((await call('DELETE', `/v1/integrations/${intB}`, keyB, 'team-b')).statusCode).toBe(204);
+    expect((await call('GET', '/v1/integrations/github/install', keyB, 'team-b')).json()).toEqual([]);
+    expect(gh.tokens.length).toBeGreaterThan(3);
+    for (const a of answers) {
+      for (const t of gh.tokens) expect(a).not.toContain(t);
+      expect(a).not.toContain('PRIVATE KEY');
+      expect(a).not.toContain('gitea-token-5c8e1a');
+    }
+    for (const f of readdirSync(dir)) {
+      const content = readFileSync(join(dir, f));
+      for (const t of gh.tokens) expect(content.includes(Buffer.from(t)), f).toBe(false);
+      expect(content.includes(Buffer.from('gitea-token-5c8e1a')), f).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,193 @@
+// Integration credentials on Kubernetes, checked in the objects the operator sends to the API-server double (RBAC
+// enforced, run as the chart's operator ServiceAccount): a build of a GitHub integration gets an installation token
+// minted for it (by a local GitHub stand-in), a plain git integration its stored token; either reaches the clone
+// step only through a Secret owned by the build Job, never in the Job itself. Another tenant naming the
+// integration gets no Job and no Secret; GitHub refusing fails the revision with one line and no token.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/lib/logger.ts';
+import { createGitHubApp } from '../../src/control-plane/services/integrations-github.ts';
+import { createIntegrationService } from '../../src/control-plane/services/integrations.ts';
+import { openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
+import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
+import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
+import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
+
+const NS = 'agents';
+const logger = createLogger({ level: 'silent', name: 'test' });
+const GIT_TOKEN = 'gitea-token-k8s-0c9d8e7f6a';
+type Json = Record<string, any>;
+
+let cluster: TestCluster;
+let op: RunningOperator;
+let custom: CustomObjectsApi;
+let gh: FakeGitHub;
+let store: ControlPlaneStore;
+let githubIntegration: string;
+let gitIntegration: string;
+
+beforeAll(async () => {
+  gh = await startFakeGitHub();
+  gh.installations.set(8101, {
+    id: 8101,
+    account: 'acme',
+    createdAt: new Date().toISOString(),
+    repos: [{ id: 1, owner: 'acme', name: 'agent', default_branch: 'main' }],
+  });
+  cluster = await startCluster(NS, { rbac: true });
+  cluster.installChartRbac({});
+  custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  // The control plane's side: integrations as its store keeps them (Secrets in the namespace).
+  store = openKubernetesStore({ kubeConfig: cluster.kubeConfig, namespace: NS, logger });
+  const settings = { appId: gh.appId, privateKey: gh.privateKey, apiUrl: gh.apiUrl, webUrl: gh.url };
+  const service = createIntegrationService(store, createGitHubApp(settings));
+  githubIntegration = (await service.registerGitHub('team-a', 8101)).id;
+  gitIntegration = (await service.create('team-a', { name: 'gitea', host: 'git.example.com', token: GIT_TOKEN })).id;
+
+  const config = parseOperatorConfig(
+    [
+      '--kubeconfig',
+      cluster.as('agentplane-operator').kubeconfigPath,
+      '--namespace',
+      NS,
+      '--registry',
+      'registry.test/agents',
+      '--push-secret',
+      'push',
+      '--base-image',
+      'agentplane:test',
+      '--log-level',
+      'silent',
+      '--health-port',
+      '0',
+      '--github-app-id',
+      gh.appId,
+      '--github-api-url',
+      gh.apiUrl,
+      '--github-web-url',
+      gh.url,
+    ],
+    { AGENTPLANE_GITHUB_APP_PRIVATE_KEY: gh.privateKey },
+  )!;
+  op = startKubernetesOperator(config, logger);
+});
+afterEach(() => {
+  expect([...new Set(cluster.api.denied)]).toEqual([]);
+});
+afterAll(async () => {
+  await op?.close();
+  await store?.close();
+  await cluster?.close();
+  await gh?.close();
+});
+
+async function deploy(id: string, tenant: string, repoUrl: string, integrationId: string): Promise<string> {
+  const manifest = parse(
+    readFileSync(join(import.meta.dirname, '../../examples/k8s/agentdeployment-source.yaml'), 'utf8'),
+  ) as Json;
+  const name = `ag-${id}`;
+  manifest.metadata = { name, labels: { 'agentplane.dev/tenant': tenant } };
+  manifest.spec = {
+    ...manifest.spec,
+    deploymentId: id,
+    tenantId: tenant,
+    targetRevisionName: `${name}-r1`,
+    sourceConfig: { repoUrl, integrationId, deploymentType: 'dev' },
+  };
+  await custom.createNamespacedCustomObject({
+    group: 'agentplane.dev',
+    version: 'v1alpha1',
+    namespace: NS,
+    plural: 'agentdeployments',
+    body: manifest,
+  });
+  return `${name}-r1`;
+}
+
+const peek = (group: string, plural: string, name: string): Json | undefined =>
+  cluster.api.peek(group, plural, NS, name);
+
+describe('integration credentials in build Jobs', () => {
+  it('a GitHub integration: a token minted for the build, only in a Secret owned by the Job', async () => {
+    const rev = await deploy(
+      '6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d',
+      'team-a',
+      `${gh.url}/acme/agent`,
+      githubIntegration,
+    );
+    const job = await until('the build Job', () => peek('batch', 'jobs', `${rev}-build`));
+    const secret = await until('the build Secret', () => peek('', 'secrets', `${rev}-build-git`));
+    const pod = job.spec.template.spec;
+    expect((pod.volumes as Json[]).find((v) => v.name === 'git-credentials')?.secret?.secretName).toBe(
+      `${rev}-build-git`,
+    );
+    expect((pod.initContainers[0].env as Json[]).map((e) => e.name)).toContain('GIT_CREDENTIALS_DIR');
+    expect(secret.metadata.ownerReferences).toEqual([
+      expect.objectContaining({
+        apiVersion: 'batch/v1',
+        kind: 'Job',
+        name: job.metadata.name,
+        uid: job.metadata.uid,
+        controller: true,
+      }),
+    ]);
+    const password = Buffer.from(secret.data.password, 'base64').toString();
+    const username = Buffer.from(secret.data.username, 'base64').toString();
+    expect(username).toBe('x-access-token');
+    expect(gh.tokens).toContain(password);
+    // Only the Secret holds it: not the Job, not the revision.
+    expect(JSON.stringify(job)).not.toContain(password);
+    expect(JSON.stringify(peek('agentplane.dev', 'agentrevisions', rev))).not.toContain(password);
+  });
+
+  it('a git integration: its stored token, the same way', async () => {
+    const rev = await deploy(
+      '7b8c9d0e-1f2a-4b3c-9d4e-5f6a7b8c9d0e',
+      'team-a',
+      'https://git.example.com/team/agent.git',
+      gitIntegration,
+    );
+    const job = await until('the build Job', () => peek('batch', 'jobs', `${rev}-build`));
+    const secret = await until('the build Secret', () => peek('', 'secrets', `${rev}-build-git`));
+    expect(Buffer.from(secret.data.password, 'base64').toString()).toBe(GIT_TOKEN);
+    expect(secret.metadata.ownerReferences[0].uid).toBe(job.metadata.uid);
+    expect(JSON.stringify(job)).not.toContain(GIT_TOKEN);
+  });
+
+  it("another tenant naming A's integration gets no Job and no Secret; GitHub refusing fails with one line", async () => {
+    const stolen = await deploy(
+      '8c9d0e1f-2a3b-4c4d-8e5f-6a7b8c9d0e1f',
+      'team-b',
+      `${gh.url}/acme/agent`,
+      githubIntegration,
+    );
+    const failed = await until('the revision to fail', () => {
+      const r = peek('agentplane.dev', 'agentrevisions', stolen);
+      return r?.status?.phase === 'BUILD_FAILED' ? r : undefined;
+    });
+    expect(failed.status.statusMessage).toMatch(/not found in this workspace/);
+    expect(peek('batch', 'jobs', `${stolen}-build`)).toBeUndefined();
+    expect(peek('', 'secrets', `${stolen}-build-git`)).toBeUndefined();
+
+    gh.failMint.push(401);
+    const refused = await deploy(
+      '9d0e1f2a-3b4c-4d5e-9f6a-7b8c9d0e1f2a',
+      'team-a',
+      `${gh.url}/acme/agent`,
+      githubIntegration,
+    );
+    const r = await until('the revision to fail', () => {
+      const x = peek('agentplane.dev', 'agentrevisions', refused);
+      return x?.status?.phase === 'BUILD_FAILED' ? x : undefined;
+    });
+    expect(r.status.statusMessage).toMatch(/GitHub refused the App's credentials \(401\)/);
+    expect(r.status.statusMessage).not.toContain('\n');
+    for (const t of gh.tokens) expect(JSON.stringify(r)).not.toContain(t);
+    expect(peek('batch', 'jobs', `${refused}-build`)).toBeUndefined();
+  });
+});
