@@ -11,6 +11,7 @@ import { apiKeyCommand } from '../src/control-plane/api-key-command.ts';
 import { controlPlaneCommand } from '../src/control-plane/config.ts';
 import { devCommand } from '../src/dev/config.ts';
 import { operatorCommand } from '../src/operator/config.ts';
+import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
 import { revisionsCommand } from '../src/client/revisions-command.ts';
@@ -42,6 +43,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/local-runtime.md': ['dev-flags'],
   'docs/kubernetes.md': ['chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags'],
+  'docs/listeners.md': ['listener-flags'],
 };
 
 /** Text of a table cell: pipes, HTML-looking angle brackets and emphasis stars would break the table. */
@@ -155,6 +157,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'api-key-flags': flagTable(apiKeyCommand),
     'dev-flags': flagTable(devCommand),
     'operator-flags': flagTable(operatorCommand),
+    'listener-flags': flagTable(listenerCommand),
     'deploy-flags': flagTable(deployCommand),
     'deployments-flags': flagTable(deploymentsCommand),
     'revisions-flags': flagTable(revisionsCommand),

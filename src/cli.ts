@@ -36,6 +36,10 @@ const commands: Record<string, Command> = {
     summary: "List a deployment's revisions, print their build/deploy logs, redeploy one",
     load: () => import('./client/revisions-command.ts'),
   },
+  listener: {
+    summary: 'A data plane that dials out to a control plane and runs the deployments assigned to one listener',
+    load: () => import('./listener/command.ts'),
+  },
   operator: {
     summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)',
     load: () => import('./operator/command.ts'),

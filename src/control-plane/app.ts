@@ -18,6 +18,9 @@ import { integrationHookRoutes, integrationRoutes } from './routes/v1/integratio
 import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
+import { listenerRoutes } from './routes/v2/listeners.ts';
+import { createListenerService } from './services/listeners.ts';
+import { ForbiddenError } from '../lib/errors.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
 import type { GitHubApp } from './services/integrations-github.ts';
@@ -100,6 +103,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     github: deps.github,
   });
 
+  const listeners = createListenerService({
+    store: deps.store,
+    logger: deps.logger.child({ component: 'listeners' }),
+    bootstrapKeys: deps.bootstrapKeys,
+  });
   const integrations = createIntegrationService(deps.store, deps.github);
   const pushHooks = createPushWebhooks({
     store: deps.store,
@@ -116,8 +124,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       async (v2) => {
         v2.addHook('onRequest', async (req) => {
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service));
+        await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
@@ -128,6 +138,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       async (v2auth) => {
         v2auth.addHook('onRequest', async (req) => {
           req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v2auth
           .withTypeProvider<ZodTypeProvider>()
@@ -146,6 +157,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       async (v1) => {
         v1.addHook('onRequest', async (req) => {
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
       },
@@ -159,6 +171,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     );
   }
   return app;
+}
+
+/** A listener key reaches only /v2/listeners/<its id> and below. */
+function limitListenerKey(listenerId: string | undefined, url: string): void {
+  if (!listenerId) return;
+  const path = url.split('?')[0]!;
+  const own = `/v2/listeners/${listenerId}`;
+  if (path !== own && !path.startsWith(`${own}/`)) {
+    throw new ForbiddenError('A listener key may only call its own listener endpoints.');
+  }
 }
 
 function header(v: string | string[] | undefined): string | undefined {

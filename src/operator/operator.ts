@@ -38,13 +38,19 @@ export function createOperator(opts: OperatorOptions): Operator {
   const depQueue = new WorkQueue();
   const revQueue = new WorkQueue();
 
+  // Deployments assigned to a listener are built and run by that data plane (which writes its own copies without
+  // the assignment); this operator leaves them alone.
+  const onListener = (obj: AgentDeployment | AgentRevision) => !!obj.spec.sourceConfig.listenerId;
   const depKeyOfRevision = (rev: AgentRevision) => `${rev.metadata.namespace ?? ''}/${rev.spec.deploymentName}`;
   deployments.onChange((dep) => {
+    if (onListener(dep)) return;
     depQueue.add(objectKey(dep));
     // A new target (redeploy, new revision) changes what each revision should do.
-    for (const rev of revisions.list()) if (depKeyOfRevision(rev) === objectKey(dep)) revQueue.add(objectKey(rev));
+    for (const rev of revisions.list())
+      if (depKeyOfRevision(rev) === objectKey(dep) && !onListener(rev)) revQueue.add(objectKey(rev));
   });
   revisions.onChange((rev) => {
+    if (onListener(rev)) return;
     revQueue.add(objectKey(rev));
     depQueue.add(depKeyOfRevision(rev));
   });

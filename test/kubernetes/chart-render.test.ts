@@ -8,6 +8,17 @@ import { validateK8s } from './helpers/k8s-schema.ts';
 
 type Json = Record<string, any>;
 
+const DATA_PLANE: Json = {
+  'controlPlane.enabled': false,
+  listener: {
+    enabled: true,
+    controlPlaneUrl: 'https://agents.example.com',
+    tenant: 'team-a',
+    listenerId: '0b7c3a4e-5f6d-4e8f-9a0b-1c2d3e4f5a6b',
+    apiKey: { existingSecret: 'listener-key' },
+  },
+};
+
 const VALUE_SETS: [string, Json][] = [
   ['defaults', {}],
   [
@@ -61,6 +72,8 @@ const VALUE_SETS: [string, Json][] = [
     },
   ],
   ['as a subchart (global values)', { global: { imageRegistry: 'mirror.example.com', storageClass: 'fast' } }],
+  ['data plane only: listener, no control plane', DATA_PLANE],
+  ['data plane only, a namespace per tenant', { ...DATA_PLANE, 'agents.namespacePerTenant': true }],
 ];
 
 const setJson = (values: Json) =>
@@ -200,5 +213,39 @@ describe('helm template / helm lint', () => {
     });
     const ingress = find(docs, 'Ingress', 'agentplane-control-plane')!;
     expect(ingress.spec.tls).toEqual([{ hosts: ['agentplane.example.com'], secretName: 'agentplane-tls' }]);
+  });
+
+  it('a data-plane-only install: the operator and a listener dialling out, no control plane', () => {
+    const docs = renderChart({ namespace: 'dp', values: DATA_PLANE });
+    expect(find(docs, 'Deployment', 'agentplane-control-plane')).toBeUndefined();
+    expect(find(docs, 'Deployment', 'agentplane-operator')).toBeDefined();
+    const listener = find(docs, 'Deployment', 'agentplane-listener')!;
+    const c = listener.spec.template.spec.containers[0];
+    expect(c.args).toEqual(['listener', '--runtime', 'kubernetes']);
+    expect(envOf(listener)).toMatchObject({
+      AGENTPLANE_CONTROL_PLANE_URL: 'https://agents.example.com',
+      AGENTPLANE_TENANT: 'team-a',
+      AGENTPLANE_LISTENER_ID: '0b7c3a4e-5f6d-4e8f-9a0b-1c2d3e4f5a6b',
+      AGENTPLANE_LISTENER_API_KEY: { secretKeyRef: { name: 'listener-key', key: 'api-key' } },
+      AGENTPLANE_NAMESPACE: 'dp',
+    });
+    // No Service: nothing connects in.
+    expect(docs.filter((d) => d.kind === 'Service' && /listener/.test(d.metadata.name))).toEqual([]);
+    expect(find(docs, 'Role', 'agentplane-listener')!.rules).toContainEqual({
+      apiGroups: ['agentplane.dev'],
+      resources: ['agentdeployments', 'agentrevisions'],
+      verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'],
+    });
+    // Per tenant: the operator lets the listener write the tenants' key hashes.
+    const perTenant = renderChart({ namespace: 'dp', values: { ...DATA_PLANE, 'agents.namespacePerTenant': true } });
+    expect(envOf(find(perTenant, 'Deployment', 'agentplane-operator')!).AGENTPLANE_TENANT_KEYS_WRITER).toBe(
+      'dp/agentplane-listener',
+    );
+    expect(find(perTenant, 'ClusterRole', 'agentplane-tenant-keys')).toBeDefined();
+    // A listener without its control plane URL or key is refused, naming the value.
+    expect(() => renderChart({ values: { ...DATA_PLANE, 'listener.controlPlaneUrl': '' } })).toThrow(/controlPlaneUrl/);
+    expect(() => renderChart({ values: { ...DATA_PLANE, 'listener.apiKey': { existingSecret: '' } } })).toThrow(
+      /apiKey|existingSecret|value/,
+    );
   });
 });

@@ -61,7 +61,11 @@ export class KeyPublisher {
       this.opts.store.list('AgentDeployment', this.opts.store.namespace),
     ]);
     const tenants = new Set([...deployments.items.map((d) => d.spec.tenantId), ...extraTenants]);
-    const all = [...keys.map((k) => ({ hash: k.hash, tenants: k.tenants })), ...this.bootstrap];
+    // Listener keys talk to the control plane only; agents never accept them.
+    const all = [
+      ...keys.filter((k) => !k.listenerId).map((k) => ({ hash: k.hash, tenants: k.tenants })),
+      ...this.bootstrap,
+    ];
     const out = new Map<string, string[]>();
     for (const tenant of tenants) {
       const hashes = all.filter((k) => k.tenants.includes('*') || k.tenants.includes(tenant)).map((k) => k.hash);

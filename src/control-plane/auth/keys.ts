@@ -29,15 +29,21 @@ export function assertTenantId(tenant: string): void {
 
 export async function createApiKey(
   store: ApiKeyStore,
-  opts: { tenants: string[]; name?: string },
+  opts: { tenants: string[]; name?: string; listenerId?: string },
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   for (const t of opts.tenants) if (t !== '*') assertTenantId(t);
+  if (opts.listenerId && (opts.tenants.length !== 1 || opts.tenants[0] === '*')) {
+    throw new ValidationError('a listener key acts for exactly one tenant', [
+      { loc: ['tenants'], msg: 'a listener key acts for exactly one tenant', type: 'value_error' },
+    ]);
+  }
   const key = generateKey();
   const record: ApiKeyRecord = {
     id: randomUUID(),
     name: opts.name ?? 'api-key',
     tenants: opts.tenants,
     createdAt: new Date().toISOString(),
+    ...(opts.listenerId ? { listenerId: opts.listenerId } : {}),
   };
   await store.putApiKey(record, hashKey(key));
   return { key, record };
@@ -45,8 +51,11 @@ export async function createApiKey(
 
 export type BootstrapKey = { key: string; tenants: string[] };
 
-/** `admin`: the key may act for every tenant ('*'), which also lets it manage API keys. */
-export type Principal = { keyId: string; tenant: string; admin: boolean };
+/**
+ * `admin`: the key may act for every tenant ('*'), which also lets it manage API keys. `listenerId`: a listener key,
+ * good only for that listener's own endpoints.
+ */
+export type Principal = { keyId: string; tenant: string; admin: boolean; listenerId?: string };
 
 export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
   const boot = bootstrap.map((b) => ({ hash: Buffer.from(hashKey(b.key), 'hex'), tenants: b.tenants }));
@@ -54,7 +63,7 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
     if (!key) throw new UnauthorizedError('Missing API key (X-Api-Key header).');
     const hash = hashKey(key);
     const hashBuf = Buffer.from(hash, 'hex');
-    let record: { id: string; tenants: string[] } | undefined = boot
+    let record: { id: string; tenants: string[]; listenerId?: string } | undefined = boot
       .filter((b) => timingSafeEqual(b.hash, hashBuf))
       .map((b) => ({ id: 'bootstrap', tenants: b.tenants }))[0];
     record ??= await store.findApiKey(hash);
@@ -65,6 +74,7 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
     }
     // Only '*' keys reach here with arbitrary tenants; they still must be usable as labels.
     if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid tenant id ${JSON.stringify(tenant)}.`);
+    if (record.listenerId) return { keyId: record.id, tenant, admin: false, listenerId: record.listenerId };
     return { keyId: record.id, tenant, admin: record.tenants.includes('*') };
   };
 }

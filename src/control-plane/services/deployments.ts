@@ -33,6 +33,7 @@ import type { Deployment, DeploymentCreate, DeploymentPatch, Revision } from '..
 import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
 import type { InputPolicy } from './input-rules.ts';
 import { integrationIssues } from './integrations.ts';
+import { listenerIssues, waitingMessage } from './listeners.ts';
 import type { GitHubApp } from './integrations-github.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
@@ -160,7 +161,14 @@ export function createDeploymentService(deps: {
   async function ensureRevision(dep: AgentDeployment): Promise<AgentRevision> {
     const rev = makeRevision(dep);
     try {
-      return await store.create('AgentRevision', rev);
+      const created = await store.create('AgentRevision', rev);
+      const listenerId = dep.spec.sourceConfig.listenerId;
+      if (!listenerId) return created;
+      // Nobody here builds it: say who will, until that listener reports on it.
+      return await store.updateStatus('AgentRevision', {
+        ...created,
+        status: { phase: 'QUEUED', statusMessage: waitingMessage(listenerId) },
+      });
     } catch (err) {
       if (err instanceof AlreadyExistsError) return store.get('AgentRevision', ns, rev.metadata.name);
       throw err;
@@ -225,6 +233,12 @@ export function createDeploymentService(deps: {
           body.source_config.repo_url,
           deps.github,
         ),
+      );
+      await listenerIssues(
+        store,
+        tenant,
+        body.source_config.listener_id,
+        body.source_config.listener_config?.k8s_namespace,
       );
       const host = hostOf(body.source_config.custom_url);
       return withTenantLock(tenant, async () => {

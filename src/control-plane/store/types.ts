@@ -82,6 +82,8 @@ export type ApiKeyRecord = {
   /** Tenants the key may act for; '*' = every tenant (bootstrap admin keys). */
   tenants: string[];
   createdAt: string;
+  /** Set on listener keys: the key may only call the endpoints of this listener (in its one tenant). */
+  listenerId?: string;
 };
 
 /** API keys: only a SHA-256 hash of each key is stored. */
@@ -172,6 +174,37 @@ export interface AuthObjectStore {
   deleteAuthObject(kind: AuthObjectKind, name: string, version?: string): Promise<boolean>;
 }
 
+/** A data plane registered with the control plane (Listeners v2); it dials out and runs the deployments named for it. */
+export type ListenerRecord = {
+  id: string;
+  tenant: string;
+  computeType: 'k8s' | 'local';
+  /** Unique within the tenant; immutable. */
+  computeId: string;
+  computeConfig: { k8sNamespaces: string[] };
+  version: string | null;
+  createdAt: string;
+  updatedAt: string;
+  /** When the listener last called the control plane (watch or report). */
+  lastSeenAt?: string;
+  /** The agentplane version the listener process reported. */
+  agentVersion?: string;
+};
+
+/** Listener records, one per (tenant, computeId). */
+export interface ListenerStore {
+  /** Stores a new listener; (tenant, computeId) taken -> AlreadyExistsError. */
+  createListener(record: ListenerRecord): Promise<void>;
+  /** undefined when missing or owned by another tenant. */
+  getListener(tenant: string, id: string): Promise<ListenerRecord | undefined>;
+  /** The tenant's listeners, oldest first. */
+  listListeners(tenant: string): Promise<ListenerRecord[]>;
+  /** Replaces the mutable fields (version, computeConfig, updatedAt, lastSeenAt, agentVersion) of an existing one. */
+  updateListener(record: ListenerRecord): Promise<void>;
+  /** false when missing or owned by another tenant. */
+  deleteListener(tenant: string, id: string): Promise<boolean>;
+}
+
 export type LogType = 'build' | 'deploy';
 export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
 
@@ -252,10 +285,11 @@ export interface ControlPlaneStore
     SecretStore,
     ApiKeyStore,
     IntegrationStore,
-    AuthObjectStore,
     RevisionLogStore,
     NameClaimStore,
-    HostClaimStore {
+    HostClaimStore,
+    AuthObjectStore,
+    ListenerStore {
   /** The namespace deployments of the API go to (kubernetes: configured; embedded: "default"). */
   readonly namespace: string;
   /**

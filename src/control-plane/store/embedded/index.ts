@@ -22,6 +22,7 @@ import {
   type AnyResource,
   type ApiKeyRecord,
   type IntegrationRecord,
+  type ListenerRecord,
   integrationDetails,
   type AuthObject,
   type AuthObjectKind,
@@ -75,6 +76,8 @@ CREATE TABLE IF NOT EXISTS integrations (id TEXT PRIMARY KEY, tenant TEXT NOT NU
   host TEXT NOT NULL, username TEXT, created_at TEXT NOT NULL, token TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS integrations_by_tenant ON integrations (tenant);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS listeners (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, compute_id TEXT NOT NULL,
+  json TEXT NOT NULL, UNIQUE (tenant, compute_id));
 CREATE TABLE IF NOT EXISTS auth_objects (kind TEXT NOT NULL, name TEXT NOT NULL, tenant TEXT NOT NULL,
   record TEXT NOT NULL, sealed TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (kind, name));
 CREATE INDEX IF NOT EXISTS auth_objects_by_tenant ON auth_objects (kind, tenant);
@@ -99,6 +102,9 @@ export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore
   // Secret rows written before encryption carry enc = 0 (plaintext JSON).
   const columns = db.prepare('PRAGMA table_info(secrets)').all() as { name: string }[];
   if (!columns.some((c) => c.name === 'enc')) db.exec('ALTER TABLE secrets ADD COLUMN enc INTEGER NOT NULL DEFAULT 0');
+  // Listener keys (Listeners v2) name their listener; keys written before have none.
+  const keyColumns = db.prepare('PRAGMA table_info(api_keys)').all() as { name: string }[];
+  if (!keyColumns.some((c) => c.name === 'listener_id')) db.exec('ALTER TABLE api_keys ADD COLUMN listener_id TEXT');
   // Integrations written before GitHub App and SSH integrations have no details (plain HTTPS token).
   const integrationColumns = db.prepare('PRAGMA table_info(integrations)').all() as { name: string }[];
   if (!integrationColumns.some((c) => c.name === 'details')) {
@@ -447,15 +453,28 @@ class EmbeddedStore implements ControlPlaneStore {
 
   async putApiKey(record: ApiKeyRecord, keyHash: string): Promise<void> {
     this.db
-      .prepare('INSERT INTO api_keys (id, hash, name, tenants, created_at) VALUES (?, ?, ?, ?, ?)')
-      .run(record.id, keyHash, record.name, JSON.stringify(record.tenants), record.createdAt);
+      .prepare('INSERT INTO api_keys (id, hash, name, tenants, created_at, listener_id) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(
+        record.id,
+        keyHash,
+        record.name,
+        JSON.stringify(record.tenants),
+        record.createdAt,
+        record.listenerId ?? null,
+      );
   }
 
   async findApiKey(keyHash: string): Promise<ApiKeyRecord | undefined> {
     const row = this.db.prepare('SELECT * FROM api_keys WHERE hash = ?').get(keyHash) as
-      { id: string; name: string; tenants: string; created_at: string } | undefined;
+      { id: string; name: string; tenants: string; created_at: string; listener_id: string | null } | undefined;
     if (!row) return undefined;
-    return { id: row.id, name: row.name, tenants: JSON.parse(row.tenants) as string[], createdAt: row.created_at };
+    return {
+      id: row.id,
+      name: row.name,
+      tenants: JSON.parse(row.tenants) as string[],
+      createdAt: row.created_at,
+      ...(row.listener_id ? { listenerId: row.listener_id } : {}),
+    };
   }
 
   async listApiKeys(): Promise<(ApiKeyRecord & { hash: string })[]> {
@@ -465,6 +484,7 @@ class EmbeddedStore implements ControlPlaneStore {
       name: string;
       tenants: string;
       created_at: string;
+      listener_id: string | null;
     }[];
     return rows.map((r) => ({
       id: r.id,
@@ -472,11 +492,53 @@ class EmbeddedStore implements ControlPlaneStore {
       name: r.name,
       tenants: JSON.parse(r.tenants) as string[],
       createdAt: r.created_at,
+      ...(r.listener_id ? { listenerId: r.listener_id } : {}),
     }));
   }
 
   async deleteApiKey(id: string): Promise<boolean> {
     return this.db.prepare('DELETE FROM api_keys WHERE id = ?').run(id).changes > 0;
+  }
+
+  // ---- listeners: a JSON row each; (tenant, compute_id) unique ----
+
+  async createListener(r: ListenerRecord): Promise<void> {
+    try {
+      this.db
+        .prepare('INSERT INTO listeners (id, tenant, compute_id, json) VALUES (?, ?, ?, ?)')
+        .run(r.id, r.tenant, r.computeId, JSON.stringify(r));
+    } catch (err) {
+      if ((err as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT')) {
+        throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this tenant.`);
+      }
+      throw err;
+    }
+  }
+
+  async getListener(tenant: string, id: string): Promise<ListenerRecord | undefined> {
+    const row = this.db.prepare('SELECT json FROM listeners WHERE tenant = ? AND id = ?').get(tenant, id) as
+      { json: string } | undefined;
+    return row && (JSON.parse(row.json) as ListenerRecord);
+  }
+
+  async listListeners(tenant: string): Promise<ListenerRecord[]> {
+    const rows = this.db.prepare('SELECT json FROM listeners WHERE tenant = ?').all(tenant) as { json: string }[];
+    return rows
+      .map((r) => JSON.parse(r.json) as ListenerRecord)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async updateListener(r: ListenerRecord): Promise<void> {
+    const found = await this.getListener(r.tenant, r.id);
+    if (!found) throw new NotFoundError(`Listener ID ${r.id} not found.`);
+    const next: ListenerRecord = { ...r, computeId: found.computeId, computeType: found.computeType };
+    this.db
+      .prepare('UPDATE listeners SET json = ? WHERE tenant = ? AND id = ?')
+      .run(JSON.stringify(next), r.tenant, r.id);
+  }
+
+  async deleteListener(tenant: string, id: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM listeners WHERE tenant = ? AND id = ?').run(tenant, id).changes > 0;
   }
 
   // ---- integrations: the token sealed with the secret key, its id and tenant as additional data ----

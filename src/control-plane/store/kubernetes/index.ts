@@ -10,11 +10,13 @@ import {
   type V1ConfigMap,
   type V1Secret,
 } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
 import { NotFoundError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import {
   API_VERSION,
   GROUP,
+  isLabelValue,
   LABEL_DEPLOYMENT,
   LABEL_TENANT,
   tenantKeysSecretName,
@@ -35,6 +37,7 @@ import {
   StaleResourceVersionError,
   type ApiKeyRecord,
   type IntegrationRecord,
+  type ListenerRecord,
   type AuthObject,
   type AuthObjectKind,
   type ControlPlaneStore,
@@ -49,6 +52,7 @@ import {
 const PLURAL: Record<Kind, string> = { AgentDeployment: 'agentdeployments', AgentRevision: 'agentrevisions' };
 const LABEL_API_KEY = 'agentplane.dev/api-key';
 const LABEL_INTEGRATION = 'agentplane.dev/integration';
+const LABEL_LISTENER_ID = 'agentplane.dev/listener-id';
 const LABEL_GITHUB_INSTALLATION = 'agentplane.dev/github-installation';
 /** On auth service Secrets: provider, token or flow. */
 const LABEL_AUTH_KIND = 'agentplane.dev/auth-kind';
@@ -539,6 +543,114 @@ class KubernetesStore implements ControlPlaneStore {
     }
   }
 
+  // ---- listeners: one ConfigMap each, named by (tenant, compute id) so creating it is the uniqueness check ----
+
+  private listenerMapName(tenant: string, computeId: string): string {
+    const digest = createHash('sha256')
+      .update(JSON.stringify([tenant, computeId]))
+      .digest('hex')
+      .slice(0, 40);
+    return `agentplane-listener-${digest}`;
+  }
+
+  private async listenerMap(tenant: string, id: string): Promise<{ cm: V1ConfigMap; r: ListenerRecord } | undefined> {
+    if (!isLabelValue(id)) return undefined;
+    const list = await call(() =>
+      this.core.listNamespacedConfigMap({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_LISTENER_ID}=${id},${LABEL_TENANT}=${tenant}`,
+      }),
+    );
+    for (const cm of list.items) {
+      const r = listenerFromMap(cm);
+      if (r && r.id === id && r.tenant === tenant && cm.metadata?.name === this.listenerMapName(tenant, r.computeId))
+        return { cm, r };
+    }
+    return undefined;
+  }
+
+  async createListener(r: ListenerRecord): Promise<void> {
+    const body: V1ConfigMap = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: this.listenerMapName(r.tenant, r.computeId),
+        namespace: this.namespace,
+        labels: { [LABEL_LISTENER_ID]: r.id, [LABEL_TENANT]: r.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+      },
+      data: { listener: JSON.stringify(r) },
+    };
+    try {
+      await call(() => this.core.createNamespacedConfigMap({ namespace: this.namespace, body }));
+    } catch (err) {
+      if (err instanceof AlreadyExistsError) {
+        throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this tenant.`);
+      }
+      throw err;
+    }
+  }
+
+  async getListener(tenant: string, id: string): Promise<ListenerRecord | undefined> {
+    return (await this.listenerMap(tenant, id))?.r;
+  }
+
+  async listListeners(tenant: string): Promise<ListenerRecord[]> {
+    const list = await call(() =>
+      this.core.listNamespacedConfigMap({
+        namespace: this.namespace,
+        labelSelector: `${LABEL_LISTENER_ID},${LABEL_TENANT}=${tenant}`,
+      }),
+    );
+    return list.items
+      .map((cm) => ({ cm, r: listenerFromMap(cm) }))
+      .filter(
+        (x): x is { cm: V1ConfigMap; r: ListenerRecord } =>
+          x.r !== undefined &&
+          x.r.tenant === tenant &&
+          x.cm.metadata?.name === this.listenerMapName(tenant, x.r.computeId),
+      )
+      .map((x) => x.r)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  async updateListener(r: ListenerRecord): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const found = await this.listenerMap(r.tenant, r.id);
+      if (!found) throw new NotFoundError(`Listener ID ${r.id} not found.`);
+      const next: ListenerRecord = { ...r, computeId: found.r.computeId, computeType: found.r.computeType };
+      try {
+        await call(() =>
+          this.core.replaceNamespacedConfigMap({
+            namespace: this.namespace,
+            name: found.cm.metadata!.name!,
+            body: { ...found.cm, data: { listener: JSON.stringify(next) } },
+          }),
+        );
+        return;
+      } catch (err) {
+        if (!(err instanceof StaleResourceVersionError) || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  async deleteListener(tenant: string, id: string): Promise<boolean> {
+    const found = await this.listenerMap(tenant, id);
+    if (!found) return false;
+    try {
+      await call(() =>
+        this.core.deleteNamespacedConfigMap({
+          namespace: this.namespace,
+          name: found.cm.metadata!.name!,
+          body: { preconditions: { uid: found.cm.metadata!.uid } },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
   // ---- api keys: one Secret per key, named by its hash so lookup is a single GET ----
 
   private keySecretName(hash: string): string {
@@ -557,6 +669,7 @@ class KubernetesStore implements ControlPlaneStore {
         name: b64(record.name),
         tenants: b64(JSON.stringify(record.tenants)),
         createdAt: b64(record.createdAt),
+        ...(record.listenerId ? { listenerId: b64(record.listenerId) } : {}),
       },
     };
     await call(() => this.core.createNamespacedSecret({ namespace: this.namespace, body }));
@@ -574,7 +687,13 @@ class KubernetesStore implements ControlPlaneStore {
     }
     const key = this.keyFromSecret(s);
     return key && key.hash === keyHash
-      ? { id: key.id, name: key.name, tenants: key.tenants, createdAt: key.createdAt }
+      ? {
+          id: key.id,
+          name: key.name,
+          tenants: key.tenants,
+          createdAt: key.createdAt,
+          ...(key.listenerId ? { listenerId: key.listenerId } : {}),
+        }
       : undefined;
   }
 
@@ -593,6 +712,7 @@ class KubernetesStore implements ControlPlaneStore {
       name: d.name ?? '',
       tenants,
       createdAt: d.createdAt ?? '',
+      ...(d.listenerId ? { listenerId: d.listenerId } : {}),
       secretName: s.metadata.name,
     };
   }
@@ -954,6 +1074,15 @@ function authObjectFromSecret(s: V1Secret, kind: AuthObjectKind, name?: string):
     return undefined;
   }
   return o;
+}
+
+function listenerFromMap(cm: V1ConfigMap): ListenerRecord | undefined {
+  try {
+    const r = JSON.parse(cm.data?.listener ?? '') as ListenerRecord;
+    return typeof r.id === 'string' && typeof r.tenant === 'string' && typeof r.computeId === 'string' ? r : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function integrationFromSecret(s: V1Secret): IntegrationRecord | undefined {

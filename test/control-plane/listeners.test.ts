@@ -1,0 +1,283 @@
+// Listeners v2 at the control plane's door, on both stores: the resource (create, 409 duplicate compute_id, immutable
+// compute_id/compute_type, delete refused while it has deployments unless cascade), listener keys (their tenant,
+// their listener's endpoints only, never another listener's work), deployments naming listeners (unknown or another
+// workspace's -> 404), and a listener's reports touching only what is assigned to it. Written as an attacker would.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createControlPlane } from '../../src/control-plane/app.ts';
+import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
+import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { startKube } from './helpers/kube.ts';
+
+const ADMIN = 'listeners-admin-key-0123456789';
+const A = 'ws-a';
+const B = 'ws-b';
+
+type Opened = { store: ControlPlaneStore; close: () => Promise<void> };
+const stores: Record<string, () => Promise<Opened>> = {
+  embedded: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-cp-listeners-'));
+    const store = openEmbeddedStore({ dataDir: dir });
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+  kubernetes: async () => {
+    const kube = await startKube();
+    const store = openKubernetesStore({
+      kubeConfig: loadKubeConfig(kube.kubeconfig),
+      namespace: 'tenants',
+      logger: silentLogger(),
+    });
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await kube.stop();
+      },
+    };
+  },
+};
+
+describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
+  let opened: Opened;
+  let app: FastifyInstance;
+  const call = async (method: string, url: string, opts: { key?: string; tenant?: string; body?: unknown } = {}) => {
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      headers: { 'x-api-key': opts.key ?? ADMIN, 'x-tenant-id': opts.tenant ?? A },
+      ...(opts.body !== undefined ? { payload: opts.body as object } : {}),
+    });
+    return { status: res.statusCode, body: res.body ? (res.json() as Record<string, any>) : {} };
+  };
+  const deployment = (name: string, listenerId?: string | null) => ({
+    name,
+    source: 'external_docker',
+    source_config: { deployment_type: 'dev', ...(listenerId !== undefined ? { listener_id: listenerId } : {}) },
+    source_revision_config: { image_uri: 'example/agent:1' },
+    secrets: [{ name: 'TOKEN', value: `value-of-${name}` }],
+  });
+
+  beforeAll(async () => {
+    opened = await stores[kind]!();
+    app = await createControlPlane({
+      store: opened.store,
+      logger: silentLogger(),
+      bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }],
+      consoleDir: false,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+    await opened?.close();
+  });
+
+  it('creates, lists, patches and refuses duplicates and changes of identity', async () => {
+    const res = await call('POST', '/v2/listeners', {
+      body: { compute_type: 'k8s', compute_id: 'eu-1', compute_config: { k8s_namespaces: ['agents'] }, version: '1' },
+    });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({
+      compute_type: 'k8s',
+      compute_id: 'eu-1',
+      compute_config: { k8s_namespaces: ['agents'] },
+      version: '1',
+      connected: false,
+      deployment_count: 0,
+    });
+    const id = String(res.body.id);
+    expect((await call('POST', '/v2/listeners', { body: { compute_type: 'k8s', compute_id: 'eu-1' } })).status).toBe(
+      409,
+    );
+    // Another workspace may use the same compute_id.
+    expect(
+      (await call('POST', '/api-host/v2/listeners', { tenant: B, body: { compute_type: 'k8s', compute_id: 'eu-1' } }))
+        .status,
+    ).toBe(201);
+    expect((await call('GET', '/v2/listeners')).body.resources.map((l: { id: string }) => l.id)).toEqual([id]);
+    const patched = await call('PATCH', `/v2/listeners/${id}`, {
+      body: { version: '2', compute_config: { k8s_namespaces: ['agents', 'other'] } },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ version: '2', compute_config: { k8s_namespaces: ['agents', 'other'] } });
+    const idChange = await call('PATCH', `/v2/listeners/${id}`, { body: { compute_id: 'eu-2' } });
+    expect(idChange.status).toBe(400);
+    expect(idChange.body.detail).toContain('compute_id is immutable');
+    expect((await call('PATCH', `/v2/listeners/${id}`, { body: { compute_type: 'local' } })).status).toBe(400);
+    expect((await call('GET', `/v2/listeners/${id}`)).body.compute_id).toBe('eu-1');
+    // Bad input: 422 naming the field, never a 500.
+    const bad = await call('POST', '/v2/listeners', { body: { compute_type: 'vm', compute_id: 'x' } });
+    expect(bad.status).toBe(422);
+    expect(JSON.stringify(bad.body)).toContain('compute_type');
+    expect((await call('POST', '/v2/listeners', { body: { compute_type: 'k8s' } })).status).toBe(422);
+    expect((await call('GET', '/v2/listeners/not-a-uuid')).status).toBe(404);
+  });
+
+  it('keeps workspaces and listeners apart (attacker view)', async () => {
+    const la = String(
+      (await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'a-1' } })).body.id,
+    );
+    const la2 = String(
+      (await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'a-2' } })).body.id,
+    );
+    const lb = String(
+      (await call('POST', '/v2/listeners', { tenant: B, body: { compute_type: 'local', compute_id: 'b-1' } })).body.id,
+    );
+    // A's listener is invisible to B, and B's deployments cannot name it (nor an unknown one).
+    expect((await call('GET', `/v2/listeners/${la}`, { tenant: B })).status).toBe(404);
+    expect((await call('DELETE', `/v2/listeners/${la}`, { tenant: B })).status).toBe(404);
+    const foreign = await call('POST', '/v2/deployments', { tenant: B, body: deployment('steal', la) });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.detail).toContain(la);
+    expect((await call('POST', '/v2/deployments', { body: deployment('nowhere', crypto.randomUUID()) })).status).toBe(
+      404,
+    );
+    expect((await call('POST', '/v2/deployments', { body: deployment('junk', '../../etc') })).status).toBe(404);
+    expect((await call('GET', '/v2/deployments', { tenant: B })).body.resources).toEqual([]);
+
+    const onA = await call('POST', '/v2/deployments', { body: deployment('on-a', la) });
+    expect(onA.status).toBe(201);
+    const onA2 = await call('POST', '/v2/deployments', { body: deployment('on-a2', la2) });
+    const own = await call('POST', '/v2/deployments', { body: deployment('own') });
+    const onB = await call('POST', '/v2/deployments', { tenant: B, body: deployment('on-b', lb) });
+    expect([onA2.status, own.status, onB.status]).toEqual([201, 201, 201]);
+
+    const keyA = String((await call('POST', `/v2/listeners/${la}/keys`, { body: {} })).body.key);
+    // A listener key: its workspace only, its listener's endpoints only.
+    expect((await call('GET', `/v2/listeners/${la}/watch?timeout=0`, { key: keyA, tenant: B })).status).toBe(403);
+    expect((await call('GET', `/v2/listeners/${lb}/watch?timeout=0`, { key: keyA, tenant: B })).status).toBe(403);
+    expect((await call('GET', '/v2/deployments', { key: keyA })).status).toBe(403);
+    expect((await call('GET', `/v2/deployments/${String(onA.body.id)}`, { key: keyA })).status).toBe(403);
+    expect((await call('GET', '/api-host/v2/deployments', { key: keyA })).status).toBe(403);
+    expect((await call('GET', '/v1/integrations', { key: keyA })).status).toBe(403);
+    expect((await call('GET', '/v2/listeners', { key: keyA })).status).toBe(403);
+    expect((await call('POST', `/v2/listeners/${la}/keys`, { key: keyA, body: {} })).status).toBe(403);
+    expect((await call('GET', `/v2/listeners/${la2}/watch?timeout=0`, { key: keyA })).status).toBe(403);
+    expect((await call('GET', '/v2/api-keys', { key: keyA })).status).toBe(403);
+
+    // Watch and report belong to the listener's key: a workspace (even admin) key never sees env values this way.
+    expect((await call('GET', `/v2/listeners/${la}/watch?timeout=0`)).status).toBe(403);
+    expect((await call('POST', `/v2/listeners/${la}/report`, { body: { deployments: [] } })).status).toBe(403);
+
+    // It sees only the deployments assigned to it: not A's own, not A's other listener's, not B's.
+    const snap = await call('GET', `/api-host/v2/listeners/${la}/watch?timeout=0`, { key: keyA });
+    expect(snap.status).toBe(200);
+    expect(snap.body.deployments.map((d: { spec: { deploymentId: string } }) => d.spec.deploymentId)).toEqual([
+      onA.body.id,
+    ]);
+    const text = JSON.stringify(snap.body);
+    expect(text).toContain('value-of-on-a');
+    for (const other of ['value-of-on-a2', 'value-of-own', 'value-of-on-b']) expect(text).not.toContain(other);
+    // The same cursor -> nothing new.
+    const again = await call('GET', `/v2/listeners/${la}/watch?timeout=0&since=${String(snap.body.cursor)}`, {
+      key: keyA,
+    });
+    expect(again.body).toEqual({ cursor: snap.body.cursor, unchanged: true });
+
+    // Reports about what is not assigned to it are ignored, and write nothing.
+    const ownRev = `agentdeployment-${String(own.body.id)}`;
+    const report = await call('POST', `/v2/listeners/${la}/report`, {
+      key: keyA,
+      body: {
+        deployments: [
+          { deployment_id: own.body.id, status: { phase: 'READY', url: 'http://evil.example' }, revisions: [] },
+          { deployment_id: onB.body.id, status: { phase: 'READY', url: 'http://evil.example' }, revisions: [] },
+          {
+            deployment_id: onA.body.id,
+            status: { phase: 'READY', url: 'http://dp.example/deployments/x' },
+            revisions: [
+              {
+                name: String(snap.body.deployments[0].revisions[0].name),
+                status: { phase: 'BUILDING', statusMessage: 'building on the data plane' },
+                logs: { build: [{ id: '1', message: 'step 1' }] },
+              },
+              { name: `${ownRev}-r1`, status: { phase: 'DEPLOYED' } },
+            ],
+          },
+        ],
+      },
+    });
+    expect(report.status).toBe(200);
+    expect(report.body.ignored).toEqual(expect.arrayContaining([own.body.id, onB.body.id]));
+    expect((await call('GET', `/v2/deployments/${String(own.body.id)}`)).body.url).toBeNull();
+    expect((await call('GET', `/v2/deployments/${String(onB.body.id)}`, { tenant: B })).body.url).toBeNull();
+    const mine = await call('GET', `/v2/deployments/${String(onA.body.id)}`);
+    expect(mine.body.url).toBe('http://dp.example/deployments/x');
+    const rev = await call(
+      'GET',
+      `/v2/deployments/${String(onA.body.id)}/revisions/${String(mine.body.latest_revision_id)}`,
+    );
+    expect(rev.body).toMatchObject({ status: 'BUILDING', status_message: 'building on the data plane' });
+    // The same log line sent twice (a listener restarted before it heard back) is kept once.
+    await call('POST', `/v2/listeners/${la}/report`, {
+      key: keyA,
+      body: {
+        deployments: [
+          {
+            deployment_id: onA.body.id,
+            status: {},
+            revisions: [
+              {
+                name: String(snap.body.deployments[0].revisions[0].name),
+                status: { phase: 'BUILDING' },
+                logs: {
+                  build: [
+                    { id: '1', message: 'step 1' },
+                    { id: '2', message: 'step 2' },
+                  ],
+                },
+              },
+            ],
+          },
+        ],
+      },
+    });
+    const logs = await call(
+      'GET',
+      `/v2/deployments/${String(onA.body.id)}/revisions/${String(mine.body.latest_revision_id)}/logs?type=build`,
+    );
+    expect(logs.body.logs.map((l: { message: string }) => l.message)).toEqual(['step 1', 'step 2']);
+    const heard = (await call('GET', `/v2/listeners/${la}`)).body;
+    expect(heard).toMatchObject({ connected: true, deployment_count: 1 });
+
+    // listener_id is immutable.
+    const move = await call('PATCH', `/v2/deployments/${String(onA.body.id)}`, {
+      body: { source_config: { listener_id: la2 } },
+    });
+    expect(move.status).toBe(400);
+
+    // Delete: refused while it runs deployments (named), done with cascade (its deployments and keys go too).
+    const refused = await call('DELETE', `/v2/listeners/${la}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toContain('on-a');
+    expect(refused.body.detail).toContain(String(onA.body.id));
+    expect((await call('DELETE', `/v2/listeners/${la}?cascade=true`)).status).toBe(204);
+    expect((await call('GET', `/v2/listeners/${la}`)).status).toBe(404);
+    expect((await call('GET', `/v2/deployments/${String(onA.body.id)}`)).status).toBe(404);
+    expect((await call('GET', `/v2/listeners/${la}/watch?timeout=0`, { key: keyA })).status).toBe(401);
+    expect((await call('GET', `/v2/deployments/${String(own.body.id)}`)).status).toBe(200);
+  });
+
+  it('never hands a listener key to the agents', async () => {
+    const l = String(
+      (await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'k' } })).body.id,
+    );
+    const key = await call('POST', `/v2/listeners/${l}/keys`, { body: { name: 'dp' } });
+    expect(key.status).toBe(201);
+    const snap = await call('GET', `/v2/listeners/${l}/watch?timeout=0`, { key: String(key.body.key) });
+    const { createHash } = await import('node:crypto');
+    const hash = createHash('sha256').update(String(key.body.key)).digest('hex');
+    expect(snap.body.key_hashes).not.toContain(hash);
+    expect(snap.body.key_hashes).toContain(createHash('sha256').update(ADMIN).digest('hex'));
+  });
+});
