@@ -122,15 +122,30 @@ describe('chart files', () => {
   ] as [string, CommandSpec, string[]][])(
     '%s sets only variables its command reads, and covers every operator setting',
     (file, command, extra) => {
-      const text = readFileSync(join(chart, 'templates', file), 'utf8');
+      const own = readFileSync(join(chart, 'templates', file), 'utf8');
+      // Variables set by named templates the file includes (e.g. agentplane.githubEnv) count as set by the file.
+      const helpers = readFileSync(join(chart, 'templates', '_helpers.tpl'), 'utf8');
+      const included = [...own.matchAll(/include "([\w.]+)"/g)].map((m) => m[1]!);
+      const text = [
+        own,
+        ...included.map(
+          (name) => new RegExp(`define "${name.replace(/\./g, '\\.')}"[\\s\\S]*?{{-? end -}}`).exec(helpers)?.[0] ?? '',
+        ),
+      ].join('\n');
       const set = [...text.matchAll(/- name: ([A-Z_]+)\n/g)].map((m) => m[1]!);
-      const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra]);
+      // Read from the environment only (secrets: never a flag), next to the flags' variables.
+      const envOnly = ['AGENTPLANE_GITHUB_APP_PRIVATE_KEY', 'AGENTPLANE_GITHUB_WEBHOOK_SECRET'];
+      const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra, ...envOnly]);
       expect(set.filter((n) => !known.has(n))).toEqual([]);
       if (command === operatorCommand) {
         // Every operator flag except the local ones is reachable from the chart.
         const local = new Set(['kubeconfig', 'identity', 'lease-namespace']);
+        // The App key file is the flag's form; the chart gives the PEM itself from a Secret.
+        const alternatives: Record<string, string> = {
+          'github-app-private-key-file': 'AGENTPLANE_GITHUB_APP_PRIVATE_KEY',
+        };
         const unset = Object.entries(command.options).filter(
-          ([flag, o]) => !local.has(flag) && !(o.env ?? []).some((e) => set.includes(e)),
+          ([flag, o]) => !local.has(flag) && ![...(o.env ?? []), alternatives[flag] ?? ''].some((e) => set.includes(e)),
         );
         expect(unset.map(([flag]) => flag)).toEqual([]);
       }

@@ -403,13 +403,18 @@ export class KubernetesRuntime implements Runtime {
       pod = fresh;
       status = buildStatusOf(job, pod, repository);
     }
+    const credentialSecret = buildCredentialSecretName(spec.revision);
+    const usesCredential = (job.spec?.template.spec?.volumes ?? []).some(
+      (v) => v.secret?.secretName === credentialSecret,
+    );
     if (!ann[ANNOTATION_LOGGED]) {
-      // The build's own credential Secret (if any) is not needed any more.
-      await this.core
-        .deleteNamespacedSecret({ name: buildCredentialSecretName(spec.revision), namespace: spec.namespace })
-        .catch((err: unknown) => {
-          if (!isStatus(err, 404)) this.log.warn({ revision: spec.revision }, 'removing the build credential failed');
-        });
+      // The build's own credential Secret is not needed any more (builds without an integration have none).
+      if (usesCredential)
+        await this.core
+          .deleteNamespacedSecret({ name: credentialSecret, namespace: spec.namespace })
+          .catch((err: unknown) => {
+            if (!isStatus(err, 404)) this.log.warn({ revision: spec.revision }, 'removing the build credential failed');
+          });
       await this.collectBuildLog(spec, pod, status);
       // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
       const annotations = {
