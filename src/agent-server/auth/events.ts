@@ -270,4 +270,3 @@ const TABLE: Record<string, RouteEvent> = {
 export function routeEvent(method: string, routeUrl: string | undefined): RouteEvent | undefined {
   return routeUrl === undefined ? undefined : TABLE[`${method} ${routeUrl}`];
 }
-
