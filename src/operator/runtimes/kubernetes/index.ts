@@ -413,7 +413,14 @@ export class KubernetesRuntime implements Runtime {
         await this.core
           .deleteNamespacedSecret({ name: credentialSecret, namespace: spec.namespace })
           .catch((err: unknown) => {
-            if (!isStatus(err, 404)) this.log.warn({ revision: spec.revision }, 'removing the build credential failed');
+            // 403: the chart grants deleting Secrets only with a namespace per tenant; the Secret then goes with its Job.
+            if (isStatus(err, 403))
+              this.log.info(
+                { revision: spec.revision },
+                'build credential Secret left to garbage collection with its Job',
+              );
+            else if (!isStatus(err, 404))
+              this.log.warn({ revision: spec.revision }, 'removing the build credential failed');
           });
       await this.collectBuildLog(spec, pod, status);
       // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
