@@ -343,6 +343,9 @@ export class RunEngine {
     const old = Date.now() - 10_000;
     for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
     try {
+      // Our own runs' leases first: after the event loop was held up past a lease, this process's sweep must not
+      // requeue a run it is still executing (another process's sweep may, and the heartbeat then stops it here).
+      await this.heartbeat();
       const swept = await this.opts.storage.runs.sweep(MAX_ATTEMPTS);
       if (swept.requeued.length || swept.failed.length) {
         this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');

@@ -193,45 +193,97 @@ export async function redisStreamEvents(
       (await redis.xrange(k.run(runId), rid(Math.max(afterId, 0) + 1), '+', 'COUNT', limit)) as RawEntry[],
     );
 
-  // Readers of a run at different points get the same object for the same event (their SSE frames are encoded
-  // once per object, see routes/stream.ts): the newest events read per run are kept, bounded, dropped when idle.
-  const recent = new Map<string, { events: Map<number, StoredStreamEvent>; bytes: number; usedAt: number }>();
-  const shared = (runId: string, events: StoredStreamEvent[]): StoredStreamEvent[] => {
-    let r = recent.get(runId);
-    if (!r) recent.set(runId, (r = { events: new Map(), bytes: 0, usedAt: 0 }));
-    r.usedAt = Date.now();
+  // The newest events read per run, as one window that holds every event of the run with lo < id <= hi (an
+  // XRANGE answer is complete from its start, and a run's ids become visible in order). Readers whose cursor lies
+  // in the window are served from it without a Redis round trip, and every reader gets the same object for the
+  // same event (SSE frames are encoded once per object, see routes/stream.ts). Bounded; dropped when idle.
+  interface Window {
+    events: StoredStreamEvent[];
+    lo: number;
+    hi: number;
+    bytes: number;
+    usedAt: number;
+  }
+  const windows = new Map<string, Window>();
+  /** Index of the first event with an id above `id`. */
+  const after = (events: StoredStreamEvent[], id: number): number => {
+    let a = 0;
+    let b = events.length;
+    while (a < b) {
+      const m = (a + b) >>> 1;
+      if (events[m]!.id <= id) a = m + 1;
+      else b = m;
+    }
+    return a;
+  };
+  const trim = (w: Window): void => {
+    let drop = 0;
+    while (drop < w.events.length && (w.events.length - drop > RECENT_MAX || w.bytes > RECENT_MAX_BYTES)) {
+      w.bytes -= w.events[drop]!.data.length;
+      drop++;
+    }
+    if (!drop) return;
+    w.lo = w.events[drop - 1]!.id;
+    w.events.splice(0, drop);
+  };
+  /** Takes in what XRANGE answered after `afterId`; returns the events as the window's objects. */
+  const absorb = (runId: string, afterId: number, events: StoredStreamEvent[]): StoredStreamEvent[] => {
+    if (!events.length) return events;
+    const last = events[events.length - 1]!.id;
+    let w = windows.get(runId);
+    if (!w || afterId > w.hi) {
+      // No window yet, or this read starts past it (its readers moved on): the read becomes the window.
+      windows.set(runId, (w = { events: [...events], lo: afterId, hi: last, bytes: 0, usedAt: Date.now() }));
+      for (const e of events) w.bytes += e.data.length;
+      trim(w);
+      return events;
+    }
+    w.usedAt = Date.now();
+    // Known events are answered with the window's objects; those past hi extend it when the read began inside it.
     const out = events.map((e) => {
-      const known = r.events.get(e.id);
-      if (known) return known;
-      r.events.set(e.id, e);
-      r.bytes += e.data.length;
-      return e;
+      if (e.id <= w.lo || e.id > w.hi) return e;
+      const known = w.events[after(w.events, e.id - 1)];
+      return known?.id === e.id ? known : e;
     });
-    // Oldest first out (insertion order is read order, close to id order).
-    for (const [id, e] of r.events) {
-      if (r.events.size <= RECENT_MAX && r.bytes <= RECENT_MAX_BYTES) break;
-      r.events.delete(id);
-      r.bytes -= e.data.length;
+    if (afterId >= w.lo && last > w.hi) {
+      for (const e of events.slice(after(events, w.hi))) {
+        w.events.push(e);
+        w.bytes += e.data.length;
+      }
+      w.hi = last;
+      trim(w);
     }
     return out;
   };
   const sweepRecent = setInterval(() => {
     const old = Date.now() - RECENT_IDLE_MS;
-    for (const [runId, r] of recent) if (r.usedAt < old) recent.delete(runId);
+    for (const [runId, w] of windows) if (w.usedAt < old) windows.delete(runId);
   }, RECENT_IDLE_MS / 2).unref();
 
-  // Readers in step (many clients of one run, woken together) share one read.
+  // Readers in step (many clients of one run, woken together) share one XRANGE.
   const inFlight = new Map<string, Promise<StoredStreamEvent[]>>();
-  function read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
+  function fetch(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
     const key = `${runId}|${afterId}|${limit}`;
     let pending = inFlight.get(key);
     if (!pending) {
       pending = range(runId, afterId, limit)
-        .then((events) => shared(runId, events))
+        .then((events) => absorb(runId, afterId, events))
         .finally(() => inFlight.delete(key));
       inFlight.set(key, pending);
     }
     return pending;
+  }
+  async function read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
+    const w = windows.get(runId);
+    if (!w || afterId < w.lo || afterId >= w.hi) return fetch(runId, afterId, limit);
+    w.usedAt = Date.now();
+    const from = after(w.events, afterId);
+    const known = w.events.slice(from, from + limit);
+    if (known.length === limit) return known;
+    // The window ends before the page does: what came after it is asked for, so a short page still means
+    // "nothing more yet" to the reader.
+    const hi = w.hi;
+    return known.concat(await fetch(runId, hi, limit - known.length));
   }
 
   // --- following the wake-up stream ---
@@ -332,7 +384,7 @@ export async function redisStreamEvents(
       await store.flush().catch(() => undefined);
       closed = true;
       clearInterval(sweepRecent);
-      recent.clear();
+      windows.clear();
       blocking.disconnect();
       await following;
       await redis.quit().catch(() => redis.disconnect());
