@@ -1,6 +1,6 @@
 // Stream events of the Postgres store: one table for every run's events, ids from one sequence. The executing
-// process writes the events of each event-loop turn in one statement (one write in flight at a time, so ids
-// become visible in order) that also NOTIFYs the runs it touched; every process LISTENs and wakes its readers.
+// process writes the events queued in the last few milliseconds in one statement (one write in flight at a time,
+// so ids become visible in order) that also NOTIFYs the runs it touched; every process LISTENs and wakes its readers.
 // The table is UNLOGGED: events live minutes (retention), and skipping the WAL is what keeps a token stream
 // cheap; a Postgres crash loses the streams of runs in flight, never a run or its checkpoints.
 // Readers of a run share one in-memory tail per process (see Tail), so 200 clients of one run cost one query
@@ -32,6 +32,11 @@ const TAIL_MAX_BYTES = 8 * 1024 * 1024;
 const FETCH_ROWS = 1_000;
 /** A tail nobody read or wrote for this long is dropped. */
 const TAIL_IDLE_MS = 30_000;
+/**
+ * Statements start at least this far apart: under load the events of many runs' turns share one INSERT (each
+ * statement costs both processes CPU); an idle server writes a lone event at once.
+ */
+const COALESCE_MS = 5;
 /** A NOTIFY payload names at most this many runs (its limit is 8000 bytes); more wake every reader. */
 const NOTIFY_MAX_RUNS = 60;
 
@@ -70,7 +75,7 @@ export async function postgresStreamEvents(
     for (const set of watchers.values()) for (const fn of set) fn();
   };
 
-  // --- writing: one statement per event-loop turn, one in flight ---
+  // --- writing: one statement for what a few ms of event-loop turns queued, one in flight ---
   let queue: Pending[] = [];
   let queued = 0;
   let written = 0;
@@ -92,37 +97,39 @@ export async function postgresStreamEvents(
       SELECT id, (SELECT count(*) FROM n) AS _n FROM ins ORDER BY id`,
   };
 
+  let lastWriteAt = -Infinity;
   function schedule(): void {
-    if (scheduled || writing) return;
+    if (scheduled || writing || !queue.length) return;
     scheduled = true;
-    setImmediate(() => {
+    const go = () => {
       scheduled = false;
       void drain();
-    });
+    };
+    const wait = lastWriteAt + COALESCE_MS - performance.now();
+    if (wait > 0) setTimeout(go, wait);
+    else setImmediate(go);
   }
 
   async function drain(): Promise<void> {
-    if (writing) return;
+    if (writing || !queue.length) return;
     writing = true;
+    lastWriteAt = performance.now();
+    const batch = queue;
+    queue = [];
+    const upTo = written + batch.length;
     try {
-      while (queue.length) {
-        const batch = queue;
-        queue = [];
-        const upTo = written + batch.length;
-        try {
-          const ids = await writeBatch(batch);
-          feedTails(batch, ids);
-        } catch (err) {
-          opts.logger?.error({ err, events: batch.length }, 'writing stream events failed; those events are lost');
-          failures++;
-          lastError = err as Error;
-        }
-        written = upTo;
-        settleWaiters();
-      }
-    } finally {
-      writing = false;
+      const ids = await writeBatch(batch);
+      feedTails(batch, ids);
+    } catch (err) {
+      opts.logger?.error({ err, events: batch.length }, 'writing stream events failed; those events are lost');
+      failures++;
+      lastError = err as Error;
     }
+    written = upTo;
+    writing = false;
+    settleWaiters();
+    // What came while this one was in flight goes with the next statement.
+    schedule();
   }
 
   async function writeBatch(batch: Pending[]): Promise<number[]> {
