@@ -102,11 +102,9 @@ describe('agentplane dev isolation', () => {
 
   // The step's process group is led by a guard that ends the group when the dev process's pipe closes; the shell's
   // child (sleep) is what the kernel's parent-death signal alone would leave running, sandboxed or not.
-  // Still intermittent with bwrap under a full-suite load (1 of 3 runs this session; 4 of 4 alone): retried, each
-  // attempt with its own step, until the cause is found. Without bwrap it failed every time before the guard.
   it.each([['the default sandbox', []] as const, ['--sandbox none', ['--sandbox', 'none']] as const])(
     'ends a running build step when the dev process is killed with SIGKILL (%s)',
-    { timeout: 60_000, retry: 2 },
+    { timeout: 60_000 },
     async (_name, sandboxArgs) => {
       if (dev) await stopDev(dev);
       const secs = `317.${Math.floor(Math.random() * 1e6)}`;

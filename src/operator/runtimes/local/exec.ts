@@ -76,7 +76,11 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
   log.line(`$ ${step.label}`);
   return new Promise((resolve, reject) => {
     const wrapped = (step.sandbox ?? NO_SANDBOX).wrap(step.command, step.args, { ...step.mounts, cwd: step.cwd });
-    const { command, args } = withParentDeath(process.execPath, [STEP_GUARD, wrapped.command, ...wrapped.args]);
+    // The guard itself must outlive this process long enough to end the group, so the parent-death signal goes
+    // to the step below it (which then dies with the guard), not to the guard.
+    const step0 = withParentDeath(wrapped.command, wrapped.args);
+    const command = process.execPath;
+    const args = [STEP_GUARD, step0.command, ...step0.args];
     let child: ChildProcessByStdio<Writable, Readable, Readable>;
     try {
       // Its own process group, so npm's and git's own children stop with it; the guard leading the group ends it when
