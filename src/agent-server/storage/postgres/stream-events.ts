@@ -7,6 +7,7 @@
 // per wake-up, not 200.
 import pg from 'pg';
 import type { Logger } from '../../../lib/logger.ts';
+import { BatchWriter } from '../batch-writer.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
 export function streamEventsSchemaSql(s: string): string {
@@ -32,11 +33,8 @@ const TAIL_MAX_BYTES = 8 * 1024 * 1024;
 const FETCH_ROWS = 1_000;
 /** A tail nobody read or wrote for this long is dropped. */
 const TAIL_IDLE_MS = 30_000;
-/**
- * Statements start at least this far apart: under load the events of many runs' turns share one INSERT (each
- * statement costs both processes CPU); an idle server writes a lone event at once.
- */
-const COALESCE_MS = 5;
+/** INSERTs start at least this far apart (each statement costs both processes CPU; see BatchWriter). */
+const STATEMENT_SPACING_MS = 5;
 /** A NOTIFY payload names at most this many runs (its limit is 8000 bytes); more wake every reader. */
 const NOTIFY_MAX_RUNS = 60;
 
@@ -75,17 +73,7 @@ export async function postgresStreamEvents(
     for (const set of watchers.values()) for (const fn of set) fn();
   };
 
-  // --- writing: one statement for what a few ms of event-loop turns queued, one in flight ---
-  let queue: Pending[] = [];
-  let queued = 0;
-  let written = 0;
-  let writing = false;
-  let scheduled = false;
-  /** Failed writes so far and the last error: a flush that saw one fail while it waited rejects. */
-  let failures = 0;
-  let lastError: Error | null = null;
-  const flushWaiters: Array<{ upTo: number; failures: number; resolve: () => void; reject: (e: Error) => void }> = [];
-
+  // --- writing: see BatchWriter (one statement per batch, one in flight) ---
   const insert = {
     name: `ap_stream_insert_${s}`,
     text: `WITH ins AS (INSERT INTO ${s}.stream_events (run_id, thread_id, event, data)
@@ -97,40 +85,11 @@ export async function postgresStreamEvents(
       SELECT id, (SELECT count(*) FROM n) AS _n FROM ins ORDER BY id`,
   };
 
-  let lastWriteAt = -Infinity;
-  function schedule(): void {
-    if (scheduled || writing || !queue.length) return;
-    scheduled = true;
-    const go = () => {
-      scheduled = false;
-      void drain();
-    };
-    const wait = lastWriteAt + COALESCE_MS - performance.now();
-    if (wait > 0) setTimeout(go, wait);
-    else setImmediate(go);
-  }
-
-  async function drain(): Promise<void> {
-    if (writing || !queue.length) return;
-    writing = true;
-    lastWriteAt = performance.now();
-    const batch = queue;
-    queue = [];
-    const upTo = written + batch.length;
-    try {
-      const ids = await writeBatch(batch);
-      feedTails(batch, ids);
-    } catch (err) {
-      opts.logger?.error({ err, events: batch.length }, 'writing stream events failed; those events are lost');
-      failures++;
-      lastError = err as Error;
-    }
-    written = upTo;
-    writing = false;
-    settleWaiters();
-    // What came while this one was in flight goes with the next statement.
-    schedule();
-  }
+  const writer = new BatchWriter<Pending>({
+    spacingMs: STATEMENT_SPACING_MS,
+    write: async (batch) => feedTails(batch, await writeBatch(batch)),
+    onLost: (err, events) => opts.logger?.error({ err, events }, 'writing stream events failed; those events are lost'),
+  });
 
   async function writeBatch(batch: Pending[]): Promise<number[]> {
     const cols: [string[], string[], string[], string[]] = [[], [], [], []];
@@ -182,16 +141,6 @@ export async function postgresStreamEvents(
     t.floor = t.events[drop - 1]!.id;
     t.events.splice(0, drop);
     t.bytes -= freed;
-  }
-
-  function settleWaiters(): void {
-    for (let i = flushWaiters.length - 1; i >= 0; i--) {
-      const w = flushWaiters[i]!;
-      if (w.upTo > written) continue;
-      flushWaiters.splice(i, 1);
-      if (failures !== w.failures) w.reject(lastError!);
-      else w.resolve();
-    }
   }
 
   // --- reading ---
@@ -305,18 +254,9 @@ export async function postgresStreamEvents(
 
   const store: StreamEventStore & { close(): Promise<void> } = {
     append(runId, threadId, event, data) {
-      queue.push([runId, threadId, event, data]);
-      queued++;
-      schedule();
+      writer.push([runId, threadId, event, data]);
     },
-    flush() {
-      const upTo = queued;
-      if (written >= upTo) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        flushWaiters.push({ upTo, failures, resolve, reject });
-        schedule();
-      });
-    },
+    flush: () => writer.flush(),
     read,
     async readThread(threadId, afterId, limit) {
       return (

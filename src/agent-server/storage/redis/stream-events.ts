@@ -1,11 +1,12 @@
 // Stream events on Redis Streams (--redis-url / REDIS_URI), for either store: one Redis stream per run (XADD with
 // the log's own ids, trimmed at MAXLEN, expiring `retention` after its newest event), a set of run ids per thread
 // (readThread merges their streams by id) and one counter for the ids. The executing process writes the events
-// of each event-loop turn with one script call (one in flight at a time, so ids become visible in order); the
-// same call appends the touched runs to a small wake-up stream that every process follows with XREAD BLOCK from
+// queued in the last few milliseconds with one script call (one in flight at a time, so ids become visible in
+// order); the same call appends the touched runs to a small wake-up stream that every process follows with XREAD BLOCK from
 // the last entry it saw, so a reconnect misses no wake-up. Readers of one run at one cursor share a read.
 import { Redis } from 'ioredis';
 import type { Logger } from '../../../lib/logger.ts';
+import { BatchWriter } from '../batch-writer.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
 export interface RedisStreamOptions {
@@ -22,6 +23,8 @@ const DEFAULT_MAXLEN = 100_000;
 /** Entries kept in the wake-up stream: a process further behind than this wakes every reader. */
 const WAKE_MAXLEN = 10_000;
 const BLOCK_MS = 5_000;
+/** Script calls start at least this far apart (see BatchWriter). */
+const CALL_SPACING_MS = 5;
 /** Recently read events kept per run so readers share them (count, bytes), and how long an unread run's stay. */
 const RECENT_MAX = 5_000;
 const RECENT_MAX_BYTES = 8 * 1024 * 1024;
@@ -104,53 +107,12 @@ export async function redisStreamEvents(
     for (const set of watchers.values()) for (const fn of set) fn();
   };
 
-  // --- writing: one script call per event-loop turn, one in flight ---
-  let queue: Pending[] = [];
-  let queued = 0;
-  let written = 0;
-  let writing = false;
-  let scheduled = false;
-  let failures = 0;
-  let lastError: Error | null = null;
-  const flushWaiters: Array<{ upTo: number; failures: number; resolve: () => void; reject: (e: Error) => void }> = [];
-
-  function schedule(): void {
-    if (scheduled || writing) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      void drain();
-    });
-  }
-
-  async function drain(): Promise<void> {
-    if (writing) return;
-    writing = true;
-    try {
-      while (queue.length) {
-        const batch = queue;
-        queue = [];
-        const upTo = written + batch.length;
-        try {
-          await writeBatch(batch);
-        } catch (err) {
-          opts.logger?.error({ err, events: batch.length }, 'writing stream events failed; those events are lost');
-          failures++;
-          lastError = err as Error;
-        }
-        written = upTo;
-        for (let i = flushWaiters.length - 1; i >= 0; i--) {
-          const w = flushWaiters[i]!;
-          if (w.upTo > written) continue;
-          flushWaiters.splice(i, 1);
-          if (failures !== w.failures) w.reject(lastError!);
-          else w.resolve();
-        }
-      }
-    } finally {
-      writing = false;
-    }
-  }
+  // --- writing: see BatchWriter (one script call per batch, one in flight) ---
+  const writer = new BatchWriter<Pending>({
+    spacingMs: CALL_SPACING_MS,
+    write: (batch) => writeBatch(batch),
+    onLost: (err, events) => opts.logger?.error({ err, events }, 'writing stream events failed; those events are lost'),
+  });
 
   async function writeBatch(batch: Pending[]): Promise<void> {
     const runIndex = new Map<string, number>();
@@ -341,18 +303,9 @@ export async function redisStreamEvents(
 
   const store: StreamEventStore & { close(): Promise<void> } = {
     append(runId, threadId, event, data) {
-      queue.push([runId, threadId, event, data]);
-      queued++;
-      schedule();
+      writer.push([runId, threadId, event, data]);
     },
-    flush() {
-      const upTo = queued;
-      if (written >= upTo) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        flushWaiters.push({ upTo, failures, resolve, reject });
-        schedule();
-      });
-    },
+    flush: () => writer.flush(),
     read: (runId, afterId, limit) => read(runId, afterId, limit),
     async readThread(threadId, afterId, limit) {
       const runs = await redis.smembers(k.thread(threadId));
