@@ -136,12 +136,14 @@ describe('GitHub App integrations', () => {
       (await call('GET', `/v1/integrations/github/setup?installation_id=${INST_B}&state=forged`, undefined, ''))
         .statusCode,
     ).toBe(422);
-    const done = await call(
-      'GET',
-      `/api-host/v1/integrations/github/setup?installation_id=${INST_B}&setup_action=install&state=${state}`,
-      undefined,
-      '',
-    );
+    // Only the state's hash is kept, where every replica sees it: GitHub's redirect reaches another replica.
+    expect(JSON.stringify(await store.listAuthObjects('setup', 'team-b'))).not.toContain(state);
+    const replica = await createControlPlane({ store, logger: silentLogger(), consoleDir: false, github });
+    const done = await replica.inject({
+      method: 'GET',
+      url: `/api-host/v1/integrations/github/setup?installation_id=${INST_B}&setup_action=install&state=${state}`,
+    });
+    await replica.close();
     expect(done.statusCode, done.body).toBe(201);
     intB = done.json().id;
     // Single use.

@@ -3,10 +3,15 @@
 //     key with its known_hosts. Write-only: accepted at creation, kept by the store (encrypted / in a Secret), handed
 //     only to builds. Optionally a webhook secret for the generic push webhook (shown once, in the creation answer).
 //   github: an installation of the control plane's GitHub App; builds get a fresh installation token each.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } from '../../lib/errors.ts';
 import { isUuid } from '../../resources/index.ts';
-import { AlreadyExistsError, type IntegrationRecord, type IntegrationStore } from '../store/types.ts';
+import {
+  AlreadyExistsError,
+  type AuthObjectStore,
+  type IntegrationRecord,
+  type IntegrationStore,
+} from '../store/types.ts';
 import { GitHubError, githubRepoOf, type GitHubApp } from './integrations-github.ts';
 
 export type IntegrationOut = {
@@ -86,10 +91,11 @@ export function knownHostsProblem(text: string): string | undefined {
   return undefined;
 }
 
-export function createIntegrationService(store: IntegrationStore, github?: GitHubApp) {
-  // Setup-URL states: random, bound to the workspace that asked, single-use, short-lived (this process's memory).
-  const states = new Map<string, { tenant: string; expires: number }>();
+export function createIntegrationService(store: IntegrationStore & AuthObjectStore, github?: GitHubApp) {
+  // Setup-URL states: random, bound to the workspace that asked, single-use (a compare-and-delete), short-lived.
+  // Stored (only their hash) with the auth service's records, so the redirect may reach any control-plane replica.
   const STATE_TTL_MS = 15 * 60_000;
+  const stateName = (state: string) => createHash('sha256').update(state).digest('hex');
 
   function requireGitHub(): GitHubApp {
     if (!github) throw new NotFoundError('This control plane has no GitHub App configured.');
@@ -183,12 +189,23 @@ export function createIntegrationService(store: IntegrationStore, github?: GitHu
       return out((await registerInstallation(tenant, installationId, name)).record);
     },
     /** A single-use state for the App's setup URL, bound to `tenant`, and the link that installs the App. */
-    startGitHubInstall(tenant: string): { state: string; install_url: string | null; expires_at: string } {
+    async startGitHubInstall(
+      tenant: string,
+    ): Promise<{ state: string; install_url: string | null; expires_at: string }> {
       const gh = requireGitHub();
       const now = Date.now();
-      for (const [k, v] of states) if (v.expires < now) states.delete(k);
+      for (const o of await store.listAuthObjects('setup', tenant)) {
+        if ((JSON.parse(o.record) as { expires: number }).expires < now)
+          await store.deleteAuthObject('setup', o.name, o.version);
+      }
       const state = randomBytes(24).toString('base64url');
-      states.set(state, { tenant, expires: now + STATE_TTL_MS });
+      await store.createAuthObject({
+        kind: 'setup',
+        name: stateName(state),
+        tenant,
+        record: JSON.stringify({ expires: now + STATE_TTL_MS }),
+        sealed: '',
+      });
       return {
         state,
         install_url: gh.installUrl(state) ?? null,
@@ -200,8 +217,10 @@ export function createIntegrationService(store: IntegrationStore, github?: GitHu
      * (created since the state was issued, give or take), so an installation id copied from elsewhere is refused.
      */
     async completeGitHubInstall(state: string, installationId: number): Promise<IntegrationOut> {
-      const pending = states.get(state);
-      states.delete(state);
+      const obj = state ? await store.getAuthObject('setup', stateName(state)) : undefined;
+      // Single use: of two redirects with one state (on any replicas), one deletes it and the other finds it gone.
+      const taken = obj ? await store.deleteAuthObject('setup', obj.name, obj.version) : false;
+      const pending = taken ? { tenant: obj!.tenant, ...(JSON.parse(obj!.record) as { expires: number }) } : undefined;
       if (!pending || pending.expires < Date.now())
         throw new ValidationError('state: unknown, used or expired; start the installation again', [
           { loc: ['query', 'state'], msg: 'unknown, used or expired', type: 'value_error' },

@@ -141,8 +141,11 @@ export interface IntegrationStore {
   findIntegrations(where: { id?: string; installationId?: number }): Promise<IntegrationRecord[]>;
 }
 
-/** Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress). */
-export type AuthObjectKind = 'provider' | 'token' | 'flow';
+/**
+ * Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress) and the
+ * GitHub App's setup-URL states (integrations), kept where every control-plane replica sees them.
+ */
+export type AuthObjectKind = 'provider' | 'token' | 'flow' | 'setup';
 
 /**
  * One record of the auth service. `record` is the service's JSON (no secret in it); `sealed` is its secret part,

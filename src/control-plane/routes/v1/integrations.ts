@@ -193,7 +193,7 @@ export const integrationRoutes =
           },
         },
       },
-      async (req, reply) => reply.code(201).send(service.startGitHubInstall(tenantOf(req))),
+      async (req, reply) => reply.code(201).send(await service.startGitHubInstall(tenantOf(req))),
     );
     app.get(
       '/integrations/github/:integration_id/repos',
