@@ -107,6 +107,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     store: deps.store,
     logger: deps.logger.child({ component: 'listeners' }),
     bootstrapKeys: deps.bootstrapKeys,
+    github: deps.github,
   });
   const integrations = createIntegrationService(deps.store, deps.github);
   const pushHooks = createPushWebhooks({

@@ -8,6 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
@@ -370,6 +371,140 @@ describe('GitHub App integrations', () => {
     });
     expect(given.statusCode).toBe(201);
     expect(given.body).not.toContain('my-own-webhook-secret-1234');
+  });
+
+  it('a listener gets a fresh scoped token only for a repository its deployments use, never a stored credential', async () => {
+    // A second app on the same store, logging everything somewhere the test can read.
+    const lines: string[] = [];
+    const logged = await createControlPlane({
+      store,
+      logger: pino({ level: 'trace' }, { write: (l: string) => void lines.push(l) }),
+      consoleDir: false,
+      github,
+    });
+    const ask = async (lid: string, key: string, tenant: string, body: unknown, prefix = '') => {
+      const res = await logged.inject({
+        method: 'POST',
+        url: `${prefix}/v2/listeners/${lid}/git-credential`,
+        headers: { 'x-api-key': key, 'x-tenant-id': tenant },
+        payload: body as object,
+      });
+      // Refusals go with every other answer into the final check for tokens.
+      if (res.statusCode !== 200) answers.push(res.body);
+      return res;
+    };
+    try {
+      const lidA = (
+        await call('POST', '/v2/listeners', keyA, 'team-a', { compute_type: 'local', compute_id: 'cred-a' })
+      ).json().id as string;
+      const lidB = (
+        await call('POST', '/v2/listeners', keyB, 'team-b', { compute_type: 'local', compute_id: 'cred-b' })
+      ).json().id as string;
+      const lkeyA = (await call('POST', `/v2/listeners/${lidA}/keys`, keyA, 'team-a', {})).json().key as string;
+      const lkeyB = (await call('POST', `/v2/listeners/${lidB}/keys`, keyB, 'team-b', {})).json().key as string;
+      const deploy = async (name: string, integration_id: string, repo_url: string, listener_id?: string) => {
+        const res = await call('POST', '/v2/deployments', keyA, 'team-a', {
+          ...githubBody(name),
+          secrets: [],
+          source_config: { ...githubBody(name).source_config, integration_id, repo_url, listener_id },
+        });
+        expect(res.statusCode, res.body).toBe(201);
+        return res.json().id as string;
+      };
+      const repoUrl = `${gh.url}/acme/agent`;
+      const onListener = await deploy('cred-on-listener', intA, repoUrl, lidA);
+      // The same integration with another repository, but not on this listener.
+      await deploy('cred-elsewhere', intA, `${gh.url}/acme/repo-1`);
+      // A git integration with a stored (write-only) token, used by a deployment on the listener.
+      const stored = 'stored-git-token-91d3f0a7';
+      const git = await call('POST', '/v1/integrations', keyA, 'team-a', {
+        name: 'plain git',
+        host: 'git.example.com',
+        token: stored,
+      });
+      expect(git.statusCode, git.body).toBe(201);
+      const gitId = git.json().id as string;
+      await deploy('cred-git', gitId, 'https://git.example.com/team/agent.git', lidA);
+
+      // The listener's own key, for the pair its deployment uses: a fresh token, not cached, for that repository only.
+      const minted = gh.tokens.length;
+      const ok = await ask(lidA, lkeyA, 'team-a', { integration_id: intA, repo_url: repoUrl });
+      expect(ok.statusCode, ok.body).toBe(200);
+      expect(ok.headers['cache-control']).toBe('no-store');
+      const cred = ok.json();
+      expect(cred).toEqual({
+        host: gh.host,
+        username: 'x-access-token',
+        token: gh.tokens[minted],
+        expires_at: expect.any(String),
+      });
+      expect(gh.tokens).toHaveLength(minted + 1);
+      const seen = await fetch(`${gh.apiUrl}/installation/repositories`, {
+        headers: { authorization: `token ${cred.token}` },
+      });
+      expect(((await seen.json()) as { repositories: { name: string }[] }).repositories.map((r) => r.name)).toEqual([
+        'agent',
+      ]);
+      // Also under /api-host, and for a workspace key of the listener's workspace (which could deploy the repo
+      // anyway); each call mints a new token.
+      const again = await ask(lidA, keyA, 'team-a', { integration_id: intA, repo_url: repoUrl }, '/api-host');
+      expect(again.statusCode, again.body).toBe(200);
+      expect(again.json().token).not.toBe(cred.token);
+      const afterGrants = gh.tokens.length;
+
+      // Another workspace's listener and an unknown one: the same 404.
+      const foreign = await ask(lidA, keyB, 'team-b', { integration_id: intA, repo_url: repoUrl });
+      const unknownId = randomUUID();
+      const unknown = await ask(unknownId, keyB, 'team-b', { integration_id: intA, repo_url: repoUrl });
+      expect([foreign.statusCode, unknown.statusCode]).toEqual([404, 404]);
+      expect(foreign.body.replace(lidA, 'ID')).toBe(unknown.body.replace(unknownId, 'ID'));
+      // Another listener's key: 403, whatever tenant it names.
+      for (const tenant of ['team-a', 'team-b'])
+        expect((await ask(lidA, lkeyB, tenant, { integration_id: intA, repo_url: repoUrl })).statusCode).toBe(403);
+      // Pairs no deployment on this listener uses: a repository of the installation used elsewhere, the same
+      // repository spelled differently, another workspace's integration, an integration unknown to anyone.
+      for (const body of [
+        { integration_id: intA, repo_url: `${gh.url}/acme/repo-1` },
+        { integration_id: intA, repo_url: `${gh.url}/acme/agent.git` },
+        { integration_id: intB, repo_url: `${gh.url}/globex/secret-agent` },
+        { integration_id: randomUUID(), repo_url: repoUrl },
+      ]) {
+        const res = await ask(lidA, lkeyA, 'team-a', body);
+        expect(res.statusCode, JSON.stringify(body)).toBe(409);
+        expect(res.json().detail).toMatch(/No deployment assigned to listener/);
+      }
+      // A stored credential is never handed out, even for a pair the listener's deployment uses.
+      const refused = await ask(lidA, lkeyA, 'team-a', {
+        integration_id: gitId,
+        repo_url: 'https://git.example.com/team/agent.git',
+      });
+      expect(refused.statusCode).toBe(409);
+      expect(refused.json().detail).toMatch(/stored credentials are not handed to data planes/);
+      expect(refused.body).not.toContain(stored);
+      // Bad input: 422 naming the field.
+      for (const [body, field] of [
+        [{ repo_url: repoUrl }, 'integration_id'],
+        [{ integration_id: 'int-1', repo_url: repoUrl }, 'integration_id'],
+        [{ integration_id: intA }, 'repo_url'],
+        [{ integration_id: intA, repo_url: repoUrl, token: 'x' }, ''],
+      ] as const) {
+        const res = await ask(lidA, lkeyA, 'team-a', body);
+        expect(res.statusCode, JSON.stringify(body)).toBe(422);
+        expect(res.json().detail[0].loc, JSON.stringify(body)).toEqual(field ? ['body', field] : ['body']);
+      }
+      // Once the deployment is gone, so is the grant.
+      expect((await call('DELETE', `/v2/deployments/${onListener}`, keyA, 'team-a')).statusCode).toBe(204);
+      expect((await ask(lidA, lkeyA, 'team-a', { integration_id: intA, repo_url: repoUrl })).statusCode).toBe(409);
+      // No refusal minted a token; no log line holds a token or the stored credential.
+      expect(gh.tokens).toHaveLength(afterGrants);
+      const log = lines.join('');
+      expect(log).toContain('git credential handed to listener');
+      for (const t of gh.tokens) expect(log).not.toContain(t);
+      expect(log).not.toContain(stored);
+      for (const a of answers) expect(a).not.toContain(stored);
+    } finally {
+      await logged.close();
+    }
   });
 
   it('deleting an installation integration frees it; no token or key is in any answer or file', async () => {

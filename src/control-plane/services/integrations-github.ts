@@ -111,7 +111,7 @@ export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
     installationId: number,
     what: string,
     scope?: { repositoryNames: string[] },
-  ): Promise<string> {
+  ): Promise<{ token: string; expiresAt?: string }> {
     try {
       const auth = (await app.auth({
         type: 'installation',
@@ -119,8 +119,8 @@ export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
         // A new token every time (never the client's cache) and, for a build, only the repository it clones.
         refresh: true,
         ...(scope ? { repositoryNames: scope.repositoryNames, permissions: { contents: 'read' } } : {}),
-      })) as { token: string };
-      return auth.token;
+      })) as { token: string; expiresAt?: string };
+      return { token: auth.token, expiresAt: auth.expiresAt };
     } catch (err) {
       throw githubFailure(err, what);
     }
@@ -150,7 +150,7 @@ export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
     },
     /** Every repository the installation can see (all pages). */
     async repositories(installationId: number): Promise<GitHubRepo[]> {
-      const token = await installationToken(
+      const { token } = await installationToken(
         installationId,
         `listing the repositories of installation ${installationId}`,
       );
@@ -174,7 +174,7 @@ export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
      * A fresh read-only token for cloning `repoUrl`, valid for that repository only. Refuses a URL that is not a
      * repository on the App's host; GitHub refuses (422) a repository the installation cannot see.
      */
-    async cloneToken(installationId: number, repoUrl: string): Promise<string> {
+    async cloneToken(installationId: number, repoUrl: string): Promise<{ token: string; expiresAt?: string }> {
       const repo = githubRepoOf(settings.webUrl, repoUrl);
       if (!repo) throw new GitHubError(`repo_url is not a repository URL on ${webHost}`, 422);
       return installationToken(installationId, `minting a token for ${repo.owner}/${repo.name}`, {

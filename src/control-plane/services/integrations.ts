@@ -260,9 +260,10 @@ export function createIntegrationService(store: IntegrationStore & AuthObjectSto
 
 export type IntegrationService = ReturnType<typeof createIntegrationService>;
 
-/** A credential a build hands to git (see runtimes/types.ts GitCredential). */
+/** A credential a build hands to git (see runtimes/types.ts GitCredential); a minted token says when it expires. */
 export type BuildCredential =
-  { host: string; username?: string; token: string } | { host: string; sshKey: string; knownHosts: string };
+  | { host: string; username?: string; token: string; expiresAt?: string }
+  | { host: string; sshKey: string; knownHosts: string };
 
 /**
  * What a build of `repoUrl` for `tenant` clones with: the stored credential of a git integration, or a fresh
@@ -279,8 +280,8 @@ export function buildCredentialResolver(store: IntegrationStore, github?: GitHub
       const repo = githubRepoOf(github.settings.webUrl, repoUrl);
       if (!repo || (r.account && repo.owner.toLowerCase() !== r.account.toLowerCase()))
         throw new Error(`repo_url is not a repository of installation ${r.installationId} (${r.account})`);
-      const token = await github.cloneToken(r.installationId!, repoUrl);
-      return { host: r.host, username: 'x-access-token', token };
+      const { token, expiresAt } = await github.cloneToken(r.installationId!, repoUrl);
+      return { host: r.host, username: 'x-access-token', token, ...(expiresAt ? { expiresAt } : {}) };
     }
     const bundle = openBundle(await store.integrationToken(tenant, id));
     if (!bundle) return undefined;

@@ -3,8 +3,9 @@
 // long poll) and takes back what the data plane reports: statuses, URLs and build/deploy log lines.
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
+import { AppError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { redactUrlsIn } from '../../lib/redact.ts';
 import {
   LABEL_DEPLOYMENT,
   LABEL_TENANT,
@@ -15,6 +16,8 @@ import {
   type AgentRevision,
 } from '../../resources/index.ts';
 import { createApiKey, hashKey, type BootstrapKey } from '../auth/keys.ts';
+import type { GitHubApp } from './integrations-github.ts';
+import { buildCredentialResolver } from './integrations.ts';
 import {
   StaleResourceVersionError,
   type ControlPlaneStore,
@@ -124,6 +127,22 @@ export type ListenerSnapshot = {
   namespaces: string[];
 };
 
+export const ListenerGitCredentialRequest = z
+  .object({
+    integration_id: z.string().uuid('must be the id (a UUID) of an integration'),
+    repo_url: z.string().min(1).max(2048),
+  })
+  .strict();
+export type ListenerGitCredentialRequest = z.infer<typeof ListenerGitCredentialRequest>;
+
+export const ListenerGitCredential = z.object({
+  host: z.string(),
+  username: z.string(),
+  token: z.string(),
+  expires_at: z.string().optional(),
+});
+export type ListenerGitCredential = z.infer<typeof ListenerGitCredential>;
+
 export type ListenerService = ReturnType<typeof createListenerService>;
 
 export function createListenerService(deps: {
@@ -132,8 +151,11 @@ export function createListenerService(deps: {
   bootstrapKeys?: BootstrapKey[];
   /** A listener not heard from for this long shows as disconnected (default 30 s). */
   heartbeatTimeoutMs?: number;
+  /** The control plane's GitHub App: mints the clone tokens handed to listeners. */
+  github?: GitHubApp;
 }) {
   const { store, logger } = deps;
+  const resolveCredential = buildCredentialResolver(store, deps.github);
   const ns = store.namespace;
   const timeoutMs = deps.heartbeatTimeoutMs ?? 30_000;
   const bootstrapHashes = (deps.bootstrapKeys ?? []).map((b) => ({ hash: hashKey(b.key), tenants: b.tenants }));
@@ -381,6 +403,50 @@ export function createListenerService(deps: {
         await new Promise((res) => setTimeout(res, 500));
         r = await require(tenant, id);
       }
+    },
+
+    /**
+     * A clone credential for a build on the listener: only for an integration_id + repo_url pair that a deployment
+     * assigned to this listener uses, and only of a GitHub App integration (a fresh token, read-only, for that one
+     * repository). The stored token or SSH key of a git integration is never handed out: a listener key is an
+     * ordinary workspace key, and this must not read back a write-only secret. Never logs the token.
+     */
+    async gitCredential(tenant: string, id: string, req: ListenerGitCredentialRequest): Promise<ListenerGitCredential> {
+      await require(tenant, id);
+      const uses = (await deploymentsOf(tenant, id)).some(
+        (d) =>
+          !d.metadata.deletionTimestamp &&
+          d.spec.sourceConfig.integrationId === req.integration_id &&
+          d.spec.sourceConfig.repoUrl === req.repo_url,
+      );
+      if (!uses)
+        throw new ConflictError(
+          `No deployment assigned to listener ${id} uses integration ${req.integration_id} with this repo_url.`,
+        );
+      const integration = await store.getIntegration(tenant, req.integration_id);
+      if (!integration) throw new NotFoundError(`Integration ${req.integration_id} not found.`);
+      if (integration.type !== 'github')
+        throw new ConflictError(
+          `Integration ${req.integration_id} holds a stored credential, and stored credentials are not handed to ` +
+            'data planes: use a GitHub App integration, or give the data plane its own git credentials.',
+        );
+      const credential = await resolveCredential(tenant, req.integration_id, req.repo_url).catch((err: unknown) => {
+        // GitHub's refusals are AppErrors (their status, a one-line message); the resolver's own are conflicts.
+        if (err instanceof Error && !(err instanceof AppError)) throw new ConflictError(err.message);
+        throw err;
+      });
+      if (!credential || !('token' in credential))
+        throw new ConflictError(`Integration ${req.integration_id} gives no token for this repo_url.`);
+      logger.info(
+        { listener_id: id, tenant, integration_id: req.integration_id, repo_url: redactUrlsIn(req.repo_url) },
+        'git credential handed to listener',
+      );
+      return {
+        host: credential.host,
+        username: credential.username ?? 'x-access-token',
+        token: credential.token,
+        ...(credential.expiresAt ? { expires_at: credential.expiresAt } : {}),
+      };
     },
 
     /** Takes in a data plane's statuses and log lines; only objects assigned to this listener are written. */

@@ -7,6 +7,8 @@ import { ForbiddenError } from '../../../lib/errors.ts';
 import {
   Listener,
   ListenerCreate,
+  ListenerGitCredential,
+  ListenerGitCredentialRequest,
   ListenerPatch,
   ListenerReport,
   type ListenerService,
@@ -14,6 +16,7 @@ import {
 
 const ErrorBody = z.object({ detail: z.unknown() });
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };
+const upstream = { 502: ErrorBody, 503: ErrorBody };
 const security = [{ apiKey: [], tenantId: [] }];
 const tags = ['listeners'];
 
@@ -166,5 +169,25 @@ export const listenerRoutes =
       },
       async (req) =>
         service.report(requireOwnListenerKey(req, req.params.listener_id), req.params.listener_id, req.body),
+    );
+
+    app.post(
+      '/listeners/:listener_id/git-credential',
+      {
+        schema: {
+          tags,
+          summary:
+            'A fresh GitHub App token to clone the repository of a deployment assigned to this listener (never a stored credential)',
+          security,
+          params: Params,
+          body: ListenerGitCredentialRequest,
+          response: { 200: ListenerGitCredential, ...errors, ...upstream },
+        },
+      },
+      async (req, reply) => {
+        const tenant = requireListenerOrWorkspace(req, req.params.listener_id);
+        const credential = await service.gitCredential(tenant, req.params.listener_id, req.body);
+        return reply.header('cache-control', 'no-store').send(credential);
+      },
     );
   };
