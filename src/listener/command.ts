@@ -18,6 +18,7 @@ import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.t
 import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../operator/sources.ts';
 import { listenerCommand, parseListenerConfig, type ListenerConfig } from './config.ts';
+import { listenerCredentialResolver } from './git-credential.ts';
 import { ListenerSync } from './sync.ts';
 
 function packageVersion(): string {
@@ -56,6 +57,14 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
       }
     }),
     protectedDirs: [dataDir],
+    // Private repositories: a fresh GitHub App token per build, asked of the control plane with the listener's key.
+    gitCredential: listenerCredentialResolver({
+      controlPlaneUrl: config.controlPlaneUrl,
+      apiKey: config.apiKey,
+      tenant: config.tenant,
+      listenerId: config.listenerId,
+      version: packageVersion(),
+    }),
     buildTimeoutMs: 1_800_000,
     keepBuilds: 5,
     installCacheMaxBytes: 2048 * 1024 * 1024,

@@ -2,7 +2,9 @@
 // with App JWT checks + git smart HTTP that takes only installation tokens) and a real `agentplane dev` configured
 // with the App. The installation becomes an integration, its repository deploys and answers; a signed push webhook
 // (delivered twice) makes exactly one new revision, which builds the pushed commit; GitHub refusing the token fails
-// the revision with one line. No minted token appears in any answer, the dev output or the data dir.
+// the revision with one line. No minted token appears in any answer, the dev output or the data dir. The same
+// repository deployed on a local listener (`agentplane listener`): the listener asks the control plane for a token
+// per build (POST /v2/listeners/{id}/git-credential) and its refusal becomes the build's one-line failure.
 import { execFileSync } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -12,7 +14,8 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
-import { API_KEY, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
+import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
 
 const WEBHOOK_SECRET = 'whsec-dev-e2e-31b7c9a0';
 const INSTALLATION = 77001;
@@ -23,6 +26,7 @@ let dev: DevProcess;
 let gh: FakeGitHub;
 let repo: ExampleRepo;
 let bare: string;
+let listener: ListenerProcess | undefined;
 const answers: string[] = [];
 
 async function revisionDone(depId: string, revId: string) {
@@ -76,6 +80,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   delete process.env.AGENTPLANE_GITHUB_WEBHOOK_SECRET;
+  if (listener) await stopListener(listener, 'SIGKILL');
   if (dev) await stopDev(dev, 'SIGKILL');
   await gh?.close();
   rmSync(tmp, { recursive: true, force: true });
@@ -183,5 +188,76 @@ describe('private repository through a GitHub App installation (agentplane dev)'
     const keyLine = gh.privateKey.split('\n')[5]!;
     expect(files.filter((f) => readFileSync(f).includes(Buffer.from(keyLine)))).toEqual([]);
     expect(dev.output()).not.toContain(keyLine);
+  }, 400_000);
+
+  it('deploys on a local listener, which asks the control plane for each build token; a refusal fails the build in one line', async () => {
+    const cp = api(dev.url);
+    const track = <T extends { body: unknown }>(r: T): T => {
+      answers.push(JSON.stringify(r.body));
+      return r;
+    };
+    const installs = track(await cp.get('/v1/integrations/github/install')).body as { id: string }[];
+    const integrationId = installs.length
+      ? installs[0]!.id
+      : String(track(await cp.post('/v1/integrations/github/install', { installation_id: INSTALLATION })).body.id);
+    const lid = String(track(await cp.post('/v2/listeners', { compute_type: 'local', compute_id: 'private' })).body.id);
+    const key = String((await cp.post(`/v2/listeners/${lid}/keys`, {})).body.key);
+    const created = track(
+      await cp.post('/v2/deployments', {
+        name: 'private-on-listener',
+        source: 'github',
+        source_config: { repo_url: `${gh.url}/acme/agent`, integration_id: integrationId, listener_id: lid },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+      }),
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const depId = String(created.body.id);
+    const minted = gh.tokens.length;
+    const clones = () => gh.requests.filter((r) => r.path.startsWith('/acme/agent/')).length;
+    const clonedBefore = clones();
+    const lisDir = join(tmp, 'listener');
+    listener = await startListener({
+      controlPlaneUrl: dev.url,
+      apiKey: key,
+      tenant: TENANT,
+      listenerId: lid,
+      dataDir: lisDir,
+    });
+
+    const first = await revisionDone(depId, String(created.body.latest_revision_id));
+    expect(`${first.status} ${first.status_message ?? ''}`).toMatch(/^DEPLOYED/);
+    // The listener cloned from the git server (installation tokens only) with a token minted for this build.
+    expect(gh.tokens.length).toBeGreaterThan(minted);
+    expect(clones()).toBeGreaterThan(clonedBefore);
+    const url = String(track(await cp.get(`/v2/deployments/${depId}`)).body.url);
+    expect(url.startsWith(listener.url!)).toBe(true);
+    expect(await ask(url)).toMatch(/(Hello|Howdy), Ada!/);
+
+    // GitHub refuses the App's credentials when the listener asks for the next build's token: BUILD_FAILED, one
+    // line from the control plane's refusal.
+    gh.failMint.push(401);
+    const rebuild = track(await cp.post(`/v2/deployments/${depId}/revisions`));
+    expect(rebuild.status, JSON.stringify(rebuild.body)).toBe(201);
+    const failed = await revisionDone(depId, String(rebuild.body.id));
+    expect(failed.status).toBe('BUILD_FAILED');
+    expect(String(failed.status_message)).toMatch(
+      /control plane refused a git credential \(502\): .*GitHub refused the App's credentials \(401\)/,
+    );
+    expect(String(failed.status_message)).not.toContain('\n');
+
+    for (const type of ['build', 'deploy'])
+      for (const rev of [first.id, failed.id])
+        track(await cp.get(`/v2/deployments/${depId}/revisions/${rev}/logs?type=${type}`));
+    await stopListener(listener);
+    const files = readdirSync(lisDir, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => join(e.parentPath, e.name))
+      .filter((f) => statSync(f).size < 64 * 1024 * 1024);
+    for (const token of gh.tokens) {
+      for (const a of answers) expect(a).not.toContain(token);
+      expect(listener.output()).not.toContain(token);
+      expect(dev.output()).not.toContain(token);
+      expect(files.filter((f) => readFileSync(f).includes(Buffer.from(token)))).toEqual([]);
+    }
   }, 400_000);
 });

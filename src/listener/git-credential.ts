@@ -1,0 +1,75 @@
+// Clone credentials for builds on a listener: asked of the control plane (POST /v2/listeners/{id}/git-credential)
+// with the listener's key, once per build. The control plane answers only a fresh GitHub App token for a repository
+// a deployment assigned to this listener uses; anything else is refused, and the refusal (one line, no secret)
+// becomes the build's failure reason.
+import { isUuid } from '../resources/index.ts';
+import { redactUrlsIn } from '../lib/redact.ts';
+import type { GitCredential } from '../operator/runtimes/types.ts';
+
+export type ListenerCredentialOptions = {
+  controlPlaneUrl: string;
+  apiKey: string;
+  tenant: string;
+  listenerId: string;
+  version: string;
+  timeoutMs?: number;
+};
+
+/** One line, bounded, no URL credentials: what a refusal may say in a build's status. */
+function oneLine(text: string): string {
+  const line = redactUrlsIn(text).replace(/\s+/g, ' ').trim();
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line;
+}
+
+export function listenerCredentialResolver(
+  opts: ListenerCredentialOptions,
+): (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined> {
+  return async (tenantId, integrationId, repoUrl) => {
+    // As on the control plane: an integration_id that is not a UUID is a label carrying no credential.
+    if (!isUuid(integrationId)) return undefined;
+    if (tenantId !== opts.tenant)
+      throw new Error(`this listener serves workspace ${opts.tenant}, not ${tenantId}: no git credential`);
+    let res: Response;
+    try {
+      res = await fetch(`${opts.controlPlaneUrl}/v2/listeners/${opts.listenerId}/git-credential`, {
+        method: 'POST',
+        headers: {
+          'X-Api-Key': opts.apiKey,
+          'X-Tenant-Id': opts.tenant,
+          'X-Agentplane-Version': opts.version,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ integration_id: integrationId, repo_url: repoUrl }),
+        signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
+      });
+    } catch (err) {
+      throw new Error(`asking the control plane for a git credential failed: ${oneLine((err as Error).message)}`, {
+        cause: err,
+      });
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let detail = text;
+      try {
+        const d = (JSON.parse(text) as { detail?: unknown }).detail;
+        detail = typeof d === 'string' ? d : JSON.stringify(d);
+      } catch {
+        // not JSON
+      }
+      throw new Error(`the control plane refused a git credential (${res.status}): ${oneLine(detail)}`);
+    }
+    let body: { host?: unknown; username?: unknown; token?: unknown };
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch {
+      body = {};
+    }
+    if (typeof body.host !== 'string' || typeof body.token !== 'string' || !body.token)
+      throw new Error('the control plane answered no git credential');
+    return {
+      host: body.host,
+      token: body.token,
+      ...(typeof body.username === 'string' ? { username: body.username } : {}),
+    };
+  };
+}
