@@ -11,7 +11,7 @@ export type ListenerCredentialOptions = {
   apiKey: string;
   tenant: string;
   listenerId: string;
-  version: string;
+  version?: string;
   timeoutMs?: number;
 };
 
@@ -36,7 +36,7 @@ export function listenerCredentialResolver(
         headers: {
           'X-Api-Key': opts.apiKey,
           'X-Tenant-Id': opts.tenant,
-          'X-Agentplane-Version': opts.version,
+          ...(opts.version ? { 'X-Agentplane-Version': opts.version } : {}),
           'content-type': 'application/json',
         },
         body: JSON.stringify({ integration_id: integrationId, repo_url: repoUrl }),

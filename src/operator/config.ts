@@ -299,6 +299,27 @@ export const operatorCommand: CommandSpec = {
         "Base64 of 32 bytes, the same as the control plane's: signs the deployment tokens agents call the auth service with. Prefer the env var",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
     },
+    'listener-control-plane-url': {
+      type: 'string',
+      description:
+        'Data-plane-only install: the control plane a listener connects to; builds of integration_id deployments ask it for a clone token (with the four --listener-* settings)',
+      env: ['AGENTPLANE_LISTENER_CONTROL_PLANE_URL'],
+    },
+    'listener-tenant': {
+      type: 'string',
+      description: 'Data-plane-only install: workspace (tenant) id of the listener',
+      env: ['AGENTPLANE_LISTENER_TENANT'],
+    },
+    'listener-id': {
+      type: 'string',
+      description: 'Data-plane-only install: id of the listener record',
+      env: ['AGENTPLANE_LISTENER_ID'],
+    },
+    'listener-api-key': {
+      type: 'string',
+      description: "Data-plane-only install: the listener's key. Prefer the env var",
+      env: ['AGENTPLANE_LISTENER_API_KEY'],
+    },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
@@ -327,8 +348,17 @@ const schema = z.object({
   /** undefined: no probe endpoint. */
   healthPort: z.coerce.number().int().min(0).max(65535).optional(),
 });
-/** `github`: the control plane's GitHub App, to mint a token for each build of a GitHub integration. */
-export type OperatorConfig = z.infer<typeof schema> & { github?: GitHubAppSettings };
+/** Where a data-plane-only operator asks for clone tokens: the listener's control plane, with its key. */
+export type OperatorListenerSettings = { controlPlaneUrl: string; tenant: string; listenerId: string; apiKey: string };
+
+/**
+ * `github`: the control plane's GitHub App, to mint a token for each build of a GitHub integration. `listener`: in a
+ * data-plane-only install, the listener's control plane mints them instead (the cluster holds no integrations).
+ */
+export type OperatorConfig = z.infer<typeof schema> & {
+  github?: GitHubAppSettings;
+  listener?: OperatorListenerSettings;
+};
 
 const FLAG: Record<string, string> = {
   leaderElect: '--leader-elect',
@@ -404,6 +434,37 @@ function agentAuthOf(url: string | undefined, key: string | undefined) {
   if (!url && !key) return {};
   if (!url || !key) throw new UsageError('--control-plane-url and --deployment-token-key go together');
   return { agentAuth: { controlPlaneUrl: url, tokenKey: Buffer.from(key.trim(), 'base64') } };
+}
+
+/** All four --listener-* settings or none. */
+function listenerOf(pick: (name: string) => string | undefined): { listener?: OperatorListenerSettings } {
+  const names = ['listener-control-plane-url', 'listener-tenant', 'listener-id', 'listener-api-key'] as const;
+  const [controlPlaneUrl, tenant, listenerId, apiKey] = names.map((n) => pick(n)?.trim() || undefined);
+  const given = [controlPlaneUrl, tenant, listenerId, apiKey].filter((v) => v !== undefined).length;
+  if (!given) return {};
+  if (given < names.length)
+    throw new UsageError(
+      `${names.map((n) => `--${n}`).join(', ')} go together (missing: ${names
+        .filter((n) => !pick(n)?.trim())
+        .map((n) => `--${n}`)
+        .join(', ')})`,
+    );
+  let url: URL;
+  try {
+    url = new URL(controlPlaneUrl!);
+  } catch {
+    throw new UsageError('invalid --listener-control-plane-url: not a URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UsageError('invalid --listener-control-plane-url: must be http(s)');
+  return {
+    listener: {
+      controlPlaneUrl: controlPlaneUrl!.replace(/\/+$/, ''),
+      tenant: tenant!,
+      listenerId: listenerId!,
+      apiKey: apiKey!,
+    },
+  };
 }
 
 /** Returns null for --help. */
@@ -482,5 +543,5 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     throw new UsageError(`invalid ${named ?? `--${key}`}: ${issue.message}`);
   }
   const github = githubAppSettingsFrom(pick, env);
-  return github ? { ...parsed.data, github } : parsed.data;
+  return { ...parsed.data, ...(github ? { github } : {}), ...listenerOf(pick) };
 }

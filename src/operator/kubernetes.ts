@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../lib/logger.ts';
 import { openKubernetesStore } from '../control-plane/store/kubernetes/index.ts';
 import { buildCredentialResolver } from '../control-plane/services/integrations.ts';
+import { listenerCredentialResolver } from '../listener/git-credential.ts';
 import { createGitHubApp } from '../control-plane/services/integrations-github.ts';
 import type { OperatorConfig } from './config.ts';
 import { startHealthServer, type HealthServer, type OperatorState } from './health.ts';
@@ -37,7 +38,10 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
     logs: storeLogSink(store),
     logger,
     // Integrations live in the store's namespace (the control plane's Secrets); GitHub tokens are minted per build.
-    gitCredential: buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
+    // In a data-plane-only install the cluster holds none: the listener's control plane mints them, per build.
+    gitCredential: config.listener
+      ? listenerCredentialResolver(config.listener)
+      : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
   const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
   let finish: (why: 'closed' | 'lost-leadership') => void = () => {};

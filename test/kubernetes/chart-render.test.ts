@@ -229,6 +229,24 @@ describe('helm template / helm lint', () => {
       AGENTPLANE_LISTENER_API_KEY: { secretKeyRef: { name: 'listener-key', key: 'api-key' } },
       AGENTPLANE_NAMESPACE: 'dp',
     });
+    // The operator asks the listener's control plane for clone tokens, with the same key.
+    const listenerEnv = {
+      AGENTPLANE_LISTENER_CONTROL_PLANE_URL: 'https://agents.example.com',
+      AGENTPLANE_LISTENER_TENANT: 'team-a',
+      AGENTPLANE_LISTENER_ID: '0b7c3a4e-5f6d-4e8f-9a0b-1c2d3e4f5a6b',
+      AGENTPLANE_LISTENER_API_KEY: { secretKeyRef: { name: 'listener-key', key: 'api-key' } },
+    };
+    expect(envOf(find(docs, 'Deployment', 'agentplane-operator')!)).toMatchObject(listenerEnv);
+    const inline = renderChart({
+      namespace: 'dp',
+      values: { ...DATA_PLANE, 'listener.apiKey': { value: 'apk_inline-listener-key' } },
+    });
+    const inlineRef = { secretKeyRef: { name: 'agentplane-listener', key: 'api-key' } };
+    expect(envOf(find(inline, 'Deployment', 'agentplane-listener')!).AGENTPLANE_LISTENER_API_KEY).toEqual(inlineRef);
+    expect(envOf(find(inline, 'Deployment', 'agentplane-operator')!).AGENTPLANE_LISTENER_API_KEY).toEqual(inlineRef);
+    // With its own control plane the operator mints tokens itself: none of these.
+    for (const k of Object.keys(listenerEnv))
+      expect(envOf(find(renderChart({ values: {} }), 'Deployment', 'agentplane-operator')!)).not.toHaveProperty(k);
     // No Service: nothing connects in.
     expect(docs.filter((d) => d.kind === 'Service' && /listener/.test(d.metadata.name))).toEqual([]);
     expect(find(docs, 'Role', 'agentplane-listener')!.rules).toContainEqual({

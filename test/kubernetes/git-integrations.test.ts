@@ -2,15 +2,20 @@
 // enforced, run as the chart's operator ServiceAccount): a build of a GitHub integration gets an installation token
 // minted for it (by a local GitHub stand-in), a plain git integration its stored token; either reaches the clone
 // step only through a Secret owned by the build Job, never in the Job itself. Another tenant naming the
-// integration gets no Job and no Secret; GitHub refusing fails the revision with one line and no token.
-import { readFileSync } from 'node:fs';
+// integration gets no Job and no Secret; GitHub refusing fails the revision with one line and no token. In a
+// data-plane-only install the operator asks the listener's control plane (a real one) for each build's token.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
+import { createControlPlane } from '../../src/control-plane/app.ts';
+import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { createGitHubApp } from '../../src/control-plane/services/integrations-github.ts';
 import { createIntegrationService } from '../../src/control-plane/services/integrations.ts';
+import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
 import { openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
 import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
@@ -189,5 +194,108 @@ describe('integration credentials in build Jobs', () => {
     expect(r.status.statusMessage).not.toContain('\n');
     for (const t of gh.tokens) expect(JSON.stringify(r)).not.toContain(t);
     expect(peek('batch', 'jobs', `${refused}-build`)).toBeUndefined();
+  });
+
+  it("a data-plane-only operator asks the listener's control plane: a token for its deployments' repositories only", async () => {
+    // The control plane (elsewhere, its own store and GitHub App), a listener of team-a with a key, and a deployment
+    // assigned to it naming a GitHub integration of that control plane.
+    const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-listener-cred-'));
+    const cpStore = openEmbeddedStore({ dataDir: dir });
+    const settings = { appId: gh.appId, privateKey: gh.privateKey, apiUrl: gh.apiUrl, webUrl: gh.url };
+    const cp = await createControlPlane({
+      store: cpStore,
+      logger,
+      consoleDir: false,
+      github: createGitHubApp(settings),
+    });
+    try {
+      const cpUrl = await cp.listen({ port: 0, host: '127.0.0.1' });
+      const workspaceKey = (await createApiKey(cpStore, { tenants: ['team-a'] })).key;
+      const admin = (await createApiKey(cpStore, { tenants: ['*'] })).key;
+      const post = async (url: string, key: string, body: unknown) => {
+        const res = await cp.inject({
+          method: 'POST',
+          url,
+          headers: { 'x-api-key': key, 'x-tenant-id': 'team-a' },
+          payload: body as object,
+        });
+        expect(res.statusCode, res.body).toBeLessThan(300);
+        return res.json();
+      };
+      // The cluster's integration is registered for installation 8101 in another store; this one registers it too.
+      const integration = (await post('/v1/integrations/github/install', admin, { installation_id: 8101 })).id;
+      const lid = (await post('/v2/listeners', workspaceKey, { compute_type: 'k8s', compute_id: 'cluster' })).id;
+      const listenerKey = (await post(`/v2/listeners/${lid}/keys`, workspaceKey, {})).key;
+      await post('/v2/deployments', workspaceKey, {
+        name: 'on-cluster',
+        source: 'github',
+        source_config: { repo_url: `${gh.url}/acme/agent`, integration_id: integration, listener_id: lid },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+        secrets: [],
+      });
+
+      // The operator of a data-plane-only install: no GitHub App, the listener's settings instead.
+      await op.close();
+      const config = parseOperatorConfig(
+        [
+          '--kubeconfig',
+          cluster.as('agentplane-operator').kubeconfigPath,
+          '--namespace',
+          NS,
+          '--registry',
+          'registry.test/agents',
+          '--push-secret',
+          'push',
+          '--base-image',
+          'agentplane:test',
+          '--log-level',
+          'silent',
+          '--health-port',
+          '0',
+          '--listener-control-plane-url',
+          cpUrl,
+          '--listener-tenant',
+          'team-a',
+          '--listener-id',
+          lid,
+        ],
+        { AGENTPLANE_LISTENER_API_KEY: listenerKey },
+      )!;
+      expect(config.github).toBeUndefined();
+      op = startKubernetesOperator(config, logger);
+
+      // What the listener writes for that deployment: built with a token the control plane minted for it.
+      const minted = gh.tokens.length;
+      const rev = await deploy('0e1f2a3b-4c5d-4e6f-8a7b-8c9d0e1f2a3b', 'team-a', `${gh.url}/acme/agent`, integration);
+      const job = await until('the build Job', () => peek('batch', 'jobs', `${rev}-build`));
+      const secret = await until('the build Secret', () => peek('', 'secrets', `${rev}-build-git`));
+      const password = Buffer.from(secret.data.password, 'base64').toString();
+      expect(Buffer.from(secret.data.username, 'base64').toString()).toBe('x-access-token');
+      expect(gh.tokens.slice(minted)).toEqual([password]);
+      expect(secret.metadata.ownerReferences[0].uid).toBe(job.metadata.uid);
+      expect(JSON.stringify(job)).not.toContain(password);
+
+      // A pair no deployment of the listener uses (the same repository spelled differently): refused, one line.
+      const other = await deploy(
+        '1f2a3b4c-5d6e-4f7a-8b8c-9d0e1f2a3b4c',
+        'team-a',
+        `${gh.url}/acme/agent.git`,
+        integration,
+      );
+      const failed = await until('the revision to fail', () => {
+        const r = peek('agentplane.dev', 'agentrevisions', other);
+        return r?.status?.phase === 'BUILD_FAILED' ? r : undefined;
+      });
+      expect(failed.status.statusMessage).toMatch(
+        /control plane refused a git credential \(409\): No deployment assigned to listener/,
+      );
+      expect(failed.status.statusMessage).not.toContain('\n');
+      expect(peek('batch', 'jobs', `${other}-build`)).toBeUndefined();
+      expect(gh.tokens.slice(minted)).toEqual([password]);
+    } finally {
+      await cp.close();
+      await cpStore.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -110,9 +110,45 @@ describe('agentplane operator configuration', () => {
     [['--tenant-namespace-prefix', 'Bad_'], /--tenant-namespace-prefix/],
     [['--tenant-keys-writer', 'just-a-name'], /--tenant-keys-writer/],
     [['--no-such-flag'], /no-such-flag/],
+    [
+      ['--listener-id', 'x', '--listener-tenant', 't', '--listener-api-key', 'k'],
+      /\(missing: --listener-control-plane-url\)/,
+    ],
+    [
+      [
+        '--listener-control-plane-url',
+        'ftp://cp',
+        '--listener-tenant',
+        't',
+        '--listener-id',
+        'x',
+        '--listener-api-key',
+        'k',
+      ],
+      /--listener-control-plane-url: must be http\(s\)/,
+    ],
   ])('refuses %j naming the flag', (argv, message) => {
     expect(() => parseOperatorConfig(argv, {})).toThrow(UsageError);
     expect(() => parseOperatorConfig(argv, {})).toThrow(message);
+  });
+
+  it('reads the listener settings of a data-plane-only install (all four), the key from the environment', () => {
+    const env = {
+      AGENTPLANE_LISTENER_CONTROL_PLANE_URL: 'https://cp.example.com/',
+      AGENTPLANE_LISTENER_TENANT: 'team-a',
+      AGENTPLANE_LISTENER_ID: '0b7c3a4e-5f6d-4e8f-9a0b-1c2d3e4f5a6b',
+      AGENTPLANE_LISTENER_API_KEY: 'apk_listener',
+    };
+    expect(parseOperatorConfig([], env)!.listener).toEqual({
+      controlPlaneUrl: 'https://cp.example.com',
+      tenant: 'team-a',
+      listenerId: '0b7c3a4e-5f6d-4e8f-9a0b-1c2d3e4f5a6b',
+      apiKey: 'apk_listener',
+    });
+    expect(parseOperatorConfig([], {})!).not.toHaveProperty('listener');
+    expect(() => parseOperatorConfig([], { ...env, AGENTPLANE_LISTENER_API_KEY: '' })).toThrow(
+      /\(missing: --listener-api-key\)/,
+    );
   });
 
   it('documents every flag in --help', () => {
