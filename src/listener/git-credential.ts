@@ -1,5 +1,6 @@
-// Clone credentials for builds on a listener: asked of the control plane (POST /v2/listeners/{id}/git-credential)
-// with the listener's key, once per build. The control plane answers only a fresh GitHub App token for a repository
+// Clone credentials for builds on a listener's data plane (the local runtime of `agentplane listener`, or the
+// operator of a data-plane-only cluster): asked of the control plane (POST /v2/listeners/{id}/git-credential) with
+// the listener's key, once per build. The control plane answers only a fresh GitHub App token for a repository
 // a deployment assigned to this listener uses; anything else is refused, and the refusal (one line, no secret)
 // becomes the build's failure reason.
 import { isUuid } from '../resources/index.ts';
@@ -41,6 +42,8 @@ export function listenerCredentialResolver(
         },
         body: JSON.stringify({ integration_id: integrationId, repo_url: repoUrl }),
         signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
+        // The key goes to the control plane only, never on to wherever a redirect points.
+        redirect: 'error',
       });
     } catch (err) {
       throw new Error(`asking the control plane for a git credential failed: ${oneLine((err as Error).message)}`, {
