@@ -1,11 +1,13 @@
 // Crons through the SDK against real agent-server processes: the API on the embedded store (records, bad input,
 // restart survival), and on one Postgres shared by two replicas (each tick runs exactly once, a tick missed while
-// no replica ran runs once on start).
+// no replica ran runs once on start). The tests mostly wait for ticks: the two stores run concurrently, and so do
+// the Postgres tests, each on a database and replicas of its own; the embedded store's tests share one server and
+// run one after the other.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, type Run } from '@langchain/langgraph-sdk';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it, type TestContext } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
@@ -30,7 +32,7 @@ async function cronRuns(client: Client, graph: string): Promise<Run[]> {
   return runs.filter((r) => typeof r.metadata?.cron_id === 'string');
 }
 
-describe('crons on the embedded store', { timeout: 120_000 }, () => {
+describe.concurrent('crons on the embedded store', { timeout: 120_000 }, () => {
   let dir: string;
   let server: ServerProc;
   let client: Client;
@@ -49,12 +51,12 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('says so in /info', async () => {
+  it.sequential('says so in /info', async ({ expect }) => {
     const info = (await (await fetch(`${server.url}/info`)).json()) as { flags: { crons: boolean } };
     expect(info.flags.crons).toBe(true);
   });
 
-  it('refuses bad input with 422 naming the field', async () => {
+  it.sequential('refuses bad input with 422 naming the field', async ({ expect }) => {
     const bad = await post(server.url, '/runs/crons', { assistant_id: 'counter', schedule: 'every tuesday' });
     expect(bad.status).toBe(422);
     expect(bad.json.detail).toContain('"every tuesday"');
@@ -91,7 +93,7 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
     ).toBe(404);
   });
 
-  it('creates, searches, counts, updates and deletes crons', async () => {
+  it.sequential('creates, searches, counts, updates and deletes crons', async ({ expect }) => {
     const thread = await client.threads.create();
     const a = await client.crons.create('counter', { schedule: '0 9 * * *', metadata: { team: 'a' } });
     const b = await client.crons.createForThread(thread.thread_id, 'counter', {
@@ -132,95 +134,107 @@ describe('crons on the embedded store', { timeout: 120_000 }, () => {
     expect(await client.crons.count()).toBe(0);
   });
 
-  it('runs a stateless cron on a new thread each tick, keeps or deletes the thread, and survives a restart', async () => {
-    const kept = await client.crons.create('counter', {
-      schedule: EVERY_SECOND,
-      onRunCompleted: 'keep',
-      input: { count: 0 },
-    });
-    await expect
-      .poll(async () => (await cronRuns(client, 'counter')).filter((r) => r.status === 'success').length, {
-        timeout: 30_000,
-        interval: 300,
-      })
-      .toBeGreaterThanOrEqual(2);
-    const runs = (await cronRuns(client, 'counter')).filter((r) => r.metadata?.cron_id === kept.cron_id);
-    // One run per thread: a new thread each tick.
-    expect(new Set(runs.map((r) => r.thread_id)).size).toBe(runs.length);
-    const state = await client.threads.getState<{ count: number }>(runs.find((r) => r.status === 'success')!.thread_id);
-    expect(state.values.count).toBe(11);
-    await client.crons.update(kept.cron_id, { enabled: false });
+  it.sequential(
+    'runs a stateless cron on a new thread each tick, keeps or deletes the thread, and survives a restart',
+    async ({ expect }) => {
+      const kept = await client.crons.create('counter', {
+        schedule: EVERY_SECOND,
+        onRunCompleted: 'keep',
+        input: { count: 0 },
+      });
+      await expect
+        .poll(async () => (await cronRuns(client, 'counter')).filter((r) => r.status === 'success').length, {
+          timeout: 30_000,
+          interval: 300,
+        })
+        .toBeGreaterThanOrEqual(2);
+      const runs = (await cronRuns(client, 'counter')).filter((r) => r.metadata?.cron_id === kept.cron_id);
+      // One run per thread: a new thread each tick.
+      expect(new Set(runs.map((r) => r.thread_id)).size).toBe(runs.length);
+      const state = await client.threads.getState<{ count: number }>(
+        runs.find((r) => r.status === 'success')!.thread_id,
+      );
+      expect(state.values.count).toBe(11);
+      await client.crons.update(kept.cron_id, { enabled: false });
 
-    // on_run_completed delete (the default): the tick's thread goes once its run has ended.
-    // Runs that take 1.5 s, so the test sees their threads before they go.
-    const deleting = await client.crons.create('ledger', { schedule: EVERY_SECOND, input: { i: 1, sleep_ms: 1_500 } });
-    const seen = new Set<string>();
-    await expect
-      .poll(
-        async () => {
-          for (const t of await client.threads.search({ metadata: { graph_id: 'ledger' }, limit: 1000 })) {
-            const [r] = await client.runs.list(t.thread_id, { limit: 1 });
-            if (r?.metadata?.cron_id === deleting.cron_id) seen.add(t.thread_id);
-          }
-          return seen.size;
-        },
-        { timeout: 30_000, interval: 100 },
-      )
-      .toBeGreaterThanOrEqual(1);
-    await client.crons.update(deleting.cron_id, { enabled: false });
-    for (const id of seen) {
-      await expect.poll(async () => (await client.threads.search({ ids: [id] })).length, { timeout: 30_000 }).toBe(0);
-    }
+      // on_run_completed delete (the default): the tick's thread goes once its run has ended.
+      // Runs that take 1.5 s, so the test sees their threads before they go.
+      const deleting = await client.crons.create('ledger', {
+        schedule: EVERY_SECOND,
+        input: { i: 1, sleep_ms: 1_500 },
+      });
+      const seen = new Set<string>();
+      await expect
+        .poll(
+          async () => {
+            for (const t of await client.threads.search({ metadata: { graph_id: 'ledger' }, limit: 1000 })) {
+              const [r] = await client.runs.list(t.thread_id, { limit: 1 });
+              if (r?.metadata?.cron_id === deleting.cron_id) seen.add(t.thread_id);
+            }
+            return seen.size;
+          },
+          { timeout: 30_000, interval: 100 },
+        )
+        .toBeGreaterThanOrEqual(1);
+      await client.crons.update(deleting.cron_id, { enabled: false });
+      for (const id of seen) {
+        await expect.poll(async () => (await client.threads.search({ ids: [id] })).length, { timeout: 30_000 }).toBe(0);
+      }
 
-    // A thread cron keeps running on its thread after the server restarts.
-    const thread = await client.threads.create();
-    const onThread = await client.crons.createForThread(thread.thread_id, 'counter', {
-      schedule: EVERY_SECOND,
-      multitaskStrategy: 'enqueue',
-      input: { count: 0 },
-    });
-    await server.stop();
-    await start();
-    expect((await client.crons.search({ threadId: thread.thread_id }))[0]?.cron_id).toBe(onThread.cron_id);
-    await expect
-      .poll(
-        async () =>
-          (await client.runs.list(thread.thread_id, { limit: 100 })).filter((r) => r.status === 'success').length,
-        { timeout: 30_000, interval: 300 },
-      )
-      .toBeGreaterThanOrEqual(2);
-    // Deleting the thread ends its cron.
-    await client.threads.delete(thread.thread_id);
-    await expect
-      .poll(async () => (await client.crons.search({ threadId: thread.thread_id })).length, { timeout: 30_000 })
-      .toBe(0);
-  });
+      // A thread cron keeps running on its thread after the server restarts.
+      const thread = await client.threads.create();
+      const onThread = await client.crons.createForThread(thread.thread_id, 'counter', {
+        schedule: EVERY_SECOND,
+        multitaskStrategy: 'enqueue',
+        input: { count: 0 },
+      });
+      await server.stop();
+      await start();
+      expect((await client.crons.search({ threadId: thread.thread_id }))[0]?.cron_id).toBe(onThread.cron_id);
+      await expect
+        .poll(
+          async () =>
+            (await client.runs.list(thread.thread_id, { limit: 100 })).filter((r) => r.status === 'success').length,
+          { timeout: 30_000, interval: 300 },
+        )
+        .toBeGreaterThanOrEqual(2);
+      // Deleting the thread ends its cron.
+      await client.threads.delete(thread.thread_id);
+      await expect
+        .poll(async () => (await client.crons.search({ threadId: thread.thread_id })).length, { timeout: 30_000 })
+        .toBe(0);
+    },
+  );
 });
 
-describe('crons on Postgres with two replicas', { timeout: 180_000 }, () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  const procs: ServerProc[] = [];
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-  });
-  // A replica a failed test left running would go on firing the next test's crons.
-  afterEach(async () => {
-    for (const p of procs.splice(0)) await p.kill9();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
-
-  const start = async () => {
-    const p = await startServerProcess(['--config', FIXTURE_CONFIG, '--database-url', db.url, '--cron-poll-ms', '100']);
-    procs.push(p);
-    return p;
+describe.concurrent('crons on Postgres with two replicas', { timeout: 180_000 }, () => {
+  /** A database of the test's own; its replicas are killed when the test ends, failed or not. */
+  const setup = async ({ onTestFinished }: TestContext) => {
+    const db = await createTestDatabase();
+    const procs: ServerProc[] = [];
+    onTestFinished(async () => {
+      for (const p of procs.splice(0)) await p.kill9();
+      await db.drop();
+    });
+    return async () => {
+      const p = await startServerProcess([
+        '--config',
+        FIXTURE_CONFIG,
+        '--database-url',
+        db.url,
+        '--cron-poll-ms',
+        '100',
+      ]);
+      procs.push(p);
+      return p;
+    };
   };
 
   const clientOf = (p: ServerProc) => new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
 
-  it('runs each tick exactly once across replicas', async () => {
+  it('runs each tick exactly once across replicas', async (ctx) => {
+    const { expect } = ctx;
+    const start = await setup(ctx);
     const [a, b] = await Promise.all([start(), start()]);
     const client = clientOf(a);
     const cron = await client.crons.create('ledger', { schedule: EVERY_2S, onRunCompleted: 'keep', input: { i: 1 } });
@@ -243,7 +257,9 @@ describe('crons on Postgres with two replicas', { timeout: 180_000 }, () => {
     await Promise.all([a.stop(), b.stop()]);
   });
 
-  it('fires ticks missed while no replica ran once on start, not once per missed tick', async () => {
+  it('fires ticks missed while no replica ran once on start, not once per missed tick', async (ctx) => {
+    const { expect } = ctx;
+    const start = await setup(ctx);
     const first = await start();
     const client = clientOf(first);
     const cron = await client.crons.create('counter', {

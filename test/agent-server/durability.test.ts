@@ -1,10 +1,11 @@
 // Durability and scale on Postgres with real server processes: kill -9 mid-run, and two processes sharing
-// one database (each run executed exactly once, order per thread preserved).
+// one database (each run executed exactly once, order per thread preserved). Each test has a database and processes
+// of its own; the two kill -9 tests, which mostly wait out leases, run at once, the 200-run one after them alone.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it, type TestContext } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
@@ -23,90 +24,108 @@ function ledgerLines(file: string): Array<{ node: string; thread: string; run: s
 
 // Real processes and 200 graph runs: generous limits so a loaded CI machine does not fail them.
 describe('durability on Postgres', { timeout: 180_000 }, () => {
-  let db: Db;
   let dir: string;
-  const procs: ServerProc[] = [];
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
+  beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-dur-'));
   });
-  afterAll(async () => {
-    for (const p of procs) await p.kill9();
-    await db?.drop();
+  afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function start(ledger: string, extra: string[] = []): Promise<ServerProc> {
-    const p = await startServerProcess(
-      ['--config', FIXTURE_CONFIG, '--database-url', db.url, '--lease-secs', '2', ...extra],
-      { LEDGER_FILE: ledger },
-    );
-    procs.push(p);
-    return p;
+  /** The test's own database; its processes are killed and the database dropped when the test ends. */
+  async function setup({ onTestFinished }: TestContext) {
+    const db: Db = await createTestDatabase();
+    const procs: ServerProc[] = [];
+    onTestFinished(async () => {
+      for (const p of procs) await p.kill9();
+      await db.drop();
+    });
+    return async (ledger: string, extra: string[] = []): Promise<ServerProc> => {
+      const p = await startServerProcess(
+        ['--config', FIXTURE_CONFIG, '--database-url', db.url, '--lease-secs', '2', ...extra],
+        { LEDGER_FILE: ledger },
+      );
+      procs.push(p);
+      return p;
+    };
   }
 
-  it('kill -9 with runs in flight: after a restart every run reaches a terminal status and no thread stays busy', async () => {
-    const ledger = join(dir, 'kill.ledger');
-    writeFileSync(ledger, '');
-    const a = await start(ledger);
-    const client = new Client({ apiUrl: a.url, callerOptions: { maxRetries: 0 } });
-    const runs: Array<{ thread_id: string; run_id: string }> = [];
-    for (let k = 0; k < 6; k++) {
-      const t = await client.threads.create();
-      const r = await client.runs.create(t.thread_id, 'ledger', { input: { i: k, sleep_ms: 4_000 } });
-      runs.push({ thread_id: t.thread_id, run_id: r.run_id });
-    }
-    // A second run queued behind one of them must survive too.
-    const queued = await client.runs.create(runs[0]!.thread_id, 'ledger', {
-      input: { i: 99 },
-      multitaskStrategy: 'enqueue',
-    });
-    await expect.poll(() => ledgerLines(ledger).filter((l) => l.node === 'record').length, { timeout: 30_000 }).toBe(6);
-    await a.kill9();
-
-    // The restarted process finds the abandoned runs once their lease expires and runs them again.
-    const b = await start(ledger);
-    const c2 = new Client({ apiUrl: b.url, callerOptions: { maxRetries: 0 } });
-    for (const r of runs) await c2.runs.join(r.thread_id, r.run_id);
-    await c2.runs.join(runs[0]!.thread_id, queued.run_id);
-    for (const r of [...runs, { thread_id: runs[0]!.thread_id, run_id: queued.run_id }]) {
-      expect((await c2.runs.get(r.thread_id, r.run_id)).status).toBe('success');
-      expect((await c2.threads.get(r.thread_id)).status).toBe('idle');
-    }
-    // Each abandoned run was started again by the new process; the queued one ran there once.
-    const byB = ledgerLines(ledger).filter((l) => l.node === 'record' && l.pid === String(b.proc.pid));
-    expect(new Set(byB.map((l) => l.run))).toEqual(new Set([...runs.map((r) => r.run_id), queued.run_id]));
-    const state = await c2.threads.getState<{ seq: number[] }>(runs[0]!.thread_id);
-    expect(state.values.seq).toEqual([0, 99]);
-    await b.stop();
-  });
-
-  it('kill -9 repeatedly: a run that keeps losing its worker ends in error after 3 attempts', async () => {
-    const ledger = join(dir, 'attempts.ledger');
-    writeFileSync(ledger, '');
-    let p = await start(ledger);
-    let client = new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
-    const t = await client.threads.create();
-    const r = await client.runs.create(t.thread_id, 'ledger', { input: { i: 1, sleep_ms: 60_000 } });
-    for (let attempt = 1; attempt <= 3; attempt++) {
+  it.concurrent(
+    'kill -9 with runs in flight: after a restart every run reaches a terminal status and no thread stays busy',
+    async (ctx) => {
+      const { expect } = ctx;
+      const start = await setup(ctx);
+      const ledger = join(dir, 'kill.ledger');
+      writeFileSync(ledger, '');
+      const a = await start(ledger);
+      const client = new Client({ apiUrl: a.url, callerOptions: { maxRetries: 0 } });
+      const runs: Array<{ thread_id: string; run_id: string }> = [];
+      for (let k = 0; k < 6; k++) {
+        const t = await client.threads.create();
+        const r = await client.runs.create(t.thread_id, 'ledger', { input: { i: k, sleep_ms: 4_000 } });
+        runs.push({ thread_id: t.thread_id, run_id: r.run_id });
+      }
+      // A second run queued behind one of them must survive too.
+      const queued = await client.runs.create(runs[0]!.thread_id, 'ledger', {
+        input: { i: 99 },
+        multitaskStrategy: 'enqueue',
+      });
       await expect
-        .poll(() => ledgerLines(ledger).filter((l) => l.run === r.run_id).length, { timeout: 30_000 })
-        .toBe(attempt);
-      await p.kill9();
-      p = await start(ledger);
-      client = new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
-    }
-    await expect
-      .poll(async () => (await client.runs.get(t.thread_id, r.run_id)).status, { timeout: 30_000 })
-      .toBe('error');
-    expect((await client.threads.get(t.thread_id)).status).toBe('error');
-    const joined = (await client.runs.join(t.thread_id, r.run_id)) as Record<string, any>;
-    expect(joined.__error__.error).toBe('WorkerLost');
-    await p.stop();
-  });
+        .poll(() => ledgerLines(ledger).filter((l) => l.node === 'record').length, { timeout: 30_000 })
+        .toBe(6);
+      await a.kill9();
 
-  it('two processes, 200 runs over 20 threads with enqueue: each node runs exactly once per run, in order', async () => {
+      // The restarted process finds the abandoned runs once their lease expires and runs them again.
+      const b = await start(ledger);
+      const c2 = new Client({ apiUrl: b.url, callerOptions: { maxRetries: 0 } });
+      for (const r of runs) await c2.runs.join(r.thread_id, r.run_id);
+      await c2.runs.join(runs[0]!.thread_id, queued.run_id);
+      for (const r of [...runs, { thread_id: runs[0]!.thread_id, run_id: queued.run_id }]) {
+        expect((await c2.runs.get(r.thread_id, r.run_id)).status).toBe('success');
+        expect((await c2.threads.get(r.thread_id)).status).toBe('idle');
+      }
+      // Each abandoned run was started again by the new process; the queued one ran there once.
+      const byB = ledgerLines(ledger).filter((l) => l.node === 'record' && l.pid === String(b.proc.pid));
+      expect(new Set(byB.map((l) => l.run))).toEqual(new Set([...runs.map((r) => r.run_id), queued.run_id]));
+      const state = await c2.threads.getState<{ seq: number[] }>(runs[0]!.thread_id);
+      expect(state.values.seq).toEqual([0, 99]);
+      await b.stop();
+    },
+  );
+
+  it.concurrent(
+    'kill -9 repeatedly: a run that keeps losing its worker ends in error after 3 attempts',
+    async (ctx) => {
+      const { expect } = ctx;
+      const start = await setup(ctx);
+      const ledger = join(dir, 'attempts.ledger');
+      writeFileSync(ledger, '');
+      let p = await start(ledger);
+      let client = new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
+      const t = await client.threads.create();
+      const r = await client.runs.create(t.thread_id, 'ledger', { input: { i: 1, sleep_ms: 60_000 } });
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        await expect
+          .poll(() => ledgerLines(ledger).filter((l) => l.run === r.run_id).length, { timeout: 30_000 })
+          .toBe(attempt);
+        await p.kill9();
+        p = await start(ledger);
+        client = new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } });
+      }
+      await expect
+        .poll(async () => (await client.runs.get(t.thread_id, r.run_id)).status, { timeout: 30_000 })
+        .toBe('error');
+      expect((await client.threads.get(t.thread_id)).status).toBe('error');
+      const joined = (await client.runs.join(t.thread_id, r.run_id)) as Record<string, any>;
+      expect(joined.__error__.error).toBe('WorkerLost');
+      await p.stop();
+    },
+  );
+
+  it('two processes, 200 runs over 20 threads with enqueue: each node runs exactly once per run, in order', async (ctx) => {
+    const { expect } = ctx;
+    const start = await setup(ctx);
     const ledger = join(dir, 'shared.ledger');
     writeFileSync(ledger, '');
     const [a, b] = await Promise.all([start(ledger), start(ledger)]);

@@ -1,5 +1,6 @@
 // The long-term memory store end to end: real server processes on both stores, graphs on the main thread and on
 // an executor thread, talked to with the real SDK (client.store) and plain HTTP for what the SDK refuses itself.
+// The four set-ups (each its own server and data) run at once; the tests of one set-up run in order.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +13,7 @@ import { startServerProcess, type ServerProc } from './helpers/process.ts';
 const CONFIG = new URL('./fixtures/store/langgraph.json', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe.each([
+describe.concurrent.each([
   ['embedded', 0],
   ['embedded', 1],
   ['postgres', 0],
@@ -51,12 +52,12 @@ describe.each([
       body: body === undefined ? undefined : JSON.stringify(body),
     });
 
-  it('says store: true in /info', async () => {
+  it.sequential('says store: true in /info', async () => {
     const info = (await (await raw('GET', '/info')).json()) as { flags: { store: boolean } };
     expect(info.flags.store).toBe(true);
   });
 
-  it('puts, gets, searches, lists and deletes items with the SDK', async () => {
+  it.sequential('puts, gets, searches, lists and deletes items with the SDK', async () => {
     await client.store.putItem(['users', 'u1'], 'prefs', { theme: 'dark', size: 3 });
     const item = await client.store.getItem(['users', 'u1'], 'prefs');
     expect(item).toMatchObject({ namespace: ['users', 'u1'], key: 'prefs', value: { theme: 'dark', size: 3 } });
@@ -102,7 +103,7 @@ describe.each([
     expect((await client.store.searchItems(['users'])).items.map((i) => i.namespace[1])).toEqual(['u2']);
   });
 
-  it('matches namespace prefixes label by label; labels keep "_", "%", "~" and "\\"', async () => {
+  it.sequential('matches namespace prefixes label by label; labels keep "_", "%", "~" and "\\"', async () => {
     await client.store.putItem(['p', 'b'], 'k', { n: 1 });
     await client.store.putItem(['p', 'bc'], 'k', { n: 2 });
     await client.store.putItem(['p', 'b', 'deep'], 'k', { n: 3 });
@@ -132,89 +133,100 @@ describe.each([
     expect((await client.store.searchItems([], { limit: 100 })).items.length).toBeGreaterThanOrEqual(4);
   });
 
-  it('gives graphs the same store (getStore() / config.store) on every thread', async () => {
-    const thread = await client.threads.create();
-    const first = (await client.runs.wait(thread.thread_id, 'memory', {
-      input: { key: 'k1', text: 'first' },
-    })) as Record<string, unknown>;
-    expect(first.previous).toBeNull();
-    expect(await client.store.getItem(['memories', 'graph'], 'k1')).toMatchObject({
-      value: { text: 'first', by: 'graph' },
-    });
-
-    await client.store.putItem(['memories', 'sdk'], 'k1', { text: 'from the SDK' });
-    await client.store.putItem(['memories', 'graph'], 'k1', { text: 'edited by the SDK' });
-    const second = (await client.runs.wait(thread.thread_id, 'memory', {
-      input: { key: 'k1', text: 'second' },
-    })) as Record<string, unknown>;
-    expect(second.previous).toEqual({ text: 'edited by the SDK' });
-    expect(second.found).toBe(2);
-
-    if (threads > 0) {
-      // Runs go to the executor thread once it is ready; until then they run on the main thread.
-      let onThread: Record<string, unknown> | undefined;
-      for (let i = 0; i < 60 && !onThread; i++) {
-        const r = (await client.runs.wait(thread.thread_id, 'memory', {
-          input: { key: `t${i}`, text: `n${i}` },
-        })) as Record<string, unknown>;
-        if (r.on_main_thread === false) onThread = { ...r, key: `t${i}` };
-        else await sleep(250);
-      }
-      expect(onThread, 'no run reached the executor thread').toBeDefined();
-      expect(await client.store.getItem(['memories', 'graph'], onThread!.key as string)).toMatchObject({
-        value: { by: 'graph' },
+  it.sequential(
+    'gives graphs the same store (getStore() / config.store) on every thread',
+    async () => {
+      const thread = await client.threads.create();
+      const first = (await client.runs.wait(thread.thread_id, 'memory', {
+        input: { key: 'k1', text: 'first' },
+      })) as Record<string, unknown>;
+      expect(first.previous).toBeNull();
+      expect(await client.store.getItem(['memories', 'graph'], 'k1')).toMatchObject({
+        value: { text: 'first', by: 'graph' },
       });
-      await client.store.putItem(['memories', 'graph'], 'shared', { text: 'written by the SDK' });
-      let seen: unknown;
-      for (let i = 0; i < 20; i++) {
-        const r = (await client.runs.wait(thread.thread_id, 'memory', {
-          input: { key: 'shared', text: 'again' },
-        })) as Record<string, unknown>;
-        if (r.on_main_thread === false) {
-          seen = r.previous;
-          break;
+
+      await client.store.putItem(['memories', 'sdk'], 'k1', { text: 'from the SDK' });
+      await client.store.putItem(['memories', 'graph'], 'k1', { text: 'edited by the SDK' });
+      const second = (await client.runs.wait(thread.thread_id, 'memory', {
+        input: { key: 'k1', text: 'second' },
+      })) as Record<string, unknown>;
+      expect(second.previous).toEqual({ text: 'edited by the SDK' });
+      expect(second.found).toBe(2);
+
+      if (threads > 0) {
+        // Runs go to the executor thread once it is ready; until then they run on the main thread.
+        let onThread: Record<string, unknown> | undefined;
+        for (let i = 0; i < 60 && !onThread; i++) {
+          const r = (await client.runs.wait(thread.thread_id, 'memory', {
+            input: { key: `t${i}`, text: `n${i}` },
+          })) as Record<string, unknown>;
+          if (r.on_main_thread === false) onThread = { ...r, key: `t${i}` };
+          else await sleep(250);
         }
+        expect(onThread, 'no run reached the executor thread').toBeDefined();
+        expect(await client.store.getItem(['memories', 'graph'], onThread!.key as string)).toMatchObject({
+          value: { by: 'graph' },
+        });
         await client.store.putItem(['memories', 'graph'], 'shared', { text: 'written by the SDK' });
+        let seen: unknown;
+        for (let i = 0; i < 20; i++) {
+          const r = (await client.runs.wait(thread.thread_id, 'memory', {
+            input: { key: 'shared', text: 'again' },
+          })) as Record<string, unknown>;
+          if (r.on_main_thread === false) {
+            seen = r.previous;
+            break;
+          }
+          await client.store.putItem(['memories', 'graph'], 'shared', { text: 'written by the SDK' });
+        }
+        expect(seen).toEqual({ text: 'written by the SDK' });
+      } else {
+        expect(second.on_main_thread).toBe(true);
       }
-      expect(seen).toEqual({ text: 'written by the SDK' });
-    } else {
-      expect(second.on_main_thread).toBe(true);
-    }
-  }, 60_000);
+    },
+    60_000,
+  );
 
-  it('expires items after their TTL and sweeps them', async () => {
-    await client.store.putItem(['ttl'], 'short', { v: 1 }, { ttl: 0.05 });
-    await client.store.putItem(['ttl'], 'long', { v: 2 }, { ttl: 60 });
-    await client.store.putItem(['ttl'], 'forever', { v: 3 });
-    expect(await client.store.getItem(['ttl'], 'short')).toMatchObject({ value: { v: 1 } });
-    await sleep(4_000);
-    expect(await client.store.getItem(['ttl'], 'short')).toBeNull();
-    expect((await client.store.searchItems(['ttl'])).items.map((i) => i.key).sort()).toEqual(['forever', 'long']);
-    if (kind === 'postgres') {
-      // The sweep (every 0.01 minutes here) deleted the row itself.
-      const c = new pg.Client({ connectionString: db!.url });
-      await c.connect();
-      const { rows } = await c.query(`SELECT key FROM agentplane.store WHERE namespace_path = 'ttl' ORDER BY key`);
-      await c.end();
-      expect(rows.map((r) => r.key)).toEqual(['forever', 'long']);
-    }
-  }, 20_000);
+  it.sequential(
+    'expires items after their TTL and sweeps them',
+    async () => {
+      await client.store.putItem(['ttl'], 'short', { v: 1 }, { ttl: 0.05 });
+      await client.store.putItem(['ttl'], 'long', { v: 2 }, { ttl: 60 });
+      await client.store.putItem(['ttl'], 'forever', { v: 3 });
+      expect(await client.store.getItem(['ttl'], 'short')).toMatchObject({ value: { v: 1 } });
+      await sleep(4_000);
+      expect(await client.store.getItem(['ttl'], 'short')).toBeNull();
+      expect((await client.store.searchItems(['ttl'])).items.map((i) => i.key).sort()).toEqual(['forever', 'long']);
+      if (kind === 'postgres') {
+        // The sweep (every 0.01 minutes here) deleted the row itself.
+        const c = new pg.Client({ connectionString: db!.url });
+        await c.connect();
+        const { rows } = await c.query(`SELECT key FROM agentplane.store WHERE namespace_path = 'ttl' ORDER BY key`);
+        await c.end();
+        expect(rows.map((r) => r.key)).toEqual(['forever', 'long']);
+      }
+    },
+    20_000,
+  );
 
-  it('searches by meaning with store.index (embedded: cosine over stored vectors; Postgres: needs pgvector)', async () => {
-    await client.store.putItem(['pets'], 'a', { text: 'my cat sleeps' });
-    await client.store.putItem(['pets'], 'b', { text: 'the dog barks' });
-    await client.store.putItem(['pets'], 'c', { text: 'a fish swims' });
-    const found = await client.store.searchItems(['pets'], { query: 'which dog?' });
-    if (kind === 'embedded' || pgvector) {
-      expect(found.items[0]!.key).toBe('b');
-      expect(found.items[0]!.score).toBeGreaterThan(found.items[1]!.score as number);
-    } else {
-      expect(found.items).toHaveLength(3);
-      expect(server.output()).toMatch(/needs the pgvector extension/);
-    }
-  });
+  it.sequential(
+    'searches by meaning with store.index (embedded: cosine over stored vectors; Postgres: needs pgvector)',
+    async () => {
+      await client.store.putItem(['pets'], 'a', { text: 'my cat sleeps' });
+      await client.store.putItem(['pets'], 'b', { text: 'the dog barks' });
+      await client.store.putItem(['pets'], 'c', { text: 'a fish swims' });
+      const found = await client.store.searchItems(['pets'], { query: 'which dog?' });
+      if (kind === 'embedded' || pgvector) {
+        expect(found.items[0]!.key).toBe('b');
+        expect(found.items[0]!.score).toBeGreaterThan(found.items[1]!.score as number);
+      } else {
+        expect(found.items).toHaveLength(3);
+        expect(server.output()).toMatch(/needs the pgvector extension/);
+      }
+    },
+  );
 
-  it('refuses bad namespaces, keys and values with 422 naming the field', async () => {
+  it.sequential('refuses bad namespaces, keys and values with 422 naming the field', async () => {
     const cases: Array<[string, string, unknown, RegExp]> = [
       ['PUT', '/store/items', { namespace: ['a.b'], key: 'k', value: {} }, /namespace[\s\S]*must not contain "\."/],
       ['PUT', '/store/items', { namespace: ['a', ''], key: 'k', value: {} }, /namespace[\s\S]*must not be empty/],

@@ -1,5 +1,6 @@
 // Thread TTL end to end (storage/thread-ttl.ts): real server processes on both stores, the real SDK. The fixture's
-// langgraph.json sets a default TTL of 2.4 s and sweeps every 0.3 s, so expiry is observed by polling.
+// langgraph.json sets a default TTL of 2.4 s and sweeps every 0.3 s, so expiry is observed by polling. The tests wait
+// on the clock, each with threads of its own: both stores and all their tests run concurrently.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +21,7 @@ async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 60_
   }
 }
 
-describe.each(['embedded', 'postgres'] as const)('thread ttl (%s)', (kind) => {
+describe.concurrent.each(['embedded', 'postgres'] as const)('thread ttl (%s)', (kind) => {
   let dir: string;
   let db: { url: string; drop: () => Promise<void> } | undefined;
   let server: ServerProc;

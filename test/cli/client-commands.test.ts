@@ -110,8 +110,9 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
       active_revision_id: string;
     };
     expect(dep).toMatchObject({ name: 'hello', secrets: [{ name: 'SOME_TOKEN' }] });
-    expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hello, Ada!');
-    const shown = await cli(['deployments', 'get', dep.id]);
+    // Read-only calls that do not depend on each other run at once (here and below).
+    const [answer, shown] = await Promise.all([ask(dep.url, API_KEY), cli(['deployments', 'get', dep.id])]);
+    expect(answer).toBe('The greeting tool says: Hello, Ada!');
     expect(shown.stdout).toMatch(/^name:\s+hello$/m);
     expect(shown.stdout).toMatch(/^latest revision:\s+1 DEPLOYED/m);
     expect(shown.stdout).toContain(`API key of tenant ${TENANT}`);
@@ -163,10 +164,14 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(noStart.stderr).toMatch(/hello revision 5: DEPLOY_FAILED/);
     expect(noStart.stderr).toContain('--- last lines of the deploy log ---');
     expect(noStart.stderr).toContain('graphs');
-    expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hej, Ada!');
 
     // revisions list: newest first, the serving one starred; --json parses.
-    const revs = await cli(['revisions', 'list', 'hello']);
+    const [stillServing, revs, revsJson] = await Promise.all([
+      ask(dep.url, API_KEY),
+      cli(['revisions', 'list', 'hello']),
+      cli(['revisions', 'list', 'hello', '--json']),
+    ]);
+    expect(stillServing).toBe('The greeting tool says: Hej, Ada!');
     expect(revs.code, revs.stderr).toBe(0);
     const lines = revs.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^REVISION\s+ID\s+STATUS\s+REF\s+COMMIT\s+CREATED\s+MESSAGE$/);
@@ -185,7 +190,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
       '2* DEPLOYED v2',
       '1 DEPLOYED main',
     ]);
-    const revJson = JSON.parse((await cli(['revisions', 'list', 'hello', '--json'])).stdout) as {
+    const revJson = JSON.parse(revsJson.stdout) as {
       revision_number: number;
       status: string;
       id: string;
@@ -193,11 +198,14 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(revJson.map((r) => r.revision_number)).toEqual([5, 4, 3, 2, 1]);
 
     // revisions logs: the whole build log of revision 1, as lines; --json gives the entries.
-    const log1 = await cli(['revisions', 'logs', 'hello', '1']);
+    const [log1, log3Json] = await Promise.all([
+      cli(['revisions', 'logs', 'hello', '1']),
+      cli(['revisions', 'logs', 'hello', revJson[2]!.id, '--json']),
+    ]);
     expect(log1.code, log1.stderr).toBe(0);
     expect(log1.stdout.split('\n')[0]).toBe(`$ git clone ${repo.path}`);
     expect(log1.stdout).toContain(`resolved main to ${repo.sha('main')}`);
-    const log3 = JSON.parse((await cli(['revisions', 'logs', 'hello', revJson[2]!.id, '--json'])).stdout) as {
+    const log3 = JSON.parse(log3Json.stdout) as {
       type: string;
       message: string;
     }[];
@@ -211,45 +219,38 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hello, Ada!');
 
     // list: table and JSON.
-    const listed = await cli(['deployments', 'list']);
+    const [listed, listedJson] = await Promise.all([
+      cli(['deployments', 'list']),
+      cli(['deployments', 'list', '--json']),
+    ]);
     expect(listed.stdout).toMatch(
       new RegExp(
         `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
         'm',
       ),
     );
-    expect(
-      (JSON.parse((await cli(['deployments', 'list', '--json'])).stdout) as { id: string }[]).map((d) => d.id),
-    ).toEqual([dep.id]);
+    expect((JSON.parse(listedJson.stdout) as { id: string }[]).map((d) => d.id)).toEqual([dep.id]);
 
     // Errors: one line with the HTTP status and detail (exit 1); usage errors exit 2.
-    const badKey = await cli(['deployments', 'list'], { AGENTPLANE_API_KEY: 'not-a-key-0123456789' });
+    const [badKey, unknown, invalid, noTenant] = await Promise.all([
+      cli(['deployments', 'list'], { AGENTPLANE_API_KEY: 'not-a-key-0123456789' }),
+      cli(['revisions', 'list', 'nope']),
+      cli(['deploy', '--name', 'other', '--repo-url', repo.path, '--ref', 'main', '--config-path', '../x.json']),
+      cli(['deployments', 'list'], { AGENTPLANE_TENANT: '' }),
+    ]);
     expect(badKey).toMatchObject({
       code: 1,
       stdout: '',
       stderr: 'agentplane deployments list: HTTP 401: Invalid API key.\n',
     });
-    const unknown = await cli(['revisions', 'list', 'nope']);
     expect(unknown).toMatchObject({
       code: 1,
       stderr: 'agentplane revisions list: no deployment named or with id "nope"\n',
     });
-    const invalid = await cli([
-      'deploy',
-      '--name',
-      'other',
-      '--repo-url',
-      repo.path,
-      '--ref',
-      'main',
-      '--config-path',
-      '../x.json',
-    ]);
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(
       /^agentplane deploy: HTTP 422: body\.source_revision_config\.graph_config_path: must not contain "\.\." segments\n$/,
     );
-    const noTenant = await cli(['deployments', 'list'], { AGENTPLANE_TENANT: '' });
     expect(noTenant.code).toBe(2);
     expect(noTenant.stderr.split('\n')[0]).toBe(
       'agentplane deployments: --tenant is required: pass --tenant or set AGENTPLANE_TENANT',

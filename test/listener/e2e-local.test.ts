@@ -69,8 +69,10 @@ async function dataPlane(dir: string) {
   }
 }
 
-describe('a deployment on a listener with the local runtime', () => {
-  it('is built, served and reported by the listener; converges after crashes of either side', async () => {
+// The two tests share nothing (each its own control plane, listener and data dirs) and run at once: the second one
+// mostly waits through the listener's retries.
+describe.concurrent('a deployment on a listener with the local runtime', () => {
+  it('is built, served and reported by the listener; converges after crashes of either side', async ({ expect }) => {
     dev = await startDev(join(tmp, 'cp'));
     const cp = api(dev.url);
 
@@ -206,9 +208,13 @@ describe('a deployment on a listener with the local runtime', () => {
     expect((await cp.get(`/v2/listeners/${lid}`)).body.deployment_count).toBe(0);
   }, 900_000);
 
-  it('a wrong key: 401, one clear line, retries with backoff; a listener that never connects leaves work waiting', async () => {
-    dev ??= await startDev(join(tmp, 'cp'));
-    const cp = api(dev.url);
+  it('a wrong key: 401, one clear line, retries with backoff; a listener that never connects leaves work waiting', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const cpDev = await startDev(join(tmp, 'cp-wrong-key'));
+    onTestFinished(() => stopDev(cpDev, 'SIGKILL').then(() => undefined));
+    const cp = api(cpDev.url);
     const lid = String((await cp.post('/v2/listeners', { compute_type: 'local', compute_id: 'never' })).body.id);
     const dep = await cp.post('/v2/deployments', {
       name: 'waits',
@@ -219,7 +225,7 @@ describe('a deployment on a listener with the local runtime', () => {
     });
     expect(dep.status).toBe(201);
     const lis = await startListener({
-      controlPlaneUrl: dev.url,
+      controlPlaneUrl: cpDev.url,
       apiKey: 'apk_wrong-key-000000000000000000000000000000',
       tenant: TENANT,
       listenerId: lid,
@@ -236,7 +242,7 @@ describe('a deployment on a listener with the local runtime', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('Invalid API key');
     expect(lines[0]).not.toContain('wrong-key');
-    const rev = await revision(dev.url, String(dep.body.id), String(dep.body.latest_revision_id));
+    const rev = await revision(cpDev.url, String(dep.body.id), String(dep.body.latest_revision_id));
     expect(rev).toMatchObject({ status: 'QUEUED', status_message: `waiting for listener ${lid} to connect` });
     expect((await cp.get(`/v2/listeners/${lid}`)).body).toMatchObject({ connected: false, last_seen_at: null });
     await stopListener(lis);
