@@ -52,6 +52,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit,
     // Empty JSON bodies are fine (the SDK posts none on copy/cancel).
     return503OnClosing: true,
+    // Closing comes after the runs' grace period: what is still open then (a thread stream never ends by itself, a
+    // run stream may follow a run handed back to the queue) is cut, so its client reconnects elsewhere (Last-Event-ID)
+    // and the process exits instead of waiting on it.
+    forceCloseConnections: true,
     // Requests fastify refuses before routing (a path that is not valid UTF-8) keep the {"detail"} shape.
     frameworkErrors: (err, _req, reply) => void (reply as FastifyReply).code(400).send({ detail: err.message }),
   });

@@ -1,6 +1,8 @@
 // Graceful shutdown of a real process on the embedded store: SIGTERM lets running runs finish within the grace
-// period; runs still going after it return to the queue and complete after a restart. Data survives restarts.
+// period; runs still going after it return to the queue and complete after a restart. Data survives restarts. Event
+// streams still open at the end are cut (the process exits; their clients reconnect).
 import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
@@ -60,5 +62,37 @@ describe('graceful shutdown (embedded store)', () => {
     ]);
     expect((await b.client.threads.get(t.thread_id)).status).toBe('idle');
     await b.p.stop();
+  });
+
+  it('SIGTERM with clients following a thread stream and a run stream: the process exits and cuts both streams', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
+    dirs.push(dir);
+    const a = await start(dir, '0');
+    const t = await a.client.threads.create();
+    const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 30_000, mark: 'c' } });
+    await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
+    // Followers that have read the first bytes; each resolves with whether its response ended cleanly.
+    const follow = (path: string) =>
+      new Promise<{ ended: Promise<boolean> }>((started, failed) => {
+        http
+          .get(new URL(path, a.p.url), (res) => {
+            const ended = new Promise<boolean>((done) => {
+              res.on('end', () => done(res.complete));
+              res.on('close', () => done(res.complete));
+              res.on('error', () => done(false));
+            });
+            res.once('data', () => started({ ended }));
+          })
+          .on('error', failed);
+      });
+    const threadStream = await follow(`/threads/${t.thread_id}/stream`);
+    const runStream = await follow(`/threads/${t.thread_id}/runs/${r.run_id}/stream`);
+    // A thread stream never ends by itself: without cutting it, stop() would wait forever.
+    await a.p.stop();
+    expect({ thread: await threadStream.ended, run: await runStream.ended }).toEqual({ thread: false, run: false });
+    // The run went back to the queue and is not lost.
+    const b = await start(dir, '0');
+    expect(['pending', 'running']).toContain((await b.client.runs.get(t.thread_id, r.run_id)).status);
+    await b.p.kill9();
   });
 });

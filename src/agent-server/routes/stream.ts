@@ -131,7 +131,12 @@ export const streamRoutes =
         clearInterval(beat);
         if (!res.destroyed) res.end();
       };
-      return { signal, write, end };
+      /** Ends the response without its last chunk: the client sees a broken stream, not a finished one. */
+      const cut = () => {
+        clearInterval(beat);
+        res.destroy();
+      };
+      return { signal, write, end, cut };
     }
 
     const frame = (event: string, data: string, id?: number) =>
@@ -159,6 +164,9 @@ export const streamRoutes =
         );
       }
       const keep = eventFilter(opts.modes);
+      // Set once the run is known to have ended: a stream that stops before (the server shuts down and hands the
+      // run back to the queue, the store went away) is cut, so the client reconnects instead of taking it as done.
+      let finished = false;
       try {
         const stop = new AbortController();
         sse.signal.addEventListener('abort', () => stop.abort(), { once: true });
@@ -183,6 +191,7 @@ export const streamRoutes =
         stop.abort();
         if (sse.signal.aborted) return;
         const final = await ended;
+        finished = !!final && TERMINAL_RUN_STATUSES.has(final.status);
         // A run whose worker died for good ends in error without having said so; a run that never started (or
         // whose events are past retention) has no events: send what the record knows.
         if (final && (final.status === 'error' || final.status === 'timeout') && !sawError) {
@@ -204,7 +213,8 @@ export const streamRoutes =
         }
         if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
       } finally {
-        sse.end();
+        if (finished) sse.end();
+        else sse.cut();
       }
     }
 
