@@ -212,7 +212,8 @@ describe('an auth file whose authenticate throws', () => {
         expect(res.status).toBe(500);
         expect(await res.json()).toEqual({ detail: 'Internal server error' });
       }
-      expect(server.output()).toMatch(/token service unreachable \(fixture bug\)/);
+      // The log line may reach the pipe after the answer did.
+      await expect.poll(() => server.output()).toMatch(/token service unreachable \(fixture bug\)/);
       expect(server.proc.exitCode).toBeNull();
       const ok = await fetch(`${server.url}/threads/search`, {
         method: 'POST',
