@@ -36,6 +36,24 @@ let store: ControlPlaneStore;
 let githubIntegration: string;
 let gitIntegration: string;
 
+/** The operator flags every operator of this file starts with (its own settings follow). */
+const operatorArgs = () => [
+  '--kubeconfig',
+  cluster.as('agentplane-operator').kubeconfigPath,
+  '--namespace',
+  NS,
+  '--registry',
+  'registry.test/agents',
+  '--push-secret',
+  'push',
+  '--base-image',
+  'agentplane:test',
+  '--log-level',
+  'silent',
+  '--health-port',
+  '0',
+];
+
 beforeAll(async () => {
   gh = await startFakeGitHub();
   gh.installations.set(8101, {
@@ -55,28 +73,7 @@ beforeAll(async () => {
   gitIntegration = (await service.create('team-a', { name: 'gitea', host: 'git.example.com', token: GIT_TOKEN })).id;
 
   const config = parseOperatorConfig(
-    [
-      '--kubeconfig',
-      cluster.as('agentplane-operator').kubeconfigPath,
-      '--namespace',
-      NS,
-      '--registry',
-      'registry.test/agents',
-      '--push-secret',
-      'push',
-      '--base-image',
-      'agentplane:test',
-      '--log-level',
-      'silent',
-      '--health-port',
-      '0',
-      '--github-app-id',
-      gh.appId,
-      '--github-api-url',
-      gh.apiUrl,
-      '--github-web-url',
-      gh.url,
-    ],
+    [...operatorArgs(), '--github-app-id', gh.appId, '--github-api-url', gh.apiUrl, '--github-web-url', gh.url],
     { AGENTPLANE_GITHUB_APP_PRIVATE_KEY: gh.privateKey },
   )!;
   op = startKubernetesOperator(config, logger);
@@ -237,28 +234,7 @@ describe('integration credentials in build Jobs', () => {
       // The operator of a data-plane-only install: no GitHub App, the listener's settings instead.
       await op.close();
       const config = parseOperatorConfig(
-        [
-          '--kubeconfig',
-          cluster.as('agentplane-operator').kubeconfigPath,
-          '--namespace',
-          NS,
-          '--registry',
-          'registry.test/agents',
-          '--push-secret',
-          'push',
-          '--base-image',
-          'agentplane:test',
-          '--log-level',
-          'silent',
-          '--health-port',
-          '0',
-          '--listener-control-plane-url',
-          cpUrl,
-          '--listener-tenant',
-          'team-a',
-          '--listener-id',
-          lid,
-        ],
+        [...operatorArgs(), '--listener-control-plane-url', cpUrl, '--listener-tenant', 'team-a', '--listener-id', lid],
         { AGENTPLANE_LISTENER_API_KEY: listenerKey },
       )!;
       expect(config.github).toBeUndefined();
