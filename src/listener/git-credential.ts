@@ -6,15 +6,9 @@
 import { isUuid } from '../resources/index.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import type { GitCredential } from '../operator/runtimes/types.ts';
+import { callListenerApi, ListenerApiError, type ListenerConnection } from './control-plane.ts';
 
-export type ListenerCredentialOptions = {
-  controlPlaneUrl: string;
-  apiKey: string;
-  tenant: string;
-  listenerId: string;
-  version?: string;
-  timeoutMs?: number;
-};
+export type ListenerCredentialOptions = ListenerConnection & { timeoutMs?: number };
 
 /** One line, bounded, no URL credentials: what a refusal may say in a build's status. */
 function oneLine(text: string): string {
@@ -30,42 +24,23 @@ export function listenerCredentialResolver(
     if (!isUuid(integrationId)) return undefined;
     if (tenantId !== opts.tenant)
       throw new Error(`this listener serves workspace ${opts.tenant}, not ${tenantId}: no git credential`);
-    let res: Response;
+    let body: { host?: unknown; username?: unknown; token?: unknown };
     try {
-      res = await fetch(`${opts.controlPlaneUrl}/v2/listeners/${opts.listenerId}/git-credential`, {
-        method: 'POST',
-        headers: {
-          'X-Api-Key': opts.apiKey,
-          'X-Tenant-Id': opts.tenant,
-          ...(opts.version ? { 'X-Agentplane-Version': opts.version } : {}),
-          'content-type': 'application/json',
-        },
-        body: JSON.stringify({ integration_id: integrationId, repo_url: repoUrl }),
-        signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
-        // The key goes to the control plane only, never on to wherever a redirect points.
-        redirect: 'error',
-      });
+      body = (await callListenerApi(
+        opts,
+        'POST',
+        '/git-credential',
+        { integration_id: integrationId, repo_url: repoUrl },
+        { timeoutMs: opts.timeoutMs ?? 30_000 },
+      )) as typeof body;
     } catch (err) {
+      if (err instanceof ListenerApiError)
+        throw new Error(`the control plane refused a git credential (${err.status}): ${oneLine(err.message)}`, {
+          cause: err,
+        });
       throw new Error(`asking the control plane for a git credential failed: ${oneLine((err as Error).message)}`, {
         cause: err,
       });
-    }
-    const text = await res.text();
-    if (!res.ok) {
-      let detail = text;
-      try {
-        const d = (JSON.parse(text) as { detail?: unknown }).detail;
-        detail = typeof d === 'string' ? d : JSON.stringify(d);
-      } catch {
-        // not JSON
-      }
-      throw new Error(`the control plane refused a git credential (${res.status}): ${oneLine(detail)}`);
-    }
-    let body: { host?: unknown; username?: unknown; token?: unknown };
-    try {
-      body = JSON.parse(text) as typeof body;
-    } catch {
-      body = {};
     }
     if (typeof body.host !== 'string' || typeof body.token !== 'string' || !body.token)
       throw new Error('the control plane answered no git credential');

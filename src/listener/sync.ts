@@ -7,6 +7,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { NotFoundError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
+import { callListenerApi, ListenerApiError } from './control-plane.ts';
 import {
   API_VERSION,
   LABEL_DEPLOYMENT,
@@ -45,15 +46,6 @@ export type ListenerSyncOptions = {
   pollTimeoutSecs?: number;
   reportIntervalMs?: number;
 };
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((res) => {
@@ -94,36 +86,13 @@ export class ListenerSync {
     await Promise.all(this.loops);
   }
 
-  private async call(method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<unknown> {
-    const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(timeoutMs)]);
-    const res = await fetch(`${this.opts.controlPlaneUrl}/v2/listeners/${this.opts.listenerId}${path}`, {
-      method,
-      headers: {
-        'X-Api-Key': this.opts.apiKey,
-        'X-Tenant-Id': this.opts.tenant,
-        'X-Agentplane-Version': this.opts.version,
-        ...(body ? { 'content-type': 'application/json' } : {}),
-      },
-      body: body ? JSON.stringify(body) : undefined,
-      signal,
-    });
-    const text = await res.text();
-    if (!res.ok) {
-      let detail = text.slice(0, 300);
-      try {
-        const d = (JSON.parse(text) as { detail?: unknown }).detail;
-        detail = typeof d === 'string' ? d : JSON.stringify(d);
-      } catch {
-        // not JSON
-      }
-      throw new HttpError(res.status, detail);
-    }
-    return text ? JSON.parse(text) : {};
+  private call(method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<unknown> {
+    return callListenerApi(this.opts, method, path, body, { timeoutMs, signal: this.abort.signal });
   }
 
   /** Logs the first failure of a kind at error/warn level, then stays quiet until it works again. */
   private failed(what: string, err: unknown, retryMs: number): void {
-    const status = err instanceof HttpError ? err.status : undefined;
+    const status = err instanceof ListenerApiError ? err.status : undefined;
     // Both loops share one state: a wrong key fails both, and still makes one line.
     const kind = String(status ?? (err as Error).name);
     const message = err instanceof Error ? redactUrlsIn(err.message) : String(err);
