@@ -99,7 +99,8 @@ export const listenerCommand: CommandSpec = {
   },
 };
 
-const schema = z.object({
+/** How a data plane reaches its control plane as a listener (also the operator's --listener-* settings). */
+export const listenerConnectionFields = {
   controlPlaneUrl: z
     .string({ error: 'is required' })
     .url()
@@ -108,6 +109,10 @@ const schema = z.object({
   apiKey: z.string({ error: 'is required' }).min(1),
   tenant: z.string({ error: 'is required' }).min(1),
   listenerId: z.string({ error: 'is required' }).uuid(),
+};
+
+const schema = z.object({
+  ...listenerConnectionFields,
   runtime: z.enum(['local', 'kubernetes']),
   dataDir: z.string().min(1),
   host: z.string().min(1),

@@ -5,6 +5,7 @@ import { optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '..
 import { kubernetesRuntimeConfigSchema, PRIVATE_RANGES } from './runtimes/kubernetes/config.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
 import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
+import { listenerConnectionFields } from '../listener/config.ts';
 
 export const operatorCommand: CommandSpec = {
   name: 'operator',
@@ -436,35 +437,26 @@ function agentAuthOf(url: string | undefined, key: string | undefined) {
   return { agentAuth: { controlPlaneUrl: url, tokenKey: Buffer.from(key.trim(), 'base64') } };
 }
 
-/** All four --listener-* settings or none. */
+/** All four --listener-* settings or none, checked as `agentplane listener` checks its own. */
 function listenerOf(pick: (name: string) => string | undefined): { listener?: OperatorListenerSettings } {
-  const names = ['listener-control-plane-url', 'listener-tenant', 'listener-id', 'listener-api-key'] as const;
-  const [controlPlaneUrl, tenant, listenerId, apiKey] = names.map((n) => pick(n)?.trim() || undefined);
-  const given = [controlPlaneUrl, tenant, listenerId, apiKey].filter((v) => v !== undefined).length;
-  if (!given) return {};
-  if (given < names.length)
-    throw new UsageError(
-      `${names.map((n) => `--${n}`).join(', ')} go together (missing: ${names
-        .filter((n) => !pick(n)?.trim())
-        .map((n) => `--${n}`)
-        .join(', ')})`,
-    );
-  let url: URL;
-  try {
-    url = new URL(controlPlaneUrl!);
-  } catch {
-    throw new UsageError('invalid --listener-control-plane-url: not a URL');
+  const flags = {
+    controlPlaneUrl: 'listener-control-plane-url',
+    tenant: 'listener-tenant',
+    listenerId: 'listener-id',
+    apiKey: 'listener-api-key',
+  } as const;
+  const given = Object.fromEntries(Object.entries(flags).map(([k, flag]) => [k, pick(flag)?.trim() || undefined]));
+  const missing = Object.entries(flags).filter(([k]) => given[k] === undefined);
+  if (missing.length === Object.keys(flags).length) return {};
+  const names = Object.values(flags).map((n) => `--${n}`);
+  if (missing.length)
+    throw new UsageError(`${names.join(', ')} go together (missing: ${missing.map(([, n]) => `--${n}`).join(', ')})`);
+  const parsed = z.object(listenerConnectionFields).safeParse(given);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UsageError(`invalid --${flags[issue.path[0] as keyof typeof flags]}: ${issue.message}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new UsageError('invalid --listener-control-plane-url: must be http(s)');
-  return {
-    listener: {
-      controlPlaneUrl: controlPlaneUrl!.replace(/\/+$/, ''),
-      tenant: tenant!,
-      listenerId: listenerId!,
-      apiKey: apiKey!,
-    },
-  };
+  return { listener: parsed.data };
 }
 
 /** Returns null for --help. */
