@@ -1,17 +1,18 @@
 // CPU per run of the example agent (examples/agent) executed in this process, the way the agent server's executor
 // runs it, with and without the extras the server adds around every run: the memory store attached (through the
-// event-driven AsyncBatchedStore, src/agent-server/platform/batched-store.ts) and the graph context of
-// platform/context.ts (an AsyncLocalStorage scope around the run). No HTTP, no database (MemorySaver): it isolates
+// event-driven AsyncBatchedStore, src/agent-server/platform/batched-store.ts); and, for comparison, one more
+// AsyncLocalStorage scope around each run (what naming the run in graph code's log lines cost before that moved to
+// LangGraph's runnable config, src/agent-server/platform/context.ts). No HTTP, no database (MemorySaver): it isolates
 // the graph-side cost of those extras from everything else the run-cycle benchmark measures.
 //   node --import tsx bench/run-overhead.ts plain|store|context|both [--runs N] [--concurrency N]
 // One mode per process (an AsyncLocalStorage, once used, stays enabled for the process); alternate modes over
 // several invocations on a shared machine.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { InMemoryStore, MemorySaver } from '@langchain/langgraph';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
-import { withGraphContext } from '../src/agent-server/platform/context.ts';
 import { silentLogger } from '../src/lib/logger.ts';
 
 const MODES = ['plain', 'store', 'context', 'both'] as const;
@@ -29,6 +30,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const registry = await loadGraphs(path.join(root, 'examples/agent/langgraph.json'), { logger: silentLogger() });
 const withStore = mode === 'store' || mode === 'both';
 const withContext = mode === 'context' || mode === 'both';
+const extraContext = new AsyncLocalStorage<Record<string, string>>();
 const graph = await registry.getGraph(
   'agent',
   {},
@@ -42,7 +44,7 @@ async function one(): Promise<void> {
   const exec = async () => {
     for await (const _ of await graph.stream(INPUT, { configurable: { thread_id }, streamMode: ['values'] } as never));
   };
-  if (withContext) await withGraphContext({ graph_id: 'agent', run_id: thread_id, thread_id }, exec);
+  if (withContext) await extraContext.run({ graph_id: 'agent', run_id: thread_id, thread_id }, exec);
   else await exec();
 }
 

@@ -8,7 +8,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { patchBatchedStoreOf } from '../platform/batched-store.ts';
-import { withGraphContext } from '../platform/context.ts';
+import { endImportContexts, withImportContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
 import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
 import type { Config, PregelLike } from './pregel-like.ts';
@@ -164,7 +164,7 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
   let mod: Record<string, unknown>;
   try {
     // Top-level code of the module logs with its graph id (getLogger() of the SDK).
-    mod = (await withGraphContext({ graph_id: spec.graphId }, () => import(pathToFileURL(spec.path).href))) as Record<
+    mod = (await withImportContext({ graph_id: spec.graphId }, () => import(pathToFileURL(spec.path).href))) as Record<
       string,
       unknown
     >;
@@ -217,20 +217,27 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     opts.logger.error({ graph_id: graphId, err }, 'graph failed to load; the other graphs keep serving');
   };
   // Sequential: imports of one project share module state, and errors then name the first bad graph.
-  for (const [graphId, raw] of Object.entries(json.graphs)) {
-    let spec: GraphSpec;
-    try {
-      spec = { ...parseGraphEntry(graphId, raw, projectDir), assistantId: systemAssistantId(graphId) };
-    } catch (err) {
-      fail(graphId, err);
-      spec = { graphId, assistantId: systemAssistantId(graphId), path: '', exportName: '' };
-    }
-    specs.push(spec);
-    if (failures[graphId] !== undefined) continue;
-    try {
-      loaded.set(graphId, await importGraph(spec, opts.logger));
-    } catch (err) {
-      fail(graphId, err);
+  try {
+    await importAll();
+  } finally {
+    endImportContexts();
+  }
+  async function importAll() {
+    for (const [graphId, raw] of Object.entries(json.graphs)) {
+      let spec: GraphSpec;
+      try {
+        spec = { ...parseGraphEntry(graphId, raw, projectDir), assistantId: systemAssistantId(graphId) };
+      } catch (err) {
+        fail(graphId, err);
+        spec = { graphId, assistantId: systemAssistantId(graphId), path: '', exportName: '' };
+      }
+      specs.push(spec);
+      if (failures[graphId] !== undefined) continue;
+      try {
+        loaded.set(graphId, await importGraph(spec, opts.logger));
+      } catch (err) {
+        fail(graphId, err);
+      }
     }
   }
   // Nothing to serve: a server whose every graph failed is refused, so a broken revision never goes live.

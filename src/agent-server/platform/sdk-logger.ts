@@ -1,7 +1,6 @@
 // The logger that `getLogger()` of @langchain/langgraph-sdk/logging returns inside graph code. The SDK types it
 // after winston (info(message, ...meta), info(object), levels error..silly); here every call becomes one pino line
 // of the server's log carrying the graph id and, inside a run, run_id, thread_id and the node's name.
-import { getConfig } from '@langchain/langgraph';
 import type { Logger } from '../../lib/logger.ts';
 import { currentGraphContext } from './context.ts';
 
@@ -23,21 +22,6 @@ const LEVELS: Record<string, PinoLevel> = {
 };
 
 export type SdkLogger = Record<keyof typeof LEVELS, (...args: unknown[]) => SdkLogger>;
-
-function nodeName(): string | undefined {
-  try {
-    const node = (getConfig()?.metadata as Record<string, unknown> | undefined)?.langgraph_node;
-    return typeof node === 'string' ? node : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function contextFields(): Record<string, unknown> {
-  const ctx = currentGraphContext();
-  const node = ctx?.run_id ? nodeName() : undefined;
-  return { ...(ctx ?? {}), ...(node ? { langgraph_node: node } : {}) };
-}
 
 /** One log call's arguments -> pino's (fields, message). */
 export function toPinoArgs(args: unknown[]): [Record<string, unknown>, string | undefined] {
@@ -71,7 +55,7 @@ export function createSdkLogger(base: Logger): SdkLogger {
     logger[name] = (...args: unknown[]) => {
       if (graphLog.isLevelEnabled(level)) {
         const [fields, msg] = toPinoArgs(args);
-        graphLog[level]({ ...contextFields(), ...fields }, msg);
+        graphLog[level]({ ...currentGraphContext(), ...fields }, msg);
       }
       return logger;
     };

@@ -92,10 +92,12 @@ export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDe
     },
   });
 
-  app.addHook('onRequest', async (req, reply) => {
-    if (req.method === 'OPTIONS' || !STREAM_ROUTES.has(req.routeOptions.url ?? '')) return;
-    openStreams++;
-    reply.raw.once('close', () => openStreams--);
+  app.addHook('onRequest', (req, reply, done) => {
+    if (req.method !== 'OPTIONS' && STREAM_ROUTES.has(req.routeOptions.url ?? '')) {
+      openStreams++;
+      reply.raw.once('close', () => openStreams--);
+    }
+    done();
   });
 
   const failed = Object.keys(graphs.failures);

@@ -6,7 +6,6 @@
 import { Command, Send } from '@langchain/langgraph';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
-import { withGraphContext } from '../platform/context.ts';
 import { serializeError, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
@@ -55,18 +54,11 @@ export class InlineExecutor implements RunExecutor {
     private readonly store?: unknown,
   ) {}
 
-  execute(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
-    const { run, graphId } = req;
-    // Graph code logging through the SDK's getLogger() names this run (see platform/sdk-logger.ts).
-    const ctx = { graph_id: graphId, run_id: run.run_id, thread_id: run.thread_id, assistant_id: run.assistant_id };
-    return withGraphContext(ctx, () => this.executeGraph(req, onEvent, signal));
-  }
-
   private attachments() {
     return { checkpointer: this.checkpoints.saver, ...(this.store !== undefined ? { store: this.store } : {}) };
   }
 
-  private async executeGraph(
+  async execute(
     req: ExecRequest,
     onEvent: (event: string, json: string) => void,
     signal: AbortSignal,
