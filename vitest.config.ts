@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/support/sequencer.ts';
 
 export default defineConfig({
   test: {
@@ -11,5 +12,7 @@ export default defineConfig({
     // Picks the PostgreSQL server of the run (AGENTPLANE_TEST_DATABASE_URL, 127.0.0.1:5432, or an embedded one).
     globalSetup: ['./test/support/postgres-global-setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
+    // Longest files first, from a committed list, also on a fresh clone without vitest's cache.
+    sequence: { sequencer: LongestFirstSequencer },
   },
 });

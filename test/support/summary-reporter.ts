@@ -1,8 +1,18 @@
 // Prints one plain closing line ("tests: N passed, N failed, N skipped") after vitest's own summary, so CI
-// logs end with a count any reader or tool can parse.
-import type { Reporter, TestModule } from 'vitest/node';
+// logs end with a count any reader or tool can parse. With AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations)
+// it also writes each file's duration to test/support/durations.json, which the sequencer reads.
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Reporter, TestModule, Vitest } from 'vitest/node';
+import { DURATIONS_FILE } from './sequencer.ts';
 
 export default class SummaryReporter implements Reporter {
+  private root = process.cwd();
+
+  onInit(ctx: Vitest): void {
+    this.root = ctx.config.root;
+  }
+
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     let passed = 0;
     let failed = 0;
@@ -18,5 +28,23 @@ export default class SummaryReporter implements Reporter {
       if (mod.state() === 'failed' && [...mod.children.allTests()].length === 0) failed++;
     }
     process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    if (process.env.AGENTPLANE_RECORD_DURATIONS === '1') recordDurations(this.root, testModules);
   }
+}
+
+function recordDurations(root: string, testModules: ReadonlyArray<TestModule>): void {
+  const entries = testModules.map(
+    (m) => [path.relative(root, m.moduleId).split(path.sep).join('/'), m.diagnostic().duration / 1000] as const,
+  );
+  // A run of some files updates theirs and keeps the others'.
+  const file = path.join(root, DURATIONS_FILE);
+  let known: Record<string, number> = {};
+  try {
+    known = JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+  } catch {
+    // none yet
+  }
+  for (const [name, secs] of entries) known[name] = Math.round(secs * 10) / 10;
+  const sorted = Object.entries(known).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  writeFileSync(file, `${JSON.stringify(Object.fromEntries(sorted), null, 2)}\n`);
 }
