@@ -71,6 +71,10 @@ export function api(base: string) {
       method,
       headers: { 'X-Api-Key': API_KEY, 'X-Tenant-Id': TENANT, ...(body ? { 'content-type': 'application/json' } : {}) },
       body: body ? JSON.stringify(body) : undefined,
+    }).catch((err: Error) => {
+      // undici says only "fetch failed"; the cause (refused, reset, closed) tells a dead server from a dropped socket.
+      const cause = (err.cause as Error | undefined)?.message ?? 'no cause given';
+      throw new Error(`${method} ${base}${path}: ${err.message} (${cause})`, { cause: err });
     });
     const text = await res.text();
     return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
