@@ -4,6 +4,7 @@ import { formatHelp } from '../lib/cli-args.ts';
 import { agentServerCommand, parseAgentServerConfig } from './config.ts';
 import { startAgentServer } from './server.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
+import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseAgentServerConfig(argv, process.env);
@@ -11,6 +12,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(agentServerCommand));
     return;
   }
+  // Every user file this process imports (graphs, auth, routes, embeddings) may be TypeScript.
+  await ensureTypeScriptImports();
   const logger = createLogger({ level: config.logLevel, name: 'agent-server' });
   const server = await startAgentServer(config, logger);
   closeOnSignals(logger, () => server.close());

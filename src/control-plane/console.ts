@@ -4,11 +4,11 @@
 // is needed and every unknown path keeps the API's JSON 404.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packagePath } from '../lib/package-root.ts';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /** Where `npm run build:console` writes the bundle. */
-export const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../dist/console', import.meta.url));
+export const DEFAULT_CONSOLE_DIR = packagePath('dist/console');
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -203,6 +203,7 @@ describe('local runtime isolation', () => {
         `ls ${dataRoot}/runtime/install-cache 2>&1 | head -c 200; echo`,
         `echo "KEY=[$AGENTPLANE_BOOTSTRAP_API_KEY]"`,
         `echo "PKG=[$(ls -A ${PACKAGE_DIR} | tr '\n' ' ')]"`,
+        `echo "DIST=[$(ls -A ${PACKAGE_DIR}/dist 2>/dev/null | tr '\n' ' ')]"`,
         'echo ATTACK-DONE',
       ].join('; ');
       const b1 = spec(B, 'b-r1', { installCommand: attack });
@@ -217,7 +218,13 @@ describe('local runtime isolation', () => {
       expect(out).not.toContain('CONTROL-PLANE-DB-CONTENT');
       expect(out).not.toContain('agentplane-example-agent');
       expect(out).toContain('KEY=[]');
-      expect(out).toContain('PKG=[bin node_modules package.json src ]'); // not agentplane's whole checkout (.env, data)
+      // Not agentplane's whole checkout (.env, data): its code, dependencies and, when built, the bundle of its code
+      // (dist/cli, not the console build next to it).
+      const bundled = existsSync(join(PACKAGE_DIR, 'dist/cli'));
+      expect(out).toContain(
+        bundled ? 'PKG=[bin dist node_modules package.json src ]' : 'PKG=[bin node_modules package.json src ]',
+      );
+      expect(out).toContain(bundled ? 'DIST=[cli ]' : 'DIST=[]');
       // A's server still runs: it was there to be found.
       expect(environsWith(SECRET_A).length).toBeGreaterThan(0);
     },

@@ -4,7 +4,9 @@
 // outcomes come back as plain JSON, which is what the API sends anyway. Threads start with the first run and
 // load in the background: until one is ready (about a second), runs execute on the engine's thread through the
 // inline executor, so a fresh server answers and runs at once.
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { packagePath } from '../../lib/package-root.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { PlatformWorkerEnv } from '../platform/index.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
@@ -56,7 +58,7 @@ interface Pending {
   done: boolean;
 }
 
-const ENTRY = new URL('./executor-worker.mjs', import.meta.url);
+const ENTRY = pathToFileURL(packagePath('src/agent-server/runs/executor-worker.mjs'));
 
 export class ThreadExecutor implements RunExecutor {
   private readonly slots: Slot[] = [];

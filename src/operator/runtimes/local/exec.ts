@@ -4,7 +4,7 @@
 import { spawn, spawnSync, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { readFile, rm, writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { packagePath } from '../../../lib/package-root.ts';
 import type { LogWriter } from './logs.ts';
 import { redactText } from './redact.ts';
 import { NO_SANDBOX, type Mounts, type Sandbox } from './sandbox.ts';
@@ -38,7 +38,7 @@ export const DEFAULT_MAX_STEP_OUTPUT = 64 * 1024 * 1024;
 
 let pdeathsig: boolean | undefined;
 
-const STEP_GUARD = fileURLToPath(new URL('./step-guard.mjs', import.meta.url));
+const STEP_GUARD = packagePath('src/operator/runtimes/local/step-guard.mjs');
 
 /**
  * `setpriv --pdeathsig KILL` in front of a step: the kernel kills it when this process dies, even by SIGKILL (an

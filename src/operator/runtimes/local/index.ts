@@ -7,9 +7,10 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Logger } from '../../../lib/logger.ts';
+import { PACKAGE_ROOT, packagePath } from '../../../lib/package-root.ts';
 import type {
   BuildSpec,
   BuildStatus,
@@ -45,11 +46,10 @@ export { databaseNameFor };
 
 type DeploymentRef = Omit<RevisionRef, 'revision'>;
 
-const HERE = dirname(fileURLToPath(import.meta.url));
 /** agentplane's own package: agent servers run its bin/agentplane.mjs (mounted read-only in the sandbox). */
-export const PACKAGE_DIR = resolve(HERE, '../../../..');
-const AGENTPLANE_BIN = join(PACKAGE_DIR, 'bin/agentplane.mjs');
-const PARENT_WATCH = new URL('./parent-watch.mjs', import.meta.url).href;
+export const PACKAGE_DIR = PACKAGE_ROOT;
+const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
+const PARENT_WATCH = pathToFileURL(packagePath('src/operator/runtimes/local/parent-watch.mjs')).href;
 
 export type LocalRuntimeOptions = {
   dataDir: string;

@@ -129,7 +129,8 @@ export function sharedTrees(packageDir: string): string[] {
   const trees = new Set<string>();
   const add = (p: string) => existsSync(p) && trees.add(p);
   const root = realpathSync(packageDir);
-  for (const entry of ['bin', 'src', 'package.json', 'node_modules']) add(join(root, entry));
+  // dist/cli: the prebuilt bundle bin/agentplane.mjs prefers (our code only; the console build stays out).
+  for (const entry of ['bin', 'src', 'dist/cli', 'package.json', 'node_modules']) add(join(root, entry));
   if (existsSync(join(root, 'node_modules'))) add(realpathSync(join(root, 'node_modules')));
   const nodePrefix = dirname(dirname(realpathSync(process.execPath)));
   if (!['/usr', '/'].includes(nodePrefix)) add(nodePrefix);
