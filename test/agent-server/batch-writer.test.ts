@@ -3,13 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import { BatchWriter } from '../../src/agent-server/storage/batch-writer.ts';
 
-function recorder(spacingMs: number, fail?: (batch: number[]) => boolean) {
+function recorder(spacingMs: number, fail?: (batch: number[]) => boolean, maxBatch?: number) {
   const batches: number[][] = [];
   let inFlight = 0;
   let maxInFlight = 0;
   const lost: number[] = [];
   const writer = new BatchWriter<number>({
     spacingMs,
+    ...(maxBatch ? { maxBatch } : {}),
     write: async (batch) => {
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
@@ -32,6 +33,18 @@ describe('BatchWriter', () => {
     }
     await r.writer.flush();
     expect(r.batches.flat()).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(r.maxInFlight()).toBe(1);
+  });
+
+  it('splits a burst into writes of at most maxBatch items, in order, and a flush waits for all of them', async () => {
+    const r = recorder(0, undefined, 4);
+    for (let i = 0; i < 10; i++) r.writer.push(i);
+    await r.writer.flush();
+    expect(r.batches).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+      [8, 9],
+    ]);
     expect(r.maxInFlight()).toBe(1);
   });
 

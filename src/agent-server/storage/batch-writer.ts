@@ -6,6 +6,11 @@ export interface BatchWriterOptions<T> {
   write(batch: T[]): Promise<void>;
   onLost(err: Error, items: number): void;
   spacingMs: number;
+  /**
+   * Most items per write (default: no limit). A burst then goes out in several statements, each encoded in a bounded
+   * stretch of the event loop, instead of one huge one that holds up everything else in the process (lease renewals).
+   */
+  maxBatch?: number;
 }
 
 export class BatchWriter<T> {
@@ -53,8 +58,12 @@ export class BatchWriter<T> {
     if (this.writing || !this.queue.length) return;
     this.writing = true;
     this.lastWriteAt = performance.now();
-    const batch = this.queue;
-    this.queue = [];
+    const max = this.opts.maxBatch ?? Infinity;
+    let batch: T[];
+    if (this.queue.length <= max) {
+      batch = this.queue;
+      this.queue = [];
+    } else batch = this.queue.splice(0, max);
     try {
       await this.opts.write(batch);
     } catch (err) {

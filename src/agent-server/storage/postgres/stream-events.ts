@@ -35,6 +35,8 @@ const FETCH_ROWS = 1_000;
 const TAIL_IDLE_MS = 30_000;
 /** INSERTs start at least this far apart (each statement costs both processes CPU; see BatchWriter). */
 const STATEMENT_SPACING_MS = 5;
+/** Events per INSERT at most (a 30 000-event burst of 2 KB each is 60 MB: written in bounded pieces). */
+const MAX_EVENTS_PER_STATEMENT = 1_000;
 /** A NOTIFY payload names at most this many runs (its limit is 8000 bytes); more wake every reader. */
 const NOTIFY_MAX_RUNS = 60;
 
@@ -87,6 +89,7 @@ export async function postgresStreamEvents(
 
   const writer = new BatchWriter<Pending>({
     spacingMs: STATEMENT_SPACING_MS,
+    maxBatch: MAX_EVENTS_PER_STATEMENT,
     write: async (batch) => feedTails(batch, await writeBatch(batch)),
     onLost: (err, events) => opts.logger?.error({ err, events }, 'writing stream events failed; those events are lost'),
   });

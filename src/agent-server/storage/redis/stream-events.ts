@@ -110,6 +110,8 @@ export async function redisStreamEvents(
   // --- writing: see BatchWriter (one script call per batch, one in flight) ---
   const writer = new BatchWriter<Pending>({
     spacingMs: CALL_SPACING_MS,
+    // A burst goes out in bounded script calls, not one that holds up the process (and Redis) at once.
+    maxBatch: 1_000,
     write: (batch) => writeBatch(batch),
     onLost: (err, events) => opts.logger?.error({ err, events }, 'writing stream events failed; those events are lost'),
   });
