@@ -21,7 +21,7 @@ import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
-import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
+import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 
 const NS = 'agents';
 const logger = createLogger({ level: 'silent', name: 'test' });
@@ -37,22 +37,7 @@ let githubIntegration: string;
 let gitIntegration: string;
 
 /** The operator flags every operator of this file starts with (its own settings follow). */
-const operatorArgs = () => [
-  '--kubeconfig',
-  cluster.as('agentplane-operator').kubeconfigPath,
-  '--namespace',
-  NS,
-  '--registry',
-  'registry.test/agents',
-  '--push-secret',
-  'push',
-  '--base-image',
-  'agentplane:test',
-  '--log-level',
-  'silent',
-  '--health-port',
-  '0',
-];
+const operatorArgs = () => [...operatorTestFlags(cluster, NS), '--log-level', 'silent', '--health-port', '0'];
 
 beforeAll(async () => {
   gh = await startFakeGitHub();

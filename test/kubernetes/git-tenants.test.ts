@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
-import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
+import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 
 const NS = 'agents';
 const logger = createLogger({ level: 'silent', name: 'test' });
@@ -47,16 +47,7 @@ beforeAll(async () => {
   await secret('git-team-c', 'team-a');
   const config = parseOperatorConfig(
     [
-      '--kubeconfig',
-      cluster.as('agentplane-operator').kubeconfigPath,
-      '--namespace',
-      NS,
-      '--registry',
-      'registry.test/agents',
-      '--push-secret',
-      'push',
-      '--base-image',
-      'agentplane:test',
+      ...operatorTestFlags(cluster, NS),
       '--git-credentials-prefix',
       'git-',
       '--log-level',

@@ -13,7 +13,7 @@ import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
-import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
+import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
 import { kubectl } from '../support/helm/index.ts';
 
@@ -40,16 +40,7 @@ const writes = (from: number) => cluster.api.requests.slice(from).filter((r) => 
 function config(extra: string[] = []) {
   return parseOperatorConfig(
     [
-      '--kubeconfig',
-      cluster.as(OPERATOR).kubeconfigPath,
-      '--namespace',
-      NS,
-      '--registry',
-      'registry.test/agents',
-      '--push-secret',
-      'push',
-      '--base-image',
-      'agentplane:test',
+      ...operatorTestFlags(cluster, NS, OPERATOR),
       '--allowed-custom-domains',
       'agents.example.com',
       '--log-level',

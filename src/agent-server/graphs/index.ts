@@ -7,7 +7,6 @@ import { pathToFileURL } from 'node:url';
 import { v5 as uuidv5 } from 'uuid';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
-import { ensureTypeScriptImports } from '../../lib/typescript-imports.ts';
 import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { endImportContexts, withImportContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
@@ -201,7 +200,6 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
 }
 
 export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): Promise<GraphRegistry> {
-  await ensureTypeScriptImports();
   const absConfig = path.resolve(configPath);
   const projectDir = path.dirname(absConfig);
   const json = await readLanggraphJson(absConfig);

@@ -2,7 +2,6 @@
 // settings ("http"). Loaded once per process; keys this server does not act on are logged once as ignored.
 import path from 'node:path';
 import type { Logger } from '../../lib/logger.ts';
-import { ensureTypeScriptImports } from '../../lib/typescript-imports.ts';
 import { loadCustomAuth, type CustomAuth } from '../auth/custom.ts';
 import { ignoredConfigKeys, readLanggraphJson, type LanggraphJson } from '../graphs/config.ts';
 import type { CorsConfig } from './cors.ts';
@@ -18,7 +17,6 @@ export interface ServerExtensions {
 }
 
 export async function loadServerExtensions(configPath: string, logger: Logger): Promise<ServerExtensions> {
-  await ensureTypeScriptImports();
   const abs = path.resolve(configPath);
   const projectDir = path.dirname(abs);
   const json = await readLanggraphJson(abs);

@@ -98,3 +98,22 @@ export async function until<T>(what: string, check: () => T | Promise<T>, timeou
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/**
+ * The flags an operator under test starts with: the operator's identity in `cluster`, `namespace`, the test
+ * registry, push secret and base image. Each test adds its own settings after them.
+ */
+export function operatorTestFlags(cluster: TestCluster, namespace: string, user = 'agentplane-operator'): string[] {
+  return [
+    '--kubeconfig',
+    cluster.as(user).kubeconfigPath,
+    '--namespace',
+    namespace,
+    '--registry',
+    'registry.test/agents',
+    '--push-secret',
+    'push',
+    '--base-image',
+    'agentplane:test',
+  ];
+}
