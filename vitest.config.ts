@@ -9,6 +9,10 @@ export default defineConfig({
     // Suites start real processes and share one Postgres; two cores do not gain from more.
     maxWorkers: 2,
     pool: 'forks',
+    // Modules load once per worker, not once per file (the files' imports took ~110 s of a run when each file had a
+    // process of its own); what a file changes process-wide is put back by file-isolation.ts.
+    isolate: false,
+    setupFiles: ['./test/support/file-isolation.ts'],
     // Picks the PostgreSQL server of the run (AGENTPLANE_TEST_DATABASE_URL, 127.0.0.1:5432, or an embedded one).
     globalSetup: ['./test/support/postgres-global-setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],

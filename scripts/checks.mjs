@@ -1,0 +1,56 @@
+// The static checks `npm test` runs before the suite: ESLint, Prettier --check and the two TypeScript projects.
+// They are independent and each uses one core, so they run side by side; each one's output is printed whole when it
+// ends (not interleaved), and the exit code is non-zero when any of them failed.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(import.meta.url);
+const bin = (pkg, name) => {
+  const manifest = require(`${pkg}/package.json`);
+  const rel = typeof manifest.bin === 'string' ? manifest.bin : manifest.bin[name];
+  return path.join(path.dirname(require.resolve(`${pkg}/package.json`)), rel);
+};
+
+const CHECKS = [
+  { name: 'eslint', args: [bin('eslint', 'eslint'), '.'] },
+  {
+    name: 'prettier --check',
+    args: [bin('prettier', 'prettier'), '--check', '--log-level', 'warn', '**/*.{ts,tsx,mjs,js,css}'],
+  },
+  { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit'] },
+  { name: 'tsc --noEmit -p console', args: [bin('typescript', 'tsc'), '--noEmit', '-p', 'console'] },
+];
+
+const only = process.argv.slice(2);
+const chosen = only.length ? CHECKS.filter((c) => only.some((o) => c.name.startsWith(o))) : CHECKS;
+
+const results = await Promise.all(
+  chosen.map(
+    (c) =>
+      new Promise((resolve) => {
+        const started = Date.now();
+        const child = spawn(process.execPath, c.args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (out += d));
+        child.on('error', (err) => resolve({ ...c, code: 1, out: `${out}${err.message}\n`, ms: Date.now() - started }));
+        child.on('close', (code, signal) =>
+          resolve({ ...c, code: code ?? (signal ? 1 : 0), out, ms: Date.now() - started }),
+        );
+      }),
+  ),
+);
+
+let failed = 0;
+for (const r of results) {
+  const secs = (r.ms / 1000).toFixed(1);
+  if (r.code === 0) {
+    process.stdout.write(`ok    ${r.name} (${secs} s)\n`);
+    if (r.out.trim()) process.stdout.write(r.out);
+  } else {
+    failed++;
+    process.stdout.write(`FAIL  ${r.name} (${secs} s, exit ${r.code})\n${r.out}`);
+  }
+}
+process.exitCode = failed ? 1 : 0;
