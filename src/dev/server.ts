@@ -3,9 +3,10 @@
 // agent traffic and the proxy never sees API keys.
 import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { createFrontServer } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { randomBytes } from 'node:crypto';
 import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
@@ -118,12 +119,10 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await Promise.all([api.ready(), proxy.ready()]);
 
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const server = createFrontServer((req: IncomingMessage, res: ServerResponse) => {
     const target = req.url?.startsWith(`${DEPLOYMENTS_PREFIX}/`) ? proxy : api;
     target.routing(req, res);
   });
-  // Long joins and streams pass through; keep-alive sockets of idle clients must not block shutdown.
-  server.requestTimeout = 0;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());

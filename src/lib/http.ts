@@ -1,6 +1,7 @@
 // Request parsing and error answers shared by the two HTTP apps (agent server, control plane). Both answer every
 // error as JSON `{"detail": ...}`; they differ only in how a schema failure and a malformed body are spelled, which
 // each app passes in.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isAppError } from './errors.ts';
@@ -62,4 +63,18 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send({ detail: `Not found: ${req.method} ${req.originalUrl.split('?')[0]}` }),
   );
+}
+
+/**
+ * A plain HTTP server in front of fastify apps (dev and the listener route each request to one of two apps), with
+ * fastify's own socket settings: long joins and streams pass through (no request timeout), and an idle keep-alive
+ * socket is kept 72 s, not Node's 5 s. Clients drop idle sockets after the `Keep-Alive: timeout` the server
+ * announces, less a margin; at 5 s a client held up for that margin sent a request on a socket the server was
+ * closing ("other side closed").
+ */
+export function createFrontServer(handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const server = createServer(handler);
+  server.requestTimeout = 0;
+  server.keepAliveTimeout = 72_000;
+  return server;
 }

@@ -4,10 +4,10 @@
 // the operator of that cluster does the rest.
 import { mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { createServer } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { formatHelp } from '../lib/cli-args.ts';
+import { createFrontServer } from '../lib/http.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { fileKeySink } from '../control-plane/auth/key-publisher.ts';
@@ -89,8 +89,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
   proxy.get('/ok', async () => ({ ok: true }));
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await proxy.ready();
-  const server = createServer((req, res) => proxy.routing(req, res));
-  server.requestTimeout = 0;
+  const server = createFrontServer((req, res) => proxy.routing(req, res));
   await new Promise<void>((res, rej) => {
     server.once('error', rej);
     server.listen(config.port, config.host, () => res());
