@@ -1,5 +1,7 @@
 // Calls from a data plane to the listener API of its control plane (/v2/listeners/{id}/...), with the listener's
 // key: the sync loops of `agentplane listener` and the clone-credential resolver of a data plane's builds.
+import { withDeadline } from '../lib/deadline.ts';
+
 export type ListenerConnection = {
   controlPlaneUrl: string;
   apiKey: string;
@@ -26,29 +28,33 @@ export async function callListenerApi(
   body?: unknown,
   opts: { timeoutMs?: number; signal?: AbortSignal } = {},
 ): Promise<unknown> {
-  const timeout = AbortSignal.timeout(opts.timeoutMs ?? 30_000);
-  const res = await fetch(`${conn.controlPlaneUrl}/v2/listeners/${conn.listenerId}${path}`, {
-    method,
-    headers: {
-      'X-Api-Key': conn.apiKey,
-      'X-Tenant-Id': conn.tenant,
-      ...(conn.version ? { 'X-Agentplane-Version': conn.version } : {}),
-      ...(body ? { 'content-type': 'application/json' } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-    signal: opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout,
-    redirect: 'error',
-  });
-  const text = await res.text();
-  if (!res.ok) {
-    let detail = text.slice(0, 300);
-    try {
-      const d = (JSON.parse(text) as { detail?: unknown }).detail;
-      detail = typeof d === 'string' ? d : JSON.stringify(d);
-    } catch {
-      // not JSON
+  const deadline = withDeadline(opts.timeoutMs ?? 30_000, opts.signal);
+  try {
+    const res = await fetch(`${conn.controlPlaneUrl}/v2/listeners/${conn.listenerId}${path}`, {
+      method,
+      headers: {
+        'X-Api-Key': conn.apiKey,
+        'X-Tenant-Id': conn.tenant,
+        ...(conn.version ? { 'X-Agentplane-Version': conn.version } : {}),
+        ...(body ? { 'content-type': 'application/json' } : {}),
+      },
+      body: body ? JSON.stringify(body) : undefined,
+      signal: deadline.signal,
+      redirect: 'error',
+    });
+    const text = await res.text();
+    if (!res.ok) {
+      let detail = text.slice(0, 300);
+      try {
+        const d = (JSON.parse(text) as { detail?: unknown }).detail;
+        detail = typeof d === 'string' ? d : JSON.stringify(d);
+      } catch {
+        // not JSON
+      }
+      throw new ListenerApiError(res.status, detail);
     }
-    throw new ListenerApiError(res.status, detail);
+    return text ? JSON.parse(text) : {};
+  } finally {
+    deadline.clear();
   }
-  return text ? JSON.parse(text) : {};
 }

@@ -27,6 +27,7 @@ import type {
   RevisionRef,
   ServerStatus,
 } from '../../src/operator/runtimes/types.ts';
+import { fullGc } from '../support/gc.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 
 const BWRAP = spawnSync('bwrap', ['--unshare-all', '--share-net', '--ro-bind', '/', '/', 'true']).status === 0;
@@ -390,7 +391,13 @@ describe('local runtime isolation', () => {
     const quick = newRuntime({ buildTimeoutMs: 1500 });
     try {
       const started = Date.now();
-      const status = await build(spec(B, 'b-slow', { installCommand: 'sleep 60' }), quick);
+      const slow = spec(B, 'b-slow', { installCommand: 'sleep 60' });
+      expect(await quick.build(slow)).toMatchObject({ phase: 'Running' });
+      // A collection while the step runs must not lose the deadline (it did with AbortSignal.any over
+      // AbortSignal.timeout on Node 20: this build then succeeded after 60 s, once in a CI run).
+      while (!logs.of(slow, 'build').includes('$ sleep 60')) await new Promise((r) => setTimeout(r, 20));
+      fullGc();
+      const status = await build(slow, quick);
       expect(status).toMatchObject({ phase: 'Failed', message: expect.stringMatching(/build deadline/) });
       expect(Date.now() - started).toBeLessThan(15_000);
     } finally {

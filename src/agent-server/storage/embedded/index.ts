@@ -3,7 +3,7 @@
 // wake-ups travel on an in-process emitter. Each aggregate is a small factory over the shared context
 // (context.ts); the run-lifecycle rules they apply live in ../run-rules.ts.
 import { EventEmitter } from 'node:events';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
@@ -47,13 +47,7 @@ function takeOwnership(dataDir: string): () => void {
     /* no owner yet */
   }
   if (other && other !== process.pid) {
-    let alive = true;
-    try {
-      process.kill(other, 0);
-    } catch (err) {
-      alive = (err as NodeJS.ErrnoException).code === 'EPERM';
-    }
-    if (alive) {
+    if (isRunning(other)) {
       throw new Error(
         `data dir ${dataDir} is in use by process ${other}; give each agent-server its own --data-dir or use Postgres`,
       );
@@ -61,6 +55,28 @@ function takeOwnership(dataDir: string): () => void {
   }
   writeFileSync(file, String(process.pid));
   return () => rmSync(file, { force: true });
+}
+
+/**
+ * Whether process `pid` still runs. A zombie does not: it has exited and waits for its parent to collect it, which
+ * may never happen when the parent was killed and the orphan went to an init that does not reap (a container whose
+ * PID 1 is an ordinary program), so its pid answers signal 0 long after it ended.
+ */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces and parentheses, the state follows the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    // Gone since the signal, or no /proc at all (not Linux: signal 0 is all there is to go by).
+    return !existsSync('/proc/self/stat');
+  }
 }
 
 /**

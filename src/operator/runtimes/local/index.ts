@@ -2,6 +2,7 @@
 // `agentplane agent-server` child process; a deployment's data (threads, runs, checkpoints) lives beside its
 // revisions, so every revision of a deployment sees the same threads. Traffic reaches the routed revision through
 // the dev server's proxy (proxy.ts).
+import { withDeadline } from '../../../lib/deadline.ts';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -257,6 +258,7 @@ export class LocalRuntime implements Runtime {
     const log = this.logWriter(spec, 'build');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
     await this.acquireBuildSlot();
+    let deadline: ReturnType<typeof withDeadline> | undefined;
     try {
       if (build.abort.signal.aborted) return;
       logger.info('build started');
@@ -273,12 +275,12 @@ export class LocalRuntime implements Runtime {
                 if (evicted.length) logger.info({ evicted: evicted.length }, 'install cache trimmed');
               },
             };
-      const timeoutMs = this.opts.buildTimeoutMs ?? 30 * 60_000;
+      deadline = withDeadline(this.opts.buildTimeoutMs ?? 30 * 60_000, build.abort.signal);
       const result = await runBuild(spec, {
         dir: this.revisionDir(spec),
         home: this.homeDir(spec.deploymentId),
         log,
-        signal: AbortSignal.any([build.abort.signal, AbortSignal.timeout(timeoutMs)]),
+        signal: deadline.signal,
         sandbox: this.opts.sandbox ?? NO_SANDBOX,
         repoPolicy: {
           allowedRoots: this.opts.allowLocalRepos ?? [],
@@ -305,6 +307,7 @@ export class LocalRuntime implements Runtime {
       build.status = { phase: 'Failed', message: message.split('\n')[0]! };
       logger.info({ reason: message }, 'build failed');
     } finally {
+      deadline?.clear();
       this.releaseBuildSlot();
       await log.flush();
       // A finished build is remembered by its marker; a failed one stays in memory (its revision is terminal).
