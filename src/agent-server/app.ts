@@ -82,6 +82,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     graphs: deps.graphs,
     engine: deps.engine,
     webhookPolicy: deps.webhookPolicy,
+    configurableHeaders: ext.http.configurable_headers,
   });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.

@@ -1,9 +1,11 @@
 // Domain operations behind the routes: assistant resolution, run creation (kwargs exactly as the platform
 // records them), thread state reads and updates. Throws typed errors; knows nothing about HTTP.
 import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
 import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../lib/errors.ts';
 import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
+import { configurableHeaderPicker, type ConfigurableHeadersConfig } from './http/configurable-headers.ts';
 import { systemAssistantId } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
@@ -39,6 +41,8 @@ export interface RunAuth {
   filters?: AuthFilters;
   /** The id the handler was shown for the run. */
   runId?: string;
+  /** The request's headers: the ones langgraph.json's http.configurable_headers lets through go into configurable. */
+  headers?: IncomingHttpHeaders;
 }
 
 /**
@@ -59,6 +63,8 @@ export interface ServiceDeps {
   versions?: AssistantVersions;
   /** Where run webhooks may point (--webhook-allow, langgraph.json webhooks.url); default: public hosts only. */
   webhookPolicy?: WebhookPolicy;
+  /** langgraph.json http.configurable_headers (absent: every x-* header and user-agent, as on the platform). */
+  configurableHeaders?: ConfigurableHeadersConfig | null;
 }
 
 /** The versions the store keeps. */
@@ -93,7 +99,9 @@ export function createAgentService({
   engine,
   versions = storedVersions(storage),
   webhookPolicy = { allow: [] },
+  configurableHeaders,
 }: ServiceDeps) {
+  const pickHeaders = configurableHeaderPicker(configurableHeaders);
   const graphIds = new Set(graphs.specs.map((s) => s.graphId));
 
   /** A webhook URL the policy refuses outright → 422 naming the field (addresses are checked at delivery). */
@@ -185,6 +193,8 @@ export function createAgentService({
     const requested: Json = {
       ...((assistantCfg.configurable as Json | undefined) ?? {}),
       ...((cfg.configurable as Json | undefined) ?? {}),
+      // The platform lets the request's headers override the body's configurable keys of the same name.
+      ...(caller?.headers ? pickHeaders(caller.headers) : {}),
     };
     for (const key of RESERVED_CONFIGURABLE) delete requested[key];
     const user = caller?.auth;
@@ -224,7 +234,9 @@ export function createAgentService({
       subgraphs: body.stream_subgraphs ?? false,
       resumable: body.stream_resumable ?? false,
       on_disconnect: body.on_disconnect ?? 'continue',
-      durability: body.durability ?? null,
+      // checkpoint_during is durability's older name (the SDK still sends it): false keeps only the final checkpoint.
+      durability:
+        body.durability ?? (body.checkpoint_during == null ? null : body.checkpoint_during ? 'async' : 'exit'),
     };
     const delay_ms = body.after_seconds ? Math.round(body.after_seconds * 1000) : 0;
     return {

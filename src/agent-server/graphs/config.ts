@@ -34,6 +34,15 @@ export const langgraphJsonSchema = z.looseObject({
         .string()
         .regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")')
         .optional(),
+      configurable_headers: z
+        .looseObject({
+          // The platform's docs spell the lists both ways.
+          include: z.array(z.string().min(1)).nullish(),
+          includes: z.array(z.string().min(1)).nullish(),
+          exclude: z.array(z.string().min(1)).nullish(),
+          excludes: z.array(z.string().min(1)).nullish(),
+        })
+        .nullish(),
       cors: z
         .object({
           allow_origins: z.array(z.string()).optional(),
@@ -75,6 +84,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
       'disable_meta',
       'mount_prefix',
       'cors',
+      'configurable_headers',
     ]),
   };
   const ignored: string[] = [];

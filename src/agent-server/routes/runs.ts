@@ -26,7 +26,7 @@ export function publicRun(r: RunRecord) {
 
 /** The custom-auth caller of a run request (who, and what the threads:create_run handler decided). */
 export function runCaller(req: FastifyRequest): RunAuth {
-  return { auth: req.auth ?? null, filters: req.authz?.filters, runId: req.authz?.runId };
+  return { auth: req.auth ?? null, filters: req.authz?.filters, runId: req.authz?.runId, headers: req.headers };
 }
 
 export const runRoutes =
