@@ -1,6 +1,6 @@
 // The agent server's fastify instance, built from injected dependencies; it never listens (server.ts does).
 import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
-import swagger from '@fastify/swagger';
+import swagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import { requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
@@ -38,6 +38,29 @@ export interface AppDeps {
   extensions?: ServerExtensions;
   /** Bundled generative UI components (langgraph.json "ui"). */
   ui?: UiBundles;
+}
+
+/**
+ * auth.openapi.paths: per-operation security requirements ({"/threads/{thread_id}": {"get": [{"bearer": []}]}}),
+ * laid over the generated document; a path or method the server does not have is left out.
+ */
+function withRouteSecurity(paths: NonNullable<NonNullable<ServerExtensions['openapi']>['paths']>) {
+  type Operation = { security?: unknown };
+  type Doc = { paths?: Record<string, Record<string, Operation | undefined> | undefined> };
+  return (documentObject: Parameters<SwaggerTransformObject>[0]) => {
+    const doc = (
+      'openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject
+    ) as Doc;
+    for (const [path, methods] of Object.entries(paths)) {
+      const item = doc.paths?.[path];
+      if (!item) continue;
+      for (const [method, requirements] of Object.entries(methods)) {
+        const operation = item[method.toLowerCase()];
+        if (operation) operation.security = requirements;
+      }
+    }
+    return doc as ReturnType<SwaggerTransformObject>;
+  };
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -108,9 +131,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   installDisabledGroups(app, ext.http);
 
+  const security = ext.openapi;
   await app.register(swagger, {
-    openapi: { info: { title: 'agentplane agent server', version: deps.version ?? '0.1.0' } },
+    openapi: {
+      info: { title: 'agentplane agent server', version: deps.version ?? '0.1.0' },
+      ...(security?.securitySchemes ? { components: { securitySchemes: security.securitySchemes as never } } : {}),
+      ...(security?.security ? { security: security.security } : {}),
+    },
     transform: jsonSchemaTransform,
+    ...(security?.paths ? { transformObject: withRouteSecurity(security.paths) } : {}),
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -21,7 +21,7 @@ import { openPostgresStorage } from './storage/postgres/index.ts';
 import { redisStreamEvents } from './storage/redis/stream-events.ts';
 import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
-import type { Storage } from './storage/types.ts';
+import type { RunOutcome, RunRecord, Storage } from './storage/types.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -165,6 +165,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
   const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
+  if (extensions.http.disable_webhooks) logger.info('http.disable_webhooks: run webhooks are never sent');
   if (!config.langsmith)
     logger.info('LangSmith not configured (LANGSMITH_API_KEY): runs with feedback_keys get no feedback event');
   const engine = new RunEngine({
@@ -175,10 +176,17 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       ? { feedback: langSmithFeedback(config.langsmith, logger.child({ component: 'feedback' })) }
       : {}),
     // The thread's values after the run: the outcome has them unless the run left them unchanged.
-    onRunFinished: (run, outcome) =>
-      webhooks.notify(run, outcome, async () =>
-        outcome.values !== undefined ? outcome.values : ((await storage.threads.get(run.thread_id))?.values ?? null),
-      ),
+    // langgraph.json http.disable_webhooks: runs still accept a webhook, nothing is ever sent.
+    ...(extensions.http.disable_webhooks
+      ? {}
+      : {
+          onRunFinished: (run: RunRecord, outcome: RunOutcome) =>
+            webhooks.notify(run, outcome, async () =>
+              outcome.values !== undefined
+                ? outcome.values
+                : ((await storage.threads.get(run.thread_id))?.values ?? null),
+            ),
+        }),
     // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
     // until one is ready.
     ...(config.executorThreads > 0

@@ -19,7 +19,23 @@ export const langgraphJsonSchema = z.looseObject({
   dependencies: z.array(z.string()).optional(),
   node_version: z.union([z.string(), z.number()]).optional(),
   // Custom auth: "./auth.ts:auth" exports an Auth from @langchain/langgraph-sdk/auth.
-  auth: z.looseObject({ path: z.string().min(1).optional(), disable_studio_auth: z.boolean().optional() }).optional(),
+  auth: z
+    .looseObject({
+      path: z.string().min(1).optional(),
+      disable_studio_auth: z.boolean().optional(),
+      // Shown in /openapi.json and /docs: how callers authenticate (OpenAPI security schemes and requirements),
+      // globally and per route ({"/threads": {"post": [{"bearer": []}]}}).
+      openapi: z
+        .looseObject({
+          securitySchemes: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+          security: z.array(z.record(z.string(), z.array(z.string()))).optional(),
+          paths: z
+            .record(z.string(), z.record(z.string(), z.array(z.record(z.string(), z.array(z.string())))))
+            .optional(),
+        })
+        .optional(),
+    })
+    .optional(),
   // Custom routes and HTTP settings.
   http: z
     .looseObject({
@@ -30,6 +46,8 @@ export const langgraphJsonSchema = z.looseObject({
       disable_runs: z.boolean().optional(),
       disable_store: z.boolean().optional(),
       disable_meta: z.boolean().optional(),
+      disable_ui: z.boolean().optional(),
+      disable_webhooks: z.boolean().optional(),
       mount_prefix: z
         .string()
         .regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")')
@@ -72,7 +90,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     checkpointer: new Set(['ttl']),
     ui: true,
     ui_config: new Set(['shared']),
-    auth: new Set(['path', 'disable_studio_auth']),
+    auth: new Set(['path', 'disable_studio_auth', 'openapi']),
     webhooks: new Set(['env_prefix', 'url', 'headers']),
     http: new Set([
       'app',
@@ -82,6 +100,8 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
       'disable_runs',
       'disable_store',
       'disable_meta',
+      'disable_ui',
+      'disable_webhooks',
       'mount_prefix',
       'cors',
       'configurable_headers',

@@ -9,11 +9,15 @@ import { loadCustomApp, type CustomApp } from './custom-app.ts';
 
 export type HttpSettings = NonNullable<LanggraphJson['http']>;
 
+/** langgraph.json auth.openapi: the security schemes and requirements /openapi.json declares. */
+export type AuthOpenApi = NonNullable<NonNullable<LanggraphJson['auth']>['openapi']>;
+
 export interface ServerExtensions {
   auth: CustomAuth | null;
   app: CustomApp | null;
   http: HttpSettings;
   cors: CorsConfig | undefined;
+  openapi?: AuthOpenApi;
 }
 
 export async function loadServerExtensions(configPath: string, logger: Logger): Promise<ServerExtensions> {
@@ -42,5 +46,5 @@ export async function loadServerExtensions(configPath: string, logger: Logger): 
     app = await loadCustomApp(http.app, projectDir);
     logger.info({ app: http.app }, 'custom HTTP app loaded');
   }
-  return { auth, app, http, cors: http.cors };
+  return { auth, app, http, cors: http.cors, ...(json.auth?.openapi ? { openapi: json.auth.openapi } : {}) };
 }

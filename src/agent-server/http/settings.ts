@@ -19,11 +19,15 @@ export function prefixRewriter(prefix: string | undefined) {
   };
 }
 
+/** The platform's meta routes: what the server is and how it runs. /ok stays (it is the health probe). */
+const META = (routeUrl: string) =>
+  routeUrl === '/info' || routeUrl === '/metrics' || routeUrl === '/openapi.json' || routeUrl.startsWith('/docs');
+
 /** Built-in route groups a project can switch off ("http": {"disable_threads": true, ...}). */
 function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string | null {
   if (!routeUrl) return null;
-  if (http.disable_meta && (routeUrl === '/info' || routeUrl === '/openapi.json' || routeUrl.startsWith('/docs')))
-    return 'meta';
+  if (http.disable_meta && META(routeUrl)) return 'meta';
+  if (http.disable_ui && routeUrl.startsWith('/ui/')) return 'ui';
   if (http.disable_assistants && routeUrl.startsWith('/assistants')) return 'assistants';
   const runRoute = routeUrl.startsWith('/runs') || routeUrl.startsWith('/threads/:thread_id/runs');
   if (http.disable_runs && runRoute) return 'runs';
@@ -35,7 +39,12 @@ function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string
 /** Answers 404 for the switched-off groups; custom routes of the same paths still answer (they run earlier). */
 export function installDisabledGroups(app: FastifyInstance, http: HttpSettings): void {
   const any =
-    http.disable_meta || http.disable_assistants || http.disable_runs || http.disable_threads || http.disable_store;
+    http.disable_meta ||
+    http.disable_ui ||
+    http.disable_assistants ||
+    http.disable_runs ||
+    http.disable_threads ||
+    http.disable_store;
   if (!any) return;
   app.addHook('onRequest', async (req, reply) => {
     if (disabledGroup(http, req.routeOptions.url)) {
