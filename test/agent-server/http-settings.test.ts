@@ -30,7 +30,7 @@ async function appOf(configPath: string): Promise<FastifyInstance> {
   dirs.push(dir);
   const graphs = await loadGraphs(configPath, { logger });
   const storage = openEmbeddedStorage({ dataDir: dir });
-  const engine = new RunEngine({ storage, graphs, logger });
+  const engine = new RunEngine({ storage, graphs, logger, concurrency: 2, runTimeoutMs: 30_000 });
   const app = await buildApp({ storage, graphs, engine, logger });
   app.addHook('onClose', async () => storage.close());
   return app;

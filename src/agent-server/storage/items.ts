@@ -1,7 +1,9 @@
 // The long-term memory store (LangGraph's BaseStore: items under namespaces) as both adapters keep it: the
 // pieces that are the same for both (namespace matching, value filters, cosine scoring, the "store" section of
 // langgraph.json and its embeddings function). Pure, apart from loading the embeddings module.
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
@@ -61,16 +63,74 @@ export interface Embedder {
   embedQuery(text: string): Promise<number[]>;
 }
 
-/** Loads "./file.ts:export" (relative to langgraph.json): an Embeddings object or a function of texts. */
+/**
+ * "provider:model" (as the platform's docs write it, e.g. "openai:text-embedding-3-small"): the provider's LangChain
+ * embeddings class, from the package the project installs (this server ships none of them).
+ */
+const EMBEDDING_PROVIDERS: Record<string, { pkg: string; className: string }> = {
+  openai: { pkg: '@langchain/openai', className: 'OpenAIEmbeddings' },
+  azure_openai: { pkg: '@langchain/openai', className: 'AzureOpenAIEmbeddings' },
+  cohere: { pkg: '@langchain/cohere', className: 'CohereEmbeddings' },
+  mistralai: { pkg: '@langchain/mistralai', className: 'MistralAIEmbeddings' },
+  ollama: { pkg: '@langchain/ollama', className: 'OllamaEmbeddings' },
+  google_genai: { pkg: '@langchain/google-genai', className: 'GoogleGenerativeAIEmbeddings' },
+  google_vertexai: { pkg: '@langchain/google-vertexai', className: 'VertexAIEmbeddings' },
+  bedrock: { pkg: '@langchain/aws', className: 'BedrockEmbeddings' },
+};
+
+/** A provider's embeddings object, or undefined when `spec` is a file reference ("./file.ts:export"). */
+async function providerEmbeddings(spec: string, projectDir: string): Promise<unknown> {
+  const m = /^([a-z][a-z0-9_-]*):([^/\\]+)$/.exec(spec);
+  if (!m || m[1]!.includes('.')) return undefined;
+  const [, provider, model] = m as unknown as [string, string, string];
+  const known = EMBEDDING_PROVIDERS[provider];
+  if (!known) {
+    // "name:export" with no extension could still be a file of the project.
+    if (existsSync(path.resolve(projectDir, provider))) return undefined;
+    throw new Error(
+      `store.index.embed "${spec}": unknown provider "${provider}" (known: ${Object.keys(EMBEDDING_PROVIDERS).join(', ')}; ` +
+        'or name your own: "./file.ts:exportName")',
+    );
+  }
+  let entry: string;
+  try {
+    entry = createRequire(path.join(projectDir, 'package.json')).resolve(known.pkg);
+  } catch {
+    throw new Error(`store.index.embed "${spec}" needs ${known.pkg} in the project's dependencies`);
+  }
+  const mod = (await import(pathToFileURL(entry).href)) as Record<string, unknown>;
+  const Embeddings = mod[known.className] as (new (fields: { model: string }) => unknown) | undefined;
+  if (typeof Embeddings !== 'function') {
+    throw new Error(`store.index.embed "${spec}": ${known.pkg} exports no ${known.className}`);
+  }
+  return new Embeddings({ model });
+}
+
+/**
+ * Loads "./file.ts:export" (relative to langgraph.json): an Embeddings object or a function of texts; or
+ * "provider:model" through the provider's LangChain package.
+ */
 export async function loadEmbedder(config: ItemsConfig): Promise<Embedder | undefined> {
   if (!config.index) return undefined;
   const spec = config.index.embed;
-  const colon = spec.lastIndexOf(':');
-  if (colon <= 0) throw new Error(`store.index.embed "${spec}" must be "./file.ts:exportName"`);
-  const file = path.resolve(config.projectDir ?? process.cwd(), spec.slice(0, colon));
-  const name = spec.slice(colon + 1);
-  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
-  const value = mod[name];
+  const projectDir = config.projectDir ?? process.cwd();
+  const fromProvider = await providerEmbeddings(spec, projectDir);
+  let value: unknown;
+  let source: string;
+  let name = '';
+  if (fromProvider !== undefined) {
+    value = fromProvider;
+    source = spec;
+  } else {
+    const colon = spec.lastIndexOf(':');
+    if (colon <= 0) {
+      throw new Error(`store.index.embed "${spec}" must be "./file.ts:exportName" or "provider:model"`);
+    }
+    source = path.resolve(projectDir, spec.slice(0, colon));
+    name = spec.slice(colon + 1);
+    const mod = (await import(pathToFileURL(source).href)) as Record<string, unknown>;
+    value = mod[name];
+  }
   const dims = config.index.dims;
   const check = (vectors: number[][]): number[][] => {
     for (const v of vectors) {
@@ -96,7 +156,7 @@ export async function loadEmbedder(config: ItemsConfig): Promise<Embedder | unde
       embedQuery: async (text) => check([await e.embedQuery(text)])[0]!,
     };
   }
-  throw new Error(`store.index.embed "${spec}": ${file} exports no function or Embeddings named "${name}"`);
+  throw new Error(`store.index.embed "${spec}": ${source} exports no function or Embeddings named "${name}"`);
 }
 
 /** Label-wise prefix/suffix match with "*" wildcards, as LangGraph's stores do. */
