@@ -142,13 +142,16 @@ describe('ignoredConfigKeys', () => {
       ui: {},
       checkpointer: { ttl: {}, serde: {} },
       ui_config: { shared: [], theme: 1 },
-      auth: { path: './auth.ts:auth', openapi: {} },
-      http: { app: './app.ts:app', configurable_headers: {} },
+      auth: { path: './auth.ts:auth', openapi: {}, cache: {} },
+      http: { app: './app.ts:app', configurable_headers: {}, middleware_order: 'auth_first' },
+      dockerfile_lines: ['RUN true'],
+      python_version: '3.12',
     });
     expect(ignoredConfigKeys(json).sort()).toEqual([
-      'auth.openapi',
+      'auth.cache',
       'checkpointer.serde',
-      'http.configurable_headers',
+      'http.middleware_order',
+      'python_version',
       'store.keys',
       'ui_config.theme',
     ]);

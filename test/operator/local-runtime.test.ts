@@ -1,6 +1,7 @@
 // The local runtime on its own: real git repo, real npm ci, real agent-server children, the real SDK through the
 // deployment proxy. The controllers are not involved; the test plays their part.
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -173,4 +174,28 @@ describe('LocalRuntime', () => {
     expect(existsSync(join(tmp, 'data', 'deployments', dep.deploymentId))).toBe(false);
     expect((await fetch(`${url}/ok`)).status).toBe(404);
   }, 240_000);
+
+  it('says in the build log that dockerfile_lines are not applied (no image here)', async () => {
+    const other = join(tmp, 'with-dockerfile-lines');
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: other, stdio: 'pipe' });
+    mkdirSync(other);
+    git('init', '-q', '-b', 'main');
+    writeFileSync(
+      join(other, 'langgraph.json'),
+      JSON.stringify({ graphs: { agent: './agent.ts:graph' }, dockerfile_lines: ['RUN apt-get install -y jq'] }),
+    );
+    git('add', '.');
+    git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+    const spec = {
+      ...buildSpec('lines-r1', 'main'),
+      deployment: 'lines',
+      deploymentId: 'dep-lines',
+      repoUrl: other,
+      installCommand: 'true',
+    };
+    expect(await until('lines-r1', () => runtime.build(spec), ['Succeeded', 'Failed'])).toMatchObject({
+      phase: 'Succeeded',
+    });
+    expect(logs.text('lines-r1', 'build')).toContain('dockerfile_lines: 1 line(s) not applied');
+  });
 });

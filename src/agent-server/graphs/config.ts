@@ -1,5 +1,5 @@
-// langgraph.json as users write it. Only the keys the agent server uses are checked; the rest (dockerfile_lines,
-// python_version, ...) pass through so a file written for the reference CLI still loads.
+// langgraph.json as users write it. Only the keys the agent server uses are checked; the rest (python_version, ...)
+// pass through so a file written for the reference CLI still loads.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
@@ -78,7 +78,8 @@ export const langgraphJsonSchema = z.looseObject({
 
 /**
  * Keys of langgraph.json this server does not act on ("store", "ui", "http.configurable_headers", ...), so the
- * caller can say once that they are ignored. Keys used by the build (dependencies, node_version) count as used.
+ * caller can say once that they are ignored. Keys used by the build (dependencies, node_version, dockerfile_lines)
+ * count as used.
  */
 export function ignoredConfigKeys(json: LanggraphJson): string[] {
   const used: Record<string, Set<string> | true> = {
@@ -86,6 +87,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     env: true,
     dependencies: true,
     node_version: true,
+    dockerfile_lines: true,
     store: new Set(['index', 'ttl']),
     checkpointer: new Set(['ttl']),
     ui: true,

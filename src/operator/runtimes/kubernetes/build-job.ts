@@ -1,5 +1,6 @@
 // The build Job of a source revision, in three steps that share emptyDirs:
-//   clone (init): clones the repository at repo_ref and writes the generated Dockerfile;
+//   clone (init): clones the repository at repo_ref and writes the generated Dockerfile (with langgraph.json's
+//     dockerfile_lines added);
 //   build (init): rootless, daemonless BuildKit builds the image into an OCI layout on an emptyDir, with no
 //     registry credential (only an optional pull-only one): the Dockerfile's RUN steps execute here, and with
 //     --oci-worker-no-process-sandbox they share this container's PID namespace, so anything this container holds
@@ -11,7 +12,7 @@
 import type { V1Job, V1Secret } from '@kubernetes/client-node';
 import type { GitCredential } from '../types.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
-import { agentDockerfile, safeConfigPath } from './dockerfile.ts';
+import { agentDockerfile, DOCKERFILE_LINES_SCRIPT, safeConfigPath } from './dockerfile.ts';
 import { ANNOTATION_REVISION, childMeta, LABEL_REVISION, type Target } from './labels.ts';
 
 export type BuildInput = {
@@ -105,7 +106,7 @@ fi
 `;
 
 // Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime.
-const CLONE_SCRIPT = `set -eu
+export const CLONE_SCRIPT = `set -eu
 ${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
 cd /workspace/src
 sha=""
@@ -118,7 +119,13 @@ git checkout --quiet --detach "$sha"
 echo "resolved $REPO_REF to $sha"
 if [ ! -f "$GRAPH_CONFIG" ]; then echo "graph config \\"$GRAPH_CONFIG\\" not found at $sha" >&2; exit 1; fi
 rm -rf .git
-printf '%s' "$DOCKERFILE" > /workspace/Dockerfile
+if command -v node >/dev/null 2>&1; then
+  node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" /workspace/Dockerfile
+elif grep -q '"dockerfile_lines"' "$GRAPH_CONFIG"; then
+  echo "langgraph.json has dockerfile_lines: the clone image needs node to add them (--git-image)" >&2; exit 1
+else
+  printf '%s' "$DOCKERFILE" > /workspace/Dockerfile
+fi
 printf '%s' "$sha" > /workspace/commit
 `;
 
@@ -190,6 +197,7 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 { name: 'REPO_REF', value: build.repoRef },
                 { name: 'GRAPH_CONFIG', value: configPath },
                 { name: 'DOCKERFILE', value: dockerfile },
+                { name: 'DOCKERFILE_LINES_SCRIPT', value: DOCKERFILE_LINES_SCRIPT },
                 { name: 'GIT_TERMINAL_PROMPT', value: '0' },
                 { name: 'HOME', value: '/tmp' },
                 ...(build.gitCredentialsSecret ? [{ name: 'GIT_CREDENTIALS_DIR', value: GIT_CREDENTIALS_DIR }] : []),

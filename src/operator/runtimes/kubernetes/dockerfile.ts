@@ -59,3 +59,29 @@ export function agentDockerfile(spec: AgentDockerfileSpec): string {
   ];
   return lines.join('\n');
 }
+
+/**
+ * langgraph.json "dockerfile_lines", added by the clone step once the repository is checked out (the operator never
+ * sees the repository): run as `node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" <Dockerfile>`, with GRAPH_CONFIG and
+ * DOCKERFILE in the environment. The lines go right after FROM, as root (as on the platform, whose base images run
+ * as root), before the generated file's own `USER node`, so installs and the server still run as node. Each entry
+ * must be one line of text; anything else fails the build with a message naming the entry.
+ */
+export const DOCKERFILE_LINES_SCRIPT = `
+const fs = require('node:fs');
+const fail = (m) => { process.stderr.write('langgraph.json dockerfile_lines: ' + m + '\\n'); process.exit(1); };
+let config;
+try { config = JSON.parse(fs.readFileSync(process.env.GRAPH_CONFIG, 'utf8')); }
+catch (e) { process.stderr.write('graph config ' + process.env.GRAPH_CONFIG + ' is not valid JSON: ' + e.message + '\\n'); process.exit(1); }
+const lines = config.dockerfile_lines ?? [];
+if (!Array.isArray(lines)) fail('must be a list of strings');
+lines.forEach((l, i) => {
+  if (typeof l !== 'string') fail('entry ' + i + ' is not a string');
+  if (/[\\r\\n]/.test(l)) fail('entry ' + i + ' holds a line break (give one line per entry)');
+});
+const out = process.env.DOCKERFILE.split('\\n');
+const from = out.findIndex((l) => l.startsWith('FROM '));
+if (lines.length) out.splice(from + 1, 0, 'USER root', ...lines);
+fs.writeFileSync(process.argv[1], out.join('\\n'));
+if (lines.length) console.log('dockerfile_lines: ' + lines.length + ' line(s) added after FROM');
+`;

@@ -233,6 +233,15 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   if (!(await insideReal(cwd, src)) || !(await insideReal(config, src))) {
     throw new StepError(`graph config "${spec.graphConfigPath}" leads out of the repository through a symbolic link`);
   }
+  const dockerfileLines = await readFile(config, 'utf8')
+    .then((text) => (JSON.parse(text) as { dockerfile_lines?: unknown }).dockerfile_lines)
+    .catch(() => undefined);
+  if (Array.isArray(dockerfileLines) && dockerfileLines.length) {
+    log.line(
+      `dockerfile_lines: ${dockerfileLines.length} line(s) not applied (the local runtime builds no image; ` +
+        'what they would install must already be on this machine)',
+    );
+  }
   let sharedNodeModules: string | undefined;
   if (spec.installCommand) {
     await confined({ label: spec.installCommand, command: 'sh', args: ['-c', spec.installCommand], cwd });
