@@ -1,5 +1,6 @@
 // Custom auth on the routes of the wider SDK surface (real server process, owner-only threads): every item of a
-// batch goes through threads:create_run, and a thread-less joinStream only shows runs of threads the caller sees.
+// batch goes through threads:create_run, a thread-less joinStream only shows runs of threads the caller sees, and
+// patchState is a threads:update of the thread.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,5 +52,15 @@ describe('custom auth on batch runs and thread-less streams', () => {
         for await (const _ of bob.runs.joinStream(null, runs[0]!.run_id)) void _;
       })(),
     ).rejects.toThrow(/404/);
+  });
+
+  it("guards patchState with threads:update: the owner patches the checkpoint's metadata, others get 404", async () => {
+    const alice = client(server.url, 'token-alice');
+    const bob = client(server.url, 'token-bob');
+    const t = await alice.threads.create();
+    await alice.runs.wait(t.thread_id, 'counter', { input: { count: 1 } });
+    await expect(bob.threads.patchState(t.thread_id, { by: 'bob' })).rejects.toThrow(/HTTP 404/);
+    await alice.threads.patchState(t.thread_id, { by: 'alice' });
+    expect((await alice.threads.getState(t.thread_id)).metadata).toMatchObject({ by: 'alice' });
   });
 });

@@ -187,6 +187,41 @@ describe('stream modes', { timeout: 120_000 }, () => {
     expect(joined.map((e) => e.event)).toEqual(['metadata', 'custom']);
   });
 
+  it('Last-Event-ID -1 (how useStream joins and reconnects) replays a run from the start on every join route', async () => {
+    const collect = async (events: AsyncIterable<unknown>) => {
+      const out: Ev[] = [];
+      for await (const e of events) out.push(e as Ev);
+      return out;
+    };
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, 'chat', { input: chatInput, streamMode: ['values', 'custom'] });
+    await client.runs.join(t.thread_id, run.run_id);
+    const full = await collect(client.runs.joinStream(t.thread_id, run.run_id));
+    expect(full.map((e) => e.event)).toEqual(expect.arrayContaining(['metadata', 'custom', 'values']));
+    expect(await collect(client.runs.joinStream(t.thread_id, run.run_id, { lastEventId: '-1' }))).toEqual(full);
+    // The thread-less form the SDK uses for stateless runs.
+    expect(await collect(client.runs.joinStream(null, run.run_id, { lastEventId: '-1' }))).toEqual(full);
+    // The thread stream never ends: it is read until the run's last values, with a time limit.
+    const abort = new AbortController();
+    const limit = setTimeout(() => abort.abort(), 15_000);
+    const seen: Ev[] = [];
+    try {
+      for await (const e of client.threads.joinStream(t.thread_id, { lastEventId: '-1', signal: abort.signal })) {
+        seen.push(e as Ev);
+        if (seen.filter((x) => x.event === 'values').length === full.filter((x) => x.event === 'values').length) break;
+      }
+    } finally {
+      clearTimeout(limit);
+    }
+    expect(seen[0]).toMatchObject({ event: 'metadata', data: { run_id: run.run_id } });
+    expect(seen.filter((e) => e.event === 'values')).toEqual(full.filter((e) => e.event === 'values'));
+    // Only -1 means "from the start": other negative ids are still refused.
+    const minusTwo = await readSse(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/stream`, {
+      lastEventId: '-2',
+    });
+    expect(minusTwo.status).toBe(422);
+  });
+
   it('sends a heartbeat comment after 5 s without events', async () => {
     const t = await client.threads.create();
     const r = await readSse(`${server.url}/threads/${t.thread_id}/runs/stream`, {

@@ -169,6 +169,12 @@ const TABLE: Record<string, RouteEvent> = {
     scope: 'thread',
     value: (r) => ({ thread_id: params(r).thread_id }),
   },
+  // Same event as POST: a write to the thread's state (here its checkpoint metadata).
+  'PATCH /threads/:thread_id/state': {
+    event: 'threads:update',
+    scope: 'thread',
+    value: (r) => ({ thread_id: params(r).thread_id, metadata: ((r.body ?? {}) as Json).metadata }),
+  },
   'GET /threads/:thread_id/history': threadRead,
   'POST /threads/:thread_id/history': threadRead,
   'POST /threads/:thread_id/runs': createRun,

@@ -31,6 +31,11 @@ export interface PregelLike {
   getState(config: Config, options?: { subgraphs?: boolean }): Promise<StateSnapshotLike>;
   getStateHistory(config: Config, options?: Record<string, unknown>): AsyncIterable<StateSnapshotLike>;
   updateState(config: Config, values: unknown, asNode?: string): Promise<Config>;
+  /** Each superstep's updates applied together as one step (every @langchain/langgraph 1.x graph has it). */
+  bulkUpdateState(
+    config: Config,
+    supersteps: Array<{ updates: Array<{ values: unknown; asNode: string }> }>,
+  ): Promise<Config>;
   getGraphAsync?(config?: Config): Promise<DrawableLike>;
   getGraph?(config?: Config): DrawableLike;
   getSubgraphsAsync?(namespace?: string, recurse?: boolean): AsyncIterable<[string, PregelLike]>;

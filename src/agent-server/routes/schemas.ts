@@ -154,7 +154,7 @@ export const ThreadSearch = z.object({
   status: ThreadStatus.nullish(),
   limit: z.number().int().min(1).max(1000).default(10),
   offset: z.number().int().min(0).max(MAX_OFFSET).default(0),
-  sort_by: z.enum(['thread_id', 'status', 'created_at', 'updated_at']).nullish(),
+  sort_by: z.enum(['thread_id', 'status', 'created_at', 'updated_at', 'state_updated_at']).nullish(),
   sort_order: SortOrder.nullish(),
   select: z.array(z.string()).nullish(),
 });
@@ -174,11 +174,34 @@ export const StateUpdate = z.object({
   as_node: z.string().nullish(),
 });
 
+/**
+ * PATCH /threads/{id}/state: metadata merged into the latest checkpoint's (the SDK sends only this), or into the
+ * checkpoint named as POST /threads/{id}/state names one.
+ */
+export const StatePatch = z.object({
+  metadata: obj,
+  checkpoint_id: z.string().nullish(),
+  checkpoint: CheckpointRef.nullish(),
+});
+
 export const StateCheckpoint = z.object({ checkpoint: CheckpointRef, subgraphs: z.boolean().nullish() });
+
+/**
+ * History's `before`: the SDK sends a config ({configurable: {checkpoint_id}}); a checkpoint ({checkpoint_id}, as
+ * a state's `checkpoint` reads) and a bare checkpoint id are taken too.
+ */
+const HistoryBefore = z.union([z.string(), CheckpointRef.extend({ configurable: CheckpointRef.nullish() })]);
+
+/** The checkpoint id a history `before` names, in whichever of its shapes it came. */
+export function beforeCheckpointId(before: z.infer<typeof HistoryBefore> | null | undefined): string | undefined {
+  if (before == null) return undefined;
+  if (typeof before === 'string') return before;
+  return before.configurable?.checkpoint_id ?? before.checkpoint_id ?? undefined;
+}
 
 export const HistoryBody = z.object({
   limit: z.number().int().min(1).max(1000).default(10),
-  before: z.union([z.string(), CheckpointRef]).nullish(),
+  before: HistoryBefore.nullish(),
   metadata: obj.nullish(),
   checkpoint: CheckpointRef.nullish(),
 });

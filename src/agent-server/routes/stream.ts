@@ -53,11 +53,12 @@ const ThreadStreamQuery = z.object({
   stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
   stream_modes: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
 });
+// -1 is "from the start": React useStream sends it when it joins or reconnects to a run it has no event id of.
 const LastEventId = z
   .object({
     'last-event-id': z
       .string()
-      .regex(/^\d{1,15}$/, 'must be the id of an event the stream sent (a number)')
+      .regex(/^(?:-1|\d{1,15})$/, 'must be the id of an event the stream sent (a number), or -1 for the start')
       .optional(),
   })
   .passthrough();
@@ -69,7 +70,10 @@ export const streamRoutes =
     const { storage, service, engine } = deps;
     const stallMs = deps.streamStallMs ?? 60_000;
 
-    /** Last-Event-ID as a cursor; an id the log never issued (another store, a wiped one) replays from the start. */
+    /**
+     * Last-Event-ID as a cursor; -1, and an id the log never issued (another store, a wiped one), replay from the
+     * start.
+     */
     async function cursorOf(header: string | undefined): Promise<number> {
       if (header === undefined) return -1;
       const id = Number(header);

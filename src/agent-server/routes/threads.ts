@@ -5,12 +5,15 @@ import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
 import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
 import type { Thread } from '../storage/types.ts';
+import { createThreadStateOps } from '../thread-state.ts';
 import type { RouteDeps } from './deps.ts';
 import {
+  beforeCheckpointId,
   CheckpointParams,
   HistoryBody,
   HistoryQuery,
   StateCheckpoint,
+  StatePatch,
   StateQuery,
   StateUpdate,
   ThreadCount,
@@ -34,6 +37,7 @@ export const threadRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { storage, service } = deps;
+    const stateOps = createThreadStateOps(deps);
 
     app.post('/threads', { schema: { body: ThreadCreate.optional() } }, async (req) => {
       const body = req.body ?? {};
@@ -48,11 +52,7 @@ export const threadRoutes =
         body.if_exists ?? 'raise',
       );
       try {
-        for (const step of body.supersteps ?? []) {
-          for (const u of step.updates) {
-            await service.updateState(thread_id, { values: u.values, as_node: u.as_node });
-          }
-        }
+        await stateOps.applySupersteps(thread_id, body.supersteps ?? []);
       } catch (err) {
         // A rejected request leaves nothing behind.
         if (!existed) await storage.threads.delete(thread_id).catch(() => undefined);
@@ -155,6 +155,12 @@ export const threadRoutes =
       return service.updateState(req.params.thread_id, req.body);
     });
 
+    // Metadata merged into a checkpoint's without a new step; the platform answers {}.
+    app.patch('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StatePatch } }, async (req) => {
+      const cp = req.body.checkpoint_id ?? req.body.checkpoint?.checkpoint_id ?? undefined;
+      return stateOps.patchState(req.params.thread_id, req.body.metadata, cp);
+    });
+
     app.get(
       '/threads/:thread_id/history',
       { schema: { params: ThreadParams, querystring: HistoryQuery } },
@@ -168,10 +174,9 @@ export const threadRoutes =
       { schema: { params: ThreadParams, body: HistoryBody.optional() } },
       async (req) => {
         const b = HistoryBody.parse(req.body ?? {});
-        const before = typeof b.before === 'string' ? b.before : b.before?.checkpoint_id;
         return service.history(req.params.thread_id, {
           limit: b.limit,
-          before: before ?? undefined,
+          before: beforeCheckpointId(b.before),
           metadata: b.metadata ?? undefined,
           checkpoint_id: b.checkpoint?.checkpoint_id ?? undefined,
         });

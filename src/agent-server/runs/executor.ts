@@ -139,7 +139,8 @@ export class InlineExecutor implements RunExecutor {
   async close(): Promise<void> {}
 }
 
-function toCommand(c: NonNullable<RunKwargs['command']>): Command {
+/** A command as the API takes it, as a LangGraph Command: goto entries shaped {node, input} become Sends. */
+export function toCommand(c: NonNullable<RunKwargs['command']>): Command {
   const goto =
     c.goto === undefined || c.goto === null
       ? undefined

@@ -4,5 +4,7 @@ export function isoNow(ms = Date.now()): string {
   return new Date(ms).toISOString().replace('Z', '+00:00');
 }
 
+// The sort keys searches accept. Each is also the name of its column in both stores: orderBy() puts only these
+// into SQL, never a key it was not given here.
 export const ASSISTANT_SORT = new Set(['assistant_id', 'graph_id', 'name', 'created_at', 'updated_at']);
-export const THREAD_SORT = new Set(['thread_id', 'status', 'created_at', 'updated_at']);
+export const THREAD_SORT = new Set(['thread_id', 'status', 'created_at', 'updated_at', 'state_updated_at']);

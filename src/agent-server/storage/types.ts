@@ -91,7 +91,7 @@ export interface ThreadQuery {
   status?: ThreadStatus;
   limit?: number;
   offset?: number;
-  sort_by?: 'thread_id' | 'status' | 'created_at' | 'updated_at';
+  sort_by?: 'thread_id' | 'status' | 'created_at' | 'updated_at' | 'state_updated_at';
   sort_order?: SortOrder;
 }
 

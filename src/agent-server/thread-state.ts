@@ -1,0 +1,122 @@
+// Thread state writes beside the service's single update (service.updateState):
+// - patchState: merges metadata into one checkpoint's metadata in place (PATCH /threads/{id}/state, the SDK's
+//   threads.patchState). No new checkpoint, no new step: the checkpoint is written back under its own id, parent
+//   and channel versions, through the store's saver.
+// - applySupersteps: a new thread's supersteps (POST /threads with `supersteps`, the SDK's way of copying a thread
+//   between deployments). Each superstep is one step, its updates applied together as LangGraph's bulkUpdateState
+//   does; an update's `command` is applied as a LangGraph Command.
+import { randomUUID } from 'node:crypto';
+import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts';
+import type { GraphRegistry, PregelLike } from './graphs/index.ts';
+import type { RunEngine } from './runs/engine.ts';
+import { toCommand } from './runs/executor.ts';
+import { interruptsOf } from './runs/state.ts';
+import { toPlain } from './serde.ts';
+import type { AgentService } from './service.ts';
+import type { Json, Storage, Thread } from './storage/types.ts';
+import { publishStateUpdate } from './streams/thread-events.ts';
+
+/** One superstep as the API takes it: updates as if these nodes had run in the same step. */
+interface Superstep {
+  updates: Array<{
+    values?: unknown;
+    command?: { update?: unknown; resume?: unknown; goto?: unknown } | null;
+    as_node: string;
+  }>;
+}
+
+interface CheckpointTuple {
+  config: Json;
+  checkpoint: Json;
+  metadata?: Json;
+  parentConfig?: Json;
+}
+
+interface Saver {
+  getTuple(config: Json): Promise<CheckpointTuple | undefined>;
+  put(config: Json, checkpoint: Json, metadata: Json, newVersions: Json): Promise<Json>;
+}
+
+export function createThreadStateOps(deps: {
+  storage: Storage;
+  graphs: GraphRegistry;
+  engine: RunEngine;
+  service: AgentService;
+}) {
+  const { storage, graphs, engine, service } = deps;
+  const saver = engine.checkpointer as unknown as Saver;
+
+  /** The thread's graph, built as the service builds it for state updates (a factory gets the thread's config). */
+  async function graphOf(thread: Thread): Promise<{ graph: PregelLike; graphId: string }> {
+    const graphId = thread.metadata.graph_id;
+    if (typeof graphId !== 'string' || !service.graphIds.has(graphId)) {
+      throw new BadRequestError(
+        `Thread ${thread.thread_id} has no graph yet: run an assistant on it before updating its state`,
+      );
+    }
+    const config = graphs.isFactory(graphId) ? await service.threadConfig(thread) : {};
+    return { graph: await graphs.getGraph(graphId, config, { checkpointer: engine.checkpointer }), graphId };
+  }
+
+  /** A run in flight writes checkpoints of its own (and a rollback deletes them): a write now would race it. */
+  function refuseBusy(thread: Thread): void {
+    if (thread.status === 'busy') {
+      throw new ConflictError(
+        `Thread ${thread.thread_id} is busy: a run is in flight; wait for it to finish before updating the state`,
+      );
+    }
+  }
+
+  async function patchState(threadId: string, metadata: Json, checkpointId?: string): Promise<Record<never, never>> {
+    const thread = await service.requireThread(threadId);
+    refuseBusy(thread);
+    const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
+    if (checkpointId) configurable.checkpoint_id = checkpointId;
+    const saved = await saver.getTuple({ configurable });
+    if (!saved) {
+      throw new NotFoundError(
+        checkpointId ? `Checkpoint ${checkpointId} not found` : `Thread ${threadId} has no checkpoint to patch`,
+      );
+    }
+    // Written back where it was: the parent's config names the parent (none for a thread's first checkpoint), and
+    // no channel changed, so no channel value is written again.
+    const at = saved.parentConfig ?? { configurable: { thread_id: threadId, checkpoint_ns: '' } };
+    await saver.put(at, saved.checkpoint, { ...(saved.metadata ?? {}), ...metadata }, {});
+    return {};
+  }
+
+  async function applySupersteps(threadId: string, supersteps: Superstep[]): Promise<void> {
+    if (!supersteps.length) return;
+    const thread = await service.requireThread(threadId);
+    refuseBusy(thread);
+    const { graph, graphId } = await graphOf(thread);
+    const steps = supersteps.map((s) => ({
+      updates: s.updates.map((u) => ({
+        values: u.command ? toCommand(u.command) : (u.values ?? null),
+        asNode: u.as_node,
+      })),
+    }));
+    // The same checkpoint metadata as a single update's (the run checkpointer merges config.metadata in).
+    const config = {
+      configurable: { thread_id: threadId, checkpoint_ns: '' },
+      metadata: { graph_id: graphId, assistant_id: thread.metadata.assistant_id, thread_id: threadId },
+    };
+    try {
+      await graph.bulkUpdateState(config, steps);
+    } catch (err) {
+      // Graph-level refusals (unknown node, ambiguous update) are the caller's input problem.
+      throw new BadRequestError(`State update rejected: ${(err as Error).message}`);
+    }
+    const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
+    await storage.threads.setState(
+      threadId,
+      toPlain<Json>(snapshot.values ?? {}),
+      snapshot.next.length > 0,
+      interruptsOf(snapshot),
+    );
+    // Thread streams asking for state_update get the new state.
+    await publishStateUpdate(storage.streams, threadId, await service.getState(threadId), randomUUID());
+  }
+
+  return { patchState, applySupersteps };
+}
