@@ -95,6 +95,20 @@ describe('headers in config.configurable, platform default', () => {
     }
   });
 
+  it("batch runs take the headers too, and the SDK's camelCase payload keys", async () => {
+    const [run] = await client.runs.createBatch([
+      { assistantId: 'headers', input: {}, streamMode: ['updates'], metadata: { from: 'batch' }, afterSeconds: 0 },
+    ]);
+    const kwargs = (run as unknown as { kwargs: unknown }).kwargs as {
+      config: { configurable: Record<string, unknown> };
+      stream_mode: string[];
+    };
+    expect(kwargs.config.configurable).toMatchObject({ 'x-user-id': 'user-7', 'user-agent': 'my-app/1.0' });
+    expect(kwargs.config.configurable).not.toHaveProperty('x-api-key');
+    expect(kwargs.stream_mode).toEqual(['updates']);
+    expect(run!.metadata).toMatchObject({ from: 'batch' });
+  });
+
   it("a header overrides the body's configurable key of the same name; reserved keys stay the server's", async () => {
     const t = await client.threads.create();
     const out = (await client.runs.wait(t.thread_id, 'headers', {
@@ -143,5 +157,28 @@ describe('checkpoint_during', () => {
     expect(await history({ checkpointDuring: true })).toBe(every);
     const exitOnly = await history({ checkpointDuring: false });
     expect(exitOnly).toBeLessThan(every);
+  });
+});
+
+describe('runs.list select', () => {
+  let server: Awaited<ReturnType<typeof serve>>;
+  let client: Client;
+  beforeAll(async () => {
+    server = await serve(fixture('langgraph.json'));
+    client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
+  });
+  afterAll(() => server?.close());
+
+  it('answers only the selected fields (the SDK sends a JSON list); a malformed select is a 422', async () => {
+    const t = await client.threads.create();
+    await client.runs.wait(t.thread_id, 'headers', { input: {} });
+    const rows = await client.runs.list(t.thread_id, { select: ['run_id', 'status', 'no_such_field' as 'status'] });
+    expect(rows).toHaveLength(1);
+    expect(Object.keys(rows[0]!).sort()).toEqual(['run_id', 'status']);
+    const plain = await fetch(`${server.url}/threads/${t.thread_id}/runs?select=status`);
+    expect(await plain.json()).toEqual([{ status: 'success' }]);
+    const bad = await fetch(`${server.url}/threads/${t.thread_id}/runs?select=${encodeURIComponent('[1,')}`);
+    expect(bad.status).toBe(422);
+    expect(((await bad.json()) as { detail: string }).detail).toContain('select');
   });
 });

@@ -18,6 +18,7 @@ import {
   GraphQuery,
   SubgraphParams,
   SubgraphQuery,
+  selectFields,
 } from './schemas.ts';
 
 export const assistantRoutes =
@@ -63,10 +64,7 @@ export const assistantRoutes =
       });
       const rows = filters ? found.filter((a) => matchesFilters(a.metadata, filters)) : found;
       if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-      if (!q.select?.length) return rows;
-      return rows.map((r) =>
-        Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof typeof r]])),
-      );
+      return selectFields(rows, q.select);
     });
 
     app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {

@@ -7,7 +7,16 @@ import type { RunAuth } from '../service.ts';
 import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from './deps.ts';
 import { disconnectSignal, sendAfterWait } from './reply.ts';
-import { CancelQuery, JoinQuery, RunBatchCreate, RunCreate, RunListQuery, RunParams, ThreadParams } from './schemas.ts';
+import {
+  CancelQuery,
+  JoinQuery,
+  RunBatchCreate,
+  RunCreate,
+  RunListQuery,
+  RunParams,
+  selectFields,
+  ThreadParams,
+} from './schemas.ts';
 
 /** The public run record (bookkeeping columns stay inside). */
 export function publicRun(r: RunRecord) {
@@ -105,6 +114,7 @@ export const runRoutes =
           auth: req.auth ?? null,
           filters: items[i]?.filters,
           runId: items[i]?.runId,
+          headers: req.headers,
         })),
       );
       return runs.map(publicRun);
@@ -116,7 +126,7 @@ export const runRoutes =
       async (req) => {
         await service.requireThread(req.params.thread_id);
         const runs = await storage.runs.list(req.params.thread_id, req.query);
-        return runs.map(publicRun);
+        return selectFields(runs.map(publicRun), req.query.select);
       },
     );
 

@@ -103,11 +103,33 @@ export const RunCreate = z.object({
 });
 export type RunCreateBody = z.infer<typeof RunCreate>;
 
+/** Only the named fields of each row (none named: whole rows); a name a row lacks is skipped. */
+export function selectFields<T extends object>(rows: T[], fields: string[] | null | undefined): Partial<T>[] {
+  if (!fields?.length) return rows;
+  return rows.map(
+    (r) => Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f as keyof T]])) as Partial<T>,
+  );
+}
+
+/** `select` in a query string: the SDK sends a JSON list (`["run_id","status"]`); a plain name may repeat. */
+const querySelect = z.preprocess(
+  (v) => {
+    if (typeof v !== 'string') return v;
+    if (!v.startsWith('[')) return [v];
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      return v; // refused below, naming the field
+    }
+  },
+  z.array(z.string().max(100)).max(50).optional(),
+);
+
 export const RunListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(10),
   offset: z.coerce.number().int().min(0).max(MAX_OFFSET).default(0),
   status: RunStatus.optional(),
-  select: z.unknown().optional(),
+  select: querySelect,
 });
 
 const boolish = z
@@ -261,7 +283,24 @@ export const SubgraphParams = AssistantParams.extend({ namespace: z.string().min
 export const SubgraphQuery = z.object({ recurse: boolish.default(false) });
 
 /** POST /runs/batch: stateless run creates, at most 100 at once (hostile-sized arrays stop here). */
-export const RunBatchCreate = z.array(RunCreate).min(1).max(100);
+/**
+ * The JS SDK's runs.createBatch sends each payload's keys as the caller wrote them, camelCase (streamMode,
+ * multitaskStrategy, ...): they are read as the snake_case fields they name (a snake_case key present wins), so the
+ * options a JS caller gives are not silently lost.
+ */
+const camelToSnake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const RUN_CREATE_KEYS = new Set(Object.keys(RunCreate.shape));
+const batchItem = z.preprocess((item) => {
+  if (!item || typeof item !== 'object' || Array.isArray(item)) return item;
+  const out: Record<string, unknown> = { ...(item as Record<string, unknown>) };
+  for (const [key, value] of Object.entries(item)) {
+    const snake = camelToSnake(key);
+    if (snake !== key && RUN_CREATE_KEYS.has(snake) && !(snake in out)) out[snake] = value;
+  }
+  return out;
+}, RunCreate);
+
+export const RunBatchCreate = z.array(batchItem).min(1).max(100);
 
 export const GraphQuery = z.object({
   xray: z.union([z.coerce.number().int(), boolish]).optional(),

@@ -12,6 +12,7 @@ import {
   CheckpointParams,
   HistoryBody,
   HistoryQuery,
+  selectFields,
   StateCheckpoint,
   StatePatch,
   StateQuery,
@@ -23,13 +24,6 @@ import {
   ThreadSearch,
   ttlMinutes,
 } from './schemas.ts';
-
-function select<T extends object>(rows: T[], fields: string[] | null | undefined): Partial<T>[] {
-  if (!fields?.length) return rows;
-  return rows.map(
-    (r) => Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f as keyof T]])) as Partial<T>,
-  );
-}
 
 const publicThread = (t: Thread) => t;
 
@@ -79,7 +73,7 @@ export const threadRoutes =
       });
       const rows = filters ? found.filter((t) => matchesFilters(t.metadata, filters)) : found;
       if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-      return select(rows.map(publicThread), q.select);
+      return selectFields(rows.map(publicThread), q.select);
     });
 
     app.post('/threads/count', { schema: { body: ThreadCount.optional() } }, async (req) => {
