@@ -82,7 +82,7 @@ describe('a Hono app with custom auth', () => {
   });
 
   it('logs ignored nested keys of "http"', () => {
-    expect(server.output()).toMatch(/langgraph.json keys ignored by this server: http.configurable_headers/);
+    expect(server.output()).toMatch(/langgraph.json keys ignored by this server: http.middleware_order/);
   });
 });
 
