@@ -9,7 +9,17 @@ import { configurableHeaderPicker, type ConfigurableHeadersConfig } from './http
 import { systemAssistantId } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import { webhookUrlProblem, type WebhookPolicy } from './runs/webhooks.ts';
-import { EMPTY_STATE, interruptsOf, readThreadState, toApiState, type ApiThreadState } from './runs/state.ts';
+import {
+  EMPTY_STATE,
+  checkpointConfigurable,
+  checkpointNsProblem,
+  interruptsOf,
+  readThreadState,
+  subgraphPath,
+  toApiState,
+  type ApiThreadState,
+  type CheckpointSelector,
+} from './runs/state.ts';
 import type { RunCreateBody } from './routes/schemas.ts';
 import { toPlain } from './serde.ts';
 import { publishStateUpdate } from './streams/thread-events.ts';
@@ -326,10 +336,85 @@ export function createAgentService({
     return graphForThread(graphId, thread);
   }
 
-  async function getState(threadId: string, checkpointId?: string, subgraphs = false): Promise<ApiThreadState> {
+  /** The namespace a request's checkpoint names ('' for the root graph), refused with 400 when malformed. */
+  function namespaceOf(sel: CheckpointSelector | null | undefined): string {
+    const ns = sel?.checkpoint_ns ?? '';
+    const problem = ns ? checkpointNsProblem(ns) : null;
+    if (problem) throw new BadRequestError(problem);
+    return ns;
+  }
+
+  /** Whether a namespace's subgraph path is one of the graph's declared subgraphs (undefined: cannot tell). */
+  async function declaresSubgraph(graph: PregelLike, ns: string): Promise<boolean | undefined> {
+    if (!graph.getSubgraphsAsync) return undefined;
+    const path = subgraphPath(ns);
+    try {
+      for await (const [name] of graph.getSubgraphsAsync(path, true)) if (name === path) return true;
+    } catch {
+      return undefined;
+    }
+    return false;
+  }
+
+  /** 404 for a subgraph namespace with no checkpoint on the thread, saying whether the graph has such a subgraph. */
+  async function namespaceNotFound(graph: PregelLike | null, threadId: string, ns: string): Promise<NotFoundError> {
+    const shown = ns.length > 200 ? `${ns.slice(0, 200)}...` : ns;
+    if (graph && (await declaresSubgraph(graph, ns)) === false) {
+      return new NotFoundError(
+        `Subgraph "${subgraphPath(shown)}" not found: checkpoint_ns "${shown}" names no subgraph of the thread's graph`,
+      );
+    }
+    return new NotFoundError(`No checkpoint found in namespace "${shown}" of thread ${threadId}`);
+  }
+
+  /**
+   * The 404 for a subgraph checkpoint that could not be read: the namespace's when it has no checkpoint at all
+   * (or names no subgraph), the checkpoint id's when only that one is missing from it.
+   */
+  async function subgraphCheckpointNotFound(
+    graph: PregelLike,
+    threadId: string,
+    sel: CheckpointSelector | null | undefined,
+    ns: string,
+    checkpointId: string | null | undefined,
+  ): Promise<NotFoundError> {
+    if (checkpointId) {
+      const latest = await readThreadState(graph, threadId, { ...sel, checkpoint_id: null }).catch(() => EMPTY_STATE);
+      if (latest.checkpoint_id) return new NotFoundError(`Checkpoint ${checkpointId} not found in namespace "${ns}"`);
+    }
+    return namespaceNotFound(graph, threadId, ns);
+  }
+
+  /** LangGraph's own refusal of a namespace naming no subgraph (whichever version's wording) as a 404. */
+  function isSubgraphNotFound(err: unknown): boolean {
+    return err instanceof Error && /subgraph\b.*\bnot found/i.test(err.message);
+  }
+
+  /**
+   * A thread's state: the latest root graph checkpoint, the one a checkpoint id names, or, for a checkpoint with
+   * a subgraph's checkpoint_ns, that subgraph's (latest or named) checkpoint as LangGraph reads it.
+   */
+  async function getState(
+    threadId: string,
+    checkpoint?: string | CheckpointSelector,
+    subgraphs = false,
+  ): Promise<ApiThreadState> {
+    const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : (checkpoint ?? undefined);
+    const ns = namespaceOf(sel);
+    const checkpointId = sel?.checkpoint_id ?? undefined;
     const graph = await threadGraph(threadId);
-    if (!graph) return { ...EMPTY_STATE };
-    const state = await readThreadState(graph, threadId, checkpointId, { subgraphs });
+    if (!graph) {
+      if (ns) throw await namespaceNotFound(null, threadId, ns);
+      return { ...EMPTY_STATE };
+    }
+    let state: ApiThreadState;
+    try {
+      state = await readThreadState(graph, threadId, ns ? sel : checkpointId, { subgraphs });
+    } catch (err) {
+      if (ns && isSubgraphNotFound(err)) throw await namespaceNotFound(graph, threadId, ns);
+      throw err;
+    }
+    if (ns && !state.checkpoint_id) throw await subgraphCheckpointNotFound(graph, threadId, sel, ns, checkpointId);
     if (checkpointId && !state.checkpoint_id) throw new NotFoundError(`Checkpoint ${checkpointId} not found`);
     return state;
   }
@@ -339,10 +424,11 @@ export function createAgentService({
     body: {
       values?: unknown;
       checkpoint_id?: string | null;
-      checkpoint?: { checkpoint_id?: string | null } | null;
+      checkpoint?: CheckpointSelector | null;
       as_node?: string | null;
     },
   ) {
+    const ns = namespaceOf(body.checkpoint);
     const thread = await requireThread(threadId);
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) {
@@ -357,17 +443,31 @@ export function createAgentService({
       );
     }
     const graph = await graphForThread(graphId, thread);
-    const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
     const cp = body.checkpoint_id ?? body.checkpoint?.checkpoint_id;
-    if (cp) configurable.checkpoint_id = cp;
+    const sel: CheckpointSelector = { ...body.checkpoint, checkpoint_id: cp };
+    const configurable = checkpointConfigurable(threadId, sel) as Json;
+    if (ns) {
+      // A subgraph's update goes on a checkpoint it already has: LangGraph would otherwise start a history in
+      // any namespace under a declared subgraph's name, task id or not.
+      let existing: ApiThreadState;
+      try {
+        existing = await readThreadState(graph, threadId, sel);
+      } catch (err) {
+        if (isSubgraphNotFound(err)) throw await namespaceNotFound(graph, threadId, ns);
+        throw err;
+      }
+      if (!existing.checkpoint_id) throw await subgraphCheckpointNotFound(graph, threadId, sel, ns, cp);
+    }
     const metadata = { graph_id: graphId, assistant_id: thread.metadata.assistant_id, thread_id: threadId };
     let next: Json;
     try {
       next = await graph.updateState({ configurable, metadata }, body.values ?? null, body.as_node ?? undefined);
     } catch (err) {
+      if (ns && isSubgraphNotFound(err)) throw await namespaceNotFound(graph, threadId, ns);
       // Graph-level refusals (unknown node, ambiguous update) are the caller's input problem.
       throw new BadRequestError(`State update rejected: ${(err as Error).message}`);
     }
+    // The thread's record is about the root graph, whichever graph the update went to.
     const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
     await storage.threads.setState(
       threadId,
@@ -389,17 +489,40 @@ export function createAgentService({
 
   async function history(
     threadId: string,
-    q: { limit: number; before?: string | null; metadata?: Json | null; checkpoint_id?: string | null },
+    q: {
+      limit: number;
+      before?: string | null;
+      metadata?: Json | null;
+      checkpoint_id?: string | null;
+      /** A subgraph's namespace (and checkpoint_map) to list that subgraph's checkpoints. */
+      checkpoint?: CheckpointSelector | null;
+    },
   ): Promise<ApiThreadState[]> {
+    const ns = namespaceOf(q.checkpoint);
+    const checkpointId = q.checkpoint_id ?? q.checkpoint?.checkpoint_id ?? undefined;
     const graph = await threadGraph(threadId);
-    if (!graph) return [];
-    const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
-    if (q.checkpoint_id) configurable.checkpoint_id = q.checkpoint_id;
+    if (!graph) {
+      if (ns) throw await namespaceNotFound(null, threadId, ns);
+      return [];
+    }
+    const configurable = checkpointConfigurable(threadId, { ...q.checkpoint, checkpoint_id: checkpointId }) as Json;
     const opts: Json = { limit: q.limit + 1 };
-    if (q.before) opts.before = { configurable: { thread_id: threadId, checkpoint_ns: '', checkpoint_id: q.before } };
+    if (q.before) opts.before = { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: q.before } };
     if (q.metadata && Object.keys(q.metadata).length) opts.filter = q.metadata;
     const snaps: StateSnapshotLike[] = [];
-    for await (const s of graph.getStateHistory({ configurable }, opts)) snaps.push(s);
+    try {
+      for await (const s of graph.getStateHistory({ configurable }, opts)) snaps.push(s);
+    } catch (err) {
+      if (ns && isSubgraphNotFound(err)) throw await namespaceNotFound(graph, threadId, ns);
+      throw err;
+    }
+    // An empty page of a namespace that never had a checkpoint is a namespace naming nothing.
+    if (ns && !snaps.length) {
+      const latest = await readThreadState(graph, threadId, { ...q.checkpoint, checkpoint_id: null }).catch(
+        () => EMPTY_STATE,
+      );
+      if (!latest.checkpoint_id) throw await namespaceNotFound(graph, threadId, ns);
+    }
     // One extra snapshot fetched so the last one shown still gets its writes from its parent.
     return snaps.slice(0, q.limit).map((s, i) => toApiState(s, snaps[i + 1]));
   }

@@ -137,12 +137,8 @@ export const threadRoutes =
     app.post(
       '/threads/:thread_id/state/checkpoint',
       { schema: { params: ThreadParams, body: StateCheckpoint } },
-      async (req) =>
-        service.getState(
-          req.params.thread_id,
-          req.body.checkpoint.checkpoint_id ?? undefined,
-          req.body.subgraphs ?? false,
-        ),
+      // The whole checkpoint: a subgraph's checkpoint_ns (and checkpoint_map) reads that subgraph's state.
+      async (req) => service.getState(req.params.thread_id, req.body.checkpoint, req.body.subgraphs ?? false),
     );
 
     app.post('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StateUpdate } }, async (req) => {
@@ -173,6 +169,7 @@ export const threadRoutes =
           before: beforeCheckpointId(b.before),
           metadata: b.metadata ?? undefined,
           checkpoint_id: b.checkpoint?.checkpoint_id ?? undefined,
+          checkpoint: b.checkpoint,
         });
       },
     );

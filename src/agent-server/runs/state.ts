@@ -25,6 +25,58 @@ export interface ApiThreadState {
   interrupts: unknown[];
 }
 
+/**
+ * A checkpoint a request names (POST /threads/{id}/state/checkpoint, /state, /history): its namespace ('' or
+ * absent for the root graph, `node:task_id` segments joined by `|` for a subgraph's), optionally which
+ * checkpoint, and the subgraph's checkpoint_map. A thread_id in it is ignored: the path names the thread.
+ */
+export interface CheckpointSelector {
+  checkpoint_id?: string | null;
+  checkpoint_ns?: string | null;
+  checkpoint_map?: Record<string, unknown> | null;
+}
+
+const MAX_CHECKPOINT_NS_LENGTH = 1000;
+
+/** Why a checkpoint_ns is malformed (loosely: bounded, and every `|` segment names a node), or null. */
+export function checkpointNsProblem(ns: string): string | null {
+  if (ns.length > MAX_CHECKPOINT_NS_LENGTH) {
+    return `checkpoint_ns is too long (${ns.length} characters, at most ${MAX_CHECKPOINT_NS_LENGTH})`;
+  }
+  const shown = ns.length > 200 ? `${ns.slice(0, 200)}...` : ns;
+  for (const segment of ns.split('|')) {
+    if (/^\d+$/.test(segment)) continue;
+    if (!segment.split(':')[0]!.trim()) {
+      return `checkpoint_ns "${shown}" is malformed: it is "node:task_id" segments joined by "|", each naming a node`;
+    }
+  }
+  return null;
+}
+
+/** A namespace without its task ids, as LangGraph names subgraphs: "a:1|b:2" -> "a|b". */
+export function subgraphPath(ns: string): string {
+  return ns
+    .split('|')
+    .filter((part) => !/^\d+$/.test(part))
+    .map((part) => part.split(':')[0])
+    .join('|');
+}
+
+/**
+ * The configurable that addresses a named checkpoint of a thread. The root graph's ('' namespace) is exactly
+ * what it always was; a subgraph's namespace brings its checkpoint_map, and LangGraph's state methods delegate
+ * to the subgraph. The thread is always the one given (the path's), never one the selector names.
+ */
+export function checkpointConfigurable(threadId: string, sel?: CheckpointSelector | null): Record<string, unknown> {
+  const ns = sel?.checkpoint_ns ?? '';
+  const configurable: Record<string, unknown> = { thread_id: threadId, checkpoint_ns: ns };
+  if (sel?.checkpoint_id) configurable.checkpoint_id = sel.checkpoint_id;
+  if (ns && sel?.checkpoint_map && typeof sel.checkpoint_map === 'object' && !Array.isArray(sel.checkpoint_map)) {
+    configurable.checkpoint_map = sel.checkpoint_map;
+  }
+  return configurable;
+}
+
 function checkpointOf(config: Config | undefined): ApiCheckpoint | null {
   const c = config?.configurable;
   if (!c?.checkpoint_id) return null;
@@ -34,6 +86,24 @@ function checkpointOf(config: Config | undefined): ApiCheckpoint | null {
     checkpoint_id: String(c.checkpoint_id),
     checkpoint_map: (c.checkpoint_map as Record<string, unknown> | undefined) ?? null,
   };
+}
+
+/** A subgraph task's config: its namespace, with or without a checkpoint id. */
+function taskCheckpointOf(config: Config | undefined): ApiCheckpoint | null {
+  const c = config?.configurable;
+  if (!c || typeof c.checkpoint_ns !== 'string' || !c.checkpoint_ns) return checkpointOf(config);
+  return {
+    thread_id: String(c.thread_id ?? ''),
+    checkpoint_ns: c.checkpoint_ns,
+    checkpoint_id: c.checkpoint_id ? String(c.checkpoint_id) : null,
+    checkpoint_map: (c.checkpoint_map as Record<string, unknown> | undefined) ?? null,
+  };
+}
+
+function isSnapshot(v: unknown): v is StateSnapshotLike {
+  if (typeof v !== 'object' || v === null) return false;
+  const s = v as Record<string, unknown>;
+  return 'values' in s && Array.isArray(s.next) && Array.isArray(s.tasks) && typeof s.config === 'object';
 }
 
 /** What each node wrote in the step that produced a checkpoint: the results of the parent's tasks. */
@@ -47,16 +117,21 @@ export function writesFrom(parent: StateSnapshotLike | undefined): Record<string
 export function toApiState(snapshot: StateSnapshotLike, parent?: StateSnapshotLike): ApiThreadState {
   const checkpoint = checkpointOf(snapshot.config as Config);
   const parentCheckpoint = checkpointOf(snapshot.parentConfig as Config | undefined);
-  const tasks = snapshot.tasks.map((t) => ({
-    id: t.id,
-    name: t.name,
-    path: t.path ?? null,
-    error: t.error ? (t.error instanceof Error ? t.error.message : String(t.error)) : null,
-    interrupts: t.interrupts ?? [],
-    checkpoint: checkpointOf((t.state as Config | undefined) ?? undefined),
-    state: null,
-    result: t.result ?? null,
-  }));
+  const tasks = snapshot.tasks.map((t) => {
+    // A subgraph task's state: its config (thread and namespace) by default, its whole snapshot with
+    // `subgraphs`; as the reference servers show them, the config as `checkpoint`, the snapshot as `state`.
+    const sub = isSnapshot(t.state) ? t.state : null;
+    return {
+      id: t.id,
+      name: t.name,
+      path: t.path ?? null,
+      error: t.error ? (t.error instanceof Error ? t.error.message : String(t.error)) : null,
+      interrupts: t.interrupts ?? [],
+      checkpoint: sub ? null : taskCheckpointOf(t.state as Config | undefined),
+      state: sub ? toApiState(sub) : null,
+      result: t.result ?? null,
+    };
+  });
   const metadata = snapshot.metadata ? { ...snapshot.metadata, writes: writesFrom(parent) } : null;
   return toPlain<ApiThreadState>({
     values: snapshot.values ?? {},
@@ -85,22 +160,33 @@ export const EMPTY_STATE: ApiThreadState = {
   interrupts: [],
 };
 
-/** Latest (or a given) checkpoint of a thread, with writes taken from its parent. */
+/**
+ * Latest (or a given) checkpoint of a thread, with writes taken from its parent. A checkpoint id alone names a
+ * root graph checkpoint; a selector with a checkpoint_ns reads the subgraph's checkpoint in that namespace.
+ */
 export async function readThreadState(
   graph: PregelLike,
   threadId: string,
-  checkpointId?: string,
+  checkpoint?: string | CheckpointSelector,
   opts: { subgraphs?: boolean } = {},
 ): Promise<ApiThreadState> {
-  const configurable: Record<string, unknown> = { thread_id: threadId, checkpoint_ns: '' };
-  if (checkpointId) configurable.checkpoint_id = checkpointId;
+  const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : checkpoint;
+  const configurable = checkpointConfigurable(threadId, sel);
   const snapshot = await graph.getState({ configurable }, opts);
   if (!snapshot.config?.configurable || !(snapshot.config.configurable as Record<string, unknown>).checkpoint_id) {
     return { ...EMPTY_STATE };
   }
-  const parentId = (snapshot.parentConfig as Config | undefined)?.configurable?.checkpoint_id;
+  // A namespace nothing was saved in comes back as an empty snapshot echoing the config it was asked with.
+  if (configurable.checkpoint_ns && !snapshot.createdAt && !snapshot.metadata) return { ...EMPTY_STATE };
+  const parentConf = (snapshot.parentConfig as Config | undefined)?.configurable;
+  const parentId = parentConf?.checkpoint_id;
   const parent = parentId
-    ? await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '', checkpoint_id: parentId } })
+    ? await graph.getState({
+        configurable: {
+          ...checkpointConfigurable(threadId, { ...sel, checkpoint_ns: String(parentConf.checkpoint_ns ?? '') }),
+          checkpoint_id: parentId,
+        },
+      })
     : undefined;
   return toApiState(snapshot, parent);
 }
