@@ -10,7 +10,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts'
 import type { GraphRegistry, PregelLike } from './graphs/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import { toCommand } from './runs/executor.ts';
-import { interruptsOf } from './runs/state.ts';
+import { checkpointConfigurable, checkpointNsProblem, interruptsOf, type CheckpointSelector } from './runs/state.ts';
 import { toPlain } from './serde.ts';
 import type { AgentService } from './service.ts';
 import type { Json, Storage, Thread } from './storage/types.ts';
@@ -67,20 +67,31 @@ export function createThreadStateOps(deps: {
     }
   }
 
-  async function patchState(threadId: string, metadata: Json, checkpointId?: string): Promise<Record<never, never>> {
+  async function patchState(
+    threadId: string,
+    metadata: Json,
+    checkpoint?: CheckpointSelector,
+  ): Promise<Record<never, never>> {
+    const ns = checkpoint?.checkpoint_ns ?? '';
+    const problem = ns ? checkpointNsProblem(ns) : null;
+    if (problem) throw new BadRequestError(problem);
     const thread = await service.requireThread(threadId);
     refuseBusy(thread);
-    const configurable: Json = { thread_id: threadId, checkpoint_ns: '' };
-    if (checkpointId) configurable.checkpoint_id = checkpointId;
+    // The path's thread, whatever the checkpoint object says; a subgraph's namespace reaches its checkpoints.
+    const configurable = checkpointConfigurable(threadId, checkpoint) as Json;
+    const checkpointId = checkpoint?.checkpoint_id;
     const saved = await saver.getTuple({ configurable });
     if (!saved) {
+      const where = ns ? ` in namespace "${ns.slice(0, 200)}"` : '';
       throw new NotFoundError(
-        checkpointId ? `Checkpoint ${checkpointId} not found` : `Thread ${threadId} has no checkpoint to patch`,
+        checkpointId
+          ? `Checkpoint ${checkpointId} not found${where}`
+          : `Thread ${threadId} has no checkpoint to patch${where}`,
       );
     }
-    // Written back where it was: the parent's config names the parent (none for a thread's first checkpoint), and
+    // Written back where it was: the parent's config names the parent (none for a namespace's first checkpoint), and
     // no channel changed, so no channel value is written again.
-    const at = saved.parentConfig ?? { configurable: { thread_id: threadId, checkpoint_ns: '' } };
+    const at = saved.parentConfig ?? { configurable: { thread_id: threadId, checkpoint_ns: ns } };
     await saver.put(at, saved.checkpoint, { ...(saved.metadata ?? {}), ...metadata }, {});
     return {};
   }

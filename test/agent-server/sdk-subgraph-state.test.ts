@@ -248,4 +248,41 @@ describe.each(['embedded', 'postgres'] as const)('subgraph checkpoints through t
     expect(child.values).toMatchObject({ depth: 1 });
     expect(child.checkpoint.checkpoint_ns).toBe(childCp.checkpoint_ns);
   });
+
+  it("patches a subgraph checkpoint's metadata in place when the body names it; the root's stays as it was", async () => {
+    const { threadId, checkpoint } = await interruptedInSubgraph('owls');
+    const rootBefore = await client.threads.getState(threadId);
+    const historyBefore = await client.threads.getHistory(threadId, {
+      checkpoint: { checkpoint_ns: checkpoint.checkpoint_ns },
+    });
+    const patch = (body: unknown) =>
+      fetch(`${server.url}/threads/${threadId}/state`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const res = await patch({ metadata: { reviewed: 'by-owl' }, checkpoint });
+    expect(res.status).toBe(200);
+    const sub = await client.threads.getState(threadId, checkpoint);
+    expect(sub.metadata).toMatchObject({ reviewed: 'by-owl' });
+    expect(sub.checkpoint.checkpoint_id).toBe(checkpoint.checkpoint_id);
+    const historyAfter = await client.threads.getHistory(threadId, {
+      checkpoint: { checkpoint_ns: checkpoint.checkpoint_ns },
+    });
+    expect(historyAfter.map((h) => h.checkpoint.checkpoint_id)).toEqual(
+      historyBefore.map((h) => h.checkpoint.checkpoint_id),
+    );
+    const rootAfter = await client.threads.getState(threadId);
+    expect(rootAfter.metadata).not.toHaveProperty('reviewed');
+    expect(rootAfter.checkpoint.checkpoint_id).toBe(rootBefore.checkpoint.checkpoint_id);
+
+    const nowhere = await patch({
+      metadata: { x: 1 },
+      checkpoint: { checkpoint_ns: 'child:00000000-0000-0000-0000-000000000000' },
+    });
+    expect(nowhere.status).toBe(404);
+    expect(((await nowhere.json()) as { detail: string }).detail).toContain('no checkpoint to patch in namespace');
+    const malformed = await patch({ metadata: { x: 1 }, checkpoint: { checkpoint_ns: '|' } });
+    expect(malformed.status).toBe(400);
+  });
 });

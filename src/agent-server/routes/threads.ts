@@ -147,8 +147,11 @@ export const threadRoutes =
 
     // Metadata merged into a checkpoint's without a new step; the platform answers {}.
     app.patch('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StatePatch } }, async (req) => {
-      const cp = req.body.checkpoint_id ?? req.body.checkpoint?.checkpoint_id ?? undefined;
-      return stateOps.patchState(req.params.thread_id, req.body.metadata, cp);
+      const checkpoint = {
+        ...req.body.checkpoint,
+        checkpoint_id: req.body.checkpoint_id ?? req.body.checkpoint?.checkpoint_id ?? null,
+      };
+      return stateOps.patchState(req.params.thread_id, req.body.metadata, checkpoint);
     });
 
     app.get(
