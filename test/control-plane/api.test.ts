@@ -299,6 +299,32 @@ describe('patch', () => {
     ]);
     expect(list.resources[0].source_revision_config.repo_ref).toBe('feature');
     expect(list.resources[2].source_revision_config.repo_ref).toBe('main');
+    // source_revision_config present starts a revision even when it changes nothing (a rebuild of the same ref).
+    const r3 = (await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: {} } })).json();
+    expect(r3.latest_revision_id).not.toBe(r2.latest_revision_id);
+    expect(r3.source_revision_config.repo_ref).toBe('feature');
+    const r4 = (
+      await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_revision_config: { repo_ref: 'feature' } } })
+    ).json();
+    expect(r4.latest_revision_id).not.toBe(r3.latest_revision_id);
+    // Without it (and without resource_spec or secrets) no revision starts.
+    const r5 = (
+      await call('PATCH', `/v2/deployments/${dep.id}`, { body: { source_config: { build_on_push: true } } })
+    ).json();
+    expect(r5.latest_revision_id).toBe(r4.latest_revision_id);
+  });
+
+  it('answers the name exactly as given; surrounding whitespace is a 422, not trimmed away', async () => {
+    for (const name of [' padded', 'padded ', '\tpadded', '   ']) {
+      const res = await call('POST', '/v2/deployments', { body: githubBody(name) });
+      expect(res.statusCode, name).toBe(422);
+      expect(JSON.stringify(res.json().detail)).toMatch(/name/);
+    }
+    const dep = await create('inner spaces kept');
+    expect(dep.name).toBe('inner spaces kept');
+    const renamed = await call('PATCH', `/v2/deployments/${dep.id}`, { body: { name: 'trailing ' } });
+    expect(renamed.statusCode).toBe(422);
+    expect((await call('GET', `/v2/deployments/${dep.id}`)).json().name).toBe('inner spaces kept');
   });
 
   it('secrets on PATCH replace the environment in a new revision; an empty list changes nothing', async () => {

@@ -145,7 +145,7 @@ describe('GitHub App integrations', () => {
       url: `/api-host/v1/integrations/github/setup?installation_id=${INST_B}&setup_action=install&state=${state}`,
     });
     await replica.close();
-    expect(done.statusCode, done.body).toBe(201);
+    expect(done.statusCode, done.body).toBe(200);
     intB = done.json().id;
     // Single use.
     expect(

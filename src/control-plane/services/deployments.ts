@@ -351,8 +351,9 @@ export function createDeploymentService(deps: {
       refuse(await referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
       const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
       const secrets = body.secrets?.length ? body.secrets : undefined;
+      // source_revision_config present, even unchanged or empty, asks for a new revision (a rebuild of the ref).
       const newRevision =
-        Object.keys(srcChange).length > 0 ||
+        body.source_revision_config != null ||
         body.source_config?.resource_spec !== undefined ||
         (body.source_config?.access_mode !== undefined &&
           body.source_config.access_mode !== (current.spec.sourceConfig.accessMode ?? 'api_key')) ||

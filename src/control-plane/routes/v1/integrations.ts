@@ -296,8 +296,9 @@ export const integrationHookRoutes =
             state: z.string().min(1).max(200),
             setup_action: z.string().max(50).optional(),
           }),
+          // 200, as every GET of the API (the integration is made by the redirect GitHub sends the browser on).
           response: {
-            201: IntegrationOut,
+            200: IntegrationOut,
             404: ErrorBody,
             409: ErrorBody,
             422: ErrorBody,
@@ -306,7 +307,6 @@ export const integrationHookRoutes =
           },
         },
       },
-      async (req, reply) =>
-        reply.code(201).send(await service.completeGitHubInstall(req.query.state, req.query.installation_id)),
+      async (req) => service.completeGitHubInstall(req.query.state, req.query.installation_id),
     );
   };

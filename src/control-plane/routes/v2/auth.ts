@@ -263,10 +263,13 @@ export const authRoutes =
           summary: 'Delete stored tokens (all, or those of a provider / user)',
           security,
           querystring: TokenFilter,
-          response: { 200: z.object({ deleted: z.number() }), ...errors },
+          response: { 204: z.null(), ...errors },
         },
       },
-      async (req) => ({ deleted: await service.deleteTokens(tenantOf(req), req.query) }),
+      async (req, reply) => {
+        await service.deleteTokens(tenantOf(req), req.query);
+        return reply.code(204).send(null);
+      },
     );
     app.delete(
       '/auth/tokens/:token_id',

@@ -212,7 +212,15 @@ const bodyRules = (b: { secrets?: { name: string; value: string }[] }, ctx: z.Re
   walk(b, []);
 };
 
-const displayName = z.string().trim().min(1).max(255).superRefine(rule(controlCharProblem));
+// Answered exactly as given (a client comparing what it sent, such as Terraform, must see the same name back), so
+// surrounding whitespace is refused rather than trimmed away.
+const displayName = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((v) => v.trim() === v, 'must not start or end with whitespace')
+  .refine((v) => v.trim() !== '', 'must not be blank')
+  .superRefine(rule(controlCharProblem));
 
 export const DeploymentCreate = z
   .object({
