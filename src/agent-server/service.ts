@@ -218,7 +218,8 @@ export function createAgentService({
           }
         : {}),
       run_id,
-      user_id: '',
+      // Who started the run ('' without custom auth); a client cannot set it.
+      user_id: user ? user.user.identity : '',
       graph_id: assistant.graph_id,
       thread_id,
       assistant_id: assistant.assistant_id,

@@ -142,13 +142,16 @@ describe.each(['embedded', 'postgres'] as const)(
       const t = await alice.threads.create();
       const values = await alice.runs.wait(t.thread_id, 'whoami', {
         input: {},
-        config: { configurable: { langgraph_auth_user_id: 'bob', langgraph_auth_permissions: ['admin'] } },
+        config: {
+          configurable: { langgraph_auth_user_id: 'bob', langgraph_auth_permissions: ['admin'], user_id: 'bob' },
+        },
       });
       expect(values).toEqual({ user_id: 'alice', permissions: ['threads:write'], display_name: 'Alice A.' });
       const [run] = await alice.runs.list(t.thread_id);
       const configurable = (run as unknown as { kwargs: { config: { configurable: Record<string, unknown> } } }).kwargs
         .config.configurable;
       expect(configurable).toMatchObject({
+        user_id: 'alice',
         langgraph_auth_user_id: 'alice',
         langgraph_auth_permissions: ['threads:write'],
         langgraph_auth_user: {
