@@ -199,6 +199,30 @@ const TABLE: Record<string, RouteEvent> = {
       return { thread_id: params(r).thread_id, run_id: params(r).run_id, action: q.action ?? 'interrupt' };
     },
   },
+  // Bulk cancel: the single cancel's event. No thread in the path: the route keeps to runs on threads the
+  // handler's filter lets the caller see (another user's thread answers 404, their runs are never touched).
+  'POST /runs/cancel': {
+    event: 'threads:update',
+    value: (r) => {
+      const b = (r.body ?? {}) as Json;
+      const q = (r.query ?? {}) as Json;
+      return {
+        thread_id: b.thread_id ?? null,
+        run_ids: b.run_ids ?? null,
+        status: b.status ?? null,
+        action: q.action ?? 'interrupt',
+      };
+    },
+  },
+  // Prune is a delete of the threads (of their history with keep_latest): threads:delete, raised once for the
+  // request; the route prunes only threads its filter lets the caller see.
+  'POST /threads/prune': {
+    event: 'threads:delete',
+    value: (r) => {
+      const b = (r.body ?? {}) as Json;
+      return { thread_ids: b.thread_ids ?? [], strategy: b.strategy ?? 'delete' };
+    },
+  },
   'DELETE /threads/:thread_id/runs/:run_id': {
     event: 'threads:delete',
     scope: 'thread',

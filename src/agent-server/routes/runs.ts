@@ -2,6 +2,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
+import { matchesFilters, type AuthFilters } from '../auth/custom.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
 import type { RunAuth } from '../service.ts';
 import type { FastifyRequest } from 'fastify';
@@ -14,6 +15,8 @@ import {
   RunCreate,
   RunListQuery,
   RunParams,
+  RunsCancel,
+  RunsCancelQuery,
   selectFields,
   ThreadParams,
 } from './schemas.ts';
@@ -93,9 +96,12 @@ export const runRoutes =
         }
         return out;
       });
+      // Location: the run's join on its (new) thread, as POST /threads/{id}/runs/wait sends, so a client that lost
+      // the connection can wait again.
+      const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
       return sendAfterWait(reply, result, {
         keepAliveMs,
-        headers: { 'Content-Location': `/threads/${run.thread_id}/runs/${run.run_id}` },
+        headers: { 'Content-Location': location, Location: `${location}/join` },
       });
     });
 
@@ -156,6 +162,46 @@ export const runRoutes =
         return sendAfterWait(reply, result, { keepAliveMs });
       },
     );
+
+    /** The runs whose thread the caller's custom-auth filter lets them see. */
+    async function visibleRuns(runs: RunRecord[], filters: AuthFilters): Promise<RunRecord[]> {
+      const ids = [...new Set(runs.map((r) => r.thread_id))];
+      const visible = new Set<string>();
+      for (let i = 0; i < ids.length; i += 500) {
+        const chunk = ids.slice(i, i + 500);
+        for (const t of await storage.threads.search({ ids: chunk, limit: chunk.length })) {
+          if (matchesFilters(t.metadata, filters)) visible.add(t.thread_id);
+        }
+      }
+      return runs.filter((r) => visible.has(r.thread_id));
+    }
+
+    // Cancel Runs (the platform's POST /runs/cancel, answered 204 as its OpenAPI says; the Python SDK's
+    // runs.cancel_many): {thread_id, run_ids} cancels those runs of the thread, all or none (an unknown thread or a
+    // run not on it is a 404, as for the single cancel); {status} cancels every run pending, running or both.
+    // Finished runs are left as they are. Custom auth: the threads:update event, as for the single cancel; only
+    // runs on threads its filter lets the caller see are touched, another user's thread is a 404.
+    app.post('/runs/cancel', { schema: { body: RunsCancel, querystring: RunsCancelQuery } }, async (req, reply) => {
+      const { action } = req.query;
+      const { status, thread_id, run_ids } = req.body;
+      const filters = req.authz?.filters;
+      if (status) {
+        const listed = await storage.runs.listByStatus(status === 'all' ? ['pending', 'running'] : [status]);
+        const runs = filters ? await visibleRuns(listed, filters) : listed;
+        for (const r of runs) {
+          // One that ended or went (thread deleted) since it was listed is left alone.
+          await storage.runs.cancel(r.thread_id, r.run_id, action).catch((err: unknown) => {
+            if (!(err instanceof NotFoundError)) throw err;
+          });
+        }
+        return reply.code(204).send();
+      }
+      const thread = await storage.threads.get(thread_id!);
+      if (!thread || !matchesFilters(thread.metadata, filters))
+        throw new NotFoundError(`Thread not found: ${thread_id}`);
+      await storage.runs.cancelMany(thread_id!, run_ids!, action);
+      return reply.code(204).send();
+    });
 
     app.post(
       '/threads/:thread_id/runs/:run_id/cancel',

@@ -143,6 +143,36 @@ export const CancelQuery = z.object({
 
 export const JoinQuery = z.object({ cancel_on_disconnect: boolish.default(false) });
 
+/**
+ * POST /runs/cancel (the platform's RunsCancel, a oneOf): `{thread_id, run_ids}` cancels those runs of the thread,
+ * `{status}` every run in that status ("all": pending and running). Anything else, both shapes at once included,
+ * is a 422.
+ */
+export const RunsCancel = z
+  .object({
+    status: z.enum(['pending', 'running', 'all']).nullish(),
+    thread_id: uuid.nullish(),
+    run_ids: z.array(uuid).max(1000).nullish(),
+  })
+  .superRefine((b, ctx) => {
+    const byStatus = b.status != null;
+    const byIds = b.thread_id != null || b.run_ids != null;
+    if (byStatus === byIds || (byIds && (b.thread_id == null || b.run_ids == null))) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either status ("pending", "running" or "all"), or thread_id and run_ids',
+      });
+    }
+  });
+
+export const RunsCancelQuery = z.object({ action: z.enum(['interrupt', 'rollback']).default('interrupt') });
+
+/** POST /threads/prune (the platform's ThreadPruneRequest; strategy defaults to delete there too). */
+export const ThreadPrune = z.object({
+  thread_ids: z.array(uuid).max(1000),
+  strategy: z.enum(['delete', 'keep_latest']).nullish(),
+});
+
 /** Thread time-to-live: minutes after which the thread is deleted (a bare number means strategy delete). */
 export const ThreadTtl = z.union([
   z.number().positive().max(MAX_THREAD_TTL_MINUTES),

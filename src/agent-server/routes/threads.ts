@@ -21,6 +21,7 @@ import {
   ThreadCreate,
   ThreadParams,
   ThreadPatch,
+  ThreadPrune,
   ThreadSearch,
   ttlMinutes,
 } from './schemas.ts';
@@ -96,6 +97,25 @@ export const threadRoutes =
         values: q.values ?? undefined,
         status: q.status ?? undefined,
       });
+    });
+
+    // Prune Threads (the platform's POST /threads/prune, the Python SDK's threads.prune; request, default strategy
+    // "delete" and the {pruned_count} answer as its OpenAPI has them). delete: the threads go as with DELETE
+    // /threads/{id} (runs, checkpoints; a running run is stopped). keep_latest: every checkpoint but the latest of
+    // each namespace goes; the thread, its runs and values stay, and new runs continue from that checkpoint. A
+    // thread with a run pending or running makes keep_latest a 409 naming it, with nothing pruned (the platform's
+    // behaviour there is not documented). Unknown ids are skipped and not counted. Custom auth: the threads:delete
+    // event, raised once with {thread_ids, strategy}; threads its filter hides are skipped like unknown ones.
+    app.post('/threads/prune', { schema: { body: ThreadPrune } }, async (req) => {
+      const ids = [...new Set(req.body.thread_ids)];
+      const filters = req.authz?.filters;
+      let visible = ids;
+      if (filters && ids.length) {
+        const found = await storage.threads.search({ ids, limit: ids.length });
+        visible = found.filter((t) => matchesFilters(t.metadata, filters)).map((t) => t.thread_id);
+      }
+      const pruned = await storage.threads.prune(visible, req.body.strategy ?? 'delete');
+      return { pruned_count: pruned.length };
     });
 
     app.get('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req) => {

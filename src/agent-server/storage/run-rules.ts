@@ -8,6 +8,14 @@ import type { CancelAction, MultitaskStrategy, RunOutcome, RunRecord, RunStatus,
 export const BUSY_THREAD_DETAIL =
   'Thread is already running a task. Wait for it to finish or choose a different multitask strategy.';
 
+/** 409 of POST /threads/prune keep_latest: these threads have a run pending or running (nothing was pruned). */
+export function pruneBusyDetail(threadIds: readonly string[]): string {
+  return (
+    `Cannot prune checkpoints of threads with a run pending or running: ${threadIds.join(', ')}. ` +
+    'Wait for their runs to finish (or cancel them) and try again; nothing was pruned.'
+  );
+}
+
 /** What cancelling one run does right now. */
 export type CancelEffect =
   /** A pending run cancelled with rollback: it never ran, so it is deleted. */

@@ -19,6 +19,8 @@ export type RunStatus = 'pending' | 'running' | 'error' | 'success' | 'timeout' 
 export type MultitaskStrategy = 'reject' | 'interrupt' | 'rollback' | 'enqueue';
 export type CancelAction = 'interrupt' | 'rollback';
 export type IfExists = 'raise' | 'do_nothing';
+/** POST /threads/prune: remove the threads, or every checkpoint of them but the latest of each namespace. */
+export type PruneStrategy = 'delete' | 'keep_latest';
 
 export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['error', 'success', 'timeout', 'interrupted']);
 export const MAX_ATTEMPTS = 3;
@@ -191,6 +193,16 @@ export interface ThreadStore {
    * and that have no run pending or running; returns their ids. See thread-ttl.ts for the rule.
    */
   sweepExpired(limit: number): Promise<string[]>;
+  /**
+   * POST /threads/prune, in one transaction; returns the ids of the threads that exist (the ones pruned), unknown
+   * ids are skipped. `delete`: each thread goes as with delete() (runs, checkpoints; running runs are told to stop).
+   * `keep_latest`: every checkpoint but the latest of each namespace (root and subgraphs) is deleted with its
+   * writes (and, in Postgres, the blobs no kept checkpoint references); a legacy (v < 4) latest checkpoint keeps
+   * its parent, whose writes carry its pending sends; a kept checkpoint whose parent went becomes a root (parent
+   * null). Threads, runs and values stay. ConflictError naming the threads with a run pending or running (nothing
+   * is pruned then): their runs write checkpoints on top of the ones it would delete.
+   */
+  prune(ids: string[], strategy: PruneStrategy): Promise<string[]>;
 }
 
 export interface RunStore {
@@ -213,6 +225,13 @@ export interface RunStore {
   release(workerId: string, runIds: string[]): Promise<void>;
   /** Cancels a run: a pending one ends at once, a running one is flagged and its worker told. */
   cancel(threadId: string, runId: string, action: CancelAction): Promise<RunRecord>;
+  /**
+   * Cancels these runs of the thread (as cancel() each) in one transaction: NotFoundError, and nothing cancelled,
+   * when one of them is not a run of the thread; finished runs are left as they are.
+   */
+  cancelMany(threadId: string, runIds: string[], action: CancelAction): Promise<RunRecord[]>;
+  /** The runs of every thread in these statuses (POST /runs/cancel with `status`), oldest first. */
+  listByStatus(statuses: Array<'pending' | 'running'>): Promise<RunRecord[]>;
   /** Cancel actions requested for some of these (running) runs. */
   cancelRequests(runIds: string[]): Promise<Map<string, CancelAction>>;
   /** Requeues running runs whose lease expired (attempt < max) or ends them in error. */

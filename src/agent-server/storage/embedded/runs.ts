@@ -216,6 +216,38 @@ export function embeddedRuns(
       if (event) emit(event);
       return result;
     },
+    async cancelMany(threadId: string, runIds: string[], action: CancelAction) {
+      const events: StorageEvent[] = [];
+      const result = inTx(() => {
+        const runs = [...new Set(runIds)].map((id) => {
+          const r = st.getRun.get(id) as Row | undefined;
+          if (!r || r.thread_id !== threadId) throw new NotFoundError(`Run ${id} not found`);
+          return toRun(r);
+        });
+        let dequeued = false;
+        const out = runs.map((run) => {
+          const effect = cancelEffect(run, action);
+          const e = applyCancel(effect);
+          if (e) events.push(e);
+          if (effect.effect === 'delete' || effect.effect === 'interrupt') dequeued = true;
+          if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const };
+          if (effect.effect === 'flag') return { ...run, cancel_action: action };
+          return run;
+        });
+        if (dequeued) afterDequeue(threadId);
+        return out;
+      });
+      for (const e of events) emit(e);
+      return result;
+    },
+    async listByStatus(statuses: Array<'pending' | 'running'>) {
+      if (!statuses.length) return [];
+      return (
+        sql(`SELECT * FROM ap_runs WHERE status IN (${statuses.map(() => '?').join(',')}) ORDER BY seq`).all(
+          ...statuses,
+        ) as Row[]
+      ).map(toRun);
+    },
     async cancelRequests(runIds: string[]) {
       const out = new Map<string, CancelAction>();
       if (!runIds.length) return out;

@@ -1,8 +1,8 @@
 // Threads of the embedded store (a thread's runs and checkpoints go with it).
 import { ConflictError } from '../../../lib/errors.ts';
 import { THREAD_SORT } from '../common.ts';
-import { threadStatusAfterStateUpdate } from '../run-rules.ts';
-import type { IfExists, Json, NewThread, ThreadQuery, ThreadStore } from '../types.ts';
+import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
+import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
 
 export function embeddedThreads({
@@ -15,6 +15,60 @@ export function embeddedThreads({
   searchWhere,
   orderBy,
 }: EmbeddedContext): ThreadStore {
+  interface DeletedRuns {
+    /** Runs a worker is executing: told to stop. */
+    running: string[];
+    /** Every run deleted: its waiters are told it is done. */
+    deleted: string[];
+  }
+
+  /** Deletes the thread, its runs and its checkpoints inside the open transaction. */
+  function deleteIn(id: string): DeletedRuns {
+    const all = sql(`SELECT run_id, status FROM ap_runs WHERE thread_id = ?`).all(id) as Row[];
+    sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
+    sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
+    sql('DELETE FROM writes WHERE thread_id = ?').run(id);
+    sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
+    return {
+      running: all.filter((r) => r.status === 'running').map((r) => r.run_id as string),
+      deleted: all.map((r) => r.run_id as string),
+    };
+  }
+
+  function announce(gone: DeletedRuns): void {
+    // Workers holding a deleted run stop it; their finish() then finds nothing to update.
+    for (const run_id of gone.running) emit({ type: 'cancel', run_id, action: 'interrupt' });
+    for (const run_id of gone.deleted) emit({ type: 'run_done', run_id });
+  }
+
+  /**
+   * keep_latest on one thread inside the open transaction: the latest checkpoint of each namespace stays (what
+   * SqliteSaver.getTuple loads: the highest checkpoint_id), with its pending writes; a legacy checkpoint (v < 4)
+   * keeps its parent too, whose TASKS writes the saver reads as its pending sends. Everything else goes; a kept
+   * checkpoint whose parent went becomes the namespace's root.
+   */
+  function keepLatest(id: string): void {
+    sql(`WITH latest AS (SELECT checkpoint_ns, max(checkpoint_id) AS checkpoint_id FROM checkpoints
+        WHERE thread_id = ? GROUP BY checkpoint_ns),
+      keep AS (
+        SELECT checkpoint_ns, checkpoint_id FROM latest
+        UNION SELECT c.checkpoint_ns, c.parent_checkpoint_id FROM checkpoints c
+          JOIN latest l ON l.checkpoint_ns = c.checkpoint_ns AND l.checkpoint_id = c.checkpoint_id
+          WHERE c.thread_id = ? AND c.parent_checkpoint_id IS NOT NULL
+            AND CASE WHEN json_valid(CAST(c.checkpoint AS TEXT))
+              THEN coalesce(json_extract(CAST(c.checkpoint AS TEXT), '$.v'), 0) < 4 ELSE 0 END)
+      DELETE FROM checkpoints WHERE thread_id = ?
+        AND (checkpoint_ns, checkpoint_id) NOT IN (SELECT checkpoint_ns, checkpoint_id FROM keep)`).run(id, id, id);
+    sql(`DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS (SELECT 1 FROM checkpoints c
+      WHERE c.thread_id = writes.thread_id AND c.checkpoint_ns = writes.checkpoint_ns
+        AND c.checkpoint_id = writes.checkpoint_id)`).run(id);
+    sql(`UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? AND parent_checkpoint_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM checkpoints p WHERE p.thread_id = checkpoints.thread_id
+        AND p.checkpoint_ns = checkpoints.checkpoint_ns AND p.checkpoint_id = checkpoints.parent_checkpoint_id)`).run(
+      id,
+    );
+  }
+
   return {
     async create(t: NewThread, ifExists: IfExists) {
       return inTx(() => {
@@ -45,21 +99,31 @@ export function embeddedThreads({
       });
     },
     async delete(id: string) {
-      let deleted: string[] = [];
-      const running = inTx(() => {
+      const gone = inTx(() => {
         requireThread(id);
-        const all = sql(`SELECT run_id, status FROM ap_runs WHERE thread_id = ?`).all(id) as Row[];
-        const ids = all.filter((r) => r.status === 'running').map((r) => r.run_id as string);
-        deleted = all.map((r) => r.run_id as string);
-        sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
-        sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
-        sql('DELETE FROM writes WHERE thread_id = ?').run(id);
-        sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
-        return ids;
+        return deleteIn(id);
       });
-      // Workers holding a deleted run stop it; their finish() then finds nothing to update.
-      for (const run_id of running) emit({ type: 'cancel', run_id, action: 'interrupt' });
-      for (const run_id of deleted) emit({ type: 'run_done', run_id });
+      announce(gone);
+    },
+    async prune(ids: string[], strategy: PruneStrategy) {
+      const unique = [...new Set(ids)];
+      let gone: DeletedRuns = { running: [], deleted: [] };
+      const pruned = inTx(() => {
+        const found = unique.filter((id) => st.getThread.get(id) !== undefined);
+        if (strategy === 'delete') {
+          for (const id of found) {
+            const d = deleteIn(id);
+            gone = { running: [...gone.running, ...d.running], deleted: [...gone.deleted, ...d.deleted] };
+          }
+          return found;
+        }
+        const busy = found.filter((id) => st.inflight.get(id) !== undefined);
+        if (busy.length) throw new ConflictError(pruneBusyDetail(busy));
+        for (const id of found) keepLatest(id);
+        return found;
+      });
+      announce(gone);
+      return pruned;
     },
     async sweepExpired(limit: number) {
       // One transaction: a run created after the check would find its thread gone (and answer 404), never run on it.

@@ -324,6 +324,40 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         return run;
       });
     },
+    async cancelMany(threadId: string, runIds: string[], action: CancelAction) {
+      const ids = [...new Set(runIds)];
+      return tx(async (c) => {
+        await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
+        const { rows } = await c.query(
+          `SELECT * FROM ${s}.runs WHERE run_id = ANY($1::uuid[]) AND thread_id = $2 ORDER BY seq FOR UPDATE`,
+          [ids, threadId],
+        );
+        // uuid columns answer lowercase; a request may name a run in capitals.
+        const byId = new Map(rows.map((r) => [String(r.run_id).toLowerCase(), toRun(r)]));
+        const missing = ids.find((id) => !byId.has(id.toLowerCase()));
+        if (missing) throw new NotFoundError(`Run ${missing} not found`);
+        let dequeued = false;
+        const out: RunRecord[] = [];
+        for (const run of new Map(ids.map((id) => [id.toLowerCase(), byId.get(id.toLowerCase())!])).values()) {
+          const effect = cancelEffect(run, action);
+          await applyCancel(c, effect);
+          if (effect.effect === 'delete' || effect.effect === 'interrupt') dequeued = true;
+          if (effect.effect === 'interrupt') out.push({ ...run, status: 'interrupted' });
+          else if (effect.effect === 'flag') out.push({ ...run, cancel_action: action });
+          else out.push(run);
+        }
+        if (dequeued) await afterDequeue(c, threadId);
+        return out;
+      });
+    },
+    async listByStatus(statuses: Array<'pending' | 'running'>) {
+      if (!statuses.length) return [];
+      const { rows } = await pool.query(
+        `SELECT ${RUN_COLS} FROM ${s}.runs WHERE status = ANY($1::text[]) ORDER BY seq`,
+        [statuses],
+      );
+      return rows.map(toRun);
+    },
     async cancelRequests(runIds: string[]) {
       const out = new Map<string, CancelAction>();
       if (!runIds.length) return out;
