@@ -56,7 +56,6 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   const embedder = await loadEmbedder(items);
   // langgraph.json "checkpointer.ttl": default thread TTL and how often expired threads are swept.
   const threadTtl = await readThreadTtlConfig(config.configPath);
-  if (threadTtl.unsupported) logger.warn(threadTtl.unsupported);
   const streamRetentionMs = config.streamRetentionSecs * 1000;
   // A database (or Redis) that starts alongside the server (its own pod, a compose service) is waited for with
   // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.

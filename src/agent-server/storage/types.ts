@@ -189,10 +189,11 @@ export interface ThreadStore {
   /** After a state update outside a run: store the new values and status unless a run is in flight. */
   setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json): Promise<void>;
   /**
-   * Deletes (with their runs and checkpoints) up to `limit` threads whose TTL has run out since their last update
-   * and that have no run pending or running; returns their ids. See thread-ttl.ts for the rule.
+   * Up to `limit` threads whose TTL has run out since their last update and that have no run pending or running:
+   * those with strategy "delete" are deleted (with their runs and checkpoints), those with "keep_latest" are
+   * pruned as prune(ids, 'keep_latest') does, once per update. Returns the ids of each. See thread-ttl.ts.
    */
-  sweepExpired(limit: number): Promise<string[]>;
+  sweepExpired(limit: number): Promise<{ deleted: string[]; pruned: string[] }>;
   /**
    * POST /threads/prune, in one transaction; returns the ids of the threads that exist (the ones pruned), unknown
    * ids are skipped. `delete`: each thread goes as with delete() (runs, checkpoints; running runs are told to stop).

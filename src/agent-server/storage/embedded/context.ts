@@ -11,6 +11,7 @@ import type {
   AssistantQuery,
   CancelAction,
   Json,
+  PruneStrategy,
   RunOutcome,
   RunRecord,
   RunStatus,
@@ -175,9 +176,13 @@ export interface EmbeddedContext {
   orderBy(q: { sort_by?: string; sort_order?: string }, allowed: Set<string>): string;
 }
 
-/** `threadTtl`: ttl_minutes of threads inserted without one (a number checked by the caller, or null). */
-function hotStatements(sql: (text: string) => Database.Statement, threadTtl: number | null) {
+/**
+ * `threadTtl`: ttl_minutes of threads inserted without one (a number checked by the caller, or null); `strategy`:
+ * their ttl_strategy (NULL stands for "delete").
+ */
+function hotStatements(sql: (text: string) => Database.Statement, threadTtl: number | null, strategy: PruneStrategy) {
   const ttl = threadTtl === null || !Number.isFinite(threadTtl) ? 'NULL' : String(threadTtl);
+  const ttlStrategy = ttl !== 'NULL' && strategy === 'keep_latest' ? `'keep_latest'` : 'NULL';
   return {
     getAssistant: sql('SELECT * FROM ap_assistants WHERE assistant_id = ?'),
     getThread: sql('SELECT * FROM ap_threads WHERE thread_id = ?'),
@@ -185,7 +190,8 @@ function hotStatements(sql: (text: string) => Database.Statement, threadTtl: num
     inflight: sql(`SELECT * FROM ap_runs WHERE thread_id = ? AND status IN ('pending','running') ORDER BY seq`),
     hasPending: sql(`SELECT 1 FROM ap_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1`),
     insertThread: sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata,
-      status, config, "values", interrupts, error, ttl_minutes) VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL, ${ttl})`),
+      status, config, "values", interrupts, error, ttl_minutes, ttl_strategy)
+      VALUES (?, ?, ?, ?, ?, 'idle', '{}', NULL, '{}', NULL, ${ttl}, ${ttlStrategy})`),
     insertRun: sql(`INSERT INTO ap_runs (run_id, thread_id, assistant_id, created_at, updated_at, metadata,
       status, kwargs, multitask_strategy, not_before) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`),
     claimable: sql(`SELECT r.* FROM ap_runs r WHERE r.status = 'pending'
@@ -209,13 +215,14 @@ export function openContext(
   sql: (text: string) => Database.Statement,
   emitter: EventEmitter,
   threadTtlDefault: number | null = null,
+  threadTtlStrategy: PruneStrategy = 'delete',
 ): EmbeddedContext {
   // IMMEDIATE: take the write lock up front. A transaction that reads and then writes could otherwise fail at once
   // (SQLITE_BUSY, no busy wait) when an executor thread's connection committed checkpoints in between.
   const txFn = db.transaction((fn: () => unknown) => fn());
   const inTx = <T>(fn: () => T): T => txFn.immediate(fn) as T;
   const emit = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
-  const st = hotStatements(sql, threadTtlDefault);
+  const st = hotStatements(sql, threadTtlDefault, threadTtlStrategy);
   const now = () => isoNow();
 
   function requireThread(id: string): Row {

@@ -115,6 +115,10 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   if (!(db.prepare(`PRAGMA table_info(ap_threads)`).all() as Row[]).some((c) => c.name === 'ttl_minutes')) {
     db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_minutes REAL');
   }
+  // What expiry does (NULL: "delete") and the updated_at a keep_latest sweep last pruned; files made before lack them.
+  const threadCols = new Set((db.prepare(`PRAGMA table_info(ap_threads)`).all() as Row[]).map((c) => c.name));
+  if (!threadCols.has('ttl_strategy')) db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_strategy TEXT');
+  if (!threadCols.has('ttl_pruned_updated_at')) db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_pruned_updated_at TEXT');
   db.exec(`CREATE INDEX IF NOT EXISTS ap_threads_ttl ON ap_threads (updated_at) WHERE ttl_minutes IS NOT NULL`);
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
@@ -126,7 +130,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
-  const ctx = openContext(db, sql, emitter, threadTtl.defaultMinutes);
+  const ctx = openContext(db, sql, emitter, threadTtl.defaultMinutes, threadTtl.strategy);
   const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder);

@@ -79,9 +79,12 @@ export function embeddedThreads({
         }
         const ts = now();
         st.insertThread.run(t.thread_id, ts, ts, ts, j(t.metadata));
-        // An explicit TTL replaces the default the insert statement wrote.
+        // An explicit TTL (strategy "delete") replaces the default the insert statement wrote.
         if (t.ttl_minutes != null)
-          sql('UPDATE ap_threads SET ttl_minutes = ? WHERE thread_id = ?').run(t.ttl_minutes, t.thread_id);
+          sql(`UPDATE ap_threads SET ttl_minutes = ?, ttl_strategy = 'delete' WHERE thread_id = ?`).run(
+            t.ttl_minutes,
+            t.thread_id,
+          );
         return toThread(st.getThread.get(t.thread_id) as Row);
       });
     },
@@ -92,9 +95,15 @@ export function embeddedThreads({
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       return inTx(() => {
         const cur = toThread(requireThread(id));
-        sql(
-          'UPDATE ap_threads SET metadata = ?, updated_at = ?, ttl_minutes = coalesce(?, ttl_minutes) WHERE thread_id = ?',
-        ).run(j({ ...cur.metadata, ...p.metadata }), now(), p.ttl_minutes ?? null, id);
+        const ttl = p.ttl_minutes ?? null;
+        sql(`UPDATE ap_threads SET metadata = ?, updated_at = ?, ttl_minutes = coalesce(?, ttl_minutes),
+          ttl_strategy = CASE WHEN ? IS NULL THEN ttl_strategy ELSE 'delete' END WHERE thread_id = ?`).run(
+          j({ ...cur.metadata, ...p.metadata }),
+          now(),
+          ttl,
+          ttl,
+          id,
+        );
         return toThread(st.getThread.get(id) as Row);
       });
     },
@@ -127,19 +136,32 @@ export function embeddedThreads({
     },
     async sweepExpired(limit: number) {
       // One transaction: a run created after the check would find its thread gone (and answer 404), never run on it.
+      // A keep_latest thread already pruned at its current updated_at is left alone until it is updated again.
       return inTx(() => {
-        const rows = sql(`SELECT thread_id FROM ap_threads t WHERE ttl_minutes IS NOT NULL AND status <> 'busy'
+        const rows = sql(`SELECT thread_id, coalesce(ttl_strategy, 'delete') AS strategy FROM ap_threads t
+          WHERE ttl_minutes IS NOT NULL AND status <> 'busy'
           AND julianday(updated_at) + ttl_minutes / 1440.0 < julianday(?)
+          AND (coalesce(ttl_strategy, 'delete') <> 'keep_latest' OR ttl_pruned_updated_at IS NULL
+            OR ttl_pruned_updated_at <> updated_at)
           AND NOT EXISTS (SELECT 1 FROM ap_runs r WHERE r.thread_id = t.thread_id AND r.status IN ('pending','running'))
           LIMIT ?`).all(now(), limit) as Row[];
-        const ids = rows.map((r) => r.thread_id as string);
-        for (const id of ids) {
+        const deleted: string[] = [];
+        const pruned: string[] = [];
+        for (const r of rows) {
+          const id = r.thread_id as string;
+          if (r.strategy === 'keep_latest') {
+            keepLatest(id);
+            sql('UPDATE ap_threads SET ttl_pruned_updated_at = updated_at WHERE thread_id = ?').run(id);
+            pruned.push(id);
+            continue;
+          }
           sql('DELETE FROM ap_runs WHERE thread_id = ?').run(id);
           sql('DELETE FROM ap_threads WHERE thread_id = ?').run(id);
           sql('DELETE FROM writes WHERE thread_id = ?').run(id);
           sql('DELETE FROM checkpoints WHERE thread_id = ?').run(id);
+          deleted.push(id);
         }
-        return ids;
+        return { deleted, pruned };
       });
     },
     async search(q: ThreadQuery) {

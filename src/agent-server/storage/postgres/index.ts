@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS ${s}.runs (
   attempt integer NOT NULL DEFAULT 0, worker_id text, lease_expires_at timestamptz, cancel_action text, error jsonb);
 ALTER TABLE ${s}.runs ADD COLUMN IF NOT EXISTS not_before timestamptz;
 ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_minutes double precision;
+ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_strategy text;
+ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_pruned_updated_at timestamptz;
 CREATE INDEX IF NOT EXISTS threads_ttl ON ${s}.threads (updated_at) WHERE ttl_minutes IS NOT NULL;
 CREATE TABLE IF NOT EXISTS ${s}.assistant_versions (
   assistant_id uuid NOT NULL, version integer NOT NULL, graph_id text NOT NULL, config jsonb NOT NULL,
@@ -196,8 +198,11 @@ async function migrate(
       await c.query(schemaSql(s));
       // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
       // processes of one deployment share its langgraph.json, so they agree on it.
+      // Their strategy too (NULL: "delete"); a thread given a ttl of its own has strategy "delete".
+      const ttl = ttlLiteral(threadTtl.defaultMinutes);
+      const strategy = ttl !== 'NULL' && threadTtl.strategy === 'keep_latest' ? `'keep_latest'` : 'NULL';
       await c.query(
-        `ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttlLiteral(threadTtl.defaultMinutes)}`,
+        `ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttl}, ALTER COLUMN ttl_strategy SET DEFAULT ${strategy}`,
       );
       await c.query(cronsSchemaSql(s));
       await c.query(streamEventsSchemaSql(s));

@@ -3,18 +3,61 @@ import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { THREAD_SORT } from '../common.ts';
 import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
-import { THREAD_COLS, toThread, type PgContext } from './context.ts';
+import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
 
 export function postgresThreads(ctx: PgContext): ThreadStore {
   const { pool, s, named, tx, notify, requireThread, where, orderBy } = ctx;
 
+  /** keep_latest on the threads whose checkpoint-table ids are `cpIds`, inside the open transaction. */
+  async function keepLatestIn(c: Q, cpIds: string[]): Promise<void> {
+    // The latest checkpoint of each namespace is the one PostgresSaver.getTuple loads (highest checkpoint_id);
+    // a legacy one (v < 4) keeps its parent, whose TASKS writes the saver reads as its pending sends.
+    await c.query(
+      `WITH latest AS (
+        SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id,
+          parent_checkpoint_id, checkpoint
+        FROM ${s}.checkpoints WHERE thread_id = ANY($1::text[])
+        ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC),
+      keep AS (
+        SELECT thread_id, checkpoint_ns, checkpoint_id FROM latest
+        UNION SELECT thread_id, checkpoint_ns, parent_checkpoint_id FROM latest
+          WHERE parent_checkpoint_id IS NOT NULL AND coalesce((checkpoint->>'v')::numeric, 0) < 4)
+      DELETE FROM ${s}.checkpoints c WHERE c.thread_id = ANY($1::text[]) AND NOT EXISTS (
+        SELECT 1 FROM keep k WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
+          AND k.checkpoint_id = c.checkpoint_id)`,
+      [cpIds],
+    );
+    await c.query(
+      `DELETE FROM ${s}.checkpoint_writes w WHERE w.thread_id = ANY($1::text[]) AND NOT EXISTS (
+        SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+          AND c.checkpoint_id = w.checkpoint_id)`,
+      [cpIds],
+    );
+    // Channel values live in blobs keyed by (channel, version): those no kept checkpoint's channel_versions
+    // names are no longer read.
+    await c.query(
+      `DELETE FROM ${s}.checkpoint_blobs b WHERE b.thread_id = ANY($1::text[]) AND NOT EXISTS (
+        SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+          AND c.checkpoint->'channel_versions'->>b.channel = b.version)`,
+      [cpIds],
+    );
+    await c.query(
+      `UPDATE ${s}.checkpoints c SET parent_checkpoint_id = NULL WHERE c.thread_id = ANY($1::text[])
+      AND c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM ${s}.checkpoints p WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+          AND p.checkpoint_id = c.parent_checkpoint_id)`,
+      [cpIds],
+    );
+  }
+
   return {
     async create(t: NewThread, ifExists: IfExists) {
-      // Without a TTL of its own the thread gets the column default (langgraph.json's default_ttl, see index.ts).
+      // Without a TTL of its own the thread gets the column defaults (langgraph.json's default_ttl and strategy, see
+      // index.ts); a TTL of its own has strategy "delete".
       const { rows } =
         t.ttl_minutes != null
           ? await pool.query(
-              `INSERT INTO ${s}.threads (thread_id, metadata, ttl_minutes) VALUES ($1, $2, $3)
+              `INSERT INTO ${s}.threads (thread_id, metadata, ttl_minutes, ttl_strategy) VALUES ($1, $2, $3, 'delete')
           ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLS}`,
               [t.thread_id, JSON.stringify(t.metadata), t.ttl_minutes],
             )
@@ -41,7 +84,9 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       const { rows } = await pool.query(
         `UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now(),
-        ttl_minutes = coalesce($3::float8, ttl_minutes) WHERE thread_id = $1 RETURNING ${THREAD_COLS}`,
+        ttl_minutes = coalesce($3::float8, ttl_minutes),
+        ttl_strategy = CASE WHEN $3::float8 IS NULL THEN ttl_strategy ELSE 'delete' END
+        WHERE thread_id = $1 RETURNING ${THREAD_COLS}`,
         [id, JSON.stringify(p.metadata ?? {}), p.ttl_minutes ?? null],
       );
       if (!rows[0]) throw new NotFoundError(`Thread with ID ${id} not found`);
@@ -100,65 +145,41 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
           const ids = new Set(busy.map((r) => r.id as string));
           throw new ConflictError(pruneBusyDetail(found.filter((id) => ids.has(id))));
         }
-        // The latest checkpoint of each namespace is the one PostgresSaver.getTuple loads (highest checkpoint_id);
-        // a legacy one (v < 4) keeps its parent, whose TASKS writes the saver reads as its pending sends.
-        await c.query(
-          `WITH latest AS (
-            SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id,
-              parent_checkpoint_id, checkpoint
-            FROM ${s}.checkpoints WHERE thread_id = ANY($1::text[])
-            ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC),
-          keep AS (
-            SELECT thread_id, checkpoint_ns, checkpoint_id FROM latest
-            UNION SELECT thread_id, checkpoint_ns, parent_checkpoint_id FROM latest
-              WHERE parent_checkpoint_id IS NOT NULL AND coalesce((checkpoint->>'v')::numeric, 0) < 4)
-          DELETE FROM ${s}.checkpoints c WHERE c.thread_id = ANY($1::text[]) AND NOT EXISTS (
-            SELECT 1 FROM keep k WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
-              AND k.checkpoint_id = c.checkpoint_id)`,
-          [cpIds],
-        );
-        await c.query(
-          `DELETE FROM ${s}.checkpoint_writes w WHERE w.thread_id = ANY($1::text[]) AND NOT EXISTS (
-            SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
-              AND c.checkpoint_id = w.checkpoint_id)`,
-          [cpIds],
-        );
-        // Channel values live in blobs keyed by (channel, version): those no kept checkpoint's channel_versions
-        // names are no longer read.
-        await c.query(
-          `DELETE FROM ${s}.checkpoint_blobs b WHERE b.thread_id = ANY($1::text[]) AND NOT EXISTS (
-            SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
-              AND c.checkpoint->'channel_versions'->>b.channel = b.version)`,
-          [cpIds],
-        );
-        await c.query(
-          `UPDATE ${s}.checkpoints c SET parent_checkpoint_id = NULL WHERE c.thread_id = ANY($1::text[])
-          AND c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM ${s}.checkpoints p WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
-              AND p.checkpoint_id = c.parent_checkpoint_id)`,
-          [cpIds],
-        );
+        await keepLatestIn(c, cpIds);
         return found;
       });
     },
     async sweepExpired(limit: number) {
       return tx(async (c) => {
         // Rows a run is being created on are locked by that transaction and skipped: the next sweep sees them busy.
+        // A keep_latest thread already pruned at its current updated_at is left alone until it is updated again.
         const { rows } = await c.query(
-          `SELECT thread_id FROM ${s}.threads t WHERE ttl_minutes IS NOT NULL
-          AND status <> 'busy' AND updated_at + ttl_minutes * interval '1 minute' < now()
+          `SELECT thread_id, coalesce(ttl_strategy, 'delete') AS strategy FROM ${s}.threads t
+          WHERE ttl_minutes IS NOT NULL AND status <> 'busy' AND updated_at + ttl_minutes * interval '1 minute' < now()
+          AND (coalesce(ttl_strategy, 'delete') <> 'keep_latest'
+            OR ttl_pruned_updated_at IS DISTINCT FROM updated_at)
           AND NOT EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = t.thread_id AND r.status IN ('pending','running'))
           LIMIT $1 FOR UPDATE SKIP LOCKED`,
           [limit],
         );
-        const ids = rows.map((r) => r.thread_id as string);
-        if (!ids.length) return ids;
-        await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])`, [ids]);
-        await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
-        for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-          await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [ids]);
+        const pruned = rows.filter((r) => r.strategy === 'keep_latest').map((r) => r.thread_id as string);
+        const deleted = rows.filter((r) => r.strategy !== 'keep_latest').map((r) => r.thread_id as string);
+        if (pruned.length) {
+          await keepLatestIn(c, pruned);
+          await c.query(
+            `UPDATE ${s}.threads SET ttl_pruned_updated_at = updated_at WHERE thread_id = ANY($1::uuid[])`,
+            [pruned],
+          );
         }
-        return ids;
+        if (deleted.length) {
+          const ids = deleted;
+          await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])`, [ids]);
+          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
+          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
+            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [ids]);
+          }
+        }
+        return { deleted, pruned };
       });
     },
     async search(q: ThreadQuery) {
