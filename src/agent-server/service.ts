@@ -420,6 +420,52 @@ export function createAgentService({
     return state;
   }
 
+  /** A thread's state may be written only with no run in flight on it (a run writes checkpoints of its own). */
+  function assertNotBusy(thread: Thread): void {
+    if (thread.status === 'busy') {
+      throw new ConflictError(
+        `Thread ${thread.thread_id} is busy: a run is in flight; wait for it to finish before updating the state`,
+      );
+    }
+  }
+
+  /** The thread, when its state may be written now (assertNotBusy). */
+  async function writableThread(threadId: string): Promise<Thread> {
+    const thread = await requireThread(threadId);
+    assertNotBusy(thread);
+    return thread;
+  }
+
+  /** A writable thread (writableThread) and its graph, which it must have from a run (400 before its first). */
+  async function writableThreadGraph(
+    threadId: string,
+  ): Promise<{ thread: Thread; graphId: string; graph: PregelLike }> {
+    const thread = await requireThread(threadId);
+    const graphId = thread.metadata.graph_id;
+    if (typeof graphId !== 'string' || !graphIds.has(graphId)) {
+      throw new BadRequestError(
+        `Thread ${threadId} has no graph yet: run an assistant on it before updating its state`,
+      );
+    }
+    assertNotBusy(thread);
+    return { thread, graphId, graph: await graphForThread(graphId, thread) };
+  }
+
+  /**
+   * After a write to a thread's checkpoints: the thread's record (about the root graph, whichever graph the write
+   * went to) and the state_update event of thread streams.
+   */
+  async function recordStateWrite(threadId: string, graph: PregelLike): Promise<void> {
+    const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
+    await storage.threads.setState(
+      threadId,
+      toPlain<Json>(snapshot.values ?? {}),
+      snapshot.next.length > 0,
+      interruptsOf(snapshot),
+    );
+    await publishStateUpdate(storage.streams, threadId, await getState(threadId), randomUUID());
+  }
+
   async function updateState(
     threadId: string,
     body: {
@@ -430,20 +476,7 @@ export function createAgentService({
     },
   ) {
     const ns = namespaceOf(body.checkpoint);
-    const thread = await requireThread(threadId);
-    const graphId = thread.metadata.graph_id;
-    if (typeof graphId !== 'string' || !graphIds.has(graphId)) {
-      throw new BadRequestError(
-        `Thread ${threadId} has no graph yet: run an assistant on it before updating its state`,
-      );
-    }
-    // A run in flight writes checkpoints of its own; an update now would race it.
-    if (thread.status === 'busy') {
-      throw new ConflictError(
-        `Thread ${threadId} is busy: a run is in flight; wait for it to finish before updating the state`,
-      );
-    }
-    const graph = await graphForThread(graphId, thread);
+    const { thread, graphId, graph } = await writableThreadGraph(threadId);
     const cp = body.checkpoint_id ?? body.checkpoint?.checkpoint_id;
     const sel: CheckpointSelector = { ...body.checkpoint, checkpoint_id: cp };
     const configurable = checkpointConfigurable(threadId, sel) as Json;
@@ -468,16 +501,7 @@ export function createAgentService({
       // Graph-level refusals (unknown node, ambiguous update) are the caller's input problem.
       throw new BadRequestError(`State update rejected: ${(err as Error).message}`);
     }
-    // The thread's record is about the root graph, whichever graph the update went to.
-    const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
-    await storage.threads.setState(
-      threadId,
-      toPlain<Json>(snapshot.values ?? {}),
-      snapshot.next.length > 0,
-      interruptsOf(snapshot),
-    );
-    // Thread streams asking for state_update get the new state.
-    await publishStateUpdate(storage.streams, threadId, await getState(threadId), randomUUID());
+    await recordStateWrite(threadId, graph);
     const c = (next.configurable ?? {}) as Json;
     const checkpoint = {
       thread_id: threadId,
@@ -542,6 +566,10 @@ export function createAgentService({
     runResult,
     getState,
     updateState,
+    writableThread,
+    writableThreadGraph,
+    recordStateWrite,
+    namespaceOf,
     history,
     versions,
     graphIds,

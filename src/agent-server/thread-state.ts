@@ -5,16 +5,12 @@
 // - applySupersteps: a new thread's supersteps (POST /threads with `supersteps`, the SDK's way of copying a thread
 //   between deployments). Each superstep is one step, its updates applied together as LangGraph's bulkUpdateState
 //   does; an update's `command` is applied as a LangGraph Command.
-import { randomUUID } from 'node:crypto';
-import { BadRequestError, ConflictError, NotFoundError } from '../lib/errors.ts';
-import type { GraphRegistry, PregelLike } from './graphs/index.ts';
+import { BadRequestError, NotFoundError } from '../lib/errors.ts';
 import type { RunEngine } from './runs/engine.ts';
 import { toCommand } from './runs/executor.ts';
-import { checkpointConfigurable, checkpointNsProblem, interruptsOf, type CheckpointSelector } from './runs/state.ts';
-import { toPlain } from './serde.ts';
+import { checkpointConfigurable, type CheckpointSelector } from './runs/state.ts';
 import type { AgentService } from './service.ts';
-import type { Json, Storage, Thread } from './storage/types.ts';
-import { publishStateUpdate } from './streams/thread-events.ts';
+import type { Json } from './storage/types.ts';
 
 /** One superstep as the API takes it: updates as if these nodes had run in the same step. */
 interface Superstep {
@@ -37,46 +33,17 @@ interface Saver {
   put(config: Json, checkpoint: Json, metadata: Json, newVersions: Json): Promise<Json>;
 }
 
-export function createThreadStateOps(deps: {
-  storage: Storage;
-  graphs: GraphRegistry;
-  engine: RunEngine;
-  service: AgentService;
-}) {
-  const { storage, graphs, engine, service } = deps;
+export function createThreadStateOps(deps: { engine: RunEngine; service: AgentService }) {
+  const { engine, service } = deps;
   const saver = engine.checkpointer as unknown as Saver;
-
-  /** The thread's graph, built as the service builds it for state updates (a factory gets the thread's config). */
-  async function graphOf(thread: Thread): Promise<{ graph: PregelLike; graphId: string }> {
-    const graphId = thread.metadata.graph_id;
-    if (typeof graphId !== 'string' || !service.graphIds.has(graphId)) {
-      throw new BadRequestError(
-        `Thread ${thread.thread_id} has no graph yet: run an assistant on it before updating its state`,
-      );
-    }
-    const config = graphs.isFactory(graphId) ? await service.threadConfig(thread) : {};
-    return { graph: await graphs.getGraph(graphId, config, { checkpointer: engine.checkpointer }), graphId };
-  }
-
-  /** A run in flight writes checkpoints of its own (and a rollback deletes them): a write now would race it. */
-  function refuseBusy(thread: Thread): void {
-    if (thread.status === 'busy') {
-      throw new ConflictError(
-        `Thread ${thread.thread_id} is busy: a run is in flight; wait for it to finish before updating the state`,
-      );
-    }
-  }
 
   async function patchState(
     threadId: string,
     metadata: Json,
     checkpoint?: CheckpointSelector,
   ): Promise<Record<never, never>> {
-    const ns = checkpoint?.checkpoint_ns ?? '';
-    const problem = ns ? checkpointNsProblem(ns) : null;
-    if (problem) throw new BadRequestError(problem);
-    const thread = await service.requireThread(threadId);
-    refuseBusy(thread);
+    const ns = service.namespaceOf(checkpoint);
+    await service.writableThread(threadId);
     // The path's thread, whatever the checkpoint object says; a subgraph's namespace reaches its checkpoints.
     const configurable = checkpointConfigurable(threadId, checkpoint) as Json;
     const checkpointId = checkpoint?.checkpoint_id;
@@ -98,9 +65,7 @@ export function createThreadStateOps(deps: {
 
   async function applySupersteps(threadId: string, supersteps: Superstep[]): Promise<void> {
     if (!supersteps.length) return;
-    const thread = await service.requireThread(threadId);
-    refuseBusy(thread);
-    const { graph, graphId } = await graphOf(thread);
+    const { thread, graph, graphId } = await service.writableThreadGraph(threadId);
     const steps = supersteps.map((s) => ({
       updates: s.updates.map((u) => ({
         values: u.command ? toCommand(u.command) : (u.values ?? null),
@@ -118,15 +83,7 @@ export function createThreadStateOps(deps: {
       // Graph-level refusals (unknown node, ambiguous update) are the caller's input problem.
       throw new BadRequestError(`State update rejected: ${(err as Error).message}`);
     }
-    const snapshot = await graph.getState({ configurable: { thread_id: threadId, checkpoint_ns: '' } });
-    await storage.threads.setState(
-      threadId,
-      toPlain<Json>(snapshot.values ?? {}),
-      snapshot.next.length > 0,
-      interruptsOf(snapshot),
-    );
-    // Thread streams asking for state_update get the new state.
-    await publishStateUpdate(storage.streams, threadId, await service.getState(threadId), randomUUID());
+    await service.recordStateWrite(threadId, graph);
   }
 
   return { patchState, applySupersteps };

@@ -3,39 +3,13 @@
 // namespace stays and the thread carries on from it; {pruned_count}), and the Location header of POST /runs/wait.
 // Under custom auth (the owner-only fixture) a caller cancels and prunes only what is theirs.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client, type Checkpoint, type ThreadState } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess } from './helpers/process.ts';
+import { startServerOnStore } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/bulk-ops/langgraph.json', import.meta.url).pathname;
 const AUTH_CONFIG = new URL('./fixtures/bulk-ops-auth/langgraph.json', import.meta.url).pathname;
 const LONG = 60_000;
-
-async function startServer(store: 'embedded' | 'postgres', config: string) {
-  let args: string[];
-  let cleanup: () => Promise<void>;
-  if (store === 'postgres') {
-    const db = await createTestDatabase();
-    args = ['--database-url', db.url];
-    cleanup = db.drop;
-  } else {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-as-bulk-ops-'));
-    args = ['--data-dir', dir];
-    cleanup = async () => rmSync(dir, { recursive: true, force: true });
-  }
-  const server = await startServerProcess(['--config', config, ...args]);
-  return {
-    server,
-    async close() {
-      await server.stop();
-      await cleanup();
-    },
-  };
-}
 
 const sdk = (url: string, token?: string) =>
   new Client({
@@ -89,7 +63,7 @@ describe.each(['embedded', 'postgres'] as const)('bulk run cancel, thread prune,
   let close: () => Promise<void>;
 
   beforeAll(async () => {
-    const s = await startServer(store, CONFIG);
+    const s = await startServerOnStore(store, ['--config', CONFIG]);
     url = s.server.url;
     close = s.close;
     client = sdk(url);
@@ -336,7 +310,7 @@ describe.each(['embedded', 'postgres'] as const)('bulk cancel and prune under cu
   let close: () => Promise<void>;
 
   beforeAll(async () => {
-    const s = await startServer(store, AUTH_CONFIG);
+    const s = await startServerOnStore(store, ['--config', AUTH_CONFIG]);
     url = s.server.url;
     close = s.close;
     alice = sdk(url, 'token-alice');

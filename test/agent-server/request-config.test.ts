@@ -55,21 +55,34 @@ const SENT = {
 
 type Seen = { seen: Record<string, unknown>; steps: string[] };
 
-describe('headers in config.configurable, platform default', () => {
-  let server: Awaited<ReturnType<typeof serve>>;
-  let client: Client;
+/** A server of `config` for the enclosing describe, and an SDK client sending `headers`. */
+function serving(config: string, headers: Record<string, string> = {}) {
+  let server: Awaited<ReturnType<typeof serve>> | undefined;
+  let client: Client | undefined;
   beforeAll(async () => {
-    server = await serve(fixture('langgraph.json'));
-    client = new Client({ apiUrl: server.url, defaultHeaders: SENT, callerOptions: { maxRetries: 0 } });
+    server = await serve(fixture(config));
+    client = new Client({ apiUrl: server.url, defaultHeaders: headers, callerOptions: { maxRetries: 0 } });
   });
   afterAll(() => server?.close());
+  return {
+    get url() {
+      return server!.url;
+    },
+    get client() {
+      return client!;
+    },
+  };
+}
+
+describe('headers in config.configurable, platform default', () => {
+  const s = serving('langgraph.json', SENT);
 
   it('passes x-* headers and user-agent on every kind of run creation, never credentials or internal headers', async () => {
-    const t = await client.threads.create();
-    const waited = (await client.runs.wait(t.thread_id, 'headers', { input: {} })) as Seen;
-    const stateless = (await client.runs.wait(null, 'headers', { input: {} })) as Seen;
+    const t = await s.client.threads.create();
+    const waited = (await s.client.runs.wait(t.thread_id, 'headers', { input: {} })) as Seen;
+    const stateless = (await s.client.runs.wait(null, 'headers', { input: {} })) as Seen;
     let streamed: Seen | undefined;
-    for await (const part of client.runs.stream(null, 'headers', { input: {}, streamMode: 'values' })) {
+    for await (const part of s.client.runs.stream(null, 'headers', { input: {}, streamMode: 'values' })) {
       if (part.event === 'values') streamed = part.data as Seen;
     }
     for (const out of [waited, stateless, streamed!]) {
@@ -87,7 +100,7 @@ describe('headers in config.configurable, platform default', () => {
       }
     }
     // What the graph saw is what the run record keeps, and nothing more.
-    const [run] = await client.runs.list(t.thread_id);
+    const [run] = await s.client.runs.list(t.thread_id);
     const stored = JSON.stringify(run);
     expect(stored).toContain('user-7');
     for (const secret of ['the-deployment-key', 'forged-or-real-internal-token', 'Bearer abc', 'service-key']) {
@@ -96,7 +109,7 @@ describe('headers in config.configurable, platform default', () => {
   });
 
   it("batch runs take the headers too, and the SDK's camelCase payload keys", async () => {
-    const [run] = await client.runs.createBatch([
+    const [run] = await s.client.runs.createBatch([
       { assistantId: 'headers', input: {}, streamMode: ['updates'], metadata: { from: 'batch' }, afterSeconds: 0 },
     ]);
     const kwargs = (run as unknown as { kwargs: unknown }).kwargs as {
@@ -110,8 +123,8 @@ describe('headers in config.configurable, platform default', () => {
   });
 
   it("a header overrides the body's configurable key of the same name; reserved keys stay the server's", async () => {
-    const t = await client.threads.create();
-    const out = (await client.runs.wait(t.thread_id, 'headers', {
+    const t = await s.client.threads.create();
+    const out = (await s.client.runs.wait(t.thread_id, 'headers', {
       input: {},
       config: { configurable: { 'x-user-id': 'from-body', kept: 'body-only' } },
     })) as Seen;
@@ -120,16 +133,10 @@ describe('headers in config.configurable, platform default', () => {
 });
 
 describe('headers in config.configurable, http.configurable_headers', () => {
-  let server: Awaited<ReturnType<typeof serve>>;
-  let client: Client;
-  beforeAll(async () => {
-    server = await serve(fixture('langgraph.narrow.json'));
-    client = new Client({ apiUrl: server.url, defaultHeaders: SENT, callerOptions: { maxRetries: 0 } });
-  });
-  afterAll(() => server?.close());
+  const s = serving('langgraph.narrow.json', SENT);
 
   it('takes only the included patterns, exclusions first, and never credentials even when a pattern names them', async () => {
-    const out = (await client.runs.wait(null, 'headers', { input: {} })) as Seen;
+    const out = (await s.client.runs.wait(null, 'headers', { input: {} })) as Seen;
     expect(out.seen).toMatchObject({ 'x-user-id': 'user-7', 'my-org': 'acme' });
     for (const name of ['x-user-secret', 'user-agent', 'x-api-key', INTERNAL_CALL_HEADER, 'x-agentplane-fallthrough']) {
       expect(out.seen).not.toHaveProperty(name);
@@ -138,20 +145,14 @@ describe('headers in config.configurable, http.configurable_headers', () => {
 });
 
 describe('checkpoint_during', () => {
-  let server: Awaited<ReturnType<typeof serve>>;
-  let client: Client;
-  beforeAll(async () => {
-    server = await serve(fixture('langgraph.json'));
-    client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
-  });
-  afterAll(() => server?.close());
+  const s = serving('langgraph.json');
 
   it('false keeps only the checkpoints of the run’s end, as durability "exit" does; true or absent keeps every step', async () => {
     const history = async (opts: { checkpointDuring?: boolean }) => {
-      const t = await client.threads.create();
-      const out = (await client.runs.wait(t.thread_id, 'headers', { input: {}, ...opts })) as Seen;
+      const t = await s.client.threads.create();
+      const out = (await s.client.runs.wait(t.thread_id, 'headers', { input: {}, ...opts })) as Seen;
       expect(out.steps).toEqual(['look', 'again']);
-      return (await client.threads.getHistory(t.thread_id, { limit: 50 })).length;
+      return (await s.client.threads.getHistory(t.thread_id, { limit: 50 })).length;
     };
     const every = await history({});
     expect(await history({ checkpointDuring: true })).toBe(every);
@@ -161,23 +162,17 @@ describe('checkpoint_during', () => {
 });
 
 describe('runs.list select', () => {
-  let server: Awaited<ReturnType<typeof serve>>;
-  let client: Client;
-  beforeAll(async () => {
-    server = await serve(fixture('langgraph.json'));
-    client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
-  });
-  afterAll(() => server?.close());
+  const s = serving('langgraph.json');
 
   it('answers only the selected fields (the SDK sends a JSON list); a malformed select is a 422', async () => {
-    const t = await client.threads.create();
-    await client.runs.wait(t.thread_id, 'headers', { input: {} });
-    const rows = await client.runs.list(t.thread_id, { select: ['run_id', 'status', 'no_such_field' as 'status'] });
+    const t = await s.client.threads.create();
+    await s.client.runs.wait(t.thread_id, 'headers', { input: {} });
+    const rows = await s.client.runs.list(t.thread_id, { select: ['run_id', 'status', 'no_such_field' as 'status'] });
     expect(rows).toHaveLength(1);
     expect(Object.keys(rows[0]!).sort()).toEqual(['run_id', 'status']);
-    const plain = await fetch(`${server.url}/threads/${t.thread_id}/runs?select=status`);
+    const plain = await fetch(`${s.url}/threads/${t.thread_id}/runs?select=status`);
     expect(await plain.json()).toEqual([{ status: 'success' }]);
-    const bad = await fetch(`${server.url}/threads/${t.thread_id}/runs?select=${encodeURIComponent('[1,')}`);
+    const bad = await fetch(`${s.url}/threads/${t.thread_id}/runs?select=${encodeURIComponent('[1,')}`);
     expect(bad.status).toBe(422);
     expect(((await bad.json()) as { detail: string }).detail).toContain('select');
   });

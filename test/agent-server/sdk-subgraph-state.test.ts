@@ -2,38 +2,25 @@
 // names with a subgraph's checkpoint_ns (as the parent's task shows it) is read, listed and updated in that
 // subgraph, the thread's own values stay the root graph's, a namespace naming nothing is a 4xx, and the path's
 // thread is the one read whatever thread_id the checkpoint object carries.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client, type Checkpoint, type ThreadState } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import type { ServerProc } from './helpers/process.ts';
+import { startServerOnStore, type StoreServer } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/subgraph-state/langgraph.json', import.meta.url).pathname;
 
 describe.each(['embedded', 'postgres'] as const)('subgraph checkpoints through the SDK (%s)', (store) => {
   let server: ServerProc;
   let client: Client;
-  let cleanup: () => Promise<void>;
+  let running: StoreServer | undefined;
 
   beforeAll(async () => {
-    let args: string[];
-    if (store === 'postgres') {
-      const db = await createTestDatabase();
-      args = ['--database-url', db.url];
-      cleanup = db.drop;
-    } else {
-      const dir = mkdtempSync(join(tmpdir(), 'ap-as-subgraph-state-'));
-      args = ['--data-dir', dir];
-      cleanup = async () => rmSync(dir, { recursive: true, force: true });
-    }
-    server = await startServerProcess(['--config', CONFIG, ...args]);
+    running = await startServerOnStore(store, ['--config', CONFIG]);
+    server = running.server;
     client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
   });
   afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
+    await running?.close();
   });
 
   /** A thread stopped inside the "review" graph's subgraph, and the subgraph's state as the parent's task has it. */

@@ -2,13 +2,10 @@
 // the assistant's config, schemas and subgraphs, assistant deletion with its threads, batch and thread-less runs,
 // temporary threads, failed waits, busy threads and the platform's 404 texts.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import type { ServerProc } from './helpers/process.ts';
+import { startServerOnStore, type StoreServer } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/sdk-surface/langgraph.json', import.meta.url).pathname;
 
@@ -30,25 +27,15 @@ const gone = (client: Client, threadId: string) =>
 describe.each(['embedded', 'postgres'] as const)('SDK surface against a server process (%s)', (store) => {
   let server: ServerProc;
   let client: Client;
-  let cleanup: () => Promise<void>;
+  let running: StoreServer | undefined;
 
   beforeAll(async () => {
-    let args: string[];
-    if (store === 'postgres') {
-      const db = await createTestDatabase();
-      args = ['--database-url', db.url];
-      cleanup = db.drop;
-    } else {
-      const dir = mkdtempSync(join(tmpdir(), 'ap-as-surface-'));
-      args = ['--data-dir', dir];
-      cleanup = async () => rmSync(dir, { recursive: true, force: true });
-    }
-    server = await startServerProcess(['--config', CONFIG, ...args]);
+    running = await startServerOnStore(store, ['--config', CONFIG]);
+    server = running.server;
     client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
   });
   afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
+    await running?.close();
   });
 
   it('builds a factory graph with the run config for state reads, updates as a config-only node and history', async () => {

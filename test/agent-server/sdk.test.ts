@@ -1,36 +1,23 @@
 // The real @langchain/langgraph-sdk client against a real `agentplane agent-server` process on both stores.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemAssistantId } from '../../src/agent-server/graphs/index.ts';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import type { ServerProc } from './helpers/process.ts';
+import { startServerOnStore, type StoreServer } from './helpers/store-server.ts';
 
 describe.each(['embedded', 'postgres'] as const)('SDK against a server process (%s)', (store) => {
   let server: ServerProc;
   let client: Client;
-  let cleanup: () => Promise<void>;
+  let running: StoreServer | undefined;
 
   beforeAll(async () => {
-    let args: string[];
-    if (store === 'postgres') {
-      const db = await createTestDatabase();
-      args = ['--database-url', db.url];
-      cleanup = db.drop;
-    } else {
-      const dir = mkdtempSync(join(tmpdir(), 'ap-as-sdk-'));
-      args = ['--data-dir', dir];
-      cleanup = async () => rmSync(dir, { recursive: true, force: true });
-    }
-    server = await startServerProcess(['--config', FIXTURE_CONFIG, ...args]);
+    running = await startServerOnStore(store, ['--config', FIXTURE_CONFIG]);
+    server = running.server;
     client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
   });
   afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
+    await running?.close();
   });
 
   it('threads and runs: create, get, list, join, state, history, update, copy, search, delete', async () => {

@@ -1,45 +1,26 @@
 // Thread TTL with langgraph.json's strategy "keep_latest" (storage/thread-ttl.ts), end to end: real server processes
 // on both stores, the real SDK. The fixture sets a default TTL of 2.4 s and sweeps every 0.3 s; expiry is observed
 // by polling a thread's history until the sweep has pruned it to one checkpoint.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import type { ServerProc } from './helpers/process.ts';
+import { startServerOnStore, until, type StoreServer } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/thread-ttl-keep-latest/langgraph.json', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(100);
-  }
-}
-
 describe.concurrent.each(['embedded', 'postgres'] as const)('thread ttl keep_latest (%s)', (kind) => {
-  let dir: string;
-  let db: { url: string; drop: () => Promise<void> } | undefined;
+  let running: StoreServer | undefined;
   let server: ServerProc;
   let client: Client;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'ap-as-ttl-kl-'));
-    const args = ['--config', CONFIG, '--executor-threads', '0'];
-    if (kind === 'postgres') {
-      db = await createTestDatabase();
-      args.push('--database-url', db.url);
-    } else args.push('--data-dir', join(dir, 'data'));
-    server = await startServerProcess(args);
+    running = await startServerOnStore(kind, ['--config', CONFIG, '--executor-threads', '0']);
+    server = running.server;
     client = new Client({ apiUrl: server.url });
   }, 90_000);
   afterAll(async () => {
-    await server?.stop();
-    await db?.drop();
-    rmSync(dir, { recursive: true, force: true });
+    await running?.close();
   });
 
   const exists = async (id: string) => (await fetch(`${server.url}/threads/${id}`)).status === 200;

@@ -1,53 +1,33 @@
 // Thread TTL end to end (storage/thread-ttl.ts): real server processes on both stores, the real SDK. The fixture's
 // langgraph.json sets a default TTL of 2.4 s and sweeps every 0.3 s, so expiry is observed by polling. The tests wait
 // on the clock, each with threads of its own: both stores and all their tests run concurrently.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase } from './helpers/pg.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import type { ServerProc } from './helpers/process.ts';
+import { startServerOnStore, until, type StoreServer } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/thread-ttl/langgraph.json', import.meta.url).pathname;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(100);
-  }
-}
 
 describe.concurrent.each(['embedded', 'postgres'] as const)('thread ttl (%s)', (kind) => {
-  let dir: string;
-  let db: { url: string; drop: () => Promise<void> } | undefined;
+  let running: StoreServer | undefined;
   let server: ServerProc;
   let client: Client;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'ap-as-ttl-'));
-    const args = ['--config', CONFIG, '--executor-threads', '0'];
-    if (kind === 'postgres') {
-      db = await createTestDatabase();
-      args.push('--database-url', db.url);
-    } else args.push('--data-dir', join(dir, 'data'));
-    server = await startServerProcess(args);
+    running = await startServerOnStore(kind, ['--config', CONFIG, '--executor-threads', '0']);
+    server = running.server;
     client = new Client({ apiUrl: server.url });
   }, 90_000);
   afterAll(async () => {
-    await server?.stop();
-    await db?.drop();
-    rmSync(dir, { recursive: true, force: true });
+    await running?.close();
   });
 
   const exists = async (id: string) => (await fetch(`${server.url}/threads/${id}`)).status === 200;
 
   /** Checkpoint rows of a thread, straight from Postgres (the API answers 404 for a deleted thread anyway). */
   async function checkpointRows(threadId: string): Promise<number> {
-    const c = new pg.Client({ connectionString: db!.url });
+    const c = new pg.Client({ connectionString: running!.databaseUrl });
     await c.connect();
     try {
       const { rows } = await c.query('SELECT count(*)::int AS n FROM agentplane.checkpoints WHERE thread_id = $1', [

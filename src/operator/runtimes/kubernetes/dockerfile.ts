@@ -83,5 +83,5 @@ const out = process.env.DOCKERFILE.split('\\n');
 const from = out.findIndex((l) => l.startsWith('FROM '));
 if (lines.length) out.splice(from + 1, 0, 'USER root', ...lines);
 fs.writeFileSync(process.argv[1], out.join('\\n'));
-if (lines.length) console.log('dockerfile_lines: ' + lines.length + ' line(s) added after FROM');
+if (lines.length) process.stdout.write('dockerfile_lines: ' + lines.length + ' line(s) added after FROM\\n');
 `;
