@@ -1,6 +1,9 @@
 // One binary, one subcommand per process kind. Each entry loads its module lazily so `agentplane api-key`
 // does not pay for LangGraph and `agentplane agent-server` does not load the Kubernetes client.
-import { UsageError } from './lib/cli-args.ts';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { closest, UsageError } from './lib/cli-args.ts';
+import { PACKAGE_ROOT } from './lib/package-root.ts';
 
 type Command = {
   summary: string;
@@ -53,6 +56,7 @@ function usage(): string {
     'agentplane: deploy and serve LangGraph agents',
     '',
     'Usage: agentplane <command> [options]   (agentplane <command> --help for its options)',
+    '       agentplane --version',
     '',
     'Commands:',
     ...rows,
@@ -66,9 +70,16 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write(usage());
     return;
   }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    const pkg = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string };
+    process.stdout.write(`agentplane ${pkg.version} (node ${process.versions.node})\n`);
+    return;
+  }
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`agentplane: unknown command "${name}"\n\n${usage()}`);
+    const meant = closest(name, Object.keys(commands));
+    const hint = meant ? ` (did you mean "${meant}"?)` : '';
+    process.stderr.write(`agentplane: unknown command "${name}"${hint}\n\n${usage()}`);
     process.exitCode = 2;
     return;
   }

@@ -2,7 +2,14 @@
 // into one line on stderr and exit code 1.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
-import { formatHelp, optionPicker, UsageError, type CommandSpec, type OptionSpec } from '../lib/cli-args.ts';
+import {
+  formatHelp,
+  optionPicker,
+  UsageError,
+  usageMessage,
+  type CommandSpec,
+  type OptionSpec,
+} from '../lib/cli-args.ts';
 import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
 
 /** A client flag may be given several times (--secret A=1 --secret B=2). */
@@ -37,7 +44,7 @@ export function parseClientArgs(spec: ClientCommandSpec, argv: string[]): { flag
     const { values, positionals } = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
     return { flags: values as Flags, positionals };
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(usageMessage(err as Error & { code?: string }, Object.keys(options)));
   }
 }
 

@@ -30,8 +30,61 @@ export function parseCommandArgs(spec: CommandSpec, argv: string[]): Record<stri
     const { values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false });
     return values as Record<string, string | boolean | undefined>;
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError(usageMessage(err as Error & { code?: string }, Object.keys(options)));
   }
+}
+
+/** One line for a parse error of node:util's parseArgs, naming the flag and, for a typo, the flag meant. */
+export function usageMessage(err: Error & { code?: string }, known: string[]): string {
+  const quoted = /'(-[^']*)'/.exec(err.message)?.[1];
+  switch (err.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': {
+      const flag = quoted ?? 'option';
+      const name = flag.replace(/^-+/, '').split('=')[0] ?? '';
+      const meant = closest(name, known);
+      return `unknown option ${flag}${meant ? ` (did you mean --${meant}?)` : ''}`;
+    }
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      const name = /--([\w-]+)/.exec(err.message)?.[1];
+      return name && /argument missing/.test(err.message)
+        ? `option --${name} needs a value (--${name} <value>)`
+        : name
+          ? `option --${name} takes no value`
+          : err.message;
+    }
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument ${quoted ?? /'([^']*)'/.exec(err.message)?.[1] ?? ''}: every value goes after its --flag`;
+    default:
+      return err.message;
+  }
+}
+
+/** The known name nearest to `name` (a typo: edit distance up to a third of its length, at least 1), if any. */
+export function closest(name: string, known: string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(1, Math.floor(name.length / 3)) + 1;
+  for (const k of known) {
+    const d = k.startsWith(name) && name.length >= 3 ? 1 : editDistance(name, k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best;
+}
+
+/** Edit distance counting a swap of two neighbouring letters as one edit (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 3) return Infinity;
+  let before: number[] = [];
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        cur[j] = Math.min(cur[j]!, before[j - 2]! + 1);
+    }
+    [before, prev] = [prev, cur];
+  }
+  return prev[b.length]!;
 }
 
 export function formatHelp(spec: CommandSpec): string {

@@ -18,6 +18,24 @@ describe('parseCommandArgs', () => {
   it('rejects unknown flags with a usage error', () => {
     expect(() => parseCommandArgs(spec, ['--nope'])).toThrow(UsageError);
   });
+  it('names a mistyped flag and the flag meant, in one line', () => {
+    const message = (argv: string[]) => {
+      try {
+        parseCommandArgs(spec, argv);
+      } catch (err) {
+        expect(err).toBeInstanceOf(UsageError);
+        return (err as Error).message;
+      }
+      throw new Error('no usage error');
+    };
+    expect(message(['--prot', '9'])).toBe('unknown option --prot (did you mean --port?)');
+    expect(message(['--verbos'])).toBe('unknown option --verbos (did you mean --verbose?)');
+    expect(message(['--database-url', 'x'])).toBe('unknown option --database-url');
+    expect(message(['--port'])).toBe('option --port needs a value (--port <value>)');
+    expect(message(['--verbose=yes'])).toBe('option --verbose takes no value');
+    expect(message(['9000'])).toBe('unexpected argument 9000: every value goes after its --flag');
+    for (const argv of [['--prot'], ['--port'], ['9000'], ["--it's"]]) expect(message(argv)).not.toContain('\n');
+  });
   it('documents every flag with its default and environment variable', () => {
     const help = formatHelp(spec);
     expect(help).toContain('--port <value>');

@@ -1,0 +1,38 @@
+// The binary's own answers before any command runs: --version, and a mistyped command or flag named in one line.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const run = (args: string[]) =>
+  promisify(execFile)(process.execPath, [path.join(ROOT, 'bin/agentplane.mjs'), ...args], { cwd: ROOT }).then(
+    (r) => ({ code: 0, ...r }),
+    (e: { code: number; stdout: string; stderr: string }) => e,
+  );
+
+describe('agentplane', () => {
+  it('prints its version with --version, -V and version', async () => {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-V', 'version']) {
+      const r = await run([flag]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`agentplane ${version} (node ${process.versions.node})\n`);
+    }
+  });
+
+  it('names the command meant when one is mistyped, and exits 2', async () => {
+    const r = await run(['deploi', '--name', 'x']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split('\n')[0]).toBe('agentplane: unknown command "deploi" (did you mean "deploy"?)');
+  });
+
+  it('names the flag meant when one is mistyped, in one line, and exits 2', async () => {
+    const r = await run(['deployments', 'list', '--jsn']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split('\n')[0]).toMatch(/unknown option --jsn \(did you mean --json\?\)$/);
+    expect(r.stdout).toBe('');
+  });
+});
