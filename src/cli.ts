@@ -92,6 +92,26 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
+    const listen = listenFailure(err);
+    if (listen) {
+      process.stderr.write(`agentplane ${name}: ${listen}\n`);
+      process.exitCode = 1;
+      return;
+    }
     throw err;
   }
+}
+
+/** One line for a server that could not listen: which address, why, and the flag that changes it. */
+function listenFailure(err: unknown): string | undefined {
+  const e = err as { code?: string; syscall?: string; address?: string; port?: number };
+  if (e?.syscall !== 'listen') return undefined;
+  const where = `${e.address ?? ''}:${e.port ?? ''}`;
+  if (e.code === 'EADDRINUSE') {
+    return `${where} is already in use (another agentplane?): stop that process or pass --port <port> (0 picks a free one)`;
+  }
+  if (e.code === 'EACCES') return `may not listen on ${where} (ports below 1024 need privileges): pass --port <port>`;
+  if (e.code === 'EADDRNOTAVAIL')
+    return `${e.address ?? 'that address'} is not an address of this machine: pass --host`;
+  return undefined;
 }

@@ -1,6 +1,8 @@
 // The binary's own answers before any command runs: --version, and a mistyped command or flag named in one line.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -34,5 +36,23 @@ describe('agentplane', () => {
     expect(r.code).toBe(2);
     expect(r.stderr.split('\n')[0]).toMatch(/unknown option --jsn \(did you mean --json\?\)$/);
     expect(r.stdout).toBe('');
+  });
+
+  it('says in one line that the port is taken and which flag changes it', async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const { port } = busy.address() as { port: number };
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'agentplane-entry-'));
+    try {
+      const r = await run(['dev', '--port', String(port), '--data-dir', dataDir, '--sandbox', 'none']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(
+        `agentplane dev: 127.0.0.1:${port} is already in use (another agentplane?): stop that process or pass --port <port> (0 picks a free one)\n`,
+      );
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    } finally {
+      busy.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
