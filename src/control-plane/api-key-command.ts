@@ -1,4 +1,5 @@
 // `agentplane api-key create`: makes a key for one or more tenants, prints it once, stores only its hash.
+import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { formatHelp, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
@@ -6,7 +7,7 @@ import { isAppError } from '../lib/errors.ts';
 import { assertTenantId, createApiKey } from './auth/keys.ts';
 import { optionPicker } from '../lib/cli-args.ts';
 import { parseOrUsage, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
-import { describeError, openControlPlaneStore, StoreUnavailableError } from './store/index.ts';
+import { describeError, embeddedStoreFile, openControlPlaneStore, StoreUnavailableError } from './store/index.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
 export const apiKeyCommand: CommandSpec = {
@@ -25,6 +26,11 @@ export const apiKeyCommand: CommandSpec = {
     name: { type: 'string', description: 'create: a label for the key', default: 'api-key' },
     ...storeOptions,
     json: { type: 'boolean', description: 'create: print {"key","id","tenants"}; list: print the keys as JSON' },
+    init: {
+      type: 'boolean',
+      description:
+        'create: start a new embedded store in --data-dir when there is none (without it, a folder with no store is an error)',
+    },
   },
 };
 
@@ -67,6 +73,14 @@ export async function run(argv: string[]): Promise<void> {
     throw new UsageError(`--tenant is only for create`);
   }
   const storeConfig = parseOrUsage(StoreConfig, storeConfigFrom(pick, process.cwd()));
+  if (storeConfig.store === 'embedded' && !existsSync(embeddedStoreFile(storeConfig.dataDir))) {
+    // Opening would create an empty store: a key made there is unknown to the platform, which reads another folder.
+    if (!(sub === 'create' && flags.init)) {
+      process.stderr.write(`agentplane api-key: ${noStoreMessage(storeConfig.dataDir, sub === 'create')}\n`);
+      process.exitCode = 1;
+      return;
+    }
+  }
   const logger = createLogger({ level: 'warn', name: 'api-key' });
   let store: ControlPlaneStore | undefined;
   try {
@@ -117,6 +131,14 @@ export async function run(argv: string[]): Promise<void> {
   } finally {
     await store?.close().catch(() => undefined);
   }
+}
+
+function noStoreMessage(dataDir: string, create: boolean): string {
+  return (
+    `no control-plane store in ${dataDir}: pass the folder your platform uses as --data-dir ` +
+    `(\`agentplane dev --data-dir D\` keeps it in D/control-plane; the default is .agentplane/control-plane ` +
+    `under the folder dev was started in)${create ? ', or add --init to start a new store there' : ''}`
+  );
 }
 
 function formatKeyTable(keys: { id: string; name: string; tenants: string[]; created_at: string }[]): string {

@@ -1,6 +1,6 @@
 // API keys: admins list, create and revoke them (API and CLI); the key publisher hands each tenant's agents the
 // hashes of exactly the keys that may act for that tenant. Both stores.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -210,6 +210,7 @@ describe('agentplane api-key list / revoke', () => {
         '--name',
         'laptop',
         '--json',
+        '--init',
         '--data-dir',
         dir,
       ]);
@@ -228,6 +229,32 @@ describe('agentplane api-key list / revoke', () => {
       expect(again.code).toBe(1);
       expect(again.stderr).toMatch(/no API key with id/);
       expect((await cliFails(['api-key', 'revoke', '--data-dir', dir])).code).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a folder with no store instead of starting an empty one there, unless --init', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-cli-nostore-'));
+    try {
+      for (const argv of [['create', '--tenant', 'team-1'], ['list']]) {
+        const r = await cliFails(['api-key', ...argv, '--data-dir', join(dir, 'wrong')]);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(
+          /^agentplane api-key: no control-plane store in .*wrong: pass the folder your platform uses as --data-dir/,
+        );
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+        expect(existsSync(join(dir, 'wrong'))).toBe(false);
+      }
+      expect((await cliFails(['api-key', 'create', '--tenant', 'team-1', '--data-dir', dir])).stderr).toContain(
+        'or add --init to start a new store there',
+      );
+      const made = await cli(['api-key', 'create', '--tenant', 'team-1', '--init', '--data-dir', dir]);
+      expect(made.stdout.trim()).toMatch(/\S{20,}/);
+      // Once the store is there, --init is not needed.
+      expect((await cli(['api-key', 'create', '--tenant', 'team-2', '--data-dir', dir])).stdout.trim()).toMatch(
+        /\S{20,}/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

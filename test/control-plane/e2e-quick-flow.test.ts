@@ -60,7 +60,7 @@ for (const [name, make] of Object.entries(setups)) {
     beforeAll(async () => {
       setup = await make();
       key = (
-        await cli(['api-key', 'create', '--tenant', 'team-1', '--name', 'ci', ...setup.args], setup.env)
+        await cli(['api-key', 'create', '--tenant', 'team-1', '--name', 'ci', '--init', ...setup.args], setup.env)
       ).stdout.trim();
       proc = await startControlPlaneProcess(setup.args, {
         ...setup.env,
@@ -156,7 +156,7 @@ describe('embedded store survives a restart', () => {
   it('deployments, revisions, secrets and keys are all still there', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-restart-'));
     try {
-      const key = (await cli(['api-key', 'create', '--tenant', 'team-r', '--data-dir', dir])).stdout.trim();
+      const key = (await cli(['api-key', 'create', '--tenant', 'team-r', '--init', '--data-dir', dir])).stdout.trim();
       const headers = { 'x-api-key': key, 'x-tenant-id': 'team-r', 'content-type': 'application/json' };
       let proc = await startControlPlaneProcess(['--data-dir', dir]);
       const dep = (await (

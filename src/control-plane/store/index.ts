@@ -10,6 +10,8 @@ import type { Logger } from '../../lib/logger.ts';
 import { openEmbeddedStore } from './embedded/index.ts';
 import type { ControlPlaneStore } from './types.ts';
 
+export { embeddedStoreFile } from './embedded/index.ts';
+
 export class StoreUnavailableError extends Error {}
 
 /** One line: the error's message and those of its causes ("fetch failed: connect ECONNREFUSED ..."). */

@@ -87,11 +87,14 @@ CREATE INDEX IF NOT EXISTS auth_objects_by_tenant ON auth_objects (kind, tenant)
 const KEY_CHECK = 'secret_key_check';
 const KEY_CHECK_TEXT = 'agentplane secret key check';
 
+/** The SQLite file of the embedded store kept in `dataDir`. */
+export const embeddedStoreFile = (dataDir: string) => join(dataDir, 'control-plane.db');
+
 export function openEmbeddedStore(opts: EmbeddedStoreOptions): ControlPlaneStore {
   let file = ':memory:';
   if (opts.dataDir !== ':memory:') {
     mkdirSync(opts.dataDir, { recursive: true });
-    file = join(opts.dataDir, 'control-plane.db');
+    file = embeddedStoreFile(opts.dataDir);
   }
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
