@@ -5,7 +5,9 @@
 // fails its assertion in seconds instead of freezing the run.
 import { describe, expect, it } from 'vitest';
 import { gitRefProblem, relativePathProblem, repoUrlProblem } from '../../src/control-plane/services/input-rules.ts';
+import { knownHostsProblem } from '../../src/control-plane/services/integrations.ts';
 import { githubRepoOf } from '../../src/control-plane/services/integrations-github.ts';
+import { reportedUrlProblem } from '../../src/control-plane/services/listener-rules.ts';
 import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 import { trimTrailing } from '../../src/lib/text.ts';
 import { repositoryPath } from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
@@ -50,6 +52,8 @@ const inputs: Record<string, (n: number) => string> = {
   'spaces and "npm error"': (n) => `npm error ${' '.repeat(n)}x`,
   'digits then spaces': (n) => `npm error ${'1'.repeat(n / 2)}${' '.repeat(n / 2)}x`,
   'colons and at signs': (n) => 'a:b@'.repeat(n / 4),
+  'a host key line that fails at its end': (n) => `@revoked h ssh-ed25519 ${'A'.repeat(n)}!`,
+  'host key fields of spaces': (n) => `h ${'ssh- '.repeat(n / 5)}`,
 };
 
 const subjects: Record<string, (s: string) => unknown> = {
@@ -60,6 +64,8 @@ const subjects: Record<string, (s: string) => unknown> = {
   'failureLine (local build step output)': failureLine,
   repoUrlProblem,
   gitRefProblem,
+  'knownHostsProblem (git integrations)': knownHostsProblem,
+  'reportedUrlProblem (listener reports)': (s) => reportedUrlProblem(s, { baseUrl: 'https://dp.example.com/a' }),
   relativePathProblem,
   'githubRepoOf (repo_url path)': (s) => githubRepoOf('https://github.com', `https://github.com/${s}`),
   'repositoryPath (kubernetes git credentials)': repositoryPath,
@@ -72,9 +78,13 @@ describe('patterns over tenant text are linear', { timeout: 60_000 }, () => {
     for (const size of [64 * 1024, 1024 * 1024]) {
       for (const [kind, make] of Object.entries(inputs)) {
         const input = make(size);
-        const yard = best(() => charLoop(input));
-        const bound = Math.max(FLOOR_MS, yard * FACTOR);
-        const took = best(() => fn(input), bound);
+        // A pair measured again when a burst of load on a shared machine hit the function but not the yardstick.
+        let bound = 0;
+        let took = Infinity;
+        for (let attempt = 0; attempt < 3 && !(took < bound); attempt++) {
+          bound = Math.max(FLOOR_MS, best(() => charLoop(input)) * FACTOR);
+          took = best(() => fn(input), bound);
+        }
         expect(
           took,
           `${name} on ${size} chars of ${kind}: ${took.toFixed(1)} ms, bound ${bound.toFixed(1)} ms`,
