@@ -21,6 +21,7 @@ import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
 import { createListenerService } from './services/listeners.ts';
 import { ForbiddenError } from '../lib/errors.ts';
+import type { LogLimits } from '../lib/log-limits.ts';
 import { createDeploymentService } from './services/deployments.ts';
 import { createIntegrationService } from './services/integrations.ts';
 import type { GitHubApp } from './services/integrations-github.ts';
@@ -45,6 +46,8 @@ export interface ControlPlaneDeps {
   github?: GitHubApp;
   /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth-setup.ts. */
   auth?: AuthServiceOptions;
+  /** What a listener's pushed log may store per revision and type (default: DEFAULT_LOG_LIMITS, as local builds). */
+  listenerLogLimits?: LogLimits;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -108,6 +111,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     logger: deps.logger.child({ component: 'listeners' }),
     bootstrapKeys: deps.bootstrapKeys,
     github: deps.github,
+    logLimits: deps.listenerLogLimits,
   });
   const integrations = createIntegrationService(deps.store, deps.github);
   const pushHooks = createPushWebhooks({

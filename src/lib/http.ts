@@ -65,16 +65,29 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
   );
 }
 
+/** How long a client may take to send a request's headers, and the whole request (headers and body). */
+export type FrontServerTimeouts = { headersTimeoutMs: number; requestTimeoutMs: number };
+
+export const FRONT_SERVER_TIMEOUTS: FrontServerTimeouts = { headersTimeoutMs: 30_000, requestTimeoutMs: 300_000 };
+
 /**
  * A plain HTTP server in front of fastify apps (dev and the listener route each request to one of two apps), with
- * fastify's own socket settings: long joins and streams pass through (no request timeout), and an idle keep-alive
- * socket is kept 72 s, not Node's 5 s. Clients drop idle sockets after the `Keep-Alive: timeout` the server
- * announces, less a margin; at 5 s a client held up for that margin sent a request on a socket the server was
- * closing ("other side closed").
+ * fastify's own socket settings: an idle keep-alive socket is kept 72 s, not Node's 5 s. Clients drop idle sockets
+ * after the `Keep-Alive: timeout` the server announces, less a margin; at 5 s a client held up for that margin sent a
+ * request on a socket the server was closing ("other side closed").
+ * A client that sends its headers (30 s) or its whole request (5 min) too slowly gets a 408 and the socket is closed,
+ * so slow senders cannot hold sockets and buffers for ever. Both count only while the request arrives: the answer
+ * (a long join, an event stream) may take as long as it takes.
  */
-export function createFrontServer(handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
-  const server = createServer(handler);
-  server.requestTimeout = 0;
+export function createFrontServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  timeouts: FrontServerTimeouts = FRONT_SERVER_TIMEOUTS,
+): Server {
+  // Node checks the two timeouts on this interval (30 s by default, longer than a short headers timeout).
+  const connectionsCheckingInterval = Math.max(100, Math.min(30_000, Math.floor(timeouts.headersTimeoutMs / 4)));
+  const server = createServer({ connectionsCheckingInterval }, handler);
+  server.headersTimeout = timeouts.headersTimeoutMs;
+  server.requestTimeout = timeouts.requestTimeoutMs;
   server.keepAliveTimeout = 72_000;
   return server;
 }

@@ -15,6 +15,8 @@ import { silentLogger } from '../../src/lib/logger.ts';
 import { startKube } from './helpers/kube.ts';
 
 const ADMIN = 'listeners-admin-key-0123456789';
+/** Small caps for pushed logs, so a test reaches them with a few reports (the default is the local builds' own). */
+const LOG_LIMITS = { maxLines: 40, maxBytes: 64 * 1024 };
 const A = 'ws-a';
 const B = 'ws-b';
 
@@ -75,6 +77,7 @@ describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
       logger: silentLogger(),
       bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }],
       consoleDir: false,
+      listenerLogLimits: LOG_LIMITS,
     });
   }, 60_000);
   afterAll(async () => {
@@ -125,7 +128,11 @@ describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
 
   it('keeps workspaces and listeners apart (attacker view)', async () => {
     const la = String(
-      (await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'a-1' } })).body.id,
+      (
+        await call('POST', '/v2/listeners', {
+          body: { compute_type: 'local', compute_id: 'a-1', base_url: 'http://dp.example/deployments' },
+        })
+      ).body.id,
     );
     const la2 = String(
       (await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'a-2' } })).body.id,
@@ -266,6 +273,109 @@ describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
     expect((await call('GET', `/v2/deployments/${String(onA.body.id)}`)).status).toBe(404);
     expect((await call('GET', `/v2/listeners/${la}/watch?timeout=0`, { key: keyA })).status).toBe(401);
     expect((await call('GET', `/v2/deployments/${String(own.body.id)}`)).status).toBe(200);
+  });
+
+  it('takes from a listener only URLs under its base_url, and bounded logs (attacker view)', async () => {
+    // base_url is the workspace's to declare: an absolute http(s) URL, no credentials, no query.
+    for (const base_url of ['ftp://dp.example', 'https://u:p@dp.example', 'https://dp.example/?x=1', 'dp.example']) {
+      const bad = await call('POST', '/v2/listeners', { body: { compute_type: 'local', compute_id: 'x', base_url } });
+      expect(bad.status, base_url).toBe(422);
+      expect(JSON.stringify(bad.body)).toContain('base_url');
+    }
+    const created = await call('POST', '/v2/listeners', {
+      body: { compute_type: 'local', compute_id: 'urls', base_url: 'https://dp.example.com/agents' },
+    });
+    expect(created.body.base_url).toBe('https://dp.example.com/agents');
+    const l = String(created.body.id);
+    const dep = await call('POST', '/v2/deployments', { body: deployment('url-target', l) });
+    const depId = String(dep.body.id);
+    const key = String((await call('POST', `/v2/listeners/${l}/keys`, { body: {} })).body.key);
+    // A listener key cannot move its own base_url.
+    expect(
+      (await call('PATCH', `/v2/listeners/${l}`, { key, body: { base_url: 'https://evil.example' } })).status,
+    ).toBe(403);
+    const snap = await call('GET', `/v2/listeners/${l}/watch?timeout=0`, { key });
+    const revName = String(snap.body.deployments[0].revisions[0].name);
+    const report = (url: string, logs?: { id: string; message: string }[]) =>
+      call('POST', `/v2/listeners/${l}/report`, {
+        key,
+        body: {
+          deployments: [
+            {
+              deployment_id: depId,
+              status: { phase: 'READY', url },
+              revisions: [{ name: revName, status: { phase: 'BUILDING' }, ...(logs ? { logs: { build: logs } } : {}) }],
+            },
+          ],
+        },
+      });
+    const shown = async () => (await call('GET', `/v2/deployments/${depId}`)).body;
+
+    for (const url of [
+      'https://evil.example/agents/x',
+      'https://dp.example.com.evil.example/agents/x',
+      'https://evil-dp.example.com/agents/x',
+      'https://dp.example.com/agentsx',
+      'https://dp.example.com/other/x',
+      'https://dp.example.com/agents/../../other',
+      'http://dp.example.com/agents/x',
+      'https://dp.example.com:8443/agents/x',
+      'https://user:pw@dp.example.com/agents/x',
+      'https://evil.example\\@dp.example.com/agents/x',
+      'javascript:alert(1)//dp.example.com/agents',
+      'not a url',
+    ]) {
+      const res = await report(url, [{ id: '1', message: 'must not be stored' }]);
+      expect(res.status, url).toBe(422);
+      expect(JSON.stringify(res.body), url).toContain('url');
+      expect(res.body.detail[0].loc, url).toEqual(['body', 'deployments', 0, 'status', 'url']);
+    }
+    // Nothing of a refused report was written: no URL, no status, no log line, no cursor.
+    expect(await shown()).toMatchObject({ url: null });
+    const revPath = `/v2/deployments/${depId}/revisions/${String((await shown()).latest_revision_id)}`;
+    expect((await call('GET', revPath)).body.status).not.toBe('BUILDING');
+    expect((await call('GET', `${revPath}/logs?type=build`)).body.logs).toEqual([]);
+
+    // Under the base: its path, or a subdomain of its host.
+    expect((await report('https://dp.example.com/agents/x')).status).toBe(200);
+    expect((await shown()).url).toBe('https://dp.example.com/agents/x');
+    expect((await report('https://eu.dp.example.com/any')).status).toBe(200);
+    expect((await shown()).url).toBe('https://eu.dp.example.com/any');
+    // Without a declared base_url every reported URL is refused.
+    expect((await call('PATCH', `/v2/listeners/${l}`, { body: { base_url: null } })).body.base_url).toBeNull();
+    const none = await report('https://dp.example.com/agents/x');
+    expect(none.status).toBe(422);
+    expect(none.body.detail[0].msg).toContain('base_url');
+    await call('PATCH', `/v2/listeners/${l}`, { body: { base_url: 'https://dp.example.com/agents' } });
+
+    // Pushed logs are bounded as local builds are: long lines cut, then the caps, then one line saying so; more
+    // reports store nothing more.
+    const line = (i: number) => ({ id: String(i), message: `${i}:${'x'.repeat(20_000)}` });
+    expect((await report('https://dp.example.com/agents/x', [line(1), line(2)])).status).toBe(200);
+    const first = (await call('GET', `${revPath}/logs?type=build`)).body.logs as { message: string }[];
+    expect(first.map((e) => e.message.length)).toEqual([8192 + ' [line cut]'.length, 8192 + ' [line cut]'.length]);
+    for (let batch = 0; batch < 4; batch++) {
+      const lines = Array.from({ length: 10 }, (_, i) => line(3 + batch * 10 + i));
+      expect((await report('https://dp.example.com/agents/x', lines)).status).toBe(200);
+    }
+    const stored = (await call('GET', `${revPath}/logs?type=build&limit=1000`)).body.logs as { message: string }[];
+    const bytes = stored.reduce((n, e) => n + Buffer.byteLength(e.message) + 1, 0);
+    expect(bytes).toBeLessThanOrEqual(LOG_LIMITS.maxBytes + 200);
+    expect(stored.filter((e) => e.message.startsWith('[log truncated')).length).toBe(1);
+    expect(stored.at(-1)!.message).toMatch(/^\[log truncated/);
+    // Many short lines hit the line cap the same way (on the deploy log, its own budget).
+    const many = Array.from({ length: 100 }, (_, i) => ({ id: String(i + 1), message: `line ${i}` }));
+    await call('POST', `/v2/listeners/${l}/report`, {
+      key,
+      body: {
+        deployments: [
+          { deployment_id: depId, status: {}, revisions: [{ name: revName, status: {}, logs: { deploy: many } }] },
+        ],
+      },
+    });
+    const deploy = (await call('GET', `${revPath}/logs?type=deploy&limit=1000`)).body.logs as { message: string }[];
+    expect(deploy.length).toBe(LOG_LIMITS.maxLines + 1);
+    expect(deploy.at(-1)!.message).toMatch(/^\[log truncated/);
   });
 
   it('never hands a listener key to the agents', async () => {

@@ -75,6 +75,8 @@ describe('a deployment on a listener that writes custom resources', () => {
       compute_type: 'k8s',
       compute_id: 'cluster-eu',
       compute_config: { k8s_namespaces: [NS] },
+      // The cluster serves deployments at their Service's host (no base domain here): <name>.<namespace>.svc.
+      base_url: `http://${NS}.svc`,
     });
     expect(created.status).toBe(201);
     const lid = String(created.body.id);

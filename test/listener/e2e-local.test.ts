@@ -124,6 +124,8 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
     });
     listeners.push(lis);
     const lisUrl = lis.url!;
+    // The workspace declares where this listener serves; the URLs it reports must lie under it.
+    expect((await cp.patch(`/v2/listeners/${lid}`, { base_url: lisUrl })).status).toBe(200);
     await deployed(dev.url, depId, r1);
     const shown = (await cp.get(`/v2/deployments/${depId}`)).body;
     expect(shown).toMatchObject({ url: `${lisUrl}/deployments/${depId}`, active_revision_id: r1 });

@@ -538,11 +538,22 @@ export function createDeploymentService(deps: {
       tenant: string,
       id: string,
       revisionId: string,
-      q: { type: 'build' | 'deploy'; limit: number; offset?: string; order: 'asc' | 'desc' },
+      q: { type: 'build' | 'deploy'; limit: number; offset?: string; order: 'asc' | 'desc'; limit_bytes: number },
     ) {
       const { rev } = await this.requireRevision(tenant, id, revisionId);
       const page = await store.readLogs(ns, rev.metadata.name, q);
-      return { ...page, logs: page.logs.map((l) => ({ ...l, message: redactUrlsIn(l.message) })) };
+      // Paged by bytes as well as lines: the page ends before its messages pass limit_bytes (at least one line, so a
+      // reader always moves on); the cursor is then the last line given, in either order.
+      const logs: typeof page.logs = [];
+      let bytes = 0;
+      for (const l of page.logs) {
+        const message = redactUrlsIn(l.message);
+        bytes += Buffer.byteLength(message);
+        if (logs.length && bytes > q.limit_bytes) break;
+        logs.push({ ...l, message });
+      }
+      const cut = logs.length < page.logs.length;
+      return { logs, next_offset: cut ? logs[logs.length - 1]!.id : page.next_offset };
     },
   };
 }

@@ -5,6 +5,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { Octokit } from '@octokit/rest';
 import { verify } from '@octokit/webhooks-methods';
 import { AppError } from '../../lib/errors.ts';
+import { trimTrailing } from '../../lib/text.ts';
 import type { Logger } from '../../lib/logger.ts';
 
 export type GitHubAppSettings = {
@@ -74,11 +75,9 @@ export function githubRepoOf(webUrl: string, repoUrl: string): { owner: string; 
   }
   if (u.host.toLowerCase() !== web.host.toLowerCase() || u.username || u.password || u.search || u.hash)
     return undefined;
-  const base = web.pathname.replace(/\/+$/, '');
+  const base = trimTrailing(web.pathname, '/');
   if (!u.pathname.startsWith(`${base}/`)) return undefined;
-  const parts = u.pathname
-    .slice(base.length + 1)
-    .replace(/\/+$/, '')
+  const parts = trimTrailing(u.pathname.slice(base.length + 1), '/')
     .replace(/\.git$/, '')
     .split('/');
   if (parts.length !== 2 || !parts.every((p) => /^[A-Za-z0-9_.-]+$/.test(p) && p !== '.' && p !== '..'))

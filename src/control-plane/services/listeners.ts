@@ -5,6 +5,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AppError, BadRequestError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { admitLogLines, DEFAULT_LOG_LIMITS, type LogLimits, type LogUsage } from '../../lib/log-limits.ts';
 import { redactUrlsIn } from '../../lib/redact.ts';
 import {
   LABEL_DEPLOYMENT,
@@ -18,6 +19,7 @@ import {
 import { createApiKey, hashKey, type BootstrapKey } from '../auth/keys.ts';
 import type { GitHubApp } from './integrations-github.ts';
 import { buildCredentialResolver } from './integrations.ts';
+import { baseUrlProblem, reportedUrlProblem } from './listener-rules.ts';
 import {
   StaleResourceVersionError,
   type ControlPlaneStore,
@@ -30,6 +32,27 @@ export const LOG_CURSOR_ANNOTATION: Record<LogType, string> = {
   build: 'agentplane.dev/listener-log-build',
   deploy: 'agentplane.dev/listener-log-deploy',
 };
+
+/** Annotations on the control plane's revision: lines and bytes stored from the data plane, per type ("n,b[,t]"). */
+export const LOG_USAGE_ANNOTATION: Record<LogType, string> = {
+  build: 'agentplane.dev/listener-log-build-usage',
+  deploy: 'agentplane.dev/listener-log-deploy-usage',
+};
+
+function parseUsage(value: string | undefined): LogUsage {
+  const [lines, bytes, truncated] = (value ?? '').split(',');
+  return { lines: Number(lines) || 0, bytes: Number(bytes) || 0, truncated: truncated === 't' };
+}
+
+const formatUsage = (u: LogUsage) => `${u.lines},${u.bytes}${u.truncated ? ',t' : ''}`;
+
+const baseUrl = z
+  .string()
+  .max(2048)
+  .superRefine((v, ctx) => {
+    const problem = baseUrlProblem(v);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 export function waitingMessage(listenerId: string): string {
   return `waiting for listener ${listenerId} to connect`;
@@ -48,6 +71,8 @@ export const ListenerCreate = z
       .strict()
       .default({ k8s_namespaces: [] }),
     version: z.string().max(100).nullable().optional(),
+    /** Where this listener's deployments are served; the URLs it reports must lie under it. */
+    base_url: baseUrl.nullable().optional(),
   })
   .strict();
 export type ListenerCreate = z.infer<typeof ListenerCreate>;
@@ -56,6 +81,7 @@ export const ListenerPatch = z
   .object({
     compute_config: ListenerCreate.shape.compute_config.removeDefault().optional(),
     version: z.string().max(100).nullable().optional(),
+    base_url: baseUrl.nullable().optional(),
     compute_id: z.unknown().optional(),
     compute_type: z.unknown().optional(),
   })
@@ -69,6 +95,7 @@ export const Listener = z.object({
   compute_id: z.string(),
   compute_config: z.object({ k8s_namespaces: z.array(z.string()) }),
   version: z.string().nullable(),
+  base_url: z.string().nullable(),
   connected: z.boolean(),
   last_seen_at: z.string().nullable(),
   agent_version: z.string().nullable(),
@@ -153,6 +180,8 @@ export function createListenerService(deps: {
   heartbeatTimeoutMs?: number;
   /** The control plane's GitHub App: mints the clone tokens handed to listeners. */
   github?: GitHubApp;
+  /** What a pushed log may store per revision and type (default: as local builds). */
+  logLimits?: LogLimits;
 }) {
   const { store, logger } = deps;
   const resolveCredential = buildCredentialResolver(store, deps.github);
@@ -184,6 +213,7 @@ export function createListenerService(deps: {
       compute_id: r.computeId,
       compute_config: { k8s_namespaces: r.computeConfig.k8sNamespaces },
       version: r.version,
+      base_url: r.baseUrl ?? null,
       connected: Number.isFinite(seen) && Date.now() - seen < timeoutMs,
       last_seen_at: r.lastSeenAt ?? null,
       agent_version: r.agentVersion ?? null,
@@ -284,10 +314,10 @@ export function createListenerService(deps: {
     }
   }
 
-  async function setAnnotation(name: string, key: string, value: string): Promise<void> {
+  async function setAnnotations(name: string, values: Record<string, string>): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       const rev = await store.get('AgentRevision', ns, name);
-      rev.metadata.annotations = { ...rev.metadata.annotations, [key]: value };
+      rev.metadata.annotations = { ...rev.metadata.annotations, ...values };
       try {
         await store.update('AgentRevision', rev);
         return;
@@ -319,6 +349,7 @@ export function createListenerService(deps: {
         computeId: body.compute_id,
         computeConfig: { k8sNamespaces: body.compute_config.k8s_namespaces },
         version: body.version ?? null,
+        ...(body.base_url ? { baseUrl: body.base_url } : {}),
         createdAt: now,
         updatedAt: now,
       };
@@ -336,6 +367,7 @@ export function createListenerService(deps: {
       const next: ListenerRecord = {
         ...r,
         version: body.version === undefined ? r.version : body.version,
+        baseUrl: body.base_url === undefined ? r.baseUrl : (body.base_url ?? undefined),
         computeConfig: body.compute_config ? { k8sNamespaces: body.compute_config.k8s_namespaces } : r.computeConfig,
         updatedAt: new Date().toISOString(),
       };
@@ -453,12 +485,27 @@ export function createListenerService(deps: {
     async report(tenant: string, id: string, body: ListenerReport): Promise<{ accepted: number; ignored: string[] }> {
       const r = await require(tenant, id);
       await touch(r, body.agent_version);
+      const assigned = await deploymentsOf(tenant, id);
+      const find = (deploymentId: string) =>
+        isUuid(deploymentId) ? assigned.find((x) => x.spec.deploymentId === deploymentId) : undefined;
+      // URLs first, so a refused one leaves nothing half-written.
+      body.deployments.forEach((d, i) => {
+        const dep = find(d.deployment_id);
+        if (d.status.url === undefined || !dep) return;
+        const problem = reportedUrlProblem(d.status.url, {
+          baseUrl: r.baseUrl,
+          customUrl: dep.spec.sourceConfig.customUrl,
+        });
+        if (problem) {
+          throw new ValidationError(`deployments[${i}].status.url ${problem}`, [
+            { loc: ['body', 'deployments', i, 'status', 'url'], msg: problem, type: 'value_error' },
+          ]);
+        }
+      });
       const ignored: string[] = [];
       let accepted = 0;
       for (const d of body.deployments) {
-        const dep = isUuid(d.deployment_id)
-          ? (await deploymentsOf(tenant, id)).find((x) => x.spec.deploymentId === d.deployment_id)
-          : undefined;
+        const dep = find(d.deployment_id);
         if (!dep || dep.metadata.deletionTimestamp) {
           ignored.push(d.deployment_id);
           continue;
@@ -484,13 +531,19 @@ export function createListenerService(deps: {
             const after = Number(current.metadata.annotations?.[LOG_CURSOR_ANNOTATION[type]] ?? '0');
             const fresh = entries.filter((e) => Number(e.id) > after).sort((a, b) => Number(a.id) - Number(b.id));
             if (!fresh.length) continue;
-            await store.appendLogs(
-              ns,
-              rev.name,
-              type,
+            // Bounded as local builds are: lines cut at 8 KiB, at most so many lines and bytes per revision and
+            // type, then one line saying so; the cursor still moves on, so the data plane stops resending.
+            const usage = parseUsage(current.metadata.annotations?.[LOG_USAGE_ANNOTATION[type]]);
+            const lines = admitLogLines(
               fresh.map((e) => e.message),
+              usage,
+              deps.logLimits ?? DEFAULT_LOG_LIMITS,
             );
-            await setAnnotation(rev.name, LOG_CURSOR_ANNOTATION[type], fresh[fresh.length - 1]!.id);
+            if (lines.length) await store.appendLogs(ns, rev.name, type, lines);
+            await setAnnotations(rev.name, {
+              [LOG_CURSOR_ANNOTATION[type]]: fresh[fresh.length - 1]!.id,
+              [LOG_USAGE_ANNOTATION[type]]: formatUsage(usage),
+            });
           }
           accepted++;
         }

@@ -186,6 +186,8 @@ export type ListenerRecord = {
   computeId: string;
   computeConfig: { k8sNamespaces: string[] };
   version: string | null;
+  /** Where the listener's deployments are served: the URLs it reports must lie under it (declared by the workspace). */
+  baseUrl?: string;
   createdAt: string;
   updatedAt: string;
   /** When the listener last called the control plane (watch or report). */

@@ -404,11 +404,17 @@ export const BulkDeleteQuery = z.object({
     .pipe(z.array(z.string()).min(1)),
 });
 
+/** Bytes of log messages in one page: by default, and at most (a page of 1000 long lines would be megabytes). */
+export const DEFAULT_LOG_PAGE_BYTES = 1024 * 1024;
+export const MAX_LOG_PAGE_BYTES = 8 * 1024 * 1024;
+
 export const LogsQuery = z.object({
   type: z.enum(['build', 'deploy']).default('build'),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
   offset: z.string().regex(/^\d+$/, 'must be a cursor returned as next_offset').optional(),
   order: z.enum(['asc', 'desc']).default('asc'),
+  /** A page also ends before its messages pass this many UTF-8 bytes (it always holds at least one line). */
+  limit_bytes: z.coerce.number().int().min(1024).max(MAX_LOG_PAGE_BYTES).default(DEFAULT_LOG_PAGE_BYTES),
 });
 
 export const LogPage = z.object({

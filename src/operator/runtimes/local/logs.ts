@@ -1,15 +1,16 @@
 // Streams a child's output into the revision log: line-split, redacted, capped, batched, written in order.
 import type { Readable } from 'node:stream';
 import type { LogType, RevisionLogSink, RevisionRef } from '../types.ts';
+import {
+  cutLogLine,
+  DEFAULT_LOG_LIMITS,
+  MAX_LOG_LINE as MAX_LINE,
+  truncationNotice,
+  type LogLimits,
+} from '../../../lib/log-limits.ts';
 import { redactText } from './redact.ts';
 
-/** How much of one revision's log of one type is stored; the rest is dropped after one line saying so. */
-export type LogLimits = { maxLines: number; maxBytes: number };
-
-export const DEFAULT_LOG_LIMITS: LogLimits = { maxLines: 20_000, maxBytes: 5 * 1024 * 1024 };
-
-/** A single output line longer than this is cut (a line without end must not grow in memory). */
-const MAX_LINE = 8 * 1024;
+export { DEFAULT_LOG_LIMITS, type LogLimits };
 /** Lines kept in memory after the cap, so a failing step can still be explained. */
 const TAIL = 40;
 
@@ -36,7 +37,7 @@ export class LogWriter {
   ) {}
 
   line(raw: string): void {
-    const text = redactText(raw.length > MAX_LINE ? `${raw.slice(0, MAX_LINE)} [line cut]` : raw);
+    const text = redactText(cutLogLine(raw));
     this.tail.push(text);
     if (this.tail.length > TAIL) this.tail.shift();
     const b = this.budget;
@@ -44,9 +45,7 @@ export class LogWriter {
     const bytes = Buffer.byteLength(text) + 1;
     if (b.lines + 1 > b.limits.maxLines || b.bytes + bytes > b.limits.maxBytes) {
       b.truncated = true;
-      this.pending.push(
-        `[log truncated: more than ${b.limits.maxLines} lines or ${Math.round(b.limits.maxBytes / 1024)} KiB; the rest is not stored]`,
-      );
+      this.pending.push(truncationNotice(b.limits));
       this.flushSoon(0);
       return;
     }

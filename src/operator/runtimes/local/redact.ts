@@ -1,15 +1,16 @@
 // Credentials in repository URLs (https://user:token@host/...) must not reach logs, status messages or argv.
+import { replaceUrlUserinfo } from '../../../lib/redact.ts';
 
-const USERINFO = /([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/\s@]+@/g;
+const hideAll = () => '***';
 
 /** The URL with its user name and password replaced by "***" (anything that is not a URL is left as it is). */
 export function redactUrl(url: string): string {
-  return url.replace(USERINFO, '$1***@');
+  return replaceUrlUserinfo(url, hideAll);
 }
 
-/** Redacts every URL with credentials inside a line of text (git echoes URLs in its own messages). */
+/** Redacts every URL with credentials inside a line of text (git echoes URLs in its own messages); linear. */
 export function redactText(text: string): string {
-  return text.replace(USERINFO, '$1***@');
+  return replaceUrlUserinfo(text, hideAll);
 }
 
 /** Splits credentials out of an http(s) URL so they can be handed to git outside its argv. */
