@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { GRAPH_MODULE_EXTENSIONS, JS_ONLY_MESSAGE } from '../../lib/graph-language.ts';
 
 const graphEntry = z.union([
   z.string().min(1),
@@ -155,7 +156,7 @@ export async function readLanggraphJson(configPath: string): Promise<LanggraphJs
   return parsed.data;
 }
 
-const MODULE_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs', '.tsx', '.jsx']);
+const MODULE_EXTENSIONS: ReadonlySet<string> = new Set(GRAPH_MODULE_EXTENSIONS);
 
 /** "./src/agent.ts:graph" -> absolute path + export name ("default" when none is given). */
 export function parseGraphEntry(
@@ -170,6 +171,7 @@ export function parseGraphEntry(
   if (!file) throw new GraphConfigError(`graph "${graphId}": "${spec}" names no file`);
   if (!exportName) throw new GraphConfigError(`graph "${graphId}": "${spec}" has an empty export name after ":"`);
   const ext = path.extname(file);
+  if (ext === '.py') throw new GraphConfigError(`graph "${graphId}": "${file}" is a Python graph: ${JS_ONLY_MESSAGE}`);
   if (!MODULE_EXTENSIONS.has(ext)) {
     throw new GraphConfigError(
       `graph "${graphId}": "${file}" must be a .ts, .mts, .js or .mjs module (got "${ext || 'no extension'}")`,
