@@ -1,5 +1,6 @@
 // langgraph.json as users write it. Only the keys the agent server uses are checked; the rest (python_version, ...)
 // pass through so a file written for the reference CLI still loads.
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
@@ -178,6 +179,24 @@ export function parseGraphEntry(
     );
   }
   return { graphId, path: path.resolve(projectDir, file), exportName };
+}
+
+/**
+ * The "env" of the langgraph.json at `configPath`, read synchronously for the server's own configuration; {} when
+ * the file or its env cannot be read (loading the graphs reports that, naming the problem).
+ */
+export function langgraphJsonEnv(configPath: string): Record<string, string> {
+  try {
+    const parsed = langgraphJsonSchema.shape.env.safeParse(
+      (JSON.parse(readFileSync(configPath, 'utf8')) as { env?: unknown }).env,
+    );
+    const env = parsed.success ? parsed.data : undefined;
+    if (env === undefined) return {};
+    if (typeof env === 'string') return parseDotenv(readFileSync(path.resolve(path.dirname(configPath), env), 'utf8'));
+    return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
+  } catch {
+    return {};
+  }
 }
 
 /** The "env" key: an object, or a path (relative to langgraph.json) of a .env file. */

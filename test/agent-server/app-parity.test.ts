@@ -1,0 +1,130 @@
+// What a LangGraph.js app or client written against the platform's documentation relies on, through the real SDK
+// and plain HTTP against a real server process on both stores: langgraph.json "env" read by the server itself,
+// failed waits raising the run's error, the caller's configurable user_id, recursion_limit, and relative webhooks
+// that reach the deployment's own custom routes and nothing else.
+import { Client } from '@langchain/langgraph-sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServerOnStore, until, type StoreServer } from './helpers/store-server.ts';
+
+const CONFIG = new URL('./fixtures/app-parity/langgraph.json', import.meta.url).pathname;
+
+interface Delivered {
+  path: string;
+  secret: string | null;
+  body: Record<string, unknown>;
+}
+
+describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
+  let running: StoreServer;
+  let url: string;
+  let client: Client;
+
+  beforeAll(async () => {
+    running = await startServerOnStore(store, ['--config', CONFIG]);
+    url = running.server.url;
+    client = new Client({ apiUrl: url, callerOptions: { maxRetries: 0 } });
+  });
+  afterAll(async () => {
+    await running?.close();
+  });
+
+  const post = async (path: string, body: unknown) => {
+    const res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  };
+
+  it("applies langgraph.json env to the server's own settings (LANGGRAPH_CONFIG) as well as to graph code", async () => {
+    const [system] = await client.assistants.search({ graphId: 'seen', metadata: { created_by: 'system' } });
+    expect(system!.config).toMatchObject({ configurable: { preset: 'from-env' } });
+    const out = await client.runs.wait(null, 'seen', { input: {} });
+    expect(out).toMatchObject({ marker: 'from-langgraph-json' });
+  });
+
+  it("passes the caller's configurable user_id through without custom auth ('' when none is given)", async () => {
+    expect(
+      await client.runs.wait(null, 'seen', { input: {}, config: { configurable: { user_id: 'user-7' } } }),
+    ).toMatchObject({ user_id: 'user-7' });
+    expect(await client.runs.wait(null, 'seen', { input: {} })).toMatchObject({ user_id: '' });
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, 'seen', {
+      input: {},
+      config: { configurable: { user_id: 'u8' } },
+    });
+    // curl's view: the run record keeps it.
+    const record = (await (await fetch(`${url}/threads/${t.thread_id}/runs/${run.run_id}`)).json()) as any;
+    expect(record.kwargs.config.configurable.user_id).toBe('u8');
+  });
+
+  it("raises a failed run's error from wait (thread and stateless) with the platform's error form; thread in error", async () => {
+    const t = await client.threads.create();
+    const limited = { input: {}, config: { recursion_limit: 4 } };
+    // recursion_limit is honoured: the message names the limit the request set.
+    await expect(client.runs.wait(t.thread_id, 'loop', limited)).rejects.toThrow(
+      /^GraphRecursionError: Recursion limit of 4 reached without hitting a stop condition/,
+    );
+    expect((await client.threads.get(t.thread_id)).status).toBe('error');
+    const [run] = await client.runs.list(t.thread_id);
+    expect(run!.status).toBe('error');
+    await expect(client.runs.wait(null, 'loop', limited)).rejects.toThrow(/^GraphRecursionError: Recursion limit of 4/);
+
+    // Plain HTTP: the answer is the error form, not the last state.
+    const again = await client.threads.create();
+    const raw = await post(`/threads/${again.thread_id}/runs/wait`, { assistant_id: 'loop', ...limited });
+    expect(raw.body).toEqual({
+      __error__: { error: 'GraphRecursionError', message: expect.stringMatching(/^Recursion limit of 4 reached/) },
+    });
+    expect(raw.body).not.toHaveProperty('n');
+    const stateless = await post('/runs/wait', { assistant_id: 'loop', ...limited });
+    expect(stateless.body.__error__).toMatchObject({ error: 'GraphRecursionError' });
+  });
+
+  it("delivers a relative webhook to the deployment's own custom route, with the run and webhooks.headers", async () => {
+    const seen = async () => (await (await fetch(`${url}/hooks/seen`)).json()) as Delivered[];
+    const t = await client.threads.create();
+    const run = await client.runs.create(t.thread_id, 'seen', { input: {}, webhook: '/hooks/done?tag=a' });
+    await until('the webhook arrived', async () => (await seen()).some((d) => d.body.run_id === run.run_id));
+    const got = (await seen()).find((d) => d.body.run_id === run.run_id)!;
+    expect(got).toMatchObject({
+      path: '/hooks/done',
+      secret: 's3cret',
+      body: { status: 'success', thread_id: t.thread_id, values: { marker: 'from-langgraph-json' } },
+    });
+    // Crons take the same targets.
+    const cron = await post('/runs/crons', { assistant_id: 'seen', schedule: '0 0 1 1 *', webhook: '/hooks/done' });
+    expect(cron.status).toBe(200);
+  });
+
+  it('never lets a relative webhook reach a built-in route, and refuses paths that are not paths', async () => {
+    const victim = await client.threads.create();
+    await client.runs.wait(victim.thread_id, 'seen', { input: {} });
+    const history = (await client.threads.getHistory(victim.thread_id)).length;
+    const t = await client.threads.create();
+    const before = await client.threads.count();
+    // Built-in routes that would act on the webhook's body with the server's rights: a copy of another thread, a
+    // state write (the body carries "values"), a new assistant.
+    const targets = [`/threads/${victim.thread_id}/copy`, `/threads/${victim.thread_id}/state`, '/assistants'];
+    for (const webhook of targets) {
+      const r = await client.runs.create(t.thread_id, 'seen', { input: {}, webhook });
+      await client.runs.join(t.thread_id, r.run_id);
+    }
+    // Deliveries go out in order right after each run: once a later one has arrived, the earlier ones were made.
+    const marker = await client.runs.create(t.thread_id, 'seen', { input: {}, webhook: '/hooks/done' });
+    await until('a later webhook arrived', async () =>
+      ((await (await fetch(`${url}/hooks/seen`)).json()) as Delivered[]).some((d) => d.body.run_id === marker.run_id),
+    );
+    expect(await client.threads.count()).toBe(before);
+    expect((await client.threads.getHistory(victim.thread_id)).length).toBe(history);
+    expect((await client.assistants.search({ limit: 100 })).every((a) => a.metadata?.created_by === 'system')).toBe(
+      true,
+    );
+    for (const webhook of ['//evil.example/hook', '/\\evil.example', 'hooks/done', 'ftp://x.example/h']) {
+      const res = await post(`/threads/${t.thread_id}/runs`, { assistant_id: 'seen', input: {}, webhook });
+      expect(res.status, webhook).toBe(422);
+      expect(res.body.detail, webhook).toMatch(/webhook/);
+    }
+  });
+});
