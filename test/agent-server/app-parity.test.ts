@@ -44,6 +44,43 @@ describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
     expect(out).toMatchObject({ marker: 'from-langgraph-json' });
   });
 
+  it('answers JSON schemas for Annotation and zod graphs, their subgraphs and a field zod cannot express', async () => {
+    const a = await client.assistants.getSchemas('annotated');
+    // Annotation channels typed by what they show at runtime (reducer defaults); a LastValue accepts anything.
+    expect(a.state_schema).toEqual({
+      title: 'annotated_state',
+      type: 'object',
+      properties: { items: { type: 'array', default: [] }, count: { type: 'number', default: 0 }, title: {} },
+    });
+    expect(a.input_schema).toMatchObject({ properties: { items: { type: 'array' }, title: {} } });
+    expect(a.context_schema).toMatchObject({ properties: { lang: { type: 'string' } }, required: ['lang'] });
+    expect(a.config_schema).toEqual(a.context_schema);
+    // No context declared: a permissive object, never null.
+    const nested = await client.assistants.getSchemas('nested');
+    expect(nested.config_schema).toEqual({
+      title: 'nested_config',
+      type: 'object',
+      properties: {},
+      additionalProperties: true,
+    });
+    expect(nested.context_schema).toEqual(nested.config_schema);
+    const subs = await client.assistants.getSubgraphs('nested');
+    expect(subs.inner).toMatchObject({
+      state_schema: { properties: { answer: {} } },
+      config_schema: { type: 'object' },
+    });
+    // curl: a bigint field has no JSON Schema; the rest of the zod state is typed and the answer is a 200.
+    const odd = await fetch(`${url}/assistants/odd/schemas`);
+    expect(odd.status).toBe(200);
+    expect(((await odd.json()) as any).state_schema).toMatchObject({
+      type: 'object',
+      properties: { big: {}, note: { type: 'string' } },
+      required: ['note'],
+    });
+    // ... and the log says why.
+    await until('the log names the reason', async () => /"graph_id":"odd".*BigInt/.test(running.server.output()));
+  });
+
   it("passes the caller's configurable user_id through without custom auth ('' when none is given)", async () => {
     expect(
       await client.runs.wait(null, 'seen', { input: {}, config: { configurable: { user_id: 'user-7' } } }),
