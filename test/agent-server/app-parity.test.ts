@@ -81,6 +81,29 @@ describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
     await until('the log names the reason', async () => /"graph_id":"odd".*BigInt/.test(running.server.output()));
   });
 
+  it('copies a thread: its history reads as the original with the new thread id, subgraph checkpoints included', async () => {
+    const t = await client.threads.create({ metadata: { owner: 'ada' } });
+    await client.runs.wait(t.thread_id, 'nested', { input: {} });
+    const copy = await client.threads.copy(t.thread_id);
+    expect(copy.thread_id).not.toBe(t.thread_id);
+    const swap = (v: unknown) => JSON.parse(JSON.stringify(v).replaceAll(t.thread_id, copy.thread_id)) as unknown;
+    const original = await client.threads.getHistory(t.thread_id, { limit: 50 });
+    const copied = await client.threads.getHistory(copy.thread_id, { limit: 50 });
+    expect(copied.length).toBe(original.length);
+    expect(copied).toEqual(swap(original));
+    expect(await client.threads.getState(copy.thread_id)).toEqual(swap(await client.threads.getState(t.thread_id)));
+    const inner = (await client.threads.getState(t.thread_id)).tasks[0]!.checkpoint!;
+    const sub = await client.threads.getHistory(copy.thread_id, { checkpoint: { checkpoint_ns: inner.checkpoint_ns } });
+    expect(sub.length).toBeGreaterThan(0);
+    expect(JSON.stringify(sub)).not.toContain(t.thread_id);
+    // The copy's record: the original's metadata with its own thread_id, as the platform answers.
+    expect(copy).toMatchObject({ metadata: { owner: 'ada', graph_id: 'nested', thread_id: copy.thread_id } });
+    // Resuming the copy leaves the original waiting.
+    await client.runs.wait(copy.thread_id, 'nested', { command: { resume: 'yes' } });
+    expect((await client.threads.getState(copy.thread_id)).values).toEqual({ answer: 'yes' });
+    expect((await client.threads.get(t.thread_id)).status).toBe('interrupted');
+  });
+
   it("passes the caller's configurable user_id through without custom auth ('' when none is given)", async () => {
     expect(
       await client.runs.wait(null, 'seen', { input: {}, config: { configurable: { user_id: 'user-7' } } }),
