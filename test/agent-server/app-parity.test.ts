@@ -2,8 +2,10 @@
 // and plain HTTP against a real server process on both stores: langgraph.json "env" read by the server itself,
 // failed waits raising the run's error, the caller's configurable user_id, recursion_limit, and relative webhooks
 // that reach the deployment's own custom routes and nothing else.
+import { MemorySaver } from '@langchain/langgraph';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nested } from './fixtures/app-parity/graphs.ts';
 import { startServerOnStore, until, type StoreServer } from './helpers/store-server.ts';
 
 const CONFIG = new URL('./fixtures/app-parity/langgraph.json', import.meta.url).pathname;
@@ -102,6 +104,49 @@ describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
     await client.runs.wait(copy.thread_id, 'nested', { command: { resume: 'yes' } });
     expect((await client.threads.getState(copy.thread_id)).values).toEqual({ answer: 'yes' });
     expect((await client.threads.get(t.thread_id)).status).toBe('interrupted');
+  });
+
+  it('streams an interrupt inside a subgraph as LangGraph emits it: the same frames, names and interrupt ids', async () => {
+    const modes = ['values', 'updates', 'tasks', 'checkpoints', 'debug'] as const;
+    // What the library itself emits for the graph (the reference server relays these chunks as they come).
+    const graph = Object.assign(Object.create(Object.getPrototypeOf(nested)), nested, {
+      checkpointer: new MemorySaver(),
+    }) as typeof nested;
+    const lib: string[] = [];
+    const stream = await graph.stream(
+      {},
+      { configurable: { thread_id: 'lib' }, streamMode: [...modes], subgraphs: true },
+    );
+    for await (const [ns, mode] of stream) lib.push(ns.length ? `${mode}|${ns.join('|')}` : mode);
+
+    const t = await client.threads.create();
+    const events: { event: string; data: any }[] = [];
+    for await (const e of client.runs.stream(t.thread_id, 'nested', {
+      input: {},
+      streamMode: [...modes],
+      streamSubgraphs: true,
+    }))
+      events.push(e);
+    const task = (name: string) => name.replace(/^([a-z]+\|inner):[0-9a-f-]{36}$/, '$1:<task>');
+    expect(events[0]!.event).toBe('metadata');
+    expect(events.slice(1).map((e) => task(e.event))).toEqual(lib.map(task));
+
+    // One interrupt id everywhere: the subgraph's frames, the root's, the state and the thread.
+    const state = await client.threads.getState(t.thread_id);
+    const taskId = state.tasks[0]!.id;
+    const id = state.tasks[0]!.interrupts[0]!.id!;
+    expect(events.find((e) => e.event === `updates|inner:${taskId}`)!.data).toEqual({
+      __interrupt__: [{ id, value: { question: 'approve?' } }],
+    });
+    expect(events.find((e) => e.event === 'values')!.data).toEqual({
+      __interrupt__: [{ id, value: { question: 'approve?' } }],
+    });
+    expect((await client.threads.get(t.thread_id)).interrupts).toEqual({
+      [taskId]: [{ id, value: { question: 'approve?' } }],
+    });
+    // Resumed by that id (the map form), the subgraph finishes.
+    await client.runs.wait(t.thread_id, 'nested', { command: { resume: { [id]: 'approved' } } });
+    expect((await client.threads.getState(t.thread_id)).values).toEqual({ answer: 'approved' });
   });
 
   it("passes the caller's configurable user_id through without custom auth ('' when none is given)", async () => {
