@@ -147,6 +147,20 @@ describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
     // Resumed by that id (the map form), the subgraph finishes.
     await client.runs.wait(t.thread_id, 'nested', { command: { resume: { [id]: 'approved' } } });
     expect((await client.threads.getState(t.thread_id)).values).toEqual({ answer: 'approved' });
+
+    // Without stream_subgraphs only the root's frames come, as the library gives them; the interrupt among them.
+    const rootOnly: string[] = [];
+    const libRoot = await graph.stream({}, { configurable: { thread_id: 'lib-root' }, streamMode: [...modes] });
+    for await (const [mode] of libRoot) rootOnly.push(mode);
+    const plain = await client.threads.create();
+    const root: { event: string; data: any }[] = [];
+    for await (const e of client.runs.stream(plain.thread_id, 'nested', { input: {}, streamMode: [...modes] }))
+      root.push(e);
+    expect(root.slice(1).map((e) => e.event)).toEqual(rootOnly);
+    const rootId = (await client.threads.getState(plain.thread_id)).tasks[0]!.interrupts[0]!.id;
+    expect(root.find((e) => e.event === 'updates')!.data).toEqual({
+      __interrupt__: [{ id: rootId, value: { question: 'approve?' } }],
+    });
   });
 
   it("passes the caller's configurable user_id through without custom auth ('' when none is given)", async () => {
