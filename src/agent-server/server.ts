@@ -168,7 +168,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const customApp = extensions.app;
   if (!customApp) {
     webhookConfig.policy.selfRoutesProblem ??=
-      'a relative webhook calls the deployment\'s own custom routes, and langgraph.json has no http.app';
+      "a relative webhook calls the deployment's own custom routes, and langgraph.json has no http.app";
   }
   const webhooks = new WebhookNotifier({
     ...webhookConfig,
