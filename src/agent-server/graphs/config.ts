@@ -193,7 +193,7 @@ export function langgraphJsonEnv(configPath: string): Record<string, string> {
     const env = parsed.success ? parsed.data : undefined;
     if (env === undefined) return {};
     if (typeof env === 'string') return parseDotenv(readFileSync(path.resolve(path.dirname(configPath), env), 'utf8'));
-    return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
+    return envStrings(env);
   } catch {
     return {};
   }
@@ -212,5 +212,10 @@ export async function readGraphEnv(env: LanggraphJson['env'], projectDir: string
     }
     return parseDotenv(text);
   }
+  return envStrings(env);
+}
+
+/** The object form of "env", every value as the string the environment holds. */
+function envStrings(env: Record<string, string | number | boolean>): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
 }
