@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { langSmithFromEnv } from './streams/feedback.ts';
+import { langgraphJsonEnv } from './graphs/config.ts';
 import {
   fromEnv,
   optionPicker,
@@ -197,6 +198,20 @@ export function parseAgentServerConfig(
 ): AgentServerConfig | null {
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
+  const first = resolveConfig(flags, env, cwd);
+  // langgraph.json "env" is the deployment's environment on the platform, so the server reads it too (LANGGRAPH_CONFIG,
+  // REDIS_URI, N_JOBS_PER_WORKER, ...); the process's own variables and flags still win. The graph config's own path
+  // cannot come from there.
+  const fileEnv = langgraphJsonEnv(first.configPath);
+  if (!Object.keys(fileEnv).length) return first;
+  return { ...resolveConfig(flags, { ...fileEnv, ...env }, cwd), configPath: first.configPath };
+}
+
+function resolveConfig(
+  flags: ReturnType<typeof parseCommandArgs>,
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+): AgentServerConfig {
   const pick = optionPicker(agentServerCommand, flags, env);
   // LANGGRAPH_CONFIG holds per-graph defaults (JSON), as on the LangGraph platform. Older agentplane deployments
   // set it to the path of langgraph.json, so a value that is not a JSON object is read as that path, with a note.

@@ -14,6 +14,7 @@ import { ThreadExecutor } from './runs/thread-executor.ts';
 import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
 import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
+import { postToCustomRoute } from './http/custom-app.ts';
 import { createAgentService } from './service.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
@@ -163,7 +164,17 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const storage = instrumentStorage(await openStorage(config, logger));
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
-  const webhooks = new WebhookNotifier({ ...webhookConfig, logger: logger.child({ component: 'webhooks' }) });
+  // Relative webhooks ("/my-route") go to the custom app's own routes, in process; without one they are refused.
+  const customApp = extensions.app;
+  if (!customApp) {
+    webhookConfig.policy.selfRoutesProblem ??=
+      "a relative webhook calls the deployment's own custom routes, and langgraph.json has no http.app";
+  }
+  const webhooks = new WebhookNotifier({
+    ...webhookConfig,
+    logger: logger.child({ component: 'webhooks' }),
+    ...(customApp ? { self: (path, body, headers) => postToCustomRoute(customApp, path, body, headers) } : {}),
+  });
   if (extensions.http.disable_webhooks) logger.info('http.disable_webhooks: run webhooks are never sent');
   if (!config.langsmith)
     logger.info('LangSmith not configured (LANGSMITH_API_KEY): runs with feedback_keys get no feedback event');

@@ -218,8 +218,9 @@ export function createAgentService({
           }
         : {}),
       run_id,
-      // Who started the run ('' without custom auth); a client cannot set it.
-      user_id: user ? user.user.identity : '',
+      // Under custom auth the caller's identity, whatever the client sent; without it the caller's own user_id
+      // passes through, as on the platform ('' when none is given).
+      user_id: user ? user.user.identity : (requested.user_id ?? ''),
       graph_id: assistant.graph_id,
       thread_id,
       assistant_id: assistant.assistant_id,

@@ -1,5 +1,7 @@
 // Flags win over environment variables, which win over defaults; bad values are usage errors naming the flag.
-import os from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os, { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
@@ -85,6 +87,44 @@ describe('agent-server config', () => {
       parseAgentServerConfig([], { DATABASE_URI: 'postgres://first@h/a', POSTGRES_URI: 'postgres://second@h/b' })!
         .databaseUrl,
     ).toBe('postgres://first@h/a');
+  });
+
+  it("reads langgraph.json's env (object or .env file) under the process's own variables and the flags", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-config-env-'));
+    try {
+      const json = (env: unknown) =>
+        writeFileSync(join(dir, 'langgraph.json'), JSON.stringify({ graphs: { a: './a.ts:graph' }, env }));
+      json({
+        LANGGRAPH_CONFIG: '{"a": {"configurable": {"model": "m1"}}}',
+        N_JOBS_PER_WORKER: 4,
+        LOG_LEVEL: 'debug',
+        PORT: '9100',
+        AGENTPLANE_GRAPH_CONFIG: '/elsewhere/langgraph.json',
+      });
+      const c = parseAgentServerConfig([], { LOG_LEVEL: 'warn' }, dir)!;
+      expect(c).toMatchObject({
+        configPath: join(dir, 'langgraph.json'),
+        graphDefaults: { a: { configurable: { model: 'm1' } } },
+        jobsPerWorker: 4,
+        logLevel: 'warn',
+        port: 9100,
+      });
+      expect(parseAgentServerConfig(['--port', '9200', '--jobs-per-worker', '2'], {}, dir)).toMatchObject({
+        port: 9200,
+        jobsPerWorker: 2,
+      });
+      writeFileSync(join(dir, 'server.env'), 'N_JOBS_PER_WORKER=6\nREDIS_URI=redis://r:6379/1\n');
+      json('./server.env');
+      expect(parseAgentServerConfig([], {}, dir)).toMatchObject({ jobsPerWorker: 6, redisUrl: 'redis://r:6379/1' });
+      // Bad values from the file are usage errors naming the flag, as from the environment.
+      json({ N_JOBS_PER_WORKER: 'many' });
+      expect(() => parseAgentServerConfig([], {}, dir)).toThrow(/--jobs-per-worker/);
+      // An unreadable env file is reported when the graphs load; here it is only skipped.
+      json('./missing.env');
+      expect(parseAgentServerConfig([], {}, dir)!.jobsPerWorker).toBe(10);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('rejects bad values and unknown flags with a usage error naming the flag', () => {

@@ -99,6 +99,12 @@ describe('webhook targets', () => {
     ['https://a.corp.example/x', { allowedDomains: ['*.corp.example'] }, null],
     ['https://hooks.example.com/' + 'x'.repeat(100), { maxUrlLength: 50 }, /longer than 50/],
     ['gopher://hooks.example.com/', {}, /http/],
+    // Relative webhooks: the deployment's own custom routes, unless there are none or they are turned off; the
+    // network policy does not apply to them.
+    ['/hooks/done', { requireHttps: true, allowedPorts: [443] }, null],
+    ['/hooks/done', { selfRoutesProblem: 'no http.app' }, /no http\.app/],
+    ['/hooks/' + 'x'.repeat(100), { maxUrlLength: 50 }, /longer than 50/],
+    ['//evil.example/x', {}, /absolute URL/],
   ])('%s under %j', (url, policy, expected) => {
     const problem = webhookUrlProblem(url, { allow: [], ...policy });
     if (expected === null) expect(problem).toBeNull();

@@ -130,14 +130,26 @@ describe('loadGraphs on a langgraph.json naming every graph shape', () => {
     expect(s.context_schema).toEqual(s.config_schema);
   });
 
-  it('lists channel names when the state has no runtime types (Annotation)', async () => {
+  it('types Annotation channels by what they show at runtime; the rest, and a missing context, stay permissive', async () => {
     const s = await registry.getSchemas('compiled');
-    expect(s.state_schema).toEqual({ title: 'compiled_state', type: 'object', properties: { count: {}, label: {} } });
+    // count has a reducer and a default (0); label is a LastValue, typed only in TypeScript.
+    expect(s.state_schema).toEqual({
+      title: 'compiled_state',
+      type: 'object',
+      properties: { count: { type: 'number', default: 0 }, label: {} },
+    });
     expect(Object.keys((s.input_schema as { properties: object }).properties).sort()).toEqual(['count', 'label']);
-    expect(s.config_schema).toBeNull();
-    expect(s).not.toHaveProperty('context_schema');
+    const any = { title: 'compiled_config', type: 'object', properties: {}, additionalProperties: true };
+    expect(s.config_schema).toEqual(any);
+    expect(s.context_schema).toEqual(any);
     const m = await registry.getSchemas('messages');
-    expect(m.state_schema).toEqual({ title: 'messages_state', type: 'object', properties: { messages: {} } });
+    expect(m.state_schema).toEqual({
+      title: 'messages_state',
+      type: 'object',
+      properties: { messages: { langgraph_type: 'messages', description: 'A list of chat messages' } },
+    });
+    // Cached per compiled graph: the same answer object again.
+    expect(await registry.getSchemas('compiled')).toBe(s);
   });
 
   it('draws the graph as nodes and edges', async () => {
@@ -180,8 +192,12 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
   });
 
   it('a file that is not a module', async () => {
-    const err = await loadError(await writeConfig({ graphs: { agent: './graph.py:graph' } }));
-    expect(err.message).toMatch(/graph "agent": ".\/graph.py" must be a .ts, .mts, .js or .mjs module/);
+    const err = await loadError(await writeConfig({ graphs: { agent: './graph.json:graph' } }));
+    expect(err.message).toMatch(/graph "agent": ".\/graph.json" must be a .ts, .mts, .js or .mjs module/);
+    const python = await loadError(await writeConfig({ graphs: { agent: './graph.py:graph' } }));
+    expect(python.message).toMatch(
+      /graph "agent": ".\/graph.py" is a Python graph: this platform serves LangGraph.js graphs \(JavaScript or TypeScript\) only/,
+    );
   });
 
   it('a missing export, listing the exports there are', async () => {

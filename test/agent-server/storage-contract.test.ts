@@ -110,7 +110,7 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     expect((await store.threads.search({ metadata: { owner: 'ann' } })).map((x) => x.thread_id)).toContain(t.thread_id);
     expect(await store.threads.count({ ids: [t.thread_id], status: 'idle' })).toBe(1);
     const copy = await store.threads.copy(t.thread_id, randomUUID());
-    expect(copy.metadata).toEqual({ owner: 'ann', tag: 1 });
+    expect(copy.metadata).toEqual({ owner: 'ann', tag: 1, thread_id: copy.thread_id });
     await store.threads.delete(t.thread_id);
     expect(await store.threads.get(t.thread_id)).toBeNull();
     await expect(store.threads.delete(t.thread_id)).rejects.toBeInstanceOf(NotFoundError);

@@ -2,6 +2,7 @@
 // whose graph pushes a UI message; POST /ui/{id} answers the snippet LoadExternalComponent puts into its shadow
 // root, and the script it names is served and, evaluated as a browser would, renders the named component.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import vm from 'node:vm';
@@ -12,6 +13,7 @@ import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const CONFIG = new URL('./fixtures/ui/langgraph.json', import.meta.url).pathname;
 const BROKEN = new URL('./fixtures/ui-broken/langgraph.json', import.meta.url).pathname;
+const PREFIXED = new URL('./fixtures/ui/langgraph.prefix.json', import.meta.url).pathname;
 
 type Node = { type: unknown; props: Record<string, unknown> };
 
@@ -232,6 +234,58 @@ describe('generative UI behind --auth-keys-file', () => {
         ).status,
       ).toBe(401);
       expect((await fetch(`${server.url}/assistants/agent/graph`)).status).toBe(401);
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('answers bundle URLs behind mount_prefix and proxies: scheme-less for non-loopback hosts, as on the platform', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-as-ui-prefix-'));
+    const server = await startServerProcess(['--config', PREFIXED, '--data-dir', dir, '--executor-threads', '0']);
+    // The snippet's script URL for a POST with these headers (http.request: fetch may not set Host).
+    const scriptSrc = (headers: Record<string, string>) =>
+      new Promise<string>((resolve, reject) => {
+        const body = JSON.stringify({ name: 'weather' });
+        const req = httpRequest(
+          `${server.url}/agents/app/ui/agent`,
+          { method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
+          (res) => {
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c.toString()));
+            res.on('end', () =>
+              resolve(/<script src="([^"]+)"/.exec(text)?.[1] ?? `no script in ${res.statusCode}: ${text}`),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      const local = await scriptSrc({});
+      expect(local).toBe(`${server.url}/agents/app/ui/agent/entrypoint.js`);
+      expect((await fetch(local)).status).toBe(200);
+      // Outside the prefix there is nothing.
+      expect((await fetch(`${server.url}/ui/agent/entrypoint.js`)).status).toBe(404);
+      expect(await scriptSrc({ host: 'agents.example.com' })).toBe(
+        '//agents.example.com/agents/app/ui/agent/entrypoint.js',
+      );
+      expect(
+        await scriptSrc({
+          host: 'internal:8000',
+          'x-forwarded-proto': 'https',
+          'x-forwarded-host': 'edge.example.com',
+          'x-forwarded-prefix': '/edge/',
+        }),
+      ).toBe('https://edge.example.com/edge/agents/app/ui/agent/entrypoint.js');
+      // Header values that could break out of the attribute are not used.
+      expect(
+        await scriptSrc({
+          host: 'agents.example.com',
+          'x-forwarded-prefix': '/x" onload="alert(1)',
+          'x-forwarded-proto': 'javascript',
+        }),
+      ).toBe('//agents.example.com/agents/app/ui/agent/entrypoint.js');
     } finally {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });

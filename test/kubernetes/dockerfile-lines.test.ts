@@ -16,10 +16,15 @@ let n = 0;
 
 /** A repository whose langgraph.json has `config` merged in, cloned by the clone step; its result. */
 function cloneStep(config: Record<string, unknown>, path = process.env.PATH!) {
+  return cloneConfig({ graphs: { agent: './agent.ts:graph' }, ...config }, path);
+}
+
+/** A repository with exactly this langgraph.json, cloned by the clone step; its result. */
+function cloneConfig(config: Record<string, unknown>, path = process.env.PATH!) {
   const dir = join(root, String(n++));
   const repo = join(dir, 'repo');
   mkdirSync(repo, { recursive: true });
-  writeFileSync(join(repo, 'langgraph.json'), JSON.stringify({ graphs: { agent: './agent.ts:graph' }, ...config }));
+  writeFileSync(join(repo, 'langgraph.json'), JSON.stringify(config));
   const git = (...args: string[]) => {
     const r = spawnSync('git', args, { cwd: repo, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(r.stderr);
@@ -83,4 +88,27 @@ it('a clone image without node refuses a config with dockerfile_lines and builds
   const plain = cloneStep({}, bin);
   expect(plain.stderr).toBe('');
   expect(plain.dockerfile).toBe(DOCKERFILE);
+});
+
+it('refuses a Python graph in one line, with node in the clone image and without', () => {
+  const python = { graphs: { js: './agent.ts:graph', agent: { path: './my_agent/agent.py:graph' } } };
+  const refused = cloneConfig(python);
+  expect(refused.status).toBe(1);
+  expect(refused.stderr).toBe(
+    'langgraph.json graph "agent" ("./my_agent/agent.py") is a Python graph: this platform serves LangGraph.js ' +
+      'graphs (JavaScript or TypeScript) only\n',
+  );
+  expect(cloneConfig({ graphs: { agent: 'my_agent.graph:graph' } }).stderr).toContain(
+    'is not a JavaScript or TypeScript module: this platform serves LangGraph.js graphs',
+  );
+  const bin = join(root, 'bin-without-node-py');
+  mkdirSync(bin);
+  for (const tool of ['git', 'sh', 'grep', 'rm', 'cat']) symlinkSync(`/usr/bin/${tool}`, join(bin, tool));
+  const noNode = cloneConfig(python, bin);
+  expect(noNode.status).toBe(1);
+  expect(noNode.stderr).toContain('names a Python graph (.py): this platform serves LangGraph.js graphs');
+  // Every JavaScript and TypeScript module kind builds.
+  const js = { graphs: { a: './a.ts:g', b: './b.mjs:g', c: { path: './c.js' }, d: './src/d.tsx:g' } };
+  expect(cloneConfig(js).status).toBe(0);
+  expect(cloneConfig(js, bin).status).toBe(0);
 });

@@ -198,4 +198,34 @@ describe('LocalRuntime', () => {
     });
     expect(logs.text('lines-r1', 'build')).toContain('dockerfile_lines: 1 line(s) not applied');
   });
+
+  it('refuses a langgraph.json naming a Python graph at build time, in one line, before installing', async () => {
+    const other = join(tmp, 'python-graph');
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: other, stdio: 'pipe' });
+    mkdirSync(other);
+    git('init', '-q', '-b', 'main');
+    writeFileSync(
+      join(other, 'langgraph.json'),
+      JSON.stringify({ python_version: '3.12', graphs: { agent: './my_agent/agent.py:graph' } }),
+    );
+    writeFileSync(join(other, 'package.json'), JSON.stringify({ name: 'py', version: '1.0.0' }));
+    git('add', '.');
+    git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+    const spec = {
+      ...buildSpec('py-r1', 'main'),
+      deployment: 'py',
+      deploymentId: 'dep-py',
+      repoUrl: other,
+      // Would succeed: the refusal must come from reading langgraph.json, not from a failing install.
+      installCommand: 'echo installed',
+    };
+    const status = await until('py-r1', () => runtime.build(spec), ['Succeeded', 'Failed']);
+    expect(status).toEqual({
+      phase: 'Failed',
+      message: expect.stringMatching(
+        /^[^\n]*langgraph\.json graph "agent" \("\.\/my_agent\/agent\.py"\) is a Python graph: this platform serves LangGraph\.js graphs \(JavaScript or TypeScript\) only[^\n]*$/,
+      ),
+    });
+    expect(logs.text('py-r1', 'build')).not.toContain('installed');
+  });
 });

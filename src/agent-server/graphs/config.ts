@@ -1,9 +1,11 @@
 // langgraph.json as users write it. Only the keys the agent server uses are checked; the rest (python_version, ...)
 // pass through so a file written for the reference CLI still loads.
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { GRAPH_MODULE_EXTENSIONS, JS_ONLY_MESSAGE } from '../../lib/graph-language.ts';
 
 const graphEntry = z.union([
   z.string().min(1),
@@ -155,7 +157,7 @@ export async function readLanggraphJson(configPath: string): Promise<LanggraphJs
   return parsed.data;
 }
 
-const MODULE_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs', '.tsx', '.jsx']);
+const MODULE_EXTENSIONS: ReadonlySet<string> = new Set(GRAPH_MODULE_EXTENSIONS);
 
 /** "./src/agent.ts:graph" -> absolute path + export name ("default" when none is given). */
 export function parseGraphEntry(
@@ -170,12 +172,31 @@ export function parseGraphEntry(
   if (!file) throw new GraphConfigError(`graph "${graphId}": "${spec}" names no file`);
   if (!exportName) throw new GraphConfigError(`graph "${graphId}": "${spec}" has an empty export name after ":"`);
   const ext = path.extname(file);
+  if (ext === '.py') throw new GraphConfigError(`graph "${graphId}": "${file}" is a Python graph: ${JS_ONLY_MESSAGE}`);
   if (!MODULE_EXTENSIONS.has(ext)) {
     throw new GraphConfigError(
       `graph "${graphId}": "${file}" must be a .ts, .mts, .js or .mjs module (got "${ext || 'no extension'}")`,
     );
   }
   return { graphId, path: path.resolve(projectDir, file), exportName };
+}
+
+/**
+ * The "env" of the langgraph.json at `configPath`, read synchronously for the server's own configuration; {} when
+ * the file or its env cannot be read (loading the graphs reports that, naming the problem).
+ */
+export function langgraphJsonEnv(configPath: string): Record<string, string> {
+  try {
+    const parsed = langgraphJsonSchema.shape.env.safeParse(
+      (JSON.parse(readFileSync(configPath, 'utf8')) as { env?: unknown }).env,
+    );
+    const env = parsed.success ? parsed.data : undefined;
+    if (env === undefined) return {};
+    if (typeof env === 'string') return parseDotenv(readFileSync(path.resolve(path.dirname(configPath), env), 'utf8'));
+    return envStrings(env);
+  } catch {
+    return {};
+  }
 }
 
 /** The "env" key: an object, or a path (relative to langgraph.json) of a .env file. */
@@ -191,5 +212,10 @@ export async function readGraphEnv(env: LanggraphJson['env'], projectDir: string
     }
     return parseDotenv(text);
   }
+  return envStrings(env);
+}
+
+/** The object form of "env", every value as the string the environment holds. */
+function envStrings(env: Record<string, string | number | boolean>): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
 }

@@ -284,11 +284,17 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     isFactory: (graphId) => typeof loaded.get(graphId)?.value === 'function',
     async getSchemas(graphId, config = {}) {
       const found = entry(graphId);
-      return graphSchemas(graphId, await getGraph(graphId, config), found.install);
+      return graphSchemas(graphId, await getGraph(graphId, config), found.install, opts.logger);
     },
     async getSubgraphSchemas(graphId, { config = {}, namespace, recurse }) {
       const found = entry(graphId);
-      return subgraphSchemas(graphId, await getGraph(graphId, config), found.install, { namespace, recurse });
+      return subgraphSchemas(
+        graphId,
+        await getGraph(graphId, config),
+        found.install,
+        { namespace, recurse },
+        opts.logger,
+      );
     },
     async getDrawableGraph(graphId, { xray, config = {} }) {
       return drawableGraph(await getGraph(graphId, config), xray, config);

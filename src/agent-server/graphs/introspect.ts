@@ -1,9 +1,13 @@
 // JSON schemas, subgraphs and the drawable graph of a loaded graph. Zod-defined state (and StateSchema) is
 // converted by the graph's OWN copy of @langchain/langgraph (its schema registry knows the reducers the graph
-// registered); graphs defined with Annotation have no runtime types, so their schemas list the channels without
-// types. The context schema is the zod `context` given to StateGraph; JS graphs have no separate config schema,
-// so config_schema and context_schema are the same (as the JS reference server answers).
+// registered), else by zod 4's z.toJSONSchema or StateSchema's own getJsonSchema; graphs defined with Annotation
+// have no runtime types, so their fields are typed from what the channels show (the messages reducer, a default's
+// JSON type) and otherwise accept anything. The context schema is the zod `context` given to StateGraph (an
+// Annotation context leaves nothing at runtime: a permissive schema); JS graphs have no separate config schema, so
+// config_schema and context_schema are the same (as the JS reference server answers).
 import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import type { Logger } from '../../lib/logger.ts';
 import type { PregelLike } from './pregel-like.ts';
 import { esmSubpathFile, type LanggraphInstall } from './version.ts';
 
@@ -13,9 +17,8 @@ export interface GraphSchemas {
   input_schema: JsonSchema;
   output_schema: JsonSchema;
   state_schema: JsonSchema;
-  config_schema: JsonSchema | null;
-  /** Omitted when the graph declares no context (as the reference's undefined drops out of its JSON). */
-  context_schema?: JsonSchema;
+  config_schema: JsonSchema;
+  context_schema: JsonSchema;
 }
 
 interface ZodSchemaHelpers {
@@ -53,39 +56,152 @@ function asList(value: string | string[] | undefined): string[] {
   return Array.isArray(value) ? value : [value];
 }
 
-function channelSchema(title: string, names: string[]): JsonSchema {
-  return { title, type: 'object', properties: Object.fromEntries(names.map((n) => [n, {}])) };
+/** A JSON value small enough to show as a field's default in a form. */
+function asDefault(value: unknown): { default?: unknown } {
+  try {
+    const text = JSON.stringify(value);
+    return text !== undefined && text.length <= 2_000 ? { default: JSON.parse(text) as unknown } : {};
+  } catch {
+    return {};
+  }
 }
 
-function safely(fn: () => JsonSchema | undefined): JsonSchema | undefined {
+/**
+ * What an Annotation channel says about its values at runtime: the messages reducer's channel is a message list (as
+ * StateSchema's MessagesValue answers); a reducer channel with a default has its default's JSON type; anything
+ * else (LastValue: the type lives only in TypeScript) accepts any value.
+ */
+export function channelJsonSchema(channel: unknown): JsonSchema {
+  const c = channel as { operator?: { name?: string }; initialValueFactory?: unknown } | null;
+  if (!c || typeof c !== 'object') return {};
+  if (c.operator?.name === 'messagesStateReducer') {
+    return { langgraph_type: 'messages', description: 'A list of chat messages' };
+  }
+  if (typeof c.initialValueFactory !== 'function') return {};
+  let value: unknown;
+  try {
+    value = (c.initialValueFactory as () => unknown)();
+  } catch {
+    return {};
+  }
+  if (Array.isArray(value)) return { type: 'array', ...asDefault(value) };
+  if (typeof value === 'string' || typeof value === 'boolean') return { type: typeof value, ...asDefault(value) };
+  if (typeof value === 'number') return { type: 'number', ...asDefault(value) };
+  if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    return { type: 'object', ...asDefault(value) };
+  }
+  return {};
+}
+
+function channelSchema(title: string, names: string[], channels: Record<string, unknown>): JsonSchema {
+  return {
+    title,
+    type: 'object',
+    properties: Object.fromEntries(names.map((n) => [n, channelJsonSchema(channels[n])])),
+  };
+}
+
+/** Any object: what a form gets for a part of the graph whose schema exists only in TypeScript. */
+function permissive(title: string): JsonSchema {
+  return { title, type: 'object', properties: {}, additionalProperties: true };
+}
+
+/**
+ * A runtime definition as JSON Schema without the graph's helpers: a StateSchema answers its own, a zod 4 object
+ * (any copy of zod 4: z.toJSONSchema reads its `_zod` internals) is converted.
+ */
+function definitionJsonSchema(definition: unknown, input = false): JsonSchema | undefined {
+  if (!definition || typeof definition !== 'object') return undefined;
+  const own = definition as { getJsonSchema?: unknown; getInputJsonSchema?: unknown };
+  const method = input ? own.getInputJsonSchema : own.getJsonSchema;
+  if (typeof method === 'function') return (method as () => JsonSchema).call(definition);
+  if (!('_zod' in definition)) return undefined;
+  return z.toJSONSchema(definition as z.ZodType, { unrepresentable: 'any' }) as JsonSchema;
+}
+
+function safely(fn: () => JsonSchema | undefined, problems: string[], what: string): JsonSchema | undefined {
   try {
     return fn();
-  } catch {
+  } catch (err) {
+    problems.push(`${what}: ${(err as Error)?.message ?? String(err)}`);
     return undefined;
   }
 }
 
-export async function graphSchemas(
+interface RuntimeDefinitions {
+  _schemaRuntimeDefinition?: unknown;
+  _inputRuntimeDefinition?: unknown;
+  _outputRuntimeDefinition?: unknown;
+  _configRuntimeSchema?: unknown;
+}
+
+// Per compiled graph (a factory's graphs are new objects, so their schemas follow the config they were built with).
+const cache = new WeakMap<object, Promise<GraphSchemas>>();
+const explained = new Set<string>();
+
+/**
+ * JSON schemas of a graph from its runtime definitions, without a TypeScript compiler pass: zod state, input, output
+ * and context through the graph's own LangGraph helpers (else zod 4's z.toJSONSchema), StateSchema likewise, and
+ * Annotation channels by their reducers and defaults. What exists only as TypeScript types is answered with a
+ * permissive schema and logged once per graph, never an error.
+ */
+export function graphSchemas(
   graphId: string,
   graph: PregelLike,
   install: LanggraphInstall | null,
+  logger?: Logger,
 ): Promise<GraphSchemas> {
-  const helpers = install ? await loadHelpers(install) : null;
-  const zodState = helpers ? safely(() => helpers.getStateTypeSchema(graph)) : undefined;
-  const zodInput = helpers ? safely(() => helpers.getInputTypeSchema(graph)) : undefined;
-  const zodOutput = helpers ? safely(() => helpers.getOutputTypeSchema(graph)) : undefined;
-  const zodConfig = helpers ? safely(() => helpers.getConfigTypeSchema(graph)) : undefined;
+  let pending = cache.get(graph);
+  if (!pending) {
+    pending = deriveSchemas(graphId, graph, install, logger);
+    cache.set(graph, pending);
+  }
+  return pending;
+}
 
-  const stateNames = userChannels(Object.keys(graph.channels ?? {}));
+async function deriveSchemas(
+  graphId: string,
+  graph: PregelLike,
+  install: LanggraphInstall | null,
+  logger?: Logger,
+): Promise<GraphSchemas> {
+  const problems: string[] = [];
+  const helpers = install ? await loadHelpers(install) : null;
+  const defs = (graph.builder ?? {}) as RuntimeDefinitions;
+  const derive = (what: string, helper: keyof ZodSchemaHelpers, definition: unknown) =>
+    (helpers ? safely(() => helpers[helper](graph), problems, what) : undefined) ??
+    safely(() => definitionJsonSchema(definition, what === 'input'), problems, what);
+  const zodState = derive('state', 'getStateTypeSchema', defs._schemaRuntimeDefinition);
+  // No input of its own: the state's, as the graph takes it (LangGraph marks that with a symbol).
+  const inputDefinition =
+    typeof defs._inputRuntimeDefinition === 'symbol' ? defs._schemaRuntimeDefinition : defs._inputRuntimeDefinition;
+  const zodInput = derive('input', 'getInputTypeSchema', inputDefinition);
+  const zodOutput = derive('output', 'getOutputTypeSchema', defs._outputRuntimeDefinition);
+  const zodConfig = derive('context', 'getConfigTypeSchema', defs._configRuntimeSchema);
+
+  const channels = graph.channels ?? {};
+  const stateNames = userChannels(Object.keys(channels));
   const inputNames = userChannels(asList(graph.inputChannels));
   const outputNames = userChannels(asList(graph.outputChannels));
+  const config = zodConfig ?? permissive(`${graphId}_config`);
   const result: GraphSchemas = {
-    input_schema: zodInput ?? channelSchema(`${graphId}_input`, inputNames.length ? inputNames : stateNames),
-    output_schema: zodOutput ?? channelSchema(`${graphId}_output`, outputNames.length ? outputNames : stateNames),
-    state_schema: zodState ?? channelSchema(`${graphId}_state`, stateNames),
-    config_schema: zodConfig ?? null,
+    input_schema: zodInput ?? channelSchema(`${graphId}_input`, inputNames.length ? inputNames : stateNames, channels),
+    output_schema:
+      zodOutput ?? channelSchema(`${graphId}_output`, outputNames.length ? outputNames : stateNames, channels),
+    state_schema: zodState ?? channelSchema(`${graphId}_state`, stateNames, channels),
+    // JS graphs have one runtime context: config_schema and context_schema are the same (as the reference answers).
+    config_schema: config,
+    context_schema: config,
   };
-  if (zodConfig) result.context_schema = zodConfig;
+  const reasons = [
+    ...problems,
+    ...(zodState ? [] : ['the state is not zod or StateSchema: its field types exist only in TypeScript']),
+    ...(zodConfig ? [] : ['no zod context: any context is accepted']),
+  ];
+  if (reasons.length && !explained.has(graphId)) {
+    explained.add(graphId);
+    logger?.info({ graph_id: graphId, reasons }, 'graph schemas: what cannot be derived at runtime is permissive');
+  }
   return result;
 }
 
@@ -98,11 +214,12 @@ export async function subgraphSchemas(
   graph: PregelLike,
   install: LanggraphInstall | null,
   opts: { namespace?: string; recurse?: boolean },
+  logger?: Logger,
 ): Promise<Record<string, GraphSchemas & { graph_id: string }>> {
   const out: Record<string, GraphSchemas & { graph_id: string }> = {};
   if (!graph.getSubgraphsAsync) return out;
   for await (const [ns, sub] of graph.getSubgraphsAsync(opts.namespace, opts.recurse ?? false)) {
-    out[ns] = { graph_id: graphId, ...(await graphSchemas(`${graphId}|${ns}`, sub, install)) };
+    out[ns] = { graph_id: graphId, ...(await graphSchemas(`${graphId}|${ns}`, sub, install, logger)) };
   }
   return out;
 }

@@ -165,3 +165,21 @@ async function sendFetchResponse(reply: FastifyReply, response: Response): Promi
   // Streamed through, so a custom route may answer with server-sent events.
   await reply.send(response.body ? Readable.fromWeb(response.body as import('node:stream/web').ReadableStream) : null);
 }
+
+/**
+ * A run's relative webhook: POSTs to the custom app's own routes, in process. Only a custom route answers it: a path
+ * the app does not route (its middleware passing the request on) is a 404 here and never reaches a built-in route, so
+ * a webhook cannot act on threads, runs or the store with the server's rights. No credentials are added.
+ */
+export async function postToCustomRoute(
+  custom: CustomApp,
+  path: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<number> {
+  const request = new Request(new URL(path, 'http://127.0.0.1'), { method: 'POST', headers, body });
+  const result = await custom.dispatch(request);
+  if (!('response' in result)) return 404;
+  await result.response.body?.cancel();
+  return result.response.status;
+}

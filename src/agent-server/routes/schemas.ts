@@ -67,11 +67,21 @@ function isHttpUrl(v: string): boolean {
   }
 }
 
-/** Where a run's end is POSTed: an absolute http(s) URL. */
+/** A path on this deployment ("/hooks/done"): not "//host" (a URL without scheme) and no backslash. */
+function isOwnPath(v: string): boolean {
+  return v.startsWith('/') && !v.startsWith('//') && !v.includes('\\');
+}
+
+/**
+ * Where a run's end is POSTed: an absolute http(s) URL, or a path, which the deployment's own custom routes
+ * (langgraph.json http.app) answer.
+ */
 export const WebhookUrl = z
   .string()
   .max(2048)
-  .refine(isHttpUrl, { message: 'must be an absolute http:// or https:// URL' });
+  .refine((v) => isHttpUrl(v) || isOwnPath(v), {
+    message: 'must be an absolute http:// or https:// URL, or a path of this deployment\'s custom routes ("/my-route")',
+  });
 
 export const RunCreate = z.object({
   assistant_id: z.string().min(1),

@@ -35,18 +35,23 @@ function forwarded(req: FastifyRequest, name: string, re: RegExp): string | unde
   return v && re.test(v) ? v : undefined;
 }
 
+/** localhost, 127.x.x.x or [::1], with or without a port. */
+const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$/i;
+
 /**
- * Where the browser reaches this server: the request's own origin (or the proxy's, from X-Forwarded-*), plus the
- * path prefix in front of our routes (mount_prefix, or a proxy's X-Forwarded-Prefix).
+ * Where the browser reaches this server: the request's own host (or the proxy's, from X-Forwarded-*), plus the
+ * path prefix in front of our routes (mount_prefix, or a proxy's X-Forwarded-Prefix). As on the platform, the URL
+ * has no scheme (`//host/...`, the page's own) unless the host is loopback (http) or the proxy names one
+ * (X-Forwarded-Proto): behind a TLS-terminating proxy that does not say so, an https page still loads the files.
  */
 function publicBase(req: FastifyRequest): string {
-  const proto = forwarded(req, 'x-forwarded-proto', /^https?$/) ?? req.protocol;
   const host = forwarded(req, 'x-forwarded-host', /^[\w.:[\]-]+$/) ?? req.headers.host ?? 'localhost';
+  const proto = forwarded(req, 'x-forwarded-proto', /^https?$/) ?? (LOOPBACK_HOST.test(host) ? req.protocol : '');
   const original = req.originalUrl.split('?', 1)[0]!;
   const routed = req.url.split('?', 1)[0]!;
   const mount = original.endsWith(routed) ? original.slice(0, original.length - routed.length) : '';
   const proxyPrefix = forwarded(req, 'x-forwarded-prefix', /^\/[\w.~/-]*$/)?.replace(/\/$/, '') ?? '';
-  return `${proto}://${host}${proxyPrefix}${mount}`;
+  return `${proto ? `${proto}:` : ''}//${host}${proxyPrefix}${mount}`;
 }
 
 export const uiRoutes =

@@ -377,6 +377,10 @@ function runnableConfig(run: RunRecord, kw: RunKwargs): Json {
   const { checkpoint_id: _c, checkpoint_ns: _n, ...meta } = configurable;
   return {
     ...cfg,
+    // The API's recursion_limit is LangGraph.js's recursionLimit (an explicit recursionLimit wins).
+    ...(typeof cfg.recursion_limit === 'number' && cfg.recursionLimit === undefined
+      ? { recursionLimit: cfg.recursion_limit }
+      : {}),
     configurable,
     metadata: { ...meta, ...((cfg.metadata as Json | undefined) ?? {}) },
     ...(kw.context !== undefined && kw.context !== null ? { context: kw.context } : {}),

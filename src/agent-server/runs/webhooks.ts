@@ -29,7 +29,7 @@ const WebhooksJson = z
         allowed_domains: z.array(z.string().min(1)).optional(),
         allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
         max_url_length: z.number().int().positive().optional(),
-        // Relative (loopback) webhook URLs are never accepted here, so this switch changes nothing.
+        // true: relative webhooks (paths of the deployment's own custom routes) are refused.
         disable_loopback: z.boolean().optional(),
       })
       .strict()
@@ -46,6 +46,11 @@ export interface WebhookPolicy {
   allowedDomains?: string[];
   allowedPorts?: number[];
   maxUrlLength?: number;
+  /**
+   * Why a relative webhook (a path) cannot be delivered here (no custom app, or webhooks.url.disable_loopback);
+   * undefined: paths go to the deployment's own custom routes.
+   */
+  selfRoutesProblem?: string;
 }
 
 export interface WebhooksConfig {
@@ -95,6 +100,9 @@ export async function readWebhooksConfig(
       allowedDomains: w.url.allowed_domains,
       allowedPorts: w.url.allowed_ports,
       maxUrlLength: w.url.max_url_length,
+      ...(w.url.disable_loopback
+        ? { selfRoutesProblem: 'relative webhooks are turned off (webhooks.url.disable_loopback)' }
+        : {}),
     },
     headers: resolveHeaders(w.headers, w.env_prefix, env),
   };
@@ -107,6 +115,7 @@ export async function readWebhooksConfig(
 export function webhookUrlProblem(target: string, policy: WebhookPolicy): string | null {
   if (policy.maxUrlLength && target.length > policy.maxUrlLength)
     return `longer than ${policy.maxUrlLength} characters`;
+  if (isSelfPath(target)) return policy.selfRoutesProblem ?? null;
   let url: URL;
   try {
     url = new URL(target);
@@ -134,8 +143,21 @@ export function webhookUrlProblem(target: string, policy: WebhookPolicy): string
   return null;
 }
 
+/**
+ * A relative webhook: a path of the deployment's own custom routes. It never leaves the process and never reaches
+ * a built-in route (see WebhookOptions.self).
+ */
+export function isSelfPath(target: string): boolean {
+  return target.startsWith('/') && !target.startsWith('//') && !target.includes('\\');
+}
+
+/** POSTs a delivery to the deployment's own custom routes; answers the HTTP status they gave. */
+export type SelfDelivery = (path: string, body: string, headers: Record<string, string>) => Promise<number>;
+
 export interface WebhookOptions {
   policy: WebhookPolicy;
+  /** Where relative webhooks go: the custom app (langgraph.json http.app), called in process. */
+  self?: SelfDelivery;
   logger: Logger;
   /** Per attempt. */
   timeoutMs?: number;
@@ -285,6 +307,7 @@ export class WebhookNotifier {
   private attempt(target: string, body: string): Promise<Attempt> {
     const problem = webhookUrlProblem(target, this.opts.policy);
     if (problem) return Promise.resolve({ done: true, error: problem });
+    if (isSelfPath(target)) return this.attemptSelf(target, body);
     const url = new URL(target);
     const rule = hostRule(url.hostname, this.opts.policy.allow);
     const mod = url.protocol === 'https:' ? https : http;
@@ -314,10 +337,30 @@ export class WebhookNotifier {
       req.end(body);
     });
   }
+
+  /** One POST to the deployment's own custom routes, with the same timeout and retry rules as the network. */
+  private async attemptSelf(path: string, body: string): Promise<Attempt> {
+    const self = this.opts.self;
+    if (!self) return { done: true, error: 'relative webhooks need langgraph.json http.app' };
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    try {
+      const headers = { ...this.opts.headers, 'content-type': 'application/json', 'user-agent': 'agentplane-webhook' };
+      const status = await Promise.race([self(path, body, headers), timeout]);
+      return { done: !(status === 408 || status === 429 || status >= 500), status };
+    } catch (err) {
+      return { done: false, error: (err as Error).message };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }
 
 /** The URL without its query and credentials (they often carry a token) for logs. */
 function redact(url: string): string {
+  if (isSelfPath(url)) return url.split('?', 1)[0]!;
   try {
     const u = new URL(url);
     return `${u.protocol}//${u.host}${u.pathname}`;

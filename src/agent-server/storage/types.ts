@@ -184,7 +184,7 @@ export interface ThreadStore {
   delete(id: string): Promise<void>;
   search(q: ThreadQuery): Promise<Thread[]>;
   count(q: ThreadQuery): Promise<number>;
-  /** A new thread with the same metadata and a copy of every checkpoint. */
+  /** A new thread with the same metadata (plus its own `thread_id`, as the platform's) and a copy of every checkpoint. */
   copy(id: string, newId: string): Promise<Thread>;
   /** After a state update outside a run: store the new values and status unless a run is in flight. */
   setState(id: string, values: Json | null, interrupted: boolean, interrupts: Json): Promise<void>;

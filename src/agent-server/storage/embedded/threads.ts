@@ -184,7 +184,8 @@ export function embeddedThreads({
           ts,
           ts,
           ts,
-          j(src.metadata),
+          // The copy's metadata names the copy, as the platform's does.
+          j({ ...src.metadata, thread_id: newId }),
           src.status === 'busy' ? 'idle' : src.status,
           j(src.config),
           src.values === null ? null : JSON.stringify(src.values),

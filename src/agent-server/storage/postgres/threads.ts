@@ -203,9 +203,9 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
         await requireThread(c, id);
         const { rows } = await c.query(
           `INSERT INTO ${s}.threads (thread_id, metadata, status, config, "values",
-          interrupts, error) SELECT $2, metadata, CASE WHEN status = 'busy' THEN 'idle' ELSE status END, config,
+          interrupts, error) SELECT $2, metadata || jsonb_build_object('thread_id', $3::text), CASE WHEN status = 'busy' THEN 'idle' ELSE status END, config,
           "values", interrupts, error FROM ${s}.threads WHERE thread_id = $1 RETURNING *`,
-          [id, newId],
+          [id, newId, newId],
         );
         await c.query(
           `INSERT INTO ${s}.checkpoints SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id,

@@ -10,6 +10,7 @@
 // The push container's termination message carries {"commit","digest"}, read from the Pod's status after the Job
 // succeeds.
 import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import { JS_ONLY_MESSAGE } from '../../../lib/graph-language.ts';
 import type { GitCredential } from '../types.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { agentDockerfile, DOCKERFILE_LINES_SCRIPT, safeConfigPath } from './dockerfile.ts';
@@ -121,6 +122,8 @@ if [ ! -f "$GRAPH_CONFIG" ]; then echo "graph config \\"$GRAPH_CONFIG\\" not fou
 rm -rf .git
 if command -v node >/dev/null 2>&1; then
   node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" /workspace/Dockerfile
+elif grep -Eq '\\.py(:[^"]*)?"' "$GRAPH_CONFIG"; then
+  echo "langgraph.json names a Python graph (.py): ${JS_ONLY_MESSAGE}" >&2; exit 1
 elif grep -q '"dockerfile_lines"' "$GRAPH_CONFIG"; then
   echo "langgraph.json has dockerfile_lines: the clone image needs node to add them (--git-image)" >&2; exit 1
 else

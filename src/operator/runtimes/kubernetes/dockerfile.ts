@@ -2,6 +2,7 @@
 // ENTRYPOINT is the agentplane CLI, so the resulting image runs `agentplane agent-server` on the graph config.
 import { posix } from 'node:path';
 import { ValidationError } from '../../../lib/errors.ts';
+import { GRAPH_MODULE_EXTENSIONS, JS_ONLY_MESSAGE } from '../../../lib/graph-language.ts';
 
 export type AgentDockerfileSpec = {
   baseImage: string;
@@ -61,7 +62,9 @@ export function agentDockerfile(spec: AgentDockerfileSpec): string {
 }
 
 /**
- * langgraph.json "dockerfile_lines", added by the clone step once the repository is checked out (the operator never
+ * The clone step's look at langgraph.json: a graph that is not JavaScript or TypeScript fails the build with the
+ * line graphLanguageProblem gives (the same rule, for the clone image's node), and
+ * langgraph.json "dockerfile_lines" are added by the clone step once the repository is checked out (the operator never
  * sees the repository): run as `node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" <Dockerfile>`, with GRAPH_CONFIG and
  * DOCKERFILE in the environment. The lines go right after FROM, as root (as on the platform, whose base images run
  * as root), before the generated file's own `USER node`, so installs and the server still run as node. Each entry
@@ -73,6 +76,17 @@ const fail = (m) => { process.stderr.write('langgraph.json dockerfile_lines: ' +
 let config;
 try { config = JSON.parse(fs.readFileSync(process.env.GRAPH_CONFIG, 'utf8')); }
 catch (e) { process.stderr.write('graph config ' + process.env.GRAPH_CONFIG + ' is not valid JSON: ' + e.message + '\\n'); process.exit(1); }
+const EXTENSIONS = ${JSON.stringify(GRAPH_MODULE_EXTENSIONS)};
+for (const [id, entry] of Object.entries(config.graphs ?? {})) {
+  const spec = typeof entry === 'string' ? entry : entry && typeof entry.path === 'string' ? entry.path : '';
+  const file = spec.includes(':') ? spec.slice(0, spec.lastIndexOf(':')) : spec;
+  const base = file.slice(file.lastIndexOf('/') + 1);
+  const ext = base.lastIndexOf('.') > 0 ? base.slice(base.lastIndexOf('.')) : '';
+  if (!file || EXTENSIONS.includes(ext)) continue;
+  const what = ext === '.py' ? 'is a Python graph' : 'is not a JavaScript or TypeScript module';
+  process.stderr.write('langgraph.json graph ' + JSON.stringify(id) + ' (' + JSON.stringify(file) + ') ' + what + ': ' + ${JSON.stringify(JS_ONLY_MESSAGE)} + '\\n');
+  process.exit(1);
+}
 const lines = config.dockerfile_lines ?? [];
 if (!Array.isArray(lines)) fail('must be a list of strings');
 lines.forEach((l, i) => {

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { graphLanguageProblem } from '../../../lib/graph-language.ts';
 import type { BuildSpec, GitCredential } from '../types.ts';
 import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
@@ -233,9 +234,13 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   if (!(await insideReal(cwd, src)) || !(await insideReal(config, src))) {
     throw new StepError(`graph config "${spec.graphConfigPath}" leads out of the repository through a symbolic link`);
   }
-  const dockerfileLines = await readFile(config, 'utf8')
-    .then((text) => (JSON.parse(text) as { dockerfile_lines?: unknown }).dockerfile_lines)
+  const graphConfig = await readFile(config, 'utf8')
+    .then((text) => JSON.parse(text) as { dockerfile_lines?: unknown })
     .catch(() => undefined);
+  // A Python graph would install and build, then fail to import at deploy: refuse it here, in one line.
+  const language = graphLanguageProblem(graphConfig);
+  if (language) throw new StepError(language);
+  const dockerfileLines = graphConfig?.dockerfile_lines;
   if (Array.isArray(dockerfileLines) && dockerfileLines.length) {
     log.line(
       `dockerfile_lines: ${dockerfileLines.length} line(s) not applied (the local runtime builds no image; ` +
