@@ -22,7 +22,7 @@ export async function run(argv: string[]): Promise<void> {
       `  web console         ${dev.url}/`,
       `  control plane API   ${dev.url}/v2/deployments   (also under ${dev.url}/api-host)`,
       `  API docs            ${dev.url}/docs`,
-      `  deployment URLs     ${dev.url}/deployments/<deployment id>`,
+      `  deployment URLs     ${dev.agentPorts}, one origin per deployment (the url of GET /v2/deployments/<id>)`,
       `  data                ${config.dataDir}`,
       `  isolation           ${dev.isolation}`,
       `  local repo_url from ${config.allowLocalRepos.join(', ') || 'nowhere'}`,

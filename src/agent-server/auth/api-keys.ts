@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { ACCESS_TOKEN_PREFIX, verifyAccessToken } from '../../lib/deployment-token.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { isInternalCall } from '../platform/internal-call.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
@@ -67,6 +68,19 @@ export function watchKeyHashFile(path: string, logger: Logger, pollMs = 1000): K
   return {
     accepts: (key) => hashes.has(hashApiKey(key)),
     close: () => unwatchFile(path, onChange),
+  };
+}
+
+/**
+ * Also accepts the control plane's short-lived access tokens for this deployment (lib/deployment-token.ts), which
+ * the console's playground calls with instead of a person's key.
+ */
+export function withAccessTokens(verifier: KeyVerifier, deploymentToken: string | undefined): KeyVerifier {
+  if (!deploymentToken) return verifier;
+  return {
+    accepts: (key) =>
+      key.startsWith(ACCESS_TOKEN_PREFIX) ? verifyAccessToken(deploymentToken, key) : verifier.accepts(key),
+    close: () => verifier.close(),
   };
 }
 

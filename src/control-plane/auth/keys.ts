@@ -78,3 +78,18 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
     return { keyId: record.id, tenant, admin: record.tenants.includes('*') };
   };
 }
+
+/**
+ * For what stands in front of agents: true when `key` is a credential tenant code must never see — the bootstrap
+ * key, an admin ('*') key, a listener key, or a key of any workspace but `tenant` alone.
+ */
+export function createForeignKeyCheck(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
+  const boot = new Set(bootstrap.map((b) => hashKey(b.key)));
+  return async function isForeign(key: string, tenant: string): Promise<boolean> {
+    const hash = hashKey(key);
+    if (boot.has(hash)) return true;
+    const record = await store.findApiKey(hash);
+    if (!record) return false;
+    return Boolean(record.listenerId) || record.tenants.length !== 1 || record.tenants[0] !== tenant;
+  };
+}
