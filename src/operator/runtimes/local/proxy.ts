@@ -28,8 +28,8 @@ export const DEPLOYMENTS_PREFIX = '/deployments';
 /** Sandboxed without allow-same-origin: scripts run, but in an opaque origin of their own. */
 export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
 
-/** Paths the platform serves on its own origins (the console, the API); a tenant cookie must never cover one. */
-const PLATFORM_PATHS = ['/', '/v1', '/v2', '/api-host', '/docs', '/openapi.json', '/assets', '/ok', DEPLOYMENTS_PREFIX];
+/** Path trees the platform serves on its own origins (the console at /, the API); no tenant cookie may reach one. */
+const PLATFORM_PATHS = ['/v1', '/v2', '/api-host', '/docs', '/openapi.json', '/assets', '/ok', DEPLOYMENTS_PREFIX];
 
 /** RFC 6265 path-match: whether a cookie with `cookiePath` is sent with a request for `path`. */
 function pathMatches(path: string, cookiePath: string): boolean {
@@ -54,7 +54,8 @@ function cookiePath(setCookie: string, requestPath: string): string {
 export function cookieReachesPlatform(setCookie: string, requestPath: string): boolean {
   if (/;\s*domain\s*=/i.test(setCookie)) return true;
   const p = cookiePath(setCookie, requestPath);
-  return PLATFORM_PATHS.some((q) => pathMatches(q, p) || pathMatches(p, q));
+  // Sent with the console's page itself (Path=/), with requests under a platform path, or with that path itself.
+  return p === '/' || PLATFORM_PATHS.some((q) => pathMatches(q, p) || pathMatches(p, q));
 }
 
 type Headers = Record<string, string | string[] | number | undefined>;
@@ -62,22 +63,19 @@ type Headers = Record<string, string | string[] | number | undefined>;
 /** The response headers of tenant code as they may reach a browser. `requestPath` is the path the browser used. */
 export function tenantResponseHeaders(headers: Headers, requestPath: string): Headers {
   const out: Headers = {};
+  const csp: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (lower === 'service-worker-allowed' || lower === 'content-security-policy') continue;
-    if (lower === 'set-cookie') {
-      const kept = [value ?? []]
-        .flat()
-        .map(String)
-        .filter((c) => !cookieReachesPlatform(c, requestPath));
-      if (kept.length) out[name] = kept;
-      continue;
-    }
-    out[name] = value;
+    const values = [value ?? []].flat().map(String);
+    if (lower === 'service-worker-allowed') continue;
+    // The tenant's own policy still applies (every policy sent is enforced); ours is added, never replaced.
+    if (lower === 'content-security-policy') csp.push(...values);
+    else if (lower === 'set-cookie') {
+      const kept = values.filter((c) => !cookieReachesPlatform(c, requestPath));
+      if (kept.length) out['set-cookie'] = [...[out['set-cookie'] ?? []].flat().map(String), ...kept];
+    } else out[name] = value;
   }
-  // The tenant's own policy still applies (every policy sent is enforced); ours is added, never replaced.
-  const own = headers['content-security-policy'];
-  out['content-security-policy'] = [...[own ?? []].flat().map(String), TENANT_CSP];
+  out['content-security-policy'] = [...csp, TENANT_CSP];
   return out;
 }
 
