@@ -122,8 +122,7 @@ export function createApi(session: Session) {
       return call<{ resources: Deployment[]; offset: number }>('GET', `/deployments?${p}`);
     },
     getDeployment: (id: string) => call<Deployment>('GET', dep(id)),
-    accessToken: (id: string) =>
-      call<{ token: string; expires_at: string }>('POST', `${dep(id)}/access-tokens`),
+    accessToken: (id: string) => call<{ token: string; expires_at: string }>('POST', `${dep(id)}/access-tokens`),
     createDeployment: (body: unknown) => call<Deployment>('POST', '/deployments', body),
     patchDeployment: (id: string, body: unknown) => call<Deployment>('PATCH', dep(id), body),
     deleteDeployment: (id: string) => call<null>('DELETE', dep(id)),

@@ -59,7 +59,7 @@ export function deploymentAuthEnv(
 export const ACCESS_TOKEN_PREFIX = 'apa_';
 
 /** How long an access token works; the console asks for a new one well before. */
-export const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
+const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
 
 function accessSignature(deploymentToken: string, deploymentId: string, expires: number): Buffer {
   return createHmac('sha256', deploymentToken).update(`agentplane access token\n${deploymentId}\n${expires}`).digest();

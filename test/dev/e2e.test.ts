@@ -246,7 +246,12 @@ describe('agentplane dev end to end', () => {
     );
     expect(childProcesses(dev.child.pid!)).toEqual([]);
     // Its origin is closed with it.
-    expect(await fetch(`${url}/ok`).then((r) => r.status, () => 'refused')).toBe('refused');
+    expect(
+      await fetch(`${url}/ok`).then(
+        (r) => r.status,
+        () => 'refused',
+      ),
+    ).toBe('refused');
 
     expect(await stopDev(dev)).toBe(0);
     dev = undefined;

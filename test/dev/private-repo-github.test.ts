@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
 import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const WEBHOOK_SECRET = 'whsec-dev-e2e-31b7c9a0';
 const INSTALLATION = 77001;

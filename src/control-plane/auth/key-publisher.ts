@@ -47,7 +47,10 @@ export type KeyPublisherOptions = {
  * plane only; a key good for more than one workspace (or for all: '*', like the bootstrap key) would hand tenant code
  * a credential of another workspace or of the platform, so agents accept neither.
  */
-export function agentKeyHashes(keys: { hash: string; tenants: string[]; listenerId?: string }[], tenant: string): string[] {
+export function agentKeyHashes(
+  keys: { hash: string; tenants: string[]; listenerId?: string }[],
+  tenant: string,
+): string[] {
   const own = keys.filter((k) => !k.listenerId && k.tenants.length === 1 && k.tenants[0] === tenant);
   return [...new Set(own.map((k) => k.hash))].sort();
 }
