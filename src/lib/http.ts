@@ -72,6 +72,12 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
  * announces, less a margin; at 5 s a client held up for that margin sent a request on a socket the server was
  * closing ("other side closed").
  */
+/**
+ * Added to every response of tenant code (custom routes, and everything behind the local proxy): a page runs
+ * sandboxed in an opaque origin of its own, so it holds no storage, cookies or service worker of any origin.
+ */
+export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
+
 export function createFrontServer(handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const server = createServer(handler);
   server.requestTimeout = 0;

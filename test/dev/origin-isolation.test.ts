@@ -138,9 +138,10 @@ describe('tenant pages never run in the console origin', () => {
 
     // Back on the console: still no worker, no cookie the agent set, and the session is intact.
     await page.goto(`${dev.url}/`);
-    expect(await page.evaluate(() => navigator.serviceWorker.getRegistrations().then((r) => r.length))).toBe(0);
+    // (Expressions as strings: this file is type-checked without the DOM library.)
+    expect(await page.evaluate('navigator.serviceWorker.getRegistrations().then((r) => r.length)')).toBe(0);
     expect((await page.context().cookies(dev.url)).map((c) => c.name)).toEqual([]);
-    expect(await page.evaluate(() => sessionStorage.getItem('agentplane.session'))).toContain(API_KEY);
+    expect(await page.evaluate("sessionStorage.getItem('agentplane.session')")).toContain(API_KEY);
     await page.close();
   });
 });

@@ -11,6 +11,7 @@
 import type { IncomingMessage } from 'node:http';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { TENANT_CSP } from '../../../lib/http.ts';
 
 export type Backend = { port: number; tenant: string; acquire(): () => void };
 
@@ -25,8 +26,7 @@ export type ProxyOptions = {
 
 export const DEPLOYMENTS_PREFIX = '/deployments';
 
-/** Sandboxed without allow-same-origin: scripts run, but in an opaque origin of their own. */
-export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
+export { TENANT_CSP };
 
 /** Path trees the platform serves on its own origins (the console at /, the API); no tenant cookie may reach one. */
 const PLATFORM_PATHS = ['/v1', '/v2', '/api-host', '/docs', '/openapi.json', '/assets', '/ok', DEPLOYMENTS_PREFIX];
