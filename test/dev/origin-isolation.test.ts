@@ -173,7 +173,19 @@ describe('platform keys never reach tenant code', () => {
 
   it('the environment and run config of graph code hold no key or token of the platform or another workspace', async () => {
     for (const depId of [plainId, probeId]) {
-      const client = new Client({ apiUrl: await urlOf(depId), apiKey: ownKey, callerOptions: { maxRetries: 0 } });
+      const url = await urlOf(depId);
+      // The graphs copy every header into their config (configurable_headers: ["*"]): a run sent with an admin key
+      // beside the workspace key must not run at all.
+      for (const key of Object.values(foreign)) {
+        const leaky = new Client({
+          apiUrl: url,
+          apiKey: ownKey,
+          defaultHeaders: { authorization: `Bearer ${key}` },
+          callerOptions: { maxRetries: 0 },
+        });
+        await expect(leaky.runs.wait(null, 'dump', { input: {} })).rejects.toMatchObject({ status: 403 });
+      }
+      const client = new Client({ apiUrl: url, apiKey: ownKey, callerOptions: { maxRetries: 0 } });
       const out = (await client.runs.wait(null, 'dump', { input: {} })) as { harvest: string };
       const dump = JSON.parse(out.harvest) as { env: Record<string, string>; configurable: Record<string, unknown> };
       expect(Object.keys(dump.env).length).toBeGreaterThan(3);
