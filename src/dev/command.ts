@@ -31,7 +31,7 @@ export async function run(argv: string[]): Promise<void> {
       `  npx agentplane api-key create --tenant <workspace id> --data-dir ${storeDir}`,
       `or start with AGENTPLANE_BOOTSTRAP_API_KEY=<key of 16+ characters> to use <key> for any workspace;`,
       'then sign in to the web console with both, or call the API with the headers X-Api-Key: <key> and',
-      'X-Tenant-Id: <workspace id>.',
+      'X-Tenant-Id: <workspace id>. Agents answer only keys of their own workspace, never the bootstrap key.',
       '',
     ].join('\n'),
   );

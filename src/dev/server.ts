@@ -33,7 +33,7 @@ export type DevServer = {
   runtime: LocalRuntime;
   /** Which confinement builds and agent servers get, in one line. */
   isolation: string;
-  /** Where deployments are served, in words: "http://127.0.0.1:8100-8999" or "free ports of 127.0.0.1". */
+  /** Where deployments are served, in words: "ports 8100-8999 of 127.0.0.1" or "free ports of 127.0.0.1". */
   agentPorts: string;
   close(): Promise<void>;
 };
@@ -190,7 +190,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     agentPorts:
       config.agentPorts === 'auto'
         ? `free ports of ${agentHost}`
-        : `http://${agentHost}:${config.agentPorts.from}-${config.agentPorts.to}`,
+        : `ports ${config.agentPorts.from}-${config.agentPorts.to} of ${agentHost}`,
     close() {
       closing ??= (async () => {
         await operator.stop();
