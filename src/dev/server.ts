@@ -6,7 +6,7 @@ import { mkdir } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { createFrontServer } from '../lib/http.ts';
+import { createFrontServer, credentialValues } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { randomBytes } from 'node:crypto';
 import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
@@ -37,15 +37,6 @@ export type DevServer = {
   agentPorts: string;
   close(): Promise<void>;
 };
-
-/** Values of the headers that carry credentials (the API key, a bearer token), as the proxy checks them. */
-function credentialsIn(req: IncomingMessage): string[] {
-  const out: string[] = [];
-  for (const v of [req.headers['x-api-key'] ?? []].flat()) if (v) out.push(v);
-  const auth = req.headers.authorization;
-  if (auth) out.push(auth, auth.replace(/^\S+\s+/, ''));
-  return out;
-}
 
 export async function startDev(config: DevConfig, logger: Logger): Promise<DevServer> {
   // Real paths: the sandbox mounts and the local repo checks compare resolved paths.
@@ -141,7 +132,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     resolve: (id) => runtime.backend(id),
     deploymentAt: (req) => origins.deploymentAt(req),
     refuse: async (tenant, req) => {
-      for (const value of credentialsIn(req)) {
+      for (const value of credentialValues(req.headers)) {
         if (await isForeign(value, tenant))
           return "This request carries a platform API key or another workspace's, which never reach agents: use a key of this deployment's workspace, or an access token (POST /v2/deployments/<id>/access-tokens).";
       }

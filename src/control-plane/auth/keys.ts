@@ -1,10 +1,11 @@
 // API keys: random, shown once, stored only as a SHA-256 hash (keys are high-entropy, so a slow hash adds nothing).
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { API_KEY_PREFIX } from '../../lib/deployment-token.ts';
 import { ForbiddenError, UnauthorizedError, ValidationError } from '../../lib/errors.ts';
 import { isLabelValue } from '../../resources/index.ts';
 import type { ApiKeyRecord, ApiKeyStore } from '../store/types.ts';
 
-export const KEY_PREFIX = 'apk_';
+export const KEY_PREFIX = API_KEY_PREFIX;
 
 export function hashKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
