@@ -26,8 +26,6 @@ export type ProxyOptions = {
 
 export const DEPLOYMENTS_PREFIX = '/deployments';
 
-export { TENANT_CSP };
-
 /** Path trees the platform serves on its own origins (the console at /, the API); no tenant cookie may reach one. */
 const PLATFORM_PATHS = ['/v1', '/v2', '/api-host', '/docs', '/openapi.json', '/assets', '/ok', DEPLOYMENTS_PREFIX];
 
