@@ -49,7 +49,7 @@ export function App() {
         {route.page === 'deployment' && (
           <DeploymentPage key={route.id} api={api} id={route.id} revision={route.revision} />
         )}
-        {route.page === 'playground' && <Playground key={route.id} api={api} session={session} id={route.id} />}
+        {route.page === 'playground' && <Playground key={route.id} api={api} id={route.id} />}
       </main>
     </>
   );

@@ -122,6 +122,7 @@ export function createApi(session: Session) {
       return call<{ resources: Deployment[]; offset: number }>('GET', `/deployments?${p}`);
     },
     getDeployment: (id: string) => call<Deployment>('GET', dep(id)),
+    accessToken: (id: string) => call<{ token: string; expires_at: string }>('POST', `${dep(id)}/access-tokens`),
     createDeployment: (body: unknown) => call<Deployment>('POST', '/deployments', body),
     patchDeployment: (id: string, body: unknown) => call<Deployment>('PATCH', dep(id), body),
     deleteDeployment: (id: string) => call<null>('DELETE', dep(id)),
@@ -137,6 +138,32 @@ export function createApi(session: Session) {
 }
 
 export type Api = ReturnType<typeof createApi>;
+
+/**
+ * The credential the playground calls one agent with: a short-lived access token for that deployment alone, asked
+ * for again shortly before it expires. The signed-in key never goes to an agent (agents refuse platform keys, and
+ * an agent's own code may read every header it gets).
+ */
+export function agentCredential(api: Api, deploymentId: string): () => Promise<string> {
+  let current: { token: string; renewAt: number } | undefined;
+  let pending: Promise<string> | undefined;
+  return () => {
+    if (current && Date.now() < current.renewAt) return Promise.resolve(current.token);
+    pending ??= api.accessToken(deploymentId).then(
+      ({ token, expires_at }) => {
+        const expires = Date.parse(expires_at);
+        current = { token, renewAt: Date.now() + Math.max(0, (expires - Date.now()) * 0.8) };
+        pending = undefined;
+        return token;
+      },
+      (err: unknown) => {
+        pending = undefined;
+        throw err;
+      },
+    );
+    return pending;
+  };
+}
 
 const KEY = 'agentplane.session';
 

@@ -3,7 +3,7 @@ import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import swagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
-import { requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
+import { refuseForeignKeys, requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
 import { authenticateRequest, installCustomAuth } from './auth/hooks.ts';
 import { installCors } from './http/cors.ts';
@@ -110,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
   installCors(app, ext.cors);
+  if (deps.apiKeys) refuseForeignKeys(app, deps.apiKeys);
   // Custom auth replaces the platform's API key, as on the hosted platform.
   if (deps.apiKeys && !ext.auth) requireApiKey(app, deps.apiKeys);
   if (deps.apiKeys && ext.auth) {

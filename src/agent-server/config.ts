@@ -122,6 +122,12 @@ export const agentServerCommand: CommandSpec = {
       description:
         'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
     },
+    'deployment-token': {
+      type: 'string',
+      description:
+        "This deployment's token, set by the platform: with --auth-keys-file, X-Api-Key also accepts the short-lived access tokens the control plane makes for this deployment",
+      env: ['AGENTPLANE_DEPLOYMENT_TOKEN'],
+    },
     'webhook-allow': {
       type: 'string',
       description:
@@ -170,6 +176,7 @@ const Config = z.object({
     .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
+  deploymentToken: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
   webhookAllow: z.array(
     z
@@ -260,6 +267,7 @@ function resolveConfig(
       .filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    deploymentToken: pick('deployment-token') || undefined,
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
@@ -284,6 +292,7 @@ function resolveConfig(
       redisUrl: '--redis-url',
       logLevel: '--log-level',
       authKeysFile: '--auth-keys-file',
+      deploymentToken: '--deployment-token (AGENTPLANE_DEPLOYMENT_TOKEN)',
       webhookAllow: '--webhook-allow',
       cronPollMs: '--cron-poll-ms',
       graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',

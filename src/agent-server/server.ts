@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import { loadServerExtensions } from './http/extensions.ts';
-import { watchKeyHashFile } from './auth/api-keys.ts';
+import { watchKeyHashFile, withAccessTokens } from './auth/api-keys.ts';
 import type { AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
 import { bundleUi } from './graphs/ui.ts';
@@ -220,7 +220,9 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     leaseMs: config.leaseSecs * 1000,
     sweepMs: Math.min(5_000, (config.leaseSecs * 1000) / 2),
   });
-  const apiKeys = config.authKeysFile ? watchKeyHashFile(config.authKeysFile, logger) : undefined;
+  const apiKeys = config.authKeysFile
+    ? withAccessTokens(watchKeyHashFile(config.authKeysFile, logger), config.deploymentToken)
+    : undefined;
   if (!apiKeys && !extensions.auth) {
     logger.warn('no --auth-keys-file: every request is accepted without an API key (a local development server)');
   }

@@ -109,7 +109,6 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   const listeners = createListenerService({
     store: deps.store,
     logger: deps.logger.child({ component: 'listeners' }),
-    bootstrapKeys: deps.bootstrapKeys,
     github: deps.github,
     logLimits: deps.listenerLogLimits,
   });
@@ -131,7 +130,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
           limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
-        await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service));
+        await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service, deps.auth?.deploymentTokenKey));
         await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()

@@ -35,7 +35,6 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     ? new KeyPublisher({
         store,
         sink,
-        bootstrapKeys: config.bootstrapKeys,
         logger: logger.child({ component: 'key-publisher' }),
         intervalMs: 5_000,
       })

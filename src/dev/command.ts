@@ -22,7 +22,7 @@ export async function run(argv: string[]): Promise<void> {
       `  web console         ${dev.url}/`,
       `  control plane API   ${dev.url}/v2/deployments   (also under ${dev.url}/api-host)`,
       `  API docs            ${dev.url}/docs`,
-      `  deployment URLs     ${dev.url}/deployments/<deployment id>`,
+      `  deployment URLs     ${dev.agentPorts}, one origin per deployment (the url of GET /v2/deployments/<id>)`,
       `  data                ${config.dataDir}`,
       `  isolation           ${dev.isolation}`,
       `  local repo_url from ${config.allowLocalRepos.join(', ') || 'nowhere'}`,
@@ -31,7 +31,7 @@ export async function run(argv: string[]): Promise<void> {
       `  npx agentplane api-key create --tenant <workspace id> --data-dir ${storeDir}`,
       `or start with AGENTPLANE_BOOTSTRAP_API_KEY=<key of 16+ characters> to use <key> for any workspace;`,
       'then sign in to the web console with both, or call the API with the headers X-Api-Key: <key> and',
-      'X-Tenant-Id: <workspace id>.',
+      'X-Tenant-Id: <workspace id>. Agents answer only keys of their own workspace, never the bootstrap key.',
       '',
     ].join('\n'),
   );

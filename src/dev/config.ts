@@ -9,16 +9,23 @@ export const devCommand: CommandSpec = {
   name: 'dev',
   summary: 'Run the control plane, the operator and the local runtime in one process (no Kubernetes needed)',
   usage:
-    'agentplane dev [--host 127.0.0.1] [--port 8080] [--data-dir DIR] [--database-url URL] [--sandbox auto|bwrap|none]\n' +
+    'agentplane dev [--host 127.0.0.1] [--port 8080] [--agent-ports 8100-8999] [--data-dir DIR] [--database-url URL] [--sandbox auto|bwrap|none]\n' +
     '       (AGENTPLANE_BOOTSTRAP_API_KEY=<key> makes <key> an admin key for every tenant)',
   options: {
     host: { type: 'string', description: 'Address to listen on', default: '127.0.0.1', env: ['AGENTPLANE_HOST'] },
     port: {
       type: 'string',
       short: 'p',
-      description: 'TCP port of the API and the deployment URLs (0 picks a free one)',
+      description: 'TCP port of the API and the web console (0 picks a free one)',
       default: '8080',
       env: ['AGENTPLANE_PORT'],
+    },
+    'agent-ports': {
+      type: 'string',
+      description:
+        "Ports deployments are served on, one each (never the console's origin): FROM-TO, or auto (free ports the system picks); a deployment keeps its port across restarts while it is free",
+      default: '8100-8999',
+      env: ['AGENTPLANE_AGENT_PORTS'],
     },
     'data-dir': {
       type: 'string',
@@ -74,6 +81,17 @@ export const devCommand: CommandSpec = {
 const schema = z.object({
   host: z.string().min(1),
   port: portSchema,
+  agentPorts: z.union([
+    z.literal('auto'),
+    z
+      .string()
+      .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO (two port numbers) or auto')
+      .transform((v) => {
+        const [from, to] = v.split('-').map(Number) as [number, number];
+        return { from, to };
+      })
+      .refine((r) => r.from >= 1 && r.to <= 65535 && r.from <= r.to, 'must be a range of ports 1-65535, FROM <= TO'),
+  ]),
   dataDir: z.string().min(1),
   databaseUrl: z.string().url().optional(),
   healthTimeoutSecs: z.coerce.number().positive(),
@@ -87,6 +105,7 @@ const schema = z.object({
 });
 const FLAG_OF: Record<string, string> = {
   dataDir: 'data-dir',
+  agentPorts: 'agent-ports',
   databaseUrl: 'database-url',
   healthTimeoutSecs: 'health-timeout',
   allowLocalRepos: 'allow-local-repos',
@@ -106,6 +125,7 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
   const parsed = schema.safeParse({
     host: pick('host'),
     port: pick('port'),
+    agentPorts: pick('agent-ports'),
     dataDir: resolve(pick('data-dir')!),
     databaseUrl: pick('database-url'),
     healthTimeoutSecs: pick('health-timeout'),

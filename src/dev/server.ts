@@ -1,12 +1,12 @@
-// One process, one port: the control plane API, and under /deployments/<id>/ each deployment's agent server.
-// Two fastify apps behind one node:http server, dispatched by path, so the control plane's auth hooks never see
-// agent traffic and the proxy never sees API keys.
+// One process: the control plane API and the web console on one port, and each deployment's agent server on a
+// port of its own (agent-origins.ts), so tenant code never answers on the console's origin nor on another
+// deployment's. The proxy in front of the agents refuses platform keys and sandboxes what they send back.
 import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { createFrontServer } from '../lib/http.ts';
+import { createFrontServer, credentialValues } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { randomBytes } from 'node:crypto';
 import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
@@ -17,6 +17,8 @@ import { createOperator, type Operator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
 import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import { AgentOrigins } from '../operator/runtimes/local/agent-origins.ts';
+import { createForeignKeyCheck } from '../control-plane/auth/keys.ts';
 import { storeLogSink } from '../operator/sources.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
 import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
@@ -31,6 +33,8 @@ export type DevServer = {
   runtime: LocalRuntime;
   /** Which confinement builds and agent servers get, in one line. */
   isolation: string;
+  /** Where deployments are served, in words: "ports 8100-8999 of 127.0.0.1" or "free ports of 127.0.0.1". */
+  agentPorts: string;
   close(): Promise<void>;
 };
 
@@ -61,7 +65,6 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const publisher = new KeyPublisher({
     store,
     sink: keyFiles,
-    bootstrapKeys: bootstrapKeysOf(config.bootstrapKey),
     logger: logger.child({ component: 'key-publisher' }),
     intervalMs: 1000,
   });
@@ -78,6 +81,17 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     }
     return file;
   };
+  // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
+  const proxy = Fastify({
+    loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
+  });
+  const origins = new AgentOrigins({
+    host: config.host,
+    ports: config.agentPorts,
+    stateFile: join(dataDir, 'runtime', 'agent-ports.json'),
+    handler: (req, res) => proxy.routing(req, res),
+    logger: logger.child({ component: 'agent-origins' }),
+  });
   const runtime = new LocalRuntime({
     dataDir: join(dataDir, 'runtime'),
     logs: storeLogSink(store),
@@ -99,6 +113,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
     authKeysFile,
     deploymentTokenKey,
+    origins,
   });
   // No child may outlive this process, whatever way it ends.
   const killChildren = () => runtime.killAllNow();
@@ -112,16 +127,33 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     github,
     authOptions,
   );
-  // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
-  const proxy = Fastify({
-    loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
+  const isForeign = createForeignKeyCheck(store, bootstrapKeysOf(config.bootstrapKey));
+  await deploymentProxy(proxy, {
+    resolve: (id) => runtime.backend(id),
+    deploymentAt: (req) => origins.deploymentAt(req),
+    refuse: async (tenant, req) => {
+      for (const value of credentialValues(req.headers)) {
+        if (await isForeign(value, tenant))
+          return "This request carries a platform API key or another workspace's, which never reach agents: use a key of this deployment's workspace, or an access token (POST /v2/deployments/<id>/access-tokens).";
+      }
+      return undefined;
+    },
   });
-  await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await Promise.all([api.ready(), proxy.ready()]);
 
   const server = createFrontServer((req: IncomingMessage, res: ServerResponse) => {
-    const target = req.url?.startsWith(`${DEPLOYMENTS_PREFIX}/`) ? proxy : api;
-    target.routing(req, res);
+    // Deployments used to answer here; the console's origin never serves tenant content.
+    if (req.url?.startsWith(`${DEPLOYMENTS_PREFIX}/`)) {
+      res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' });
+      res.end(
+        JSON.stringify({
+          detail:
+            "Deployments are not served on the console's origin: each has a URL of its own (the url field of GET /v2/deployments/<id>).",
+        }),
+      );
+      return;
+    }
+    api.routing(req, res);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -129,9 +161,12 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   });
   const { port } = server.address() as { port: number };
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
+  const agentHost = host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host;
+  const url = `http://${agentHost}:${port}`;
   runtime.setBaseUrl(url);
 
+  const deployments = await store.list('AgentDeployment', store.namespace);
+  await origins.restore(deployments.items.map((d) => d.spec.deploymentId));
   await publisher.sync().catch(() => undefined);
   publisher.start();
   const operator: Operator = createOperator({ store, runtime, logger });
@@ -143,11 +178,16 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     store,
     runtime,
     isolation: reason,
+    agentPorts:
+      config.agentPorts === 'auto'
+        ? `free ports of ${agentHost}`
+        : `ports ${config.agentPorts.from}-${config.agentPorts.to} of ${agentHost}`,
     close() {
       closing ??= (async () => {
         await operator.stop();
         await publisher.stop();
         await runtime.shutdown();
+        await origins.close();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeAllConnections();

@@ -6,6 +6,9 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const DEPLOYMENT_TOKEN_PREFIX = 'apd_';
 
+/** How every API key the control plane makes starts (control-plane/auth/keys.ts). */
+export const API_KEY_PREFIX = 'apk_';
+
 /** Environment variables a deployed agent gets (documented in docs/auth-service.md). */
 export const AGENT_ENV = {
   url: 'AGENTPLANE_CONTROL_PLANE_URL',
@@ -50,4 +53,51 @@ export function deploymentAuthEnv(
     [AGENT_ENV.token]: mintDeploymentToken(settings.tokenKey, tenant, deploymentId),
     [AGENT_ENV.tenant]: tenant,
   };
+}
+
+// Access tokens: what a browser (the console's playground) calls one agent with instead of a person's API key.
+// `apa_<deployment id>.<expiry, unix seconds>.<HMAC-SHA256>`, keyed with that deployment's own token: the control
+// plane can compute it from its key, the agent has it in its environment, and no other deployment has it, so a
+// token works on one deployment only, for minutes, and is never a key of the workspace or of the platform.
+export const ACCESS_TOKEN_PREFIX = 'apa_';
+
+/** How long an access token works; the console asks for a new one well before. */
+const ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
+
+function accessSignature(deploymentToken: string, deploymentId: string, expires: number): Buffer {
+  return createHmac('sha256', deploymentToken).update(`agentplane access token\n${deploymentId}\n${expires}`).digest();
+}
+
+export function mintAccessToken(
+  key: Buffer,
+  tenant: string,
+  deploymentId: string,
+  now = Date.now(),
+): { token: string; expiresAt: Date } {
+  const expires = Math.floor(now / 1000) + ACCESS_TOKEN_TTL_SECONDS;
+  const sig = accessSignature(mintDeploymentToken(key, tenant, deploymentId), deploymentId, expires);
+  return {
+    token: `${ACCESS_TOKEN_PREFIX}${deploymentId}.${expires}.${sig.toString('base64url')}`,
+    expiresAt: new Date(expires * 1000),
+  };
+}
+
+/** True when `token` is an unexpired access token for the deployment whose own token is `deploymentToken`. */
+export function verifyAccessToken(deploymentToken: string, token: string, now = Date.now()): boolean {
+  const own = deploymentIdOf(deploymentToken);
+  if (!own || !token.startsWith(ACCESS_TOKEN_PREFIX)) return false;
+  const parts = token.slice(ACCESS_TOKEN_PREFIX.length).split('.');
+  if (parts.length !== 3) return false;
+  const [deploymentId, exp, sig] = parts as [string, string, string];
+  if (deploymentId !== own.deploymentId || !/^\d{1,12}$/.test(exp) || Number(exp) * 1000 <= now) return false;
+  const given = Buffer.from(sig, 'base64url');
+  const expected = accessSignature(deploymentToken, deploymentId, Number(exp));
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** The deployment id a deployment token names (its signature is not checked: the agent cannot, and need not). */
+function deploymentIdOf(token: string): { deploymentId: string } | undefined {
+  if (!token.startsWith(DEPLOYMENT_TOKEN_PREFIX)) return undefined;
+  const parts = token.slice(DEPLOYMENT_TOKEN_PREFIX.length).split('.');
+  return parts.length === 3 && parts[1] ? { deploymentId: parts[1] } : undefined;
 }

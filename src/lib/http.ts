@@ -1,7 +1,13 @@
 // Request parsing and error answers shared by the two HTTP apps (agent server, control plane). Both answer every
 // error as JSON `{"detail": ...}`; they differ only in how a schema failure and a malformed body are spelled, which
 // each app passes in.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isAppError } from './errors.ts';
@@ -63,6 +69,20 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send({ detail: `Not found: ${req.method} ${req.originalUrl.split('?')[0]}` }),
   );
+}
+
+/**
+ * Added to every response of tenant code (custom routes, and everything behind the local proxy): a page runs
+ * sandboxed in an opaque origin of its own, so it holds no storage, cookies or service worker of any origin.
+ */
+export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
+
+/** Values of the headers that carry credentials: every X-Api-Key, and Authorization whole and without its scheme. */
+export function credentialValues(headers: IncomingHttpHeaders): string[] {
+  const out = [headers['x-api-key'] ?? []].flat().filter(Boolean);
+  const auth = headers.authorization;
+  if (auth) out.push(auth, auth.replace(/^\S+\s+/, ''));
+  return out;
 }
 
 /** How long a client may take to send a request's headers, and the whole request (headers and body). */

@@ -10,6 +10,7 @@ import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const OWN_KEY = 'apk_own-tenant-key-0123456789';
+const CUSTOM_AUTH_CONFIG = new URL('./fixtures/auth-http-app/langgraph.json', import.meta.url).pathname;
 const OTHER_KEY = 'apk_other-tenant-key-0123456789';
 const LATER_KEY = 'apk_created-later-0123456789';
 
@@ -107,6 +108,51 @@ describe('agent server with --auth-keys-file', () => {
     writeKeys([LATER_KEY]);
     await until(async () => (await post('/threads/search', LATER_KEY)).status === 200, 'recovery');
     expect(server.output()).toMatch(/API key file unreadable/);
+  });
+});
+
+describe('agent server with --auth-keys-file and custom auth', () => {
+  let dir: string;
+  let server: ServerProc;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ap-as-keys-custom-'));
+    const keysFile = join(dir, 'keys.json');
+    writeFileSync(keysFile, JSON.stringify({ hashes: [hashApiKey(OWN_KEY)] }));
+    server = await startServerProcess([
+      '--config',
+      CUSTOM_AUTH_CONFIG,
+      '--data-dir',
+      join(dir, 'data'),
+      '--auth-keys-file',
+      keysFile,
+    ]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("never lets another workspace's or an admin's key reach custom auth or custom routes, in any header", async () => {
+    const ask = (headers: Record<string, string>, path = '/threads/search') =>
+      fetch(`${server.url}${path}`, {
+        method: path === '/threads/search' ? 'POST' : 'GET',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: path === '/threads/search' ? '{}' : undefined,
+      }).then(async (r) => (await r.arrayBuffer(), r.status));
+    // Custom auth decides for everything else: a user token is in, nothing is out.
+    expect(await ask({ authorization: 'Bearer token-alice' })).toBe(200);
+    expect(await ask({})).toBe(401);
+    for (const headers of <Record<string, string>[]>[
+      { authorization: 'Bearer token-alice', 'x-api-key': OTHER_KEY },
+      { authorization: `Bearer ${OTHER_KEY}` },
+      { 'x-api-key': OTHER_KEY },
+    ]) {
+      expect(await ask(headers)).toBe(401);
+      expect(await ask(headers, '/custom/hello')).toBe(401);
+    }
+    // The workspace's own key may pass on to custom auth, which decides.
+    expect(await ask({ authorization: 'Bearer token-alice', 'x-api-key': OWN_KEY })).toBe(200);
+    expect(await ask({ 'x-api-key': OWN_KEY }, '/custom/hello')).toBe(200);
   });
 });
 

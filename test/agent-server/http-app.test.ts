@@ -48,6 +48,16 @@ describe('a Hono app with custom auth', () => {
     expect(await echo.json()).toEqual({ echoed: { a: [1, 2] } });
   });
 
+  it("sandboxes its pages: a CSP sandbox beside the app's own policy, no Service-Worker-Allowed", async () => {
+    const page = await fetch(`${server.url}/custom/page`);
+    expect(page.status).toBe(200);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("img-src 'self'");
+    expect(csp).toMatch(/(^|, )sandbox allow-scripts/);
+    expect(csp).not.toContain('allow-same-origin');
+    expect(page.headers.get('service-worker-allowed')).toBeNull();
+  });
+
   it('leaves unknown paths to the built-in 404 and built-in routes to custom auth', async () => {
     const res = await fetch(`${server.url}/nothing/here`, { headers: { Authorization: 'Bearer token-alice' } });
     expect(res.status).toBe(404);

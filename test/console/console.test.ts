@@ -155,7 +155,10 @@ describe('web console in Chromium', () => {
     expect(whileBuilding.length, JSON.stringify(samples.slice(-5))).toBeGreaterThan(0);
     // More lines arrived after the first ones were shown, without reloading the page.
     expect(await page.locator('.log-box .log-line').count()).toBeGreaterThan(Math.min(...whileBuilding));
-    await expect.poll(() => page.getByTestId('deployment-url').textContent()).toBe(`${dev!.url}/deployments/${depId}`);
+    // The agent lives on an origin of its own, not the console's.
+    const agentUrl = String((await cp.get(`/v2/deployments/${depId}`)).body.url);
+    expect(new URL(agentUrl).origin).not.toBe(new URL(dev!.url).origin);
+    await expect.poll(() => page.getByTestId('deployment-url').textContent()).toBe(agentUrl);
     // Search narrows the log.
     await page.getByLabel('Search the log').fill('npm');
     await expect.poll(() => page.locator('.log-tools').textContent()).toMatch(/\d+ of \d+ lines/);
@@ -167,8 +170,14 @@ describe('web console in Chromium', () => {
     expect(await page.content()).not.toContain('never-shown-4711');
     await shot(page, 'deployment');
 
-    // Playground: the SDK in the page streams a run; the tool call and its result are shown.
+    // Playground: the SDK in the page streams a run; the tool call and its result are shown. Every call to the agent
+    // carries a short-lived access token for this deployment, never the key the person signed in with.
+    const agentKeys: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().startsWith(agentUrl) && r.method() !== 'OPTIONS') agentKeys.push(r.headers()['x-api-key'] ?? '');
+    });
     await page.getByRole('link', { name: 'Open playground' }).click();
+    await expect.poll(() => page.getByTestId('agent-origin').textContent()).toContain(agentUrl);
     await expect.poll(() => page.locator('select[aria-label="Assistant"] option').count(), { timeout: 30_000 }).toBe(2);
     await page.getByLabel('Assistant').selectOption({ label: 'agent' });
     const streamed = page.waitForResponse((r) => r.url().includes('/runs/stream') && r.status() === 200);
@@ -184,6 +193,11 @@ describe('web console in Chromium', () => {
     await expect.poll(() => page.locator('.threads li button').count()).toBeGreaterThan(0);
     await expect.poll(() => page.locator('.history li').count()).toBeGreaterThan(1);
     await shot(page, 'playground');
+    expect(agentKeys.length).toBeGreaterThan(0);
+    for (const key of agentKeys) {
+      expect(key).toMatch(/^apa_/);
+      expect(key).not.toContain(API_KEY);
+    }
 
     // A graph without `messages`: JSON in, streamed values out; its interrupt is answered from the page.
     await page.getByLabel('Assistant').selectOption({ label: 'approve' });

@@ -10,7 +10,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
+import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 import { listen, walkGrant } from './helpers/oidc.ts';
 
 /** The graph of docs/auth-service.md, reporting also what the deployment token may do elsewhere. */
@@ -113,6 +113,7 @@ describe('an agent deployed by agentplane dev calls the auth service', () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
 
+    const agentKey = await workspaceKey(dev.url); // agents refuse the bootstrap key
     const dep = await cp.post('/v2/deployments', {
       name: 'auth-agent',
       source: 'github',
@@ -130,7 +131,7 @@ describe('an agent deployed by agentplane dev calls the auth service', () => {
     expect(`${rev.status} ${rev.status_message ?? ''}`).toMatch(/^DEPLOYED/);
 
     const url = String((await cp.get(`/v2/deployments/${depId}`)).body.url);
-    const client = new Client({ apiUrl: url, apiKey: API_KEY, defaultHeaders: { 'x-tenant-id': TENANT } });
+    const client = new Client({ apiUrl: url, apiKey: agentKey, defaultHeaders: { 'x-tenant-id': TENANT } });
     const thread = await client.threads.create();
     await client.runs.wait(thread.thread_id, 'auth', { input: { user: 'user-7' } });
     const paused = await client.threads.getState(thread.thread_id);

@@ -83,10 +83,12 @@ describe('agents behind agentplane dev', () => {
 
     expect(await status(url)).toBe(401);
     expect(await status(url, '')).toBe(401);
-    expect(await status(url, other.key)).toBe(401);
+    // Another workspace's key never reaches the agent: the proxy refuses it (403) before tenant code could read it.
+    expect(await status(url, other.key)).toBe(403);
     expect(await status(url, 'apk_guessed')).toBe(401);
     expect(await status(url, own.key)).toBe(200);
-    expect(await status(url, API_KEY)).toBe(200); // the bootstrap admin key acts for every workspace
+    // The bootstrap admin key acts for every workspace on the control plane, and for none on agents.
+    expect(await status(url, API_KEY)).toBe(403);
     expect((await fetch(`${url}/ok`)).status).toBe(200);
 
     // The real SDK with the workspace's key.

@@ -62,6 +62,14 @@ describe('agentplane dev flags', () => {
     expect(() => parseDevConfig(['--keep-builds', '-1'], {})).toThrow(/--keep-builds/);
   });
 
+  it('serves deployments on ports of their own: a range (default 8100-8999) or auto', () => {
+    expect(parseDevConfig([], {})!.agentPorts).toEqual({ from: 8100, to: 8999 });
+    expect(parseDevConfig(['--agent-ports', 'auto'], {})!.agentPorts).toBe('auto');
+    expect(parseDevConfig([], { AGENTPLANE_AGENT_PORTS: '9000-9009' })!.agentPorts).toEqual({ from: 9000, to: 9009 });
+    for (const bad of ['9009-9000', '0-10', '8100-70000', '8100', 'many', '8100-8200-8300'])
+      expect(() => parseDevConfig(['--agent-ports', bad], {})).toThrow(/--agent-ports/);
+  });
+
   it('rejects bad values naming the flag', () => {
     expect(() => parseDevConfig(['--port', '70000'], {})).toThrow(/--port/);
     expect(() => parseDevConfig(['--database-url', 'not a url'], {})).toThrow(/--database-url/);

@@ -8,7 +8,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import {
-  API_KEY,
+  workspaceKey,
   alive,
   api,
   childPids,
@@ -53,8 +53,11 @@ async function expectDeployed(base: string, depId: string, revId: string): Promi
   return rev;
 }
 
+/** A key of the workspace: agents refuse the bootstrap key. */
+let agentKey = '';
+
 async function greet(url: string, threadId?: string): Promise<{ text: string; threadId: string }> {
-  const client = new Client({ apiUrl: url, apiKey: API_KEY });
+  const client = new Client({ apiUrl: url, apiKey: agentKey });
   const thread = threadId ? { thread_id: threadId } : await client.threads.create();
   const run = await client.runs.create(thread.thread_id, 'agent', {
     input: { messages: [{ role: 'human', content: 'Ada' }] },
@@ -107,6 +110,7 @@ describe('agentplane dev end to end', () => {
     dev = await startDev(dataDir);
     const cp = api(dev.url);
     expect((await cp.get('/ok')).status).toBe(200);
+    agentKey = await workspaceKey(dev.url);
 
     // Create (quick flow), poll to DEPLOYED.
     const created = await cp.post('/v2/deployments', {
@@ -123,7 +127,10 @@ describe('agentplane dev end to end', () => {
     expect(rev1.repo_commit_sha).toBe(repo.sha('main'));
     const dep = (await cp.get(`/v2/deployments/${depId}`)).body;
     const url = String(dep.url);
-    expect(url).toBe(`${dev.url}/deployments/${depId}`);
+    // An origin of its own: never the console's.
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(new URL(url).origin).not.toBe(new URL(dev.url).origin);
+    expect((await fetch(`${dev.url}/deployments/${depId}/ok`)).status).toBe(404);
     expect(dep.active_revision_id).toBe(r1);
 
     // The real SDK against the deployment URL.
@@ -144,7 +151,7 @@ describe('agentplane dev end to end', () => {
     expect(during.failures).toEqual([]);
     expect(during.ok).toBeGreaterThan(0);
     expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
-    const old = await new Client({ apiUrl: url, apiKey: API_KEY }).threads.getState<{ messages: unknown[] }>(
+    const old = await new Client({ apiUrl: url, apiKey: agentKey }).threads.getState<{ messages: unknown[] }>(
       first.threadId,
     );
     expect(old.values.messages).toHaveLength(4);
@@ -238,7 +245,13 @@ describe('agentplane dev end to end', () => {
       (await cp2.get(`/v2/deployments/${depId}`)).status === 404 ? true : undefined,
     );
     expect(childProcesses(dev.child.pid!)).toEqual([]);
-    expect((await fetch(`${url}/ok`)).status).toBe(404);
+    // Its origin is closed with it.
+    expect(
+      await fetch(`${url}/ok`).then(
+        (r) => r.status,
+        () => 'refused',
+      ),
+    ).toBe('refused');
 
     expect(await stopDev(dev)).toBe(0);
     dev = undefined;

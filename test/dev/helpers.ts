@@ -108,3 +108,18 @@ export function childProcesses(pid: number): string[] {
     return [];
   }
 }
+
+/**
+ * A new key of one workspace, made with the bootstrap key: agents refuse the bootstrap key (it acts for every
+ * workspace), so tests call agents with this. Made early: agents learn of a key within a second or two.
+ */
+export async function workspaceKey(base: string, tenant = TENANT): Promise<string> {
+  const res = await fetch(`${base}/v2/api-keys`, {
+    method: 'POST',
+    headers: { 'X-Api-Key': API_KEY, 'X-Tenant-Id': tenant, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'agent calls', tenants: [tenant] }),
+  });
+  const body = (await res.json()) as { key?: string };
+  if (res.status !== 201 || !body.key) throw new Error(`creating a key: HTTP ${res.status} ${JSON.stringify(body)}`);
+  return body.key;
+}

@@ -80,7 +80,8 @@ describe('a platform app deployed through agentplane dev', () => {
     expect(rev.status, String(rev.status_message)).toBe('DEPLOYED');
     const url = String((await cp.get(`/v2/deployments/${depId}`)).body.url);
 
-    // Custom auth decides: no token is 401 even with the workspace key; a user token needs no workspace key.
+    // Custom auth decides: no token is 401; a user token needs no workspace key. The bootstrap key never gets as far
+    // as the app's own auth (which reads every header): the proxy refuses it (403).
     const search = (headers: Record<string, string>) =>
       fetch(`${url}/threads/search`, {
         method: 'POST',
@@ -88,7 +89,7 @@ describe('a platform app deployed through agentplane dev', () => {
         body: '{}',
       }).then(async (r) => (await r.arrayBuffer(), r.status));
     expect(await search({})).toBe(401);
-    expect(await search({ 'x-api-key': API_KEY })).toBe(401);
+    expect(await search({ 'x-api-key': API_KEY })).toBe(403);
     expect(await search({ authorization: 'Bearer token-nobody' })).toBe(401);
     expect(await search({ authorization: 'Bearer token-ann' })).toBe(200);
 

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
 import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const WEBHOOK_SECRET = 'whsec-dev-e2e-31b7c9a0';
 const INSTALLATION = 77001;
@@ -39,8 +39,11 @@ async function revisionDone(depId: string, revId: string) {
   });
 }
 
+/** A key of the workspace (agents refuse the bootstrap key), made once dev runs. */
+let agentKey = '';
+
 async function ask(url: string): Promise<string> {
-  const client = new Client({ apiUrl: url, apiKey: API_KEY });
+  const client = new Client({ apiUrl: url, apiKey: agentKey });
   const thread = await client.threads.create();
   const result = await client.runs.wait(thread.thread_id, 'agent', {
     input: { messages: [{ role: 'human', content: 'Ada' }] },
@@ -76,6 +79,7 @@ beforeAll(async () => {
     '--github-api-url',
     gh.apiUrl,
   ]);
+  agentKey = await workspaceKey(dev.url);
 });
 
 afterAll(async () => {

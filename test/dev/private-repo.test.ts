@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const USER = 'deploy-bot';
 const TOKEN = 'tok-private-repo-8c1e55d0a9f3';
@@ -167,14 +167,15 @@ describe('private repository through a git integration (agentplane dev)', () => 
     expect(String(failed.status_message)).not.toContain('\n');
     expect(String(failed.status_message).length).toBeGreaterThan(0);
 
-    // With it: built from the private repository, deployed, and the agent answers.
+    // With it: built from the private repository, deployed, and the agent answers (to a key of the workspace).
+    const agentKey = await workspaceKey(dev.url);
     const created = track(await cp.post('/v2/deployments', body('with-credential', integrationId)));
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const depId = String(created.body.id);
     const rev = await revisionDone(depId, String(created.body.latest_revision_id));
     expect(`${rev.status} ${rev.status_message ?? ''}`).toMatch(/^DEPLOYED/);
     const url = String(track(await cp.get(`/v2/deployments/${depId}`)).body.url);
-    const client = new Client({ apiUrl: url, apiKey: API_KEY });
+    const client = new Client({ apiUrl: url, apiKey: agentKey });
     const thread = await client.threads.create();
     const result = await client.runs.wait(thread.thread_id, 'agent', {
       input: { messages: [{ role: 'human', content: 'Ada' }] },

@@ -94,6 +94,17 @@ describe('helm template / helm lint', () => {
     }
   });
 
+  it("refuses a console host inside an agents domain: a deployment could be served on the console's origin", () => {
+    const values = (host: string) => ({
+      'controlPlane.ingress': { enabled: true, host },
+      'agents.ingress': { baseDomain: 'agents.example.com', allowedCustomDomains: ['bots.example.com'] },
+    });
+    // A deployment named "console" would get console.agents.example.com: an Ingress of tenant code on that host.
+    expect(() => renderChart({ values: values('console.agents.example.com') })).toThrow(/in the agents' domain/);
+    expect(() => renderChart({ values: values('x.bots.example.com') })).toThrow(/bots\.example\.com/);
+    expect(() => renderChart({ values: values('agentplane.example.com') })).not.toThrow();
+  });
+
   it('refuses unknown values and two operators without leader election, naming the problem', () => {
     expect(() => renderChart({ values: { 'operator.typo': true } })).toThrow(/Additional property typo is not allowed/);
     expect(() => renderChart({ values: { 'operator.replicas': 2, 'operator.leaderElection.enabled': false } })).toThrow(

@@ -11,7 +11,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
+import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 import { startListener, stopListener, type ListenerProcess } from './helpers.ts';
 
 let tmp: string;
@@ -47,8 +47,11 @@ async function deployed(base: string, depId: string, revId: string): Promise<Rev
   return rev;
 }
 
+/** A key of the workspace (agents refuse the bootstrap key), made once the control plane runs. */
+let agentKey = '';
+
 async function greet(url: string): Promise<string> {
-  const client = new Client({ apiUrl: url, apiKey: API_KEY });
+  const client = new Client({ apiUrl: url, apiKey: agentKey });
   const thread = await client.threads.create();
   const run = await client.runs.create(thread.thread_id, 'agent', {
     input: { messages: [{ role: 'human', content: 'Ada' }] },
@@ -75,6 +78,7 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
   it('is built, served and reported by the listener; converges after crashes of either side', async ({ expect }) => {
     dev = await startDev(join(tmp, 'cp'));
     const cp = api(dev.url);
+    agentKey = await workspaceKey(dev.url);
 
     const created = await cp.post('/v2/listeners', { compute_type: 'local', compute_id: 'laptop-1' });
     expect(created.status).toBe(201);

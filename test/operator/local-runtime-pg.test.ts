@@ -148,7 +148,7 @@ describe('LocalRuntime with Postgres', () => {
     expect(ours.length).toBeGreaterThan(0);
     for (const line of ours) expect(line).not.toContain('--database-url');
     await runtime.route(dep, 'pg-agent-r1');
-    const client = new Client({ apiUrl: runtime.url(dep) });
+    const client = new Client({ apiUrl: await runtime.url(dep) });
     const thread = await client.threads.create();
     const run = await client.runs.create(thread.thread_id, 'agent', {
       input: { messages: [{ role: 'human', content: 'Cy' }] },

@@ -117,7 +117,7 @@ describe('LocalRuntime', () => {
     expect(logs.text('hello-r1', 'build')).toContain('npm ci');
     expect(await runtime.hasBuild({ ...dep, revision: 'hello-r1' })).toBe(true);
 
-    const url = runtime.url(dep);
+    const url = await runtime.url(dep);
     expect((await fetch(`${url}/ok`)).status).toBe(404); // nothing routed yet
     expect(await until('hello-r1', () => runtime.deploy(serverSpec('hello-r1')), ['Ready', 'Failed'])).toEqual({
       phase: 'Ready',

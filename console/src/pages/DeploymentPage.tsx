@@ -109,6 +109,11 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
             <p className="url-line">
               <code data-testid="deployment-url">{dep.url}</code> <CopyButton text={dep.url} />
             </p>
+            <p className="muted">
+              Served on an origin of its own, never this console&apos;s: pages the agent serves cannot reach your
+              session here. It answers keys of this workspace (not admin keys) and the playground&apos;s short-lived
+              tokens.
+            </p>
             <details>
               <summary>Call it with the SDK</summary>
               <pre className="snippet">{sdkSnippet(dep.url)}</pre>

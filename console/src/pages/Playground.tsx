@@ -1,9 +1,9 @@
-// Talks to a deployed agent with the official SDK, from the browser, at the deployment's URL (the same URL and
-// API key an app of the workspace would use). Chat view for graphs whose state has `messages`; a JSON input and
+// Talks to a deployed agent with the official SDK, from the browser, at the deployment's URL (the same URL an app
+// of the workspace uses), with a short-lived access token for that deployment, never the signed-in key. Chat view for graphs whose state has `messages`; a JSON input and
 // the streamed values for the others.
 import { Client } from '@langchain/langgraph-sdk';
 import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
-import type { Api, Deployment, Session } from '../api.ts';
+import { agentCredential, type Api, type Deployment } from '../api.ts';
 import { href } from '../router.ts';
 import { ErrorBanner, JsonTree, time } from '../ui.tsx';
 
@@ -71,7 +71,7 @@ function hasMessages(values: unknown): values is { messages: Msg[] } {
   return Boolean(values && typeof values === 'object' && Array.isArray((values as { messages?: unknown }).messages));
 }
 
-export function Playground({ api, session, id }: { api: Api; session: Session; id: string }) {
+export function Playground({ api, id }: { api: Api; id: string }) {
   const [dep, setDep] = useState<Deployment | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -86,11 +86,22 @@ export function Playground({ api, session, id }: { api: Api; session: Session; i
       </section>
     );
   }
-  return <Chat dep={dep} url={dep.url} session={session} />;
+  return <Chat dep={dep} url={dep.url} api={api} />;
 }
 
-function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Session }) {
-  const client = useMemo(() => new Client({ apiUrl: url, apiKey: session.apiKey }), [url, session.apiKey]);
+function Chat({ dep, url, api }: { dep: Deployment; url: string; api: Api }) {
+  const client = useMemo(() => {
+    const credential = agentCredential(api, dep.id);
+    return new Client({
+      apiUrl: url,
+      apiKey: null,
+      onRequest: async (_url, init) => {
+        const headers = new Headers(init.headers);
+        headers.set('x-api-key', await credential());
+        return { ...init, headers };
+      },
+    });
+  }, [api, dep.id, url]);
   const [assistants, setAssistants] = useState<Assistant[]>([]);
   const [assistantId, setAssistantId] = useState('');
   const [chatMode, setChatMode] = useState(true);
@@ -264,6 +275,9 @@ function Chat({ dep, url, session }: { dep: Deployment; url: string; session: Se
             <a href={href({ page: 'deployment', id: dep.id })}>{dep.name}</a>: playground
           </span>
         </h1>
+        <p className="muted" data-testid="agent-origin">
+          Agent at <code>{url}</code>, called with a short-lived token for this deployment only.
+        </p>
         <label className="inline">
           Assistant
           <select

@@ -6,6 +6,8 @@ import { createHash } from 'node:crypto';
 import { readFileSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { ACCESS_TOKEN_PREFIX, API_KEY_PREFIX, verifyAccessToken } from '../../lib/deployment-token.ts';
+import { credentialValues } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { isInternalCall } from '../platform/internal-call.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
@@ -68,6 +70,37 @@ export function watchKeyHashFile(path: string, logger: Logger, pollMs = 1000): K
     accepts: (key) => hashes.has(hashApiKey(key)),
     close: () => unwatchFile(path, onChange),
   };
+}
+
+/**
+ * Also accepts the control plane's short-lived access tokens for this deployment (lib/deployment-token.ts), which
+ * the console's playground calls with instead of a person's key.
+ */
+export function withAccessTokens(verifier: KeyVerifier, deploymentToken: string | undefined): KeyVerifier {
+  if (!deploymentToken) return verifier;
+  return {
+    accepts: (key) =>
+      key.startsWith(ACCESS_TOKEN_PREFIX) ? verifyAccessToken(deploymentToken, key) : verifier.accepts(key),
+    close: () => verifier.close(),
+  };
+}
+
+/**
+ * A key the control plane made that is not one of this deployment's (another workspace's, an admin's, a revoked one)
+ * is refused in whatever header it comes, before custom auth, custom routes or a graph's configurable headers could
+ * see it, in every access mode. Graph code runs in this process, so this guards against careless code, not hostile
+ * code: what keeps such keys from agents is that nothing of the platform sends them (the local proxy refuses them).
+ */
+export function refuseForeignKeys(app: FastifyInstance, verifier: KeyVerifier): void {
+  app.addHook('onRequest', async (req, reply) => {
+    for (const value of credentialValues(req.headers)) {
+      if (value.startsWith(API_KEY_PREFIX) && !verifier.accepts(value)) {
+        return reply
+          .code(401)
+          .send({ detail: 'Invalid API key for this deployment: only keys of its own workspace may reach it.' });
+      }
+    }
+  });
 }
 
 /** Refuses every request but the open paths and CORS preflights unless it carries an accepted `X-Api-Key`. */

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GraphConfigError } from '../graphs/config.ts';
 import { importProjectExport } from '../graphs/project-export.ts';
 import { toFetchRequest } from '../auth/hooks.ts';
+import { TENANT_CSP } from '../../lib/http.ts';
 
 /** The parts of a Hono app used here. */
 export interface HonoLike {
@@ -155,12 +156,18 @@ export function mountCustomApp(app: FastifyInstance, custom: CustomApp, opts: Mo
   });
 }
 
+// A custom route's page is tenant code in a visitor's browser: sandboxed (the app's own policy is kept beside ours),
+// and it may not widen a service worker's scope.
+const NOT_PASSED = new Set(['set-cookie', 'content-length', 'content-security-policy', 'service-worker-allowed']);
+
 async function sendFetchResponse(reply: FastifyReply, response: Response): Promise<void> {
   reply.code(response.status);
   const cookies = response.headers.getSetCookie();
   response.headers.forEach((value, name) => {
-    if (name !== 'set-cookie' && name !== 'content-length') reply.header(name, value);
+    if (!NOT_PASSED.has(name)) reply.header(name, value);
   });
+  const csp = response.headers.get('content-security-policy');
+  reply.header('content-security-policy', csp ? [csp, TENANT_CSP] : TENANT_CSP);
   if (cookies.length) reply.header('set-cookie', cookies);
   // Streamed through, so a custom route may answer with server-sent events.
   await reply.send(response.body ? Readable.fromWeb(response.body as import('node:stream/web').ReadableStream) : null);

@@ -1,5 +1,6 @@
 // Hands the data plane what it needs to check API keys, and nothing more: per tenant, the SHA-256 hashes of the
-// keys that may act for it ('*' keys and the bootstrap key for every tenant). Level-triggered: each pass computes
+// keys of that workspace alone. Platform keys (the bootstrap key, '*' admin keys) and keys that span several
+// workspaces are never published, so no agent accepts them and tenant code is never handed one. Level-triggered: each pass computes
 // the wanted sets from the store and writes only those that differ from what was written, so a key created or
 // revoked by any process (another replica, `agentplane api-key`) reaches the agents within one interval.
 import { createHash } from 'node:crypto';
@@ -7,7 +8,6 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../../lib/logger.ts';
 import type { ControlPlaneStore, TenantKeySink } from '../store/types.ts';
-import { hashKey, type BootstrapKey } from './keys.ts';
 
 /** Where one tenant's key hashes go: a file on one machine, a Secret in a cluster. */
 /** A stable, path- and DNS-safe id for a tenant (tenant ids may hold upper case, `_` and `.`). */
@@ -38,21 +38,30 @@ export function fileKeySink(dir: string): TenantKeySink & { pathFor(tenant: stri
 export type KeyPublisherOptions = {
   store: Pick<ControlPlaneStore, 'listApiKeys' | 'list' | 'namespace'>;
   sink: TenantKeySink;
-  bootstrapKeys?: BootstrapKey[];
   logger: Logger;
   intervalMs?: number;
 };
+
+/**
+ * The hashes of the keys a tenant's agents accept: keys of that workspace alone. Listener keys talk to the control
+ * plane only; a key good for more than one workspace (or for all: '*', like the bootstrap key) would hand tenant code
+ * a credential of another workspace or of the platform, so agents accept neither.
+ */
+export function agentKeyHashes(
+  keys: { hash: string; tenants: string[]; listenerId?: string }[],
+  tenant: string,
+): string[] {
+  const own = keys.filter((k) => !k.listenerId && k.tenants.length === 1 && k.tenants[0] === tenant);
+  return [...new Set(own.map((k) => k.hash))].sort();
+}
 
 export class KeyPublisher {
   private readonly written = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
-  private readonly bootstrap: { hash: string; tenants: string[] }[];
   private failing = false;
 
-  constructor(private readonly opts: KeyPublisherOptions) {
-    this.bootstrap = (opts.bootstrapKeys ?? []).map((b) => ({ hash: hashKey(b.key), tenants: b.tenants }));
-  }
+  constructor(private readonly opts: KeyPublisherOptions) {}
 
   /** Tenants that need a key set: every tenant with a deployment, plus any named explicitly. */
   async wanted(extraTenants: string[] = []): Promise<Map<string, string[]>> {
@@ -61,16 +70,8 @@ export class KeyPublisher {
       this.opts.store.list('AgentDeployment', this.opts.store.namespace),
     ]);
     const tenants = new Set([...deployments.items.map((d) => d.spec.tenantId), ...extraTenants]);
-    // Listener keys talk to the control plane only; agents never accept them.
-    const all = [
-      ...keys.filter((k) => !k.listenerId).map((k) => ({ hash: k.hash, tenants: k.tenants })),
-      ...this.bootstrap,
-    ];
     const out = new Map<string, string[]>();
-    for (const tenant of tenants) {
-      const hashes = all.filter((k) => k.tenants.includes('*') || k.tenants.includes(tenant)).map((k) => k.hash);
-      out.set(tenant, [...new Set(hashes)].sort());
-    }
+    for (const tenant of tenants) out.set(tenant, agentKeyHashes(keys, tenant));
     return out;
   }
 

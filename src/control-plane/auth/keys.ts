@@ -1,10 +1,11 @@
 // API keys: random, shown once, stored only as a SHA-256 hash (keys are high-entropy, so a slow hash adds nothing).
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { API_KEY_PREFIX } from '../../lib/deployment-token.ts';
 import { ForbiddenError, UnauthorizedError, ValidationError } from '../../lib/errors.ts';
 import { isLabelValue } from '../../resources/index.ts';
 import type { ApiKeyRecord, ApiKeyStore } from '../store/types.ts';
 
-export const KEY_PREFIX = 'apk_';
+export const KEY_PREFIX = API_KEY_PREFIX;
 
 export function hashKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
@@ -76,5 +77,20 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
     if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid tenant id ${JSON.stringify(tenant)}.`);
     if (record.listenerId) return { keyId: record.id, tenant, admin: false, listenerId: record.listenerId };
     return { keyId: record.id, tenant, admin: record.tenants.includes('*') };
+  };
+}
+
+/**
+ * For what stands in front of agents: true when `key` is a credential tenant code must never see — the bootstrap
+ * key, an admin ('*') key, a listener key, or a key of any workspace but `tenant` alone.
+ */
+export function createForeignKeyCheck(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
+  const boot = new Set(bootstrap.map((b) => hashKey(b.key)));
+  return async function isForeign(key: string, tenant: string): Promise<boolean> {
+    const hash = hashKey(key);
+    if (boot.has(hash)) return true;
+    const record = await store.findApiKey(hash);
+    if (!record) return false;
+    return Boolean(record.listenerId) || record.tenants.length !== 1 || record.tenants[0] !== tenant;
   };
 }

@@ -16,7 +16,8 @@ import {
   type AgentDeployment,
   type AgentRevision,
 } from '../../resources/index.ts';
-import { createApiKey, hashKey, type BootstrapKey } from '../auth/keys.ts';
+import { createApiKey } from '../auth/keys.ts';
+import { agentKeyHashes } from '../auth/key-publisher.ts';
 import type { GitHubApp } from './integrations-github.ts';
 import { buildCredentialResolver } from './integrations.ts';
 import { baseUrlProblem, reportedUrlProblem } from './listener-rules.ts';
@@ -175,7 +176,6 @@ export type ListenerService = ReturnType<typeof createListenerService>;
 export function createListenerService(deps: {
   store: ControlPlaneStore;
   logger: Logger;
-  bootstrapKeys?: BootstrapKey[];
   /** A listener not heard from for this long shows as disconnected (default 30 s). */
   heartbeatTimeoutMs?: number;
   /** The control plane's GitHub App: mints the clone tokens handed to listeners. */
@@ -187,7 +187,6 @@ export function createListenerService(deps: {
   const resolveCredential = buildCredentialResolver(store, deps.github);
   const ns = store.namespace;
   const timeoutMs = deps.heartbeatTimeoutMs ?? 30_000;
-  const bootstrapHashes = (deps.bootstrapKeys ?? []).map((b) => ({ hash: hashKey(b.key), tenants: b.tenants }));
 
   const notFound = (id: string) => new NotFoundError(`Listener ID ${id} not found.`);
 
@@ -277,13 +276,7 @@ export function createListenerService(deps: {
       secrets[name] = await store.getSecrets(ns, name).catch(() => ({}));
     }
     const keys = await store.listApiKeys();
-    const key_hashes = [
-      ...new Set(
-        [...keys.filter((k) => !k.listenerId), ...bootstrapHashes]
-          .filter((k) => k.tenants.includes('*') || k.tenants.includes(r.tenant))
-          .map((k) => k.hash),
-      ),
-    ].sort();
+    const key_hashes = agentKeyHashes(keys, r.tenant);
     // The cursor covers what the data plane must act on; log cursors move with every report and are left out.
     const digestOf = {
       deployments: out.map((d) => ({ ...d, revisions: d.revisions.map((x) => ({ name: x.name, spec: x.spec })) })),

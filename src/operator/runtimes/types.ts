@@ -76,8 +76,8 @@ export interface Runtime {
   route(deployment: Omit<RevisionRef, 'revision'>, revision: string): Promise<void>;
   /** The revision currently taking traffic, if any. */
   routedRevision(deployment: Omit<RevisionRef, 'revision'>): string | undefined;
-  /** The stable URL of a deployment. */
-  url(deployment: Omit<RevisionRef, 'revision'>): string;
+  /** The stable URL of a deployment (a runtime may first have to open it). */
+  url(deployment: Omit<RevisionRef, 'revision'>): string | Promise<string>;
   /** Stops one revision's server (no-op when it is not running). */
   stop(ref: RevisionRef): Promise<void>;
   /** Stops everything of a deployment and removes its files and data. */

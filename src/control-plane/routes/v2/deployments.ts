@@ -2,6 +2,8 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { AppError } from '../../../lib/errors.ts';
+import { mintAccessToken } from '../../../lib/deployment-token.ts';
 import type { DeploymentService } from '../../services/deployments.ts';
 import type { Principal } from '../../auth/keys.ts';
 import {
@@ -39,9 +41,36 @@ const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
 const security = [{ apiKey: [], tenantId: [] }];
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };
 
+const AccessToken = z.object({ token: z.string(), expires_at: z.string(), deployment_id: z.string() });
+
 export const deploymentRoutes =
-  (service: DeploymentService): FastifyPluginAsyncZod =>
+  (service: DeploymentService, deploymentTokenKey?: Buffer): FastifyPluginAsyncZod =>
   async (app) => {
+    // A short-lived credential for calling this one deployment (the console's playground uses it): whoever may read
+    // the deployment gets one, and it works on no other deployment, on no other workspace, and not here.
+    app.post(
+      '/deployments/:deployment_id/access-tokens',
+      {
+        schema: {
+          tags: ['deployments'],
+          security,
+          params: DeploymentParams,
+          response: { 200: AccessToken, ...errors, 503: ErrorBody },
+        },
+      },
+      async (req) => {
+        const dep = await service.get(tenantOf(req), req.params.deployment_id);
+        if (!deploymentTokenKey) {
+          throw new AppError(
+            'This control plane has no deployment token key (--deployment-token-key, AGENTPLANE_DEPLOYMENT_TOKEN_KEY): it cannot make access tokens for agents.',
+            503,
+          );
+        }
+        const { token, expiresAt } = mintAccessToken(deploymentTokenKey, tenantOf(req), dep.id);
+        return { token, expires_at: expiresAt.toISOString(), deployment_id: dep.id };
+      },
+    );
+
     app.post(
       '/deployments',
       { schema: { tags: ['deployments'], security, body: DeploymentCreate, response: { 201: Deployment, ...errors } } },

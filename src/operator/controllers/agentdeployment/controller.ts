@@ -76,6 +76,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     revisions: AgentRevision[],
     target: string | undefined,
     routed: string | undefined,
+    url: string,
   ): AgentDeploymentStatus {
     const current = dep.status ?? {};
     const all = views(revisions);
@@ -94,7 +95,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
       ...(routed ? { phase: 'READY' as const } : {}),
       latestRevisionName: latestName,
       ...(activeRevisionName ? { activeRevisionName } : {}),
-      url: runtime.url(deploymentRef(dep)),
+      url,
       observedGeneration: dep.metadata.generation,
       conditions: setCondition(current.conditions, {
         type: 'Ready',
@@ -141,7 +142,8 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     }
 
     // status
-    const status = desiredStatus(dep, stale.length ? await revisionsOf(store, dep) : revisions, target, routed);
+    const url = await runtime.url(ref);
+    const status = desiredStatus(dep, stale.length ? await revisionsOf(store, dep) : revisions, target, routed, url);
     if (!sameJson(status, dep.status ?? {})) await store.updateStatus('AgentDeployment', { ...dep, status });
   };
 }

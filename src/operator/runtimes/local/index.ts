@@ -1,7 +1,8 @@
 // The local runtime: each revision is built in a directory of its own under the data dir and runs as an
 // `agentplane agent-server` child process; a deployment's data (threads, runs, checkpoints) lives beside its
 // revisions, so every revision of a deployment sees the same threads. Traffic reaches the routed revision through
-// the dev server's proxy (proxy.ts).
+// the proxy (proxy.ts): on an origin of the deployment's own (agent-origins.ts) or under a listener's
+// /deployments/<id>/.
 import { withDeadline } from '../../../lib/deadline.ts';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import type { ChildProcess } from 'node:child_process';
@@ -39,6 +40,7 @@ import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
 import { databaseNameFor, dropDeploymentDatabase, ensureDeploymentDatabase } from './postgres.ts';
 import type { Backend } from './proxy.ts';
+import type { AgentOrigins } from './agent-origins.ts';
 import { redactText } from './redact.ts';
 import { NO_SANDBOX, type Sandbox } from './sandbox.ts';
 import { spawnServer, type ServerProcess } from './server-process.ts';
@@ -89,6 +91,8 @@ export type LocalRuntimeOptions = {
   gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
+  /** Serves each deployment on an origin of its own (`agentplane dev`); without it: <base URL>/deployments/<id>. */
+  origins?: AgentOrigins;
 };
 
 type Server = {
@@ -193,7 +197,8 @@ export class LocalRuntime implements Runtime {
     return { ok: true };
   }
 
-  url(d: DeploymentRef): string {
+  url(d: DeploymentRef): string | Promise<string> {
+    if (this.opts.origins) return this.opts.origins.open(d.deploymentId);
     return `${this.baseUrl}/deployments/${d.deploymentId}`;
   }
 
@@ -729,6 +734,7 @@ export class LocalRuntime implements Runtime {
     if (server?.phase !== 'Ready') return undefined;
     return {
       port: server.port,
+      tenant: server.spec.tenantId,
       acquire: () => {
         server.inflight++;
         let released = false;
@@ -775,6 +781,7 @@ export class LocalRuntime implements Runtime {
       }
     }
     for (const key of [...this.budgets.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.budgets.delete(key);
+    await this.opts.origins?.forget(d.deploymentId);
     await rm(this.deploymentDir(d.deploymentId), { recursive: true, force: true, maxRetries: 3 });
     if (this.opts.databaseUrl) await dropDeploymentDatabase(this.opts.databaseUrl, d.deploymentId);
   }

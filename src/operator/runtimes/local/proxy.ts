@@ -1,21 +1,35 @@
-// The stable per-deployment URL: <dev server>/deployments/<id>/... is forwarded to whichever revision's agent
-// server currently takes the deployment's traffic. Forwarding is @fastify/reply-from over a pooled undici agent.
+// Forwards a deployment's traffic to whichever revision's agent server currently takes it. Two ways to say which
+// deployment a request is for: its own origin (`agentplane dev`: a port per deployment, agent-origins.ts) or the
+// path /deployments/<id>/... (a listener, whose origin serves one workspace's agents and never the console).
+// Forwarding is @fastify/reply-from over a pooled undici agent.
 //
 // A request body is read whole (up to bodyLimit) before anything is sent upstream: an oversized body (413), one that
 // breaks off or does not match its length (400) is answered here and never leaves a half-sent request on a pooled
 // connection to the agent server, where the next caller's request would follow it. Hop-by-hop headers the client
 // sent (Expect, Transfer-Encoding, Keep-Alive, Upgrade, TE, Trailer) are this hop's and are not passed on: the body
 // goes upstream with its exact Content-Length, and `Expect: 100-continue` was answered by this server already.
+//
+// What comes back is tenant code's and is treated as hostile: every response carries a sandboxing CSP (a page
+// served by an agent runs in an opaque origin: no storage, no cookies, no service worker), Service-Worker-Allowed
+// never passes, and neither does a cookie the browser would send to the platform's paths (cookies ignore ports).
+// What goes in is checked too: a request carrying a platform key (or another workspace's) is refused here, before
+// tenant code, which may read every header under custom auth, could see it.
+import type { IncomingMessage } from 'node:http';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { TENANT_CSP } from '../../../lib/http.ts';
 
-export type Backend = { port: number; acquire(): () => void };
+export type Backend = { port: number; tenant: string; acquire(): () => void };
 
 export type ProxyOptions = {
   /** The backend of a deployment id, or undefined when it has no live revision (404). */
   resolve(deploymentId: string): Promise<Backend | undefined>;
   /** Largest request body passed on, in bytes (default: the agent server's own limit); 413 beyond it. */
   bodyLimit?: number;
+  /** Origin mode: the deployment a request is for, from where it came in. Without it: /deployments/<id>/... */
+  deploymentAt?(req: IncomingMessage): string | undefined;
+  /** Why the request must not reach tenant code (it carries a credential that is not the tenant's), or undefined. */
+  refuse?(tenant: string, req: IncomingMessage): Promise<string | undefined>;
 };
 
 export const DEPLOYMENTS_PREFIX = '/deployments';
@@ -31,6 +45,57 @@ export const DEFAULT_PROXY_BODY_LIMIT = 10 * 1024 * 1024;
 export const UPSTREAM_TIMEOUTS = { connectMs: 10_000, headersMs: 300_000, bodyIdleMs: 300_000, keepAliveMs: 4_000 };
 
 const HOP_BY_HOP = ['expect', 'transfer-encoding', 'keep-alive', 'upgrade', 'te', 'trailer', 'proxy-connection'];
+
+/** Path trees the platform serves on its own origins (the console at /, the API); no tenant cookie may reach one. */
+const PLATFORM_PATHS = ['/v1', '/v2', '/api-host', '/docs', '/openapi.json', '/assets', '/ok', DEPLOYMENTS_PREFIX];
+
+/** RFC 6265 path-match: whether a cookie with `cookiePath` is sent with a request for `path`. */
+function pathMatches(path: string, cookiePath: string): boolean {
+  if (path === cookiePath) return true;
+  return path.startsWith(cookiePath) && (cookiePath.endsWith('/') || path[cookiePath.length] === '/');
+}
+
+/** The path a Set-Cookie applies to: its Path attribute, else the request path's directory (RFC 6265 5.1.4). */
+function cookiePath(setCookie: string, requestPath: string): string {
+  for (const attr of setCookie.split(';').slice(1)) {
+    const [name, ...value] = attr.split('=');
+    if (name?.trim().toLowerCase() === 'path') {
+      const p = value.join('=').trim();
+      if (p.startsWith('/')) return p;
+    }
+  }
+  const slash = requestPath.lastIndexOf('/');
+  return slash <= 0 ? '/' : requestPath.slice(0, slash);
+}
+
+/** True when the browser would send this cookie to one of the platform's paths (or to others than this host). */
+export function cookieReachesPlatform(setCookie: string, requestPath: string): boolean {
+  if (/;\s*domain\s*=/i.test(setCookie)) return true;
+  const p = cookiePath(setCookie, requestPath);
+  // Sent with the console's page itself (Path=/), with requests under a platform path, or with that path itself.
+  return p === '/' || PLATFORM_PATHS.some((q) => pathMatches(q, p) || pathMatches(p, q));
+}
+
+type Headers = Record<string, string | string[] | number | undefined>;
+
+/** The response headers of tenant code as they may reach a browser. `requestPath` is the path the browser used. */
+export function tenantResponseHeaders(headers: Headers, requestPath: string): Headers {
+  const out: Headers = {};
+  const csp: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    const values = [value ?? []].flat().map(String);
+    if (lower === 'service-worker-allowed') continue;
+    // The tenant's own policy still applies (every policy sent is enforced); ours is added, never replaced.
+    if (lower === 'content-security-policy') csp.push(...values);
+    else if (lower === 'set-cookie') {
+      const kept = values.filter((c) => !cookieReachesPlatform(c, requestPath));
+      if (kept.length) out['set-cookie'] = [...[out['set-cookie'] ?? []].flat().map(String), ...kept];
+    } else out[name] = value;
+  }
+  out['content-security-policy'] = [...csp, TENANT_CSP];
+  return out;
+}
 
 export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions): Promise<void> {
   const bodyLimit = opts.bodyLimit ?? DEFAULT_PROXY_BODY_LIMIT;
@@ -57,16 +122,18 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
       return reply.code(status).send({ detail: status === 500 ? 'Internal proxy error' : err.message });
     });
 
-    const forward = async (req: FastifyRequest, reply: FastifyReply) => {
-      const { id, '*': rest = '' } = req.params as { id: string; '*'?: string };
+    const forward = async (req: FastifyRequest, reply: FastifyReply, id: string, rest: string) => {
       const backend = await opts.resolve(id);
       if (!backend) {
         return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
       }
+      const refusal = await opts.refuse?.(backend.tenant, req.raw);
+      if (refusal) return reply.code(403).send({ detail: refusal });
       const release = backend.acquire();
       reply.raw.once('close', release);
       const q = req.url.indexOf('?');
       const query = q >= 0 ? req.url.slice(q) : '';
+      const browserPath = q >= 0 ? req.url.slice(0, q) : req.url;
       const body = Buffer.isBuffer(req.body) ? req.body : undefined;
       return reply.from(`http://127.0.0.1:${backend.port}/${rest}${query}`, {
         ...(body ? { body, contentType: req.headers['content-type'] ?? 'application/octet-stream' } : {}),
@@ -76,9 +143,25 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
           if (!body) delete headers['content-length'];
           return headers;
         },
+        rewriteHeaders: (headers) => tenantResponseHeaders(headers, browserPath) as typeof headers,
       });
     };
-    scope.all(`${DEPLOYMENTS_PREFIX}/:id`, forward);
-    scope.all(`${DEPLOYMENTS_PREFIX}/:id/*`, forward);
+    const deploymentAt = opts.deploymentAt;
+    if (deploymentAt) {
+      const byOrigin = async (req: FastifyRequest, reply: FastifyReply) => {
+        const id = deploymentAt(req.raw);
+        if (!id) return reply.code(404).send({ detail: 'No deployment is served at this address.' });
+        return forward(req, reply, id, req.url.split('?', 1)[0]!.slice(1));
+      };
+      scope.all('/', byOrigin);
+      scope.all('/*', byOrigin);
+      return;
+    }
+    const byPath = async (req: FastifyRequest, reply: FastifyReply) => {
+      const { id, '*': rest = '' } = req.params as { id: string; '*'?: string };
+      return forward(req, reply, id, rest);
+    };
+    scope.all(`${DEPLOYMENTS_PREFIX}/:id`, byPath);
+    scope.all(`${DEPLOYMENTS_PREFIX}/:id/*`, byPath);
   });
 }

@@ -1,0 +1,175 @@
+// One origin per deployment on one machine: each deployment is served on a port of its own (http://<host>:<port>/),
+// never on the console's origin nor on another deployment's, so a page served by tenant code cannot read the
+// console's storage, register a service worker over it, or script another agent's pages. The port a deployment got
+// is remembered in a file, so it keeps its URL across restarts while that port is free.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { dirname } from 'node:path';
+import { createFrontServer } from '../../../lib/http.ts';
+import type { Logger } from '../../../lib/logger.ts';
+
+/** Ports deployments may get: a range, or 'auto' (any free port the system picks). */
+export type AgentPorts = { from: number; to: number } | 'auto';
+
+export type AgentOriginsOptions = {
+  /** Address the deployments' listeners bind to (as the dev server's). */
+  host: string;
+  ports: AgentPorts;
+  /** Where the port of each deployment is remembered. */
+  stateFile: string;
+  handler(req: IncomingMessage, res: ServerResponse): void;
+  logger: Logger;
+};
+
+type Listening = { server: Server; port: number };
+
+const isTaken = (err: unknown) => ['EADDRINUSE', 'EACCES'].includes((err as NodeJS.ErrnoException).code ?? '');
+
+export class AgentOrigins {
+  private readonly listening = new Map<string, Listening>();
+  private readonly byPort = new Map<number, string>();
+  private readonly opening = new Map<string, Promise<Listening>>();
+  private remembered: Record<string, number> = {};
+  private closed = false;
+
+  constructor(private readonly opts: AgentOriginsOptions) {
+    try {
+      const parsed = JSON.parse(readFileSync(opts.stateFile, 'utf8')) as unknown;
+      if (parsed && typeof parsed === 'object') {
+        for (const [id, port] of Object.entries(parsed)) {
+          if (Number.isInteger(port) && (port as number) > 0 && (port as number) < 65536)
+            this.remembered[id] = port as number;
+        }
+      }
+    } catch {
+      // first start, or an unreadable file: ports are picked afresh
+    }
+  }
+
+  /** The deployment served on the port a request came in on. */
+  deploymentAt(req: IncomingMessage): string | undefined {
+    const port = req.socket.localPort;
+    return port === undefined ? undefined : this.byPort.get(port);
+  }
+
+  /** The deployment's URL, once its port listens. */
+  async open(deploymentId: string): Promise<string> {
+    if (this.closed) throw new Error('the dev server is shutting down');
+    let pending = this.opening.get(deploymentId);
+    if (!pending) {
+      const known = this.listening.get(deploymentId);
+      pending = known ? Promise.resolve(known) : this.listen(deploymentId);
+      this.opening.set(deploymentId, pending);
+      void pending.then(
+        () => this.opening.delete(deploymentId),
+        () => this.opening.delete(deploymentId),
+      );
+    }
+    const { port } = await pending;
+    const host = ['0.0.0.0', '::'].includes(this.opts.host) ? '127.0.0.1' : this.opts.host;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  }
+
+  /**
+   * At start: serves again every remembered deployment of `existing` (so its URL answers before its agent is back),
+   * and forgets the ports of deployments that no longer exist.
+   */
+  async restore(existing: string[]): Promise<void> {
+    const keep = new Set(existing);
+    const gone = Object.keys(this.remembered).filter((id) => !keep.has(id));
+    for (const id of gone) delete this.remembered[id];
+    if (gone.length) this.save();
+    await Promise.all(
+      Object.keys(this.remembered).map((id) =>
+        this.open(id).catch((err: unknown) =>
+          this.opts.logger.warn({ deployment_id: id, err }, 'could not serve a deployment on its port'),
+        ),
+      ),
+    );
+  }
+
+  /** Stops serving a deployment and forgets its port (the deployment is gone). */
+  async forget(deploymentId: string): Promise<void> {
+    await this.opening.get(deploymentId)?.catch(() => undefined);
+    const known = this.listening.get(deploymentId);
+    this.listening.delete(deploymentId);
+    if (known) {
+      this.byPort.delete(known.port);
+      await stop(known.server);
+    }
+    if (deploymentId in this.remembered) {
+      delete this.remembered[deploymentId];
+      this.save();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.opening.values()].map((p) => p.catch(() => undefined)));
+    await Promise.all([...this.listening.values()].map((l) => stop(l.server)));
+    this.listening.clear();
+    this.byPort.clear();
+  }
+
+  private candidates(deploymentId: string): number[] {
+    const mine = this.remembered[deploymentId];
+    const others = new Set(Object.entries(this.remembered).flatMap(([id, p]) => (id === deploymentId ? [] : [p])));
+    const range = this.opts.ports;
+    const fresh: number[] = [];
+    if (range === 'auto') fresh.push(0);
+    else for (let p = range.from; p <= range.to; p++) if (!others.has(p) && p !== mine) fresh.push(p);
+    return mine ? [mine, ...fresh] : fresh;
+  }
+
+  private async listen(deploymentId: string): Promise<Listening> {
+    for (const candidate of this.candidates(deploymentId)) {
+      if (this.byPort.has(candidate)) continue;
+      const server = createFrontServer(this.opts.handler);
+      try {
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(candidate, this.opts.host, () => resolve());
+        });
+      } catch (err) {
+        if (isTaken(err)) continue;
+        throw err;
+      }
+      const { port } = server.address() as { port: number };
+      if (this.closed) {
+        await stop(server);
+        throw new Error('the dev server is shutting down');
+      }
+      const listening = { server, port };
+      this.listening.set(deploymentId, listening);
+      this.byPort.set(port, deploymentId);
+      if (this.remembered[deploymentId] !== port) {
+        if (this.remembered[deploymentId])
+          this.opts.logger.warn(
+            { deployment_id: deploymentId, was: this.remembered[deploymentId], port },
+            "a deployment's port was taken: it is served on another one (its URL changed)",
+          );
+        this.remembered[deploymentId] = port;
+        this.save();
+      }
+      return listening;
+    }
+    const range = this.opts.ports;
+    throw new Error(
+      range === 'auto' ? 'no free port for the deployment' : `every port of ${range.from}-${range.to} is taken`,
+    );
+  }
+
+  private save(): void {
+    mkdirSync(dirname(this.opts.stateFile), { recursive: true });
+    const tmp = `${this.opts.stateFile}.${process.pid}.tmp`;
+    writeFileSync(tmp, `${JSON.stringify(this.remembered)}\n`);
+    renameSync(tmp, this.opts.stateFile);
+  }
+}
+
+function stop(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
