@@ -99,6 +99,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
     authKeysFile,
     deploymentTokenKey,
+    maxConcurrentBuilds: config.maxConcurrentBuilds,
+    maxBuildsPerWorkspace: config.maxBuildsPerWorkspace,
   });
   // No child may outlive this process, whatever way it ends.
   const killChildren = () => runtime.killAllNow();
@@ -111,6 +113,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     () => void publisher.sync().catch(() => undefined),
     github,
     authOptions,
+    config.quotas,
   );
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
   const proxy = Fastify({

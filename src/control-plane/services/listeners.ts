@@ -17,6 +17,7 @@ import {
 } from '../../resources/index.ts';
 import { createApiKey, hashKey, type BootstrapKey } from '../auth/keys.ts';
 import type { GitHubApp } from './integrations-github.ts';
+import { createQuotas, type Quotas } from './quotas.ts';
 import { buildCredentialResolver } from './integrations.ts';
 import {
   StaleResourceVersionError,
@@ -153,8 +154,11 @@ export function createListenerService(deps: {
   heartbeatTimeoutMs?: number;
   /** The control plane's GitHub App: mints the clone tokens handed to listeners. */
   github?: GitHubApp;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS). */
+  quotas?: Quotas;
 }) {
   const { store, logger } = deps;
+  const quotas = deps.quotas ?? createQuotas({ store });
   const resolveCredential = buildCredentialResolver(store, deps.github);
   const ns = store.namespace;
   const timeoutMs = deps.heartbeatTimeoutMs ?? 30_000;
@@ -322,7 +326,12 @@ export function createListenerService(deps: {
         createdAt: now,
         updatedAt: now,
       };
-      await store.createListener(record);
+      await quotas.admit(
+        tenant,
+        'listeners',
+        async () => (await store.listListeners(tenant)).length,
+        () => store.createListener(record),
+      );
       logger.info({ listener_id: record.id, tenant }, 'listener created');
       return toApi(record, 0);
     },

@@ -34,6 +34,7 @@ import {
   type InstallCache,
 } from './build.ts';
 import { childEnv, envProblem } from './env.ts';
+import { FairBuildQueue } from './build-queue.ts';
 import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
@@ -65,6 +66,8 @@ export type LocalRuntimeOptions = {
   /** How long a stopping server gets after SIGTERM, and how long traffic to a replaced one may drain. */
   stopGraceMs?: number;
   maxConcurrentBuilds?: number;
+  /** Builds one workspace may run at once (default: half of maxConcurrentBuilds, at least 1); see build-queue.ts. */
+  maxBuildsPerWorkspace?: number;
   /** Reuse node_modules across builds of a deployment with the same package-lock.json (default true). */
   installCache?: boolean;
   /** Size bound of the install cache; least recently used entries go first (default 2 GiB). */
@@ -167,12 +170,16 @@ export class LocalRuntime implements Runtime {
   private readonly listeners: ((ref: RevisionRef) => void)[] = [];
   private readonly background = new Set<Promise<unknown>>();
   private readonly budgets = new Map<string, LogBudget>();
-  private runningBuilds = 0;
-  private readonly waitingBuilds: (() => void)[] = [];
+  private readonly buildQueue: FairBuildQueue;
   private baseUrl = 'http://127.0.0.1:8080';
   private closed = false;
 
-  constructor(private readonly opts: LocalRuntimeOptions) {}
+  constructor(private readonly opts: LocalRuntimeOptions) {
+    this.buildQueue = new FairBuildQueue({
+      slots: opts.maxConcurrentBuilds ?? 2,
+      perWorkspace: opts.maxBuildsPerWorkspace,
+    });
+  }
 
   /** The dev server's public address, known once it listens. */
   setBaseUrl(url: string): void {
@@ -257,7 +264,7 @@ export class LocalRuntime implements Runtime {
   private async runBuild(spec: BuildSpec, build: Build): Promise<void> {
     const log = this.logWriter(spec, 'build');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
-    await this.acquireBuildSlot();
+    const releaseSlot = await this.buildQueue.acquire(spec.tenantId ?? spec.deploymentId);
     let deadline: ReturnType<typeof withDeadline> | undefined;
     try {
       if (build.abort.signal.aborted) return;
@@ -308,7 +315,7 @@ export class LocalRuntime implements Runtime {
       logger.info({ reason: message }, 'build failed');
     } finally {
       deadline?.clear();
-      this.releaseBuildSlot();
+      releaseSlot();
       await log.flush();
       // A finished build is remembered by its marker; a failed one stays in memory (its revision is terminal).
       if (build.status.phase === 'Succeeded') this.builds.delete(revKey(spec));
@@ -346,20 +353,6 @@ export class LocalRuntime implements Runtime {
       await rm(join(revisionsDir, revision), { recursive: true, force: true, maxRetries: 3 });
       this.opts.logger.info({ deployment: latest.deployment, revision }, 'old build folder removed');
     }
-  }
-
-  private async acquireBuildSlot(): Promise<void> {
-    if (this.runningBuilds < (this.opts.maxConcurrentBuilds ?? 2)) {
-      this.runningBuilds++;
-      return;
-    }
-    await new Promise<void>((r) => this.waitingBuilds.push(r));
-  }
-
-  private releaseBuildSlot(): void {
-    const next = this.waitingBuilds.shift();
-    if (next) next();
-    else this.runningBuilds--;
   }
 
   // ---- servers ----
