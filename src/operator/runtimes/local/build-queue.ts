@@ -1,8 +1,8 @@
 // Build slots shared fairly between workspaces: at most `slots` builds run at once, at most `perWorkspace` of them
-// for one workspace, and a freed slot goes to the next workspace in turn (round robin), not to whoever queued
-// first. One workspace queuing many slow builds therefore holds at most its own share of the slots, and another
-// workspace's build starts as soon as a slot it may use is free. Hand-written: the rule is a dozen lines and no
-// queue library does per-key caps with round robin.
+// for one workspace, and a freed slot goes to the waiting workspace served least recently (round robin), not to
+// whoever queued first. One workspace queuing many slow builds therefore holds at most its own share of the slots,
+// and another workspace's build starts as soon as a slot it may use is free. Hand-written: the rule is a dozen
+// lines and no queue library does per-key caps with round robin.
 
 export type BuildQueueOptions = {
   /** Builds running at once (at least 1). */
@@ -20,8 +20,11 @@ export class FairBuildQueue {
   private readonly perWorkspace: number;
   private running = 0;
   private readonly runningBy = new Map<string, number>();
-  /** Waiting builds per workspace; the map's order is the turn order (a served workspace moves to the end). */
+  /** Waiting builds per workspace, in the order the workspaces started waiting. */
   private readonly waiting = new Map<string, (() => void)[]>();
+  /** When each busy workspace last got a slot (a counter): the least recently served goes next. */
+  private readonly served = new Map<string, number>();
+  private turn = 0;
 
   constructor(opts: BuildQueueOptions) {
     this.slots = Math.max(1, Math.floor(opts.slots));
@@ -40,6 +43,8 @@ export class FairBuildQueue {
           const n = (this.runningBy.get(workspace) ?? 1) - 1;
           if (n > 0) this.runningBy.set(workspace, n);
           else this.runningBy.delete(workspace);
+          // An idle workspace starts afresh: its next build waits behind no one's turn.
+          if (n <= 0 && !this.waiting.has(workspace)) this.served.delete(workspace);
           this.pump();
         });
       };
@@ -60,13 +65,16 @@ export class FairBuildQueue {
 
   private pump(): void {
     while (this.running < this.slots) {
-      const next = [...this.waiting.keys()].find((w) => (this.runningBy.get(w) ?? 0) < this.perWorkspace);
+      let next: string | undefined;
+      for (const w of this.waiting.keys()) {
+        if ((this.runningBy.get(w) ?? 0) >= this.perWorkspace) continue;
+        if (next === undefined || (this.served.get(w) ?? -1) < (this.served.get(next) ?? -1)) next = w;
+      }
       if (next === undefined) return;
       const queue = this.waiting.get(next)!;
       const start = queue.shift()!;
-      // Its turn is used: the workspace goes to the back of the line.
-      this.waiting.delete(next);
-      if (queue.length) this.waiting.set(next, queue);
+      if (!queue.length) this.waiting.delete(next);
+      this.served.set(next, this.turn++);
       this.running++;
       this.runningBy.set(next, (this.runningBy.get(next) ?? 0) + 1);
       start();
