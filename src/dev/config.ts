@@ -75,6 +75,19 @@ export const devCommand: CommandSpec = {
         'Builds one workspace may run at once (default: half of --max-concurrent-builds, at least 1), so its slow builds never hold every slot',
       env: ['AGENTPLANE_MAX_BUILDS_PER_WORKSPACE'],
     },
+    'default-memory-limit-mb': {
+      type: 'string',
+      description:
+        'Memory limit of agent servers whose resource_spec names no memory_limit_mb (0 = none); see docs/local-runtime.md',
+      default: '2048',
+      env: ['AGENTPLANE_DEFAULT_MEMORY_LIMIT_MB'],
+    },
+    'cgroup-parent': {
+      type: 'string',
+      description:
+        "A delegated, writable cgroup v2 directory with memory (and cpu) in its cgroup.subtree_control: each agent server gets a cgroup below it with memory.max and cpu.max. Default: the process's own cgroup when usable, else rlimits and a memory watchdog",
+      env: ['AGENTPLANE_CGROUP_PARENT'],
+    },
     ...quotaOptions,
     'log-level': {
       type: 'string',
@@ -100,6 +113,8 @@ const schema = z.object({
   logLevel: z.string(),
   maxConcurrentBuilds: z.coerce.number().int().min(1),
   maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
+  defaultMemoryLimitMb: z.coerce.number().int().min(0),
+  cgroupParent: z.string().min(1).optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
 const FLAG_OF: Record<string, string> = {
@@ -114,6 +129,8 @@ const FLAG_OF: Record<string, string> = {
   logLevel: 'log-level',
   maxConcurrentBuilds: 'max-concurrent-builds',
   maxBuildsPerWorkspace: 'max-builds-per-workspace',
+  defaultMemoryLimitMb: 'default-memory-limit-mb',
+  cgroupParent: 'cgroup-parent',
 };
 export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
 
@@ -140,6 +157,8 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     logLevel: pick('log-level'),
     maxConcurrentBuilds: pick('max-concurrent-builds'),
     maxBuildsPerWorkspace: pick('max-builds-per-workspace'),
+    defaultMemoryLimitMb: pick('default-memory-limit-mb'),
+    cgroupParent: pick('cgroup-parent'),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
   });
   if (!parsed.success) {

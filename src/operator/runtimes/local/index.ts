@@ -35,6 +35,7 @@ import {
 } from './build.ts';
 import { childEnv, envProblem } from './env.ts';
 import { FairBuildQueue } from './build-queue.ts';
+import { prepareLimits, superviseLimits, type LimitsOptions } from './limits.ts';
 import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
@@ -90,6 +91,8 @@ export type LocalRuntimeOptions = {
   logLimits?: LogLimits;
   /** The git credential of a tenant's integration (undefined: none, the clone runs without one). */
   gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
+  /** resource_spec limits on this machine: default memory limit, cgroup v2 parent (limits.ts). */
+  limits?: LimitsOptions;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
 };
@@ -497,7 +500,13 @@ export class LocalRuntime implements Runtime {
     if (spec.access !== 'public' && !keysFile)
       throw new Error('this runtime has no API key source: only public deployments can run');
     const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+    const limits = await prepareLimits(
+      spec.resourceSpec,
+      this.opts.limits ?? {},
+      `agentplane-${safeId(spec.revision)}`,
+    );
     const args = [
+      ...limits.nodeArgs,
       '--import',
       PARENT_WATCH,
       AGENTPLANE_BIN,
@@ -518,13 +527,23 @@ export class LocalRuntime implements Runtime {
     log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
     let proc: ServerProcess;
     try {
-      proc = spawnServer(this.opts.sandbox ?? NO_SANDBOX, process.execPath, args, { cwd, env, mounts });
+      log.line(limits.describe);
+      proc = spawnServer(this.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
+        cwd,
+        env,
+        mounts,
+        limit: limits.wrap,
+      });
     } catch (err) {
+      superviseLimits(limits, undefined, () => undefined)();
       log.line(`agent server could not start: ${(err as Error).message}`);
       await log.flush();
       throw err;
     }
     const { child } = proc;
+    const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), this.opts.limits?.watchIntervalMs);
+    child.once('exit', unsupervise);
+    child.once('error', unsupervise);
     const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
     const exited = new Promise<void>((res) => {
       child.once('exit', () => res());
