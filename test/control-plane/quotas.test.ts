@@ -7,6 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
@@ -202,6 +204,23 @@ describe.each(Object.keys(stores))('per-workspace quotas on the %s store', (kind
     expect(overProviders.status).toBe(429);
     expect(overProviders.json.detail).toMatch(/auth providers.*--quota-auth-providers/);
     expect(await opened.store.listAuthObjects('provider', A)).toHaveLength(1);
+    // Over its quota a workspace cannot make the control plane fetch a discovery document either.
+    let fetched = 0;
+    const idp = createServer((_req, res) => {
+      fetched++;
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => idp.listen(0, '127.0.0.1', () => r()));
+    try {
+      const issuer = `http://127.0.0.1:${(idp.address() as AddressInfo).port}`;
+      const viaDiscovery = await call('POST', '/v2/auth/providers', {
+        body: { provider_id: 'three', issuer_url: issuer, client_id: 'c' },
+      });
+      expect(viaDiscovery.status).toBe(429);
+      expect(fetched).toBe(0);
+    } finally {
+      await new Promise((r) => idp.close(r));
+    }
     expect((await call('POST', '/v2/auth/providers', { tenant: B, body: provider('two') })).status).toBe(201);
 
     // A place freed is a place again.

@@ -393,6 +393,9 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (await getOwned('provider', tenant, name)) {
         throw new ConflictError(`Provider ${input.provider_id} already exists.`);
       }
+      const providerCount = async () => (await store.listAuthObjects('provider', tenant)).length;
+      // Refused before the provider's discovery document is fetched, and checked again where it is written.
+      await quotas.admit(tenant, 'authProviders', providerCount, async () => undefined);
       const authMethod = input.token_auth_method ?? (input.client_secret ? 'client_secret_basic' : 'none');
       const { issuerUrl, metadata } = await resolveMetadata(input, {
         clientId: input.client_id,
@@ -413,16 +416,12 @@ export function createAuthService(deps: AuthServiceDeps) {
       };
       const base = { kind: 'provider' as const, tenant, name };
       try {
-        await quotas.admit(
-          tenant,
-          'authProviders',
-          async () => (await store.listAuthObjects('provider', tenant)).length,
-          () =>
-            store.createAuthObject({
-              ...base,
-              record: JSON.stringify(record),
-              sealed: seal(base, input.client_secret ? { client_secret: input.client_secret } : {}),
-            }),
+        await quotas.admit(tenant, 'authProviders', providerCount, () =>
+          store.createAuthObject({
+            ...base,
+            record: JSON.stringify(record),
+            sealed: seal(base, input.client_secret ? { client_secret: input.client_secret } : {}),
+          }),
         );
       } catch (err) {
         if (err instanceof AlreadyExistsError) throw new ConflictError(`Provider ${input.provider_id} already exists.`);
