@@ -3,7 +3,7 @@
 // once), the watchdog that kills a real process tree holding more than its limit, and which cgroup v2 directory
 // is trusted (only one that is delegated: writable, memory enabled for children).
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import {
   detectCgroup,
   killTree,
   limitsPlan,
+  makeServerCgroup,
   requestedLimits,
   treeResidentBytes,
   watchMemory,
@@ -48,6 +49,9 @@ describe('resource limits of local agent servers', () => {
     const grouped = limitsPlan({ memoryMb: 256, cpu: 0.5 }, '/sys/fs/cgroup/x/agentplane-r1');
     expect(grouped.describe).toMatch(/cgroup v2 memory.max.*cpu 0.5 \(cgroup v2 cpu.max\)/);
     expect(grouped.wrap('node', ['a'])).toMatchObject({ command: 'sh' });
+    expect(limitsPlan({ cpu: 2 }, '/sys/fs/cgroup/x/y', false).describe).toMatch(
+      /cpu 2 not enforced .*no cpu controller/,
+    );
     expect(limitsPlan({}, undefined)).toMatchObject({ nodeArgs: [], describe: 'resource limits: none' });
     expect(limitsPlan({}, undefined).wrap('node', ['a'])).toEqual({ command: 'node', args: ['a'] });
   });
@@ -90,6 +94,18 @@ describe('resource limits of local agent servers', () => {
     stop();
     expect(seen).toHaveLength(1);
     expect(seen[0]).toBeGreaterThan(64);
+  });
+
+  it("writes a server cgroup's memory.max (no swap) and cpu.max", async () => {
+    const parent = join(tmp, 'delegated');
+    mkdirSync(parent);
+    const made = await makeServerCgroup(parent, 'agentplane-r1-4000', { memoryMb: 256, cpu: 0.5 });
+    expect(made).toEqual({ dir: join(parent, 'agentplane-r1-4000'), cpu: true });
+    expect(readFileSync(join(made!.dir, 'memory.max'), 'utf8')).toBe(String(256 * 1024 * 1024));
+    expect(readFileSync(join(made!.dir, 'memory.swap.max'), 'utf8')).toBe('0');
+    expect(readFileSync(join(made!.dir, 'cpu.max'), 'utf8')).toBe('50000 100000');
+    expect(await makeServerCgroup(undefined, 'x', { memoryMb: 256 })).toBeUndefined();
+    expect(await makeServerCgroup(parent, 'none', {})).toBeUndefined();
   });
 
   it('trusts only a delegated cgroup v2 directory', async () => {

@@ -35,7 +35,7 @@ import {
 } from './build.ts';
 import { childEnv, envProblem } from './env.ts';
 import { FairBuildQueue } from './build-queue.ts';
-import { prepareLimits, superviseLimits, type LimitsOptions } from './limits.ts';
+import { prepareLimits, removeServerCgroup, superviseLimits, type LimitsOptions } from './limits.ts';
 import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
@@ -500,10 +500,11 @@ export class LocalRuntime implements Runtime {
     if (spec.access !== 'public' && !keysFile)
       throw new Error('this runtime has no API key source: only public deployments can run');
     const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+    // The port makes the cgroup name unique to this start (a preflight's cgroup may still be going away).
     const limits = await prepareLimits(
       spec.resourceSpec,
       this.opts.limits ?? {},
-      `agentplane-${safeId(spec.revision)}`,
+      `agentplane-${safeId(spec.revision)}-${port}`,
     );
     const args = [
       ...limits.nodeArgs,
@@ -535,7 +536,7 @@ export class LocalRuntime implements Runtime {
         limit: limits.wrap,
       });
     } catch (err) {
-      superviseLimits(limits, undefined, () => undefined)();
+      void removeServerCgroup(limits.cgroup);
       log.line(`agent server could not start: ${(err as Error).message}`);
       await log.flush();
       throw err;

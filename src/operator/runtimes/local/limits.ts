@@ -59,8 +59,15 @@ const LAUNCH =
   'if [ -n "$data" ]; then ulimit -d "$data" || exit 125; fi; ' +
   'exec "$@"';
 
-/** Pure: the launch line and Node flags for given limits and cgroup (undefined: no cgroup). */
-export function limitsPlan(want: { memoryMb?: number; cpu?: number }, cgroup: string | undefined): ServerLimits {
+/**
+ * Pure: the launch line and Node flags for given limits and cgroup (undefined: no cgroup); `cpuInCgroup` false when
+ * the cgroup has no cpu controller (cpu.max could not be written).
+ */
+export function limitsPlan(
+  want: { memoryMb?: number; cpu?: number },
+  cgroup: string | undefined,
+  cpuInCgroup = true,
+): ServerLimits {
   const { memoryMb, cpu } = want;
   const parts: string[] = [];
   const nodeArgs = memoryMb ? [`--max-old-space-size=${heapLimitMb(memoryMb)}`] : [];
@@ -73,7 +80,15 @@ export function limitsPlan(want: { memoryMb?: number; cpu?: number }, cgroup: st
             `${dataLimitMb(memoryMb)} MB, killed when resident memory passes ${memoryMb} MB)`,
     );
   }
-  if (cpu) parts.push(cgroup ? `cpu ${cpu} (cgroup v2 cpu.max)` : `cpu ${cpu} not enforced (no delegated cgroup v2)`);
+  if (cpu) {
+    parts.push(
+      !cgroup
+        ? `cpu ${cpu} not enforced (no delegated cgroup v2)`
+        : cpuInCgroup
+          ? `cpu ${cpu} (cgroup v2 cpu.max)`
+          : `cpu ${cpu} not enforced (the cgroup has no cpu controller)`,
+    );
+  }
   return {
     ...(memoryMb ? { memoryMb } : {}),
     ...(cpu ? { cpu } : {}),
@@ -130,12 +145,15 @@ export async function detectCgroup(
 
 const CPU_PERIOD_US = 100_000;
 
-/** Makes the server's cgroup with its limits (pure plan + these writes); undefined when there is no parent. */
+/**
+ * Makes the server's cgroup with its limits; undefined when there is no parent. `cpu` says whether cpu.max took
+ * (the parent may enable memory only).
+ */
 export async function makeServerCgroup(
   parent: string | undefined,
   name: string,
   want: { memoryMb?: number; cpu?: number },
-): Promise<string | undefined> {
+): Promise<{ dir: string; cpu: boolean } | undefined> {
   if (!parent || (!want.memoryMb && !want.cpu)) return undefined;
   const dir = join(parent, name);
   await mkdir(dir, { recursive: true });
@@ -143,10 +161,14 @@ export async function makeServerCgroup(
     await writeFile(join(dir, 'memory.max'), String(want.memoryMb * 1024 * 1024));
     await writeFile(join(dir, 'memory.swap.max'), '0').catch(() => undefined);
   }
-  if (want.cpu) {
-    await writeFile(join(dir, 'cpu.max'), `${Math.max(1000, Math.round(want.cpu * CPU_PERIOD_US))} ${CPU_PERIOD_US}`);
-  }
-  return dir;
+  const quota = want.cpu && `${Math.max(1000, Math.round(want.cpu * CPU_PERIOD_US))} ${CPU_PERIOD_US}`;
+  const cpu = quota
+    ? await writeFile(join(dir, 'cpu.max'), quota).then(
+        () => true,
+        () => false,
+      )
+    : false;
+  return { dir, cpu };
 }
 
 /** Removes a server's cgroup once its processes are gone (the kernel refuses while any is left). */
@@ -243,7 +265,8 @@ export async function prepareLimits(
   cgroupName: string,
 ): Promise<ServerLimits> {
   const want = requestedLimits(spec, opts);
-  return limitsPlan(want, await makeServerCgroup(opts.cgroupParent, cgroupName, want));
+  const cgroup = await makeServerCgroup(opts.cgroupParent, cgroupName, want);
+  return limitsPlan(want, cgroup?.dir, cgroup?.cpu);
 }
 
 /**
