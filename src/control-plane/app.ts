@@ -28,6 +28,7 @@ import type { GitHubApp } from './services/integrations-github.ts';
 import { createPushWebhooks } from './services/integrations-webhooks.ts';
 import { createAuthService, type AuthServiceOptions } from './services/auth-setup.ts';
 import type { InputPolicy } from './services/input-rules.ts';
+import { createQuotas, type QuotaLimits } from './services/quotas.ts';
 import type { ControlPlaneStore } from './store/types.ts';
 
 export interface ControlPlaneDeps {
@@ -48,6 +49,10 @@ export interface ControlPlaneDeps {
   auth?: AuthServiceOptions;
   /** What a listener's pushed log may store per revision and type (default: DEFAULT_LOG_LIMITS, as local builds). */
   listenerLogLimits?: LogLimits;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS). */
+  quotas?: QuotaLimits;
+  /** Clock of the hourly quotas, milliseconds since the epoch (tests move it). */
+  now?: () => number;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -99,11 +104,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   if (deps.consoleDir !== false) registerConsole(app, { dir: deps.consoleDir, prefixes: PREFIXES });
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
+  const quotas = createQuotas({ store: deps.store, limits: deps.quotas, now: deps.now });
   const service = createDeploymentService({
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
     github: deps.github,
+    quotas,
   });
 
   const listeners = createListenerService({
@@ -111,8 +118,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     logger: deps.logger.child({ component: 'listeners' }),
     github: deps.github,
     logLimits: deps.listenerLogLimits,
+    quotas,
   });
-  const integrations = createIntegrationService(deps.store, deps.github);
+  const integrations = createIntegrationService(deps.store, deps.github, quotas);
   const pushHooks = createPushWebhooks({
     store: deps.store,
     deployments: service,
@@ -120,7 +128,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     github: deps.github,
     logger: deps.logger.child({ component: 'webhooks' }),
   });
-  const auth = createAuthService(deps.store, deps.logger, authenticate, deps.auth);
+  const auth = createAuthService(deps.store, deps.logger, authenticate, { ...deps.auth, quotas });
 
   for (const prefix of PREFIXES) {
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));

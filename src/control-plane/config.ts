@@ -13,6 +13,8 @@ import type { BootstrapKey } from './auth/keys.ts';
 import { parseAuthKeyring } from './services/auth-crypto.ts';
 import { isDnsSubdomain } from './services/input-rules.ts';
 import { githubAppOptions, githubAppSettingsFrom } from './github-config.ts';
+import { quotaLimitsFrom, quotaOptions } from './quota-options.ts';
+import type { QuotaLimits } from './services/quotas.ts';
 import type { GitHubAppSettings } from './services/integrations-github.ts';
 
 /** Store flags shared by `control-plane` and `api-key create`. */
@@ -97,6 +99,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '8192',
       env: ['AGENTPLANE_MAX_MEMORY_MB'],
     },
+    ...quotaOptions,
     'allowed-custom-domains': {
       type: 'string',
       description:
@@ -238,7 +241,7 @@ const Config = StoreConfig.extend({
       .max(40),
   }),
 });
-export type ControlPlaneConfig = z.infer<typeof Config> & { github?: GitHubAppSettings };
+export type ControlPlaneConfig = z.infer<typeof Config> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
 
 const FLAG: Record<string, string> = {
   store: '--store',
@@ -298,6 +301,7 @@ export function parseControlPlaneConfig(
     .filter(Boolean);
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
   const github = githubAppSettingsFrom(pick, env);
+  const quotas = quotaLimitsFrom(pick);
   const parsed = parseOrUsage(Config, {
     ...storeConfigFrom(pick, cwd),
     host: pick('host'),
@@ -322,7 +326,7 @@ export function parseControlPlaneConfig(
       allowPrivateProviders: pick('auth-allow-private-providers')?.toLowerCase(),
     },
   });
-  return github ? { ...parsed, github } : parsed;
+  return github ? { ...parsed, quotas, github } : { ...parsed, quotas };
 }
 
 export { StoreConfig };

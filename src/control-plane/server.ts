@@ -44,6 +44,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     logger,
     bootstrapKeys: config.bootstrapKeys,
     policy: config.policy,
+    quotas: config.quotas,
     ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
     auth: { ...config.auth, keyring: authKeyring(config) },

@@ -4,6 +4,8 @@ import { z } from 'zod';
 import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
 import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
+import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
+import type { QuotaLimits } from '../control-plane/services/quotas.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',
@@ -68,6 +70,32 @@ export const devCommand: CommandSpec = {
       description: 'Size bound of the node_modules install cache (least recently used go first)',
       default: '2048',
     },
+    'max-concurrent-builds': {
+      type: 'string',
+      description: 'Builds running at once on this machine; waiting builds start in turn across workspaces',
+      default: '2',
+      env: ['AGENTPLANE_MAX_CONCURRENT_BUILDS'],
+    },
+    'max-builds-per-workspace': {
+      type: 'string',
+      description:
+        'Builds one workspace may run at once (default: half of --max-concurrent-builds, at least 1), so its slow builds never hold every slot',
+      env: ['AGENTPLANE_MAX_BUILDS_PER_WORKSPACE'],
+    },
+    'default-memory-limit-mb': {
+      type: 'string',
+      description:
+        'Memory limit of agent servers whose resource_spec names no memory_limit_mb (0 = none); see docs/local-runtime.md',
+      default: '2048',
+      env: ['AGENTPLANE_DEFAULT_MEMORY_LIMIT_MB'],
+    },
+    'cgroup-parent': {
+      type: 'string',
+      description:
+        "A delegated, writable cgroup v2 directory with memory (and cpu) in its cgroup.subtree_control: each agent server gets a cgroup below it with memory.max and cpu.max. Default: the process's own cgroup when usable, else rlimits and a memory watchdog",
+      env: ['AGENTPLANE_CGROUP_PARENT'],
+    },
+    ...quotaOptions,
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
@@ -101,6 +129,10 @@ const schema = z.object({
   keepBuilds: z.coerce.number().int().min(0),
   installCacheMaxMb: z.coerce.number().int().min(0),
   logLevel: z.string(),
+  maxConcurrentBuilds: z.coerce.number().int().min(1),
+  maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
+  defaultMemoryLimitMb: z.coerce.number().int().min(0),
+  cgroupParent: z.string().min(1).optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
 const FLAG_OF: Record<string, string> = {
@@ -114,8 +146,12 @@ const FLAG_OF: Record<string, string> = {
   installCacheMaxMb: 'install-cache-max-mb',
   bootstrapKey: 'AGENTPLANE_BOOTSTRAP_API_KEY (environment)',
   logLevel: 'log-level',
+  maxConcurrentBuilds: 'max-concurrent-builds',
+  maxBuildsPerWorkspace: 'max-builds-per-workspace',
+  defaultMemoryLimitMb: 'default-memory-limit-mb',
+  cgroupParent: 'cgroup-parent',
 };
-export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings };
+export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
 
 /** Flags win over environment variables, which win over defaults. Returns null for --help. */
 export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfig | null {
@@ -139,6 +175,10 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     keepBuilds: pick('keep-builds'),
     installCacheMaxMb: pick('install-cache-max-mb'),
     logLevel: pick('log-level'),
+    maxConcurrentBuilds: pick('max-concurrent-builds'),
+    maxBuildsPerWorkspace: pick('max-builds-per-workspace'),
+    defaultMemoryLimitMb: pick('default-memory-limit-mb'),
+    cgroupParent: pick('cgroup-parent'),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
   });
   if (!parsed.success) {
@@ -146,6 +186,7 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     const flag = FLAG_OF[String(issue.path[0])] ?? String(issue.path[0]);
     throw new UsageError(`invalid ${flag.includes(' ') ? flag : `--${flag}`}: ${issue.message}`);
   }
+  const quotas = quotaLimitsFrom(pick);
   const github = githubAppSettingsFrom(pick, env);
-  return github ? { ...parsed.data, github } : parsed.data;
+  return github ? { ...parsed.data, quotas, github } : { ...parsed.data, quotas };
 }

@@ -7,6 +7,7 @@ import type { BootstrapKey } from '../control-plane/auth/keys.ts';
 import type { AuthServiceOptions } from '../control-plane/services/auth-setup.ts';
 import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import type { GitHubApp } from '../control-plane/services/integrations-github.ts';
+import type { QuotaLimits } from '../control-plane/services/quotas.ts';
 
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
   return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
@@ -19,6 +20,7 @@ export async function buildControlPlane(
   onKeysChanged?: () => void,
   github?: GitHubApp,
   auth?: AuthServiceOptions,
+  quotas?: QuotaLimits,
 ): Promise<FastifyInstance> {
   return createControlPlane({
     store,
@@ -27,5 +29,6 @@ export async function buildControlPlane(
     onKeysChanged,
     github,
     auth,
+    quotas,
   });
 }

@@ -16,6 +16,7 @@ import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import { createOperator, type Operator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
+import { detectCgroup } from '../operator/runtimes/local/limits.ts';
 import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { AgentOrigins } from '../operator/runtimes/local/agent-origins.ts';
 import { createForeignKeyCheck } from '../control-plane/auth/keys.ts';
@@ -49,6 +50,11 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const isolation = { sandbox: sandbox.kind, allowLocalRepos: config.allowLocalRepos };
   if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
   else logger.info(isolation, `isolation: ${reason}`);
+  const cgroup = await detectCgroup(config.cgroupParent);
+  logger.info(
+    { cgroup: cgroup.dir ?? null, defaultMemoryLimitMb: config.defaultMemoryLimitMb },
+    `resource limits: ${cgroup.dir ? cgroup.reason : `${cgroup.reason}; memory by rlimit, heap limit and watchdog, cpu not limited`}`,
+  );
   const store = openEmbeddedStore({ dataDir: join(config.dataDir, 'control-plane') });
   const github = config.github && createGitHubApp(config.github, logger);
   // Auth service: its keys derive from the store's secret key; agents get tokens signed with a key of this process
@@ -114,6 +120,9 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     authKeysFile,
     deploymentTokenKey,
     origins,
+    maxConcurrentBuilds: config.maxConcurrentBuilds,
+    maxBuildsPerWorkspace: config.maxBuildsPerWorkspace,
+    limits: { defaultMemoryLimitMb: config.defaultMemoryLimitMb, cgroupParent: cgroup.dir },
   });
   // No child may outlive this process, whatever way it ends.
   const killChildren = () => runtime.killAllNow();
@@ -126,6 +135,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     () => void publisher.sync().catch(() => undefined),
     github,
     authOptions,
+    config.quotas,
   );
   const isForeign = createForeignKeyCheck(store, bootstrapKeysOf(config.bootstrapKey));
   await deploymentProxy(proxy, {

@@ -51,6 +51,20 @@ export class ValidationError extends AppError {
   }
 }
 
+/**
+ * 429: a workspace reached one of its quotas. The message names the quota, its limit and the flag that sets it;
+ * `retryAfterSeconds` (rate quotas) becomes the Retry-After header.
+ */
+export class QuotaExceededError extends AppError {
+  constructor(
+    message: string,
+    readonly quota: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message, 429);
+  }
+}
+
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }

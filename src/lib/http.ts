@@ -10,7 +10,7 @@ import {
 } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { isAppError } from './errors.ts';
+import { isAppError, QuotaExceededError } from './errors.ts';
 
 /** One failed check of a request schema: where (body, query, path, header) and what. */
 export type SchemaIssue = { where: string; path: string[]; message: string; keyword: string };
@@ -55,6 +55,9 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
         keyword: v.keyword,
       }));
       return reply.code(422).send(answers.invalid(issues));
+    }
+    if (err instanceof QuotaExceededError && err.retryAfterSeconds !== undefined) {
+      reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfterSeconds))));
     }
     if (isAppError(err)) return reply.code(err.status).send({ detail: err.detail });
     if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {

@@ -69,4 +69,24 @@ describe('agentplane control-plane input settings', () => {
       expect(help).toContain(v);
     }
   });
+
+  it('per-workspace quotas: defaults, environment, flags; 0 = no limit; a bad value names its flag', () => {
+    expect(parseControlPlaneConfig([], {})!.quotas).toEqual({
+      deployments: 25,
+      revisionsPerHour: 60,
+      listeners: 10,
+      integrations: 25,
+      authProviders: 10,
+    });
+    const cfg = parseControlPlaneConfig(['--quota-deployments', '3', '--quota-auth-providers', '0'], {
+      AGENTPLANE_QUOTA_DEPLOYMENTS: '7',
+      AGENTPLANE_QUOTA_REVISIONS_PER_HOUR: '5',
+    })!;
+    expect(cfg.quotas).toMatchObject({ deployments: 3, revisionsPerHour: 5, authProviders: 0 });
+    for (const bad of ['-1', '2.5', 'lots']) {
+      expect(() => parseControlPlaneConfig(['--quota-listeners', bad], {})).toThrow(UsageError);
+      expect(() => parseControlPlaneConfig(['--quota-listeners', bad], {})).toThrow(/--quota-listeners/);
+    }
+    expect(() => parseControlPlaneConfig([], { AGENTPLANE_QUOTA_INTEGRATIONS: 'x' })).toThrow(/--quota-integrations/);
+  });
 });

@@ -77,4 +77,30 @@ describe('agentplane dev flags', () => {
     expect(() => parseDevConfig(['--bogus'], {})).toThrow(UsageError);
     expect(() => parseDevConfig([], { AGENTPLANE_BOOTSTRAP_API_KEY: 'short' })).toThrow(/AGENTPLANE_BOOTSTRAP_API_KEY/);
   });
+
+  it('parses build slots, memory limits and quotas, naming the flag of a bad value', () => {
+    expect(parseDevConfig([], {})).toMatchObject({
+      maxConcurrentBuilds: 2,
+      defaultMemoryLimitMb: 2048,
+      quotas: { deployments: 25, revisionsPerHour: 60 },
+    });
+    expect(parseDevConfig([], {})!.maxBuildsPerWorkspace).toBeUndefined();
+    expect(parseDevConfig([], {})!.cgroupParent).toBeUndefined();
+    expect(
+      parseDevConfig(
+        ['--max-concurrent-builds', '4', '--max-builds-per-workspace', '3', '--default-memory-limit-mb', '0'],
+        { AGENTPLANE_CGROUP_PARENT: '/sys/fs/cgroup/agentplane', AGENTPLANE_QUOTA_DEPLOYMENTS: '2' },
+      ),
+    ).toMatchObject({
+      maxConcurrentBuilds: 4,
+      maxBuildsPerWorkspace: 3,
+      defaultMemoryLimitMb: 0,
+      cgroupParent: '/sys/fs/cgroup/agentplane',
+      quotas: { deployments: 2 },
+    });
+    expect(() => parseDevConfig(['--max-concurrent-builds', '0'], {})).toThrow(/--max-concurrent-builds/);
+    expect(() => parseDevConfig(['--max-builds-per-workspace', 'x'], {})).toThrow(/--max-builds-per-workspace/);
+    expect(() => parseDevConfig(['--default-memory-limit-mb', '-5'], {})).toThrow(/--default-memory-limit-mb/);
+    expect(() => parseDevConfig(['--quota-revisions-per-hour', '-1'], {})).toThrow(/--quota-revisions-per-hour/);
+  });
 });

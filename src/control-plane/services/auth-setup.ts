@@ -7,6 +7,7 @@ import { createAuthService as createService } from './auth.ts';
 import type { AuthKeyring } from './auth-crypto.ts';
 import { createOAuth } from './auth-oauth.ts';
 import { createAuthServiceAuthenticator } from './auth-principal.ts';
+import type { Quotas } from './quotas.ts';
 
 export type AuthServiceOptions = {
   /** Keys of client secrets and tokens at rest; without them the auth endpoints answer 503. */
@@ -19,6 +20,8 @@ export type AuthServiceOptions = {
   allowPrivateProviders?: boolean;
   /** Clock (tests). */
   now?: () => number;
+  /** The control plane's per-workspace quotas (auth providers). */
+  quotas?: Quotas;
 };
 
 export function createAuthService(
@@ -33,6 +36,7 @@ export function createAuthService(
     logger: logger.child({ component: 'auth-service' }),
     ...(opts.keyring ? { keyring: opts.keyring } : {}),
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.quotas ? { quotas: opts.quotas } : {}),
   });
   const authenticate = createAuthServiceAuthenticator({ store, apiKeys, deploymentTokenKey: opts.deploymentTokenKey });
   return { service, authenticate };

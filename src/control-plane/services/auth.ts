@@ -14,6 +14,7 @@ import {
   type AuthObjectStore,
 } from '../store/types.ts';
 import { AuthKeyError, openValue, sealValue, type AuthKeyring } from './auth-crypto.ts';
+import { createQuotas, type Quotas } from './quotas.ts';
 import {
   ProviderError,
   type OAuth,
@@ -148,6 +149,8 @@ export type AuthServiceDeps = {
   logger: Logger;
   /** Milliseconds since the epoch (tests move it to expire tokens and states). */
   now?: () => number;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS). */
+  quotas?: Quotas;
 };
 
 const hash = (...parts: string[]) => createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 40);
@@ -161,6 +164,7 @@ const uniq = (scopes: string[]) => [...new Set(scopes.filter(Boolean))];
 export function createAuthService(deps: AuthServiceDeps) {
   const { store, oauth, logger } = deps;
   const now = deps.now ?? Date.now;
+  const quotas = deps.quotas ?? createQuotas({ store, now });
 
   function ring(): AuthKeyring {
     if (!deps.keyring) {
@@ -389,6 +393,9 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (await getOwned('provider', tenant, name)) {
         throw new ConflictError(`Provider ${input.provider_id} already exists.`);
       }
+      const providerCount = async () => (await store.listAuthObjects('provider', tenant)).length;
+      // Refused before the provider's discovery document is fetched, and checked again where it is written.
+      await quotas.admit(tenant, 'authProviders', providerCount, async () => undefined);
       const authMethod = input.token_auth_method ?? (input.client_secret ? 'client_secret_basic' : 'none');
       const { issuerUrl, metadata } = await resolveMetadata(input, {
         clientId: input.client_id,
@@ -409,11 +416,13 @@ export function createAuthService(deps: AuthServiceDeps) {
       };
       const base = { kind: 'provider' as const, tenant, name };
       try {
-        await store.createAuthObject({
-          ...base,
-          record: JSON.stringify(record),
-          sealed: seal(base, input.client_secret ? { client_secret: input.client_secret } : {}),
-        });
+        await quotas.admit(tenant, 'authProviders', providerCount, () =>
+          store.createAuthObject({
+            ...base,
+            record: JSON.stringify(record),
+            sealed: seal(base, input.client_secret ? { client_secret: input.client_secret } : {}),
+          }),
+        );
       } catch (err) {
         if (err instanceof AlreadyExistsError) throw new ConflictError(`Provider ${input.provider_id} already exists.`);
         throw err;

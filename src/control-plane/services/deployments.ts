@@ -34,6 +34,7 @@ import { createTenantChecks, hostOf, refuse } from './tenant-checks.ts';
 import type { InputPolicy } from './input-rules.ts';
 import { integrationIssues } from './integrations.ts';
 import { listenerIssues, waitingMessage } from './listeners.ts';
+import { createQuotas, type Quotas } from './quotas.ts';
 import type { GitHubApp } from './integrations-github.ts';
 
 export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
@@ -41,6 +42,9 @@ export const LABEL_NAME_HASH = 'agentplane.dev/name-hash';
 export const SECRET_NAMES_ANNOTATION = 'agentplane.dev/secret-names';
 /** Comma-separated keys (delivery ids, pushed commits) of the last pushes that made a revision (build on push). */
 export const PUSH_DELIVERIES_ANNOTATION = 'agentplane.dev/push-deliveries';
+
+/** Thrown inside the revision quota when a push repeats one already handled (so its place is given back). */
+const REPEAT = Symbol('repeated push');
 
 const IMMUTABLE_SOURCE_CONFIG = {
   integration_id: 'integrationId',
@@ -56,9 +60,12 @@ export function createDeploymentService(deps: {
   logger: Logger;
   policy?: InputPolicy;
   github?: GitHubApp;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS on the real clock). */
+  quotas?: Quotas;
 }) {
   const { store, logger } = deps;
   const ns = store.namespace;
+  const quotas = deps.quotas ?? createQuotas({ store });
   const { policyIssues, referenceIssues, assertHostFree, claimHost, releaseHostQuietly } = createTenantChecks(deps);
   // Name uniqueness per tenant: the store's name claims make it atomic across processes (replicas); this lock only
   // keeps one process from racing itself (and from creating deployments that lose the claim and are removed again).
@@ -73,6 +80,25 @@ export function createDeploymentService(deps: {
       if (tenantLocks.get(tenant) === tail) tenantLocks.delete(tenant);
     });
     return next;
+  }
+
+  /** The workspace's deployments that are not being deleted (the deployments quota counts these). */
+  async function deploymentCount(tenant: string): Promise<number> {
+    const { items } = await store.list('AgentDeployment', ns, { labelSelector: `${LABEL_TENANT}=${tenant}` });
+    return items.filter((d) => d.spec.tenantId === tenant && !d.metadata.deletionTimestamp).length;
+  }
+
+  /** Runs `fn`, which makes one revision, within the hourly revision quota; a failed `fn` gives its place back. */
+  async function withRevisionQuota<T>(tenant: string, fn: () => Promise<T>): Promise<T> {
+    const giveBack = await quotas.reserveRevision(tenant);
+    try {
+      return await fn();
+    } catch (err) {
+      await giveBack().catch((e: unknown) =>
+        logger.warn({ err: e, tenant }, 'giving a revision quota place back failed'),
+      );
+      throw err;
+    }
   }
 
   const nameHash = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 40);
@@ -221,6 +247,66 @@ export function createDeploymentService(deps: {
     return name;
   }
 
+  /** Creates the deployment, its name (and host) claim, secrets and first revision; all or nothing. */
+  async function createNow(tenant: string, body: DeploymentCreate, host: string | undefined): Promise<Deployment> {
+    await assertNameFree(tenant, body.name);
+    if (host) await assertHostFree(host);
+    const id = randomUUID();
+    const name = deploymentName(id);
+    const sourceConfig: SourceConfig = {
+      deploymentType: 'dev',
+      buildOnPush: false,
+      ...sourceConfigFromApi(body.source_config),
+    };
+    const src = sourceRevisionConfigFromApi(body.source_revision_config);
+    const now = new Date().toISOString();
+    const input: AgentDeployment = {
+      apiVersion: API_VERSION,
+      kind: 'AgentDeployment',
+      metadata: {
+        name,
+        namespace: ns,
+        labels: { [LABEL_TENANT]: tenant, [LABEL_DEPLOYMENT_ID]: id, [LABEL_NAME_HASH]: nameHash(body.name) },
+        annotations: {
+          [UPDATED_AT_ANNOTATION]: now,
+          [SECRET_NAMES_ANNOTATION]: body.secrets.map((x) => x.name).join(','),
+        },
+      },
+      spec: {
+        deploymentId: id,
+        tenantId: tenant,
+        displayName: body.name,
+        source: body.source,
+        sourceConfig,
+        sourceRevisionConfig: {
+          repoRef: src.repoRef ?? null,
+          graphConfigPath: src.graphConfigPath ?? (body.source === 'github' ? 'langgraph.json' : null),
+          imageUri: src.imageUri ?? null,
+        },
+        secretsName: body.secrets.length ? secretsName(name, 1) : null,
+        secretReferences: secretReferencesFromApi(body.secret_references),
+        revisionCounter: 1,
+        targetRevisionName: revisionName(name, 1),
+      },
+    };
+    const dep = await store.create('AgentDeployment', input);
+    // Compensation: any failure below removes the deployment, and with it (owner GC) its name claim, secrets and
+    // revision. The claim comes first: another process creating the same name at once loses here.
+    try {
+      await claimName(tenant, body.name, dep);
+      if (host) await claimHost(host, dep);
+      if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
+      await ensureRevision(dep);
+    } catch (err) {
+      await store
+        .delete('AgentDeployment', ns, name)
+        .catch((e: unknown) => logger.error({ err: e, deployment: name }, 'compensating delete failed'));
+      throw err;
+    }
+    logger.info({ deployment_id: id, tenant }, 'deployment created');
+    return render(dep);
+  }
+
   return {
     async create(tenant: string, body: DeploymentCreate): Promise<Deployment> {
       refuse(policyIssues(body.source_config.resource_spec, body.source_config.custom_url));
@@ -241,64 +327,14 @@ export function createDeploymentService(deps: {
         body.source_config.listener_config?.k8s_namespace,
       );
       const host = hostOf(body.source_config.custom_url);
-      return withTenantLock(tenant, async () => {
-        await assertNameFree(tenant, body.name);
-        if (host) await assertHostFree(host);
-        const id = randomUUID();
-        const name = deploymentName(id);
-        const sourceConfig: SourceConfig = {
-          deploymentType: 'dev',
-          buildOnPush: false,
-          ...sourceConfigFromApi(body.source_config),
-        };
-        const src = sourceRevisionConfigFromApi(body.source_revision_config);
-        const now = new Date().toISOString();
-        const input: AgentDeployment = {
-          apiVersion: API_VERSION,
-          kind: 'AgentDeployment',
-          metadata: {
-            name,
-            namespace: ns,
-            labels: { [LABEL_TENANT]: tenant, [LABEL_DEPLOYMENT_ID]: id, [LABEL_NAME_HASH]: nameHash(body.name) },
-            annotations: {
-              [UPDATED_AT_ANNOTATION]: now,
-              [SECRET_NAMES_ANNOTATION]: body.secrets.map((x) => x.name).join(','),
-            },
-          },
-          spec: {
-            deploymentId: id,
-            tenantId: tenant,
-            displayName: body.name,
-            source: body.source,
-            sourceConfig,
-            sourceRevisionConfig: {
-              repoRef: src.repoRef ?? null,
-              graphConfigPath: src.graphConfigPath ?? (body.source === 'github' ? 'langgraph.json' : null),
-              imageUri: src.imageUri ?? null,
-            },
-            secretsName: body.secrets.length ? secretsName(name, 1) : null,
-            secretReferences: secretReferencesFromApi(body.secret_references),
-            revisionCounter: 1,
-            targetRevisionName: revisionName(name, 1),
-          },
-        };
-        const dep = await store.create('AgentDeployment', input);
-        // Compensation: any failure below removes the deployment, and with it (owner GC) its name claim, secrets and
-        // revision. The claim comes first: another process creating the same name at once loses here.
-        try {
-          await claimName(tenant, body.name, dep);
-          if (host) await claimHost(host, dep);
-          if (body.secrets.length) await putSecretSet(dep, 1, body.secrets);
-          await ensureRevision(dep);
-        } catch (err) {
-          await store
-            .delete('AgentDeployment', ns, name)
-            .catch((e: unknown) => logger.error({ err: e, deployment: name }, 'compensating delete failed'));
-          throw err;
-        }
-        logger.info({ deployment_id: id, tenant }, 'deployment created');
-        return render(dep);
-      });
+      return withTenantLock(tenant, () =>
+        quotas.admit(
+          tenant,
+          'deployments',
+          () => deploymentCount(tenant),
+          () => withRevisionQuota(tenant, () => createNow(tenant, body, host)),
+        ),
+      );
     },
 
     async get(tenant: string, id: string): Promise<Deployment> {
@@ -438,11 +474,11 @@ export function createDeploymentService(deps: {
         }
       };
 
-      const dep = body.name !== undefined ? await withTenantLock(tenant, apply) : await apply();
-      if (newRevision) {
-        await ensureRevision(dep);
-        logger.info({ deployment_id: id, revision: dep.spec.targetRevisionName }, 'revision created');
-      }
+      const applied = body.name !== undefined ? () => withTenantLock(tenant, apply) : apply;
+      if (!newRevision) return render(await applied());
+      const dep = await withRevisionQuota(tenant, applied);
+      await ensureRevision(dep);
+      logger.info({ deployment_id: id, revision: dep.spec.targetRevisionName }, 'revision created');
       return render(dep);
     },
 
@@ -490,11 +526,14 @@ export function createDeploymentService(deps: {
 
     /** A new revision from the deployment's current settings (e.g. to rebuild the same ref). */
     async createRevision(tenant: string, id: string): Promise<Revision> {
-      const dep = await updateDeployment(tenant, id, async (d) => {
-        d.spec.revisionCounter += 1;
-        d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
-        return d;
-      });
+      await requireDeployment(tenant, id); // a missing deployment is a 404, not a quota answer
+      const dep = await withRevisionQuota(tenant, () =>
+        updateDeployment(tenant, id, async (d) => {
+          d.spec.revisionCounter += 1;
+          d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
+          return d;
+        }),
+      );
       return toApiRevision(await ensureRevision(dep));
     },
 
@@ -505,19 +544,27 @@ export function createDeploymentService(deps: {
      */
     async createRevisionOnPush(tenant: string, id: string, keys: string[]): Promise<Revision | undefined> {
       let repeat = false;
-      const dep = await updateDeployment(tenant, id, async (d) => {
-        const seen = (d.metadata.annotations?.[PUSH_DELIVERIES_ANNOTATION] ?? '').split(',').filter(Boolean);
-        repeat = keys.some((k) => seen.includes(k));
-        if (repeat) return undefined;
-        d.metadata.annotations = {
-          ...d.metadata.annotations,
-          [PUSH_DELIVERIES_ANNOTATION]: [...seen, ...keys].slice(-40).join(','),
-        };
-        d.spec.revisionCounter += 1;
-        d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
-        return d;
+      const dep = await withRevisionQuota(tenant, async () => {
+        const updated = await updateDeployment(tenant, id, async (d) => {
+          const seen = (d.metadata.annotations?.[PUSH_DELIVERIES_ANNOTATION] ?? '').split(',').filter(Boolean);
+          repeat = keys.some((k) => seen.includes(k));
+          if (repeat) return undefined;
+          d.metadata.annotations = {
+            ...d.metadata.annotations,
+            [PUSH_DELIVERIES_ANNOTATION]: [...seen, ...keys].slice(-40).join(','),
+          };
+          d.spec.revisionCounter += 1;
+          d.spec.targetRevisionName = revisionName(d.metadata.name, d.spec.revisionCounter);
+          return d;
+        });
+        // A repeated delivery makes no revision: its place goes back.
+        if (repeat) throw REPEAT;
+        return updated;
+      }).catch((err: unknown) => {
+        if (err === REPEAT) return undefined;
+        throw err;
       });
-      if (repeat) return undefined;
+      if (!dep) return undefined;
       const rev = await ensureRevision(dep);
       logger.info({ deployment_id: id, revision: rev.metadata.name }, 'revision created on push');
       return toApiRevision(rev);

@@ -13,6 +13,7 @@ import {
   type IntegrationStore,
 } from '../store/types.ts';
 import { GitHubError, githubRepoOf, type GitHubApp } from './integrations-github.ts';
+import { createQuotas, type Quotas } from './quotas.ts';
 
 export type IntegrationOut = {
   id: string;
@@ -91,7 +92,13 @@ export function knownHostsProblem(text: string): string | undefined {
   return undefined;
 }
 
-export function createIntegrationService(store: IntegrationStore & AuthObjectStore, github?: GitHubApp) {
+export function createIntegrationService(
+  store: IntegrationStore & AuthObjectStore,
+  github?: GitHubApp,
+  quotas: Quotas = createQuotas({ store }),
+) {
+  const admit = <T>(tenant: string, create: () => Promise<T>) =>
+    quotas.admit(tenant, 'integrations', async () => (await store.listIntegrations(tenant)).length, create);
   // Setup-URL states: random, bound to the workspace that asked, single-use (a compare-and-delete), short-lived.
   // Stored (only their hash) with the auth service's records, so the redirect may reach any control-plane replica.
   const STATE_TTL_MS = 15 * 60_000;
@@ -127,7 +134,7 @@ export function createIntegrationService(store: IntegrationStore & AuthObjectSto
     };
     try {
       if ((await store.findIntegrations({ installationId })).length) throw new AlreadyExistsError('taken');
-      await store.putIntegration(record, sealBundle({}));
+      await admit(tenant, () => store.putIntegration(record, sealBundle({})));
     } catch (err) {
       // Answered alike whether this workspace or another holds it.
       if (err instanceof AlreadyExistsError)
@@ -161,9 +168,11 @@ export function createIntegrationService(store: IntegrationStore & AuthObjectSto
       const bundle: CredentialBundle = ssh
         ? { ssh_key: input.ssh_private_key!.replace(/\r\n/g, '\n').trimEnd() + '\n', known_hosts: input.known_hosts }
         : { token: input.token };
-      await store.putIntegration(
-        record,
-        sealBundle({ ...bundle, ...(webhookSecret ? { webhook_secret: webhookSecret } : {}) }),
+      await admit(tenant, () =>
+        store.putIntegration(
+          record,
+          sealBundle({ ...bundle, ...(webhookSecret ? { webhook_secret: webhookSecret } : {}) }),
+        ),
       );
       // The webhook secret is answered here only when the control plane made it; a given one is never echoed.
       return { ...out(record), ...(input.webhook_secret === true ? { webhook_secret: webhookSecret } : {}) };

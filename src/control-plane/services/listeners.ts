@@ -19,6 +19,7 @@ import {
 import { createApiKey } from '../auth/keys.ts';
 import { agentKeyHashes } from '../auth/key-publisher.ts';
 import type { GitHubApp } from './integrations-github.ts';
+import { createQuotas, type Quotas } from './quotas.ts';
 import { buildCredentialResolver } from './integrations.ts';
 import { baseUrlProblem, reportedUrlProblem } from './listener-rules.ts';
 import {
@@ -182,8 +183,11 @@ export function createListenerService(deps: {
   github?: GitHubApp;
   /** What a pushed log may store per revision and type (default: as local builds). */
   logLimits?: LogLimits;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS). */
+  quotas?: Quotas;
 }) {
   const { store, logger } = deps;
+  const quotas = deps.quotas ?? createQuotas({ store });
   const resolveCredential = buildCredentialResolver(store, deps.github);
   const ns = store.namespace;
   const timeoutMs = deps.heartbeatTimeoutMs ?? 30_000;
@@ -346,7 +350,12 @@ export function createListenerService(deps: {
         createdAt: now,
         updatedAt: now,
       };
-      await store.createListener(record);
+      await quotas.admit(
+        tenant,
+        'listeners',
+        async () => (await store.listListeners(tenant)).length,
+        () => store.createListener(record),
+      );
       logger.info({ listener_id: record.id, tenant }, 'listener created');
       return toApi(record, 0);
     },

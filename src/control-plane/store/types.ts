@@ -142,10 +142,11 @@ export interface IntegrationStore {
 }
 
 /**
- * Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress) and the
- * GitHub App's setup-URL states (integrations), kept where every control-plane replica sees them.
+ * Kinds of records of the auth service (OAuth providers, users' tokens, authorization flows in progress), the
+ * GitHub App's setup-URL states (integrations) and workspaces' quota usage (services/quotas.ts), kept where every
+ * control-plane replica sees them.
  */
-export type AuthObjectKind = 'provider' | 'token' | 'flow' | 'setup';
+export type AuthObjectKind = 'provider' | 'token' | 'flow' | 'setup' | 'usage';
 
 /**
  * One record of the auth service. `record` is the service's JSON (no secret in it); `sealed` is its secret part,

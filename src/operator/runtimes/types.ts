@@ -2,6 +2,8 @@
 // Deployments in a cluster). Every method is idempotent and returns quickly: builds and rollouts are started by
 // one call and observed by later calls; the runtime calls `notify` when something worth a look changed.
 
+import type { ResourceSpec } from '../../resources/agent-deployment.ts';
+
 /** Identifies one revision of one deployment. Names are the resource names (`<deployment>-r<n>`). */
 export type RevisionRef = {
   namespace: string;
@@ -44,6 +46,8 @@ export type ServerSpec = RevisionRef & {
   access: 'api_key' | 'public';
   /** The revision has served before (DEPLOYED): a runtime may skip re-proving that it boots. */
   proven?: boolean;
+  /** The revision's resource_spec: the local runtime applies its memory and CPU limits (limits.ts). */
+  resourceSpec?: ResourceSpec | null;
   /**
    * Absolute path of a JSON file of API-key hashes that the runtime's host keeps current; the server gets
    * `--auth-keys-file <path>`. The local runtime mounts the file's folder read-only into the sandbox, so that folder

@@ -39,7 +39,15 @@ declare module 'fastify' {
 const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
 
 const security = [{ apiKey: [], tenantId: [] }];
-const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };
+const errors = {
+  400: ErrorBody,
+  401: ErrorBody,
+  403: ErrorBody,
+  404: ErrorBody,
+  409: ErrorBody,
+  422: ErrorBody,
+  429: ErrorBody,
+};
 
 const AccessToken = z.object({ token: z.string(), expires_at: z.string(), deployment_id: z.string() });
 

@@ -61,6 +61,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       tenantId: dep.spec.tenantId,
       access: rev.spec.sourceConfig.accessMode ?? 'api_key',
       proven: phaseOf(rev) === 'DEPLOYED',
+      resourceSpec: rev.spec.sourceConfig.resourceSpec ?? null,
     };
   };
 

@@ -35,6 +35,8 @@ import {
   type InstallCache,
 } from './build.ts';
 import { childEnv, envProblem } from './env.ts';
+import { FairBuildQueue } from './build-queue.ts';
+import { prepareLimits, removeServerCgroup, superviseLimits, type LimitsOptions } from './limits.ts';
 import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
@@ -67,6 +69,8 @@ export type LocalRuntimeOptions = {
   /** How long a stopping server gets after SIGTERM, and how long traffic to a replaced one may drain. */
   stopGraceMs?: number;
   maxConcurrentBuilds?: number;
+  /** Builds one workspace may run at once (default: half of maxConcurrentBuilds, at least 1); see build-queue.ts. */
+  maxBuildsPerWorkspace?: number;
   /** Reuse node_modules across builds of a deployment with the same package-lock.json (default true). */
   installCache?: boolean;
   /** Size bound of the install cache; least recently used entries go first (default 2 GiB). */
@@ -89,6 +93,8 @@ export type LocalRuntimeOptions = {
   logLimits?: LogLimits;
   /** The git credential of a tenant's integration (undefined: none, the clone runs without one). */
   gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
+  /** resource_spec limits on this machine: default memory limit, cgroup v2 parent (limits.ts). */
+  limits?: LimitsOptions;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
   /** Serves each deployment on an origin of its own (`agentplane dev`); without it: <base URL>/deployments/<id>. */
@@ -171,12 +177,16 @@ export class LocalRuntime implements Runtime {
   private readonly listeners: ((ref: RevisionRef) => void)[] = [];
   private readonly background = new Set<Promise<unknown>>();
   private readonly budgets = new Map<string, LogBudget>();
-  private runningBuilds = 0;
-  private readonly waitingBuilds: (() => void)[] = [];
+  private readonly buildQueue: FairBuildQueue;
   private baseUrl = 'http://127.0.0.1:8080';
   private closed = false;
 
-  constructor(private readonly opts: LocalRuntimeOptions) {}
+  constructor(private readonly opts: LocalRuntimeOptions) {
+    this.buildQueue = new FairBuildQueue({
+      slots: opts.maxConcurrentBuilds ?? 2,
+      perWorkspace: opts.maxBuildsPerWorkspace,
+    });
+  }
 
   /** The dev server's public address, known once it listens. */
   setBaseUrl(url: string): void {
@@ -262,7 +272,7 @@ export class LocalRuntime implements Runtime {
   private async runBuild(spec: BuildSpec, build: Build): Promise<void> {
     const log = this.logWriter(spec, 'build');
     const logger = this.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
-    await this.acquireBuildSlot();
+    const releaseSlot = await this.buildQueue.acquire(spec.tenantId ?? spec.deploymentId);
     let deadline: ReturnType<typeof withDeadline> | undefined;
     try {
       if (build.abort.signal.aborted) return;
@@ -313,7 +323,7 @@ export class LocalRuntime implements Runtime {
       logger.info({ reason: message }, 'build failed');
     } finally {
       deadline?.clear();
-      this.releaseBuildSlot();
+      releaseSlot();
       await log.flush();
       // A finished build is remembered by its marker; a failed one stays in memory (its revision is terminal).
       if (build.status.phase === 'Succeeded') this.builds.delete(revKey(spec));
@@ -351,20 +361,6 @@ export class LocalRuntime implements Runtime {
       await rm(join(revisionsDir, revision), { recursive: true, force: true, maxRetries: 3 });
       this.opts.logger.info({ deployment: latest.deployment, revision }, 'old build folder removed');
     }
-  }
-
-  private async acquireBuildSlot(): Promise<void> {
-    if (this.runningBuilds < (this.opts.maxConcurrentBuilds ?? 2)) {
-      this.runningBuilds++;
-      return;
-    }
-    await new Promise<void>((r) => this.waitingBuilds.push(r));
-  }
-
-  private releaseBuildSlot(): void {
-    const next = this.waitingBuilds.shift();
-    if (next) next();
-    else this.runningBuilds--;
   }
 
   // ---- servers ----
@@ -509,7 +505,14 @@ export class LocalRuntime implements Runtime {
     if (spec.access !== 'public' && !keysFile)
       throw new Error('this runtime has no API key source: only public deployments can run');
     const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+    // The port makes the cgroup name unique to this start (a preflight's cgroup may still be going away).
+    const limits = await prepareLimits(
+      spec.resourceSpec,
+      this.opts.limits ?? {},
+      `agentplane-${safeId(spec.revision)}-${port}`,
+    );
     const args = [
+      ...limits.nodeArgs,
       '--import',
       PARENT_WATCH,
       AGENTPLANE_BIN,
@@ -530,13 +533,23 @@ export class LocalRuntime implements Runtime {
     log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
     let proc: ServerProcess;
     try {
-      proc = spawnServer(this.opts.sandbox ?? NO_SANDBOX, process.execPath, args, { cwd, env, mounts });
+      log.line(limits.describe);
+      proc = spawnServer(this.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
+        cwd,
+        env,
+        mounts,
+        limit: limits.wrap,
+      });
     } catch (err) {
+      void removeServerCgroup(limits.cgroup);
       log.line(`agent server could not start: ${(err as Error).message}`);
       await log.flush();
       throw err;
     }
     const { child } = proc;
+    const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), this.opts.limits?.watchIntervalMs);
+    child.once('exit', unsupervise);
+    child.once('error', unsupervise);
     const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
     const exited = new Promise<void>((res) => {
       child.once('exit', () => res());

@@ -18,7 +18,13 @@ export function spawnServer(
   sandbox: Sandbox,
   command: string,
   args: string[],
-  opts: { cwd: string; env: Record<string, string>; mounts: Omit<Mounts, 'cwd'> },
+  opts: {
+    cwd: string;
+    env: Record<string, string>;
+    mounts: Omit<Mounts, 'cwd'>;
+    /** Puts the whole command line inside resource limits (limits.ts); the pid stays the one spawned. */
+    limit?: (command: string, args: string[]) => { command: string; args: string[] };
+  },
 ): ServerProcess {
   const confined = sandbox.kind !== 'none';
   const inner = sandbox.wrap(
@@ -27,7 +33,8 @@ export function spawnServer(
     { ...opts.mounts, cwd: opts.cwd },
     confined ? { infoFd: 3, asPid1: true } : undefined,
   );
-  const wrapped = withParentDeath(inner.command, inner.args);
+  const guarded = withParentDeath(inner.command, inner.args);
+  const wrapped = opts.limit ? opts.limit(guarded.command, guarded.args) : guarded;
   // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
   const child = spawn(wrapped.command, wrapped.args, {
     cwd: opts.cwd,
