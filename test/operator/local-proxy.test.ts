@@ -67,7 +67,7 @@ beforeAll(async () => {
   const upstream = Number(new URL(server.url).port);
   const proxy = Fastify();
   await deploymentProxy(proxy, {
-    resolve: async () => ({ port: upstream, acquire: () => () => undefined }),
+    resolve: async () => ({ port: upstream, tenant: 'ws', acquire: () => () => undefined }),
     bodyLimit: LIMIT,
   });
   await proxy.ready();
