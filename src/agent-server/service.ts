@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../lib/errors.ts';
-import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
+import { equalityPart, matchesFilters, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
 import { configurableHeaderPicker, type ConfigurableHeadersConfig } from './http/configurable-headers.ts';
 import { systemAssistantId } from './graphs/index.ts';
@@ -53,7 +53,15 @@ export interface RunAuth {
   runId?: string;
   /** The request's headers: the ones langgraph.json's http.configurable_headers lets through go into configurable. */
   headers?: IncomingHttpHeaders;
+  /** The caller's assistants:read filter for an assistant id: a run may use only an assistant its caller can read. */
+  assistantFilter?: AssistantReadFilter;
 }
+
+/**
+ * Runs the assistants:read handler for an assistant id (its filter; a denial throws). An assistant the filter hides
+ * is answered exactly like one that does not exist.
+ */
+export type AssistantReadFilter = (assistantId: string) => Promise<AuthFilters | undefined>;
 
 /**
  * Assistant versions: every create and PATCH records one; `setLatest` makes an earlier one current again. The stores
@@ -123,13 +131,17 @@ export function createAgentService({
 
   /**
    * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
-   * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them.
+   * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them. With
+   * `readFilter` (custom auth), the caller's assistants:read handler runs before the read, and an assistant its
+   * filter hides is the same 404 as a missing one.
    */
-  async function resolveAssistant(idOrGraph: string): Promise<Assistant> {
+  async function resolveAssistant(idOrGraph: string, readFilter?: AssistantReadFilter): Promise<Assistant> {
     const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
     if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    const filters = readFilter ? await readFilter(id) : undefined;
     const found = await storage.assistants.get(id);
-    if (!found) throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
+    if (!found || !matchesFilters(found.metadata, filters))
+      throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
     return found;
   }
 
@@ -193,7 +205,7 @@ export function createAgentService({
     newThreadId?: string,
   ): Promise<NewRun> {
     checkWebhook(body.webhook);
-    const assistant = await resolveAssistant(body.assistant_id);
+    const assistant = await resolveAssistant(body.assistant_id, caller?.assistantFilter);
     const stateless = threadId === null;
     const thread_id = threadId ?? newThreadId ?? randomUUID();
     const run_id = caller?.runId ?? randomUUID();
