@@ -40,6 +40,15 @@ describe('auth service: provider addresses', () => {
     ['https://169.254.169.254', 'private'],
     ['https://10.1.2.3', 'private'],
     ['https://[::ffff:192.168.1.1]', 'private'],
+    // IPv6 literal spellings of loopback, link-local and private IPv4 addresses.
+    ['https://[::127.0.0.1]', 'private'],
+    ['https://[::7f00:1]', 'private'],
+    ['https://[0:0:0:0:0:ffff:127.0.0.1]', 'private'],
+    ['https://[::169.254.169.254]', 'private'],
+    ['https://[::10.1.2.3]', 'private'],
+    ['https://[64:ff9b::a9fe:a9fe]', 'private'],
+    ['https://[2002:7f00:1::]', 'private'],
+    ['https://[fd00::1]', 'private'],
     ['https://localhost', 'private'],
     ['not a url', 'absolute URL'],
   ])('discovery at %s is refused (422: %s)', async (issuer, reason) => {
