@@ -23,7 +23,10 @@ describe('auth service: provider addresses', () => {
       store,
       logger: silentLogger(),
       consoleDir: false,
-      auth: { keyring: parseAuthKeyring(`k=${randomBytes(32).toString('base64')}`) },
+      auth: {
+        keyring: parseAuthKeyring(`k=${randomBytes(32).toString('base64')}`),
+        publicUrl: 'https://cp.example.com',
+      },
     });
     headers = { 'x-api-key': (await createApiKey(store, { tenants: ['team-a'] })).key, 'x-tenant-id': 'team-a' };
   });
@@ -71,9 +74,13 @@ describe('auth service: provider addresses', () => {
     const start = (await post('/v2/auth/authenticate', { provider: 'inner', scopes: ['read'], user_id: 'u1' })).json();
     expect(start.status).toBe('pending');
     const state = new URL(start.url).searchParams.get('state')!;
+    const opened = await app.inject({ method: 'GET', url: `/v2/auth/start?state=${encodeURIComponent(state)}` });
+    expect(opened.statusCode).toBe(302);
+    const cookie = String(opened.headers['set-cookie']).split(';')[0]!;
     const page = await app.inject({
       method: 'GET',
       url: `/v2/auth/callback/inner?code=abc&state=${encodeURIComponent(state)}`,
+      headers: { cookie },
     });
     expect(page.statusCode).toBe(502);
     expect(page.body).toContain('private');

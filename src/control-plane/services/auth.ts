@@ -13,6 +13,7 @@ import {
   type AuthObjectKind,
   type AuthObjectStore,
 } from '../store/types.ts';
+import { flowCookie, flowCookieName, readCookie } from './auth-browser.ts';
 import { AuthKeyError, openValue, sealValue, type AuthKeyring } from './auth-crypto.ts';
 import {
   ProviderError,
@@ -79,8 +80,11 @@ export type WaitOut =
   | { status: 'pending' | 'timeout' | 'not_found'; auth_id: string }
   | { status: 'failed'; auth_id: string; error: string };
 
-/** What the callback page tells the user. */
-export type CallbackResult = { ok: true } | { ok: false; status: 400 | 502; message: string };
+/** What the callback page tells the user; `cookie`: a Set-Cookie that ends the flow's browser binding. */
+export type CallbackResult = ({ ok: true } | { ok: false; status: 400 | 502; message: string }) & { cookie?: string };
+
+/** The start link: on to the provider (binding the flow to this browser), or a page saying why not. */
+export type StartResult = { ok: true; location: string; cookie?: string } | { ok: false; status: 400; message: string };
 
 type ProviderRecord = {
   provider_id: string;
@@ -114,10 +118,12 @@ type FlowRecord = {
   expires_at: string;
   /** pending -> taken (the state was used) -> completed | failed. */
   status: 'pending' | 'taken' | 'completed' | 'failed';
+  /** SHA-256 (base64) of the cookie of the browser that opened the start link; only that browser may complete. */
+  browser?: string;
   error?: string;
   created_at: string;
 };
-type FlowSecret = { state_hash: string; code_verifier: string };
+type FlowSecret = { state_hash: string; code_verifier: string; authorization_url?: string };
 
 /** 503: the auth service has no encryption key configured. */
 export class AuthServiceUnavailableError extends AppError {
@@ -145,6 +151,11 @@ export type AuthServiceDeps = {
   oauth: OAuth;
   /** Undefined: every call answers 503 naming the setting (AGENTPLANE_AUTH_ENCRYPTION_KEYS). */
   keyring?: AuthKeyring;
+  /**
+   * The control plane's public base URL (--public-url; a function when it is known only once listening): redirect
+   * URIs and start links are built from it, never from a request's Host. Undefined: flows answer 503.
+   */
+  publicUrl?: string | (() => string);
   logger: Logger;
   /** Milliseconds since the epoch (tests move it to expire tokens and states). */
   now?: () => number;
@@ -165,10 +176,54 @@ export function createAuthService(deps: AuthServiceDeps) {
   function ring(): AuthKeyring {
     if (!deps.keyring) {
       throw new AuthServiceUnavailableError(
-        'The auth service has no encryption key: set AGENTPLANE_AUTH_ENCRYPTION_KEYS (--auth-encryption-keys).',
+        'The auth service is off: it needs --public-url (AGENTPLANE_PUBLIC_URL) and, with the kubernetes store, ' +
+          'encryption keys (AGENTPLANE_AUTH_ENCRYPTION_KEYS, --auth-encryption-keys).',
       );
     }
     return deps.keyring;
+  }
+
+  function publicBase(): string {
+    const url = typeof deps.publicUrl === 'function' ? deps.publicUrl() : deps.publicUrl;
+    if (!url) throw new AuthServiceUnavailableError('The auth service needs the public URL (--public-url).');
+    return url.replace(/\/+$/, '');
+  }
+
+  /**
+   * The flow a state names, when the state is its own (constant-time) and still open; otherwise the page's text.
+   * `providerId`: the callback's path must name the flow's provider.
+   */
+  async function openFlow(
+    state: string,
+    providerId?: string,
+  ): Promise<{ obj: AuthObject; flow: FlowRecord; secret: FlowSecret } | { refused: string }> {
+    const authId = state.split('.')[0] ?? '';
+    if (!isUuid(authId)) return { refused: 'This link is not valid (missing or malformed state).' };
+    const obj = await store.getAuthObject('flow', authId);
+    if (!obj) return { refused: 'This link is not valid or was already used.' };
+    const flow = JSON.parse(obj.record) as FlowRecord;
+    const secret = await unseal<FlowSecret>(obj);
+    const given = sha256(state);
+    const expected = Buffer.from(secret.state_hash, 'base64');
+    if (
+      given.length !== expected.length ||
+      !timingSafeEqual(given, expected) ||
+      (providerId !== undefined && flow.provider_id !== providerId)
+    ) {
+      return { refused: 'This link is not valid or was already used.' };
+    }
+    if (flow.status !== 'pending') return { refused: 'This link was already used.' };
+    if (Date.parse(flow.expires_at) <= now()) return { refused: 'This link has expired; ask the agent for a new one.' };
+    return { obj, flow, secret };
+  }
+
+  /** Whether the Cookie header carries the cookie of the browser the flow is bound to. */
+  function sameBrowser(flow: FlowRecord, cookieHeader: string | undefined): boolean {
+    const value = readCookie(cookieHeader, flowCookieName(flow.auth_id));
+    if (!flow.browser || !value) return false;
+    const given = sha256(value);
+    const expected = Buffer.from(flow.browser, 'base64');
+    return given.length === expected.length && timingSafeEqual(given, expected);
   }
 
   function seal(o: { kind: AuthObjectKind; tenant: string; name: string }, secret: unknown): string {
@@ -502,7 +557,9 @@ export function createAuthService(deps: AuthServiceDeps) {
 
     // ---- flow ----
 
-    async authenticate(tenant: string, input: AuthenticateInput, redirectUri: string): Promise<AuthenticateOut> {
+    async authenticate(tenant: string, input: AuthenticateInput): Promise<AuthenticateOut> {
+      const publicUrl = publicBase();
+      const redirectUri = `${publicUrl}/v2/auth/callback/${encodeURIComponent(input.provider)}`;
       const provider = await providerObject(tenant, input.provider);
       const scopes = uniq(input.scopes);
       const usable = await usableToken(tenant, provider, input.user_id, scopes);
@@ -529,11 +586,49 @@ export function createAuthService(deps: AuthServiceDeps) {
         status: 'pending',
         created_at: new Date(now()).toISOString(),
       };
-      const base = { kind: 'flow' as const, tenant, name: authId };
-      const secret: FlowSecret = { state_hash: sha256(state).toString('base64'), code_verifier: codeVerifier };
-      await store.createAuthObject({ ...base, record: JSON.stringify(record), sealed: seal(base, secret) });
+      const names = { kind: 'flow' as const, tenant, name: authId };
+      const secret: FlowSecret = {
+        state_hash: sha256(state).toString('base64'),
+        code_verifier: codeVerifier,
+        authorization_url: url,
+      };
+      await store.createAuthObject({ ...names, record: JSON.stringify(record), sealed: seal(names, secret) });
       logger.info({ provider: input.provider, auth_id: authId }, 'auth flow started');
-      return { status: 'pending', url, auth_id: authId, token: null };
+      // The user opens the start link, which binds the flow to their browser and sends them on to the provider.
+      const start = `${publicUrl}/v2/auth/start?state=${encodeURIComponent(state)}`;
+      return { status: 'pending', url: start, auth_id: authId, token: null };
+    },
+
+    /**
+     * The start link, opened by the end user's browser: the first browser to open it gets the flow's cookie (the
+     * binding is a compare-and-swap, so of two browsers racing one wins) and is sent to the provider; the same
+     * browser may open it again, any other is refused.
+     */
+    async start(state: string, cookieHeader: string | undefined): Promise<StartResult> {
+      const refused = (message: string): StartResult => ({ ok: false, status: 400, message });
+      const found = await openFlow(state);
+      if ('refused' in found) return refused(found.refused);
+      const { obj, flow, secret } = found;
+      if (!secret.authorization_url) return refused('This link is not valid; ask the agent for a new one.');
+      if (flow.browser) {
+        if (sameBrowser(flow, cookieHeader)) return { ok: true, location: secret.authorization_url };
+        return refused('This sign-in was already started in another browser; ask the agent for a new link.');
+      }
+      const key = randomBytes(32).toString('base64url');
+      const bound: FlowRecord = { ...flow, browser: sha256(key).toString('base64') };
+      try {
+        await store.replaceAuthObject({ ...obj, record: JSON.stringify(bound) });
+      } catch (err) {
+        if (err instanceof StaleResourceVersionError || err instanceof NotFoundError)
+          return refused('This sign-in was already started in another browser; ask the agent for a new link.');
+        throw err;
+      }
+      const maxAge = (Date.parse(flow.expires_at) - now()) / 1000;
+      return {
+        ok: true,
+        location: secret.authorization_url,
+        cookie: flowCookie(publicBase(), flowCookieName(flow.auth_id), key, maxAge),
+      };
     },
 
     /**
@@ -541,22 +636,19 @@ export function createAuthService(deps: AuthServiceDeps) {
      * which workspace, user and provider the flow is for. The state is single-use (the flow is taken with a
      * compare-and-swap before the exchange) and expires with the flow.
      */
-    async callback(providerId: string, params: Record<string, string>): Promise<CallbackResult> {
+    async callback(providerId: string, params: Record<string, string>, cookieHeader?: string): Promise<CallbackResult> {
       const refused = (message: string): CallbackResult => ({ ok: false, status: 400, message });
       const state = params.state ?? '';
-      const authId = state.split('.')[0] ?? '';
-      if (!isUuid(authId)) return refused('This link is not valid (missing or malformed state).');
-      const obj = await store.getAuthObject('flow', authId);
-      if (!obj) return refused('This link is not valid or was already used.');
-      const flow = JSON.parse(obj.record) as FlowRecord;
-      const secret = await unseal<FlowSecret>(obj);
-      const given = sha256(state);
-      const expected = Buffer.from(secret.state_hash, 'base64');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected) || flow.provider_id !== providerId) {
-        return refused('This link is not valid or was already used.');
-      }
-      if (flow.status !== 'pending') return refused('This link was already used.');
-      if (Date.parse(flow.expires_at) <= now()) return refused('This link has expired; ask the agent for a new one.');
+      const found = await openFlow(state, providerId);
+      if ('refused' in found) return refused(found.refused);
+      const { obj, flow, secret } = found;
+      const authId = flow.auth_id;
+      // Only the browser that opened the start link completes the flow; the flow stays open for it.
+      if (!sameBrowser(flow, cookieHeader))
+        return refused(
+          'This sign-in was not started in this browser: open the link the agent gave you here and sign in again.',
+        );
+      const ended = flowCookie(publicBase(), flowCookieName(authId), '', 0);
       const taken: FlowRecord = { ...flow, status: 'taken' };
       try {
         await store.replaceAuthObject({ ...obj, record: JSON.stringify(taken) });
@@ -578,7 +670,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       } catch (err) {
         if (!(err instanceof NotFoundError)) throw err;
         await finish('failed', `provider ${providerId} was deleted`);
-        return refused('The provider of this link no longer exists.');
+        return { ...refused('The provider of this link no longer exists.'), cookie: ended };
       }
       try {
         const t = await oauth.exchange(await oauthClient(provider.obj, provider.record), {
@@ -600,11 +692,12 @@ export function createAuthService(deps: AuthServiceDeps) {
           ok: false,
           status: denied ? 400 : 502,
           message: denied ? 'Access was not granted.' : `The provider did not complete the sign-in: ${err.message}`,
+          cookie: ended,
         };
       }
       await finish('completed');
       logger.info({ provider: providerId, auth_id: authId }, 'auth flow completed');
-      return { ok: true };
+      return { ok: true, cookie: ended };
     },
 
     async wait(tenant: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitOut> {
