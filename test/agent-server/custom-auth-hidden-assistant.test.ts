@@ -138,6 +138,21 @@ describe.each(['embedded', 'postgres'] as const)('a hidden assistant stays hidde
     expect(JSON.parse(own.text).config).toEqual({ configurable: { secret: SECRET } });
   });
 
+  it("POST /threads with A's thread id: a 409 for B under either if_exists, never the thread", async () => {
+    const aliceThread = await sdk('token-alice').threads.create({ metadata: { topic: SECRET } });
+    for (const if_exists of ['do_nothing', 'raise']) {
+      const res = await call('token-bob', 'POST', '/threads', { thread_id: aliceThread.thread_id, if_exists });
+      expect(res.status, res.text).toBe(409);
+      expect(res.text).not.toContain(SECRET);
+    }
+    const own = await call('token-alice', 'POST', '/threads', {
+      thread_id: aliceThread.thread_id,
+      if_exists: 'do_nothing',
+    });
+    expect(own.status).toBe(200);
+    expect(JSON.parse(own.text).metadata.topic).toBe(SECRET);
+  });
+
   it('counts and pages filtered by its metadata tell B nothing', async () => {
     const byTag = { metadata: { tag: SECRET } };
     expect(JSON.parse((await call('token-bob', 'POST', '/assistants/count', byTag)).text)).toBe(0);

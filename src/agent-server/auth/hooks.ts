@@ -102,25 +102,29 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     });
   }
   /**
-   * POST /assistants naming an id that is taken by an assistant the caller may not read (by the create handler's
-   * filter or the read handler's): the 409 of if_exists "raise", never the record (do_nothing would answer it).
+   * POST /assistants or POST /threads naming an id taken by a record the caller may not read (by the create
+   * handler's filter or the read handler's): the 409 of if_exists "raise", never the record (do_nothing would
+   * answer it whole).
    */
-  async function refuseHiddenAssistant(user: RequestAuth | null, id: string, createFilters: AuthFilters | undefined) {
-    const existing = await storage.assistants.get(id);
+  async function refuseHidden(
+    user: RequestAuth | null,
+    kind: 'assistant' | 'thread',
+    id: string,
+    createFilters: AuthFilters | undefined,
+  ): Promise<void> {
+    const existing = kind === 'assistant' ? await storage.assistants.get(id) : await storage.threads.get(id);
     if (!existing) return;
     let visible = matchesFilters(existing.metadata, createFilters);
     if (visible) {
       try {
-        visible = matchesFilters(
-          existing.metadata,
-          await auth.authorize(user, 'assistants:read', { assistant_id: id }),
-        );
+        const read = kind === 'assistant' ? { assistant_id: id } : { thread_id: id };
+        visible = matchesFilters(existing.metadata, await auth.authorize(user, `${kind}s:read`, read));
       } catch (err) {
         if (!(err instanceof ForbiddenError)) throw err;
         visible = false;
       }
     }
-    if (!visible) throw new ConflictError(`Assistant ${id} already exists`);
+    if (!visible) throw new ConflictError(`${kind === 'assistant' ? 'Assistant' : 'Thread'} ${id} already exists`);
   }
 
   app.addHook('preHandler', async (req) => {
@@ -145,7 +149,9 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     const filters = await auth.authorize(req.auth, route.event, value);
     req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined, assistantFilter };
     if (route.event === 'assistants:create' && typeof value.assistant_id === 'string') {
-      await refuseHiddenAssistant(req.auth, value.assistant_id, filters);
+      await refuseHidden(req.auth, 'assistant', value.assistant_id, filters);
+    } else if (route.event === 'threads:create' && typeof value.thread_id === 'string') {
+      await refuseHidden(req.auth, 'thread', value.thread_id, filters);
     }
     if (!filters) return;
     const p = (req.params ?? {}) as Record<string, string>;
@@ -160,15 +166,6 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     } else if (route.scope === 'cron' && p.cron_id) {
       const cron = await storage.crons.get(p.cron_id);
       if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
-    } else if (
-      route.event === 'threads:create' &&
-      value.if_exists === 'do_nothing' &&
-      typeof value.thread_id === 'string'
-    ) {
-      // Returning someone else's existing thread would leak it.
-      const existing = await storage.threads.get(value.thread_id);
-      if (existing && !matchesFilters(existing.metadata, filters))
-        throw new ConflictError(`Thread ${value.thread_id} already exists`);
     }
   });
 }
