@@ -308,17 +308,28 @@ export function createAgentService({
     return out;
   }
 
-  /** DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. */
-  async function deleteAssistant(idOrGraph: string, deleteThreads: boolean): Promise<void> {
+  /**
+   * DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. Under custom
+   * auth `threadFilter` gives the caller's threads:delete filter (a denial throws before anything is deleted): only
+   * the threads it lets the caller delete go, never another user's that ran the same assistant.
+   */
+  async function deleteAssistant(
+    idOrGraph: string,
+    deleteThreads: boolean,
+    threadFilter?: () => Promise<AuthFilters | undefined>,
+  ): Promise<void> {
     const assistant = await resolveAssistant(idOrGraph);
     if (deleteThreads) {
+      const filters = threadFilter ? await threadFilter() : undefined;
+      const metadata = { ...equalityPart(filters), assistant_id: assistant.assistant_id };
       const page = 500;
+      let skipped = 0;
       for (;;) {
-        const threads = await storage.threads.search({
-          metadata: { assistant_id: assistant.assistant_id },
-          limit: page,
-        });
-        for (const t of threads) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
+        const threads = await storage.threads.search({ metadata, limit: page, offset: skipped });
+        for (const t of threads) {
+          if (matchesFilters(t.metadata, filters)) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
+          else skipped += 1;
+        }
         if (threads.length < page) break;
       }
     }

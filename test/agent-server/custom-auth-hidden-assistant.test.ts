@@ -153,6 +153,21 @@ describe.each(['embedded', 'postgres'] as const)('a hidden assistant stays hidde
     expect(JSON.parse(own.text).metadata.topic).toBe(SECRET);
   });
 
+  it("deleting a shared assistant with delete_threads deletes only the caller's threads, never B's", async () => {
+    const alice = sdk('token-alice');
+    const bob = sdk('token-bob');
+    const shared = await alice.assistants.create({ graphId: 'counter', name: 'shared' });
+    await alice.assistants.update(shared.assistant_id, { metadata: { members: ['alice', 'bob'] } });
+    expect((await bob.assistants.get(shared.assistant_id)).name).toBe('shared');
+    const tag = { assistant_id: shared.assistant_id };
+    const aliceThread = await alice.threads.create({ metadata: tag });
+    const bobThread2 = await bob.threads.create({ metadata: tag });
+    const res = await call('token-alice', 'DELETE', `/assistants/${shared.assistant_id}?delete_threads=true`);
+    expect(res.status, res.text).toBe(204);
+    expect((await call('token-alice', 'GET', `/threads/${aliceThread.thread_id}`)).status).toBe(404);
+    expect((await bob.threads.get(bobThread2.thread_id)).metadata).toMatchObject({ owner: 'bob' });
+  });
+
   it('counts and pages filtered by its metadata tell B nothing', async () => {
     const byTag = { metadata: { tag: SECRET } };
     expect(JSON.parse((await call('token-bob', 'POST', '/assistants/count', byTag)).text)).toBe(0);

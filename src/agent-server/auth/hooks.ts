@@ -29,6 +29,8 @@ declare module 'fastify' {
       runId?: string;
       items?: Array<{ filters?: AuthFilters; runId?: string }>;
       assistantFilter?: AssistantReadFilter;
+      /** DELETE /assistants/{id}?delete_threads: the caller's threads:delete filter for the threads that go too. */
+      threadDeleteFilter?: () => Promise<AuthFilters | undefined>;
     } | null;
   }
 }
@@ -148,6 +150,10 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     const value = route.value(req);
     const filters = await auth.authorize(req.auth, route.event, value);
     req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined, assistantFilter };
+    if (route.event === 'assistants:delete') {
+      req.authz.threadDeleteFilter = () =>
+        auth.authorize(req.auth, 'threads:delete', { thread_id: null, assistant_id: value.assistant_id ?? null });
+    }
     if (route.event === 'assistants:create' && typeof value.assistant_id === 'string') {
       await refuseHidden(req.auth, 'assistant', value.assistant_id, filters);
     } else if (route.event === 'threads:create' && typeof value.thread_id === 'string') {

@@ -113,7 +113,7 @@ export const assistantRoutes =
       '/assistants/:assistant_id',
       { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
       async (req, reply) => {
-        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads);
+        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads, req.authz?.threadDeleteFilter);
         return reply.code(204).send();
       },
     );
