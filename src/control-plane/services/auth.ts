@@ -2,7 +2,7 @@
 // tokens those flows produce. Client secrets and tokens are sealed (auth-crypto.ts) before they reach the store and
 // never leave this module except as the `token` of a completed authentication. Records are named by hashes of
 // (tenant, ...) or by random ids, and every read checks the tenant: another workspace's records answer as missing.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { isUuid } from '../../resources/index.ts';
@@ -13,7 +13,14 @@ import {
   type AuthObjectKind,
   type AuthObjectStore,
 } from '../store/types.ts';
-import { flowCookie, flowCookieName, readCookie } from './auth-browser.ts';
+import {
+  flowBinding,
+  flowCookie,
+  flowCookieName,
+  type FlowRecord,
+  type FlowSecret,
+  type StartResult,
+} from './auth-flow.ts';
 import { AuthKeyError, openValue, sealValue, type AuthKeyring } from './auth-crypto.ts';
 import {
   ProviderError,
@@ -82,9 +89,9 @@ export type WaitOut =
 
 /** What the callback page tells the user; `cookie`: a Set-Cookie that ends the flow's browser binding. */
 export type CallbackResult = ({ ok: true } | { ok: false; status: 400 | 502; message: string }) & { cookie?: string };
+export type { StartResult };
 
 /** The start link: on to the provider (binding the flow to this browser), or a page saying why not. */
-export type StartResult = { ok: true; location: string; cookie?: string } | { ok: false; status: 400; message: string };
 
 type ProviderRecord = {
   provider_id: string;
@@ -108,22 +115,6 @@ type TokenRecord = {
   updated_at: string;
 };
 type TokenSecret = { access_token: string; refresh_token?: string; id_token?: string; token_type: string };
-
-type FlowRecord = {
-  auth_id: string;
-  provider_id: string;
-  user_id: string;
-  scopes: string[];
-  redirect_uri: string;
-  expires_at: string;
-  /** pending -> taken (the state was used) -> completed | failed. */
-  status: 'pending' | 'taken' | 'completed' | 'failed';
-  /** SHA-256 (base64) of the cookie of the browser that opened the start link; only that browser may complete. */
-  browser?: string;
-  error?: string;
-  created_at: string;
-};
-type FlowSecret = { state_hash: string; code_verifier: string; authorization_url?: string };
 
 /** 503: the auth service has no encryption key configured. */
 export class AuthServiceUnavailableError extends AppError {
@@ -189,43 +180,6 @@ export function createAuthService(deps: AuthServiceDeps) {
     return url.replace(/\/+$/, '');
   }
 
-  /**
-   * The flow a state names, when the state is its own (constant-time) and still open; otherwise the page's text.
-   * `providerId`: the callback's path must name the flow's provider.
-   */
-  async function openFlow(
-    state: string,
-    providerId?: string,
-  ): Promise<{ obj: AuthObject; flow: FlowRecord; secret: FlowSecret } | { refused: string }> {
-    const authId = state.split('.')[0] ?? '';
-    if (!isUuid(authId)) return { refused: 'This link is not valid (missing or malformed state).' };
-    const obj = await store.getAuthObject('flow', authId);
-    if (!obj) return { refused: 'This link is not valid or was already used.' };
-    const flow = JSON.parse(obj.record) as FlowRecord;
-    const secret = await unseal<FlowSecret>(obj);
-    const given = sha256(state);
-    const expected = Buffer.from(secret.state_hash, 'base64');
-    if (
-      given.length !== expected.length ||
-      !timingSafeEqual(given, expected) ||
-      (providerId !== undefined && flow.provider_id !== providerId)
-    ) {
-      return { refused: 'This link is not valid or was already used.' };
-    }
-    if (flow.status !== 'pending') return { refused: 'This link was already used.' };
-    if (Date.parse(flow.expires_at) <= now()) return { refused: 'This link has expired; ask the agent for a new one.' };
-    return { obj, flow, secret };
-  }
-
-  /** Whether the Cookie header carries the cookie of the browser the flow is bound to. */
-  function sameBrowser(flow: FlowRecord, cookieHeader: string | undefined): boolean {
-    const value = readCookie(cookieHeader, flowCookieName(flow.auth_id));
-    if (!flow.browser || !value) return false;
-    const given = sha256(value);
-    const expected = Buffer.from(flow.browser, 'base64');
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  }
-
   function seal(o: { kind: AuthObjectKind; tenant: string; name: string }, secret: unknown): string {
     return sealValue(ring(), JSON.stringify(secret), aad(o.kind, o.tenant, o.name));
   }
@@ -249,6 +203,8 @@ export function createAuthService(deps: AuthServiceDeps) {
     }
     return JSON.parse(opened.value) as T;
   }
+
+  const { openFlow, sameBrowser, start } = flowBinding({ store, unseal, now, publicBase });
 
   async function getOwned(kind: AuthObjectKind, tenant: string, name: string): Promise<AuthObject | undefined> {
     const o = await store.getAuthObject(kind, name);
@@ -595,41 +551,11 @@ export function createAuthService(deps: AuthServiceDeps) {
       await store.createAuthObject({ ...names, record: JSON.stringify(record), sealed: seal(names, secret) });
       logger.info({ provider: input.provider, auth_id: authId }, 'auth flow started');
       // The user opens the start link, which binds the flow to their browser and sends them on to the provider.
-      const start = `${publicUrl}/v2/auth/start?state=${encodeURIComponent(state)}`;
-      return { status: 'pending', url: start, auth_id: authId, token: null };
+      const link = `${publicUrl}/v2/auth/start?state=${encodeURIComponent(state)}`;
+      return { status: 'pending', url: link, auth_id: authId, token: null };
     },
 
-    /**
-     * The start link, opened by the end user's browser: the first browser to open it gets the flow's cookie (the
-     * binding is a compare-and-swap, so of two browsers racing one wins) and is sent to the provider; the same
-     * browser may open it again, any other is refused.
-     */
-    async start(state: string, cookieHeader: string | undefined): Promise<StartResult> {
-      const refused = (message: string): StartResult => ({ ok: false, status: 400, message });
-      const found = await openFlow(state);
-      if ('refused' in found) return refused(found.refused);
-      const { obj, flow, secret } = found;
-      if (!secret.authorization_url) return refused('This link is not valid; ask the agent for a new one.');
-      if (flow.browser) {
-        if (sameBrowser(flow, cookieHeader)) return { ok: true, location: secret.authorization_url };
-        return refused('This sign-in was already started in another browser; ask the agent for a new link.');
-      }
-      const key = randomBytes(32).toString('base64url');
-      const bound: FlowRecord = { ...flow, browser: sha256(key).toString('base64') };
-      try {
-        await store.replaceAuthObject({ ...obj, record: JSON.stringify(bound) });
-      } catch (err) {
-        if (err instanceof StaleResourceVersionError || err instanceof NotFoundError)
-          return refused('This sign-in was already started in another browser; ask the agent for a new link.');
-        throw err;
-      }
-      const maxAge = (Date.parse(flow.expires_at) - now()) / 1000;
-      return {
-        ok: true,
-        location: secret.authorization_url,
-        cookie: flowCookie(publicBase(), flowCookieName(flow.auth_id), key, maxAge),
-      };
-    },
+    start,
 
     /**
      * The provider's redirect. Reached by the end user's browser, so it carries no API key: the state alone says
