@@ -13,14 +13,7 @@ import {
   type AuthObjectKind,
   type AuthObjectStore,
 } from '../store/types.ts';
-import {
-  flowBinding,
-  flowCookie,
-  flowCookieName,
-  type FlowRecord,
-  type FlowSecret,
-  type StartResult,
-} from './auth-flow.ts';
+import { flowBinding, flowCookie, flowCookieName, type FlowRecord, type FlowSecret } from './auth-flow.ts';
 import { AuthKeyError, openValue, sealValue, type AuthKeyring } from './auth-crypto.ts';
 import {
   ProviderError,
@@ -89,7 +82,6 @@ export type WaitOut =
 
 /** What the callback page tells the user; `cookie`: a Set-Cookie that ends the flow's browser binding. */
 export type CallbackResult = ({ ok: true } | { ok: false; status: 400 | 502; message: string }) & { cookie?: string };
-export type { StartResult };
 
 /** The start link: on to the provider (binding the flow to this browser), or a page saying why not. */
 
