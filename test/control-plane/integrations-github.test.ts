@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
+import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { createGitHubApp, type GitHubApp } from '../../src/control-plane/services/integrations-github.ts';
 import { buildCredentialResolver } from '../../src/control-plane/services/integrations.ts';
@@ -583,5 +584,79 @@ describe('GitHub App installations belong to the workspace that installed them',
     expect(await installed(keyB, 'team-b')).not.toContain(5303);
     expect((await call('GET', `/v1/integrations/github/${a.json().id}/repos`, keyB, 'team-b')).statusCode).toBe(404);
     expect((await call('GET', `/v1/integrations/${a.json().id}`, keyB, 'team-b')).statusCode).toBe(404);
+  });
+});
+
+describe("with the App's OAuth client, only the installing user's own redirect completes an installation", () => {
+  let oauthApp: FastifyInstance;
+  beforeAll(async () => {
+    const withClient = createGitHubApp({
+      appId: gh.appId,
+      privateKey: gh.privateKey,
+      apiUrl: gh.apiUrl,
+      webUrl: gh.url,
+      webhookSecret: WEBHOOK_SECRET,
+      appSlug: 'agentplane-test',
+      clientId: gh.clientId,
+      clientSecret: gh.clientSecret,
+    });
+    oauthApp = await createControlPlane({ store, logger: silentLogger(), consoleDir: false, github: withClient });
+  });
+  afterAll(async () => {
+    await oauthApp?.close();
+  });
+  const start = async (key: string, tenant: string, account: string) =>
+    (
+      await oauthApp.inject({
+        method: 'POST',
+        url: '/v1/integrations/github/install/start',
+        headers: { 'x-api-key': key, 'x-tenant-id': tenant },
+        payload: { account },
+      })
+    ).json().state as string;
+  const setup = (installationId: number, state: string, code?: string) =>
+    oauthApp.inject({
+      method: 'GET',
+      url:
+        `/v1/integrations/github/setup?installation_id=${installationId}&setup_action=install` +
+        `&state=${encodeURIComponent(state)}${code ? `&code=${encodeURIComponent(code)}` : ''}`,
+    });
+
+  it('settings: the client id (flag) and the client secret (environment only) go together', () => {
+    const env = { AGENTPLANE_GITHUB_APP_ID: '1', AGENTPLANE_GITHUB_APP_PRIVATE_KEY: gh.privateKey };
+    expect(() => parseControlPlaneConfig(['--github-app-client-id', 'Iv1.x'], env)).toThrow(/go together/);
+    expect(() => parseControlPlaneConfig([], { ...env, AGENTPLANE_GITHUB_APP_CLIENT_SECRET: 's' })).toThrow(
+      /go together/,
+    );
+    const both = parseControlPlaneConfig(['--github-app-client-id', 'Iv1.x'], {
+      ...env,
+      AGENTPLANE_GITHUB_APP_CLIENT_SECRET: 's',
+    });
+    expect(both?.github).toMatchObject({ clientId: 'Iv1.x', clientSecret: 's' });
+  });
+
+  it("B cannot win the race for A's fresh installation, even with a state naming A's account", async () => {
+    const now = new Date().toISOString();
+    gh.installations.set(5505, { id: 5505, account: 'umbrella', repos: [], createdAt: now });
+    gh.installations.set(5606, { id: 5606, account: 'aperture', repos: [], createdAt: now });
+    // B names A's account and has a code of its own user (who reaches only B's installation 5606).
+    const bobCode = gh.userCode([5606]);
+    const raced = await setup(5505, await start(keyB, 'team-b', 'umbrella'), bobCode);
+    expect(raced.statusCode).toBe(422);
+    // Without a code, or with a made-up one: refused too.
+    expect((await setup(5505, await start(keyB, 'team-b', 'umbrella'))).statusCode).toBe(422);
+    expect((await setup(5505, await start(keyB, 'team-b', 'umbrella'), 'code-made-up')).statusCode).toBe(422);
+    expect((await call('GET', '/v1/integrations/github/install', keyB, 'team-b')).body).not.toContain('5505');
+    // The codes were exchanged at GitHub and the user's installations asked with the user's token.
+    expect(gh.requests.some((r) => r.method === 'POST' && r.path === '/login/oauth/access_token')).toBe(true);
+    expect(gh.requests.some((r) => r.path === '/api/v3/user/installations')).toBe(true);
+    // A's own redirect: A's state, A's user's code.
+    const own = await setup(5505, await start(keyA, 'team-a', 'umbrella'), gh.userCode([5505]));
+    expect(own.statusCode, own.body).toBe(200);
+    expect(own.json()).toMatchObject({ installation_id: 5505, account: 'umbrella' });
+    // B's own installation with B's user's code works; the same code a second time does not.
+    const mine = await setup(5606, await start(keyB, 'team-b', 'aperture'), gh.userCode([5606]));
+    expect(mine.statusCode, mine.body).toBe(200);
+    expect((await setup(5606, await start(keyB, 'team-b', 'aperture'), bobCode)).statusCode).toBe(422);
   });
 });

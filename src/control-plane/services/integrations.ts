@@ -222,7 +222,7 @@ export function createIntegrationService(store: IntegrationStore & AuthObjectSto
      * that the installation is on that account and new (created since the state was issued, give or take): another
      * workspace's installation, or an id copied from elsewhere, is refused whatever state comes with it.
      */
-    async completeGitHubInstall(state: string, installationId: number): Promise<IntegrationOut> {
+    async completeGitHubInstall(state: string, installationId: number, code?: string): Promise<IntegrationOut> {
       const obj = state ? await store.getAuthObject('setup', stateName(state)) : undefined;
       // Single use: of two redirects with one state (on any replicas), one deletes it and the other finds it gone.
       const taken = obj ? await store.deleteAuthObject('setup', obj.name, obj.version) : false;
@@ -234,7 +234,27 @@ export function createIntegrationService(store: IntegrationStore & AuthObjectSto
         throw new ValidationError('state: unknown, used or expired; start the installation again', [
           { loc: ['query', 'state'], msg: 'unknown, used or expired', type: 'value_error' },
         ]);
-      const inst = await requireGitHub().installation(installationId);
+      const gh = requireGitHub();
+      if (gh.settings.clientId) {
+        // With the App's OAuth client, only the installing user's own redirect completes: its code must belong to
+        // a user who can reach the installation (another workspace's user, or a copied id, cannot).
+        const reachable = code
+          ? await gh.userInstallations(code).catch((err: unknown) => {
+              // A made-up, used or foreign code: GitHub refuses it (400/401), the redirect proves nothing.
+              if (err instanceof GitHubError && (err.githubStatus === 400 || err.githubStatus === 401)) return [];
+              throw err;
+            })
+          : [];
+        if (!reachable.includes(installationId))
+          throw new ValidationError('code: not the redirect of a user who can reach this installation', [
+            {
+              loc: ['query', code ? 'installation_id' : 'code'],
+              msg: code ? 'not an installation the signed-in user can reach' : 'required (user authorization)',
+              type: 'value_error',
+            },
+          ]);
+      }
+      const inst = await gh.installation(installationId);
       if (inst.account.toLowerCase() !== pending.account.toLowerCase())
         throw new ValidationError('installation_id: not an installation on the account this setup was started for', [
           {

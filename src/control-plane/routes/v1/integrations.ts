@@ -309,6 +309,7 @@ export const integrationHookRoutes =
             installation_id: InstallationId,
             state: z.string().min(1).max(200),
             setup_action: z.string().max(50).optional(),
+            code: z.string().min(1).max(200).optional(),
           }),
           // 200, as every GET of the API (the integration is made by the redirect GitHub sends the browser on).
           response: {
@@ -321,6 +322,6 @@ export const integrationHookRoutes =
           },
         },
       },
-      async (req) => service.completeGitHubInstall(req.query.state, req.query.installation_id),
+      async (req) => service.completeGitHubInstall(req.query.state, req.query.installation_id, req.query.code),
     );
   };
