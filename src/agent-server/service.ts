@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { BadRequestError, ConflictError, NotFoundError, ValidationError } from '../lib/errors.ts';
-import { equalityPart, type AuthFilters, type RequestAuth } from './auth/custom.ts';
+import { equalityPart, matchesFilters, type AuthFilters, type RequestAuth } from './auth/custom.ts';
 import type { GraphRegistry, PregelLike, StateSnapshotLike } from './graphs/index.ts';
 import { configurableHeaderPicker, type ConfigurableHeadersConfig } from './http/configurable-headers.ts';
 import { systemAssistantId } from './graphs/index.ts';
@@ -53,7 +53,15 @@ export interface RunAuth {
   runId?: string;
   /** The request's headers: the ones langgraph.json's http.configurable_headers lets through go into configurable. */
   headers?: IncomingHttpHeaders;
+  /** The caller's assistants:read filter for an assistant id: a run may use only an assistant its caller can read. */
+  assistantFilter?: AssistantReadFilter;
 }
+
+/**
+ * Runs the assistants:read handler for an assistant id (its filter; a denial throws). An assistant the filter hides
+ * is answered exactly like one that does not exist.
+ */
+export type AssistantReadFilter = (assistantId: string) => Promise<AuthFilters | undefined>;
 
 /**
  * Assistant versions: every create and PATCH records one; `setLatest` makes an earlier one current again. The stores
@@ -123,13 +131,17 @@ export function createAgentService({
 
   /**
    * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
-   * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them.
+   * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them. With
+   * `readFilter` (custom auth), the caller's assistants:read handler runs before the read, and an assistant its
+   * filter hides is the same 404 as a missing one.
    */
-  async function resolveAssistant(idOrGraph: string): Promise<Assistant> {
+  async function resolveAssistant(idOrGraph: string, readFilter?: AssistantReadFilter): Promise<Assistant> {
     const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
     if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    const filters = readFilter ? await readFilter(id) : undefined;
     const found = await storage.assistants.get(id);
-    if (!found) throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
+    if (!found || !matchesFilters(found.metadata, filters))
+      throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
     return found;
   }
 
@@ -193,7 +205,7 @@ export function createAgentService({
     newThreadId?: string,
   ): Promise<NewRun> {
     checkWebhook(body.webhook);
-    const assistant = await resolveAssistant(body.assistant_id);
+    const assistant = await resolveAssistant(body.assistant_id, caller?.assistantFilter);
     const stateless = threadId === null;
     const thread_id = threadId ?? newThreadId ?? randomUUID();
     const run_id = caller?.runId ?? randomUUID();
@@ -297,17 +309,28 @@ export function createAgentService({
     return out;
   }
 
-  /** DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. */
-  async function deleteAssistant(idOrGraph: string, deleteThreads: boolean): Promise<void> {
+  /**
+   * DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. Under custom
+   * auth `threadFilter` gives the caller's threads:delete filter (a denial throws before anything is deleted): only
+   * the threads it lets the caller delete go, never another user's that ran the same assistant.
+   */
+  async function deleteAssistant(
+    idOrGraph: string,
+    deleteThreads: boolean,
+    threadFilter?: () => Promise<AuthFilters | undefined>,
+  ): Promise<void> {
     const assistant = await resolveAssistant(idOrGraph);
     if (deleteThreads) {
+      const filters = threadFilter ? await threadFilter() : undefined;
+      const metadata = { ...equalityPart(filters), assistant_id: assistant.assistant_id };
       const page = 500;
+      let skipped = 0;
       for (;;) {
-        const threads = await storage.threads.search({
-          metadata: { assistant_id: assistant.assistant_id },
-          limit: page,
-        });
-        for (const t of threads) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
+        const threads = await storage.threads.search({ metadata, limit: page, offset: skipped });
+        for (const t of threads) {
+          if (matchesFilters(t.metadata, filters)) await storage.threads.delete(t.thread_id).catch(ignoreNotFound);
+          else skipped += 1;
+        }
         if (threads.length < page) break;
       }
     }

@@ -152,9 +152,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
           req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
           limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
-        await v2auth
-          .withTypeProvider<ZodTypeProvider>()
-          .register(authRoutes(auth.service, { prefix, publicUrl: deps.auth?.publicUrl }));
+        await v2auth.withTypeProvider<ZodTypeProvider>().register(authRoutes(auth.service));
       },
       { prefix: `${prefix}/v2` },
     );

@@ -142,7 +142,7 @@ export const controlPlaneCommand: CommandSpec = {
     'public-url': {
       type: 'string',
       description:
-        "The control plane's public base URL (e.g. https://agentplane.example.com): OAuth redirect URIs start with it. Default: the request's own",
+        "The control plane's public base URL (e.g. https://agentplane.example.com): OAuth redirect URIs and sign-in links start with it. The auth service is off without it (required with --auth-encryption-keys)",
       env: ['AGENTPLANE_PUBLIC_URL'],
     },
     'auth-allow-private-providers': {
@@ -326,6 +326,11 @@ export function parseControlPlaneConfig(
       allowPrivateProviders: pick('auth-allow-private-providers')?.toLowerCase(),
     },
   });
+  // The auth service is on with explicit keys; its redirect URIs come only from --public-url, never a request's Host.
+  if (parsed.auth.keyring && !parsed.auth.publicUrl)
+    throw new UsageError(
+      '--public-url is required with --auth-encryption-keys: OAuth redirect URIs are built from it (never from the Host header)',
+    );
   return github ? { ...parsed, quotas, github } : { ...parsed, quotas };
 }
 

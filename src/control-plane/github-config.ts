@@ -22,6 +22,12 @@ export const githubAppOptions: Record<string, OptionSpec> = {
     description: "The App's slug (github.com/apps/<slug>): install/start answers its install link",
     env: ['AGENTPLANE_GITHUB_APP_SLUG'],
   },
+  'github-app-client-id': {
+    type: 'string',
+    description:
+      "The App's OAuth client id (with AGENTPLANE_GITHUB_APP_CLIENT_SECRET): the setup redirect's code must show the installing user can reach the installation",
+    env: ['AGENTPLANE_GITHUB_APP_CLIENT_ID'],
+  },
   'github-api-url': {
     type: 'string',
     description: 'GitHub REST API base URL (GitHub Enterprise Server: https://<host>/api/v3)',
@@ -79,6 +85,10 @@ export function githubAppSettingsFrom(
   if (slug !== undefined && !/^[a-z0-9][a-z0-9-]{0,99}$/i.test(slug))
     throw new UsageError('--github-app-slug: letters, digits and "-"');
   const webhookSecret = env.AGENTPLANE_GITHUB_WEBHOOK_SECRET || undefined;
+  const clientId = pick('github-app-client-id');
+  const clientSecret = env.AGENTPLANE_GITHUB_APP_CLIENT_SECRET || undefined;
+  if (!clientId !== !clientSecret)
+    throw new UsageError('--github-app-client-id and AGENTPLANE_GITHUB_APP_CLIENT_SECRET go together');
   return {
     appId,
     privateKey,
@@ -86,5 +96,6 @@ export function githubAppSettingsFrom(
     webUrl: web ? httpUrl('--github-web-url', web) : githubWebUrlOf(apiUrl),
     ...(slug ? { appSlug: slug } : {}),
     ...(webhookSecret ? { webhookSecret } : {}),
+    ...(clientId && clientSecret ? { clientId, clientSecret } : {}),
   };
 }

@@ -18,10 +18,13 @@ export interface RunningControlPlane {
   close(): Promise<void>;
 }
 
-/** The configured keyring; without one, the embedded store's secret key (given or its key file) is the root. */
+/**
+ * The configured keyring; without one, the embedded store's secret key (given or its key file) is the root, once
+ * --public-url is set (without it the auth service stays off: it has nowhere to send providers back to).
+ */
 function authKeyring(config: ControlPlaneConfig): AuthKeyring | undefined {
   if (config.auth.keyring) return config.auth.keyring;
-  if (config.store !== 'embedded') return undefined;
+  if (config.store !== 'embedded' || !config.auth.publicUrl) return undefined;
   const secret = config.secretKey ?? readKeyFile(config.dataDir, true);
   return secret && derivedAuthKeyring(secret);
 }

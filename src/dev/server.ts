@@ -60,10 +60,13 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   // Auth service: its keys derive from the store's secret key; agents get tokens signed with a key of this process
   // (they are restarted with it), and one machine may use OAuth providers on private addresses.
   const deploymentTokenKey = randomBytes(32);
+  // OAuth redirect URIs and sign-in links start with the URL this process listens on (known once it listens).
+  let listeningUrl = '';
   const authOptions = {
     keyring: derivedAuthKeyring(readKeyFile(join(config.dataDir, 'control-plane'), true)!),
     deploymentTokenKey,
     allowPrivateProviders: true,
+    publicUrl: () => listeningUrl,
   };
   // Agents check callers against their tenant's key hashes, which this process keeps current in files (keys made
   // or revoked by the API or by `agentplane api-key` in another process reach them within a second).
@@ -173,6 +176,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   const agentHost = host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host;
   const url = `http://${agentHost}:${port}`;
+  listeningUrl = url;
   runtime.setBaseUrl(url);
 
   const deployments = await store.list('AgentDeployment', store.namespace);

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/lib/errors.ts';
 import { checkTimezone, nextTick } from '../../src/agent-server/runs/crons.ts';
-import { hostRule, isPublicAddress, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
+import { isPublicAddress } from '../../src/lib/addresses.ts';
+import { hostRule, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
 
 describe('cron schedules', () => {
   const at = new Date('2026-03-10T10:17:30Z');

@@ -131,6 +131,13 @@ describe('run webhooks', { timeout: 120_000 }, () => {
       'http://169.254.169.254/latest/meta-data',
       'http://0.0.0.0/',
       'http://[::1]/',
+      // IPv6 literal spellings of loopback, link-local and private IPv4 addresses.
+      `http://[::127.0.0.1]:${port}/x`,
+      `http://[0:0:0:0:0:ffff:127.0.0.1]:${port}/x`,
+      'http://[::169.254.169.254]/latest/meta-data',
+      'http://[64:ff9b::a9fe:a9fe]/latest/meta-data',
+      'http://[::10.0.0.1]/',
+      'http://[2002:7f00:1::]/',
       'ftp://example.com/x',
       'not a url',
       'javascript:alert(1)',

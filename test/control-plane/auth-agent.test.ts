@@ -136,10 +136,11 @@ describe('an agent deployed by agentplane dev calls the auth service', () => {
     await client.runs.wait(thread.thread_id, 'auth', { input: { user: 'user-7' } });
     const paused = await client.threads.getState(thread.thread_id);
     const value = paused.tasks.flatMap((t) => t.interrupts ?? [])[0]?.value as { url: string } | undefined;
-    expect(value?.url, JSON.stringify(paused)).toMatch(new RegExp(`^${idp.url}/auth\\?`));
+    expect(value?.url, JSON.stringify(paused)).toMatch(new RegExp(`^${dev.url}/v2/auth/start\\?state=`));
 
     const back = await walkGrant(value!.url, dev.url);
-    const page = await fetch(back);
+    expect(back.authorizeUrl).toMatch(new RegExp(`^${idp.url}/auth\\?`));
+    const page = await fetch(back.url, { headers: { cookie: back.cookie } });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('You can close this page');
 

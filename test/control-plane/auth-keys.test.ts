@@ -71,7 +71,7 @@ describe('auth keyring', () => {
           store,
           logger: silentLogger(),
           consoleDir: false,
-          auth: { keyring: parseAuthKeyring(keys) },
+          auth: { keyring: parseAuthKeyring(keys), publicUrl: 'https://cp.example.com' },
         });
       const key = (await createApiKey(store, { tenants: ['team-a'] })).key;
       const headers = { 'x-api-key': key, 'x-tenant-id': 'team-a' };
@@ -160,6 +160,10 @@ describe('settings', () => {
       /--auth-encryption-keys.*32 bytes/,
     );
     expect(() => parseControlPlaneConfig([], { AGENTPLANE_PUBLIC_URL: 'ftp://x' })).toThrow(/--public-url/);
+    // Keys turn the auth service on, and it refuses to start without the public URL its redirects are built from.
+    expect(() => parseControlPlaneConfig([], { AGENTPLANE_AUTH_ENCRYPTION_KEYS: `a=${k}` })).toThrow(
+      /--public-url is required/,
+    );
     expect(() => parseControlPlaneConfig(['--auth-allow-private-providers', 'maybe'], {})).toThrow(
       /--auth-allow-private-providers/,
     );
@@ -194,14 +198,16 @@ describe('settings', () => {
       return (r as { stdout: string }).stdout;
     };
     expect(render()).not.toContain('AGENTPLANE_DEPLOYMENT_TOKEN_KEY');
-    const out = render('controlPlane.authService.existingSecret=ap-auth');
-    expect(out.match(/name: AGENTPLANE_DEPLOYMENT_TOKEN_KEY/g)).toHaveLength(2);
-    expect(out).toContain('name: AGENTPLANE_AUTH_ENCRYPTION_KEYS');
-    expect(out).toContain('value: "http://ap-agentplane-control-plane.platform.svc:80"');
+    // Keys without the public URL: the chart refuses, as the control plane would.
+    const bare = helm(['template', 'ap', chart, '--set', 'controlPlane.authService.existingSecret=ap-auth']);
+    expect(bare.ok).toBe(false);
+    expect(JSON.stringify(bare)).toContain('controlPlane.authService.publicUrl');
     const pub = render(
       'controlPlane.authService.existingSecret=ap-auth',
       'controlPlane.authService.publicUrl=https://cp.example.com',
     );
+    expect(pub.match(/name: AGENTPLANE_DEPLOYMENT_TOKEN_KEY/g)).toHaveLength(2);
+    expect(pub).toContain('name: AGENTPLANE_AUTH_ENCRYPTION_KEYS');
     expect(pub).toContain('value: "https://cp.example.com"');
     expect(pub).toContain('name: AGENTPLANE_PUBLIC_URL');
   });

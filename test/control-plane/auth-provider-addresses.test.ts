@@ -23,7 +23,10 @@ describe('auth service: provider addresses', () => {
       store,
       logger: silentLogger(),
       consoleDir: false,
-      auth: { keyring: parseAuthKeyring(`k=${randomBytes(32).toString('base64')}`) },
+      auth: {
+        keyring: parseAuthKeyring(`k=${randomBytes(32).toString('base64')}`),
+        publicUrl: 'https://cp.example.com',
+      },
     });
     headers = { 'x-api-key': (await createApiKey(store, { tenants: ['team-a'] })).key, 'x-tenant-id': 'team-a' };
   });
@@ -40,6 +43,15 @@ describe('auth service: provider addresses', () => {
     ['https://169.254.169.254', 'private'],
     ['https://10.1.2.3', 'private'],
     ['https://[::ffff:192.168.1.1]', 'private'],
+    // IPv6 literal spellings of loopback, link-local and private IPv4 addresses.
+    ['https://[::127.0.0.1]', 'private'],
+    ['https://[::7f00:1]', 'private'],
+    ['https://[0:0:0:0:0:ffff:127.0.0.1]', 'private'],
+    ['https://[::169.254.169.254]', 'private'],
+    ['https://[::10.1.2.3]', 'private'],
+    ['https://[64:ff9b::a9fe:a9fe]', 'private'],
+    ['https://[2002:7f00:1::]', 'private'],
+    ['https://[fd00::1]', 'private'],
     ['https://localhost', 'private'],
     ['not a url', 'absolute URL'],
   ])('discovery at %s is refused (422: %s)', async (issuer, reason) => {
@@ -62,9 +74,13 @@ describe('auth service: provider addresses', () => {
     const start = (await post('/v2/auth/authenticate', { provider: 'inner', scopes: ['read'], user_id: 'u1' })).json();
     expect(start.status).toBe('pending');
     const state = new URL(start.url).searchParams.get('state')!;
+    const opened = await app.inject({ method: 'GET', url: `/v2/auth/start?state=${encodeURIComponent(state)}` });
+    expect(opened.statusCode).toBe(302);
+    const cookie = String(opened.headers['set-cookie']).split(';')[0]!;
     const page = await app.inject({
       method: 'GET',
       url: `/v2/auth/callback/inner?code=abc&state=${encodeURIComponent(state)}`,
+      headers: { cookie },
     });
     expect(page.statusCode).toBe(502);
     expect(page.body).toContain('private');

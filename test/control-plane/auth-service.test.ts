@@ -114,8 +114,8 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     }
     return { status: res.status, json, text };
   };
-  const browser = async (url: string) => {
-    const res = await fetch(url, { redirect: 'manual' });
+  const browser = async (url: string, cookie?: string) => {
+    const res = await fetch(url, { redirect: 'manual', headers: cookie ? { cookie } : {} });
     const text = await res.text();
     answers.push(text);
     return { status: res.status, text };
@@ -132,6 +132,7 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
         keyring: parseAuthKeyring(KEYS),
         deploymentTokenKey: DEPLOYMENT_KEY,
         allowPrivateProviders: true,
+        publicUrl: () => cp,
         now: () => clock,
       },
     });
@@ -229,7 +230,12 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     });
     expect(res.status, res.text).toBe(200);
     expect(res.json).toMatchObject({ status: 'pending', token: null });
-    const url = new URL(res.json.url);
+    // The link is the control plane's start URL, which sends the browser on to the provider.
+    expect(res.json.url).toMatch(new RegExp(`^${cp}/v2/auth/start\\?state=`));
+    const waiting = call('GET', `/v2/auth/wait/${res.json.auth_id}?timeout=30`, { keep: false });
+    const grant = await walkGrant(res.json.url, cp);
+    const back = grant.url;
+    const url = new URL(grant.authorizeUrl);
     expect(url.origin + url.pathname).toBe(`${idp.url}/auth`);
     expect(url.searchParams.get('code_challenge_method')).toBe('S256');
     expect(url.searchParams.get('code_challenge')).toBeTruthy();
@@ -239,11 +245,14 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     // Nothing yet: a short wait answers timeout, a zero wait pending.
     expect((await call('GET', `/v2/auth/wait/${res.json.auth_id}?timeout=0`)).json.status).toBe('pending');
     expect((await call('GET', `/v2/auth/wait/${res.json.auth_id}?timeout=1`)).json.status).toBe('timeout');
+    // The redirect opened in a browser that did not start the sign-in: refused, the flow stays open.
+    const elsewhere = await browser(back);
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.text).toContain('not started in this browser');
+    expect((await call('GET', `/v2/auth/wait/${res.json.auth_id}?timeout=0`)).json.status).toBe('pending');
 
-    const waiting = call('GET', `/v2/auth/wait/${res.json.auth_id}?timeout=30`, { keep: false });
-    const back = await walkGrant(res.json.url, cp);
     codes.push(new URL(back).searchParams.get('code')!);
-    const page = await browser(back);
+    const page = await browser(back, grant.cookie);
     expect(page.status).toBe(200);
     expect(page.text).toContain('You can close this page');
     const done = await waiting;
@@ -256,7 +265,7 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     expect(((await me.json()) as { sub: string }).sub).toBe('alice');
 
     // Replaying the redirect: 400, nothing new stored.
-    const replay = await browser(back);
+    const replay = await browser(back, grant.cookie);
     expect(replay.status).toBe(400);
     expect(replay.text).toMatch(/already used|not valid/);
     const tokens = await call('GET', '/v2/auth/tokens');
@@ -308,20 +317,21 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     const start = await call('POST', '/v2/auth/authenticate', {
       body: { provider: 'idp', scopes: ['email'], user_id: 'user-3' },
     });
-    const back = new URL(await walkGrant(start.json.url, cp, { login: 'carol' }));
+    const grant = await walkGrant(start.json.url, cp, { login: 'carol' });
+    const back = new URL(grant.url);
     const state = back.searchParams.get('state')!;
 
     const forged = new URL(back);
     forged.searchParams.set('state', `${state.split('.')[0]}.${randomBytes(32).toString('base64url')}`);
-    expect((await browser(forged.href)).status).toBe(400);
+    expect((await browser(forged.href, grant.cookie)).status).toBe(400);
     const missing = new URL(back);
     missing.searchParams.delete('state');
-    expect((await browser(missing.href)).status).toBe(400);
+    expect((await browser(missing.href, grant.cookie)).status).toBe(400);
     const elsewhere = new URL(back.href.replace('/callback/idp', '/callback/other-idp'));
-    expect((await browser(elsewhere.href)).status).toBe(400);
+    expect((await browser(elsewhere.href, grant.cookie)).status).toBe(400);
 
     clock += 11 * 60_000;
-    const late = await browser(back.href);
+    const late = await browser(back.href, grant.cookie);
     expect(late.status).toBe(400);
     expect(late.text).toContain('expired');
     expect((await call('GET', `/v2/auth/wait/${start.json.auth_id}?timeout=0`)).json.status).toBe('not_found');
@@ -333,7 +343,7 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
       body: { provider: 'idp', scopes: ['email'], user_id: 'user-4' },
     });
     const back = await walkGrant(start.json.url, cp, { login: 'dave', deny: true });
-    const page = await browser(back);
+    const page = await browser(back.url, back.cookie);
     expect(page.status).toBe(400);
     expect(page.text).toContain('not granted');
     const wait = await call('GET', `/v2/auth/wait/${start.json.auth_id}?timeout=0`);
@@ -362,7 +372,7 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
       body: { provider: 'broken', scopes: [], user_id: 'user-1' },
     });
     const back = await walkGrant(start.json.url, cp);
-    const page = await browser(back);
+    const page = await browser(back.url, back.cookie);
     expect(page.status).toBe(502);
     expect(page.text).toContain('503');
     const wait = await call('GET', `/v2/auth/wait/${start.json.auth_id}?timeout=0`);
@@ -487,7 +497,8 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
       body: { provider: 'idp', scopes: ['profile'], user_id: 'user-1' },
     });
     expect(again.json.status).toBe('pending');
-    const page = await browser(await walkGrant(again.json.url, cp));
+    const g = await walkGrant(again.json.url, cp);
+    const page = await browser(g.url, g.cookie);
     expect(page.status).toBe(200);
     const token = (await call('GET', `/v2/auth/wait/${again.json.auth_id}?timeout=5`, { keep: false })).json.token;
     expect((await call('DELETE', '/v2/auth/tokens?user_id=user-1')).status).toBe(204);
@@ -498,7 +509,8 @@ describe.each(stores)('auth service v2 with a real OIDC provider (%s store)', (s
     const third = await call('POST', '/v2/auth/authenticate', {
       body: { provider: 'idp', scopes: ['profile'], user_id: 'user-6' },
     });
-    await browser(await walkGrant(third.json.url, cp, { login: 'frank' }));
+    const g3 = await walkGrant(third.json.url, cp, { login: 'frank' });
+    await browser(g3.url, g3.cookie);
     expect((await call('GET', '/v2/auth/tokens')).json.resources).toHaveLength(1);
     expect((await call('DELETE', '/v2/auth/providers/idp')).status).toBe(204);
     expect((await call('GET', '/v2/auth/tokens')).json.resources).toEqual([]);

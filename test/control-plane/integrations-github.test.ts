@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
+import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { createGitHubApp, type GitHubApp } from '../../src/control-plane/services/integrations-github.ts';
 import { buildCredentialResolver } from '../../src/control-plane/services/integrations.ts';
@@ -128,7 +129,9 @@ describe('GitHub App integrations', () => {
     ).toBe(422);
 
     // team-b installs the App through the setup URL.
-    const start = await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b');
+    // A state names the account the App is being installed on.
+    expect((await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b', {})).statusCode).toBe(422);
+    const start = await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b', { account: 'globex' });
     expect(start.statusCode).toBe(201);
     const { state, install_url } = start.json();
     expect(install_url).toBe(`${gh.url}/apps/agentplane-test/installations/new?state=${state}`);
@@ -160,7 +163,9 @@ describe('GitHub App integrations', () => {
       repos: [],
       createdAt: new Date(Date.now() - 3600_000).toISOString(),
     });
-    const s2 = (await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b')).json().state;
+    const s2 = (
+      await call('POST', '/v1/integrations/github/install/start', keyB, 'team-b', { account: 'initech' })
+    ).json().state;
     const old = await call('GET', `/v1/integrations/github/setup?installation_id=6303&state=${s2}`, undefined, '');
     expect(old.statusCode).toBe(422);
     expect(old.body).toContain('installation_id');
@@ -268,6 +273,9 @@ describe('GitHub App integrations', () => {
     // Redelivery of the same delivery: nothing new.
     const again = await hook('/api-host/v1/integrations/github/webhook', body, headers(body, delivery));
     expect(again.json()).toEqual({ revisions: [], repeated: 1 });
+    // The same signed body (no `after`) re-sent under a new delivery id: a repeat too.
+    const resent = await hook('/v1/integrations/github/webhook', body, headers(body, randomUUID()));
+    expect(resent.json()).toEqual({ revisions: [], repeated: 1 });
     expect(await revisionCount('team-a', keyA, depA)).toBe(before + 1);
 
     // A captured signed body sent again under a new delivery id (GitHub does not sign that header): the pushed
@@ -352,6 +360,9 @@ describe('GitHub App integrations', () => {
     expect(first.statusCode, first.body).toBe(200);
     expect(first.json().revisions).toHaveLength(1);
     expect((await hook(`/v1/integrations/${id}/webhook`, body, h)).json().repeated).toBe(1);
+    // The same body (it has no `after`) under a new delivery id: a repeat, not a build.
+    const resent = { ...h, 'x-gitea-delivery': randomUUID() };
+    expect((await hook(`/v1/integrations/${id}/webhook`, body, resent)).json()).toEqual({ revisions: [], repeated: 1 });
     expect(await revisionCount('team-a', keyA, depId)).toBe(before + 1);
     // The App's secret, an unknown id, another integration's id: 401 alike.
     expect(
@@ -521,5 +532,131 @@ describe('GitHub App integrations', () => {
       for (const t of gh.tokens) expect(content.includes(Buffer.from(t)), f).toBe(false);
       expect(content.includes(Buffer.from('gitea-token-5c8e1a')), f).toBe(false);
     }
+  });
+});
+
+describe('GitHub App installations belong to the workspace that installed them', () => {
+  const start = async (key: string, tenant: string, account: string) =>
+    (await call('POST', '/v1/integrations/github/install/start', key, tenant, { account })).json().state as string;
+  const setup = (installationId: number, state: string) =>
+    call(
+      'GET',
+      `/v1/integrations/github/setup?installation_id=${installationId}&setup_action=install&state=${encodeURIComponent(state)}`,
+      undefined,
+      '',
+    );
+  const installed = async (key: string, tenant: string) =>
+    ((await call('GET', '/v1/integrations/github/install', key, tenant)).json() as { installation_id: number }[]).map(
+      (i) => i.installation_id,
+    );
+
+  it("a state claims only an installation on its own account; another workspace's state or installation is refused", async () => {
+    const now = new Date().toISOString();
+    // A installs the App on hooli, B on piedpiper, both just now.
+    gh.installations.set(5303, { id: 5303, account: 'hooli', repos: [], createdAt: now });
+    gh.installations.set(5404, { id: 5404, account: 'piedpiper', repos: [], createdAt: now });
+
+    // B, with a state of its own, names A's fresh installation: refused, and that state is spent.
+    const stateB = await start(keyB, 'team-b', 'piedpiper');
+    const stolen = await setup(5303, stateB);
+    expect(stolen.statusCode).toBe(422);
+    expect(stolen.body).toContain('installation_id');
+    expect((await setup(5404, stateB)).statusCode).toBe(422);
+    // A's state (B saw it in A's install link) with B's installation: refused too.
+    expect((await setup(5404, await start(keyA, 'team-a', 'hooli'))).statusCode).toBe(422);
+    for (const [key, tenant] of [
+      [keyA, 'team-a'],
+      [keyB, 'team-b'],
+    ] as const) {
+      expect(await installed(key, tenant)).not.toContain(5303);
+      expect(await installed(key, tenant)).not.toContain(5404);
+    }
+
+    // Each workspace claims its own installation with its own state.
+    const a = await setup(5303, await start(keyA, 'team-a', 'HOOLI'));
+    expect(a.statusCode, a.body).toBe(200);
+    const b = await setup(5404, await start(keyB, 'team-b', 'piedpiper'));
+    expect(b.statusCode, b.body).toBe(200);
+
+    // B, even with a state naming A's account, cannot take A's installation over (409), nor list or read it.
+    expect((await setup(5303, await start(keyB, 'team-b', 'hooli'))).statusCode).toBe(409);
+    expect(await installed(keyA, 'team-a')).toContain(5303);
+    expect(await installed(keyB, 'team-b')).not.toContain(5303);
+    expect((await call('GET', `/v1/integrations/github/${a.json().id}/repos`, keyB, 'team-b')).statusCode).toBe(404);
+    expect((await call('GET', `/v1/integrations/${a.json().id}`, keyB, 'team-b')).statusCode).toBe(404);
+  });
+});
+
+describe("with the App's OAuth client, only the installing user's own redirect completes an installation", () => {
+  let oauthApp: FastifyInstance;
+  beforeAll(async () => {
+    const withClient = createGitHubApp({
+      appId: gh.appId,
+      privateKey: gh.privateKey,
+      apiUrl: gh.apiUrl,
+      webUrl: gh.url,
+      webhookSecret: WEBHOOK_SECRET,
+      appSlug: 'agentplane-test',
+      clientId: gh.clientId,
+      clientSecret: gh.clientSecret,
+    });
+    oauthApp = await createControlPlane({ store, logger: silentLogger(), consoleDir: false, github: withClient });
+  });
+  afterAll(async () => {
+    await oauthApp?.close();
+  });
+  const start = async (key: string, tenant: string, account: string) =>
+    (
+      await oauthApp.inject({
+        method: 'POST',
+        url: '/v1/integrations/github/install/start',
+        headers: { 'x-api-key': key, 'x-tenant-id': tenant },
+        payload: { account },
+      })
+    ).json().state as string;
+  const setup = (installationId: number, state: string, code?: string) =>
+    oauthApp.inject({
+      method: 'GET',
+      url:
+        `/v1/integrations/github/setup?installation_id=${installationId}&setup_action=install` +
+        `&state=${encodeURIComponent(state)}${code ? `&code=${encodeURIComponent(code)}` : ''}`,
+    });
+
+  it('settings: the client id (flag) and the client secret (environment only) go together', () => {
+    const env = { AGENTPLANE_GITHUB_APP_ID: '1', AGENTPLANE_GITHUB_APP_PRIVATE_KEY: gh.privateKey };
+    expect(() => parseControlPlaneConfig(['--github-app-client-id', 'Iv1.x'], env)).toThrow(/go together/);
+    expect(() => parseControlPlaneConfig([], { ...env, AGENTPLANE_GITHUB_APP_CLIENT_SECRET: 's' })).toThrow(
+      /go together/,
+    );
+    const both = parseControlPlaneConfig(['--github-app-client-id', 'Iv1.x'], {
+      ...env,
+      AGENTPLANE_GITHUB_APP_CLIENT_SECRET: 's',
+    });
+    expect(both?.github).toMatchObject({ clientId: 'Iv1.x', clientSecret: 's' });
+  });
+
+  it("B cannot win the race for A's fresh installation, even with a state naming A's account", async () => {
+    const now = new Date().toISOString();
+    gh.installations.set(5505, { id: 5505, account: 'umbrella', repos: [], createdAt: now });
+    gh.installations.set(5606, { id: 5606, account: 'aperture', repos: [], createdAt: now });
+    // B names A's account and has a code of its own user (who reaches only B's installation 5606).
+    const bobCode = gh.userCode([5606]);
+    const raced = await setup(5505, await start(keyB, 'team-b', 'umbrella'), bobCode);
+    expect(raced.statusCode).toBe(422);
+    // Without a code, or with a made-up one: refused too.
+    expect((await setup(5505, await start(keyB, 'team-b', 'umbrella'))).statusCode).toBe(422);
+    expect((await setup(5505, await start(keyB, 'team-b', 'umbrella'), 'code-made-up')).statusCode).toBe(422);
+    expect((await call('GET', '/v1/integrations/github/install', keyB, 'team-b')).body).not.toContain('5505');
+    // The codes were exchanged at GitHub and the user's installations asked with the user's token.
+    expect(gh.requests.some((r) => r.method === 'POST' && r.path === '/login/oauth/access_token')).toBe(true);
+    expect(gh.requests.some((r) => r.path === '/api/v3/user/installations')).toBe(true);
+    // A's own redirect: A's state, A's user's code.
+    const own = await setup(5505, await start(keyA, 'team-a', 'umbrella'), gh.userCode([5505]));
+    expect(own.statusCode, own.body).toBe(200);
+    expect(own.json()).toMatchObject({ installation_id: 5505, account: 'umbrella' });
+    // B's own installation with B's user's code works; the same code a second time does not.
+    const mine = await setup(5606, await start(keyB, 'team-b', 'aperture'), gh.userCode([5606]));
+    expect(mine.statusCode, mine.body).toBe(200);
+    expect((await setup(5606, await start(keyB, 'team-b', 'aperture'), bobCode)).statusCode).toBe(422);
   });
 });

@@ -167,6 +167,18 @@ describe('helm template / helm lint', () => {
       secretKeyRef: { name: 'github-app', key: 'webhook-secret', optional: true },
     });
     expect(op.AGENTPLANE_GITHUB_WEBHOOK_SECRET).toBeUndefined();
+    expect(cp.AGENTPLANE_GITHUB_APP_CLIENT_ID).toBeUndefined();
+    // The App's OAuth client: the control plane only (it completes installations), its secret from the Secret.
+    const oauth = renderChart({
+      values: { github: { appId: '12345', existingSecret: 'github-app', clientId: 'Iv1.abc' } },
+    });
+    const cpOauth = envOf(find(oauth, 'Deployment', 'agentplane-control-plane')!);
+    const opOauth = envOf(find(oauth, 'Deployment', 'agentplane-operator')!);
+    expect(cpOauth.AGENTPLANE_GITHUB_APP_CLIENT_ID).toBe('Iv1.abc');
+    expect(cpOauth.AGENTPLANE_GITHUB_APP_CLIENT_SECRET).toEqual({
+      secretKeyRef: { name: 'github-app', key: 'client-secret' },
+    });
+    expect(opOauth.AGENTPLANE_GITHUB_APP_CLIENT_ID).toBeUndefined();
     const none = envOf(find(renderChart({}), 'Deployment', 'agentplane-control-plane')!);
     expect(Object.keys(none).filter((k) => k.includes('GITHUB'))).toEqual([]);
   });

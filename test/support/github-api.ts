@@ -25,6 +25,14 @@ export type FakeGitHub = {
   requests: { method: string; path: string; auth: string }[];
   /** The next answers to a token request: a status to fail with (401, 404, 429 rate limit). */
   failMint: number[];
+  /** The App's OAuth client (user authorization during installation). */
+  clientId: string;
+  clientSecret: string;
+  /**
+   * A user signs in while installing: the code GitHub would put on the setup redirect, good once, for a user who
+   * can reach `installationIds` (GET /user/installations with the token it is exchanged for).
+   */
+  userCode(installationIds: number[]): string;
   close(): Promise<void>;
 };
 
@@ -121,9 +129,19 @@ export async function startFakeGitHub(opts: { appId?: string } = {}): Promise<Fa
     tokens: [],
     requests: [],
     failMint: [],
+    clientId: 'Iv1.fakeclientid',
+    clientSecret: `fake-client-secret-${randomBytes(8).toString('hex')}`,
+    userCode: (ids) => {
+      const code = `code-${randomBytes(10).toString('hex')}`;
+      userCodes.set(code, ids);
+      return code;
+    },
     close: async () => undefined,
   };
+  const userCodes = new Map<string, number[]>();
+  const userTokens = new Map<string, number[]>();
 
+  const bearerOrToken = (a: string) => /^(?:token|bearer) (.+)$/i.exec(a)?.[1];
   const tokenOf = (req: IncomingMessage) => {
     const a = req.headers.authorization ?? '';
     const m = /^(?:token|bearer) (.+)$/i.exec(a);
@@ -141,8 +159,34 @@ export async function startFakeGitHub(opts: { appId?: string } = {}): Promise<Fa
       const tok = tokenOf(req);
       state.requests.push({ method: req.method!, path, auth: isApp ? 'app' : tok ? 'token' : auth ? 'bad' : 'none' });
 
+      // The OAuth web flow's code exchange (on the web host, as github.com has it): a code is good once.
+      if (path === '/login/oauth/access_token' && req.method === 'POST') {
+        const raw = await readBody(req);
+        const body = (
+          /json/.test(req.headers['content-type'] ?? '')
+            ? JSON.parse(raw || '{}')
+            : Object.fromEntries(new URLSearchParams(raw))
+        ) as Record<string, string>;
+        const ids = userCodes.get(body.code ?? '');
+        if (body.client_id !== state.clientId || body.client_secret !== state.clientSecret || !ids)
+          return send(res, 200, { error: 'bad_verification_code', error_description: 'The code is incorrect.' });
+        userCodes.delete(body.code!);
+        const token = `ghu_${randomBytes(18).toString('base64url')}`;
+        userTokens.set(token, ids);
+        return send(res, 200, { access_token: token, token_type: 'bearer', scope: '' });
+      }
+
       if (path.startsWith('/api/v3/')) {
         const api = path.slice('/api/v3'.length);
+        if (api === '/user/installations' && req.method === 'GET') {
+          const ids = bearerOrToken(auth) && userTokens.get(bearerOrToken(auth)!);
+          if (!ids) return send(res, 401, { message: 'Bad credentials' });
+          const list = ids.map((id) => installations.get(id)).filter((i) => i !== undefined);
+          return send(res, 200, {
+            total_count: list.length,
+            installations: list.map((i) => ({ id: i.id, account: { login: i.account }, app_id: Number(appId) })),
+          });
+        }
         let m = /^\/app\/installations\/(\d+)$/.exec(api);
         if (m && req.method === 'GET') {
           if (!isApp) return send(res, 401, { message: 'A JSON web token could not be decoded' });

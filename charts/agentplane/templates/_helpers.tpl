@@ -85,5 +85,12 @@ imagePullSecrets:
   valueFrom:
     secretKeyRef: { name: {{ $gh.existingSecret | quote }}, key: {{ $gh.webhookSecretKey | quote }}, optional: true }
 {{- end }}
+{{- if and .webhook $gh.clientId }}
+- name: AGENTPLANE_GITHUB_APP_CLIENT_ID
+  value: {{ $gh.clientId | quote }}
+- name: AGENTPLANE_GITHUB_APP_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef: { name: {{ $gh.existingSecret | quote }}, key: {{ $gh.clientSecretKey | quote }} }
+{{- end }}
 {{- end }}
 {{- end -}}

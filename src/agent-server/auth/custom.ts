@@ -228,3 +228,27 @@ function deepEqual(a: unknown, b: unknown): boolean {
   if (ka.length !== kb.length) return false;
   return ka.every((k) => deepEqual((a as Json)[k], (b as Json)[k]));
 }
+
+/** Whether a filter has conditions the stores cannot apply ($contains): those are checked on the rows. */
+export function hasRowConditions(filters: AuthFilters | undefined): boolean {
+  return Object.values(filters ?? {}).some((f) => typeof f === 'object' && f !== null && '$contains' in f);
+}
+
+/**
+ * One page of a search under a handler's filter. The store applies the equality part; when the filter also has row
+ * conditions, every match is read and checked here, so that the page, its offset and "is there a next page" count
+ * only rows the caller may see (a short page or a next-page header must not reveal hidden rows).
+ */
+export async function visiblePage<T extends { metadata: Json }>(
+  search: (limit: number, offset: number) => Promise<T[]>,
+  filters: AuthFilters | undefined,
+  limit: number,
+  offset: number,
+): Promise<{ rows: T[]; more: boolean }> {
+  if (!hasRowConditions(filters)) {
+    const rows = await search(limit, offset);
+    return { rows: rows.filter((r) => matchesFilters(r.metadata, filters)), more: rows.length === limit };
+  }
+  const all = (await search(2_147_483_647, 0)).filter((r) => matchesFilters(r.metadata, filters));
+  return { rows: all.slice(offset, offset + limit), more: all.length > offset + limit };
+}

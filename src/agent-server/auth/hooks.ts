@@ -2,8 +2,8 @@
 // (preHandler, once the body is parsed so handlers see and may edit it). Records a filter hides are answered as
 // missing (404), the way the platform answers them.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ConflictError, NotFoundError } from '../../lib/errors.ts';
-import type { AgentService } from '../service.ts';
+import { ConflictError, ForbiddenError, NotFoundError } from '../../lib/errors.ts';
+import type { AgentService, AssistantReadFilter } from '../service.ts';
 import type { Storage } from '../storage/types.ts';
 import {
   AuthHandlerError,
@@ -20,10 +20,23 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller as custom auth sees them; null without custom auth or on open paths. */
     auth: RequestAuth | null;
-    /** What the route's auth handler decided: its filter, and the run id shown to a create_run handler. */
-    authz: { filters?: AuthFilters; runId?: string; items?: Array<{ filters?: AuthFilters; runId?: string }> } | null;
+    /**
+     * What the route's auth handler decided: its filter, the run id shown to a create_run handler, and (routes that
+     * name an assistant to run) the caller's assistants:read filter, applied where the assistant is read.
+     */
+    authz: {
+      filters?: AuthFilters;
+      runId?: string;
+      items?: Array<{ filters?: AuthFilters; runId?: string }>;
+      assistantFilter?: AssistantReadFilter;
+      /** DELETE /assistants/{id}?delete_threads: the caller's threads:delete filter for the threads that go too. */
+      threadDeleteFilter?: () => Promise<AuthFilters | undefined>;
+    } | null;
   }
 }
+
+/** Events whose request names an assistant that the run (or the cron's runs) will use. */
+const RUNS_AN_ASSISTANT = new Set(['threads:create_run', 'crons:create']);
 
 /** Reachable without authentication, as on the reference server: the health probe and the server's description. */
 const OPEN_PATHS = new Set(['/ok', '/info']);
@@ -90,9 +103,40 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
       await authenticateRequest(auth, req, reply);
     });
   }
+  /**
+   * POST /assistants or POST /threads naming an id taken by a record the caller may not read (by the create
+   * handler's filter or the read handler's): the 409 of if_exists "raise", never the record (do_nothing would
+   * answer it whole).
+   */
+  async function refuseHidden(
+    user: RequestAuth | null,
+    kind: 'assistant' | 'thread',
+    id: string,
+    createFilters: AuthFilters | undefined,
+  ): Promise<void> {
+    const existing = kind === 'assistant' ? await storage.assistants.get(id) : await storage.threads.get(id);
+    if (!existing) return;
+    let visible = matchesFilters(existing.metadata, createFilters);
+    if (visible) {
+      try {
+        const read = kind === 'assistant' ? { assistant_id: id } : { thread_id: id };
+        visible = matchesFilters(existing.metadata, await auth.authorize(user, `${kind}s:read`, read));
+      } catch (err) {
+        if (!(err instanceof ForbiddenError)) throw err;
+        visible = false;
+      }
+    }
+    if (!visible) throw new ConflictError(`${kind === 'assistant' ? 'Assistant' : 'Thread'} ${id} already exists`);
+  }
+
   app.addHook('preHandler', async (req) => {
     const route = routeEvent(req.method, req.routeOptions.url);
     if (!route || isOpenPath(req)) return;
+    // A run or cron uses the assistant it names: the caller must be able to read it, else it is "not found" (the
+    // run record would echo its config and context, the run its behaviour).
+    const assistantFilter: AssistantReadFilter | undefined = RUNS_AN_ASSISTANT.has(route.event)
+      ? (assistantId) => auth.authorize(req.auth, 'assistants:read', { assistant_id: assistantId })
+      : undefined;
     if (route.perItem && Array.isArray(req.body)) {
       const items: Array<{ filters?: AuthFilters; runId?: string }> = [];
       for (const body of req.body as unknown[]) {
@@ -100,12 +144,21 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
         const filters = await auth.authorize(req.auth, route.event, value);
         items.push({ filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined });
       }
-      req.authz = { items };
+      req.authz = { items, assistantFilter };
       return;
     }
     const value = route.value(req);
     const filters = await auth.authorize(req.auth, route.event, value);
-    req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined };
+    req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined, assistantFilter };
+    if (route.event === 'assistants:delete') {
+      req.authz.threadDeleteFilter = () =>
+        auth.authorize(req.auth, 'threads:delete', { thread_id: null, assistant_id: value.assistant_id ?? null });
+    }
+    if (route.event === 'assistants:create' && typeof value.assistant_id === 'string') {
+      await refuseHidden(req.auth, 'assistant', value.assistant_id, filters);
+    } else if (route.event === 'threads:create' && typeof value.thread_id === 'string') {
+      await refuseHidden(req.auth, 'thread', value.thread_id, filters);
+    }
     if (!filters) return;
     const p = (req.params ?? {}) as Record<string, string>;
     if (route.scope === 'thread' && p.thread_id) {
@@ -119,15 +172,6 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     } else if (route.scope === 'cron' && p.cron_id) {
       const cron = await storage.crons.get(p.cron_id);
       if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
-    } else if (
-      route.event === 'threads:create' &&
-      value.if_exists === 'do_nothing' &&
-      typeof value.thread_id === 'string'
-    ) {
-      // Returning someone else's existing thread would leak it.
-      const existing = await storage.threads.get(value.thread_id);
-      if (existing && !matchesFilters(existing.metadata, filters))
-        throw new ConflictError(`Thread ${value.thread_id} already exists`);
     }
   });
 }

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
-import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
+import { hasRowConditions, matchesFilters, mergeMetadataFilter, visiblePage } from '../auth/custom.ts';
 import type { Json } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
 import {
@@ -16,6 +16,7 @@ import {
   AssistantSearch,
   AssistantVersionsQuery,
   GraphQuery,
+  MAX_OFFSET,
   SubgraphParams,
   SubgraphQuery,
   selectFields,
@@ -53,25 +54,37 @@ export const assistantRoutes =
       const filters = req.authz?.filters;
       const metadata = mergeMetadataFilter(q.metadata, filters);
       if (!metadata) return [];
-      const found = await storage.assistants.search({
-        graph_id: q.graph_id ?? undefined,
-        name: q.name ?? undefined,
-        metadata,
-        limit: q.limit,
-        offset: q.offset,
-        sort_by: q.sort_by ?? undefined,
-        sort_order: q.sort_order ?? undefined,
-      });
-      const rows = filters ? found.filter((a) => matchesFilters(a.metadata, filters)) : found;
-      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      const { rows, more } = await visiblePage(
+        (limit, offset) =>
+          storage.assistants.search({
+            graph_id: q.graph_id ?? undefined,
+            name: q.name ?? undefined,
+            metadata,
+            limit,
+            offset,
+            sort_by: q.sort_by ?? undefined,
+            sort_order: q.sort_order ?? undefined,
+          }),
+        filters,
+        q.limit,
+        q.offset,
+      );
+      if (more) reply.header('X-Pagination-Next', String(q.offset + q.limit));
       return selectFields(rows, q.select);
     });
 
     app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {
       const q = req.body ?? {};
-      const metadata = mergeMetadataFilter(q.metadata, req.authz?.filters);
+      const filters = req.authz?.filters;
+      const metadata = mergeMetadataFilter(q.metadata, filters);
       if (!metadata) return 0;
-      return storage.assistants.count({ graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata });
+      const query = { graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata };
+      if (hasRowConditions(filters)) {
+        // The stores cannot count list containment: count the visible rows instead.
+        const rows = await storage.assistants.search({ ...query, limit: MAX_OFFSET, offset: 0 });
+        return rows.filter((a) => matchesFilters(a.metadata, filters)).length;
+      }
+      return storage.assistants.count(query);
     });
 
     app.get('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req) => {
@@ -100,7 +113,7 @@ export const assistantRoutes =
       '/assistants/:assistant_id',
       { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
       async (req, reply) => {
-        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads);
+        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads, req.authz?.threadDeleteFilter);
         return reply.code(204).send();
       },
     );

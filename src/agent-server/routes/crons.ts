@@ -6,11 +6,14 @@ import { z } from 'zod';
 import { NotFoundError, ValidationError } from '../../lib/errors.ts';
 import {
   equalityPart,
+  hasRowConditions,
   matchesFilters,
   mergeMetadataFilter,
+  visiblePage,
   type AuthFilters,
   type RequestAuth,
 } from '../auth/custom.ts';
+import type { AssistantReadFilter } from '../service.ts';
 import { toPlain } from '../serde.ts';
 import { checkTimezone, nextTick } from '../runs/crons.ts';
 import { isoNow } from '../storage/common.ts';
@@ -101,9 +104,10 @@ export const cronRoutes =
       body: z.infer<typeof CronCreate>,
       filters: AuthFilters | undefined,
       auth: RequestAuth | null,
+      assistantFilter: AssistantReadFilter | undefined,
     ): Promise<CronRecord> {
       service.checkWebhook(body.webhook);
-      const assistant = await service.resolveAssistant(body.assistant_id);
+      const assistant = await service.resolveAssistant(body.assistant_id, assistantFilter);
       if (threadId) await service.requireThread(threadId);
       const endTime = body.end_time ? isoNow(Date.parse(body.end_time)) : null;
       const next = firstTick(body.schedule, body.timezone ?? null, endTime);
@@ -135,12 +139,18 @@ export const cronRoutes =
     }
 
     app.post('/runs/crons', { schema: { body: CronCreate } }, async (req) => {
-      const cron = await create(null, req.body, req.authz?.filters, req.auth ?? null);
+      const cron = await create(null, req.body, req.authz?.filters, req.auth ?? null, req.authz?.assistantFilter);
       return publicCron(cron);
     });
 
     app.post('/threads/:thread_id/runs/crons', { schema: { params: ThreadParams, body: CronCreate } }, async (req) => {
-      const cron = await create(req.params.thread_id, req.body, req.authz?.filters, req.auth ?? null);
+      const cron = await create(
+        req.params.thread_id,
+        req.body,
+        req.authz?.filters,
+        req.auth ?? null,
+        req.authz?.assistantFilter,
+      );
       return publicCron(cron);
     });
 
@@ -150,18 +160,24 @@ export const cronRoutes =
       const metadata = mergeMetadataFilter(null, filters);
       const assistant_id = assistantFilter(q.assistant_id);
       if (!metadata || assistant_id === null) return [];
-      const found = await storage.crons.search({
-        assistant_id,
-        thread_id: q.thread_id ?? undefined,
-        enabled: q.enabled ?? undefined,
-        metadata,
-        limit: q.limit,
-        offset: q.offset,
-        sort_by: q.sort_by ?? undefined,
-        sort_order: q.sort_order ?? undefined,
-      });
-      const rows = found.filter((c) => matchesFilters(c.metadata, filters)).map(publicCron);
-      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      const page = await visiblePage(
+        (limit, offset) =>
+          storage.crons.search({
+            assistant_id,
+            thread_id: q.thread_id ?? undefined,
+            enabled: q.enabled ?? undefined,
+            metadata,
+            limit,
+            offset,
+            sort_by: q.sort_by ?? undefined,
+            sort_order: q.sort_order ?? undefined,
+          }),
+        filters,
+        q.limit,
+        q.offset,
+      );
+      const rows = page.rows.map(publicCron);
+      if (page.more) reply.header('X-Pagination-Next', String(q.offset + q.limit));
       if (!q.select?.length) return rows;
       return rows.map((r) => Object.fromEntries(q.select!.filter((f) => f in r).map((f) => [f, r[f as keyof Cron]])));
     });
@@ -173,7 +189,7 @@ export const cronRoutes =
       const assistant_id = assistantFilter(q.assistant_id);
       if (!metadata || assistant_id === null) return 0;
       const query = { assistant_id, thread_id: q.thread_id ?? undefined, metadata };
-      if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
+      if (hasRowConditions(filters)) {
         const rows = await storage.crons.search({ ...query, limit: MAX_OFFSET });
         return rows.filter((c) => matchesFilters(c.metadata, filters)).length;
       }

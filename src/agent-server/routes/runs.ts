@@ -38,7 +38,13 @@ export function publicRun(r: RunRecord) {
 
 /** The custom-auth caller of a run request (who, and what the threads:create_run handler decided). */
 export function runCaller(req: FastifyRequest): RunAuth {
-  return { auth: req.auth ?? null, filters: req.authz?.filters, runId: req.authz?.runId, headers: req.headers };
+  return {
+    auth: req.auth ?? null,
+    filters: req.authz?.filters,
+    runId: req.authz?.runId,
+    headers: req.headers,
+    assistantFilter: req.authz?.assistantFilter,
+  };
 }
 
 export const runRoutes =
@@ -121,6 +127,7 @@ export const runRoutes =
           filters: items[i]?.filters,
           runId: items[i]?.runId,
           headers: req.headers,
+          assistantFilter: req.authz?.assistantFilter,
         })),
       );
       return runs.map(publicRun);

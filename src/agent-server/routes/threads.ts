@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
-import { matchesFilters, mergeMetadataFilter } from '../auth/custom.ts';
+import { hasRowConditions, matchesFilters, mergeMetadataFilter, visiblePage } from '../auth/custom.ts';
 import type { Thread } from '../storage/types.ts';
 import { createThreadStateOps } from '../thread-state.ts';
 import type { RouteDeps } from './deps.ts';
@@ -62,18 +62,23 @@ export const threadRoutes =
       const filters = req.authz?.filters;
       const metadata = mergeMetadataFilter(q.metadata, filters);
       if (!metadata) return [];
-      const found = await storage.threads.search({
-        ids: q.ids ?? undefined,
-        metadata,
-        values: q.values ?? undefined,
-        status: q.status ?? undefined,
-        limit: q.limit,
-        offset: q.offset,
-        sort_by: q.sort_by ?? undefined,
-        sort_order: q.sort_order ?? undefined,
-      });
-      const rows = filters ? found.filter((t) => matchesFilters(t.metadata, filters)) : found;
-      if (found.length === q.limit) reply.header('X-Pagination-Next', String(q.offset + q.limit));
+      const { rows, more } = await visiblePage(
+        (limit, offset) =>
+          storage.threads.search({
+            ids: q.ids ?? undefined,
+            metadata,
+            values: q.values ?? undefined,
+            status: q.status ?? undefined,
+            limit,
+            offset,
+            sort_by: q.sort_by ?? undefined,
+            sort_order: q.sort_order ?? undefined,
+          }),
+        filters,
+        q.limit,
+        q.offset,
+      );
+      if (more) reply.header('X-Pagination-Next', String(q.offset + q.limit));
       return selectFields(rows.map(publicThread), q.select);
     });
 
@@ -82,7 +87,7 @@ export const threadRoutes =
       const filters = req.authz?.filters;
       const metadata = mergeMetadataFilter(q.metadata, filters);
       if (!metadata) return 0;
-      if (filters && Object.values(filters).some((f) => typeof f === 'object' && f !== null && '$contains' in f)) {
+      if (hasRowConditions(filters)) {
         // The stores cannot count list containment: count the matching rows instead.
         const rows = await storage.threads.search({
           metadata,

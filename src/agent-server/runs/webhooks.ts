@@ -13,8 +13,8 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { isPublicAddress } from '../../lib/addresses.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { readLanggraphJson } from '../graphs/config.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
@@ -171,12 +171,6 @@ export interface WebhookOptions {
 export class WebhookRefused extends Error {}
 
 const MAX_IN_FLIGHT = 1_000;
-
-/** Whether an address is a public unicast one (IPv4-mapped IPv6 is judged as the IPv4 address it carries). */
-export function isPublicAddress(address: string): boolean {
-  if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast';
-}
 
 type HostRule = 'any' | 'listed' | 'public';
 

@@ -5,6 +5,7 @@
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import * as client from 'openid-client';
+import { isPublicAddress } from '../../lib/addresses.ts';
 import { redactUrlsIn } from '../../lib/redact.ts';
 
 /** The parts of a provider's server metadata the service keeps (discovered or given). */
@@ -57,11 +58,7 @@ export function createOAuth(opts: { allowPrivate: boolean }) {
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const addresses = ipaddr.isValid(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
     for (const a of addresses) {
-      let parsed = ipaddr.parse(a);
-      if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-        parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-      }
-      if (parsed.range() !== 'unicast') {
+      if (!isPublicAddress(a)) {
         throw new ProviderError(`${url.hostname} resolves to a private or reserved address, which is not allowed`);
       }
     }

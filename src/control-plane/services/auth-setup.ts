@@ -14,8 +14,11 @@ export type AuthServiceOptions = {
   keyring?: AuthKeyring;
   /** Key of deployment tokens (AGENTPLANE_DEPLOYMENT_TOKEN_KEY); without it deployment tokens are refused. */
   deploymentTokenKey?: Buffer;
-  /** Public base URL of the control plane, for redirect URIs (AGENTPLANE_PUBLIC_URL). */
-  publicUrl?: string;
+  /**
+   * Public base URL of the control plane (--public-url), the only source of redirect URIs and start links; required
+   * with a keyring. A function when it is known only once the server listens (`agentplane dev`, tests on port 0).
+   */
+  publicUrl?: string | (() => string);
   /** Allow http and private/loopback provider addresses (one-machine installs, tests). Default false. */
   allowPrivateProviders?: boolean;
   /** Clock (tests). */
@@ -30,8 +33,15 @@ export function createAuthService(
   apiKeys: (key: string | undefined, tenant: string | undefined) => Promise<Principal>,
   opts: AuthServiceOptions = {},
 ) {
+  if (opts.keyring && !opts.publicUrl) {
+    // Never the request's Host: a forged Host would send the provider's code to whoever names it.
+    throw new Error(
+      'The auth service needs the public URL (--public-url, AGENTPLANE_PUBLIC_URL): redirect URIs are built from it',
+    );
+  }
   const service = createService({
     store,
+    ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
     oauth: createOAuth({ allowPrivate: opts.allowPrivateProviders ?? false }),
     logger: logger.child({ component: 'auth-service' }),
     ...(opts.keyring ? { keyring: opts.keyring } : {}),

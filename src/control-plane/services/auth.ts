@@ -2,7 +2,7 @@
 // tokens those flows produce. Client secrets and tokens are sealed (auth-crypto.ts) before they reach the store and
 // never leave this module except as the `token` of a completed authentication. Records are named by hashes of
 // (tenant, ...) or by random ids, and every read checks the tenant: another workspace's records answer as missing.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { isUuid } from '../../resources/index.ts';
@@ -13,6 +13,7 @@ import {
   type AuthObjectKind,
   type AuthObjectStore,
 } from '../store/types.ts';
+import { flowBinding, flowCookie, flowCookieName, type FlowRecord, type FlowSecret } from './auth-flow.ts';
 import { AuthKeyError, openValue, sealValue, type AuthKeyring } from './auth-crypto.ts';
 import { createQuotas, type Quotas } from './quotas.ts';
 import {
@@ -80,8 +81,10 @@ export type WaitOut =
   | { status: 'pending' | 'timeout' | 'not_found'; auth_id: string }
   | { status: 'failed'; auth_id: string; error: string };
 
-/** What the callback page tells the user. */
-export type CallbackResult = { ok: true } | { ok: false; status: 400 | 502; message: string };
+/** What the callback page tells the user; `cookie`: a Set-Cookie that ends the flow's browser binding. */
+export type CallbackResult = ({ ok: true } | { ok: false; status: 400 | 502; message: string }) & { cookie?: string };
+
+/** The start link: on to the provider (binding the flow to this browser), or a page saying why not. */
 
 type ProviderRecord = {
   provider_id: string;
@@ -105,20 +108,6 @@ type TokenRecord = {
   updated_at: string;
 };
 type TokenSecret = { access_token: string; refresh_token?: string; id_token?: string; token_type: string };
-
-type FlowRecord = {
-  auth_id: string;
-  provider_id: string;
-  user_id: string;
-  scopes: string[];
-  redirect_uri: string;
-  expires_at: string;
-  /** pending -> taken (the state was used) -> completed | failed. */
-  status: 'pending' | 'taken' | 'completed' | 'failed';
-  error?: string;
-  created_at: string;
-};
-type FlowSecret = { state_hash: string; code_verifier: string };
 
 /** 503: the auth service has no encryption key configured. */
 export class AuthServiceUnavailableError extends AppError {
@@ -146,6 +135,11 @@ export type AuthServiceDeps = {
   oauth: OAuth;
   /** Undefined: every call answers 503 naming the setting (AGENTPLANE_AUTH_ENCRYPTION_KEYS). */
   keyring?: AuthKeyring;
+  /**
+   * The control plane's public base URL (--public-url; a function when it is known only once listening): redirect
+   * URIs and start links are built from it, never from a request's Host. Undefined: flows answer 503.
+   */
+  publicUrl?: string | (() => string);
   logger: Logger;
   /** Milliseconds since the epoch (tests move it to expire tokens and states). */
   now?: () => number;
@@ -169,10 +163,17 @@ export function createAuthService(deps: AuthServiceDeps) {
   function ring(): AuthKeyring {
     if (!deps.keyring) {
       throw new AuthServiceUnavailableError(
-        'The auth service has no encryption key: set AGENTPLANE_AUTH_ENCRYPTION_KEYS (--auth-encryption-keys).',
+        'The auth service is off: it needs --public-url (AGENTPLANE_PUBLIC_URL) and, with the kubernetes store, ' +
+          'encryption keys (AGENTPLANE_AUTH_ENCRYPTION_KEYS, --auth-encryption-keys).',
       );
     }
     return deps.keyring;
+  }
+
+  function publicBase(): string {
+    const url = typeof deps.publicUrl === 'function' ? deps.publicUrl() : deps.publicUrl;
+    if (!url) throw new AuthServiceUnavailableError('The auth service needs the public URL (--public-url).');
+    return url.replace(/\/+$/, '');
   }
 
   function seal(o: { kind: AuthObjectKind; tenant: string; name: string }, secret: unknown): string {
@@ -198,6 +199,8 @@ export function createAuthService(deps: AuthServiceDeps) {
     }
     return JSON.parse(opened.value) as T;
   }
+
+  const { openFlow, sameBrowser, start } = flowBinding({ store, unseal, now, publicBase });
 
   async function getOwned(kind: AuthObjectKind, tenant: string, name: string): Promise<AuthObject | undefined> {
     const o = await store.getAuthObject(kind, name);
@@ -511,7 +514,9 @@ export function createAuthService(deps: AuthServiceDeps) {
 
     // ---- flow ----
 
-    async authenticate(tenant: string, input: AuthenticateInput, redirectUri: string): Promise<AuthenticateOut> {
+    async authenticate(tenant: string, input: AuthenticateInput): Promise<AuthenticateOut> {
+      const publicUrl = publicBase();
+      const redirectUri = `${publicUrl}/v2/auth/callback/${encodeURIComponent(input.provider)}`;
       const provider = await providerObject(tenant, input.provider);
       const scopes = uniq(input.scopes);
       const usable = await usableToken(tenant, provider, input.user_id, scopes);
@@ -538,34 +543,39 @@ export function createAuthService(deps: AuthServiceDeps) {
         status: 'pending',
         created_at: new Date(now()).toISOString(),
       };
-      const base = { kind: 'flow' as const, tenant, name: authId };
-      const secret: FlowSecret = { state_hash: sha256(state).toString('base64'), code_verifier: codeVerifier };
-      await store.createAuthObject({ ...base, record: JSON.stringify(record), sealed: seal(base, secret) });
+      const names = { kind: 'flow' as const, tenant, name: authId };
+      const secret: FlowSecret = {
+        state_hash: sha256(state).toString('base64'),
+        code_verifier: codeVerifier,
+        authorization_url: url,
+      };
+      await store.createAuthObject({ ...names, record: JSON.stringify(record), sealed: seal(names, secret) });
       logger.info({ provider: input.provider, auth_id: authId }, 'auth flow started');
-      return { status: 'pending', url, auth_id: authId, token: null };
+      // The user opens the start link, which binds the flow to their browser and sends them on to the provider.
+      const link = `${publicUrl}/v2/auth/start?state=${encodeURIComponent(state)}`;
+      return { status: 'pending', url: link, auth_id: authId, token: null };
     },
+
+    start,
 
     /**
      * The provider's redirect. Reached by the end user's browser, so it carries no API key: the state alone says
      * which workspace, user and provider the flow is for. The state is single-use (the flow is taken with a
      * compare-and-swap before the exchange) and expires with the flow.
      */
-    async callback(providerId: string, params: Record<string, string>): Promise<CallbackResult> {
+    async callback(providerId: string, params: Record<string, string>, cookieHeader?: string): Promise<CallbackResult> {
       const refused = (message: string): CallbackResult => ({ ok: false, status: 400, message });
       const state = params.state ?? '';
-      const authId = state.split('.')[0] ?? '';
-      if (!isUuid(authId)) return refused('This link is not valid (missing or malformed state).');
-      const obj = await store.getAuthObject('flow', authId);
-      if (!obj) return refused('This link is not valid or was already used.');
-      const flow = JSON.parse(obj.record) as FlowRecord;
-      const secret = await unseal<FlowSecret>(obj);
-      const given = sha256(state);
-      const expected = Buffer.from(secret.state_hash, 'base64');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected) || flow.provider_id !== providerId) {
-        return refused('This link is not valid or was already used.');
-      }
-      if (flow.status !== 'pending') return refused('This link was already used.');
-      if (Date.parse(flow.expires_at) <= now()) return refused('This link has expired; ask the agent for a new one.');
+      const found = await openFlow(state, providerId);
+      if ('refused' in found) return refused(found.refused);
+      const { obj, flow, secret } = found;
+      const authId = flow.auth_id;
+      // Only the browser that opened the start link completes the flow; the flow stays open for it.
+      if (!sameBrowser(flow, cookieHeader))
+        return refused(
+          'This sign-in was not started in this browser: open the link the agent gave you here and sign in again.',
+        );
+      const ended = flowCookie(publicBase(), flowCookieName(authId), '', 0);
       const taken: FlowRecord = { ...flow, status: 'taken' };
       try {
         await store.replaceAuthObject({ ...obj, record: JSON.stringify(taken) });
@@ -587,7 +597,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       } catch (err) {
         if (!(err instanceof NotFoundError)) throw err;
         await finish('failed', `provider ${providerId} was deleted`);
-        return refused('The provider of this link no longer exists.');
+        return { ...refused('The provider of this link no longer exists.'), cookie: ended };
       }
       try {
         const t = await oauth.exchange(await oauthClient(provider.obj, provider.record), {
@@ -609,11 +619,12 @@ export function createAuthService(deps: AuthServiceDeps) {
           ok: false,
           status: denied ? 400 : 502,
           message: denied ? 'Access was not granted.' : `The provider did not complete the sign-in: ${err.message}`,
+          cookie: ended,
         };
       }
       await finish('completed');
       logger.info({ provider: providerId, auth_id: authId }, 'auth flow completed');
-      return { ok: true };
+      return { ok: true, cookie: ended };
     },
 
     async wait(tenant: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitOut> {

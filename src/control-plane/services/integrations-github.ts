@@ -20,6 +20,12 @@ export type GitHubAppSettings = {
   webUrl: string;
   /** The App's slug (github.com/apps/<slug>): the install link a workspace is sent to. */
   appSlug?: string;
+  /**
+   * The App's OAuth client ("Request user authorization during installation"): the setup redirect then carries a
+   * code, exchanged for the installing user's token, and the installation must be one that user can reach.
+   */
+  clientId?: string;
+  clientSecret?: string;
 };
 
 /** The web origin that goes with an API base URL (api.github.com → github.com; <ghes>/api/v3 → <ghes>). */
@@ -145,6 +151,33 @@ export function createGitHubApp(settings: GitHubAppSettings, logger?: Logger) {
         return { id: data.id, account: account ?? String(data.id), createdAt: data.created_at };
       } catch (err) {
         throw githubFailure(err, `reading installation ${installationId}`);
+      }
+    },
+    /**
+     * The installations the user who signed in with `code` (the setup redirect's) can reach, asked with that
+     * user's own token.
+     */
+    async userInstallations(code: string): Promise<number[]> {
+      if (!settings.clientId || !settings.clientSecret) throw new GitHubError('The App has no OAuth client', 404);
+      const oauth = createAppAuth({
+        appId: settings.appId,
+        privateKey: settings.privateKey,
+        clientId: settings.clientId,
+        clientSecret: settings.clientSecret,
+        request: app.request.defaults({ baseUrl }),
+      });
+      let token: string;
+      try {
+        ({ token } = (await oauth({ type: 'oauth-user', code })) as { token: string });
+      } catch (err) {
+        throw githubFailure(err, 'exchanging the setup code for the installing user');
+      }
+      const user = new Octokit({ baseUrl, auth: token, log, request: { retries: 0 } });
+      try {
+        const list = await user.paginate(user.rest.apps.listInstallationsForAuthenticatedUser, { per_page: 100 });
+        return list.map((i) => i.id);
+      } catch (err) {
+        throw githubFailure(err, "listing the installing user's installations");
       }
     },
     /** Every repository the installation can see (all pages). */

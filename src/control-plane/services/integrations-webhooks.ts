@@ -1,8 +1,10 @@
 // Build on push. Two signed webhooks make revisions of the deployments that follow the pushed branch with
 // build_on_push: true: the GitHub App's (one endpoint for every installation, the App's webhook secret) and a generic
 // one per plain git integration (its own secret; GitHub-style X-Hub-Signature-256, as Gitea and Forgejo send it).
-// A delivery id makes at most one revision per deployment however often it is redelivered.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+// A delivery makes at most one revision per deployment however often it is sent again: it is known by its
+// delivery id, by the commit it pushed, and by its exact body (the signature covers the body only, so a captured
+// body may come back under any delivery id, with or without `after`).
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { LABEL_TENANT, type AgentDeployment } from '../../resources/index.ts';
@@ -69,10 +71,15 @@ export function createPushWebhooks(deps: {
     sameRepo: (repoUrl: string) => boolean,
     delivery: string,
     after: unknown,
+    body: string,
   ): Promise<PushResult> {
     // GitHub signs the body, not the delivery header: a captured body sent again under a new delivery id is
-    // recognised by the commit it pushed.
-    const keys = [delivery, ...(typeof after === 'string' && /^[0-9a-f]{40,64}$/.test(after) ? [`sha-${after}`] : [])];
+    // recognised by its content and by the commit it pushed.
+    const keys = [
+      delivery,
+      `body-${createHash('sha256').update(body).digest('base64url')}`,
+      ...(typeof after === 'string' && /^[0-9a-f]{40,64}$/.test(after) ? [`sha-${after}`] : []),
+    ];
     const { items } = await store.list('AgentDeployment', store.namespace, {
       labelSelector: `${LABEL_TENANT}=${integration.tenant}`,
     });
@@ -122,7 +129,7 @@ export function createPushWebhooks(deps: {
         const r = githubRepoOf(github.settings.webUrl, repoUrl);
         return !!r && `${r.owner}/${r.name}`.toLowerCase() === fullName.toLowerCase();
       };
-      return revisionsFor(owner, payload.ref, same, delivery, payload.after);
+      return revisionsFor(owner, payload.ref, same, delivery, payload.after, body);
     },
 
     /** POST /v1/integrations/{id}/webhook: a plain git integration's push, signed with its own secret. */
@@ -154,7 +161,7 @@ export function createPushWebhooks(deps: {
         const p = repositoryPath(repoUrl);
         return !!p && named.includes(p.split('/').slice(1).join('/').toLowerCase());
       };
-      return revisionsFor(target.record, payload.ref, same, delivery, payload.after);
+      return revisionsFor(target.record, payload.ref, same, delivery, payload.after, body);
     },
   };
 }

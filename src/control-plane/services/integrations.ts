@@ -197,10 +197,14 @@ export function createIntegrationService(
     async registerGitHub(tenant: string, installationId: number, name?: string): Promise<IntegrationOut> {
       return out((await registerInstallation(tenant, installationId, name)).record);
     },
-    /** A single-use state for the App's setup URL, bound to `tenant`, and the link that installs the App. */
+    /**
+     * A single-use state for the App's setup URL, bound to `tenant` and to the GitHub `account` (user or
+     * organization login) the App is being installed on, and the link that installs the App.
+     */
     async startGitHubInstall(
       tenant: string,
-    ): Promise<{ state: string; install_url: string | null; expires_at: string }> {
+      account: string,
+    ): Promise<{ state: string; install_url: string | null; expires_at: string; account: string }> {
       const gh = requireGitHub();
       const now = Date.now();
       for (const o of await store.listAuthObjects('setup', tenant)) {
@@ -212,29 +216,62 @@ export function createIntegrationService(
         kind: 'setup',
         name: stateName(state),
         tenant,
-        record: JSON.stringify({ expires: now + STATE_TTL_MS }),
+        record: JSON.stringify({ expires: now + STATE_TTL_MS, account }),
         sealed: '',
       });
       return {
         state,
         install_url: gh.installUrl(state) ?? null,
         expires_at: new Date(now + STATE_TTL_MS).toISOString(),
+        account,
       };
     },
     /**
-     * The setup-URL redirect after "install": the state names the workspace (once); the installation must be new
-     * (created since the state was issued, give or take), so an installation id copied from elsewhere is refused.
+     * The setup-URL redirect after "install": the state names the workspace and the account (once). GitHub must say
+     * that the installation is on that account and new (created since the state was issued, give or take): another
+     * workspace's installation, or an id copied from elsewhere, is refused whatever state comes with it.
      */
-    async completeGitHubInstall(state: string, installationId: number): Promise<IntegrationOut> {
+    async completeGitHubInstall(state: string, installationId: number, code?: string): Promise<IntegrationOut> {
       const obj = state ? await store.getAuthObject('setup', stateName(state)) : undefined;
       // Single use: of two redirects with one state (on any replicas), one deletes it and the other finds it gone.
       const taken = obj ? await store.deleteAuthObject('setup', obj.name, obj.version) : false;
-      const pending = taken ? { tenant: obj!.tenant, ...(JSON.parse(obj!.record) as { expires: number }) } : undefined;
-      if (!pending || pending.expires < Date.now())
+      const pending = taken
+        ? { tenant: obj!.tenant, ...(JSON.parse(obj!.record) as { expires: number; account?: string }) }
+        : undefined;
+      // A state made before states named their account binds nothing: refused like an unknown one.
+      if (!pending || pending.expires < Date.now() || !pending.account)
         throw new ValidationError('state: unknown, used or expired; start the installation again', [
           { loc: ['query', 'state'], msg: 'unknown, used or expired', type: 'value_error' },
         ]);
-      const inst = await requireGitHub().installation(installationId);
+      const gh = requireGitHub();
+      if (gh.settings.clientId) {
+        // With the App's OAuth client, only the installing user's own redirect completes: its code must belong to
+        // a user who can reach the installation (another workspace's user, or a copied id, cannot).
+        const reachable = code
+          ? await gh.userInstallations(code).catch((err: unknown) => {
+              // A made-up, used or foreign code: GitHub refuses it (400/401), the redirect proves nothing.
+              if (err instanceof GitHubError && (err.githubStatus === 400 || err.githubStatus === 401)) return [];
+              throw err;
+            })
+          : [];
+        if (!reachable.includes(installationId))
+          throw new ValidationError('code: not the redirect of a user who can reach this installation', [
+            {
+              loc: ['query', code ? 'installation_id' : 'code'],
+              msg: code ? 'not an installation the signed-in user can reach' : 'required (user authorization)',
+              type: 'value_error',
+            },
+          ]);
+      }
+      const inst = await gh.installation(installationId);
+      if (inst.account.toLowerCase() !== pending.account.toLowerCase())
+        throw new ValidationError('installation_id: not an installation on the account this setup was started for', [
+          {
+            loc: ['query', 'installation_id'],
+            msg: `not an installation on ${pending.account}, the account this setup was started for`,
+            type: 'value_error',
+          },
+        ]);
       const issued = pending.expires - STATE_TTL_MS;
       if (!inst.createdAt || Date.parse(inst.createdAt) < issued - 60_000)
         throw new ValidationError('installation_id: not an installation made after this setup began', [

@@ -21,17 +21,19 @@ export async function listen(): Promise<{
 }
 
 /**
- * The end user's browser: follows the authorization URL through oidc-provider's login and consent pages (cookies
- * kept), and stops at the redirect to the control plane, whose URL it returns (the test opens it, maybe twice).
- * `deny` aborts at the consent page instead.
+ * The end user's browser: opens the sign-in link (the control plane's start URL, which sets the flow's cookie and
+ * redirects to the provider), follows it through oidc-provider's login and consent pages (cookies kept), and stops
+ * at the redirect back to the control plane: its URL, and the browser's cookies to open it with (the test opens
+ * it, maybe twice, maybe without them). `deny` aborts at the consent page instead.
  */
 export async function walkGrant(
   url: string,
   stopAt: string,
   opts: { login?: string; deny?: boolean } = {},
-): Promise<string> {
+): Promise<{ url: string; cookie: string; authorizeUrl: string }> {
   const jar = new Map<string, string>();
   let next = new URL(url);
+  let authorizeUrl = '';
   let init: RequestInit = {};
   for (let hop = 0; hop < 20; hop++) {
     const res = await fetch(next, {
@@ -48,7 +50,9 @@ export async function walkGrant(
     if (location) {
       next = new URL(location, next);
       init = {};
-      if (next.href.startsWith(stopAt)) return next.href;
+      if (next.href.startsWith(stopAt) && !next.pathname.endsWith('/v2/auth/start'))
+        return { url: next.href, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '), authorizeUrl };
+      authorizeUrl ||= next.href;
       continue;
     }
     const html = await res.text();

@@ -185,15 +185,29 @@ export const integrationRoutes =
       {
         schema: {
           tags: ['integrations'],
-          summary: "A single-use state for the App's setup URL (bound to this workspace) and the install link",
+          summary:
+            "A single-use state for the App's setup URL (bound to this workspace and to the GitHub account the App is installed on) and the install link",
           security,
+          body: z
+            .object({
+              account: z
+                .string()
+                .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'a GitHub user or organization login')
+                .describe('The GitHub user or organization the App will be installed on'),
+            })
+            .strict(),
           response: {
-            201: z.object({ state: z.string(), install_url: z.string().nullable(), expires_at: z.string() }),
+            201: z.object({
+              state: z.string(),
+              install_url: z.string().nullable(),
+              expires_at: z.string(),
+              account: z.string(),
+            }),
             ...errors,
           },
         },
       },
-      async (req, reply) => reply.code(201).send(await service.startGitHubInstall(tenantOf(req))),
+      async (req, reply) => reply.code(201).send(await service.startGitHubInstall(tenantOf(req), req.body.account)),
     );
     app.get(
       '/integrations/github/:integration_id/repos',
@@ -295,6 +309,7 @@ export const integrationHookRoutes =
             installation_id: InstallationId,
             state: z.string().min(1).max(200),
             setup_action: z.string().max(50).optional(),
+            code: z.string().min(1).max(200).optional(),
           }),
           // 200, as every GET of the API (the integration is made by the redirect GitHub sends the browser on).
           response: {
@@ -307,6 +322,6 @@ export const integrationHookRoutes =
           },
         },
       },
-      async (req) => service.completeGitHubInstall(req.query.state, req.query.installation_id),
+      async (req) => service.completeGitHubInstall(req.query.state, req.query.installation_id, req.query.code),
     );
   };

@@ -134,13 +134,9 @@ const TokenFilter = z.object({ provider_id: ProviderId.optional(), user_id: User
 
 const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
 
-/** `publicUrl`: the control plane's public base URL; without it the request's own scheme and host are used. */
 export const authRoutes =
-  (service: AuthService, opts: { prefix: string; publicUrl?: string }): FastifyPluginAsyncZod =>
+  (service: AuthService): FastifyPluginAsyncZod =>
   async (app) => {
-    const redirectUri = (req: FastifyRequest, providerId: string) =>
-      `${opts.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.host}${opts.prefix}`}/v2/auth/callback/${encodeURIComponent(providerId)}`;
-
     app.post(
       '/auth/providers',
       {
@@ -221,7 +217,7 @@ export const authRoutes =
           response: { 200: AuthenticateOut, ...errors },
         },
       },
-      async (req) => service.authenticate(tenantOf(req), req.body, redirectUri(req, req.body.provider)),
+      async (req) => service.authenticate(tenantOf(req), req.body),
     );
     app.get(
       '/auth/wait/:auth_id',
@@ -314,16 +310,41 @@ export const authCallbackRoutes =
     app.get(
       '/auth/callback/:provider_id',
       { logLevel: 'warn', schema: { ...schema, querystring: CallbackQuery } },
-      async (req, reply) => page(reply, await service.callback(req.params.provider_id, req.query)),
+      async (req, reply) => page(reply, await service.callback(req.params.provider_id, req.query, req.headers.cookie)),
     );
     app.post(
       '/auth/callback/:provider_id',
       { logLevel: 'warn', schema: { ...schema, body: CallbackQuery } },
-      async (req, reply) => page(reply, await service.callback(req.params.provider_id, req.body)),
+      async (req, reply) => page(reply, await service.callback(req.params.provider_id, req.body, req.headers.cookie)),
+    );
+    // The link an agent hands its user (authenticate's `url`): binds the flow to this browser, then on to the provider.
+    app.get(
+      '/auth/start',
+      {
+        logLevel: 'warn',
+        schema: {
+          tags,
+          summary:
+            'The sign-in link a user opens: binds the flow to this browser (a cookie) and redirects to the provider',
+          querystring: z.object({ state: z.string().max(300) }),
+        },
+      },
+      async (req, reply) => {
+        const result = await service.start(req.query.state, req.headers.cookie);
+        if (!result.ok) return page(reply, result);
+        if (result.cookie) reply.header('set-cookie', result.cookie);
+        return reply
+          .code(302)
+          .header('location', result.location)
+          .header('cache-control', 'no-store')
+          .header('referrer-policy', 'no-referrer')
+          .send();
+      },
     );
   };
 
 function page(reply: FastifyReply, result: CallbackResult) {
+  if (result.cookie) reply.header('set-cookie', result.cookie);
   const title = result.ok ? 'Signed in' : 'Sign-in failed';
   const text = result.ok ? 'Access was granted. You can close this page and return to the agent.' : result.message;
   return reply
