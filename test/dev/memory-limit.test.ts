@@ -11,7 +11,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { PACKAGE_ROOT } from '../../src/lib/package-root.ts';
-import { API_KEY, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -90,6 +90,7 @@ async function hog(client: Client, mb: number): Promise<{ held?: number; failure
 describe('memory limits of agent servers on one machine', () => {
   it('a 256 MB deployment cannot hold 600 MB: the allocation fails or the server is killed, and it comes back', async () => {
     dev = await startDev(join(tmp, 'data'), 0, ['--allow-local-repos', tmp]);
+    const agentKey = await workspaceKey(dev.url);
     const created = await api(dev.url).post('/v2/deployments', {
       name: 'hoarder',
       source: 'github',
@@ -111,7 +112,8 @@ describe('memory limits of agent servers on one machine', () => {
     expect(`${rev.status} ${rev.status_message ?? ''}`, await deployLog(depId, revId)).toMatch(/^DEPLOYED/);
     expect(await deployLog(depId, revId)).toMatch(/resource limits: memory 256 MB/);
 
-    const client = new Client({ apiUrl: `${dev.url}/deployments/${depId}`, apiKey: API_KEY });
+    const url = String((await api(dev.url).get(`/v2/deployments/${depId}`)).body.url);
+    const client = new Client({ apiUrl: url, apiKey: agentKey });
     // Within the limit the graph works.
     expect(await hog(client, 20)).toEqual({ held: 20 });
 
