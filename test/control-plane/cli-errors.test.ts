@@ -41,7 +41,7 @@ describe('api-key create: the store cannot be opened', () => {
   it('--data-dir below a regular file', async () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'x');
-    const line = await oneLineFailure(keyCreate('--data-dir', join(file, 'store')), bareEnv());
+    const line = await oneLineFailure(keyCreate('--init', '--data-dir', join(file, 'store')), bareEnv());
     expect(line).toMatch(
       /^agentplane api-key: cannot open the embedded store in --data-dir .*a-file\/store: ENOTDIR: not a directory/,
     );
