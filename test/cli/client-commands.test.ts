@@ -7,13 +7,14 @@ import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, startDev, stopDev, type DevProcess } from '../dev/helpers.ts';
+import { API_KEY, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 
 let tmp: string;
 let repo: ExampleRepo;
 let dev: DevProcess;
+let agentKey: string;
 
 type Result = { code: number; stdout: string; stderr: string };
 
@@ -69,6 +70,8 @@ beforeAll(async () => {
   git('commit', '--quiet', '-am', 'graphs is not an object');
   git('checkout', '--quiet', 'main');
   dev = await startDev(join(tmp, 'data'));
+  // Agents refuse the bootstrap key (it acts for every workspace): the agent is called with a key of the workspace.
+  agentKey = await workspaceKey(dev.url);
 });
 
 afterAll(async () => {
@@ -97,7 +100,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(first.stderr).toMatch(/hello revision 1: DEPLOYED/);
     expect(first.stderr).toContain(`  | $ git clone ${repo.path}`);
     expect(first.stderr).not.toContain('s3cret');
-    expect(first.stdout).toMatch(/^hello revision 1 DEPLOYED: http:\/\/127\.0\.0\.1:\d+\/deployments\/[0-9a-f-]+\n$/);
+    expect(first.stdout).toMatch(/^hello revision 1 DEPLOYED: http:\/\/127\.0\.0\.1:\d+\n$/);
 
     // get --json: the API record; the agent answers at its URL with the tenant's key.
     const got = await cli(['deployments', 'get', 'hello', '--json']);
@@ -111,7 +114,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     };
     expect(dep).toMatchObject({ name: 'hello', secrets: [{ name: 'SOME_TOKEN' }] });
     // Read-only calls that do not depend on each other run at once (here and below).
-    const [answer, shown] = await Promise.all([ask(dep.url, API_KEY), cli(['deployments', 'get', dep.id])]);
+    const [answer, shown] = await Promise.all([ask(dep.url, agentKey), cli(['deployments', 'get', dep.id])]);
     expect(answer).toBe('The greeting tool says: Hello, Ada!');
     expect(shown.stdout).toMatch(/^name:\s+hello$/m);
     expect(shown.stdout).toMatch(/^latest revision:\s+1 DEPLOYED/m);
@@ -137,7 +140,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
       status: 'DEPLOYED',
       source_revision_config: { repo_ref: 'v2' },
     });
-    expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hej, Ada!');
+    expect(await ask(dep.url, agentKey)).toBe('The greeting tool says: Hej, Ada!');
     // The file is read whenever present: its secrets_from_env must then be set.
     const unset = await cli(['deploy', '--ref', 'v2']);
     expect(unset).toMatchObject({ code: 2, stdout: '' });
@@ -167,7 +170,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
 
     // revisions list: newest first, the serving one starred; --json parses.
     const [stillServing, revs, revsJson] = await Promise.all([
-      ask(dep.url, API_KEY),
+      ask(dep.url, agentKey),
       cli(['revisions', 'list', 'hello']),
       cli(['revisions', 'list', 'hello', '--json']),
     ]);
@@ -216,7 +219,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     const back = await cli(['revisions', 'redeploy', 'hello', '1', '--wait']);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).toBe(`deployment hello serves revision 1 (${revJson[4]!.id})\n`);
-    expect(await ask(dep.url, API_KEY)).toBe('The greeting tool says: Hello, Ada!');
+    expect(await ask(dep.url, agentKey)).toBe('The greeting tool says: Hello, Ada!');
 
     // list: table and JSON.
     const [listed, listedJson] = await Promise.all([
@@ -260,6 +263,15 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     const del = await cli(['deployments', 'delete', 'hello', '--wait']);
     expect(del).toMatchObject({ code: 0, stdout: `deleted deployment hello (${dep.id})\n` });
     expect(JSON.parse((await cli(['deployments', 'list', '--json'])).stdout)).toEqual([]);
-    expect((await fetch(`${dep.url}/ok`)).status).toBe(404);
+    // Its origin closes with it (another dev process may take the freed port later: then it is not this agent).
+    const after = await fetch(`${dep.url}/assistants/search`, {
+      method: 'POST',
+      headers: { 'X-Api-Key': agentKey, 'content-type': 'application/json' },
+      body: '{}',
+    }).then(
+      (r) => r.status,
+      () => 'closed',
+    );
+    expect(after).not.toBe(200);
   }, 480_000);
 });
