@@ -85,7 +85,11 @@ describe.each(Object.keys(stores))('per-workspace quotas on the %s store', (kind
       logger: silentLogger(),
       consoleDir: false,
       bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }],
-      auth: { keyring: parseAuthKeyring(`k1=${randomBytes(32).toString('base64')}`), allowPrivateProviders: true },
+      auth: {
+        keyring: parseAuthKeyring(`k1=${randomBytes(32).toString('base64')}`),
+        allowPrivateProviders: true,
+        publicUrl: 'https://agentplane.test',
+      },
       quotas: { deployments: 2, revisionsPerHour: 4, listeners: 1, integrations: 1, authProviders: 1 },
       now: () => clock,
     });

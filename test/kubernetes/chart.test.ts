@@ -134,7 +134,11 @@ describe('chart files', () => {
       ].join('\n');
       const set = [...text.matchAll(/- name: ([A-Z_]+)\n/g)].map((m) => m[1]!);
       // Read from the environment only (secrets: never a flag), next to the flags' variables.
-      const envOnly = ['AGENTPLANE_GITHUB_APP_PRIVATE_KEY', 'AGENTPLANE_GITHUB_WEBHOOK_SECRET'];
+      const envOnly = [
+        'AGENTPLANE_GITHUB_APP_PRIVATE_KEY',
+        'AGENTPLANE_GITHUB_WEBHOOK_SECRET',
+        'AGENTPLANE_GITHUB_APP_CLIENT_SECRET',
+      ];
       const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra, ...envOnly]);
       expect(set.filter((n) => !known.has(n))).toEqual([]);
       if (command === operatorCommand) {
