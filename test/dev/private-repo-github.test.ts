@@ -236,6 +236,8 @@ describe('private repository through a GitHub App installation (agentplane dev)'
       listenerId: lid,
       dataDir: lisDir,
     });
+    // The workspace declares where this listener serves; the URLs it reports must lie under it.
+    expect(track(await cp.patch(`/v2/listeners/${lid}`, { base_url: listener.url })).status).toBe(200);
 
     const first = await revisionDone(depId, String(created.body.latest_revision_id));
     expect(`${first.status} ${first.status_message ?? ''}`).toMatch(/^DEPLOYED/);
