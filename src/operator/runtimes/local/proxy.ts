@@ -6,9 +6,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 export type Backend = { port: number; acquire(): () => void };
 
+/** A deployment whose serving revision is being started again: 503 with Retry-After, not 404. */
+export type Unavailable = { unavailable: string; retryAfterSecs: number };
+
 export type ProxyOptions = {
-  /** The backend of a deployment id, or undefined when it has no live revision (404). */
-  resolve(deploymentId: string): Promise<Backend | undefined>;
+  /** The backend of a deployment id, why it is unavailable for now, or undefined when it has no live revision (404). */
+  resolve(deploymentId: string): Promise<Backend | Unavailable | undefined>;
 };
 
 export const DEPLOYMENTS_PREFIX = '/deployments';
@@ -25,6 +28,12 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
       const backend = await opts.resolve(id);
       if (!backend) {
         return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
+      }
+      if ('unavailable' in backend) {
+        return reply
+          .code(503)
+          .header('retry-after', String(backend.retryAfterSecs))
+          .send({ detail: `Deployment ${id} is not serving right now: ${backend.unavailable}` });
       }
       const release = backend.acquire();
       reply.raw.once('close', release);
