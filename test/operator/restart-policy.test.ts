@@ -8,7 +8,13 @@ import {
   type RestartPolicy,
 } from '../../src/operator/runtimes/local/restart-policy.ts';
 
-const policy: RestartPolicy = { initialMs: 1_000, maxMs: 30_000, resetAfterMs: 60_000, crashLoopAfter: 3 };
+const policy: RestartPolicy = {
+  initialMs: 1_000,
+  maxMs: 30_000,
+  resetAfterMs: 60_000,
+  crashLoopAfter: 3,
+  transientMaxMs: 5_000,
+};
 
 describe('backoffDelay', () => {
   it.each([
@@ -43,10 +49,16 @@ describe('afterFailure', () => {
     ['a long crash loop keeps the capped delay', 9, 0, false, 10, 30_000, 'CrashLoopBackOff'],
     ['healthy for the reset period: counted afresh', 9, 60_000, false, 1, 1_000, 'Restarting'],
     ['healthy just short of it: still counting', 9, 59_999, false, 10, 30_000, 'CrashLoopBackOff'],
-    ['database unreachable: backoff, never a crash loop', 5, 0, true, 6, 30_000, 'DatabaseUnavailable'],
+    ['database unreachable: backoff, never a crash loop, capped lower', 5, 0, true, 6, 5_000, 'DatabaseUnavailable'],
+    ['database unreachable, below that cap', 1, 0, true, 2, 2_000, 'DatabaseUnavailable'],
     ['database unreachable at the first try', 0, 0, true, 1, 1_000, 'DatabaseUnavailable'],
     ['a negative count is treated as none', -2, 0, false, 1, 1_000, 'Restarting'],
   ] as const)('%s', (_name, previous, healthyMs, transient, failures, delayMs, reason) => {
     expect(afterFailure(previous, healthyMs, transient, policy)).toEqual({ failures, delayMs, reason });
+  });
+
+  it('without a lower cap, waits for the database like for a crash', () => {
+    const { transientMaxMs: _cap, ...plain } = policy;
+    expect(afterFailure(5, 0, true, plain).delayMs).toBe(30_000);
   });
 });

@@ -12,6 +12,11 @@ export interface RestartPolicy {
   resetAfterMs: number;
   /** From this many failures in a row on, the revision is in a crash loop (said so in its status). */
   crashLoopAfter: number;
+  /**
+   * Cap of the delay while the database is unreachable: trying again costs one connection attempt, and the sooner
+   * a deployment notices its database is back, the shorter its outage.
+   */
+  transientMaxMs?: number;
 }
 
 export const DEFAULT_RESTART_POLICY: RestartPolicy = {
@@ -19,6 +24,7 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = {
   maxMs: 60_000,
   resetAfterMs: 120_000,
   crashLoopAfter: 3,
+  transientMaxMs: 5_000,
 };
 
 /** Why a revision is waiting to be started again: restarting, in a crash loop, or waiting for its database. */
@@ -56,5 +62,6 @@ export function afterFailure(
     : failures >= policy.crashLoopAfter
       ? 'CrashLoopBackOff'
       : 'Restarting';
-  return { failures, delayMs: backoffDelay(failures, policy), reason };
+  const delayMs = backoffDelay(failures, policy);
+  return { failures, delayMs: transient ? Math.min(delayMs, policy.transientMaxMs ?? delayMs) : delayMs, reason };
 }
