@@ -56,6 +56,9 @@ interface ActiveRun {
 
 class CancelledError extends Error {}
 
+/** How often this process gives one run back to the queue because the store went away under it. */
+const MAX_OUTAGE_RELEASES = 5;
+
 export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
@@ -66,6 +69,8 @@ export class RunEngine {
   private readonly waiters = new Map<string, Set<(done?: RunRecord) => void>>();
   /** Runs seen finishing lately (run id -> ms), so a waiter that registers just after still notices. */
   private readonly recentlyDone = new Map<string, number>();
+  /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
+  private readonly outageReleases = new Map<string, number>();
   private claiming = false;
   private again = false;
   private stopping = false;
@@ -280,12 +285,16 @@ export class RunEngine {
       }
       if (this.stopping && !entry.cancel && !entry.timedOut) return; // stop() releases it back to the queue
       // The database went away under the run: it goes back to the queue (not counted as an attempt) and runs
-      // again once the store is back, instead of ending in an error that was not the graph's.
+      // again once the store is back, instead of ending in an error that was not the graph's. A few times only: a
+      // graph that fails like this on its own (its own database down) must end some day.
+      const outages = this.outageReleases.get(run.run_id) ?? 0;
       if (
         !entry.cancel &&
         !entry.timedOut &&
+        outages < MAX_OUTAGE_RELEASES &&
         (await lostToOutage(result.error, () => this.opts.storage.runs.getById(run.run_id)))
       ) {
+        this.outageReleases.set(run.run_id, outages + 1);
         log.warn({ reason: result.error.message }, 'run interrupted by a store outage; it goes back to the queue');
         await untilReachable(() => this.opts.storage.runs.release(this.workerId, [run.run_id]), {
           stopping: () => this.stopping,
@@ -294,6 +303,7 @@ export class RunEngine {
         });
         return;
       }
+      this.outageReleases.delete(run.run_id);
       const values = result.values;
       if (entry.cancel) outcome = { status: 'interrupted', values };
       else if (entry.timedOut) {
@@ -327,6 +337,7 @@ export class RunEngine {
       logger: log,
       what: 'storing the run result',
     });
+    this.outageReleases.delete(run.run_id);
     if (ok === undefined) log.warn('shutting down before the store came back: the lease rules retry the run');
     else if (ok) {
       log.info({ status: outcome.status }, 'run finished');
