@@ -7,6 +7,7 @@ import {
   DEFAULT_RESTART_POLICY,
   type RestartPolicy,
 } from '../../src/operator/runtimes/local/restart-policy.ts';
+import { isTransientStart } from '../../src/operator/runtimes/local/start-failures.ts';
 
 const policy: RestartPolicy = {
   initialMs: 1_000,
@@ -60,5 +61,31 @@ describe('afterFailure', () => {
   it('without a lower cap, waits for the database like for a crash', () => {
     const { transientMaxMs: _cap, ...plain } = policy;
     expect(afterFailure(5, 0, true, plain).delayMs).toBe(30_000);
+  });
+});
+
+describe('isTransientStart', () => {
+  const coded = (message: string, code: string) => Object.assign(new Error(message), { code });
+  it.each([
+    [
+      'PostgreSQL refusing (a start that cannot make its database)',
+      coded('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED'),
+      true,
+    ],
+    ['PostgreSQL shutting down', coded('terminating connection due to administrator command', '57P01'), true],
+    ['PostgreSQL starting up', coded('the database system is starting up', '57P03'), true],
+    ['the port taken between pick and listen', coded('listen EADDRINUSE', 'EADDRINUSE'), true],
+    [
+      'a server that gave up waiting for its database',
+      '{"level":"error","msg":"connect ECONNREFUSED 127.0.0.1:5432"}',
+      true,
+    ],
+    ['a server whose port was taken', 'Error: listen EADDRINUSE: address already in use 127.0.0.1:4000', true],
+    ['a missing graph module', 'Error: Cannot find module ./src/missing.ts', false],
+    ['a bad secret', new Error('secret FOO holds a NUL byte'), false],
+    ['a wrong password', coded('password authentication failed for user "x"', '28P01'), false],
+    ['nothing said', '', false],
+  ] as const)('%s', (_name, failure, transient) => {
+    expect(isTransientStart(failure)).toBe(transient);
   });
 });
