@@ -221,6 +221,8 @@ describe('readyCondition', () => {
     'is false, with the reason, for a DEPLOYED target that is not serving (%s)',
     (_n, server, reason, message) => {
       const ready = readyCondition(undefined, r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '', server);
+      // The same when a newer revision failed: the one that should serve says why it does not.
+      expect(readyCondition(undefined, r(1, 'DEPLOYED'), r(2, 'DEPLOY_FAILED'), 'boom', server)).toEqual(ready);
       expect(ready).toMatchObject({ status: 'False', reason });
       expect(ready.message).toMatch(message);
     },

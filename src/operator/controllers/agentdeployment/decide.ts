@@ -75,10 +75,8 @@ export function readyCondition(
     };
   }
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
-  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {
-    return { status: 'False', reason: latest.status, message: `${latest.name}: ${latestMessage}` };
-  }
-  // A revision that served and now does not (crashed and restarting, its database away): say why.
+  // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
+  // why, before what a newer failed revision says (that one never served).
   if (target?.status === 'DEPLOYED') {
     const why =
       targetServer?.phase === 'Failed'
@@ -87,6 +85,9 @@ export function readyCondition(
           ? targetServer.trouble
           : { reason: 'NotServing', message: 'its agent server is starting' };
     return { status: 'False', reason: why.reason, message: `Revision ${target.name} is not serving: ${why.message}` };
+  }
+  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {
+    return { status: 'False', reason: latest.status, message: `${latest.name}: ${latestMessage}` };
   }
   if (target)
     return { status: 'False', reason: 'Progressing', message: `Waiting for revision ${target.name} to serve.` };
