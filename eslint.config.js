@@ -18,6 +18,43 @@ export default tseslint.config(
     },
   },
   {
+    // Pools and clients of PostgreSQL and Redis come from src/lib/connections.ts, which gives each an 'error'
+    // listener: without one, a database restart is an unhandled 'error' event that ends the process.
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "NewExpression[callee.object.name='pg']",
+          message: "Use newPgPool()/newPgClient() of src/lib/connections.ts (they attach an 'error' listener).",
+        },
+        {
+          selector: 'NewExpression[callee.name=/^(Pool|Redis|Cluster)$/]',
+          message: "Use the factories of src/lib/connections.ts (they attach an 'error' listener).",
+        },
+        {
+          selector: "CallExpression[callee.property.name='duplicate'][arguments.length=0]",
+          message: "Use duplicateRedis() of src/lib/connections.ts (it attaches an 'error' listener).",
+        },
+      ],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'pg',
+              importNames: ['Pool', 'Client'],
+              allowTypeImports: true,
+              message: 'Use src/lib/connections.ts.',
+            },
+            { name: 'ioredis', allowTypeImports: true, message: 'Use src/lib/connections.ts.' },
+          ],
+        },
+      ],
+    },
+  },
+  { files: ['src/lib/connections.ts'], rules: { 'no-restricted-syntax': 'off', 'no-restricted-imports': 'off' } },
+  {
     files: ['console/**/*.tsx', 'console/**/*.ts'],
     plugins: { 'react-hooks': reactHooks },
     rules: { 'react-hooks/rules-of-hooks': 'error', 'react-hooks/exhaustive-deps': 'warn' },

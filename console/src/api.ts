@@ -26,9 +26,13 @@ export type Deployment = {
   latest_revision_id: string | null;
   active_revision_id: string | null;
   url: string | null;
+  health: Health;
   created_at: string;
   updated_at: string;
 };
+
+/** Whether it serves now (its Ready condition); reason and message say why not. */
+export type Health = { ready: boolean | null; reason: string | null; message: string | null; since: string | null };
 
 export type Revision = {
   id: string;
@@ -39,6 +43,7 @@ export type Revision = {
   image: string | null;
   repo_commit_sha: string | null;
   source_revision_config: { repo_ref: string | null; graph_config_path: string | null };
+  health: Health;
   created_at: string;
   updated_at: string;
 };

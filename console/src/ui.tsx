@@ -1,5 +1,6 @@
 // Small shared pieces: status badges, times, copy button, confirmation dialog, a JSON tree.
 import { useEffect, useRef, useState, type ReactNode } from 'react';
+import type { Health } from './api.ts';
 
 const TONE: Record<string, string> = {
   DEPLOYED: 'ok',
@@ -23,6 +24,17 @@ const TONE: Record<string, string> = {
 
 export function Status({ value }: { value: string }) {
   return <span className={`badge ${TONE[value] ?? 'muted'}`}>{value}</span>;
+}
+
+/** "Serving" or "Not serving: <reason>", with the message as its title; nothing before the operator looked. */
+export function HealthBadge({ health }: { health: Health | undefined }) {
+  if (!health || health.ready === null) return null;
+  if (health.ready) return <span className="badge ok">Serving</span>;
+  return (
+    <span className="badge bad" title={health.message ?? ''} data-health-reason={health.reason ?? ''}>
+      Not serving{health.reason ? `: ${health.reason}` : ''}
+    </span>
+  );
 }
 
 export function time(iso: string | null | undefined): string {

@@ -1,5 +1,6 @@
 // Wires the agent server together: graphs, storage, run engine, HTTP. Listens and shuts down gracefully.
 import type { FastifyInstance } from 'fastify';
+import { isConnectionError } from '../lib/connections.ts';
 import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import { loadServerExtensions } from './http/extensions.ts';
@@ -32,25 +33,6 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Errors that mean "the database is not reachable yet" (starting pod, DNS not ready), not "it refuses us". */
-const TRANSIENT_DB_ERRORS = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'ECONNRESET',
-  'EHOSTUNREACH',
-  '57P03',
-]);
-
-export function isTransientDatabaseError(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'string' && TRANSIENT_DB_ERRORS.has(code)) return true;
-  // pg reports an AggregateError when every address of a host refused.
-  const inner = (err as { errors?: unknown[] })?.errors;
-  return Array.isArray(inner) && inner.length > 0 && inner.every(isTransientDatabaseError);
-}
-
 export async function openStorage(config: AgentServerConfig, logger: Logger): Promise<Storage> {
   // langgraph.json "store": item TTLs and the embeddings of semantic search.
   const items = await readItemsConfig(config.configPath);
@@ -58,8 +40,9 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
   // langgraph.json "checkpointer.ttl": default thread TTL and how often expired threads are swept.
   const threadTtl = await readThreadTtlConfig(config.configPath);
   const streamRetentionMs = config.streamRetentionSecs * 1000;
-  // A database (or Redis) that starts alongside the server (its own pod, a compose service) is waited for with
-  // backoff, within --database-wait; a refusal (bad password, missing database) fails at once.
+  // A database (or Redis) that starts alongside the server (its own pod, a compose service), restarts or fails over
+  // is waited for with backoff, within --database-wait, whatever the connection-class error (refused, reset, admin
+  // shutdown 57P01, starting up 57P03, dropped mid-migration); a refusal (bad password, missing database) fails at once.
   const deadline = Date.now() + config.databaseWaitSecs * 1000;
   const streams = config.redisUrl
     ? await openRedisStreams(config.redisUrl, streamRetentionMs, deadline, logger)
@@ -90,7 +73,7 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
         ...(streams ? { streams } : {}),
       });
     } catch (err) {
-      if (!isTransientDatabaseError(err) || Date.now() + delay > deadline) {
+      if (!isConnectionError(err) || Date.now() + delay > deadline) {
         await streams?.close();
         throw err;
       }

@@ -88,11 +88,16 @@ async function list(
     d.id,
     revisionLabel(latest[i]),
     d.active_revision_id && d.active_revision_id === latest[i]?.id ? 'latest' : d.active_revision_id ? 'older' : '-',
+    healthLabel(d.health),
     d.source_revision_config.repo_ref ?? '',
     d.url ?? '',
   ]);
-  process.stdout.write(table(['NAME', 'ID', 'LATEST REVISION', 'SERVING', 'REF', 'URL'], rows));
+  process.stdout.write(table(['NAME', 'ID', 'LATEST REVISION', 'SERVING', 'HEALTH', 'REF', 'URL'], rows));
 }
+
+/** "ready", or "not ready (<reason>)", or "-" before the operator looked. */
+const healthLabel = (h: Deployment['health'] | undefined) =>
+  !h || h.ready === null ? '-' : h.ready ? 'ready' : `not ready${h.reason ? ` (${h.reason})` : ''}`;
 
 const revisionLabel = (r: Revision | undefined) => (r ? `${r.revision_number} ${r.status}` : '-');
 
@@ -121,6 +126,11 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
           : '-',
       ],
       ['serving revision', active ? `${active.revision_number} (${shortSha(active.repo_commit_sha)})` : 'none'],
+      [
+        'health',
+        `${healthLabel(d.health)}${d.health?.ready === false && d.health.message ? `: ${d.health.message}` : ''}` +
+          (d.health?.since ? ` (since ${when(d.health.since)})` : ''),
+      ],
       ['repository', d.source_config.repo_url],
       ['ref', `${src.repo_ref ?? ''}${src.repo_commit_sha ? ` @ ${shortSha(src.repo_commit_sha)}` : ''}`],
       ['langgraph.json', src.graph_config_path],

@@ -10,7 +10,11 @@ import {
 } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { isConnectionError } from './connections.ts';
 import { isAppError, QuotaExceededError } from './errors.ts';
+
+/** Seconds a client is told to wait (Retry-After) when a dependency is unreachable. */
+export const RETRY_AFTER_SECS = 5;
 
 /** One failed check of a request schema: where (body, query, path, header) and what. */
 export type SchemaIssue = { where: string; path: string[]; message: string; keyword: string };
@@ -42,7 +46,10 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   });
 }
 
-/** The error handler and the 404 answer: domain errors keep their status, client errors their message, the rest 500. */
+/**
+ * The error handler and the 404 answer: domain errors keep their status, client errors their message, a lost
+ * database or Redis connection 503 with Retry-After, the rest 500.
+ */
 export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     answers.decorate?.(err, reply);
@@ -65,6 +72,14 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
     }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.code(err.statusCode).send({ detail: err.message });
+    }
+    // The database or Redis is restarting, failing over or unreachable: the same request succeeds once it is back.
+    if (isConnectionError(err)) {
+      req.log.warn({ reason: err.message }, 'request failed while a dependency is unreachable (503)');
+      return reply
+        .code(503)
+        .header('retry-after', String(RETRY_AFTER_SECS))
+        .send({ detail: 'The database is unavailable right now (restarting or unreachable); retry shortly.' });
     }
     answers.logUnexpected(err, req);
     return reply.code(500).send({ detail: 'Internal server error' });

@@ -2,7 +2,7 @@
 // backoff instead of exiting; a database that refuses it, or never comes, ends the start with the reason.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isTransientDatabaseError } from '../../src/agent-server/server.ts';
+import { isConnectionError } from '../../src/lib/connections.ts';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess } from './helpers/process.ts';
@@ -49,17 +49,29 @@ describe('first database connection', () => {
   });
 
   it('classifies "not reachable yet" apart from refusals', () => {
-    expect(isTransientDatabaseError(Object.assign(new Error('x'), { code: 'ECONNREFUSED' }))).toBe(true);
-    expect(isTransientDatabaseError(Object.assign(new Error('starting up'), { code: '57P03' }))).toBe(true);
-    expect(
-      isTransientDatabaseError(new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' })])),
-    ).toBe(true);
-    expect(
-      isTransientDatabaseError(Object.assign(new Error('password authentication failed'), { code: '28P01' })),
-    ).toBe(false);
-    expect(isTransientDatabaseError(Object.assign(new Error('database "x" does not exist'), { code: '3D000' }))).toBe(
+    const coded = (message: string, code: string) => Object.assign(new Error(message), { code });
+    // A restart (admin shutdown, crash shutdown), a dropped socket, a failover's standby: all worth waiting for.
+    for (const err of [
+      coded('terminating connection due to administrator command', '57P01'),
+      coded('terminating connection because of crash of another server process', '57P02'),
+      coded('read ECONNRESET', 'ECONNRESET'),
+      coded('the database system is in recovery mode', '57P03'),
+      coded('connection failure', '08006'),
+      coded('cannot execute INSERT in a read-only transaction', '25006'),
+      new Error('Connection terminated unexpectedly'),
+      new Error('Client has encountered a connection error and is not queryable'),
+      new Error('cannot connect to Redis: x', { cause: coded('connect ECONNREFUSED', 'ECONNREFUSED') }),
+    ])
+      expect(isConnectionError(err), err.message).toBe(true);
+    expect(isConnectionError(coded('syntax error', '42601'))).toBe(false);
+    expect(isConnectionError(new Error('duplicate key value violates unique constraint'))).toBe(false);
+    expect(isConnectionError(Object.assign(new Error('x'), { code: 'ECONNREFUSED' }))).toBe(true);
+    expect(isConnectionError(Object.assign(new Error('starting up'), { code: '57P03' }))).toBe(true);
+    expect(isConnectionError(new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' })]))).toBe(true);
+    expect(isConnectionError(Object.assign(new Error('password authentication failed'), { code: '28P01' }))).toBe(
       false,
     );
+    expect(isConnectionError(Object.assign(new Error('database "x" does not exist'), { code: '3D000' }))).toBe(false);
   });
 
   it('waits for a database that comes up after the server, then serves', async () => {

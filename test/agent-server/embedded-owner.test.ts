@@ -1,5 +1,6 @@
 // One process per embedded data dir: a live owner blocks a second one; an owner that has ended does not, even when
-// it is a zombie nobody reaps (its parent was killed and the container's PID 1 does not collect orphans).
+// it is a zombie nobody reaps (its parent never waits for it, or was killed and the container's PID 1 does not
+// collect orphans).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,9 +47,18 @@ it('refuses a data dir whose owner still runs', async () => {
 });
 
 it.runIf(process.platform === 'linux')('takes over from an owner that has exited but was never reaped', async () => {
-  // The shell's background child exits at once; its parent becomes `sleep`, which never waits for it.
-  const pid = Number(await firstLine('true & echo $!; exec sleep 30'));
+  // A parent made here that never reaps: the shell starts a long `sleep` and then becomes another `sleep` (exec),
+  // which never waits for children. Only once it has become that is the child killed, so no shell (bash reaps in
+  // its SIGCHLD handler) and no init process (it adopts orphans only) can collect it: it stays a zombie, wherever
+  // this runs.
+  const [parent, pid] = (await firstLine('sleep 60 & echo $$ $!; exec sleep 61')).split(' ').map(Number) as [
+    number,
+    number,
+  ];
+  await expect.poll(() => readFileSync(`/proc/${parent}/cmdline`, 'utf8')).toBe('sleep\u000061\u0000');
+  process.kill(pid, 'SIGKILL');
   await expect.poll(() => state(pid)).toBe('Z');
+  expect(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]).toBe(String(parent));
   const storage = openEmbeddedStorage({ dataDir: dataDirOwnedBy(pid) });
   await storage.close();
 });

@@ -118,6 +118,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(answer).toBe('The greeting tool says: Hello, Ada!');
     expect(shown.stdout).toMatch(/^name:\s+hello$/m);
     expect(shown.stdout).toMatch(/^latest revision:\s+1 DEPLOYED/m);
+    expect(shown.stdout).toMatch(/^health:\s+ready \(since /m);
     expect(shown.stdout).toContain(`API key of tenant ${TENANT}`);
     expect(shown.stdout).toContain(`curl -s -X POST ${dep.url}/runs/wait -H "X-Api-Key: $AGENTPLANE_API_KEY"`);
 
@@ -228,7 +229,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     ]);
     expect(listed.stdout).toMatch(
       new RegExp(
-        `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
+        `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+ready\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
         'm',
       ),
     );

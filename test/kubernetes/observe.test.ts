@@ -126,6 +126,8 @@ type RolloutCase = {
   progressing?: { status: string; reason: string; message?: string };
   waiting?: { reason: string; message?: string };
   restarts?: number;
+  /** The container's last run ended OOMKilled. */
+  oom?: boolean;
 };
 
 function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
@@ -169,7 +171,9 @@ function cluster(c: RolloutCase): [V1Deployment, V1ReplicaSet[], V1Pod[]] {
             image: '',
             imageID: '',
             state: c.waiting ? { waiting: c.waiting } : { running: {} },
-            ...(c.waiting ? { lastState: { terminated: { exitCode: 1, reason: 'Error' } } } : {}),
+            ...(c.waiting
+              ? { lastState: { terminated: { exitCode: c.oom ? 137 : 1, reason: c.oom ? 'OOMKilled' : 'Error' } } }
+              : {}),
           },
         ],
       },
@@ -234,6 +238,67 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
     ['first pull error is not final', { available: 0, waiting: { reason: 'ErrImagePull' } }, { phase: 'Starting' }],
     ['scaled to zero', { replicas: 0, rsAvailable: 0 }, { phase: 'Ready' }],
   ])('%s', (_name, c, expected) => {
+    const [d, sets, pods] = cluster(c);
+    expect(rolloutStatusOf(d, sets, pods, REV)).toEqual(expected);
+  });
+
+  // After the rollout completed (Progressing: NewReplicaSetAvailable), the revision serves while any pod does; when
+  // none does, it says why (Kubernetes keeps restarting the pods, so nothing is final), and it heals by itself.
+  const rolledOut = { status: 'True', reason: 'NewReplicaSetAvailable' };
+  it.each<[string, RolloutCase, unknown]>([
+    ['all pods available', { progressing: rolledOut }, { phase: 'Ready' }],
+    ['one of two pods still available', { progressing: rolledOut, available: 1, rsAvailable: 1 }, { phase: 'Ready' }],
+    ['scaled to zero', { progressing: rolledOut, replicas: 0, rsAvailable: 0 }, { phase: 'Ready' }],
+    [
+      'every pod crash-looping (however often)',
+      {
+        progressing: rolledOut,
+        available: 0,
+        rsAvailable: 0,
+        restarts: 12,
+        waiting: { reason: 'CrashLoopBackOff', message: 'back-off 5m0s restarting failed container' },
+      },
+      {
+        phase: 'Starting',
+        trouble: {
+          reason: 'CrashLoopBackOff',
+          message: 'Pod ag-1-h2-x: container agent-server: back-off 5m0s restarting failed container',
+        },
+      },
+    ],
+    [
+      'out of memory',
+      { progressing: rolledOut, available: 0, rsAvailable: 0, oom: true, waiting: { reason: 'CrashLoopBackOff' } },
+      {
+        phase: 'Starting',
+        trouble: {
+          reason: 'OOMKilled',
+          message: 'Pod ag-1-h2-x: container agent-server ran out of memory (restarts: 5)',
+        },
+      },
+    ],
+    [
+      'image gone from the registry',
+      { progressing: rolledOut, available: 0, rsAvailable: 0, waiting: { reason: 'ImagePullBackOff' } },
+      {
+        phase: 'Starting',
+        trouble: { reason: 'ImagePullBackOff', message: 'Pod ag-1-h2-x: container agent-server: last exit 1 (Error)' },
+      },
+    ],
+    [
+      'running but not ready',
+      { progressing: rolledOut, available: 0, rsAvailable: 0 },
+      {
+        phase: 'Starting',
+        trouble: { reason: 'Unavailable', message: 'no pod of the revision is available (1 present)' },
+      },
+    ],
+    [
+      'a newer spec not yet seen by the controller is a rollout again',
+      { progressing: rolledOut, gen: 4, observedGen: 3 },
+      { phase: 'Starting' },
+    ],
+  ])('a rolled-out revision: %s', (_name, c, expected) => {
     const [d, sets, pods] = cluster(c);
     expect(rolloutStatusOf(d, sets, pods, REV)).toEqual(expected);
   });

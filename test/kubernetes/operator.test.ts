@@ -377,6 +377,30 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
   });
 
+  it('says a serving revision whose pods all stop is not serving, with the reason, and heals by itself', async () => {
+    const dep = () => peek('agentplane.dev', 'agentdeployments', name);
+    const serving = dep()!.status.activeRevisionName as string;
+    const ready = (obj: any) =>
+      (obj?.status?.conditions as { type: string; status: string; reason: string }[] | undefined)?.find(
+        (c) => c.type === 'Ready',
+      );
+    // The Deployment controller finishes the rollback: the serving revision is rolled out and Ready.
+    await fake.rollout(name, 'ready');
+    await until('the revision to be Ready', () => ready(revision(serving))?.status === 'True');
+    await fake.podsDown(name, 'OOMKilled');
+    await until('the revision to say OOMKilled', () => ready(revision(serving))?.reason === 'OOMKilled');
+    expect(ready(revision(serving))).toMatchObject({
+      status: 'False',
+      message: expect.stringContaining('ran out of memory'),
+    });
+    expect(phaseOf(serving)).toBe('DEPLOYED'); // not failed: Kubernetes keeps restarting the pods
+    await until('the deployment to say it is not serving', () => ready(dep())?.status === 'False');
+    expect(ready(dep())).toMatchObject({ reason: 'OOMKilled' });
+    await fake.rollout(name, 'ready');
+    await until('the revision to serve again', () => ready(revision(serving))?.status === 'True');
+    await until('the deployment to serve again', () => ready(dep())?.status === 'True');
+  });
+
   it('marks a revision superseded while building SKIPPED and stops its build', async () => {
     await patchDeployment(name, {
       revisionCounter: 4,

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { revisionConditions } from '../../src/operator/controllers/agentrevision/conditions.ts';
+import type { ServerStatus } from '../../src/operator/runtimes/types.ts';
 import {
   nextRevisionStatus,
   revisionNeeds,
@@ -195,5 +197,57 @@ describe('readyCondition', () => {
       status: 'False',
       reason: 'BUILD_FAILED',
     });
+    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '').message).toBe(
+      'Waiting for revision d-r1 to serve.',
+    );
+  });
+  it.each([
+    [
+      'crash-looping',
+      { phase: 'Starting', trouble: { reason: 'CrashLoopBackOff', message: 'agent server exited with code 1' } },
+      'CrashLoopBackOff',
+      /d-r1 is not serving: agent server exited with code 1/,
+    ],
+    [
+      'waiting for its database',
+      { phase: 'Starting', trouble: { reason: 'DatabaseUnavailable', message: 'ECONNREFUSED' } },
+      'DatabaseUnavailable',
+      /ECONNREFUSED/,
+    ],
+    ['starting again', { phase: 'Starting' }, 'NotServing', /is starting/],
+    ['failed', { phase: 'Failed', message: 'gone' }, 'NotServing', /gone/],
+    ['not asked', undefined, 'NotServing', /is starting/],
+  ] as const)(
+    'is false, with the reason, for a DEPLOYED target that is not serving (%s)',
+    (_n, server, reason, message) => {
+      const ready = readyCondition(undefined, r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '', server);
+      // The same when a newer revision failed: the one that should serve says why it does not.
+      expect(readyCondition(undefined, r(1, 'DEPLOYED'), r(2, 'DEPLOY_FAILED'), 'boom', server)).toEqual(ready);
+      expect(ready).toMatchObject({ status: 'False', reason });
+      expect(ready.message).toMatch(message);
+    },
+  );
+});
+
+describe('revisionConditions: Ready of a DEPLOYED revision', () => {
+  const ready = (server?: ServerStatus) =>
+    revisionConditions('DEPLOYED', 'Serving traffic.', 1, server).find((c) => c.type === 'Ready');
+  it.each([
+    ['not asked (not the one that should serve)', undefined, 'True', 'Deployed'],
+    ['serving', { phase: 'Ready' }, 'True', 'Deployed'],
+    [
+      'restarting',
+      { phase: 'Starting', trouble: { reason: 'Restarting', message: 'killed (SIGKILL)' } },
+      'False',
+      'Restarting',
+    ],
+    ['starting', { phase: 'Starting' }, 'False', 'Starting'],
+    ['failed', { phase: 'Failed', message: 'no build' }, 'False', 'NotServing'],
+  ] as const)('%s', (_n, server, status, reason) => {
+    expect(ready(server as ServerStatus | undefined)).toMatchObject({ status, reason });
+  });
+  it('keeps Deployed=True while not serving: the phase stays DEPLOYED', () => {
+    const conds = revisionConditions('DEPLOYED', '', 1, { phase: 'Starting' });
+    expect(conds.find((c) => c.type === 'Deployed')).toMatchObject({ status: 'True' });
   });
 });

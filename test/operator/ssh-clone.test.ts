@@ -97,8 +97,9 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
-  // Privilege separation needs its empty folder (made by the package's service, which is not running here).
-  if (!existsSync('/run/sshd')) mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
+  // As root, privilege separation needs its empty folder (made by the package's service, which is not running
+  // here); an sshd run by another user has no privilege separation, needs no such folder and could not make it.
+  if (process.getuid?.() === 0 && !existsSync('/run/sshd')) mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
   sshd = spawn(SSHD, ['-D', '-e', '-f', join(tmp, 'sshd_config')], { stdio: ['ignore', 'pipe', 'pipe'] });
   sshd.stderr!.on('data', (d: Buffer) => (sshdOutput += d.toString()));
   // Ready when it accepts a connection and says SSH.

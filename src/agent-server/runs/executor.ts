@@ -20,7 +20,7 @@ export interface ExecRequest {
 /** The graph's own result: an outcome, or the error it raised (with the thread's latest values). */
 export type ExecResult =
   | { ok: true; outcome: RunOutcome }
-  | { ok: false; error: { name: string; message: string; stack?: string }; values?: Json };
+  | { ok: false; error: { name: string; message: string; code?: string; stack?: string }; values?: Json };
 
 export interface RunExecutor {
   /** Runs the graph until it ends or `signal` aborts; events go to onEvent as (event name, JSON text of the data). */
@@ -112,7 +112,14 @@ export class InlineExecutor implements RunExecutor {
       };
     } catch (err) {
       const e = err instanceof Error ? err : new Error(serializeError(err).message);
-      const error = { name: e.name || 'Error', message: e.message, ...(e.stack ? { stack: e.stack } : {}) };
+      // The code (SQLSTATE, errno) tells a lost database connection apart from the graph's own failure.
+      const code = (e as { code?: unknown }).code;
+      const error = {
+        name: e.name || 'Error',
+        message: e.message,
+        ...(typeof code === 'string' ? { code } : {}),
+        ...(e.stack ? { stack: e.stack } : {}),
+      };
       const values = await this.latestValues(graphId, config, run.thread_id).catch(() => undefined);
       return { ok: false, error, ...(values !== undefined ? { values } : {}) };
     }

@@ -1,13 +1,15 @@
 // Translation between the API's snake_case records and the resources' camelCase specs. URLs and status messages
 // are shown redacted: a record stored before credentials were refused may still carry some.
 import { redactUrl, redactUrlsIn } from '../../lib/redact.ts';
-import type {
-  AgentDeployment,
-  AgentRevision,
-  ResourceSpec,
-  SecretReference,
-  SourceConfig,
-  SourceRevisionConfig,
+import {
+  findCondition,
+  type AgentDeployment,
+  type AgentRevision,
+  type Condition,
+  type ResourceSpec,
+  type SecretReference,
+  type SourceConfig,
+  type SourceRevisionConfig,
 } from '../../resources/index.ts';
 import type {
   Deployment,
@@ -107,6 +109,18 @@ function sourceRevisionConfigToApi(c: SourceRevisionConfig, commit: string | und
 
 export const UPDATED_AT_ANNOTATION = 'agentplane.dev/updated-at';
 
+/** The API's health of a resource, from its Ready condition (messages redacted like status messages). */
+function healthOf(conditions: Condition[] | undefined): Deployment['health'] {
+  const ready = findCondition(conditions, 'Ready');
+  if (!ready) return { ready: null, reason: null, message: null, since: null };
+  return {
+    ready: ready.status === 'True' ? true : ready.status === 'False' ? false : null,
+    reason: ready.reason || null,
+    message: ready.message ? redactUrlsIn(ready.message) : null,
+    since: ready.lastTransitionTime ?? null,
+  };
+}
+
 export function toApiDeployment(
   dep: AgentDeployment,
   extra: {
@@ -146,6 +160,7 @@ export function toApiDeployment(
     latest_revision_id: extra.latestRevision?.metadata.uid ?? null,
     active_revision_id: extra.activeRevision?.metadata.uid ?? null,
     url: dep.status?.url ?? null,
+    health: healthOf(dep.status?.conditions),
     created_at: created,
     updated_at: dep.metadata.annotations?.[UPDATED_AT_ANNOTATION] ?? created,
   };
@@ -164,6 +179,7 @@ export function toApiRevision(rev: AgentRevision): Revision {
     source_revision_config: sourceRevisionConfigToApi(rev.spec.sourceRevisionConfig, rev.status?.repoCommitSha),
     image: rev.status?.image ?? null,
     repo_commit_sha: rev.status?.repoCommitSha ?? null,
+    health: healthOf(rev.status?.conditions),
     created_at: created,
     updated_at: times[times.length - 1]!,
   };

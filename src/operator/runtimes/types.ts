@@ -56,7 +56,15 @@ export type ServerSpec = RevisionRef & {
   authKeysFile?: string;
 };
 
-export type ServerStatus = { phase: 'Starting' } | { phase: 'Ready' } | { phase: 'Failed'; message: string };
+/**
+ * Why a server that should serve does not, while the runtime keeps trying: a restart after a crash
+ * (`Restarting`, `CrashLoopBackOff`), an unreachable database, or what a cluster reports (`OOMKilled`,
+ * `ImagePullBackOff`, `Unavailable`, ...).
+ */
+export type ServerTrouble = { reason: string; message: string; restarts?: number };
+
+export type ServerStatus =
+  { phase: 'Starting'; trouble?: ServerTrouble } | { phase: 'Ready' } | { phase: 'Failed'; message: string };
 
 export type LogType = 'build' | 'deploy';
 

@@ -240,6 +240,70 @@ export class FakeCluster {
     await this.apps.replaceNamespacedDeploymentStatus({ name, namespace, body: { ...d, status } });
   }
 
+  /**
+   * Plays the kubelet and the Deployment controller when every pod of a rolled-out Deployment stops serving: each
+   * pod's container waits in CrashLoopBackOff (its last run ended `lastReason`, e.g. OOMKilled), no replica is
+   * available, and the Deployment keeps Progressing NewReplicaSetAvailable (its rollout is not redone). A later
+   * rollout(name, 'ready') brings the pods back.
+   */
+  async podsDown(name: string, lastReason: 'Error' | 'OOMKilled'): Promise<void> {
+    const namespace = this.namespace;
+    const d = await this.apps.readNamespacedDeployment({ name, namespace });
+    const owned = (await this.apps.listNamespacedReplicaSet({ namespace })).items.filter((rs) =>
+      rs.metadata?.ownerReferences?.some((o) => o.uid === d.metadata!.uid),
+    );
+    for (const rs of owned) {
+      await this.apps.replaceNamespacedReplicaSetStatus({
+        name: rs.metadata!.name!,
+        namespace,
+        body: { ...rs, status: { replicas: rs.status?.replicas ?? 0, availableReplicas: 0, readyReplicas: 0 } },
+      });
+      const hash = rs.metadata?.labels?.['pod-template-hash'];
+      const pods = (await this.core.listNamespacedPod({ namespace })).items.filter(
+        (p) => p.metadata?.labels?.['pod-template-hash'] === hash,
+      );
+      for (const pod of pods) {
+        await this.core.replaceNamespacedPodStatus({
+          name: pod.metadata!.name!,
+          namespace,
+          body: {
+            ...pod,
+            status: {
+              phase: 'Running',
+              containerStatuses: [
+                {
+                  name: 'agent-server',
+                  ready: false,
+                  restartCount: 3,
+                  image: 'x',
+                  imageID: '',
+                  state: {
+                    waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' },
+                  },
+                  lastState: { terminated: { exitCode: lastReason === 'OOMKilled' ? 137 : 1, reason: lastReason } },
+                },
+              ],
+            },
+          },
+        });
+      }
+    }
+    const current = await this.apps.readNamespacedDeployment({ name, namespace });
+    await this.apps.replaceNamespacedDeploymentStatus({
+      name,
+      namespace,
+      body: {
+        ...current,
+        status: {
+          ...current.status,
+          readyReplicas: 0,
+          availableReplicas: 0,
+          unavailableReplicas: d.spec?.replicas ?? 1,
+        },
+      },
+    });
+  }
+
   /** Plays the StatefulSet controller and kubelet for a deployment's Postgres: its one replica is ready. */
   async postgresReady(name: string): Promise<void> {
     const namespace = this.namespace;

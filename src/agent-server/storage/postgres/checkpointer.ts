@@ -18,6 +18,10 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
+import { retryWhileUnreachable } from '../../../lib/connections.ts';
+
+/** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
+const OUTAGE_WAIT_MS = 60_000;
 
 export class FewerTripsPostgresSaver extends PostgresSaver {
   private readonly db: pg.Pool;
@@ -170,17 +174,20 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     if (b.flushed) return;
     b.flushed = true;
     await after.catch(() => undefined);
+    // Every statement is an idempotent upsert: while the database restarts or fails over, a write waits for it
+    // (the graph pauses at its next checkpoint) instead of failing the run.
+    const single = (op: Op) => retryWhileUnreachable(() => this.single(op), OUTAGE_WAIT_MS);
     try {
       if (b.ops.length === 1) {
         const [one] = b.ops;
-        await this.single(one!.op).then(one!.resolve, one!.reject);
+        await single(one!.op).then(one!.resolve, one!.reject);
         return;
       }
       try {
-        await this.combined(b.ops.map((e) => e.op));
+        await retryWhileUnreachable(() => this.combined(b.ops.map((e) => e.op)), OUTAGE_WAIT_MS);
         for (const e of b.ops) e.resolve();
       } catch {
-        for (const e of b.ops) await this.single(e.op).then(e.resolve, e.reject);
+        for (const e of b.ops) await single(e.op).then(e.resolve, e.reject);
       }
     } finally {
       b.release();

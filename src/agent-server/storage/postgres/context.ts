@@ -6,6 +6,7 @@ import pg from 'pg';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { isoNow } from '../common.ts';
+import { keepListening } from './listen.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
 import type { ThreadTtlConfig } from '../thread-ttl.ts';
 import { threadErrorAfter, threadStatusAfter, threadStatusAfterRemoval, type CancelEffect } from '../run-rules.ts';
@@ -324,38 +325,21 @@ function sharedHelpers(
   };
 }
 
-/** A dedicated connection for LISTEN; reconnects when it drops so wake-ups keep arriving. */
-async function startListener(opts: PostgresOptions, channel: string, onEvent: (e: StorageEvent) => void) {
-  let client: pg.Client | null = null;
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: opts.databaseUrl });
-    c.on('notification', (msg) => {
+/** LISTEN on the store's channel; missed events while disconnected: a wake makes the engine look at the queue again. */
+function startListener(opts: PostgresOptions, channel: string, onEvent: (e: StorageEvent) => void) {
+  return keepListening({
+    databaseUrl: opts.databaseUrl,
+    channel,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+    what: 'events',
+    onNotification(msg) {
       if (msg.channel !== channel || !msg.payload) return;
       try {
         onEvent(JSON.parse(msg.payload) as StorageEvent);
       } catch {
         /* not ours */
       }
-    });
-    c.on('error', (err) => {
-      opts.logger?.warn({ err }, 'postgres LISTEN connection lost; reconnecting');
-      c.end().catch(() => undefined);
-      if (!closed) timer = setTimeout(() => void connect().catch(() => undefined), 1000);
-    });
-    await c.connect();
-    await c.query(`LISTEN ${channel}`);
-    client = c;
-    // Missed events while disconnected: a wake makes the engine look at the queue again.
-    onEvent({ type: 'wake' });
-  };
-  await connect();
-  return {
-    async close() {
-      closed = true;
-      clearTimeout(timer);
-      await client?.end().catch(() => undefined);
     },
-  };
+    onConnected: () => onEvent({ type: 'wake' }),
+  });
 }

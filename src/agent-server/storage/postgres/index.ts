@@ -7,7 +7,8 @@
 // nothing new answers without a query (ClaimGate in context.ts); leases and SKIP LOCKED claims are unchanged.
 // Each aggregate is a small factory over the shared context; the run-lifecycle rules live in ../run-rules.ts.
 import { EventEmitter } from 'node:events';
-import pg from 'pg';
+import type pg from 'pg';
+import { newPgPool, warnEvery } from '../../../lib/connections.ts';
 import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
@@ -66,8 +67,7 @@ CREATE INDEX IF NOT EXISTS runs_running_lease ON ${s}.runs (lease_expires_at) WH
  * the store's migrations have already created the tables.
  */
 export function openPostgresCheckpointer(databaseUrl: string, schema: string, poolSize = 10) {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
-  pool.on('error', () => undefined);
+  const pool = newPgPool({ connectionString: databaseUrl, max: poolSize });
   const saver = new FewerTripsPostgresSaver(pool, undefined, { schema });
   return { saver, close: () => pool.end() };
 }
@@ -84,8 +84,7 @@ export function openPostgresItems(
   semantic: boolean,
   poolSize = 5,
 ): { items: ItemStore; close(): Promise<void> } {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
-  pool.on('error', () => undefined);
+  const pool = newPgPool({ connectionString: databaseUrl, max: poolSize });
   const pgStore = newPostgresStore(databaseUrl, schema, config, semantic ? embedder : undefined);
   return {
     items: postgresItems(pool, schema, pgStore, config, semantic),
@@ -99,8 +98,8 @@ export function openPostgresItems(
 export async function openPostgresStorage(opts: PostgresOptions): Promise<Storage> {
   const s = opts.schema ?? 'agentplane';
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
-  const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 });
-  pool.on('error', (err) => opts.logger?.warn({ err }, 'idle postgres client failed'));
+  const onError = warnEvery(opts.logger, 'a postgres connection failed; queries wait for the database to return');
+  const pool = newPgPool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 }, onError);
   const saver = new FewerTripsPostgresSaver(pool, undefined, { schema: s });
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
@@ -114,7 +113,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
         'store search ignores "query" until pgvector is installed',
     );
   }
-  const pgStore = newPostgresStore(opts.databaseUrl, s, itemsConfig, semantic ? opts.embedder : undefined);
+  const pgStore = newPostgresStore(opts.databaseUrl, s, itemsConfig, semantic ? opts.embedder : undefined, onError);
 
   try {
     await migrate(pool, s, saver, pgStore, threadTtl);

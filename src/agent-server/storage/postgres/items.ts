@@ -6,6 +6,7 @@
 // item's. Its namespace check also refuses "_", "%" and "\" in labels: labels are stored with those characters
 // (and "~") escaped as "~XX" (hex), so any label the platform accepts works.
 import pg from 'pg';
+import { guardPgPool } from '../../../lib/connections.ts';
 import { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { isoNow } from '../common.ts';
 import { ItemsBaseStore, isOperators, listNamespaces, type Embedder, type ItemsConfig } from '../items.ts';
@@ -30,9 +31,10 @@ export function newPostgresStore(
   schema: string,
   config: ItemsConfig,
   embedder: Embedder | undefined,
+  onError?: (err: Error) => void,
   poolSize = 5,
 ) {
-  return new PostgresStore({
+  const store = new PostgresStore({
     connectionOptions: { connectionString: databaseUrl, max: poolSize },
     schema,
     // Migrations run once, under the agent server's migration lock (see index.ts); TTL refresh and sweep are ours.
@@ -41,6 +43,18 @@ export function newPostgresStore(
     index:
       embedder && config.index ? { dims: config.index.dims, embed: embedder, fields: config.index.fields } : undefined,
   });
+  guardPgPool(storePool(store), onError);
+  return store;
+}
+
+/**
+ * The pool PostgresStore makes for itself from connectionOptions (it takes no pool of ours): it needs our error
+ * listeners like every other pool. Checked at run time, so a release that renames the field fails loudly here.
+ */
+export function storePool(store: PostgresStore): pg.Pool {
+  const pool = (store as unknown as { core?: { pool?: unknown } }).core?.pool;
+  if (!(pool instanceof pg.Pool)) throw new Error('PostgresStore no longer exposes its pool (core.pool)');
+  return pool;
 }
 
 /** The items over `pg` (LangGraph's store) and `pool` (our reads); both in `schema`. */

@@ -5,7 +5,8 @@
 // cheap; a Postgres crash loses the streams of runs in flight, never a run or its checkpoints.
 // Readers of a run share one in-memory tail per process (see Tail), so 200 clients of one run cost one query
 // per wake-up, not 200.
-import pg from 'pg';
+import type pg from 'pg';
+import { keepListening } from './listen.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { BatchWriter } from '../batch-writer.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
@@ -217,13 +218,13 @@ export async function postgresStreamEvents(
     return out;
   }
 
-  // --- LISTEN: other processes' writes wake our readers ---
-  let listenClient: pg.Client | null = null;
-  let closed = false;
-  let retry: NodeJS.Timeout | undefined;
-  const connect = async (): Promise<void> => {
-    const c = new pg.Client({ connectionString: opts.databaseUrl });
-    c.on('notification', (msg) => {
+  // --- LISTEN: other processes' writes wake our readers; after a reconnect every reader looks again ---
+  const listener = await keepListening({
+    databaseUrl: opts.databaseUrl,
+    channel,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+    what: 'stream events',
+    onNotification(msg) {
       if (msg.channel !== channel || !msg.payload) return;
       const bar = msg.payload.indexOf('|');
       if (msg.payload.slice(0, bar) === origin) return;
@@ -236,19 +237,9 @@ export async function postgresStreamEvents(
         wake(runId!);
         wake(`t:${threadId}`);
       }
-    });
-    c.on('error', (err) => {
-      opts.logger?.warn({ err }, 'postgres LISTEN connection for stream events lost; reconnecting');
-      c.end().catch(() => undefined);
-      if (!closed) retry = setTimeout(() => void connect().catch(() => undefined), 1000);
-    });
-    await c.connect();
-    await c.query(`LISTEN ${channel}`);
-    listenClient = c;
-    // Writes missed while disconnected: every reader looks again.
-    wakeAll();
-  };
-  await connect();
+    },
+    onConnected: () => wakeAll(),
+  });
 
   const sweepTails = setInterval(() => {
     const old = Date.now() - TAIL_IDLE_MS;
@@ -295,11 +286,9 @@ export async function postgresStreamEvents(
       return rowCount ?? 0;
     },
     async close() {
-      closed = true;
-      clearTimeout(retry);
       clearInterval(sweepTails);
       await store.flush().catch(() => undefined);
-      await listenClient?.end().catch(() => undefined);
+      await listener.close();
     },
   };
   return store;

@@ -4,7 +4,7 @@
 // queued in the last few milliseconds with one script call (one in flight at a time, so ids become visible in
 // order); the same call appends the touched runs to a small wake-up stream that every process follows with XREAD BLOCK from
 // the last entry it saw, so a reconnect misses no wake-up. Readers of one run at one cursor share a read.
-import { Redis } from 'ioredis';
+import { duplicateRedis, newRedis, warnEvery } from '../../../lib/connections.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { BatchWriter } from '../batch-writer.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
@@ -73,11 +73,11 @@ export async function redisStreamEvents(
   const maxLen = opts.maxLenPerRun ?? DEFAULT_MAXLEN;
   const origin = Math.random().toString(36).slice(2, 10);
   // Commands wait while Redis is unreachable (reconnecting with backoff) and fail after a few tries.
-  const redis = new Redis(opts.url, { lazyConnect: true, maxRetriesPerRequest: 3 });
   let connError: Error | null = null;
-  redis.on('error', (err: Error) => {
+  const warn = warnEvery(opts.logger, 'redis connection error; commands wait for it to return');
+  const redis = newRedis(opts.url, { lazyConnect: true, maxRetriesPerRequest: 3 }, (err) => {
     connError = err;
-    opts.logger?.warn({ err: { message: err.message } }, 'redis connection error');
+    warn(err);
   });
   // EVALSHA with the script's hash (sent once per connection).
   redis.defineCommand('apAppendStreamEvents', { lua: APPEND_SCRIPT });
@@ -85,8 +85,7 @@ export async function redisStreamEvents(
     redis as unknown as { apAppendStreamEvents(...args: Array<string | number>): Promise<number> }
   ).apAppendStreamEvents.bind(redis);
   // The wake-up follower blocks its own connection.
-  const blocking = redis.duplicate();
-  blocking.on('error', () => undefined);
+  const blocking = duplicateRedis(redis);
   try {
     await redis.connect();
     await blocking.connect();

@@ -310,6 +310,17 @@ export const SourceRevisionConfigOut = z.object({
   repo_commit_sha: z.string().nullable(),
 });
 
+/**
+ * Whether it serves now, from the resource's Ready condition: `ready` null before anything was observed; `reason`
+ * and `message` say why not (e.g. CrashLoopBackOff, DatabaseUnavailable); `since` is when `ready` last changed.
+ */
+export const Health = z.object({
+  ready: z.boolean().nullable(),
+  reason: z.string().nullable(),
+  message: z.string().nullable(),
+  since: z.string().nullable(),
+});
+
 export const Deployment = z.object({
   id: z.string(),
   tenant_id: z.string(),
@@ -326,6 +337,7 @@ export const Deployment = z.object({
   active_revision_id: z.string().nullable(),
   /** Where the deployment's agent server answers, once a runtime serves it. */
   url: z.string().nullable(),
+  health: Health,
   created_at: z.string(),
   updated_at: z.string(),
 });
@@ -341,6 +353,7 @@ export const Revision = z.object({
   source_revision_config: SourceRevisionConfigOut,
   image: z.string().nullable(),
   repo_commit_sha: z.string().nullable(),
+  health: Health,
   created_at: z.string(),
   updated_at: z.string(),
 });

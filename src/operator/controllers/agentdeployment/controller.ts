@@ -14,7 +14,7 @@ import {
 } from '../../../resources/index.ts';
 import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
-import type { Runtime } from '../../runtimes/types.ts';
+import type { Runtime, ServerStatus } from '../../runtimes/types.ts';
 import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../shared.ts';
 import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';
 
@@ -76,6 +76,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     revisions: AgentRevision[],
     target: string | undefined,
     routed: string | undefined,
+    targetServer: ServerStatus | undefined,
     url: string,
   ): AgentDeploymentStatus {
     const current = dep.status ?? {};
@@ -88,6 +89,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
       all.find((r) => r.name === target),
       latest,
       latestMessage,
+      targetServer,
     );
     const activeRevisionName = routed ?? current.activeRevisionName;
     return {
@@ -125,9 +127,10 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     const target = pickTarget(views(revisions), dep.spec.targetRevisionName);
     const stale = revisionsToSkip(views(revisions), target);
     const active = dep.status?.activeRevisionName;
+    const targetServer = target ? runtime.serverStatus({ ...ref, revision: target }) : undefined;
     const routeTo = chooseRoute({
       target,
-      targetServer: target ? runtime.serverStatus({ ...ref, revision: target }) : undefined,
+      targetServer,
       active,
       activeServer: active ? runtime.serverStatus({ ...ref, revision: active }) : undefined,
       routed,
@@ -143,7 +146,14 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
 
     // status
     const url = await runtime.url(ref);
-    const status = desiredStatus(dep, stale.length ? await revisionsOf(store, dep) : revisions, target, routed, url);
+    const status = desiredStatus(
+      dep,
+      stale.length ? await revisionsOf(store, dep) : revisions,
+      target,
+      routed,
+      routeTo ? undefined : targetServer,
+      url,
+    );
     if (!sameJson(status, dep.status ?? {})) await store.updateStatus('AgentDeployment', { ...dep, status });
   };
 }

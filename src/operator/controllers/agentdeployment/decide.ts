@@ -64,6 +64,8 @@ export function readyCondition(
   target: RevisionView | undefined,
   latest: RevisionView | undefined,
   latestMessage: string,
+  /** What the runtime says of the target's server (a DEPLOYED target that is not routed: why it does not serve). */
+  targetServer?: ServerStatus,
 ): ReadyCondition {
   if (latest && isDead(latest.status) && latest.status !== 'SKIPPED' && routed) {
     return {
@@ -73,9 +75,21 @@ export function readyCondition(
     };
   }
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
+  // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
+  // why, before what a newer failed revision says (that one never served).
+  if (target?.status === 'DEPLOYED') {
+    const why =
+      targetServer?.phase === 'Failed'
+        ? { reason: 'NotServing', message: targetServer.message }
+        : targetServer?.phase === 'Starting' && targetServer.trouble
+          ? targetServer.trouble
+          : { reason: 'NotServing', message: 'its agent server is starting' };
+    return { status: 'False', reason: why.reason, message: `Revision ${target.name} is not serving: ${why.message}` };
+  }
   if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {
     return { status: 'False', reason: latest.status, message: `${latest.name}: ${latestMessage}` };
   }
-  if (target) return { status: 'False', reason: 'Progressing', message: `Waiting for revision ${target} to serve.` };
+  if (target)
+    return { status: 'False', reason: 'Progressing', message: `Waiting for revision ${target.name} to serve.` };
   return { status: 'False', reason: 'NoRevision', message: 'No revision can serve.' };
 }

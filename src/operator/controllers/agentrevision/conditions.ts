@@ -1,8 +1,23 @@
-// A revision's conditions follow from its phase alone: Built, Deployed and Ready.
+// A revision's conditions: Built and Deployed follow from its phase; Ready too, except that a DEPLOYED revision
+// that should serve says whether its agent server really does (`serving`, from the runtime).
 import type { ConditionInput } from '../../../resources/index.ts';
+import type { ServerStatus } from '../../runtimes/types.ts';
 import { inBuildPhase } from './decide.ts';
 
-export function revisionConditions(phase: string, message: string, generation: number | undefined): ConditionInput[] {
+/** Ready of a DEPLOYED revision whose server the runtime was asked about: True only while it answers. */
+export function servingCondition(server: ServerStatus): { status: 'True' | 'False'; reason: string; message: string } {
+  if (server.phase === 'Ready') return { status: 'True', reason: 'Deployed', message: '' };
+  if (server.phase === 'Failed') return { status: 'False', reason: 'NotServing', message: server.message };
+  if (server.trouble) return { status: 'False', reason: server.trouble.reason, message: server.trouble.message };
+  return { status: 'False', reason: 'Starting', message: 'The agent server is starting.' };
+}
+
+export function revisionConditions(
+  phase: string,
+  message: string,
+  generation: number | undefined,
+  serving?: ServerStatus,
+): ConditionInput[] {
   const c = (type: string, status: 'True' | 'False' | 'Unknown', reason: string, msg = ''): ConditionInput => ({
     type,
     status,
@@ -23,6 +38,11 @@ export function revisionConditions(phase: string, message: string, generation: n
       : phase === 'AWAITING_DEPLOY' || phase === 'DEPLOYING' || inBuildPhase(phase)
         ? c('Deployed', 'Unknown', phase, message)
         : c('Deployed', 'False', phase, message);
-  const ready = phase === 'DEPLOYED' ? c('Ready', 'True', 'Deployed') : c('Ready', 'False', phase, message);
+  const live = phase === 'DEPLOYED' && serving ? servingCondition(serving) : undefined;
+  const ready = live
+    ? c('Ready', live.status, live.reason, live.message)
+    : phase === 'DEPLOYED'
+      ? c('Ready', 'True', 'Deployed')
+      : c('Ready', 'False', phase, message);
   return [built, deployed, ready];
 }

@@ -102,7 +102,8 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       current.statusMessage ?? '',
     );
     let conditions = current.conditions;
-    for (const c of revisionConditions(out.status, out.message, o.rev.metadata.generation)) {
+    // The server was asked about only when this revision should serve; then Ready tells whether it does.
+    for (const c of revisionConditions(out.status, out.message, o.rev.metadata.generation, o.server)) {
       conditions = setCondition(conditions, c);
     }
     return {

@@ -63,6 +63,49 @@ const FATAL_WAITING = new Set([
   'CreateContainerConfigError',
 ]);
 
+/** What a pod's containers say about why it does not serve, most telling first (OOMKilled before the loop it causes). */
+function podTrouble(pod: V1Pod): { reason: string; message: string } | undefined {
+  for (const s of pod.status?.containerStatuses ?? []) {
+    const last = s.lastState?.terminated;
+    const waiting = s.state?.waiting;
+    if (last?.reason === 'OOMKilled' || s.state?.terminated?.reason === 'OOMKilled') {
+      return {
+        reason: 'OOMKilled',
+        message: `container ${s.name} ran out of memory (restarts: ${s.restartCount ?? 0})`,
+      };
+    }
+    if (waiting?.reason && waiting.reason !== 'ContainerCreating') {
+      const detail =
+        waiting.message ?? (last ? `last exit ${last.exitCode}${last.reason ? ` (${last.reason})` : ''}` : '');
+      return { reason: waiting.reason, message: `container ${s.name}${detail ? `: ${detail}` : ''}` };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A revision that rolled out: Ready while at least one of its pods is available (or none is wanted); otherwise
+ * Starting with the pods' trouble (CrashLoopBackOff, OOMKilled, ImagePullBackOff, ...), which clears by itself
+ * when a pod is available again.
+ */
+export function servingStatusOf(deployment: V1Deployment, rs: V1ReplicaSet | undefined, pods: V1Pod[]): ServerStatus {
+  const want = deployment.spec?.replicas ?? 1;
+  if (want === 0 || (rs?.status?.availableReplicas ?? 0) > 0) return { phase: 'Ready' };
+  for (const pod of pods) {
+    const trouble = podTrouble(pod);
+    if (trouble) {
+      return {
+        phase: 'Starting',
+        trouble: { reason: trouble.reason, message: `Pod ${pod.metadata?.name}: ${trouble.message}` },
+      };
+    }
+  }
+  return {
+    phase: 'Starting',
+    trouble: { reason: 'Unavailable', message: `no pod of the revision is available (${pods.length} present)` },
+  };
+}
+
 /** The Deployment's ReplicaSet for `revision` (the newest one whose pod template carries it), if any. */
 export function replicaSetFor(
   deployment: V1Deployment,
@@ -93,6 +136,13 @@ export function rolloutStatusOf(
   const rs = replicaSetFor(deployment, replicaSets, revision);
   const hash = rs?.metadata?.labels?.['pod-template-hash'];
   const newPods = hash ? pods.filter((p) => p.metadata?.labels?.['pod-template-hash'] === hash) : [];
+  // Rolled out once (the controller says so until the template changes): from now on what matters is whether any
+  // pod serves, and a crash loop is reported, not final; Kubernetes keeps restarting the pods.
+  const progressed = condition(deployment, 'Progressing');
+  const observedSpec = (deployment.status?.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0);
+  if (observedSpec && progressed?.status === 'True' && progressed.reason === 'NewReplicaSetAvailable') {
+    return servingStatusOf(deployment, rs, newPods);
+  }
   for (const pod of newPods) {
     for (const s of pod.status?.containerStatuses ?? []) {
       const reason = s.state?.waiting?.reason;

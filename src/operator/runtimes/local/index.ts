@@ -41,11 +41,14 @@ import { killRunningSteps } from './exec.ts';
 import { buildsToRemove, trimInstallCache } from './housekeeping.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
 import { databaseNameFor, dropDeploymentDatabase, ensureDeploymentDatabase } from './postgres.ts';
-import type { Backend } from './proxy.ts';
+import type { Backend, Unavailable } from './proxy.ts';
 import type { AgentOrigins } from './agent-origins.ts';
 import { redactText } from './redact.ts';
 import { NO_SANDBOX, type Sandbox } from './sandbox.ts';
 import { spawnServer, type ServerProcess } from './server-process.ts';
+import { isTransientStart, restartStatus } from './start-failures.ts';
+import { RestartSupervisor } from './supervisor.ts';
+import type { RestartPolicy } from './restart-policy.ts';
 
 export { databaseNameFor };
 
@@ -99,6 +102,8 @@ export type LocalRuntimeOptions = {
   authKeysFile?: (tenantId: string) => string;
   /** Serves each deployment on an origin of its own (`agentplane dev`); without it: <base URL>/deployments/<id>. */
   origins?: AgentOrigins;
+  /** Backoff of agent servers started again after they ended or could not start (restart-policy.ts has the default). */
+  restartPolicy?: RestartPolicy;
 };
 
 type Server = {
@@ -166,7 +171,8 @@ export class LocalRuntime implements Runtime {
   private readonly builds = new Map<string, Build>();
   private readonly servers = new Map<string, Server>();
   private readonly failed = new Map<string, string>();
-  private readonly crashes = new Map<string, number>();
+  /** Servers that ended or could not start and are started again with backoff (supervisor.ts). */
+  private readonly restarts: RestartSupervisor<RevisionRef>;
   private readonly routes = new Map<string, string>();
   /** Proven revisions waiting to take over embedded data: started by route(), not before (saves a boot). */
   private readonly parked = new Map<string, ServerSpec>();
@@ -186,6 +192,7 @@ export class LocalRuntime implements Runtime {
       slots: opts.maxConcurrentBuilds ?? 2,
       perWorkspace: opts.maxBuildsPerWorkspace,
     });
+    this.restarts = new RestartSupervisor((ref) => this.notify(ref), opts.restartPolicy);
   }
 
   /** The dev server's public address, known once it listens. */
@@ -370,9 +377,11 @@ export class LocalRuntime implements Runtime {
     const failure = this.failed.get(key);
     if (failure) return { phase: 'Failed', message: failure };
     const running = this.servers.get(key);
-    if (running && !running.stopping) return { phase: running.phase };
+    if (running && !running.stopping) return this.statusOf(running);
     if (this.parked.has(key)) return { phase: 'Ready' };
     if (this.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
+    // Started again only once its backoff is over (the supervisor's timer asks for this reconcile then).
+    if (this.restarts.waiting(key)) return restartStatus(this.restarts.pending(key)!);
     // A switch in progress starts and stops this deployment's servers itself.
     if (this.closed || this.holds.has(spec.deploymentId)) return { phase: 'Starting' };
     // A value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault, whether or not the build is on disk.
@@ -396,19 +405,31 @@ export class LocalRuntime implements Runtime {
     try {
       await this.startServer(spec, dir, exclusive);
     } catch (err) {
-      // Whatever keeps a server from starting ends this revision's deploy with the reason; it is never retried.
       const message = redactText(err instanceof Error ? err.message : String(err)).split('\n')[0]!;
-      this.opts.logger.warn(
-        { deployment: spec.deployment, revision: spec.revision, reason: message },
-        'agent server could not start',
-      );
+      const log = { deployment: spec.deployment, revision: spec.revision, reason: message };
+      // A reason that passes (its database unreachable, a port taken meanwhile) is retried with backoff.
+      if (isTransientStart(err) && !this.gone.has(spec.deploymentId) && !this.closed) {
+        const next = this.restarts.failed(key, spec, `agent server could not start: ${message}`, true);
+        this.opts.logger.warn({ ...log, retry_in_ms: next.at - Date.now() }, 'agent server could not start; retrying');
+        return restartStatus(next);
+      }
+      // Anything else (bad secrets, a checkout leading outside itself, ...) ends this revision's deploy.
+      this.opts.logger.warn(log, 'agent server could not start');
       return this.fail(spec, `agent server could not start: ${message}`);
     }
-    return this.servers.get(key)?.phase === 'Ready'
-      ? { phase: 'Ready' }
+    const started = this.servers.get(key);
+    return started
+      ? this.statusOf(started)
       : this.failed.has(key)
         ? { phase: 'Failed', message: this.failed.get(key)! }
         : { phase: 'Starting' };
+  }
+
+  /** A server's status; while it comes back from a failure, the failure says why it is not serving. */
+  private statusOf(server: Server): ServerStatus {
+    if (server.phase === 'Ready') return { phase: 'Ready' };
+    const pending = this.restarts.pending(revKey(server.ref));
+    return pending ? restartStatus(pending) : { phase: 'Starting' };
   }
 
   /** A revision whose build folder was removed (keepBuilds): build the same commit again, then serve it. */
@@ -429,7 +450,9 @@ export class LocalRuntime implements Runtime {
     if (failure) return { phase: 'Failed', message: failure };
     if (this.parked.has(revKey(ref))) return { phase: 'Ready' };
     const server = this.servers.get(revKey(ref));
-    return server && !server.stopping ? { phase: server.phase } : undefined;
+    if (server && !server.stopping) return this.statusOf(server);
+    const pending = this.restarts.pending(revKey(ref));
+    return pending ? restartStatus(pending) : undefined;
   }
 
   private fail(ref: RevisionRef, message: string): ServerStatus {
@@ -590,16 +613,25 @@ export class LocalRuntime implements Runtime {
         if (this.servers.get(key) === server) this.servers.delete(key);
         if (server.stopping || this.closed) return;
         const detail = summarizeFailure(log.tail);
+        const transient = server.phase === 'Starting' && isTransientStart(detail);
         if (this.failed.has(key)) {
           // already explained (spawn error)
-        } else if (server.phase === 'Starting') {
-          this.fail(spec, `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`);
+        } else if (server.phase === 'Starting' && !spec.proven && !this.restarts.restarting(key) && !transient) {
+          // A revision that never served fails its deploy: its code does not start.
+          const message = `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`;
+          logger.warn({ code, signal, reason: detail }, 'agent server ended before becoming healthy');
+          this.fail(spec, message);
         } else {
-          // A live server crashed: the next reconcile starts it again, unless it keeps crashing.
-          const n = (this.crashes.get(key) ?? 0) + 1;
-          this.crashes.set(key, n);
-          logger.warn({ code, signal, crashes: n }, 'agent server crashed');
-          if (n >= 5) this.fail(spec, `agent server crashed ${n} times; last: ${why}${detail ? `: ${detail}` : ''}`);
+          // It served (here or before a restart of the platform), or what ended it passes: start it again, later
+          // after each failure in a row; the revision says meanwhile why it is not serving.
+          const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
+          const next = this.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
+          log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
+          await log.flush();
+          logger.warn(
+            { code, signal, failures: next.failures, reason: next.reason, retry_in_ms: next.at - Date.now() },
+            'agent server ended; starting it again after a delay',
+          );
         }
         this.notify(spec);
       });
@@ -618,6 +650,7 @@ export class LocalRuntime implements Runtime {
         if (res.ok) {
           log.line('agent server is healthy (/ok)');
           await log.flush();
+          this.restarts.healthy(revKey(server.ref));
           server.phase = 'Ready';
           this.notify(server.ref);
           return true;
@@ -627,8 +660,13 @@ export class LocalRuntime implements Runtime {
       }
       if (Date.now() > deadline) {
         const secs = Math.round((this.opts.healthTimeoutMs ?? 60_000) / 1000);
-        this.fail(server.ref, `agent server did not answer /ok within ${secs} s`);
-        log.line(`agent server did not answer /ok within ${secs} s; stopping it`);
+        const message = `agent server did not answer /ok within ${secs} s`;
+        const key = revKey(server.ref);
+        // One that served before is started again (with backoff); a new revision fails its deploy.
+        const again = server.spec.proven || this.restarts.restarting(key);
+        if (again) this.restarts.failed(key, server.ref, message, false);
+        else this.fail(server.ref, message);
+        log.line(`${message}; stopping it${again ? ' and starting it again later' : ''}`);
         await this.stopServer(server);
         this.notify(server.ref);
         return false;
@@ -684,7 +722,6 @@ export class LocalRuntime implements Runtime {
       for (const other of others) void this.stopServer(other, true);
     }
     if (previous !== this.routes.get(d.deploymentId)) {
-      this.crashes.delete(key);
       this.notify({ ...d, revision });
       if (previous) this.notify({ ...d, revision: previous });
     }
@@ -739,12 +776,23 @@ export class LocalRuntime implements Runtime {
   }
 
   /** For the proxy: where a deployment's traffic goes now (waits while a switch is in progress). */
-  async backend(deploymentId: string): Promise<Backend | undefined> {
+  async backend(deploymentId: string): Promise<Backend | Unavailable | undefined> {
     const pending = this.holds.get(deploymentId);
     if (pending) await pending;
     const revision = this.routes.get(deploymentId);
-    const server = revision ? this.servers.get(`${deploymentId}/${revision}`) : undefined;
-    if (server?.phase !== 'Ready') return undefined;
+    if (!revision) return undefined;
+    const key = `${deploymentId}/${revision}`;
+    const server = this.servers.get(key);
+    if (server?.phase !== 'Ready' || server.stopping) {
+      // The routed revision is being started again (or waits for its backoff): come back shortly.
+      const pending = this.restarts.pending(key);
+      if (!pending && !server) return undefined;
+      const wait = pending ? Math.ceil((pending.at - Date.now()) / 1000) : 0;
+      return {
+        unavailable: pending ? `${pending.reason}: ${pending.message}` : 'its agent server is starting',
+        retryAfterSecs: Math.min(Math.max(wait, 1), 60),
+      };
+    }
     return {
       port: server.port,
       tenant: server.spec.tenantId,
@@ -769,6 +817,7 @@ export class LocalRuntime implements Runtime {
       this.builds.delete(key);
     }
     this.parked.delete(key);
+    this.restarts.forget(key);
     const server = this.servers.get(key);
     if (server) await this.stopServer(server);
   }
@@ -787,12 +836,8 @@ export class LocalRuntime implements Runtime {
     for (const key of [...this.parked.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.parked.delete(key);
     const mine = [...this.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId);
     await Promise.all(mine.map((s) => this.stopServer(s)));
-    for (const key of [...this.failed.keys(), ...this.crashes.keys()]) {
-      if (key.startsWith(`${d.deploymentId}/`)) {
-        this.failed.delete(key);
-        this.crashes.delete(key);
-      }
-    }
+    for (const key of [...this.failed.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.failed.delete(key);
+    this.restarts.forgetWhere((key) => key.startsWith(`${d.deploymentId}/`));
     for (const key of [...this.budgets.keys()]) if (key.startsWith(`${d.deploymentId}/`)) this.budgets.delete(key);
     await this.opts.origins?.forget(d.deploymentId);
     await rm(this.deploymentDir(d.deploymentId), { recursive: true, force: true, maxRetries: 3 });
@@ -806,6 +851,7 @@ export class LocalRuntime implements Runtime {
 
   async shutdown(): Promise<void> {
     this.closed = true;
+    this.restarts.forgetWhere(() => true);
     for (const b of this.builds.values()) b.abort.abort();
     await Promise.all([...this.servers.values()].map((s) => this.stopServer(s)));
     await Promise.allSettled([...this.background]);

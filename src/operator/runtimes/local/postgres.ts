@@ -4,7 +4,7 @@
 // deployment's folder, which no sandbox mounts.
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
-import pg from 'pg';
+import { newPgClient } from '../../../lib/connections.ts';
 
 export function databaseNameFor(deploymentId: string): string {
   return `ap_dev_${deploymentId.toLowerCase().replace(/[^a-z0-9]/g, '_')}`.slice(0, 63);
@@ -28,7 +28,7 @@ export async function ensureDeploymentDatabase(
 ): Promise<string> {
   const name = databaseNameFor(deploymentId);
   const password = await passwordIn(passwordFile);
-  const client = new pg.Client({ connectionString: serverUrl });
+  const client = newPgClient({ connectionString: serverUrl });
   await client.connect();
   try {
     const role = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [name]);
@@ -67,7 +67,7 @@ export async function ensureDeploymentDatabase(
 async function adoptObjects(serverUrl: string, name: string): Promise<void> {
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
-  const client = new pg.Client({ connectionString: url.toString() });
+  const client = newPgClient({ connectionString: url.toString() });
   await client.connect();
   try {
     const schemas = await client.query<{ nspname: string }>(
@@ -95,7 +95,7 @@ async function adoptObjects(serverUrl: string, name: string): Promise<void> {
 
 export async function dropDeploymentDatabase(serverUrl: string, deploymentId: string): Promise<void> {
   const name = databaseNameFor(deploymentId);
-  const client = new pg.Client({ connectionString: serverUrl });
+  const client = newPgClient({ connectionString: serverUrl });
   await client.connect();
   try {
     await client.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);

@@ -15,15 +15,18 @@
 // What goes in is checked too: a request carrying a platform key (or another workspace's) is refused here, before
 // tenant code, which may read every header under custom auth, could see it.
 import type { IncomingMessage } from 'node:http';
-import replyFrom from '@fastify/reply-from';
+import replyFrom, { type FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TENANT_CSP } from '../../../lib/http.ts';
 
 export type Backend = { port: number; tenant: string; acquire(): () => void };
 
+/** A deployment whose serving revision is being started again: 503 with Retry-After, not 404. */
+export type Unavailable = { unavailable: string; retryAfterSecs: number };
+
 export type ProxyOptions = {
-  /** The backend of a deployment id, or undefined when it has no live revision (404). */
-  resolve(deploymentId: string): Promise<Backend | undefined>;
+  /** The backend of a deployment id, why it is unavailable for now, or undefined when it has no live revision (404). */
+  resolve(deploymentId: string): Promise<Backend | Unavailable | undefined>;
   /** Largest request body passed on, in bytes (default: the agent server's own limit); 413 beyond it. */
   bodyLimit?: number;
   /** Origin mode: the deployment a request is for, from where it came in. Without it: /deployments/<id>/... */
@@ -97,6 +100,36 @@ export function tenantResponseHeaders(headers: Headers, requestPath: string): He
   return out;
 }
 
+/** The code of what failed in a forward (reply-from wraps undici's error; its own codes start with FST_). */
+const causeCode = (error: unknown): string | undefined => {
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as never, i++)
+    if (typeof e.code === 'string' && !e.code.startsWith('FST_')) return e.code;
+  return undefined;
+};
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * A forward that failed because the agent server went away (it just ended and its supervisor has not noticed
+ * yet): when nothing listened, or the request is safe to repeat, 503 with Retry-After. A connection cut after a
+ * request that changes something went out may or may not have been handled: 502, not an invitation to retry.
+ */
+function answerBackendError(id: string): NonNullable<FastifyReplyFromHooks['onError']> {
+  return (reply, { error }) => {
+    const code = causeCode(error);
+    if (code === 'ECONNREFUSED' || SAFE_METHODS.has(reply.request.method)) {
+      void reply
+        .code(503)
+        .header('retry-after', '1')
+        .send({ detail: `Deployment ${id} is not serving right now: its agent server is not answering (restarting).` });
+      return;
+    }
+    void reply.code(502).send({
+      detail: `Deployment ${id}: the agent server closed the connection (${code ?? error.message}); the request may or may not have been handled.`,
+    });
+  };
+}
+
 export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions): Promise<void> {
   const bodyLimit = opts.bodyLimit ?? DEFAULT_PROXY_BODY_LIMIT;
   await app.register(async (scope) => {
@@ -127,6 +160,12 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
       if (!backend) {
         return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
       }
+      if ('unavailable' in backend) {
+        return reply
+          .code(503)
+          .header('retry-after', String(backend.retryAfterSecs))
+          .send({ detail: `Deployment ${id} is not serving right now: ${backend.unavailable}` });
+      }
       const refusal = await opts.refuse?.(backend.tenant, req.raw);
       if (refusal) return reply.code(403).send({ detail: refusal });
       const release = backend.acquire();
@@ -144,6 +183,7 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
           return headers;
         },
         rewriteHeaders: (headers) => tenantResponseHeaders(headers, browserPath) as typeof headers,
+        onError: answerBackendError(id),
       });
     };
     const deploymentAt = opts.deploymentAt;
