@@ -13,7 +13,10 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throwaway-postgres.ts';
-import { API_KEY, alive, api, childPids, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { alive, api, childPids, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+
+/** A key of the test's workspace: agents refuse the bootstrap key. */
+let agentKey = '';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -59,7 +62,7 @@ function runClient(urls: () => string[], ledger: Ledger) {
     for (let i = 0; !stop; i++) {
       const list = urls();
       const url = list[i % list.length]!;
-      const client = new Client({ apiUrl: url, apiKey: API_KEY, callerOptions: { maxRetries: 0 } });
+      const client = new Client({ apiUrl: url, apiKey: agentKey, callerOptions: { maxRetries: 0 } });
       let thread: string | undefined;
       while (!stop && !thread) {
         thread = await client.threads.create().then(
@@ -74,7 +77,7 @@ function runClient(urls: () => string[], ledger: Ledger) {
       while (!stop && thread) {
         const res = await fetch(`${url}/threads/${thread}/runs`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-api-key': API_KEY },
+          headers: { 'content-type': 'application/json', 'x-api-key': agentKey },
           body: JSON.stringify({ assistant_id: 'agent', input: { messages: [{ role: 'human', content: 'Ada' }] } }),
         }).catch(() => undefined);
         if (res?.status === 200) {
@@ -108,6 +111,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   const devArgs = ['--database-url', pgServer.url];
   dev = await startDev(dataDir, 0, devArgs);
   const cp = () => api(dev!.url);
+  agentKey = await workspaceKey(dev.url);
 
   const create = async (name: string) => {
     const res = await cp().post('/v2/deployments', {
@@ -130,7 +134,13 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   for (const d of deps) await deployed(d);
   const [a, b] = deps as [(typeof deps)[0], (typeof deps)[0]];
   const figures: Record<string, number | string> = { deployed_after_ms: Date.now() - started };
-  const urlOf = (d: { id: string }) => `${dev!.url}/deployments/${d.id}`;
+  // Each deployment has an origin of its own (the url the API gives), kept across platform restarts.
+  const urls = new Map<string, string>();
+  const learnUrls = async () => {
+    for (const d of deps) urls.set(d.id, String((await cp().get(`/v2/deployments/${d.id}`)).body.url));
+  };
+  await learnUrls();
+  const urlOf = (d: { id: string }) => urls.get(d.id)!;
   const serving = (d: { id: string }) =>
     waitFor(
       `${d.id} to serve`,
@@ -172,7 +182,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   kills++;
   const during = await fetch(`${urlOf(a)}/threads`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': API_KEY },
+    headers: { 'content-type': 'application/json', 'x-api-key': agentKey },
     body: '{}',
   });
   expect(during.status).toBe(503);
@@ -187,7 +197,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   const upAt = Date.now();
   await Promise.all([serving(a), serving(b)]);
   const runAfter = async (d: { id: string }) => {
-    const c = new Client({ apiUrl: urlOf(d), apiKey: API_KEY, callerOptions: { maxRetries: 0 } });
+    const c = new Client({ apiUrl: urlOf(d), apiKey: agentKey, callerOptions: { maxRetries: 0 } });
     const t = await waitFor('a thread after the restart', () => c.threads.create().catch(() => undefined), 60_000);
     const r = await c.runs.create(t.thread_id, 'agent', { input: { messages: [{ role: 'human', content: 'Ada' }] } });
     await c.runs.join(t.thread_id, r.run_id);
@@ -205,6 +215,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   );
   const platformKilledAt = Date.now();
   dev = await startDev(dataDir, dev.port, devArgs);
+  await learnUrls();
   await Promise.all([serving(a), serving(b)]);
   figures.platform_kill_to_serving_ms = Date.now() - platformKilledAt;
 
@@ -213,7 +224,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
 
   // Every run the API accepted finished, once: each thread holds one exchange (a run executed twice would add its
   // input again), and the run says success.
-  const sdk = (url: string) => new Client({ apiUrl: url, apiKey: API_KEY, callerOptions: { maxRetries: 0 } });
+  const sdk = (url: string) => new Client({ apiUrl: url, apiKey: agentKey, callerOptions: { maxRetries: 0 } });
   for (const r of ledger.accepted) {
     const c = sdk(r.url);
     await waitFor(`run ${r.run}`, () => c.runs.join(r.thread, r.run).catch(() => undefined), 60_000);
