@@ -91,7 +91,7 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     });
   }
   app.addHook('preHandler', async (req) => {
-    const route = routeEvent(req.method, req.routeOptions.url);
+    const route = routeEvent(req.method, req.routeOptions.url, req);
     if (!route || isOpenPath(req)) return;
     if (route.perItem && Array.isArray(req.body)) {
       const items: Array<{ filters?: AuthFilters; runId?: string }> = [];
