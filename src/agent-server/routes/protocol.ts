@@ -7,7 +7,7 @@
 // browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
 import { randomUUID } from 'node:crypto';
 import websocket from '@fastify/websocket';
-import { isSupportedChannel } from '@langchain/langgraph/stream';
+import { isSupportedChannel, matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -16,6 +16,7 @@ import { AppError } from '../../lib/errors.ts';
 import { protocolRunEvent } from '../auth/events.ts';
 import { AuthHttpError } from '../auth/custom.ts';
 import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
+import type { ProtocolEvent } from '../protocol/events.ts';
 import { followSession, type EventFilter } from '../protocol/session.ts';
 import { selectProtocol } from '../protocol/ws-credentials.ts';
 import type { RunAuth } from '../service.ts';
@@ -25,6 +26,7 @@ import { ThreadParams } from './schemas.ts';
 import { openSse } from './sse.ts';
 
 const MAX_COMMAND_BYTES = 1024 * 1024;
+const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
 
 const Filter = z.object({
   channels: z
@@ -114,7 +116,6 @@ export const protocolRoutes =
     function serveSocket(socket: WebSocket, req: FastifyRequest<{ Params: { thread_id: string } }>): void {
       const threadId = req.params.thread_id;
       const closed = new AbortController();
-      const subscriptions = new Map<string, AbortController>();
       socket.on('close', () => closed.abort());
 
       /** Sends messages; resolves once the socket took them (false: gone, or dropped for not reading). */
@@ -136,6 +137,38 @@ export const protocolRoutes =
           );
         });
 
+      // One pump per connection, so every subscription sees its events in the session's order (the client fans
+      // events out to its subscriptions by their filters). A new subscription restarts it from the session's start:
+      // what the earlier subscriptions were sent already is skipped, the rest goes out (the newcomer's replay).
+      const filters = new Map<string, EventFilter>();
+      let pump: AbortController | null = null;
+      let sentUpTo = -1;
+      const matchesAny = (e: ProtocolEvent, fs: EventFilter[]) =>
+        fs.some((f) => matchesSubscription(e as never, f as never));
+
+      function restartPump(newcomer: string): void {
+        pump?.abort();
+        const ac = new AbortController();
+        pump = ac;
+        closed.signal.addEventListener('abort', () => ac.abort(), { once: true });
+        const before = [...filters].filter(([id]) => id !== newcomer).map(([, f]) => f);
+        const upTo = sentUpTo;
+        void (async () => {
+          try {
+            for await (const page of followSession(storage, engine, threadId, EVERYTHING, ac.signal)) {
+              const current = [...filters.values()];
+              const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
+              if (ac.signal.aborted || !(await send(out))) break;
+              if (page.length) sentUpTo = Math.max(sentUpTo, page[page.length - 1]!.seq);
+            }
+          } catch (err) {
+            if (ac.signal.aborted) return;
+            req.log.error({ err }, 'protocol WebSocket stream failed');
+            socket.close(1011, 'stream failed');
+          }
+        })();
+      }
+
       async function subscribe(id: number, params: unknown): Promise<void> {
         const parsed = Filter.omit({ since: true }).safeParse(params ?? {});
         if (!parsed.success) {
@@ -145,20 +178,10 @@ export const protocolRoutes =
           return;
         }
         const subscriptionId = randomUUID();
-        const stop = new AbortController();
-        closed.signal.addEventListener('abort', () => stop.abort(), { once: true });
-        subscriptions.set(subscriptionId, stop);
+        filters.set(subscriptionId, parsed.data);
         // The answer goes first: the client files the subscription before its (replayed) events arrive.
         await send([{ type: 'success', id, result: { subscription_id: subscriptionId } }]);
-        const filter: EventFilter = parsed.data;
-        try {
-          for await (const page of followSession(storage, engine, threadId, filter, stop.signal)) {
-            if (!(await send(page))) break;
-          }
-        } catch (err) {
-          if (!stop.signal.aborted) req.log.error({ err }, 'protocol subscription failed');
-          socket.close(1011, 'subscription failed');
-        }
+        restartPump(subscriptionId);
       }
 
       /** The caller of a run-starting command, authorized as POST /threads/{id}/commands would be. */
@@ -192,14 +215,12 @@ export const protocolRoutes =
         if (cmd.method === 'subscription.subscribe') return subscribe(cmd.id, cmd.params);
         if (cmd.method === 'subscription.unsubscribe') {
           const sid = (cmd.params as { subscription_id?: unknown } | null | undefined)?.subscription_id;
-          const stop = typeof sid === 'string' ? subscriptions.get(sid) : undefined;
-          if (!stop) {
+          if (typeof sid !== 'string' || !filters.delete(sid)) {
             const message = `subscription.unsubscribe: no subscription ${String(sid)} on this connection`;
             await send([errorBody(cmd.id, new CommandError('invalid_argument', message, 404))]);
             return;
           }
-          stop.abort();
-          subscriptions.delete(sid as string);
+          if (!filters.size) pump?.abort();
           await send([{ type: 'success', id: cmd.id, result: {} }]);
           return;
         }
