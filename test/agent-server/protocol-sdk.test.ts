@@ -67,7 +67,9 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
     server = await startServerProcess(['--config', CONFIG, '--auth-keys-file', keys, ...storeArgs]);
   });
   afterAll(async () => {
-    await server?.stop();
+    // Known issue (see the report): after the refusal test, a Postgres-backed server may not finish a graceful
+    // stop; it is killed after 20 s so the database can be dropped.
+    await Promise.race([server?.stop(), new Promise((r) => setTimeout(r, 20_000)).then(() => server?.kill9())]);
     await drop?.();
     rmSync(dir, { recursive: true, force: true });
   });
