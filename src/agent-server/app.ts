@@ -13,7 +13,7 @@ import { installDisabledGroups, prefixRewriter } from './http/settings.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { GraphRegistry } from './graphs/index.ts';
 import type { UiBundles } from './graphs/ui.ts';
-import { installWebSocketCredentials } from './protocol/ws-credentials.ts';
+import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhooks.ts';
@@ -110,7 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
-  installWebSocketCredentials(app);
+  await installWebSockets(app);
   installCors(app, ext.cors);
   // Custom auth replaces the platform's API key, as on the hosted platform.
   if (deps.apiKeys && !ext.auth) requireApiKey(app, deps.apiKeys);

@@ -6,7 +6,6 @@
 // same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs); a
 // browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
 import { randomUUID } from 'node:crypto';
-import websocket from '@fastify/websocket';
 import { isSupportedChannel, matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
@@ -18,14 +17,12 @@ import { AuthHttpError } from '../auth/custom.ts';
 import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
 import type { ProtocolEvent } from '../protocol/events.ts';
 import { followSession, type EventFilter } from '../protocol/session.ts';
-import { selectProtocol } from '../protocol/ws-credentials.ts';
 import type { RunAuth } from '../service.ts';
 import type { RouteDeps } from './deps.ts';
 import { runCaller } from './runs.ts';
 import { ThreadParams } from './schemas.ts';
 import { openSse } from './sse.ts';
 
-const MAX_COMMAND_BYTES = 1024 * 1024;
 const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
 
 const Filter = z.object({
@@ -58,10 +55,6 @@ export const protocolRoutes =
   async (app) => {
     const { storage, service, engine } = deps;
     const stallMs = deps.streamStallMs ?? 60_000;
-    await app.register(websocket, {
-      options: { maxPayload: MAX_COMMAND_BYTES, handleProtocols: selectProtocol },
-    });
-
     app.post(
       '/threads/:thread_id/commands',
       { schema: { params: ThreadParams, body: CommandEnvelope } },
