@@ -16,7 +16,7 @@ import type { ControlPlaneStore } from '../control-plane/store/types.ts';
 import { createOperator, type Operator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
-import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import { deploymentProxy, deploymentUpgrades, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../operator/sources.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';
 import { KeyPublisher, fileKeySink } from '../control-plane/auth/key-publisher.ts';
@@ -123,6 +123,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     const target = req.url?.startsWith(`${DEPLOYMENTS_PREFIX}/`) ? proxy : api;
     target.routing(req, res);
   });
+  server.on('upgrade', deploymentUpgrades({ resolve: (id) => runtime.backend(id) }));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
