@@ -23,6 +23,7 @@ import { runCaller } from './runs.ts';
 import { ThreadParams } from './schemas.ts';
 import { openSse } from './sse.ts';
 
+const PING_MS = 20_000;
 const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
 
 const Filter = z.object({
@@ -109,7 +110,13 @@ export const protocolRoutes =
     function serveSocket(socket: WebSocket, req: FastifyRequest<{ Params: { thread_id: string } }>): void {
       const threadId = req.params.thread_id;
       const closed = new AbortController();
-      socket.on('close', () => closed.abort());
+      // A ping every 20 s: proxies that close idle connections (ingress-nginx: 60 s) keep an idle socket.
+      const ping = setInterval(() => socket.ping(), PING_MS);
+      ping.unref();
+      socket.on('close', () => {
+        clearInterval(ping);
+        closed.abort();
+      });
 
       /** Sends messages; resolves once the socket took them (false: gone, or dropped for not reading). */
       const send = (messages: unknown[]): Promise<boolean> =>
