@@ -4,6 +4,7 @@
 // serves any session, and a client re-attaching (a rotated SSE stream, a WebSocket reconnect, a remounted page)
 // gets the same events under the same ids. A subscriber holds one page of the log and the mapper's few sets.
 import { matchesSubscription } from '@langchain/langgraph/stream';
+import { NotFoundError } from '../../lib/errors.ts';
 import { followStream } from '../runs/stream.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type Storage } from '../storage/types.ts';
@@ -52,7 +53,13 @@ export async function* followSession(
   threadId: string,
   filter: EventFilter,
   signal: AbortSignal,
+  /**
+   * Custom auth: whether the caller may see the thread. Asked before the first events go out (a session may be
+   * opened on a thread id that exists only later, made by someone else); false ends it with NotFoundError.
+   */
+  visible?: () => Promise<boolean>,
 ): AsyncGenerator<ProtocolEvent[]> {
+  let allowed = !visible;
   const mapper = new ProtocolMapper(runFacts(storage, engine, threadId, signal));
   const afterId = await sessionStart(storage, threadId);
   for await (const page of followStream({
@@ -65,6 +72,10 @@ export async function* followSession(
     const out: ProtocolEvent[] = [];
     for (const e of page) {
       for (const pe of await mapper.map(e)) if (matchesSubscription(pe as never, filter as never)) out.push(pe);
+    }
+    if (out.length && !allowed) {
+      if (!(await visible!())) throw new NotFoundError(`Thread not found: ${threadId}`);
+      allowed = true;
     }
     yield out;
   }

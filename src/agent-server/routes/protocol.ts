@@ -11,9 +11,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
-import { AppError } from '../../lib/errors.ts';
+import { AppError, NotFoundError } from '../../lib/errors.ts';
 import { protocolRunEvent } from '../auth/events.ts';
-import { AuthHttpError } from '../auth/custom.ts';
+import { AuthHttpError, matchesFilters } from '../auth/custom.ts';
 import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
 import type { ProtocolEvent } from '../protocol/events.ts';
 import { followSession, type EventFilter } from '../protocol/session.ts';
@@ -56,6 +56,16 @@ export const protocolRoutes =
   async (app) => {
     const { storage, service, engine } = deps;
     const stallMs = deps.streamStallMs ?? 60_000;
+    /** Under custom auth: whether the thread (once it exists) is one the caller's threads:read filter lets them see. */
+    const visibility = (req: FastifyRequest, threadId: string) => {
+      const filters = req.authz?.filters;
+      if (!filters) return undefined;
+      return async () => {
+        const thread = await storage.threads.get(threadId);
+        return !!thread && matchesFilters(thread.metadata, filters);
+      };
+    };
+
     app.post(
       '/threads/:thread_id/commands',
       { schema: { params: ThreadParams, body: CommandEnvelope } },
@@ -77,10 +87,20 @@ export const protocolRoutes =
       async (req, reply) => {
         const sse = openSse(req, reply, null, stallMs);
         try {
-          for await (const page of followSession(storage, engine, req.params.thread_id, req.body, sse.signal)) {
+          for await (const page of followSession(
+            storage,
+            engine,
+            req.params.thread_id,
+            req.body,
+            sse.signal,
+            visibility(req, req.params.thread_id),
+          )) {
             const frames = page.map((e) => `event: ${e.method}\ndata: ${JSON.stringify(e)}\nid: ${e.event_id}\n\n`);
             if (!(await sse.write(frames))) break;
           }
+        } catch (err) {
+          // Not the caller's thread after all: the stream ends without a word (404 was the answer had it existed).
+          if (!(err instanceof NotFoundError)) throw err;
         } finally {
           sse.end();
         }
@@ -109,6 +129,12 @@ export const protocolRoutes =
     /** One WebSocket: commands in, their answers and the subscriptions' events out. */
     function serveSocket(socket: WebSocket, req: FastifyRequest<{ Params: { thread_id: string } }>): void {
       const threadId = req.params.thread_id;
+      // The upgrade checked the thread as it was then; it may be created later, by someone else.
+      const visible = visibility(req, threadId);
+      const checkVisible = async () => {
+        if (visible && (await storage.threads.get(threadId)) && !(await visible()))
+          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
+      };
       const closed = new AbortController();
       // A ping every 20 s: proxies that close idle connections (ingress-nginx: 60 s) keep an idle socket.
       const ping = setInterval(() => socket.ping(), PING_MS);
@@ -155,7 +181,7 @@ export const protocolRoutes =
         const upTo = sentUpTo;
         void (async () => {
           try {
-            for await (const page of followSession(storage, engine, threadId, EVERYTHING, ac.signal)) {
+            for await (const page of followSession(storage, engine, threadId, EVERYTHING, ac.signal, visible)) {
               const current = [...filters.values()];
               const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
               if (ac.signal.aborted || !(await send(out))) break;
@@ -163,6 +189,8 @@ export const protocolRoutes =
             }
           } catch (err) {
             if (ac.signal.aborted) return;
+            // 4000 + the HTTP status, as the SDK reads close codes: 4404 ends its stream without retrying.
+            if (err instanceof NotFoundError) return socket.close(4404, 'Thread not found');
             req.log.error({ err }, 'protocol WebSocket stream failed');
             socket.close(1011, 'stream failed');
           }
@@ -190,6 +218,10 @@ export const protocolRoutes =
         if (!deps.auth) return base;
         const value = protocolRunEvent.value({ params: { thread_id: threadId }, body: cmd, query: {} });
         const filters = await deps.auth.authorize(req.auth, protocolRunEvent.event, value);
+        // As the thread-scoped routes do: a thread the handler's filter hides is not there.
+        const thread = filters ? await storage.threads.get(threadId) : null;
+        if (thread && !matchesFilters(thread.metadata, filters))
+          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
         return { ...base, filters, runId: value.run_id as string };
       }
 
@@ -225,8 +257,9 @@ export const protocolRoutes =
           return;
         }
         try {
-          const caller =
-            cmd.method === 'run.start' || cmd.method === 'input.respond' ? await runCallerOf(cmd) : runCaller(req);
+          const runs = cmd.method === 'run.start' || cmd.method === 'input.respond';
+          if (!runs) await checkVisible();
+          const caller = runs ? await runCallerOf(cmd) : runCaller(req);
           const result = await runCommand({ storage, service }, threadId, cmd, caller);
           await send([{ type: 'success', id: cmd.id, result, meta: { thread_id: threadId } }]);
         } catch (err) {
