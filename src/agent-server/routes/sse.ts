@@ -17,6 +17,9 @@ export function openSse(req: FastifyRequest, reply: FastifyReply, location: stri
     connection: 'keep-alive',
     ...(location ? { 'content-location': location, location: `${location}/stream` } : {}),
   });
+  // Now, not with the first event: a client waits for the headers before it counts the stream as open (the
+  // protocol SDK's subscribe resolves then), and a quiet thread may send nothing for a while.
+  res.flushHeaders();
   let lastWrite = Date.now();
   const beat = setInterval(() => {
     if (Date.now() - lastWrite >= HEARTBEAT_MS - 50 && !res.writableNeedDrain && !res.destroyed) {
