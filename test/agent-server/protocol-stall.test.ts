@@ -1,6 +1,7 @@
 // A WebSocket subscriber of the thread protocol that stops reading holds the server to one page of the log: once
 // the socket takes nothing for --stream-stall-timeout it is dropped (logged), and a client that comes back gets the
-// whole run again from the durable log, every event once.
+// whole run again from the durable log, every event once. Subscriptions made back to back on one socket each get
+// their replay.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -74,5 +75,28 @@ describe('a protocol WebSocket that stops reading', { timeout: 90_000 }, () => {
       Array.from({ length: COUNT }, (_, i) => i),
     );
     again.ws.close();
+  });
+
+  it('gives each of several subscriptions made back to back its replay', async () => {
+    const threadId = crypto.randomUUID();
+    const first = await open(threadId);
+    const isEnd = (m: Record<string, unknown>) =>
+      m.method === 'lifecycle' && (m.params as { data: { event: string } }).data.event === 'completed';
+    const run = await fetch(`${server.url}/threads/${threadId}/commands`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 2, method: 'run.start', params: { assistant_id: 'burst', input: { count: 50 } } }),
+    });
+    expect(run.status).toBe(200);
+    await expect.poll(() => first.messages.some(isEnd), { timeout: 60_000 }).toBe(true);
+    // The first subscription has caught up with the finished run; three more arrive at once.
+    const subscribe = (id: number, channels: string[]) =>
+      first.ws.send(JSON.stringify({ id, method: 'subscription.subscribe', params: { channels } }));
+    subscribe(3, ['values']);
+    subscribe(4, ['updates']);
+    subscribe(5, ['checkpoints']);
+    const count = (method: string) => first.messages.filter((m) => m.method === method).length;
+    await expect.poll(() => [count('values'), count('updates'), count('checkpoints')].every((n) => n > 0)).toBe(true);
+    first.ws.close();
   });
 });

@@ -165,19 +165,23 @@ export const protocolRoutes =
 
       // One pump per connection, so every subscription sees its events in the session's order (the client fans
       // events out to its subscriptions by their filters). A new subscription restarts it from the session's start:
-      // what the earlier subscriptions were sent already is skipped, the rest goes out (the newcomer's replay).
+      // what the caught-up subscriptions were sent already (up to sentUpTo) is skipped, the rest goes out (the
+      // newcomers' replay). A pump catches up the subscriptions it started with once it passes sentUpTo; one
+      // restarted before that leaves them for the next pump to replay.
       const filters = new Map<string, EventFilter>();
+      const caughtUp = new Set<string>();
       let pump: AbortController | null = null;
       let sentUpTo = -1;
       const matchesAny = (e: ProtocolEvent, fs: EventFilter[]) =>
         fs.some((f) => matchesSubscription(e as never, f as never));
 
-      function restartPump(newcomer: string): void {
+      function restartPump(): void {
         pump?.abort();
         const ac = new AbortController();
         pump = ac;
         closed.signal.addEventListener('abort', () => ac.abort(), { once: true });
-        const before = [...filters].filter(([id]) => id !== newcomer).map(([, f]) => f);
+        const before = [...caughtUp].flatMap((id) => filters.get(id) ?? []);
+        const mine = [...filters.keys()];
         const upTo = sentUpTo;
         void (async () => {
           try {
@@ -185,7 +189,11 @@ export const protocolRoutes =
               const current = [...filters.values()];
               const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
               if (ac.signal.aborted || !(await send(out))) break;
-              if (page.length) sentUpTo = Math.max(sentUpTo, page[page.length - 1]!.seq);
+              const last = page[page.length - 1]?.seq ?? -1;
+              if (last >= upTo && !ac.signal.aborted) {
+                for (const id of mine) caughtUp.add(id);
+                sentUpTo = Math.max(sentUpTo, last);
+              }
             }
           } catch (err) {
             if (ac.signal.aborted) return;
@@ -209,7 +217,7 @@ export const protocolRoutes =
         filters.set(subscriptionId, parsed.data);
         // The answer goes first: the client files the subscription before its (replayed) events arrive.
         await send([{ type: 'success', id, result: { subscription_id: subscriptionId } }]);
-        restartPump(subscriptionId);
+        restartPump();
       }
 
       /** The caller of a run-starting command, authorized as POST /threads/{id}/commands would be. */
@@ -252,6 +260,7 @@ export const protocolRoutes =
             await send([errorBody(cmd.id, new CommandError('invalid_argument', message, 404))]);
             return;
           }
+          caughtUp.delete(sid);
           if (!filters.size) pump?.abort();
           await send([{ type: 'success', id: cmd.id, result: {} }]);
           return;
