@@ -13,6 +13,7 @@ import { installDisabledGroups, prefixRewriter } from './http/settings.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { GraphRegistry } from './graphs/index.ts';
 import type { UiBundles } from './graphs/ui.ts';
+import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhooks.ts';
@@ -109,6 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
+  await installWebSockets(app);
   installCors(app, ext.cors);
   if (deps.apiKeys) refuseForeignKeys(app, deps.apiKeys);
   // Custom auth replaces the platform's API key, as on the hosted platform.
@@ -153,6 +155,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.streamStallMs !== undefined ? { streamStallMs: deps.streamStallMs } : {}),
     version: deps.version ?? '0.1.0',
     ...(deps.ui ? { ui: deps.ui } : {}),
+    ...(customAuth ? { auth: customAuth } : {}),
   });
   return app;
 }

@@ -187,8 +187,15 @@ export function createAgentService({
     };
   }
 
-  async function createRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<RunRecord> {
+  /** `protocol`: started over the thread protocol (its events are stored in the protocol-native form). */
+  async function createRun(
+    threadId: string | null,
+    body: RunCreateBody,
+    caller?: RunAuth,
+    opts?: { protocol?: boolean },
+  ): Promise<RunRecord> {
     const run = await buildRun(threadId, body, caller);
+    if (opts?.protocol) run.kwargs.protocol = true;
     const created = await onThread(run.thread_id, () => storage.runs.create(run));
     if (run.delay_ms) engine.wakeAfter(run.delay_ms);
     return created;

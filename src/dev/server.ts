@@ -17,7 +17,12 @@ import { createOperator, type Operator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
 import { detectCgroup } from '../operator/runtimes/local/limits.ts';
-import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import {
+  deploymentProxy,
+  deploymentUpgrades,
+  DEPLOYMENTS_PREFIX,
+  type ProxyOptions,
+} from '../operator/runtimes/local/proxy.ts';
 import { AgentOrigins } from '../operator/runtimes/local/agent-origins.ts';
 import { createForeignKeyCheck } from '../control-plane/auth/keys.ts';
 import { storeLogSink } from '../operator/sources.ts';
@@ -94,11 +99,15 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const proxy = Fastify({
     loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
   });
+  // Set once the proxy options exist (they need the runtime, which needs the origins).
+  let upgradeAgents: ReturnType<typeof deploymentUpgrades> = (_req, socket) => void socket.destroy();
   const origins = new AgentOrigins({
     host: config.host,
     ports: config.agentPorts,
     stateFile: join(dataDir, 'runtime', 'agent-ports.json'),
     handler: (req, res) => proxy.routing(req, res),
+    // WebSockets (the thread streaming protocol) take the same way as requests, with the same checks.
+    upgrade: (req, socket, head) => upgradeAgents(req, socket, head),
     logger: logger.child({ component: 'agent-origins' }),
   });
   const runtime = new LocalRuntime({
@@ -141,7 +150,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     config.quotas,
   );
   const isForeign = createForeignKeyCheck(store, bootstrapKeysOf(config.bootstrapKey));
-  await deploymentProxy(proxy, {
+  const agentTraffic: ProxyOptions = {
     resolve: (id) => runtime.backend(id),
     deploymentAt: (req) => origins.deploymentAt(req),
     refuse: async (tenant, req) => {
@@ -151,7 +160,9 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
       }
       return undefined;
     },
-  });
+  };
+  await deploymentProxy(proxy, agentTraffic);
+  upgradeAgents = deploymentUpgrades(agentTraffic);
   await Promise.all([api.ready(), proxy.ready()]);
 
   const server = createFrontServer((req: IncomingMessage, res: ServerResponse) => {

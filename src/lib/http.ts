@@ -95,11 +95,19 @@ export function installErrorAnswers(app: FastifyInstance, answers: ErrorAnswers)
  */
 export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
 
-/** Values of the headers that carry credentials: every X-Api-Key, and Authorization whole and without its scheme. */
+/**
+ * Values of the headers that carry credentials: every X-Api-Key, Authorization whole and without its scheme, and the
+ * WebSocket subprotocols a browser passes credentials in (`x-api-key.<key>`, `bearer.<token>`).
+ */
 export function credentialValues(headers: IncomingHttpHeaders): string[] {
   const out = [headers['x-api-key'] ?? []].flat().filter(Boolean);
   const auth = headers.authorization;
   if (auth) out.push(auth, auth.replace(/^\S+\s+/, ''));
+  for (const protocol of String(headers['sec-websocket-protocol'] ?? '').split(',')) {
+    const p = protocol.trim();
+    for (const prefix of ['x-api-key.', 'bearer.'])
+      if (p.toLowerCase().startsWith(prefix)) out.push(p.slice(prefix.length));
+  }
   return out;
 }
 

@@ -15,7 +15,7 @@ import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
 import { createOperator } from '../operator/operator.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
-import { deploymentProxy, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import { deploymentProxy, deploymentUpgrades, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../operator/sources.ts';
 import { listenerCommand, parseListenerConfig, type ListenerConfig } from './config.ts';
 import { listenerCredentialResolver } from './git-credential.ts';
@@ -90,6 +90,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
   await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
   await proxy.ready();
   const server = createFrontServer((req, res) => proxy.routing(req, res));
+  server.on('upgrade', deploymentUpgrades({ resolve: (id) => runtime.backend(id) }));
   await new Promise<void>((res, rej) => {
     server.once('error', rej);
     server.listen(config.port, config.host, () => res());

@@ -89,6 +89,42 @@ const createRun: RouteEvent = {
   },
 };
 
+/**
+ * A thread-protocol command that starts a run (run.start, input.respond; over HTTP or a WebSocket): the create_run
+ * event, its value read from the command's params.
+ */
+export const protocolRunEvent: RouteEvent = {
+  event: 'threads:create_run',
+  scope: 'thread',
+  value: (r) => {
+    const b = (r.body ?? {}) as Json;
+    if (typeof b.params !== 'object' || b.params === null) b.params = {};
+    const p = b.params as Json;
+    if (typeof p.metadata !== 'object' || p.metadata === null) p.metadata = {};
+    return {
+      thread_id: params(r).thread_id ?? null,
+      assistant_id: p.assistant_id ?? null,
+      run_id: randomUUID(),
+      status: 'pending',
+      metadata: p.metadata,
+      multitask_strategy: p.multitask_strategy ?? p.multitaskStrategy ?? 'enqueue',
+      if_not_exists: 'create',
+      after_seconds: null,
+      prevent_insert_if_inflight: true,
+      kwargs: {
+        input: b.method === 'input.respond' ? null : (p.input ?? null),
+        command: b.method === 'input.respond' ? { resume: p.responses ?? p.response ?? null } : null,
+        config: p.config ?? null,
+        context: null,
+        stream_mode: null,
+        webhook: null,
+      },
+    };
+  },
+};
+
+const RUN_COMMANDS = new Set(['run.start', 'input.respond']);
+
 const assistantRead: RouteEvent = {
   event: 'assistants:read',
   scope: 'assistant',
@@ -136,7 +172,7 @@ const cronSearch: RouteEvent = {
   },
 };
 
-const TABLE: Record<string, RouteEvent> = {
+const TABLE: Record<string, RouteEvent | ((req: Req) => RouteEvent)> = {
   'POST /threads': {
     event: 'threads:create',
     value: (r) => {
@@ -191,6 +227,11 @@ const TABLE: Record<string, RouteEvent> = {
   'GET /threads/:thread_id/runs/:run_id/join': threadRead,
   'GET /threads/:thread_id/runs/:run_id/stream': threadRead,
   'GET /threads/:thread_id/stream': threadRead,
+  // The thread protocol: its event streams read the thread; its commands read it or start runs.
+  'GET /threads/:thread_id/stream/events': threadRead,
+  'POST /threads/:thread_id/stream/events': threadRead,
+  'POST /threads/:thread_id/commands': (r) =>
+    RUN_COMMANDS.has(String(((r.body ?? {}) as Json).method)) ? protocolRunEvent : threadRead,
   'POST /threads/:thread_id/runs/:run_id/cancel': {
     event: 'threads:update',
     scope: 'thread',
@@ -297,6 +338,8 @@ const TABLE: Record<string, RouteEvent> = {
   ]),
 };
 
-export function routeEvent(method: string, routeUrl: string | undefined): RouteEvent | undefined {
-  return routeUrl === undefined ? undefined : TABLE[`${method} ${routeUrl}`];
+/** The route's event; `req` picks it for routes whose event depends on the request (protocol commands). */
+export function routeEvent(method: string, routeUrl: string | undefined, req?: Req): RouteEvent | undefined {
+  const row = routeUrl === undefined ? undefined : TABLE[`${method} ${routeUrl}`];
+  return typeof row === 'function' ? row(req ?? { params: {}, body: {}, query: {} }) : row;
 }

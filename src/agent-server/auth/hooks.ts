@@ -130,7 +130,7 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
   }
 
   app.addHook('preHandler', async (req) => {
-    const route = routeEvent(req.method, req.routeOptions.url);
+    const route = routeEvent(req.method, req.routeOptions.url, req);
     if (!route || isOpenPath(req)) return;
     // A run or cron uses the assistant it names: the caller must be able to read it, else it is "not found" (the
     // run record would echo its config and context, the run its behaviour).

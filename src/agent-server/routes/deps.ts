@@ -1,4 +1,5 @@
 // What every route module is given: the stores, graphs, run engine and service of one server.
+import type { CustomAuth } from '../auth/custom.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
@@ -14,6 +15,8 @@ export interface RouteDeps {
   /** A stream client that takes nothing for this long is disconnected (default 60 s). */
   streamStallMs?: number;
   version: string;
+  /** langgraph.json's custom auth: commands over a WebSocket are authorized with it one by one. */
+  auth?: CustomAuth;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
 }

@@ -6,6 +6,7 @@ import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
 import { registerPlatformRoutes } from './platform.ts';
 import { runRoutes } from './runs.ts';
+import { protocolRoutes } from './protocol.ts';
 import { storeRoutes } from './store.ts';
 import { streamRoutes } from './stream.ts';
 import { threadRoutes } from './threads.ts';
@@ -41,6 +42,7 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(threadRoutes(deps));
   await app.register(runRoutes(deps));
   await app.register(streamRoutes(deps));
+  await app.register(protocolRoutes(deps));
   await app.register(storeRoutes(deps));
   await app.register(uiRoutes({ ...deps, ui: deps.ui ?? NO_UI }));
   await app.register(cronRoutes(deps));

@@ -5,7 +5,8 @@
 // events carry the log's ids, and Last-Event-ID resumes after one on any replica. A client that stops reading
 // holds one page in memory; one that has not taken a byte for the stall timeout is disconnected (it can resume).
 // A comment line goes out after 5 s without events, so proxies keep the connection. Thread streams and their
-// modes (run_modes, lifecycle, state_update): streams/thread-events.ts.
+// modes (run_modes, lifecycle, state_update): streams/thread-events.ts. Runs started over the thread protocol
+// store their events in its own form (protocol/run-events.ts): these streams leave them out.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -17,11 +18,10 @@ import { API_STREAM_MODES } from '../runs/stream-modes.ts';
 import { isRunDone, isThreadOnly, threadEventFilter, THREAD_STREAM_MODES } from '../streams/thread-events.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
-import { disconnectSignal } from './reply.ts';
+import { openSse } from './sse.ts';
+import { isProtocolEventName } from '../protocol/run-events.ts';
 import { runCaller } from './runs.ts';
 import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';
-
-const HEARTBEAT_MS = 5_000;
 
 const modeList = <T extends string>(valid: readonly T[]) => {
   const one = z.string().refine((m): m is T => (valid as readonly string[]).includes(m), {
@@ -80,69 +80,6 @@ export const streamRoutes =
       return id > (await storage.streams.lastId()) ? -1 : id;
     }
 
-    /** Starts the SSE response; `write` resolves false once the client is gone or was dropped for not reading. */
-    function openSse(req: FastifyRequest, reply: FastifyReply, location: string | null) {
-      const signal = disconnectSignal(req, reply);
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-        ...(location ? { 'content-location': location, location: `${location}/stream` } : {}),
-      });
-      let lastWrite = Date.now();
-      const beat = setInterval(() => {
-        if (Date.now() - lastWrite >= HEARTBEAT_MS - 50 && !res.writableNeedDrain && !res.destroyed) {
-          res.write(': heartbeat\n\n');
-          lastWrite = Date.now();
-        }
-      }, HEARTBEAT_MS / 5);
-      beat.unref();
-      /** Writes frames (one writev); resolves false once the client is gone or was dropped for not reading. */
-      const write = async (chunks: Array<string | Buffer>): Promise<boolean> => {
-        if (signal.aborted || res.destroyed) return false;
-        if (!chunks.length) return true;
-        lastWrite = Date.now();
-        res.cork();
-        for (const c of chunks) res.write(c);
-        res.uncork();
-        if (!res.writableNeedDrain) return true;
-        // The socket's buffer is full: wait for the client to take it, up to the stall timeout.
-        const drained = await new Promise<boolean>((resolve) => {
-          const done = (v: boolean) => {
-            clearTimeout(timer);
-            res.off('drain', onDrain);
-            signal.removeEventListener('abort', onAbort);
-            resolve(v);
-          };
-          const onDrain = () => done(true);
-          const onAbort = () => done(false);
-          const timer = setTimeout(() => done(false), stallMs);
-          res.once('drain', onDrain);
-          signal.addEventListener('abort', onAbort, { once: true });
-        });
-        if (!drained && !signal.aborted) {
-          req.log.warn(
-            { stall_ms: stallMs },
-            'stream client stopped reading; disconnecting it (it can resume with Last-Event-ID)',
-          );
-          res.destroy();
-        }
-        return drained;
-      };
-      const end = () => {
-        clearInterval(beat);
-        if (!res.destroyed) res.end();
-      };
-      /** Ends the response without its last chunk: the client sees a broken stream, not a finished one. */
-      const cut = () => {
-        clearInterval(beat);
-        res.destroy();
-      };
-      return { signal, write, end, cut };
-    }
-
     const frame = (event: string, data: string, id?: number) =>
       `event: ${event}\ndata: ${data}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
     // One encoded frame per stored event, shared by every client reading it (a process's readers of a run get the
@@ -160,7 +97,7 @@ export const streamRoutes =
       run: RunRecord,
       opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean; modes?: string[] },
     ): Promise<void> {
-      const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`);
+      const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`, stallMs);
       if (opts.cancelOnDisconnect) {
         sse.signal.addEventListener(
           'abort',
@@ -187,7 +124,7 @@ export const streamRoutes =
           const out: Buffer[] = [];
           for (const e of page) {
             if (e.event === 'error') sawError = true;
-            if ((!keep || keep(e.event)) && !isThreadOnly(e)) out.push(frameOf(e));
+            if ((!keep || keep(e.event)) && !isThreadOnly(e) && !isProtocolEventName(e.event)) out.push(frameOf(e));
           }
           relayed += page.length;
           if (!(await sse.write(out))) break;
@@ -293,7 +230,7 @@ export const streamRoutes =
           ...(req.query.stream_mode ?? []),
           ...(req.query.stream_modes ?? []),
         ]);
-        const sse = openSse(req, reply, null);
+        const sse = openSse(req, reply, null, stallMs);
         const threadId = thread.thread_id;
         try {
           for await (const page of followStream({
@@ -305,7 +242,7 @@ export const streamRoutes =
           })) {
             const out: Array<string | Buffer> = [];
             for (const e of page) {
-              if (keep(e)) out.push(frameOf(e));
+              if (keep(e) && !isProtocolEventName(e.event)) out.push(frameOf(e));
               // A run changed the state: its new state follows the run's end, under the same id (a resume
               // after that id has seen both).
               if (stateUpdates && isRunDone(e)) {

@@ -6,10 +6,11 @@
 import { Command, Send } from '@langchain/langgraph';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
-import { serializeError, toPlain } from '../serde.ts';
+import { serializeError, stringify, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf } from './state.ts';
 import { planStream, StreamTranslator } from './stream-modes.ts';
+import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../protocol/run-events.ts';
 
 export interface ExecRequest {
   run: RunRecord;
@@ -41,6 +42,8 @@ interface RunKwargs {
   interrupt_before?: string[] | '*' | null;
   interrupt_after?: string[] | '*' | null;
   durability?: 'sync' | 'async' | 'exit';
+  /** Started over the thread protocol (protocol/): its events are LangGraph's protocol-native (v3) stream. */
+  protocol?: boolean;
 }
 
 export class InlineExecutor implements RunExecutor {
@@ -86,7 +89,18 @@ export class InlineExecutor implements RunExecutor {
         if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
         else last = data;
       });
-      if (plan.useEvents && graph.streamEvents) {
+      if (kw.protocol) {
+        // Content-block message events come only from LangGraph's v3 stream; every chunk is stored as it comes.
+        const v3 = { ...options, streamMode: PROTOCOL_GRAPH_MODES, subgraphs: true, version: 'v3' };
+        for await (const chunk of await graph.stream(input, v3 as never)) {
+          const [ns, mode, data] = chunk as [string[], string, unknown];
+          if (mode === 'values' && !ns.length) {
+            if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
+            else last = data;
+          }
+          onEvent(protocolEventName(mode, ns), stringify(data));
+        }
+      } else if (plan.useEvents && graph.streamEvents) {
         for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never))
           translate.event(e as never);
       } else {

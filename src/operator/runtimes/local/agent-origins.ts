@@ -5,6 +5,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { dirname } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { createFrontServer } from '../../../lib/http.ts';
 import type { Logger } from '../../../lib/logger.ts';
 
@@ -18,6 +19,8 @@ export type AgentOriginsOptions = {
   /** Where the port of each deployment is remembered. */
   stateFile: string;
   handler(req: IncomingMessage, res: ServerResponse): void;
+  /** WebSocket upgrades on a deployment's port. */
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   logger: Logger;
 };
 
@@ -125,6 +128,7 @@ export class AgentOrigins {
     for (const candidate of this.candidates(deploymentId)) {
       if (this.byPort.has(candidate)) continue;
       const server = createFrontServer(this.opts.handler);
+      if (this.opts.upgrade) server.on('upgrade', this.opts.upgrade);
       try {
         await new Promise<void>((resolve, reject) => {
           server.once('error', reject);

@@ -14,7 +14,8 @@
 // never passes, and neither does a cookie the browser would send to the platform's paths (cookies ignore ports).
 // What goes in is checked too: a request carrying a platform key (or another workspace's) is refused here, before
 // tenant code, which may read every header under custom auth, could see it.
-import type { IncomingMessage } from 'node:http';
+import { request, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import replyFrom, { type FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TENANT_CSP } from '../../../lib/http.ts';
@@ -204,4 +205,98 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
     scope.all(`${DEPLOYMENTS_PREFIX}/:id`, byPath);
     scope.all(`${DEPLOYMENTS_PREFIX}/:id/*`, byPath);
   });
+}
+
+/** Answers an upgrade that goes nowhere with a plain HTTP response and closes the socket. */
+function refuse(socket: Duplex, status: number, reason: string, body = '', extra: string[] = []): void {
+  const text = body || JSON.stringify({ detail: reason });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
+      extra.map((h) => `${h}\r\n`).join('') +
+      `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+  );
+}
+
+/** The deployment an upgrade is for and the path to ask its agent server for. */
+function upgradeTarget(opts: ProxyOptions, req: IncomingMessage): { id: string; path: string } | undefined {
+  const url = req.url ?? '';
+  if (opts.deploymentAt) {
+    const id = opts.deploymentAt(req);
+    return id && url.startsWith('/') ? { id, path: url } : undefined;
+  }
+  const m = /^\/deployments\/([^/?]+)(\/[^?]*)?(\?.*)?$/.exec(url);
+  if (!m) return undefined;
+  try {
+    return { id: decodeURIComponent(m[1]!), path: `${m[2] ?? '/'}${m[3] ?? ''}` };
+  } catch {
+    return undefined;
+  }
+}
+
+const headerLines = (res: IncomingMessage) => {
+  const lines: string[] = [];
+  for (let i = 0; i < res.rawHeaders.length; i += 2) lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
+  return lines.join('\r\n');
+};
+
+/**
+ * The 'upgrade' listener of the servers agents are reached on: a WebSocket to a deployment (its own origin with
+ * `deploymentAt`, else <base>/deployments/<id>/...) is relayed to the deployment's agent server byte for byte (its
+ * handshake, auth included, is the agent server's). The same checks as plain requests come first: a deployment
+ * restarting answers 503 with Retry-After, and a request carrying a platform key or another workspace's is refused
+ * (403) before tenant code sees it. A refusal of the agent server (401, 404, ...) reaches the client as it was sent;
+ * any other upgrade is refused.
+ */
+export function deploymentUpgrades(opts: ProxyOptions) {
+  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    socket.on('error', () => socket.destroy());
+    const target = upgradeTarget(opts, req);
+    if (!target) return refuse(socket, 404, 'Not Found');
+    void opts.resolve(target.id).then(
+      async (backend) => {
+        if (!backend) return refuse(socket, 404, 'Not Found', JSON.stringify({ detail: 'no live revision' }));
+        if ('unavailable' in backend) {
+          return refuse(socket, 503, 'Service Unavailable', JSON.stringify({ detail: backend.unavailable }), [
+            `retry-after: ${backend.retryAfterSecs}`,
+          ]);
+        }
+        const refusal = await opts.refuse?.(backend.tenant, req);
+        if (refusal) return refuse(socket, 403, 'Forbidden', JSON.stringify({ detail: refusal }));
+        const release = backend.acquire();
+        let released = false;
+        const done = () => {
+          if (released) return;
+          released = true;
+          release();
+        };
+        socket.once('close', done);
+        const upstream = request({
+          host: '127.0.0.1',
+          port: backend.port,
+          method: req.method,
+          path: target.path,
+          headers: req.headers,
+        });
+        upstream.on('upgrade', (res, up, upHead) => {
+          socket.write(`HTTP/1.1 101 Switching Protocols\r\n${headerLines(res)}\r\n\r\n`);
+          if (upHead.length) socket.write(upHead);
+          if (head.length) up.write(head);
+          up.on('error', () => socket.destroy());
+          up.once('close', () => socket.destroy());
+          socket.once('close', () => up.destroy());
+          up.pipe(socket).pipe(up);
+        });
+        upstream.on('response', (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            refuse(socket, res.statusCode ?? 502, res.statusMessage ?? '', Buffer.concat(chunks).toString()),
+          );
+        });
+        upstream.on('error', () => refuse(socket, 502, 'Bad Gateway'));
+        upstream.end();
+      },
+      () => refuse(socket, 502, 'Bad Gateway'),
+    );
+  };
 }

@@ -1,0 +1,214 @@
+// The thread protocol's commands (@langchain/protocol Command), the same over POST /threads/{id}/commands and a
+// WebSocket: run.start and input.respond create ordinary runs (through the service, so multitask strategies,
+// custom auth and the run queue apply), flagged to stream in the protocol-native form; state.get reads the
+// thread's state. Subscriptions are the transports' business (routes/protocol.ts). A command the server does not
+// serve is answered not_supported, naming it; bad params invalid_argument, naming the field.
+import { z } from 'zod';
+import { AppError } from '../../lib/errors.ts';
+import type { AgentService, RunAuth } from '../service.ts';
+import type { Storage } from '../storage/types.ts';
+import type { RunCreateBody } from '../routes/schemas.ts';
+
+export type ErrorCode =
+  | 'invalid_argument'
+  | 'unknown_command'
+  | 'no_such_run'
+  | 'no_such_interrupt'
+  | 'permission_denied'
+  | 'not_supported'
+  | 'unknown_error';
+
+export class CommandError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** The HTTP status of the answer over POST /commands. */
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+export const CommandEnvelope = z.object({
+  id: z.number().int().nonnegative(),
+  method: z.string().min(1).max(100),
+  params: z.record(z.string(), z.unknown()).nullish(),
+});
+export type CommandEnvelope = z.infer<typeof CommandEnvelope>;
+
+const obj = z.record(z.string(), z.unknown());
+const Strategy = z.enum(['reject', 'rollback', 'interrupt', 'enqueue']);
+const RunStart = z.object({
+  assistant_id: z.string().min(1),
+  input: z.unknown().optional(),
+  config: obj.nullish(),
+  metadata: obj.nullish(),
+  multitask_strategy: Strategy.nullish(),
+  multitaskStrategy: Strategy.nullish(),
+});
+const Response = z.object({ interrupt_id: z.string().min(1), response: z.unknown() });
+const InputRespond = z.object({
+  interrupt_id: z.string().min(1).optional(),
+  response: z.unknown().optional(),
+  responses: z.array(Response).min(1).optional(),
+  config: obj.nullish(),
+  metadata: obj.nullish(),
+  update: z.unknown().optional(),
+  goto: z.unknown().optional(),
+});
+const StateGet = z.object({ keys: z.array(z.string()).optional() });
+
+/** Commands of @langchain/protocol this server does not serve (yet): answered not_supported. */
+const UNSUPPORTED = new Set([
+  'agent.getTree',
+  'input.inject',
+  'state.listCheckpoints',
+  'state.fork',
+  'subscription.reconnect',
+]);
+
+export interface CommandDeps {
+  storage: Storage;
+  service: AgentService;
+}
+
+function parseParams<T>(schema: z.ZodType<T>, method: string, params: unknown): T {
+  const r = schema.safeParse(params ?? {});
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  throw new CommandError(
+    'invalid_argument',
+    `${method}: params.${issue.path.join('.') || '(params)'}: ${issue.message}`,
+    422,
+  );
+}
+
+/** A domain error of the service (assistant missing, thread busy, ...) as a command error. */
+function asCommandError(err: unknown): never {
+  if (err instanceof AppError) {
+    const code: ErrorCode = err.status === 403 ? 'permission_denied' : 'invalid_argument';
+    throw new CommandError(code, err.message, err.status);
+  }
+  throw err;
+}
+
+/** Interrupt ids the thread's latest checkpoint waits on (none for a thread that does not exist yet). */
+async function pendingInterrupts(deps: CommandDeps, threadId: string): Promise<Set<string>> {
+  if (!(await deps.storage.threads.get(threadId))) return new Set();
+  const state = await deps.service.getState(threadId, undefined, true);
+  const ids = new Set<string>();
+  const collect = (list: unknown) => {
+    for (const i of Array.isArray(list) ? list : []) {
+      const id = (i as { id?: unknown } | null)?.id;
+      if (typeof id === 'string') ids.add(id);
+    }
+  };
+  collect(state.interrupts);
+  for (const t of state.tasks) collect(t.interrupts);
+  return ids;
+}
+
+/** Runs one command on the thread; the result is the success response's `result`. */
+export async function runCommand(
+  deps: CommandDeps,
+  threadId: string,
+  cmd: CommandEnvelope,
+  caller: RunAuth,
+): Promise<Record<string, unknown>> {
+  switch (cmd.method) {
+    case 'run.start':
+      return runStart(deps, threadId, parseParams(RunStart, cmd.method, cmd.params), caller);
+    case 'input.respond':
+      return inputRespond(deps, threadId, parseParams(InputRespond, cmd.method, cmd.params), caller);
+    case 'state.get': {
+      const p = parseParams(StateGet, cmd.method, cmd.params);
+      const state = await deps.service.getState(threadId);
+      const values = state.values as Record<string, unknown> | null;
+      const picked =
+        p.keys && values && typeof values === 'object'
+          ? Object.fromEntries(Object.entries(values).filter(([k]) => p.keys!.includes(k)))
+          : values;
+      return {
+        values: picked,
+        ...(state.checkpoint_id
+          ? { checkpoint: { id: state.checkpoint_id, ns: state.checkpoint?.checkpoint_ns ?? '' } }
+          : {}),
+      };
+    }
+    default:
+      if (UNSUPPORTED.has(cmd.method))
+        throw new CommandError('not_supported', `${cmd.method} is not supported by this server`, 400);
+      if (cmd.method.startsWith('subscription.'))
+        throw new CommandError(
+          'not_supported',
+          `${cmd.method} is a WebSocket command; over HTTP, POST /threads/{thread_id}/stream/events subscribes`,
+          400,
+        );
+      throw new CommandError('unknown_command', `unknown command: ${cmd.method}`, 400);
+  }
+}
+
+async function runStart(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof RunStart>,
+  caller: RunAuth,
+): Promise<Record<string, unknown>> {
+  const configurable = (p.config?.configurable ?? {}) as Record<string, unknown>;
+  const checkpointId = typeof configurable.checkpoint_id === 'string' ? configurable.checkpoint_id : undefined;
+  // Input for a thread that waits on an interrupt resumes it, as on the reference server.
+  const resume = p.input != null && !checkpointId && (await pendingInterrupts(deps, threadId)).size > 0;
+  const body: RunCreateBody = {
+    assistant_id: p.assistant_id,
+    ...(resume ? { command: { resume: p.input } } : { input: p.input ?? null }),
+    ...(p.config ? { config: p.config as RunCreateBody['config'] } : {}),
+    ...(p.metadata ? { metadata: p.metadata } : {}),
+    ...(checkpointId ? { checkpoint_id: checkpointId } : {}),
+    multitask_strategy: p.multitask_strategy ?? p.multitaskStrategy ?? 'enqueue',
+    if_not_exists: 'create',
+  };
+  const run = await deps.service.createRun(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  return { run_id: run.run_id };
+}
+
+async function inputRespond(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof InputRespond>,
+  caller: RunAuth,
+): Promise<Record<string, unknown>> {
+  const answers = p.responses ?? (p.interrupt_id ? [{ interrupt_id: p.interrupt_id, response: p.response }] : []);
+  if (!answers.length)
+    throw new CommandError(
+      'invalid_argument',
+      'input.respond: params.interrupt_id or params.responses is required',
+      422,
+    );
+  const pending = await pendingInterrupts(deps, threadId);
+  for (const a of answers) {
+    if (!pending.has(a.interrupt_id))
+      throw new CommandError(
+        'no_such_interrupt',
+        `input.respond: the thread does not wait on interrupt ${a.interrupt_id}`,
+        404,
+      );
+  }
+  // The run resumes with the assistant that ran last on the thread.
+  const [last] = await deps.storage.runs.list(threadId, { limit: 1, offset: 0 });
+  if (!last) throw new CommandError('no_such_run', 'input.respond: the thread has no run to resume', 404);
+  const resume = Object.fromEntries(answers.map((a) => [a.interrupt_id, a.response]));
+  const body: RunCreateBody = {
+    assistant_id: last.assistant_id,
+    command: {
+      resume,
+      ...(p.update !== undefined ? { update: p.update as never } : {}),
+      ...(p.goto !== undefined ? { goto: p.goto as never } : {}),
+    },
+    ...(p.config ? { config: p.config as RunCreateBody['config'] } : {}),
+    ...(p.metadata ? { metadata: p.metadata } : {}),
+    multitask_strategy: 'enqueue',
+    if_not_exists: 'reject',
+  };
+  await deps.service.createRun(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  return {};
+}

@@ -1,0 +1,82 @@
+// A thread's protocol session as a subscriber sees it: the thread's durable event log from the start of its current
+// run (the oldest run still pending or running, else the latest), mapped to protocol events and filtered by the
+// subscriber's channels / namespaces / depth / since. Nothing is kept per thread between requests, so any replica
+// serves any session, and a client re-attaching (a rotated SSE stream, a WebSocket reconnect, a remounted page)
+// gets the same events under the same ids. A subscriber holds one page of the log and the mapper's few sets.
+import { matchesSubscription } from '@langchain/langgraph/stream';
+import { NotFoundError } from '../../lib/errors.ts';
+import { followStream } from '../runs/stream.ts';
+import type { RunEngine } from '../runs/engine.ts';
+import { TERMINAL_RUN_STATUSES, type RunRecord, type Storage } from '../storage/types.ts';
+import { ProtocolMapper, type ProtocolEvent, type RunFacts } from './events.ts';
+
+export interface EventFilter {
+  channels: string[];
+  namespaces?: string[][];
+  depth?: number;
+  since?: number;
+}
+
+/** How far back in the log the thread's session starts (events with a greater id belong to it). */
+export async function sessionStart(storage: Storage, threadId: string): Promise<number> {
+  // Read first: a run with no events yet writes only ids above it.
+  const last = await storage.streams.lastId();
+  const runs = await storage.runs.list(threadId, { limit: 20, offset: 0 });
+  if (!runs.length) return last;
+  const current = [...runs].reverse().find((r) => !TERMINAL_RUN_STATUSES.has(r.status)) ?? runs[0]!;
+  const first = await storage.streams.read(current.run_id, -1, 1, true);
+  return first.length ? first[0]!.id - 1 : last;
+}
+
+/** What the mapper reads of runs: a run when it starts, and once it has ended (waiting for that). */
+export function runFacts(storage: Storage, engine: RunEngine, threadId: string, signal: AbortSignal) {
+  const facts = (run: RunRecord | null): RunFacts | null => {
+    if (!run) return null;
+    const configurable = (run.kwargs.config as { configurable?: { graph_id?: unknown } } | undefined)?.configurable;
+    const err = run.error as { message?: unknown } | null;
+    return {
+      graphName: typeof configurable?.graph_id === 'string' ? configurable.graph_id : run.assistant_id,
+      status: run.status,
+      ...(typeof err?.message === 'string' ? { error: err.message } : {}),
+    };
+  };
+  return {
+    started: async (runId: string) => facts(await storage.runs.get(threadId, runId)),
+    ended: async (runId: string) => facts(await engine.waitForRun(threadId, runId, signal)),
+  };
+}
+
+/** The session's events matching `filter`, page by page, live, until `signal` aborts. */
+export async function* followSession(
+  storage: Storage,
+  engine: RunEngine,
+  threadId: string,
+  filter: EventFilter,
+  signal: AbortSignal,
+  /**
+   * Custom auth: whether the caller may see the thread. Asked before the first events go out (a session may be
+   * opened on a thread id that exists only later, made by someone else); false ends it with NotFoundError.
+   */
+  visible?: () => Promise<boolean>,
+): AsyncGenerator<ProtocolEvent[]> {
+  let allowed = !visible;
+  const mapper = new ProtocolMapper(runFacts(storage, engine, threadId, signal));
+  const afterId = await sessionStart(storage, threadId);
+  for await (const page of followStream({
+    streams: storage.streams,
+    key: { thread_id: threadId },
+    afterId,
+    ended: new Promise(() => undefined),
+    signal,
+  })) {
+    const out: ProtocolEvent[] = [];
+    for (const e of page) {
+      for (const pe of await mapper.map(e)) if (matchesSubscription(pe as never, filter as never)) out.push(pe);
+    }
+    if (out.length && !allowed) {
+      if (!(await visible!())) throw new NotFoundError(`Thread not found: ${threadId}`);
+      allowed = true;
+    }
+    yield out;
+  }
+}

@@ -1,0 +1,291 @@
+// The thread-centric streaming protocol of @langchain/protocol (the SDK's client.threads.stream / ThreadStream,
+// @langchain/react useStream): POST /threads/{id}/commands, POST /threads/{id}/stream/events (SSE with a
+// channels / namespaces / depth / since filter) and GET /threads/{id}/stream/events upgraded to a WebSocket that
+// carries commands, subscriptions and events. Sessions are read from the durable event log (protocol/session.ts):
+// any replica serves them, a reconnect replays under the same event ids. Auth is the API's: the routes pass the
+// same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs); a
+// browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
+import { randomUUID } from 'node:crypto';
+import { isSupportedChannel, matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyRequest } from 'fastify';
+import type { WebSocket } from 'ws';
+import { z } from 'zod';
+import { AppError, NotFoundError } from '../../lib/errors.ts';
+import { protocolRunEvent } from '../auth/events.ts';
+import { AuthHttpError, matchesFilters } from '../auth/custom.ts';
+import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
+import type { ProtocolEvent } from '../protocol/events.ts';
+import { followSession, type EventFilter } from '../protocol/session.ts';
+import type { RunAuth } from '../service.ts';
+import type { RouteDeps } from './deps.ts';
+import { runCaller } from './runs.ts';
+import { ThreadParams } from './schemas.ts';
+import { openSse } from './sse.ts';
+
+const PING_MS = 20_000;
+const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
+
+const Filter = z.object({
+  channels: z
+    .array(
+      z.string().refine(isSupportedChannel, {
+        message:
+          'unknown channel; valid: values, updates, messages, tools, lifecycle, input, checkpoints, tasks, custom, custom:<name>',
+      }),
+    )
+    .min(1)
+    .max(50),
+  namespaces: z
+    .array(z.array(z.string().max(500)).max(50))
+    .max(50)
+    .optional(),
+  depth: z.number().int().nonnegative().max(1000).optional(),
+  since: z.number().int().nonnegative().optional(),
+});
+
+const errorBody = (id: number | null, err: CommandError) => ({
+  type: 'error' as const,
+  id,
+  error: err.code,
+  message: err.message,
+});
+
+export const protocolRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { storage, service, engine } = deps;
+    const stallMs = deps.streamStallMs ?? 60_000;
+    /** Under custom auth: whether the thread (once it exists) is one the caller's threads:read filter lets them see. */
+    const visibility = (req: FastifyRequest, threadId: string) => {
+      const filters = req.authz?.filters;
+      if (!filters) return undefined;
+      return async () => {
+        const thread = await storage.threads.get(threadId);
+        return !!thread && matchesFilters(thread.metadata, filters);
+      };
+    };
+
+    app.post(
+      '/threads/:thread_id/commands',
+      { schema: { params: ThreadParams, body: CommandEnvelope } },
+      async (req, reply) => {
+        const cmd = req.body;
+        try {
+          const result = await runCommand({ storage, service }, req.params.thread_id, cmd, runCaller(req));
+          return { type: 'success', id: cmd.id, result, meta: { thread_id: req.params.thread_id } };
+        } catch (err) {
+          if (!(err instanceof CommandError)) throw err;
+          return reply.code(err.status).send({ ...errorBody(cmd.id, err), detail: err.message });
+        }
+      },
+    );
+
+    app.post(
+      '/threads/:thread_id/stream/events',
+      { schema: { params: ThreadParams, body: Filter } },
+      async (req, reply) => {
+        const sse = openSse(req, reply, null, stallMs);
+        try {
+          for await (const page of followSession(
+            storage,
+            engine,
+            req.params.thread_id,
+            req.body,
+            sse.signal,
+            visibility(req, req.params.thread_id),
+          )) {
+            const frames = page.map((e) => `event: ${e.method}\ndata: ${JSON.stringify(e)}\nid: ${e.event_id}\n\n`);
+            if (!(await sse.write(frames))) break;
+          }
+        } catch (err) {
+          // Not the caller's thread after all: the stream ends without a word (404 was the answer had it existed).
+          if (!(err instanceof NotFoundError)) throw err;
+        } finally {
+          sse.end();
+        }
+      },
+    );
+
+    app.route({
+      method: 'GET',
+      url: '/threads/:thread_id/stream/events',
+      schema: { params: ThreadParams },
+      // A plain GET: the route only speaks WebSocket (SSE subscriptions are POSTed with their filter).
+      handler: async (_req, reply) =>
+        reply
+          .code(426)
+          .header('upgrade', 'websocket')
+          .send({
+            detail:
+              'GET /threads/{thread_id}/stream/events is a WebSocket endpoint (send Upgrade: websocket); ' +
+              'POST it with a filter for server-sent events',
+          }),
+      wsHandler: (socket, req) => {
+        serveSocket(socket, req as FastifyRequest<{ Params: { thread_id: string } }>);
+      },
+    });
+
+    /** One WebSocket: commands in, their answers and the subscriptions' events out. */
+    function serveSocket(socket: WebSocket, req: FastifyRequest<{ Params: { thread_id: string } }>): void {
+      const threadId = req.params.thread_id;
+      // The upgrade checked the thread as it was then; it may be created later, by someone else.
+      const visible = visibility(req, threadId);
+      const checkVisible = async () => {
+        if (visible && (await storage.threads.get(threadId)) && !(await visible()))
+          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
+      };
+      const closed = new AbortController();
+      // A ping every 20 s: proxies that close idle connections (ingress-nginx: 60 s) keep an idle socket.
+      const ping = setInterval(() => socket.ping(), PING_MS);
+      ping.unref();
+      socket.on('close', () => {
+        clearInterval(ping);
+        closed.abort();
+      });
+
+      /** Sends messages; resolves once the socket took them (false: gone, or dropped for not reading). */
+      const send = (messages: unknown[]): Promise<boolean> =>
+        new Promise((resolve) => {
+          if (closed.signal.aborted || socket.readyState !== socket.OPEN || !messages.length)
+            return resolve(!closed.signal.aborted);
+          const timer = setTimeout(() => {
+            req.log.warn({ stall_ms: stallMs }, 'protocol WebSocket client stopped reading; closing it');
+            socket.terminate();
+            resolve(false);
+          }, stallMs);
+          messages.forEach((m, i) =>
+            socket.send(JSON.stringify(m), (err) => {
+              if (i < messages.length - 1) return;
+              clearTimeout(timer);
+              resolve(!err);
+            }),
+          );
+        });
+
+      // One pump per connection, so every subscription sees its events in the session's order (the client fans
+      // events out to its subscriptions by their filters). A new subscription restarts it from the session's start:
+      // what the caught-up subscriptions were sent already (up to sentUpTo) is skipped, the rest goes out (the
+      // newcomers' replay). A pump catches up the subscriptions it started with once it passes sentUpTo; one
+      // restarted before that leaves them for the next pump to replay.
+      const filters = new Map<string, EventFilter>();
+      const caughtUp = new Set<string>();
+      let pump: AbortController | null = null;
+      let sentUpTo = -1;
+      const matchesAny = (e: ProtocolEvent, fs: EventFilter[]) =>
+        fs.some((f) => matchesSubscription(e as never, f as never));
+
+      function restartPump(): void {
+        pump?.abort();
+        const ac = new AbortController();
+        pump = ac;
+        closed.signal.addEventListener('abort', () => ac.abort(), { once: true });
+        const before = [...caughtUp].flatMap((id) => filters.get(id) ?? []);
+        const mine = [...filters.keys()];
+        const upTo = sentUpTo;
+        void (async () => {
+          try {
+            for await (const page of followSession(storage, engine, threadId, EVERYTHING, ac.signal, visible)) {
+              const current = [...filters.values()];
+              const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
+              if (ac.signal.aborted || !(await send(out))) break;
+              const last = page[page.length - 1]?.seq ?? -1;
+              if (last >= upTo && !ac.signal.aborted) {
+                for (const id of mine) caughtUp.add(id);
+                sentUpTo = Math.max(sentUpTo, last);
+              }
+            }
+          } catch (err) {
+            if (ac.signal.aborted) return;
+            // 4000 + the HTTP status, as the SDK reads close codes: 4404 ends its stream without retrying.
+            if (err instanceof NotFoundError) return socket.close(4404, 'Thread not found');
+            req.log.error({ err }, 'protocol WebSocket stream failed');
+            socket.close(1011, 'stream failed');
+          }
+        })();
+      }
+
+      async function subscribe(id: number, params: unknown): Promise<void> {
+        const parsed = Filter.omit({ since: true }).safeParse(params ?? {});
+        if (!parsed.success) {
+          const issue = parsed.error.issues[0]!;
+          const message = `subscription.subscribe: params.${issue.path.join('.')}: ${issue.message}`;
+          await send([errorBody(id, new CommandError('invalid_argument', message, 422))]);
+          return;
+        }
+        const subscriptionId = randomUUID();
+        filters.set(subscriptionId, parsed.data);
+        // The answer goes first: the client files the subscription before its (replayed) events arrive.
+        await send([{ type: 'success', id, result: { subscription_id: subscriptionId } }]);
+        restartPump();
+      }
+
+      /** The caller of a run-starting command, authorized as POST /threads/{id}/commands would be. */
+      async function runCallerOf(cmd: CommandEnvelope): Promise<RunAuth> {
+        const base = runCaller(req);
+        if (!deps.auth) return base;
+        const value = protocolRunEvent.value({ params: { thread_id: threadId }, body: cmd, query: {} });
+        const filters = await deps.auth.authorize(req.auth, protocolRunEvent.event, value);
+        // As the thread-scoped routes do: a thread the handler's filter hides is not there.
+        const thread = filters ? await storage.threads.get(threadId) : null;
+        if (thread && !matchesFilters(thread.metadata, filters))
+          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
+        return { ...base, filters, runId: value.run_id as string };
+      }
+
+      async function onMessage(raw: Buffer): Promise<void> {
+        let json: unknown;
+        try {
+          json = JSON.parse(raw.toString('utf8'));
+        } catch {
+          await send([errorBody(null, new CommandError('invalid_argument', 'a command must be JSON', 400))]);
+          return;
+        }
+        const env = CommandEnvelope.safeParse(json);
+        if (!env.success) {
+          const issue = env.error.issues[0]!;
+          const message = `invalid command: ${issue.path.join('.') || '(command)'}: ${issue.message}`;
+          const id = (json as { id?: unknown } | null)?.id;
+          await send([
+            errorBody(typeof id === 'number' ? id : null, new CommandError('invalid_argument', message, 422)),
+          ]);
+          return;
+        }
+        const cmd = env.data;
+        if (cmd.method === 'subscription.subscribe') return subscribe(cmd.id, cmd.params);
+        if (cmd.method === 'subscription.unsubscribe') {
+          const sid = (cmd.params as { subscription_id?: unknown } | null | undefined)?.subscription_id;
+          if (typeof sid !== 'string' || !filters.delete(sid)) {
+            const message = `subscription.unsubscribe: no subscription ${String(sid)} on this connection`;
+            await send([errorBody(cmd.id, new CommandError('invalid_argument', message, 404))]);
+            return;
+          }
+          caughtUp.delete(sid);
+          if (!filters.size) pump?.abort();
+          await send([{ type: 'success', id: cmd.id, result: {} }]);
+          return;
+        }
+        try {
+          const runs = cmd.method === 'run.start' || cmd.method === 'input.respond';
+          if (!runs) await checkVisible();
+          const caller = runs ? await runCallerOf(cmd) : runCaller(req);
+          const result = await runCommand({ storage, service }, threadId, cmd, caller);
+          await send([{ type: 'success', id: cmd.id, result, meta: { thread_id: threadId } }]);
+        } catch (err) {
+          if (err instanceof CommandError) await send([errorBody(cmd.id, err)]);
+          else if (err instanceof AuthHttpError)
+            await send([errorBody(cmd.id, new CommandError('permission_denied', err.message, err.status))]);
+          else if (err instanceof AppError)
+            await send([errorBody(cmd.id, new CommandError('invalid_argument', err.message, err.status))]);
+          else {
+            req.log.error({ err }, `protocol command ${cmd.method} failed`);
+            await send([errorBody(cmd.id, new CommandError('unknown_error', 'the command failed', 500))]);
+          }
+        }
+      }
+
+      socket.on('message', (data: Buffer) => {
+        void onMessage(data).catch((err: unknown) => req.log.error({ err }, 'protocol WebSocket message failed'));
+      });
+    }
+  };
