@@ -11,7 +11,7 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
-import { createFrontServer } from '../../src/lib/http.ts';
+import { createFrontServer, credentialValues } from '../../src/lib/http.ts';
 import { deploymentProxy, deploymentUpgrades, type Backend } from '../../src/operator/runtimes/local/proxy.ts';
 import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
 
@@ -120,5 +120,54 @@ describe('WebSocket upgrades through the deployment proxy', { timeout: 90_000 },
       open: true,
     });
     await expect.poll(() => inUse, { timeout: 10_000 }).toBe(0);
+  });
+
+  it("on a deployment's own origin: a platform key in a subprotocol is refused before the agent, a restart is a 503", async () => {
+    const ADMIN = 'the-bootstrap-key-0123456789';
+    let asked = 0;
+    let restarting = false;
+    const port = Number(new URL(agent.url).port);
+    const origin = createFrontServer((_req, res) => res.end());
+    const options = {
+      resolve: async (): Promise<Backend | { unavailable: string; retryAfterSecs: number }> => {
+        asked++;
+        return restarting
+          ? { unavailable: 'its agent server is restarting', retryAfterSecs: 3 }
+          : { port, tenant: 'ws-1', acquire: () => () => undefined };
+      },
+      deploymentAt: () => 'dep-1',
+      refuse: async (_tenant: string, req: { headers: Record<string, unknown> }) =>
+        credentialValues(req.headers as never).includes(ADMIN) ? 'platform key' : undefined,
+    };
+    origin.on('upgrade', deploymentUpgrades(options));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    const at = `ws://127.0.0.1:${(origin.address() as { port: number }).port}`;
+    const handshake = (protocols: string[]) =>
+      new Promise<{ status?: number; retryAfter?: string; open?: boolean }>((resolve) => {
+        const ws = new WebSocket(`${at}/threads/${crypto.randomUUID()}/stream/events`, protocols);
+        ws.once('unexpected-response', (_req, res) => {
+          res.resume();
+          resolve({ status: res.statusCode, retryAfter: res.headers['retry-after'] as string | undefined });
+        });
+        ws.once('open', () => {
+          resolve({ open: true });
+          ws.close();
+        });
+        ws.once('error', () => undefined);
+      });
+    try {
+      // The key the agent knows opens the socket on the origin's own path (no /deployments/<id> prefix).
+      expect(await handshake(['agentplane', `x-api-key.${KEY}`])).toEqual({ open: true });
+      // A platform key, here in the subprotocol a browser would use, never reaches the agent server: the proxy's 403
+      // (the agent server answers an unknown key with 401).
+      expect((await handshake(['agentplane', `x-api-key.${ADMIN}`])).status).toBe(403);
+      expect((await handshake(['agentplane', `bearer.${ADMIN}`])).status).toBe(403);
+      restarting = true;
+      expect(await handshake(['agentplane', `x-api-key.${KEY}`])).toEqual({ status: 503, retryAfter: '3' });
+      expect(asked).toBe(4);
+    } finally {
+      origin.closeAllConnections();
+      await new Promise((r) => origin.close(r));
+    }
   });
 });
