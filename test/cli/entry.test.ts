@@ -1,5 +1,5 @@
 // The binary's own answers before any command runs: --version, and a mistyped command or flag named in one line.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -54,5 +54,41 @@ describe('agentplane', () => {
       busy.close();
       rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+
+  it('start banner: names the bootstrap key as set when it is, and says how to set one when it is not', async () => {
+    const banner = async (env: Record<string, string>) => {
+      const dataDir = mkdtempSync(path.join(tmpdir(), 'agentplane-banner-'));
+      const child = spawn(
+        process.execPath,
+        [path.join(ROOT, 'bin/agentplane.mjs'), 'dev', '--port', '0', '--data-dir', dataDir, '--sandbox', 'none'],
+        {
+          cwd: ROOT,
+          env: { ...process.env, AGENTPLANE_BOOTSTRAP_API_KEY: '', ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      try {
+        let out = '';
+        await new Promise<void>((resolve, reject) => {
+          child.stdout!.on('data', (c: Buffer) => {
+            out += c.toString();
+            if (/X-Tenant-Id: <workspace id>.*\n/.test(out)) resolve();
+          });
+          child.once('exit', (code) => reject(new Error(`dev exited (${code}): ${out}`)));
+        });
+        return out;
+      } finally {
+        child.kill('SIGKILL');
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    };
+    const withKey = await banner({ AGENTPLANE_BOOTSTRAP_API_KEY: 'banner-bootstrap-key-0123456789' });
+    expect(withKey).toContain('The bootstrap key (AGENTPLANE_BOOTSTRAP_API_KEY, as set) signs in');
+    expect(withKey).not.toContain('or start with AGENTPLANE_BOOTSTRAP_API_KEY');
+    expect(withKey).not.toContain('banner-bootstrap-key-0123456789');
+    const without = await banner({});
+    expect(without).toContain('or start with AGENTPLANE_BOOTSTRAP_API_KEY=<key of 16+ characters>');
+    expect(without).toContain('npx agentplane api-key create --tenant <workspace id>');
   });
 });
