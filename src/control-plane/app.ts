@@ -60,13 +60,25 @@ const WHERE: Record<string, string> = { querystring: 'query', params: 'path', he
 
 export async function createControlPlane(deps: ControlPlaneDeps): Promise<FastifyInstance> {
   // Secrets may total 1 MiB (a 422 names the one that crosses it); the body around them needs some room beyond that.
-  const app = fastify({ loggerInstance: deps.logger as FastifyBaseLogger, bodyLimit: 2 * 1024 * 1024 });
+  const app = fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: 2 * 1024 * 1024,
+    // One line per request, written below: a successful read (the CLI's and the console's polling) is debug, so a
+    // terminal shows what changed and what failed.
+    disableRequestLogging: true,
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installJsonBodyParser(app);
   // Request bodies may hold secret values: log only method and path.
   app.addHook('onRequest', async (req) => {
     req.log = req.log.child({ reqId: req.id });
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    const read = (req.method === 'GET' || req.method === 'HEAD') && reply.statusCode < 400;
+    // The path only: a query may carry an OAuth code or state.
+    const line = { method: req.method, path: req.url.split('?', 1)[0], statusCode: reply.statusCode };
+    req.log[read ? 'debug' : 'info']({ ...line, ms: Math.round(reply.elapsedTime) }, 'request completed');
   });
 
   installErrorAnswers(app, {
