@@ -1,4 +1,5 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -13,7 +14,24 @@ export function createLogger(opts: { level?: string; name?: string } = {}): Logg
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   };
-  return pino(options);
+  return pino(options, destination());
+}
+
+/**
+ * Where lines go: JSON (one object a line, for collectors and pipes), or readable lines on a terminal, as pino's own
+ * tooling does. AGENTPLANE_LOG_FORMAT=json|pretty overrides the choice made from whether stdout is a terminal.
+ */
+function destination(): DestinationStream | undefined {
+  const format = (process.env.AGENTPLANE_LOG_FORMAT ?? 'auto').toLowerCase();
+  const readable = format === 'pretty' || (format !== 'json' && process.stdout.isTTY === true);
+  if (!readable) return undefined;
+  return pretty({
+    sync: true,
+    colorize: process.stdout.isTTY === true,
+    translateTime: 'SYS:HH:MM:ss',
+    ignore: 'pid,hostname',
+    singleLine: true,
+  });
 }
 
 /** A logger that drops everything, for tests and library use. */
