@@ -340,7 +340,12 @@ export async function redisStreamEvents(
       clearInterval(sweepRecent);
       windows.clear();
       blocking.disconnect();
-      await following;
+      // The follower ends once its XREAD fails, which disconnect() makes happen at once while connected. A command
+      // that was queued while the connection was re-establishing after an outage is never settled by disconnect()
+      // (ioredis keeps it): wait one BLOCK period at most, so a shutdown after a Redis restart does not hang.
+      let bounded: NodeJS.Timeout | undefined;
+      await Promise.race([following, new Promise((r) => (bounded = setTimeout(r, BLOCK_MS + 1_000)))]);
+      clearTimeout(bounded);
       await redis.quit().catch(() => redis.disconnect());
     },
   };
