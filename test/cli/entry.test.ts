@@ -91,4 +91,27 @@ describe('agentplane', () => {
     expect(without).toContain('or start with AGENTPLANE_BOOTSTRAP_API_KEY=<key of 16+ characters>');
     expect(without).toContain('npx agentplane api-key create --tenant <workspace id>');
   });
+
+  it('installs onto a PATH from the checkout as docs/cli.md says, and runs from any folder', async () => {
+    const prefix = mkdtempSync(path.join(tmpdir(), 'agentplane-global-'));
+    try {
+      const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+      await promisify(execFile)(
+        npm,
+        ['install', '-g', '--prefix', prefix, '--ignore-scripts', '--no-audit', '--no-fund', '--offline', '.'],
+        { cwd: ROOT },
+      );
+      const elsewhere = mkdtempSync(path.join(tmpdir(), 'agentplane-elsewhere-'));
+      try {
+        const { stdout } = await promisify(execFile)(path.join(prefix, 'bin', 'agentplane'), ['--version'], {
+          cwd: elsewhere,
+        });
+        expect(stdout).toMatch(/^agentplane \d+\.\d+\.\d+ \(node /);
+      } finally {
+        rmSync(elsewhere, { recursive: true, force: true });
+      }
+    } finally {
+      rmSync(prefix, { recursive: true, force: true });
+    }
+  });
 });
