@@ -20,7 +20,7 @@ export const devCommand: CommandSpec = {
       short: 'p',
       description: 'TCP port of the API and the web console (0 picks a free one)',
       default: '8080',
-      env: ['AGENTPLANE_PORT'],
+      env: ['AGENTPLANE_PORT', 'PORT'],
     },
     'agent-ports': {
       type: 'string',

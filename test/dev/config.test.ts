@@ -23,6 +23,9 @@ describe('agentplane dev flags', () => {
     });
     expect(parseDevConfig(['--port', '0', '--data-dir', '/tmp/y'], env)).toMatchObject({ port: 0, dataDir: '/tmp/y' });
     expect(parseDevConfig(['--help'], {})).toBeNull();
+    // PORT as the other commands read it (and platforms set it); AGENTPLANE_PORT first when both are set.
+    expect(parseDevConfig([], { PORT: '9100' })).toMatchObject({ port: 9100 });
+    expect(parseDevConfig([], { PORT: '9100', AGENTPLANE_PORT: '9000' })).toMatchObject({ port: 9000 });
   });
 
   it('parses the isolation flags: sandbox, local repo roots (default: the current directory), retention, deadline', () => {
