@@ -83,11 +83,21 @@ async function list(
       d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id).catch(() => undefined) : undefined,
     ),
   );
+  // The serving revision by its number (the latest one is already at hand; an older one is one more call).
+  const serving = await Promise.all(
+    all.map((d, i) =>
+      !d.active_revision_id
+        ? undefined
+        : d.active_revision_id === latest[i]?.id
+          ? latest[i]
+          : client.getRevision(d.id, d.active_revision_id).catch(() => undefined),
+    ),
+  );
   const rows = all.map((d, i) => [
     d.name,
     d.id,
     revisionLabel(latest[i]),
-    d.active_revision_id && d.active_revision_id === latest[i]?.id ? 'latest' : d.active_revision_id ? 'older' : '-',
+    serving[i] ? String(serving[i].revision_number) : d.active_revision_id ? '?' : '-',
     healthLabel(d.health),
     d.source_revision_config.repo_ref ?? '',
     d.url ?? '',

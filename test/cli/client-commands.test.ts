@@ -229,7 +229,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     ]);
     expect(listed.stdout).toMatch(
       new RegExp(
-        `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+older\\s+ready\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
+        `^hello\\s+${dep.id}\\s+5 DEPLOY_FAILED\\s+1\\s+ready\\s+bad-config\\s+${dep.url.replace(/\./g, '\\.')}$`,
         'm',
       ),
     );
