@@ -270,7 +270,10 @@ export function deploymentUpgrades(opts: ProxyOptions) {
           release();
         };
         socket.once('close', done);
+        // A connection of its own (agent: false): the socket becomes the WebSocket, and a pooled keep-alive socket the
+        // agent server may be closing at that moment would fail the handshake with a reset.
         const upstream = request({
+          agent: false,
           host: '127.0.0.1',
           port: backend.port,
           method: req.method,
