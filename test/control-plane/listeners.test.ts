@@ -2,17 +2,11 @@
 // compute_id/compute_type, delete refused while it has deployments unless cascade), listener keys (their tenant,
 // their listener's endpoints only, never another listener's work), deployments naming listeners (unknown or another
 // workspace's -> 404), and a listener's reports touching only what is assigned to it. Written as an attacker would.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
-import { startKube } from './helpers/kube.ts';
+import { freshStores, type OpenedStore } from './helpers/stores.ts';
 
 const ADMIN = 'listeners-admin-key-0123456789';
 /** Small caps for pushed logs, so a test reaches them with a few reports (the default is the local builds' own). */
@@ -20,38 +14,10 @@ const LOG_LIMITS = { maxLines: 40, maxBytes: 64 * 1024 };
 const A = 'ws-a';
 const B = 'ws-b';
 
-type Opened = { store: ControlPlaneStore; close: () => Promise<void> };
-const stores: Record<string, () => Promise<Opened>> = {
-  embedded: async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-cp-listeners-'));
-    const store = openEmbeddedStore({ dataDir: dir });
-    return {
-      store,
-      close: async () => {
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  },
-  kubernetes: async () => {
-    const kube = await startKube();
-    const store = openKubernetesStore({
-      kubeConfig: loadKubeConfig(kube.kubeconfig),
-      namespace: 'tenants',
-      logger: silentLogger(),
-    });
-    return {
-      store,
-      close: async () => {
-        await store.close();
-        await kube.stop();
-      },
-    };
-  },
-};
+const stores: Record<string, () => Promise<OpenedStore>> = freshStores('ap-cp-listeners-');
 
 describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
-  let opened: Opened;
+  let opened: OpenedStore;
   let app: FastifyInstance;
   const call = async (method: string, url: string, opts: { key?: string; tenant?: string; body?: unknown } = {}) => {
     const res = await app.inject({

@@ -3,9 +3,6 @@
 // refused request is written; another workspace is not affected; requests sent all at once cannot squeeze past the
 // last place; deleting deployments does not give the hour's revisions back; and the hourly window moves with the
 // (injected) clock, with Retry-After saying when.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,46 +10,15 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { parseAuthKeyring } from '../../src/control-plane/services/auth-crypto.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
-import { startKube } from './helpers/kube.ts';
+import { freshStores, type OpenedStore } from './helpers/stores.ts';
 
 const ADMIN = 'quotas-admin-key-0123456789';
 const A = 'greedy';
 const B = 'neighbour';
 const HOUR = 3_600_000;
 
-type Opened = { store: ControlPlaneStore; close: () => Promise<void> };
-const stores: Record<string, () => Promise<Opened>> = {
-  embedded: async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-cp-quotas-'));
-    const store = openEmbeddedStore({ dataDir: dir });
-    return {
-      store,
-      close: async () => {
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  },
-  kubernetes: async () => {
-    const kube = await startKube();
-    const store = openKubernetesStore({
-      kubeConfig: loadKubeConfig(kube.kubeconfig),
-      namespace: 'tenants',
-      logger: silentLogger(),
-    });
-    return {
-      store,
-      close: async () => {
-        await store.close();
-        await kube.stop();
-      },
-    };
-  },
-};
+const stores: Record<string, () => Promise<OpenedStore>> = freshStores('ap-cp-quotas-');
 
 const deployment = (name: string) => ({
   name,
@@ -63,7 +29,7 @@ const deployment = (name: string) => ({
 });
 
 describe.each(Object.keys(stores))('per-workspace quotas on the %s store', (kind) => {
-  let opened: Opened;
+  let opened: OpenedStore;
   let app: FastifyInstance;
   let clock = Date.now();
   const call = async (method: string, url: string, opts: { tenant?: string; body?: unknown } = {}) => {
