@@ -1,6 +1,8 @@
 # agentplane: one image for every subcommand (control-plane, operator, agent-server, dev, api-key), and the base
 # image that generated agent Dockerfiles build FROM (they copy a project into /deps/app and run `agent-server`).
 # No compile step: tsx loads the TypeScript sources, ours and the agents'.
+# Node 22 LTS (maintained until April 2027; package.json engines: ^20.19.0 || ^22.13.0 || >=24). The node:22 tags
+# follow the newest 22.x, which satisfies every dependency's engines.
 ARG NODE_VERSION=22
 
 # Production dependencies, with the toolchain native modules (better-sqlite3) may need when no prebuilt binary fits.

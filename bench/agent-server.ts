@@ -21,6 +21,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import pg from 'pg';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
+import { startStatementCounter } from './pg-statement-counter.ts';
 import { runStreamBench } from './streams.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,6 +46,8 @@ const { values: args } = parseArgs({
     'no-write': { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     baseline: { type: 'string' },
+    'sql-top': { type: 'string', default: '0' },
+    json: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -62,6 +65,8 @@ if (args.help) {
       '  --profile            run our servers with --cpu-prof; .cpuprofile files land in the log folder',
       '  --baseline DIR       also run embedded/postgres from another checkout (e.g. a git worktree of an older',
       '                       commit) as targets "embedded@base"/"postgres@base", in the same rounds (A/B)',
+      '  --sql-top N          print the N statements Postgres targets sent most (whole run, by SQL text)',
+      '  --json FILE          also write the results as JSON (bench/cpu-per-cycle.ts reads it)',
       'Env: BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres)',
       '',
     ].join('\n'),
@@ -93,6 +98,8 @@ interface Result {
   p99: number;
   /** CPU ms the server (or, for the limit, this process) spent per completed cycle in the measured window. */
   cpuMsPerCycle?: number;
+  /** SQL statements the server sent to PostgreSQL per completed cycle (Postgres targets; bench/pg-statement-counter.ts). */
+  statementsPerCycle?: number;
   /** CPU ms this process (the SDK clients) spent per cycle; it shares the machine with the server. */
   clientCpuMsPerCycle?: number;
   /** 1-minute load average when the measured window began: how busy the shared machine was. */
@@ -234,6 +241,8 @@ interface Window {
   firstError?: string;
   /** Server (or limit: this process) CPU seconds in the window. */
   cpu?: number;
+  /** SQL statements the server sent in the window (Postgres targets). */
+  statements?: number;
   clientCpu: number;
   loadAvg: number;
 }
@@ -244,6 +253,7 @@ async function drive(
   op: (worker: number) => Promise<void>,
   workers: number,
   cpuSeconds?: () => number | Promise<number>,
+  statements?: () => number,
 ): Promise<Window> {
   const latencies: number[] = [];
   let completed = 0;
@@ -256,18 +266,24 @@ async function drive(
   let loadAvg = NaN;
   let selfStart = NaN;
   let selfEnd = NaN;
+  let sqlStart = NaN;
+  let sqlEnd = NaN;
   // Checked from the loops, not timers: an in-process graph run can keep the event loop in microtasks.
   const mark = (now: number) => {
     if (now >= warmEnd && Number.isNaN(loadAvg)) {
       loadAvg = os.loadavg()[0]!;
       selfStart = selfCpuSeconds();
+      if (statements) sqlStart = statements();
       if (cpuSeconds) cpuStart = Promise.resolve(cpuSeconds());
     }
     if (now >= end && Number.isNaN(selfEnd)) {
       selfEnd = selfCpuSeconds();
+      if (statements) sqlEnd = statements();
       if (cpuSeconds) cpuEnd = Promise.resolve(cpuSeconds());
     }
   };
+  // Timers as well: when a cycle takes longer than the window (a loaded machine), no loop iteration may fall in it.
+  const timers = [warmEnd, end].map((at) => setTimeout(() => mark(performance.now()), at - performance.now() + 1));
   const loops = Array.from({ length: workers }, async (_, w) => {
     while (performance.now() < end) {
       const t0 = performance.now();
@@ -287,6 +303,7 @@ async function drive(
     }
   });
   await Promise.all(loops);
+  for (const t of timers) clearTimeout(t);
   mark(performance.now());
   return {
     completed,
@@ -294,6 +311,7 @@ async function drive(
     errors,
     ...(firstError ? { firstError } : {}),
     ...(cpuStart && cpuEnd ? { cpu: (await cpuEnd) - (await cpuStart) } : {}),
+    ...(statements ? { statements: sqlEnd - sqlStart } : {}),
     clientCpu: selfEnd - selfStart,
     loadAvg,
   };
@@ -305,6 +323,9 @@ function combine(target: string, windows: Window[]): Result {
   const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
   const cpu = windows.every((w) => w.cpu !== undefined) ? windows.reduce((a, w) => a + w.cpu!, 0) : undefined;
   const clientCpu = windows.reduce((a, w) => a + w.clientCpu, 0);
+  const sql = windows.every((w) => w.statements !== undefined)
+    ? windows.reduce((a, w) => a + w.statements!, 0)
+    : undefined;
   const firstError = windows.find((w) => w.firstError)?.firstError;
   return {
     target,
@@ -314,6 +335,7 @@ function combine(target: string, windows: Window[]): Result {
     cyclesPerSec: completed / (windowSeconds * windows.length),
     ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
     ...(completed > 0 ? { clientCpuMsPerCycle: (clientCpu * 1000) / completed } : {}),
+    ...(sql !== undefined && completed > 0 ? { statementsPerCycle: sql / completed } : {}),
     loadAvg: windows.reduce((a, w) => a + w.loadAvg, 0) / windows.length,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
@@ -347,7 +369,12 @@ interface Contender {
   stop(): Promise<void>;
 }
 
-function serverContender(target: TargetName, server: Server, cleanup: () => Promise<void> = async () => {}): Contender {
+function serverContender(
+  target: TargetName,
+  server: Server,
+  cleanup: () => Promise<void> = async () => {},
+  statements?: () => number,
+): Contender {
   const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
   const pgid = server.proc.pid!;
   return {
@@ -358,6 +385,7 @@ function serverContender(target: TargetName, server: Server, cleanup: () => Prom
         (w) => cycle(sdk[w]!),
         clients,
         () => groupCpuSeconds(pgid),
+        statements,
       ),
     latency: () => startLatency(sdk[0]!, latencySamples),
     stop: async () => {
@@ -410,6 +438,7 @@ function report(results: Result[]): string {
       limitRate && isServer(r) ? `${fmt(r.cyclesPerSec / limitRate, 2)}×` : '-',
       r.startP50 === undefined ? '-' : `${fmt(r.startP50, 0)} / ${fmt(r.startP99, 0)}`,
       fmt(r.cpuMsPerCycle),
+      fmt(r.statementsPerCycle),
       isServer(r) ? fmt(r.clientCpuMsPerCycle) : '-',
       ref?.cpuMsPerCycle && r.cpuMsPerCycle && r !== ref ? `${fmt(ref.cpuMsPerCycle / r.cpuMsPerCycle, 2)}×` : '-',
       fmt(r.loadAvg),
@@ -425,8 +454,8 @@ function report(results: Result[]): string {
     '',
     'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
     '',
-    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | client CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | SQL statements / cycle | client CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r} |`),
     '',
     '- Targets take turns (limit, reference, embedded, Postgres, then again) so changing background load on the shared ' +
@@ -435,7 +464,9 @@ function report(results: Result[]): string {
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
     "- server CPU ms / cycle: user+system CPU of the server's process group (the limit: this process) in the measured " +
       "window divided by cycles; it depends far less on other load than cycles/s. Postgres' own CPU is not included.",
-    '- client CPU ms / cycle: this process running the 32 SDK clients; it competes with the server for the same cores.',
+    '- SQL statements / cycle: queries and executes the server sent to PostgreSQL (every connection: HTTP thread, ' +
+      'executor threads, LISTEN), counted on the wire by a relay in this process (bench/pg-statement-counter.ts).',
+    '- client CPU ms / cycle: this process running the 32 SDK clients (and the statement relay); it competes with the server for the same cores.',
     "- load avg: the machine's 1-minute load average when the window began (2 cores, shared with other work).",
     '- The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
     '- Targets: embedded ≥ 7× reference and ≥ 0.5× limit; Postgres ≥ 4× reference; created→running p50 ≤ 5 ms.',
@@ -483,7 +514,7 @@ function baselineComparison(windows: Map<TargetName, Window[]>): string {
 async function startContenders(logDir: string): Promise<Contender[]> {
   const contenders: Contender[] = [];
   const node = process.execPath;
-  const nodeFlags = args.profile ? ['--cpu-prof', '--cpu-prof-dir', logDir] : [];
+  const nodeFlags = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${logDir}`] : [];
   const ours = (port: number, store: string[], tree = root) => [
     ...nodeFlags,
     path.join(tree, 'bin/agentplane.mjs'),
@@ -538,11 +569,16 @@ async function startContenders(logDir: string): Promise<Contender[]> {
         await admin.connect();
         await admin.query(`CREATE DATABASE ${db}`);
         const dropDb = async () => {
+          await counter.close();
           await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
           await admin.end();
         };
         const dbUrl = new URL(ADMIN_URL);
         dbUrl.pathname = `/${db}`;
+        // The server talks to Postgres through a relay that counts its statements.
+        const counter = await startStatementCounter({ host: dbUrl.hostname, port: Number(dbUrl.port || 5432) });
+        dbUrl.hostname = '127.0.0.1';
+        dbUrl.port = String(counter.port);
         const port = await freePort();
         log(`starting agentplane (Postgres database ${db}) from ${tree.dir}`);
         let server: Server;
@@ -556,7 +592,25 @@ async function startContenders(logDir: string): Promise<Contender[]> {
           await dropDb();
           throw err;
         }
-        contenders.push(serverContender(name, server, dropDb));
+        const sqlTop = Number(args['sql-top']);
+        const report = async () => {
+          if (!sqlTop) return;
+          const all = counter.byText();
+          const total = all.reduce((a, [, n]) => a + n, 0);
+          log(`${name}: ${total} statements, the most sent:`);
+          for (const [sql, n] of all.slice(0, sqlTop)) log(`  ${String(n).padStart(7)}  ${sql}`);
+        };
+        contenders.push(
+          serverContender(
+            name,
+            server,
+            async () => {
+              await report();
+              await dropDb();
+            },
+            () => counter.statements(),
+          ),
+        );
       }
     }
   } catch (err) {
@@ -586,8 +640,10 @@ async function main(): Promise<void> {
         windows.get(c.target)!.push(w);
         const cpu =
           w.cpu !== undefined && w.completed ? `, server CPU ${fmt((w.cpu * 1000) / w.completed)} ms/cycle` : '';
+        const sql =
+          w.statements !== undefined && w.completed ? `, ${fmt(w.statements / w.completed)} SQL statements/cycle` : '';
         log(
-          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s${cpu}, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
+          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s${cpu}${sql}, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
         );
       }
     }
@@ -606,6 +662,7 @@ async function main(): Promise<void> {
     return l ? { ...r, startP50: l.p50, startP99: l.p99 } : r;
   });
   const table = report(results) + baselineComparison(windows);
+  if (args.json) await writeFile(args.json, JSON.stringify(results, null, 2));
   process.stdout.write(`${table}\n`);
   if (!args['no-write']) {
     await mkdir(path.dirname(resultsFile), { recursive: true });

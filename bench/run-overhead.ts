@@ -4,7 +4,9 @@
 // AsyncLocalStorage scope around each run (what naming the run in graph code's log lines cost before that moved to
 // LangGraph's runnable config, src/agent-server/platform/context.ts). No HTTP, no database (MemorySaver): it isolates
 // the graph-side cost of those extras from everything else the run-cycle benchmark measures.
-//   node --import tsx bench/run-overhead.ts plain|store|context|both [--runs N] [--concurrency N]
+// `lean` is `plain` with the agent server's lean run context (src/agent-server/runs/lean-run-context.ts: no
+// langsmith RunTree per runnable call while tracing is off).
+//   node --import tsx bench/run-overhead.ts plain|store|context|both|lean [--runs N] [--concurrency N]
 // One mode per process (an AsyncLocalStorage, once used, stays enabled for the process); alternate modes over
 // several invocations on a shared machine.
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -14,8 +16,9 @@ import { parseArgs } from 'node:util';
 import { InMemoryStore, MemorySaver } from '@langchain/langgraph';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
+import { installLeanRunContext } from '../src/agent-server/runs/lean-run-context.ts';
 
-const MODES = ['plain', 'store', 'context', 'both'] as const;
+const MODES = ['plain', 'store', 'context', 'both', 'lean'] as const;
 const { values, positionals } = parseArgs({
   options: { runs: { type: 'string', default: '600' }, concurrency: { type: 'string', default: '16' } },
   allowPositionals: true,
@@ -26,6 +29,7 @@ const runs = Number(values.runs);
 const concurrency = Number(values.concurrency);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
+if (mode === 'lean') installLeanRunContext();
 // loadGraphs patches the project's AsyncBatchedStore, as the server does.
 const registry = await loadGraphs(path.join(root, 'examples/agent/langgraph.json'), { logger: silentLogger() });
 const withStore = mode === 'store' || mode === 'both';

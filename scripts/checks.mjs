@@ -1,15 +1,26 @@
-// The static checks `npm test` runs before the suite: ESLint, Prettier --check and the two TypeScript projects.
+// The static checks `npm test` runs before the suite: ESLint, Prettier --check, the two TypeScript projects, knip
+// (no dead exports or files; knip.json) and dependency-cruiser (no import cycles, the layering of
+// .dependency-cruiser.cjs, tolerating only the known violations listed beside it).
 // They are independent and each uses one core, so they run side by side; each one's output is printed whole when it
 // ends (not interleaved), and the exit code is non-zero when any of them failed.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const require = createRequire(import.meta.url);
+// The folder of an installed package; read from node_modules directly when its exports hide package.json (knip).
+const packageDir = (pkg) => {
+  try {
+    return path.dirname(require.resolve(`${pkg}/package.json`));
+  } catch {
+    return path.join(import.meta.dirname, '..', 'node_modules', pkg);
+  }
+};
 const bin = (pkg, name) => {
-  const manifest = require(`${pkg}/package.json`);
+  const manifest = JSON.parse(readFileSync(path.join(packageDir(pkg), 'package.json'), 'utf8'));
   const rel = typeof manifest.bin === 'string' ? manifest.bin : manifest.bin[name];
-  return path.join(path.dirname(require.resolve(`${pkg}/package.json`)), rel);
+  return path.join(packageDir(pkg), rel);
 };
 
 const CHECKS = [
@@ -20,6 +31,19 @@ const CHECKS = [
   },
   { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit'] },
   { name: 'tsc --noEmit -p console', args: [bin('typescript', 'tsc'), '--noEmit', '-p', 'console'] },
+  { name: 'knip', args: [bin('knip', 'knip'), '--include', 'exports,files', '--no-progress'] },
+  {
+    name: 'depcruise',
+    args: [
+      bin('dependency-cruiser', 'depcruise'),
+      'src',
+      '--config',
+      '.dependency-cruiser.cjs',
+      '--ignore-known',
+      '--output-type',
+      'err',
+    ],
+  },
 ];
 
 const only = process.argv.slice(2);

@@ -8,9 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
 import { agentServerCommand } from '../src/agent-server/config.ts';
 import { apiKeyCommand } from '../src/control-plane/api-key-command.ts';
+import { secretKeyCommand } from '../src/control-plane/secret-key-command.ts';
 import { controlPlaneCommand } from '../src/control-plane/config.ts';
 import { devCommand } from '../src/dev/config.ts';
-import { operatorCommand } from '../src/operator/config.ts';
+import { operatorCommand } from '../src/operator/flags.ts';
 import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
@@ -44,6 +45,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/kubernetes.md': ['chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags'],
   'docs/listeners.md': ['listener-flags'],
+  'docs/operations.md': ['secret-key-flags'],
 };
 
 /** Text of a table cell: pipes, HTML-looking angle brackets and emphasis stars would break the table. */
@@ -155,6 +157,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'agent-server-flags': flagTable(agentServerCommand),
     'control-plane-flags': flagTable(controlPlaneCommand),
     'api-key-flags': flagTable(apiKeyCommand),
+    'secret-key-flags': flagTable(secretKeyCommand),
     'dev-flags': flagTable(devCommand),
     'operator-flags': flagTable(operatorCommand),
     'listener-flags': flagTable(listenerCommand),

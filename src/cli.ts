@@ -27,6 +27,10 @@ const commands: Record<string, Command> = {
     summary: 'Create control plane API keys (api-key create --tenant ID)',
     load: () => import('./control-plane/api-key-command.ts'),
   },
+  'secret-key': {
+    summary: 'Rotate the key of secret values in the embedded store (secret-key rotate; platform stopped)',
+    load: () => import('./control-plane/secret-key-command.ts'),
+  },
   deploy: {
     summary: 'Create or update a deployment over the REST API; --wait follows it to DEPLOYED (for people and CI)',
     load: () => import('./client/deploy-command.ts'),

@@ -27,8 +27,24 @@ export type Deployment = {
   active_revision_id: string | null;
   url: string | null;
   health: Health;
+  status_summary: StatusSummary;
   created_at: string;
   updated_at: string;
+};
+
+type SummaryState = 'serving' | 'building' | 'failed' | 'deleting';
+
+/** The API's one-read status: what serves, what it asked for last, and why that one is not serving (yet). */
+export type StatusSummary = {
+  state: SummaryState;
+  serving_revision_id: string | null;
+  serving_revision_number: number | null;
+  target_revision_id: string | null;
+  target_revision_number: number | null;
+  latest_revision_id: string | null;
+  latest_revision_number: number | null;
+  reason: string | null;
+  message: string | null;
 };
 
 /** Whether it serves now (its Ready condition); reason and message say why not. */
@@ -76,7 +92,31 @@ export function apiPrefix(pathname = location.pathname): string {
   return pathname.startsWith('/api-host') ? '/api-host' : '';
 }
 
-type Detail = string | { loc: (string | number)[]; msg: string }[];
+type Detail = string | { loc: (string | number)[]; msg: string; type?: string }[];
+
+/**
+ * The validator's wording ("Too small: expected string to have >=1 characters") in a person's words ("required");
+ * the API's own sentences ("must not contain ".." segments") pass unchanged.
+ */
+function humanMessage(msg: string): string {
+  if (/expected string to have >=1 characters|received undefined|^must not be blank$|^required\b/i.test(msg)) {
+    return 'required';
+  }
+  let m = /expected (?:number|int) to be >=?\s*(-?[\d.]+)/.exec(msg);
+  if (m) return `must be at least ${m[1]}`;
+  m = /expected (?:number|int) to be <=?\s*(-?[\d.]+)/.exec(msg);
+  if (m) return `must be at most ${m[1]}`;
+  m = /expected string to have <=\s*(\d+) characters/.exec(msg);
+  if (m) return `must be at most ${m[1]} characters`;
+  m = /expected string to have >=\s*(\d+) characters/.exec(msg);
+  if (m) return `must be at least ${m[1]} characters`;
+  m = /^Invalid input: expected (\w+), received (\w+)/.exec(msg);
+  if (m) return m[1] === 'number' || m[1] === 'int' ? 'must be a number' : `must be a ${m[1]}`;
+  m = /^Invalid option: expected one of (.+)$/.exec(msg);
+  if (m) return `must be one of ${m[1]!.replace(/"/g, '')}`;
+  if (/^Unrecognized key/.test(msg)) return 'is not a setting the API knows';
+  return msg.replace(/^Invalid input: ?/, '') || 'is not valid';
+}
 
 function toError(status: number, body: { detail?: Detail } | undefined): ApiError {
   const detail = body?.detail;
@@ -88,7 +128,9 @@ function toError(status: number, body: { detail?: Detail } | undefined): ApiErro
     for (const d of detail) {
       const path = d.loc[0] === 'body' ? d.loc.slice(1) : d.loc;
       const key = path.join('.');
-      fields[key] = fields[key] ? `${fields[key]}; ${d.msg}` : d.msg;
+      const msg = humanMessage(d.msg);
+      const seen = fields[key]?.split('; ') ?? [];
+      if (!seen.includes(msg)) fields[key] = [...seen, msg].join('; ');
     }
     const list = Object.entries(fields).map(([k, v]) => (k ? `${k}: ${v}` : v));
     return new ApiError(status, `Please fix: ${list.join(' · ')}`, fields);
@@ -121,7 +163,9 @@ export function createApi(session: Session) {
   const dep = (id: string) => `/deployments/${encodeURIComponent(id)}`;
   const rev = (id: string, rid: string) => `${dep(id)}/revisions/${encodeURIComponent(rid)}`;
   return {
-    listDeployments: (q: { name_contains?: string; status?: string; limit?: number; offset?: number } = {}) => {
+    listDeployments: (
+      q: { name_contains?: string; status?: string; state?: string; limit?: number; offset?: number } = {},
+    ) => {
       const p = new URLSearchParams();
       for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') p.set(k, String(v));
       return call<{ resources: Deployment[]; offset: number }>('GET', `/deployments?${p}`);

@@ -1,6 +1,6 @@
 // Small shared pieces: status badges, times, copy button, confirmation dialog, a JSON tree.
 import { useEffect, useRef, useState, type ReactNode } from 'react';
-import type { Health } from './api.ts';
+import type { Health, StatusSummary } from './api.ts';
 
 const TONE: Record<string, string> = {
   DEPLOYED: 'ok',
@@ -24,6 +24,31 @@ const TONE: Record<string, string> = {
 
 export function Status({ value }: { value: string }) {
   return <span className={`badge ${TONE[value] ?? 'muted'}`}>{value}</span>;
+}
+
+const STATE_TONE = { serving: 'ok', building: 'busy', failed: 'bad', deleting: 'warn' } as const;
+
+/** One phrase for a deployment's status summary: "Serving #3", "Building #4", "Failed: BUILD_FAILED", "Deleting". */
+export function stateLabel(s: StatusSummary): string {
+  const n = (x: number | null) => (x === null ? '' : ` #${x}`);
+  if (s.state === 'serving') return `Serving${n(s.serving_revision_number)}`;
+  if (s.state === 'building') return `Building${n(s.target_revision_number)}`;
+  if (s.state === 'failed') return `Failed${s.reason ? `: ${s.reason}` : ''}`;
+  return 'Deleting';
+}
+
+/** The deployment's badge (what a person needs first), its message as the title; while building or failed, a
+ * second, outlined badge says what still serves. */
+export function StateBadge({ summary }: { summary: StatusSummary }) {
+  const stillServing = summary.state !== 'serving' && summary.serving_revision_number !== null;
+  return (
+    <>
+      <span className={`badge ${STATE_TONE[summary.state]}`} title={summary.message ?? ''} data-state={summary.state}>
+        {stateLabel(summary)}
+      </span>
+      {stillServing && <span className="badge ok outline">serving #{summary.serving_revision_number}</span>}
+    </>
+  );
 }
 
 /** "Serving" or "Not serving: <reason>", with the message as its title; nothing before the operator looked. */

@@ -17,7 +17,8 @@ import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhooks.ts';
-import { createAgentService } from './service.ts';
+import { runMetricsOf } from './platform/run-metrics.ts';
+import { createAgentService } from './services/index.ts';
 import type { Storage } from './storage/types.ts';
 
 export interface AppDeps {
@@ -122,7 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const customAuth = ext.auth;
   const authFirst = !ext.app || ext.http.enable_custom_route_auth === true;
   if (customAuth) {
-    installCustomAuth(app, { auth: customAuth, storage: deps.storage, service, authenticateOnRequest: authFirst });
+    installCustomAuth(app, { auth: customAuth, service, authenticateOnRequest: authFirst });
   }
   if (ext.app) {
     mountCustomApp(app, ext.app, {
@@ -146,14 +147,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  const runMetrics = runMetricsOf(deps.storage);
   await registerRoutes(app, {
-    storage: deps.storage,
     graphs: deps.graphs,
     engine: deps.engine,
     service,
     keepAliveMs: deps.keepAliveMs ?? 5_000,
     ...(deps.streamStallMs !== undefined ? { streamStallMs: deps.streamStallMs } : {}),
     version: deps.version ?? '0.1.0',
+    ...(runMetrics ? { runMetrics } : {}),
     ...(deps.ui ? { ui: deps.ui } : {}),
     ...(customAuth ? { auth: customAuth } : {}),
   });

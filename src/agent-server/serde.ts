@@ -65,6 +65,16 @@ export function stringify(value: unknown): string {
   return JSON.stringify(jsonReady(value, '', new Set())) ?? 'null';
 }
 
+/**
+ * `value` as JSON.stringify serialises it as-is, without the round trip through text: messages become dicts,
+ * class instances their JSON, and whatever needs no rewriting is shared with `value`, so the result is read-only.
+ * Serialised later (a reply), it gives the same text as toPlain's copy would, from one serialisation.
+ */
+export function toJsonReady<T = unknown>(value: unknown): T {
+  if (value === undefined) return null as T;
+  return jsonReady(value, '', new Set()) as T;
+}
+
 /** A plain-JSON copy of graph output (messages turned into dicts, class instances into their JSON). */
 export function toPlain<T = unknown>(value: unknown): T {
   if (value === undefined) return null as T;

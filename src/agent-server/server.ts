@@ -12,18 +12,19 @@ import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
 import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
+import { installLeanRunContext } from './runs/lean-run-context.ts';
 import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
 import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
 import { postToCustomRoute } from './http/custom-app.ts';
-import { createAgentService } from './service.ts';
+import { createAgentService } from './services/index.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { openPostgresStorage } from './storage/postgres/index.ts';
 import { redisStreamEvents } from './storage/redis/stream-events.ts';
 import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
-import type { RunOutcome, RunRecord, Storage } from './storage/types.ts';
+import type { Json, RunOutcome, RunRecord, Storage } from './storage/types.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -134,6 +135,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     plannedUrl: `http://${plannedHost.includes(':') ? `[${plannedHost}]` : plannedHost}:${config.port}`,
     logLevel: config.logLevel,
   });
+  // No per-call langsmith RunTree while tracing is off (runs/lean-run-context.ts).
+  installLeanRunContext();
   const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
   // langgraph.json "ui": components bundled for the browser (a failure is reported, or refuses to start under --strict).
   const ui = await bundleUi(config.configPath, { logger, strict: config.strict });
@@ -175,9 +178,11 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       : {
           onRunFinished: (run: RunRecord, outcome: RunOutcome) =>
             webhooks.notify(run, outcome, async () =>
-              outcome.values !== undefined
-                ? outcome.values
-                : ((await storage.threads.get(run.thread_id))?.values ?? null),
+              outcome.valuesJson !== undefined
+                ? (JSON.parse(outcome.valuesJson) as Json)
+                : outcome.values !== undefined
+                  ? outcome.values
+                  : ((await storage.threads.get(run.thread_id))?.values ?? null),
             ),
         }),
     // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
@@ -229,8 +234,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const cronService = createAgentService({ storage, graphs, engine, webhookPolicy: webhookConfig.policy });
   const crons = new CronScheduler({
     storage,
-    buildRun: cronService.buildRun,
-    afterCreate: cronService.deleteThreadWhenDone,
+    buildRun: cronService.runs.build,
+    afterCreate: cronService.runs.deleteThreadWhenDone,
     logger: logger.child({ component: 'crons' }),
     pollMs: config.cronPollMs,
   });

@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { formatHelp, UsageError } from '../lib/cli-args.ts';
+import { RevisionPhase } from '../resources/index.ts';
 import {
   CliError,
   clientFrom,
@@ -17,6 +18,7 @@ import {
 import { readDeployFile, type DeployFile } from './deploy-file.ts';
 import { followRevision, isFailure, tailLog } from './follow.ts';
 import type { ControlPlaneClient, Deployment, DeploymentInput, Revision } from './http.ts';
+import { formatLogLine } from './log-lines.ts';
 import { printJson } from './output.ts';
 import { findByName } from './resolve.ts';
 
@@ -212,7 +214,8 @@ export async function deploy(client: ControlPlaneClient, s: DeploySettings, opts
     );
   }
   if (isFailure(revision.status)) {
-    await explainFailure(client, dep, revision, say);
+    // The build log was streamed above: only the deploy log's last lines are new.
+    await explainFailure(client, dep, revision, say, { buildLogShown: true });
     return 1;
   }
   if (!opts.json)
@@ -225,23 +228,27 @@ const commands = (s: DeploySettings) => ({
   ...(s.buildCommand !== undefined ? { build_command: s.buildCommand } : {}),
 });
 
-/** The status message and the last lines of the log of the step that failed. */
+/** The status message and the last lines of the log of the step that failed, unless that log was shown already. */
 async function explainFailure(
   client: ControlPlaneClient,
   dep: Deployment,
   rev: Revision,
   say: (l: string) => void,
+  o: { buildLogShown: boolean },
 ): Promise<void> {
   say(
     `deployment ${dep.name} revision ${rev.revision_number} ended ${rev.status}${rev.status_message ? `: ${rev.status_message}` : ''}`,
   );
-  if (rev.status === 'SKIPPED') {
+  if (rev.status === RevisionPhase.SKIPPED) {
     say('a newer revision replaced it before it was deployed');
     return;
   }
-  const type = rev.status === 'DEPLOY_FAILED' ? 'deploy' : 'build';
-  const lines = await tailLog(client, dep.id, rev.id, type, 30);
+  const type = rev.status === RevisionPhase.DEPLOY_FAILED ? 'deploy' : 'build';
+  if (type === 'build' && o.buildLogShown) return;
+  // The line that repeats the status message just said is left out.
+  const msg = rev.status_message;
+  const lines = (await tailLog(client, dep.id, rev.id, type, 30)).filter((l) => !msg || !l.message.includes(msg));
   if (!lines.length) return;
   say(`--- last lines of the ${type} log ---`);
-  for (const l of lines) say(l.message);
+  for (const l of lines) say(formatLogLine(l.message));
 }

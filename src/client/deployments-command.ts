@@ -11,8 +11,9 @@ import {
   runReporting,
   type ClientCommandSpec,
 } from './args.ts';
-import { ApiError, type ControlPlaneClient, type Deployment, type Revision } from './http.ts';
+import { ApiError, type ControlPlaneClient, type Deployment } from './http.ts';
 import { fields, printJson, shortSha, table, when } from './output.ts';
+import { servedGraphs } from './graph-ids.ts';
 import { findDeployment } from './resolve.ts';
 
 export const deploymentsCommand: ClientCommandSpec = {
@@ -77,39 +78,34 @@ async function list(
     process.stdout.write('no deployments\n');
     return;
   }
-  // One call per row for the latest revision's status: what people look for first.
-  const latest = await Promise.all(
-    all.map((d) =>
-      d.latest_revision_id ? client.getRevision(d.id, d.latest_revision_id).catch(() => undefined) : undefined,
-    ),
-  );
-  // The serving revision by its number (the latest one is already at hand; an older one is one more call).
-  const serving = await Promise.all(
-    all.map((d, i) =>
-      !d.active_revision_id
-        ? undefined
-        : d.active_revision_id === latest[i]?.id
-          ? latest[i]
-          : client.getRevision(d.id, d.active_revision_id).catch(() => undefined),
-    ),
-  );
-  const rows = all.map((d, i) => [
-    d.name,
-    d.id,
-    revisionLabel(latest[i]),
-    serving[i] ? String(serving[i].revision_number) : d.active_revision_id ? '?' : '-',
-    healthLabel(d.health),
-    d.source_revision_config.repo_ref ?? '',
-    d.url ?? '',
-  ]);
-  process.stdout.write(table(['NAME', 'ID', 'LATEST REVISION', 'SERVING', 'HEALTH', 'REF', 'URL'], rows));
+  const rows = all.map((d) => [d.name, d.id, statusLabel(d), d.source_revision_config.repo_ref ?? '', d.url ?? '']);
+  process.stdout.write(table(['NAME', 'ID', 'STATUS', 'REF', 'URL'], rows));
+}
+
+/**
+ * One phrase for what a person looks for first: "serving rev 3", "building rev 4 (serving rev 3)",
+ * "failed: BUILD_FAILED, rev 4 (serving rev 3)", "deleting" (from the API's status_summary).
+ */
+function statusLabel(d: Deployment): string {
+  const s = d.status_summary;
+  const serving = s.serving_revision_number === null ? '' : `serving rev ${s.serving_revision_number}`;
+  const rev = s.target_revision_number === null ? '' : `rev ${s.target_revision_number}`;
+  const also = serving ? ` (${serving})` : '';
+  switch (s.state) {
+    case 'serving':
+      return serving || 'serving';
+    case 'building':
+      return `building${rev ? ` ${rev}` : ''}${also}`;
+    case 'failed':
+      return `failed: ${s.reason ?? 'unknown'}${rev ? `, ${rev}` : ''}${also}`;
+    default:
+      return s.state;
+  }
 }
 
 /** "ready", or "not ready (<reason>)", or "-" before the operator looked. */
 const healthLabel = (h: Deployment['health'] | undefined) =>
   !h || h.ready === null ? '-' : h.ready ? 'ready' : `not ready${h.reason ? ` (${h.reason})` : ''}`;
-
-const revisionLabel = (r: Revision | undefined) => (r ? `${r.revision_number} ${r.status}` : '-');
 
 async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Promise<void> {
   if (json) return printJson(d);
@@ -118,10 +114,13 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
     d.active_revision_id ? client.getRevision(d.id, d.active_revision_id) : undefined,
   ]);
   const src = d.source_revision_config;
+  const graphs = active ? await servedGraphs(client, d.id, active.id).catch(() => []) : [];
   process.stdout.write(
     fields([
       ['name', d.name],
       ['id', d.id],
+      ['status', statusLabel(d)],
+      ...(d.status_summary.message ? ([['why', d.status_summary.message]] as [string, string][]) : []),
       ['url', d.url ?? '(not served yet)'],
       [
         'access',
@@ -144,6 +143,7 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
       ['repository', d.source_config.repo_url],
       ['ref', `${src.repo_ref ?? ''}${src.repo_commit_sha ? ` @ ${shortSha(src.repo_commit_sha)}` : ''}`],
       ['langgraph.json', src.graph_config_path],
+      ['graphs', graphs.map((g) => `${g.graphId} (assistant ${g.assistantId})`).join(', ')],
       ['install command', d.source_config.install_command],
       ['build command', d.source_config.build_command],
       ['secrets', d.secrets.map((s) => s.name).join(', ')],
@@ -151,10 +151,10 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
       ['updated', when(d.updated_at)],
     ]),
   );
-  if (d.url) process.stdout.write(howToCall(d));
+  if (d.url) process.stdout.write(howToCall(d, graphs[0]?.graphId));
 }
 
-function howToCall(d: Deployment): string {
+function howToCall(d: Deployment, graphId = '<graph id>'): string {
   const open = d.source_config.access_mode === 'public';
   const header = open ? '' : ` -H "X-Api-Key: $AGENTPLANE_API_KEY"`;
   return [
@@ -162,7 +162,7 @@ function howToCall(d: Deployment): string {
     'Call it (LangGraph SDK or HTTP):',
     `  new Client({ apiUrl: '${d.url}'${open ? '' : ', apiKey: process.env.AGENTPLANE_API_KEY'} })   // @langchain/langgraph-sdk`,
     `  curl -s -X POST ${d.url}/runs/wait${header} -H 'content-type: application/json' \\`,
-    `    -d '{"assistant_id":"<graph id>","input":{"messages":[{"role":"human","content":"Hi"}]}}'`,
+    `    -d '{"assistant_id":"${graphId}","input":{"messages":[{"role":"human","content":"Hi"}]}}'`,
     '',
   ].join('\n');
 }

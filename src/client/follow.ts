@@ -9,18 +9,11 @@ import {
   type LogType,
   type Revision,
 } from './http.ts';
+import { RevisionPhase, TERMINAL_REVISION_PHASES } from '../resources/index.ts';
+import { formatLogLine } from './log-lines.ts';
 
-const TERMINAL = new Set([
-  'DEPLOYED',
-  'CREATE_FAILED',
-  'BUILD_FAILED',
-  'DEPLOY_FAILED',
-  'SKIPPED',
-  'INTERRUPTED',
-  'UNKNOWN',
-]);
-export const isTerminal = (status: string) => TERMINAL.has(status);
-export const isFailure = (status: string) => isTerminal(status) && status !== 'DEPLOYED';
+export const isTerminal = (status: RevisionPhase) => TERMINAL_REVISION_PHASES.has(status);
+export const isFailure = (status: RevisionPhase) => isTerminal(status) && status !== RevisionPhase.DEPLOYED;
 
 export type FollowOptions = {
   timeoutMs: number;
@@ -44,19 +37,29 @@ export async function followRevision(
   const build = logCursor(client, dep.id, revisionId, 'build');
   let last: Revision | undefined;
   let outageSince: number | undefined;
+  // The newest log line is held back one poll: a failed step's last line ("build failed: <why>") carries the
+  // revision's status message, which the caller says once at the end, so it is not printed twice.
+  let held: LogEntry | undefined;
   const started = Date.now();
   for (;;) {
     try {
       const rev = await client.getRevision(dep.id, revisionId);
       // The log is read after the status, so a finished revision's last lines are already in it; they are printed
       // before the final status and after any other status change.
-      const lines = opts.logs === false ? [] : await build.next();
+      const lines = [...(held ? [held] : []), ...(opts.logs === false ? [] : await build.next())];
+      const terminal = isTerminal(rev.status);
+      held = terminal ? undefined : lines.pop();
       const changed = rev.status !== last?.status;
       const secs = Math.round((Date.now() - started) / 1000);
-      const statusLine = `${dep.name} revision ${rev.revision_number}: ${rev.status}${rev.status_message ? ` (${rev.status_message})` : ''} [${secs}s]`;
-      if (changed && !isTerminal(rev.status)) opts.write(statusLine);
-      for (const l of lines) opts.write(`  | ${l.message}`);
-      if (changed && isTerminal(rev.status)) opts.write(statusLine);
+      // A failure's message is the caller's to say (once, with what to do about it).
+      const message = rev.status_message && !isFailure(rev.status) ? ` (${rev.status_message})` : '';
+      const statusLine = `${dep.name} revision ${rev.revision_number}: ${rev.status}${message} [${secs}s]`;
+      if (changed && !terminal) opts.write(statusLine);
+      for (const l of lines) {
+        if (isFailure(rev.status) && rev.status_message && l.message.includes(rev.status_message)) continue;
+        opts.write(`  | ${formatLogLine(l.message)}`);
+      }
+      if (changed && terminal) opts.write(statusLine);
       last = rev;
       outageSince = undefined;
       if (isTerminal(rev.status)) return { revision: rev, timedOut: false };

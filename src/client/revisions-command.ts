@@ -1,6 +1,7 @@
 // `agentplane revisions list|logs|redeploy`: a deployment's revisions, their logs, and going back to one.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UsageError } from '../lib/cli-args.ts';
+import type { RevisionPhase } from '../resources/index.ts';
 import {
   CliError,
   clientFrom,
@@ -12,7 +13,8 @@ import {
   type ClientCommandSpec,
 } from './args.ts';
 import { isFailure, isTerminal, logCursor } from './follow.ts';
-import type { ControlPlaneClient, Deployment, LogType, Revision } from './http.ts';
+import type { ControlPlaneClient, Deployment, LogEntry, LogType, Revision } from './http.ts';
+import { formatLogLine } from './log-lines.ts';
 import { printJson, shortSha, table, when } from './output.ts';
 import { allRevisions, findDeployment, findRevision } from './resolve.ts';
 
@@ -21,7 +23,7 @@ export const revisionsCommand: ClientCommandSpec = {
   summary: "List a deployment's revisions, print their logs, or send traffic back to one (redeploy)",
   usage:
     'agentplane revisions list <deployment> [--limit 20] [--json]\n' +
-    '       agentplane revisions logs <deployment> [<revision>] [--type build|deploy] [--follow] [--json]\n' +
+    '       agentplane revisions logs <deployment> [<revision>] [--type build|deploy] [--follow] [--raw|--json]\n' +
     '       agentplane revisions redeploy <deployment> <revision> [--wait] [--json]\n' +
     '  <deployment>: name or id; <revision>: number, id, "latest" (default for logs) or "active"',
   options: {
@@ -32,6 +34,7 @@ export const revisionsCommand: ClientCommandSpec = {
       default: 'build',
     },
     follow: { type: 'boolean', description: 'logs: keep printing until the revision is DEPLOYED or failed' },
+    raw: { type: 'boolean', description: 'logs: print the lines as stored (agent servers log JSON lines)' },
     wait: { type: 'boolean', description: 'redeploy: return once the revision serves the traffic' },
     timeout: { type: 'string', description: 'seconds --follow / --wait wait before giving up', default: '1800' },
     ...connectionOptions,
@@ -62,7 +65,8 @@ export async function run(argv: string[]): Promise<void> {
     const dep = await findDeployment(client, positionals[0]!);
     if (sub === 'list') return list(client, dep, limit, json);
     const rev = await findRevision(client, dep, positionals[1]);
-    if (sub === 'logs') return logs(client, dep, rev, { type, follow: flags.follow === true, json, timeoutMs });
+    if (sub === 'logs')
+      return logs(client, dep, rev, { type, follow: flags.follow === true, json, raw: flags.raw === true, timeoutMs });
     return redeploy(client, dep, rev, { wait: flags.wait === true, json, timeoutMs });
   });
 }
@@ -91,21 +95,22 @@ async function logs(
   client: ControlPlaneClient,
   dep: Deployment,
   rev: Revision,
-  o: { type: LogType; follow: boolean; json: boolean; timeoutMs: number },
+  o: { type: LogType; follow: boolean; json: boolean; raw: boolean; timeoutMs: number },
 ): Promise<number> {
   const cursor = logCursor(client, dep.id, rev.id, o.type);
+  const text = (l: LogEntry) => (o.json ? JSON.stringify(l) : o.raw ? l.message : formatLogLine(l.message));
   if (!o.follow) {
     const lines = await cursor.next();
     if (o.json) printJson(lines);
-    else for (const l of lines) process.stdout.write(`${l.message}\n`);
+    else for (const l of lines) process.stdout.write(`${text(l)}\n`);
     return 0;
   }
   // Follow: log lines on stdout as they come, status changes on stderr; the exit code tells how it ended.
   const until = Date.now() + o.timeoutMs;
-  let status = '';
+  let status: RevisionPhase | undefined;
   for (;;) {
     const current = await client.getRevision(dep.id, rev.id);
-    for (const l of await cursor.next()) process.stdout.write(`${o.json ? JSON.stringify(l) : l.message}\n`);
+    for (const l of await cursor.next()) process.stdout.write(`${text(l)}\n`);
     if (current.status !== status)
       process.stderr.write(`${dep.name} revision ${current.revision_number}: ${current.status}\n`);
     status = current.status;
@@ -122,11 +127,24 @@ async function redeploy(
   rev: Revision,
   o: { wait: boolean; json: boolean; timeoutMs: number },
 ): Promise<number> {
+  // What the deploy log held before this redeploy was printed by the deploy that wrote it: only new lines are shown.
+  const deployLog = logCursor(client, dep.id, rev.id, 'deploy');
+  if (o.wait) await deployLog.next();
   let updated = await client.redeploy(dep.id, rev.id);
   if (o.wait) {
     const until = Date.now() + o.timeoutMs;
-    while (updated.active_revision_id !== rev.id) {
+    const started = Date.now();
+    let said = '';
+    process.stderr.write(`${dep.name}: sending the traffic to revision ${rev.revision_number}\n`);
+    // Progress as deploy --wait gives it: a line per status change, the agent server's start as it is logged.
+    for (;;) {
       const r = await client.getRevision(dep.id, rev.id);
+      const secs = Math.round((Date.now() - started) / 1000);
+      const now = `${dep.name} revision ${r.revision_number}: ${r.status}`;
+      if (now !== said) process.stderr.write(`${now} [${secs}s]\n`);
+      said = now;
+      for (const l of await deployLog.next()) process.stderr.write(`  | ${formatLogLine(l.message)}\n`);
+      if (updated.active_revision_id === rev.id) break;
       if (isFailure(r.status)) {
         process.stderr.write(
           `revision ${r.revision_number} ended ${r.status}${r.status_message ? `: ${r.status_message}` : ''}\n`,

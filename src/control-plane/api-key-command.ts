@@ -3,12 +3,13 @@ import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { formatHelp, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
-import { isAppError } from '../lib/errors.ts';
+import { describeError, isAppError } from '../lib/errors.ts';
 import { assertTenantId, createApiKey } from './auth/keys.ts';
 import { optionPicker } from '../lib/cli-args.ts';
 import { parseOrUsage, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
-import { describeError, embeddedStoreFile, openControlPlaneStore, StoreUnavailableError } from './store/index.ts';
-import type { ControlPlaneStore } from './store/types.ts';
+import { embeddedStateFile } from '../state/embedded/index.ts';
+import { openPlatformState, StateUnavailableError } from '../state/index.ts';
+import type { PlatformState } from '../state/types.ts';
 
 export const apiKeyCommand: CommandSpec = {
   name: 'api-key',
@@ -73,7 +74,7 @@ export async function run(argv: string[]): Promise<void> {
     throw new UsageError(`--tenant is only for create`);
   }
   const storeConfig = parseOrUsage(StoreConfig, storeConfigFrom(pick, process.cwd()));
-  if (storeConfig.store === 'embedded' && !existsSync(embeddedStoreFile(storeConfig.dataDir))) {
+  if (storeConfig.store === 'embedded' && !existsSync(embeddedStateFile(storeConfig.dataDir))) {
     // Opening would create an empty store: a key made there is unknown to the platform, which reads another folder.
     if (!(sub === 'create' && flags.init)) {
       process.stderr.write(`agentplane api-key: ${noStoreMessage(storeConfig.dataDir, sub === 'create')}\n`);
@@ -82,9 +83,9 @@ export async function run(argv: string[]): Promise<void> {
     }
   }
   const logger = createLogger({ level: 'warn', name: 'api-key' });
-  let store: ControlPlaneStore | undefined;
+  let store: PlatformState | undefined;
   try {
-    store = await openControlPlaneStore(storeConfig, logger);
+    store = await openPlatformState(storeConfig, logger);
     if (sub === 'create') {
       const { key, record } = await createApiKey(store, { tenants, name: z.string().parse(pick('name')) });
       process.stdout.write(
@@ -123,7 +124,7 @@ export async function run(argv: string[]): Promise<void> {
           ? 'could not list the keys'
           : 'could not revoke the key';
     const message =
-      err instanceof StoreUnavailableError || isAppError(err)
+      err instanceof StateUnavailableError || isAppError(err)
         ? err.message
         : `${verb} (${where}): ${describeError(err)}`;
     process.stderr.write(`agentplane api-key: ${message}\n`);

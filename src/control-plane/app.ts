@@ -1,6 +1,6 @@
 // The control plane's fastify instance, built from injected dependencies; it never listens (server.ts does).
 // `createControlPlane` is also what the one-machine `dev` command embeds.
-import fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import {
@@ -12,32 +12,38 @@ import {
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
-import { createAuthenticator, type BootstrapKey } from './auth/keys.ts';
+import { createAuthenticator, type Authenticator, type BootstrapKey } from './auth/keys.ts';
 import { registerConsole } from './console.ts';
 import { integrationHookRoutes, integrationRoutes } from './routes/v1/integrations.ts';
 import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
-import { createListenerService } from './services/listeners.ts';
+import { createListenerService } from './services/listeners/index.ts';
 import { ForbiddenError } from '../lib/errors.ts';
 import type { LogLimits } from '../lib/log-limits.ts';
-import { createDeploymentService } from './services/deployments.ts';
-import { createIntegrationService } from './services/integrations.ts';
-import type { GitHubApp } from './services/integrations-github.ts';
+import { createDeploymentService } from './services/deployments/index.ts';
+import { createIntegrationService } from './services/integrations/index.ts';
+import type { GitHubApp } from '../git/github-app.ts';
 import { createPushWebhooks } from './services/integrations-webhooks.ts';
-import { createAuthService, type AuthServiceOptions } from './services/auth-setup.ts';
+import { wireAuthService, type AuthServiceOptions } from './services/auth/setup.ts';
 import type { InputPolicy } from './services/input-rules.ts';
+import type { RepoPolicy } from '../git/repo-url.ts';
 import { createQuotas, type QuotaLimits } from './services/quotas.ts';
-import type { ControlPlaneStore } from './store/types.ts';
+import type { PlatformState } from '../state/types.ts';
 
 export interface ControlPlaneDeps {
-  store: ControlPlaneStore;
+  store: PlatformState;
   logger: Logger;
   /** Keys accepted without being stored (e.g. AGENTPLANE_BOOTSTRAP_API_KEY). */
   bootstrapKeys?: BootstrapKey[];
   /** Bounds and custom domains a deployment may ask for (defaults: DEFAULT_INPUT_POLICY). */
   policy?: InputPolicy;
+  /**
+   * Namespace a tenant's agent pods run in, where the ServiceAccounts and Secrets a deployment names must be (a
+   * namespace per tenant); default: the store's namespace.
+   */
+  referenceNamespace?: (tenant: string) => string;
   version?: string;
   /** Called after a key was created or revoked through the API (e.g. to publish key hashes to the agents now). */
   onKeysChanged?: () => void;
@@ -45,12 +51,14 @@ export interface ControlPlaneDeps {
   consoleDir?: string | false;
   /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
   github?: GitHubApp;
-  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth-setup.ts. */
+  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth/setup.ts. */
   auth?: AuthServiceOptions;
   /** What a listener's pushed log may store per revision and type (default: DEFAULT_LOG_LIMITS, as local builds). */
   listenerLogLimits?: LogLimits;
   /** Per-workspace quotas (default: DEFAULT_QUOTAS). */
   quotas?: QuotaLimits;
+  /** The local runtime's repo_url rules when builds run on this machine (dev): local paths are checked up front. */
+  localRepos?: RepoPolicy;
   /** Clock of the hourly quotas, milliseconds since the epoch (tests move it). */
   now?: () => number;
 }
@@ -65,7 +73,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     bodyLimit: 2 * 1024 * 1024,
     // One line per request, written below: a successful read (the CLI's and the console's polling) is debug, so a
     // terminal shows what changed and what failed.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -121,8 +129,10 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
+    referenceNamespace: deps.referenceNamespace,
     github: deps.github,
     quotas,
+    localRepos: deps.localRepos,
   });
 
   const listeners = createListenerService({
@@ -140,32 +150,33 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     github: deps.github,
     logger: deps.logger.child({ component: 'webhooks' }),
   });
-  const auth = createAuthService(deps.store, deps.logger, authenticate, { ...deps.auth, quotas });
+  const auth = wireAuthService(deps.store, deps.logger, authenticate, { ...deps.auth, quotas });
 
   for (const prefix of PREFIXES) {
-    app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
-    await app.register(
-      async (v2) => {
-        v2.addHook('onRequest', async (req) => {
-          req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
+    /** An encapsulated scope whose every route needs X-Api-Key (+ X-Tenant-Id), checked by `check`. */
+    const withApiKey =
+      (check: Authenticator, routes: (scope: FastifyInstance) => Promise<void>) => async (scope: FastifyInstance) => {
+        scope.addHook('onRequest', async (req) => {
+          req.principal = await check(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
           limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
         });
+        await routes(scope);
+      };
+    app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
+    await app.register(
+      withApiKey(authenticate, async (v2) => {
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service, deps.auth?.deploymentTokenKey));
         await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()
           .register(apiKeyRoutes(deps.store, deps.onKeysChanged ?? (() => undefined)));
-      },
+      }),
       { prefix: `${prefix}/v2` },
     );
     await app.register(
-      async (v2auth) => {
-        v2auth.addHook('onRequest', async (req) => {
-          req.principal = await auth.authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
-          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
-        });
+      withApiKey(auth.authenticate, async (v2auth) => {
         await v2auth.withTypeProvider<ZodTypeProvider>().register(authRoutes(auth.service));
-      },
+      }),
       { prefix: `${prefix}/v2` },
     );
     // Opened by the end user's browser: no API key, the OAuth state is the credential (routes/v2/auth.ts).
@@ -176,13 +187,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       },
     );
     await app.register(
-      async (v1) => {
-        v1.addHook('onRequest', async (req) => {
-          req.principal = await authenticate(header(req.headers['x-api-key']), header(req.headers['x-tenant-id']));
-          limitListenerKey(req.principal.listenerId, req.url.slice(prefix.length));
-        });
+      withApiKey(authenticate, async (v1) => {
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
-      },
+      }),
       { prefix: `${prefix}/v1` },
     );
     await app.register(

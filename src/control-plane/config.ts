@@ -10,12 +10,12 @@ import {
   type OptionSpec,
 } from '../lib/cli-args.ts';
 import type { BootstrapKey } from './auth/keys.ts';
-import { parseAuthKeyring } from './services/auth-crypto.ts';
-import { isDnsSubdomain } from './services/input-rules.ts';
-import { githubAppOptions, githubAppSettingsFrom } from './github-config.ts';
+import { parseAuthKeyring } from '../lib/auth-crypto.ts';
+import { isDnsSubdomain } from '../resources/index.ts';
+import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
 import { quotaLimitsFrom, quotaOptions } from './quota-options.ts';
 import type { QuotaLimits } from './services/quotas.ts';
-import type { GitHubAppSettings } from './services/integrations-github.ts';
+import type { GitHubAppSettings } from '../git/github-app.ts';
 
 /** Store flags shared by `control-plane` and `api-key create`. */
 export const storeOptions: Record<string, OptionSpec> = {

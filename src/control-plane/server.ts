@@ -5,15 +5,15 @@ import { createControlPlane } from './app.ts';
 import { KeyPublisher } from './auth/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
-import { derivedAuthKeyring, type AuthKeyring } from './services/auth-crypto.ts';
-import { readKeyFile } from './store/embedded/secret-box.ts';
-import { openControlPlaneStore } from './store/index.ts';
-import { createGitHubApp } from './services/integrations-github.ts';
-import type { ControlPlaneStore } from './store/types.ts';
+import { derivedAuthKeyring, type AuthKeyring } from '../lib/auth-crypto.ts';
+import { readKeyFile } from '../state/embedded/secret-box.ts';
+import { openPlatformState } from '../state/index.ts';
+import { createGitHubApp } from '../git/github-app.ts';
+import type { PlatformState } from '../state/types.ts';
 
 export interface RunningControlPlane {
   app: FastifyInstance;
-  store: ControlPlaneStore;
+  store: PlatformState;
   url: string;
   close(): Promise<void>;
 }
@@ -30,7 +30,7 @@ function authKeyring(config: ControlPlaneConfig): AuthKeyring | undefined {
 }
 
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
-  const store = await openControlPlaneStore(config, logger);
+  const store = await openPlatformState(config, logger);
   // In a cluster the agents read their tenant's key hashes from Secrets this process keeps current.
   const { enabled, prefix } = config.tenantNamespaces;
   const sink = store.tenantKeySink?.(enabled ? (tenant) => tenantNamespaceName(prefix, tenant) : undefined);
@@ -47,6 +47,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     logger,
     bootstrapKeys: config.bootstrapKeys,
     policy: config.policy,
+    ...(enabled ? { referenceNamespace: (tenant: string) => tenantNamespaceName(prefix, tenant) } : {}),
     quotas: config.quotas,
     ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),

@@ -2,8 +2,8 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
-import { githubAppOptions, githubAppSettingsFrom } from '../control-plane/github-config.ts';
-import type { GitHubAppSettings } from '../control-plane/services/integrations-github.ts';
+import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
+import type { GitHubAppSettings } from '../git/github-app.ts';
 import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
 

@@ -4,31 +4,37 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
 import type { BootstrapKey } from '../control-plane/auth/keys.ts';
-import type { AuthServiceOptions } from '../control-plane/services/auth-setup.ts';
-import type { ControlPlaneStore } from '../control-plane/store/types.ts';
-import type { GitHubApp } from '../control-plane/services/integrations-github.ts';
+import type { AuthServiceOptions } from '../control-plane/services/auth/setup.ts';
+import type { PlatformState } from '../state/types.ts';
+import type { GitHubApp } from '../git/github-app.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
+import type { RepoPolicy } from '../git/repo-url.ts';
 
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
   return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
 }
 
+/** What the dev process passes on to the control plane besides its store and logger. */
+export type DevControlPlaneOptions = {
+  /** AGENTPLANE_BOOTSTRAP_API_KEY: an admin key for every workspace. */
+  bootstrapKey?: string;
+  /** Called when a workspace's API keys change (the agents' key files follow). */
+  onKeysChanged?: () => void;
+  github?: GitHubApp;
+  auth?: AuthServiceOptions;
+  quotas?: QuotaLimits;
+  localRepos?: RepoPolicy;
+};
+
 export async function buildControlPlane(
-  store: ControlPlaneStore,
+  store: PlatformState,
   logger: Logger,
-  bootstrapKey?: string,
-  onKeysChanged?: () => void,
-  github?: GitHubApp,
-  auth?: AuthServiceOptions,
-  quotas?: QuotaLimits,
+  { bootstrapKey, ...rest }: DevControlPlaneOptions,
 ): Promise<FastifyInstance> {
   return createControlPlane({
     store,
     logger: logger.child({ component: 'control-plane' }),
     bootstrapKeys: bootstrapKeysOf(bootstrapKey),
-    onKeysChanged,
-    github,
-    auth,
-    quotas,
+    ...rest,
   });
 }

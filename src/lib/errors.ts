@@ -68,3 +68,30 @@ export class QuotaExceededError extends AppError {
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }
+
+/** One line: the error's message and those of its causes ("fetch failed: connect ECONNREFUSED ..."). */
+export function describeError(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e && depth < 4; depth++) {
+    const apiBody = (e as { body?: unknown }).body;
+    let msg = e instanceof Error ? e.message : String(e);
+    // client-node's ApiException carries the Status in `body`; its message repeats headers and the whole body.
+    if (typeof (e as { code?: unknown }).code === 'number' && 'headers' in (e as object)) {
+      const status = typeof apiBody === 'string' ? safeJson(apiBody) : (apiBody as { message?: string } | undefined);
+      const text = status?.message ?? /^Message: (.*)$/m.exec(msg)?.[1];
+      msg = `HTTP ${(e as { code: number }).code}${text ? ` ${text}` : ''}`;
+    }
+    msg = msg.split('\n')[0]!.trim();
+    if (msg && !parts.some((p) => p.includes(msg))) parts.push(msg);
+    e = (e as { cause?: unknown }).cause;
+  }
+  return parts.join(': ') || 'unknown error';
+}
+
+function safeJson(s: string): { message?: string } | undefined {
+  try {
+    return JSON.parse(s) as { message?: string };
+  } catch {
+    return { message: s.slice(0, 200) };
+  }
+}

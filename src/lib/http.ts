@@ -8,6 +8,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isConnectionError } from './connections.ts';
@@ -136,4 +137,18 @@ export function createFrontServer(
   server.requestTimeout = timeouts.requestTimeoutMs;
   server.keepAliveTimeout = 72_000;
   return server;
+}
+
+/**
+ * Listens on host:port (port 0: a free one) and returns the URL this machine reaches the server at: a wildcard
+ * address is reached through 127.0.0.1.
+ */
+export async function listenOn(server: Server, port: number, host: string): Promise<string> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const shown = host.includes(':') ? `[${host}]` : host;
+  return `http://${shown === '0.0.0.0' || shown === '[::]' ? '127.0.0.1' : shown}:${bound}`;
 }

@@ -2,21 +2,16 @@
 // `agentplane dev` without the API: its own embedded store and data dir, the operator and local runtime, and one port
 // serving the deployment URLs. With the kubernetes runtime it only writes AgentDeployment/AgentRevision resources;
 // the operator of that cluster does the rest.
-import { mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { formatHelp } from '../lib/cli-args.ts';
-import { createFrontServer } from '../lib/http.ts';
+import { createFrontServer, listenOn } from '../lib/http.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
-import { fileKeySink } from '../control-plane/auth/key-publisher.ts';
-import { openEmbeddedStore } from '../control-plane/store/embedded/index.ts';
-import { createOperator } from '../operator/operator.ts';
-import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
-import { detectSandbox, sharedTrees } from '../operator/runtimes/local/sandbox.ts';
-import { deploymentProxy, deploymentUpgrades, DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
-import { storeLogSink } from '../operator/sources.ts';
+import { openEmbeddedPlatformState } from '../state/embedded/index.ts';
+import { createLocalDataPlane } from '../local/data-plane.ts';
+import { PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
+import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { listenerCommand, parseListenerConfig, type ListenerConfig } from './config.ts';
 import { listenerCredentialResolver } from './git-credential.ts';
 import { ListenerSync } from './sync.ts';
@@ -32,76 +27,37 @@ function packageVersion(): string {
 export type RunningListener = { url?: string; close(): Promise<void> };
 
 export async function startLocalListener(config: ListenerConfig, logger: Logger): Promise<RunningListener> {
-  await mkdir(config.dataDir, { recursive: true });
-  const dataDir = realpathSync(config.dataDir);
-  const { sandbox, reason } = await detectSandbox(config.sandbox, {
-    hidden: [dataDir],
-    shared: sharedTrees(PACKAGE_DIR),
-  });
-  if (sandbox.kind === 'none') logger.warn({ sandbox: sandbox.kind }, `isolation: ${reason}`);
-  else logger.info({ sandbox: sandbox.kind }, `isolation: ${reason}`);
-  const store = openEmbeddedStore({ dataDir: join(dataDir, 'store') });
-  const keyFiles = fileKeySink(join(dataDir, 'runtime', 'auth'));
-  const runtime = new LocalRuntime({
-    dataDir: join(dataDir, 'runtime'),
-    logs: storeLogSink(store),
-    logger: logger.child({ component: 'local-runtime' }),
-    databaseUrl: config.databaseUrl,
-    healthTimeoutMs: 60_000,
-    sandbox,
-    allowLocalRepos: config.allowLocalRepos.map((d) => {
-      try {
-        return realpathSync(d);
-      } catch {
-        return d;
-      }
-    }),
-    protectedDirs: [dataDir],
-    // Private repositories: a fresh GitHub App token per build, asked of the control plane with the listener's key.
-    gitCredential: listenerCredentialResolver({
-      controlPlaneUrl: config.controlPlaneUrl,
-      apiKey: config.apiKey,
-      tenant: config.tenant,
-      listenerId: config.listenerId,
-      version: packageVersion(),
-    }),
-    buildTimeoutMs: 1_800_000,
-    keepBuilds: 5,
-    installCacheMaxBytes: 2048 * 1024 * 1024,
-    authKeysFile: (tenant) => {
-      const file = keyFiles.pathFor(tenant);
-      mkdirSync(dirname(file), { recursive: true });
-      try {
-        // The sync writes the real set (from the control plane) before any deployment of the tenant exists here.
-        writeFileSync(file, '{"hashes":[]}\n', { flag: 'wx' });
-      } catch {
-        // already there
-      }
-      return file;
+  const store = openEmbeddedPlatformState({ dataDir: join(config.dataDir, 'store') });
+  // Tenants' key files need no filling when made: the sync writes each tenant's set (from the control plane) before
+  // any deployment of the tenant exists here.
+  const dataPlane = await createLocalDataPlane({
+    dataDir: config.dataDir,
+    sandbox: config.sandbox,
+    allowLocalRepos: config.allowLocalRepos,
+    store,
+    logger,
+    runtime: {
+      databaseUrl: config.databaseUrl,
+      healthTimeoutMs: 60_000,
+      // Private repositories: a fresh GitHub App token per build, asked of the control plane with the listener's key.
+      gitCredential: listenerCredentialResolver({
+        controlPlaneUrl: config.controlPlaneUrl,
+        apiKey: config.apiKey,
+        tenant: config.tenant,
+        listenerId: config.listenerId,
+        version: packageVersion(),
+      }),
+      buildTimeoutMs: 1_800_000,
+      keepBuilds: 5,
+      installCacheMaxBytes: 2048 * 1024 * 1024,
     },
   });
-  const killChildren = () => runtime.killAllNow();
-  process.once('exit', killChildren);
+  const server = createFrontServer((req, res) => dataPlane.handle(req, res));
+  server.on('upgrade', (req, socket, head) => dataPlane.upgrade(req, socket, head));
+  const localUrl = await listenOn(server, config.port, config.host);
+  const url = config.publicUrl?.replace(/\/+$/, '') ?? localUrl;
+  await dataPlane.start(url);
 
-  const proxy = Fastify({
-    loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
-  });
-  proxy.get('/ok', async () => ({ ok: true }));
-  await deploymentProxy(proxy, { resolve: (id) => runtime.backend(id) });
-  await proxy.ready();
-  const server = createFrontServer((req, res) => proxy.routing(req, res));
-  server.on('upgrade', deploymentUpgrades({ resolve: (id) => runtime.backend(id) }));
-  await new Promise<void>((res, rej) => {
-    server.once('error', rej);
-    server.listen(config.port, config.host, () => res());
-  });
-  const { port } = server.address() as { port: number };
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  const url = config.publicUrl?.replace(/\/+$/, '') ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
-  runtime.setBaseUrl(url);
-
-  const operator = createOperator({ store, runtime, logger });
-  await operator.start();
   const sync = new ListenerSync({
     controlPlaneUrl: config.controlPlaneUrl,
     apiKey: config.apiKey,
@@ -109,7 +65,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
     listenerId: config.listenerId,
     store,
     namespace: store.namespace,
-    keySink: keyFiles,
+    keySink: dataPlane.keyFiles,
     logger,
     version: packageVersion(),
     pollTimeoutSecs: config.pollTimeoutSecs,
@@ -122,15 +78,12 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
     close() {
       closing ??= (async () => {
         await sync.stop();
-        await operator.stop();
-        await runtime.shutdown();
+        await dataPlane.close();
         await new Promise<void>((res) => {
           server.close(() => res());
           server.closeAllConnections();
         });
-        await proxy.close();
         await store.close();
-        process.removeListener('exit', killChildren);
       })();
       return closing;
     },
@@ -139,9 +92,9 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
 
 export async function startKubernetesListener(config: ListenerConfig, logger: Logger): Promise<RunningListener> {
   // Loaded here so the local runtime never pays for the Kubernetes client.
-  const { loadKubeConfig, openKubernetesStore } = await import('../control-plane/store/kubernetes/index.ts');
+  const { loadKubeConfig, openKubernetesPlatformState } = await import('../state/kubernetes/index.ts');
   const { tenantNamespaceName } = await import('../operator/runtimes/kubernetes/index.ts');
-  const store = openKubernetesStore({
+  const store = openKubernetesPlatformState({
     kubeConfig: loadKubeConfig(config.kubeconfig ? resolve(config.kubeconfig) : undefined),
     namespace: config.namespace,
     logger,

@@ -5,7 +5,7 @@
 // becomes the build's failure reason.
 import { isUuid } from '../resources/index.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
-import type { GitCredential } from '../operator/runtimes/types.ts';
+import type { GitCredential } from '../git/credentials.ts';
 import { callListenerApi, ListenerApiError, type ListenerConnection } from './control-plane.ts';
 
 export type ListenerCredentialOptions = ListenerConnection & { timeoutMs?: number };

@@ -4,7 +4,7 @@
 // URL, build/deploy log lines after the control plane's cursor). Works on any store of the port: the embedded one with
 // the local runtime, or a cluster's custom resources for its operator.
 import { isDeepStrictEqual } from 'node:util';
-import { NotFoundError } from '../lib/errors.ts';
+import { describeError, NotFoundError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { callListenerApi, ListenerApiError } from './control-plane.ts';
@@ -19,14 +19,12 @@ import {
   type AgentRevision,
   type SourceConfig,
 } from '../resources/index.ts';
-import type { ListenerReport, ListenerSnapshot } from '../control-plane/services/listeners.ts';
-import {
-  AlreadyExistsError,
-  StaleResourceVersionError,
-  type ControlPlaneStore,
-  type LogType,
-  type TenantKeySink,
-} from '../control-plane/store/types.ts';
+import type { ListenerReport, ListenerSnapshot } from '../control-plane/services/listeners/schemas.ts';
+import { AlreadyExistsError, StaleResourceVersionError } from '../state/errors.ts';
+import type { ResourceStore } from '../state/resources.ts';
+import type { SecretStore } from '../state/secrets.ts';
+import type { LogType, RevisionLogStore } from '../state/revision-logs.ts';
+import type { TenantKeySink } from '../state/api-keys.ts';
 
 /** Marks the local objects this listener manages (its listener id). */
 export const LABEL_LISTENER = 'agentplane.dev/listener';
@@ -36,7 +34,7 @@ export type ListenerSyncOptions = {
   apiKey: string;
   tenant: string;
   listenerId: string;
-  store: ControlPlaneStore;
+  store: ResourceStore & SecretStore & RevisionLogStore;
   /** Where a deployment goes when its listener_config names no namespace. */
   namespace: string;
   /** Where the tenant's key hashes go for its agents. */
@@ -72,6 +70,8 @@ export class ListenerSync {
   private readonly log: Logger;
   /** Every namespace a snapshot named since this process started. */
   private readonly seen = new Set<string>();
+  /** The last snapshot's key hashes could not be written yet; the report loop tries again on each tick. */
+  private keysPending = false;
 
   constructor(private readonly opts: ListenerSyncOptions) {
     this.log = opts.logger.child({ component: 'listener', listener_id: opts.listenerId });
@@ -145,10 +145,28 @@ export class ListenerSync {
     }
   }
 
+  /**
+   * The tenant's key hashes for its agents. Not being able to write them must not hold back the deployments: with
+   * a namespace per tenant the hashes go to the tenant's namespace, which the operator creates (and lets this
+   * listener write in) only once it sees the tenant's first deployment, which this snapshot is to write.
+   */
+  private async writeKeys(snap: ListenerSnapshot): Promise<void> {
+    if (!this.opts.keySink) return;
+    try {
+      await this.opts.keySink.write(this.opts.tenant, [...snap.key_hashes]);
+      if (this.keysPending) this.log.info('API key hashes written');
+      this.keysPending = false;
+    } catch (err) {
+      if (!this.keysPending)
+        this.log.warn(`cannot write the API key hashes yet (${describeError(err)}); retrying every second`);
+      this.keysPending = true;
+    }
+  }
+
   /** Makes the local store hold exactly the snapshot's deployments and revisions (nothing twice). */
   async apply(snap: ListenerSnapshot): Promise<void> {
     const { store, listenerId, tenant } = this.opts;
-    for (const [set, hashes] of [[tenant, snap.key_hashes] as const]) await this.opts.keySink?.write(set, [...hashes]);
+    await this.writeKeys(snap);
     const wanted = new Set<string>();
     for (const d of snap.deployments) {
       // Snapshot content comes from the control plane, but it is checked again here: only this tenant's objects.
@@ -363,6 +381,7 @@ export class ListenerSync {
     const interval = this.opts.reportIntervalMs ?? 1000;
     while (!this.abort.signal.aborted) {
       try {
+        if (this.keysPending && this.last) await this.writeKeys(this.last);
         const { report, marks } = await this.collect();
         const text = JSON.stringify(report);
         // Changes go at once; an unchanged report still goes every 10 s as the heartbeat.

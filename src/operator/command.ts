@@ -1,8 +1,9 @@
-// `agentplane operator`: parse flags/env, reconcile until SIGTERM/SIGINT; exit non-zero on lost leadership so
-// the pod restarts with a clean state.
+// `agentplane operator`: parse flags/env, reconcile until SIGTERM/SIGINT; exit non-zero on lost leadership (so
+// the pod restarts with a clean state) and on CRDs older than this operator needs.
 import { formatHelp } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
-import { operatorCommand, parseOperatorConfig } from './config.ts';
+import { parseOperatorConfig } from './config.ts';
+import { operatorCommand } from './flags.ts';
 import { startKubernetesOperator } from './kubernetes.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 
@@ -15,5 +16,5 @@ export async function run(argv: string[]): Promise<void> {
   const logger = createLogger({ level: config.logLevel, name: 'operator' });
   const running = startKubernetesOperator(config, logger);
   closeOnSignals(logger, () => running.close());
-  if ((await running.done) === 'lost-leadership') process.exit(1);
+  if ((await running.done) !== 'closed') process.exit(1);
 }

@@ -2,20 +2,23 @@
 // runtime acting on the cluster, and, when asked, a Lease so that only one replica acts at a time.
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../lib/logger.ts';
-import { openKubernetesStore } from '../control-plane/store/kubernetes/index.ts';
-import { buildCredentialResolver } from '../control-plane/services/integrations.ts';
+import { openKubernetesPlatformState } from '../state/kubernetes/index.ts';
+import { buildCredentialResolver } from '../git/credentials.ts';
 import { listenerCredentialResolver } from '../listener/git-credential.ts';
-import { createGitHubApp } from '../control-plane/services/integrations-github.ts';
+import { createGitHubApp } from '../git/github-app.ts';
 import type { OperatorConfig } from './config.ts';
 import { startHealthServer, type HealthServer, type OperatorState } from './health.ts';
 import { LeaderElector } from './leader/lease.ts';
+import { checkCrds } from './crd-check.ts';
 import { createOperator } from './operator.ts';
 import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
 import { storeLogSink } from './sources.ts';
 
+export type Outcome = 'closed' | 'lost-leadership' | 'crds-outdated';
+
 export type RunningOperator = {
-  /** Resolves when the operator stops acting for good (close() or lost leadership). */
-  done: Promise<'closed' | 'lost-leadership'>;
+  /** Resolves when the operator stops acting for good (close(), lost leadership, or CRDs too old to run on). */
+  done: Promise<Outcome>;
   /** Port of /healthz and /readyz once listening (undefined without --health-port). */
   health: Promise<number | undefined>;
   close(): Promise<void>;
@@ -30,7 +33,7 @@ function loadKubeConfig(file?: string): KubeConfig {
 
 export function startKubernetesOperator(config: OperatorConfig, logger: Logger): RunningOperator {
   const kubeConfig = loadKubeConfig(config.kubeconfig);
-  const store = openKubernetesStore({ kubeConfig, namespace: config.namespace, logger });
+  const store = openKubernetesPlatformState({ kubeConfig, namespace: config.namespace, logger });
   const runtime = new KubernetesRuntime({
     kubeConfig,
     namespace: config.namespace,
@@ -44,8 +47,8 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
       : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
   const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
-  let finish: (why: 'closed' | 'lost-leadership') => void = () => {};
-  const done = new Promise<'closed' | 'lost-leadership'>((r) => (finish = r));
+  let finish: (why: Outcome) => void = () => {};
+  const done = new Promise<Outcome>((r) => (finish = r));
   let acting = false;
   let state: OperatorState = config.leaderElect ? 'standby' : 'starting';
   let healthServer: HealthServer | undefined;
@@ -83,36 +86,45 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
         logger,
       })
     : undefined;
-  if (elector) {
-    elector.run({
-      onStartedLeading: async () => {
-        try {
-          await act();
-        } catch (err) {
-          logger.error({ err }, 'operator failed to start');
-          await halt();
+  // Nothing is acted on (no Lease taken) before the CRDs are known to be recent enough.
+  let closed = false;
+  const begin = async () => {
+    const pod = { namespace: config.leaseNamespace, name: config.identity };
+    if (!(await checkCrds({ kubeConfig, logger, pod }))) return finish('crds-outdated');
+    if (closed) return;
+    if (elector) {
+      elector.run({
+        onStartedLeading: async () => {
+          try {
+            await act();
+          } catch (err) {
+            logger.error({ err }, 'operator failed to start');
+            await halt();
+            finish('lost-leadership');
+          }
+        },
+        // A replica that lost the Lease may hold stale state: stop at once and let the process restart.
+        // Exit first: waiting for in-flight reconciles here would let a stuck one go on acting after the Lease may
+        // have passed to another replica. The stop is still started so that a caller that keeps the process sees it.
+        onStoppedLeading: async () => {
           finish('lost-leadership');
-        }
-      },
-      // A replica that lost the Lease may hold stale state: stop at once and let the process restart.
-      // Exit first: waiting for in-flight reconciles here would let a stuck one go on acting after the Lease may
-      // have passed to another replica. The stop is still started so that a caller that keeps the process sees it.
-      onStoppedLeading: async () => {
+          void halt().catch((err: unknown) => logger.warn({ err }, 'stopping after lost leadership failed'));
+        },
+      });
+    } else {
+      void act().catch((err: unknown) => {
+        logger.error({ err }, 'operator failed to start');
         finish('lost-leadership');
-        void halt().catch((err: unknown) => logger.warn({ err }, 'stopping after lost leadership failed'));
-      },
-    });
-  } else {
-    void act().catch((err: unknown) => {
-      logger.error({ err }, 'operator failed to start');
-      finish('lost-leadership');
-    });
-  }
+      });
+    }
+  };
+  void begin();
 
   return {
     done,
     health,
     async close() {
+      closed = true;
       if (elector) await elector.stop();
       await halt();
       await store.close();

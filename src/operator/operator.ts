@@ -1,7 +1,8 @@
 // Wires informers, queues and the two controllers over a store and a runtime. Store-agnostic: the embedded
 // store's watch here, the Kubernetes API's in a cluster.
 import type { Logger } from '../lib/logger.ts';
-import type { ControlPlaneStore } from '../control-plane/store/types.ts';
+import type { ResourceStore } from '../state/resources.ts';
+import type { SecretStore } from '../state/secrets.ts';
 import type { AgentDeployment, AgentRevision } from '../resources/index.ts';
 import { Controller } from './controller-kit/controller.ts';
 import { Informer, objectKey } from './controller-kit/informer.ts';
@@ -12,7 +13,7 @@ import { createRevisionReconciler } from './controllers/agentrevision/controller
 import { storeListWatch } from './sources.ts';
 
 export type OperatorOptions = {
-  store: ControlPlaneStore;
+  store: ResourceStore & Pick<SecretStore, 'getSecrets'>;
   runtime: Runtime;
   logger: Logger;
   /** Watch one namespace (default: all). */

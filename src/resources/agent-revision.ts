@@ -25,15 +25,18 @@ export const revisionPhaseSchema = z.enum([
   'UNKNOWN',
 ]);
 export type RevisionPhase = z.infer<typeof revisionPhaseSchema>;
+/** The phases by name (`RevisionPhase.DEPLOYED` is the string 'DEPLOYED'), so tsc checks every phase code names. */
+export const RevisionPhase = revisionPhaseSchema.enum;
 
+/** Phases a revision does not leave on its own: nothing more happens to it unless it is redeployed. */
 export const TERMINAL_REVISION_PHASES: ReadonlySet<RevisionPhase> = new Set([
-  'DEPLOYED',
-  'CREATE_FAILED',
-  'BUILD_FAILED',
-  'DEPLOY_FAILED',
-  'SKIPPED',
-  'INTERRUPTED',
-  'UNKNOWN',
+  RevisionPhase.DEPLOYED,
+  RevisionPhase.CREATE_FAILED,
+  RevisionPhase.BUILD_FAILED,
+  RevisionPhase.DEPLOY_FAILED,
+  RevisionPhase.SKIPPED,
+  RevisionPhase.INTERRUPTED,
+  RevisionPhase.UNKNOWN,
 ]);
 
 export const agentRevisionSpecSchema = z.object({

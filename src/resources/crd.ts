@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { agentDeploymentSpecSchema, agentDeploymentStatusSchema } from './agent-deployment.ts';
 import { agentRevisionSpecSchema, agentRevisionStatusSchema } from './agent-revision.ts';
 import { GROUP, VERSION } from './meta.ts';
+import { DEPLOYMENT_NAME_MAX, DEPLOYMENT_NAME_PATTERN } from './names.ts';
 
 type Json = Record<string, unknown>;
 
@@ -39,6 +40,8 @@ type KindDef = {
   spec: z.ZodType;
   status: z.ZodType;
   immutableSpec: boolean;
+  /** Restrictions on metadata.name (the only metadata field a CRD schema may restrict). */
+  name?: Json;
   columns: Json[];
 };
 
@@ -51,6 +54,8 @@ const KINDS: KindDef[] = [
     spec: agentDeploymentSpecSchema,
     status: agentDeploymentStatusSchema,
     immutableSpec: false,
+    // Children take their names from it: a name that cannot give a valid Service is refused at the door.
+    name: { type: 'string', maxLength: DEPLOYMENT_NAME_MAX, pattern: DEPLOYMENT_NAME_PATTERN },
     columns: [
       { name: 'Name', type: 'string', jsonPath: '.spec.displayName' },
       { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId', priority: 1 },
@@ -80,6 +85,14 @@ const KINDS: KindDef[] = [
 
 export type CrdFile = { file: string; crd: Json };
 
+/**
+ * Revision of the CRDs' schemas, written on each CRD as the annotation below. Raise it whenever a change to the
+ * schemas in src/resources is one the operator relies on: an operator refuses to start against older CRDs
+ * (helm upgrade never changes them; see docs/kubernetes.md#upgrading). CRDs without the annotation are revision 0.
+ */
+export const CRD_REVISION = 1;
+export const CRD_REVISION_ANNOTATION = 'agentplane.dev/crd-revision';
+
 export function buildCrds(): CrdFile[] {
   return KINDS.map((k) => {
     const spec = toSchema(k.spec);
@@ -89,7 +102,11 @@ export function buildCrds(): CrdFile[] {
       crd: {
         apiVersion: 'apiextensions.k8s.io/v1',
         kind: 'CustomResourceDefinition',
-        metadata: { name: `${k.plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'agentplane' } },
+        metadata: {
+          name: `${k.plural}.${GROUP}`,
+          labels: { 'app.kubernetes.io/part-of': 'agentplane' },
+          annotations: { [CRD_REVISION_ANNOTATION]: String(CRD_REVISION) },
+        },
         spec: {
           group: GROUP,
           scope: 'Namespaced',
@@ -115,7 +132,7 @@ export function buildCrds(): CrdFile[] {
                   properties: {
                     apiVersion: { type: 'string' },
                     kind: { type: 'string' },
-                    metadata: { type: 'object' },
+                    metadata: k.name ? { type: 'object', properties: { name: k.name } } : { type: 'object' },
                     spec,
                     status: toSchema(k.status),
                   },

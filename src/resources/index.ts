@@ -4,3 +4,4 @@ export * from './agent-revision.ts';
 export * from './conditions.ts';
 export * from './names.ts';
 export * from './revision.ts';
+export * from './hosts.ts';

@@ -42,6 +42,24 @@ export function isUuid(value: string): boolean {
   return UUID_RE.test(value);
 }
 
+/**
+ * What the CRD accepts as an AgentDeployment name (kubectl-applied ones included): a DNS-1035 label (its Service
+ * and Ingress host take the name as-is) of at most 52 characters, so `<name>-r<n>` revision names stay valid label
+ * values (children are labelled with them) and the Deployment's ReplicaSets (`<name>-<hash>`) valid too.
+ */
+export const DEPLOYMENT_NAME_MAX = 52;
+export const DEPLOYMENT_NAME_PATTERN = '^[a-z]([-a-z0-9]*[a-z0-9])?$';
+
+/**
+ * `name` cut to at most `max` characters: unchanged when it fits (so names that were valid keep their children),
+ * otherwise a prefix and a hash of the whole name (two long names never share a child).
+ */
+export function fitName(name: string, max: number): string {
+  if (name.length <= max) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 8);
+  return `${name.slice(0, max - hash.length - 1).replace(/-+$/, '')}-${hash}`;
+}
+
 export function deploymentName(deploymentId: string): string {
   return `ag-${deploymentId}`;
 }

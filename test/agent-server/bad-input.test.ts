@@ -3,7 +3,7 @@
 // Bodies are built as text, because the deepest ones cannot go through JSON.stringify (it recurses).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_JSON_DEPTH } from '../../src/agent-server/routes/input-guard.ts';
-import { MAX_AFTER_SECONDS } from '../../src/agent-server/routes/schemas.ts';
+import { MAX_AFTER_SECONDS } from '../../src/agent-server/schemas/runs.ts';
 import { startHarness, type Harness } from './helpers/harness.ts';
 
 type Json = Record<string, any>;

@@ -174,6 +174,18 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     expect(await store.threads.get(t.thread_id)).toMatchObject({ status: 'interrupted', values: { a: 1 } });
   });
 
+  it(`${factory.name}: values given as JSON text (valuesJson) are the thread's values`, async () => {
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
+    const t = await thread();
+    const r = await store.runs.create(newRun(t.thread_id));
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(r.run_id);
+    const valuesJson = JSON.stringify({ messages: [{ type: 'human', content: 'hi' }], n: 3 });
+    await store.runs.finish(r.run_id, 'w', { status: 'success', valuesJson });
+    expect(await store.threads.get(t.thread_id)).toMatchObject({ status: 'idle', values: JSON.parse(valuesJson) });
+  });
+
   it(`${factory.name}: multitask interrupt flags the running run and tells its worker; pending runs end at once`, async () => {
     while (await store.runs.claim('drain', 60_000)) {
       /* drained */

@@ -144,45 +144,6 @@ describe.each(transports)(
       expect(rows[0].n > 0).toBe(transport === 'postgres');
     });
 
-    it('kill -9 of the executing replica: a Last-Event-ID resume on the survivor replays without gaps or duplicates, then the retried attempt', async () => {
-      const both = await live(2);
-      const client = new Client({ apiUrl: both[0]!.url, callerOptions: { maxRetries: 0 } });
-      const text = 'abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-abcdefghijklmnopqrstuvwxyz';
-      const t = await client.threads.create();
-      const run = await client.runs.create(t.thread_id, 'chat', {
-        input: { text, sleep_ms: 40, messages: [{ role: 'user', content: 'go' }] },
-        streamMode: ['messages-tuple'],
-      });
-      const executor = await executorOf(run.run_id, both);
-      const survivor = both.find((p) => p !== executor)!;
-      const path = `/threads/${t.thread_id}/runs/${run.run_id}/stream`;
-      const first = await readSse(survivor.url + path, {
-        until: (ev) => ev.filter((e) => e.event === 'messages').length >= 15,
-      });
-      await executor.kill9();
-      const lastSeen = first.events.at(-1)!.id!;
-      const rest = await readSse(survivor.url + path, { lastEventId: lastSeen });
-      expect(rest.status).toBe(200);
-      const full = await readSse(survivor.url + path);
-
-      const ids = full.events.map((e) => e.id!);
-      expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).toBe(true);
-      // What the client saw before the kill plus the resume is exactly the whole log: no gap, no duplicate.
-      expect([...first.events, ...rest.events].map((e) => e.id)).toEqual(ids);
-      expect([...first.events, ...rest.events]).toEqual(full.events);
-      // Attempt 1 streamed a prefix of the text; the retried attempt streams all of it after its own metadata.
-      const attempts = full.events.map((e, i) => [e, i] as const).filter(([e]) => e.event === 'metadata');
-      expect(attempts.map(([e]) => (e.data as { attempt: number }).attempt)).toEqual([1, 2]);
-      const second = attempts[1]![1];
-      const before = tokens(full.events.slice(0, second));
-      expect(before.length).toBeGreaterThanOrEqual(15);
-      expect(text.startsWith(before)).toBe(true);
-      expect(tokens(full.events.slice(second))).toBe(text);
-      // Asked of the survivor: `client` may point at the replica that was killed.
-      const onSurvivor = new Client({ apiUrl: survivor.url, callerOptions: { maxRetries: 0 } });
-      expect((await onSurvivor.runs.get(t.thread_id, run.run_id)).status).toBe('success');
-    });
-
     it('10 000+ events in one run: ids keep growing and a resume from an id above 5000 loses nothing, on either replica', async () => {
       const both = await live(2);
       const client = new Client({ apiUrl: both[0]!.url, callerOptions: { maxRetries: 0 } });
@@ -348,6 +309,46 @@ describe.each(transports)(
       const leases = procs.flatMap((p) => p.output().match(/.*(lease lost|requeued or ended runs).*/g) ?? []);
       expect(seen.length + after.length, leases.join('\n')).toBe(count);
       expect([...seen, ...after].every((v, i) => v === i)).toBe(true);
+    });
+
+    // Last: it kills one of the two replicas the tests above share, so no replacement has to be started.
+    it('kill -9 of the executing replica: a Last-Event-ID resume on the survivor replays without gaps or duplicates, then the retried attempt', async () => {
+      const both = await live(2);
+      const client = new Client({ apiUrl: both[0]!.url, callerOptions: { maxRetries: 0 } });
+      const text = 'abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-abcdefghijklmnopqrstuvwxyz';
+      const t = await client.threads.create();
+      const run = await client.runs.create(t.thread_id, 'chat', {
+        input: { text, sleep_ms: 40, messages: [{ role: 'user', content: 'go' }] },
+        streamMode: ['messages-tuple'],
+      });
+      const executor = await executorOf(run.run_id, both);
+      const survivor = both.find((p) => p !== executor)!;
+      const path = `/threads/${t.thread_id}/runs/${run.run_id}/stream`;
+      const first = await readSse(survivor.url + path, {
+        until: (ev) => ev.filter((e) => e.event === 'messages').length >= 15,
+      });
+      await executor.kill9();
+      const lastSeen = first.events.at(-1)!.id!;
+      const rest = await readSse(survivor.url + path, { lastEventId: lastSeen });
+      expect(rest.status).toBe(200);
+      const full = await readSse(survivor.url + path);
+
+      const ids = full.events.map((e) => e.id!);
+      expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).toBe(true);
+      // What the client saw before the kill plus the resume is exactly the whole log: no gap, no duplicate.
+      expect([...first.events, ...rest.events].map((e) => e.id)).toEqual(ids);
+      expect([...first.events, ...rest.events]).toEqual(full.events);
+      // Attempt 1 streamed a prefix of the text; the retried attempt streams all of it after its own metadata.
+      const attempts = full.events.map((e, i) => [e, i] as const).filter(([e]) => e.event === 'metadata');
+      expect(attempts.map(([e]) => (e.data as { attempt: number }).attempt)).toEqual([1, 2]);
+      const second = attempts[1]![1];
+      const before = tokens(full.events.slice(0, second));
+      expect(before.length).toBeGreaterThanOrEqual(15);
+      expect(text.startsWith(before)).toBe(true);
+      expect(tokens(full.events.slice(second))).toBe(text);
+      // Asked of the survivor: `client` may point at the replica that was killed.
+      const onSurvivor = new Client({ apiUrl: survivor.url, callerOptions: { maxRetries: 0 } });
+      expect((await onSurvivor.runs.get(t.thread_id, run.run_id)).status).toBe('success');
     });
   },
 );

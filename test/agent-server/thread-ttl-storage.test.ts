@@ -25,7 +25,8 @@ const KEEP_LATEST: ThreadTtlConfig = {
 
 interface Backend {
   open(ttl: ThreadTtlConfig): Promise<Storage>;
-  /** Drops the columns the keep_latest strategy added, as in a database made before it (store closed). */
+  /** Drops the columns the keep_latest strategy added and the record of schema steps, as in a database made before
+   * both (store closed). */
   dropNewColumns(): Promise<void>;
   cleanup(): Promise<void>;
 }
@@ -38,6 +39,7 @@ function embedded(): Backend {
       const db = new Database(join(dir, 'agentplane.sqlite'));
       db.exec('ALTER TABLE ap_threads DROP COLUMN ttl_strategy');
       db.exec('ALTER TABLE ap_threads DROP COLUMN ttl_pruned_updated_at');
+      db.exec('DROP TABLE schema_migrations');
       db.close();
     },
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
@@ -56,6 +58,7 @@ function postgres(): Backend {
       await c.connect();
       try {
         await c.query('ALTER TABLE agentplane.threads DROP COLUMN ttl_strategy, DROP COLUMN ttl_pruned_updated_at');
+        await c.query('DROP TABLE IF EXISTS agentplane.schema_migrations');
       } finally {
         await c.end();
       }

@@ -6,13 +6,13 @@ import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
 const KEY = 'console-static-key-0123456789';
 let dir: string;
-let store: ControlPlaneStore;
+let store: PlatformState;
 let app: FastifyInstance;
 let bare: FastifyInstance;
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
   writeFileSync(join(bundle, 'assets/app-1.js'), 'console.log("hi")');
   writeFileSync(join(bundle, 'assets/app-1.css'), 'body{}');
   writeFileSync(join(dir, 'secret.txt'), 'outside the bundle');
-  store = openEmbeddedStore({ dataDir: join(dir, 'store') });
+  store = openEmbeddedPlatformState({ dataDir: join(dir, 'store') });
   app = await createControlPlane({
     store,
     logger: silentLogger(),

@@ -7,15 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { DEFAULT_INPUT_POLICY } from '../../src/control-plane/services/input-rules.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { mintDeploymentToken, verifyAccessToken } from '../../src/lib/deployment-token.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { githubBody } from './helpers/harness.ts';
 
 const TOKEN_KEY = Buffer.alloc(32, 3);
 let dir: string;
-let store: ControlPlaneStore;
+let store: PlatformState;
 let keyA: string;
 let keyB: string;
 
@@ -29,7 +29,7 @@ const app = (deploymentTokenKey?: Buffer) =>
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ap-cp-access-'));
-  store = openEmbeddedStore({ dataDir: dir });
+  store = openEmbeddedPlatformState({ dataDir: dir });
   keyA = (await createApiKey(store, { tenants: ['team-a'] })).key;
   keyB = (await createApiKey(store, { tenants: ['team-b'] })).key;
 });

@@ -8,15 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../src/control-plane/auth/key-publisher.ts';
-import type { TenantKeySink } from '../../src/control-plane/store/types.ts';
+import type { TenantKeySink } from '../../src/state/api-keys.ts';
 import { createApiKey, hashKey } from '../../src/control-plane/auth/keys.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import {
-  loadKubeConfig,
-  openKubernetesStore,
-  tenantKeysSecretName,
-} from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState, tenantKeysSecretName } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { githubBody } from './helpers/harness.ts';
 import { startKube } from './helpers/kube.ts';
@@ -24,14 +20,14 @@ import { cli, cliFails } from './helpers/process.ts';
 
 const ADMIN = 'bootstrap-admin-key-0123456789';
 
-type Setup = { store: ControlPlaneStore; kubeconfig?: string; close(): Promise<void> };
+type Setup = { store: PlatformState; kubeconfig?: string; close(): Promise<void> };
 
 const stores: [string, () => Promise<Setup>][] = [
   [
     'embedded',
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-keys-'));
-      const store = openEmbeddedStore({ dataDir: dir });
+      const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
         close: async () => {
@@ -45,7 +41,7 @@ const stores: [string, () => Promise<Setup>][] = [
     'kubernetes',
     async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({
+      const store = openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
         namespace: 'agents',
         logger: silentLogger(),

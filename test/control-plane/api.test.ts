@@ -4,9 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { startKube } from './helpers/kube.ts';
 import { FINALIZER_RUNTIME, deploymentName } from '../../src/resources/index.ts';
@@ -371,6 +371,19 @@ describe('patch', () => {
 
   it('400 naming an immutable field; 409 renaming onto a taken name', async () => {
     const dep = await create('patch-immutable');
+    // Nothing served yet (a failed first build): the source can change, as a new revision.
+    const moved = await call('PATCH', `/v2/deployments/${dep.id}`, {
+      body: { source_config: { repo_url: 'https://github.com/other/first' } },
+    });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect(moved.json()).toMatchObject({ source_config: { repo_url: 'https://github.com/other/first' } });
+    expect(moved.json().latest_revision_id).not.toBe(dep.latest_revision_id);
+    // Once a revision served, it stays: the answer says to delete and create again.
+    const stored = await h.store.get('AgentDeployment', 'default', deploymentName(dep.id));
+    await h.store.updateStatus('AgentDeployment', {
+      ...stored,
+      status: { ...stored.status, activeRevisionName: `${deploymentName(dep.id)}-r2` },
+    });
     for (const [body, field] of [
       [{ source: 'external_docker' }, 'source'],
       [{ source_config: { repo_url: 'https://github.com/other/repo' } }, 'repo_url'],
@@ -381,12 +394,13 @@ describe('patch', () => {
       const res = await call('PATCH', `/v2/deployments/${dep.id}`, { body });
       expect(res.statusCode).toBe(400);
       expect(res.json().detail).toContain(field);
+      if (field !== 'source') expect(res.json().detail).toContain('delete the deployment and create it again');
     }
     // The same value is not a change.
     expect(
       (
         await call('PATCH', `/v2/deployments/${dep.id}`, {
-          body: { source: 'github', source_config: { repo_url: dep.source_config.repo_url } },
+          body: { source: 'github', source_config: { repo_url: 'https://github.com/other/first' } },
         })
       ).statusCode,
     ).toBe(200);
@@ -514,10 +528,10 @@ describe('delete', () => {
 });
 
 describe('nothing is half-created', () => {
-  const stores: Record<string, () => Promise<{ store: ControlPlaneStore; close: () => Promise<void> }>> = {
+  const stores: Record<string, () => Promise<{ store: PlatformState; close: () => Promise<void> }>> = {
     embedded: async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-half-'));
-      const store = openEmbeddedStore({ dataDir: dir });
+      const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
         close: async () => {
@@ -528,7 +542,7 @@ describe('nothing is half-created', () => {
     },
     kubernetes: async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({
+      const store = openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
         namespace: 'half',
         logger: silentLogger(),

@@ -14,9 +14,9 @@ import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { parseAuthKeyring } from '../../src/control-plane/services/auth-crypto.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { parseAuthKeyring } from '../../src/lib/auth-crypto.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { listen, walkGrant } from './helpers/oidc.ts';
 import { cliFails, startControlPlaneProcess } from './helpers/process.ts';
@@ -26,7 +26,7 @@ const CLIENT_SECRET = `client-secret-${randomBytes(12).toString('hex')}`;
 
 describe('auth service: flows tied to their browser, redirect URIs from the public URL', () => {
   let dir: string;
-  let store: ControlPlaneStore;
+  let store: PlatformState;
   let app: FastifyInstance;
   let cp: string;
   let idp: Awaited<ReturnType<typeof listen>>;
@@ -54,7 +54,7 @@ describe('auth service: flows tied to their browser, redirect URIs from the publ
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-cp-flow-binding-'));
-    store = openEmbeddedStore({ dataDir: dir });
+    store = openEmbeddedPlatformState({ dataDir: dir });
     app = await createControlPlane({
       store,
       logger: silentLogger(),

@@ -9,14 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
 import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
-import {
-  AuthKeyError,
-  derivedAuthKeyring,
-  openValue,
-  parseAuthKeyring,
-  sealValue,
-} from '../../src/control-plane/services/auth-crypto.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { AuthKeyError, derivedAuthKeyring, openValue, parseAuthKeyring, sealValue } from '../../src/lib/auth-crypto.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
 import {
   AGENT_ENV,
@@ -62,7 +56,7 @@ describe('auth keyring', () => {
 
   it('rotation: after adding a new first key, reads re-seal old values; then the old key can go', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-authrot-'));
-    const store = openEmbeddedStore({ dataDir: dir });
+    const store = openEmbeddedPlatformState({ dataDir: dir });
     try {
       const k1 = `k1=${b64key()}`;
       const k2 = `k2=${b64key()}`;

@@ -6,19 +6,19 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { parseAuthKeyring } from '../../src/control-plane/services/auth-crypto.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { parseAuthKeyring } from '../../src/lib/auth-crypto.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
 describe('auth service: provider addresses', () => {
-  let store: ControlPlaneStore;
+  let store: PlatformState;
   let app: FastifyInstance;
   let headers: Record<string, string>;
   const post = (url: string, payload: object) => app.inject({ method: 'POST', url, headers, payload });
 
   beforeAll(async () => {
-    store = openEmbeddedStore({ dataDir: ':memory:' });
+    store = openEmbeddedPlatformState({ dataDir: ':memory:' });
     app = await createControlPlane({
       store,
       logger: silentLogger(),

@@ -13,10 +13,10 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { parseAuthKeyring } from '../../src/control-plane/services/auth-crypto.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { parseAuthKeyring } from '../../src/lib/auth-crypto.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { mintDeploymentToken } from '../../src/lib/deployment-token.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { makeDeployment } from './helpers/fixtures.ts';
@@ -28,14 +28,14 @@ const CLIENT_SECRET = `client-secret-${randomBytes(12).toString('hex')}`;
 const KEYS = `k1=${randomBytes(32).toString('base64')}`;
 const DEPLOYMENT_KEY = randomBytes(32);
 
-type Setup = { store: ControlPlaneStore; dir?: string; secretsText?: () => Promise<string>; close(): Promise<void> };
+type Setup = { store: PlatformState; dir?: string; secretsText?: () => Promise<string>; close(): Promise<void> };
 
 const stores: [string, () => Promise<Setup>][] = [
   [
     'embedded',
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-auth-'));
-      const store = openEmbeddedStore({ dataDir: dir });
+      const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
         dir,
@@ -51,7 +51,7 @@ const stores: [string, () => Promise<Setup>][] = [
     async () => {
       const kube = await startKube();
       const kc = loadKubeConfig(kube.kubeconfig);
-      const store = openKubernetesStore({ kubeConfig: kc, namespace: 'agents', logger: silentLogger() });
+      const store = openKubernetesPlatformState({ kubeConfig: kc, namespace: 'agents', logger: silentLogger() });
       return {
         store,
         // Every Secret in the namespace, data decoded, as the cluster would keep it.

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { NotFoundError } from '../../src/lib/errors.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { deploymentName } from '../../src/resources/index.ts';
@@ -21,11 +21,11 @@ type Res = { statusCode: number; body: string; json: () => any };
 /** `collected`: resolves once objects whose owner is gone are collected (Kubernetes does that after the delete). */
 const stores: Record<
   string,
-  () => Promise<{ store: ControlPlaneStore; ns: string; close: () => Promise<void>; collected?: () => Promise<void> }>
+  () => Promise<{ store: PlatformState; ns: string; close: () => Promise<void>; collected?: () => Promise<void> }>
 > = {
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-bad-'));
-    const store = openEmbeddedStore({ dataDir: dir });
+    const store = openEmbeddedPlatformState({ dataDir: dir });
     return {
       store,
       ns: 'default',
@@ -37,7 +37,7 @@ const stores: Record<
   },
   kubernetes: async () => {
     const kube = await startKube();
-    const store = openKubernetesStore({
+    const store = openKubernetesPlatformState({
       kubeConfig: loadKubeConfig(kube.kubeconfig),
       namespace: 'bad',
       logger: silentLogger(),
@@ -56,10 +56,10 @@ const stores: Record<
 
 /** Wraps a real store so that one method fails (after the deployment exists), recording the secret sets written. */
 function failing(
-  store: ControlPlaneStore,
+  store: PlatformState,
   fail: (prop: string, args: unknown[]) => boolean,
   secretSets: string[],
-): ControlPlaneStore {
+): PlatformState {
   return new Proxy(store, {
     get(target, prop, receiver) {
       const v = Reflect.get(target, prop, receiver) as unknown;

@@ -4,9 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { deploymentName } from '../../src/resources/index.ts';
 import { githubBody } from './helpers/harness.ts';
@@ -16,7 +16,7 @@ import { cli, cliFails, startControlPlaneProcess, type ControlPlaneProcess } fro
 type Setup = {
   args: string[];
   env: NodeJS.ProcessEnv;
-  store: () => ControlPlaneStore;
+  store: () => PlatformState;
   cleanup: () => Promise<void>;
   /** Resolves once objects whose owner is gone have been collected (Kubernetes collects them after the delete). */
   collected?: () => Promise<void>;
@@ -28,7 +28,7 @@ const setups: Record<string, () => Promise<Setup>> = {
     return {
       args: ['--data-dir', dir],
       env: {},
-      store: () => openEmbeddedStore({ dataDir: dir }),
+      store: () => openEmbeddedPlatformState({ dataDir: dir }),
       cleanup: async () => rmSync(dir, { recursive: true, force: true }),
     };
   },
@@ -38,7 +38,7 @@ const setups: Record<string, () => Promise<Setup>> = {
       args: ['--store', 'kubernetes', '--namespace', 'agents'],
       env: { KUBECONFIG: kube.kubeconfig },
       store: () =>
-        openKubernetesStore({
+        openKubernetesPlatformState({
           kubeConfig: loadKubeConfig(kube.kubeconfig),
           namespace: 'agents',
           logger: silentLogger(),
@@ -53,7 +53,7 @@ for (const [name, make] of Object.entries(setups)) {
   describe(`quick flow over HTTP: ${name} store`, () => {
     let setup: Setup;
     let proc: ControlPlaneProcess;
-    let store: ControlPlaneStore;
+    let store: PlatformState;
     let key: string;
     const BOOT = 'bootstrap-key-for-tests-0123456789';
 

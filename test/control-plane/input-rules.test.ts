@@ -3,13 +3,13 @@ import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_INPUT_POLICY,
   customHostProblem,
-  customUrlHost,
   gitRefProblem,
   labelKeyProblem,
   relativePathProblem,
   repoUrlProblem,
   resourceBoundProblems,
 } from '../../src/control-plane/services/input-rules.ts';
+import { customUrlHost } from '../../src/resources/index.ts';
 import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 
 describe('repoUrlProblem', () => {

@@ -13,10 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { createGitHubApp, type GitHubApp } from '../../src/control-plane/services/integrations-github.ts';
-import { buildCredentialResolver } from '../../src/control-plane/services/integrations.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { buildCredentialResolver } from '../../src/git/credentials.ts';
+import { createGitHubApp, type GitHubApp } from '../../src/git/github-app.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
 import { githubBody } from './helpers/harness.ts';
@@ -26,7 +26,7 @@ const INST_A = 5101;
 const INST_B = 5202;
 
 let dir: string;
-let store: ControlPlaneStore;
+let store: PlatformState;
 let gh: FakeGitHub;
 let github: GitHubApp;
 let app: FastifyInstance;
@@ -86,7 +86,7 @@ beforeAll(async () => {
     webhookSecret: WEBHOOK_SECRET,
     appSlug: 'agentplane-test',
   });
-  store = openEmbeddedStore({ dataDir: dir });
+  store = openEmbeddedPlatformState({ dataDir: dir });
   app = await createControlPlane({ store, logger: silentLogger(), consoleDir: false, github });
   admin = (await createApiKey(store, { tenants: ['*'] })).key;
   keyA = (await createApiKey(store, { tenants: ['team-a'] })).key;

@@ -8,23 +8,24 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import { AlreadyExistsError, type ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import { AlreadyExistsError } from '../../src/state/errors.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { githubBody } from './helpers/harness.ts';
 import { startKube } from './helpers/kube.ts';
 
 const TOKEN = 'ghp_integration-token-4d1f9a7c2b';
 
-type Setup = { store: ControlPlaneStore; dir?: string; close(): Promise<void> };
+type Setup = { store: PlatformState; dir?: string; close(): Promise<void> };
 
 const stores: [string, () => Promise<Setup>][] = [
   [
     'embedded',
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'ap-cp-int-'));
-      const store = openEmbeddedStore({ dataDir: dir });
+      const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
         dir,
@@ -39,7 +40,7 @@ const stores: [string, () => Promise<Setup>][] = [
     'kubernetes',
     async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({
+      const store = openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
         namespace: 'agents',
         logger: silentLogger(),

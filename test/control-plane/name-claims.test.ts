@@ -9,9 +9,9 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { FINALIZER_RUNTIME, deploymentName } from '../../src/resources/index.ts';
 import { githubBody } from './helpers/harness.ts';
@@ -26,7 +26,7 @@ type Leftovers = () => Promise<{ secrets: string[]; claims: string[] }>;
 
 type Shared = {
   /** Two independent handles on the same data: what two processes see. */
-  stores: [ControlPlaneStore, ControlPlaneStore];
+  stores: [PlatformState, PlatformState];
   ns: string;
   leftovers: Leftovers;
   /** CLI flags and environment that point a process at the same data. */
@@ -38,9 +38,9 @@ type Shared = {
 const setups: Record<string, () => Promise<Shared>> = {
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-claims-'));
-    const stores: [ControlPlaneStore, ControlPlaneStore] = [
-      openEmbeddedStore({ dataDir: dir }),
-      openEmbeddedStore({ dataDir: dir }),
+    const stores: [PlatformState, PlatformState] = [
+      openEmbeddedPlatformState({ dataDir: dir }),
+      openEmbeddedPlatformState({ dataDir: dir }),
     ];
     const file = join(dir, 'control-plane.db');
     return {
@@ -72,8 +72,12 @@ const setups: Record<string, () => Promise<Shared>> = {
   kubernetes: async () => {
     const kube = await startKube();
     const open = () =>
-      openKubernetesStore({ kubeConfig: loadKubeConfig(kube.kubeconfig), namespace: 'agents', logger: silentLogger() });
-    const stores: [ControlPlaneStore, ControlPlaneStore] = [open(), open()];
+      openKubernetesPlatformState({
+        kubeConfig: loadKubeConfig(kube.kubeconfig),
+        namespace: 'agents',
+        logger: silentLogger(),
+      });
+    const stores: [PlatformState, PlatformState] = [open(), open()];
     const core = loadKubeConfig(kube.kubeconfig).makeApiClient(CoreV1Api);
     return {
       stores,

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { parseAuthKeyring } from '../../src/control-plane/services/auth-crypto.ts';
+import { parseAuthKeyring } from '../../src/lib/auth-crypto.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { freshStores, type OpenedStore } from './helpers/stores.ts';
 

@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 
 const levels: Record<number, string> = { 20: 'debug', 30: 'info', 40: 'warn', 50: 'error' };
 const dir = mkdtempSync(join(tmpdir(), 'ap-cp-reqlog-'));
@@ -21,7 +21,7 @@ it('logs reads that succeed at debug, changes and failures at info, without the 
       done();
     },
   });
-  const store = openEmbeddedStore({ dataDir: dir });
+  const store = openEmbeddedPlatformState({ dataDir: dir });
   const app = await createControlPlane({
     store,
     logger: pino({ level: 'debug' }, sink),

@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { openControlPlaneStore } from '../../src/control-plane/store/index.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { openPlatformState } from '../../src/state/index.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { deploymentName, secretsName } from '../../src/resources/index.ts';
 import { githubBody } from './helpers/harness.ts';
@@ -34,7 +34,7 @@ describe('embedded store: secret values encrypted at rest', () => {
   it('a secret sent through the API is nowhere in the data dir, yet the runtime reads it back', async () => {
     const dir = tempDir();
     const value = `sk-live-${randomBytes(12).toString('hex')}`;
-    const store = openEmbeddedStore({ dataDir: dir });
+    const store = openEmbeddedPlatformState({ dataDir: dir });
     const app = await createControlPlane({
       store,
       logger: silentLogger(),
@@ -65,31 +65,31 @@ describe('embedded store: secret values encrypted at rest', () => {
   it('a wrong key fails at open with a message naming the key, never garbage; the right key reads the values', async () => {
     const dir = tempDir();
     const key = randomBytes(32);
-    const a = openEmbeddedStore({ dataDir: dir, secretKey: key });
+    const a = openEmbeddedPlatformState({ dataDir: dir, secretKey: key });
     await a.putSecrets('default', 's1', { kind: 'AgentDeployment', name: 'x', uid: 'u' }, { TOKEN: 'top-secret' });
     await a.close();
-    expect(() => openEmbeddedStore({ dataDir: dir, secretKey: randomBytes(32) })).toThrow(
+    expect(() => openEmbeddedPlatformState({ dataDir: dir, secretKey: randomBytes(32) })).toThrow(
       /AGENTPLANE_SECRET_KEY \(--secret-key\) is not the key the secret values in this store were encrypted with/,
     );
     // Without the env key, the key file (which does not exist: the env key was used) is missing.
-    expect(() => openEmbeddedStore({ dataDir: dir })).toThrow(
+    expect(() => openEmbeddedPlatformState({ dataDir: dir })).toThrow(
       /encrypted, but there is no key: set AGENTPLANE_SECRET_KEY/,
     );
     // Through the command's opener: one line naming the data dir and the problem.
     await expect(
-      openControlPlaneStore(
+      openPlatformState(
         { store: 'embedded', dataDir: dir, namespace: 'default', secretKey: randomBytes(32) },
         silentLogger(),
       ),
     ).rejects.toThrow(new RegExp(`cannot open the embedded store in --data-dir ${dir}: .*not the key`));
-    const b = openEmbeddedStore({ dataDir: dir, secretKey: key });
+    const b = openEmbeddedPlatformState({ dataDir: dir, secretKey: key });
     expect(await b.getSecrets('default', 's1')).toEqual({ TOKEN: 'top-secret' });
     await b.close();
   });
 
   it('a ciphertext copied onto another variable does not decrypt (bound to its place)', async () => {
     const dir = tempDir();
-    const s = openEmbeddedStore({ dataDir: dir });
+    const s = openEmbeddedPlatformState({ dataDir: dir });
     await s.putSecrets('default', 'set-a', { kind: 'AgentDeployment', name: 'x', uid: 'u' }, { A: 'alpha', B: 'beta' });
     await s.close();
     const raw = new Database(join(dir, 'control-plane.db'));
@@ -97,7 +97,7 @@ describe('embedded store: secret values encrypted at rest', () => {
     const data = JSON.parse(row.data);
     raw.prepare("UPDATE secrets SET data = ? WHERE name = 'set-a'").run(JSON.stringify({ A: data.B, B: data.B }));
     raw.close();
-    const again = openEmbeddedStore({ dataDir: dir });
+    const again = openEmbeddedPlatformState({ dataDir: dir });
     await expect(again.getSecrets('default', 'set-a')).rejects.toThrow(/cannot decrypt secret set "set-a"/);
     await again.close();
   });
@@ -113,11 +113,11 @@ describe('embedded store: secret values encrypted at rest', () => {
       .run('default', 'legacy-set', 'u1', JSON.stringify({ DB_PASSWORD: 'legacy-plaintext-password' }));
     old.close();
     expect(filesContain(dir, 'legacy-plaintext-password')).toEqual(['control-plane.db']);
-    const store = openEmbeddedStore({ dataDir: dir });
+    const store = openEmbeddedPlatformState({ dataDir: dir });
     expect(await store.getSecrets('default', 'legacy-set')).toEqual({ DB_PASSWORD: 'legacy-plaintext-password' });
     expect(filesContain(dir, 'legacy-plaintext-password')).toEqual([]);
     await store.close();
-    const reopened = openEmbeddedStore({ dataDir: dir });
+    const reopened = openEmbeddedPlatformState({ dataDir: dir });
     expect(await reopened.getSecrets('default', 'legacy-set')).toEqual({ DB_PASSWORD: 'legacy-plaintext-password' });
     await reopened.close();
   });

@@ -2,13 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { makeDeployment } from './helpers/fixtures.ts';
 import { storeContract } from './helpers/store-contract.ts';
 
 storeContract('embedded (SQLite)', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ap-cp-store-'));
-  const store = openEmbeddedStore({ dataDir: dir, historyLimit: 50 });
+  const store = openEmbeddedPlatformState({ dataDir: dir, historyLimit: 50 });
   return {
     store,
     namespace: 'default',
@@ -23,8 +23,8 @@ storeContract('embedded (SQLite)', async () => {
 describe('embedded store shared by two processes (two handles on one file)', () => {
   it('a watcher sees writes made through the other handle, in order', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-store2-'));
-    const a = openEmbeddedStore({ dataDir: dir, pollMs: 20 });
-    const b = openEmbeddedStore({ dataDir: dir, pollMs: 20 });
+    const a = openEmbeddedPlatformState({ dataDir: dir, pollMs: 20 });
+    const b = openEmbeddedPlatformState({ dataDir: dir, pollMs: 20 });
     try {
       const seen: string[] = [];
       const start = await a.list('AgentDeployment');

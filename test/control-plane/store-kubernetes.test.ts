@@ -1,11 +1,11 @@
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { storeContract } from './helpers/store-contract.ts';
 import { startKube } from './helpers/kube.ts';
 
 storeContract('kubernetes (client-node against the API-server double)', async () => {
   const kube = await startKube({ historyLimit: 50 });
-  const store = openKubernetesStore({
+  const store = openKubernetesPlatformState({
     kubeConfig: loadKubeConfig(kube.kubeconfig),
     namespace: 'agents',
     logger: silentLogger(),

@@ -9,9 +9,10 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../src/control-plane/services/input-rules.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
+import { claimHostsOfOlderDeployments } from '../../src/state/older-host-claims.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import {
   API_VERSION,
@@ -35,24 +36,24 @@ const POLICY: InputPolicy = {
 };
 
 type Opened = {
-  store: ControlPlaneStore;
+  store: PlatformState;
   ns: string;
   core?: CoreV1Api;
-  second?: () => ControlPlaneStore;
+  second?: () => PlatformState;
   close: () => Promise<void>;
 };
 
 const stores: Record<string, () => Promise<Opened>> = {
   embedded: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-cp-tenant-'));
-    const store = openEmbeddedStore({ dataDir: dir });
-    const others: ControlPlaneStore[] = [];
+    const store = openEmbeddedPlatformState({ dataDir: dir });
+    const others: PlatformState[] = [];
     return {
       store,
       ns: 'default',
       // A second process on the same data dir.
       second: () => {
-        const s = openEmbeddedStore({ dataDir: dir });
+        const s = openEmbeddedPlatformState({ dataDir: dir });
         others.push(s);
         return s;
       },
@@ -67,13 +68,13 @@ const stores: Record<string, () => Promise<Opened>> = {
     const kube = await startKube();
     const kc = loadKubeConfig(kube.kubeconfig);
     const open = () =>
-      openKubernetesStore({
+      openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
         namespace: 'tenants',
         logger: silentLogger(),
       });
     const store = open();
-    const others: ControlPlaneStore[] = [];
+    const others: PlatformState[] = [];
     return {
       store,
       ns: 'tenants',
@@ -109,7 +110,7 @@ const WRITES = new Set([
 ]);
 
 /** The store, recording the name of every write made through it. */
-function recording(store: ControlPlaneStore, writes: string[]): ControlPlaneStore {
+function recording(store: PlatformState, writes: string[]): PlatformState {
   return new Proxy(store, {
     get(target, prop, receiver) {
       const v = Reflect.get(target, prop, receiver) as unknown;
@@ -316,7 +317,15 @@ for (const [kind, open] of Object.entries(stores)) {
         '/v2/deployments',
         secretsCase([{ name: `A${'B'.repeat(256)}`, value: 'v' }]),
         'body.secrets.0.name',
-        /256/,
+        /253/,
+      );
+      // 254 characters: no longer a valid key of the Secret holding the environment in a cluster.
+      await refused(
+        'POST',
+        '/v2/deployments',
+        secretsCase([{ name: `A${'B'.repeat(253)}`, value: 'v' }]),
+        'body.secrets.0.name',
+        /253/,
       );
       await refused(
         'POST',
@@ -738,7 +747,7 @@ for (const [kind, open] of Object.entries(stores)) {
       await create('host-heir-2', cu('bot2.agents.example.com'), 'tenant-b');
     });
 
-    it('custom_url: a host held by a deployment written before host claims is still taken', async () => {
+    it('custom_url: a deployment written before host claims gets its claim once at start, and holds its host', async () => {
       const id = '6b1d3c1e-0000-4000-8000-00000000face';
       const name = deploymentName(id);
       await s.store.create('AgentDeployment', {
@@ -756,6 +765,9 @@ for (const [kind, open] of Object.entries(stores)) {
           targetRevisionName: revisionName(name, 1),
         },
       });
+      // What the start of a control plane does (the embedded store in its schema step 2, see migrations.test.ts).
+      expect(await claimHostsOfOlderDeployments(s.store, silentLogger())).toBe(1);
+      expect(await claimHostsOfOlderDeployments(s.store, silentLogger())).toBe(0);
       await refused(
         'POST',
         '/v2/deployments',

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { operatorCommand } from '../../src/operator/config.ts';
+import { operatorCommand } from '../../src/operator/flags.ts';
 import { controlPlaneCommand } from '../../src/control-plane/config.ts';
 import type { CommandSpec } from '../../src/lib/cli-args.ts';
 
@@ -186,11 +186,11 @@ describe('isolation in the chart', () => {
     const rbac = template('operator-rbac.yaml');
     expect(rbac).toMatch(/resources: \["networkpolicies"\]\n\s+verbs: \["get", "create", "update"/);
     expect(rbac).toMatch(/resources: \["serviceaccounts"\]\n\s+verbs: \["get"\]/);
-    // A namespace per tenant: the control plane gets a Secrets-only ClusterRole, bound per tenant namespace by the
-    // operator, which may bind that role and no other.
+    // A namespace per tenant: the control plane gets a ClusterRole for Secrets (and reading the ServiceAccounts
+    // deployments name), bound per tenant namespace by the operator, which may bind that role and no other.
     const cp = template('control-plane-rbac.yaml');
     expect(cp).toMatch(
-      /kind: ClusterRole\n[\s\S]*-tenant-keys\n[\s\S]*rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["secrets"\]\n[^\n]+\n\{\{- end \}\}/,
+      /kind: ClusterRole\n[\s\S]*-tenant-keys\n[\s\S]*rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["secrets"\]\n[^\n]+\n(?:\s+#[^\n]*\n)?\s+- apiGroups: \[""\]\n\s+resources: \["serviceaccounts"\]\n\s+verbs: \["get"\]\n\{\{- end \}\}/,
     );
     expect(rbac).toMatch(
       /resources: \["clusterroles"\]\n\s+verbs: \["bind"\]\n\s+resourceNames: \[\{\{ printf "%s-tenant-keys"/,

@@ -8,17 +8,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  GIT_AUTH_SCRIPT,
-  GIT_CREDENTIALS_DIR,
-  makeBuildJob,
-} from '../../src/operator/runtimes/kubernetes/build-job.ts';
+import { GIT_AUTH_SCRIPT } from '../../src/git/clone-auth.ts';
+import { GIT_CREDENTIALS_DIR, makeBuildJob } from '../../src/operator/runtimes/kubernetes/build-job.ts';
 import { kubernetesRuntimeConfigSchema } from '../../src/operator/runtimes/kubernetes/config.ts';
-import {
-  gitCredentialsFor,
-  repositoryAllowed,
-  repositoryPath,
-} from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
+import { gitCredentialsFor, repositoryAllowed } from '../../src/git/tenant-secret.ts';
+import { repositoryPath } from '../../src/git/url.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 
 const TOKEN = 'ghp_secretTokenValue0123456789';

@@ -13,11 +13,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
 import { createControlPlane } from '../../src/control-plane/app.ts';
 import { createApiKey } from '../../src/control-plane/auth/keys.ts';
-import { createGitHubApp } from '../../src/control-plane/services/integrations-github.ts';
-import { createIntegrationService } from '../../src/control-plane/services/integrations.ts';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import { openKubernetesStore } from '../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { createGitHubApp } from '../../src/git/github-app.ts';
+import { createIntegrationService } from '../../src/control-plane/services/integrations/index.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import { openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
@@ -32,7 +32,7 @@ let cluster: TestCluster;
 let op: RunningOperator;
 let custom: CustomObjectsApi;
 let gh: FakeGitHub;
-let store: ControlPlaneStore;
+let store: PlatformState;
 let githubIntegration: string;
 let gitIntegration: string;
 
@@ -51,7 +51,7 @@ beforeAll(async () => {
   cluster.installChartRbac({});
   custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
   // The control plane's side: integrations as its store keeps them (Secrets in the namespace).
-  store = openKubernetesStore({ kubeConfig: cluster.kubeConfig, namespace: NS, logger });
+  store = openKubernetesPlatformState({ kubeConfig: cluster.kubeConfig, namespace: NS, logger });
   const settings = { appId: gh.appId, privateKey: gh.privateKey, apiUrl: gh.apiUrl, webUrl: gh.url };
   const service = createIntegrationService(store, createGitHubApp(settings));
   githubIntegration = (await service.registerGitHub('team-a', 8101)).id;
@@ -182,7 +182,7 @@ describe('integration credentials in build Jobs', () => {
     // The control plane (elsewhere, its own store and GitHub App), a listener of team-a with a key, and a deployment
     // assigned to it naming a GitHub integration of that control plane.
     const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-listener-cred-'));
-    const cpStore = openEmbeddedStore({ dataDir: dir });
+    const cpStore = openEmbeddedPlatformState({ dataDir: dir });
     const settings = { appId: gh.appId, privateKey: gh.privateKey, apiUrl: gh.apiUrl, webUrl: gh.url };
     const cp = await createControlPlane({
       store: cpStore,

@@ -76,7 +76,7 @@ describe('build status from the Job', () => {
   });
 
   it('feeds the revision controller: Running -> BUILDING, Failed -> BUILD_FAILED, Succeeded -> AWAITING_DEPLOY', () => {
-    const facts = { status: 'BUILDING', supported: { ok: true as const }, isTarget: true, routed: false };
+    const facts = { status: 'BUILDING' as const, supported: { ok: true as const }, isTarget: true, routed: false };
     expect(nextRevisionStatus({ ...facts, build: buildStatusOf(job([]), undefined, repo) }).status).toBe('BUILDING');
     const failed = buildStatusOf(
       job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }]),
@@ -310,7 +310,7 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
   });
 
   it('feeds the revision controller: Starting -> DEPLOYING, Ready+routed -> DEPLOYED, Failed -> DEPLOY_FAILED', () => {
-    const facts = { status: 'DEPLOYING', supported: { ok: true as const }, isTarget: true, routed: true };
+    const facts = { status: 'DEPLOYING' as const, supported: { ok: true as const }, isTarget: true, routed: true };
     const run = (c: RolloutCase) => {
       const [d, sets, pods] = cluster(c);
       return nextRevisionStatus({ ...facts, server: rolloutStatusOf(d, sets, pods, REV) }).status;

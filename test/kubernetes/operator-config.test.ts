@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/lib/cli-args.ts';
-import { operatorCommand, parseOperatorConfig } from '../../src/operator/config.ts';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { operatorCommand } from '../../src/operator/flags.ts';
 
 describe('agentplane operator configuration', () => {
   it('reads the variables the Helm chart sets', () => {

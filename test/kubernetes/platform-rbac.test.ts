@@ -124,4 +124,19 @@ describe('control plane and operator under the chart RBAC', () => {
       'system:serviceaccount:agents:agentplane-operator',
     ]);
   }, 120_000);
+
+  it('a deployment built by a listener is created (its revision QUEUED for the listener), with no request refused', async () => {
+    const listener = await api('POST', '/v2/listeners', { compute_type: 'k8s', compute_id: 'eu-1' });
+    expect(listener.status, JSON.stringify(listener.body)).toBe(201);
+    const created = await api('POST', '/v2/deployments', {
+      name: 'listener-bot',
+      source: 'external_docker',
+      source_config: { listener_id: listener.body.id },
+      source_revision_config: { image_uri: 'ghcr.io/x/agent:1' },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const rev = await api('GET', `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
+    expect(rev.body.status).toBe('QUEUED');
+    expect([...new Set(cluster.api.denied)]).toEqual([]);
+  }, 60_000);
 });

@@ -5,14 +5,14 @@
 // fails its assertion in seconds instead of freezing the run.
 import { describe, expect, it } from 'vitest';
 import { gitRefProblem, relativePathProblem, repoUrlProblem } from '../../src/control-plane/services/input-rules.ts';
-import { knownHostsProblem } from '../../src/control-plane/services/integrations.ts';
-import { githubRepoOf } from '../../src/control-plane/services/integrations-github.ts';
-import { reportedUrlProblem } from '../../src/control-plane/services/listener-rules.ts';
+import { knownHostsProblem } from '../../src/git/credentials.ts';
+import { githubRepoOf } from '../../src/git/github-app.ts';
+import { reportedUrlProblem } from '../../src/control-plane/services/listeners/rules.ts';
 import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 import { trimTrailing } from '../../src/lib/text.ts';
-import { repositoryPath } from '../../src/operator/runtimes/kubernetes/git-credentials.ts';
+import { repositoryPath } from '../../src/git/url.ts';
 import { failureLine } from '../../src/operator/runtimes/local/exec.ts';
-import { redactText, redactUrl as localRedactUrl } from '../../src/operator/runtimes/local/redact.ts';
+import { redactText, redactUrl as localRedactUrl } from '../../src/git/redact.ts';
 
 /** The yardstick: one pass over the input doing a little work per character. */
 function charLoop(s: string): number {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 import { startListener, stopListener, type ListenerProcess } from './helpers.ts';
@@ -63,7 +63,7 @@ async function greet(url: string): Promise<string> {
 
 /** What the listener's own store holds (opened read-only in spirit: the test only lists). */
 async function dataPlane(dir: string) {
-  const store = openEmbeddedStore({ dataDir: join(dir, 'store') });
+  const store = openEmbeddedPlatformState({ dataDir: join(dir, 'store') });
   try {
     const [deps, revs] = await Promise.all([store.list('AgentDeployment'), store.list('AgentRevision')]);
     return { deployments: deps.items, revisions: revs.items.map((r) => r.metadata.name).sort() };

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import type { RevisionPhase } from '../../src/resources/index.ts';
 import { revisionConditions } from '../../src/operator/controllers/agentrevision/conditions.ts';
 import type { ServerStatus } from '../../src/operator/runtimes/types.ts';
 import {
   nextRevisionStatus,
+  NOT_SERVING,
   revisionNeeds,
   type RevisionFacts,
 } from '../../src/operator/controllers/agentrevision/decide.ts';
@@ -68,6 +70,17 @@ describe('nextRevisionStatus', () => {
     if (message) expect(out.message).toBe(message);
   });
 
+  it.each([
+    ['routed: serving', { routed: true }, 'Serving traffic.'],
+    ['another revision took the traffic', { isTarget: false }, NOT_SERVING],
+    ['the target, its server restarting: keeps what it said', { server: { phase: 'Starting' } }, 'previous message'],
+    ['served last, nothing routed yet after a restart', { isTarget: false, keepServing: true }, 'previous message'],
+    ['not the target but still routed (its successor builds)', { isTarget: false, routed: true }, 'Serving traffic.'],
+  ] as [string, Partial<RevisionFacts>, string][])('a DEPLOYED revision, %s', (_name, facts, message) => {
+    const out = nextRevisionStatus({ ...base, status: 'DEPLOYED', ...facts }, 'previous message');
+    expect(out).toEqual({ status: 'DEPLOYED', message });
+  });
+
   it('records the resolved commit when the build succeeds', () => {
     expect(
       nextRevisionStatus({ ...base, status: 'BUILDING', build: { phase: 'Succeeded', commitSha: 'abc123' } }).commitSha,
@@ -76,7 +89,7 @@ describe('nextRevisionStatus', () => {
 });
 
 describe('revisionNeeds', () => {
-  const table: [string, boolean, boolean, { build: boolean; serve: boolean; stop: boolean }][] = [
+  const table: [RevisionPhase, boolean, boolean, { build: boolean; serve: boolean; stop: boolean }][] = [
     ['QUEUED', true, false, { build: true, serve: false, stop: false }],
     ['AWAITING_DEPLOY', true, false, { build: false, serve: true, stop: false }],
     ['AWAITING_DEPLOY', false, false, { build: false, serve: false, stop: true }],
@@ -95,7 +108,7 @@ describe('revisionNeeds', () => {
   });
 });
 
-const r = (number: number, status: string): RevisionView => ({ name: `d-r${number}`, number, status });
+const r = (number: number, status: RevisionPhase): RevisionView => ({ name: `d-r${number}`, number, status });
 
 describe('pickTarget and revisionsToSkip', () => {
   const table: [string, RevisionView[], string | undefined, string | undefined, string[]][] = [

@@ -107,6 +107,38 @@ describe('Informer', () => {
     informer.stop();
   });
 
+  it('keeps backing off while each new watch fails at once, and resets once a watch delivers', async () => {
+    const src = new Source();
+    src.put('a', 1);
+    const clock = new FakeClock();
+    const informer = new Informer(src, {
+      name: 't',
+      logger: silentLogger(),
+      clock,
+      backoff: { baseMs: 100, maxMs: 10_000 },
+    });
+    await informer.start();
+    // Three failures in a row, each right after the relist: 100, 200, 400 ms.
+    for (const delay of [100, 200, 400]) {
+      src.breakWatches(new Error('connection reset'));
+      const lists = src.lists;
+      clock.advance(delay - 1);
+      await flush();
+      expect(src.lists, `not before ${delay} ms`).toBe(lists);
+      clock.advance(1);
+      await flush();
+      expect(src.lists).toBe(lists + 1);
+    }
+    // This watch delivers an event: the next failure starts from the base delay again.
+    src.put('a', 2);
+    src.breakWatches(new Error('connection reset'));
+    const lists = src.lists;
+    clock.advance(100);
+    await flush();
+    expect(src.lists).toBe(lists + 1);
+    informer.stop();
+  });
+
   it('re-announces every cached object each resync period', async () => {
     const src = new Source();
     src.put('a', 1);

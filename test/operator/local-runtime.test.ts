@@ -184,6 +184,7 @@ describe('LocalRuntime', () => {
       join(other, 'langgraph.json'),
       JSON.stringify({ graphs: { agent: './agent.ts:graph' }, dockerfile_lines: ['RUN apt-get install -y jq'] }),
     );
+    writeFileSync(join(other, 'agent.ts'), 'export const graph = {};\n'); // the build checks that it parses
     git('add', '.');
     git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
     const spec = {

@@ -9,8 +9,8 @@ import { childEnv, envProblem } from '../../src/operator/runtimes/local/env.ts';
 import { failureLine, StepError } from '../../src/operator/runtimes/local/exec.ts';
 import { buildsToRemove, cacheEvictions, trimInstallCache } from '../../src/operator/runtimes/local/housekeeping.ts';
 import { LogBudget, LogWriter } from '../../src/operator/runtimes/local/logs.ts';
-import { redactText, redactUrl, splitCredentials } from '../../src/operator/runtimes/local/redact.ts';
-import { checkRepoUrl } from '../../src/operator/runtimes/local/repo-url.ts';
+import { redactText, redactUrl, splitCredentials } from '../../src/git/redact.ts';
+import { checkRepoUrl } from '../../src/git/repo-url.ts';
 import { bwrapArgs } from '../../src/operator/runtimes/local/sandbox.ts';
 
 describe('childEnv (allow-list)', () => {

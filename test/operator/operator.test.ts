@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openEmbeddedStore } from '../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../src/state/types.ts';
 import {
   API_VERSION,
   deploymentName,
@@ -20,6 +20,7 @@ import {
 import { createOperator, type Operator } from '../../src/operator/operator.ts';
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
+import { NOT_SERVING } from '../../src/operator/controllers/agentrevision/decide.ts';
 import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
@@ -29,15 +30,15 @@ import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 const NS = 'default';
 let tmp: string;
 let repo: ExampleRepo;
-let store: ControlPlaneStore;
+let store: PlatformState;
 let writes: string[];
-let counted: ControlPlaneStore;
+let counted: PlatformState;
 let runtime: LocalRuntime;
 let operator: Operator;
 let app: FastifyInstance;
 
 /** The store, counting every write the operator makes. */
-function countingStore(inner: ControlPlaneStore, log: string[]): ControlPlaneStore {
+function countingStore(inner: PlatformState, log: string[]): PlatformState {
   return new Proxy(inner, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
@@ -103,7 +104,7 @@ async function greeting(url: string): Promise<string> {
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-operator-'));
   repo = makeExampleRepo(tmp);
-  store = openEmbeddedStore({ dataDir: ':memory:' });
+  store = openEmbeddedPlatformState({ dataDir: ':memory:' });
   writes = [];
   counted = countingStore(store, writes);
   runtime = new LocalRuntime({
@@ -197,6 +198,11 @@ describe('operator with the local runtime', () => {
     );
     expect(await greeting(dep.status!.url!)).toContain('Howdy, Bo!');
     expect((await store.get('AgentRevision', NS, r1)).status?.phase).toBe('DEPLOYED');
+    // ... and says so, instead of still reading "Serving traffic."
+    await waitFor('r1 to say it no longer serves', async () =>
+      (await store.get('AgentRevision', NS, r1)).status?.statusMessage === NOT_SERVING ? true : undefined,
+    );
+    expect((await store.get('AgentRevision', NS, r2)).status?.statusMessage).toBe('Serving traffic.');
 
     // Redeploy r1: its build is on disk, so no build runs; traffic moves back.
     const logsBefore = (await store.readLogs(NS, r1, { type: 'build', limit: 1000, order: 'asc' })).logs.length;
@@ -208,6 +214,12 @@ describe('operator with the local runtime', () => {
     });
     expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
     expect((await store.readLogs(NS, r1, { type: 'build', limit: 1000, order: 'asc' })).logs.length).toBe(logsBefore);
+    await waitFor('r1 to say it serves again, r2 that it does not', async () =>
+      (await store.get('AgentRevision', NS, r1)).status?.statusMessage === 'Serving traffic.' &&
+      (await store.get('AgentRevision', NS, r2)).status?.statusMessage === NOT_SERVING
+        ? true
+        : undefined,
+    );
 
     // Delete: finalizer runs the cleanup, then the record and its revisions go.
     const pids = runtime.pids();

@@ -8,6 +8,7 @@ import {
   type RestartPolicy,
 } from '../../src/operator/runtimes/local/restart-policy.ts';
 import { isTransientStart } from '../../src/operator/runtimes/local/start-failures.ts';
+import { RestartSupervisor } from '../../src/operator/runtimes/local/supervisor.ts';
 
 const policy: RestartPolicy = {
   initialMs: 1_000,
@@ -87,5 +88,29 @@ describe('isTransientStart', () => {
     ['nothing said', '', false],
   ] as const)('%s', (_name, failure, transient) => {
     expect(isTransientStart(failure)).toBe(transient);
+  });
+});
+
+describe('RestartSupervisor', () => {
+  it('is no longer waiting when its timer asks for the restart, even if the clock has not reached the moment', async () => {
+    // A clock that lags the timer (Date.now() can read a millisecond short of `at` when a timer fires).
+    const t0 = 1_000_000;
+    let ready: () => void;
+    const fired = new Promise<void>((r) => (ready = r));
+    const seen: boolean[] = [];
+    const sup: RestartSupervisor<string> = new RestartSupervisor<string>(
+      (key) => {
+        seen.push(sup.waiting(key));
+        ready();
+      },
+      { ...policy, initialMs: 20 },
+      () => t0,
+    );
+    const info = sup.failed('rev', 'rev', 'killed (SIGKILL)', false);
+    expect(info.at).toBe(t0 + 20);
+    expect(sup.waiting('rev')).toBe(true);
+    await fired;
+    expect(seen).toEqual([false]);
+    expect(sup.pending('rev')).toMatchObject({ failures: 1, message: 'killed (SIGKILL)' });
   });
 });

@@ -21,13 +21,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees } from '../../src/operator/runtimes/local/sandbox.ts';
-import type {
-  BuildSpec,
-  GitCredential,
-  LogType,
-  RevisionLogSink,
-  RevisionRef,
-} from '../../src/operator/runtimes/types.ts';
+import type { GitCredential } from '../../src/git/credentials.ts';
+import type { BuildSpec, LogType, RevisionLogSink, RevisionRef } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 
 const SSHD = '/usr/sbin/sshd';

@@ -1,8 +1,9 @@
+{{- /* At most 49 characters: the longest suffix (-control-plane) keeps Service names within 63. */ -}}
 {{- define "agentplane.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 49 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 49 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 

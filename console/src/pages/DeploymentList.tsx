@@ -1,15 +1,20 @@
 import { useState } from 'react';
 import type { Api, Deployment } from '../api.ts';
 import { href } from '../router.ts';
-import { ErrorBanner, HealthBadge, Status, time, usePoll } from '../ui.tsx';
+import { ErrorBanner, StateBadge, time, usePoll } from '../ui.tsx';
 
-const STATUSES = ['READY', 'AWAITING_DATABASE', 'UNUSED', 'AWAITING_DELETE', 'UNKNOWN'];
+/** The API's status_summary states, in the words of the filter. */
+const STATES = [
+  ['serving', 'serving'],
+  ['building', 'building'],
+  ['failed', 'failed'],
+  ['deleting', 'deleting'],
+] as const;
 
 export function DeploymentList({ api }: { api: Api }) {
   const [name, setName] = useState('');
   const [status, setStatus] = useState('');
   const [rows, setRows] = useState<Deployment[] | null>(null);
-  const [activeNumbers, setActiveNumbers] = useState<Record<string, number>>({});
   const [error, setError] = useState<string | null>(null);
 
   usePoll(
@@ -17,24 +22,11 @@ export function DeploymentList({ api }: { api: Api }) {
       try {
         const page = await api.listDeployments({
           name_contains: name.trim() || undefined,
-          status: status || undefined,
+          state: status || undefined,
           limit: 100,
         });
         setRows(page.resources);
         setError(null);
-        // Revision numbers read better than ids; one small call per deployment that has an active revision.
-        const pairs = await Promise.all(
-          page.resources
-            .filter((d) => d.active_revision_id)
-            .map(
-              async (d) =>
-                [
-                  d.id,
-                  (await api.getRevision(d.id, d.active_revision_id!).catch(() => null))?.revision_number,
-                ] as const,
-            ),
-        );
-        setActiveNumbers(Object.fromEntries(pairs.filter((p): p is readonly [string, number] => p[1] !== undefined)));
       } catch (err) {
         setError((err as Error).message);
       }
@@ -61,8 +53,10 @@ export function DeploymentList({ api }: { api: Api }) {
           Status
           <select value={status} onChange={(e) => setStatus(e.target.value)}>
             <option value="">any</option>
-            {STATUSES.map((s) => (
-              <option key={s}>{s}</option>
+            {STATES.map(([value, label]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
             ))}
           </select>
         </label>
@@ -81,9 +75,9 @@ export function DeploymentList({ api }: { api: Api }) {
               <tr>
                 <th>Name</th>
                 <th>Status</th>
-                <th>Active revision</th>
-                <th>Updated</th>
-                <th>URL</th>
+                <th>Serving revision</th>
+                <th className="col-updated">Updated</th>
+                <th className="col-url">URL</th>
               </tr>
             </thead>
             <tbody>
@@ -91,13 +85,19 @@ export function DeploymentList({ api }: { api: Api }) {
                 <tr key={d.id} data-deployment={d.name}>
                   <td>
                     <a href={href({ page: 'deployment', id: d.id })}>{d.name}</a>
+                    {d.url && <div className="url url-under">{d.url}</div>}
+                  </td>
+                  <td className="state">
+                    <StateBadge summary={d.status_summary} />
+                    {d.status_summary.state === 'failed' && d.status_summary.message && (
+                      <div className="state-why">{d.status_summary.message}</div>
+                    )}
                   </td>
                   <td>
-                    <Status value={d.status} /> <HealthBadge health={d.health} />
+                    {d.status_summary.serving_revision_number ? `#${d.status_summary.serving_revision_number}` : '—'}
                   </td>
-                  <td>{activeNumbers[d.id] ? `#${activeNumbers[d.id]}` : '—'}</td>
-                  <td>{time(d.updated_at)}</td>
-                  <td className="url">{d.url ?? '—'}</td>
+                  <td className="col-updated">{time(d.updated_at)}</td>
+                  <td className="url col-url">{d.url ?? '—'}</td>
                 </tr>
               ))}
             </tbody>

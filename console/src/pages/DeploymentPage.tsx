@@ -1,12 +1,21 @@
 import { useState } from 'react';
 import { TERMINAL, type Api, type Deployment, type Revision } from '../api.ts';
 import { href, navigate } from '../router.ts';
-import { Confirm, CopyButton, ErrorBanner, HealthBadge, Status, time, usePoll } from '../ui.tsx';
+import { Confirm, CopyButton, ErrorBanner, HealthBadge, StateBadge, Status, time, usePoll } from '../ui.tsx';
 import { LogViewer } from './LogViewer.tsx';
 import { Settings } from './Settings.tsx';
 
-/** Revisions with something to run (a built image). */
-const REDEPLOYABLE = new Set(['DEPLOYED', 'DEPLOY_FAILED', 'INTERRUPTED']);
+/**
+ * Revisions traffic can go to: DEPLOYED ones. A failed, interrupted or skipped revision never takes traffic (the
+ * operator keeps what serves), so offering it would promise what cannot happen.
+ */
+const REDEPLOYABLE = new Set(['DEPLOYED']);
+
+/** What the timeline says under a revision: a DEPLOYED one that no longer serves must not read "Serving traffic". */
+function revisionMessage(r: Revision, servingId: string | null, servingNumber: number | null): string | null {
+  if (r.status !== 'DEPLOYED' || r.id === servingId) return r.status_message;
+  return servingNumber === null ? 'Not serving.' : `Not serving: traffic goes to #${servingNumber}.`;
+}
 
 function sdkSnippet(url: string): string {
   return `import { Client } from "@langchain/langgraph-sdk";
@@ -84,7 +93,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
     <section>
       <div className="heading">
         <h1>
-          {dep.name} <Status value={dep.status} /> <HealthBadge health={dep.health} />
+          {dep.name} <StateBadge summary={dep.status_summary} />
         </h1>
         <div className="actions">
           {canPlay ? (
@@ -96,6 +105,11 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
           )}
         </div>
       </div>
+      {dep.status_summary.state !== 'serving' && dep.status_summary.message && (
+        <p className={`state-line ${dep.status_summary.state}`} data-testid="state-message">
+          {dep.status_summary.message}
+        </p>
+      )}
       <ErrorBanner error={error} />
       {notice && (
         <p className="notice" role="status">
@@ -130,7 +144,9 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
           <h2>Revisions</h2>
           <ol className="timeline">
             {revs.map((r) => {
-              const active = r.id === dep.active_revision_id;
+              const summary = dep.status_summary;
+              const active = r.id === summary.serving_revision_id;
+              const message = revisionMessage(r, summary.serving_revision_id, summary.serving_revision_number);
               return (
                 <li
                   key={r.id}
@@ -143,7 +159,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
                     {r.status === 'DEPLOYED' && r.health?.ready === false && <HealthBadge health={r.health} />}
                     {active && <span className="badge ok outline">serving</span>}
                   </div>
-                  {r.status_message && <div className="rev-msg">{r.status_message}</div>}
+                  {message && <div className="rev-msg">{message}</div>}
                   <div className="rev-meta muted">
                     {r.source_revision_config.repo_ref && <span>ref {r.source_revision_config.repo_ref}</span>}
                     {r.repo_commit_sha && (
@@ -155,7 +171,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
                     <span>created {time(r.created_at)}</span>
                     <span>updated {time(r.updated_at)}</span>
                   </div>
-                  {REDEPLOYABLE.has(r.status) && !(active && r.id === dep.latest_revision_id) && (
+                  {REDEPLOYABLE.has(r.status) && !(active && r.id === summary.target_revision_id) && (
                     <button type="button" className="small secondary" onClick={() => setRedeployOf(r)}>
                       {r.revision_number < (revs[0]?.revision_number ?? 0)
                         ? `Roll back to #${r.revision_number}`

@@ -1,7 +1,45 @@
 // One revision's build or deploy log: follows new lines (polling the offset cursor), filters, downloads.
 import { useEffect, useMemo, useRef, useState } from 'react';
 import type { Api, LogEntry } from '../api.ts';
+import { parseLogLine } from '../log-line.ts';
 import { usePoll } from '../ui.tsx';
+
+/** One line: JSON lines as level, time and message (the raw line a click away), others as they came. */
+function LogLine({ entry }: { entry: LogEntry }) {
+  const parsed = useMemo(() => parseLogLine(entry.message), [entry.message]);
+  const [raw, setRaw] = useState(false);
+  const ts = <span className="ts">{entry.timestamp.slice(11, 19)}</span>;
+  if (!parsed) {
+    return (
+      <div className="log-line">
+        {ts} {entry.message}
+      </div>
+    );
+  }
+  return (
+    <div className={`log-line json level-${parsed.level ?? 'none'}`} data-level={parsed.level ?? ''}>
+      {ts}{' '}
+      {raw ? (
+        <span className="raw">{entry.message}</span>
+      ) : (
+        <>
+          {parsed.level && <span className="lvl">{parsed.level.toUpperCase()}</span>}{' '}
+          <span className="msg">{parsed.message}</span>
+          {parsed.extra && <span className="extra"> {parsed.extra}</span>}
+        </>
+      )}{' '}
+      <button
+        type="button"
+        className="raw-toggle"
+        aria-pressed={raw}
+        title={raw ? 'Show readable' : 'Show the raw JSON line'}
+        onClick={() => setRaw(!raw)}
+      >
+        {raw ? 'readable' : 'raw'}
+      </button>
+    </div>
+  );
+}
 
 export function LogViewer({
   api,
@@ -20,7 +58,8 @@ export function LogViewer({
   live: boolean;
 }) {
   const [lines, setLines] = useState<LogEntry[]>([]);
-  const [follow, setFollow] = useState(true);
+  // Follow is for a revision still moving; a finished one's log is read once and starts at the top, unticked.
+  const [follow, setFollow] = useState(live);
   const [query, setQuery] = useState('');
   const [error, setError] = useState<string | null>(null);
   const cursor = useRef<string | undefined>(undefined);
@@ -54,7 +93,7 @@ export function LogViewer({
   }
 
   // A finished revision's log is read once; a live one (or follow switched on) keeps polling.
-  usePoll(fetchMore, 1000, follow && (live || !loaded), [deploymentId, revisionId, type, live]);
+  usePoll(fetchMore, 1000, (follow && live) || !loaded, [deploymentId, revisionId, type, live]);
 
   // The last lines may land just before the revision settles: read once more when it does.
   useEffect(() => {
@@ -106,11 +145,7 @@ export function LogViewer({
         {shown.length === 0 ? (
           <span className="muted">{lines.length ? 'no line matches' : 'no output yet'}</span>
         ) : (
-          shown.map((l) => (
-            <div key={l.id} className="log-line">
-              <span className="ts">{l.timestamp.slice(11, 19)}</span> {l.message}
-            </div>
-          ))
+          shown.map((l) => <LogLine key={l.id} entry={l} />)
         )}
       </pre>
     </div>

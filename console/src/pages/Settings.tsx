@@ -38,7 +38,12 @@ export function Settings({
   const [errors, setErrors] = useState<FieldErrors>({});
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  const set = (patch: Partial<typeof form>) => setForm((f) => ({ ...f, ...patch }));
+  // Said next to the Save button too: the page's notice is at its top, out of sight from here.
+  const [saved, setSaved] = useState<string | null>(null);
+  const set = (patch: Partial<typeof form>) => {
+    setSaved(null);
+    setForm((f) => ({ ...f, ...patch }));
+  };
 
   const resourcesChanged =
     JSON.stringify(resourceSpecOf(form.resources) ?? {}) !== JSON.stringify(resourceSpecOf(initial.resources) ?? {});
@@ -56,6 +61,7 @@ export function Settings({
   async function save(e: FormEvent) {
     e.preventDefault();
     setBusy(true);
+    setSaved(null);
     setError(null);
     setErrors({});
     const body: Record<string, unknown> = {};
@@ -74,11 +80,11 @@ export function Settings({
     try {
       await api.patchDeployment(dep.id, body);
       setSecrets([]);
-      onSaved(
-        revisionReasons.length
-          ? `Saved: revision #${nextRevision} is being built.`
-          : 'Saved: the next revision uses these settings.',
-      );
+      const msg = revisionReasons.length
+        ? `Saved: revision #${nextRevision} is being built.`
+        : 'Saved: the next revision uses these settings.';
+      setSaved(msg);
+      onSaved(msg);
     } catch (err) {
       setError((err as Error).message);
       if (err instanceof ApiError) setErrors(err.fields);
@@ -132,6 +138,11 @@ export function Settings({
       <ResourceFields value={form.resources} onChange={(resources) => set({ resources })} errors={errors} />
       <ErrorBanner error={error} />
       <div className="actions">
+        {saved && !dirty && (
+          <span className="saved" role="status" data-testid="settings-saved">
+            {saved}
+          </span>
+        )}
         {dirty && (
           <span className={revisionReasons.length ? 'will-build' : 'muted'} role="status">
             {revisionReasons.length

@@ -3,8 +3,8 @@
 // missing (404), the way the platform answers them.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../lib/errors.ts';
-import type { AgentService, AssistantReadFilter } from '../service.ts';
-import type { Storage } from '../storage/types.ts';
+import type { AssistantReadFilter } from '../services/context.ts';
+import type { AgentService } from '../services/index.ts';
 import {
   AuthHandlerError,
   AuthHttpError,
@@ -88,14 +88,13 @@ export async function authenticateRequest(
 
 export interface CustomAuthDeps {
   auth: CustomAuth;
-  storage: Storage;
   service: AgentService;
   /** Authenticate in onRequest (false when another hook calls authenticateRequest itself, e.g. after custom routes). */
   authenticateOnRequest: boolean;
 }
 
 export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): void {
-  const { auth, storage, service } = deps;
+  const { auth, service } = deps;
   app.decorateRequest('auth', null);
   app.decorateRequest('authz', null);
   if (deps.authenticateOnRequest) {
@@ -114,7 +113,7 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     id: string,
     createFilters: AuthFilters | undefined,
   ): Promise<void> {
-    const existing = kind === 'assistant' ? await storage.assistants.get(id) : await storage.threads.get(id);
+    const existing = kind === 'assistant' ? await service.assistants.get(id) : await service.threads.get(id);
     if (!existing) return;
     let visible = matchesFilters(existing.metadata, createFilters);
     if (visible) {
@@ -162,15 +161,15 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     if (!filters) return;
     const p = (req.params ?? {}) as Record<string, string>;
     if (route.scope === 'thread' && p.thread_id) {
-      const thread = await storage.threads.get(p.thread_id);
+      const thread = await service.threads.get(p.thread_id);
       if (thread && !matchesFilters(thread.metadata, filters))
         throw new NotFoundError(`Thread not found: ${p.thread_id}`);
     } else if (route.scope === 'assistant' && p.assistant_id) {
-      const assistant = await service.resolveAssistant(p.assistant_id);
+      const assistant = await service.assistants.resolve(p.assistant_id);
       if (!matchesFilters(assistant.metadata, filters))
         throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
     } else if (route.scope === 'cron' && p.cron_id) {
-      const cron = await storage.crons.get(p.cron_id);
+      const cron = await service.crons.get(p.cron_id);
       if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
     }
   });

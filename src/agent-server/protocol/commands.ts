@@ -5,9 +5,9 @@
 // serve is answered not_supported, naming it; bad params invalid_argument, naming the field.
 import { z } from 'zod';
 import { AppError } from '../../lib/errors.ts';
-import type { AgentService, RunAuth } from '../service.ts';
-import type { Storage } from '../storage/types.ts';
-import type { RunCreateBody } from '../routes/schemas.ts';
+import type { RunAuth } from '../services/context.ts';
+import type { AgentService } from '../services/index.ts';
+import type { RunCreateBody } from '../schemas/runs.ts';
 
 export type ErrorCode =
   | 'invalid_argument'
@@ -68,7 +68,6 @@ const UNSUPPORTED = new Set([
 ]);
 
 export interface CommandDeps {
-  storage: Storage;
   service: AgentService;
 }
 
@@ -94,8 +93,8 @@ function asCommandError(err: unknown): never {
 
 /** Interrupt ids the thread's latest checkpoint waits on (none for a thread that does not exist yet). */
 async function pendingInterrupts(deps: CommandDeps, threadId: string): Promise<Set<string>> {
-  if (!(await deps.storage.threads.get(threadId))) return new Set();
-  const state = await deps.service.getState(threadId, undefined, true);
+  if (!(await deps.service.threads.get(threadId))) return new Set();
+  const state = await deps.service.state.get(threadId, undefined, true);
   const ids = new Set<string>();
   const collect = (list: unknown) => {
     for (const i of Array.isArray(list) ? list : []) {
@@ -122,7 +121,7 @@ export async function runCommand(
       return inputRespond(deps, threadId, parseParams(InputRespond, cmd.method, cmd.params), caller);
     case 'state.get': {
       const p = parseParams(StateGet, cmd.method, cmd.params);
-      const state = await deps.service.getState(threadId);
+      const state = await deps.service.state.get(threadId);
       const values = state.values as Record<string, unknown> | null;
       const picked =
         p.keys && values && typeof values === 'object'
@@ -167,7 +166,7 @@ async function runStart(
     multitask_strategy: p.multitask_strategy ?? p.multitaskStrategy ?? 'enqueue',
     if_not_exists: 'create',
   };
-  const run = await deps.service.createRun(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  const run = await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return { run_id: run.run_id };
 }
 
@@ -194,7 +193,7 @@ async function inputRespond(
       );
   }
   // The run resumes with the assistant that ran last on the thread.
-  const [last] = await deps.storage.runs.list(threadId, { limit: 1, offset: 0 });
+  const [last] = await deps.service.runs.list(threadId, { limit: 1, offset: 0 });
   if (!last) throw new CommandError('no_such_run', 'input.respond: the thread has no run to resume', 404);
   const resume = Object.fromEntries(answers.map((a) => [a.interrupt_id, a.response]));
   const body: RunCreateBody = {
@@ -209,6 +208,6 @@ async function inputRespond(
     multitask_strategy: 'enqueue',
     if_not_exists: 'reject',
   };
-  await deps.service.createRun(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return {};
 }

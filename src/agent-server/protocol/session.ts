@@ -7,8 +7,14 @@ import { matchesSubscription } from '@langchain/langgraph/stream';
 import { NotFoundError } from '../../lib/errors.ts';
 import { followStream } from '../runs/stream.ts';
 import type { RunEngine } from '../runs/engine.ts';
-import { TERMINAL_RUN_STATUSES, type RunRecord, type Storage } from '../storage/types.ts';
+import { TERMINAL_RUN_STATUSES, type RunRecord, type RunStore, type StreamEventStore } from '../storage/types.ts';
 import { ProtocolMapper, type ProtocolEvent, type RunFacts } from './events.ts';
+
+/** What a session reads: the event log and the thread's runs (the agent service gives both). */
+export interface SessionSource {
+  streams: StreamEventStore;
+  runs: Pick<RunStore, 'get' | 'list'>;
+}
 
 export interface EventFilter {
   channels: string[];
@@ -18,18 +24,18 @@ export interface EventFilter {
 }
 
 /** How far back in the log the thread's session starts (events with a greater id belong to it). */
-export async function sessionStart(storage: Storage, threadId: string): Promise<number> {
+export async function sessionStart(source: SessionSource, threadId: string): Promise<number> {
   // Read first: a run with no events yet writes only ids above it.
-  const last = await storage.streams.lastId();
-  const runs = await storage.runs.list(threadId, { limit: 20, offset: 0 });
+  const last = await source.streams.lastId();
+  const runs = await source.runs.list(threadId, { limit: 20, offset: 0 });
   if (!runs.length) return last;
   const current = [...runs].reverse().find((r) => !TERMINAL_RUN_STATUSES.has(r.status)) ?? runs[0]!;
-  const first = await storage.streams.read(current.run_id, -1, 1, true);
+  const first = await source.streams.read(current.run_id, -1, 1, true);
   return first.length ? first[0]!.id - 1 : last;
 }
 
 /** What the mapper reads of runs: a run when it starts, and once it has ended (waiting for that). */
-export function runFacts(storage: Storage, engine: RunEngine, threadId: string, signal: AbortSignal) {
+export function runFacts(source: SessionSource, engine: RunEngine, threadId: string, signal: AbortSignal) {
   const facts = (run: RunRecord | null): RunFacts | null => {
     if (!run) return null;
     const configurable = (run.kwargs.config as { configurable?: { graph_id?: unknown } } | undefined)?.configurable;
@@ -41,14 +47,14 @@ export function runFacts(storage: Storage, engine: RunEngine, threadId: string, 
     };
   };
   return {
-    started: async (runId: string) => facts(await storage.runs.get(threadId, runId)),
+    started: async (runId: string) => facts(await source.runs.get(threadId, runId)),
     ended: async (runId: string) => facts(await engine.waitForRun(threadId, runId, signal)),
   };
 }
 
 /** The session's events matching `filter`, page by page, live, until `signal` aborts. */
 export async function* followSession(
-  storage: Storage,
+  source: SessionSource,
   engine: RunEngine,
   threadId: string,
   filter: EventFilter,
@@ -60,10 +66,10 @@ export async function* followSession(
   visible?: () => Promise<boolean>,
 ): AsyncGenerator<ProtocolEvent[]> {
   let allowed = !visible;
-  const mapper = new ProtocolMapper(runFacts(storage, engine, threadId, signal));
-  const afterId = await sessionStart(storage, threadId);
+  const mapper = new ProtocolMapper(runFacts(source, engine, threadId, signal));
+  const afterId = await sessionStart(source, threadId);
   for await (const page of followStream({
-    streams: storage.streams,
+    streams: source.streams,
     key: { thread_id: threadId },
     afterId,
     ended: new Promise(() => undefined),

@@ -2,7 +2,6 @@
 // assistant's config for schemas, subgraphs and drawing, as the graph a run of that assistant gets.
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { NotFoundError } from '../../lib/errors.ts';
 import { hasRowConditions, matchesFilters, mergeMetadataFilter, visiblePage } from '../auth/custom.ts';
 import type { Json } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
@@ -11,30 +10,26 @@ import {
   AssistantCreate,
   AssistantDeleteQuery,
   AssistantLatest,
-  AssistantParams,
   AssistantPatch,
   AssistantSearch,
   AssistantVersionsQuery,
   GraphQuery,
-  MAX_OFFSET,
   SubgraphParams,
   SubgraphQuery,
-  selectFields,
-} from './schemas.ts';
+} from '../schemas/assistants.ts';
+import { AssistantParams, MAX_OFFSET, selectFields } from '../schemas/common.ts';
 
 export const assistantRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { storage, service, graphs } = deps;
-
-    function requireGraph(graphId: string): void {
-      if (!service.graphIds.has(graphId)) throw new NotFoundError(`Graph "${graphId}" not found`);
-    }
+    const { graphs } = deps;
+    const { assistants } = deps.service;
+    const { requireGraph } = assistants;
 
     app.post('/assistants', { schema: { body: AssistantCreate } }, async (req) => {
       const b = req.body;
       requireGraph(b.graph_id);
-      return storage.assistants.create(
+      return assistants.create(
         {
           assistant_id: b.assistant_id ?? randomUUID(),
           graph_id: b.graph_id,
@@ -56,7 +51,7 @@ export const assistantRoutes =
       if (!metadata) return [];
       const { rows, more } = await visiblePage(
         (limit, offset) =>
-          storage.assistants.search({
+          assistants.search({
             graph_id: q.graph_id ?? undefined,
             name: q.name ?? undefined,
             metadata,
@@ -81,24 +76,24 @@ export const assistantRoutes =
       const query = { graph_id: q.graph_id ?? undefined, name: q.name ?? undefined, metadata };
       if (hasRowConditions(filters)) {
         // The stores cannot count list containment: count the visible rows instead.
-        const rows = await storage.assistants.search({ ...query, limit: MAX_OFFSET, offset: 0 });
+        const rows = await assistants.search({ ...query, limit: MAX_OFFSET, offset: 0 });
         return rows.filter((a) => matchesFilters(a.metadata, filters)).length;
       }
-      return storage.assistants.count(query);
+      return assistants.count(query);
     });
 
     app.get('/assistants/:assistant_id', { schema: { params: AssistantParams } }, async (req) => {
-      return service.resolveAssistant(req.params.assistant_id);
+      return assistants.resolve(req.params.assistant_id);
     });
 
     app.patch(
       '/assistants/:assistant_id',
       { schema: { params: AssistantParams, body: AssistantPatch } },
       async (req) => {
-        const a = await service.resolveAssistant(req.params.assistant_id);
+        const a = await assistants.resolve(req.params.assistant_id);
         const b = req.body;
         if (b.graph_id) requireGraph(b.graph_id);
-        return storage.assistants.patch(a.assistant_id, {
+        return assistants.patch(a.assistant_id, {
           graph_id: b.graph_id ?? undefined,
           config: (b.config ?? undefined) as Json | undefined,
           context: b.context ?? undefined,
@@ -113,19 +108,19 @@ export const assistantRoutes =
       '/assistants/:assistant_id',
       { schema: { params: AssistantParams, querystring: AssistantDeleteQuery } },
       async (req, reply) => {
-        await service.deleteAssistant(req.params.assistant_id, req.query.delete_threads, req.authz?.threadDeleteFilter);
+        await assistants.delete(req.params.assistant_id, req.query.delete_threads, req.authz?.threadDeleteFilter);
         return reply.code(204).send();
       },
     );
 
     app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) => {
-      const a = await service.resolveAssistant(req.params.assistant_id);
+      const a = await assistants.resolve(req.params.assistant_id);
       requireGraph(a.graph_id);
       return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id, a.config)) };
     });
 
     const subgraphs = async (assistantId: string, namespace: string | undefined, recurse: boolean) => {
-      const a = await service.resolveAssistant(assistantId);
+      const a = await assistants.resolve(assistantId);
       requireGraph(a.graph_id);
       return graphs.getSubgraphSchemas(a.graph_id, { config: a.config, namespace, recurse });
     };
@@ -148,9 +143,9 @@ export const assistantRoutes =
         schema: { params: AssistantParams, body: AssistantVersionsQuery.optional() },
       },
       async (req) => {
-        const a = await service.resolveAssistant(req.params.assistant_id);
+        const a = await assistants.resolve(req.params.assistant_id);
         const q = AssistantVersionsQuery.parse(req.body ?? {});
-        return service.versions.list(a.assistant_id, {
+        return assistants.versions.list(a.assistant_id, {
           limit: q.limit,
           offset: q.offset,
           metadata: q.metadata ?? undefined,
@@ -162,8 +157,8 @@ export const assistantRoutes =
       '/assistants/:assistant_id/latest',
       { schema: { params: AssistantParams, body: AssistantLatest } },
       async (req) => {
-        const a = await service.resolveAssistant(req.params.assistant_id);
-        return service.versions.setLatest(a.assistant_id, req.body.version);
+        const a = await assistants.resolve(req.params.assistant_id);
+        return assistants.versions.setLatest(a.assistant_id, req.body.version);
       },
     );
 
@@ -171,7 +166,7 @@ export const assistantRoutes =
       '/assistants/:assistant_id/graph',
       { schema: { params: AssistantParams, querystring: GraphQuery } },
       async (req) => {
-        const a = await service.resolveAssistant(req.params.assistant_id);
+        const a = await assistants.resolve(req.params.assistant_id);
         requireGraph(a.graph_id);
         return graphs.getDrawableGraph(a.graph_id, { xray: req.query.xray, config: a.config });
       },

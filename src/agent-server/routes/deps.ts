@@ -1,13 +1,13 @@
-// What every route module is given: the stores, graphs, run engine and service of one server.
+// What every route module is given: the graphs, run engine and services of one server (routes reach the
+// database only through the services).
 import type { CustomAuth } from '../auth/custom.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
-import type { AgentService } from '../service.ts';
-import type { Storage } from '../storage/types.ts';
+import type { RunMetrics } from '../platform/run-metrics.ts';
+import type { AgentService } from '../services/index.ts';
 
 export interface RouteDeps {
-  storage: Storage;
   graphs: GraphRegistry;
   engine: RunEngine;
   service: AgentService;
@@ -15,6 +15,8 @@ export interface RouteDeps {
   /** A stream client that takes nothing for this long is disconnected (default 60 s). */
   streamStallMs?: number;
   version: string;
+  /** Run outcome metrics of the instrumented storage (GET /metrics), when it is instrumented. */
+  runMetrics?: RunMetrics;
   /** langgraph.json's custom auth: commands over a WebSocket are authorized with it one by one. */
   auth?: CustomAuth;
   /** Bundled generative UI components of langgraph.json "ui". */

@@ -32,7 +32,7 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   app.get('/info', async () => ({
     version: deps.version,
     langgraph_js_version: null,
-    storage: deps.storage.kind,
+    storage: deps.service.kind,
     graphs: deps.graphs.specs.map((s) => s.graphId),
     graph_errors: deps.graphs.failures,
     ...(Object.keys(deps.ui?.failures ?? {}).length ? { ui_errors: deps.ui!.failures } : {}),

@@ -4,7 +4,6 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { GraphUnavailableError } from '../graphs/index.ts';
-import { runMetricsOf } from '../platform/run-metrics.ts';
 import type { RouteDeps } from './deps.ts';
 
 const STREAM_ROUTES = new Set([
@@ -38,7 +37,7 @@ function processMetrics(): Registry {
 
 /** Call before the other routes are registered: the hooks must reach them. */
 export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
-  const { storage, engine, graphs } = deps;
+  const { service, engine, graphs } = deps;
   const registry = new Registry();
 
   let openStreams = 0;
@@ -60,11 +59,11 @@ export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDe
   });
   // The queue is shared by every process on the store, so both gauges read it from storage at scrape time.
   const queue = async () => {
-    const busy = await storage.threads.search({ status: 'busy', limit: QUEUE_SCAN_THREADS, offset: 0 });
+    const busy = await service.threads.search({ status: 'busy', limit: QUEUE_SCAN_THREADS, offset: 0 });
     let pending = 0;
     let oldest = Infinity;
     for (const t of busy) {
-      const runs = await storage.runs.list(t.thread_id, { limit: 1_000, offset: 0, status: 'pending' });
+      const runs = await service.runs.list(t.thread_id, { limit: 1_000, offset: 0, status: 'pending' });
       pending += runs.length;
       for (const r of runs) oldest = Math.min(oldest, Date.parse(r.created_at));
     }
@@ -111,7 +110,7 @@ export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDe
         if (typeof id !== 'string') continue;
         let graphId: string | undefined;
         if (isFailed(id)) graphId = id;
-        else if (UUID_RE.test(id)) graphId = (await storage.assistants.get(id))?.graph_id;
+        else if (UUID_RE.test(id)) graphId = (await service.assistants.get(id))?.graph_id;
         if (graphId && isFailed(graphId)) throw new GraphUnavailableError(graphId, graphs.failures[graphId]!);
       }
     });
@@ -119,7 +118,7 @@ export async function registerPlatformRoutes(app: FastifyInstance, deps: RouteDe
 
   await app.register(async (scope) => {
     scope.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
-      const run = runMetricsOf(storage);
+      const run = deps.runMetrics;
       const merged = Registry.merge([processMetrics(), registry, ...(run ? [run.registry] : [])]);
       return reply.type(merged.contentType).send(await merged.metrics());
     });

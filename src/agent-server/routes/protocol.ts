@@ -6,43 +6,25 @@
 // same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs); a
 // browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
 import { randomUUID } from 'node:crypto';
-import { isSupportedChannel, matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
+import { matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
-import { z } from 'zod';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import { protocolRunEvent } from '../auth/events.ts';
 import { AuthHttpError, matchesFilters } from '../auth/custom.ts';
 import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
 import type { ProtocolEvent } from '../protocol/events.ts';
 import { followSession, type EventFilter } from '../protocol/session.ts';
-import type { RunAuth } from '../service.ts';
+import type { RunAuth } from '../services/context.ts';
 import type { RouteDeps } from './deps.ts';
 import { runCaller } from './runs.ts';
-import { ThreadParams } from './schemas.ts';
+import { ThreadParams } from '../schemas/common.ts';
+import { SubscriptionFilter } from '../schemas/streams.ts';
 import { openSse } from './sse.ts';
 
 const PING_MS = 20_000;
 const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
-
-const Filter = z.object({
-  channels: z
-    .array(
-      z.string().refine(isSupportedChannel, {
-        message:
-          'unknown channel; valid: values, updates, messages, tools, lifecycle, input, checkpoints, tasks, custom, custom:<name>',
-      }),
-    )
-    .min(1)
-    .max(50),
-  namespaces: z
-    .array(z.array(z.string().max(500)).max(50))
-    .max(50)
-    .optional(),
-  depth: z.number().int().nonnegative().max(1000).optional(),
-  since: z.number().int().nonnegative().optional(),
-});
 
 const errorBody = (id: number | null, err: CommandError) => ({
   type: 'error' as const,
@@ -54,14 +36,14 @@ const errorBody = (id: number | null, err: CommandError) => ({
 export const protocolRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { storage, service, engine } = deps;
+    const { service, engine } = deps;
     const stallMs = deps.streamStallMs ?? 60_000;
     /** Under custom auth: whether the thread (once it exists) is one the caller's threads:read filter lets them see. */
     const visibility = (req: FastifyRequest, threadId: string) => {
       const filters = req.authz?.filters;
       if (!filters) return undefined;
       return async () => {
-        const thread = await storage.threads.get(threadId);
+        const thread = await service.threads.get(threadId);
         return !!thread && matchesFilters(thread.metadata, filters);
       };
     };
@@ -72,7 +54,7 @@ export const protocolRoutes =
       async (req, reply) => {
         const cmd = req.body;
         try {
-          const result = await runCommand({ storage, service }, req.params.thread_id, cmd, runCaller(req));
+          const result = await runCommand({ service }, req.params.thread_id, cmd, runCaller(req));
           return { type: 'success', id: cmd.id, result, meta: { thread_id: req.params.thread_id } };
         } catch (err) {
           if (!(err instanceof CommandError)) throw err;
@@ -83,12 +65,12 @@ export const protocolRoutes =
 
     app.post(
       '/threads/:thread_id/stream/events',
-      { schema: { params: ThreadParams, body: Filter } },
+      { schema: { params: ThreadParams, body: SubscriptionFilter } },
       async (req, reply) => {
         const sse = openSse(req, reply, null, stallMs);
         try {
           for await (const page of followSession(
-            storage,
+            service,
             engine,
             req.params.thread_id,
             req.body,
@@ -132,7 +114,7 @@ export const protocolRoutes =
       // The upgrade checked the thread as it was then; it may be created later, by someone else.
       const visible = visibility(req, threadId);
       const checkVisible = async () => {
-        if (visible && (await storage.threads.get(threadId)) && !(await visible()))
+        if (visible && (await service.threads.get(threadId)) && !(await visible()))
           throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
       };
       const closed = new AbortController();
@@ -185,7 +167,7 @@ export const protocolRoutes =
         const upTo = sentUpTo;
         void (async () => {
           try {
-            for await (const page of followSession(storage, engine, threadId, EVERYTHING, ac.signal, visible)) {
+            for await (const page of followSession(service, engine, threadId, EVERYTHING, ac.signal, visible)) {
               const current = [...filters.values()];
               const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
               if (ac.signal.aborted || !(await send(out))) break;
@@ -206,7 +188,7 @@ export const protocolRoutes =
       }
 
       async function subscribe(id: number, params: unknown): Promise<void> {
-        const parsed = Filter.omit({ since: true }).safeParse(params ?? {});
+        const parsed = SubscriptionFilter.omit({ since: true }).safeParse(params ?? {});
         if (!parsed.success) {
           const issue = parsed.error.issues[0]!;
           const message = `subscription.subscribe: params.${issue.path.join('.')}: ${issue.message}`;
@@ -227,7 +209,7 @@ export const protocolRoutes =
         const value = protocolRunEvent.value({ params: { thread_id: threadId }, body: cmd, query: {} });
         const filters = await deps.auth.authorize(req.auth, protocolRunEvent.event, value);
         // As the thread-scoped routes do: a thread the handler's filter hides is not there.
-        const thread = filters ? await storage.threads.get(threadId) : null;
+        const thread = filters ? await service.threads.get(threadId) : null;
         if (thread && !matchesFilters(thread.metadata, filters))
           throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
         return { ...base, filters, runId: value.run_id as string };
@@ -269,7 +251,7 @@ export const protocolRoutes =
           const runs = cmd.method === 'run.start' || cmd.method === 'input.respond';
           if (!runs) await checkVisible();
           const caller = runs ? await runCallerOf(cmd) : runCaller(req);
-          const result = await runCommand({ storage, service }, threadId, cmd, caller);
+          const result = await runCommand({ service }, threadId, cmd, caller);
           await send([{ type: 'success', id: cmd.id, result, meta: { thread_id: threadId } }]);
         } catch (err) {
           if (err instanceof CommandError) await send([errorBody(cmd.id, err)]);

@@ -4,22 +4,20 @@ import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters, type AuthFilters } from '../auth/custom.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord } from '../storage/types.ts';
-import type { RunAuth } from '../service.ts';
+import type { RunAuth } from '../services/context.ts';
 import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from './deps.ts';
 import { disconnectSignal, sendAfterWait } from './reply.ts';
+import { RunParams, selectFields, ThreadParams } from '../schemas/common.ts';
 import {
   CancelQuery,
   JoinQuery,
   RunBatchCreate,
   RunCreate,
   RunListQuery,
-  RunParams,
   RunsCancel,
   RunsCancelQuery,
-  selectFields,
-  ThreadParams,
-} from './schemas.ts';
+} from '../schemas/runs.ts';
 
 /** The public run record (bookkeeping columns stay inside). */
 export function publicRun(r: RunRecord) {
@@ -50,25 +48,20 @@ export function runCaller(req: FastifyRequest): RunAuth {
 export const runRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { storage, service, engine, keepAliveMs } = deps;
+    const { engine, keepAliveMs } = deps;
+    const { runs, threads } = deps.service;
 
     /** on_disconnect=cancel: a caller that hangs up on a wait takes its run down with it. */
     function cancelOnDisconnect(signal: AbortSignal, body: { on_disconnect?: string | null }, run: RunRecord): void {
       if (body.on_disconnect !== 'cancel') return;
       signal.addEventListener(
         'abort',
-        () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
+        () => void runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
       );
     }
 
-    async function requireRun(threadId: string, runId: string): Promise<RunRecord> {
-      const run = await storage.runs.get(threadId, runId);
-      if (!run) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
-      return run;
-    }
-
     app.post('/threads/:thread_id/runs', { schema: { params: ThreadParams, body: RunCreate } }, async (req, reply) => {
-      const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+      const run = await runs.create(req.params.thread_id, req.body, runCaller(req));
       reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
       return publicRun(run);
     });
@@ -77,13 +70,13 @@ export const runRoutes =
       '/threads/:thread_id/runs/wait',
       { schema: { params: ThreadParams, body: RunCreate } },
       async (req, reply) => {
-        const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+        const run = await runs.create(req.params.thread_id, req.body, runCaller(req));
         const signal = disconnectSignal(req, reply);
         cancelOnDisconnect(signal, req.body, run);
         const location = `/threads/${run.thread_id}/runs/${run.run_id}`;
         const result = engine
           .waitForRun(run.thread_id, run.run_id, signal, run)
-          .then((r) => service.runResult(run.thread_id, r));
+          .then((r) => runs.result(run.thread_id, r, engine.finalValues(r)));
         return sendAfterWait(reply, result, {
           keepAliveMs,
           headers: { 'Content-Location': location, Location: `${location}/join` },
@@ -92,13 +85,13 @@ export const runRoutes =
     );
 
     app.post('/runs/wait', { schema: { body: RunCreate } }, async (req, reply) => {
-      const run = await service.createRun(null, req.body, runCaller(req));
+      const run = await runs.create(null, req.body, runCaller(req));
       const signal = disconnectSignal(req, reply);
       cancelOnDisconnect(signal, req.body, run);
       const result = engine.waitForRun(run.thread_id, run.run_id, signal, run).then(async (r) => {
-        const out = await service.runResult(run.thread_id, r);
+        const out = await runs.result(run.thread_id, r, engine.finalValues(r));
         if (run.kwargs.temporary && r && TERMINAL_RUN_STATUSES.has(r.status)) {
-          await storage.threads.delete(run.thread_id).catch(() => undefined);
+          await threads.delete(run.thread_id).catch(() => undefined);
         }
         return out;
       });
@@ -112,15 +105,15 @@ export const runRoutes =
     });
 
     app.post('/runs', { schema: { body: RunCreate } }, async (req, reply) => {
-      const run = await service.createRun(null, req.body, runCaller(req));
-      service.deleteThreadWhenDone(run);
+      const run = await runs.create(null, req.body, runCaller(req));
+      runs.deleteThreadWhenDone(run);
       reply.header('Content-Location', `/threads/${run.thread_id}/runs/${run.run_id}`);
       return publicRun(run);
     });
 
     app.post('/runs/batch', { schema: { body: RunBatchCreate } }, async (req) => {
       const items = req.authz?.items ?? [];
-      const runs = await service.createBatch(
+      const created = await runs.createBatch(
         req.body,
         req.body.map((_, i) => ({
           auth: req.auth ?? null,
@@ -130,25 +123,25 @@ export const runRoutes =
           assistantFilter: req.authz?.assistantFilter,
         })),
       );
-      return runs.map(publicRun);
+      return created.map(publicRun);
     });
 
     app.get(
       '/threads/:thread_id/runs',
       { schema: { params: ThreadParams, querystring: RunListQuery } },
       async (req) => {
-        await service.requireThread(req.params.thread_id);
-        const runs = await storage.runs.list(req.params.thread_id, req.query);
-        return selectFields(runs.map(publicRun), req.query.select);
+        await threads.require(req.params.thread_id);
+        const listed = await runs.list(req.params.thread_id, req.query);
+        return selectFields(listed.map(publicRun), req.query.select);
       },
     );
 
     app.get('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req) => {
-      return publicRun(await requireRun(req.params.thread_id, req.params.run_id));
+      return publicRun(await runs.require(req.params.thread_id, req.params.run_id));
     });
 
     app.delete('/threads/:thread_id/runs/:run_id', { schema: { params: RunParams } }, async (req, reply) => {
-      await storage.runs.delete(req.params.thread_id, req.params.run_id);
+      await runs.delete(req.params.thread_id, req.params.run_id);
       return reply.code(204).send();
     });
 
@@ -157,30 +150,32 @@ export const runRoutes =
       { schema: { params: RunParams, querystring: JoinQuery } },
       async (req, reply) => {
         const { thread_id, run_id } = req.params;
-        const run = await requireRun(thread_id, run_id);
+        const run = await runs.require(thread_id, run_id);
         const signal = disconnectSignal(req, reply);
         if (req.query.cancel_on_disconnect) {
           signal.addEventListener(
             'abort',
-            () => void storage.runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined),
+            () => void runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined),
           );
         }
-        const result = engine.waitForRun(thread_id, run_id, signal, run).then((r) => service.runResult(thread_id, r));
+        const result = engine
+          .waitForRun(thread_id, run_id, signal, run)
+          .then((r) => runs.result(thread_id, r, engine.finalValues(r)));
         return sendAfterWait(reply, result, { keepAliveMs });
       },
     );
 
     /** The runs whose thread the caller's custom-auth filter lets them see. */
-    async function visibleRuns(runs: RunRecord[], filters: AuthFilters): Promise<RunRecord[]> {
-      const ids = [...new Set(runs.map((r) => r.thread_id))];
+    async function visibleRuns(candidates: RunRecord[], filters: AuthFilters): Promise<RunRecord[]> {
+      const ids = [...new Set(candidates.map((r) => r.thread_id))];
       const visible = new Set<string>();
       for (let i = 0; i < ids.length; i += 500) {
         const chunk = ids.slice(i, i + 500);
-        for (const t of await storage.threads.search({ ids: chunk, limit: chunk.length })) {
+        for (const t of await threads.search({ ids: chunk, limit: chunk.length })) {
           if (matchesFilters(t.metadata, filters)) visible.add(t.thread_id);
         }
       }
-      return runs.filter((r) => visible.has(r.thread_id));
+      return candidates.filter((r) => visible.has(r.thread_id));
     }
 
     // Cancel Runs (the platform's POST /runs/cancel, answered 204 as its OpenAPI says; the Python SDK's
@@ -193,20 +188,20 @@ export const runRoutes =
       const { status, thread_id, run_ids } = req.body;
       const filters = req.authz?.filters;
       if (status) {
-        const listed = await storage.runs.listByStatus(status === 'all' ? ['pending', 'running'] : [status]);
-        const runs = filters ? await visibleRuns(listed, filters) : listed;
-        for (const r of runs) {
+        const listed = await runs.listByStatus(status === 'all' ? ['pending', 'running'] : [status]);
+        const cancelled = filters ? await visibleRuns(listed, filters) : listed;
+        for (const r of cancelled) {
           // One that ended or went (thread deleted) since it was listed is left alone.
-          await storage.runs.cancel(r.thread_id, r.run_id, action).catch((err: unknown) => {
+          await runs.cancel(r.thread_id, r.run_id, action).catch((err: unknown) => {
             if (!(err instanceof NotFoundError)) throw err;
           });
         }
         return reply.code(204).send();
       }
-      const thread = await storage.threads.get(thread_id!);
+      const thread = await threads.get(thread_id!);
       if (!thread || !matchesFilters(thread.metadata, filters))
         throw new NotFoundError(`Thread not found: ${thread_id}`);
-      await storage.runs.cancelMany(thread_id!, run_ids!, action);
+      await runs.cancelMany(thread_id!, run_ids!, action);
       return reply.code(204).send();
     });
 
@@ -217,7 +212,7 @@ export const runRoutes =
       },
       async (req, reply) => {
         const { thread_id, run_id } = req.params;
-        await storage.runs.cancel(thread_id, run_id, req.query.action);
+        await runs.cancel(thread_id, run_id, req.query.action);
         if (req.query.wait) {
           await engine.waitForRun(thread_id, run_id);
           return reply.code(204).send();

@@ -9,65 +9,25 @@
 // store their events in its own form (protocol/run-events.ts): these streams leave them out.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
 import { eventFilter, followStream } from '../runs/stream.ts';
-import { API_STREAM_MODES } from '../runs/stream-modes.ts';
-import { isRunDone, isThreadOnly, threadEventFilter, THREAD_STREAM_MODES } from '../streams/thread-events.ts';
+import { isRunDone, isThreadOnly, threadEventFilter } from '../streams/thread-events.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
 import { openSse } from './sse.ts';
 import { isProtocolEventName } from '../protocol/run-events.ts';
 import { runCaller } from './runs.ts';
-import { JoinQuery, RunCreate, RunParams, ThreadParams } from './schemas.ts';
-
-const modeList = <T extends string>(valid: readonly T[]) => {
-  const one = z.string().refine((m): m is T => (valid as readonly string[]).includes(m), {
-    message: `unknown stream mode; valid modes: ${valid.join(', ')}`,
-  });
-  // The SDK sends a list as JSON (stream_mode=["a","b"]); a repeated parameter or a single mode work too.
-  const fromJson = (v: unknown) => {
-    if (typeof v !== 'string' || !v.startsWith('[')) return v;
-    try {
-      return JSON.parse(v) as unknown;
-    } catch {
-      return v;
-    }
-  };
-  return z
-    .preprocess(
-      fromJson,
-      z
-        .union([one, z.array(one)], {
-          error: `unknown stream mode; valid modes: ${valid.join(', ')}`,
-        })
-        .optional(),
-    )
-    .transform((v) => (v === undefined ? undefined : ((Array.isArray(v) ? v : [v]) as T[])));
-};
-const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
-// The SDK sends stream_mode; the platform's OpenAPI names it stream_modes: either is read.
-const ThreadStreamQuery = z.object({
-  stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
-  stream_modes: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),
-});
-// -1 is "from the start": React useStream sends it when it joins or reconnects to a run it has no event id of.
-const LastEventId = z
-  .object({
-    'last-event-id': z
-      .string()
-      .regex(/^(?:-1|\d{1,15})$/, 'must be the id of an event the stream sent (a number), or -1 for the start')
-      .optional(),
-  })
-  .passthrough();
-const RunIdParams = RunParams.pick({ run_id: true });
+import { RunParams, ThreadParams } from '../schemas/common.ts';
+import { RunCreate } from '../schemas/runs.ts';
+import { JoinStreamQuery, LastEventId, RunIdParams, ThreadStreamQuery } from '../schemas/streams.ts';
 
 export const streamRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { storage, service, engine } = deps;
+    const { engine } = deps;
+    const { runs, threads, state, streams } = deps.service;
     const stallMs = deps.streamStallMs ?? 60_000;
 
     /**
@@ -77,7 +37,7 @@ export const streamRoutes =
     async function cursorOf(header: string | undefined): Promise<number> {
       if (header === undefined) return -1;
       const id = Number(header);
-      return id > (await storage.streams.lastId()) ? -1 : id;
+      return id > (await streams.lastId()) ? -1 : id;
     }
 
     const frame = (event: string, data: string, id?: number) =>
@@ -101,7 +61,7 @@ export const streamRoutes =
       if (opts.cancelOnDisconnect) {
         sse.signal.addEventListener(
           'abort',
-          () => void storage.runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
+          () => void runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
         );
       }
       const keep = eventFilter(opts.modes);
@@ -115,7 +75,7 @@ export const streamRoutes =
         let relayed = 0;
         let sawError = false;
         for await (const page of followStream({
-          streams: storage.streams,
+          streams,
           key: { run_id: run.run_id },
           afterId: opts.afterId,
           ended,
@@ -150,9 +110,9 @@ export const streamRoutes =
             ),
           ]);
           if (!keep || keep('values'))
-            await sse.write([frame('values', stringify(await service.runResult(run.thread_id, final)))]);
+            await sse.write([frame('values', stringify(await runs.result(run.thread_id, final)))]);
         }
-        if (opts.deleteThreadAfter) await storage.threads.delete(run.thread_id).catch(() => undefined);
+        if (opts.deleteThreadAfter) await threads.delete(run.thread_id).catch(() => undefined);
       } finally {
         if (finished) sse.end();
         else sse.cut();
@@ -163,13 +123,13 @@ export const streamRoutes =
       '/threads/:thread_id/runs/stream',
       { schema: { params: ThreadParams, body: RunCreate } },
       async (req, reply) => {
-        const run = await service.createRun(req.params.thread_id, req.body, runCaller(req));
+        const run = await runs.create(req.params.thread_id, req.body, runCaller(req));
         await streamRun(req, reply, run, { afterId: -1, cancelOnDisconnect: req.body.on_disconnect === 'cancel' });
       },
     );
 
     app.post('/runs/stream', { schema: { body: RunCreate } }, async (req, reply) => {
-      const run = await service.createRun(null, req.body, runCaller(req));
+      const run = await runs.create(null, req.body, runCaller(req));
       await streamRun(req, reply, run, {
         afterId: -1,
         cancelOnDisconnect: req.body.on_disconnect === 'cancel',
@@ -183,7 +143,7 @@ export const streamRoutes =
         schema: { params: RunParams, querystring: JoinStreamQuery, headers: LastEventId },
       },
       async (req, reply) => {
-        const run = await storage.runs.get(req.params.thread_id, req.params.run_id);
+        const run = await runs.get(req.params.thread_id, req.params.run_id);
         if (!run) throw new NotFoundError(`Run ${req.params.run_id} not found on thread ${req.params.thread_id}`);
         await streamRun(req, reply, run, {
           afterId: await cursorOf(req.headers['last-event-id']),
@@ -199,12 +159,12 @@ export const streamRoutes =
         schema: { params: RunIdParams, querystring: JoinStreamQuery, headers: LastEventId },
       },
       async (req, reply) => {
-        const run = await storage.runs.getById(req.params.run_id);
+        const run = await runs.getById(req.params.run_id);
         if (!run) throw new NotFoundError(`Run not found: ${req.params.run_id}`);
         // Custom auth: the run's thread must be one the caller's threads:read filter lets them see.
         const filters = req.authz?.filters;
         if (filters) {
-          const thread = await storage.threads.get(run.thread_id);
+          const thread = await threads.get(run.thread_id);
           if (!thread || !matchesFilters(thread.metadata, filters))
             throw new NotFoundError(`Run not found: ${req.params.run_id}`);
         }
@@ -223,7 +183,7 @@ export const streamRoutes =
         schema: { params: ThreadParams, querystring: ThreadStreamQuery, headers: LastEventId },
       },
       async (req, reply) => {
-        const thread = await storage.threads.get(req.params.thread_id);
+        const thread = await threads.get(req.params.thread_id);
         if (!thread) throw new NotFoundError(`Thread with ID ${req.params.thread_id} not found`);
         const afterId = await cursorOf(req.headers['last-event-id']);
         const { keep, stateUpdates } = threadEventFilter([
@@ -234,7 +194,7 @@ export const streamRoutes =
         const threadId = thread.thread_id;
         try {
           for await (const page of followStream({
-            streams: storage.streams,
+            streams,
             key: { thread_id: threadId },
             afterId,
             ended: new Promise(() => undefined),
@@ -264,7 +224,7 @@ export const streamRoutes =
       try {
         await engine.waitForRun(threadId, runId, signal);
         if (signal.aborted) return undefined;
-        return await service.getState(threadId);
+        return await state.get(threadId);
       } catch (err) {
         if (err instanceof NotFoundError) return undefined;
         throw err;

@@ -5,34 +5,30 @@ import { z } from 'zod';
 import { BadRequestError } from '../../lib/errors.ts';
 import { hasRowConditions, matchesFilters, mergeMetadataFilter, visiblePage } from '../auth/custom.ts';
 import type { Thread } from '../storage/types.ts';
-import { createThreadStateOps } from '../thread-state.ts';
 import type { RouteDeps } from './deps.ts';
+import { CheckpointParams, selectFields, ThreadParams } from '../schemas/common.ts';
 import {
   beforeCheckpointId,
-  CheckpointParams,
   HistoryBody,
   HistoryQuery,
-  selectFields,
   StateCheckpoint,
   StatePatch,
   StateQuery,
   StateUpdate,
   ThreadCount,
   ThreadCreate,
-  ThreadParams,
   ThreadPatch,
   ThreadPrune,
   ThreadSearch,
   ttlMinutes,
-} from './schemas.ts';
+} from '../schemas/threads.ts';
 
 const publicThread = (t: Thread) => t;
 
 export const threadRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { storage, service } = deps;
-    const stateOps = createThreadStateOps(deps);
+    const { threads, state } = deps.service;
 
     app.post('/threads', { schema: { body: ThreadCreate.optional() } }, async (req) => {
       const body = req.body ?? {};
@@ -41,19 +37,19 @@ export const threadRoutes =
       if (body.supersteps?.length && typeof metadata.graph_id !== 'string') {
         throw new BadRequestError('supersteps need metadata.graph_id to know which graph the state belongs to');
       }
-      const existed = body.thread_id ? (await storage.threads.get(thread_id)) !== null : false;
-      const thread = await storage.threads.create(
+      const existed = body.thread_id ? (await threads.get(thread_id)) !== null : false;
+      const thread = await threads.create(
         { thread_id, metadata, ttl_minutes: ttlMinutes(body.ttl) },
         body.if_exists ?? 'raise',
       );
       try {
-        await stateOps.applySupersteps(thread_id, body.supersteps ?? []);
+        await state.applySupersteps(thread_id, body.supersteps ?? []);
       } catch (err) {
         // A rejected request leaves nothing behind.
-        if (!existed) await storage.threads.delete(thread_id).catch(() => undefined);
+        if (!existed) await threads.delete(thread_id).catch(() => undefined);
         throw err;
       }
-      return body.supersteps?.length ? ((await storage.threads.get(thread_id)) ?? thread) : thread;
+      return body.supersteps?.length ? ((await threads.get(thread_id)) ?? thread) : thread;
     });
 
     app.post('/threads/search', { schema: { body: ThreadSearch.optional() } }, async (req, reply) => {
@@ -64,7 +60,7 @@ export const threadRoutes =
       if (!metadata) return [];
       const { rows, more } = await visiblePage(
         (limit, offset) =>
-          storage.threads.search({
+          threads.search({
             ids: q.ids ?? undefined,
             metadata,
             values: q.values ?? undefined,
@@ -89,7 +85,7 @@ export const threadRoutes =
       if (!metadata) return 0;
       if (hasRowConditions(filters)) {
         // The stores cannot count list containment: count the matching rows instead.
-        const rows = await storage.threads.search({
+        const rows = await threads.search({
           metadata,
           values: q.values ?? undefined,
           status: q.status ?? undefined,
@@ -97,7 +93,7 @@ export const threadRoutes =
         });
         return rows.filter((t) => matchesFilters(t.metadata, filters)).length;
       }
-      return storage.threads.count({
+      return threads.count({
         metadata,
         values: q.values ?? undefined,
         status: q.status ?? undefined,
@@ -116,27 +112,25 @@ export const threadRoutes =
       const filters = req.authz?.filters;
       let visible = ids;
       if (filters && ids.length) {
-        const found = await storage.threads.search({ ids, limit: ids.length });
+        const found = await threads.search({ ids, limit: ids.length });
         visible = found.filter((t) => matchesFilters(t.metadata, filters)).map((t) => t.thread_id);
       }
-      const pruned = await storage.threads.prune(visible, req.body.strategy ?? 'delete');
+      const pruned = await threads.prune(visible, req.body.strategy ?? 'delete');
       return { pruned_count: pruned.length };
     });
 
     app.get('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req) => {
-      return publicThread(await service.requireThread(req.params.thread_id));
+      return publicThread(await threads.require(req.params.thread_id));
     });
 
     app.patch('/threads/:thread_id', { schema: { params: ThreadParams, body: ThreadPatch } }, async (req) => {
       const id = req.params.thread_id;
-      return service.onThread(id, () =>
-        storage.threads.patch(id, { metadata: req.body.metadata ?? {}, ttl_minutes: ttlMinutes(req.body.ttl) }),
-      );
+      return threads.patch(id, { metadata: req.body.metadata ?? {}, ttl_minutes: ttlMinutes(req.body.ttl) });
     });
 
     app.delete('/threads/:thread_id', { schema: { params: ThreadParams } }, async (req, reply) => {
       const id = req.params.thread_id;
-      await service.onThread(id, () => storage.threads.delete(id));
+      await threads.delete(id);
       return reply.code(204).send();
     });
 
@@ -145,29 +139,29 @@ export const threadRoutes =
       { schema: { params: ThreadParams, body: z.unknown().optional() } },
       async (req) => {
         const id = req.params.thread_id;
-        return service.onThread(id, () => storage.threads.copy(id, randomUUID()));
+        return threads.copy(id, randomUUID());
       },
     );
 
     app.get('/threads/:thread_id/state', { schema: { params: ThreadParams, querystring: StateQuery } }, async (req) => {
-      return service.getState(req.params.thread_id, undefined, req.query.subgraphs);
+      return state.get(req.params.thread_id, undefined, req.query.subgraphs);
     });
 
     app.get(
       '/threads/:thread_id/state/:checkpoint_id',
       { schema: { params: CheckpointParams, querystring: StateQuery } },
-      async (req) => service.getState(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs),
+      async (req) => state.get(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs),
     );
 
     app.post(
       '/threads/:thread_id/state/checkpoint',
       { schema: { params: ThreadParams, body: StateCheckpoint } },
       // The whole checkpoint: a subgraph's checkpoint_ns (and checkpoint_map) reads that subgraph's state.
-      async (req) => service.getState(req.params.thread_id, req.body.checkpoint, req.body.subgraphs ?? false),
+      async (req) => state.get(req.params.thread_id, req.body.checkpoint, req.body.subgraphs ?? false),
     );
 
     app.post('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StateUpdate } }, async (req) => {
-      return service.updateState(req.params.thread_id, req.body);
+      return state.update(req.params.thread_id, req.body);
     });
 
     // Metadata merged into a checkpoint's without a new step; the platform answers {}.
@@ -176,14 +170,14 @@ export const threadRoutes =
         ...req.body.checkpoint,
         checkpoint_id: req.body.checkpoint_id ?? req.body.checkpoint?.checkpoint_id ?? null,
       };
-      return stateOps.patchState(req.params.thread_id, req.body.metadata, checkpoint);
+      return state.patchState(req.params.thread_id, req.body.metadata, checkpoint);
     });
 
     app.get(
       '/threads/:thread_id/history',
       { schema: { params: ThreadParams, querystring: HistoryQuery } },
       async (req) => {
-        return service.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
+        return state.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
       },
     );
 
@@ -192,7 +186,7 @@ export const threadRoutes =
       { schema: { params: ThreadParams, body: HistoryBody.optional() } },
       async (req) => {
         const b = HistoryBody.parse(req.body ?? {});
-        return service.history(req.params.thread_id, {
+        return state.history(req.params.thread_id, {
           limit: b.limit,
           before: beforeCheckpointId(b.before),
           metadata: b.metadata ?? undefined,

@@ -57,14 +57,14 @@ function publicBase(req: FastifyRequest): string {
 export const uiRoutes =
   (deps: RouteDeps & { ui: UiBundles }): FastifyPluginAsyncZod =>
   async (app) => {
-    const { ui, storage, graphs } = deps;
+    const { ui, service, graphs } = deps;
 
     /** The graph whose components an id names: a graph id with a "ui" entry, or an assistant (its graph). */
     async function graphOf(id: string): Promise<string> {
       if (ui.bundles.has(id) || ui.failures[id] !== undefined) return id;
       if (graphs.specs.some((s) => s.graphId === id)) return id;
       if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${id} (assistant not found)`);
-      const assistant = await storage.assistants.get(id);
+      const assistant = await service.assistants.get(id);
       if (!assistant) throw new NotFoundError(`Assistant not found: ${id}`);
       return assistant.graph_id;
     }

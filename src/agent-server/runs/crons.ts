@@ -6,9 +6,9 @@ import type { Logger } from '../../lib/logger.ts';
 import { ValidationError } from '../../lib/errors.ts';
 import { isoNow } from '../storage/common.ts';
 import type { CronRecord, NewRun, RunRecord, Storage } from '../storage/types.ts';
-import type { RunCreateBody } from '../routes/schemas.ts';
+import type { RunCreateBody } from '../schemas/runs.ts';
 import type { RequestAuth } from '../auth/custom.ts';
-import type { RunAuth } from '../service.ts';
+import type { RunAuth } from '../services/context.ts';
 
 /** Checks a time zone name; throws ValidationError naming the field. */
 export function checkTimezone(timezone: string): void {
@@ -52,9 +52,9 @@ export function nextTick(schedule: string, timezone: string | null, after: Date,
 
 export interface CronSchedulerDeps {
   storage: Storage;
-  /** The run a create request asks for (service.buildRun). */
+  /** The run a create request asks for (the run service's build). */
   buildRun(threadId: string | null, body: RunCreateBody, caller?: RunAuth): Promise<NewRun>;
-  /** on_run_completed delete: removes the tick's thread once its run has ended (service.deleteThreadWhenDone). */
+  /** on_run_completed delete: removes the tick's thread once its run has ended (the run service's deleteThreadWhenDone). */
   afterCreate(run: RunRecord): void;
   logger: Logger;
   /** How often to look for due ticks. */

@@ -51,6 +51,8 @@ interface ActiveRun {
   controller: AbortController;
   cancel: CancelAction | null;
   timedOut: boolean;
+  /** Its end is being stored (finish); execute() tells its waiters once that is done, whatever the answer. */
+  finishing: boolean;
   done: Promise<void>;
 }
 
@@ -67,6 +69,11 @@ export class RunEngine {
   private readonly active = new Map<string, ActiveRun>();
   /** Join/wait callers by run id; a run finished here hands them its final record (no re-read). */
   private readonly waiters = new Map<string, Set<(done?: RunRecord) => void>>();
+  /**
+   * The values a run finished here stored on its thread (JSON text), by the final record handed to its waiters:
+   * join and wait answer them without reading the thread back (see finalValues).
+   */
+  private readonly finalJson = new WeakMap<RunRecord, string>();
   /** Runs seen finishing lately (run id -> ms), so a waiter that registers just after still notices. */
   private readonly recentlyDone = new Map<string, number>();
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
@@ -176,6 +183,11 @@ export class RunEngine {
     }
   }
 
+  /** The thread values `run` (a record waitForRun returned) stored as it finished in this process, if known. */
+  finalValues(run: RunRecord | null): string | undefined {
+    return run ? this.finalJson.get(run) : undefined;
+  }
+
   private runDone(runId: string, final?: RunRecord): void {
     this.recentlyDone.set(runId, Date.now());
     for (const w of this.waiters.get(runId) ?? []) w(final);
@@ -184,7 +196,9 @@ export class RunEngine {
   private onEvent(e: StorageEvent): void {
     if (e.type === 'wake') this.pump();
     else if (e.type === 'run_done') {
-      this.runDone(e.run_id);
+      // A run this process is storing the end of: execute() hands waiters its final record and values next; the
+      // store's own run_done (it may arrive first) would only make them read the run again.
+      if (!this.active.get(e.run_id)?.finishing) this.runDone(e.run_id);
       // A finished run may unblock the next one queued on its thread.
       this.pump();
     } else if (e.type === 'cancel') this.cancelLocal(e.run_id, e.action);
@@ -241,6 +255,7 @@ export class RunEngine {
       controller: new AbortController(),
       cancel: run.cancel_action,
       timedOut: false,
+      finishing: false,
       done: Promise.resolve(),
     };
     this.active.set(run.run_id, entry);
@@ -332,22 +347,31 @@ export class RunEngine {
       .catch((err: unknown) => log.warn({ err }, 'some stream events of the run could not be stored'));
     // A result stored late is still this worker's: finish() needs only our worker id, and this process's own
     // sweep renews our leases before it requeues anything.
+    entry.finishing = true;
     const ok = await untilReachable(() => this.opts.storage.runs.finish(run.run_id, this.workerId, outcome), {
       stopping: () => this.stopping,
       logger: log,
       what: 'storing the run result',
     });
     this.outageReleases.delete(run.run_id);
-    if (ok === undefined) log.warn('shutting down before the store came back: the lease rules retry the run');
-    else if (ok) {
+    if (ok === undefined) {
+      log.warn('shutting down before the store came back: the lease rules retry the run');
+      this.runDone(run.run_id);
+    } else if (ok) {
       log.info({ status: outcome.status }, 'run finished');
-      this.runDone(run.run_id, { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null });
+      const final: RunRecord = { ...run, status: outcome.status, error: (outcome.error as Json | undefined) ?? null };
+      if (outcome.valuesJson !== undefined) this.finalJson.set(final, outcome.valuesJson);
+      this.runDone(run.run_id, final);
       try {
         this.opts.onRunFinished?.(run, outcome);
       } catch (err) {
         log.warn({ err }, 'run-finished hook failed');
       }
-    } else log.warn('run lost its lease before finishing; another worker owns it now');
+    } else {
+      log.warn('run lost its lease before finishing; another worker owns it now');
+      // Waiters here read the run again (its run_done from the other worker was not taken as the end of it).
+      this.runDone(run.run_id);
+    }
   }
 
   private async heartbeat(): Promise<void> {

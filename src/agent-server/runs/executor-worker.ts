@@ -6,6 +6,7 @@ import { createLogger } from '../../lib/logger.ts';
 import { installWorkerPlatform } from '../platform/index.ts';
 import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
+import { installLeanRunContext } from './lean-run-context.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
 import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
 
@@ -27,6 +28,7 @@ try {
   }
   // The thread's env is a copy of the process's, which already holds langgraph.json's env (applying it again only
   // fills keys that are unset). A graph that failed on the engine's thread fails here too and answers its runs so.
+  installLeanRunContext();
   const graphs = await loadGraphs(init.configPath, { logger, isolateFailures: true });
   // Checkpointer and memory store open on the first run: a thread that never gets one holds no connection.
   let opened: Promise<{ connections: StoreConnections; executor: InlineExecutor }> | undefined;

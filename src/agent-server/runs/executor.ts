@@ -84,21 +84,29 @@ export class InlineExecutor implements RunExecutor {
       };
       // The last root "values" chunk is the final state; an "__interrupt__" chunk means the run paused.
       let last: unknown;
+      let lastJson: string | undefined;
       let paused = false;
-      const translate = new StreamTranslator(plan, onEvent, (data) => {
+      const translate = new StreamTranslator(plan, onEvent, (data, json) => {
         if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
-        else last = data;
+        else {
+          last = data;
+          lastJson = json;
+        }
       });
       if (kw.protocol) {
         // Content-block message events come only from LangGraph's v3 stream; every chunk is stored as it comes.
         const v3 = { ...options, streamMode: PROTOCOL_GRAPH_MODES, subgraphs: true, version: 'v3' };
         for await (const chunk of await graph.stream(input, v3 as never)) {
           const [ns, mode, data] = chunk as [string[], string, unknown];
+          const json = stringify(data);
           if (mode === 'values' && !ns.length) {
             if (data && typeof data === 'object' && '__interrupt__' in data) paused = true;
-            else last = data;
+            else {
+              last = data;
+              lastJson = json;
+            }
           }
-          onEvent(protocolEventName(mode, ns), stringify(data));
+          onEvent(protocolEventName(mode, ns), json);
         }
       } else if (plan.useEvents && graph.streamEvents) {
         for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never))
@@ -107,9 +115,10 @@ export class InlineExecutor implements RunExecutor {
         for await (const chunk of await graph.stream(input, options as never)) translate.chunk(chunk as unknown[]);
       }
       if (!paused && last !== undefined) {
+        // The final values as JSON text: the stream's serialisation when there was one, stored as it is.
         return {
           ok: true,
-          outcome: { status: 'success', values: toPlain<Json>(last), interrupted: false, interrupts: {} },
+          outcome: { status: 'success', valuesJson: lastJson ?? stringify(last), interrupted: false, interrupts: {} },
         };
       }
       // Paused (or nothing streamed): the checkpoint tells what waits and why.

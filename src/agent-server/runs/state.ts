@@ -1,7 +1,7 @@
 // Thread state as the API shows it: the graph's StateSnapshot turned into plain JSON with the seed's fields
 // (checkpoint_id, parent_checkpoint_id, metadata.writes) and the SDK's (checkpoint, parent_checkpoint objects).
 import type { PregelLike, StateSnapshotLike } from '../graphs/index.ts';
-import { toPlain } from '../serde.ts';
+import { toJsonReady, toPlain } from '../serde.ts';
 
 type Config = { configurable?: Record<string, unknown> };
 
@@ -133,7 +133,8 @@ export function toApiState(snapshot: StateSnapshotLike, parent?: StateSnapshotLi
     };
   });
   const metadata = snapshot.metadata ? { ...snapshot.metadata, writes: writesFrom(parent) } : null;
-  return toPlain<ApiThreadState>({
+  // Read-only, JSON-ready: a reply serialises it once (no copy through text first).
+  return toJsonReady<ApiThreadState>({
     values: snapshot.values ?? {},
     next: snapshot.next,
     tasks,

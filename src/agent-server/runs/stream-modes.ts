@@ -8,10 +8,8 @@
 // - debug, checkpoints and tasks carry checkpoint / parent_checkpoint and no internal config keys.
 import { stringify } from '../serde.ts';
 
-export type ApiStreamMode =
-  'values' | 'messages' | 'messages-tuple' | 'updates' | 'events' | 'tasks' | 'checkpoints' | 'debug' | 'custom';
-
-export const API_STREAM_MODES: readonly ApiStreamMode[] = [
+/** Every stream mode the API accepts (the run schemas' enum is made from this list). */
+export const API_STREAM_MODES = [
   'values',
   'messages',
   'messages-tuple',
@@ -21,7 +19,8 @@ export const API_STREAM_MODES: readonly ApiStreamMode[] = [
   'checkpoints',
   'debug',
   'custom',
-];
+] as const;
+export type ApiStreamMode = (typeof API_STREAM_MODES)[number];
 
 type Emit = (event: string, json: string) => void;
 type Json = Record<string, unknown>;
@@ -61,7 +60,8 @@ export class StreamTranslator {
   constructor(
     private readonly plan: StreamPlan,
     private readonly emit: Emit,
-    private readonly onRootValues: (v: unknown) => void,
+    /** `json`: the chunk's JSON text when it was serialised for the stream. */
+    private readonly onRootValues: (v: unknown, json?: string) => void,
   ) {}
 
   /** A chunk of graph.stream: [mode, data] or, with subgraphs, [ns, mode, data]. */
@@ -94,8 +94,14 @@ export class StreamTranslator {
   }
 
   private modeChunk(ns: string[], mode: string, data: unknown): void {
-    if (mode === 'values' && !ns.length) this.onRootValues(data);
     const w = this.plan.wanted;
+    if (mode === 'values' && !ns.length) {
+      // Its JSON text goes to the stream and, for the last chunk, into the run's outcome: serialised once.
+      const json = w.has('values') ? stringify(data) : undefined;
+      this.onRootValues(data, json);
+      if (json !== undefined) this.emit(name(mode, ns), json);
+      return;
+    }
     if (mode === 'messages') {
       if (w.has('messages-tuple')) this.emit(name('messages', ns), stringify(data));
       return;

@@ -60,6 +60,11 @@ interface Pending {
 
 const ENTRY = pathToFileURL(packagePath('src/agent-server/runs/executor-worker.mjs'));
 
+/** A server started with --cpu-prof (bench/agent-server.ts --profile) profiles its executor threads too. */
+function profilerArgs(): string[] {
+  return process.execArgv.filter((a) => /^--cpu-prof(?:$|-dir=|-interval=)/.test(a));
+}
+
 export class ThreadExecutor implements RunExecutor {
   private readonly slots: Slot[] = [];
   /** By run id, from execute until forget (rollback may still need the run's thread after the result). */
@@ -105,7 +110,7 @@ export class ThreadExecutor implements RunExecutor {
     // which exits when stdin ends, and a worker's stdin is always at its end); the entry registers tsx itself.
     const { platform, ...init } = this.init;
     const workerData: WorkerInit = { ...init, index, ...(platform ? { platform: platform() } : {}) };
-    const worker = new Worker(ENTRY, { workerData, execArgv: [] });
+    const worker = new Worker(ENTRY, { workerData, execArgv: profilerArgs() });
     let started!: () => void;
     const slot: Slot = {
       index,

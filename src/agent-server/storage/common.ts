@@ -1,4 +1,12 @@
 // Small pieces both adapters share, so their behaviour cannot drift apart (the run rules: run-rules.ts).
+import type { RunOutcome } from './types.ts';
+
+/** The thread's values after a run as JSON text to store: undefined leaves them unchanged, null clears them. */
+export function outcomeValuesText(outcome: Pick<RunOutcome, 'values' | 'valuesJson'>): string | null | undefined {
+  if (outcome.valuesJson !== undefined) return outcome.valuesJson;
+  if (outcome.values === undefined) return undefined;
+  return outcome.values === null ? null : JSON.stringify(outcome.values);
+}
 /** ISO 8601 with an explicit UTC offset, as the platform's records show them. */
 export function isoNow(ms = Date.now()): string {
   return new Date(ms).toISOString().replace('Z', '+00:00');

@@ -143,6 +143,8 @@ export interface RunOutcome {
   error?: Json | null;
   /** The thread's values after the run (already JSON-ready); undefined leaves them unchanged. */
   values?: Json | null;
+  /** The same as JSON text (what the executor serialised for the stream); when set, it wins over `values`. */
+  valuesJson?: string;
   /** True when the last checkpoint has a non-empty `next` (human in the loop). */
   interrupted?: boolean;
   interrupts?: Json;

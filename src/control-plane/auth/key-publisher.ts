@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../../lib/logger.ts';
-import type { ControlPlaneStore, TenantKeySink } from '../store/types.ts';
+import type { PlatformState } from '../../state/types.ts';
+import type { TenantKeySink } from '../../state/api-keys.ts';
 
 /** Where one tenant's key hashes go: a file on one machine, a Secret in a cluster. */
 /** A stable, path- and DNS-safe id for a tenant (tenant ids may hold upper case, `_` and `.`). */
@@ -36,7 +37,7 @@ export function fileKeySink(dir: string): TenantKeySink & { pathFor(tenant: stri
 }
 
 export type KeyPublisherOptions = {
-  store: Pick<ControlPlaneStore, 'listApiKeys' | 'list' | 'namespace'>;
+  store: Pick<PlatformState, 'listApiKeys' | 'list' | 'namespace'>;
   sink: TenantKeySink;
   logger: Logger;
   intervalMs?: number;

@@ -3,7 +3,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { API_KEY_PREFIX } from '../../lib/deployment-token.ts';
 import { ForbiddenError, UnauthorizedError, ValidationError } from '../../lib/errors.ts';
 import { isLabelValue } from '../../resources/index.ts';
-import type { ApiKeyRecord, ApiKeyStore } from '../store/types.ts';
+import type { ApiKeyRecord, ApiKeyStore } from '../../state/api-keys.ts';
 
 export const KEY_PREFIX = API_KEY_PREFIX;
 
@@ -58,7 +58,10 @@ export type BootstrapKey = { key: string; tenants: string[] };
  */
 export type Principal = { keyId: string; tenant: string; admin: boolean; listenerId?: string };
 
-export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[] = []) {
+/** Who the request's X-Api-Key (and X-Tenant-Id) is; throws 401/403 errors. */
+export type Authenticator = (key: string | undefined, tenant: string | undefined) => Promise<Principal>;
+
+export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[] = []): Authenticator {
   const boot = bootstrap.map((b) => ({ hash: Buffer.from(hashKey(b.key), 'hex'), tenants: b.tenants }));
   return async function authenticate(key: string | undefined, tenant: string | undefined): Promise<Principal> {
     if (!key) throw new UnauthorizedError('Missing API key (X-Api-Key header).');

@@ -1,12 +1,14 @@
 // Rules for what a tenant may put in a deployment. Everything here ends up in a process (git, a build, a pod), a
 // path, a Kubernetes object or a log line, so it is checked before anything is stored. Pure functions: each returns
 // a problem to report (a message) or undefined.
+import { isDnsSubdomain } from '../../resources/index.ts';
 
 /** C0 controls and DEL; NUL is refused everywhere, these in fields that are names, refs, paths or URLs. */
 // eslint-disable-next-line no-control-regex -- control characters are what this rejects
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
-export const MAX_SECRET_NAME = 256;
+/** Secret names become keys of a Kubernetes Secret (envFrom), which may not be longer than 253 characters. */
+export const MAX_SECRET_NAME = 253;
 export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
 export const MAX_SECRETS_BYTES = 1024 * 1024;
 export const MAX_ANNOTATIONS_BYTES = 64 * 1024;
@@ -32,11 +34,14 @@ export const INTEGRATIONS_HINT =
  * (there it is a token: https://<token>@github.com/...), is refused.
  */
 export function repoUrlProblem(url: string): string | undefined {
+  if (url === '') return undefined; // an empty value is reported once, as required, by the schema
   if (CONTROL.test(url) || /\s/.test(url)) return 'must not contain whitespace or control characters';
   if (url.startsWith('-')) return 'must not start with "-"';
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/.exec(url);
   if (scheme) {
     const protocol = scheme[1]!.toLowerCase();
+    if (!CLONE_SCHEMES.includes(protocol))
+      return `scheme "${protocol}://" is not one git clones from here (use https, http, ssh, git or file)`;
     const authority = scheme[2]!;
     const at = authority.lastIndexOf('@');
     if (at < 0) return undefined;
@@ -52,8 +57,16 @@ export function repoUrlProblem(url: string): string | undefined {
   const slash = url.indexOf('/');
   if (at > 0 && (slash < 0 || at < slash) && url.slice(0, at).includes(':'))
     return `must not carry a password: ${INTEGRATIONS_HINT}`;
-  return undefined;
+  if (url.startsWith('/') || SCP_LIKE.test(url)) return undefined;
+  return `"${url}" is a relative path: ${REPO_URL_FORMS}`;
 }
+
+const CLONE_SCHEMES = ['https', 'http', 'ssh', 'git', 'git+ssh', 'ssh+git', 'file'];
+/** git's scp-like ssh address, [user@]host:path: no "/" before the first ":" (else git reads a local path). */
+const SCP_LIKE = /^(?:[^@/:]+@)?[^@/:]+:(?!\/\/)/;
+const REPO_URL_FORMS =
+  'repo_url must be a git URL (https://host/org/repo.git, ssh://git@host/org/repo.git, git@host:org/repo.git) ' +
+  'or the absolute path of a local git repository';
 
 /** A branch, tag, full ref or commit, as `git check-ref-format` would take it; never an option. */
 export function gitRefProblem(ref: string): string | undefined {
@@ -87,13 +100,7 @@ export function imageUriProblem(uri: string): string | undefined {
   return undefined;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-
-/** Kubernetes DNS subdomain (object names such as Secrets and ServiceAccounts). */
-export function isDnsSubdomain(value: string): boolean {
-  return value.length > 0 && value.length <= 253 && value.split('.').every((l) => DNS_LABEL.test(l));
-}
 
 /** Kubernetes qualified name `[prefix/]name` (label and annotation keys). */
 export function labelKeyProblem(key: string): string | undefined {
@@ -122,26 +129,6 @@ export type CustomDomainPolicy = {
   /** The control plane's own public host: never claimable. */
   publicHost?: string;
 };
-
-/** The host of a custom_url (an http(s) URL or a bare host), lower-cased; or the reason it is not acceptable. */
-export function customUrlHost(value: string): { host: string } | { problem: string } {
-  if (CONTROL.test(value) || /\s/.test(value)) return { problem: 'must not contain whitespace or control characters' };
-  const hasScheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(value);
-  if (hasScheme && !/^https?:\/\//i.test(value)) return { problem: 'must be an http(s) URL or a bare host name' };
-  let url: URL;
-  try {
-    url = new URL(hasScheme ? value : `https://${value}`);
-  } catch {
-    return { problem: 'must be an http(s) URL or a bare host name' };
-  }
-  if (url.username || url.password) return { problem: 'must not carry credentials' };
-  if (url.port) return { problem: 'must not name a port' };
-  const host = url.hostname.toLowerCase().replace(/\.$/, '');
-  if (!isDnsSubdomain(host) || !host.includes('.') || /^[0-9.]+$/.test(host)) {
-    return { problem: `"${host}" is not a valid DNS host name` };
-  }
-  return { host };
-}
 
 export function customHostProblem(host: string, policy: CustomDomainPolicy): string | undefined {
   const allowed = policy.allowedCustomDomains.map((d) =>

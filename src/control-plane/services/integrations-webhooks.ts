@@ -8,11 +8,12 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { BadRequestError, UnauthorizedError } from '../../lib/errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { LABEL_TENANT, type AgentDeployment } from '../../resources/index.ts';
-import { repositoryPath } from '../../operator/runtimes/kubernetes/git-credentials.ts';
-import type { ControlPlaneStore, IntegrationRecord } from '../store/types.ts';
-import type { DeploymentService } from './deployments.ts';
-import { githubRepoOf, type GitHubApp } from './integrations-github.ts';
-import type { IntegrationService } from './integrations.ts';
+import type { PlatformState } from '../../state/types.ts';
+import type { IntegrationRecord } from '../../state/integrations.ts';
+import type { DeploymentService } from './deployments/index.ts';
+import { githubRepoOf, type GitHubApp } from '../../git/github-app.ts';
+import { repositoryPath } from '../../git/url.ts';
+import type { IntegrationService } from './integrations/index.ts';
 
 export type PushResult = { revisions: { deployment_id: string; revision_id: string }[]; repeated: number };
 
@@ -57,7 +58,7 @@ const follows = (dep: AgentDeployment, ref: string) => {
 };
 
 export function createPushWebhooks(deps: {
-  store: ControlPlaneStore;
+  store: PlatformState;
   deployments: DeploymentService;
   integrations: IntegrationService;
   github?: GitHubApp;

@@ -5,7 +5,8 @@
 // does not give builds back and every control-plane replica sees the same window.
 import { createHash } from 'node:crypto';
 import { QuotaExceededError } from '../../lib/errors.ts';
-import { AlreadyExistsError, StaleResourceVersionError, type AuthObjectStore } from '../store/types.ts';
+import { AlreadyExistsError, StaleResourceVersionError } from '../../state/errors.ts';
+import type { AuthObjectStore } from '../../state/auth-objects.ts';
 
 export type QuotaLimits = {
   deployments: number;

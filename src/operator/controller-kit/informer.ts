@@ -1,6 +1,8 @@
 // An informer: list, then watch from the list's resourceVersion, keeping a local cache. It tells handlers only
 // which object changed (handlers enqueue keys); reconcilers read the latest object themselves. Any watch error
-// (including 410 Gone) leads to a fresh list, with backoff; a resync period re-announces every cached object.
+// (including 410 Gone) leads to a fresh list, with backoff (reset once a watch delivers an event or bookmark); a
+// normal close resumes the watch from the last version seen (bookmarks included); a resync period re-announces
+// every cached object.
 import type { Logger } from '../../lib/logger.ts';
 import { realClock, type CancelTimer, type Clock } from './clock.ts';
 
@@ -109,8 +111,8 @@ export class Informer<T extends KubeObject> {
         this.replace(items);
         this.resourceVersion = resourceVersion;
         this.synced = true;
+        // The backoff is reset only once the watch delivers something: a watch failing at once keeps backing off.
         await this.startWatch();
-        this.failures = 0;
         return;
       } catch (err) {
         this.failures++;
@@ -179,6 +181,7 @@ export class Informer<T extends KubeObject> {
   }
 
   private apply(event: WatchEvent<T>): void {
+    this.failures = 0;
     const key = objectKey(event.object);
     if (event.object.metadata.resourceVersion) this.resourceVersion = event.object.metadata.resourceVersion;
     if (event.type === 'BOOKMARK') return;

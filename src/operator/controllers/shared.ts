@@ -1,7 +1,7 @@
 // Small helpers both controllers use.
 import { NotFoundError } from '../../lib/errors.ts';
-import type { Kind, KindMap, ResourceStore } from '../../control-plane/store/types.ts';
-import { LABEL_DEPLOYMENT, type AgentDeployment, type AgentRevision } from '../../resources/index.ts';
+import type { Kind, KindMap, ResourceStore } from '../../state/resources.ts';
+import { LABEL_DEPLOYMENT, RevisionPhase, type AgentDeployment, type AgentRevision } from '../../resources/index.ts';
 import type { RevisionView } from './agentdeployment/decide.ts';
 
 export async function getOrUndefined<K extends Kind>(
@@ -26,8 +26,8 @@ export async function revisionsOf(store: Pick<ResourceStore, 'list'>, dep: Agent
 }
 
 /** A revision created by the control plane or the operator has no status yet (the API shows CREATING). */
-export function phaseOf(rev: AgentRevision): string {
-  return rev.status?.phase ?? 'CREATING';
+export function phaseOf(rev: AgentRevision): RevisionPhase {
+  return rev.status?.phase ?? RevisionPhase.CREATING;
 }
 
 export function views(revisions: AgentRevision[]): RevisionView[] {

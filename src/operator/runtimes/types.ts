@@ -3,6 +3,7 @@
 // one call and observed by later calls; the runtime calls `notify` when something worth a look changed.
 
 import type { ResourceSpec } from '../../resources/agent-deployment.ts';
+import type { AgentDeployment, AgentRevision } from '../../resources/index.ts';
 
 /** Identifies one revision of one deployment. Names are the resource names (`<deployment>-r<n>`). */
 export type RevisionRef = {
@@ -12,6 +13,12 @@ export type RevisionRef = {
   deploymentId: string;
   revision: string;
 };
+
+/**
+ * The custom resources the controller read for this reconcile: a runtime that needs more than the spec (owner
+ * references, admission of the tenant's settings) takes it from here instead of reading the API again.
+ */
+export type HeldResources = { deployment: AgentDeployment; revision: AgentRevision };
 
 export type BuildSpec = RevisionRef & {
   repoUrl: string;
@@ -24,13 +31,6 @@ export type BuildSpec = RevisionRef & {
   tenantId?: string;
   integrationId?: string | null;
 };
-
-/**
- * A git credential for one repository host: an HTTPS token (a plain git integration's, or a GitHub installation
- * token minted for this build) or an SSH private key with the known_hosts git must check the server against.
- */
-export type GitCredential =
-  { host: string; username?: string; token: string } | { host: string; sshKey: string; knownHosts: string };
 
 export type BuildStatus =
   | { phase: 'Running' }
@@ -77,11 +77,11 @@ export interface Runtime {
   /** Which sources this runtime can run; others fail at creation with `message`. */
   supports(source: string): { ok: true } | { ok: false; message: string };
   /** Starts the build if it is neither running nor done; reports its state. Survives restarts. */
-  build(spec: BuildSpec): Promise<BuildStatus>;
+  build(spec: BuildSpec, held: HeldResources): Promise<BuildStatus>;
   /** True when a finished build of this revision is still available (redeploy without rebuilding). */
   hasBuild(ref: RevisionRef): Promise<boolean>;
   /** Starts the revision's server if it is not running; reports its state. */
-  deploy(spec: ServerSpec): Promise<ServerStatus>;
+  deploy(spec: ServerSpec, held: HeldResources): Promise<ServerStatus>;
   /** What the revision's server is doing now, without starting anything (undefined: not running). */
   serverStatus(ref: RevisionRef): ServerStatus | undefined;
   /** Sends the deployment's traffic to `revision` (which must be Ready), then stops the others. */
@@ -91,9 +91,9 @@ export interface Runtime {
   /** The stable URL of a deployment (a runtime may first have to open it). */
   url(deployment: Omit<RevisionRef, 'revision'>): string | Promise<string>;
   /** Stops one revision's server (no-op when it is not running). */
-  stop(ref: RevisionRef): Promise<void>;
+  stop(ref: RevisionRef, held: HeldResources): Promise<void>;
   /** Stops everything of a deployment and removes its files and data. */
-  cleanup(deployment: Omit<RevisionRef, 'revision'>): Promise<void>;
+  cleanup(ref: Omit<RevisionRef, 'revision'>, deployment: AgentDeployment): Promise<void>;
   /** Registers the callback used to say "look at this deployment/revision again". */
   onChange(notify: (ref: RevisionRef) => void): void;
   /** Stops all processes (process shutdown); keeps files. */

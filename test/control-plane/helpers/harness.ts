@@ -5,13 +5,13 @@ import type { FastifyInstance } from 'fastify';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
 import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../../src/control-plane/services/input-rules.ts';
-import { openEmbeddedStore } from '../../../src/control-plane/store/embedded/index.ts';
-import type { ControlPlaneStore } from '../../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
+import type { PlatformState } from '../../../src/state/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 
 export type ApiHarness = {
   app: FastifyInstance;
-  store: ControlPlaneStore;
+  store: PlatformState;
   /** Key for tenant-a and tenant-b. */
   key: string;
   /** Key for tenant-c only. */
@@ -24,7 +24,7 @@ export async function apiHarness(
   policy: InputPolicy = { ...DEFAULT_INPUT_POLICY, allowedCustomDomains: ['example'] },
 ): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-cp-api-'));
-  const store = openEmbeddedStore({ dataDir: dir });
+  const store = openEmbeddedPlatformState({ dataDir: dir });
   const app = await createControlPlane({ store, logger: silentLogger(), policy });
   const { key } = await createApiKey(store, { tenants: ['tenant-a', 'tenant-b'], name: 'test' });
   const { key: otherKey } = await createApiKey(store, { tenants: ['tenant-c'] });

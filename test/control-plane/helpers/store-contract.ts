@@ -1,18 +1,14 @@
 // The store contract: the same behaviour from every adapter. Each adapter's test file calls this with a factory.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NotFoundError, ValidationError } from '../../../src/lib/errors.ts';
-import {
-  AlreadyExistsError,
-  ResourceExpiredError,
-  StaleResourceVersionError,
-  type ControlPlaneStore,
-  type WatchEventType,
-} from '../../../src/control-plane/store/types.ts';
+import { AlreadyExistsError, ResourceExpiredError, StaleResourceVersionError } from '../../../src/state/errors.ts';
+import type { PlatformState } from '../../../src/state/types.ts';
+import type { WatchEventType } from '../../../src/state/resources.ts';
 import { FINALIZER_RUNTIME, makeRevision, type AgentDeployment } from '../../../src/resources/index.ts';
 import { makeDeployment } from './fixtures.ts';
 
 export type StoreHarness = {
-  store: ControlPlaneStore;
+  store: PlatformState;
   namespace: string;
   otherNamespace: string;
   close(): Promise<void>;
@@ -33,7 +29,7 @@ async function until<T>(check: () => T | undefined, what: string, timeoutMs = 5_
 export function storeContract(name: string, open: () => Promise<StoreHarness>): void {
   describe(`store contract: ${name}`, () => {
     let h: StoreHarness;
-    let store: ControlPlaneStore;
+    let store: PlatformState;
     let ns: string;
     beforeAll(async () => {
       h = await open();

@@ -3,19 +3,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openEmbeddedStore } from '../../../src/control-plane/store/embedded/index.ts';
-import { loadKubeConfig, openKubernetesStore } from '../../../src/control-plane/store/kubernetes/index.ts';
-import type { ControlPlaneStore } from '../../../src/control-plane/store/types.ts';
+import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
+import { loadKubeConfig, openKubernetesPlatformState } from '../../../src/state/kubernetes/index.ts';
+import type { PlatformState } from '../../../src/state/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { startKube } from './kube.ts';
 
-export type OpenedStore = { store: ControlPlaneStore; close: () => Promise<void> };
+export type OpenedStore = { store: PlatformState; close: () => Promise<void> };
 
 export function freshStores(tmpPrefix: string): Record<'embedded' | 'kubernetes', () => Promise<OpenedStore>> {
   return {
     embedded: async () => {
       const dir = mkdtempSync(join(tmpdir(), tmpPrefix));
-      const store = openEmbeddedStore({ dataDir: dir });
+      const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
         close: async () => {
@@ -26,7 +26,7 @@ export function freshStores(tmpPrefix: string): Record<'embedded' | 'kubernetes'
     },
     kubernetes: async () => {
       const kube = await startKube();
-      const store = openKubernetesStore({
+      const store = openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
         namespace: 'tenants',
         logger: silentLogger(),

@@ -5,16 +5,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { KubeApiServer } from '../../support/kube-apiserver/server.ts';
+import { KubeApiServer, type KubeApiServerOptions } from '../../support/kube-apiserver/server.ts';
 import { registerBuiltinKinds } from '../../support/kube-apiserver/builtins.ts';
+import { seedCrdObjects } from '../../support/kube-apiserver/crd-objects.ts';
 import { renderChart } from '../../support/helm/index.ts';
 
 type Json = Record<string, any>;
 export type Identity = { kubeConfig: KubeConfig; kubeconfigPath: string };
 export type TestCluster = Identity & {
   api: KubeApiServer;
-  /** Renders the chart with `values` (release "agentplane" in the cluster's namespace) and installs its RBAC. */
-  installChartRbac(values?: Json): void;
+  /** Renders the chart with `values` (release "agentplane" unless named, in the cluster's namespace) and installs its RBAC. */
+  installChartRbac(values?: Json, release?: string): void;
   /** Credentials of a ServiceAccount of the release namespace (e.g. "agentplane-operator"). */
   as(serviceAccount: string): Identity;
   close(): Promise<void>;
@@ -31,7 +32,16 @@ const CHART_LABEL = 'app.kubernetes.io/instance';
 
 export async function startCluster(
   namespace = 'agents',
-  opts: { historyLimit?: number; rbac?: boolean; tls?: boolean; bookmarkMs?: number; gcDelayMs?: number } = {},
+  opts: Pick<
+    KubeApiServerOptions,
+    | 'historyLimit'
+    | 'rbac'
+    | 'tls'
+    | 'bookmarkMs'
+    | 'gcDelayMs'
+    | 'ownerReferencesPermissionEnforcement'
+    | 'watchTimeoutMs'
+  > = {},
 ): Promise<TestCluster> {
   // The release namespace exists before the chart is installed (helm install --create-namespace).
   const api = new KubeApiServer({
@@ -40,6 +50,7 @@ export async function startCluster(
     ...opts,
   });
   registerBuiltinKinds(api.registry);
+  seedCrdObjects(api, join(import.meta.dirname, '../../../crds'));
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));
   const identity = (file: string, token?: string): Identity => {
@@ -52,13 +63,13 @@ export async function startCluster(
   return {
     api,
     ...identity('kubeconfig'),
-    installChartRbac(values = {}) {
+    installChartRbac(values = {}, release = 'agentplane') {
       // An upgrade: what the previous render installed goes, then the new render's objects are stored.
       for (const [group, plural] of Object.values(RBAC_KINDS)) {
         if (plural !== 'serviceaccounts')
-          api.unseed(group, plural, (o) => o.metadata.labels?.[CHART_LABEL] === 'agentplane');
+          api.unseed(group, plural, (o) => o.metadata.labels?.[CHART_LABEL] === release);
       }
-      for (const doc of renderChart({ namespace, values })) {
+      for (const doc of renderChart({ namespace, values, release })) {
         if (!RBAC_KINDS[doc.kind]) continue;
         if (
           doc.kind === 'ServiceAccount' &&

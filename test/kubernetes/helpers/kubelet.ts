@@ -106,6 +106,63 @@ export class FakeCluster {
   }
 
   /**
+   * Plays the Job controller trying `attempts` times to create a build Job's pod. Each refusal (Pod Security
+   * admission, quota...) is recorded as the real controller does: a FailedCreate Warning Event on the Job, one
+   * object whose count grows. Returns how many attempts were refused.
+   */
+  async tryJobPod(name: string, attempts: number): Promise<number> {
+    const namespace = this.namespace;
+    const job = await this.batch.readNamespacedJob({ name, namespace });
+    const eventName = `${name}.${createHash('sha256').update(job.metadata!.uid!).digest('hex').slice(0, 16)}`;
+    let refused = 0;
+    for (let i = 0; i < attempts; i++) {
+      const podName = `${name}-${String(i).padStart(5, 'x')}`;
+      const message = await this.core
+        .createNamespacedPod({
+          namespace,
+          body: {
+            metadata: {
+              name: podName,
+              namespace,
+              labels: { ...job.spec!.template.metadata?.labels, 'job-name': name },
+            },
+            spec: job.spec!.template.spec!,
+          },
+        })
+        .then(
+          () => undefined,
+          (err: { body?: string }) => `Error creating: ${JSON.parse(err.body ?? '{}').message ?? String(err)}`,
+        );
+      if (!message) continue;
+      refused++;
+      const now = new Date();
+      const existing = await this.core.readNamespacedEvent({ name: eventName, namespace }).catch(() => undefined);
+      if (existing)
+        await this.core.replaceNamespacedEvent({
+          name: eventName,
+          namespace,
+          body: { ...existing, message, count: (existing.count ?? 1) + 1, lastTimestamp: now },
+        });
+      else
+        await this.core.createNamespacedEvent({
+          namespace,
+          body: {
+            metadata: { name: eventName, namespace },
+            involvedObject: { apiVersion: 'batch/v1', kind: 'Job', name, namespace, uid: job.metadata!.uid },
+            reason: 'FailedCreate',
+            type: 'Warning',
+            message,
+            count: 1,
+            firstTimestamp: now,
+            lastTimestamp: now,
+            source: { component: 'job-controller' },
+          },
+        });
+    }
+    return refused;
+  }
+
+  /**
    * Plays the Deployment controller for the current pod template: its ReplicaSet (pod-template-hash), pods, and
    * the Deployment status. `mode` ready: all available; crash: the new pod crash-loops past the operator's restart
    * limit; stall: deadline exceeded; crash-until-postgres: an agent server that exits while its database does not

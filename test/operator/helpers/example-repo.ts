@@ -7,7 +7,7 @@ const EXAMPLE = resolve(import.meta.dirname, '../../../examples/agent');
 
 export type ExampleRepo = {
   path: string;
-  /** main: greets "Hello"; branch v2: "Howdy"; tag v1 = main; branch broken-server: graph module missing;
+  /** main: greets "Hello"; branch v2: "Howdy"; tag v1 = main; branch broken-server: graph module throws on load;
    * branch broken-install: npm ci fails. */
   sha(ref: string): string;
 };
@@ -52,8 +52,11 @@ export function makeExampleRepo(root: string): ExampleRepo {
 
   git(path, 'checkout', '--quiet', '-b', 'broken-server', 'main');
   const cfg = join(path, 'langgraph.json');
+  // It parses and its imports resolve (the build's graph check passes); it throws when the server loads it.
+  writeFileSync(join(path, 'src', 'missing.ts'), "throw new Error('the graph module is missing its model');\n");
   writeFileSync(cfg, readFileSync(cfg, 'utf8').replace('./src/agent.ts:graph', './src/missing.ts:graph'));
-  git(path, 'commit', '--quiet', '-am', 'point at a graph module that does not exist');
+  git(path, 'add', '-A');
+  git(path, 'commit', '--quiet', '-m', 'point at a graph module that throws when loaded');
 
   git(path, 'checkout', '--quiet', '-b', 'broken-install', 'main');
   const pkg = JSON.parse(readFileSync(join(path, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };

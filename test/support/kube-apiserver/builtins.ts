@@ -6,11 +6,13 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Event, PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
-import { validateMeta, type Cause, type KindRegistry, type KindSpec } from './registry.ts';
+import { admitBuiltin } from './admit.ts';
+import type { KindRegistry, KindSpec } from './registry.ts';
+import { RULES } from './workloads.ts';
 
-type Json = Record<string, any>;
 type Model = new (data: never) => { validate(): void };
 
 type Builtin = {
@@ -25,55 +27,6 @@ type Builtin = {
   namespaced?: boolean;
   /** What a DELETE without propagationPolicy does to dependents (default Background). */
   defaultPropagation?: 'Background' | 'Orphan';
-  /** Fields the real server refuses to change after creation. */
-  immutable?: (obj: Json, old: Json) => Cause[];
-};
-
-const immutableSelector = (obj: Json, old: Json): Cause[] =>
-  JSON.stringify(obj.spec?.selector) === JSON.stringify(old.spec?.selector)
-    ? []
-    : [{ field: 'spec.selector', message: 'Invalid value: field is immutable', reason: 'FieldValueInvalid' }];
-
-const immutableJobTemplate = (obj: Json, old: Json): Cause[] =>
-  JSON.stringify(obj.spec?.template) === JSON.stringify(old.spec?.template)
-    ? []
-    : [{ field: 'spec.template', message: 'Invalid value: field is immutable', reason: 'FieldValueInvalid' }];
-
-// A StatefulSet's spec may change only in these fields; anything else is refused as on the real server.
-const STATEFULSET_MUTABLE = [
-  'replicas',
-  'template',
-  'updateStrategy',
-  'persistentVolumeClaimRetentionPolicy',
-  'minReadySeconds',
-  'ordinals',
-];
-const immutableStatefulSet = (obj: Json, old: Json): Cause[] => {
-  const rest = (o: Json) =>
-    JSON.stringify(
-      Object.fromEntries(
-        Object.entries(o.spec ?? {})
-          .filter(([k]) => !STATEFULSET_MUTABLE.includes(k))
-          .sort(([a], [b]) => (a < b ? -1 : 1)),
-      ),
-    );
-  return rest(obj) === rest(old)
-    ? []
-    : [
-        {
-          field: 'spec',
-          message: `Forbidden: updates to statefulset spec for fields other than ${STATEFULSET_MUTABLE.map((f) => `'${f}'`).join(', ')} are forbidden`,
-          reason: 'FieldValueForbidden',
-        },
-      ];
-};
-
-// clusterIP is kept when an update leaves it out (the server fills it back in), refused when changed.
-const immutableClusterIp = (obj: Json, old: Json): Cause[] => {
-  const ip = obj.spec?.clusterIP;
-  return ip === undefined || ip === '' || ip === old.spec?.clusterIP
-    ? []
-    : [{ field: 'spec.clusterIP', message: 'Invalid value: field is immutable', reason: 'FieldValueInvalid' }];
 };
 
 const BUILTINS: Builtin[] = [
@@ -85,7 +38,6 @@ const BUILTINS: Builtin[] = [
     model: Job,
     status: true,
     generation: true,
-    immutable: immutableJobTemplate,
     defaultPropagation: 'Orphan',
   },
   {
@@ -96,7 +48,6 @@ const BUILTINS: Builtin[] = [
     model: Deployment,
     status: true,
     generation: true,
-    immutable: immutableSelector,
   },
   {
     group: 'apps',
@@ -106,7 +57,6 @@ const BUILTINS: Builtin[] = [
     model: ReplicaSet,
     status: true,
     generation: true,
-    immutable: immutableSelector,
   },
   {
     group: 'apps',
@@ -116,7 +66,6 @@ const BUILTINS: Builtin[] = [
     model: StatefulSet,
     status: true,
     generation: true,
-    immutable: (o, p) => [...immutableSelector(o, p), ...immutableStatefulSet(o, p)],
   },
   { group: '', version: 'v1', plural: 'pods', kind: 'Pod', model: Pod, status: true, generation: false },
   {
@@ -127,7 +76,6 @@ const BUILTINS: Builtin[] = [
     model: Service,
     status: true,
     generation: false,
-    immutable: immutableClusterIp,
   },
   {
     group: '',
@@ -221,18 +169,21 @@ const BUILTINS: Builtin[] = [
     status: true,
     generation: true,
   },
+  { group: '', version: 'v1', plural: 'events', kind: 'Event', model: Event, status: false, generation: false },
+  {
+    // Read-only in practice: the CRD files are stored as objects (crd-objects.ts) so clients can read them.
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    plural: 'customresourcedefinitions',
+    kind: 'CustomResourceDefinition',
+    model: CustomResourceDefinition,
+    status: true,
+    generation: true,
+    namespaced: false,
+  },
 ];
 
-function schemaCauses(model: Model, obj: Json): Cause[] {
-  try {
-    new model(structuredClone(obj) as never).validate();
-    return [];
-  } catch (err) {
-    return [{ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' }];
-  }
-}
-
-/** Admits built-in objects the way the real server does for the fields the runtime relies on. */
+/** Admits built-in objects the way the real server does (admit.ts: decoding, defaults, validation, immutability). */
 export function registerBuiltinKinds(registry: KindRegistry): void {
   for (const b of BUILTINS) {
     const spec: KindSpec = {
@@ -245,11 +196,8 @@ export function registerBuiltinKinds(registry: KindRegistry): void {
       requireResourceVersionOnUpdate: false,
       tracksGeneration: b.generation,
       ...(b.defaultPropagation ? { defaultPropagation: b.defaultPropagation } : {}),
-      admit(obj, old) {
-        const causes = [...validateMeta(obj), ...schemaCauses(b.model, obj)];
-        if (old && b.immutable) causes.push(...b.immutable(obj, old));
-        return causes.length ? { causes } : { object: obj };
-      },
+      admit: (obj, old) =>
+        admitBuiltin({ version: b.version, kind: b.kind, model: b.model, rules: RULES[b.kind] }, obj, old),
     };
     registry.register(spec);
   }

@@ -8,6 +8,9 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parse } from 'yaml';
+import { admitBuiltin, type Admission, type ModelClass } from './admit.ts';
+import { configKeyCauses, metaCauses } from './meta.ts';
+import { RULES } from './workloads.ts';
 
 export type Cause = { field: string; message: string; reason: string };
 type Json = Record<string, any>;
@@ -30,8 +33,11 @@ export type KindSpec = {
    * Jobs (and ReplicationControllers) keep the old default, Orphan.
    */
   defaultPropagation?: 'Background' | 'Orphan';
-  /** Returns the object after defaulting/pruning, or causes (422). `old` is set on update. */
-  admit(obj: Json, old?: Json): { object: Json } | { causes: Cause[] };
+  /**
+   * Returns the object after decoding (unknown fields dropped and listed), defaulting and validation, or causes
+   * (422), or a decoder refusal (400). `old` is set on update.
+   */
+  admit(obj: Json, old?: Json): Admission;
 };
 
 export class KindRegistry {
@@ -50,59 +56,19 @@ export class KindRegistry {
   }
 }
 
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-const LABEL_KEY_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-
-/** Metadata rules the real server applies to every kind. */
-export function validateMeta(obj: Json): Cause[] {
-  const causes: Cause[] = [];
-  const m = obj.metadata ?? {};
-  if (typeof m.name !== 'string' || !m.name) {
-    causes.push({
-      field: 'metadata.name',
-      message: 'Required value: name or generateName is required',
-      reason: 'FieldValueRequired',
-    });
-  } else if (m.name.length > 253 || !DNS_SUBDOMAIN.test(m.name)) {
-    causes.push({
-      field: 'metadata.name',
-      message: `Invalid value: "${m.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`,
-      reason: 'FieldValueInvalid',
-    });
-  }
-  for (const [k, v] of Object.entries<unknown>(m.labels ?? {})) {
-    const name = k.includes('/') ? k.slice(k.indexOf('/') + 1) : k;
-    const prefix = k.includes('/') ? k.slice(0, k.indexOf('/')) : '';
-    if (!LABEL_KEY_NAME.test(name) || name.length > 63 || (prefix && !DNS_SUBDOMAIN.test(prefix))) {
-      causes.push({
-        field: `metadata.labels`,
-        message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`,
-        reason: 'FieldValueInvalid',
-      });
-    }
-    if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) {
-      causes.push({
-        field: `metadata.labels`,
-        message: `Invalid value: "${String(v)}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'`,
-        reason: 'FieldValueInvalid',
-      });
-    }
-  }
-  return causes;
-}
-
 /** Drops fields the structural schema does not know (the API server prunes instead of rejecting). */
-function prune(value: unknown, schema: Json | undefined): unknown {
+function prune(value: unknown, schema: Json | undefined, path = '', unknown: string[] = []): unknown {
   if (!schema || value === null || typeof value !== 'object') return value;
   if (schema['x-kubernetes-preserve-unknown-fields']) return value;
-  if (Array.isArray(value)) return value.map((v) => prune(v, schema.items));
+  if (Array.isArray(value)) return value.map((v, i) => prune(v, schema.items, `${path}[${i}]`, unknown));
   const out: Json = {};
   for (const [k, v] of Object.entries(value as Json)) {
-    if (schema.properties?.[k]) out[k] = prune(v, schema.properties[k]);
+    const field = path ? `${path}.${k}` : k;
+    if (schema.properties?.[k]) out[k] = prune(v, schema.properties[k], field, unknown);
     else if (schema.additionalProperties && typeof schema.additionalProperties === 'object')
-      out[k] = prune(v, schema.additionalProperties);
+      out[k] = prune(v, schema.additionalProperties, `${path}[${k}]`, unknown);
     else if (schema.additionalProperties === true) out[k] = v;
+    else unknown.push(field);
   }
   return out;
 }
@@ -202,9 +168,10 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
         requireResourceVersionOnUpdate: true,
         tracksGeneration: true,
         admit(obj, old) {
-          const { metadata, apiVersion, kind } = obj;
-          const pruned = { ...(prune({ ...obj, metadata: undefined }, schema) as Json), apiVersion, kind, metadata };
-          const causes = validateMeta(pruned);
+          const { metadata, apiVersion, kind, ...rest } = obj;
+          const unknown: string[] = [];
+          const pruned = { ...(prune(rest, schema, '', unknown) as Json), apiVersion, kind, metadata };
+          const causes = metaCauses(pruned);
           if (!validate(pruned)) {
             for (const e of validate.errors ?? []) {
               const field = e.instancePath.split('/').filter(Boolean).join('.');
@@ -216,19 +183,16 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
             }
           }
           causes.push(...transitionCauses(schema, pruned, old, '<root>'));
-          return causes.length ? { causes } : { object: pruned };
+          return causes.length ? { causes } : { object: pruned, unknown };
         },
       });
     }
   }
 }
 
-/** A kubernetes-models class: validates against the official Kubernetes OpenAPI schema. */
-type ModelClass = new (data: any) => { validate(): void };
-
 /**
- * A built-in kind validated with the official schema (kubernetes-models) plus the metadata rules. H5 registers
- * apps/v1 Deployments, Services, Jobs... this way: `registry.register(builtinKind({...}, Deployment))`.
+ * A built-in kind validated with the official schema (kubernetes-models), the metadata rules and the kind's own
+ * rules (workloads.ts), as admitBuiltin runs them: `registry.register(builtinKind({...}, Deployment))`.
  */
 export function builtinKind(
   spec: Omit<KindSpec, 'admit' | 'requireResourceVersionOnUpdate'> & { requireResourceVersionOnUpdate?: boolean },
@@ -240,38 +204,36 @@ export function builtinKind(
     requireResourceVersionOnUpdate: false,
     ...spec,
     admit(obj, old) {
-      const object = normalize(obj);
-      const causes = [...validateMeta(object), ...extra(object)];
-      // An immutable Secret or ConfigMap keeps its data (and stays immutable) for good.
-      if (
-        old?.immutable === true &&
-        (object.immutable !== true ||
-          JSON.stringify(object.data ?? {}) !== JSON.stringify(old.data ?? {}) ||
-          JSON.stringify(object.binaryData ?? {}) !== JSON.stringify(old.binaryData ?? {}))
-      ) {
-        causes.push({
+      return admitBuiltin(
+        {
+          version: spec.version,
+          kind: spec.kind,
+          model: Model,
+          rules: RULES[spec.kind],
+          normalize,
+          extra: (object) => [...extra(object), ...immutableData(object, old)],
+        },
+        obj,
+        old,
+      );
+    },
+  };
+}
+
+/** An immutable Secret or ConfigMap keeps its data (and stays immutable) for good. */
+function immutableData(object: Json, old: Json | undefined): Cause[] {
+  return old?.immutable === true &&
+    (object.immutable !== true ||
+      JSON.stringify(object.data ?? {}) !== JSON.stringify(old.data ?? {}) ||
+      JSON.stringify(object.binaryData ?? {}) !== JSON.stringify(old.binaryData ?? {}))
+    ? [
+        {
           field: 'data',
           message: 'Forbidden: field is immutable when `immutable` is set',
           reason: 'FieldValueForbidden',
-        });
-      }
-      try {
-        new Model(object).validate();
-      } catch (err) {
-        const errors = (err as { errors?: { instancePath: string; message?: string; keyword: string }[] }).errors ?? [];
-        if (!errors.length)
-          causes.push({ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' });
-        for (const e of errors) {
-          causes.push({
-            field: e.instancePath.split('/').filter(Boolean).join('.') || '<root>',
-            message: e.message ?? 'invalid',
-            reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
-          });
-        }
-      }
-      return causes.length ? { causes } : { object };
-    },
-  };
+        },
+      ]
+    : [];
 }
 
 /** The API server refuses Secrets and ConfigMaps whose data exceeds 1 MiB (etcd's object limit is near it too). */
@@ -289,13 +251,13 @@ function dataSize(obj: Json, base64: boolean): number {
 }
 
 function withinDataLimit(base64: boolean) {
-  return (obj: Json): Cause[] =>
-    dataSize(obj, base64) > MAX_DATA_BYTES
+  return (obj: Json): Cause[] => [
+    ...configKeyCauses(obj),
+    ...(dataSize(obj, base64) > MAX_DATA_BYTES
       ? [{ field: 'data', message: `Too long: must have at most ${MAX_DATA_BYTES} bytes`, reason: 'FieldValueTooLong' }]
-      : [];
+      : []),
+  ];
 }
-
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /**
  * Namespaces as the real server keeps them: a DNS label name, the `kubernetes.io/metadata.name` label always equal
@@ -320,16 +282,6 @@ export const namespaceKind: KindSpec = builtinKind(
       labels: { ...(obj.metadata?.labels ?? {}), 'kubernetes.io/metadata.name': obj.metadata?.name },
     },
   }),
-  (obj) =>
-    typeof obj.metadata?.name === 'string' && (obj.metadata.name.length > 63 || !DNS_LABEL.test(obj.metadata.name))
-      ? [
-          {
-            field: 'metadata.name',
-            message: `Invalid value: "${obj.metadata.name}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'`,
-            reason: 'FieldValueInvalid',
-          },
-        ]
-      : [],
 );
 {
   const admit = namespaceKind.admit;

@@ -20,10 +20,15 @@ import {
 } from './rbac.ts';
 import { servingCert, type ServingCert } from './tls.ts';
 import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpec } from './registry.ts';
+import type { Admission } from './admit.ts';
+import { ownerReferenceRefusal } from './owner-refs.ts';
+import { evaluate as podSecurity } from './psa.ts';
 
 type Json = Record<string, any>;
 export type HungRequest = { method: string; path: string; body: unknown };
 type Stored = { spec: KindSpec; obj: Json };
+/** What a write request carries to admission: who sends it, its field validation, the warnings it collects. */
+type RequestContext = { user?: UserInfo; fieldValidation: string; warnings: string[] };
 type Change = { rv: number; spec: KindSpec; namespace: string; type: 'ADDED' | 'MODIFIED' | 'DELETED'; obj: Json };
 type Watcher = {
   spec: KindSpec;
@@ -55,6 +60,16 @@ export type KubeApiServerOptions = {
   namespaces?: string[];
   /** Delay before the garbage collector and namespace controller look at a change (default 50 ms). */
   gcDelayMs?: number;
+  /**
+   * The OwnerReferencesPermissionEnforcement admission plugin (on in most production clusters): setting
+   * blockOwnerDeletion needs `update` on the owner's finalizers subresource. Only matters with `rbac`.
+   */
+  ownerReferencesPermissionEnforcement?: boolean;
+  /**
+   * How long a watch without timeoutSeconds stays open before the server ends it normally (the real server picks
+   * between its --min-request-timeout of 30 minutes and twice that); tests make it short.
+   */
+  watchTimeoutMs?: number;
 };
 
 type Policy = 'Orphan' | 'Background' | 'Foreground';
@@ -76,13 +91,18 @@ export class KubeApiServer {
   readonly token: string;
   /** Every request seen, "METHOD path", for tests that check what a client did. */
   readonly requests: string[] = [];
+  /** The bodies of the writes (POST, PUT, PATCH) as received, for tests that check what a client sent. */
+  readonly writes: { method: string; path: string; body: unknown }[] = [];
   /** The same requests with their query strings. */
   readonly requestUrls: string[] = [];
   /** Container logs served at GET .../pods/<name>/log?container=<c>, keyed "namespace/pod/container". */
   readonly podLogs = new Map<string, string>();
   private readonly hangs = new Set<(req: HungRequest) => boolean>();
+  private readonly contexts = new WeakMap<ServerResponse, RequestContext>();
   /** Bearer tokens of the identities other than the administrator. */
   private readonly identities = new Map<string, UserInfo>();
+  /** Every write admission refused (400, 403 or 422), as its message: what a test looks at when a write fails. */
+  readonly refused: string[] = [];
   /** Every request RBAC refused, as its 403 message (tests assert this stays empty). */
   readonly denied: string[] = [];
   /** What each identity was allowed to do, "verb group/resource[/subresource]" by user name (grants in use). */
@@ -104,8 +124,8 @@ export class KubeApiServer {
     const admitted = spec.admit(
       structuredClone({ ...obj, metadata: { ...obj.metadata, ...(spec.namespaced ? { namespace } : {}) } }),
     );
-    if ('causes' in admitted)
-      throw new Error(`seeding ${obj.kind} ${obj.metadata.name}: ${JSON.stringify(admitted.causes)}`);
+    if (!('object' in admitted))
+      throw new Error(`seeding ${obj.kind} ${obj.metadata.name}: ${JSON.stringify(admitted)}`);
     const rv = ++this.rv;
     const o = admitted.object;
     o.metadata = {
@@ -264,6 +284,7 @@ export class KubeApiServer {
     // DELETE may carry DeleteOptions (preconditions) as its body, like on the real server.
     const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
+    if (method !== 'DELETE' && body !== undefined) this.writes.push({ method, path: url.pathname, body });
     if (user && this.opts.rbac) {
       // A list or watch narrowed to one name by field selector is authorized as a request for that name, so
       // resourceNames rules can grant it (what `kubectl get secret x --watch` relies on).
@@ -300,6 +321,7 @@ export class KubeApiServer {
         if (!this.allowed(user, bind)) return this.forbid(res, user, bind, spec);
       }
     }
+    this.contexts.set(res, { user, fieldValidation: q.get('fieldValidation') ?? 'Warn', warnings: [] });
     for (const match of this.hangs) if (match({ method, path: url.pathname, body })) return;
     if (sub === 'log' && spec.plural === 'pods' && method === 'GET')
       return this.podLog(res, namespace!, name!, q.get('container') ?? '', q);
@@ -457,14 +479,14 @@ export class KubeApiServer {
       generation: _g,
       ...meta
     } = candidate.metadata ?? {};
-    candidate.metadata = spec.namespaced ? { ...meta, namespace } : meta;
+    // The uid exists before admission: defaulting may use it (a Job's generated selector).
+    candidate.metadata = { ...(spec.namespaced ? { ...meta, namespace } : meta), uid: randomUUID() };
     const admitted = spec.admit(candidate);
-    if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
-    const obj = admitted.object;
+    const obj = this.admitted(res, spec, namespace, name, admitted, undefined);
+    if (!obj) return;
     const rv = ++this.rv;
     obj.metadata = {
       ...obj.metadata,
-      uid: randomUUID(),
       resourceVersion: String(rv),
       creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
       ...(spec.tracksGeneration ? { generation: 1 } : {}),
@@ -527,9 +549,9 @@ export class KubeApiServer {
     for (const k of Object.keys(next.metadata)) if (next.metadata[k] === undefined) delete next.metadata[k];
     if (next.metadata.finalizers?.length === 0) delete next.metadata.finalizers;
     if (next.status === undefined) delete next.status;
-    const admitted = spec.admit(next, old);
-    if ('causes' in admitted) return this.invalid(res, spec, name, admitted.causes);
-    next = admitted.object;
+    const admitted = this.admitted(res, spec, namespace, name, spec.admit(next, old), old);
+    if (!admitted) return;
+    next = admitted;
     if (spec.tracksGeneration && !status && JSON.stringify(canonNoMeta(next)) !== JSON.stringify(canonNoMeta(old))) {
       next.metadata.generation = (old.metadata.generation ?? 1) + 1;
     }
@@ -548,6 +570,70 @@ export class KubeApiServer {
     this.objects.set(key, { spec, obj: next });
     this.record(rv, spec, namespace, 'MODIFIED', next);
     this.json(res, 200, next);
+  }
+
+  /**
+   * The rest of admission after the kind's own (decoding, defaults, validation): unknown fields per the request's
+   * fieldValidation, Pod Security, owner-reference permissions. Answers the request and returns undefined when the
+   * write is refused; else the object to store.
+   */
+  private admitted(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string,
+    name: string | undefined,
+    admitted: Admission,
+    old: Json | undefined,
+  ): Json | undefined {
+    if ('badRequest' in admitted) {
+      this.refused.push(admitted.badRequest);
+      return void this.status(res, 400, 'BadRequest', admitted.badRequest);
+    }
+    if ('causes' in admitted) return void this.invalid(res, spec, name, admitted.causes);
+    const ctx = this.contexts.get(res) ?? { fieldValidation: 'Warn', warnings: [] };
+    const unknown = admitted.unknown ?? [];
+    if (unknown.length && ctx.fieldValidation === 'Strict')
+      return void this.status(
+        res,
+        400,
+        'BadRequest',
+        `strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(', ')}`,
+      );
+    if (ctx.fieldValidation !== 'Ignore') ctx.warnings.push(...unknown.map((f) => `unknown field "${f}"`));
+    const obj = admitted.object;
+    const what = `${spec.plural}${spec.group ? '.' + spec.group : ''}`;
+    // Pod Security: pods are judged when created or when their spec changes; workloads only draw warnings.
+    if (spec.namespaced && (!old || JSON.stringify(old.spec) !== JSON.stringify(obj.spec))) {
+      const labels = this.objects.get(this.key('', 'namespaces', '', namespace))?.obj.metadata.labels;
+      const psa = podSecurity(
+        spec.group === '' || spec.group === 'apps' || spec.group === 'batch' ? spec.kind : '',
+        obj,
+        labels,
+      );
+      ctx.warnings.push(...psa.warnings);
+      if (psa.forbidden) this.refused.push(psa.forbidden);
+      if (psa.forbidden)
+        return void this.status(res, 403, 'Forbidden', `${what} "${name ?? ''}" is forbidden: ${psa.forbidden}`, {
+          name,
+          group: spec.group,
+          kind: spec.plural,
+        });
+    }
+    if (this.opts.ownerReferencesPermissionEnforcement && ctx.user && this.opts.rbac) {
+      const user = ctx.user;
+      const refusal = ownerReferenceRefusal(spec, namespace, obj, old, this.registry.all(), (a) =>
+        this.allowed(user, a),
+      );
+      if (refusal) {
+        this.denied.push(refusal);
+        return void this.status(res, 403, 'Forbidden', `${what} "${name ?? ''}" is forbidden: ${refusal}`, {
+          name,
+          group: spec.group,
+          kind: spec.plural,
+        });
+      }
+    }
+    return obj;
   }
 
   private patch(
@@ -892,20 +978,25 @@ export class KubeApiServer {
       },
     };
     this.watchers.add(watcher);
-    const bookmarks =
-      q.get('allowWatchBookmarks') === 'true'
-        ? setInterval(
-            () =>
-              write('BOOKMARK', {
-                kind: spec.kind,
-                apiVersion: this.apiVersion(spec),
-                metadata: { resourceVersion: String(this.rv) },
-              }),
-            this.opts.bookmarkMs ?? 60_000,
-          )
-        : undefined;
+    const allowBookmarks = q.get('allowWatchBookmarks') === 'true';
+    const bookmark = () =>
+      write('BOOKMARK', {
+        kind: spec.kind,
+        apiVersion: this.apiVersion(spec),
+        metadata: { resourceVersion: String(this.rv) },
+      });
+    const bookmarks = allowBookmarks ? setInterval(bookmark, this.opts.bookmarkMs ?? 60_000) : undefined;
+    // The server ends every watch normally at its timeout (timeoutSeconds, else its own), with a last bookmark
+    // just before when the client allows them, so it can resume from there without relisting.
     const timeout = Number(q.get('timeoutSeconds') ?? 0);
-    const timer = timeout > 0 ? setTimeout(() => res.end(), timeout * 1000) : undefined;
+    const defaultMs = this.opts.watchTimeoutMs ?? 1_800_000 * (1 + Math.random());
+    const timer = setTimeout(
+      () => {
+        if (allowBookmarks) bookmark();
+        res.end();
+      },
+      timeout > 0 ? timeout * 1000 : defaultMs,
+    );
     const done = () => {
       this.watchers.delete(watcher);
       clearInterval(bookmarks);
@@ -1068,6 +1159,13 @@ export class KubeApiServer {
   // ---- responses ----
 
   private json(res: ServerResponse, code: number, body: unknown): void {
+    const warnings = this.contexts.get(res)?.warnings ?? [];
+    // The real server's Warning headers: code 299, agent "-", the text quoted.
+    if (warnings.length)
+      res.setHeader(
+        'Warning',
+        [...new Set(warnings)].map((w) => `299 - "${w.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`),
+      );
     res.writeHead(code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   }
@@ -1103,6 +1201,8 @@ export class KubeApiServer {
 
   private invalid(res: ServerResponse, spec: KindSpec, name: string | undefined, causes: Cause[]): void {
     const msg = `${spec.kind}.${spec.group || 'core'} "${name ?? ''}" is invalid: ${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}`;
+    this.refused.push(msg);
+    if (process.env.KUBE_DOUBLE_DEBUG) console.error(`kube-apiserver double: ${msg}`);
     this.status(res, 422, 'Invalid', msg, { name, group: spec.group, kind: spec.kind, causes });
   }
 }
@@ -1143,11 +1243,14 @@ export function fieldMatcher(selector: string): (obj: Json) => boolean {
     .map((t) => t.trim())
     .filter(Boolean)
     .map((t) => {
-      const m = /^(metadata\.name|metadata\.namespace)(==|!=|=)(.*)$/.exec(t);
+      // Events also select on their subject (kubectl get events --field-selector involvedObject.name=x).
+      const m = /^(metadata\.(?:name|namespace)|involvedObject\.(?:kind|name|namespace|uid)|reason)(==|!=|=)(.*)$/.exec(
+        t,
+      );
       if (!m) throw new Error(`kube-apiserver double: unsupported field selector ${t}`);
-      return { field: m[1] === 'metadata.name' ? 'name' : 'namespace', neq: m[2] === '!=', value: m[3] };
+      return { path: m[1]!.split('.'), neq: m[2] === '!=', value: m[3] };
     });
-  return (obj) => terms.every(({ field, neq, value }) => (obj.metadata?.[field] === value) !== neq);
+  return (obj) => terms.every(({ path, neq, value }) => (path.reduce<any>((o, k) => o?.[k], obj) === value) !== neq);
 }
 
 export function selectorMatcher(selector: string): (labels?: Json) => boolean {

@@ -4,7 +4,7 @@ import type { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { NotFoundError } from '../../../lib/errors.ts';
-import { isoNow } from '../common.ts';
+import { isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
 import type {
   Assistant,
@@ -21,31 +21,6 @@ import type {
 } from '../types.ts';
 
 export type Row = Record<string, unknown>;
-
-export const SCHEMA = `
-CREATE TABLE IF NOT EXISTS ap_assistants (
-  assistant_id TEXT PRIMARY KEY, graph_id TEXT NOT NULL, config TEXT NOT NULL, context TEXT NOT NULL,
-  metadata TEXT NOT NULL, name TEXT NOT NULL, description TEXT, version INTEGER NOT NULL,
-  created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ap_threads (
-  thread_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, state_updated_at TEXT NOT NULL,
-  metadata TEXT NOT NULL, status TEXT NOT NULL, config TEXT NOT NULL, "values" TEXT, interrupts TEXT NOT NULL,
-  error TEXT);
-CREATE TABLE IF NOT EXISTS ap_runs (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, thread_id TEXT NOT NULL,
-  assistant_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, metadata TEXT NOT NULL,
-  status TEXT NOT NULL, kwargs TEXT NOT NULL, multitask_strategy TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0,
-  worker_id TEXT, lease_expires_at INTEGER, cancel_action TEXT, error TEXT);
-CREATE TABLE IF NOT EXISTS ap_assistant_versions (
-  assistant_id TEXT NOT NULL, version INTEGER NOT NULL, graph_id TEXT NOT NULL, config TEXT NOT NULL,
-  context TEXT NOT NULL, metadata TEXT NOT NULL, name TEXT NOT NULL, description TEXT, created_at TEXT NOT NULL,
-  PRIMARY KEY (assistant_id, version));
--- Assistants made before versions were kept get their current state as a version.
-INSERT OR IGNORE INTO ap_assistant_versions SELECT assistant_id, version, graph_id, config, context, metadata, name,
-  description, updated_at FROM ap_assistants;
-CREATE INDEX IF NOT EXISTS ap_runs_thread ON ap_runs (thread_id, status);
-CREATE INDEX IF NOT EXISTS ap_runs_status ON ap_runs (status, seq);
-`;
 
 export const j = (v: unknown): string => JSON.stringify(v ?? {});
 export const pj = (v: unknown): Json => (typeof v === 'string' ? (JSON.parse(v) as Json) : {});
@@ -236,9 +211,10 @@ export function openContext(
     const t = now();
     const sets = ['status = ?', 'updated_at = ?'];
     const params: unknown[] = [status, t];
-    if (outcome.values !== undefined) {
+    const values = outcomeValuesText(outcome);
+    if (values !== undefined) {
       sets.push('"values" = ?', 'state_updated_at = ?');
-      params.push(outcome.values === null ? null : JSON.stringify(outcome.values), t);
+      params.push(values, t);
     }
     const error = threadErrorAfter(outcome);
     sets.push('interrupts = ?', 'error = ?');

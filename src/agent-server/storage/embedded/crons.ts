@@ -17,15 +17,6 @@ import type {
 } from '../types.ts';
 import { j, jsonFilter, pj, pjn, type EmbeddedContext, type Row } from './context.ts';
 
-export const CRONS_SCHEMA = `
-CREATE TABLE IF NOT EXISTS ap_crons (
-  cron_id TEXT PRIMARY KEY, assistant_id TEXT NOT NULL, thread_id TEXT, on_run_completed TEXT, end_time TEXT,
-  schedule TEXT NOT NULL, timezone TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, payload TEXT NOT NULL,
-  user_id TEXT, next_ms INTEGER, metadata TEXT NOT NULL, owner_metadata TEXT NOT NULL, owner_auth TEXT,
-  enabled INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS ap_crons_due ON ap_crons (next_ms) WHERE enabled = 1;
-`;
-
 const SORT = new Set(['cron_id', 'assistant_id', 'thread_id', 'created_at', 'updated_at', 'next_run_date']);
 
 const msOf = (iso: string | null | undefined): number | null => (iso ? Date.parse(iso) : null);

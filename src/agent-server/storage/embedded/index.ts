@@ -7,13 +7,15 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
+import { migrateSqlite } from '../../../lib/migrations.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
 import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage, type StreamEventStore } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
-import { SCHEMA, checkpointSaver, openContext, openDatabase, statementCache, type Row } from './context.ts';
-import { ITEMS_SCHEMA, sqliteItems } from './items.ts';
-import { CRONS_SCHEMA, embeddedCrons } from './crons.ts';
+import { checkpointSaver, openContext, openDatabase, statementCache } from './context.ts';
+import { sqliteItems } from './items.ts';
+import { embeddedCrons } from './crons.ts';
+import { AGENT_SERVER_SQLITE_MIGRATIONS } from './migrations.ts';
 import { embeddedRuns } from './runs.ts';
 import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
@@ -104,22 +106,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const releaseOwnership = takeOwnership(opts.dataDir);
   const file = join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite');
   const db = openDatabase(file);
-  db.exec(SCHEMA);
-  db.exec(ITEMS_SCHEMA);
-  db.exec(CRONS_SCHEMA);
-  // Files made before after_seconds support lack the column.
-  if (!(db.prepare(`PRAGMA table_info(ap_runs)`).all() as Row[]).some((c) => c.name === 'not_before')) {
-    db.exec('ALTER TABLE ap_runs ADD COLUMN not_before INTEGER');
-  }
-  // Thread TTL (thread-ttl.ts): minutes, counted from updated_at; files made before it lack the column.
-  if (!(db.prepare(`PRAGMA table_info(ap_threads)`).all() as Row[]).some((c) => c.name === 'ttl_minutes')) {
-    db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_minutes REAL');
-  }
-  // What expiry does (NULL: "delete") and the updated_at a keep_latest sweep last pruned; files made before lack them.
-  const threadCols = new Set((db.prepare(`PRAGMA table_info(ap_threads)`).all() as Row[]).map((c) => c.name));
-  if (!threadCols.has('ttl_strategy')) db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_strategy TEXT');
-  if (!threadCols.has('ttl_pruned_updated_at')) db.exec('ALTER TABLE ap_threads ADD COLUMN ttl_pruned_updated_at TEXT');
-  db.exec(`CREATE INDEX IF NOT EXISTS ap_threads_ttl ON ap_threads (updated_at) WHERE ttl_minutes IS NOT NULL`);
+  migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 

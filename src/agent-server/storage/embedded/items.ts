@@ -16,16 +16,6 @@ import {
 } from '../items.ts';
 import type { ItemSearch, ItemStore, Json, NamespaceQuery, StoreItem } from '../types.ts';
 
-export const ITEMS_SCHEMA = `
-CREATE TABLE IF NOT EXISTS ap_store_items (
-  namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-  expires_at INTEGER, ttl_minutes REAL, PRIMARY KEY (namespace, key));
-CREATE INDEX IF NOT EXISTS ap_store_items_expiry ON ap_store_items (expires_at) WHERE expires_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS ap_store_vectors (
-  namespace TEXT NOT NULL, key TEXT NOT NULL, field TEXT NOT NULL, embedding TEXT NOT NULL,
-  PRIMARY KEY (namespace, key, field));
-`;
-
 type Row = {
   namespace: string;
   key: string;
@@ -37,7 +27,7 @@ type Row = {
 
 const LIVE = '(expires_at IS NULL OR expires_at > ?)';
 
-/** Items of the store in `db` (the schema must exist: ITEMS_SCHEMA). `embedder` when store.index is set. */
+/** Items of the store in `db` (the schema must exist: migrations.ts). `embedder` when store.index is set. */
 export function sqliteItems(
   db: Database.Database,
   sql: (text: string) => Database.Statement,

@@ -5,7 +5,7 @@ import type { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
-import { isoNow } from '../common.ts';
+import { isoNow, outcomeValuesText } from '../common.ts';
 import { keepListening } from './listen.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
 import type { ThreadTtlConfig } from '../thread-ttl.ts';
@@ -211,17 +211,12 @@ function sharedHelpers(
     const status = threadStatusAfter(outcome, await hasPending(c, threadId));
     const threadError = threadErrorAfter(outcome);
     const error = threadError === null ? null : JSON.stringify(threadError);
-    if (outcome.values !== undefined) {
+    const values = outcomeValuesText(outcome);
+    if (values !== undefined) {
       await c.query(
         `UPDATE ${s}.threads SET status = $2, "values" = $3, state_updated_at = now(), updated_at = now(),
         interrupts = $4, error = $5 WHERE thread_id = $1`,
-        [
-          threadId,
-          status,
-          outcome.values === null ? null : JSON.stringify(outcome.values),
-          JSON.stringify(outcome.interrupts ?? {}),
-          error,
-        ],
+        [threadId, status, values, JSON.stringify(outcome.interrupts ?? {}), error],
       );
     } else {
       await c.query(

@@ -16,17 +16,6 @@ import type {
 } from '../types.ts';
 import type { PgContext, Q, Row } from './context.ts';
 
-export function cronsSchemaSql(s: string): string {
-  return `
-CREATE TABLE IF NOT EXISTS ${s}.crons (
-  cron_id uuid PRIMARY KEY, assistant_id uuid NOT NULL, thread_id uuid, on_run_completed text, end_time timestamptz,
-  schedule text NOT NULL, timezone text, created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(), payload jsonb NOT NULL, user_id text, next_run_date timestamptz,
-  metadata jsonb NOT NULL, owner_metadata jsonb NOT NULL, owner_auth jsonb, enabled boolean NOT NULL);
-CREATE INDEX IF NOT EXISTS crons_due ON ${s}.crons (next_run_date) WHERE enabled;
-`;
-}
-
 const COLS = `cron_id, assistant_id, thread_id, on_run_completed, end_time, schedule, timezone, created_at, updated_at,
   payload, user_id, next_run_date, metadata, owner_metadata, owner_auth, enabled`;
 const SORT = new Set(['cron_id', 'assistant_id', 'thread_id', 'created_at', 'updated_at', 'next_run_date']);

@@ -18,49 +18,13 @@ import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
-import { cronsSchemaSql, postgresCrons } from './crons.ts';
+import { postgresCrons } from './crons.ts';
+import { MIGRATION_LOCK, migratePostgres } from './migrations.ts';
 import { postgresRuns } from './runs.ts';
-import { postgresStreamEvents, streamEventsSchemaSql } from './stream-events.ts';
+import { postgresStreamEvents } from './stream-events.ts';
 import { postgresThreads } from './threads.ts';
 
 export type { PostgresOptions } from './context.ts';
-
-// Arbitrary constant: every agent-server process migrates under this advisory lock.
-const MIGRATION_LOCK = 7_316_284_551;
-
-function schemaSql(s: string): string {
-  return `
-CREATE SCHEMA IF NOT EXISTS ${s};
-CREATE TABLE IF NOT EXISTS ${s}.assistants (
-  assistant_id uuid PRIMARY KEY, graph_id text NOT NULL, config jsonb NOT NULL, context jsonb NOT NULL,
-  metadata jsonb NOT NULL, name text NOT NULL, description text, version integer NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS ${s}.threads (
-  thread_id uuid PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(), state_updated_at timestamptz NOT NULL DEFAULT now(),
-  metadata jsonb NOT NULL, status text NOT NULL DEFAULT 'idle', config jsonb NOT NULL DEFAULT '{}',
-  "values" jsonb, interrupts jsonb NOT NULL DEFAULT '{}', error jsonb);
-CREATE TABLE IF NOT EXISTS ${s}.runs (
-  seq bigserial UNIQUE, run_id uuid PRIMARY KEY, thread_id uuid NOT NULL, assistant_id uuid NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
-  metadata jsonb NOT NULL, status text NOT NULL, kwargs jsonb NOT NULL, multitask_strategy text NOT NULL,
-  attempt integer NOT NULL DEFAULT 0, worker_id text, lease_expires_at timestamptz, cancel_action text, error jsonb);
-ALTER TABLE ${s}.runs ADD COLUMN IF NOT EXISTS not_before timestamptz;
-ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_minutes double precision;
-ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_strategy text;
-ALTER TABLE ${s}.threads ADD COLUMN IF NOT EXISTS ttl_pruned_updated_at timestamptz;
-CREATE INDEX IF NOT EXISTS threads_ttl ON ${s}.threads (updated_at) WHERE ttl_minutes IS NOT NULL;
-CREATE TABLE IF NOT EXISTS ${s}.assistant_versions (
-  assistant_id uuid NOT NULL, version integer NOT NULL, graph_id text NOT NULL, config jsonb NOT NULL,
-  context jsonb NOT NULL, metadata jsonb NOT NULL, name text NOT NULL, description text,
-  created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (assistant_id, version));
-INSERT INTO ${s}.assistant_versions SELECT assistant_id, version, graph_id, config, context, metadata, name, description,
-  updated_at FROM ${s}.assistants ON CONFLICT DO NOTHING;
-CREATE INDEX IF NOT EXISTS runs_thread_status ON ${s}.runs (thread_id, status, seq);
-CREATE INDEX IF NOT EXISTS runs_pending ON ${s}.runs (seq) WHERE status = 'pending';
-CREATE INDEX IF NOT EXISTS runs_running_lease ON ${s}.runs (lease_expires_at) WHERE status = 'running';
-`;
-}
 
 /**
  * The checkpoints of a Postgres store through a pool of their own (for graphs executing on another thread);
@@ -194,7 +158,7 @@ async function migrate(
   try {
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
-      await c.query(schemaSql(s));
+      await migratePostgres(c, s);
       // Threads inserted without a TTL (runs' own threads too) get langgraph.json's default_ttl from now on; the
       // processes of one deployment share its langgraph.json, so they agree on it.
       // Their strategy too (NULL: "delete"); a thread given a ttl of its own has strategy "delete".
@@ -203,8 +167,6 @@ async function migrate(
       await c.query(
         `ALTER TABLE ${s}.threads ALTER COLUMN ttl_minutes SET DEFAULT ${ttl}, ALTER COLUMN ttl_strategy SET DEFAULT ${strategy}`,
       );
-      await c.query(cronsSchemaSql(s));
-      await c.query(streamEventsSchemaSql(s));
       await saver.setup();
       await pgStore.setup();
     } finally {

@@ -2,6 +2,7 @@
 // thread, claim, finish) are single named statements that encode run-rules.ts in SQL; the slower paths read the
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import { outcomeValuesText } from '../common.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
 import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
 import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
@@ -240,6 +241,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     async finish(runId: string, workerId: string, outcome: RunOutcome) {
       // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
       // (the run_done says whether a queued run of the thread became claimable: `more`).
+      const values = outcomeValuesText(outcome);
       const { rows } = await pool.query(
         named(
           'finish',
@@ -269,8 +271,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             outcome.error ? JSON.stringify(outcome.error) : null,
             outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
             !!outcome.interrupted,
-            outcome.values !== undefined,
-            outcome.values == null ? null : JSON.stringify(outcome.values),
+            values !== undefined,
+            values ?? null,
             JSON.stringify(outcome.interrupts ?? {}),
             outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
             channel,

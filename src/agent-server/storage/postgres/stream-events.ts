@@ -11,16 +11,6 @@ import type { Logger } from '../../../lib/logger.ts';
 import { BatchWriter } from '../batch-writer.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
-export function streamEventsSchemaSql(s: string): string {
-  return `
-CREATE UNLOGGED TABLE IF NOT EXISTS ${s}.stream_events (
-  id bigserial PRIMARY KEY, run_id uuid NOT NULL, thread_id uuid NOT NULL, event text NOT NULL, data text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now());
-CREATE INDEX IF NOT EXISTS stream_events_run ON ${s}.stream_events (run_id, id);
-CREATE INDEX IF NOT EXISTS stream_events_thread ON ${s}.stream_events (thread_id, id);
-`;
-}
-
 export interface PostgresStreamOptions {
   databaseUrl: string;
   retentionMs: number;

@@ -5,7 +5,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ForbiddenError } from '../../../lib/errors.ts';
-import { canonicalHost, knownHostsProblem, type IntegrationService } from '../../services/integrations.ts';
+import { canonicalHost, knownHostsProblem } from '../../../git/credentials.ts';
+import type { IntegrationService } from '../../services/integrations/index.ts';
 import type { PushWebhooks } from '../../services/integrations-webhooks.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });

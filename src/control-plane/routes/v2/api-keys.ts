@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { ForbiddenError, NotFoundError } from '../../../lib/errors.ts';
 import { isLabelValue } from '../../../resources/index.ts';
 import { createApiKey } from '../../auth/keys.ts';
-import type { ApiKeyStore } from '../../store/types.ts';
+import type { ApiKeyStore } from '../../../state/api-keys.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });
 const errors = { 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody };

@@ -1,10 +1,11 @@
 // Auth Service v2: OAuth providers, authentication flows on behalf of end users, stored tokens. Registered under
-// /v2 and /api-host/v2. `authRoutes` need an API key or a deployment token (see services/auth-principal.ts);
+// /v2 and /api-host/v2. `authRoutes` need an API key or a deployment token (see services/auth/principal.ts);
 // `authCallbackRoutes` are reached by the end user's browser, which carries neither: the state is their only proof.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { AuthService, CallbackResult } from '../../services/auth.ts';
+import type { AuthService } from '../../services/auth/index.ts';
+import type { CallbackResult } from '../../services/auth/types.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });
 const errors = {

@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../../../lib/errors.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
-import type { DeploymentService } from '../../services/deployments.ts';
+import type { DeploymentService } from '../../services/deployments/index.ts';
 import type { Principal } from '../../auth/keys.ts';
 import {
   BulkDeleteQuery,

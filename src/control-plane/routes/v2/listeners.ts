@@ -11,8 +11,8 @@ import {
   ListenerGitCredentialRequest,
   ListenerPatch,
   ListenerReport,
-  type ListenerService,
-} from '../../services/listeners.ts';
+} from '../../services/listeners/schemas.ts';
+import type { ListenerService } from '../../services/listeners/index.ts';
 
 const ErrorBody = z.object({ detail: z.unknown() });
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };

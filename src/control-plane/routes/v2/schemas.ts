@@ -1,7 +1,7 @@
 // Request and response schemas of the Deployments v2 API (snake_case, as the public API). The same schemas
 // validate requests and feed /openapi.json.
 import { z } from 'zod';
-import { deploymentPhaseSchema, revisionPhaseSchema } from '../../../resources/index.ts';
+import { customUrlHost, deploymentPhaseSchema, isDnsSubdomain, revisionPhaseSchema } from '../../../resources/index.ts';
 import {
   ENV_NAME,
   MAX_ANNOTATIONS_BYTES,
@@ -9,11 +9,9 @@ import {
   MAX_SECRET_VALUE_BYTES,
   MAX_SECRETS_BYTES,
   controlCharProblem,
-  customUrlHost,
   gitRefProblem,
   hasNul,
   imageUriProblem,
-  isDnsSubdomain,
   labelKeyProblem,
   labelValueProblem,
   relativePathProblem,
@@ -321,6 +319,25 @@ export const Health = z.object({
   since: z.string().nullable(),
 });
 
+/**
+ * A deployment's status in one read (derived, read-only): `state` serving | building | failed | deleting; which
+ * revision serves, which it asked for and which is newest (ids and numbers); `reason` and `message` say why it is
+ * not serving the revision it asked for (a failed build, a revision on its way, a crashed server).
+ */
+export const StatusSummary = z.object({
+  state: z.enum(['serving', 'building', 'failed', 'deleting']),
+  serving_revision_id: z.string().nullable(),
+  serving_revision_number: z.number().int().nullable(),
+  /** The revision it asked for last: the newest, or an older one after a redeploy; state is about this one. */
+  target_revision_id: z.string().nullable(),
+  target_revision_number: z.number().int().nullable(),
+  latest_revision_id: z.string().nullable(),
+  latest_revision_number: z.number().int().nullable(),
+  reason: z.string().nullable(),
+  message: z.string().nullable(),
+});
+export type StatusSummary = z.infer<typeof StatusSummary>;
+
 export const Deployment = z.object({
   id: z.string(),
   tenant_id: z.string(),
@@ -338,6 +355,7 @@ export const Deployment = z.object({
   /** Where the deployment's agent server answers, once a runtime serves it. */
   url: z.string().nullable(),
   health: Health,
+  status_summary: StatusSummary,
   created_at: z.string(),
   updated_at: z.string(),
 });
@@ -385,6 +403,17 @@ export const ListDeploymentsQuery = z.object({
         .filter(Boolean),
     )
     .pipe(z.array(deploymentPhaseSchema))
+    .optional(),
+  /** By status_summary.state, comma-separated (serving,building,failed,deleting). */
+  state: z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(StatusSummary.shape.state))
     .optional(),
   deployment_type: z.enum(['dev', 'prod']).optional(),
   deployment_ids: csv,

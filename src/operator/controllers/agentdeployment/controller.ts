@@ -2,11 +2,13 @@
 // ones), its traffic (routes to the target revision once it is ready) and its cleanup (finalizer).
 // get -> deletion guard -> observe -> decide -> act -> status.
 import type { Logger } from '../../../lib/logger.ts';
-import { AlreadyExistsError, type ControlPlaneStore } from '../../../control-plane/store/types.ts';
+import { AlreadyExistsError } from '../../../state/errors.ts';
+import type { ResourceStore } from '../../../state/resources.ts';
 import {
   FINALIZER_RUNTIME,
   latestRevisionName,
   makeRevision,
+  RevisionPhase,
   setCondition,
   type AgentDeployment,
   type AgentDeploymentStatus,
@@ -19,7 +21,7 @@ import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../
 import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';
 
 export type DeploymentControllerDeps = {
-  store: Pick<ControlPlaneStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
+  store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
   runtime: Runtime;
   logger: Logger;
 };
@@ -29,7 +31,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
 
   async function finalize(dep: AgentDeployment): Promise<void> {
     if (!dep.metadata.finalizers?.includes(FINALIZER_RUNTIME)) return;
-    await runtime.cleanup(deploymentRef(dep));
+    await runtime.cleanup(deploymentRef(dep), dep);
     const finalizers = dep.metadata.finalizers.filter((f) => f !== FINALIZER_RUNTIME);
     await store.update('AgentDeployment', { ...dep, metadata: { ...dep.metadata, finalizers } });
   }
@@ -58,7 +60,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
         ...rev,
         status: {
           ...rev.status,
-          phase: 'SKIPPED',
+          phase: RevisionPhase.SKIPPED,
           statusMessage: `Superseded by ${target} before it went live.`,
           conditions: setCondition(rev.status?.conditions, {
             type: 'Ready',

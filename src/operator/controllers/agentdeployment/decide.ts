@@ -1,9 +1,10 @@
 // Pure decisions of the deployment controller: which revision should be live, which are superseded, where
 // traffic goes.
+import { RevisionPhase } from '../../../resources/index.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
 import { isDead, isInProgress } from '../agentrevision/decide.ts';
 
-export type RevisionView = { name: string; number: number; status: string };
+export type RevisionView = { name: string; number: number; status: RevisionPhase };
 
 function newestFirst(revisions: RevisionView[]): RevisionView[] {
   return [...revisions].sort((a, b) => b.number - a.number);
@@ -19,7 +20,7 @@ export function pickTarget(revisions: RevisionView[], requested?: string): strin
   if (asked && !isDead(asked.status)) return asked.name;
   const newest = sorted[0];
   if (newest && !isDead(newest.status)) return newest.name;
-  return sorted.find((r) => r.status === 'DEPLOYED')?.name;
+  return sorted.find((r) => r.status === RevisionPhase.DEPLOYED)?.name;
 }
 
 /** Revisions still in progress that will never go live because another one is the target. */
@@ -67,7 +68,7 @@ export function readyCondition(
   /** What the runtime says of the target's server (a DEPLOYED target that is not routed: why it does not serve). */
   targetServer?: ServerStatus,
 ): ReadyCondition {
-  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED' && routed) {
+  if (latest && isDead(latest.status) && latest.status !== RevisionPhase.SKIPPED && routed) {
     return {
       status: 'True',
       reason: 'LatestRevisionFailed',
@@ -77,7 +78,7 @@ export function readyCondition(
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
   // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
   // why, before what a newer failed revision says (that one never served).
-  if (target?.status === 'DEPLOYED') {
+  if (target?.status === RevisionPhase.DEPLOYED) {
     const why =
       targetServer?.phase === 'Failed'
         ? { reason: 'NotServing', message: targetServer.message }
@@ -86,7 +87,7 @@ export function readyCondition(
           : { reason: 'NotServing', message: 'its agent server is starting' };
     return { status: 'False', reason: why.reason, message: `Revision ${target.name} is not serving: ${why.message}` };
   }
-  if (latest && isDead(latest.status) && latest.status !== 'SKIPPED') {
+  if (latest && isDead(latest.status) && latest.status !== RevisionPhase.SKIPPED) {
     return { status: 'False', reason: latest.status, message: `${latest.name}: ${latestMessage}` };
   }
   if (target)

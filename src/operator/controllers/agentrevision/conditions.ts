@@ -1,8 +1,8 @@
 // A revision's conditions: Built and Deployed follow from its phase; Ready too, except that a DEPLOYED revision
 // that should serve says whether its agent server really does (`serving`, from the runtime).
-import type { ConditionInput } from '../../../resources/index.ts';
+import { RevisionPhase, type ConditionInput } from '../../../resources/index.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
-import { inBuildPhase } from './decide.ts';
+import { inBuildPhase, inDeployPhase } from './decide.ts';
 
 /** Ready of a DEPLOYED revision whose server the runtime was asked about: True only while it answers. */
 export function servingCondition(server: ServerStatus): { status: 'True' | 'False'; reason: string; message: string } {
@@ -13,7 +13,7 @@ export function servingCondition(server: ServerStatus): { status: 'True' | 'Fals
 }
 
 export function revisionConditions(
-  phase: string,
+  phase: RevisionPhase,
   message: string,
   generation: number | undefined,
   serving?: ServerStatus,
@@ -27,21 +27,21 @@ export function revisionConditions(
   });
   const built = inBuildPhase(phase)
     ? c('Built', 'Unknown', 'Building', message)
-    : phase === 'BUILD_FAILED' || phase === 'CREATE_FAILED'
+    : phase === RevisionPhase.BUILD_FAILED || phase === RevisionPhase.CREATE_FAILED
       ? c('Built', 'False', phase, message)
-      : phase === 'SKIPPED'
+      : phase === RevisionPhase.SKIPPED
         ? c('Built', 'False', 'Skipped', message)
         : c('Built', 'True', 'Built');
   const deployed =
-    phase === 'DEPLOYED'
+    phase === RevisionPhase.DEPLOYED
       ? c('Deployed', 'True', 'Deployed')
-      : phase === 'AWAITING_DEPLOY' || phase === 'DEPLOYING' || inBuildPhase(phase)
+      : inDeployPhase(phase) || inBuildPhase(phase)
         ? c('Deployed', 'Unknown', phase, message)
         : c('Deployed', 'False', phase, message);
-  const live = phase === 'DEPLOYED' && serving ? servingCondition(serving) : undefined;
+  const live = phase === RevisionPhase.DEPLOYED && serving ? servingCondition(serving) : undefined;
   const ready = live
     ? c('Ready', live.status, live.reason, live.message)
-    : phase === 'DEPLOYED'
+    : phase === RevisionPhase.DEPLOYED
       ? c('Ready', 'True', 'Deployed')
       : c('Ready', 'False', phase, message);
   return [built, deployed, ready];

@@ -1,8 +1,10 @@
 // The AgentRevision controller: drives one revision through build and start, and writes its status.
 // get -> deletion guard -> observe -> decide -> act -> status.
 import type { Logger } from '../../../lib/logger.ts';
-import type { ControlPlaneStore } from '../../../control-plane/store/types.ts';
+import type { ResourceStore } from '../../../state/resources.ts';
+import type { SecretStore } from '../../../state/secrets.ts';
 import {
+  RevisionPhase,
   setCondition,
   type AgentDeployment,
   type AgentRevision,
@@ -17,7 +19,7 @@ import { revisionConditions } from './conditions.ts';
 import { nextRevisionStatus, revisionNeeds } from './decide.ts';
 
 export type RevisionControllerDeps = {
-  store: Pick<ControlPlaneStore, 'get' | 'list' | 'updateStatus' | 'getSecrets'>;
+  store: Pick<ResourceStore, 'get' | 'list' | 'updateStatus'> & Pick<SecretStore, 'getSecrets'>;
   runtime: Runtime;
   logger: Logger;
 };
@@ -60,7 +62,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
       env,
       tenantId: dep.spec.tenantId,
       access: rev.spec.sourceConfig.accessMode ?? 'api_key',
-      proven: phaseOf(rev) === 'DEPLOYED',
+      proven: phaseOf(rev) === RevisionPhase.DEPLOYED,
       resourceSpec: rev.spec.sourceConfig.resourceSpec ?? null,
     };
   };
@@ -82,9 +84,10 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
     } else if (supported.ok && needs.build) {
       const spec = buildSpecOf(dep, rev);
       if ('invalid' in spec) supported = { ok: false, message: spec.invalid };
-      else build = await runtime.build(spec);
+      else build = await runtime.build(spec, { deployment: dep, revision: rev });
     }
-    if (supported.ok && needs.serve) server = await runtime.deploy(await serverSpec(dep, rev));
+    if (supported.ok && needs.serve)
+      server = await runtime.deploy(await serverSpec(dep, rev), { deployment: dep, revision: rev });
     return { rev, dep, isTarget, routed, keepServing, build, server, supported };
   }
 
@@ -96,6 +99,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
         supported: o.supported,
         isTarget: o.isTarget,
         routed: o.routed,
+        keepServing: o.keepServing,
         build: o.build,
         server: o.server,
       },
@@ -108,7 +112,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
     }
     return {
       ...current,
-      phase: out.status as AgentRevisionStatus['phase'],
+      phase: out.status,
       statusMessage: out.message,
       // The image a runtime reports (a registry digest in a cluster) wins over the local runtime's git id.
       ...(out.commitSha
@@ -132,8 +136,14 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
     const observed = await observe(dep, rev);
     const status = desiredStatus(observed);
 
-    const needs = revisionNeeds(status.phase ?? 'CREATING', observed.isTarget, observed.routed, observed.keepServing);
-    if (needs.stop) await runtime.stop({ ...deploymentRef(dep), revision: rev.metadata.name });
+    const needs = revisionNeeds(
+      status.phase ?? RevisionPhase.CREATING,
+      observed.isTarget,
+      observed.routed,
+      observed.keepServing,
+    );
+    if (needs.stop)
+      await runtime.stop({ ...deploymentRef(dep), revision: rev.metadata.name }, { deployment: dep, revision: rev });
 
     if (!sameJson(status, rev.status ?? {})) {
       if (status.phase !== rev.status?.phase) {

@@ -1,33 +1,34 @@
 // Pure decisions of the revision controller: where a revision's status goes given what the runtime reports.
+import { RevisionPhase, TERMINAL_REVISION_PHASES } from '../../../resources/index.ts';
 import type { BuildStatus, ServerStatus } from '../../runtimes/types.ts';
 
-export const BUILD_PHASES = ['CREATING', 'QUEUED', 'AWAITING_BUILD', 'BUILDING'] as const;
-export const DEPLOY_PHASES = ['AWAITING_DEPLOY', 'DEPLOYING'] as const;
-export const TERMINAL_FAILED = [
-  'CREATE_FAILED',
-  'BUILD_FAILED',
-  'DEPLOY_FAILED',
-  'SKIPPED',
-  'INTERRUPTED',
-  'UNKNOWN',
-] as const;
+const BUILD_PHASES: ReadonlySet<RevisionPhase> = new Set([
+  RevisionPhase.CREATING,
+  RevisionPhase.QUEUED,
+  RevisionPhase.AWAITING_BUILD,
+  RevisionPhase.BUILDING,
+]);
+const DEPLOY_PHASES: ReadonlySet<RevisionPhase> = new Set([RevisionPhase.AWAITING_DEPLOY, RevisionPhase.DEPLOYING]);
+const TERMINAL_FAILED: ReadonlySet<RevisionPhase> = new Set(
+  [...TERMINAL_REVISION_PHASES].filter((p) => p !== RevisionPhase.DEPLOYED),
+);
 
-export function inBuildPhase(status: string): boolean {
-  return (BUILD_PHASES as readonly string[]).includes(status);
+export function inBuildPhase(status: RevisionPhase): boolean {
+  return BUILD_PHASES.has(status);
 }
-export function inDeployPhase(status: string): boolean {
-  return (DEPLOY_PHASES as readonly string[]).includes(status);
+export function inDeployPhase(status: RevisionPhase): boolean {
+  return DEPLOY_PHASES.has(status);
 }
 /** Terminal and not live: failed, superseded or unknown. */
-export function isDead(status: string): boolean {
-  return (TERMINAL_FAILED as readonly string[]).includes(status);
+export function isDead(status: RevisionPhase): boolean {
+  return TERMINAL_FAILED.has(status);
 }
-export function isInProgress(status: string): boolean {
+export function isInProgress(status: RevisionPhase): boolean {
   return inBuildPhase(status) || inDeployPhase(status);
 }
 
 export type RevisionFacts = {
-  status: string;
+  status: RevisionPhase;
   /** Whether the runtime can run this revision's source at all. */
   supported: { ok: true } | { ok: false; message: string };
   /** The deployment wants this revision live. */
@@ -38,11 +39,13 @@ export type RevisionFacts = {
   server?: ServerStatus;
   /** Traffic goes to this revision now. */
   routed: boolean;
+  /** Nothing is routed yet (after a restart) and this revision served last: it is coming back, not replaced. */
+  keepServing?: boolean;
 };
 
-export type RevisionOutcome = { status: string; message: string; commitSha?: string };
+export type RevisionOutcome = { status: RevisionPhase; message: string; commitSha?: string };
 
-const MESSAGES: Record<string, string> = {
+const MESSAGES: Partial<Record<RevisionPhase, string>> = {
   QUEUED: 'Waiting for a build slot.',
   BUILDING: 'Building from source.',
   AWAITING_DEPLOY: 'Build finished; waiting to be deployed.',
@@ -50,7 +53,7 @@ const MESSAGES: Record<string, string> = {
   DEPLOYED: 'Serving traffic.',
 };
 
-export function defaultMessage(status: string): string {
+export function defaultMessage(status: RevisionPhase): string {
   return MESSAGES[status] ?? '';
 }
 
@@ -58,34 +61,44 @@ export function defaultMessage(status: string): string {
 export function nextRevisionStatus(f: RevisionFacts, currentMessage = ''): RevisionOutcome {
   const keep = { status: f.status, message: currentMessage };
   if (isDead(f.status)) return keep;
-  if (!f.supported.ok) return { status: 'CREATE_FAILED', message: f.supported.message };
+  if (!f.supported.ok) return { status: RevisionPhase.CREATE_FAILED, message: f.supported.message };
+  const to = (status: RevisionPhase): RevisionOutcome => ({ status, message: defaultMessage(status) });
   if (inBuildPhase(f.status)) {
-    if (!f.build || f.build.phase === 'Running') return { status: 'BUILDING', message: defaultMessage('BUILDING') };
-    if (f.build.phase === 'Failed') return { status: 'BUILD_FAILED', message: f.build.message };
-    return { status: 'AWAITING_DEPLOY', message: defaultMessage('AWAITING_DEPLOY'), commitSha: f.build.commitSha };
+    if (!f.build || f.build.phase === 'Running') return to(RevisionPhase.BUILDING);
+    if (f.build.phase === 'Failed') return { status: RevisionPhase.BUILD_FAILED, message: f.build.message };
+    return { ...to(RevisionPhase.AWAITING_DEPLOY), commitSha: f.build.commitSha };
   }
   if (inDeployPhase(f.status)) {
     if (!f.isTarget || !f.server) return keep;
-    if (f.server.phase === 'Failed') return { status: 'DEPLOY_FAILED', message: f.server.message };
-    if (f.server.phase === 'Ready' && f.routed) return { status: 'DEPLOYED', message: defaultMessage('DEPLOYED') };
-    return { status: 'DEPLOYING', message: defaultMessage('DEPLOYING') };
+    if (f.server.phase === 'Failed') return { status: RevisionPhase.DEPLOY_FAILED, message: f.server.message };
+    if (f.server.phase === 'Ready' && f.routed) return to(RevisionPhase.DEPLOYED);
+    return to(RevisionPhase.DEPLOYING);
   }
-  return keep; // DEPLOYED stays DEPLOYED: it can be routed to again (redeploy)
+  // DEPLOYED stays DEPLOYED: it can be routed to again (redeploy). Its message says whether traffic goes to it.
+  if (f.status === RevisionPhase.DEPLOYED) {
+    if (f.routed) return to(RevisionPhase.DEPLOYED);
+    if (!f.isTarget && !f.keepServing) return { status: RevisionPhase.DEPLOYED, message: NOT_SERVING };
+  }
+  return keep;
 }
+
+/** A DEPLOYED revision another one took over from. */
+export const NOT_SERVING = 'Not serving: traffic goes to another revision (redeploy this one to serve it again).';
 
 /**
  * What to ask the runtime for. `keepServing`: the revision served last and nothing is routed now (after a
  * restart), so it comes back up even while a newer target is still building.
  */
 export function revisionNeeds(
-  status: string,
+  status: RevisionPhase,
   isTarget: boolean,
   routed: boolean,
   keepServing = false,
 ): { build: boolean; serve: boolean; stop: boolean } {
   const build = inBuildPhase(status);
   const serve =
-    (isTarget && (inDeployPhase(status) || status === 'DEPLOYED')) || (keepServing && status === 'DEPLOYED');
+    (isTarget && (inDeployPhase(status) || status === RevisionPhase.DEPLOYED)) ||
+    (keepServing && status === RevisionPhase.DEPLOYED);
   const stop = !serve && !routed && !build;
   return { build, serve, stop };
 }

@@ -11,7 +11,9 @@
 // succeeds.
 import type { V1Job, V1Secret } from '@kubernetes/client-node';
 import { JS_ONLY_MESSAGE } from '../../../lib/graph-language.ts';
-import type { GitCredential } from '../types.ts';
+import { fitName } from '../../../resources/names.ts';
+import { credentialFiles, GIT_AUTH_SCRIPT } from '../../../git/clone-auth.ts';
+import type { GitCredential } from '../../../git/credentials.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { agentDockerfile, DOCKERFILE_LINES_SCRIPT, safeConfigPath } from './dockerfile.ts';
 import { ANNOTATION_REVISION, childMeta, LABEL_REVISION, type Target } from './labels.ts';
@@ -24,7 +26,7 @@ export type BuildInput = {
   graphConfigPath: string;
   installCommand?: string | null;
   buildCommand?: string | null;
-  /** The tenant's git credentials Secret this build may use (see git-credentials.ts); none: anonymous clone. */
+  /** The tenant's git credentials Secret this build may use (see src/git/tenant-secret.ts); none: anonymous clone. */
   gitCredentialsSecret?: string;
 };
 
@@ -34,26 +36,25 @@ export const PUSH_CONTAINER = 'push';
 /** Where the push credential is mounted, in the push container only. */
 export const PUSH_AUTH_DIR = '/var/run/agentplane/push';
 
+/** `<revision>-build`, the revision cut (with a hash) so the name stays a valid label value (its pods' job-name). */
 export function buildJobName(revision: string): string {
-  return `${revision}-build`;
+  return `${fitName(revision, 57)}-build`;
 }
 
 /** The short-lived Secret of one build's git credential (an integration's: a minted GitHub token or a stored one). */
 export function buildCredentialSecretName(revision: string): string {
-  return `${revision}-build-git`;
+  return `${buildJobName(revision)}-git`;
 }
 
 /**
  * The build's own git credential Secret, owned by its Job (garbage-collected with it, deleted as soon as the build
- * ends). Keys as the clone step reads them: username + password (HTTPS), or ssh-privatekey + known_hosts.
+ * ends). Its keys are the files the clone step reads (credentialFiles).
  */
 export function makeBuildCredentialSecret(job: V1Job, credential: GitCredential): V1Secret {
   const meta = job.metadata!;
-  const b64 = (v: string) => Buffer.from(v).toString('base64');
-  const data: Record<string, string> =
-    'token' in credential
-      ? { username: b64(credential.username ?? 'x-access-token'), password: b64(credential.token) }
-      : { 'ssh-privatekey': b64(credential.sshKey), known_hosts: b64(credential.knownHosts) };
+  const data = Object.fromEntries(
+    Object.entries(credentialFiles(credential)).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+  );
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -86,28 +87,17 @@ export function imageRepository(config: KubernetesRuntimeConfig, target: Target)
 /** Where the git credentials Secret is mounted, in the clone container only. */
 export const GIT_CREDENTIALS_DIR = '/var/run/agentplane/git';
 
-// Credentials reach git from files only: a token through a GIT_ASKPASS helper (never in the URL, the environment
-// or the command line, so never in a log), an SSH key through GIT_SSH_COMMAND with the given known_hosts.
-// A credentialed clone follows no HTTP redirect (the credential is for the repository's host only).
-export const GIT_AUTH_SCRIPT = `dir="\${GIT_CREDENTIALS_DIR:-}"
-if [ -n "$dir" ]; then
-  export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.followRedirects GIT_CONFIG_VALUE_0=false
-fi
-if [ -n "$dir" ] && [ -f "$dir/password" ]; then
-  askpass="\${TMPDIR:-/tmp}/agentplane-askpass"
-  printf '#!/bin/sh\\ncase "$1" in Username*) if [ -f "%s/username" ]; then cat "%s/username"; else echo git; fi ;; *) cat "%s/password" ;; esac\\n' "$dir" "$dir" "$dir" > "$askpass"
-  chmod 700 "$askpass"
-  export GIT_ASKPASS="$askpass"
-fi
-if [ -n "$dir" ] && [ -f "$dir/ssh-privatekey" ]; then
-  key="\${TMPDIR:-/tmp}/agentplane-ssh-key"
-  cp "$dir/ssh-privatekey" "$key" && chmod 600 "$key"
-  export GIT_SSH_COMMAND="ssh -i $key -o IdentitiesOnly=yes -o UserKnownHostsFile=$dir/known_hosts -o StrictHostKeyChecking=yes"
-fi
-`;
+/**
+ * Where the agentplane image keeps the graph load check (its Dockerfile copies src/ to /app): the clone step runs it
+ * when its image is ours (the default); another clone image skips the check.
+ */
+export const IMAGE_GRAPH_CHECK = '/app/src/operator/runtimes/local/graph-check.mjs';
 
-// Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime.
+// Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime. A failure the
+// script finds is its termination message (one line, shown in the revision's status); git's own errors reach it
+// through the container's FallbackToLogsOnError.
 export const CLONE_SCRIPT = `set -eu
+fail() { echo "$1" >&2; if [ -e /dev/termination-log ]; then printf '%s' "$1" > /dev/termination-log; fi; exit 1; }
 ${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
 cd /workspace/src
 sha=""
@@ -115,19 +105,43 @@ for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
   if sha=$(git rev-parse --verify --quiet "$c^{commit}"); then break; fi
   sha=""
 done
-if [ -z "$sha" ]; then echo "repo_ref \\"$REPO_REF\\" is not a branch, tag or commit of $REPO_URL" >&2; exit 1; fi
+if [ -z "$sha" ]; then fail "repo_ref \\"$REPO_REF\\" is not a branch, tag or commit of $REPO_URL"; fi
 git checkout --quiet --detach "$sha"
 echo "resolved $REPO_REF to $sha"
-if [ ! -f "$GRAPH_CONFIG" ]; then echo "graph config \\"$GRAPH_CONFIG\\" not found at $sha" >&2; exit 1; fi
+if [ ! -f "$GRAPH_CONFIG" ]; then fail "graph config \\"$GRAPH_CONFIG\\" not found at $sha"; fi
+# Nothing outside the checkout is read as the graph config (a symlink to the mounted credentials would show part of
+# them in the error for invalid JSON).
+case "$(readlink -f "$GRAPH_CONFIG" || true)" in
+  "$(pwd -P)"/*) ;;
+  *) fail "graph config \\"$GRAPH_CONFIG\\" resolves outside the repository (a symlink?)" ;;
+esac
 rm -rf .git
 if command -v node >/dev/null 2>&1; then
   node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" /workspace/Dockerfile
 elif grep -Eq '\\.py(:[^"]*)?"' "$GRAPH_CONFIG"; then
-  echo "langgraph.json names a Python graph (.py): ${JS_ONLY_MESSAGE}" >&2; exit 1
+  fail "langgraph.json names a Python graph (.py): ${JS_ONLY_MESSAGE}"
 elif grep -q '"dockerfile_lines"' "$GRAPH_CONFIG"; then
-  echo "langgraph.json has dockerfile_lines: the clone image needs node to add them (--git-image)" >&2; exit 1
+  fail "langgraph.json has dockerfile_lines: the clone image needs node to add them (--git-image)"
 else
   printf '%s' "$DOCKERFILE" > /workspace/Dockerfile
+fi
+# The graph load check (syntax errors, imports of files that do not exist), before an image is built for nothing.
+check="\${GRAPH_CHECK_SCRIPT:-${IMAGE_GRAPH_CHECK}}"
+if [ -f "$check" ] && command -v node >/dev/null 2>&1; then
+  report="\${TMPDIR:-/tmp}/agentplane-graph-check"
+  rm -f "$report"
+  if node "$check" "$GRAPH_CONFIG" /workspace/src "$report"; then
+    if [ -s "$report" ]; then
+      cat "$report" >&2
+      n=$(grep -c . "$report")
+      first=$(head -n 1 "$report")
+      if [ "$n" -gt 1 ]; then first="$first (and $((n - 1)) more in the build log)"; fi
+      fail "$first"
+    fi
+    echo "graphs checked: they parse and their imports resolve"
+  else
+    echo "the graph load check could not run; building without it" >&2
+  fi
 fi
 printf '%s' "$sha" > /workspace/commit
 `;
@@ -165,14 +179,24 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
   const meta = childMeta(target, buildJobName(build.revision), 'build', revisionLabel);
   const image = `${imageRepository(config, target)}:${build.revision}`;
   const resources = { requests: { ...config.buildResources.requests }, limits: { ...config.buildResources.limits } };
-  const restricted = { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } };
+  const restricted = {
+    allowPrivilegeEscalation: false,
+    runAsNonRoot: true,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
     metadata: { ...meta, annotations: { [ANNOTATION_REVISION]: build.revision } },
     spec: {
-      // A failed build is reported, not retried: the user fixes the repo and makes a new revision.
+      // A failed build is reported, not retried: the user fixes the repo and makes a new revision. A pod lost to a
+      // disruption (node drain, preemption) does not count: the Job starts another.
       backoffLimit: 0,
+      // status is required before Kubernetes 1.29 (defaulted to True after).
+      podFailurePolicy: {
+        rules: [{ action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] }],
+      },
       activeDeadlineSeconds: config.buildTimeoutSeconds,
       template: {
         metadata: {
@@ -213,6 +237,8 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                   : []),
               ],
               securityContext: restricted,
+              // The script's own failures are written to the termination message; git's come from its log.
+              terminationMessagePolicy: 'FallbackToLogsOnError',
             },
             {
               name: BUILD_CONTAINER,

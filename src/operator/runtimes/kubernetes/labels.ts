@@ -4,7 +4,7 @@ import { isLabelValue, LABEL_DEPLOYMENT, LABEL_DEPLOYMENT_ID, LABEL_TENANT } fro
 import type { OwnerReference } from '../../../resources/meta.ts';
 
 export const LABEL_REVISION = 'agentplane.dev/revision';
-export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+const LABEL_COMPONENT = 'app.kubernetes.io/component';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
 export const ANNOTATION_REVISION = 'agentplane.dev/revision';
 

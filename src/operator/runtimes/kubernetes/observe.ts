@@ -1,7 +1,7 @@
 // Pure decisions: what the cluster's objects say about a revision's build and rollout. The runtime reads the
 // objects and hands them here; the revision controller turns the answers into BUILDING, BUILD_FAILED, DEPLOYING,
 // DEPLOYED or DEPLOY_FAILED.
-import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import type { BuildStatus, ServerStatus } from '../types.ts';
 import { parseBuildResult, PUSH_CONTAINER } from './build-job.ts';
 import { LABEL_REVISION } from './labels.ts';
@@ -31,11 +31,43 @@ export function podFailure(pod: V1Pod | undefined): string | undefined {
   return undefined;
 }
 
+/** Waiting reasons a build pod does not recover from by itself. */
+const BUILD_POD_STUCK = new Set([
+  'ImagePullBackOff',
+  'ErrImageNeverPull',
+  'InvalidImageName',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+]);
+/** How long a build pod may stay unschedulable (a cluster autoscaler adding a node) before the build fails. */
+export const UNSCHEDULABLE_GRACE_MS = 120_000;
+
+/**
+ * Why a build pod that has not run cannot start, if it cannot: an image that cannot be pulled, a configuration
+ * the kubelet refuses, or no node to run on for longer than UNSCHEDULABLE_GRACE_MS.
+ */
+export function buildPodStuck(pod: V1Pod | undefined, now: number): string | undefined {
+  if (!pod || pod.status?.phase !== 'Pending') return undefined;
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  for (const s of statuses) {
+    const w = s.state?.waiting;
+    if (w?.reason && BUILD_POD_STUCK.has(w.reason)) return `${s.name}: ${w.reason}${w.message ? `: ${w.message}` : ''}`;
+  }
+  const scheduled = condition(pod, 'PodScheduled') as
+    { status: string; reason?: string; message?: string; lastTransitionTime?: Date | string } | undefined;
+  if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') {
+    const since = scheduled.lastTransitionTime ? new Date(scheduled.lastTransitionTime).getTime() : now;
+    if (now - since >= UNSCHEDULABLE_GRACE_MS)
+      return `Unschedulable for ${Math.round((now - since) / 1000)} s: ${scheduled.message ?? 'no node fits the build pod'}`;
+  }
+  return undefined;
+}
+
 /**
  * The build's state from its Job and the Job's pod. `repository` is where the image was pushed; the recorded
  * image is `<repository>@<digest>`, so a later push to the same tag never changes what a revision runs.
  */
-export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: string): BuildStatus {
+export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: string, now = Date.now()): BuildStatus {
   const failed = condition(job, 'Failed');
   if (failed?.status === 'True') {
     const why = podFailure(pod) ?? failed.message ?? 'the build job failed';
@@ -52,6 +84,8 @@ export function buildStatusOf(job: V1Job, pod: V1Pod | undefined, repository: st
       };
     return { phase: 'Succeeded', commitSha: result.commit, image: `${repository}@${result.digest}` };
   }
+  const stuck = buildPodStuck(pod, now);
+  if (stuck) return { phase: 'Failed', message: `Build pod cannot start: ${stuck}` };
   return { phase: 'Running' };
 }
 
@@ -143,6 +177,16 @@ export function rolloutStatusOf(
   if (observedSpec && progressed?.status === 'True' && progressed.reason === 'NewReplicaSetAvailable') {
     return servingStatusOf(deployment, rs, newPods);
   }
+  // Pods the ReplicaSet cannot create (Pod Security admission, a quota, a missing ServiceAccount) never appear:
+  // its ReplicaFailure condition says why, long before the progress deadline.
+  const replicaFailure = rs ? condition(rs, 'ReplicaFailure') : undefined;
+  if (replicaFailure?.status === 'True') {
+    return {
+      phase: 'Failed',
+      message:
+        `Pods cannot be created (${replicaFailure.reason ?? 'ReplicaFailure'}): ${replicaFailure.message ?? ''}`.trim(),
+    };
+  }
   for (const pod of newPods) {
     for (const s of pod.status?.containerStatuses ?? []) {
       const reason = s.state?.waiting?.reason;
@@ -175,4 +219,28 @@ export function rolloutStatusOf(
     rs !== undefined &&
     (rs.status?.availableReplicas ?? 0) >= want;
   return done ? { phase: 'Ready' } : { phase: 'Starting' };
+}
+
+/** How long the Job controller may go on failing to create the build pod before the build fails. */
+export const FAILED_CREATE_GRACE_MS = 60_000;
+/** ...or how many refused attempts (the Job controller retries with a growing back-off: 10 s, 20 s, 40 s...). */
+export const FAILED_CREATE_ATTEMPTS = 3;
+
+/**
+ * Why the Job controller cannot create the build pod, once it has kept failing (FailedCreate Events on the Job:
+ * Pod Security admission, a quota, a missing ServiceAccount): the latest refusal's message. A single refusal may
+ * be transient (the controller retries), so only FAILED_CREATE_ATTEMPTS of them or FAILED_CREATE_GRACE_MS count.
+ */
+export function buildCreateRefused(events: CoreV1Event[], now: number): string | undefined {
+  const refused = events.filter((e) => e.reason === 'FailedCreate');
+  if (!refused.length) return undefined;
+  const time = (e: CoreV1Event, which: 'first' | 'last') => {
+    const t = which === 'first' ? (e.firstTimestamp ?? e.eventTime) : (e.lastTimestamp ?? e.eventTime);
+    return t ? new Date(t).getTime() : now;
+  };
+  const attempts = refused.reduce((n, e) => n + (e.count ?? 1), 0);
+  const since = Math.min(...refused.map((e) => time(e, 'first')));
+  if (attempts < FAILED_CREATE_ATTEMPTS && now - since < FAILED_CREATE_GRACE_MS) return undefined;
+  const latest = refused.reduce((a, b) => (time(b, 'last') >= time(a, 'last') ? b : a));
+  return `${latest.message ?? 'the Job controller cannot create the build pod'} (${attempts} attempt${attempts === 1 ? '' : 's'})`;
 }

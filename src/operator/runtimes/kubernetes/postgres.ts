@@ -2,18 +2,31 @@
 // volumeClaimTemplates, a headless Service and a Secret holding the password and the connection URI.
 import type { V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { serviceHost, type KubernetesRuntimeConfig } from './config.ts';
+import { fitName } from '../../../resources/names.ts';
 import { childMeta, selectorLabels, type Target } from './labels.ts';
 
 export const POSTGRES_URI_KEY = 'uri';
 const USER = 'agent';
+/** The `postgres` user of the official alpine images (`postgres:*-alpine`). */
+export const POSTGRES_UID = 70;
+const RESTRICTED = {
+  allowPrivilegeEscalation: false,
+  runAsNonRoot: true,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' as const },
+};
 const DB = 'agent';
 
+/**
+ * `<name>-postgres`, its base cut (with a hash) to 43 characters: the StatefulSet's pods carry its name plus a
+ * revision hash (`<sts>-<10>`) as a label value, which must stay within 63.
+ */
 export function postgresName(target: Target): string {
-  return `${target.name}-postgres`;
+  return `${fitName(target.name, 43)}-postgres`;
 }
 
 export function postgresSecretName(target: Target): string {
-  return `${target.name}-postgres`;
+  return postgresName(target);
 }
 
 /** The password is an input (made once by the runtime) so the builder stays pure. */
@@ -48,12 +61,7 @@ export function waitForPostgres(target: Target, config: KubernetesRuntimeConfig)
     env: [{ name: 'PGHOST', value: serviceHost(postgresName(target), target.namespace, config) }],
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     // 70: the postgres user of the official images.
-    securityContext: {
-      runAsUser: 70,
-      runAsNonRoot: true,
-      allowPrivilegeEscalation: false,
-      capabilities: { drop: ['ALL'] },
-    },
+    securityContext: { ...RESTRICTED, runAsUser: POSTGRES_UID, runAsGroup: POSTGRES_UID },
   };
 }
 
@@ -88,7 +96,15 @@ export function makePostgresStatefulSet(target: Target, config: KubernetesRuntim
         spec: {
           // The agent connects as a superuser (COPY ... TO PROGRAM runs commands here): no API token to find.
           automountServiceAccountToken: false,
-          securityContext: { fsGroup: 70 },
+          // Pod Security `restricted`: Postgres runs as its own user (the entrypoint supports a non-root start; the
+          // data folder is a subfolder it creates on the volume, which fsGroup makes writable).
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: POSTGRES_UID,
+            runAsGroup: POSTGRES_UID,
+            fsGroup: POSTGRES_UID,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
           containers: [
             {
               name: 'postgres',
@@ -107,6 +123,7 @@ export function makePostgresStatefulSet(target: Target, config: KubernetesRuntim
               readinessProbe: { ...ready, initialDelaySeconds: 5 },
               livenessProbe: { ...ready, initialDelaySeconds: 30, failureThreshold: 6 },
               resources: { requests: { cpu: '100m', memory: '256Mi' } },
+              securityContext: RESTRICTED,
               volumeMounts: [{ name: 'data', mountPath: '/var/lib/postgresql/data' }],
             },
           ],

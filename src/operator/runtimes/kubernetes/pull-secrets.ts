@@ -5,7 +5,7 @@
 import type { V1Secret } from '@kubernetes/client-node';
 
 export const LABEL_PULL_SECRET_COPY = 'agentplane.dev/pull-secret-copy';
-export const ANNOTATION_COPIED_FROM = 'agentplane.dev/copied-from';
+const ANNOTATION_COPIED_FROM = 'agentplane.dev/copied-from';
 
 export function makePullSecretCopy(source: V1Secret, namespace: string): V1Secret {
   const from = `${source.metadata!.namespace}/${source.metadata!.name}`;

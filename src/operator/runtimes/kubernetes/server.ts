@@ -27,6 +27,15 @@ import { postgresSecretName, POSTGRES_URI_KEY, waitForPostgres } from './postgre
 export const SERVER_PORT = 8000;
 export const ANNOTATION_URL = 'agentplane.dev/url';
 export const SERVER_CONTAINER = 'agent-server';
+/** The `node` user of the agent images (official Node.js images). */
+export const AGENT_UID = 1000;
+/** What Pod Security `restricted` asks of every container. */
+export const RESTRICTED_CONTAINER = {
+  allowPrivilegeEscalation: false,
+  runAsNonRoot: true,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+};
 const DATABASE_ENV = ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'];
 /** Where the tenant's data-plane key hashes are mounted (the whole Secret, not subPath, so updates arrive). */
 export const KEYS_DIR = '/var/run/agentplane/keys';
@@ -184,6 +193,14 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
           // No API token in agent pods unless an admin's ServiceAccount for this tenant asks for one.
           ...(account ? { serviceAccountName: account.name } : {}),
           automountServiceAccountToken: account?.automountToken ?? false,
+          // Pod Security `restricted`: the images run as `node` (uid 1000), a name the kubelet cannot check against
+          // runAsNonRoot, so the uid is given.
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: AGENT_UID,
+            runAsGroup: AGENT_UID,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
           ...pullSecrets([...config.imagePullSecrets, ...(spec.imagePullSecrets ?? [])]),
           ...(spec.nodeSelector ? { nodeSelector: { ...spec.nodeSelector } } : {}),
           terminationGracePeriodSeconds: 30,
@@ -202,7 +219,7 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
               readinessProbe: { ...probe, initialDelaySeconds: 2, failureThreshold: 3 },
               livenessProbe: { ...probe, initialDelaySeconds: 10, failureThreshold: 6 },
               resources: resources(spec, config),
-              securityContext: { allowPrivilegeEscalation: false },
+              securityContext: RESTRICTED_CONTAINER,
               ...(server.public ? {} : { volumeMounts: [{ name: 'api-keys', mountPath: KEYS_DIR, readOnly: true }] }),
             },
           ],

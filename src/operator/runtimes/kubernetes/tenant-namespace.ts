@@ -1,7 +1,12 @@
 // A namespace per tenant (optional): its name, the Namespace object, and the RoleBinding that lets the control
 // plane keep the tenant's data-plane keys Secret there (the agents mount it from their own namespace).
+// The runtime creates the namespace on first use and keeps the pull secret copies in it current.
 import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
 import { isLabelValue, LABEL_TENANT } from '../../../resources/names.ts';
+import { apply, isStatus } from './apply.ts';
+import { orUndefined, type RuntimeContext } from './context.ts';
+import type { Target } from './labels.ts';
+import { LABEL_PULL_SECRET_COPY, makePullSecretCopy } from './pull-secrets.ts';
 
 const MANAGED = { 'app.kubernetes.io/part-of': 'agentplane', 'app.kubernetes.io/managed-by': 'agentplane-operator' };
 
@@ -34,4 +39,79 @@ export function makeKeysWriterBinding(
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
     subjects: [{ kind: 'ServiceAccount', name: writer.name, namespace: writer.namespace }],
   };
+}
+
+/**
+ * The tenant's namespace, created on first use and labelled with the tenant (what admins select by), with the
+ * control plane allowed to keep the tenant's keys Secret in it.
+ */
+export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target): Promise<void> {
+  const name = target.namespace;
+  const existing = await orUndefined(() => ctx.core.readNamespace({ name }));
+  // A terminating namespace refuses new content (403) until its controller has emptied and removed it; then it
+  // is created afresh. Failing the reconcile retries it with backoff meanwhile.
+  if (existing?.metadata?.deletionTimestamp)
+    throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
+  if (!existing) {
+    try {
+      await ctx.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
+      ctx.log.info({ namespace: name }, 'tenant namespace created');
+    } catch (err) {
+      if (!isStatus(err, 409)) throw err;
+    }
+  }
+  const { keysWriter, keysRole } = ctx.opts.config.tenantNamespaces;
+  if (keysWriter && keysRole) await apply(ctx.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
+  await syncPullSecrets(ctx, name);
+}
+
+/**
+ * Makes the tenant namespace hold exactly the configured image pull secrets, as copies of ours: written when the
+ * source differs, removed when the source is gone or no longer configured.
+ */
+async function syncPullSecrets(ctx: RuntimeContext, namespace: string): Promise<void> {
+  const wanted = new Set(ctx.opts.config.imagePullSecrets);
+  // Each source is read once per pass: the copies below are kept or removed by what this read found.
+  const present = new Set<string>();
+  for (const name of wanted) {
+    const source = await orUndefined(() => ctx.core.readNamespacedSecret({ name, namespace: ctx.opts.namespace }));
+    if (source) {
+      present.add(name);
+      await apply(ctx.ops.secret, makePullSecretCopy(source, namespace));
+    } else
+      ctx.log.warn(
+        { secret: name, namespace: ctx.opts.namespace },
+        'image pull secret not found; agent pods cannot use it',
+      );
+  }
+  const copies = (await ctx.core.listNamespacedSecret({ namespace, labelSelector: `${LABEL_PULL_SECRET_COPY}=true` }))
+    .items;
+  for (const copy of copies) {
+    const name = copy.metadata!.name!;
+    if (present.has(name)) continue;
+    try {
+      await ctx.core.deleteNamespacedSecret({ name, namespace });
+      ctx.log.info({ namespace, secret: name }, 'removed image pull secret copy');
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+  }
+}
+
+/** Re-syncs the pull secret copies of every tenant namespace that runs an agent (the caller runs one pass at a time). */
+export async function resyncPullSecrets(ctx: RuntimeContext): Promise<void> {
+  const namespaces = new Set(
+    ctx.deployments
+      .list()
+      .map((d) => d.metadata.namespace)
+      .filter((ns): ns is string => Boolean(ns) && ns !== ctx.opts.namespace),
+  );
+  for (const ns of namespaces) {
+    try {
+      const current = await orUndefined(() => ctx.core.readNamespace({ name: ns }));
+      if (current && !current.metadata?.deletionTimestamp) await syncPullSecrets(ctx, ns);
+    } catch (err) {
+      ctx.log.warn({ err, namespace: ns }, 'syncing image pull secrets failed; the next deploy retries');
+    }
+  }
 }

@@ -7,12 +7,16 @@ import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { graphLanguageProblem } from '../../../lib/graph-language.ts';
-import type { BuildSpec, GitCredential } from '../types.ts';
+import type { GitCredential } from '../../../git/credentials.ts';
+import type { BuildSpec } from '../types.ts';
 import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
+import { checkGraphs } from './graph-check.ts';
+import { ownerFile } from './housekeeping.ts';
 import type { LogWriter } from './logs.ts';
-import { redactUrl, splitCredentials } from './redact.ts';
-import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from './repo-url.ts';
+import { localCloneAuth } from '../../../git/clone-auth.ts';
+import { redactUrl } from '../../../git/redact.ts';
+import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from '../../../git/repo-url.ts';
 import type { Mounts, Sandbox } from './sandbox.ts';
 
 const MARKER = 'build.json';
@@ -152,61 +156,17 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       [source.path],
     );
   } else {
-    // Credentials reach git through GIT_ASKPASS (a token) or GIT_SSH_COMMAND (a key): the username in the
-    // environment, the secret in a 0600 file that is removed after the clone; never in argv (visible in `ps`), the
-    // URL, a log line or a status.
-    const parts = splitCredentials(source.url);
-    const { url } = parts;
-    let { username, password } = parts;
-    const cred = ctx.credential;
-    const http = /^https?:\/\//i.test(url);
-    const creds: Record<string, string> = {};
-    const temporary: string[] = [];
-    // A credentialed clone follows no redirect: the token is for this host only.
-    const cloneOptions: string[] = [];
-    if (cred && 'token' in cred && http && cloneHost(url) === cred.host) {
-      username = cred.username ?? 'x-access-token';
-      password = cred.token;
-    }
-    if (cred && 'sshKey' in cred && !http && cloneHost(url) === cred.host) {
-      const key = join(dir, '.git-ssh-key');
-      const knownHosts = join(dir, '.git-known-hosts');
-      temporary.push(key, knownHosts);
-      await writeFile(key, cred.sshKey, { mode: 0o600, flag: 'wx' });
-      await writeFile(knownHosts, cred.knownHosts.endsWith('\n') ? cred.knownHosts : `${cred.knownHosts}\n`, {
-        mode: 0o600,
-        flag: 'wx',
-      });
-      // Only this key, only these host keys (a host key not in them fails the clone), no agent, no user config.
-      creds.GIT_SSH_COMMAND = [
-        'ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none',
-        `-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${shellQuote(knownHosts)} -o GlobalKnownHostsFile=/dev/null`,
-        `-i ${shellQuote(key)}`,
-      ].join(' ');
-      creds.GIT_SSH_VARIANT = 'ssh';
-    }
-    const askpass = join(dir, '.git-askpass');
-    const secretFile = join(dir, '.git-credential');
-    if (username !== undefined || password !== undefined) {
-      temporary.push(secretFile, askpass);
-      await writeFile(secretFile, password ?? '', { mode: 0o600, flag: 'wx' });
-      await writeFile(
-        askpass,
-        '#!/bin/sh\ncase "$1" in Username*) printf "%s\\n" "$AP_GIT_USERNAME" ;; *) cat "$AP_GIT_SECRET_FILE"; echo ;; esac\n',
-        { mode: 0o700 },
-      );
-      Object.assign(creds, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_SECRET_FILE: secretFile });
-    }
-    if (temporary.length) cloneOptions.push('-c', 'http.followRedirects=false');
+    // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
+    const auth = await localCloneAuth(dir, source.url, ctx.credential);
     try {
       await git(
         `git clone ${shownUrl}`,
-        [...cloneOptions, 'clone', '--quiet', '--no-checkout', '--', url, src],
+        [...auth.options, 'clone', '--quiet', '--no-checkout', '--', auth.url, src],
         dir,
-        creds,
+        auth.env,
       );
     } finally {
-      for (const f of temporary) await rm(f, { force: true });
+      await auth.cleanup();
     }
   }
   let commitSha: string | undefined;
@@ -267,6 +227,13 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       mounts: revisionMounts(src, home, sharedNodeModules),
     });
   }
+  await checkGraphs(confined, {
+    config,
+    checkout: src,
+    cwd,
+    home,
+    mounts: revisionMounts(src, home, sharedNodeModules),
+  });
   const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
   await writeFile(join(dir, MARKER), JSON.stringify(result));
   log.line(`build complete (${commitSha.slice(0, 12)})`);
@@ -310,21 +277,6 @@ export function revisionMounts(
     ...(sharedNodeModules ? { roOver: [sharedNodeModules], tmpfs: [join(sharedNodeModules, '.cache')] } : {}),
   };
 }
-
-/** Host (with port) of a clone URL: scheme URLs and scp-like user@host:path; lower case. */
-function cloneHost(url: string): string | undefined {
-  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
-    const scp = /^(?:[^@/:]+@)?([^/:]+):(?!\/\/)/.exec(url);
-    return scp ? scp[1]!.toLowerCase() : undefined;
-  }
-  try {
-    return new URL(url).host.toLowerCase();
-  } catch {
-    return undefined;
-  }
-}
-
-const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** git reads no system or user configuration and may use only the transports the URL needs. */
 function gitEnvironment(env: Record<string, string>, source: RepoSource): Record<string, string> {
@@ -394,6 +346,8 @@ async function npmCi(
   try {
     await resetCacheDir(nodeModules);
     await own('cp -al node_modules (install cache)', ['-al', nodeModules, tmp]);
+    // Its owner first: an entry is never found without it (deleting the deployment removes its entries).
+    await writeFile(ownerFile(cached), deploymentId);
     await rename(tmp, cached);
     await cache.onPublished?.(cached);
     return nodeModules;

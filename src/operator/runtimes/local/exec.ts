@@ -6,7 +6,7 @@ import type { Readable, Writable } from 'node:stream';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { packagePath } from '../../../lib/package-root.ts';
 import type { LogWriter } from './logs.ts';
-import { redactText } from './redact.ts';
+import { redactText } from '../../../git/redact.ts';
 import { NO_SANDBOX, type Mounts, type Sandbox } from './sandbox.ts';
 
 export class StepError extends Error {

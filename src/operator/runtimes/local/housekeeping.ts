@@ -58,6 +58,33 @@ export async function trimInstallCache(dir: string, fresh: string, maxBytes: num
   for (const name of evict) {
     await rm(join(dir, name), { recursive: true, force: true });
     await rm(join(dir, `${name}.size`), { force: true });
+    await rm(ownerFile(join(dir, name)), { force: true });
   }
   return evict;
+}
+
+/** The file beside a cache entry that names the deployment it was installed for (entries are never shared). */
+export const ownerFile = (entry: string) => `${entry}.owner`;
+
+/**
+ * Removes the install cache entries of `deploymentId`, and those of any other deployment `isLive` says is gone
+ * (one deleted while this process was down). Entries from before owners were recorded are left to the size trim.
+ */
+export async function removeInstallCacheOf(
+  dir: string,
+  deploymentId: string,
+  isLive: (deploymentId: string) => boolean,
+): Promise<string[]> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names.filter((n) => /^[0-9a-f]{32}$/.test(n))) {
+    const path = join(dir, name);
+    const owner = (await readFile(ownerFile(path), 'utf8').catch(() => '')).trim();
+    if (!owner || (owner !== deploymentId && isLive(owner))) continue;
+    await rm(path, { recursive: true, force: true });
+    await rm(`${path}.size`, { force: true });
+    await rm(ownerFile(path), { force: true });
+    removed.push(name);
+  }
+  return removed;
 }

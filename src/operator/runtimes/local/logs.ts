@@ -8,7 +8,7 @@ import {
   truncationNotice,
   type LogLimits,
 } from '../../../lib/log-limits.ts';
-import { redactText } from './redact.ts';
+import { redactText } from '../../../git/redact.ts';
 
 export { DEFAULT_LOG_LIMITS, type LogLimits };
 /** Lines kept in memory after the cap, so a failing step can still be explained. */

@@ -50,6 +50,9 @@ export class RestartSupervisor<Ref> {
     };
     entry.timer = setTimeout(() => {
       entry.timer = undefined;
+      // Timers may fire a millisecond before Date.now() reaches `at`: the moment has come, so say so, or the
+      // reconcile this asks for would still see "waiting" and nothing would ever ask again.
+      entry.at = Math.min(entry.at, this.now());
       this.due(ref);
     }, decision.delayMs);
     entry.timer.unref();

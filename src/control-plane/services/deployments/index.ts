@@ -1,0 +1,68 @@
+// Deployments and revisions on top of the store port. Tenancy: every object carries its tenant in spec and in the
+// agentplane.dev/tenant label; another tenant's deployment is answered exactly like a missing one. The operations
+// live in deployments/, one file per group, over the DeploymentDeps built here.
+import type { Logger } from '../../../lib/logger.ts';
+import type { PlatformState } from '../../../state/types.ts';
+import type { DeploymentCreate, DeploymentPatch } from '../../routes/v2/schemas.ts';
+import type { InputPolicy } from '../input-rules.ts';
+import type { GitHubApp } from '../../../git/github-app.ts';
+import { createQuotas, type Quotas } from '../quotas.ts';
+import type { RepoPolicy } from '../../../git/repo-url.ts';
+import { createDeployment } from './create.ts';
+import type { DeploymentDeps } from './deps.ts';
+import { patchDeployment } from './patch.ts';
+import { deleteDeployment, getDeployment, listDeployments, type DeploymentListQuery } from './query.ts';
+import {
+  createRevision,
+  createRevisionOnPush,
+  getRevision,
+  listRevisions,
+  redeploy,
+  requireRevision,
+  revisionLogs,
+  type RevisionListQuery,
+  type RevisionLogQuery,
+} from './revisions.ts';
+import { createTenantChecks } from './tenant-checks.ts';
+
+export type DeploymentService = ReturnType<typeof createDeploymentService>;
+
+export function createDeploymentService(options: {
+  store: PlatformState;
+  logger: Logger;
+  policy?: InputPolicy;
+  /** Where a tenant's pods run (namespace per tenant); default: the store's namespace. */
+  referenceNamespace?: (tenant: string) => string;
+  github?: GitHubApp;
+  /** Per-workspace quotas (default: DEFAULT_QUOTAS on the real clock). */
+  quotas?: Quotas;
+  /** The local runtime's repo_url rules, where builds run on this machine (dev); a local path is checked up front. */
+  localRepos?: RepoPolicy;
+}) {
+  const { store } = options;
+  const deps: DeploymentDeps = {
+    store,
+    ns: store.namespace,
+    logger: options.logger,
+    quotas: options.quotas ?? createQuotas({ store }),
+    checks: createTenantChecks(options),
+    tenantLocks: new Map(),
+    ...(options.github ? { github: options.github } : {}),
+    ...(options.localRepos ? { localRepos: options.localRepos } : {}),
+  };
+  return {
+    create: (tenant: string, body: DeploymentCreate) => createDeployment(deps, tenant, body),
+    get: (tenant: string, id: string) => getDeployment(deps, tenant, id),
+    list: (tenant: string, q: DeploymentListQuery) => listDeployments(deps, tenant, q),
+    patch: (tenant: string, id: string, body: DeploymentPatch) => patchDeployment(deps, tenant, id, body),
+    delete: (tenant: string, id: string) => deleteDeployment(deps, tenant, id),
+    listRevisions: (tenant: string, id: string, q: RevisionListQuery) => listRevisions(deps, tenant, id, q),
+    requireRevision: (tenant: string, id: string, revisionId: string) => requireRevision(deps, tenant, id, revisionId),
+    getRevision: (tenant: string, id: string, revisionId: string) => getRevision(deps, tenant, id, revisionId),
+    createRevision: (tenant: string, id: string) => createRevision(deps, tenant, id),
+    createRevisionOnPush: (tenant: string, id: string, keys: string[]) => createRevisionOnPush(deps, tenant, id, keys),
+    redeploy: (tenant: string, id: string, revisionId: string) => redeploy(deps, tenant, id, revisionId),
+    logs: (tenant: string, id: string, revisionId: string, q: RevisionLogQuery) =>
+      revisionLogs(deps, tenant, id, revisionId, q),
+  };
+}

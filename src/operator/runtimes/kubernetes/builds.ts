@@ -1,0 +1,259 @@
+// Builds: one BuildKit Job per revision in the operator's namespace, observed through the Job and pod informers;
+// the result (image, commit) is recorded on the Job, and the build's log is copied to the revision once.
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { GitCredential } from '../../../git/credentials.ts';
+import type { AgentDeployment } from '../../../resources/index.ts';
+import type { BuildSpec, BuildStatus, RevisionRef } from '../types.ts';
+import { apply, isStatus } from './apply.ts';
+import {
+  BUILD_CONTAINER,
+  buildCredentialSecretName,
+  buildJobName,
+  CLONE_CONTAINER,
+  imageRepository,
+  makeBuildCredentialSecret,
+  makeBuildJob,
+  PUSH_CONTAINER,
+} from './build-job.ts';
+import { orUndefined, ownedTarget, targetName, type RuntimeContext } from './context.ts';
+import { gitCredentialsFor, gitCredentialsSecretName } from '../../../git/tenant-secret.ts';
+import type { Target } from './labels.ts';
+import { makeBuildNetworkPolicy } from './network-policy.ts';
+import { buildCreateRefused, buildStatusOf } from './observe.ts';
+
+export const ANNOTATION_IMAGE = 'agentplane.dev/image';
+const ANNOTATION_COMMIT = 'agentplane.dev/commit';
+const ANNOTATION_LOGGED = 'agentplane.dev/logs-collected';
+// Revision logs live in a ConfigMap, which the API server refuses over 1 MiB: at most this much of each build
+// container's log is kept (its end, where failures are), and no line longer than LOG_LINE_BYTES.
+const LOG_FETCH_BYTES = 4 * 1024 * 1024;
+const LOG_CONTAINER_BYTES = 192 * 1024;
+const LOG_LINE_BYTES = 4 * 1024;
+
+/** The last lines of a log within `maxBytes` (UTF-8), each cut to LOG_LINE_BYTES; says how much was left out. */
+export function capLog(lines: string[], maxBytes: number): string[] {
+  const cut = lines.map((l) =>
+    Buffer.byteLength(l) > LOG_LINE_BYTES
+      ? `${Buffer.from(l)
+          .subarray(0, LOG_LINE_BYTES)
+          .toString('utf8')
+          .replace(/\uFFFD$/, '')}… (line cut)`
+      : l,
+  );
+  const kept: string[] = [];
+  let bytes = 0;
+  for (let i = cut.length - 1; i >= 0; i--) {
+    bytes += Buffer.byteLength(cut[i]!) + 1;
+    if (bytes > maxBytes) {
+      kept.unshift(`… ${i + 1} earlier line(s) left out`);
+      break;
+    }
+    kept.unshift(cut[i]!);
+  }
+  return kept;
+}
+
+/** Starts the build if it is neither running nor done; reports its state. */
+export async function build(ctx: RuntimeContext, spec: BuildSpec, dep: AgentDeployment): Promise<BuildStatus> {
+  const key = `${spec.namespace}/${buildJobName(spec.revision)}`;
+  let job: V1Job | undefined = ctx.jobs.get(key);
+  if (!job) {
+    // Builds stay in the operator's namespace even with a namespace per tenant: that is where the push secret is,
+    // and a copy in every tenant namespace would widen who can read it.
+    const target = ownedTarget(ctx, dep);
+    if (target.deleting) return { phase: 'Running' };
+    // An integration's credential (minted now, for this build) wins over the tenant's shared Secret.
+    let credential: GitCredential | undefined;
+    if (spec.integrationId && spec.tenantId && ctx.opts.gitCredential) {
+      try {
+        credential = await ctx.opts.gitCredential(spec.tenantId, spec.integrationId, spec.repoUrl);
+      } catch (err) {
+        return { phase: 'Failed', message: String((err as Error).message).split('\n')[0]! };
+      }
+    }
+    const gitCredentialsSecret = credential
+      ? buildCredentialSecretName(spec.revision)
+      : await gitCredentials(ctx, target, spec);
+    let desired: V1Job;
+    try {
+      desired = makeBuildJob(target, { ...spec, gitCredentialsSecret }, ctx.opts.config);
+    } catch (err) {
+      return { phase: 'Failed', message: (err as Error).message };
+    }
+    if (ctx.opts.config.networkPolicy.enabled)
+      await apply(ctx.ops.networkPolicy, makeBuildNetworkPolicy(target, ctx.opts.config));
+    const created = await apply(ctx.ops.job, desired, { createOnly: true });
+    job = created.object;
+    // The pod waits for the Secret (its volume); the Secret names the Job as its owner, so it needs the Job's uid.
+    if (credential && job.metadata?.uid) {
+      try {
+        await ctx.core.createNamespacedSecret({
+          namespace: job.metadata.namespace!,
+          body: makeBuildCredentialSecret(job, credential),
+        });
+      } catch (err) {
+        if (!isStatus(err, 409)) throw err;
+      }
+    }
+    ctx.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
+  }
+  return observeBuild(ctx, spec, job);
+}
+
+/** The tenant's own git credentials Secret, when it covers the repository (why not is logged, never shown). */
+async function gitCredentials(ctx: RuntimeContext, target: Target, spec: BuildSpec): Promise<string | undefined> {
+  const prefix = ctx.opts.config.gitCredentialsSecretPrefix;
+  if (!prefix) return undefined;
+  const name = gitCredentialsSecretName(prefix, target.tenantId);
+  const secret = await orUndefined(() => ctx.core.readNamespacedSecret({ name, namespace: target.namespace }));
+  const chosen = gitCredentialsFor(secret, target.tenantId, spec.repoUrl);
+  if ('reason' in chosen) {
+    ctx.log.info(
+      { revision: spec.revision, secret: name, reason: chosen.reason },
+      'build clones without git credentials',
+    );
+    return undefined;
+  }
+  return chosen.name;
+}
+
+/** The image a finished build of this revision pushed, if any. */
+export async function builtImage(ctx: RuntimeContext, ref: RevisionRef): Promise<string | undefined> {
+  const name = buildJobName(ref.revision);
+  const cached = ctx.jobs.get(`${ref.namespace}/${name}`);
+  if (cached) return cached.metadata.annotations?.[ANNOTATION_IMAGE];
+  try {
+    return (await ctx.batch.readNamespacedJob({ name, namespace: ref.namespace })).metadata?.annotations?.[
+      ANNOTATION_IMAGE
+    ];
+  } catch (err) {
+    if (isStatus(err, 404)) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * A build Job without a pod: the Job controller may be failing to create it (FailedCreate Events on the Job,
+ * e.g. Pod Security admission); once that persists the build fails with the refusal. Revisions still BUILDING
+ * are looked at again on every resync of the revision informer (a minute), so this is seen within a minute or two.
+ */
+async function buildPodRefused(ctx: RuntimeContext, job: V1Job, running: BuildStatus): Promise<BuildStatus> {
+  const { name, namespace, uid } = job.metadata!;
+  const events = await ctx.core
+    .listNamespacedEvent({
+      namespace: namespace!,
+      fieldSelector: `involvedObject.kind=Job,involvedObject.name=${name!}`,
+    })
+    .catch((err: unknown) => {
+      ctx.log.warn({ err, job: name }, 'cannot read the build Job events');
+      return { items: [] };
+    });
+  const refused = buildCreateRefused(
+    events.items.filter((e) => !uid || !e.involvedObject.uid || e.involvedObject.uid === uid),
+    Date.now(),
+  );
+  return refused ? { phase: 'Failed', message: `Build pod cannot be created (FailedCreate): ${refused}` } : running;
+}
+
+async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): Promise<BuildStatus> {
+  const ann = job.metadata?.annotations ?? {};
+  if (ann[ANNOTATION_IMAGE] && ann[ANNOTATION_COMMIT])
+    return { phase: 'Succeeded', commitSha: ann[ANNOTATION_COMMIT], image: ann[ANNOTATION_IMAGE] };
+  const jobName = job.metadata!.name!;
+  const repository = imageRepository(ctx.opts.config, targetName(spec));
+  let pod: V1Pod | undefined = ctx.pods
+    .list()
+    .find(
+      (p) =>
+        p.metadata.labels?.['job-name'] === jobName || p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName,
+    );
+  let status = buildStatusOf(job, pod, repository);
+  if (status.phase === 'Running') return pod ? status : buildPodRefused(ctx, job, status);
+  // Separate watches may deliver the Job's end before its pod's: read the pod itself before concluding.
+  const fresh = (await ctx.core.listNamespacedPod({ namespace: spec.namespace, labelSelector: `job-name=${jobName}` }))
+    .items[0];
+  if (fresh) {
+    pod = fresh;
+    status = buildStatusOf(job, pod, repository);
+  }
+  const credentialSecret = buildCredentialSecretName(spec.revision);
+  const usesCredential = (job.spec?.template.spec?.volumes ?? []).some(
+    (v) => v.secret?.secretName === credentialSecret,
+  );
+  if (!ann[ANNOTATION_LOGGED]) {
+    // The build's own credential Secret is not needed any more (builds without an integration have none).
+    if (usesCredential)
+      await ctx.core
+        .deleteNamespacedSecret({ name: credentialSecret, namespace: spec.namespace })
+        .catch((err: unknown) => {
+          // 403: the chart grants deleting Secrets only with a namespace per tenant; the Secret then goes with its Job.
+          if (isStatus(err, 403))
+            ctx.log.info(
+              { revision: spec.revision },
+              'build credential Secret left to garbage collection with its Job',
+            );
+          else if (!isStatus(err, 404))
+            ctx.log.warn({ revision: spec.revision }, 'removing the build credential failed');
+        });
+    await collectBuildLog(ctx, spec, pod, status);
+    // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
+    const annotations = {
+      ...ann,
+      [ANNOTATION_LOGGED]: 'true',
+      ...(status.phase === 'Succeeded'
+        ? { [ANNOTATION_IMAGE]: status.image!, [ANNOTATION_COMMIT]: status.commitSha }
+        : {}),
+    };
+    await apply(ctx.ops.job, { ...job, metadata: { ...job.metadata, annotations } } as V1Job, { owned: false });
+  }
+  return status;
+}
+
+async function collectBuildLog(
+  ctx: RuntimeContext,
+  spec: BuildSpec,
+  pod: V1Pod | undefined,
+  status: BuildStatus,
+): Promise<void> {
+  const lines: string[] = [];
+  for (const container of [CLONE_CONTAINER, BUILD_CONTAINER, PUSH_CONTAINER]) {
+    if (!pod?.metadata?.name) break;
+    try {
+      const text = await ctx.core.readNamespacedPodLog({
+        name: pod.metadata.name,
+        namespace: spec.namespace,
+        container,
+        tailLines: 500,
+        limitBytes: LOG_FETCH_BYTES,
+      });
+      lines.push(
+        ...capLog(String(text).split('\n').filter(Boolean), LOG_CONTAINER_BYTES).map((l) => `[${container}] ${l}`),
+      );
+    } catch (err) {
+      lines.push(`[${container}] log unavailable: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  lines.push(
+    status.phase === 'Failed' ? status.message : `Build succeeded: ${status.phase === 'Succeeded' ? status.image : ''}`,
+  );
+  await ctx.opts.logs.append(spec, 'build', lines);
+}
+
+/** A build still running for a revision that will never run (superseded) is stopped; finished ones stay. */
+export async function cancelBuild(ctx: RuntimeContext, ref: RevisionRef): Promise<void> {
+  const job = ctx.jobs.get(`${ref.namespace}/${buildJobName(ref.revision)}`);
+  const finished = job?.status?.conditions?.some(
+    (c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True',
+  );
+  if (!job || finished || job.metadata.annotations?.[ANNOTATION_IMAGE]) return;
+  try {
+    await ctx.batch.deleteNamespacedJob({
+      name: job.metadata.name,
+      namespace: ref.namespace,
+      propagationPolicy: 'Background',
+    });
+    ctx.log.info({ revision: ref.revision }, 'build cancelled');
+  } catch (err) {
+    if (!isStatus(err, 404)) throw err;
+  }
+}

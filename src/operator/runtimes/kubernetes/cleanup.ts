@@ -1,0 +1,83 @@
+// Deleting a deployment: children in our namespace go with the AgentDeployment (owner references); in a tenant
+// namespace they are deleted here by label, while the deployment's finalizer holds it.
+import { LABEL_DEPLOYMENT, type AgentDeployment } from '../../../resources/index.ts';
+import { isStatus } from './apply.ts';
+import type { DeploymentRef, RuntimeContext } from './context.ts';
+import { tenantNamespaceName } from './tenant-namespace.ts';
+
+/**
+ * Children in the AgentDeployment's namespace carry owner references to it and the garbage collector removes
+ * them. In a tenant namespace owner references cannot point across namespaces, so the children are deleted here
+ * by label, while the deployment's finalizer holds it (the controller removes the finalizer after this).
+ */
+export async function cleanup(ctx: RuntimeContext, ref: DeploymentRef, dep: AgentDeployment): Promise<void> {
+  // Marked first: a deploy queued behind this cleanup with an older read of the deployment writes nothing.
+  if (dep.metadata.uid) ctx.cleanedUp.add(dep.metadata.uid);
+  if (ctx.perTenant)
+    await deleteTenantChildren(
+      ctx,
+      tenantNamespaceName(ctx.opts.config.tenantNamespaces.prefix, dep.spec.tenantId),
+      ref.deployment,
+    );
+  ctx.urls.delete(`${ref.namespace}/${ref.deployment}`);
+}
+
+async function deleteTenantChildren(ctx: RuntimeContext, namespace: string, deployment: string): Promise<void> {
+  const labelSelector = `${LABEL_DEPLOYMENT}=${deployment}`;
+  const q = { namespace, labelSelector };
+  const names = (list: { items: { metadata?: { name?: string } }[] }) => list.items.map((o) => o.metadata!.name!);
+  const { apps, core, net, autoscaling, batch } = ctx;
+  const kinds: [string, () => Promise<string[]>, (name: string) => Promise<unknown>][] = [
+    [
+      'deployments',
+      async () => names(await apps.listNamespacedDeployment(q)),
+      (name) => apps.deleteNamespacedDeployment({ name, namespace }),
+    ],
+    [
+      'statefulsets',
+      async () => names(await apps.listNamespacedStatefulSet(q)),
+      (name) => apps.deleteNamespacedStatefulSet({ name, namespace }),
+    ],
+    [
+      'horizontalpodautoscalers',
+      async () => names(await autoscaling.listNamespacedHorizontalPodAutoscaler(q)),
+      (name) => autoscaling.deleteNamespacedHorizontalPodAutoscaler({ name, namespace }),
+    ],
+    [
+      'ingresses',
+      async () => names(await net.listNamespacedIngress(q)),
+      (name) => net.deleteNamespacedIngress({ name, namespace }),
+    ],
+    [
+      'services',
+      async () => names(await core.listNamespacedService(q)),
+      (name) => core.deleteNamespacedService({ name, namespace }),
+    ],
+    [
+      'secrets',
+      async () => names(await core.listNamespacedSecret(q)),
+      (name) => core.deleteNamespacedSecret({ name, namespace }),
+    ],
+    [
+      'jobs',
+      async () => names(await batch.listNamespacedJob(q)),
+      (name) => batch.deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' }),
+    ],
+    // Last: the pods above are gone or going before their traffic rules are.
+    [
+      'networkpolicies',
+      async () => names(await net.listNamespacedNetworkPolicy(q)),
+      (name) => net.deleteNamespacedNetworkPolicy({ name, namespace }),
+    ],
+  ];
+  for (const [kind, list, del] of kinds) {
+    for (const name of await list()) {
+      try {
+        await del(name);
+      } catch (err) {
+        if (!isStatus(err, 404)) throw err;
+      }
+      ctx.log.info({ namespace, kind, name }, 'deleted tenant namespace child');
+    }
+  }
+}

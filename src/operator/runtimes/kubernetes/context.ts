@@ -1,0 +1,218 @@
+// What every concern of the Kubernetes runtime shares: the API clients, the child informers, the create-or-update
+// operations per kind, and where (and whether) children of the AgentDeployment the controller holds are written.
+import {
+  AppsV1Api,
+  AutoscalingV2Api,
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  NetworkingV1Api,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+  type V1Deployment,
+  type V1Ingress,
+  type V1Job,
+  type V1NetworkPolicy,
+  type V1Pod,
+  type V1ReplicaSet,
+  type V1RoleBinding,
+  type V1Secret,
+  type V1Service,
+  type V1StatefulSet,
+  type V2HorizontalPodAutoscaler,
+} from '@kubernetes/client-node';
+import type { Logger } from '../../../lib/logger.ts';
+import { LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment } from '../../../resources/index.ts';
+import type { Informer, KubeObject } from '../../controller-kit/informer.ts';
+import type { GitCredential } from '../../../git/credentials.ts';
+import type { RevisionLogSink, RevisionRef } from '../types.ts';
+import { isStatus, type ObjectOps } from './apply.ts';
+import type { KubernetesRuntimeConfig } from './config.ts';
+import type { Target } from './labels.ts';
+import { tenantNamespaceName } from '../../../resources/names.ts';
+
+export type Obj<T> = T & KubeObject;
+export type DeploymentRef = Omit<RevisionRef, 'revision'>;
+
+export type KubernetesRuntimeOptions = {
+  kubeConfig: KubeConfig;
+  /** Namespace of the AgentDeployments and of everything the runtime creates. */
+  namespace: string;
+  config: KubernetesRuntimeConfig;
+  logs: RevisionLogSink;
+  logger: Logger;
+  resyncMs?: number;
+  /**
+   * The git credential of a deployment's integration (a GitHub installation token minted for this build, or a
+   * stored credential); it reaches the build only through a Secret owned by the build Job. Throws a one-line reason
+   * when the integration cannot give one (the build fails with it).
+   */
+  gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
+};
+
+type KindOps = {
+  job: ObjectOps<V1Job>;
+  deployment: ObjectOps<V1Deployment>;
+  statefulSet: ObjectOps<V1StatefulSet>;
+  service: ObjectOps<V1Service>;
+  secret: ObjectOps<V1Secret>;
+  ingress: ObjectOps<V1Ingress>;
+  autoscaler: ObjectOps<V2HorizontalPodAutoscaler>;
+  networkPolicy: ObjectOps<V1NetworkPolicy>;
+  roleBinding: ObjectOps<V1RoleBinding>;
+};
+
+/** The runtime's state as its concerns see it (the class in index.ts owns it; the concerns only use it). */
+export type RuntimeContext = {
+  opts: KubernetesRuntimeOptions;
+  log: Logger;
+  /** A namespace per tenant: agent servers' children live in the tenant's namespace, not ours. */
+  perTenant: boolean;
+  apps: AppsV1Api;
+  batch: BatchV1Api;
+  core: CoreV1Api;
+  net: NetworkingV1Api;
+  custom: CustomObjectsApi;
+  autoscaling: AutoscalingV2Api;
+  ops: KindOps;
+  jobs: Informer<Obj<V1Job>>;
+  deployments: Informer<Obj<V1Deployment>>;
+  replicaSets: Informer<Obj<V1ReplicaSet>>;
+  pods: Informer<Obj<V1Pod>>;
+  /** Deployment URLs learnt by deploys, by `<namespace>/<deployment>`. */
+  urls: Map<string, string>;
+  /** Uids of AgentDeployments whose cleanup ran (a uid is never reused; one short string per deleted deployment). */
+  cleanedUp: Set<string>;
+};
+
+export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
+
+export function makeApiClients(kc: KubeConfig): ApiClients {
+  const apps = kc.makeApiClient(AppsV1Api);
+  const batch = kc.makeApiClient(BatchV1Api);
+  const core = kc.makeApiClient(CoreV1Api);
+  const net = kc.makeApiClient(NetworkingV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const autoscaling = kc.makeApiClient(AutoscalingV2Api);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const ops: KindOps = {
+    job: {
+      read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
+      create: (namespace, body) => batch.createNamespacedJob({ namespace, body }),
+      replace: (namespace, name, body) => batch.replaceNamespacedJob({ name, namespace, body }),
+    },
+    deployment: {
+      read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
+      create: (namespace, body) => apps.createNamespacedDeployment({ namespace, body }),
+      replace: (namespace, name, body) => apps.replaceNamespacedDeployment({ name, namespace, body }),
+    },
+    statefulSet: {
+      read: (namespace, name) => apps.readNamespacedStatefulSet({ name, namespace }),
+      create: (namespace, body) => apps.createNamespacedStatefulSet({ namespace, body }),
+      replace: (namespace, name, body) => apps.replaceNamespacedStatefulSet({ name, namespace, body }),
+    },
+    service: {
+      read: (namespace, name) => core.readNamespacedService({ name, namespace }),
+      create: (namespace, body) => core.createNamespacedService({ namespace, body }),
+      replace: (namespace, name, body) => core.replaceNamespacedService({ name, namespace, body }),
+    },
+    secret: {
+      read: (namespace, name) => core.readNamespacedSecret({ name, namespace }),
+      create: (namespace, body) => core.createNamespacedSecret({ namespace, body }),
+      replace: (namespace, name, body) => core.replaceNamespacedSecret({ name, namespace, body }),
+    },
+    ingress: {
+      read: (namespace, name) => net.readNamespacedIngress({ name, namespace }),
+      create: (namespace, body) => net.createNamespacedIngress({ namespace, body }),
+      replace: (namespace, name, body) => net.replaceNamespacedIngress({ name, namespace, body }),
+    },
+    autoscaler: {
+      read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
+      create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
+      replace: (namespace, name, body) =>
+        autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
+    },
+    networkPolicy: {
+      read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
+      create: (namespace, body) => net.createNamespacedNetworkPolicy({ namespace, body }),
+      replace: (namespace, name, body) => net.replaceNamespacedNetworkPolicy({ name, namespace, body }),
+    },
+    roleBinding: {
+      read: (namespace, name) => rbac.readNamespacedRoleBinding({ name, namespace }),
+      create: (namespace, body) => rbac.createNamespacedRoleBinding({ namespace, body }),
+      replace: (namespace, name, body) => rbac.replaceNamespacedRoleBinding({ name, namespace, body }),
+    },
+  };
+  return { apps, batch, core, net, custom, autoscaling, ops };
+}
+
+export async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (isStatus(err, 404)) return undefined;
+    throw err;
+  }
+}
+
+/** Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. */
+export async function deleteIfPresent(del: () => Promise<unknown>, read: () => Promise<unknown>): Promise<void> {
+  try {
+    await read();
+  } catch (err) {
+    if (isStatus(err, 404)) return;
+    throw err;
+  }
+  try {
+    await del();
+  } catch (err) {
+    if (!isStatus(err, 404)) throw err;
+  }
+}
+
+/**
+ * The controller read `dep` before this runtime call, perhaps before a cleanup that ran meanwhile (calls of one
+ * deployment are serialised, reads are not): a cleaned-up uid counts as deleted, so nothing is written after it.
+ */
+export function beingDeleted(ctx: RuntimeContext, dep: AgentDeployment): boolean {
+  return Boolean(dep.metadata.deletionTimestamp) || ctx.cleanedUp.has(dep.metadata.uid ?? '');
+}
+
+export function targetName(ref: DeploymentRef): Target {
+  // Only name-derived fields are used for image names; owner comes from target().
+  return {
+    namespace: ref.namespace,
+    name: ref.deployment,
+    deploymentId: ref.deploymentId,
+    tenantId: '',
+    owner: { apiVersion: '', kind: '', name: '', uid: '' },
+  };
+}
+
+/** Where the agent server's children go: the tenant's namespace (no owner reference can reach there) or ours. */
+export function serverTarget(ctx: RuntimeContext, dep: AgentDeployment): Target {
+  const owned = ownedTarget(ctx, dep);
+  if (!ctx.perTenant) return owned;
+  const { owner: _owner, ...rest } = owned;
+  return { ...rest, namespace: tenantNamespaceName(ctx.opts.config.tenantNamespaces.prefix, owned.tenantId) };
+}
+
+/** Children in the AgentDeployment's own namespace, owned by it. */
+export function ownedTarget(ctx: RuntimeContext, dep: AgentDeployment): Target {
+  return {
+    namespace: dep.metadata.namespace ?? 'default',
+    name: dep.metadata.name,
+    deploymentId: dep.spec.deploymentId,
+    tenantId: dep.spec.tenantId,
+    owner: ownerReferenceTo(dep),
+    deleting: beingDeleted(ctx, dep),
+  };
+}
+
+/** The Deployment of a deployment's agent server, wherever it runs (names are unique: `ag-<uuid>`). */
+export function serverDeployment(ctx: RuntimeContext, ref: DeploymentRef): Obj<V1Deployment> | undefined {
+  if (!ctx.perTenant) return ctx.deployments.get(`${ref.namespace}/${ref.deployment}`);
+  return ctx.deployments
+    .list()
+    .find((d) => d.metadata.name === ref.deployment && d.metadata.labels?.[LABEL_DEPLOYMENT] === ref.deployment);
+}

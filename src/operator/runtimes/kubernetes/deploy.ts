@@ -1,0 +1,211 @@
+// Deploys: a revision's agent server is one Deployment per deployment (rolled from revision to revision) with its
+// Secret, Service, optional Ingress and autoscaler, network policies and dev Postgres. What the tenant asked for is
+// admitted against the cluster before anything is written.
+import { randomBytes } from 'node:crypto';
+import type { V1Deployment } from '@kubernetes/client-node';
+import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
+import type { AgentRevision } from '../../../resources/index.ts';
+import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
+import { apply } from './apply.ts';
+import { builtImage } from './builds.ts';
+import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
+import type { Target } from './labels.ts';
+import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
+import { rolloutStatusOf } from './observe.ts';
+import {
+  boundsViolation,
+  hostOwner,
+  secretReferenceViolation,
+  verifyServiceAccount,
+  type VerifiedServiceAccount,
+} from './policy.ts';
+import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from './postgres.ts';
+import {
+  databaseFor,
+  deploymentUrl,
+  ingressHost,
+  makeAutoscaler,
+  makeDeployment,
+  makeIngress,
+  makeSecret,
+  makeService,
+  serverName,
+} from './server.ts';
+import { ensureTenantNamespace } from './tenant-namespace.ts';
+
+/** Writes what the revision's server needs (when it differs) and reports its rollout. */
+export async function deploy(
+  ctx: RuntimeContext,
+  spec: ServerSpec,
+  { deployment: dep, revision: rev }: HeldResources,
+): Promise<ServerStatus> {
+  const target = serverTarget(ctx, dep);
+  // Nothing new for a deployment being deleted: children written after its cleanup would outlive it.
+  if (target.deleting) return { phase: 'Starting' };
+  const image =
+    rev.spec.source === 'external_docker' ? rev.spec.sourceRevisionConfig.imageUri : await builtImage(ctx, spec);
+  if (!image)
+    return {
+      phase: 'Failed',
+      message:
+        rev.spec.source === 'external_docker'
+          ? 'image_uri is required for external_docker'
+          : 'No built image for this revision.',
+    };
+  const cfg = ctx.opts.config;
+  const env = { ...spec.env, ...deploymentAuthEnv(cfg.agentAuth, spec.tenantId, spec.deploymentId) };
+  const envNames = Object.keys(env).sort();
+  const refs = rev.spec.secretReferences ?? [];
+  const sourceConfig = rev.spec.sourceConfig;
+
+  // What the tenant asked for is checked before anything is written: a refused revision leaves no trace.
+  const admitted = await admit(ctx, target, rev);
+  if ('message' in admitted) {
+    await ctx.opts.logs.append(spec, 'deploy', [admitted.message]);
+    return { phase: 'Failed', message: admitted.message };
+  }
+  const publicAccess = sourceConfig.accessMode === 'public';
+  const { host } = admitted;
+  let url: string;
+  let deployment: V1Deployment;
+  try {
+    // A custom_url with a scheme is what users call (TLS may end before the Ingress); else what we serve.
+    url = sourceConfig.customUrl?.includes('://')
+      ? new URL(sourceConfig.customUrl).origin
+      : deploymentUrl(target, host, cfg);
+    deployment = makeDeployment(
+      target,
+      {
+        revision: spec.revision,
+        image,
+        resourceSpec: sourceConfig.resourceSpec,
+        envNames,
+        secretReferences: refs,
+        url,
+        serviceAccount: admitted.serviceAccount,
+        public: publicAccess,
+      },
+      cfg,
+    );
+  } catch (err) {
+    return { phase: 'Failed', message: (err as Error).message };
+  }
+  const internalDb = databaseFor(envNames, refs).kind === 'internal';
+  if (internalDb && cfg.postgres.mode === 'external') {
+    return {
+      phase: 'Failed',
+      message:
+        'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.',
+    };
+  }
+  if (ctx.perTenant) await ensureTenantNamespace(ctx, target);
+  // Policies first, so no pod of the deployment ever runs unprotected.
+  if (cfg.networkPolicy.enabled) {
+    await apply(ctx.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));
+    if (internalDb) await apply(ctx.ops.networkPolicy, makePostgresNetworkPolicy(target));
+  }
+  if (envNames.length) await apply(ctx.ops.secret, makeSecret(target, spec.revision, env), { createOnly: true });
+  if (internalDb) {
+    await apply(ctx.ops.secret, makePostgresSecret(target, randomBytes(18).toString('base64url'), cfg), {
+      createOnly: true,
+    });
+    await apply(ctx.ops.service, makePostgresService(target));
+    const sts = await apply(ctx.ops.statefulSet, makePostgresStatefulSet(target, cfg), {
+      immutable: [['spec', 'volumeClaimTemplates']],
+    });
+    // A StatefulSet's volume claim templates cannot change: a new storage size or class reaches new deployments
+    // only (an existing volume is resized by editing its PersistentVolumeClaim, where the class allows it).
+    if (sts.unchanged)
+      ctx.log.warn(
+        { deployment: spec.deployment, statefulSet: sts.object.metadata?.name, fields: sts.unchanged },
+        'postgres storage settings changed; the existing StatefulSet keeps its volume claim template',
+      );
+  }
+  // Switching to an autoscaler keeps the current replica count until the autoscaler sets its own.
+  const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
+  await apply(ctx.ops.service, makeService(target));
+  const ingressName = { name: serverName(target), namespace: target.namespace };
+  if (host) await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
+  // A custom_url (or base domain) removed: the host is no longer served.
+  else
+    await deleteIfPresent(
+      () => ctx.net.deleteNamespacedIngress(ingressName),
+      () => ctx.net.readNamespacedIngress(ingressName),
+    );
+  const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
+  if (hpa) await apply(ctx.ops.autoscaler, hpa);
+  else
+    await deleteIfPresent(
+      () =>
+        ctx.autoscaling.deleteNamespacedHorizontalPodAutoscaler({
+          name: serverName(target),
+          namespace: target.namespace,
+        }),
+      () =>
+        ctx.autoscaling.readNamespacedHorizontalPodAutoscaler({
+          name: serverName(target),
+          namespace: target.namespace,
+        }),
+    );
+  ctx.urls.set(`${spec.namespace}/${spec.deployment}`, url);
+  if (written.wrote) ctx.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
+
+  const current = written.wrote
+    ? written.object
+    : (ctx.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
+  const status = rolloutStatusOf(
+    current,
+    ctx.replicaSets.list(),
+    ctx.pods.list(),
+    spec.revision,
+    cfg.crashLoopRestarts,
+  ) ?? { phase: 'Starting' };
+  if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
+  return status;
+}
+
+/**
+ * The tenant-controlled parts of a revision against the cluster: bounds, the ServiceAccount, every referenced
+ * Secret and the Ingress host (allowed domain, not served by another deployment).
+ */
+async function admit(
+  ctx: RuntimeContext,
+  target: Target,
+  rev: AgentRevision,
+): Promise<{ message: string } | { host?: string; serviceAccount?: VerifiedServiceAccount }> {
+  const cfg = ctx.opts.config;
+  const { resourceSpec, customUrl } = rev.spec.sourceConfig;
+  const bounds = boundsViolation(resourceSpec, cfg.limits);
+  if (bounds) return { message: bounds };
+  let serviceAccount: VerifiedServiceAccount | undefined;
+  if (resourceSpec?.serviceAccountName) {
+    const name = resourceSpec.serviceAccountName;
+    const account = await orUndefined(() =>
+      ctx.core.readNamespacedServiceAccount({ name, namespace: target.namespace }),
+    );
+    const verified = verifyServiceAccount(name, account, target.tenantId);
+    if (!verified.ok) return { message: verified.message };
+    serviceAccount = verified.serviceAccount;
+  }
+  for (const ref of rev.spec.secretReferences ?? []) {
+    const secret = await orUndefined(() =>
+      ctx.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace }),
+    );
+    const problem = secretReferenceViolation(ref, secret, target.tenantId, cfg);
+    if (problem) return { message: problem };
+  }
+  let host: string | undefined;
+  try {
+    host = ingressHost(target, customUrl, cfg);
+  } catch (err) {
+    return { message: (err as Error).message };
+  }
+  if (host) {
+    const ingresses = ctx.perTenant
+      ? (await ctx.net.listIngressForAllNamespaces()).items
+      : (await ctx.net.listNamespacedIngress({ namespace: target.namespace })).items;
+    const owner = hostOwner(host, ingresses, target);
+    if (owner) return { message: `host "${host}" is already served by another deployment (${owner})` };
+  }
+  return { host, serviceAccount };
+}

@@ -1,0 +1,323 @@
+// Agent servers: each runs as an `agentplane agent-server` child process (in the sandbox, under its limits) on a
+// free port, on its deployment's data or scratch data (preflight); it is ready once /ok answers, and stops once.
+import { mkdir, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
+import { packagePath } from '../../../lib/package-root.ts';
+import type { ServerSpec, ServerStatus } from '../types.ts';
+import {
+  checkoutDir,
+  insideReal,
+  isRealDir,
+  projectDir,
+  readBuildMarker,
+  resetCacheDir,
+  revisionMounts,
+} from './build.ts';
+import {
+  deploymentDir,
+  fail,
+  homeDir,
+  logWriter,
+  notify,
+  revKey,
+  safeId,
+  track,
+  type LocalContext,
+  type Server,
+} from './context.ts';
+import { childEnv, envProblem } from './env.ts';
+import { prepareLimits, removeServerCgroup, superviseLimits } from './limits.ts';
+import type { LogWriter } from './logs.ts';
+import { ensureDeploymentDatabase } from './postgres.ts';
+import { NO_SANDBOX } from './sandbox.ts';
+import { spawnServer, type ServerProcess } from './server-process.ts';
+import { isTransientStart, restartStatus } from './start-failures.ts';
+
+const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
+const PARENT_WATCH = pathToFileURL(packagePath('src/operator/runtimes/local/parent-watch.mjs')).href;
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => res(port));
+    });
+  });
+}
+
+/** One line explaining why a server failed, from its last output lines (pino JSON or plain text). */
+export function summarizeFailure(lines: string[]): string {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i]!.trim();
+    if (!line) continue;
+    try {
+      const rec = JSON.parse(line) as { level?: string | number; msg?: string; err?: { message?: string } };
+      if (rec.level === 'error' || rec.level === 'fatal' || (typeof rec.level === 'number' && rec.level >= 50)) {
+        return [rec.msg, rec.err?.message].filter(Boolean).join(': ').slice(0, 300);
+      }
+      continue;
+    } catch {
+      // plain text
+    }
+    if (/error/i.test(line) && !line.startsWith('at ')) return line.slice(0, 300);
+  }
+  return '';
+}
+
+/** A server's status; while it comes back from a failure, the failure says why it is not serving. */
+export function statusOf(ctx: LocalContext, server: Server): ServerStatus {
+  if (server.phase === 'Ready') return { phase: 'Ready' };
+  const pending = ctx.restarts.pending(revKey(server.ref));
+  return pending ? restartStatus(pending) : { phase: 'Starting' };
+}
+
+/**
+ * Where the server keeps its data: a scratch folder (preflight), the deployment's embedded store folder, or the
+ * deployment's own Postgres database, whose URL (with its password) goes through the environment, not argv.
+ */
+async function dataPlace(
+  ctx: LocalContext,
+  deploymentId: string,
+  preflightDir?: string,
+): Promise<{ args: string[]; env: Record<string, string>; rw: string[] }> {
+  if (preflightDir) {
+    await rm(preflightDir, { recursive: true, force: true });
+    await mkdir(preflightDir, { recursive: true });
+    return { args: ['--data-dir', preflightDir], env: {}, rw: [preflightDir] };
+  }
+  if (!ctx.opts.databaseUrl) {
+    const dataDir = join(deploymentDir(ctx, deploymentId), 'data');
+    await mkdir(dataDir, { recursive: true });
+    return { args: ['--data-dir', dataDir], env: {}, rw: [dataDir] };
+  }
+  await mkdir(deploymentDir(ctx, deploymentId), { recursive: true });
+  const passwordFile = join(deploymentDir(ctx, deploymentId), 'postgres-password');
+  const url = await ensureDeploymentDatabase(ctx.opts.databaseUrl, deploymentId, passwordFile);
+  return { args: [], env: { DATABASE_URI: url }, rw: [] };
+}
+
+export async function startServer(
+  ctx: LocalContext,
+  spec: ServerSpec,
+  dir: string,
+  preflight = false,
+): Promise<Server> {
+  const key = revKey(spec);
+  const checkout = checkoutDir(dir);
+  const config = join(checkout, spec.graphConfigPath);
+  const home = homeDir(ctx, spec.deploymentId);
+  const cwd = projectDir(checkout, spec.graphConfigPath);
+  // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault.
+  const secretsProblem = envProblem(spec.env);
+  if (secretsProblem) throw new Error(secretsProblem);
+  const marker = await readBuildMarker(dir);
+  // The server may have changed its checkout while it ran: re-check what the runtime is about to mount.
+  if (!(await insideReal(cwd, checkout)))
+    throw new Error('the project folder leads out of the checkout through a symbolic link');
+  const nodeModules = join(cwd, 'node_modules');
+  const sharedNodeModules = marker?.sharedNodeModules && (await isRealDir(nodeModules)) ? nodeModules : undefined;
+  if (sharedNodeModules) await resetCacheDir(sharedNodeModules);
+  const port = await freePort();
+  const data = await dataPlace(ctx, spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
+  if (ctx.gone.has(spec.deploymentId) || ctx.closed) throw new Error(`deployment ${spec.deployment} is gone`);
+  await mkdir(home, { recursive: true });
+  const env = childEnv({
+    base: ctx.opts.baseEnv ?? process.env,
+    home,
+    npmCache: join(home, '.npm'),
+    extra: {
+      ...spec.env,
+      ...data.env,
+      ...deploymentAuthEnv(
+        ctx.opts.deploymentTokenKey && { controlPlaneUrl: ctx.baseUrl, tokenKey: ctx.opts.deploymentTokenKey },
+        spec.tenantId,
+        spec.deploymentId,
+      ),
+    },
+  });
+  const problem = envProblem(env);
+  if (problem) throw new Error(problem);
+  const log = logWriter(ctx, spec, 'deploy');
+  const logger = ctx.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
+  // Deployments that are not public answer only their tenant's keys; without a key source they do not start.
+  const keysFile = spec.access === 'public' ? undefined : (spec.authKeysFile ?? ctx.opts.authKeysFile?.(spec.tenantId));
+  if (spec.access !== 'public' && !keysFile)
+    throw new Error('this runtime has no API key source: only public deployments can run');
+  const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+  // The port makes the cgroup name unique to this start (a preflight's cgroup may still be going away).
+  const limits = await prepareLimits(
+    spec.resourceSpec,
+    ctx.opts.limits ?? {},
+    `agentplane-${safeId(spec.revision)}-${port}`,
+  );
+  const args = [
+    ...limits.nodeArgs,
+    '--import',
+    PARENT_WATCH,
+    AGENTPLANE_BIN,
+    'agent-server',
+    '--config',
+    config,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...data.args,
+    ...keysArgs,
+  ];
+  const mounts = {
+    ...revisionMounts(checkout, home, sharedNodeModules, data.rw),
+    ro: keysFile ? [dirname(keysFile)] : [],
+  };
+  log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
+  let proc: ServerProcess;
+  try {
+    log.line(limits.describe);
+    proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
+      cwd,
+      env,
+      mounts,
+      limit: limits.wrap,
+    });
+  } catch (err) {
+    void removeServerCgroup(limits.cgroup);
+    log.line(`agent server could not start: ${(err as Error).message}`);
+    await log.flush();
+    throw err;
+  }
+  const { child } = proc;
+  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), ctx.opts.limits?.watchIntervalMs);
+  child.once('exit', unsupervise);
+  child.once('error', unsupervise);
+  const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
+  const exited = new Promise<void>((res) => {
+    child.once('exit', () => res());
+    child.once('error', () => res());
+  });
+  let settle!: (ok: boolean) => void;
+  const healthy = new Promise<boolean>((r) => (settle = r));
+  const server: Server = {
+    ref: spec,
+    spec,
+    preflight,
+    healthy,
+    port,
+    child,
+    signal: proc.signal,
+    phase: 'Starting',
+    inflight: 0,
+    exited,
+    stopping: false,
+  };
+  ctx.servers.set(key, server);
+  logger.info({ port, pid: child.pid }, 'agent server starting');
+  // spawn() reports E2BIG, ENOENT and the like asynchronously: the server failed to start.
+  child.once('error', (err) => {
+    if (ctx.servers.get(key) === server) ctx.servers.delete(key);
+    log.line(`agent server could not start: ${err.message}`);
+    void log.flush();
+    fail(ctx, spec, `agent server could not start: ${err.message}`);
+    settle(false);
+    notify(ctx, spec);
+  });
+
+  child.once('exit', (code, signal) => {
+    void output.then(async () => {
+      const why = signal ? `was killed (${signal})` : `exited with code ${code}`;
+      log.line(`agent server ${why}`);
+      await log.flush();
+      if (ctx.servers.get(key) === server) ctx.servers.delete(key);
+      if (server.stopping || ctx.closed) return;
+      const detail = summarizeFailure(log.tail);
+      const transient = server.phase === 'Starting' && isTransientStart(detail);
+      if (ctx.failed.has(key)) {
+        // already explained (spawn error)
+      } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
+        // A revision that never served fails its deploy: its code does not start.
+        const message = `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`;
+        logger.warn({ code, signal, reason: detail }, 'agent server ended before becoming healthy');
+        fail(ctx, spec, message);
+      } else {
+        // It served (here or before a restart of the platform), or what ended it passes: start it again, later
+        // after each failure in a row; the revision says meanwhile why it is not serving.
+        const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
+        const next = ctx.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
+        log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
+        await log.flush();
+        logger.warn(
+          { code, signal, failures: next.failures, reason: next.reason, retry_in_ms: next.at - Date.now() },
+          'agent server ended; starting it again after a delay',
+        );
+      }
+      notify(ctx, spec);
+    });
+  });
+  void track(
+    ctx,
+    waitHealthy(ctx, server, log).then(settle, () => settle(false)),
+  );
+  return server;
+}
+
+async function waitHealthy(ctx: LocalContext, server: Server, log: LogWriter): Promise<boolean> {
+  const deadline = Date.now() + (ctx.opts.healthTimeoutMs ?? 60_000);
+  let exited = false;
+  void server.exited.then(() => (exited = true));
+  while (!exited && !server.stopping) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${server.port}/ok`, { signal: AbortSignal.timeout(2000) });
+      if (res.ok) {
+        log.line('agent server is healthy (/ok)');
+        await log.flush();
+        ctx.restarts.healthy(revKey(server.ref));
+        server.phase = 'Ready';
+        notify(ctx, server.ref);
+        return true;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      const secs = Math.round((ctx.opts.healthTimeoutMs ?? 60_000) / 1000);
+      const message = `agent server did not answer /ok within ${secs} s`;
+      const key = revKey(server.ref);
+      // One that served before is started again (with backoff); a new revision fails its deploy.
+      const again = server.spec.proven || ctx.restarts.restarting(key);
+      if (again) ctx.restarts.failed(key, server.ref, message, false);
+      else fail(ctx, server.ref, message);
+      log.line(`${message}; stopping it${again ? ' and starting it again later' : ''}`);
+      await stopServer(ctx, server);
+      notify(ctx, server.ref);
+      return false;
+    }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  return false;
+}
+
+/** Stops a server once (later callers wait for the same stop); `drain` lets forwarded requests finish first. */
+export function stopServer(ctx: LocalContext, server: Server, drain = false): Promise<void> {
+  if (server.stopped) return server.stopped;
+  server.stopping = true;
+  server.stopped = (drain ? drainRequests(ctx, server) : Promise.resolve()).then(async () => {
+    if (server.child.exitCode === null && server.child.signalCode === null) {
+      server.signal('SIGTERM');
+      const timer = setTimeout(() => server.signal('SIGKILL'), ctx.opts.stopGraceMs ?? 5000);
+      await server.exited;
+      clearTimeout(timer);
+    }
+    if (ctx.servers.get(revKey(server.ref)) === server) ctx.servers.delete(revKey(server.ref));
+  });
+  return track(ctx, server.stopped);
+}
+
+/** Waits (bounded) until requests forwarded to a replaced server have finished. */
+async function drainRequests(ctx: LocalContext, server: Server): Promise<void> {
+  const until = Date.now() + (ctx.opts.stopGraceMs ?? 5000);
+  while (server.inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+}
