@@ -1,6 +1,8 @@
 // Prints one plain closing line ("tests: N passed, N failed, N skipped") after vitest's own summary, so CI
-// logs end with a count any reader or tool can parse. With AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations)
-// it also writes each file's duration to test/support/durations.json, which the sequencer reads.
+// logs end with a count any reader or tool can parse; before it, each test that passed only when retried (see
+// `retry` in vitest.config.ts), by file and name, so a flaky test is visible in every run that saw it. With
+// AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations) it also writes each file's duration to
+// test/support/durations.json, which the sequencer reads.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Reporter, TestModule, Vitest } from 'vitest/node';
@@ -17,9 +19,13 @@ export default class SummaryReporter implements Reporter {
     let passed = 0;
     let failed = 0;
     let skipped = 0;
+    const flaky: string[] = [];
     for (const mod of testModules) {
       for (const test of mod.children.allTests()) {
         const state = test.result().state;
+        if (state === 'passed' && test.diagnostic()?.flaky) {
+          flaky.push(`${path.relative(this.root, mod.moduleId)} > ${test.fullName}`);
+        }
         if (state === 'passed') passed++;
         else if (state === 'failed') failed++;
         else skipped++;
@@ -27,7 +33,10 @@ export default class SummaryReporter implements Reporter {
       // A file that failed to load has no tests but must still count as a failure.
       if (mod.state() === 'failed' && [...mod.children.allTests()].length === 0) failed++;
     }
-    process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    for (const name of flaky) process.stdout.write(`\nflaky (passed on a retry): ${name}`);
+    process.stdout.write(
+      `\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped${flaky.length ? `, ${flaky.length} flaky` : ''}\n`,
+    );
     if (process.env.AGENTPLANE_RECORD_DURATIONS === '1') recordDurations(this.root, testModules);
   }
 }
