@@ -11,6 +11,8 @@ import type { Runtime } from './runtimes/types.ts';
 import { createDeploymentReconciler } from './controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from './controllers/agentrevision/controller.ts';
 import { storeListWatch } from './sources.ts';
+import type { ResourceReader } from './controllers/shared.ts';
+import type { Kind, KindMap } from '../state/resources.ts';
 
 export type OperatorOptions = {
   store: ResourceStore & Pick<SecretStore, 'getSecrets'>;
@@ -60,7 +62,14 @@ export function createOperator(opts: OperatorOptions): Operator {
     revQueue.add(`${ref.namespace}/${ref.revision}`);
   });
 
-  const deps = { store: opts.store, runtime: opts.runtime, logger };
+  // The reconcilers read the informers' caches (what triggered them is in the cache already) and write to the store;
+  // what they write goes into the caches at once, so the next reconcile never acts on the copy from before.
+  const deps = {
+    store: writeThrough(opts.store, deployments, revisions),
+    reader: cacheReader(deployments, revisions),
+    runtime: opts.runtime,
+    logger,
+  };
   const controllers = [
     new Controller({
       name: 'agentdeployment',
@@ -89,5 +98,46 @@ export function createOperator(opts: OperatorOptions): Operator {
       revisions.stop();
       await Promise.all(controllers.map((c) => c.stop()));
     },
+  };
+}
+
+/** Reads from the informers: no API request per reconcile (ResourceReader says how stale copies are handled). */
+function cacheReader(deployments: Informer<AgentDeployment>, revisions: Informer<AgentRevision>): ResourceReader {
+  const informers = { AgentDeployment: deployments, AgentRevision: revisions };
+  return {
+    get: async <K extends Kind>(kind: K, namespace: string, name: string) =>
+      (informers[kind] as unknown as Informer<KindMap[K]>).get(`${namespace}/${name}`),
+    revisionsOf: async (dep) =>
+      revisions
+        .list()
+        .filter(
+          (r) =>
+            (r.metadata.namespace ?? '') === (dep.metadata.namespace ?? '') &&
+            r.spec.deploymentName === dep.metadata.name,
+        ),
+  };
+}
+
+/** The store, with every object written by a reconciler also put into its informer's cache. */
+function writeThrough(
+  store: OperatorOptions['store'],
+  deployments: Informer<AgentDeployment>,
+  revisions: Informer<AgentRevision>,
+): OperatorOptions['store'] {
+  const informers = { AgentDeployment: deployments, AgentRevision: revisions };
+  const seen = async <K extends Kind>(kind: K, written: Promise<KindMap[K]>): Promise<KindMap[K]> => {
+    const obj = await written;
+    (informers[kind] as unknown as Informer<KindMap[K]>).observe(obj);
+    return obj;
+  };
+  return {
+    get: (kind, namespace, name) => store.get(kind, namespace, name),
+    list: (kind, namespace, listOpts) => store.list(kind, namespace, listOpts),
+    watch: (...args) => store.watch(...args),
+    delete: (kind, namespace, name) => store.delete(kind, namespace, name),
+    getSecrets: (namespace, name) => store.getSecrets(namespace, name),
+    create: (kind, obj) => seen(kind, store.create(kind, obj)),
+    update: (kind, obj) => seen(kind, store.update(kind, obj)),
+    updateStatus: (kind, obj) => seen(kind, store.updateStatus(kind, obj)),
   };
 }

@@ -117,6 +117,12 @@ describe('agentplane dev isolation', () => {
         execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
           .split('\n')
           .filter((l) => l.trim().endsWith(`sleep ${secs}`));
+      // What is left, for the failure message: state, parent, group and session tell which part did not end.
+      const leftovers = () =>
+        execFileSync('ps', ['-eo', 'pid=,ppid=,pgid=,sid=,stat=,args='], { encoding: 'utf8' })
+          .split('\n')
+          .filter((l) => l.includes(secs))
+          .join('\n');
       try {
         await waitFor('the install step to run', async () => (sleeping().length > 0 ? true : undefined), 90_000);
         expect(slow.depId).toBeTruthy();
@@ -127,7 +133,9 @@ describe('agentplane dev isolation', () => {
           'the install step to end with the dev process',
           async () => (sleeping().length === 0 ? true : undefined),
           45_000,
-        );
+        ).catch((err: Error) => {
+          throw new Error(`${err.message}; still running:\n${leftovers()}`);
+        });
       } finally {
         for (const line of sleeping()) {
           try {

@@ -144,6 +144,16 @@ describe('pickTarget and revisionsToSkip', () => {
     expect(pickTarget(revisions, requested)).toBe(target);
     expect(revisionsToSkip(revisions, target)).toEqual(skipped);
   });
+
+  it('judges only the revisions the deployment copy already counts', () => {
+    // A copy of the deployment from before r3 was made still asks for a redeploy of r1; r3 (newer than the copy's
+    // revisionCounter) replaces that request, so it must not be skipped on the old copy's word. r2 is known to it.
+    const revisions = [r(1, 'DEPLOYED'), r(2, 'BUILDING'), r(3, 'QUEUED')];
+    const target = pickTarget(revisions, 'd-r1');
+    expect(target).toBe('d-r1');
+    expect(revisionsToSkip(revisions, target, 2)).toEqual(['d-r2']);
+    expect(revisionsToSkip(revisions, target, 3)).toEqual(['d-r2', 'd-r3']);
+  });
 });
 
 describe('shouldRoute', () => {

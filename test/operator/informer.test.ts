@@ -62,6 +62,37 @@ describe('Informer', () => {
     informer.stop();
   });
 
+  it('reads its own writes: an observed write is cached at once, and older events or lists do not undo it', async () => {
+    const src = new Source();
+    src.put('a', 1);
+    const clock = new FakeClock();
+    const informer = new Informer(src, {
+      name: 't',
+      logger: silentLogger(),
+      clock,
+      backoff: { baseMs: 10, maxMs: 10 },
+    });
+    const seen: string[] = [];
+    informer.onChange((o, e) => seen.push(`${e}:${o.metadata.name}:${o.v}`));
+    await informer.start();
+    // This process writes v=3 (rv 3) while another write (v=2, rv 2) is still on its way to the watch.
+    src.put('a', 2, false);
+    src.put('a', 3, false);
+    informer.observe(src.objects.get('a')!);
+    expect(informer.get('ns/a')?.v).toBe(3);
+    // The late event for rv 2 does not put the older copy back; the event for our own write announces it as usual.
+    const [older, ours] = [{ ...src.objects.get('a')!, v: 2 }, src.objects.get('a')!];
+    older.metadata = { ...older.metadata, resourceVersion: '2' };
+    (informer as unknown as { apply(e: WatchEvent<Obj>): void }).apply({ type: 'MODIFIED', object: older });
+    expect(informer.get('ns/a')?.v).toBe(3);
+    (informer as unknown as { apply(e: WatchEvent<Obj>): void }).apply({ type: 'MODIFIED', object: ours });
+    expect(seen).toEqual(['added:a:1', 'updated:a:3']);
+    // Observing a copy older than the cached one changes nothing.
+    informer.observe(older);
+    expect(informer.get('ns/a')?.v).toBe(3);
+    informer.stop();
+  });
+
   it('after a watch error (e.g. 410 Gone) it relists and reports what changed while it was blind', async () => {
     const src = new Source();
     src.put('a', 1);

@@ -32,13 +32,15 @@ let tmp: string;
 let repo: ExampleRepo;
 let store: PlatformState;
 let writes: string[];
+/** The operator's reads of the store (get / list), by kind. */
+let reads: string[];
 let counted: PlatformState;
 let runtime: LocalRuntime;
 let operator: Operator;
 let app: FastifyInstance;
 
 /** The store, counting every write the operator makes. */
-function countingStore(inner: PlatformState, log: string[]): PlatformState {
+function countingStore(inner: PlatformState, log: string[], reads: string[] = []): PlatformState {
   return new Proxy(inner, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
@@ -48,6 +50,8 @@ function countingStore(inner: PlatformState, log: string[]): PlatformState {
           const obj = args[1] as { metadata?: { name?: string } } | undefined;
           log.push(`${String(prop)} ${String(args[0])} ${obj?.metadata?.name ?? ''}`);
         }
+        if (prop === 'get' || prop === 'list')
+          reads.push(`${String(prop)} ${String(args[0])} ${String(args[2] ?? '')}`);
         return value.apply(target, args);
       };
     },
@@ -106,7 +110,8 @@ beforeAll(async () => {
   repo = makeExampleRepo(tmp);
   store = openEmbeddedPlatformState({ dataDir: ':memory:' });
   writes = [];
-  counted = countingStore(store, writes);
+  reads = [];
+  counted = countingStore(store, writes, reads);
   runtime = new LocalRuntime({
     dataDir: join(tmp, 'data'),
     logs: storeLogSink(store),
@@ -153,6 +158,12 @@ describe('operator with the local runtime', () => {
     expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
     const buildLog = await store.readLogs(NS, r1, { type: 'build', limit: 1000, order: 'asc' });
     expect(buildLog.logs.map((l) => l.message).join('\n')).toContain('npm ci');
+    // Dozens of reconciles got here, all reading the informers' caches: the store was listed once per kind (the
+    // informers' start) and never asked for one object.
+    expect(reads.filter((r) => / Agent(Deployment|Revision) /.test(r))).toEqual([
+      'list AgentDeployment ',
+      'list AgentRevision ',
+    ]);
 
     // Converged: reconciling both kinds again writes nothing.
     writes.length = 0;

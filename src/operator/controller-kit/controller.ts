@@ -1,6 +1,7 @@
 // The controller loop: N workers take keys from the queue and reconcile them. Errors requeue with backoff;
 // a result may ask to look again later (requeueAfter) — that is how builds and rollouts are observed.
 import type { Logger } from '../../lib/logger.ts';
+import { StaleResourceVersionError } from '../../state/errors.ts';
 import type { WorkQueue } from './workqueue.ts';
 
 export type ReconcileResult = { requeueAfter?: number } | void;
@@ -45,7 +46,9 @@ export class Controller {
       queue.forget(key);
       if (result && result.requeueAfter !== undefined) queue.addAfter(key, result.requeueAfter);
     } catch (err) {
-      log.warn({ err, attempt: queue.numRequeues(key) + 1 }, 'reconcile failed; retrying with backoff');
+      // A write refused because the copy read was stale (a cache that lags) is routine: the fresh copy is on its way.
+      if (err instanceof StaleResourceVersionError) log.debug({ err }, 'read a stale copy; reconciling again');
+      else log.warn({ err, attempt: queue.numRequeues(key) + 1 }, 'reconcile failed; retrying with backoff');
       queue.addRateLimited(key);
     } finally {
       queue.done(key);

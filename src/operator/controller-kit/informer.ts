@@ -31,6 +31,17 @@ export function objectKey(obj: KubeObject): string {
   return `${obj.metadata.namespace ?? ''}/${obj.metadata.name}`;
 }
 
+/**
+ * Whether `a` is an older version of the object than `b`. Resource versions are opaque strings to clients, but
+ * both stores (etcd's revision, the embedded store's sequence) hand out increasing integers; anything else never
+ * counts as older, so the copy last seen wins as before.
+ */
+function olderThan(a: KubeObject, b: KubeObject): boolean {
+  const [x, y] = [a.metadata.resourceVersion ?? '', b.metadata.resourceVersion ?? ''];
+  if (!/^\d{1,15}$/.test(x) || !/^\d{1,15}$/.test(y)) return false;
+  return Number(x) < Number(y);
+}
+
 export function splitKey(key: string): { namespace: string; name: string } {
   const i = key.indexOf('/');
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
@@ -83,6 +94,18 @@ export class Informer<T extends KubeObject> {
 
   list(): T[] {
     return [...this.cache.values()];
+  }
+
+  /**
+   * Puts an object this process has just written into the cache (read your own writes): its watch event comes a
+   * moment later, and a reconcile meanwhile must not act on the copy from before the write. Handlers are not called
+   * (the watch event announces the change as usual); an older copy than the cached one is ignored.
+   */
+  observe(obj: T): void {
+    const key = objectKey(obj);
+    const cached = this.cache.get(key);
+    if (cached && olderThan(obj, cached)) return;
+    this.cache.set(key, obj);
   }
 
   /** Resolves after the first successful list (keeps retrying until then or until stop()). */
@@ -138,6 +161,7 @@ export class Informer<T extends KubeObject> {
       const key = objectKey(obj);
       seen.add(key);
       const old = this.cache.get(key);
+      if (old && olderThan(obj, old)) continue; // written by this process after the list was taken
       this.cache.set(key, obj);
       if (!old) this.emit(obj, 'added');
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit(obj, 'updated');
@@ -190,7 +214,9 @@ export class Informer<T extends KubeObject> {
       this.emit(event.object, 'deleted');
       return;
     }
-    const had = this.cache.has(key);
+    const had = this.cache.get(key);
+    // An event from before a write this process already put in the cache (observe): the newer copy stays.
+    if (had && olderThan(event.object, had)) return;
     this.cache.set(key, event.object);
     this.emit(event.object, had ? 'updated' : 'added');
   }

@@ -25,6 +25,24 @@ export async function revisionsOf(store: Pick<ResourceStore, 'list'>, dep: Agent
   return items.filter((r) => r.spec.deploymentName === dep.metadata.name);
 }
 
+/**
+ * Where the reconcilers read the custom resources: the operator's informer caches (no API request), or the store
+ * itself (tests that drive a reconciler alone). A cache may lag the store; every write carries the resourceVersion
+ * it read, so a write based on a stale copy is refused (409) and the key is reconciled again, and decisions that
+ * judge several objects at once guard against a mix of old and new copies themselves (see revisionsToSkip).
+ */
+export type ResourceReader = {
+  get<K extends Kind>(kind: K, namespace: string, name: string): Promise<KindMap[K] | undefined>;
+  revisionsOf(dep: AgentDeployment): Promise<AgentRevision[]>;
+};
+
+export function storeReader(store: Pick<ResourceStore, 'get' | 'list'>): ResourceReader {
+  return {
+    get: (kind, namespace, name) => getOrUndefined(store, kind, namespace, name),
+    revisionsOf: (dep) => revisionsOf(store, dep),
+  };
+}
+
 /** A revision created by the control plane or the operator has no status yet (the API shows CREATING). */
 export function phaseOf(rev: AgentRevision): RevisionPhase {
   return rev.status?.phase ?? RevisionPhase.CREATING;

@@ -169,6 +169,21 @@ export class FakeCluster {
    * answer: it crash-loops (a few restarts) until the deployment's Postgres StatefulSet is ready, then runs.
    */
   async rollout(name: string, requested: 'ready' | 'crash' | 'stall' | 'crash-until-postgres'): Promise<void> {
+    // Like Kubernetes' Deployment controller: a write refused because the Deployment changed meanwhile (409, the
+    // operator wrote it) is done again on a fresh read.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.rolloutOnce(name, requested);
+      } catch (err) {
+        if (attempt >= 5 || (err as { code?: number }).code !== 409) throw err;
+      }
+    }
+  }
+
+  private async rolloutOnce(
+    name: string,
+    requested: 'ready' | 'crash' | 'stall' | 'crash-until-postgres',
+  ): Promise<void> {
     const namespace = this.namespace;
     let mode: 'ready' | 'crash' | 'stall' | 'starting' = requested === 'crash-until-postgres' ? 'ready' : requested;
     if (requested === 'crash-until-postgres') {

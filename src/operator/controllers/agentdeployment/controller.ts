@@ -17,16 +17,23 @@ import {
 import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { Runtime, ServerStatus } from '../../runtimes/types.ts';
-import { deploymentRef, getOrUndefined, revisionsOf, sameJson, views } from '../shared.ts';
+import { deploymentRef, revisionsOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
 import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
+  /** Where the custom resources are read (default: the store itself). */
+  reader?: ResourceReader;
   runtime: Runtime;
   logger: Logger;
 };
 
-export function createDeploymentReconciler({ store, runtime, logger }: DeploymentControllerDeps) {
+export function createDeploymentReconciler({
+  store,
+  reader = storeReader(store),
+  runtime,
+  logger,
+}: DeploymentControllerDeps) {
   const log = (key: string) => logger.child({ controller: 'agentdeployment', key });
 
   async function finalize(dep: AgentDeployment): Promise<void> {
@@ -54,9 +61,11 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     }
   }
 
-  async function skip(revisions: AgentRevision[], names: string[], target: string): Promise<void> {
+  /** Marks the named revisions SKIPPED; returns the set with the written copies (a cache would not have them yet). */
+  async function skip(revisions: AgentRevision[], names: string[], target: string): Promise<AgentRevision[]> {
+    const written = new Map<string, AgentRevision>();
     for (const rev of revisions.filter((r) => names.includes(r.metadata.name))) {
-      await store.updateStatus('AgentRevision', {
+      const updated = await store.updateStatus('AgentRevision', {
         ...rev,
         status: {
           ...rev.status,
@@ -70,7 +79,9 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
           }),
         },
       });
+      written.set(updated.metadata.name, updated);
     }
+    return revisions.map((r) => written.get(r.metadata.name) ?? r);
   }
 
   function desiredStatus(
@@ -111,7 +122,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
 
   return async function reconcile(key: string): Promise<ReconcileResult> {
     const { namespace, name } = splitKey(key);
-    let dep = await getOrUndefined(store, 'AgentDeployment', namespace, name);
+    let dep = await reader.get('AgentDeployment', namespace, name);
     if (!dep) return;
     if (dep.metadata.deletionTimestamp) {
       await finalize(dep);
@@ -121,13 +132,13 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     dep = await ensureFinalizer(dep);
 
     // observe
-    const revisions = await ensureLatestRevision(dep, await revisionsOf(store, dep));
+    let revisions = await ensureLatestRevision(dep, await reader.revisionsOf(dep));
     const ref = deploymentRef(dep);
     let routed = runtime.routedRevision(ref);
 
     // decide
     const target = pickTarget(views(revisions), dep.spec.targetRevisionName);
-    const stale = revisionsToSkip(views(revisions), target);
+    const stale = revisionsToSkip(views(revisions), target, dep.spec.revisionCounter);
     const active = dep.status?.activeRevisionName;
     const targetServer = target ? runtime.serverStatus({ ...ref, revision: target }) : undefined;
     const routeTo = chooseRoute({
@@ -139,7 +150,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
     });
 
     // act
-    if (target && stale.length) await skip(revisions, stale, target);
+    if (target && stale.length) revisions = await skip(revisions, stale, target);
     if (routeTo) {
       await runtime.route(ref, routeTo);
       log(key).info({ revision: routeTo, previous: routed }, 'traffic moved');
@@ -148,14 +159,7 @@ export function createDeploymentReconciler({ store, runtime, logger }: Deploymen
 
     // status
     const url = await runtime.url(ref);
-    const status = desiredStatus(
-      dep,
-      stale.length ? await revisionsOf(store, dep) : revisions,
-      target,
-      routed,
-      routeTo ? undefined : targetServer,
-      url,
-    );
+    const status = desiredStatus(dep, revisions, target, routed, routeTo ? undefined : targetServer, url);
     if (!sameJson(status, dep.status ?? {})) await store.updateStatus('AgentDeployment', { ...dep, status });
   };
 }

@@ -23,10 +23,21 @@ export function pickTarget(revisions: RevisionView[], requested?: string): strin
   return sorted.find((r) => r.status === RevisionPhase.DEPLOYED)?.name;
 }
 
-/** Revisions still in progress that will never go live because another one is the target. */
-export function revisionsToSkip(revisions: RevisionView[], target: string | undefined): string[] {
+/**
+ * Revisions still in progress that will never go live because another one is the target. Only revisions the
+ * deployment already counts (number ≤ its revisionCounter) are judged: a newer one was made after this copy of the
+ * deployment was read (a cache that lags, or a create between two reads), and the target chosen from that copy may
+ * be a redeploy the newer revision replaces. Skipping is final, so it waits for a copy that knows the revision.
+ */
+export function revisionsToSkip(
+  revisions: RevisionView[],
+  target: string | undefined,
+  revisionCounter = Number.POSITIVE_INFINITY,
+): string[] {
   if (!target) return [];
-  return revisions.filter((r) => r.name !== target && isInProgress(r.status)).map((r) => r.name);
+  return revisions
+    .filter((r) => r.name !== target && isInProgress(r.status) && r.number <= revisionCounter)
+    .map((r) => r.name);
 }
 
 /** Move traffic only to a target whose server answers /ok. */

@@ -14,12 +14,14 @@ import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '../../runtimes/types.ts';
 import { pickTarget } from '../agentdeployment/decide.ts';
-import { deploymentRef, getOrUndefined, phaseOf, revisionsOf, sameJson, views } from '../shared.ts';
+import { deploymentRef, phaseOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
 import { revisionConditions } from './conditions.ts';
 import { nextRevisionStatus, revisionNeeds } from './decide.ts';
 
 export type RevisionControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'updateStatus'> & Pick<SecretStore, 'getSecrets'>;
+  /** Where the custom resources are read (default: the store itself). */
+  reader?: ResourceReader;
   runtime: Runtime;
   logger: Logger;
 };
@@ -51,7 +53,12 @@ export function buildSpecOf(dep: AgentDeployment, rev: AgentRevision): BuildSpec
   };
 }
 
-export function createRevisionReconciler({ store, runtime, logger }: RevisionControllerDeps) {
+export function createRevisionReconciler({
+  store,
+  reader = storeReader(store),
+  runtime,
+  logger,
+}: RevisionControllerDeps) {
   const serverSpec = async (dep: AgentDeployment, rev: AgentRevision): Promise<ServerSpec> => {
     const ns = rev.metadata.namespace ?? 'default';
     const env = rev.spec.secretsName ? await store.getSecrets(ns, rev.spec.secretsName) : {};
@@ -68,7 +75,7 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
   };
 
   async function observe(dep: AgentDeployment, rev: AgentRevision): Promise<Observed> {
-    const revisions = await revisionsOf(store, dep);
+    const revisions = await reader.revisionsOf(dep);
     const isTarget = pickTarget(views(revisions), dep.spec.targetRevisionName) === rev.metadata.name;
     const routedNow = runtime.routedRevision(deploymentRef(dep));
     const routed = routedNow === rev.metadata.name;
@@ -128,9 +135,9 @@ export function createRevisionReconciler({ store, runtime, logger }: RevisionCon
 
   return async function reconcile(key: string): Promise<ReconcileResult> {
     const { namespace, name } = splitKey(key);
-    const rev = await getOrUndefined(store, 'AgentRevision', namespace, name);
+    const rev = await reader.get('AgentRevision', namespace, name);
     if (!rev) return; // gone: the deployment controller already cleaned up its processes
-    const dep = await getOrUndefined(store, 'AgentDeployment', namespace, rev.spec.deploymentName);
+    const dep = await reader.get('AgentDeployment', namespace, rev.spec.deploymentName);
     if (!dep || dep.metadata.deletionTimestamp) return; // the deployment controller cleans up everything
 
     const observed = await observe(dep, rev);

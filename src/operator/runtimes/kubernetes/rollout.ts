@@ -3,7 +3,7 @@
 import type { V1Deployment, V1ReplicaSet } from '@kubernetes/client-node';
 import type { AgentDeployment } from '../../../resources/index.ts';
 import type { RevisionRef, ServerStatus } from '../types.ts';
-import { apply } from './apply.ts';
+import { apply, isStatus } from './apply.ts';
 import { serviceHost } from './config.ts';
 import { beingDeleted, serverDeployment, type DeploymentRef, type RuntimeContext } from './context.ts';
 import { LABEL_REVISION } from './labels.ts';
@@ -48,8 +48,19 @@ export function deploymentUrlOf(ctx: RuntimeContext, ref: DeploymentRef): string
  * pod template of the revision still serving, or scale to zero when none serves.
  */
 export async function rollBack(ctx: RuntimeContext, ref: RevisionRef, dep: AgentDeployment): Promise<void> {
-  const d = serverDeployment(ctx, ref);
-  if (!d || d.spec?.template?.metadata?.labels?.[LABEL_REVISION] !== ref.revision) return;
+  const rollingTo = (x: V1Deployment | undefined) =>
+    x?.spec?.template?.metadata?.labels?.[LABEL_REVISION] === ref.revision;
+  const cached = serverDeployment(ctx, ref);
+  if (!cached || !rollingTo(cached)) return;
+  // The cache may not show a write of this process yet (the serving revision put back a moment ago): act on what
+  // the API server holds, or this would write the Deployment a second time.
+  const d = await ctx.ops.deployment
+    .read(cached.metadata.namespace ?? ref.namespace, cached.metadata.name)
+    .catch((err: unknown) => {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    });
+  if (!d || !rollingTo(d)) return;
   const routed = routedRevision(ctx, ref);
   if (routed === ref.revision) return;
   // A deployment being deleted keeps what it has (apply could recreate a child its cleanup just removed).
