@@ -16,23 +16,7 @@ export function kubernetesAuthObjects(k: KubeContext): AuthObjectStore {
 
   const store: AuthObjectStore = {
     async createAuthObject(o: Omit<AuthObject, 'version'>): Promise<void> {
-      const body: V1Secret = {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'Opaque',
-        metadata: {
-          name: authSecretName(o.kind, o.name),
-          namespace: k.namespace,
-          labels: { [LABEL_AUTH_KIND]: o.kind, [LABEL_TENANT]: o.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
-        },
-        data: {
-          kind: b64(o.kind),
-          name: b64(o.name),
-          tenant: b64(o.tenant),
-          record: b64(o.record),
-          sealed: b64(o.sealed),
-        },
-      };
+      const body = authSecret(k.namespace, authSecretName(o.kind, o.name), o);
       await call(() => k.core.createNamespacedSecret({ namespace: k.namespace, body }));
     },
 
@@ -67,24 +51,7 @@ export function kubernetesAuthObjects(k: KubeContext): AuthObjectStore {
       if (current.tenant !== o.tenant || current.version !== o.version) {
         throw new StaleResourceVersionError(`auth ${o.kind} "${o.name}" changed since it was read`);
       }
-      const body: V1Secret = {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'Opaque',
-        metadata: {
-          name,
-          namespace: k.namespace,
-          resourceVersion: o.version,
-          labels: { [LABEL_AUTH_KIND]: o.kind, [LABEL_TENANT]: o.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
-        },
-        data: {
-          kind: b64(o.kind),
-          name: b64(o.name),
-          tenant: b64(o.tenant),
-          record: b64(o.record),
-          sealed: b64(o.sealed),
-        },
-      };
+      const body = authSecret(k.namespace, name, o, o.version);
       await call(() => k.core.replaceNamespacedSecret({ namespace: k.namespace, name, body }));
     },
 
@@ -105,6 +72,33 @@ export function kubernetesAuthObjects(k: KubeContext): AuthObjectStore {
     },
   };
   return store;
+}
+
+/** The Secret holding one auth record; `resourceVersion` makes a replace conditional on it. */
+function authSecret(
+  namespace: string,
+  name: string,
+  o: Omit<AuthObject, 'version'>,
+  resourceVersion?: string,
+): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name,
+      namespace,
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+      labels: { [LABEL_AUTH_KIND]: o.kind, [LABEL_TENANT]: o.tenant, 'app.kubernetes.io/managed-by': 'agentplane' },
+    },
+    data: {
+      kind: b64(o.kind),
+      name: b64(o.name),
+      tenant: b64(o.tenant),
+      record: b64(o.record),
+      sealed: b64(o.sealed),
+    },
+  };
 }
 
 function authObjectFromSecret(s: V1Secret, kind: AuthObjectKind, name?: string): AuthObject | undefined {
