@@ -1,22 +1,13 @@
 // Talks to a deployed agent with the official SDK, from the browser, at the deployment's URL (the same URL an app
-// of the workspace uses), with a short-lived access token for that deployment, never the signed-in key. Chat view for graphs whose state has `messages`; a JSON input and
-// the streamed values for the others.
+// of the workspace uses), with a short-lived access token for that deployment, never the signed-in key. Chat view
+// for graphs whose state has `messages`; a JSON input and the streamed values for the others.
 import { Client } from '@langchain/langgraph-sdk';
 import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
 import { agentCredential, type Api, type Deployment } from '../api.ts';
 import { href } from '../router.ts';
 import { ErrorBanner, JsonTree, time } from '../ui.tsx';
+import { hasMessages, kindOf, textOf, upsert, type Msg } from './playground-messages.ts';
 
-type Msg = {
-  id?: string;
-  type?: string;
-  role?: string;
-  content: unknown;
-  name?: string;
-  tool_calls?: { id?: string; name: string; args: unknown }[];
-  tool_call_id?: string;
-  status?: string;
-};
 type Assistant = { assistant_id: string; graph_id: string; name?: string };
 type ThreadRow = { thread_id: string; status: string; updated_at: string; values?: unknown };
 type StateSnapshot = {
@@ -27,49 +18,6 @@ type StateSnapshot = {
   created_at?: string | null;
   tasks?: { id: string; name: string; interrupts?: { value?: unknown }[] }[];
 };
-
-function kindOf(m: Msg): 'human' | 'ai' | 'tool' | 'system' {
-  const t = (m.type ?? m.role ?? '').toLowerCase();
-  if (t.startsWith('human') || t === 'user') return 'human';
-  if (t.startsWith('tool')) return 'tool';
-  if (t.startsWith('system')) return 'system';
-  return 'ai';
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((b) =>
-        b && typeof b === 'object' && (b as { type?: string }).type === 'text'
-          ? String((b as { text?: unknown }).text ?? '')
-          : '',
-      )
-      .join('');
-  }
-  return content == null ? '' : JSON.stringify(content);
-}
-
-/** Folds a streamed message (a whole message or a chunk of one) into the list, by id. */
-function upsert(list: Msg[], m: Msg): Msg[] {
-  const i = m.id ? list.findIndex((x) => x.id === m.id) : -1;
-  if (i < 0) return [...list, m];
-  const prev = list[i]!;
-  const isChunk = (m.type ?? '').endsWith('Chunk');
-  const merged: Msg = isChunk
-    ? {
-        ...prev,
-        ...m,
-        content: textOf(prev.content) + textOf(m.content),
-        tool_calls: m.tool_calls?.length ? m.tool_calls : prev.tool_calls,
-      }
-    : m;
-  return list.map((x, j) => (j === i ? merged : x));
-}
-
-function hasMessages(values: unknown): values is { messages: Msg[] } {
-  return Boolean(values && typeof values === 'object' && Array.isArray((values as { messages?: unknown }).messages));
-}
 
 export function Playground({ api, id }: { api: Api; id: string }) {
   const [dep, setDep] = useState<Deployment | null>(null);
