@@ -2,7 +2,7 @@
 // revision waiting for route() to hand the embedded data over); a build folder pruned meanwhile is built again.
 import { readFile } from 'node:fs/promises';
 import type { RevisionRef, ServerSpec, ServerStatus } from '../types.ts';
-import { readBuildMarker } from './build.ts';
+import { readBuildMarker } from './build-steps.ts';
 import { build } from './builds.ts';
 import { fail, notify, revisionDir, revKey, savedBuildFile, type LocalContext, type SavedBuild } from './context.ts';
 import { envProblem } from './env.ts';

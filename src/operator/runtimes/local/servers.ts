@@ -15,7 +15,7 @@ import {
   readBuildMarker,
   resetCacheDir,
   revisionMounts,
-} from './build.ts';
+} from './build-steps.ts';
 import {
   deploymentDir,
   fail,
