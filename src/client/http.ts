@@ -1,6 +1,6 @@
 // REST client of the Deployments v2 API, for the CLI and for scripts. Thin on purpose: one method per route,
 // errors turned into one readable line (HTTP status + the API's `detail`).
-import type { Deployment, Revision } from '../control-plane/routes/v2/schemas.ts';
+import type { Deployment, Revision } from '../control-plane/schemas/deployment-views.ts';
 
 export type { Deployment, Revision };
 export type LogType = 'build' | 'deploy';

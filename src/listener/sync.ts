@@ -19,7 +19,7 @@ import {
   type AgentRevision,
   type SourceConfig,
 } from '../resources/index.ts';
-import type { ListenerReport, ListenerSnapshot } from '../control-plane/services/listeners/schemas.ts';
+import type { ListenerReport, ListenerSnapshot } from '../control-plane/schemas/listeners.ts';
 import { AlreadyExistsError, StaleResourceVersionError } from '../state/errors.ts';
 import type { ResourceStore } from '../state/resources.ts';
 import type { SecretStore } from '../state/secrets.ts';

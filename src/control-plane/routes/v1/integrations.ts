@@ -5,11 +5,25 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ForbiddenError } from '../../../lib/errors.ts';
-import { canonicalHost, knownHostsProblem } from '../../../git/credentials.ts';
 import type { IntegrationService } from '../../services/integrations/index.ts';
 import type { PushWebhooks } from '../../services/integrations-webhooks.ts';
+import {
+  GitHubInstallRegister,
+  GitHubInstallStart,
+  GitHubInstallStarted,
+  GitHubSetupQuery,
+  InstallationList,
+  IntegrationCreate,
+  IntegrationCreated,
+  IntegrationList,
+  IntegrationOut,
+  IntegrationParams,
+  PushAnswer,
+  RepoList,
+  WebhookParams,
+} from '../../schemas/integrations.ts';
+import { ErrorBody } from '../../schemas/common.ts';
 
-const ErrorBody = z.object({ detail: z.unknown() });
 const errors = {
   401: ErrorBody,
   403: ErrorBody,
@@ -20,97 +34,6 @@ const errors = {
   503: ErrorBody,
 };
 const security = [{ apiKey: [], tenantId: [] }];
-const noControl = /^[^\p{Cc}]*$/u;
-
-const IntegrationOut = z.object({
-  id: z.string(),
-  name: z.string(),
-  type: z.enum(['git', 'github']),
-  host: z.string(),
-  username: z.string().nullable(),
-  auth: z.enum(['token', 'ssh', 'github_app']),
-  installation_id: z.number().int().nullable(),
-  account: z.string().nullable(),
-  webhook: z.boolean(),
-  created_at: z.string(),
-});
-const IntegrationCreated = IntegrationOut.extend({
-  webhook_secret: z
-    .string()
-    .optional()
-    .describe('Only when the control plane made it (webhook_secret: true); shown once'),
-});
-
-const IntegrationCreate = z
-  .object({
-    name: z.string().min(1).max(200).regex(noControl, 'must not contain control characters'),
-    type: z.literal('git').default('git'),
-    host: z
-      .string()
-      .max(260)
-      .refine(
-        (h) => canonicalHost(h) !== undefined,
-        'a repository host name, optionally with :port (no scheme, path or credentials)',
-      ),
-    username: z
-      .string()
-      .min(1)
-      .max(200)
-      .regex(/^[^\p{Cc}:]*$/u, 'must not contain ":" or control characters')
-      .nullable()
-      .optional(),
-    token: z
-      .string()
-      .min(1)
-      .max(16_384)
-      .regex(noControl, 'must not contain control characters')
-      .optional()
-      .describe('Write-only: never returned. HTTPS token (or password); or give ssh_private_key'),
-    ssh_private_key: z
-      .string()
-      .max(16_384)
-      .regex(
-        /^\s*-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\r?\n[\s\S]+\r?\n-----END ([A-Z]+ )?PRIVATE KEY-----\s*$/,
-        'must be a PEM / OpenSSH private key without a passphrase',
-      )
-      .optional()
-      .describe('Write-only: never returned. Used with repo_url ssh://... or user@host:path'),
-    known_hosts: z
-      .string()
-      .max(65_536)
-      .superRefine((v, ctx) => {
-        const p = knownHostsProblem(v);
-        if (p) ctx.addIssue({ code: 'custom', message: p });
-      })
-      .optional()
-      .describe('Host keys git checks the server against (StrictHostKeyChecking=yes); required with ssh_private_key'),
-    webhook_secret: z
-      .union([z.literal(true), z.string().min(16).max(256).regex(noControl, 'must not contain control characters')])
-      .optional()
-      .describe('true: a secret is made and returned once; or the secret itself (16+ characters), never returned'),
-  })
-  .strict()
-  .superRefine((v, ctx) => {
-    const ssh = v.ssh_private_key !== undefined;
-    if (ssh === (v.token !== undefined))
-      ctx.addIssue({ code: 'custom', path: ['token'], message: 'give exactly one of token and ssh_private_key' });
-    if (ssh && v.known_hosts === undefined)
-      ctx.addIssue({ code: 'custom', path: ['known_hosts'], message: 'required with ssh_private_key' });
-    if (!ssh && v.known_hosts !== undefined)
-      ctx.addIssue({ code: 'custom', path: ['known_hosts'], message: 'only with ssh_private_key' });
-  });
-
-const IntegrationParams = z.object({ integration_id: z.string().uuid() });
-const InstallationId = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
-const Installation = z.object({ id: z.string(), installation_id: z.number().int(), name: z.string() });
-const Repo = z.object({
-  host_integration_id: z.string(),
-  id: z.number().int(),
-  name: z.string(),
-  owner: z.string(),
-  url: z.string(),
-  default_branch: z.string(),
-});
 
 const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
 
@@ -137,7 +60,7 @@ export const integrationRoutes =
           tags: ['integrations'],
           summary: 'List integrations',
           security,
-          response: { 200: z.object({ resources: z.array(IntegrationOut) }), ...errors },
+          response: { 200: IntegrationList, ...errors },
         },
       },
       async (req) => ({ resources: await service.list(tenantOf(req)) }),
@@ -151,7 +74,7 @@ export const integrationRoutes =
           tags: ['integrations'],
           summary: "The workspace's GitHub App installations",
           security,
-          response: { 200: z.array(Installation), ...errors },
+          response: { 200: InstallationList, ...errors },
         },
       },
       async (req) => service.githubInstallations(tenantOf(req)),
@@ -163,12 +86,7 @@ export const integrationRoutes =
           tags: ['integrations'],
           summary: 'Register a GitHub App installation by id (admin keys only)',
           security,
-          body: z
-            .object({
-              installation_id: InstallationId,
-              name: z.string().min(1).max(200).regex(noControl, 'must not contain control characters').optional(),
-            })
-            .strict(),
+          body: GitHubInstallRegister,
           response: { 201: IntegrationOut, ...errors },
         },
       },
@@ -189,23 +107,8 @@ export const integrationRoutes =
           summary:
             "A single-use state for the App's setup URL (bound to this workspace and to the GitHub account the App is installed on) and the install link",
           security,
-          body: z
-            .object({
-              account: z
-                .string()
-                .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'a GitHub user or organization login')
-                .describe('The GitHub user or organization the App will be installed on'),
-            })
-            .strict(),
-          response: {
-            201: z.object({
-              state: z.string(),
-              install_url: z.string().nullable(),
-              expires_at: z.string(),
-              account: z.string(),
-            }),
-            ...errors,
-          },
+          body: GitHubInstallStart,
+          response: { 201: GitHubInstallStarted, ...errors },
         },
       },
       async (req, reply) => reply.code(201).send(await service.startGitHubInstall(tenantOf(req), req.body.account)),
@@ -218,7 +121,7 @@ export const integrationRoutes =
           summary: 'Repositories the installation can see (all pages)',
           security,
           params: IntegrationParams,
-          response: { 200: z.array(Repo), ...errors },
+          response: { 200: RepoList, ...errors },
         },
       },
       async (req) => service.githubRepos(tenantOf(req), req.params.integration_id),
@@ -255,14 +158,6 @@ export const integrationRoutes =
     );
   };
 
-const PushAnswer = z.union([
-  z.object({
-    revisions: z.array(z.object({ deployment_id: z.string(), revision_id: z.string() })),
-    repeated: z.number().int(),
-  }),
-  z.object({ ignored: z.string() }),
-]);
-
 const headersOf = (req: FastifyRequest): Record<string, string | undefined> =>
   Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v[0] : v]));
 
@@ -293,7 +188,7 @@ export const integrationHookRoutes =
         schema: {
           tags: ['integrations'],
           summary: "A git integration's push webhook (X-Hub-Signature-256 with its webhook secret)",
-          params: z.object({ integration_id: z.string().max(100) }),
+          params: WebhookParams,
           response: { 200: PushAnswer, 400: ErrorBody, 401: ErrorBody },
         },
       },
@@ -306,12 +201,7 @@ export const integrationHookRoutes =
           tags: ['integrations'],
           summary:
             "The GitHub App's setup URL: GitHub redirects here after an install, with the state of install/start",
-          querystring: z.object({
-            installation_id: InstallationId,
-            state: z.string().min(1).max(200),
-            setup_action: z.string().max(50).optional(),
-            code: z.string().min(1).max(200).optional(),
-          }),
+          querystring: GitHubSetupQuery,
           // 200, as every GET of the API (the integration is made by the redirect GitHub sends the browser on).
           response: {
             200: IntegrationOut,

@@ -5,42 +5,13 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ForbiddenError, NotFoundError } from '../../../lib/errors.ts';
-import { isLabelValue } from '../../../resources/index.ts';
 import { createApiKey } from '../../auth/keys.ts';
 import type { ApiKeyStore } from '../../../state/api-keys.ts';
+import { ApiKeyCreate, ApiKeyCreated, ApiKeyList, KeyParams } from '../../schemas/api-keys.ts';
+import { ErrorBody } from '../../schemas/common.ts';
 
-const ErrorBody = z.object({ detail: z.unknown() });
 const errors = { 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody };
 const security = [{ apiKey: [], tenantId: [] }];
-
-const ApiKeyOut = z.object({
-  id: z.string(),
-  name: z.string(),
-  tenants: z.array(z.string()),
-  created_at: z.string(),
-});
-const ApiKeyCreated = ApiKeyOut.extend({ key: z.string().describe('The key itself: shown only in this answer') });
-
-const ApiKeyCreate = z
-  .object({
-    name: z
-      .string()
-      .min(1)
-      .max(200)
-      .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters')
-      .default('api-key'),
-    tenants: z
-      .array(
-        z
-          .string()
-          .refine((t) => t === '*' || isLabelValue(t), 'a tenant id (1-63 letters, digits, "-", "_", ".") or "*"'),
-      )
-      .min(1)
-      .max(100),
-  })
-  .strict();
-
-const KeyParams = z.object({ key_id: z.string().uuid() });
 
 function requireAdmin(req: FastifyRequest): void {
   if (!req.principal?.admin)
@@ -57,7 +28,7 @@ export const apiKeyRoutes =
           tags: ['API keys'],
           summary: 'List API keys (admin)',
           security,
-          response: { 200: z.object({ resources: z.array(ApiKeyOut) }), ...errors },
+          response: { 200: ApiKeyList, ...errors },
         },
       },
       async (req) => {

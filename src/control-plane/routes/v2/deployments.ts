@@ -6,29 +6,25 @@ import { AppError } from '../../../lib/errors.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
 import type { DeploymentService } from '../../services/deployments/index.ts';
 import type { Principal } from '../../auth/keys.ts';
+import { DeploymentCreate, DeploymentPatch } from '../../schemas/deployments.ts';
 import {
-  BulkDeleteQuery,
+  AccessToken,
   BulkDeleteResult,
   Deployment,
-  DeploymentCreate,
+  DeploymentErrorBody,
   DeploymentList,
-  DeploymentParams,
-  DeploymentPatch,
-  ListDeploymentsQuery,
-  ListRevisionsQuery,
   LogPage,
-  LogsQuery,
   Revision,
   RevisionList,
+} from '../../schemas/deployment-views.ts';
+import {
+  BulkDeleteQuery,
+  DeploymentParams,
+  ListDeploymentsQuery,
+  ListRevisionsQuery,
+  LogsQuery,
   RevisionParams,
-} from './schemas.ts';
-
-const ErrorBody = z.object({
-  detail: z.union([
-    z.string(),
-    z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() })),
-  ]),
-});
+} from '../../schemas/deployment-queries.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -40,16 +36,14 @@ const tenantOf = (req: FastifyRequest): string => req.principal!.tenant;
 
 const security = [{ apiKey: [], tenantId: [] }];
 const errors = {
-  400: ErrorBody,
-  401: ErrorBody,
-  403: ErrorBody,
-  404: ErrorBody,
-  409: ErrorBody,
-  422: ErrorBody,
-  429: ErrorBody,
+  400: DeploymentErrorBody,
+  401: DeploymentErrorBody,
+  403: DeploymentErrorBody,
+  404: DeploymentErrorBody,
+  409: DeploymentErrorBody,
+  422: DeploymentErrorBody,
+  429: DeploymentErrorBody,
 };
-
-const AccessToken = z.object({ token: z.string(), expires_at: z.string(), deployment_id: z.string() });
 
 export const deploymentRoutes =
   (service: DeploymentService, deploymentTokenKey?: Buffer): FastifyPluginAsyncZod =>
@@ -63,7 +57,7 @@ export const deploymentRoutes =
           tags: ['deployments'],
           security,
           params: DeploymentParams,
-          response: { 200: AccessToken, ...errors, 503: ErrorBody },
+          response: { 200: AccessToken, ...errors, 503: DeploymentErrorBody },
         },
       },
       async (req) => {

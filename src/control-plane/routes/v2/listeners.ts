@@ -7,20 +7,26 @@ import { ForbiddenError } from '../../../lib/errors.ts';
 import {
   Listener,
   ListenerCreate,
+  ListenerDeleteQuery,
   ListenerGitCredential,
   ListenerGitCredentialRequest,
+  ListenerKeyCreate,
+  ListenerKeyCreated,
+  ListenerList,
+  ListenerParams,
   ListenerPatch,
   ListenerReport,
-} from '../../services/listeners/schemas.ts';
+  ListenerReportResult,
+  ListenerWatchHeaders,
+  ListenerWatchQuery,
+} from '../../schemas/listeners.ts';
+import { ErrorBody } from '../../schemas/common.ts';
 import type { ListenerService } from '../../services/listeners/index.ts';
 
-const ErrorBody = z.object({ detail: z.unknown() });
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };
 const upstream = { 502: ErrorBody, 503: ErrorBody };
 const security = [{ apiKey: [], tenantId: [] }];
 const tags = ['listeners'];
-
-const Params = z.object({ listener_id: z.string() });
 
 /** Workspace keys only: a listener key may not manage listeners. */
 function requireWorkspaceKey(req: FastifyRequest): string {
@@ -52,10 +58,8 @@ function requireOwnListenerKey(req: FastifyRequest, id: string): string {
 export const listenerRoutes =
   (service: ListenerService): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get(
-      '/listeners',
-      { schema: { tags, security, response: { 200: z.object({ resources: z.array(Listener) }), ...errors } } },
-      async (req) => service.list(requireWorkspaceKey(req)),
+    app.get('/listeners', { schema: { tags, security, response: { 200: ListenerList, ...errors } } }, async (req) =>
+      service.list(requireWorkspaceKey(req)),
     );
 
     app.post(
@@ -66,13 +70,15 @@ export const listenerRoutes =
 
     app.get(
       '/listeners/:listener_id',
-      { schema: { tags, security, params: Params, response: { 200: Listener, ...errors } } },
+      { schema: { tags, security, params: ListenerParams, response: { 200: Listener, ...errors } } },
       async (req) => service.get(requireListenerOrWorkspace(req, req.params.listener_id), req.params.listener_id),
     );
 
     app.patch(
       '/listeners/:listener_id',
-      { schema: { tags, security, params: Params, body: ListenerPatch, response: { 200: Listener, ...errors } } },
+      {
+        schema: { tags, security, params: ListenerParams, body: ListenerPatch, response: { 200: Listener, ...errors } },
+      },
       async (req) => service.patch(requireWorkspaceKey(req), req.params.listener_id, req.body),
     );
 
@@ -82,8 +88,8 @@ export const listenerRoutes =
         schema: {
           tags,
           security,
-          params: Params,
-          querystring: z.object({ cascade: z.enum(['true', 'false']).default('false') }),
+          params: ListenerParams,
+          querystring: ListenerDeleteQuery,
           response: { 204: z.null(), ...errors },
         },
       },
@@ -100,29 +106,9 @@ export const listenerRoutes =
           tags,
           summary: 'Create a key for this listener (its workspace, its endpoints only); shown once',
           security,
-          params: Params,
-          body: z
-            .object({
-              name: z
-                .string()
-                .min(1)
-                .max(200)
-                .regex(/^[^\p{Cc}]*$/u)
-                .optional(),
-            })
-            .strict()
-            .default({}),
-          response: {
-            201: z.object({
-              id: z.string(),
-              name: z.string(),
-              listener_id: z.string(),
-              tenant_id: z.string(),
-              key: z.string(),
-              created_at: z.string(),
-            }),
-            ...errors,
-          },
+          params: ListenerParams,
+          body: ListenerKeyCreate,
+          response: { 201: ListenerKeyCreated, ...errors },
         },
       },
       async (req, reply) =>
@@ -136,12 +122,9 @@ export const listenerRoutes =
           tags,
           summary: 'Long poll for the deployments this listener runs; answers when they differ from `since`',
           security,
-          params: Params,
-          querystring: z.object({
-            since: z.string().max(64).optional(),
-            timeout: z.coerce.number().int().min(0).max(60).default(25),
-          }),
-          headers: z.object({ 'x-agentplane-version': z.string().max(100).optional() }).passthrough(),
+          params: ListenerParams,
+          querystring: ListenerWatchQuery,
+          headers: ListenerWatchHeaders,
         },
       },
       async (req) => {
@@ -162,9 +145,9 @@ export const listenerRoutes =
           tags,
           summary: "A data plane's statuses, URLs and log lines for the deployments assigned to it",
           security,
-          params: Params,
+          params: ListenerParams,
           body: ListenerReport,
-          response: { 200: z.object({ accepted: z.number(), ignored: z.array(z.string()) }), ...errors },
+          response: { 200: ListenerReportResult, ...errors },
         },
       },
       async (req) =>
@@ -179,7 +162,7 @@ export const listenerRoutes =
           summary:
             'A fresh GitHub App token to clone the repository of a deployment assigned to this listener (never a stored credential)',
           security,
-          params: Params,
+          params: ListenerParams,
           body: ListenerGitCredentialRequest,
           response: { 200: ListenerGitCredential, ...errors, ...upstream },
         },

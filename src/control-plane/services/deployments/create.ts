@@ -11,7 +11,8 @@ import {
   type AgentDeployment,
   type SourceConfig,
 } from '../../../resources/index.ts';
-import type { Deployment, DeploymentCreate } from '../../routes/v2/schemas.ts';
+import type { DeploymentCreate } from '../../schemas/deployments.ts';
+import type { Deployment } from '../../schemas/deployment-views.ts';
 import { integrationIssues } from '../integrations/issues.ts';
 import { listenerIssues } from '../listeners/assignment.ts';
 import { localRepoIssues } from '../repo-source.ts';

@@ -12,13 +12,8 @@ import {
   type SourceConfig,
   type SourceRevisionConfig,
 } from '../../../resources/index.ts';
-import type {
-  Deployment,
-  ResourceSpecApi,
-  Revision,
-  SourceConfigIn,
-  SourceRevisionConfigIn,
-} from '../../routes/v2/schemas.ts';
+import type { ResourceSpecApi, SourceConfigIn, SourceRevisionConfigIn } from '../../schemas/deployments.ts';
+import type { Deployment, Revision } from '../../schemas/deployment-views.ts';
 import { summarizeStatus } from './status.ts';
 
 const defined = <T extends object>(o: T): T =>

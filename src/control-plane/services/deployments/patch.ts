@@ -2,7 +2,8 @@
 // write), and changes to what a build or pod gets make a new revision within the revision quota.
 import { BadRequestError, ValidationError } from '../../../lib/errors.ts';
 import { revisionName, type AgentDeployment, type SourceConfig } from '../../../resources/index.ts';
-import type { Deployment, DeploymentPatch } from '../../routes/v2/schemas.ts';
+import type { DeploymentPatch } from '../../schemas/deployments.ts';
+import type { Deployment } from '../../schemas/deployment-views.ts';
 import { integrationIssues } from '../integrations/issues.ts';
 import { localRepoIssues } from '../repo-source.ts';
 import {

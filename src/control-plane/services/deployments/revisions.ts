@@ -3,7 +3,7 @@
 import { NotFoundError } from '../../../lib/errors.ts';
 import { redactUrlsIn } from '../../../lib/redact.ts';
 import { isUuid, revisionName, type AgentDeployment, type AgentRevision } from '../../../resources/index.ts';
-import type { Deployment, Revision } from '../../routes/v2/schemas.ts';
+import type { Deployment, Revision } from '../../schemas/deployment-views.ts';
 import { PUSH_DELIVERIES_ANNOTATION, withRevisionQuota, type DeploymentDeps } from './deps.ts';
 import { toApiRevision } from './mapping.ts';
 import { ensureRevision, render, requireDeployment, revisionsOf, updateDeployment } from './records.ts';

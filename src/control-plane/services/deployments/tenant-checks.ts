@@ -3,7 +3,7 @@
 import { ConflictError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { LABEL_TENANT, type AgentDeployment } from '../../../resources/index.ts';
-import type { ResourceSpecApi } from '../../routes/v2/schemas.ts';
+import type { ResourceSpecApi } from '../../schemas/deployments.ts';
 import { AlreadyExistsError } from '../../../state/errors.ts';
 import { type PlatformState } from '../../../state/types.ts';
 import { DEFAULT_INPUT_POLICY, customHostProblem, resourceBoundProblems, type InputPolicy } from '../input-rules.ts';

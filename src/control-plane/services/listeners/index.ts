@@ -19,7 +19,12 @@ import {
 import { gitCredential } from './git-credential.ts';
 import { requireListener, type ListenerDeps } from './records.ts';
 import { report } from './report.ts';
-import type { ListenerCreate, ListenerGitCredentialRequest, ListenerPatch, ListenerReport } from './schemas.ts';
+import type {
+  ListenerCreate,
+  ListenerGitCredentialRequest,
+  ListenerPatch,
+  ListenerReport,
+} from '../../schemas/listeners.ts';
 import { watchListener } from './watch.ts';
 
 export type ListenerService = ReturnType<typeof createListenerService>;

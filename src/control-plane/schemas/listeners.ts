@@ -1,13 +1,14 @@
-// The listener API's bodies and answers: what a data plane registers as, reports, and is handed.
+// Bodies, answers, queries, headers and path parameters of the Listeners v2 API: what a data plane registers as,
+// reports and is handed (its snapshot, a git credential), and the listener keys made for it.
 import { z } from 'zod';
 import {
   agentDeploymentStatusSchema,
   agentRevisionStatusSchema,
   type AgentDeployment,
   type AgentRevision,
-} from '../../../resources/index.ts';
-import type { LogType } from '../../../state/revision-logs.ts';
-import { baseUrlProblem } from './rules.ts';
+} from '../../resources/index.ts';
+import type { LogType } from '../../state/revision-logs.ts';
+import { baseUrlProblem } from '../services/listeners/rules.ts';
 
 const baseUrl = z
   .string()
@@ -128,3 +129,39 @@ export const ListenerGitCredential = z.object({
   expires_at: z.string().optional(),
 });
 export type ListenerGitCredential = z.infer<typeof ListenerGitCredential>;
+
+export const ListenerList = z.object({ resources: z.array(Listener) });
+
+export const ListenerParams = z.object({ listener_id: z.string() });
+
+export const ListenerDeleteQuery = z.object({ cascade: z.enum(['true', 'false']).default('false') });
+
+export const ListenerKeyCreate = z
+  .object({
+    name: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[^\p{Cc}]*$/u)
+      .optional(),
+  })
+  .strict()
+  .default({});
+
+export const ListenerKeyCreated = z.object({
+  id: z.string(),
+  name: z.string(),
+  listener_id: z.string(),
+  tenant_id: z.string(),
+  key: z.string(),
+  created_at: z.string(),
+});
+
+export const ListenerWatchQuery = z.object({
+  since: z.string().max(64).optional(),
+  timeout: z.coerce.number().int().min(0).max(60).default(25),
+});
+
+export const ListenerWatchHeaders = z.object({ 'x-agentplane-version': z.string().max(100).optional() }).passthrough();
+
+export const ListenerReportResult = z.object({ accepted: z.number(), ignored: z.array(z.string()) });
