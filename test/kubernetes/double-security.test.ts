@@ -68,6 +68,30 @@ describe('Pod Security admission', () => {
     expect(privileged.body.message).toContain(
       'violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true), privileged (container "app" must not set securityContext.privileged=true), hostPath volumes (volume "root")',
     );
+    // An unconfined AppArmor profile, as a field or as the older annotation, is refused by baseline.
+    for (const [name, annotations, securityContext] of [
+      ['p5', {}, { appArmorProfile: { type: 'Unconfined' } }],
+      ['p6', { 'container.apparmor.security.beta.kubernetes.io/app': 'unconfined' }, {}],
+    ] as const) {
+      const unconfined = await api('POST', '/api/v1/namespaces/base/pods', {
+        metadata: { name, annotations },
+        spec: { containers: [{ name: 'app', image: 'img:1', securityContext }] },
+      });
+      expect(unconfined.status, name).toBe(403);
+      expect(unconfined.body.message, name).toMatch(
+        /violates PodSecurity "baseline:latest": forbidden AppArmor profile/,
+      );
+    }
+    const runtimeDefault = await api('POST', '/api/v1/namespaces/base/pods', {
+      metadata: {
+        name: 'p7',
+        annotations: { 'container.apparmor.security.beta.kubernetes.io/app': 'runtime/default' },
+      },
+      spec: {
+        containers: [{ name: 'app', image: 'img:1', securityContext: { appArmorProfile: { type: 'RuntimeDefault' } } }],
+      },
+    });
+    expect(runtimeDefault.status).toBe(201);
   });
 
   it('admits a workload whose template violates the level with a Warning; its controller cannot create the pod', async () => {

@@ -6,7 +6,7 @@ import { makeBuildJob } from '../../src/operator/runtimes/kubernetes/build-job.t
 import { makeDeployment } from '../../src/operator/runtimes/kubernetes/server.ts';
 import { makePostgresStatefulSet } from '../../src/operator/runtimes/kubernetes/postgres.ts';
 import type { Target } from '../../src/operator/runtimes/kubernetes/labels.ts';
-import { restrictedViolations } from './helpers/pod-security.ts';
+import { violations } from '../support/kube-apiserver/psa.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 
 const config = kubernetesRuntimeConfigSchema.parse({
@@ -24,21 +24,21 @@ describe('Pod Security', () => {
     validateK8s(d);
     const tpl = d.spec!.template;
     expect(tpl.spec!.initContainers?.length).toBe(1);
-    expect(restrictedViolations(tpl.spec!, tpl.metadata?.annotations)).toEqual([]);
+    expect(violations(tpl.spec!, 'restricted', tpl.metadata?.annotations)).toEqual([]);
     // The images' `node` user, by uid (runAsNonRoot cannot check a user name).
     expect(tpl.spec!.securityContext!.runAsUser).toBe(1000);
   });
 
   it('public agent pods (no key volume) pass restricted', () => {
     const d = makeDeployment(target, { revision: rev, image: 'ghcr.io/x/a:1', envNames: [], public: true }, config);
-    expect(restrictedViolations(d.spec!.template.spec!)).toEqual([]);
+    expect(violations(d.spec!.template.spec!, 'restricted', d.spec!.template.metadata?.annotations)).toEqual([]);
   });
 
   it('Postgres pods pass restricted and run as the postgres user', () => {
     const sts = makePostgresStatefulSet(target, config);
     validateK8s(sts);
     const spec = sts.spec!.template.spec!;
-    expect(restrictedViolations(spec, sts.spec!.template.metadata?.annotations)).toEqual([]);
+    expect(violations(spec, 'restricted', sts.spec!.template.metadata?.annotations)).toEqual([]);
     expect(spec.securityContext).toMatchObject({ runAsUser: 70, fsGroup: 70 });
   });
 

@@ -58,8 +58,39 @@ export function podSpecOf(kind: string, obj: Json): Json | undefined {
 const quote = (names: string[]) => names.map((n) => `"${n}"`).join(', ');
 const containers = (names: string[]) => `${names.length > 1 ? 'containers' : 'container'} ${quote(names)}`;
 
-/** The violations of `level` in a pod spec, each "check (detail)" as the server words it. */
-export function violations(spec: Json, level: Level): string[] {
+/** The pod template's (or pod's) annotations: AppArmor profiles may still be set there. */
+function podAnnotationsOf(kind: string, obj: Json): Json {
+  if (kind === 'Pod') return obj.metadata?.annotations ?? {};
+  if (kind === 'CronJob') return obj.spec?.jobTemplate?.spec?.template?.metadata?.annotations ?? {};
+  if (kind === 'PodTemplate') return obj.template?.metadata?.annotations ?? {};
+  return obj.spec?.template?.metadata?.annotations ?? {};
+}
+
+/** AppArmor profiles other than the runtime's default or a localhost one (fields and the older annotations). */
+function appArmorViolations(spec: Json, all: Json[], annotations: Json): string[] {
+  const out: string[] = [];
+  const allowed = (v: string) => v === '' || v === 'runtime/default' || v.startsWith('localhost/');
+  const bad = Object.entries(annotations).filter(
+    ([k, v]) => k.startsWith('container.apparmor.security.beta.kubernetes.io/') && !allowed(String(v)),
+  );
+  if (bad.length)
+    out.push(
+      `forbidden AppArmor ${bad.length > 1 ? 'profiles' : 'profile'} (${bad.map(([k, v]) => `${k}="${String(v)}"`).join(', ')})`,
+    );
+  const unconfined = all.filter((c) => c.securityContext?.appArmorProfile?.type === 'Unconfined');
+  const pod = spec.securityContext?.appArmorProfile?.type === 'Unconfined';
+  if (pod || unconfined.length)
+    out.push(
+      `forbidden AppArmor profile (${pod ? 'pod' : containers(unconfined.map((c) => String(c.name)))} must not set securityContext.appArmorProfile.type to "Unconfined")`,
+    );
+  return out;
+}
+
+/**
+ * The violations of `level` in a pod spec, each "check (detail)" as the server words it; `annotations` are the
+ * pod's (or template's), where AppArmor profiles may be set the older way.
+ */
+export function violations(spec: Json, level: Level, annotations: Json = {}): string[] {
   if (level === 'privileged' || !spec) return [];
   const out: string[] = [];
   const all: Json[] = [...(spec.initContainers ?? []), ...(spec.containers ?? []), ...(spec.ephemeralContainers ?? [])];
@@ -69,6 +100,7 @@ export function violations(spec: Json, level: Level): string[] {
 
   const hostNs = ['hostNetwork', 'hostPID', 'hostIPC'].filter((f) => spec[f] === true);
   if (hostNs.length) out.push(`host namespaces (${hostNs.map((f) => `${f}=true`).join(', ')})`);
+  out.push(...appArmorViolations(spec, all, annotations));
   const privileged = names((c) => sc(c).privileged === true);
   if (privileged.length)
     out.push(`privileged (${containers(privileged)} must not set securityContext.privileged=true)`);
@@ -183,16 +215,17 @@ export type PsaDecision = { forbidden?: string; warnings: string[] };
 export function evaluate(kind: string, obj: Json, labels: Json | undefined): PsaDecision {
   const spec = podSpecOf(kind, obj);
   if (!spec) return { warnings: [] };
+  const annotations = podAnnotationsOf(kind, obj);
   const ns = namespaceLevels(labels);
   const warnings: string[] = [];
-  const enforced = violations(spec, ns.enforce);
+  const enforced = violations(spec, ns.enforce, annotations);
   const text = (verb: string, level: Level, version: string, v: string[]) =>
     `${verb} PodSecurity "${level}:${version}": ${v.join(', ')}`;
   if (enforced.length) {
     if (kind === 'Pod') return { forbidden: text('violates', ns.enforce, ns.enforceVersion, enforced), warnings };
     warnings.push(text('would violate', ns.enforce, ns.enforceVersion, enforced));
   }
-  const warned = violations(spec, ns.warn);
+  const warned = violations(spec, ns.warn, annotations);
   if (warned.length && !(ns.warn === ns.enforce && enforced.length))
     warnings.push(text('would violate', ns.warn, ns.warnVersion, warned));
   return { warnings };
