@@ -4,41 +4,23 @@ import { z } from 'zod';
 import { deploymentPhaseSchema, revisionPhaseSchema } from '../../resources/index.ts';
 import { StatusSummary } from './deployment-views.ts';
 
-const csv = z
-  .string()
-  .transform((s) =>
+/** A comma-separated list in one query parameter ("a, b,,c" -> ["a", "b", "c"]). */
+const commaList = () =>
+  z.string().transform((s) =>
     s
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean),
-  )
-  .optional();
+  );
+const csv = commaList().optional();
 
 export const ListDeploymentsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   offset: z.coerce.number().int().min(0).default(0),
   name_contains: z.string().optional(),
-  status: z
-    .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(deploymentPhaseSchema))
-    .optional(),
+  status: commaList().pipe(z.array(deploymentPhaseSchema)).optional(),
   /** By status_summary.state, comma-separated (serving,building,failed,deleting). */
-  state: z
-    .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(StatusSummary.shape.state))
-    .optional(),
+  state: commaList().pipe(z.array(StatusSummary.shape.state)).optional(),
   deployment_type: z.enum(['dev', 'prod']).optional(),
   deployment_ids: csv,
 });
@@ -46,28 +28,11 @@ export const ListDeploymentsQuery = z.object({
 export const ListRevisionsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   offset: z.coerce.number().int().min(0).default(0),
-  status: z
-    .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(revisionPhaseSchema))
-    .optional(),
+  status: commaList().pipe(z.array(revisionPhaseSchema)).optional(),
 });
 
 export const BulkDeleteQuery = z.object({
-  deployment_ids: z
-    .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(z.string()).min(1)),
+  deployment_ids: commaList().pipe(z.array(z.string()).min(1)),
 });
 
 /** Bytes of log messages in one page: by default, and at most (a page of 1000 long lines would be megabytes). */
