@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Client } from '@langchain/langgraph-sdk';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
@@ -32,7 +32,10 @@ let url: string;
 /** Every status the runtime reported for the revision, in order. */
 const seen: ServerStatus[] = [];
 
-beforeAll(async () => {
+// Each attempt (CI retries a failed test) starts from a fresh runtime and data folder, not from what a failed
+// attempt left behind.
+beforeEach(async () => {
+  seen.length = 0;
   tmp = mkdtempSync(join(tmpdir(), 'ap-supervision-'));
   repo = makeExampleRepo(tmp);
   runtime = new LocalRuntime({
@@ -53,7 +56,7 @@ beforeAll(async () => {
   });
 }, 60_000);
 
-afterAll(async () => {
+afterEach(async () => {
   await runtime?.shutdown();
   await app?.close();
   rmSync(tmp, { recursive: true, force: true });
@@ -107,7 +110,10 @@ it('restarts a killed agent server with backoff, answers 503 meanwhile, and says
   };
   await runtime.build(build);
   await until('the build', async () => (await runtime.build(build)).phase === 'Succeeded');
-  await until('the server', async () => (await runtime.deploy(spec)).phase === 'Ready');
+  let last: ServerStatus | undefined;
+  await until('the server', async () => (last = await runtime.deploy(spec)).phase === 'Ready').catch((err: Error) => {
+    throw new Error(`${err.message}; last status: ${JSON.stringify(last)}`);
+  });
   await runtime.route(dep, spec.revision);
   const client = new Client({ apiUrl: url, callerOptions: { maxRetries: 0 } });
   expect(await greet(client)).toContain('Hello, Ada!');
