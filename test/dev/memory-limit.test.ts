@@ -89,10 +89,11 @@ async function hog(client: Client, mb: number): Promise<{ held?: number; failure
 
 describe('memory limits of agent servers on one machine', () => {
   it('a 256 MB deployment cannot hold 600 MB: the allocation fails or the server is killed, and it comes back', async () => {
+    if (dev) await stopDev(dev, 'SIGKILL'); // a CI retry: the failed attempt's dev process goes first
     dev = await startDev(join(tmp, 'data'), 0, ['--allow-local-repos', tmp]);
     const agentKey = await workspaceKey(dev.url);
     const created = await api(dev.url).post('/v2/deployments', {
-      name: 'hoarder',
+      name: `hoarder-${Date.now().toString(36)}`, // a CI retry creates its own
       source: 'github',
       source_config: {
         repo_url: repo.path,
