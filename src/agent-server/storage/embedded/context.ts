@@ -3,6 +3,7 @@
 import type { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
 import { NotFoundError } from '../../../lib/errors.ts';
 import { isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
@@ -125,7 +126,7 @@ export function checkpointSaver(db: Database.Database, sql: (text: string) => Da
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
-  return new CheckpointSaver(saverDb);
+  return new CheckpointSaver(saverDb, new LeanCheckpointSerializer());
 }
 
 export interface EmbeddedContext {

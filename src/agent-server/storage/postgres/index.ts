@@ -16,6 +16,7 @@ import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '..
 import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
+import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
 import { postgresCrons } from './crons.ts';
@@ -32,7 +33,7 @@ export type { PostgresOptions } from './context.ts';
  */
 export function openPostgresCheckpointer(databaseUrl: string, schema: string, poolSize = 10) {
   const pool = newPgPool({ connectionString: databaseUrl, max: poolSize });
-  const saver = new FewerTripsPostgresSaver(pool, undefined, { schema });
+  const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema });
   return { saver, close: () => pool.end() };
 }
 
@@ -64,7 +65,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
   const onError = warnEvery(opts.logger, 'a postgres connection failed; queries wait for the database to return');
   const pool = newPgPool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 }, onError);
-  const saver = new FewerTripsPostgresSaver(pool, undefined, { schema: s });
+  const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema: s });
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
   let semantic = !!(opts.embedder && itemsConfig.index);
