@@ -2,8 +2,6 @@
 // in-process event emitter, row codecs and the few helpers several aggregates use.
 import type { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
-import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
-import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
 import { NotFoundError } from '../../../lib/errors.ts';
 import { isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
@@ -86,13 +84,6 @@ export function jsonFilter(column: string, filter: Json | undefined, params: unk
   return clauses;
 }
 
-export class CheckpointSaver extends SqliteSaver {
-  /** Creates the saver's tables now, so our own SQL (copy, rollback) can rely on them. */
-  init(): void {
-    this.setup();
-  }
-}
-
 export function openDatabase(file: string): Database.Database {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
@@ -112,21 +103,6 @@ export function statementCache(db: Database.Database): (text: string) => Databas
     }
     return s;
   };
-}
-
-/**
- * SqliteSaver prepares its INSERTs on every put/putWrites; it gets the connection's statement cache (all its
- * statements run synchronously, so sharing one is safe).
- */
-export function checkpointSaver(db: Database.Database, sql: (text: string) => Database.Statement): CheckpointSaver {
-  const saverDb = new Proxy(db, {
-    get(target, prop) {
-      if (prop === 'prepare') return sql;
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
-  return new CheckpointSaver(saverDb, new LeanCheckpointSerializer());
 }
 
 export interface EmbeddedContext {

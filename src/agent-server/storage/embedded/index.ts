@@ -12,7 +12,8 @@ import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
 import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage, type StreamEventStore } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
-import { checkpointSaver, openContext, openDatabase, statementCache } from './context.ts';
+import { checkpointSaver } from './checkpoint-saver.ts';
+import { openContext, openDatabase, statementCache } from './context.ts';
 import { sqliteItems } from './items.ts';
 import { embeddedCrons } from './crons.ts';
 import { AGENT_SERVER_SQLITE_MIGRATIONS } from './migrations.ts';

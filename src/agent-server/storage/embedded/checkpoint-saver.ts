@@ -1,0 +1,151 @@
+// The embedded store's checkpointer: SqliteSaver with group commit. The package's put() and putWrites() each
+// commit a transaction of their own, and a commit (appending the changed pages to the WAL, updating its index) costs
+// more than the rows it writes. An executor thread runs many graphs at once, and their writes come in bursts: here
+// every write serialises as the package does, then joins the writes queued in the same event-loop turn, and one
+// transaction commits them all. A write's promise resolves only after its commit, as before, so nothing is
+// acknowledged that is not in the file; a statement that fails inside the group undoes the group, whose writes are
+// then committed one by one so that each caller gets its own outcome.
+// Rows, statements and conflict rules are the package's (INSERT OR REPLACE for checkpoints; for writes OR REPLACE
+// when every channel is a special one, WRITES_IDX_MAP, and OR IGNORE otherwise); reads are the package's.
+import type Database from 'better-sqlite3';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import {
+  WRITES_IDX_MAP,
+  copyCheckpoint,
+  type Checkpoint,
+  type CheckpointMetadata,
+  type PendingWrite,
+} from '@langchain/langgraph-checkpoint';
+import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+
+const INSERT_CHECKPOINT = `INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`;
+const insertWrites = (conflict: 'OR REPLACE' | 'OR IGNORE') => `
+      INSERT ${conflict} INTO writes
+      (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    `;
+
+interface Queued {
+  write: () => void;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export class CheckpointSaver extends SqliteSaver {
+  private queue: Queued[] = [];
+  private readonly group: Database.Transaction<(items: Queued[]) => void>;
+  private readonly single: Database.Transaction<(item: Queued) => void>;
+  /** Transactions committed by group commit, and the writes they carried (for tests and profiles). */
+  readonly commits = { groups: 0, writes: 0 };
+
+  constructor(
+    db: Database.Database,
+    private readonly sql: (text: string) => Database.Statement,
+  ) {
+    super(db, new LeanCheckpointSerializer());
+    this.group = db.transaction((items: Queued[]) => {
+      for (const item of items) item.write();
+    });
+    this.single = db.transaction((item: Queued) => item.write());
+  }
+
+  /** Creates the saver's tables now, so our own SQL (copy, rollback) can rely on them. */
+  init(): void {
+    this.setup();
+  }
+
+  override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) {
+    this.setup();
+    if (!config.configurable) throw new Error('Empty configuration supplied.');
+    const threadId = config.configurable.thread_id as string | undefined;
+    const checkpointNs = (config.configurable.checkpoint_ns as string | undefined) ?? '';
+    const parentId = config.configurable.checkpoint_id as string | undefined;
+    if (!threadId) throw new Error(`Missing "thread_id" field in passed "config.configurable".`);
+    const [[type1, serializedCheckpoint], [type2, serializedMetadata]] = await Promise.all([
+      this.serde.dumpsTyped(copyCheckpoint(checkpoint)),
+      this.serde.dumpsTyped(metadata),
+    ]);
+    if (type1 !== type2) throw new Error('Failed to serialized checkpoint and metadata to the same type.');
+    const row = [threadId, checkpointNs, checkpoint.id, parentId, type1, serializedCheckpoint, serializedMetadata];
+    await this.commit(() => this.sql(INSERT_CHECKPOINT).run(...row));
+    return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
+  }
+
+  override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string): Promise<void> {
+    this.setup();
+    const c = config.configurable;
+    if (!c) throw new Error('Empty configuration supplied.');
+    if (!c.thread_id) throw new Error('Missing thread_id field in config.configurable.');
+    if (!c.checkpoint_id) throw new Error('Missing checkpoint_id field in config.configurable.');
+    const allSpecial = writes.every(([channel]) => channel in WRITES_IDX_MAP);
+    const statement = this.sql(insertWrites(allSpecial ? 'OR REPLACE' : 'OR IGNORE'));
+    const rows = await Promise.all(
+      writes.map(async ([channel, value], idx) => {
+        const [type, serialized] = await this.serde.dumpsTyped(value);
+        return [
+          c.thread_id,
+          c.checkpoint_ns,
+          c.checkpoint_id,
+          taskId,
+          WRITES_IDX_MAP[channel] ?? idx,
+          channel,
+          type,
+          serialized,
+        ];
+      }),
+    );
+    await this.commit(() => {
+      for (const row of rows) statement.run(...row);
+    });
+  }
+
+  /** Runs `write` in the next group transaction; resolves once that has committed. */
+  private commit(write: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ write, resolve, reject });
+      if (this.queue.length === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    const items = this.queue;
+    this.queue = [];
+    try {
+      this.group.immediate(items);
+      this.commits.groups++;
+      this.commits.writes += items.length;
+      for (const item of items) item.resolve();
+      return;
+    } catch (err) {
+      if (items.length === 1) {
+        items[0]!.reject(err);
+        return;
+      }
+    }
+    // Something in the group failed and nothing of it was kept: each write alone, with its own outcome.
+    for (const item of items) {
+      try {
+        this.single.immediate(item);
+        item.resolve();
+      } catch (err) {
+        item.reject(err);
+      }
+    }
+  }
+}
+
+/**
+ * The checkpointer over a connection: SqliteSaver prepares its statements on every call, so its reads get the
+ * connection's statement cache too (all its statements run synchronously, so sharing one is safe).
+ */
+export function checkpointSaver(db: Database.Database, sql: (text: string) => Database.Statement): CheckpointSaver {
+  const saverDb = new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'prepare') return sql;
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return new CheckpointSaver(saverDb, sql);
+}
