@@ -6,10 +6,12 @@
 // function would do the same at a higher cost: JSON.stringify calls a message's own toJSON (the expensive "lc"
 // form) before the replacer can swap in the dict, and calls the replacer once per key of every object.
 
+import { messageDictOf } from './message-json.ts';
+
 type Dict = Record<string, unknown>;
 
 function messageDict(raw: { toDict(): { type: string; data: Dict } }): Dict {
-  const { type, data } = raw.toDict();
+  const { type, data } = messageDictOf(raw) ?? raw.toDict();
   // The production server always sends name (null when unset) and example; seed 2.3 lists both.
   return { ...data, name: data.name ?? null, example: data.example ?? false, type };
 }

@@ -168,3 +168,120 @@ describe('LeanCheckpointSerializer', () => {
     }
   });
 });
+
+describe('LeanCheckpointSerializer writing', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  const text = async (s: JsonPlusSerializer, value: unknown) => {
+    const [type, bytes] = await s.dumpsTyped(value);
+    return `${type}:${new TextDecoder().decode(bytes)}`;
+  };
+  const spyWriter = () =>
+    vi.spyOn(JsonPlusSerializer.prototype as unknown as { _dumps(v: unknown): Uint8Array }, '_dumps');
+
+  it('writes the same text as the package for plain data, undefined, messages and toJSON values, in one pass', async () => {
+    const slow = spyWriter();
+    const withToJSON = (result: unknown) => ({ toJSON: () => result });
+    const holes: unknown[] = [1];
+    holes[3] = 'after a hole';
+    const cases: unknown[] = [
+      { v: 4, channel_values: { messages: messagesOfEveryKind(), count: 2, note: undefined, empty: [], z: null } },
+      messagesOfEveryKind(),
+      undefined,
+      'text',
+      [undefined, null, 1, [undefined]],
+      holes,
+      { nan: NaN, inf: -Infinity, zero: -0, big: 1e300, str: 'quote " backslash \\ ✓ \ud83d\ude00 \u0000' },
+      { fn: () => 1, sym: Symbol('s'), list: [() => 1, Symbol('t')] },
+      { when: new Date('2026-11-27T10:00:00Z'), dates: [new Date(0)] },
+      {
+        custom: withToJSON({ inner: undefined, list: [undefined, 2] }),
+        prim: withToJSON(7),
+        none: withToJSON(undefined),
+      },
+      { shared: ((o) => ({ a: o, b: o, c: [o, o] }))({ x: undefined }) },
+      {
+        msg: new AIMessage({
+          content: 'x',
+          additional_kwargs: { missing: undefined, nested: [undefined, { u: undefined }] },
+        }),
+      },
+      { ['__proto__']: 1, normal: 2 },
+      JSON.parse('{"__proto__": {"own": true}, "a": [1]}'),
+      Object.assign(Object.create(null), { bare: undefined, n: 1 }),
+      { deep: Array.from({ length: 150 }).reduce<unknown>((acc) => ({ acc }), { leaf: new HumanMessage('d') }) },
+    ];
+    for (const value of cases) {
+      slow.mockClear();
+      expect(await text(lean, value)).toBe(await text(pkg, value));
+      // Only the package's own call for the expected text: the lean writer did not hand over.
+      expect(slow.mock.calls.length).toBe(1);
+    }
+  });
+
+  it('hands anything the package rewrites or refuses to its writer, with the same result', async () => {
+    const slow = spyWriter();
+    class Point {
+      constructor(
+        public x: number,
+        public y: number,
+      ) {}
+    }
+    const cycle: Record<string, unknown> = { name: 'loop' };
+    cycle.self = cycle;
+    const ownToJSON = { toJSON: () => ({ toJSON: () => 'never called', kept: 1 }) };
+    const cases: unknown[] = [
+      { set: new Set([1, undefined]), map: new Map([['a', { b: undefined }]]) },
+      { err: new Error('boom'), re: /a+b/gi },
+      { bytes: new Uint8Array([1, 2, 255]), buf: Buffer.from('hi') },
+      { send: { lg_name: 'Send', node: 'n', args: { a: 1 } } },
+      { point: new Point(1, 2) },
+      { big: 10n },
+      { boxed: Object(1), s: Object('s') },
+      cycle,
+      ownToJSON,
+      { deep: Array.from({ length: 400 }).reduce<unknown>((acc) => [acc], 'leaf') },
+    ];
+    for (const value of cases) {
+      slow.mockClear();
+      expect(await text(lean, value)).toBe(await text(pkg, value));
+      expect(slow.mock.calls.length).toBe(2);
+    }
+    // A Send is the package's to write.
+    expect(await text(lean, { send: { lg_name: 'Send', node: 'n', args: 1 } })).toContain('"node":"n"');
+  });
+
+  it('writes what a graph run checkpoints exactly as the package does, and reads it back', async () => {
+    const slow = spyWriter();
+    const saver = new MemorySaver(new LeanCheckpointSerializer());
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('agent', () => ({
+        messages: [new AIMessage({ content: '', tool_calls: [{ id: 'c1', name: 'look', args: { q: 'x' } }] })],
+      }))
+      .addNode('tools', () => ({ messages: [new ToolMessage({ content: 'found', tool_call_id: 'c1' })] }))
+      .addEdge('__start__', 'agent')
+      .addEdge('agent', 'tools')
+      .addEdge('tools', '__end__')
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: 't' } };
+    await graph.invoke({ messages: [new HumanMessage('find x')] }, config);
+    expect(slow).not.toHaveBeenCalled();
+    let seen = 0;
+    for await (const snapshot of saver.list(config)) {
+      seen++;
+      for (const value of [
+        snapshot.checkpoint,
+        snapshot.metadata,
+        ...(snapshot.pendingWrites ?? []).map((w) => w[2]),
+      ]) {
+        expect(await text(lean, value)).toBe(await text(pkg, value));
+      }
+    }
+    expect(seen).toBeGreaterThan(2);
+    expect((await graph.getState(config)).values.messages.map((m: { content: unknown }) => m.content)).toEqual([
+      'find x',
+      '',
+      'found',
+    ]);
+  });
+});

@@ -9,9 +9,10 @@
 // classes made as `load()` makes them (its constructor, the keys mapped from JSON the same way). Anything else (a
 // Set, Map, Error, RegExp, bytes or delta-snapshot record, another LangChain class, a secret, escaped user data
 // holding an "lc" key, a "__proto__" key, a number JSON cannot hold) hands the whole document to the package's
-// own code, unchanged. Writing (dumps) is the package's.
+// own code, unchanged. Writing is below.
 import { JsonPlusSerializer } from '@langchain/langgraph-checkpoint';
 import * as messages from '@langchain/core/messages';
+import { messageJSON } from '../message-json.ts';
 
 type Dict = Record<string, unknown>;
 type MessageClass = new (fields: Dict) => object;
@@ -139,7 +140,87 @@ function revive(value: unknown, depth: number): unknown {
   return 'lc' in obj ? undefined : obj;
 }
 
+// Writing. The package serialises with fast-safe-stringify: a first walk over the whole document looking for
+// cycles, then JSON.stringify with a replacer, a call from native code into JavaScript for every value. For the
+// documents of a run (plain data, `undefined`, LangChain messages and other values with toJSON) writeReady()
+// makes in one walk what JSON.stringify needs to give the same text with no replacer: it calls toJSON as
+// JSON.stringify does, puts the package's `undefined` record where the replacer would, and copies only the
+// containers on the way to such a change. Anything the package's replacer rewrites (Set, Map, RegExp, Error, bytes,
+// a Send, a delta snapshot), any other class instance, a bigint, a boxed primitive, a cycle or an object deeper
+// than MAX_WRITE_DEPTH hands the whole document to the package's writer instead.
+
+const UNDEFINED_RECORD = Object.freeze({ lc: 2, type: 'undefined' });
+const MAX_WRITE_DEPTH = 200;
+
+const isPlainContainer = (v: object): boolean => {
+  if (Array.isArray(v)) return true;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+};
+
+/**
+ * `value` (found under `key`) as JSON.stringify with the package's replacer would see it, in a form that plain
+ * JSON.stringify serialises to the same text; `undefined` where JSON.stringify leaves the value out.
+ */
+function writeReady(value: unknown, key: string, path: object[]): unknown {
+  if (value === undefined) return UNDEFINED_RECORD;
+  if (typeof value === 'bigint') throw FALLBACK;
+  if (value === null || typeof value !== 'object') return value;
+  let obj: object = value;
+  const toJSON = (obj as Dict).toJSON;
+  if (typeof toJSON === 'function') {
+    const replaced = messageJSON(obj) ?? (toJSON as (k: string) => unknown).call(obj, key);
+    if (replaced === undefined) return UNDEFINED_RECORD;
+    if (typeof replaced === 'bigint') throw FALLBACK;
+    if (replaced === null || typeof replaced !== 'object') return replaced;
+    obj = replaced;
+    // JSON.stringify does not call toJSON on what toJSON gave; plain JSON.stringify would, if it had one.
+    if (Object.hasOwn(obj, 'toJSON')) throw FALLBACK;
+  }
+  // The package's replacer rewrites any object with lg_name "Send", plain ones included.
+  if (!isPlainContainer(obj) || (obj as Dict).lg_name === 'Send') throw FALLBACK;
+  if (path.length >= MAX_WRITE_DEPTH || path.includes(obj)) throw FALLBACK;
+  path.push(obj);
+  let out: Dict | unknown[] | undefined;
+  if (Array.isArray(obj)) {
+    const list = obj as unknown[];
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < list.length; i++) {
+      const item: unknown = list[i];
+      const ready = writeReady(item, String(i), path);
+      if (ready !== item) {
+        copy ??= list.slice();
+        copy[i] = ready;
+      }
+    }
+    out = copy;
+  } else {
+    const dict = obj as Dict;
+    for (const k of Object.keys(dict)) {
+      const item = dict[k];
+      const ready = writeReady(item, k, path);
+      if (ready !== item) {
+        out ??= { ...dict };
+        (out as Dict)[k] = ready;
+      }
+    }
+  }
+  path.pop();
+  return out ?? obj;
+}
+
 export class LeanCheckpointSerializer extends JsonPlusSerializer {
+  protected override _dumps(obj: unknown): Uint8Array {
+    let text: string;
+    try {
+      text = JSON.stringify(writeReady(obj, '', []));
+    } catch (err) {
+      if (err === FALLBACK) return super._dumps(obj);
+      throw err;
+    }
+    return new TextEncoder().encode(text);
+  }
+
   protected override async _loads(data: string): Promise<unknown> {
     const parsed: unknown = JSON.parse(data);
     try {
