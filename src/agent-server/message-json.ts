@@ -17,7 +17,8 @@ type Dict = Record<string, unknown>;
 type Message = Dict & { lc_kwargs?: unknown; lc_serializable?: unknown };
 export type SerializedMessage = { lc: 1; type: 'constructor'; id: string[]; kwargs: Dict };
 
-const CLASSES = [
+/** The message classes of @langchain/core/messages (the ones a checkpoint may hold as such). */
+export const CORE_MESSAGE_CLASSES = [
   'AIMessage',
   'AIMessageChunk',
   'ChatMessage',
@@ -48,7 +49,7 @@ interface ClassInfo {
 }
 
 const known = new Map<object, string>();
-for (const name of CLASSES) {
+for (const name of CORE_MESSAGE_CLASSES) {
   const cls = (messages as unknown as Record<string, { prototype?: object } | undefined>)[name];
   if (cls?.prototype) known.set(cls.prototype, name);
 }

@@ -71,6 +71,22 @@ function expectSame({ expected, actual }: { expected: unknown; actual: unknown }
   expect(JSON.stringify(actual)).toBe(JSON.stringify(expected));
 }
 
+/** A two-node graph (a tool call, then its result) run once on `saver`. */
+async function runToolGraph(saver: MemorySaver) {
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode('agent', () => ({
+      messages: [new AIMessage({ content: '', tool_calls: [{ id: 'c1', name: 'look', args: { q: 'x' } }] })],
+    }))
+    .addNode('tools', () => ({ messages: [new ToolMessage({ content: 'found', tool_call_id: 'c1' })] }))
+    .addEdge('__start__', 'agent')
+    .addEdge('agent', 'tools')
+    .addEdge('tools', '__end__')
+    .compile({ checkpointer: saver });
+  const config = { configurable: { thread_id: 't' } };
+  await graph.invoke({ messages: [new HumanMessage('find x')] }, config);
+  return { graph, config };
+}
+
 describe('LeanCheckpointSerializer', () => {
   afterEach(() => vi.restoreAllMocks());
 
@@ -150,17 +166,7 @@ describe('LeanCheckpointSerializer', () => {
 
   it('reads what a graph run checkpoints exactly as the package does', async () => {
     const saver = new MemorySaver();
-    const graph = new StateGraph(MessagesAnnotation)
-      .addNode('agent', () => ({
-        messages: [new AIMessage({ content: '', tool_calls: [{ id: 'c1', name: 'look', args: { q: 'x' } }] })],
-      }))
-      .addNode('tools', () => ({ messages: [new ToolMessage({ content: 'found', tool_call_id: 'c1' })] }))
-      .addEdge('__start__', 'agent')
-      .addEdge('agent', 'tools')
-      .addEdge('tools', '__end__')
-      .compile({ checkpointer: saver });
-    const config = { configurable: { thread_id: 't' } };
-    await graph.invoke({ messages: [new HumanMessage('find x')] }, config);
+    const { config } = await runToolGraph(saver);
     for await (const snapshot of saver.list(config)) {
       expectSame(await both(snapshot.checkpoint));
       expectSame(await both(snapshot.metadata));
@@ -254,17 +260,7 @@ describe('LeanCheckpointSerializer writing', () => {
   it('writes what a graph run checkpoints exactly as the package does, and reads it back', async () => {
     const slow = spyWriter();
     const saver = new MemorySaver(new LeanCheckpointSerializer());
-    const graph = new StateGraph(MessagesAnnotation)
-      .addNode('agent', () => ({
-        messages: [new AIMessage({ content: '', tool_calls: [{ id: 'c1', name: 'look', args: { q: 'x' } }] })],
-      }))
-      .addNode('tools', () => ({ messages: [new ToolMessage({ content: 'found', tool_call_id: 'c1' })] }))
-      .addEdge('__start__', 'agent')
-      .addEdge('agent', 'tools')
-      .addEdge('tools', '__end__')
-      .compile({ checkpointer: saver });
-    const config = { configurable: { thread_id: 't' } };
-    await graph.invoke({ messages: [new HumanMessage('find x')] }, config);
+    const { graph, config } = await runToolGraph(saver);
     expect(slow).not.toHaveBeenCalled();
     let seen = 0;
     for await (const snapshot of saver.list(config)) {

@@ -12,7 +12,7 @@
 // own code, unchanged. Writing is below.
 import { JsonPlusSerializer } from '@langchain/langgraph-checkpoint';
 import * as messages from '@langchain/core/messages';
-import { messageJSON } from '../message-json.ts';
+import { CORE_MESSAGE_CLASSES, messageJSON } from '../message-json.ts';
 
 type Dict = Record<string, unknown>;
 type MessageClass = new (fields: Dict) => object;
@@ -23,21 +23,7 @@ const FALLBACK = Symbol('checkpoint-serde-fallback');
 /** load() refuses documents nested deeper than this (and the package's error is the one to give). */
 const MAX_DEPTH = 40;
 
-const MESSAGE_CLASSES = new Set([
-  'AIMessage',
-  'AIMessageChunk',
-  'ChatMessage',
-  'ChatMessageChunk',
-  'FunctionMessage',
-  'FunctionMessageChunk',
-  'HumanMessage',
-  'HumanMessageChunk',
-  'RemoveMessage',
-  'SystemMessage',
-  'SystemMessageChunk',
-  'ToolMessage',
-  'ToolMessageChunk',
-]);
+const MESSAGE_CLASSES: ReadonlySet<string> = new Set(CORE_MESSAGE_CLASSES);
 
 interface Builder {
   cls: MessageClass;
