@@ -308,7 +308,7 @@ export function jsonBlobRead(text: string): string | undefined {
 type JsonBlobRow = Record<string, unknown> & { channel_values?: unknown; pending_writes?: unknown };
 
 /** channel_values / pending_writes back in the package's shape: arrays of byte arrays (text as UTF-8, null kept). */
-export function blobArraysOf(row: JsonBlobRow): void {
+function blobArraysOf(row: JsonBlobRow): void {
   const bytes = (entry: unknown[]) =>
     entry.map((v, i) =>
       v === null ? null : i === entry.length - 1 ? Buffer.from(v as string, 'base64') : Buffer.from(v as string),
