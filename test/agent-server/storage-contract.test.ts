@@ -283,6 +283,53 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     await store.runs.finish(b.run_id, 'w', { status: 'success' });
   });
 
+  it(`${factory.name}: create with a claim takes the run only when a claim would take it next`, async () => {
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
+    const events: StorageEvent[] = [];
+    const off = store.subscribe((e) => events.push(e));
+    const claim = { workerId: 'w-create', leaseMs: 60_000 };
+    try {
+      // Nothing waits: claimed in the create, nobody woken, the lease is the worker's.
+      const t1 = await thread();
+      const a = await store.runs.create(newRun(t1.thread_id), claim);
+      expect(a).toMatchObject({ status: 'running', attempt: 1, worker_id: 'w-create' });
+      expect(await store.runs.get(t1.thread_id, a.run_id)).toMatchObject({ status: 'running', worker_id: 'w-create' });
+      expect((await store.threads.get(t1.thread_id))?.status).toBe('busy');
+      expect(await store.runs.heartbeat('w-create', [a.run_id], 60_000)).toEqual([a.run_id]);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(events.filter((e) => e.type === 'wake')).toEqual([]);
+      expect(await store.runs.claim('w-other', 60_000)).toBeNull();
+
+      // Queued behind the running run on its thread: pending, and the claimers are woken.
+      const b = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }), claim);
+      expect(b).toMatchObject({ status: 'pending', attempt: 0, worker_id: null });
+      await expect.poll(() => events.some((e) => e.type === 'wake')).toBe(true);
+
+      // A delayed run is not claimed early.
+      const t2 = await thread();
+      const d = await store.runs.create(newRun(t2.thread_id, { delay_ms: 60_000 }), claim);
+      expect(d.status).toBe('pending');
+
+      // Another run waits to be claimed (b, once a is done): claims go oldest first, so a new run does not jump it.
+      expect(await store.runs.finish(a.run_id, 'w-create', { status: 'success' })).toBe(true);
+      const t3 = await thread();
+      const c = await store.runs.create(newRun(t3.thread_id), claim);
+      expect(c.status).toBe('pending');
+      expect((await store.runs.claim('w-other', 60_000))?.run_id).toBe(b.run_id);
+      expect((await store.runs.claim('w-other', 60_000))?.run_id).toBe(c.run_id);
+
+      // Without a claim, a create never claims.
+      const t4 = await thread();
+      expect((await store.runs.create(newRun(t4.thread_id))).status).toBe('pending');
+      for (const id of [b.run_id, c.run_id]) await store.runs.finish(id, 'w-other', { status: 'success' });
+      await store.runs.cancel(t2.thread_id, d.run_id, 'interrupt');
+    } finally {
+      off();
+    }
+  });
+
   it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
     while (await store.runs.claim('drain', 60_000)) {
       /* drained */

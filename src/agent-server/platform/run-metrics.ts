@@ -39,6 +39,14 @@ export function instrumentStorage(storage: Storage): Storage {
   };
   const inner = storage.runs;
   const runs: RunStore = Object.create(inner, {
+    create: {
+      value: async (...args: Parameters<RunStore['create']>) => {
+        const run = await inner.create(...args);
+        // Claimed as it was created (RunEngine.claimAtCreate): it starts now, as a claimed run does.
+        if (run.status === 'running') claimedAt.set(run.run_id, performance.now());
+        return run;
+      },
+    },
     claim: {
       value: async (workerId: string, leaseMs: number) => {
         const run = await inner.claim(workerId, leaseMs);

@@ -78,6 +78,8 @@ export class RunEngine {
   private readonly recentlyDone = new Map<string, number>();
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
   private readonly outageReleases = new Map<string, number>();
+  /** Slots handed out for runs this process claims as it creates them (claimAtCreate), not yet launched. */
+  private reserved = 0;
   private claiming = false;
   private again = false;
   private stopping = false;
@@ -136,6 +138,40 @@ export class RunEngine {
     this.unsubscribe = null;
     for (const set of this.waiters.values()) for (const w of set) w();
     await this.executor.close();
+  }
+
+  /**
+   * Creating a run through this process: when it has a free slot, the store may claim the new run for it in the
+   * same write (when the run is the one a claim would take next), which saves the claim that the wake-up would
+   * send and starts the run sooner. `create` gets the claim to ask for (or none: no free slot, stopping, or a
+   * process that runs nothing) and its result is launched here when the store claimed it.
+   */
+  async claimAtCreate(
+    create: (claim?: { workerId: string; leaseMs: number }) => Promise<RunRecord>,
+  ): Promise<RunRecord> {
+    const free =
+      !this.stopping &&
+      !!this.unsubscribe &&
+      this.timers.length > 0 &&
+      this.active.size + this.reserved < this.opts.concurrency;
+    if (!free) return create();
+    this.reserved++;
+    let run: RunRecord | undefined;
+    try {
+      run = await create({ workerId: this.workerId, leaseMs: this.leaseMs });
+    } finally {
+      this.reserved--;
+      // A wake-up that came while the slot was held may have found no room: look again (also when create failed).
+      if (!(run?.status === 'running' && run.worker_id === this.workerId)) this.pump();
+    }
+    if (run.status !== 'running' || run.worker_id !== this.workerId) return run;
+    if (this.stopping) {
+      // Stopping began meanwhile: the run goes back to the queue for another process (or the next start).
+      await this.opts.storage.runs.release(this.workerId, [run.run_id]);
+      return { ...run, status: 'pending', worker_id: null, attempt: Math.max(run.attempt - 1, 0) };
+    }
+    this.launch(run);
+    return run;
   }
 
   /** A delayed run (after_seconds) becomes claimable later: look again then. */
@@ -218,7 +254,7 @@ export class RunEngine {
       this.again = true;
       return;
     }
-    if (this.active.size >= this.opts.concurrency) return;
+    if (this.active.size + this.reserved >= this.opts.concurrency) return;
     this.claiming = true;
     void this.claimLoop().finally(() => {
       this.claiming = false;
@@ -230,7 +266,7 @@ export class RunEngine {
   }
 
   private async claimLoop(): Promise<void> {
-    while (!this.stopping && this.active.size < this.opts.concurrency) {
+    while (!this.stopping && this.active.size + this.reserved < this.opts.concurrency) {
       let run: RunRecord | null;
       try {
         run = await this.opts.storage.runs.claim(this.workerId, this.leaseMs);

@@ -7,6 +7,7 @@ import { installWorkerPlatform } from '../platform/index.ts';
 import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { installLeanRunContext } from './lean-run-context.ts';
+import { useObjectEnv } from './thread-env.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
 import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
 
@@ -15,6 +16,8 @@ const init = workerData as WorkerInit;
 const send = (m: FromWorker) => port.postMessage(m);
 
 try {
+  // First: graph modules and LangChain may keep a reference to process.env.
+  useObjectEnv();
   // Graph load messages (and failures) were logged by the engine's thread already.
   const logger = createLogger({ level: init.platform ? 'fatal' : 'warn', name: 'agent-server' }).child({
     executor_thread: init.index,

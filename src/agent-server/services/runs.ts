@@ -49,9 +49,13 @@ export function createRunService({
   ): Promise<RunRecord> {
     const run = await buildRun(threadId, body, caller);
     if (opts?.protocol) run.kwargs.protocol = true;
-    const created = await threads.onThread(run.thread_id, () => storage.runs.create(run));
+    const created = await engine.claimAtCreate((claim) =>
+      threads.onThread(run.thread_id, () => storage.runs.create(run, claim)),
+    );
     if (run.delay_ms) engine.wakeAfter(run.delay_ms);
-    return created;
+    // Answered as created (pending), as the platform answers every create, also when this process claimed it in
+    // the same write: it runs already, and a read of it says so.
+    return created.status === 'running' ? { ...created, status: 'pending', attempt: 0, worker_id: null } : created;
   }
 
   /**

@@ -209,8 +209,12 @@ export interface ThreadStore {
 }
 
 export interface RunStore {
-  /** Creates a pending run, applying the multitask strategy atomically against in-flight runs. */
-  create(run: NewRun): Promise<RunRecord>;
+  /**
+   * Creates a pending run, applying the multitask strategy atomically against in-flight runs. With `claim`, the
+   * same write also claims the new run for that worker when a claim made right after would take it (no delay,
+   * nothing in flight on its thread, no other run waiting to be claimed); the record says so (status running).
+   */
+  create(run: NewRun, claim?: { workerId: string; leaseMs: number }): Promise<RunRecord>;
   get(threadId: string, runId: string): Promise<RunRecord | null>;
   getById(runId: string): Promise<RunRecord | null>;
   list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]>;

@@ -59,6 +59,14 @@ export function embeddedRuns(
     st.threadStatus.run(threadStatusAfterRemoval(!!st.hasPending.get(threadId)), now(), threadId);
   }
 
+  /** Claims a claimable run for `workerId`, inside the caller's open transaction. */
+  function claimIn(runId: string, threadId: string, workerId: string, leaseMs: number): RunRecord {
+    const ts = now();
+    st.setRunning.run(workerId, Date.now() + leaseMs, ts, runId);
+    st.threadBusy.run(ts, threadId);
+    return toRun(st.getRun.get(runId) as Row);
+  }
+
   /**
    * Creates a run inside the caller's open transaction (crons fire through it in the transaction that claims their
    * tick); the events to send after commit go to `events`.
@@ -99,11 +107,16 @@ export function embeddedRuns(
 
   return {
     createIn,
-    async create(run: NewRun) {
+    async create(run: NewRun, claim?: { workerId: string; leaseMs: number }) {
       const events: StorageEvent[] = [];
-      const created = inTx(() => createIn(run, events));
+      const created = inTx(() => {
+        const r = createIn(run, events);
+        // The claim a wake-up would send next, in this transaction: only when it would take this very run.
+        if (!claim || (st.claimable.get(Date.now()) as Row | undefined)?.run_id !== r.run_id) return r;
+        return claimIn(r.run_id, r.thread_id, claim.workerId, claim.leaseMs);
+      });
       for (const e of events) emit(e);
-      emit({ type: 'wake' });
+      if (created.status === 'pending') emit({ type: 'wake' });
       return created;
     },
     async get(threadId: string, runId: string) {
@@ -141,13 +154,13 @@ export function embeddedRuns(
       emit({ type: 'run_done', run_id: runId });
     },
     async claim(workerId: string, leaseMs: number) {
+      // Most claims find nothing (the engine claims until the queue is empty, once per wake-up): a plain read
+      // says so without taking the write lock and committing an empty transaction. This process is the only one
+      // that creates and claims runs, so a run it finds here is still claimable inside the transaction below.
+      if (!st.claimable.get(Date.now())) return null;
       return inTx(() => {
         const r = st.claimable.get(Date.now()) as Row | undefined;
-        if (!r) return null;
-        const ts = now();
-        st.setRunning.run(workerId, Date.now() + leaseMs, ts, r.run_id);
-        st.threadBusy.run(ts, r.thread_id);
-        return toRun(st.getRun.get(r.run_id as string) as Row);
+        return r ? claimIn(r.run_id as string, r.thread_id as string, workerId, leaseMs) : null;
       });
     },
     async heartbeat(workerId: string, runIds: string[], leaseMs: number) {

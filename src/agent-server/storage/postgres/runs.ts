@@ -80,26 +80,35 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
 
   return {
     createIn,
-    async create(run: NewRun) {
+    async create(run: NewRun, claim?: { workerId: string; leaseMs: number }) {
       // Fast path, one statement: lock the thread; when it has nothing in flight (or the strategy is enqueue)
       // insert the run, mark the thread busy and wake the claimers. In flight means a pending or running run
       // in this statement's snapshot, or the thread row (read under the lock, so current) still busy: a run
-      // committed while we waited for the lock made the thread busy in the same transaction.
+      // committed while we waited for the lock made the thread busy in the same transaction. With `claim`, a run
+      // that a claim would take at once (nothing in flight on its thread, no delay, no other run waiting to be
+      // claimed: claims go oldest first) is inserted claimed by that worker instead, and nobody is woken.
       const fast = await pool.query({
         name: `ap_run_create_${s}`,
         text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
           st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
               AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
+          cl AS (SELECT ($11::text IS NOT NULL AND $9::float8 <= 0 AND NOT st.inflight AND NOT st.busy
+              AND NOT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
+                AND (p.not_before IS NULL OR p.not_before <= now())
+                AND NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = p.thread_id AND x.status = 'running')))
+              AS now FROM st),
           ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status, kwargs, multitask_strategy,
-              not_before, created_at, updated_at)
-            SELECT $1, st.thread_id, $3, $4, 'pending', $5, $6,
+              not_before, created_at, updated_at, attempt, worker_id, lease_expires_at)
+            SELECT $1, st.thread_id, $3, $4, CASE WHEN cl.now THEN 'running' ELSE 'pending' END, $5, $6,
               CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
-              clock_timestamp(), clock_timestamp()
-            FROM st WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
+              clock_timestamp(), clock_timestamp(), CASE WHEN cl.now THEN 1 ELSE 0 END,
+              CASE WHEN cl.now THEN $11::text END,
+              CASE WHEN cl.now THEN now() + make_interval(secs => $12::float8) END
+            FROM st, cl WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
             RETURNING ${RUN_COLS}),
           th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
             WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
-          n AS (SELECT pg_notify($8, $10) FROM ins)
+          n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending')
           SELECT (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
             (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
           FROM (SELECT 1) one LEFT JOIN ins ON true`,
@@ -114,12 +123,15 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           channel,
           run.delay_ms ?? 0,
           JSON.stringify({ type: 'wake', o: origin }),
+          claim?.workerId ?? null,
+          (claim?.leaseMs ?? 0) / 1000,
         ],
       });
       const row = fast.rows[0];
       if (row?.run_id) {
-        local({ type: 'wake' });
-        return toRun(row);
+        const created = toRun(row);
+        if (created.status === 'pending') local({ type: 'wake' });
+        return created;
       }
       const found = Number(row?._found) > 0;
       if (!found && run.if_not_exists !== 'create')
