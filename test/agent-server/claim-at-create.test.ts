@@ -1,6 +1,7 @@
-// RunEngine.claimAtCreate: a run created through a process with a free slot is claimed in its create and started
-// there (no claim query), a process without one leaves it to the queue, and a run claimed while the process stops
-// goes back to the queue.
+// The claims that ride on other writes: RunEngine.claimAtCreate (a run created through a process with a free slot is
+// claimed in its create and started there; a process without one leaves it to the queue; a run claimed while the
+// process stops goes back to the queue) and finishAndClaim (the slot a finished run frees takes the next run in the
+// write that stores the end).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,6 +53,12 @@ describe('claim at create', () => {
       if (r) claims.push(r.run_id);
       return r;
     };
+    const innerFinish = storage.runs.finishAndClaim!.bind(storage.runs);
+    storage.runs.finishAndClaim = async (...args) => {
+      const r = await innerFinish(...args);
+      if (r.next) claims.push(`${r.next.run_id} as ${args[0]} finished`);
+      return r;
+    };
     try {
       const a = await engine.claimAtCreate((claim) => storage.runs.create(slowRun(300), claim));
       expect(a).toMatchObject({ status: 'running', worker_id: engine.workerId, attempt: 1 });
@@ -67,10 +74,11 @@ describe('claim at create', () => {
           .poll(async () => (await storage.runs.get(r.thread_id, r.run_id))?.status, { timeout: 10_000 })
           .toBe('success');
       }
-      // a never went through a claim; b did.
-      expect(claims).toEqual([b.run_id]);
+      // a never went through a claim; b was claimed for the slot a freed, in the write that stored a's end.
+      expect(claims).toEqual([`${b.run_id} as ${a.run_id} finished`]);
     } finally {
       storage.runs.claim = inner;
+      storage.runs.finishAndClaim = innerFinish;
       await engine.stop(1_000);
     }
   });

@@ -330,6 +330,43 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     }
   });
 
+  it(`${factory.name}: finishAndClaim ends the run and claims what a claim would take next`, async (ctx) => {
+    const finishAndClaim = store.runs.finishAndClaim?.bind(store.runs);
+    if (!finishAndClaim) return ctx.skip();
+    while (await store.runs.claim('drain', 60_000)) {
+      /* drained */
+    }
+    const t1 = await thread();
+    const t2 = await thread();
+    const a = await store.runs.create(newRun(t1.thread_id));
+    const queued = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(a.run_id);
+    const c = await store.runs.create(newRun(t2.thread_id));
+    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(c.run_id);
+    const other = await store.runs.create(newRun((await thread()).thread_id));
+
+    // a's end frees its thread: the run queued behind it is the oldest claimable, before `other`.
+    const first = await finishAndClaim(a.run_id, 'w', { status: 'success', values: { n: 1 } }, 60_000);
+    expect(first.finished).toBe(true);
+    expect(first.next).toMatchObject({ run_id: queued.run_id, status: 'running', worker_id: 'w', attempt: 1 });
+    expect(await store.runs.get(t1.thread_id, a.run_id)).toMatchObject({ status: 'success' });
+    expect(await store.threads.get(t1.thread_id)).toMatchObject({ status: 'busy', values: { n: 1 } });
+
+    // Not this worker's run: nothing is ended, the slot still takes the next run.
+    const stolen = await finishAndClaim(c.run_id, 'someone-else', { status: 'success' }, 60_000);
+    expect(stolen).toMatchObject({ finished: false, next: { run_id: other.run_id, worker_id: 'someone-else' } });
+    expect((await store.runs.get(t2.thread_id, c.run_id))?.status).toBe('running');
+
+    // Nothing left to claim.
+    const last = await finishAndClaim(c.run_id, 'w', { status: 'success' }, 60_000);
+    expect(last).toEqual({ finished: true, next: null });
+    for (const [id, w] of [
+      [queued.run_id, 'w'],
+      [other.run_id, 'someone-else'],
+    ] as const)
+      await store.runs.finish(id, w, { status: 'success' });
+  });
+
   it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
     while (await store.runs.claim('drain', 60_000)) {
       /* drained */

@@ -53,6 +53,8 @@ interface ActiveRun {
   timedOut: boolean;
   /** Its end is being stored (finish); execute() tells its waiters once that is done, whatever the answer. */
   finishing: boolean;
+  /** The run the store claimed for this slot as it stored this one's end (finishAndClaim), launched after it. */
+  next?: RunRecord;
   done: Promise<void>;
 }
 
@@ -300,6 +302,13 @@ export class RunEngine {
       .finally(() => {
         this.executor.forget(run.run_id);
         this.active.delete(run.run_id);
+        const next = entry.next;
+        if (next && this.stopping) {
+          // Claimed as stopping began: back to the queue for another process (or the next start).
+          void this.opts.storage.runs
+            .release(this.workerId, [next.run_id])
+            .catch((err) => this.opts.logger.error({ err }, 'could not release a run; the sweeper will requeue it'));
+        } else if (next) this.launch(next);
         this.pump();
       });
   }
@@ -384,11 +393,21 @@ export class RunEngine {
     // A result stored late is still this worker's: finish() needs only our worker id, and this process's own
     // sweep renews our leases before it requeues anything.
     entry.finishing = true;
-    const ok = await untilReachable(() => this.opts.storage.runs.finish(run.run_id, this.workerId, outcome), {
-      stopping: () => this.stopping,
-      logger: log,
-      what: 'storing the run result',
-    });
+    const runs = this.opts.storage.runs;
+    const ok = await untilReachable(
+      async () => {
+        // The slot this run frees takes the next run in the same write, unless the process is stopping.
+        if (!runs.finishAndClaim || this.stopping) return runs.finish(run.run_id, this.workerId, outcome);
+        const { finished, next } = await runs.finishAndClaim(run.run_id, this.workerId, outcome, this.leaseMs);
+        if (next) entry.next = next;
+        return finished;
+      },
+      {
+        stopping: () => this.stopping,
+        logger: log,
+        what: 'storing the run result',
+      },
+    );
     this.outageReleases.delete(run.run_id);
     if (ok === undefined) {
       log.warn('shutting down before the store came back: the lease rules retry the run');

@@ -226,6 +226,16 @@ export interface RunStore {
   heartbeat(workerId: string, runIds: string[], leaseMs: number): Promise<string[]>;
   /** Ends a claimed run and settles the thread status; false when the lease was lost to someone else. */
   finish(runId: string, workerId: string, outcome: RunOutcome): Promise<boolean>;
+  /**
+   * finish(), then in the same write the claim() the freed slot would send next, for the same worker (`next`: the
+   * run claimed, or null). Optional: a store without it gets finish() and a separate claim().
+   */
+  finishAndClaim?(
+    runId: string,
+    workerId: string,
+    outcome: RunOutcome,
+    leaseMs: number,
+  ): Promise<{ finished: boolean; next: RunRecord | null }>;
   /** Ends a run cancelled with action rollback: deletes it and the checkpoints it wrote. */
   rollback(runId: string, workerId: string | null): Promise<void>;
   /** Gives runs back to the queue on graceful shutdown (the attempt does not count). */

@@ -59,6 +59,21 @@ export function embeddedRuns(
     st.threadStatus.run(threadStatusAfterRemoval(!!st.hasPending.get(threadId)), now(), threadId);
   }
 
+  /** Ends a claimed run and settles its thread, inside the caller's open transaction; false: not this worker's. */
+  function finishIn(runId: string, workerId: string, outcome: RunOutcome): boolean {
+    const r = st.getRun.get(runId) as Row | undefined;
+    if (!r || !mayFinish(r as Pick<RunRecord, 'status' | 'worker_id'>, workerId)) return false;
+    sql(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
+      lease_expires_at = NULL WHERE run_id = ?`).run(
+      outcome.status,
+      outcome.error ? j(outcome.error) : null,
+      now(),
+      runId,
+    );
+    settleThread(r.thread_id as string, outcome);
+    return true;
+  }
+
   /** Claims a claimable run for `workerId`, inside the caller's open transaction. */
   function claimIn(runId: string, threadId: string, workerId: string, leaseMs: number): RunRecord {
     const ts = now();
@@ -174,24 +189,23 @@ export function embeddedRuns(
       return held;
     },
     async finish(runId: string, workerId: string, outcome: RunOutcome) {
-      const ok = inTx(() => {
-        const r = st.getRun.get(runId) as Row | undefined;
-        if (!r || !mayFinish(r as Pick<RunRecord, 'status' | 'worker_id'>, workerId)) return false;
-        sql(`UPDATE ap_runs SET status = ?, error = ?, updated_at = ?, worker_id = NULL,
-          lease_expires_at = NULL WHERE run_id = ?`).run(
-          outcome.status,
-          outcome.error ? j(outcome.error) : null,
-          now(),
-          runId,
-        );
-        settleThread(r.thread_id as string, outcome);
-        return true;
-      });
+      const ok = inTx(() => finishIn(runId, workerId, outcome));
       if (ok) {
         emit({ type: 'run_done', run_id: runId });
         emit({ type: 'wake' });
       }
       return ok;
+    },
+    async finishAndClaim(runId: string, workerId: string, outcome: RunOutcome, leaseMs: number) {
+      const result = inTx(() => {
+        const finished = finishIn(runId, workerId, outcome);
+        const r = st.claimable.get(Date.now()) as Row | undefined;
+        return { finished, next: r ? claimIn(r.run_id as string, r.thread_id as string, workerId, leaseMs) : null };
+      });
+      if (result.finished) emit({ type: 'run_done', run_id: runId });
+      // The claimer took what it can; with nothing claimed, the wake-up lets it look again (as after finish()).
+      if (result.finished && !result.next) emit({ type: 'wake' });
+      return result;
     },
     async rollback(runId: string, workerId: string | null) {
       const done = inTx(() => {

@@ -297,6 +297,76 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       // Waiters here and in other processes hear about it through NOTIFY.
       return Number(rows[0]?.done) > 0;
     },
+    async finishAndClaim(runId: string, workerId: string, outcome: RunOutcome, leaseMs: number) {
+      // finish's statement and claim's in one. The claim's snapshot still shows this run running, so its thread
+      // counts as free when `r` ended it; one UPDATE per thread row (a second one in the same statement would be
+      // lost): the finished run's thread is busy when the claimed run is on it, else settled as finish settles it.
+      const values = outcomeValuesText(outcome);
+      const { rows } = await pool.query(
+        named(
+          'finish_claim',
+          `WITH lk AS (
+          SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+          FOR UPDATE),
+        r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
+          WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
+          RETURNING thread_id),
+        cand AS (
+          SELECT t.thread_id FROM ${s}.threads t
+          JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' AND run_id <> $1
+            AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p ON p.thread_id = t.thread_id
+          WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running'
+            AND NOT (x.run_id = $1 AND EXISTS (SELECT 1 FROM r)))
+          ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
+        claimed AS (
+          UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $2,
+            lease_expires_at = now() + make_interval(secs => $14), updated_at = now()
+          WHERE run_id = (SELECT q.run_id FROM ${s}.runs q WHERE q.thread_id = (SELECT thread_id FROM cand)
+            AND q.status = 'pending' AND q.run_id <> $1 AND (q.not_before IS NULL OR q.not_before <= now())
+            ORDER BY q.seq LIMIT 1)
+            AND status = 'pending'
+          RETURNING ${RUN_COLS}),
+        th AS (UPDATE ${s}.threads t SET
+            status = CASE WHEN t.thread_id = (SELECT thread_id FROM claimed) THEN 'busy'
+              WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
+              WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
+                AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
+            "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
+            state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
+            updated_at = now(), interrupts = $9, error = $10
+          FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
+        th2 AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
+          WHERE thread_id = (SELECT thread_id FROM claimed) AND thread_id NOT IN (SELECT thread_id FROM r) RETURNING 1),
+        m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id AND p.status = 'pending'
+            AND p.run_id <> $1) AS more FROM r),
+        n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
+        SELECT (SELECT count(*) FROM r) AS _done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM th2) AS _th2,
+          (SELECT count(*) FROM n) AS _n, coalesce((SELECT more FROM m), false) AS _more, c.*
+        FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
+          [
+            runId,
+            workerId,
+            outcome.status,
+            outcome.error ? JSON.stringify(outcome.error) : null,
+            outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
+            !!outcome.interrupted,
+            values !== undefined,
+            values ?? null,
+            JSON.stringify(outcome.interrupts ?? {}),
+            outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+            channel,
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
+            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
+            leaseMs / 1000,
+          ],
+        ),
+      );
+      const row = rows[0];
+      const next = row?.run_id ? toRun(row) : null;
+      // With nothing claimed (or a run left behind a thread another claimer held), the next claim must look.
+      if (row?._more || !next) changed();
+      return { finished: Number(row?._done) > 0, next };
+    },
     async rollback(runId: string, workerId: string | null) {
       await tx(async (c) => {
         await lockThreadOfRun(c, runId);
