@@ -201,6 +201,16 @@ async function ensureReferenceInstalled(): Promise<string> {
   return cli;
 }
 
+/** An error's message with those of its causes ("fetch failed" says little without the socket error under it). */
+function causeChain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err as { message?: unknown; code?: unknown; cause?: unknown } | undefined; e && parts.length < 5; ) {
+    parts.push(`${String(e.message ?? e)}${typeof e.code === 'string' ? ` (${e.code})` : ''}`);
+    e = e.cause as typeof e;
+  }
+  return parts.join(' <- ');
+}
+
 /** CPU seconds (user + system) used so far by every process in a process group, from /proc (Linux). */
 async function groupCpuSeconds(pgid: number): Promise<number> {
   let ticks = 0;
@@ -297,7 +307,7 @@ async function drive(
         if (t0 >= warmEnd && t1 <= end) latencies.push(t1 - t0);
       } catch (err) {
         errors++;
-        firstError ??= (err as Error).message.slice(0, 300);
+        firstError ??= causeChain(err).slice(0, 500);
         if (errors > 200) throw new Error(`${target}: too many errors, first: ${firstError}`, { cause: err });
       }
     }
@@ -369,6 +379,24 @@ interface Contender {
   stop(): Promise<void>;
 }
 
+/**
+ * Between its windows a server idles while the others run, long enough for it to close this process's idle keep-alive
+ * connections (keepAliveTimeout 72 s). This process closes them first (the server's Keep-Alive hint, minus a second)
+ * unless its event loop is too busy to run that timer, as it is while the in-process limit runs: the first request on
+ * such a socket then fails ("fetch failed"), once per client, in the next target's window. Requests on every pooled
+ * socket first (more than the clients' count, at once) take the closed ones out; their failures are not the server's.
+ */
+async function dropStaleSockets(url: string): Promise<void> {
+  await Promise.all(
+    Array.from({ length: clients * 2 }, () =>
+      fetch(`${url}/ok`).then(
+        (r) => r.arrayBuffer(),
+        () => undefined,
+      ),
+    ),
+  );
+}
+
 function serverContender(
   target: TargetName,
   server: Server,
@@ -379,14 +407,16 @@ function serverContender(
   const pgid = server.proc.pid!;
   return {
     target,
-    window: () =>
-      drive(
+    window: async () => {
+      await dropStaleSockets(server.url);
+      return drive(
         target,
         (w) => cycle(sdk[w]!),
         clients,
         () => groupCpuSeconds(pgid),
         statements,
-      ),
+      );
+    },
     latency: () => startLatency(sdk[0]!, latencySamples),
     stop: async () => {
       await stopServer(server);
