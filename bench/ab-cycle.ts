@@ -1,0 +1,154 @@
+// Server CPU per run cycle of two checkouts, in short windows that alternate (A B, B A, A B, ...), so the drift of a
+// shared machine's speed falls on both alike and a change of a few per cent shows in the paired ratios. bench/agent-
+// server.ts compares the same way with its rounds, but its windows are 15-20 s apart: too coarse for small changes.
+//   node --import tsx bench/ab-cycle.ts --a <checkout> --b <checkout> [--store embedded|postgres] [--pairs 20]
+//     [--seconds 3] [--clients 16]
+// Both checkouts need `npm run build:cli` (and node_modules, e.g. a symlink to this one's). A cycle is the bench's:
+// create thread → create run → join → get state → get run. Server CPU: the process's user+system time from /proc.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client } from '@langchain/langgraph-sdk';
+import pg from 'pg';
+
+const { values: args } = parseArgs({
+  options: {
+    a: { type: 'string' },
+    b: { type: 'string' },
+    store: { type: 'string', default: 'embedded' },
+    pairs: { type: 'string', default: '20' },
+    seconds: { type: 'string', default: '3' },
+    clients: { type: 'string', default: '16' },
+  },
+});
+if (!args.a || !args.b) throw new Error('usage: --a <checkout> --b <checkout> (see the head of bench/ab-cycle.ts)');
+const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+const INPUT = { messages: [{ role: 'user', content: 'What is the weather in San Francisco?' }] };
+
+async function cpuSeconds(pid: number): Promise<number> {
+  let ticks = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / 100;
+}
+
+interface Server {
+  proc: ChildProcess;
+  sdk: Client[];
+  cleanup(): Promise<void>;
+}
+
+async function start(dir: string, port: number): Promise<Server> {
+  const storeArgs: string[] = [];
+  let cleanup = async () => {};
+  if (args.store === 'postgres') {
+    const db = `ap_ab_${port}_${process.pid}`;
+    const admin = new pg.Client({ connectionString: ADMIN });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${db}`);
+    await admin.end();
+    storeArgs.push('--database-url', `postgres://postgres@127.0.0.1:5432/${db}`);
+    cleanup = async () => {
+      const c = new pg.Client({ connectionString: ADMIN });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+      await c.end();
+    };
+  } else {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-ab-'));
+    storeArgs.push('--data-dir', dataDir);
+    cleanup = () => rm(dataDir, { recursive: true, force: true });
+  }
+  const config = path.join(dir, 'examples/agent/langgraph.json');
+  const proc = spawn(
+    process.execPath,
+    [
+      path.join(dir, 'bin/agentplane.mjs'),
+      'agent-server',
+      '--config',
+      config,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      ...storeArgs,
+    ],
+    { stdio: 'ignore', cwd: dir },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (i > 600) throw new Error(`the server from ${dir} did not start`);
+    if (
+      await fetch(`${url}/ok`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: url }));
+  return { proc, sdk, cleanup };
+}
+
+async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: number }> {
+  let cycles = 0;
+  const end = Date.now() + ms;
+  const before = await cpuSeconds(s.proc.pid!);
+  await Promise.all(
+    s.sdk.map(async (c) => {
+      while (Date.now() < end) {
+        const t = await c.threads.create();
+        const r = await c.runs.create(t.thread_id, 'agent', { input: INPUT });
+        await c.runs.join(t.thread_id, r.run_id);
+        await c.threads.getState(t.thread_id);
+        await c.runs.get(t.thread_id, r.run_id);
+        cycles++;
+      }
+    }),
+  );
+  return { cycles, cpuMs: ((await cpuSeconds(s.proc.pid!)) - before) * 1000 };
+}
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+const a = await start(path.resolve(args.a), 18951);
+const b = await start(path.resolve(args.b), 18952);
+try {
+  // JIT warm-up: the first windows of a fresh process cost a third more.
+  for (let i = 0; i < 3; i++) for (const s of [a, b]) await window(s, 4_000);
+  const perCycle: Record<'a' | 'b', number[]> = { a: [], b: [] };
+  const cycles = { a: 0, b: 0 };
+  const ratios: number[] = [];
+  for (let i = 0; i < Number(args.pairs); i++) {
+    const order = i % 2 ? (['b', 'a'] as const) : (['a', 'b'] as const);
+    const got: Partial<Record<'a' | 'b', number>> = {};
+    for (const k of order) {
+      const w = await window(k === 'a' ? a : b, Number(args.seconds) * 1000);
+      got[k] = w.cpuMs / w.cycles;
+      perCycle[k].push(got[k]);
+      cycles[k] += w.cycles;
+    }
+    ratios.push(got.a! / got.b!);
+  }
+  const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+  process.stdout.write(
+    [
+      `store ${args.store}, ${args.clients} clients, ${args.pairs} pairs of ${args.seconds} s windows, load avg ${os.loadavg()[0]!.toFixed(1)}`,
+      `A ${args.a}: server CPU ms/cycle ${perCycle.a.map((x) => x.toFixed(2)).join(' ')}`,
+      `B ${args.b}: server CPU ms/cycle ${perCycle.b.map((x) => x.toFixed(2)).join(' ')}`,
+      `A/B server CPU per cycle: median of paired ratios ${median(ratios).toFixed(3)}, means ${mean(perCycle.a).toFixed(2)} / ${mean(perCycle.b).toFixed(2)} ms; cycles ${cycles.a} / ${cycles.b}`,
+      '',
+    ].join('\n'),
+  );
+} finally {
+  for (const s of [a, b]) {
+    s.proc.kill();
+    await s.cleanup().catch(() => undefined);
+  }
+}
