@@ -5,12 +5,13 @@
 //     [--seconds 3] [--clients 16]
 // Both checkouts need `npm run build:cli` (and node_modules, e.g. a symlink to this one's). A cycle is the bench's:
 // create thread → create run → join → get state → get run. Server CPU: the process's user+system time from /proc.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from '@langchain/langgraph-sdk';
+import { startAgentServer, threadCpuSeconds } from './agent-server-process.ts';
 import pg from 'pg';
 
 const { values: args } = parseArgs({
@@ -28,13 +29,8 @@ const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
 const INPUT = { messages: [{ role: 'user', content: 'What is the weather in San Francisco?' }] };
 
 async function cpuSeconds(pid: number): Promise<number> {
-  let ticks = 0;
-  for (const tid of await readdir(`/proc/${pid}/task`)) {
-    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(f[11]) + Number(f[12]);
-  }
-  return ticks / 100;
+  const [main, rest] = await threadCpuSeconds(pid);
+  return main + rest;
 }
 
 interface Server {
@@ -45,7 +41,7 @@ interface Server {
 
 async function start(dir: string, port: number): Promise<Server> {
   const storeArgs: string[] = [];
-  let cleanup = async () => {};
+  let cleanup: () => Promise<void>;
   if (args.store === 'postgres') {
     const db = `ap_ab_${port}_${process.pid}`;
     const admin = new pg.Client({ connectionString: ADMIN });
@@ -64,34 +60,7 @@ async function start(dir: string, port: number): Promise<Server> {
     storeArgs.push('--data-dir', dataDir);
     cleanup = () => rm(dataDir, { recursive: true, force: true });
   }
-  const config = path.join(dir, 'examples/agent/langgraph.json');
-  const proc = spawn(
-    process.execPath,
-    [
-      path.join(dir, 'bin/agentplane.mjs'),
-      'agent-server',
-      '--config',
-      config,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      ...storeArgs,
-    ],
-    { stdio: 'ignore', cwd: dir },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (i > 600) throw new Error(`the server from ${dir} did not start`);
-    if (
-      await fetch(`${url}/ok`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const { proc, url } = await startAgentServer(dir, port, storeArgs);
   const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: url }));
   return { proc, sdk, cleanup };
 }

@@ -204,7 +204,7 @@ async function ensureReferenceInstalled(): Promise<string> {
 /** An error's message with those of its causes ("fetch failed" says little without the socket error under it). */
 function causeChain(err: unknown): string {
   const parts: string[] = [];
-  for (let e = err as { message?: unknown; code?: unknown; cause?: unknown } | undefined; e && parts.length < 5; ) {
+  for (let e = err as { message?: unknown; code?: unknown; cause?: unknown } | undefined; e && parts.length < 5;) {
     parts.push(`${String(e.message ?? e)}${typeof e.code === 'string' ? ` (${e.code})` : ''}`);
     e = e.cause as typeof e;
   }

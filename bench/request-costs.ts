@@ -5,13 +5,13 @@
 // (create thread; create run + join, i.e. one run end to end; get state of a finished thread; get run; join a
 // finished run), then reports the server's CPU per request from /proc: its main thread (HTTP, storage, state
 // reads) and its other threads (executor threads running graphs, V8's GC and compiler helpers). Linux only.
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from '@langchain/langgraph-sdk';
+import { startAgentServer, threadCpuSeconds } from './agent-server-process.ts';
 import pg from 'pg';
 
 const { values: args } = parseArgs({
@@ -37,20 +37,6 @@ const freePort = () =>
     });
   });
 
-/** CPU seconds of the process's threads: [main thread, all others]. */
-async function threadCpu(pid: number): Promise<[number, number]> {
-  let main = 0;
-  let rest = 0;
-  for (const tid of await readdir(`/proc/${pid}/task`)) {
-    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(f[11]) + Number(f[12]);
-    if (Number(tid) === pid) main += ticks;
-    else rest += ticks;
-  }
-  return [main / 100, rest / 100];
-}
-
 async function main(): Promise<void> {
   const port = await freePort();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-costs-'));
@@ -64,36 +50,13 @@ async function main(): Promise<void> {
     await admin.end();
     storeArgs.push('--database-url', `postgres://postgres@127.0.0.1:5432/${database}`);
   }
-  const config = path.join(root, 'examples/agent/langgraph.json');
-  const proc = spawn(
-    process.execPath,
-    [
-      ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args.profile)}`] : []),
-      path.join(root, 'bin/agentplane.mjs'),
-      'agent-server',
-      '--config',
-      config,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      ...storeArgs,
-    ],
-    { stdio: 'ignore' },
+  const { proc, url } = await startAgentServer(
+    root,
+    port,
+    storeArgs,
+    args.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args.profile)}`] : [],
   );
-  const url = `http://127.0.0.1:${port}`;
   try {
-    for (let i = 0; ; i++) {
-      if (i > 600) throw new Error('the server did not start');
-      if (
-        await fetch(`${url}/ok`).then(
-          (r) => r.ok,
-          () => false,
-        )
-      )
-        break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
     const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: url }));
     // Finished threads and runs for the read phases.
     const done: Array<{ thread: string; run: string }> = [];
@@ -138,9 +101,9 @@ async function main(): Promise<void> {
         return count;
       };
       await runFor(Number(args.warmup) * 1000);
-      const [m0, r0] = await threadCpu(proc.pid!);
+      const [m0, r0] = await threadCpuSeconds(proc.pid!);
       const count = await runFor(seconds * 1000);
-      const [m1, r1] = await threadCpu(proc.pid!);
+      const [m1, r1] = await threadCpuSeconds(proc.pid!);
       const per = (s: number) => ((s * 1000) / count).toFixed(2);
       rows.push(
         `| ${name} | ${(count / seconds).toFixed(0)} | ${per(m1 - m0)} | ${per(r1 - r0)} | ${per(m1 - m0 + r1 - r0)} |`,

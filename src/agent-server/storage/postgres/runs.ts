@@ -78,6 +78,45 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     return toRun(rows[0]);
   }
 
+  // The finish statements (finish, finishAndClaim) share their parameters $1–$13 and these parts.
+  /** The thread of run $1 locked (the order claims lock in), then the run ended if worker $2 holds it (r). */
+  const finishEnd = `lk AS (
+          SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
+          FOR UPDATE),
+        r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
+          WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
+          RETURNING thread_id)`;
+  /** The SET list settling the ended run's thread t; `busyWhen`: SQL that makes it busy whatever the outcome. */
+  const finishSettle = (busyWhen: string) => `status = CASE WHEN ${busyWhen} THEN 'busy'
+              WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
+              WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
+                AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
+            "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
+            state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
+            updated_at = now(), interrupts = $9, error = $10`;
+  /** Whether a queued run of the thread became claimable (m), and the run_done saying so (n). */
+  const finishTell = `m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id
+            AND p.status = 'pending' AND p.run_id <> $1) AS more FROM r),
+        n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)`;
+  const finishParams = (runId: string, workerId: string, outcome: RunOutcome): unknown[] => {
+    const values = outcomeValuesText(outcome);
+    return [
+      runId,
+      workerId,
+      outcome.status,
+      outcome.error ? JSON.stringify(outcome.error) : null,
+      outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
+      !!outcome.interrupted,
+      values !== undefined,
+      values ?? null,
+      JSON.stringify(outcome.interrupts ?? {}),
+      outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+      channel,
+      JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
+      JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
+    ];
+  };
+
   return {
     createIn,
     async create(run: NewRun, claim?: { workerId: string; leaseMs: number }) {
@@ -253,64 +292,29 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     async finish(runId: string, workerId: string, outcome: RunOutcome) {
       // One statement: thread locked first (same order as claim), run ended, thread status settled, waiters told
       // (the run_done says whether a queued run of the thread became claimable: `more`).
-      const values = outcomeValuesText(outcome);
       const { rows } = await pool.query(
         named(
           'finish',
-          `WITH lk AS (
-          SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
-          FOR UPDATE),
-        r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
-          WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
-          RETURNING thread_id),
-        th AS (UPDATE ${s}.threads t SET
-            status = CASE WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
-              WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
-                AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
-            "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
-            state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
-            updated_at = now(), interrupts = $9, error = $10
-          FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
-        m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id AND p.status = 'pending'
-            AND p.run_id <> $1) AS more FROM r),
-        n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
-        SELECT (SELECT count(*) FROM r) AS done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n,
-          coalesce((SELECT more FROM m), false) AS more`,
-          [
-            runId,
-            workerId,
-            outcome.status,
-            outcome.error ? JSON.stringify(outcome.error) : null,
-            outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
-            !!outcome.interrupted,
-            values !== undefined,
-            values ?? null,
-            JSON.stringify(outcome.interrupts ?? {}),
-            outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
-            channel,
-            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
-            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
-          ],
+          `WITH ${finishEnd},
+        th AS (UPDATE ${s}.threads t SET ${finishSettle('false')} FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
+        ${finishTell}
+        SELECT (SELECT count(*) FROM r) AS _done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n,
+          coalesce((SELECT more FROM m), false) AS _more`,
+          finishParams(runId, workerId, outcome),
         ),
       );
-      if (rows[0]?.more) changed();
+      if (rows[0]?._more) changed();
       // Waiters here and in other processes hear about it through NOTIFY.
-      return Number(rows[0]?.done) > 0;
+      return Number(rows[0]?._done) > 0;
     },
     async finishAndClaim(runId: string, workerId: string, outcome: RunOutcome, leaseMs: number) {
       // finish's statement and claim's in one. The claim's snapshot still shows this run running, so its thread
       // counts as free when `r` ended it; one UPDATE per thread row (a second one in the same statement would be
       // lost): the finished run's thread is busy when the claimed run is on it, else settled as finish settles it.
-      const values = outcomeValuesText(outcome);
       const { rows } = await pool.query(
         named(
           'finish_claim',
-          `WITH lk AS (
-          SELECT thread_id FROM ${s}.threads WHERE thread_id = (SELECT thread_id FROM ${s}.runs WHERE run_id = $1)
-          FOR UPDATE),
-        r AS (UPDATE ${s}.runs SET status = $3, error = $4, updated_at = now(), worker_id = NULL, lease_expires_at = NULL
-          WHERE run_id = $1 AND worker_id = $2 AND status = 'running' AND thread_id = (SELECT thread_id FROM lk)
-          RETURNING thread_id),
+          `WITH ${finishEnd},
         cand AS (
           SELECT t.thread_id FROM ${s}.threads t
           JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' AND run_id <> $1
@@ -326,39 +330,15 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             ORDER BY q.seq LIMIT 1)
             AND status = 'pending'
           RETURNING ${RUN_COLS}),
-        th AS (UPDATE ${s}.threads t SET
-            status = CASE WHEN t.thread_id = (SELECT thread_id FROM claimed) THEN 'busy'
-              WHEN $5 = 'error' THEN 'error' WHEN $6::boolean THEN 'interrupted'
-              WHEN EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = t.thread_id AND p.status = 'pending'
-                AND p.run_id <> $1) THEN 'busy' ELSE 'idle' END,
-            "values" = CASE WHEN $7::boolean THEN $8::jsonb ELSE t."values" END,
-            state_updated_at = CASE WHEN $7::boolean THEN now() ELSE t.state_updated_at END,
-            updated_at = now(), interrupts = $9, error = $10
+        th AS (UPDATE ${s}.threads t SET ${finishSettle('t.thread_id = (SELECT thread_id FROM claimed)')}
           FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
         th2 AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
           WHERE thread_id = (SELECT thread_id FROM claimed) AND thread_id NOT IN (SELECT thread_id FROM r) RETURNING 1),
-        m AS (SELECT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.thread_id = r.thread_id AND p.status = 'pending'
-            AND p.run_id <> $1) AS more FROM r),
-        n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)
+        ${finishTell}
         SELECT (SELECT count(*) FROM r) AS _done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM th2) AS _th2,
           (SELECT count(*) FROM n) AS _n, coalesce((SELECT more FROM m), false) AS _more, c.*
         FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
-          [
-            runId,
-            workerId,
-            outcome.status,
-            outcome.error ? JSON.stringify(outcome.error) : null,
-            outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
-            !!outcome.interrupted,
-            values !== undefined,
-            values ?? null,
-            JSON.stringify(outcome.interrupts ?? {}),
-            outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
-            channel,
-            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
-            JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
-            leaseMs / 1000,
-          ],
+          [...finishParams(runId, workerId, outcome), leaseMs / 1000],
         ),
       );
       const row = rows[0];
