@@ -11,7 +11,7 @@ import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/ind
 import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
 import { FewerTripsPostgresSaver } from '../../src/agent-server/storage/postgres/checkpointer.ts';
 import { itemsConfig } from '../../src/agent-server/storage/items.ts';
-import type { NewRun, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
+import type { NewRun, RunRecord, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
 import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 
@@ -415,6 +415,61 @@ describe('postgres: claims across two stores', () => {
     await expect
       .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
       .toBe(r2.run_id);
+  });
+
+  it('two processes racing with creates that claim, claims and finishes that claim run every run once, one per thread at a time', async () => {
+    while ((await a.runs.claim('drain', 60_000)) || (await b.runs.claim('drain', 60_000))) {
+      /* drained */
+    }
+    const threads = await Promise.all(
+      Array.from({ length: 6 }, () => a.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise')),
+    );
+    const stores = [
+      { store: a, worker: 'race-a' },
+      { store: b, worker: 'race-b' },
+    ];
+    const created = new Set<string>();
+    const started: string[] = [];
+    const running = new Map<string, string>(); // thread -> run
+    let overlap = '';
+    const execute = async (worker: string, store: Storage, run: RunRecord | null): Promise<void> => {
+      while (run) {
+        if (running.has(run.thread_id)) overlap ||= `${run.run_id} started while ${running.get(run.thread_id)} ran`;
+        running.set(run.thread_id, run.run_id);
+        started.push(run.run_id);
+        await new Promise((r) => setTimeout(r, Math.random() * 5));
+        running.delete(run.thread_id);
+        const { finished, next } = await store.runs.finishAndClaim!(run.run_id, worker, { status: 'success' }, 60_000);
+        expect(finished).toBe(true);
+        run = next;
+      }
+    };
+    const work: Array<Promise<void>> = [];
+    for (let i = 0; i < 60; i++) {
+      const { store, worker } = stores[i % 2]!;
+      const t = threads[i % threads.length]!;
+      const r = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }), {
+        workerId: worker,
+        leaseMs: 60_000,
+      });
+      created.add(r.run_id);
+      if (r.status === 'running') work.push(execute(worker, store, r));
+      // Claimers of both processes look as well (what a wake-up makes them do).
+      if (i % 3 === 0)
+        for (const s of stores)
+          work.push(s.store.runs.claim(s.worker, 60_000).then((x) => execute(s.worker, s.store, x)));
+    }
+    // Whatever is still queued gets claimed until none is left.
+    for (;;) {
+      await Promise.all(work.splice(0));
+      const more = await Promise.all(stores.map((s) => s.store.runs.claim(s.worker, 60_000)));
+      if (more.every((x) => x === null)) break;
+      for (const [k, x] of more.entries()) work.push(execute(stores[k]!.worker, stores[k]!.store, x));
+    }
+    expect(overlap).toBe('');
+    expect(started.length).toBe(created.size);
+    expect(new Set(started)).toEqual(created);
+    for (const t of threads) expect((await a.threads.get(t.thread_id))?.status).toBe('idle');
   });
 
   it('a run whose thread was locked when a claim looked is claimed after the lock goes, with no notification', async () => {
