@@ -157,16 +157,19 @@ export class RunEngine {
       this.timers.length > 0 &&
       this.active.size + this.reserved < this.opts.concurrency;
     if (!free) return create();
+    // A wake-up that came while the slot was held may have found no room: unless the slot went to the new run,
+    // look again once it is given back (also when the create failed).
     this.reserved++;
-    let run: RunRecord | undefined;
-    try {
-      run = await create({ workerId: this.workerId, leaseMs: this.leaseMs });
-    } finally {
-      this.reserved--;
-      // A wake-up that came while the slot was held may have found no room: look again (also when create failed).
-      if (!(run?.status === 'running' && run.worker_id === this.workerId)) this.pump();
+    const run = await create({ workerId: this.workerId, leaseMs: this.leaseMs })
+      .finally(() => void this.reserved--)
+      .catch((err: unknown) => {
+        this.pump();
+        throw err;
+      });
+    if (run.status !== 'running' || run.worker_id !== this.workerId) {
+      this.pump();
+      return run;
     }
-    if (run.status !== 'running' || run.worker_id !== this.workerId) return run;
     if (this.stopping) {
       // Stopping began meanwhile: the run goes back to the queue for another process (or the next start).
       await this.opts.storage.runs.release(this.workerId, [run.run_id]);

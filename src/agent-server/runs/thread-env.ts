@@ -7,6 +7,10 @@
 // as a string, as the environment does (`process.env.N = 5` reads back "5"). Everything else about it is what graph
 // code expects of this thread's environment: reads, writes, deletes, `in` and Object.keys see the same variables, a
 // child process started from this thread inherits them, and changes stay on this thread as before.
+//
+// It holds nothing new: the thread's environment is the agent-server process's, which graph code on the main thread
+// reads as well, and which the platform builds for the deployment (its own secrets, never the platform's: see
+// operator/runtimes/local/env.ts and test/operator/local-isolation.test.ts).
 const SWAPPED = Symbol.for('agentplane.object-env');
 
 export function useObjectEnv(): void {

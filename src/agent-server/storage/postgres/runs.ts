@@ -78,6 +78,32 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     return toRun(rows[0]);
   }
 
+  /**
+   * The CTEs that claim (claim, finishAndClaim): `cand`, the thread of the oldest claimable run, locked (SKIP LOCKED:
+   * another claimer has it), and `claimed`, its oldest due pending run, now worker `worker`'s for `leaseSecs` (SQL
+   * parameters). The UPDATE re-checks status under the row lock, so a claimer working from a stale snapshot gets
+   * nothing instead of a second copy. `ending`: run $1 ends in the same statement (CTE r), so its thread counts as
+   * free once r ended it, and it is not a candidate itself.
+   */
+  const claimCtes = (worker: string, leaseSecs: string, ending = false) => {
+    const notEnding = ending ? ' AND run_id <> $1' : '';
+    const endingNow = ending ? ' AND NOT (x.run_id = $1 AND EXISTS (SELECT 1 FROM r))' : '';
+    return `cand AS (
+          SELECT t.thread_id FROM ${s}.threads t
+          JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'${notEnding}
+            AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p ON p.thread_id = t.thread_id
+          WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running'${endingNow})
+          ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
+        claimed AS (
+          UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = ${worker},
+            lease_expires_at = now() + make_interval(secs => ${leaseSecs}), updated_at = now()
+          WHERE run_id = (SELECT q.run_id FROM ${s}.runs q WHERE q.thread_id = (SELECT thread_id FROM cand)
+            AND q.status = 'pending'${notEnding.replace('run_id', 'q.run_id')}
+            AND (q.not_before IS NULL OR q.not_before <= now()) ORDER BY q.seq LIMIT 1)
+            AND status = 'pending'
+          RETURNING ${RUN_COLS})`;
+  };
+
   // The finish statements (finish, finishAndClaim) share their parameters $1–$13 and these parts.
   /** The thread of run $1 locked (the order claims lock in), then the run ended if worker $2 holds it (r). */
   const finishEnd = `lk AS (
@@ -221,29 +247,14 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
     },
     async claim(workerId: string, leaseMs: number) {
       if (gate.quietAt === gate.changes && Date.now() < gate.dueAt) return null;
-      // One statement: lock the thread of the oldest claimable run (SKIP LOCKED: another claimer has it), take
-      // its oldest pending run. The UPDATE re-checks status under the row lock, so a claimer working from a
-      // stale snapshot gets nothing instead of a second copy; it then tries again. _more: is there another
-      // claimable thread; _due_ms: when the earliest delayed run becomes due (both for the short-cut above).
+      // One statement (claimCtes; a claimer that got nothing from a stale snapshot tries again). _more: is there
+      // another claimable thread; _due_ms: when the earliest delayed run becomes due (both for the short-cut above).
       for (let i = 0; i < 5; i++) {
         const seen = gate.changes;
         const t0 = Date.now();
         const { rows } = await pool.query({
           name: `ap_claim_${s}`,
-          text: `WITH cand AS (
-            SELECT t.thread_id FROM ${s}.threads t
-            JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'
-              AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p
-              ON p.thread_id = t.thread_id
-            WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running')
-            ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
-          claimed AS (
-            UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $1,
-              lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
-            WHERE run_id = (SELECT r.run_id FROM ${s}.runs r WHERE r.thread_id = (SELECT thread_id FROM cand)
-              AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now()) ORDER BY r.seq LIMIT 1)
-              AND status = 'pending'
-            RETURNING ${RUN_COLS}),
+          text: `WITH ${claimCtes('$1', '$2')},
           th AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
             WHERE thread_id = (SELECT thread_id FROM claimed) RETURNING 1)
           SELECT (SELECT count(*) FROM cand) AS _cand, (SELECT count(*) FROM th) AS _th,
@@ -315,21 +326,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         named(
           'finish_claim',
           `WITH ${finishEnd},
-        cand AS (
-          SELECT t.thread_id FROM ${s}.threads t
-          JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending' AND run_id <> $1
-            AND (not_before IS NULL OR not_before <= now()) GROUP BY thread_id) p ON p.thread_id = t.thread_id
-          WHERE NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = t.thread_id AND x.status = 'running'
-            AND NOT (x.run_id = $1 AND EXISTS (SELECT 1 FROM r)))
-          ORDER BY p.first LIMIT 1 FOR UPDATE OF t SKIP LOCKED),
-        claimed AS (
-          UPDATE ${s}.runs SET status = 'running', attempt = attempt + 1, worker_id = $2,
-            lease_expires_at = now() + make_interval(secs => $14), updated_at = now()
-          WHERE run_id = (SELECT q.run_id FROM ${s}.runs q WHERE q.thread_id = (SELECT thread_id FROM cand)
-            AND q.status = 'pending' AND q.run_id <> $1 AND (q.not_before IS NULL OR q.not_before <= now())
-            ORDER BY q.seq LIMIT 1)
-            AND status = 'pending'
-          RETURNING ${RUN_COLS}),
+        ${claimCtes('$2', '$14', true)},
         th AS (UPDATE ${s}.threads t SET ${finishSettle('t.thread_id = (SELECT thread_id FROM claimed)')}
           FROM r WHERE t.thread_id = r.thread_id RETURNING 1),
         th2 AS (UPDATE ${s}.threads SET status = 'busy', updated_at = now()
