@@ -1,5 +1,6 @@
 // Executor threads: a thread that dies takes only its own runs down (they end in error, never stuck running)
-// and is replaced, so the next run succeeds. Everything else about them runs through the API suite.
+// and is replaced, so the next run succeeds; the events of runs that share a thread (it sends those of one
+// event-loop turn together) reach each run's stream in order. Everything else about them runs through the API suite.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from './helpers/harness.ts';
 
@@ -28,5 +29,52 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
     expect(ok.status).toBe(200);
     expect(ok.body.__error__).toBeUndefined();
     expect((await call('GET', `/threads/${t2}`)).body.status).toBe('idle');
+  });
+
+  /** The (event, data) pairs of a text/event-stream body. */
+  function sse(body: string): Array<[string, unknown]> {
+    return body
+      .split('\n\n')
+      .filter((b) => b.trim())
+      .map((b) => {
+        const event = /^event: (.*)$/m.exec(b)?.[1] ?? '';
+        const data = /^data: (.*)$/m.exec(b)?.[1];
+        return [event, data === undefined ? undefined : JSON.parse(data)];
+      });
+  }
+
+  it('runs sharing a thread get their own events, in order, each stream as a lone run gets it', async () => {
+    const streamRun = async () => {
+      const t = (await call('POST', '/threads', {})).body.thread_id as string;
+      const res = await h.app.inject({
+        method: 'POST',
+        url: `/threads/${t}/runs/stream`,
+        payload: { assistant_id: 'counter', input: {}, stream_mode: ['values', 'updates', 'debug'] },
+      });
+      expect(res.statusCode).toBe(200);
+      return { thread: t, events: sse(res.body) };
+    };
+    const alone = await streamRun();
+    const names = alone.events.map(([e]) => e);
+    expect(names[0]).toBe('metadata');
+    expect(names.filter((e) => e === 'values').length).toBe(2);
+    expect(names).toContain('updates');
+    expect(names).toContain('debug');
+
+    const together = await Promise.all(Array.from({ length: 12 }, streamRun));
+    for (const { thread, events } of together) {
+      expect(events.map(([e]) => e)).toEqual(names);
+      expect((events[0]![1] as { thread_id: string }).thread_id).toBe(thread);
+      const values = events.filter(([e]) => e === 'values').map(([, d]) => d);
+      expect(values).toEqual([
+        { count: 1, steps: ['first'] },
+        { count: 11, steps: ['first', 'second'] },
+      ]);
+      const updates = events.filter(([e]) => e === 'updates').map(([, d]) => Object.keys(d as object)[0]);
+      expect(updates).toEqual(['first', 'second']);
+      // Nothing of another run's (debug events name their thread in every config).
+      const text = JSON.stringify(events);
+      for (const other of together) if (other.thread !== thread) expect(text).not.toContain(other.thread);
+    }
   });
 });

@@ -1,49 +1,12 @@
 // useObjectEnv (runs/thread-env.ts) on a real worker thread, as executor threads use it: the thread's environment
 // keeps behaving as one (what is assigned reads back as a string, deletes, `in`, keys, child processes inherit it,
 // the process's own environment is untouched), only reads get cheaper.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const require = createRequire(import.meta.url);
-let dir: string;
-
-beforeAll(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'ap-thread-env-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+import { describe, expect, it } from 'vitest';
+import { onThread as onAnyThread } from './helpers/on-thread.ts';
 
 /** Runs `body` (an async function body; `useObjectEnv` in scope) on a new worker thread and returns its result. */
-async function onThread(body: string, env?: Record<string, string>): Promise<unknown> {
-  const file = path.join(dir, `t-${Math.random().toString(36).slice(2)}.mjs`);
-  // tsx's ESM entry (require.resolve gives the CommonJS one beside it).
-  const tsx = pathToFileURL(require.resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  const mod = pathToFileURL(path.resolve(import.meta.dirname, '../../src/agent-server/runs/thread-env.ts')).href;
-  await writeFile(
-    file,
-    `import { parentPort } from 'node:worker_threads';
-import { register } from ${JSON.stringify(tsx)};
-register();
-const { useObjectEnv } = await import(${JSON.stringify(mod)});
-const run = async () => { ${body} };
-parentPort.postMessage(await run());`,
-  );
-  const worker = new Worker(file, env ? { env } : {});
-  try {
-    return await new Promise((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
-    });
-  } finally {
-    await worker.terminate();
-  }
-}
+const onThread = (body: string, env?: Record<string, string>) =>
+  onAnyThread('agent-server/runs/thread-env.ts', ['useObjectEnv'], body, env);
 
 describe('an executor thread environment as a plain object', () => {
   it('reads, writes, deletes and lists like the environment it replaces', async () => {

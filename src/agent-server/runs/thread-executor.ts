@@ -38,7 +38,9 @@ export type FromWorker =
   | { type: 'event'; runId: string; event: string; json: string }
   | { type: 'result'; runId: string; result: ExecResult }
   | { type: 'settled'; seq: number }
-  | { type: 'closed' };
+  | { type: 'closed' }
+  /** Messages of one event-loop turn of the thread, in order. */
+  | { type: 'batch'; items: FromWorker[] };
 
 interface Slot {
   index: number;
@@ -143,7 +145,9 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   private onMessage(slot: Slot, m: FromWorker): void {
-    if (m.type === 'event') {
+    if (m.type === 'batch') {
+      for (const item of m.items) this.onMessage(slot, item);
+    } else if (m.type === 'event') {
       const p = this.runs.get(m.runId);
       if (p && !p.done) p.onEvent(m.event, m.json);
     } else if (m.type === 'result') {
