@@ -6,13 +6,11 @@
 // Both checkouts need `npm run build:cli` (and node_modules, e.g. a symlink to this one's). A cycle is the bench's:
 // create thread → create run → join → get state → get run. Server CPU: the process's user+system time from /proc.
 import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from '@langchain/langgraph-sdk';
-import { startAgentServer, threadCpuSeconds } from './agent-server-process.ts';
-import pg from 'pg';
+import { cycles as runCycles, freshStore, startAgentServer, threadCpuSeconds } from './agent-server-process.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -25,8 +23,6 @@ const { values: args } = parseArgs({
   },
 });
 if (!args.a || !args.b) throw new Error('usage: --a <checkout> --b <checkout> (see the head of bench/ab-cycle.ts)');
-const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
-const INPUT = { messages: [{ role: 'user', content: 'What is the weather in San Francisco?' }] };
 
 async function cpuSeconds(pid: number): Promise<number> {
   const [main, rest] = await threadCpuSeconds(pid);
@@ -40,47 +36,18 @@ interface Server {
 }
 
 async function start(dir: string, port: number): Promise<Server> {
-  const storeArgs: string[] = [];
-  let cleanup: () => Promise<void>;
-  if (args.store === 'postgres') {
-    const db = `ap_ab_${port}_${process.pid}`;
-    const admin = new pg.Client({ connectionString: ADMIN });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${db}`);
-    await admin.end();
-    storeArgs.push('--database-url', `postgres://postgres@127.0.0.1:5432/${db}`);
-    cleanup = async () => {
-      const c = new pg.Client({ connectionString: ADMIN });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-      await c.end();
-    };
-  } else {
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-ab-'));
-    storeArgs.push('--data-dir', dataDir);
-    cleanup = () => rm(dataDir, { recursive: true, force: true });
-  }
-  const { proc, url } = await startAgentServer(dir, port, storeArgs);
-  const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: url }));
-  return { proc, sdk, cleanup };
+  const store = await freshStore(args.store!, `ap_ab_${port}_${process.pid}`);
+  const { proc } = await startAgentServer(dir, port, store.args).catch(async (err: unknown) => {
+    await store.cleanup();
+    throw err;
+  });
+  const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: `http://127.0.0.1:${port}` }));
+  return { proc, sdk, cleanup: store.cleanup };
 }
 
 async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: number }> {
-  let cycles = 0;
-  const end = Date.now() + ms;
   const before = await cpuSeconds(s.proc.pid!);
-  await Promise.all(
-    s.sdk.map(async (c) => {
-      while (Date.now() < end) {
-        const t = await c.threads.create();
-        const r = await c.runs.create(t.thread_id, 'agent', { input: INPUT });
-        await c.runs.join(t.thread_id, r.run_id);
-        await c.threads.getState(t.thread_id);
-        await c.runs.get(t.thread_id, r.run_id);
-        cycles++;
-      }
-    }),
-  );
+  const cycles = await runCycles(s.sdk, ms);
   return { cycles, cpuMs: ((await cpuSeconds(s.proc.pid!)) - before) * 1000 };
 }
 

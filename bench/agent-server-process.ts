@@ -1,8 +1,52 @@
 // An `agentplane agent-server` process of a checkout for the benchmarks that drive one (request-costs.ts,
-// ab-cycle.ts): started on the example agent, waited for until it answers, and its CPU time read from /proc.
+// ab-cycle.ts, cpu-split.ts): started on the example agent with a fresh store, waited for until it answers, its CPU
+// time read from /proc, and the bench's run cycle.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import type { Client } from '@langchain/langgraph-sdk';
+import pg from 'pg';
+
+const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+const INPUT = { messages: [{ role: 'user', content: 'What is the weather in San Francisco?' }] };
+
+/** The server flags of a fresh store (a new Postgres database `name`, or a temp data dir) and its removal. */
+export async function freshStore(store: string, name: string): Promise<{ args: string[]; cleanup(): Promise<void> }> {
+  if (store === 'postgres') {
+    const admin = async (sql: string) => {
+      const c = new pg.Client({ connectionString: ADMIN });
+      await c.connect();
+      await c.query(sql).finally(() => c.end());
+    };
+    await admin(`CREATE DATABASE ${name}`);
+    return {
+      args: ['--database-url', `postgres://postgres@127.0.0.1:5432/${name}`],
+      cleanup: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+    };
+  }
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ap-bench-store-'));
+  return { args: ['--data-dir', dataDir], cleanup: () => rm(dataDir, { recursive: true, force: true }) };
+}
+
+/** The bench's cycle, by every client in a loop for `ms`: create thread → create run → join → get state → get run. */
+export async function cycles(sdk: Client[], ms: number): Promise<number> {
+  let n = 0;
+  const end = Date.now() + ms;
+  await Promise.all(
+    sdk.map(async (c) => {
+      while (Date.now() < end) {
+        const t = await c.threads.create();
+        const r = await c.runs.create(t.thread_id, 'agent', { input: INPUT });
+        await c.runs.join(t.thread_id, r.run_id);
+        await c.threads.getState(t.thread_id);
+        await c.runs.get(t.thread_id, r.run_id);
+        n++;
+      }
+    }),
+  );
+  return n;
+}
 
 /**
  * Starts the server of checkout `dir` (its bin/ and examples/agent) on 127.0.0.1:`port` with the store's flags, and

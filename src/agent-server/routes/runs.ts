@@ -150,7 +150,8 @@ export const runRoutes =
       { schema: { params: RunParams, querystring: JoinQuery } },
       async (req, reply) => {
         const { thread_id, run_id } = req.params;
-        const run = await runs.require(thread_id, run_id);
+        // A run executing here exists on its thread (access was checked by the auth hooks): no read needed.
+        const run = engine.runningHere(thread_id, run_id) ?? (await runs.require(thread_id, run_id));
         const signal = disconnectSignal(req, reply);
         if (req.query.cancel_on_disconnect) {
           signal.addEventListener(

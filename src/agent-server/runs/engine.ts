@@ -187,7 +187,8 @@ export class RunEngine {
 
   /**
    * Resolves when the run is terminal (or gone); never hangs on a finished run. `known` is a record of the run
-   * the caller read just before (it saves one read); a finish in between is caught through recentlyDone.
+   * the caller read just before, or runningHere's (it saves one read); a finish in between is caught through
+   * recentlyDone.
    */
   async waitForRun(
     threadId: string,
@@ -204,7 +205,9 @@ export class RunEngine {
       if (!set) this.waiters.set(runId, (set = new Set()));
       set.add(wake);
       try {
-        const run = first && !this.recentlyDone.has(runId) ? first : await this.opts.storage.runs.get(threadId, runId);
+        // A known record is current unless it was running and the run finished since (a terminal one stays so).
+        const fresh = first && (TERMINAL_RUN_STATUSES.has(first.status) || !this.recentlyDone.has(runId));
+        const run = fresh ? first : await this.opts.storage.runs.get(threadId, runId);
         first = undefined;
         if (!run || TERMINAL_RUN_STATUSES.has(run.status)) return run;
         if (signal?.aborted) return run;
@@ -222,6 +225,15 @@ export class RunEngine {
         if (!set.size) this.waiters.delete(runId);
       }
     }
+  }
+
+  /**
+   * The run's record when it executes in this process on thread `threadId` now: it exists there (a join need not
+   * read it to know; waitForRun takes it as `known`). Undefined otherwise, also once its end is being stored.
+   */
+  runningHere(threadId: string, runId: string): RunRecord | undefined {
+    const entry = this.active.get(runId);
+    return entry && !entry.finishing && entry.run.thread_id === threadId ? entry.run : undefined;
   }
 
   /** The thread values `run` (a record waitForRun returned) stored as it finished in this process, if known. */
