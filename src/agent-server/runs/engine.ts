@@ -206,8 +206,10 @@ export class RunEngine {
       set.add(wake);
       try {
         // A known record is current unless it was running and the run finished since (a terminal one stays so).
-        const fresh = first && (TERMINAL_RUN_STATUSES.has(first.status) || !this.recentlyDone.has(runId));
-        const run = fresh ? first : await this.opts.storage.runs.get(threadId, runId);
+        const run =
+          first && (TERMINAL_RUN_STATUSES.has(first.status) || !this.recentlyDone.has(runId))
+            ? first
+            : await this.opts.storage.runs.get(threadId, runId);
         first = undefined;
         if (!run || TERMINAL_RUN_STATUSES.has(run.status)) return run;
         if (signal?.aborted) return run;
