@@ -44,6 +44,16 @@ export class ConflictError extends AppError {
   }
 }
 
+/**
+ * A run create that named an assistant version (NewRun.assistant_token) which is no longer the assistant's row
+ * (patched, set to another version, deleted): the caller reads the assistant again and builds the run anew.
+ */
+export class StaleAssistantError extends AppError {
+  constructor(assistantId: string) {
+    super(`Assistant ${assistantId} changed while the run was being created`, 409);
+  }
+}
+
 /** 422: the body, path or query does not match the schema; `issues` name the offending fields. */
 export class ValidationError extends AppError {
   constructor(message: string, issues?: ValidationIssue[]) {

@@ -75,6 +75,39 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
   }
 
   /**
+   * Assistants as run creates read them, by id, with the store's token (AssistantStore.getVersioned): a create
+   * that names the token is stored only while the assistant is unchanged, so the copy here saves a read per run
+   * and is never used stale (a create that finds it changed reads it again: resolveForRun with `fresh`).
+   */
+  const forRuns = new Map<string, { assistant: Assistant; token: string }>();
+  const FOR_RUNS_MAX = 1_000;
+
+  /**
+   * resolve() for a run create: the assistant and, where the store has versions, the token the create must check
+   * (NewRun.assistant_token). Under a custom-auth read filter, or with a store without versions, it is resolve().
+   */
+  async function resolveForRun(
+    idOrGraph: string,
+    readFilter: AssistantReadFilter | undefined,
+    fresh: boolean,
+  ): Promise<{ assistant: Assistant; token?: string }> {
+    const versioned = storage.assistants.getVersioned?.bind(storage.assistants);
+    if (readFilter || !versioned) return { assistant: await resolve(idOrGraph, readFilter) };
+    const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
+    const known = fresh ? undefined : forRuns.get(id);
+    if (known) return known;
+    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    const found = await versioned(id);
+    if (!found) {
+      forRuns.delete(id);
+      throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
+    }
+    if (forRuns.size >= FOR_RUNS_MAX) forRuns.delete(forRuns.keys().next().value!);
+    forRuns.set(id, found);
+    return found;
+  }
+
+  /**
    * DELETE /assistants/{id}; with deleteThreads also the threads whose metadata.assistant_id names it. Under custom
    * auth `threadFilter` gives the caller's threads:delete filter (a denial throws before anything is deleted): only
    * the threads it lets the caller delete go, never another user's that ran the same assistant.
@@ -106,6 +139,7 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
     graphIds,
     requireGraph,
     resolve,
+    resolveForRun,
     delete: remove,
     versions: storedVersions(storage),
     get: (id: string): Promise<Assistant | null> => storage.assistants.get(id),

@@ -1,7 +1,7 @@
 // Runs: creation (kwargs exactly as the platform records them), stateless batches and their temporary threads,
 // what join and wait answer, and the run store's reads and cancels.
 import { randomUUID } from 'node:crypto';
-import { NotFoundError, ValidationError } from '../../lib/errors.ts';
+import { NotFoundError, StaleAssistantError, ValidationError } from '../../lib/errors.ts';
 import { equalityPart } from '../auth/custom.ts';
 import { configurableHeaderPicker } from '../http/configurable-headers.ts';
 import { webhookUrlProblem } from '../runs/webhooks.ts';
@@ -47,11 +47,29 @@ export function createRunService({
     caller?: RunAuth,
     opts?: { protocol?: boolean },
   ): Promise<RunRecord> {
-    const run = await buildRun(threadId, body, caller);
-    if (opts?.protocol) run.kwargs.protocol = true;
-    const created = await engine.claimAtCreate((claim) =>
-      threads.onThread(run.thread_id, () => storage.runs.create(run, claim)),
-    );
+    // The assistant as last read for a run here, checked by the create itself; changed since: read it again and
+    // build the run anew; changed once more in between: built and stored without the check, as every run once was.
+    let run: NewRun;
+    let created: RunRecord;
+    for (let attempt = 1; ; attempt++) {
+      run = await buildRun(
+        threadId,
+        body,
+        caller,
+        undefined,
+        attempt === 1 ? 'cached' : attempt === 2 ? 'fresh' : undefined,
+      );
+      if (opts?.protocol) run.kwargs.protocol = true;
+      const building = run;
+      try {
+        created = await engine.claimAtCreate((claim) =>
+          threads.onThread(building.thread_id, () => storage.runs.create(building, claim)),
+        );
+        break;
+      } catch (err) {
+        if (!(err instanceof StaleAssistantError) || attempt >= 3) throw err;
+      }
+    }
     if (run.delay_ms) engine.wakeAfter(run.delay_ms);
     // Answered as created (pending), as the platform answers every create, also when this process claimed it in
     // the same write: it runs already, and a read of it says so.
@@ -67,9 +85,13 @@ export function createRunService({
     body: RunCreateBody,
     caller?: RunAuth,
     newThreadId?: string,
+    /** Set: the assistant comes with the token the create checks ('cached': as last read for a run). */
+    assistantRead?: 'cached' | 'fresh',
   ): Promise<NewRun> {
     checkWebhook(body.webhook);
-    const assistant = await assistants.resolve(body.assistant_id, caller?.assistantFilter);
+    const { assistant, token } = assistantRead
+      ? await assistants.resolveForRun(body.assistant_id, caller?.assistantFilter, assistantRead === 'fresh')
+      : { assistant: await assistants.resolve(body.assistant_id, caller?.assistantFilter), token: undefined };
     const stateless = threadId === null;
     const thread_id = threadId ?? newThreadId ?? randomUUID();
     const run_id = caller?.runId ?? randomUUID();
@@ -142,6 +164,7 @@ export function createRunService({
         graph_id: assistant.graph_id,
         assistant_id: assistant.assistant_id,
       },
+      ...(token !== undefined ? { assistant_token: token } : {}),
     };
   }
 

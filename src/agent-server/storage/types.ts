@@ -136,6 +136,12 @@ export interface NewRun {
   thread_metadata: Json;
   /** after_seconds: the run is not claimed before this delay has passed. */
   delay_ms?: number;
+  /**
+   * The token of the assistant row the run was built from (AssistantStore.getVersioned): the create stores the run
+   * only while the row still has it, else throws StaleAssistantError and stores nothing. Unset: no such check
+   * (only stores with getVersioned are given one).
+   */
+  assistant_token?: string;
 }
 
 export interface RunOutcome {
@@ -161,6 +167,11 @@ export interface AssistantStore {
   /** Inserts or replaces the graph's system assistant (idempotent at every start). */
   upsertSystem(a: NewAssistant): Promise<Assistant>;
   get(id: string): Promise<Assistant | null>;
+  /**
+   * get() with a token that changes whenever the assistant's row does (a run create can then check that the row it
+   * was built from is still the current one: NewRun.assistant_token). Stores whose reads cost little leave it out.
+   */
+  getVersioned?(id: string): Promise<{ assistant: Assistant; token: string } | null>;
   patch(id: string, patch: AssistantPatch): Promise<Assistant>;
   delete(id: string): Promise<void>;
   search(q: AssistantQuery): Promise<Assistant[]>;

@@ -68,6 +68,18 @@ export function postgresAssistants(ctx: PgContext): AssistantStore {
       );
       return rows[0] ? toAssistant(rows[0]) : null;
     },
+    // The token is the row's xmin: every UPDATE (patch, setLatest, a system assistant's upsert) and a delete and
+    // re-create make a new row version with another one.
+    async getVersioned(id: string) {
+      const { rows } = await pool.query(
+        named(
+          'assistant_get_versioned',
+          `SELECT ${ASSISTANT_COLS}, xmin::text AS _token FROM ${s}.assistants WHERE assistant_id = $1`,
+          [id],
+        ),
+      );
+      return rows[0] ? { assistant: toAssistant(rows[0]), token: String(rows[0]._token) } : null;
+    },
     async patch(id: string, p: AssistantPatch) {
       return tx(async (c) => {
         // Locked first, so the next statement's snapshot sees every version a concurrent patch made.

@@ -1,7 +1,7 @@
 // Runs of the Postgres store: the queue, leases and cancels. The run cycle's hot statements (create on a free
 // thread, claim, finish) are single named statements that encode run-rules.ts in SQL; the slower paths read the
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
-import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/errors.ts';
 import { outcomeValuesText } from '../common.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
 import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
@@ -32,6 +32,14 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
    * transaction that claims their tick). Sends the wake-up NOTIFY; the caller emits `local` after commit.
    */
   async function createIn(c: Q, run: NewRun): Promise<RunRecord> {
+    if (run.assistant_token !== undefined) {
+      // As the fast path checks it (no lock: a patch committed after this is a patch after the run's create).
+      const { rows } = await c.query(`SELECT 1 FROM ${s}.assistants WHERE assistant_id = $1 AND xmin::text = $2`, [
+        run.assistant_id,
+        run.assistant_token,
+      ]);
+      if (!rows[0]) throw new StaleAssistantError(run.assistant_id);
+    }
     if (run.if_not_exists === 'create') {
       await c.query(
         `INSERT INTO ${s}.threads (thread_id, metadata) VALUES ($1, $2) ON CONFLICT (thread_id) DO NOTHING`,
@@ -151,12 +159,15 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       // in this statement's snapshot, or the thread row (read under the lock, so current) still busy: a run
       // committed while we waited for the lock made the thread busy in the same transaction. With `claim`, a run
       // that a claim would take at once (nothing in flight on its thread, no delay, no other run waiting to be
-      // claimed: claims go oldest first) is inserted claimed by that worker instead, and nobody is woken.
+      // claimed: claims go oldest first) is inserted claimed by that worker instead, and nobody is woken. With an
+      // assistant token, nothing is written unless the assistant's row still has it (StaleAssistantError).
       const fast = await pool.query({
         name: `ap_run_create_${s}`,
         text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
           st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
               AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
+          av AS (SELECT $13::text IS NULL OR EXISTS (SELECT 1 FROM ${s}.assistants a WHERE a.assistant_id = $3
+              AND a.xmin::text = $13) AS ok),
           cl AS (SELECT ($11::text IS NOT NULL AND $9::float8 <= 0 AND NOT st.inflight AND NOT st.busy
               AND NOT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
                 AND (p.not_before IS NULL OR p.not_before <= now())
@@ -169,12 +180,13 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
               clock_timestamp(), clock_timestamp(), CASE WHEN cl.now THEN 1 ELSE 0 END,
               CASE WHEN cl.now THEN $11::text END,
               CASE WHEN cl.now THEN now() + make_interval(secs => $12::float8) END
-            FROM st, cl WHERE $6 = 'enqueue' OR NOT (st.inflight OR st.busy)
+            FROM st, cl, av WHERE av.ok AND ($6 = 'enqueue' OR NOT (st.inflight OR st.busy))
             RETURNING ${RUN_COLS}),
           th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
             WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
           n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending')
-          SELECT (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
+          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT count(*) FROM st) AS _found,
+            (SELECT inflight FROM st) AS _inflight,
             (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
           FROM (SELECT 1) one LEFT JOIN ins ON true`,
         values: [
@@ -190,9 +202,11 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           JSON.stringify({ type: 'wake', o: origin }),
           claim?.workerId ?? null,
           (claim?.leaseMs ?? 0) / 1000,
+          run.assistant_token ?? null,
         ],
       });
       const row = fast.rows[0];
+      if (row && row._assistant_ok === false) throw new StaleAssistantError(run.assistant_id);
       if (row?.run_id) {
         const created = toRun(row);
         if (created.status === 'pending') local({ type: 'wake' });
