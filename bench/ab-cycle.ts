@@ -2,7 +2,8 @@
 // shared machine's speed falls on both alike and a change of a few per cent shows in the paired ratios. bench/agent-
 // server.ts compares the same way with its rounds, but its windows are 15-20 s apart: too coarse for small changes.
 //   node --import tsx bench/ab-cycle.ts --a <checkout> --b <checkout> [--store embedded|postgres] [--pairs 20]
-//     [--seconds 3] [--clients 16]
+//     [--seconds 3] [--clients 16] [--a-node-flags="..."] [--b-node-flags="..."] (the servers' node flags; the same
+//     checkout twice with different flags compares the flags)
 // Both checkouts need `npm run build:cli` (and node_modules, e.g. a symlink to this one's). A cycle is the bench's:
 // create thread → create run → join → get state → get run. Server CPU: the process's user+system time from /proc.
 import type { ChildProcess } from 'node:child_process';
@@ -20,6 +21,8 @@ const { values: args } = parseArgs({
     pairs: { type: 'string', default: '20' },
     seconds: { type: 'string', default: '3' },
     clients: { type: 'string', default: '16' },
+    'a-node-flags': { type: 'string', default: '' },
+    'b-node-flags': { type: 'string', default: '' },
   },
 });
 if (!args.a || !args.b) throw new Error('usage: --a <checkout> --b <checkout> (see the head of bench/ab-cycle.ts)');
@@ -35,9 +38,10 @@ interface Server {
   cleanup(): Promise<void>;
 }
 
-async function start(dir: string, port: number): Promise<Server> {
+async function start(dir: string, port: number, nodeFlags: string): Promise<Server> {
   const store = await freshStore(args.store!, `ap_ab_${port}_${process.pid}`);
-  const { proc } = await startAgentServer(dir, port, store.args).catch(async (err: unknown) => {
+  const flags = nodeFlags.split(' ').filter(Boolean);
+  const { proc } = await startAgentServer(dir, port, store.args, flags).catch(async (err: unknown) => {
     await store.cleanup();
     throw err;
   });
@@ -53,8 +57,8 @@ async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: n
 
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 
-const a = await start(path.resolve(args.a), 18951);
-const b = await start(path.resolve(args.b), 18952);
+const a = await start(path.resolve(args.a), 18951, args['a-node-flags']!);
+const b = await start(path.resolve(args.b), 18952, args['b-node-flags']!);
 try {
   // JIT warm-up: the first windows of a fresh process cost a third more.
   for (let i = 0; i < 3; i++) for (const s of [a, b]) await window(s, 4_000);

@@ -2,6 +2,7 @@
 // Postgres server processes, this process (the SDK clients), context switches per thread and how busy the machine
 // was, in windows of the bench's cycle (create thread → create run → join → get state → get run).
 //   node --import tsx bench/cpu-split.ts [--store embedded|postgres] [--clients 32] [--seconds 10] [--windows 2]
+//     [--node-flags="<flags for the server's node, e.g. --max-semi-space-size=32>"]
 //     [-- <extra agent-server flags, e.g. --executor-threads 0>]
 // Needs `npm run build:cli`. Linux only (/proc). Postgres processes are every process named "postgres" on the
 // machine: run it on a machine where nothing else uses that server.
@@ -16,6 +17,7 @@ const { values: args, positionals } = parseArgs({
     clients: { type: 'string', default: '32' },
     seconds: { type: 'string', default: '10' },
     windows: { type: 'string', default: '2' },
+    'node-flags': { type: 'string', default: '' },
   },
   allowPositionals: true,
 });
@@ -60,7 +62,8 @@ async function machine(): Promise<{ idle: number; total: number }> {
 
 const store = await freshStore(args.store!, `ap_split_${process.pid}`);
 const port = 18971;
-const { proc } = await startAgentServer('.', port, [...store.args, ...positionals]);
+const nodeFlags = args['node-flags']!.split(' ').filter(Boolean);
+const { proc } = await startAgentServer('.', port, [...store.args, ...positionals], nodeFlags);
 try {
   const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: `http://127.0.0.1:${port}` }));
   await cycles(sdk, 8_000); // JIT warm-up
