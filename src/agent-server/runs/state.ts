@@ -1,7 +1,9 @@
 // Thread state as the API shows it: the graph's StateSnapshot turned into plain JSON with the seed's fields
 // (checkpoint_id, parent_checkpoint_id, metadata.writes) and the SDK's (checkpoint, parent_checkpoint objects).
+import { randomUUID } from 'node:crypto';
 import type { PregelLike, StateSnapshotLike } from '../graphs/index.ts';
 import { toJsonReady, toPlain } from '../serde.ts';
+import { READ_AHEAD_KEY } from '../storage/types.ts';
 
 type Config = { configurable?: Record<string, unknown> };
 
@@ -173,6 +175,29 @@ export async function readThreadState(
 ): Promise<ApiThreadState> {
   const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : checkpoint;
   const configurable = checkpointConfigurable(threadId, sel);
+  // The latest root state needs the latest checkpoint and its parent: one read for both where the saver can.
+  const saver = (graph as { checkpointer?: { readAhead?: ReadAhead } }).checkpointer;
+  if (!sel?.checkpoint_id && !configurable.checkpoint_ns && typeof saver?.readAhead === 'function') {
+    const token = randomUUID();
+    const release = await saver.readAhead(threadId, token);
+    try {
+      return await stateOf(graph, threadId, sel, { ...configurable, [READ_AHEAD_KEY]: token }, opts);
+    } finally {
+      release();
+    }
+  }
+  return stateOf(graph, threadId, sel, configurable, opts);
+}
+
+type ReadAhead = (threadId: string, token: string) => Promise<() => void>;
+
+async function stateOf(
+  graph: PregelLike,
+  threadId: string,
+  sel: CheckpointSelector | null | undefined,
+  configurable: Record<string, unknown>,
+  opts: { subgraphs?: boolean },
+): Promise<ApiThreadState> {
   const snapshot = await graph.getState({ configurable }, opts);
   if (!snapshot.config?.configurable || !(snapshot.config.configurable as Record<string, unknown>).checkpoint_id) {
     return { ...EMPTY_STATE };
@@ -185,6 +210,7 @@ export async function readThreadState(
     ? await graph.getState({
         configurable: {
           ...checkpointConfigurable(threadId, { ...sel, checkpoint_ns: String(parentConf.checkpoint_ns ?? '') }),
+          ...(configurable[READ_AHEAD_KEY] ? { [READ_AHEAD_KEY]: configurable[READ_AHEAD_KEY] } : {}),
           checkpoint_id: parentId,
         },
       })

@@ -466,3 +466,9 @@ export interface Storage {
   subscribe(listener: (e: StorageEvent) => void): () => void;
   close(): Promise<void>;
 }
+
+/**
+ * The configurable key under which a checkpoint read names the tuples a saver read ahead for it (the Postgres
+ * saver's readAhead: GET state's latest checkpoint and its parent in one statement).
+ */
+export const READ_AHEAD_KEY = '__agentplane_read_ahead';

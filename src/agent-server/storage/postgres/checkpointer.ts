@@ -13,12 +13,14 @@ import {
   type ChannelVersions,
   type Checkpoint,
   type CheckpointMetadata,
+  type CheckpointTuple,
   type PendingWrite,
   type SerializerProtocol,
 } from '@langchain/langgraph-checkpoint';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
 import { retryWhileUnreachable } from '../../../lib/connections.ts';
+import { READ_AHEAD_KEY } from '../types.ts';
 
 /** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
 const OUTAGE_WAIT_MS = 60_000;
@@ -42,6 +44,11 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       prepared.set(
         `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY checkpoint_id DESC LIMIT 1`,
         `ap_cp_latest_${options.schema}`,
+      );
+      // list(config with thread and namespace, {limit: 2}): readAhead's.
+      prepared.set(
+        `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY checkpoint_id DESC LIMIT 2`,
+        `ap_cp_latest2_${options.schema}`,
       );
     }
     const t = (name: string) => `"${options.schema}".${name}`;
@@ -87,6 +94,45 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       insertWrites: `ap_cp_insert_writes_${options.schema}`,
       batch: `ap_cp_batch_${options.schema}`,
     };
+  }
+
+  /** Tuples readAhead read, by its token, then by checkpoint id ('' for the latest); each is handed out once. */
+  private readonly ahead = new Map<string, Map<string, CheckpointTuple | undefined>>();
+
+  /**
+   * Reads a thread's newest two root checkpoints in one statement, for the getTuple calls of one reader that will
+   * ask for the latest and its parent (GET state does: the parent's tasks are the latest's `writes`). Those calls
+   * carry `token` under READ_AHEAD_KEY in their configurable and get these tuples instead of reading; any other
+   * call reads as before. The second newest is kept only when it is the latest's parent (after a fork it need not
+   * be). Call the returned function when done: it drops what was not taken.
+   */
+  async readAhead(threadId: string, token: string): Promise<() => void> {
+    const tuples: CheckpointTuple[] = [];
+    for await (const t of this.list({ configurable: { thread_id: threadId, checkpoint_ns: '' } }, { limit: 2 }))
+      tuples.push(t);
+    const [latest, before] = tuples;
+    const got = new Map<string, CheckpointTuple | undefined>([['', latest]]);
+    const parentId = latest?.parentConfig?.configurable?.checkpoint_id as string | undefined;
+    if (parentId && before?.config.configurable?.checkpoint_id === parentId) got.set(parentId, before);
+    this.ahead.set(token, got);
+    return () => {
+      if (this.ahead.get(token) === got) this.ahead.delete(token);
+    };
+  }
+
+  override async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const c = config.configurable;
+    const token = c?.[READ_AHEAD_KEY] as string | undefined;
+    if (token && !c?.checkpoint_ns) {
+      const got = this.ahead.get(token);
+      const id = (c?.checkpoint_id as string | undefined) ?? '';
+      if (got?.has(id)) {
+        const tuple = got.get(id);
+        got.delete(id);
+        return tuple;
+      }
+    }
+    return super.getTuple(config);
   }
 
   override async put(

@@ -1,0 +1,87 @@
+// GET state on Postgres reads the latest checkpoint and its parent (whose tasks are the state's metadata.writes) in
+// one statement (FewerTripsPostgresSaver.readAhead): the state is the same as two reads give, a fork (the latest's
+// parent is not the checkpoint before it) still reads the right parent, an empty thread reads nothing more, and a
+// run's own reads never take a tuple read ahead for a state request.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import { startHarness, type Harness } from './helpers/harness.ts';
+
+describe('GET state reads ahead (postgres)', () => {
+  let h: Harness;
+  const calls = { list: 0, getTuple: 0 };
+  beforeAll(async () => {
+    h = await startHarness({ store: 'postgres' });
+    // The package's own reads, under our saver's overrides: what reaches the database.
+    const proto = PostgresSaver.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const list = proto.list!;
+    const getTuple = proto.getTuple!;
+    proto.list = function (this: unknown, ...a: unknown[]) {
+      calls.list++;
+      return list.apply(this, a);
+    };
+    proto.getTuple = function (this: unknown, ...a: unknown[]) {
+      calls.getTuple++;
+      return getTuple.apply(this, a);
+    };
+  });
+  afterAll(async () => h?.close());
+
+  async function call(method: string, url: string, payload?: unknown) {
+    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
+    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
+  }
+  const counted = async <T>(f: () => Promise<T>) => {
+    const before = { ...calls };
+    const out = await f();
+    return { out, list: calls.list - before.list, getTuple: calls.getTuple - before.getTuple };
+  };
+
+  it('one read for the latest state and its parent, the same state as reading each', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    expect((await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).status).toBe(200);
+    const latest = await counted(() => call('GET', `/threads/${t}/state`));
+    expect(latest.out.status).toBe(200);
+    expect(latest).toMatchObject({ list: 1, getTuple: 0 });
+    const state = latest.out.body;
+    expect(state.values).toEqual({ count: 11, steps: ['first', 'second'] });
+    expect(state.metadata.writes).toEqual({ second: { count: 10, steps: ['second'] } });
+    // The same checkpoint by id: read without reading ahead (getTuple for it and for its parent).
+    const byId = await counted(() => call('GET', `/threads/${t}/state/${state.checkpoint_id}`));
+    expect(byId).toMatchObject({ list: 0, getTuple: 2 });
+    expect(byId.out.body).toEqual(state);
+  });
+
+  it('a fork: the parent is read on its own, and the state is right', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    const history = (await call('POST', `/threads/${t}/history`, { limit: 10 })).body as Array<{
+      checkpoint_id: string;
+      values: { count?: number };
+    }>;
+    const afterFirst = history.find((s) => s.values.count === 1)!;
+    // A new checkpoint whose parent is the one after `first`, not the newest.
+    const forked = await call('POST', `/threads/${t}/state`, {
+      values: { count: 100 },
+      checkpoint_id: afterFirst.checkpoint_id,
+    });
+    expect(forked.status).toBe(200);
+    const latest = await counted(() => call('GET', `/threads/${t}/state`));
+    expect(latest).toMatchObject({ list: 1, getTuple: 1 });
+    expect(latest.out.body.parent_checkpoint_id).toBe(afterFirst.checkpoint_id);
+    expect(latest.out.body.checkpoint_id).toBe(forked.body.checkpoint.checkpoint_id);
+    const byId = await call('GET', `/threads/${t}/state/${latest.out.body.checkpoint_id}`);
+    expect(byId.body).toEqual(latest.out.body);
+  });
+
+  it('a thread without checkpoints: the empty state; a run reads its latest checkpoint itself', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    const empty = await counted(() => call('GET', `/threads/${t}/state`));
+    expect(empty).toMatchObject({ list: 0, getTuple: 0 });
+    expect(empty.out.body).toMatchObject({ values: {}, next: [], checkpoint: null });
+    // Two turns: the second run starts from the first's last checkpoint (read by the run, not from a read-ahead).
+    await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    await call('GET', `/threads/${t}/state`);
+    const second = await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    expect(second.body).toEqual({ count: 22, steps: ['first', 'second', 'first', 'second'] });
+  });
+});
