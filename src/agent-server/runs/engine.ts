@@ -8,6 +8,7 @@ import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import {
   MAX_ATTEMPTS,
+  NO_CHECKPOINT_KEY,
   TERMINAL_RUN_STATUSES,
   type CancelAction,
   type Json,
@@ -335,6 +336,8 @@ export class RunEngine {
     const log = this.opts.logger.child({ run_id: run.run_id, thread_id: run.thread_id, attempt: run.attempt });
     const kw = run.kwargs as RunKwargs;
     const config = runnableConfig(run, kw);
+    // Claimed as it was created on a thread without checkpoints (and busy since): its first read can be skipped.
+    if (run.no_checkpoint && run.attempt <= 1) (config.configurable as Json)[NO_CHECKPOINT_KEY] = randomUUID();
     const graphId = String((kw.config?.configurable as Json | undefined)?.graph_id ?? '');
     const timer = setTimeout(() => {
       entry.timedOut = true;

@@ -72,6 +72,12 @@ export interface RunRecord extends Run {
   cancel_action: CancelAction | null;
   /** {error, message} of a failed run. */
   error: Json | null;
+  /**
+   * Only on the record a create that claimed the run returns, never stored: the thread had no root checkpoint then,
+   * and it stays busy with this run until it starts, so the run's first read of its latest checkpoint can be
+   * skipped (NO_CHECKPOINT_KEY). Stores may leave it out.
+   */
+  no_checkpoint?: true;
 }
 
 export type SortOrder = 'asc' | 'desc';
@@ -472,3 +478,10 @@ export interface Storage {
  * saver's readAhead: GET state's latest checkpoint and its parent in one statement).
  */
 export const READ_AHEAD_KEY = '__agentplane_read_ahead';
+
+/**
+ * The configurable key of a run's first execution whose thread had no root checkpoint when the run was created and
+ * claimed (RunRecord.no_checkpoint); its value is a token for that execution. A saver that knows it answers that
+ * execution's first read of the latest root checkpoint with none, without reading.
+ */
+export const NO_CHECKPOINT_KEY = '__agentplane_no_checkpoint';

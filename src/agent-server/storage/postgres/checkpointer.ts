@@ -20,7 +20,7 @@ import {
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
 import { retryWhileUnreachable } from '../../../lib/connections.ts';
-import { READ_AHEAD_KEY } from '../types.ts';
+import { NO_CHECKPOINT_KEY, READ_AHEAD_KEY } from '../types.ts';
 
 /** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
 const OUTAGE_WAIT_MS = 60_000;
@@ -120,8 +120,18 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     };
   }
 
+  /** NO_CHECKPOINT_KEY tokens already answered: only an execution's first read of its latest is skipped. */
+  private readonly skipped = new Set<string>();
+
   override async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const c = config.configurable;
+    const first = c?.[NO_CHECKPOINT_KEY] as string | undefined;
+    if (first && !c?.checkpoint_ns && !c?.checkpoint_id && !this.skipped.has(first)) {
+      // The run's thread had no root checkpoint when the run was created and claimed, and was busy with it since.
+      this.skipped.add(first);
+      if (this.skipped.size > 10_000) this.skipped.delete(this.skipped.values().next().value!);
+      return undefined;
+    }
     const token = c?.[READ_AHEAD_KEY] as string | undefined;
     if (token && !c?.checkpoint_ns) {
       const got = this.ahead.get(token);

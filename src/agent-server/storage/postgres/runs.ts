@@ -184,8 +184,10 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             RETURNING ${RUN_COLS}),
           th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
             WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
-          n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending')
-          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT count(*) FROM st) AS _found,
+          n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending'),
+          nc AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = $2::text
+              AND c.checkpoint_ns = '') AS none FROM ins WHERE ins.status = 'running')
+          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT none FROM nc) AS _no_checkpoint, (SELECT count(*) FROM st) AS _found,
             (SELECT inflight FROM st) AS _inflight,
             (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
           FROM (SELECT 1) one LEFT JOIN ins ON true`,
@@ -210,6 +212,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       if (row?.run_id) {
         const created = toRun(row);
         if (created.status === 'pending') local({ type: 'wake' });
+        else if (row._no_checkpoint === true) created.no_checkpoint = true;
         return created;
       }
       const found = Number(row?._found) > 0;

@@ -1,0 +1,75 @@
+// A run created and claimed in one statement on a thread without checkpoints starts from none without reading
+// (RunRecord.no_checkpoint, NO_CHECKPOINT_KEY). Tried where skipping would lose state: a thread with checkpoints
+// from an earlier run, a thread copied from another (checkpoints before any run of its own), a run queued behind
+// another, and graphs on executor threads.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import { startHarness, type Harness } from './helpers/harness.ts';
+
+const reads = { latest: 0 };
+const proto = PostgresSaver.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+const getTuple = proto.getTuple!;
+// The package's read, under our saver's override: what reaches the database (latest: no checkpoint id).
+proto.getTuple = function (this: unknown, ...a: unknown[]) {
+  const c = (a[0] as { configurable?: { checkpoint_id?: string; checkpoint_ns?: string } }).configurable;
+  if (!c?.checkpoint_id && !c?.checkpoint_ns) reads.latest++;
+  return getTuple.apply(this, a);
+};
+
+describe.each([0, 1])('first run on a thread without checkpoints (postgres, %i executor threads)', (threads) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ store: 'postgres', executorThreads: threads });
+  });
+  afterAll(async () => h?.close());
+
+  async function call(method: string, url: string, payload?: unknown) {
+    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
+    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
+  }
+  const runWait = async (t: string) =>
+    (await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).body;
+  const createJoin = async (t: string) => {
+    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
+    expect(r.status).toBe(200);
+    return (await call('GET', `/threads/${t}/runs/${r.body.run_id}/join`)).body;
+  };
+
+  it('skips the read on a new thread, reads on a thread with checkpoints, and the state adds up', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    const before = reads.latest;
+    expect(await createJoin(t)).toEqual({ count: 11, steps: ['first', 'second'] });
+    if (!threads) expect(reads.latest - before).toBe(0);
+    // Second turn: the thread has checkpoints, the run must start from them.
+    const mid = reads.latest;
+    expect(await createJoin(t)).toEqual({ count: 22, steps: ['first', 'second', 'first', 'second'] });
+    if (!threads) expect(reads.latest - mid).toBe(1);
+  });
+
+  it('a copied thread starts from the copied checkpoints', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    await runWait(t);
+    const copy = await call('POST', `/threads/${t}/copy`);
+    expect(copy.status).toBe(200);
+    expect(await createJoin(copy.body.thread_id)).toEqual({
+      count: 22,
+      steps: ['first', 'second', 'first', 'second'],
+    });
+  });
+
+  it('a run queued behind another on its thread starts from the first one`s checkpoints', async () => {
+    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    const a = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
+    const b = await call('POST', `/threads/${t}/runs`, {
+      assistant_id: 'counter',
+      input: {},
+      multitask_strategy: 'enqueue',
+    });
+    expect([a.status, b.status]).toEqual([200, 200]);
+    await call('GET', `/threads/${t}/runs/${a.body.run_id}/join`);
+    expect((await call('GET', `/threads/${t}/runs/${b.body.run_id}/join`)).body).toEqual({
+      count: 22,
+      steps: ['first', 'second', 'first', 'second'],
+    });
+  });
+});
