@@ -1,7 +1,7 @@
-// A run created and claimed in one statement on a thread without checkpoints starts from none without reading
-// (RunRecord.no_checkpoint, NO_CHECKPOINT_KEY). Tried where skipping would lose state: a thread with checkpoints
-// from an earlier run, a thread copied from another (checkpoints before any run of its own), a run queued behind
-// another, and graphs on executor threads.
+// A run claimed on a thread without checkpoints (as it is created, from the queue, or as another run ends) starts
+// from none without reading (RunRecord.no_checkpoint, NO_CHECKPOINT_KEY): the claiming statement looks. Tried where
+// skipping would lose state: a thread with checkpoints from an earlier run, a thread copied from another
+// (checkpoints before any run of its own), a run queued behind another, and graphs on executor threads.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { startHarness, type Harness } from './helpers/harness.ts';
@@ -71,5 +71,42 @@ describe.each([0, 1])('first run on a thread without checkpoints (postgres, %i e
       count: 22,
       steps: ['first', 'second', 'first', 'second'],
     });
+  });
+});
+
+describe('runs claimed from the queue (postgres, one slot)', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ store: 'postgres', concurrency: 1 });
+  });
+  afterAll(async () => h?.close());
+
+  async function call(method: string, url: string, payload?: unknown) {
+    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
+    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
+  }
+
+  it('skip the read on new threads, read it on threads with checkpoints', async () => {
+    const old = (await call('POST', '/threads', {})).body.thread_id as string;
+    await call('POST', `/threads/${old}/runs/wait`, { assistant_id: 'counter', input: {} });
+    const fresh = await Promise.all([0, 1, 2].map(async () => (await call('POST', '/threads', {})).body.thread_id));
+    const before = reads.latest;
+    // One slot: the first is claimed as it is created, the others wait and are claimed as runs finish.
+    const created = [];
+    for (const t of [...fresh, old]) {
+      const body =
+        t === old
+          ? { assistant_id: 'counter', input: {} }
+          : { assistant_id: 'slow', input: { delay_ms: 50, mark: 'q' } };
+      const r = await call('POST', `/threads/${t}/runs`, body);
+      expect(r.status).toBe(200);
+      created.push({ t, run: r.body.run_id as string });
+    }
+    const out = [];
+    for (const { t, run } of created) out.push((await call('GET', `/threads/${t}/runs/${run}/join`)).body);
+    for (const o of out.slice(0, 3)) expect(o.marks).toEqual(['start:q', 'done:q']);
+    // The old thread's run started from its checkpoint: the counter went on from its first run's values.
+    expect(out[3]).toEqual({ count: 22, steps: ['first', 'second', 'first', 'second'] });
+    expect(reads.latest - before).toBe(1);
   });
 });

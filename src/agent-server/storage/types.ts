@@ -73,9 +73,9 @@ export interface RunRecord extends Run {
   /** {error, message} of a failed run. */
   error: Json | null;
   /**
-   * Only on the record a create that claimed the run returns, never stored: the thread had no root checkpoint then,
-   * and it stays busy with this run until it starts, so the run's first read of its latest checkpoint can be
-   * skipped (NO_CHECKPOINT_KEY). Stores may leave it out.
+   * Only on a record a claim returns (create with a claim, claim, finishAndClaim), never stored: the thread had no
+   * root checkpoint then, and nothing else writes it while this run is in flight on it, so the run's first read of
+   * its latest checkpoint can be skipped (NO_CHECKPOINT_KEY). Stores may leave it out.
    */
   no_checkpoint?: true;
 }

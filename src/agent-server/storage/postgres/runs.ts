@@ -96,6 +96,9 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
   const claimCtes = (worker: string, leaseSecs: string, ending = false) => {
     const notEnding = ending ? ' AND run_id <> $1' : '';
     const endingNow = ending ? ' AND NOT (x.run_id = $1 AND EXISTS (SELECT 1 FROM r))' : '';
+    // nc: the claimed run's thread has no root checkpoint (RunRecord.no_checkpoint); not asked when it is the
+    // thread of the run ending in the same statement.
+    const sameThread = ending ? ' WHERE claimed.thread_id NOT IN (SELECT thread_id FROM r)' : '';
     return `cand AS (
           SELECT t.thread_id FROM ${s}.threads t
           JOIN (SELECT thread_id, min(seq) AS first FROM ${s}.runs WHERE status = 'pending'${notEnding}
@@ -109,7 +112,16 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             AND q.status = 'pending'${notEnding.replace('run_id', 'q.run_id')}
             AND (q.not_before IS NULL OR q.not_before <= now()) ORDER BY q.seq LIMIT 1)
             AND status = 'pending'
-          RETURNING ${RUN_COLS})`;
+          RETURNING ${RUN_COLS}),
+        nc AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.checkpoints k WHERE k.thread_id = claimed.thread_id::text
+            AND k.checkpoint_ns = '') AS none FROM claimed${sameThread})`;
+  };
+
+  /** A run a statement claimed, with no_checkpoint when its `_no_checkpoint` column says so. */
+  const claimedRun = (row: Record<string, unknown>): RunRecord => {
+    const run = toRun(row);
+    if (row._no_checkpoint === true) run.no_checkpoint = true;
+    return run;
   };
 
   // The finish statements (finish, finishAndClaim) share their parameters $1–$13 and these parts.
@@ -187,8 +199,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending'),
           nc AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = $2::text
               AND c.checkpoint_ns = '') AS none FROM ins WHERE ins.status = 'running')
-          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT none FROM nc) AS _no_checkpoint, (SELECT count(*) FROM st) AS _found,
-            (SELECT inflight FROM st) AS _inflight,
+          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT none FROM nc) AS _no_checkpoint,
+            (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
             (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
           FROM (SELECT 1) one LEFT JOIN ins ON true`,
         values: [
@@ -210,9 +222,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       const row = fast.rows[0];
       if (row && row._assistant_ok === false) throw new StaleAssistantError(run.assistant_id);
       if (row?.run_id) {
-        const created = toRun(row);
+        const created = claimedRun(row);
         if (created.status === 'pending') local({ type: 'wake' });
-        else if (row._no_checkpoint === true) created.no_checkpoint = true;
         return created;
       }
       const found = Number(row?._found) > 0;
@@ -282,7 +293,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
               AS _more,
             (SELECT extract(epoch FROM min(d.not_before) - now()) * 1000 FROM ${s}.runs d
               WHERE d.status = 'pending' AND d.not_before > now())::float8 AS _due_ms,
-            c.*
+            (SELECT none FROM nc) AS _no_checkpoint, c.*
           FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
           values: [workerId, leaseMs / 1000],
         });
@@ -299,7 +310,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           gate.quietAt = seen;
           gate.dueAt = row?._due_ms == null ? Infinity : t0 + Math.max(0, Number(row._due_ms));
         }
-        if (row?.run_id) return toRun(row);
+        if (row?.run_id) return claimedRun(row);
         if (nothing) return null;
       }
       return null;
@@ -350,13 +361,14 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           WHERE thread_id = (SELECT thread_id FROM claimed) AND thread_id NOT IN (SELECT thread_id FROM r) RETURNING 1),
         ${finishTell}
         SELECT (SELECT count(*) FROM r) AS _done, (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM th2) AS _th2,
-          (SELECT count(*) FROM n) AS _n, coalesce((SELECT more FROM m), false) AS _more, c.*
+          (SELECT count(*) FROM n) AS _n, coalesce((SELECT more FROM m), false) AS _more,
+          (SELECT none FROM nc) AS _no_checkpoint, c.*
         FROM (SELECT 1) one LEFT JOIN claimed c ON true`,
           [...finishParams(runId, workerId, outcome), leaseMs / 1000],
         ),
       );
       const row = rows[0];
-      const next = row?.run_id ? toRun(row) : null;
+      const next = row?.run_id ? claimedRun(row) : null;
       // With nothing claimed (or a run left behind a thread another claimer held), the next claim must look.
       if (row?._more || !next) changed();
       return { finished: Number(row?._done) > 0, next };
