@@ -65,14 +65,21 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
    * filter hides is the same 404 as a missing one.
    */
   async function resolve(idOrGraph: string, readFilter?: AssistantReadFilter): Promise<Assistant> {
-    const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
-    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    const id = assistantIdOf(idOrGraph);
     const filters = readFilter ? await readFilter(id) : undefined;
     const found = await storage.assistants.get(id);
-    if (!found || !matchesFilters(found.metadata, filters))
-      throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
+    if (!found || !matchesFilters(found.metadata, filters)) throw notFound(idOrGraph);
     return found;
   }
+
+  /** The assistant id a request names (a graph name: its system assistant's); 404 for anything else. */
+  function assistantIdOf(idOrGraph: string): string {
+    const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
+    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
+    return id;
+  }
+
+  const notFound = (idOrGraph: string) => new NotFoundError(`Assistant not found: ${idOrGraph}`);
 
   /**
    * Assistants as run creates read them, by id, with the store's token (AssistantStore.getVersioned): a create
@@ -93,14 +100,13 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
   ): Promise<{ assistant: Assistant; token?: string }> {
     const versioned = storage.assistants.getVersioned?.bind(storage.assistants);
     if (readFilter || !versioned) return { assistant: await resolve(idOrGraph, readFilter) };
-    const id = graphIds.has(idOrGraph) ? systemAssistantId(idOrGraph) : idOrGraph;
+    const id = assistantIdOf(idOrGraph);
     const known = fresh ? undefined : forRuns.get(id);
     if (known) return known;
-    if (!UUID_RE.test(id)) throw new NotFoundError(`No assistant found for graph ${idOrGraph} (assistant not found)`);
     const found = await versioned(id);
     if (!found) {
       forRuns.delete(id);
-      throw new NotFoundError(`Assistant not found: ${idOrGraph}`);
+      throw notFound(idOrGraph);
     }
     if (forRuns.size >= FOR_RUNS_MAX) forRuns.delete(forRuns.keys().next().value!);
     forRuns.set(id, found);
