@@ -49,12 +49,14 @@ async function start(dir: string, port: number, nodeFlags: string): Promise<Serv
   return { proc, sdk, cleanup: store.cleanup };
 }
 
-async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: number }> {
+async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: number; p99: number }> {
   const before = await cpuSeconds(s.proc.pid!);
-  const cycles = await runCycles(s.sdk, ms);
-  return { cycles, cpuMs: ((await cpuSeconds(s.proc.pid!)) - before) * 1000 };
+  const latencies: number[] = [];
+  const cycles = await runCycles(s.sdk, ms, latencies);
+  return { cycles, cpuMs: ((await cpuSeconds(s.proc.pid!)) - before) * 1000, p99: quantile(latencies, 0.99) };
 }
 
+const quantile = (xs: number[], q: number) => [...xs].sort((x, y) => x - y)[Math.floor((xs.length - 1) * q)]!;
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 
 const a = await start(path.resolve(args.a), 18951, args['a-node-flags']!);
@@ -65,16 +67,22 @@ try {
   const perCycle: Record<'a' | 'b', number[]> = { a: [], b: [] };
   const cycles = { a: 0, b: 0 };
   const ratios: number[] = [];
+  const p99: Record<'a' | 'b', number[]> = { a: [], b: [] };
+  const rates: number[] = [];
   for (let i = 0; i < Number(args.pairs); i++) {
     const order = i % 2 ? (['b', 'a'] as const) : (['a', 'b'] as const);
     const got: Partial<Record<'a' | 'b', number>> = {};
+    const done: Partial<Record<'a' | 'b', number>> = {};
     for (const k of order) {
       const w = await window(k === 'a' ? a : b, Number(args.seconds) * 1000);
       got[k] = w.cpuMs / w.cycles;
       perCycle[k].push(got[k]);
+      p99[k].push(w.p99);
       cycles[k] += w.cycles;
+      done[k] = w.cycles;
     }
     ratios.push(got.a! / got.b!);
+    rates.push(done.b! / done.a!);
   }
   const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
   process.stdout.write(
@@ -83,6 +91,8 @@ try {
       `A ${args.a}: server CPU ms/cycle ${perCycle.a.map((x) => x.toFixed(2)).join(' ')}`,
       `B ${args.b}: server CPU ms/cycle ${perCycle.b.map((x) => x.toFixed(2)).join(' ')}`,
       `A/B server CPU per cycle: median of paired ratios ${median(ratios).toFixed(3)}, means ${mean(perCycle.a).toFixed(2)} / ${mean(perCycle.b).toFixed(2)} ms; cycles ${cycles.a} / ${cycles.b}`,
+      `B/A cycles per window: median of paired ratios ${median(rates).toFixed(3)}`,
+      `cycle latency p99 per window, ms: A ${p99.a.map((x) => x.toFixed(0)).join(' ')} (median ${median(p99.a).toFixed(0)}); B ${p99.b.map((x) => x.toFixed(0)).join(' ')} (median ${median(p99.b).toFixed(0)})`,
       '',
     ].join('\n'),
   );

@@ -30,17 +30,19 @@ export async function freshStore(store: string, name: string): Promise<{ args: s
 }
 
 /** The bench's cycle, by every client in a loop for `ms`: create thread → create run → join → get state → get run. */
-export async function cycles(sdk: Client[], ms: number): Promise<number> {
+export async function cycles(sdk: Client[], ms: number, latencies?: number[]): Promise<number> {
   let n = 0;
   const end = Date.now() + ms;
   await Promise.all(
     sdk.map(async (c) => {
       while (Date.now() < end) {
+        const started = performance.now();
         const t = await c.threads.create();
         const r = await c.runs.create(t.thread_id, 'agent', { input: INPUT });
         await c.runs.join(t.thread_id, r.run_id);
         await c.threads.getState(t.thread_id);
         await c.runs.get(t.thread_id, r.run_id);
+        latencies?.push(performance.now() - started);
         n++;
       }
     }),

@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { packagePath } from '../../lib/package-root.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { PlatformWorkerEnv } from '../platform/index.ts';
+import { WriteLock } from '../storage/embedded/write-lock.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
 import type { ExecRequest, ExecResult, RunExecutor } from './executor.ts';
 
@@ -137,7 +138,12 @@ export class ThreadExecutor implements RunExecutor {
       } else this.onMessage(slot, m);
     });
     worker.on('error', (err) => this.logger.error({ err, executor_thread: index }, 'executor thread failed'));
+    const workerThreadId = worker.threadId;
     worker.on('exit', (code) => {
+      // Ended inside a write transaction (terminated, or out of memory): the file's lock must not stay with it.
+      if (this.init.source.kind === 'embedded' && this.init.source.writeLock) {
+        WriteLock.releaseHeldBy(this.init.source.writeLock, workerThreadId);
+      }
       slot.exited = true;
       started();
       this.onExit(slot, code);

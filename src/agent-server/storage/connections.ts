@@ -16,8 +16,8 @@ export async function openStoreConnections(source: CheckpointerSource, poolSize:
   const config = source.items ?? DEFAULT_ITEMS_CONFIG;
   const embedder = await loadEmbedder(config);
   if (source.kind === 'embedded') {
-    const cp = openEmbeddedCheckpointer(source.file);
-    const items = openEmbeddedItems(source.file, config, embedder);
+    const cp = openEmbeddedCheckpointer(source.file, source.writeLock);
+    const items = openEmbeddedItems(source.file, config, embedder, source.writeLock);
     return {
       checkpointer: cp.saver,
       items: items.items,

@@ -455,7 +455,8 @@ export type StorageEvent =
 
 /** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
 export type CheckpointerSource =
-  | { kind: 'embedded'; file: string; items?: ItemsConfig }
+  /** writeLock: the buffer of the WriteLock the owning process's threads share for the file (write-lock.ts). */
+  | { kind: 'embedded'; file: string; items?: ItemsConfig; writeLock?: SharedArrayBuffer }
   | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean };
 
 export interface Storage {

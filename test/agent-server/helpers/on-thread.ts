@@ -11,13 +11,15 @@ const require = createRequire(import.meta.url);
 
 /**
  * Runs `body` (an async function body, with the named exports of `module` in scope; `module` relative to src/) on a
- * new worker thread and resolves with what it returns (structured-cloned).
+ * new worker thread and resolves with what it returns (structured-cloned), or with `{ exited: code }` when the thread
+ * ends without returning. `workerData` is in scope too; `started` gets the Worker.
  */
 export async function onThread(
   module: string,
   names: string[],
   body: string,
   env?: Record<string, string>,
+  opts: { workerData?: unknown; started?: (worker: Worker) => void } = {},
 ): Promise<unknown> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ap-on-thread-'));
   const file = path.join(dir, 'entry.mjs');
@@ -26,18 +28,20 @@ export async function onThread(
   const mod = pathToFileURL(path.resolve(import.meta.dirname, '../../../src', module)).href;
   await writeFile(
     file,
-    `import { parentPort } from 'node:worker_threads';
+    `import { parentPort, workerData } from 'node:worker_threads';
 import { register } from ${JSON.stringify(tsx)};
 register();
 const { ${names.join(', ')} } = await import(${JSON.stringify(mod)});
 const run = async () => { ${body} };
 parentPort.postMessage(await run());`,
   );
-  const worker = new Worker(file, env ? { env } : {});
+  const worker = new Worker(file, { ...(env ? { env } : {}), workerData: opts.workerData });
+  opts.started?.(worker);
   try {
     return await new Promise((resolve, reject) => {
       worker.once('message', resolve);
       worker.once('error', reject);
+      worker.once('exit', (code) => resolve({ exited: code }));
     });
   } finally {
     await worker.terminate();

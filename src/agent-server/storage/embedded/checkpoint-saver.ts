@@ -18,6 +18,8 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { writeLockOf } from './context.ts';
+import type { WriteLock } from './write-lock.ts';
 
 const INSERT_CHECKPOINT = `INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)`;
 const insertWrites = (conflict: 'OR REPLACE' | 'OR IGNORE') => `
@@ -42,6 +44,8 @@ export class CheckpointSaver extends SqliteSaver {
   constructor(
     db: Database.Database,
     private readonly sql: (text: string) => Database.Statement,
+    /** The write lock of this process's connections to the file (write-lock.ts), if it has one. */
+    private readonly lock?: WriteLock,
   ) {
     super(db, new LeanCheckpointSerializer());
     this.group = db.transaction((items: Queued[]) => {
@@ -109,6 +113,11 @@ export class CheckpointSaver extends SqliteSaver {
   }
 
   private flush(): void {
+    if (this.lock) this.lock.write(() => this.flushQueue());
+    else this.flushQueue();
+  }
+
+  private flushQueue(): void {
     const items = this.queue;
     this.queue = [];
     try {
@@ -147,5 +156,5 @@ export function checkpointSaver(db: Database.Database, sql: (text: string) => Da
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
-  return new CheckpointSaver(saverDb, sql);
+  return new CheckpointSaver(saverDb, sql, writeLockOf(db));
 }

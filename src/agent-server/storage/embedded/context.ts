@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { NotFoundError } from '../../../lib/errors.ts';
 import { isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
+import type { WriteLock } from './write-lock.ts';
 import type {
   Assistant,
   AssistantQuery,
@@ -84,12 +85,27 @@ export function jsonFilter(column: string, filter: Json | undefined, params: unk
   return clauses;
 }
 
-export function openDatabase(file: string): Database.Database {
+const writeLocks = new WeakMap<Database.Database, WriteLock>();
+
+/** A connection; `lock`: the write lock this process's connections to `file` share (see write-lock.ts). */
+export function openDatabase(file: string, lock?: WriteLock): Database.Database {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
+  if (lock) writeLocks.set(db, lock);
   return db;
+}
+
+/** The write lock openDatabase gave the connection, if any. */
+export function writeLockOf(db: Database.Database): WriteLock | undefined {
+  return writeLocks.get(db);
+}
+
+/** Runs `fn`, a synchronous write transaction on `db` (`tx.immediate(...)`), under the connection's write lock. */
+export function underWriteLock<T>(db: Database.Database, fn: () => T): T {
+  const lock = writeLocks.get(db);
+  return lock ? lock.write(fn) : fn();
 }
 
 export function statementCache(db: Database.Database): (text: string) => Database.Statement {
@@ -172,7 +188,10 @@ export function openContext(
   // IMMEDIATE: take the write lock up front. A transaction that reads and then writes could otherwise fail at once
   // (SQLITE_BUSY, no busy wait) when an executor thread's connection committed checkpoints in between.
   const txFn = db.transaction((fn: () => unknown) => fn());
-  const inTx = <T>(fn: () => T): T => txFn.immediate(fn) as T;
+  const lock = writeLockOf(db);
+  const inTx = lock
+    ? <T>(fn: () => T): T => lock.write(() => txFn.immediate(fn) as T)
+    : <T>(fn: () => T): T => txFn.immediate(fn) as T;
   const emit = (e: StorageEvent) => queueMicrotask(() => emitter.emit('event', e));
   const st = hotStatements(sql, threadTtlDefault, threadTtlStrategy);
   const now = () => isoNow();

@@ -20,6 +20,7 @@ import { AGENT_SERVER_SQLITE_MIGRATIONS } from './migrations.ts';
 import { embeddedRuns } from './runs.ts';
 import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
+import { WriteLock } from './write-lock.ts';
 
 export interface EmbeddedOptions {
   dataDir: string;
@@ -86,8 +87,11 @@ function isRunning(pid: number): boolean {
  * The checkpoints of an embedded store through a connection of their own, for graphs executing on another thread
  * of the owning process (SQLite's WAL lets it write beside the store's connection; busy_timeout covers the lock).
  */
-export function openEmbeddedCheckpointer(file: string): { saver: BaseCheckpointSaver; close(): void } {
-  const db = openDatabase(file);
+export function openEmbeddedCheckpointer(
+  file: string,
+  writeLock?: SharedArrayBuffer,
+): { saver: BaseCheckpointSaver; close(): void } {
+  const db = openDatabase(file, writeLock && new WriteLock(writeLock));
   const saver = checkpointSaver(db, statementCache(db));
   return { saver, close: () => db.close() };
 }
@@ -97,8 +101,9 @@ export function openEmbeddedItems(
   file: string,
   config: ItemsConfig,
   embedder?: Embedder,
+  writeLock?: SharedArrayBuffer,
 ): { items: ItemStore; close(): void } {
-  const db = openDatabase(file);
+  const db = openDatabase(file, writeLock && new WriteLock(writeLock));
   return { items: sqliteItems(db, statementCache(db), config, embedder), close: () => db.close() };
 }
 
@@ -106,7 +111,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   mkdirSync(opts.dataDir, { recursive: true });
   const releaseOwnership = takeOwnership(opts.dataDir);
   const file = join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite');
-  const db = openDatabase(file);
+  // Shared with the executor threads' connections to the file (CheckpointerSource.writeLock).
+  const writeLock = new WriteLock();
+  const db = openDatabase(file, writeLock);
   migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
@@ -140,7 +147,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   return {
     kind: 'embedded',
     checkpointer: saver,
-    checkpointerSource: { kind: 'embedded', file, items: itemsConfig },
+    checkpointerSource: { kind: 'embedded', file, items: itemsConfig, writeLock: writeLock.buffer },
     assistants: embeddedAssistants(ctx),
     threads,
     runs,

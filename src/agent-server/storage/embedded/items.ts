@@ -5,6 +5,7 @@
 // thousands of items one embedded server holds, not for millions.
 import type Database from 'better-sqlite3';
 import { isoNow } from '../common.ts';
+import { underWriteLock } from './context.ts';
 import {
   ItemsBaseStore,
   cosine,
@@ -43,12 +44,16 @@ export function sqliteItems(
     updated_at: r.updated_at,
     ...(score !== undefined ? { score } : {}),
   });
+  /** A write transaction (IMMEDIATE), under the write lock of this process's connections to the file. */
+  const write = <T>(fn: () => T): T => underWriteLock(db, () => db.transaction(fn).immediate());
   const refresh = (rows: Row[]) => {
     const upd = sql(
       `UPDATE ap_store_items SET expires_at = ? WHERE namespace = ? AND key = ? AND ttl_minutes IS NOT NULL`,
     );
     const now = Date.now();
-    for (const r of rows) if (r.ttl_minutes) upd.run(now + r.ttl_minutes * 60_000, r.namespace, r.key);
+    const due = rows.filter((r) => r.ttl_minutes);
+    if (due.length)
+      write(() => due.forEach((r) => upd.run(now + (r.ttl_minutes as number) * 60_000, r.namespace, r.key)));
   };
   /** Rows under a prefix ("" = every namespace), live only. */
   const underPrefix = (prefix: string[]): Row[] => {
@@ -77,7 +82,7 @@ export function sqliteItems(
         vectors = texts.map((t, i) => ({ field: t.field, embedding: embedded[i]! }));
       }
       const now = isoNow();
-      db.transaction(() => {
+      write(() => {
         sql(`INSERT INTO ap_store_items (namespace, key, value, created_at, updated_at, expires_at, ttl_minutes)
           VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
           updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes`).run(
@@ -92,7 +97,7 @@ export function sqliteItems(
         sql('DELETE FROM ap_store_vectors WHERE namespace = ? AND key = ?').run(ns, key);
         const ins = sql('INSERT INTO ap_store_vectors (namespace, key, field, embedding) VALUES (?, ?, ?, ?)');
         for (const v of vectors) ins.run(ns, key, v.field, JSON.stringify(v.embedding));
-      }).immediate();
+      });
     },
     async get(namespace, key, opts = {}) {
       const row = sql(`SELECT * FROM ap_store_items WHERE namespace = ? AND key = ? AND ${LIVE}`).get(
@@ -106,10 +111,10 @@ export function sqliteItems(
     },
     async delete(namespace, key) {
       const ns = nsPath(namespace);
-      db.transaction(() => {
+      write(() => {
         sql('DELETE FROM ap_store_items WHERE namespace = ? AND key = ?').run(ns, key);
         sql('DELETE FROM ap_store_vectors WHERE namespace = ? AND key = ?').run(ns, key);
-      }).immediate();
+      });
     },
     async search(q: ItemSearch) {
       const rows = underPrefix(q.namespace_prefix).filter((r) => matchesFilter(JSON.parse(r.value) as Json, q.filter));
@@ -160,13 +165,11 @@ export function sqliteItems(
     },
     async sweep() {
       const now = Date.now();
-      return db
-        .transaction(() => {
-          sql(`DELETE FROM ap_store_vectors WHERE EXISTS (SELECT 1 FROM ap_store_items i WHERE i.namespace =
+      return write(() => {
+        sql(`DELETE FROM ap_store_vectors WHERE EXISTS (SELECT 1 FROM ap_store_items i WHERE i.namespace =
           ap_store_vectors.namespace AND i.key = ap_store_vectors.key AND i.expires_at <= ?)`).run(now);
-          return sql('DELETE FROM ap_store_items WHERE expires_at <= ?').run(now).changes;
-        })
-        .immediate();
+        return sql('DELETE FROM ap_store_items WHERE expires_at <= ?').run(now).changes;
+      });
     },
   };
   const store = new ItemsBaseStore(items);
