@@ -1,7 +1,8 @@
 // Executor threads: a thread that dies takes only its own runs down (they end in error, never stuck running)
 // and is replaced, so the next run succeeds; the events of runs that share a thread (it sends those of one
 // event-loop turn together) reach each run's stream in order. Everything else about them runs through the API suite.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startHarness, type Harness } from './helpers/harness.ts';
 
 describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store) => {
@@ -75,6 +76,48 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
       // Nothing of another run's (debug events name their thread in every config).
       const text = JSON.stringify(events);
       for (const other of together) if (other.thread !== thread) expect(text).not.toContain(other.thread);
+    }
+  });
+
+  it('every finished run is forgotten on its thread once, after its execute: with the next run, or alone soon after', async () => {
+    // What the engine's thread sends its executor threads (observed: the real messages go through unchanged).
+    type Sent = { type: string; req?: { run: { run_id: string } }; forget?: string[]; runIds?: string[] };
+    const spy = vi.spyOn(Worker.prototype, 'postMessage');
+    const sent = () => spy.mock.calls.map((c) => c[0] as Sent);
+    const forgets = (m: Sent) => (m.type === 'forget' ? m.runIds! : (m.forget ?? []));
+    const runIds: string[] = [];
+    const oneRun = async () => {
+      const t = (await call('POST', '/threads', {})).body.thread_id as string;
+      const r = (await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} })).body;
+      await call('GET', `/threads/${t}/runs/${r.run_id}/join`);
+      return r.run_id as string;
+    };
+    try {
+      // A thread replaced by the first test may still be loading (runs execute inline until then).
+      const ready = Date.now() + 20_000;
+      while (!sent().some((m) => m.type === 'execute') && Date.now() < ready) {
+        await oneRun();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      spy.mockClear();
+      for (let i = 0; i < 4; i++) runIds.push(await oneRun());
+      // The last one has no next run to ride on: it goes alone.
+      const deadline = Date.now() + 10_000;
+      const forgotten = () => sent().flatMap(forgets);
+      while (!forgotten().includes(runIds.at(-1)!) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      for (const id of runIds) {
+        const executedAt = sent().findIndex((m) => m.type === 'execute' && m.req!.run.run_id === id);
+        const forgottenAt = sent().findIndex((m) => forgets(m).includes(id));
+        expect(executedAt).toBeGreaterThanOrEqual(0);
+        expect(forgottenAt).toBeGreaterThanOrEqual(0);
+        // A run's forget rides on a later message than its own execute, never on it.
+        expect(forgottenAt).toBeGreaterThan(executedAt);
+        expect(forgotten().filter((f) => f === id)).toHaveLength(1);
+      }
+    } finally {
+      spy.mockRestore();
     }
   });
 });

@@ -82,6 +82,7 @@ try {
   port.on('message', (m: ToWorker) => {
     switch (m.type) {
       case 'execute': {
+        for (const id of m.forget ?? []) executor?.forget(id);
         const runId = m.req.run.run_id;
         const controller = new AbortController();
         running.set(runId, controller);
@@ -111,7 +112,7 @@ try {
         void Promise.resolve(executor?.settle(m.runId)).then(() => send({ type: 'settled', seq: m.seq }));
         break;
       case 'forget':
-        executor?.forget(m.runId);
+        for (const id of m.runIds) executor?.forget(id);
         break;
       case 'close':
         for (const c of running.values()) c.abort(new Error('executor closing'));

@@ -26,11 +26,12 @@ export interface WorkerInit {
 export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & { platform?: () => PlatformWorkerEnv };
 
 export type ToWorker =
-  | { type: 'execute'; req: ExecRequest }
+  /** `forget`: runs to forget first (ThreadExecutor.forget's, carried by the next message instead of one each). */
+  | { type: 'execute'; req: ExecRequest; forget?: string[] }
   | { type: 'abort'; runId: string; reason: string }
   | { type: 'discard'; runId: string }
   | { type: 'settle'; runId: string; seq: number }
-  | { type: 'forget'; runId: string }
+  | { type: 'forget'; runIds: string[] }
   | { type: 'close' };
 
 export type FromWorker =
@@ -52,6 +53,9 @@ interface Slot {
   /** Could not start at all: not replaced (it would fail again). */
   failed?: boolean;
   started: Promise<void>;
+  /** Runs forgotten since the last message to the thread: they go with the next one (or after FORGET_AFTER_MS). */
+  forgotten: string[];
+  forgetTimer?: NodeJS.Timeout;
 }
 
 interface Pending {
@@ -60,6 +64,9 @@ interface Pending {
   resolve: (r: ExecResult) => void;
   done: boolean;
 }
+
+/** How long forgotten runs may wait for a message to ride on before they are sent on their own. */
+const FORGET_AFTER_MS = 100;
 
 const ENTRY = pathToFileURL(packagePath('src/agent-server/runs/executor-worker.mjs'));
 
@@ -122,6 +129,7 @@ export class ThreadExecutor implements RunExecutor {
       ready: false,
       exited: false,
       started: new Promise<void>((r) => (started = r)),
+      forgotten: [],
     };
     this.slots[index] = slot;
     worker.on('message', (m: FromWorker) => {
@@ -145,6 +153,8 @@ export class ThreadExecutor implements RunExecutor {
         WriteLock.releaseHeldBy(this.init.source.writeLock, workerThreadId);
       }
       slot.exited = true;
+      clearTimeout(slot.forgetTimer);
+      slot.forgotten = [];
       started();
       this.onExit(slot, code);
     });
@@ -234,7 +244,20 @@ export class ThreadExecutor implements RunExecutor {
     const p = this.runs.get(runId);
     if (!p) return;
     this.runs.delete(runId);
-    this.post(p.slot, { type: 'forget', runId });
+    // Nothing waits on it: the thread learns it with its next run (a message less per run), or a little later.
+    const slot = p.slot;
+    if (slot.exited) return;
+    slot.forgotten.push(runId);
+    slot.forgetTimer ??= setTimeout(() => this.sendForgotten(slot), FORGET_AFTER_MS).unref();
+  }
+
+  private sendForgotten(slot: Slot): void {
+    clearTimeout(slot.forgetTimer);
+    slot.forgetTimer = undefined;
+    const runIds = slot.forgotten;
+    if (!runIds.length) return;
+    slot.forgotten = [];
+    if (!slot.exited) slot.worker.postMessage({ type: 'forget', runIds } satisfies ToWorker);
   }
 
   async close(): Promise<void> {
@@ -262,7 +285,17 @@ export class ThreadExecutor implements RunExecutor {
     await this.inline.close();
   }
 
+  /** Sends `m`; runs forgotten before it go first (with an execute, in the same message). */
   private post(slot: Slot, m: ToWorker): void {
-    if (!slot.exited) slot.worker.postMessage(m);
+    if (slot.exited) return;
+    if (slot.forgotten.length) {
+      if (m.type === 'execute') {
+        clearTimeout(slot.forgetTimer);
+        slot.forgetTimer = undefined;
+        m = { ...m, forget: slot.forgotten };
+        slot.forgotten = [];
+      } else this.sendForgotten(slot);
+    }
+    slot.worker.postMessage(m);
   }
 }
