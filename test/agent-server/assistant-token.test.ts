@@ -26,24 +26,20 @@ describe('run creates and the assistant they were built from (postgres)', () => 
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
-  const thread = async () => (await call('POST', '/threads', {})).body.thread_id as string;
+  const thread = async () => (await h.call('POST', '/threads', {})).body.thread_id as string;
   const readsOf = (id: string) => reads.filter((r) => r === id).length;
   const configured = (run: { kwargs: { config: { configurable: { tag?: string } } } }) =>
     run.kwargs.config.configurable.tag;
 
   it('reads the assistant once for many runs, and again (once) after it changed elsewhere', async () => {
-    const a = await call('POST', '/assistants', { graph_id: 'counter', config: { configurable: { tag: 'v1' } } });
+    const a = await h.call('POST', '/assistants', { graph_id: 'counter', config: { configurable: { tag: 'v1' } } });
     const id = a.body.assistant_id as string;
     const before = readsOf(id);
-    const first = await call('POST', `/threads/${await thread()}/runs`, { assistant_id: id, input: {} });
+    const first = await h.call('POST', `/threads/${await thread()}/runs`, { assistant_id: id, input: {} });
     expect(first.status).toBe(200);
     expect(configured(first.body)).toBe('v1');
     for (let i = 0; i < 3; i++) {
-      const r = await call('POST', `/threads/${await thread()}/runs`, { assistant_id: id, input: {} });
+      const r = await h.call('POST', `/threads/${await thread()}/runs`, { assistant_id: id, input: {} });
       expect(configured(r.body)).toBe('v1');
     }
     expect(readsOf(id) - before).toBe(1);
@@ -51,43 +47,43 @@ describe('run creates and the assistant they were built from (postgres)', () => 
     // Another replica patches it: this process's copy is stale, and the create finds out.
     await h.storage.assistants.patch(id, { config: { configurable: { tag: 'v2' } } });
     const t = await thread();
-    const second = await call('POST', `/threads/${t}/runs/wait`, { assistant_id: id, input: {} });
+    const second = await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: id, input: {} });
     expect(second.status).toBe(200);
-    const runs = await call('GET', `/threads/${t}/runs`);
+    const runs = await h.call('GET', `/threads/${t}/runs`);
     expect(runs.body).toHaveLength(1);
     expect(configured(runs.body[0])).toBe('v2');
     expect(readsOf(id) - before).toBe(2);
 
     // Stateless runs take the slow path (their thread is created in a transaction): the same check.
     await h.storage.assistants.setLatest(id, 1);
-    const stateless = await call('POST', '/runs', { assistant_id: id, input: {}, on_completion: 'keep' });
+    const stateless = await h.call('POST', '/runs', { assistant_id: id, input: {}, on_completion: 'keep' });
     expect(stateless.status).toBe(200);
     expect(configured(stateless.body)).toBe('v1');
     expect(readsOf(id) - before).toBe(3);
   });
 
   it('a deleted assistant: 404, and nothing of the run is written', async () => {
-    const a = await call('POST', '/assistants', { graph_id: 'counter' });
+    const a = await h.call('POST', '/assistants', { graph_id: 'counter' });
     const id = a.body.assistant_id as string;
     const t = await thread();
-    expect((await call('POST', `/threads/${t}/runs/wait`, { assistant_id: id, input: {} })).status).toBe(200);
+    expect((await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: id, input: {} })).status).toBe(200);
     await h.storage.assistants.delete(id);
-    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: id, input: {} });
+    const r = await h.call('POST', `/threads/${t}/runs`, { assistant_id: id, input: {} });
     expect(r.status).toBe(404);
     expect(r.body.detail).toContain(id);
-    expect((await call('GET', `/threads/${t}/runs`)).body).toHaveLength(1);
+    expect((await h.call('GET', `/threads/${t}/runs`)).body).toHaveLength(1);
     const newThread = randomUUID();
-    const s = await call('POST', `/threads/${newThread}/runs`, {
+    const s = await h.call('POST', `/threads/${newThread}/runs`, {
       assistant_id: id,
       input: {},
       if_not_exists: 'create',
     });
     expect(s.status).toBe(404);
-    expect((await call('GET', `/threads/${newThread}`)).status).toBe(404);
+    expect((await h.call('GET', `/threads/${newThread}`)).status).toBe(404);
   });
 
   it('the store refuses a create whose token is not the row current one, on both paths, writing nothing', async () => {
-    const a = await call('POST', '/assistants', { graph_id: 'counter' });
+    const a = await h.call('POST', '/assistants', { graph_id: 'counter' });
     const id = a.body.assistant_id as string;
     const t = await thread();
     const base = {

@@ -12,24 +12,19 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
-
   it('a run whose thread exits ends in error; a new thread takes the next run', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    const r = (await call('POST', `/threads/${t}/runs`, { assistant_id: 'fail', input: { x: -1 } })).body;
-    const joined = await call('GET', `/threads/${t}/runs/${r.run_id}/join`);
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const r = (await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'fail', input: { x: -1 } })).body;
+    const joined = await h.call('GET', `/threads/${t}/runs/${r.run_id}/join`);
     expect(joined.body.__error__).toMatchObject({ error: 'ExecutorThreadExited' });
-    expect((await call('GET', `/threads/${t}/runs/${r.run_id}`)).body.status).toBe('error');
-    expect((await call('GET', `/threads/${t}`)).body.status).toBe('error');
+    expect((await h.call('GET', `/threads/${t}/runs/${r.run_id}`)).body.status).toBe('error');
+    expect((await h.call('GET', `/threads/${t}`)).body.status).toBe('error');
 
-    const t2 = (await call('POST', '/threads', {})).body.thread_id as string;
-    const ok = await call('POST', `/threads/${t2}/runs/wait`, { assistant_id: 'counter', input: {} });
+    const t2 = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const ok = await h.call('POST', `/threads/${t2}/runs/wait`, { assistant_id: 'counter', input: {} });
     expect(ok.status).toBe(200);
     expect(ok.body.__error__).toBeUndefined();
-    expect((await call('GET', `/threads/${t2}`)).body.status).toBe('idle');
+    expect((await h.call('GET', `/threads/${t2}`)).body.status).toBe('idle');
   });
 
   /** The (event, data) pairs of a text/event-stream body. */
@@ -46,7 +41,7 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
 
   it('runs sharing a thread get their own events, in order, each stream as a lone run gets it', async () => {
     const streamRun = async () => {
-      const t = (await call('POST', '/threads', {})).body.thread_id as string;
+      const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
       const res = await h.app.inject({
         method: 'POST',
         url: `/threads/${t}/runs/stream`,
@@ -87,9 +82,9 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
     const forgets = (m: Sent) => (m.type === 'forget' ? m.runIds! : (m.forget ?? []));
     const runIds: string[] = [];
     const oneRun = async () => {
-      const t = (await call('POST', '/threads', {})).body.thread_id as string;
-      const r = (await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} })).body;
-      await call('GET', `/threads/${t}/runs/${r.run_id}/join`);
+      const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+      const r = (await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} })).body;
+      await h.call('GET', `/threads/${t}/runs/${r.run_id}/join`);
       return r.run_id as string;
     };
     try {

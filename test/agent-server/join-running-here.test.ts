@@ -17,16 +17,12 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
   const readsOf = (runId: string) => reads.filter((r) => r === runId).length;
 
   it('answers the final values without reading the run, then reads a finished one', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    const other = (await call('POST', '/threads', {})).body.thread_id as string;
-    const created = await call('POST', `/threads/${t}/runs`, {
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const other = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const created = await h.call('POST', `/threads/${t}/runs`, {
       assistant_id: 'slow',
       input: { delay_ms: 400, mark: 'j' },
     });
@@ -35,20 +31,20 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
     expect(h.engine.runningHere(t, runId)).toBeDefined();
 
     // On another thread: 404, as for any run not on it.
-    const wrong = await call('GET', `/threads/${other}/runs/${runId}/join`);
+    const wrong = await h.call('GET', `/threads/${other}/runs/${runId}/join`);
     expect(wrong.status).toBe(404);
 
     const before = readsOf(runId);
-    const joined = await call('GET', `/threads/${t}/runs/${runId}/join`);
+    const joined = await h.call('GET', `/threads/${t}/runs/${runId}/join`);
     expect(joined.status).toBe(200);
     expect(joined.body).toEqual({ marks: ['start:j', 'done:j'], delay_ms: 400, mark: 'j' });
     expect(readsOf(runId) - before).toBe(0);
 
     // Finished: no longer running here, so the join reads it.
     expect(h.engine.runningHere(t, runId)).toBeUndefined();
-    const again = await call('GET', `/threads/${t}/runs/${runId}/join`);
+    const again = await h.call('GET', `/threads/${t}/runs/${runId}/join`);
     expect(again.body).toEqual(joined.body);
     expect(readsOf(runId) - before).toBe(1);
-    expect((await call('GET', `/threads/${t}/runs/${runId}`)).body.status).toBe('success');
+    expect((await h.call('GET', `/threads/${t}/runs/${runId}`)).body.status).toBe('success');
   });
 });

@@ -23,20 +23,16 @@ describe.each([0, 1])('first run on a thread without checkpoints (postgres, %i e
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
   const runWait = async (t: string) =>
-    (await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).body;
+    (await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).body;
   const createJoin = async (t: string) => {
-    const r = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
+    const r = await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
     expect(r.status).toBe(200);
-    return (await call('GET', `/threads/${t}/runs/${r.body.run_id}/join`)).body;
+    return (await h.call('GET', `/threads/${t}/runs/${r.body.run_id}/join`)).body;
   };
 
   it('skips the read on a new thread, reads on a thread with checkpoints, and the state adds up', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
     const before = reads.latest;
     expect(await createJoin(t)).toEqual({ count: 11, steps: ['first', 'second'] });
     if (!threads) expect(reads.latest - before).toBe(0);
@@ -47,9 +43,9 @@ describe.each([0, 1])('first run on a thread without checkpoints (postgres, %i e
   });
 
   it('a copied thread starts from the copied checkpoints', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
     await runWait(t);
-    const copy = await call('POST', `/threads/${t}/copy`);
+    const copy = await h.call('POST', `/threads/${t}/copy`);
     expect(copy.status).toBe(200);
     expect(await createJoin(copy.body.thread_id)).toEqual({
       count: 22,
@@ -58,16 +54,16 @@ describe.each([0, 1])('first run on a thread without checkpoints (postgres, %i e
   });
 
   it('a run queued behind another on its thread starts from the first one`s checkpoints', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    const a = await call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
-    const b = await call('POST', `/threads/${t}/runs`, {
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const a = await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: {} });
+    const b = await h.call('POST', `/threads/${t}/runs`, {
       assistant_id: 'counter',
       input: {},
       multitask_strategy: 'enqueue',
     });
     expect([a.status, b.status]).toEqual([200, 200]);
-    await call('GET', `/threads/${t}/runs/${a.body.run_id}/join`);
-    expect((await call('GET', `/threads/${t}/runs/${b.body.run_id}/join`)).body).toEqual({
+    await h.call('GET', `/threads/${t}/runs/${a.body.run_id}/join`);
+    expect((await h.call('GET', `/threads/${t}/runs/${b.body.run_id}/join`)).body).toEqual({
       count: 22,
       steps: ['first', 'second', 'first', 'second'],
     });
@@ -81,15 +77,10 @@ describe('runs claimed from the queue (postgres, one slot)', () => {
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
-
   it('skip the read on new threads, read it on threads with checkpoints', async () => {
-    const old = (await call('POST', '/threads', {})).body.thread_id as string;
-    await call('POST', `/threads/${old}/runs/wait`, { assistant_id: 'counter', input: {} });
-    const fresh = await Promise.all([0, 1, 2].map(async () => (await call('POST', '/threads', {})).body.thread_id));
+    const old = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    await h.call('POST', `/threads/${old}/runs/wait`, { assistant_id: 'counter', input: {} });
+    const fresh = await Promise.all([0, 1, 2].map(async () => (await h.call('POST', '/threads', {})).body.thread_id));
     const before = reads.latest;
     // One slot: the first is claimed as it is created, the others wait and are claimed as runs finish.
     const created = [];
@@ -98,12 +89,12 @@ describe('runs claimed from the queue (postgres, one slot)', () => {
         t === old
           ? { assistant_id: 'counter', input: {} }
           : { assistant_id: 'slow', input: { delay_ms: 50, mark: 'q' } };
-      const r = await call('POST', `/threads/${t}/runs`, body);
+      const r = await h.call('POST', `/threads/${t}/runs`, body);
       expect(r.status).toBe(200);
       created.push({ t, run: r.body.run_id as string });
     }
     const out = [];
-    for (const { t, run } of created) out.push((await call('GET', `/threads/${t}/runs/${run}/join`)).body);
+    for (const { t, run } of created) out.push((await h.call('GET', `/threads/${t}/runs/${run}/join`)).body);
     for (const o of out.slice(0, 3)) expect(o.marks).toEqual(['start:q', 'done:q']);
     // The old thread's run started from its checkpoint: the counter went on from its first run's values.
     expect(out[3]).toEqual({ count: 22, steps: ['first', 'second', 'first', 'second'] });

@@ -26,10 +26,6 @@ describe('GET state reads ahead (postgres)', () => {
   });
   afterAll(async () => h?.close());
 
-  async function call(method: string, url: string, payload?: unknown) {
-    const res = await h.app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
-    return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
-  }
   const counted = async <T>(f: () => Promise<T>) => {
     const before = { ...calls };
     const out = await f();
@@ -37,51 +33,51 @@ describe('GET state reads ahead (postgres)', () => {
   };
 
   it('one read for the latest state and its parent, the same state as reading each', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    expect((await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).status).toBe(200);
-    const latest = await counted(() => call('GET', `/threads/${t}/state`));
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    expect((await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} })).status).toBe(200);
+    const latest = await counted(() => h.call('GET', `/threads/${t}/state`));
     expect(latest.out.status).toBe(200);
     expect(latest).toMatchObject({ list: 1, getTuple: 0 });
     const state = latest.out.body;
     expect(state.values).toEqual({ count: 11, steps: ['first', 'second'] });
     expect(state.metadata.writes).toEqual({ second: { count: 10, steps: ['second'] } });
     // The same checkpoint by id: read without reading ahead (getTuple for it and for its parent).
-    const byId = await counted(() => call('GET', `/threads/${t}/state/${state.checkpoint_id}`));
+    const byId = await counted(() => h.call('GET', `/threads/${t}/state/${state.checkpoint_id}`));
     expect(byId).toMatchObject({ list: 0, getTuple: 2 });
     expect(byId.out.body).toEqual(state);
   });
 
   it('a fork: the parent is read on its own, and the state is right', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
-    const history = (await call('POST', `/threads/${t}/history`, { limit: 10 })).body as Array<{
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    const history = (await h.call('POST', `/threads/${t}/history`, { limit: 10 })).body as Array<{
       checkpoint_id: string;
       values: { count?: number };
     }>;
     const afterFirst = history.find((s) => s.values.count === 1)!;
     // A new checkpoint whose parent is the one after `first`, not the newest.
-    const forked = await call('POST', `/threads/${t}/state`, {
+    const forked = await h.call('POST', `/threads/${t}/state`, {
       values: { count: 100 },
       checkpoint_id: afterFirst.checkpoint_id,
     });
     expect(forked.status).toBe(200);
-    const latest = await counted(() => call('GET', `/threads/${t}/state`));
+    const latest = await counted(() => h.call('GET', `/threads/${t}/state`));
     expect(latest).toMatchObject({ list: 1, getTuple: 1 });
     expect(latest.out.body.parent_checkpoint_id).toBe(afterFirst.checkpoint_id);
     expect(latest.out.body.checkpoint_id).toBe(forked.body.checkpoint.checkpoint_id);
-    const byId = await call('GET', `/threads/${t}/state/${latest.out.body.checkpoint_id}`);
+    const byId = await h.call('GET', `/threads/${t}/state/${latest.out.body.checkpoint_id}`);
     expect(byId.body).toEqual(latest.out.body);
   });
 
   it('a thread without checkpoints: the empty state; a run reads its latest checkpoint itself', async () => {
-    const t = (await call('POST', '/threads', {})).body.thread_id as string;
-    const empty = await counted(() => call('GET', `/threads/${t}/state`));
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const empty = await counted(() => h.call('GET', `/threads/${t}/state`));
     expect(empty).toMatchObject({ list: 0, getTuple: 0 });
     expect(empty.out.body).toMatchObject({ values: {}, next: [], checkpoint: null });
     // Two turns: the second run starts from the first's last checkpoint (read by the run, not from a read-ahead).
-    await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
-    await call('GET', `/threads/${t}/state`);
-    const second = await call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    await h.call('GET', `/threads/${t}/state`);
+    const second = await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
     expect(second.body).toEqual({ count: 22, steps: ['first', 'second', 'first', 'second'] });
   });
 });

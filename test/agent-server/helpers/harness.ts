@@ -21,6 +21,8 @@ export interface Harness {
   app: FastifyInstance;
   storage: Storage;
   engine: RunEngine;
+  /** A request through app.inject: its status and its body parsed as JSON (undefined when empty). */
+  call(method: string, url: string, payload?: unknown): Promise<{ status: number; body: any }>;
   close(): Promise<void>;
 }
 
@@ -73,6 +75,10 @@ export async function startHarness(opts: {
     app,
     storage,
     engine,
+    async call(method, url, payload) {
+      const res = await app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
+      return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };
+    },
     async close() {
       await engine.stop(2_000);
       await app.close();
