@@ -171,13 +171,18 @@ export async function readThreadState(
   graph: PregelLike,
   threadId: string,
   checkpoint?: string | CheckpointSelector,
-  opts: { subgraphs?: boolean } = {},
+  opts: { subgraphs?: boolean; readAhead?: string } = {},
 ): Promise<ApiThreadState> {
   const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : checkpoint;
   const configurable = checkpointConfigurable(threadId, sel);
+  const latestRoot = !sel?.checkpoint_id && !configurable.checkpoint_ns;
+  // The caller read the latest root checkpoint and its parent ahead already (ThreadStore.getReadingAhead).
+  if (latestRoot && opts.readAhead) {
+    return stateOf(graph, threadId, sel, { ...configurable, [READ_AHEAD_KEY]: opts.readAhead }, opts);
+  }
   // The latest root state needs the latest checkpoint and its parent: one read for both where the saver can.
   const saver = (graph as { checkpointer?: { readAhead?: ReadAhead } }).checkpointer;
-  if (!sel?.checkpoint_id && !configurable.checkpoint_ns && typeof saver?.readAhead === 'function') {
+  if (latestRoot && typeof saver?.readAhead === 'function') {
     const token = randomUUID();
     const release = await saver.readAhead(threadId, token);
     try {

@@ -18,7 +18,7 @@ import { toPlain } from '../serde.ts';
 import type { Json, Thread } from '../storage/types.ts';
 import { publishStateUpdate } from '../streams/thread-events.ts';
 import type { AssistantService } from './assistants.ts';
-import type { ServiceDeps } from './context.ts';
+import { threadNotFound, type ServiceDeps } from './context.ts';
 import type { ThreadService } from './threads.ts';
 
 export type StateService = ReturnType<typeof createStateService>;
@@ -45,8 +45,22 @@ export function createStateService({
     return graphFor(graphId, graphs.isFactory(graphId) ? await threads.graphConfig(thread) : {});
   }
 
-  async function threadGraph(threadId: string): Promise<PregelLike | null> {
-    const thread = await threads.require(threadId);
+  /** The thread (404 when missing) and its checkpoints read ahead, when the store reads both in one statement. */
+  async function threadReadingAhead(
+    threadId: string,
+  ): Promise<{ thread: Thread; token: string; release: () => void } | undefined> {
+    if (!storage.threads.getReadingAhead) return undefined;
+    const token = randomUUID();
+    const { thread, release } = await storage.threads.getReadingAhead(threadId, token);
+    if (!thread) {
+      release();
+      throw new NotFoundError(threadNotFound(threadId));
+    }
+    return { thread, token, release };
+  }
+
+  async function threadGraph(threadId: string, known?: Thread): Promise<PregelLike | null> {
+    const thread = known ?? (await threads.require(threadId));
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) return null;
     return graphForThread(graphId, thread);
@@ -118,6 +132,18 @@ export function createStateService({
     const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : (checkpoint ?? undefined);
     const ns = namespaceOf(sel);
     const checkpointId = sel?.checkpoint_id ?? undefined;
+    // The latest root state: where the store can, the thread and the checkpoints it needs in one read.
+    const ahead = !ns && !checkpointId ? await threadReadingAhead(threadId) : undefined;
+    if (ahead) {
+      try {
+        const graph = await threadGraph(threadId, ahead.thread);
+        return graph
+          ? await readThreadState(graph, threadId, undefined, { subgraphs, readAhead: ahead.token })
+          : { ...EMPTY_STATE };
+      } finally {
+        ahead.release();
+      }
+    }
     const graph = await threadGraph(threadId);
     if (!graph) {
       if (ns) throw await namespaceNotFound(null, threadId, ns);

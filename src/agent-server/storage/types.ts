@@ -197,6 +197,12 @@ export type AssistantVersion = Omit<Assistant, 'updated_at'>;
 export interface ThreadStore {
   create(t: NewThread, ifExists: IfExists): Promise<Thread>;
   get(id: string): Promise<Thread | null>;
+  /**
+   * get(), reading in the same statement the thread's newest two root checkpoints for GET state: the store's
+   * checkpointer hands them to the reads that carry `token` under READ_AHEAD_KEY (see the Postgres saver's
+   * readAhead). `release` drops what was not taken. Stores without it read the thread and the checkpoints apart.
+   */
+  getReadingAhead?(id: string, token: string): Promise<{ thread: Thread | null; release: () => void }>;
   /** Merges metadata; a `ttl_minutes` replaces the thread's TTL. */
   patch(id: string, patch: { metadata?: Json; ttl_minutes?: number }): Promise<Thread>;
   /** Deletes the thread, its runs and its checkpoints; NotFoundError when unknown. */

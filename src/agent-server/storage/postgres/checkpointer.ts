@@ -36,6 +36,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     this.db = pool;
     // The exact texts getTuple() sends (package internals: if they change, they are simply sent unnamed).
     const select = (this as unknown as { SQL_STATEMENTS?: { SELECT_SQL?: string } }).SQL_STATEMENTS?.SELECT_SQL;
+    this.selectSql = typeof select === 'string' ? select : undefined;
     if (typeof select === 'string') {
       prepared.set(
         `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`,
@@ -96,21 +97,66 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     };
   }
 
-  /** Tuples readAhead read, by its token, then by checkpoint id ('' for the latest); each is handed out once. */
+  /** Tuples read ahead (readAhead, keepAhead), by token, then by checkpoint id ('' for the latest); each is handed out once. */
   private readonly ahead = new Map<string, Map<string, CheckpointTuple | undefined>>();
+
+  /** The package's checkpoint read as this saver sends it, without its WHERE (undefined if its text is unknown). */
+  private readonly selectSql: string | undefined;
+
+  /**
+   * The package's read of a thread's newest two root checkpoints, as a subquery whose thread id is `param` (e.g.
+   * '$1'), for a statement that reads something else in the same round trip: its rows go to keepAhead. Undefined
+   * when the package's statement text is unknown (then readAhead reads them on its own).
+   */
+  latestTwoSubquery(param: string): string | undefined {
+    if (!this.selectSql || !/^\$\d+$/.test(param)) return undefined;
+    return `(${this.selectSql}WHERE thread_id = ${param} AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 2)`;
+  }
 
   /**
    * Reads a thread's newest two root checkpoints in one statement, for the getTuple calls of one reader that will
    * ask for the latest and its parent (GET state does: the parent's tasks are the latest's `writes`). Those calls
    * carry `token` under READ_AHEAD_KEY in their configurable and get these tuples instead of reading; any other
-   * call reads as before. The second newest is kept only when it is the latest's parent (after a fork it need not
-   * be). Call the returned function when done: it drops what was not taken.
+   * call reads as before. Call the returned function when done: it drops what was not taken.
    */
   async readAhead(threadId: string, token: string): Promise<() => void> {
     const tuples: CheckpointTuple[] = [];
     for await (const t of this.list({ configurable: { thread_id: threadId, checkpoint_ns: '' } }, { limit: 2 }))
       tuples.push(t);
-    const [latest, before] = tuples;
+    return this.keepTuples(token, tuples);
+  }
+
+  /**
+   * readAhead for rows another statement read through latestTwoSubquery (newest first, in the package's column
+   * names). Rows the package would migrate first (checkpoints before format 4) are not kept: their reads go to the
+   * package. Call the returned function when done.
+   */
+  async keepAhead(token: string, rows: Record<string, unknown>[]): Promise<() => void> {
+    const legacy = rows.some(
+      (r) => ((r.checkpoint as { v?: number } | null)?.v ?? 0) < 4 && r.parent_checkpoint_id != null,
+    );
+    if (legacy) return () => undefined;
+    const tuples: CheckpointTuple[] = [];
+    for (const r of rows) {
+      const configurable = { thread_id: r.thread_id, checkpoint_ns: r.checkpoint_ns };
+      tuples.push({
+        config: { configurable: { ...configurable, checkpoint_id: r.checkpoint_id } },
+        checkpoint: await this._loadCheckpoint(
+          r.checkpoint as Parameters<PostgresSaver['_loadCheckpoint']>[0],
+          r.channel_values as Parameters<PostgresSaver['_loadCheckpoint']>[1],
+        ),
+        metadata: await this._loadMetadata(r.metadata as Record<string, unknown>),
+        parentConfig: r.parent_checkpoint_id
+          ? { configurable: { ...configurable, checkpoint_id: r.parent_checkpoint_id } }
+          : undefined,
+        pendingWrites: await this._loadWrites(r.pending_writes as Parameters<PostgresSaver['_loadWrites']>[0]),
+      });
+    }
+    return this.keepTuples(token, tuples);
+  }
+
+  /** The newest root checkpoint, and the one before it when that is its parent (after a fork it need not be). */
+  private keepTuples(token: string, [latest, before]: CheckpointTuple[]): () => void {
     const got = new Map<string, CheckpointTuple | undefined>([['', latest]]);
     const parentId = latest?.parentConfig?.configurable?.checkpoint_id as string | undefined;
     if (parentId && before?.config.configurable?.checkpoint_id === parentId) got.set(parentId, before);

@@ -113,7 +113,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
-  const threads = postgresThreads(ctx);
+  const threads = postgresThreads(ctx, saver);
   const stopThreadSweeper = startThreadSweeper(threads, threadTtl, opts.logger);
 
   return {

@@ -3,10 +3,34 @@ import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { THREAD_SORT } from '../common.ts';
 import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
+import type { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
 
-export function postgresThreads(ctx: PgContext): ThreadStore {
+/** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
+const CHECKPOINT_COLS = [
+  'thread_id',
+  'checkpoint',
+  'checkpoint_ns',
+  'checkpoint_id',
+  'parent_checkpoint_id',
+  'metadata',
+  'channel_values',
+  'pending_writes',
+];
+
+export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver): ThreadStore {
   const { pool, s, named, tx, notify, requireThread, where, orderBy } = ctx;
+
+  // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
+  // checkpoint (at most two, newest first), each with the thread's columns; one row of NULL checkpoint columns
+  // when it has none; no row when the thread does not exist.
+  const latestTwo = saver?.latestTwoSubquery('$1');
+  const withCheckpoints = latestTwo
+    ? `SELECT ${THREAD_COLS.split(', ')
+        .map((c) => `t.${c}`)
+        .join(', ')}, ${CHECKPOINT_COLS.map((c) => `ck.${c} AS ck_${c}`).join(', ')}
+      FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
+    : undefined;
 
   /** keep_latest on the threads whose checkpoint-table ids are `cpIds`, inside the open transaction. */
   async function keepLatestIn(c: Q, cpIds: string[]): Promise<void> {
@@ -81,6 +105,18 @@ export function postgresThreads(ctx: PgContext): ThreadStore {
       );
       return rows[0] ? toThread(rows[0]) : null;
     },
+    ...(saver && withCheckpoints
+      ? {
+          async getReadingAhead(id: string, token: string) {
+            const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
+            if (!rows[0]) return { thread: null, release: () => undefined };
+            const checkpoints = rows
+              .filter((r) => r.ck_checkpoint_id != null)
+              .map((r) => Object.fromEntries(CHECKPOINT_COLS.map((c) => [c, r[`ck_${c}`]])));
+            return { thread: toThread(rows[0]), release: await saver.keepAhead(token, checkpoints) };
+          },
+        }
+      : {}),
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       const { rows } = await pool.query(
         `UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now(),
