@@ -14,10 +14,12 @@ import {
   copyCheckpoint,
   type Checkpoint,
   type CheckpointMetadata,
+  type CheckpointTuple,
   type PendingWrite,
 } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { ReadAheadTuples } from '../read-ahead.ts';
 import { writeLockOf } from './context.ts';
 import type { WriteLock } from './write-lock.ts';
 
@@ -27,6 +29,31 @@ const insertWrites = (conflict: 'OR REPLACE' | 'OR IGNORE') => `
       (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     `;
+
+/**
+ * The package's read of a checkpoint (its columns, and its pending writes as the package aggregates them), for a
+ * thread's newest two root checkpoints, as a subquery whose thread id is the statement's `@thread_id`: a statement
+ * that reads the thread reads them in the same step (ThreadStore.getReadingAhead), its rows go to keepAhead.
+ */
+export const LATEST_TWO_CHECKPOINTS = `(SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,
+    checkpoint, metadata,
+    (SELECT json_group_array(json_object('task_id', w.task_id, 'channel', w.channel, 'type', w.type,
+        'value', CAST(w.value AS TEXT)))
+      FROM writes AS w WHERE w.thread_id = checkpoints.thread_id AND w.checkpoint_ns = checkpoints.checkpoint_ns
+        AND w.checkpoint_id = checkpoints.checkpoint_id) AS pending_writes
+  FROM checkpoints WHERE thread_id = @thread_id AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 2)`;
+
+/** The columns of LATEST_TWO_CHECKPOINTS. */
+export const LATEST_TWO_COLUMNS = [
+  'thread_id',
+  'checkpoint_ns',
+  'checkpoint_id',
+  'parent_checkpoint_id',
+  'type',
+  'checkpoint',
+  'metadata',
+  'pending_writes',
+] as const;
 
 interface Queued {
   write: () => void;
@@ -57,6 +84,50 @@ export class CheckpointSaver extends SqliteSaver {
   /** Creates the saver's tables now, so our own SQL (copy, rollback) can rely on them. */
   init(): void {
     this.setup();
+  }
+
+  /** Tuples read ahead (keepAhead) for one reader each. */
+  readonly ahead = new ReadAheadTuples();
+
+  /**
+   * Keeps the rows of LATEST_TWO_CHECKPOINTS (newest first) for the getTuple calls that carry `token` under
+   * READ_AHEAD_KEY, as the package's getTuple would have read them. A checkpoint the package would migrate first
+   * (format before 4, with a parent) is not kept: its reads go to the package. Call the returned function when done.
+   */
+  async keepAhead(token: string, rows: Record<string, unknown>[]): Promise<() => void> {
+    const tuples: CheckpointTuple[] = [];
+    for (const r of rows) {
+      const checkpoint = (await this.serde.loadsTyped((r.type as string | null) ?? 'json', r.checkpoint as string)) as
+        Checkpoint | undefined;
+      if (checkpoint && checkpoint.v < 4 && r.parent_checkpoint_id != null) return () => undefined;
+      const written = JSON.parse(r.pending_writes as string) as Array<Record<string, string | null>>;
+      const configurable = { thread_id: r.thread_id, checkpoint_ns: r.checkpoint_ns };
+      tuples.push({
+        checkpoint: checkpoint!,
+        config: { configurable: { ...configurable, checkpoint_id: r.checkpoint_id } },
+        metadata: (await this.serde.loadsTyped(
+          (r.type as string | null) ?? 'json',
+          r.metadata as string,
+        )) as CheckpointMetadata,
+        parentConfig: r.parent_checkpoint_id
+          ? { configurable: { ...configurable, checkpoint_id: r.parent_checkpoint_id } }
+          : undefined,
+        pendingWrites: await Promise.all(
+          written.map(async (w) => [
+            w.task_id as string,
+            w.channel as string,
+            await this.serde.loadsTyped(w.type ?? 'json', w.value ?? ''),
+          ]),
+        ),
+      });
+    }
+    return this.ahead.keep(token, tuples);
+  }
+
+  override async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const ahead = this.ahead.take(config);
+    if (ahead.found) return ahead.tuple;
+    return super.getTuple(config);
   }
 
   override async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) {

@@ -141,7 +141,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       }, itemsConfig.ttl.sweepMinutes * 60_000).unref()
     : undefined;
 
-  const threads = embeddedThreads(ctx);
+  const threads = embeddedThreads(ctx, saver);
   const stopThreadSweeper = startThreadSweeper(threads, threadTtl, opts.logger);
 
   return {

@@ -20,7 +20,8 @@ import {
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
 import { retryWhileUnreachable } from '../../../lib/connections.ts';
-import { NO_CHECKPOINT_KEY, READ_AHEAD_KEY } from '../types.ts';
+import { ReadAheadTuples } from '../read-ahead.ts';
+import { NO_CHECKPOINT_KEY } from '../types.ts';
 
 /** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
 const OUTAGE_WAIT_MS = 60_000;
@@ -97,8 +98,8 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     };
   }
 
-  /** Tuples read ahead (readAhead, keepAhead), by token, then by checkpoint id ('' for the latest); each is handed out once. */
-  private readonly ahead = new Map<string, Map<string, CheckpointTuple | undefined>>();
+  /** Tuples read ahead (readAhead, keepAhead) for one reader each. */
+  readonly ahead = new ReadAheadTuples();
 
   /** The package's checkpoint read as this saver sends it, without its WHERE (undefined if its text is unknown). */
   private readonly selectSql: string | undefined;
@@ -123,7 +124,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     const tuples: CheckpointTuple[] = [];
     for await (const t of this.list({ configurable: { thread_id: threadId, checkpoint_ns: '' } }, { limit: 2 }))
       tuples.push(t);
-    return this.keepTuples(token, tuples);
+    return this.ahead.keep(token, tuples);
   }
 
   /**
@@ -152,18 +153,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
         pendingWrites: await this._loadWrites(r.pending_writes as Parameters<PostgresSaver['_loadWrites']>[0]),
       });
     }
-    return this.keepTuples(token, tuples);
-  }
-
-  /** The newest root checkpoint, and the one before it when that is its parent (after a fork it need not be). */
-  private keepTuples(token: string, [latest, before]: CheckpointTuple[]): () => void {
-    const got = new Map<string, CheckpointTuple | undefined>([['', latest]]);
-    const parentId = latest?.parentConfig?.configurable?.checkpoint_id as string | undefined;
-    if (parentId && before?.config.configurable?.checkpoint_id === parentId) got.set(parentId, before);
-    this.ahead.set(token, got);
-    return () => {
-      if (this.ahead.get(token) === got) this.ahead.delete(token);
-    };
+    return this.ahead.keep(token, tuples);
   }
 
   /** NO_CHECKPOINT_KEY tokens already answered: only an execution's first read of its latest is skipped. */
@@ -178,16 +168,8 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       if (this.skipped.size > 10_000) this.skipped.delete(this.skipped.values().next().value!);
       return undefined;
     }
-    const token = c?.[READ_AHEAD_KEY] as string | undefined;
-    if (token && !c?.checkpoint_ns) {
-      const got = this.ahead.get(token);
-      const id = (c?.checkpoint_id as string | undefined) ?? '';
-      if (got?.has(id)) {
-        const tuple = got.get(id);
-        got.delete(id);
-        return tuple;
-      }
-    }
+    const ahead = this.ahead.take(config);
+    if (ahead.found) return ahead.tuple;
     return super.getTuple(config);
   }
 
