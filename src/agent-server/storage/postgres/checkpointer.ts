@@ -104,6 +104,9 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
   /** The package's checkpoint read as this saver sends it, without its WHERE (undefined if its text is unknown). */
   private readonly selectSql: string | undefined;
 
+  /** Whether latestTwoSubquery's blob columns are JSON (then keepAhead turns them back into byte arrays). */
+  private aheadAsJson = false;
+
   /**
    * The package's read of a thread's newest two root checkpoints, as a subquery whose thread id is `param` (e.g.
    * '$1'), for a statement that reads something else in the same round trip: its rows go to keepAhead. Undefined
@@ -111,7 +114,11 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
    */
   latestTwoSubquery(param: string): string | undefined {
     if (!this.selectSql || !/^\$\d+$/.test(param)) return undefined;
-    return `(${this.selectSql}WHERE thread_id = ${param} AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 2)`;
+    const text = `${this.selectSql}WHERE thread_id = ${param} AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 2`;
+    // Its blob columns come back as JSON, as the package's own reads do here (namingPool); keepAhead converts them.
+    const json = jsonBlobRead(text);
+    this.aheadAsJson = json !== undefined;
+    return `(${json ?? text})`;
   }
 
   /**
@@ -139,6 +146,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     if (legacy) return () => undefined;
     const tuples: CheckpointTuple[] = [];
     for (const r of rows) {
+      if (this.aheadAsJson) blobArraysOf(r);
       const configurable = { thread_id: r.thread_id, checkpoint_ns: r.checkpoint_ns };
       tuples.push({
         config: { configurable: { ...configurable, checkpoint_id: r.checkpoint_id } },
