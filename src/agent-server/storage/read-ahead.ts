@@ -6,6 +6,28 @@ import type { RunnableConfig } from '@langchain/core/runnables';
 import type { CheckpointTuple } from '@langchain/langgraph-checkpoint';
 import { READ_AHEAD_KEY } from './types.ts';
 
+/**
+ * The select list that names a checkpoint read's `columns` in a statement that also reads the thread, when the
+ * read is joined as `ck`: `ck.<column> AS ck_<column>`.
+ */
+export function checkpointSelectList(columns: readonly string[]): string {
+  return columns.map((c) => `ck.${c} AS ck_${c}`).join(', ');
+}
+
+/**
+ * The rows of such a statement (one per checkpoint, newest first; one of NULL checkpoint columns when the thread has
+ * none; none when there is no thread): the thread's row and the checkpoints' rows in the read's own column names.
+ */
+export function splitThreadRows<R extends Record<string, unknown>>(
+  rows: R[],
+  columns: readonly string[],
+): { thread: R | undefined; checkpoints: Record<string, unknown>[] } {
+  const checkpoints = rows
+    .filter((r) => r.ck_checkpoint_id != null)
+    .map((r) => Object.fromEntries(columns.map((c) => [c, r[`ck_${c}`]])));
+  return { thread: rows[0], checkpoints };
+}
+
 export class ReadAheadTuples {
   /** By token, then by checkpoint id ('' for the latest); each is handed out once. */
   private readonly byToken = new Map<string, Map<string, CheckpointTuple | undefined>>();

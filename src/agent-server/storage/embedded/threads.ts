@@ -3,13 +3,14 @@ import { ConflictError } from '../../../lib/errors.ts';
 import { THREAD_SORT } from '../common.ts';
 import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
+import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import { LATEST_TWO_CHECKPOINTS, LATEST_TWO_COLUMNS, type CheckpointSaver } from './checkpoint-saver.ts';
 import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
 
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
 // checkpoint (at most two, newest first), each with the thread's columns; one row of NULL checkpoint columns when
 // it has none; no row when the thread does not exist.
-const THREAD_WITH_CHECKPOINTS = `SELECT t.*, ${LATEST_TWO_COLUMNS.map((c) => `ck.${c} AS ck_${c}`).join(', ')}
+const THREAD_WITH_CHECKPOINTS = `SELECT t.*, ${checkpointSelectList(LATEST_TWO_COLUMNS)}
   FROM ap_threads t LEFT JOIN ${LATEST_TWO_CHECKPOINTS} ck ON 1
   WHERE t.thread_id = @thread_id ORDER BY ck.checkpoint_id DESC`;
 
@@ -98,11 +99,9 @@ export function embeddedThreads(
       ? {
           async getReadingAhead(id: string, token: string) {
             const rows = sql(THREAD_WITH_CHECKPOINTS).all({ thread_id: id }) as Row[];
-            if (!rows[0]) return { thread: null, release: () => undefined };
-            const checkpoints = rows
-              .filter((r) => r.ck_checkpoint_id != null)
-              .map((r) => Object.fromEntries(LATEST_TWO_COLUMNS.map((c) => [c, r[`ck_${c}`]])));
-            return { thread: toThread(rows[0]), release: await saver.keepAhead(token, checkpoints) };
+            const { thread, checkpoints } = splitThreadRows(rows, LATEST_TWO_COLUMNS);
+            if (!thread) return { thread: null, release: () => undefined };
+            return { thread: toThread(thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),

@@ -38,6 +38,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     // The exact texts getTuple() sends (package internals: if they change, they are simply sent unnamed).
     const select = (this as unknown as { SQL_STATEMENTS?: { SELECT_SQL?: string } }).SQL_STATEMENTS?.SELECT_SQL;
     this.selectSql = typeof select === 'string' ? select : undefined;
+    this.aheadAsJson = this.selectSql !== undefined && jsonBlobRead(this.selectSql) !== undefined;
     if (typeof select === 'string') {
       prepared.set(
         `${select}WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3`,
@@ -105,7 +106,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
   private readonly selectSql: string | undefined;
 
   /** Whether latestTwoSubquery's blob columns are JSON (then keepAhead turns them back into byte arrays). */
-  private aheadAsJson = false;
+  private readonly aheadAsJson: boolean;
 
   /**
    * The package's read of a thread's newest two root checkpoints, as a subquery whose thread id is `param` (e.g.
@@ -116,9 +117,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     if (!this.selectSql || !/^\$\d+$/.test(param)) return undefined;
     const text = `${this.selectSql}WHERE thread_id = ${param} AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 2`;
     // Its blob columns come back as JSON, as the package's own reads do here (namingPool); keepAhead converts them.
-    const json = jsonBlobRead(text);
-    this.aheadAsJson = json !== undefined;
-    return `(${json ?? text})`;
+    return `(${jsonBlobRead(text) ?? text})`;
   }
 
   /**

@@ -3,6 +3,7 @@ import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { THREAD_SORT } from '../common.ts';
 import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
+import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
 
@@ -28,7 +29,7 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
   const withCheckpoints = latestTwo
     ? `SELECT ${THREAD_COLS.split(', ')
         .map((c) => `t.${c}`)
-        .join(', ')}, ${CHECKPOINT_COLS.map((c) => `ck.${c} AS ck_${c}`).join(', ')}
+        .join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
       FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
     : undefined;
 
@@ -109,11 +110,9 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
       ? {
           async getReadingAhead(id: string, token: string) {
             const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
-            if (!rows[0]) return { thread: null, release: () => undefined };
-            const checkpoints = rows
-              .filter((r) => r.ck_checkpoint_id != null)
-              .map((r) => Object.fromEntries(CHECKPOINT_COLS.map((c) => [c, r[`ck_${c}`]])));
-            return { thread: toThread(rows[0]), release: await saver.keepAhead(token, checkpoints) };
+            const { thread, checkpoints } = splitThreadRows(rows as Record<string, unknown>[], CHECKPOINT_COLS);
+            if (!thread) return { thread: null, release: () => undefined };
+            return { thread: toThread(thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),
