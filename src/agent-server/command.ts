@@ -5,7 +5,6 @@ import { agentServerCommand, parseAgentServerConfig } from './config.ts';
 import { startAgentServer } from './server.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
-import { scavengeOnAllocatingThread } from './scavenges.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseAgentServerConfig(argv, process.env);
@@ -13,11 +12,9 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(agentServerCommand));
     return;
   }
-  const ownThreadScavenges = scavengeOnAllocatingThread(config.parallelScavenge === true);
   // Every user file this process imports (graphs, auth, routes, embeddings) may be TypeScript.
   await ensureTypeScriptImports();
   const logger = createLogger({ level: config.logLevel, name: 'agent-server' });
-  if (ownThreadScavenges) logger.debug('young-generation collections run on the allocating thread alone');
   const server = await startAgentServer(config, logger);
   closeOnSignals(logger, () => server.close());
 }

@@ -96,13 +96,6 @@ export const agentServerCommand: CommandSpec = {
         "Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node's cores)",
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
     },
-    'parallel-scavenge': {
-      type: 'boolean',
-      description:
-        "Let V8's helper threads share each young-generation collection (shorter pauses, more CPU per run); by " +
-        'default the thread that allocates collects alone',
-      env: ['AGENTPLANE_PARALLEL_SCAVENGE'],
-    },
     'stream-retention': {
       type: 'string',
       description:
@@ -199,7 +192,6 @@ const Config = z.object({
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
-  parallelScavenge: z.literal(true).optional(),
   /** Things worth a warning once a logger exists (deprecated settings). */
   notes: z.array(z.string()).optional(),
 });
@@ -279,10 +271,6 @@ function resolveConfig(
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
-    parallelScavenge:
-      flags['parallel-scavenge'] === true || /^(1|true)$/i.test(env.AGENTPLANE_PARALLEL_SCAVENGE ?? '')
-        ? true
-        : undefined,
     notes: notes.length ? notes : undefined,
   };
   const parsed = Config.safeParse(raw);
