@@ -6,6 +6,9 @@
 //     checkout twice with different flags compares the flags)
 // Both checkouts need `npm run build:cli` (and node_modules, e.g. a symlink to this one's). A cycle is the bench's:
 // create thread → create run → join → get state → get run. Server CPU: the process's user+system time from /proc.
+// Each median comes with a 90 % bootstrap interval over the pairs. On a VM whose speed drifts, medians of 2-8 % have
+// come out in favour of B with the trees either way round (bench/results/issue-30.md, seventh session): trust an
+// effect only when its interval excludes 1 and it keeps its sign with --a and --b swapped.
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -59,6 +62,15 @@ async function window(s: Server, ms: number): Promise<{ cycles: number; cpuMs: n
 const quantile = (xs: number[], q: number) => [...xs].sort((x, y) => x - y)[Math.floor((xs.length - 1) * q)]!;
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 
+/** The 5th and 95th percentiles of the median over 2000 resamples (with replacement) of `xs`. */
+function interval(xs: number[]): string {
+  const medians = Array.from({ length: 2000 }, () =>
+    median(Array.from(xs, () => xs[Math.floor(Math.random() * xs.length)]!)),
+  ).sort((x, y) => x - y);
+  const [lo, hi] = [medians[100]!, medians[1899]!];
+  return `90 % interval ${lo.toFixed(3)}-${hi.toFixed(3)}${lo <= 1 && hi >= 1 ? ', no difference resolved' : ''}`;
+}
+
 const a = await start(path.resolve(args.a), 18951, args['a-node-flags']!);
 const b = await start(path.resolve(args.b), 18952, args['b-node-flags']!);
 try {
@@ -90,8 +102,8 @@ try {
       `store ${args.store}, ${args.clients} clients, ${args.pairs} pairs of ${args.seconds} s windows, load avg ${os.loadavg()[0]!.toFixed(1)}`,
       `A ${args.a}: server CPU ms/cycle ${perCycle.a.map((x) => x.toFixed(2)).join(' ')}`,
       `B ${args.b}: server CPU ms/cycle ${perCycle.b.map((x) => x.toFixed(2)).join(' ')}`,
-      `A/B server CPU per cycle: median of paired ratios ${median(ratios).toFixed(3)}, means ${mean(perCycle.a).toFixed(2)} / ${mean(perCycle.b).toFixed(2)} ms; cycles ${cycles.a} / ${cycles.b}`,
-      `B/A cycles per window: median of paired ratios ${median(rates).toFixed(3)}`,
+      `A/B server CPU per cycle: median of paired ratios ${median(ratios).toFixed(3)} (${interval(ratios)}), means ${mean(perCycle.a).toFixed(2)} / ${mean(perCycle.b).toFixed(2)} ms; cycles ${cycles.a} / ${cycles.b}`,
+      `B/A cycles per window: median of paired ratios ${median(rates).toFixed(3)} (${interval(rates)})`,
       `cycle latency p99 per window, ms: A ${p99.a.map((x) => x.toFixed(0)).join(' ')} (median ${median(p99.a).toFixed(0)}); B ${p99.b.map((x) => x.toFixed(0)).join(' ')} (median ${median(p99.b).toFixed(0)})`,
       '',
     ].join('\n'),
