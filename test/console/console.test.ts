@@ -11,6 +11,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
+import { ensureConsoleBundle } from '../support/console-bundle.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const IMAGES =
@@ -37,7 +38,7 @@ const browserLog: string[] = [];
 
 beforeAll(async () => {
   // The bundle the control plane serves, from the sources of this checkout.
-  execFileSync(process.execPath, [join(ROOT, 'console/build.mjs')], { cwd: ROOT, stdio: 'pipe' });
+  ensureConsoleBundle(ROOT);
   tmp = mkdtempSync(join(tmpdir(), 'ap-console-'));
   repo = makeExampleRepo(tmp);
   addApprovalGraph(repo.path);

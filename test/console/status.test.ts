@@ -1,7 +1,6 @@
 // The console's status and detail behaviours in a real browser (Debian's Chromium driven by playwright-core) against
 // a real control plane serving the console bundle built from this checkout. The test plays the operator: it writes
 // revision statuses, the serving revision and log lines into the real store, so every state is reached at once.
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,6 +14,7 @@ import { silentLogger } from '../../src/lib/logger.ts';
 import { deploymentName, revisionName } from '../../src/resources/index.ts';
 import { githubBody } from '../control-plane/helpers/harness.ts';
 import { serve, setRevision } from '../control-plane/helpers/operator-role.ts';
+import { ensureConsoleBundle } from '../support/console-bundle.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
@@ -48,7 +48,7 @@ const newRevision = (name: string, ref: string) =>
   call('PATCH', `/v2/deployments/${ids[name]}`, { source_revision_config: { repo_ref: ref } });
 
 beforeAll(async () => {
-  execFileSync(process.execPath, [join(ROOT, 'console/build.mjs')], { cwd: ROOT, stdio: 'pipe' });
+  ensureConsoleBundle(ROOT);
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install -y chromium)`);
   dir = mkdtempSync(join(tmpdir(), 'ap-console-status-'));
   store = openEmbeddedPlatformState({ dataDir: dir });
