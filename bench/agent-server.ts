@@ -333,9 +333,6 @@ function combine(target: string, windows: Window[]): Result {
   const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
   const cpu = windows.every((w) => w.cpu !== undefined) ? windows.reduce((a, w) => a + w.cpu!, 0) : undefined;
   const clientCpu = windows.reduce((a, w) => a + w.clientCpu, 0);
-  const sql = windows.every((w) => w.statements !== undefined)
-    ? windows.reduce((a, w) => a + w.statements!, 0)
-    : undefined;
   const firstError = windows.find((w) => w.firstError)?.firstError;
   return {
     target,
@@ -345,7 +342,6 @@ function combine(target: string, windows: Window[]): Result {
     cyclesPerSec: completed / (windowSeconds * windows.length),
     ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
     ...(completed > 0 ? { clientCpuMsPerCycle: (clientCpu * 1000) / completed } : {}),
-    ...(sql !== undefined && completed > 0 ? { statementsPerCycle: sql / completed } : {}),
     loadAvg: windows.reduce((a, w) => a + w.loadAvg, 0) / windows.length,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
@@ -399,12 +395,7 @@ async function dropStaleSockets(url: string): Promise<void> {
   );
 }
 
-function serverContender(
-  target: TargetName,
-  server: Server,
-  cleanup: () => Promise<void> = async () => {},
-  statements?: () => number,
-): Contender {
+function serverContender(target: TargetName, server: Server, cleanup: () => Promise<void> = async () => {}): Contender {
   const sdk = Array.from({ length: clients }, () => new Client({ apiUrl: server.url }));
   const pgid = server.proc.pid!;
   return {
@@ -416,7 +407,6 @@ function serverContender(
         (w) => cycle(sdk[w]!),
         clients,
         () => groupCpuSeconds(pgid),
-        statements,
       );
     },
     latency: () => startLatency(sdk[0]!, latencySamples),
@@ -715,10 +705,8 @@ async function main(): Promise<void> {
         windows.get(c.target)!.push(w);
         const cpu =
           w.cpu !== undefined && w.completed ? `, server CPU ${fmt((w.cpu * 1000) / w.completed)} ms/cycle` : '';
-        const sql =
-          w.statements !== undefined && w.completed ? `, ${fmt(w.statements / w.completed)} SQL statements/cycle` : '';
         log(
-          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s${cpu}${sql}, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
+          `  ${(w.completed / windowSeconds).toFixed(1)} cycles/s${cpu}, load avg ${w.loadAvg.toFixed(1)}, errors ${w.errors}`,
         );
       }
     }
