@@ -7,6 +7,60 @@ import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } fr
 import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
 import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
 
+/**
+ * The run create's fast path (postgresRuns' create) in four forms: with or without the claim, with or without the
+ * assistant check. Each form plans the same whatever its parameters, so Postgres keeps one generic plan per
+ * connection; a single form whose parameters switched whole subqueries on and off ($11 NULL: no claim, $13 NULL: no
+ * check) made Postgres plan it again at every call on many connections (a custom plan looked cheaper than the
+ * generic one), and planning this statement cost more than running it.
+ */
+const createStatements = new Map<string, { name: string; text: string }>();
+export function runCreateStatement(s: string, claiming: boolean, checkAssistant: boolean) {
+  const key = `${claiming ? 'c' : ''}${checkAssistant ? 'a' : ''}`;
+  let st = createStatements.get(`${s}.${key}`);
+  if (st) return st;
+  // $13 and $11 stay in every form's text (a parameter the text never names has no type); a form without the
+  // check or the claim only ever gets NULL for them.
+  const av = checkAssistant
+    ? `av AS (SELECT EXISTS (SELECT 1 FROM ${s}.assistants a WHERE a.assistant_id = $3 AND a.xmin::text = $13) AS ok)`
+    : `av AS (SELECT $13::text IS NULL AS ok)`;
+  const cl = claiming
+    ? `cl AS (SELECT ($9::float8 <= 0 AND NOT st.inflight AND NOT st.busy
+            AND NOT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
+              AND (p.not_before IS NULL OR p.not_before <= now())
+              AND NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = p.thread_id AND x.status = 'running')))
+            AS now FROM st)`
+    : `cl AS (SELECT false AS now FROM st)`;
+  st = {
+    name: `ap_run_create${key ? `_${key}` : ''}_${s}`,
+    text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
+        st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
+            AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
+        ${av},
+        ${cl},
+        ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status, kwargs, multitask_strategy,
+            not_before, created_at, updated_at, attempt, worker_id, lease_expires_at)
+          SELECT $1, st.thread_id, $3, $4, CASE WHEN cl.now THEN 'running' ELSE 'pending' END, $5, $6,
+            CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
+            clock_timestamp(), clock_timestamp(), CASE WHEN cl.now THEN 1 ELSE 0 END,
+            CASE WHEN cl.now THEN $11::text END,
+            CASE WHEN cl.now THEN now() + make_interval(secs => $12::float8) END
+          FROM st, cl, av WHERE av.ok AND ($6 = 'enqueue' OR NOT (st.inflight OR st.busy))
+          RETURNING ${RUN_COLS}),
+        th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
+          WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
+        n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending'),
+        nc AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = $2::text
+            AND c.checkpoint_ns = '') AS none FROM ins WHERE ins.status = 'running')
+        SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT none FROM nc) AS _no_checkpoint,
+          (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
+          (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
+        FROM (SELECT 1) one LEFT JOIN ins ON true`,
+  };
+  createStatements.set(`${s}.${key}`, st);
+  return st;
+}
+
 export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: NewRun): Promise<RunRecord> } {
   const {
     pool,
@@ -173,36 +227,9 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       // that a claim would take at once (nothing in flight on its thread, no delay, no other run waiting to be
       // claimed: claims go oldest first) is inserted claimed by that worker instead, and nobody is woken. With an
       // assistant token, nothing is written unless the assistant's row still has it (StaleAssistantError).
+      const claiming = !!claim && !(run.delay_ms && run.delay_ms > 0);
       const fast = await pool.query({
-        name: `ap_run_create_${s}`,
-        text: `WITH lk AS (SELECT t.thread_id, t.status FROM ${s}.threads t WHERE t.thread_id = $2 FOR UPDATE),
-          st AS (SELECT lk.thread_id, EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = lk.thread_id
-              AND r.status IN ('pending','running')) AS inflight, lk.status = 'busy' AS busy FROM lk),
-          av AS (SELECT $13::text IS NULL OR EXISTS (SELECT 1 FROM ${s}.assistants a WHERE a.assistant_id = $3
-              AND a.xmin::text = $13) AS ok),
-          cl AS (SELECT ($11::text IS NOT NULL AND $9::float8 <= 0 AND NOT st.inflight AND NOT st.busy
-              AND NOT EXISTS (SELECT 1 FROM ${s}.runs p WHERE p.status = 'pending'
-                AND (p.not_before IS NULL OR p.not_before <= now())
-                AND NOT EXISTS (SELECT 1 FROM ${s}.runs x WHERE x.thread_id = p.thread_id AND x.status = 'running')))
-              AS now FROM st),
-          ins AS (INSERT INTO ${s}.runs (run_id, thread_id, assistant_id, metadata, status, kwargs, multitask_strategy,
-              not_before, created_at, updated_at, attempt, worker_id, lease_expires_at)
-            SELECT $1, st.thread_id, $3, $4, CASE WHEN cl.now THEN 'running' ELSE 'pending' END, $5, $6,
-              CASE WHEN $9::float8 > 0 THEN now() + make_interval(secs => $9::float8 / 1000) END,
-              clock_timestamp(), clock_timestamp(), CASE WHEN cl.now THEN 1 ELSE 0 END,
-              CASE WHEN cl.now THEN $11::text END,
-              CASE WHEN cl.now THEN now() + make_interval(secs => $12::float8) END
-            FROM st, cl, av WHERE av.ok AND ($6 = 'enqueue' OR NOT (st.inflight OR st.busy))
-            RETURNING ${RUN_COLS}),
-          th AS (UPDATE ${s}.threads SET status = 'busy', metadata = metadata || $7::jsonb, updated_at = now()
-            WHERE thread_id = (SELECT thread_id FROM ins) RETURNING 1),
-          n AS (SELECT pg_notify($8, $10) FROM ins WHERE ins.status = 'pending'),
-          nc AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = $2::text
-              AND c.checkpoint_ns = '') AS none FROM ins WHERE ins.status = 'running')
-          SELECT (SELECT ok FROM av) AS _assistant_ok, (SELECT none FROM nc) AS _no_checkpoint,
-            (SELECT count(*) FROM st) AS _found, (SELECT inflight FROM st) AS _inflight,
-            (SELECT count(*) FROM th) AS _th, (SELECT count(*) FROM n) AS _n, ins.*
-          FROM (SELECT 1) one LEFT JOIN ins ON true`,
+        ...runCreateStatement(s, claiming, run.assistant_token != null),
         values: [
           run.run_id,
           run.thread_id,
@@ -214,8 +241,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           channel,
           run.delay_ms ?? 0,
           JSON.stringify({ type: 'wake', o: origin }),
-          claim?.workerId ?? null,
-          (claim?.leaseMs ?? 0) / 1000,
+          claiming ? claim.workerId : null,
+          claiming ? claim.leaseMs / 1000 : 0,
           run.assistant_token ?? null,
         ],
       });
