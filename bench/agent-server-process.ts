@@ -84,6 +84,22 @@ export async function startAgentServer(
   }
 }
 
+/**
+ * CPU seconds (user + system) so far of every process named postgres on this machine (Linux): the database's share of
+ * a cycle, when nothing else uses that server.
+ */
+export async function postgresCpuSeconds(): Promise<number> {
+  let ticks = 0;
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => '');
+    if (!stat.includes('(postgres)')) continue;
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / 100; // USER_HZ
+}
+
 /** CPU seconds (user + system) of a process's threads so far: [its main thread, all the others]. Linux only. */
 export async function threadCpuSeconds(pid: number): Promise<[number, number]> {
   let main = 0;

@@ -21,6 +21,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import pg from 'pg';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
+import { postgresCpuSeconds } from './agent-server-process.ts';
 import { startStatementCounter } from './pg-statement-counter.ts';
 import { runStreamBench } from './streams.ts';
 
@@ -100,6 +101,8 @@ interface Result {
   cpuMsPerCycle?: number;
   /** SQL statements the server sent to PostgreSQL per completed cycle (Postgres targets; bench/pg-statement-counter.ts). */
   statementsPerCycle?: number;
+  /** CPU ms the PostgreSQL server's processes spent per completed cycle in the measured window (Postgres targets). */
+  dbCpuMsPerCycle?: number;
   /** CPU ms this process (the SDK clients) spent per cycle; it shares the machine with the server. */
   clientCpuMsPerCycle?: number;
   /** 1-minute load average when the measured window began: how busy the shared machine was. */
@@ -253,6 +256,8 @@ interface Window {
   cpu?: number;
   /** SQL statements the server sent in the window (Postgres targets). */
   statements?: number;
+  /** CPU seconds of the PostgreSQL server's processes in the window (Postgres targets). */
+  dbCpu?: number;
   clientCpu: number;
   loadAvg: number;
 }
@@ -264,6 +269,7 @@ async function drive(
   workers: number,
   cpuSeconds?: () => number | Promise<number>,
   statements?: () => number,
+  dbCpuSeconds?: () => Promise<number>,
 ): Promise<Window> {
   const latencies: number[] = [];
   let completed = 0;
@@ -273,6 +279,8 @@ async function drive(
   const end = warmEnd + windowSeconds * 1000;
   let cpuStart: Promise<number> | undefined;
   let cpuEnd: Promise<number> | undefined;
+  let dbStart: Promise<number> | undefined;
+  let dbEnd: Promise<number> | undefined;
   let loadAvg = NaN;
   let selfStart = NaN;
   let selfEnd = NaN;
@@ -285,11 +293,13 @@ async function drive(
       selfStart = selfCpuSeconds();
       if (statements) sqlStart = statements();
       if (cpuSeconds) cpuStart = Promise.resolve(cpuSeconds());
+      if (dbCpuSeconds) dbStart = dbCpuSeconds();
     }
     if (now >= end && Number.isNaN(selfEnd)) {
       selfEnd = selfCpuSeconds();
       if (statements) sqlEnd = statements();
       if (cpuSeconds) cpuEnd = Promise.resolve(cpuSeconds());
+      if (dbCpuSeconds) dbEnd = dbCpuSeconds();
     }
   };
   // Timers as well: when a cycle takes longer than the window (a loaded machine), no loop iteration may fall in it.
@@ -321,6 +331,7 @@ async function drive(
     errors,
     ...(firstError ? { firstError } : {}),
     ...(cpuStart && cpuEnd ? { cpu: (await cpuEnd) - (await cpuStart) } : {}),
+    ...(dbStart && dbEnd ? { dbCpu: (await dbEnd) - (await dbStart) } : {}),
     ...(statements ? { statements: sqlEnd - sqlStart } : {}),
     clientCpu: selfEnd - selfStart,
     loadAvg,
@@ -332,6 +343,7 @@ function combine(target: string, windows: Window[]): Result {
   const completed = windows.reduce((a, w) => a + w.completed, 0);
   const latencies = windows.flatMap((w) => w.latencies).sort((a, b) => a - b);
   const cpu = windows.every((w) => w.cpu !== undefined) ? windows.reduce((a, w) => a + w.cpu!, 0) : undefined;
+  const dbCpu = windows.every((w) => w.dbCpu !== undefined) ? windows.reduce((a, w) => a + w.dbCpu!, 0) : undefined;
   const clientCpu = windows.reduce((a, w) => a + w.clientCpu, 0);
   const firstError = windows.find((w) => w.firstError)?.firstError;
   return {
@@ -341,6 +353,7 @@ function combine(target: string, windows: Window[]): Result {
     ...(firstError ? { firstError } : {}),
     cyclesPerSec: completed / (windowSeconds * windows.length),
     ...(cpu !== undefined && completed > 0 ? { cpuMsPerCycle: (cpu * 1000) / completed } : {}),
+    ...(dbCpu !== undefined && completed > 0 ? { dbCpuMsPerCycle: (dbCpu * 1000) / completed } : {}),
     ...(completed > 0 ? { clientCpuMsPerCycle: (clientCpu * 1000) / completed } : {}),
     loadAvg: windows.reduce((a, w) => a + w.loadAvg, 0) / windows.length,
     p50: percentile(latencies, 50),
@@ -407,6 +420,8 @@ function serverContender(target: TargetName, server: Server, cleanup: () => Prom
         (w) => cycle(sdk[w]!),
         clients,
         () => groupCpuSeconds(pgid),
+        undefined,
+        target.startsWith('postgres') ? postgresCpuSeconds : undefined,
       );
     },
     latency: () => startLatency(sdk[0]!, latencySamples),
@@ -461,6 +476,7 @@ function report(results: Result[]): string {
       r.startP50 === undefined ? '-' : `${fmt(r.startP50, 0)} / ${fmt(r.startP99, 0)}`,
       fmt(r.cpuMsPerCycle),
       fmt(r.statementsPerCycle),
+      fmt(r.dbCpuMsPerCycle),
       isServer(r) ? fmt(r.clientCpuMsPerCycle) : '-',
       ref?.cpuMsPerCycle && r.cpuMsPerCycle && r !== ref ? `${fmt(ref.cpuMsPerCycle / r.cpuMsPerCycle, 2)}×` : '-',
       fmt(r.loadAvg),
@@ -476,8 +492,8 @@ function report(results: Result[]): string {
     '',
     'A cycle: create thread → create run → join → get state → get run (5 requests, 1 run of 3 graph steps).',
     '',
-    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | SQL statements / cycle | client CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| server | cycles/s | p50 ms | p99 ms | vs reference | vs limit | created→running p50 / p99 ms | server CPU ms / cycle | SQL statements / cycle | Postgres CPU ms / cycle | client CPU ms / cycle | CPU efficiency vs reference | load avg | cycles / errors |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r} |`),
     '',
     '- Targets take turns (limit, reference, embedded, Postgres, then again) so changing background load on the shared ' +
@@ -485,11 +501,14 @@ function report(results: Result[]): string {
     "- created→running: run `created_at` to the run's first checkpoint `created_at` (GET history), on " +
       `${latencySamples} sequential runs after the load phase (1 client, nothing queued); timestamps have 1 ms resolution.`,
     "- server CPU ms / cycle: user+system CPU of the server's process group (the limit: this process) in the measured " +
-      "window divided by cycles; it depends far less on other load than cycles/s. Postgres' own CPU is not included.",
+      "window divided by cycles; it depends far less on other load than cycles/s. Postgres' own CPU is the next column but one.",
     '- SQL statements / cycle: queries and executes the server sent to PostgreSQL (every connection: HTTP thread, ' +
       'executor threads, LISTEN), counted on the wire by a relay in this process (bench/pg-statement-counter.ts), in a ' +
       'window of their own on a second server of the same tree and its own database; the measured windows talk to ' +
       'PostgreSQL directly.',
+    "- Postgres CPU ms / cycle: user+system CPU of every process named postgres on this machine in a Postgres target's " +
+      'measured window divided by its cycles (the database work of the cycle; the other servers are idle then, and ' +
+      'nothing else should use that PostgreSQL server during the run).',
     '- client CPU ms / cycle: this process running the 32 SDK clients; it competes with the server for the same cores.',
     "- load avg: the machine's 1-minute load average when the window began (2 cores, shared with other work).",
     '- The limit runs invoke + getState on new threads in this process, without HTTP or a server.',
@@ -519,16 +538,21 @@ function baselineComparison(windows: Map<TargetName, Window[]>): string {
     if (!ours || !base) continue;
     const rate: number[] = [];
     const cpu: number[] = [];
+    const db: number[] = [];
     ours.forEach((w, i) => {
       const b = base[i];
       if (!b || !w.completed || !b.completed) return;
       rate.push(w.completed / b.completed);
       if (w.cpu !== undefined && b.cpu !== undefined) cpu.push(w.cpu / w.completed / (b.cpu / b.completed));
+      if (w.dbCpu && b.dbCpu) db.push(w.dbCpu / w.completed / (b.dbCpu / b.completed));
     });
     if (!rate.length) continue;
     const show = (xs: number[]) =>
       `median ${fmt((median(xs) - 1) * 100)} % (rounds: ${xs.map((x) => fmt((x - 1) * 100)).join(', ')})`;
-    lines.push(`- ${store} vs --baseline, per-round pairs: cycles/s ${show(rate)}; server CPU ms/cycle ${show(cpu)}.`);
+    const dbPart = db.length ? `; Postgres CPU ms/cycle ${show(db)}` : '';
+    lines.push(
+      `- ${store} vs --baseline, per-round pairs: cycles/s ${show(rate)}; server CPU ms/cycle ${show(cpu)}${dbPart}.`,
+    );
   }
   return lines.length ? `${lines.join('\n')}\n` : '';
 }

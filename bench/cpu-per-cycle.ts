@@ -4,7 +4,8 @@
 //   node --import tsx bench/cpu-per-cycle.ts [--seconds 24] [--rounds 4] [--clients 32] [--no-append]
 // On a loaded machine a cycle can outlast a window: fewer clients keep the figures meaningful (say so in the commit).
 // Columns: commit (with "+" when the tree has uncommitted changes), UTC time, embedded and Postgres server CPU
-// ms/cycle, Postgres SQL statements/cycle, embedded and Postgres cycles/s, 1-minute load average.
+// ms/cycle, Postgres SQL statements/cycle, embedded and Postgres cycles/s, 1-minute load average, and the CPU of the
+// PostgreSQL server's processes per Postgres cycle (every process named postgres; "-" in lines before that column).
 import { execFile } from 'node:child_process';
 import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -30,6 +31,7 @@ interface Result {
   cyclesPerSec: number;
   cpuMsPerCycle?: number;
   statementsPerCycle?: number;
+  dbCpuMsPerCycle?: number;
   loadAvg: number;
 }
 
@@ -75,11 +77,12 @@ try {
     f(e?.cyclesPerSec),
     f(p?.cyclesPerSec),
     f(os.loadavg()[0]),
+    f(p?.dbCpuMsPerCycle),
   ].join('\t');
   process.stdout.write(`${line}\n`);
   if (!args['no-append']) {
     const header =
-      'commit\tutc\tembedded_cpu_ms_per_cycle\tpostgres_cpu_ms_per_cycle\tpostgres_sql_per_cycle\tembedded_cycles_per_s\tpostgres_cycles_per_s\tload_avg\n';
+      'commit\tutc\tembedded_cpu_ms_per_cycle\tpostgres_cpu_ms_per_cycle\tpostgres_sql_per_cycle\tembedded_cycles_per_s\tpostgres_cycles_per_s\tload_avg\tpostgres_db_cpu_ms_per_cycle\n';
     const exists = await readFile(tsv, 'utf8').then(
       () => true,
       () => false,

@@ -9,7 +9,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Client } from '@langchain/langgraph-sdk';
-import { cycles, freshStore, startAgentServer } from './agent-server-process.ts';
+import { cycles, freshStore, postgresCpuSeconds, startAgentServer } from './agent-server-process.ts';
 
 const { values: args, positionals } = parseArgs({
   options: {
@@ -41,19 +41,6 @@ async function threads(pid: number): Promise<Map<string, ThreadStat>> {
   return out;
 }
 
-/** CPU ticks of every process named postgres. */
-async function postgresTicks(): Promise<number> {
-  let ticks = 0;
-  for (const p of await readdir('/proc')) {
-    if (!/^\d+$/.test(p)) continue;
-    const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => '');
-    if (!stat.includes('(postgres)')) continue;
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(f[11]) + Number(f[12]);
-  }
-  return ticks;
-}
-
 /** Idle and total ticks of the machine. */
 async function machine(): Promise<{ idle: number; total: number }> {
   const f = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.split(/\s+/).slice(1).map(Number);
@@ -68,11 +55,21 @@ try {
   const sdk = Array.from({ length: Number(args.clients) }, () => new Client({ apiUrl: `http://127.0.0.1:${port}` }));
   await cycles(sdk, 8_000); // JIT warm-up
   for (let w = 0; w < Number(args.windows); w++) {
-    const [t0, p0, m0, c0] = [await threads(proc.pid!), await postgresTicks(), await machine(), process.cpuUsage()];
+    const [t0, p0, m0, c0] = [
+      await threads(proc.pid!),
+      await postgresCpuSeconds(),
+      await machine(),
+      process.cpuUsage(),
+    ];
     const started = performance.now();
     const n = await cycles(sdk, Number(args.seconds) * 1000);
     const secs = (performance.now() - started) / 1000;
-    const [t1, p1, m1, c1] = [await threads(proc.pid!), await postgresTicks(), await machine(), process.cpuUsage(c0)];
+    const [t1, p1, m1, c1] = [
+      await threads(proc.pid!),
+      await postgresCpuSeconds(),
+      await machine(),
+      process.cpuUsage(c0),
+    ];
     const ms = (ticks: number) => ((ticks * 10) / n).toFixed(2); // USER_HZ 100: a tick is 10 ms
     const rows: string[] = [];
     let server = 0;
@@ -87,7 +84,7 @@ try {
       [
         `window ${w + 1}: ${(n / secs).toFixed(1)} cycles/s, machine ${(100 * busy).toFixed(0)}% busy; per cycle:`,
         `  server ${ms(server)} ms (threads: ${rows.join('; ')})`,
-        `  postgres processes ${ms(p1 - p0)} ms; clients (this process) ${((c1.user + c1.system) / 1000 / n).toFixed(2)} ms`,
+        `  postgres processes ${(((p1 - p0) * 1000) / n).toFixed(2)} ms; clients (this process) ${((c1.user + c1.system) / 1000 / n).toFixed(2)} ms`,
         '',
       ].join('\n'),
     );
