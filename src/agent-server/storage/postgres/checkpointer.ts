@@ -21,6 +21,7 @@ import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
 import { retryWhileUnreachable } from '../../../lib/connections.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
+import { byteaArray, jsonbArray } from './binary-array.ts';
 import { NO_CHECKPOINT_KEY } from '../types.ts';
 
 /** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
@@ -301,7 +302,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
           op.blobs.map((b) => b[2]),
           op.blobs.map((b) => b[3]),
           op.blobs.map((b) => b[4]),
-          op.blobs.map((b) => b[5]),
+          byteaArray(op.blobs.map((b) => b[5])),
         ],
       });
       return;
@@ -318,7 +319,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
         op.rows.map((w) => w[4]),
         op.rows.map((w) => w[5]),
         op.rows.map((w) => w[6]),
-        op.rows.map((w) => w[7]),
+        byteaArray(op.rows.map((w) => w[7])),
       ],
     });
   }
@@ -327,26 +328,29 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     const cols = (rows: unknown[][], n: number) => Array.from({ length: n }, (_, i) => rows.map((r) => r[i] ?? null));
     const puts = ops.filter((o): o is PutOp => o.kind === 'put');
     const writes = ops.filter((o): o is WritesOp => o.kind === 'writes');
+    // Blobs and checkpoint JSON, most of the bytes, go as binary arrays (binary-array.ts).
+    const writeCols = (rows: WriteRow[]) => {
+      const c: unknown[] = cols(rows, 8);
+      c[7] = byteaArray(rows.map((w) => w[7]));
+      return c;
+    };
+    const blobRows = puts.flatMap((o) => o.blobs);
+    const blobCols: unknown[] = cols(blobRows, 6);
+    blobCols[5] = byteaArray(blobRows.map((b) => b[5]));
+    const checkpointCols: unknown[] = cols(
+      puts.map((o) => o.checkpoint),
+      6,
+    );
+    checkpointCols[4] = jsonbArray(puts.map((o) => o.checkpoint[4]));
+    checkpointCols[5] = jsonbArray(puts.map((o) => o.checkpoint[5]));
     await this.db.query({
       name: this.names.batch,
       text: this.sql.batch,
       values: [
-        ...cols(
-          writes.filter((o) => o.upsert).flatMap((o) => o.rows),
-          8,
-        ),
-        ...cols(
-          writes.filter((o) => !o.upsert).flatMap((o) => o.rows),
-          8,
-        ),
-        ...cols(
-          puts.flatMap((o) => o.blobs),
-          6,
-        ),
-        ...cols(
-          puts.map((o) => o.checkpoint),
-          6,
-        ),
+        ...writeCols(writes.filter((o) => o.upsert).flatMap((o) => o.rows)),
+        ...writeCols(writes.filter((o) => !o.upsert).flatMap((o) => o.rows)),
+        ...blobCols,
+        ...checkpointCols,
       ],
     });
   }

@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { keepListening } from './listen.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { BatchWriter } from '../batch-writer.ts';
+import { textArray } from './binary-array.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
 export interface PostgresStreamOptions {
@@ -91,7 +92,9 @@ export async function postgresStreamEvents(
     // A failed write is retried once (a dropped connection); a second failure loses the batch.
     for (let attempt = 1; ; attempt++) {
       try {
-        const { rows } = await pool.query({ ...insert, values: [...cols, channel, `${origin}|`] });
+        // The event names and their data go as binary arrays (binary-array.ts): the data is most of the bytes.
+        const values = [cols[0], cols[1], textArray(cols[2]), textArray(cols[3]), channel, `${origin}|`];
+        const { rows } = await pool.query({ ...insert, values });
         return rows.map((r) => Number(r.id));
       } catch (err) {
         if (attempt >= 2) throw err;
