@@ -325,32 +325,37 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
   }
 
   private async combined(ops: Op[]): Promise<void> {
-    const cols = (rows: unknown[][], n: number) => Array.from({ length: n }, (_, i) => rows.map((r) => r[i] ?? null));
+    // Column i of the rows, as an array parameter; the columns in `binary` (blobs and checkpoint JSON, most of the
+    // bytes) as binary arrays (binary-array.ts).
+    const cols = (rows: unknown[][], n: number, binary: Record<number, (xs: never[]) => Buffer>) =>
+      Array.from({ length: n }, (_, i) => {
+        const column = rows.map((r) => r[i] ?? null);
+        return binary[i] ? binary[i](column as never[]) : column;
+      });
     const puts = ops.filter((o): o is PutOp => o.kind === 'put');
     const writes = ops.filter((o): o is WritesOp => o.kind === 'writes');
-    // Blobs and checkpoint JSON, most of the bytes, go as binary arrays (binary-array.ts).
-    const writeCols = (rows: WriteRow[]) => {
-      const c: unknown[] = cols(rows, 8);
-      c[7] = byteaArray(rows.map((w) => w[7]));
-      return c;
-    };
-    const blobRows = puts.flatMap((o) => o.blobs);
-    const blobCols: unknown[] = cols(blobRows, 6);
-    blobCols[5] = byteaArray(blobRows.map((b) => b[5]));
-    const checkpointCols: unknown[] = cols(
-      puts.map((o) => o.checkpoint),
-      6,
-    );
-    checkpointCols[4] = jsonbArray(puts.map((o) => o.checkpoint[4]));
-    checkpointCols[5] = jsonbArray(puts.map((o) => o.checkpoint[5]));
+    const writeCols = (upsert: boolean) =>
+      cols(
+        writes.filter((o) => o.upsert === upsert).flatMap((o) => o.rows),
+        8,
+        { 7: byteaArray },
+      );
     await this.db.query({
       name: this.names.batch,
       text: this.sql.batch,
       values: [
-        ...writeCols(writes.filter((o) => o.upsert).flatMap((o) => o.rows)),
-        ...writeCols(writes.filter((o) => !o.upsert).flatMap((o) => o.rows)),
-        ...blobCols,
-        ...checkpointCols,
+        ...writeCols(true),
+        ...writeCols(false),
+        ...cols(
+          puts.flatMap((o) => o.blobs),
+          6,
+          { 5: byteaArray },
+        ),
+        ...cols(
+          puts.map((o) => o.checkpoint),
+          6,
+          { 4: jsonbArray, 5: jsonbArray },
+        ),
       ],
     });
   }
