@@ -1,6 +1,7 @@
 // Agent server configuration: flags win over environment variables, which win over defaults. Parsed once.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
+import v8 from 'node:v8';
 import path from 'node:path';
 import { z } from 'zod';
 import { langSmithFromEnv } from './streams/feedback.ts';
@@ -96,6 +97,12 @@ export const agentServerCommand: CommandSpec = {
         "Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node's cores)",
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
     },
+    'executor-young-mb': {
+      type: 'string',
+      description:
+        "V8 young generation of each executor thread, in MiB (0: V8's own, 48): a larger one lets a run's short-lived objects die before a scavenge copies them, for more memory; default 192 when the memory budget (the V8 heap limit, or 3/4 of the cgroup's memory limit if lower) is 3 GiB or more, 96 from 1.5 GiB, else V8's own",
+      env: ['AGENTPLANE_EXECUTOR_YOUNG_MB'],
+    },
     'stream-retention': {
       type: 'string',
       description:
@@ -165,6 +172,7 @@ const Config = z.object({
   leaseSecs: z.coerce.number().min(1),
   databaseWaitSecs: z.coerce.number().min(0).max(3600),
   executorThreads: z.coerce.number().int().min(0).max(64),
+  executorYoungMb: z.coerce.number().int().min(0).max(1024),
   streamRetentionSecs: z.coerce
     .number()
     .min(1)
@@ -257,6 +265,9 @@ function resolveConfig(
     leaseSecs: pick('lease-secs'),
     databaseWaitSecs: pick('database-wait'),
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
+    executorYoungMb:
+      pick('executor-young-mb') ??
+      executorYoungMb(v8.getHeapStatistics().heap_size_limit, process.constrainedMemory() ?? 0, os.totalmem()),
     streamRetentionSecs: pick('stream-retention'),
     streamStallSecs: pick('stream-stall-timeout'),
     redisUrl: pick('redis-url'),
@@ -287,6 +298,7 @@ function resolveConfig(
       leaseSecs: '--lease-secs',
       databaseWaitSecs: '--database-wait',
       executorThreads: '--executor-threads',
+      executorYoungMb: '--executor-young-mb',
       streamRetentionSecs: '--stream-retention',
       streamStallSecs: '--stream-stall-timeout',
       redisUrl: '--redis-url',
@@ -318,6 +330,23 @@ function readCgroupFile(file: string): string | undefined {
  * CPUs this process may use: the cores it sees, bounded by the container's CPU quota (cgroup v2 `cpu.max`, else v1
  * `cpu.cfs_quota_us`/`cpu.cfs_period_us`). In a pod with a 1-CPU limit on a 16-core node this is 1, not 16.
  */
+const MIB = 2 ** 20;
+
+/**
+ * The default young generation of an executor thread, in MiB (0: V8's own, 48): executor threads allocate fast and
+ * hold a run's objects for the run's few milliseconds, so a young generation that outlasts them saves the copying
+ * (bench/results/issue-30.md, ninth session). The budget is the V8 heap limit (--max-old-space-size, which the
+ * local runtime sets from a deployment's memory limit), or 3/4 of the cgroup's memory limit when that is lower (a
+ * pod's limit: `constrained` at or above the machine's memory means none); a sixteenth of it, in V8's steps.
+ */
+export function executorYoungMb(heapLimitBytes: number, constrainedBytes: number, totalBytes: number): number {
+  const limited = constrainedBytes > 0 && constrainedBytes < totalBytes ? (constrainedBytes * 3) / 4 : Infinity;
+  const budget = Math.min(heapLimitBytes, limited) / MIB;
+  if (budget >= 3 * 1024) return 192;
+  if (budget >= 1.5 * 1024) return 96;
+  return 0;
+}
+
 export function usableCpus(cores: number, read: (file: string) => string | undefined): number {
   const v2 = read('/sys/fs/cgroup/cpu.max')?.trim().split(/\s+/);
   let quota: number | undefined;

@@ -197,6 +197,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
                 source: storage.checkpointerSource,
                 poolSize: Math.max(10, config.jobsPerWorker + 10),
                 platform: () => platform.workerEnv(),
+                youngMb: config.executorYoungMb,
               },
               logger,
               inline,

@@ -2,8 +2,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import { executorYoungMb, parseAgentServerConfig } from '../../src/agent-server/config.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
 
 describe('agent-server config', () => {
@@ -21,6 +22,12 @@ describe('agent-server config', () => {
       leaseSecs: 30,
       databaseWaitSecs: 60,
       executorThreads: os.availableParallelism() > 1 ? 1 : 0,
+      // Sized from this process's memory budget (its own table is in executor-young-generation.test.ts).
+      executorYoungMb: executorYoungMb(
+        v8.getHeapStatistics().heap_size_limit,
+        process.constrainedMemory(),
+        os.totalmem(),
+      ),
       logLevel: 'info',
       streamRetentionSecs: 600,
       streamStallSecs: 60,

@@ -23,7 +23,11 @@ export interface WorkerInit {
 }
 
 /** Options of ThreadExecutor.start; `platform` is read when a thread starts (the URL is known once listening). */
-export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & { platform?: () => PlatformWorkerEnv };
+export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & {
+  platform?: () => PlatformWorkerEnv;
+  /** Each thread's V8 young generation in MiB (--executor-young-mb); 0 or absent: V8's own. */
+  youngMb?: number;
+};
 
 export type ToWorker =
   /** `forget`: runs to forget first (ThreadExecutor.forget's, carried by the next message instead of one each). */
@@ -118,9 +122,13 @@ export class ThreadExecutor implements RunExecutor {
   private spawn(index: number): void {
     // No inherited preloads (--import): they are meant for the process (e.g. the local runtime's parent watch,
     // which exits when stdin ends, and a worker's stdin is always at its end); the entry registers tsx itself.
-    const { platform, ...init } = this.init;
+    const { platform, youngMb, ...init } = this.init;
     const workerData: WorkerInit = { ...init, index, ...(platform ? { platform: platform() } : {}) };
-    const worker = new Worker(ENTRY, { workerData, execArgv: profilerArgs() });
+    const worker = new Worker(ENTRY, {
+      workerData,
+      execArgv: profilerArgs(),
+      ...(youngMb ? { resourceLimits: { maxYoungGenerationSizeMb: youngMb } } : {}),
+    });
     let started!: () => void;
     const slot: Slot = {
       index,
@@ -136,7 +144,16 @@ export class ThreadExecutor implements RunExecutor {
       if (m.type === 'ready') {
         slot.ready = true;
         started();
-        this.logger.debug({ executor_thread: index }, 'executor thread ready');
+        // The heap sizes the thread's isolate got (--executor-young-mb), as V8 reports them.
+        const limits = worker.resourceLimits;
+        this.logger.debug(
+          {
+            executor_thread: index,
+            young_generation_mb: limits?.maxYoungGenerationSizeMb,
+            old_generation_mb: limits?.maxOldGenerationSizeMb,
+          },
+          'executor thread ready',
+        );
       } else if (m.type === 'failed') {
         // It could not load the graphs or open the checkpointer: runs stay on the inline executor.
         this.logger.error({ executor_thread: index, reason: m.message }, 'executor thread could not start');
