@@ -1,8 +1,8 @@
 // Agent server configuration: flags win over environment variables, which win over defaults. Parsed once.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import v8 from 'node:v8';
 import path from 'node:path';
+import v8 from 'node:v8';
 import { z } from 'zod';
 import { langSmithFromEnv } from './streams/feedback.ts';
 import { langgraphJsonEnv } from './graphs/config.ts';
@@ -326,10 +326,6 @@ function readCgroupFile(file: string): string | undefined {
   }
 }
 
-/**
- * CPUs this process may use: the cores it sees, bounded by the container's CPU quota (cgroup v2 `cpu.max`, else v1
- * `cpu.cfs_quota_us`/`cpu.cfs_period_us`). In a pod with a 1-CPU limit on a 16-core node this is 1, not 16.
- */
 const MIB = 2 ** 20;
 
 /**
@@ -347,6 +343,10 @@ export function executorYoungMb(heapLimitBytes: number, constrainedBytes: number
   return 0;
 }
 
+/**
+ * CPUs this process may use: the cores it sees, bounded by the container's CPU quota (cgroup v2 `cpu.max`, else v1
+ * `cpu.cfs_quota_us`/`cpu.cfs_period_us`). In a pod with a 1-CPU limit on a 16-core node this is 1, not 16.
+ */
 export function usableCpus(cores: number, read: (file: string) => string | undefined): number {
   const v2 = read('/sys/fs/cgroup/cpu.max')?.trim().split(/\s+/);
   let quota: number | undefined;
