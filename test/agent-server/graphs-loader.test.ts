@@ -48,6 +48,13 @@ describe('systemAssistantId', () => {
     expect(systemAssistantId('agent')).toBe('fe096781-5601-53d2-b2f6-0d3403f7e9ca');
     expect(systemAssistantId('other')).not.toBe(systemAssistantId('agent'));
   });
+
+  it('answers the same id again, for any number of graph ids (the remembered ones are bounded)', () => {
+    const first = Array.from({ length: 1500 }, (_, i) => systemAssistantId(`graph-${i}`));
+    expect(new Set(first).size).toBe(1500);
+    expect(Array.from({ length: 1500 }, (_, i) => systemAssistantId(`graph-${i}`))).toEqual(first);
+    expect(systemAssistantId('agent')).toBe('fe096781-5601-53d2-b2f6-0d3403f7e9ca');
+  });
 });
 
 describe('loadGraphs on a langgraph.json naming every graph shape', () => {

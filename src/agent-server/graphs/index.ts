@@ -20,9 +20,19 @@ export type { DrawableLike, PregelLike, StateSnapshotLike } from './pregel-like.
 
 const SYSTEM_ASSISTANT_NAMESPACE = '6ba7b821-9dad-11d1-80b4-00c04fd430c8';
 
+/** System assistant ids by graph id: every run's create resolves one, and a uuid v5 is a SHA-1 (about 4 µs). */
+const systemAssistantIds = new Map<string, string>();
+const SYSTEM_ASSISTANT_IDS_MAX = 1024;
+
 /** The id of a graph's system assistant, as the reference servers compute it ("agent" -> fe096781-...). */
 export function systemAssistantId(graphId: string): string {
-  return uuidv5(graphId, SYSTEM_ASSISTANT_NAMESPACE);
+  let id = systemAssistantIds.get(graphId);
+  if (id === undefined) {
+    id = uuidv5(graphId, SYSTEM_ASSISTANT_NAMESPACE);
+    // Callers pass the graph ids of langgraph.json, but nothing here relies on that to stay bounded.
+    if (systemAssistantIds.size < SYSTEM_ASSISTANT_IDS_MAX) systemAssistantIds.set(graphId, id);
+  }
+  return id;
 }
 
 export interface GraphSpec {
