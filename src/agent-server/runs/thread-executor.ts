@@ -12,6 +12,7 @@ import type { PlatformWorkerEnv } from '../platform/index.ts';
 import { WriteLock } from '../storage/embedded/write-lock.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
 import type { ExecRequest, ExecResult, RunExecutor } from './executor.ts';
+import { releaseRunContext } from './lean-run-context.ts';
 
 export interface WorkerInit {
   index: number;
@@ -257,7 +258,12 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   forget(runId: string): void {
-    if (this.inlineRuns.delete(runId)) return this.inline.forget(runId);
+    if (this.inlineRuns.delete(runId)) {
+      this.inline.forget(runId);
+      // The last run this thread executed itself is over and threads run the next ones: its async context can go.
+      if (!this.inlineRuns.size && this.slots.some((s) => s.ready && !s.exited)) releaseRunContext();
+      return;
+    }
     const p = this.runs.get(runId);
     if (!p) return;
     this.runs.delete(runId);
