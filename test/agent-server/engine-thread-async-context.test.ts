@@ -2,19 +2,13 @@
 // AsyncLocalStorage on, and an enabled one keeps Node's promise hooks on for every promise the thread makes later.
 // Once the last of them is over and a thread runs the next ones, the engine's thread switches it off again
 // (ThreadExecutor.forget -> releaseRunContext); a later graph call on the thread switches it on as it needs.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AsyncLocalStorageProviderSingleton } from '@langchain/core/singletons';
 import { Annotation, END, getConfig, MemorySaver, START, StateGraph } from '@langchain/langgraph';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ExecRequest, ExecResult, RunExecutor } from '../../src/agent-server/runs/executor.ts';
 import { installLeanRunContext } from '../../src/agent-server/runs/lean-run-context.ts';
-import { ThreadExecutor } from '../../src/agent-server/runs/thread-executor.ts';
-import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
-import type { Storage } from '../../src/agent-server/storage/types.ts';
-import { silentLogger } from '../../src/lib/logger.ts';
-import { FIXTURE_CONFIG } from './helpers/harness.ts';
+import { useThreadExecutor } from './helpers/thread-executor.ts';
 
 const State = Annotation.Root({ seen: Annotation<string | undefined>() });
 const graph = new StateGraph(State)
@@ -45,27 +39,12 @@ const request = (n: number) => ({ run: { run_id: `run-${n}`, thread_id: `thread-
 const langchainContext = () => AsyncLocalStorageProviderSingleton.getInstance() as unknown as { enabled?: boolean };
 
 describe("the engine thread's async context", () => {
-  let storage: Storage | undefined;
-  let executor: ThreadExecutor | undefined;
-  let dir: string | undefined;
-  afterEach(async () => {
-    await executor?.close();
-    await storage?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    executor = storage = dir = undefined;
-  });
+  const startExecutor = useThreadExecutor();
 
   it('is switched off once the runs it executed before the threads were ready are over, and on again when needed', async () => {
     installLeanRunContext();
-    dir = mkdtempSync(join(tmpdir(), 'ap-als-'));
-    storage = openEmbeddedStorage({ dataDir: dir });
     const inline = new GraphOnThisThread();
-    executor = ThreadExecutor.start(
-      1,
-      { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 2 },
-      silentLogger(),
-      inline,
-    );
+    const executor = startExecutor({ inline });
     // No thread can have said it is ready yet (that comes as a message): both runs execute on this thread.
     const signal = new AbortController().signal;
     const runs = [executor.execute(request(1), () => {}, signal), executor.execute(request(2), () => {}, signal)];
@@ -88,15 +67,11 @@ describe("the engine thread's async context", () => {
 
   it('stays on while no executor thread is ready to take the next run', async () => {
     installLeanRunContext();
-    dir = mkdtempSync(join(tmpdir(), 'ap-als-'));
-    storage = openEmbeddedStorage({ dataDir: dir });
     // A config that cannot load: the thread never becomes ready, and runs stay on this thread.
-    executor = ThreadExecutor.start(
-      1,
-      { configPath: join(dir, 'missing/langgraph.json'), source: storage.checkpointerSource, poolSize: 2 },
-      silentLogger(),
-      new GraphOnThisThread(),
-    );
+    const executor = startExecutor({
+      inline: new GraphOnThisThread(),
+      configPath: (dir) => join(dir, 'missing/langgraph.json'),
+    });
     const result = await executor.execute(request(3), () => {}, new AbortController().signal);
     expect(result.ok).toBe(true);
     await executor.whenReady();

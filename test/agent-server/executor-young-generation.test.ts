@@ -1,17 +1,11 @@
 // Executor threads get a larger V8 young generation when the memory budget allows (--executor-young-mb): the
 // default is sized from the heap limit and the cgroup's memory limit, and the thread's isolate really gets it.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { executorYoungMb, parseAgentServerConfig } from '../../src/agent-server/config.ts';
 import { InlineExecutor } from '../../src/agent-server/runs/executor.ts';
-import { ThreadExecutor } from '../../src/agent-server/runs/thread-executor.ts';
-import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
-import type { Storage } from '../../src/agent-server/storage/types.ts';
-import { FIXTURE_CONFIG } from './helpers/harness.ts';
+import { useThreadExecutor } from './helpers/thread-executor.ts';
 
 const MIB = 2 ** 20;
 const GIB = 1024 * MIB;
@@ -41,20 +35,10 @@ describe('the default young generation of executor threads', () => {
 });
 
 describe('an executor thread started with a young generation', () => {
-  let storage: Storage | undefined;
-  let executor: ThreadExecutor | undefined;
-  let dir: string | undefined;
-  afterEach(async () => {
-    await executor?.close();
-    await storage?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    executor = storage = dir = undefined;
-  });
+  const startExecutor = useThreadExecutor();
 
   /** The heap sizes each thread's isolate reported when it became ready. */
   async function startedWith(youngMb: number): Promise<Array<Record<string, unknown>>> {
-    dir = mkdtempSync(join(tmpdir(), 'ap-young-'));
-    storage = openEmbeddedStorage({ dataDir: dir });
     const lines: Array<Record<string, unknown>> = [];
     const sink = new Writable({
       write(chunk: Buffer, _enc, done) {
@@ -63,12 +47,11 @@ describe('an executor thread started with a young generation', () => {
       },
     });
     const logger = pino({ level: 'debug' }, sink);
-    executor = ThreadExecutor.start(
-      1,
-      { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 2, youngMb },
+    const executor = startExecutor({
+      inline: new InlineExecutor(new Map() as never, undefined as never),
       logger,
-      new InlineExecutor(new Map() as never, undefined as never),
-    );
+      youngMb,
+    });
     await executor.whenReady();
     return lines.filter((l) => l.msg === 'executor thread ready');
   }
