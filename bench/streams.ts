@@ -51,6 +51,9 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
 };
 
+/** Samples taken again because their run ended before its replica was seen (see measure). */
+let redone = 0;
+
 /** One run: created through `creator`, its stream joined on the executing replica or the other one. */
 async function measure(
   procs: ServerProc[],
@@ -59,26 +62,47 @@ async function measure(
   text: string,
 ): Promise<{ ttftMs: number; tokens: number; tokensPerSec: number; executing: ServerProc }> {
   const creator = new Client({ apiUrl: procs[0]!.url, callerOptions: { maxRetries: 0 } });
-  const t = await creator.threads.create();
-  const t0 = performance.now();
-  const run = await creator.runs.create(t.thread_id, 'chat', {
-    input: { text, messages: [{ role: 'user', content: 'go' }] },
-    streamMode: ['messages-tuple'],
-  });
-  // Which replica executes it (its worker id starts with the pid): asked of the database, as few ms as it takes.
-  let worker: string | undefined;
-  for (;;) {
-    const { rows } = await sql.query('SELECT worker_id FROM agentplane.runs WHERE run_id = $1', [run.run_id]);
-    worker = rows[0]?.worker_id as string | undefined;
-    if (worker) break;
+  // Which replica executes a run (its worker id starts with the pid) is asked of the database, as few ms as it
+  // takes. A short run can end before the first answer, and an ended run has no worker id any more: that sample
+  // is dropped and taken again with a new run (it would have been read as a replay, not as a live stream anyway).
+  for (let attempt = 1; ; attempt++) {
+    const t = await creator.threads.create();
+    const t0 = performance.now();
+    const run = await creator.runs.create(t.thread_id, 'chat', {
+      input: { text, messages: [{ role: 'user', content: 'go' }] },
+      streamMode: ['messages-tuple'],
+    });
+    let worker: string | undefined;
+    for (;;) {
+      const { rows } = await sql.query('SELECT worker_id, status FROM agentplane.runs WHERE run_id = $1', [run.run_id]);
+      worker = rows[0]?.worker_id as string | undefined;
+      if (worker || !['pending', 'running'].includes(rows[0]?.status as string)) break;
+    }
+    if (!worker) {
+      if (attempt >= 20) throw new Error(`20 runs in a row ended before their replica was seen (last ${run.run_id})`);
+      redone++;
+      continue;
+    }
+    return await readStream(procs, worker, t.thread_id, run.run_id, cross, text, t0);
   }
-  const executing = procs.find((p) => worker!.startsWith(`${p.proc.pid}-`))!;
+}
+
+async function readStream(
+  procs: ServerProc[],
+  worker: string,
+  threadId: string,
+  runId: string,
+  cross: boolean,
+  text: string,
+  t0: number,
+): Promise<{ ttftMs: number; tokens: number; tokensPerSec: number; executing: ServerProc }> {
+  const executing = procs.find((p) => worker.startsWith(`${p.proc.pid}-`))!;
   const reader = cross ? procs.find((p) => p !== executing)! : executing;
   const client = new Client({ apiUrl: reader.url, callerOptions: { maxRetries: 0 } });
   let first = 0;
   let last = 0;
   let tokens = 0;
-  for await (const e of client.runs.joinStream(t.thread_id, run.run_id)) {
+  for await (const e of client.runs.joinStream(threadId, runId)) {
     if (e.event !== 'messages') continue;
     last = performance.now();
     if (!tokens) first = last;
@@ -234,6 +258,11 @@ export async function runStreamBench(opts: {
     for (const s of setups) {
       const failed = cycles.get(s.transport)!.flatMap((x) => x.failures);
       if (failed.length) notes.push(`- ${label[s.transport]}: ${failed.length} failed cycles, first: ${failed[0]}`);
+    }
+    if (redone) {
+      notes.push(
+        `- ${redone} stream samples taken again: their run had ended before the bench saw which replica ran it.`,
+      );
     }
     const load = os.loadavg()[0]!.toFixed(1);
     const md = [
