@@ -125,6 +125,7 @@ async function runCycles(
   proc: ServerProc,
   seconds: number,
   clients: number,
+  warmupSeconds: number,
 ): Promise<{ perSec: number; cpuMs: number; failures: string[] }> {
   const client = new Client({ apiUrl: proc.url, callerOptions: { maxRetries: 0 } });
   const input = { text: 'hi', messages: [{ role: 'user', content: 'go' }] };
@@ -138,24 +139,25 @@ async function runCycles(
       throw new Error(`run ${run.run_id} left no messages: status ${r.status}`);
     }
   };
-  // Warm-up, then the measured window.
-  for (let i = 0; i < clients; i++) await one();
-  const cpu0 = cpuSecs(proc.proc.pid!);
-  const end = performance.now() + seconds * 1000;
   let done = 0;
   const failures: string[] = [];
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (performance.now() < end) {
-        try {
-          await one();
-          done++;
-        } catch (err) {
-          failures.push((err as Error).message);
+  const load = (until: number, count: boolean) =>
+    Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (performance.now() < until) {
+          try {
+            await one();
+            if (count) done++;
+          } catch (err) {
+            if (count) failures.push((err as Error).message);
+          }
         }
-      }
-    }),
-  );
+      }),
+    );
+  // Warm-up under the same load (a fresh server's first seconds measure the JIT warming up), then the window.
+  await load(performance.now() + warmupSeconds * 1000, false);
+  const cpu0 = cpuSecs(proc.proc.pid!);
+  await load(performance.now() + seconds * 1000, true);
   const cpu = cpuSecs(proc.proc.pid!) - cpu0;
   return { perSec: done / seconds, cpuMs: (cpu * 1000) / done, failures };
 }
@@ -232,7 +234,10 @@ export async function runStreamBench(opts: {
     const cycles = new Map<Transport, Array<{ perSec: number; cpuMs: number; failures: string[] }>>();
     for (let round = 0; round < 3; round++)
       for (const s of setups)
-        cycles.set(s.transport, [...(cycles.get(s.transport) ?? []), await runCycles(s.procs[0]!, cycleSeconds, 8)]);
+        cycles.set(s.transport, [
+          ...(cycles.get(s.transport) ?? []),
+          await runCycles(s.procs[0]!, cycleSeconds, 8, round === 0 ? 5 : 2),
+        ]);
 
     const label = { postgres: 'Postgres table + NOTIFY', redis: 'Redis Streams' } as const;
     const rows: string[] = [];
@@ -281,7 +286,8 @@ export async function runStreamBench(opts: {
       ...rows,
       '',
       `Run cycle on one replica: 8 SDK clients each loop create thread → create run (stream mode values, 2-token ` +
-        `chat) → join → get state, ${cycleSeconds} s per window, three windows per transport taking turns; server CPU ` +
+        `chat) → join → get state, ${cycleSeconds} s per window after a warm-up under the same load (5 s before a ` +
+        `transport's first window, 2 s before the others), three windows per transport taking turns; server CPU ` +
         "is the agent-server process's user+system time per cycle (Postgres' and Redis' own CPU not included).",
       '',
       '| stream events in | cycles/s (windows) | cycles/s mean | server CPU ms / cycle (windows) | mean | failed |',
