@@ -631,6 +631,28 @@ function baselineComparison(windows: Map<TargetName, Window[]>): string {
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
+/**
+ * Server CPU per cycle over the limit's, round by round (the limit's window and a server's ran in the same round,
+ * so a drift of the machine's speed between rounds falls on both): median and the rounds' values.
+ */
+function limitRatiosByRound(windows: Map<TargetName, Window[]>): string {
+  const limit = windows.get('limit');
+  if (!limit) return '';
+  const perCycle = (w: Window | undefined) => (w?.cpu !== undefined && w.completed ? w.cpu / w.completed : undefined);
+  const parts: string[] = [];
+  for (const [target, ws] of windows) {
+    if (target === 'limit' || target === 'reference') continue;
+    const xs: number[] = [];
+    ws.forEach((w, i) => {
+      const ours = perCycle(w);
+      const theirs = perCycle(limit[i]);
+      if (ours !== undefined && theirs) xs.push(ours / theirs);
+    });
+    if (xs.length) parts.push(`${target} ${fmt(median(xs), 2)}× (rounds: ${xs.map((x) => fmt(x, 2)).join(', ')})`);
+  }
+  return parts.length ? `- Server CPU vs limit, round by round (median): ${parts.join('; ')}.\n` : '';
+}
+
 // ---------------------------------------------------------------------------------------------- main
 
 /**
@@ -830,7 +852,7 @@ async function main(): Promise<void> {
     const withSql = sql !== undefined && Number.isFinite(sql) ? { ...r, statementsPerCycle: sql } : r;
     return l ? { ...withSql, startP50: l.p50, startP99: l.p99 } : withSql;
   });
-  const table = report(results) + baselineComparison(windows);
+  const table = report(results) + limitRatiosByRound(windows) + baselineComparison(windows);
   if (args.json) await writeFile(args.json, JSON.stringify(results, null, 2));
   process.stdout.write(`${table}\n`);
   if (!args['no-write']) {

@@ -1,5 +1,5 @@
 // Server CPU per request, by kind: where the run cycle's CPU goes on the agent server's HTTP thread and elsewhere.
-//   node --import tsx bench/request-costs.ts [--seconds 8] [--clients 16] [--store embedded|postgres]
+//   node --import tsx bench/request-costs.ts [--seconds 8] [--warmup 4] [--clients 16] [--store embedded|postgres]
 //     [--only TEXT] (the kinds whose name contains TEXT) [--profile DIR] (the server runs with --cpu-prof into DIR)
 // Starts `agentplane agent-server` on the example agent and, per phase, has the clients repeat one kind of request
 // (create thread; create run + join, i.e. one run end to end; get state of a finished thread; get run; join a
@@ -22,8 +22,24 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '4' },
     only: { type: 'string' },
     profile: { type: 'string' },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write(
+    [
+      'Usage: node --import tsx bench/request-costs.ts [options]',
+      '  --seconds N     measured seconds per kind of request (default 8)',
+      '  --warmup N      unmeasured seconds of the same requests before each (default 4)',
+      '  --clients N     concurrent SDK clients (default 16)',
+      '  --store S       embedded (default) or postgres (a fresh database, dropped afterwards)',
+      '  --only TEXT     only the kinds whose name contains TEXT, e.g. "get state"',
+      '  --profile DIR   run the server with --cpu-prof into DIR (then bench/profile-summary.ts)',
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
 const seconds = Number(args.seconds);
 const clients = Number(args.clients);
 const root = path.resolve(import.meta.dirname, '..');
