@@ -49,6 +49,12 @@ export const agentServerCommand: CommandSpec = {
       env: ['HOST'],
     },
     port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8000', env: ['PORT'] },
+    'listen-fd': {
+      type: 'string',
+      description:
+        'Serve on the listening socket inherited as this file descriptor instead of binding --port (for a supervisor ' +
+        'that holds the port from the moment it picks it, so no other process can take it in between)',
+    },
     'database-url': {
       type: 'string',
       description: 'PostgreSQL URL; without one the embedded SQLite store is used',
@@ -161,6 +167,7 @@ const Config = z.object({
   configPath: z.string().min(1),
   host: z.string().min(1),
   port: portSchema,
+  listenFd: z.coerce.number().int().min(3).optional(),
   databaseUrl: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
@@ -257,6 +264,7 @@ function resolveConfig(
     ),
     host: pick('host'),
     port: pick('port'),
+    listenFd: pick('listen-fd'),
     databaseUrl: pick('database-url'),
     dataDir: path.resolve(cwd, pick('data-dir')!),
     jobsPerWorker: pick('jobs-per-worker'),
@@ -290,6 +298,7 @@ function resolveConfig(
       configPath: '--config',
       host: '--host',
       port: '--port',
+      listenFd: '--listen-fd',
       databaseUrl: '--database-url',
       dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker',

@@ -1,5 +1,5 @@
 // Wires the agent server together: graphs, storage, run engine, HTTP. Listens and shuts down gracefully.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { isConnectionError } from '../lib/connections.ts';
 import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
@@ -227,7 +227,13 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     streamStallMs: config.streamStallSecs * 1000,
   });
   platform.bindApp(app);
-  const url = await app.listen({ host: config.host, port: config.port });
+  // An inherited socket (--listen-fd) is already bound and listening: the supervisor held the port since it chose it.
+  // fastify hands its options to Node's server.listen(), which takes {fd}; fastify's types do not name it.
+  const url = await app.listen(
+    config.listenFd !== undefined
+      ? ({ fd: config.listenFd, host: config.host } as FastifyListenOptions)
+      : { host: config.host, port: config.port },
+  );
   // Runs start once the URL is known: executor threads reach this server over loopback from graph code.
   const address = app.server.address();
   if (address && typeof address === 'object') platform.setListeningUrl(loopbackUrl(address));

@@ -41,6 +41,11 @@ describe('agent-server config', () => {
       'rediss://u:p@r:6380',
     );
     expect(() => parseAgentServerConfig(['--redis-url', 'http://r:6379'], {})).toThrow(/--redis-url: must start with/);
+    // A supervisor's held listening socket: --listen-fd, a flag only (no variable a deployment's secrets could set),
+    // never one of the standard streams.
+    expect(parseAgentServerConfig(['--listen-fd', '4'], {})!.listenFd).toBe(4);
+    expect(parseAgentServerConfig([], { LISTEN_FD: '4', AGENTPLANE_LISTEN_FD: '4' })!.listenFd).toBeUndefined();
+    expect(() => parseAgentServerConfig(['--listen-fd', '1'], {})).toThrow(/--listen-fd/);
     // LangSmith (feedback events) as the langsmith client reads it.
     expect(parseAgentServerConfig([], { LANGSMITH_API_KEY: 'k1' })!.langsmith).toEqual({
       apiKey: 'k1',

@@ -13,6 +13,9 @@ export type ServerProcess = {
   signal(sig: NodeJS.Signals): void;
 };
 
+/** The descriptor number a server gets its listening socket on (spawnServer's `listenFd`). */
+export const LISTEN_FD = 4;
+
 /** Spawns `command args`; throws what spawn() throws synchronously (e.g. an invalid environment). */
 export function spawnServer(
   sandbox: Sandbox,
@@ -24,6 +27,8 @@ export function spawnServer(
     mounts: Omit<Mounts, 'cwd'>;
     /** Puts the whole command line inside resource limits (limits.ts); the pid stays the one spawned. */
     limit?: (command: string, args: string[]) => { command: string; args: string[] };
+    /** A descriptor of this process the server inherits as its fd LISTEN_FD (its listening socket). */
+    listenFd?: number;
   },
 ): ServerProcess {
   const confined = sandbox.kind !== 'none';
@@ -36,10 +41,18 @@ export function spawnServer(
   const guarded = withParentDeath(inner.command, inner.args);
   const wrapped = opts.limit ? opts.limit(guarded.command, guarded.args) : guarded;
   // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
+  // fd 3: bwrap's --info-fd when confined; fd 4: the listening socket, through the wrappers (sh, setpriv, bwrap keep
+  // inherited descriptors).
   const child = spawn(wrapped.command, wrapped.args, {
     cwd: opts.cwd,
     env: opts.env,
-    stdio: confined ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+    stdio: [
+      'pipe',
+      'pipe',
+      'pipe',
+      confined ? 'pipe' : 'ignore',
+      ...(opts.listenFd !== undefined ? [opts.listenFd] : []),
+    ],
   });
   let innerPid: number | undefined;
   const info = confined ? readInfoPid(child.stdio[3] as Readable | null).then((pid) => (innerPid = pid)) : undefined;
