@@ -15,6 +15,7 @@ import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import type { ServerSpec } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo } from './helpers/example-repo.ts';
+import { buildAndServe, greet } from './helpers/local-serve.ts';
 
 const dep = { namespace: 'default', deployment: 'squat', deploymentId: 'dep-squat' };
 const spec: ServerSpec = {
@@ -37,16 +38,6 @@ afterEach(async () => {
   await app?.close();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false): Promise<T> {
-  const end = Date.now() + 150_000;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 it("gives no other process a chance to take an agent server's port before the server listens", async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-squat-'));
@@ -86,30 +77,14 @@ it("gives no other process a chance to take an agent server's port before the se
   runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));
   const url = await runtime.url(dep);
 
-  const build = {
-    ...dep,
-    revision: spec.revision,
-    repoUrl: repo.path,
-    repoRef: 'main',
-    graphConfigPath: 'langgraph.json',
-  };
-  await runtime.build(build);
-  await until('the build', async () => (await runtime!.build(build)).phase === 'Succeeded');
-  await until('the server', async () => (await runtime!.deploy(spec)).phase === 'Ready');
-  await runtime.route(dep, spec.revision);
+  await buildAndServe(runtime, spec, repo.path);
 
-  // The preflight start and the real one each named a port; neither could be taken.
+  // Every start named the port it got; none could be taken.
   expect(attempts.length).toBeGreaterThanOrEqual(1);
   expect(await Promise.all(attempts)).toEqual(attempts.map(() => 'EADDRINUSE'));
 
   // And the deployment's requests reach its own agent server, not a squatter.
   const client = new Client({ apiUrl: url, apiKey: 'secret-of-a-user', callerOptions: { maxRetries: 0 } });
-  const thread = await client.threads.create();
-  const run = await client.runs.create(thread.thread_id, 'agent', {
-    input: { messages: [{ role: 'human', content: 'Ada' }] },
-  });
-  await client.runs.join(thread.thread_id, run.run_id);
-  const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
-  expect(String(state.values.messages.at(-1)!.content)).toContain('Hello, Ada!');
+  expect(await greet(client)).toContain('Hello, Ada!');
   expect(captured).toEqual([]);
 }, 300_000);

@@ -13,6 +13,7 @@ import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import type { RevisionRef, ServerSpec, ServerStatus } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+import { buildAndServe, greet, until } from './helpers/local-serve.ts';
 
 const dep = { namespace: 'default', deployment: 'sup', deploymentId: 'dep-sup' };
 const spec: ServerSpec = {
@@ -62,27 +63,6 @@ afterEach(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-// Generous: on a loaded machine an agent server's start (module loading) alone can take tens of seconds.
-async function until<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false): Promise<T> {
-  const end = Date.now() + 150_000;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function greet(client: Client): Promise<string> {
-  const thread = await client.threads.create();
-  const run = await client.runs.create(thread.thread_id, 'agent', {
-    input: { messages: [{ role: 'human', content: 'Ada' }] },
-  });
-  await client.runs.join(thread.thread_id, run.run_id);
-  const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
-  return String(state.values.messages.at(-1)!.content);
-}
-
 /** Kills the serving agent server with -9; resolves with what the URL answered until it served again. */
 async function killAndWatch(): Promise<number[]> {
   const [pid] = runtime.pids();
@@ -101,20 +81,7 @@ async function killAndWatch(): Promise<number[]> {
 }
 
 it('restarts a killed agent server with backoff, answers 503 meanwhile, and says why it is not serving', async () => {
-  const build = {
-    ...dep,
-    revision: spec.revision,
-    repoUrl: repo.path,
-    repoRef: 'main',
-    graphConfigPath: 'langgraph.json',
-  };
-  await runtime.build(build);
-  await until('the build', async () => (await runtime.build(build)).phase === 'Succeeded');
-  let last: ServerStatus | undefined;
-  await until('the server', async () => (last = await runtime.deploy(spec)).phase === 'Ready').catch((err: Error) => {
-    throw new Error(`${err.message}; last status: ${JSON.stringify(last)}`);
-  });
-  await runtime.route(dep, spec.revision);
+  await buildAndServe(runtime, spec, repo.path);
   const client = new Client({ apiUrl: url, callerOptions: { maxRetries: 0 } });
   expect(await greet(client)).toContain('Hello, Ada!');
 
