@@ -49,7 +49,7 @@ async function holdPort(): Promise<{ port: number; fd: number; release: () => vo
   const srv = createServer();
   await new Promise<void>((res, rej) => {
     srv.once('error', rej);
-    srv.listen({ port: 0, host: '127.0.0.1', exclusive: true }, () => res());
+    srv.listen(0, '127.0.0.1', () => res());
   });
   const { port } = srv.address() as { port: number };
   // Node has no public accessor for a listening socket's descriptor; its handle has one on every Unix.
@@ -160,127 +160,128 @@ export async function startServer(
   if (spec.access !== 'public' && !keysFile)
     throw new Error('this runtime has no API key source: only public deployments can run');
   const keysArgs = keysFile ? ['--auth-keys-file', keysFile] : [];
+  // This process holds the port from here until the server has inherited it (spawn), then closes its own copy.
   const held = await holdPort();
   const { port } = held;
-  // From here until spawn, this process holds the port; the server inherits it, then this copy is closed.
+  // The port makes the cgroup name unique to this start (a preflight's cgroup may still be going away).
+  const limits = await prepareLimits(
+    spec.resourceSpec,
+    ctx.opts.limits ?? {},
+    `agentplane-${safeId(spec.revision)}-${port}`,
+  ).catch((err: unknown) => {
+    held.release();
+    throw err;
+  });
+  const args = [
+    ...limits.nodeArgs,
+    '--import',
+    PARENT_WATCH,
+    AGENTPLANE_BIN,
+    'agent-server',
+    '--config',
+    config,
+    '--host',
+    '127.0.0.1',
+    '--listen-fd',
+    String(LISTEN_FD),
+    ...data.args,
+    ...keysArgs,
+  ];
+  const mounts = {
+    ...revisionMounts(checkout, home, sharedNodeModules, data.rw),
+    ro: keysFile ? [dirname(keysFile)] : [],
+  };
+  log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
+  let proc: ServerProcess;
   try {
-    // The port makes the cgroup name unique to this start (a preflight's cgroup may still be going away).
-    const limits = await prepareLimits(
-      spec.resourceSpec,
-      ctx.opts.limits ?? {},
-      `agentplane-${safeId(spec.revision)}-${port}`,
-    );
-    const args = [
-      ...limits.nodeArgs,
-      '--import',
-      PARENT_WATCH,
-      AGENTPLANE_BIN,
-      'agent-server',
-      '--config',
-      config,
-      '--host',
-      '127.0.0.1',
-      '--listen-fd',
-      String(LISTEN_FD),
-      ...data.args,
-      ...keysArgs,
-    ];
-    const mounts = {
-      ...revisionMounts(checkout, home, sharedNodeModules, data.rw),
-      ro: keysFile ? [dirname(keysFile)] : [],
-    };
-    log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
-    let proc: ServerProcess;
-    try {
-      log.line(limits.describe);
-      proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
-        cwd,
-        env,
-        mounts,
-        limit: limits.wrap,
-        listenFd: held.fd,
-      });
-    } catch (err) {
-      void removeServerCgroup(limits.cgroup);
-      log.line(`agent server could not start: ${(err as Error).message}`);
-      await log.flush();
-      throw err;
-    }
-    const { child } = proc;
-    const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), ctx.opts.limits?.watchIntervalMs);
-    child.once('exit', unsupervise);
-    child.once('error', unsupervise);
-    const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
-    const exited = new Promise<void>((res) => {
-      child.once('exit', () => res());
-      child.once('error', () => res());
+    log.line(limits.describe);
+    proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
+      cwd,
+      env,
+      mounts,
+      limit: limits.wrap,
+      listenFd: held.fd,
     });
-    let settle!: (ok: boolean) => void;
-    const healthy = new Promise<boolean>((r) => (settle = r));
-    const server: Server = {
-      ref: spec,
-      spec,
-      preflight,
-      healthy,
-      port,
-      child,
-      signal: proc.signal,
-      phase: 'Starting',
-      inflight: 0,
-      exited,
-      stopping: false,
-    };
-    ctx.servers.set(key, server);
-    logger.info({ port, pid: child.pid }, 'agent server starting');
-    // spawn() reports E2BIG, ENOENT and the like asynchronously: the server failed to start.
-    child.once('error', (err) => {
-      if (ctx.servers.get(key) === server) ctx.servers.delete(key);
-      log.line(`agent server could not start: ${err.message}`);
-      void log.flush();
-      fail(ctx, spec, `agent server could not start: ${err.message}`);
-      settle(false);
-      notify(ctx, spec);
-    });
-
-    child.once('exit', (code, signal) => {
-      void output.then(async () => {
-        const why = signal ? `was killed (${signal})` : `exited with code ${code}`;
-        log.line(`agent server ${why}`);
-        await log.flush();
-        if (ctx.servers.get(key) === server) ctx.servers.delete(key);
-        if (server.stopping || ctx.closed) return;
-        const detail = summarizeFailure(log.tail);
-        const transient = server.phase === 'Starting' && isTransientStart(detail);
-        if (ctx.failed.has(key)) {
-          // already explained (spawn error)
-        } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
-          // A revision that never served fails its deploy: its code does not start.
-          const message = `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`;
-          logger.warn({ code, signal, reason: detail }, 'agent server ended before becoming healthy');
-          fail(ctx, spec, message);
-        } else {
-          // It served (here or before a restart of the platform), or what ended it passes: start it again, later
-          // after each failure in a row; the revision says meanwhile why it is not serving.
-          const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
-          const next = ctx.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
-          log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
-          await log.flush();
-          logger.warn(
-            { code, signal, failures: next.failures, reason: next.reason, retry_in_ms: next.at - Date.now() },
-            'agent server ended; starting it again after a delay',
-          );
-        }
-        notify(ctx, spec);
-      });
-    });
-    void track(
-      ctx,
-      waitHealthy(ctx, server, log).then(settle, () => settle(false)),
-    );
-    return server;
+  } catch (err) {
+    void removeServerCgroup(limits.cgroup);
+    log.line(`agent server could not start: ${(err as Error).message}`);
+    await log.flush();
+    throw err;
   } finally {
     held.release();
   }
+  const { child } = proc;
+  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), ctx.opts.limits?.watchIntervalMs);
+  child.once('exit', unsupervise);
+  child.once('error', unsupervise);
+  const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
+  const exited = new Promise<void>((res) => {
+    child.once('exit', () => res());
+    child.once('error', () => res());
+  });
+  let settle!: (ok: boolean) => void;
+  const healthy = new Promise<boolean>((r) => (settle = r));
+  const server: Server = {
+    ref: spec,
+    spec,
+    preflight,
+    healthy,
+    port,
+    child,
+    signal: proc.signal,
+    phase: 'Starting',
+    inflight: 0,
+    exited,
+    stopping: false,
+  };
+  ctx.servers.set(key, server);
+  logger.info({ port, pid: child.pid }, 'agent server starting');
+  // spawn() reports E2BIG, ENOENT and the like asynchronously: the server failed to start.
+  child.once('error', (err) => {
+    if (ctx.servers.get(key) === server) ctx.servers.delete(key);
+    log.line(`agent server could not start: ${err.message}`);
+    void log.flush();
+    fail(ctx, spec, `agent server could not start: ${err.message}`);
+    settle(false);
+    notify(ctx, spec);
+  });
+
+  child.once('exit', (code, signal) => {
+    void output.then(async () => {
+      const why = signal ? `was killed (${signal})` : `exited with code ${code}`;
+      log.line(`agent server ${why}`);
+      await log.flush();
+      if (ctx.servers.get(key) === server) ctx.servers.delete(key);
+      if (server.stopping || ctx.closed) return;
+      const detail = summarizeFailure(log.tail);
+      const transient = server.phase === 'Starting' && isTransientStart(detail);
+      if (ctx.failed.has(key)) {
+        // already explained (spawn error)
+      } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
+        // A revision that never served fails its deploy: its code does not start.
+        const message = `agent server ${why} before becoming healthy${detail ? `: ${detail}` : ''}`;
+        logger.warn({ code, signal, reason: detail }, 'agent server ended before becoming healthy');
+        fail(ctx, spec, message);
+      } else {
+        // It served (here or before a restart of the platform), or what ended it passes: start it again, later
+        // after each failure in a row; the revision says meanwhile why it is not serving.
+        const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
+        const next = ctx.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
+        log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
+        await log.flush();
+        logger.warn(
+          { code, signal, failures: next.failures, reason: next.reason, retry_in_ms: next.at - Date.now() },
+          'agent server ended; starting it again after a delay',
+        );
+      }
+      notify(ctx, spec);
+    });
+  });
+  void track(
+    ctx,
+    waitHealthy(ctx, server, log).then(settle, () => settle(false)),
+  );
+  return server;
 }
 
 async function waitHealthy(ctx: LocalContext, server: Server, log: LogWriter): Promise<boolean> {
