@@ -150,8 +150,11 @@ export const runRoutes =
       { schema: { params: RunParams, querystring: JoinQuery } },
       async (req, reply) => {
         const { thread_id, run_id } = req.params;
-        // A run executing here exists on its thread (access was checked by the auth hooks): no read needed.
-        const run = engine.runningHere(thread_id, run_id) ?? (await runs.require(thread_id, run_id));
+        // A run executing here, or created here and queued, exists on its thread (access was checked by the auth
+        // hooks): no read needed. Another is read, with its thread's values (the answer) when it has ended.
+        const here = engine.knownHere(thread_id, run_id);
+        const read = here ? undefined : await runs.requireWithValues(thread_id, run_id);
+        const run = here ?? read!.run;
         const signal = disconnectSignal(req, reply);
         if (req.query.cancel_on_disconnect) {
           signal.addEventListener(
@@ -159,9 +162,12 @@ export const runRoutes =
             () => void runs.cancel(thread_id, run_id, 'interrupt').catch(() => undefined),
           );
         }
+        // The values read with the run answer only for that very record (waitForRun returns a known ended one).
         const result = engine
           .waitForRun(thread_id, run_id, signal, run)
-          .then((r) => runs.result(thread_id, r, engine.finalValues(r)));
+          .then((r) =>
+            runs.result(thread_id, r, engine.finalValues(r), r && r === read?.run ? read.values : undefined),
+          );
         return sendAfterWait(reply, result, { keepAliveMs });
       },
     );

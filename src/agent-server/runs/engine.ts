@@ -63,6 +63,13 @@ class CancelledError extends Error {}
 
 /** How often this process gives one run back to the queue because the store went away under it. */
 const MAX_OUTAGE_RELEASES = 5;
+/**
+ * How long, and for how many runs, a queued run created here is known to exist without reading it (knownHere); a
+ * join of a run queued longer reads it. Should a run_done be missed (a LISTEN reconnect), a join that trusted the
+ * entry reads the run after waitForRun's 2 s timer.
+ */
+const QUEUED_KNOWN_MS = 8_000;
+const MAX_QUEUED_KNOWN = 4096;
 
 export class RunEngine {
   readonly workerId: string;
@@ -79,6 +86,12 @@ export class RunEngine {
   private readonly finalJson = new WeakMap<RunRecord, string>();
   /** Runs seen finishing lately (run id -> ms), so a waiter that registers just after still notices. */
   private readonly recentlyDone = new Map<string, number>();
+  /**
+   * Runs created through this process that went to the queue (no free slot), by id, with when: they exist on their
+   * thread until a run_done says they ended or went (deleted, rolled back, thread deleted), so a join need not read
+   * them (knownHere). Dropped when launched here, on their run_done, or after QUEUED_KNOWN_MS.
+   */
+  private readonly queuedHere = new Map<string, { run: RunRecord; at: number }>();
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
   private readonly outageReleases = new Map<string, number>();
   /** Slots handed out for runs this process claims as it creates them (claimAtCreate), not yet launched. */
@@ -157,7 +170,7 @@ export class RunEngine {
       !!this.unsubscribe &&
       this.timers.length > 0 &&
       this.active.size + this.reserved < this.opts.concurrency;
-    if (!free) return create();
+    if (!free) return this.noteQueued(await create());
     // A wake-up that came while the slot was held may have found no room: unless the slot went to the new run,
     // look again once it is given back (also when the create failed).
     this.reserved++;
@@ -168,6 +181,7 @@ export class RunEngine {
         throw err;
       });
     if (run.status !== 'running' || run.worker_id !== this.workerId) {
+      this.noteQueued(run);
       this.pump();
       return run;
     }
@@ -239,6 +253,26 @@ export class RunEngine {
     return entry && !entry.finishing && entry.run.thread_id === threadId ? entry.run : undefined;
   }
 
+  /**
+   * runningHere's record, or else that of a run created through this process that waits in the queue and has not
+   * ended or gone since (no run_done heard for it): either way it exists on thread `threadId`, and waitForRun may
+   * take the record as `known`. Undefined when this process does not know.
+   */
+  knownHere(threadId: string, runId: string): RunRecord | undefined {
+    const running = this.runningHere(threadId, runId);
+    if (running) return running;
+    const queued = this.queuedHere.get(runId);
+    return queued && queued.run.thread_id === threadId && !this.recentlyDone.has(runId) ? queued.run : undefined;
+  }
+
+  /** A run created through this process that went to the queue: remembered for knownHere. */
+  private noteQueued(run: RunRecord): RunRecord {
+    if (run.status === 'pending' && !this.recentlyDone.has(run.run_id) && this.queuedHere.size < MAX_QUEUED_KNOWN) {
+      this.queuedHere.set(run.run_id, { run, at: Date.now() });
+    }
+    return run;
+  }
+
   /** The thread values `run` (a record waitForRun returned) stored as it finished in this process, if known. */
   finalValues(run: RunRecord | null): string | undefined {
     return run ? this.finalJson.get(run) : undefined;
@@ -246,12 +280,14 @@ export class RunEngine {
 
   private runDone(runId: string, final?: RunRecord): void {
     this.recentlyDone.set(runId, Date.now());
+    this.queuedHere.delete(runId);
     for (const w of this.waiters.get(runId) ?? []) w(final);
   }
 
   private onEvent(e: StorageEvent): void {
     if (e.type === 'wake') this.pump();
     else if (e.type === 'run_done') {
+      this.queuedHere.delete(e.run_id);
       // A run this process is storing the end of: execute() hands waiters its final record and values next; the
       // store's own run_done (it may arrive first) would only make them read the run again.
       if (!this.active.get(e.run_id)?.finishing) this.runDone(e.run_id);
@@ -315,6 +351,7 @@ export class RunEngine {
       done: Promise.resolve(),
     };
     this.active.set(run.run_id, entry);
+    this.queuedHere.delete(run.run_id);
     entry.done = this.execute(entry)
       .catch((err) => this.opts.logger.error({ err, run_id: run.run_id }, 'run bookkeeping failed'))
       .finally(() => {
@@ -481,6 +518,8 @@ export class RunEngine {
   private async safetyTick(): Promise<void> {
     const old = Date.now() - 10_000;
     for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
+    const stale = Date.now() - QUEUED_KNOWN_MS;
+    for (const [id, q] of this.queuedHere) if (q.at < stale) this.queuedHere.delete(id);
     try {
       // Our own runs' leases first: after the event loop was held up past a lease, this process's sweep must not
       // requeue a run it is still executing (another process's sweep may, and the heartbeat then stops it here).

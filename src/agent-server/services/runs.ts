@@ -200,11 +200,17 @@ export function createRunService({
    * What join and wait answer: the thread's values after the run, or its error. `valuesJson`: the values the run
    * stored on its thread as it finished (RunEngine.finalValues), when this process finished it: no read then.
    */
-  async function runResult(threadId: string, run: RunRecord | null, valuesJson?: string): Promise<unknown> {
+  async function runResult(
+    threadId: string,
+    run: RunRecord | null,
+    valuesJson?: string,
+    threadValues?: Json | null,
+  ): Promise<unknown> {
     if (run && (run.status === 'error' || run.status === 'timeout')) {
       return { __error__: run.error ?? { error: 'Error', message: `Run ended with status ${run.status}` } };
     }
     if (valuesJson !== undefined) return JSON.parse(valuesJson) as unknown;
+    if (threadValues !== undefined) return threadValues ?? {};
     const thread = await threads.get(threadId);
     return thread?.values ?? {};
   }
@@ -215,6 +221,20 @@ export function createRunService({
     return run;
   }
 
+  /**
+   * requireRun, with the thread's values read in the same statement once the run has ended (`values`: what
+   * runResult takes as `threadValues`), where the store can: a join of an ended run is one read.
+   */
+  async function requireRunWithValues(
+    threadId: string,
+    runId: string,
+  ): Promise<{ run: RunRecord; values?: Json | null }> {
+    if (!storage.runs.getWithValues) return { run: await requireRun(threadId, runId) };
+    const got = await storage.runs.getWithValues(threadId, runId);
+    if (!got) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
+    return got;
+  }
+
   return {
     create: createRun,
     build: buildRun,
@@ -223,6 +243,7 @@ export function createRunService({
     deleteThreadWhenDone,
     result: runResult,
     require: requireRun,
+    requireWithValues: requireRunWithValues,
     get: (threadId: string, runId: string): Promise<RunRecord | null> => storage.runs.get(threadId, runId),
     getById: (runId: string): Promise<RunRecord | null> => storage.runs.getById(runId),
     list: (threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]> =>

@@ -239,6 +239,12 @@ export interface RunStore {
    */
   create(run: NewRun, claim?: { workerId: string; leaseMs: number }): Promise<RunRecord>;
   get(threadId: string, runId: string): Promise<RunRecord | null>;
+  /**
+   * get(), and in the same read its thread's values when the run has ended (what a join answers; null when the
+   * thread has none); `values` is undefined while the run is pending or running. Optional: without it a join of
+   * an ended run reads the run, then the thread.
+   */
+  getWithValues?(threadId: string, runId: string): Promise<{ run: RunRecord; values?: Json | null } | null>;
   getById(runId: string): Promise<RunRecord | null>;
   list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]>;
   /** Deletes a run that is not running; ConflictError while running. */

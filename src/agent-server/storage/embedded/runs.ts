@@ -12,22 +12,28 @@ import {
   threadStatusAfterRemoval,
   type CancelEffect,
 } from '../run-rules.ts';
-import type {
-  CancelAction,
-  NewRun,
-  RunOutcome,
-  RunRecord,
-  RunStatus,
-  RunStore,
-  StorageEvent,
-  SweepResult,
+import {
+  TERMINAL_RUN_STATUSES,
+  type CancelAction,
+  type NewRun,
+  type RunOutcome,
+  type RunRecord,
+  type RunStatus,
+  type RunStore,
+  type StorageEvent,
+  type SweepResult,
 } from '../types.ts';
-import { j, pj, toRun, type EmbeddedContext, type Row } from './context.ts';
+import { j, pj, pjn, toRun, type EmbeddedContext, type Row } from './context.ts';
 
 export function embeddedRuns(
   ctx: EmbeddedContext,
 ): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
   const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
+  /** A run and, once it has ended, its thread's values (getWithValues): a join's one read. */
+  const runWithValues = sql(`SELECT r.*, CASE WHEN r.status IN (${[...TERMINAL_RUN_STATUSES]
+    .map((s) => `'${s}'`)
+    .join(', ')}) THEN t."values" END AS _values
+    FROM ap_runs r LEFT JOIN ap_threads t ON t.thread_id = r.thread_id WHERE r.run_id = ?`);
 
   /** Applies one cancel decision to a run in the open transaction; returns the event to send after commit. */
   function applyCancel(c: CancelEffect): StorageEvent | null {
@@ -137,6 +143,12 @@ export function embeddedRuns(
     async get(threadId: string, runId: string) {
       const r = st.getRun.get(runId) as Row | undefined;
       return r && r.thread_id === threadId ? toRun(r) : null;
+    },
+    async getWithValues(threadId: string, runId: string) {
+      const r = runWithValues.get(runId) as Row | undefined;
+      if (!r || r.thread_id !== threadId) return null;
+      const run = toRun(r);
+      return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values: pjn(r._values) } : { run };
     },
     async getById(runId: string) {
       const r = st.getRun.get(runId) as Row | undefined;

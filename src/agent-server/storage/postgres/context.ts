@@ -166,11 +166,13 @@ function sharedHelpers(
       await c.query('BEGIN');
       const out = await fn(c);
       await c.query('COMMIT');
+      for (const e of doneInTx.get(c) ?? []) emitter.emit('event', e);
       return out;
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
+      doneInTx.delete(c);
       c.release();
       changed();
     }
@@ -182,8 +184,20 @@ function sharedHelpers(
     text,
     values,
   });
-  const notify = (c: Q, e: StorageEvent) =>
-    c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
+  /**
+   * Tells every process (NOTIFY, sent when the transaction commits). A run_done is also emitted here once `c`'s
+   * transaction commits (tx), before the request that wrote it is answered: this process must not take a run it
+   * deleted or ended for existing until its own NOTIFY comes back (the engine's knownHere). The echo then repeats it,
+   * which the engine takes as a no-op.
+   */
+  const notify = async (c: Q, e: StorageEvent): Promise<void> => {
+    await c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
+    if (e.type !== 'run_done') return;
+    if (c === pool) emitter.emit('event', e);
+    else doneInTx.set(c, [...(doneInTx.get(c) ?? []), e]);
+  };
+  /** run_done events of open transactions, by connection: emitted once they commit. */
+  const doneInTx = new WeakMap<object, StorageEvent[]>();
 
   async function requireThread(c: Q, id: string, lock = false): Promise<Row> {
     const { rows } = await c.query(`SELECT * FROM ${s}.threads WHERE thread_id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);

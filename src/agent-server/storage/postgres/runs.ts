@@ -4,7 +4,8 @@
 import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/errors.ts';
 import { outcomeValuesText } from '../common.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
-import type { CancelAction, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
+import { TERMINAL_RUN_STATUSES } from '../types.ts';
+import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
 import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
 
 /**
@@ -147,6 +148,13 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
    * nothing instead of a second copy. `ending`: run $1 ends in the same statement (CTE r), so its thread counts as
    * free once r ended it, and it is not a candidate itself.
    */
+  /** A run ($1 on thread $2) and, once it has ended, its thread's values (getWithValues): a join's one read. */
+  const RUN_WITH_VALUES = `SELECT ${RUN_COLS.split(',')
+    .map((c) => `r.${c.trim()}`)
+    .join(', ')}, CASE WHEN r.status IN (${[...TERMINAL_RUN_STATUSES].map((st) => `'${st}'`).join(', ')})
+    THEN t."values" END AS _values
+    FROM ${s}.runs r LEFT JOIN ${s}.threads t ON t.thread_id = r.thread_id WHERE r.run_id = $1 AND r.thread_id = $2`;
+
   const claimCtes = (worker: string, leaseSecs: string, ending = false) => {
     const notEnding = ending ? ' AND run_id <> $1' : '';
     const endingNow = ending ? ' AND NOT (x.run_id = $1 AND EXISTS (SELECT 1 FROM r))' : '';
@@ -270,6 +278,13 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         named('run_get', `SELECT ${RUN_COLS} FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2`, [runId, threadId]),
       );
       return rows[0] ? toRun(rows[0]) : null;
+    },
+    async getWithValues(threadId: string, runId: string) {
+      const { rows } = await pool.query(named('run_get_values', RUN_WITH_VALUES, [runId, threadId]));
+      const row = rows[0] as Record<string, unknown> | undefined;
+      if (!row) return null;
+      const run = toRun(row);
+      return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values: (row._values as Json | null) ?? null } : { run };
     },
     async getById(runId: string) {
       const { rows } = await pool.query(
