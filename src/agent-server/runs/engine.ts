@@ -89,7 +89,8 @@ export class RunEngine {
   /**
    * Runs created through this process that went to the queue (no free slot), by id, with when: they exist on their
    * thread until a run_done says they ended or went (deleted, rolled back, thread deleted), so a join need not read
-   * them (knownHere). Dropped when launched here, on their run_done, or after QUEUED_KNOWN_MS.
+   * them (knownHere). Dropped when launched here, on their run_done, or after QUEUED_KNOWN_MS. The records are kept
+   * without their kwargs and metadata (a client's input can be megabytes): a join needs the run's status only.
    */
   private readonly queuedHere = new Map<string, { run: RunRecord; at: number }>();
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
@@ -255,8 +256,8 @@ export class RunEngine {
 
   /**
    * runningHere's record, or else that of a run created through this process that waits in the queue and has not
-   * ended or gone since (no run_done heard for it): either way it exists on thread `threadId`, and waitForRun may
-   * take the record as `known`. Undefined when this process does not know.
+   * ended or gone since (no run_done heard for it; a record without kwargs and metadata then): either way it exists
+   * on thread `threadId`, and waitForRun may take the record as `known`. Undefined when this process does not know.
    */
   knownHere(threadId: string, runId: string): RunRecord | undefined {
     const running = this.runningHere(threadId, runId);
@@ -268,7 +269,7 @@ export class RunEngine {
   /** A run created through this process that went to the queue: remembered for knownHere. */
   private noteQueued(run: RunRecord): RunRecord {
     if (run.status === 'pending' && !this.recentlyDone.has(run.run_id) && this.queuedHere.size < MAX_QUEUED_KNOWN) {
-      this.queuedHere.set(run.run_id, { run, at: Date.now() });
+      this.queuedHere.set(run.run_id, { run: { ...run, kwargs: {}, metadata: {} }, at: Date.now() });
     }
     return run;
   }
