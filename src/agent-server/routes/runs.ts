@@ -152,9 +152,10 @@ export const runRoutes =
         const { thread_id, run_id } = req.params;
         // A run executing here, or created here and queued, exists on its thread (access was checked by the auth
         // hooks): no read needed. Another is read, with its thread's values (the answer) when it has ended.
-        const here = engine.knownHere(thread_id, run_id);
-        const read = here ? undefined : await runs.requireWithValues(thread_id, run_id);
-        const run = here ?? read!.run;
+        const running = engine.runningHere(thread_id, run_id);
+        const queued = running ? undefined : engine.knownHere(thread_id, run_id);
+        const read = running || queued ? undefined : await runs.requireWithValues(thread_id, run_id);
+        const run = running ?? queued ?? read!.run;
         const signal = disconnectSignal(req, reply);
         if (req.query.cancel_on_disconnect) {
           signal.addEventListener(
@@ -163,11 +164,12 @@ export const runRoutes =
           );
         }
         // The values read with the run answer only for that very record (waitForRun returns a known ended one).
-        const result = engine
-          .waitForRun(thread_id, run_id, signal, run)
-          .then((r) =>
-            runs.result(thread_id, r, engine.finalValues(r), r && r === read?.run ? read.values : undefined),
-          );
+        const result = engine.waitForRun(thread_id, run_id, signal, run).then((r) => {
+          // A queued run taken as existing without a read, then found gone, was deleted: maybe through another
+          // process just before this join, whose NOTIFY had not come yet. A 404, as the read would have answered.
+          if (!r && queued) throw new NotFoundError(`Run ${run_id} not found on thread ${thread_id}`);
+          return runs.result(thread_id, r, engine.finalValues(r), r && r === read?.run ? read.values : undefined);
+        });
         return sendAfterWait(reply, result, { keepAliveMs });
       },
     );
