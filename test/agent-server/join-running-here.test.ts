@@ -6,32 +6,38 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from './helpers/harness.ts';
 
+/** Counts the store's reads of runs (by run id) and of threads (by thread id) that a harness makes from now on. */
+function countReads(h: Harness): { runs: string[]; threads: string[] } {
+  const seen = { runs: [] as string[], threads: [] as string[] };
+  const runs = h.storage.runs;
+  const get = runs.get.bind(runs);
+  runs.get = async (threadId, runId) => {
+    seen.runs.push(runId);
+    return get(threadId, runId);
+  };
+  const withValues = runs.getWithValues!.bind(runs);
+  runs.getWithValues = async (threadId, runId) => {
+    seen.runs.push(runId);
+    return withValues(threadId, runId);
+  };
+  const thread = h.storage.threads.get.bind(h.storage.threads);
+  h.storage.threads.get = async (id) => {
+    seen.threads.push(id);
+    return thread(id);
+  };
+  return seen;
+}
+
 describe.each(['embedded', 'postgres'] as const)('join of a run executing here (%s)', (store) => {
   let h: Harness;
-  const reads: string[] = [];
-  const threadReads: string[] = [];
+  let seen: { runs: string[]; threads: string[] };
   beforeAll(async () => {
     h = await startHarness({ store });
-    const runs = h.storage.runs;
-    const inner = runs.get.bind(runs);
-    runs.get = async (threadId, runId) => {
-      reads.push(runId);
-      return inner(threadId, runId);
-    };
-    const withValues = runs.getWithValues!.bind(runs);
-    runs.getWithValues = async (threadId, runId) => {
-      reads.push(runId);
-      return withValues(threadId, runId);
-    };
-    const thread = h.storage.threads.get.bind(h.storage.threads);
-    h.storage.threads.get = async (id) => {
-      threadReads.push(id);
-      return thread(id);
-    };
+    seen = countReads(h);
   });
   afterAll(async () => h?.close());
 
-  const readsOf = (runId: string) => reads.filter((r) => r === runId).length;
+  const readsOf = (runId: string) => seen.runs.filter((r) => r === runId).length;
 
   it('answers the final values without reading the run, then reads a finished one', async () => {
     const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
@@ -56,11 +62,11 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
 
     // Finished: no longer running here, so the join reads it, with the thread's values in the same read.
     expect(h.engine.runningHere(t, runId)).toBeUndefined();
-    const threadReadsBefore = threadReads.length;
+    const threadReadsBefore = seen.threads.length;
     const again = await h.call('GET', `/threads/${t}/runs/${runId}/join`);
     expect(again.body).toEqual(joined.body);
     expect(readsOf(runId) - before).toBe(1);
-    expect(threadReads.length - threadReadsBefore).toBe(0);
+    expect(seen.threads.length - threadReadsBefore).toBe(0);
     expect((await h.call('GET', `/threads/${t}/runs/${runId}`)).body.status).toBe('success');
 
     // Ended, on another thread: 404 as well.
@@ -112,9 +118,9 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
       const runId = (await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: { count: 5 } })).body
         .run_id as string;
       const first = (await h.call('GET', `/threads/${t}/runs/${runId}/join`)).body;
-      const threadReadsBefore = threadReads.length;
+      const threadReadsBefore = seen.threads.length;
       expect((await h.call('GET', `/threads/${t}/runs/${runId}/join`)).body).toEqual(first);
-      expect(threadReads.length - threadReadsBefore).toBe(1);
+      expect(seen.threads.length - threadReadsBefore).toBe(1);
       expect(first).toEqual({ count: 16, steps: ['first', 'second'] });
     } finally {
       runs.getWithValues = combined;
@@ -127,24 +133,14 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
 // while queued is not taken for existing (404 / its end), and another thread's join of it is a 404.
 describe.each(['embedded', 'postgres'] as const)('join of a run queued here (%s)', (store) => {
   let h: Harness;
-  const reads: string[] = [];
+  let seen: { runs: string[]; threads: string[] };
   beforeAll(async () => {
     h = await startHarness({ store, concurrency: 1 });
-    const runs = h.storage.runs;
-    const inner = runs.get.bind(runs);
-    runs.get = async (threadId, runId) => {
-      reads.push(runId);
-      return inner(threadId, runId);
-    };
-    const withValues = runs.getWithValues!.bind(runs);
-    runs.getWithValues = async (threadId, runId) => {
-      reads.push(runId);
-      return withValues(threadId, runId);
-    };
+    seen = countReads(h);
   });
   afterAll(async () => h?.close());
 
-  const readsOf = (runId: string) => reads.filter((r) => r === runId).length;
+  const readsOf = (runId: string) => seen.runs.filter((r) => r === runId).length;
   const newThread = async () => (await h.call('POST', '/threads', {})).body.thread_id as string;
   /** A slow run holding the only slot, and a run created behind it (queued). */
   async function queuedBehindSlow(input: Record<string, unknown>) {
