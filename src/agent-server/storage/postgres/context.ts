@@ -162,12 +162,13 @@ function sharedHelpers(
   /** A transaction; its commit may free or queue runs, so the claim short-cut looks again afterwards. */
   async function tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     const c = await pool.connect();
+    let out: T;
+    let done: StorageEvent[] | undefined;
     try {
       await c.query('BEGIN');
-      const out = await fn(c);
+      out = await fn(c);
       await c.query('COMMIT');
-      for (const e of doneInTx.get(c) ?? []) emitter.emit('event', e);
-      return out;
+      done = doneInTx.get(c);
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
@@ -176,6 +177,9 @@ function sharedHelpers(
       c.release();
       changed();
     }
+    // Committed: this process hears its own run_done events now (see notify).
+    for (const e of done ?? []) emitter.emit('event', e);
+    return out;
   }
 
   /** A named statement: each pooled connection parses and plans it once (hot paths only; fixed text). */
@@ -187,8 +191,8 @@ function sharedHelpers(
   /**
    * Tells every process (NOTIFY, sent when the transaction commits). A run_done is also emitted here once `c`'s
    * transaction commits (tx), before the request that wrote it is answered: this process must not take a run it
-   * deleted or ended for existing until its own NOTIFY comes back (the engine's knownHere). The echo then repeats it,
-   * which the engine takes as a no-op.
+   * deleted or ended for existing until its own NOTIFY comes back (the engine's knownHere). The echo repeats it; at
+   * most a join that began waiting on the run in between reads the run once more.
    */
   const notify = async (c: Q, e: StorageEvent): Promise<void> => {
     await c.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ ...e, o: origin })]);
