@@ -1,5 +1,13 @@
 // Small pieces both adapters share, so their behaviour cannot drift apart (the run rules: run-rules.ts).
-import type { RunOutcome } from './types.ts';
+import { TERMINAL_RUN_STATUSES, type Json, type RunOutcome, type RunRecord } from './types.ts';
+
+/** The statuses of a run that has ended, as an SQL list ('error', 'success', ...) for either store's statements. */
+export const TERMINAL_STATUSES_SQL = [...TERMINAL_RUN_STATUSES].map((s) => `'${s}'`).join(', ');
+
+/** RunStore.getWithValues' answer from a run and its thread's values: the values count once the run has ended. */
+export function withEndedValues(run: RunRecord, values: Json | null): { run: RunRecord; values?: Json | null } {
+  return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values } : { run };
+}
 
 /** The thread's values after a run as JSON text to store: undefined leaves them unchanged, null clears them. */
 export function outcomeValuesText(outcome: Pick<RunOutcome, 'values' | 'valuesJson'>): string | null | undefined {

@@ -1,6 +1,7 @@
 // Runs of the embedded store: the queue, leases and cancels. What each change does to the runs in flight and to
 // the thread is decided by run-rules.ts; this file executes it inside one IMMEDIATE transaction.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import { TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
 import {
   cancelEffect,
   decideCreate,
@@ -12,16 +13,15 @@ import {
   threadStatusAfterRemoval,
   type CancelEffect,
 } from '../run-rules.ts';
-import {
-  TERMINAL_RUN_STATUSES,
-  type CancelAction,
-  type NewRun,
-  type RunOutcome,
-  type RunRecord,
-  type RunStatus,
-  type RunStore,
-  type StorageEvent,
-  type SweepResult,
+import type {
+  CancelAction,
+  NewRun,
+  RunOutcome,
+  RunRecord,
+  RunStatus,
+  RunStore,
+  StorageEvent,
+  SweepResult,
 } from '../types.ts';
 import { j, pj, pjn, toRun, type EmbeddedContext, type Row } from './context.ts';
 
@@ -30,9 +30,7 @@ export function embeddedRuns(
 ): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
   const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
   /** A run and, once it has ended, its thread's values (getWithValues): a join's one read. */
-  const runWithValues = sql(`SELECT r.*, CASE WHEN r.status IN (${[...TERMINAL_RUN_STATUSES]
-    .map((s) => `'${s}'`)
-    .join(', ')}) THEN t."values" END AS _values
+  const runWithValues = sql(`SELECT r.*, CASE WHEN r.status IN (${TERMINAL_STATUSES_SQL}) THEN t."values" END AS _values
     FROM ap_runs r LEFT JOIN ap_threads t ON t.thread_id = r.thread_id WHERE r.run_id = ?`);
 
   /** Applies one cancel decision to a run in the open transaction; returns the event to send after commit. */
@@ -147,8 +145,7 @@ export function embeddedRuns(
     async getWithValues(threadId: string, runId: string) {
       const r = runWithValues.get(runId) as Row | undefined;
       if (!r || r.thread_id !== threadId) return null;
-      const run = toRun(r);
-      return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values: pjn(r._values) } : { run };
+      return withEndedValues(toRun(r), pjn(r._values));
     },
     async getById(runId: string) {
       const r = st.getRun.get(runId) as Row | undefined;

@@ -2,9 +2,8 @@
 // thread, claim, finish) are single named statements that encode run-rules.ts in SQL; the slower paths read the
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
 import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/errors.ts';
-import { outcomeValuesText } from '../common.ts';
+import { outcomeValuesText, TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
-import { TERMINAL_RUN_STATUSES } from '../types.ts';
 import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
 import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
 
@@ -151,7 +150,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
   /** A run ($1 on thread $2) and, once it has ended, its thread's values (getWithValues): a join's one read. */
   const RUN_WITH_VALUES = `SELECT ${RUN_COLS.split(',')
     .map((c) => `r.${c.trim()}`)
-    .join(', ')}, CASE WHEN r.status IN (${[...TERMINAL_RUN_STATUSES].map((st) => `'${st}'`).join(', ')})
+    .join(', ')}, CASE WHEN r.status IN (${TERMINAL_STATUSES_SQL})
     THEN t."values" END AS _values
     FROM ${s}.runs r LEFT JOIN ${s}.threads t ON t.thread_id = r.thread_id WHERE r.run_id = $1 AND r.thread_id = $2`;
 
@@ -283,8 +282,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       const { rows } = await pool.query(named('run_get_values', RUN_WITH_VALUES, [runId, threadId]));
       const row = rows[0] as Record<string, unknown> | undefined;
       if (!row) return null;
-      const run = toRun(row);
-      return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values: (row._values as Json | null) ?? null } : { run };
+      return withEndedValues(toRun(row), (row._values as Json | null) ?? null);
     },
     async getById(runId: string) {
       const { rows } = await pool.query(
