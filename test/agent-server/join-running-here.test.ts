@@ -158,7 +158,7 @@ describe.each(['embedded', 'postgres'] as const)('join of a run queued here (%s)
     const { busy, slow, t, runId } = await queuedBehindSlow({ count: 1 });
     expect(h.engine.runningHere(t, runId)).toBeUndefined();
     // Known without its input: a queued run's kwargs (a client's input, up to the body limit) are not held.
-    expect(h.engine.knownHere(t, runId)?.kwargs).toEqual({});
+    expect(h.engine.queuedHere(t, runId)?.kwargs).toEqual({});
     // Another thread's join of it: a 404, as for any run not on that thread.
     expect((await h.call('GET', `/threads/${busy}/runs/${runId}/join`)).status).toBe(404);
     const before = readsOf(runId);
@@ -166,22 +166,22 @@ describe.each(['embedded', 'postgres'] as const)('join of a run queued here (%s)
     expect(joined.status).toBe(200);
     expect(joined.body).toEqual({ count: 12, steps: ['first', 'second'] });
     expect(readsOf(runId) - before).toBe(0);
-    expect(h.engine.knownHere(t, runId)).toBeUndefined();
+    expect(h.engine.queuedHere(t, runId)).toBeUndefined();
     await h.call('GET', `/threads/${busy}/runs/${slow}/join`);
   });
 
   it('a queued run deleted before the join is a 404; one interrupted while queued ends the join', async () => {
     const { busy, slow, t, runId } = await queuedBehindSlow({ count: 2 });
     expect((await h.call('DELETE', `/threads/${t}/runs/${runId}`)).status).toBe(204);
-    expect(h.engine.knownHere(t, runId)).toBeUndefined();
+    expect(h.engine.queuedHere(t, runId)).toBeUndefined();
     expect((await h.call('GET', `/threads/${t}/runs/${runId}/join`)).status).toBe(404);
 
     const t2 = await newThread();
     const queued = (await h.call('POST', `/threads/${t2}/runs`, { assistant_id: 'counter', input: { count: 3 } })).body
       .run_id as string;
-    expect(h.engine.knownHere(t2, queued)).toBeDefined();
+    expect(h.engine.queuedHere(t2, queued)).toBeDefined();
     expect((await h.call('POST', `/threads/${t2}/runs/${queued}/cancel`)).status).toBeLessThan(300);
-    expect(h.engine.knownHere(t2, queued)).toBeUndefined();
+    expect(h.engine.queuedHere(t2, queued)).toBeUndefined();
     const joined = await h.call('GET', `/threads/${t2}/runs/${queued}/join`);
     expect(joined.status).toBe(200);
     expect((await h.call('GET', `/threads/${t2}/runs/${queued}`)).body.status).toBe('interrupted');
@@ -190,9 +190,9 @@ describe.each(['embedded', 'postgres'] as const)('join of a run queued here (%s)
     const t3 = await newThread();
     const gone = (await h.call('POST', `/threads/${t3}/runs`, { assistant_id: 'counter', input: { count: 4 } })).body
       .run_id as string;
-    expect(h.engine.knownHere(t3, gone)).toBeDefined();
+    expect(h.engine.queuedHere(t3, gone)).toBeDefined();
     expect((await h.call('DELETE', `/threads/${t3}`)).status).toBe(204);
-    expect(h.engine.knownHere(t3, gone)).toBeUndefined();
+    expect(h.engine.queuedHere(t3, gone)).toBeUndefined();
     expect((await h.call('GET', `/threads/${t3}/runs/${gone}/join`)).status).toBe(404);
     await h.call('GET', `/threads/${busy}/runs/${slow}/join`);
   });

@@ -153,7 +153,7 @@ export const runRoutes =
         // A run executing here, or created here and queued, exists on its thread (access was checked by the auth
         // hooks): no read needed. Another is read, with its thread's values (the answer) when it has ended.
         const running = engine.runningHere(thread_id, run_id);
-        const queued = running ? undefined : engine.knownHere(thread_id, run_id);
+        const queued = running ? undefined : engine.queuedHere(thread_id, run_id);
         const read = running || queued ? undefined : await runs.requireWithValues(thread_id, run_id);
         const run = running ?? queued ?? read!.run;
         const signal = disconnectSignal(req, reply);

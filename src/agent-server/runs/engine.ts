@@ -64,7 +64,7 @@ class CancelledError extends Error {}
 /** How often this process gives one run back to the queue because the store went away under it. */
 const MAX_OUTAGE_RELEASES = 5;
 /**
- * How long, and for how many runs, a queued run created here is known to exist without reading it (knownHere); a
+ * How long, and for how many runs, a queued run created here is known to exist without reading it (queuedHere); a
  * join of a run queued longer reads it. Should a run_done be missed (a LISTEN reconnect), a join that trusted the
  * entry reads the run after waitForRun's 2 s timer.
  */
@@ -89,10 +89,10 @@ export class RunEngine {
   /**
    * Runs created through this process that went to the queue (no free slot), by id, with when: they exist on their
    * thread until a run_done says they ended or went (deleted, rolled back, thread deleted), so a join need not read
-   * them (knownHere). Dropped when launched here, on their run_done, or after QUEUED_KNOWN_MS. The records are kept
+   * them (queuedHere). Dropped when launched here, on their run_done, or after QUEUED_KNOWN_MS. The records are kept
    * without their kwargs and metadata (a client's input can be megabytes): a join needs the run's status only.
    */
-  private readonly queuedHere = new Map<string, { run: RunRecord; at: number }>();
+  private readonly queued = new Map<string, { run: RunRecord; at: number }>();
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
   private readonly outageReleases = new Map<string, number>();
   /** Slots handed out for runs this process claims as it creates them (claimAtCreate), not yet launched. */
@@ -255,21 +255,19 @@ export class RunEngine {
   }
 
   /**
-   * runningHere's record, or else that of a run created through this process that waits in the queue and has not
-   * ended or gone since (no run_done heard for it; a record without kwargs and metadata then): either way it exists
-   * on thread `threadId`, and waitForRun may take the record as `known`. Undefined when this process does not know.
+   * The record of a run created through this process on thread `threadId` that waits in the queue and has not ended
+   * or gone since (no run_done heard for it), without its kwargs and metadata: it exists there, and waitForRun may
+   * take the record as `known`. Undefined when this process does not know.
    */
-  knownHere(threadId: string, runId: string): RunRecord | undefined {
-    const running = this.runningHere(threadId, runId);
-    if (running) return running;
-    const queued = this.queuedHere.get(runId);
+  queuedHere(threadId: string, runId: string): RunRecord | undefined {
+    const queued = this.queued.get(runId);
     return queued && queued.run.thread_id === threadId && !this.recentlyDone.has(runId) ? queued.run : undefined;
   }
 
-  /** A run created through this process that went to the queue: remembered for knownHere. */
+  /** A run created through this process that went to the queue: remembered for queuedHere. */
   private noteQueued(run: RunRecord): RunRecord {
-    if (run.status === 'pending' && !this.recentlyDone.has(run.run_id) && this.queuedHere.size < MAX_QUEUED_KNOWN) {
-      this.queuedHere.set(run.run_id, { run: { ...run, kwargs: {}, metadata: {} }, at: Date.now() });
+    if (run.status === 'pending' && !this.recentlyDone.has(run.run_id) && this.queued.size < MAX_QUEUED_KNOWN) {
+      this.queued.set(run.run_id, { run: { ...run, kwargs: {}, metadata: {} }, at: Date.now() });
     }
     return run;
   }
@@ -281,14 +279,14 @@ export class RunEngine {
 
   private runDone(runId: string, final?: RunRecord): void {
     this.recentlyDone.set(runId, Date.now());
-    this.queuedHere.delete(runId);
+    this.queued.delete(runId);
     for (const w of this.waiters.get(runId) ?? []) w(final);
   }
 
   private onEvent(e: StorageEvent): void {
     if (e.type === 'wake') this.pump();
     else if (e.type === 'run_done') {
-      this.queuedHere.delete(e.run_id);
+      this.queued.delete(e.run_id);
       // A run this process is storing the end of: execute() hands waiters its final record and values next; the
       // store's own run_done (it may arrive first) would only make them read the run again.
       if (!this.active.get(e.run_id)?.finishing) this.runDone(e.run_id);
@@ -352,7 +350,7 @@ export class RunEngine {
       done: Promise.resolve(),
     };
     this.active.set(run.run_id, entry);
-    this.queuedHere.delete(run.run_id);
+    this.queued.delete(run.run_id);
     entry.done = this.execute(entry)
       .catch((err) => this.opts.logger.error({ err, run_id: run.run_id }, 'run bookkeeping failed'))
       .finally(() => {
@@ -520,7 +518,7 @@ export class RunEngine {
     const old = Date.now() - 10_000;
     for (const [id, at] of this.recentlyDone) if (at < old) this.recentlyDone.delete(id);
     const stale = Date.now() - QUEUED_KNOWN_MS;
-    for (const [id, q] of this.queuedHere) if (q.at < stale) this.queuedHere.delete(id);
+    for (const [id, q] of this.queued) if (q.at < stale) this.queued.delete(id);
     try {
       // Our own runs' leases first: after the event loop was held up past a lease, this process's sweep must not
       // requeue a run it is still executing (another process's sweep may, and the heartbeat then stops it here).

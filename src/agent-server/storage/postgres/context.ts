@@ -191,7 +191,7 @@ function sharedHelpers(
   /**
    * Tells every process (NOTIFY, sent when the transaction commits). A run_done is also emitted here once `c`'s
    * transaction commits (tx), before the request that wrote it is answered: this process must not take a run it
-   * deleted or ended for existing until its own NOTIFY comes back (the engine's knownHere). The echo repeats it; at
+   * deleted or ended for existing until its own NOTIFY comes back (the engine's queuedHere). The echo repeats it; at
    * most a join that began waiting on the run in between reads the run once more.
    */
   const notify = async (c: Q, e: StorageEvent): Promise<void> => {
