@@ -52,13 +52,14 @@ export async function cycles(sdk: Client[], ms: number, latencies?: number[]): P
 
 /**
  * Starts the server of checkout `dir` (its bin/ and examples/agent) on 127.0.0.1:`port` with the store's flags, and
- * resolves once GET /ok answers. `nodeFlags` go before the script (e.g. --cpu-prof).
+ * resolves once GET /ok answers. `nodeFlags` go before the script (e.g. --cpu-prof); `env` is added to this process's.
  */
 export async function startAgentServer(
   dir: string,
   port: number,
   storeArgs: string[],
   nodeFlags: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<{ proc: ChildProcess; url: string }> {
   const config = path.join(dir, 'examples/agent/langgraph.json');
   const script = path.join(dir, 'bin/agentplane.mjs');
@@ -69,6 +70,7 @@ export async function startAgentServer(
     {
       stdio: 'ignore',
       cwd: dir,
+      env: { ...process.env, ...env },
     },
   );
   const url = `http://127.0.0.1:${port}`;

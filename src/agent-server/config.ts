@@ -72,6 +72,15 @@ export const agentServerCommand: CommandSpec = {
       default: '10',
       env: ['N_JOBS_PER_WORKER'],
     },
+    'postgres-pool-max-size': {
+      type: 'string',
+      description:
+        'Postgres connections this process opens at most for its queries, shared out evenly between the HTTP thread ' +
+        'and the executor threads (at least one each; the LISTEN connection and the memory store come on top); ' +
+        'default twice the usable cores, at least 4 and at most 20: more connections than the database has cores ' +
+        'to serve mostly add switching between its backends',
+      env: ['LANGGRAPH_POSTGRES_POOL_MAX_SIZE'],
+    },
     'job-timeout': {
       type: 'string',
       description: 'Seconds a background run may take before it ends as timeout',
@@ -174,6 +183,7 @@ const Config = z.object({
     .optional(),
   dataDir: z.string().min(1),
   jobsPerWorker: positiveIntSchema,
+  postgresPoolMaxSize: z.coerce.number().int().min(2).max(10_000),
   jobTimeoutSecs: positiveIntSchema,
   shutdownGraceSecs: z.coerce.number().min(0),
   leaseSecs: z.coerce.number().min(1),
@@ -268,6 +278,9 @@ function resolveConfig(
     databaseUrl: pick('database-url'),
     dataDir: path.resolve(cwd, pick('data-dir')!),
     jobsPerWorker: pick('jobs-per-worker'),
+    postgresPoolMaxSize:
+      pick('postgres-pool-max-size') ??
+      defaultPostgresPoolMaxSize(usableCpus(os.availableParallelism(), readCgroupFile)),
     jobTimeoutSecs: pick('job-timeout'),
     shutdownGraceSecs: pick('shutdown-grace'),
     leaseSecs: pick('lease-secs'),
@@ -302,6 +315,7 @@ function resolveConfig(
       databaseUrl: '--database-url',
       dataDir: '--data-dir',
       jobsPerWorker: '--jobs-per-worker',
+      postgresPoolMaxSize: '--postgres-pool-max-size (LANGGRAPH_POSTGRES_POOL_MAX_SIZE)',
       jobTimeoutSecs: '--job-timeout',
       shutdownGraceSecs: '--shutdown-grace',
       leaseSecs: '--lease-secs',
@@ -366,4 +380,24 @@ export function usableCpus(cores: number, read: (file: string) => string | undef
     if (q > 0 && p > 0) quota = q / p;
   }
   return quota !== undefined && Number.isFinite(quota) && quota > 0 ? Math.min(cores, quota) : cores;
+}
+
+/**
+ * The process's Postgres connections by default: twice its usable cores (a CPU quota rounded up), at least 4 and at
+ * most 20. More connections than there are cores to serve them mostly add switching between their backends: on a
+ * 2-core machine running the server and its database, 4 in place of 40 took Postgres' CPU per run cycle down by a
+ * quarter to a third and the cycles per second up (bench/results/issue-30.md, thirteenth session).
+ */
+export function defaultPostgresPoolMaxSize(usableCores: number): number {
+  return Math.min(20, Math.max(4, 2 * Math.ceil(usableCores)));
+}
+
+/**
+ * The Postgres pools' sizes: the HTTP thread's (`main`, which also serves the checkpoints of graphs run inline) and
+ * each executor thread's (`executor`), from the process's budget (--postgres-pool-max-size) shared out evenly, the
+ * HTTP thread taking what does not divide; at least one connection each.
+ */
+export function postgresPoolSizes(maxSize: number, executorThreads: number): { main: number; executor: number } {
+  const executor = Math.max(1, Math.floor(maxSize / (executorThreads + 1)));
+  return { main: Math.max(1, maxSize - executor * executorThreads), executor };
 }

@@ -5,7 +5,7 @@ import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import { loadServerExtensions } from './http/extensions.ts';
 import { watchKeyHashFile, withAccessTokens } from './auth/api-keys.ts';
-import type { AgentServerConfig } from './config.ts';
+import { postgresPoolSizes, type AgentServerConfig } from './config.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
 import { bundleUi } from './graphs/ui.ts';
 import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
@@ -66,7 +66,7 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
       return await openPostgresStorage({
         databaseUrl,
         logger,
-        poolSize: Math.max(10, config.jobsPerWorker + 10),
+        poolSize: postgresPoolSizes(config.postgresPoolMaxSize, config.executorThreads).main,
         items,
         embedder,
         threadTtl,
@@ -195,7 +195,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
               {
                 configPath: config.configPath,
                 source: storage.checkpointerSource,
-                poolSize: Math.max(10, config.jobsPerWorker + 10),
+                poolSize: postgresPoolSizes(config.postgresPoolMaxSize, config.executorThreads).executor,
                 platform: () => platform.workerEnv(),
                 youngMb: config.executorYoungMb,
               },

@@ -4,7 +4,12 @@ import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { executorYoungMb, parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import {
+  defaultPostgresPoolMaxSize,
+  executorYoungMb,
+  parseAgentServerConfig,
+  postgresPoolSizes,
+} from '../../src/agent-server/config.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
 
 describe('agent-server config', () => {
@@ -17,6 +22,8 @@ describe('agent-server config', () => {
       databaseUrl: undefined,
       dataDir: '/srv/app/.agentplane/agent-server',
       jobsPerWorker: 10,
+      // From the usable cores (table below).
+      postgresPoolMaxSize: expect.any(Number),
       jobTimeoutSecs: 3600,
       shutdownGraceSecs: 20,
       leaseSecs: 30,
@@ -70,6 +77,31 @@ describe('agent-server config', () => {
     expect(() => parseAgentServerConfig(['--webhook-allow', 'http://x/'], {})).toThrow(/--webhook-allow/);
     expect(parseAgentServerConfig(['--executor-threads', '0'], {})!.executorThreads).toBe(0);
     expect(parseAgentServerConfig([], { AGENTPLANE_EXECUTOR_THREADS: '2' })!.executorThreads).toBe(2);
+  });
+
+  it("sizes the Postgres pools from the process's budget (LANGGRAPH_POSTGRES_POOL_MAX_SIZE)", () => {
+    // Twice the usable cores, within 4..20; a CPU quota counts rounded up.
+    expect([0.5, 1, 1.5, 2, 3, 8, 10, 64].map(defaultPostgresPoolMaxSize)).toEqual([4, 4, 4, 4, 6, 16, 20, 20]);
+    // This process's (its usable cores depend on the machine and its cgroup).
+    expect([4, 6, 8, 10, 12, 14, 16, 18, 20]).toContain(parseAgentServerConfig([], {})!.postgresPoolMaxSize);
+    // The platform's variable, and the flag over it; fewer than 2 or not a whole number is a usage error.
+    expect(parseAgentServerConfig([], { LANGGRAPH_POSTGRES_POOL_MAX_SIZE: '7' })!.postgresPoolMaxSize).toBe(7);
+    expect(
+      parseAgentServerConfig(['--postgres-pool-max-size', '3'], { LANGGRAPH_POSTGRES_POOL_MAX_SIZE: '7' })!
+        .postgresPoolMaxSize,
+    ).toBe(3);
+    for (const bad of ['1', '0', '2.5', 'many'])
+      expect(() => parseAgentServerConfig([], { LANGGRAPH_POSTGRES_POOL_MAX_SIZE: bad })).toThrow(
+        /--postgres-pool-max-size \(LANGGRAPH_POSTGRES_POOL_MAX_SIZE\)/,
+      );
+    // Shared out evenly between the HTTP thread and the executor threads, the HTTP thread taking the remainder;
+    // at least one each, even when the budget is smaller than the threads.
+    expect(postgresPoolSizes(4, 1)).toEqual({ main: 2, executor: 2 });
+    expect(postgresPoolSizes(5, 1)).toEqual({ main: 3, executor: 2 });
+    expect(postgresPoolSizes(2, 1)).toEqual({ main: 1, executor: 1 });
+    expect(postgresPoolSizes(10, 3)).toEqual({ main: 4, executor: 2 });
+    expect(postgresPoolSizes(6, 0)).toEqual({ main: 6, executor: 6 });
+    expect(postgresPoolSizes(2, 4)).toEqual({ main: 1, executor: 1 });
   });
 
   it('reads the environment and lets flags override it', () => {

@@ -8,7 +8,7 @@
 // Each aggregate is a small factory over the shared context; the run-lifecycle rules live in ../run-rules.ts.
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { newPgPool, warnEvery } from '../../../lib/connections.ts';
+import { newPgClient, newPgPool, warnEvery } from '../../../lib/connections.ts';
 import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
@@ -28,11 +28,22 @@ import { postgresThreads } from './threads.ts';
 export type { PostgresOptions } from './context.ts';
 
 /**
+ * application_name of the HTTP thread's pool and of the executor threads' (pg_stat_activity tells them apart), as
+ * fallbacks: one in the database URL or in PGAPPNAME wins.
+ */
+export const HTTP_APPLICATION = 'agentplane';
+export const EXECUTOR_APPLICATION = 'agentplane executor';
+
+/**
  * The checkpoints of a Postgres store through a pool of their own (for graphs executing on another thread);
  * the store's migrations have already created the tables.
  */
 export function openPostgresCheckpointer(databaseUrl: string, schema: string, poolSize = 10) {
-  const pool = newPgPool({ connectionString: databaseUrl, max: poolSize });
+  const pool = newPgPool({
+    connectionString: databaseUrl,
+    max: poolSize,
+    fallback_application_name: EXECUTOR_APPLICATION,
+  });
   const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema });
   return { saver, close: () => pool.end() };
 }
@@ -64,7 +75,10 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const s = opts.schema ?? 'agentplane';
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
   const onError = warnEvery(opts.logger, 'a postgres connection failed; queries wait for the database to return');
-  const pool = newPgPool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 20 }, onError);
+  const pool = newPgPool(
+    { connectionString: opts.databaseUrl, max: opts.poolSize ?? 20, fallback_application_name: HTTP_APPLICATION },
+    onError,
+  );
   const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema: s });
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
@@ -81,7 +95,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const pgStore = newPostgresStore(opts.databaseUrl, s, itemsConfig, semantic ? opts.embedder : undefined, onError);
 
   try {
-    await migrate(pool, s, saver, pgStore, threadTtl);
+    await migrate(opts.databaseUrl, s, saver, pgStore, threadTtl);
   } catch (err) {
     await pgStore.stop().catch(() => undefined);
     await pool.end().catch(() => undefined);
@@ -148,14 +162,19 @@ function ttlLiteral(minutes: number | null): string {
   return minutes !== null && Number.isFinite(minutes) ? String(minutes) : 'NULL';
 }
 
+/**
+ * Migrates under an advisory lock held by a connection of its own: the savers' setup in between takes connections
+ * from their pools, which may hold a single one (--postgres-pool-max-size).
+ */
 async function migrate(
-  pool: pg.Pool,
+  databaseUrl: string,
   s: string,
   saver: PostgresSaver,
   pgStore: PostgresStore,
   threadTtl: ThreadTtlConfig,
 ): Promise<void> {
-  const c = await pool.connect();
+  const c = newPgClient({ connectionString: databaseUrl, fallback_application_name: `${HTTP_APPLICATION} migrations` });
+  await c.connect();
   try {
     await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
@@ -174,6 +193,6 @@ async function migrate(
       await c.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
     }
   } finally {
-    c.release();
+    await c.end();
   }
 }
