@@ -76,7 +76,7 @@ export const agentServerCommand: CommandSpec = {
       type: 'string',
       description:
         'Postgres connections this process opens at most for its queries, shared out evenly between the HTTP thread ' +
-        'and the executor threads (at least one each; the LISTEN connection and the memory store come on top); ' +
+        'and the executor threads (at least one each; the LISTEN connections and the memory store come on top); ' +
         'default twice the usable cores, at least 4 and at most 20: more connections than the database has cores ' +
         'to serve mostly add switching between its backends',
       env: ['LANGGRAPH_POSTGRES_POOL_MAX_SIZE'],
