@@ -7,7 +7,6 @@
 // nothing new answers without a query (ClaimGate in context.ts); leases and SKIP LOCKED claims are unchanged.
 // Each aggregate is a small factory over the shared context; the run-lifecycle rules live in ../run-rules.ts.
 import { EventEmitter } from 'node:events';
-import type pg from 'pg';
 import { newPgClient, newPgPool, warnEvery } from '../../../lib/connections.ts';
 import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
