@@ -1,10 +1,12 @@
 // Prints one plain closing line ("tests: N passed, N failed, N skipped") after vitest's own summary, so CI
 // logs end with a count any reader or tool can parse; before it, each test that passed only when retried (see
-// `retry` in vitest.config.ts), by file and name, so a flaky test is visible in every run that saw it. With
+// `retry` in vitest.config.ts), by file and name, with what its failed attempts threw (the message and where in the
+// tests), so a flaky test is visible in every run that saw it and can be mended from that log alone. With
 // AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations) it also writes each file's duration to
 // test/support/durations.json, which the sequencer reads.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { TestError } from 'vitest';
 import type { Reporter, TestModule, Vitest } from 'vitest/node';
 import { DURATIONS_FILE } from './sequencer.ts';
 
@@ -24,7 +26,8 @@ export default class SummaryReporter implements Reporter {
       for (const test of mod.children.allTests()) {
         const state = test.result().state;
         if (state === 'passed' && test.diagnostic()?.flaky) {
-          flaky.push(`${path.relative(this.root, mod.moduleId)} > ${test.fullName}`);
+          const why = (test.result().errors ?? []).map((e) => attemptError(e, this.root));
+          flaky.push([`${path.relative(this.root, mod.moduleId)} > ${test.fullName}`, ...why].join('\n'));
         }
         if (state === 'passed') passed++;
         else if (state === 'failed') failed++;
@@ -39,6 +42,16 @@ export default class SummaryReporter implements Reporter {
     );
     if (process.env.AGENTPLANE_RECORD_DURATIONS === '1') recordDurations(this.root, testModules);
   }
+}
+
+/** A failed attempt's error in a few lines: its message and the first frames of its stack that are in our tree. */
+export function attemptError(e: TestError, root: string): string {
+  const message = `${e.name ?? 'Error'}: ${e.message ?? ''}`.split('\n').slice(0, 12).join('\n    ');
+  const frames = (e.stacks ?? [])
+    .filter((f) => f.file.startsWith(root) && !f.file.includes('node_modules'))
+    .slice(0, 3)
+    .map((f) => `    at ${f.method || '<anonymous>'} (${path.relative(root, f.file)}:${f.line}:${f.column})`);
+  return [`  attempt failed: ${message}`, ...frames].join('\n');
 }
 
 function recordDurations(root: string, testModules: ReadonlyArray<TestModule>): void {
