@@ -14,12 +14,16 @@ export function createLogger(opts: { level?: string; name?: string } = {}): Logg
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   };
-  return pino(options, destination());
+  return pino(options, destination() ?? pino.destination({ dest: 1, sync: true }));
 }
 
 /**
  * Where lines go: JSON (one object a line, for collectors and pipes), or readable lines on a terminal, as pino's own
  * tooling does. AGENTPLANE_LOG_FORMAT=json|pretty overrides the choice made from whether stdout is a terminal.
+ * JSON lines are written to stdout as they are logged (sync), as Node's own console writes to files and pipes on
+ * Linux. pino's default destination writes each line through libuv's thread pool instead: a hand-off to another
+ * thread and a wake-up back on this one per line, twice per run at the default level (bench/results/issue-30.md,
+ * fourteenth session), and lines still buffered are lost when the process is killed.
  */
 function destination(): DestinationStream | undefined {
   const format = (process.env.AGENTPLANE_LOG_FORMAT ?? 'auto').toLowerCase();

@@ -11,13 +11,16 @@ const script = `
   const { createLogger } = await import(${JSON.stringify(path.join(ROOT, 'src/lib/logger.ts'))});
   createLogger({ name: 'dev' }).child({ component: 'operator' }).info({ revision: 'r1' }, 'traffic moved');
 `;
-const logLine = async (format?: string) => {
+const logLine = async (format?: string, code = script) => {
   const env = { ...process.env, AGENTPLANE_LOG_FORMAT: format ?? '' };
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    ['--import', 'tsx', '--input-type=module', '-e', script],
+    ['--import', 'tsx', '--input-type=module', '-e', code],
     { cwd: ROOT, env },
-  );
+  ).catch((err: { stdout?: string; signal?: string }) => {
+    if (err.signal !== 'SIGKILL') throw err;
+    return { stdout: err.stdout ?? '' };
+  });
   return stdout;
 };
 
@@ -33,6 +36,19 @@ describe('createLogger', () => {
         msg: 'traffic moved',
       });
     }
+  });
+
+  // A process killed right after it logged (an out-of-memory kill, kill -9) must not take its last lines with it:
+  // the line that says why is usually the last one. Lines are written as they are logged, not queued for later.
+  it('a line is on stdout once it is logged: a kill -9 right after loses none', async () => {
+    const killed = `
+      const { createLogger } = await import(${JSON.stringify(path.join(ROOT, 'src/lib/logger.ts'))});
+      const log = createLogger({ name: 'dev' });
+      for (let i = 1; i <= 3; i++) log.info({ i }, 'before the kill');
+      process.kill(process.pid, 'SIGKILL');
+    `;
+    const lines = (await logLine(undefined, killed)).trim().split('\n');
+    expect(lines.map((l) => (JSON.parse(l) as { i: number }).i)).toEqual([1, 2, 3]);
   });
 
   it('writes one readable line with AGENTPLANE_LOG_FORMAT=pretty', async () => {
