@@ -23,8 +23,26 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '4' },
     clients: { type: 'string', default: '32' },
     'no-append': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write(
+    [
+      'Server CPU per run cycle of this commit, appended as one line to bench/results/cpu-per-cycle.tsv.',
+      '  node --import tsx bench/cpu-per-cycle.ts [--seconds 24] [--rounds 4] [--clients 32] [--no-append]',
+      '--seconds   measured seconds per store, split over the rounds (default 24)',
+      '--rounds    how many times the two stores take turns (default 4)',
+      '--clients   SDK clients running the cycle at once (default 32; fewer on a loaded machine)',
+      '--no-append print the line without adding it to the file',
+      'Needs `npm run build:cli` and PostgreSQL at 127.0.0.1:5432. Columns: commit ("+" when the tree has',
+      'uncommitted changes), UTC time, embedded and Postgres server CPU ms/cycle, Postgres statements/cycle,',
+      "embedded and Postgres cycles/s, 1-minute load average, Postgres' own CPU ms per Postgres cycle.",
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
 
 interface Result {
   target: string;
