@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { destination as pinoDestination, pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import pretty from 'pino-pretty';
 
 export type { Logger };
@@ -14,7 +14,7 @@ export function createLogger(opts: { level?: string; name?: string } = {}): Logg
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   };
-  return pino(options, destination() ?? pino.destination({ dest: 1, sync: true }));
+  return pino(options, destination() ?? pinoDestination({ dest: 1, sync: true }));
 }
 
 /**
