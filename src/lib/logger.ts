@@ -1,3 +1,4 @@
+import { isMainThread } from 'node:worker_threads';
 import { destination as pinoDestination, pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import pretty from 'pino-pretty';
 
@@ -14,16 +15,12 @@ export function createLogger(opts: { level?: string; name?: string } = {}): Logg
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   };
-  return pino(options, destination() ?? pinoDestination({ dest: 1, sync: true }));
+  return pino(options, destination() ?? jsonLines());
 }
 
 /**
  * Where lines go: JSON (one object a line, for collectors and pipes), or readable lines on a terminal, as pino's own
  * tooling does. AGENTPLANE_LOG_FORMAT=json|pretty overrides the choice made from whether stdout is a terminal.
- * JSON lines are written to stdout as they are logged (sync), as Node's own console writes to files and pipes on
- * Linux. pino's default destination writes each line through libuv's thread pool instead: a hand-off to another
- * thread and a wake-up back on this one per line, twice per run at the default level (bench/results/issue-30.md,
- * fourteenth session), and lines still buffered are lost when the process is killed.
  */
 function destination(): DestinationStream | undefined {
   const format = (process.env.AGENTPLANE_LOG_FORMAT ?? 'auto').toLowerCase();
@@ -41,4 +38,16 @@ function destination(): DestinationStream | undefined {
 /** A logger that drops everything, for tests and library use. */
 export function silentLogger(): Logger {
   return pino({ level: 'silent' });
+}
+
+/**
+ * JSON lines go out as they are logged, on the thread that logs them. pino's default destination hands each line to
+ * libuv's thread pool instead: a wake-up of another thread and one back per line (twice per run at the default
+ * level; bench/results/issue-30.md, fourteenth session), and a line still queued there is lost when the process is
+ * killed. On the main thread process.stdout writes at once as Node's console does, and keeps what a full pipe
+ * cannot take yet in memory rather than stopping the process. A worker thread's process.stdout goes through the
+ * main thread, so there the line is written to the descriptor directly (those threads log little).
+ */
+function jsonLines(): DestinationStream {
+  return isMainThread ? process.stdout : pinoDestination({ dest: 1, sync: true });
 }
