@@ -1,9 +1,10 @@
 // GET state reads the thread, its latest root checkpoint and that one's parent (whose tasks are the state's
 // metadata.writes) in one statement on both stores (ThreadStore.getReadingAhead, the savers' keepAhead): the state
 // is the same as separate reads give, a fork (the latest's parent is not the checkpoint before it) still reads the
-// right parent, an empty thread reads nothing more, a missing thread is the platform's 404, nothing read ahead is
-// left behind, and a run's own reads never take a tuple read ahead for a state request. Statements are counted where
-// they leave for Postgres (node-pg's Client.query) and where SQLite runs them (better-sqlite3's Statement).
+// right parent, the thread's copy of its values is not read (the state is the checkpoints'), an empty thread reads
+// nothing more, a missing thread is the platform's 404, nothing read ahead is left behind, and a run's own reads
+// never take a tuple read ahead for a state request. Statements are counted where they leave for Postgres (node-pg's
+// Client.query) and where SQLite runs them (better-sqlite3's Statement).
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,6 +75,11 @@ describe.each(['embedded', 'postgres'] as const)('GET state reads ahead (%s)', (
     const latest = await counted(() => h.call('GET', `/threads/${t}/state`));
     expect(latest.out.status).toBe(200);
     expect(latest).toMatchObject({ getTuple: 0, list: 0, statements: 1 });
+    // The state comes from the checkpoints: the thread's own copy of the values (rewritten by every run, possibly
+    // megabytes) is not read with them, on either store.
+    const statement = seen.statements.at(-1)!;
+    expect(statement).toMatch(/t\.metadata/);
+    expect(statement).not.toMatch(/\bt\.\*|\bt\."?values"?/);
     const state = latest.out.body;
     expect(state.values).toEqual({ count: 11, steps: ['first', 'second'] });
     expect(state.metadata.writes).toEqual({ second: { count: 10, steps: ['second'] } });

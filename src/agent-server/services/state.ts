@@ -15,7 +15,7 @@ import {
   type CheckpointSelector,
 } from '../runs/state.ts';
 import { toPlain } from '../serde.ts';
-import type { Json, Thread } from '../storage/types.ts';
+import type { Json, Thread, ThreadHead } from '../storage/types.ts';
 import { publishStateUpdate } from '../streams/thread-events.ts';
 import type { AssistantService } from './assistants.ts';
 import { threadNotFound, type ServiceDeps } from './context.ts';
@@ -41,14 +41,14 @@ export function createStateService({
    * The graph that reads or updates a thread's state. Only a factory's graph depends on the config, so only then
    * is the thread's config looked up (a read of its latest run): a compiled graph is the same under any config.
    */
-  async function graphForThread(graphId: string, thread: Thread): Promise<PregelLike> {
+  async function graphForThread(graphId: string, thread: ThreadHead): Promise<PregelLike> {
     return graphFor(graphId, graphs.isFactory(graphId) ? await threads.graphConfig(thread) : {});
   }
 
   /** The thread (404 when missing) and its checkpoints read ahead, when the store reads both in one statement. */
   async function threadReadingAhead(
     threadId: string,
-  ): Promise<{ thread: Thread; token: string; release: () => void } | undefined> {
+  ): Promise<{ thread: ThreadHead; token: string; release: () => void } | undefined> {
     if (!storage.threads.getReadingAhead) return undefined;
     const token = randomUUID();
     const { thread, release } = await storage.threads.getReadingAhead(threadId, token);
@@ -59,7 +59,7 @@ export function createStateService({
     return { thread, token, release };
   }
 
-  async function threadGraph(threadId: string, known?: Thread): Promise<PregelLike | null> {
+  async function threadGraph(threadId: string, known?: ThreadHead): Promise<PregelLike | null> {
     const thread = known ?? (await threads.require(threadId));
     const graphId = thread.metadata.graph_id;
     if (typeof graphId !== 'string' || !graphIds.has(graphId)) return null;

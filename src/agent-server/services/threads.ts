@@ -1,7 +1,16 @@
 // Threads: reads that answer with the platform's 404 text, CRUD, search and prune, and the config a thread's graph
 // is built with outside a run.
 import { NotFoundError } from '../../lib/errors.ts';
-import type { IfExists, Json, NewThread, PruneStrategy, Storage, Thread, ThreadQuery } from '../storage/types.ts';
+import type {
+  IfExists,
+  Json,
+  NewThread,
+  PruneStrategy,
+  Storage,
+  Thread,
+  ThreadHead,
+  ThreadQuery,
+} from '../storage/types.ts';
 import { threadNotFound, UUID_RE } from './context.ts';
 
 export type ThreadService = ReturnType<typeof createThreadService>;
@@ -28,7 +37,7 @@ export function createThreadService({ storage }: { storage: Storage }) {
    * latest run (the assistant's config merged with the run's), else that of the assistant named in its metadata.
    * Factory graphs (`(config) => graph`) may have nodes that exist only under that config.
    */
-  async function graphConfig(thread: Thread): Promise<Json> {
+  async function graphConfig(thread: ThreadHead): Promise<Json> {
     const [latest] = await storage.runs.list(thread.thread_id, { limit: 1, offset: 0 });
     const cfg = latest?.kwargs.config as Json | undefined;
     if (cfg) {

@@ -194,15 +194,22 @@ export interface AssistantStore {
 /** One version of an assistant: its fields as they were when the version was made (`created_at`: when that was). */
 export type AssistantVersion = Omit<Assistant, 'updated_at'>;
 
+/**
+ * A thread without its copy of the state's values: what a read needs that takes the state from the checkpoints
+ * (GET state). The values are written at the end of every run and can be megabytes; reading them there to drop
+ * them cost a read and a parse per request (twice on Postgres, once per checkpoint row).
+ */
+export type ThreadHead = Omit<Thread, 'values'>;
+
 export interface ThreadStore {
   create(t: NewThread, ifExists: IfExists): Promise<Thread>;
   get(id: string): Promise<Thread | null>;
   /**
-   * get(), reading in the same statement the thread's newest two root checkpoints for GET state: the store's
-   * checkpointer hands them to the reads that carry `token` under READ_AHEAD_KEY (see the Postgres saver's
-   * readAhead). `release` drops what was not taken. Stores without it read the thread and the checkpoints apart.
+   * get() without the values (ThreadHead), reading in the same statement the thread's newest two root checkpoints
+   * for GET state: the store's checkpointer hands them to the reads that carry `token` under READ_AHEAD_KEY (see the
+   * Postgres saver's readAhead). `release` drops what was not taken. Stores without it read the thread and the checkpoints apart.
    */
-  getReadingAhead?(id: string, token: string): Promise<{ thread: Thread | null; release: () => void }>;
+  getReadingAhead?(id: string, token: string): Promise<{ thread: ThreadHead | null; release: () => void }>;
   /** Merges metadata; a `ttl_minutes` replaces the thread's TTL. */
   patch(id: string, patch: { metadata?: Json; ttl_minutes?: number }): Promise<Thread>;
   /** Deletes the thread, its runs and its checkpoints; NotFoundError when unknown. */

@@ -5,12 +5,24 @@ import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import { LATEST_TWO_CHECKPOINTS, LATEST_TWO_COLUMNS, type CheckpointSaver } from './checkpoint-saver.ts';
-import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
+import { j, toThread, toThreadHead, type EmbeddedContext, type Row } from './context.ts';
 
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
-// checkpoint (at most two, newest first), each with the thread's columns; one row of NULL checkpoint columns when
-// it has none; no row when the thread does not exist.
-const THREAD_WITH_CHECKPOINTS = `SELECT t.*, ${checkpointSelectList(LATEST_TWO_COLUMNS)}
+// checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
+// NULL checkpoint columns when it has none; no row when the thread does not exist.
+const THREAD_HEAD_COLUMNS = [
+  'thread_id',
+  'created_at',
+  'updated_at',
+  'state_updated_at',
+  'metadata',
+  'status',
+  'config',
+  'interrupts',
+  'error',
+];
+const THREAD_WITH_CHECKPOINTS = `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}`).join(', ')},
+  ${checkpointSelectList(LATEST_TWO_COLUMNS)}
   FROM ap_threads t LEFT JOIN ${LATEST_TWO_CHECKPOINTS} ck ON 1
   WHERE t.thread_id = @thread_id ORDER BY ck.checkpoint_id DESC`;
 
@@ -101,7 +113,7 @@ export function embeddedThreads(
             const rows = sql(THREAD_WITH_CHECKPOINTS).all({ thread_id: id }) as Row[];
             const { thread, checkpoints } = splitThreadRows(rows, LATEST_TWO_COLUMNS);
             if (!thread) return { thread: null, release: () => undefined };
-            return { thread: toThread(thread), release: await saver.keepAhead(token, checkpoints) };
+            return { thread: toThreadHead(thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),

@@ -5,7 +5,7 @@ import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
+import { THREAD_COLS, THREAD_HEAD_COLS, toThread, toThreadHead, type PgContext, type Q } from './context.ts';
 
 /** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
 const CHECKPOINT_COLS = [
@@ -23,11 +23,11 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
   const { pool, s, named, tx, notify, requireThread, where, orderBy } = ctx;
 
   // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
-  // checkpoint (at most two, newest first), each with the thread's columns; one row of NULL checkpoint columns
+  // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of NULL checkpoint columns
   // when it has none; no row when the thread does not exist.
   const latestTwo = saver?.latestTwoSubquery('$1');
   const withCheckpoints = latestTwo
-    ? `SELECT ${THREAD_COLS.split(', ')
+    ? `SELECT ${THREAD_HEAD_COLS.split(', ')
         .map((c) => `t.${c}`)
         .join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
       FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
@@ -112,7 +112,7 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
             const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
             const { thread, checkpoints } = splitThreadRows(rows as Record<string, unknown>[], CHECKPOINT_COLS);
             if (!thread) return { thread: null, release: () => undefined };
-            return { thread: toThread(thread), release: await saver.keepAhead(token, checkpoints) };
+            return { thread: toThreadHead(thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),
