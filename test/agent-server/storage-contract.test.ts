@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { Checkpoint, CheckpointTuple } from '@langchain/langgraph-checkpoint';
@@ -16,6 +17,17 @@ import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 
 type Factory = { name: string; open: () => Promise<Storage>; cleanup: () => Promise<void> };
+type Fn = (...a: unknown[]) => unknown;
+
+/** Wraps target[method] to see each call first; returns what puts it back. */
+function wrapMethod(target: Record<string, Fn>, method: string, before: (self: unknown, args: unknown[]) => void) {
+  const original = target[method]!;
+  target[method] = function (this: unknown, ...args: unknown[]) {
+    before(this, args);
+    return original.apply(this, args);
+  };
+  return () => void (target[method] = original);
+}
 
 function embeddedFactory(): Factory {
   const dir = mkdtempSync(join(tmpdir(), 'ap-as-contract-'));
@@ -127,6 +139,44 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     await expect(store.runs.create(newRun(randomUUID()))).rejects.toBeInstanceOf(NotFoundError);
     const created = await store.runs.create(newRun(randomUUID(), { if_not_exists: 'create' }));
     expect((await store.threads.get(created.thread_id))?.status).toBe('busy');
+  });
+
+  // A long conversation keeps megabytes in the thread's values; a new run on it needs only its metadata. Every
+  // statement either store sends while the run is created is looked at: none reads the thread's values.
+  it(`${factory.name}: creating a run on a thread does not read the thread's values`, async () => {
+    const t = await thread();
+    while (await store.runs.claim('drain', 60_000)) {
+      // runs other tests left queued
+    }
+    const first = await store.runs.create(newRun(t.thread_id));
+    const claimed = await store.runs.claim('w1', 60_000);
+    expect(claimed?.run_id).toBe(first.run_id);
+    const values = {
+      messages: Array.from({ length: 50 }, (_, i) => ({ type: 'human', content: 'x'.repeat(4000), id: `${i}` })),
+    };
+    await store.runs.finish(first.run_id, 'w1', { status: 'success', values });
+    expect((await store.threads.get(t.thread_id))?.values).toEqual(values);
+    const sent: string[] = [];
+    const statement = Object.getPrototypeOf(new Database(':memory:').prepare('SELECT 1')) as Record<string, Fn>;
+    const undo = [
+      wrapMethod(statement, 'get', (self) => sent.push((self as { source: string }).source)),
+      wrapMethod(statement, 'all', (self) => sent.push((self as { source: string }).source)),
+      wrapMethod(pg.Client.prototype as unknown as Record<string, Fn>, 'query', (_self, [q]) =>
+        sent.push(typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? '')),
+      ),
+    ];
+    try {
+      await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    } finally {
+      for (const u of undo) u();
+    }
+    // Statements that read the threads table (Postgres' create is one statement, a WITH that locks and updates it).
+    const threadReads = sent.filter((q) => /\b(ap_)?threads\b/.test(q) && !/^\s*(INSERT|UPDATE|DELETE)\b/i.test(q));
+    expect(threadReads.length).toBeGreaterThan(0);
+    for (const q of threadReads) {
+      expect(q).not.toMatch(/SELECT (\w+\.)?\* FROM (\w+\.)?(ap_)?threads\b/i);
+      expect(q).not.toMatch(/"values"|\bvalues\s*(,|\s+FROM\b)/i);
+    }
   });
 
   it(`${factory.name}: claims take the oldest run per thread, one running run per thread`, async () => {

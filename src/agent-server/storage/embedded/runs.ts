@@ -92,11 +92,11 @@ export function embeddedRuns(
    */
   function createIn(run: NewRun, events: StorageEvent[]): RunRecord {
     const ts = now();
-    let thread = st.getThread.get(run.thread_id) as Row | undefined;
+    let thread = st.threadMetadata.get(run.thread_id) as Row | undefined;
     if (!thread) {
       if (run.if_not_exists !== 'create') throw new NotFoundError(`Thread with ID ${run.thread_id} not found`);
       st.insertThread.run(run.thread_id, ts, ts, ts, j(run.thread_metadata));
-      thread = st.getThread.get(run.thread_id) as Row;
+      thread = st.threadMetadata.get(run.thread_id) as Row;
     }
     const decision = decideCreate(run.multitask_strategy, (st.inflight.all(run.thread_id) as Row[]).map(toRun));
     if (decision.kind === 'reject') throw new ConflictError(decision.detail);
