@@ -166,7 +166,8 @@ describe('control plane embedded store: schema migrations', () => {
     );
     writeFileSync(go, '');
     for (const { code, out } of await Promise.all(outcomes)) {
-      expect(out).toContain('opened');
+      // The whole output in the message: a process that failed printed why (CI logs show only the message).
+      expect(out, `a process's output:\n${out}`).toContain('opened');
       expect(code).toBe(0);
     }
     const db = new Database(embeddedStateFile(dir), { readonly: true });
