@@ -23,8 +23,8 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
   const { pool, s, named, tx, notify, requireThread, where, orderBy } = ctx;
 
   // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
-  // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of NULL checkpoint columns
-  // when it has none; no row when the thread does not exist.
+  // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
+  // NULL checkpoint columns when it has none; no row when the thread does not exist.
   const latestTwo = saver?.latestTwoSubquery('$1');
   const withCheckpoints = latestTwo
     ? `SELECT ${THREAD_HEAD_COLS.split(', ')
