@@ -5,14 +5,13 @@
 // nothing more, a missing thread is the platform's 404, nothing read ahead is left behind, and a run's own reads
 // never take a tuple read ahead for a state request. Statements are counted where they leave for Postgres (node-pg's
 // Client.query) and where SQLite runs them (better-sqlite3's Statement).
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { startHarness, type Harness } from './helpers/harness.ts';
+import { sqliteStatementPrototype, wrapMethod, type Fn } from './helpers/spy.ts';
 
-type Fn = (...a: unknown[]) => unknown;
 /** Reads of checkpoints and of a thread by id (the run engine's own periodic statements are left out). */
 const READS_STATE = /checkpoint|threads WHERE thread_id = (\$1|\?)$/;
 
@@ -21,12 +20,7 @@ const seen = { statements: [] as string[], getTuple: 0, list: 0 };
 const restore: Array<() => void> = [];
 
 function wrap(target: Record<string, Fn>, method: string, before: (self: unknown, args: unknown[]) => void): void {
-  const original = target[method]!;
-  target[method] = function (this: unknown, ...args: unknown[]) {
-    before(this, args);
-    return original.apply(this, args);
-  };
-  restore.push(() => void (target[method] = original));
+  restore.push(wrapMethod(target, method, before));
 }
 
 beforeAll(() => {
@@ -34,7 +28,7 @@ beforeAll(() => {
     const text = typeof q === 'string' ? q : ((q as { text?: string } | undefined)?.text ?? '');
     if (READS_STATE.test(text)) seen.statements.push(text);
   });
-  const statement = Object.getPrototypeOf(new Database(':memory:').prepare('SELECT 1')) as Record<string, Fn>;
+  const statement = sqliteStatementPrototype();
   for (const method of ['get', 'all'])
     wrap(statement, method, (self) => {
       const text = (self as { source: string }).source;

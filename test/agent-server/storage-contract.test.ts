@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { Checkpoint, CheckpointTuple } from '@langchain/langgraph-checkpoint';
@@ -15,19 +14,9 @@ import { itemsConfig } from '../../src/agent-server/storage/items.ts';
 import type { NewRun, RunRecord, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
 import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
 import { createTestDatabase } from './helpers/pg.ts';
+import { sqliteStatementPrototype, wrapMethod, type Fn } from './helpers/spy.ts';
 
 type Factory = { name: string; open: () => Promise<Storage>; cleanup: () => Promise<void> };
-type Fn = (...a: unknown[]) => unknown;
-
-/** Wraps target[method] to see each call first; returns what puts it back. */
-function wrapMethod(target: Record<string, Fn>, method: string, before: (self: unknown, args: unknown[]) => void) {
-  const original = target[method]!;
-  target[method] = function (this: unknown, ...args: unknown[]) {
-    before(this, args);
-    return original.apply(this, args);
-  };
-  return () => void (target[method] = original);
-}
 
 function embeddedFactory(): Factory {
   const dir = mkdtempSync(join(tmpdir(), 'ap-as-contract-'));
@@ -157,7 +146,7 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     await store.runs.finish(first.run_id, 'w1', { status: 'success', values });
     expect((await store.threads.get(t.thread_id))?.values).toEqual(values);
     const sent: string[] = [];
-    const statement = Object.getPrototypeOf(new Database(':memory:').prepare('SELECT 1')) as Record<string, Fn>;
+    const statement = sqliteStatementPrototype();
     const undo = [
       wrapMethod(statement, 'get', (self) => sent.push((self as { source: string }).source)),
       wrapMethod(statement, 'all', (self) => sent.push((self as { source: string }).source)),

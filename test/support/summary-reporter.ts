@@ -45,8 +45,8 @@ export default class SummaryReporter implements Reporter {
 }
 
 /** A failed attempt's error in a few lines: its message and the first frames of its stack that are in our tree. */
-export function attemptError(e: TestError, root: string): string {
-  const message = `${e.name ?? 'Error'}: ${e.message ?? ''}`.split('\n').slice(0, 12).join('\n    ');
+function attemptError(e: TestError, root: string): string {
+  const message = `${e.name ?? 'Error'}: ${e.message ?? ''}`.split('\n').slice(0, 30).join('\n    ');
   const frames = (e.stacks ?? [])
     .filter((f) => f.file.startsWith(root) && !f.file.includes('node_modules'))
     .slice(0, 3)

@@ -1,5 +1,12 @@
 // Small pieces both adapters share, so their behaviour cannot drift apart (the run rules: run-rules.ts).
-import { TERMINAL_RUN_STATUSES, type Json, type RunOutcome, type RunRecord } from './types.ts';
+import {
+  TERMINAL_RUN_STATUSES,
+  type Json,
+  type RunOutcome,
+  type RunRecord,
+  type Thread,
+  type ThreadHead,
+} from './types.ts';
 
 /** The statuses of a run that has ended, as an SQL list ('error', 'success', ...) for either store's statements. */
 export const TERMINAL_STATUSES_SQL = [...TERMINAL_RUN_STATUSES].map((s) => `'${s}'`).join(', ');
@@ -24,3 +31,9 @@ export function isoNow(ms = Date.now()): string {
 // into SQL, never a key it was not given here.
 export const ASSISTANT_SORT = new Set(['assistant_id', 'graph_id', 'name', 'created_at', 'updated_at']);
 export const THREAD_SORT = new Set(['thread_id', 'status', 'created_at', 'updated_at', 'state_updated_at']);
+
+/** A row's thread without its values (ThreadHead), by a store's own row mapping; the values are never parsed. */
+export function threadHeadOf<R extends object>(toThread: (row: R) => Thread, row: R): ThreadHead {
+  const { values: _values, ...head } = toThread({ ...row, values: null });
+  return head;
+}

@@ -17,7 +17,6 @@ import type {
   RunStatus,
   StorageEvent,
   Thread,
-  ThreadHead,
   ThreadQuery,
 } from '../types.ts';
 
@@ -55,12 +54,6 @@ export function toThread(r: Row): Thread {
     interrupts: pj(r.interrupts),
     error: pjn(r.error),
   };
-}
-
-/** The thread of a row that need not carry its values (ThreadHead). */
-export function toThreadHead(r: Row): ThreadHead {
-  const { values: _values, ...head } = toThread({ ...r, values: null });
-  return head;
 }
 
 export function toRun(r: Row): RunRecord {

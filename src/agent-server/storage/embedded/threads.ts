@@ -1,11 +1,11 @@
 // Threads of the embedded store (a thread's runs and checkpoints go with it).
 import { ConflictError } from '../../../lib/errors.ts';
-import { THREAD_SORT } from '../common.ts';
+import { THREAD_SORT, threadHeadOf } from '../common.ts';
 import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import { LATEST_TWO_CHECKPOINTS, LATEST_TWO_COLUMNS, type CheckpointSaver } from './checkpoint-saver.ts';
-import { j, toThread, toThreadHead, type EmbeddedContext, type Row } from './context.ts';
+import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
 
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
 // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
@@ -113,7 +113,7 @@ export function embeddedThreads(
             const rows = sql(THREAD_WITH_CHECKPOINTS).all({ thread_id: id }) as Row[];
             const { thread, checkpoints } = splitThreadRows(rows, LATEST_TWO_COLUMNS);
             if (!thread) return { thread: null, release: () => undefined };
-            return { thread: toThreadHead(thread), release: await saver.keepAhead(token, checkpoints) };
+            return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),

@@ -21,7 +21,6 @@ import type {
   StorageEvent,
   StreamEventStore,
   Thread,
-  ThreadHead,
   ThreadQuery,
 } from '../types.ts';
 
@@ -51,7 +50,9 @@ export const RUN_COLS = `run_id, thread_id, assistant_id, created_at, updated_at
   attempt, worker_id, cancel_action, error`;
 export const THREAD_COLS = `thread_id, created_at, updated_at, state_updated_at, metadata, status, config, "values", interrupts, error`;
 /** THREAD_COLS without the values (ThreadHead). */
-export const THREAD_HEAD_COLS = THREAD_COLS.replace(' "values",', '');
+export const THREAD_HEAD_COLS = THREAD_COLS.split(', ')
+  .filter((c) => c !== '"values"')
+  .join(', ');
 export const ASSISTANT_COLS = `assistant_id, graph_id, config, context, metadata, name, description, version, created_at, updated_at`;
 
 const ts = (v: unknown): string => (v instanceof Date ? isoNow(v.getTime()) : String(v));
@@ -69,12 +70,6 @@ export function toAssistant(r: Row): Assistant {
     created_at: ts(r.created_at),
     updated_at: ts(r.updated_at),
   };
-}
-
-/** The thread of a row that need not carry its values (ThreadHead). */
-export function toThreadHead(r: Row): ThreadHead {
-  const { values: _values, ...head } = toThread({ ...r, values: null });
-  return head;
 }
 
 export function toThread(r: Row): Thread {

@@ -1,11 +1,11 @@
 // Threads of the Postgres store (a thread's runs and checkpoints go with it).
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
-import { THREAD_SORT } from '../common.ts';
+import { THREAD_SORT, threadHeadOf } from '../common.ts';
 import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { THREAD_COLS, THREAD_HEAD_COLS, toThread, toThreadHead, type PgContext, type Q } from './context.ts';
+import { THREAD_COLS, THREAD_HEAD_COLS, toThread, type PgContext, type Q } from './context.ts';
 
 /** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
 const CHECKPOINT_COLS = [
@@ -112,7 +112,7 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
             const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
             const { thread, checkpoints } = splitThreadRows(rows as Record<string, unknown>[], CHECKPOINT_COLS);
             if (!thread) return { thread: null, release: () => undefined };
-            return { thread: toThreadHead(thread), release: await saver.keepAhead(token, checkpoints) };
+            return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
           },
         }
       : {}),
