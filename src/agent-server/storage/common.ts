@@ -32,6 +32,19 @@ export function isoNow(ms = Date.now()): string {
 export const ASSISTANT_SORT = new Set(['assistant_id', 'graph_id', 'name', 'created_at', 'updated_at']);
 export const THREAD_SORT = new Set(['thread_id', 'status', 'created_at', 'updated_at', 'state_updated_at']);
 
+/** A thread's columns other than its values, the same in both stores' tables (what a ThreadHead is read from). */
+export const THREAD_HEAD_COLUMNS: readonly string[] = [
+  'thread_id',
+  'created_at',
+  'updated_at',
+  'state_updated_at',
+  'metadata',
+  'status',
+  'config',
+  'interrupts',
+  'error',
+];
+
 /** A row's thread without its values (ThreadHead), by a store's own row mapping; the values are never parsed. */
 export function threadHeadOf<R extends object>(toThread: (row: R) => Thread, row: R): ThreadHead {
   const { values: _values, ...head } = toThread({ ...row, values: null });

@@ -1,6 +1,6 @@
 // Threads of the embedded store (a thread's runs and checkpoints go with it).
 import { ConflictError } from '../../../lib/errors.ts';
-import { THREAD_SORT, threadHeadOf } from '../common.ts';
+import { THREAD_HEAD_COLUMNS, THREAD_SORT, threadHeadOf } from '../common.ts';
 import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
@@ -10,17 +10,6 @@ import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
 // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
 // NULL checkpoint columns when it has none; no row when the thread does not exist.
-const THREAD_HEAD_COLUMNS = [
-  'thread_id',
-  'created_at',
-  'updated_at',
-  'state_updated_at',
-  'metadata',
-  'status',
-  'config',
-  'interrupts',
-  'error',
-];
 const THREAD_WITH_CHECKPOINTS = `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}`).join(', ')},
   ${checkpointSelectList(LATEST_TWO_COLUMNS)}
   FROM ap_threads t LEFT JOIN ${LATEST_TWO_CHECKPOINTS} ck ON 1

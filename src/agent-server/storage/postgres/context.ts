@@ -5,7 +5,7 @@ import type { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
-import { isoNow, outcomeValuesText } from '../common.ts';
+import { isoNow, outcomeValuesText, THREAD_HEAD_COLUMNS } from '../common.ts';
 import { keepListening } from './listen.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
 import type { ThreadTtlConfig } from '../thread-ttl.ts';
@@ -48,11 +48,7 @@ export interface PostgresOptions {
 // the result type of a statement an older process has prepared ("cached plan must not change result type").
 export const RUN_COLS = `run_id, thread_id, assistant_id, created_at, updated_at, metadata, status, kwargs, multitask_strategy,
   attempt, worker_id, cancel_action, error`;
-export const THREAD_COLS = `thread_id, created_at, updated_at, state_updated_at, metadata, status, config, "values", interrupts, error`;
-/** THREAD_COLS without the values (ThreadHead). */
-export const THREAD_HEAD_COLS = THREAD_COLS.split(', ')
-  .filter((c) => c !== '"values"')
-  .join(', ');
+export const THREAD_COLS = `${THREAD_HEAD_COLUMNS.join(', ')}, "values"`;
 export const ASSISTANT_COLS = `assistant_id, graph_id, config, context, metadata, name, description, version, created_at, updated_at`;
 
 const ts = (v: unknown): string => (v instanceof Date ? isoNow(v.getTime()) : String(v));

@@ -1,11 +1,11 @@
 // Threads of the Postgres store (a thread's runs and checkpoints go with it).
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
-import { THREAD_SORT, threadHeadOf } from '../common.ts';
+import { THREAD_HEAD_COLUMNS, THREAD_SORT, threadHeadOf } from '../common.ts';
 import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { THREAD_COLS, THREAD_HEAD_COLS, toThread, type PgContext, type Q } from './context.ts';
+import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
 
 /** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
 const CHECKPOINT_COLS = [
@@ -27,9 +27,7 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
   // NULL checkpoint columns when it has none; no row when the thread does not exist.
   const latestTwo = saver?.latestTwoSubquery('$1');
   const withCheckpoints = latestTwo
-    ? `SELECT ${THREAD_HEAD_COLS.split(', ')
-        .map((c) => `t.${c}`)
-        .join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
+    ? `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}`).join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
       FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
     : undefined;
 
