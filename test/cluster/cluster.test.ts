@@ -9,7 +9,7 @@
 // the example agent); AGENTPLANE_TEST_REGISTRY + AGENTPLANE_TEST_PUSH_SECRET (a dockerconfigjson Secret's file) to
 // also build examples/k8s/agentdeployment-source.yaml in the cluster.
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -20,7 +20,8 @@ const enabled = process.env.AGENTPLANE_TEST_CLUSTER === '1';
 const kubeconfig = process.env.KUBECONFIG ?? '';
 const NS = `agentplane-test-${Date.now().toString(36)}`;
 const examples = join(import.meta.dirname, '../../examples/k8s');
-const work = mkdtempSync(join(tmpdir(), 'ap-cluster-'));
+// Made only when the suite runs against a cluster (a skipped describe runs no hooks to remove it).
+const work = enabled ? mkdtempSync(join(tmpdir(), 'ap-cluster-')) : '';
 
 function manifest(file: string, change: (m: Record<string, any>) => void): string {
   const m = parse(readFileSync(join(examples, file), 'utf8')) as Record<string, any>;
@@ -94,6 +95,7 @@ describe.skipIf(!enabled)('against the cluster in KUBECONFIG', () => {
     if (!r.ok) throw new Error(r.stderr);
   }, 600_000);
   afterAll(async () => {
+    if (work) rmSync(work, { recursive: true, force: true });
     if (!enabled || !kubeconfig) return;
     helm(['uninstall', 'agentplane', '--namespace', NS, '--kubeconfig', kubeconfig, '--wait']);
     await kubectl(['delete', 'namespace', NS, '--wait=false'], kubeconfig).catch(() => undefined);

@@ -14,10 +14,8 @@ import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } fro
 import { ensureConsoleBundle } from '../support/console-bundle.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const IMAGES =
-  process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1'
-    ? join(ROOT, 'docs/images')
-    : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
+const UPDATE_SCREENSHOTS = process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1';
+const IMAGES = UPDATE_SCREENSHOTS ? join(ROOT, 'docs/images') : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = [
   '--headless',
@@ -52,6 +50,8 @@ afterAll(async () => {
   await browser?.close();
   if (dev) await stopDev(dev, 'SIGKILL');
   rmSync(tmp, { recursive: true, force: true });
+  // The screenshots of a plain run only prove they can be taken; docs/images keeps them when updating.
+  if (!UPDATE_SCREENSHOTS) rmSync(IMAGES, { recursive: true, force: true });
 });
 
 /** A second graph on main whose state has no `messages` and which asks a human (interrupt) before it finishes. */
