@@ -2,7 +2,7 @@
 // it (every connection gets 57P01, then refusals) and started again, and a Redis of its own is killed with -9 and
 // started again. Meanwhile the process stays up, its requests answer 503 with Retry-After (not 500), and once the
 // dependency is back it serves again by itself, with the run that was in flight finished exactly once.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throwaway-postgres.ts';
+import { hasTool } from '../support/system-tools.ts';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
@@ -127,7 +128,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
+const hasRedis = hasTool('redis-server', 'the Redis restart case of test/agent-server/dependency-outage.test.ts');
 
 describe.runIf(hasRedis)('Redis killed and restarted under a running agent server', () => {
   let redis: ChildProcess | undefined;

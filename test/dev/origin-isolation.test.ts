@@ -3,12 +3,13 @@
 // console's origin (real Chromium), cookies aimed at the platform's paths, and agent code (custom auth, a graph)
 // that harvests every header, its environment and its run config for the platform's keys.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findTool, needsTool } from '../support/system-tools.ts';
 import { API_KEY, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const FIXTURES = resolve(import.meta.dirname, 'fixtures');
@@ -91,8 +92,7 @@ beforeAll(async () => {
   foreign.twoWorkspaces = await adminKey([TENANT, 'other-team']);
   // custom auth + a custom route (every header reaches tenant code), and the platform's key check alone
   [probeId, plainId] = await Promise.all([deploy('probe', 'probe.json'), deploy('plain', 'plain.json')]);
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium not found at ${CHROMIUM}`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  if (findTool('chromium')) browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
 }, 300_000);
 
 afterAll(async () => {
@@ -102,6 +102,7 @@ afterAll(async () => {
 });
 
 describe('tenant pages never run in the console origin', () => {
+  needsTool('chromium', 'test/dev/origin-isolation.test.ts (its Chromium tests)');
   it("a page served by an agent reads no session and puts no service worker over the console's origin", async () => {
     const probeUrl = await urlOf(probeId);
     expect(new URL(probeUrl).origin).not.toBe(new URL(dev.url).origin);

@@ -23,9 +23,11 @@ import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/ind
 import { detectSandbox, sharedTrees } from '../../src/operator/runtimes/local/sandbox.ts';
 import type { GitCredential } from '../../src/git/credentials.ts';
 import type { BuildSpec, LogType, RevisionLogSink, RevisionRef } from '../../src/operator/runtimes/types.ts';
+import { needsTool } from '../support/system-tools.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 
 const SSHD = '/usr/sbin/sshd';
+const HAVE_SSHD = needsTool('sshd', 'test/operator/ssh-clone.test.ts');
 
 class MemoryLogs implements RevisionLogSink {
   lines: string[] = [];
@@ -63,7 +65,7 @@ async function until(spec: BuildSpec) {
 }
 
 beforeAll(async () => {
-  if (!existsSync(SSHD)) throw new Error(`${SSHD} is missing: apt-get install openssh-server`);
+  if (!HAVE_SSHD) return;
   tmp = mkdtempSync(join(tmpdir(), 'ap-ssh-clone-'));
   repo = makeExampleRepo(tmp);
   const bare = join(tmp, 'served', 'agent.git');

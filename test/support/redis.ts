@@ -4,6 +4,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
+import { toolMissing } from './system-tools.ts';
 
 let found: Promise<string | null> | undefined;
 let started: ChildProcess | undefined;
@@ -44,7 +45,7 @@ async function find(): Promise<string | null> {
   const local = 'redis://127.0.0.1:6379';
   if (await answers(local)) return local;
   if (spawnSync('redis-server', ['--version']).status !== 0) {
-    redisSkipReason = 'no Redis: nothing answers on 127.0.0.1:6379 and redis-server is not installed';
+    redisSkipReason = `no Redis: nothing answers on 127.0.0.1:6379 and ${toolMissing('redis-server')}`;
     return null;
   }
   const port = await freePort();

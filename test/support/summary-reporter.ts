@@ -1,5 +1,6 @@
 // Prints one plain closing line ("tests: N passed, N failed, N skipped") after vitest's own summary, so CI
-// logs end with a count any reader or tool can parse; before it, each test that passed only when retried (see
+// logs end with a count any reader or tool can parse; before it, the tests skipped for a missing system tool, counted
+// by the tool (system-tools.ts), and each test that passed only when retried (see
 // `retry` in vitest.config.ts), by file and name, with what its failed attempts threw (the message and where in the
 // tests), so a flaky test is visible in every run that saw it and can be mended from that log alone. With
 // AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations) it also writes each file's duration to
@@ -22,6 +23,8 @@ export default class SummaryReporter implements Reporter {
     let failed = 0;
     let skipped = 0;
     const flaky: string[] = [];
+    // Tests skipped with a note (a missing system tool: system-tools.ts), counted by note.
+    const notes = new Map<string, number>();
     for (const mod of testModules) {
       for (const test of mod.children.allTests()) {
         const state = test.result().state;
@@ -31,12 +34,18 @@ export default class SummaryReporter implements Reporter {
         }
         if (state === 'passed') passed++;
         else if (state === 'failed') failed++;
-        else skipped++;
+        else {
+          skipped++;
+          const result = test.result();
+          const note = result.state === 'skipped' ? result.note : undefined;
+          if (note) notes.set(note, (notes.get(note) ?? 0) + 1);
+        }
       }
       // A file that failed to load has no tests but must still count as a failure.
       if (mod.state() === 'failed' && [...mod.children.allTests()].length === 0) failed++;
     }
     for (const name of flaky) process.stdout.write(`\nflaky (passed on a retry): ${name}`);
+    for (const [note, n] of notes) process.stdout.write(`\nskipped ${n} test${n === 1 ? '' : 's'}: ${note}`);
     process.stdout.write(
       `\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped${flaky.length ? `, ${flaky.length} flaky` : ''}\n`,
     );
