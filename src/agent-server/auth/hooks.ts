@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../lib/errors.ts';
 import type { AssistantReadFilter } from '../services/context.ts';
+import type { RouteAuthorizer, RouteAuthz } from './authorizer.ts';
 import type { AgentService } from '../services/index.ts';
 import {
   AuthHandlerError,
@@ -21,18 +22,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller as custom auth sees them; null without custom auth or on open paths. */
     auth: RequestAuth | null;
-    /**
-     * What the route's auth handler decided: its filter, the run id shown to a create_run handler, and (routes that
-     * name an assistant to run) the caller's assistants:read filter, applied where the assistant is read.
-     */
-    authz: {
-      filters?: AuthFilters;
-      runId?: string;
-      items?: Array<{ filters?: AuthFilters; runId?: string }>;
-      assistantFilter?: AssistantReadFilter;
-      /** DELETE /assistants/{id}?delete_threads: the caller's threads:delete filter for the threads that go too. */
-      threadDeleteFilter?: () => Promise<AuthFilters | undefined>;
-    } | null;
+    /** What the route's auth handler decided (authorizer.ts). */
+    authz: RouteAuthz | null;
   }
 }
 
@@ -94,22 +85,6 @@ export interface CustomAuthDeps {
   authenticateOnRequest: boolean;
 }
 
-/** What a request may do under custom auth, decided from its route and its parts. */
-export type RouteAuthz = NonNullable<FastifyRequest['authz']>;
-
-/**
- * The one authorisation path of every action, whatever its transport: the route's auth event (auth/events.ts), its
- * handler's filter checked against the record the path names, and the assistants:read filter of a run's assistant.
- * HTTP requests come through the preHandler below; a command over a protocol WebSocket is authorized as the
- * `POST /threads/{id}/commands` it stands for. Null: the route raises no event (only authenticated).
- */
-export type RouteAuthorizer = (
-  user: RequestAuth | null,
-  method: string,
-  routeUrl: string | undefined,
-  parts: { params: unknown; body: unknown; query: unknown },
-) => Promise<RouteAuthz | null>;
-
 /** Installs the hooks; returns the authorizer for transports that carry several actions (WebSockets). */
 export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): RouteAuthorizer {
   const { auth, service } = deps;
@@ -165,7 +140,7 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): R
     }
     const value = route.value(parts);
     const filters = await auth.authorize(user, route.event, value);
-    const authz: NonNullable<FastifyRequest['authz']> = {
+    const authz: RouteAuthz = {
       filters,
       runId: typeof value.run_id === 'string' ? value.run_id : undefined,
       assistantFilter,
