@@ -3,8 +3,10 @@
 // channels / namespaces / depth / since filter) and GET /threads/{id}/stream/events upgraded to a WebSocket that
 // carries commands, subscriptions and events. Sessions are read from the durable event log (protocol/session.ts):
 // any replica serves them, a reconnect replays under the same event ids. Auth is the API's: the routes pass the
-// same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs); a
-// browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
+// same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs), and each
+// command over a WebSocket goes through the one authorizer as the POST /commands request it stands for; a
+// browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts), its frames pass the
+// input guard and its subscriptions are bounded.
 import { randomUUID } from 'node:crypto';
 import { matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
