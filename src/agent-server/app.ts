@@ -111,7 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
   // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
-  await installWebSockets(app);
+  await installWebSockets(app, ext.cors);
   installCors(app, ext.cors);
   if (deps.apiKeys) refuseForeignKeys(app, deps.apiKeys);
   // Custom auth replaces the platform's API key, as on the hosted platform.
@@ -122,9 +122,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   const customAuth = ext.auth;
   const authFirst = !ext.app || ext.http.enable_custom_route_auth === true;
-  if (customAuth) {
-    installCustomAuth(app, { auth: customAuth, service, authenticateOnRequest: authFirst });
-  }
+  const authorize = customAuth
+    ? installCustomAuth(app, { auth: customAuth, service, authenticateOnRequest: authFirst })
+    : undefined;
   if (ext.app) {
     mountCustomApp(app, ext.app, {
       bodyLimit,
@@ -157,7 +157,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     version: deps.version ?? '0.1.0',
     ...(runMetrics ? { runMetrics } : {}),
     ...(deps.ui ? { ui: deps.ui } : {}),
-    ...(customAuth ? { auth: customAuth } : {}),
+    ...(authorize ? { authorize } : {}),
   });
   return app;
 }

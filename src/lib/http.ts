@@ -101,7 +101,11 @@ export const TENANT_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-
  * WebSocket subprotocols a browser passes credentials in (`x-api-key.<key>`, `bearer.<token>`).
  */
 export function credentialValues(headers: IncomingHttpHeaders): string[] {
-  const out = [headers['x-api-key'] ?? []].flat().filter(Boolean);
+  // One X-Api-Key line may hold a list ("junk, <key>"), as Node makes of repeated lines: each item is a value.
+  const keys = [headers['x-api-key'] ?? []].flat();
+  const out = [...keys, ...keys.flatMap((k) => (k.includes(',') ? k.split(',').map((v) => v.trim()) : []))].filter(
+    Boolean,
+  );
   const auth = headers.authorization;
   if (auth) out.push(auth, auth.replace(/^\S+\s+/, ''));
   for (const protocol of String(headers['sec-websocket-protocol'] ?? '').split(',')) {
@@ -111,6 +115,25 @@ export function credentialValues(headers: IncomingHttpHeaders): string[] {
   }
   return out;
 }
+
+/**
+ * The credential header a request sends more than once (X-Api-Key, Authorization), or undefined. Node joins repeated
+ * X-Api-Key lines into one value ("junk, <key>") and keeps only the first Authorization, so a guard reading the
+ * parsed headers could pass what the next reader sees differently: such a request is refused (400) whole.
+ */
+export function repeatedCredentialHeader(rawHeaders: string[]): string | undefined {
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (name !== 'x-api-key' && name !== 'authorization') continue;
+    if (seen.has(name)) return name === 'x-api-key' ? 'X-Api-Key' : 'Authorization';
+    seen.add(name);
+  }
+  return undefined;
+}
+
+export const repeatedCredentialDetail = (header: string) =>
+  `The ${header} header is sent more than once: send one credential in one ${header} header.`;
 
 /** How long a client may take to send a request's headers, and the whole request (headers and body). */
 export type FrontServerTimeouts = { headersTimeoutMs: number; requestTimeoutMs: number };

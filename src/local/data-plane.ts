@@ -15,7 +15,12 @@ import { createOperator } from '../operator/operator.ts';
 import type { LocalRuntimeOptions } from '../operator/runtimes/local/context.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees, type SandboxMode } from '../operator/runtimes/local/sandbox.ts';
-import { deploymentProxy, deploymentUpgrades, type ProxyOptions } from '../operator/runtimes/local/proxy.ts';
+import {
+  deploymentProxy,
+  deploymentUpgrades,
+  type ProxyOptions,
+  type UpgradeRelay,
+} from '../operator/runtimes/local/proxy.ts';
 import { AgentOrigins, type AgentPorts } from '../operator/runtimes/local/agent-origins.ts';
 import { storeLogSink } from '../operator/sources.ts';
 
@@ -100,7 +105,7 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
     loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
   });
   // Set once the proxy options exist (they need the runtime, which needs the origins).
-  let upgrade: ReturnType<typeof deploymentUpgrades> = (_req, socket) => void socket.destroy();
+  let upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void = (_req, socket) => void socket.destroy();
   const ports = opts.agentPorts;
   const origins =
     ports &&
@@ -133,7 +138,8 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
     : { resolve: (id) => runtime.backend(id) };
   if (!origins) proxy.get('/ok', async () => ({ ok: true }));
   await deploymentProxy(proxy, traffic);
-  upgrade = deploymentUpgrades(traffic);
+  const relays: UpgradeRelay = deploymentUpgrades(traffic);
+  upgrade = relays;
   await proxy.ready();
 
   const operator = createOperator({ store, runtime, logger });
@@ -155,6 +161,8 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
     },
     close() {
       closing ??= (async () => {
+        // Open WebSockets would hold the agent servers' stop and the listeners' close: they end first.
+        relays.close();
         await operator.stop();
         await runtime.shutdown();
         await origins?.close();

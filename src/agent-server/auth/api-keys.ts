@@ -7,7 +7,7 @@ import { readFileSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ACCESS_TOKEN_PREFIX, API_KEY_PREFIX, verifyAccessToken } from '../../lib/deployment-token.ts';
-import { credentialValues } from '../../lib/http.ts';
+import { credentialValues, repeatedCredentialDetail, repeatedCredentialHeader } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { isInternalCall } from '../platform/internal-call.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
@@ -93,6 +93,8 @@ export function withAccessTokens(verifier: KeyVerifier, deploymentToken: string 
  */
 export function refuseForeignKeys(app: FastifyInstance, verifier: KeyVerifier): void {
   app.addHook('onRequest', async (req, reply) => {
+    const repeated = repeatedCredentialHeader(req.raw.rawHeaders);
+    if (repeated) return reply.code(400).send({ detail: repeatedCredentialDetail(repeated) });
     for (const value of credentialValues(req.headers)) {
       if (value.startsWith(API_KEY_PREFIX) && !verifier.accepts(value)) {
         return reply

@@ -93,7 +93,7 @@ const createRun: RouteEvent = {
  * A thread-protocol command that starts a run (run.start, input.respond; over HTTP or a WebSocket): the create_run
  * event, its value read from the command's params.
  */
-export const protocolRunEvent: RouteEvent = {
+const protocolRunEvent: RouteEvent = {
   event: 'threads:create_run',
   scope: 'thread',
   value: (r) => {
@@ -281,6 +281,8 @@ const TABLE: Record<string, RouteEvent | ((req: Req) => RouteEvent)> = {
   'GET /assistants/:assistant_id/subgraphs': assistantRead,
   'GET /assistants/:assistant_id/subgraphs/:namespace': assistantRead,
   'POST /assistants/:assistant_id/versions': assistantRead,
+  // The generative UI of an assistant's graph: rendering it reads the assistant (which graph it runs).
+  'POST /ui/:assistant_id': assistantRead,
   'POST /assistants/:assistant_id/latest': {
     event: 'assistants:update',
     scope: 'assistant',

@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../lib/errors.ts';
 import type { AssistantReadFilter } from '../services/context.ts';
+import type { RouteAuthorizer, RouteAuthz } from './authorizer.ts';
 import type { AgentService } from '../services/index.ts';
 import {
   AuthHandlerError,
@@ -14,24 +15,15 @@ import {
   type RequestAuth,
 } from './custom.ts';
 import { routeEvent } from './events.ts';
+import { isSystemAssistant } from '../graphs/index.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The caller as custom auth sees them; null without custom auth or on open paths. */
     auth: RequestAuth | null;
-    /**
-     * What the route's auth handler decided: its filter, the run id shown to a create_run handler, and (routes that
-     * name an assistant to run) the caller's assistants:read filter, applied where the assistant is read.
-     */
-    authz: {
-      filters?: AuthFilters;
-      runId?: string;
-      items?: Array<{ filters?: AuthFilters; runId?: string }>;
-      assistantFilter?: AssistantReadFilter;
-      /** DELETE /assistants/{id}?delete_threads: the caller's threads:delete filter for the threads that go too. */
-      threadDeleteFilter?: () => Promise<AuthFilters | undefined>;
-    } | null;
+    /** What the route's auth handler decided (authorizer.ts). */
+    authz: RouteAuthz | null;
   }
 }
 
@@ -93,7 +85,8 @@ export interface CustomAuthDeps {
   authenticateOnRequest: boolean;
 }
 
-export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): void {
+/** Installs the hooks; returns the authorizer for transports that carry several actions (WebSockets). */
+export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): RouteAuthorizer {
   const { auth, service } = deps;
   app.decorateRequest('auth', null);
   app.decorateRequest('authz', null);
@@ -128,49 +121,61 @@ export function installCustomAuth(app: FastifyInstance, deps: CustomAuthDeps): v
     if (!visible) throw new ConflictError(`${kind === 'assistant' ? 'Assistant' : 'Thread'} ${id} already exists`);
   }
 
-  app.addHook('preHandler', async (req) => {
-    const route = routeEvent(req.method, req.routeOptions.url, req);
-    if (!route || isOpenPath(req)) return;
+  const authorize: RouteAuthorizer = async (user, method, routeUrl, parts) => {
+    const route = routeEvent(method, routeUrl, parts);
+    if (!route) return null;
     // A run or cron uses the assistant it names: the caller must be able to read it, else it is "not found" (the
     // run record would echo its config and context, the run its behaviour).
     const assistantFilter: AssistantReadFilter | undefined = RUNS_AN_ASSISTANT.has(route.event)
-      ? (assistantId) => auth.authorize(req.auth, 'assistants:read', { assistant_id: assistantId })
+      ? (assistantId) => auth.authorize(user, 'assistants:read', { assistant_id: assistantId })
       : undefined;
-    if (route.perItem && Array.isArray(req.body)) {
+    if (route.perItem && Array.isArray(parts.body)) {
       const items: Array<{ filters?: AuthFilters; runId?: string }> = [];
-      for (const body of req.body as unknown[]) {
-        const value = route.value({ params: req.params, body, query: req.query });
-        const filters = await auth.authorize(req.auth, route.event, value);
+      for (const body of parts.body as unknown[]) {
+        const value = route.value({ params: parts.params, body, query: parts.query });
+        const filters = await auth.authorize(user, route.event, value);
         items.push({ filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined });
       }
-      req.authz = { items, assistantFilter };
-      return;
+      return { items, assistantFilter };
     }
-    const value = route.value(req);
-    const filters = await auth.authorize(req.auth, route.event, value);
-    req.authz = { filters, runId: typeof value.run_id === 'string' ? value.run_id : undefined, assistantFilter };
+    const value = route.value(parts);
+    const filters = await auth.authorize(user, route.event, value);
+    const authz: RouteAuthz = {
+      filters,
+      runId: typeof value.run_id === 'string' ? value.run_id : undefined,
+      assistantFilter,
+    };
     if (route.event === 'assistants:delete') {
-      req.authz.threadDeleteFilter = () =>
-        auth.authorize(req.auth, 'threads:delete', { thread_id: null, assistant_id: value.assistant_id ?? null });
+      authz.threadDeleteFilter = () =>
+        auth.authorize(user, 'threads:delete', { thread_id: null, assistant_id: value.assistant_id ?? null });
     }
     if (route.event === 'assistants:create' && typeof value.assistant_id === 'string') {
-      await refuseHidden(req.auth, 'assistant', value.assistant_id, filters);
+      await refuseHidden(user, 'assistant', value.assistant_id, filters);
     } else if (route.event === 'threads:create' && typeof value.thread_id === 'string') {
-      await refuseHidden(req.auth, 'thread', value.thread_id, filters);
+      await refuseHidden(user, 'thread', value.thread_id, filters);
     }
-    if (!filters) return;
-    const p = (req.params ?? {}) as Record<string, string>;
+    if (!filters) return authz;
+    const p = (parts.params ?? {}) as Record<string, string>;
     if (route.scope === 'thread' && p.thread_id) {
       const thread = await service.threads.get(p.thread_id);
       if (thread && !matchesFilters(thread.metadata, filters))
         throw new NotFoundError(`Thread not found: ${p.thread_id}`);
     } else if (route.scope === 'assistant' && p.assistant_id) {
       const assistant = await service.assistants.resolve(p.assistant_id);
-      if (!matchesFilters(assistant.metadata, filters))
+      const readable = route.event === 'assistants:read' && isSystemAssistant(assistant);
+      if (!readable && !matchesFilters(assistant.metadata, filters))
         throw new NotFoundError(`Assistant not found: ${p.assistant_id}`);
     } else if (route.scope === 'cron' && p.cron_id) {
       const cron = await service.crons.get(p.cron_id);
       if (cron && !matchesFilters(cron.metadata, filters)) throw new NotFoundError(`Cron not found: ${p.cron_id}`);
     }
+    return authz;
+  };
+
+  app.addHook('preHandler', async (req) => {
+    if (isOpenPath(req)) return;
+    const authz = await authorize(req.auth, req.method, req.routeOptions.url, req);
+    if (authz) req.authz = authz;
   });
+  return authorize;
 }

@@ -35,6 +35,16 @@ export function systemAssistantId(graphId: string): string {
   return id;
 }
 
+/**
+ * Whether an assistant is the one the server made for its graph (its id derives from the graph id, so no caller can
+ * make or claim one). Under custom auth every caller the handlers let in may read and run it, whatever their filter
+ * says of its metadata: it holds only the graph's defaults from langgraph.json, and the hosted platform lets users
+ * run it. Listing, changing and deleting it stay under the filter.
+ */
+export function isSystemAssistant(a: { assistant_id: string; graph_id: string }): boolean {
+  return a.assistant_id === systemAssistantId(a.graph_id);
+}
+
 export interface GraphSpec {
   graphId: string;
   assistantId: string;

@@ -1,6 +1,6 @@
 // What every route module is given: the graphs, run engine and services of one server (routes reach the
 // database only through the services).
-import type { CustomAuth } from '../auth/custom.ts';
+import type { RouteAuthorizer } from '../auth/authorizer.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
@@ -17,8 +17,8 @@ export interface RouteDeps {
   version: string;
   /** Run outcome metrics of the instrumented storage (GET /metrics), when it is instrumented. */
   runMetrics?: RunMetrics;
-  /** langgraph.json's custom auth: commands over a WebSocket are authorized with it one by one. */
-  auth?: CustomAuth;
+  /** Custom auth's one authorisation path (auth/hooks.ts): commands over a WebSocket go through it one by one. */
+  authorize?: RouteAuthorizer;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
 }

@@ -3,15 +3,16 @@
 // channels / namespaces / depth / since filter) and GET /threads/{id}/stream/events upgraded to a WebSocket that
 // carries commands, subscriptions and events. Sessions are read from the durable event log (protocol/session.ts):
 // any replica serves them, a reconnect replays under the same event ids. Auth is the API's: the routes pass the
-// same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs); a
-// browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts).
+// same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs), and each
+// command over a WebSocket goes through the one authorizer as the POST /commands request it stands for; a
+// browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts), its frames pass the
+// input guard and its subscriptions are bounded.
 import { randomUUID } from 'node:crypto';
 import { matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
-import { protocolRunEvent } from '../auth/events.ts';
 import { AuthHttpError, matchesFilters } from '../auth/custom.ts';
 import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
 import type { ProtocolEvent } from '../protocol/events.ts';
@@ -22,9 +23,15 @@ import { runCaller } from './runs.ts';
 import { ThreadParams } from '../schemas/common.ts';
 import { SubscriptionFilter } from '../schemas/streams.ts';
 import { openSse } from './sse.ts';
+import { findInputProblem } from './input-guard.ts';
+import { forgetCredentials } from '../protocol/ws-credentials.ts';
 
 const PING_MS = 20_000;
+/** Subscriptions one socket may hold at once: each is matched against every event of the session. */
+export const MAX_SUBSCRIPTIONS = 32;
 const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
+/** The route a WebSocket command stands for: it is authorized as this request would be. */
+const COMMANDS_ROUTE = '/threads/:thread_id/commands';
 
 const errorBody = (id: number | null, err: CommandError) => ({
   type: 'error' as const,
@@ -48,20 +55,16 @@ export const protocolRoutes =
       };
     };
 
-    app.post(
-      '/threads/:thread_id/commands',
-      { schema: { params: ThreadParams, body: CommandEnvelope } },
-      async (req, reply) => {
-        const cmd = req.body;
-        try {
-          const result = await runCommand({ service }, req.params.thread_id, cmd, runCaller(req));
-          return { type: 'success', id: cmd.id, result, meta: { thread_id: req.params.thread_id } };
-        } catch (err) {
-          if (!(err instanceof CommandError)) throw err;
-          return reply.code(err.status).send({ ...errorBody(cmd.id, err), detail: err.message });
-        }
-      },
-    );
+    app.post(COMMANDS_ROUTE, { schema: { params: ThreadParams, body: CommandEnvelope } }, async (req, reply) => {
+      const cmd = req.body;
+      try {
+        const result = await runCommand({ service }, req.params.thread_id, cmd, runCaller(req));
+        return { type: 'success', id: cmd.id, result, meta: { thread_id: req.params.thread_id } };
+      } catch (err) {
+        if (!(err instanceof CommandError)) throw err;
+        return reply.code(err.status).send({ ...errorBody(cmd.id, err), detail: err.message });
+      }
+    });
 
     app.post(
       '/threads/:thread_id/stream/events',
@@ -111,12 +114,10 @@ export const protocolRoutes =
     /** One WebSocket: commands in, their answers and the subscriptions' events out. */
     function serveSocket(socket: WebSocket, req: FastifyRequest<{ Params: { thread_id: string } }>): void {
       const threadId = req.params.thread_id;
+      // Authorized: the credential is no longer needed, and the runs this socket starts copy the request's headers.
+      forgetCredentials(req);
       // The upgrade checked the thread as it was then; it may be created later, by someone else.
       const visible = visibility(req, threadId);
-      const checkVisible = async () => {
-        if (visible && (await service.threads.get(threadId)) && !(await visible()))
-          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
-      };
       const closed = new AbortController();
       // A ping every 20 s: proxies that close idle connections (ingress-nginx: 60 s) keep an idle socket.
       const ping = setInterval(() => socket.ping(), PING_MS);
@@ -195,6 +196,11 @@ export const protocolRoutes =
           await send([errorBody(id, new CommandError('invalid_argument', message, 422))]);
           return;
         }
+        if (filters.size >= MAX_SUBSCRIPTIONS) {
+          const message = `subscription.subscribe: this connection holds ${MAX_SUBSCRIPTIONS} subscriptions, the most it may; unsubscribe one first`;
+          await send([errorBody(id, new CommandError('invalid_argument', message, 429))]);
+          return;
+        }
         const subscriptionId = randomUUID();
         filters.set(subscriptionId, parsed.data);
         // The answer goes first: the client files the subscription before its (replayed) events arrive.
@@ -202,17 +208,22 @@ export const protocolRoutes =
         restartPump();
       }
 
-      /** The caller of a run-starting command, authorized as POST /threads/{id}/commands would be. */
-      async function runCallerOf(cmd: CommandEnvelope): Promise<RunAuth> {
+      /**
+       * The caller of a command, authorized exactly as `POST /threads/{id}/commands` with the command as its body
+       * (the same route event, handler filters, thread check and assistants:read filter of the assistant it runs).
+       */
+      async function callerOf(cmd: CommandEnvelope): Promise<RunAuth> {
         const base = runCaller(req);
-        if (!deps.auth) return base;
-        const value = protocolRunEvent.value({ params: { thread_id: threadId }, body: cmd, query: {} });
-        const filters = await deps.auth.authorize(req.auth, protocolRunEvent.event, value);
-        // As the thread-scoped routes do: a thread the handler's filter hides is not there.
-        const thread = filters ? await service.threads.get(threadId) : null;
-        if (thread && !matchesFilters(thread.metadata, filters))
-          throw new CommandError('no_such_run', `Thread not found: ${threadId}`, 404);
-        return { ...base, filters, runId: value.run_id as string };
+        if (!deps.authorize) return base;
+        try {
+          const parts = { params: { thread_id: threadId }, body: cmd, query: {} };
+          const authz = await deps.authorize(req.auth, 'POST', COMMANDS_ROUTE, parts);
+          return { ...base, filters: authz?.filters, runId: authz?.runId, assistantFilter: authz?.assistantFilter };
+        } catch (err) {
+          // A thread the caller may not see: the command's own not-found, as a missing run's.
+          if (err instanceof NotFoundError) throw new CommandError('no_such_run', err.message, 404);
+          throw err;
+        }
       }
 
       async function onMessage(raw: Buffer): Promise<void> {
@@ -221,6 +232,14 @@ export const protocolRoutes =
           json = JSON.parse(raw.toString('utf8'));
         } catch {
           await send([errorBody(null, new CommandError('invalid_argument', 'a command must be JSON', 400))]);
+          return;
+        }
+        // The guard every HTTP body passes (routes/input-guard.ts): no NUL or lone surrogate, bounded nesting.
+        const problem = findInputProblem(json, 'command');
+        if (problem) {
+          const id = (json as { id?: unknown } | null)?.id;
+          const err = new CommandError('invalid_argument', `invalid command: ${problem}`, 422);
+          await send([errorBody(typeof id === 'number' ? id : null, err)]);
           return;
         }
         const env = CommandEnvelope.safeParse(json);
@@ -248,9 +267,7 @@ export const protocolRoutes =
           return;
         }
         try {
-          const runs = cmd.method === 'run.start' || cmd.method === 'input.respond';
-          if (!runs) await checkVisible();
-          const caller = runs ? await runCallerOf(cmd) : runCaller(req);
+          const caller = await callerOf(cmd);
           const result = await runCommand({ service }, threadId, cmd, caller);
           await send([{ type: 'success', id: cmd.id, result, meta: { thread_id: threadId } }]);
         } catch (err) {

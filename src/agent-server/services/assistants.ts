@@ -1,7 +1,7 @@
 // Assistants: resolution of an id or graph name, CRUD and search, versions, and deletion with their threads.
 import { NotFoundError } from '../../lib/errors.ts';
 import { equalityPart, matchesFilters, type AuthFilters } from '../auth/custom.ts';
-import { systemAssistantId } from '../graphs/index.ts';
+import { isSystemAssistant, systemAssistantId } from '../graphs/index.ts';
 import type {
   Assistant,
   AssistantPatch,
@@ -62,13 +62,13 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
    * A graph name maps to its system assistant; anything else must be an assistant UUID. The 404 texts are the
    * platform's ("Assistant not found", "No assistant found for graph ..."): clients match on them. With
    * `readFilter` (custom auth), the caller's assistants:read handler runs before the read, and an assistant its
-   * filter hides is the same 404 as a missing one.
+   * filter hides is the same 404 as a missing one; a graph's system assistant is never hidden (isSystemAssistant).
    */
   async function resolve(idOrGraph: string, readFilter?: AssistantReadFilter): Promise<Assistant> {
     const id = assistantIdOf(idOrGraph);
     const filters = readFilter ? await readFilter(id) : undefined;
     const found = await storage.assistants.get(id);
-    if (!found || !matchesFilters(found.metadata, filters)) throw notFound(idOrGraph);
+    if (!found || !(isSystemAssistant(found) || matchesFilters(found.metadata, filters))) throw notFound(idOrGraph);
     return found;
   }
 

@@ -14,15 +14,18 @@
 // never passes, and neither does a cookie the browser would send to the platform's paths (cookies ignore ports).
 // What goes in is checked too: a request carrying a platform key (or another workspace's) is refused here, before
 // tenant code, which may read every header under custom auth, could see it.
-import { request, type IncomingMessage } from 'node:http';
+import { request, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import replyFrom, { type FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { TENANT_CSP } from '../../../lib/http.ts';
+import { repeatedCredentialDetail, repeatedCredentialHeader, TENANT_CSP } from '../../../lib/http.ts';
 
 export type Backend = { port: number; tenant: string; acquire(): () => void };
 
-/** A deployment whose serving revision is being started again: 503 with Retry-After, not 404. */
+/**
+ * A deployment whose serving revision is being started again: 503 with Retry-After, not 404. `unavailable` says why,
+ * for the deployment's own logs; callers are told only when to come back.
+ */
 export type Unavailable = { unavailable: string; retryAfterSecs: number };
 
 export type ProxyOptions = {
@@ -131,6 +134,13 @@ function answerBackendError(id: string): NonNullable<FastifyReplyFromHooks['onEr
   };
 }
 
+/**
+ * The 503 of a deployment being started again. Callers may be anonymous: why it restarts (the agent's own last
+ * words) is for its workspace's deploy log, not for them.
+ */
+const restartingDetail = (id: string, retryAfterSecs: number) =>
+  `Deployment ${id} is restarting, retry after ${retryAfterSecs} s.`;
+
 export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions): Promise<void> {
   const bodyLimit = opts.bodyLimit ?? DEFAULT_PROXY_BODY_LIMIT;
   await app.register(async (scope) => {
@@ -157,15 +167,18 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
     });
 
     const forward = async (req: FastifyRequest, reply: FastifyReply, id: string, rest: string) => {
+      const repeated = repeatedCredentialHeader(req.raw.rawHeaders);
+      if (repeated) return reply.code(400).send({ detail: repeatedCredentialDetail(repeated) });
       const backend = await opts.resolve(id);
       if (!backend) {
         return reply.code(404).send({ detail: `Deployment ${id} has no live revision at this address.` });
       }
       if ('unavailable' in backend) {
+        const s = backend.retryAfterSecs;
         return reply
           .code(503)
-          .header('retry-after', String(backend.retryAfterSecs))
-          .send({ detail: `Deployment ${id} is not serving right now: ${backend.unavailable}` });
+          .header('retry-after', String(s))
+          .send({ detail: restartingDetail(id, s) });
       }
       const refusal = await opts.refuse?.(backend.tenant, req.raw);
       if (refusal) return reply.code(403).send({ detail: refusal });
@@ -207,9 +220,17 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
   });
 }
 
+const REFUSAL_LINGER_MS = 5_000;
+
 /** Answers an upgrade that goes nowhere with a plain HTTP response and closes the socket. */
 function refuse(socket: Duplex, status: number, reason: string, body = '', extra: string[] = []): void {
   const text = body || JSON.stringify({ detail: reason });
+  // The socket is paused after an upgrade: read it so the client's own close is noticed (the server allows half-open
+  // sockets, so that end is the socket's), and never wait long for it.
+  socket.removeAllListeners('data');
+  socket.resume();
+  socket.once('end', () => socket.destroy());
+  setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS).unref();
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
       extra.map((h) => `${h}\r\n`).join('') +
@@ -240,39 +261,112 @@ const headerLines = (res: IncomingMessage) => {
 };
 
 /**
+ * Bounds of the WebSocket relay, each against one way tenant code or a client could pin the shared process: the whole
+ * handshake (resolving the deployment, the agent server's answer) within `handshakeMs`; a refusal's body relayed up
+ * to `refusalBytes` (the rest is not read); at most `perDeployment` relays open at once for one deployment (pending
+ * handshakes included).
+ */
+export const UPGRADE_LIMITS = { handshakeMs: 15_000, refusalBytes: 64 * 1024, perDeployment: 256 };
+
+/** The upgrade listener, with what the data plane needs at shutdown. */
+export type UpgradeRelay = ((req: IncomingMessage, socket: Duplex, head: Buffer) => void) & {
+  /** Relays open now (handshakes in progress included), for one deployment or all. */
+  open(deploymentId?: string): number;
+  /** Destroys every relay, pending or open, and refuses new upgrades (503): the process is stopping. */
+  close(): void;
+};
+
+/**
  * The 'upgrade' listener of the servers agents are reached on: a WebSocket to a deployment (its own origin with
  * `deploymentAt`, else <base>/deployments/<id>/...) is relayed to the deployment's agent server byte for byte (its
  * handshake, auth included, is the agent server's). The same checks as plain requests come first: a deployment
  * restarting answers 503 with Retry-After, and a request carrying a platform key or another workspace's is refused
- * (403) before tenant code sees it. A refusal of the agent server (401, 404, ...) reaches the client as it was sent;
- * any other upgrade is refused.
+ * (403) before tenant code sees it. A refusal of the agent server (401, 404, ...) reaches the client with its status
+ * and (up to a bound) its body; any other upgrade is refused. Whichever way a relay ends (the client leaves, the
+ * handshake takes too long, the agent refuses or goes away, the process stops), both of its sockets are destroyed.
  */
-export function deploymentUpgrades(opts: ProxyOptions) {
-  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+export function deploymentUpgrades(opts: ProxyOptions, limits = UPGRADE_LIMITS): UpgradeRelay {
+  const relays = new Map<Duplex, { deploymentId: string; end(): void }>();
+  let closed = false;
+  const openFor = (id: string) => [...relays.values()].filter((r) => r.deploymentId === id).length;
+
+  const relay = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on('error', () => socket.destroy());
+    if (closed) return refuse(socket, 503, 'Service Unavailable', JSON.stringify({ detail: 'shutting down' }));
     const target = upgradeTarget(opts, req);
     if (!target) return refuse(socket, 404, 'Not Found');
+    const repeated = repeatedCredentialHeader(req.rawHeaders);
+    if (repeated)
+      return refuse(socket, 400, 'Bad Request', JSON.stringify({ detail: repeatedCredentialDetail(repeated) }));
+    if (openFor(target.id) >= limits.perDeployment) {
+      const detail = `Deployment ${target.id} has ${limits.perDeployment} WebSockets open, the most it may; close one first.`;
+      return refuse(socket, 429, 'Too Many Requests', JSON.stringify({ detail }), ['retry-after: 5']);
+    }
+    let upstream: ClientRequest | undefined;
+    let upgraded = false;
+    const end = () => {
+      relays.delete(socket);
+      clearTimeout(deadline);
+      upstream?.destroy();
+      socket.destroy();
+    };
+    relays.set(socket, { deploymentId: target.id, end });
+    let releaseBackend: (() => void) | undefined;
+    const release = () => {
+      releaseBackend?.();
+      releaseBackend = undefined;
+    };
+    let answered = false;
+    socket.once('close', () => {
+      relays.delete(socket);
+      clearTimeout(deadline);
+      upstream?.destroy();
+      release();
+    });
+    /** Answers the client once, unless the relay has ended already, and lets go of the agent side. */
+    const answer = (status: number, reason: string, body = '', extra: string[] = []) => {
+      clearTimeout(deadline);
+      upstream?.destroy();
+      release();
+      if (answered || socket.destroyed) return;
+      answered = true;
+      refuse(socket, status, reason, body, extra);
+    };
+    const deadline = setTimeout(() => {
+      if (upgraded) return;
+      const detail = `the agent server did not complete the WebSocket handshake within ${limits.handshakeMs / 1000} s`;
+      answer(504, 'Gateway Timeout', JSON.stringify({ detail }));
+    }, limits.handshakeMs);
+    deadline.unref();
+    // A paused socket never notices its client leaving: read it during the handshake (a client sends nothing before
+    // the 101 but may pipeline a first frame; that much is kept) and end the relay on its end.
+    const early: Buffer[] = [];
+    let earlyBytes = 0;
+    const onEarly = (chunk: Buffer) => {
+      earlyBytes += chunk.length;
+      if (earlyBytes > limits.refusalBytes) return end();
+      early.push(chunk);
+    };
+    socket.on('data', onEarly);
+    socket.once('end', end);
+
     void opts.resolve(target.id).then(
       async (backend) => {
-        if (!backend) return refuse(socket, 404, 'Not Found', JSON.stringify({ detail: 'no live revision' }));
+        if (socket.destroyed) return;
+        if (!backend) return answer(404, 'Not Found', JSON.stringify({ detail: 'no live revision' }));
         if ('unavailable' in backend) {
-          return refuse(socket, 503, 'Service Unavailable', JSON.stringify({ detail: backend.unavailable }), [
-            `retry-after: ${backend.retryAfterSecs}`,
+          const s = backend.retryAfterSecs;
+          return answer(503, 'Service Unavailable', JSON.stringify({ detail: restartingDetail(target.id, s) }), [
+            `retry-after: ${s}`,
           ]);
         }
         const refusal = await opts.refuse?.(backend.tenant, req);
-        if (refusal) return refuse(socket, 403, 'Forbidden', JSON.stringify({ detail: refusal }));
-        const release = backend.acquire();
-        let released = false;
-        const done = () => {
-          if (released) return;
-          released = true;
-          release();
-        };
-        socket.once('close', done);
+        if (socket.destroyed) return;
+        if (refusal) return answer(403, 'Forbidden', JSON.stringify({ detail: refusal }));
+        releaseBackend = backend.acquire();
         // A connection of its own (agent: false): the socket becomes the WebSocket, and a pooled keep-alive socket the
         // agent server may be closing at that moment would fail the handshake with a reset.
-        const upstream = request({
+        const up = request({
           agent: false,
           host: '127.0.0.1',
           port: backend.port,
@@ -280,26 +374,44 @@ export function deploymentUpgrades(opts: ProxyOptions) {
           path: target.path,
           headers: req.headers,
         });
-        upstream.on('upgrade', (res, up, upHead) => {
+        upstream = up;
+        up.on('upgrade', (res, upSocket, upHead) => {
+          if (socket.destroyed) return void upSocket.destroy();
+          upgraded = true;
+          clearTimeout(deadline);
           socket.write(`HTTP/1.1 101 Switching Protocols\r\n${headerLines(res)}\r\n\r\n`);
           if (upHead.length) socket.write(upHead);
-          if (head.length) up.write(head);
-          up.on('error', () => socket.destroy());
-          up.once('close', () => socket.destroy());
-          socket.once('close', () => up.destroy());
-          up.pipe(socket).pipe(up);
+          socket.off('data', onEarly);
+          socket.off('end', end);
+          if (head.length) upSocket.write(head);
+          for (const chunk of early) upSocket.write(chunk);
+          upSocket.on('error', () => socket.destroy());
+          upSocket.once('close', () => socket.destroy());
+          socket.once('close', () => upSocket.destroy());
+          upSocket.pipe(socket).pipe(upSocket);
         });
-        upstream.on('response', (res) => {
+        up.on('response', (res) => {
           const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () =>
-            refuse(socket, res.statusCode ?? 502, res.statusMessage ?? '', Buffer.concat(chunks).toString()),
-          );
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size <= limits.refusalBytes) return void chunks.push(c);
+            const detail = `the agent server refused the WebSocket (${res.statusCode}) with an answer over ${limits.refusalBytes} bytes`;
+            answer(502, 'Bad Gateway', JSON.stringify({ detail }));
+          });
+          res.on('end', () => answer(res.statusCode ?? 502, res.statusMessage ?? '', Buffer.concat(chunks).toString()));
         });
-        upstream.on('error', () => refuse(socket, 502, 'Bad Gateway'));
-        upstream.end();
+        up.on('error', () => answer(502, 'Bad Gateway'));
+        up.end();
       },
-      () => refuse(socket, 502, 'Bad Gateway'),
+      () => answer(502, 'Bad Gateway'),
     );
   };
+  return Object.assign(relay, {
+    open: (deploymentId?: string) => (deploymentId === undefined ? relays.size : openFor(deploymentId)),
+    close: () => {
+      closed = true;
+      for (const r of [...relays.values()]) r.end();
+    },
+  });
 }
