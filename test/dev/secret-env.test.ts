@@ -2,13 +2,16 @@
 // @langchain/openai does (from its process environment) is deployed to a real `agentplane dev` with the key as a
 // secret taken from the CLI's environment (`--secret-from-env`), and answers with a digest of what it found. The
 // secret wins over the placeholder in langgraph.json "env", and the value shows up in no answer of the platform.
+// The deployment's agent data is encrypted at rest under a key the platform keeps for it: a copy of its data folder
+// holds no run input in clear, and a workspace secret named LANGGRAPH_AES_KEY does not replace the platform's key.
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DataKeyring } from '../../src/agent-server/storage/data-cipher.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { API_KEY, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from './helpers.ts';
 
@@ -27,6 +30,9 @@ export const graph = new StateGraph(State)
   .addEdge('__start__', 'probe')
   .compile();
 `;
+
+/** What a workspace sets as its own LANGGRAPH_AES_KEY secret (32 bytes). */
+const WORKSPACE_DATA_KEY = 'workspace-chosen-key-32-bytes-ok';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -103,10 +109,12 @@ describe('a provider key as a deployment secret', () => {
         'key-probe',
         '--secret-from-env',
         'OPENAI_API_KEY',
+        '--secret-from-env',
+        'LANGGRAPH_AES_KEY',
         '--wait',
         '--json',
       ],
-      { OPENAI_API_KEY: secret },
+      { OPENAI_API_KEY: secret, LANGGRAPH_AES_KEY: WORKSPACE_DATA_KEY },
     );
     expect(deployed.code, deployed.stderr).toBe(0);
     expect(deployed.stdout + deployed.stderr).not.toContain(secret);
@@ -115,12 +123,29 @@ describe('a provider key as a deployment secret', () => {
     expect(got.code, got.stderr).toBe(0);
     expect(got.stdout).not.toContain(secret);
     const dep = JSON.parse(got.stdout) as { url: string; secrets: { name: string }[] };
-    expect(dep.secrets).toEqual([{ name: 'OPENAI_API_KEY' }]);
+    expect(dep.secrets.map((x) => x.name).sort()).toEqual(['LANGGRAPH_AES_KEY', 'OPENAI_API_KEY']);
 
     const client = new Client({ apiUrl: dep.url, apiKey: agentKey, callerOptions: { maxRetries: 0 } });
     const values = (await client.runs.wait(null, 'key_probe', { input: {} })) as { found: string };
     const digest = createHash('sha256').update(secret).digest('hex');
     expect(values.found).toBe(`sha256:${digest} length:${secret.length}`);
     expect(dev.output()).not.toContain(secret);
+
+    // A copy of the deployment's data (embedded store) after a run whose input carries a note.
+    const note = `note-${randomBytes(12).toString('hex')}`;
+    const thread = await client.threads.create();
+    await client.runs.wait(thread.thread_id, 'key_probe', { input: { note } });
+    const state = await client.threads.getState(thread.thread_id);
+    expect(state.values).toMatchObject({ found: expect.any(String) });
+    const deployments = join(tmp, 'data', 'runtime', 'deployments');
+    const files = readdirSync(deployments, { recursive: true, encoding: 'utf8' })
+      .filter((f) => /agentplane\.sqlite/.test(f))
+      .map((f) => readFileSync(join(deployments, f)).toString('latin1'))
+      .join('\n');
+    expect(files).toContain('apenc1:');
+    expect(files).not.toContain(note);
+    // Sealed under the platform's key for the deployment, not the one the workspace set as a secret.
+    expect(files).not.toContain(`apenc1:${DataKeyring.fromTexts(WORKSPACE_DATA_KEY).currentId}:`);
+    expect(dev.output()).not.toContain('LANGGRAPH_AES_KEY=');
   }, 300_000);
 });
