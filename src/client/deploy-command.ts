@@ -93,7 +93,8 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const settings = settingsFrom(flags, process.env, process.cwd());
-  if (settings.fileAsks.length && flags['trust-file'] !== true) await confirmFileAsks(settings.file!, settings.fileAsks);
+  if (settings.fileAsks.length && flags['trust-file'] !== true)
+    await confirmFileAsks(settings.file!, settings.fileAsks);
   const timeoutMs =
     positiveInt('--timeout', typeof flags.timeout === 'string' ? flags.timeout : undefined, 1800) * 1000;
   const client = clientFrom(deployCommand, flags);
@@ -169,7 +170,9 @@ function fileAsks(f: DeployFile, flags: Flags): string[] {
   const flagged = new Set(pickList(flags, 'secret-from-env'));
   const names = (f.secrets_from_env ?? []).filter((n) => !flagged.has(n));
   if (names.length)
-    asks.push(`send these variables of your environment to the agent as secrets: ${names.join(', ')} (secrets_from_env)`);
+    asks.push(
+      `send these variables of your environment to the agent as secrets: ${names.join(', ')} (secrets_from_env)`,
+    );
   return asks;
 }
 

@@ -98,9 +98,8 @@ async function logs(
   o: { type: LogType; follow: boolean; json: boolean; raw: boolean; timeoutMs: number },
 ): Promise<number> {
   const cursor = logCursor(client, dep.id, rev.id, o.type);
-    // --raw: the message as it was logged, but never a character the terminal would act on.
-  const text = (l: LogEntry) =>
-    o.json ? jsonText(l) : o.raw ? printable(l.message) : formatLogLine(l.message);
+  // --raw: the message as it was logged, but never a character the terminal would act on.
+  const text = (l: LogEntry) => (o.json ? jsonText(l) : o.raw ? printable(l.message) : formatLogLine(l.message));
   if (!o.follow) {
     const lines = await cursor.next();
     if (o.json) printJson(lines);

@@ -240,7 +240,8 @@ export class EncryptingSerializer implements SerializerProtocol {
     }
     const base = type.slice(0, plus);
     if (!isSealedBytes(data)) return this.inner.loadsTyped(base, data);
-    const text = typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1');
+    const text =
+      typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('latin1');
     if (!this.keyring) refuse(text);
     return this.inner.loadsTyped(base, new Uint8Array(this.keyring.open(text)));
   }

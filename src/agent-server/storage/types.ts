@@ -473,14 +473,15 @@ export type StorageEvent =
   { type: 'wake' } | { type: 'run_done'; run_id: string } | { type: 'cancel'; run_id: string; action: CancelAction };
 
 /** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
-export type CheckpointerSource = (
+export type CheckpointerSource =
   /** writeLock: the buffer of the WriteLock the owning process's threads share for the file (write-lock.ts). */
-  | { kind: 'embedded'; file: string; items?: ItemsConfig; writeLock?: SharedArrayBuffer }
-  | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean }
-) & {
-  /** The data keys (DataKeyring.material(), current first) when agent data is encrypted at rest. */
-  dataKeys?: Uint8Array[];
-};
+  (
+    | { kind: 'embedded'; file: string; items?: ItemsConfig; writeLock?: SharedArrayBuffer }
+    | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean }
+  ) & {
+    /** The data keys (DataKeyring.material(), current first) when agent data is encrypted at rest. */
+    dataKeys?: Uint8Array[];
+  };
 
 export interface Storage {
   readonly kind: 'postgres' | 'embedded';

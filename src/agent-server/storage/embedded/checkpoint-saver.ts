@@ -77,7 +77,10 @@ export class CheckpointSaver extends SqliteSaver {
     private readonly lock?: WriteLock,
     keyring?: DataKeyring,
   ) {
-    super(db, keyring ? new EncryptingSerializer(new LeanCheckpointSerializer(), keyring) : new LeanCheckpointSerializer());
+    super(
+      db,
+      keyring ? new EncryptingSerializer(new LeanCheckpointSerializer(), keyring) : new LeanCheckpointSerializer(),
+    );
     this.plainSerde = this.serde instanceof EncryptingSerializer ? this.serde.inner : this.serde;
     this.group = db.transaction((items: Queued[]) => {
       for (const item of items) item.write();

@@ -9,7 +9,14 @@ import pg from 'pg';
 import { guardPgPool } from '../../../lib/connections.ts';
 import { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { isoNow } from '../common.ts';
-import { ItemsBaseStore, isOperators, listNamespaces, matchesFilter, type Embedder, type ItemsConfig } from '../items.ts';
+import {
+  ItemsBaseStore,
+  isOperators,
+  listNamespaces,
+  matchesFilter,
+  type Embedder,
+  type ItemsConfig,
+} from '../items.ts';
 import { isSealed, type JsonCodec } from '../data-cipher.ts';
 import type { ItemSearch, ItemStore, Json, NamespaceQuery, StoreItem } from '../types.ts';
 
@@ -226,7 +233,8 @@ export function postgresItems(
         params.push(q.limit, q.offset);
         rows = (await pool.query(`${select} LIMIT $${params.length - 1} OFFSET $${params.length}`, params)).rows;
       }
-      if (q.refresh_ttl ?? config.ttl.refreshOnRead) await refresh(rows as Array<{ namespace_path: unknown; key: unknown }>);
+      if (q.refresh_ttl ?? config.ttl.refreshOnRead)
+        await refresh(rows as Array<{ namespace_path: unknown; key: unknown }>);
       return rows.map((r) => toItem(r));
     },
     async listNamespaces(q: NamespaceQuery) {
