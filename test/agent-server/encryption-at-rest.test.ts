@@ -1,6 +1,6 @@
 // Encryption at rest, tried as someone who got hold of a copy of a deployment's store (a backup, a disk, a
 // database dump): a real server process on each store writes a note into a thread's values, its checkpoints, the
-// memory store and a run's input; the copy is then searched byte for byte (SQLite: the files; Postgres: every
+// memory store, a run's input and a cron's; the copy is then searched byte for byte (SQLite: the files; Postgres: every
 // table of the schema, bytea as text and as hex). The same server reads it all back through the SDK, data written
 // before a key was set is sealed in place, and a key rotation leaves nothing that needs the old key.
 import { randomUUID } from 'node:crypto';
@@ -136,6 +136,15 @@ describe.each(['embedded', 'postgres'] as const)('agent data encrypted at rest (
     const note = `note-${randomUUID()}`;
     const threadId = await keep(client, note);
     await readBack(client, threadId, note);
+    // A cron keeps the input of the runs it will start.
+    const cronNote = `cron-${randomUUID()}`;
+    const cron = await client.crons.createForThread(threadId, 'notes', {
+      schedule: '0 0 1 1 *',
+      input: { note: cronNote, key: threadId },
+    });
+    const [found] = await client.crons.search({ thread_id: threadId });
+    expect(found?.cron_id).toBe(cron.cron_id);
+    expect(JSON.stringify(found)).toContain(cronNote);
     // Graph code does not find the key in its environment (nor do the programs it starts).
     expect((await client.threads.getState<{ key_in_env: boolean }>(threadId)).values.key_in_env).toBe(false);
     // A values filter cannot look inside sealed values: a 422 naming the field, not an empty page.
@@ -150,6 +159,7 @@ describe.each(['embedded', 'postgres'] as const)('agent data encrypted at rest (
     expect(server.output()).not.toContain(K1);
     const dump = await s.dump();
     expect(holds(dump, note)).toBe(false);
+    expect(holds(dump, cronNote)).toBe(false);
     expect(dump).toContain('apenc1:');
   });
 
