@@ -142,7 +142,7 @@ describe.each(['embedded', 'postgres'] as const)('agent data encrypted at rest (
       schedule: '0 0 1 1 *',
       input: { note: cronNote, key: threadId },
     });
-    const [found] = await client.crons.search({ thread_id: threadId });
+    const [found] = await client.crons.search({ threadId });
     expect(found?.cron_id).toBe(cron.cron_id);
     expect(JSON.stringify(found)).toContain(cronNote);
     // Graph code does not find the key in its environment (nor do the programs it starts).
