@@ -31,6 +31,10 @@ const commands: Record<string, Command> = {
     summary: 'Rotate the key of secret values in the embedded store (secret-key rotate; platform stopped)',
     load: () => import('./control-plane/secret-key-command.ts'),
   },
+  'data-key': {
+    summary: "Rotate deployments' data keys in the embedded store (data-key rotate; agents reseal at their next start)",
+    load: () => import('./local/data-key-command.ts'),
+  },
   deploy: {
     summary: 'Create or update a deployment over the REST API; --wait follows it to DEPLOYED (for people and CI)',
     load: () => import('./client/deploy-command.ts'),

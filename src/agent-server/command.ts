@@ -1,13 +1,14 @@
 // `agentplane agent-server`: parse flags/env, start, stop cleanly on SIGTERM/SIGINT.
 import { createLogger } from '../lib/logger.ts';
 import { formatHelp } from '../lib/cli-args.ts';
-import { agentServerCommand, parseAgentServerConfig } from './config.ts';
+import { agentServerCommand, forgetDataKeys, parseAgentServerConfig } from './config.ts';
 import { startAgentServer } from './server.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseAgentServerConfig(argv, process.env);
+  forgetDataKeys(process.env);
   if (!config) {
     process.stdout.write(formatHelp(agentServerCommand));
     return;

@@ -6,6 +6,7 @@ import v8 from 'node:v8';
 import { z } from 'zod';
 import { langSmithFromEnv } from './streams/feedback.ts';
 import { langgraphJsonEnv } from './graphs/config.ts';
+import { DataKeyError, DataKeyring, keyringFromEnv } from './storage/data-cipher.ts';
 import {
   fromEnv,
   optionPicker,
@@ -217,6 +218,11 @@ const Config = z.object({
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
+  /**
+   * The keys agent data is encrypted with at rest (LANGGRAPH_AES_KEY, AGENTPLANE_AES_PREVIOUS_KEYS): thread values,
+   * checkpoints, store items, run inputs. Logged or serialised, it shows only its key id.
+   */
+  dataKeyring: z.custom<DataKeyring>((v) => v instanceof DataKeyring).optional(),
   /** Things worth a warning once a logger exists (deprecated settings). */
   notes: z.array(z.string()).optional(),
 });
@@ -303,6 +309,7 @@ function resolveConfig(
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
+    dataKeyring: dataKeyringOf(env),
     notes: notes.length ? notes : undefined,
   };
   const parsed = Config.safeParse(raw);
@@ -339,6 +346,24 @@ function resolveConfig(
     throw new UsageError(msg);
   }
   return parsed.data;
+}
+
+function dataKeyringOf(env: NodeJS.ProcessEnv): DataKeyring | undefined {
+  try {
+    return keyringFromEnv(env);
+  } catch (err) {
+    if (err instanceof DataKeyError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+/**
+ * Removes the data keys from the process's environment once the configuration holds them: graph code runs in this
+ * process and every program it starts inherits the environment, neither has a use for them.
+ */
+export function forgetDataKeys(env: NodeJS.ProcessEnv): void {
+  delete env.LANGGRAPH_AES_KEY;
+  delete env.AGENTPLANE_AES_PREVIOUS_KEYS;
 }
 
 function readCgroupFile(file: string): string | undefined {

@@ -49,6 +49,8 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
     ? await openRedisStreams(config.redisUrl, streamRetentionMs, deadline, logger)
     : undefined;
   logger.info({ stream_events: streams ? 'redis' : config.databaseUrl ? 'postgres' : 'memory' }, 'stream events store');
+  // The key id only (a one-way function of the key), so that a log tells which key a process was given.
+  logger.info({ data_key: config.dataKeyring?.currentId ?? null }, 'agent data at rest');
   if (!config.databaseUrl) {
     return openEmbeddedStorage({
       dataDir: config.dataDir,
@@ -58,6 +60,7 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
       threadTtl,
       streamRetentionMs,
       ...(streams ? { streams } : {}),
+      ...(config.dataKeyring ? { keyring: config.dataKeyring } : {}),
     });
   }
   const databaseUrl = config.databaseUrl;
@@ -72,6 +75,7 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
         threadTtl,
         streamRetentionMs,
         ...(streams ? { streams } : {}),
+        ...(config.dataKeyring ? { keyring: config.dataKeyring } : {}),
       });
     } catch (err) {
       if (!isConnectionError(err) || Date.now() + delay > deadline) {
@@ -247,6 +251,20 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     pollMs: config.cronPollMs,
   });
   crons.start();
+  // Data from before a key rotation (or from before encryption) is sealed under the current key in the background.
+  const stopResealing = new AbortController();
+  const resealing = storage.reseal
+    ? storage.reseal(stopResealing.signal).then(
+        (counts) => {
+          const fields = { data_key: config.dataKeyring?.currentId, ...counts };
+          if (counts.failed) logger.error(fields, 'stored agent data that no configured data key opens was left as is');
+          else logger.info(fields, 'stored agent data is sealed under the current data key');
+        },
+        (err: unknown) => {
+          if (!stopResealing.signal.aborted) logger.error({ err }, 'resealing stored agent data failed');
+        },
+      )
+    : Promise.resolve();
   const failed = Object.keys(graphs.failures);
   logger.info(
     {
@@ -270,6 +288,8 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     engine,
     close() {
       closing ??= (async () => {
+        stopResealing.abort();
+        await resealing;
         await crons.stop();
         await engine.stop(config.shutdownGraceSecs * 1000);
         await webhooks.close();

@@ -11,6 +11,7 @@ import {
   type OptionSpec,
 } from '../lib/cli-args.ts';
 import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
+import { printable } from './output.ts';
 
 /** A client flag may be given several times (--secret A=1 --secret B=2). */
 export type ClientOptionSpec = OptionSpec & { multiple?: boolean };
@@ -126,7 +127,8 @@ export async function runReporting(name: string, fn: () => Promise<number | void
     if (code) process.exitCode = code;
   } catch (err) {
     if (err instanceof ApiError || err instanceof ConnectionError || err instanceof CliError) {
-      process.stderr.write(`agentplane ${name}: ${err.message}\n`);
+      // An API error may quote what a workspace wrote (names, an agent's output).
+      process.stderr.write(`agentplane ${name}: ${printable(err.message)}\n`);
       process.exitCode = 1;
       return;
     }

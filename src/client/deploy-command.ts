@@ -2,6 +2,7 @@
 // agentplane.yaml; with --wait, follow that revision to DEPLOYED (exit 0) or a failure (exit 1, log lines shown).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import { formatHelp, UsageError } from '../lib/cli-args.ts';
 import { RevisionPhase } from '../resources/index.ts';
 import {
@@ -19,7 +20,7 @@ import { readDeployFile, type DeployFile } from './deploy-file.ts';
 import { followRevision, isFailure, tailLog } from './follow.ts';
 import type { ControlPlaneClient, Deployment, DeploymentInput, Revision } from './http.ts';
 import { formatLogLine } from './log-lines.ts';
-import { printJson } from './output.ts';
+import { printable, printJson } from './output.ts';
 import { findByName } from './resolve.ts';
 
 export const deployCommand: ClientCommandSpec = {
@@ -64,6 +65,12 @@ export const deployCommand: ClientCommandSpec = {
       type: 'boolean',
       description: 'Anyone may call the agent; without it callers need an API key of the tenant (also on update)',
     },
+    'trust-file': {
+      type: 'boolean',
+      description:
+        'Take "public" and "secrets_from_env" from the settings file without asking (else asked at a terminal, ' +
+        'refused elsewhere): a file in a repository must not publish a deployment or send your environment',
+    },
     file: {
       type: 'string',
       description: `Settings file (name, repo_url, ref, config_path, install_command, build_command, public, secrets_from_env)`,
@@ -86,6 +93,8 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (positionals.length) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const settings = settingsFrom(flags, process.env, process.cwd());
+  if (settings.fileAsks.length && flags['trust-file'] !== true)
+    await confirmFileAsks(settings.file!, settings.fileAsks);
   const timeoutMs =
     positiveInt('--timeout', typeof flags.timeout === 'string' ? flags.timeout : undefined, 1800) * 1000;
   const client = clientFrom(deployCommand, flags);
@@ -103,12 +112,20 @@ export type DeploySettings = {
   buildCommand?: string;
   public: boolean;
   secrets: { name: string; value: string }[];
+  /** The settings file read, if any. */
+  file?: string;
+  /**
+   * What the file alone asks for that widens access (public, secrets from the environment), to be confirmed:
+   * what a flag asks for too is not listed.
+   */
+  fileAsks: string[];
 };
 
 /** Flags over the file; secret values read from the environment here, once. */
 export function settingsFrom(flags: Flags, env: NodeJS.ProcessEnv, cwd: string): DeploySettings {
   const fileArg = typeof flags.file === 'string' ? flags.file : undefined;
-  const file: { settings: DeployFile; dir: string } = readDeployFile(fileArg, cwd) ?? { settings: {}, dir: cwd };
+  const read = readDeployFile(fileArg, cwd);
+  const file: { settings: DeployFile; dir: string } = read ?? { settings: {}, dir: cwd };
   const f = file.settings;
   const str = (name: string) => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
   const name = str('name') ?? f.name;
@@ -141,7 +158,44 @@ export function settingsFrom(flags: Flags, env: NodeJS.ProcessEnv, cwd: string):
     buildCommand: str('build-command') ?? f.build_command,
     public: flags.public === true || f.public === true,
     secrets: [...secrets].map(([n, value]) => ({ name: n, value })),
+    ...(read ? { file: read.path } : {}),
+    fileAsks: fileAsks(f, flags),
   };
+}
+
+/** The settings of `f` that widen access and that no flag asks for as well. */
+function fileAsks(f: DeployFile, flags: Flags): string[] {
+  const asks: string[] = [];
+  if (f.public === true && flags.public !== true) asks.push('make the deployment public: anyone may call it (public)');
+  const flagged = new Set(pickList(flags, 'secret-from-env'));
+  const names = (f.secrets_from_env ?? []).filter((n) => !flagged.has(n));
+  if (names.length)
+    asks.push(
+      `send these variables of your environment to the agent as secrets: ${names.join(', ')} (secrets_from_env)`,
+    );
+  return asks;
+}
+
+/**
+ * A settings file found in a folder is whoever wrote the repository's: what it asks for that widens access is done
+ * only once the person deploying agrees (at a terminal), or with --trust-file; a job without a terminal (CI) is
+ * refused, naming what was asked, before anything is sent.
+ */
+async function confirmFileAsks(file: string, asks: string[]): Promise<void> {
+  const list = asks.map((a) => `  - ${a}`).join('\n');
+  if (!process.stdin.isTTY || !process.stderr.isTTY) {
+    throw new UsageError(
+      `${file} asks to:\n${list}\nSettings that widen access are not taken from a file alone: run at a terminal ` +
+        'to confirm them, pass --trust-file, or give them as flags (--public, --secret-from-env NAME)',
+    );
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`${file} asks to:\n${list}\nGo ahead? [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('nothing deployed: the settings file was not confirmed');
+  } finally {
+    rl.close();
+  }
 }
 
 /** A folder that exists here is sent as an absolute path (the control plane does not share our working directory). */
@@ -237,7 +291,7 @@ async function explainFailure(
   o: { buildLogShown: boolean },
 ): Promise<void> {
   say(
-    `deployment ${dep.name} revision ${rev.revision_number} ended ${rev.status}${rev.status_message ? `: ${rev.status_message}` : ''}`,
+    `deployment ${dep.name} revision ${rev.revision_number} ended ${rev.status}${rev.status_message ? `: ${printable(rev.status_message)}` : ''}`,
   );
   if (rev.status === RevisionPhase.SKIPPED) {
     say('a newer revision replaced it before it was deployed');

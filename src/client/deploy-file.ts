@@ -1,5 +1,6 @@
 // agentplane.yaml: the settings of `agentplane deploy` kept next to the code, so CI runs `agentplane deploy --wait`.
-// Secret values never live in the file: it names environment variables whose values are sent.
+// Secret values never live in the file: it names environment variables whose values are sent. What widens access
+// (public, secrets_from_env) is confirmed before it is sent (deploy-command.ts: confirmFileAsks).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
@@ -27,7 +28,7 @@ export type DeployFile = z.infer<typeof DeployFile>;
 export function readDeployFile(
   file: string | undefined,
   cwd: string,
-): { settings: DeployFile; dir: string } | undefined {
+): { settings: DeployFile; dir: string; path: string } | undefined {
   const chosen = path.resolve(cwd, file ?? DEFAULT_DEPLOY_FILE);
   if (!file && !existsSync(chosen)) return undefined;
   let raw: unknown;
@@ -45,5 +46,5 @@ export function readDeployFile(
         : `${i.path.join('.') || 'the file'}: ${i.message}`;
     throw new UsageError(`--file ${chosen}: ${problem}`);
   }
-  return { settings: parsed.data, dir: path.dirname(chosen) };
+  return { settings: parsed.data, dir: path.dirname(chosen), path: chosen };
 }

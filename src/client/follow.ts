@@ -11,6 +11,7 @@ import {
 } from './http.ts';
 import { RevisionPhase, TERMINAL_REVISION_PHASES } from '../resources/index.ts';
 import { formatLogLine } from './log-lines.ts';
+import { printable } from './output.ts';
 
 export const isTerminal = (status: RevisionPhase) => TERMINAL_REVISION_PHASES.has(status);
 export const isFailure = (status: RevisionPhase) => isTerminal(status) && status !== RevisionPhase.DEPLOYED;
@@ -52,7 +53,7 @@ export async function followRevision(
       const changed = rev.status !== last?.status;
       const secs = Math.round((Date.now() - started) / 1000);
       // A failure's message is the caller's to say (once, with what to do about it).
-      const message = rev.status_message && !isFailure(rev.status) ? ` (${rev.status_message})` : '';
+      const message = rev.status_message && !isFailure(rev.status) ? ` (${printable(rev.status_message)})` : '';
       const statusLine = `${dep.name} revision ${rev.revision_number}: ${rev.status}${message} [${secs}s]`;
       if (changed && !terminal) opts.write(statusLine);
       for (const l of lines) {

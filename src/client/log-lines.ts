@@ -1,7 +1,8 @@
 // Agent servers log pino JSON lines; a deploy log read in a terminal shows them as people read logs:
 //   12:01:02 INFO  agent server listening port=8123 graphs=agent
 // time (UTC), level, message, then the other fields, each value cut short. Lines that are not pino JSON pass as
-// they are; `--json` and `--raw` keep everything raw.
+// they are; `--json` and `--raw` keep every character, and no form prints one a terminal would act on (printable()).
+import { printable } from './output.ts';
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 /** Fields every line has (or that say nothing to a reader of one deployment's log). */
@@ -23,8 +24,15 @@ function clock(time: unknown): string {
   return d && !Number.isNaN(d.getTime()) ? d.toISOString().slice(11, 19) : '';
 }
 
-/** One log message for a terminal: a pino JSON line made readable, anything else unchanged. */
+/**
+ * One log message for a terminal: a pino JSON line made readable, anything else as it is; either way with the
+ * characters a terminal would act on shown as escapes (a log line is the workspace's text).
+ */
 export function formatLogLine(message: string): string {
+  return printable(readable(message));
+}
+
+function readable(message: string): string {
   const text = message.trim();
   if (!text.startsWith('{') || !text.endsWith('}')) return message;
   let line: Record<string, unknown>;

@@ -15,7 +15,7 @@ import {
 import { isFailure, isTerminal, logCursor } from './follow.ts';
 import type { ControlPlaneClient, Deployment, LogEntry, LogType, Revision } from './http.ts';
 import { formatLogLine } from './log-lines.ts';
-import { printJson, shortSha, table, when } from './output.ts';
+import { jsonText, printable, printJson, shortSha, table, when } from './output.ts';
 import { allRevisions, findDeployment, findRevision } from './resolve.ts';
 
 export const revisionsCommand: ClientCommandSpec = {
@@ -98,7 +98,8 @@ async function logs(
   o: { type: LogType; follow: boolean; json: boolean; raw: boolean; timeoutMs: number },
 ): Promise<number> {
   const cursor = logCursor(client, dep.id, rev.id, o.type);
-  const text = (l: LogEntry) => (o.json ? JSON.stringify(l) : o.raw ? l.message : formatLogLine(l.message));
+  // --raw: the message as it was logged, but never a character the terminal would act on.
+  const text = (l: LogEntry) => (o.json ? jsonText(l) : o.raw ? printable(l.message) : formatLogLine(l.message));
   if (!o.follow) {
     const lines = await cursor.next();
     if (o.json) printJson(lines);
@@ -147,7 +148,7 @@ async function redeploy(
       if (updated.active_revision_id === rev.id) break;
       if (isFailure(r.status)) {
         process.stderr.write(
-          `revision ${r.revision_number} ended ${r.status}${r.status_message ? `: ${r.status_message}` : ''}\n`,
+          `revision ${r.revision_number} ended ${r.status}${r.status_message ? `: ${printable(r.status_message)}` : ''}\n`,
         );
         if (o.json) printJson({ deployment: updated, revision: r });
         return 1;

@@ -23,6 +23,7 @@ import {
 } from '../operator/runtimes/local/proxy.ts';
 import { AgentOrigins, type AgentPorts } from '../operator/runtimes/local/agent-origins.ts';
 import { storeLogSink } from '../operator/sources.ts';
+import { deploymentDataKeys } from './data-keys.ts';
 
 export type LocalDataPlaneOptions = {
   /** Made if missing; used by its real path, as the sandbox mounts and the local repo checks compare real paths. */
@@ -119,6 +120,7 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
       logger: logger.child({ component: 'agent-origins' }),
     });
   const runtime = new LocalRuntime({
+    dataKeys: deploymentDataKeys(store),
     ...opts.runtime,
     dataDir: join(dataDir, 'runtime'),
     logs: storeLogSink(store),

@@ -73,6 +73,14 @@ export function secretsName(deploymentName: string, revisionNumber: number): str
   return `${deploymentName}-env-r${revisionNumber}`;
 }
 
+/**
+ * Name of the secret set holding a deployment's data keys (encryption at rest of its agent data), made by the local
+ * runtime on the deployment's first start and deleted with the deployment.
+ */
+export function dataKeysName(deploymentName: string): string {
+  return `${deploymentName}-data-keys`;
+}
+
 export function latestRevisionName(dep: AgentDeployment): string {
   return revisionName(dep.metadata.name, dep.spec.revisionCounter);
 }

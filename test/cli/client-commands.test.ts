@@ -128,7 +128,11 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
       join(tmp, 'agentplane.yaml'),
       'name: hello\nrepo_url: agent-repo\nref: main\nsecrets_from_env: [AGENT_GREETING]\n',
     );
-    const second = await cli(['deploy', '--ref', 'v2', '--wait', '--json'], { AGENT_GREETING: 'Hej' });
+    // The file's secrets_from_env sends the environment: without a terminal it needs --trust-file.
+    const untrusted = await cli(['deploy', '--ref', 'v2'], { AGENT_GREETING: 'Hej' });
+    expect(untrusted).toMatchObject({ code: 2, stdout: '' });
+    expect(untrusted.stderr).toContain('AGENT_GREETING (secrets_from_env)');
+    const second = await cli(['deploy', '--ref', 'v2', '--wait', '--json', '--trust-file'], { AGENT_GREETING: 'Hej' });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stderr).toContain('updated deployment hello');
     const out = JSON.parse(second.stdout) as {

@@ -34,6 +34,12 @@ describe('deploy settings', () => {
         { name: 'TOKEN', value: 't' },
         { name: 'A', value: '1=2' },
       ],
+      file: join(dir, 'agentplane.yaml'),
+      // Taken from the file alone: asked for before anything is sent (test/cli/deploy-file-trust.test.ts).
+      fileAsks: [
+        'make the deployment public: anyone may call it (public)',
+        'send these variables of your environment to the agent as secrets: TOKEN (secrets_from_env)',
+      ],
     });
     const flagsOnly = settingsFrom(
       { name: 'n', 'repo-url': 'https://example.com/a.git', 'secret-from-env': ['TOKEN'] },

@@ -1,4 +1,5 @@
 // Small pieces both adapters share, so their behaviour cannot drift apart (the run rules: run-rules.ts).
+import { ValidationError } from '../../lib/errors.ts';
 import {
   TERMINAL_RUN_STATUSES,
   type Json,
@@ -16,7 +17,10 @@ export function withEndedValues(run: RunRecord, values: Json | null): { run: Run
   return TERMINAL_RUN_STATUSES.has(run.status) ? { run, values } : { run };
 }
 
-/** The thread's values after a run as JSON text to store: undefined leaves them unchanged, null clears them. */
+/**
+ * The thread's values after a run as JSON text: undefined leaves them unchanged, null clears them. A store writes
+ * it through its codec (sealed when data is encrypted at rest).
+ */
 export function outcomeValuesText(outcome: Pick<RunOutcome, 'values' | 'valuesJson'>): string | null | undefined {
   if (outcome.valuesJson !== undefined) return outcome.valuesJson;
   if (outcome.values === undefined) return undefined;
@@ -49,4 +53,12 @@ export const THREAD_HEAD_COLUMNS: readonly string[] = [
 export function threadHeadOf<R extends object>(toThread: (row: R) => Thread, row: R): ThreadHead {
   const { values: _values, ...head } = toThread({ ...row, values: null });
   return head;
+}
+
+/** Sealed values cannot be compared in SQL (the LangGraph platform refuses filters on encrypted fields too). */
+export function encryptedValuesFilter(): ValidationError {
+  const msg =
+    'threads cannot be searched by their values while agent data is encrypted at rest (LANGGRAPH_AES_KEY); ' +
+    'search by metadata instead';
+  return new ValidationError(`values: ${msg}`, [{ loc: ['body', 'values'], msg, type: 'value_error' }]);
 }

@@ -1,6 +1,7 @@
 // Connections of their own to a store another thread opened (CheckpointerSource): executor threads use them
 // for checkpoints and the memory store, so runs/ never reaches into an adapter.
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { DataKeyring } from './data-cipher.ts';
 import { openEmbeddedCheckpointer, openEmbeddedItems } from './embedded/index.ts';
 import { DEFAULT_ITEMS_CONFIG, loadEmbedder } from './items.ts';
 import { openPostgresCheckpointer, openPostgresItems } from './postgres/index.ts';
@@ -15,9 +16,10 @@ export interface StoreConnections {
 export async function openStoreConnections(source: CheckpointerSource, poolSize: number): Promise<StoreConnections> {
   const config = source.items ?? DEFAULT_ITEMS_CONFIG;
   const embedder = await loadEmbedder(config);
+  const keyring = source.dataKeys ? DataKeyring.fromMaterial(source.dataKeys) : undefined;
   if (source.kind === 'embedded') {
-    const cp = openEmbeddedCheckpointer(source.file, source.writeLock);
-    const items = openEmbeddedItems(source.file, config, embedder, source.writeLock);
+    const cp = openEmbeddedCheckpointer(source.file, source.writeLock, keyring);
+    const items = openEmbeddedItems(source.file, config, embedder, source.writeLock, keyring);
     return {
       checkpointer: cp.saver,
       items: items.items,
@@ -27,8 +29,8 @@ export async function openStoreConnections(source: CheckpointerSource, poolSize:
       },
     };
   }
-  const cp = openPostgresCheckpointer(source.databaseUrl, source.schema, poolSize);
-  const items = openPostgresItems(source.databaseUrl, source.schema, config, embedder, !!source.semantic);
+  const cp = openPostgresCheckpointer(source.databaseUrl, source.schema, poolSize, keyring);
+  const items = openPostgresItems(source.databaseUrl, source.schema, config, embedder, !!source.semantic, keyring);
   return {
     checkpointer: cp.saver,
     items: items.items,

@@ -475,8 +475,13 @@ export type StorageEvent =
 /** How another thread opens its own connection to this store's checkpoints (see openCheckpointer). */
 export type CheckpointerSource =
   /** writeLock: the buffer of the WriteLock the owning process's threads share for the file (write-lock.ts). */
-  | { kind: 'embedded'; file: string; items?: ItemsConfig; writeLock?: SharedArrayBuffer }
-  | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean };
+  (
+    | { kind: 'embedded'; file: string; items?: ItemsConfig; writeLock?: SharedArrayBuffer }
+    | { kind: 'postgres'; databaseUrl: string; schema: string; items?: ItemsConfig; semantic?: boolean }
+  ) & {
+    /** The data keys (DataKeyring.material(), current first) when agent data is encrypted at rest. */
+    dataKeys?: Uint8Array[];
+  };
 
 export interface Storage {
   readonly kind: 'postgres' | 'embedded';
@@ -490,6 +495,11 @@ export interface Storage {
   readonly streams: StreamEventStore;
   /** Wake-ups across every process that shares this store. Returns an unsubscribe function. */
   subscribe(listener: (e: StorageEvent) => void): () => void;
+  /**
+   * With data keys: seals every stored value that is not sealed under the current key (data from before a rotation
+   * or from before encryption) under it, in the background of a running store; counts what it did.
+   */
+  reseal?(signal?: AbortSignal): Promise<{ resealed: number; failed: number }>;
   close(): Promise<void>;
 }
 

@@ -16,9 +16,11 @@ import {
   type CheckpointMetadata,
   type CheckpointTuple,
   type PendingWrite,
+  type SerializerProtocol,
 } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { EncryptingSerializer, type DataKeyring } from '../data-cipher.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
 import { writeLockOf } from './context.ts';
 import type { WriteLock } from './write-lock.ts';
@@ -73,13 +75,25 @@ export class CheckpointSaver extends SqliteSaver {
     private readonly sql: (text: string) => Database.Statement,
     /** The write lock of this process's connections to the file (write-lock.ts), if it has one. */
     private readonly lock?: WriteLock,
+    keyring?: DataKeyring,
   ) {
-    super(db, new LeanCheckpointSerializer());
+    super(
+      db,
+      keyring ? new EncryptingSerializer(new LeanCheckpointSerializer(), keyring) : new LeanCheckpointSerializer(),
+    );
+    this.plainSerde = this.serde instanceof EncryptingSerializer ? this.serde.inner : this.serde;
     this.group = db.transaction((items: Queued[]) => {
       for (const item of items) item.write();
     });
     this.single = db.transaction((item: Queued) => item.write());
   }
+
+  /**
+   * The serde of metadata: plain even when checkpoints are sealed, since the package filters on it in SQL
+   * (`jsonb(CAST(metadata AS TEXT))`) and rollback finds a run's checkpoints by it; its row's type names the
+   * checkpoint's cipher, and EncryptingSerializer reads a value that is not sealed as plain.
+   */
+  private readonly plainSerde: SerializerProtocol;
 
   /** Creates the saver's tables now, so our own SQL (copy, rollback) can rely on them. */
   init(): void {
@@ -139,9 +153,9 @@ export class CheckpointSaver extends SqliteSaver {
     if (!threadId) throw new Error(`Missing "thread_id" field in passed "config.configurable".`);
     const [[type1, serializedCheckpoint], [type2, serializedMetadata]] = await Promise.all([
       this.serde.dumpsTyped(copyCheckpoint(checkpoint)),
-      this.serde.dumpsTyped(metadata),
+      this.plainSerde.dumpsTyped(metadata),
     ]);
-    if (type1 !== type2) throw new Error('Failed to serialized checkpoint and metadata to the same type.');
+    if (!type1.startsWith(type2)) throw new Error('Failed to serialized checkpoint and metadata to the same type.');
     const row = [threadId, checkpointNs, checkpoint.id, parentId, type1, serializedCheckpoint, serializedMetadata];
     await this.commit(() => this.sql(INSERT_CHECKPOINT).run(...row));
     return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: checkpoint.id } };
@@ -219,7 +233,11 @@ export class CheckpointSaver extends SqliteSaver {
  * The checkpointer over a connection: SqliteSaver prepares its statements on every call, so its reads get the
  * connection's statement cache too (all its statements run synchronously, so sharing one is safe).
  */
-export function checkpointSaver(db: Database.Database, sql: (text: string) => Database.Statement): CheckpointSaver {
+export function checkpointSaver(
+  db: Database.Database,
+  sql: (text: string) => Database.Statement,
+  keyring?: DataKeyring,
+): CheckpointSaver {
   const saverDb = new Proxy(db, {
     get(target, prop) {
       if (prop === 'prepare') return sql;
@@ -227,5 +245,5 @@ export function checkpointSaver(db: Database.Database, sql: (text: string) => Da
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
-  return new CheckpointSaver(saverDb, sql, writeLockOf(db));
+  return new CheckpointSaver(saverDb, sql, writeLockOf(db), keyring);
 }

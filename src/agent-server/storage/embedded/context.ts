@@ -3,8 +3,9 @@
 import type { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { NotFoundError } from '../../../lib/errors.ts';
-import { isoNow, outcomeValuesText } from '../common.ts';
+import { encryptedValuesFilter, isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
+import type { JsonCodec } from '../data-cipher.ts';
 import type { WriteLock } from './write-lock.ts';
 import type {
   Assistant,
@@ -41,7 +42,17 @@ export function toAssistant(r: Row): Assistant {
   };
 }
 
-export function toThread(r: Row): Thread {
+/** Row codecs that read the encrypted columns (thread values, run kwargs) through `codec`. */
+export function rowReaders(codec: JsonCodec) {
+  return {
+    toThread: (r: Row): Thread => toThread(r, codec),
+    toRun: (r: Row): RunRecord => toRun(r, codec),
+    /** A stored text of an encrypted column, or null. */
+    readNullable: (v: unknown): Json | null => (typeof v === 'string' ? codec.read<Json>(v) : null),
+  };
+}
+
+function toThread(r: Row, codec: JsonCodec): Thread {
   return {
     thread_id: r.thread_id as string,
     created_at: r.created_at as string,
@@ -50,13 +61,13 @@ export function toThread(r: Row): Thread {
     metadata: pj(r.metadata),
     status: r.status as Thread['status'],
     config: pj(r.config),
-    values: pjn(r.values),
+    values: typeof r.values === 'string' ? codec.read<Json>(r.values) : null,
     interrupts: pj(r.interrupts),
     error: pjn(r.error),
   };
 }
 
-export function toRun(r: Row): RunRecord {
+function toRun(r: Row, codec: JsonCodec): RunRecord {
   return {
     run_id: r.run_id as string,
     thread_id: r.thread_id as string,
@@ -65,7 +76,7 @@ export function toRun(r: Row): RunRecord {
     updated_at: r.updated_at as string,
     metadata: pj(r.metadata),
     status: r.status as RunStatus,
-    kwargs: pj(r.kwargs),
+    kwargs: typeof r.kwargs === 'string' ? codec.read<Json>(r.kwargs) : {},
     multitask_strategy: r.multitask_strategy as RunRecord['multitask_strategy'],
     attempt: r.attempt as number,
     worker_id: (r.worker_id as string | null) ?? null,
@@ -121,8 +132,10 @@ export function statementCache(db: Database.Database): (text: string) => Databas
   };
 }
 
-export interface EmbeddedContext {
+export interface EmbeddedContext extends ReturnType<typeof rowReaders> {
   db: Database.Database;
+  /** How the encrypted columns (thread values, run kwargs, store items) are written and read. */
+  codec: JsonCodec;
   /** The connection's statement cache: one prepared statement per SQL text. */
   sql: (text: string) => Database.Statement;
   /** A write transaction (IMMEDIATE: see openContext). */
@@ -185,6 +198,7 @@ export function openContext(
   db: Database.Database,
   sql: (text: string) => Database.Statement,
   emitter: EventEmitter,
+  codec: JsonCodec,
   threadTtlDefault: number | null = null,
   threadTtlStrategy: PruneStrategy = 'delete',
 ): EmbeddedContext {
@@ -213,7 +227,7 @@ export function openContext(
     const values = outcomeValuesText(outcome);
     if (values !== undefined) {
       sets.push('"values" = ?', 'state_updated_at = ?');
-      params.push(values, t);
+      params.push(values === null ? null : codec.write(values, true), t);
     }
     const error = threadErrorAfter(outcome);
     sets.push('interrupts = ?', 'error = ?');
@@ -252,6 +266,7 @@ export function openContext(
         clauses.push('status = ?');
         params.push(q.status);
       }
+      if (codec.keyring && q.values && Object.keys(q.values).length) throw encryptedValuesFilter();
       clauses.push(...jsonFilter('"values"', q.values, params));
     }
     clauses.push(...jsonFilter('metadata', q.metadata, params));
@@ -263,5 +278,19 @@ export function openContext(
     return `ORDER BY ${by} ${q.sort_order === 'asc' ? 'ASC' : 'DESC'}, rowid DESC`;
   }
 
-  return { db, sql, inTx, emit, st, now, requireThread, settleThread, rollbackCheckpoints, searchWhere, orderBy };
+  return {
+    db,
+    codec,
+    ...rowReaders(codec),
+    sql,
+    inTx,
+    emit,
+    st,
+    now,
+    requireThread,
+    settleThread,
+    rollbackCheckpoints,
+    searchWhere,
+    orderBy,
+  };
 }

@@ -15,13 +15,14 @@ import type {
   RunRecord,
   StorageEvent,
 } from '../types.ts';
+import type { JsonCodec } from '../data-cipher.ts';
 import { j, jsonFilter, pj, pjn, type EmbeddedContext, type Row } from './context.ts';
 
 const SORT = new Set(['cron_id', 'assistant_id', 'thread_id', 'created_at', 'updated_at', 'next_run_date']);
 
 const msOf = (iso: string | null | undefined): number | null => (iso ? Date.parse(iso) : null);
 
-function toCron(r: Row): CronRecord {
+function toCron(r: Row, codec: JsonCodec): CronRecord {
   return {
     cron_id: r.cron_id as string,
     assistant_id: r.assistant_id as string,
@@ -32,7 +33,7 @@ function toCron(r: Row): CronRecord {
     timezone: (r.timezone as string | null) ?? null,
     created_at: r.created_at as string,
     updated_at: r.updated_at as string,
-    payload: pj(r.payload),
+    payload: codec.read(r.payload as string),
     user_id: (r.user_id as string | null) ?? null,
     next_run_date: r.next_ms === null || r.next_ms === undefined ? null : isoNow(Number(r.next_ms)),
     metadata: pj(r.metadata),
@@ -46,11 +47,11 @@ export function embeddedCrons(
   ctx: EmbeddedContext,
   runs: { createIn(run: NewRun, events: StorageEvent[]): RunRecord },
 ): CronStore {
-  const { sql, inTx, emit, now } = ctx;
+  const { sql, inTx, emit, now, codec } = ctx;
 
   function get(id: string): CronRecord | null {
     const row = sql('SELECT * FROM ap_crons WHERE cron_id = ?').get(id) as Row | undefined;
-    return row ? toCron(row) : null;
+    return row ? toCron(row, codec) : null;
   }
 
   function where(q: CronQuery, params: unknown[]): string {
@@ -83,7 +84,7 @@ export function embeddedCrons(
           c.timezone,
           ts,
           ts,
-          j(c.payload),
+          codec.write(c.payload ?? {}),
           c.user_id,
           msOf(c.next_run_date),
           j(c.metadata),
@@ -107,7 +108,7 @@ export function embeddedCrons(
           next.schedule,
           next.timezone,
           next.end_time,
-          j(next.payload),
+          codec.write(next.payload ?? {}),
           j(next.metadata),
           next.enabled ? 1 : 0,
           next.on_run_completed,
@@ -133,7 +134,7 @@ export function embeddedCrons(
         q.limit ?? 10,
         q.offset ?? 0,
       ) as Row[];
-      return rows.map(toCron);
+      return rows.map((r) => toCron(r, codec));
     },
     async count(q: CronQuery) {
       const params: unknown[] = [];
@@ -145,7 +146,7 @@ export function embeddedCrons(
         Date.now(),
         limit,
       ) as Row[];
-      return rows.map(toCron);
+      return rows.map((r) => toCron(r, codec));
     },
     async fire(tick: CronTick): Promise<CronTickResult> {
       const events: StorageEvent[] = [];

@@ -5,6 +5,7 @@
 import { EventEmitter } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type Database from 'better-sqlite3';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import type { Logger } from '../../../lib/logger.ts';
 import { migrateSqlite } from '../../../lib/migrations.ts';
@@ -21,6 +22,8 @@ import { embeddedRuns } from './runs.ts';
 import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
 import { WriteLock } from './write-lock.ts';
+import { resealEmbedded } from './reseal.ts';
+import { jsonCodec, type DataKeyring } from '../data-cipher.ts';
 
 export interface EmbeddedOptions {
   dataDir: string;
@@ -36,6 +39,8 @@ export interface EmbeddedOptions {
   streamRetentionMs?: number;
   /** Stream events kept elsewhere (Redis, --redis-url) instead of this process's memory; closed with the store. */
   streams?: StreamEventStore & { close(): Promise<void> };
+  /** The keys agent data is encrypted with at rest (LANGGRAPH_AES_KEY); without them it is stored in clear. */
+  keyring?: DataKeyring;
 }
 
 /**
@@ -84,15 +89,25 @@ function isRunning(pid: number): boolean {
 }
 
 /**
+ * With data keys, what a write replaces or deletes is overwritten in the file, not left in free pages: resealing
+ * data stored in clear must not leave the clear text behind.
+ */
+function secureDelete(db: Database.Database): void {
+  db.pragma('secure_delete = ON');
+}
+
+/**
  * The checkpoints of an embedded store through a connection of their own, for graphs executing on another thread
  * of the owning process (SQLite's WAL lets it write beside the store's connection; busy_timeout covers the lock).
  */
 export function openEmbeddedCheckpointer(
   file: string,
-  writeLock?: SharedArrayBuffer,
+  writeLock: SharedArrayBuffer | undefined,
+  keyring: DataKeyring | undefined,
 ): { saver: BaseCheckpointSaver; close(): void } {
   const db = openDatabase(file, writeLock && new WriteLock(writeLock));
-  const saver = checkpointSaver(db, statementCache(db));
+  if (keyring) secureDelete(db);
+  const saver = checkpointSaver(db, statementCache(db), keyring);
   return { saver, close: () => db.close() };
 }
 
@@ -100,11 +115,13 @@ export function openEmbeddedCheckpointer(
 export function openEmbeddedItems(
   file: string,
   config: ItemsConfig,
-  embedder?: Embedder,
-  writeLock?: SharedArrayBuffer,
+  embedder: Embedder | undefined,
+  writeLock: SharedArrayBuffer | undefined,
+  keyring: DataKeyring | undefined,
 ): { items: ItemStore; close(): void } {
   const db = openDatabase(file, writeLock && new WriteLock(writeLock));
-  return { items: sqliteItems(db, statementCache(db), config, embedder), close: () => db.close() };
+  if (keyring) secureDelete(db);
+  return { items: sqliteItems(db, statementCache(db), config, embedder, jsonCodec(keyring)), close: () => db.close() };
 }
 
 export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
@@ -114,21 +131,23 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   // Shared with the executor threads' connections to the file (CheckpointerSource.writeLock).
   const writeLock = new WriteLock();
   const db = openDatabase(file, writeLock);
+  if (opts.keyring) secureDelete(db);
   migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
   // Statements are prepared once per SQL text and transactions wrap a reused function: both show in profiles.
   const sql = statementCache(db);
-  const saver = checkpointSaver(db, sql);
+  const saver = checkpointSaver(db, sql, opts.keyring);
   saver.init();
+  const codec = jsonCodec(opts.keyring);
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
-  const ctx = openContext(db, sql, emitter, threadTtl.defaultMinutes, threadTtl.strategy);
+  const ctx = openContext(db, sql, emitter, codec, threadTtl.defaultMinutes, threadTtl.strategy);
   const runs = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
-  const items = sqliteItems(db, sql, itemsConfig, opts.embedder);
+  const items = sqliteItems(db, sql, itemsConfig, opts.embedder, codec);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
   const streams = opts.streams ?? embeddedStreamEvents({ retentionMs: streamRetentionMs });
   const streamSweeper = setInterval(
@@ -147,7 +166,13 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   return {
     kind: 'embedded',
     checkpointer: saver,
-    checkpointerSource: { kind: 'embedded', file, items: itemsConfig, writeLock: writeLock.buffer },
+    checkpointerSource: {
+      kind: 'embedded',
+      file,
+      items: itemsConfig,
+      writeLock: writeLock.buffer,
+      ...(opts.keyring ? { dataKeys: opts.keyring.material() } : {}),
+    },
     assistants: embeddedAssistants(ctx),
     threads,
     runs,
@@ -158,6 +183,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       emitter.on('event', listener);
       return () => emitter.off('event', listener);
     },
+    ...(opts.keyring ? { reseal: (signal) => resealEmbedded(db, opts.keyring!, signal) } : {}),
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);

@@ -16,6 +16,7 @@ import {
   type ItemsConfig,
 } from '../items.ts';
 import type { ItemSearch, ItemStore, Json, NamespaceQuery, StoreItem } from '../types.ts';
+import type { JsonCodec } from '../data-cipher.ts';
 
 type Row = {
   namespace: string;
@@ -33,13 +34,14 @@ export function sqliteItems(
   db: Database.Database,
   sql: (text: string) => Database.Statement,
   config: ItemsConfig,
-  embedder?: Embedder,
+  embedder: Embedder | undefined,
+  codec: JsonCodec,
 ): ItemStore {
   const nsPath = (ns: string[]) => ns.join('.');
   const toItem = (r: Row, score?: number | null): StoreItem => ({
     namespace: r.namespace.split('.'),
     key: r.key,
-    value: JSON.parse(r.value) as Json,
+    value: codec.read<Json>(r.value),
     created_at: r.created_at,
     updated_at: r.updated_at,
     ...(score !== undefined ? { score } : {}),
@@ -88,7 +90,7 @@ export function sqliteItems(
           updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes`).run(
           ns,
           key,
-          JSON.stringify(value),
+          codec.write(value),
           now,
           now,
           ttl ? Date.now() + ttl * 60_000 : null,
@@ -117,7 +119,7 @@ export function sqliteItems(
       });
     },
     async search(q: ItemSearch) {
-      const rows = underPrefix(q.namespace_prefix).filter((r) => matchesFilter(JSON.parse(r.value) as Json, q.filter));
+      const rows = underPrefix(q.namespace_prefix).filter((r) => matchesFilter(codec.read<Json>(r.value), q.filter));
       let page: Array<{ row: Row; score?: number | null }>;
       if (q.query && embedder) {
         const target = await embedder.embedQuery(q.query);

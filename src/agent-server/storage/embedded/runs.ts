@@ -23,12 +23,12 @@ import type {
   StorageEvent,
   SweepResult,
 } from '../types.ts';
-import { j, pj, pjn, toRun, type EmbeddedContext, type Row } from './context.ts';
+import { j, pj, type EmbeddedContext, type Row } from './context.ts';
 
 export function embeddedRuns(
   ctx: EmbeddedContext,
 ): RunStore & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
-  const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints } = ctx;
+  const { sql, inTx, st, emit, now, settleThread, rollbackCheckpoints, codec, toRun, readNullable } = ctx;
   /** A run and, once it has ended, its thread's values (getWithValues): a join's one read. */
   const runWithValues = sql(`SELECT r.*, CASE WHEN r.status IN (${TERMINAL_STATUSES_SQL}) THEN t."values" END AS _values
     FROM ap_runs r LEFT JOIN ap_threads t ON t.thread_id = r.thread_id WHERE r.run_id = ?`);
@@ -111,7 +111,7 @@ export function embeddedRuns(
       ts,
       ts,
       j(run.metadata),
-      j(run.kwargs),
+      codec.write(run.kwargs ?? {}),
       run.multitask_strategy,
       run.delay_ms ? Date.now() + run.delay_ms : null,
     );
@@ -145,7 +145,7 @@ export function embeddedRuns(
     async getWithValues(threadId: string, runId: string) {
       const r = runWithValues.get(runId) as Row | undefined;
       if (!r || r.thread_id !== threadId) return null;
-      return withEndedValues(toRun(r), pjn(r._values));
+      return withEndedValues(toRun(r), readNullable(r._values));
     },
     async getById(runId: string) {
       const r = st.getRun.get(runId) as Row | undefined;

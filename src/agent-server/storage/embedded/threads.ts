@@ -5,7 +5,7 @@ import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import { LATEST_TWO_CHECKPOINTS, LATEST_TWO_COLUMNS, type CheckpointSaver } from './checkpoint-saver.ts';
-import { j, toThread, type EmbeddedContext, type Row } from './context.ts';
+import { j, type EmbeddedContext, type Row } from './context.ts';
 
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
 // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
@@ -16,7 +16,7 @@ const THREAD_WITH_CHECKPOINTS = `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}
   WHERE t.thread_id = @thread_id ORDER BY ck.checkpoint_id DESC`;
 
 export function embeddedThreads(
-  { sql, inTx, st, emit, now, requireThread, searchWhere, orderBy }: EmbeddedContext,
+  { sql, inTx, st, emit, now, requireThread, searchWhere, orderBy, codec, toThread }: EmbeddedContext,
   saver?: CheckpointSaver,
 ): ThreadStore {
   interface DeletedRuns {
@@ -190,7 +190,8 @@ export function embeddedThreads(
     },
     async copy(id: string, newId: string) {
       return inTx(() => {
-        const src = toThread(requireThread(id));
+        const row = requireThread(id);
+        const src = toThread({ ...row, values: null });
         const ts = now();
         sql(`INSERT INTO ap_threads (thread_id, created_at, updated_at, state_updated_at, metadata, status,
           config, "values", interrupts, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
@@ -202,7 +203,8 @@ export function embeddedThreads(
           j({ ...src.metadata, thread_id: newId }),
           src.status === 'busy' ? 'idle' : src.status,
           j(src.config),
-          src.values === null ? null : JSON.stringify(src.values),
+          // As stored: the copy is sealed under the same key (rotation seals it again like any other row).
+          row.values ?? null,
           j(src.interrupts),
           src.error === null ? null : j(src.error),
         );
@@ -220,7 +222,7 @@ export function embeddedThreads(
         const ts = now();
         sql(`UPDATE ap_threads SET "values" = ?, interrupts = ?, state_updated_at = ?, updated_at = ?,
           status = coalesce(?, status) WHERE thread_id = ?`).run(
-          values === null ? null : JSON.stringify(values),
+          values === null ? null : codec.write(values),
           j(interrupts),
           ts,
           ts,

@@ -21,6 +21,7 @@ import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
 import { retryWhileUnreachable } from '../../../lib/connections.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
+import { EncryptingSerializer } from '../data-cipher.ts';
 import { byteaArray, jsonbArray } from './binary-array.ts';
 import { NO_CHECKPOINT_KEY } from '../types.ts';
 
@@ -98,6 +99,23 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       insertWrites: `ap_cp_insert_writes_${options.schema}`,
       batch: `ap_cp_batch_${options.schema}`,
     };
+  }
+
+  /**
+   * Metadata stays plain JSON when checkpoints are sealed: it is a jsonb column the package filters in SQL, and
+   * the package parses the serde's output as JSON here.
+   */
+  protected override async _dumpMetadata(metadata: CheckpointMetadata): Promise<unknown> {
+    if (!(this.serde instanceof EncryptingSerializer)) return super._dumpMetadata(metadata);
+    const [, data] = await this.serde.inner.dumpsTyped(metadata);
+    return JSON.parse(new TextDecoder().decode(data).replace(/\0/g, '')) as unknown;
+  }
+
+  /** The package revives metadata by a round trip through the serde: through the plain one (see _dumpMetadata). */
+  protected override async _loadMetadata(metadata: Record<string, unknown>): Promise<CheckpointMetadata> {
+    if (!(this.serde instanceof EncryptingSerializer)) return super._loadMetadata(metadata);
+    const [type, data] = await this.serde.inner.dumpsTyped(metadata);
+    return (await this.serde.inner.loadsTyped(type, data)) as CheckpointMetadata;
   }
 
   /** Tuples read ahead (readAhead, keepAhead) for one reader each. */

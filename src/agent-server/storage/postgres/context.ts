@@ -5,7 +5,8 @@ import type { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
-import { isoNow, outcomeValuesText, THREAD_HEAD_COLUMNS } from '../common.ts';
+import { encryptedValuesFilter, isoNow, outcomeValuesText, THREAD_HEAD_COLUMNS } from '../common.ts';
+import { fromJsonb, jsonCodec, type DataKeyring, type JsonCodec } from '../data-cipher.ts';
 import { keepListening } from './listen.ts';
 import type { Embedder, ItemsConfig } from '../items.ts';
 import type { ThreadTtlConfig } from '../thread-ttl.ts';
@@ -42,6 +43,8 @@ export interface PostgresOptions {
   streamRetentionMs?: number;
   /** Stream events kept elsewhere (Redis, --redis-url) instead of the stream_events table; closed with the store. */
   streams?: StreamEventStore & { close(): Promise<void> };
+  /** The keys agent data is encrypted with at rest (LANGGRAPH_AES_KEY); without them it is stored in clear. */
+  keyring?: DataKeyring;
 }
 
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change
@@ -68,7 +71,7 @@ export function toAssistant(r: Row): Assistant {
   };
 }
 
-export function toThread(r: Row): Thread {
+function toThread(r: Row, codec: JsonCodec): Thread {
   return {
     thread_id: r.thread_id as string,
     created_at: ts(r.created_at),
@@ -77,13 +80,13 @@ export function toThread(r: Row): Thread {
     metadata: r.metadata as Json,
     status: r.status as Thread['status'],
     config: r.config as Json,
-    values: (r.values as Json | null) ?? null,
+    values: fromJsonb<Json | null>(codec, r.values) ?? null,
     interrupts: r.interrupts as Json,
     error: (r.error as Json | null) ?? null,
   };
 }
 
-export function toRun(r: Row): RunRecord {
+function toRun(r: Row, codec: JsonCodec): RunRecord {
   return {
     run_id: r.run_id as string,
     thread_id: r.thread_id as string,
@@ -92,7 +95,7 @@ export function toRun(r: Row): RunRecord {
     updated_at: ts(r.updated_at),
     metadata: r.metadata as Json,
     status: r.status as RunStatus,
-    kwargs: r.kwargs as Json,
+    kwargs: fromJsonb<Json>(codec, r.kwargs),
     multitask_strategy: r.multitask_strategy as RunRecord['multitask_strategy'],
     attempt: r.attempt as number,
     worker_id: (r.worker_id as string | null) ?? null,
@@ -129,13 +132,22 @@ export async function openContext(
   const channel = `${s}_events`;
   const gate: ClaimGate = { changes: 0, quietAt: -1, dueAt: Infinity };
   const origin = randomUUID();
-  const helpers = sharedHelpers(pool, s, channel, origin, gate, emitter);
+  const helpers = sharedHelpers(pool, s, channel, origin, gate, emitter, jsonCodec(opts.keyring));
   const listener = await startListener(opts, channel, (tagged) => {
     const { o, more, ...e } = tagged as StorageEvent & { o?: string; more?: boolean };
     if (o !== origin && e.type !== 'cancel' && !(e.type === 'run_done' && more === false)) helpers.changed();
     emitter.emit('event', e as StorageEvent);
   });
   return { ...helpers, listener };
+}
+
+/**
+ * A thread's values (JSON text, null, or undefined for unchanged) as the jsonb parameter to store: sealed, a JSON
+ * string holding the sealed text.
+ */
+export function valuesParam(codec: JsonCodec, text: string | null | undefined): string | null | undefined {
+  if (text === undefined || text === null || !codec.keyring) return text;
+  return JSON.stringify(codec.write(text, true));
 }
 
 function sharedHelpers(
@@ -145,6 +157,7 @@ function sharedHelpers(
   origin: string,
   gate: ClaimGate,
   emitter: EventEmitter,
+  codec: JsonCodec,
 ) {
   const changed = () => void gate.changes++;
   const afterWrite = async <T>(p: Promise<T>): Promise<T> => {
@@ -229,7 +242,7 @@ function sharedHelpers(
     const status = threadStatusAfter(outcome, await hasPending(c, threadId));
     const threadError = threadErrorAfter(outcome);
     const error = threadError === null ? null : JSON.stringify(threadError);
-    const values = outcomeValuesText(outcome);
+    const values = valuesParam(codec, outcomeValuesText(outcome));
     if (values !== undefined) {
       await c.query(
         `UPDATE ${s}.threads SET status = $2, "values" = $3, state_updated_at = now(), updated_at = now(),
@@ -301,7 +314,10 @@ function sharedHelpers(
     } else {
       if (q.ids?.length) clauses.push(`thread_id = ANY(${p(q.ids)}::uuid[])`);
       if (q.status) clauses.push(`status = ${p(q.status)}`);
-      if (q.values && Object.keys(q.values).length) clauses.push(`"values" @> ${p(JSON.stringify(q.values))}::jsonb`);
+      if (q.values && Object.keys(q.values).length) {
+        if (codec.keyring) throw encryptedValuesFilter();
+        clauses.push(`"values" @> ${p(JSON.stringify(q.values))}::jsonb`);
+      }
     }
     if (q.metadata && Object.keys(q.metadata).length)
       clauses.push(`metadata @> ${p(JSON.stringify(q.metadata))}::jsonb`);
@@ -316,6 +332,9 @@ function sharedHelpers(
   return {
     pool,
     s,
+    codec,
+    toThread: (r: Row) => toThread(r, codec),
+    toRun: (r: Row) => toRun(r, codec),
     channel,
     origin,
     gate,

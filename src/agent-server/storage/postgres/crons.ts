@@ -2,6 +2,7 @@
 // row (SKIP LOCKED: another replica is firing it), checks the tick is still the one read, moves next_run_date on
 // and creates the run, so a tick is claimed exactly once and never without its run.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
+import { fromJsonb, jsonbParam, type JsonCodec } from '../data-cipher.ts';
 import { isoNow } from '../common.ts';
 import type {
   CronPatch,
@@ -23,7 +24,7 @@ const SORT = new Set(['cron_id', 'assistant_id', 'thread_id', 'created_at', 'upd
 const ts = (v: unknown): string | null =>
   v === null || v === undefined ? null : v instanceof Date ? isoNow(v.getTime()) : String(v);
 
-function toCron(r: Row): CronRecord {
+function toCron(r: Row, codec: JsonCodec): CronRecord {
   return {
     cron_id: r.cron_id as string,
     assistant_id: r.assistant_id as string,
@@ -34,7 +35,7 @@ function toCron(r: Row): CronRecord {
     timezone: (r.timezone as string | null) ?? null,
     created_at: ts(r.created_at)!,
     updated_at: ts(r.updated_at)!,
-    payload: r.payload as CronRecord['payload'],
+    payload: fromJsonb<CronRecord['payload']>(codec, r.payload),
     user_id: (r.user_id as string | null) ?? null,
     next_run_date: ts(r.next_run_date),
     metadata: r.metadata as CronRecord['metadata'],
@@ -45,7 +46,7 @@ function toCron(r: Row): CronRecord {
 }
 
 export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun): Promise<RunRecord> }): CronStore {
-  const { pool, s, tx, local } = ctx;
+  const { pool, s, tx, local, codec } = ctx;
 
   function where(q: CronQuery, params: unknown[]): string {
     const clauses: string[] = [];
@@ -62,7 +63,7 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
     const { rows } = await c.query(`SELECT ${COLS} FROM ${s}.crons WHERE cron_id = $1${lock ? ' FOR UPDATE' : ''}`, [
       id,
     ]);
-    return rows[0] ? toCron(rows[0] as Row) : null;
+    return rows[0] ? toCron(rows[0] as Row, codec) : null;
   }
 
   return {
@@ -79,7 +80,7 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
           c.end_time,
           c.schedule,
           c.timezone,
-          JSON.stringify(c.payload),
+          jsonbParam(codec, c.payload ?? {}),
           c.user_id,
           c.next_run_date,
           JSON.stringify(c.metadata),
@@ -89,7 +90,7 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
         ],
       );
       if (!rows[0]) throw new ConflictError(`Cron ${c.cron_id} already exists`);
-      return toCron(rows[0] as Row);
+      return toCron(rows[0] as Row, codec);
     },
     get: (id) => get(pool, id),
     async patch(id: string, p: CronPatch) {
@@ -106,14 +107,14 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
             n.schedule,
             n.timezone,
             n.end_time,
-            JSON.stringify(n.payload),
+            jsonbParam(codec, n.payload ?? {}),
             JSON.stringify(n.metadata),
             n.enabled,
             n.on_run_completed,
             n.next_run_date,
           ],
         );
-        return toCron(rows[0] as Row);
+        return toCron(rows[0] as Row, codec);
       });
     },
     async delete(id: string) {
@@ -131,7 +132,7 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
         LIMIT $${params.length - 1} OFFSET $${params.length}`,
         params,
       );
-      return rows.map((r) => toCron(r as Row));
+      return rows.map((r) => toCron(r as Row, codec));
     },
     async count(q: CronQuery) {
       const params: unknown[] = [];
@@ -144,7 +145,7 @@ export function postgresCrons(ctx: PgContext, runs: { createIn(c: Q, run: NewRun
         ORDER BY next_run_date LIMIT $1`,
         [limit],
       );
-      return rows.map((r) => toCron(r as Row));
+      return rows.map((r) => toCron(r as Row, codec));
     },
     async fire(tick: CronTick): Promise<CronTickResult> {
       const result = await tx(async (c): Promise<CronTickResult> => {

@@ -16,6 +16,7 @@ import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../ty
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { EncryptingSerializer, jsonCodec, type DataKeyring } from '../data-cipher.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
 import { postgresCrons } from './crons.ts';
@@ -23,6 +24,7 @@ import { MIGRATION_LOCK, migratePostgres } from './migrations.ts';
 import { postgresRuns } from './runs.ts';
 import { postgresStreamEvents } from './stream-events.ts';
 import { postgresThreads } from './threads.ts';
+import { resealPostgres } from './reseal.ts';
 
 export type { PostgresOptions } from './context.ts';
 
@@ -37,13 +39,18 @@ export const EXECUTOR_APPLICATION = 'agentplane executor';
  * The checkpoints of a Postgres store through a pool of their own (for graphs executing on another thread);
  * the store's migrations have already created the tables.
  */
-export function openPostgresCheckpointer(databaseUrl: string, schema: string, poolSize = 10) {
+export function openPostgresCheckpointer(
+  databaseUrl: string,
+  schema: string,
+  poolSize: number,
+  keyring: DataKeyring | undefined,
+) {
   const pool = newPgPool({
     connectionString: databaseUrl,
     max: poolSize,
     fallback_application_name: EXECUTOR_APPLICATION,
   });
-  const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema });
+  const saver = new FewerTripsPostgresSaver(pool, checkpointSerde(keyring), { schema });
   return { saver, close: () => pool.end() };
 }
 
@@ -57,12 +64,13 @@ export function openPostgresItems(
   config: ItemsConfig,
   embedder: Embedder | undefined,
   semantic: boolean,
+  keyring: DataKeyring | undefined,
   poolSize = 5,
 ): { items: ItemStore; close(): Promise<void> } {
   const pool = newPgPool({ connectionString: databaseUrl, max: poolSize });
   const pgStore = newPostgresStore(databaseUrl, schema, config, semantic ? embedder : undefined);
   return {
-    items: postgresItems(pool, schema, pgStore, config, semantic),
+    items: postgresItems(pool, schema, pgStore, config, semantic, jsonCodec(keyring)),
     close: async () => {
       await pgStore.stop();
       await pool.end();
@@ -78,10 +86,18 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     { connectionString: opts.databaseUrl, max: opts.poolSize ?? 20, fallback_application_name: HTTP_APPLICATION },
     onError,
   );
-  const saver = new FewerTripsPostgresSaver(pool, new LeanCheckpointSerializer(), { schema: s });
+  const saver = new FewerTripsPostgresSaver(pool, checkpointSerde(opts.keyring), { schema: s });
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
   let semantic = !!(opts.embedder && itemsConfig.index);
+  if (semantic && opts.keyring) {
+    // PostgresStore embeds the value it stores, which is sealed: there would be nothing to embed.
+    semantic = false;
+    opts.logger?.warn(
+      'langgraph.json "store.index" asks for semantic search, which on Postgres is not available while agent data ' +
+        'is encrypted at rest (LANGGRAPH_AES_KEY): store search ignores "query"',
+    );
+  }
   if (semantic && !(await pgvectorAvailable(pool))) {
     semantic = false;
     opts.logger?.warn(
@@ -104,7 +120,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   const ctx = await openContext(opts, pool, s, emitter);
-  const items = postgresItems(pool, s, pgStore, itemsConfig, semantic);
+  const items = postgresItems(pool, s, pgStore, itemsConfig, semantic, jsonCodec(opts.keyring));
   const runs = postgresRuns(ctx);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
   const streams =
@@ -132,7 +148,14 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   return {
     kind: 'postgres',
     checkpointer: saver,
-    checkpointerSource: { kind: 'postgres', databaseUrl: opts.databaseUrl, schema: s, items: itemsConfig, semantic },
+    checkpointerSource: {
+      kind: 'postgres',
+      databaseUrl: opts.databaseUrl,
+      schema: s,
+      items: itemsConfig,
+      semantic,
+      ...(opts.keyring ? { dataKeys: opts.keyring.material() } : {}),
+    },
     assistants: postgresAssistants(ctx),
     threads,
     runs,
@@ -143,6 +166,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       emitter.on('event', fn);
       return () => emitter.off('event', fn);
     },
+    ...(opts.keyring ? { reseal: (signal) => resealPostgres(pool, s, opts.keyring!, signal) } : {}),
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);
@@ -154,6 +178,11 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       await pool.end();
     },
   };
+}
+
+/** The checkpoints' serde: sealing what it writes when there are data keys. */
+function checkpointSerde(keyring: DataKeyring | undefined) {
+  return keyring ? new EncryptingSerializer(new LeanCheckpointSerializer(), keyring) : new LeanCheckpointSerializer();
 }
 
 /** SQL literal of a default thread TTL (a number from validated config), or NULL. */

@@ -9,7 +9,15 @@ import pg from 'pg';
 import { guardPgPool } from '../../../lib/connections.ts';
 import { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { isoNow } from '../common.ts';
-import { ItemsBaseStore, isOperators, listNamespaces, type Embedder, type ItemsConfig } from '../items.ts';
+import {
+  ItemsBaseStore,
+  isOperators,
+  listNamespaces,
+  matchesFilter,
+  type Embedder,
+  type ItemsConfig,
+} from '../items.ts';
+import { isSealed, type JsonCodec } from '../data-cipher.ts';
 import type { ItemSearch, ItemStore, Json, NamespaceQuery, StoreItem } from '../types.ts';
 
 const encodeLabel = (l: string) =>
@@ -57,6 +65,21 @@ export function storePool(store: PostgresStore): pg.Pool {
   return pool;
 }
 
+/**
+ * The key of the one-key object a sealed item value is stored as: PostgresStore takes objects only. Its filters and
+ * embeddings would see only this key, so a sealed store filters in JavaScript and has no semantic search.
+ */
+export const SEALED_ITEM_KEY = '$agentplane_sealed';
+
+/** An item's stored value, opened when sealed. */
+function openItemValue(codec: JsonCodec, value: unknown): Json {
+  const sealed = (value as Record<string, unknown> | null)?.[SEALED_ITEM_KEY];
+  if (typeof sealed === 'string' && isSealed(sealed) && Object.keys(value as object).length === 1) {
+    return codec.read<Json>(sealed);
+  }
+  return value as Json;
+}
+
 /** The items over `pg` (LangGraph's store) and `pool` (our reads); both in `schema`. */
 export function postgresItems(
   pool: pg.Pool,
@@ -64,13 +87,15 @@ export function postgresItems(
   pgStore: PostgresStore,
   config: ItemsConfig,
   semantic: boolean,
+  codec: JsonCodec,
 ): ItemStore {
   const table = `"${schema}".store`;
   const live = '(expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)';
+  const sealing = !!codec.keyring;
   const toItem = (r: Record<string, unknown>, score?: number | null): StoreItem => ({
     namespace: decodePath(r.namespace_path as string),
     key: r.key as string,
-    value: r.value as Json,
+    value: openItemValue(codec, r.value),
     created_at: ts(r.created_at),
     updated_at: ts(r.updated_at),
     ...(score !== undefined ? { score } : {}),
@@ -150,7 +175,7 @@ export function postgresItems(
       await pgStore.put(
         encodeNamespace(namespace),
         key,
-        value,
+        sealing ? { [SEALED_ITEM_KEY]: codec.write(value) } : value,
         semantic ? opts.index : false,
         opts.ttl ? { ttl: opts.ttl } : undefined,
       );
@@ -187,20 +212,29 @@ export function postgresItems(
         }));
       }
       const params: unknown[] = [];
-      const where = [live, ...filterSql(q.filter, params)];
+      // Sealed values can only be compared once opened: the filter then runs here, over the prefix's items.
+      const inJs = sealing && !!q.filter && Object.keys(q.filter).length > 0;
+      const where = [live, ...(inJs ? [] : filterSql(q.filter, params))];
       if (q.namespace_prefix.length) {
         params.push(nsPath(q.namespace_prefix));
         const n = `$${params.length}`;
         where.push(`(namespace_path = ${n} OR left(namespace_path, length(${n}) + 1) = ${n} || ':')`);
       }
-      params.push(q.limit, q.offset);
-      const { rows } = await pool.query(
-        `SELECT namespace_path, key, value, created_at, updated_at FROM ${table}
-        WHERE ${where.join(' AND ')} ORDER BY updated_at DESC, namespace_path, key
-        LIMIT $${params.length - 1} OFFSET $${params.length}`,
-        params,
-      );
-      if (q.refresh_ttl ?? config.ttl.refreshOnRead) await refresh(rows);
+      const order = `ORDER BY updated_at DESC, namespace_path, key`;
+      const select = `SELECT namespace_path, key, value, created_at, updated_at FROM ${table}
+        WHERE ${where.join(' AND ')} ${order}`;
+      let rows: Record<string, unknown>[];
+      if (inJs) {
+        const all = (await pool.query(select, params)).rows as Record<string, unknown>[];
+        rows = all
+          .filter((r) => matchesFilter(openItemValue(codec, r.value), q.filter))
+          .slice(q.offset, q.offset + q.limit);
+      } else {
+        params.push(q.limit, q.offset);
+        rows = (await pool.query(`${select} LIMIT $${params.length - 1} OFFSET $${params.length}`, params)).rows;
+      }
+      if (q.refresh_ttl ?? config.ttl.refreshOnRead)
+        await refresh(rows as Array<{ namespace_path: unknown; key: unknown }>);
       return rows.map((r) => toItem(r));
     },
     async listNamespaces(q: NamespaceQuery) {

@@ -5,7 +5,8 @@ import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/
 import { outcomeValuesText, TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
 import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
 import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
-import { RUN_COLS, toRun, type PgContext, type Q } from './context.ts';
+import { RUN_COLS, valuesParam, type PgContext, type Q } from './context.ts';
+import { fromJsonb, jsonbParam } from '../data-cipher.ts';
 
 /**
  * The run create's fast path (postgresRuns' create) in four forms: with or without the claim, with or without the
@@ -65,6 +66,8 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
   const {
     pool,
     s,
+    codec,
+    toRun,
     channel,
     origin,
     gate,
@@ -129,7 +132,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         run.thread_id,
         run.assistant_id,
         JSON.stringify(run.metadata),
-        JSON.stringify(run.kwargs),
+        jsonbParam(codec, run.kwargs ?? {}),
         run.multitask_strategy,
         JSON.stringify(run.thread_metadata),
         channel,
@@ -206,7 +209,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
             AND p.status = 'pending' AND p.run_id <> $1) AS more FROM r),
         n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)`;
   const finishParams = (runId: string, workerId: string, outcome: RunOutcome): unknown[] => {
-    const values = outcomeValuesText(outcome);
+    const values = valuesParam(codec, outcomeValuesText(outcome));
     return [
       runId,
       workerId,
@@ -242,7 +245,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
           run.thread_id,
           run.assistant_id,
           JSON.stringify(run.metadata),
-          JSON.stringify(run.kwargs),
+          jsonbParam(codec, run.kwargs ?? {}),
           run.multitask_strategy,
           JSON.stringify(run.thread_metadata),
           channel,
@@ -282,7 +285,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       const { rows } = await pool.query(named('run_get_values', RUN_WITH_VALUES, [runId, threadId]));
       const row = rows[0] as Record<string, unknown> | undefined;
       if (!row) return null;
-      return withEndedValues(toRun(row), (row._values as Json | null) ?? null);
+      return withEndedValues(toRun(row), fromJsonb<Json | null>(codec, row._values) ?? null);
     },
     async getById(runId: string) {
       const { rows } = await pool.query(

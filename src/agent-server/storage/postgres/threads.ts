@@ -5,7 +5,8 @@ import { pruneBusyDetail } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { THREAD_COLS, toThread, type PgContext, type Q } from './context.ts';
+import { THREAD_COLS, type PgContext, type Q } from './context.ts';
+import { jsonbParam } from '../data-cipher.ts';
 
 /** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
 const CHECKPOINT_COLS = [
@@ -20,7 +21,7 @@ const CHECKPOINT_COLS = [
 ];
 
 export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver): ThreadStore {
-  const { pool, s, named, tx, notify, requireThread, where, orderBy } = ctx;
+  const { pool, s, named, tx, notify, requireThread, where, orderBy, codec, toThread } = ctx;
 
   // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
   // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
@@ -265,7 +266,7 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
         WHERE thread_id = $1 AND status IN ('pending','running')) THEN status ELSE $4 END WHERE thread_id = $1`,
         [
           id,
-          values === null ? null : JSON.stringify(values),
+          values === null ? null : jsonbParam(codec, values),
           JSON.stringify(interrupts),
           interrupted ? 'interrupted' : 'idle',
         ],

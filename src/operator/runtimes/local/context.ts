@@ -61,6 +61,11 @@ export type LocalRuntimeOptions = {
   origins?: AgentOrigins;
   /** Backoff of agent servers started again after they ended or could not start (restart-policy.ts has the default). */
   restartPolicy?: RestartPolicy;
+  /**
+   * The variables that give a deployment's agent server its data keys (LANGGRAPH_AES_KEY: encryption at rest of its
+   * threads, checkpoints, store items and run inputs); without it agent data is stored in clear.
+   */
+  dataKeys?: (ref: DeploymentRef) => Promise<Record<string, string>>;
 };
 
 export type Server = {

@@ -137,12 +137,15 @@ export async function startServer(
   const data = await dataPlace(ctx, spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
   if (ctx.gone.has(spec.deploymentId) || ctx.closed) throw new Error(`deployment ${spec.deployment} is gone`);
   await mkdir(home, { recursive: true });
+  // After the workspace's secrets: a secret named LANGGRAPH_AES_KEY does not replace the platform's key.
+  const dataKeys = (await ctx.opts.dataKeys?.(spec)) ?? {};
   const env = childEnv({
     base: ctx.opts.baseEnv ?? process.env,
     home,
     npmCache: join(home, '.npm'),
     extra: {
       ...spec.env,
+      ...dataKeys,
       ...data.env,
       ...deploymentAuthEnv(
         ctx.opts.deploymentTokenKey && { controlPlaneUrl: ctx.baseUrl, tokenKey: ctx.opts.deploymentTokenKey },
