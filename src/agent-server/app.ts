@@ -158,6 +158,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(runMetrics ? { runMetrics } : {}),
     ...(deps.ui ? { ui: deps.ui } : {}),
     ...(customAuth ? { auth: customAuth } : {}),
+    ...(ext.http.mount_prefix ? { mountPrefix: ext.http.mount_prefix } : {}),
   });
   return app;
 }

@@ -19,6 +19,10 @@ export interface RouteDeps {
   runMetrics?: RunMetrics;
   /** langgraph.json's custom auth: commands over a WebSocket are authorized with it one by one. */
   auth?: CustomAuth;
+  /** langgraph.json http.mount_prefix: MCP and A2A put it before the API paths they call as the caller. */
+  mountPrefix?: string;
+  /** The deployment's public URL (agent cards name it); else taken from each request's Host. */
+  publicUrl?: string;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
 }
