@@ -108,5 +108,66 @@ describe(
         await Promise.all([alice.close(), bob.close(), aliceOnB.close()]);
       }
     });
+
+    const a2a = async (url: string, token: string | null, body: unknown) => {
+      const res = await fetch(`${url}/a2a/whoami`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
+    };
+    const sendData = (id: number, message: Record<string, unknown>) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'SendMessage',
+      params: { message: { messageId: `m${id}`, role: 'ROLE_USER', parts: [{ data: {} }], ...message } },
+    });
+
+    it("refuses A2A without a token or with another workspace key, and keeps alice's A2A task and context hers", async () => {
+      expect((await a2a(a.url, null, sendData(1, {}))).status).toBe(401);
+      expect((await fetch(`${a.url}/a2a/whoami/.well-known/agent-card.json`)).status).toBe(401);
+      const foreign = await fetch(`${a.url}/.well-known/agent-card.json?assistant_id=whoami`, {
+        headers: { authorization: 'Bearer token-alice', 'x-api-key': OTHER_WORKSPACE_KEY },
+      });
+      expect(foreign.status).toBe(401);
+      const card = await fetch(`${a.url}/a2a/whoami/.well-known/agent-card.json`, {
+        headers: { authorization: 'Bearer token-alice' },
+      });
+      expect(((await card.json()) as { name: string }).name).toBe('whoami');
+
+      const mine = await a2a(a.url, 'token-alice', sendData(2, { contextId: 'alice-private-context' }));
+      expect(mine.body.result.task.status.state).toBe('TASK_STATE_COMPLETED');
+      expect(mine.body.result.task.artifacts[0].parts[0].data).toMatchObject({ user_id: 'alice' });
+      const taskId = mine.body.result.task.id as string;
+
+      for (const server of [a, b]) {
+        const got = await a2a(server.url, 'token-bob', {
+          jsonrpc: '2.0',
+          id: 3,
+          method: 'GetTask',
+          params: { id: taskId },
+        });
+        expect(got.body).toMatchObject({ id: 3, error: { code: -32001 } });
+        const sub = await a2a(server.url, 'token-bob', {
+          jsonrpc: '2.0',
+          id: 4,
+          method: 'tasks/resubscribe',
+          params: { id: taskId },
+        });
+        expect(sub.body).toMatchObject({ id: 4, error: { code: -32001 } });
+        // The same context name is alice's thread: bob's message to it finds no thread of his.
+        const joined = await a2a(server.url, 'token-bob', sendData(5, { contextId: 'alice-private-context' }));
+        expect(joined.body.error?.message).toContain('Thread not found');
+      }
+      // Alice reads her task on the replica that did not run it.
+      const onB = await a2a(b.url, 'token-alice', {
+        jsonrpc: '2.0',
+        id: 6,
+        method: 'tasks/get',
+        params: { id: taskId },
+      });
+      expect(onB.body.result).toMatchObject({ kind: 'task', id: taskId, status: { state: 'completed' } });
+    });
   },
 );

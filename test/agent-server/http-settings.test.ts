@@ -91,6 +91,25 @@ describe('disable_mcp and disable_a2a', () => {
     const search = await off.inject({ method: 'POST', url: '/assistants/search', payload: {} });
     expect(search.statusCode).toBe(200);
   });
+
+  it('answer 404 on /a2a/{assistant_id} and both agent card paths', async () => {
+    const requests = [
+      { method: 'GET' as const, url: '/a2a/counter/.well-known/agent-card.json' },
+      { method: 'GET' as const, url: '/.well-known/agent-card.json?assistant_id=counter' },
+      {
+        method: 'POST' as const,
+        url: '/a2a/counter',
+        payload: { jsonrpc: '2.0', id: 1, method: 'tasks/get', params: {} },
+      },
+    ];
+    for (const r of requests) {
+      const res = await off.inject(r);
+      expect(res.statusCode, r.url).toBe(404);
+      expect(res.json()).toEqual({ detail: `Not found: ${r.method} ${r.url}` });
+      // With A2A on the routes answer themselves (this app has no assistants: the agent is not found).
+      expect((await on.inject(r)).json(), `${r.url} with A2A on`).not.toEqual(res.json());
+    }
+  });
 });
 
 it('auth.openapi: /openapi.json declares the security schemes, the default requirement and per-route ones', async () => {

@@ -33,9 +33,12 @@ export async function startHarness(opts: {
   concurrency?: number;
   /** Run graphs on this many executor threads instead of the engine's thread. */
   executorThreads?: number;
+  /** Another langgraph.json than the fixture graphs'. */
+  configPath?: string;
 }): Promise<Harness> {
+  const configPath = opts.configPath ?? FIXTURE_CONFIG;
   const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
-  const graphs = await loadGraphs(FIXTURE_CONFIG, { logger });
+  const graphs = await loadGraphs(configPath, { logger });
   let cleanup: () => Promise<void>;
   let storage: Storage;
   if (opts.store === 'postgres') {
@@ -58,7 +61,7 @@ export async function startHarness(opts: {
           executor: (inline: RunExecutor) =>
             (threads = ThreadExecutor.start(
               opts.executorThreads!,
-              { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 },
+              { configPath, source: storage.checkpointerSource, poolSize: 4 },
               logger,
               inline,
             )),
