@@ -290,3 +290,23 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(frames.at(-1)!.result).toMatchObject({ final: true, status: { state: 'completed' } });
   });
 });
+
+it('names the configured public URL (--public-url) in the card, whatever host the request came to', async () => {
+  const h = await startHarness({
+    store: 'embedded',
+    configPath: CONFIG,
+    publicUrl: 'https://agents.example.com/team/',
+  });
+  try {
+    const card = (await h.app
+      .inject({
+        url: '/a2a/echo/.well-known/agent-card.json',
+        headers: { host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+      })
+      .then((r) => r.json())) as { url: string; supportedInterfaces: Array<{ url: string }> };
+    expect(card.url).toMatch(/^https:\/\/agents\.example\.com\/team\/a2a\/[0-9a-f-]{36}$/);
+    expect(card.supportedInterfaces.map((i) => i.url)).toEqual([card.url, card.url]);
+  } finally {
+    await h.close();
+  }
+});

@@ -35,6 +35,8 @@ export async function startHarness(opts: {
   executorThreads?: number;
   /** Another langgraph.json than the fixture graphs'. */
   configPath?: string;
+  /** The deployment's public URL (--public-url). */
+  publicUrl?: string;
 }): Promise<Harness> {
   const configPath = opts.configPath ?? FIXTURE_CONFIG;
   const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
@@ -70,7 +72,15 @@ export async function startHarness(opts: {
     concurrency: opts.concurrency ?? 4,
     runTimeoutMs: opts.runTimeoutMs ?? 60_000,
   });
-  const app = await buildApp({ storage, graphs, engine, logger, bodyLimit: opts.bodyLimit, keepAliveMs: 200 });
+  const app = await buildApp({
+    storage,
+    graphs,
+    engine,
+    logger,
+    bodyLimit: opts.bodyLimit,
+    keepAliveMs: 200,
+    ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
+  });
   // The suites mean to exercise the threads: wait until they are up instead of starting on the fallback.
   await threads?.whenReady();
   await engine.start();
