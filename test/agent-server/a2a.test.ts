@@ -263,9 +263,15 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(push).toMatchObject({ id: 6, error: { code: -32003 } });
     const unknownMethod = JSON.parse((await raw({ jsonrpc: '2.0', id: 7, method: 'nope' })).text);
     expect(unknownMethod).toMatchObject({ id: 7, error: { code: -32601 } });
-    const missing = await raw({ jsonrpc: '2.0', id: 8, method: 'message/send', params: {} }, 'no-such-assistant');
-    expect(missing.status).toBe(404);
-    expect(JSON.parse(missing.text)).toMatchObject({ id: 8, error: { code: -32602 } });
+    // An assistant that is not there (or hidden from the caller): the request's error, naming it.
+    for (const parts of [[{ kind: 'data', data: {} }], [{ kind: 'text', text: 'hi' }]]) {
+      const missing = await raw(
+        { jsonrpc: '2.0', id: 8, method: 'message/send', params: { message: { messageId: 'm', role: 'user', parts } } },
+        'no-such-assistant',
+      );
+      expect(JSON.parse(missing.text)).toMatchObject({ id: 8, error: { code: -32602 } });
+      expect(JSON.parse(missing.text).error.message).toContain('no-such-assistant');
+    }
 
     // message/stream over raw 0.3: SSE of JSON-RPC responses, the last status-update final.
     const streamed = await raw({

@@ -26,9 +26,20 @@ export function threadOfContext(contextId: string): string {
 
 export interface AgentContext {
   api: CallerApi;
+  /** The assistant (or graph id) of the URL, as the runs name it: the API resolves it and says when it is missing. */
   assistantId: string;
-  /** Whether the graph's input has `messages` (text parts go there). */
-  takesMessages: boolean;
+  /** Whether the graph's input has `messages` (text parts go there); asked only when a message has text. */
+  takesMessages(): Promise<boolean>;
+}
+
+/** Whether an assistant's graph takes `messages` in its input, read as the caller; its absence is not found. */
+export async function takesMessages(api: CallerApi, assistantId: string): Promise<boolean> {
+  const res = await api.call('GET', `/assistants/${encodeURIComponent(assistantId)}/schemas`);
+  if (res.status === 404 || res.status === 422)
+    throw new RpcError(INVALID_PARAMS, `Assistant not found: ${assistantId}`);
+  if (res.status !== 200) refused(res, 'reading the agent');
+  const input = (res.body as { input_schema?: { properties?: Record<string, unknown> } }).input_schema;
+  return !!input?.properties?.messages;
 }
 
 interface RunRow {
@@ -45,9 +56,10 @@ interface ThreadRow {
   interrupts?: Record<string, Array<{ id?: string; value?: unknown }>>;
 }
 
-function refused(answer: ApiAnswer, what: string): never {
+/** An API error answer in A2A's terms: `notFound` is the code a 404 becomes (a task, or what a message named). */
+function refused(answer: ApiAnswer, what: string, notFound = TASK_NOT_FOUND): never {
   const detail = detailOf(answer);
-  if (answer.status === 404) throw new RpcError(TASK_NOT_FOUND, `${what}: ${detail}`);
+  if (answer.status === 404) throw new RpcError(notFound, `${what}: ${detail}`);
   if (answer.status < 500) throw new RpcError(INVALID_PARAMS, `${what}: ${detail}`, { status: answer.status });
   throw new RpcError(INTERNAL_ERROR, `${what}: the server failed (status ${answer.status})`);
 }
@@ -60,7 +72,7 @@ function parseTaskId(id: string): { threadId: string; runId: string } {
 }
 
 /** The graph input of a user message: text parts become a user message, data parts (objects) merge in. */
-function inputOf(ctx: AgentContext, m: Message): Record<string, unknown> {
+async function inputOf(ctx: AgentContext, m: Message): Promise<Record<string, unknown>> {
   const input: Record<string, unknown> = {};
   const texts: string[] = [];
   for (const p of m.parts) {
@@ -70,7 +82,7 @@ function inputOf(ctx: AgentContext, m: Message): Record<string, unknown> {
     else throw new RpcError(CONTENT_TYPE_NOT_SUPPORTED, 'A data part must hold a JSON object (merged into the input)');
   }
   if (texts.length) {
-    if (!ctx.takesMessages)
+    if (!(await ctx.takesMessages()))
       throw new RpcError(
         CONTENT_TYPE_NOT_SUPPORTED,
         "This agent's input has no messages: send its input as a data part (a JSON object)",
@@ -138,8 +150,14 @@ async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unk
       : `the run ended with status ${run.status}`;
     return state('failed', { message: agentMessage(base, [{ text }]) });
   }
-  const thread = await ctx.api.call('GET', `/threads/${run.thread_id}`);
-  const row = thread.status === 200 ? (thread.body as ThreadRow) : undefined;
+  // A run that paused on an interrupt ends "interrupted" (as a cancelled one does): only then, or when the values
+  // are not at hand, is the thread read.
+  const row =
+    run.status === 'success' && values !== undefined
+      ? undefined
+      : await ctx.api
+          .call('GET', `/threads/${run.thread_id}`)
+          .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
   const waiting = pending(row);
   if (run.status === 'interrupted') {
     if (!waiting.length) return state('canceled');
@@ -202,19 +220,19 @@ async function startRun(
     threadId = threadOfContext(contextId);
     body = {
       assistant_id: ctx.assistantId,
-      input: inputOf(ctx, m),
+      input: await inputOf(ctx, m),
       if_not_exists: 'create',
       metadata: { a2a_context_id: contextId },
     };
   }
   if (!wait) {
     const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, body);
-    if (res.status !== 200) refused(res, 'message');
+    if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
     const run = res.body as RunRow;
     return { taskId: taskId ?? `${threadId}:${run.run_id}`, run };
   }
   const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
-  if (res.status !== 200) refused(res, 'message');
+  if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? '';
   const read = await ctx.api.call('GET', `/threads/${threadId}/runs/${runId}`);
   if (read.status !== 200) refused(read, 'message');

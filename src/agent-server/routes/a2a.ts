@@ -23,6 +23,7 @@ import {
   sendMessage,
   streamMessage,
   subscribe,
+  takesMessages,
   UNSUPPORTED_OPERATION,
   type AgentContext,
 } from '../a2a/tasks.ts';
@@ -64,9 +65,7 @@ async function agentOf(
   if (found.status === 404 || found.status === 422) return null;
   if (found.status !== 200) throw new RpcError(INTERNAL_ERROR, `reading the assistant failed: ${detailOf(found)}`);
   const assistant = found.body as CardAssistant;
-  const schemas = await api.call('GET', `/assistants/${encodeURIComponent(assistant.assistant_id)}/schemas`);
-  const input = (schemas.body as { input_schema?: { properties?: Record<string, unknown> } } | undefined)?.input_schema;
-  return { assistant, takesMessages: schemas.status === 200 && !!input?.properties?.messages };
+  return { assistant, takesMessages: await takesMessages(api, assistant.assistant_id) };
 }
 
 /** `root`: the app itself, whose routes the inner requests go to. */
@@ -125,14 +124,7 @@ export const a2aRoutes =
         req.log.error({ err, method }, `A2A ${method} failed`);
         return rpcError(id, INTERNAL_ERROR, `${method} failed`);
       };
-      let ctx: AgentContext;
-      try {
-        const agent = await agentOf(api, assistantId);
-        if (!agent) return reply.code(404).send(rpcError(id, INVALID_PARAMS, `Assistant not found: ${assistantId}`));
-        ctx = { api, assistantId: agent.assistant.assistant_id, takesMessages: agent.takesMessages };
-      } catch (err) {
-        return fail(err);
-      }
+      const ctx: AgentContext = { api, assistantId, takesMessages: () => takesMessages(api, assistantId) };
 
       const op = operationOf(method);
       if (op === 'stream' || op === 'subscribe') {
