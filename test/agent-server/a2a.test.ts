@@ -111,6 +111,15 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       headers: { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'agents.example.com' },
     }).then((r) => r.json())) as { url: string };
     expect(proxied.url).toBe(`https://agents.example.com/a2a/${echoId}`);
+    // Forwarded values that are not plain host names or prefixes are not put into the URL.
+    const forged = (await fetch(`${url}/a2a/${echoId}/.well-known/agent-card.json`, {
+      headers: {
+        'x-forwarded-host': 'a.example/evil?x=',
+        'x-forwarded-prefix': '/p"><script>',
+        'x-forwarded-proto': 'javascript',
+      },
+    }).then((r) => r.json())) as { url: string };
+    expect(forged.url).toBe(`${url}/a2a/${echoId}`);
   });
 
   it('1.0 client: text becomes a message, the reply an artifact; a non-UUID contextId is a stable thread', async () => {

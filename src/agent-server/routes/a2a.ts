@@ -48,12 +48,22 @@ import { openSse } from './sse.ts';
 
 const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
-/** The deployment's URL as clients reach it: the configured public URL, else the request's (proxy) host. */
+/** The first value of a proxy header when it is a plain token of the expected shape (nothing injected into URLs). */
+function forwarded(req: FastifyRequest, name: string, re: RegExp): string | undefined {
+  const v = first(req.headers[name])?.split(',', 1)[0]?.trim();
+  return v && re.test(v) ? v : undefined;
+}
+
+/**
+ * The deployment's URL as clients reach it: the configured public URL, else the request's host (a proxy's
+ * X-Forwarded-Proto / -Host / -Prefix first) with the mount prefix.
+ */
 function baseUrlOf(deps: RouteDeps, req: FastifyRequest): string {
   if (deps.publicUrl) return deps.publicUrl.replace(/\/+$/, '');
-  const proto = first(req.headers['x-forwarded-proto'])?.split(',')[0]?.trim() || req.protocol;
-  const host = first(req.headers['x-forwarded-host'])?.split(',')[0]?.trim() || req.headers.host || 'localhost';
-  return `${proto}://${host}${deps.mountPrefix ?? ''}`;
+  const host = forwarded(req, 'x-forwarded-host', /^[\w.:[\]-]+$/) ?? req.headers.host ?? 'localhost';
+  const proto = forwarded(req, 'x-forwarded-proto', /^https?$/) ?? req.protocol;
+  const prefix = forwarded(req, 'x-forwarded-prefix', /^\/[\w.~/-]*$/)?.replace(/\/$/, '') ?? '';
+  return `${proto}://${host}${prefix}${deps.mountPrefix ?? ''}`;
 }
 
 /** The assistant as the caller sees it, and whether its graph takes messages; null when it is not there for them. */
