@@ -38,6 +38,7 @@ export async function namedAssistants(api: CallerApi): Promise<NamedAssistant[]>
       offset: page * 1000,
       sort_by: 'created_at',
       sort_order: 'asc',
+      select: ['assistant_id', 'graph_id', 'name', 'description', 'created_at'],
     });
     if (res.status !== 200 || !Array.isArray(res.body)) {
       throw new RpcError(INTERNAL_ERROR, `listing the assistants failed: ${detailOf(res)}`, { status: res.status });
