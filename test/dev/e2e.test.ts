@@ -169,6 +169,12 @@ describe('agentplane dev end to end', () => {
     }).then((r) => r.json() as Promise<{ result: { status: { state: string }; artifacts: unknown[] } }>);
     expect(a2a.result.status.state).toBe('completed');
     expect(JSON.stringify(a2a.result.artifacts)).toContain('Hello, Ada!');
+    // Its card names the deployment's URL (the runtime tells the server), not the agent server's own port.
+    const card = (await fetch(`${url}/a2a/agent/.well-known/agent-card.json`, {
+      headers: { 'X-Api-Key': agentKey },
+    }).then((r) => r.json())) as { url: string; supportedInterfaces: Array<{ url: string }> };
+    expect(card.url).toMatch(new RegExp(`^${url}/a2a/[0-9a-f-]{36}$`));
+    expect(card.supportedInterfaces.map((i) => i.url)).toEqual([card.url, card.url]);
     const refused = await fetch(`${url}/a2a/agent/.well-known/agent-card.json`, { headers: { 'X-Api-Key': API_KEY } });
     expect(refused.status).toBe(403);
 
