@@ -282,6 +282,23 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       expect(JSON.parse(missing.text).error.message).toContain('no-such-assistant');
     }
 
+    // Bad input is the caller's error (never a 500), worded with the field or the rule.
+    const msg = (m: Record<string, unknown>) => ({ message: { messageId: 'm', role: 'user', ...m } });
+    for (const [params, code, words] of [
+      [msg({ parts: [{}] }), -32602, 'params.message.parts.0'],
+      [msg({ role: 'bot', parts: [{ kind: 'text', text: 'x' }] }), -32602, 'params.message.role'],
+      [msg({ contextId: 'c'.repeat(5000), parts: [{ kind: 'text', text: 'x' }] }), -32602, 'contextId'],
+      [msg({ taskId: 'nope', parts: [{ kind: 'text', text: 'x' }] }), -32001, 'Task not found'],
+      [msg({ role: 'agent', parts: [{ kind: 'text', text: 'x' }] }), -32602, 'user messages'],
+      [msg({ parts: [{ kind: 'data', data: [1, 2] }] }), -32005, 'JSON object'],
+      [msg({ parts: [{ kind: 'file', file: { uri: 'https://x.example/f.pdf' } }] }), -32005, 'File parts'],
+    ] as const) {
+      const res = await raw({ jsonrpc: '2.0', id: 'b', method: 'message/send', params });
+      expect(res.status).toBeLessThan(500);
+      expect(JSON.parse(res.text)).toMatchObject({ id: 'b', error: { code } });
+      expect(JSON.parse(res.text).error.message).toContain(words);
+    }
+
     // message/stream over raw 0.3: SSE of JSON-RPC responses, the last status-update final.
     const streamed = await raw({
       jsonrpc: '2.0',

@@ -235,6 +235,21 @@ describe.each(['embedded', 'postgres'] as const)('MCP with the official SDK clie
     expect(frames).toHaveLength(1);
     expect(JSON.parse(frames[0]!.slice(6))).toMatchObject({ id: 'c1', result: { structuredContent: { count: 11 } } });
 
+    // Bad input is the caller's error, never a 500, and names what is wrong.
+    for (const [body, words] of [
+      [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: [] }, 'params'],
+      [{ jsonrpc: '2.0', id: 1, method: 'x'.repeat(5000) }, 'method'],
+      [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'counter', arguments: [] } }, 'params.arguments'],
+      [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'hitl', _meta: { resume: 'x' } } }, 'thread_id'],
+      [{ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { taskId: ':::' } }, 'Unknown task'],
+      [{ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { cursor: 12 } }, 'params.cursor'],
+      [null, '(message)'],
+    ] as const) {
+      const res = await rpc(url, body, { accept: 'application/json' });
+      expect(res.status, JSON.stringify(body)).toBeLessThan(500);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toContain(words);
+    }
+
     // Cursors are strings; one the server never gave out is refused.
     const badCursor = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'tools/list', params: { cursor: '42' } });
     expect(await badCursor.json()).toMatchObject({ id: 8, error: { code: -32602 } });
