@@ -32,7 +32,6 @@ import {
   envelopeProblem,
   idOf,
   INTERNAL_ERROR,
-  INVALID_PARAMS,
   INVALID_REQUEST,
   METHOD_NOT_FOUND,
   parseParams,
