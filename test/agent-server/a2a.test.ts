@@ -145,6 +145,14 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     const got = await v10.getTask({ tenant: '', id: second.id, historyLength: undefined });
     expect(got.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(textOf(got)).toBe('echo: again (topic tides)');
+    // The history is the task's turn: the user's message (text and data, with its id) and the agent's reply.
+    const turn = (t: Task) => t.history.map((m) => [m.role, m.parts.map((p) => p.content?.value)] as [Role, unknown[]]);
+    for (const t of [second, got]) {
+      expect(turn(t)).toEqual([
+        [Role.ROLE_USER, ['again', { topic: 'tides' }]],
+        [Role.ROLE_AGENT, ['echo: again (topic tides)']],
+      ]);
+    }
   });
 
   it('0.3 compatibility client on the same URL: interrupt as input-required, resumed by a message with the task id', async () => {
@@ -158,6 +166,10 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(answered.id).toBe(asked.id);
     expect(answered.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(textOf(answered)).toBe('answer: the spring tide');
+    expect(answered.history.map((m) => m.parts[0]?.content?.value)).toEqual([
+      'the spring tide',
+      'answer: the spring tide',
+    ]);
     // The task is done: another message to it is refused.
     const again = await v03
       .sendMessage(send(userMessage([{ text: 'more' }], { taskId: asked.id })))

@@ -39,6 +39,8 @@ export interface Task {
   message?: Message;
   timestamp: string;
   artifacts: Artifact[];
+  /** The latest turn: the user's message (or answer to an interrupt) and, once there is one, the agent's reply. */
+  history: Message[];
   metadata?: Record<string, unknown>;
 }
 
@@ -230,7 +232,7 @@ export function writeTask(d: Dialect, t: Task): Record<string, unknown> {
     contextId: t.contextId,
     status: writeStatus(d, t),
     artifacts: t.artifacts.map((a) => writeArtifact(d, a)),
-    history: [],
+    history: t.history.map((m) => writeMessage(d, m)),
     ...(t.metadata ? { metadata: t.metadata } : {}),
   };
 }

@@ -49,6 +49,7 @@ interface RunRow {
   created_at: string;
   updated_at: string;
   metadata?: Record<string, unknown>;
+  kwargs?: { input?: unknown; command?: { resume?: unknown } | null };
 }
 
 interface ThreadRow {
@@ -136,10 +137,55 @@ function agentMessage(task: { id: string; contextId: string }, parts: Part[]): M
   return { messageId: randomUUID(), role: 'agent', parts, contextId: task.contextId, taskId: task.id };
 }
 
-/** The task a run is, from its record and its thread as they are now. */
+/**
+ * The user's side of a run's turn, read back from what the run was given: its newest human message, or the data it
+ * was started with, or what resumed it. Null when none of these is there to show.
+ */
+function userTurn(task: { id: string; contextId: string }, run: RunRow): Message | null {
+  const kw = run.kwargs;
+  const of = (parts: Part[], messageId?: unknown): Message => ({
+    messageId: typeof messageId === 'string' && messageId ? messageId : `${run.run_id}:user`,
+    role: 'user',
+    parts,
+    contextId: task.contextId,
+    taskId: task.id,
+  });
+  if (kw?.command && 'resume' in kw.command) {
+    const r = kw.command.resume;
+    return of([typeof r === 'string' ? { text: r } : { data: r ?? null }]);
+  }
+  const input = kw?.input as Record<string, unknown> | null | undefined;
+  if (!input || typeof input !== 'object') return null;
+  const messages = Array.isArray(input.messages) ? (input.messages as unknown[]) : [];
+  const { messages: _m, ...data } = input;
+  const parts: Part[] = [];
+  const last = messages[messages.length - 1] as { id?: unknown } | undefined;
+  const text = last ? textOfMessage(last) : null;
+  if (text !== null) parts.push({ text });
+  if (Object.keys(data).length) parts.push({ data });
+  return parts.length ? of(parts, last?.id) : null;
+}
+
+/**
+ * The task a run is, from its record and its thread as they are now. Its history is the run's turn: what the user
+ * sent (or answered) and, once the run has ended, the agent's reply.
+ */
 async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
+  const task = await viewState(ctx, taskId, run, values);
+  const user = userTurn(task, run);
+  const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
+  return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };
+}
+
+async function viewState(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
   const contextId = typeof run.metadata?.a2a_context_id === 'string' ? run.metadata.a2a_context_id : run.thread_id;
-  const base = { id: taskId, contextId, timestamp: run.updated_at || new Date().toISOString(), artifacts: [] };
+  const base = {
+    id: taskId,
+    contextId,
+    timestamp: run.updated_at || new Date().toISOString(),
+    artifacts: [],
+    history: [],
+  };
   const state = (s: TaskState, more: Partial<Task> = {}): Task => ({ ...base, state: s, ...more });
   if (run.status === 'pending') return state('submitted');
   if (run.status === 'running') return state('working');
