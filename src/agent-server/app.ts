@@ -40,6 +40,8 @@ export interface AppDeps {
   extensions?: ServerExtensions;
   /** Bundled generative UI components (langgraph.json "ui"). */
   ui?: UiBundles;
+  /** The deployment's public URL, named by the A2A agent cards (else each request's host). */
+  publicUrl?: string;
 }
 
 /**
@@ -158,6 +160,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(runMetrics ? { runMetrics } : {}),
     ...(deps.ui ? { ui: deps.ui } : {}),
     ...(authorize ? { authorize } : {}),
+    ...(ext.http.mount_prefix ? { mountPrefix: ext.http.mount_prefix } : {}),
+    ...(deps.publicUrl ? { publicUrl: deps.publicUrl } : {}),
   });
   return app;
 }

@@ -158,6 +158,13 @@ export const agentServerCommand: CommandSpec = {
         'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
     },
+    'public-url': {
+      type: 'string',
+      description:
+        "The deployment's URL as its clients reach it (https://host[/prefix]), named by the A2A agent cards; without " +
+        'it the cards name the host each request came to (X-Forwarded-Proto/-Host of a proxy first)',
+      env: ['AGENTPLANE_PUBLIC_AGENT_URL'],
+    },
     'cron-poll-ms': {
       type: 'string',
       description: 'Milliseconds between two looks for due cron ticks (each tick runs once across all replicas)',
@@ -211,6 +218,10 @@ const Config = z.object({
       .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
   ),
   cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
+  publicUrl: z
+    .string()
+    .regex(/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, 'must be an http(s) URL without query or fragment')
+    .optional(),
   /** LangSmith (LANGSMITH_API_KEY, LANGSMITH_ENDPOINT): feedback URLs for runs with feedback_keys. */
   langsmith: z
     .object({ apiKey: z.string().min(1), endpoint: z.string().regex(/^https?:\/\/[^\s]+$/, 'must be an http(s) URL') })
@@ -304,6 +315,7 @@ function resolveConfig(
       .map((h) => h.trim())
       .filter(Boolean),
     cronPollMs: pick('cron-poll-ms'),
+    publicUrl: pick('public-url') || undefined,
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
     deploymentToken: pick('deployment-token') || undefined,
     langsmith: langSmithFromEnv(env),
@@ -337,6 +349,7 @@ function resolveConfig(
       deploymentToken: '--deployment-token (AGENTPLANE_DEPLOYMENT_TOKEN)',
       webhookAllow: '--webhook-allow',
       cronPollMs: '--cron-poll-ms',
+      publicUrl: '--public-url (AGENTPLANE_PUBLIC_AGENT_URL)',
       graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
       langsmith: 'LANGSMITH_ENDPOINT',
     };

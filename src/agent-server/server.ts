@@ -229,6 +229,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     ui,
     webhookPolicy: webhookConfig.policy,
     streamStallMs: config.streamStallSecs * 1000,
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
   platform.bindApp(app);
   // An inherited socket (--listen-fd) is already bound and listening: the supervisor held the port since it chose it.

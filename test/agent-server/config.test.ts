@@ -75,6 +75,12 @@ describe('agent-server config', () => {
       '*.corp.example',
     ]);
     expect(() => parseAgentServerConfig(['--webhook-allow', 'http://x/'], {})).toThrow(/--webhook-allow/);
+    // The URL A2A agent cards name: an http(s) URL, flag or AGENTPLANE_PUBLIC_AGENT_URL.
+    expect(parseAgentServerConfig([], { AGENTPLANE_PUBLIC_AGENT_URL: 'https://a.example.com/api' })!.publicUrl).toBe(
+      'https://a.example.com/api',
+    );
+    expect(() => parseAgentServerConfig(['--public-url', 'javascript:alert(1)'], {})).toThrow(/--public-url/);
+    expect(() => parseAgentServerConfig(['--public-url', 'https://a.example.com/?x=1'], {})).toThrow(/--public-url/);
     expect(parseAgentServerConfig(['--executor-threads', '0'], {})!.executorThreads).toBe(0);
     expect(parseAgentServerConfig([], { AGENTPLANE_EXECUTOR_THREADS: '2' })!.executorThreads).toBe(2);
   });

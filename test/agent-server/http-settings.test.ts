@@ -1,4 +1,5 @@
 // langgraph.json "http" switches and auth.openapi: disable_meta (every meta route, /ok stays), disable_ui,
+// disable_mcp and disable_a2a (the agent protocols' routes; the API stays),
 // disable_webhooks (a real process: no delivery reaches a listening receiver), and the security schemes and
 // per-route requirements /openapi.json declares.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -66,6 +67,48 @@ describe('disable_meta and disable_ui', () => {
     expect(served.json()).not.toEqual(disabled.json());
     const post = await off.inject({ method: 'POST', url: '/ui/counter', payload: { name: 'x' } });
     expect(post.json()).toEqual({ detail: 'Not found: POST /ui/counter' });
+  });
+});
+
+describe('disable_mcp and disable_a2a', () => {
+  let off: FastifyInstance;
+  let on: FastifyInstance;
+  beforeAll(async () => {
+    off = await appOf(fixture('langgraph.protocols-off.json'));
+    on = await appOf(FIXTURE_CONFIG);
+  });
+  afterAll(async () => {
+    await off?.close();
+    await on?.close();
+  });
+
+  it('answer 404 on /mcp while the REST API keeps working', async () => {
+    const ping = { method: 'POST' as const, url: '/mcp', payload: { jsonrpc: '2.0', id: 1, method: 'ping' } };
+    expect((await on.inject(ping)).json()).toEqual({ jsonrpc: '2.0', id: 1, result: {} });
+    const res = await off.inject(ping);
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({ detail: 'Not found: POST /mcp' });
+    const search = await off.inject({ method: 'POST', url: '/assistants/search', payload: {} });
+    expect(search.statusCode).toBe(200);
+  });
+
+  it('answer 404 on /a2a/{assistant_id} and both agent card paths', async () => {
+    const requests = [
+      { method: 'GET' as const, url: '/a2a/counter/.well-known/agent-card.json' },
+      { method: 'GET' as const, url: '/.well-known/agent-card.json?assistant_id=counter' },
+      {
+        method: 'POST' as const,
+        url: '/a2a/counter',
+        payload: { jsonrpc: '2.0', id: 1, method: 'tasks/get', params: {} },
+      },
+    ];
+    for (const r of requests) {
+      const res = await off.inject(r);
+      expect(res.statusCode, r.url).toBe(404);
+      expect(res.json()).toEqual({ detail: `Not found: ${r.method} ${r.url}` });
+      // With A2A on the routes answer themselves (this app has no assistants: the agent is not found).
+      expect((await on.inject(r)).json(), `${r.url} with A2A on`).not.toEqual(res.json());
+    }
   });
 });
 

@@ -162,6 +162,9 @@ describe('web console in Chromium', () => {
     const agentUrl = String((await cp.get(`/v2/deployments/${depId}`)).body.url);
     expect(new URL(agentUrl).origin).not.toBe(new URL(dev!.url).origin);
     await expect.poll(() => page.getByTestId('deployment-url').textContent()).toBe(agentUrl);
+    // Its MCP and A2A addresses, with copy-paste snippets.
+    expect(await page.getByTestId('mcp-url').textContent()).toBe(`${agentUrl}/mcp`);
+    expect(await page.getByTestId('a2a-url').textContent()).toBe(`${agentUrl}/a2a/agent`);
     // Search narrows the log.
     await page.getByLabel('Search the log').fill('npm');
     await expect.poll(() => page.locator('.log-tools').textContent()).toMatch(/\d+ of \d+ lines/);

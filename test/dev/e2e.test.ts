@@ -5,9 +5,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import {
+  API_KEY,
   workspaceKey,
   alive,
   api,
@@ -136,6 +139,44 @@ describe('agentplane dev end to end', () => {
     // The real SDK against the deployment URL.
     const first = await greet(url);
     expect(first.text).toBe('The greeting tool says: Hello, Ada!');
+
+    // The same agent through the one-machine proxy as an MCP server (the official SDK client) and an A2A agent, with
+    // the workspace key; the bootstrap key is refused there as everywhere on the agent.
+    const mcp = new McpClient({ name: 'e2e', version: '1.0.0' });
+    await mcp.connect(
+      new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { 'X-Api-Key': agentKey } } }),
+    );
+    try {
+      expect((await mcp.listTools()).tools.map((t) => t.name)).toEqual(['agent']);
+      const called = await mcp.callTool({
+        name: 'agent',
+        arguments: { messages: [{ role: 'human', content: 'Ada' }] },
+      });
+      const messages = (called.structuredContent as { messages: Array<{ content: unknown }> }).messages;
+      expect(messages.at(-1)!.content).toBe('The greeting tool says: Hello, Ada!');
+    } finally {
+      await mcp.close();
+    }
+    const a2a = await fetch(`${url}/a2a/agent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'X-Api-Key': agentKey },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'message/send',
+        params: { message: { kind: 'message', messageId: 'm1', role: 'user', parts: [{ kind: 'text', text: 'Ada' }] } },
+      }),
+    }).then((r) => r.json() as Promise<{ result: { status: { state: string }; artifacts: unknown[] } }>);
+    expect(a2a.result.status.state).toBe('completed');
+    expect(JSON.stringify(a2a.result.artifacts)).toContain('Hello, Ada!');
+    // Its card names the deployment's URL (the runtime tells the server), not the agent server's own port.
+    const card = (await fetch(`${url}/a2a/agent/.well-known/agent-card.json`, {
+      headers: { 'X-Api-Key': agentKey },
+    }).then((r) => r.json())) as { url: string; supportedInterfaces: Array<{ url: string }> };
+    expect(card.url).toMatch(new RegExp(`^${url}/a2a/[0-9a-f-]{36}$`));
+    expect(card.supportedInterfaces.map((i) => i.url)).toEqual([card.url, card.url]);
+    const refused = await fetch(`${url}/a2a/agent/.well-known/agent-card.json`, { headers: { 'X-Api-Key': API_KEY } });
+    expect(refused.status).toBe(403);
 
     // PATCH to a ref that answers differently: same URL, new answers, old thread still there, no failed requests.
     const probe = probeContinuously(url);

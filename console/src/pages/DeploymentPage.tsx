@@ -28,6 +28,35 @@ for await (const chunk of client.runs.stream(thread.thread_id, "agent", {
 })) console.log(chunk.event, chunk.data);`;
 }
 
+function mcpSnippet(url: string): string {
+  return `import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const mcp = new Client({ name: "my-app", version: "1.0.0" });
+await mcp.connect(new StreamableHTTPClientTransport(new URL("${url}/mcp"), {
+  requestInit: { headers: { "X-Api-Key": process.env.AGENTPLANE_API_KEY } },
+}));
+const { tools } = await mcp.listTools(); // one tool per assistant
+const result = await mcp.callTool({ name: "agent", arguments: { messages: [{ role: "user", content: "Hello" }] } });
+// result._meta.thread_id continues the thread: callTool({ ..., _meta: { thread_id, resume } })`;
+}
+
+function a2aSnippet(url: string): string {
+  return `import { ClientFactory } from "@a2a-js/sdk/client";
+import { Role } from "@a2a-js/sdk";
+
+// "agent": a graph id (its default assistant) or an assistant id.
+const agent = await new ClientFactory().createFromUrl("${url}/a2a/agent/.well-known/agent-card.json", "");
+const task = await agent.sendMessage({
+  tenant: "", configuration: undefined, metadata: undefined,
+  message: {
+    messageId: crypto.randomUUID(), contextId: "my-conversation", taskId: "", role: Role.ROLE_USER,
+    parts: [{ content: { $case: "text", value: "Hello" }, metadata: undefined, filename: "", mediaType: "" }],
+    metadata: undefined, extensions: [], referenceTaskIds: [],
+  },
+});`;
+}
+
 export function DeploymentPage({ api, id, revision }: { api: Api; id: string; revision?: string }) {
   const [dep, setDep] = useState<Deployment | null>(null);
   const [revs, setRevs] = useState<Revision[]>([]);
@@ -132,6 +161,30 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
               <summary>Call it with the SDK</summary>
               <pre className="snippet">{sdkSnippet(dep.url)}</pre>
               <CopyButton text={sdkSnippet(dep.url)} label="Copy snippet" />
+            </details>
+            <details>
+              <summary>Use it as an MCP server</summary>
+              <p className="url-line">
+                <code data-testid="mcp-url">{`${dep.url}/mcp`}</code> <CopyButton text={`${dep.url}/mcp`} />
+              </p>
+              <p className="muted">
+                Streamable HTTP; one tool per assistant. MCP hosts (Claude, Cursor) take this URL and an X-Api-Key
+                header with a key of this workspace.
+              </p>
+              <pre className="snippet">{mcpSnippet(dep.url)}</pre>
+              <CopyButton text={mcpSnippet(dep.url)} label="Copy snippet" />
+            </details>
+            <details>
+              <summary>Call it over A2A</summary>
+              <p className="url-line">
+                <code data-testid="a2a-url">{`${dep.url}/a2a/agent`}</code> <CopyButton text={`${dep.url}/a2a/agent`} />
+              </p>
+              <p className="muted">
+                One A2A agent per assistant (replace &quot;agent&quot; with a graph or assistant id), speaking the 0.3
+                and 1.0 protocols; its card is at /a2a/agent/.well-known/agent-card.json.
+              </p>
+              <pre className="snippet">{a2aSnippet(dep.url)}</pre>
+              <CopyButton text={a2aSnippet(dep.url)} label="Copy snippet" />
             </details>
           </>
         ) : (

@@ -50,6 +50,8 @@ export const langgraphJsonSchema = z.looseObject({
       disable_meta: z.boolean().optional(),
       disable_ui: z.boolean().optional(),
       disable_webhooks: z.boolean().optional(),
+      disable_mcp: z.boolean().optional(),
+      disable_a2a: z.boolean().optional(),
       mount_prefix: z
         .string()
         .regex(/^\/[^?#]*[^/?#]$/, 'a path such as "/api" (leading "/", no trailing "/")')
@@ -106,6 +108,8 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
       'disable_meta',
       'disable_ui',
       'disable_webhooks',
+      'disable_mcp',
+      'disable_a2a',
       'mount_prefix',
       'cors',
       'configurable_headers',

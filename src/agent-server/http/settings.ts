@@ -33,6 +33,8 @@ function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string
   if (http.disable_runs && runRoute) return 'runs';
   if (http.disable_threads && routeUrl.startsWith('/threads') && !runRoute) return 'threads';
   if (http.disable_store && routeUrl.startsWith('/store')) return 'store';
+  if (http.disable_mcp && routeUrl === '/mcp') return 'mcp';
+  if (http.disable_a2a && (routeUrl.startsWith('/a2a/') || routeUrl === '/.well-known/agent-card.json')) return 'a2a';
   return null;
 }
 
@@ -44,7 +46,9 @@ export function installDisabledGroups(app: FastifyInstance, http: HttpSettings):
     http.disable_assistants ||
     http.disable_runs ||
     http.disable_threads ||
-    http.disable_store;
+    http.disable_store ||
+    http.disable_mcp ||
+    http.disable_a2a;
   if (!any) return;
   app.addHook('onRequest', async (req, reply) => {
     if (disabledGroup(http, req.routeOptions.url)) {

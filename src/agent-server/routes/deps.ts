@@ -19,6 +19,10 @@ export interface RouteDeps {
   runMetrics?: RunMetrics;
   /** Custom auth's one authorisation path (auth/hooks.ts): commands over a WebSocket go through it one by one. */
   authorize?: RouteAuthorizer;
+  /** langgraph.json http.mount_prefix: MCP and A2A put it before the API paths they call as the caller. */
+  mountPrefix?: string;
+  /** The deployment's public URL (agent cards name it); else taken from each request's Host. */
+  publicUrl?: string;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
 }

@@ -4,6 +4,8 @@ import { ValidationError } from '../../lib/errors.ts';
 import { assistantRoutes } from './assistants.ts';
 import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
+import { a2aRoutes } from './a2a.ts';
+import { mcpRoutes } from './mcp.ts';
 import { registerPlatformRoutes } from './platform.ts';
 import { runRoutes } from './runs.ts';
 import { protocolRoutes } from './protocol.ts';
@@ -46,4 +48,6 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(storeRoutes(deps));
   await app.register(uiRoutes({ ...deps, ui: deps.ui ?? NO_UI }));
   await app.register(cronRoutes(deps));
+  await app.register(mcpRoutes(deps, app));
+  await app.register(a2aRoutes(deps, app));
 }

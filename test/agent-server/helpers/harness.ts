@@ -33,9 +33,14 @@ export async function startHarness(opts: {
   concurrency?: number;
   /** Run graphs on this many executor threads instead of the engine's thread. */
   executorThreads?: number;
+  /** Another langgraph.json than the fixture graphs'. */
+  configPath?: string;
+  /** The deployment's public URL (--public-url). */
+  publicUrl?: string;
 }): Promise<Harness> {
+  const configPath = opts.configPath ?? FIXTURE_CONFIG;
   const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
-  const graphs = await loadGraphs(FIXTURE_CONFIG, { logger });
+  const graphs = await loadGraphs(configPath, { logger });
   let cleanup: () => Promise<void>;
   let storage: Storage;
   if (opts.store === 'postgres') {
@@ -58,7 +63,7 @@ export async function startHarness(opts: {
           executor: (inline: RunExecutor) =>
             (threads = ThreadExecutor.start(
               opts.executorThreads!,
-              { configPath: FIXTURE_CONFIG, source: storage.checkpointerSource, poolSize: 4 },
+              { configPath, source: storage.checkpointerSource, poolSize: 4 },
               logger,
               inline,
             )),
@@ -67,7 +72,15 @@ export async function startHarness(opts: {
     concurrency: opts.concurrency ?? 4,
     runTimeoutMs: opts.runTimeoutMs ?? 60_000,
   });
-  const app = await buildApp({ storage, graphs, engine, logger, bodyLimit: opts.bodyLimit, keepAliveMs: 200 });
+  const app = await buildApp({
+    storage,
+    graphs,
+    engine,
+    logger,
+    bodyLimit: opts.bodyLimit,
+    keepAliveMs: 200,
+    ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
+  });
   // The suites mean to exercise the threads: wait until they are up instead of starting on the fallback.
   await threads?.whenReady();
   await engine.start();

@@ -113,6 +113,12 @@ async function dataPlace(
   return { args: [], env: { DATABASE_URI: url }, rw: [] };
 }
 
+/** The deployment's URL as LocalRuntime.url gives it (its own origin, or the path under the base URL once known). */
+async function deploymentUrl(ctx: LocalContext, deploymentId: string): Promise<string | undefined> {
+  if (ctx.opts.origins) return ctx.opts.origins.open(deploymentId);
+  return ctx.baseUrl ? `${ctx.baseUrl}/deployments/${deploymentId}` : undefined;
+}
+
 export async function startServer(
   ctx: LocalContext,
   spec: ServerSpec,
@@ -139,11 +145,14 @@ export async function startServer(
   await mkdir(home, { recursive: true });
   // After the workspace's secrets: a secret named LANGGRAPH_AES_KEY does not replace the platform's key.
   const dataKeys = (await ctx.opts.dataKeys?.(spec)) ?? {};
+  const publicUrl = await deploymentUrl(ctx, spec.deploymentId);
   const env = childEnv({
     base: ctx.opts.baseEnv ?? process.env,
     home,
     npmCache: join(home, '.npm'),
     extra: {
+      // Where clients reach it through the proxy (named by its A2A agent cards); its own secrets may say otherwise.
+      ...(publicUrl ? { AGENTPLANE_PUBLIC_AGENT_URL: publicUrl } : {}),
       ...spec.env,
       ...dataKeys,
       ...data.env,

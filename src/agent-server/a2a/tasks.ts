@@ -1,0 +1,324 @@
+// A2A on runs, through the REST API as the caller (http/as-caller.ts). A context is a thread: a contextId that is a
+// UUID is the thread id itself, any other string maps to the same thread id every time (a name-based UUID), so
+// clients may choose their own context names. A task is the run a message started, with the runs that answered its
+// interrupts: its id "<thread_id>:<run_id>" names the thread and first run, so any replica finds it; the runs that
+// resume it carry the id in their metadata (a2a_task_id). A run stopped on an interrupt is input-required; a message
+// with that task id resumes it. Cancel is the run's cancel.
+import { randomUUID } from 'node:crypto';
+import { v5 as uuidv5 } from 'uuid';
+import { detailOf, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
+import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
+
+export const TASK_NOT_FOUND = -32001;
+export const TASK_NOT_CANCELABLE = -32002;
+export const PUSH_NOT_SUPPORTED = -32003;
+export const UNSUPPORTED_OPERATION = -32004;
+export const CONTENT_TYPE_NOT_SUPPORTED = -32005;
+
+/** The namespace of the thread ids made from contextIds that are not UUIDs. */
+const CONTEXT_NAMESPACE = '4c9f5a7e-2b1d-5e08-9a43-6d2f8c1b0e57';
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function threadOfContext(contextId: string): string {
+  return UUID_RE.test(contextId) ? contextId.toLowerCase() : uuidv5(contextId, CONTEXT_NAMESPACE);
+}
+
+export interface AgentContext {
+  api: CallerApi;
+  /** The assistant (or graph id) of the URL, as the runs name it: the API resolves it and says when it is missing. */
+  assistantId: string;
+  /** Whether the graph's input has `messages` (text parts go there); asked only when a message has text. */
+  takesMessages(): Promise<boolean>;
+}
+
+/** Whether an assistant's graph takes `messages` in its input, read as the caller; its absence is not found. */
+export async function takesMessages(api: CallerApi, assistantId: string): Promise<boolean> {
+  const res = await api.call('GET', `/assistants/${encodeURIComponent(assistantId)}/schemas`);
+  if (res.status === 404 || res.status === 422)
+    throw new RpcError(INVALID_PARAMS, `Assistant not found: ${assistantId}`);
+  if (res.status !== 200) refused(res, 'reading the agent');
+  const input = (res.body as { input_schema?: { properties?: Record<string, unknown> } }).input_schema;
+  return !!input?.properties?.messages;
+}
+
+interface RunRow {
+  run_id: string;
+  thread_id: string;
+  status: string;
+  created_at: string;
+  updated_at: string;
+  metadata?: Record<string, unknown>;
+  kwargs?: { input?: unknown; command?: { resume?: unknown } | null };
+}
+
+interface ThreadRow {
+  values?: Record<string, unknown> | null;
+  interrupts?: Record<string, Array<{ id?: string; value?: unknown }>>;
+}
+
+/** An API error answer in A2A's terms: `notFound` is the code a 404 becomes (a task, or what a message named). */
+function refused(answer: ApiAnswer, what: string, notFound = TASK_NOT_FOUND): never {
+  const detail = detailOf(answer);
+  if (answer.status === 404) throw new RpcError(notFound, `${what}: ${detail}`);
+  if (answer.status < 500) throw new RpcError(INVALID_PARAMS, `${what}: ${detail}`, { status: answer.status });
+  throw new RpcError(INTERNAL_ERROR, `${what}: the server failed (status ${answer.status})`);
+}
+
+function parseTaskId(id: string): { threadId: string; runId: string } {
+  const [threadId, runId, extra] = id.split(':');
+  if (extra !== undefined || !UUID_RE.test(threadId ?? '') || !UUID_RE.test(runId ?? ''))
+    throw new RpcError(TASK_NOT_FOUND, `Task not found: ${id}`);
+  return { threadId: threadId!, runId: runId! };
+}
+
+/** The graph input of a user message: text parts become a user message, data parts (objects) merge in. */
+async function inputOf(ctx: AgentContext, m: Message): Promise<Record<string, unknown>> {
+  const input: Record<string, unknown> = {};
+  const texts: string[] = [];
+  for (const p of m.parts) {
+    if (p.file) throw new RpcError(CONTENT_TYPE_NOT_SUPPORTED, 'File parts are not supported: send text or data parts');
+    if (p.text !== undefined) texts.push(p.text);
+    else if (p.data && typeof p.data === 'object' && !Array.isArray(p.data)) Object.assign(input, p.data);
+    else throw new RpcError(CONTENT_TYPE_NOT_SUPPORTED, 'A data part must hold a JSON object (merged into the input)');
+  }
+  if (texts.length) {
+    if (!(await ctx.takesMessages()))
+      throw new RpcError(
+        CONTENT_TYPE_NOT_SUPPORTED,
+        "This agent's input has no messages: send its input as a data part (a JSON object)",
+      );
+    input.messages = [
+      ...(Array.isArray(input.messages) ? input.messages : []),
+      { type: 'human', content: texts.join('\n'), id: m.messageId },
+    ];
+  }
+  return input;
+}
+
+/** What a resume carries: the text when there is only text, else the data part's value. */
+function resumeOf(m: Message): unknown {
+  const data = m.parts.find((p) => p.data !== undefined);
+  if (data) return data.data;
+  return m.parts.map((p) => p.text ?? '').join('\n');
+}
+
+const pending = (t: ThreadRow | undefined) => Object.values(t?.interrupts ?? {}).flat();
+
+/** The text of a message in the API's JSON (content a string, or blocks with text). */
+function textOfMessage(m: unknown): string | null {
+  const content = (m as { content?: unknown } | null)?.content;
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content))
+    return content
+      .map((b) => (typeof b === 'string' ? b : ((b as { text?: unknown })?.text ?? '')))
+      .filter((s) => typeof s === 'string')
+      .join('');
+  return null;
+}
+
+const isAiMessage = (m: unknown) => {
+  const t = (m as { type?: unknown; role?: unknown } | null) ?? {};
+  return t.type === 'ai' || t.type === 'AIMessageChunk' || t.role === 'assistant' || t.role === 'ai';
+};
+
+/** What the run left: the last AI message as text when the state has messages, else the values as data. */
+function resultParts(values: Record<string, unknown> | null | undefined): Part[] {
+  const messages = values?.messages;
+  if (Array.isArray(messages)) {
+    const last = messages[messages.length - 1];
+    const text = isAiMessage(last) ? textOfMessage(last) : null;
+    if (text !== null) return [{ text }];
+  }
+  return [{ data: values ?? {} }];
+}
+
+function agentMessage(task: { id: string; contextId: string }, parts: Part[]): Message {
+  return { messageId: randomUUID(), role: 'agent', parts, contextId: task.contextId, taskId: task.id };
+}
+
+/**
+ * The user's side of a run's turn, read back from what the run was given: its newest human message, or the data it
+ * was started with, or what resumed it. Null when none of these is there to show.
+ */
+function userTurn(task: { id: string; contextId: string }, run: RunRow): Message | null {
+  const kw = run.kwargs;
+  const of = (parts: Part[], messageId?: unknown): Message => ({
+    messageId: typeof messageId === 'string' && messageId ? messageId : `${run.run_id}:user`,
+    role: 'user',
+    parts,
+    contextId: task.contextId,
+    taskId: task.id,
+  });
+  if (kw?.command && 'resume' in kw.command) {
+    const r = kw.command.resume;
+    return of([typeof r === 'string' ? { text: r } : { data: r ?? null }]);
+  }
+  const input = kw?.input as Record<string, unknown> | null | undefined;
+  if (!input || typeof input !== 'object') return null;
+  const messages = Array.isArray(input.messages) ? (input.messages as unknown[]) : [];
+  const { messages: _m, ...data } = input;
+  const parts: Part[] = [];
+  const last = messages[messages.length - 1] as { id?: unknown } | undefined;
+  const text = last ? textOfMessage(last) : null;
+  if (text !== null) parts.push({ text });
+  if (Object.keys(data).length) parts.push({ data });
+  return parts.length ? of(parts, last?.id) : null;
+}
+
+/**
+ * The task a run is, from its record and its thread as they are now. Its history is the run's turn: what the user
+ * sent (or answered) and, once the run has ended, the agent's reply.
+ */
+async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
+  const task = await viewState(ctx, taskId, run, values);
+  const user = userTurn(task, run);
+  const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
+  return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };
+}
+
+async function viewState(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
+  const contextId = typeof run.metadata?.a2a_context_id === 'string' ? run.metadata.a2a_context_id : run.thread_id;
+  const base = {
+    id: taskId,
+    contextId,
+    timestamp: run.updated_at || new Date().toISOString(),
+    artifacts: [],
+    history: [],
+  };
+  const state = (s: TaskState, more: Partial<Task> = {}): Task => ({ ...base, state: s, ...more });
+  if (run.status === 'pending') return state('submitted');
+  if (run.status === 'running') return state('working');
+  const error = (values as { __error__?: { error?: string; message?: string } } | null)?.__error__;
+  if (run.status === 'error' || run.status === 'timeout' || error) {
+    const text = error
+      ? `${error.error ?? 'Error'}: ${error.message ?? ''}`
+      : `the run ended with status ${run.status}`;
+    return state('failed', { message: agentMessage(base, [{ text }]) });
+  }
+  // A run that paused on an interrupt ends "interrupted" (as a cancelled one does): only then, or when the values
+  // are not at hand, is the thread read.
+  const row =
+    run.status === 'success' && values !== undefined
+      ? undefined
+      : await ctx.api
+          .call('GET', `/threads/${run.thread_id}`)
+          .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
+  const waiting = pending(row);
+  if (run.status === 'interrupted') {
+    if (!waiting.length) return state('canceled');
+    const parts: Part[] = waiting.map((i) =>
+      typeof i.value === 'string' ? { text: i.value } : { data: { interrupt_id: i.id ?? null, value: i.value } },
+    );
+    return state('input-required', { message: agentMessage(base, parts) });
+  }
+  const finalValues = (values ?? row?.values) as Record<string, unknown> | null | undefined;
+  const parts = resultParts(finalValues);
+  const artifact: Artifact = { artifactId: run.run_id, name: 'result', parts };
+  return state('completed', { message: agentMessage(base, parts), artifacts: [artifact] });
+}
+
+/** The runs of a task on its thread, newest first: its first run and those that resumed it. */
+async function latestRun(ctx: AgentContext, taskId: string): Promise<RunRow> {
+  const { threadId, runId } = parseTaskId(taskId);
+  const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=100`);
+  if (res.status === 404) throw new RpcError(TASK_NOT_FOUND, `Task not found: ${taskId}`);
+  if (res.status !== 200) refused(res, 'tasks');
+  const runs = (res.body as RunRow[]).filter((r) => r.run_id === runId || r.metadata?.a2a_task_id === taskId);
+  if (!runs.length) throw new RpcError(TASK_NOT_FOUND, `Task not found: ${taskId}`);
+  return runs[0]!;
+}
+
+export async function getTask(ctx: AgentContext, taskId: string): Promise<Task> {
+  return view(ctx, taskId, await latestRun(ctx, taskId));
+}
+
+/** Starts the run a message asks for (a new task, or the resume of an input-required one); answers its task id. */
+async function startRun(
+  ctx: AgentContext,
+  m: Message,
+  wait: boolean,
+): Promise<{ taskId: string; run: RunRow; values?: unknown }> {
+  let threadId: string;
+  let contextId: string;
+  let body: Record<string, unknown>;
+  let taskId: string | undefined;
+  if (m.taskId) {
+    const current = await getTask(ctx, m.taskId);
+    if (current.state !== 'input-required')
+      throw new RpcError(INVALID_PARAMS, `Task ${m.taskId} is ${current.state}, not waiting for input`);
+    threadId = parseTaskId(m.taskId).threadId;
+    if (m.contextId && threadOfContext(m.contextId) !== threadId)
+      throw new RpcError(
+        INVALID_PARAMS,
+        `Task ${m.taskId} belongs to context ${current.contextId}, not ${m.contextId}`,
+      );
+    contextId = current.contextId;
+    taskId = m.taskId;
+    body = {
+      assistant_id: ctx.assistantId,
+      command: { resume: resumeOf(m) },
+      if_not_exists: 'reject',
+      metadata: { a2a_context_id: contextId, a2a_task_id: taskId },
+    };
+  } else {
+    contextId = m.contextId ?? randomUUID();
+    threadId = threadOfContext(contextId);
+    body = {
+      assistant_id: ctx.assistantId,
+      input: await inputOf(ctx, m),
+      if_not_exists: 'create',
+      metadata: { a2a_context_id: contextId },
+    };
+  }
+  if (!wait) {
+    const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, body);
+    if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
+    const run = res.body as RunRow;
+    return { taskId: taskId ?? `${threadId}:${run.run_id}`, run };
+  }
+  const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
+  if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
+  const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? '';
+  const read = await ctx.api.call('GET', `/threads/${threadId}/runs/${runId}`);
+  if (read.status !== 200) refused(read, 'message');
+  return { taskId: taskId ?? `${threadId}:${runId}`, run: read.body as RunRow, values: res.body };
+}
+
+export async function sendMessage(ctx: AgentContext, m: Message, blocking: boolean): Promise<Task> {
+  if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
+  const started = await startRun(ctx, m, blocking);
+  return view(ctx, started.taskId, started.run, started.values);
+}
+
+/** The task as it is, then (unless it has stopped already) once its run has ended. */
+export async function* followTask(ctx: AgentContext, taskId: string, run: RunRow): AsyncGenerator<Task> {
+  const first = await view(ctx, taskId, run);
+  yield first;
+  if (first.state !== 'submitted' && first.state !== 'working') return;
+  const joined = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}/join`);
+  if (joined.status !== 200) refused(joined, 'stream');
+  const ended = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}`);
+  if (ended.status !== 200) refused(ended, 'stream');
+  yield view(ctx, taskId, ended.body as RunRow, joined.body);
+}
+
+export async function streamMessage(ctx: AgentContext, m: Message): Promise<AsyncGenerator<Task>> {
+  if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
+  const started = await startRun(ctx, m, false);
+  return followTask(ctx, started.taskId, started.run);
+}
+
+export async function subscribe(ctx: AgentContext, taskId: string): Promise<AsyncGenerator<Task>> {
+  return followTask(ctx, taskId, await latestRun(ctx, taskId));
+}
+
+export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {
+  const run = await latestRun(ctx, taskId);
+  const before = await view(ctx, taskId, run);
+  if (before.state !== 'submitted' && before.state !== 'working')
+    throw new RpcError(TASK_NOT_CANCELABLE, `Task ${taskId} cannot be canceled: it is ${before.state}`);
+  const res = await ctx.api.call('POST', `/threads/${run.thread_id}/runs/${run.run_id}/cancel?action=interrupt&wait=1`);
+  if (res.status >= 300) refused(res, 'cancel');
+  return getTask(ctx, taskId);
+}

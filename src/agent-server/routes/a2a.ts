@@ -1,0 +1,191 @@
+// A2A per assistant: POST /a2a/{assistant_id} takes JSON-RPC in both dialects (a2a/dialects.ts; the method name
+// picks one per request), answering streams (message/stream, SendStreamingMessage, tasks/resubscribe,
+// SubscribeToTask) as server-sent events of JSON-RPC responses. The agent card is served where the hosted platform
+// serves it (/.well-known/agent-card.json?assistant_id=) and where stock resolvers look, under the agent's URL
+// (/a2a/{assistant_id}/.well-known/agent-card.json). Everything is done as the caller through the REST API
+// (http/as-caller.ts): an assistant or task the caller cannot see is not found.
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { isAppError } from '../../lib/errors.ts';
+import { agentCard, type CardAssistant } from '../a2a/card.ts';
+import {
+  dialectOf,
+  operationOf,
+  readSend,
+  sendResult,
+  streamEvents,
+  TaskIdParams,
+  writeTask,
+} from '../a2a/dialects.ts';
+import {
+  cancelTask,
+  getTask,
+  PUSH_NOT_SUPPORTED,
+  sendMessage,
+  streamMessage,
+  subscribe,
+  takesMessages,
+  UNSUPPORTED_OPERATION,
+  type AgentContext,
+} from '../a2a/tasks.ts';
+import { apiAsCaller, detailOf, type CallerApi } from '../http/as-caller.ts';
+import {
+  envelopeProblem,
+  idOf,
+  INTERNAL_ERROR,
+  INVALID_REQUEST,
+  METHOD_NOT_FOUND,
+  parseParams,
+  PARSE_ERROR,
+  rpcError,
+  RpcError,
+  RpcRequest,
+  rpcResult,
+  type RpcId,
+} from '../http/jsonrpc.ts';
+import type { RouteDeps } from './deps.ts';
+import { openSse } from './sse.ts';
+
+const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** The first value of a proxy header when it is a plain token of the expected shape (nothing injected into URLs). */
+function forwarded(req: FastifyRequest, name: string, re: RegExp): string | undefined {
+  const v = first(req.headers[name])?.split(',', 1)[0]?.trim();
+  return v && re.test(v) ? v : undefined;
+}
+
+/**
+ * The deployment's URL as clients reach it: the configured public URL, else the request's host (a proxy's
+ * X-Forwarded-Proto / -Host / -Prefix first) with the mount prefix.
+ */
+function baseUrlOf(deps: RouteDeps, req: FastifyRequest): string {
+  if (deps.publicUrl) return deps.publicUrl.replace(/\/+$/, '');
+  const host = forwarded(req, 'x-forwarded-host', /^[\w.:[\]-]+$/) ?? req.headers.host ?? 'localhost';
+  const proto = forwarded(req, 'x-forwarded-proto', /^https?$/) ?? req.protocol;
+  const prefix = forwarded(req, 'x-forwarded-prefix', /^\/[\w.~/-]*$/)?.replace(/\/$/, '') ?? '';
+  return `${proto}://${host}${prefix}${deps.mountPrefix ?? ''}`;
+}
+
+/** The assistant as the caller sees it, and whether its graph takes messages; null when it is not there for them. */
+async function agentOf(
+  api: CallerApi,
+  assistantId: string,
+): Promise<{ assistant: CardAssistant; takesMessages: boolean } | null> {
+  const found = await api.call('GET', `/assistants/${encodeURIComponent(assistantId)}`);
+  if (found.status === 404 || found.status === 422) return null;
+  if (found.status !== 200) throw new RpcError(INTERNAL_ERROR, `reading the assistant failed: ${detailOf(found)}`);
+  const assistant = found.body as CardAssistant;
+  return { assistant, takesMessages: await takesMessages(api, assistant.assistant_id) };
+}
+
+/** `root`: the app itself, whose routes the inner requests go to. */
+export const a2aRoutes =
+  (deps: RouteDeps, root: FastifyInstance): FastifyPluginAsync =>
+  async (app) => {
+    const stallMs = deps.streamStallMs ?? 60_000;
+    const hidden = { schema: { hide: true } };
+
+    app.setErrorHandler((err: FastifyError, req, reply) => {
+      if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
+        return reply.code(400).send(rpcError(null, PARSE_ERROR, `Parse error: ${err.message}`));
+      if (isAppError(err))
+        return reply.code(err.status).send(rpcError(idOf(req.body), INVALID_REQUEST, String(err.detail)));
+      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+        return reply.code(err.statusCode).send(rpcError(null, INVALID_REQUEST, err.message));
+      req.log.error({ err }, `A2A request failed: ${err.message}`);
+      return reply.code(500).send(rpcError(idOf(req.body), INTERNAL_ERROR, 'Internal error'));
+    });
+
+    async function card(req: FastifyRequest, reply: FastifyReply, assistantId: string | undefined) {
+      if (!assistantId)
+        return reply
+          .code(400)
+          .send({ detail: 'assistant_id is required: /.well-known/agent-card.json?assistant_id=<id>' });
+      const agent = await agentOf(apiAsCaller(root, req, deps.mountPrefix), assistantId);
+      if (!agent) return reply.code(404).send({ detail: `Assistant not found: ${assistantId}` });
+      return agentCard(agent.assistant, baseUrlOf(deps, req), deps.version, agent.takesMessages);
+    }
+
+    app.get('/.well-known/agent-card.json', hidden, async (req, reply) =>
+      card(req, reply, first((req.query as Record<string, string | string[] | undefined>).assistant_id)),
+    );
+    app.get('/a2a/:assistant_id/.well-known/agent-card.json', hidden, async (req, reply) =>
+      card(req, reply, (req.params as { assistant_id: string }).assistant_id),
+    );
+
+    app.post('/a2a/:assistant_id', hidden, async (req, reply) => {
+      const message = req.body;
+      if (Array.isArray(message))
+        return reply
+          .code(400)
+          .send(rpcError(null, INVALID_REQUEST, 'JSON-RPC batches are not supported: send one message per request'));
+      const parsed = RpcRequest.safeParse(message);
+      if (!parsed.success)
+        return reply.code(400).send(rpcError(idOf(message), INVALID_REQUEST, envelopeProblem(parsed.error)));
+      const { method, params } = parsed.data;
+      const id: RpcId | null = parsed.data.id ?? null;
+      const dialect = dialectOf(method);
+      if (!dialect) return rpcError(id, METHOD_NOT_FOUND, `Method not found: ${method}`);
+
+      const api = apiAsCaller(root, req, deps.mountPrefix);
+      const assistantId = (req.params as { assistant_id: string }).assistant_id;
+      const fail = (err: unknown) => {
+        if (err instanceof RpcError) return rpcError(id, err.code, err.message, err.data);
+        req.log.error({ err, method }, `A2A ${method} failed`);
+        return rpcError(id, INTERNAL_ERROR, `${method} failed`);
+      };
+      const ctx: AgentContext = { api, assistantId, takesMessages: () => takesMessages(api, assistantId) };
+
+      const op = operationOf(method);
+      if (op === 'stream' || op === 'subscribe') {
+        let tasks: AsyncGenerator<Awaited<ReturnType<typeof getTask>>>;
+        try {
+          if (op === 'stream') {
+            tasks = await streamMessage(ctx, readSend(dialect, method, params).message);
+          } else {
+            tasks = await subscribe(ctx, parseParams(TaskIdParams, method, params).id);
+          }
+        } catch (err) {
+          return fail(err);
+        }
+        const sse = openSse(req, reply, null, stallMs);
+        const frame = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
+        try {
+          let isFirst = true;
+          for await (const task of tasks) {
+            const events = streamEvents(dialect, task, isFirst);
+            if (isFirst && task.state !== 'submitted' && task.state !== 'working')
+              events.push(...streamEvents(dialect, task, false));
+            isFirst = false;
+            if (!(await sse.write(events.map((e) => frame(rpcResult(id, e)))))) break;
+          }
+        } catch (err) {
+          await sse.write([frame(fail(err))]);
+        } finally {
+          sse.end();
+        }
+        return;
+      }
+
+      try {
+        switch (op) {
+          case 'send': {
+            const { message: m, blocking } = readSend(dialect, method, params);
+            return rpcResult(id, sendResult(dialect, await sendMessage(ctx, m, blocking)));
+          }
+          case 'get':
+            return rpcResult(id, writeTask(dialect, await getTask(ctx, parseParams(TaskIdParams, method, params).id)));
+          case 'cancel':
+            return rpcResult(
+              id,
+              writeTask(dialect, await cancelTask(ctx, parseParams(TaskIdParams, method, params).id)),
+            );
+          case 'push':
+            throw new RpcError(PUSH_NOT_SUPPORTED, 'Push notifications are not supported by this agent');
+          default:
+            throw new RpcError(UNSUPPORTED_OPERATION, `${method} is not supported by this agent`);
+        }
+      } catch (err) {
+        return fail(err);
+      }
+    });
+  };
