@@ -354,6 +354,37 @@ for (const [kind, open] of Object.entries(stores)) {
         'body.secrets.0.value',
         /secret "BIG".*65537 bytes.*65536/,
       );
+      // Names the loader, shells or Node obey before the agent's code runs: the attack on the launch chain.
+      for (const name of [
+        'LD_PRELOAD',
+        'LD_LIBRARY_PATH',
+        'LD_AUDIT',
+        'GCONV_PATH',
+        'BASH_ENV',
+        'ENV',
+        'IFS',
+        'NODE_OPTIONS',
+      ]) {
+        await refused(
+          'POST',
+          '/v2/deployments',
+          secretsCase([
+            { name: 'OK', value: 'v' },
+            { name, value: '/home/agent/evil.so' },
+          ]),
+          'body.secrets.1.name',
+          new RegExp(`secret ${name} is reserved`),
+        );
+      }
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('bad-refs', { secret_references: [{ name: 'LD_PRELOAD', secret_name: 's', secret_key: 'k' }] }),
+        'body.secret_references.0.name',
+        /secret LD_PRELOAD is reserved/,
+      );
+      // PATH is the agent's own: the runtimes start their programs by absolute path.
+      await create('secret-path', { secrets: [{ name: 'PATH', value: '/home/agent/bin:/usr/bin' }] });
       // 64 KiB exactly is fine.
       await create('secret-64k', { secrets: [{ name: 'EXACT', value: 'x'.repeat(64 * 1024) }] });
       const many = Array.from({ length: 17 }, (_, i) => ({ name: `PART_${i}`, value: 'y'.repeat(63 * 1024) }));
@@ -414,6 +445,13 @@ for (const [kind, open] of Object.entries(stores)) {
         },
         'body.secrets.1.name',
         /duplicate/,
+      );
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        { secrets: [{ name: 'NODE_OPTIONS', value: '--require /tmp/x.js' }] },
+        'body.secrets.0.name',
+        /secret NODE_OPTIONS is reserved/,
       );
       expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(
         before.metadata.resourceVersion,

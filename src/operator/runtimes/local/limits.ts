@@ -10,6 +10,7 @@ import { constants } from 'node:fs';
 import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResourceSpec } from '../../../resources/agent-deployment.ts';
+import { shell } from './tools.ts';
 
 export type LimitsOptions = {
   /** Memory limit of a deployment that names none (resource_spec.memory_limit_mb); undefined or 0: none. */
@@ -95,7 +96,7 @@ export function limitsPlan(
     nodeArgs,
     wrap: (command, args) =>
       cgroup || dataKb
-        ? { command: 'sh', args: ['-c', LAUNCH, 'agentplane-limits', cgroup ?? '', dataKb, command, ...args] }
+        ? { command: shell(), args: ['-c', LAUNCH, 'agentplane-limits', cgroup ?? '', dataKb, command, ...args] }
         : { command, args },
     describe: parts.length ? `resource limits: ${parts.join('; ')}` : 'resource limits: none',
     ...(cgroup ? { cgroup } : {}),

@@ -28,7 +28,7 @@ import {
   type LocalContext,
   type Server,
 } from './context.ts';
-import { childEnv, envProblem } from './env.ts';
+import { childEnv, envProblem, secretsProblem } from './env.ts';
 import { prepareLimits, removeServerCgroup, superviseLimits } from './limits.ts';
 import type { LogWriter } from './logs.ts';
 import { ensureDeploymentDatabase } from './postgres.ts';
@@ -124,9 +124,10 @@ export async function startServer(
   const config = join(checkout, spec.graphConfigPath);
   const home = homeDir(ctx, spec.deploymentId);
   const cwd = projectDir(checkout, spec.graphConfigPath);
-  // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault.
-  const secretsProblem = envProblem(spec.env);
-  if (secretsProblem) throw new Error(secretsProblem);
+  // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) or a reserved name is the
+  // secret's fault.
+  const refused = secretsProblem(spec.env);
+  if (refused) throw new Error(refused);
   const marker = await readBuildMarker(dir);
   // The server may have changed its checkout while it ran: re-check what the runtime is about to mount.
   if (!(await insideReal(cwd, checkout)))
@@ -137,10 +138,10 @@ export async function startServer(
   const data = await dataPlace(ctx, spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
   if (ctx.gone.has(spec.deploymentId) || ctx.closed) throw new Error(`deployment ${spec.deployment} is gone`);
   await mkdir(home, { recursive: true });
+  const base = { base: ctx.opts.baseEnv ?? process.env, home, npmCache: join(home, '.npm') };
+  const chainEnv = childEnv(base);
   const env = childEnv({
-    base: ctx.opts.baseEnv ?? process.env,
-    home,
-    npmCache: join(home, '.npm'),
+    ...base,
     extra: {
       ...spec.env,
       ...data.env,
@@ -197,7 +198,8 @@ export async function startServer(
     log.line(limits.describe);
     proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
       cwd,
-      env,
+      env: chainEnv,
+      serverEnv: env,
       mounts,
       limit: limits.wrap,
       listenFd: held.fd,
