@@ -27,9 +27,10 @@ export type Mounts = {
 /**
  * infoFd: where bwrap writes the confined process's pid; asPid1: the command is PID 1 inside; argsFd: a descriptor
  * bwrap reads more of its arguments from (NUL-separated), which is how an environment reaches the confined process
- * without passing through argv (readable by every user in /proc) or through the environment of the launch chain.
+ * without passing through argv (readable by every user in /proc) or through the environment of the launch chain;
+ * tmpSizeMb: the size of the private /tmp (a tmpfs is memory: unsized, it may take half the machine's).
  */
-export type WrapOptions = { infoFd?: number; asPid1?: boolean; argsFd?: number };
+export type WrapOptions = { infoFd?: number; asPid1?: boolean; argsFd?: number; tmpSizeMb?: number };
 
 export type Sandbox = {
   kind: 'bwrap' | 'none';
@@ -99,6 +100,7 @@ export function bwrapArgs(base: SandboxBase, mounts: Mounts, system: string[], o
     '/proc',
     '--dev',
     '/dev',
+    ...(opts.tmpSizeMb ? ['--size', String(opts.tmpSizeMb * 1024 * 1024)] : []),
     '--tmpfs',
     '/tmp',
     ...sorted.flatMap(({ m }) => m.args),
@@ -117,13 +119,14 @@ export function bwrapEnvArgs(env: Record<string, string>): Buffer {
   return Buffer.from(args.map((a) => `${a}\0`).join(''));
 }
 
-export function bwrapSandbox(base: SandboxBase, bwrap: string): Sandbox {
+/** `sizedTmp` false: this bwrap has no --size (before 0.6), and /tmp stays unsized (the watchdog still counts it). */
+export function bwrapSandbox(base: SandboxBase, bwrap: string, sizedTmp = true): Sandbox {
   const system = systemMounts();
   return {
     kind: 'bwrap',
     wrap: (command, args, mounts, opts) => ({
       command: bwrap,
-      args: [...bwrapArgs(base, mounts, system, opts), command, ...args],
+      args: [...bwrapArgs(base, mounts, system, sizedTmp ? opts : { ...opts, tmpSizeMb: undefined }), command, ...args],
     }),
   };
 }
@@ -164,9 +167,16 @@ export async function detectSandbox(
   try {
     if (!bwrap) throw new Error('bwrap is not in PATH');
     await run(bwrap, ['--version'], { timeout: 5000 });
-    const sandbox = bwrapSandbox(base, bwrap);
-    const { command, args } = sandbox.wrap('true', [], { cwd: '/' });
-    await run(command, args, { timeout: 10_000 });
+    const { command, args } = bwrapSandbox(base, bwrap).wrap('true', [], { cwd: '/' }, { tmpSizeMb: 1 });
+    const sized = await run(command, args, { timeout: 10_000 }).then(
+      () => true,
+      () => false,
+    );
+    const sandbox = bwrapSandbox(base, bwrap, sized);
+    if (!sized) {
+      const plain = sandbox.wrap('true', [], { cwd: '/' });
+      await run(plain.command, plain.args, { timeout: 10_000 });
+    }
     return {
       sandbox,
       reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable',

@@ -13,6 +13,8 @@ export type ServerProcess = {
   child: ChildProcess;
   /** Sends `sig` to the server itself; SIGKILL also ends the wrapper. */
   signal(sig: NodeJS.Signals): void;
+  /** The server's pid when it runs in the sandbox, once bwrap has said it (its /proc/<pid>/root is the sandbox's). */
+  confinedPid(): number | undefined;
 };
 
 /** The descriptor number a server gets its listening socket on (spawnServer's `listenFd`). */
@@ -40,6 +42,8 @@ export function spawnServer(
     limit?: (command: string, args: string[]) => { command: string; args: string[] };
     /** A descriptor of this process the server inherits as its fd LISTEN_FD (its listening socket). */
     listenFd?: number;
+    /** The size of the sandbox's /tmp in MB (the memory limit: it is memory). */
+    tmpSizeMb?: number;
   },
 ): ServerProcess {
   const confined = sandbox.kind !== 'none';
@@ -47,7 +51,7 @@ export function spawnServer(
     command,
     args,
     { ...opts.mounts, cwd: opts.cwd },
-    confined ? { infoFd: 3, asPid1: true, argsFd: ENV_FD } : undefined,
+    confined ? { infoFd: 3, asPid1: true, argsFd: ENV_FD, tmpSizeMb: opts.tmpSizeMb } : undefined,
   );
   const guarded = withParentDeath(inner.command, inner.args);
   const wrapped = opts.limit ? opts.limit(guarded.command, guarded.args) : guarded;
@@ -92,7 +96,7 @@ export function spawnServer(
     }
     child.kill(sig);
   };
-  return { child, signal };
+  return { child, signal, confinedPid: () => innerPid };
 }
 
 /**

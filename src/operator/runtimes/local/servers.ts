@@ -29,7 +29,7 @@ import {
   type Server,
 } from './context.ts';
 import { childEnv, envProblem, secretsProblem } from './env.ts';
-import { prepareLimits, removeServerCgroup, superviseLimits } from './limits.ts';
+import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
 import type { LogWriter } from './logs.ts';
 import { ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX } from './sandbox.ts';
@@ -203,6 +203,7 @@ export async function startServer(
       mounts,
       limit: limits.wrap,
       listenFd: held.fd,
+      tmpSizeMb: limits.memoryMb,
     });
   } catch (err) {
     void removeServerCgroup(limits.cgroup);
@@ -213,7 +214,20 @@ export async function startServer(
     held.release();
   }
   const { child } = proc;
-  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), ctx.opts.limits?.watchIntervalMs);
+  let breach: LimitBreach | undefined;
+  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), {
+    intervalMs: ctx.opts.limits?.watchIntervalMs,
+    diskIntervalMs: ctx.opts.limits?.diskWatchIntervalMs,
+    probes: {
+      // The sandbox's own /tmp, seen through its process (unconfined, /tmp is the machine's and not counted).
+      tmpBytes: async () => {
+        const pid = proc.confinedPid();
+        return pid ? usedBytes(`/proc/${pid}/root/tmp`) : 0;
+      },
+      disk: { dirs: mounts.rw ?? [], skip: mounts.roOver ?? [] },
+    },
+    breached: (b) => (breach = b),
+  });
   child.once('exit', unsupervise);
   child.once('error', unsupervise);
   const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
@@ -255,8 +269,9 @@ export async function startServer(
       await log.flush();
       if (ctx.servers.get(key) === server) ctx.servers.delete(key);
       if (server.stopping || ctx.closed) return;
-      const detail = summarizeFailure(log.tail);
-      const transient = server.phase === 'Starting' && isTransientStart(detail);
+      // A limit the watchdog enforced says why, whatever the server printed last.
+      const detail = breach ? `${breach.message}; agent server killed` : summarizeFailure(log.tail);
+      const transient = !breach && server.phase === 'Starting' && isTransientStart(detail);
       if (ctx.failed.has(key)) {
         // already explained (spawn error)
       } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
@@ -268,7 +283,13 @@ export async function startServer(
         // It served (here or before a restart of the platform), or what ended it passes: start it again, later
         // after each failure in a row; the revision says meanwhile why it is not serving.
         const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
-        const next = ctx.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
+        const next = ctx.restarts.failed(
+          key,
+          spec,
+          `${ended}${detail ? `: ${detail}` : ''}`,
+          transient,
+          breach?.reason,
+        );
         log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
         await log.flush();
         logger.warn(
