@@ -31,10 +31,10 @@ import {
 import { childEnv, envProblem, secretsProblem } from './env.ts';
 import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
 import type { LogWriter } from './logs.ts';
-import { ensureDeploymentDatabase } from './postgres.ts';
+import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX } from './sandbox.ts';
 import { LISTEN_FD, spawnServer, type ServerProcess } from './server-process.ts';
-import { isTransientStart, restartStatus } from './start-failures.ts';
+import { restartStatus } from './start-failures.ts';
 
 const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
 const PARENT_WATCH = pathToFileURL(packagePath('src/operator/runtimes/local/parent-watch.mjs')).href;
@@ -271,7 +271,12 @@ export async function startServer(
       if (server.stopping || ctx.closed) return;
       // A limit the watchdog enforced says why, whatever the server printed last.
       const detail = breach ? `${breach.message}; agent server killed` : summarizeFailure(log.tail);
-      const transient = !breach && server.phase === 'Starting' && isTransientStart(detail);
+      // Its database was down only if the runtime's own check says so now, whatever the server printed.
+      const transient =
+        !breach &&
+        server.phase === 'Starting' &&
+        !!ctx.opts.databaseUrl &&
+        !(await databaseAnswers(ctx.opts.databaseUrl));
       if (ctx.failed.has(key)) {
         // already explained (spawn error)
       } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
