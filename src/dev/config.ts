@@ -6,6 +6,7 @@ import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts
 import type { GitHubAppSettings } from '../git/github-app.ts';
 import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
+import { MIN_MEMORY_LIMIT_MB } from '../control-plane/services/input-rules.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',
@@ -145,7 +146,12 @@ const schema = z.object({
   logLevel: z.string(),
   maxConcurrentBuilds: z.coerce.number().int().min(1),
   maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
-  defaultMemoryLimitMb: z.coerce.number().int().min(0),
+  defaultMemoryLimitMb: z.coerce
+    .number()
+    .int()
+    .refine((mb) => mb === 0 || mb >= MIN_MEMORY_LIMIT_MB, {
+      message: `must be 0 (none) or at least ${MIN_MEMORY_LIMIT_MB}: an agent server alone holds about 250 MB`,
+    }),
   maxProcesses: z.coerce.number().int().min(0),
   diskLimitMb: z.coerce.number().int().min(0),
   cgroupParent: z.string().min(1).optional(),

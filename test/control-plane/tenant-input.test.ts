@@ -567,6 +567,12 @@ for (const [kind, open] of Object.entries(stores)) {
         [{ cpu: 1, cpu_limit: 64 }, 'body.source_config.resource_spec.cpu_limit', /at most 4/],
         [{ memory_mb: 1_000_000 }, 'body.source_config.resource_spec.memory_mb', /at most 8192 MB.*--max-memory-mb/],
         [{ memory_mb: 512, memory_limit_mb: 9000 }, 'body.source_config.resource_spec.memory_limit_mb', /at most 8192/],
+        // Below what an agent server holds by itself: it would be killed for its memory again and again.
+        [
+          { memory_mb: 128, memory_limit_mb: 256 },
+          'body.source_config.resource_spec.memory_limit_mb',
+          /memory_limit_mb must be at least 512 MB .*got 256/,
+        ],
         [
           { min_scale: 3, max_scale: 2 },
           'body.source_config.resource_spec.max_scale',
