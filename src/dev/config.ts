@@ -6,6 +6,7 @@ import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts
 import type { GitHubAppSettings } from '../git/github-app.ts';
 import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
+import { MIN_MEMORY_LIMIT_MB } from '../control-plane/services/input-rules.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',
@@ -89,6 +90,20 @@ export const devCommand: CommandSpec = {
       default: '2048',
       env: ['AGENTPLANE_DEFAULT_MEMORY_LIMIT_MB'],
     },
+    'max-processes': {
+      type: 'string',
+      description:
+        "Processes one agent server's tree may hold at once (0 = no cap): the cgroup's pids.max when it has the pids controller, else a watchdog kills the tree",
+      default: '512',
+      env: ['AGENTPLANE_MAX_PROCESSES'],
+    },
+    'disk-limit-mb': {
+      type: 'string',
+      description:
+        "Disk a deployment's writable folders (home, data, checkout) may hold while its server runs (0 = no bound); a watchdog kills the server past it",
+      default: '4096',
+      env: ['AGENTPLANE_DISK_LIMIT_MB'],
+    },
     'cgroup-parent': {
       type: 'string',
       description:
@@ -131,7 +146,14 @@ const schema = z.object({
   logLevel: z.string(),
   maxConcurrentBuilds: z.coerce.number().int().min(1),
   maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
-  defaultMemoryLimitMb: z.coerce.number().int().min(0),
+  defaultMemoryLimitMb: z.coerce
+    .number()
+    .int()
+    .refine((mb) => mb === 0 || mb >= MIN_MEMORY_LIMIT_MB, {
+      message: `must be 0 (none) or at least ${MIN_MEMORY_LIMIT_MB}: an agent server alone holds about 250 MB`,
+    }),
+  maxProcesses: z.coerce.number().int().min(0),
+  diskLimitMb: z.coerce.number().int().min(0),
   cgroupParent: z.string().min(1).optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
@@ -149,6 +171,8 @@ const FLAG_OF: Record<string, string> = {
   maxConcurrentBuilds: 'max-concurrent-builds',
   maxBuildsPerWorkspace: 'max-builds-per-workspace',
   defaultMemoryLimitMb: 'default-memory-limit-mb',
+  maxProcesses: 'max-processes',
+  diskLimitMb: 'disk-limit-mb',
   cgroupParent: 'cgroup-parent',
 };
 export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
@@ -178,6 +202,8 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     maxConcurrentBuilds: pick('max-concurrent-builds'),
     maxBuildsPerWorkspace: pick('max-builds-per-workspace'),
     defaultMemoryLimitMb: pick('default-memory-limit-mb'),
+    maxProcesses: pick('max-processes'),
+    diskLimitMb: pick('disk-limit-mb'),
     cgroupParent: pick('cgroup-parent'),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
   });

@@ -64,7 +64,12 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
       deploymentTokenKey,
       maxConcurrentBuilds: config.maxConcurrentBuilds,
       maxBuildsPerWorkspace: config.maxBuildsPerWorkspace,
-      limits: { defaultMemoryLimitMb: config.defaultMemoryLimitMb, cgroupParent: cgroup.dir },
+      limits: {
+        defaultMemoryLimitMb: config.defaultMemoryLimitMb,
+        cgroupParent: cgroup.dir,
+        maxProcesses: config.maxProcesses,
+        diskLimitMb: config.diskLimitMb,
+      },
     },
     agentPorts: {
       host: config.host,

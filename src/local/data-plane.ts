@@ -3,7 +3,7 @@
 // proxy in front of the agent servers. The two commands pass only what differs (their store, runtime settings and
 // whether each deployment gets a port of its own).
 import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { privateDir } from '../lib/private-files.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
@@ -67,7 +67,8 @@ export type LocalDataPlane = {
 
 export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise<LocalDataPlane> {
   const { logger, store } = opts;
-  await mkdir(opts.dataDir, { recursive: true });
+  // Builds, agents' data and key files: the platform's user's alone.
+  privateDir(opts.dataDir);
   const dataDir = realpathSync(opts.dataDir);
   const { sandbox, reason } = await detectSandbox(opts.sandbox, {
     hidden: [dataDir],

@@ -150,6 +150,16 @@ describe('resourceBoundProblems', () => {
       ],
     );
   });
+
+  it('names the floor of memory_limit_mb: what an agent server holds by itself', () => {
+    expect(resourceBoundProblems({ memory_mb: 128, memory_limit_mb: 256 }, DEFAULT_INPUT_POLICY)).toEqual([
+      [
+        'memory_limit_mb',
+        'memory_limit_mb must be at least 512 MB (an agent server alone holds about 250 MB), got 256',
+      ],
+    ]);
+    expect(resourceBoundProblems({ memory_limit_mb: 512 }, DEFAULT_INPUT_POLICY)).toEqual([]);
+  });
 });
 
 describe('redactUrl', () => {

@@ -354,6 +354,37 @@ for (const [kind, open] of Object.entries(stores)) {
         'body.secrets.0.value',
         /secret "BIG".*65537 bytes.*65536/,
       );
+      // Names the loader, shells or Node obey before the agent's code runs: the attack on the launch chain.
+      for (const name of [
+        'LD_PRELOAD',
+        'LD_LIBRARY_PATH',
+        'LD_AUDIT',
+        'GCONV_PATH',
+        'BASH_ENV',
+        'ENV',
+        'IFS',
+        'NODE_OPTIONS',
+      ]) {
+        await refused(
+          'POST',
+          '/v2/deployments',
+          secretsCase([
+            { name: 'OK', value: 'v' },
+            { name, value: '/home/agent/evil.so' },
+          ]),
+          'body.secrets.1.name',
+          new RegExp(`secret ${name} is reserved`),
+        );
+      }
+      await refused(
+        'POST',
+        '/v2/deployments',
+        githubBody('bad-refs', { secret_references: [{ name: 'LD_PRELOAD', secret_name: 's', secret_key: 'k' }] }),
+        'body.secret_references.0.name',
+        /secret LD_PRELOAD is reserved/,
+      );
+      // PATH is the agent's own: the runtimes start their programs by absolute path.
+      await create('secret-path', { secrets: [{ name: 'PATH', value: '/home/agent/bin:/usr/bin' }] });
       // 64 KiB exactly is fine.
       await create('secret-64k', { secrets: [{ name: 'EXACT', value: 'x'.repeat(64 * 1024) }] });
       const many = Array.from({ length: 17 }, (_, i) => ({ name: `PART_${i}`, value: 'y'.repeat(63 * 1024) }));
@@ -414,6 +445,13 @@ for (const [kind, open] of Object.entries(stores)) {
         },
         'body.secrets.1.name',
         /duplicate/,
+      );
+      await refused(
+        'PATCH',
+        `/v2/deployments/${dep.id}`,
+        { secrets: [{ name: 'NODE_OPTIONS', value: '--require /tmp/x.js' }] },
+        'body.secrets.0.name',
+        /secret NODE_OPTIONS is reserved/,
       );
       expect((await s.store.get('AgentDeployment', s.ns, deploymentName(dep.id))).metadata.resourceVersion).toBe(
         before.metadata.resourceVersion,
@@ -529,6 +567,12 @@ for (const [kind, open] of Object.entries(stores)) {
         [{ cpu: 1, cpu_limit: 64 }, 'body.source_config.resource_spec.cpu_limit', /at most 4/],
         [{ memory_mb: 1_000_000 }, 'body.source_config.resource_spec.memory_mb', /at most 8192 MB.*--max-memory-mb/],
         [{ memory_mb: 512, memory_limit_mb: 9000 }, 'body.source_config.resource_spec.memory_limit_mb', /at most 8192/],
+        // Below what an agent server holds by itself: it would be killed for its memory again and again.
+        [
+          { memory_mb: 128, memory_limit_mb: 256 },
+          'body.source_config.resource_spec.memory_limit_mb',
+          /memory_limit_mb must be at least 512 MB .*got 256/,
+        ],
         [
           { min_scale: 3, max_scale: 2 },
           'body.source_config.resource_spec.max_scale',

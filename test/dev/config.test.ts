@@ -104,6 +104,11 @@ describe('agentplane dev flags', () => {
     expect(() => parseDevConfig(['--max-concurrent-builds', '0'], {})).toThrow(/--max-concurrent-builds/);
     expect(() => parseDevConfig(['--max-builds-per-workspace', 'x'], {})).toThrow(/--max-builds-per-workspace/);
     expect(() => parseDevConfig(['--default-memory-limit-mb', '-5'], {})).toThrow(/--default-memory-limit-mb/);
+    expect(() => parseDevConfig(['--default-memory-limit-mb', '256'], {})).toThrow(
+      /--default-memory-limit-mb: must be 0 \(none\) or at least 512/,
+    );
+    expect(() => parseDevConfig(['--max-processes', '-1'], {})).toThrow(/--max-processes/);
+    expect(() => parseDevConfig(['--disk-limit-mb', 'lots'], {})).toThrow(/--disk-limit-mb/);
     expect(() => parseDevConfig(['--quota-revisions-per-hour', '-1'], {})).toThrow(/--quota-revisions-per-hour/);
   });
 });

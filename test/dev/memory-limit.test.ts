@@ -1,5 +1,5 @@
 // resource_spec.memory_limit_mb on one machine, tried by a workspace whose graph wants more than it asked for: a
-// deployment limited to 256 MB runs a graph that tries to take and hold 600 MB. It must not get to hold it: the
+// deployment limited to 512 MB runs a graph that tries to take and hold 1100 MB. It must not get to hold it: the
 // allocation fails and/or the agent server is killed (by the kernel under a cgroup, else by the runtime's
 // watchdog), the deploy log says which limits were applied and what happened, and the deployment serves again
 // afterwards, within its limit. Real dev process, real git repository, real SDK.
@@ -88,7 +88,7 @@ async function hog(client: Client, mb: number): Promise<{ held?: number; failure
 }
 
 describe('memory limits of agent servers on one machine', () => {
-  it('a 256 MB deployment cannot hold 600 MB: the allocation fails or the server is killed, and it comes back', async () => {
+  it('a 512 MB deployment cannot hold 1100 MB: the allocation fails or the server is killed, and it comes back', async () => {
     if (dev) await stopDev(dev, 'SIGKILL'); // a CI retry: the failed attempt's dev process goes first
     dev = await startDev(join(tmp, 'data'), 0, ['--allow-local-repos', tmp]);
     const agentKey = await workspaceKey(dev.url);
@@ -97,7 +97,7 @@ describe('memory limits of agent servers on one machine', () => {
       source: 'github',
       source_config: {
         repo_url: repo.path,
-        resource_spec: { memory_mb: 128, memory_limit_mb: 256 },
+        resource_spec: { memory_mb: 128, memory_limit_mb: 512 },
         // agentplane's own packages (the same versions, mounted read-only in the sandbox) instead of an npm ci.
         install_command: `ln -s '${join(PACKAGE_ROOT, 'node_modules')}' node_modules`,
       },
@@ -111,15 +111,15 @@ describe('memory limits of agent servers on one machine', () => {
       return body.status === 'DEPLOYED' || String(body.status).includes('FAILED') ? body : undefined;
     });
     expect(`${rev.status} ${rev.status_message ?? ''}`, await deployLog(depId, revId)).toMatch(/^DEPLOYED/);
-    expect(await deployLog(depId, revId)).toMatch(/resource limits: memory 256 MB/);
+    expect(await deployLog(depId, revId)).toMatch(/resource limits: memory 512 MB/);
 
     const url = String((await api(dev.url).get(`/v2/deployments/${depId}`)).body.url);
     const client = new Client({ apiUrl: url, apiKey: agentKey });
     // Within the limit the graph works.
     expect(await hog(client, 20)).toEqual({ held: 20 });
 
-    const greedy = await hog(client, 600);
-    expect(greedy.held, 'the graph held 600 MB under a 256 MB limit').toBeUndefined();
+    const greedy = await hog(client, 1100);
+    expect(greedy.held, 'the graph held 1100 MB under a 512 MB limit').toBeUndefined();
     // Whatever it managed to take before failing, it may not keep: the server goes, and the log says why.
     const log = await waitFor(
       'the server to be stopped for its memory',

@@ -8,6 +8,8 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
+  realpathSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -343,6 +345,75 @@ describe('local runtime isolation', () => {
       server.close();
     }
   }, 60_000);
+
+  it("runs none of a workspace's programs outside the sandbox when its secret PATH leads to them", async () => {
+    // The attack: the workspace's code writes programs named like the launch chain's into its writable home, and
+    // its secret PATH points there. Each one, if ever run by the runtime, proves it by writing outside the sandbox
+    // what the platform's environment holds.
+    const home = join(dataRoot, 'runtime/deployments/dep-b/home');
+    const escaped = join(root, 'escaped');
+    const plant = ['sh', 'setpriv', 'bwrap', 'node', 'env', 'git', 'npm']
+      .map(
+        (name) =>
+          `printf '#!/bin/sh\\necho "${name} ran: $(cat /proc/${process.pid}/environ | tr "\\\\0" " ")" >> ${escaped}\\nexit 1\\n' > "$HOME/bin/${name}"; chmod +x "$HOME/bin/${name}"`,
+      )
+      .join('; ');
+    const planted = spec(B, 'b-path', { buildCommand: `mkdir -p "$HOME/bin"; ${plant}` });
+    expect(await build(planted)).toMatchObject({ phase: 'Succeeded' });
+    expect(readdirSync(join(home, 'bin')).sort()).toEqual(['bwrap', 'env', 'git', 'node', 'npm', 'setpriv', 'sh']);
+
+    const marker = 'path-marker-5b1d';
+    const status = await deploy(B, 'b-path', { PATH: `${join(home, 'bin')}:/usr/bin:/bin`, MARKER: marker });
+    expect(existsSync(escaped) ? readFileSync(escaped, 'utf8') : '').toBe('');
+    expect(status).toEqual({ phase: 'Ready' });
+    // The deployment's variables reach the agent process, and no process of the launch chain (sh, setpriv, bwrap).
+    const holders = environsWith(marker);
+    expect(holders.length).toBeGreaterThan(0);
+    for (const vars of holders) expect(vars).toContain(`PATH=${join(home, 'bin')}:/usr/bin:/bin`);
+    const exes = readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`MARKER=${marker}`);
+        } catch {
+          return false;
+        }
+      })
+      .map((pid) => {
+        try {
+          return readlinkSync(`/proc/${pid}/exe`);
+        } catch {
+          return '?';
+        }
+      });
+    expect(exes).toContain(realpathSync(process.execPath));
+    for (const name of ['sh', 'setpriv', 'bwrap']) {
+      const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).stdout.trim();
+      if (found) expect(exes).not.toContain(realpathSync(found));
+    }
+    await runtime.stop({ ...B, revision: 'b-path' });
+  }, 120_000);
+
+  it('refuses secrets that the loader or a shell would obey before the sandbox (LD_PRELOAD and the like)', async () => {
+    // Stored before the control plane refused these names, or pushed by a listener: the runtime refuses them too.
+    const cases = [
+      ['LD_PRELOAD', join(dataRoot, 'runtime/deployments/dep-b/home/evil.so')],
+      ['LD_LIBRARY_PATH', join(dataRoot, 'runtime/deployments/dep-b/home')],
+      ['NODE_OPTIONS', '--require /tmp/evil.js'],
+      ['BASH_ENV', '/tmp/evil.sh'],
+    ];
+    for (const [i, [name, value]] of cases.entries()) {
+      const revision = `b-reserved-${i}`;
+      expect(await build(spec(B, revision))).toMatchObject({ phase: 'Succeeded' });
+      const status = await settle(
+        () => runtime.deploy({ ...B, revision, graphConfigPath: 'langgraph.json', env: { OK: '1', [name!]: value! } }),
+        ['Ready', 'Failed'],
+        20_000,
+      );
+      expect(status).toMatchObject({ phase: 'Failed', message: expect.stringContaining(`secret ${name} is reserved`) });
+      await runtime.stop({ ...B, revision });
+    }
+  }, 90_000);
 
   it('ends DEPLOY_FAILED at once for a secret with NUL or of 200 KiB, and for a server that cannot start', async () => {
     const nul = await settle(

@@ -48,7 +48,8 @@ describe('resource limits of local agent servers', () => {
     expect(bare.describe).toMatch(/cpu 0.5 not enforced/);
     const grouped = limitsPlan({ memoryMb: 256, cpu: 0.5 }, '/sys/fs/cgroup/x/agentplane-r1');
     expect(grouped.describe).toMatch(/cgroup v2 memory.max.*cpu 0.5 \(cgroup v2 cpu.max\)/);
-    expect(grouped.wrap('node', ['a'])).toMatchObject({ command: 'sh' });
+    // By absolute path: a PATH among the deployment's variables must not choose the shell that runs the limits.
+    expect(grouped.wrap('node', ['a']).command).toMatch(/^\/.*\/sh$/);
     expect(limitsPlan({ cpu: 2 }, '/sys/fs/cgroup/x/y', false).describe).toMatch(
       /cpu 2 not enforced .*no cpu controller/,
     );

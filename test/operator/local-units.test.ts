@@ -11,7 +11,9 @@ import { buildsToRemove, cacheEvictions, trimInstallCache } from '../../src/oper
 import { LogBudget, LogWriter } from '../../src/operator/runtimes/local/logs.ts';
 import { redactText, redactUrl, splitCredentials } from '../../src/git/redact.ts';
 import { checkRepoUrl } from '../../src/git/repo-url.ts';
-import { bwrapArgs } from '../../src/operator/runtimes/local/sandbox.ts';
+import { bwrapArgs, bwrapEnvArgs } from '../../src/operator/runtimes/local/sandbox.ts';
+import { findInPath } from '../../src/operator/runtimes/local/tools.ts';
+import { reservedEnvName } from '../../src/lib/reserved-env.ts';
 
 describe('childEnv (allow-list)', () => {
   const base = {
@@ -211,6 +213,54 @@ describe('bwrapArgs', () => {
     expect(args.filter((a) => a.startsWith('/srv/app/.agentplane')).every((a) => !a.endsWith('control-plane'))).toBe(
       true,
     );
+  });
+});
+
+describe('the launch chain: programs by absolute path, secrets only for the confined process', () => {
+  it('finds programs in absolute PATH entries only (an empty entry or "." would be the working folder)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-path-'));
+    try {
+      writeFileSync(join(dir, 'bwrap'), '#!/bin/sh\n', { mode: 0o755 });
+      writeFileSync(join(dir, 'plain'), 'not executable', { mode: 0o644 });
+      expect(findInPath('bwrap', `:.:${dir}`)).toBe(join(dir, 'bwrap'));
+      expect(findInPath('plain', dir)).toBeUndefined();
+      expect(findInPath('bwrap', '.:bin')).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('hands bwrap the environment through --args (not argv), cleared first, values kept byte for byte', () => {
+    expect(bwrapArgs({ hidden: [], shared: [] }, { cwd: '/' }, [], { argsFd: 5 }).slice(0, 2)).toEqual(['--args', '5']);
+    const text = bwrapEnvArgs({ PATH: '/home/x/bin', ODD: 'a b\n"c"=' }).toString();
+    expect(text.split('\0')).toEqual([
+      '--clearenv',
+      '--setenv',
+      'PATH',
+      '/home/x/bin',
+      '--setenv',
+      'ODD',
+      'a b\n"c"=',
+      '',
+    ]);
+  });
+
+  it.each([
+    ['LD_PRELOAD', true],
+    ['LD_', true],
+    ['GCONV_PATH', true],
+    ['BASH_ENV', true],
+    ['ENV', true],
+    ['IFS', true],
+    ['NODE_OPTIONS', true],
+    ['PATH', false],
+    ['OPENAI_API_KEY', false],
+    ['LDAP_URL', false],
+    ['constructor', false],
+    ['__proto__', false],
+  ])('reservedEnvName(%s) refuses: %s', (name, refused) => {
+    expect(reservedEnvName(name) !== undefined).toBe(refused);
+    if (refused) expect(reservedEnvName(name)).toContain(`secret ${name} is reserved`);
   });
 });
 

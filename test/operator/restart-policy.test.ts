@@ -76,12 +76,13 @@ describe('isTransientStart', () => {
     ['PostgreSQL shutting down', coded('terminating connection due to administrator command', '57P01'), true],
     ['PostgreSQL starting up', coded('the database system is starting up', '57P03'), true],
     ['the port taken between pick and listen', coded('listen EADDRINUSE', 'EADDRINUSE'), true],
+    // What a server printed is the tenant's to choose: never a reason to retry it forever.
     [
-      'a server that gave up waiting for its database',
+      'a server that says it gave up waiting for its database',
       '{"level":"error","msg":"connect ECONNREFUSED 127.0.0.1:5432"}',
-      true,
+      false,
     ],
-    ['a server whose port was taken', 'Error: listen EADDRINUSE: address already in use 127.0.0.1:4000', true],
+    ['a server that says its port was taken', 'Error: listen EADDRINUSE: address already in use 127.0.0.1:4000', false],
     ['a missing graph module', 'Error: Cannot find module ./src/missing.ts', false],
     ['a bad secret', new Error('secret FOO holds a NUL byte'), false],
     ['a wrong password', coded('password authentication failed for user "x"', '28P01'), false],

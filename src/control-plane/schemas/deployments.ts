@@ -1,6 +1,7 @@
 // Request bodies of the Deployments v2 API (create, patch) and their parts: source configs, resource spec, secrets
 // and secret references (snake_case, as the public API). The same schemas validate requests and feed /openapi.json.
 import { z } from 'zod';
+import { reservedEnvName } from '../../lib/reserved-env.ts';
 import { customUrlHost, isDnsSubdomain } from '../../resources/index.ts';
 import {
   ENV_NAME,
@@ -124,10 +125,12 @@ export const SourceRevisionConfigIn = z.object({
 });
 export type SourceRevisionConfigIn = z.infer<typeof SourceRevisionConfigIn>;
 
+/** A variable of the agent's environment; names the loader, shells or Node obey before its code runs are refused. */
 const envName = z
   .string()
   .max(MAX_SECRET_NAME)
-  .regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)');
+  .regex(ENV_NAME, 'must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)')
+  .superRefine(rule(reservedEnvName));
 
 export const SecretIn = z.object({ name: envName, value: z.string() }).superRefine((s, ctx) => {
   if (hasNul(s.value)) {

@@ -172,7 +172,13 @@ type ResourceBounds = {
   memory_limit_mb?: number;
 };
 
-/** Fields of a resource_spec above the control plane's bounds: [field, message] pairs. */
+/**
+ * The smallest memory_limit_mb a deployment may ask for: an idle agent server holds about 150 MB of private memory
+ * and about 250 MB after its first runs, so a lower limit has it killed for its memory again and again.
+ */
+export const MIN_MEMORY_LIMIT_MB = 512;
+
+/** Fields of a resource_spec outside the control plane's bounds: [field, message] pairs. */
 export function resourceBoundProblems(spec: ResourceBounds, policy: InputPolicy): [keyof ResourceBounds, string][] {
   const bounds: [keyof ResourceBounds, number, string, string][] = [
     ['min_scale', policy.maxScale, 'replicas', '--max-scale'],
@@ -187,6 +193,13 @@ export function resourceBoundProblems(spec: ResourceBounds, policy: InputPolicy)
     const v = spec[field];
     if (typeof v === 'number' && v > max)
       out.push([field, `${field} must be at most ${max} ${unit} on this control plane (${flag}), got ${v}`]);
+  }
+  const limit = spec.memory_limit_mb;
+  if (typeof limit === 'number' && limit < MIN_MEMORY_LIMIT_MB) {
+    out.push([
+      'memory_limit_mb',
+      `memory_limit_mb must be at least ${MIN_MEMORY_LIMIT_MB} MB (an agent server alone holds about 250 MB), got ${limit}`,
+    ]);
   }
   return out;
 }

@@ -1,9 +1,9 @@
 // Embedded platform state: one SQLite file (better-sqlite3, WAL). Every write is one transaction, so nothing is
 // half-written; watches follow a change log (resources.ts). Secret values and integration tokens are encrypted at
 // rest (secret-box.ts). Each aggregate is a small factory over the shared context (context.ts).
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { privateDir, privateFile } from '../../lib/private-files.ts';
 import Database from 'better-sqlite3';
 import { migrateSqlite } from '../../lib/migrations.ts';
 import type { PlatformState } from '../types.ts';
@@ -17,6 +17,7 @@ import { PLATFORM_STATE_MIGRATIONS } from './migrations.ts';
 import { embeddedResources } from './resources.ts';
 import { embeddedRevisionLogs } from './revision-logs.ts';
 import { embeddedSecrets, prepareSecrets } from './secrets.ts';
+import { KEY_FILE } from './secret-box.ts';
 
 export type EmbeddedPlatformStateOptions = {
   /** Directory of the database file (created if missing). ':memory:' keeps everything in memory. */
@@ -36,8 +37,10 @@ export const embeddedStateFile = (dataDir: string) => join(dataDir, 'control-pla
 export function openEmbeddedPlatformState(opts: EmbeddedPlatformStateOptions): PlatformState {
   let file = ':memory:';
   if (opts.dataDir !== ':memory:') {
-    mkdirSync(opts.dataDir, { recursive: true });
+    privateDir(opts.dataDir);
     file = embeddedStateFile(opts.dataDir);
+    // The database, SQLite's files beside it and the key that seals its secrets.
+    privateFile(file, [`${file}-wal`, `${file}-shm`, join(opts.dataDir, KEY_FILE)]);
   }
   const db = new Database(file);
   // Waits for the lock rather than failing when another process opens or migrates the file at the same moment.

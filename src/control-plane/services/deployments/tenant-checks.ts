@@ -44,7 +44,8 @@ export function createTenantChecks(deps: {
     const at = ['body', 'source_config'];
     if (resourceSpec) {
       for (const [field, msg] of resourceBoundProblems(resourceSpec, policy)) {
-        issues.push({ loc: [...at, 'resource_spec', field], msg, type: 'less_than_equal' });
+        const type = msg.includes('at least') ? 'greater_than_equal' : 'less_than_equal';
+        issues.push({ loc: [...at, 'resource_spec', field], msg, type });
       }
     }
     const host = hostOf(customUrl);

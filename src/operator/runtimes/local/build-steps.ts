@@ -18,6 +18,7 @@ import { localCloneAuth } from '../../../git/clone-auth.ts';
 import { redactUrl } from '../../../git/redact.ts';
 import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from '../../../git/repo-url.ts';
 import type { Mounts, Sandbox } from './sandbox.ts';
+import { shell, tool } from './tools.ts';
 
 const MARKER = 'build.json';
 
@@ -139,7 +140,7 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   const git = (label: string, args: string[], cwd = src, extraEnv: Record<string, string> = {}, ro: string[] = []) =>
     confined({
       label,
-      command: 'git',
+      command: tool('git') ?? 'git',
       args: [...gitArgs, ...args],
       cwd,
       env: { ...gitEnv, ...extraEnv },
@@ -209,19 +210,19 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   }
   let sharedNodeModules: string | undefined;
   if (spec.installCommand) {
-    await confined({ label: spec.installCommand, command: 'sh', args: ['-c', spec.installCommand], cwd });
+    await confined({ label: spec.installCommand, command: shell(), args: ['-c', spec.installCommand], cwd });
   } else if (existsSync(join(cwd, 'package-lock.json'))) {
     sharedNodeModules = await npmCi(spec.deploymentId, cwd, ctx, confined);
   } else if (existsSync(join(cwd, 'package.json'))) {
     const args = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
-    await confined({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd });
+    await confined({ label: `npm ${args.join(' ')}`, command: tool('npm') ?? 'npm', args, cwd });
   } else {
     log.line('no package.json: skipping install');
   }
   if (spec.buildCommand) {
     await confined({
       label: spec.buildCommand,
-      command: 'sh',
+      command: shell(),
       args: ['-c', spec.buildCommand],
       cwd,
       mounts: revisionMounts(src, home, sharedNodeModules),
@@ -320,7 +321,13 @@ async function npmCi(
   const cached = cache ? join(cache.dir, key) : '';
   const own = (label: string, a: string[]) =>
     runStepIn(
-      { label, command: 'cp', args: a, cwd, env: childEnv({ base: ctx.baseEnv, home: ctx.home, npmCache: '' }) },
+      {
+        label,
+        command: tool('cp') ?? 'cp',
+        args: a,
+        cwd,
+        env: childEnv({ base: ctx.baseEnv, home: ctx.home, npmCache: '' }),
+      },
       log,
       signal,
     );
@@ -336,7 +343,7 @@ async function npmCi(
     await resetCacheDir(nodeModules);
     return nodeModules;
   }
-  await confined({ label: `npm ${args.join(' ')}`, command: 'npm', args, cwd });
+  await confined({ label: `npm ${args.join(' ')}`, command: tool('npm') ?? 'npm', args, cwd });
   // Install scripts ran in there: publish only a real folder, never a link they made.
   if (!cache || !(await isRealDir(nodeModules))) return undefined;
   // Publish atomically: a half-copied tree must never be found by another build.

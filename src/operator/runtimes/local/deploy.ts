@@ -5,7 +5,7 @@ import type { RevisionRef, ServerSpec, ServerStatus } from '../types.ts';
 import { readBuildMarker } from './build-steps.ts';
 import { build } from './builds.ts';
 import { fail, notify, revisionDir, revKey, savedBuildFile, type LocalContext, type SavedBuild } from './context.ts';
-import { envProblem } from './env.ts';
+import { secretsProblem } from './env.ts';
 import { redactText } from '../../../git/redact.ts';
 import { startServer, statusOf } from './servers.ts';
 import { isTransientStart, restartStatus } from './start-failures.ts';
@@ -22,9 +22,10 @@ export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<Serve
   if (ctx.restarts.waiting(key)) return restartStatus(ctx.restarts.pending(key)!);
   // A switch in progress starts and stops this deployment's servers itself.
   if (ctx.closed || ctx.holds.has(spec.deploymentId)) return { phase: 'Starting' };
-  // A value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault, whether or not the build is on disk.
-  const secretsProblem = envProblem(spec.env);
-  if (secretsProblem) return fail(ctx, spec, `agent server could not start: ${secretsProblem}`);
+  // A value spawn() cannot pass (NUL, over 128 KiB) or a reserved name is the secret's fault, whether or not the
+  // build is on disk.
+  const refused = secretsProblem(spec.env);
+  if (refused) return fail(ctx, spec, `agent server could not start: ${refused}`);
   const dir = revisionDir(ctx, spec);
   const marker = await readBuildMarker(dir);
   if (!marker) return rebuild(ctx, spec);

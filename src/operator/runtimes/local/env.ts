@@ -1,6 +1,7 @@
 // The environment of every process the local runtime starts (build steps and agent servers), built from an
 // allow-list: the dev process's own variables (bootstrap API key, database URL, cloud credentials...) never reach
 // code a workspace controls.
+import { reservedEnvName } from '../../../lib/reserved-env.ts';
 
 /** Variables copied from the dev process when set: locale, time zone, search path, proxies and CA bundles. */
 const PASSED = new Set([
@@ -55,6 +56,8 @@ export function childEnv({ base, home, npmCache, extra = {} }: ChildEnvInput): R
 const MAX_ENTRY_BYTES = 128 * 1024;
 /** Environment and arguments share one limit (ARG_MAX, often 2 MiB); stay well below it. */
 const MAX_TOTAL_BYTES = 1024 * 1024;
+/** bwrap takes at most 9000 arguments, and each variable costs three (--setenv NAME VALUE). */
+const MAX_VARIABLES = 2000;
 
 /** Why this environment cannot be given to a process, or undefined when it can. Names only, never values. */
 export function envProblem(env: Record<string, string>): string | undefined {
@@ -69,5 +72,16 @@ export function envProblem(env: Record<string, string>): string | undefined {
     total += bytes;
   }
   if (total > MAX_TOTAL_BYTES) return `the environment is too large (${Math.ceil(total / 1024)} KiB; at most 1024 KiB)`;
+  const count = Object.keys(env).length;
+  if (count > MAX_VARIABLES) return `the environment has ${count} variables; at most ${MAX_VARIABLES}`;
   return undefined;
+}
+
+/** Why a deployment's secrets cannot be given to its server: envProblem's reasons, or a reserved name. */
+export function secretsProblem(secrets: Record<string, string>): string | undefined {
+  for (const name of Object.keys(secrets)) {
+    const reserved = reservedEnvName(name);
+    if (reserved) return reserved;
+  }
+  return envProblem(secrets);
 }

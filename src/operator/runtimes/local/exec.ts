@@ -8,6 +8,7 @@ import { packagePath } from '../../../lib/package-root.ts';
 import type { LogWriter } from './logs.ts';
 import { redactText } from '../../../git/redact.ts';
 import { NO_SANDBOX, type Mounts, type Sandbox } from './sandbox.ts';
+import { tool } from './tools.ts';
 
 export class StepError extends Error {
   constructor(message: string) {
@@ -45,8 +46,11 @@ const STEP_GUARD = packagePath('src/operator/runtimes/local/step-guard.mjs');
  * orphaned bwrap or npm would otherwise finish the build on its own). Used when util-linux's setpriv has the flag.
  */
 export function withParentDeath(command: string, args: string[]): { command: string; args: string[] } {
-  pdeathsig ??= spawnSync('setpriv', ['--pdeathsig', 'KILL', '--', 'true']).status === 0;
-  return pdeathsig ? { command: 'setpriv', args: ['--pdeathsig', 'KILL', '--', command, ...args] } : { command, args };
+  const setpriv = tool('setpriv');
+  pdeathsig ??= !!setpriv && spawnSync(setpriv, ['--pdeathsig', 'KILL', '--', 'true']).status === 0;
+  return pdeathsig && setpriv
+    ? { command: setpriv, args: ['--pdeathsig', 'KILL', '--', command, ...args] }
+    : { command, args };
 }
 
 /** Process groups of running steps: killed when this process exits. */

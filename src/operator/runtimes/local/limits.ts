@@ -6,23 +6,42 @@
 // RLIMIT_DATA hard cap (the limit plus room for address space Node reserves but never touches) under which a large
 // allocation fails at once, and a watchdog that kills the server's whole process tree once its resident memory is
 // over the limit, as the kernel's OOM killer would; CPU is then not limited, and the deploy log says so.
+// Whatever the machine, the same watchdog also bounds what no rlimit can: the sandbox's /tmp (a tmpfs, memory no
+// process is charged for) counts as memory, the server's process tree may hold at most so many processes (unless
+// the cgroup's pids.max does it), and the deployment's writable folders at most so much disk. Each exceeded limit
+// kills the tree and gives the restart its own reason (OOMKilled, ProcessLimitExceeded, DiskLimitExceeded).
 import { constants } from 'node:fs';
-import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { access, lstat, mkdir, opendir, readdir, readFile, rmdir, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResourceSpec } from '../../../resources/agent-deployment.ts';
+import type { LimitReason } from './restart-policy.ts';
+import { shell } from './tools.ts';
 
 export type LimitsOptions = {
   /** Memory limit of a deployment that names none (resource_spec.memory_limit_mb); undefined or 0: none. */
   defaultMemoryLimitMb?: number;
   /** A writable cgroup v2 directory with memory (and cpu) enabled for its children; undefined: none. */
   cgroupParent?: string;
-  /** How often the watchdog reads resident memory (default 500 ms). */
+  /** How often the watchdog reads resident memory and counts processes (default 500 ms). */
   watchIntervalMs?: number;
+  /** Processes one agent server's tree may hold at once (default 512; 0: no cap). */
+  maxProcesses?: number;
+  /** Disk a deployment's writable folders may hold, in MB (default 4096; 0: no bound). */
+  diskLimitMb?: number;
+  /** How often the watchdog measures those folders (default 5 s). */
+  diskWatchIntervalMs?: number;
 };
+
+export const DEFAULT_MAX_PROCESSES = 512;
+export const DEFAULT_DISK_LIMIT_MB = 4096;
 
 export type ServerLimits = {
   memoryMb?: number;
   cpu?: number;
+  /** The cap the watchdog holds the process tree to (undefined: none, or the cgroup's pids.max does it). */
+  maxProcesses?: number;
+  /** The disk bound of the deployment's writable folders, in MB. */
+  diskMb?: number;
   /** Node flags of the agent server (the V8 heap limit). */
   nodeArgs: string[];
   /** The command line that starts `command args` inside the limits. */
@@ -64,11 +83,12 @@ const LAUNCH =
  * the cgroup has no cpu controller (cpu.max could not be written).
  */
 export function limitsPlan(
-  want: { memoryMb?: number; cpu?: number },
+  want: { memoryMb?: number; cpu?: number; maxProcesses?: number; diskMb?: number },
   cgroup: string | undefined,
   cpuInCgroup = true,
+  pidsInCgroup = false,
 ): ServerLimits {
-  const { memoryMb, cpu } = want;
+  const { memoryMb, cpu, maxProcesses, diskMb } = want;
   const parts: string[] = [];
   const nodeArgs = memoryMb ? [`--max-old-space-size=${heapLimitMb(memoryMb)}`] : [];
   const dataKb = memoryMb && !cgroup ? String(dataLimitMb(memoryMb) * 1024) : '';
@@ -89,13 +109,24 @@ export function limitsPlan(
           : `cpu ${cpu} not enforced (the cgroup has no cpu controller)`,
     );
   }
+  if (maxProcesses) {
+    parts.push(
+      cgroup && pidsInCgroup
+        ? `processes ${maxProcesses} (cgroup v2 pids.max)`
+        : `processes ${maxProcesses} (watchdog: the process tree is killed when it holds more)`,
+    );
+  }
+  if (diskMb) parts.push(`disk ${diskMb} MB in the deployment's writable folders (watchdog)`);
+  const watchedProcesses = maxProcesses && !(cgroup && pidsInCgroup) ? maxProcesses : undefined;
   return {
     ...(memoryMb ? { memoryMb } : {}),
     ...(cpu ? { cpu } : {}),
+    ...(watchedProcesses ? { maxProcesses: watchedProcesses } : {}),
+    ...(diskMb ? { diskMb } : {}),
     nodeArgs,
     wrap: (command, args) =>
       cgroup || dataKb
-        ? { command: 'sh', args: ['-c', LAUNCH, 'agentplane-limits', cgroup ?? '', dataKb, command, ...args] }
+        ? { command: shell(), args: ['-c', LAUNCH, 'agentplane-limits', cgroup ?? '', dataKb, command, ...args] }
         : { command, args },
     describe: parts.length ? `resource limits: ${parts.join('; ')}` : 'resource limits: none',
     ...(cgroup ? { cgroup } : {}),
@@ -152,9 +183,9 @@ const CPU_PERIOD_US = 100_000;
 export async function makeServerCgroup(
   parent: string | undefined,
   name: string,
-  want: { memoryMb?: number; cpu?: number },
-): Promise<{ dir: string; cpu: boolean } | undefined> {
-  if (!parent || (!want.memoryMb && !want.cpu)) return undefined;
+  want: { memoryMb?: number; cpu?: number; maxProcesses?: number },
+): Promise<{ dir: string; cpu: boolean; pids?: boolean } | undefined> {
+  if (!parent || (!want.memoryMb && !want.cpu && !want.maxProcesses)) return undefined;
   const dir = join(parent, name);
   await mkdir(dir, { recursive: true });
   if (want.memoryMb) {
@@ -168,7 +199,13 @@ export async function makeServerCgroup(
         () => false,
       )
     : false;
-  return { dir, cpu };
+  const pids = want.maxProcesses
+    ? await writeFile(join(dir, 'pids.max'), String(want.maxProcesses)).then(
+        () => true,
+        () => false,
+      )
+    : false;
+  return { dir, cpu, ...(pids ? { pids } : {}) };
 }
 
 /** Removes a server's cgroup once its processes are gone (the kernel refuses while any is left). */
@@ -203,8 +240,12 @@ export async function processTree(pid: number): Promise<number[]> {
  * other process and would count the same 50 MB against each server.
  */
 export async function treeResidentBytes(pid: number): Promise<number> {
+  return residentBytes(await processTree(pid));
+}
+
+async function residentBytes(pids: number[]): Promise<number> {
   let total = 0;
-  for (const p of await processTree(pid)) {
+  for (const p of pids) {
     const status = await readFile(`/proc/${p}/status`, 'utf8').catch(() => '');
     for (const field of ['RssAnon', 'RssShmem']) {
       const kb = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status)?.[1];
@@ -247,14 +288,29 @@ export function watchMemory(
   };
 }
 
-/** Kills every process of `pid`'s tree, leaves first (the server is killed as a whole, like a container). */
+/**
+ * Kills every process of `pid`'s tree (the server is killed as a whole, like a container). The tree is stopped
+ * first, round after round until no new process shows up, so a tree that forks while it is being killed (a fork
+ * bomb) cannot outrun the kill.
+ */
 export async function killTree(pid: number): Promise<void> {
-  for (const p of (await processTree(pid)).reverse()) {
-    try {
-      process.kill(p, 'SIGKILL');
-    } catch {
-      // gone already
+  const seen = new Set<number>();
+  for (let round = 0; round < 50; round++) {
+    const fresh = (await processTree(pid)).filter((p) => !seen.has(p));
+    if (!fresh.length) break;
+    for (const p of fresh) {
+      seen.add(p);
+      signalQuietly(p, 'SIGSTOP');
     }
+  }
+  for (const p of [...seen].reverse()) signalQuietly(p, 'SIGKILL');
+}
+
+function signalQuietly(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone already
   }
 }
 
@@ -264,34 +320,160 @@ export async function prepareLimits(
   opts: LimitsOptions,
   cgroupName: string,
 ): Promise<ServerLimits> {
-  const want = requestedLimits(spec, opts);
+  const want = {
+    ...requestedLimits(spec, opts),
+    maxProcesses: opts.maxProcesses ?? DEFAULT_MAX_PROCESSES,
+    diskMb: opts.diskLimitMb ?? DEFAULT_DISK_LIMIT_MB,
+  };
   const cgroup = await makeServerCgroup(opts.cgroupParent, cgroupName, want);
-  return limitsPlan(want, cgroup?.dir, cgroup?.cpu);
+  return limitsPlan(want, cgroup?.dir, cgroup?.cpu, cgroup?.pids);
+}
+
+/** Bytes used on the filesystem at `path` (a tmpfs: what its files hold in memory); 0 when it cannot be read. */
+export async function usedBytes(path: string): Promise<number> {
+  const st = await statfs(path).catch(() => undefined);
+  return st ? (st.blocks - st.bfree) * st.bsize : 0;
 }
 
 /**
- * Enforces what the kernel does not (no cgroup): kills the server's process tree once its resident memory passes
- * the limit, saying so in `line`. Returns the function to call when the server has exited.
+ * Disk allocated to the files under `dirs` (symbolic links not followed, a hard-linked file counted once, `skip`
+ * not entered); stops counting once past `stopAbove`, which is all a bound needs to know.
+ */
+export async function folderBytes(dirs: string[], skip: string[] = [], stopAbove = Infinity): Promise<number> {
+  const counted = new Set<string>();
+  let total = 0;
+  const stack = [...dirs];
+  while (stack.length && total <= stopAbove) {
+    const dir = stack.pop()!;
+    if (skip.includes(dir)) continue;
+    const handle = await opendir(dir).catch(() => undefined);
+    if (!handle) continue;
+    for await (const entry of handle) {
+      const path = join(dir, entry.name);
+      const st = await lstat(path).catch(() => undefined);
+      if (!st) continue;
+      if (st.nlink > 1 && !st.isDirectory()) {
+        const id = `${st.dev}:${st.ino}`;
+        if (counted.has(id)) continue;
+        counted.add(id);
+      }
+      total += st.blocks * 512;
+      if (st.isDirectory()) stack.push(path);
+    }
+  }
+  return total;
+}
+
+export type LimitBreach = {
+  /** The server's status reason while it is started again. */
+  reason: LimitReason;
+  /** One line for the deploy log and the status message. */
+  message: string;
+};
+
+/** What the watchdog measures besides the process tree. */
+export type LimitProbes = {
+  /** Bytes held by the sandbox's private /tmp (a tmpfs: memory). */
+  tmpBytes?: () => Promise<number>;
+  /** The deployment's writable folders, and folders under them not to count (read-only shared node_modules). */
+  disk?: { dirs: string[]; skip?: string[] };
+};
+
+const MB = 1024 * 1024;
+
+/**
+ * Measures one server against its limits every `intervalMs` (disk every `diskIntervalMs`) and calls `exceeded`
+ * once, with the first limit found exceeded. Returns the function that stops watching.
+ */
+export function watchLimits(
+  pid: number,
+  limits: Pick<ServerLimits, 'memoryMb' | 'maxProcesses' | 'diskMb' | 'cgroup'>,
+  probes: LimitProbes,
+  exceeded: (breach: LimitBreach) => void,
+  intervalMs = 500,
+  diskIntervalMs = 5000,
+): () => void {
+  let stopped = false;
+  let busy = false;
+  let lastDisk = Date.now();
+  const memoryMb = limits.cgroup ? undefined : limits.memoryMb;
+  const check = async (): Promise<LimitBreach | undefined> => {
+    if (memoryMb || limits.maxProcesses) {
+      const tree = await processTree(pid);
+      if (limits.maxProcesses && tree.length > limits.maxProcesses) {
+        return {
+          reason: 'ProcessLimitExceeded',
+          message: `${tree.length} processes are over the limit of ${limits.maxProcesses}`,
+        };
+      }
+      if (memoryMb) {
+        const resident = Math.round((await residentBytes(tree)) / MB);
+        const tmp = Math.round(((await probes.tmpBytes?.()) ?? 0) / MB);
+        if (resident + tmp > memoryMb) {
+          const what = tmp
+            ? `resident memory ${resident} MB and /tmp ${tmp} MB (${resident + tmp} MB) are`
+            : `resident memory ${resident} MB is`;
+          return { reason: 'OOMKilled', message: `out of memory: ${what} over the memory limit of ${memoryMb} MB` };
+        }
+      }
+    }
+    if (limits.diskMb && probes.disk && Date.now() - lastDisk >= diskIntervalMs) {
+      lastDisk = Date.now();
+      const bound = limits.diskMb * MB;
+      const used = await folderBytes(probes.disk.dirs, probes.disk.skip, bound);
+      if (used > bound) {
+        return {
+          reason: 'DiskLimitExceeded',
+          message: `disk: the deployment's folders hold more than ${limits.diskMb} MB, the disk limit`,
+        };
+      }
+    }
+    return undefined;
+  };
+  const timer = setInterval(() => {
+    if (busy || stopped) return;
+    busy = true;
+    void check()
+      .then((breach) => {
+        if (breach && !stopped) {
+          stopped = true;
+          clearInterval(timer);
+          exceeded(breach);
+        }
+      })
+      .finally(() => (busy = false));
+  }, intervalMs);
+  timer.unref();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+}
+
+/**
+ * Enforces what the kernel does not: kills the server's process tree once a limit is exceeded, saying so in `line`
+ * and to `breached`. Returns the function to call when the server has exited.
  */
 export function superviseLimits(
   limits: ServerLimits,
   pid: number | undefined,
   line: (text: string) => void,
-  intervalMs?: number,
+  opts: { intervalMs?: number; diskIntervalMs?: number; probes?: LimitProbes; breached?: (b: LimitBreach) => void },
 ): () => void {
+  const watched = limits.maxProcesses || limits.diskMb || (limits.memoryMb && !limits.cgroup);
   const stop =
-    pid && limits.memoryMb && !limits.cgroup
-      ? watchMemory(
+    pid && watched
+      ? watchLimits(
           pid,
-          limits.memoryMb,
-          (mb) => {
-            line(
-              `error: out of memory: resident memory ${mb} MB is over the memory limit of ${limits.memoryMb} MB; ` +
-                'agent server killed',
-            );
+          limits,
+          opts.probes ?? {},
+          (breach) => {
+            opts.breached?.(breach);
+            line(`error: ${breach.message}; agent server killed`);
             void killTree(pid);
           },
-          intervalMs,
+          opts.intervalMs,
+          opts.diskIntervalMs,
         )
       : () => undefined;
   return () => {

@@ -104,3 +104,24 @@ export async function dropDeploymentDatabase(serverUrl: string, deploymentId: st
     await client.end();
   }
 }
+
+/**
+ * Whether the runtime itself can use the Postgres server now (connect, one query): the runtime's own check of a
+ * database outage, which an agent's output is never taken for.
+ */
+export async function databaseAnswers(serverUrl: string, timeoutMs = 3000): Promise<boolean> {
+  const client = newPgClient({
+    connectionString: serverUrl,
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+  });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -27,8 +27,14 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = {
   transientMaxMs: 5_000,
 };
 
-/** Why a revision is waiting to be started again: restarting, in a crash loop, or waiting for its database. */
-export type RestartReason = 'Restarting' | 'CrashLoopBackOff' | 'DatabaseUnavailable';
+/** A limit the runtime killed a server for (limits.ts): memory (with /tmp), processes, disk. */
+export type LimitReason = 'OOMKilled' | 'ProcessLimitExceeded' | 'DiskLimitExceeded';
+
+/**
+ * Why a revision is waiting to be started again: restarting, in a crash loop, waiting for its database, or killed
+ * for a limit.
+ */
+export type RestartReason = 'Restarting' | 'CrashLoopBackOff' | 'DatabaseUnavailable' | LimitReason;
 
 export interface RestartDecision {
   /** Failures in a row, this one included. */

@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { promisify } from 'node:util';
+import { tool } from './tools.ts';
 
 export type SandboxMode = 'auto' | 'bwrap' | 'none';
 
@@ -23,15 +24,18 @@ export type Mounts = {
   cwd: string;
 };
 
+/**
+ * infoFd: where bwrap writes the confined process's pid; asPid1: the command is PID 1 inside; argsFd: a descriptor
+ * bwrap reads more of its arguments from (NUL-separated), which is how an environment reaches the confined process
+ * without passing through argv (readable by every user in /proc) or through the environment of the launch chain;
+ * tmpSizeMb: the size of the private /tmp (a tmpfs is memory: unsized, it may take half the machine's).
+ */
+export type WrapOptions = { infoFd?: number; asPid1?: boolean; argsFd?: number; tmpSizeMb?: number };
+
 export type Sandbox = {
   kind: 'bwrap' | 'none';
   /** The command line to spawn for `command args` confined to `mounts`. */
-  wrap(
-    command: string,
-    args: string[],
-    mounts: Mounts,
-    opts?: { infoFd?: number; asPid1?: boolean },
-  ): { command: string; args: string[] };
+  wrap(command: string, args: string[], mounts: Mounts, opts?: WrapOptions): { command: string; args: string[] };
 };
 
 export type SandboxBase = {
@@ -69,12 +73,7 @@ function depth(path: string): number {
  * bwrap's arguments, pure given the system mounts. Mounts are applied parents first, so a hidden data dir covers
  * what a shared tree exposed, and a revision folder inside it is bound again on top.
  */
-export function bwrapArgs(
-  base: SandboxBase,
-  mounts: Mounts,
-  system: string[],
-  opts: { infoFd?: number; asPid1?: boolean } = {},
-): string[] {
+export function bwrapArgs(base: SandboxBase, mounts: Mounts, system: string[], opts: WrapOptions = {}): string[] {
   type M = { path: string; args: string[] };
   const ordered: M[] = [
     ...base.shared.map((p) => ({ path: p, args: ['--ro-bind', p, p] })),
@@ -87,6 +86,7 @@ export function bwrapArgs(
   // Stable: equal depths keep the order above (hidden before the writable folders beneath it).
   const sorted = ordered.map((m, i) => ({ m, i })).sort((a, b) => depth(a.m.path) - depth(b.m.path) || a.i - b.i);
   return [
+    ...(opts.argsFd !== undefined ? ['--args', String(opts.argsFd)] : []),
     ...(opts.infoFd !== undefined ? ['--info-fd', String(opts.infoFd)] : []),
     '--unshare-all',
     '--share-net',
@@ -100,6 +100,7 @@ export function bwrapArgs(
     '/proc',
     '--dev',
     '/dev',
+    ...(opts.tmpSizeMb ? ['--size', String(opts.tmpSizeMb * 1024 * 1024)] : []),
     '--tmpfs',
     '/tmp',
     ...sorted.flatMap(({ m }) => m.args),
@@ -109,13 +110,23 @@ export function bwrapArgs(
   ];
 }
 
-export function bwrapSandbox(base: SandboxBase, bwrap = 'bwrap'): Sandbox {
+/**
+ * What to write to bwrap's --args descriptor so that the confined process gets exactly `env`: bwrap itself keeps
+ * the environment it was started with (the runtime's own), and applies these only to the process it starts.
+ */
+export function bwrapEnvArgs(env: Record<string, string>): Buffer {
+  const args = ['--clearenv', ...Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value])];
+  return Buffer.from(args.map((a) => `${a}\0`).join(''));
+}
+
+/** `sizedTmp` false: this bwrap has no --size (before 0.6), and /tmp stays unsized (the watchdog still counts it). */
+export function bwrapSandbox(base: SandboxBase, bwrap: string, sizedTmp = true): Sandbox {
   const system = systemMounts();
   return {
     kind: 'bwrap',
     wrap: (command, args, mounts, opts) => ({
       command: bwrap,
-      args: [...bwrapArgs(base, mounts, system, opts), command, ...args],
+      args: [...bwrapArgs(base, mounts, system, sizedTmp ? opts : { ...opts, tmpSizeMb: undefined }), command, ...args],
     }),
   };
 }
@@ -152,11 +163,20 @@ export async function detectSandbox(
       sandbox: NO_SANDBOX,
       reason: 'sandbox disabled (--sandbox none): builds and agent servers run unconfined',
     };
-  const sandbox = bwrapSandbox(base);
+  const bwrap = tool('bwrap');
   try {
-    await run('bwrap', ['--version'], { timeout: 5000 });
-    const { command, args } = sandbox.wrap('true', [], { cwd: '/' });
-    await run(command, args, { timeout: 10_000 });
+    if (!bwrap) throw new Error('bwrap is not in PATH');
+    await run(bwrap, ['--version'], { timeout: 5000 });
+    const { command, args } = bwrapSandbox(base, bwrap).wrap('true', [], { cwd: '/' }, { tmpSizeMb: 1 });
+    const sized = await run(command, args, { timeout: 10_000 }).then(
+      () => true,
+      () => false,
+    );
+    const sandbox = bwrapSandbox(base, bwrap, sized);
+    if (!sized) {
+      const plain = sandbox.wrap('true', [], { cwd: '/' });
+      await run(plain.command, plain.args, { timeout: 10_000 });
+    }
     return {
       sandbox,
       reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable',

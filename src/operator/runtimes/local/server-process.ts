@@ -1,20 +1,26 @@
 // Starts a long-running process (an agent server), confined when there is a sandbox, and signals it. Inside
 // bubblewrap the process is PID 1 of its own namespace and bwrap does not forward signals, so its pid is read
-// from bwrap's --info-fd and signals go to it directly.
+// from bwrap's --info-fd and signals go to it directly. The launch chain in front of it (sh for the limits,
+// setpriv, bwrap) runs by absolute path with the runtime's own environment; the deployment's variables reach only
+// the confined process, through bwrap's --args descriptor.
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { withParentDeath } from './exec.ts';
-import type { Mounts, Sandbox } from './sandbox.ts';
+import { bwrapEnvArgs, type Mounts, type Sandbox } from './sandbox.ts';
 
 export type ServerProcess = {
   /** The process we spawned (bwrap when confined): its exit is the server's exit. */
   child: ChildProcess;
   /** Sends `sig` to the server itself; SIGKILL also ends the wrapper. */
   signal(sig: NodeJS.Signals): void;
+  /** The server's pid when it runs in the sandbox, once bwrap has said it (its /proc/<pid>/root is the sandbox's). */
+  confinedPid(): number | undefined;
 };
 
 /** The descriptor number a server gets its listening socket on (spawnServer's `listenFd`). */
 export const LISTEN_FD = 4;
+/** The descriptor bwrap reads the server's environment from (closed by bwrap once read). */
+const ENV_FD = 5;
 
 /** Spawns `command args`; throws what spawn() throws synchronously (e.g. an invalid environment). */
 export function spawnServer(
@@ -23,12 +29,21 @@ export function spawnServer(
   args: string[],
   opts: {
     cwd: string;
+    /** The launch chain's environment: the runtime's own, nothing a workspace set. */
     env: Record<string, string>;
+    /**
+     * The server's environment (with the deployment's secrets). Without a sandbox the whole chain gets it: then
+     * the chain's programs, started by absolute path, are all that stands between it and the workspace's code,
+     * which runs unconfined as this process's user anyway.
+     */
+    serverEnv: Record<string, string>;
     mounts: Omit<Mounts, 'cwd'>;
     /** Puts the whole command line inside resource limits (limits.ts); the pid stays the one spawned. */
     limit?: (command: string, args: string[]) => { command: string; args: string[] };
     /** A descriptor of this process the server inherits as its fd LISTEN_FD (its listening socket). */
     listenFd?: number;
+    /** The size of the sandbox's /tmp in MB (the memory limit: it is memory). */
+    tmpSizeMb?: number;
   },
 ): ServerProcess {
   const confined = sandbox.kind !== 'none';
@@ -36,24 +51,31 @@ export function spawnServer(
     command,
     args,
     { ...opts.mounts, cwd: opts.cwd },
-    confined ? { infoFd: 3, asPid1: true } : undefined,
+    confined ? { infoFd: 3, asPid1: true, argsFd: ENV_FD, tmpSizeMb: opts.tmpSizeMb } : undefined,
   );
   const guarded = withParentDeath(inner.command, inner.args);
   const wrapped = opts.limit ? opts.limit(guarded.command, guarded.args) : guarded;
   // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
   // fd 3: bwrap's --info-fd when confined; fd 4: the listening socket, through the wrappers (sh, setpriv, bwrap keep
-  // inherited descriptors).
+  // inherited descriptors); fd 5: the server's environment for bwrap.
   const child = spawn(wrapped.command, wrapped.args, {
     cwd: opts.cwd,
-    env: opts.env,
+    env: confined ? opts.env : opts.serverEnv,
     stdio: [
       'pipe',
       'pipe',
       'pipe',
       confined ? 'pipe' : 'ignore',
-      ...(opts.listenFd !== undefined ? [opts.listenFd] : []),
+      opts.listenFd ?? 'ignore',
+      confined ? 'pipe' : 'ignore',
     ],
   });
+  if (confined) {
+    const envPipe = (child.stdio as unknown as (Writable | null)[])[ENV_FD];
+    // bwrap may be gone before it read everything (it failed): its exit says why, not a write error.
+    envPipe?.on('error', () => undefined);
+    envPipe?.end(bwrapEnvArgs(opts.serverEnv));
+  }
   let innerPid: number | undefined;
   const info = confined ? readInfoPid(child.stdio[3] as Readable | null).then((pid) => (innerPid = pid)) : undefined;
   const signal = (sig: NodeJS.Signals): void => {
@@ -74,7 +96,7 @@ export function spawnServer(
     }
     child.kill(sig);
   };
-  return { child, signal };
+  return { child, signal, confinedPid: () => innerPid };
 }
 
 /**

@@ -28,13 +28,13 @@ import {
   type LocalContext,
   type Server,
 } from './context.ts';
-import { childEnv, envProblem } from './env.ts';
-import { prepareLimits, removeServerCgroup, superviseLimits } from './limits.ts';
+import { childEnv, envProblem, secretsProblem } from './env.ts';
+import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
 import type { LogWriter } from './logs.ts';
-import { ensureDeploymentDatabase } from './postgres.ts';
+import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX } from './sandbox.ts';
 import { LISTEN_FD, spawnServer, type ServerProcess } from './server-process.ts';
-import { isTransientStart, restartStatus } from './start-failures.ts';
+import { restartStatus } from './start-failures.ts';
 
 const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
 const PARENT_WATCH = pathToFileURL(packagePath('src/operator/runtimes/local/parent-watch.mjs')).href;
@@ -130,9 +130,10 @@ export async function startServer(
   const config = join(checkout, spec.graphConfigPath);
   const home = homeDir(ctx, spec.deploymentId);
   const cwd = projectDir(checkout, spec.graphConfigPath);
-  // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) is the secret's fault.
-  const secretsProblem = envProblem(spec.env);
-  if (secretsProblem) throw new Error(secretsProblem);
+  // Checked before anything is created: a value spawn() cannot pass (NUL, over 128 KiB) or a reserved name is the
+  // secret's fault.
+  const refused = secretsProblem(spec.env);
+  if (refused) throw new Error(refused);
   const marker = await readBuildMarker(dir);
   // The server may have changed its checkout while it ran: re-check what the runtime is about to mount.
   if (!(await insideReal(cwd, checkout)))
@@ -143,13 +144,13 @@ export async function startServer(
   const data = await dataPlace(ctx, spec.deploymentId, preflight ? join(dir, 'preflight-data') : undefined);
   if (ctx.gone.has(spec.deploymentId) || ctx.closed) throw new Error(`deployment ${spec.deployment} is gone`);
   await mkdir(home, { recursive: true });
+  const base = { base: ctx.opts.baseEnv ?? process.env, home, npmCache: join(home, '.npm') };
+  const chainEnv = childEnv(base);
   // After the workspace's secrets: a secret named LANGGRAPH_AES_KEY does not replace the platform's key.
   const dataKeys = (await ctx.opts.dataKeys?.(spec)) ?? {};
   const publicUrl = await deploymentUrl(ctx, spec.deploymentId);
   const env = childEnv({
-    base: ctx.opts.baseEnv ?? process.env,
-    home,
-    npmCache: join(home, '.npm'),
+    ...base,
     extra: {
       // Where clients reach it through the proxy (named by its A2A agent cards); its own secrets may say otherwise.
       ...(publicUrl ? { AGENTPLANE_PUBLIC_AGENT_URL: publicUrl } : {}),
@@ -209,10 +210,12 @@ export async function startServer(
     log.line(limits.describe);
     proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
       cwd,
-      env,
+      env: chainEnv,
+      serverEnv: env,
       mounts,
       limit: limits.wrap,
       listenFd: held.fd,
+      tmpSizeMb: limits.memoryMb,
     });
   } catch (err) {
     void removeServerCgroup(limits.cgroup);
@@ -223,7 +226,20 @@ export async function startServer(
     held.release();
   }
   const { child } = proc;
-  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), ctx.opts.limits?.watchIntervalMs);
+  let breach: LimitBreach | undefined;
+  const unsupervise = superviseLimits(limits, child.pid, (text) => log.line(text), {
+    intervalMs: ctx.opts.limits?.watchIntervalMs,
+    diskIntervalMs: ctx.opts.limits?.diskWatchIntervalMs,
+    probes: {
+      // The sandbox's own /tmp, seen through its process (unconfined, /tmp is the machine's and not counted).
+      tmpBytes: async () => {
+        const pid = proc.confinedPid();
+        return pid ? usedBytes(`/proc/${pid}/root/tmp`) : 0;
+      },
+      disk: { dirs: mounts.rw ?? [], skip: mounts.roOver ?? [] },
+    },
+    breached: (b) => (breach = b),
+  });
   child.once('exit', unsupervise);
   child.once('error', unsupervise);
   const output = Promise.all([log.follow(child.stdout), log.follow(child.stderr)]);
@@ -265,8 +281,14 @@ export async function startServer(
       await log.flush();
       if (ctx.servers.get(key) === server) ctx.servers.delete(key);
       if (server.stopping || ctx.closed) return;
-      const detail = summarizeFailure(log.tail);
-      const transient = server.phase === 'Starting' && isTransientStart(detail);
+      // A limit the watchdog enforced says why, whatever the server printed last.
+      const detail = breach ? `${breach.message}; agent server killed` : summarizeFailure(log.tail);
+      // Its database was down only if the runtime's own check says so now, whatever the server printed.
+      const transient =
+        !breach &&
+        server.phase === 'Starting' &&
+        !!ctx.opts.databaseUrl &&
+        !(await databaseAnswers(ctx.opts.databaseUrl));
       if (ctx.failed.has(key)) {
         // already explained (spawn error)
       } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {
@@ -278,7 +300,13 @@ export async function startServer(
         // It served (here or before a restart of the platform), or what ended it passes: start it again, later
         // after each failure in a row; the revision says meanwhile why it is not serving.
         const ended = `agent server ${why}${server.phase === 'Starting' ? ' before becoming healthy' : ''}`;
-        const next = ctx.restarts.failed(key, spec, `${ended}${detail ? `: ${detail}` : ''}`, transient);
+        const next = ctx.restarts.failed(
+          key,
+          spec,
+          `${ended}${detail ? `: ${detail}` : ''}`,
+          transient,
+          breach?.reason,
+        );
         log.line(`${ended}; starting it again in ${Math.round((next.at - Date.now()) / 1000)} s (${next.reason})`);
         await log.flush();
         logger.warn(

@@ -5,15 +5,12 @@ import type { ServerStatus } from '../types.ts';
 import type { RestartInfo } from './supervisor.ts';
 
 /**
- * What an agent server prints, or a start throws, when its database is unreachable or shutting down, or when the
- * port picked for it was taken between the pick and the listen.
+ * A start failure worth retrying: an error the runtime's own code threw while it made the server's database (its
+ * Postgres unreachable or shutting down) or its port. What a server printed before it ended is never one: a tenant
+ * could print "ECONNREFUSED" and be retried forever, never failed; servers.ts asks Postgres itself instead.
  */
-const TRANSIENT_OUTPUT =
-  /ECONNREFUSED|ECONNRESET|EADDRINUSE|57P0[123]|the database system is (?:starting up|shutting down|in recovery mode)|Connection terminated|terminating connection due to administrator command|database not reachable/i;
-
-/** A start failure (the error a start threw, or the last words of a server that ended) worth retrying. */
 export function isTransientStart(failure: unknown): boolean {
-  if (typeof failure === 'string') return TRANSIENT_OUTPUT.test(failure);
+  if (typeof failure === 'string') return false;
   if (isConnectionError(failure)) return true;
   const code = (failure as { code?: unknown } | null)?.code;
   return code === 'EADDRINUSE';

@@ -1,7 +1,13 @@
 // Restart bookkeeping of the local runtime's agent servers: failures in a row per revision, when the next start
 // may happen (restart-policy.ts decides), and a timer that asks the controllers to look again at that moment
 // (the revision controller's next deploy() then starts the server with its current spec and secrets).
-import { afterFailure, DEFAULT_RESTART_POLICY, type RestartPolicy, type RestartReason } from './restart-policy.ts';
+import {
+  afterFailure,
+  DEFAULT_RESTART_POLICY,
+  type LimitReason,
+  type RestartPolicy,
+  type RestartReason,
+} from './restart-policy.ts';
 
 export interface RestartInfo {
   reason: RestartReason;
@@ -34,8 +40,11 @@ export class RestartSupervisor<Ref> {
     this.last.delete(key);
   }
 
-  /** A start failed or a server ended: when to start it again, and why (the timer calls `due` then). */
-  failed(key: string, ref: Ref, message: string, transient: boolean): RestartInfo {
+  /**
+   * A start failed or a server ended: when to start it again, and why (the timer calls `due` then). `limit`: the
+   * limit it was killed for, which is a more telling reason than the crash loop it may be in.
+   */
+  failed(key: string, ref: Ref, message: string, transient: boolean, limit?: LimitReason): RestartInfo {
     const since = this.healthySince.get(key);
     this.healthySince.delete(key);
     const healthyMs = since === undefined ? 0 : this.now() - since;
@@ -43,7 +52,7 @@ export class RestartSupervisor<Ref> {
     this.failures.set(key, decision.failures);
     clearTimeout(this.last.get(key)?.timer);
     const entry: Entry = {
-      reason: decision.reason,
+      reason: limit ?? decision.reason,
       message,
       failures: decision.failures,
       at: this.now() + decision.delayMs,
