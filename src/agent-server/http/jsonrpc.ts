@@ -1,7 +1,9 @@
 // JSON-RPC 2.0 as MCP and A2A carry it over HTTP: the envelope, the standard error codes, and the one rule both
 // keep that the hosted server breaks: an error answers with the request's own id (null only when there was none
 // to read).
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isAppError } from '../../lib/errors.ts';
 
 export const PARSE_ERROR = -32700;
 export const INVALID_REQUEST = -32600;
@@ -56,4 +58,22 @@ export function parseParams<T>(schema: z.ZodType<T>, method: string, params: unk
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   throw new RpcError(INVALID_PARAMS, `${method}: params.${issue.path.join('.') || '(params)'}: ${issue.message}`);
+}
+
+/**
+ * Fastify's error handler for a JSON-RPC endpoint: errors raised before its handler (a body that is not JSON, too
+ * large, refused by the input guard) answered in JSON-RPC form, with the request's id where it has one. `what` names
+ * the endpoint in the log line of an unexpected error.
+ */
+export function rpcErrorHandler(what: string) {
+  return (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
+      return reply.code(400).send(rpcError(null, PARSE_ERROR, `Parse error: ${err.message}`));
+    if (isAppError(err))
+      return reply.code(err.status).send(rpcError(idOf(req.body), INVALID_REQUEST, String(err.detail)));
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+      return reply.code(err.statusCode).send(rpcError(null, INVALID_REQUEST, err.message));
+    req.log.error({ err }, `${what} request failed: ${err.message}`);
+    return reply.code(500).send(rpcError(idOf(req.body), INTERNAL_ERROR, 'Internal error'));
+  };
 }

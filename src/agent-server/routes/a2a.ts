@@ -4,8 +4,7 @@
 // serves it (/.well-known/agent-card.json?assistant_id=) and where stock resolvers look, under the agent's URL
 // (/a2a/{assistant_id}/.well-known/agent-card.json). Everything is done as the caller through the REST API
 // (http/as-caller.ts): an assistant or task the caller cannot see is not found.
-import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { isAppError } from '../../lib/errors.ts';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { agentCard, type CardAssistant } from '../a2a/card.ts';
 import {
   dialectOf,
@@ -35,8 +34,8 @@ import {
   INVALID_REQUEST,
   METHOD_NOT_FOUND,
   parseParams,
-  PARSE_ERROR,
   rpcError,
+  rpcErrorHandler,
   RpcError,
   RpcRequest,
   rpcResult,
@@ -84,16 +83,7 @@ export const a2aRoutes =
     const stallMs = deps.streamStallMs ?? 60_000;
     const hidden = { schema: { hide: true } };
 
-    app.setErrorHandler((err: FastifyError, req, reply) => {
-      if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
-        return reply.code(400).send(rpcError(null, PARSE_ERROR, `Parse error: ${err.message}`));
-      if (isAppError(err))
-        return reply.code(err.status).send(rpcError(idOf(req.body), INVALID_REQUEST, String(err.detail)));
-      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
-        return reply.code(err.statusCode).send(rpcError(null, INVALID_REQUEST, err.message));
-      req.log.error({ err }, `A2A request failed: ${err.message}`);
-      return reply.code(500).send(rpcError(idOf(req.body), INTERNAL_ERROR, 'Internal error'));
-    });
+    app.setErrorHandler(rpcErrorHandler('A2A'));
 
     async function card(req: FastifyRequest, reply: FastifyReply, assistantId: string | undefined) {
       if (!assistantId)

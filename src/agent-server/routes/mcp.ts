@@ -5,16 +5,15 @@
 // are taken with 202. GET (a server-initiated stream) and DELETE (ending a session) are 405: there is neither.
 // The caller was authenticated by the app's hooks like any request; what each method does is authorised by the
 // REST requests it makes as that caller (http/as-caller.ts).
-import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { isAppError } from '../../lib/errors.ts';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { apiAsCaller } from '../http/as-caller.ts';
 import {
   envelopeProblem,
   idOf,
   INTERNAL_ERROR,
   INVALID_REQUEST,
-  PARSE_ERROR,
   rpcError,
+  rpcErrorHandler,
   RpcError,
   RpcRequest,
   rpcResult,
@@ -35,16 +34,7 @@ export const mcpRoutes =
     const stallMs = deps.streamStallMs ?? 60_000;
 
     // Errors before the handler (a body that is not JSON, too large, refused by the input guard) in JSON-RPC form.
-    app.setErrorHandler((err: FastifyError, req, reply) => {
-      if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY')
-        return reply.code(400).send(rpcError(null, PARSE_ERROR, `Parse error: ${err.message}`));
-      if (isAppError(err))
-        return reply.code(err.status).send(rpcError(idOf(req.body), INVALID_REQUEST, String(err.detail)));
-      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
-        return reply.code(err.statusCode).send(rpcError(null, INVALID_REQUEST, err.message));
-      req.log.error({ err }, `MCP request failed: ${err.message}`);
-      return reply.code(500).send(rpcError(idOf(req.body), INTERNAL_ERROR, 'Internal error'));
-    });
+    app.setErrorHandler(rpcErrorHandler('MCP'));
 
     const notAllowed = async (req: FastifyRequest, reply: FastifyReply) =>
       reply

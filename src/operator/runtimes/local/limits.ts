@@ -265,18 +265,32 @@ export function watchMemory(
   exceeded: (residentMb: number) => void,
   intervalMs = 500,
 ): () => void {
+  return poll(
+    async () => {
+      const mb = Math.round((await treeResidentBytes(pid)) / 1024 / 1024);
+      return mb > memoryMb ? mb : undefined;
+    },
+    exceeded,
+    intervalMs,
+  );
+}
+
+/**
+ * Runs `check` every `intervalMs` (never two at once) until it finds something, then calls `exceeded` with it once.
+ * Returns the function that stops polling.
+ */
+function poll<T>(check: () => Promise<T | undefined>, exceeded: (found: T) => void, intervalMs: number): () => void {
   let stopped = false;
   let busy = false;
   const timer = setInterval(() => {
     if (busy || stopped) return;
     busy = true;
-    void treeResidentBytes(pid)
-      .then((bytes) => {
-        const mb = Math.round(bytes / 1024 / 1024);
-        if (!stopped && mb > memoryMb) {
+    void check()
+      .then((found) => {
+        if (found !== undefined && !stopped) {
           stopped = true;
           clearInterval(timer);
-          exceeded(mb);
+          exceeded(found);
         }
       })
       .finally(() => (busy = false));
@@ -393,8 +407,6 @@ export function watchLimits(
   intervalMs = 500,
   diskIntervalMs = 5000,
 ): () => void {
-  let stopped = false;
-  let busy = false;
   let lastDisk = Date.now();
   const memoryMb = limits.cgroup ? undefined : limits.memoryMb;
   const check = async (): Promise<LimitBreach | undefined> => {
@@ -430,24 +442,7 @@ export function watchLimits(
     }
     return undefined;
   };
-  const timer = setInterval(() => {
-    if (busy || stopped) return;
-    busy = true;
-    void check()
-      .then((breach) => {
-        if (breach && !stopped) {
-          stopped = true;
-          clearInterval(timer);
-          exceeded(breach);
-        }
-      })
-      .finally(() => (busy = false));
-  }, intervalMs);
-  timer.unref();
-  return () => {
-    stopped = true;
-    clearInterval(timer);
-  };
+  return poll(check, exceeded, intervalMs);
 }
 
 /**
