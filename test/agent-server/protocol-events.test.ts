@@ -76,7 +76,7 @@ describe('ProtocolMapper', () => {
     const chunk = { a: 1, __interrupt__: [{ id: 'int-1', value: { question: 'ok?' } }] };
     const first = await m.map(stored('v2:values', chunk));
     expect(brief(first)).toEqual([
-      ['input.requested', '', { interrupt_id: 'int-1', payload: { question: 'ok?' } }],
+      ['input.requested', '', { interrupt_id: 'int-1', payload: { question: 'ok?' }, value: { question: 'ok?' } }],
       ['values', '', { a: 1 }],
     ]);
     expect(brief(await m.map(stored('v2:values', chunk)))).toEqual([['values', '', { a: 1 }]]);

@@ -51,6 +51,7 @@ const InputRespond = z.object({
   interrupt_id: z.string().min(1).optional(),
   response: z.unknown().optional(),
   responses: z.array(Response).min(1).optional(),
+  strict_resume: z.boolean().optional(),
   config: obj.nullish(),
   metadata: obj.nullish(),
   update: z.unknown().optional(),
@@ -207,6 +208,8 @@ async function inputRespond(
     ...(p.metadata ? { metadata: p.metadata } : {}),
     multitask_strategy: 'enqueue',
     if_not_exists: 'reject',
+    // Checked again when the run starts: an answer queued behind another that takes the same interrupt fails.
+    ...(p.strict_resume ? { strict_resume: true } : {}),
   };
   await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return {};

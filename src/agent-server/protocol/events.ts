@@ -30,6 +30,8 @@ export interface RunFacts {
   graphName: string;
   status: RunStatus;
   error?: string;
+  /** A strict resume's refusal (UnknownInterruptError): the root `failed` event carries it for the SDK. */
+  refusal?: { reason: string; interrupt_ids: string[]; pending_ids: string[] };
 }
 
 type Json = Record<string, unknown>;
@@ -37,7 +39,7 @@ type Json = Record<string, unknown>;
 const LEGACY_MODES = new Set(['values', 'updates', 'custom', 'tasks']);
 const GRAPH_LEVEL = new Set(['values', 'updates', 'checkpoints', 'tasks']);
 
-function terminalStatus(facts: RunFacts | null): { event: string; error?: string } | null {
+function terminalStatus(facts: RunFacts | null): ({ event: string; error?: string } & Json) | null {
   switch (facts?.status) {
     case 'success':
       return { event: 'completed' };
@@ -45,7 +47,11 @@ function terminalStatus(facts: RunFacts | null): { event: string; error?: string
       return { event: 'interrupted' };
     case 'error':
     case 'timeout':
-      return { event: 'failed', error: facts.error ?? `run ended with status ${facts.status}` };
+      return {
+        event: 'failed',
+        error: facts.error ?? `run ended with status ${facts.status}`,
+        ...(facts.refusal ?? {}),
+      };
     default:
       return null;
   }
@@ -115,7 +121,8 @@ export class ProtocolMapper {
         const id = typeof i?.id === 'string' ? i.id : undefined;
         if (!id || state.interrupts.has(id)) continue;
         state.interrupts.add(id);
-        push('input.requested', namespace, { interrupt_id: id, payload: i.value });
+        // The JS SDK reads payload, the Python SDKs value: both carry the interrupt's value.
+        push('input.requested', namespace, { interrupt_id: id, payload: i.value, value: i.value });
       }
       if (!Object.keys(rest).length) return numbered(e.id, out);
       payload = rest;

@@ -39,11 +39,25 @@ export function runFacts(source: SessionSource, engine: RunEngine, threadId: str
   const facts = (run: RunRecord | null): RunFacts | null => {
     if (!run) return null;
     const configurable = (run.kwargs.config as { configurable?: { graph_id?: unknown } } | undefined)?.configurable;
-    const err = run.error as { message?: unknown } | null;
+    const err = run.error as {
+      message?: unknown;
+      reason?: unknown;
+      interrupt_ids?: string[];
+      pending_ids?: string[];
+    } | null;
     return {
       graphName: typeof configurable?.graph_id === 'string' ? configurable.graph_id : run.assistant_id,
       status: run.status,
       ...(typeof err?.message === 'string' ? { error: err.message } : {}),
+      ...(typeof err?.reason === 'string'
+        ? {
+            refusal: {
+              reason: err.reason,
+              interrupt_ids: err.interrupt_ids ?? [],
+              pending_ids: err.pending_ids ?? [],
+            },
+          }
+        : {}),
     };
   };
   return {

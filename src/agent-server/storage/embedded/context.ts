@@ -70,6 +70,7 @@ export function toRun(r: Row): RunRecord {
     attempt: r.attempt as number,
     worker_id: (r.worker_id as string | null) ?? null,
     cancel_action: (r.cancel_action as CancelAction | null) ?? null,
+    cancel_reason: (r.cancel_reason as string | null | undefined) ?? null,
     error: pjn(r.error),
   };
 }

@@ -158,6 +158,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       emitter.on('event', listener);
       return () => emitter.off('event', listener);
     },
+    async ping() {
+      sql('SELECT 1').get();
+    },
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);

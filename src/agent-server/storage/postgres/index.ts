@@ -143,6 +143,9 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       emitter.on('event', fn);
       return () => emitter.off('event', fn);
     },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);
