@@ -121,7 +121,11 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         ]);
         const asked = first.filter((e) => e.method === 'input.requested');
         expect(asked).toHaveLength(1);
-        expect(asked[0]!.params.data).toMatchObject({ payload: { question: 'Proceed?' } });
+        // value beside payload, for the Python SDKs.
+        expect(asked[0]!.params.data).toMatchObject({
+          payload: { question: 'Proceed?' },
+          value: { question: 'Proceed?' },
+        });
         expect(first.at(-1)!.params.data.event).toBe('interrupted');
         expect(thread.interrupted).toBe(true);
         const lastValues = first.filter((e) => e.method === 'values').at(-1)!.params.data;
@@ -136,6 +140,10 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         });
         const second = await untilEnd(it);
         expect(second.at(-1)!.params.data.event).toBe('completed');
+        // Every client on the thread learns the interrupt was answered, as the resuming run starts.
+        const answered = second.filter((e) => e.method === 'input.answered');
+        expect(answered.map((e) => e.params.data)).toEqual([{ interrupt_ids: [pending.interruptId] }]);
+        expect(second.indexOf(answered[0]!)).toBeLessThan(second.findIndex((e) => e.method === 'values'));
         expect(second.filter((e) => e.method === 'values').at(-1)!.params.data).toMatchObject({ answer: 'yes' });
         const state = (await thread.state.get({ namespace: [] })) as {
           values: Record<string, unknown>;

@@ -30,6 +30,8 @@ export interface RunFacts {
   graphName: string;
   status: RunStatus;
   error?: string;
+  /** The interrupts the run resumes by id: `input.answered` tells every client on the thread when it starts. */
+  answers?: string[];
   /** A strict resume's refusal (UnknownInterruptError): the root `failed` event carries it for the SDK. */
   refusal?: { reason: string; interrupt_ids: string[]; pending_ids: string[] };
 }
@@ -101,6 +103,8 @@ export class ProtocolMapper {
       this.runs.delete(e.run_id);
       const facts = await this.lookup.started(e.run_id);
       push('lifecycle', [], { event: 'running', graph_name: facts?.graphName ?? 'graph' });
+      // Before the answer is checked (a strict resume may still refuse it): clients reload the state if it fails.
+      if (facts?.answers?.length) push('input.answered', [], { interrupt_ids: facts.answers });
       return numbered(e.id, out);
     }
     if (!native && !LEGACY_MODES.has(mode)) return [];

@@ -5,6 +5,7 @@
 // gets the same events under the same ids. A subscriber holds one page of the log and the mapper's few sets.
 import { matchesSubscription } from '@langchain/langgraph/stream';
 import { NotFoundError } from '../../lib/errors.ts';
+import { namedInterruptIds } from '../runs/state.ts';
 import { followStream } from '../runs/stream.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type RunStore, type StreamEventStore } from '../storage/types.ts';
@@ -45,9 +46,12 @@ export function runFacts(source: SessionSource, engine: RunEngine, threadId: str
       interrupt_ids?: string[];
       pending_ids?: string[];
     } | null;
+    const command = run.kwargs.command as { resume?: unknown } | null | undefined;
+    const answers = command ? namedInterruptIds(command.resume) : null;
     return {
       graphName: typeof configurable?.graph_id === 'string' ? configurable.graph_id : run.assistant_id,
       status: run.status,
+      ...(answers ? { answers } : {}),
       ...(typeof err?.message === 'string' ? { error: err.message } : {}),
       ...(typeof err?.reason === 'string'
         ? {

@@ -8,7 +8,7 @@ import type { GraphRegistry, StateSnapshotLike } from '../graphs/index.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
 import { serializeError, stringify, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
-import { interruptsOf } from './state.ts';
+import { interruptsOf, namedInterruptIds } from './state.ts';
 import { planStream, StreamTranslator } from './stream-modes.ts';
 import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../protocol/run-events.ts';
 
@@ -176,9 +176,6 @@ export class InlineExecutor implements RunExecutor {
   async close(): Promise<void> {}
 }
 
-/** LangGraph's interrupt ids (xxh3-128, hex): a resume whose keys all are such ids answers those interrupts. */
-const INTERRUPT_ID = /^[0-9a-f]{32}$/;
-
 /**
  * strict_resume: the refusal of a resume that names an interrupt not waiting on the thread (or, a plain resume
  * value, when nothing waits at all), or null to go on. The refused run ends in error without running anything;
@@ -191,8 +188,7 @@ export function strictResumeRefusal(resume: unknown, snapshot: StateSnapshotLike
     .flat()
     .map((i) => (i && typeof i === 'object' ? (i as { id?: unknown }).id : undefined))
     .filter((id): id is string => typeof id === 'string');
-  const keys = resume && typeof resume === 'object' && !Array.isArray(resume) ? Object.keys(resume) : [];
-  const named = keys.length && keys.every((k) => INTERRUPT_ID.test(k)) ? keys : null;
+  const named = namedInterruptIds(resume);
   const unknown = named ? named.filter((id) => !pending.includes(id)) : pending.length ? [] : ['*'];
   if (!unknown.length) return null;
   const message = named
