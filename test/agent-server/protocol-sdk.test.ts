@@ -152,6 +152,22 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         expect(state.values).toMatchObject({ answer: 'yes', weather: 'sunny in Paris' });
         expect(state.checkpoint?.id).toEqual(expect.any(String));
 
+        // state.listCheckpoints: the thread's checkpoints newest first, the REST history's, paged by `before`.
+        type Listed = { checkpoints: Array<{ id: string; timestamp: string; step: number; metadata: unknown }> };
+        const page = (await thread.state.listCheckpoints({ limit: 2 })) as unknown as Listed;
+        const history = await new Client({ apiUrl: server.url, apiKey: KEY }).threads.getHistory(thread.threadId, {
+          limit: 4,
+        });
+        expect(page.checkpoints.map((c) => c.id)).toEqual(history.slice(0, 2).map((h) => h.checkpoint.checkpoint_id));
+        expect(page.checkpoints[0]!.id).toBe(state.checkpoint!.id);
+        expect(page.checkpoints[0]!.step).toBeGreaterThan(page.checkpoints[1]!.step);
+        expect(page.checkpoints[0]!.timestamp).toBe(history[0]!.created_at);
+        const next = (await thread.state.listCheckpoints({
+          limit: 2,
+          before: page.checkpoints[1]!.id,
+        })) as unknown as Listed;
+        expect(next.checkpoints.map((c) => c.id)).toEqual(history.slice(2, 4).map((h) => h.checkpoint.checkpoint_id));
+
         // Each event once, in order, under ids the client can deduplicate by.
         const all = [...first, ...second];
         const seqs = all.map((e) => e.seq!);

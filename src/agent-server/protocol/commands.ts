@@ -58,15 +58,14 @@ const InputRespond = z.object({
   goto: z.unknown().optional(),
 });
 const StateGet = z.object({ keys: z.array(z.string()).optional() });
+const ListCheckpoints = z.object({
+  namespace: z.array(z.string().max(1000)).max(50).optional(),
+  limit: z.number().int().min(1).max(1000).default(10),
+  before: z.string().max(200).optional(),
+});
 
 /** Commands of @langchain/protocol this server does not serve (yet): answered not_supported. */
-const UNSUPPORTED = new Set([
-  'agent.getTree',
-  'input.inject',
-  'state.listCheckpoints',
-  'state.fork',
-  'subscription.reconnect',
-]);
+const UNSUPPORTED = new Set(['agent.getTree', 'input.inject', 'state.fork', 'subscription.reconnect']);
 
 export interface CommandDeps {
   service: AgentService;
@@ -135,6 +134,8 @@ export async function runCommand(
           : {}),
       };
     }
+    case 'state.listCheckpoints':
+      return listCheckpoints(deps, threadId, parseParams(ListCheckpoints, cmd.method, cmd.params));
     default:
       if (UNSUPPORTED.has(cmd.method))
         throw new CommandError('not_supported', `${cmd.method} is not supported by this server`, 400);
@@ -146,6 +147,37 @@ export async function runCommand(
         );
       throw new CommandError('unknown_command', `unknown command: ${cmd.method}`, 400);
   }
+}
+
+/**
+ * The thread's checkpoints, newest first (a subgraph's with its namespace), as the history lists them: `before` is
+ * the id of the last one a client has, for the next page.
+ */
+async function listCheckpoints(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof ListCheckpoints>,
+): Promise<Record<string, unknown>> {
+  const ns = (p.namespace ?? []).join('|');
+  const states = await deps.service.state.history(threadId, {
+    limit: p.limit,
+    ...(p.before ? { before: p.before } : {}),
+    ...(ns ? { checkpoint: { checkpoint_ns: ns } } : {}),
+  });
+  return {
+    checkpoints: states.map((s) => {
+      const metadata = s.metadata ?? {};
+      const writes = metadata.writes;
+      const nodes = writes && typeof writes === 'object' ? Object.keys(writes) : [];
+      return {
+        id: s.checkpoint_id,
+        timestamp: s.created_at,
+        step: typeof metadata.step === 'number' ? metadata.step : -1,
+        ...(nodes.length === 1 ? { node_name: nodes[0] } : {}),
+        metadata,
+      };
+    }),
+  };
 }
 
 async function runStart(
