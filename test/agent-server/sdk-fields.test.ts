@@ -91,6 +91,25 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
     });
   });
 
+  it("multitaskStrategy interrupt (useStream's default now): the new run starts from the interrupted one's completed steps", async () => {
+    const t = await client.threads.create();
+    const first = await client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 600_000, mark: 'a' } });
+    // Its first step has been written once the thread's state shows it (the run is then in its blocking node).
+    await until('the first step of run a is stored', async () => {
+      const s = await client.threads.getState(t.thread_id, undefined, { select: ['values.marks'] });
+      return ((s.values as { marks?: string[] } | undefined)?.marks ?? []).includes('start:a');
+    });
+    const second = await client.runs.create(t.thread_id, 'slow', {
+      input: { delay_ms: 0, mark: 'b' },
+      multitaskStrategy: 'interrupt',
+    });
+    await client.runs.join(t.thread_id, second.run_id);
+    expect((await client.runs.get(t.thread_id, first.run_id)).status).toBe('interrupted');
+    expect((await client.runs.get(t.thread_id, second.run_id)).status).toBe('success');
+    const marks = ((await client.threads.getState(t.thread_id)).values as { marks: string[] }).marks;
+    expect(marks).toEqual(['start:a', 'start:b', 'done:b']);
+  });
+
   describe('getState / getHistory with select', () => {
     it('returns only the selected fields, values.<key> one key of the values', async () => {
       const t = await client.threads.create();
