@@ -8,6 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServerProc } from './helpers/process.ts';
 import { startServerOnStore, until, type StoreServer } from './helpers/store-server.ts';
 import { testDatabaseUrl } from '../support/postgres.ts';
+import { ARG_PIECES } from './fixtures/sdk-fields/toolcaller.ts';
+
+type ProtocolEv = { method: string; params: { namespace: string[]; data: Record<string, unknown> } };
 
 const CONFIG = new URL('./fixtures/sdk-fields/langgraph.json', import.meta.url).pathname;
 
@@ -284,6 +287,30 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
       );
       expect(rootOnly.filter((n) => n.startsWith('updates'))).toEqual(['updates']);
     });
+  });
+
+  it('thread protocol: a model streaming a tool call sends tool-call-delta content blocks, its args piece by piece', async () => {
+    const thread = client.threads.stream({ assistantId: 'toolcaller', transport: 'sse' });
+    try {
+      const sub = await thread.subscribe({ channels: ['messages', 'lifecycle'] });
+      const it = (sub as unknown as AsyncIterable<ProtocolEv>)[Symbol.asyncIterator]();
+      await thread.run.start({ input: { messages: [{ role: 'user', content: 'weather?' }] } });
+      const events: ProtocolEv[] = [];
+      for (;;) {
+        const { value, done } = await it.next();
+        if (done) break;
+        events.push(value);
+        if (value.method === 'lifecycle' && !value.params.namespace.length && value.params.data.event !== 'running')
+          break;
+      }
+      const toolDeltas = events
+        .filter((e) => e.method === 'messages' && e.params.data.event === 'content-block-delta')
+        .map((e) => e.params.data.delta as { type: string; args?: string })
+        .filter((d) => d.type === 'tool-call-delta');
+      expect(toolDeltas.map((d) => d.args)).toEqual(ARG_PIECES);
+    } finally {
+      await thread.close();
+    }
   });
 
   describe('GET /ok?check_db=1', () => {
