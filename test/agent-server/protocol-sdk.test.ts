@@ -203,6 +203,18 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
       // The model ran in the subgraph's node: its messages name the subgraph, then the node's task.
       const m = seen.find((e) => e.method === 'messages')!;
       expect(m.params.namespace).toEqual([expect.stringMatching(/^inner:/), expect.stringMatching(/^talk:/)]);
+
+      // agent.getTree: the run's graph and the subgraph it entered, each with how it ended.
+      const { tree } = (await thread.agent.getTree({})) as unknown as {
+        tree: { namespace: string[]; status: string; graph_name: string; children?: unknown[] };
+      };
+      expect(tree).toEqual({
+        namespace: [],
+        status: 'completed',
+        graph_name: 'nested',
+        children: [{ namespace: [expect.stringMatching(/^inner:/)], status: 'completed', graph_name: 'inner' }],
+      });
+      await expect(thread.agent.getTree({ run_id: crypto.randomUUID() })).rejects.toThrow(/no run/);
     } finally {
       await thread.close();
     }
