@@ -15,6 +15,18 @@ const preflight = (url: string, origin: string, method = 'POST', headers = 'auth
     headers: { Origin: origin, 'Access-Control-Request-Method': method, 'Access-Control-Request-Headers': headers },
   });
 
+/** The preflight Chrome sends before a public page (LangGraph Studio) calls a server on a private address. */
+const privateNetworkPreflight = (url: string, origin: string) =>
+  fetch(url, {
+    method: 'OPTIONS',
+    headers: {
+      Origin: origin,
+      'Access-Control-Request-Method': 'GET',
+      'Access-Control-Request-Headers': 'content-type',
+      'Access-Control-Request-Private-Network': 'true',
+    },
+  });
+
 describe('default CORS (custom auth on)', () => {
   let dir: string;
   let server: ServerProc;
@@ -34,6 +46,15 @@ describe('default CORS (custom auth on)', () => {
     expect(res.headers.get('access-control-allow-methods')).toMatch(/POST/);
     expect(res.headers.get('access-control-allow-methods')).toMatch(/PATCH/);
     expect(res.headers.get('access-control-allow-headers')).toBe('authorization,content-type');
+    // Not asked for Private Network Access: not given.
+    expect(res.headers.get('access-control-allow-private-network')).toBeNull();
+  });
+
+  it('lets LangGraph Studio (a public origin) reach this private server: Private Network Access on preflight', async () => {
+    const res = await privateNetworkPreflight(`${server.url}/info`, 'https://smith.langchain.com');
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
+    expect(res.headers.get('access-control-allow-private-network')).toBe('true');
   });
 
   it('lets the browser read the headers the SDK uses, on errors too', async () => {
@@ -99,5 +120,14 @@ describe('http.cors from langgraph.json', () => {
     const get = await fetch(`${server.url}/api/custom/hello`, { headers: { Origin: 'https://evil.example.net' } });
     expect(get.status).toBe(200);
     expect(get.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('grants Private Network Access to the listed origin only', async () => {
+    const listed = await privateNetworkPreflight(`${server.url}/api/threads/search`, 'https://app.example.com');
+    expect(listed.status).toBe(204);
+    expect(listed.headers.get('access-control-allow-private-network')).toBe('true');
+    const other = await privateNetworkPreflight(`${server.url}/api/threads/search`, 'https://evil.example.net');
+    expect(other.status).toBe(400);
+    expect(other.headers.get('access-control-allow-private-network')).toBeNull();
   });
 });

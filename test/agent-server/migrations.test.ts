@@ -158,7 +158,8 @@ describe('agent server postgres store: schema migrations', () => {
       await c.query(fixture('agent-server-postgres-0.1.sql'));
       await c.query('ALTER TABLE agentplane.runs DROP COLUMN not_before');
       await c.query('ALTER TABLE agentplane.threads DROP COLUMN ttl_strategy, DROP COLUMN ttl_pruned_updated_at');
-      expect(await migratePostgres(c, 'agentplane')).toEqual({ from: 0, to: 1, applied: [1] });
+      const all = POSTGRES_MIGRATIONS.map((m) => m.version);
+      expect(await migratePostgres(c, 'agentplane')).toEqual({ from: 0, to: all.length, applied: all });
       const { rows } = await c.query(
         `SELECT table_name || '.' || column_name AS col FROM information_schema.columns
           WHERE table_schema = 'agentplane' AND column_name IN ('not_before', 'ttl_strategy', 'ttl_pruned_updated_at')

@@ -71,12 +71,26 @@ describe('ProtocolMapper', () => {
     expect(brief(await mapper().map(make()))).toEqual(expected);
   });
 
+  it('tells input.answered when a run resuming interrupts by id starts (and nothing for other runs)', async () => {
+    const answering = new ProtocolMapper({
+      started: async () => ({ graphName: 'agent', status: 'running', answers: ['a'.repeat(32)] }),
+      ended: async () => null,
+    });
+    expect(brief(await answering.map(stored('metadata', { run_id: RUN, thread_id: 't', attempt: 1 })))).toEqual([
+      ['lifecycle', '', { event: 'running', graph_name: 'agent' }],
+      ['input.answered', '', { interrupt_ids: ['a'.repeat(32)] }],
+    ]);
+    expect(brief(await mapper().map(stored('metadata', { run_id: RUN, thread_id: 't', attempt: 1 })))).toEqual([
+      ['lifecycle', '', { event: 'running', graph_name: 'agent' }],
+    ]);
+  });
+
   it('announces each interrupt once, and sends the values without it', async () => {
     const m = mapper('interrupted');
     const chunk = { a: 1, __interrupt__: [{ id: 'int-1', value: { question: 'ok?' } }] };
     const first = await m.map(stored('v2:values', chunk));
     expect(brief(first)).toEqual([
-      ['input.requested', '', { interrupt_id: 'int-1', payload: { question: 'ok?' } }],
+      ['input.requested', '', { interrupt_id: 'int-1', payload: { question: 'ok?' }, value: { question: 'ok?' } }],
       ['values', '', { a: 1 }],
     ]);
     expect(brief(await m.map(stored('v2:values', chunk)))).toEqual([['values', '', { a: 1 }]]);

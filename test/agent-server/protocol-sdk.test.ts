@@ -121,7 +121,11 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         ]);
         const asked = first.filter((e) => e.method === 'input.requested');
         expect(asked).toHaveLength(1);
-        expect(asked[0]!.params.data).toMatchObject({ payload: { question: 'Proceed?' } });
+        // value beside payload, for the Python SDKs.
+        expect(asked[0]!.params.data).toMatchObject({
+          payload: { question: 'Proceed?' },
+          value: { question: 'Proceed?' },
+        });
         expect(first.at(-1)!.params.data.event).toBe('interrupted');
         expect(thread.interrupted).toBe(true);
         const lastValues = first.filter((e) => e.method === 'values').at(-1)!.params.data;
@@ -136,6 +140,10 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         });
         const second = await untilEnd(it);
         expect(second.at(-1)!.params.data.event).toBe('completed');
+        // Every client on the thread learns the interrupt was answered, as the resuming run starts.
+        const answered = second.filter((e) => e.method === 'input.answered');
+        expect(answered.map((e) => e.params.data)).toEqual([{ interrupt_ids: [pending.interruptId] }]);
+        expect(second.indexOf(answered[0]!)).toBeLessThan(second.findIndex((e) => e.method === 'values'));
         expect(second.filter((e) => e.method === 'values').at(-1)!.params.data).toMatchObject({ answer: 'yes' });
         const state = (await thread.state.get({ namespace: [] })) as {
           values: Record<string, unknown>;
@@ -143,6 +151,22 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         };
         expect(state.values).toMatchObject({ answer: 'yes', weather: 'sunny in Paris' });
         expect(state.checkpoint?.id).toEqual(expect.any(String));
+
+        // state.listCheckpoints: the thread's checkpoints newest first, the REST history's, paged by `before`.
+        type Listed = { checkpoints: Array<{ id: string; timestamp: string; step: number; metadata: unknown }> };
+        const page = (await thread.state.listCheckpoints({ limit: 2 })) as unknown as Listed;
+        const history = await new Client({ apiUrl: server.url, apiKey: KEY }).threads.getHistory(thread.threadId, {
+          limit: 4,
+        });
+        expect(page.checkpoints.map((c) => c.id)).toEqual(history.slice(0, 2).map((h) => h.checkpoint.checkpoint_id));
+        expect(page.checkpoints[0]!.id).toBe(state.checkpoint!.id);
+        expect(page.checkpoints[0]!.step).toBeGreaterThan(page.checkpoints[1]!.step);
+        expect(page.checkpoints[0]!.timestamp).toBe(history[0]!.created_at);
+        const next = (await thread.state.listCheckpoints({
+          limit: 2,
+          before: page.checkpoints[1]!.id,
+        })) as unknown as Listed;
+        expect(next.checkpoints.map((c) => c.id)).toEqual(history.slice(2, 4).map((h) => h.checkpoint.checkpoint_id));
 
         // Each event once, in order, under ids the client can deduplicate by.
         const all = [...first, ...second];
@@ -179,6 +203,18 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
       // The model ran in the subgraph's node: its messages name the subgraph, then the node's task.
       const m = seen.find((e) => e.method === 'messages')!;
       expect(m.params.namespace).toEqual([expect.stringMatching(/^inner:/), expect.stringMatching(/^talk:/)]);
+
+      // agent.getTree: the run's graph and the subgraph it entered, each with how it ended.
+      const { tree } = (await thread.agent.getTree({})) as unknown as {
+        tree: { namespace: string[]; status: string; graph_name: string; children?: unknown[] };
+      };
+      expect(tree).toEqual({
+        namespace: [],
+        status: 'completed',
+        graph_name: 'nested',
+        children: [{ namespace: [expect.stringMatching(/^inner:/)], status: 'completed', graph_name: 'inner' }],
+      });
+      await expect(thread.agent.getTree({ run_id: crypto.randomUUID() })).rejects.toThrow(/no run/);
     } finally {
       await thread.close();
     }

@@ -75,7 +75,7 @@ describe('cancelEffect', () => {
 });
 
 describe('threadStatusAfter (a run ended)', () => {
-  const table: [string, Pick<RunOutcome, 'status' | 'interrupted'>, boolean, string][] = [
+  const table: [string, Pick<RunOutcome, 'status' | 'interrupted' | 'refused'>, boolean, string][] = [
     ['success, nothing queued', { status: 'success' }, false, 'idle'],
     ['success, more queued', { status: 'success' }, true, 'busy'],
     ['error wins over queued runs', { status: 'error' }, true, 'error'],
@@ -85,6 +85,13 @@ describe('threadStatusAfter (a run ended)', () => {
     ['cancelled (interrupted), nothing queued', { status: 'interrupted' }, false, 'idle'],
     ['cancelled (interrupted), more queued', { status: 'interrupted' }, true, 'busy'],
     ['error wins over an interrupt', { status: 'error', interrupted: true }, false, 'error'],
+    [
+      'refused resume: still waiting on its node',
+      { status: 'error', refused: true, interrupted: true },
+      false,
+      'interrupted',
+    ],
+    ['refused resume, nothing waiting, more queued', { status: 'error', refused: true }, true, 'busy'],
   ];
   it.each(table)('%s', (_name, outcome, more, status) => {
     expect(threadStatusAfter(outcome, more)).toBe(status);
@@ -118,6 +125,8 @@ describe('thread status after other changes', () => {
     expect(threadErrorAfter({ status: 'error' })).toEqual({});
     expect(threadErrorAfter({ status: 'timeout', error: { error: 'T' } })).toBeNull();
     expect(threadErrorAfter({ status: 'success' })).toBeNull();
+    // A refused resume ran nothing: the thread is left without an error.
+    expect(threadErrorAfter({ status: 'error', refused: true, error: { error: 'UnknownInterruptError' } })).toBeNull();
   });
 });
 

@@ -88,6 +88,12 @@ export function installCors(app: FastifyInstance, cfg: CorsConfig | undefined): 
     const allowHeaders = policy.headers ?? requested;
     if (allowHeaders) reply.header('Access-Control-Allow-Headers', allowHeaders);
     if (policy.maxAge !== null) reply.header('Access-Control-Max-Age', String(policy.maxAge));
+    // Chrome's Private Network Access: a page on a public origin (LangGraph Studio) calling a server on a private
+    // address or localhost first asks in the preflight; without the answer Chrome blocks the call. Only an origin
+    // the policy already allows gets it, so http.cors stays the one list of who may call.
+    if (header(req, 'access-control-request-private-network') === 'true') {
+      reply.header('Access-Control-Allow-Private-Network', 'true');
+    }
     reply.code(204).send();
   });
 }

@@ -8,6 +8,8 @@ import { AppError } from '../../lib/errors.ts';
 import type { RunAuth } from '../services/context.ts';
 import type { AgentService } from '../services/index.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
+import { ProtocolMapper } from './events.ts';
+import { runFactsOf } from './session.ts';
 
 export type ErrorCode =
   | 'invalid_argument'
@@ -51,21 +53,22 @@ const InputRespond = z.object({
   interrupt_id: z.string().min(1).optional(),
   response: z.unknown().optional(),
   responses: z.array(Response).min(1).optional(),
+  strict_resume: z.boolean().optional(),
   config: obj.nullish(),
   metadata: obj.nullish(),
   update: z.unknown().optional(),
   goto: z.unknown().optional(),
 });
 const StateGet = z.object({ keys: z.array(z.string()).optional() });
+const GetTree = z.object({ run_id: z.string().max(100).optional() });
+const ListCheckpoints = z.object({
+  namespace: z.array(z.string().max(1000)).max(50).optional(),
+  limit: z.number().int().min(1).max(1000).default(10),
+  before: z.string().max(200).optional(),
+});
 
 /** Commands of @langchain/protocol this server does not serve (yet): answered not_supported. */
-const UNSUPPORTED = new Set([
-  'agent.getTree',
-  'input.inject',
-  'state.listCheckpoints',
-  'state.fork',
-  'subscription.reconnect',
-]);
+const UNSUPPORTED = new Set(['input.inject', 'state.fork', 'subscription.reconnect']);
 
 export interface CommandDeps {
   service: AgentService;
@@ -134,6 +137,10 @@ export async function runCommand(
           : {}),
       };
     }
+    case 'agent.getTree':
+      return agentTree(deps, threadId, parseParams(GetTree, cmd.method, cmd.params));
+    case 'state.listCheckpoints':
+      return listCheckpoints(deps, threadId, parseParams(ListCheckpoints, cmd.method, cmd.params));
     default:
       if (UNSUPPORTED.has(cmd.method))
         throw new CommandError('not_supported', `${cmd.method} is not supported by this server`, 400);
@@ -145,6 +152,97 @@ export async function runCommand(
         );
       throw new CommandError('unknown_command', `unknown command: ${cmd.method}`, 400);
   }
+}
+
+interface TreeNode {
+  namespace: string[];
+  status: string;
+  graph_name: string;
+  children?: TreeNode[];
+}
+
+/** A run's status as a tree node's, for a run whose events are gone (past retention). */
+const RUN_STATUS_AS_NODE: Record<string, string> = {
+  pending: 'started',
+  running: 'running',
+  success: 'completed',
+  interrupted: 'interrupted',
+  error: 'failed',
+  timeout: 'failed',
+};
+
+/**
+ * The run's graph and the subgraphs it entered, each with its latest lifecycle status, as the run's stored events
+ * map to protocol lifecycle events (the same on every replica). The thread's latest run unless run_id names one.
+ */
+async function agentTree(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof GetTree>,
+): Promise<Record<string, unknown>> {
+  const { runs, streams } = deps.service;
+  const run = p.run_id
+    ? await runs.get(threadId, p.run_id)
+    : ((await runs.list(threadId, { limit: 1, offset: 0 }))[0] ?? null);
+  if (!run) throw new CommandError('no_such_run', `agent.getTree: no run ${p.run_id ?? 'on this thread'}`, 404);
+  const facts = async (id: string) => runFactsOf(await runs.get(threadId, id));
+  const mapper = new ProtocolMapper({ started: facts, ended: facts });
+  const nodes = new Map<string, TreeNode>();
+  for (let after = -1; ;) {
+    const page = await streams.read(run.run_id, after, 500, true);
+    if (!page.length) break;
+    after = page.at(-1)!.id;
+    for (const e of page) {
+      for (const ev of await mapper.map(e)) {
+        if (ev.method !== 'lifecycle') continue;
+        const data = ev.params.data as { event: string; graph_name?: string };
+        const ns = ev.params.namespace;
+        nodes.set(ns.join('\0'), { namespace: ns, status: data.event, graph_name: data.graph_name ?? 'graph' });
+      }
+    }
+  }
+  if (!nodes.has('')) {
+    nodes.set('', { namespace: [], status: RUN_STATUS_AS_NODE[run.status]!, graph_name: runFactsOf(run)!.graphName });
+  }
+  // Each namespace under its longest prefix seen (the root at the latest).
+  for (const [key, node] of nodes) {
+    if (!key) continue;
+    let parent: TreeNode | undefined;
+    for (let n = node.namespace.length - 1; !parent; n--) parent = nodes.get(node.namespace.slice(0, n).join('\0'));
+    (parent.children ??= []).push(node);
+  }
+  return { tree: nodes.get('')! };
+}
+
+/**
+ * The thread's checkpoints, newest first (a subgraph's with its namespace), as the history lists them: `before` is
+ * the id of the last one a client has, for the next page.
+ */
+async function listCheckpoints(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof ListCheckpoints>,
+): Promise<Record<string, unknown>> {
+  const ns = (p.namespace ?? []).join('|');
+  const states = await deps.service.state.history(threadId, {
+    limit: p.limit,
+    ...(p.before ? { before: p.before } : {}),
+    ...(ns ? { checkpoint: { checkpoint_ns: ns } } : {}),
+  });
+  return {
+    checkpoints: states.map((s) => {
+      const metadata = s.metadata ?? {};
+      const writes = metadata.writes;
+      const nodes = writes && typeof writes === 'object' ? Object.keys(writes) : [];
+      return {
+        id: s.checkpoint_id,
+        timestamp: s.created_at,
+        step: typeof metadata.step === 'number' ? metadata.step : -1,
+        ...(nodes.length === 1 ? { node_name: nodes[0] } : {}),
+        metadata,
+      };
+    }),
+  };
 }
 
 async function runStart(
@@ -207,6 +305,8 @@ async function inputRespond(
     ...(p.metadata ? { metadata: p.metadata } : {}),
     multitask_strategy: 'enqueue',
     if_not_exists: 'reject',
+    // Checked again when the run starts: an answer queued behind another that takes the same interrupt fails.
+    ...(p.strict_resume ? { strict_resume: true } : {}),
   };
   await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return {};

@@ -30,6 +30,10 @@ export interface RunFacts {
   graphName: string;
   status: RunStatus;
   error?: string;
+  /** The interrupts the run resumes by id: `input.answered` tells every client on the thread when it starts. */
+  answers?: string[];
+  /** A strict resume's refusal (UnknownInterruptError): the root `failed` event carries it for the SDK. */
+  refusal?: { reason: string; interrupt_ids: string[]; pending_ids: string[] };
 }
 
 type Json = Record<string, unknown>;
@@ -37,7 +41,7 @@ type Json = Record<string, unknown>;
 const LEGACY_MODES = new Set(['values', 'updates', 'custom', 'tasks']);
 const GRAPH_LEVEL = new Set(['values', 'updates', 'checkpoints', 'tasks']);
 
-function terminalStatus(facts: RunFacts | null): { event: string; error?: string } | null {
+function terminalStatus(facts: RunFacts | null): ({ event: string; error?: string } & Json) | null {
   switch (facts?.status) {
     case 'success':
       return { event: 'completed' };
@@ -45,7 +49,11 @@ function terminalStatus(facts: RunFacts | null): { event: string; error?: string
       return { event: 'interrupted' };
     case 'error':
     case 'timeout':
-      return { event: 'failed', error: facts.error ?? `run ended with status ${facts.status}` };
+      return {
+        event: 'failed',
+        error: facts.error ?? `run ended with status ${facts.status}`,
+        ...(facts.refusal ?? {}),
+      };
     default:
       return null;
   }
@@ -95,6 +103,8 @@ export class ProtocolMapper {
       this.runs.delete(e.run_id);
       const facts = await this.lookup.started(e.run_id);
       push('lifecycle', [], { event: 'running', graph_name: facts?.graphName ?? 'graph' });
+      // Before the answer is checked (a strict resume may still refuse it): clients reload the state if it fails.
+      if (facts?.answers?.length) push('input.answered', [], { interrupt_ids: facts.answers });
       return numbered(e.id, out);
     }
     if (!native && !LEGACY_MODES.has(mode)) return [];
@@ -115,7 +125,8 @@ export class ProtocolMapper {
         const id = typeof i?.id === 'string' ? i.id : undefined;
         if (!id || state.interrupts.has(id)) continue;
         state.interrupts.add(id);
-        push('input.requested', namespace, { interrupt_id: id, payload: i.value });
+        // The JS SDK reads payload, the Python SDKs value: both carry the interrupt's value.
+        push('input.requested', namespace, { interrupt_id: id, payload: i.value, value: i.value });
       }
       if (!Object.keys(rest).length) return numbered(e.id, out);
       payload = rest;

@@ -5,6 +5,7 @@
 // gets the same events under the same ids. A subscriber holds one page of the log and the mapper's few sets.
 import { matchesSubscription } from '@langchain/langgraph/stream';
 import { NotFoundError } from '../../lib/errors.ts';
+import { namedInterruptIds } from '../runs/state.ts';
 import { followStream } from '../runs/stream.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type RunStore, type StreamEventStore } from '../storage/types.ts';
@@ -34,21 +35,40 @@ export async function sessionStart(source: SessionSource, threadId: string): Pro
   return first.length ? first[0]!.id - 1 : last;
 }
 
+/** What the mapper knows of a run: its graph, status, error, the interrupts it answers and a refusal. */
+export const runFactsOf = (run: RunRecord | null): RunFacts | null => {
+  if (!run) return null;
+  const configurable = (run.kwargs.config as { configurable?: { graph_id?: unknown } } | undefined)?.configurable;
+  const err = run.error as {
+    message?: unknown;
+    reason?: unknown;
+    interrupt_ids?: string[];
+    pending_ids?: string[];
+  } | null;
+  const command = run.kwargs.command as { resume?: unknown } | null | undefined;
+  const answers = command ? namedInterruptIds(command.resume) : null;
+  return {
+    graphName: typeof configurable?.graph_id === 'string' ? configurable.graph_id : run.assistant_id,
+    status: run.status,
+    ...(answers ? { answers } : {}),
+    ...(typeof err?.message === 'string' ? { error: err.message } : {}),
+    ...(typeof err?.reason === 'string'
+      ? {
+          refusal: {
+            reason: err.reason,
+            interrupt_ids: err.interrupt_ids ?? [],
+            pending_ids: err.pending_ids ?? [],
+          },
+        }
+      : {}),
+  };
+};
+
 /** What the mapper reads of runs: a run when it starts, and once it has ended (waiting for that). */
 export function runFacts(source: SessionSource, engine: RunEngine, threadId: string, signal: AbortSignal) {
-  const facts = (run: RunRecord | null): RunFacts | null => {
-    if (!run) return null;
-    const configurable = (run.kwargs.config as { configurable?: { graph_id?: unknown } } | undefined)?.configurable;
-    const err = run.error as { message?: unknown } | null;
-    return {
-      graphName: typeof configurable?.graph_id === 'string' ? configurable.graph_id : run.assistant_id,
-      status: run.status,
-      ...(typeof err?.message === 'string' ? { error: err.message } : {}),
-    };
-  };
   return {
-    started: async (runId: string) => facts(await source.runs.get(threadId, runId)),
-    ended: async (runId: string) => facts(await engine.waitForRun(threadId, runId, signal)),
+    started: async (runId: string) => runFactsOf(await source.runs.get(threadId, runId)),
+    ended: async (runId: string) => runFactsOf(await engine.waitForRun(threadId, runId, signal)),
   };
 }
 

@@ -1,5 +1,6 @@
 // All routes of the agent server, registered on one fastify instance.
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { ValidationError } from '../../lib/errors.ts';
 import { assistantRoutes } from './assistants.ts';
 import { cronRoutes } from './crons.ts';
@@ -18,6 +19,14 @@ import type { RouteDeps } from './deps.ts';
 
 export type { RouteDeps } from './deps.ts';
 
+/** GET /ok: check_db is 0 or 1, as on the platform (anything else is a 422, not a silent skip). */
+const OkQuery = z.object({
+  check_db: z
+    .enum(['0', '1'])
+    .default('0')
+    .transform((v) => v === '1'),
+});
+
 export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
   // Every route's path, query and parsed body pass one walk before their schemas see them (see input-guard.ts):
   // NUL characters, lone surrogates and over-deep JSON are refused with 422 naming the field.
@@ -30,7 +39,24 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
     done(problem ? new ValidationError(problem) : undefined);
   });
   await registerPlatformRoutes(app, deps);
-  app.get('/ok', async () => ({ ok: true }));
+  // check_db=1 (the platform's health probe) also asks the database: a store that does not answer is a 503 naming
+  // it, so a load balancer can take this replica out while the process itself is fine.
+  app.get('/ok', { schema: { querystring: OkQuery } }, async (req, reply) => {
+    // Validated (and transformed) by OkQuery; this plain instance does not carry the zod types.
+    if (!(req.query as z.infer<typeof OkQuery>).check_db) return { ok: true };
+    try {
+      await deps.service.ping();
+    } catch (err) {
+      req.log.warn({ err }, 'health check: the database did not answer');
+      const reason = err instanceof Error ? err.message : String(err);
+      return reply.code(503).send({
+        ok: false,
+        detail: `database (${deps.service.kind}) unreachable: ${reason}`,
+        services: { database: 'unhealthy' },
+      });
+    }
+    return { ok: true, services: { database: 'healthy' } };
+  });
   app.get('/info', async () => ({
     version: deps.version,
     langgraph_js_version: null,
@@ -38,7 +64,16 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
     graphs: deps.graphs.specs.map((s) => s.graphId),
     graph_errors: deps.graphs.failures,
     ...(Object.keys(deps.ui?.failures ?? {}).length ? { ui_errors: deps.ui!.failures } : {}),
-    flags: { assistants: true, crons: true, langsmith: false, store: true },
+    // strict_resume: a resume naming an interrupt no longer waiting fails (the SDK's strictResume);
+    // stream_namespaces: run streams take `namespace` and send only those namespaces' events.
+    flags: {
+      assistants: true,
+      crons: true,
+      langsmith: false,
+      store: true,
+      strict_resume: true,
+      stream_namespaces: true,
+    },
   }));
   await app.register(assistantRoutes(deps));
   await app.register(threadRoutes(deps));

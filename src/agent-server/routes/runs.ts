@@ -31,6 +31,7 @@ export function publicRun(r: RunRecord) {
     status: r.status,
     kwargs: r.kwargs,
     multitask_strategy: r.multitask_strategy,
+    cancel_reason: r.cancel_reason,
   };
 }
 
@@ -221,7 +222,9 @@ export const runRoutes =
       },
       async (req, reply) => {
         const { thread_id, run_id } = req.params;
-        await runs.cancel(thread_id, run_id, req.query.action);
+        const { action, reason } = req.query;
+        // Stored as `<reason>:<who>`: SDK clients test the prefix only; here the caller of this route decided.
+        await runs.cancel(thread_id, run_id, action, reason ? `${reason}:client` : null);
         if (req.query.wait) {
           await engine.waitForRun(thread_id, run_id);
           return reply.code(204).send();

@@ -12,7 +12,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
-import { eventFilter, followStream } from '../runs/stream.ts';
+import { eventFilter, followStream, namespaceFilter } from '../runs/stream.ts';
 import { isRunDone, isThreadOnly, threadEventFilter } from '../streams/thread-events.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
@@ -21,7 +21,13 @@ import { isProtocolEventName } from '../protocol/run-events.ts';
 import { runCaller } from './runs.ts';
 import { RunParams, ThreadParams } from '../schemas/common.ts';
 import { RunCreate } from '../schemas/runs.ts';
-import { JoinStreamQuery, LastEventId, RunIdParams, ThreadStreamQuery } from '../schemas/streams.ts';
+import {
+  JoinStreamQuery,
+  LastEventId,
+  RunIdParams,
+  StreamNamespaceQuery,
+  ThreadStreamQuery,
+} from '../schemas/streams.ts';
 
 export const streamRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
@@ -55,7 +61,13 @@ export const streamRoutes =
       req: FastifyRequest,
       reply: FastifyReply,
       run: RunRecord,
-      opts: { afterId: number; cancelOnDisconnect: boolean; deleteThreadAfter?: boolean; modes?: string[] },
+      opts: {
+        afterId: number;
+        cancelOnDisconnect: boolean;
+        deleteThreadAfter?: boolean;
+        modes?: string[];
+        namespaces?: string[];
+      },
     ): Promise<void> {
       const sse = openSse(req, reply, `/threads/${run.thread_id}/runs/${run.run_id}`, stallMs);
       if (opts.cancelOnDisconnect) {
@@ -64,7 +76,9 @@ export const streamRoutes =
           () => void runs.cancel(run.thread_id, run.run_id, 'interrupt').catch(() => undefined),
         );
       }
-      const keep = eventFilter(opts.modes);
+      const byMode = eventFilter(opts.modes);
+      const byNamespace = namespaceFilter(opts.namespaces);
+      const keep = byMode && byNamespace ? (e: string) => byMode(e) && byNamespace(e) : (byMode ?? byNamespace);
       // Set once the run is known to have ended: a stream that stops before (the server shuts down and hands the
       // run back to the queue, the store went away) is cut, so the client reconnects instead of taking it as done.
       let finished = false;
@@ -121,17 +135,22 @@ export const streamRoutes =
 
     app.post(
       '/threads/:thread_id/runs/stream',
-      { schema: { params: ThreadParams, body: RunCreate } },
+      { schema: { params: ThreadParams, body: RunCreate, querystring: StreamNamespaceQuery } },
       async (req, reply) => {
         const run = await runs.create(req.params.thread_id, req.body, runCaller(req));
-        await streamRun(req, reply, run, { afterId: -1, cancelOnDisconnect: req.body.on_disconnect === 'cancel' });
+        await streamRun(req, reply, run, {
+          afterId: -1,
+          cancelOnDisconnect: req.body.on_disconnect === 'cancel',
+          ...(req.query.namespace ? { namespaces: req.query.namespace } : {}),
+        });
       },
     );
 
-    app.post('/runs/stream', { schema: { body: RunCreate } }, async (req, reply) => {
+    app.post('/runs/stream', { schema: { body: RunCreate, querystring: StreamNamespaceQuery } }, async (req, reply) => {
       const run = await runs.create(null, req.body, runCaller(req));
       await streamRun(req, reply, run, {
         afterId: -1,
+        ...(req.query.namespace ? { namespaces: req.query.namespace } : {}),
         cancelOnDisconnect: req.body.on_disconnect === 'cancel',
         deleteThreadAfter: req.body.on_completion !== 'keep',
       });
@@ -149,6 +168,7 @@ export const streamRoutes =
           afterId: await cursorOf(req.headers['last-event-id']),
           cancelOnDisconnect: req.query.cancel_on_disconnect,
           ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
+          ...(req.query.namespace ? { namespaces: req.query.namespace } : {}),
         });
       },
     );
@@ -172,6 +192,7 @@ export const streamRoutes =
           afterId: await cursorOf(req.headers['last-event-id']),
           cancelOnDisconnect: req.query.cancel_on_disconnect,
           ...(req.query.stream_mode ? { modes: req.query.stream_mode } : {}),
+          ...(req.query.namespace ? { namespaces: req.query.namespace } : {}),
         });
       },
     );

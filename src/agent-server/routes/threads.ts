@@ -10,6 +10,7 @@ import { CheckpointParams, selectFields, ThreadParams } from '../schemas/common.
 import {
   beforeCheckpointId,
   HistoryBody,
+  selectState,
   HistoryQuery,
   StateCheckpoint,
   StatePatch,
@@ -144,20 +145,28 @@ export const threadRoutes =
     );
 
     app.get('/threads/:thread_id/state', { schema: { params: ThreadParams, querystring: StateQuery } }, async (req) => {
-      return state.get(req.params.thread_id, undefined, req.query.subgraphs);
+      return selectState(await state.get(req.params.thread_id, undefined, req.query.subgraphs), req.query.select);
     });
 
     app.get(
       '/threads/:thread_id/state/:checkpoint_id',
       { schema: { params: CheckpointParams, querystring: StateQuery } },
-      async (req) => state.get(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs),
+      async (req) =>
+        selectState(
+          await state.get(req.params.thread_id, req.params.checkpoint_id, req.query.subgraphs),
+          req.query.select,
+        ),
     );
 
     app.post(
       '/threads/:thread_id/state/checkpoint',
       { schema: { params: ThreadParams, body: StateCheckpoint } },
       // The whole checkpoint: a subgraph's checkpoint_ns (and checkpoint_map) reads that subgraph's state.
-      async (req) => state.get(req.params.thread_id, req.body.checkpoint, req.body.subgraphs ?? false),
+      async (req) =>
+        selectState(
+          await state.get(req.params.thread_id, req.body.checkpoint, req.body.subgraphs ?? false),
+          req.body.select,
+        ),
     );
 
     app.post('/threads/:thread_id/state', { schema: { params: ThreadParams, body: StateUpdate } }, async (req) => {
@@ -177,7 +186,8 @@ export const threadRoutes =
       '/threads/:thread_id/history',
       { schema: { params: ThreadParams, querystring: HistoryQuery } },
       async (req) => {
-        return state.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
+        const page = await state.history(req.params.thread_id, { limit: req.query.limit, before: req.query.before });
+        return page.map((s) => selectState(s, req.query.select));
       },
     );
 
@@ -186,13 +196,14 @@ export const threadRoutes =
       { schema: { params: ThreadParams, body: HistoryBody.optional() } },
       async (req) => {
         const b = HistoryBody.parse(req.body ?? {});
-        return state.history(req.params.thread_id, {
+        const page = await state.history(req.params.thread_id, {
           limit: b.limit,
           before: beforeCheckpointId(b.before),
           metadata: b.metadata ?? undefined,
           checkpoint_id: b.checkpoint?.checkpoint_id ?? undefined,
           checkpoint: b.checkpoint,
         });
+        return page.map((s) => selectState(s, b.select));
       },
     );
   };

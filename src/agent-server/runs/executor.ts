@@ -4,11 +4,11 @@
 // - ThreadExecutor runs them on worker threads (executor-worker.ts), each with its own checkpointer connection,
 //   so graph execution uses another core than HTTP and storage.
 import { Command, Send } from '@langchain/langgraph';
-import type { GraphRegistry } from '../graphs/index.ts';
+import type { GraphRegistry, StateSnapshotLike } from '../graphs/index.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
 import { serializeError, stringify, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
-import { interruptsOf } from './state.ts';
+import { interruptsOf, namedInterruptIds } from './state.ts';
 import { planStream, StreamTranslator } from './stream-modes.ts';
 import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../protocol/run-events.ts';
 
@@ -44,6 +44,8 @@ interface RunKwargs {
   durability?: 'sync' | 'async' | 'exit';
   /** Started over the thread protocol (protocol/): its events are LangGraph's protocol-native (v3) stream. */
   protocol?: boolean;
+  /** A resume naming an interrupt no longer waiting fails instead of being ignored (SDK strictResume). */
+  strict_resume?: boolean;
 }
 
 export class InlineExecutor implements RunExecutor {
@@ -71,6 +73,11 @@ export class InlineExecutor implements RunExecutor {
     try {
       if (signal.aborted) throw signal.reason;
       const graph = await this.graphs.getGraph(graphId, config, this.attachments());
+      if (kw.strict_resume && kw.command?.resume !== undefined) {
+        const snapshot = await graph.getState({ configurable: { thread_id: run.thread_id, checkpoint_ns: '' } });
+        const refused = strictResumeRefusal(kw.command.resume, snapshot);
+        if (refused) return { ok: true, outcome: refused };
+      }
       const input = kw.command ? toCommand(kw.command) : (kw.input ?? null);
       const plan = planStream(kw.stream_mode, kw.subgraphs);
       const options = {
@@ -167,6 +174,39 @@ export class InlineExecutor implements RunExecutor {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * strict_resume: the refusal of a resume that names an interrupt not waiting on the thread (or, a plain resume
+ * value, when nothing waits at all), or null to go on. The refused run ends in error without running anything;
+ * its thread keeps what it had (RunOutcome.refused). The error carries reason, interrupt_ids and pending_ids, as the
+ * SDK's UnknownInterruptError reads them.
+ */
+export function strictResumeRefusal(resume: unknown, snapshot: StateSnapshotLike): RunOutcome | null {
+  const waiting = interruptsOf(snapshot);
+  const pending = Object.values(waiting)
+    .flat()
+    .map((i) => (i && typeof i === 'object' ? (i as { id?: unknown }).id : undefined))
+    .filter((id): id is string => typeof id === 'string');
+  const named = namedInterruptIds(resume);
+  const unknown = named ? named.filter((id) => !pending.includes(id)) : pending.length ? [] : ['*'];
+  if (!unknown.length) return null;
+  const message = named
+    ? `Interrupt(s) ${unknown.join(', ')} not waiting on this thread (waiting: ${pending.join(', ') || 'none'})`
+    : 'Nothing is waiting on this thread for a resume';
+  return {
+    status: 'error',
+    refused: true,
+    error: {
+      error: 'UnknownInterruptError',
+      message,
+      reason: named ? 'unknown_interrupt' : 'no_pending_interrupt',
+      interrupt_ids: named ? unknown : [],
+      pending_ids: pending,
+    },
+    interrupted: snapshot.next.length > 0,
+    interrupts: waiting as Json,
+  };
 }
 
 /** A command as the API takes it, as a LangGraph Command: goto entries shaped {node, input} become Sends. */

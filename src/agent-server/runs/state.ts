@@ -232,3 +232,12 @@ export function interruptsOf(snapshot: StateSnapshotLike): Record<string, unknow
   }
   return out;
 }
+
+/** LangGraph's interrupt ids (xxh3-128, hex): a resume whose keys all are such ids answers those interrupts. */
+const INTERRUPT_ID = /^[0-9a-f]{32}$/;
+
+/** The interrupt ids a command's resume answers by id (LangGraph's resume map), or null for a plain value. */
+export function namedInterruptIds(resume: unknown): string[] | null {
+  const keys = resume && typeof resume === 'object' && !Array.isArray(resume) ? Object.keys(resume) : [];
+  return keys.length && keys.every((k) => INTERRUPT_ID.test(k)) ? keys : null;
+}

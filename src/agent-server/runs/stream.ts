@@ -60,6 +60,29 @@ export async function* followStream(o: FollowOptions): AsyncGenerator<StoredStre
 }
 
 /** Whether an event belongs to the stream modes a joining client asked for (metadata, error, feedback: always). */
+/** Events of the run as a whole, whatever namespaces a stream asked for. */
+const RUN_LEVEL_EVENTS = new Set(['metadata', 'error', 'feedback', 'end']);
+
+/**
+ * Only the events of these namespaces ("" the root graph), each without the subgraphs below it; null when none are
+ * named. A namespace matches with its task ids (`node:task|node:task`, as event names carry it) or without them.
+ */
+export function namespaceFilter(namespaces: string[] | undefined): ((event: string) => boolean) | null {
+  if (!namespaces?.length) return null;
+  const wanted = new Set(namespaces);
+  const nodesOnly = (ns: string) =>
+    ns
+      .split('|')
+      .map((seg) => seg.split(':')[0])
+      .join('|');
+  return (event) => {
+    const bar = event.indexOf('|');
+    if (bar < 0) return RUN_LEVEL_EVENTS.has(event) || wanted.has('');
+    const ns = event.slice(bar + 1);
+    return wanted.has(ns) || wanted.has(nodesOnly(ns));
+  };
+}
+
 export function eventFilter(modes: string[] | undefined): ((event: string) => boolean) | null {
   if (!modes?.length) return null;
   const names = new Set(['metadata', 'error', 'feedback']);

@@ -51,6 +51,8 @@ export const RunCreate = z.object({
   on_completion: z.enum(['delete', 'keep']).nullish(),
   durability: z.enum(['sync', 'async', 'exit']).nullish(),
   checkpoint_during: z.boolean().nullish(),
+  // SDK strictResume: a command.resume naming an interrupt no longer waiting fails (UnknownInterruptError).
+  strict_resume: z.boolean().nullish(),
   langsmith_tracer: z.unknown().optional(),
 });
 export type RunCreateBody = z.infer<typeof RunCreate>;
@@ -62,10 +64,21 @@ export const RunListQuery = z.object({
   select: querySelect,
 });
 
-export const CancelQuery = z.object({
-  wait: boolish.default(false),
-  action: z.enum(['interrupt', 'rollback']).default('interrupt'),
-});
+/**
+ * reason=taken (SDK runs.cancel(..., {reason: 'taken'})): the client took the run's input into another run
+ * (steering); the run keeps it as its cancel_reason, `taken:` first. Rollback deletes the run, so nothing would keep
+ * it: the two together are a 422.
+ */
+export const CancelQuery = z
+  .object({
+    wait: boolish.default(false),
+    action: z.enum(['interrupt', 'rollback']).default('interrupt'),
+    reason: z.enum(['taken']).optional(),
+  })
+  .refine((q) => !(q.reason && q.action === 'rollback'), {
+    message: 'reason is only valid with action=interrupt (a rolled-back run is deleted)',
+    path: ['reason'],
+  });
 
 export const JoinQuery = z.object({ cancel_on_disconnect: boolish.default(false) });
 

@@ -30,7 +30,24 @@ const modeList = <T extends string>(valid: readonly T[]) => {
     )
     .transform((v) => (v === undefined ? undefined : ((Array.isArray(v) ? v : [v]) as T[])));
 };
-export const JoinStreamQuery = JoinQuery.extend({ stream_mode: modeList(API_STREAM_MODES) });
+/**
+ * namespace (SDK streamNamespaces, repeated): only these namespaces of the run, "" the root graph, a subgraph's as
+ * its event names carry it (`node:task|node:task`, or node names alone).
+ */
+const namespaces = z.preprocess(
+  (v) => (typeof v === 'string' ? [v] : v),
+  z.array(z.string().max(2000)).max(100).optional(),
+);
+export const StreamNamespaceQuery = z.object({ namespace: namespaces });
+/**
+ * checkpoint_id (SDK joinStream checkpointId) is taken and not acted on: the SDK lets a server send the whole run
+ * instead, as it does here (docs/agent-server.md).
+ */
+export const JoinStreamQuery = JoinQuery.extend({
+  stream_mode: modeList(API_STREAM_MODES),
+  namespace: namespaces,
+  checkpoint_id: z.string().max(200).optional(),
+});
 // The SDK sends stream_mode; the platform's OpenAPI names it stream_modes: either is read.
 export const ThreadStreamQuery = z.object({
   stream_mode: modeList([...THREAD_STREAM_MODES, ...API_STREAM_MODES]),

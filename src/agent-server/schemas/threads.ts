@@ -1,7 +1,7 @@
 // Threads: create, patch, search, count, prune, state and history.
 import { z } from 'zod';
 import { MAX_THREAD_TTL_MINUTES } from '../storage/thread-ttl.ts';
-import { CheckpointRef, Command, MAX_OFFSET, SortOrder, boolish, obj, uuid } from './common.ts';
+import { CheckpointRef, Command, MAX_OFFSET, SortOrder, boolish, obj, querySelect, uuid } from './common.ts';
 
 export const ThreadStatus = z.enum(['idle', 'busy', 'interrupted', 'error']);
 
@@ -55,7 +55,56 @@ export const ThreadCount = z.object({
   status: ThreadStatus.nullish(),
 });
 
-export const StateQuery = z.object({ subgraphs: boolish.default(false) });
+/** The fields of a thread state a `select` may name (SDK ThreadStateSelectField); `values.<key>` names one key. */
+const STATE_FIELDS = [
+  'values',
+  'next',
+  'tasks',
+  'checkpoint',
+  'metadata',
+  'created_at',
+  'parent_checkpoint',
+  'interrupts',
+];
+const stateField = z
+  .string()
+  .max(200)
+  .refine((f) => STATE_FIELDS.includes(f) || (f.startsWith('values.') && f.length > 'values.'.length), {
+    message: `must be one of ${STATE_FIELDS.join(', ')} or values.<key>`,
+  });
+const StateSelect = z.array(stateField).max(50);
+
+/**
+ * A thread state with only the selected fields (none: all). `checkpoint` brings its checkpoint_id along (and
+ * parent_checkpoint its parent_checkpoint_id), the flat copies older clients read; `values.<key>` picks keys
+ * of values, a key the state lacks is left out.
+ */
+export function selectState<T extends { values: unknown }>(state: T, select: string[] | null | undefined): Partial<T> {
+  if (!select?.length) return state;
+  const src = state as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  const pick = (k: string) => {
+    if (k in src) out[k] = src[k];
+  };
+  for (const f of select) {
+    if (f.startsWith('values.')) continue;
+    pick(f);
+    if (f === 'checkpoint') pick('checkpoint_id');
+    if (f === 'parent_checkpoint') pick('parent_checkpoint_id');
+  }
+  const keys = select.filter((f) => f.startsWith('values.')).map((f) => f.slice('values.'.length));
+  if (keys.length && !select.includes('values')) {
+    const v = state.values;
+    const values = v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+    out.values = Object.fromEntries(keys.filter((k) => Object.hasOwn(values, k)).map((k) => [k, values[k]]));
+  }
+  return out as Partial<T>;
+}
+
+export const StateQuery = z.object({
+  subgraphs: boolish.default(false),
+  select: querySelect.pipe(StateSelect.optional()),
+});
 
 export const StateUpdate = z.object({
   values: z.unknown().optional(),
@@ -74,7 +123,11 @@ export const StatePatch = z.object({
   checkpoint: CheckpointRef.nullish(),
 });
 
-export const StateCheckpoint = z.object({ checkpoint: CheckpointRef, subgraphs: z.boolean().nullish() });
+export const StateCheckpoint = z.object({
+  checkpoint: CheckpointRef,
+  subgraphs: z.boolean().nullish(),
+  select: StateSelect.nullish(),
+});
 
 /**
  * History's `before`: the SDK sends a config ({configurable: {checkpoint_id}}); a checkpoint ({checkpoint_id}, as
@@ -94,9 +147,11 @@ export const HistoryBody = z.object({
   before: HistoryBefore.nullish(),
   metadata: obj.nullish(),
   checkpoint: CheckpointRef.nullish(),
+  select: StateSelect.nullish(),
 });
 
 export const HistoryQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(10),
   before: z.string().optional(),
+  select: querySelect.pipe(StateSelect.optional()),
 });

@@ -21,6 +21,8 @@ export function createAgentService(deps: ServiceDeps) {
   return {
     /** The storage adapter's name (GET /info). */
     kind: storage.kind,
+    /** One round trip to the database (GET /ok?check_db=1). */
+    ping: () => storage.ping(),
     assistants,
     threads,
     state: { ...state, ...createStateWrites({ engine, state }) },

@@ -144,6 +144,7 @@ export function createRunService({
       subgraphs: body.stream_subgraphs ?? false,
       resumable: body.stream_resumable ?? false,
       on_disconnect: body.on_disconnect ?? 'continue',
+      ...(body.strict_resume ? { strict_resume: true } : {}),
       // checkpoint_during is durability's older name (the SDK still sends it): false keeps only the final checkpoint.
       durability:
         body.durability ?? (body.checkpoint_during == null ? null : body.checkpoint_during ? 'async' : 'exit'),
@@ -250,8 +251,8 @@ export function createRunService({
       storage.runs.list(threadId, q),
     listByStatus: (statuses: Array<'pending' | 'running'>): Promise<RunRecord[]> => storage.runs.listByStatus(statuses),
     delete: (threadId: string, runId: string): Promise<void> => storage.runs.delete(threadId, runId),
-    cancel: (threadId: string, runId: string, action: CancelAction): Promise<RunRecord> =>
-      storage.runs.cancel(threadId, runId, action),
+    cancel: (threadId: string, runId: string, action: CancelAction, reason?: string | null): Promise<RunRecord> =>
+      storage.runs.cancel(threadId, runId, action, reason),
     cancelMany: (threadId: string, runIds: string[], action: CancelAction): Promise<RunRecord[]> =>
       storage.runs.cancelMany(threadId, runIds, action),
   };

@@ -56,10 +56,10 @@ export function decideCreate(
  * queued) > idle.
  */
 export function threadStatusAfter(
-  outcome: Pick<RunOutcome, 'status' | 'interrupted'>,
+  outcome: Pick<RunOutcome, 'status' | 'interrupted' | 'refused'>,
   morePending: boolean,
 ): ThreadStatus {
-  if (outcome.status === 'error' || outcome.status === 'timeout') return 'error';
+  if ((outcome.status === 'error' && !outcome.refused) || outcome.status === 'timeout') return 'error';
   if (outcome.interrupted) return 'interrupted';
   return morePending ? 'busy' : 'idle';
 }
@@ -131,6 +131,8 @@ export function decideSweep(run: Pick<RunRecord, 'attempt' | 'cancel_action'>, m
 }
 
 /** The thread's `error` column after a run ends: the run's error when it failed, else cleared. */
-export function threadErrorAfter(outcome: Pick<RunOutcome, 'status' | 'error'>): Record<string, unknown> | null {
-  return outcome.status === 'error' ? (outcome.error ?? {}) : null;
+export function threadErrorAfter(
+  outcome: Pick<RunOutcome, 'status' | 'error' | 'refused'>,
+): Record<string, unknown> | null {
+  return outcome.status === 'error' && !outcome.refused ? (outcome.error ?? {}) : null;
 }

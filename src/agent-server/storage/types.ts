@@ -63,6 +63,8 @@ export interface Run {
   status: RunStatus;
   kwargs: Json;
   multitask_strategy: MultitaskStrategy;
+  /** Why the run was cancelled, when the canceller said (`taken:…`: its input was taken into another run). */
+  cancel_reason: string | null;
 }
 
 /** A run as the engine sees it: the public record plus the bookkeeping columns. */
@@ -160,6 +162,11 @@ export interface RunOutcome {
   /** True when the last checkpoint has a non-empty `next` (human in the loop). */
   interrupted?: boolean;
   interrupts?: Json;
+  /**
+   * The run was refused before running anything (strict_resume naming an interrupt no longer waiting): it ends in
+   * `error` but its thread keeps the status, interrupts and error it had (`interrupted` and `interrupts` say them).
+   */
+  refused?: boolean;
 }
 
 export interface SweepResult {
@@ -277,7 +284,7 @@ export interface RunStore {
   /** Gives runs back to the queue on graceful shutdown (the attempt does not count). */
   release(workerId: string, runIds: string[]): Promise<void>;
   /** Cancels a run: a pending one ends at once, a running one is flagged and its worker told. */
-  cancel(threadId: string, runId: string, action: CancelAction): Promise<RunRecord>;
+  cancel(threadId: string, runId: string, action: CancelAction, reason?: string | null): Promise<RunRecord>;
   /**
    * Cancels these runs of the thread (as cancel() each) in one transaction: NotFoundError, and nothing cancelled,
    * when one of them is not a run of the thread; finished runs are left as they are.
@@ -500,6 +507,8 @@ export interface Storage {
    * or from before encryption) under it, in the background of a running store; counts what it did.
    */
   reseal?(signal?: AbortSignal): Promise<{ resealed: number; failed: number }>;
+  /** One round trip to the database (GET /ok?check_db=1); rejects when it does not answer. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -81,6 +81,7 @@ function toRun(r: Row, codec: JsonCodec): RunRecord {
     attempt: r.attempt as number,
     worker_id: (r.worker_id as string | null) ?? null,
     cancel_action: (r.cancel_action as CancelAction | null) ?? null,
+    cancel_reason: (r.cancel_reason as string | null | undefined) ?? null,
     error: pjn(r.error),
   };
 }

@@ -184,6 +184,9 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       return () => emitter.off('event', listener);
     },
     ...(opts.keyring ? { reseal: (signal) => resealEmbedded(db, opts.keyring!, signal) } : {}),
+    async ping() {
+      sql('SELECT 1').get();
+    },
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);

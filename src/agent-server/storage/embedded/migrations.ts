@@ -63,4 +63,9 @@ function baseline(db: Database.Database): void {
 
 export const AGENT_SERVER_SQLITE_MIGRATIONS: readonly Migration<Database.Database>[] = [
   { version: 1, name: 'baseline: the schema of release 0.1', up: baseline },
+  {
+    version: 2,
+    name: "runs.cancel_reason: why a run was cancelled (the SDK's runs.cancel reason)",
+    up: (db) => addSqliteColumn(db, 'ap_runs', 'cancel_reason', 'TEXT'),
+  },
 ];

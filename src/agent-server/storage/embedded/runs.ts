@@ -236,7 +236,7 @@ export function embeddedRuns(
       });
       emit({ type: 'wake' });
     },
-    async cancel(threadId: string, runId: string, action: CancelAction) {
+    async cancel(threadId: string, runId: string, action: CancelAction, reason?: string | null) {
       let event: StorageEvent | null = null;
       const result = inTx(() => {
         const r = st.getRun.get(runId) as Row | undefined;
@@ -244,9 +244,14 @@ export function embeddedRuns(
         const run = toRun(r);
         const effect = cancelEffect(run, action);
         event = applyCancel(effect);
+        // Only a cancel that takes effect says why; a finished run keeps what it had.
+        const cancel_reason = reason && effect.effect !== 'none' ? reason : run.cancel_reason;
+        if (cancel_reason !== run.cancel_reason && effect.effect !== 'delete') {
+          sql('UPDATE ap_runs SET cancel_reason = ? WHERE run_id = ?').run(cancel_reason, runId);
+        }
         if (effect.effect === 'delete' || effect.effect === 'interrupt') afterDequeue(threadId);
-        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const };
-        if (effect.effect === 'flag') return { ...run, cancel_action: action };
+        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const, cancel_reason };
+        if (effect.effect === 'flag') return { ...run, cancel_action: action, cancel_reason };
         return run;
       });
       if (event) emit(event);

@@ -50,7 +50,7 @@ export interface PostgresOptions {
 // Named (prepared) statements list their columns: a column added by a newer process's migration must not change
 // the result type of a statement an older process has prepared ("cached plan must not change result type").
 export const RUN_COLS = `run_id, thread_id, assistant_id, created_at, updated_at, metadata, status, kwargs, multitask_strategy,
-  attempt, worker_id, cancel_action, error`;
+  attempt, worker_id, cancel_action, error, cancel_reason`;
 export const THREAD_COLS = `${THREAD_HEAD_COLUMNS.join(', ')}, "values"`;
 export const ASSISTANT_COLS = `assistant_id, graph_id, config, context, metadata, name, description, version, created_at, updated_at`;
 
@@ -100,6 +100,7 @@ function toRun(r: Row, codec: JsonCodec): RunRecord {
     attempt: r.attempt as number,
     worker_id: (r.worker_id as string | null) ?? null,
     cancel_action: (r.cancel_action as CancelAction | null) ?? null,
+    cancel_reason: (r.cancel_reason as string | null | undefined) ?? null,
     error: (r.error as Json | null) ?? null,
   };
 }

@@ -167,6 +167,9 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
       return () => emitter.off('event', fn);
     },
     ...(opts.keyring ? { reseal: (signal) => resealPostgres(pool, s, opts.keyring!, signal) } : {}),
+    async ping() {
+      await pool.query('SELECT 1');
+    },
     async close() {
       emitter.removeAllListeners();
       clearInterval(sweeper);

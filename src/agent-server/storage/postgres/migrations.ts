@@ -75,6 +75,13 @@ export const POSTGRES_MIGRATIONS: readonly Migration<PgMigrationTarget, Promise<
       await client.query(baselineSql(schema));
     },
   },
+  {
+    version: 2,
+    name: "runs.cancel_reason: why a run was cancelled (the SDK's runs.cancel reason)",
+    up: async ({ client, schema }) => {
+      await client.query(`ALTER TABLE ${schema}.runs ADD COLUMN IF NOT EXISTS cancel_reason text`);
+    },
+  },
 ];
 
 /** The newest step applied in `schema` (0: none, or no record of steps). */

@@ -3,7 +3,15 @@
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
 import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/errors.ts';
 import { outcomeValuesText, TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
-import { cancelEffect, decideCreate, decideDelete, decideSweep, mayRollback } from '../run-rules.ts';
+import {
+  cancelEffect,
+  decideCreate,
+  decideDelete,
+  decideSweep,
+  mayRollback,
+  threadErrorAfter,
+  threadStatusAfter,
+} from '../run-rules.ts';
 import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
 import { RUN_COLS, valuesParam, type PgContext, type Q } from './context.ts';
 import { fromJsonb, jsonbParam } from '../data-cipher.ts';
@@ -210,17 +218,19 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         n AS (SELECT pg_notify($11, CASE WHEN m.more THEN $12 ELSE $13 END) FROM m)`;
   const finishParams = (runId: string, workerId: string, outcome: RunOutcome): unknown[] => {
     const values = valuesParam(codec, outcomeValuesText(outcome));
+    const threadError = threadErrorAfter(outcome);
     return [
       runId,
       workerId,
       outcome.status,
       outcome.error ? JSON.stringify(outcome.error) : null,
-      outcome.status === 'error' || outcome.status === 'timeout' ? 'error' : 'ok',
+      // The thread's status and error as the run rules say (a refused resume leaves the thread as it was).
+      threadStatusAfter(outcome, false) === 'error' ? 'error' : 'ok',
       !!outcome.interrupted,
       values !== undefined,
       values ?? null,
       JSON.stringify(outcome.interrupts ?? {}),
-      outcome.status === 'error' ? JSON.stringify(outcome.error ?? {}) : null,
+      threadError === null ? null : JSON.stringify(threadError),
       channel,
       JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: true }),
       JSON.stringify({ type: 'run_done', run_id: runId, o: origin, more: false }),
@@ -440,7 +450,7 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
       );
       await pool.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify({ type: 'wake', o: origin })]);
     },
-    async cancel(threadId: string, runId: string, action: CancelAction) {
+    async cancel(threadId: string, runId: string, action: CancelAction, reason?: string | null) {
       return tx(async (c) => {
         await c.query(`SELECT 1 FROM ${s}.threads WHERE thread_id = $1 FOR UPDATE`, [threadId]);
         const { rows } = await c.query(`SELECT * FROM ${s}.runs WHERE run_id = $1 AND thread_id = $2 FOR UPDATE`, [
@@ -451,9 +461,14 @@ export function postgresRuns(ctx: PgContext): RunStore & { createIn(c: Q, run: N
         const run = toRun(rows[0]);
         const effect = cancelEffect(run, action);
         await applyCancel(c, effect);
+        // Only a cancel that takes effect says why; a finished run keeps what it had.
+        const cancel_reason = reason && effect.effect !== 'none' ? reason : run.cancel_reason;
+        if (cancel_reason !== run.cancel_reason && effect.effect !== 'delete') {
+          await c.query(`UPDATE ${s}.runs SET cancel_reason = $2 WHERE run_id = $1`, [run.run_id, cancel_reason]);
+        }
         if (effect.effect === 'delete' || effect.effect === 'interrupt') await afterDequeue(c, threadId);
-        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const };
-        if (effect.effect === 'flag') return { ...run, cancel_action: action };
+        if (effect.effect === 'interrupt') return { ...run, status: 'interrupted' as const, cancel_reason };
+        if (effect.effect === 'flag') return { ...run, cancel_action: action, cancel_reason };
         return run;
       });
     },
