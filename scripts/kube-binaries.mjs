@@ -15,6 +15,18 @@ import path from 'node:path';
 // etcd 3.6; kwok 0.8 is built from its own module, which requires its own k8s.io/* versions.
 export const VERSIONS = { kubernetes: 'v1.34.4', etcd: 'v3.6.16', kwok: 'v0.8.0' };
 export const BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'];
+// kwok's stages (what it does to a node or pod, and when): the "fast" set of its own module (nodes initialised and
+// kept Ready, pods Running and Ready at once, deleted pods removed), copied next to the binary. kwok ships them only
+// embedded in its manifests, and without stages it refuses to start.
+export const KWOK_STAGES = 'kwok-stages.yaml';
+const STAGE_FILES = [
+  'kustomize/stage/node/fast/node-initialize.yaml',
+  'kustomize/stage/node/heartbeat/node-heartbeat.yaml',
+  'kustomize/stage/pod/fast/pod-ready.yaml',
+  'kustomize/stage/pod/fast/pod-complete.yaml',
+  'kustomize/stage/pod/fast/pod-delete.yaml',
+];
+const FILES = [...BINARIES, KWOK_STAGES];
 
 export function cacheFolder() {
   const root = process.env.AGENTPLANE_KUBE_CACHE ?? path.join(os.homedir(), '.cache', 'agentplane', 'kube');
@@ -25,9 +37,9 @@ export function cacheFolder() {
 /** The folder that holds every binary (KUBEBUILDER_ASSETS first), or undefined. */
 export function readyFolder() {
   const assets = process.env.KUBEBUILDER_ASSETS;
-  if (assets) return BINARIES.every((b) => existsSync(path.join(assets, b))) ? assets : undefined;
+  if (assets) return FILES.every((b) => existsSync(path.join(assets, b))) ? assets : undefined;
   const folder = cacheFolder();
-  return BINARIES.every((b) => existsSync(path.join(folder, b))) ? folder : undefined;
+  return FILES.every((b) => existsSync(path.join(folder, b))) ? folder : undefined;
 }
 
 export function hasGo() {
@@ -97,7 +109,7 @@ function main() {
     return;
   }
   if (process.env.KUBEBUILDER_ASSETS) {
-    throw new Error(`KUBEBUILDER_ASSETS=${process.env.KUBEBUILDER_ASSETS} lacks one of ${BINARIES.join(', ')}`);
+    throw new Error(`KUBEBUILDER_ASSETS=${process.env.KUBEBUILDER_ASSETS} lacks one of ${FILES.join(', ')}`);
   }
   if (!hasGo()) throw new Error('Go is not installed: https://go.dev/doc/install (needed to build the kube binaries)');
   const out = cacheFolder();
@@ -150,6 +162,13 @@ function main() {
     consumerModule(dir, 'kwok', [['sigs.k8s.io/kwok', VERSIONS.kwok]]);
     build(dir, out, VERSIONS.kwok, [['sigs.k8s.io/kwok/cmd/kwok', 'kwok']]);
     times.kwok = Date.now() - t;
+  }
+  if (!existsSync(path.join(out, KWOK_STAGES))) {
+    const dir = path.join(src, 'kwok');
+    mkdirSync(dir, { recursive: true });
+    const mod = JSON.parse(output('go', ['mod', 'download', '-json', `sigs.k8s.io/kwok@${VERSIONS.kwok}`], dir));
+    const stages = STAGE_FILES.map((f) => readFileSync(path.join(mod.Dir, f), 'utf8').trim()).join('\n---\n');
+    writeFileSync(path.join(out, KWOK_STAGES), `${stages}\n`);
   }
   rmSync(src, { recursive: true, force: true });
   for (const [what, ms] of Object.entries(times))
