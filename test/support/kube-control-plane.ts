@@ -219,7 +219,11 @@ export async function startKubeControlPlane(opts: { binaries: string; nodes?: nu
             headers: {
               authorization: `Bearer ${adminToken}`,
               accept: 'application/json',
-              ...(payload !== undefined ? { 'content-type': contentType } : {}),
+              // With a length: node sends a DELETE's body without one, and the server would read it as the next
+              // request on the connection (its DeleteOptions unseen).
+              ...(payload !== undefined
+                ? { 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) }
+                : {}),
             },
           },
           (res) => {
