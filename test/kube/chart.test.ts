@@ -6,8 +6,9 @@
 // user's flows, asserted on the real API: the Deployment controller, the ReplicaSets, the scheduler placing pods on
 // nodes and the garbage collector are Kubernetes' own, not the test's.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHART_DIR, helm, kubectl } from '../support/helm/index.ts';
 import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
@@ -285,5 +286,78 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
     });
     const revisions = (await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentrevisions`))!.items as Json[];
     expect(revisions.filter((r) => r.metadata.name.startsWith(`${name}-`))).toEqual([]);
+  });
+
+  it('kubectl apply of an AgentDeployment; kubectl wait --for=condition=Ready returns once the version runs', async () => {
+    const admin = kube.admin.kubeconfigPath;
+    await kubectl(['-n', NS, 'apply', '-f', join(root, 'examples/k8s/tenant-access.yaml')], admin);
+    const manifest = parse(readFileSync(join(root, 'examples/k8s/agentdeployment.yaml'), 'utf8')) as Json;
+    const file = join(kube.dir, 'agentdeployment.yaml');
+    const applied = manifest.metadata.name as string;
+    const image = manifest.spec.sourceRevisionConfig.imageUri as string;
+    writeFileSync(file, stringify(manifest));
+    await kubectl(['-n', NS, 'apply', '-f', file], admin);
+    await kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'], admin);
+    // Ready means served: every replica of the example's revision runs (its minScale: 2).
+    expect(await runs(applied, image)).toBe(true);
+    expect((await rollout(applied)).d.spec.replicas).toBe(manifest.spec.sourceConfig.resourceSpec.minScale);
+
+    // A new version, as the example's comment says: a new image, revisionCounter and targetRevisionName together;
+    // `kubectl wait` right after the apply must not return on the old version's Ready.
+    const next = 'ghcr.io/agentplane/example-agent:0.2.0';
+    manifest.spec.sourceRevisionConfig.imageUri = next;
+    manifest.spec.revisionCounter = 2;
+    manifest.spec.targetRevisionName = `${applied}-r2`;
+    writeFileSync(file, stringify(manifest));
+    await kubectl(['-n', NS, 'apply', '-f', file], admin);
+    await kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'], admin);
+    const seen = await rollout(applied);
+    const cr = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${applied}`);
+    expect(
+      await runs(applied, next),
+      JSON.stringify({
+        generation: cr?.metadata.generation,
+        status: cr?.status,
+        replicas: seen.d.spec.replicas,
+        image: seen.image(seen.d),
+        pods: seen.pods.map((p) => [seen.image(p), p.status.phase, p.metadata.deletionTimestamp, p.spec.nodeName]),
+      }),
+    ).toBe(true);
+  });
+
+  it('the documented uninstall (AgentDeployments, helm uninstall, the namespace): nothing is left behind', async () => {
+    const admin = kube.admin.kubeconfigPath;
+    // The AgentDeployments first, while the operator runs: it removes their finalizer once it cleaned up
+    // (docs/kubernetes.md#uninstall; after helm uninstall nobody would, and the namespace would never go).
+    await kubectl(['-n', NS, 'delete', 'agentdeployments', '--all', '--timeout=120s'], admin);
+    // The chart's pods are gone with the release: so are the operator and control plane they stand for.
+    for (const child of processes.values()) {
+      if (child.exitCode !== null || child.signalCode !== null) continue;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    const uninstalled = helm(['uninstall', 'agentplane', '-n', NS, '--kubeconfig', admin, '--wait', '--timeout', '2m']);
+    expect(uninstalled.ok, uninstalled.ok ? '' : uninstalled.stderr).toBe(true);
+    expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-operator`)).toBeUndefined();
+    expect(await get(`/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles`)).toMatchObject({ items: [] });
+    // Helm keeps CRDs (docs/kubernetes.md#install): the agents' resources outlive the release.
+    expect(
+      await get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentdeployments.agentplane.dev'),
+    ).toBeTruthy();
+    await kubectl(['delete', 'namespace', NS, '--wait=false'], admin);
+    await until(
+      'the namespace gone (no finalizer left without its operator)',
+      async () => !(await get(`/api/v1/namespaces/${NS}`)),
+      120_000,
+    ).catch(async (err) => {
+      const left = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments`);
+      const ns = await get(`/api/v1/namespaces/${NS}`);
+      throw new Error(
+        `${String(err)}\nnamespace status: ${JSON.stringify(ns?.status)}\nAgentDeployments: ${JSON.stringify(
+          (left?.items as Json[] | undefined)?.map((x) => x.metadata),
+        )}`,
+      );
+    });
   });
 });

@@ -77,6 +77,8 @@ const CONTROLLERS = [
   'endpoints-controller',
   'endpointslice-controller',
   'persistentvolume-binder-controller',
+  'persistentvolumeclaim-protection-controller',
+  'persistentvolume-protection-controller',
   'serviceaccount-controller',
   'serviceaccount-token-controller',
   'root-ca-certificate-publisher-controller',
