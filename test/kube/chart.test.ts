@@ -328,7 +328,7 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
   it('the documented uninstall (AgentDeployments, helm uninstall, the namespace): nothing is left behind', async () => {
     const admin = kube.admin.kubeconfigPath;
     // The AgentDeployments first, while the operator runs: it removes their finalizer once it cleaned up
-    // (docs/kubernetes.md#uninstall; after helm uninstall nobody would, and the namespace would never go).
+    // (docs/kubernetes.md#uninstalling; after helm uninstall nobody would, and the namespace would never go).
     await kubectl(['-n', NS, 'delete', 'agentdeployments', '--all', '--timeout=120s'], admin);
     // The chart's pods are gone with the release: so are the operator and control plane they stand for.
     for (const child of processes.values()) {

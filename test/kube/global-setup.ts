@@ -30,7 +30,7 @@ export default function setup(): void {
     return;
   }
   const how =
-    'no Kubernetes binaries: install Go (https://go.dev/doc/install) so that `node scripts/kube-binaries.mjs` builds them, or point KUBEBUILDER_ASSETS at a folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok';
+    'no Kubernetes binaries: install Go (https://go.dev/doc/install) so that `node scripts/kube-binaries.mjs` builds them, or point KUBEBUILDER_ASSETS at a folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kwok-stages.yaml (as the script leaves them)';
   if (process.env.CI === 'true') throw new Error(`kube tier cannot run on CI: ${how}`);
   process.stderr.write(`kube tier skipped: ${how}\n`);
 }
