@@ -6,7 +6,7 @@
 // user's flows, asserted on the real API: the Deployment controller, the ReplicaSets, the scheduler placing pods on
 // nodes and the garbage collector are Kubernetes' own, not the test's.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -270,20 +270,25 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
       const cr = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${name}`);
       return !cr;
     });
-    await until('the Deployment, ReplicaSets, pods, Service and Postgres gone', async () => {
-      const left = [
-        await get(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`),
-        await get(`/api/v1/namespaces/${NS}/services/${name}`),
-        await get(`/apis/apps/v1/namespaces/${NS}/statefulsets/${name}-postgres`),
-      ].filter(Boolean);
-      const sets = ((await get(`/apis/apps/v1/namespaces/${NS}/replicasets`))!.items as Json[]).filter((x) =>
-        x.metadata.ownerReferences?.some((o: Json) => o.uid === d.metadata.uid),
-      );
-      const pods = ((await get(`/api/v1/namespaces/${NS}/pods`))!.items as Json[]).filter((p) =>
-        p.metadata.name.startsWith(`${name}-`),
-      );
-      return left.length === 0 && sets.length === 0 && pods.length === 0;
-    });
+    await until(
+      'the Deployment, ReplicaSets, pods, Service and Postgres gone',
+      async () => {
+        const left = [
+          await get(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`),
+          await get(`/api/v1/namespaces/${NS}/services/${name}`),
+          await get(`/apis/apps/v1/namespaces/${NS}/statefulsets/${name}-postgres`),
+        ].filter(Boolean);
+        const sets = ((await get(`/apis/apps/v1/namespaces/${NS}/replicasets`))!.items as Json[]).filter((x) =>
+          x.metadata.ownerReferences?.some((o: Json) => o.uid === d.metadata.uid),
+        );
+        const pods = ((await get(`/api/v1/namespaces/${NS}/pods`))!.items as Json[]).filter((p) =>
+          p.metadata.name.startsWith(`${name}-`),
+        );
+        return left.length === 0 && sets.length === 0 && pods.length === 0;
+        // The garbage collector works dependents level by level (Deployment, ReplicaSets, pods): tens of seconds.
+      },
+      150_000,
+    );
     const revisions = (await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentrevisions`))!.items as Json[];
     expect(revisions.filter((r) => r.metadata.name.startsWith(`${name}-`))).toEqual([]);
   });
@@ -323,6 +328,45 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
         pods: seen.pods.map((p) => [seen.image(p), p.status.phase, p.metadata.deletionTimestamp, p.spec.nodeName]),
       }),
     ).toBe(true);
+  });
+
+  it('the documented upgrade: the CRDs applied server-side, then helm upgrade with a new value', async () => {
+    const admin = kube.admin.kubeconfigPath;
+    // docs/kubernetes.md#upgrading, command for command, over a release helm installed (helm owns the CRDs' fields),
+    // with CRDs of a next version: the schema revision annotation raised, as a release that changes them does.
+    const next = join(kube.dir, 'crds-next');
+    mkdirSync(next);
+    for (const f of readdirSync(join(root, 'charts/agentplane/crds'))) {
+      const crd = parse(readFileSync(join(root, 'charts/agentplane/crds', f), 'utf8')) as Json;
+      const revision = Number(crd.metadata.annotations['agentplane.dev/crd-revision']);
+      crd.metadata.annotations['agentplane.dev/crd-revision'] = String(revision + 1);
+      writeFileSync(join(next, f), stringify(crd));
+    }
+    // Without --force-conflicts (as the docs said before): refused, the fields are helm's.
+    await expect(kubectl(['apply', '--server-side', '-f', next], admin)).rejects.toThrow(/conflict with "helm"/);
+    await kubectl(['apply', '--server-side', '--force-conflicts', '-f', next], admin);
+    const upgraded = helm([
+      'upgrade',
+      'agentplane',
+      CHART_DIR,
+      '-n',
+      NS,
+      '--kubeconfig',
+      admin,
+      '--reuse-values',
+      '--set',
+      'image.tag=0.2.0',
+      '--wait',
+      '--timeout',
+      '3m',
+    ]);
+    expect(upgraded.ok, upgraded.ok ? '' : upgraded.stderr).toBe(true);
+    const op = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-operator`);
+    expect(op!.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/agentplane:0.2.0');
+    expect(op!.status.updatedReplicas).toBe(op!.spec.replicas);
+    const crd = await get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentdeployments.agentplane.dev');
+    expect(crd!.status.conditions).toContainEqual(expect.objectContaining({ type: 'Established', status: 'True' }));
+    expect(crd!.metadata.annotations['agentplane.dev/crd-revision']).not.toBe('1');
   });
 
   it('the documented uninstall (AgentDeployments, helm uninstall, the namespace): nothing is left behind', async () => {
