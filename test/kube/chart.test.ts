@@ -139,10 +139,15 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
       throw new Error(`${String(err)}\n${logOf('agentplane-control-plane')}`);
     });
 
+    await startOperator('agentplane-operator-0');
+  });
+
+  /** An operator replica as the chart's Deployment runs it (POD_NAME is its Lease identity); resolves once ready. */
+  const startOperator = async (pod: string) => {
     const op = await chartContainer('operator');
     const healthPort = await freePort();
     startAgentplane(
-      'agentplane-operator',
+      pod,
       [
         ...op.args,
         '--kubeconfig',
@@ -150,14 +155,15 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
         '--health-port',
         String(healthPort),
       ],
-      { ...op.env, POD_NAME: 'agentplane-operator-0', POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
+      { ...op.env, POD_NAME: pod, POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
     );
+    // Ready also while standing by for the Lease.
     await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
       (err) => {
-        throw new Error(`${String(err)}\n${logOf('agentplane-operator')}`);
+        throw new Error(`${String(err)}\n${logOf(pod)}`);
       },
     );
-  });
+  };
 
   afterAll(async () => {
     for (const child of processes.values()) {
@@ -222,7 +228,7 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
     await until('its pods Running on kwok nodes', () => runs(name, `${IMAGE}:0.1.0`));
     expect((await rollout(name)).sets).toHaveLength(1);
     await until('r1 DEPLOYED', async () => (await revisionStatus(id, r1)) === 'DEPLOYED', 90_000).catch((err) => {
-      throw new Error(`${String(err)}\n${logOf('agentplane-operator')}`);
+      throw new Error(`${String(err)}\n${logOf('agentplane-operator-0')}`);
     });
     const served = (await call('GET', `/v2/deployments/${id}`)).body;
     expect(served.active_revision_id).toBe(r1);
@@ -291,6 +297,27 @@ describe.skipIf(!binaries)('the chart and the operator on a real Kubernetes cont
     );
     const revisions = (await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentrevisions`))!.items as Json[];
     expect(revisions.filter((r) => r.metadata.name.startsWith(`${name}-`))).toEqual([]);
+  });
+
+  it('two operator replicas: one holds the Lease; killed, the other takes over and acts', async () => {
+    const lease = () => get(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/agentplane-operator`);
+    expect((await lease())?.spec.holderIdentity).toBe('agentplane-operator-0');
+    await startOperator('agentplane-operator-1');
+    expect((await lease())?.spec.holderIdentity).toBe('agentplane-operator-0');
+    const first = processes.get('agentplane-operator-0')!;
+    const exited = new Promise((r) => first.once('exit', r));
+    first.kill('SIGKILL'); // no graceful release: the Lease must expire (the chart's 15 s)
+    await exited;
+    const taken = await until(
+      'the Lease taken over',
+      async () => {
+        const l = await lease();
+        return l?.spec.holderIdentity === 'agentplane-operator-1' ? l : undefined;
+      },
+      90_000,
+    );
+    expect(taken.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
+    // The tests below run with agentplane-operator-1 alone acting.
   });
 
   it('kubectl apply of an AgentDeployment; kubectl wait --for=condition=Ready returns once the version runs', async () => {
