@@ -1,9 +1,11 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './test/support/sequencer.ts';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    // The real Kubernetes control plane tier runs on its own: `npm run test:kube` (vitest.kube.config.ts).
+    exclude: [...configDefaults.exclude, 'test/kube/**'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // On CI a failed test runs again, up to twice: these tests start real processes on a shared 2-core machine, and

@@ -29,6 +29,39 @@ function inCluster(): boolean {
   );
 }
 
+/** How long the start probe waits out 429s before it gives up (a CRD's storage takes seconds, not minutes). */
+const PROBE_RETRY_MS = 60_000;
+
+/**
+ * Seconds the API server asked to wait (429 Too Many Requests, its Retry-After) when `err` or one of its causes is
+ * such an answer; undefined for any other failure.
+ */
+function retryAfterSeconds(err: unknown): number | undefined {
+  for (let e: unknown = err, depth = 0; e && depth < 4; depth++) {
+    const x = e as { code?: unknown; headers?: Record<string, string> };
+    if (x.code === 429) return Math.min(10, Math.max(1, Number(x.headers?.['retry-after'] ?? 1) || 1));
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+// A real API server answers 429 "storage is (re)initializing" for a custom resource for a few seconds after its CRD
+// was created (`helm install` creates the CRDs and then the pods that read them), and API priority and fairness
+// answers 429 under load; client-go waits Retry-After and tries again, client-node does not.
+async function probeWithRetries<T>(probe: () => Promise<T>, logger: Logger): Promise<T> {
+  const deadline = Date.now() + PROBE_RETRY_MS;
+  for (;;) {
+    try {
+      return await probe();
+    } catch (err) {
+      const wait = retryAfterSeconds(err);
+      if (wait === undefined || Date.now() + wait * 1000 > deadline) throw err;
+      logger.warn({ err: describeError(err), retryAfterSeconds: wait }, 'Kubernetes API server busy; trying again');
+      await new Promise((r) => setTimeout(r, wait * 1000));
+    }
+  }
+}
+
 export async function openPlatformState(config: PlatformStateConfig, logger: Logger): Promise<PlatformState> {
   if (config.store === 'kubernetes') {
     const { openKubernetesPlatformState, loadKubeConfig } = await import('./kubernetes/index.ts');
@@ -49,7 +82,7 @@ export async function openPlatformState(config: PlatformStateConfig, logger: Log
     const store = openKubernetesPlatformState({ kubeConfig, namespace: config.namespace, logger });
     // Fail at start with a useful message instead of 500s on every request.
     try {
-      await store.list('AgentDeployment', config.namespace);
+      await probeWithRetries(() => store.list('AgentDeployment', config.namespace), logger);
     } catch (err) {
       await store.close();
       if (err instanceof NotFoundError) {

@@ -1,6 +1,7 @@
 // Every way `agentplane api-key create` (and the control plane's start) can fail to reach its store ends in one line
 // on stderr naming the problem, and a non-zero exit: the real command in a child process.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -165,5 +166,64 @@ describe('control-plane: the same problems at start', () => {
     expect(await oneLineFailure(['control-plane', '--port', '0', '--store', 'kubernetes'], bareEnv())).toMatch(
       /^agentplane control-plane: no Kubernetes configuration/,
     );
+  });
+});
+
+describe('api-key create: an API server still getting ready', () => {
+  it('waits out 429 "storage is (re)initializing" (a real server, right after helm install created the CRDs)', async () => {
+    // The real kube-apiserver's answer for a custom resource whose storage is not ready yet (test/kube/ met it).
+    const initializing = {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'storage is (re)initializing',
+      reason: 'TooManyRequests',
+      details: { retryAfterSeconds: 1 },
+      code: 429,
+    };
+    const kube = await startKube();
+    let refused = 0;
+    // In front of the double: the first two requests for AgentDeployments get that answer, the rest go through.
+    const front = createHttpServer((req, res) => {
+      if (req.url?.includes('/agentdeployments') && refused < 2) {
+        refused++;
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
+        res.end(JSON.stringify(initializing));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        void fetch(`${kube.server.url}${req.url}`, {
+          method: req.method,
+          headers: {
+            authorization: req.headers.authorization ?? '',
+            'content-type': req.headers['content-type'] ?? 'application/json',
+          },
+          body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
+        }).then(async (upstream) => {
+          res.writeHead(upstream.status, {
+            'content-type': upstream.headers.get('content-type') ?? 'application/json',
+          });
+          res.end(Buffer.from(await upstream.arrayBuffer()));
+        });
+      });
+    });
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    try {
+      const through = new KubeApiServer();
+      through.url = `http://127.0.0.1:${(front.address() as { port: number }).port}`;
+      const kubeconfig = through.writeKubeconfig(join(dir, 'initializing-kubeconfig'));
+      const key = (
+        await cli(keyCreate('--store', 'kubernetes', '--namespace', 'agents'), bareEnv({ KUBECONFIG: kubeconfig }))
+      ).stdout.trim();
+      expect(key.length).toBeGreaterThan(20);
+      expect(refused).toBe(2);
+    } finally {
+      front.closeAllConnections();
+      await new Promise((r) => front.close(r));
+      await kube.stop();
+    }
   });
 });

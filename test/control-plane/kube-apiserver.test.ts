@@ -66,7 +66,7 @@ describe('kube-apiserver double', () => {
     expect(res.code).toBe(422);
     expect(res.body).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'Invalid', code: 422 });
     const fields = res.body.details.causes.map((c: { field: string }) => c.field);
-    expect(fields).toEqual(expect.arrayContaining(['spec.source', 'spec']));
+    expect(fields).toEqual(expect.arrayContaining(['spec.source', 'spec.tenantId']));
     const badName = makeDeployment(ns) as any;
     badName.metadata.name = 'Not_A_Name';
     expect(
@@ -220,7 +220,7 @@ describe('kube-apiserver double', () => {
     );
     expect(invalid.code).toBe(422);
     expect(invalid.body.details.causes).toContainEqual(
-      expect.objectContaining({ field: 'spec', reason: 'FieldValueRequired' }),
+      expect.objectContaining({ field: 'spec.template', reason: 'FieldValueRequired' }),
     );
     const made = await apps.createNamespacedDeployment({
       namespace: ns,

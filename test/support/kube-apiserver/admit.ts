@@ -33,13 +33,24 @@ export function schemaCauses(Model: ModelClass, object: Json): Cause[] {
     new Model(structuredClone(object) as never).validate();
     return [];
   } catch (err) {
-    const errors = (err as { errors?: { instancePath: string; message?: string; keyword: string }[] }).errors ?? [];
+    type SchemaError = {
+      instancePath: string;
+      message?: string;
+      keyword: string;
+      params?: { missingProperty?: string };
+    };
+    const errors = (err as { errors?: SchemaError[] }).errors ?? [];
     if (!errors.length) return [{ field: '<root>', message: (err as Error).message, reason: 'FieldValueInvalid' }];
-    return errors.map((e) => ({
-      field: e.instancePath.split('/').filter(Boolean).join('.') || '<root>',
-      message: e.message ?? 'invalid',
-      reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
-    }));
+    return errors.map((e) => {
+      const path = e.instancePath.split('/').filter(Boolean);
+      // The real server names the missing field itself ("spec.selector: Required value"), not the object holding it.
+      if (e.keyword === 'required' && e.params?.missingProperty) path.push(e.params.missingProperty);
+      return {
+        field: path.join('.') || '<root>',
+        message: e.keyword === 'required' ? 'Required value' : (e.message ?? 'invalid'),
+        reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
+      };
+    });
   }
 }
 

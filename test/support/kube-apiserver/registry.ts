@@ -174,10 +174,14 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
           const causes = metaCauses(pruned);
           if (!validate(pruned)) {
             for (const e of validate.errors ?? []) {
-              const field = e.instancePath.split('/').filter(Boolean).join('.');
+              const path = e.instancePath.split('/').filter(Boolean);
+              // As the real server: the missing field itself, not the object holding it.
+              const missing =
+                e.keyword === 'required' ? (e.params as { missingProperty?: string }).missingProperty : '';
+              if (missing) path.push(missing);
               causes.push({
-                field: field || '<root>',
-                message: `${e.message ?? 'invalid'}`,
+                field: path.join('.') || '<root>',
+                message: missing ? 'Required value' : `${e.message ?? 'invalid'}`,
                 reason: e.keyword === 'required' ? 'FieldValueRequired' : 'FieldValueInvalid',
               });
             }

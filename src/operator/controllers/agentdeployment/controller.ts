@@ -18,7 +18,7 @@ import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { Runtime, ServerStatus } from '../../runtimes/types.ts';
 import { deploymentRef, revisionsOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
-import { chooseRoute, pickTarget, readyCondition, revisionsToSkip } from './decide.ts';
+import { chooseRoute, pickTarget, readyCondition, readyObservedGeneration, revisionsToSkip } from './decide.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
@@ -97,13 +97,8 @@ export function createDeploymentReconciler({
     const latestName = latestRevisionName(dep);
     const latest = all.find((r) => r.name === latestName);
     const latestMessage = revisions.find((r) => r.metadata.name === latestName)?.status?.statusMessage ?? '';
-    const ready = readyCondition(
-      routed,
-      all.find((r) => r.name === target),
-      latest,
-      latestMessage,
-      targetServer,
-    );
+    const targetView = all.find((r) => r.name === target);
+    const ready = readyCondition(routed, targetView, latest, latestMessage, targetServer);
     const activeRevisionName = routed ?? current.activeRevisionName;
     return {
       ...current,
@@ -115,7 +110,13 @@ export function createDeploymentReconciler({
       conditions: setCondition(current.conditions, {
         type: 'Ready',
         ...ready,
-        observedGeneration: dep.metadata.generation,
+        observedGeneration: readyObservedGeneration(
+          dep.metadata.generation,
+          current.conditions?.find((c) => c.type === 'Ready')?.observedGeneration,
+          routed,
+          dep.spec.targetRevisionName ?? latestName,
+          all.find((r) => r.name === (dep.spec.targetRevisionName ?? latestName)),
+        ),
       }),
     };
   }

@@ -105,3 +105,23 @@ export function readyCondition(
     return { status: 'False', reason: 'Progressing', message: `Waiting for revision ${target.name} to serve.` };
   return { status: 'False', reason: 'NoRevision', message: 'No revision can serve.' };
 }
+
+/**
+ * The generation the Ready condition speaks for. While an older revision serves and the revision the current spec
+ * asks for (spec.targetRevisionName, else the latest) is still on its way, even before it exists, Ready stays True
+ * (traffic is served) but for the generation it was last settled at: `kubectl wait --for=condition=Ready` compares
+ * a condition's observedGeneration with metadata.generation, and would otherwise return right after an apply,
+ * before the new version runs. Settled: the requested revision serves, or nothing does, or the requested revision
+ * can no longer come (then Ready says why, for this generation).
+ */
+export function readyObservedGeneration(
+  generation: number | undefined,
+  previous: number | undefined,
+  routed: string | undefined,
+  requested: string,
+  requestedView: RevisionView | undefined,
+): number | undefined {
+  const settled = !routed || routed === requested || (requestedView !== undefined && isDead(requestedView.status));
+  if (settled || generation === undefined) return generation;
+  return previous !== undefined && previous < generation ? previous : generation - 1;
+}

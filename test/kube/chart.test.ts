@@ -1,0 +1,486 @@
+// The chart and the operator on a real Kubernetes control plane (test/support/kube-control-plane.ts: etcd,
+// kube-apiserver with RBAC, PodSecurity and owner-reference enforcement, the controller manager, the scheduler and
+// kwok nodes). The chart is installed with the real `helm install`; the control plane and the operator run as
+// `agentplane` processes with the arguments and environment of the chart's Deployments, as read back from the API
+// server, under tokens of the chart's ServiceAccounts: every right they use is one the chart grants. Then a cluster
+// user's flows, asserted on the real API: the Deployment controller, the ReplicaSets, the scheduler placing pods on
+// nodes and the garbage collector are Kubernetes' own, not the test's.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tenantNamespaceName } from '../../src/operator/runtimes/kubernetes/index.ts';
+import { CHART_DIR, helm, kubectl } from '../support/helm/index.ts';
+import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
+import { BINARIES_ENV } from './global-setup.ts';
+
+type Json = Record<string, any>;
+
+const binaries = process.env[BINARIES_ENV];
+const root = join(import.meta.dirname, '../..');
+const NS = 'agentplane';
+const TENANT = 'team-a';
+const ADMIN_KEY = 'kube-real-admin-key-5e0c2a9d41';
+const IMAGE = 'ghcr.io/agentplane/example-agent';
+
+/** Polls `check` until it returns a truthy value; throws naming what was awaited (and the last error) after `ms`. */
+async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v as NonNullable<T>;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Values sets where the operator places children differently: [title, values, a namespace per tenant]. */
+const SETS: [string, Record<string, unknown>, boolean][] = [
+  ['defaults', {}, false],
+  ['a namespace per tenant', { 'agents.namespacePerTenant': true }, true],
+];
+
+describe.skipIf(!binaries).each(SETS)(
+  'the chart (%s) and the operator on a real Kubernetes control plane',
+  (_t, values, perTenant) => {
+    /** Where the tenant's agents run: the release namespace, or the tenant's own (made by the operator). */
+    let childNs = NS;
+    let kube: KubeControlPlane;
+    const processes = new Map<string, ChildProcess>();
+    let base = '';
+
+    const get = async (path: string): Promise<Json | undefined> => {
+      const res = await kube.request('GET', path);
+      if (res.status === 404) return undefined;
+      if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    };
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: {
+          'x-api-key': ADMIN_KEY,
+          'x-tenant-id': TENANT,
+          ...(body ? { 'content-type': 'application/json' } : {}),
+        },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
+    };
+    const logOf = (name: string) => {
+      try {
+        return readFileSync(join(kube.dir, `${name}.log`), 'utf8')
+          .split('\n')
+          .slice(-40)
+          .join('\n');
+      } catch {
+        return '';
+      }
+    };
+
+    /** A chart Deployment's container as the cluster stores it: arguments after the subcommand, plain env values. */
+    const chartContainer = async (component: string) => {
+      const d = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-${component}`);
+      if (!d) throw new Error(`the chart installed no Deployment agentplane-${component}`);
+      const c = d.spec.template.spec.containers[0];
+      const env: Record<string, string> = {};
+      // Values from Secrets or the downward API are set by the test below, as the kubelet would.
+      for (const e of c.env ?? []) if (typeof e.value === 'string') env[e.name] = e.value;
+      return { args: c.args as string[], env, serviceAccount: d.spec.template.spec.serviceAccountName as string };
+    };
+
+    /** `agentplane <args>` as a process of its own; its output goes to <name>.log in the control plane's folder. */
+    const startAgentplane = (name: string, args: string[], env: Record<string, string>) => {
+      const fd = openSync(join(kube.dir, `${name}.log`), 'a');
+      const child = spawn(process.execPath, [join(root, 'bin/agentplane.mjs'), ...args], {
+        cwd: root,
+        stdio: ['ignore', fd, fd],
+        env: { PATH: process.env.PATH ?? '', HOME: kube.dir, ...env },
+      });
+      closeSync(fd);
+      processes.set(name, child);
+      return child;
+    };
+
+    beforeAll(async () => {
+      kube = await startKubeControlPlane({ binaries: binaries! });
+      const admin = kube.admin.kubeconfigPath;
+      // The release namespace as docs/kubernetes.md has the admin create it: Pod Security "restricted" enforced.
+      await kubectl(['create', 'namespace', NS], admin);
+      await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+      // The real helm, CRDs included; --wait holds until the chart's own pods run (on kwok nodes).
+      const installed = helm([
+        'install',
+        'agentplane',
+        CHART_DIR,
+        '-n',
+        NS,
+        '--kubeconfig',
+        admin,
+        '--wait',
+        '--timeout',
+        '3m',
+        ...Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]),
+      ]);
+      if (!installed.ok) throw new Error(`helm install: ${installed.stderr}`);
+
+      const cp = await chartContainer('control-plane');
+      const cpPort = await freePort();
+      startAgentplane(
+        'agentplane-control-plane',
+        [
+          ...cp.args,
+          '--kubeconfig',
+          (await kube.as(NS, cp.serviceAccount)).kubeconfigPath,
+          '--host',
+          '127.0.0.1',
+          '--port',
+          String(cpPort),
+        ],
+        { ...cp.env, AGENTPLANE_BOOTSTRAP_API_KEY: ADMIN_KEY, AGENTPLANE_BOOTSTRAP_TENANTS: '*', LOG_LEVEL: 'warn' },
+      );
+      base = `http://127.0.0.1:${cpPort}`;
+      await until('the control plane /ok', async () => (await fetch(`${base}/ok`)).ok, 60_000).catch((err) => {
+        throw new Error(`${String(err)}\n${logOf('agentplane-control-plane')}`);
+      });
+
+      const op = await chartContainer('operator');
+      if (perTenant) childNs = tenantNamespaceName(op.env.AGENTPLANE_TENANT_NAMESPACE_PREFIX!, TENANT);
+      await startOperator('agentplane-operator-0');
+    });
+
+    /** An operator replica as the chart's Deployment runs it (POD_NAME is its Lease identity); resolves once ready. */
+    const startOperator = async (pod: string) => {
+      const op = await chartContainer('operator');
+      const healthPort = await freePort();
+      startAgentplane(
+        pod,
+        [
+          ...op.args,
+          '--kubeconfig',
+          (await kube.as(NS, op.serviceAccount)).kubeconfigPath,
+          '--health-port',
+          String(healthPort),
+        ],
+        { ...op.env, POD_NAME: pod, POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
+      );
+      // Ready also while standing by for the Lease.
+      await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
+        (err) => {
+          throw new Error(`${String(err)}\n${logOf(pod)}`);
+        },
+      );
+    };
+
+    afterAll(async () => {
+      for (const child of processes.values()) {
+        if (child.exitCode !== null || child.signalCode !== null) continue;
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await gone;
+      }
+      await kube?.stop();
+    });
+
+    /** The ReplicaSets the Deployment controller made for Deployment `name`, and their pods. */
+    const rollout = async (name: string) => {
+      const d = (await get(`/apis/apps/v1/namespaces/${childNs}/deployments/${name}`))!;
+      const sets = ((await get(`/apis/apps/v1/namespaces/${childNs}/replicasets`))!.items as Json[]).filter((x) =>
+        x.metadata.ownerReferences?.some((o: Json) => o.kind === 'Deployment' && o.uid === d.metadata.uid),
+      );
+      const pods = ((await get(`/api/v1/namespaces/${childNs}/pods`))!.items as Json[]).filter((p) =>
+        p.metadata.ownerReferences?.some((o: Json) => sets.some((rs) => rs.metadata.uid === o.uid)),
+      );
+      const image = (x: Json) => x.spec.template?.spec.containers[0].image ?? x.spec.containers[0].image;
+      return { d, sets, pods, image };
+    };
+    /** True once every replica of the Deployment runs `image` on a node, Ready, and no pod of another image is left. */
+    const runs = async (name: string, image: string) => {
+      const r = await rollout(name);
+      const wanted = r.d.spec.replicas as number;
+      const current = r.pods.filter((p) => !p.metadata.deletionTimestamp);
+      return (
+        current.length === wanted &&
+        current.every(
+          (p) =>
+            r.image(p) === image &&
+            p.status.phase === 'Running' &&
+            /^kwok-node-/.test(p.spec.nodeName ?? '') &&
+            p.status.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'),
+        )
+      );
+    };
+    const revisionStatus = async (id: string, rev: string) =>
+      (await call('GET', `/v2/deployments/${id}/revisions/${rev}`)).body.status as string;
+
+    let id = '';
+    let name = '';
+    let r1 = '';
+
+    it('create through REST with a prebuilt image: Deployment, ReplicaSet, pods Running on nodes, revision DEPLOYED', async () => {
+      const created = await call('POST', '/v2/deployments', {
+        name: 'kube-real-agent',
+        source: 'external_docker',
+        source_config: { deployment_type: 'dev' },
+        source_revision_config: { image_uri: `${IMAGE}:0.1.0` },
+        secrets: [{ name: 'TOKEN', value: 'kube-real-secret' }],
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      id = String(created.body.id);
+      r1 = String(created.body.latest_revision_id);
+      name = `ag-${id}`;
+      const d = await until('the Deployment', () => get(`/apis/apps/v1/namespaces/${childNs}/deployments/${name}`));
+      expect(d.spec.template.spec.containers[0].image).toBe(`${IMAGE}:0.1.0`);
+      // The real controllers: a ReplicaSet owned by the Deployment, its pods placed by the scheduler and Running.
+      await until('its pods Running on kwok nodes', () => runs(name, `${IMAGE}:0.1.0`));
+      expect((await rollout(name)).sets).toHaveLength(1);
+      await until('r1 DEPLOYED', async () => (await revisionStatus(id, r1)) === 'DEPLOYED', 90_000).catch((err) => {
+        throw new Error(`${String(err)}\n${logOf('agentplane-operator-0')}`);
+      });
+      const served = (await call('GET', `/v2/deployments/${id}`)).body;
+      expect(served.active_revision_id).toBe(r1);
+      expect(served.url).toContain(`.${childNs}.svc`);
+    });
+
+    it('a second revision rolls out to new pods; the old pods go only once the new ones run', async () => {
+      expect(id, 'the create test ran').not.toBe('');
+      const patched = await call('PATCH', `/v2/deployments/${id}`, {
+        source_revision_config: { image_uri: `${IMAGE}:0.2.0` },
+      });
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      const r2 = String(patched.body.latest_revision_id);
+      expect(r2).not.toBe(r1);
+      // The chart's strategy: no replica taken down before its replacement is Ready (the real Deployment controller
+      // honours it; kwok makes new pods Ready at once).
+      const { d } = await rollout(name);
+      expect(d.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+      await until('the pods of r2 Running', () => runs(name, `${IMAGE}:0.2.0`));
+      await until('r2 DEPLOYED', async () => (await revisionStatus(id, r2)) === 'DEPLOYED', 90_000);
+      const after = await rollout(name);
+      // Two ReplicaSets, the old one scaled to zero (kept for history, as Kubernetes does).
+      expect(after.sets).toHaveLength(2);
+      const old = after.sets.find((x) => after.image(x) === `${IMAGE}:0.1.0`)!;
+      expect(old.spec.replicas).toBe(0);
+      expect((await call('GET', `/v2/deployments/${id}`)).body.active_revision_id).toBe(r2);
+
+      // Rolled back: the first revision redeployed, its pods run again.
+      const back = await call('POST', `/v2/deployments/${id}/revisions/${r1}/redeploy`);
+      expect(back.status, JSON.stringify(back.body)).toBe(200);
+      await until('the pods of r1 Running again', () => runs(name, `${IMAGE}:0.1.0`));
+      await until(
+        'r1 serving again',
+        async () => (await call('GET', `/v2/deployments/${id}`)).body.active_revision_id === r1,
+        90_000,
+      );
+      expect(await revisionStatus(id, r1)).toBe('DEPLOYED');
+    });
+
+    it('delete through REST: the real garbage collector removes every child', async () => {
+      expect(id, 'the create test ran').not.toBe('');
+      const { d } = await rollout(name);
+      expect((await call('DELETE', `/v2/deployments/${id}`)).status).toBe(204);
+      await until('the AgentDeployment gone', async () => {
+        const cr = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${name}`);
+        return !cr;
+      });
+      await until(
+        'the Deployment, ReplicaSets, pods, Service and Postgres gone',
+        async () => {
+          const left = [
+            await get(`/apis/apps/v1/namespaces/${childNs}/deployments/${name}`),
+            await get(`/api/v1/namespaces/${childNs}/services/${name}`),
+            await get(`/apis/apps/v1/namespaces/${childNs}/statefulsets/${name}-postgres`),
+          ].filter(Boolean);
+          const sets = ((await get(`/apis/apps/v1/namespaces/${childNs}/replicasets`))!.items as Json[]).filter((x) =>
+            x.metadata.ownerReferences?.some((o: Json) => o.uid === d.metadata.uid),
+          );
+          const pods = ((await get(`/api/v1/namespaces/${childNs}/pods`))!.items as Json[]).filter((p) =>
+            p.metadata.name.startsWith(`${name}-`),
+          );
+          return left.length === 0 && sets.length === 0 && pods.length === 0;
+          // The garbage collector works dependents level by level (Deployment, ReplicaSets, pods): tens of seconds.
+        },
+        150_000,
+      );
+      // Its revisions go with it (owner references), collected as asynchronously.
+      await until(
+        'its AgentRevisions gone',
+        async () =>
+          ((await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentrevisions`))!.items as Json[]).every(
+            (r) => !r.metadata.name.startsWith(`${name}-`),
+          ),
+        150_000,
+      );
+    });
+
+    it.skipIf(perTenant)(
+      'two operator replicas: one holds the Lease; killed, the other takes over and acts',
+      async () => {
+        const lease = () => get(`/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/agentplane-operator`);
+        expect((await lease())?.spec.holderIdentity).toBe('agentplane-operator-0');
+        await startOperator('agentplane-operator-1');
+        expect((await lease())?.spec.holderIdentity).toBe('agentplane-operator-0');
+        const first = processes.get('agentplane-operator-0')!;
+        const exited = new Promise((r) => first.once('exit', r));
+        first.kill('SIGKILL'); // no graceful release: the Lease must expire (the chart's 15 s)
+        await exited;
+        const taken = await until(
+          'the Lease taken over',
+          async () => {
+            const l = await lease();
+            return l?.spec.holderIdentity === 'agentplane-operator-1' ? l : undefined;
+          },
+          90_000,
+        );
+        expect(taken.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
+        // The tests below run with agentplane-operator-1 alone acting.
+      },
+    );
+
+    it.skipIf(perTenant)(
+      'kubectl apply of an AgentDeployment; kubectl wait --for=condition=Ready returns once the version runs',
+      async () => {
+        const admin = kube.admin.kubeconfigPath;
+        await kubectl(['-n', NS, 'apply', '-f', join(root, 'examples/k8s/tenant-access.yaml')], admin);
+        const manifest = parse(readFileSync(join(root, 'examples/k8s/agentdeployment.yaml'), 'utf8')) as Json;
+        const file = join(kube.dir, 'agentdeployment.yaml');
+        const applied = manifest.metadata.name as string;
+        const image = manifest.spec.sourceRevisionConfig.imageUri as string;
+        writeFileSync(file, stringify(manifest));
+        await kubectl(['-n', NS, 'apply', '-f', file], admin);
+        await kubectl(
+          ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'],
+          admin,
+        );
+        // Ready means served: every replica of the example's revision runs (its minScale: 2).
+        expect(await runs(applied, image)).toBe(true);
+        expect((await rollout(applied)).d.spec.replicas).toBe(manifest.spec.sourceConfig.resourceSpec.minScale);
+
+        // A new version, as the example's comment says: a new image, revisionCounter and targetRevisionName together;
+        // `kubectl wait` right after the apply must not return on the old version's Ready.
+        const next = 'ghcr.io/agentplane/example-agent:0.2.0';
+        manifest.spec.sourceRevisionConfig.imageUri = next;
+        manifest.spec.revisionCounter = 2;
+        manifest.spec.targetRevisionName = `${applied}-r2`;
+        writeFileSync(file, stringify(manifest));
+        await kubectl(['-n', NS, 'apply', '-f', file], admin);
+        await kubectl(
+          ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'],
+          admin,
+        );
+        const seen = await rollout(applied);
+        const cr = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${applied}`);
+        expect(
+          await runs(applied, next),
+          JSON.stringify({
+            generation: cr?.metadata.generation,
+            status: cr?.status,
+            replicas: seen.d.spec.replicas,
+            image: seen.image(seen.d),
+            pods: seen.pods.map((p) => [seen.image(p), p.status.phase, p.metadata.deletionTimestamp, p.spec.nodeName]),
+          }),
+        ).toBe(true);
+      },
+    );
+
+    it.skipIf(perTenant)(
+      'the documented upgrade: the CRDs applied server-side, then helm upgrade with a new value',
+      async () => {
+        const admin = kube.admin.kubeconfigPath;
+        // docs/kubernetes.md#upgrading, command for command, over a release helm installed (helm owns the CRDs' fields),
+        // with CRDs of a next version: the schema revision annotation raised, as a release that changes them does.
+        const next = join(kube.dir, 'crds-next');
+        mkdirSync(next);
+        for (const f of readdirSync(join(root, 'charts/agentplane/crds'))) {
+          const crd = parse(readFileSync(join(root, 'charts/agentplane/crds', f), 'utf8')) as Json;
+          const revision = Number(crd.metadata.annotations['agentplane.dev/crd-revision']);
+          crd.metadata.annotations['agentplane.dev/crd-revision'] = String(revision + 1);
+          writeFileSync(join(next, f), stringify(crd));
+        }
+        // Without --force-conflicts (as the docs said before): refused, the fields are helm's.
+        await expect(kubectl(['apply', '--server-side', '-f', next], admin)).rejects.toThrow(/conflict with "helm"/);
+        await kubectl(['apply', '--server-side', '--force-conflicts', '-f', next], admin);
+        const upgraded = helm([
+          'upgrade',
+          'agentplane',
+          CHART_DIR,
+          '-n',
+          NS,
+          '--kubeconfig',
+          admin,
+          '--reuse-values',
+          '--set',
+          'image.tag=0.2.0',
+          '--wait',
+          '--timeout',
+          '3m',
+        ]);
+        expect(upgraded.ok, upgraded.ok ? '' : upgraded.stderr).toBe(true);
+        const op = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-operator`);
+        expect(op!.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/agentplane:0.2.0');
+        expect(op!.status.updatedReplicas).toBe(op!.spec.replicas);
+        const crd = await get(
+          '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentdeployments.agentplane.dev',
+        );
+        expect(crd!.status.conditions).toContainEqual(expect.objectContaining({ type: 'Established', status: 'True' }));
+        expect(crd!.metadata.annotations['agentplane.dev/crd-revision']).not.toBe('1');
+      },
+    );
+
+    it.skipIf(perTenant)(
+      'the documented uninstall (AgentDeployments, helm uninstall, the namespace): nothing is left behind',
+      async () => {
+        const admin = kube.admin.kubeconfigPath;
+        // The AgentDeployments first, while the operator runs: it removes their finalizer once it cleaned up
+        // (docs/kubernetes.md#uninstalling; after helm uninstall nobody would, and the namespace would never go).
+        await kubectl(['-n', NS, 'delete', 'agentdeployments', '--all', '--timeout=120s'], admin);
+        // The chart's pods are gone with the release: so are the operator and control plane they stand for.
+        for (const child of processes.values()) {
+          if (child.exitCode !== null || child.signalCode !== null) continue;
+          const exited = new Promise((r) => child.once('exit', r));
+          child.kill('SIGTERM');
+          await exited;
+        }
+        const uninstalled = helm([
+          'uninstall',
+          'agentplane',
+          '-n',
+          NS,
+          '--kubeconfig',
+          admin,
+          '--wait',
+          '--timeout',
+          '2m',
+        ]);
+        expect(uninstalled.ok, uninstalled.ok ? '' : uninstalled.stderr).toBe(true);
+        expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-operator`)).toBeUndefined();
+        expect(await get(`/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles`)).toMatchObject({ items: [] });
+        // Helm keeps CRDs (docs/kubernetes.md#install): the agents' resources outlive the release.
+        expect(
+          await get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentdeployments.agentplane.dev'),
+        ).toBeTruthy();
+        await kubectl(['delete', 'namespace', NS, '--wait=false'], admin);
+        await until(
+          'the namespace gone (no finalizer left without its operator)',
+          async () => !(await get(`/api/v1/namespaces/${NS}`)),
+          120_000,
+        ).catch(async (err) => {
+          const left = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments`);
+          const ns = await get(`/api/v1/namespaces/${NS}`);
+          throw new Error(
+            `${String(err)}\nnamespace status: ${JSON.stringify(ns?.status)}\nAgentDeployments: ${JSON.stringify(
+              (left?.items as Json[] | undefined)?.map((x) => x.metadata),
+            )}`,
+          );
+        });
+      },
+    );
+  },
+);

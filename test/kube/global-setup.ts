@@ -1,0 +1,36 @@
+// Vitest global setup of the kube tier: finds the real Kubernetes binaries (KUBEBUILDER_ASSETS, else the cache of
+// scripts/kube-binaries.mjs), building them first when Go is installed (the first run on a machine: minutes).
+// Without Go and without binaries the tier is skipped, with one line saying how to get them; on CI (CI=true) that
+// is a failure instead. The folder reaches the test workers as AGENTPLANE_KUBE_BINARIES (forked after this runs).
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+export const BINARIES_ENV = 'AGENTPLANE_KUBE_BINARIES';
+
+const SCRIPT = join(import.meta.dirname, '../../scripts/kube-binaries.mjs');
+
+/** The script's folder of ready binaries (its last stdout line), or undefined when it failed. */
+function binaries(build: boolean): string | undefined {
+  const r = spawnSync(process.execPath, [SCRIPT, ...(build ? [] : ['--check'])], {
+    stdio: ['ignore', 'pipe', build ? 'inherit' : 'ignore'],
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) {
+    if (build) throw new Error(`node scripts/kube-binaries.mjs failed (exit ${r.status ?? r.signal})`);
+    return undefined;
+  }
+  return r.stdout.trim().split('\n').pop();
+}
+
+export default function setup(): void {
+  const hasGo = spawnSync('go', ['version'], { stdio: 'ignore' }).status === 0;
+  const folder = binaries(false) ?? (hasGo && !process.env.KUBEBUILDER_ASSETS ? binaries(true) : undefined);
+  if (folder) {
+    process.env[BINARIES_ENV] = folder;
+    return;
+  }
+  const how =
+    'no Kubernetes binaries: install Go (https://go.dev/doc/install) so that `node scripts/kube-binaries.mjs` builds them, or point KUBEBUILDER_ASSETS at a folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and kwok-stages.yaml (as the script leaves them)';
+  if (process.env.CI === 'true') throw new Error(`kube tier cannot run on CI: ${how}`);
+  process.stderr.write(`kube tier skipped: ${how}\n`);
+}
