@@ -96,6 +96,12 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
+    // By name: the class lives beside better-sqlite3, which commands that never lock a folder should not load.
+    if ((err as Error)?.name === 'DataDirInUseError') {
+      process.stderr.write(`agentplane ${name}: ${(err as Error).message}\n`);
+      process.exitCode = 1;
+      return;
+    }
     const listen = listenFailure(err);
     if (listen) {
       process.stderr.write(`agentplane ${name}: ${listen}\n`);
@@ -112,7 +118,7 @@ function listenFailure(err: unknown): string | undefined {
   if (e?.syscall !== 'listen') return undefined;
   const where = `${e.address ?? ''}:${e.port ?? ''}`;
   if (e.code === 'EADDRINUSE') {
-    return `${where} is already in use (another agentplane?): stop that process or pass --port <port> (0 picks a free one)`;
+    return `${where} is already in use (another agentplane?): stop that process, or pass --port <port> (0 picks a free one) with its own --data-dir: two platforms on one data folder are refused`;
   }
   if (e.code === 'EACCES') return `may not listen on ${where} (ports below 1024 need privileges): pass --port <port>`;
   if (e.code === 'EADDRNOTAVAIL')

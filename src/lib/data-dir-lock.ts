@@ -5,6 +5,9 @@
 // lease (proper-lockfile: a paused or killed owner keeps the folder until the lease runs out) and over a native
 // flock addon (fs-ext: one more compiled dependency) because better-sqlite3 is already here.
 //
+// A shared hold is the same lock's shared form (a read kept open): any number of shared holders together (replicas
+// of `agentplane control-plane` on one store), but never beside an exclusive one.
+//
 // The lock database cannot be read while it is held, so who holds it is written beside it (owner.json), for the
 // one-line error a second process prints.
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -45,8 +48,8 @@ export type DataDirLock = {
  * Takes the folder's lock or throws DataDirInUseError at once (never waits: a second platform should be told, not
  * queued). The lock is the process's until release() or its end.
  */
-export function lockDataDir(dir: string, command: string): DataDirLock {
-  const db = takeLock(dir);
+export function lockDataDir(dir: string, command: string, opts: { shared?: boolean } = {}): DataDirLock {
+  const db = takeLock(dir, opts.shared ?? false);
   let owner: DataDirOwner = { command, pid: process.pid, startedAt: new Date().toISOString() };
   const write = () => {
     const tmp = join(dir, `.${OWNER_FILE}.${process.pid}`);
@@ -70,15 +73,16 @@ export function lockDataDir(dir: string, command: string): DataDirLock {
   };
 }
 
-function takeLock(dir: string): Database.Database {
+function takeLock(dir: string, shared: boolean): Database.Database {
   mkdirSync(dir, { recursive: true });
   const db = new Database(join(dir, LOCK_FILE));
   try {
     db.pragma('busy_timeout = 0');
     db.pragma('locking_mode = EXCLUSIVE');
-    // In exclusive locking mode the lock a write transaction takes is kept after it commits, until the connection
-    // closes.
-    db.exec('BEGIN EXCLUSIVE; COMMIT');
+    // In exclusive locking mode the lock a transaction takes is kept after it ends, until the connection closes:
+    // a read keeps a shared lock, a write an exclusive one.
+    if (shared) db.prepare('SELECT count(*) FROM sqlite_master').get();
+    else db.exec('BEGIN EXCLUSIVE; COMMIT');
     return db;
   } catch (err) {
     db.close();
@@ -90,7 +94,7 @@ function takeLock(dir: string): Database.Database {
 /** Whether some process holds the folder's lock now (for commands that must not run beside a platform). */
 export function dataDirOwner(dir: string): { held: false } | { held: true; owner: DataDirOwner | undefined } {
   try {
-    takeLock(dir).close();
+    takeLock(dir, false).close();
     return { held: false };
   } catch (err) {
     if (err instanceof DataDirInUseError) return { held: true, owner: err.owner };

@@ -52,7 +52,9 @@ it('refuses a second store on a folder a live process has open, naming it', asyn
 it('refuses a second store in the same process until the first is closed', async () => {
   const dir = dataDir();
   const storage = openEmbeddedStorage({ dataDir: dir });
-  expect(() => openEmbeddedStorage({ dataDir: dir })).toThrow(`is in use by agentplane agent-server (pid ${process.pid}`);
+  expect(() => openEmbeddedStorage({ dataDir: dir })).toThrow(
+    `is in use by agentplane agent-server (pid ${process.pid}`,
+  );
   await storage.close();
   await openEmbeddedStorage({ dataDir: dir }).close();
 });
