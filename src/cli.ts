@@ -31,6 +31,14 @@ const commands: Record<string, Command> = {
     summary: 'Rotate the key of secret values in the embedded store (secret-key rotate; platform stopped)',
     load: () => import('./control-plane/secret-key-command.ts'),
   },
+  backup: {
+    summary: 'Copy a data folder consistently while the platform runs (backup --to DIR)',
+    load: () => import('./dev/backup-command.ts').then((m) => ({ run: m.runBackup })),
+  },
+  restore: {
+    summary: 'Restore a backup into a new data folder, the platform stopped (restore --from DIR)',
+    load: () => import('./dev/backup-command.ts').then((m) => ({ run: m.runRestore })),
+  },
   deploy: {
     summary: 'Create or update a deployment over the REST API; --wait follows it to DEPLOYED (for people and CI)',
     load: () => import('./client/deploy-command.ts'),
