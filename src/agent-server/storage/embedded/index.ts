@@ -70,8 +70,15 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   const file = join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite');
   // Shared with the executor threads' connections to the file (CheckpointerSource.writeLock).
   const writeLock = new WriteLock();
-  const db = openDatabase(file, writeLock);
-  migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
+  let db: ReturnType<typeof openDatabase>;
+  try {
+    db = openDatabase(file, writeLock);
+    migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
+  } catch (err) {
+    // A store that cannot open (a newer schema, a damaged file) leaves the folder to the next try of this process.
+    ownership.release();
+    throw err;
+  }
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 

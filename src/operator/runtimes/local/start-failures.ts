@@ -6,10 +6,11 @@ import type { RestartInfo } from './supervisor.ts';
 
 /**
  * What an agent server prints, or a start throws, when its database is unreachable or shutting down, or when the
- * port picked for it was taken between the pick and the listen.
+ * port picked for it was taken between the pick and the listen, or when the server it replaces (killed with its
+ * host) has not yet ended and still holds the data folder's lock.
  */
 const TRANSIENT_OUTPUT =
-  /ECONNREFUSED|ECONNRESET|EADDRINUSE|57P0[123]|the database system is (?:starting up|shutting down|in recovery mode)|Connection terminated|terminating connection due to administrator command|database not reachable/i;
+  /ECONNREFUSED|ECONNRESET|EADDRINUSE|57P0[123]|the database system is (?:starting up|shutting down|in recovery mode)|Connection terminated|terminating connection due to administrator command|database not reachable|data folder \S+ is in use by agentplane agent-server/i;
 
 /** A start failure (the error a start threw, or the last words of a server that ended) worth retrying. */
 export function isTransientStart(failure: unknown): boolean {
