@@ -11,6 +11,7 @@ import { apiKeyCommand } from '../src/control-plane/api-key-command.ts';
 import { secretKeyCommand } from '../src/control-plane/secret-key-command.ts';
 import { controlPlaneCommand } from '../src/control-plane/config.ts';
 import { devCommand } from '../src/dev/config.ts';
+import { backupCommand, restoreCommand } from '../src/dev/backup-command.ts';
 import { operatorCommand } from '../src/operator/flags.ts';
 import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
@@ -45,7 +46,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/kubernetes.md': ['chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags'],
   'docs/listeners.md': ['listener-flags'],
-  'docs/operations.md': ['secret-key-flags'],
+  'docs/operations.md': ['backup-flags', 'restore-flags', 'secret-key-flags'],
 };
 
 /** Text of a table cell: pipes, HTML-looking angle brackets and emphasis stars would break the table. */
@@ -158,6 +159,8 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'control-plane-flags': flagTable(controlPlaneCommand),
     'api-key-flags': flagTable(apiKeyCommand),
     'secret-key-flags': flagTable(secretKeyCommand),
+    'backup-flags': flagTable(backupCommand),
+    'restore-flags': flagTable(restoreCommand),
     'dev-flags': flagTable(devCommand),
     'operator-flags': flagTable(operatorCommand),
     'listener-flags': flagTable(listenerCommand),

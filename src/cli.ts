@@ -35,6 +35,14 @@ const commands: Record<string, Command> = {
     summary: "Rotate deployments' data keys in the embedded store (data-key rotate; agents reseal at their next start)",
     load: () => import('./local/data-key-command.ts'),
   },
+  backup: {
+    summary: 'Copy a data folder consistently while the platform runs (backup --to DIR)',
+    load: () => import('./dev/backup-command.ts').then((m) => ({ run: m.runBackup })),
+  },
+  restore: {
+    summary: 'Restore a backup into a new data folder, the platform stopped (restore --from DIR)',
+    load: () => import('./dev/backup-command.ts').then((m) => ({ run: m.runRestore })),
+  },
   deploy: {
     summary: 'Create or update a deployment over the REST API; --wait follows it to DEPLOYED (for people and CI)',
     load: () => import('./client/deploy-command.ts'),
@@ -100,6 +108,12 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
+    // By name: the class lives beside better-sqlite3, which commands that never lock a folder should not load.
+    if ((err as Error)?.name === 'DataDirInUseError') {
+      process.stderr.write(`agentplane ${name}: ${(err as Error).message}\n`);
+      process.exitCode = 1;
+      return;
+    }
     const listen = listenFailure(err);
     if (listen) {
       process.stderr.write(`agentplane ${name}: ${listen}\n`);
@@ -116,7 +130,7 @@ function listenFailure(err: unknown): string | undefined {
   if (e?.syscall !== 'listen') return undefined;
   const where = `${e.address ?? ''}:${e.port ?? ''}`;
   if (e.code === 'EADDRINUSE') {
-    return `${where} is already in use (another agentplane?): stop that process or pass --port <port> (0 picks a free one)`;
+    return `${where} is already in use (another agentplane?): stop that process, or pass --port <port> (0 picks a free one) with its own --data-dir: two platforms on one data folder are refused`;
   }
   if (e.code === 'EACCES') return `may not listen on ${where} (ports below 1024 need privileges): pass --port <port>`;
   if (e.code === 'EADDRNOTAVAIL')

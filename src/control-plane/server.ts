@@ -6,6 +6,7 @@ import { KeyPublisher } from './auth/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
 import { derivedAuthKeyring, type AuthKeyring } from '../lib/auth-crypto.ts';
+import { lockDataDir } from '../lib/data-dir-lock.ts';
 import { readKeyFile } from '../state/embedded/secret-box.ts';
 import { openPlatformState } from '../state/index.ts';
 import { createGitHubApp } from '../git/github-app.ts';
@@ -30,7 +31,16 @@ function authKeyring(config: ControlPlaneConfig): AuthKeyring | undefined {
 }
 
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
-  const store = await openPlatformState(config, logger);
+  // Replicas may share an embedded store, but not with a platform (`dev`) that owns it: a shared hold of its lock.
+  const owner =
+    config.store === 'embedded' ? lockDataDir(config.dataDir, 'agentplane control-plane', { shared: true }) : undefined;
+  let store: Awaited<ReturnType<typeof openPlatformState>>;
+  try {
+    store = await openPlatformState(config, logger);
+  } catch (err) {
+    owner?.release();
+    throw err;
+  }
   // In a cluster the agents read their tenant's key hashes from Secrets this process keeps current.
   const { enabled, prefix } = config.tenantNamespaces;
   const sink = store.tenantKeySink?.(enabled ? (tenant) => tenantNamespaceName(prefix, tenant) : undefined);
@@ -55,6 +65,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   });
   publisher?.start();
   const url = await app.listen({ host: config.host, port: config.port });
+  owner?.describe({ url });
   logger.info({ url, store: config.store, namespace: store.namespace }, 'control plane listening');
   let closing: Promise<void> | null = null;
   return {
@@ -66,6 +77,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
         await app.close();
         await publisher?.stop();
         await store.close();
+        owner?.release();
       })();
       return closing;
     },

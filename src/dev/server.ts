@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { createFrontServer, credentialValues, listenOn } from '../lib/http.ts';
+import { lockDataDir } from '../lib/data-dir-lock.ts';
 import type { Logger } from '../lib/logger.ts';
 import { randomBytes } from 'node:crypto';
 import { openEmbeddedPlatformState } from '../state/embedded/index.ts';
@@ -35,6 +36,10 @@ export type DevServer = {
 };
 
 export async function startDev(config: DevConfig, logger: Logger): Promise<DevServer> {
+  // One platform per data folder: a second one would start a second agent server on every deployment's data and
+  // rewrite the ports file. The store's own folder is locked too, as `agentplane control-plane` on it would.
+  const owner = lockDataDir(config.dataDir, 'agentplane dev');
+  const storeOwner = lockDataDir(join(config.dataDir, 'control-plane'), 'agentplane dev');
   const store = openEmbeddedPlatformState({ dataDir: join(config.dataDir, 'control-plane') });
   const github = config.github && createGitHubApp(config.github, logger);
   const isForeign = createForeignKeyCheck(store, bootstrapKeysOf(config.bootstrapKey));
@@ -128,6 +133,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   });
   const url = await listenOn(server, config.port, config.host);
   listeningUrl = url;
+  owner.describe({ url });
+  storeOwner.describe({ url });
 
   await publisher.sync().catch(() => undefined);
   publisher.start();
@@ -154,6 +161,8 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
         });
         await api.close();
         await store.close();
+        storeOwner.release();
+        owner.release();
       })();
       return closing;
     },

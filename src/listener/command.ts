@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { formatHelp } from '../lib/cli-args.ts';
 import { createFrontServer, listenOn } from '../lib/http.ts';
+import { lockDataDir } from '../lib/data-dir-lock.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { openEmbeddedPlatformState } from '../state/embedded/index.ts';
@@ -27,6 +28,7 @@ function packageVersion(): string {
 export type RunningListener = { url?: string; close(): Promise<void> };
 
 export async function startLocalListener(config: ListenerConfig, logger: Logger): Promise<RunningListener> {
+  const owner = lockDataDir(config.dataDir, `agentplane listener ${config.listenerId}`);
   const store = openEmbeddedPlatformState({ dataDir: join(config.dataDir, 'store') });
   // Tenants' key files need no filling when made: the sync writes each tenant's set (from the control plane) before
   // any deployment of the tenant exists here.
@@ -57,6 +59,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
   const localUrl = await listenOn(server, config.port, config.host);
   const url = config.publicUrl?.replace(/\/+$/, '') ?? localUrl;
   await dataPlane.start(url);
+  owner.describe({ url });
 
   const sync = new ListenerSync({
     controlPlaneUrl: config.controlPlaneUrl,
@@ -84,6 +87,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
           server.closeAllConnections();
         });
         await store.close();
+        owner.release();
       })();
       return closing;
     },

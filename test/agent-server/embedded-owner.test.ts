@@ -1,13 +1,15 @@
-// One process per embedded data dir: a live owner blocks a second one; an owner that has ended does not, even when
-// it is a zombie nobody reaps (its parent never waits for it, or was killed and the container's PID 1 does not
-// collect orphans).
+// One process per embedded data dir. Tried the way it went wrong: the local runtime starts every agent server as
+// PID 1 of its own sandbox, so two agent servers on one folder have the same PID; the second must still be refused,
+// with a line naming the first. And an owner killed with SIGKILL leaves nothing behind that blocks the next one.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/index.ts';
+import { hasTool } from '../support/system-tools.ts';
 
+const HOLDER = join(import.meta.dirname, 'fixtures', 'hold-embedded-store.ts');
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
 afterAll(() => {
@@ -15,58 +17,69 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-function dataDirOwnedBy(pid: number): string {
+function dataDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ap-owner-'));
   dirs.push(dir);
-  writeFileSync(join(dir, 'owner.pid'), String(pid));
   return dir;
 }
 
-/** Spawns `sh -c script`, resolves with the first line it prints. */
-function firstLine(script: string): Promise<string> {
-  const child = spawn('sh', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** Starts the holder (optionally wrapped, e.g. in bwrap), resolves with its first line. */
+function holder(dir: string, wrap: string[] = []): { child: ChildProcess; line: Promise<string> } {
+  const argv = [...wrap, process.execPath, '--import', 'tsx', HOLDER, dir];
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
-  return new Promise((resolve, reject) => {
+  const line = new Promise<string>((resolve, reject) => {
     let out = '';
-    child.stdout.on('data', (d: Buffer) => {
+    child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       if (out.includes('\n')) resolve(out.split('\n')[0]!);
     });
     child.once('error', reject);
+    child.once('exit', () => resolve(out));
   });
+  return { child, line };
 }
 
-const state = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2)[0];
-};
-
-it('refuses a data dir whose owner still runs', async () => {
-  const pid = Number(await firstLine('echo $$; exec sleep 30'));
-  expect(() => openEmbeddedStorage({ dataDir: dataDirOwnedBy(pid) })).toThrow(`is in use by process ${pid}`);
+it('refuses a second store on a folder a live process has open, naming it', async () => {
+  const dir = dataDir();
+  const first = holder(dir);
+  expect(await first.line).toBe('open');
+  expect(() => openEmbeddedStorage({ dataDir: dir })).toThrow(
+    new RegExp(`data folder ${dir} is in use by agentplane agent-server \\(pid ${first.child.pid}, started .*\\)`),
+  );
 });
 
-it.runIf(process.platform === 'linux')('takes over from an owner that has exited but was never reaped', async () => {
-  // A parent made here that never reaps: the shell starts a long `sleep` and then becomes another `sleep` (exec),
-  // which never waits for children. Only once it has become that is the child killed, so no shell (bash reaps in
-  // its SIGCHLD handler) and no init process (it adopts orphans only) can collect it: it stays a zombie, wherever
-  // this runs.
-  const [parent, pid] = (await firstLine('sleep 60 & echo $$ $!; exec sleep 61')).split(' ').map(Number) as [
-    number,
-    number,
-  ];
-  await expect.poll(() => readFileSync(`/proc/${parent}/cmdline`, 'utf8')).toBe('sleep\u000061\u0000');
-  process.kill(pid, 'SIGKILL');
-  await expect.poll(() => state(pid)).toBe('Z');
-  expect(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]).toBe(String(parent));
-  const storage = openEmbeddedStorage({ dataDir: dataDirOwnedBy(pid) });
+it('refuses a second store in the same process until the first is closed', async () => {
+  const dir = dataDir();
+  const storage = openEmbeddedStorage({ dataDir: dir });
+  expect(() => openEmbeddedStorage({ dataDir: dir })).toThrow(
+    `is in use by agentplane agent-server (pid ${process.pid}`,
+  );
   await storage.close();
+  await openEmbeddedStorage({ dataDir: dir }).close();
 });
 
-it('takes over from an owner that is gone', async () => {
-  const child = spawn('true');
-  const pid = child.pid!;
-  await new Promise((r) => child.once('exit', r));
-  const storage = openEmbeddedStorage({ dataDir: dataDirOwnedBy(pid) });
-  await storage.close();
+it('takes over at once from an owner killed with SIGKILL', async () => {
+  const dir = dataDir();
+  const first = holder(dir);
+  expect(await first.line).toBe('open');
+  const gone = new Promise((r) => first.child.once('exit', r));
+  first.child.kill('SIGKILL');
+  await gone;
+  await openEmbeddedStorage({ dataDir: dir }).close();
 });
+
+it.runIf(process.platform === 'linux' && hasTool('bwrap', 'the sandboxed case of embedded-owner.test.ts'))(
+  'refuses a second agent server when both are PID 1 of their own sandbox',
+  async () => {
+    const dir = dataDir();
+    const sandbox = ['bwrap', '--dev-bind', '/', '/', '--unshare-pid', '--as-pid-1', '--die-with-parent'];
+    const first = holder(dir, sandbox);
+    expect(await first.line).toBe('open');
+    const second = holder(dir, sandbox);
+    expect(await second.line).toMatch(
+      new RegExp(`^data folder ${dir} is in use by agentplane agent-server \\(pid 1 in its sandbox, started `),
+    );
+    expect(second.child.exitCode ?? (await new Promise((r) => second.child.once('exit', r)))).toBe(3);
+  },
+);

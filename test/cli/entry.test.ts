@@ -47,7 +47,7 @@ describe('agentplane', () => {
       const r = await run(['dev', '--port', String(port), '--data-dir', dataDir, '--sandbox', 'none']);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(
-        `agentplane dev: 127.0.0.1:${port} is already in use (another agentplane?): stop that process or pass --port <port> (0 picks a free one)\n`,
+        `agentplane dev: 127.0.0.1:${port} is already in use (another agentplane?): stop that process, or pass --port <port> (0 picks a free one) with its own --data-dir: two platforms on one data folder are refused\n`,
       );
       expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
     } finally {

@@ -83,6 +83,11 @@ describe('isTransientStart', () => {
       false,
     ],
     ['a server that says its port was taken', 'Error: listen EADDRINUSE: address already in use 127.0.0.1:4000', false],
+    [
+      'a server that says its predecessor has not yet ended',
+      'Error: data folder /d/runtime/deployments/x/data is in use by agentplane agent-server (pid 1 in its sandbox, started 2026-12-01T10:00:00.000Z): stop that process or pass another --data-dir',
+      false,
+    ],
     ['a missing graph module', 'Error: Cannot find module ./src/missing.ts', false],
     ['a bad secret', new Error('secret FOO holds a NUL byte'), false],
     ['a wrong password', coded('password authentication failed for user "x"', '28P01'), false],

@@ -54,6 +54,11 @@ export type ServerSpec = RevisionRef & {
    * should hold nothing else.
    */
   authKeysFile?: string;
+  /**
+   * What the revision was built from, as its resource records it (its source and the commit its build resolved):
+   * a runtime whose build is gone (a restored data folder) builds that commit again instead of failing.
+   */
+  builtFrom?: { spec: BuildSpec; commitSha: string };
 };
 
 /**

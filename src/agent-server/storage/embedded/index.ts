@@ -3,10 +3,11 @@
 // wake-ups travel on an in-process emitter. Each aggregate is a small factory over the shared context
 // (context.ts); the run-lifecycle rules they apply live in ../run-rules.ts.
 import { EventEmitter } from 'node:events';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { lockDataDir } from '../../../lib/data-dir-lock.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { migrateSqlite } from '../../../lib/migrations.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
@@ -44,50 +45,6 @@ export interface EmbeddedOptions {
 }
 
 /**
- * One live process per data dir: a second one would take the first one's running runs for abandoned ones.
- * A pid file is enough (no flock in Node); a pid that no longer runs is a crashed owner and is taken over.
- */
-function takeOwnership(dataDir: string): () => void {
-  const file = join(dataDir, 'owner.pid');
-  let other: number | null = null;
-  try {
-    other = Number(readFileSync(file, 'utf8').trim()) || null;
-  } catch {
-    /* no owner yet */
-  }
-  if (other && other !== process.pid) {
-    if (isRunning(other)) {
-      throw new Error(
-        `data dir ${dataDir} is in use by process ${other}; give each agent-server its own --data-dir or use Postgres`,
-      );
-    }
-  }
-  writeFileSync(file, String(process.pid));
-  return () => rmSync(file, { force: true });
-}
-
-/**
- * Whether process `pid` still runs. A zombie does not: it has exited and waits for its parent to collect it, which
- * may never happen when the parent was killed and the orphan went to an init that does not reap (a container whose
- * PID 1 is an ordinary program), so its pid answers signal 0 long after it ended.
- */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  try {
-    // /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces and parentheses, the state follows the last ')'.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    // Gone since the signal, or no /proc at all (not Linux: signal 0 is all there is to go by).
-    return !existsSync('/proc/self/stat');
-  }
-}
-
 /**
  * With data keys, what a write replaces or deletes is overwritten in the file, not left in free pages: resealing
  * data stored in clear must not leave the clear text behind.
@@ -126,13 +83,21 @@ export function openEmbeddedItems(
 
 export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   mkdirSync(opts.dataDir, { recursive: true });
-  const releaseOwnership = takeOwnership(opts.dataDir);
+  // One live process per data dir: a second one would take the first one's running runs for abandoned ones.
+  const ownership = lockDataDir(opts.dataDir, 'agentplane agent-server');
   const file = join(opts.dataDir, opts.fileName ?? 'agentplane.sqlite');
   // Shared with the executor threads' connections to the file (CheckpointerSource.writeLock).
   const writeLock = new WriteLock();
-  const db = openDatabase(file, writeLock);
-  if (opts.keyring) secureDelete(db);
-  migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
+  let db: ReturnType<typeof openDatabase>;
+  try {
+    db = openDatabase(file, writeLock);
+    if (opts.keyring) secureDelete(db);
+    migrateSqlite(db, AGENT_SERVER_SQLITE_MIGRATIONS, `the agent server's store ${file}`);
+  } catch (err) {
+    // A store that cannot open (a newer schema, a damaged file) leaves the folder to the next try of this process.
+    ownership.release();
+    throw err;
+  }
   // One process owns the file: anything still running was left by a process that is gone.
   db.prepare(`UPDATE ap_runs SET lease_expires_at = 0 WHERE status = 'running'`).run();
 
@@ -194,7 +159,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
       clearInterval(streamSweeper);
       await streams.close();
       db.close();
-      releaseOwnership();
+      ownership.release();
     },
   };
 }

@@ -62,7 +62,10 @@ export function createRevisionReconciler({
   const serverSpec = async (dep: AgentDeployment, rev: AgentRevision): Promise<ServerSpec> => {
     const ns = rev.metadata.namespace ?? 'default';
     const env = rev.spec.secretsName ? await store.getSecrets(ns, rev.spec.secretsName) : {};
+    const build = buildSpecOf(dep, rev);
+    const commitSha = rev.status?.repoCommitSha;
     return {
+      ...(commitSha && !('invalid' in build) ? { builtFrom: { spec: build, commitSha } } : {}),
       ...deploymentRef(dep),
       revision: rev.metadata.name,
       graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',

@@ -64,12 +64,18 @@ export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<Serve
       : { phase: 'Starting' };
 }
 
-/** A revision whose build folder was removed (keepBuilds): build the same commit again, then serve it. */
+/**
+ * A revision whose build folder was removed (keepBuilds), or never was on this disk (a restored data folder): build
+ * the same commit again, then serve it. The build spec saved here wins; else the one the revision's resource records.
+ */
 async function rebuild(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
-  const saved = await readFile(savedBuildFile(ctx, spec), 'utf8')
-    .then((t) => JSON.parse(t) as SavedBuild)
-    .catch(() => undefined);
-  if (!saved) return fail(ctx, spec, 'the build of this revision is not on disk');
+  const saved =
+    (await readFile(savedBuildFile(ctx, spec), 'utf8')
+      .then((t) => JSON.parse(t) as SavedBuild)
+      .catch(() => undefined)) ?? spec.builtFrom;
+  if (!saved) {
+    return fail(ctx, spec, 'the build of this revision is not on disk and its resource records no commit to rebuild');
+  }
   // The same commit, from the saved build spec only (the server spec carries secrets, which builds never get).
   const status = await build(ctx, { ...saved.spec, revision: spec.revision, repoRef: saved.commitSha });
   if (status.phase === 'Failed') return fail(ctx, spec, `rebuilding this revision failed: ${status.message}`);

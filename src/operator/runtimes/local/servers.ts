@@ -3,6 +3,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
+import { dataDirOwner } from '../../../lib/data-dir-lock.ts';
 import { pathToFileURL } from 'node:url';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { packagePath } from '../../../lib/package-root.ts';
@@ -283,12 +284,14 @@ export async function startServer(
       if (server.stopping || ctx.closed) return;
       // A limit the watchdog enforced says why, whatever the server printed last.
       const detail = breach ? `${breach.message}; agent server killed` : summarizeFailure(log.tail);
-      // Its database was down only if the runtime's own check says so now, whatever the server printed.
+      // Its database was down, or the server it replaces still held the data folder (a predecessor killed with the
+      // host that has not ended yet), only if the runtime's own check says so now, whatever the server printed.
       const transient =
         !breach &&
         server.phase === 'Starting' &&
-        !!ctx.opts.databaseUrl &&
-        !(await databaseAnswers(ctx.opts.databaseUrl));
+        (ctx.opts.databaseUrl
+          ? !(await databaseAnswers(ctx.opts.databaseUrl))
+          : !preflight && dataDirOwner(join(deploymentDir(ctx, spec.deploymentId), 'data')).held);
       if (ctx.failed.has(key)) {
         // already explained (spawn error)
       } else if (server.phase === 'Starting' && !spec.proven && !ctx.restarts.restarting(key) && !transient) {

@@ -7,7 +7,8 @@ import type { RestartInfo } from './supervisor.ts';
 /**
  * A start failure worth retrying: an error the runtime's own code threw while it made the server's database (its
  * Postgres unreachable or shutting down) or its port. What a server printed before it ended is never one: a tenant
- * could print "ECONNREFUSED" and be retried forever, never failed; servers.ts asks Postgres itself instead.
+ * could print "ECONNREFUSED" and be retried forever, never failed; servers.ts asks Postgres itself instead, and
+ * checks itself whether the server it replaces still holds the data folder's lock.
  */
 export function isTransientStart(failure: unknown): boolean {
   if (typeof failure === 'string') return false;
