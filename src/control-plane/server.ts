@@ -1,14 +1,15 @@
 // Wires store and API together, listens, and shuts down gracefully.
 import type { FastifyInstance } from 'fastify';
+import { describeError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from './app.ts';
 import { KeyPublisher } from './auth/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
 import { derivedAuthKeyring, type AuthKeyring } from '../lib/auth-crypto.ts';
-import { lockDataDir } from '../lib/data-dir-lock.ts';
+import { DataDirInUseError, lockDataDir, type DataDirLock } from '../lib/data-dir-lock.ts';
 import { readKeyFile } from '../state/embedded/secret-box.ts';
-import { openPlatformState } from '../state/index.ts';
+import { openPlatformState, StateUnavailableError } from '../state/index.ts';
 import { createGitHubApp } from '../git/github-app.ts';
 import type { PlatformState } from '../state/types.ts';
 
@@ -30,10 +31,22 @@ function authKeyring(config: ControlPlaneConfig): AuthKeyring | undefined {
   return secret && derivedAuthKeyring(secret);
 }
 
+/**
+ * The shared hold of the embedded store's folder. A folder that cannot be made (a file in its path, no permission) is
+ * the same one-line problem the store's own open reports; another process's exclusive hold is its own error.
+ */
+function lockStoreFolder(dataDir: string): DataDirLock {
+  try {
+    return lockDataDir(dataDir, 'agentplane control-plane', { shared: true });
+  } catch (err) {
+    if (err instanceof DataDirInUseError) throw err;
+    throw new StateUnavailableError(`cannot open the embedded store in --data-dir ${dataDir}: ${describeError(err)}`);
+  }
+}
+
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
   // Replicas may share an embedded store, but not with a platform (`dev`) that owns it: a shared hold of its lock.
-  const owner =
-    config.store === 'embedded' ? lockDataDir(config.dataDir, 'agentplane control-plane', { shared: true }) : undefined;
+  const owner = config.store === 'embedded' ? lockStoreFolder(config.dataDir) : undefined;
   let store: Awaited<ReturnType<typeof openPlatformState>>;
   try {
     store = await openPlatformState(config, logger);

@@ -153,8 +153,6 @@ export async function startServer(
   const env = childEnv({
     ...base,
     extra: {
-      // Where clients reach it through the proxy (named by its A2A agent cards); its own secrets may say otherwise.
-      ...(publicUrl ? { AGENTPLANE_PUBLIC_AGENT_URL: publicUrl } : {}),
       ...spec.env,
       ...dataKeys,
       ...data.env,
@@ -200,6 +198,10 @@ export async function startServer(
     String(LISTEN_FD),
     ...data.args,
     ...keysArgs,
+    // Where clients reach it through the proxy (named by its A2A agent cards): a flag, since the agent's environment
+    // holds no AGENTPLANE_* variable of the platform's; a secret AGENTPLANE_PUBLIC_AGENT_URL (a domain of the
+    // workspace's own) says otherwise.
+    ...(publicUrl && spec.env.AGENTPLANE_PUBLIC_AGENT_URL === undefined ? ['--public-url', publicUrl] : []),
   ];
   const mounts = {
     ...revisionMounts(checkout, home, sharedNodeModules, data.rw),
