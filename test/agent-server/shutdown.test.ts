@@ -34,7 +34,7 @@ describe('graceful shutdown (embedded store)', () => {
     await a.p.stop();
     const b = await start(dir, '30');
     // A second process on the same folder would take b's running work for abandoned: it refuses to start.
-    await expect(start(dir, '30')).rejects.toThrow(/in use by process/);
+    await expect(start(dir, '30')).rejects.toThrow(/data folder \S+ is in use by agentplane agent-server/);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
     expect((await b.client.threads.get(t.thread_id)).metadata).toMatchObject({ keep: 'me' });
     expect((await b.client.threads.getState<{ marks: string[] }>(t.thread_id)).values.marks).toEqual([
