@@ -4,7 +4,7 @@
 // AsyncLocalStorage scope around each run (what naming the run in graph code's log lines cost before that moved to
 // LangGraph's runnable config, src/agent-server/platform/context.ts). No HTTP, no database (MemorySaver): it isolates
 // the graph-side cost of those extras from everything else the run-cycle benchmark measures.
-// `lean` is `plain` with the agent server's lean run context (src/agent-server/runs/lean-run-context.ts: no
+// `lean` is `plain` with the agent server's lean run context (src/agent-server/shims/lean-run-context.ts: no
 // langsmith RunTree per runnable call while tracing is off).
 //   node --import tsx bench/run-overhead.ts plain|store|context|both|lean [--runs N] [--concurrency N]
 // One mode per process (an AsyncLocalStorage, once used, stays enabled for the process); alternate modes over
@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { InMemoryStore, MemorySaver } from '@langchain/langgraph';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
-import { installLeanRunContext } from '../src/agent-server/runs/lean-run-context.ts';
+import { installLeanRunContext } from '../src/agent-server/shims/lean-run-context.ts';
 
 const MODES = ['plain', 'store', 'context', 'both', 'lean'] as const;
 const { values, positionals } = parseArgs({

@@ -6,7 +6,7 @@
 // function would do the same at a higher cost: JSON.stringify calls a message's own toJSON (the expensive "lc"
 // form) before the replacer can swap in the dict, and calls the replacer once per key of every object.
 
-import { messageDictOf } from './message-json.ts';
+import { messageDictOf } from './shims/message-json.ts';
 
 type Dict = Record<string, unknown>;
 

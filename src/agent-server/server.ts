@@ -12,7 +12,7 @@ import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
 import { instrumentStorage } from './platform/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
-import { installLeanRunContext } from './runs/lean-run-context.ts';
+import { installLeanRunContext } from './shims/lean-run-context.ts';
 import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
 import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
@@ -139,7 +139,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     plannedUrl: `http://${plannedHost.includes(':') ? `[${plannedHost}]` : plannedHost}:${config.port}`,
     logLevel: config.logLevel,
   });
-  // No per-call langsmith RunTree while tracing is off (runs/lean-run-context.ts).
+  // No per-call langsmith RunTree while tracing is off (shims/lean-run-context.ts).
   installLeanRunContext();
   const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
   // langgraph.json "ui": components bundled for the browser (a failure is reported, or refuses to start under --strict).

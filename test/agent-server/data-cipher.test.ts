@@ -4,7 +4,7 @@
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
-import { LeanCheckpointSerializer } from '../../src/agent-server/storage/checkpoint-serde.ts';
+import { LeanCheckpointSerializer } from '../../src/agent-server/shims/checkpoint-serde.ts';
 import {
   DataKeyError,
   DataKeyring,

@@ -7,7 +7,7 @@ import { AsyncLocalStorageProviderSingleton } from '@langchain/core/singletons';
 import { Annotation, END, getConfig, MemorySaver, START, StateGraph } from '@langchain/langgraph';
 import { describe, expect, it } from 'vitest';
 import type { ExecRequest, ExecResult, RunExecutor } from '../../src/agent-server/runs/executor.ts';
-import { installLeanRunContext } from '../../src/agent-server/runs/lean-run-context.ts';
+import { installLeanRunContext } from '../../src/agent-server/shims/lean-run-context.ts';
 import { useThreadExecutor } from './helpers/thread-executor.ts';
 
 const State = Annotation.Root({ seen: Annotation<string | undefined>() });

@@ -6,7 +6,7 @@ import { emptyCheckpoint, type Checkpoint, type CheckpointMetadata } from '@lang
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeanCheckpointSerializer } from '../../src/agent-server/storage/checkpoint-serde.ts';
+import { LeanCheckpointSerializer } from '../../src/agent-server/shims/checkpoint-serde.ts';
 import { FewerTripsPostgresSaver, jsonBlobRead } from '../../src/agent-server/storage/postgres/checkpointer.ts';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
 

@@ -6,9 +6,9 @@ import { createLogger } from '../../lib/logger.ts';
 import { installWorkerPlatform } from '../platform/index.ts';
 import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
-import { installLeanRunContext } from './lean-run-context.ts';
-import { useObjectEnv } from './thread-env.ts';
-import { usePooledRandomValues } from './thread-random.ts';
+import { installLeanRunContext } from '../shims/lean-run-context.ts';
+import { useObjectEnv } from '../shims/thread-env.ts';
+import { usePooledRandomValues } from '../shims/thread-random.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
 import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
 

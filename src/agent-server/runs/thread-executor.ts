@@ -12,7 +12,7 @@ import type { PlatformWorkerEnv } from '../platform/index.ts';
 import { WriteLock } from '../storage/embedded/write-lock.ts';
 import type { CheckpointerSource } from '../storage/types.ts';
 import type { ExecRequest, ExecResult, RunExecutor } from './executor.ts';
-import { releaseRunContext } from './lean-run-context.ts';
+import { releaseRunContext } from '../shims/lean-run-context.ts';
 
 export interface WorkerInit {
   index: number;

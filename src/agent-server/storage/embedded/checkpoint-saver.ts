@@ -19,7 +19,7 @@ import {
   type SerializerProtocol,
 } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
-import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { LeanCheckpointSerializer } from '../../shims/checkpoint-serde.ts';
 import { EncryptingSerializer, type DataKeyring } from '../data-cipher.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
 import { writeLockOf } from './context.ts';

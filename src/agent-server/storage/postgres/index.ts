@@ -15,7 +15,7 @@ import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '..
 import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { LeanCheckpointSerializer } from '../checkpoint-serde.ts';
+import { LeanCheckpointSerializer } from '../../shims/checkpoint-serde.ts';
 import { EncryptingSerializer, jsonCodec, type DataKeyring } from '../data-cipher.ts';
 import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';

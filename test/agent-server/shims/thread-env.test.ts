@@ -1,12 +1,12 @@
-// useObjectEnv (runs/thread-env.ts) on a real worker thread, as executor threads use it: the thread's environment
+// useObjectEnv (shims/thread-env.ts) on a real worker thread, as executor threads use it: the thread's environment
 // keeps behaving as one (what is assigned reads back as a string, deletes, `in`, keys, child processes inherit it,
 // the process's own environment is untouched), only reads get cheaper.
 import { describe, expect, it } from 'vitest';
-import { onThread as onAnyThread } from './helpers/on-thread.ts';
+import { onThread as onAnyThread } from '../helpers/on-thread.ts';
 
 /** Runs `body` (an async function body; `useObjectEnv` in scope) on a new worker thread and returns its result. */
 const onThread = (body: string, env?: Record<string, string>) =>
-  onAnyThread('agent-server/runs/thread-env.ts', ['useObjectEnv'], body, env);
+  onAnyThread('agent-server/shims/thread-env.ts', ['useObjectEnv'], body, env);
 
 describe('an executor thread environment as a plain object', () => {
   it('reads, writes, deletes and lists like the environment it replaces', async () => {

@@ -12,7 +12,7 @@
 // own code, unchanged. Writing is below.
 import { JsonPlusSerializer } from '@langchain/langgraph-checkpoint';
 import * as messages from '@langchain/core/messages';
-import { CORE_MESSAGE_CLASSES, messageJSON } from '../message-json.ts';
+import { CORE_MESSAGE_CLASSES, messageJSON } from './message-json.ts';
 
 type Dict = Record<string, unknown>;
 type MessageClass = new (fields: Dict) => object;

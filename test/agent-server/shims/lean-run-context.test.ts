@@ -1,4 +1,4 @@
-// The lean run context (src/agent-server/runs/lean-run-context.ts): with tracing off, runnable calls get no
+// The lean run context (src/agent-server/shims/lean-run-context.ts): with tracing off, runnable calls get no
 // langsmith RunTree of their own, yet graph code still sees its config and LangChain context variables; with
 // tracing on (a local HTTP server standing in for LangSmith), an agent server still posts the run's trace.
 import http from 'node:http';
@@ -11,10 +11,10 @@ import { Annotation, END, getConfig, MemorySaver, START, StateGraph } from '@lan
 import { Client } from '@langchain/langgraph-sdk';
 import { RunTree } from 'langsmith/run_trees';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installLeanRunContext } from '../../src/agent-server/runs/lean-run-context.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import { installLeanRunContext } from '../../../src/agent-server/shims/lean-run-context.ts';
+import { startServerProcess, type ServerProc } from '../helpers/process.ts';
 
-const EXAMPLE = new URL('../../examples/agent/langgraph.json', import.meta.url).pathname;
+const EXAMPLE = new URL('../../../examples/agent/langgraph.json', import.meta.url).pathname;
 
 describe('lean run context, tracing off (in process)', () => {
   it('builds no RunTree per runnable call; nodes still see their config and context variables', async () => {

@@ -15,7 +15,7 @@ import { Document } from '@langchain/core/documents';
 import { JsonPlusSerializer } from '@langchain/langgraph-checkpoint';
 import { MemorySaver, MessagesAnnotation, StateGraph } from '@langchain/langgraph';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { LeanCheckpointSerializer } from '../../src/agent-server/storage/checkpoint-serde.ts';
+import { LeanCheckpointSerializer } from '../../../src/agent-server/shims/checkpoint-serde.ts';
 
 const pkg = new JsonPlusSerializer();
 const lean = new LeanCheckpointSerializer();

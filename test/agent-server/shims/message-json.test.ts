@@ -17,8 +17,8 @@ import {
 } from '@langchain/core/messages';
 import { Document } from '@langchain/core/documents';
 import { describe, expect, it } from 'vitest';
-import { messageDictOf, messageJSON } from '../../src/agent-server/message-json.ts';
-import { stringify } from '../../src/agent-server/serde.ts';
+import { messageDictOf, messageJSON } from '../../../src/agent-server/shims/message-json.ts';
+import { stringify } from '../../../src/agent-server/serde.ts';
 
 function messages(): object[] {
   const tricky = {

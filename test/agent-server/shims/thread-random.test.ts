@@ -1,16 +1,16 @@
-// usePooledRandomValues (runs/thread-random.ts) on a real worker thread, as executor threads use it: small byte
+// usePooledRandomValues (shims/thread-random.ts) on a real worker thread, as executor threads use it: small byte
 // requests come from a pool of CSPRNG bytes, each byte handed out once; everything else, and every error, is Web
 // Crypto's own.
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { onThread as onAnyThread } from './helpers/on-thread.ts';
+import { onThread as onAnyThread } from '../helpers/on-thread.ts';
 
 const require = createRequire(import.meta.url);
 /** A package's entry as a URL the worker's entry file (in a temporary folder) can import. */
 const entryOf = (pkg: string) => JSON.stringify(pathToFileURL(require.resolve(pkg)).href);
 
-const onThread = (body: string) => onAnyThread('agent-server/runs/thread-random.ts', ['usePooledRandomValues'], body);
+const onThread = (body: string) => onAnyThread('agent-server/shims/thread-random.ts', ['usePooledRandomValues'], body);
 
 /** The error a call throws (Node's code, else its name: DOMException codes are numbers), or 'ok'. */
 const CATCH = `const outcome = (f) => {
