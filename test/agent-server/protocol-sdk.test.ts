@@ -259,7 +259,10 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
         const beforeTalk = first.filter((e) => e.method === 'checkpoints').find((e) => e.params.data.step === 0)!;
         const checkpointId = String(beforeTalk.params.data.id);
 
-        const forked = (await thread.state.fork({ checkpoint_id: checkpointId })) as unknown as Record<string, string>;
+        const forked = (await thread.state.fork({ checkpoint_id: checkpointId })) as unknown as {
+          run_id: string;
+          thread_id: string;
+        };
         expect(forked).toEqual({ run_id: expect.any(String), thread_id: thread.threadId });
         // The fork is an ordinary run of the thread, under the id the command answered (the SDK does not follow
         // it on the subscription, which ended with the first run: it is read back over REST).
