@@ -1,7 +1,8 @@
 // A page on @langchain/react's useStream (v1, the v2 thread protocol) in real Chromium against a real agent server:
 // the AI message grows token by token, the tool's result and the interrupt show, and answering it finishes the run;
-// a second page on the same thread drops the interrupt once the first answers it (input.answered); a second message
-// while a run streams interrupts that run (useStream's default multitask strategy) and the new one finishes.
+// a second page on the same thread drops the interrupt once the first answers it (input.answered); a model's tool
+// call grows piece by piece (tool-call-delta); a second message while a run streams interrupts that run (useStream's
+// default multitask strategy) and the new one finishes.
 // The page is built with Vite from test/fixtures/protocol/web and served from another origin (CORS, as an app
 // would be).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -135,6 +136,22 @@ describe('useStream (@langchain/react) in Chromium', { timeout: 120_000 }, () =>
     } finally {
       await first.close();
       await second.close();
+    }
+  });
+
+  it("a model's tool call streams into the page piece by piece (tool-call-delta) and ends as the whole call", async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${siteUrl}/?api=${encodeURIComponent(agent.url)}&assistant=toolcaller`);
+      await page.click('#call');
+      await until(page, 'toolcalls', `t === 'weather {"city":"Paris"}'`, 'the whole tool call never showed');
+      expect(await page.textContent('#error')).toBe('');
+      // The arguments showed before they were whole, as their pieces came (200 ms apart): the page saw them grow.
+      const seen = (await page.evaluate('window.__toolArgs')) as string[];
+      expect(seen.at(-1)).toBe('{"city":"Paris"}');
+      expect(seen.length).toBeGreaterThan(1);
+    } finally {
+      await page.close();
     }
   });
 
