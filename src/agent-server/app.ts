@@ -19,6 +19,7 @@ import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhooks.ts';
 import { runMetricsOf } from './platform/run-metrics.ts';
 import { createAgentService } from './services/index.ts';
+import { createTruncateService } from './services/truncate.ts';
 import type { Storage } from './storage/types.ts';
 
 export interface AppDeps {
@@ -42,6 +43,8 @@ export interface AppDeps {
   ui?: UiBundles;
   /** The deployment's public URL, named by the A2A agent cards (else each request's host). */
   publicUrl?: string;
+  /** Serve POST /internal/truncate (--test-truncate): for API test suites, never on a deployment. */
+  testTruncate?: boolean;
 }
 
 /**
@@ -162,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(authorize ? { authorize } : {}),
     ...(ext.http.mount_prefix ? { mountPrefix: ext.http.mount_prefix } : {}),
     ...(deps.publicUrl ? { publicUrl: deps.publicUrl } : {}),
+    ...(deps.testTruncate ? { truncate: createTruncateService({ storage: deps.storage }) } : {}),
   });
   return app;
 }

@@ -171,6 +171,14 @@ export const agentServerCommand: CommandSpec = {
       default: '1000',
       env: ['AGENTPLANE_CRON_POLL_MS'],
     },
+    'test-truncate': {
+      type: 'boolean',
+      description:
+        'Serve POST /internal/truncate, which deletes every thread (with its runs and checkpoints), every assistant ' +
+        "made through the API and every store item: for running an API test suite (the reference servers' own) " +
+        'against this server, never for a deployment',
+      env: ['AGENTPLANE_TEST_TRUNCATE'],
+    },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
@@ -229,6 +237,8 @@ const Config = z.object({
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
+  /** POST /internal/truncate is served (API test suites only). */
+  testTruncate: z.literal(true).optional(),
   /**
    * The keys agent data is encrypted with at rest (LANGGRAPH_AES_KEY, AGENTPLANE_AES_PREVIOUS_KEYS): thread values,
    * checkpoints, store items, run inputs. Logged or serialised, it shows only its key id.
@@ -253,7 +263,9 @@ export function parseAgentServerConfig(
   // cannot come from there.
   const fileEnv = langgraphJsonEnv(first.configPath);
   if (!Object.keys(fileEnv).length) return first;
-  return { ...resolveConfig(flags, { ...fileEnv, ...env }, cwd), configPath: first.configPath };
+  // Nor can --test-truncate: a project's langgraph.json must not switch on a route that deletes everything.
+  const merged = resolveConfig(flags, { ...fileEnv, ...env }, cwd);
+  return { ...merged, configPath: first.configPath, testTruncate: first.testTruncate };
 }
 
 function resolveConfig(
@@ -321,6 +333,8 @@ function resolveConfig(
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
+    testTruncate:
+      flags['test-truncate'] === true || /^(1|true)$/i.test(env.AGENTPLANE_TEST_TRUNCATE ?? '') ? true : undefined,
     dataKeyring: dataKeyringOf(env),
     notes: notes.length ? notes : undefined,
   };

@@ -230,7 +230,9 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     webhookPolicy: webhookConfig.policy,
     streamStallMs: config.streamStallSecs * 1000,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    ...(config.testTruncate ? { testTruncate: true } : {}),
   });
+  if (config.testTruncate) logger.warn('--test-truncate: POST /internal/truncate deletes every thread and store item');
   platform.bindApp(app);
   // An inherited socket (--listen-fd) is already bound and listening: the supervisor held the port since it chose it.
   // fastify hands its options to Node's server.listen(), which takes {fd}; fastify's types do not name it.

@@ -340,6 +340,30 @@ describe('one authorisation path per action, whatever the transport', { timeout:
     ).toBe(401);
   });
 
+  it('a caller who may read a thread but not start runs on it cannot start one by forking it (state.fork)', async () => {
+    const VIEWER = { authorization: 'Bearer token-viewer' };
+    const own = await sdk('token-viewer').threads.create();
+    // Reading is allowed: state.get answers on the viewer's own thread.
+    const read = await call(VIEWER, 'POST', `/threads/${own.thread_id}/commands`, { id: 1, method: 'state.get' });
+    expect(read.status, read.text).toBe(200);
+    for (const cmd of [
+      { id: 2, method: 'run.start', params: { assistant_id: 'hitl', input: { question: 'q' } } },
+      { id: 3, method: 'state.fork', params: { checkpoint_id: randomUUID() } },
+    ]) {
+      const http = await call(VIEWER, 'POST', `/threads/${own.thread_id}/commands`, cmd);
+      expect(http.status, `${cmd.method}: ${http.text}`).toBe(403);
+      expect(http.text).toContain('viewers may not start runs');
+      const { status, ws } = await openSocket(own.thread_id, ['agentplane', 'bearer.token-viewer']);
+      expect(status).toBe(101);
+      try {
+        expect(await command(ws, cmd.id, cmd.method, cmd.params)).toMatchObject({ type: 'error', id: cmd.id });
+      } finally {
+        ws.close();
+      }
+    }
+    expect(await sdk('token-viewer').runs.list(own.thread_id)).toEqual([]);
+  });
+
   it("run.start naming Alice's assistant on Bob's own thread: not found on every transport, nothing runs", async () => {
     const start = { id: 7, method: 'run.start', params: { assistant_id: alice.assistant, input: { question: 'q' } } };
     const http = await call(BOB, 'POST', `/threads/${bobThread}/commands`, start);

@@ -1,7 +1,7 @@
 // The thread streaming protocol through the real SDK 1.15 (client.threads.stream / ThreadStream) against a real
 // server process, on both stores, over SSE and over a WebSocket: values, messages token by token (content-block
 // deltas), a tool call, a custom event, an interrupt answered with input.respond, subgraph namespaces and a run
-// forked from a checkpoint. The server requires an API key: the SSE transport sends it as a header, the
+// forked from a checkpoint (forkFrom, and the state.fork command). The server requires an API key: the SSE transport sends it as a header, the
 // WebSocket (which cannot carry headers in a browser, and to which the SDK sends none) as a subprotocol. Refusals
 // are tried the way a caller without the key, or with bad commands, would.
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -246,6 +246,55 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
       await thread.close();
     }
   });
+
+  it.each(['sse', 'websocket'] as const)(
+    'over %s: state.fork runs again from an earlier checkpoint; an unknown checkpoint is no_such_checkpoint',
+    async (transport) => {
+      const thread = open(transport);
+      try {
+        const sub = await thread.subscribe({ channels: ['checkpoints', 'lifecycle'] });
+        const it = (sub as unknown as AsyncIterable<Ev>)[Symbol.asyncIterator]();
+        await thread.run.start({ input: { text: 'once', messages: [{ role: 'user', content: 'go' }] } });
+        const first = await untilEnd(it);
+        const beforeTalk = first.filter((e) => e.method === 'checkpoints').find((e) => e.params.data.step === 0)!;
+        const checkpointId = String(beforeTalk.params.data.id);
+
+        const forked = (await thread.state.fork({ checkpoint_id: checkpointId })) as unknown as {
+          run_id: string;
+          thread_id: string;
+        };
+        expect(forked).toEqual({ run_id: expect.any(String), thread_id: thread.threadId });
+        // The fork is an ordinary run of the thread, under the id the command answered (the SDK does not follow
+        // it on the subscription, which ended with the first run: it is read back over REST).
+        const client = new Client({ apiUrl: server.url, apiKey: KEY });
+        await client.runs.join(thread.threadId, forked.run_id);
+        expect((await client.runs.get(thread.threadId, forked.run_id)).status).toBe('success');
+        const [latest] = await client.threads.getHistory<{ messages: Array<{ type: string }> }>(thread.threadId, {
+          limit: 1,
+        });
+        // Replayed from before the answer: one AI message, not two, on a branch of the checkpoint it named.
+        expect(latest!.values.messages.map((m) => m.type)).toEqual(['human', 'ai']);
+        const branch = await client.threads.getHistory(thread.threadId, { limit: 10 });
+        const chain: string[] = [];
+        for (let c: (typeof branch)[number] | undefined = branch[0]; c;) {
+          chain.push(c.checkpoint.checkpoint_id!);
+          const parent = c.parent_checkpoint?.checkpoint_id;
+          c = branch.find((b) => b.checkpoint.checkpoint_id === parent);
+        }
+        // Newest first: the fork's own checkpoints, then the one it named; none of the first run's after it.
+        const firstIds = new Set(first.filter((e) => e.method === 'checkpoints').map((e) => String(e.params.data.id)));
+        const named = chain.indexOf(checkpointId);
+        expect(named).toBeGreaterThan(0);
+        expect(chain.slice(0, named).filter((id) => firstIds.has(id))).toEqual([]);
+
+        // A checkpoint id of no checkpoint on this thread: refused, and nothing runs.
+        await expect(thread.state.fork({ checkpoint_id: crypto.randomUUID() })).rejects.toThrow(/no checkpoint/);
+        expect(await client.runs.list(thread.threadId)).toHaveLength(2);
+      } finally {
+        await thread.close();
+      }
+    },
+  );
 
   it('refuses a WebSocket, SSE stream or command without the key, and never echoes or logs the key', async () => {
     const wsUrl = `${server.url.replace('http', 'ws')}/threads/${crypto.randomUUID()}/stream/events`;

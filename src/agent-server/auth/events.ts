@@ -90,7 +90,7 @@ const createRun: RouteEvent = {
 };
 
 /**
- * A thread-protocol command that starts a run (run.start, input.respond; over HTTP or a WebSocket): the create_run
+ * A thread-protocol command that starts a run (run.start, input.respond, state.fork; over HTTP or a WebSocket): the create_run
  * event, its value read from the command's params.
  */
 const protocolRunEvent: RouteEvent = {
@@ -123,7 +123,7 @@ const protocolRunEvent: RouteEvent = {
   },
 };
 
-const RUN_COMMANDS = new Set(['run.start', 'input.respond']);
+const RUN_COMMANDS = new Set(['run.start', 'input.respond', 'state.fork']);
 
 const assistantRead: RouteEvent = {
   event: 'assistants:read',

@@ -37,9 +37,16 @@ const uiConfigSchema = z.looseObject({ shared: z.array(z.string().min(1)).option
 /** Modules the page provides (bootstrapUiContext), never bundled. */
 const ALWAYS_EXTERNAL = ['react', 'react-dom', '@langchain/langgraph-sdk', '@langchain/langgraph-sdk/react-ui'];
 
-/** A JS identifier for any graph id: ids that are not one already are hex-encoded. */
-export function uiGlobalName(graphId: string): string {
-  return /^[A-Za-z_$][\w$]*$/.test(graphId) ? `__LGUI_${graphId}` : `__LGUI_x${Buffer.from(graphId).toString('hex')}`;
+/**
+ * A JS identifier for any graph id: characters an identifier cannot hold become "_" ("agent-alias" is
+ * `__LGUI_agent_alias`, the name the reference servers give it, which pages and tests may name). An id whose name
+ * another entry of the same langgraph.json already took ("agent_alias" beside "agent-alias") is hex-encoded instead.
+ */
+export function uiGlobalName(graphId: string, taken: ReadonlySet<string> = new Set()): string {
+  let name = `__LGUI_${graphId.replace(/[^\w$]/g, '_')}`;
+  if (taken.has(name)) name = `__LGUI_x${Buffer.from(graphId).toString('hex')}`;
+  while (taken.has(name)) name += '_';
+  return name;
 }
 
 /** The virtual entry: imports the user's map and exports render(), which hands one component to the page. */
@@ -75,8 +82,7 @@ const CONTENT_TYPES: Record<string, string> = {
   '.map': 'application/json; charset=utf-8',
 };
 
-async function bundleOne(graphId: string, file: string, shared: string[]): Promise<UiBundle> {
-  const globalName = uiGlobalName(graphId);
+async function bundleOne(graphId: string, file: string, shared: string[], globalName: string): Promise<UiBundle> {
   const result = await build({
     entryPoints: ['agentplane-ui-entry'],
     entryNames: 'entrypoint',
@@ -138,12 +144,15 @@ export async function bundleUi(configPath: string, opts: { logger: Logger; stric
   if (!cfg.success) throw new GraphConfigError(`${abs}: "ui_config.shared" must be a list of module names`);
   const shared = cfg.data.shared ?? [];
   const out: UiBundles = { bundles: new Map(), failures: {} };
+  const names = new Set<string>();
   for (const [graphId, rel] of Object.entries(ui.data)) {
+    const globalName = uiGlobalName(graphId, names);
+    names.add(globalName);
     const file = path.resolve(projectDir, rel);
     try {
       if (path.relative(projectDir, file).startsWith('..'))
         throw new Error('the file must be inside the project folder');
-      const bundle = await bundleOne(graphId, file, shared);
+      const bundle = await bundleOne(graphId, file, shared, globalName);
       out.bundles.set(graphId, bundle);
       opts.logger.info(
         { graph_id: graphId, ui: rel, assets: bundle.assets.map((a) => a.basename) },

@@ -1,10 +1,11 @@
 // The thread protocol's commands (@langchain/protocol Command), the same over POST /threads/{id}/commands and a
-// WebSocket: run.start and input.respond create ordinary runs (through the service, so multitask strategies,
-// custom auth and the run queue apply), flagged to stream in the protocol-native form; state.get reads the
-// thread's state. Subscriptions are the transports' business (routes/protocol.ts). A command the server does not
-// serve is answered not_supported, naming it; bad params invalid_argument, naming the field.
+// WebSocket: run.start, input.respond and state.fork (a run from an earlier checkpoint) create ordinary runs
+// (through the service, so multitask strategies, custom auth and the run queue apply), flagged to stream in the
+// protocol-native form; state.get reads the thread's state. Subscriptions are the transports' business
+// (routes/protocol.ts). A command the server does not serve is answered not_supported, naming it; bad params
+// invalid_argument, naming the field.
 import { z } from 'zod';
-import { AppError } from '../../lib/errors.ts';
+import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { RunAuth } from '../services/context.ts';
 import type { AgentService } from '../services/index.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
@@ -16,6 +17,7 @@ export type ErrorCode =
   | 'unknown_command'
   | 'no_such_run'
   | 'no_such_interrupt'
+  | 'no_such_checkpoint'
   | 'permission_denied'
   | 'not_supported'
   | 'unknown_error';
@@ -67,8 +69,15 @@ const ListCheckpoints = z.object({
   before: z.string().max(200).optional(),
 });
 
+const StateFork = z.object({
+  checkpoint_id: z.string().min(1).max(200),
+  input: z.unknown().optional(),
+  config: obj.nullish(),
+  metadata: obj.nullish(),
+});
+
 /** Commands of @langchain/protocol this server does not serve (yet): answered not_supported. */
-const UNSUPPORTED = new Set(['input.inject', 'state.fork', 'subscription.reconnect']);
+const UNSUPPORTED = new Set(['input.inject', 'subscription.reconnect']);
 
 export interface CommandDeps {
   service: AgentService;
@@ -141,6 +150,8 @@ export async function runCommand(
       return agentTree(deps, threadId, parseParams(GetTree, cmd.method, cmd.params));
     case 'state.listCheckpoints':
       return listCheckpoints(deps, threadId, parseParams(ListCheckpoints, cmd.method, cmd.params));
+    case 'state.fork':
+      return stateFork(deps, threadId, parseParams(StateFork, cmd.method, cmd.params), caller);
     default:
       if (UNSUPPORTED.has(cmd.method))
         throw new CommandError('not_supported', `${cmd.method} is not supported by this server`, 400);
@@ -266,6 +277,42 @@ async function runStart(
   };
   const run = await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return { run_id: run.run_id };
+}
+
+/**
+ * A run from an earlier checkpoint of the thread (time travel): the graph goes on from there with `input` (none: it
+ * runs what was next at that checkpoint), on the same thread, whose history then branches. The assistant is the one
+ * that ran last on the thread, as for input.respond. The checkpoint must be one of this thread's root checkpoints.
+ */
+async function stateFork(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof StateFork>,
+  caller: RunAuth,
+): Promise<Record<string, unknown>> {
+  const [last] = await deps.service.runs.list(threadId, { limit: 1, offset: 0 });
+  if (!last) throw new CommandError('no_such_run', 'state.fork: the thread has no run to fork from', 404);
+  // A checkpoint the thread does not have reads as an empty state (no creation time), not as an error.
+  const found = await deps.service.state.get(threadId, p.checkpoint_id).then(
+    (s) => s.created_at !== null,
+    (err: unknown) => {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    },
+  );
+  if (!found)
+    throw new CommandError('no_such_checkpoint', `state.fork: no checkpoint ${p.checkpoint_id} on this thread`, 404);
+  const body: RunCreateBody = {
+    assistant_id: last.assistant_id,
+    input: p.input ?? null,
+    ...(p.config ? { config: p.config as RunCreateBody['config'] } : {}),
+    ...(p.metadata ? { metadata: p.metadata } : {}),
+    checkpoint_id: p.checkpoint_id,
+    multitask_strategy: 'enqueue',
+    if_not_exists: 'reject',
+  };
+  const run = await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  return { run_id: run.run_id, thread_id: threadId };
 }
 
 async function inputRespond(

@@ -6,6 +6,7 @@ import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import type { RunMetrics } from '../platform/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
+import type { TruncateService } from '../services/truncate.ts';
 
 export interface RouteDeps {
   graphs: GraphRegistry;
@@ -25,4 +26,6 @@ export interface RouteDeps {
   publicUrl?: string;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
+  /** POST /internal/truncate, for API test suites (--test-truncate); absent on every deployment. */
+  truncate?: TruncateService;
 }

@@ -5,6 +5,7 @@ import { ValidationError } from '../../lib/errors.ts';
 import { assistantRoutes } from './assistants.ts';
 import { cronRoutes } from './crons.ts';
 import { findInputProblem } from './input-guard.ts';
+import { internalRoutes } from './internal.ts';
 import { a2aRoutes } from './a2a.ts';
 import { mcpRoutes } from './mcp.ts';
 import { registerPlatformRoutes } from './platform.ts';
@@ -85,4 +86,5 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   await app.register(cronRoutes(deps));
   await app.register(mcpRoutes(deps, app));
   await app.register(a2aRoutes(deps, app));
+  if (deps.truncate) await app.register(internalRoutes(deps.truncate));
 }

@@ -90,15 +90,19 @@ function checkpointOf(config: Config | undefined): ApiCheckpoint | null {
   };
 }
 
-/** A subgraph task's config: its namespace, with or without a checkpoint id. */
-function taskCheckpointOf(config: Config | undefined): ApiCheckpoint | null {
+/**
+ * A subgraph task's config: its thread and namespace, and its checkpoint id and map only when the config has them.
+ * A task that has not run yet names no checkpoint: `{thread_id, checkpoint_ns}`, as the platform and the reference
+ * servers show it (clients pass it back whole to read or update that subgraph's state).
+ */
+function taskCheckpointOf(config: Config | undefined): Partial<ApiCheckpoint> | null {
   const c = config?.configurable;
   if (!c || typeof c.checkpoint_ns !== 'string' || !c.checkpoint_ns) return checkpointOf(config);
   return {
     thread_id: String(c.thread_id ?? ''),
     checkpoint_ns: c.checkpoint_ns,
-    checkpoint_id: c.checkpoint_id ? String(c.checkpoint_id) : null,
-    checkpoint_map: (c.checkpoint_map as Record<string, unknown> | undefined) ?? null,
+    ...(c.checkpoint_id ? { checkpoint_id: String(c.checkpoint_id) } : {}),
+    ...(c.checkpoint_map ? { checkpoint_map: c.checkpoint_map as Record<string, unknown> } : {}),
   };
 }
 

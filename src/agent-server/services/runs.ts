@@ -131,7 +131,9 @@ export function createRunService({
       config: {
         ...assistantCfg,
         ...cfg,
-        metadata: { ...((cfg.metadata as Json | undefined) ?? {}), created_by: 'system' },
+        // The run's metadata goes into its checkpoints' metadata too, as on the platform: the history of a thread
+        // can then be filtered by it (getHistory({metadata})).
+        metadata: { ...((cfg.metadata as Json | undefined) ?? {}), ...(body.metadata ?? {}), created_by: 'system' },
         configurable,
       },
       context: body.context ?? (Object.keys(assistant.context).length ? assistant.context : null),
