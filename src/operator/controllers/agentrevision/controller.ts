@@ -38,6 +38,28 @@ type Observed = {
 };
 
 export function buildSpecOf(dep: AgentDeployment, rev: AgentRevision): BuildSpec | { invalid: string } {
+  if (rev.spec.source === 'internal_source') {
+    const sha256 = rev.spec.sourceRevisionConfig.sourceTarballSha256;
+    if (!sha256) {
+      return {
+        invalid:
+          'no source tarball yet: upload one (POST /v2/deployments/{id}/upload-url, PUT the .tar.gz) and PATCH ' +
+          'source_revision_config.source_tarball_path, as `langgraph deploy` does',
+      };
+    }
+    return {
+      ...deploymentRef(dep),
+      revision: rev.metadata.name,
+      repoUrl: '',
+      repoRef: '',
+      sourceArchive: { sha256 },
+      graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
+      installCommand: rev.spec.sourceConfig.installCommand ?? null,
+      buildCommand: rev.spec.sourceConfig.buildCommand ?? null,
+      tenantId: dep.spec.tenantId,
+      integrationId: null,
+    };
+  }
   const repoUrl = rev.spec.sourceConfig.repoUrl;
   if (!repoUrl) return { invalid: 'source_config.repo_url is required to build from source' };
   return {
