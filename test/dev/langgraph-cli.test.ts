@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { langgraphCli } from '../support/langgraph-cli.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, workspaceKey, type DevProcess } from './helpers.ts';
+import { API_KEY, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const EXAMPLE = resolve(import.meta.dirname, '../../examples/agent');
 
@@ -27,7 +27,8 @@ beforeAll(async () => {
   }
   cli = found.bin;
   tmp = mkdtempSync(join(tmpdir(), 'ap-lgcli-'));
-  dev = await startDev(join(tmp, 'data'));
+  // One build folder kept: an older revision's folder is pruned, so rolling back to it rebuilds from its stored bytes.
+  dev = await startDev(join(tmp, 'data'), 0, ['--keep-builds', '1']);
 }, 900_000);
 
 beforeEach((ctx) => {
@@ -93,7 +94,7 @@ async function greet(url: string, key: string): Promise<string> {
 }
 
 describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', () => {
-  it('builds examples/agent from its uploaded source, the agent answers the SDK, a redeploy makes a new revision', async () => {
+  it('builds examples/agent from its uploaded source, the agent answers the SDK, a redeploy makes a new revision, a rollback rebuilds the stored bytes', async () => {
     const cp = api(dev!.url);
     const key = await workspaceKey(dev!.url);
 
@@ -119,14 +120,27 @@ describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', ()
     );
     expect(await greet(dep.url as string, key)).toContain('Howdy, Ada!');
 
-    // Rolling back serves the first upload's build again.
+    // A third upload prunes the first revision's build folder (--keep-builds 1); rolling back to it then rebuilds
+    // it from the bytes stored with it, not from anything the CLI sends.
+    const third = await deploy(project('agent', 'Hi'), ['--remote', '--name', 'cli-agent']);
+    expect(third.code, third.output).toBe(0);
+    expect(await greet(dep.url as string, key)).toContain('Hi, Ada!');
     expect((await cp.post(`/v2/deployments/${id}/revisions/${firstRev.id}/redeploy`)).status).toBe(200);
-    for (let i = 0; i < 600; i++) {
-      const d = (await cp.get(`/v2/deployments/${id}`)).body;
-      if (d.active_revision_id === firstRev.id) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await waitFor(
+      'the rollback to the first revision',
+      async () => {
+        const d = (await cp.get(`/v2/deployments/${id}`)).body;
+        return d.active_revision_id === firstRev.id ? true : undefined;
+      },
+      600_000,
+    );
     expect(await greet(dep.url as string, key)).toContain('Hello, Ada!');
+    const log = (await cp.get(`/v2/deployments/${id}/revisions/${firstRev.id}/logs?type=build&limit=1000`)).body;
+    const sha = firstRev.source_revision_config.source_tarball_sha256 as string;
+    const extracted = (log.logs as { message: string }[]).filter(
+      (l) => l.message === `extracted source tarball sha256:${sha}`,
+    );
+    expect(extracted.length).toBe(2);
   }, 900_000);
 
   it('shows a failing build with its reason, through /api-host', async () => {
