@@ -108,6 +108,9 @@ describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', ()
     const firstRev = (await cp.get(`/v2/deployments/${id}/revisions?limit=1`)).body.resources[0];
     expect(firstRev.status).toBe('DEPLOYED');
     expect(firstRev.source_revision_config.source_tarball_sha256).toMatch(/^[0-9a-f]{64}$/);
+    // The revision the create made, before any upload, had nothing to build: skipped, not failed.
+    const created = (await cp.get(`/v2/deployments/${id}/revisions`)).body.resources.at(-1);
+    expect([created.revision_number, created.status]).toEqual([1, 'SKIPPED']);
 
     // Same name: the CLI finds the deployment, uploads again and asks for a new revision.
     const second = await deploy(project('agent', 'Howdy'), ['--remote', '--name', 'cli-agent']);

@@ -114,7 +114,10 @@ export function createSourceUploads(opts: SourceUploadOptions) {
     /** The stored bytes a source_tarball_path of this workspace's deployment names; a 422 names it otherwise. */
     async resolve(tenant: string, deploymentId: string, objectPath: string): Promise<{ sha256: string }> {
       const ids = parseObjectPath(objectPath);
-      const stored = ids && ids.deploymentId === deploymentId && (await opts.archives.lookup(tenant, ...idsOf(ids)));
+      const stored =
+        ids?.deploymentId === deploymentId
+          ? await opts.archives.lookup(tenant, ids.deploymentId, ids.uploadId)
+          : undefined;
       if (!stored) {
         throw new ValidationError('source_tarball_path names no upload of this deployment', [
           {
@@ -128,8 +131,6 @@ export function createSourceUploads(opts: SourceUploadOptions) {
     },
   };
 }
-
-const idsOf = (ids: { deploymentId: string; uploadId: string }): [string, string] => [ids.deploymentId, ids.uploadId];
 
 /** Streams the body to `file`, hashing it; more than `max` bytes aborts with a 413 (whatever Content-Length said). */
 async function receiveFile(body: Readable, file: string, max: number): Promise<{ sha256: string; size: number }> {
