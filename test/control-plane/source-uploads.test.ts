@@ -270,6 +270,15 @@ describe('source uploads, as langgraph deploy makes them', () => {
       /points out of the archive/,
     ],
     ['an absolute symlink', [{ name: 'out', type: 'symlink', linkname: '/etc/passwd' }], /absolute path/],
+    [
+      'a chain of links, each inside alone',
+      [
+        { name: 'l1', type: 'symlink', linkname: '.' },
+        { name: 'l1/l2', type: 'symlink', linkname: '..' },
+        { name: 'l2/escape.txt', body: 'x' },
+      ],
+      /under the symbolic link "l1"/,
+    ],
     ['a hard link', [{ name: 'h', type: 'link', linkname: 'langgraph.json' }], /hard link/],
     ['a device file', [{ name: 'null', type: 'character-device' }], /character-device/],
     ['a decompression bomb', [{ name: 'zeros', body: Buffer.alloc(4 * 1024 * 1024) }], /expands to more than/],

@@ -51,6 +51,17 @@ export async function inspectTarball(
   let expandedBytes = 0;
   let entries = 0;
   let failure: Error | undefined;
+  // Each link is judged by its own path; an entry under a link would be written wherever the link leads (a chain of
+  // links, each harmless alone, can lead out), so nothing may sit under one.
+  const links = new Set<string>();
+  const throughLink = (name: string): string | undefined => {
+    const parts = posix.normalize(name).split('/').filter(Boolean);
+    for (let i = 1; i < parts.length; i++) {
+      const prefix = parts.slice(0, i).join('/');
+      if (links.has(prefix)) return `entry "${name}" lies under the symbolic link "${prefix}"`;
+    }
+    return undefined;
+  };
   const input = createReadStream(file);
   const gunzip = createGunzip();
   const tar = extract();
@@ -84,7 +95,8 @@ export async function inspectTarball(
       const problem =
         entries > limits.maxEntries
           ? `the archive holds more than ${limits.maxEntries} entries`
-          : entryProblem(entry.header);
+          : (entryProblem(entry.header) ?? throughLink(entry.header.name));
+      if (entry.header.type === 'symlink') links.add(posix.normalize(entry.header.name).replace(/\/$/, ''));
       if (problem) {
         fail(new TarballProblem(problem));
         break;
