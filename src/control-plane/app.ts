@@ -19,6 +19,9 @@ import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
+import { sourceUploadPutRoutes, sourceUploadRoutes } from './routes/v2/source-uploads.ts';
+import { projectLogRoutes } from './routes/v1/projects.ts';
+import { createSourceUploads, type SourceUploadOptions } from './services/source-uploads/index.ts';
 import { createListenerService } from './services/listeners/index.ts';
 import { ForbiddenError } from '../lib/errors.ts';
 import type { LogLimits } from '../lib/log-limits.ts';
@@ -61,6 +64,11 @@ export interface ControlPlaneDeps {
   localRepos?: RepoPolicy;
   /** Clock of the hourly quotas, milliseconds since the epoch (tests move it). */
   now?: () => number;
+  /**
+   * Where uploaded source tarballs (internal_source, `langgraph deploy`) are stored and the key that signs upload
+   * URLs; undefined: upload URLs are refused with a 503 that says why.
+   */
+  sourceUploads?: SourceUploadOptions;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -125,7 +133,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
   const quotas = createQuotas({ store: deps.store, limits: deps.quotas, now: deps.now });
+  const uploads = deps.sourceUploads && createSourceUploads(deps.sourceUploads);
+  const publicUrl = () => {
+    const u = deps.auth?.publicUrl;
+    return (typeof u === 'function' ? u() : u) || undefined;
+  };
   const service = createDeploymentService({
+    sourceUploads: uploads,
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
@@ -166,6 +180,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     await app.register(
       withApiKey(authenticate, async (v2) => {
         await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service, deps.auth?.deploymentTokenKey));
+        await v2.withTypeProvider<ZodTypeProvider>().register(sourceUploadRoutes(service, uploads, publicUrl));
         await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()
@@ -179,6 +194,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       }),
       { prefix: `${prefix}/v2` },
     );
+    // PUT by `langgraph deploy` without an API key: the signed upload URL is the credential.
+    if (uploads) {
+      await app.register(
+        async (up) => up.withTypeProvider<ZodTypeProvider>().register(sourceUploadPutRoutes(uploads)),
+        { prefix: `${prefix}/v2` },
+      );
+    }
     // Opened by the end user's browser: no API key, the OAuth state is the credential (routes/v2/auth.ts).
     await app.register(
       async (cb) => cb.withTypeProvider<ZodTypeProvider>().register(authCallbackRoutes(auth.service)),
@@ -189,6 +211,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     await app.register(
       withApiKey(authenticate, async (v1) => {
         await v1.withTypeProvider<ZodTypeProvider>().register(integrationRoutes(integrations));
+        await v1.withTypeProvider<ZodTypeProvider>().register(projectLogRoutes(service));
       }),
       { prefix: `${prefix}/v1` },
     );

@@ -83,6 +83,13 @@ export function registerConsole(app: FastifyInstance, opts: { dir?: string; pref
   for (const prefix of opts.prefixes) {
     app.get(`${prefix}/`, { schema: { hide: true } }, page);
     if (prefix) app.get(prefix, { schema: { hide: true } }, async (_req, reply) => reply.redirect(`${prefix}/`));
+    // The "View status" link `langgraph deploy` prints (LangSmith's console path, built from the control plane URL):
+    // the deployment's page here. The id only ever lands in this page's hash, so the redirect goes nowhere else.
+    app.get<{ Params: { tenant: string; id: string } }>(
+      `${prefix}/o/:tenant/host/deployments/:id`,
+      { schema: { hide: true } },
+      async (req, reply) => reply.redirect(`${prefix}/#/deployments/${encodeURIComponent(req.params.id)}`),
+    );
     app.get<{ Params: { '*': string } }>(`${prefix}/assets/*`, { schema: { hide: true } }, async (req, reply) => {
       const asset = files.get(`assets/${req.params['*']}`);
       if (!asset) return reply.code(404).send({ detail: `Not found: GET ${req.url.split('?')[0]}` });

@@ -9,6 +9,7 @@ import type { PlatformState } from '../state/types.ts';
 import type { GitHubApp } from '../git/github-app.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
 import type { RepoPolicy } from '../git/repo-url.ts';
+import type { SourceUploadOptions } from '../control-plane/services/source-uploads/index.ts';
 
 export function bootstrapKeysOf(bootstrapKey?: string): BootstrapKey[] {
   return bootstrapKey ? [{ key: bootstrapKey, tenants: ['*'] }] : [];
@@ -24,6 +25,7 @@ export type DevControlPlaneOptions = {
   auth?: AuthServiceOptions;
   quotas?: QuotaLimits;
   localRepos?: RepoPolicy;
+  sourceUploads?: SourceUploadOptions;
 };
 
 export async function buildControlPlane(

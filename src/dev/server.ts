@@ -22,6 +22,8 @@ import { KeyPublisher } from '../control-plane/auth/key-publisher.ts';
 import type { DevConfig } from './config.ts';
 import { buildCredentialResolver } from '../git/credentials.ts';
 import { createGitHubApp } from '../git/github-app.ts';
+import { openSourceArchives } from '../state/source-archives.ts';
+import { uploadSigningKey } from '../control-plane/services/source-uploads/signing.ts';
 
 export type DevServer = {
   /** http://host:port */
@@ -53,6 +55,10 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   // Auth service: its keys derive from the store's secret key; agents get tokens signed with a key of this process
   // (they are restarted with it), and one machine may use OAuth providers on private addresses.
   const deploymentTokenKey = randomBytes(32);
+  // Source tarballs `langgraph deploy` uploads: stored beside the store (the control plane writes, builds read), and
+  // upload URLs signed with a key derived from the store's secret key (so they survive a restart until they expire).
+  const storeSecret = readKeyFile(join(config.dataDir, 'control-plane'), true)!;
+  const sourceArchives = openSourceArchives(join(config.dataDir, 'control-plane', 'source-archives'));
   const dataPlane = await createLocalDataPlane({
     dataDir: config.dataDir,
     sandbox: config.sandbox,
@@ -65,6 +71,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
       buildTimeoutMs: config.buildTimeoutSecs * 1000,
       keepBuilds: config.keepBuilds,
       gitCredential: buildCredentialResolver(store, github),
+      sourceArchives,
       installCacheMaxBytes: config.installCacheMaxMb * 1024 * 1024,
       deploymentTokenKey,
       maxConcurrentBuilds: config.maxConcurrentBuilds,
@@ -107,13 +114,14 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     onKeysChanged: () => void publisher.sync().catch(() => undefined),
     github,
     auth: {
-      keyring: derivedAuthKeyring(readKeyFile(join(config.dataDir, 'control-plane'), true)!),
+      keyring: derivedAuthKeyring(storeSecret),
       deploymentTokenKey,
       allowPrivateProviders: true,
       publicUrl: () => listeningUrl,
     },
     quotas: config.quotas,
     localRepos: dataPlane.localRepos,
+    sourceUploads: { archives: sourceArchives, signingKey: uploadSigningKey(storeSecret) },
   });
   await api.ready();
 

@@ -3,7 +3,11 @@
 import { z } from 'zod';
 import { API_VERSION, conditionSchema, objectMetaSchema } from './meta.ts';
 
-export const sourceSchema = z.enum(['github', 'external_docker']);
+/**
+ * Where a revision's code comes from: a git repository (github), a prebuilt image (external_docker), or a source
+ * tarball uploaded through the control plane (internal_source, what LangChain's `langgraph deploy` sends).
+ */
+export const sourceSchema = z.enum(['github', 'external_docker', 'internal_source']);
 export type Source = z.infer<typeof sourceSchema>;
 
 export const deploymentTypeSchema = z.enum(['dev', 'prod']);
@@ -50,6 +54,10 @@ export const sourceRevisionConfigSchema = z.object({
   graphConfigPath: z.string().nullable().optional(),
   /** Prebuilt image (external_docker source). */
   imageUri: z.string().nullable().optional(),
+  /** The upload's object path as the API named it (internal_source): `sources/<deployment id>/<upload id>`. */
+  sourceTarballPath: z.string().nullable().optional(),
+  /** SHA-256 of the uploaded tarball: the stored bytes a build (and every rebuild of the revision) extracts. */
+  sourceTarballSha256: z.string().nullable().optional(),
 });
 export type SourceRevisionConfig = z.infer<typeof sourceRevisionConfigSchema>;
 

@@ -45,6 +45,17 @@ afterAll(async () => {
 });
 
 describe('console static files', () => {
+  it("sends the link langgraph deploy prints to the deployment's page, and nowhere else", async () => {
+    const id = 'ae73a92c-0e11-41da-a9a6-b04b36302658';
+    for (const prefix of ['', '/api-host']) {
+      const res = await app.inject({ method: 'GET', url: `${prefix}/o/team-a/host/deployments/${id}` });
+      expect(res.statusCode).toBe(302);
+      expect(res.headers.location).toBe(`${prefix}/#/deployments/${id}`);
+    }
+    const hostile = await app.inject({ method: 'GET', url: '/o/t/host/deployments/%2F%2Fevil.example.com' });
+    expect(hostile.headers.location).toBe('/#/deployments/%2F%2Fevil.example.com');
+  });
+
   it('serves the page at / and /api-host/ with a strict content security policy', async () => {
     for (const path of ['/', '/api-host/']) {
       const res = await app.inject({ method: 'GET', url: path });

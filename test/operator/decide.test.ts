@@ -29,6 +29,12 @@ describe('nextRevisionStatus', () => {
       'CREATE_FAILED',
       'needs a container runtime',
     ],
+    [
+      'nothing to build yet (no upload) is skipped, not failed',
+      { supported: { ok: false, message: 'no source tarball yet', nothingYet: true } },
+      'SKIPPED',
+      'no source tarball yet',
+    ],
     ['queued, build running', { build: { phase: 'Running' } }, 'BUILDING'],
     ['awaiting build, build running', { status: 'AWAITING_BUILD', build: { phase: 'Running' } }, 'BUILDING'],
     [

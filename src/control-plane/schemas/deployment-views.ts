@@ -1,7 +1,7 @@
 // Response shapes of the Deployments v2 API: deployments, revisions, their lists, status and health, log pages,
 // bulk delete results, access tokens and the error body these routes answer with.
 import { z } from 'zod';
-import { deploymentPhaseSchema, revisionPhaseSchema } from '../../resources/index.ts';
+import { deploymentPhaseSchema, revisionPhaseSchema, sourceSchema } from '../../resources/index.ts';
 
 const ResourceSpecOut = z.object({
   min_scale: z.number().optional(),
@@ -37,6 +37,9 @@ export const SourceRevisionConfigOut = z.object({
   langgraph_config_path: z.string().nullable(),
   image_uri: z.string().nullable(),
   repo_commit_sha: z.string().nullable(),
+  /** internal_source: the uploaded tarball's object path, and the SHA-256 of its bytes. */
+  source_tarball_path: z.string().nullable(),
+  source_tarball_sha256: z.string().nullable(),
 });
 
 /**
@@ -73,7 +76,7 @@ export const Deployment = z.object({
   id: z.string(),
   tenant_id: z.string(),
   name: z.string(),
-  source: z.enum(['github', 'external_docker']),
+  source: sourceSchema,
   source_config: SourceConfigOut,
   source_revision_config: SourceRevisionConfigOut,
   /** Names only: secret values are write-only. */
@@ -98,7 +101,7 @@ export const Revision = z.object({
   revision_number: z.number().int(),
   status: revisionPhaseSchema,
   status_message: z.string().nullable(),
-  source: z.enum(['github', 'external_docker']),
+  source: sourceSchema,
   source_revision_config: SourceRevisionConfigOut,
   image: z.string().nullable(),
   repo_commit_sha: z.string().nullable(),
@@ -131,3 +134,16 @@ export const DeploymentErrorBody = z.object({
     z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() })),
   ]),
 });
+
+/** POST /v2/deployments/{id}/upload-url: where to PUT the source tarball, and the object path to deploy it by. */
+export const UploadUrl = z.object({
+  upload_url: z.string(),
+  object_path: z.string(),
+  /** Headers the upload must carry (the signature covers its content type). */
+  upload_headers: z.record(z.string(), z.string()),
+  expires_at: z.string(),
+  max_bytes: z.number().int(),
+});
+
+/** The answer to a finished upload. */
+export const UploadDone = z.object({ object_path: z.string(), sha256: z.string(), size: z.number().int() });

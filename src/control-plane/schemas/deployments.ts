@@ -1,6 +1,7 @@
 // Request bodies of the Deployments v2 API (create, patch) and their parts: source configs, resource spec, secrets
 // and secret references (snake_case, as the public API). The same schemas validate requests and feed /openapi.json.
 import { z } from 'zod';
+import { objectPathProblem } from '../services/source-uploads/object-path.ts';
 import { reservedEnvName } from '../../lib/reserved-env.ts';
 import { customUrlHost, isDnsSubdomain } from '../../resources/index.ts';
 import {
@@ -92,7 +93,11 @@ export type ResourceSpecApi = z.infer<typeof ResourceSpecApi>;
 export const SourceConfigIn = z.object({
   integration_id: z.string().nullable().optional(),
   repo_url: z.string().min(1).max(2048).superRefine(rule(repoUrlProblem)).nullable().optional(),
-  deployment_type: z.enum(['dev', 'prod']).optional(),
+  /** dev_zero (what `langgraph deploy` sends by default: a scale-to-zero dev deployment) is kept as dev. */
+  deployment_type: z
+    .enum(['dev', 'prod', 'dev_zero'])
+    .transform((t) => (t === 'dev_zero' ? 'dev' : t))
+    .optional(),
   build_on_push: z.boolean().optional(),
   /** An http(s) URL or a bare host; its host must be free and under an allowed custom domain (checked by the service). */
   custom_url: z
@@ -122,6 +127,8 @@ export const SourceRevisionConfigIn = z.object({
   /** Alias of graph_config_path used by the public API. */
   langgraph_config_path: z.string().min(1).superRefine(rule(relativePathProblem)).nullable().optional(),
   image_uri: z.string().min(1).superRefine(rule(imageUriProblem)).nullable().optional(),
+  /** internal_source: the object_path an upload URL named (POST /v2/deployments/{id}/upload-url). */
+  source_tarball_path: z.string().min(1).max(200).superRefine(rule(objectPathProblem)).nullable().optional(),
 });
 export type SourceRevisionConfigIn = z.infer<typeof SourceRevisionConfigIn>;
 
@@ -226,7 +233,7 @@ const displayName = z
 export const DeploymentCreate = z
   .object({
     name: displayName,
-    source: z.enum(['github', 'external_docker']),
+    source: z.enum(['github', 'external_docker', 'internal_source']),
     source_config: SourceConfigIn.default({}),
     source_revision_config: SourceRevisionConfigIn.default({}),
     secrets: z.array(SecretIn).default([]),
@@ -243,6 +250,22 @@ export const DeploymentCreate = z
           code: 'custom',
           path: ['source_revision_config', 'repo_ref'],
           message: 'required for source github',
+        });
+      }
+    } else if (b.source === 'internal_source') {
+      // The tarball comes later (upload URL, then a PATCH naming it), as `langgraph deploy` does it.
+      if (b.source_config.repo_url) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_config', 'repo_url'],
+          message: 'must not be set for source internal_source (its code is an uploaded tarball)',
+        });
+      }
+      if (src.source_tarball_path) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_revision_config', 'source_tarball_path'],
+          message: 'an upload belongs to an existing deployment: create it, then upload and PATCH the object_path',
         });
       }
     } else if (!src.image_uri) {
@@ -266,11 +289,18 @@ export type DeploymentCreate = z.infer<typeof DeploymentCreate>;
 export const DeploymentPatch = z
   .object({
     name: displayName.optional(),
-    source: z.enum(['github', 'external_docker']).optional(),
+    source: z.enum(['github', 'external_docker', 'internal_source']).optional(),
+    /** What `langgraph deploy` calls the source of the revision it asks for; must be the deployment's source. */
+    revision_source: z.enum(['github', 'external_docker', 'internal_source', 'internal_docker']).optional(),
     source_config: SourceConfigIn.optional(),
     source_revision_config: SourceRevisionConfigIn.optional(),
     secrets: z.array(SecretIn).optional(),
     secret_references: z.array(SecretReferenceApi).optional(),
+    /**
+     * Package names `langgraph deploy` found in the project, for the hosted platform's dependency tracking; accepted
+     * (bounded) so the CLI's request validates, and not stored: nothing here reads them.
+     */
+    tracked_packages: z.array(z.string().max(214)).max(1000).optional(),
   })
   .superRefine((b, ctx) => bodyRules(b, ctx));
 export type DeploymentPatch = z.infer<typeof DeploymentPatch>;

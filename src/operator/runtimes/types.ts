@@ -27,6 +27,11 @@ export type BuildSpec = RevisionRef & {
   graphConfigPath: string;
   installCommand?: string | null;
   buildCommand?: string | null;
+  /**
+   * internal_source: the uploaded tarball to extract instead of a clone (its SHA-256; the runtime finds the bytes in
+   * the tenant's source archives). repoUrl and repoRef are then empty.
+   */
+  sourceArchive?: { sha256: string };
   /** The deployment's tenant and integration: the runtime looks the git credential up itself (never in the spec). */
   tenantId?: string;
   integrationId?: string | null;

@@ -2,7 +2,8 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { AppError } from '../../../lib/errors.ts';
+import { AppError, BadRequestError } from '../../../lib/errors.ts';
+import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
 import type { DeploymentService } from '../../services/deployments/index.ts';
 import type { Principal } from '../../auth/keys.ts';
@@ -75,7 +76,16 @@ export const deploymentRoutes =
 
     app.post(
       '/deployments',
-      { schema: { tags: ['deployments'], security, body: DeploymentCreate, response: { 201: Deployment, ...errors } } },
+      {
+        schema: { tags: ['deployments'], security, body: DeploymentCreate, response: { 201: Deployment, ...errors } },
+        // `langgraph deploy --image` (or its local docker build) creates an internal_docker deployment and then asks
+        // for a push token: say at once, in one line, why that cannot work here, instead of a schema error.
+        preValidation: async (req) => {
+          if ((req.body as { source?: unknown } | null)?.source === 'internal_docker') {
+            throw new BadRequestError(NO_PUSH_REGISTRY);
+          }
+        },
+      },
       async (req, reply) => reply.code(201).send(await service.create(tenantOf(req), req.body)),
     );
 

@@ -107,7 +107,7 @@ async function createNow(
       sourceConfig,
       sourceRevisionConfig: {
         repoRef: src.repoRef ?? null,
-        graphConfigPath: src.graphConfigPath ?? (body.source === 'github' ? 'langgraph.json' : null),
+        graphConfigPath: src.graphConfigPath ?? (body.source === 'external_docker' ? null : 'langgraph.json'),
         imageUri: src.imageUri ?? null,
       },
       secretsName: body.secrets.length ? secretsName(name, 1) : null,

@@ -13,6 +13,11 @@ export const SECRET_NAMES_ANNOTATION = 'agentplane.dev/secret-names';
 /** Comma-separated keys (delivery ids, pushed commits) of the last pushes that made a revision (build on push). */
 export const PUSH_DELIVERIES_ANNOTATION = 'agentplane.dev/push-deliveries';
 
+/** Which stored bytes a workspace's source_tarball_path names (services/source-uploads). */
+export type TarballResolver = {
+  resolve(tenant: string, deploymentId: string, objectPath: string): Promise<{ sha256: string }>;
+};
+
 export type DeploymentDeps = {
   store: PlatformState;
   /** The store's namespace, where deployments and revisions live. */
@@ -22,6 +27,7 @@ export type DeploymentDeps = {
   checks: ReturnType<typeof createTenantChecks>;
   github?: GitHubApp;
   localRepos?: RepoPolicy;
+  sourceUploads?: TarballResolver;
   /**
    * Name uniqueness per tenant: the store's name claims make it atomic across processes (replicas); these locks only
    * keep one process from racing itself (and from creating deployments that lose the claim and are removed again).

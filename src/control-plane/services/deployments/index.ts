@@ -9,7 +9,7 @@ import type { GitHubApp } from '../../../git/github-app.ts';
 import { createQuotas, type Quotas } from '../quotas.ts';
 import type { RepoPolicy } from '../../../git/repo-url.ts';
 import { createDeployment } from './create.ts';
-import type { DeploymentDeps } from './deps.ts';
+import type { DeploymentDeps, TarballResolver } from './deps.ts';
 import { patchDeployment } from './patch.ts';
 import { deleteDeployment, getDeployment, listDeployments, type DeploymentListQuery } from './query.ts';
 import {
@@ -38,6 +38,8 @@ export function createDeploymentService(options: {
   quotas?: Quotas;
   /** The local runtime's repo_url rules, where builds run on this machine (dev); a local path is checked up front. */
   localRepos?: RepoPolicy;
+  /** Resolves an internal_source revision's source_tarball_path to the stored bytes (none: such revisions refused). */
+  sourceUploads?: TarballResolver;
 }) {
   const { store } = options;
   const deps: DeploymentDeps = {
@@ -49,6 +51,7 @@ export function createDeploymentService(options: {
     tenantLocks: new Map(),
     ...(options.github ? { github: options.github } : {}),
     ...(options.localRepos ? { localRepos: options.localRepos } : {}),
+    ...(options.sourceUploads ? { sourceUploads: options.sourceUploads } : {}),
   };
   return {
     create: (tenant: string, body: DeploymentCreate) => createDeployment(deps, tenant, body),

@@ -80,6 +80,7 @@ export function sourceRevisionConfigFromApi(c: SourceRevisionConfigIn): Partial<
     repoRef: c.repo_ref,
     graphConfigPath: c.graph_config_path ?? c.langgraph_config_path,
     imageUri: c.image_uri,
+    sourceTarballPath: c.source_tarball_path,
   });
 }
 
@@ -101,6 +102,8 @@ function sourceRevisionConfigToApi(c: SourceRevisionConfig, commit: string | und
     langgraph_config_path: path,
     image_uri: c.imageUri ?? null,
     repo_commit_sha: commit ?? null,
+    source_tarball_path: c.sourceTarballPath ?? null,
+    source_tarball_sha256: c.sourceTarballSha256 ?? null,
   };
 }
 

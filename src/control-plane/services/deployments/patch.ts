@@ -1,7 +1,13 @@
 // Changing a deployment: renames and custom hosts move their claims (new one first, old one released after the
 // write), and changes to what a build or pod gets make a new revision within the revision quota.
 import { BadRequestError, ValidationError } from '../../../lib/errors.ts';
-import { revisionName, type AgentDeployment, type SourceConfig } from '../../../resources/index.ts';
+import {
+  revisionName,
+  type AgentDeployment,
+  type SourceConfig,
+  type SourceRevisionConfig,
+} from '../../../resources/index.ts';
+import { NO_PUSH_REGISTRY } from '../source-uploads/messages.ts';
 import type { DeploymentPatch } from '../../schemas/deployments.ts';
 import type { Deployment } from '../../schemas/deployment-views.ts';
 import { integrationIssues } from '../integrations/issues.ts';
@@ -22,6 +28,40 @@ import {
 import { assertNameFree, claimName, nameHash, releaseNameQuietly } from './names.ts';
 import { ensureRevision, hasServed, putSecretSet, render, requireDeployment, updateDeployment } from './records.ts';
 import { hostOf, refuse } from './tenant-checks.ts';
+
+/**
+ * internal_source: the revision asked for names an upload of this deployment, resolved here to its bytes' hash (the
+ * revision keeps the hash, so a rebuild extracts the same bytes). Other sources take no tarball.
+ */
+async function tarballChange(
+  deps: DeploymentDeps,
+  tenant: string,
+  current: AgentDeployment,
+  body: DeploymentPatch,
+  srcChange: Partial<SourceRevisionConfig>,
+): Promise<void> {
+  const source = current.spec.source;
+  if (body.revision_source !== undefined && body.revision_source !== source) {
+    throw new BadRequestError(
+      body.revision_source === 'internal_docker'
+        ? NO_PUSH_REGISTRY
+        : `revision_source ${body.revision_source} does not match the deployment's source ${source}.`,
+    );
+  }
+  const path = srcChange.sourceTarballPath;
+  if (path === undefined || path === null) {
+    if (path === null && source === 'internal_source') {
+      throw new BadRequestError('source_tarball_path cannot be removed from an internal_source deployment.');
+    }
+    return;
+  }
+  if (source !== 'internal_source') {
+    throw new BadRequestError(`source_tarball_path is for source internal_source; this deployment's is ${source}.`);
+  }
+  if (!deps.sourceUploads) throw new BadRequestError('This control plane stores no source uploads.');
+  const { sha256 } = await deps.sourceUploads.resolve(tenant, current.spec.deploymentId, path);
+  srcChange.sourceTarballSha256 = sha256;
+}
 
 const IMMUTABLE_SOURCE_CONFIG = {
   deployment_type: 'deploymentType',
@@ -80,6 +120,7 @@ export async function patchDeployment(
   refuse(checks.policyIssues(body.source_config?.resource_spec, body.source_config?.custom_url));
   refuse(await checks.referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
   const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
+  await tarballChange(deps, tenant, current, body, srcChange);
   const secrets = body.secrets?.length ? body.secrets : undefined;
   // source_revision_config present, even unchanged or empty, asks for a new revision (a rebuild of the ref).
   const newRevision =

@@ -16,7 +16,7 @@ import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '
 import { pickTarget } from '../agentdeployment/decide.ts';
 import { deploymentRef, phaseOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
 import { revisionConditions } from './conditions.ts';
-import { nextRevisionStatus, revisionNeeds } from './decide.ts';
+import { nextRevisionStatus, revisionNeeds, type RevisionFacts } from './decide.ts';
 
 export type RevisionControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'updateStatus'> & Pick<SecretStore, 'getSecrets'>;
@@ -34,10 +34,36 @@ type Observed = {
   keepServing: boolean;
   build?: BuildStatus;
   server?: ServerStatus;
-  supported: ReturnType<Runtime['supports']>;
+  supported: RevisionFacts['supported'];
 };
 
-export function buildSpecOf(dep: AgentDeployment, rev: AgentRevision): BuildSpec | { invalid: string } {
+export function buildSpecOf(
+  dep: AgentDeployment,
+  rev: AgentRevision,
+): BuildSpec | { invalid: string; nothingYet?: boolean } {
+  if (rev.spec.source === 'internal_source') {
+    const sha256 = rev.spec.sourceRevisionConfig.sourceTarballSha256;
+    if (!sha256) {
+      return {
+        nothingYet: true,
+        invalid:
+          'no source tarball yet: upload one (POST /v2/deployments/{id}/upload-url, PUT the .tar.gz) and PATCH ' +
+          'source_revision_config.source_tarball_path, as `langgraph deploy` does',
+      };
+    }
+    return {
+      ...deploymentRef(dep),
+      revision: rev.metadata.name,
+      repoUrl: '',
+      repoRef: '',
+      sourceArchive: { sha256 },
+      graphConfigPath: rev.spec.sourceRevisionConfig.graphConfigPath || 'langgraph.json',
+      installCommand: rev.spec.sourceConfig.installCommand ?? null,
+      buildCommand: rev.spec.sourceConfig.buildCommand ?? null,
+      tenantId: dep.spec.tenantId,
+      integrationId: null,
+    };
+  }
   const repoUrl = rev.spec.sourceConfig.repoUrl;
   if (!repoUrl) return { invalid: 'source_config.repo_url is required to build from source' };
   return {
@@ -83,7 +109,7 @@ export function createRevisionReconciler({
     const routedNow = runtime.routedRevision(deploymentRef(dep));
     const routed = routedNow === rev.metadata.name;
     const keepServing = routedNow === undefined && dep.status?.activeRevisionName === rev.metadata.name;
-    let supported = runtime.supports(rev.spec.source);
+    let supported: RevisionFacts['supported'] = runtime.supports(rev.spec.source);
     const needs = revisionNeeds(phaseOf(rev), isTarget, routed, keepServing);
     let build: BuildStatus | undefined;
     let server: ServerStatus | undefined;
@@ -93,7 +119,7 @@ export function createRevisionReconciler({
       else supported = { ok: false, message: 'source_revision_config.image_uri is required for external_docker' };
     } else if (supported.ok && needs.build) {
       const spec = buildSpecOf(dep, rev);
-      if ('invalid' in spec) supported = { ok: false, message: spec.invalid };
+      if ('invalid' in spec) supported = { ok: false, message: spec.invalid, nothingYet: spec.nothingYet };
       else build = await runtime.build(spec, { deployment: dep, revision: rev });
     }
     if (supported.ok && needs.serve)

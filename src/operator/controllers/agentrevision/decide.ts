@@ -29,8 +29,11 @@ export function isInProgress(status: RevisionPhase): boolean {
 
 export type RevisionFacts = {
   status: RevisionPhase;
-  /** Whether the runtime can run this revision's source at all. */
-  supported: { ok: true } | { ok: false; message: string };
+  /**
+   * Whether the runtime can run this revision's source at all; `nothingYet`: there is nothing to build (an
+   * internal_source deployment's first revision, made before its first upload), which skips it instead of failing.
+   */
+  supported: { ok: true } | { ok: false; message: string; nothingYet?: boolean };
   /** The deployment wants this revision live. */
   isTarget: boolean;
   /** Observed build (asked only in build phases). */
@@ -61,7 +64,10 @@ export function defaultMessage(status: RevisionPhase): string {
 export function nextRevisionStatus(f: RevisionFacts, currentMessage = ''): RevisionOutcome {
   const keep = { status: f.status, message: currentMessage };
   if (isDead(f.status)) return keep;
-  if (!f.supported.ok) return { status: RevisionPhase.CREATE_FAILED, message: f.supported.message };
+  if (!f.supported.ok) {
+    const status = f.supported.nothingYet ? RevisionPhase.SKIPPED : RevisionPhase.CREATE_FAILED;
+    return { status, message: f.supported.message };
+  }
   const to = (status: RevisionPhase): RevisionOutcome => ({ status, message: defaultMessage(status) });
   if (inBuildPhase(f.status)) {
     if (!f.build || f.build.phase === 'Running') return to(RevisionPhase.BUILDING);

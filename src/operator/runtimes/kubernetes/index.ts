@@ -115,6 +115,14 @@ export class KubernetesRuntime implements Runtime {
               'Building from source needs a registry: set build.registry (and build.pushSecret) in the Helm values.',
           };
     }
+    if (source === 'internal_source') {
+      return {
+        ok: false,
+        message:
+          'Source tarballs (internal_source, `langgraph deploy`) are built by the one-machine platform only so far; ' +
+          'in a cluster, deploy from git (source github) or a prebuilt image (`langgraph deploy --image-uri`).',
+      };
+    }
     return { ok: false, message: `Unknown source "${source}".` };
   }
 

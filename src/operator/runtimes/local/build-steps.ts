@@ -93,6 +93,8 @@ export type BuildContext = {
   maxStepOutputBytes?: number;
   /** The deployment's git credential; handed to git only for its host. */
   credential?: GitCredential;
+  /** Where the workspace's stored source tarball with this SHA-256 is (internal_source builds). */
+  archiveFile?: (sha256: string) => string | undefined;
 };
 
 export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
@@ -126,6 +128,110 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       log,
       signal,
     );
+  let fetched: { commitSha: string; shownUrl: string };
+  if (spec.sourceArchive) fetched = await extractArchive(spec.sourceArchive.sha256, src, ctx, confined);
+  else fetched = await cloneRepo(spec, ctx, dir, src, env, confined);
+  const { commitSha, shownUrl } = fetched;
+
+  const config = resolve(src, spec.graphConfigPath);
+  if (!config.startsWith(src + sep) || !existsSync(config)) {
+    const shown = relative(src, config).startsWith('..') ? spec.graphConfigPath : relative(src, config);
+    throw new StepError(`graph config "${shown}" not found in ${shownUrl} at ${commitSha.slice(0, 12)}`);
+  }
+  const cwd = projectDir(src, spec.graphConfigPath);
+  // The runtime itself works in this folder (install cache links): a symlink must not lead it out of the checkout.
+  if (!(await insideReal(cwd, src)) || !(await insideReal(config, src))) {
+    throw new StepError(`graph config "${spec.graphConfigPath}" leads out of the repository through a symbolic link`);
+  }
+  const graphConfig = await readFile(config, 'utf8')
+    .then((text) => JSON.parse(text) as { dockerfile_lines?: unknown })
+    .catch(() => undefined);
+  // A Python graph would install and build, then fail to import at deploy: refuse it here, in one line.
+  const language = graphLanguageProblem(graphConfig);
+  if (language) throw new StepError(language);
+  const dockerfileLines = graphConfig?.dockerfile_lines;
+  if (Array.isArray(dockerfileLines) && dockerfileLines.length) {
+    log.line(
+      `dockerfile_lines: ${dockerfileLines.length} line(s) not applied (the local runtime builds no image; ` +
+        'what they would install must already be on this machine)',
+    );
+  }
+  let sharedNodeModules: string | undefined;
+  if (spec.installCommand) {
+    await confined({ label: spec.installCommand, command: shell(), args: ['-c', spec.installCommand], cwd });
+  } else if (existsSync(join(cwd, 'package-lock.json'))) {
+    sharedNodeModules = await npmCi(spec.deploymentId, cwd, ctx, confined);
+  } else if (existsSync(join(cwd, 'package.json'))) {
+    const args = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
+    await confined({ label: `npm ${args.join(' ')}`, command: tool('npm') ?? 'npm', args, cwd });
+  } else {
+    log.line('no package.json: skipping install');
+  }
+  if (spec.buildCommand) {
+    await confined({
+      label: spec.buildCommand,
+      command: shell(),
+      args: ['-c', spec.buildCommand],
+      cwd,
+      mounts: revisionMounts(src, home, sharedNodeModules),
+    });
+  }
+  await checkGraphs(confined, {
+    config,
+    checkout: src,
+    cwd,
+    home,
+    mounts: revisionMounts(src, home, sharedNodeModules),
+  });
+  const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
+  await writeFile(join(dir, MARKER), JSON.stringify(result));
+  log.line(`build complete (${commitSha.slice(0, 12)})`);
+  return result;
+}
+
+type ConfinedIn = (
+  step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & {
+    env?: Record<string, string>;
+    mounts?: Omit<Mounts, 'cwd'>;
+  },
+) => Promise<string>;
+
+/**
+ * internal_source: the uploaded tarball (checked when it was uploaded) is extracted into the checkout by tar, as a
+ * sandboxed step like git's clone: it may write only the checkout and reads only the archive. Its hash stands for
+ * the commit (a rebuild extracts the same bytes).
+ */
+async function extractArchive(
+  sha256: string,
+  src: string,
+  ctx: BuildContext,
+  confined: ConfinedIn,
+): Promise<{ commitSha: string; shownUrl: string }> {
+  const file = ctx.archiveFile?.(sha256);
+  if (!file) throw new StepError(`the source tarball sha256:${sha256.slice(0, 12)} is not stored on this platform`);
+  await mkdir(src, { recursive: true });
+  await confined({
+    label: `tar -xzf source tarball (sha256:${sha256.slice(0, 12)})`,
+    command: tool('tar') ?? 'tar',
+    // No owners, no modes beyond the umask's, no absolute names: the archive's metadata is the workspace's word.
+    args: ['-xzf', file, '-C', src, '--no-same-owner', '--no-same-permissions'],
+    cwd: src,
+    mounts: { rw: [src, ctx.home], ro: [file] },
+  });
+  ctx.log.line(`extracted source tarball sha256:${sha256}`);
+  return { commitSha: sha256, shownUrl: 'the source tarball' };
+}
+
+/** github: clone the repository and check out the ref, as sandboxed git steps. Returns the commit. */
+async function cloneRepo(
+  spec: BuildSpec,
+  ctx: BuildContext,
+  dir: string,
+  src: string,
+  env: Record<string, string>,
+  confined: ConfinedIn,
+): Promise<{ commitSha: string; shownUrl: string }> {
+  const { home, log } = ctx;
   const shownUrl = redactUrl(spec.repoUrl);
 
   let source: RepoSource;
@@ -185,60 +291,7 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   log.line(`resolved ${spec.repoRef} to ${commitSha}`);
   await git(`git checkout ${commitSha.slice(0, 12)}`, ['checkout', '--quiet', '--detach', commitSha]);
 
-  const config = resolve(src, spec.graphConfigPath);
-  if (!config.startsWith(src + sep) || !existsSync(config)) {
-    const shown = relative(src, config).startsWith('..') ? spec.graphConfigPath : relative(src, config);
-    throw new StepError(`graph config "${shown}" not found in ${shownUrl} at ${commitSha.slice(0, 12)}`);
-  }
-  const cwd = projectDir(src, spec.graphConfigPath);
-  // The runtime itself works in this folder (install cache links): a symlink must not lead it out of the checkout.
-  if (!(await insideReal(cwd, src)) || !(await insideReal(config, src))) {
-    throw new StepError(`graph config "${spec.graphConfigPath}" leads out of the repository through a symbolic link`);
-  }
-  const graphConfig = await readFile(config, 'utf8')
-    .then((text) => JSON.parse(text) as { dockerfile_lines?: unknown })
-    .catch(() => undefined);
-  // A Python graph would install and build, then fail to import at deploy: refuse it here, in one line.
-  const language = graphLanguageProblem(graphConfig);
-  if (language) throw new StepError(language);
-  const dockerfileLines = graphConfig?.dockerfile_lines;
-  if (Array.isArray(dockerfileLines) && dockerfileLines.length) {
-    log.line(
-      `dockerfile_lines: ${dockerfileLines.length} line(s) not applied (the local runtime builds no image; ` +
-        'what they would install must already be on this machine)',
-    );
-  }
-  let sharedNodeModules: string | undefined;
-  if (spec.installCommand) {
-    await confined({ label: spec.installCommand, command: shell(), args: ['-c', spec.installCommand], cwd });
-  } else if (existsSync(join(cwd, 'package-lock.json'))) {
-    sharedNodeModules = await npmCi(spec.deploymentId, cwd, ctx, confined);
-  } else if (existsSync(join(cwd, 'package.json'))) {
-    const args = ['install', '--prefer-offline', '--no-audit', '--no-fund'];
-    await confined({ label: `npm ${args.join(' ')}`, command: tool('npm') ?? 'npm', args, cwd });
-  } else {
-    log.line('no package.json: skipping install');
-  }
-  if (spec.buildCommand) {
-    await confined({
-      label: spec.buildCommand,
-      command: shell(),
-      args: ['-c', spec.buildCommand],
-      cwd,
-      mounts: revisionMounts(src, home, sharedNodeModules),
-    });
-  }
-  await checkGraphs(confined, {
-    config,
-    checkout: src,
-    cwd,
-    home,
-    mounts: revisionMounts(src, home, sharedNodeModules),
-  });
-  const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
-  await writeFile(join(dir, MARKER), JSON.stringify(result));
-  log.line(`build complete (${commitSha.slice(0, 12)})`);
-  return result;
+  return { commitSha, shownUrl };
 }
 
 /** True when `path` resolves (symlinks followed) inside the real path of `root`. */

@@ -74,6 +74,9 @@ async function runRevisionBuild(ctx: LocalContext, spec: BuildSpec, build: Build
       baseEnv: ctx.opts.baseEnv ?? process.env,
       cache,
       maxStepOutputBytes: ctx.opts.maxStepOutputBytes,
+      ...(spec.tenantId && ctx.opts.sourceArchives
+        ? { archiveFile: archivesOf(ctx.opts.sourceArchives, spec.tenantId) }
+        : {}),
       credential:
         spec.tenantId && spec.integrationId && ctx.opts.gitCredential
           ? await ctx.opts.gitCredential(spec.tenantId, spec.integrationId, spec.repoUrl)
@@ -100,6 +103,12 @@ async function runRevisionBuild(ctx: LocalContext, spec: BuildSpec, build: Build
     if (!build.abort.signal.aborted) notify(ctx, spec);
   }
 }
+
+/** A workspace's stored tarballs, by hash: a build finds only its own workspace's bytes. */
+const archivesOf =
+  (archives: NonNullable<LocalContext['opts']['sourceArchives']>, tenantId: string) =>
+  (sha256: string): string | undefined =>
+    archives.objectPath(tenantId, sha256);
 
 async function saveBuild(ctx: LocalContext, spec: BuildSpec, commitSha: string): Promise<void> {
   const file = savedBuildFile(ctx, spec);

@@ -12,6 +12,7 @@ import type { LimitsOptions } from './limits.ts';
 import { DEFAULT_LOG_LIMITS, LogBudget, LogWriter, type LogLimits } from './logs.ts';
 import type { RestartPolicy } from './restart-policy.ts';
 import type { Sandbox } from './sandbox.ts';
+import type { SourceArchives } from '../../../state/source-archives.ts';
 import { RestartSupervisor } from './supervisor.ts';
 
 export type DeploymentRef = Omit<RevisionRef, 'revision'>;
@@ -37,6 +38,8 @@ export type LocalRuntimeOptions = {
   installCacheMaxBytes?: number;
   /** Confinement of build steps and agent servers (default none: everything runs as plain child processes). */
   sandbox?: Sandbox;
+  /** Stored source tarballs (internal_source builds extract them); without it such builds fail with a reason. */
+  sourceArchives?: Pick<SourceArchives, 'objectPath'>;
   /** Real paths local repo_url values may come from (default: none, only remote URLs). */
   allowLocalRepos?: string[];
   /** Never cloned from (default: the data dir); the dev process adds its whole data dir. */

@@ -47,7 +47,8 @@ export class LocalRuntime implements Runtime {
     if (source === 'external_docker') {
       return {
         ok: false,
-        message: 'source external_docker needs a container runtime; the local runtime builds from git only',
+        message:
+          'source external_docker needs a container runtime; the local runtime builds from source only (git, or a tarball from langgraph deploy)',
       };
     }
     return { ok: true };

@@ -5,7 +5,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 
-export type ToolName = 'sh' | 'setpriv' | 'bwrap' | 'git' | 'npm' | 'cp';
+export type ToolName = 'sh' | 'setpriv' | 'bwrap' | 'git' | 'npm' | 'cp' | 'tar';
 
 /** The first executable file `name` in the absolute folders of `pathVar` ('' and relative entries are skipped). */
 export function findInPath(name: string, pathVar: string | undefined): string | undefined {

@@ -1,0 +1,135 @@
+// What LangChain's `langgraph deploy` asks of a control plane besides the deployments themselves: an upload URL for
+// a source tarball (then one bare PUT of it, signed by the URL: `sourceUploadPutRoutes`), and a push token for a
+// locally built image, which this platform does not hand out (it has no registry of its own to push to).
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import { AppError, BadRequestError } from '../../../lib/errors.ts';
+import type { DeploymentService } from '../../services/deployments/index.ts';
+import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
+import { UPLOAD_CONTENT_TYPES, type SourceUploads } from '../../services/source-uploads/index.ts';
+import { DeploymentErrorBody, UploadDone, UploadUrl } from '../../schemas/deployment-views.ts';
+import { DeploymentParams } from '../../schemas/deployment-queries.ts';
+
+const security = [{ apiKey: [], tenantId: [] }];
+const errors = {
+  400: DeploymentErrorBody,
+  401: DeploymentErrorBody,
+  403: DeploymentErrorBody,
+  404: DeploymentErrorBody,
+  409: DeploymentErrorBody,
+  413: DeploymentErrorBody,
+  415: DeploymentErrorBody,
+  422: DeploymentErrorBody,
+  503: DeploymentErrorBody,
+};
+
+/** The origin and prefix (/api-host or none) the caller used: the upload URL comes back to the same place. */
+function baseUrlOf(req: FastifyRequest, publicUrl: string | undefined): string {
+  const prefix = req.url.startsWith('/api-host/') ? '/api-host' : '';
+  const origin = publicUrl ? publicUrl.replace(/\/$/, '') : `${req.protocol}://${req.host}`;
+  return `${origin}${prefix}`;
+}
+
+export const sourceUploadRoutes =
+  (
+    service: DeploymentService,
+    uploads: SourceUploads | undefined,
+    publicUrl: () => string | undefined,
+  ): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.post(
+      '/deployments/:deployment_id/upload-url',
+      {
+        schema: {
+          tags: ['deployments'],
+          summary: 'An upload URL for a source tarball (internal_source deployments)',
+          security,
+          params: DeploymentParams,
+          // The CLI says it would send headers the answer names; any other flags are ignored.
+          body: z.object({ supports_upload_headers: z.boolean().optional() }).passthrough().nullish(),
+          response: { 200: UploadUrl, ...errors },
+        },
+      },
+      async (req) => {
+        const tenant = req.principal!.tenant;
+        const dep = await service.get(tenant, req.params.deployment_id);
+        if (!uploads) {
+          throw new AppError(
+            'This control plane stores no source uploads: `agentplane dev` (one machine) builds them; a separate ' +
+              'control plane and cluster do not yet, so deploy from git or with `langgraph deploy --image-uri`.',
+            503,
+          );
+        }
+        if (dep.source !== 'internal_source') {
+          throw new BadRequestError(
+            `Deployment ${dep.id} builds from source ${dep.source}; upload URLs are for source internal_source ` +
+              '(create the deployment with `langgraph deploy`, or with source "internal_source").',
+          );
+        }
+        return uploads.issue(tenant, dep.id, baseUrlOf(req, publicUrl()));
+      },
+    );
+
+    app.post(
+      '/deployments/:deployment_id/push-token',
+      {
+        schema: {
+          tags: ['deployments'],
+          summary: 'A registry push token (none here: this platform has no registry to push to)',
+          security,
+          params: DeploymentParams,
+          body: z.object({}).passthrough().nullish(),
+          response: errors,
+        },
+      },
+      async (req) => {
+        await service.get(req.principal!.tenant, req.params.deployment_id);
+        throw new BadRequestError(NO_PUSH_REGISTRY);
+      },
+    );
+  };
+
+const PutParams = z.object({ deployment_id: z.string(), file: z.string() });
+const PutQuery = z.object({
+  tenant: z.string().min(1).max(256),
+  expires: z.coerce.number().int(),
+  max_bytes: z.coerce.number().int().positive(),
+  signature: z.string().min(1).max(128),
+});
+
+/** The bare PUT of an upload URL: no API key, the signed URL is the credential. */
+export const sourceUploadPutRoutes =
+  (uploads: SourceUploads): FastifyPluginAsyncZod =>
+  async (app) => {
+    // The body stays a stream: the service meters, hashes and stores it (no buffering of up to 200 MiB).
+    app.addContentTypeParser(UPLOAD_CONTENT_TYPES, (_req, payload, done) => done(null, payload));
+    app.put(
+      '/source-uploads/sources/:deployment_id/:file',
+      {
+        schema: {
+          tags: ['deployments'],
+          summary: 'Upload a source tarball to a signed upload URL (Content-Type application/gzip)',
+          params: PutParams,
+          querystring: PutQuery,
+          response: { 201: UploadDone, ...errors },
+        },
+      },
+      async (req, reply) => {
+        // JSON and forms have parsers of their own app-wide; only a gzip body reaches the service, as a stream.
+        const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+        if (!UPLOAD_CONTENT_TYPES.includes(type)) {
+          throw new AppError(`An upload must be sent as ${UPLOAD_CONTENT_TYPES.join(' or ')}, not "${type}".`, 415);
+        }
+        const length = req.headers['content-length'];
+        const done = await uploads.receive(
+          `sources/${req.params.deployment_id}/${req.params.file}`,
+          req.query,
+          length === undefined ? undefined : Number(length),
+          req.body as Readable,
+        );
+        return reply.code(201).send(done);
+      },
+    );
+  };
