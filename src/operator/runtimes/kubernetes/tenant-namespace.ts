@@ -1,9 +1,11 @@
-// A namespace per tenant (optional): its name, the Namespace object, and the RoleBinding that lets the control
-// plane keep the tenant's data-plane keys Secret there (the agents mount it from their own namespace).
-// The runtime creates the namespace on first use and keeps the pull secret copies in it current.
-import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+// A namespace per tenant (optional): its name, the Namespace object (labelled for Pod Security), its ResourceQuota
+// and LimitRange, and the RoleBinding that lets the control plane keep the tenant's data-plane keys Secret there
+// (the agents mount it from their own namespace). The runtime creates the namespace on first use and keeps the
+// quota, limits and pull secret copies in it current.
+import type { V1LimitRange, V1Namespace, V1ResourceQuota, V1RoleBinding } from '@kubernetes/client-node';
 import { isLabelValue, LABEL_TENANT } from '../../../resources/names.ts';
 import { apply, isStatus } from './apply.ts';
+import type { KubernetesRuntimeConfig } from './config.ts';
 import { orUndefined, type RuntimeContext } from './context.ts';
 import type { Target } from './labels.ts';
 import { LABEL_PULL_SECRET_COPY, makePullSecretCopy } from './pull-secrets.ts';
@@ -12,7 +14,19 @@ const MANAGED = { 'app.kubernetes.io/part-of': 'agentplane', 'app.kubernetes.io/
 
 export { tenantNamespaceName } from '../../../resources/names.ts';
 
-export function makeTenantNamespace(name: string, tenantId: string): V1Namespace {
+/** The ResourceQuota and LimitRange of every tenant namespace. */
+export const TENANT_POLICY_NAME = 'agentplane-tenant';
+
+export function makeTenantNamespace(
+  name: string,
+  tenantId: string,
+  podSecurity: KubernetesRuntimeConfig['tenantNamespaces']['podSecurity'] = 'restricted',
+): V1Namespace {
+  // Enforced, and warned and audited at the same level, so `kubectl apply` of a pod that breaks it says why.
+  const security =
+    podSecurity === 'none'
+      ? {}
+      : Object.fromEntries(['enforce', 'warn', 'audit'].map((m) => [`pod-security.kubernetes.io/${m}`, podSecurity]));
   return {
     apiVersion: 'v1',
     kind: 'Namespace',
@@ -20,9 +34,41 @@ export function makeTenantNamespace(name: string, tenantId: string): V1Namespace
       name,
       labels: {
         ...MANAGED,
+        ...security,
         ...(isLabelValue(tenantId) ? { [LABEL_TENANT]: tenantId } : {}),
       },
     },
+  };
+}
+
+/** The tenant namespace's ResourceQuota, when the configuration sets one. */
+export function makeTenantQuota(namespace: string, config: KubernetesRuntimeConfig): V1ResourceQuota | undefined {
+  const hard = config.tenantNamespaces.resourceQuota;
+  if (Object.keys(hard).length === 0) return undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'ResourceQuota',
+    metadata: { name: TENANT_POLICY_NAME, namespace, labels: { ...MANAGED } },
+    spec: { hard: { ...hard } },
+  };
+}
+
+/** The tenant namespace's LimitRange (per container), when the configuration sets any limit. */
+export function makeTenantLimitRange(namespace: string, config: KubernetesRuntimeConfig): V1LimitRange | undefined {
+  const { max = {}, min = {}, ...given } = config.tenantNamespaces.limitRange;
+  // Written as the API server stores it (its defaulting: a missing default limit is the max, a missing default
+  // request the default limit, else the min), so a later pass finds nothing to change.
+  const dflt = { ...max, ...given.default };
+  const defaultRequest = { ...min, ...dflt, ...given.defaultRequest };
+  const limits = Object.fromEntries(
+    Object.entries({ default: dflt, defaultRequest, max, min }).filter(([, v]) => Object.keys(v).length > 0),
+  );
+  if (Object.keys(limits).length === 0) return undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'LimitRange',
+    metadata: { name: TENANT_POLICY_NAME, namespace, labels: { ...MANAGED } },
+    spec: { limits: [{ type: 'Container', ...limits }] },
   };
 }
 
@@ -54,7 +100,9 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
     throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
   if (!existing) {
     try {
-      await ctx.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
+      await ctx.core.createNamespace({
+        body: makeTenantNamespace(name, target.tenantId, ctx.opts.config.tenantNamespaces.podSecurity),
+      });
       ctx.log.info({ namespace: name }, 'tenant namespace created');
     } catch (err) {
       if (!isStatus(err, 409)) throw err;
@@ -62,6 +110,11 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
   }
   const { keysWriter, keysRole } = ctx.opts.config.tenantNamespaces;
   if (keysWriter && keysRole) await apply(ctx.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
+  // Before any pod: a LimitRange fills in the requests a quota on cpu or memory needs every pod to have.
+  const limitRange = makeTenantLimitRange(name, ctx.opts.config);
+  if (limitRange) await apply(ctx.ops.limitRange, limitRange);
+  const quota = makeTenantQuota(name, ctx.opts.config);
+  if (quota) await apply(ctx.ops.resourceQuota, quota);
   await syncPullSecrets(ctx, name);
 }
 
