@@ -237,6 +237,17 @@ export const operatorCommand: CommandSpec = {
       description: 'ClusterRole (Secrets only) the control plane gets in tenant namespaces',
       env: ['AGENTPLANE_TENANT_KEYS_ROLE'],
     },
+    'tenant-operator-account': {
+      type: 'string',
+      description:
+        "namespace/serviceaccount of the operator itself, bound in each tenant namespace to --tenant-operator-role (the operator's rights there)",
+      env: ['AGENTPLANE_TENANT_OPERATOR_ACCOUNT'],
+    },
+    'tenant-operator-role': {
+      type: 'string',
+      description: 'ClusterRole of what the operator does in a tenant namespace, bound there only',
+      env: ['AGENTPLANE_TENANT_OPERATOR_ROLE'],
+    },
     'tenant-pod-security': {
       type: 'string',
       description:

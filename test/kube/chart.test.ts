@@ -299,6 +299,64 @@ describe.skipIf(!binaries).each(SETS)(
       },
     );
 
+    it.skipIf(!perTenant)(
+      'least privilege: the operator reads no Secret and writes nothing outside its namespaces, nor binds itself a way in',
+      async () => {
+        expect(id, 'the create test ran').not.toBe('');
+        const admin = kube.admin.kubeconfigPath;
+        // What a compromised operator pod would try, with its own token.
+        const operator = (await kube.as(NS, 'agentplane-operator')).kubeconfigPath;
+        await kubectl(['create', 'namespace', 'victim'], admin);
+        await kubectl(['-n', 'victim', 'create', 'secret', 'generic', 'db', '--from-literal=password=hunter2'], admin);
+        const refused = (args: string[]) => expect(kubectl(args, operator)).rejects.toThrow(/forbidden|denied/i);
+        await refused(['-n', 'kube-system', 'get', 'secrets']);
+        await refused(['-n', 'victim', 'get', 'secret', 'db']);
+        await refused(['-n', 'victim', 'create', 'configmap', 'planted']);
+        // RBAC lets it create RoleBindings of its tenant role anywhere (it must, in namespaces it creates): the
+        // admission policy refuses one outside them, so it cannot bind itself the rights of a tenant namespace here.
+        await expect(
+          kubectl(
+            [
+              '-n',
+              'victim',
+              'create',
+              'rolebinding',
+              'way-in',
+              '--clusterrole=agentplane-operator-tenant',
+              `--serviceaccount=${NS}:agentplane-operator`,
+            ],
+            operator,
+          ),
+        ).rejects.toThrow(/agentplane-operator-namespaces.*writes only in its own namespaces/);
+        // Nor a role it was not given `bind` on (no `escalate`): the API server's own escalation check.
+        await expect(
+          kubectl(
+            [
+              '-n',
+              childNs,
+              'create',
+              'rolebinding',
+              'take-over',
+              // Not `admin`: an aggregated role, empty here (no clusterrole-aggregation controller runs).
+              '--clusterrole=cluster-admin',
+              `--serviceaccount=${NS}:agentplane-operator`,
+            ],
+            operator,
+          ),
+        ).rejects.toThrow(/forbidden: user .* is attempting to grant RBAC permissions not currently held/);
+        await expect(kubectl(['create', 'namespace', 'not-a-tenant'], operator)).rejects.toThrow(
+          /writes only in its own namespaces/,
+        );
+        expect((await get('/apis/rbac.authorization.k8s.io/v1/namespaces/victim/rolebindings'))!.items).toEqual([]);
+        // In the tenant namespace it made, its rights come from the RoleBinding it made there, to its tenant role.
+        const bound = await get(
+          `/apis/rbac.authorization.k8s.io/v1/namespaces/${childNs}/rolebindings/agentplane-operator`,
+        );
+        expect(bound!.roleRef).toMatchObject({ kind: 'ClusterRole', name: 'agentplane-operator-tenant' });
+        expect(await kubectl(['-n', childNs, 'get', 'deployment', name, '-o', 'name'], operator)).toContain(name);
+      },
+    );
+
     it('a second revision rolls out to new pods; the old pods go only once the new ones run', async () => {
       expect(id, 'the create test ran').not.toBe('');
       const patched = await call('PATCH', `/v2/deployments/${id}`, {

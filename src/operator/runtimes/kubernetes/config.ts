@@ -158,6 +158,12 @@ export const kubernetesRuntimeConfigSchema = z.object({
       keysWriter: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
       /** ClusterRole (Secrets only) the keys writer is bound to. */
       keysRole: z.string().min(1).optional(),
+      /**
+       * The operator's own ServiceAccount and the ClusterRole of what it does in a tenant namespace: bound there by
+       * a RoleBinding it makes right after the namespace, so its rights stay in the namespaces it manages.
+       */
+      operatorAccount: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
+      operatorRole: z.string().min(1).optional(),
       /** Pod Security level a new tenant namespace enforces (and warns and audits at); none: no label. */
       podSecurity: z.enum(['restricted', 'baseline', 'privileged', 'none']).default('restricted'),
       /** `spec.hard` of the ResourceQuota `agentplane-tenant` in each tenant namespace; empty: none. */

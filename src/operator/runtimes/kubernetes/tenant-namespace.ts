@@ -72,19 +72,26 @@ export function makeTenantLimitRange(namespace: string, config: KubernetesRuntim
   };
 }
 
-/** Binds `writer` (the control plane's ServiceAccount) to `role` (Secrets only) in the tenant namespace. */
-export function makeKeysWriterBinding(
-  namespace: string,
-  writer: { namespace: string; name: string },
-  role: string,
-): V1RoleBinding {
+type Account = { namespace: string; name: string };
+
+function binding(name: string, namespace: string, account: Account, role: string): V1RoleBinding {
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
-    metadata: { name: 'agentplane-tenant-keys', namespace, labels: { ...MANAGED } },
+    metadata: { name, namespace, labels: { ...MANAGED } },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-    subjects: [{ kind: 'ServiceAccount', name: writer.name, namespace: writer.namespace }],
+    subjects: [{ kind: 'ServiceAccount', name: account.name, namespace: account.namespace }],
   };
+}
+
+/** Binds `writer` (the control plane's ServiceAccount) to `role` (Secrets only) in the tenant namespace. */
+export function makeKeysWriterBinding(namespace: string, writer: Account, role: string): V1RoleBinding {
+  return binding('agentplane-tenant-keys', namespace, writer, role);
+}
+
+/** Binds the operator's own ServiceAccount to `role`, what it does in a tenant namespace, in that namespace only. */
+export function makeOperatorBinding(namespace: string, operator: Account, role: string): V1RoleBinding {
+  return binding('agentplane-operator', namespace, operator, role);
 }
 
 /**
@@ -109,6 +116,9 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
     }
   }
   const { keysWriter, keysRole } = ctx.opts.config.tenantNamespaces;
+  // First: every other write below is the operator's own right in this namespace (the API server's authorizer
+  // sees the binding within moments; a write refused meanwhile fails this pass, which is retried).
+  await bindOperator(ctx, name);
   if (keysWriter && keysRole) await apply(ctx.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
   // Before any pod: a LimitRange fills in the requests a quota on cpu or memory needs every pod to have.
   const limitRange = makeTenantLimitRange(name, ctx.opts.config);
@@ -116,6 +126,13 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
   const quota = makeTenantQuota(name, ctx.opts.config);
   if (quota) await apply(ctx.ops.resourceQuota, quota);
   await syncPullSecrets(ctx, name);
+}
+
+/** Binds the operator's tenant role to itself in `namespace` (when configured: the chart does with a namespace per tenant). */
+async function bindOperator(ctx: RuntimeContext, namespace: string): Promise<void> {
+  const { operatorAccount, operatorRole } = ctx.opts.config.tenantNamespaces;
+  if (operatorAccount && operatorRole)
+    await apply(ctx.ops.roleBinding, makeOperatorBinding(namespace, operatorAccount, operatorRole));
 }
 
 /**
