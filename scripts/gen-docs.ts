@@ -13,6 +13,7 @@ import { controlPlaneCommand } from '../src/control-plane/config.ts';
 import { devCommand } from '../src/dev/config.ts';
 import { backupCommand, restoreCommand } from '../src/dev/backup-command.ts';
 import { operatorCommand } from '../src/operator/flags.ts';
+import { uninstallCommand } from '../src/operator/uninstall.ts';
 import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
@@ -43,7 +44,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/agent-server.md': ['agent-server-flags'],
   'docs/control-plane-api.md': ['control-plane-flags', 'api-key-flags'],
   'docs/local-runtime.md': ['dev-flags'],
-  'docs/kubernetes.md': ['chart-values', 'operator-flags'],
+  'docs/kubernetes.md': ['uninstall-flags', 'chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags'],
   'docs/listeners.md': ['listener-flags'],
   'docs/operations.md': ['backup-flags', 'restore-flags', 'secret-key-flags'],
@@ -163,6 +164,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'restore-flags': flagTable(restoreCommand),
     'dev-flags': flagTable(devCommand),
     'operator-flags': flagTable(operatorCommand),
+    'uninstall-flags': flagTable(uninstallCommand),
     'listener-flags': flagTable(listenerCommand),
     'deploy-flags': flagTable(deployCommand),
     'deployments-flags': flagTable(deploymentsCommand),

@@ -63,6 +63,10 @@ const commands: Record<string, Command> = {
     summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)',
     load: () => import('./operator/command.ts'),
   },
+  uninstall: {
+    summary: "Delete a namespace's AgentDeployments and wait for the operator to finalize them (Helm pre-delete hook)",
+    load: () => import('./operator/uninstall.ts'),
+  },
 };
 
 function usage(): string {

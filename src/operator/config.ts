@@ -47,6 +47,7 @@ const FLAG: Record<string, string> = {
   logLevel: '--log-level',
   healthPort: '--health-port',
   registry: '--registry',
+  buildNamespace: '--build-namespace',
   buildTimeoutSeconds: '--build-timeout',
   progressDeadlineSeconds: '--progress-deadline',
   crashLoopRestarts: '--crash-loop-restarts',
@@ -71,6 +72,11 @@ const FLAG: Record<string, string> = {
   'runtime.tenantNamespaces.enabled': '--namespace-per-tenant',
   keysWriter: '--tenant-keys-writer',
   keysRole: '--tenant-keys-role',
+  operatorAccount: '--tenant-operator-account',
+  operatorRole: '--tenant-operator-role',
+  podSecurity: '--tenant-pod-security',
+  resourceQuota: '--tenant-resource-quota',
+  limitRange: '--tenant-limit-range',
   'runtime.networkPolicy.enabled': '--network-policy',
   controlPlaneUrl: '--control-plane-url',
   tokenKey: '--deployment-token-key',
@@ -101,6 +107,16 @@ function labelMap(v: string | undefined): Record<string, string> | string {
 function objectRef(v: string | undefined): { namespace: string; name: string } | string | undefined {
   const m = v === undefined ? null : /^([a-z0-9][-a-z0-9]*)\/([a-z0-9][-a-z0-9.]*)$/.exec(v);
   return v === undefined ? undefined : m ? { namespace: m[1]!, name: m[2]! } : v;
+}
+
+/** A JSON object (Helm's toJson of a values map); empty: unset; not JSON: a string for zod to refuse. */
+function jsonFlag(v: string | undefined): unknown {
+  if (!v?.trim()) return undefined;
+  try {
+    return JSON.parse(v) as unknown;
+  } catch {
+    return `not JSON: ${v}`;
+  }
 }
 
 /** "true"/"false" to a boolean; anything else stays a string for zod to refuse. */
@@ -150,6 +166,7 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     kubeconfig: pick('kubeconfig'),
     runtime: {
       registry: pick('registry') ?? '',
+      buildNamespace: pick('build-namespace') || undefined,
       pushSecretName: pick('push-secret'),
       buildPullSecretName: pick('build-pull-secret'),
       gitCredentialsSecretPrefix: pick('git-credentials-prefix'),
@@ -166,6 +183,11 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         prefix: pick('tenant-namespace-prefix'),
         keysWriter: objectRef(pick('tenant-keys-writer')),
         keysRole: pick('tenant-keys-role'),
+        operatorAccount: objectRef(pick('tenant-operator-account')),
+        operatorRole: pick('tenant-operator-role'),
+        podSecurity: pick('tenant-pod-security'),
+        resourceQuota: jsonFlag(pick('tenant-resource-quota')),
+        limitRange: jsonFlag(pick('tenant-limit-range')),
       },
       limits: { maxScale: num('max-scale'), maxCpu: num('max-cpu'), maxMemoryMb: num('max-memory-mb') },
       networkPolicy: {

@@ -26,6 +26,12 @@ export const operatorCommand: CommandSpec = {
         'Repository prefix source builds push to (e.g. registry.example.com/agents); empty: only external_docker',
       env: ['AGENTPLANE_REGISTRY'],
     },
+    'build-namespace': {
+      type: 'string',
+      description:
+        'Namespace of the build Jobs and of the Secrets they mount (push, pull, git credentials); empty: --namespace. Build pods need a privileged namespace: give them one of their own',
+      env: ['AGENTPLANE_BUILD_NAMESPACE'],
+    },
     'push-secret': {
       type: 'string',
       description: 'dockerconfigjson Secret BuildKit pushes with',
@@ -230,6 +236,35 @@ export const operatorCommand: CommandSpec = {
       type: 'string',
       description: 'ClusterRole (Secrets only) the control plane gets in tenant namespaces',
       env: ['AGENTPLANE_TENANT_KEYS_ROLE'],
+    },
+    'tenant-operator-account': {
+      type: 'string',
+      description:
+        "namespace/serviceaccount of the operator itself, bound in each tenant namespace to --tenant-operator-role (the operator's rights there)",
+      env: ['AGENTPLANE_TENANT_OPERATOR_ACCOUNT'],
+    },
+    'tenant-operator-role': {
+      type: 'string',
+      description: 'ClusterRole of what the operator does in a tenant namespace, bound there only',
+      env: ['AGENTPLANE_TENANT_OPERATOR_ROLE'],
+    },
+    'tenant-pod-security': {
+      type: 'string',
+      description:
+        'Pod Security level (restricted, baseline, privileged, or none: no label) new tenant namespaces enforce, warn and audit at',
+      default: 'restricted',
+      env: ['AGENTPLANE_TENANT_POD_SECURITY'],
+    },
+    'tenant-resource-quota': {
+      type: 'string',
+      description: 'JSON map, the hard limits of the ResourceQuota agentplane-tenant in each tenant namespace',
+      env: ['AGENTPLANE_TENANT_RESOURCE_QUOTA'],
+    },
+    'tenant-limit-range': {
+      type: 'string',
+      description:
+        'JSON {default, defaultRequest, max, min} of the Container LimitRange agentplane-tenant in each tenant namespace',
+      env: ['AGENTPLANE_TENANT_LIMIT_RANGE'],
     },
     'postgres-mode': {
       type: 'string',

@@ -11,8 +11,14 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tenantNamespaceName } from '../../src/operator/runtimes/kubernetes/index.ts';
-import { CHART_DIR, helm, kubectl } from '../support/helm/index.ts';
-import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
+import { CHART_DIR, helm, helmAsync, kubectl } from '../support/helm/index.ts';
+import {
+  EXIT_CODE_ANNOTATION,
+  freePort,
+  startKubeControlPlane,
+  TERMINATION_MESSAGE_ANNOTATION,
+  type KubeControlPlane,
+} from '../support/kube-control-plane.ts';
 import { BINARIES_ENV } from './global-setup.ts';
 
 type Json = Record<string, any>;
@@ -23,6 +29,14 @@ const NS = 'agentplane';
 const TENANT = 'team-a';
 const ADMIN_KEY = 'kube-real-admin-key-5e0c2a9d41';
 const IMAGE = 'ghcr.io/agentplane/example-agent';
+/** Builds run in a namespace of their own (privileged Pod Security), away from the restricted agent namespace. */
+const BUILDS = 'agentplane-builds';
+const REGISTRY = 'registry.example.test/agents';
+const BUILD_VALUES = { 'build.registry': REGISTRY, 'build.namespace': BUILDS };
+/** What every tenant namespace gets besides Pod Security `restricted` (the default). */
+const TENANT_QUOTA = { pods: '20', 'requests.memory': '64Gi' };
+const TENANT_LIMITS = { defaultRequest: { memory: '128Mi' }, max: { memory: '16Gi' } };
+const TENANT_POLICY_VALUES = { 'agents.tenantResourceQuota': TENANT_QUOTA, 'agents.tenantLimitRange': TENANT_LIMITS };
 
 /** Polls `check` until it returns a truthy value; throws naming what was awaited (and the last error) after `ms`. */
 async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000): Promise<NonNullable<T>> {
@@ -42,8 +56,8 @@ async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000):
 
 /** Values sets where the operator places children differently: [title, values, a namespace per tenant]. */
 const SETS: [string, Record<string, unknown>, boolean][] = [
-  ['defaults', {}, false],
-  ['a namespace per tenant', { 'agents.namespacePerTenant': true }, true],
+  ['defaults', { ...BUILD_VALUES }, false],
+  ['a namespace per tenant', { ...BUILD_VALUES, 'agents.namespacePerTenant': true, ...TENANT_POLICY_VALUES }, true],
 ];
 
 describe.skipIf(!binaries).each(SETS)(
@@ -115,6 +129,9 @@ describe.skipIf(!binaries).each(SETS)(
       // The release namespace as docs/kubernetes.md has the admin create it: Pod Security "restricted" enforced.
       await kubectl(['create', 'namespace', NS], admin);
       await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+      // The build namespace as docs/kubernetes.md#builds has the admin create it: privileged (rootless BuildKit).
+      await kubectl(['create', 'namespace', BUILDS], admin);
+      await kubectl(['label', 'namespace', BUILDS, 'pod-security.kubernetes.io/enforce=privileged'], admin);
       // The real helm, CRDs included; --wait holds until the chart's own pods run (on kwok nodes).
       const installed = helm([
         'install',
@@ -249,6 +266,97 @@ describe.skipIf(!binaries).each(SETS)(
       expect(served.url).toContain(`.${childNs}.svc`);
     });
 
+    it.skipIf(!perTenant)(
+      'the tenant namespace the operator made enforces Pod Security restricted and holds the quota and limits of the values',
+      async () => {
+        expect(id, 'the create test ran').not.toBe('');
+        const ns = await get(`/api/v1/namespaces/${childNs}`);
+        expect(ns!.metadata.labels).toMatchObject({
+          'pod-security.kubernetes.io/enforce': 'restricted',
+          'agentplane.dev/tenant': TENANT,
+        });
+        // What a tenant's agent with a stolen pod-create right (or a careless admin) would try: refused by the API server.
+        const privileged = await kube.request('POST', `/api/v1/namespaces/${childNs}/pods`, {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'breakout' },
+          spec: {
+            hostPID: true,
+            containers: [{ name: 'sh', image: 'busybox', securityContext: { privileged: true } }],
+          },
+        });
+        expect(privileged.status, JSON.stringify(privileged.body)).toBe(403);
+        expect(privileged.body.message).toMatch(/violates PodSecurity "restricted:latest".*privileged/);
+        const quota = await get(`/api/v1/namespaces/${childNs}/resourcequotas/agentplane-tenant`);
+        expect(quota!.spec.hard).toEqual(TENANT_QUOTA);
+        // The real quota controller counts the agent's pods against it.
+        await until('the quota counting the agent pods', async () => {
+          const q = await get(`/api/v1/namespaces/${childNs}/resourcequotas/agentplane-tenant`);
+          return Number(q?.status?.used?.pods ?? 0) >= 1;
+        });
+        const limits = await get(`/api/v1/namespaces/${childNs}/limitranges/agentplane-tenant`);
+        expect(limits!.spec.limits).toEqual([expect.objectContaining({ type: 'Container', ...TENANT_LIMITS })]);
+      },
+    );
+
+    it.skipIf(!perTenant)(
+      'least privilege: the operator reads no Secret and writes nothing outside its namespaces, nor binds itself a way in',
+      async () => {
+        expect(id, 'the create test ran').not.toBe('');
+        const admin = kube.admin.kubeconfigPath;
+        // What a compromised operator pod would try, with its own token.
+        const operator = (await kube.as(NS, 'agentplane-operator')).kubeconfigPath;
+        await kubectl(['create', 'namespace', 'victim'], admin);
+        await kubectl(['-n', 'victim', 'create', 'secret', 'generic', 'db', '--from-literal=password=hunter2'], admin);
+        const refused = (args: string[]) => expect(kubectl(args, operator)).rejects.toThrow(/forbidden|denied/i);
+        await refused(['-n', 'kube-system', 'get', 'secrets']);
+        await refused(['-n', 'victim', 'get', 'secret', 'db']);
+        await refused(['-n', 'victim', 'create', 'configmap', 'planted']);
+        // RBAC lets it create RoleBindings of its tenant role anywhere (it must, in namespaces it creates): the
+        // admission policy refuses one outside them, so it cannot bind itself the rights of a tenant namespace here.
+        await expect(
+          kubectl(
+            [
+              '-n',
+              'victim',
+              'create',
+              'rolebinding',
+              'way-in',
+              '--clusterrole=agentplane-operator-tenant',
+              `--serviceaccount=${NS}:agentplane-operator`,
+            ],
+            operator,
+          ),
+        ).rejects.toThrow(/agentplane-operator-namespaces.*writes only in its own namespaces/);
+        // Nor a role it was not given `bind` on (no `escalate`): the API server's own escalation check.
+        await expect(
+          kubectl(
+            [
+              '-n',
+              childNs,
+              'create',
+              'rolebinding',
+              'take-over',
+              // Not `admin`: an aggregated role, empty here (no clusterrole-aggregation controller runs).
+              '--clusterrole=cluster-admin',
+              `--serviceaccount=${NS}:agentplane-operator`,
+            ],
+            operator,
+          ),
+        ).rejects.toThrow(/forbidden: user .* is attempting to grant RBAC permissions not currently held/);
+        await expect(kubectl(['create', 'namespace', 'not-a-tenant'], operator)).rejects.toThrow(
+          /writes only in its own namespaces/,
+        );
+        expect((await get('/apis/rbac.authorization.k8s.io/v1/namespaces/victim/rolebindings'))!.items).toEqual([]);
+        // In the tenant namespace it made, its rights come from the RoleBinding it made there, to its tenant role.
+        const bound = await get(
+          `/apis/rbac.authorization.k8s.io/v1/namespaces/${childNs}/rolebindings/agentplane-operator`,
+        );
+        expect(bound!.roleRef).toMatchObject({ kind: 'ClusterRole', name: 'agentplane-operator-tenant' });
+        expect(await kubectl(['-n', childNs, 'get', 'deployment', name, '-o', 'name'], operator)).toContain(name);
+      },
+    );
+
     it('a second revision rolls out to new pods; the old pods go only once the new ones run', async () => {
       expect(id, 'the create test ran').not.toBe('');
       const patched = await call('PATCH', `/v2/deployments/${id}`, {
@@ -280,6 +388,112 @@ describe.skipIf(!binaries).each(SETS)(
         90_000,
       );
       expect(await revisionStatus(id, r1)).toBe('DEPLOYED');
+    });
+
+    it('a source build: Job and pod admitted in the build namespace; the digest the pod reports deploys; a failed build says why', async () => {
+      const created = await call('POST', '/v2/deployments', {
+        name: 'kube-real-built',
+        source: 'github',
+        source_config: { repo_url: 'https://git.example.test/acme/agent.git' },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const bid = String(created.body.id);
+      const b1 = String(created.body.latest_revision_id);
+      const bname = `ag-${bid}`;
+      const jobs = `/apis/batch/v1/namespaces/${BUILDS}/jobs?labelSelector=agentplane.dev/deployment%3D${bname}`;
+      /** The build pod of Job `job`, once the scheduler placed it and kwok runs it. */
+      const runningPod = (job: string) =>
+        until(`the pod of ${job} Running on a node`, async () => {
+          const pods = (await get(`/api/v1/namespaces/${BUILDS}/pods?labelSelector=job-name%3D${job}`))!
+            .items as Json[];
+          const p = pods[0];
+          return p?.status.phase === 'Running' && /^kwok-node-/.test(p.spec.nodeName ?? '') ? p : undefined;
+        });
+      /** Plays the push container: it exits with `code` and writes `message` to its termination log. */
+      const finish = (pod: Json, code: number, message: string) =>
+        kube.request(
+          'PATCH',
+          `/api/v1/namespaces/${BUILDS}/pods/${pod.metadata.name}`,
+          {
+            metadata: {
+              annotations: { [EXIT_CODE_ANNOTATION]: String(code), [TERMINATION_MESSAGE_ANNOTATION]: message },
+            },
+          },
+          'application/merge-patch+json',
+        );
+      const revision = async (rev: string) => (await call('GET', `/v2/deployments/${bid}/revisions/${rev}`)).body;
+
+      // The Job in the build namespace, under the operator's rights there; no owner reference can cross namespaces.
+      const job = await until('the build Job', async () => ((await get(jobs))!.items as Json[])[0]);
+      expect(job.metadata.ownerReferences ?? []).toEqual([]);
+      // Its pod (an unconfined seccomp profile) admitted by Pod Security of the privileged namespace, and scheduled.
+      const pod = await runningPod(job.metadata.name);
+      expect((await revision(b1)).status).toBe('BUILDING');
+      const commit = '0123456789abcdef0123456789abcdef01234567';
+      const digest = `sha256:${'ab'.repeat(32)}`;
+      expect((await finish(pod, 0, JSON.stringify({ commit, digest }))).status).toBe(200);
+      // The real Job controller completes the Job; the operator deploys what the push step reported, by digest.
+      await until(`${b1} DEPLOYED`, async () => (await revision(b1)).status === 'DEPLOYED', 90_000).catch((err) => {
+        throw new Error(`${String(err)}\n${logOf('agentplane-operator-0')}`);
+      });
+      const done = await get(`/apis/batch/v1/namespaces/${BUILDS}/jobs/${job.metadata.name}`);
+      expect(done!.status.conditions).toContainEqual(expect.objectContaining({ type: 'Complete', status: 'True' }));
+      const d = await get(`/apis/apps/v1/namespaces/${childNs}/deployments/${bname}`);
+      expect(d!.spec.template.spec.containers[0].image).toBe(`${REGISTRY}/${bname}@${digest}`);
+      expect((await revision(b1)).repo_commit_sha).toBe(commit);
+
+      // A second revision whose push fails: BUILD_FAILED with the container's own words; the first keeps serving.
+      const patched = await call('PATCH', `/v2/deployments/${bid}`, { source_revision_config: { repo_ref: 'v2' } });
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      const b2 = String(patched.body.latest_revision_id);
+      const job2 = await until('the second build Job', async () =>
+        ((await get(jobs))!.items as Json[]).find((j) => j.metadata.name !== job.metadata.name),
+      );
+      const pod2 = await runningPod(job2.metadata.name);
+      await finish(pod2, 1, 'registry.example.test: 403 Forbidden');
+      const failed = await until(`${b2} BUILD_FAILED`, async () => {
+        const r = await revision(b2);
+        return r.status === 'BUILD_FAILED' ? r : undefined;
+      });
+      expect(failed.status_message).toContain('push: exit 1: registry.example.test: 403 Forbidden');
+      expect((await call('GET', `/v2/deployments/${bid}`)).body.active_revision_id).toBe(b1);
+
+      // Deleted: the operator removes the Jobs (and with them their pods) from the build namespace.
+      expect((await call('DELETE', `/v2/deployments/${bid}`)).status).toBe(204);
+      await until('the build Jobs gone', async () => ((await get(jobs))!.items as Json[]).length === 0, 120_000);
+    });
+
+    it('switching to autoscaling keeps the running replicas (no drop to 1) and hands the count to the HPA', async () => {
+      expect(id, 'the create test ran').not.toBe('');
+      const scale = async (min: number, max: number) => {
+        const res = await call('PATCH', `/v2/deployments/${id}`, {
+          source_config: { resource_spec: { min_scale: min, max_scale: max } },
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        const rev = String(res.body.latest_revision_id);
+        await until(`${rev} DEPLOYED`, async () => (await revisionStatus(id, rev)) === 'DEPLOYED', 90_000);
+      };
+      await scale(3, 3);
+      await until('three replicas running', async () => (await rollout(name)).d.spec.replicas === 3);
+      // Autoscaled from 2 to 5: the operator leaves `replicas` to the HPA. A PUT without it would make the API
+      // server default it to 1 (one pod left serving) until the HPA controller raised it to its minimum (2).
+      await scale(2, 5);
+      const hpaPath = `/apis/autoscaling/v2/namespaces/${childNs}/horizontalpodautoscalers/${name}`;
+      // The real HPA controller has looked at it (no metrics server here: it keeps the count it found).
+      const hpa = await until('the HPA observed by its controller', async () => {
+        const h = await get(hpaPath);
+        return h?.status?.currentReplicas !== undefined ? h : undefined;
+      });
+      expect(hpa.spec).toMatchObject({ minReplicas: 2, maxReplicas: 5 });
+      expect(hpa.status.currentReplicas).toBe(3);
+      const { d, pods } = await rollout(name);
+      expect(d.spec.replicas).toBe(3);
+      expect(pods.filter((p) => !p.metadata.deletionTimestamp)).toHaveLength(3);
+      // Back to a fixed count: the HPA goes and the operator sets replicas again.
+      await scale(1, 1);
+      await until('the HPA removed', async () => !(await get(hpaPath)));
+      await until('one replica', async () => (await rollout(name)).d.spec.replicas === 1);
     });
 
     it('delete through REST: the real garbage collector removes every child', async () => {
@@ -435,20 +649,27 @@ describe.skipIf(!binaries).each(SETS)(
     );
 
     it.skipIf(perTenant)(
-      'the documented uninstall (AgentDeployments, helm uninstall, the namespace): nothing is left behind',
+      'helm uninstall: its pre-delete hook has the operator finalize every AgentDeployment; then the namespace goes',
       async () => {
         const admin = kube.admin.kubeconfigPath;
-        // The AgentDeployments first, while the operator runs: it removes their finalizer once it cleaned up
-        // (docs/kubernetes.md#uninstalling; after helm uninstall nobody would, and the namespace would never go).
-        await kubectl(['-n', NS, 'delete', 'agentdeployments', '--all', '--timeout=120s'], admin);
-        // The chart's pods are gone with the release: so are the operator and control plane they stand for.
-        for (const child of processes.values()) {
-          if (child.exitCode !== null || child.signalCode !== null) continue;
-          const exited = new Promise((r) => child.once('exit', r));
-          child.kill('SIGTERM');
-          await exited;
-        }
-        const uninstalled = helm([
+        // Left for the uninstall: the example applied above and one more through REST, each with the finalizer.
+        const extra = await call('POST', '/v2/deployments', {
+          name: 'kube-real-left',
+          source: 'external_docker',
+          source_config: { deployment_type: 'dev' },
+          source_revision_config: { image_uri: `${IMAGE}:0.1.0` },
+        });
+        expect(extra.status, JSON.stringify(extra.body)).toBe(201);
+        const agentDeployments = async () =>
+          ((await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments`))!.items as Json[]).map(
+            (d) => ({ name: d.metadata.name as string, finalizers: (d.metadata.finalizers ?? []) as string[] }),
+          );
+        await until('two AgentDeployments held by the finalizer', async () => {
+          const held = (await agentDeployments()).filter((d) => d.finalizers.includes('agentplane.dev/runtime'));
+          return held.length >= 2;
+        });
+
+        const uninstalling = helmAsync([
           'uninstall',
           'agentplane',
           '-n',
@@ -457,8 +678,39 @@ describe.skipIf(!binaries).each(SETS)(
           admin,
           '--wait',
           '--timeout',
-          '2m',
+          '3m',
         ]);
+        // The hook Job's pod: no container runs on kwok, so the test runs its command, as its ServiceAccount,
+        // while the operator still runs, and reports the exit code as the kubelet would.
+        const pod = await until('the pre-delete hook pod Running', async () => {
+          const pods = (await get(`/api/v1/namespaces/${NS}/pods?labelSelector=job-name%3Dagentplane-uninstall`))!
+            .items as Json[];
+          return pods.find((p) => p.status.phase === 'Running');
+        });
+        const container = pod.spec.containers[0];
+        const hook = startAgentplane(
+          'agentplane-uninstall',
+          [...container.args, '--kubeconfig', (await kube.as(NS, pod.spec.serviceAccountName)).kubeconfigPath],
+          { LOG_LEVEL: 'info' },
+        );
+        const code = await new Promise<number>((r) => hook.once('exit', (c) => r(c ?? 1)));
+        expect(code, logOf('agentplane-uninstall')).toBe(0);
+        // Finalized by the operator (which removes its finalizer only after its cleanup), not stripped.
+        expect(await agentDeployments()).toEqual([]);
+        await kube.request(
+          'PATCH',
+          `/api/v1/namespaces/${NS}/pods/${pod.metadata.name}`,
+          { metadata: { annotations: { [EXIT_CODE_ANNOTATION]: String(code) } } },
+          'application/merge-patch+json',
+        );
+        const uninstalled = await uninstalling;
+        // The chart's pods are gone with the release: so are the operator and control plane they stand for.
+        for (const child of processes.values()) {
+          if (child.exitCode !== null || child.signalCode !== null) continue;
+          const exited = new Promise((r) => child.once('exit', r));
+          child.kill('SIGTERM');
+          await exited;
+        }
         expect(uninstalled.ok, uninstalled.ok ? '' : uninstalled.stderr).toBe(true);
         expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-operator`)).toBeUndefined();
         expect(await get(`/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles`)).toMatchObject({ items: [] });

@@ -112,28 +112,44 @@ describe('helm template / helm lint', () => {
     );
   });
 
-  it('scopes the operator: a Role in the agent namespace by default, a ClusterRole when asked or per tenant', () => {
+  it('scopes the operator: a Role in the agent namespace by default and per tenant, a ClusterRole only when asked', () => {
     const byDefault = renderChart({ namespace: 'ap' });
     expect(find(byDefault, 'Role', 'agentplane-operator')!.metadata.namespace).toBe('ap');
     expect(find(byDefault, 'RoleBinding', 'agentplane-operator')!.subjects).toEqual([
       { kind: 'ServiceAccount', name: 'agentplane-operator', namespace: 'ap' },
     ]);
     expect(find(byDefault, 'ClusterRole', 'agentplane-operator')).toBeUndefined();
-    for (const values of [{ 'operator.clusterWideRbac': true }, { 'agents.namespacePerTenant': true }]) {
-      const docs = renderChart({ namespace: 'ap', values });
-      expect(find(docs, 'ClusterRoleBinding', 'agentplane-operator')!.roleRef).toMatchObject({
-        kind: 'ClusterRole',
-        name: 'agentplane-operator',
-      });
-    }
-    const perTenant = renderChart({ values: { 'agents.namespacePerTenant': true } });
-    const rules = find(perTenant, 'ClusterRole', 'agentplane-operator')!.rules as Json[];
-    expect(rules).toContainEqual({
+    const clusterWide = renderChart({ namespace: 'ap', values: { 'operator.clusterWideRbac': true } });
+    expect(find(clusterWide, 'ClusterRoleBinding', 'agentplane-operator')!.roleRef).toMatchObject({
+      kind: 'ClusterRole',
+      name: 'agentplane-operator',
+    });
+    // A namespace per tenant: no ClusterRole with the operator's rights; cluster-wide only namespaces, bindings of
+    // two named roles and read-only watches of its children, and a tenant role it binds per namespace itself.
+    const perTenant = renderChart({ namespace: 'ap', values: { 'agents.namespacePerTenant': true } });
+    expect(find(perTenant, 'ClusterRole', 'agentplane-operator')).toBeUndefined();
+    expect(find(perTenant, 'Role', 'agentplane-operator')!.metadata.namespace).toBe('ap');
+    const cluster = find(perTenant, 'ClusterRole', 'agentplane-operator-namespaces')!.rules as Json[];
+    expect(cluster).toContainEqual({
       apiGroups: ['rbac.authorization.k8s.io'],
       resources: ['clusterroles'],
       verbs: ['bind'],
-      resourceNames: ['agentplane-tenant-keys'],
+      resourceNames: ['agentplane-tenant-keys', 'agentplane-operator-tenant'],
     });
+    for (const r of cluster) {
+      expect(r.verbs).not.toContain('escalate');
+      if (r.resources.some((x: string) => ['deployments', 'replicasets', 'pods', 'jobs'].includes(x)))
+        expect(r.verbs).toEqual(['list', 'watch']);
+    }
+    expect(cluster.flatMap((r) => r.resources)).not.toContain('secrets');
+    expect(find(perTenant, 'ClusterRoleBinding', 'agentplane-operator-namespaces')!.roleRef.name).toBe(
+      'agentplane-operator-namespaces',
+    );
+    const tenantRole = find(perTenant, 'ClusterRole', 'agentplane-operator-tenant')!;
+    expect(tenantRole.rules.flatMap((r: Json) => r.resources)).toContain('secrets');
+    expect(
+      perTenant.filter((d) => /Binding$/.test(d.kind) && d.roleRef?.name === 'agentplane-operator-tenant'),
+    ).toEqual([]);
   });
 
   it('grants the operator what the rendered operator needs, and no wildcard, patch or event writes', () => {

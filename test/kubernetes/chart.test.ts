@@ -198,12 +198,10 @@ describe('isolation in the chart', () => {
     expect(template('operator.yaml')).toContain(
       '- name: AGENTPLANE_TENANT_KEYS_ROLE\n              value: {{ printf "%s-tenant-keys"',
     );
-    // A namespace per tenant: a ClusterRole, allowed to create namespaces.
-    expect(rbac).toContain(
-      '{{- $clusterWide := or .Values.operator.clusterWideRbac .Values.agents.namespacePerTenant }}',
-    );
+    // A namespace per tenant: a ClusterRole allowed to create namespaces, not to act in every namespace.
+    expect(rbac).toContain('{{- $clusterWide := .Values.operator.clusterWideRbac }}');
     expect(rbac).toMatch(
-      /\{\{- if \.Values\.agents\.namespacePerTenant \}\}\n(\s+#.*\n)*\s+- apiGroups: \[""\]\n\s+resources: \["namespaces"\]\n\s+verbs: \["get", "create"\]/,
+      /name: \{\{ \$name \}\}-namespaces\n(\s+.*\n)*?rules:\n\s+- apiGroups: \[""\]\n\s+resources: \["namespaces"\]\n\s+verbs: \["get", "create"\]/,
     );
     expect(rbac).toMatch(/resources: \["secrets"\]\n\s+verbs: \["get"/);
   });

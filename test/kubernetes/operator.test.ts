@@ -793,6 +793,11 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
         'agentplane/agentplane-control-plane',
         '--tenant-keys-role',
         'agentplane-tenant-keys',
+        // As the chart sets them: the operator's rights in a tenant namespace are the RoleBinding it makes there.
+        '--tenant-operator-account',
+        'agents/agentplane-operator',
+        '--tenant-operator-role',
+        'agentplane-operator-tenant',
       ]),
       logger,
     );

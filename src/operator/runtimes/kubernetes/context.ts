@@ -12,9 +12,11 @@ import {
   type V1Deployment,
   type V1Ingress,
   type V1Job,
+  type V1LimitRange,
   type V1NetworkPolicy,
   type V1Pod,
   type V1ReplicaSet,
+  type V1ResourceQuota,
   type V1RoleBinding,
   type V1Secret,
   type V1Service,
@@ -60,6 +62,8 @@ type KindOps = {
   autoscaler: ObjectOps<V2HorizontalPodAutoscaler>;
   networkPolicy: ObjectOps<V1NetworkPolicy>;
   roleBinding: ObjectOps<V1RoleBinding>;
+  resourceQuota: ObjectOps<V1ResourceQuota>;
+  limitRange: ObjectOps<V1LimitRange>;
 };
 
 /** The runtime's state as its concerns see it (the class in index.ts owns it; the concerns only use it). */
@@ -79,6 +83,8 @@ export type RuntimeContext = {
   deployments: Informer<Obj<V1Deployment>>;
   replicaSets: Informer<Obj<V1ReplicaSet>>;
   pods: Informer<Obj<V1Pod>>;
+  /** Build pods: `pods` itself unless builds run in a namespace of their own that `pods` does not watch. */
+  buildPods: Informer<Obj<V1Pod>>;
   /** Deployment URLs learnt by deploys, by `<namespace>/<deployment>`. */
   urls: Map<string, string>;
   /** Uids of AgentDeployments whose cleanup ran (a uid is never reused; one short string per deleted deployment). */
@@ -142,6 +148,16 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
       create: (namespace, body) => rbac.createNamespacedRoleBinding({ namespace, body }),
       replace: (namespace, name, body) => rbac.replaceNamespacedRoleBinding({ name, namespace, body }),
     },
+    resourceQuota: {
+      read: (namespace, name) => core.readNamespacedResourceQuota({ name, namespace }),
+      create: (namespace, body) => core.createNamespacedResourceQuota({ namespace, body }),
+      replace: (namespace, name, body) => core.replaceNamespacedResourceQuota({ name, namespace, body }),
+    },
+    limitRange: {
+      read: (namespace, name) => core.readNamespacedLimitRange({ name, namespace }),
+      create: (namespace, body) => core.createNamespacedLimitRange({ namespace, body }),
+      replace: (namespace, name, body) => core.replaceNamespacedLimitRange({ name, namespace, body }),
+    },
   };
   return { apps, batch, core, net, custom, autoscaling, ops };
 }
@@ -195,6 +211,23 @@ export function serverTarget(ctx: RuntimeContext, dep: AgentDeployment): Target 
   if (!ctx.perTenant) return owned;
   const { owner: _owner, ...rest } = owned;
   return { ...rest, namespace: tenantNamespaceName(ctx.opts.config.tenantNamespaces.prefix, owned.tenantId) };
+}
+
+/** Where build Jobs run: the configured build namespace, else the AgentDeployments' own. */
+export function buildNamespace(ctx: Pick<RuntimeContext, 'opts'>): string {
+  return ctx.opts.config.buildNamespace ?? ctx.opts.namespace;
+}
+
+/**
+ * A build's children (Job, credential Secret, NetworkPolicy): owned by the AgentDeployment when they share its
+ * namespace; in a build namespace of their own no owner reference can reach, and cleanup deletes them by label.
+ */
+export function buildTarget(ctx: RuntimeContext, dep: AgentDeployment): Target {
+  const owned = ownedTarget(ctx, dep);
+  const namespace = buildNamespace(ctx);
+  if (namespace === owned.namespace) return owned;
+  const { owner: _owner, ...rest } = owned;
+  return { ...rest, namespace };
 }
 
 /** Children in the AgentDeployment's own namespace, owned by it. */

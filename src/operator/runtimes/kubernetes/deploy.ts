@@ -58,7 +58,11 @@ export async function deploy(
   const refs = rev.spec.secretReferences ?? [];
   const sourceConfig = rev.spec.sourceConfig;
 
-  // What the tenant asked for is checked before anything is written: a refused revision leaves no trace.
+  // A tenant namespace, and the operator's own rights in it (a RoleBinding there), come first: admit reads the
+  // ServiceAccount and Secrets the deployment names in it, and without rights there the API server answers 403
+  // (it authorizes before it looks), even where nothing exists yet. The namespace is the tenant's either way.
+  if (ctx.perTenant) await ensureTenantNamespace(ctx, target);
+  // What the tenant asked for is checked before anything else is written: a refused revision leaves no trace.
   const admitted = await admit(ctx, target, rev);
   if ('message' in admitted) {
     await ctx.opts.logs.append(spec, 'deploy', [admitted.message]);
@@ -98,7 +102,6 @@ export async function deploy(
         'No DATABASE_URI: this cluster needs an external Postgres (postgres mode external); add a secret or secret_reference named DATABASE_URI.',
     };
   }
-  if (ctx.perTenant) await ensureTenantNamespace(ctx, target);
   // Policies first, so no pod of the deployment ever runs unprotected.
   if (cfg.networkPolicy.enabled) {
     await apply(ctx.ops.networkPolicy, makeAgentNetworkPolicy(target, cfg));

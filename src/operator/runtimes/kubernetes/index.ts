@@ -46,22 +46,30 @@ export class KubernetesRuntime implements Runtime {
     const kc = opts.kubeConfig;
     const perTenant = opts.config.tenantNamespaces.enabled;
     const log = opts.logger.child({ component: 'kubernetes-runtime' });
-    const informer = <T extends KubeObject>(kind: 'jobs' | 'deployments' | 'replicasets' | 'pods') =>
+    const builds = opts.config.buildNamespace ?? opts.namespace;
+    const informer = <T extends KubeObject>(
+      kind: 'jobs' | 'deployments' | 'replicasets' | 'pods',
+      namespace = opts.namespace,
+      name: string = kind,
+    ) =>
       // With a namespace per tenant the children live in many namespaces: watch them cluster-wide.
-      new Informer<T>(childListWatch<T>(kc, kind, perTenant ? undefined : opts.namespace, MANAGED), {
-        name: kind,
+      new Informer<T>(childListWatch<T>(kc, kind, perTenant ? undefined : namespace, MANAGED), {
+        name,
         logger: log,
         resyncMs: opts.resyncMs ?? 0,
       });
+    const pods = informer<Obj<V1Pod>>('pods');
     this.ctx = {
       opts,
       log,
       perTenant,
       ...makeApiClients(kc),
-      jobs: informer<Obj<V1Job>>('jobs'),
+      // Jobs are builds only: they live in the build namespace.
+      jobs: informer<Obj<V1Job>>('jobs', builds),
       deployments: informer<Obj<V1Deployment>>('deployments'),
       replicaSets: informer<Obj<V1ReplicaSet>>('replicasets'),
-      pods: informer<Obj<V1Pod>>('pods'),
+      pods,
+      buildPods: perTenant || builds === opts.namespace ? pods : informer<Obj<V1Pod>>('pods', builds, 'build pods'),
       urls: new Map(),
       cleanedUp: new Set(),
     };
@@ -86,8 +94,8 @@ export class KubernetesRuntime implements Runtime {
   }
 
   private childInformers() {
-    const { jobs, deployments, replicaSets, pods } = this.ctx;
-    return [jobs, deployments, replicaSets, pods];
+    const { jobs, deployments, replicaSets, pods, buildPods } = this.ctx;
+    return [jobs, deployments, replicaSets, pods, ...(buildPods === pods ? [] : [buildPods])];
   }
 
   /** Lists and watches the children; resolves once every cache is filled. */
@@ -192,8 +200,8 @@ export class KubernetesRuntime implements Runtime {
     const labels = obj.metadata.labels ?? {};
     const deployment = labels[LABEL_DEPLOYMENT] ?? labels[LABEL_INSTANCE];
     if (!deployment) return;
-    // Children may live in a tenant namespace; the AgentDeployment and its revisions are always in ours.
-    const namespace = this.ctx.perTenant ? this.opts.namespace : (obj.metadata.namespace ?? this.opts.namespace);
+    // Children may live in a tenant or the build namespace; the AgentDeployment and its revisions are always in ours.
+    const namespace = this.opts.namespace;
     const tpl = (obj as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec?.template
       ?.metadata?.labels;
     const revision = labels[LABEL_REVISION] ?? tpl?.[LABEL_REVISION];

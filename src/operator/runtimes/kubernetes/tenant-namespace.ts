@@ -1,9 +1,11 @@
-// A namespace per tenant (optional): its name, the Namespace object, and the RoleBinding that lets the control
-// plane keep the tenant's data-plane keys Secret there (the agents mount it from their own namespace).
-// The runtime creates the namespace on first use and keeps the pull secret copies in it current.
-import type { V1Namespace, V1RoleBinding } from '@kubernetes/client-node';
+// A namespace per tenant (optional): its name, the Namespace object (labelled for Pod Security), its ResourceQuota
+// and LimitRange, and the RoleBinding that lets the control plane keep the tenant's data-plane keys Secret there
+// (the agents mount it from their own namespace). The runtime creates the namespace on first use and keeps the
+// quota, limits and pull secret copies in it current.
+import type { V1LimitRange, V1Namespace, V1ResourceQuota, V1RoleBinding } from '@kubernetes/client-node';
 import { isLabelValue, LABEL_TENANT } from '../../../resources/names.ts';
 import { apply, isStatus } from './apply.ts';
+import type { KubernetesRuntimeConfig } from './config.ts';
 import { orUndefined, type RuntimeContext } from './context.ts';
 import type { Target } from './labels.ts';
 import { LABEL_PULL_SECRET_COPY, makePullSecretCopy } from './pull-secrets.ts';
@@ -12,7 +14,19 @@ const MANAGED = { 'app.kubernetes.io/part-of': 'agentplane', 'app.kubernetes.io/
 
 export { tenantNamespaceName } from '../../../resources/names.ts';
 
-export function makeTenantNamespace(name: string, tenantId: string): V1Namespace {
+/** The ResourceQuota and LimitRange of every tenant namespace. */
+export const TENANT_POLICY_NAME = 'agentplane-tenant';
+
+export function makeTenantNamespace(
+  name: string,
+  tenantId: string,
+  podSecurity: KubernetesRuntimeConfig['tenantNamespaces']['podSecurity'] = 'restricted',
+): V1Namespace {
+  // Enforced, and warned and audited at the same level, so `kubectl apply` of a pod that breaks it says why.
+  const security =
+    podSecurity === 'none'
+      ? {}
+      : Object.fromEntries(['enforce', 'warn', 'audit'].map((m) => [`pod-security.kubernetes.io/${m}`, podSecurity]));
   return {
     apiVersion: 'v1',
     kind: 'Namespace',
@@ -20,25 +34,64 @@ export function makeTenantNamespace(name: string, tenantId: string): V1Namespace
       name,
       labels: {
         ...MANAGED,
+        ...security,
         ...(isLabelValue(tenantId) ? { [LABEL_TENANT]: tenantId } : {}),
       },
     },
   };
 }
 
-/** Binds `writer` (the control plane's ServiceAccount) to `role` (Secrets only) in the tenant namespace. */
-export function makeKeysWriterBinding(
-  namespace: string,
-  writer: { namespace: string; name: string },
-  role: string,
-): V1RoleBinding {
+/** The tenant namespace's ResourceQuota, when the configuration sets one. */
+export function makeTenantQuota(namespace: string, config: KubernetesRuntimeConfig): V1ResourceQuota | undefined {
+  const hard = config.tenantNamespaces.resourceQuota;
+  if (Object.keys(hard).length === 0) return undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'ResourceQuota',
+    metadata: { name: TENANT_POLICY_NAME, namespace, labels: { ...MANAGED } },
+    spec: { hard: { ...hard } },
+  };
+}
+
+/** The tenant namespace's LimitRange (per container), when the configuration sets any limit. */
+export function makeTenantLimitRange(namespace: string, config: KubernetesRuntimeConfig): V1LimitRange | undefined {
+  const { max = {}, min = {}, ...given } = config.tenantNamespaces.limitRange;
+  // Written as the API server stores it (its defaulting: a missing default limit is the max, a missing default
+  // request the default limit, else the min), so a later pass finds nothing to change.
+  const dflt = { ...max, ...given.default };
+  const defaultRequest = { ...min, ...dflt, ...given.defaultRequest };
+  const limits = Object.fromEntries(
+    Object.entries({ default: dflt, defaultRequest, max, min }).filter(([, v]) => Object.keys(v).length > 0),
+  );
+  if (Object.keys(limits).length === 0) return undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'LimitRange',
+    metadata: { name: TENANT_POLICY_NAME, namespace, labels: { ...MANAGED } },
+    spec: { limits: [{ type: 'Container', ...limits }] },
+  };
+}
+
+type Account = { namespace: string; name: string };
+
+function binding(name: string, namespace: string, account: Account, role: string): V1RoleBinding {
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
-    metadata: { name: 'agentplane-tenant-keys', namespace, labels: { ...MANAGED } },
+    metadata: { name, namespace, labels: { ...MANAGED } },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-    subjects: [{ kind: 'ServiceAccount', name: writer.name, namespace: writer.namespace }],
+    subjects: [{ kind: 'ServiceAccount', name: account.name, namespace: account.namespace }],
   };
+}
+
+/** Binds `writer` (the control plane's ServiceAccount) to `role` (Secrets only) in the tenant namespace. */
+export function makeKeysWriterBinding(namespace: string, writer: Account, role: string): V1RoleBinding {
+  return binding('agentplane-tenant-keys', namespace, writer, role);
+}
+
+/** Binds the operator's own ServiceAccount to `role`, what it does in a tenant namespace, in that namespace only. */
+export function makeOperatorBinding(namespace: string, operator: Account, role: string): V1RoleBinding {
+  return binding('agentplane-operator', namespace, operator, role);
 }
 
 /**
@@ -54,15 +107,32 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
     throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
   if (!existing) {
     try {
-      await ctx.core.createNamespace({ body: makeTenantNamespace(name, target.tenantId) });
+      await ctx.core.createNamespace({
+        body: makeTenantNamespace(name, target.tenantId, ctx.opts.config.tenantNamespaces.podSecurity),
+      });
       ctx.log.info({ namespace: name }, 'tenant namespace created');
     } catch (err) {
       if (!isStatus(err, 409)) throw err;
     }
   }
   const { keysWriter, keysRole } = ctx.opts.config.tenantNamespaces;
+  // First: every other write below is the operator's own right in this namespace (the API server's authorizer
+  // sees the binding within moments; a write refused meanwhile fails this pass, which is retried).
+  await bindOperator(ctx, name);
   if (keysWriter && keysRole) await apply(ctx.ops.roleBinding, makeKeysWriterBinding(name, keysWriter, keysRole));
+  // Before any pod: a LimitRange fills in the requests a quota on cpu or memory needs every pod to have.
+  const limitRange = makeTenantLimitRange(name, ctx.opts.config);
+  if (limitRange) await apply(ctx.ops.limitRange, limitRange);
+  const quota = makeTenantQuota(name, ctx.opts.config);
+  if (quota) await apply(ctx.ops.resourceQuota, quota);
   await syncPullSecrets(ctx, name);
+}
+
+/** Binds the operator's tenant role to itself in `namespace` (when configured: the chart does with a namespace per tenant). */
+async function bindOperator(ctx: RuntimeContext, namespace: string): Promise<void> {
+  const { operatorAccount, operatorRole } = ctx.opts.config.tenantNamespaces;
+  if (operatorAccount && operatorRole)
+    await apply(ctx.ops.roleBinding, makeOperatorBinding(namespace, operatorAccount, operatorRole));
 }
 
 /**
