@@ -243,13 +243,35 @@ export const isFinal = (s: TaskState) =>
 /** The result of message/send or SendMessage. */
 export const sendResult = (d: Dialect, t: Task) => (d === '0.3' ? writeTask(d, t) : { task: writeTask(d, t) });
 
+/** A piece of the reply being written, as an artifact update (appended to the artifact, or replacing it). */
+export function chunkEvent(
+  d: Dialect,
+  c: { taskId: string; contextId: string; artifactId: string; text: string; append: boolean },
+): Record<string, unknown> {
+  const update = {
+    taskId: c.taskId,
+    contextId: c.contextId,
+    artifact: writeArtifact(d, { artifactId: c.artifactId, name: 'result', parts: [{ text: c.text }] }),
+    append: c.append,
+    lastChunk: false,
+  };
+  return d === '0.3' ? { kind: 'artifact-update', ...update } : { artifactUpdate: update };
+}
+
 /** The stream events of a task's state: the task itself first, its artifacts and a status update at the end. */
 export function streamEvents(d: Dialect, t: Task, first: boolean): Array<Record<string, unknown>> {
   if (first) return [d === '0.3' ? writeTask(d, t) : { task: writeTask(d, t) }];
   const out: Array<Record<string, unknown>> = [];
   for (const a of t.artifacts) {
-    const update = { taskId: t.id, contextId: t.contextId, artifact: writeArtifact(d, a), lastChunk: true };
-    out.push(d === '0.3' ? { kind: 'artifact-update', ...update, append: false } : { artifactUpdate: update });
+    // append false: the whole result replaces what the streamed pieces built up.
+    const update = {
+      taskId: t.id,
+      contextId: t.contextId,
+      artifact: writeArtifact(d, a),
+      append: false,
+      lastChunk: true,
+    };
+    out.push(d === '0.3' ? { kind: 'artifact-update', ...update } : { artifactUpdate: update });
   }
   const status = { taskId: t.id, contextId: t.contextId, status: writeStatus(d, t) };
   out.push(d === '0.3' ? { kind: 'status-update', ...status, final: isFinal(t.state) } : { statusUpdate: status });

@@ -271,15 +271,19 @@ async function startRun(
       metadata: { a2a_context_id: contextId },
     };
   }
+  // A run the client does not wait on (a stream, a task in the background) logs its messages token by token
+  // (messages-tuple), which the stream and any resubscribe read back. One waited on does not pay for that.
+  if (!wait) body.stream_mode = ['values', 'messages-tuple'];
   if (!wait) {
     const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, body);
     if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
     const run = res.body as RunRow;
     return { taskId: taskId ?? `${threadId}:${run.run_id}`, run };
   }
-  const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
+  const res = await ctx.api.waitRun(threadId, body);
   if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? '';
+  if (res.run) return { taskId: taskId ?? `${threadId}:${runId}`, run: res.run as RunRow, values: res.body };
   const read = await ctx.api.call('GET', `/threads/${threadId}/runs/${runId}`);
   if (read.status !== 200) refused(read, 'message');
   return { taskId: taskId ?? `${threadId}:${runId}`, run: read.body as RunRow, values: res.body };
@@ -291,26 +295,111 @@ export async function sendMessage(ctx: AgentContext, m: Message, blocking: boole
   return view(ctx, started.taskId, started.run, started.values);
 }
 
-/** The task as it is, then (unless it has stopped already) once its run has ended. */
-export async function* followTask(ctx: AgentContext, taskId: string, run: RunRow): AsyncGenerator<Task> {
+/**
+ * What a stream sends: the task as it is, or a piece of the reply being written (the text of one token or more of
+ * the AI message `messageId`; a new message replaces what the artifact held, the next pieces of it append).
+ */
+export type TaskEvent =
+  { task: Task } | { chunk: { taskId: string; contextId: string; artifactId: string; text: string; append: boolean } };
+
+/** The run's token stream from its durable event log (as the caller): the text of each AI message chunk, in order. */
+async function* replyChunks(
+  ctx: AgentContext,
+  run: RunRow,
+  signal: AbortSignal,
+): AsyncGenerator<{ messageId: string; text: string }> {
+  const res = await ctx.api.stream(
+    'GET',
+    `/threads/${run.thread_id}/runs/${run.run_id}/stream?stream_mode=messages-tuple`,
+    undefined,
+    signal,
+  );
+  if (res.status !== 200) {
+    res.body.destroy();
+    return;
+  }
+  for await (const e of sseEvents(res.body)) {
+    // Root messages only: a subgraph's ("messages|<ns>") are steps inside the agent, not its reply.
+    if (e.event !== 'messages') continue;
+    let tuple: unknown;
+    try {
+      tuple = JSON.parse(e.data);
+    } catch {
+      continue;
+    }
+    const chunk = Array.isArray(tuple) ? (tuple[0] as { id?: unknown } | undefined) : undefined;
+    if (!chunk || !isAiMessage(chunk)) continue;
+    const text = textOfMessage(chunk);
+    if (text) yield { messageId: typeof chunk.id === 'string' ? chunk.id : '', text };
+  }
+}
+
+/** Server-sent events of a stream body: each event's name and data (data lines joined). */
+async function* sseEvents(body: AsyncIterable<Buffer | string>): AsyncGenerator<{ event: string; data: string }> {
+  let buffer = '';
+  for await (const piece of body) {
+    buffer += typeof piece === 'string' ? piece : piece.toString('utf8');
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      const data: string[] = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      }
+      if (data.length) yield { event, data: data.join('\n') };
+    }
+  }
+}
+
+/**
+ * The task as it is, then (unless it has stopped already) the reply as the agent writes it, token by token, from
+ * the run's durable event log (so a resubscribe, on any replica, replays it from the start), and the task once its
+ * run has ended. `signal`: the client went away; the stream is let go.
+ */
+export async function* followTask(
+  ctx: AgentContext,
+  taskId: string,
+  run: RunRow,
+  signal: AbortSignal,
+): AsyncGenerator<TaskEvent> {
   const first = await view(ctx, taskId, run);
-  yield first;
+  yield { task: first };
   if (first.state !== 'submitted' && first.state !== 'working') return;
+  let current: string | null = null;
+  for await (const c of replyChunks(ctx, run, signal)) {
+    const append = c.messageId === current;
+    current = c.messageId;
+    yield {
+      chunk: { taskId, contextId: first.contextId, artifactId: run.run_id, text: c.text, append },
+    };
+  }
+  if (signal.aborted) return;
   const joined = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}/join`);
   if (joined.status !== 200) refused(joined, 'stream');
   const ended = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}`);
   if (ended.status !== 200) refused(ended, 'stream');
-  yield view(ctx, taskId, ended.body as RunRow, joined.body);
+  yield { task: await view(ctx, taskId, ended.body as RunRow, joined.body) };
 }
 
-export async function streamMessage(ctx: AgentContext, m: Message): Promise<AsyncGenerator<Task>> {
+export async function streamMessage(
+  ctx: AgentContext,
+  m: Message,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<TaskEvent>> {
   if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
   const started = await startRun(ctx, m, false);
-  return followTask(ctx, started.taskId, started.run);
+  return followTask(ctx, started.taskId, started.run, signal);
 }
 
-export async function subscribe(ctx: AgentContext, taskId: string): Promise<AsyncGenerator<Task>> {
-  return followTask(ctx, taskId, await latestRun(ctx, taskId));
+export async function subscribe(
+  ctx: AgentContext,
+  taskId: string,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<TaskEvent>> {
+  return followTask(ctx, taskId, await latestRun(ctx, taskId), signal);
 }
 
 export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {

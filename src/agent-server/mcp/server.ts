@@ -146,11 +146,11 @@ async function callTool(ctx: McpContext, p: z.infer<typeof CallParams>) {
     const run = res.body as RunRow;
     return { task: taskBody(run, 'working') };
   }
-  const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
+  const res = await ctx.api.waitRun(threadId, body);
   if (res.status === 409) return failedCall(detailOf(res), threadId);
   if (res.status !== 200) runRefused(res, 'tools/call');
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? null;
-  return outcome(ctx, threadId, runId, res.body);
+  return outcome(ctx, threadId, runId, res.body, res.run?.status);
 }
 
 function failedCall(detail: string, threadId: string) {
@@ -174,8 +174,12 @@ function pendingInterrupts(thread: ThreadRow | undefined): Array<{ id?: string; 
   return Object.values(thread?.interrupts ?? {}).flat();
 }
 
-/** What a run left, as a tool result: its values (text and structuredContent), its error, or its interrupt. */
-async function outcome(ctx: McpContext, threadId: string, runId: string | null, values: unknown) {
+/**
+ * What a run left, as a tool result: its values (text and structuredContent), its error, or its interrupt.
+ * `runStatus`: the run's final status when known; only a run that stopped ("interrupted") can leave an interrupt
+ * waiting, so the thread is read for it only then (or when the status is unknown).
+ */
+async function outcome(ctx: McpContext, threadId: string, runId: string | null, values: unknown, runStatus?: string) {
   const meta = { thread_id: threadId, ...(runId ? { run_id: runId } : {}) };
   const error = (values as { __error__?: { error?: string; message?: string } } | null)?.__error__;
   if (error) {
@@ -183,8 +187,8 @@ async function outcome(ctx: McpContext, threadId: string, runId: string | null, 
     return { isError: true, content: [{ type: 'text', text }], _meta: { ...meta, status: 'error' } };
   }
   const structured = values && typeof values === 'object' && !Array.isArray(values) ? values : { value: values };
-  const thread = await ctx.api.call('GET', `/threads/${threadId}`);
-  const interrupts = thread.status === 200 ? pendingInterrupts(thread.body as ThreadRow) : [];
+  const thread = runStatus === 'success' ? undefined : await ctx.api.call('GET', `/threads/${threadId}`);
+  const interrupts = thread?.status === 200 ? pendingInterrupts(thread.body as ThreadRow) : [];
   if (interrupts.length) {
     const text = JSON.stringify({
       status: 'interrupted',

@@ -80,7 +80,7 @@ export const mcpRoutes =
       const { id, method, params } = parsed.data;
       if (id === undefined) return reply.code(202).send();
 
-      const ctx = { api: apiAsCaller(root, req, deps.mountPrefix), version: deps.version };
+      const ctx = { api: apiAsCaller(root, req, deps), version: deps.version };
       const answer = (rpcId: RpcId) =>
         handleMcp(ctx, method, params).then(
           (result) => rpcResult(rpcId, result),
