@@ -34,7 +34,7 @@ export interface AgentContext {
 
 /** Whether an assistant's graph takes `messages` in its input, read as the caller; its absence is not found. */
 export async function takesMessages(api: CallerApi, assistantId: string): Promise<boolean> {
-  const res = await api.call('GET', `/assistants/${encodeURIComponent(assistantId)}/schemas`);
+  const res = await api.assistantSchemas(assistantId);
   if (res.status === 404 || res.status === 422)
     throw new RpcError(INVALID_PARAMS, `Assistant not found: ${assistantId}`);
   if (res.status !== 200) refused(res, 'reading the agent');

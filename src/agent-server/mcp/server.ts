@@ -95,7 +95,7 @@ async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
   const page = all.slice(offset, offset + TOOLS_PAGE);
   const tools = await Promise.all(
     page.map(async (named) => {
-      const res = await ctx.api.call('GET', `/assistants/${encodeURIComponent(named.assistant.assistant_id)}/schemas`);
+      const res = await ctx.api.assistantSchemas(named.assistant.assistant_id);
       return describeTool(named, res.status === 200 ? (res.body as GraphSchemas) : null, true);
     }),
   );
