@@ -6,7 +6,7 @@
 // with that task id resumes it. Cancel is the run's cancel.
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
-import { detailOf, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
@@ -331,26 +331,6 @@ async function* replyChunks(
     if (!chunk || !isAiMessage(chunk)) continue;
     const text = textOfMessage(chunk);
     if (text) yield { messageId: typeof chunk.id === 'string' ? chunk.id : '', text };
-  }
-}
-
-/** Server-sent events of a stream body: each event's name and data (data lines joined). */
-async function* sseEvents(body: AsyncIterable<Buffer | string>): AsyncGenerator<{ event: string; data: string }> {
-  let buffer = '';
-  for await (const piece of body) {
-    buffer += typeof piece === 'string' ? piece : piece.toString('utf8');
-    let end: number;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let event = 'message';
-      const data: string[] = [];
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event:')) event = line.slice(6).trim();
-        else if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
-      }
-      if (data.length) yield { event, data: data.join('\n') };
-    }
   }
 }
 

@@ -212,6 +212,28 @@ function invalid(where: string, error: { issues: Array<{ path: PropertyKey[]; me
   return `Invalid request: ${[where, ...issue.path.map(String)].join('.')}: ${issue.message}`;
 }
 
+/** Server-sent events of a stream body: each event's name and data (data lines joined). */
+export async function* sseEvents(
+  body: AsyncIterable<Buffer | string>,
+): AsyncGenerator<{ event: string; data: string }> {
+  let buffer = '';
+  for await (const piece of body) {
+    buffer += typeof piece === 'string' ? piece : piece.toString('utf8');
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      const data: string[] = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      }
+      if (data.length) yield { event, data: data.join('\n') };
+    }
+  }
+}
+
 /** The `detail` of an API error answer (every error of the API has one), else a generic text with its status. */
 export function detailOf(answer: ApiAnswer): string {
   const d = (answer.body as { detail?: unknown } | undefined)?.detail;
