@@ -262,6 +262,44 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(pieces(followed)).toMatchObject({ count: reply.length, text: reply, final: reply });
   });
 
+  it("lists the caller's tasks of an agent with ListTasks: newest first, paged, by context and state", async () => {
+    const contextId = `list-${randomUUID()}`;
+    const ids: string[] = [];
+    for (const text of ['one', 'two', 'three']) {
+      const t = (await v10.sendMessage(send(userMessage([{ text }], { contextId })))) as Task;
+      ids.push(t.id);
+    }
+    const list = (more: { pageSize?: number; pageToken?: string; status?: TaskState; contextId?: string }) =>
+      v10.listTasks({
+        tenant: '',
+        contextId: more.contextId ?? contextId,
+        status: more.status ?? TaskState.TASK_STATE_UNSPECIFIED,
+        pageSize: more.pageSize,
+        pageToken: more.pageToken ?? '',
+        historyLength: undefined,
+        statusTimestampAfter: undefined,
+        includeArtifacts: true,
+      });
+    const first = await list({ pageSize: 2 });
+    expect(first.tasks.map((t) => t.id)).toEqual([ids[2], ids[1]]);
+    // (An older task's artifact is read from its thread's current values, as GetTask reads it: the newest reply.)
+    expect(textOf(first.tasks[0]!)).toBe('echo: three');
+    expect(first.totalSize).toBe(3);
+    expect(first.nextPageToken).not.toBe('');
+    const second = await list({ pageSize: 2, pageToken: first.nextPageToken });
+    expect(second.tasks.map((t) => t.id)).toEqual([ids[0]]);
+    expect(second.nextPageToken).toBe('');
+    // Every context of the agent: these three among them; a state none of them is in: none of them.
+    const all = await list({ pageSize: 100, contextId: '' });
+    expect(all.tasks.map((t) => t.id)).toEqual(expect.arrayContaining(ids));
+    const waiting = await list({ pageSize: 100, status: TaskState.TASK_STATE_INPUT_REQUIRED });
+    expect(waiting.tasks).toEqual([]);
+    // A token it never gave out is the caller's error, named.
+    const bad = await raw({ jsonrpc: '2.0', id: 'l', method: 'ListTasks', params: { pageToken: 'nope' } });
+    expect(JSON.parse(bad.text)).toMatchObject({ id: 'l', error: { code: -32602 } });
+    expect(JSON.parse(bad.text).error.message).toContain('pageToken');
+  });
+
   it('raw 0.3 JSON-RPC as the hosted platform clients send it: kind fields, lowercase states, errors keep the id', async () => {
     const sent = await raw(
       {

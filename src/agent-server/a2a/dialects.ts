@@ -78,7 +78,7 @@ const METHODS_10 = new Set([
 ]);
 
 /** What each method does, whichever dialect named it. */
-export type Operation = 'send' | 'stream' | 'get' | 'cancel' | 'subscribe' | 'push' | 'unsupported';
+export type Operation = 'send' | 'stream' | 'get' | 'cancel' | 'subscribe' | 'list' | 'push' | 'unsupported';
 
 export function operationOf(method: string): Operation {
   switch (method) {
@@ -97,6 +97,8 @@ export function operationOf(method: string): Operation {
     case 'tasks/resubscribe':
     case 'SubscribeToTask':
       return 'subscribe';
+    case 'ListTasks':
+      return 'list';
     default:
       return method.toLowerCase().includes('push') ? 'push' : 'unsupported';
   }
@@ -150,6 +152,40 @@ const SendParams = {
   }),
 };
 export const TaskIdParams = z.looseObject({ id: z.string().min(1).max(200) });
+
+const STATES_BY_NAME = new Map<string, TaskState>(
+  (['submitted', 'working', 'completed', 'failed', 'canceled', 'input-required'] as const).map((s) => [
+    `TASK_STATE_${s.toUpperCase().replace('-', '_')}`,
+    s,
+  ]),
+);
+
+/** ListTasks (1.0): its filters and page; empty strings and TASK_STATE_UNSPECIFIED are "not given", as protobuf JSON has them. */
+const ListParams = z.looseObject({
+  contextId: z.string().max(1000).optional(),
+  status: z
+    .string()
+    .refine((s) => s === '' || s === 'TASK_STATE_UNSPECIFIED' || STATES_BY_NAME.has(s), 'not a task state')
+    .optional(),
+  pageSize: z.number().int().min(1).max(100).optional(),
+  pageToken: z.string().max(100).optional(),
+  historyLength: z.number().int().min(0).optional(),
+  statusTimestampAfter: z.iso.datetime({ offset: true }).optional(),
+  includeArtifacts: z.boolean().optional(),
+});
+
+export function readList(method: string, params: unknown) {
+  const p = parseParams(ListParams, method, params);
+  return {
+    ...(p.contextId ? { contextId: p.contextId } : {}),
+    ...(p.status && STATES_BY_NAME.has(p.status) ? { state: STATES_BY_NAME.get(p.status)! } : {}),
+    pageSize: p.pageSize ?? 50,
+    ...(p.pageToken ? { pageToken: p.pageToken } : {}),
+    ...(p.historyLength !== undefined ? { historyLength: p.historyLength } : {}),
+    ...(p.statusTimestampAfter ? { statusTimestampAfter: new Date(p.statusTimestampAfter).toISOString() } : {}),
+    includeArtifacts: p.includeArtifacts === true,
+  };
+}
 
 /**
  * The params of a send or stream in either dialect: the message in the neutral model, and whether the client waits

@@ -382,6 +382,85 @@ export async function subscribe(
   return followTask(ctx, taskId, await latestRun(ctx, taskId), signal);
 }
 
+export interface ListQuery {
+  contextId?: string;
+  state?: TaskState;
+  pageSize: number;
+  pageToken?: string;
+  /** ISO time: only tasks whose status changed at or after it. */
+  statusTimestampAfter?: string;
+  includeArtifacts: boolean;
+  historyLength?: number;
+}
+
+/** Threads and tasks a listing reads at most (the newest first): a listing is bounded, not a full scan. */
+const LIST_MAX_THREADS = 1000;
+
+const pageTokenOf = (offset: number) => Buffer.from(`t${offset}`, 'utf8').toString('base64url');
+function offsetOf(token: string | undefined): number {
+  if (!token) return 0;
+  const m = /^t(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
+  if (!m) throw new RpcError(INVALID_PARAMS, 'ListTasks: params.pageToken: not a page token this server gave out');
+  return Number(m[1]);
+}
+
+/**
+ * The caller's tasks of this agent, newest first, as the API lets them see them: the threads its threads search
+ * finds (the agent's own: their metadata names the assistant), or the one of `contextId`, then each thread's runs
+ * that started a task (A2A runs of this assistant that did not resume one). Paged by offset.
+ */
+export async function listTasks(
+  ctx: AgentContext,
+  q: ListQuery,
+): Promise<{ tasks: Task[]; nextPageToken: string; pageSize: number; totalSize: number }> {
+  const offset = offsetOf(q.pageToken);
+  const found = await ctx.api.call('GET', `/assistants/${encodeURIComponent(ctx.assistantId)}`);
+  if (found.status === 404 || found.status === 422)
+    throw new RpcError(INVALID_PARAMS, `Assistant not found: ${ctx.assistantId}`);
+  if (found.status !== 200) refused(found, 'ListTasks');
+  const assistantId = (found.body as { assistant_id: string }).assistant_id;
+  let threadIds: string[];
+  if (q.contextId) threadIds = [threadOfContext(q.contextId)];
+  else {
+    const res = await ctx.api.call('POST', '/threads/search', {
+      metadata: { assistant_id: assistantId },
+      limit: LIST_MAX_THREADS,
+      sort_by: 'created_at',
+      sort_order: 'desc',
+      select: ['thread_id'],
+    });
+    if (res.status !== 200) refused(res, 'ListTasks');
+    threadIds = (res.body as Array<{ thread_id: string }>).map((t) => t.thread_id);
+  }
+  const tasks: Task[] = [];
+  const after = q.statusTimestampAfter === undefined ? undefined : Date.parse(q.statusTimestampAfter);
+  for (const threadId of threadIds) {
+    const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=1000`);
+    // A thread the caller may not see (or that went): no tasks of theirs.
+    if (res.status === 404) continue;
+    if (res.status !== 200) refused(res, 'ListTasks');
+    const runs = res.body as Array<RunRow & { assistant_id?: string }>;
+    for (const run of runs) {
+      if (run.assistant_id !== assistantId || typeof run.metadata?.a2a_context_id !== 'string') continue;
+      if (run.metadata.a2a_task_id !== undefined) continue;
+      const taskId = `${run.thread_id}:${run.run_id}`;
+      const latest = runs.find((r) => r.run_id === run.run_id || r.metadata?.a2a_task_id === taskId)!;
+      const task = await view(ctx, taskId, latest);
+      if (q.state && task.state !== q.state) continue;
+      if (after !== undefined && !(Date.parse(task.timestamp) >= after)) continue;
+      tasks.push(task);
+    }
+  }
+  const keep = q.historyLength;
+  const page = tasks.slice(offset, offset + q.pageSize).map((t) => ({
+    ...t,
+    artifacts: q.includeArtifacts ? t.artifacts : [],
+    history: keep === undefined ? t.history : keep === 0 ? [] : t.history.slice(-keep),
+  }));
+  const next = offset + q.pageSize < tasks.length ? pageTokenOf(offset + q.pageSize) : '';
+  return { tasks: page, nextPageToken: next, pageSize: q.pageSize, totalSize: tasks.length };
+}
+
 export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {
   const run = await latestRun(ctx, taskId);
   const before = await view(ctx, taskId, run);

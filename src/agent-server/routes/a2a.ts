@@ -10,6 +10,7 @@ import {
   chunkEvent,
   dialectOf,
   operationOf,
+  readList,
   readSend,
   sendResult,
   streamEvents,
@@ -19,6 +20,7 @@ import {
 import {
   cancelTask,
   getTask,
+  listTasks,
   PUSH_NOT_SUPPORTED,
   sendMessage,
   streamMessage,
@@ -180,6 +182,10 @@ export const a2aRoutes =
               id,
               writeTask(dialect, await cancelTask(ctx, parseParams(TaskIdParams, method, params).id)),
             );
+          case 'list': {
+            const listed = await listTasks(ctx, readList(method, params));
+            return rpcResult(id, { ...listed, tasks: listed.tasks.map((t) => writeTask(dialect, t)) });
+          }
           case 'push':
             throw new RpcError(PUSH_NOT_SUPPORTED, 'Push notifications are not supported by this agent');
           default:
