@@ -9,7 +9,7 @@ import { authenticateRequest, installCustomAuth } from './auth/hooks.ts';
 import { installCors } from './http/cors.ts';
 import { mountCustomApp } from './http/custom-app.ts';
 import { loadServerExtensions, type ServerExtensions } from './http/extensions.ts';
-import { installDisabledGroups, prefixRewriter } from './http/settings.ts';
+import { disabledGroup, installDisabledGroups, prefixRewriter } from './http/settings.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { GraphRegistry } from './graphs/index.ts';
 import type { UiBundles } from './graphs/ui.ts';
@@ -166,6 +166,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(ext.http.mount_prefix ? { mountPrefix: ext.http.mount_prefix } : {}),
     ...(deps.publicUrl ? { publicUrl: deps.publicUrl } : {}),
     ...(deps.testTruncate ? { truncate: createTruncateService({ storage: deps.storage }) } : {}),
+    // A custom app may answer the API's own paths before its routes: then MCP and A2A go through app.inject.
+    ...(ext.app ? {} : { innerRoutes: { disabled: (routeUrl: string) => disabledGroup(ext.http, routeUrl) !== null } }),
   });
   return app;
 }

@@ -221,6 +221,85 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(String(twice)).toContain('cannot be canceled');
   });
 
+  it('streams the reply token by token to both clients, and replays it from the log to a late subscriber', async () => {
+    const chatId = (await lg.assistants.search({ graphId: 'chat', limit: 1 }))[0]!.assistant_id;
+    const client = await new ClientFactory().createFromUrl(`${url}/a2a/${chatId}/.well-known/agent-card.json`, '');
+    const legacy = new Client(
+      new LegacyJsonRpcTransport({ endpoint: `${url}/a2a/${chatId}` }),
+      await client.getAgentCard(),
+    );
+    type Update = { artifact: { parts: Array<{ content?: { value: unknown } }> }; append: boolean; lastChunk: boolean };
+    const pieces = (events: Array<{ payload?: { $case?: string; value?: unknown } }>) => {
+      const updates = events
+        .filter((e) => e.payload?.$case === 'artifactUpdate')
+        .map((e) => e.payload!.value as Update);
+      const streamed = updates.filter((u) => !u.lastChunk);
+      return {
+        count: streamed.length,
+        appended: streamed.slice(1).every((u) => u.append),
+        text: streamed.map((u) => String(u.artifact.parts[0]!.content!.value)).join(''),
+        final: String(updates.at(-1)!.artifact.parts[0]!.content!.value),
+      };
+    };
+    const reply = 'tokens, one by one';
+    for (const c of [client, legacy]) {
+      const events = [];
+      const message = userMessage([{ text: 'hi' }, { data: { text: reply } }]);
+      for await (const e of c.sendMessageStream(send(message))) events.push(e);
+      // The fake model streams a character per token: many pieces, appended, adding up to the final reply.
+      expect(pieces(events)).toEqual({ count: reply.length, appended: true, text: reply, final: reply });
+      const last = events.at(-1)!.payload!.value as { status: { state: TaskState } };
+      expect(last.status.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    }
+
+    // A task started in the background (its tokens slowed down), followed by a new connection: the pieces written
+    // before it subscribed come again from the run's durable event log, then the rest as they are written.
+    const slow = userMessage([{ text: 'hi' }, { data: { text: reply, sleep_ms: 30 } }]);
+    const started = (await client.sendMessage(send(slow, true))) as Task;
+    await new Promise((r) => setTimeout(r, 150));
+    const followed = [];
+    for await (const e of legacy.resubscribeTask({ tenant: '', id: started.id })) followed.push(e);
+    expect(pieces(followed)).toMatchObject({ count: reply.length, text: reply, final: reply });
+  });
+
+  it("lists the caller's tasks of an agent with ListTasks: newest first, paged, by context and state", async () => {
+    const contextId = `list-${randomUUID()}`;
+    const ids: string[] = [];
+    for (const text of ['one', 'two', 'three']) {
+      const t = (await v10.sendMessage(send(userMessage([{ text }], { contextId })))) as Task;
+      ids.push(t.id);
+    }
+    const list = (more: { pageSize?: number; pageToken?: string; status?: TaskState; contextId?: string }) =>
+      v10.listTasks({
+        tenant: '',
+        contextId: more.contextId ?? contextId,
+        status: more.status ?? TaskState.TASK_STATE_UNSPECIFIED,
+        pageSize: more.pageSize,
+        pageToken: more.pageToken ?? '',
+        historyLength: undefined,
+        statusTimestampAfter: undefined,
+        includeArtifacts: true,
+      });
+    const first = await list({ pageSize: 2 });
+    expect(first.tasks.map((t) => t.id)).toEqual([ids[2], ids[1]]);
+    // (An older task's artifact is read from its thread's current values, as GetTask reads it: the newest reply.)
+    expect(textOf(first.tasks[0]!)).toBe('echo: three');
+    expect(first.totalSize).toBe(3);
+    expect(first.nextPageToken).not.toBe('');
+    const second = await list({ pageSize: 2, pageToken: first.nextPageToken });
+    expect(second.tasks.map((t) => t.id)).toEqual([ids[0]]);
+    expect(second.nextPageToken).toBe('');
+    // Every context of the agent: these three among them; a state none of them is in: none of them.
+    const all = await list({ pageSize: 100, contextId: '' });
+    expect(all.tasks.map((t) => t.id)).toEqual(expect.arrayContaining(ids));
+    const waiting = await list({ pageSize: 100, status: TaskState.TASK_STATE_INPUT_REQUIRED });
+    expect(waiting.tasks).toEqual([]);
+    // A token it never gave out is the caller's error, named.
+    const bad = await raw({ jsonrpc: '2.0', id: 'l', method: 'ListTasks', params: { pageToken: 'nope' } });
+    expect(JSON.parse(bad.text)).toMatchObject({ id: 'l', error: { code: -32602 } });
+    expect(JSON.parse(bad.text).error.message).toContain('pageToken');
+  });
+
   it('raw 0.3 JSON-RPC as the hosted platform clients send it: kind fields, lowercase states, errors keep the id', async () => {
     const sent = await raw(
       {
@@ -330,7 +409,14 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
           },
       );
     expect(frames.every((f) => f.id === 's')).toBe(true);
-    expect(frames.map((f) => f.result.kind)).toEqual(['task', 'artifact-update', 'status-update']);
+    // The reply as the graph wrote it (one piece: the echo graph returns a whole message), then the result.
+    expect(frames.map((f) => f.result.kind)).toEqual(['task', 'artifact-update', 'artifact-update', 'status-update']);
+    expect(frames[1]!.result).toMatchObject({
+      append: false,
+      lastChunk: false,
+      artifact: { parts: [{ kind: 'text', text: 'echo: hey' }] },
+    });
+    expect(frames[2]!.result).toMatchObject({ append: false, lastChunk: true });
     expect(frames.at(-1)!.result).toMatchObject({ final: true, status: { state: 'completed' } });
   });
 });

@@ -160,6 +160,14 @@ describe(
         const joined = await a2a(server.url, 'token-bob', sendData(5, { contextId: 'alice-private-context' }));
         expect(joined.body.error?.message).toContain('Thread not found');
       }
+      // Listing the agent's tasks: alice sees hers, on either replica; bob's listing does not have it.
+      const listTasks = async (server: ServerProc, token: string) =>
+        (await a2a(server.url, token, { jsonrpc: '2.0', id: 7, method: 'ListTasks', params: { pageSize: 100 } })).body
+          .result.tasks as Array<{ id: string }>;
+      for (const server of [a, b]) {
+        expect((await listTasks(server, 'token-alice')).map((t) => t.id)).toContain(taskId);
+        expect((await listTasks(server, 'token-bob')).map((t) => t.id)).not.toContain(taskId);
+      }
       // Alice reads her task on the replica that did not run it.
       const onB = await a2a(b.url, 'token-alice', {
         jsonrpc: '2.0',

@@ -112,6 +112,50 @@ describe('disable_mcp and disable_a2a', () => {
   });
 });
 
+it('disable_runs switches runs off for MCP and A2A too: no tool call or message starts one', async () => {
+  // Their runs are made in-process, not through the routes (http/as-caller.ts): the switch must hold there too.
+  const app = await appOf(fixture('langgraph.runs-off.json'));
+  try {
+    const made = await app.inject({
+      method: 'POST',
+      url: '/assistants',
+      payload: { graph_id: 'counter', name: 'counter' },
+    });
+    const assistantId = (made.json() as { assistant_id: string }).assistant_id;
+    const call = await app.inject({
+      method: 'POST',
+      url: '/mcp',
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'counter', arguments: {} } },
+    });
+    expect(call.json()).toMatchObject({ id: 1, error: { code: -32602, data: { status: 404 } } });
+    expect(call.json().error.message).toContain('Not found: POST /threads/');
+    const send = await app.inject({
+      method: 'POST',
+      url: `/a2a/${assistantId}`,
+      payload: {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'SendMessage',
+        params: { message: { messageId: 'm', role: 'ROLE_USER', parts: [{ data: {} }] } },
+      },
+    });
+    expect(send.json()).toMatchObject({ id: 2, error: { code: -32602 } });
+    expect(send.json().error.message).toContain('Not found: POST /threads/');
+    // Nothing was run: no thread was made for either.
+    const threads = await app.inject({ method: 'POST', url: '/threads/search', payload: {} });
+    expect(threads.json()).toEqual([]);
+    // The rest of MCP still answers: the tools are listed.
+    const list = await app.inject({
+      method: 'POST',
+      url: '/mcp',
+      payload: { jsonrpc: '2.0', id: 3, method: 'tools/list' },
+    });
+    expect(list.json().result.tools.map((t: { name: string }) => t.name)).toEqual(['counter']);
+  } finally {
+    await app.close();
+  }
+});
+
 it('auth.openapi: /openapi.json declares the security schemes, the default requirement and per-route ones', async () => {
   const app = await appOf(fixture('langgraph.openapi.json'));
   try {

@@ -76,6 +76,38 @@ describe.each(['embedded', 'postgres'] as const)('MCP with the official SDK clie
     expect(second._meta!.thread_id).toBe(threadId);
   });
 
+  it('reports each finished node through onprogress before the result, on a thread that can be followed up', async () => {
+    const seen: Array<{ progress: number; message?: string }> = [];
+    const result = await mcp.callTool({ name: 'counter', arguments: { count: 1 } }, CallToolResultSchema, {
+      onprogress: (p) => void seen.push({ progress: p.progress, ...(p.message ? { message: p.message } : {}) }),
+    });
+    expect(result.structuredContent).toEqual({ count: 12, steps: ['first', 'second'] });
+    // The counter's two nodes, in order, each once, counted up.
+    expect(seen).toEqual([
+      { progress: 1, message: 'first finished' },
+      { progress: 2, message: 'second finished' },
+    ]);
+    expect(result._meta).toMatchObject({ status: 'success', run_id: expect.any(String) });
+    const followUp = await mcp.callTool(
+      { name: 'counter', arguments: {}, _meta: { thread_id: result._meta!.thread_id } },
+      CallToolResultSchema,
+      { onprogress: () => undefined },
+    );
+    expect(followUp.structuredContent).toMatchObject({ count: 23 });
+
+    // Without a progress token the answer carries no notifications (one frame: the result).
+    const plain = await rpc(url, {
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'counter', arguments: {} },
+    });
+    const frames = (await plain.text()).split('\n').filter((l) => l.startsWith('data: '));
+    expect(frames.map((f) => Object.keys(JSON.parse(f.slice(6)) as object).sort())).toEqual([
+      ['id', 'jsonrpc', 'result'],
+    ]);
+  });
+
   it('answers an interrupt as a result naming it, and resumes the thread with _meta.resume', async () => {
     const asked = await mcp.callTool({ name: 'hitl', arguments: { question: 'which colour?' } });
     expect(asked.isError).toBeFalsy();

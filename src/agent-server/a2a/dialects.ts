@@ -78,7 +78,7 @@ const METHODS_10 = new Set([
 ]);
 
 /** What each method does, whichever dialect named it. */
-export type Operation = 'send' | 'stream' | 'get' | 'cancel' | 'subscribe' | 'push' | 'unsupported';
+export type Operation = 'send' | 'stream' | 'get' | 'cancel' | 'subscribe' | 'list' | 'push' | 'unsupported';
 
 export function operationOf(method: string): Operation {
   switch (method) {
@@ -97,6 +97,8 @@ export function operationOf(method: string): Operation {
     case 'tasks/resubscribe':
     case 'SubscribeToTask':
       return 'subscribe';
+    case 'ListTasks':
+      return 'list';
     default:
       return method.toLowerCase().includes('push') ? 'push' : 'unsupported';
   }
@@ -150,6 +152,40 @@ const SendParams = {
   }),
 };
 export const TaskIdParams = z.looseObject({ id: z.string().min(1).max(200) });
+
+const STATES_BY_NAME = new Map<string, TaskState>(
+  (['submitted', 'working', 'completed', 'failed', 'canceled', 'input-required'] as const).map((s) => [
+    `TASK_STATE_${s.toUpperCase().replace('-', '_')}`,
+    s,
+  ]),
+);
+
+/** ListTasks (1.0): its filters and page; empty strings and TASK_STATE_UNSPECIFIED are "not given", as protobuf JSON has them. */
+const ListParams = z.looseObject({
+  contextId: z.string().max(1000).optional(),
+  status: z
+    .string()
+    .refine((s) => s === '' || s === 'TASK_STATE_UNSPECIFIED' || STATES_BY_NAME.has(s), 'not a task state')
+    .optional(),
+  pageSize: z.number().int().min(1).max(100).optional(),
+  pageToken: z.string().max(100).optional(),
+  historyLength: z.number().int().min(0).optional(),
+  statusTimestampAfter: z.iso.datetime({ offset: true }).optional(),
+  includeArtifacts: z.boolean().optional(),
+});
+
+export function readList(method: string, params: unknown) {
+  const p = parseParams(ListParams, method, params);
+  return {
+    ...(p.contextId ? { contextId: p.contextId } : {}),
+    ...(p.status && STATES_BY_NAME.has(p.status) ? { state: STATES_BY_NAME.get(p.status)! } : {}),
+    pageSize: p.pageSize ?? 50,
+    ...(p.pageToken ? { pageToken: p.pageToken } : {}),
+    ...(p.historyLength !== undefined ? { historyLength: p.historyLength } : {}),
+    ...(p.statusTimestampAfter ? { statusTimestampAfter: new Date(p.statusTimestampAfter).toISOString() } : {}),
+    includeArtifacts: p.includeArtifacts === true,
+  };
+}
 
 /**
  * The params of a send or stream in either dialect: the message in the neutral model, and whether the client waits
@@ -243,13 +279,35 @@ export const isFinal = (s: TaskState) =>
 /** The result of message/send or SendMessage. */
 export const sendResult = (d: Dialect, t: Task) => (d === '0.3' ? writeTask(d, t) : { task: writeTask(d, t) });
 
+/** A piece of the reply being written, as an artifact update (appended to the artifact, or replacing it). */
+export function chunkEvent(
+  d: Dialect,
+  c: { taskId: string; contextId: string; artifactId: string; text: string; append: boolean },
+): Record<string, unknown> {
+  const update = {
+    taskId: c.taskId,
+    contextId: c.contextId,
+    artifact: writeArtifact(d, { artifactId: c.artifactId, name: 'result', parts: [{ text: c.text }] }),
+    append: c.append,
+    lastChunk: false,
+  };
+  return d === '0.3' ? { kind: 'artifact-update', ...update } : { artifactUpdate: update };
+}
+
 /** The stream events of a task's state: the task itself first, its artifacts and a status update at the end. */
 export function streamEvents(d: Dialect, t: Task, first: boolean): Array<Record<string, unknown>> {
   if (first) return [d === '0.3' ? writeTask(d, t) : { task: writeTask(d, t) }];
   const out: Array<Record<string, unknown>> = [];
   for (const a of t.artifacts) {
-    const update = { taskId: t.id, contextId: t.contextId, artifact: writeArtifact(d, a), lastChunk: true };
-    out.push(d === '0.3' ? { kind: 'artifact-update', ...update, append: false } : { artifactUpdate: update });
+    // append false: the whole result replaces what the streamed pieces built up.
+    const update = {
+      taskId: t.id,
+      contextId: t.contextId,
+      artifact: writeArtifact(d, a),
+      append: false,
+      lastChunk: true,
+    };
+    out.push(d === '0.3' ? { kind: 'artifact-update', ...update } : { artifactUpdate: update });
   }
   const status = { taskId: t.id, contextId: t.contextId, status: writeStatus(d, t) };
   out.push(d === '0.3' ? { kind: 'status-update', ...status, final: isFinal(t.state) } : { statusUpdate: status });

@@ -6,7 +6,7 @@
 // with that task id resumes it. Cancel is the run's cancel.
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
-import { detailOf, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
@@ -34,7 +34,7 @@ export interface AgentContext {
 
 /** Whether an assistant's graph takes `messages` in its input, read as the caller; its absence is not found. */
 export async function takesMessages(api: CallerApi, assistantId: string): Promise<boolean> {
-  const res = await api.call('GET', `/assistants/${encodeURIComponent(assistantId)}/schemas`);
+  const res = await api.assistantSchemas(assistantId);
   if (res.status === 404 || res.status === 422)
     throw new RpcError(INVALID_PARAMS, `Assistant not found: ${assistantId}`);
   if (res.status !== 200) refused(res, 'reading the agent');
@@ -271,15 +271,19 @@ async function startRun(
       metadata: { a2a_context_id: contextId },
     };
   }
+  // A run the client does not wait on (a stream, a task in the background) logs its messages token by token
+  // (messages-tuple), which the stream and any resubscribe read back. One waited on does not pay for that.
+  if (!wait) body.stream_mode = ['values', 'messages-tuple'];
   if (!wait) {
     const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, body);
     if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
     const run = res.body as RunRow;
     return { taskId: taskId ?? `${threadId}:${run.run_id}`, run };
   }
-  const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
+  const res = await ctx.api.waitRun(threadId, body);
   if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? '';
+  if (res.run) return { taskId: taskId ?? `${threadId}:${runId}`, run: res.run as RunRow, values: res.body };
   const read = await ctx.api.call('GET', `/threads/${threadId}/runs/${runId}`);
   if (read.status !== 200) refused(read, 'message');
   return { taskId: taskId ?? `${threadId}:${runId}`, run: read.body as RunRow, values: res.body };
@@ -291,26 +295,170 @@ export async function sendMessage(ctx: AgentContext, m: Message, blocking: boole
   return view(ctx, started.taskId, started.run, started.values);
 }
 
-/** The task as it is, then (unless it has stopped already) once its run has ended. */
-export async function* followTask(ctx: AgentContext, taskId: string, run: RunRow): AsyncGenerator<Task> {
+/**
+ * What a stream sends: the task as it is, or a piece of the reply being written (the text of one token or more of
+ * the AI message `messageId`; a new message replaces what the artifact held, the next pieces of it append).
+ */
+export type TaskEvent =
+  { task: Task } | { chunk: { taskId: string; contextId: string; artifactId: string; text: string; append: boolean } };
+
+/** The run's token stream from its durable event log (as the caller): the text of each AI message chunk, in order. */
+async function* replyChunks(
+  ctx: AgentContext,
+  run: RunRow,
+  signal: AbortSignal,
+): AsyncGenerator<{ messageId: string; text: string }> {
+  const res = await ctx.api.stream(
+    'GET',
+    `/threads/${run.thread_id}/runs/${run.run_id}/stream?stream_mode=messages-tuple`,
+    undefined,
+    signal,
+  );
+  if (res.status !== 200) {
+    res.body.destroy();
+    return;
+  }
+  for await (const e of sseEvents(res.body)) {
+    // Root messages only: a subgraph's ("messages|<ns>") are steps inside the agent, not its reply.
+    if (e.event !== 'messages') continue;
+    let tuple: unknown;
+    try {
+      tuple = JSON.parse(e.data);
+    } catch {
+      continue;
+    }
+    const chunk = Array.isArray(tuple) ? (tuple[0] as { id?: unknown } | undefined) : undefined;
+    if (!chunk || !isAiMessage(chunk)) continue;
+    const text = textOfMessage(chunk);
+    if (text) yield { messageId: typeof chunk.id === 'string' ? chunk.id : '', text };
+  }
+}
+
+/**
+ * The task as it is, then (unless it has stopped already) the reply as the agent writes it, token by token, from
+ * the run's durable event log (so a resubscribe, on any replica, replays it from the start), and the task once its
+ * run has ended. `signal`: the client went away; the stream is let go.
+ */
+export async function* followTask(
+  ctx: AgentContext,
+  taskId: string,
+  run: RunRow,
+  signal: AbortSignal,
+): AsyncGenerator<TaskEvent> {
   const first = await view(ctx, taskId, run);
-  yield first;
+  yield { task: first };
   if (first.state !== 'submitted' && first.state !== 'working') return;
+  let current: string | null = null;
+  for await (const c of replyChunks(ctx, run, signal)) {
+    const append = c.messageId === current;
+    current = c.messageId;
+    yield {
+      chunk: { taskId, contextId: first.contextId, artifactId: run.run_id, text: c.text, append },
+    };
+  }
+  if (signal.aborted) return;
   const joined = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}/join`);
   if (joined.status !== 200) refused(joined, 'stream');
   const ended = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}`);
   if (ended.status !== 200) refused(ended, 'stream');
-  yield view(ctx, taskId, ended.body as RunRow, joined.body);
+  yield { task: await view(ctx, taskId, ended.body as RunRow, joined.body) };
 }
 
-export async function streamMessage(ctx: AgentContext, m: Message): Promise<AsyncGenerator<Task>> {
+export async function streamMessage(
+  ctx: AgentContext,
+  m: Message,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<TaskEvent>> {
   if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
   const started = await startRun(ctx, m, false);
-  return followTask(ctx, started.taskId, started.run);
+  return followTask(ctx, started.taskId, started.run, signal);
 }
 
-export async function subscribe(ctx: AgentContext, taskId: string): Promise<AsyncGenerator<Task>> {
-  return followTask(ctx, taskId, await latestRun(ctx, taskId));
+export async function subscribe(
+  ctx: AgentContext,
+  taskId: string,
+  signal: AbortSignal,
+): Promise<AsyncGenerator<TaskEvent>> {
+  return followTask(ctx, taskId, await latestRun(ctx, taskId), signal);
+}
+
+export interface ListQuery {
+  contextId?: string;
+  state?: TaskState;
+  pageSize: number;
+  pageToken?: string;
+  /** ISO time: only tasks whose status changed at or after it. */
+  statusTimestampAfter?: string;
+  includeArtifacts: boolean;
+  historyLength?: number;
+}
+
+/** Threads and tasks a listing reads at most (the newest first): a listing is bounded, not a full scan. */
+const LIST_MAX_THREADS = 1000;
+
+const pageTokenOf = (offset: number) => Buffer.from(`t${offset}`, 'utf8').toString('base64url');
+function offsetOf(token: string | undefined): number {
+  if (!token) return 0;
+  const m = /^t(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
+  if (!m) throw new RpcError(INVALID_PARAMS, 'ListTasks: params.pageToken: not a page token this server gave out');
+  return Number(m[1]);
+}
+
+/**
+ * The caller's tasks of this agent, newest first, as the API lets them see them: the threads its threads search
+ * finds (the agent's own: their metadata names the assistant), or the one of `contextId`, then each thread's runs
+ * that started a task (A2A runs of this assistant that did not resume one). Paged by offset.
+ */
+export async function listTasks(
+  ctx: AgentContext,
+  q: ListQuery,
+): Promise<{ tasks: Task[]; nextPageToken: string; pageSize: number; totalSize: number }> {
+  const offset = offsetOf(q.pageToken);
+  const found = await ctx.api.call('GET', `/assistants/${encodeURIComponent(ctx.assistantId)}`);
+  if (found.status === 404 || found.status === 422)
+    throw new RpcError(INVALID_PARAMS, `Assistant not found: ${ctx.assistantId}`);
+  if (found.status !== 200) refused(found, 'ListTasks');
+  const assistantId = (found.body as { assistant_id: string }).assistant_id;
+  let threadIds: string[];
+  if (q.contextId) threadIds = [threadOfContext(q.contextId)];
+  else {
+    const res = await ctx.api.call('POST', '/threads/search', {
+      metadata: { assistant_id: assistantId },
+      limit: LIST_MAX_THREADS,
+      sort_by: 'created_at',
+      sort_order: 'desc',
+      select: ['thread_id'],
+    });
+    if (res.status !== 200) refused(res, 'ListTasks');
+    threadIds = (res.body as Array<{ thread_id: string }>).map((t) => t.thread_id);
+  }
+  const tasks: Task[] = [];
+  const after = q.statusTimestampAfter === undefined ? undefined : Date.parse(q.statusTimestampAfter);
+  for (const threadId of threadIds) {
+    const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=1000`);
+    // A thread the caller may not see (or that went): no tasks of theirs.
+    if (res.status === 404) continue;
+    if (res.status !== 200) refused(res, 'ListTasks');
+    const runs = res.body as Array<RunRow & { assistant_id?: string }>;
+    for (const run of runs) {
+      if (run.assistant_id !== assistantId || typeof run.metadata?.a2a_context_id !== 'string') continue;
+      if (run.metadata.a2a_task_id !== undefined) continue;
+      const taskId = `${run.thread_id}:${run.run_id}`;
+      const latest = runs.find((r) => r.run_id === run.run_id || r.metadata?.a2a_task_id === taskId)!;
+      const task = await view(ctx, taskId, latest);
+      if (q.state && task.state !== q.state) continue;
+      if (after !== undefined && !(Date.parse(task.timestamp) >= after)) continue;
+      tasks.push(task);
+    }
+  }
+  const keep = q.historyLength;
+  const page = tasks.slice(offset, offset + q.pageSize).map((t) => ({
+    ...t,
+    artifacts: q.includeArtifacts ? t.artifacts : [],
+    history: keep === undefined ? t.history : keep === 0 ? [] : t.history.slice(-keep),
+  }));
+  const next = offset + q.pageSize < tasks.length ? pageTokenOf(offset + q.pageSize) : '';
+  return { tasks: page, nextPageToken: next, pageSize: q.pageSize, totalSize: tasks.length };
 }
 
 export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {

@@ -24,7 +24,7 @@ const META = (routeUrl: string) =>
   routeUrl === '/info' || routeUrl === '/metrics' || routeUrl === '/openapi.json' || routeUrl.startsWith('/docs');
 
 /** Built-in route groups a project can switch off ("http": {"disable_threads": true, ...}). */
-function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string | null {
+export function disabledGroup(http: HttpSettings, routeUrl: string | undefined): string | null {
   if (!routeUrl) return null;
   if (http.disable_meta && META(routeUrl)) return 'meta';
   if (http.disable_ui && routeUrl.startsWith('/ui/')) return 'ui';

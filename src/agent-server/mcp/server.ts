@@ -6,7 +6,7 @@
 // answers tasks/get, tasks/result and tasks/cancel from the stored run, and a dropped connection loses nothing.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { detailOf, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, parseParams } from '../http/jsonrpc.ts';
 import { describeTool, namedAssistants, type GraphSchemas, type NamedAssistant } from './tools.ts';
 
@@ -21,6 +21,7 @@ const uuid = z.uuid({ message: 'must be a UUID (a thread id this server gave out
 
 const Meta = z
   .looseObject({
+    progressToken: z.union([z.string(), z.number()]).optional(),
     thread_id: uuid.optional(),
     resume: z.unknown().optional(),
   })
@@ -39,6 +40,11 @@ const TaskParams = z.object({ taskId: z.string().min(1) }).passthrough();
 export interface McpContext {
   api: CallerApi;
   version: string;
+  /**
+   * Set when the client asked for progress (_meta.progressToken) on a stream it reads: tools/call then reports
+   * each step of the run (a node that finished) through it before the result.
+   */
+  progress?: (progress: number, message: string) => Promise<void>;
 }
 
 export function negotiateProtocol(requested: unknown): string {
@@ -95,7 +101,7 @@ async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
   const page = all.slice(offset, offset + TOOLS_PAGE);
   const tools = await Promise.all(
     page.map(async (named) => {
-      const res = await ctx.api.call('GET', `/assistants/${encodeURIComponent(named.assistant.assistant_id)}/schemas`);
+      const res = await ctx.api.assistantSchemas(named.assistant.assistant_id);
       return describeTool(named, res.status === 200 ? (res.body as GraphSchemas) : null, true);
     }),
   );
@@ -146,11 +152,53 @@ async function callTool(ctx: McpContext, p: z.infer<typeof CallParams>) {
     const run = res.body as RunRow;
     return { task: taskBody(run, 'working') };
   }
-  const res = await ctx.api.call('POST', `/threads/${threadId}/runs/wait`, body);
+  if (ctx.progress) return callWithProgress(ctx, ctx.progress, threadId, body);
+  const res = await ctx.api.waitRun(threadId, body);
   if (res.status === 409) return failedCall(detailOf(res), threadId);
   if (res.status !== 200) runRefused(res, 'tools/call');
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? null;
-  return outcome(ctx, threadId, runId, res.body);
+  return outcome(ctx, threadId, runId, res.body, res.run?.status);
+}
+
+/**
+ * A tool call that reports progress: the run is started with its node updates logged, each update read back from
+ * the run's event log is a progress notification ("<node> finished"), and the result follows once it has ended.
+ */
+async function callWithProgress(
+  ctx: McpContext,
+  progress: NonNullable<McpContext['progress']>,
+  threadId: string,
+  body: ReturnType<typeof runBody>,
+) {
+  const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, { ...body, stream_mode: ['values', 'updates'] });
+  if (res.status === 409) return failedCall(detailOf(res), threadId);
+  if (res.status !== 200) runRefused(res, 'tools/call');
+  const run = res.body as RunRow;
+  const path = `/threads/${threadId}/runs/${run.run_id}`;
+  const done = new AbortController();
+  try {
+    const stream = await ctx.api.stream('GET', `${path}/stream?stream_mode=updates`, undefined, done.signal);
+    let step = 0;
+    if (stream.status === 200) {
+      for await (const e of sseEvents(stream.body)) {
+        // Root updates only ("updates|<ns>" are a subgraph's inner steps): {"<node>": <its writes>}.
+        if (e.event !== 'updates') continue;
+        let update: unknown;
+        try {
+          update = JSON.parse(e.data);
+        } catch {
+          continue;
+        }
+        const nodes = update && typeof update === 'object' ? Object.keys(update) : [];
+        await progress(++step, nodes.length ? `${nodes.join(', ')} finished` : `step ${step} finished`);
+      }
+    } else stream.body.destroy();
+  } finally {
+    done.abort();
+  }
+  const joined = await ctx.api.call('GET', `${path}/join`);
+  if (joined.status !== 200) runRefused(joined, 'tools/call');
+  return outcome(ctx, threadId, run.run_id, joined.body);
 }
 
 function failedCall(detail: string, threadId: string) {
@@ -174,8 +222,12 @@ function pendingInterrupts(thread: ThreadRow | undefined): Array<{ id?: string; 
   return Object.values(thread?.interrupts ?? {}).flat();
 }
 
-/** What a run left, as a tool result: its values (text and structuredContent), its error, or its interrupt. */
-async function outcome(ctx: McpContext, threadId: string, runId: string | null, values: unknown) {
+/**
+ * What a run left, as a tool result: its values (text and structuredContent), its error, or its interrupt.
+ * `runStatus`: the run's final status when known; only a run that stopped ("interrupted") can leave an interrupt
+ * waiting, so the thread is read for it only then (or when the status is unknown).
+ */
+async function outcome(ctx: McpContext, threadId: string, runId: string | null, values: unknown, runStatus?: string) {
   const meta = { thread_id: threadId, ...(runId ? { run_id: runId } : {}) };
   const error = (values as { __error__?: { error?: string; message?: string } } | null)?.__error__;
   if (error) {
@@ -183,8 +235,8 @@ async function outcome(ctx: McpContext, threadId: string, runId: string | null, 
     return { isError: true, content: [{ type: 'text', text }], _meta: { ...meta, status: 'error' } };
   }
   const structured = values && typeof values === 'object' && !Array.isArray(values) ? values : { value: values };
-  const thread = await ctx.api.call('GET', `/threads/${threadId}`);
-  const interrupts = thread.status === 200 ? pendingInterrupts(thread.body as ThreadRow) : [];
+  const thread = runStatus === 'success' ? undefined : await ctx.api.call('GET', `/threads/${threadId}`);
+  const interrupts = thread?.status === 200 ? pendingInterrupts(thread.body as ThreadRow) : [];
   if (interrupts.length) {
     const text = JSON.stringify({
       status: 'interrupted',

@@ -33,7 +33,7 @@ export function toolBaseName(a: AssistantRow): string {
 export async function namedAssistants(api: CallerApi): Promise<NamedAssistant[]> {
   const rows: AssistantRow[] = [];
   for (let page = 0; page < MAX_PAGES; page++) {
-    const res = await api.call('POST', '/assistants/search', {
+    const res = await api.searchAssistants({
       limit: 1000,
       offset: page * 1000,
       sort_by: 'created_at',

@@ -7,8 +7,10 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { agentCard, type CardAssistant } from '../a2a/card.ts';
 import {
+  chunkEvent,
   dialectOf,
   operationOf,
+  readList,
   readSend,
   sendResult,
   streamEvents,
@@ -18,6 +20,7 @@ import {
 import {
   cancelTask,
   getTask,
+  listTasks,
   PUSH_NOT_SUPPORTED,
   sendMessage,
   streamMessage,
@@ -25,6 +28,7 @@ import {
   takesMessages,
   UNSUPPORTED_OPERATION,
   type AgentContext,
+  type TaskEvent,
 } from '../a2a/tasks.ts';
 import { apiAsCaller, detailOf, type CallerApi } from '../http/as-caller.ts';
 import {
@@ -90,7 +94,7 @@ export const a2aRoutes =
         return reply
           .code(400)
           .send({ detail: 'assistant_id is required: /.well-known/agent-card.json?assistant_id=<id>' });
-      const agent = await agentOf(apiAsCaller(root, req, deps.mountPrefix), assistantId);
+      const agent = await agentOf(apiAsCaller(root, req, deps), assistantId);
       if (!agent) return reply.code(404).send({ detail: `Assistant not found: ${assistantId}` });
       return agentCard(agent.assistant, baseUrlOf(deps, req), deps.version, agent.takesMessages);
     }
@@ -116,7 +120,7 @@ export const a2aRoutes =
       const dialect = dialectOf(method);
       if (!dialect) return rpcError(id, METHOD_NOT_FOUND, `Method not found: ${method}`);
 
-      const api = apiAsCaller(root, req, deps.mountPrefix);
+      const api = apiAsCaller(root, req, deps);
       const assistantId = (req.params as { assistant_id: string }).assistant_id;
       const fail = (err: unknown) => {
         if (err instanceof RpcError) return rpcError(id, err.code, err.message, err.data);
@@ -127,30 +131,39 @@ export const a2aRoutes =
 
       const op = operationOf(method);
       if (op === 'stream' || op === 'subscribe') {
-        let tasks: AsyncGenerator<Awaited<ReturnType<typeof getTask>>>;
+        // Let go of the run's stream when the client goes away or the loop below ends.
+        const gone = new AbortController();
+        let events: AsyncGenerator<TaskEvent>;
         try {
           if (op === 'stream') {
-            tasks = await streamMessage(ctx, readSend(dialect, method, params).message);
+            events = await streamMessage(ctx, readSend(dialect, method, params).message, gone.signal);
           } else {
-            tasks = await subscribe(ctx, parseParams(TaskIdParams, method, params).id);
+            events = await subscribe(ctx, parseParams(TaskIdParams, method, params).id, gone.signal);
           }
         } catch (err) {
           return fail(err);
         }
         const sse = openSse(req, reply, null, stallMs);
+        sse.signal.addEventListener('abort', () => gone.abort(), { once: true });
         const frame = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`;
         try {
           let isFirst = true;
-          for await (const task of tasks) {
-            const events = streamEvents(dialect, task, isFirst);
-            if (isFirst && task.state !== 'submitted' && task.state !== 'working')
-              events.push(...streamEvents(dialect, task, false));
-            isFirst = false;
-            if (!(await sse.write(events.map((e) => frame(rpcResult(id, e)))))) break;
+          for await (const event of events) {
+            let out: Array<Record<string, unknown>>;
+            if ('chunk' in event) out = [chunkEvent(dialect, event.chunk)];
+            else {
+              const task = event.task;
+              out = streamEvents(dialect, task, isFirst);
+              if (isFirst && task.state !== 'submitted' && task.state !== 'working')
+                out.push(...streamEvents(dialect, task, false));
+              isFirst = false;
+            }
+            if (!(await sse.write(out.map((e) => frame(rpcResult(id, e)))))) break;
           }
         } catch (err) {
           await sse.write([frame(fail(err))]);
         } finally {
+          gone.abort();
           sse.end();
         }
         return;
@@ -169,6 +182,10 @@ export const a2aRoutes =
               id,
               writeTask(dialect, await cancelTask(ctx, parseParams(TaskIdParams, method, params).id)),
             );
+          case 'list': {
+            const listed = await listTasks(ctx, readList(method, params));
+            return rpcResult(id, { ...listed, tasks: listed.tasks.map((t) => writeTask(dialect, t)) });
+          }
           case 'push':
             throw new RpcError(PUSH_NOT_SUPPORTED, 'Push notifications are not supported by this agent');
           default:

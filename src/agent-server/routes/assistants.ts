@@ -3,7 +3,9 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { hasRowConditions, matchesFilters, mergeMetadataFilter, visiblePage } from '../auth/custom.ts';
-import type { Json } from '../storage/types.ts';
+import type { z } from 'zod';
+import type { AuthFilters } from '../auth/custom.ts';
+import type { Assistant, Json } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
 import {
   AssistantCount,
@@ -18,6 +20,43 @@ import {
   SubgraphQuery,
 } from '../schemas/assistants.ts';
 import { AssistantParams, MAX_OFFSET, selectFields } from '../schemas/common.ts';
+
+/**
+ * POST /assistants/search's answer (also made in-process for MCP, http/as-caller.ts): `filters`, custom auth's
+ * assistants:search filter, narrows it (equality conditions go to the store, the rest is checked on the rows).
+ * `next`: the offset of the next page when there is one.
+ */
+export async function searchAssistants(
+  deps: Pick<RouteDeps, 'service'>,
+  q: z.infer<typeof AssistantSearch>,
+  filters: AuthFilters | undefined,
+): Promise<{ rows: Array<Partial<Assistant>>; next?: number }> {
+  const metadata = mergeMetadataFilter(q.metadata, filters);
+  if (!metadata) return { rows: [] };
+  const { rows, more } = await visiblePage(
+    (limit, offset) =>
+      deps.service.assistants.search({
+        graph_id: q.graph_id ?? undefined,
+        name: q.name ?? undefined,
+        metadata,
+        limit,
+        offset,
+        sort_by: q.sort_by ?? undefined,
+        sort_order: q.sort_order ?? undefined,
+      }),
+    filters,
+    q.limit,
+    q.offset,
+  );
+  return { rows: selectFields(rows, q.select), ...(more ? { next: q.offset + q.limit } : {}) };
+}
+
+/** GET /assistants/{id}/schemas's answer (also made in-process for A2A). */
+export async function assistantSchemas(deps: Pick<RouteDeps, 'service' | 'graphs'>, assistantId: string) {
+  const a = await deps.service.assistants.resolve(assistantId);
+  deps.service.assistants.requireGraph(a.graph_id);
+  return { graph_id: a.graph_id, ...(await deps.graphs.getSchemas(a.graph_id, a.config)) };
+}
 
 export const assistantRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
@@ -44,28 +83,9 @@ export const assistantRoutes =
     });
 
     app.post('/assistants/search', { schema: { body: AssistantSearch.optional() } }, async (req, reply) => {
-      const q = AssistantSearch.parse(req.body ?? {});
-      // Custom auth narrows the search: equality conditions go to the store, the rest is checked on the rows.
-      const filters = req.authz?.filters;
-      const metadata = mergeMetadataFilter(q.metadata, filters);
-      if (!metadata) return [];
-      const { rows, more } = await visiblePage(
-        (limit, offset) =>
-          assistants.search({
-            graph_id: q.graph_id ?? undefined,
-            name: q.name ?? undefined,
-            metadata,
-            limit,
-            offset,
-            sort_by: q.sort_by ?? undefined,
-            sort_order: q.sort_order ?? undefined,
-          }),
-        filters,
-        q.limit,
-        q.offset,
-      );
-      if (more) reply.header('X-Pagination-Next', String(q.offset + q.limit));
-      return selectFields(rows, q.select);
+      const { rows, next } = await searchAssistants(deps, AssistantSearch.parse(req.body ?? {}), req.authz?.filters);
+      if (next !== undefined) reply.header('X-Pagination-Next', String(next));
+      return rows;
     });
 
     app.post('/assistants/count', { schema: { body: AssistantCount.optional() } }, async (req) => {
@@ -113,11 +133,9 @@ export const assistantRoutes =
       },
     );
 
-    app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) => {
-      const a = await assistants.resolve(req.params.assistant_id);
-      requireGraph(a.graph_id);
-      return { graph_id: a.graph_id, ...(await graphs.getSchemas(a.graph_id, a.config)) };
-    });
+    app.get('/assistants/:assistant_id/schemas', { schema: { params: AssistantParams } }, async (req) =>
+      assistantSchemas(deps, req.params.assistant_id),
+    );
 
     const subgraphs = async (assistantId: string, namespace: string | undefined, recurse: boolean) => {
       const a = await assistants.resolve(assistantId);

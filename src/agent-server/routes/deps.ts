@@ -24,6 +24,12 @@ export interface RouteDeps {
   mountPrefix?: string;
   /** The deployment's public URL (agent cards name it); else taken from each request's Host. */
   publicUrl?: string;
+  /**
+   * Set when the API's own routes answer the requests MCP and A2A make as the caller (no custom app that could
+   * answer those paths first): they may then call the run services in-process (http/as-caller.ts waitRun).
+   * `disabled`: whether langgraph.json's http.disable_* switches a route off.
+   */
+  innerRoutes?: { disabled(routeUrl: string): boolean };
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
   /** POST /internal/truncate, for API test suites (--test-truncate); absent on every deployment. */

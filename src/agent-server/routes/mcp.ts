@@ -19,7 +19,7 @@ import {
   rpcResult,
   type RpcId,
 } from '../http/jsonrpc.ts';
-import { handleMcp, SUPPORTED_PROTOCOLS } from '../mcp/server.ts';
+import { handleMcp, SUPPORTED_PROTOCOLS, type McpContext } from '../mcp/server.ts';
 import type { RouteDeps } from './deps.ts';
 import { openSse } from './sse.ts';
 
@@ -80,7 +80,7 @@ export const mcpRoutes =
       const { id, method, params } = parsed.data;
       if (id === undefined) return reply.code(202).send();
 
-      const ctx = { api: apiAsCaller(root, req, deps.mountPrefix), version: deps.version };
+      const ctx: McpContext = { api: apiAsCaller(root, req, deps), version: deps.version };
       const answer = (rpcId: RpcId) =>
         handleMcp(ctx, method, params).then(
           (result) => rpcResult(rpcId, result),
@@ -94,6 +94,19 @@ export const mcpRoutes =
       const accept = String(req.headers.accept ?? '');
       if (waitsOnRun(method, params) && accept.includes('text/event-stream')) {
         const sse = openSse(req, reply, null, stallMs);
+        // Progress asked for: notifications/progress on this stream, before the result (a client that went away
+        // stops them; the run goes on, as a task would).
+        const token = (params?._meta as { progressToken?: unknown } | undefined)?.progressToken;
+        if (method === 'tools/call' && (typeof token === 'string' || typeof token === 'number')) {
+          ctx.progress = async (progress, message) => {
+            const note = {
+              jsonrpc: '2.0',
+              method: 'notifications/progress',
+              params: { progressToken: token, progress, message },
+            };
+            await sse.write([`event: message\ndata: ${JSON.stringify(note)}\n\n`]);
+          };
+        }
         const out = await answer(id);
         await sse.write([`event: message\ndata: ${JSON.stringify(out)}\n\n`]);
         sse.end();
