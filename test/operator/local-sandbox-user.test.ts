@@ -41,6 +41,7 @@ export const graph = new StateGraph(State)
     runs: 1,
     report: JSON.stringify({
       uid: process.getuid?.(),
+      status: readFileSync('/proc/self/status', 'utf8'),
       reads: Object.fromEntries((state.reads ?? []).map((p) => [p, attempt(() => readFileSync(p, 'utf8'))])),
       writes: Object.fromEntries(
         (state.writes ?? []).map((p) => [p, attempt(() => (appendFileSync(p, 'pwned\\n'), undefined))]),
@@ -133,6 +134,7 @@ async function serve(rt: LocalRuntime): Promise<Client> {
 
 type Report = {
   uid: number;
+  status: string;
   reads: Record<string, string>;
   writes: Record<string, string>;
   env: Record<string, string>;
@@ -236,6 +238,12 @@ describe('what graph code can reach of the machine and of its own server', () =>
       );
       expect(runs).toBe(1);
       expect(report.uid).not.toBe(0);
+      // No capability left anywhere (the ones bwrap kept to switch uid are gone), and no way to gain one.
+      const field = (name: string) => new RegExp(`^${name}:[ \\t]*(.*)$`, 'm').exec(report.status)?.[1]?.trim();
+      for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'])
+        expect([set, field(set)]).toEqual([set, '0000000000000000']);
+      expect(field('NoNewPrivs')).toBe('1');
+      expect(field('Groups')).toBe(''); // no supplementary group
       for (const [path, result] of Object.entries(report.reads))
         expect([path, result]).toEqual([path, expect.stringMatching(/^E[A-Z]+$/)]);
       expect(report.reads['/etc/shadow']).toBe('EACCES');
