@@ -1,5 +1,5 @@
 // Agent server configuration: flags win over environment variables, which win over defaults. Parsed once.
-import { readFileSync } from 'node:fs';
+import { closeSync, readFileSync, readSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
@@ -151,6 +151,13 @@ export const agentServerCommand: CommandSpec = {
         "This deployment's token, set by the platform: with --auth-keys-file, X-Api-Key also accepts the short-lived access tokens the control plane makes for this deployment",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN'],
     },
+    'secrets-fd': {
+      type: 'string',
+      description:
+        'Read settings that are secrets (a JSON object of environment variable names to strings: LANGGRAPH_AES_KEY, ' +
+        'DATABASE_URI, AGENTPLANE_DEPLOYMENT_TOKEN...) from this inherited descriptor at start, for a supervisor ' +
+        "that keeps them out of the process's environment (where graph code and /proc/self/environ would show them)",
+    },
     'webhook-allow': {
       type: 'string',
       description:
@@ -257,6 +264,8 @@ export function parseAgentServerConfig(
 ): AgentServerConfig | null {
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
+  // Read into this copy only: process.env (and what graph code and its programs inherit) never holds them.
+  if (typeof flags['secrets-fd'] === 'string') env = { ...env, ...readSecretsFd(flags['secrets-fd']) };
   const first = resolveConfig(flags, env, cwd);
   // langgraph.json "env" is the deployment's environment on the platform, so the server reads it too (LANGGRAPH_CONFIG,
   // REDIS_URI, N_JOBS_PER_WORKER, ...); the process's own variables and flags still win. The graph config's own path
@@ -382,6 +391,53 @@ function dataKeyringOf(env: NodeJS.ProcessEnv): DataKeyring | undefined {
     if (err instanceof DataKeyError) throw new UsageError(err.message);
     throw err;
   }
+}
+
+const SecretVars = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string());
+
+/** The variables a supervisor wrote to `fdText` (read to its end, then closed). */
+function readSecretsFd(fdText: string): Record<string, string> {
+  const fd = Number(fdText);
+  if (!Number.isInteger(fd) || fd < 3)
+    throw new UsageError(`--secrets-fd: ${fdText} is not a descriptor number above 2`);
+  const chunks: Buffer[] = [];
+  const buf = Buffer.alloc(64 * 1024);
+  let total = 0;
+  try {
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(fd, buf);
+      } catch (err) {
+        // A non-blocking descriptor with nothing yet: wait a little (this runs once, before anything else).
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        continue;
+      }
+      if (n === 0) break;
+      total += n;
+      if (total > 4 * 1024 * 1024) throw new UsageError('--secrets-fd: more than 4 MiB');
+      chunks.push(Buffer.from(buf.subarray(0, n)));
+    }
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`--secrets-fd ${fd}: ${(err as Error).message}`);
+  } finally {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new UsageError('--secrets-fd: not a JSON object');
+  }
+  const vars = SecretVars.safeParse(parsed);
+  if (!vars.success) throw new UsageError('--secrets-fd: not a JSON object of variable names to strings');
+  return vars.data;
 }
 
 /**

@@ -54,6 +54,14 @@ export const devCommand: CommandSpec = {
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
     },
+    'sandbox-uid': {
+      type: 'string',
+      description:
+        'When run as root: the uid (and gid) sandboxed builds and agent servers run as, never 0 (65534: nobody; give ' +
+        'an id no other process uses to keep them apart from other daemons)',
+      default: '65534',
+      env: ['AGENTPLANE_SANDBOX_UID'],
+    },
     'allow-local-repos': {
       type: 'string',
       description:
@@ -139,6 +147,7 @@ const schema = z.object({
   databaseUrl: z.string().url().optional(),
   healthTimeoutSecs: z.coerce.number().positive(),
   sandbox: z.enum(['auto', 'bwrap', 'none']),
+  sandboxUid: z.coerce.number().int().min(1).max(4294967294),
   allowLocalRepos: z.array(z.string().min(1)),
   buildTimeoutSecs: z.coerce.number().positive(),
   keepBuilds: z.coerce.number().int().min(0),
@@ -162,6 +171,7 @@ const FLAG_OF: Record<string, string> = {
   agentPorts: 'agent-ports',
   databaseUrl: 'database-url',
   healthTimeoutSecs: 'health-timeout',
+  sandboxUid: 'sandbox-uid',
   allowLocalRepos: 'allow-local-repos',
   buildTimeoutSecs: 'build-timeout',
   keepBuilds: 'keep-builds',
@@ -190,6 +200,7 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     databaseUrl: pick('database-url'),
     healthTimeoutSecs: pick('health-timeout'),
     sandbox: pick('sandbox'),
+    sandboxUid: pick('sandbox-uid'),
     allowLocalRepos: (pick('allow-local-repos') ?? process.cwd())
       .split(',')
       .map((d) => d.trim())

@@ -62,6 +62,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
   const dataPlane = await createLocalDataPlane({
     dataDir: config.dataDir,
     sandbox: config.sandbox,
+    sandboxUid: config.sandboxUid,
     allowLocalRepos: config.allowLocalRepos,
     store,
     logger,

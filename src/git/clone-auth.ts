@@ -3,7 +3,7 @@
 // known_hosts given. A credentialed clone follows no HTTP redirect (the credential is for the repository's host).
 // Two forms of the same strategy: files written next to a local build (the local runtime), and a shell prelude that
 // reads them from a mounted Secret (the Kubernetes build Job's clone step).
-import { rm, writeFile } from 'node:fs/promises';
+import { chown, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GitCredential } from './credentials.ts';
 import { splitCredentials } from './redact.ts';
@@ -52,9 +52,16 @@ export type CloneAuth = {
 
 /**
  * Prepares a local clone of `repoUrl`: credentials in the URL, or `credential` when it is for the URL's host (a
- * token over http(s), a key over ssh), are written to 0600 files in `dir` (the username goes in the environment).
+ * token over http(s), a key over ssh), are written to 0600 files in `dir` (the username goes in the environment),
+ * owned by `owner` when given.
  */
-export async function localCloneAuth(dir: string, repoUrl: string, credential?: GitCredential): Promise<CloneAuth> {
+export async function localCloneAuth(
+  dir: string,
+  repoUrl: string,
+  credential?: GitCredential,
+  /** The account git runs as (the sandbox's, when the platform runs as root): the files become its own. */
+  owner?: { uid: number; gid: number },
+): Promise<CloneAuth> {
   const parts = splitCredentials(repoUrl);
   const { url } = parts;
   let { username, password } = parts;
@@ -100,5 +107,6 @@ export async function localCloneAuth(dir: string, repoUrl: string, credential?: 
     Object.assign(env, { GIT_ASKPASS: askpass, AP_GIT_USERNAME: username ?? '', AP_GIT_SECRET_FILE: secretFile });
   }
   if (temporary.length) options.push('-c', 'http.followRedirects=false');
+  if (owner) for (const f of temporary) await chown(f, owner.uid, owner.gid);
   return { url, env, options, cleanup };
 }

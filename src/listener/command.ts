@@ -35,6 +35,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
   const dataPlane = await createLocalDataPlane({
     dataDir: config.dataDir,
     sandbox: config.sandbox,
+    sandboxUid: config.sandboxUid,
     allowLocalRepos: config.allowLocalRepos,
     store,
     logger,

@@ -59,6 +59,14 @@ export const listenerCommand: CommandSpec = {
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
     },
+    'sandbox-uid': {
+      type: 'string',
+      description:
+        'When run as root: the uid (and gid) sandboxed builds and agent servers run as, never 0 (65534: nobody; give ' +
+        'an id no other process uses to keep them apart from other daemons)',
+      default: '65534',
+      env: ['AGENTPLANE_SANDBOX_UID'],
+    },
     'allow-local-repos': {
       type: 'string',
       description: 'Local runtime: comma-separated folders a local repo_url may come from; default: none',
@@ -119,6 +127,7 @@ const schema = z.object({
   port: portSchema,
   publicUrl: z.string().url().optional(),
   sandbox: z.enum(['auto', 'bwrap', 'none']),
+  sandboxUid: z.coerce.number().int().min(1).max(4294967294),
   allowLocalRepos: z.array(z.string().min(1)),
   databaseUrl: z.string().url().optional(),
   namespace: z.string().min(1),
@@ -133,6 +142,7 @@ const FLAG_OF: Record<string, string> = {
   listenerId: 'listener-id',
   dataDir: 'data-dir',
   publicUrl: 'public-url',
+  sandboxUid: 'sandbox-uid',
   allowLocalRepos: 'allow-local-repos',
   databaseUrl: 'database-url',
   tenantNamespacePrefix: 'tenant-namespace-prefix',
@@ -157,6 +167,7 @@ export function parseListenerConfig(argv: string[], env: NodeJS.ProcessEnv): Lis
     port: pick('port'),
     publicUrl: pick('public-url'),
     sandbox: pick('sandbox'),
+    sandboxUid: pick('sandbox-uid'),
     allowLocalRepos: (pick('allow-local-repos') ?? '')
       .split(',')
       .map((d) => d.trim())

@@ -29,6 +29,8 @@ export type LocalDataPlaneOptions = {
   /** Made if missing; used by its real path, as the sandbox mounts and the local repo checks compare real paths. */
   dataDir: string;
   sandbox: SandboxMode;
+  /** As root: the uid sandboxed builds and servers run as (detectSandbox's default when not given). */
+  sandboxUid?: number;
   /** Folders local repo_url values may come from. */
   allowLocalRepos: string[];
   /** What the operator reconciles; the caller opened it and closes it. */
@@ -70,10 +72,11 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
   // Builds, agents' data and key files: the platform's user's alone.
   privateDir(opts.dataDir);
   const dataDir = realpathSync(opts.dataDir);
-  const { sandbox, reason } = await detectSandbox(opts.sandbox, {
-    hidden: [dataDir],
-    shared: sharedTrees(PACKAGE_DIR),
-  });
+  const { sandbox, reason } = await detectSandbox(
+    opts.sandbox,
+    { hidden: [dataDir], shared: sharedTrees(PACKAGE_DIR) },
+    opts.sandboxUid,
+  );
   const isolation = { sandbox: sandbox.kind, allowLocalRepos: opts.allowLocalRepos };
   if (sandbox.kind === 'none') logger.warn(isolation, `isolation: ${reason}`);
   else logger.info(isolation, `isolation: ${reason}`);

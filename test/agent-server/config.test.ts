@@ -1,5 +1,5 @@
 // Flags win over environment variables, which win over defaults; bad values are usage errors naming the flag.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { fstatSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import v8 from 'node:v8';
@@ -184,5 +184,40 @@ describe('agent-server config', () => {
     expect(() => parseAgentServerConfig(['--database-url', 'mysql://x'], {})).toThrow(/--database-url/);
     expect(() => parseAgentServerConfig(['--bogus'], {})).toThrow(UsageError);
     expect(parseAgentServerConfig(['--help'], {})).toBeNull();
+  });
+});
+
+describe('--secrets-fd', () => {
+  /** A descriptor to read `text` from (a file: the reading is the same as from the runtime's pipe). */
+  function fdWith(text: string): number {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-secrets-fd-'));
+    writeFileSync(join(dir, 's'), text);
+    const fd = openSync(join(dir, 's'), 'r');
+    rmSync(dir, { recursive: true, force: true });
+    return fd;
+  }
+
+  it('configures the server from the descriptor and leaves the environment it was given untouched', () => {
+    const env: NodeJS.ProcessEnv = { OWN: '1' };
+    const fd = fdWith(JSON.stringify({ LANGGRAPH_AES_KEY: 'k'.repeat(32), DATABASE_URI: 'postgres://u:pw@h/db' }));
+    const c = parseAgentServerConfig(['--secrets-fd', String(fd)], env)!;
+    expect(c.databaseUrl).toBe('postgres://u:pw@h/db');
+    expect(c.dataKeyring).toBeDefined();
+    expect(env).toEqual({ OWN: '1' });
+    expect(() => fstatSync(fd)).toThrow(/EBADF/); // closed once read
+  });
+
+  it.each([
+    ['not json', /--secrets-fd: not a JSON object/],
+    ['["a"]', /--secrets-fd: not a JSON object of variable names to strings/],
+    ['{"A": 1}', /--secrets-fd: not a JSON object of variable names to strings/],
+    ['{"BAD NAME": "x"}', /--secrets-fd: not a JSON object of variable names to strings/],
+  ])('refuses %s, naming the flag', (text, message) => {
+    expect(() => parseAgentServerConfig(['--secrets-fd', String(fdWith(text))], {})).toThrow(message);
+  });
+
+  it('refuses a descriptor that is not one', () => {
+    expect(() => parseAgentServerConfig(['--secrets-fd', '1'], {})).toThrow(UsageError);
+    expect(() => parseAgentServerConfig(['--secrets-fd', '987654'], {})).toThrow(/--secrets-fd 987654: EBADF/);
   });
 });

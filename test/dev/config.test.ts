@@ -77,6 +77,11 @@ describe('agentplane dev flags', () => {
     expect(() => parseDevConfig(['--port', '70000'], {})).toThrow(/--port/);
     expect(() => parseDevConfig(['--database-url', 'not a url'], {})).toThrow(/--database-url/);
     expect(() => parseDevConfig(['--health-timeout', '-1'], {})).toThrow(/--health-timeout/);
+    // Root is what the sandbox's own uid exists to avoid.
+    expect(() => parseDevConfig(['--sandbox-uid', '0'], {})).toThrow(/--sandbox-uid/);
+    expect(() => parseDevConfig(['--sandbox-uid', 'nobody'], {})).toThrow(/--sandbox-uid/);
+    expect(parseDevConfig([], {})).toMatchObject({ sandboxUid: 65534 });
+    expect(parseDevConfig(['--sandbox-uid', '61000'], {})).toMatchObject({ sandboxUid: 61000 });
     expect(() => parseDevConfig(['--bogus'], {})).toThrow(UsageError);
     expect(() => parseDevConfig([], { AGENTPLANE_BOOTSTRAP_API_KEY: 'short' })).toThrow(/AGENTPLANE_BOOTSTRAP_API_KEY/);
   });

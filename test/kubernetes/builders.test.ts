@@ -218,6 +218,8 @@ describe('makeBuildJob', () => {
       ['buildkitd', '10Gi'],
     ]);
     expect(pod.automountServiceAccountToken).toBe(false);
+    // No *_SERVICE_HOST variables naming the namespace's other Services to the repository's RUN steps.
+    expect(pod.enableServiceLinks).toBe(false);
     expect(job.spec!.activeDeadlineSeconds).toBe(1800);
     const custom = makeBuildJob(
       target,

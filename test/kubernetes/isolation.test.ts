@@ -407,9 +407,13 @@ describe('data-plane API keys', () => {
     const pod = d.spec!.template.spec!;
     const c = pod.containers[0]!;
     expect(c.args).toEqual(['agent-server', '--auth-keys-file', '/var/run/agentplane/keys/keys.json']);
-    expect(c.volumeMounts).toEqual([{ name: 'api-keys', mountPath: '/var/run/agentplane/keys', readOnly: true }]);
+    // Beside the agent's /tmp (its only writable folder: the root filesystem is read-only).
+    expect(c.volumeMounts).toEqual([
+      { name: 'tmp', mountPath: '/tmp' },
+      { name: 'api-keys', mountPath: '/var/run/agentplane/keys', readOnly: true },
+    ]);
     expect(c.volumeMounts!.some((m) => m.subPath)).toBe(false);
-    expect(pod.volumes).toEqual([
+    expect(pod.volumes!.slice(1)).toEqual([
       { name: 'api-keys', secret: { secretName: tenantKeysSecretName('tenant-a'), optional: true } },
     ]);
   });
@@ -417,7 +421,7 @@ describe('data-plane API keys', () => {
   it('leaves a public deployment without keys', () => {
     const d = makeDeployment(target, { ...base, public: true }, config);
     expect(d.spec!.template.spec!.containers[0]!.args).toBeUndefined();
-    expect(d.spec!.template.spec!.volumes).toBeUndefined();
+    expect(d.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['tmp']);
   });
 });
 

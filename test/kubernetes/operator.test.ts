@@ -701,6 +701,13 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
       /Secret "push" is managed by agentplane/,
     ],
     [
+      // Written to the resource directly (the control plane would 422): the image's loader would obey it.
+      'a reserved secret name (LD_PRELOAD from a labelled Secret)',
+      (s: Json) =>
+        s.secretReferences.push({ name: 'LD_PRELOAD', secretName: 'support-bot-config', secretKey: 'greeting' }),
+      /secret LD_PRELOAD is reserved: the dynamic loader obeys LD_\* variables/,
+    ],
+    [
       'a host outside the allowed domains',
       (s: Json) => (s.sourceConfig.customUrl = 'https://login.bank.example'),
       /outside the allowed domains \(agents.example.com\)/,
@@ -736,7 +743,10 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
 
   it('gives each deployment owned NetworkPolicies before its pods, and its pods no API token', async () => {
     const from = cluster.api.requests.length;
-    const name = await deploy((s) => (s.secretReferences = []));
+    const name = await deploy((s) => {
+      s.secretReferences = [];
+      s.sourceConfig.resourceSpec.memoryLimitMb = 1024;
+    });
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
     const seen = cluster.api.requests.slice(from);
     const dep = peek('agentplane.dev', 'agentdeployments', name)!;
@@ -755,7 +765,29 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
     expect(policyWrite).toBeGreaterThanOrEqual(0);
     expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/deployments`));
     expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/statefulsets`));
-    expect(peek('apps', 'deployments', name)!.spec.template.spec.automountServiceAccountToken).toBe(false);
+    const pod = peek('apps', 'deployments', name)!.spec.template.spec;
+    expect(pod.automountServiceAccountToken).toBe(false);
+    // No variables listing the namespace's other Services; an image that cannot be changed, a /tmp in memory no
+    // larger than the memory limit; the database URL by reference, never its value in the Deployment.
+    expect(pod.enableServiceLinks).toBe(false);
+    const agentContainer = pod.containers[0];
+    expect(agentContainer.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(agentContainer.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    expect(pod.volumes.find((v: Json) => v.name === 'tmp').emptyDir).toEqual({ medium: 'Memory', sizeLimit: '1Gi' });
+    expect(agentContainer.env.find((e: Json) => e.name === 'DATABASE_URI')).toEqual({
+      name: 'DATABASE_URI',
+      valueFrom: { secretKeyRef: { name: `${name}-postgres`, key: expect.any(String) } },
+    });
+    expect(agentContainer.env.filter((e: Json) => e.value !== undefined).map((e: Json) => e.name)).toEqual([
+      'HOST',
+      'PORT',
+      'HOME',
+    ]);
     await custom.deleteNamespacedCustomObject({
       group: 'agentplane.dev',
       version: 'v1alpha1',
@@ -844,9 +876,8 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
       roleRef: { kind: 'ClusterRole', name: 'agentplane-tenant-keys' },
       subjects: [{ kind: 'ServiceAccount', name: 'agentplane-control-plane', namespace: 'agentplane' }],
     });
-    expect(inTenant('apps', 'deployments', name)!.spec.template.spec.volumes[0].secret.secretName).toMatch(
-      /^agentplane-keys-[0-9a-f]{16}$/,
-    );
+    const volumes = inTenant('apps', 'deployments', name)!.spec.template.spec.volumes as Json[];
+    expect(volumes.find((v) => v.name === 'api-keys')!.secret.secretName).toMatch(/^agentplane-keys-[0-9a-f]{16}$/);
 
     // Observed across namespaces: the rollout in the tenant namespace completes the revision.
     await new FakeCluster(cluster.kubeConfig, tenantNs).rollout(name, 'ready');

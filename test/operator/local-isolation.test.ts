@@ -3,6 +3,7 @@
 // servers. Each case would pass for the attacker on a runtime without allow-listed environment and sandbox.
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -140,6 +141,8 @@ function environsWith(marker: string): string[][] {
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'ap-isolation-'));
+  // Shared read-only below (as a checkout is, 0755): as root, the sandbox's user (uid 65534) must be able to read it.
+  chmodSync(root, 0o755);
   repos = join(root, 'repos');
   dataRoot = join(root, 'data');
   mkdirSync(join(dataRoot, 'control-plane'), { recursive: true });

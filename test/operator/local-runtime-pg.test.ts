@@ -2,7 +2,7 @@
 // a switch (several agent servers may share a Postgres database), and cleanup drops the database.
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -137,13 +137,24 @@ describe('LocalRuntime with Postgres', () => {
     await expect(asAgent.connect()).rejects.toThrow(/permission denied for database/);
     await asAgent.end().catch(() => undefined);
 
-    // Its password lives in a 0600 file and reaches the agent server through the environment, never argv.
+    // Its password lives in a 0600 file and reaches the agent server through a descriptor it reads at start (graph
+    // code would find it in the environment, and /proc/<pid>/environ keeps it), never argv.
     const passwordFile = join(tmp, 'data', 'deployments', dep.deploymentId, 'postgres-password');
     expect(statSync(passwordFile).mode & 0o777).toBe(0o600);
     const password = readFileSync(passwordFile, 'utf8').trim();
     expect(password).toMatch(/^[0-9a-f]{48}$/);
     const argv = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
     expect(argv).not.toContain(password);
+    const environs = readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .map((p) => {
+        try {
+          return readFileSync(`/proc/${p}/environ`, 'utf8');
+        } catch {
+          return '';
+        }
+      });
+    expect(environs.filter((e) => e.includes(password))).toEqual([]);
     const ours = argv.split('\n').filter((l) => l.includes(tmp) && l.includes('agent-server'));
     expect(ours.length).toBeGreaterThan(0);
     for (const line of ours) expect(line).not.toContain('--database-url');

@@ -214,6 +214,47 @@ describe('bwrapArgs', () => {
       true,
     );
   });
+
+  it('with a user: no user namespace, setpriv to that uid inside, and 0755 parents made before each mount', () => {
+    const user = { uid: 65534, gid: 65534, setpriv: '/usr/bin/setpriv' };
+    const data = '/var/lib/ap/runtime/deployments/d/data';
+    const as = bwrapArgs(
+      { hidden: ['/var/lib/ap'], shared: ['/opt/agentplane/src'] },
+      { rw: [data], cwd: data },
+      ['--ro-bind', '/usr', '/usr'],
+      { user },
+    );
+    const pos = (...seq: string[]) => as.findIndex((_, i) => seq.every((s, j) => as[i + j] === s));
+    expect(as).not.toContain('--unshare-all');
+    expect(as).not.toContain('--unshare-user');
+    expect(as).toContain('--unshare-pid');
+    expect(as.slice(as.indexOf('--') + 1)).toEqual([
+      '/usr/bin/setpriv',
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
+    ]);
+    // bwrap would copy a 0700 source parent's mode: every folder above a mount is made 0755 first, once, and
+    // nothing inside a host mount (/usr) or already a mount point (the hidden data dir).
+    const dirs = as.flatMap((a, i) => (a === '--dir' ? [as[i + 1]] : []));
+    expect(dirs).toEqual([
+      '/opt',
+      '/opt/agentplane',
+      '/var',
+      '/var/lib',
+      '/var/lib/ap/runtime',
+      '/var/lib/ap/runtime/deployments',
+      '/var/lib/ap/runtime/deployments/d',
+    ]);
+    expect(pos('--perms', '0755', '--dir', '/var/lib/ap/runtime/deployments/d')).toBeLessThan(
+      pos('--bind', data, data),
+    );
+    expect(pos('--tmpfs', '/var/lib/ap')).toBeLessThan(pos('--dir', '/var/lib/ap/runtime'));
+  });
 });
 
 describe('the launch chain: programs by absolute path, secrets only for the confined process', () => {

@@ -208,6 +208,8 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
         spec: {
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
+          // The steps run what the repository says: no variables naming the namespace's other Services.
+          enableServiceLinks: false,
           // The clone, build and push images may live in a private registry (the build's own pull secret is for
           // BuildKit's base-image pulls, not the kubelet's).
           ...(config.imagePullSecrets.length

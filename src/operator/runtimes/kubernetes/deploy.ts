@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
+import { reservedEnvName } from '../../../lib/reserved-env.ts';
 import type { AgentRevision } from '../../../resources/index.ts';
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply } from './apply.ts';
@@ -57,6 +58,13 @@ export async function deploy(
   const envNames = Object.keys(env).sort();
   const refs = rev.spec.secretReferences ?? [];
   const sourceConfig = rev.spec.sourceConfig;
+  // The control plane refuses these names (422); one stored before the rule, or written to the resource directly,
+  // is refused here too: the loader, a shell or Node in the image would obey it before the agent's code runs.
+  const reserved = [...envNames, ...refs.map((r) => r.name)].map(reservedEnvName).find(Boolean);
+  if (reserved) {
+    await ctx.opts.logs.append(spec, 'deploy', [reserved]);
+    return { phase: 'Failed', message: reserved };
+  }
 
   // A tenant namespace, and the operator's own rights in it (a RoleBinding there), come first: admit reads the
   // ServiceAccount and Secrets the deployment names in it, and without rights there the API server answers 403

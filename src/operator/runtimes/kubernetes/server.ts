@@ -7,6 +7,7 @@ import type {
   V1Ingress,
   V1Secret,
   V1Service,
+  V1Volume,
   V2HorizontalPodAutoscaler,
 } from '@kubernetes/client-node';
 import type { ResourceSpec, SecretReference } from '../../../resources/agent-deployment.ts';
@@ -36,6 +37,8 @@ export const RESTRICTED_CONTAINER = {
   capabilities: { drop: ['ALL'] },
   seccompProfile: { type: 'RuntimeDefault' },
 };
+/** The agent's only writable folder: its image stays as built, whatever its code does. */
+export const AGENT_TMP = '/tmp';
 const DATABASE_ENV = ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'];
 /** Where the tenant's data-plane key hashes are mounted (the whole Secret, not subPath, so updates arrive). */
 export const KEYS_DIR = '/var/run/agentplane/keys';
@@ -104,9 +107,22 @@ function memory(mb: number): string {
   return mb % 1024 === 0 ? `${mb / 1024}Gi` : `${mb}Mi`;
 }
 
+function memoryLimitMb(spec: ResourceSpec | null | undefined, config: KubernetesRuntimeConfig): number | undefined {
+  return spec?.memoryLimitMb ?? config.defaults.memoryLimitMb;
+}
+
+/**
+ * The agent's /tmp: memory (a tmpfs, charged to the container's memory limit as on one machine) no larger than that
+ * limit; without a memory limit, node disk.
+ */
+function tmpVolume(spec: ResourceSpec | null | undefined, config: KubernetesRuntimeConfig): V1Volume {
+  const limit = memoryLimitMb(spec, config);
+  return { name: 'tmp', emptyDir: limit ? { medium: 'Memory', sizeLimit: memory(limit) } : {} };
+}
+
 function resources(spec: ResourceSpec | null | undefined, config: KubernetesRuntimeConfig) {
   const cpuLimit = spec?.cpuLimit ?? config.defaults.cpuLimit;
-  const memoryLimit = spec?.memoryLimitMb ?? config.defaults.memoryLimitMb;
+  const memoryLimit = memoryLimitMb(spec, config);
   return {
     requests: {
       cpu: cpu(spec?.cpu ?? config.defaults.cpu),
@@ -129,6 +145,8 @@ export function serverEnv(target: Target, server: ServerInput): V1EnvVar[] {
   const env: V1EnvVar[] = [
     { name: 'HOST', value: '0.0.0.0' },
     { name: 'PORT', value: String(SERVER_PORT) },
+    // The root filesystem is read-only: what tools write under HOME (caches, config) goes to the tmpfs.
+    { name: 'HOME', value: AGENT_TMP },
   ].filter((e) => !taken.has(e.name) && !server.envNames.includes(e.name));
   for (const r of refs)
     env.push({ name: r.name, valueFrom: { secretKeyRef: { name: r.secretName, key: r.secretKey } } });
@@ -193,6 +211,9 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
           // No API token in agent pods unless an admin's ServiceAccount for this tenant asks for one.
           ...(account ? { serviceAccountName: account.name } : {}),
           automountServiceAccountToken: account?.automountToken ?? false,
+          // No *_SERVICE_HOST/_PORT variables: they would list every Service of the namespace (other deployments,
+          // databases) to the agent's code.
+          enableServiceLinks: false,
           // Pod Security `restricted`: the images run as `node` (uid 1000), a name the kubelet cannot check against
           // runAsNonRoot, so the uid is given.
           securityContext: {
@@ -219,19 +240,21 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
               readinessProbe: { ...probe, initialDelaySeconds: 2, failureThreshold: 3 },
               livenessProbe: { ...probe, initialDelaySeconds: 10, failureThreshold: 6 },
               resources: resources(spec, config),
-              securityContext: RESTRICTED_CONTAINER,
-              ...(server.public ? {} : { volumeMounts: [{ name: 'api-keys', mountPath: KEYS_DIR, readOnly: true }] }),
+              securityContext: { ...RESTRICTED_CONTAINER, readOnlyRootFilesystem: true },
+              volumeMounts: [
+                { name: 'tmp', mountPath: AGENT_TMP },
+                ...(server.public ? [] : [{ name: 'api-keys', mountPath: KEYS_DIR, readOnly: true }]),
+              ],
             },
           ],
           // optional: a pod starts before the control plane has written the tenant's keys; the agent server then
           // finds no keys file and must accept no key.
-          ...(server.public
-            ? {}
-            : {
-                volumes: [
-                  { name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } },
-                ],
-              }),
+          volumes: [
+            tmpVolume(spec, config),
+            ...(server.public
+              ? []
+              : [{ name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } }]),
+          ],
         },
       },
     },

@@ -17,7 +17,7 @@ import type { LogWriter } from './logs.ts';
 import { localCloneAuth } from '../../../git/clone-auth.ts';
 import { redactUrl } from '../../../git/redact.ts';
 import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from '../../../git/repo-url.ts';
-import type { Mounts, Sandbox } from './sandbox.ts';
+import { ownFolders, type Mounts, type Sandbox } from './sandbox.ts';
 import { shell, tool } from './tools.ts';
 
 const MARKER = 'build.json';
@@ -108,8 +108,13 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
   const npmCache = join(home, '.npm');
   const env = childEnv({ base: ctx.baseEnv, home, npmCache });
   const src = checkoutDir(dir);
-  // Steps write only the checkout (after the clone) and the home folder; the revision folder itself holds the build
-  // marker, which must not be theirs to edit.
+  // Made here (git clones into it, empty): the steps run as the sandbox's user when the platform runs as root, and
+  // write only what is that user's.
+  await mkdir(src);
+  const user = ctx.sandbox.user;
+  await ownFolders(user, [src, home]);
+  // Steps write only the checkout and the home folder; the revision folder itself holds the build marker, which
+  // must not be theirs to edit.
   const confined = (
     step: Omit<Step, 'env' | 'sandbox' | 'mounts' | 'pidFile'> & {
       env?: Record<string, string>;
@@ -250,21 +255,33 @@ async function cloneRepo(
       args: [...gitArgs, ...args],
       cwd,
       env: { ...gitEnv, ...extraEnv },
-      mounts: { rw: [cwd === dir ? dir : src, home], ro },
+      // The clone runs in the revision folder (read-only: the credential files) and writes the checkout only.
+      mounts: cwd === dir ? { ro: [dir, ...ro], rw: [src, home] } : { rw: [src, home], ro },
     });
 
   if (source.kind === 'local') {
-    // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
-    await git(
-      `git clone ${source.path}`,
-      ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
-      dir,
-      {},
-      [source.path],
-    );
+    // As the sandbox's user, git refuses a repository another user owns unless its global configuration trusts it
+    // (safe.directory counts nowhere else): a file naming this one repository, for the clone only.
+    const trust = user ? join(dir, '.git-safe-directory') : undefined;
+    if (trust) {
+      const entries = [source.path, join(source.path, '.git')].map((p) => `\tdirectory = ${p}\n`).join('');
+      await writeFile(trust, `[safe]\n${entries}`, { mode: 0o644 });
+    }
+    try {
+      // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
+      await git(
+        `git clone ${source.path}`,
+        ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
+        dir,
+        trust ? { GIT_CONFIG_GLOBAL: trust } : {},
+        [source.path],
+      );
+    } finally {
+      if (trust) await rm(trust, { force: true });
+    }
   } else {
     // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
-    const auth = await localCloneAuth(dir, source.url, ctx.credential);
+    const auth = await localCloneAuth(dir, source.url, ctx.credential, user);
     try {
       await git(
         `git clone ${shownUrl}`,

@@ -2,8 +2,11 @@
 // gets its own PID namespace, a read-only view of the system and of agentplane itself, a private /tmp, and write
 // access to its own revision only; the data dir, the control plane's store and other deployments are not there.
 // `none` runs them as plain child processes: every workspace can then read everything the dev process can.
+// When the platform runs as root, they also run as an unprivileged account (SandboxUser): root in a user namespace
+// of root's is still the owner of every root-owned file the read-only system shows.
 import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { chmod } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { promisify } from 'node:util';
 import { tool } from './tools.ts';
@@ -30,10 +33,27 @@ export type Mounts = {
  * without passing through argv (readable by every user in /proc) or through the environment of the launch chain;
  * tmpSizeMb: the size of the private /tmp (a tmpfs is memory: unsized, it may take half the machine's).
  */
-export type WrapOptions = { infoFd?: number; asPid1?: boolean; argsFd?: number; tmpSizeMb?: number };
+export type WrapOptions = {
+  infoFd?: number;
+  asPid1?: boolean;
+  argsFd?: number;
+  tmpSizeMb?: number;
+  /** Run the command as this account (the sandbox's `user`); the folders it writes must be its own (ownTree). */
+  user?: SandboxUser;
+};
+
+/**
+ * The unprivileged account sandboxed build steps and agent servers run as when the platform runs as root. bwrap then makes the
+ * namespaces as root (it must reach bind sources under 0700 folders) without a user namespace, keeps only the
+ * capabilities to change uid, and `setpriv` inside switches to this account with no capability, no supplementary
+ * group and no_new_privs before the server's code is loaded.
+ */
+export type SandboxUser = { uid: number; gid: number; setpriv: string };
 
 export type Sandbox = {
   kind: 'bwrap' | 'none';
+  /** The account build steps and servers run as inside (platform running as root), else the platform's uid. */
+  user?: SandboxUser;
   /** The command line to spawn for `command args` confined to `mounts`. */
   wrap(command: string, args: string[], mounts: Mounts, opts?: WrapOptions): { command: string; args: string[] };
 };
@@ -74,40 +94,121 @@ function depth(path: string): number {
  * what a shared tree exposed, and a revision folder inside it is bound again on top.
  */
 export function bwrapArgs(base: SandboxBase, mounts: Mounts, system: string[], opts: WrapOptions = {}): string[] {
-  type M = { path: string; args: string[] };
+  type M = { path: string; args: string[]; host: boolean };
   const ordered: M[] = [
-    ...base.shared.map((p) => ({ path: p, args: ['--ro-bind', p, p] })),
-    ...(mounts.ro ?? []).map((p) => ({ path: p, args: ['--ro-bind', p, p] })),
-    ...base.hidden.map((p) => ({ path: p, args: ['--tmpfs', p] })),
-    ...(mounts.rw ?? []).map((p) => ({ path: p, args: ['--bind', p, p] })),
-    ...(mounts.roOver ?? []).map((p) => ({ path: p, args: ['--ro-bind', p, p] })),
-    ...(mounts.tmpfs ?? []).map((p) => ({ path: p, args: ['--tmpfs', p] })),
+    ...base.shared.map((p) => ({ path: p, args: ['--ro-bind', p, p], host: true })),
+    ...(mounts.ro ?? []).map((p) => ({ path: p, args: ['--ro-bind', p, p], host: true })),
+    ...base.hidden.map((p) => ({ path: p, args: ['--tmpfs', p], host: false })),
+    ...(mounts.rw ?? []).map((p) => ({ path: p, args: ['--bind', p, p], host: true })),
+    ...(mounts.roOver ?? []).map((p) => ({ path: p, args: ['--ro-bind', p, p], host: true })),
+    // Writable for the sandbox's user too (bwrap makes a tmpfs root's, 0755).
+    ...(mounts.tmpfs ?? []).map((p) => ({
+      path: p,
+      args: [...(opts.user ? ['--perms', '1777'] : []), '--tmpfs', p],
+      host: false,
+    })),
   ];
   // Stable: equal depths keep the order above (hidden before the writable folders beneath it).
   const sorted = ordered.map((m, i) => ({ m, i })).sort((a, b) => depth(a.m.path) - depth(b.m.path) || a.i - b.i);
+  const user = opts.user;
+  const parents = user
+    ? parentDirs(
+        system,
+        sorted.map(({ m }) => m),
+      )
+    : () => [];
   return [
     ...(opts.argsFd !== undefined ? ['--args', String(opts.argsFd)] : []),
     ...(opts.infoFd !== undefined ? ['--info-fd', String(opts.infoFd)] : []),
-    '--unshare-all',
-    '--share-net',
+    // As root with a user: no user namespace (its only uid would map to root), so that setpriv can switch to the
+    // user's real uid; the capabilities kept for that are all gone once it has (a switch from uid 0 clears them,
+    // and setpriv empties the bounding and inheritable sets).
+    ...(user
+      ? ['--unshare-ipc', '--unshare-pid', '--unshare-uts', '--unshare-cgroup-try']
+      : ['--unshare-all', '--share-net']),
     ...(opts.asPid1 ? ['--as-pid-1'] : []),
     '--die-with-parent',
     '--new-session',
     '--cap-drop',
     'ALL',
+    // CAP_DAC_READ_SEARCH: bwrap, as root without it, could not enter the user's 0700 working folder (--chdir).
+    ...(user
+      ? [
+          '--cap-add',
+          'CAP_SETUID',
+          '--cap-add',
+          'CAP_SETGID',
+          '--cap-add',
+          'CAP_SETPCAP',
+          '--cap-add',
+          'CAP_DAC_READ_SEARCH',
+        ]
+      : []),
     ...system,
     '--proc',
     '/proc',
     '--dev',
     '/dev',
     ...(opts.tmpSizeMb ? ['--size', String(opts.tmpSizeMb * 1024 * 1024)] : []),
+    // bwrap makes it root's 0755: the user needs it writable, as a /tmp is.
+    ...(user ? ['--perms', '1777'] : []),
     '--tmpfs',
     '/tmp',
-    ...sorted.flatMap(({ m }) => m.args),
+    ...sorted.flatMap(({ m }) => [...parents(m.path), ...m.args]),
     '--chdir',
     mounts.cwd,
     '--',
+    ...(user
+      ? [
+          user.setpriv,
+          `--reuid=${user.uid}`,
+          `--regid=${user.gid}`,
+          '--clear-groups',
+          '--inh-caps=-all',
+          '--bounding-set=-all',
+          '--no-new-privs',
+          '--',
+        ]
+      : []),
   ];
+}
+
+/**
+ * `--dir` for the folders bwrap would make on its own above each mount point. bwrap gives those the modes of the
+ * source's parents, so a 0700 root-owned data dir or `mktemp -d` folder above a deployment's folder would lock the
+ * sandbox's user out of its own folders; made first, they are 0755 folders of the sandbox's tmpfs (their names only).
+ * Folders inside a host mount are the host's and exist already.
+ */
+function parentDirs(system: string[], mounts: { path: string; host: boolean }[]): (path: string) => string[] {
+  // Every mount made so far and whether it shows a host folder; the deepest one holding a path decides.
+  const made = new Map<string, boolean>([
+    ['/', false],
+    ['/tmp', false],
+    ['/proc', false],
+    ['/dev', false],
+  ]);
+  for (let i = 0; i + 2 < system.length; i += 3) if (system[i] === '--ro-bind') made.set(system[i + 2]!, true);
+  const inHost = (p: string) => {
+    let best = '';
+    for (const m of made.keys()) {
+      if ((p === m || p.startsWith(m === '/' ? '/' : `${m}/`)) && m.length > best.length) best = m;
+    }
+    return made.get(best) ?? false;
+  };
+  const host = new Map(mounts.map((m) => [resolve(m.path), m.host]));
+  return (path) => {
+    const out: string[] = [];
+    const self = resolve(path);
+    const parts = self.split(sep).filter(Boolean);
+    for (let i = 1; i < parts.length; i++) {
+      const dir = `/${parts.slice(0, i).join('/')}`;
+      if (made.has(dir) || inHost(dir)) continue;
+      made.set(dir, false);
+      out.push('--perms', '0755', '--dir', dir);
+    }
+    made.set(self, host.get(self) ?? false);
+    return out;
+  };
 }
 
 /**
@@ -120,13 +221,22 @@ export function bwrapEnvArgs(env: Record<string, string>): Buffer {
 }
 
 /** `sizedTmp` false: this bwrap has no --size (before 0.6), and /tmp stays unsized (the watchdog still counts it). */
-export function bwrapSandbox(base: SandboxBase, bwrap: string, sizedTmp = true): Sandbox {
+export function bwrapSandbox(base: SandboxBase, bwrap: string, sizedTmp = true, user?: SandboxUser): Sandbox {
   const system = systemMounts();
   return {
     kind: 'bwrap',
+    ...(user ? { user } : {}),
     wrap: (command, args, mounts, opts) => ({
       command: bwrap,
-      args: [...bwrapArgs(base, mounts, system, sizedTmp ? opts : { ...opts, tmpSizeMb: undefined }), command, ...args],
+      args: [
+        ...bwrapArgs(base, mounts, system, {
+          ...(user ? { user } : {}),
+          ...opts,
+          ...(sizedTmp ? {} : { tmpSizeMb: undefined }),
+        }),
+        command,
+        ...args,
+      ],
     }),
   };
 }
@@ -151,12 +261,30 @@ export function sharedTrees(packageDir: string): string[] {
 const run = promisify(execFile);
 
 /**
+ * Makes `dirs` (the folders a build step or server writes: the checkout, the deployment's home and data) the sandbox
+ * user's, the top ones 0700, before it runs. Recursive every time: the platform itself added files (the install
+ * cache's links, an older release's data written as root). `chown -hR` works on links themselves and never follows
+ * one (fts, relative to each folder's descriptor), so a link a workspace left in its folders cannot turn this into a
+ * chown of a platform file.
+ */
+export async function ownFolders(user: SandboxUser | undefined, dirs: string[]): Promise<void> {
+  if (!user || !dirs.length) return;
+  await run(tool('chown') ?? '/bin/chown', ['-hR', `${user.uid}:${user.gid}`, '--', ...dirs], { timeout: 120_000 });
+  for (const dir of dirs) await chmod(dir, 0o700);
+}
+
+/** The account sandboxed servers run as when the platform runs as root, unless --sandbox-uid says otherwise. */
+export const DEFAULT_SANDBOX_UID = 65534;
+
+/**
  * Resolves `auto` by trying bwrap for real (it may be installed but refused by the kernel or a container);
- * `bwrap` insists and throws when it does not work. Returns the sandbox and a line saying why.
+ * `bwrap` insists and throws when it does not work. Returns the sandbox and a line saying why. As root, agent
+ * servers run as `uid` (its own gid too) when setpriv can switch to it inside bwrap; not as root, `uid` is unused.
  */
 export async function detectSandbox(
   mode: SandboxMode,
   base: SandboxBase,
+  uid: number = DEFAULT_SANDBOX_UID,
 ): Promise<{ sandbox: Sandbox; reason: string }> {
   if (mode === 'none')
     return {
@@ -172,14 +300,17 @@ export async function detectSandbox(
       () => true,
       () => false,
     );
-    const sandbox = bwrapSandbox(base, bwrap, sized);
+    const plain = bwrapSandbox(base, bwrap, sized);
     if (!sized) {
-      const plain = sandbox.wrap('true', [], { cwd: '/' });
-      await run(plain.command, plain.args, { timeout: 10_000 });
+      const probe = plain.wrap('true', [], { cwd: '/' });
+      await run(probe.command, probe.args, { timeout: 10_000 });
     }
+    const { user, why } = await sandboxUser(base, bwrap, sized, uid);
     return {
-      sandbox,
-      reason: 'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable',
+      sandbox: user ? bwrapSandbox(base, bwrap, sized, user) : plain,
+      reason:
+        'bwrap (bubblewrap): own PID namespace, read-only system, private /tmp, own revision folder writable' +
+        (why ? `; ${why}` : ''),
     };
   } catch (err) {
     const why = (err as { stderr?: string; message?: string }).stderr?.trim() || (err as Error).message;
@@ -188,5 +319,26 @@ export async function detectSandbox(
       sandbox: NO_SANDBOX,
       reason: `bubblewrap not usable (${why.split('\n')[0]}); builds and agent servers run unconfined`,
     };
+  }
+}
+
+/** As root: the account servers run as, tried for real, and a line for the sandbox's reason. */
+async function sandboxUser(
+  base: SandboxBase,
+  bwrap: string,
+  sized: boolean,
+  uid: number,
+): Promise<{ user?: SandboxUser; why?: string }> {
+  if (process.getuid?.() !== 0) return {};
+  const setpriv = tool('setpriv');
+  if (!setpriv) return { why: 'agent servers run as root in a user namespace (setpriv is not in PATH)' };
+  const user = { uid, gid: uid, setpriv };
+  const probe = bwrapSandbox(base, bwrap, sized, user).wrap('true', [], { cwd: '/' }, { user });
+  try {
+    await run(probe.command, probe.args, { timeout: 10_000 });
+    return { user, why: `agent servers run as uid ${uid}` };
+  } catch (err) {
+    const why = (err as { stderr?: string }).stderr?.trim().split('\n')[0] || (err as Error).message;
+    return { why: `agent servers run as root in a user namespace (switching to uid ${uid} failed: ${why})` };
   }
 }

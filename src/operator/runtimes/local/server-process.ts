@@ -21,6 +21,8 @@ export type ServerProcess = {
 export const LISTEN_FD = 4;
 /** The descriptor bwrap reads the server's environment from (closed by bwrap once read). */
 const ENV_FD = 5;
+/** The descriptor the server reads its secret settings from (--secrets-fd; closed by the server once read). */
+export const SECRETS_FD = 6;
 
 /** Spawns `command args`; throws what spawn() throws synchronously (e.g. an invalid environment). */
 export function spawnServer(
@@ -37,6 +39,8 @@ export function spawnServer(
      * which runs unconfined as this process's user anyway.
      */
     serverEnv: Record<string, string>;
+    /** Settings only the server reads (JSON on SECRETS_FD), in no process's environment. */
+    secrets?: Record<string, string>;
     mounts: Omit<Mounts, 'cwd'>;
     /** Puts the whole command line inside resource limits (limits.ts); the pid stays the one spawned. */
     limit?: (command: string, args: string[]) => { command: string; args: string[] };
@@ -51,13 +55,13 @@ export function spawnServer(
     command,
     args,
     { ...opts.mounts, cwd: opts.cwd },
-    confined ? { infoFd: 3, asPid1: true, argsFd: ENV_FD, tmpSizeMb: opts.tmpSizeMb } : undefined,
+    confined ? { infoFd: 3, asPid1: true, argsFd: ENV_FD, tmpSizeMb: opts.tmpSizeMb, user: sandbox.user } : undefined,
   );
   const guarded = withParentDeath(inner.command, inner.args);
   const wrapped = opts.limit ? opts.limit(guarded.command, guarded.args) : guarded;
   // stdin stays a pipe: parent-watch.mjs ends the server when this process goes away (and the kernel ends bwrap).
   // fd 3: bwrap's --info-fd when confined; fd 4: the listening socket, through the wrappers (sh, setpriv, bwrap keep
-  // inherited descriptors); fd 5: the server's environment for bwrap.
+  // inherited descriptors); fd 5: the server's environment for bwrap; fd 6: its secret settings, read by the server.
   const child = spawn(wrapped.command, wrapped.args, {
     cwd: opts.cwd,
     env: confined ? opts.env : opts.serverEnv,
@@ -68,8 +72,14 @@ export function spawnServer(
       confined ? 'pipe' : 'ignore',
       opts.listenFd ?? 'ignore',
       confined ? 'pipe' : 'ignore',
+      opts.secrets ? 'pipe' : 'ignore',
     ],
   });
+  if (opts.secrets) {
+    const secretsPipe = (child.stdio as unknown as (Writable | null)[])[SECRETS_FD];
+    secretsPipe?.on('error', () => undefined); // the server is gone: its exit says why
+    secretsPipe?.end(JSON.stringify(opts.secrets));
+  }
   if (confined) {
     const envPipe = (child.stdio as unknown as (Writable | null)[])[ENV_FD];
     // bwrap may be gone before it read everything (it failed): its exit says why, not a write error.

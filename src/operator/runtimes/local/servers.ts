@@ -33,8 +33,8 @@ import { childEnv, envProblem, secretsProblem } from './env.ts';
 import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
 import type { LogWriter } from './logs.ts';
 import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
-import { NO_SANDBOX } from './sandbox.ts';
-import { LISTEN_FD, spawnServer, type ServerProcess } from './server-process.ts';
+import { NO_SANDBOX, ownFolders } from './sandbox.ts';
+import { LISTEN_FD, SECRETS_FD, spawnServer, type ServerProcess } from './server-process.ts';
 import { restartStatus } from './start-failures.ts';
 
 const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
@@ -150,12 +150,17 @@ export async function startServer(
   // After the workspace's secrets: a secret named LANGGRAPH_AES_KEY does not replace the platform's key.
   const dataKeys = (await ctx.opts.dataKeys?.(spec)) ?? {};
   const publicUrl = await deploymentUrl(ctx, spec.deploymentId);
+  // What the server needs and its graphs must not see (the data keys, the database URL with its password) goes
+  // through a descriptor it reads once at start (--secrets-fd): never in its environment, which graph code reads
+  // and /proc/self/environ keeps for the process's life. A workspace secret of one of these names is dropped: the
+  // platform's value replaces it. The deployment's token stays in the environment: graph code calls the auth
+  // service with it.
+  const secrets: Record<string, string> = { ...dataKeys, ...data.env };
+  const workspaceEnv = Object.fromEntries(Object.entries(spec.env).filter(([name]) => !(name in secrets)));
   const env = childEnv({
     ...base,
     extra: {
-      ...spec.env,
-      ...dataKeys,
-      ...data.env,
+      ...workspaceEnv,
       ...deploymentAuthEnv(
         ctx.opts.deploymentTokenKey && { controlPlaneUrl: ctx.baseUrl, tokenKey: ctx.opts.deploymentTokenKey },
         spec.tenantId,
@@ -163,7 +168,7 @@ export async function startServer(
       ),
     },
   });
-  const problem = envProblem(env);
+  const problem = envProblem(env) ?? envProblem(secrets);
   if (problem) throw new Error(problem);
   const log = logWriter(ctx, spec, 'deploy');
   const logger = ctx.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
@@ -198,6 +203,7 @@ export async function startServer(
     String(LISTEN_FD),
     ...data.args,
     ...keysArgs,
+    ...(Object.keys(secrets).length ? ['--secrets-fd', String(SECRETS_FD)] : []),
     // Where clients reach it through the proxy (named by its A2A agent cards): a flag, since the agent's environment
     // holds no AGENTPLANE_* variable of the platform's; a secret AGENTPLANE_PUBLIC_AGENT_URL (a domain of the
     // workspace's own) says otherwise.
@@ -208,13 +214,17 @@ export async function startServer(
     ro: keysFile ? [dirname(keysFile)] : [],
   };
   log.line(`starting agent server on 127.0.0.1:${port}${preflight ? ' on scratch data (preflight)' : ''}`);
+  const sandbox = ctx.opts.sandbox ?? NO_SANDBOX;
   let proc: ServerProcess;
   try {
+    // As root, the server runs as the sandbox's user: what it writes becomes that user's (only what it writes).
+    await ownFolders(sandbox.user, mounts.rw ?? []);
     log.line(limits.describe);
-    proc = spawnServer(ctx.opts.sandbox ?? NO_SANDBOX, process.execPath, args, {
+    proc = spawnServer(sandbox, process.execPath, args, {
       cwd,
       env: chainEnv,
       serverEnv: env,
+      secrets,
       mounts,
       limit: limits.wrap,
       listenFd: held.fd,

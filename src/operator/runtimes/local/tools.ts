@@ -1,11 +1,12 @@
-// The programs the local runtime starts by name (its launch chain: sh, setpriv, bwrap; build steps: git, npm, cp),
+// The programs the local runtime starts by name (its launch chain: sh, setpriv, bwrap; build steps: git, npm, cp;
+// chown for the sandbox user's folders),
 // found once in the PATH this process was started with and then always started by absolute path. spawn() looks a
 // bare name up in the PATH of the environment it is given, and that environment may hold a deployment's secrets:
 // a secret PATH leading to the workspace's own `bwrap` would otherwise run it outside the sandbox, as us.
 import { accessSync, constants, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 
-export type ToolName = 'sh' | 'setpriv' | 'bwrap' | 'git' | 'npm' | 'cp' | 'tar';
+export type ToolName = 'sh' | 'setpriv' | 'bwrap' | 'git' | 'npm' | 'cp' | 'tar' | 'chown';
 
 /** The first executable file `name` in the absolute folders of `pathVar` ('' and relative entries are skipped). */
 export function findInPath(name: string, pathVar: string | undefined): string | undefined {
