@@ -2,7 +2,8 @@
 // @langchain/react useStream): POST /threads/{id}/commands, POST /threads/{id}/stream/events (SSE with a
 // channels / namespaces / depth / since filter) and GET /threads/{id}/stream/events upgraded to a WebSocket that
 // carries commands, subscriptions and events. Sessions are read from the durable event log (protocol/session.ts):
-// any replica serves them, a reconnect replays under the same event ids. Auth is the API's: the routes pass the
+// any replica serves them, a reconnect replays under the same event ids, and subscription.reconnect restores a
+// lost socket's subscriptions by their ids (protocol/subscription-ids.ts). Auth is the API's: the routes pass the
 // same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs), and each
 // command over a WebSocket goes through the one authorizer as the POST /commands request it stands for; a
 // browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts), its frames pass the
