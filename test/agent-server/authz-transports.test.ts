@@ -340,7 +340,7 @@ describe('one authorisation path per action, whatever the transport', { timeout:
     ).toBe(401);
   });
 
-  it('a caller who may read a thread but not start runs on it cannot start one by forking it (state.fork)', async () => {
+  it('a caller who may read a thread but not start runs on it cannot start one by forking it or injecting a message', async () => {
     const VIEWER = { authorization: 'Bearer token-viewer' };
     const own = await sdk('token-viewer').threads.create();
     // Reading is allowed: state.get answers on the viewer's own thread.
@@ -349,6 +349,7 @@ describe('one authorisation path per action, whatever the transport', { timeout:
     for (const cmd of [
       { id: 2, method: 'run.start', params: { assistant_id: 'hitl', input: { question: 'q' } } },
       { id: 3, method: 'state.fork', params: { checkpoint_id: randomUUID() } },
+      { id: 4, method: 'input.inject', params: { namespace: [], message: { role: 'user', content: 'q' } } },
     ]) {
       const http = await call(VIEWER, 'POST', `/threads/${own.thread_id}/commands`, cmd);
       expect(http.status, `${cmd.method}: ${http.text}`).toBe(403);
@@ -385,6 +386,30 @@ describe('one authorisation path per action, whatever the transport', { timeout:
       ws.close();
     }
     expect(await sdk('token-bob').runs.list(bobThread)).toEqual([]);
+  });
+
+  it("subscription.reconnect naming Alice's run on Bob's own socket: no_such_run, none of her events", async () => {
+    const { status, ws } = await openSocket(bobThread, ['agentplane', 'bearer.token-bob']);
+    expect(status).toBe(101);
+    const seen: string[] = [];
+    ws.on('message', (d: Buffer) => seen.push(d.toString()));
+    try {
+      // A subscription id made up to carry every channel, as this server's ids carry their filter.
+      const filter = { channels: ['values', 'updates', 'messages', 'lifecycle', 'input', 'checkpoints', 'tasks'] };
+      const forged = `${randomUUID()}.${Buffer.from(JSON.stringify(filter)).toString('base64url')}`;
+      const answer = await command(ws, 1, 'subscription.reconnect', {
+        run_id: alice.run,
+        last_event_id: '0',
+        subscriptions: [forged],
+      });
+      expect(answer).toMatchObject({ type: 'error', id: 1, error: 'no_such_run' });
+      // Anything the socket was to send has gone out before the answer to a later command.
+      expect(await command(ws, 2, 'state.get', {})).toMatchObject({ type: 'success', id: 2 });
+    } finally {
+      ws.close();
+    }
+    expect(seen.join('\n')).not.toContain(SECRET);
+    expect(seen.map((m) => (JSON.parse(m) as { type: string }).type)).toEqual(['error', 'success']);
   });
 
   it("the graphs' system assistants: every user reads and runs them on every transport, none changes them", async () => {

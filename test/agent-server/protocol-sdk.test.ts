@@ -296,6 +296,137 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
     },
   );
 
+  it.each(['sse', 'websocket'] as const)(
+    'over %s: input.inject sends a message while the agent talks; it is the next turn, after the current one',
+    async (transport) => {
+      const thread = open(transport);
+      try {
+        const sub = await thread.subscribe({ channels: ['lifecycle', 'values'] });
+        const it = (sub as unknown as AsyncIterable<Ev>)[Symbol.asyncIterator]();
+        const { run_id: firstRun } = await thread.run.start({
+          input: { text: 'first answer', sleep_ms: 20, messages: [{ role: 'user', content: 'go' }] },
+        });
+        await thread.input.inject({ namespace: [], message: { role: 'user', content: 'and also this' } });
+        const first = await untilEnd(it);
+        expect(first.at(-1)!.params.data.event).toBe('completed');
+        // The SDK ends its subscription with the run it followed: the queued turn is read back over REST.
+        const client = new Client({ apiUrl: server.url, apiKey: KEY });
+        const runs = await client.runs.list(thread.threadId);
+        expect(runs).toHaveLength(2);
+        expect(runs[1]!.run_id).toBe(firstRun);
+        await client.runs.join(thread.threadId, runs[0]!.run_id);
+        expect((await client.runs.get(thread.threadId, runs[0]!.run_id)).status).toBe('success');
+        type Content = string | Array<{ text?: string }>;
+        const state = await client.threads.getState<{ messages: Array<{ type: string; content: Content }> }>(
+          thread.threadId,
+        );
+        const text = (c: Content) => (typeof c === 'string' ? c : c.map((b) => b.text ?? '').join(''));
+        // The message joined the conversation after the answer it interrupted, and the agent answered it.
+        expect(state.values.messages.map((m) => [m.type, text(m.content)])).toEqual([
+          ['human', 'go'],
+          ['ai', 'first answer'],
+          ['human', 'and also this'],
+          ['ai', 'first answer'],
+        ]);
+
+        // Only the root graph takes a message; a message needs a role it knows; nothing runs for those.
+        await expect(
+          thread.input.inject({ namespace: ['inner:1'], message: { role: 'user', content: 'x' } }),
+        ).rejects.toThrow(/only the root graph/);
+        await expect(
+          thread.input.inject({ namespace: [], message: { role: 'tool', content: 'x' } as never }),
+        ).rejects.toThrow(/params\.message\.role/);
+        expect(await client.runs.list(thread.threadId)).toHaveLength(2);
+      } finally {
+        await thread.close();
+      }
+    },
+  );
+
+  it('input.inject on a thread no agent has run on: no_such_run, and no run', async () => {
+    const threadId = crypto.randomUUID();
+    const res = await fetch(`${server.url}/threads/${threadId}/commands`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({
+        id: 1,
+        method: 'input.inject',
+        params: { namespace: [], message: { role: 'user', content: 'hi' } },
+      }),
+    });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ type: 'error', id: 1, error: 'no_such_run' });
+  });
+
+  it('subscription.reconnect: a client back on a new socket gets its subscriptions and what it missed, once', async () => {
+    const threadId = crypto.randomUUID();
+    const wsUrl = `${server.url.replace('http', 'ws')}/threads/${threadId}/stream/events`;
+    const connect = async () => {
+      const ws = new WebSocket(wsUrl, ['agentplane', `x-api-key.${KEY}`]);
+      const got: Array<Record<string, unknown>> = [];
+      ws.on('message', (d: Buffer) => got.push(JSON.parse(d.toString()) as Record<string, unknown>));
+      await new Promise((r) => ws.once('open', r));
+      const ask = async (id: number, method: string, params: unknown) => {
+        ws.send(JSON.stringify({ id, method, params }));
+        await expect.poll(() => got.some((m) => m.id === id), { timeout: 20_000 }).toBe(true);
+        return got.find((m) => m.id === id)!;
+      };
+      return { ws, got, ask, events: () => got.filter((m) => m.type === 'event') as unknown as Ev[] };
+    };
+    const text = 'resumed without a gap';
+    const one = await connect();
+    const sub = await one.ask(1, 'subscription.subscribe', { channels: ['messages', 'lifecycle'] });
+    const subscriptionId = (sub.result as { subscription_id: string }).subscription_id;
+    const started = await one.ask(2, 'run.start', {
+      assistant_id: 'agent',
+      input: { text, sleep_ms: 20, messages: [{ role: 'user', content: 'go' }] },
+    });
+    const runId = (started.result as { run_id: string }).run_id;
+    // The socket drops after a few tokens; the run goes on and ends while the client is away.
+    await expect.poll(() => deltas(one.events()).length, { timeout: 20_000 }).toBeGreaterThanOrEqual(3);
+    one.ws.terminate();
+    const before = [...one.events()];
+    await new Client({ apiUrl: server.url, apiKey: KEY }).runs.join(threadId, runId);
+
+    const two = await connect();
+    try {
+      const answer = await two.ask(1, 'subscription.reconnect', {
+        run_id: runId,
+        last_event_id: before.at(-1)!.event_id,
+        subscriptions: [subscriptionId],
+      });
+      expect(answer).toMatchObject({
+        type: 'success',
+        result: { restored: true, current_namespaces: [{ namespace: [], status: 'completed' }] },
+      });
+      await expect.poll(() => two.events().some(isRootEnd), { timeout: 20_000 }).toBe(true);
+      const after = two.events();
+      // Only what the client missed, and all of it: the tokens before and after the drop make the whole text.
+      expect(after[0]!.seq!).toBeGreaterThan(before.at(-1)!.seq!);
+      expect(deltas([...before, ...after]).join('')).toBe(text);
+      expect(after.every((e) => ['messages', 'lifecycle'].includes(e.method))).toBe(true);
+
+      // Refusals name the problem: a run of no such id, an id this server never gave out, an id that is no event's.
+      const noRun = await two.ask(2, 'subscription.reconnect', { run_id: crypto.randomUUID() });
+      expect(noRun).toMatchObject({ type: 'error', error: 'no_such_run' });
+      const forged = await two.ask(3, 'subscription.reconnect', { run_id: runId, subscriptions: ['made-up'] });
+      expect(forged).toMatchObject({ type: 'error', error: 'no_such_subscription' });
+      const badId = await two.ask(4, 'subscription.reconnect', { run_id: runId, last_event_id: 'yesterday' });
+      expect(badId).toMatchObject({ type: 'error', error: 'invalid_argument' });
+      expect(String(badId.message)).toContain('params.last_event_id');
+    } finally {
+      two.ws.close();
+    }
+    // Over HTTP, a stream's `since` does this: the command says so.
+    const http = await fetch(`${server.url}/threads/${threadId}/commands`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ id: 9, method: 'subscription.reconnect', params: { run_id: runId } }),
+    });
+    expect(http.status).toBe(400);
+    expect(((await http.json()) as { message: string }).message).toContain('since');
+  });
+
   it('refuses a WebSocket, SSE stream or command without the key, and never echoes or logs the key', async () => {
     const wsUrl = `${server.url.replace('http', 'ws')}/threads/${crypto.randomUUID()}/stream/events`;
     // A refused client keeps its end open, as an attacker holding sockets would: the server must close it.

@@ -90,8 +90,8 @@ const createRun: RouteEvent = {
 };
 
 /**
- * A thread-protocol command that starts a run (run.start, input.respond, state.fork; over HTTP or a WebSocket): the create_run
- * event, its value read from the command's params.
+ * A thread-protocol command that starts a run (run.start, input.respond, state.fork, input.inject; over HTTP or a
+ * WebSocket): the create_run event, its value read from the command's params.
  */
 const protocolRunEvent: RouteEvent = {
   event: 'threads:create_run',
@@ -112,7 +112,12 @@ const protocolRunEvent: RouteEvent = {
       after_seconds: null,
       prevent_insert_if_inflight: true,
       kwargs: {
-        input: b.method === 'input.respond' ? null : (p.input ?? null),
+        input:
+          b.method === 'input.respond'
+            ? null
+            : b.method === 'input.inject'
+              ? { messages: [p.message ?? null] }
+              : (p.input ?? null),
         command: b.method === 'input.respond' ? { resume: p.responses ?? p.response ?? null } : null,
         config: p.config ?? null,
         context: null,
@@ -123,7 +128,7 @@ const protocolRunEvent: RouteEvent = {
   },
 };
 
-const RUN_COMMANDS = new Set(['run.start', 'input.respond', 'state.fork']);
+const RUN_COMMANDS = new Set(['run.start', 'input.respond', 'state.fork', 'input.inject']);
 
 const assistantRead: RouteEvent = {
   event: 'assistants:read',

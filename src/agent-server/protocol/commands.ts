@@ -1,7 +1,8 @@
 // The thread protocol's commands (@langchain/protocol Command), the same over POST /threads/{id}/commands and a
 // WebSocket: run.start, input.respond and state.fork (a run from an earlier checkpoint) create ordinary runs
 // (through the service, so multitask strategies, custom auth and the run queue apply), flagged to stream in the
-// protocol-native form; state.get reads the thread's state. Subscriptions are the transports' business
+// protocol-native form; input.inject queues a user's message as the next run's input; state.get reads the thread's
+// state. Subscriptions are the transports' business
 // (routes/protocol.ts). A command the server does not serve is answered not_supported, naming it; bad params
 // invalid_argument, naming the field.
 import { z } from 'zod';
@@ -9,6 +10,7 @@ import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { RunAuth } from '../services/context.ts';
 import type { AgentService } from '../services/index.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
+import type { RunRecord } from '../storage/types.ts';
 import { ProtocolMapper } from './events.ts';
 import { runFactsOf } from './session.ts';
 
@@ -18,6 +20,7 @@ export type ErrorCode =
   | 'no_such_run'
   | 'no_such_interrupt'
   | 'no_such_checkpoint'
+  | 'no_such_subscription'
   | 'permission_denied'
   | 'not_supported'
   | 'unknown_error';
@@ -76,8 +79,14 @@ const StateFork = z.object({
   metadata: obj.nullish(),
 });
 
-/** Commands of @langchain/protocol this server does not serve (yet): answered not_supported. */
-const UNSUPPORTED = new Set(['input.inject', 'subscription.reconnect']);
+const InputInject = z.object({
+  namespace: z.array(z.string().max(1000)).max(50).default([]),
+  message: z.object({
+    role: z.enum(['user', 'system']),
+    content: z.string().max(1_000_000),
+    name: z.string().min(1).max(200).optional(),
+  }),
+});
 
 export interface CommandDeps {
   service: AgentService;
@@ -152,20 +161,20 @@ export async function runCommand(
       return listCheckpoints(deps, threadId, parseParams(ListCheckpoints, cmd.method, cmd.params));
     case 'state.fork':
       return stateFork(deps, threadId, parseParams(StateFork, cmd.method, cmd.params), caller);
+    case 'input.inject':
+      return inputInject(deps, threadId, parseParams(InputInject, cmd.method, cmd.params), caller);
     default:
-      if (UNSUPPORTED.has(cmd.method))
-        throw new CommandError('not_supported', `${cmd.method} is not supported by this server`, 400);
       if (cmd.method.startsWith('subscription.'))
         throw new CommandError(
           'not_supported',
-          `${cmd.method} is a WebSocket command; over HTTP, POST /threads/{thread_id}/stream/events subscribes`,
+          `${cmd.method} is a WebSocket command; over HTTP, POST /threads/{thread_id}/stream/events subscribes (its since resumes after an event)`,
           400,
         );
       throw new CommandError('unknown_command', `unknown command: ${cmd.method}`, 400);
   }
 }
 
-interface TreeNode {
+export interface TreeNode {
   namespace: string[];
   status: string;
   graph_name: string;
@@ -191,11 +200,17 @@ async function agentTree(
   threadId: string,
   p: z.infer<typeof GetTree>,
 ): Promise<Record<string, unknown>> {
-  const { runs, streams } = deps.service;
+  const { runs } = deps.service;
   const run = p.run_id
     ? await runs.get(threadId, p.run_id)
     : ((await runs.list(threadId, { limit: 1, offset: 0 }))[0] ?? null);
   if (!run) throw new CommandError('no_such_run', `agent.getTree: no run ${p.run_id ?? 'on this thread'}`, 404);
+  return { tree: await runTree(deps, threadId, run) };
+}
+
+/** The run's agent tree (see agentTree). */
+export async function runTree(deps: CommandDeps, threadId: string, run: RunRecord): Promise<TreeNode> {
+  const { runs, streams } = deps.service;
   const facts = async (id: string) => runFactsOf(await runs.get(threadId, id));
   const mapper = new ProtocolMapper({ started: facts, ended: facts });
   const nodes = new Map<string, TreeNode>();
@@ -222,7 +237,7 @@ async function agentTree(
     for (let n = node.namespace.length - 1; !parent; n--) parent = nodes.get(node.namespace.slice(0, n).join('\0'));
     (parent.children ??= []).push(node);
   }
-  return { tree: nodes.get('')! };
+  return nodes.get('')!;
 }
 
 /**
@@ -357,4 +372,34 @@ async function inputRespond(
   };
   await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
   return {};
+}
+
+/**
+ * A message a user sends while the agent works (or after): LangGraph cannot add input to a step that is running, so
+ * the message becomes the input of a run queued behind the thread's active one (started at once when none is), on
+ * the graph's `messages` channel, with the assistant that ran last. Only the root graph takes input: a subgraph's
+ * namespace is refused.
+ */
+async function inputInject(
+  deps: CommandDeps,
+  threadId: string,
+  p: z.infer<typeof InputInject>,
+  caller: RunAuth,
+): Promise<Record<string, unknown>> {
+  if (p.namespace.length)
+    throw new CommandError(
+      'not_supported',
+      `input.inject: params.namespace: only the root graph ([]) takes injected messages, not [${p.namespace.join(', ')}]`,
+      400,
+    );
+  const [last] = await deps.service.runs.list(threadId, { limit: 1, offset: 0 });
+  if (!last) throw new CommandError('no_such_run', 'input.inject: the thread has no run to send the message to', 404);
+  const body: RunCreateBody = {
+    assistant_id: last.assistant_id,
+    input: { messages: [p.message] },
+    multitask_strategy: 'enqueue',
+    if_not_exists: 'reject',
+  };
+  const run = await deps.service.runs.create(threadId, body, caller, { protocol: true }).catch(asCommandError);
+  return { run_id: run.run_id };
 }

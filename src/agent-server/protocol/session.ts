@@ -31,8 +31,13 @@ export async function sessionStart(source: SessionSource, threadId: string): Pro
   const runs = await source.runs.list(threadId, { limit: 20, offset: 0 });
   if (!runs.length) return last;
   const current = [...runs].reverse().find((r) => !TERMINAL_RUN_STATUSES.has(r.status)) ?? runs[0]!;
-  const first = await source.streams.read(current.run_id, -1, 1, true);
-  return first.length ? first[0]!.id - 1 : last;
+  return (await runStart(source, current.run_id)) ?? last;
+}
+
+/** The stored id just before a run's first event (where a replay of the run starts); null: it has none yet. */
+export async function runStart(source: SessionSource, runId: string): Promise<number | null> {
+  const first = await source.streams.read(runId, -1, 1, true);
+  return first.length ? first[0]!.id - 1 : null;
 }
 
 /** What the mapper knows of a run: its graph, status, error, the interrupts it answers and a refusal. */
@@ -84,10 +89,12 @@ export async function* followSession(
    * opened on a thread id that exists only later, made by someone else); false ends it with NotFoundError.
    */
   visible?: () => Promise<boolean>,
+  /** Read from this stored id on when it is before the session's start (a reconnect to an earlier run's events). */
+  from?: number,
 ): AsyncGenerator<ProtocolEvent[]> {
   let allowed = !visible;
   const mapper = new ProtocolMapper(runFacts(source, engine, threadId, signal));
-  const afterId = await sessionStart(source, threadId);
+  const afterId = Math.min(await sessionStart(source, threadId), from ?? Infinity);
   for await (const page of followStream({
     streams: source.streams,
     key: { thread_id: threadId },

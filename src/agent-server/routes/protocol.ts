@@ -2,21 +2,22 @@
 // @langchain/react useStream): POST /threads/{id}/commands, POST /threads/{id}/stream/events (SSE with a
 // channels / namespaces / depth / since filter) and GET /threads/{id}/stream/events upgraded to a WebSocket that
 // carries commands, subscriptions and events. Sessions are read from the durable event log (protocol/session.ts):
-// any replica serves them, a reconnect replays under the same event ids. Auth is the API's: the routes pass the
+// any replica serves them, a reconnect replays under the same event ids, and subscription.reconnect restores a
+// lost socket's subscriptions by their ids (protocol/subscription-ids.ts). Auth is the API's: the routes pass the
 // same hooks (API key, custom auth: the stream reads the thread, run.start / input.respond create runs), and each
 // command over a WebSocket goes through the one authorizer as the POST /commands request it stands for; a
 // browser's WebSocket carries its credential as a subprotocol (protocol/ws-credentials.ts), its frames pass the
 // input guard and its subscriptions are bounded.
-import { randomUUID } from 'node:crypto';
 import { matchesSubscription, SUPPORTED_CHANNELS } from '@langchain/langgraph/stream';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
 import { AuthHttpError, matchesFilters } from '../auth/custom.ts';
-import { CommandEnvelope, CommandError, runCommand } from '../protocol/commands.ts';
-import type { ProtocolEvent } from '../protocol/events.ts';
-import { followSession, type EventFilter } from '../protocol/session.ts';
+import { z } from 'zod';
+import { CommandEnvelope, CommandError, runCommand, runTree } from '../protocol/commands.ts';
+import { followSession, runStart, type EventFilter } from '../protocol/session.ts';
+import { filterOfSubscriptionId, subscriptionIdOf } from '../protocol/subscription-ids.ts';
 import type { RunAuth } from '../services/context.ts';
 import type { RouteDeps } from './deps.ts';
 import { runCaller } from './runs.ts';
@@ -32,6 +33,23 @@ export const MAX_SUBSCRIPTIONS = 32;
 const EVERYTHING: EventFilter = { channels: [...SUPPORTED_CHANNELS] };
 /** The route a WebSocket command stands for: it is authorized as this request would be. */
 const COMMANDS_ROUTE = '/threads/:thread_id/commands';
+
+const Reconnect = z.object({
+  run_id: z.string().min(1).max(100),
+  last_event_id: z
+    .string()
+    .regex(/^\d{1,15}$/, 'an event id this server sent (a number)')
+    .optional(),
+  subscriptions: z.array(z.string().min(1).max(200_000)).max(MAX_SUBSCRIPTIONS).optional(),
+});
+
+function parseReconnect(params: unknown): z.infer<typeof Reconnect> {
+  const r = Reconnect.safeParse(params ?? {});
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const message = `subscription.reconnect: params.${issue.path.join('.') || '(params)'}: ${issue.message}`;
+  throw new CommandError('invalid_argument', message, 422);
+}
 
 const errorBody = (id: number | null, err: CommandError) => ({
   type: 'error' as const,
@@ -147,36 +165,30 @@ export const protocolRoutes =
         });
 
       // One pump per connection, so every subscription sees its events in the session's order (the client fans
-      // events out to its subscriptions by their filters). A new subscription restarts it from the session's start:
-      // what the caught-up subscriptions were sent already (up to sentUpTo) is skipped, the rest goes out (the
-      // newcomers' replay). A pump catches up the subscriptions it started with once it passes sentUpTo; one
-      // restarted before that leaves them for the next pump to replay.
+      // events out to its subscriptions by their filters). A new or restored subscription restarts it from the
+      // session's start (from `origin` once a reconnect named an earlier run): each subscription has had every event
+      // it matches up to its `served` seq, and an event goes out only to catch up one that has not had it.
       const filters = new Map<string, EventFilter>();
-      const caughtUp = new Set<string>();
+      const served = new Map<string, number>();
+      let origin: number | undefined;
       let pump: AbortController | null = null;
-      let sentUpTo = -1;
-      const matchesAny = (e: ProtocolEvent, fs: EventFilter[]) =>
-        fs.some((f) => matchesSubscription(e as never, f as never));
 
       function restartPump(): void {
         pump?.abort();
         const ac = new AbortController();
         pump = ac;
         closed.signal.addEventListener('abort', () => ac.abort(), { once: true });
-        const before = [...caughtUp].flatMap((id) => filters.get(id) ?? []);
-        const mine = [...filters.keys()];
-        const upTo = sentUpTo;
         void (async () => {
           try {
-            for await (const page of followSession(service, engine, threadId, EVERYTHING, ac.signal, visible)) {
-              const current = [...filters.values()];
-              const out = page.filter((e) => matchesAny(e, current) && !(e.seq <= upTo && matchesAny(e, before)));
+            for await (const page of followSession(service, engine, threadId, EVERYTHING, ac.signal, visible, origin)) {
+              const subs = [...filters];
+              const out = page.filter((e) =>
+                subs.some(([id, f]) => e.seq > (served.get(id) ?? -1) && matchesSubscription(e as never, f as never)),
+              );
               if (ac.signal.aborted || !(await send(out))) break;
-              const last = page[page.length - 1]?.seq ?? -1;
-              if (last >= upTo && !ac.signal.aborted) {
-                for (const id of mine) caughtUp.add(id);
-                sentUpTo = Math.max(sentUpTo, last);
-              }
+              const last = page[page.length - 1]?.seq;
+              if (last === undefined) continue;
+              for (const [id] of subs) if (filters.has(id)) served.set(id, Math.max(served.get(id) ?? -1, last));
             }
           } catch (err) {
             if (ac.signal.aborted) return;
@@ -201,11 +213,60 @@ export const protocolRoutes =
           await send([errorBody(id, new CommandError('invalid_argument', message, 429))]);
           return;
         }
-        const subscriptionId = randomUUID();
+        const subscriptionId = subscriptionIdOf(parsed.data);
         filters.set(subscriptionId, parsed.data);
         // The answer goes first: the client files the subscription before its (replayed) events arrive.
         await send([{ type: 'success', id, result: { subscription_id: subscriptionId } }]);
         restartPump();
+      }
+
+      /**
+       * subscription.reconnect: a client back on a new socket (this replica or another) names the run it followed,
+       * the last event it processed and its subscriptions; they are restored under the same ids and get what they
+       * miss after that event, from the start of that run on (the thread's later runs follow).
+       */
+      async function reconnect(cmd: CommandEnvelope): Promise<Record<string, unknown>> {
+        const p = parseReconnect(cmd.params);
+        const run = await service.runs.get(threadId, p.run_id);
+        if (!run)
+          throw new CommandError('no_such_run', `subscription.reconnect: no run ${p.run_id} on this thread`, 404);
+        const restored = new Map<string, EventFilter>();
+        for (const id of p.subscriptions ?? []) {
+          const filter = filterOfSubscriptionId(id);
+          if (!filter)
+            throw new CommandError(
+              'no_such_subscription',
+              `subscription.reconnect: ${id.slice(0, 80)} is no subscription id this server gave out`,
+              404,
+            );
+          restored.set(id, filter);
+        }
+        const total = new Set([...filters.keys(), ...restored.keys()]).size;
+        if (total > MAX_SUBSCRIPTIONS)
+          throw new CommandError(
+            'invalid_argument',
+            `subscription.reconnect: this connection would hold ${total} subscriptions; it may hold ${MAX_SUBSCRIPTIONS}`,
+            429,
+          );
+        const start = await runStart(service, run.run_id);
+        if (start !== null) origin = Math.min(origin ?? Infinity, start);
+        const after = p.last_event_id === undefined ? -1 : Number(p.last_event_id);
+        for (const [id, filter] of restored) {
+          filters.set(id, filter);
+          served.set(id, after);
+        }
+        const tree = await runTree({ service }, threadId, run);
+        const current: Array<{ namespace: string[]; status: string }> = [];
+        for (const queue = [tree]; queue.length;) {
+          const node = queue.shift()!;
+          current.push({ namespace: node.namespace, status: node.status });
+          queue.push(...(node.children ?? []));
+        }
+        // The answer goes out before the pump restarts: the client has its subscriptions back before their events.
+        setImmediate(() => {
+          if (restored.size && !closed.signal.aborted) restartPump();
+        });
+        return { restored: restored.size > 0, current_namespaces: current };
       }
 
       /**
@@ -261,14 +322,17 @@ export const protocolRoutes =
             await send([errorBody(cmd.id, new CommandError('invalid_argument', message, 404))]);
             return;
           }
-          caughtUp.delete(sid);
+          served.delete(sid);
           if (!filters.size) pump?.abort();
           await send([{ type: 'success', id: cmd.id, result: {} }]);
           return;
         }
         try {
           const caller = await callerOf(cmd);
-          const result = await runCommand({ service }, threadId, cmd, caller);
+          const result =
+            cmd.method === 'subscription.reconnect'
+              ? await reconnect(cmd)
+              : await runCommand({ service }, threadId, cmd, caller);
           await send([{ type: 'success', id: cmd.id, result, meta: { thread_id: threadId } }]);
         } catch (err) {
           if (err instanceof CommandError) await send([errorBody(cmd.id, err)]);
