@@ -237,6 +237,7 @@ async function cloneRepo(
   confined: ConfinedIn,
 ): Promise<{ commitSha: string; shownUrl: string }> {
   const { home, log } = ctx;
+  const user = ctx.sandbox.user;
   const shownUrl = redactUrl(spec.repoUrl);
 
   let source: RepoSource;
