@@ -2,7 +2,8 @@
 // does not pay for LangGraph and `agentplane agent-server` does not load the Kubernetes client.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { closest, UsageError } from './lib/cli-args.ts';
+import { UsageError } from './lib/cli-args.ts';
+import { closest } from './lib/near-names.ts';
 import { PACKAGE_ROOT } from './lib/package-root.ts';
 
 type Command = {

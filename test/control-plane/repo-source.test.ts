@@ -17,8 +17,22 @@ beforeAll(() => {
   tmp = realpathSync(mkdtempSync(join(tmpdir(), 'ap-repo-source-')));
   for (const d of ['allowed/repo', 'allowed/plain', 'outside/repo', 'data/repo'])
     mkdirSync(join(tmp, d), { recursive: true });
-  for (const d of ['allowed/repo', 'outside/repo', 'data/repo']) execFileSync('git', ['init', '--quiet', join(tmp, d)]);
-  execFileSync('git', ['init', '--quiet', '--bare', join(tmp, 'allowed/bare.git')]);
+  for (const d of ['allowed/repo', 'allowed/empty', 'outside/repo', 'data/repo'])
+    execFileSync('git', ['init', '--quiet', '--initial-branch', 'main', join(tmp, d)]);
+  const git = (...args: string[]) =>
+    execFileSync('git', [
+      '-c',
+      'user.name=t',
+      '-c',
+      'user.email=t@example.com',
+      '-C',
+      join(tmp, 'allowed/repo'),
+      ...args,
+    ]);
+  git('commit', '--quiet', '--allow-empty', '-m', 'first');
+  git('tag', 'v1.0.0');
+  for (const b of ['develop', 'feature/login', 'release-2026']) git('branch', b);
+  execFileSync('git', ['clone', '--quiet', '--bare', join(tmp, 'allowed/repo'), join(tmp, 'allowed/bare.git')]);
   policy = { allowedRoots: [join(tmp, 'allowed'), join(tmp, 'data')], forbiddenRoots: [join(tmp, 'data')] };
 });
 
@@ -75,6 +89,45 @@ describe('local repo_url against the local runtime (dev)', () => {
       `${at}local repository ${join(tmp, 'data/repo')} is inside the agentplane data directory, which is never cloned from`,
     ]);
     expect(await msgs('.')).toEqual([`${at}a local repo_url must be an absolute path`]);
+  });
+
+  it('refuses a repository without commits, at create rather than a second later in the build', async () => {
+    expect(await msgs(join(tmp, 'allowed/empty'))).toEqual([
+      `body.source_config.repo_url: local repository ${join(tmp, 'allowed/empty')} has no commits yet: commit your project first (git add -A && git commit)`,
+    ]);
+    execFileSync('git', ['init', '--quiet', '--bare', join(tmp, 'allowed/empty.git')]);
+    expect(await msgs(join(tmp, 'allowed/empty.git'))).toEqual([
+      expect.stringContaining(`${join(tmp, 'allowed/empty.git')} has no commits yet`),
+    ]);
+  });
+
+  it('accepts a branch, a tag or a commit of a local repository; refuses any other ref, naming it and near matches', async () => {
+    const repo = join(tmp, 'allowed/repo');
+    const ref = async (r: string, url = repo) =>
+      (await localRepoIssues(url, policy, r)).map((i) => `${i.loc.join('.')}: ${i.msg}`);
+    const sha = execFileSync('git', ['-C', repo, 'rev-parse', 'HEAD']).toString().trim();
+    for (const ok of ['main', 'refs/heads/main', 'develop', 'feature/login', 'v1.0.0', 'refs/tags/v1.0.0', sha])
+      expect(await ref(ok), ok).toEqual([]);
+    expect(await ref(sha.slice(0, 10))).toEqual([]);
+    expect(await ref('main', join(tmp, 'allowed/bare.git'))).toEqual([]);
+
+    const at = 'body.source_revision_config.repo_ref: ';
+    expect(await ref('mian')).toEqual([`${at}"mian" is not a branch, tag or commit of ${repo} (did you mean "main"?)`]);
+    expect(await ref('refs/heads/devlop')).toEqual([
+      `${at}"refs/heads/devlop" is not a branch, tag or commit of ${repo} (did you mean "develop"?)`,
+    ]);
+    expect(await ref('v1.0.1')).toEqual([
+      `${at}"v1.0.1" is not a branch, tag or commit of ${repo} (did you mean "v1.0.0"?)`,
+    ]);
+    expect(await ref('production')).toEqual([
+      `${at}"production" is not a branch, tag or commit of ${repo}; its branches: develop, feature/login, main, release-2026`,
+    ]);
+    // A commit id the repository does not have, and a tree that is not a commit.
+    expect(await ref('0123456789abcdef0123456789abcdef01234567')).toEqual([
+      expect.stringContaining('"0123456789abcdef0123456789abcdef01234567" is not a branch, tag or commit'),
+    ]);
+    const tree = execFileSync('git', ['-C', repo, 'rev-parse', 'HEAD^{tree}']).toString().trim();
+    expect(await ref(tree)).toEqual([expect.stringContaining(`"${tree}" is not a branch, tag or commit`)]);
   });
 
   it('checks nothing where builds run elsewhere (no local policy: Kubernetes, listeners)', async () => {

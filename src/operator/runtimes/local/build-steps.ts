@@ -13,7 +13,8 @@ import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
 import { checkGraphs } from './graph-check.ts';
 import { ownerFile } from './housekeeping.ts';
-import type { LogWriter } from './logs.ts';
+import { buildHeader } from './build-source.ts';
+import { LogWriter } from './logs.ts';
 import { localCloneAuth } from '../../../git/clone-auth.ts';
 import { redactUrl } from '../../../git/redact.ts';
 import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from '../../../git/repo-url.ts';
@@ -97,6 +98,17 @@ export type BuildContext = {
 
 export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
   const { dir, home, log, signal } = ctx;
+  // The build's first line says what is built, which is known only once the clone resolved the ref: until then the
+  // steps write to a buffer, replayed into the log after that line (or before the failure, if the clone fails).
+  const early: string[] = [];
+  const buffer = new LogWriter({ append: async (_ref, _type, lines) => void early.push(...lines) }, spec, 'build');
+  let out = buffer;
+  const replay = async () => {
+    if (out === log) return;
+    out = log;
+    await buffer.flush();
+    for (const l of early) log.line(l);
+  };
   // The pid file lives beside the revision directory so that clearing the directory does not lose it.
   const pidFile = `${dir}.step-pid`;
   await killRecordedStep(pidFile);
@@ -123,7 +135,7 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
         pidFile,
         maxOutputBytes: ctx.maxStepOutputBytes,
       },
-      log,
+      out,
       signal,
     );
   const shownUrl = redactUrl(spec.repoUrl);
@@ -147,43 +159,73 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
       mounts: { rw: [cwd === dir ? dir : src, home], ro },
     });
 
-  if (source.kind === 'local') {
-    // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
-    await git(
-      `git clone ${source.path}`,
-      ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
-      dir,
-      {},
-      [source.path],
+  const commitSha = await cloneAndResolve().catch(async (err: unknown) => {
+    await replay();
+    throw err;
+  });
+  // Quiet: what these print is summed up in the header lines.
+  const quiet = (cwd: string, ro: string[]) => (args: string[]) =>
+    runStepIn(
+      {
+        label: `git ${args[0]}`,
+        command: tool('git') ?? 'git',
+        args: [...gitArgs, ...args],
+        cwd,
+        // Read-only mounts: git status must not try to refresh the source's index.
+        env: { ...gitEnv, GIT_OPTIONAL_LOCKS: '0' },
+        sandbox: ctx.sandbox,
+        mounts: { rw: [dir, home], ro },
+        pidFile,
+      },
+      buffer,
+      signal,
     );
-  } else {
-    // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
-    const auth = await localCloneAuth(dir, source.url, ctx.credential);
-    try {
-      await git(
-        `git clone ${shownUrl}`,
-        [...auth.options, 'clone', '--quiet', '--no-checkout', '--', auth.url, src],
-        dir,
-        auth.env,
-      );
-    } finally {
-      await auth.cleanup();
-    }
-  }
-  let commitSha: string | undefined;
-  for (const candidate of refCandidates(spec.repoRef)) {
-    try {
-      commitSha = (
-        await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])
-      ).trim();
-      break;
-    } catch {
-      // try the next interpretation of the ref
-    }
-  }
-  if (!commitSha) throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${shownUrl}`);
-  log.line(`resolved ${spec.repoRef} to ${commitSha}`);
+  const header = await buildHeader({
+    inCheckout: quiet(src, []),
+    inSource: source.kind === 'local' ? quiet(source.path, [source.path]) : undefined,
+    repoRef: spec.repoRef,
+    shownUrl,
+    commitSha,
+  });
+  for (const l of header) log.line(l);
+  await replay();
   await git(`git checkout ${commitSha.slice(0, 12)}`, ['checkout', '--quiet', '--detach', commitSha]);
+
+  async function cloneAndResolve(): Promise<string> {
+    if (source.kind === 'local') {
+      // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
+      await git(
+        `git clone ${source.path}`,
+        ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
+        dir,
+        {},
+        [source.path],
+      );
+    } else {
+      // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
+      const auth = await localCloneAuth(dir, source.url, ctx.credential);
+      try {
+        await git(
+          `git clone ${shownUrl}`,
+          [...auth.options, 'clone', '--quiet', '--no-checkout', '--', auth.url, src],
+          dir,
+          auth.env,
+        );
+      } finally {
+        await auth.cleanup();
+      }
+    }
+    for (const candidate of refCandidates(spec.repoRef)) {
+      try {
+        return (
+          await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])
+        ).trim();
+      } catch {
+        // try the next interpretation of the ref
+      }
+    }
+    throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${shownUrl}`);
+  }
 
   const config = resolve(src, spec.graphConfigPath);
   if (!config.startsWith(src + sep) || !existsSync(config)) {
