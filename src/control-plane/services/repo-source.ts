@@ -47,6 +47,8 @@ export async function localRepoIssues(
   }
 }
 
+type GitAnswer = { ok: boolean; exit: unknown; out: string };
+
 /**
  * Whether the repository has a commit at `ref` as the build resolves it (a branch, a tag or a commit; HEAD when
  * none). Only a certain "no" is a problem: git failing for another reason (ownership, a broken repository) is left
@@ -59,8 +61,8 @@ async function refIssues(path: string, repoUrl: string, ref: string | undefined)
       timeout: 10_000,
       env: { PATH: process.env.PATH ?? '', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
     }).then(
-      (r) => ({ ok: true, out: r.stdout }),
-      (err: { code?: unknown; stdout?: string }) => ({ ok: false, exit: err.code, out: err.stdout ?? '' }),
+      (r): GitAnswer => ({ ok: true, exit: 0, out: r.stdout }),
+      (err: { code?: unknown; stdout?: string }): GitAnswer => ({ ok: false, exit: err.code, out: err.stdout ?? '' }),
     );
   const listed = await git(['for-each-ref', '--format=%(refname)', 'refs/heads', 'refs/tags']);
   if (!listed.ok) return [];
