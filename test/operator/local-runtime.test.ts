@@ -259,6 +259,8 @@ describe('LocalRuntime', () => {
         `not of ${first.slice(0, 12)}`,
     );
     expect(detached[2]).toBe(`$ git clone ${other}`);
+    // What the header was made from is not in the log.
+    for (const log of [clean, dirty, detached]) expect(log.filter((l) => /^\$ git (status|log)\b/.test(l))).toEqual([]);
   });
 
   it('refuses a langgraph.json naming a Python graph at build time, in one line, before installing', async () => {

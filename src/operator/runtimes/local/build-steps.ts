@@ -163,7 +163,8 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
     await replay();
     throw err;
   });
-  // Quiet: what these print is summed up in the header lines.
+  // Quiet: what these print is summed up in the header lines, so it goes nowhere else.
+  const discard = new LogWriter({ append: async () => undefined }, spec, 'build');
   const quiet = (cwd: string, ro: string[]) => (args: string[]) =>
     runStepIn(
       {
@@ -177,7 +178,7 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
         mounts: { rw: [dir, home], ro },
         pidFile,
       },
-      buffer,
+      discard,
       signal,
     );
   const header = await buildHeader({
