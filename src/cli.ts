@@ -109,6 +109,14 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
+    // A graph project that cannot load is the user's to fix: its one line, in its own terms, without this
+    // platform's stack frames (AGENTPLANE_VERBOSE=1 shows them). By name: the class would load the graph loader.
+    if ((err as Error)?.name === 'GraphConfigError') {
+      const verbose = process.env.AGENTPLANE_VERBOSE === '1' && (err as Error).stack;
+      process.stderr.write(`agentplane ${name}: ${verbose || (err as Error).message}\n`);
+      // Now: a graph module may have started timers before it threw, which would keep the process up.
+      process.exit(1);
+    }
     // By name: the class lives beside better-sqlite3, which commands that never lock a folder should not load.
     if ((err as Error)?.name === 'DataDirInUseError') {
       process.stderr.write(`agentplane ${name}: ${(err as Error).message}\n`);
