@@ -17,6 +17,7 @@ import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
 import { revisionsCommand } from '../src/client/revisions-command.ts';
+import { logsCommand } from '../src/client/logs-command.ts';
 import type { ClientCommandSpec } from '../src/client/args.ts';
 import type { CommandSpec } from '../src/lib/cli-args.ts';
 
@@ -167,6 +168,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'deploy-flags': flagTable(deployCommand),
     'deployments-flags': flagTable(deploymentsCommand),
     'revisions-flags': flagTable(revisionsCommand),
+    'logs-flags': flagTable(logsCommand),
     'chart-values': valuesTable(schemaText, valuesYaml),
   };
 }

@@ -56,6 +56,10 @@ const commands: Record<string, Command> = {
     summary: "List a deployment's revisions, print their build/deploy logs, redeploy one",
     load: () => import('./client/revisions-command.ts'),
   },
+  logs: {
+    summary: "Print the serving agent's log lines; --follow keeps printing them as they come",
+    load: () => import('./client/logs-command.ts'),
+  },
   listener: {
     summary: 'A data plane that dials out to a control plane and runs the deployments assigned to one listener',
     load: () => import('./listener/command.ts'),
