@@ -36,11 +36,16 @@ export class ApiError extends Error {
 /** The control plane could not be reached at all (refused, DNS, timeout). */
 export class ConnectionError extends Error {}
 
-export type ClientOptions = { url: string; apiKey: string; tenant: string; timeoutMs?: number };
+/** `tenant` may be left out for a key of one workspace (the control plane takes that one). */
+export type ClientOptions = { url: string; apiKey: string; tenant?: string; timeoutMs?: number };
 
 export function createClient(opts: ClientOptions) {
   const base = opts.url.replace(/\/+$/, '');
   const timeoutMs = opts.timeoutMs ?? 30_000;
+  const auth: Record<string, string> = {
+    'x-api-key': opts.apiKey,
+    ...(opts.tenant ? { 'x-tenant-id': opts.tenant } : {}),
+  };
 
   async function call<T>(
     method: string,
@@ -56,8 +61,7 @@ export function createClient(opts: ClientOptions) {
       res = await fetch(url, {
         method,
         headers: {
-          'x-api-key': opts.apiKey,
-          'x-tenant-id': opts.tenant,
+          ...auth,
           accept: 'application/json',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
@@ -98,7 +102,7 @@ export function createClient(opts: ClientOptions) {
     let res: Response;
     try {
       res = await fetch(`${base}/v2${path}?tail=${q.tail}`, {
-        headers: { 'x-api-key': opts.apiKey, 'x-tenant-id': opts.tenant, accept: 'text/event-stream' },
+        headers: { ...auth, accept: 'text/event-stream' },
         signal: q.signal,
       });
     } catch (err) {

@@ -260,9 +260,10 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(invalid.stderr).toMatch(
       /^agentplane deploy: HTTP 422: body\.source_revision_config\.graph_config_path: must not contain "\.\." segments\n$/,
     );
-    expect(noTenant.code).toBe(2);
-    expect(noTenant.stderr.split('\n')[0]).toBe(
-      'agentplane deployments: --tenant is required: pass --tenant or set AGENTPLANE_TENANT',
+    // The bootstrap key acts for every workspace: it must name one (a key of one workspace need not).
+    expect(noTenant.code).toBe(1);
+    expect(noTenant.stderr).toBe(
+      'agentplane deployments list: HTTP 403: Missing tenant (X-Tenant-Id header): this API key acts for every workspace; name one.\n',
     );
 
     // Delete --wait: gone from the API and from the deployment URL.

@@ -11,12 +11,17 @@ const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 let h: ApiHarness;
 let url: string;
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((res) => {
     execFile(
       process.execPath,
       [BIN, ...args],
-      { env: { ...process.env, AGENTPLANE_URL: url, AGENTPLANE_API_KEY: h.key, AGENTPLANE_TENANT: 'tenant-a' } },
+      {
+        env: { ...process.env, AGENTPLANE_URL: url, AGENTPLANE_API_KEY: h.key, AGENTPLANE_TENANT: 'tenant-a', ...env },
+      },
       (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -106,4 +111,26 @@ describe('deployments list/get STATUS', () => {
       reason: 'DEPLOY_FAILED',
     });
   }, 120_000);
+});
+
+describe('the workspace of a key', () => {
+  it('a key of one workspace needs no --tenant; a key of several must name one, and is told so', async () => {
+    const mine = await h.app.inject({
+      method: 'POST',
+      url: '/v2/deployments',
+      headers: { 'x-api-key': h.otherKey, 'x-tenant-id': 'tenant-c' },
+      payload: githubBody('only-c'),
+    });
+    expect(mine.statusCode, mine.body).toBe(201);
+    const one = await cli(['deployments', 'list', '--json'], { AGENTPLANE_API_KEY: h.otherKey, AGENTPLANE_TENANT: '' });
+    expect(one.code, one.stderr).toBe(0);
+    expect((JSON.parse(one.stdout) as { name: string }[]).map((d) => d.name)).toEqual(['only-c']);
+    const several = await cli(['deployments', 'list'], { AGENTPLANE_TENANT: '' });
+    expect(several).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr:
+        'agentplane deployments list: HTTP 403: Missing tenant (X-Tenant-Id header): this API key acts for several workspaces; name one.\n',
+    });
+  });
 });
