@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiHarness, githubBody, type ApiHarness } from '../control-plane/helpers/harness.ts';
 import { serve, setRevision } from '../control-plane/helpers/operator-role.ts';
+import { deploymentName } from '../../src/resources/index.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 let h: ApiHarness;
@@ -97,6 +98,17 @@ describe('deployments list/get STATUS', () => {
     expect(got.code, got.stderr).toBe(0);
     expect(got.stdout).toMatch(/^status:\s+failed: BUILD_FAILED, rev 2 \(serving rev 1\)$/m);
     expect(got.stdout).toMatch(/^why:\s+npm ci exited with code 1$/m);
+    expect(got.stdout).toContain('Call it (LangGraph SDK or HTTP):'); // revision 1 still serves
+    // Nothing serves: the URL the runtime reserved is shown as such, and not offered as the way to call the agent.
+    const neverDep = await h.store.get('AgentDeployment', 'default', deploymentName(never));
+    await h.store.updateStatus('AgentDeployment', {
+      ...neverDep,
+      status: { ...neverDep.status, url: 'http://127.0.0.1:8123' },
+    });
+    const gotNever = await cli(['deployments', 'get', 'never']);
+    expect(gotNever.stdout).toMatch(/^why:\s+the agent server exited before answering$/m);
+    expect(gotNever.stdout).toMatch(/^url:\s+http:\/\/127\.0\.0\.1:8123 \(answers once a revision serves\)$/m);
+    expect(gotNever.stdout).not.toContain('Call it');
     const gotLive = await cli(['deployments', 'get', 'live']);
     expect(gotLive.stdout).toMatch(/^status:\s+serving rev 1$/m);
     expect(gotLive.stdout).not.toMatch(/^why:/m);
