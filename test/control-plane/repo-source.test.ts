@@ -1,7 +1,8 @@
 // repo_url rules checked before anything is stored: the shape everywhere (a relative path can never build), and,
 // where builds run on this machine (dev), a local path against the local runtime's own rules. Real folders and real
 // git repositories made here.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -132,5 +133,80 @@ describe('local repo_url against the local runtime (dev)', () => {
 
   it('checks nothing where builds run elsewhere (no local policy: Kubernetes, listeners)', async () => {
     expect(await localRepoIssues(join(tmp, 'outside/repo'), undefined)).toEqual([]);
+  });
+});
+
+describe('remote repo_url refs (dev), asked with a bounded git ls-remote', () => {
+  let daemon: ChildProcess | undefined;
+  let silent: Server | undefined;
+  let base: string;
+  const port = () =>
+    new Promise<number>((res) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const p = (probe.address() as { port: number }).port;
+        probe.close(() => res(p));
+      });
+    });
+
+  beforeAll(async () => {
+    // A real git server (git daemon) serving the repository above, and an empty one.
+    execFileSync('git', ['init', '--quiet', '--bare', join(tmp, 'served', 'empty.git')]);
+    execFileSync('git', ['clone', '--quiet', '--bare', join(tmp, 'allowed/repo'), join(tmp, 'served', 'agent.git')]);
+    const p = await port();
+    daemon = spawn(
+      'git',
+      [
+        'daemon',
+        '--reuseaddr',
+        '--export-all',
+        `--base-path=${join(tmp, 'served')}`,
+        '--listen=127.0.0.1',
+        `--port=${p}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    base = `git://127.0.0.1:${p}`;
+    for (let i = 0; i < 200; i++) {
+      try {
+        execFileSync('git', ['ls-remote', `${base}/agent.git`], { stdio: 'ignore' });
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  });
+  afterAll(() => {
+    daemon?.kill();
+    silent?.close();
+  });
+
+  const ref = async (url: string, r: string, timeoutMs?: number) =>
+    (await localRepoIssues(url, policy, r, { anonymous: true, timeoutMs })).map((i) => `${i.loc.join('.')}: ${i.msg}`);
+
+  it('accepts a branch or tag the server lists, refuses another naming the near one, and an empty repository', async () => {
+    expect(await ref(`${base}/agent.git`, 'main')).toEqual([]);
+    expect(await ref(`${base}/agent.git`, 'v1.0.0')).toEqual([]);
+    expect(await ref(`${base}/agent.git`, 'refs/heads/develop')).toEqual([]);
+    expect(await ref(`${base}/agent.git`, 'feature/logn')).toEqual([
+      `body.source_revision_config.repo_ref: "feature/logn" is not a branch or tag of ${base}/agent.git (did you mean "feature/login"?)`,
+    ]);
+    expect(await ref(`${base}/empty.git`, 'main')).toEqual([
+      `body.source_config.repo_url: repository ${base}/empty.git has no branches or tags yet: push a commit first`,
+    ]);
+    // With the integration's credentials (not anonymous) nothing is asked here: the build says it.
+    expect(await localRepoIssues(`${base}/agent.git`, policy, 'nope', { anonymous: false })).toEqual([]);
+  });
+
+  it('a server that never answers does not hold the request: the check gives up and leaves it to the build', async () => {
+    // Accepts the connection and says nothing, as a stuck host would.
+    silent = createServer(() => undefined).listen(0, '127.0.0.1');
+    await new Promise((r) => silent!.once('listening', r));
+    const url = `git://127.0.0.1:${(silent.address() as { port: number }).port}/agent.git`;
+    expect(await ref(url, 'main', 500)).toEqual([]);
+    // Nothing of it is left running.
+    const left = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.includes(url));
+    expect(left).toEqual([]);
   });
 });

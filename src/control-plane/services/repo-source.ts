@@ -2,12 +2,13 @@
 // process (agentplane dev), a local path is held to the local runtime's rules before anything is stored: absolute,
 // under --allow-local-repos, outside the data directory, an existing git repository with a commit at repo_ref. A
 // repo_url or ref that can never build is a 422 that names it, not a deployment that fails a second later.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ValidationIssue } from '../../lib/errors.ts';
 import { nearMatches } from '../../lib/near-names.ts';
+import { redactUrl } from '../../git/redact.ts';
 import { checkRepoUrl, RepoUrlRefused, type RepoPolicy } from '../../git/repo-url.ts';
 
 const LOC = ['body', 'source_config', 'repo_url'];
@@ -32,11 +33,16 @@ export async function localRepoIssues(
   repoUrl: string | null | undefined,
   policy: RepoPolicy | undefined,
   repoRef?: string | null,
+  remote: { anonymous: boolean; timeoutMs?: number } = { anonymous: false },
 ): Promise<ValidationIssue[]> {
   if (!repoUrl || !policy) return [];
   try {
     const source = await checkRepoUrl(repoUrl, policy);
-    if (source.kind !== 'local') return [];
+    if (source.kind !== 'local') {
+      // Asked without credentials (none are needed, or the integration's stay with the build): a repository that
+      // wants them just does not answer, and the build says the rest.
+      return remote.anonymous && repoRef ? await remoteRefIssues(source.url, repoRef, remote.timeoutMs ?? 10_000) : [];
+    }
     if (!isGitRepository(source.path)) {
       return [{ loc: LOC, msg: `local repository ${repoUrl} is not a git repository`, type: 'value_error' }];
     }
@@ -87,6 +93,11 @@ async function refIssues(path: string, repoUrl: string, ref: string | undefined)
     const found = await commitAt(c);
     if (found !== false) return [];
   }
+  return [unknownRef(ref, refs, `a branch, tag or commit of ${repoUrl}`)];
+}
+
+/** The issue of a ref that is none of `refs`: the near names (a typo), else the branches there are. */
+function unknownRef(ref: string, refs: string[], what: string): ValidationIssue {
   const names = refs.map((r) => r.replace(/^refs\/(heads|tags)\//, ''));
   const near = nearMatches(ref.replace(/^refs\/(heads|tags)\//, ''), names);
   const branches = refs.filter((r) => r.startsWith('refs/heads/')).map((r) => r.slice('refs/heads/'.length));
@@ -95,11 +106,67 @@ async function refIssues(path: string, repoUrl: string, ref: string | undefined)
     : branches.length
       ? `; its branches: ${branches.slice(0, 8).join(', ')}${branches.length > 8 ? ', ...' : ''}`
       : '';
-  return [
+  return { loc: REF_LOC, msg: `"${ref}" is not ${what}${hint}`, type: 'value_error' };
+}
+
+/**
+ * `git ls-remote` of a remote repository, bounded: no prompt, no credential helper, no configuration of this
+ * machine, at most `timeoutMs` (then its whole process group is killed, helpers included). Undefined when it did
+ * not answer; else its branch and tag names.
+ */
+async function remoteRefs(url: string, timeoutMs: number): Promise<string[] | undefined> {
+  const allow = ['https', 'http', 'ssh', 'git'].flatMap((p) => ['-c', `protocol.${p}.allow=always`]);
+  const child = spawn(
+    'git',
+    ['-c', 'protocol.allow=never', ...allow, '-c', 'credential.helper=', 'ls-remote', '--heads', '--tags', '--', url],
     {
-      loc: REF_LOC,
-      msg: `"${ref}" is not a branch, tag or commit of ${repoUrl}${hint}`,
-      type: 'value_error',
+      detached: true,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/',
+        GIT_TERMINAL_PROMPT: '0',
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_CONFIG_GLOBAL: '/dev/null',
+        GIT_SSH_COMMAND: 'ssh -o BatchMode=yes',
+      },
     },
-  ];
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    if (out.length < 4 * 1024 * 1024) out += d.toString();
+  });
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }, timeoutMs);
+  const code = await new Promise<number | null>((resolve) => {
+    child.once('error', () => resolve(null));
+    child.once('close', (c) => resolve(c));
+  });
+  clearTimeout(timer);
+  if (code !== 0) return undefined;
+  return out
+    .split('\n')
+    .map((l) => l.split('\t')[1] ?? '')
+    .filter((r) => /^refs\/(heads|tags)\//.test(r) && !r.endsWith('^{}'));
+}
+
+async function remoteRefIssues(url: string, ref: string, timeoutMs: number): Promise<ValidationIssue[]> {
+  // A commit id cannot be listed (only tips are); the build checks it.
+  if (/^[0-9a-f]{7,64}$/i.test(ref)) return [];
+  const refs = await remoteRefs(url, timeoutMs);
+  if (!refs) return [];
+  const shown = redactUrl(url);
+  if (!refs.length) {
+    return [
+      { loc: LOC, msg: `repository ${shown} has no branches or tags yet: push a commit first`, type: 'value_error' },
+    ];
+  }
+  const wanted = ref.startsWith('refs/') ? [ref] : [`refs/heads/${ref}`, `refs/tags/${ref}`];
+  if (wanted.some((w) => refs.includes(w))) return [];
+  return [unknownRef(ref, refs, `a branch or tag of ${shown}`)];
 }

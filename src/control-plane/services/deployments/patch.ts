@@ -80,7 +80,11 @@ export async function patchDeployment(
   const newRef = body.source_revision_config?.repo_ref;
   if ((sourceChanged.length || newRef) && !current.spec.sourceConfig.listenerId) {
     const repoUrl = changes.repoUrl ?? current.spec.sourceConfig.repoUrl;
-    refuse(await localRepoIssues(repoUrl, deps.localRepos, newRef ?? current.spec.sourceRevisionConfig.repoRef));
+    const ref = newRef ?? current.spec.sourceRevisionConfig.repoRef;
+    const anonymous = !(changes.integrationId !== undefined
+      ? changes.integrationId
+      : current.spec.sourceConfig.integrationId);
+    refuse(await localRepoIssues(repoUrl, deps.localRepos, ref, { anonymous }));
   }
   refuse(checks.policyIssues(body.source_config?.resource_spec, body.source_config?.custom_url));
   refuse(await checks.referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
