@@ -18,6 +18,7 @@ import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
 import { revisionsCommand } from '../src/client/revisions-command.ts';
+import { logsCommand } from '../src/client/logs-command.ts';
 import type { ClientCommandSpec } from '../src/client/args.ts';
 import type { CommandSpec } from '../src/lib/cli-args.ts';
 
@@ -45,7 +46,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/control-plane-api.md': ['control-plane-flags', 'api-key-flags'],
   'docs/local-runtime.md': ['dev-flags'],
   'docs/kubernetes.md': ['uninstall-flags', 'chart-values', 'operator-flags'],
-  'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags'],
+  'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags', 'logs-flags'],
   'docs/listeners.md': ['listener-flags'],
   'docs/operations.md': ['backup-flags', 'restore-flags', 'secret-key-flags'],
 };
@@ -169,6 +170,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'deploy-flags': flagTable(deployCommand),
     'deployments-flags': flagTable(deploymentsCommand),
     'revisions-flags': flagTable(revisionsCommand),
+    'logs-flags': flagTable(logsCommand),
     'chart-values': valuesTable(schemaText, valuesYaml),
   };
 }

@@ -2,7 +2,8 @@
 // does not pay for LangGraph and `agentplane agent-server` does not load the Kubernetes client.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { closest, UsageError } from './lib/cli-args.ts';
+import { UsageError } from './lib/cli-args.ts';
+import { closest } from './lib/near-names.ts';
 import { PACKAGE_ROOT } from './lib/package-root.ts';
 
 type Command = {
@@ -54,6 +55,10 @@ const commands: Record<string, Command> = {
   revisions: {
     summary: "List a deployment's revisions, print their build/deploy logs, redeploy one",
     load: () => import('./client/revisions-command.ts'),
+  },
+  logs: {
+    summary: "Print the serving agent's log lines; --follow keeps printing them as they come",
+    load: () => import('./client/logs-command.ts'),
   },
   listener: {
     summary: 'A data plane that dials out to a control plane and runs the deployments assigned to one listener',
@@ -111,6 +116,14 @@ export async function main(argv: string[]): Promise<void> {
       process.stderr.write(`agentplane ${name}: ${err.message}\nRun "agentplane ${name} --help" for usage.\n`);
       process.exitCode = 2;
       return;
+    }
+    // A graph project that cannot load is the user's to fix: its one line, in its own terms, without this
+    // platform's stack frames (AGENTPLANE_VERBOSE=1 shows them). By name: the class would load the graph loader.
+    if ((err as Error)?.name === 'GraphConfigError') {
+      const verbose = process.env.AGENTPLANE_VERBOSE === '1' && (err as Error).stack;
+      process.stderr.write(`agentplane ${name}: ${verbose || (err as Error).message}\n`);
+      // Now: a graph module may have started timers before it threw, which would keep the process up.
+      process.exit(1);
     }
     // By name: the class lives beside better-sqlite3, which commands that never lock a folder should not load.
     if ((err as Error)?.name === 'DataDirInUseError') {

@@ -29,7 +29,11 @@ export const connectionOptions: Record<string, ClientOptionSpec> = {
     description: 'API key sent as X-Api-Key (prefer the env var)',
     env: ['AGENTPLANE_API_KEY'],
   },
-  tenant: { type: 'string', description: 'Tenant (workspace) sent as X-Tenant-Id', env: ['AGENTPLANE_TENANT'] },
+  tenant: {
+    type: 'string',
+    description: 'Tenant (workspace) sent as X-Tenant-Id; needed only with a key of several workspaces',
+    env: ['AGENTPLANE_TENANT'],
+  },
   json: { type: 'boolean', description: 'Print JSON for scripts instead of tables' },
 };
 
@@ -91,7 +95,8 @@ export function pickList(flags: Flags, name: string): string[] {
 const Connection = z.object({
   url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
   apiKey: z.string({ error: 'is required: pass --api-key or set AGENTPLANE_API_KEY' }).min(1),
-  tenant: z.string({ error: 'is required: pass --tenant or set AGENTPLANE_TENANT' }).min(1),
+  // Optional: a key of one workspace names it (the control plane asks for it when the key has several).
+  tenant: z.string().min(1).optional(),
 });
 const FLAG_OF = { url: '--url', apiKey: '--api-key', tenant: '--tenant' } as const;
 

@@ -121,7 +121,8 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
       ['id', d.id],
       ['status', statusLabel(d)],
       ...(d.status_summary.message ? ([['why', d.status_summary.message]] as [string, string][]) : []),
-      ['url', d.url ?? '(not served yet)'],
+      // Nothing serves: the URL answers nothing yet, so it is not offered as the way to call the agent.
+      ['url', d.url ? (active ? d.url : `${d.url} (answers once a revision serves)`) : '(not served yet)'],
       [
         'access',
         d.source_config.access_mode === 'public'
@@ -151,7 +152,7 @@ async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Pr
       ['updated', when(d.updated_at)],
     ]),
   );
-  if (d.url) process.stdout.write(howToCall(d, graphs[0]?.graphId));
+  if (d.url && active) process.stdout.write(howToCall(d, graphs[0]?.graphId));
 }
 
 function howToCall(d: Deployment, graphId = '<graph id>'): string {

@@ -6,6 +6,8 @@ export type { Deployment, Revision };
 export type LogType = 'build' | 'deploy';
 export type LogEntry = { id: string; timestamp: string; type: LogType; message: string };
 export type LogPage = { logs: LogEntry[]; next_offset: string | null };
+/** A line of the serving agent's log, with the revision it came from. */
+export type LiveLogLine = LogEntry & { revision_id: string; revision_number: number };
 export type Page<T> = { resources: T[]; offset: number };
 
 export type DeploymentInput = {
@@ -34,11 +36,16 @@ export class ApiError extends Error {
 /** The control plane could not be reached at all (refused, DNS, timeout). */
 export class ConnectionError extends Error {}
 
-export type ClientOptions = { url: string; apiKey: string; tenant: string; timeoutMs?: number };
+/** `tenant` may be left out for a key of one workspace (the control plane takes that one). */
+export type ClientOptions = { url: string; apiKey: string; tenant?: string; timeoutMs?: number };
 
 export function createClient(opts: ClientOptions) {
   const base = opts.url.replace(/\/+$/, '');
   const timeoutMs = opts.timeoutMs ?? 30_000;
+  const auth: Record<string, string> = {
+    'x-api-key': opts.apiKey,
+    ...(opts.tenant ? { 'x-tenant-id': opts.tenant } : {}),
+  };
 
   async function call<T>(
     method: string,
@@ -54,8 +61,7 @@ export function createClient(opts: ClientOptions) {
       res = await fetch(url, {
         method,
         headers: {
-          'x-api-key': opts.apiKey,
-          'x-tenant-id': opts.tenant,
+          ...auth,
           accept: 'application/json',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
@@ -88,7 +94,46 @@ export function createClient(opts: ClientOptions) {
     redeploy: (id: string, rid: string) => call<Deployment>('POST', `${rev(id, rid)}/redeploy`),
     logs: (id: string, rid: string, q: { type: LogType; limit?: number; offset?: string; order?: 'asc' | 'desc' }) =>
       call<LogPage>('GET', `${rev(id, rid)}/logs`, q),
+    /** The serving agent's log lines as the control plane streams them (SSE), until `signal` aborts or it ends. */
+    liveLogs: (id: string, q: { tail: number; signal: AbortSignal }) => liveLogs(`${dep(id)}/logs/stream`, q),
   };
+
+  async function* liveLogs(path: string, q: { tail: number; signal: AbortSignal }): AsyncGenerator<LiveLogLine> {
+    let res: Response;
+    try {
+      res = await fetch(`${base}/v2${path}?tail=${q.tail}`, {
+        headers: { ...auth, accept: 'text/event-stream' },
+        signal: q.signal,
+      });
+    } catch (err) {
+      if (q.signal.aborted) return;
+      throw new ConnectionError(`cannot reach the control plane at ${base}: ${reason(err)}`);
+    }
+    if (!res.ok) throw new ApiError(res.status, detailOf(await res.text(), res.statusText));
+    // Events are `event: log` + one `data:` line of JSON, a blank line after each (the control plane writes them
+    // so); heartbeat comments and other fields are skipped. Small enough not to need an SSE library.
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const event = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = event
+            .split('\n')
+            .filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5).trimStart())
+            .join('\n');
+          if (data) yield JSON.parse(data) as LiveLogLine;
+        }
+      }
+    } catch (err) {
+      if (q.signal.aborted) return;
+      throw new ConnectionError(`the control plane at ${base} broke off the log stream: ${reason(err)}`);
+    }
+  }
 }
 
 export type ControlPlaneClient = ReturnType<typeof createClient>;

@@ -26,7 +26,7 @@ export const devCommand: CommandSpec = {
     'agent-ports': {
       type: 'string',
       description:
-        "Ports deployments are served on, one each (never the console's origin): FROM-TO, or auto (free ports the system picks); a deployment keeps its port across restarts while it is free",
+        "Ports deployments are served on, one each (never the console's origin): FROM-TO, or auto (free ports the system picks); a deployment keeps its port (its URL) for as long as it exists, never given to another",
       default: '8100-8999',
       env: ['AGENTPLANE_AGENT_PORTS'],
     },

@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
+import { closest } from './near-names.ts';
 
 export type OptionSpec = {
   type: 'string' | 'boolean';
@@ -57,34 +58,6 @@ export function usageMessage(err: Error & { code?: string }, known: string[]): s
     default:
       return err.message;
   }
-}
-
-/** The known name nearest to `name` (a typo: edit distance up to a third of its length, at least 1), if any. */
-export function closest(name: string, known: string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(1, Math.floor(name.length / 3)) + 1;
-  for (const k of known) {
-    const d = k.startsWith(name) && name.length >= 3 ? 1 : editDistance(name, k);
-    if (d < bestDistance) [best, bestDistance] = [k, d];
-  }
-  return best;
-}
-
-/** Edit distance counting a swap of two neighbouring letters as one edit (optimal string alignment). */
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 3) return Infinity;
-  let before: number[] = [];
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
-        cur[j] = Math.min(cur[j]!, before[j - 2]! + 1);
-    }
-    [before, prev] = [prev, cur];
-  }
-  return prev[b.length]!;
 }
 
 export function formatHelp(spec: CommandSpec): string {

@@ -195,7 +195,8 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
 
   it('a file that does not exist', async () => {
     const err = await loadError(await writeConfig({ graphs: { agent: './missing.ts:graph' } }));
-    expect(err.message).toMatch(/graph "agent": file .*missing\.ts does not exist/);
+    // Named as langgraph.json names it, relative to its folder, not by the server's absolute path.
+    expect(err.message).toBe('graph "agent": file missing.ts does not exist');
   });
 
   it('a file that is not a module', async () => {
@@ -212,6 +213,11 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
     expect(err.message).toMatch(/graph "agent": .*graphs\.ts has no export "nothing" \(exports: .*compiled/);
   });
 
+  it('a misspelled export, naming the one meant', async () => {
+    const err = await loadError(await writeConfig({ graphs: { agent: `${basicFile}:compild` } }));
+    expect(err.message).toMatch(/graph "agent": .*graphs\.ts has no export "compild" \(did you mean "compiled"\?\)$/);
+  });
+
   it('an export that is not a graph', async () => {
     const err = await loadError(await writeConfig({ graphs: { agent: `${basicFile}:notAGraph` } }));
     expect(err.message).toMatch(
@@ -219,10 +225,30 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
     );
   });
 
-  it('a module that throws while importing', async () => {
-    const cfg = await writeConfig({ graphs: { agent: './boom.mjs:graph' } });
-    await writeFile(path.join(path.dirname(cfg), 'boom.mjs'), 'throw new Error("kaboom at import");\n');
-    expect((await loadError(cfg)).message).toMatch(/graph "agent": importing .*boom\.mjs failed: kaboom at import/);
+  it("a module that throws while importing: where in the user's own code, in its own terms", async () => {
+    const cfg = await writeConfig({ graphs: { agent: './src/boom.mjs:graph' } });
+    const dir = path.dirname(cfg);
+    await mkdir(path.join(dir, 'src'));
+    await writeFile(path.join(dir, 'src', 'boom.mjs'), "import { setup } from './setup.mjs';\nsetup();\n");
+    // Thrown two files deep, the message quoting an absolute path of the project.
+    await writeFile(
+      path.join(dir, 'src', 'setup.mjs'),
+      `export function setup() {\n  throw new Error('cannot read ' + ${JSON.stringify(dir)} + '/prompts/system.txt');\n}\n`,
+    );
+    expect((await loadError(cfg)).message).toBe(
+      'graph "agent": importing src/boom.mjs failed: src/setup.mjs:2:9: cannot read prompts/system.txt',
+    );
+  });
+
+  it('a TypeScript module that throws: the line and column of its source', async () => {
+    const cfg = await writeConfig({ graphs: { agent: './agent.ts:graph' } });
+    await writeFile(
+      path.join(path.dirname(cfg), 'agent.ts'),
+      "type Model = { name: string };\nconst model: Model | undefined = undefined;\nif (!model) throw new Error('no model configured');\nexport const graph = model;\n",
+    );
+    expect((await loadError(cfg)).message).toBe(
+      'graph "agent": importing agent.ts failed: agent.ts:3:19: no model configured',
+    );
   });
 
   it('an env file that does not exist', async () => {

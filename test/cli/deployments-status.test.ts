@@ -6,17 +6,23 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiHarness, githubBody, type ApiHarness } from '../control-plane/helpers/harness.ts';
 import { serve, setRevision } from '../control-plane/helpers/operator-role.ts';
+import { deploymentName } from '../../src/resources/index.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 let h: ApiHarness;
 let url: string;
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((res) => {
     execFile(
       process.execPath,
       [BIN, ...args],
-      { env: { ...process.env, AGENTPLANE_URL: url, AGENTPLANE_API_KEY: h.key, AGENTPLANE_TENANT: 'tenant-a' } },
+      {
+        env: { ...process.env, AGENTPLANE_URL: url, AGENTPLANE_API_KEY: h.key, AGENTPLANE_TENANT: 'tenant-a', ...env },
+      },
       (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -92,6 +98,17 @@ describe('deployments list/get STATUS', () => {
     expect(got.code, got.stderr).toBe(0);
     expect(got.stdout).toMatch(/^status:\s+failed: BUILD_FAILED, rev 2 \(serving rev 1\)$/m);
     expect(got.stdout).toMatch(/^why:\s+npm ci exited with code 1$/m);
+    expect(got.stdout).toContain('Call it (LangGraph SDK or HTTP):'); // revision 1 still serves
+    // Nothing serves: the URL the runtime reserved is shown as such, and not offered as the way to call the agent.
+    const neverDep = await h.store.get('AgentDeployment', 'default', deploymentName(never));
+    await h.store.updateStatus('AgentDeployment', {
+      ...neverDep,
+      status: { ...neverDep.status, url: 'http://127.0.0.1:8123' },
+    });
+    const gotNever = await cli(['deployments', 'get', 'never']);
+    expect(gotNever.stdout).toMatch(/^why:\s+the agent server exited before answering$/m);
+    expect(gotNever.stdout).toMatch(/^url:\s+http:\/\/127\.0\.0\.1:8123 \(answers once a revision serves\)$/m);
+    expect(gotNever.stdout).not.toContain('Call it');
     const gotLive = await cli(['deployments', 'get', 'live']);
     expect(gotLive.stdout).toMatch(/^status:\s+serving rev 1$/m);
     expect(gotLive.stdout).not.toMatch(/^why:/m);
@@ -106,4 +123,26 @@ describe('deployments list/get STATUS', () => {
       reason: 'DEPLOY_FAILED',
     });
   }, 120_000);
+});
+
+describe('the workspace of a key', () => {
+  it('a key of one workspace needs no --tenant; a key of several must name one, and is told so', async () => {
+    const mine = await h.app.inject({
+      method: 'POST',
+      url: '/v2/deployments',
+      headers: { 'x-api-key': h.otherKey, 'x-tenant-id': 'tenant-c' },
+      payload: githubBody('only-c'),
+    });
+    expect(mine.statusCode, mine.body).toBe(201);
+    const one = await cli(['deployments', 'list', '--json'], { AGENTPLANE_API_KEY: h.otherKey, AGENTPLANE_TENANT: '' });
+    expect(one.code, one.stderr).toBe(0);
+    expect((JSON.parse(one.stdout) as { name: string }[]).map((d) => d.name)).toEqual(['only-c']);
+    const several = await cli(['deployments', 'list'], { AGENTPLANE_TENANT: '' });
+    expect(several).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr:
+        'agentplane deployments list: HTTP 403: Missing tenant (X-Tenant-Id header): this API key acts for several workspaces; name one.\n',
+    });
+  });
 });

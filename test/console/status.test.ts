@@ -177,6 +177,9 @@ describe('console: a truthful deployment status', () => {
     await expect.poll(() => page.locator('li[data-revision="1"] .badge').first().textContent()).toBe('DEPLOY_FAILED');
     expect(await page.locator('li[data-revision="1"] button').count()).toBe(0);
     expect(await page.getByTestId('state-message').textContent()).toBe('the agent server exited before answering');
+    // It failed to start: it opens on the deploy log, not on the build's "build complete".
+    expect(await page.getByRole('tab', { name: 'deploy' }).getAttribute('aria-selected')).toBe('true');
+    expect(await page.getByRole('tab', { name: 'build' }).getAttribute('aria-selected')).toBe('false');
   });
 
   it('Follow is off on a finished revision and on for one still building', async () => {

@@ -76,6 +76,16 @@ describe('deployment status_summary', () => {
     });
     expect(failed.serving_revision_id).toBe(serving.serving_revision_id);
 
+    // Pointing traffic at the revision that never built is refused, naming it and why; nothing changes.
+    const rev2 = failed.latest_revision_id as string;
+    const before = (await call('GET', `/v2/deployments/${id}`)).body;
+    const refused = await call('POST', `/v2/deployments/${id}/revisions/${rev2}/redeploy`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail ?? refused.body.message).toMatch(
+      /^revision 2 never built \(BUILD_FAILED: npm ci exited with code 1\), so there is nothing to roll back to/,
+    );
+    expect((await call('GET', `/v2/deployments/${id}`)).body).toEqual(before);
+
     // Rolling back to the serving revision settles it: serving again, rev 2 stays the newest.
     const rev1 = serving.serving_revision_id as string;
     expect((await call('POST', `/v2/deployments/${id}/revisions/${rev1}/redeploy`)).status).toBe(200);

@@ -213,16 +213,22 @@ describe('agentplane dev end to end', () => {
       expect((await greet(url)).text).toBe('The greeting tool says: Howdy, Ada!');
       expect((await cp.get(`/v2/deployments/${depId}`)).body.active_revision_id).toBe(r2);
     }
+    // A ref the local repository lacks is refused before any revision is made, naming it and the near one.
+    const latestBefore = (await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id;
     const unknownRef = await cp.patch(`/v2/deployments/${depId}`, {
-      source_revision_config: { repo_ref: 'no-such-branch' },
+      source_revision_config: { repo_ref: 'broken-instal' },
     });
-    expect(unknownRef.status).toBe(200);
-    const r5 = String((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id);
-    const unknown = await revisionDone(dev.url, depId, r5);
-    expect(unknown).toMatchObject({
-      status: 'BUILD_FAILED',
-      status_message: expect.stringContaining('no-such-branch'),
-    });
+    expect(unknownRef.status).toBe(422);
+    expect(unknownRef.body.detail).toEqual([
+      {
+        loc: ['body', 'source_revision_config', 'repo_ref'],
+        msg: expect.stringMatching(
+          /^"broken-instal" is not a branch, tag or commit of .* \(did you mean "broken-install"\?\)$/,
+        ),
+        type: 'value_error',
+      },
+    ]);
+    expect((await cp.get(`/v2/deployments/${depId}`)).body.latest_revision_id).toBe(latestBefore);
     const allLogs = [r1, r2].map((r) => logText(dev!.url, depId, r, 'deploy'));
     for (const text of await Promise.all(allLogs)) expect(text).not.toContain('do-not-log-me-42');
 

@@ -200,6 +200,69 @@ describe('LocalRuntime', () => {
     expect(logs.text('lines-r1', 'build')).toContain('dockerfile_lines: 1 line(s) not applied');
   });
 
+  it('opens the build log with the commit it builds; warns of uncommitted edits and of a detached HEAD', async () => {
+    const other = join(tmp, 'working-folder');
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd: other })
+        .toString()
+        .trim();
+    mkdirSync(other);
+    git('init', '-q', '-b', 'main');
+    writeFileSync(join(other, 'langgraph.json'), JSON.stringify({ graphs: { agent: './agent.ts:graph' } }));
+    writeFileSync(join(other, 'agent.ts'), 'export const graph = {};\n');
+    git('add', '.');
+    git('commit', '-q', '-m', 'first');
+    const first = git('rev-parse', 'HEAD');
+    writeFileSync(join(other, 'agent.ts'), 'export const graph = { v: 2 };\n');
+    git('commit', '-q', '-am', 'second "quoted"');
+    const second = git('rev-parse', 'HEAD');
+    let n = 0;
+    const buildLog = async () => {
+      const revision = `wf-r${++n}`;
+      const spec = {
+        ...buildSpec(revision, 'main'),
+        deployment: 'wf',
+        deploymentId: 'dep-wf',
+        repoUrl: other,
+        installCommand: 'true',
+      };
+      expect(await until(revision, () => runtime.build(spec), ['Succeeded', 'Failed'])).toMatchObject({
+        phase: 'Succeeded',
+        commitSha: second,
+      });
+      return logs.text(revision, 'build').split('\n');
+    };
+
+    // Clean, on the branch built: one line says it all, the clone follows.
+    const clean = await buildLog();
+    expect(clean.slice(0, 2)).toEqual([
+      `building ${second.slice(0, 12)} "second \\"quoted\\"" (main of ${other})`,
+      `$ git clone ${other}`,
+    ]);
+
+    // Edited and a new file, not committed: built without them, and the log says so before anything else.
+    writeFileSync(join(other, 'agent.ts'), 'export const graph = { v: 3 };\n');
+    writeFileSync(join(other, 'tools.ts'), 'export {};\n');
+    const dirty = await buildLog();
+    expect(dirty[0]).toMatch(/^building [0-9a-f]{12} "second/);
+    expect(dirty[1]).toBe(
+      `warning: ${other} has uncommitted changes (agent.ts, tools.ts); only commits are built: commit them and redeploy`,
+    );
+    git('checkout', '-q', '--', 'agent.ts');
+    rmSync(join(other, 'tools.ts'));
+
+    // An older commit checked out (detached): the build is of main all the same, and says which.
+    git('checkout', '-q', '--detach', first);
+    const detached = await buildLog();
+    expect(detached[1]).toBe(
+      `warning: ${other} has a detached HEAD at ${first.slice(0, 12)}: the build is of main (${second.slice(0, 12)}), ` +
+        `not of ${first.slice(0, 12)}`,
+    );
+    expect(detached[2]).toBe(`$ git clone ${other}`);
+    // What the header was made from is not in the log.
+    for (const log of [clean, dirty, detached]) expect(log.filter((l) => /^\$ git (status|log)\b/.test(l))).toEqual([]);
+  });
+
   it('refuses a langgraph.json naming a Python graph at build time, in one line, before installing', async () => {
     const other = join(tmp, 'python-graph');
     const git = (...args: string[]) => execFileSync('git', args, { cwd: other, stdio: 'pipe' });

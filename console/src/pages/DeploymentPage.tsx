@@ -62,7 +62,8 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
   const [revs, setRevs] = useState<Revision[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [gone, setGone] = useState(false);
-  const [logType, setLogType] = useState<'build' | 'deploy'>('build');
+  // Until a tab is picked: the log of the step that failed (a failed start opens on its deploy log), else the build's.
+  const [pickedLogType, setLogType] = useState<'build' | 'deploy' | null>(null);
   const [redeployOf, setRedeployOf] = useState<Revision | null>(null);
   const [deleting, setDeleting] = useState(false);
   const [typed, setTyped] = useState('');
@@ -95,6 +96,7 @@ export function DeploymentPage({ api, id, revision }: { api: Api; id: string; re
   if (!dep) return error ? <ErrorBanner error={error} /> : <p className="muted">Loading…</p>;
 
   const selected = revs.find((r) => r.id === revision) ?? revs[0];
+  const logType = pickedLogType ?? (selected?.status === 'DEPLOY_FAILED' ? 'deploy' : 'build');
   const canPlay = Boolean(dep.url && dep.active_revision_id);
 
   async function doRedeploy(r: Revision) {

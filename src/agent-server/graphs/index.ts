@@ -6,12 +6,14 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { v5 as uuidv5 } from 'uuid';
 import { AppError, NotFoundError } from '../../lib/errors.ts';
+import { nearMatches } from '../../lib/near-names.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { endImportContexts, withImportContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
 import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
 import type { Config, PregelLike } from './pregel-like.ts';
+import { inUserTerms, projectPath } from './user-terms.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
 export { GraphConfigError } from './config.ts';
@@ -168,11 +170,12 @@ function toCompiledGraph(graphId: string, value: unknown, where: string): Pregel
   return compiled;
 }
 
-async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph> {
+async function importGraph(spec: GraphSpec, logger: Logger, projectDir: string): Promise<LoadedGraph> {
+  const file = projectPath(spec.path, projectDir);
   try {
     await access(spec.path);
   } catch {
-    throw new GraphConfigError(`graph "${spec.graphId}": file ${spec.path} does not exist`);
+    throw new GraphConfigError(`graph "${spec.graphId}": file ${file} does not exist`);
   }
   const install = await checkLanggraphVersion(spec.graphId, spec.path);
   if (!install) {
@@ -189,13 +192,15 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
       unknown
     >;
   } catch (err) {
-    throw new GraphConfigError(`graph "${spec.graphId}": importing ${spec.path} failed: ${(err as Error).message}`);
+    throw new GraphConfigError(`graph "${spec.graphId}": importing ${file} failed: ${inUserTerms(err, projectDir)}`);
   }
   if (!(spec.exportName in mod) || mod[spec.exportName] === undefined) {
     const names = Object.keys(mod).filter((k) => k !== '__esModule');
-    throw new GraphConfigError(
-      `graph "${spec.graphId}": ${spec.path} has no export "${spec.exportName}" (exports: ${names.join(', ') || 'none'})`,
-    );
+    const meant = nearMatches(spec.exportName, names);
+    const hint = meant.length
+      ? ` (did you mean ${meant.map((m) => `"${m}"`).join(' or ')}?)`
+      : ` (exports: ${names.join(', ') || 'none'})`;
+    throw new GraphConfigError(`graph "${spec.graphId}": ${file} has no export "${spec.exportName}"${hint}`);
   }
   // Runs' store wrapper of this project's LangGraph copy: event-driven instead of polling (platform/batched-store.ts).
   if (install && !(await patchBatchedStoreOf(install.dir))) {
@@ -204,7 +209,7 @@ async function importGraph(spec: GraphSpec, logger: Logger): Promise<LoadedGraph
   let exported = mod[spec.exportName];
   // A module may export a promise of a graph (top-level async setup).
   if (typeof (exported as { then?: unknown } | null)?.then === 'function') exported = await exported;
-  const where = `export "${spec.exportName}" of ${spec.path}`;
+  const where = `export "${spec.exportName}" of ${file}`;
   const value: LoadedGraph['value'] =
     typeof exported === 'function' ? (exported as GraphFactory) : toCompiledGraph(spec.graphId, exported, where);
   logger.info(
@@ -254,7 +259,7 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
       specs.push(spec);
       if (failures[graphId] !== undefined) continue;
       try {
-        loaded.set(graphId, await importGraph(spec, opts.logger));
+        loaded.set(graphId, await importGraph(spec, opts.logger, projectDir));
       } catch (err) {
         fail(graphId, err);
       }
@@ -262,10 +267,11 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
   }
   // Nothing to serve: a server whose every graph failed is refused, so a broken revision never goes live.
   if (specs.length > 0 && loaded.size === 0) {
+    // Each failure names its graph already (graph "<id>": ...).
     const why = Object.entries(failures)
-      .map(([id, m]) => `"${id}": ${m}`)
+      .map(([id, m]) => (m.startsWith(`graph "${id}"`) ? m : `graph "${id}": ${m}`))
       .join('; ');
-    throw new GraphConfigError(`no graph could be loaded (${why})`);
+    throw new GraphConfigError(`no graph could be loaded: ${why}`);
   }
 
   function entry(graphId: string): LoadedGraph {

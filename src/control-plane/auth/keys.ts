@@ -72,7 +72,14 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
       .map((b) => ({ id: 'bootstrap', tenants: b.tenants }))[0];
     record ??= await store.findApiKey(hash);
     if (!record) throw new UnauthorizedError('Invalid API key.');
-    if (!tenant) throw new ForbiddenError('Missing tenant (X-Tenant-Id header).');
+    // A key of one workspace names it: X-Tenant-Id may be left out. A key of several (or of all) must say which.
+    const only = record.tenants.length === 1 && record.tenants[0] !== '*' ? record.tenants[0] : undefined;
+    tenant ||= only;
+    if (!tenant) {
+      throw new ForbiddenError(
+        `Missing tenant (X-Tenant-Id header): this API key acts for ${record.tenants.includes('*') ? 'every workspace' : 'several workspaces'}; name one.`,
+      );
+    }
     if (!record.tenants.includes('*') && !record.tenants.includes(tenant)) {
       throw new ForbiddenError(`This API key may not act for tenant ${tenant}.`);
     }

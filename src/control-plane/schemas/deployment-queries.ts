@@ -48,5 +48,10 @@ export const LogsQuery = z.object({
   limit_bytes: z.coerce.number().int().min(1024).max(MAX_LOG_PAGE_BYTES).default(DEFAULT_LOG_PAGE_BYTES),
 });
 
+export const LiveLogsQuery = z.object({
+  /** How many of the serving revision's last lines come first. */
+  tail: z.coerce.number().int().min(0).max(1000).default(100),
+});
+
 export const DeploymentParams = z.object({ deployment_id: z.string() });
 export const RevisionParams = z.object({ deployment_id: z.string(), revision_id: z.string() });

@@ -52,8 +52,12 @@ export function makeExampleRepo(root: string): ExampleRepo {
 
   git(path, 'checkout', '--quiet', '-b', 'broken-server', 'main');
   const cfg = join(path, 'langgraph.json');
-  // It parses and its imports resolve (the build's graph check passes); it throws when the server loads it.
-  writeFileSync(join(path, 'src', 'missing.ts'), "throw new Error('the graph module is missing its model');\n");
+  // It parses, its imports resolve and it names its export (the build's graph check passes); it throws when the
+  // server loads it.
+  writeFileSync(
+    join(path, 'src', 'missing.ts'),
+    "throw new Error('the graph module is missing its model');\nexport const graph = {};\n",
+  );
   writeFileSync(cfg, readFileSync(cfg, 'utf8').replace('./src/agent.ts:graph', './src/missing.ts:graph'));
   git(path, 'add', '-A');
   git(path, 'commit', '--quiet', '-m', 'point at a graph module that throws when loaded');

@@ -1,4 +1,5 @@
 // Deployments v2: deployments, revisions, redeploy and logs. Registered under /v2 and /api-host/v2.
+import { once } from 'node:events';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -23,6 +24,7 @@ import {
   DeploymentParams,
   ListDeploymentsQuery,
   ListRevisionsQuery,
+  LiveLogsQuery,
   LogsQuery,
   RevisionParams,
 } from '../../schemas/deployment-queries.ts';
@@ -203,5 +205,48 @@ export const deploymentRoutes =
         },
       },
       async (req) => service.logs(tenantOf(req), req.params.deployment_id, req.params.revision_id, req.query),
+    );
+
+    // The serving agent's log lines as server-sent events (`event: log`, data: the line with its revision), the last
+    // `tail` first; it follows the traffic to each new revision and ends when the deployment is deleted.
+    app.get(
+      '/deployments/:deployment_id/logs/stream',
+      {
+        schema: {
+          tags: ['deployments'],
+          security,
+          params: DeploymentParams,
+          querystring: LiveLogsQuery,
+          response: { ...errors },
+        },
+      },
+      async (req, reply) => {
+        const gone = new AbortController();
+        // Before the stream opens: a missing deployment is a 404 like any other.
+        const lines = await service.liveLogs(tenantOf(req), req.params.deployment_id, {
+          tail: req.query.tail,
+          signal: gone.signal,
+        });
+        reply.hijack();
+        const res = reply.raw;
+        res.on('close', () => gone.abort());
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.flushHeaders();
+        // Proxies close a connection that says nothing for long: a comment line every 15 s.
+        const beat = setInterval(() => res.write(': heartbeat\n\n'), 15_000);
+        beat.unref();
+        try {
+          for await (const line of lines) {
+            if (!res.write(`id: ${line.id}\nevent: log\ndata: ${JSON.stringify(line)}\n\n`)) {
+              await Promise.race([once(res, 'drain'), once(gone.signal, 'abort')]);
+            }
+          }
+        } catch (err) {
+          if (!gone.signal.aborted) req.log.warn({ err }, 'live log stream ended by an error');
+        } finally {
+          clearInterval(beat);
+          res.end();
+        }
+      },
     );
   };

@@ -51,7 +51,11 @@ export async function createDeployment(
     body.source_config.listener_config?.k8s_namespace,
   );
   // A listener builds on its own machine, under its own --allow-local-repos.
-  if (!body.source_config.listener_id) refuse(await localRepoIssues(body.source_config.repo_url, deps.localRepos));
+  if (!body.source_config.listener_id) {
+    const ref = body.source_revision_config.repo_ref;
+    const anonymous = !body.source_config.integration_id;
+    refuse(await localRepoIssues(body.source_config.repo_url, deps.localRepos, ref, { anonymous }));
+  }
   const host = hostOf(body.source_config.custom_url);
   return withTenantLock(deps, tenant, () =>
     deps.quotas.admit(

@@ -24,6 +24,7 @@ import {
   type RevisionLogQuery,
 } from './revisions.ts';
 import { createTenantChecks } from './tenant-checks.ts';
+import { liveLogs, type LiveLogOptions } from './live-logs.ts';
 
 export type DeploymentService = ReturnType<typeof createDeploymentService>;
 
@@ -67,5 +68,6 @@ export function createDeploymentService(options: {
     redeploy: (tenant: string, id: string, revisionId: string) => redeploy(deps, tenant, id, revisionId),
     logs: (tenant: string, id: string, revisionId: string, q: RevisionLogQuery) =>
       revisionLogs(deps, tenant, id, revisionId, q),
+    liveLogs: (tenant: string, id: string, opts: LiveLogOptions) => liveLogs(deps, tenant, id, opts),
   };
 }

@@ -115,7 +115,16 @@ export async function patchDeployment(
     const integrationId =
       changes.integrationId !== undefined ? changes.integrationId : current.spec.sourceConfig.integrationId;
     refuse(await integrationIssues(store, tenant, integrationId, repoUrl, deps.github));
-    if (!current.spec.sourceConfig.listenerId) refuse(await localRepoIssues(repoUrl, deps.localRepos));
+  }
+  // A new repository or ref is checked as at create: a ref the local repository lacks is a 422 now.
+  const newRef = body.source_revision_config?.repo_ref;
+  if ((sourceChanged.length || newRef) && !current.spec.sourceConfig.listenerId) {
+    const repoUrl = changes.repoUrl ?? current.spec.sourceConfig.repoUrl;
+    const ref = newRef ?? current.spec.sourceRevisionConfig.repoRef;
+    const anonymous = !(changes.integrationId !== undefined
+      ? changes.integrationId
+      : current.spec.sourceConfig.integrationId);
+    refuse(await localRepoIssues(repoUrl, deps.localRepos, ref, { anonymous }));
   }
   refuse(checks.policyIssues(body.source_config?.resource_spec, body.source_config?.custom_url));
   refuse(await checks.referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));

@@ -1,8 +1,14 @@
 // A deployment's revisions: listing and reading them, making new ones (on request or on push), pointing traffic
 // at one, and paging its logs.
-import { NotFoundError } from '../../../lib/errors.ts';
+import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { redactUrlsIn } from '../../../lib/redact.ts';
-import { isUuid, revisionName, type AgentDeployment, type AgentRevision } from '../../../resources/index.ts';
+import {
+  RevisionPhase,
+  isUuid,
+  revisionName,
+  type AgentDeployment,
+  type AgentRevision,
+} from '../../../resources/index.ts';
 import type { Deployment, Revision } from '../../schemas/deployment-views.ts';
 import { PUSH_DELIVERIES_ANNOTATION, withRevisionQuota, type DeploymentDeps } from './deps.ts';
 import { toApiRevision } from './mapping.ts';
@@ -116,12 +122,37 @@ export async function redeploy(
   revisionId: string,
 ): Promise<Deployment> {
   const { rev } = await requireRevision(deps, tenant, id, revisionId);
+  const unbuilt = neverBuilt(rev);
+  if (unbuilt) throw new ConflictError(unbuilt);
   const dep = await updateDeployment(deps, tenant, id, async (d) =>
     d.spec.targetRevisionName === rev.metadata.name
       ? undefined
       : { ...d, spec: { ...d.spec, targetRevisionName: rev.metadata.name } },
   );
   return render(deps, dep);
+}
+
+/** Phases a revision stays in for good: pointed at again, it would neither build nor serve. */
+const ENDED_UNBUILT = new Set<string>([
+  RevisionPhase.CREATE_FAILED,
+  RevisionPhase.BUILD_FAILED,
+  RevisionPhase.SKIPPED,
+  RevisionPhase.INTERRUPTED,
+  RevisionPhase.UNKNOWN,
+]);
+
+/**
+ * Why traffic cannot go to a revision that ended without a build (there is nothing to roll back to, and the
+ * deployment would read failed until the next redeploy); undefined when it can.
+ */
+function neverBuilt(rev: AgentRevision): string | undefined {
+  const phase = rev.status?.phase;
+  if (!phase || !ENDED_UNBUILT.has(phase) || rev.status?.image) return undefined;
+  const why = rev.status?.statusMessage ? `: ${rev.status.statusMessage}` : '';
+  return (
+    `revision ${rev.spec.revisionNumber} never built (${phase}${why}), so there is nothing to roll back to; ` +
+    'redeploy a revision that served, or make a new one from the fixed source'
+  );
 }
 
 export async function revisionLogs(

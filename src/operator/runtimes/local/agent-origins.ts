@@ -1,7 +1,9 @@
 // One origin per deployment on one machine: each deployment is served on a port of its own (http://<host>:<port>/),
 // never on the console's origin nor on another deployment's, so a page served by tenant code cannot read the
 // console's storage, register a service worker over it, or script another agent's pages. The port a deployment got
-// is remembered in a file, so it keeps its URL across restarts while that port is free.
+// is its own for as long as it exists: remembered in a file (so its URL survives restarts and restores), never moved
+// when another program holds it (the deployment waits for it instead: a moved URL would leave the old one free for
+// the next deployment, and a client holding it would talk to someone else's agent), and never given to another.
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { dirname } from 'node:path';
@@ -33,6 +35,8 @@ export class AgentOrigins {
   private readonly byPort = new Map<number, string>();
   private readonly opening = new Map<string, Promise<Listening>>();
   private remembered: Record<string, number> = {};
+  /** Deployments forgotten in this process: a late open() (a reconcile racing the delete) must not reserve again. */
+  private readonly gone = new Set<string>();
   private closed = false;
 
   constructor(private readonly opts: AgentOriginsOptions) {
@@ -58,6 +62,7 @@ export class AgentOrigins {
   /** The deployment's URL, once its port listens. */
   async open(deploymentId: string): Promise<string> {
     if (this.closed) throw new Error('the dev server is shutting down');
+    if (this.gone.has(deploymentId)) throw new Error(`deployment ${deploymentId} was deleted`);
     let pending = this.opening.get(deploymentId);
     if (!pending) {
       const known = this.listening.get(deploymentId);
@@ -93,6 +98,7 @@ export class AgentOrigins {
 
   /** Stops serving a deployment and forgets its port (the deployment is gone). */
   async forget(deploymentId: string): Promise<void> {
+    this.gone.add(deploymentId);
     await this.opening.get(deploymentId)?.catch(() => undefined);
     const known = this.listening.get(deploymentId);
     this.listening.delete(deploymentId);
@@ -114,53 +120,71 @@ export class AgentOrigins {
     this.byPort.clear();
   }
 
-  private candidates(deploymentId: string): number[] {
-    const mine = this.remembered[deploymentId];
-    const others = new Set(Object.entries(this.remembered).flatMap(([id, p]) => (id === deploymentId ? [] : [p])));
+  /** Ports a deployment without one may take: the range's, minus every port another deployment holds. */
+  private fresh(): number[] {
     const range = this.opts.ports;
+    if (range === 'auto') return [0];
+    const held = new Set(Object.values(this.remembered));
     const fresh: number[] = [];
-    if (range === 'auto') fresh.push(0);
-    else for (let p = range.from; p <= range.to; p++) if (!others.has(p) && p !== mine) fresh.push(p);
-    return mine ? [mine, ...fresh] : fresh;
+    for (let p = range.from; p <= range.to; p++) if (!held.has(p)) fresh.push(p);
+    return fresh;
   }
 
   private async listen(deploymentId: string): Promise<Listening> {
-    for (const candidate of this.candidates(deploymentId)) {
+    const mine = this.remembered[deploymentId];
+    if (mine !== undefined) {
+      const listening = await this.bind(deploymentId, mine);
+      if (listening) return listening;
+      // EADDRINUSE: the runtime retries the start with backoff (start-failures.ts), the URL does not change.
+      throw Object.assign(
+        new Error(
+          `port ${mine} (this deployment's URL) is in use by another program; the deployment keeps it and is served ` +
+            'there once it is free',
+        ),
+        { code: 'EADDRINUSE' },
+      );
+    }
+    // 'auto' asks the system for any free port, which may be one a deployment holds while it is not listening (its
+    // port was busy at start): such a pick is given back, a few times at most.
+    for (const candidate of this.opts.ports === 'auto' ? [0, 0, 0, 0, 0, 0, 0, 0] : this.fresh()) {
       if (this.byPort.has(candidate)) continue;
-      const server = createFrontServer(this.opts.handler);
-      if (this.opts.upgrade) server.on('upgrade', this.opts.upgrade);
-      try {
-        await new Promise<void>((resolve, reject) => {
-          server.once('error', reject);
-          server.listen(candidate, this.opts.host, () => resolve());
-        });
-      } catch (err) {
-        if (isTaken(err)) continue;
-        throw err;
-      }
-      const { port } = server.address() as { port: number };
-      if (this.closed) {
-        await stop(server);
-        throw new Error('the dev server is shutting down');
-      }
-      const listening = { server, port };
-      this.listening.set(deploymentId, listening);
-      this.byPort.set(port, deploymentId);
-      if (this.remembered[deploymentId] !== port) {
-        if (this.remembered[deploymentId])
-          this.opts.logger.warn(
-            { deployment_id: deploymentId, was: this.remembered[deploymentId], port },
-            "a deployment's port was taken: it is served on another one (its URL changed)",
-          );
-        this.remembered[deploymentId] = port;
-        this.save();
-      }
-      return listening;
+      const listening = await this.bind(deploymentId, candidate);
+      if (listening) return listening;
     }
     const range = this.opts.ports;
     throw new Error(
       range === 'auto' ? 'no free port for the deployment' : `every port of ${range.from}-${range.to} is taken`,
     );
+  }
+
+  /** Listens on `port` for the deployment and records the port as its own; undefined if the port is not free. */
+  private async bind(deploymentId: string, port: number): Promise<Listening | undefined> {
+    const server = createFrontServer(this.opts.handler);
+    if (this.opts.upgrade) server.on('upgrade', this.opts.upgrade);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, this.opts.host, () => resolve());
+      });
+    } catch (err) {
+      if (isTaken(err)) return undefined;
+      throw err;
+    }
+    const bound = (server.address() as { port: number }).port;
+    const holder = Object.entries(this.remembered).find(([id, p]) => p === bound && id !== deploymentId);
+    if (this.closed || this.gone.has(deploymentId) || holder) {
+      await stop(server);
+      if (holder) return undefined;
+      throw new Error(this.closed ? 'the dev server is shutting down' : `deployment ${deploymentId} was deleted`);
+    }
+    const listening = { server, port: bound };
+    this.listening.set(deploymentId, listening);
+    this.byPort.set(bound, deploymentId);
+    if (this.remembered[deploymentId] !== bound) {
+      this.remembered[deploymentId] = bound;
+      this.save();
+    }
+    return listening;
   }
 
   private save(): void {

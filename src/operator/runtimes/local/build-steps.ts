@@ -13,7 +13,8 @@ import { childEnv } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
 import { checkGraphs } from './graph-check.ts';
 import { ownerFile } from './housekeeping.ts';
-import type { LogWriter } from './logs.ts';
+import { buildHeader } from './build-source.ts';
+import { LogWriter } from './logs.ts';
 import { localCloneAuth } from '../../../git/clone-auth.ts';
 import { redactUrl } from '../../../git/redact.ts';
 import { checkRepoUrl, RepoUrlRefused, type RepoPolicy, type RepoSource } from '../../../git/repo-url.ts';
@@ -99,6 +100,17 @@ export type BuildContext = {
 
 export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
   const { dir, home, log, signal } = ctx;
+  // The build's first line says what is built, which is known only once the clone resolved the ref: until then the
+  // steps write to a buffer, replayed into the log after that line (or before the failure, if the clone fails).
+  const early: string[] = [];
+  const buffer = new LogWriter({ append: async (_ref, _type, lines) => void early.push(...lines) }, spec, 'build');
+  let out = buffer;
+  const replay = async () => {
+    if (out === log) return;
+    out = log;
+    await buffer.flush();
+    for (const l of early) log.line(l);
+  };
   // The pid file lives beside the revision directory so that clearing the directory does not lose it.
   const pidFile = `${dir}.step-pid`;
   await killRecordedStep(pidFile);
@@ -130,12 +142,22 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
         pidFile,
         maxOutputBytes: ctx.maxStepOutputBytes,
       },
-      log,
+      out,
       signal,
     );
   let fetched: { commitSha: string; shownUrl: string };
-  if (spec.sourceArchive) fetched = await extractArchive(spec.sourceArchive.sha256, src, ctx, confined);
-  else fetched = await cloneRepo(spec, ctx, dir, src, env, confined);
+  try {
+    if (spec.sourceArchive) {
+      // No header to wait for: the tarball's hash is known before the step.
+      await replay();
+      fetched = await extractArchive(spec.sourceArchive.sha256, src, ctx, confined);
+    } else {
+      fetched = await cloneRepo(spec, ctx, { dir, src, env, pidFile }, confined, replay);
+    }
+  } finally {
+    // A failed fetch still shows what its steps printed.
+    await replay();
+  }
   const { commitSha, shownUrl } = fetched;
 
   const config = resolve(src, spec.graphConfigPath);
@@ -227,16 +249,20 @@ async function extractArchive(
   return { commitSha: sha256, shownUrl: 'the source tarball' };
 }
 
-/** github: clone the repository and check out the ref, as sandboxed git steps. Returns the commit. */
+/**
+ * github: clone the repository and check out the ref, as sandboxed git steps. The log's first line says which commit
+ * is built (and warns of uncommitted changes or a detached HEAD of a local repository): the clone's own lines wait in
+ * a buffer until then (`replay` writes them after the header, or before a failure). Returns the commit.
+ */
 async function cloneRepo(
   spec: BuildSpec,
   ctx: BuildContext,
-  dir: string,
-  src: string,
-  env: Record<string, string>,
+  at: { dir: string; src: string; env: Record<string, string>; pidFile: string },
   confined: ConfinedIn,
+  replay: () => Promise<void>,
 ): Promise<{ commitSha: string; shownUrl: string }> {
-  const { home, log } = ctx;
+  const { dir, src, env, pidFile } = at;
+  const { home, log, signal } = ctx;
   const user = ctx.sandbox.user;
   const shownUrl = redactUrl(spec.repoUrl);
 
@@ -260,56 +286,87 @@ async function cloneRepo(
       mounts: cwd === dir ? { ro: [dir, ...ro], rw: [src, home] } : { rw: [src, home], ro },
     });
 
-  if (source.kind === 'local') {
-    // As the sandbox's user, git refuses a repository another user owns unless its global configuration trusts it
-    // (safe.directory counts nowhere else): a file naming this one repository, for the clone only.
-    const trust = user ? join(dir, '.git-safe-directory') : undefined;
-    if (trust) {
-      const entries = [source.path, join(source.path, '.git')].map((p) => `\tdirectory = ${p}\n`).join('');
-      await writeFile(trust, `[safe]\n${entries}`, { mode: 0o644 });
-    }
-    try {
+  // As the sandbox's user, git refuses a repository another user owns unless its global configuration trusts it
+  // (safe.directory counts nowhere else): a file naming this one repository, for the clone and the header only.
+  const trust = source.kind === 'local' && user ? join(dir, '.git-safe-directory') : undefined;
+  if (trust && source.kind === 'local') {
+    const entries = [source.path, join(source.path, '.git')].map((p) => `\tdirectory = ${p}\n`).join('');
+    await writeFile(trust, `[safe]\n${entries}`, { mode: 0o644 });
+  }
+  const trustEnv: Record<string, string> = trust ? { GIT_CONFIG_GLOBAL: trust } : {};
+  try {
+    const commitSha = await cloneAndResolve(source).catch(async (err: unknown) => {
+      await replay();
+      throw err;
+    });
+    // Quiet: what these print is summed up in the header lines, so it goes nowhere else.
+    const discard = new LogWriter({ append: async () => undefined }, spec, 'build');
+    const quiet = (cwd: string, ro: string[]) => (args: string[]) =>
+      runStepIn(
+        {
+          label: `git ${args[0]}`,
+          command: tool('git') ?? 'git',
+          args: [...gitArgs, ...args],
+          cwd,
+          // Read-only mounts: git status must not try to refresh the source's index.
+          env: { ...gitEnv, ...trustEnv, GIT_OPTIONAL_LOCKS: '0' },
+          sandbox: ctx.sandbox,
+          mounts: { ro: [dir, ...ro], rw: [home] },
+          pidFile,
+        },
+        discard,
+        signal,
+      );
+    const header = await buildHeader({
+      inCheckout: quiet(src, []),
+      inSource: source.kind === 'local' ? quiet(source.path, [source.path]) : undefined,
+      repoRef: spec.repoRef,
+      shownUrl,
+      commitSha,
+    });
+    for (const l of header) log.line(l);
+    await replay();
+    await git(`git checkout ${commitSha.slice(0, 12)}`, ['checkout', '--quiet', '--detach', commitSha]);
+    return { commitSha, shownUrl };
+  } finally {
+    if (trust) await rm(trust, { force: true });
+  }
+
+  async function cloneAndResolve(source: RepoSource): Promise<string> {
+    if (source.kind === 'local') {
       // --no-local: objects are copied through git's transport, never hard-linked to the source repository's files.
       await git(
         `git clone ${source.path}`,
         ['clone', '--quiet', '--no-checkout', '--no-local', '--', source.path, src],
         dir,
-        trust ? { GIT_CONFIG_GLOBAL: trust } : {},
+        trustEnv,
         [source.path],
       );
-    } finally {
-      if (trust) await rm(trust, { force: true });
+    } else {
+      // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
+      const auth = await localCloneAuth(dir, source.url, ctx.credential, user);
+      try {
+        await git(
+          `git clone ${shownUrl}`,
+          [...auth.options, 'clone', '--quiet', '--no-checkout', '--', auth.url, src],
+          dir,
+          auth.env,
+        );
+      } finally {
+        await auth.cleanup();
+      }
     }
-  } else {
-    // The credential goes to git in files removed after the clone (see localCloneAuth), never in argv or the URL.
-    const auth = await localCloneAuth(dir, source.url, ctx.credential, user);
-    try {
-      await git(
-        `git clone ${shownUrl}`,
-        [...auth.options, 'clone', '--quiet', '--no-checkout', '--', auth.url, src],
-        dir,
-        auth.env,
-      );
-    } finally {
-      await auth.cleanup();
+    for (const candidate of refCandidates(spec.repoRef)) {
+      try {
+        return (
+          await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])
+        ).trim();
+      } catch {
+        // try the next interpretation of the ref
+      }
     }
+    throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${shownUrl}`);
   }
-  let commitSha: string | undefined;
-  for (const candidate of refCandidates(spec.repoRef)) {
-    try {
-      commitSha = (
-        await git(`git rev-parse ${candidate}`, ['rev-parse', '--verify', '--quiet', `${candidate}^{commit}`])
-      ).trim();
-      break;
-    } catch {
-      // try the next interpretation of the ref
-    }
-  }
-  if (!commitSha) throw new StepError(`repo_ref "${spec.repoRef}" is not a branch, tag or commit of ${shownUrl}`);
-  log.line(`resolved ${spec.repoRef} to ${commitSha}`);
-  await git(`git checkout ${commitSha.slice(0, 12)}`, ['checkout', '--quiet', '--detach', commitSha]);
-
-  return { commitSha, shownUrl };
 }
 
 /** True when `path` resolves (symlinks followed) inside the real path of `root`. */

@@ -157,6 +157,9 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
   });
 }
 
+/** The line whole (the API and the CLI show all of it); the bound only keeps a status object small. */
+const MAX_LINE = 4000;
+
 /** The most telling line of a failed step's stderr: npm's and git's first real error line, else the last line. */
 export function failureLine(stderr: string): string {
   const lines = stderr
@@ -165,7 +168,8 @@ export function failureLine(stderr: string): string {
     .filter(Boolean);
   const noise = /^npm (warn|notice)|^npm error (code |A complete log|\d*\s*$|$)|^npm error\s*$/;
   const npm = lines.find((l) => /^npm error/.test(l) && !noise.test(l));
-  if (npm) return redactText(npm.replace(/^npm error\s*/, '').slice(0, 300));
+  if (npm) return redactText(npm.replace(/^npm error\s*/, '').slice(0, MAX_LINE));
   const fatal = lines.find((l) => /^(fatal|error):/.test(l));
-  return redactText((fatal ?? lines.filter((l) => !noise.test(l) && !l.startsWith('$ ')).at(-1) ?? '').slice(0, 300));
+  const last = fatal ?? lines.filter((l) => !noise.test(l) && !l.startsWith('$ ')).at(-1) ?? '';
+  return redactText(last.slice(0, MAX_LINE));
 }

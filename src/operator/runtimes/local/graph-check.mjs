@@ -9,7 +9,7 @@
 // Only files inside the repository are read: a symlink out of it (say to the clone step's mounted git credentials)
 // is a problem line naming the repository's own path, never anything of the target, so no part of a file the
 // repository does not hold can reach the build log or the revision's status.
-import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
 import { dirname, extname, isAbsolute, relative, resolve, sep } from 'node:path';
 import * as esbuild from 'esbuild';
@@ -103,18 +103,26 @@ for (const [id, entry] of Object.entries(graphs)) {
     problems.push(`graph "${id}": ${shown(file)} ${OUTSIDE}`);
     continue;
   }
+  // The agent server loads the file by this very name (esbuild would take agent.ts for agent.js; the server won't).
+  if (!existsSync(file)) {
+    problems.push(`graph "${id}": ${shown(file)}: file not found${didYouMean(nearFiles(file))}`);
+    continue;
+  }
+  const exportName = colon > 0 ? spec.slice(colon + 1) : undefined;
   let problem;
   try {
-    await esbuild.build({
+    const result = await esbuild.build({
       entryPoints: [file],
       absWorkingDir: root,
       bundle: true,
       write: false,
+      metafile: true,
       platform: 'node',
       format: 'esm',
       logLevel: 'silent',
       plugins: [followOwnFiles],
     });
+    if (exportName) problem = missingExport(result.metafile, file, exportName);
   } catch (err) {
     const first = err.errors?.[0];
     if (!first) {
@@ -123,7 +131,7 @@ for (const [id, entry] of Object.entries(graphs)) {
       const at = first.location;
       problem = `${shown(at.file)}:${at.line}:${at.column + 1}: ${first.text}`;
     } else if (/^Could not resolve/.test(first.text)) {
-      problem = `${shown(file)}: file not found`;
+      problem = `${shown(file)}: file not found${didYouMean(nearFiles(file))}`;
     } else {
       problem = `${shown(file)}: ${first.text}`;
     }
@@ -134,3 +142,76 @@ report();
 process.stdout.write(
   problems.length ? `${problems.length} graph(s) would not load\n` : `${Object.keys(graphs).length} graph(s) parsed\n`,
 );
+
+/**
+ * The graph's export is missing from its module: esbuild lists an ES module's exports without running it. Said only
+ * when the list is complete (no CommonJS module, no `export *` from a package, which only a run would know).
+ */
+function missingExport(metafile, file, name) {
+  const output = Object.values(metafile.outputs).find((o) => o.entryPoint);
+  if (!output) return undefined;
+  const own = Object.entries(metafile.inputs);
+  const entry = own.find(([path]) => resolve(root, path) === file)?.[1];
+  if (entry?.format !== 'esm' || own.some(([, input]) => input.format === 'cjs')) return undefined;
+  const reexportsPackage = own.some(([path]) => {
+    try {
+      return /export\s*\*\s*(as\s+\w+\s*)?from\s*['"][^./]/.test(readFileSync(resolve(root, path), 'utf8'));
+    } catch {
+      return true;
+    }
+  });
+  if (reexportsPackage || output.exports.includes(name)) return undefined;
+  const exported = output.exports.filter((e) => e !== 'default');
+  const listed = exported.length ? `; it exports ${exported.slice(0, 8).join(', ')}` : '; it exports nothing by name';
+  const near = nearNames(name, output.exports);
+  return `${shown(file)}: no export named "${name}"${near.length ? didYouMean(near) : listed}`;
+}
+
+/** Files beside a missing one whose names are near its name (a typo, another extension). */
+function nearFiles(file) {
+  let names;
+  try {
+    names = readdirSync(dirname(file));
+  } catch {
+    return [];
+  }
+  const base = file.slice(dirname(file).length + 1);
+  const stem = base.replace(/\.[^.]+$/, '');
+  const sameStem = names.filter((n) => n !== base && n.replace(/\.[^.]+$/, '') === stem);
+  const near = sameStem.length ? sameStem : nearNames(base, names);
+  return near.map((n) => shown(resolve(dirname(file), n)));
+}
+
+function didYouMean(names) {
+  return names.length ? ` (did you mean ${names.map((n) => `"${n}"`).join(' or ')}?)` : '';
+}
+
+/**
+ * Names within a typo of `name` (edit distance up to a third of its length, a swap of neighbours counting one), the
+ * nearest first. The same measure as src/lib/near-names.ts, which this plain script, run by node alone, cannot import.
+ */
+function nearNames(name, known) {
+  const limit = Math.max(1, Math.floor(name.length / 3));
+  return [...new Set(known)]
+    .map((k) => ({ k, d: distance(name, k) }))
+    .filter(({ k, d }) => d <= limit && k !== name)
+    .sort((a, b) => a.d - b.d || a.k.localeCompare(b.k))
+    .slice(0, 3)
+    .map(({ k }) => k);
+}
+
+function distance(a, b) {
+  if (Math.abs(a.length - b.length) > 3) return Infinity;
+  let before = [];
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        cur[j] = Math.min(cur[j], before[j - 2] + 1);
+    }
+    [before, prev] = [prev, cur];
+  }
+  return prev[b.length];
+}

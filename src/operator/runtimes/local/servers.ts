@@ -63,7 +63,11 @@ async function holdPort(): Promise<{ port: number; fd: number; release: () => vo
   return { port, fd, release: () => srv.close() };
 }
 
-/** One line explaining why a server failed, from its last output lines (pino JSON or plain text). */
+/**
+ * One line explaining why a server failed, from its last output lines (pino JSON or plain text). Whole: the API, the
+ * CLI and the console show all of it (only table columns cut); the bound only keeps a status object small.
+ */
+const MAX_REASON = 4000;
 export function summarizeFailure(lines: string[]): string {
   for (let i = lines.length - 1; i >= 0; i--) {
     const line = lines[i]!.trim();
@@ -71,13 +75,15 @@ export function summarizeFailure(lines: string[]): string {
     try {
       const rec = JSON.parse(line) as { level?: string | number; msg?: string; err?: { message?: string } };
       if (rec.level === 'error' || rec.level === 'fatal' || (typeof rec.level === 'number' && rec.level >= 50)) {
-        return [rec.msg, rec.err?.message].filter(Boolean).join(': ').slice(0, 300);
+        return [rec.msg, rec.err?.message].filter(Boolean).join(': ').slice(0, MAX_REASON);
       }
       continue;
     } catch {
       // plain text
     }
-    if (/error/i.test(line) && !line.startsWith('at ')) return line.slice(0, 300);
+    // The agent server's own one-line refusal (a graph project that cannot load), as the user should read it.
+    if (line.startsWith('agentplane agent-server: ')) return line.slice(25, 25 + MAX_REASON);
+    if (/error/i.test(line) && !line.startsWith('at ')) return line.slice(0, MAX_REASON);
   }
   return '';
 }
