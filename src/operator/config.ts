@@ -65,6 +65,9 @@ const FLAG: Record<string, string> = {
   ingressNamespaceSelector: '--ingress-namespace-selector',
   agentEgressExceptCidrs: '--agent-egress-except',
   buildEgressExceptCidrs: '--build-egress-except',
+  dnsPeers: '--dns-peers',
+  dnsPorts: '--dns-ports',
+  agentIngressFrom: '--agent-ingress-from',
   buildWorkspaceSize: '--build-workspace-size',
   buildCacheSize: '--build-cache-size',
   prefix: '--tenant-namespace-prefix',
@@ -101,6 +104,16 @@ function labelMap(v: string | undefined): Record<string, string> | string {
 function objectRef(v: string | undefined): { namespace: string; name: string } | string | undefined {
   const m = v === undefined ? null : /^([a-z0-9][-a-z0-9]*)\/([a-z0-9][-a-z0-9.]*)$/.exec(v);
   return v === undefined ? undefined : m ? { namespace: m[1]!, name: m[2]! } : v;
+}
+
+/** A JSON flag (lists of NetworkPolicy peers): parsed here, its shape checked by zod. */
+function jsonFlag(flag: string, v: string | undefined): unknown {
+  if (v === undefined || v.trim() === '') return undefined;
+  try {
+    return JSON.parse(v);
+  } catch (err) {
+    throw new UsageError(`invalid --${flag}: not JSON (${(err as Error).message})`);
+  }
 }
 
 /** "true"/"false" to a boolean; anything else stays a string for zod to refuse. */
@@ -173,6 +186,9 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         ingressNamespaceSelector: labelMap(pick('ingress-namespace-selector')),
         agentEgressExceptCidrs: pick('agent-egress-except') === 'none' ? [] : list(pick('agent-egress-except')),
         buildEgressExceptCidrs: pick('build-egress-except') === 'none' ? [] : list(pick('build-egress-except')),
+        dnsPeers: jsonFlag('dns-peers', pick('dns-peers')),
+        dnsPorts: pick('dns-ports') === undefined ? undefined : list(pick('dns-ports')).map(Number),
+        agentIngressFrom: jsonFlag('agent-ingress-from', pick('agent-ingress-from')),
       },
       baseImage,
       gitImage: pick('git-image') ?? baseImage,
@@ -208,8 +224,13 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     const issue = parsed.error.issues[0]!;
     const key = String(issue.path.at(-1));
     const path = issue.path.map(String);
-    // Array items (CIDRs, domains) report their index last: name the list's flag.
-    const named = FLAG[path.join('.')] ?? FLAG[key] ?? FLAG[path.filter((p) => !/^\d+$/.test(p)).at(-1) ?? key];
+    // Array items (CIDRs, domains, peers) report their index and inner fields last: name the deepest known flag.
+    const named =
+      FLAG[path.join('.')] ??
+      path
+        .toReversed()
+        .map((p) => FLAG[p])
+        .find(Boolean);
     throw new UsageError(`invalid ${named ?? `--${key}`}: ${issue.message}`);
   }
   const github = githubAppSettingsFrom(pick, env);
