@@ -13,6 +13,7 @@ import { checkCrds } from './crd-check.ts';
 import { createOperator } from './operator.ts';
 import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
 import { storeLogSink } from './sources.ts';
+import { kubeEventRecorder } from './kube-events.ts';
 
 export type Outcome = 'closed' | 'lost-leadership' | 'crds-outdated';
 
@@ -46,7 +47,8 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
       ? listenerCredentialResolver(config.listener)
       : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
-  const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
+  const events = kubeEventRecorder({ kubeConfig, instance: config.identity, logger });
+  const operator = createOperator({ store, runtime, logger, namespace: config.namespace, events });
   let finish: (why: Outcome) => void = () => {};
   const done = new Promise<Outcome>((r) => (finish = r));
   let acting = false;
@@ -73,6 +75,7 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
     acting = false;
     state = 'stopped';
     await operator.stop();
+    await events.flush();
     await runtime.shutdown();
   };
 

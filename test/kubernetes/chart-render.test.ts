@@ -136,19 +136,22 @@ describe('helm template / helm lint', () => {
     });
   });
 
-  it('grants the operator what the rendered operator needs, and no wildcard, patch or event writes', () => {
+  it('grants the operator what the rendered operator needs, and no wildcard, patch or core event writes', () => {
     const rules = find(renderChart(), 'Role', 'agentplane-operator')!.rules as Json[];
-    const grants = (resource: string) => rules.filter((r) => r.resources.includes(resource)).flatMap((r) => r.verbs);
-    expect(grants('agentrevisions')).toContain('create');
-    expect(grants('jobs')).toContain('update');
+    const grants = (resource: string, group = '') =>
+      rules.filter((r) => r.resources.includes(resource) && r.apiGroups.includes(group)).flatMap((r) => r.verbs);
+    expect(grants('agentrevisions', 'agentplane.dev')).toContain('create');
+    expect(grants('jobs', 'batch')).toContain('update');
     for (const r of rules) {
       expect(r.verbs).not.toContain('*');
       expect(r.verbs).not.toContain('patch');
     }
     // Events are only read (a build Job's FailedCreate); the operator's own Event goes through its release-namespace Role.
     expect(grants('events')).toEqual(['list']);
+    // Events on the custom resources are events.k8s.io's: created, and updated when a repeat joins a series.
+    expect(grants('events', 'events.k8s.io')).toEqual(['create', 'update']);
     // Garbage collection deletes the children in the AgentDeployment's namespace.
-    expect(grants('deployments')).not.toContain('delete');
+    expect(grants('deployments', 'apps')).not.toContain('delete');
     expect(grants('secrets')).not.toContain('delete');
   });
 

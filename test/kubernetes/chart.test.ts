@@ -10,7 +10,6 @@ import { controlPlaneCommand } from '../../src/control-plane/config.ts';
 import type { CommandSpec } from '../../src/lib/cli-args.ts';
 import { DEFAULT_DNS_PEERS } from '../../src/operator/runtimes/kubernetes/config.ts';
 
-
 const chart = join(import.meta.dirname, '../../charts/agentplane');
 const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Record<string, unknown>;
 const schema = JSON.parse(readFileSync(join(chart, 'values.schema.json'), 'utf8')) as object;
