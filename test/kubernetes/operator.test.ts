@@ -2,7 +2,7 @@
 // like `kubectl apply`, the test playing the Job and Deployment controllers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
@@ -469,6 +469,12 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       'rollout to r3',
       () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(3),
     );
+    // The serving revision's build Job goes (a TTL, an admin's cleanup): its image is recorded on the revision, so
+    // the rollback below needs neither the Job nor a rebuild.
+    const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
+    await batch.deleteNamespacedJob({ name: `${rev(1)}-build`, namespace: NS, propagationPolicy: 'Background' });
+    await until('the r1 build Job gone', () => !peek('batch', 'jobs', `${rev(1)}-build`));
+    expect(revision(rev(1))!.status.image).toBe(`registry.test/agents/${name}@${digest}`);
     await fake.rollout(name, 'crash');
     await until('DEPLOY_FAILED', () => phaseOf(rev(3)) === 'DEPLOY_FAILED');
     expect(revision(rev(3))!.status.statusMessage).toContain('CrashLoopBackOff');
@@ -526,7 +532,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     await until('SKIPPED r4', () => phaseOf(rev(4)) === 'SKIPPED');
     await until('the r4 build Job deleted', () => !peek('batch', 'jobs', `${rev(4)}-build`));
     await until('the r5 build Job', () => peek('batch', 'jobs', `${rev(5)}-build`));
-    expect(peek('batch', 'jobs', `${rev(1)}-build`)).toBeDefined(); // finished builds stay (their image is recorded there)
+    expect(peek('batch', 'jobs', `${rev(3)}-build`)).toBeDefined(); // finished builds stay (their log is copied from them)
   });
 
   it('keeps the end of a 3 MiB build log within the ConfigMap limit, and the revision still ends', async () => {
