@@ -14,6 +14,7 @@ import { createOperator } from './operator.ts';
 import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
 import { storeLogSink } from './sources.ts';
 import { kubeEventRecorder } from './kube-events.ts';
+import { createOperatorMetrics } from './metrics.ts';
 
 export type Outcome = 'closed' | 'lost-leadership' | 'crds-outdated';
 
@@ -48,7 +49,8 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
       : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
   const events = kubeEventRecorder({ kubeConfig, instance: config.identity, logger });
-  const operator = createOperator({ store, runtime, logger, namespace: config.namespace, events });
+  const metrics = createOperatorMetrics();
+  const operator = createOperator({ store, runtime, logger, namespace: config.namespace, events, metrics });
   let finish: (why: Outcome) => void = () => {};
   const done = new Promise<Outcome>((r) => (finish = r));
   let acting = false;
@@ -57,7 +59,7 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
   const health =
     config.healthPort === undefined
       ? Promise.resolve(undefined)
-      : startHealthServer(config.healthPort, () => state).then(
+      : startHealthServer(config.healthPort, () => state, metrics.registry).then(
           (h) => ((healthServer = h), logger.info({ port: h.port }, 'health endpoints listening'), h.port),
           (err: unknown) => (logger.error({ err }, 'health endpoints failed to start'), undefined),
         );

@@ -9,6 +9,7 @@ import { Informer, objectKey } from './controller-kit/informer.ts';
 import { WorkQueue } from './controller-kit/workqueue.ts';
 import type { Runtime } from './runtimes/types.ts';
 import type { EventRecorder } from './controller-kit/events.ts';
+import type { ControllerMetrics } from './metrics.ts';
 import { createDeploymentReconciler } from './controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from './controllers/agentrevision/controller.ts';
 import { storeListWatch } from './sources.ts';
@@ -25,6 +26,7 @@ export type OperatorOptions = {
   resyncMs?: number;
   /** Events on the custom resources (the Kubernetes API's; none on one machine). */
   events?: EventRecorder;
+  metrics?: ControllerMetrics;
 };
 
 export type Operator = { start(): Promise<void>; stop(): Promise<void> };
@@ -81,6 +83,7 @@ export function createOperator(opts: OperatorOptions): Operator {
       reconcile: createDeploymentReconciler(deps),
       workers: opts.workers,
       logger,
+      metrics: opts.metrics,
     }),
     new Controller({
       name: 'agentrevision',
@@ -88,6 +91,7 @@ export function createOperator(opts: OperatorOptions): Operator {
       reconcile: createRevisionReconciler(deps),
       workers: opts.workers,
       logger,
+      metrics: opts.metrics,
     }),
   ];
 

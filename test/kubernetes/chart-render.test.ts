@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { CHART_DIR, helm, renderChart } from '../support/helm/index.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
+import { ingressAllowed, selects } from '../support/network-policy.ts';
 
 type Json = Record<string, any>;
 
@@ -292,5 +293,44 @@ describe('helm template / helm lint', () => {
     expect(() => renderChart({ values: { ...DATA_PLANE, 'listener.apiKey': { existingSecret: '' } } })).toThrow(
       /apiKey|existingSecret|value/,
     );
+  });
+});
+
+describe('operator metrics (metrics.serviceMonitor)', () => {
+  const prometheus = { namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'prometheus' } };
+  // helm template leaves metadata.namespace to the install: these land in the release namespace.
+  const policiesOf = (docs: Json[]) =>
+    docs
+      .filter((d) => d.kind === 'NetworkPolicy')
+      .map((d) => ({ ...d, metadata: { namespace: 'agentplane', ...d.metadata } }));
+  const operatorPod = (docs: Json[]) => {
+    const d = find(docs, 'Deployment', 'agentplane-operator')!;
+    return { namespace: 'agentplane', labels: d.spec.template.metadata.labels as Record<string, string> };
+  };
+
+  it('is off by default: no ServiceMonitor, and nothing may connect to the operator', () => {
+    const docs = renderChart();
+    expect(docs.filter((d) => d.kind === 'ServiceMonitor')).toEqual([]);
+    const policies = policiesOf(docs);
+    expect(ingressAllowed(policies, operatorPod(docs), { pod: prometheus }, { port: 8081 })).toBe(false);
+  });
+
+  it('on: a ServiceMonitor scrapes /metrics through a Service on the operator pods, and the policy lets Prometheus in', () => {
+    const docs = renderChart({ values: { 'metrics.serviceMonitor': { enabled: true, labels: { release: 'kps' } } } });
+    const sm = find(docs, 'ServiceMonitor', 'agentplane-operator')!;
+    expect(sm.metadata.labels.release).toBe('kps');
+    const svc = find(docs, 'Service', 'agentplane-operator-metrics')!;
+    validateK8s(svc);
+    expect(selects({ matchLabels: sm.spec.selector.matchLabels }, svc.metadata.labels)).toBe(true);
+    const pod = operatorPod(docs);
+    expect(selects({ matchLabels: svc.spec.selector }, pod.labels)).toBe(true);
+    expect(svc.spec.ports.map((p: Json) => p.name)).toContain(sm.spec.endpoints[0].port);
+    const container = find(docs, 'Deployment', 'agentplane-operator')!.spec.template.spec.containers[0];
+    expect(container.ports.find((p: Json) => p.name === svc.spec.ports[0].targetPort).containerPort).toBe(8081);
+    const policies = policiesOf(docs);
+    for (const p of policies) validateK8s(p);
+    expect(ingressAllowed(policies, pod, { pod: prometheus }, { port: 8081 })).toBe(true);
+    expect(ingressAllowed(policies, pod, { pod: prometheus }, { port: 8080 })).toBe(false);
+    expect(ingressAllowed(policies, pod, { pod: { namespace: 'default', labels: {} } }, { port: 8081 })).toBe(false);
   });
 });

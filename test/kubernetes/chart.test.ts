@@ -218,7 +218,8 @@ describe('isolation in the chart', () => {
     expect(template('control-plane.yaml')).toMatch(/containerPort: 8080/);
     expect(docs[1]).toContain('component" "operator"');
     expect(docs[1]).toContain('policyTypes: ["Ingress"]');
-    expect(docs[1]).not.toContain('ingress:');
+    // Only the metrics scrape gets in, and only with the ServiceMonitor on (chart-render.test.ts renders both).
+    expect(docs[1]!.split('{{- if .Values.metrics.serviceMonitor.enabled }}')[0]).not.toContain('ingress:');
     expect(values.networkPolicy).toEqual({
       enabled: true,
       ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'ingress-nginx' },

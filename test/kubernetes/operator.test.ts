@@ -210,6 +210,16 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     const port = await op.health;
     for (const path of ['/healthz', '/readyz'])
       expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(200);
+    // Prometheus metrics on the same port: what a ServiceMonitor scrapes.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const sample = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? NaN);
+    expect(
+      sample(/^agentplane_operator_reconciles_total\{controller="agentdeployment",result="success"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
+    expect(
+      sample(/^agentplane_operator_reconcile_duration_seconds_count\{controller="agentrevision"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
+    expect(metrics).toMatch(/^agentplane_operator_queue_depth\{controller="agentdeployment"\} \d+$/m);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
