@@ -66,6 +66,9 @@ const FLAG: Record<string, string> = {
   ingressNamespaceSelector: '--ingress-namespace-selector',
   agentEgressExceptCidrs: '--agent-egress-except',
   buildEgressExceptCidrs: '--build-egress-except',
+  dnsPeers: '--dns-peers',
+  dnsPorts: '--dns-ports',
+  agentIngressFrom: '--agent-ingress-from',
   buildWorkspaceSize: '--build-workspace-size',
   buildCacheSize: '--build-cache-size',
   prefix: '--tenant-namespace-prefix',
@@ -109,13 +112,13 @@ function objectRef(v: string | undefined): { namespace: string; name: string } |
   return v === undefined ? undefined : m ? { namespace: m[1]!, name: m[2]! } : v;
 }
 
-/** A JSON object (Helm's toJson of a values map); empty: unset; not JSON: a string for zod to refuse. */
-function jsonFlag(v: string | undefined): unknown {
-  if (!v?.trim()) return undefined;
+/** A JSON flag (Helm's toJson of a values map or list): parsed here, its shape checked by zod. */
+function jsonFlag(flag: string, v: string | undefined): unknown {
+  if (v === undefined || v.trim() === '') return undefined;
   try {
-    return JSON.parse(v) as unknown;
-  } catch {
-    return `not JSON: ${v}`;
+    return JSON.parse(v);
+  } catch (err) {
+    throw new UsageError(`invalid --${flag}: not JSON (${(err as Error).message})`);
   }
 }
 
@@ -186,8 +189,8 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         operatorAccount: objectRef(pick('tenant-operator-account')),
         operatorRole: pick('tenant-operator-role'),
         podSecurity: pick('tenant-pod-security'),
-        resourceQuota: jsonFlag(pick('tenant-resource-quota')),
-        limitRange: jsonFlag(pick('tenant-limit-range')),
+        resourceQuota: jsonFlag('tenant-resource-quota', pick('tenant-resource-quota')),
+        limitRange: jsonFlag('tenant-limit-range', pick('tenant-limit-range')),
       },
       limits: { maxScale: num('max-scale'), maxCpu: num('max-cpu'), maxMemoryMb: num('max-memory-mb') },
       networkPolicy: {
@@ -195,6 +198,9 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         ingressNamespaceSelector: labelMap(pick('ingress-namespace-selector')),
         agentEgressExceptCidrs: pick('agent-egress-except') === 'none' ? [] : list(pick('agent-egress-except')),
         buildEgressExceptCidrs: pick('build-egress-except') === 'none' ? [] : list(pick('build-egress-except')),
+        dnsPeers: jsonFlag('dns-peers', pick('dns-peers')),
+        dnsPorts: pick('dns-ports') === undefined ? undefined : list(pick('dns-ports')).map(Number),
+        agentIngressFrom: jsonFlag('agent-ingress-from', pick('agent-ingress-from')),
       },
       baseImage,
       gitImage: pick('git-image') ?? baseImage,
@@ -230,8 +236,13 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
     const issue = parsed.error.issues[0]!;
     const key = String(issue.path.at(-1));
     const path = issue.path.map(String);
-    // Array items (CIDRs, domains) report their index last: name the list's flag.
-    const named = FLAG[path.join('.')] ?? FLAG[key] ?? FLAG[path.filter((p) => !/^\d+$/.test(p)).at(-1) ?? key];
+    // Array items (CIDRs, domains, peers) report their index and inner fields last: name the deepest known flag.
+    const named =
+      FLAG[path.join('.')] ??
+      path
+        .toReversed()
+        .map((p) => FLAG[p])
+        .find(Boolean);
     throw new UsageError(`invalid ${named ?? `--${key}`}: ${issue.message}`);
   }
   const github = githubAppSettingsFrom(pick, env);

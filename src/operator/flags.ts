@@ -2,7 +2,7 @@
 // `agentplane operator --help` and docs/kubernetes.md's flag table (npm run gen:docs) are made from them.
 import type { CommandSpec } from '../lib/cli-args.ts';
 import { githubAppOptions } from '../git/github-config.ts';
-import { PRIVATE_RANGES } from './runtimes/kubernetes/config.ts';
+import { DEFAULT_DNS_PEERS, PRIVATE_RANGES } from './runtimes/kubernetes/config.ts';
 
 export const operatorCommand: CommandSpec = {
   name: 'operator',
@@ -175,6 +175,26 @@ export const operatorCommand: CommandSpec = {
       description: 'Comma-separated CIDRs agents may not reach (none: no exception)',
       default: PRIVATE_RANGES.join(','),
       env: ['AGENTPLANE_AGENT_EGRESS_EXCEPT_CIDRS'],
+    },
+    'dns-peers': {
+      type: 'string',
+      description:
+        'JSON list of NetworkPolicy peers agent and build pods may query DNS at (on --dns-ports only; OpenShift: the openshift-dns namespace)',
+      default: JSON.stringify(DEFAULT_DNS_PEERS),
+      env: ['AGENTPLANE_DNS_PEERS'],
+    },
+    'dns-ports': {
+      type: 'string',
+      description: 'Comma-separated ports (UDP and TCP) of the DNS rule (OpenShift: 53,5353)',
+      default: '53',
+      env: ['AGENTPLANE_DNS_PORTS'],
+    },
+    'agent-ingress-from': {
+      type: 'string',
+      description:
+        'JSON list of NetworkPolicy peers that may also call agents on their port (IP-target load balancers, metrics scrapers)',
+      default: '[]',
+      env: ['AGENTPLANE_AGENT_INGRESS_FROM'],
     },
     'default-cpu': {
       type: 'string',

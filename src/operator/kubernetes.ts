@@ -13,6 +13,8 @@ import { checkCrds } from './crd-check.ts';
 import { createOperator } from './operator.ts';
 import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
 import { storeLogSink } from './sources.ts';
+import { kubeEventRecorder } from './kube-events.ts';
+import { createOperatorMetrics } from './metrics.ts';
 
 export type Outcome = 'closed' | 'lost-leadership' | 'crds-outdated';
 
@@ -46,7 +48,9 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
       ? listenerCredentialResolver(config.listener)
       : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
-  const operator = createOperator({ store, runtime, logger, namespace: config.namespace });
+  const events = kubeEventRecorder({ kubeConfig, instance: config.identity, logger });
+  const metrics = createOperatorMetrics();
+  const operator = createOperator({ store, runtime, logger, namespace: config.namespace, events, metrics });
   let finish: (why: Outcome) => void = () => {};
   const done = new Promise<Outcome>((r) => (finish = r));
   let acting = false;
@@ -55,7 +59,7 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
   const health =
     config.healthPort === undefined
       ? Promise.resolve(undefined)
-      : startHealthServer(config.healthPort, () => state).then(
+      : startHealthServer(config.healthPort, () => state, metrics.registry).then(
           (h) => ((healthServer = h), logger.info({ port: h.port }, 'health endpoints listening'), h.port),
           (err: unknown) => (logger.error({ err }, 'health endpoints failed to start'), undefined),
         );
@@ -73,6 +77,7 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
     acting = false;
     state = 'stopped';
     await operator.stop();
+    await events.flush();
     await runtime.shutdown();
   };
 

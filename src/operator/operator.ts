@@ -8,6 +8,8 @@ import { Controller } from './controller-kit/controller.ts';
 import { Informer, objectKey } from './controller-kit/informer.ts';
 import { WorkQueue } from './controller-kit/workqueue.ts';
 import type { Runtime } from './runtimes/types.ts';
+import type { EventRecorder } from './controller-kit/events.ts';
+import type { ControllerMetrics } from './metrics.ts';
 import { createDeploymentReconciler } from './controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from './controllers/agentrevision/controller.ts';
 import { storeListWatch } from './sources.ts';
@@ -22,6 +24,9 @@ export type OperatorOptions = {
   namespace?: string;
   workers?: number;
   resyncMs?: number;
+  /** Events on the custom resources (the Kubernetes API's; none on one machine). */
+  events?: EventRecorder;
+  metrics?: ControllerMetrics;
 };
 
 export type Operator = { start(): Promise<void>; stop(): Promise<void> };
@@ -69,6 +74,7 @@ export function createOperator(opts: OperatorOptions): Operator {
     reader: cacheReader(deployments, revisions),
     runtime: opts.runtime,
     logger,
+    ...(opts.events ? { events: opts.events } : {}),
   };
   const controllers = [
     new Controller({
@@ -77,6 +83,7 @@ export function createOperator(opts: OperatorOptions): Operator {
       reconcile: createDeploymentReconciler(deps),
       workers: opts.workers,
       logger,
+      metrics: opts.metrics,
     }),
     new Controller({
       name: 'agentrevision',
@@ -84,6 +91,7 @@ export function createOperator(opts: OperatorOptions): Operator {
       reconcile: createRevisionReconciler(deps),
       workers: opts.workers,
       logger,
+      metrics: opts.metrics,
     }),
   ];
 

@@ -59,8 +59,11 @@ const KINDS: KindDef[] = [
     columns: [
       { name: 'Name', type: 'string', jsonPath: '.spec.displayName' },
       { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId', priority: 1 },
-      { name: 'Status', type: 'string', jsonPath: '.status.phase' },
+      // Ready's own words: the phase said READY while an older revision served and Ready was False.
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
       { name: 'Revision', type: 'string', jsonPath: '.status.activeRevisionName' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase', priority: 1 },
       { name: 'URL', type: 'string', jsonPath: '.status.url', priority: 1 },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],

@@ -575,6 +575,20 @@ describe.skipIf(!binaries).each(SETS)(
         );
         // Ready means served: every replica of the example's revision runs (its minScale: 2).
         expect(await runs(applied, image)).toBe(true);
+        // The real server takes the operator's Events (events.k8s.io/v1, MicroTime and all) and shows them to
+        // kubectl describe through core/v1; the printer columns say Ready's own words.
+        const described = await until(
+          'the TrafficMoved Event in kubectl describe',
+          async () => {
+            const out = await kubectl(['-n', NS, 'describe', 'agentdeployment', applied], admin);
+            return out.includes('TrafficMoved') ? out : undefined;
+          },
+          60_000,
+        );
+        expect(described).toMatch(/Normal\s+Ready\s/);
+        const table = await kubectl(['-n', NS, 'get', 'agentdeployment', applied], admin);
+        expect(table).toMatch(/READY\s+REASON/);
+        expect(table).toMatch(/True\s+Serving/);
         expect((await rollout(applied)).d.spec.replicas).toBe(manifest.spec.sourceConfig.resourceSpec.minScale);
 
         // A new version, as the example's comment says: a new image, revisionCounter and targetRevisionName together;

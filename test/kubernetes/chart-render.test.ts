@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { CHART_DIR, helm, renderChart } from '../support/helm/index.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
+import { ingressAllowed, selects } from '../support/network-policy.ts';
 
 type Json = Record<string, any>;
 
@@ -152,19 +153,22 @@ describe('helm template / helm lint', () => {
     ).toEqual([]);
   });
 
-  it('grants the operator what the rendered operator needs, and no wildcard, patch or event writes', () => {
+  it('grants the operator what the rendered operator needs, and no wildcard, patch or core event writes', () => {
     const rules = find(renderChart(), 'Role', 'agentplane-operator')!.rules as Json[];
-    const grants = (resource: string) => rules.filter((r) => r.resources.includes(resource)).flatMap((r) => r.verbs);
-    expect(grants('agentrevisions')).toContain('create');
-    expect(grants('jobs')).toContain('update');
+    const grants = (resource: string, group = '') =>
+      rules.filter((r) => r.resources.includes(resource) && r.apiGroups.includes(group)).flatMap((r) => r.verbs);
+    expect(grants('agentrevisions', 'agentplane.dev')).toContain('create');
+    expect(grants('jobs', 'batch')).toContain('update');
     for (const r of rules) {
       expect(r.verbs).not.toContain('*');
       expect(r.verbs).not.toContain('patch');
     }
     // Events are only read (a build Job's FailedCreate); the operator's own Event goes through its release-namespace Role.
     expect(grants('events')).toEqual(['list']);
+    // Events on the custom resources are events.k8s.io's: created, and updated when a repeat joins a series.
+    expect(grants('events', 'events.k8s.io')).toEqual(['create', 'update']);
     // Garbage collection deletes the children in the AgentDeployment's namespace.
-    expect(grants('deployments')).not.toContain('delete');
+    expect(grants('deployments', 'apps')).not.toContain('delete');
     expect(grants('secrets')).not.toContain('delete');
   });
 
@@ -305,5 +309,44 @@ describe('helm template / helm lint', () => {
     expect(() => renderChart({ values: { ...DATA_PLANE, 'listener.apiKey': { existingSecret: '' } } })).toThrow(
       /apiKey|existingSecret|value/,
     );
+  });
+});
+
+describe('operator metrics (metrics.serviceMonitor)', () => {
+  const prometheus = { namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'prometheus' } };
+  // helm template leaves metadata.namespace to the install: these land in the release namespace.
+  const policiesOf = (docs: Json[]) =>
+    docs
+      .filter((d) => d.kind === 'NetworkPolicy')
+      .map((d) => ({ ...d, metadata: { namespace: 'agentplane', ...d.metadata } }));
+  const operatorPod = (docs: Json[]) => {
+    const d = find(docs, 'Deployment', 'agentplane-operator')!;
+    return { namespace: 'agentplane', labels: d.spec.template.metadata.labels as Record<string, string> };
+  };
+
+  it('is off by default: no ServiceMonitor, and nothing may connect to the operator', () => {
+    const docs = renderChart();
+    expect(docs.filter((d) => d.kind === 'ServiceMonitor')).toEqual([]);
+    const policies = policiesOf(docs);
+    expect(ingressAllowed(policies, operatorPod(docs), { pod: prometheus }, { port: 8081 })).toBe(false);
+  });
+
+  it('on: a ServiceMonitor scrapes /metrics through a Service on the operator pods, and the policy lets Prometheus in', () => {
+    const docs = renderChart({ values: { 'metrics.serviceMonitor': { enabled: true, labels: { release: 'kps' } } } });
+    const sm = find(docs, 'ServiceMonitor', 'agentplane-operator')!;
+    expect(sm.metadata.labels.release).toBe('kps');
+    const svc = find(docs, 'Service', 'agentplane-operator-metrics')!;
+    validateK8s(svc);
+    expect(selects({ matchLabels: sm.spec.selector.matchLabels }, svc.metadata.labels)).toBe(true);
+    const pod = operatorPod(docs);
+    expect(selects({ matchLabels: svc.spec.selector }, pod.labels)).toBe(true);
+    expect(svc.spec.ports.map((p: Json) => p.name)).toContain(sm.spec.endpoints[0].port);
+    const container = find(docs, 'Deployment', 'agentplane-operator')!.spec.template.spec.containers[0];
+    expect(container.ports.find((p: Json) => p.name === svc.spec.ports[0].targetPort).containerPort).toBe(8081);
+    const policies = policiesOf(docs);
+    for (const p of policies) validateK8s(p);
+    expect(ingressAllowed(policies, pod, { pod: prometheus }, { port: 8081 })).toBe(true);
+    expect(ingressAllowed(policies, pod, { pod: prometheus }, { port: 8080 })).toBe(false);
+    expect(ingressAllowed(policies, pod, { pod: { namespace: 'default', labels: {} } }, { port: 8081 })).toBe(false);
   });
 });

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { operatorCommand } from '../../src/operator/flags.ts';
 import { controlPlaneCommand } from '../../src/control-plane/config.ts';
 import type { CommandSpec } from '../../src/lib/cli-args.ts';
+import { DEFAULT_DNS_PEERS } from '../../src/operator/runtimes/kubernetes/config.ts';
 
 const chart = join(import.meta.dirname, '../../charts/agentplane');
 const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Record<string, unknown>;
@@ -215,12 +216,17 @@ describe('isolation in the chart', () => {
     expect(template('control-plane.yaml')).toMatch(/containerPort: 8080/);
     expect(docs[1]).toContain('component" "operator"');
     expect(docs[1]).toContain('policyTypes: ["Ingress"]');
-    expect(docs[1]).not.toContain('ingress:');
+    // Only the metrics scrape gets in, and only with the ServiceMonitor on (chart-render.test.ts renders both).
+    expect(docs[1]!.split('{{- if .Values.metrics.serviceMonitor.enabled }}')[0]).not.toContain('ingress:');
     expect(values.networkPolicy).toEqual({
       enabled: true,
       ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'ingress-nginx' },
       agentEgressExceptCidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'],
       buildEgressExceptCidrs: ['169.254.0.0/16'],
+      // The chart's defaults are the operator's: a bare `agentplane operator` resolves names like an installed one.
+      dnsPeers: DEFAULT_DNS_PEERS,
+      dnsPorts: [53],
+      agentIngressFrom: [],
     });
   });
 });

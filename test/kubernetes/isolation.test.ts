@@ -331,7 +331,12 @@ describe('NetworkPolicies', () => {
         ports: [{ protocol: 'TCP', port: 5432 }],
       },
       {
-        to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
+        // DNS only: to cluster DNS and the link-local resolvers (network-policy-dns.test.ts asks what that lets through).
+        to: [
+          { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } },
+          { ipBlock: { cidr: '169.254.20.10/32' } },
+          { ipBlock: { cidr: '169.254.169.254/32' } },
+        ],
         ports: [
           { protocol: 'UDP', port: 53 },
           { protocol: 'TCP', port: 53 },

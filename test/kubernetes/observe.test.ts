@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
 import { buildStatusOf, podFailure, rolloutStatusOf } from '../../src/operator/runtimes/kubernetes/observe.ts';
 import { nextRevisionStatus } from '../../src/operator/controllers/agentrevision/decide.ts';
+import { buildPodOf } from '../../src/operator/runtimes/kubernetes/builds.ts';
 
 const repo = 'registry.example.com/agents/ag-1';
 const digest = `sha256:${'c'.repeat(64)}`;
@@ -321,5 +322,19 @@ describe('rollout status from the Deployment, its ReplicaSets and pods', () => {
     expect(run({ available: 0, progressing: { status: 'False', reason: 'ProgressDeadlineExceeded' } })).toBe(
       'DEPLOY_FAILED',
     );
+  });
+});
+
+describe('buildPodOf', () => {
+  const job = { metadata: { name: 'ag-x-r1-build', namespace: 'agentplane-t-a' } };
+  const pod = (namespace: string, labels: Record<string, string>) => ({ metadata: { name: 'p', namespace, labels } });
+  it("takes the Job's pod by its job-name label in the Job's namespace only", () => {
+    // With a namespace per tenant every tenant namespace's pods are watched: another namespace's pod carrying the
+    // same label (a tenant's own Job named like ours) is not this build.
+    const elsewhere = pod('agentplane-t-b', { 'job-name': 'ag-x-r1-build' });
+    const ours = pod('agentplane-t-a', { 'batch.kubernetes.io/job-name': 'ag-x-r1-build' });
+    expect(buildPodOf([elsewhere], job)).toBeUndefined();
+    expect(buildPodOf([elsewhere, ours], job)).toBe(ours);
+    expect(buildPodOf([pod('agentplane-t-a', { 'job-name': 'ag-x-r2-build' })], job)).toBeUndefined();
   });
 });

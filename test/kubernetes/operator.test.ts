@@ -2,7 +2,7 @@
 // like `kubectl apply`, the test playing the Job and Deployment controllers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
@@ -210,6 +210,16 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     const port = await op.health;
     for (const path of ['/healthz', '/readyz'])
       expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(200);
+    // Prometheus metrics on the same port: what a ServiceMonitor scrapes.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const sample = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? NaN);
+    expect(
+      sample(/^agentplane_operator_reconciles_total\{controller="agentdeployment",result="success"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
+    expect(
+      sample(/^agentplane_operator_reconcile_duration_seconds_count\{controller="agentrevision"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
+    expect(metrics).toMatch(/^agentplane_operator_queue_depth\{controller="agentdeployment"\} \d+$/m);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
@@ -255,6 +265,55 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     );
     expect(recreated.metadata.deletionTimestamp).toBeUndefined();
     expect(recreated.spec.template.spec.containers[0].image).toBe('ghcr.io/agentplane/example-agent:0.1.0');
+  });
+
+  it('says an imageUri edit without a revisionCounter bump (Argo CD, Flux) did not roll out; with the bump, kubectl wait waits for it', async () => {
+    const kubeconfig = cluster.kubeconfigPath;
+    const conditions = () =>
+      Object.fromEntries(
+        ((peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions ?? []) as Json[]).map((c) => [
+          c.type,
+          c,
+        ]),
+      );
+    await fake.rollout(name, 'ready');
+    await until('Ready', () => conditions().Ready?.status === 'True');
+    const next = 'ghcr.io/agentplane/example-agent:0.2.0';
+    await patchDeployment(name, { sourceRevisionConfig: { imageUri: next } });
+    const generation = peek('agentplane.dev', 'agentdeployments', name)!.metadata.generation;
+    await until('Ready=False SpecChangeIgnored', () => conditions().Ready?.reason === 'SpecChangeIgnored');
+    expect(conditions().Ready).toMatchObject({
+      status: 'False',
+      observedGeneration: generation,
+      message: expect.stringMatching(/imageUri.*revisionCounter is still 1.*targetRevisionName to .*-r2/),
+    });
+    expect(conditions().Degraded).toMatchObject({ status: 'True', reason: 'SpecChangeIgnored' });
+    expect(conditions().Serving).toMatchObject({ status: 'True' }); // the old version still serves
+    expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].image).not.toBe(next);
+    await expect(
+      kubectl(['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=2s'], kubeconfig),
+    ).rejects.toThrow(/timed out/);
+
+    // The same edit with the counter: a new revision rolls out, and kubectl wait returns only once it serves.
+    await patchDeployment(name, { revisionCounter: 2, targetRevisionName: `${name}-r2` });
+    let returned = false;
+    const waited = kubectl(
+      ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${name}`, '--timeout=60s'],
+      kubeconfig,
+    ).finally(() => (returned = true));
+    await until('the new image rolled out', () =>
+      peek('apps', 'deployments', name)?.spec.template.spec.containers[0].image === next ? true : undefined,
+    );
+    const progressing = await until('Ready=Unknown while r2 starts', () =>
+      conditions().Ready?.status === 'Unknown' ? conditions() : undefined,
+    );
+    expect(progressing.Progressing).toMatchObject({ status: 'True' });
+    expect(progressing.Degraded).toMatchObject({ status: 'False' });
+    expect(returned).toBe(false);
+    await fake.rollout(name, 'ready');
+    expect(await waited).toContain('condition met');
+    expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(`${name}-r2`);
+    expect(conditions().Ready).toMatchObject({ status: 'True', reason: 'Serving' });
   });
 });
 
@@ -358,6 +417,50 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(page.logs.map((l) => l.message)).toContain("[clone] fatal: couldn't find remote ref no-such-branch");
     expect(peek('apps', 'deployments', name)!.spec.template.metadata.labels['agentplane.dev/revision']).toBe(rev(1));
     expect(peek('agentplane.dev', 'agentdeployments', name)!.status.activeRevisionName).toBe(rev(1));
+    // Knative's rule: the version the spec asks for failed, so Ready is False with the reason (kubectl wait does not
+    // pass), Degraded says so too, while Serving says the old revision still takes traffic.
+    const conds = await until('Ready=False BUILD_FAILED', () => {
+      const dep = peek('agentplane.dev', 'agentdeployments', name)!;
+      const c = Object.fromEntries((dep.status.conditions as Json[]).map((x) => [x.type, x]));
+      return c.Ready?.reason === 'BUILD_FAILED' ? { c, generation: dep.metadata.generation } : undefined;
+    });
+    expect(conds.c.Ready).toMatchObject({
+      status: 'False',
+      observedGeneration: conds.generation,
+      message: expect.stringContaining(`is not a branch, tag or commit Serving ${rev(1)} meanwhile.`),
+    });
+    expect(conds.c.Degraded).toMatchObject({ status: 'True', reason: 'BUILD_FAILED' });
+    expect(conds.c.Progressing).toMatchObject({ status: 'False', reason: 'BUILD_FAILED' });
+    expect(conds.c.Serving).toMatchObject({ status: 'True', reason: 'LatestRevisionFailed' });
+
+    // kubectl describe tells the story: Events (events.k8s.io/v1, written under the chart's RBAC) on the revision
+    // and on the deployment, the failure as a Warning with its reason.
+    const events = cluster.kubeConfig.makeApiClient(EventsV1Api);
+    const about = async (kind: string, obj: string) =>
+      (await events.listNamespacedEvent({ namespace: NS })).items.filter(
+        (e) => e.regarding?.kind === kind && e.regarding.name === obj,
+      );
+    const revEvents = await until('the BuildFailed Event on r2', async () => {
+      const list = await about('AgentRevision', rev(2));
+      return list.some((e) => e.reason === 'BuildFailed') ? list : undefined;
+    });
+    expect(revEvents.find((e) => e.reason === 'BuildFailed')).toMatchObject({
+      type: 'Warning',
+      action: 'Build',
+      reportingController: 'agentplane.dev/operator',
+      note: expect.stringContaining('is not a branch, tag or commit'),
+      regarding: { apiVersion: 'agentplane.dev/v1alpha1', uid: revision(rev(2))!.metadata.uid },
+    });
+    expect(revEvents.map((e) => e.reason)).toContain('Building');
+    const depEvents = await until('the deployment Events', async () => {
+      const list = await about('AgentDeployment', name);
+      return list.some((e) => e.reason === 'BuildFailed') ? list : undefined;
+    });
+    expect(depEvents.find((e) => e.reason === 'BuildFailed')).toMatchObject({ type: 'Warning', action: 'Rollout' });
+    expect(depEvents.find((e) => e.reason === 'TrafficMoved')).toMatchObject({
+      type: 'Normal',
+      note: `Serving revision ${rev(1)}.`,
+    });
   });
 
   it('reports DEPLOY_FAILED for a crash-looping rollout and rolls back to the serving revision', async () => {
@@ -376,6 +479,12 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       'rollout to r3',
       () => peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === rev(3),
     );
+    // The serving revision's build Job goes (a TTL, an admin's cleanup): its image is recorded on the revision, so
+    // the rollback below needs neither the Job nor a rebuild.
+    const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
+    await batch.deleteNamespacedJob({ name: `${rev(1)}-build`, namespace: NS, propagationPolicy: 'Background' });
+    await until('the r1 build Job gone', () => !peek('batch', 'jobs', `${rev(1)}-build`));
+    expect(revision(rev(1))!.status.image).toBe(`registry.test/agents/${name}@${digest}`);
     await fake.rollout(name, 'crash');
     await until('DEPLOY_FAILED', () => phaseOf(rev(3)) === 'DEPLOY_FAILED');
     expect(revision(rev(3))!.status.statusMessage).toContain('CrashLoopBackOff');
@@ -406,13 +515,15 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       message: expect.stringContaining('ran out of memory'),
     });
     expect(phaseOf(serving)).toBe('DEPLOYED'); // not failed: Kubernetes keeps restarting the pods
-    // The deployment follows its revision (it may say "Unavailable" for a moment, between the ReplicaSet's and the
-    // pods' updates): it ends up saying why.
-    await until('the deployment to say it is not serving, and why', () => ready(dep())?.reason === 'OOMKilled');
-    expect(ready(dep())).toMatchObject({ status: 'False', reason: 'OOMKilled' });
+    // The deployment's Serving follows its revision (it may say "Unavailable" for a moment, between the ReplicaSet's
+    // and the pods' updates): it ends up saying why. Ready keeps saying the revision asked for (r3) failed.
+    const servingOf = (obj: any) => (obj?.status?.conditions as Json[] | undefined)?.find((c) => c.type === 'Serving');
+    await until('the deployment to say it is not serving, and why', () => servingOf(dep())?.reason === 'OOMKilled');
+    expect(servingOf(dep())).toMatchObject({ status: 'False', reason: 'OOMKilled' });
+    expect(ready(dep())).toMatchObject({ status: 'False', reason: 'DEPLOY_FAILED' });
     await fake.rollout(name, 'ready');
     await until('the revision to serve again', () => ready(revision(serving))?.status === 'True');
-    await until('the deployment to serve again', () => ready(dep())?.status === 'True');
+    await until('the deployment to serve again', () => servingOf(dep())?.status === 'True');
   });
 
   it('marks a revision superseded while building SKIPPED and stops its build', async () => {
@@ -431,7 +542,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     await until('SKIPPED r4', () => phaseOf(rev(4)) === 'SKIPPED');
     await until('the r4 build Job deleted', () => !peek('batch', 'jobs', `${rev(4)}-build`));
     await until('the r5 build Job', () => peek('batch', 'jobs', `${rev(5)}-build`));
-    expect(peek('batch', 'jobs', `${rev(1)}-build`)).toBeDefined(); // finished builds stay (their image is recorded there)
+    expect(peek('batch', 'jobs', `${rev(3)}-build`)).toBeDefined(); // finished builds stay (their log is copied from them)
   });
 
   it('keeps the end of a 3 MiB build log within the ConfigMap limit, and the revision still ends', async () => {

@@ -10,10 +10,11 @@ import {
 } from '../../src/operator/controllers/agentrevision/decide.ts';
 import {
   chooseRoute,
+  deploymentConditions,
+  ignoredSpecChanges,
   pickTarget,
-  readyCondition,
-  readyObservedGeneration,
   revisionsToSkip,
+  servingCondition,
   shouldRoute,
   type RevisionView,
 } from '../../src/operator/controllers/agentdeployment/decide.ts';
@@ -206,28 +207,28 @@ describe('chooseRoute', () => {
   });
 });
 
-describe('readyCondition', () => {
+describe('servingCondition', () => {
   it('is true while serving, and says so when the latest revision failed', () => {
-    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '')).toMatchObject({
+    expect(servingCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '')).toMatchObject({
       status: 'True',
       reason: 'Serving',
     });
-    expect(readyCondition('d-r1', r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED'), 'npm ci failed')).toMatchObject({
+    expect(servingCondition('d-r1', r(1, 'DEPLOYED'), r(2, 'BUILD_FAILED'), 'npm ci failed')).toMatchObject({
       status: 'True',
       reason: 'LatestRevisionFailed',
       message: expect.stringContaining('npm ci failed'),
     });
   });
   it('is false while progressing or when nothing can serve', () => {
-    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({
+    expect(servingCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({
       status: 'False',
       reason: 'Progressing',
     });
-    expect(readyCondition(undefined, undefined, r(1, 'BUILD_FAILED'), 'boom')).toMatchObject({
+    expect(servingCondition(undefined, undefined, r(1, 'BUILD_FAILED'), 'boom')).toMatchObject({
       status: 'False',
       reason: 'BUILD_FAILED',
     });
-    expect(readyCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '').message).toBe(
+    expect(servingCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '').message).toBe(
       'Waiting for revision d-r1 to serve.',
     );
   });
@@ -250,9 +251,9 @@ describe('readyCondition', () => {
   ] as const)(
     'is false, with the reason, for a DEPLOYED target that is not serving (%s)',
     (_n, server, reason, message) => {
-      const ready = readyCondition(undefined, r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '', server);
+      const ready = servingCondition(undefined, r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '', server);
       // The same when a newer revision failed: the one that should serve says why it does not.
-      expect(readyCondition(undefined, r(1, 'DEPLOYED'), r(2, 'DEPLOY_FAILED'), 'boom', server)).toEqual(ready);
+      expect(servingCondition(undefined, r(1, 'DEPLOYED'), r(2, 'DEPLOY_FAILED'), 'boom', server)).toEqual(ready);
       expect(ready).toMatchObject({ status: 'False', reason });
       expect(ready.message).toMatch(message);
     },
@@ -282,19 +283,138 @@ describe('revisionConditions: Ready of a DEPLOYED revision', () => {
   });
 });
 
-describe('readyObservedGeneration', () => {
-  // kubectl wait --for=condition=Ready right after an apply: a condition of the new generation that is True because
-  // the old revision serves would end the wait before the new version runs (test/kube/ showed it on a real server).
-  const table: [string, number, number | undefined, string | undefined, string, RevisionView | undefined, number][] = [
-    ['the requested revision serves: this generation', 2, 1, 'd-r2', 'd-r2', r(2, 'DEPLOYED'), 2],
-    ['the old revision serves, the requested one not created yet', 2, 1, 'd-r1', 'd-r2', undefined, 1],
-    ['the old revision serves, the requested one builds', 2, 1, 'd-r1', 'd-r2', r(2, 'BUILDING'), 1],
-    ['the old revision serves, the requested one deployed, not routed yet', 3, 1, 'd-r1', 'd-r2', r(2, 'DEPLOYED'), 1],
-    ['no earlier Ready condition: the generation before', 4, undefined, 'd-r1', 'd-r2', r(2, 'DEPLOYING'), 3],
-    ['the requested revision failed: this generation (Ready says why)', 2, 1, 'd-r1', 'd-r2', r(2, 'BUILD_FAILED'), 2],
-    ['nothing serves: this generation (Ready is False anyway)', 2, 1, undefined, 'd-r2', r(2, 'BUILDING'), 2],
+describe('deploymentConditions (Knative: Ready only when the revision the spec asks for serves)', () => {
+  // kubectl wait --for=condition=Ready right after an apply must wait for the new version, and not return True
+  // because the old one serves (test/kube/ showed it on a real server); a failed new version must say so.
+  const servingOld = { status: 'True', reason: 'Serving', message: 'Serving revision d-r1.' } as const;
+  const none = { status: 'False', reason: 'Progressing', message: '' } as const;
+  type Row = [string, Parameters<typeof deploymentConditions>[0], [string, string], [string, string], [string, string]];
+  const table: Row[] = [
+    [
+      'the requested revision serves',
+      { routed: 'd-r2', requested: 'd-r2', requestedView: r(2, 'DEPLOYED'), requestedMessage: '', serving: servingOld },
+      ['True', 'Serving'],
+      ['False', 'Serving'],
+      ['False', 'AsExpected'],
+    ],
+    [
+      'the old revision serves, the requested one not created yet',
+      { routed: 'd-r1', requested: 'd-r2', requestedView: undefined, requestedMessage: '', serving: servingOld },
+      ['Unknown', 'Progressing'],
+      ['True', 'AwaitingRevision'],
+      ['False', 'AsExpected'],
+    ],
+    [
+      'the old revision serves, the requested one builds',
+      { routed: 'd-r1', requested: 'd-r2', requestedView: r(2, 'BUILDING'), requestedMessage: '', serving: servingOld },
+      ['Unknown', 'Progressing'],
+      ['True', 'BUILDING'],
+      ['False', 'AsExpected'],
+    ],
+    [
+      'the requested one deployed, traffic not moved yet',
+      { routed: 'd-r1', requested: 'd-r2', requestedView: r(2, 'DEPLOYED'), requestedMessage: '', serving: servingOld },
+      ['Unknown', 'Progressing'],
+      ['True', 'DEPLOYED'],
+      ['False', 'AsExpected'],
+    ],
+    [
+      'the requested build failed while the old one serves',
+      {
+        routed: 'd-r1',
+        requested: 'd-r2',
+        requestedView: r(2, 'BUILD_FAILED'),
+        requestedMessage: 'npm ci exited with code 1',
+        serving: servingOld,
+      },
+      ['False', 'BUILD_FAILED'],
+      ['False', 'BUILD_FAILED'],
+      ['True', 'BUILD_FAILED'],
+    ],
+    [
+      'a first revision builds, nothing serves',
+      { routed: undefined, requested: 'd-r1', requestedView: r(1, 'BUILDING'), requestedMessage: '', serving: none },
+      ['Unknown', 'Progressing'],
+      ['True', 'BUILDING'],
+      ['False', 'AsExpected'],
+    ],
+    [
+      'the requested revision is deployed but crash-loops, nothing serves',
+      {
+        routed: undefined,
+        requested: 'd-r1',
+        requestedView: r(1, 'DEPLOYED'),
+        requestedMessage: '',
+        serving: { status: 'False', reason: 'CrashLoopBackOff', message: 'exited with code 1' },
+      },
+      ['False', 'CrashLoopBackOff'],
+      ['False', 'CrashLoopBackOff'],
+      ['True', 'CrashLoopBackOff'],
+    ],
+    [
+      'the spec changed without a new revision',
+      {
+        routed: 'd-r1',
+        requested: 'd-r1',
+        requestedView: r(1, 'DEPLOYED'),
+        requestedMessage: '',
+        serving: servingOld,
+        ignored: 'imageUri changed',
+      },
+      ['False', 'SpecChangeIgnored'],
+      ['False', 'SpecChangeIgnored'],
+      ['True', 'SpecChangeIgnored'],
+    ],
   ];
-  it.each(table)('%s', (_title, generation, previous, routed, requested, view, expected) => {
-    expect(readyObservedGeneration(generation, previous, routed, requested, view)).toBe(expected);
+  it.each(table)('%s', (_title, facts, ready, progressing, degraded) => {
+    const c = deploymentConditions(facts);
+    expect([c.Ready.status, c.Ready.reason]).toEqual(ready);
+    expect([c.Progressing.status, c.Progressing.reason]).toEqual(progressing);
+    expect([c.Degraded.status, c.Degraded.reason]).toEqual(degraded);
+  });
+  it('says what failed and what still serves', () => {
+    const c = deploymentConditions(table[4]![1]);
+    expect(c.Ready.message).toBe('d-r2: npm ci exited with code 1 Serving d-r1 meanwhile.');
+  });
+});
+
+describe('ignoredSpecChanges', () => {
+  const spec = {
+    deploymentId: 'id',
+    tenantId: 't',
+    displayName: 'x',
+    source: 'external_docker' as const,
+    sourceConfig: { resourceSpec: { minScale: 1 }, customUrl: null },
+    sourceRevisionConfig: { imageUri: 'img:1' },
+    revisionCounter: 3,
+    targetRevisionName: 'd-r3',
+  };
+  const rev = {
+    deploymentName: 'd',
+    deploymentId: 'id',
+    tenantId: 't',
+    revisionNumber: 3,
+    source: 'external_docker' as const,
+    sourceConfig: { resourceSpec: { minScale: 1 } },
+    sourceRevisionConfig: { imageUri: 'img:1', repoRef: null },
+    secretsName: null,
+    secretReferences: [],
+  };
+  it.each([
+    ['nothing changed (null, missing and [] are the same)', spec, []],
+    ['imageUri changed (Argo CD, Flux)', { ...spec, sourceRevisionConfig: { imageUri: 'img:2' } }, ['imageUri']],
+    ['resources changed', { ...spec, sourceConfig: { resourceSpec: { minScale: 2 } } }, ['resourceSpec']],
+    [
+      'a setting no revision carries (display name, custom URL)',
+      { ...spec, displayName: 'y', sourceConfig: { ...spec.sourceConfig, customUrl: 'https://a.b' } },
+      [],
+    ],
+  ] as const)('%s', (_t, dep, expected) => {
+    expect(ignoredSpecChanges(dep as never, rev)).toEqual(expected);
+  });
+  it('judges only the newest revision, once it exists', () => {
+    const changed = { ...spec, sourceRevisionConfig: { imageUri: 'img:2' } };
+    expect(ignoredSpecChanges(changed, undefined)).toEqual([]);
+    expect(ignoredSpecChanges(changed, { ...rev, revisionNumber: 2 })).toEqual([]);
   });
 });

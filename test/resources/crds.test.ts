@@ -31,7 +31,7 @@ describe('crds/', () => {
       expect(v.subresources).toEqual({ status: {} });
       expect(crd.spec.names.shortNames.length).toBeGreaterThan(0);
       expect(v.additionalPrinterColumns.map((c: { name: string }) => c.name)).toEqual(
-        expect.arrayContaining(['Status', 'Revision', 'Age']),
+        expect.arrayContaining([file === 'agentdeployments.yaml' ? 'Ready' : 'Status', 'Revision', 'Age']),
       );
       walk(v.schema.openAPIV3Schema, '', (n, path) => {
         const isSchema = 'type' in n || 'properties' in n || 'items' in n || 'enum' in n;

@@ -3,6 +3,7 @@
 import type { Logger } from '../../lib/logger.ts';
 import { StaleResourceVersionError } from '../../state/errors.ts';
 import type { WorkQueue } from './workqueue.ts';
+import type { ControllerMetrics, ReconcileOutcome } from '../metrics.ts';
 
 export type ReconcileResult = { requeueAfter?: number } | void;
 export type Reconcile = (key: string) => Promise<ReconcileResult>;
@@ -13,12 +14,15 @@ export type ControllerOptions = {
   reconcile: Reconcile;
   workers?: number;
   logger: Logger;
+  metrics?: ControllerMetrics;
 };
 
 export class Controller {
   private loops: Promise<void>[] = [];
 
-  constructor(private readonly opts: ControllerOptions) {}
+  constructor(private readonly opts: ControllerOptions) {
+    opts.metrics?.watchQueue(opts.name, () => opts.queue.length);
+  }
 
   get queue(): WorkQueue {
     return this.opts.queue;
@@ -41,17 +45,28 @@ export class Controller {
     const key = await queue.get();
     if (key === undefined) return false;
     const log = this.opts.logger.child({ controller: name, key });
+    const started = performance.now();
+    let outcome: ReconcileOutcome = 'success';
     try {
       const result = await reconcile(key);
       queue.forget(key);
-      if (result && result.requeueAfter !== undefined) queue.addAfter(key, result.requeueAfter);
+      if (result && result.requeueAfter !== undefined) {
+        outcome = 'requeue';
+        queue.addAfter(key, result.requeueAfter);
+      }
     } catch (err) {
       // A write refused because the copy read was stale (a cache that lags) is routine: the fresh copy is on its way.
-      if (err instanceof StaleResourceVersionError) log.debug({ err }, 'read a stale copy; reconciling again');
-      else log.warn({ err, attempt: queue.numRequeues(key) + 1 }, 'reconcile failed; retrying with backoff');
+      if (err instanceof StaleResourceVersionError) {
+        outcome = 'stale';
+        log.debug({ err }, 'read a stale copy; reconciling again');
+      } else {
+        outcome = 'error';
+        log.warn({ err, attempt: queue.numRequeues(key) + 1 }, 'reconcile failed; retrying with backoff');
+      }
       queue.addRateLimited(key);
     } finally {
       queue.done(key);
+      this.opts.metrics?.reconciled(name, outcome, (performance.now() - started) / 1000);
     }
     return true;
   }

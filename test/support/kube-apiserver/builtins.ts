@@ -7,6 +7,7 @@ import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Event, PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Event as EventsV1Event } from 'kubernetes-models/events.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { admitBuiltin } from './admit.ts';
@@ -170,6 +171,15 @@ const BUILTINS: Builtin[] = [
     generation: true,
   },
   { group: '', version: 'v1', plural: 'events', kind: 'Event', model: Event, status: false, generation: false },
+  {
+    group: 'events.k8s.io',
+    version: 'v1',
+    plural: 'events',
+    kind: 'Event',
+    model: EventsV1Event,
+    status: false,
+    generation: false,
+  },
   {
     // Read-only in practice: the CRD files are stored as objects (crd-objects.ts) so clients can read them.
     group: 'apiextensions.k8s.io',

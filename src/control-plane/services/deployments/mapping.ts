@@ -109,9 +109,12 @@ function sourceRevisionConfigToApi(c: SourceRevisionConfig, commit: string | und
 
 export const UPDATED_AT_ANNOTATION = 'agentplane.dev/updated-at';
 
-/** The API's health of a resource, from its Ready condition (messages redacted like status messages). */
+/**
+ * The API's health of a resource: whether it serves now, from its Serving condition (a deployment's Ready also waits
+ * for the revision it asks for) or, for resources without one, Ready. Messages redacted like status messages.
+ */
 function healthOf(conditions: Condition[] | undefined): Deployment['health'] {
-  const ready = findCondition(conditions, 'Ready');
+  const ready = findCondition(conditions, 'Serving') ?? findCondition(conditions, 'Ready');
   if (!ready) return { ready: null, reason: null, message: null, since: null };
   return {
     ready: ready.status === 'True' ? true : ready.status === 'False' ? false : null,

@@ -18,7 +18,17 @@ import { splitKey } from '../../controller-kit/informer.ts';
 import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { Runtime, ServerStatus } from '../../runtimes/types.ts';
 import { deploymentRef, revisionsOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
-import { chooseRoute, pickTarget, readyCondition, readyObservedGeneration, revisionsToSkip } from './decide.ts';
+import {
+  chooseRoute,
+  deploymentConditions,
+  ignoredSpecChanges,
+  ignoredSpecMessage,
+  pickTarget,
+  readyEvent,
+  revisionsToSkip,
+  servingCondition,
+} from './decide.ts';
+import { noEvents, type EventRecorder } from '../../controller-kit/events.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
@@ -26,6 +36,8 @@ export type DeploymentControllerDeps = {
   reader?: ResourceReader;
   runtime: Runtime;
   logger: Logger;
+  /** Where phase changes and failures are told (`kubectl describe`); default: nowhere. */
+  events?: EventRecorder;
 };
 
 export function createDeploymentReconciler({
@@ -33,6 +45,7 @@ export function createDeploymentReconciler({
   reader = storeReader(store),
   runtime,
   logger,
+  events = noEvents,
 }: DeploymentControllerDeps) {
   const log = (key: string) => logger.child({ controller: 'agentdeployment', key });
 
@@ -96,28 +109,52 @@ export function createDeploymentReconciler({
     const all = views(revisions);
     const latestName = latestRevisionName(dep);
     const latest = all.find((r) => r.name === latestName);
-    const latestMessage = revisions.find((r) => r.metadata.name === latestName)?.status?.statusMessage ?? '';
-    const targetView = all.find((r) => r.name === target);
-    const ready = readyCondition(routed, targetView, latest, latestMessage, targetServer);
+    const messageOf = (name: string) => revisions.find((r) => r.metadata.name === name)?.status?.statusMessage ?? '';
+    const serving = servingCondition(
+      routed,
+      all.find((r) => r.name === target),
+      latest,
+      messageOf(latestName),
+      targetServer,
+    );
+    const requested = dep.spec.targetRevisionName ?? latestName;
+    const newest = revisions.find((r) => r.metadata.name === latestName);
+    const ignored = ignoredSpecChanges(dep.spec, newest?.spec);
+    const conditions = deploymentConditions({
+      routed,
+      requested,
+      requestedView: all.find((r) => r.name === requested),
+      requestedMessage: messageOf(requested),
+      serving,
+      ...(ignored.length
+        ? {
+            ignored: ignoredSpecMessage(
+              { name: dep.metadata.name, revisionCounter: dep.spec.revisionCounter },
+              ignored,
+            ),
+          }
+        : {}),
+    });
     const activeRevisionName = routed ?? current.activeRevisionName;
+    // Every condition speaks for this generation: Ready is no longer True while an older revision serves.
+    const generation = dep.metadata.generation;
+    let list = current.conditions;
+    for (const [type, state] of [
+      ['Ready', conditions.Ready],
+      ['Serving', serving],
+      ['Progressing', conditions.Progressing],
+      ['Degraded', conditions.Degraded],
+    ] as const) {
+      list = setCondition(list, { type, ...state, observedGeneration: generation });
+    }
     return {
       ...current,
       ...(routed ? { phase: 'READY' as const } : {}),
       latestRevisionName: latestName,
       ...(activeRevisionName ? { activeRevisionName } : {}),
       url,
-      observedGeneration: dep.metadata.generation,
-      conditions: setCondition(current.conditions, {
-        type: 'Ready',
-        ...ready,
-        observedGeneration: readyObservedGeneration(
-          dep.metadata.generation,
-          current.conditions?.find((c) => c.type === 'Ready')?.observedGeneration,
-          routed,
-          dep.spec.targetRevisionName ?? latestName,
-          all.find((r) => r.name === (dep.spec.targetRevisionName ?? latestName)),
-        ),
-      }),
+      observedGeneration: generation,
+      conditions: list,
     };
   }
 
@@ -161,6 +198,22 @@ export function createDeploymentReconciler({
     // status
     const url = await runtime.url(ref);
     const status = desiredStatus(dep, revisions, target, routed, routeTo ? undefined : targetServer, url);
-    if (!sameJson(status, dep.status ?? {})) await store.updateStatus('AgentDeployment', { ...dep, status });
+    if (!sameJson(status, dep.status ?? {})) {
+      await store.updateStatus('AgentDeployment', { ...dep, status });
+      // Told from the status, not from route(): a Kubernetes rollout moves traffic without one.
+      const before = dep.status?.activeRevisionName;
+      if (status.activeRevisionName && status.activeRevisionName !== before) {
+        const note = `Serving revision ${status.activeRevisionName}${before ? ` (was ${before})` : ''}.`;
+        events.record(dep, { type: 'Normal', reason: 'TrafficMoved', action: 'Route', note });
+      }
+      const ready = status.conditions?.find((c) => c.type === 'Ready');
+      const event =
+        ready &&
+        readyEvent(
+          dep.status?.conditions?.find((c) => c.type === 'Ready'),
+          ready,
+        );
+      if (event) events.record(dep, event);
+    }
   };
 }

@@ -1,8 +1,15 @@
 // Pure decisions of the deployment controller: which revision should be live, which are superseded, where
 // traffic goes.
-import { RevisionPhase } from '../../../resources/index.ts';
+import {
+  RevisionPhase,
+  type AgentDeploymentSpec,
+  type AgentRevisionSpec,
+  revisionName,
+} from '../../../resources/index.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
 import { isDead, isInProgress } from '../agentrevision/decide.ts';
+import { eventReason } from '../agentrevision/conditions.ts';
+import type { EventInput } from '../../controller-kit/events.ts';
 
 export type RevisionView = { name: string; number: number; status: RevisionPhase };
 
@@ -69,16 +76,20 @@ export function chooseRoute(f: RouteFacts): string | undefined {
   return undefined;
 }
 
-export type ReadyCondition = { status: 'True' | 'False'; reason: string; message: string };
+export type ConditionState = { status: 'True' | 'False' | 'Unknown'; reason: string; message: string };
 
-export function readyCondition(
+/**
+ * Serving: does some revision of the deployment take traffic now, and if not, why. What the API reports as the
+ * deployment's health; a newer revision failing does not stop the older one serving.
+ */
+export function servingCondition(
   routed: string | undefined,
   target: RevisionView | undefined,
   latest: RevisionView | undefined,
   latestMessage: string,
   /** What the runtime says of the target's server (a DEPLOYED target that is not routed: why it does not serve). */
   targetServer?: ServerStatus,
-): ReadyCondition {
+): ConditionState {
   if (latest && isDead(latest.status) && latest.status !== RevisionPhase.SKIPPED && routed) {
     return {
       status: 'True',
@@ -106,22 +117,130 @@ export function readyCondition(
   return { status: 'False', reason: 'NoRevision', message: 'No revision can serve.' };
 }
 
+export type DeploymentFacts = {
+  routed: string | undefined;
+  /** The revision the spec asks for: spec.targetRevisionName (the newest, unless a redeploy chose an older one). */
+  requested: string;
+  requestedView: RevisionView | undefined;
+  requestedMessage: string;
+  /** Serving, as servingCondition says it. */
+  serving: ConditionState;
+  /** Set when the spec changed in a way only a new revision can carry, without one: what was ignored. */
+  ignored?: string;
+};
+
+export type DeploymentConditions = {
+  Ready: ConditionState;
+  Progressing: ConditionState;
+  Degraded: ConditionState;
+};
+
 /**
- * The generation the Ready condition speaks for. While an older revision serves and the revision the current spec
- * asks for (spec.targetRevisionName, else the latest) is still on its way, even before it exists, Ready stays True
- * (traffic is served) but for the generation it was last settled at: `kubectl wait --for=condition=Ready` compares
- * a condition's observedGeneration with metadata.generation, and would otherwise return right after an apply,
- * before the new version runs. Settled: the requested revision serves, or nothing does, or the requested revision
- * can no longer come (then Ready says why, for this generation).
+ * Knative's rule: Ready is True only when the revision the current spec asks for serves. While it is on its way
+ * Ready is Unknown (an older revision may serve meanwhile: Serving says so) and Progressing True, so
+ * `kubectl wait --for=condition=Ready` after an apply waits for the new version; when it cannot come (its build or
+ * rollout failed, or the spec changed without a new revision) Ready is False and Degraded True with the reason.
  */
-export function readyObservedGeneration(
-  generation: number | undefined,
-  previous: number | undefined,
-  routed: string | undefined,
-  requested: string,
-  requestedView: RevisionView | undefined,
-): number | undefined {
-  const settled = !routed || routed === requested || (requestedView !== undefined && isDead(requestedView.status));
-  if (settled || generation === undefined) return generation;
-  return previous !== undefined && previous < generation ? previous : generation - 1;
+export function deploymentConditions(f: DeploymentFacts): DeploymentConditions {
+  const ok = (reason: string): ConditionState => ({ status: 'False', reason, message: '' });
+  const failed = (ready: ConditionState): DeploymentConditions => ({
+    Ready: ready,
+    Progressing: { ...ready, status: 'False' },
+    Degraded: { ...ready, status: 'True' },
+  });
+  const meanwhile = f.routed && f.routed !== f.requested ? ` Serving ${f.routed} meanwhile.` : '';
+  if (f.ignored) return failed({ status: 'False', reason: 'SpecChangeIgnored', message: f.ignored });
+  if (f.routed === f.requested) {
+    const ready: ConditionState = { status: 'True', reason: 'Serving', message: `Serving revision ${f.routed}.` };
+    return { Ready: ready, Progressing: ok('Serving'), Degraded: ok('AsExpected') };
+  }
+  const view = f.requestedView;
+  if (view && isDead(view.status) && view.status !== RevisionPhase.SKIPPED) {
+    return failed({ status: 'False', reason: view.status, message: `${view.name}: ${f.requestedMessage}${meanwhile}` });
+  }
+  // Nothing serves and the revision that should is deployed but its server is in trouble (crash loop, OOMKilled,
+  // database away): a failure until it heals, said the way Serving says it.
+  if (!f.routed && view?.status === RevisionPhase.DEPLOYED && f.serving.status === 'False') return failed(f.serving);
+  const phase = view ? view.status : 'AwaitingRevision';
+  return {
+    Ready: {
+      status: 'Unknown',
+      reason: 'Progressing',
+      message: `Waiting for revision ${f.requested} to serve.${meanwhile}`,
+    },
+    Progressing: { status: 'True', reason: phase, message: `Revision ${f.requested} is ${phase}.${meanwhile}` },
+    Degraded: ok('AsExpected'),
+  };
+}
+
+/** What a revision snapshots from its deployment and runs with: changing one of these needs a new revision. */
+function runInputs(s: AgentDeploymentSpec | AgentRevisionSpec): Record<string, unknown> {
+  const c = s.sourceConfig;
+  return {
+    source: s.source,
+    repoRef: s.sourceRevisionConfig.repoRef,
+    graphConfigPath: s.sourceRevisionConfig.graphConfigPath,
+    imageUri: s.sourceRevisionConfig.imageUri,
+    repoUrl: c.repoUrl,
+    integrationId: c.integrationId,
+    resourceSpec: c.resourceSpec,
+    accessMode: c.accessMode,
+    secretsName: s.secretsName,
+    secretReferences: s.secretReferences?.length ? s.secretReferences : undefined,
+  };
+}
+
+/** JSON with null and undefined members dropped and keys sorted: "unset" is spelled three ways across writers. */
+function canonical(v: unknown): string {
+  const norm = (x: unknown): unknown =>
+    Array.isArray(x)
+      ? x.map(norm)
+      : x && typeof x === 'object'
+        ? Object.fromEntries(
+            Object.entries(x as Record<string, unknown>)
+              .filter(([, y]) => y !== null && y !== undefined)
+              .sort(([a], [b]) => a.localeCompare(b))
+              .map(([k, y]) => [k, norm(y)]),
+          )
+        : x;
+  const n = norm(v);
+  return n === null || n === undefined ? '' : JSON.stringify(n);
+}
+
+/**
+ * A spec edit that only a new revision could carry, made without raising revisionCounter (a GitOps tool changing
+ * imageUri in a manifest): the fields that differ from the newest revision's snapshot, or [] when none do. The
+ * operator does not make the revision itself: revisionCounter and targetRevisionName belong to whoever writes the
+ * spec (the control plane, or the manifest in git), and a revision the operator numbered would fight both.
+ */
+export function ignoredSpecChanges(dep: AgentDeploymentSpec, newest: AgentRevisionSpec | undefined): string[] {
+  if (!newest || newest.revisionNumber !== dep.revisionCounter) return [];
+  const want = runInputs(dep);
+  const have = runInputs(newest);
+  return Object.keys(want).filter((k) => canonical(want[k]) !== canonical(have[k]));
+}
+
+export function ignoredSpecMessage(dep: { name: string; revisionCounter: number }, fields: string[]): string {
+  const next = revisionName(dep.name, dep.revisionCounter + 1);
+  return (
+    `The spec changed (${fields.join(', ')}) but spec.revisionCounter is still ${dep.revisionCounter}, so no revision ` +
+    `carries the change and it does not run. Set revisionCounter to ${dep.revisionCounter + 1} and ` +
+    `targetRevisionName to ${next} with it (the control plane API does both).`
+  );
+}
+
+/**
+ * The Event a change of the deployment's Ready condition is told by: a Warning with the failure's reason when it
+ * turns False, Normal when it serves the requested revision or starts progressing; undefined when Ready says what
+ * it said before.
+ */
+export function readyEvent(
+  before: { status: string; reason?: string } | undefined,
+  after: { status: string; reason?: string; message?: string },
+): EventInput | undefined {
+  if (before && before.status === after.status && before.reason === after.reason) return undefined;
+  const note = after.message ?? '';
+  if (after.status === 'True') return { type: 'Normal', reason: 'Ready', action: 'Route', note };
+  if (after.status === 'Unknown') return { type: 'Normal', reason: 'Progressing', action: 'Rollout', note };
+  return { type: 'Warning', reason: eventReason(after.reason || 'NotReady'), action: 'Rollout', note };
 }

@@ -1,6 +1,7 @@
 // A revision's conditions: Built and Deployed follow from its phase; Ready too, except that a DEPLOYED revision
 // that should serve says whether its agent server really does (`serving`, from the runtime).
 import { RevisionPhase, type ConditionInput } from '../../../resources/index.ts';
+import type { EventInput } from '../../controller-kit/events.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
 import { inBuildPhase, inDeployPhase } from './decide.ts';
 
@@ -45,4 +46,27 @@ export function revisionConditions(
       ? c('Ready', 'True', 'Deployed')
       : c('Ready', 'False', phase, message);
   return [built, deployed, ready];
+}
+
+/** BUILD_FAILED -> BuildFailed: an Event reason in the API's UpperCamelCase. */
+export function eventReason(s: string): string {
+  return s
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean)
+    .map((w) => w[0]!.toUpperCase() + w.slice(1))
+    .join('');
+}
+
+/** The Event a revision's move to `phase` is told by (failures as Warnings), or undefined when nothing moved. */
+export function phaseEvent(from: RevisionPhase, to: RevisionPhase, message: string): EventInput | undefined {
+  if (from === to) return undefined;
+  const failed =
+    to !== RevisionPhase.SKIPPED && to !== RevisionPhase.DEPLOYED && !inBuildPhase(to) && !inDeployPhase(to);
+  return {
+    type: failed ? 'Warning' : 'Normal',
+    reason: eventReason(to),
+    action: inBuildPhase(to) || to === RevisionPhase.BUILD_FAILED ? 'Build' : 'Deploy',
+    note: message || `${from} -> ${to}`,
+  };
 }

@@ -15,7 +15,8 @@ import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { BuildSpec, BuildStatus, Runtime, ServerSpec, ServerStatus } from '../../runtimes/types.ts';
 import { pickTarget } from '../agentdeployment/decide.ts';
 import { deploymentRef, phaseOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
-import { revisionConditions } from './conditions.ts';
+import { phaseEvent, revisionConditions } from './conditions.ts';
+import { noEvents, type EventRecorder } from '../../controller-kit/events.ts';
 import { nextRevisionStatus, revisionNeeds, type RevisionFacts } from './decide.ts';
 
 export type RevisionControllerDeps = {
@@ -24,6 +25,8 @@ export type RevisionControllerDeps = {
   reader?: ResourceReader;
   runtime: Runtime;
   logger: Logger;
+  /** Where phase changes and failures are told (`kubectl describe`); default: nowhere. */
+  events?: EventRecorder;
 };
 
 type Observed = {
@@ -84,6 +87,7 @@ export function createRevisionReconciler({
   reader = storeReader(store),
   runtime,
   logger,
+  events = noEvents,
 }: RevisionControllerDeps) {
   const serverSpec = async (dep: AgentDeployment, rev: AgentRevision): Promise<ServerSpec> => {
     const ns = rev.metadata.namespace ?? 'default';
@@ -189,6 +193,8 @@ export function createRevisionReconciler({
         );
       }
       await store.updateStatus('AgentRevision', { ...rev, status });
+      const event = phaseEvent(phaseOf(rev), status.phase ?? RevisionPhase.CREATING, status.statusMessage ?? '');
+      if (event) events.record(rev, event);
     }
   };
 }

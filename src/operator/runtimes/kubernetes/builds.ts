@@ -117,6 +117,17 @@ async function gitCredentials(ctx: RuntimeContext, target: Target, spec: BuildSp
   return chosen.name;
 }
 
+/**
+ * The image recorded on the revision's status when its build succeeded: a digest in this deployment's repository of
+ * the configured registry (anything else, e.g. a local runtime's `git:` id, is not trusted as one). It outlives the
+ * build Job, so a rollback to an old revision needs neither the Job nor a rebuild.
+ */
+export function recordedImage(ctx: RuntimeContext, ref: RevisionRef, image: string | undefined): string | undefined {
+  if (!image || !ctx.opts.config.registry) return undefined;
+  const prefix = `${imageRepository(ctx.opts.config, targetName(ref))}@sha256:`;
+  return image.startsWith(prefix) && /^[0-9a-f]{64}$/.test(image.slice(prefix.length)) ? image : undefined;
+}
+
 /** The image a finished build of this revision pushed, if any. */
 export async function builtImage(ctx: RuntimeContext, ref: RevisionRef): Promise<string | undefined> {
   const name = buildJobName(ref.revision);
@@ -154,6 +165,20 @@ async function buildPodRefused(ctx: RuntimeContext, job: V1Job, running: BuildSt
   return refused ? { phase: 'Failed', message: `Build pod cannot be created (FailedCreate): ${refused}` } : running;
 }
 
+/**
+ * The pod of a build Job among the watched pods: its job-name label and its namespace. With a namespace per tenant
+ * the pods of every tenant namespace are watched, and a pod elsewhere carrying the same label is not this build's.
+ */
+export function buildPodOf<P extends V1Pod>(pods: readonly P[], job: V1Job): P | undefined {
+  const name = job.metadata?.name;
+  const namespace = job.metadata?.namespace;
+  return pods.find(
+    (p) =>
+      p.metadata?.namespace === namespace &&
+      (p.metadata?.labels?.['job-name'] === name || p.metadata?.labels?.['batch.kubernetes.io/job-name'] === name),
+  );
+}
+
 async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): Promise<BuildStatus> {
   const ann = job.metadata?.annotations ?? {};
   if (ann[ANNOTATION_IMAGE] && ann[ANNOTATION_COMMIT])
@@ -161,14 +186,7 @@ async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): P
   const jobName = job.metadata!.name!;
   const repository = imageRepository(ctx.opts.config, targetName(spec));
   const namespace = job.metadata!.namespace!;
-  let pod: V1Pod | undefined = ctx.buildPods
-    .list()
-    .find(
-      (p) =>
-        p.metadata.namespace === namespace &&
-        (p.metadata.labels?.['job-name'] === jobName ||
-          p.metadata.labels?.['batch.kubernetes.io/job-name'] === jobName),
-    );
+  let pod: V1Pod | undefined = buildPodOf(ctx.buildPods.list(), job);
   let status = buildStatusOf(job, pod, repository);
   if (status.phase === 'Running') return pod ? status : buildPodRefused(ctx, job, status);
   // Separate watches may deliver the Job's end before its pod's: read the pod itself before concluding.

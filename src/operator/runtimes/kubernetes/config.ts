@@ -11,6 +11,54 @@ const cidr = z
   .string()
   .regex(/^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$|^[0-9a-fA-F:]+\/[0-9]{1,3}$/, 'must be a CIDR');
 
+const labelSelector = z
+  .object({
+    matchLabels: z.record(z.string(), z.string()).optional(),
+    matchExpressions: z
+      .array(
+        z
+          .object({
+            key: z.string().min(1),
+            operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']),
+            values: z.array(z.string()).optional(),
+          })
+          .strict(),
+      )
+      .optional(),
+  })
+  .strict();
+
+/**
+ * A NetworkPolicy peer as Kubernetes spells it: an ipBlock alone, or a namespaceSelector and/or podSelector.
+ * Checked here so a bad value stops the operator at start with the flag's name, not every apply with a 422.
+ */
+export const networkPolicyPeerSchema = z
+  .object({
+    namespaceSelector: labelSelector.optional(),
+    podSelector: labelSelector.optional(),
+    ipBlock: z
+      .object({ cidr, except: z.array(cidr).optional() })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .refine((p) => (p.ipBlock ? !p.namespaceSelector && !p.podSelector : !!(p.namespaceSelector || p.podSelector)), {
+    message: 'each peer is an ipBlock alone, or a namespaceSelector and/or a podSelector',
+  });
+export type NetworkPolicyPeer = z.infer<typeof networkPolicyPeerSchema>;
+
+/**
+ * Where pods resolve names, on the DNS ports only: the cluster DNS in kube-system (EKS, AKS, kind, GKE kube-dns),
+ * NodeLocal DNSCache's link-local address (GKE, and any cluster running it) and GKE's metadata server, which
+ * answers DNS for Cloud DNS for GKE (Autopilot's default). Its HTTP metadata API stays blocked: only port 53 is
+ * opened to it.
+ */
+export const DEFAULT_DNS_PEERS: NetworkPolicyPeer[] = [
+  { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } },
+  { ipBlock: { cidr: '169.254.20.10/32' } },
+  { ipBlock: { cidr: '169.254.169.254/32' } },
+];
+
 export const kubernetesRuntimeConfigSchema = z.object({
   /**
    * When set, every agent gets AGENTPLANE_CONTROL_PLANE_URL, AGENTPLANE_DEPLOYMENT_TOKEN and AGENTPLANE_TENANT_ID
@@ -132,12 +180,25 @@ export const kubernetesRuntimeConfigSchema = z.object({
        * metadata, since registries and git servers are often on private addresses.
        */
       buildEgressExceptCidrs: z.array(cidr).default(['169.254.0.0/16']),
+      /** Where agent and build pods may send DNS queries (only to `dnsPorts`), whatever the except lists say. */
+      dnsPeers: z.array(networkPolicyPeerSchema).default(DEFAULT_DNS_PEERS),
+      /** Ports of the DNS rule: 53, plus 5353 on OpenShift (its DNS pods listen there behind the Service). */
+      dnsPorts: z.array(z.number().int().min(1).max(65535)).min(1).default([53]),
+      /**
+       * More sources that may call agent servers on their port, beside the ingress namespace: IP-target load
+       * balancers (AWS ALB target-type ip, GKE NEGs and their health checks) by ipBlock, metrics scrapers by
+       * namespace.
+       */
+      agentIngressFrom: z.array(networkPolicyPeerSchema).default([]),
     })
     .default({
       enabled: true,
       ingressNamespaceSelector: { 'kubernetes.io/metadata.name': 'ingress-nginx' },
       agentEgressExceptCidrs: [...PRIVATE_RANGES],
       buildEgressExceptCidrs: ['169.254.0.0/16'],
+      dnsPeers: DEFAULT_DNS_PEERS,
+      dnsPorts: [53],
+      agentIngressFrom: [],
     }),
   /**
    * Run each tenant's agents in a namespace of its own (`<prefix><tenant>`, created by the operator) instead of the

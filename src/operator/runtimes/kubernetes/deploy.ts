@@ -8,7 +8,7 @@ import { reservedEnvName } from '../../../lib/reserved-env.ts';
 import type { AgentRevision } from '../../../resources/index.ts';
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply } from './apply.ts';
-import { builtImage } from './builds.ts';
+import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
 import type { Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
@@ -44,7 +44,9 @@ export async function deploy(
   // Nothing new for a deployment being deleted: children written after its cleanup would outlive it.
   if (target.deleting) return { phase: 'Starting' };
   const image =
-    rev.spec.source === 'external_docker' ? rev.spec.sourceRevisionConfig.imageUri : await builtImage(ctx, spec);
+    rev.spec.source === 'external_docker'
+      ? rev.spec.sourceRevisionConfig.imageUri
+      : (recordedImage(ctx, spec, rev.status?.image) ?? (await builtImage(ctx, spec)));
   if (!image)
     return {
       phase: 'Failed',

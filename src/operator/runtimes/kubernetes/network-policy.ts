@@ -1,9 +1,14 @@
-// Default-deny NetworkPolicies per agent deployment (and its builds, which run the repository's code). Agent pods take traffic only from the ingress controller's
-// namespace and from each other, and reach only their own Postgres, cluster DNS and the internet outside private
-// ranges (so not the control plane, the operator, the API server's service IP or another tenant's Postgres). The
-// deployment's Postgres takes connections only from its agent pods and opens none.
-import type { V1NetworkPolicy } from '@kubernetes/client-node';
-import type { KubernetesRuntimeConfig } from './config.ts';
+// Default-deny NetworkPolicies per agent deployment (and its builds, which run the repository's code). Agent pods
+// take traffic only from the ingress controller's namespace, the configured extra sources (load balancers that
+// target pod IPs, metrics scrapers) and each other, and reach only their own Postgres, DNS and the internet outside
+// private ranges (so not the control plane, the operator, the API server's service IP or another tenant's Postgres).
+// The deployment's Postgres takes connections only from its agent pods and opens none.
+//
+// DNS is its own rule, on the DNS ports only, to the configured resolver peers: NodeLocal DNSCache and GKE's
+// metadata-server DNS listen on link-local addresses the egress except lists block (169.254.0.0/16 holds the cloud
+// metadata API), and NetworkPolicy rules add up, so port 53 there opens without opening metadata HTTP.
+import type { V1NetworkPolicy, V1NetworkPolicyEgressRule, V1NetworkPolicyPeer } from '@kubernetes/client-node';
+import type { KubernetesRuntimeConfig, NetworkPolicyPeer } from './config.ts';
 import { childMeta, selectorLabels, type Target } from './labels.ts';
 import { postgresName } from './postgres.ts';
 import { SERVER_PORT, serverName } from './server.ts';
@@ -19,6 +24,21 @@ export function postgresPolicyName(target: Target): string {
   return postgresName(target);
 }
 
+/** Copies, so two policies never share (and a later edit never changes) one selector object. */
+function peers(list: readonly NetworkPolicyPeer[]): V1NetworkPolicyPeer[] {
+  return list.map((p) => structuredClone(p) as V1NetworkPolicyPeer);
+}
+
+function dnsRule(np: KubernetesRuntimeConfig['networkPolicy']): V1NetworkPolicyEgressRule {
+  return {
+    to: peers(np.dnsPeers),
+    ports: np.dnsPorts.flatMap((port) => [
+      { protocol: 'UDP', port },
+      { protocol: 'TCP', port },
+    ]),
+  };
+}
+
 export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntimeConfig): V1NetworkPolicy {
   const np = config.networkPolicy;
   const agents = { podSelector: { matchLabels: selectorLabels(target, 'server') } };
@@ -31,7 +51,11 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
       policyTypes: ['Ingress', 'Egress'],
       ingress: [
         {
-          _from: [{ namespaceSelector: { matchLabels: { ...np.ingressNamespaceSelector } } }, agents],
+          _from: [
+            { namespaceSelector: { matchLabels: { ...np.ingressNamespaceSelector } } },
+            agents,
+            ...peers(np.agentIngressFrom),
+          ],
           ports: [{ protocol: 'TCP', port: SERVER_PORT }],
         },
       ],
@@ -40,13 +64,7 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
           to: [{ podSelector: { matchLabels: selectorLabels(target, 'database') } }],
           ports: [{ protocol: 'TCP', port: POSTGRES_PORT }],
         },
-        {
-          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
-          ports: [
-            { protocol: 'UDP', port: 53 },
-            { protocol: 'TCP', port: 53 },
-          ],
-        },
+        dnsRule(np),
         {
           to: [
             {
@@ -64,7 +82,8 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
 
 /** Build pods take no connection and reach DNS and anything outside `buildEgressExceptCidrs`. */
 export function makeBuildNetworkPolicy(target: Target, config: KubernetesRuntimeConfig): V1NetworkPolicy {
-  const except = config.networkPolicy.buildEgressExceptCidrs;
+  const np = config.networkPolicy;
+  const except = np.buildEgressExceptCidrs;
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -73,13 +92,7 @@ export function makeBuildNetworkPolicy(target: Target, config: KubernetesRuntime
       podSelector: { matchLabels: selectorLabels(target, 'build') },
       policyTypes: ['Ingress', 'Egress'],
       egress: [
-        {
-          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
-          ports: [
-            { protocol: 'UDP', port: 53 },
-            { protocol: 'TCP', port: 53 },
-          ],
-        },
+        dnsRule(np),
         { to: [{ ipBlock: { cidr: '0.0.0.0/0', ...(except.length ? { except: [...except] } : {}) } }] },
       ],
     },
