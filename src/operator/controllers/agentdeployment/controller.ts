@@ -19,6 +19,7 @@ import type { ReconcileResult } from '../../controller-kit/controller.ts';
 import type { Runtime, ServerStatus } from '../../runtimes/types.ts';
 import { deploymentRef, revisionsOf, sameJson, storeReader, views, type ResourceReader } from '../shared.ts';
 import { chooseRoute, pickTarget, readyCondition, readyObservedGeneration, revisionsToSkip } from './decide.ts';
+import { sleepingCondition } from '../agentrevision/conditions.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
@@ -100,6 +101,9 @@ export function createDeploymentReconciler({
     const targetView = all.find((r) => r.name === target);
     const ready = readyCondition(routed, targetView, latest, latestMessage, targetServer);
     const activeRevisionName = routed ?? current.activeRevisionName;
+    // Sleeping (idle policy) speaks of the routed revision's server, once the runtime was asked about it.
+    const sleeping = routed && target === routed ? sleepingCondition(targetServer, dep.metadata.generation) : undefined;
+    const conditions = sleeping ? setCondition(current.conditions, sleeping) : current.conditions;
     return {
       ...current,
       ...(routed ? { phase: 'READY' as const } : {}),
@@ -107,7 +111,7 @@ export function createDeploymentReconciler({
       ...(activeRevisionName ? { activeRevisionName } : {}),
       url,
       observedGeneration: dep.metadata.generation,
-      conditions: setCondition(current.conditions, {
+      conditions: setCondition(conditions, {
         type: 'Ready',
         ...ready,
         observedGeneration: readyObservedGeneration(

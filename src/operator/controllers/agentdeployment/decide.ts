@@ -2,6 +2,7 @@
 // traffic goes.
 import { RevisionPhase } from '../../../resources/index.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
+import { sleepingMessage } from '../agentrevision/conditions.ts';
 import { isDead, isInProgress } from '../agentrevision/decide.ts';
 
 export type RevisionView = { name: string; number: number; status: RevisionPhase };
@@ -86,6 +87,9 @@ export function readyCondition(
       message: `Serving ${routed}; ${latest.name} ${latest.status}: ${latestMessage}`,
     };
   }
+  // Asleep under the idle policy: it still takes traffic (its first request starts it), and says so.
+  if (routed && target?.name === routed && targetServer?.phase === 'Ready' && targetServer.sleeping)
+    return { status: 'True', reason: 'Sleeping', message: `Revision ${routed}: ${sleepingMessage(targetServer.sleeping)}` };
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
   // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
   // why, before what a newer failed revision says (that one never served).
