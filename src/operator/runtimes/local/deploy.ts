@@ -22,7 +22,11 @@ export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<Serve
     return sleepingStatus(ctx, spec.deploymentId, spec.revision)!;
   }
   const running = ctx.servers.get(key);
-  if (running && !running.stopping) return statusOf(ctx, running);
+  if (running && !running.stopping) {
+    // The idle policy needs no restart: the running server follows the deployment's current one.
+    running.spec = { ...running.spec, idleTimeoutMinutes: spec.idleTimeoutMinutes };
+    return statusOf(ctx, running);
+  }
   if (ctx.parked.has(key)) return { phase: 'Ready' };
   if (ctx.waking.has(spec.deploymentId) && ctx.routes.get(spec.deploymentId) === spec.revision)
     return { phase: 'Starting' };
