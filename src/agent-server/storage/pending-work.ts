@@ -27,7 +27,9 @@ export function embeddedPendingWork(dataDir: string, now = Date.now()): PendingW
   try {
     db.pragma('busy_timeout = 5000');
     const tables = new Set(
-      (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((t) => t.name),
+      (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map(
+        (t) => t.name,
+      ),
     );
     if (!tables.has('ap_runs')) return { activeRuns: 0, nextDueMs: null };
     const runs = db

@@ -89,7 +89,11 @@ export function readyCondition(
   }
   // Asleep under the idle policy: it still takes traffic (its first request starts it), and says so.
   if (routed && target?.name === routed && targetServer?.phase === 'Ready' && targetServer.sleeping)
-    return { status: 'True', reason: 'Sleeping', message: `Revision ${routed}: ${sleepingMessage(targetServer.sleeping)}` };
+    return {
+      status: 'True',
+      reason: 'Sleeping',
+      message: `Revision ${routed}: ${sleepingMessage(targetServer.sleeping)}`,
+    };
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
   // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
   // why, before what a newer failed revision says (that one never served).

@@ -31,7 +31,13 @@ export function sleepingCondition(
   if (!serving) return undefined;
   const asleep = serving.phase === 'Ready' && serving.sleeping;
   return asleep
-    ? { type: 'Sleeping', status: 'True', reason: 'Idle', message: sleepingMessage(asleep), observedGeneration: generation }
+    ? {
+        type: 'Sleeping',
+        status: 'True',
+        reason: 'Idle',
+        message: sleepingMessage(asleep),
+        observedGeneration: generation,
+      }
     : { type: 'Sleeping', status: 'False', reason: 'Awake', message: '', observedGeneration: generation };
 }
 

@@ -15,8 +15,7 @@ export type IdleFacts = {
 };
 
 export type IdleVerdict =
-  | { sleep: false; why: 'never' | 'traffic' | 'recent' | 'unknown' | 'runs' | 'due' }
-  | { sleep: true };
+  { sleep: false; why: 'never' | 'traffic' | 'recent' | 'unknown' | 'runs' | 'due' } | { sleep: true };
 
 /**
  * Sleep only when nothing says otherwise: no open request or stream, none for the whole window, no run executing or

@@ -151,7 +151,12 @@ export function wake(ctx: LocalContext, deploymentId: string): Promise<boolean> 
       ctx.sleeping.delete(deploymentId);
       log.line(`agent server could not wake: ${(err as Error).message.split('\n')[0]}`);
       // Not a deploy failure: a later reconcile starts it (with backoff) like a server that ended.
-      ctx.restarts.failed(revKey(entry.spec), entry.spec, `agent server could not wake: ${(err as Error).message}`, true);
+      ctx.restarts.failed(
+        revKey(entry.spec),
+        entry.spec,
+        `agent server could not wake: ${(err as Error).message}`,
+        true,
+      );
       return false;
     } finally {
       await log.flush();
