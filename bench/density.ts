@@ -74,13 +74,27 @@ function quantile(xs: number[], q: number): number {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
 }
 
+const timeline: { deploymentId: string; at: number; msg: string }[] = [];
 const tmp = mkdtempSync(path.join(tmpdir(), 'ap-density-'));
 const dataDir = path.join(tmp, 'data');
 const repo = makeExampleRepo(tmp);
 const idle = { minuteMs: 1_000, checkMs: 250, wakeWaitMs: 60_000 };
 const runtime = new LocalRuntime({
   dataDir,
-  logs: { append: async () => undefined },
+  // The agents' own log lines (pino JSON, with their time) of each deployment: where a wake's start goes.
+  logs: {
+    append: async (ref, type, lines) => {
+      if (type !== 'deploy') return;
+      for (const line of lines) {
+        try {
+          const rec = JSON.parse(line) as { time?: number; msg?: string };
+          if (rec.time && rec.msg) timeline.push({ deploymentId: ref.deploymentId, at: rec.time, msg: rec.msg });
+        } catch {
+          // the runtime's own lines
+        }
+      }
+    },
+  },
   logger: silentLogger(),
   allowLocalRepos: [tmp],
   idle,
@@ -204,10 +218,20 @@ const perSleeperMb = Math.max(0, (selfAfter - selfBefore) / sleepers);
 // 3. Wake latency: first request to its answer, and a stream's first event, from asleep.
 const toAnswer: number[] = [];
 const toFirstEvent: number[] = [];
+let wakeTimeline = '';
 for (let i = 0; i < wakes; i++) {
   const spec = sleepy[i % sleepy.length]!;
   await until('asleep', () => asleep(spec), 120_000);
+  const wokeAt = Date.now();
   toAnswer.push(await chat(spec));
+  if (i === 0) {
+    // The first wake's start, from the agent's own log lines (ms after the request was sent).
+    await new Promise((r) => setTimeout(r, 1500));
+    wakeTimeline = timeline
+      .filter((t) => t.deploymentId === spec.deploymentId && t.at >= wokeAt)
+      .map((t) => `${t.at - wokeAt} ms ${t.msg}`)
+      .join('; ');
+  }
   await until('asleep', () => asleep(spec), 120_000);
   toFirstEvent.push(await firstEvent(spec));
   console.log(
@@ -242,6 +266,9 @@ Wake latency from asleep (the first request starts the server; ${wakes} samples 
 |---|---|---|---|
 | first request (runs/wait of one chat turn) to its answer | ${ms(quantile(toAnswer, 0.5))} | ${ms(quantile(toAnswer, 0.99))} | ${ms(Math.max(...toAnswer))} |
 | a stream's (runs/stream) first event | ${ms(quantile(toFirstEvent, 0.5))} | ${ms(quantile(toFirstEvent, 0.99))} | ${ms(Math.max(...toFirstEvent))} |
+
+Where the first wake went (the agent's log lines, ms after the request; the answer came at
+${toAnswer[0]!.toFixed(0)} ms): ${wakeTimeline || 'no lines'}.
 
 Policy-off samples (deployments: agents' MB): ${off.map((o) => `${o.n}: ${o.agentsMb.toFixed(0)}`).join(', ')}.
 `;
