@@ -25,6 +25,7 @@ import {
 import { idleVerdict, wakeAt } from './idle-policy.ts';
 import { databaseNameFor } from './postgres.ts';
 import { startServer, stopServer } from './servers.ts';
+import { isTransientStart } from './start-failures.ts';
 
 export const IDLE_DEFAULTS = { minuteMs: 60_000, checkMs: 15_000, wakeWaitMs: 30_000 };
 
@@ -151,11 +152,12 @@ export function wake(ctx: LocalContext, deploymentId: string): Promise<boolean> 
       ctx.sleeping.delete(deploymentId);
       log.line(`agent server could not wake: ${(err as Error).message.split('\n')[0]}`);
       // Not a deploy failure: a later reconcile starts it (with backoff) like a server that ended.
+      // Its database away or its port taken: retried soon (DatabaseUnavailable); anything else as a restart.
       ctx.restarts.failed(
         revKey(entry.spec),
         entry.spec,
-        `agent server could not wake: ${(err as Error).message}`,
-        true,
+        `agent server could not wake: ${(err as Error).message.split('\n')[0]}`,
+        isTransientStart(err),
       );
       return false;
     } finally {
