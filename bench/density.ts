@@ -98,7 +98,7 @@ const runtime = new LocalRuntime({
   logger: silentLogger(),
   allowLocalRepos: [tmp],
   idle,
-  healthTimeoutMs: 120_000,
+  healthTimeoutMs: 300_000,
 });
 const app = Fastify();
 await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
