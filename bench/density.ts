@@ -87,8 +87,10 @@ const runtime = new LocalRuntime({
       if (type !== 'deploy') return;
       for (const line of lines) {
         try {
-          const rec = JSON.parse(line) as { time?: number; msg?: string };
-          if (rec.time && rec.msg) timeline.push({ deploymentId: ref.deploymentId, at: rec.time, msg: rec.msg });
+          // pino writes its time as epoch ms or (the agent server's format) as an ISO string.
+          const rec = JSON.parse(line) as { time?: number | string; msg?: string };
+          const at = typeof rec.time === 'string' ? Date.parse(rec.time) : rec.time;
+          if (at && rec.msg) timeline.push({ deploymentId: ref.deploymentId, at, msg: rec.msg });
         } catch {
           // the runtime's own lines
         }
