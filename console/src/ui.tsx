@@ -31,6 +31,8 @@ const STATE_TONE = { serving: 'ok', building: 'busy', failed: 'bad', deleting: '
 /** One phrase for a deployment's status summary: "Serving #3", "Building #4", "Failed: BUILD_FAILED", "Deleting". */
 export function stateLabel(s: StatusSummary): string {
   const n = (x: number | null) => (x === null ? '' : ` #${x}`);
+  // Asleep under the idle policy: it serves all the same, its first request starts it.
+  if (s.state === 'serving' && s.reason === 'Sleeping') return `Sleeping${n(s.serving_revision_number)}`;
   if (s.state === 'serving') return `Serving${n(s.serving_revision_number)}`;
   if (s.state === 'building') return `Building${n(s.target_revision_number)}`;
   if (s.state === 'failed') return `Failed${s.reason ? `: ${s.reason}` : ''}`;
@@ -54,6 +56,12 @@ export function StateBadge({ summary }: { summary: StatusSummary }) {
 /** "Serving" or "Not serving: <reason>", with the message as its title; nothing before the operator looked. */
 export function HealthBadge({ health }: { health: Health | undefined }) {
   if (!health || health.ready === null) return null;
+  if (health.ready && health.reason === 'Sleeping')
+    return (
+      <span className="badge ok outline" title={health.message ?? ''} data-health-reason="Sleeping">
+        Sleeping
+      </span>
+    );
   if (health.ready) return <span className="badge ok">Serving</span>;
   return (
     <span className="badge bad" title={health.message ?? ''} data-health-reason={health.reason ?? ''}>

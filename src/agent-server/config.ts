@@ -119,6 +119,13 @@ export const agentServerCommand: CommandSpec = {
         "V8 young generation of each executor thread, in MiB (0: V8's own, 48): a larger one lets a run's short-lived objects die before a scavenge copies them, for more memory; default 192 when the memory budget (the V8 heap limit, or 3/4 of the cgroup's memory limit if lower) is 3 GiB or more, 96 from 1.5 GiB, else V8's own",
       env: ['AGENTPLANE_EXECUTOR_YOUNG_MB'],
     },
+    'executor-idle-secs': {
+      type: 'string',
+      description:
+        'Seconds without a run after which the executor threads end, giving their memory back (the next run starts them again and runs inline meanwhile); 0: they stay',
+      default: '30',
+      env: ['AGENTPLANE_EXECUTOR_IDLE_SECS'],
+    },
     'stream-retention': {
       type: 'string',
       description:
@@ -213,6 +220,7 @@ const Config = z.object({
   databaseWaitSecs: z.coerce.number().min(0).max(3600),
   executorThreads: z.coerce.number().int().min(0).max(64),
   executorYoungMb: z.coerce.number().int().min(0).max(1024),
+  executorIdleSecs: z.coerce.number().min(0).max(86_400),
   streamRetentionSecs: z.coerce
     .number()
     .min(1)
@@ -324,6 +332,7 @@ function resolveConfig(
     leaseSecs: pick('lease-secs'),
     databaseWaitSecs: pick('database-wait'),
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
+    executorIdleSecs: pick('executor-idle-secs'),
     executorYoungMb:
       pick('executor-young-mb') ??
       executorYoungMb(v8.getHeapStatistics().heap_size_limit, process.constrainedMemory() ?? 0, os.totalmem()),
@@ -364,6 +373,7 @@ function resolveConfig(
       databaseWaitSecs: '--database-wait',
       executorThreads: '--executor-threads',
       executorYoungMb: '--executor-young-mb',
+      executorIdleSecs: '--executor-idle-secs',
       streamRetentionSecs: '--stream-retention',
       streamStallSecs: '--stream-stall-timeout',
       redisUrl: '--redis-url',

@@ -202,6 +202,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
                 poolSize: postgresPoolSizes(config.postgresPoolMaxSize, config.executorThreads).executor,
                 platform: () => platform.workerEnv(),
                 youngMb: config.executorYoungMb,
+                idleReleaseMs: config.executorIdleSecs * 1000,
               },
               logger,
               inline,

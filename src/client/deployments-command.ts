@@ -93,7 +93,8 @@ function statusLabel(d: Deployment): string {
   const also = serving ? ` (${serving})` : '';
   switch (s.state) {
     case 'serving':
-      return serving || 'serving';
+      // Asleep under the idle policy: it serves all the same (its first request starts it).
+      return s.reason === 'Sleeping' ? `sleeping${serving ? ` (${serving})` : ''}` : serving || 'serving';
     case 'building':
       return `building${rev ? ` ${rev}` : ''}${also}`;
     case 'failed':
@@ -103,9 +104,15 @@ function statusLabel(d: Deployment): string {
   }
 }
 
-/** "ready", or "not ready (<reason>)", or "-" before the operator looked. */
+/** "ready", "ready (Sleeping)", or "not ready (<reason>)", or "-" before the operator looked. */
 const healthLabel = (h: Deployment['health'] | undefined) =>
-  !h || h.ready === null ? '-' : h.ready ? 'ready' : `not ready${h.reason ? ` (${h.reason})` : ''}`;
+  !h || h.ready === null
+    ? '-'
+    : h.ready
+      ? h.reason === 'Sleeping'
+        ? 'ready (Sleeping)'
+        : 'ready'
+      : `not ready${h.reason ? ` (${h.reason})` : ''}`;
 
 async function get(client: ControlPlaneClient, d: Deployment, json: boolean): Promise<void> {
   if (json) return printJson(d);

@@ -164,6 +164,8 @@ const schema = z.object({
   maxProcesses: z.coerce.number().int().min(0),
   diskLimitMb: z.coerce.number().int().min(0),
   cgroupParent: z.string().min(1).optional(),
+  /** Tests only (AGENTPLANE_IDLE_MINUTE_MS): how long one minute of an idle policy lasts, for idle windows of seconds. */
+  idleMinuteMs: z.coerce.number().int().positive().optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
 const FLAG_OF: Record<string, string> = {
@@ -184,6 +186,7 @@ const FLAG_OF: Record<string, string> = {
   maxProcesses: 'max-processes',
   diskLimitMb: 'disk-limit-mb',
   cgroupParent: 'cgroup-parent',
+  idleMinuteMs: 'AGENTPLANE_IDLE_MINUTE_MS (environment)',
 };
 export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
 
@@ -217,6 +220,7 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     diskLimitMb: pick('disk-limit-mb'),
     cgroupParent: pick('cgroup-parent'),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
+    idleMinuteMs: env.AGENTPLANE_IDLE_MINUTE_MS || undefined,
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

@@ -77,6 +77,10 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
       deploymentTokenKey,
       maxConcurrentBuilds: config.maxConcurrentBuilds,
       maxBuildsPerWorkspace: config.maxBuildsPerWorkspace,
+      // A shorter idle "minute" (tests) is looked at more often too.
+      ...(config.idleMinuteMs
+        ? { idle: { minuteMs: config.idleMinuteMs, checkMs: Math.min(15_000, Math.ceil(config.idleMinuteMs / 4)) } }
+        : {}),
       limits: {
         defaultMemoryLimitMb: config.defaultMemoryLimitMb,
         cgroupParent: cgroup.dir,

@@ -12,6 +12,11 @@ export type Source = z.infer<typeof sourceSchema>;
 
 export const deploymentTypeSchema = z.enum(['dev', 'prod']);
 
+/** A week: a longer idle window is no idle policy at all (0 says that). */
+export const MAX_IDLE_TIMEOUT_MINUTES = 10_080;
+/** Idle minutes of a `dev` deployment that names none: previews and branches mostly sit unused. */
+export const DEV_IDLE_TIMEOUT_MINUTES = 15;
+
 export const resourceSpecSchema = z.object({
   minScale: z.number().int().min(0).optional(),
   maxScale: z.number().int().min(0).optional(),
@@ -25,6 +30,11 @@ export const resourceSpecSchema = z.object({
   serviceAccountName: z.string().optional(),
   imagePullSecrets: z.array(z.string()).optional(),
   nodeSelector: z.record(z.string(), z.string()).optional(),
+  /**
+   * Minutes without traffic, runs or due crons after which the agent server stops until its next request or due
+   * work (0: never). Unset: the deployment type's default (idleTimeoutMinutesOf).
+   */
+  idleTimeoutMinutes: z.number().int().min(0).max(MAX_IDLE_TIMEOUT_MINUTES).optional(),
 });
 export type ResourceSpec = z.infer<typeof resourceSpecSchema>;
 
@@ -114,3 +124,15 @@ export const agentDeploymentSchema = z.object({
   status: agentDeploymentStatusSchema.optional(),
 });
 export type AgentDeployment = z.infer<typeof agentDeploymentSchema>;
+
+/**
+ * The idle policy of a deployment, in minutes (0: its agent server never sleeps). Explicit wins; else `dev`
+ * deployments sleep after DEV_IDLE_TIMEOUT_MINUTES and `prod` ones never (a first request after a sleep waits for a
+ * start), nor any that keeps replicas up on purpose (min_scale 1 or more).
+ */
+export function idleTimeoutMinutesOf(config: Pick<SourceConfig, 'deploymentType' | 'resourceSpec'>): number {
+  const explicit = config.resourceSpec?.idleTimeoutMinutes;
+  if (explicit !== undefined) return explicit;
+  if ((config.resourceSpec?.minScale ?? 0) >= 1) return 0;
+  return (config.deploymentType ?? 'dev') === 'dev' ? DEV_IDLE_TIMEOUT_MINUTES : 0;
+}

@@ -29,6 +29,7 @@ describe('agent-server config', () => {
       leaseSecs: 30,
       databaseWaitSecs: 60,
       executorThreads: os.availableParallelism() > 1 ? 1 : 0,
+      executorIdleSecs: 30,
       // Sized from this process's memory budget (its own table is in executor-young-generation.test.ts).
       executorYoungMb: executorYoungMb(
         v8.getHeapStatistics().heap_size_limit,

@@ -116,3 +116,34 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
     }
   });
 });
+
+// An awake agent gives back the memory its runs needed: idle executor threads end (their isolates and heaps with
+// them) and the next run starts them again, running on the engine's thread until they are ready, losing nothing.
+describe('executor threads released when idle (embedded)', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ store: 'embedded', executorThreads: 1, executorIdleMs: 300 });
+  });
+  afterAll(async () => h?.close());
+
+  const counterRun = async () => {
+    const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
+    const ok = await h.call('POST', `/threads/${t}/runs/wait`, { assistant_id: 'counter', input: {} });
+    expect(ok.status).toBe(200);
+    expect(ok.body.__error__).toBeUndefined();
+    return t;
+  };
+
+  it('ends the threads after the idle time and starts them again for the next run, which succeeds', async () => {
+    expect(h.threads!.liveThreads()).toBe(1);
+    await counterRun();
+    await vi.waitFor(() => expect(h.threads!.liveThreads()).toBe(0), { timeout: 30_000, interval: 50 });
+    // The next run: executed at once (inline) while a thread starts again; then threads take runs again.
+    const t = await counterRun();
+    expect((await h.call('GET', `/threads/${t}`)).body.status).toBe('idle');
+    expect(h.threads!.liveThreads()).toBe(1);
+    await h.threads!.whenReady();
+    await counterRun();
+    await vi.waitFor(() => expect(h.threads!.liveThreads()).toBe(0), { timeout: 30_000, interval: 50 });
+  });
+});

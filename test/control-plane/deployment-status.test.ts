@@ -118,6 +118,17 @@ describe('deployment status_summary', () => {
     });
   });
 
+  it('a deployment asleep under the idle policy: serving, reason Sleeping, health ready with the reason', async () => {
+    const id = await create('sleepy');
+    await setRevision(h.store, id, 1, 'DEPLOYED', 'Serving traffic.');
+    const why = 'Revision sleepy-r1: Idle: the agent server is stopped; the first request starts it.';
+    await serve(h.store, id, 1, { status: 'True', reason: 'Sleeping', message: why });
+    const dep = (await call('GET', `/v2/deployments/${id}`)).body;
+    expect(dep.status_summary).toMatchObject({ state: 'serving', reason: 'Sleeping', message: why });
+    expect(dep.status_summary.serving_revision_number).toBe(1);
+    expect(dep.health).toMatchObject({ ready: true, reason: 'Sleeping', message: why });
+  });
+
   it('deleting while the runtime lets go', async () => {
     const id = await create('going');
     const obj = await h.store.get('AgentDeployment', 'default', deploymentName(id));

@@ -589,6 +589,15 @@ for (const [kind, open] of Object.entries(stores)) {
           /must not exceed/,
         ],
         [{ cpu: 0.0001 }, 'body.source_config.resource_spec.cpu', /./],
+        // The idle policy: whole minutes up to a week, and not beside a replica kept up on purpose.
+        [{ idle_timeout_minutes: -1 }, 'body.source_config.resource_spec.idle_timeout_minutes', /./],
+        [{ idle_timeout_minutes: 1.5 }, 'body.source_config.resource_spec.idle_timeout_minutes', /./],
+        [{ idle_timeout_minutes: 20_000 }, 'body.source_config.resource_spec.idle_timeout_minutes', /10080/],
+        [
+          { min_scale: 1, idle_timeout_minutes: 5 },
+          'body.source_config.resource_spec.idle_timeout_minutes',
+          /needs min_scale 0 or unset: min_scale 1 keeps the agent server running/,
+        ],
         // Map issues sit on the map and name the key (keys may contain "/", which a loc cannot carry).
         [
           { labels: { 'bad key': 'x' } },

@@ -219,6 +219,16 @@ describe('servingCondition', () => {
       message: expect.stringContaining('npm ci failed'),
     });
   });
+  it('is true and says Sleeping while the routed revision sleeps under the idle policy', () => {
+    const asleep: ServerStatus = { phase: 'Ready', sleeping: { since: '2026-12-02T00:00:00.000Z' } };
+    expect(servingCondition('d-r1', r(1, 'DEPLOYED'), r(1, 'DEPLOYED'), '', asleep)).toMatchObject({
+      status: 'True',
+      reason: 'Sleeping',
+      message: expect.stringMatching(/^Revision d-r1: Idle: .*first request starts it/),
+    });
+    // Another revision being the target: the routed one's sleep is not what this condition is about.
+    expect(servingCondition('d-r1', r(2, 'DEPLOYED'), r(2, 'DEPLOYED'), '', asleep)).toMatchObject({ reason: 'Serving' });
+  });
   it('is false while progressing or when nothing can serve', () => {
     expect(servingCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({
       status: 'False',
@@ -274,8 +284,20 @@ describe('revisionConditions: Ready of a DEPLOYED revision', () => {
     ],
     ['starting', { phase: 'Starting' }, 'False', 'Starting'],
     ['failed', { phase: 'Failed', message: 'no build' }, 'False', 'NotServing'],
+    ['asleep (idle policy): it still takes traffic', { phase: 'Ready', sleeping: { since: 'x' } }, 'True', 'Sleeping'],
   ] as const)('%s', (_n, server, status, reason) => {
     expect(ready(server as ServerStatus | undefined)).toMatchObject({ status, reason });
+  });
+  it('Sleeping: True with what wakes it while asleep, False while awake, absent when the server was not asked', () => {
+    const sleeping = (server?: ServerStatus) =>
+      revisionConditions('DEPLOYED', '', 1, server).find((c) => c.type === 'Sleeping');
+    expect(sleeping({ phase: 'Ready', sleeping: { since: 's', wakeAt: '2026-12-02T00:00:20.000Z' } })).toMatchObject({
+      status: 'True',
+      reason: 'Idle',
+      message: expect.stringMatching(/first request starts it.*wakes it at 2026-12-02T00:00:20.000Z/),
+    });
+    expect(sleeping({ phase: 'Ready' })).toMatchObject({ status: 'False', reason: 'Awake' });
+    expect(sleeping(undefined)).toBeUndefined();
   });
   it('keeps Deployed=True while not serving: the phase stays DEPLOYED', () => {
     const conds = revisionConditions('DEPLOYED', '', 1, { phase: 'Starting' });

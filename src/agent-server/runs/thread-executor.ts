@@ -28,6 +28,11 @@ export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & {
   platform?: () => PlatformWorkerEnv;
   /** Each thread's V8 young generation in MiB (--executor-young-mb); 0 or absent: V8's own. */
   youngMb?: number;
+  /**
+   * Threads end after this long without a run (--executor-idle-secs), giving their heaps back; the next run starts
+   * them again (executing inline meanwhile). 0 or absent: they stay.
+   */
+  idleReleaseMs?: number;
 };
 
 export type ToWorker =
@@ -57,6 +62,8 @@ interface Slot {
   exited: boolean;
   /** Could not start at all: not replaced (it would fail again). */
   failed?: boolean;
+  /** Ended for being idle: not replaced; the next run starts a new one. */
+  released?: boolean;
   started: Promise<void>;
   /** Runs forgotten since the last message to the thread: they go with the next one (or after FORGET_AFTER_MS). */
   forgotten: string[];
@@ -107,11 +114,47 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   private spawned = false;
+  private idleTimer?: NodeJS.Timeout;
 
   private ensureSpawned(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     if (this.spawned || this.closing) return;
     this.spawned = true;
     for (let i = 0; i < this.threads; i++) this.spawn(i);
+  }
+
+  /** Threads alive now (ready or loading), for diagnostics and tests. */
+  liveThreads(): number {
+    return this.slots.filter((s) => s && !s.exited && !s.released && !s.failed).length;
+  }
+
+  /** Nothing runs on the threads: after idleReleaseMs of that they end, so their heaps go back to the system. */
+  private armIdleRelease(): void {
+    const ms = this.init.idleReleaseMs ?? 0;
+    if (ms <= 0 || this.closing || !this.spawned || this.runs.size || this.inlineRuns.size || this.settles.size) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.releaseIdle(), ms);
+    this.idleTimer.unref();
+  }
+
+  private releaseIdle(): void {
+    this.idleTimer = undefined;
+    // A run may have come meanwhile (its execute cleared the timer, but be sure): only an idle executor lets go.
+    if (this.closing || this.runs.size || this.inlineRuns.size || this.settles.size) return;
+    const slots = this.slots.filter((s) => s && !s.exited && !s.released);
+    if (!slots.length) return;
+    this.spawned = false;
+    for (const slot of slots) {
+      slot.released = true;
+      if (slot.ready) this.post(slot, { type: 'close' });
+      // Closed (its checkpointer connection ended), then the isolate goes, or at once while it still loads.
+      const grace = slot.ready ? 5_000 : 0;
+      const timer = setTimeout(() => void slot.worker.terminate(), grace);
+      timer.unref();
+      slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && void slot.worker.terminate());
+    }
+    this.logger.info({ executor_threads: slots.length }, 'executor threads idle: ended until the next run');
   }
 
   /** Starts the threads now and resolves once each is ready (or failed to start). */
@@ -191,6 +234,7 @@ export class ThreadExecutor implements RunExecutor {
         slot.running--;
         p.resolve(m.result);
       }
+      this.armIdleRelease();
     } else if (m.type === 'settled') {
       this.settles.get(m.seq)?.();
       this.settles.delete(m.seq);
@@ -210,6 +254,8 @@ export class ThreadExecutor implements RunExecutor {
       }
       this.runs.delete(runId);
     }
+    // Released while idle: no run or settle of its is left, and those of its successor are not its to end.
+    if (slot.released) return;
     for (const [seq, resolve] of this.settles) {
       resolve();
       this.settles.delete(seq);
@@ -222,7 +268,7 @@ export class ThreadExecutor implements RunExecutor {
   execute(req: ExecRequest, onEvent: (event: string, json: string) => void, signal: AbortSignal): Promise<ExecResult> {
     const runId = req.run.run_id;
     this.ensureSpawned();
-    const live = this.slots.filter((s) => s.ready && !s.exited);
+    const live = this.slots.filter((s) => s.ready && !s.exited && !s.released);
     if (!live.length || this.closing) {
       this.inlineRuns.add(runId);
       return this.inline.execute(req, onEvent, signal);
@@ -262,11 +308,13 @@ export class ThreadExecutor implements RunExecutor {
       this.inline.forget(runId);
       // The last run this thread executed itself is over and threads run the next ones: its async context can go.
       if (!this.inlineRuns.size && this.slots.some((s) => s.ready && !s.exited)) releaseRunContext();
+      this.armIdleRelease();
       return;
     }
     const p = this.runs.get(runId);
     if (!p) return;
     this.runs.delete(runId);
+    this.armIdleRelease();
     // Nothing waits on it: the thread learns it with its next run (a message less per run), or a little later.
     const slot = p.slot;
     if (slot.exited) return;
@@ -285,9 +333,14 @@ export class ThreadExecutor implements RunExecutor {
 
   async close(): Promise<void> {
     this.closing = true;
+    clearTimeout(this.idleTimer);
     await Promise.all(
       this.slots.map(async (slot) => {
         if (!slot || slot.exited) return;
+        if (slot.released) {
+          await slot.worker.terminate();
+          return;
+        }
         // Still loading the graphs: nothing to finish or close there (a server stopped right after its start,
         // like the local runtime's preflight, must not wait for the load).
         if (!slot.ready) {

@@ -15,6 +15,7 @@ const ResourceSpecOut = z.object({
   service_account_name: z.string().optional(),
   image_pull_secrets: z.array(z.string()).optional(),
   node_selector: z.record(z.string(), z.string()).optional(),
+  idle_timeout_minutes: z.number().optional(),
 });
 
 export const SourceConfigOut = z.object({

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { objectPathProblem } from '../services/source-uploads/object-path.ts';
 import { reservedEnvName } from '../../lib/reserved-env.ts';
-import { customUrlHost, isDnsSubdomain } from '../../resources/index.ts';
+import { customUrlHost, isDnsSubdomain, MAX_IDLE_TIMEOUT_MINUTES } from '../../resources/index.ts';
 import {
   ENV_NAME,
   MAX_ANNOTATIONS_BYTES,
@@ -75,8 +75,18 @@ export const ResourceSpecApi = z
     service_account_name: z.string().superRefine(dnsName('ServiceAccount')).optional(),
     image_pull_secrets: z.array(z.string().superRefine(dnsName('Secret'))).optional(),
     node_selector: labelMap('node_selector').optional(),
+    /** Minutes without requests, runs or due crons before the agent server sleeps (0: never; unset: by type). */
+    idle_timeout_minutes: z.number().int().min(0).max(MAX_IDLE_TIMEOUT_MINUTES).optional(),
   })
   .superRefine((r, ctx) => {
+    // A replica kept up on purpose and one that goes to sleep: say which wins instead of guessing.
+    if ((r.min_scale ?? 0) >= 1 && (r.idle_timeout_minutes ?? 0) > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['idle_timeout_minutes'],
+        message: `idle_timeout_minutes (${r.idle_timeout_minutes}) needs min_scale 0 or unset: min_scale ${r.min_scale} keeps the agent server running`,
+      });
+    }
     const relation = (low: keyof typeof r, high: keyof typeof r) => {
       const a = r[low];
       const b = r[high];

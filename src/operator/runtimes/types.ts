@@ -53,6 +53,8 @@ export type ServerSpec = RevisionRef & {
   proven?: boolean;
   /** The revision's resource_spec: the local runtime applies its memory and CPU limits (limits.ts). */
   resourceSpec?: ResourceSpec | null;
+  /** Minutes without traffic, runs or due work after which the server may sleep until needed (0 or unset: never). */
+  idleTimeoutMinutes?: number;
   /**
    * Absolute path of a JSON file of API-key hashes that the runtime's host keeps current; the server gets
    * `--auth-keys-file <path>`. The local runtime mounts the file's folder read-only into the sandbox, so that folder
@@ -73,8 +75,16 @@ export type ServerSpec = RevisionRef & {
  */
 export type ServerTrouble = { reason: string; message: string; restarts?: number };
 
+/**
+ * A server stopped by the idle policy: it takes traffic all the same (the first request starts it), so it is Ready,
+ * and says since when it sleeps and when due work (a cron tick, a scheduled run) will wake it.
+ */
+export type SleepInfo = { since: string; wakeAt?: string };
+
 export type ServerStatus =
-  { phase: 'Starting'; trouble?: ServerTrouble } | { phase: 'Ready' } | { phase: 'Failed'; message: string };
+  | { phase: 'Starting'; trouble?: ServerTrouble }
+  | { phase: 'Ready'; sleeping?: SleepInfo }
+  | { phase: 'Failed'; message: string };
 
 export type LogType = 'build' | 'deploy';
 

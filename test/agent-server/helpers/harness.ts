@@ -19,6 +19,8 @@ export const FIXTURE_CONFIG = new URL('../../fixtures/agent-server/langgraph.jso
 
 export interface Harness {
   app: FastifyInstance;
+  /** The executor threads, when the harness runs graphs on some. */
+  threads?: ThreadExecutor;
   storage: Storage;
   engine: RunEngine;
   /** A request through app.inject: its status and its body parsed as JSON (undefined when empty). */
@@ -33,6 +35,8 @@ export async function startHarness(opts: {
   concurrency?: number;
   /** Run graphs on this many executor threads instead of the engine's thread. */
   executorThreads?: number;
+  /** The executor threads end after this long without a run (--executor-idle-secs). */
+  executorIdleMs?: number;
   /** Another langgraph.json than the fixture graphs'. */
   configPath?: string;
   /** The deployment's public URL (--public-url). */
@@ -63,7 +67,7 @@ export async function startHarness(opts: {
           executor: (inline: RunExecutor) =>
             (threads = ThreadExecutor.start(
               opts.executorThreads!,
-              { configPath, source: storage.checkpointerSource, poolSize: 4 },
+              { configPath, source: storage.checkpointerSource, poolSize: 4, idleReleaseMs: opts.executorIdleMs },
               logger,
               inline,
             )),
@@ -88,6 +92,7 @@ export async function startHarness(opts: {
     app,
     storage,
     engine,
+    ...(threads ? { threads } : {}),
     async call(method, url, payload) {
       const res = await app.inject({ method: method as 'GET', url, payload: payload as Record<string, unknown> });
       return { status: res.statusCode, body: res.body.trim() ? JSON.parse(res.body) : undefined };

@@ -33,6 +33,7 @@ export function resourceSpecFromApi(r: ResourceSpecApi | null | undefined): Reso
     serviceAccountName: r.service_account_name,
     imagePullSecrets: r.image_pull_secrets,
     nodeSelector: r.node_selector,
+    idleTimeoutMinutes: r.idle_timeout_minutes,
   });
 }
 
@@ -50,6 +51,7 @@ function resourceSpecToApi(r: ResourceSpec | null | undefined): Deployment['sour
     service_account_name: r.serviceAccountName,
     image_pull_secrets: r.imagePullSecrets,
     node_selector: r.nodeSelector,
+    idle_timeout_minutes: r.idleTimeoutMinutes,
   });
 }
 

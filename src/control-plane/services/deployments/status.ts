@@ -55,7 +55,11 @@ export function summarizeStatus(
   }
   if (failedPhase(phase)) return say('failed', phase, messageOf(wanted) ?? `Revision ${n} ended ${phase}.`);
   if (phase === RevisionPhase.DEPLOYED) {
-    if (serving && serving.metadata.uid === wanted.metadata.uid) return say('serving', 'Serving', null);
+    if (serving && serving.metadata.uid === wanted.metadata.uid) {
+      // Asleep under the idle policy: it serves (the first request starts it), and says why it holds no process.
+      if (health.reason === 'Sleeping') return say('serving', 'Sleeping', health.message);
+      return say('serving', 'Serving', null);
+    }
     if (health.ready === false) return say('failed', health.reason ?? 'NotServing', health.message);
     return say('building', 'Starting', `Revision ${n} is built; traffic moves to it once its agent server answers.`);
   }

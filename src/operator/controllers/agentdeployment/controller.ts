@@ -29,6 +29,7 @@ import {
   servingCondition,
 } from './decide.ts';
 import { noEvents, type EventRecorder } from '../../controller-kit/events.ts';
+import { sleepingCondition } from '../agentrevision/conditions.ts';
 
 export type DeploymentControllerDeps = {
   store: Pick<ResourceStore, 'get' | 'list' | 'create' | 'update' | 'updateStatus'>;
@@ -147,6 +148,9 @@ export function createDeploymentReconciler({
     ] as const) {
       list = setCondition(list, { type, ...state, observedGeneration: generation });
     }
+    // Sleeping (idle policy) speaks of the routed revision's server, once the runtime was asked about it.
+    const sleeping = routed && target === routed ? sleepingCondition(targetServer, generation) : undefined;
+    if (sleeping) list = setCondition(list, sleeping);
     return {
       ...current,
       ...(routed ? { phase: 'READY' as const } : {}),

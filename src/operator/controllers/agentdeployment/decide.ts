@@ -7,6 +7,7 @@ import {
   revisionName,
 } from '../../../resources/index.ts';
 import type { ServerStatus } from '../../runtimes/types.ts';
+import { sleepingMessage } from '../agentrevision/conditions.ts';
 import { isDead, isInProgress } from '../agentrevision/decide.ts';
 import { eventReason } from '../agentrevision/conditions.ts';
 import type { EventInput } from '../../controller-kit/events.ts';
@@ -97,6 +98,13 @@ export function servingCondition(
       message: `Serving ${routed}; ${latest.name} ${latest.status}: ${latestMessage}`,
     };
   }
+  // Asleep under the idle policy: it still takes traffic (its first request starts it), and says so.
+  if (routed && target?.name === routed && targetServer?.phase === 'Ready' && targetServer.sleeping)
+    return {
+      status: 'True',
+      reason: 'Sleeping',
+      message: `Revision ${routed}: ${sleepingMessage(targetServer.sleeping)}`,
+    };
   if (routed) return { status: 'True', reason: 'Serving', message: `Serving revision ${routed}.` };
   // A revision that served and now does not (crashed and restarting, its pods OOMKilled, its database away): say
   // why, before what a newer failed revision says (that one never served).

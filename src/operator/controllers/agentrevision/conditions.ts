@@ -2,15 +2,44 @@
 // that should serve says whether its agent server really does (`serving`, from the runtime).
 import { RevisionPhase, type ConditionInput } from '../../../resources/index.ts';
 import type { EventInput } from '../../controller-kit/events.ts';
-import type { ServerStatus } from '../../runtimes/types.ts';
+import type { ServerStatus, SleepInfo } from '../../runtimes/types.ts';
 import { inBuildPhase, inDeployPhase } from './decide.ts';
 
 /** Ready of a DEPLOYED revision whose server the runtime was asked about: True only while it answers. */
 export function servingCondition(server: ServerStatus): { status: 'True' | 'False'; reason: string; message: string } {
+  if (server.phase === 'Ready' && server.sleeping)
+    return { status: 'True', reason: 'Sleeping', message: sleepingMessage(server.sleeping) };
   if (server.phase === 'Ready') return { status: 'True', reason: 'Deployed', message: '' };
   if (server.phase === 'Failed') return { status: 'False', reason: 'NotServing', message: server.message };
   if (server.trouble) return { status: 'False', reason: server.trouble.reason, message: server.trouble.message };
   return { status: 'False', reason: 'Starting', message: 'The agent server is starting.' };
+}
+
+/** What a sleeping server's conditions say: it is stopped, what wakes it. */
+export function sleepingMessage(sleeping: SleepInfo): string {
+  const due = sleeping.wakeAt ? `; due work (a cron or a scheduled run) wakes it at ${sleeping.wakeAt}` : '';
+  return `Idle: the agent server is stopped; the first request starts it${due}.`;
+}
+
+/**
+ * Sleeping: True while the idle policy has the server stopped, False while it runs; only for a revision the runtime
+ * was asked about (one that should serve).
+ */
+export function sleepingCondition(
+  serving: ServerStatus | undefined,
+  generation: number | undefined,
+): ConditionInput | undefined {
+  if (!serving) return undefined;
+  const asleep = serving.phase === 'Ready' && serving.sleeping;
+  return asleep
+    ? {
+        type: 'Sleeping',
+        status: 'True',
+        reason: 'Idle',
+        message: sleepingMessage(asleep),
+        observedGeneration: generation,
+      }
+    : { type: 'Sleeping', status: 'False', reason: 'Awake', message: '', observedGeneration: generation };
 }
 
 export function revisionConditions(
@@ -45,7 +74,8 @@ export function revisionConditions(
     : phase === RevisionPhase.DEPLOYED
       ? c('Ready', 'True', 'Deployed')
       : c('Ready', 'False', phase, message);
-  return [built, deployed, ready];
+  const sleeping = phase === RevisionPhase.DEPLOYED ? sleepingCondition(serving, generation) : undefined;
+  return [built, deployed, ready, ...(sleeping ? [sleeping] : [])];
 }
 
 /** BUILD_FAILED -> BuildFailed: an Event reason in the API's UpperCamelCase. */

@@ -4,6 +4,7 @@ import type { Logger } from '../../../lib/logger.ts';
 import type { ResourceStore } from '../../../state/resources.ts';
 import type { SecretStore } from '../../../state/secrets.ts';
 import {
+  idleTimeoutMinutesOf,
   RevisionPhase,
   setCondition,
   type AgentDeployment,
@@ -104,6 +105,11 @@ export function createRevisionReconciler({
       access: rev.spec.sourceConfig.accessMode ?? 'api_key',
       proven: phaseOf(rev) === RevisionPhase.DEPLOYED,
       resourceSpec: rev.spec.sourceConfig.resourceSpec ?? null,
+      // The deployment's current policy (its type may change without a new revision).
+      idleTimeoutMinutes: idleTimeoutMinutesOf({
+        deploymentType: dep.spec.sourceConfig.deploymentType,
+        resourceSpec: rev.spec.sourceConfig.resourceSpec,
+      }),
     };
   };
 

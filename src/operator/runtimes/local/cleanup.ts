@@ -7,6 +7,7 @@ import { deploymentDir, deploymentExists, revKey, type DeploymentRef, type Local
 import { removeInstallCacheOf } from './housekeeping.ts';
 import { dropDeploymentDatabase } from './postgres.ts';
 import { stopServer } from './servers.ts';
+import { forgetSleep } from './idle.ts';
 
 export async function stop(ctx: LocalContext, ref: RevisionRef): Promise<void> {
   // The routed revision is stopped only by a switch or by cleanup, never from outside.
@@ -34,6 +35,8 @@ export async function cleanup(ctx: LocalContext, d: DeploymentRef): Promise<void
     }
   }
   ctx.routes.delete(d.deploymentId);
+  forgetSleep(ctx, d.deploymentId);
+  await ctx.waking.get(d.deploymentId);
   for (const key of [...ctx.parked.keys()]) if (key.startsWith(`${d.deploymentId}/`)) ctx.parked.delete(key);
   const mine = [...ctx.servers.values()].filter((s) => s.ref.deploymentId === d.deploymentId);
   await Promise.all(mine.map((s) => stopServer(ctx, s)));

@@ -69,6 +69,29 @@ export type LocalRuntimeOptions = {
    * threads, checkpoints, store items and run inputs); without it agent data is stored in clear.
    */
   dataKeys?: (ref: DeploymentRef) => Promise<Record<string, string>>;
+  /** Idle policy timing (idle.ts); the defaults are for production, tests shorten them. */
+  idle?: IdleOptions;
+};
+
+export type IdleOptions = {
+  /** How long one minute of a deployment's idle_timeout_minutes lasts (default 60 s; tests use less). */
+  minuteMs?: number;
+  /** How often idle servers are looked for (default 15 s). */
+  checkMs?: number;
+  /** How long a request to a sleeping deployment is held while it starts, before a 503 with Retry-After (30 s). */
+  wakeWaitMs?: number;
+};
+
+/** A deployment whose agent server was stopped for being idle; its next request, or its due work, starts it. */
+export type Sleep = {
+  /** The routed revision's spec, kept current by deploy() (secrets may change while it sleeps). */
+  spec: ServerSpec;
+  since: number;
+  /** Resolves once the server has stopped (a request during the stop waits for it, then wakes the server). */
+  stopped: Promise<void>;
+  /** When its store's next work is due (known once it stopped); a timer wakes it then. */
+  wakeAt?: number;
+  timer?: NodeJS.Timeout;
 };
 
 export type Server = {
@@ -83,6 +106,8 @@ export type Server = {
   /** Sends a signal to the agent server itself (inside the sandbox, bwrap does not forward signals). */
   signal(sig: NodeJS.Signals): void;
   phase: 'Starting' | 'Ready';
+  /** When it answered /ok (ms), for the idle policy. */
+  readyAt?: number;
   inflight: number;
   exited: Promise<void>;
   stopping: boolean;
@@ -115,6 +140,11 @@ export type LocalContext = {
   parked: Map<string, ServerSpec>;
   /** Per deployment: a traffic switch in progress; the proxy holds requests until it settles. */
   holds: Map<string, Promise<void>>;
+  /** Per deployment: when a request last began or ended through the proxy (ms). */
+  activity: Map<string, number>;
+  /** Deployments asleep (idle.ts), and those whose wake is in progress (shared by every request that waits). */
+  sleeping: Map<string, Sleep>;
+  waking: Map<string, Promise<boolean>>;
   /** Deployments cleaned up: a reconcile that read them just before deletion must not start anything again. */
   gone: Set<string>;
   listeners: ((ref: RevisionRef) => void)[];
@@ -136,6 +166,9 @@ export function createContext(opts: LocalRuntimeOptions): LocalContext {
     routes: new Map(),
     parked: new Map(),
     holds: new Map(),
+    activity: new Map(),
+    sleeping: new Map(),
+    waking: new Map(),
     gone: new Set(),
     listeners: [],
     background: new Set(),

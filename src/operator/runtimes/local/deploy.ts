@@ -8,15 +8,28 @@ import { fail, notify, revisionDir, revKey, savedBuildFile, type LocalContext, t
 import { secretsProblem } from './env.ts';
 import { redactText } from '../../../git/redact.ts';
 import { startServer, statusOf } from './servers.ts';
+import { sleepingStatus } from './idle.ts';
 import { isTransientStart, restartStatus } from './start-failures.ts';
 
 export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
   const key = revKey(spec);
   const failure = ctx.failed.get(key);
   if (failure) return { phase: 'Failed', message: failure };
+  // Asleep: its next request or its due work starts it, not a reconcile; the spec it wakes with stays current.
+  const sleep = ctx.sleeping.get(spec.deploymentId);
+  if (sleep?.spec.revision === spec.revision) {
+    sleep.spec = spec;
+    return sleepingStatus(ctx, spec.deploymentId, spec.revision)!;
+  }
   const running = ctx.servers.get(key);
-  if (running && !running.stopping) return statusOf(ctx, running);
+  if (running && !running.stopping) {
+    // The idle policy needs no restart: the running server follows the deployment's current one.
+    running.spec = { ...running.spec, idleTimeoutMinutes: spec.idleTimeoutMinutes };
+    return statusOf(ctx, running);
+  }
   if (ctx.parked.has(key)) return { phase: 'Ready' };
+  if (ctx.waking.has(spec.deploymentId) && ctx.routes.get(spec.deploymentId) === spec.revision)
+    return { phase: 'Starting' };
   if (ctx.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
   // Started again only once its backoff is over (the supervisor's timer asks for this reconcile then).
   if (ctx.restarts.waiting(key)) return restartStatus(ctx.restarts.pending(key)!);
@@ -87,6 +100,8 @@ export function serverStatus(ctx: LocalContext, ref: RevisionRef): ServerStatus 
   const failure = ctx.failed.get(revKey(ref));
   if (failure) return { phase: 'Failed', message: failure };
   if (ctx.parked.has(revKey(ref))) return { phase: 'Ready' };
+  const asleep = sleepingStatus(ctx, ref.deploymentId, ref.revision);
+  if (asleep) return asleep;
   const server = ctx.servers.get(revKey(ref));
   if (server && !server.stopping) return statusOf(ctx, server);
   const pending = ctx.restarts.pending(revKey(ref));

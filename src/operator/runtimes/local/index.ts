@@ -21,6 +21,7 @@ import { databaseNameFor } from './postgres.ts';
 import type { Backend, Unavailable } from './proxy.ts';
 import { stopServer } from './servers.ts';
 import { backend, route, routedRevision } from './traffic.ts';
+import { watchIdle } from './idle.ts';
 
 export { databaseNameFor };
 
@@ -29,9 +30,11 @@ export const PACKAGE_DIR = PACKAGE_ROOT;
 
 export class LocalRuntime implements Runtime {
   private readonly ctx: LocalContext;
+  private readonly stopIdleWatch: () => void;
 
   constructor(private readonly opts: LocalRuntimeOptions) {
     this.ctx = createContext(opts);
+    this.stopIdleWatch = watchIdle(this.ctx);
   }
 
   /** The dev server's public address, known once it listens. */
@@ -104,6 +107,8 @@ export class LocalRuntime implements Runtime {
   async shutdown(): Promise<void> {
     const ctx = this.ctx;
     ctx.closed = true;
+    this.stopIdleWatch();
+    for (const s of ctx.sleeping.values()) clearTimeout(s.timer);
     ctx.restarts.forgetWhere(() => true);
     for (const b of ctx.builds.values()) b.abort.abort();
     await Promise.all([...ctx.servers.values()].map((s) => stopServer(ctx, s)));

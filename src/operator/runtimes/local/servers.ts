@@ -357,6 +357,7 @@ async function waitHealthy(ctx: LocalContext, server: Server, log: LogWriter): P
         await log.flush();
         ctx.restarts.healthy(revKey(server.ref));
         server.phase = 'Ready';
+        server.readyAt = Date.now();
         notify(ctx, server.ref);
         return true;
       }

@@ -5,6 +5,7 @@ import { fail, notify, revisionDir, revKey, type DeploymentRef, type LocalContex
 import type { Backend, Unavailable } from './proxy.ts';
 import { redactText } from '../../../git/redact.ts';
 import { startServer, stopServer } from './servers.ts';
+import { forgetSleep, touch, wake, wakeWaitMs } from './idle.ts';
 
 export async function route(ctx: LocalContext, d: DeploymentRef, revision: string): Promise<void> {
   const pending = ctx.holds.get(d.deploymentId);
@@ -16,6 +17,8 @@ export async function route(ctx: LocalContext, d: DeploymentRef, revision: strin
     throw new Error(`revision ${revision} is not ready to take traffic`);
   }
   const previous = ctx.routes.get(d.deploymentId);
+  // Traffic moves to another revision: the sleep of the one it leaves is over (that one is stopped already).
+  if (ctx.sleeping.get(d.deploymentId)?.spec.revision !== revision) forgetSleep(ctx, d.deploymentId);
   const others = [...ctx.servers.values()].filter(
     (s) => s.ref.deploymentId === d.deploymentId && s.ref.revision !== revision,
   );
@@ -78,6 +81,8 @@ async function handover(
 export function routedRevision(ctx: LocalContext, d: DeploymentRef): string | undefined {
   const revision = ctx.routes.get(d.deploymentId);
   if (!revision) return undefined;
+  // Asleep (or waking) it keeps its route: its next request starts it.
+  if (ctx.sleeping.get(d.deploymentId)?.spec.revision === revision || ctx.waking.has(d.deploymentId)) return revision;
   const server = ctx.servers.get(`${d.deploymentId}/${revision}`);
   return server && server.phase === 'Ready' && !server.stopping ? revision : undefined;
 }
@@ -86,6 +91,18 @@ export function routedRevision(ctx: LocalContext, d: DeploymentRef): string | un
 export async function backend(ctx: LocalContext, deploymentId: string): Promise<Backend | Unavailable | undefined> {
   const pending = ctx.holds.get(deploymentId);
   if (pending) await pending;
+  if (ctx.sleeping.has(deploymentId) || ctx.waking.has(deploymentId)) {
+    // Held while the server starts (one start for every request that waits), within a bound; past it the caller
+    // is told when to come back, and the start goes on.
+    const waitMs = wakeWaitMs(ctx);
+    let timer: NodeJS.Timeout | undefined;
+    const woken = await Promise.race([
+      wake(ctx, deploymentId),
+      new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), waitMs))),
+    ]);
+    clearTimeout(timer);
+    if (woken === 'late') return { unavailable: 'its agent server is waking', retryAfterSecs: 5 };
+  }
   const revision = ctx.routes.get(deploymentId);
   if (!revision) return undefined;
   const key = `${deploymentId}/${revision}`;
@@ -105,10 +122,12 @@ export async function backend(ctx: LocalContext, deploymentId: string): Promise<
     tenant: server.spec.tenantId,
     acquire: () => {
       server.inflight++;
+      touch(ctx, deploymentId);
       let released = false;
       return () => {
         if (!released) server.inflight--;
         released = true;
+        touch(ctx, deploymentId);
       };
     },
   };
