@@ -227,7 +227,9 @@ describe('servingCondition', () => {
       message: expect.stringMatching(/^Revision d-r1: Idle: .*first request starts it/),
     });
     // Another revision being the target: the routed one's sleep is not what this condition is about.
-    expect(servingCondition('d-r1', r(2, 'DEPLOYED'), r(2, 'DEPLOYED'), '', asleep)).toMatchObject({ reason: 'Serving' });
+    expect(servingCondition('d-r1', r(2, 'DEPLOYED'), r(2, 'DEPLOYED'), '', asleep)).toMatchObject({
+      reason: 'Serving',
+    });
   });
   it('is false while progressing or when nothing can serve', () => {
     expect(servingCondition(undefined, r(1, 'BUILDING'), r(1, 'BUILDING'), '')).toMatchObject({
