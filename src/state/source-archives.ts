@@ -128,14 +128,15 @@ export function openSourceArchives(root: string) {
      * URL's expiry (at once when their deployment is not among `referenced.deployments`), and tarballs neither a
      * remaining record nor `referenced.hashes` (what its revisions build) names ('all': keep every tarball).
      * The caller keeps commits of the same workspace out while this runs (a tarball moved in before its record is
-     * written would look unreferenced). Returns the number of tarballs deleted.
+     * written would look unreferenced). Returns the tarballs deleted and the upload records left.
      */
     async sweep(
       tenant: string,
       referenced: { hashes: Set<string>; deployments: Set<string> } | 'all',
       nowSeconds: number,
       graceSeconds: number,
-    ): Promise<number> {
+    ): Promise<{ deleted: number; records: number }> {
+      let records = 0;
       const keep = new Set(referenced === 'all' ? [] : referenced.hashes);
       const uploads = join(ws(tenant), 'uploads');
       for (const dep of await readdir(uploads).catch(() => [] as string[])) {
@@ -155,20 +156,21 @@ export function openSourceArchives(root: string) {
             left -= 1;
           } else if (isRecord && meta?.sha256 && SHA256.test(meta.sha256)) {
             keep.add(meta.sha256);
+            records += 1;
           }
         }
         if (left === 0) await rmdir(depDir).catch(() => undefined);
       }
       const objects = join(ws(tenant), 'objects');
       let deleted = 0;
-      if (referenced === 'all') return deleted;
+      if (referenced === 'all') return { deleted, records };
       for (const name of await readdir(objects).catch(() => [] as string[])) {
         const sha = name.replace(/\.tar\.gz$/, '');
         if (keep.has(sha)) continue;
         await rm(join(objects, name), { force: true });
         deleted += 1;
       }
-      return deleted;
+      return { deleted, records };
     },
 
     /** Where the workspace's tarball with this hash is, if it is stored. */

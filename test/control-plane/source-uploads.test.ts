@@ -468,6 +468,18 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
     expect(third.json().detail).toMatch(/stores 2 source tarballs, its bound is 2/);
     expect(await archives.usage('quota-a')).toMatchObject({ count: 2 });
 
+    // Repeating the same bytes stores one tarball, yet each upload keeps a record until it expires: bounded too.
+    const same = await newDeployment('quota-g', 'q-g');
+    const bytes = await project();
+    for (let i = 0; i < 2; i++) {
+      const url = (await askUrl('quota-g', same)).json() as { upload_url: string };
+      expect((await putTo(url.upload_url, bytes)).statusCode).toBe(201);
+    }
+    expect(await archives.usage('quota-g')).toMatchObject({ count: 1 });
+    const again = await askUrl('quota-g', same);
+    expect(again.statusCode).toBe(409);
+    expect(again.json().detail).toMatch(/2 uploads not yet expired, its bound is 2/);
+
     const other = await newDeployment('quota-b', 'q-b');
     const first = await upload('quota-b', other, 40 * 1024);
     expect(first.res.statusCode, first.res.body).toBe(201);

@@ -105,8 +105,15 @@ export function createSourceUploads(opts: SourceUploadOptions) {
   return {
     /** A new upload URL for a deployment the caller's workspace owns (the route checked that). */
     async issue(tenant: string, deploymentId: string, baseUrl: string) {
-      await sweep(tenant);
-      const problem = full(await opts.archives.usage(tenant), { bytes: 0, count: 1 });
+      const { records } = await sweep(tenant);
+      // Uploads of the same bytes share one tarball but each keeps a record (and a used-URL marker) until it
+      // expires: the same count bounds those, so repeating one upload cannot pile up files either.
+      const problem =
+        full(await opts.archives.usage(tenant), { bytes: 0, count: 1 }) ??
+        (records >= quota.maxCount
+          ? `it has ${records} uploads not yet expired, its bound is ${quota.maxCount} ` +
+            '(agentplane dev --max-source-uploads-per-workspace)'
+          : undefined);
       if (problem)
         throw new QuotaExceeded(`This workspace cannot upload another source tarball: ${problem}; ${advice}.`, 409);
       const grant: UploadGrant = {
