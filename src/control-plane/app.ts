@@ -22,6 +22,7 @@ import { listenerRoutes } from './routes/v2/listeners.ts';
 import { sourceUploadPutRoutes, sourceUploadRoutes } from './routes/v2/source-uploads.ts';
 import { projectLogRoutes } from './routes/v1/projects.ts';
 import { createSourceUploads, type SourceUploadOptions } from './services/source-uploads/index.ts';
+import { referencedTarballs } from './services/source-uploads/references.ts';
 import { createListenerService } from './services/listeners/index.ts';
 import { ForbiddenError } from '../lib/errors.ts';
 import type { LogLimits } from '../lib/log-limits.ts';
@@ -133,7 +134,13 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
 
   const authenticate = createAuthenticator(deps.store, deps.bootstrapKeys);
   const quotas = createQuotas({ store: deps.store, limits: deps.quotas, now: deps.now });
-  const uploads = deps.sourceUploads && createSourceUploads(deps.sourceUploads);
+  // Tarballs no deployment or revision of the workspace builds any more are deleted (sweeps), so the store says which.
+  const uploads =
+    deps.sourceUploads &&
+    createSourceUploads({
+      referenced: (tenant) => referencedTarballs(deps.store, deps.store.namespace, tenant),
+      ...deps.sourceUploads,
+    });
   const publicUrl = () => {
     const u = deps.auth?.publicUrl;
     return (typeof u === 'function' ? u() : u) || undefined;

@@ -91,6 +91,32 @@ export const devCommand: CommandSpec = {
         'Builds one workspace may run at once (default: half of --max-concurrent-builds, at least 1), so its slow builds never hold every slot',
       env: ['AGENTPLANE_MAX_BUILDS_PER_WORKSPACE'],
     },
+    'max-source-upload-mb-per-workspace': {
+      type: 'string',
+      description:
+        'Bytes of uploaded source tarballs (langgraph deploy) one workspace may store; tarballs no revision builds any more do not count',
+      default: '2048',
+      env: ['AGENTPLANE_MAX_SOURCE_UPLOAD_MB_PER_WORKSPACE'],
+    },
+    'max-source-uploads-per-workspace': {
+      type: 'string',
+      description: 'Uploaded source tarballs one workspace may store (same counting)',
+      default: '100',
+      env: ['AGENTPLANE_MAX_SOURCE_UPLOADS_PER_WORKSPACE'],
+    },
+    'max-concurrent-uploads': {
+      type: 'string',
+      description:
+        'Source uploads received and checked at once on this machine; past it a PUT gets 429 with Retry-After',
+      default: '4',
+      env: ['AGENTPLANE_MAX_CONCURRENT_UPLOADS'],
+    },
+    'max-uploads-per-workspace': {
+      type: 'string',
+      description: 'Source uploads one workspace may have received and checked at once (429 past it)',
+      default: '2',
+      env: ['AGENTPLANE_MAX_UPLOADS_PER_WORKSPACE'],
+    },
     'default-memory-limit-mb': {
       type: 'string',
       description:
@@ -155,6 +181,10 @@ const schema = z.object({
   logLevel: z.string(),
   maxConcurrentBuilds: z.coerce.number().int().min(1),
   maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
+  maxSourceUploadMbPerWorkspace: z.coerce.number().int().min(1),
+  maxSourceUploadsPerWorkspace: z.coerce.number().int().min(1),
+  maxConcurrentUploads: z.coerce.number().int().min(1),
+  maxUploadsPerWorkspace: z.coerce.number().int().min(1),
   defaultMemoryLimitMb: z.coerce
     .number()
     .int()
@@ -182,6 +212,10 @@ const FLAG_OF: Record<string, string> = {
   logLevel: 'log-level',
   maxConcurrentBuilds: 'max-concurrent-builds',
   maxBuildsPerWorkspace: 'max-builds-per-workspace',
+  maxSourceUploadMbPerWorkspace: 'max-source-upload-mb-per-workspace',
+  maxSourceUploadsPerWorkspace: 'max-source-uploads-per-workspace',
+  maxConcurrentUploads: 'max-concurrent-uploads',
+  maxUploadsPerWorkspace: 'max-uploads-per-workspace',
   defaultMemoryLimitMb: 'default-memory-limit-mb',
   maxProcesses: 'max-processes',
   diskLimitMb: 'disk-limit-mb',
@@ -215,6 +249,10 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
     logLevel: pick('log-level'),
     maxConcurrentBuilds: pick('max-concurrent-builds'),
     maxBuildsPerWorkspace: pick('max-builds-per-workspace'),
+    maxSourceUploadMbPerWorkspace: pick('max-source-upload-mb-per-workspace'),
+    maxSourceUploadsPerWorkspace: pick('max-source-uploads-per-workspace'),
+    maxConcurrentUploads: pick('max-concurrent-uploads'),
+    maxUploadsPerWorkspace: pick('max-uploads-per-workspace'),
     defaultMemoryLimitMb: pick('default-memory-limit-mb'),
     maxProcesses: pick('max-processes'),
     diskLimitMb: pick('disk-limit-mb'),

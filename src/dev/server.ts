@@ -126,7 +126,18 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
     },
     quotas: config.quotas,
     localRepos: dataPlane.localRepos,
-    sourceUploads: { archives: sourceArchives, signingKey: uploadSigningKey(storeSecret) },
+    sourceUploads: {
+      archives: sourceArchives,
+      signingKey: uploadSigningKey(storeSecret),
+      quota: {
+        maxBytes: config.maxSourceUploadMbPerWorkspace * 1024 * 1024,
+        maxCount: config.maxSourceUploadsPerWorkspace,
+      },
+      concurrency: {
+        perWorkspace: Math.min(config.maxUploadsPerWorkspace, config.maxConcurrentUploads),
+        overall: config.maxConcurrentUploads,
+      },
+    },
   });
   await api.ready();
 

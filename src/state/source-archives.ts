@@ -4,13 +4,24 @@
 // revision records the hash, so a redeploy or rollback rebuilds exactly the bytes its first build extracted. The
 // workspace key is a hash of the tenant id: a tenant id never becomes a path, and one workspace's object paths are
 // looked up only under its own folder, so another workspace's upload is simply not found.
+// Nothing here lives for ever: `sweep` drops an upload's claim and record once its URL has expired (plus a grace to
+// deploy it), and every object no live record and no revision references, so a workspace's disk use is what its
+// deployments can still build (rollback included) plus its recent uploads; `usage` is what a quota counts.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConflictError } from '../lib/errors.ts';
 
-export type StoredUpload = { sha256: string; size: number; deploymentId: string };
+export type StoredUpload = {
+  sha256: string;
+  size: number;
+  deploymentId: string;
+  /** When the upload URL expired (seconds since the epoch); sweep keeps the record a grace period longer. */
+  expires?: number;
+};
+
+export type ArchiveUsage = { bytes: number; count: number };
 
 const SHA256 = /^[0-9a-f]{64}$/;
 const ID = /^[0-9a-zA-Z-]{1,64}$/;
@@ -48,12 +59,14 @@ export function openSourceArchives(root: string) {
      * Takes an upload id for good before its bytes arrive: the second use of one upload URL (a replay, or a racing
      * copy) fails here with a 409, whether or not the first one succeeded.
      */
-    async claim(tenant: string, deploymentId: string, uploadId: string): Promise<void> {
+    async claim(tenant: string, deploymentId: string, uploadId: string, expires: number): Promise<void> {
       const record = uploadRecord(tenant, deploymentId, uploadId);
       await ensureDir(join(record, '..'));
       const claimFile = `${record}.claim`;
       try {
         const fh = await open(claimFile, 'wx', 0o600);
+        // The claim only has to outlive the URL (a replay after expiry fails on the signed expiry): sweep reads this.
+        await fh.writeFile(JSON.stringify({ expires }));
         await fh.close();
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
@@ -71,6 +84,7 @@ export function openSourceArchives(root: string) {
       tmpFile: string,
       sha256: string,
       size: number,
+      expires: number,
     ): Promise<void> {
       const target = objectFile(tenant, sha256);
       await ensureDir(join(target, '..'));
@@ -78,7 +92,7 @@ export function openSourceArchives(root: string) {
       if (existsSync(target)) await rm(tmpFile, { force: true });
       else await rename(tmpFile, target);
       const record = uploadRecord(tenant, deploymentId, uploadId);
-      const stored: StoredUpload = { sha256, size, deploymentId };
+      const stored: StoredUpload = { sha256, size, deploymentId, expires };
       await writeFile(`${record}.tmp`, JSON.stringify(stored), { mode: 0o600 });
       await rename(`${record}.tmp`, record);
     },
@@ -93,10 +107,88 @@ export function openSourceArchives(root: string) {
       }
     },
 
+    /** The bytes and number of tarballs the workspace stores (what its quota bounds). */
+    async usage(tenant: string): Promise<ArchiveUsage> {
+      const dir = join(ws(tenant), 'objects');
+      const names = await readdir(dir).catch(() => [] as string[]);
+      let bytes = 0;
+      let count = 0;
+      for (const name of names) {
+        if (!name.endsWith('.tar.gz')) continue;
+        const st = await stat(join(dir, name)).catch(() => undefined);
+        if (!st) continue;
+        bytes += st.size;
+        count += 1;
+      }
+      return { bytes, count };
+    },
+
+    /**
+     * Deletes what the workspace no longer needs: claims of expired URLs, upload records `graceSeconds` past their
+     * URL's expiry (at once when their deployment is not among `referenced.deployments`), and tarballs neither a
+     * remaining record nor `referenced.hashes` (what its revisions build) names ('all': keep every tarball).
+     * The caller keeps commits of the same workspace out while this runs (a tarball moved in before its record is
+     * written would look unreferenced). Returns the tarballs deleted and the upload records left.
+     */
+    async sweep(
+      tenant: string,
+      referenced: { hashes: Set<string>; deployments: Set<string> } | 'all',
+      nowSeconds: number,
+      graceSeconds: number,
+    ): Promise<{ deleted: number; records: number }> {
+      let records = 0;
+      const keep = new Set(referenced === 'all' ? [] : referenced.hashes);
+      const uploads = join(ws(tenant), 'uploads');
+      for (const dep of await readdir(uploads).catch(() => [] as string[])) {
+        const depDir = join(uploads, dep);
+        const files = await readdir(depDir).catch(() => [] as string[]);
+        let left = files.length;
+        for (const file of files) {
+          const path = join(depDir, file);
+          const meta = await readMeta(path);
+          const isRecord = file.endsWith('.json');
+          // An unreadable file (a crash mid-write) goes once its mtime is as old as an expired one would be.
+          const expires = meta?.expires ?? Math.floor((await stat(path).catch(() => ({ mtimeMs: 0 }))).mtimeMs / 1000);
+          const until = expires + (isRecord ? graceSeconds : 0);
+          const orphan = isRecord && referenced !== 'all' && !referenced.deployments.has(dep);
+          if (until < nowSeconds || orphan) {
+            await rm(path, { force: true });
+            left -= 1;
+          } else if (isRecord && meta?.sha256 && SHA256.test(meta.sha256)) {
+            keep.add(meta.sha256);
+            records += 1;
+          }
+        }
+        if (left === 0) await rmdir(depDir).catch(() => undefined);
+      }
+      const objects = join(ws(tenant), 'objects');
+      let deleted = 0;
+      if (referenced === 'all') return { deleted, records };
+      for (const name of await readdir(objects).catch(() => [] as string[])) {
+        const sha = name.replace(/\.tar\.gz$/, '');
+        if (keep.has(sha)) continue;
+        await rm(join(objects, name), { force: true });
+        deleted += 1;
+      }
+      return { deleted, records };
+    },
+
     /** Where the workspace's tarball with this hash is, if it is stored. */
     objectPath(tenant: string, sha256: string): string | undefined {
       const file = objectFile(tenant, sha256);
       return existsSync(file) ? file : undefined;
     },
   };
+}
+
+async function readMeta(path: string): Promise<{ expires?: number; sha256?: string } | undefined> {
+  try {
+    const parsed = JSON.parse(await readFile(path, 'utf8')) as { expires?: unknown; sha256?: unknown };
+    return {
+      ...(typeof parsed.expires === 'number' ? { expires: parsed.expires } : {}),
+      ...(typeof parsed.sha256 === 'string' ? { sha256: parsed.sha256 } : {}),
+    };
+  } catch {
+    return undefined;
+  }
 }

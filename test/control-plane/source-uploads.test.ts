@@ -1,10 +1,11 @@
 // What `langgraph deploy` asks of the control plane for a source build, through the real app: an upload URL, the bare
 // signed PUT, the PATCH naming the object path, the log routes it polls; and what an attacker tries on the upload
 // path (oversized, tampered, replayed or expired URLs, another workspace's object path, traversal, hostile tarballs).
-import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import type { FastifyInstance } from 'fastify';
@@ -385,5 +386,189 @@ describe('entryProblem', () => {
     ['a fifo', { name: 'f', type: 'fifo', linkname: '' }, false],
   ])('%s', (_what, header, ok) => {
     expect(entryProblem(header) === undefined).toBe(ok);
+  });
+});
+
+// A second control plane with small bounds: what one key holder can make the platform store and inspect.
+describe('source uploads are bounded per workspace and cleaned up', () => {
+  let cp2: FastifyInstance;
+  let archives: ReturnType<typeof openSourceArchives>;
+  let now2 = Date.now();
+  const keyed: Record<string, Record<string, string>> = {};
+  const as = async (tenant: string) => {
+    keyed[tenant] ??= {
+      'x-api-key': (await createApiKey(store, { tenants: [tenant] })).key,
+      'x-tenant-id': tenant,
+    };
+    return keyed[tenant];
+  };
+  const req = (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, headers = {}, payload?: unknown) =>
+    cp2.inject({ method, url, headers, ...(payload === undefined ? {} : { payload: payload as object }) });
+  const newDeployment = async (tenant: string, name: string) => {
+    const res = await req('POST', '/v2/deployments', await as(tenant), {
+      name,
+      source: 'internal_source',
+      source_config: { deployment_type: 'dev_zero' },
+      source_revision_config: {},
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json().id as string;
+  };
+  const askUrl = async (tenant: string, id: string) =>
+    req('POST', `/v2/deployments/${id}/upload-url`, await as(tenant), {});
+  const putTo = (url: string, body: Buffer | Readable) => {
+    const u = new URL(url);
+    return cp2.inject({
+      method: 'PUT',
+      url: u.pathname + u.search,
+      headers: { 'content-type': 'application/gzip' },
+      payload: body,
+    });
+  };
+  /** A distinct project each call (its own hash), with `pad` incompressible bytes. */
+  let n = 0;
+  const project = (pad = 0) =>
+    tarball([...PROJECT, { name: `src/n${(n += 1)}.txt`, body: pad ? randomBytes(pad) : String(n) }]);
+  const upload = async (tenant: string, id: string, pad = 0) => {
+    const asked = await askUrl(tenant, id);
+    expect(asked.statusCode, asked.body).toBe(200);
+    const url = asked.json() as { upload_url: string; object_path: string };
+    return { ...url, res: await putTo(url.upload_url, await project(pad)) };
+  };
+
+  beforeAll(async () => {
+    archives = openSourceArchives(join(dir, 'archives-bounded'));
+    cp2 = await createControlPlane({
+      store,
+      logger: silentLogger(),
+      policy: DEFAULT_INPUT_POLICY,
+      consoleDir: false,
+      sourceUploads: {
+        archives,
+        signingKey: uploadSigningKey(Buffer.alloc(32, 9)),
+        maxBytes: 64 * 1024,
+        ttlSeconds: 60,
+        recordGraceSeconds: 600,
+        quota: { maxBytes: 64 * 1024, maxCount: 2 },
+        concurrency: { perWorkspace: 1, overall: 2 },
+        now: () => now2,
+      },
+    });
+  });
+  afterAll(async () => {
+    await cp2.close();
+  });
+
+  it('refuses a workspace past its bound (count, then bytes) while another workspace still uploads', async () => {
+    const id = await newDeployment('quota-a', 'q-a');
+    expect((await upload('quota-a', id)).res.statusCode).toBe(201);
+    expect((await upload('quota-a', id)).res.statusCode).toBe(201);
+    const third = await askUrl('quota-a', id);
+    expect(third.statusCode).toBe(409);
+    expect(third.json().detail).toMatch(/stores 2 source tarballs, its bound is 2/);
+    expect(await archives.usage('quota-a')).toMatchObject({ count: 2 });
+
+    // Repeating the same bytes stores one tarball, yet each upload keeps a record until it expires: bounded too.
+    const same = await newDeployment('quota-g', 'q-g');
+    const bytes = await project();
+    for (let i = 0; i < 2; i++) {
+      const url = (await askUrl('quota-g', same)).json() as { upload_url: string };
+      expect((await putTo(url.upload_url, bytes)).statusCode).toBe(201);
+    }
+    expect(await archives.usage('quota-g')).toMatchObject({ count: 1 });
+    const again = await askUrl('quota-g', same);
+    expect(again.statusCode).toBe(409);
+    expect(again.json().detail).toMatch(/2 uploads not yet expired, its bound is 2/);
+
+    const other = await newDeployment('quota-b', 'q-b');
+    const first = await upload('quota-b', other, 40 * 1024);
+    expect(first.res.statusCode, first.res.body).toBe(201);
+    // A second large tarball would pass the byte bound: refused after reading, nothing stored, the record absent.
+    const big = await upload('quota-b', other, 40 * 1024);
+    expect(big.res.statusCode, big.res.body).toBe(413);
+    expect(big.res.json().detail).toMatch(/its bound is 65536 bytes/);
+    expect(await archives.usage('quota-b')).toMatchObject({ count: 1 });
+    const patched = await req('PATCH', `/v2/deployments/${other}`, await as('quota-b'), {
+      source_revision_config: { source_tarball_path: big.object_path },
+    });
+    expect(patched.statusCode).toBe(422);
+  });
+
+  it('frees the tarballs of a deleted deployment, keeping those revisions of live deployments build', async () => {
+    const kept = await newDeployment('quota-c', 'q-c-kept');
+    const gone = await newDeployment('quota-c', 'q-c-gone');
+    const a = await upload('quota-c', kept);
+    const patched = await req('PATCH', `/v2/deployments/${kept}`, await as('quota-c'), {
+      source_revision_config: { source_tarball_path: a.object_path },
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+    const b = await upload('quota-c', gone);
+    expect(b.res.statusCode).toBe(201);
+    expect((await askUrl('quota-c', kept)).statusCode).toBe(409); // full
+
+    expect((await req('DELETE', `/v2/deployments/${gone}`, await as('quota-c'))).statusCode).toBe(204);
+    const shaA = a.res.json().sha256 as string;
+    const shaB = b.res.json().sha256 as string;
+    expect(archives.objectPath('quota-c', shaB)).toBeUndefined();
+    expect(archives.objectPath('quota-c', shaA)).toBeDefined();
+    expect(await archives.usage('quota-c')).toMatchObject({ count: 1 });
+    expect((await upload('quota-c', kept)).res.statusCode).toBe(201);
+  });
+
+  it('deletes an expired upload (its record, its claim, its bytes) but not what a revision builds', async () => {
+    const id = await newDeployment('quota-d', 'q-d');
+    const deployed = await upload('quota-d', id);
+    expect(
+      (
+        await req('PATCH', `/v2/deployments/${id}`, await as('quota-d'), {
+          source_revision_config: { source_tarball_path: deployed.object_path },
+        })
+      ).statusCode,
+    ).toBe(200);
+    const idle = await upload('quota-d', id);
+    const idleSha = idle.res.json().sha256 as string;
+    const idleIds = idle.object_path.match(/^sources\/(.+)\/([0-9a-f]{32})\.tar\.gz$/)!;
+    expect(await archives.lookup('quota-d', idleIds[1]!, idleIds[2]!)).toBeDefined();
+
+    now2 += (60 + 600 + 1) * 1000; // past the URL's expiry and the grace to deploy it
+    expect((await askUrl('quota-d', id)).statusCode).toBe(200); // asking sweeps
+    expect(await archives.lookup('quota-d', idleIds[1]!, idleIds[2]!)).toBeUndefined();
+    expect(archives.objectPath('quota-d', idleSha)).toBeUndefined();
+    expect(archives.objectPath('quota-d', deployed.res.json().sha256 as string)).toBeDefined();
+    const late = await req('PATCH', `/v2/deployments/${id}`, await as('quota-d'), {
+      source_revision_config: { source_tarball_path: idle.object_path },
+    });
+    expect(late.statusCode).toBe(422);
+  });
+
+  it('bounds uploads being received at once: 429 with Retry-After, the URL still good afterwards', async () => {
+    const id = await newDeployment('quota-e', 'q-e');
+    const slow = (await askUrl('quota-e', id)).json() as { upload_url: string };
+    const bytes = await project();
+    // A client that sends half its tarball and stalls holds its workspace's only slot.
+    const body = new Readable({ read() {} });
+    body.push(bytes.subarray(0, 10));
+    const held = putTo(slow.upload_url, body);
+    const part = join(
+      dir,
+      'archives-bounded',
+      'incoming',
+      `${new URL(slow.upload_url).pathname.split('/').pop()!.slice(0, 32)}.part`,
+    );
+    while (!existsSync(part)) await new Promise((r) => setTimeout(r, 10));
+
+    const next = (await askUrl('quota-e', id)).json() as { upload_url: string };
+    const refused = await putTo(next.upload_url, await project());
+    expect(refused.statusCode, refused.body).toBe(429);
+    expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+    expect(refused.json().detail).toMatch(/its bound is 1/);
+    // Another workspace has a slot of the platform's two.
+    const otherId = await newDeployment('quota-f', 'q-f');
+    expect((await upload('quota-f', otherId)).res.statusCode).toBe(201);
+
+    body.push(bytes.subarray(10));
+    body.push(null);
+    expect((await held).statusCode).toBe(201);
+    expect((await putTo(next.upload_url, await project())).statusCode).toBe(201);
   });
 });

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { AppError, BadRequestError } from '../../../lib/errors.ts';
 import type { DeploymentService } from '../../services/deployments/index.ts';
 import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
-import { UPLOAD_CONTENT_TYPES, type SourceUploads } from '../../services/source-uploads/index.ts';
+import { UPLOAD_CONTENT_TYPES, UploadsBusy, type SourceUploads } from '../../services/source-uploads/index.ts';
 import { DeploymentErrorBody, UploadDone, UploadUrl } from '../../schemas/deployment-views.ts';
 import { DeploymentParams } from '../../schemas/deployment-queries.ts';
 
@@ -22,6 +22,7 @@ const errors = {
   413: DeploymentErrorBody,
   415: DeploymentErrorBody,
   422: DeploymentErrorBody,
+  429: DeploymentErrorBody,
   503: DeploymentErrorBody,
 };
 
@@ -123,13 +124,18 @@ export const sourceUploadPutRoutes =
           throw new AppError(`An upload must be sent as ${UPLOAD_CONTENT_TYPES.join(' or ')}, not "${type}".`, 415);
         }
         const length = req.headers['content-length'];
-        const done = await uploads.receive(
-          `sources/${req.params.deployment_id}/${req.params.file}`,
-          req.query,
-          length === undefined ? undefined : Number(length),
-          req.body as Readable,
-        );
-        return reply.code(201).send(done);
+        try {
+          const done = await uploads.receive(
+            `sources/${req.params.deployment_id}/${req.params.file}`,
+            req.query,
+            length === undefined ? undefined : Number(length),
+            req.body as Readable,
+          );
+          return await reply.code(201).send(done);
+        } catch (err) {
+          if (err instanceof UploadsBusy) void reply.header('retry-after', String(err.retryAfterSeconds));
+          throw err;
+        }
       },
     );
   };

@@ -16,6 +16,8 @@ export const PUSH_DELIVERIES_ANNOTATION = 'agentplane.dev/push-deliveries';
 /** Which stored bytes a workspace's source_tarball_path names (services/source-uploads). */
 export type TarballResolver = {
   resolve(tenant: string, deploymentId: string, objectPath: string): Promise<{ sha256: string }>;
+  /** Deletes the workspace's tarballs nothing references any more (called after a deployment is deleted). */
+  sweep?(tenant: string): Promise<unknown>;
 };
 
 export type DeploymentDeps = {

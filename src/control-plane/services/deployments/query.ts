@@ -59,4 +59,10 @@ export async function deleteDeployment(deps: DeploymentDeps, tenant: string, id:
     { deployment_id: id },
     dep.metadata.finalizers?.length ? 'deployment marked for deletion' : 'deployment deleted',
   );
+  // Its uploaded tarballs go now (a deployment being deleted references none); the delete itself has succeeded.
+  if (dep.spec.source === 'internal_source' && deps.sourceUploads?.sweep) {
+    await deps.sourceUploads.sweep(tenant).catch((err: unknown) => {
+      deps.logger.warn({ err, deployment_id: id }, 'deleting the source tarballs of a deleted deployment failed');
+    });
+  }
 }

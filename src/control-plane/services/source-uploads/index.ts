@@ -1,6 +1,9 @@
 // Source tarball uploads (internal_source): an API-key holder asks for an upload URL of one of its deployments; the
 // URL (signed, see signing.ts) takes one PUT of a gzip tarball, which is checked (tarball.ts) and stored by its hash
 // (state/source-archives.ts); a PATCH naming the object path then makes a revision built from exactly those bytes.
+// What one workspace can cost is bounded: stored bytes and tarballs (a quota, after sweeping what no revision and no
+// recent upload needs), and uploads being received and inspected at once (per workspace and overall, so a
+// decompression bomb holds one slot, not the platform's CPU).
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
@@ -11,6 +14,7 @@ import { Transform } from 'node:stream';
 import { AppError, BadRequestError, ForbiddenError, ValidationError } from '../../../lib/errors.ts';
 import type { SourceArchives } from '../../../state/source-archives.ts';
 import { objectPathOf, parseObjectPath } from './object-path.ts';
+import type { TarballReferences } from './references.ts';
 import { signGrant, verifyGrant, type UploadGrant } from './signing.ts';
 import { DEFAULT_TARBALL_LIMITS, inspectTarball, TarballProblem, type TarballLimits } from './tarball.ts';
 
@@ -23,6 +27,14 @@ export type SourceUploadOptions = {
   /** Largest tarball accepted (default 200 MiB, the CLI's own limit). */
   maxBytes?: number;
   limits?: TarballLimits;
+  /** Per-workspace bound on stored tarballs (default 2 GiB and 100 tarballs). */
+  quota?: { maxBytes: number; maxCount: number };
+  /** Uploads received and inspected at once (default 2 per workspace, 4 overall); past them a 429. */
+  concurrency?: { perWorkspace: number; overall: number };
+  /** How long an upload's record outlives its URL, for the PATCH that deploys it (default 24 hours). */
+  recordGraceSeconds?: number;
+  /** The tarball hashes a workspace's deployments and revisions still build (none given: tarballs are never deleted). */
+  referenced?: (tenant: string) => Promise<TarballReferences>;
   /** Milliseconds since the epoch (tests move it). */
   now?: () => number;
 };
@@ -31,6 +43,20 @@ export type SourceUploadOptions = {
 export const UPLOAD_CONTENT_TYPES = ['application/gzip', 'application/x-gzip'];
 
 const DEFAULT_MAX_BYTES = 200 * 1024 * 1024;
+export const DEFAULT_UPLOAD_QUOTA = { maxBytes: 2 * 1024 * 1024 * 1024, maxCount: 100 };
+export const DEFAULT_UPLOAD_CONCURRENCY = { perWorkspace: 2, overall: 4 };
+const UPLOAD_RETRY_AFTER_SECONDS = 5;
+
+/** 429: every upload slot (of the workspace, or of the platform) is taken; the route adds Retry-After. */
+export class UploadsBusy extends AppError {
+  readonly retryAfterSeconds = UPLOAD_RETRY_AFTER_SECONDS;
+  constructor(message: string) {
+    super(message, 429);
+  }
+}
+
+/** The workspace's stored tarballs are at their bound: 409 at upload-url, 413 for the PUT that would pass it. */
+class QuotaExceeded extends AppError {}
 
 class PayloadTooLarge extends AppError {
   constructor(max: number) {
@@ -45,10 +71,51 @@ export function createSourceUploads(opts: SourceUploadOptions) {
   const ttl = opts.ttlSeconds ?? 15 * 60;
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
   const limits = opts.limits ?? DEFAULT_TARBALL_LIMITS;
+  const quota = opts.quota ?? DEFAULT_UPLOAD_QUOTA;
+  const slots = opts.concurrency ?? DEFAULT_UPLOAD_CONCURRENCY;
+  const grace = opts.recordGraceSeconds ?? 24 * 60 * 60;
+  const busy = new Map<string, number>();
+  let busyOverall = 0;
+  // Sweeps and commits of one workspace run one at a time (a tarball moved in before its record would look unused).
+  const locks = new Map<string, Promise<unknown>>();
+  const locked = <T>(tenant: string, fn: () => Promise<T>): Promise<T> => {
+    const run = (locks.get(tenant) ?? Promise.resolve()).then(fn, fn);
+    const tail = run.catch(() => undefined);
+    locks.set(tenant, tail);
+    void tail.then(() => locks.get(tenant) === tail && locks.delete(tenant));
+    return run;
+  };
+  const sweepUnlocked = async (tenant: string) => {
+    // Without a reference source nothing proves a tarball unused: only records and claims go then.
+    const referenced = opts.referenced ? await opts.referenced(tenant) : 'all';
+    return opts.archives.sweep(tenant, referenced, Math.floor(now() / 1000), grace);
+  };
+  const sweep = (tenant: string) => locked(tenant, () => sweepUnlocked(tenant));
+  const full = (u: { bytes: number; count: number }, adding: { bytes: number; count: number }) =>
+    u.count + adding.count > quota.maxCount
+      ? `it stores ${u.count} source tarballs, its bound is ${quota.maxCount} (agentplane dev --max-source-uploads-per-workspace)`
+      : u.bytes + adding.bytes > quota.maxBytes
+        ? `its source tarballs take ${u.bytes} bytes${adding.bytes ? ` and this one ${adding.bytes} more` : ''}, ` +
+          `its bound is ${quota.maxBytes} bytes (agentplane dev --max-source-upload-mb-per-workspace)`
+        : undefined;
+  const advice =
+    'delete deployments or revisions it no longer needs (their tarballs go with them; expired uploads go after ' +
+    `${grace} s), or ask the operator to raise the bound`;
 
   return {
     /** A new upload URL for a deployment the caller's workspace owns (the route checked that). */
-    issue(tenant: string, deploymentId: string, baseUrl: string) {
+    async issue(tenant: string, deploymentId: string, baseUrl: string) {
+      const { records } = await sweep(tenant);
+      // Uploads of the same bytes share one tarball but each keeps a record (and a used-URL marker) until it
+      // expires: the same count bounds those, so repeating one upload cannot pile up files either.
+      const problem =
+        full(await opts.archives.usage(tenant), { bytes: 0, count: 1 }) ??
+        (records >= quota.maxCount
+          ? `it has ${records} uploads not yet expired, its bound is ${quota.maxCount} ` +
+            '(agentplane dev --max-source-uploads-per-workspace)'
+          : undefined);
+      if (problem)
+        throw new QuotaExceeded(`This workspace cannot upload another source tarball: ${problem}; ${advice}.`, 409);
       const grant: UploadGrant = {
         tenant,
         deploymentId,
@@ -91,9 +158,24 @@ export function createSourceUploads(opts: SourceUploadOptions) {
         );
       }
       if (declaredLength !== undefined && declaredLength > grant.maxBytes) throw new PayloadTooLarge(grant.maxBytes);
-      await opts.archives.claim(grant.tenant, grant.deploymentId, grant.uploadId);
+      // A slot before the claim: a refused PUT leaves its URL usable for the retry Retry-After asks for.
+      const mine = busy.get(grant.tenant) ?? 0;
+      if (mine >= slots.perWorkspace) {
+        throw new UploadsBusy(
+          `This workspace already has ${mine} uploads being received and checked (its bound is ${slots.perWorkspace}): ` +
+            'retry this URL when one is done.',
+        );
+      }
+      if (busyOverall >= slots.overall) {
+        throw new UploadsBusy(
+          `The platform is receiving and checking ${busyOverall} uploads (its bound is ${slots.overall}): retry this URL shortly.`,
+        );
+      }
+      busy.set(grant.tenant, mine + 1);
+      busyOverall += 1;
       const tmp = join(await opts.archives.tmpDir(), `${grant.uploadId}.part`);
       try {
+        await opts.archives.claim(grant.tenant, grant.deploymentId, grant.uploadId, grant.expires);
         const { sha256, size } = await receiveFile(body, tmp, grant.maxBytes);
         await gzipMagic(tmp);
         try {
@@ -104,12 +186,35 @@ export function createSourceUploads(opts: SourceUploadOptions) {
           }
           throw err;
         }
-        await opts.archives.commit(grant.tenant, grant.deploymentId, grant.uploadId, tmp, sha256, size);
+        await locked(grant.tenant, async () => {
+          await sweepUnlocked(grant.tenant);
+          const stored = opts.archives.objectPath(grant.tenant, sha256) !== undefined;
+          const problem = stored ? undefined : full(await opts.archives.usage(grant.tenant), { bytes: size, count: 1 });
+          if (problem) {
+            throw new QuotaExceeded(`The source tarball was not stored: this workspace's ${problem}; ${advice}.`, 413);
+          }
+          await opts.archives.commit(
+            grant.tenant,
+            grant.deploymentId,
+            grant.uploadId,
+            tmp,
+            sha256,
+            size,
+            grant.expires,
+          );
+        });
         return { object_path: objectPath, sha256, size };
       } finally {
         await rm(tmp, { force: true });
+        const left = (busy.get(grant.tenant) ?? 1) - 1;
+        if (left > 0) busy.set(grant.tenant, left);
+        else busy.delete(grant.tenant);
+        busyOverall -= 1;
       }
     },
+
+    /** Deletes what the workspace no longer needs (after a deployment is deleted, and on the housekeeping timer). */
+    sweep,
 
     /** The stored bytes a source_tarball_path of this workspace's deployment names; a 422 names it otherwise. */
     async resolve(tenant: string, deploymentId: string, objectPath: string): Promise<{ sha256: string }> {
