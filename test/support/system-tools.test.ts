@@ -13,8 +13,14 @@ const scratch = mkdtempSync(join(tmpdir(), 'ap-system-tools-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function runFixture(extraEnv: Record<string, string | undefined>) {
-  const env: NodeJS.ProcessEnv = { ...process.env, AGENTPLANE_CHROMIUM: join(scratch, 'no-chromium'), ...extraEnv };
-  for (const [k, v] of Object.entries(extraEnv)) if (v === undefined) delete env[k];
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    AGENTPLANE_CHROMIUM: join(scratch, 'no-chromium'),
+    // The outer run's `npm run test:durations` records this repository's durations, not the fixture's.
+    AGENTPLANE_RECORD_DURATIONS: undefined,
+    ...extraEnv,
+  };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', '--config', CONFIG], {
     cwd: ROOT,
     env,
