@@ -110,6 +110,9 @@ afterAll(async () => {
 
 describe('docs/real-model.md', () => {
   it('deploys the page’s graph with the key as a secret; the real client calls the provider with it', async () => {
+    // The workspace key the SDK calls with, made before the deploy: the agent reads its workspace's keys as the
+    // platform publishes them (within a poll interval), so a key made after the deploy may not be known yet.
+    const agentKey = await workspaceKey(dev.url);
     // Section 2: the key (and where the provider is) from the environment, never on the command line.
     const deployed = await cli(
       [
@@ -131,7 +134,7 @@ describe('docs/real-model.md', () => {
     expect(deployed.code, deployed.stderr).toBe(0);
     const url = /DEPLOYED: (http:\/\/\S+)/.exec(deployed.stdout)![1]!;
 
-    const client = new Client({ apiUrl: url, apiKey: await workspaceKey(dev.url), callerOptions: { maxRetries: 0 } });
+    const client = new Client({ apiUrl: url, apiKey: agentKey, callerOptions: { maxRetries: 0 } });
     const thread = await client.threads.create();
     const values = (await client.runs.wait(thread.thread_id, 'agent', {
       input: { messages: [{ role: 'human', content: 'Hi' }] },
