@@ -4,7 +4,7 @@
 // environment and, when there is one, inside the sandbox.
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { chmod, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, lstat, mkdir, readFile, realpath, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { graphLanguageProblem } from '../../../lib/graph-language.ts';
 import type { GitCredential } from '../../../git/credentials.ts';
@@ -237,14 +237,23 @@ async function extractArchive(
   const file = ctx.archiveFile?.(sha256);
   if (!file) throw new StepError(`the source tarball sha256:${sha256.slice(0, 12)} is not stored on this platform`);
   await mkdir(src, { recursive: true });
-  await confined({
-    label: `tar -xzf source tarball (sha256:${sha256.slice(0, 12)})`,
-    command: tool('tar') ?? 'tar',
-    // No owners, no modes beyond the umask's, no absolute names: the archive's metadata is the workspace's word.
-    args: ['-xzf', file, '-C', src, '--no-same-owner', '--no-same-permissions'],
-    cwd: src,
-    mounts: { rw: [src, ctx.home], ro: [file] },
-  });
+  // The stored archive is the platform's (0600, in its own folder); the step, which may run as the sandbox's user,
+  // reads a copy beside the checkout, readable by it and gone after.
+  const staged = join(dirname(src), '.source.tar.gz');
+  await copyFile(file, staged);
+  await chmod(staged, 0o444);
+  try {
+    await confined({
+      label: `tar -xzf source tarball (sha256:${sha256.slice(0, 12)})`,
+      command: tool('tar') ?? 'tar',
+      // No owners, no modes beyond the umask's, no absolute names: the archive's metadata is the workspace's word.
+      args: ['-xzf', staged, '-C', src, '--no-same-owner', '--no-same-permissions'],
+      cwd: src,
+      mounts: { rw: [src, ctx.home], ro: [staged] },
+    });
+  } finally {
+    await rm(staged, { force: true });
+  }
   ctx.log.line(`extracted source tarball sha256:${sha256}`);
   return { commitSha: sha256, shownUrl: 'the source tarball' };
 }
