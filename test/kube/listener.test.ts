@@ -59,11 +59,11 @@ describe.skipIf(!binaries)(
     };
     const cr = (plural: string, name: string) =>
       get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/${plural}/${name}`);
-    const logOf = (name: string) => {
+    const logOf = (name: string, lines = 40) => {
       try {
         return readFileSync(join(tmp, `${name}.log`), 'utf8')
           .split('\n')
-          .slice(-40)
+          .slice(-lines)
           .join('\n');
       } catch {
         return '';
@@ -105,6 +105,22 @@ describe.skipIf(!binaries)(
       });
       closeSync(fd);
       processes.set(name, child);
+      return child;
+    };
+
+    /** The listener as the chart's Deployment runs it (its key read from the Secret); resolves once it reported. */
+    const startListener = async () => {
+      const lis = await chartContainer('listener');
+      const child = startAgentplane(
+        'agentplane-listener',
+        [...lis.args, '--kubeconfig', (await kube.as(NS, lis.serviceAccount)).kubeconfigPath],
+        { ...lis.env, LOG_LEVEL: 'info' },
+      );
+      const since = Date.now();
+      await until('the listener connected', async () => {
+        const seen = (await cp.get(`/v2/listeners/${lid}`)).body.last_seen_at as string | null;
+        return seen !== null && Date.parse(seen) >= since - 1_000;
+      }).catch(withLogs);
       return child;
     };
 
@@ -170,16 +186,7 @@ describe.skipIf(!binaries)(
       await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
         withLogs,
       );
-      const lis = await chartContainer('listener');
-      startAgentplane(
-        'agentplane-listener',
-        [...lis.args, '--kubeconfig', (await kube.as(NS, lis.serviceAccount)).kubeconfigPath],
-        { ...lis.env, LOG_LEVEL: 'info' },
-      );
-      await until(
-        'the listener connected',
-        async () => (await cp.get(`/v2/listeners/${lid}`)).body.connected === true,
-      ).catch(withLogs);
+      await startListener();
     });
 
     afterAll(async () => {
@@ -260,6 +267,12 @@ describe.skipIf(!binaries)(
       expect(patched.status, JSON.stringify(patched.body)).toBe(200);
       const r2 = String(patched.body.latest_revision_id);
       expect(r2).not.toBe(r1);
+      // The listener's pod dies (no goodbye) and the Deployment brings a new one: nothing is written twice.
+      const first = processes.get('agentplane-listener')!;
+      const killed = new Promise((r) => first.once('exit', r));
+      first.kill('SIGKILL');
+      await killed;
+      await startListener();
       await until('r2 written', () => cr('agentrevisions', `${name}-r2`)).catch(withLogs);
       await until('0.2.0 running on kwok nodes', () => runs(name, `${IMAGE}:0.2.0`), 120_000).catch(withLogs);
       await until(
@@ -269,6 +282,13 @@ describe.skipIf(!binaries)(
       ).catch(withLogs);
       expect((await cp.get(`/v2/deployments/${id}`)).body.active_revision_id).toBe(r2);
       expect(await cr('agentrevisions', `${name}-r3`)).toBeUndefined();
+      expect((await cp.get(`/v2/deployments/${id}/revisions`)).body.resources).toHaveLength(2);
+      expect((await cr('agentdeployments', name))!.metadata.uid).toBe(ad.metadata.uid);
+      // The secret reaches the pods as the kubelet would read it: the env Secret the pod template names.
+      const pod = (await rollout(name)).pods.find((p) => !p.metadata.deletionTimestamp)!;
+      const envSecret = pod.spec.containers[0].envFrom?.[0]?.secretRef?.name as string;
+      const secret = await get(`/api/v1/namespaces/${NS}/secrets/${envSecret}`);
+      expect(Buffer.from(secret!.data.TOKEN, 'base64').toString('utf8')).toBe('listener-real-secret');
 
       // Delete on the control plane: the listener deletes the AgentDeployment, the real garbage collector the rest.
       const { d } = await rollout(name);
@@ -298,6 +318,9 @@ describe.skipIf(!binaries)(
         150_000,
       );
       expect((await cp.get(`/v2/deployments/${id}`)).status).toBe(404);
+      // Every right the listener and the operator used is one the chart grants: the API server refused them nothing.
+      const logs = `${logOf('agentplane-listener', 100_000)}\n${logOf('agentplane-operator', 100_000)}`;
+      expect(logs).not.toMatch(/forbidden/i);
     });
   },
 );
