@@ -247,7 +247,10 @@ describe.skipIf(!binaries)(
         withLogs,
       );
       expect(ad.metadata.labels['agentplane.dev/listener']).toBe(lid);
-      expect(await cr('agentrevisions', `${name}-r1`)).toBeDefined();
+      // Written right after its AgentDeployment (the revision's owner), not in the same request.
+      await until('the AgentRevision r1 written by the listener', () => cr('agentrevisions', `${name}-r1`)).catch(
+        withLogs,
+      );
       await until('its pods Running on kwok nodes', () => runs(name, `${IMAGE}:0.1.0`), 90_000).catch(withLogs);
       expect((await rollout(name)).sets).toHaveLength(1);
       await until(
