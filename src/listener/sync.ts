@@ -56,6 +56,9 @@ function localSourceConfig(c: SourceConfig): SourceConfig {
   return { ...c, listenerId: null };
 }
 
+/** Work on the local store or the cluster failed (already logged by local()). */
+class LocalError extends Error {}
+
 export class ListenerSync {
   private readonly abort = new AbortController();
   private cursor: string | undefined;
@@ -70,6 +73,8 @@ export class ListenerSync {
   private readonly log: Logger;
   /** Every namespace a snapshot named since this process started. */
   private readonly seen = new Set<string>();
+  /** What the last failed local() of each kind said, until one succeeds. */
+  private readonly localTrouble = new Map<string, string>();
   /** The last snapshot's key hashes could not be written yet; the report loop tries again on each tick. */
   private keysPending = false;
 
@@ -128,17 +133,17 @@ export class ListenerSync {
         const answer = (await this.call('GET', `/watch?${q}`, undefined, (pollTimeout + 15) * 1000)) as
           ListenerSnapshot | { cursor: string; unchanged: true };
         this.recovered();
-        backoff = 500;
         // An unchanged answer re-applies the last snapshot: local drift (something deleted by hand) heals too.
         const snap = 'unchanged' in answer ? this.last : answer;
-        if (snap) await this.apply(snap);
+        if (snap) await this.local('write the deployments here', () => this.apply(snap));
+        backoff = 500;
         if (!('unchanged' in answer)) {
           this.last = answer;
           this.cursor = answer.cursor;
         }
       } catch (err) {
         if (this.abort.signal.aborted) return;
-        this.failed('watch', err, backoff);
+        if (!(err instanceof LocalError)) this.failed('watch', err, backoff);
         await sleep(backoff, this.abort.signal);
         backoff = Math.min(backoff * 2, 30_000);
       }
@@ -161,6 +166,25 @@ export class ListenerSync {
         this.log.warn(`cannot write the API key hashes yet (${describeError(err)}); retrying every second`);
       this.keysPending = true;
     }
+  }
+
+  /**
+   * `fn` (work on the local store or the cluster, between calls to the control plane), its failure said once per
+   * kind and per `what`, then thrown on as a LocalError so the loop backs off. A refusal of the cluster's API server
+   * is not the control plane being unreachable: the control plane answered.
+   */
+  private async local<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await fn();
+    } catch (err) {
+      const message = redactUrlsIn(describeError(err));
+      if (this.localTrouble.get(what) !== message) this.log.error(`cannot ${what} (${message}); retrying with backoff`);
+      this.localTrouble.set(what, message);
+      throw new LocalError(message);
+    }
+    if (this.localTrouble.delete(what)) this.log.info(`${what}: working again`);
+    return result;
   }
 
   /** Makes the local store hold exactly the snapshot's deployments and revisions (nothing twice). */
@@ -382,7 +406,7 @@ export class ListenerSync {
     while (!this.abort.signal.aborted) {
       try {
         if (this.keysPending && this.last) await this.writeKeys(this.last);
-        const { report, marks } = await this.collect();
+        const { report, marks } = await this.local('read the deployments here', () => this.collect());
         const text = JSON.stringify(report);
         // Changes go at once; an unchanged report still goes every 10 s as the heartbeat.
         if (text !== this.lastReport || Date.now() - this.lastReportAt > 10_000) {
@@ -396,7 +420,7 @@ export class ListenerSync {
         await sleep(interval, this.abort.signal);
       } catch (err) {
         if (this.abort.signal.aborted) return;
-        this.failed('report', err, backoff);
+        if (!(err instanceof LocalError)) this.failed('report', err, backoff);
         await sleep(backoff, this.abort.signal);
         backoff = Math.min(backoff * 2, 30_000);
       }

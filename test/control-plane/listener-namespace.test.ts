@@ -26,15 +26,16 @@ afterAll(async () => {
   await opened?.close();
 });
 
-const post = async (url: string, body: unknown) => {
+const send = async (method: 'POST' | 'PATCH' | 'GET', url: string, body?: unknown) => {
   const res = await app.inject({
-    method: 'POST',
+    method,
     url,
     headers: { 'x-api-key': ADMIN, 'x-tenant-id': 'ws-a' },
-    payload: body as object,
+    ...(body ? { payload: body as object } : {}),
   });
   return { status: res.statusCode, body: res.json() as Record<string, any> };
 };
+const post = (url: string, body: unknown) => send('POST', url, body);
 const listener = async (computeId: string, namespaces: string[]) =>
   String(
     (
@@ -75,5 +76,37 @@ describe('listener_config.k8s_namespace', () => {
     expect(res.status).toBe(422);
     expect(issue(res.body)?.msg).toBe("must be one of the listener's k8s_namespaces: agents");
     expect((await deployment('right', lid, 'agents')).status).toBe(201);
+  });
+});
+
+// Issue 56: a second namespace used to be stored and then never served (no listener or operator of the data plane
+// watches it nor has rights in it), so deployments placed there stayed waiting for ever. Now refused up front.
+describe('compute_config.k8s_namespaces with a second namespace', () => {
+  const NAMESPACES = 'body.compute_config.k8s_namespaces';
+  const problem = (body: Record<string, any>) =>
+    (body.detail as { loc: string[]; msg: string }[]).find((d) => d.loc.join('.') === NAMESPACES)?.msg;
+
+  it('is refused when the listener is registered, and nothing is stored', async () => {
+    const res = await post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: 'cluster-both',
+      compute_config: { k8s_namespaces: ['agents', 'team-b'] },
+    });
+    expect(res.status).toBe(422);
+    expect(problem(res.body)).toMatch(/serves one namespace.*list at most one/);
+    const listed = (await send('GET', '/v2/listeners')).body.resources as { compute_id: string }[];
+    expect(listed.map((l) => l.compute_id)).not.toContain('cluster-both');
+  });
+
+  it('is refused when added later, and the listener keeps the one it serves', async () => {
+    const lid = await listener('cluster-later', ['agents']);
+    const res = await send('PATCH', `/v2/listeners/${lid}`, {
+      compute_config: { k8s_namespaces: ['agents', 'team-b'] },
+    });
+    expect(res.status).toBe(422);
+    expect(problem(res.body)).toMatch(/serves one namespace/);
+    expect((await send('GET', `/v2/listeners/${lid}`)).body.compute_config).toEqual({ k8s_namespaces: ['agents'] });
+    // So a deployment can never be placed in the namespace nothing serves.
+    expect((await deployment('never-served', lid, 'team-b')).status).toBe(422);
   });
 });

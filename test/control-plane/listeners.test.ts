@@ -75,10 +75,10 @@ describe.each(Object.keys(stores))('listeners v2 on the %s store', (kind) => {
     ).toBe(201);
     expect((await call('GET', '/v2/listeners')).body.resources.map((l: { id: string }) => l.id)).toEqual([id]);
     const patched = await call('PATCH', `/v2/listeners/${id}`, {
-      body: { version: '2', compute_config: { k8s_namespaces: ['agents', 'other'] } },
+      body: { version: '2', compute_config: { k8s_namespaces: ['other'] } },
     });
     expect(patched.status).toBe(200);
-    expect(patched.body).toMatchObject({ version: '2', compute_config: { k8s_namespaces: ['agents', 'other'] } });
+    expect(patched.body).toMatchObject({ version: '2', compute_config: { k8s_namespaces: ['other'] } });
     const idChange = await call('PATCH', `/v2/listeners/${id}`, { body: { compute_id: 'eu-2' } });
     expect(idChange.status).toBe(400);
     expect(idChange.body.detail).toContain('compute_id is immutable');

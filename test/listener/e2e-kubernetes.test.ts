@@ -165,4 +165,48 @@ describe('a deployment on a listener that writes custom resources', () => {
     await until('the AgentDeployment gone', () => !peek('agentdeployments', name), 60_000);
     expect([...new Set(cluster.api.denied)]).toEqual([]);
   }, 300_000);
+
+  // Found on the real API server (test/kube/listener.test.ts, with a right taken from the chart): a refusal of the
+  // cluster was logged as "control plane unreachable", then "connected to the control plane again", twice a second
+  // for ever (each answered watch reset the backoff). It is the cluster that refused, and it is said once.
+  it('says once that the cluster refused its writes, not that the control plane is unreachable', async () => {
+    expect(dev, 'the first test started the control plane').toBeDefined();
+    const cp = api(dev!.url);
+    const created = await cp.post('/v2/listeners', { compute_type: 'k8s', compute_id: 'cluster-no-rights' });
+    const lid = String(created.body.id);
+    const key = String((await cp.post(`/v2/listeners/${lid}/keys`, {})).body.key);
+    const dep = await cp.post('/v2/deployments', {
+      name: 'no-rights-agent',
+      source: 'external_docker',
+      source_config: { deployment_type: 'dev', listener_id: lid },
+      source_revision_config: { image_uri: 'ghcr.io/agentplane/example-agent:0.1.0' },
+      secrets: [],
+    });
+    expect(dep.status).toBe(201);
+    // Its ServiceAccount has the chart's rights in NS only; told to serve another namespace, every write is refused.
+    const lis = await startListener({
+      controlPlaneUrl: dev!.url,
+      apiKey: key,
+      tenant: TENANT,
+      listenerId: lid,
+      runtime: 'kubernetes',
+      extraArgs: ['--kubeconfig', cluster.as('agentplane-listener').kubeconfigPath, '--namespace', 'not-granted'],
+    });
+    listeners.push(lis);
+    const line = /cannot write the deployments here \(.*forbidden/i;
+    await until('the refusal logged', () => line.test(lis.output()), 60_000);
+    // Still polling (the control plane sees it) and still refused: two more reports after the line.
+    const seen = async () => String((await cp.get(`/v2/listeners/${lid}`)).body.last_seen_at);
+    for (let i = 0; i < 2; i++) {
+      const before = await seen();
+      await waitFor('another poll', async () => ((await seen()) !== before ? true : undefined), 60_000);
+    }
+    const out = lis.output();
+    expect(out).not.toMatch(/control plane unreachable|connected to the control plane again/);
+    expect(out.split('\n').filter((l) => line.test(l))).toHaveLength(1);
+    expect(cluster.api.peek('agentplane.dev', 'agentdeployments', 'not-granted', `ag-${String(dep.body.id)}`)).toBe(
+      undefined,
+    );
+    expect(cluster.api.denied.length).toBeGreaterThan(0);
+  }, 120_000);
 });

@@ -18,6 +18,9 @@ const baseUrl = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 
+const ONE_NAMESPACE =
+  "a listener's data plane serves one namespace (its chart's agent namespace, the only one its listener and operator watch and have rights in): list at most one";
+
 export const ListenerCreate = z
   .object({
     compute_type: z.enum(['k8s', 'local']),
@@ -27,7 +30,11 @@ export const ListenerCreate = z
       .max(253)
       .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters'),
     compute_config: z
-      .object({ k8s_namespaces: z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)).max(100) })
+      .object({
+        // A data plane serves one namespace: the chart's agent namespace, the only one its listener and operator have
+        // rights in and watch. A second one would be accepted and never reconciled, so it is refused here.
+        k8s_namespaces: z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)).max(1, ONE_NAMESPACE),
+      })
       .strict()
       .default({ k8s_namespaces: [] }),
     version: z.string().max(100).nullable().optional(),

@@ -1,0 +1,329 @@
+// Listener deployments on a real Kubernetes control plane (test/support/kube-control-plane.ts): a control plane
+// elsewhere (`agentplane dev`, started here) and a data-plane-only install of the chart (`controlPlane.enabled:
+// false`, `listener.enabled: true`) put in with the real `helm install --wait` into a namespace enforcing Pod
+// Security restricted. The listener and the operator run as `agentplane` processes with the arguments and environment
+// of the chart's own Deployments, read back from the API server, under tokens of the chart's ServiceAccounts: RBAC is
+// exactly the chart's. A workspace's flow on the control plane: create (prebuilt image) -> the listener writes the
+// AgentDeployment/AgentRevision -> the operator's Deployment, the real ReplicaSet and pods Running on kwok nodes ->
+// DEPLOYED reported back; a patch makes a new revision; delete goes through the real garbage collector.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHART_DIR, helm, kubectl } from '../support/helm/index.ts';
+import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
+import { TENANT, api, startDev, stopDev, type DevProcess } from '../dev/helpers.ts';
+import { BINARIES_ENV } from './global-setup.ts';
+
+type Json = Record<string, any>;
+
+const binaries = process.env[BINARIES_ENV];
+const root = join(import.meta.dirname, '../..');
+const NS = 'agents';
+const IMAGE = 'ghcr.io/agentplane/example-agent';
+/** The Secret the admin makes for the listener key before the install (the chart's apiKey.existingSecret). */
+const KEY_SECRET = 'listener-key';
+
+/** Polls `check` until it returns a truthy value; throws naming what was awaited (and the last error) after `ms`. */
+async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v as NonNullable<T>;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+describe.skipIf(!binaries)(
+  'a listener data plane (chart, listener, operator) on a real Kubernetes control plane',
+  () => {
+    let kube: KubeControlPlane;
+    let dev: DevProcess;
+    let tmp: string;
+    let cp: ReturnType<typeof api>;
+    let lid = '';
+    const processes = new Map<string, ChildProcess>();
+
+    const get = async (path: string): Promise<Json | undefined> => {
+      const res = await kube.request('GET', path);
+      if (res.status === 404) return undefined;
+      if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    };
+    const cr = (plural: string, name: string) =>
+      get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/${plural}/${name}`);
+    const logOf = (name: string, lines = 40) => {
+      try {
+        return readFileSync(join(tmp, `${name}.log`), 'utf8')
+          .split('\n')
+          .slice(-lines)
+          .join('\n');
+      } catch {
+        return '';
+      }
+    };
+    const withLogs = (err: unknown) => {
+      throw new Error(
+        `${String(err)}\nlistener:\n${logOf('agentplane-listener')}\noperator:\n${logOf('agentplane-operator')}`,
+      );
+    };
+
+    /** A chart Deployment's container as the cluster stores it: arguments, plain env values and Secret references. */
+    const chartContainer = async (component: string) => {
+      const d = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-${component}`);
+      if (!d) throw new Error(`the chart installed no Deployment agentplane-${component}`);
+      const c = d.spec.template.spec.containers[0];
+      const env: Record<string, string> = {};
+      for (const e of c.env ?? []) {
+        if (typeof e.value === 'string') env[e.name] = e.value;
+        // What the kubelet does for a secretKeyRef: the value of that key of that Secret, in the pod's namespace.
+        const ref = e.valueFrom?.secretKeyRef;
+        if (ref) {
+          const s = await get(`/api/v1/namespaces/${NS}/secrets/${ref.name}`);
+          if (!s) throw new Error(`${component}: env ${e.name} refers to Secret ${ref.name}, which does not exist`);
+          env[e.name] = Buffer.from(s.data[ref.key], 'base64').toString('utf8');
+        }
+      }
+      return { args: c.args as string[], env, serviceAccount: d.spec.template.spec.serviceAccountName as string };
+    };
+
+    /** `agentplane <args>` as a process of its own; its output goes to <name>.log. */
+    const startAgentplane = (name: string, args: string[], env: Record<string, string>) => {
+      const fd = openSync(join(tmp, `${name}.log`), 'a');
+      const child = spawn(process.execPath, [join(root, 'bin/agentplane.mjs'), ...args], {
+        // The listener's data folder (its default, relative) lands in the test's folder, as in the pod's /tmp.
+        cwd: tmp,
+        stdio: ['ignore', fd, fd],
+        env: { PATH: process.env.PATH ?? '', HOME: tmp, ...env },
+      });
+      closeSync(fd);
+      processes.set(name, child);
+      return child;
+    };
+
+    /** The listener as the chart's Deployment runs it (its key read from the Secret); resolves once it reported. */
+    const startListener = async () => {
+      const lis = await chartContainer('listener');
+      const child = startAgentplane(
+        'agentplane-listener',
+        [...lis.args, '--kubeconfig', (await kube.as(NS, lis.serviceAccount)).kubeconfigPath],
+        { ...lis.env, LOG_LEVEL: 'info' },
+      );
+      const since = Date.now();
+      await until('the listener connected', async () => {
+        const seen = (await cp.get(`/v2/listeners/${lid}`)).body.last_seen_at as string | null;
+        return seen !== null && Date.parse(seen) >= since - 1_000;
+      }).catch(withLogs);
+      return child;
+    };
+
+    beforeAll(async () => {
+      tmp = mkdtempSync(join(tmpdir(), 'ap-kube-listener-'));
+      [kube, dev] = await Promise.all([startKubeControlPlane({ binaries: binaries! }), startDev(join(tmp, 'cp'))]);
+      cp = api(dev.url);
+      // On the control plane: the listener record and its key, as docs/listeners.md has the workspace make them.
+      const created = await cp.post('/v2/listeners', {
+        compute_type: 'k8s',
+        compute_id: 'real-cluster',
+        compute_config: { k8s_namespaces: [NS] },
+        // The cluster serves deployments at their Service's host (no base domain here): <name>.<namespace>.svc.
+        base_url: `http://${NS}.svc`,
+      });
+      if (created.status !== 201) throw new Error(`POST /v2/listeners: ${JSON.stringify(created.body)}`);
+      lid = String(created.body.id);
+      const key = String((await cp.post(`/v2/listeners/${lid}/keys`, {})).body.key);
+
+      // In the cluster, as docs/kubernetes.md has the admin do it: the namespace (restricted), the key's Secret, then
+      // the data-plane-only release.
+      const admin = kube.admin.kubeconfigPath;
+      await kubectl(['create', 'namespace', NS], admin);
+      await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+      await kubectl(['-n', NS, 'create', 'secret', 'generic', KEY_SECRET, `--from-literal=api-key=${key}`], admin);
+      const values: Record<string, unknown> = {
+        'controlPlane.enabled': false,
+        'listener.enabled': true,
+        'listener.controlPlaneUrl': dev.url,
+        'listener.tenant': TENANT,
+        'listener.listenerId': lid,
+        'listener.apiKey.existingSecret': KEY_SECRET,
+      };
+      const installed = helm([
+        'install',
+        'agentplane',
+        CHART_DIR,
+        '-n',
+        NS,
+        '--kubeconfig',
+        admin,
+        '--wait',
+        '--timeout',
+        '3m',
+        ...Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]),
+      ]);
+      if (!installed.ok) throw new Error(`helm install: ${installed.stderr}`);
+      expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-control-plane`)).toBeUndefined();
+
+      const op = await chartContainer('operator');
+      const healthPort = await freePort();
+      startAgentplane(
+        'agentplane-operator',
+        [
+          ...op.args,
+          '--kubeconfig',
+          (await kube.as(NS, op.serviceAccount)).kubeconfigPath,
+          '--health-port',
+          String(healthPort),
+        ],
+        { ...op.env, POD_NAME: 'agentplane-operator-0', POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
+      );
+      await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
+        withLogs,
+      );
+      await startListener();
+    });
+
+    afterAll(async () => {
+      for (const child of processes.values()) {
+        if (child.exitCode !== null || child.signalCode !== null) continue;
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await gone;
+      }
+      if (dev) await stopDev(dev);
+      await kube?.stop();
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+    });
+
+    /** The ReplicaSets the Deployment controller made for Deployment `name`, and their pods. */
+    const rollout = async (name: string) => {
+      const d = (await get(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`))!;
+      const sets = ((await get(`/apis/apps/v1/namespaces/${NS}/replicasets`))!.items as Json[]).filter((x) =>
+        x.metadata.ownerReferences?.some((o: Json) => o.kind === 'Deployment' && o.uid === d.metadata.uid),
+      );
+      const pods = ((await get(`/api/v1/namespaces/${NS}/pods`))!.items as Json[]).filter((p) =>
+        p.metadata.ownerReferences?.some((o: Json) => sets.some((rs) => rs.metadata.uid === o.uid)),
+      );
+      return { d, sets, pods };
+    };
+    /** True once every replica runs `image` on a kwok node, Ready, and no pod of another image is left. */
+    const runs = async (name: string, image: string) => {
+      const { d, pods } = await rollout(name);
+      const current = pods.filter((p) => !p.metadata.deletionTimestamp);
+      return (
+        current.length === d.spec.replicas &&
+        current.every(
+          (p) =>
+            p.spec.containers[0].image === image &&
+            p.status.phase === 'Running' &&
+            /^kwok-node-/.test(p.spec.nodeName ?? '') &&
+            p.status.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'),
+        )
+      );
+    };
+    const revisionStatus = async (id: string, rev: string) =>
+      (await cp.get(`/v2/deployments/${id}/revisions/${rev}`)).body.status as string;
+
+    it('create on the control plane -> resources written by the listener -> pods Running -> DEPLOYED; patch; delete', async () => {
+      const created = await cp.post('/v2/deployments', {
+        name: 'listener-agent',
+        source: 'external_docker',
+        source_config: { deployment_type: 'dev', listener_id: lid, listener_config: { k8s_namespace: NS } },
+        source_revision_config: { image_uri: `${IMAGE}:0.1.0` },
+        secrets: [{ name: 'TOKEN', value: 'listener-real-secret' }],
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const id = String(created.body.id);
+      const r1 = String(created.body.latest_revision_id);
+      const name = `ag-${id}`;
+
+      const ad = await until('the AgentDeployment written by the listener', () => cr('agentdeployments', name)).catch(
+        withLogs,
+      );
+      expect(ad.metadata.labels['agentplane.dev/listener']).toBe(lid);
+      // Written right after its AgentDeployment (the revision's owner), not in the same request.
+      await until('the AgentRevision r1 written by the listener', () => cr('agentrevisions', `${name}-r1`)).catch(
+        withLogs,
+      );
+      await until('its pods Running on kwok nodes', () => runs(name, `${IMAGE}:0.1.0`), 90_000).catch(withLogs);
+      expect((await rollout(name)).sets).toHaveLength(1);
+      await until(
+        'r1 DEPLOYED on the control plane',
+        async () => (await revisionStatus(id, r1)) === 'DEPLOYED',
+        90_000,
+      ).catch(withLogs);
+      const shown = (await cp.get(`/v2/deployments/${id}`)).body;
+      expect(shown.active_revision_id).toBe(r1);
+      expect(shown.url).toBe((await cr('agentdeployments', name))!.status.url);
+      expect(shown.url).toContain(`.${NS}.svc`);
+
+      // A patch: revision 2 as a resource of the cluster, rolled out by the real Deployment controller, reported.
+      const patched = await cp.patch(`/v2/deployments/${id}`, {
+        source_revision_config: { image_uri: `${IMAGE}:0.2.0` },
+      });
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      const r2 = String(patched.body.latest_revision_id);
+      expect(r2).not.toBe(r1);
+      // The listener's pod dies (no goodbye) and the Deployment brings a new one: nothing is written twice.
+      const first = processes.get('agentplane-listener')!;
+      const killed = new Promise((r) => first.once('exit', r));
+      first.kill('SIGKILL');
+      await killed;
+      await startListener();
+      await until('r2 written', () => cr('agentrevisions', `${name}-r2`)).catch(withLogs);
+      await until('0.2.0 running on kwok nodes', () => runs(name, `${IMAGE}:0.2.0`), 120_000).catch(withLogs);
+      await until(
+        'r2 DEPLOYED on the control plane',
+        async () => (await revisionStatus(id, r2)) === 'DEPLOYED',
+        90_000,
+      ).catch(withLogs);
+      expect((await cp.get(`/v2/deployments/${id}`)).body.active_revision_id).toBe(r2);
+      expect(await cr('agentrevisions', `${name}-r3`)).toBeUndefined();
+      expect((await cp.get(`/v2/deployments/${id}/revisions`)).body.resources).toHaveLength(2);
+      expect((await cr('agentdeployments', name))!.metadata.uid).toBe(ad.metadata.uid);
+      // The secret reaches the pods as the kubelet would read it: the env Secret the pod template names.
+      const pod = (await rollout(name)).pods.find((p) => !p.metadata.deletionTimestamp)!;
+      const envSecret = pod.spec.containers[0].envFrom?.[0]?.secretRef?.name as string;
+      const secret = await get(`/api/v1/namespaces/${NS}/secrets/${envSecret}`);
+      expect(Buffer.from(secret!.data.TOKEN, 'base64').toString('utf8')).toBe('listener-real-secret');
+
+      // Delete on the control plane: the listener deletes the AgentDeployment, the real garbage collector the rest.
+      const { d } = await rollout(name);
+      expect((await cp.delete(`/v2/deployments/${id}`)).status).toBe(204);
+      await until('the AgentDeployment gone', async () => !(await cr('agentdeployments', name)), 90_000).catch(
+        withLogs,
+      );
+      await until(
+        'the Deployment, ReplicaSets, pods, Service and revisions gone',
+        async () => {
+          const left = [
+            await get(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`),
+            await get(`/api/v1/namespaces/${NS}/services/${name}`),
+          ].filter(Boolean);
+          const sets = ((await get(`/apis/apps/v1/namespaces/${NS}/replicasets`))!.items as Json[]).filter((x) =>
+            x.metadata.ownerReferences?.some((o: Json) => o.uid === d.metadata.uid),
+          );
+          const pods = ((await get(`/api/v1/namespaces/${NS}/pods`))!.items as Json[]).filter((p) =>
+            p.metadata.name.startsWith(`${name}-`),
+          );
+          const revs = (
+            (await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentrevisions`))!.items as Json[]
+          ).filter((r) => r.metadata.name.startsWith(`${name}-`));
+          return left.length + sets.length + pods.length + revs.length === 0;
+          // The garbage collector works dependents level by level: tens of seconds.
+        },
+        150_000,
+      );
+      expect((await cp.get(`/v2/deployments/${id}`)).status).toBe(404);
+      // Every right the listener and the operator used is one the chart grants: the API server refused them nothing.
+      const logs = `${logOf('agentplane-listener', 100_000)}\n${logOf('agentplane-operator', 100_000)}`;
+      expect(logs).not.toMatch(/forbidden/i);
+    });
+  },
+);
