@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CHART_DIR, helm } from '../support/helm/index.ts';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 
 type Json = Record<string, any>;
@@ -91,5 +92,30 @@ describe('docs/kubernetes.md values, rendered by the real helm', () => {
     const flags = COMMANDS.filter((c) => c[1] === 'upgrade').flatMap((c) => c.filter((w) => w.startsWith('--')));
     expect(flags).toContain('--reset-then-reuse-values');
     for (const flag of flags) expect((help as { stdout: string }).stdout, flag).toContain(`${flag} `);
+  });
+});
+
+describe('an upgrade with --reuse-values from a chart without the newer values', () => {
+  // --reuse-values keeps the old chart's defaults, so values added since are simply absent (null removes a key).
+  it('still renders, and the operator reads what the chart hands it', () => {
+    const docs = lintAndRender([
+      ...['podDisruptionBudget', 'serviceAccount', 'nodeSelector', 'tolerations', 'podLabels'].flatMap((k) => [
+        '--set-json',
+        `${k}=null`,
+      ]),
+      '--set-json',
+      'agents.ingress.annotations=null',
+      '--set-json',
+      'agents.ingress.tlsSecretPerIngress=null',
+    ]);
+    expectValid(docs);
+    const op = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'agentplane-operator')!;
+    const env = Object.fromEntries(
+      (op.spec.template.spec.containers[0].env as Json[]).filter((e) => 'value' in e).map((e) => [e.name, e.value]),
+    );
+    const config = parseOperatorConfig([], { ...env, POD_NAMESPACE: 'agentplane', POD_NAME: 'op-0' })!;
+    expect(config.runtime.ingress.annotations).toEqual({});
+    expect(config.runtime.ingress.tlsSecretPerIngress).toBe(false);
+    expect(docs.filter((d) => d.kind === 'PodDisruptionBudget')).toEqual([]);
   });
 });

@@ -154,7 +154,8 @@ annotations:
 
 {{- /* A PodDisruptionBudget for a component running more than one replica (a drain then keeps one serving). */ -}}
 {{- define "agentplane.podDisruptionBudget" -}}
-{{- $pdb := .root.Values.podDisruptionBudget -}}
+{{- /* default: a release upgraded with --reuse-values from a chart without this value has none. */ -}}
+{{- $pdb := default dict .root.Values.podDisruptionBudget -}}
 {{- if and $pdb.enabled (gt (int .replicas) 1) }}
 {{- if and (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (a PodDisruptionBudget takes one)" }}
