@@ -59,6 +59,8 @@ const FLAG: Record<string, string> = {
   storageSize: '--postgres-storage',
   mode: '--postgres-mode',
   allowedCustomDomains: '--allowed-custom-domains',
+  tlsSecretPerIngress: '--ingress-tls-per-ingress',
+  annotations: '--ingress-annotations',
   maxScale: '--max-scale',
   maxCpu: '--max-cpu',
   maxMemoryMb: '--max-memory-mb',
@@ -213,6 +215,8 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         className: pick('ingress-class'),
         baseDomain: pick('base-domain'),
         tlsSecretName: pick('ingress-tls-secret'),
+        tlsSecretPerIngress: boolFlag(pick('ingress-tls-per-ingress')),
+        annotations: jsonFlag('ingress-annotations', pick('ingress-annotations')),
         allowedCustomDomains: list(pick('allowed-custom-domains')).map((d) => d.replace(/^\*?\.+/, '').toLowerCase()),
       },
       postgres: {

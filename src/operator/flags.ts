@@ -129,6 +129,19 @@ export const operatorCommand: CommandSpec = {
       description: 'TLS Secret for agent Ingresses',
       env: ['AGENTPLANE_INGRESS_TLS_SECRET'],
     },
+    'ingress-tls-per-ingress': {
+      type: 'string',
+      description:
+        'true: each agent Ingress names its own TLS Secret, <ingress name>-tls (for cert-manager to issue, see --ingress-annotations); excludes --ingress-tls-secret',
+      default: 'false',
+      env: ['AGENTPLANE_INGRESS_TLS_PER_INGRESS'],
+    },
+    'ingress-annotations': {
+      type: 'string',
+      description:
+        'JSON map of annotations every agent Ingress gets (e.g. {"cert-manager.io/cluster-issuer":"letsencrypt"})',
+      env: ['AGENTPLANE_INGRESS_ANNOTATIONS'],
+    },
     'allowed-custom-domains': {
       type: 'string',
       description: 'Comma-separated domains custom_url hosts must be subdomains of; empty: custom_url refused',

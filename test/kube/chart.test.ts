@@ -643,7 +643,7 @@ describe.skipIf(!binaries).each(SETS)(
           NS,
           '--kubeconfig',
           admin,
-          '--reuse-values',
+          '--reset-then-reuse-values',
           '--set',
           'image.tag=0.2.0',
           '--wait',

@@ -455,7 +455,9 @@ describe('makeService and makeIngress', () => {
     expect(ingressHost(target, 'https://bot.acme.io/path', config)).toBe('bot.acme.io');
     expect(ingressHost(target, 'bot.acme.io', config)).toBe('bot.acme.io');
     expect(ingressHost(target, null, config)).toBe(`${target.name}.agents.example.com`);
-    expect(ingressHost(target, null, { ...config, ingress: { allowedCustomDomains: [] } })).toBeUndefined();
+    expect(
+      ingressHost(target, null, { ...config, ingress: { ...config.ingress, baseDomain: undefined } }),
+    ).toBeUndefined();
     expect(() => ingressHost(target, 'https://bad_host!', config)).toThrow(/custom_url/);
   });
 
@@ -470,6 +472,27 @@ describe('makeService and makeIngress', () => {
     expect(ing.spec!.tls).toEqual([{ hosts: ['bot.acme.io'], secretName: 'wild' }]);
     expect(ing.spec!.rules![0]!.host).toBe('bot.acme.io');
     expect(ing.spec!.rules![0]!.http!.paths[0]!.backend.service).toEqual({ name: target.name, port: { name: 'http' } });
+  });
+
+  it('annotates the Ingress and, asked to, names a TLS Secret of its own for cert-manager to issue', () => {
+    const annotations = {
+      'cert-manager.io/cluster-issuer': 'letsencrypt',
+      'nginx.ingress.kubernetes.io/proxy-body-size': '8m',
+    };
+    const ing = makeIngress(target, 'bot.acme.io', {
+      ...config,
+      ingress: { ...config.ingress, annotations, tlsSecretPerIngress: true },
+    });
+    validateK8s(ing);
+    expect(ing.metadata!.annotations).toEqual(annotations);
+    expect(ing.spec!.tls).toEqual([{ hosts: ['bot.acme.io'], secretName: `${target.name}-tls` }]);
+    expect(
+      deploymentUrl(target, 'bot.acme.io', { ...config, ingress: { ...config.ingress, tlsSecretPerIngress: true } }),
+    ).toBe('https://bot.acme.io');
+    // Without either: no annotations, no TLS.
+    const plain = makeIngress(target, 'bot.acme.io', config);
+    expect(plain.metadata!.annotations).toBeUndefined();
+    expect(plain.spec!.tls).toBeUndefined();
   });
 
   it('gives the ingress URL or the cluster DNS name', () => {

@@ -76,7 +76,18 @@ const SETS: [string, string, Json][] = [
   [
     'source builds, a namespace per tenant',
     'agentplane',
-    { 'build.registry': REGISTRY, 'build.pushSecret': 'registry-push', 'agents.namespacePerTenant': true },
+    {
+      'build.registry': REGISTRY,
+      'build.pushSecret': 'registry-push',
+      'agents.namespacePerTenant': true,
+      // Served through Ingresses cert-manager issues a certificate for, one TLS Secret each in the tenant namespace.
+      'agents.ingress': {
+        className: 'nginx',
+        baseDomain: 'agents.example.com',
+        tlsSecretPerIngress: true,
+        annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' },
+      },
+    },
   ],
 ];
 
@@ -103,7 +114,8 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
   const agentNs = opSpec.env.AGENTPLANE_NAMESPACE!;
   const perTenant = values['agents.namespacePerTenant'] === true;
   const builds = Boolean(values['build.registry']);
-  const baseDomain = values['agents.ingress.baseDomain'] as string | undefined;
+  const ingressValues: Json = { className: values['agents.ingress.className'], ...values['agents.ingress'] };
+  const baseDomain = (values['agents.ingress.baseDomain'] ?? ingressValues.baseDomain) as string | undefined;
   const childNs = perTenant ? tenantNamespaceName(opSpec.env.AGENTPLANE_TENANT_NAMESPACE_PREFIX!, TENANT) : agentNs;
 
   let cluster: TestCluster;
@@ -314,8 +326,14 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
       // Served through its Ingress, under the base domain.
       expect(new URL(served.url as string).hostname.endsWith(`.${baseDomain}`)).toBe(true);
       const ingress = peek('networking.k8s.io', 'ingresses', childNs, name)!;
-      expect(ingress.spec.ingressClassName).toBe(values['agents.ingress.className']);
+      expect(ingress.spec.ingressClassName).toBe(ingressValues.className);
       expect(ingress.spec.rules[0].host).toBe(new URL(served.url as string).hostname);
+      expect(ingress.metadata.annotations ?? {}).toMatchObject(ingressValues.annotations ?? {});
+      if (ingressValues.tlsSecretPerIngress) {
+        // Its own Secret, in its own (tenant) namespace, for cert-manager's ingress-shim to fill.
+        expect(ingress.spec.tls).toEqual([{ hosts: [ingress.spec.rules[0].host], secretName: `${name}-tls` }]);
+        expect(served.url).toMatch(/^https:/);
+      }
     } else expect(served.url).toContain(`.${childNs}.svc`);
 
     // Patched: a second revision, rolled out.

@@ -350,3 +350,155 @@ describe('operator metrics (metrics.serviceMonitor)', () => {
     expect(ingressAllowed(policies, pod, { pod: { namespace: 'default', labels: {} } }, { port: 8081 })).toBe(false);
   });
 });
+
+describe('scheduling and identity of the platform pods', () => {
+  const podSpecs = (docs: Json[]): Record<string, Json> =>
+    Object.fromEntries(
+      docs
+        .filter((d) => d.kind === 'Deployment' || d.kind === 'Job')
+        .map((d) => [d.spec.template.metadata.labels['app.kubernetes.io/component'], d.spec.template] as const),
+    );
+  const zoneSpread = { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' };
+  const dedicated = { key: 'dedicated', operator: 'Equal', value: 'platform', effect: 'NoSchedule' };
+
+  it('gives every pod the chart-wide defaults, a component its own values, and never lets labels change selection', () => {
+    const docs = renderChart({
+      values: {
+        ...DATA_PLANE,
+        'controlPlane.enabled': true,
+        nodeSelector: { pool: 'platform' },
+        tolerations: [dedicated],
+        topologySpreadConstraints: [zoneSpread],
+        priorityClassName: 'agentplane-critical',
+        podAnnotations: { 'example.com/team': 'platform' },
+        podLabels: { team: 'platform' },
+        serviceAccount: { annotations: { 'iam.gke.io/gcp-service-account': 'ap@p.iam.gserviceaccount.com' } },
+        operator: {
+          nodeSelector: { pool: 'operators' },
+          affinity: {
+            podAntiAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: [
+                { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { a: 'b' } } },
+              ],
+            },
+          },
+          priorityClassName: 'system-cluster-critical',
+          // An attempt to take over another component's pods (or hide from its own Deployment) through labels.
+          podLabels: { 'app.kubernetes.io/component': 'control-plane', shard: 'a' },
+          podAnnotations: { 'example.com/team': 'ops' },
+          serviceAccount: {
+            annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/ap-operator' },
+          },
+        },
+      },
+    });
+    for (const d of docs) expect(() => validateK8s(d), `${d.kind}/${d.metadata?.name}`).not.toThrow();
+    const pods = podSpecs(docs);
+    expect(Object.keys(pods).sort()).toEqual(['control-plane', 'listener', 'operator', 'uninstall']);
+    for (const [component, t] of Object.entries(pods)) {
+      expect(t.spec.tolerations, component).toEqual([dedicated]);
+      expect(t.metadata.labels['app.kubernetes.io/component'], component).toBe(component);
+      // A spread without its own labelSelector spreads the component's own pods.
+      expect(t.spec.topologySpreadConstraints, component).toEqual([
+        {
+          ...zoneSpread,
+          labelSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': component }) },
+        },
+      ]);
+      if (component === 'operator') continue;
+      expect(t.spec.nodeSelector, component).toEqual({ pool: 'platform' });
+      expect(t.spec.priorityClassName, component).toBe('agentplane-critical');
+      expect(t.metadata.labels.team, component).toBe('platform');
+      expect(t.metadata.annotations, component).toEqual({ 'example.com/team': 'platform' });
+      expect(t.spec.affinity, component).toBeUndefined();
+    }
+    const op = pods.operator!;
+    expect(op.spec.nodeSelector).toEqual({ pool: 'operators' });
+    expect(op.spec.priorityClassName).toBe('system-cluster-critical');
+    expect(op.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
+    expect(op.metadata.labels).toMatchObject({ team: 'platform', shard: 'a' });
+    expect(op.metadata.annotations).toEqual({ 'example.com/team': 'ops' });
+    // Each Deployment still selects its own pods only.
+    for (const d of docs.filter((x) => x.kind === 'Deployment')) {
+      expect(selects(d.spec.selector, d.spec.template.metadata.labels), d.metadata.name).toBe(true);
+      const others = docs.filter((x) => x.kind === 'Deployment' && x !== d);
+      for (const o of others) expect(selects(d.spec.selector, o.spec.template.metadata.labels)).toBe(false);
+    }
+    // Cloud identities: the component's own annotation beside the chart-wide one.
+    const sa = (name: string) => find(docs, 'ServiceAccount', name)!.metadata.annotations;
+    expect(sa('agentplane-operator')).toEqual({
+      'iam.gke.io/gcp-service-account': 'ap@p.iam.gserviceaccount.com',
+      'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/ap-operator',
+    });
+    expect(sa('agentplane-control-plane')).toEqual({
+      'iam.gke.io/gcp-service-account': 'ap@p.iam.gserviceaccount.com',
+    });
+    expect(sa('agentplane-listener')).toEqual({ 'iam.gke.io/gcp-service-account': 'ap@p.iam.gserviceaccount.com' });
+  });
+
+  it('renders none of them by default', () => {
+    const docs = renderChart();
+    for (const [component, t] of Object.entries(podSpecs(docs))) {
+      for (const k of ['nodeSelector', 'tolerations', 'affinity', 'topologySpreadConstraints', 'priorityClassName'])
+        expect(t.spec, `${component} ${k}`).not.toHaveProperty(k);
+      expect(t.metadata.annotations, component).toBeUndefined();
+    }
+    expect(find(docs, 'ServiceAccount', 'agentplane-operator')!.metadata.annotations).toBeUndefined();
+  });
+
+  it('refuses misspelt or mistyped scheduling values, naming them', () => {
+    expect(() => renderChart({ values: { 'operator.tolerations': [{ key: 'a', efect: 'NoSchedule' }] } })).toThrow(
+      /efect/,
+    );
+    expect(() => renderChart({ values: { affinity: { nodeAfinity: {} } } })).toThrow(/nodeAfinity/);
+    expect(() => renderChart({ values: { 'controlPlane.nodeSelector': { pool: 1 } } })).toThrow(/pool/);
+    expect(() => renderChart({ values: { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone' }] } })).toThrow(
+      /whenUnsatisfiable/,
+    );
+    expect(() => renderChart({ values: { 'listener.serviceAccount': { anotations: {} } } })).toThrow(/anotations/);
+    expect(() => renderChart({ values: { podLabels: { team: 'not a label value' } } })).toThrow(/podLabels/);
+  });
+});
+
+describe('PodDisruptionBudgets', () => {
+  const pdbs = (docs: Json[]) => docs.filter((d) => d.kind === 'PodDisruptionBudget');
+
+  it('keeps one of several replicas through a drain: the operator (two by default), the control plane when scaled', () => {
+    const byDefault = renderChart();
+    expect(pdbs(byDefault).map((p) => p.metadata.name)).toEqual(['agentplane-operator']);
+    const scaled = renderChart({ values: { 'controlPlane.replicas': 3 } });
+    expect(
+      pdbs(scaled)
+        .map((p) => p.metadata.name)
+        .sort(),
+    ).toEqual(['agentplane-control-plane', 'agentplane-operator']);
+    for (const pdb of pdbs(scaled)) {
+      validateK8s(pdb);
+      expect(pdb.spec).toMatchObject({ maxUnavailable: 1 });
+      const component = pdb.metadata.labels['app.kubernetes.io/component'];
+      // It covers exactly its component's pods.
+      for (const d of scaled.filter((x) => x.kind === 'Deployment'))
+        expect(selects(pdb.spec.selector, d.spec.template.metadata.labels), `${component} ~ ${d.metadata.name}`).toBe(
+          d.metadata.labels['app.kubernetes.io/component'] === component,
+        );
+    }
+    // One replica: a budget would block every drain of its node.
+    expect(pdbs(renderChart({ values: { 'operator.replicas': 1, 'operator.leaderElection.enabled': false } }))).toEqual(
+      [],
+    );
+    expect(pdbs(renderChart({ values: { 'podDisruptionBudget.enabled': false } }))).toEqual([]);
+  });
+
+  it('takes minAvailable or maxUnavailable, not both', () => {
+    const min = pdbs(renderChart({ values: { podDisruptionBudget: { enabled: true, minAvailable: '50%' } } }))[0]!;
+    expect(min.spec.minAvailable).toBe('50%');
+    expect(min.spec).not.toHaveProperty('maxUnavailable');
+    validateK8s(min);
+    const max = pdbs(renderChart({ values: { podDisruptionBudget: { enabled: true, maxUnavailable: 0 } } }))[0]!;
+    expect(max.spec.maxUnavailable).toBe(0);
+    expect(() =>
+      renderChart({ values: { podDisruptionBudget: { enabled: true, minAvailable: 1, maxUnavailable: 1 } } }),
+    ).toThrow(/minAvailable or maxUnavailable, not both/);
+    expect(() => renderChart({ values: { 'podDisruptionBudget.minAvailable': 'half' } })).toThrow(/minAvailable/);
+  });
+});

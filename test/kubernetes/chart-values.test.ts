@@ -102,6 +102,33 @@ const VALUE_SETS: [string, Json][] = [
     { 'controlPlane.authService': { existingSecret: 'auth-keys', publicUrl: 'https://agentplane.example.com' } },
   ],
   ['as a subchart (global values)', { global: { imageRegistry: 'mirror.example.com', storageClass: 'fast' } }],
+  [
+    'a namespace per tenant, agent Ingresses with cert-manager',
+    {
+      'agents.namespacePerTenant': true,
+      'agents.ingress': {
+        className: 'nginx',
+        baseDomain: 'agents.example.com',
+        tlsSecretPerIngress: true,
+        annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' },
+      },
+    },
+  ],
+  [
+    'scheduling and identity knobs, two control planes (PodDisruptionBudgets)',
+    {
+      nodeSelector: { 'node-pool': 'platform' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'platform', effect: 'NoSchedule' }],
+      topologySpreadConstraints: [
+        { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' },
+      ],
+      podLabels: { team: 'platform' },
+      'controlPlane.replicas': 2,
+      'operator.serviceAccount': {
+        annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/agentplane-operator' },
+      },
+    },
+  ],
   ['data plane only: listener, no control plane', DATA_PLANE],
   ['data plane only, a namespace per tenant', { ...DATA_PLANE, 'agents.namespacePerTenant': true }],
 ];

@@ -95,3 +95,87 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{- /*
+Where and how a platform pod runs: the component's own value (.values: controlPlane, operator, listener, uninstall)
+when set, else the chart-wide default of the same name. Maps of annotations and labels are merged, the component's
+keys winning; the chart's own labels always win, so podLabels can never change which pods a Deployment selects.
+A topologySpreadConstraint without a labelSelector spreads the component's own pods.
+*/ -}}
+{{- define "agentplane.podMetadata" -}}
+{{- $v := .root.Values -}}
+{{- $c := .values -}}
+{{- $labels := merge (fromYaml (include "agentplane.labels" .root)) (dict "app.kubernetes.io/component" .component) (default dict $c.podLabels) (default dict $v.podLabels) -}}
+{{- $annotations := merge (dict) (default dict $c.podAnnotations) (default dict $v.podAnnotations) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "agentplane.podScheduling" -}}
+{{- $v := .root.Values -}}
+{{- $c := .values -}}
+{{- with (default $v.priorityClassName $c.priorityClassName) }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with (default $v.nodeSelector $c.nodeSelector) }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (default $v.tolerations $c.tolerations) }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (default $v.affinity $c.affinity) }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (default $v.topologySpreadConstraints $c.topologySpreadConstraints) }}
+{{- $selector := fromYaml (include "agentplane.selector" (dict "root" $.root "component" $.component)) }}
+topologySpreadConstraints:
+{{- range . }}
+  - {{- toYaml (ternary . (merge (dict "labelSelector" (dict "matchLabels" $selector)) .) (hasKey . "labelSelector")) | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- /* A component ServiceAccount's annotations (IRSA role, GKE Workload Identity): component keys over the default. */ -}}
+{{- define "agentplane.serviceAccountAnnotations" -}}
+{{- $c := default dict .values.serviceAccount -}}
+{{- $g := default dict .root.Values.serviceAccount -}}
+{{- with merge (dict) (default dict $c.annotations) (default dict $g.annotations) }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- /* A PodDisruptionBudget for a component running more than one replica (a drain then keeps one serving). */ -}}
+{{- define "agentplane.podDisruptionBudget" -}}
+{{- /* default: a release upgraded with --reuse-values from a chart without this value has none. */ -}}
+{{- $pdb := default dict .root.Values.podDisruptionBudget -}}
+{{- if and $pdb.enabled (gt (int .replicas) 1) }}
+{{- if and (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (a PodDisruptionBudget takes one)" }}
+{{- end }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ printf "%s-%s" (include "agentplane.fullname" .root) .component }}
+  labels:
+    {{- include "agentplane.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  {{- if hasKey $pdb "minAvailable" }}
+  minAvailable: {{ $pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ hasKey $pdb "maxUnavailable" | ternary $pdb.maxUnavailable 1 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "agentplane.selector" (dict "root" .root "component" .component) | nindent 6 }}
+{{- end }}
+{{- end -}}

@@ -5,6 +5,7 @@ import { Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Event, PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { Event as EventsV1Event } from 'kubernetes-models/events.k8s.io/v1';
@@ -151,6 +152,15 @@ const BUILTINS: Builtin[] = [
     model: ServiceAccount,
     status: false,
     generation: false,
+  },
+  {
+    group: 'policy',
+    version: 'v1',
+    plural: 'poddisruptionbudgets',
+    kind: 'PodDisruptionBudget',
+    model: PodDisruptionBudget,
+    status: true,
+    generation: true,
   },
   {
     group: 'coordination.k8s.io',

@@ -1,6 +1,10 @@
 // Settings of the Kubernetes runtime, parsed once by the operator command (flags/env, filled from Helm values).
 import { z } from 'zod';
 
+/** An annotation (or label) key: an optional DNS-subdomain prefix and a name of at most 63 characters. */
+const QUALIFIED_NAME =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
 /** RFC 1918 private ranges and link-local (cloud metadata at 169.254.169.254). */
 export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] as const;
 
@@ -147,6 +151,23 @@ export const kubernetesRuntimeConfigSchema = z.object({
       baseDomain: z.string().min(1).optional(),
       tlsSecretName: z.string().min(1).optional(),
       /**
+       * Each Ingress names a TLS Secret of its own, `<ingress name>-tls`, in its own namespace, for cert-manager's
+       * ingress-shim (via `annotations`) to issue: with a namespace per tenant, one shared Secret cannot be there.
+       */
+      tlsSecretPerIngress: z.boolean().default(false),
+      /** Annotations of every agent Ingress (cert-manager.io/cluster-issuer, ingress controller settings). */
+      annotations: z
+        .record(z.string(), z.string())
+        .superRefine((map, ctx) => {
+          for (const key of Object.keys(map))
+            if (!QUALIFIED_NAME.test(key))
+              ctx.addIssue({
+                code: 'custom',
+                message: `annotation key "${key}" is not a qualified name ([prefix/]name)`,
+              });
+        })
+        .default({}),
+      /**
        * Domain suffixes a custom_url host may end with (`bots.example.com` allows `x.bots.example.com`, not the
        * suffix itself). Empty: custom_url is refused and deployments are served at `<name>.<baseDomain>` only.
        */
@@ -156,7 +177,11 @@ export const kubernetesRuntimeConfigSchema = z.object({
         )
         .default([]),
     })
-    .default({ allowedCustomDomains: [] }),
+    .refine((i) => !(i.tlsSecretPerIngress && i.tlsSecretName), {
+      message: 'a shared TLS Secret and one Secret per Ingress exclude each other: set one',
+      path: ['tlsSecretPerIngress'],
+    })
+    .default({ allowedCustomDomains: [], annotations: {}, tlsSecretPerIngress: false }),
   /** Upper bounds on resource_spec (the control plane refuses the same values with 422). */
   limits: z
     .object({

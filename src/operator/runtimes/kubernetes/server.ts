@@ -344,14 +344,22 @@ export function ingressHost(
   return config.ingress.baseDomain ? `${target.name}.${config.ingress.baseDomain}` : undefined;
 }
 
+/** The TLS Secret an agent Ingress names: the shared one, or its own (issued by cert-manager), or none. */
+function ingressTlsSecret(target: Target, config: KubernetesRuntimeConfig): string | undefined {
+  return config.ingress.tlsSecretPerIngress ? `${serverName(target)}-tls` : config.ingress.tlsSecretName;
+}
+
 export function makeIngress(target: Target, host: string, config: KubernetesRuntimeConfig): V1Ingress {
+  const meta = childMeta(target, serverName(target), 'server');
+  const annotations = config.ingress.annotations ?? {};
+  const tlsSecret = ingressTlsSecret(target, config);
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
-    metadata: childMeta(target, serverName(target), 'server'),
+    metadata: Object.keys(annotations).length ? { ...meta, annotations: { ...annotations } } : meta,
     spec: {
       ...(config.ingress.className ? { ingressClassName: config.ingress.className } : {}),
-      ...(config.ingress.tlsSecretName ? { tls: [{ hosts: [host], secretName: config.ingress.tlsSecretName }] } : {}),
+      ...(tlsSecret ? { tls: [{ hosts: [host], secretName: tlsSecret }] } : {}),
       rules: [
         {
           host,
@@ -372,6 +380,6 @@ export function makeIngress(target: Target, host: string, config: KubernetesRunt
 
 /** The deployment's stable URL: the Ingress host when there is one, else the Service's cluster DNS name. */
 export function deploymentUrl(target: Target, host: string | undefined, config: KubernetesRuntimeConfig): string {
-  if (host) return `${config.ingress.tlsSecretName ? 'https' : 'http'}://${host}`;
+  if (host) return `${ingressTlsSecret(target, config) ? 'https' : 'http'}://${host}`;
   return `http://${serviceHost(serverName(target), target.namespace, config)}`;
 }
