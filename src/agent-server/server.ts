@@ -1,6 +1,6 @@
 // Wires the agent server together: graphs, storage, run engine, HTTP. Listens and shuts down gracefully.
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
-import { isConnectionError } from '../lib/connections.ts';
+import { isConnectionError } from '../lib/connection-errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { buildApp } from './app.ts';
 import { loadServerExtensions } from './http/extensions.ts';
@@ -20,8 +20,6 @@ import { postToCustomRoute } from './http/custom-app.ts';
 import { createAgentService } from './services/index.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
-import { openPostgresStorage } from './storage/postgres/index.ts';
-import { redisStreamEvents } from './storage/redis/stream-events.ts';
 import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
 import type { Json, RunOutcome, RunRecord, Storage } from './storage/types.ts';
@@ -64,6 +62,9 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
     });
   }
   const databaseUrl = config.databaseUrl;
+  // Loaded only here: the Postgres adapter, its checkpointer and driver cost an embedded-store server's start about
+  // as much CPU again as its own graph's imports (bench/results/cold-start.md).
+  const { openPostgresStorage } = await import('./storage/postgres/index.ts');
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
       return await openPostgresStorage({
@@ -90,6 +91,8 @@ export async function openStorage(config: AgentServerConfig, logger: Logger): Pr
 
 /** Stream events on Redis (--redis-url), waiting for it like for the database; an auth refusal fails at once. */
 async function openRedisStreams(url: string, retentionMs: number, deadline: number, logger: Logger) {
+  // Loaded only with --redis-url: most servers never need the Redis client.
+  const { redisStreamEvents } = await import('./storage/redis/stream-events.ts');
   for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
     try {
       return await redisStreamEvents({ url, retentionMs, logger });

@@ -11,7 +11,7 @@ import {
 import type { AddressInfo } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { isConnectionError } from './connections.ts';
+import { isConnectionError } from './connection-errors.ts';
 import { isAppError, QuotaExceededError } from './errors.ts';
 
 /** Seconds a client is told to wait (Retry-After) when a dependency is unreachable. */

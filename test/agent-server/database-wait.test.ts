@@ -2,7 +2,7 @@
 // backoff instead of exiting; a database that refuses it, or never comes, ends the start with the reason.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isConnectionError } from '../../src/lib/connections.ts';
+import { isConnectionError } from '../../src/lib/connection-errors.ts';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess } from './helpers/process.ts';

@@ -25,6 +25,8 @@ const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 let tmp: string;
 let repo: ExampleRepo;
 let dev: DevProcess;
+/** The first test's deployment and thread, for the restart test. */
+let sleepy: { id: string; url: string; threadId: string; agentKey: string } | undefined;
 
 function cli(args: string[]) {
   return new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
@@ -97,4 +99,50 @@ it('shows a sleeping deployment in the API and the CLI, and wakes it on the firs
   });
   expect(awake.status_summary).toMatchObject({ state: 'serving', reason: 'Serving' });
   expect(awake.health).toMatchObject({ ready: true });
+  sleepy = { id, url: dep.url, threadId: thread.thread_id, agentKey };
+}, 600_000);
+
+it('keeps a sleeping deployment asleep across a restart of the platform, and wakes it with its threads', async () => {
+  expect(sleepy).toBeDefined();
+  const { id, url, threadId, agentKey } = sleepy!;
+  const http = () => api(dev.url);
+  await waitFor('the deployment to sleep again', async () => {
+    const got = await http().get(`/v2/deployments/${id}`);
+    return got.body.health?.reason === 'Sleeping' && agentServers().length === 0 ? got.body : undefined;
+  });
+  const revId = String((await http().get(`/v2/deployments/${id}`)).body.latest_revision_id);
+  const deployLog = async () =>
+    (
+      (await http().get(`/v2/deployments/${id}/revisions/${revId}/logs?type=deploy&limit=1000`)).body.logs as {
+        message: string;
+      }[]
+    ).map((l) => l.message);
+  const linesBefore = (await deployLog()).length;
+  await stopDev(dev);
+  dev = await startDev(join(tmp, 'data'), 0, ['--sandbox', 'none']);
+
+  // The controllers reconcile it again: the runtime either finds its sleep written down, or starts a server.
+  const said = await waitFor('the restarted platform to reconcile it', async () => {
+    const fresh = (await deployLog()).slice(linesBefore);
+    return fresh.find((l) => /stays asleep|starting agent server/.test(l));
+  });
+  expect(said).toMatch(/the platform started again: the agent server stays asleep/);
+  expect(agentServers()).toEqual([]);
+  const dep = (await http().get(`/v2/deployments/${id}`)).body;
+  expect(dep.health).toMatchObject({ ready: true, reason: 'Sleeping' });
+  expect(dep.status_summary).toMatchObject({ state: 'serving', reason: 'Sleeping' });
+  // Several of the runtime's idle checks and reconciles later, still no agent server.
+  await new Promise((r) => setTimeout(r, 3000));
+  expect(agentServers()).toEqual([]);
+
+  // The first call wakes it, on the same URL, with the thread it had before the restart.
+  expect(dep.url).toBe(url);
+  const client = new Client({ apiUrl: dep.url, apiKey: agentKey, callerOptions: { maxRetries: 0 } });
+  const state = await client.threads.getState<{ messages: { content: unknown }[] }>(threadId);
+  expect(String(state.values.messages.at(-1)!.content)).toContain('Hello, Ada!');
+  expect(agentServers()).toHaveLength(1);
+  await waitFor('the status to say it serves', async () => {
+    const d = (await http().get(`/v2/deployments/${id}`)).body;
+    return d.health?.ready && d.health.reason !== 'Sleeping' ? d : undefined;
+  });
 }, 600_000);

@@ -27,16 +27,16 @@ let runtime: LocalRuntime;
 let app: FastifyInstance;
 let url: string;
 let client: Client;
+let baseUrl: string;
 /** Every line of the revision's deploy log. */
 const deployLog: string[] = [];
 const starts = () => deployLog.filter((l) => l.startsWith('starting agent server on')).length;
 /** The spec the "controller" deploys: the tests turn the idle policy on. */
 let live: ServerSpec = spec;
 
-beforeAll(async () => {
-  tmp = mkdtempSync(join(tmpdir(), 'ap-idle-'));
-  const repo = makeExampleRepo(tmp);
-  runtime = new LocalRuntime({
+/** A runtime on the test's data folder (a second one plays the platform after a restart). */
+function newRuntime(): LocalRuntime {
+  const made = new LocalRuntime({
     dataDir: join(tmp, 'data'),
     logs: {
       append: async (_ref, type, lines) => {
@@ -48,15 +48,24 @@ beforeAll(async () => {
     allowLocalRepos: [tmp],
     idle: IDLE,
   });
+  // The controller: each notification is a reconcile that asks for the routed revision again.
+  made.onChange((r: RevisionRef) => {
+    if (r.revision === spec.revision) void made.deploy(live);
+  });
+  if (baseUrl) made.setBaseUrl(baseUrl);
+  return made;
+}
+
+beforeAll(async () => {
+  tmp = mkdtempSync(join(tmpdir(), 'ap-idle-'));
+  const repo = makeExampleRepo(tmp);
+  runtime = newRuntime();
   app = Fastify();
   await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
-  runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));
+  baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+  runtime.setBaseUrl(baseUrl);
   url = await runtime.url(dep);
   client = new Client({ apiUrl: url, callerOptions: { maxRetries: 0 } });
-  // The controller: each notification is a reconcile that asks for the routed revision again.
-  runtime.onChange((r: RevisionRef) => {
-    if (r.revision === spec.revision) void runtime.deploy(live);
-  });
   // Built and served with the policy off, so nothing sleeps before the tests ask for it.
   await buildAndServe(runtime, spec, repo.path);
 }, 600_000);
@@ -145,4 +154,44 @@ it('wakes a sleeping deployment when a cron tick is due, and runs the tick once'
   for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThan(10_000);
   const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
   expect(String(state.values.messages.at(-1)!.content)).toContain('Hello, cron!');
+}, 300_000);
+
+it('keeps a sleeping deployment asleep across a restart of the runtime, and still wakes it for a due cron tick', async () => {
+  const thread = await client.threads.create();
+  const cron = await client.crons.createForThread(thread.thread_id, 'agent', {
+    schedule: '*/20 * * * * *',
+    input: { messages: [{ role: 'human', content: 'restart' }] },
+  });
+  // Asleep with the tick far enough ahead for the restart to happen before it.
+  const sleep = await until(
+    'the deployment to sleep well before its next tick',
+    () => {
+      const s = asleep();
+      return s?.wakeAt && Date.parse(s.wakeAt) - Date.now() > 5_000 && runtime.pids().length === 0 ? s : undefined;
+    },
+    120_000,
+  );
+  await runtime.shutdown();
+  runtime = newRuntime();
+  const before = starts();
+  // The controllers' first reconcile after the restart: the sleep was written down, with its wake time.
+  expect(await runtime.deploy(live)).toEqual({ phase: 'Ready', sleeping: sleep });
+  expect(runtime.routedRevision(dep)).toBe(spec.revision);
+  expect(runtime.pids()).toEqual([]);
+  expect(deployLog.at(-1)).toMatch(/the platform started again: the agent server stays asleep; due work wakes it at/);
+  // Nothing but the timer at the tick's due time starts it.
+  await until('the server to wake for the tick', () => runtime.pids().length === 1, 90_000);
+  await until('the deploy log', () => starts() > before);
+  expect(starts() - before).toBe(1);
+  expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(sleep.wakeAt!));
+  const sleptAt = Date.parse(sleep.since);
+  await until('the tick to run', async () => {
+    const runs = await client.runs.list(thread.thread_id);
+    return runs.some((r) => r.status === 'success' && Date.parse(r.created_at) >= sleptAt);
+  });
+  await client.crons.delete(cron.cron_id);
+  const times = (await client.runs.list(thread.thread_id)).map((r) => Date.parse(r.created_at)).sort((a, b) => a - b);
+  for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThan(10_000);
+  const state = await client.threads.getState<{ messages: { content: unknown }[] }>(thread.thread_id);
+  expect(String(state.values.messages.at(-1)!.content)).toContain('Hello, restart!');
 }, 300_000);

@@ -6,7 +6,7 @@
 // `Symbol.for("LGUI_REQUIRE")` function that `bootstrapUiContext()` installs). CSS the components import becomes
 // a stylesheet next to the script. Tailwind is not run.
 import path from 'node:path';
-import { build, type Plugin } from 'esbuild';
+import type { Plugin } from 'esbuild';
 import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
 import { GraphConfigError, readLanggraphJson } from './config.ts';
@@ -83,6 +83,8 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 async function bundleOne(graphId: string, file: string, shared: string[], globalName: string): Promise<UiBundle> {
+  // Loaded only for a project that has UI components: most agent servers start without esbuild.
+  const { build } = await import('esbuild');
   const result = await build({
     entryPoints: ['agentplane-ui-entry'],
     entryNames: 'entrypoint',

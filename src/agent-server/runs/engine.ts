@@ -3,7 +3,7 @@
 // notifications. Each claimed run holds a lease it renews while the graph executes.
 import { randomUUID } from 'node:crypto';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
-import { isConnectionError } from '../../lib/connections.ts';
+import { isConnectionError } from '../../lib/connection-errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import {

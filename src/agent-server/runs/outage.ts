@@ -1,7 +1,7 @@
 // Store writes that must not be lost to a database or Redis outage: a run's end and a run given back to the
 // queue are retried, with backoff, while the store is unreachable, so a restart of the database neither loses a
 // finished run's result nor runs it again once the database returns.
-import { isConnectionError, isDatabaseDisconnect } from '../../lib/connections.ts';
+import { isConnectionError, isDatabaseDisconnect } from '../../lib/connection-errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 
 const FIRST_DELAY_MS = 250;

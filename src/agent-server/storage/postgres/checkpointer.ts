@@ -19,7 +19,7 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
-import { retryWhileUnreachable } from '../../../lib/connections.ts';
+import { retryWhileUnreachable } from '../../../lib/connection-errors.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
 import { EncryptingSerializer } from '../data-cipher.ts';
 import { byteaArray, jsonbArray } from './binary-array.ts';

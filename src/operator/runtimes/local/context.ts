@@ -92,6 +92,8 @@ export type Sleep = {
   /** When its store's next work is due (known once it stopped); a timer wakes it then. */
   wakeAt?: number;
   timer?: NodeJS.Timeout;
+  /** Its wake has begun: the sleep is no longer written down. */
+  woken?: boolean;
 };
 
 export type Server = {
@@ -145,6 +147,8 @@ export type LocalContext = {
   /** Deployments asleep (idle.ts), and those whose wake is in progress (shared by every request that waits). */
   sleeping: Map<string, Sleep>;
   waking: Map<string, Promise<boolean>>;
+  /** Per revision: the one look at a sleep written down before the platform restarted (idle.ts restoreSleep). */
+  restoring: Map<string, Promise<void>>;
   /** Deployments cleaned up: a reconcile that read them just before deletion must not start anything again. */
   gone: Set<string>;
   listeners: ((ref: RevisionRef) => void)[];
@@ -169,6 +173,7 @@ export function createContext(opts: LocalRuntimeOptions): LocalContext {
     activity: new Map(),
     sleeping: new Map(),
     waking: new Map(),
+    restoring: new Map(),
     gone: new Set(),
     listeners: [],
     background: new Set(),

@@ -8,13 +8,15 @@ import { fail, notify, revisionDir, revKey, savedBuildFile, type LocalContext, t
 import { secretsProblem } from './env.ts';
 import { redactText } from '../../../git/redact.ts';
 import { startServer, statusOf } from './servers.ts';
-import { sleepingStatus } from './idle.ts';
+import { restoreSleep, sleepingStatus } from './idle.ts';
 import { isTransientStart, restartStatus } from './start-failures.ts';
 
 export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
   const key = revKey(spec);
   const failure = ctx.failed.get(key);
   if (failure) return { phase: 'Failed', message: failure };
+  // Asleep when the platform stopped: it goes on sleeping.
+  await restoreSleep(ctx, spec);
   // Asleep: its next request or its due work starts it, not a reconcile; the spec it wakes with stays current.
   const sleep = ctx.sleeping.get(spec.deploymentId);
   if (sleep?.spec.revision === spec.revision) {

@@ -10,7 +10,7 @@ import {
   postgresPendingWork,
   type PendingWork,
 } from '../../../agent-server/storage/pending-work.ts';
-import type { ServerStatus } from '../types.ts';
+import type { ServerSpec, ServerStatus } from '../types.ts';
 import {
   deploymentDir,
   logWriter,
@@ -26,6 +26,8 @@ import { idleVerdict, wakeAt } from './idle-policy.ts';
 import { databaseNameFor } from './postgres.ts';
 import { startServer, stopServer } from './servers.ts';
 import { isTransientStart } from './start-failures.ts';
+import { readBuildMarker } from './build-steps.ts';
+import { loadSleep, recordSleep } from './sleep-record.ts';
 
 export const IDLE_DEFAULTS = { minuteMs: 60_000, checkMs: 15_000, wakeWaitMs: 30_000 };
 
@@ -110,12 +112,12 @@ async function sleep(ctx: LocalContext, server: Server, timeoutMs: number): Prom
   await entry.stopped;
   // Stopped: its store changes no more until the next start, so what it holds now is when to wake it.
   const at = wakeAt(Date.now(), await pendingWork(ctx, d));
-  if (ctx.sleeping.get(d) !== entry) return;
+  if (ctx.sleeping.get(d) !== entry || entry.woken) return;
   entry.wakeAt = at;
-  if (at !== undefined) {
-    entry.timer = setTimeout(() => void wake(ctx, d), Math.max(0, at - Date.now()));
-    entry.timer.unref();
-  }
+  // Written down before anything can wake it (same tick as the check): a wake's removal always comes after it.
+  const recorded = recordSleep(ctx, d, { revision: server.ref.revision, since: entry.since, wakeAt: at });
+  armWake(ctx, d, entry);
+  await recorded;
   log.line(
     `agent server sleeping${at === undefined ? '' : `; due work wakes it at ${new Date(at).toISOString()}`}; the next request wakes it`,
   );
@@ -124,6 +126,58 @@ async function sleep(ctx: LocalContext, server: Server, timeoutMs: number): Prom
     .child({ deployment: server.ref.deployment, revision: server.ref.revision })
     .info({ wake_at: at && new Date(at).toISOString() }, 'agent server sleeping (idle)');
   notify(ctx, server.ref);
+}
+
+function armWake(ctx: LocalContext, deploymentId: string, entry: Sleep): void {
+  if (entry.wakeAt === undefined) return;
+  entry.timer = setTimeout(() => void wake(ctx, deploymentId), Math.max(0, entry.wakeAt - Date.now()));
+  entry.timer.unref();
+}
+
+/**
+ * After a restart of the platform: the first deploy of a revision that was asleep when the platform stopped puts it
+ * back to sleep (routed, no server, the same wake time) instead of starting it. Looked at once per revision and
+ * runtime; concurrent deploys share the look. Only on a deployment this runtime has not routed yet, with its build
+ * still on disk (otherwise it starts, or is built again, as without the record).
+ */
+export function restoreSleep(ctx: LocalContext, spec: ServerSpec): Promise<void> {
+  const key = revKey(spec);
+  let look = ctx.restoring.get(key);
+  if (!look) {
+    look = track(ctx, restore(ctx, spec));
+    ctx.restoring.set(key, look);
+  }
+  return look;
+}
+
+async function restore(ctx: LocalContext, spec: ServerSpec): Promise<void> {
+  const d = spec.deploymentId;
+  const fresh = () =>
+    !ctx.closed && !ctx.gone.has(d) && !ctx.routes.has(d) && !ctx.sleeping.has(d) && !ctx.servers.has(revKey(spec));
+  if (!fresh()) return;
+  const record = await loadSleep(ctx, d);
+  if (record?.revision !== spec.revision) return;
+  const built = await readBuildMarker(revisionDir(ctx, spec));
+  if (!fresh()) return;
+  if (!built) {
+    void recordSleep(ctx, d, undefined);
+    return;
+  }
+  const entry: Sleep = { spec, since: record.since, stopped: Promise.resolve(), wakeAt: record.wakeAt };
+  ctx.sleeping.set(d, entry);
+  ctx.routes.set(d, spec.revision);
+  armWake(ctx, d, entry);
+  const log = logWriter(ctx, spec, 'deploy');
+  const due = record.wakeAt === undefined ? '' : `; due work wakes it at ${new Date(record.wakeAt).toISOString()}`;
+  log.line(`the platform started again: the agent server stays asleep${due}; the next request wakes it`);
+  await log.flush();
+  ctx.opts.logger
+    .child({ deployment: spec.deployment, revision: spec.revision })
+    .info(
+      { wake_at: record.wakeAt && new Date(record.wakeAt).toISOString() },
+      'agent server still sleeping (restored)',
+    );
+  notify(ctx, spec);
 }
 
 /**
@@ -136,9 +190,13 @@ export function wake(ctx: LocalContext, deploymentId: string): Promise<boolean> 
   if (running) return running;
   const entry = ctx.sleeping.get(deploymentId);
   if (!entry) return Promise.resolve(true);
+  entry.woken = true;
+  // From here a restart of the platform starts it, as any deployment that is awake.
+  const unrecorded = recordSleep(ctx, deploymentId, undefined);
   const woken = (async () => {
     clearTimeout(entry.timer);
     await entry.stopped;
+    await unrecorded;
     if (ctx.closed || ctx.gone.has(deploymentId)) return false;
     const log = logWriter(ctx, entry.spec, 'deploy');
     log.line('waking the agent server (a request or due work)');
@@ -185,7 +243,12 @@ export function sleepingStatus(ctx: LocalContext, deploymentId: string, revision
 
 /** Forgets a deployment's sleep (it moved to another revision, or is deleted). */
 export function forgetSleep(ctx: LocalContext, deploymentId: string): void {
-  clearTimeout(ctx.sleeping.get(deploymentId)?.timer);
+  const entry = ctx.sleeping.get(deploymentId);
+  clearTimeout(entry?.timer);
+  if (entry) {
+    entry.woken = true;
+    void recordSleep(ctx, deploymentId, undefined);
+  }
   ctx.sleeping.delete(deploymentId);
   ctx.activity.delete(deploymentId);
 }

@@ -1,6 +1,6 @@
 // Which failures to start an agent server pass by themselves (retried with backoff, not the revision's fault), and
 // how a pending restart reads as the runtime's server status.
-import { isConnectionError } from '../../../lib/connections.ts';
+import { isConnectionError } from '../../../lib/connection-errors.ts';
 import type { ServerStatus } from '../types.ts';
 import type { RestartInfo } from './supervisor.ts';
 

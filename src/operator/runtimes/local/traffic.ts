@@ -10,6 +10,9 @@ import { forgetSleep, touch, wake, wakeWaitMs } from './idle.ts';
 export async function route(ctx: LocalContext, d: DeploymentRef, revision: string): Promise<void> {
   const pending = ctx.holds.get(d.deploymentId);
   if (pending) await pending;
+  // Already routed there and asleep (put back to sleep after a restart of the platform): nothing to move.
+  if (ctx.routes.get(d.deploymentId) === revision && ctx.sleeping.get(d.deploymentId)?.spec.revision === revision)
+    return;
   const key = `${d.deploymentId}/${revision}`;
   const server = ctx.servers.get(key);
   const parked = ctx.parked.get(key);
