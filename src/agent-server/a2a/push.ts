@@ -238,12 +238,27 @@ export function notificationHeaders(c: PushConfig): Record<string, string> {
 export class PushNotifier {
   constructor(private readonly opts: { storage: Storage; webhooks: WebhookNotifier; logger: Logger }) {}
 
+  /** Per task, the notifications under way: the next waits for them, so a receiver sees working before completed. */
+  private readonly chains = new Map<string, Promise<void>>();
+
   started(run: RecordLike): void {
-    void this.send(run, undefined).catch((err) => this.opts.logger.warn({ err, run_id: run.run_id }, 'push failed'));
+    this.enqueue(run, undefined);
   }
 
   finished(run: RecordLike, outcome: RunOutcome): void {
-    void this.send(run, outcome).catch((err) => this.opts.logger.warn({ err, run_id: run.run_id }, 'push failed'));
+    this.enqueue(run, outcome);
+  }
+
+  private enqueue(run: RecordLike, outcome: RunOutcome | undefined): void {
+    if (typeof run.metadata?.a2a_context_id !== 'string') return;
+    const key = run.thread_id;
+    const next = (this.chains.get(key) ?? Promise.resolve())
+      .then(() => this.send(run, outcome))
+      .catch((err) => this.opts.logger.warn({ err, run_id: run.run_id }, 'A2A push notification failed'));
+    this.chains.set(key, next);
+    void next.finally(() => {
+      if (this.chains.get(key) === next) this.chains.delete(key);
+    });
   }
 
   private async send(run: RecordLike, outcome: RunOutcome | undefined): Promise<void> {
@@ -277,11 +292,14 @@ export class PushNotifier {
       const t = await storage.threads.get(run.thread_id);
       return t ? { values: t.values as Record<string, unknown> | null, interrupts: t.interrupts as never } : undefined;
     });
-    for (const c of configs)
-      this.opts.webhooks.post(c.url, notificationBody(c, task), notificationHeaders(c), {
-        run_id: run.run_id,
-        a2a_task_id: taskId,
-      });
+    await Promise.all(
+      configs.map((c) =>
+        this.opts.webhooks.post(c.url, notificationBody(c, task), notificationHeaders(c), {
+          run_id: run.run_id,
+          a2a_task_id: taskId,
+        }),
+      ),
+    );
   }
 }
 

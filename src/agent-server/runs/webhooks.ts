@@ -271,16 +271,17 @@ export class WebhookNotifier {
    * Delivers another body (A2A push notifications) under the same rules: the policy, the address checks, timeouts,
    * retries and the in-flight bound. `headers` are added to the configured ones; `log`: context for the log lines.
    */
-  post(url: string, body: string, headers: Record<string, string>, log: Record<string, string>): void {
+  post(url: string, body: string, headers: Record<string, string>, log: Record<string, string>): Promise<void> {
     if (this.inflight.size >= MAX_IN_FLIGHT) {
       this.opts.logger.warn({ ...log, in_flight: this.inflight.size }, 'delivery dropped: too many under way');
-      return;
+      return Promise.resolve();
     }
     const task = this.deliver(url, body, headers, log).catch((err) =>
       this.opts.logger.warn({ err, ...log }, 'delivery failed'),
     );
     this.inflight.add(task);
     void task.finally(() => this.inflight.delete(task));
+    return task;
   }
 
   /** Waits up to graceMs for deliveries under way, then abandons the rest. */
