@@ -169,8 +169,8 @@ export const agentServerCommand: CommandSpec = {
       type: 'string',
       description:
         'Comma-separated hosts run webhooks and A2A push notifications may reach, whatever address they resolve to ' +
-        '(*.example.com: its ' +
-        'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
+        '(*.example.com: its subdomains; *: every host and address); without it only hosts that resolve to public ' +
+        'addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
     },
     'public-url': {

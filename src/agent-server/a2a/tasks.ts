@@ -12,7 +12,6 @@ import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
 export const TASK_NOT_FOUND = -32001;
 export const TASK_NOT_CANCELABLE = -32002;
-export const PUSH_NOT_SUPPORTED = -32003;
 export const UNSUPPORTED_OPERATION = -32004;
 export const CONTENT_TYPE_NOT_SUPPORTED = -32005;
 
