@@ -165,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(authorize ? { authorize } : {}),
     ...(ext.http.mount_prefix ? { mountPrefix: ext.http.mount_prefix } : {}),
     ...(deps.publicUrl ? { publicUrl: deps.publicUrl } : {}),
+    ...(deps.webhookPolicy ? { webhookPolicy: deps.webhookPolicy } : {}),
     ...(deps.testTruncate ? { truncate: createTruncateService({ storage: deps.storage }) } : {}),
     // A custom app may answer the API's own paths before its routes: then MCP and A2A go through app.inject.
     ...(ext.app ? {} : { innerRoutes: { disabled: (routeUrl: string) => disabledGroup(ext.http, routeUrl) !== null } }),

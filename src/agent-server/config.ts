@@ -168,8 +168,9 @@ export const agentServerCommand: CommandSpec = {
     'webhook-allow': {
       type: 'string',
       description:
-        'Comma-separated hosts run webhooks may reach, whatever address they resolve to (*.example.com: its ' +
-        'subdomains; *: every host and address); without it only hosts that resolve to public addresses are reached',
+        'Comma-separated hosts run webhooks and A2A push notifications may reach, whatever address they resolve to ' +
+        '(*.example.com: its subdomains; *: every host and address); without it only hosts that resolve to public ' +
+        'addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
     },
     'public-url': {

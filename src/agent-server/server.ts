@@ -16,6 +16,7 @@ import { installLeanRunContext } from './shims/lean-run-context.ts';
 import { CronScheduler } from './runs/crons.ts';
 import { RunEngine } from './runs/engine.ts';
 import { readWebhooksConfig, WebhookNotifier } from './runs/webhooks.ts';
+import { PushNotifier } from './a2a/push.ts';
 import { postToCustomRoute } from './http/custom-app.ts';
 import { createAgentService } from './services/index.ts';
 import { openEmbeddedStorage } from './storage/embedded/index.ts';
@@ -168,6 +169,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     logger: logger.child({ component: 'webhooks' }),
     ...(customApp ? { self: (path, body, headers) => postToCustomRoute(customApp, path, body, headers) } : {}),
   });
+  const push = new PushNotifier({ storage, webhooks, logger: logger.child({ component: 'a2a-push' }) });
   if (extensions.http.disable_webhooks) logger.info('http.disable_webhooks: run webhooks are never sent');
   if (!config.langsmith)
     logger.info('LangSmith not configured (LANGSMITH_API_KEY): runs with feedback_keys get no feedback event');
@@ -180,18 +182,19 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       : {}),
     // The thread's values after the run: the outcome has them unless the run left them unchanged.
     // langgraph.json http.disable_webhooks: runs still accept a webhook, nothing is ever sent.
-    ...(extensions.http.disable_webhooks
-      ? {}
-      : {
-          onRunFinished: (run: RunRecord, outcome: RunOutcome) =>
-            webhooks.notify(run, outcome, async () =>
-              outcome.valuesJson !== undefined
-                ? (JSON.parse(outcome.valuesJson) as Json)
-                : outcome.values !== undefined
-                  ? outcome.values
-                  : ((await storage.threads.get(run.thread_id))?.values ?? null),
-            ),
-        }),
+    // A2A push notifications go through the same notifier (its address checks, timeouts and retries).
+    onRunStarted: (run: RunRecord) => push.started(run),
+    onRunFinished: (run: RunRecord, outcome: RunOutcome) => {
+      push.finished(run, outcome);
+      if (extensions.http.disable_webhooks) return;
+      webhooks.notify(run, outcome, async () =>
+        outcome.valuesJson !== undefined
+          ? (JSON.parse(outcome.valuesJson) as Json)
+          : outcome.values !== undefined
+            ? outcome.values
+            : ((await storage.threads.get(run.thread_id))?.values ?? null),
+      );
+    },
     // Executor threads start in the background (start-up time is redeploy time); runs execute on this thread
     // until one is ready.
     ...(config.executorThreads > 0

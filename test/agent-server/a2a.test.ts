@@ -95,7 +95,7 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       url: `${url}/a2a/${echoId}`,
       protocolVersion: '0.3.0',
       preferredTransport: 'JSONRPC',
-      capabilities: { streaming: true, pushNotifications: false },
+      capabilities: { streaming: true, pushNotifications: true },
       supportedInterfaces: [
         { url: `${url}/a2a/${echoId}`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
         { url: `${url}/a2a/${echoId}`, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
@@ -360,7 +360,8 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     const push = JSON.parse(
       (await raw({ jsonrpc: '2.0', id: 6, method: 'tasks/pushNotificationConfig/set', params: {} })).text,
     );
-    expect(push).toMatchObject({ id: 6, error: { code: -32003 } });
+    expect(push).toMatchObject({ id: 6, error: { code: -32602 } });
+    expect(push.error.message).toContain('params.taskId');
     const unknownMethod = JSON.parse((await raw({ jsonrpc: '2.0', id: 7, method: 'nope' })).text);
     expect(unknownMethod).toMatchObject({ id: 7, error: { code: -32601 } });
     // An assistant that is not there (or hidden from the caller): the request's error, naming it.

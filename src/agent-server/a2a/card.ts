@@ -29,7 +29,7 @@ export function agentCard(a: CardAssistant, baseUrl: string, version: string, ta
       { url, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
       { url, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
     ],
-    capabilities: { streaming: true, pushNotifications: false, stateTransitionHistory: false },
+    capabilities: { streaming: true, pushNotifications: true, stateTransitionHistory: false },
     defaultInputModes: modes,
     defaultOutputModes: ['text/plain', 'application/json'],
     skills: [

@@ -12,7 +12,6 @@ import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
 export const TASK_NOT_FOUND = -32001;
 export const TASK_NOT_CANCELABLE = -32002;
-export const PUSH_NOT_SUPPORTED = -32003;
 export const UNSUPPORTED_OPERATION = -32004;
 export const CONTENT_TYPE_NOT_SUPPORTED = -32005;
 
@@ -42,7 +41,7 @@ export async function takesMessages(api: CallerApi, assistantId: string): Promis
   return !!input?.properties?.messages;
 }
 
-interface RunRow {
+export interface RunRow {
   run_id: string;
   thread_id: string;
   status: string;
@@ -52,7 +51,7 @@ interface RunRow {
   kwargs?: { input?: unknown; command?: { resume?: unknown } | null };
 }
 
-interface ThreadRow {
+export interface ThreadRow {
   values?: Record<string, unknown> | null;
   interrupts?: Record<string, Array<{ id?: string; value?: unknown }>>;
 }
@@ -65,7 +64,7 @@ function refused(answer: ApiAnswer, what: string, notFound = TASK_NOT_FOUND): ne
   throw new RpcError(INTERNAL_ERROR, `${what}: the server failed (status ${answer.status})`);
 }
 
-function parseTaskId(id: string): { threadId: string; runId: string } {
+export function parseTaskId(id: string): { threadId: string; runId: string } {
   const [threadId, runId, extra] = id.split(':');
   if (extra !== undefined || !UUID_RE.test(threadId ?? '') || !UUID_RE.test(runId ?? ''))
     throw new RpcError(TASK_NOT_FOUND, `Task not found: ${id}`);
@@ -171,13 +170,35 @@ function userTurn(task: { id: string; contextId: string }, run: RunRow): Message
  * sent (or answered) and, once the run has ended, the agent's reply.
  */
 async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
-  const task = await viewState(ctx, taskId, run, values);
+  const readThread = () =>
+    ctx.api
+      .call('GET', `/threads/${run.thread_id}`)
+      .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
+  return taskOfRun(taskId, run, values, readThread);
+}
+
+/**
+ * The task a run is, from its record, its final values when at hand, and its thread (read only when needed):
+ * what the API's reads give a caller, and what push notifications send from inside the server.
+ */
+export async function taskOfRun(
+  taskId: string,
+  run: RunRow,
+  values: unknown,
+  readThread: () => Promise<ThreadRow | undefined>,
+): Promise<Task> {
+  const task = await viewState(readThread, taskId, run, values);
   const user = userTurn(task, run);
   const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
   return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };
 }
 
-async function viewState(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
+async function viewState(
+  readThread: () => Promise<ThreadRow | undefined>,
+  taskId: string,
+  run: RunRow,
+  values?: unknown,
+): Promise<Task> {
   const contextId = typeof run.metadata?.a2a_context_id === 'string' ? run.metadata.a2a_context_id : run.thread_id;
   const base = {
     id: taskId,
@@ -198,12 +219,7 @@ async function viewState(ctx: AgentContext, taskId: string, run: RunRow, values?
   }
   // A run that paused on an interrupt ends "interrupted" (as a cancelled one does): only then, or when the values
   // are not at hand, is the thread read.
-  const row =
-    run.status === 'success' && values !== undefined
-      ? undefined
-      : await ctx.api
-          .call('GET', `/threads/${run.thread_id}`)
-          .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
+  const row = run.status === 'success' && values !== undefined ? undefined : await readThread();
   const waiting = pending(row);
   if (run.status === 'interrupted') {
     if (!waiting.length) return state('canceled');
@@ -238,6 +254,7 @@ async function startRun(
   ctx: AgentContext,
   m: Message,
   wait: boolean,
+  push?: object,
 ): Promise<{ taskId: string; run: RunRow; values?: unknown }> {
   let threadId: string;
   let contextId: string;
@@ -274,6 +291,8 @@ async function startRun(
   // A run the client does not wait on (a stream, a task in the background) logs its messages token by token
   // (messages-tuple), which the stream and any resubscribe read back. One waited on does not pay for that.
   if (!wait) body.stream_mode = ['values', 'messages-tuple'];
+  // The send's push config rides in the run's metadata: stored with the run, before it can start (a2a/push.ts).
+  if (push) body.metadata = { ...(body.metadata as object), a2a_push: push };
   if (!wait) {
     const res = await ctx.api.call('POST', `/threads/${threadId}/runs`, body);
     if (res.status !== 200) refused(res, 'message', INVALID_PARAMS);
@@ -289,9 +308,9 @@ async function startRun(
   return { taskId: taskId ?? `${threadId}:${runId}`, run: read.body as RunRow, values: res.body };
 }
 
-export async function sendMessage(ctx: AgentContext, m: Message, blocking: boolean): Promise<Task> {
+export async function sendMessage(ctx: AgentContext, m: Message, blocking: boolean, push?: object): Promise<Task> {
   if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
-  const started = await startRun(ctx, m, blocking);
+  const started = await startRun(ctx, m, blocking, push);
   return view(ctx, started.taskId, started.run, started.values);
 }
 
@@ -368,9 +387,10 @@ export async function streamMessage(
   ctx: AgentContext,
   m: Message,
   signal: AbortSignal,
+  push?: object,
 ): Promise<AsyncGenerator<TaskEvent>> {
   if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
-  const started = await startRun(ctx, m, false);
+  const started = await startRun(ctx, m, false, push);
   return followTask(ctx, started.taskId, started.run, signal);
 }
 

@@ -21,7 +21,6 @@ import {
   cancelTask,
   getTask,
   listTasks,
-  PUSH_NOT_SUPPORTED,
   sendMessage,
   streamMessage,
   subscribe,
@@ -30,6 +29,15 @@ import {
   type AgentContext,
   type TaskEvent,
 } from '../a2a/tasks.ts';
+import {
+  deleteConfig,
+  getConfig,
+  listConfigs,
+  readConfigCall,
+  readSendConfig,
+  setConfig,
+  writeConfig,
+} from '../a2a/push.ts';
 import { apiAsCaller, detailOf, type CallerApi } from '../http/as-caller.ts';
 import {
   envelopeProblem,
@@ -85,6 +93,7 @@ export const a2aRoutes =
   (deps: RouteDeps, root: FastifyInstance): FastifyPluginAsync =>
   async (app) => {
     const stallMs = deps.streamStallMs ?? 60_000;
+    const policy = deps.webhookPolicy ?? { allow: [] };
     const hidden = { schema: { hide: true } };
 
     app.setErrorHandler(rpcErrorHandler('A2A'));
@@ -136,7 +145,8 @@ export const a2aRoutes =
         let events: AsyncGenerator<TaskEvent>;
         try {
           if (op === 'stream') {
-            events = await streamMessage(ctx, readSend(dialect, method, params).message, gone.signal);
+            const push = readSendConfig(dialect, method, params, policy);
+            events = await streamMessage(ctx, readSend(dialect, method, params).message, gone.signal, push);
           } else {
             events = await subscribe(ctx, parseParams(TaskIdParams, method, params).id, gone.signal);
           }
@@ -173,7 +183,8 @@ export const a2aRoutes =
         switch (op) {
           case 'send': {
             const { message: m, blocking } = readSend(dialect, method, params);
-            return rpcResult(id, sendResult(dialect, await sendMessage(ctx, m, blocking)));
+            const push = readSendConfig(dialect, method, params, policy);
+            return rpcResult(id, sendResult(dialect, await sendMessage(ctx, m, blocking, push)));
           }
           case 'get':
             return rpcResult(id, writeTask(dialect, await getTask(ctx, parseParams(TaskIdParams, method, params).id)));
@@ -186,8 +197,20 @@ export const a2aRoutes =
             const listed = await listTasks(ctx, readList(method, params));
             return rpcResult(id, { ...listed, tasks: listed.tasks.map((t) => writeTask(dialect, t)) });
           }
-          case 'push':
-            throw new RpcError(PUSH_NOT_SUPPORTED, 'Push notifications are not supported by this agent');
+          case 'push': {
+            const call = readConfigCall(dialect, method, params, policy);
+            if ('config' in call && call.config)
+              return rpcResult(id, writeConfig(dialect, call.taskId, await setConfig(ctx, call.taskId, call.config)));
+            const configId = 'configId' in call ? call.configId : undefined;
+            if (/get$/i.test(method) || method.startsWith('Get'))
+              return rpcResult(id, writeConfig(dialect, call.taskId, await getConfig(ctx, call.taskId, configId)));
+            if (/delete$/i.test(method) || method.startsWith('Delete')) {
+              await deleteConfig(ctx, call.taskId, configId);
+              return rpcResult(id, dialect === '0.3' ? null : {});
+            }
+            const all = (await listConfigs(ctx, call.taskId)).map((c) => writeConfig(dialect, call.taskId, c));
+            return rpcResult(id, dialect === '0.3' ? all : { configs: all, nextPageToken: '' });
+          }
           default:
             throw new RpcError(UNSUPPORTED_OPERATION, `${method} is not supported by this agent`);
         }

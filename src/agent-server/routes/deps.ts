@@ -4,6 +4,7 @@ import type { RouteAuthorizer } from '../auth/authorizer.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
+import type { WebhookPolicy } from '../runs/webhooks.ts';
 import type { RunMetrics } from '../platform/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
 import type { TruncateService } from '../services/truncate.ts';
@@ -30,6 +31,8 @@ export interface RouteDeps {
    * `disabled`: whether langgraph.json's http.disable_* switches a route off.
    */
   innerRoutes?: { disabled(routeUrl: string): boolean };
+  /** Where run webhooks and A2A push notifications may point (checked when a push config is set). */
+  webhookPolicy?: WebhookPolicy;
   /** Bundled generative UI components of langgraph.json "ui". */
   ui?: UiBundles;
   /** POST /internal/truncate, for API test suites (--test-truncate); absent on every deployment. */

@@ -45,6 +45,8 @@ export interface EngineOptions {
   feedback?: FeedbackEvent;
   /** Told after this process stored a run's end (webhooks); must return at once. */
   onRunFinished?: (run: RunRecord, outcome: RunOutcome) => void;
+  /** Told as this process starts a run's attempt (A2A push notifications: "working"); must return at once. */
+  onRunStarted?: (run: RunRecord) => void;
 }
 
 interface ActiveRun {
@@ -381,6 +383,11 @@ export class RunEngine {
     }, this.opts.runTimeoutMs);
     timer.unref();
     log.info('run started');
+    try {
+      this.opts.onRunStarted?.(run);
+    } catch (err) {
+      log.warn({ err }, 'run-started hook failed');
+    }
     // Every attempt's events go to the run's durable stream, after those of earlier attempts.
     const streams = this.opts.storage.streams;
     const publish = (event: string, json: string) => streams.append(run.run_id, run.thread_id, event, json);

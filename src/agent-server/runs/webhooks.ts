@@ -261,10 +261,27 @@ export class WebhookNotifier {
     }
     const task = (async () => {
       const body = JSON.stringify(webhookPayload(run, outcome, await values().catch(() => null)));
-      await this.deliver(url, body, run.run_id);
+      await this.deliver(url, body, {}, { run_id: run.run_id });
     })().catch((err) => this.opts.logger.warn({ err, run_id: run.run_id }, 'webhook delivery failed'));
     this.inflight.add(task);
     void task.finally(() => this.inflight.delete(task));
+  }
+
+  /**
+   * Delivers another body (A2A push notifications) under the same rules: the policy, the address checks, timeouts,
+   * retries and the in-flight bound. `headers` are added to the configured ones; `log`: context for the log lines.
+   */
+  post(url: string, body: string, headers: Record<string, string>, log: Record<string, string>): Promise<void> {
+    if (this.inflight.size >= MAX_IN_FLIGHT) {
+      this.opts.logger.warn({ ...log, in_flight: this.inflight.size }, 'delivery dropped: too many under way');
+      return Promise.resolve();
+    }
+    const task = this.deliver(url, body, headers, log).catch((err) =>
+      this.opts.logger.warn({ err, ...log }, 'delivery failed'),
+    );
+    this.inflight.add(task);
+    void task.finally(() => this.inflight.delete(task));
+    return task;
   }
 
   /** Waits up to graceMs for deliveries under way, then abandons the rest. */
@@ -275,11 +292,16 @@ export class WebhookNotifier {
     this.controller.abort();
   }
 
-  private async deliver(url: string, body: string, runId: string): Promise<void> {
-    const log = this.opts.logger.child({ run_id: runId, webhook: redact(url) });
+  private async deliver(
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    context: Record<string, string>,
+  ): Promise<void> {
+    const log = this.opts.logger.child({ ...context, webhook: redact(url) });
     for (let i = 1; i <= this.attempts; i++) {
       if (this.controller.signal.aborted) return;
-      const a = await this.attempt(url, body);
+      const a = await this.attempt(url, body, headers);
       if (a.done && a.status !== undefined && a.status < 300) {
         log.info({ status: a.status, attempt: i }, 'webhook delivered');
         return;
@@ -298,10 +320,10 @@ export class WebhookNotifier {
   }
 
   /** One POST. Network errors, timeouts, 408, 429 and 5xx may be retried; anything else is final. */
-  private attempt(target: string, body: string): Promise<Attempt> {
+  private attempt(target: string, body: string, extra: Record<string, string>): Promise<Attempt> {
     const problem = webhookUrlProblem(target, this.opts.policy);
     if (problem) return Promise.resolve({ done: true, error: problem });
-    if (isSelfPath(target)) return this.attemptSelf(target, body);
+    if (isSelfPath(target)) return this.attemptSelf(target, body, extra);
     const url = new URL(target);
     const rule = hostRule(url.hostname, this.opts.policy.allow);
     const mod = url.protocol === 'https:' ? https : http;
@@ -312,6 +334,7 @@ export class WebhookNotifier {
           method: 'POST',
           headers: {
             ...this.opts.headers,
+            ...extra,
             'content-type': 'application/json',
             'content-length': Buffer.byteLength(body),
             'user-agent': 'agentplane-webhook',
@@ -333,7 +356,7 @@ export class WebhookNotifier {
   }
 
   /** One POST to the deployment's own custom routes, with the same timeout and retry rules as the network. */
-  private async attemptSelf(path: string, body: string): Promise<Attempt> {
+  private async attemptSelf(path: string, body: string, extra: Record<string, string>): Promise<Attempt> {
     const self = this.opts.self;
     if (!self) return { done: true, error: 'relative webhooks need langgraph.json http.app' };
     let timer: NodeJS.Timeout | undefined;
@@ -341,7 +364,12 @@ export class WebhookNotifier {
       timer = setTimeout(() => reject(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     });
     try {
-      const headers = { ...this.opts.headers, 'content-type': 'application/json', 'user-agent': 'agentplane-webhook' };
+      const headers = {
+        ...this.opts.headers,
+        ...extra,
+        'content-type': 'application/json',
+        'user-agent': 'agentplane-webhook',
+      };
       const status = await Promise.race([self(path, body, headers), timeout]);
       return { done: !(status === 408 || status === 429 || status >= 500), status };
     } catch (err) {
