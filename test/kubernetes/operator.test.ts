@@ -338,6 +338,8 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       value: 'https://github.com/agentplane/example-agent.git',
     });
     await until('BUILDING', () => phaseOf(rev(1)) === 'BUILDING');
+    // Kubernetes deletes the finished Job (its pod and credential Secret with it) an hour after it ends.
+    expect(job.spec.ttlSecondsAfterFinished).toBe(3600);
     expect(
       peek('networking.k8s.io', 'networkpolicies', `${name}-build`)!.spec.podSelector.matchLabels[
         'app.kubernetes.io/component'
@@ -708,6 +710,58 @@ describe('a deployment with its own Postgres (ordering)', () => {
     expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain(
       'nodeSelector',
     );
+  });
+});
+
+describe('environment Secrets of superseded revisions', () => {
+  let op: RunningOperator;
+  beforeAll(() => {
+    op = startKubernetesOperator(config(), logger);
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it("deletes an older revision's copy once a newer one serves; the serving revision's and the stored sets stay", async () => {
+    const id = '3c4d5e6f-7081-4b92-8c3d-4e5f6a7b8c9d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretsName = `${name}-env-r1`;
+    // The set the control plane stores for the revisions (the operator reads it, never deletes it).
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-env-r1`, labels: { 'agentplane.dev/deployment': name } },
+        stringData: { OPENAI_API_KEY: 'sk-test-1' },
+      },
+    });
+    await applyDeployment(manifest);
+    await until('r1 DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    await fake.rollout(name, 'ready');
+    await until('r1 DEPLOYED', () => phaseOf(`${name}-r1`) === 'DEPLOYED');
+    expect(peek('', 'secrets', `${name}-r1-env`)!.metadata.labels['agentplane.dev/revision']).toBe(`${name}-r1`);
+
+    await patchDeployment(name, { revisionCounter: 2, targetRevisionName: `${name}-r2` });
+    await until(
+      'r2 rolling out',
+      () =>
+        peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r2`,
+    );
+    // Mid-rollout the old pods still read theirs.
+    expect(peek('', 'secrets', `${name}-r1-env`)).toBeDefined();
+    expect(peek('', 'secrets', `${name}-r2-env`)).toBeDefined();
+    await fake.rollout(name, 'ready');
+    await until('r2 DEPLOYED', () => phaseOf(`${name}-r2`) === 'DEPLOYED');
+    await until('the r1 copy deleted', () => !peek('', 'secrets', `${name}-r1-env`));
+    // What the serving revision's pods read stays, and so does the stored set a rollback to r1 would copy again.
+    expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].envFrom).toEqual([
+      { secretRef: { name: `${name}-r2-env` } },
+    ]);
+    expect(peek('', 'secrets', `${name}-r2-env`)).toBeDefined();
+    expect(peek('', 'secrets', `${name}-env-r1`)).toBeDefined();
   });
 });
 

@@ -89,6 +89,8 @@ export type RuntimeContext = {
   urls: Map<string, string>;
   /** Uids of AgentDeployments whose cleanup ran (a uid is never reused; one short string per deleted deployment). */
   cleanedUp: Set<string>;
+  /** The revision whose rollout last removed its predecessors' environment Secrets, by `<namespace>/<deployment>`. */
+  envSwept: Map<string, string>;
 };
 
 export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;

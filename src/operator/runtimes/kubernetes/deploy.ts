@@ -5,12 +5,12 @@ import { randomBytes } from 'node:crypto';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { reservedEnvName } from '../../../lib/reserved-env.ts';
-import type { AgentRevision } from '../../../resources/index.ts';
+import { LABEL_DEPLOYMENT, type AgentRevision } from '../../../resources/index.ts';
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
-import { apply } from './apply.ts';
+import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
-import type { Target } from './labels.ts';
+import { LABEL_REVISION, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { rolloutStatusOf } from './observe.ts';
 import {
@@ -24,6 +24,7 @@ import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from
 import {
   databaseFor,
   deploymentUrl,
+  envSecretName,
   ingressHost,
   makeAutoscaler,
   makeDeployment,
@@ -174,7 +175,43 @@ export async function deploy(
     cfg.crashLoopRestarts,
   ) ?? { phase: 'Starting' };
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
+  if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
+}
+
+/** `n` of a revision named `<deployment>-r<n>`. */
+function revisionNumber(revision: string): number | undefined {
+  const m = /-r([0-9]+)$/.exec(revision);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Once `revision` serves alone, the environment Secrets of the revisions before it go: no pod uses them any more,
+ * and a later rollback to one of them writes it again from the revision's stored secrets. Only older revisions (by
+ * number) are touched, so a newer one whose rollout a stale cache does not show yet keeps its Secret. Once per
+ * revision per process: a resync of a converged deployment lists nothing.
+ */
+async function sweepEnvSecrets(ctx: RuntimeContext, target: Target, revision: string): Promise<void> {
+  const key = `${target.namespace}/${target.name}`;
+  const serving = revisionNumber(revision);
+  if (serving === undefined || ctx.envSwept.get(key) === revision) return;
+  const { items } = await ctx.core.listNamespacedSecret({
+    namespace: target.namespace,
+    labelSelector: `${LABEL_DEPLOYMENT}=${target.name},${LABEL_REVISION}`,
+  });
+  for (const secret of items) {
+    const of = secret.metadata?.labels?.[LABEL_REVISION] ?? '';
+    const n = revisionNumber(of);
+    // Only the runtime's own copies (`<revision>-env`), never a Secret someone else labelled alike.
+    if (n === undefined || n >= serving || secret.metadata?.name !== envSecretName(of)) continue;
+    await ctx.core
+      .deleteNamespacedSecret({ name: secret.metadata.name, namespace: target.namespace })
+      .catch((err: unknown) => {
+        if (!isStatus(err, 404)) throw err;
+      });
+    ctx.log.info({ deployment: target.name, revision: of }, 'environment Secret of a superseded revision deleted');
+  }
+  ctx.envSwept.set(key, revision);
 }
 
 /**
