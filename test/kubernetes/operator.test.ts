@@ -220,6 +220,16 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
       sample(/^agentplane_operator_reconcile_duration_seconds_count\{controller="agentrevision"\} (\d+)$/m),
     ).toBeGreaterThan(0);
     expect(metrics).toMatch(/^agentplane_operator_queue_depth\{controller="agentdeployment"\} \d+$/m);
+    // Every API request the operator sent, by verb, resource and code: the revision's status writes and the
+    // informers' lists among them.
+    expect(
+      sample(
+        /^agentplane_operator_api_requests_total\{verb="update",resource="agentrevisions\/status",code="200"\} (\d+)$/m,
+      ),
+    ).toBeGreaterThan(0);
+    expect(
+      sample(/^agentplane_operator_api_requests_total\{verb="list",resource="replicasets",code="200"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
