@@ -9,6 +9,7 @@ import { createLogger } from '../../src/lib/logger.ts';
 import { openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
+import { createOperator } from '../../src/operator/operator.ts';
 import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.ts';
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
@@ -233,6 +234,50 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
+  });
+
+  it('resyncs a converged deployment with one reconcile of its revision and no reads of children it has not', async () => {
+    await op.close(); // only the operator below acts
+    const kubeConfig = cluster.as(OPERATOR).kubeConfig;
+    const store = openKubernetesPlatformState({ kubeConfig, namespace: NS, logger });
+    const runtime = new KubernetesRuntime({
+      kubeConfig,
+      namespace: NS,
+      config: config().runtime,
+      logs: storeLogSink(store),
+      logger,
+    });
+    const reconciles = { agentdeployment: 0, agentrevision: 0 };
+    const operator = createOperator({
+      store,
+      runtime,
+      logger,
+      namespace: NS,
+      resyncMs: 150,
+      metrics: {
+        reconciled: (controller) => reconciles[controller as keyof typeof reconciles]++,
+        watchQueue: () => {},
+      },
+    });
+    await runtime.start();
+    await operator.start();
+    const from = cluster.api.requests.length;
+    try {
+      await until('a dozen resyncs', () => reconciles.agentdeployment >= 12);
+    } finally {
+      await operator.stop();
+      await runtime.shutdown();
+      await store.close();
+    }
+    // One deployment, one revision (plus the other describe blocks' deployments, resynced alike): the deployment's
+    // resync no longer queues its revisions too, which doubled every revision's reconcile (and its reads).
+    expect(reconciles.agentrevision).toBeLessThanOrEqual(reconciles.agentdeployment + 2);
+    // No Ingress or autoscaler: looked for once, then known absent.
+    const lookups = cluster.api.requests
+      .slice(from)
+      .filter((r) => r === `GET /apis/networking.k8s.io/v1/namespaces/${NS}/ingresses/${name}`);
+    expect(lookups.length).toBeLessThanOrEqual(1);
+    op = startKubernetesOperator(config(), logger);
   });
 
   it('sends no write when reconciling a converged deployment again', async () => {

@@ -139,17 +139,28 @@ export async function deploy(
   const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
   await apply(ctx.ops.service, makeService(target));
   const ingressName = { name: serverName(target), namespace: target.namespace };
-  if (host) await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
+  const ingressKey = `ingresses/${target.namespace}/${serverName(target)}`;
+  const hpaKey = `horizontalpodautoscalers/${target.namespace}/${serverName(target)}`;
+  if (host) {
+    ctx.absent.delete(ingressKey);
+    await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
+  }
   // A custom_url (or base domain) removed: the host is no longer served.
   else
     await deleteIfPresent(
+      ctx,
+      ingressKey,
       () => ctx.net.deleteNamespacedIngress(ingressName),
       () => ctx.net.readNamespacedIngress(ingressName),
     );
   const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
-  if (hpa) await apply(ctx.ops.autoscaler, hpa);
-  else
+  if (hpa) {
+    ctx.absent.delete(hpaKey);
+    await apply(ctx.ops.autoscaler, hpa);
+  } else
     await deleteIfPresent(
+      ctx,
+      hpaKey,
       () =>
         ctx.autoscaling.deleteNamespacedHorizontalPodAutoscaler({
           name: serverName(target),

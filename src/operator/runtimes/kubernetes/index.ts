@@ -73,6 +73,7 @@ export class KubernetesRuntime implements Runtime {
       urls: new Map(),
       cleanedUp: new Set(),
       envSwept: new Map(),
+      absent: new Set(),
     };
     for (const inf of this.childInformers() as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
       inf.onChange((obj) => this.changed(obj));
