@@ -114,6 +114,12 @@ export const operatorCommand: CommandSpec = {
       default: '1800',
       env: ['AGENTPLANE_BUILD_TIMEOUT'],
     },
+    'build-job-ttl': {
+      type: 'string',
+      description: 'Seconds a finished build Job (its pod and build credential) is kept before Kubernetes deletes it',
+      default: '3600',
+      env: ['AGENTPLANE_BUILD_JOB_TTL'],
+    },
     'ingress-class': {
       type: 'string',
       description: 'IngressClass of agent Ingresses',

@@ -15,6 +15,7 @@ import { KubernetesRuntime } from './runtimes/kubernetes/index.ts';
 import { storeLogSink } from './sources.ts';
 import { kubeEventRecorder } from './kube-events.ts';
 import { createOperatorMetrics } from './metrics.ts';
+import { observeRequests } from './kube-requests.ts';
 
 export type Outcome = 'closed' | 'lost-leadership' | 'crds-outdated';
 
@@ -34,7 +35,8 @@ function loadKubeConfig(file?: string): KubeConfig {
 }
 
 export function startKubernetesOperator(config: OperatorConfig, logger: Logger): RunningOperator {
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const metrics = createOperatorMetrics();
+  const kubeConfig = observeRequests(loadKubeConfig(config.kubeconfig), metrics.apiRequest);
   const store = openKubernetesPlatformState({ kubeConfig, namespace: config.namespace, logger });
   const runtime = new KubernetesRuntime({
     kubeConfig,
@@ -49,7 +51,6 @@ export function startKubernetesOperator(config: OperatorConfig, logger: Logger):
       : buildCredentialResolver(store, config.github && createGitHubApp(config.github, logger)),
   });
   const events = kubeEventRecorder({ kubeConfig, instance: config.identity, logger });
-  const metrics = createOperatorMetrics();
   const operator = createOperator({ store, runtime, logger, namespace: config.namespace, events, metrics });
   let finish: (why: Outcome) => void = () => {};
   const done = new Promise<Outcome>((r) => (finish = r));

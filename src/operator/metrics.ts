@@ -1,6 +1,7 @@
 // The operator's Prometheus metrics (prom-client), served at /metrics beside the probes: reconciles by controller
-// and result, their duration, and each work queue's depth, read when scraped.
+// and result, their duration, each work queue's depth, read when scraped, and the Kubernetes API requests sent.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ApiRequestObserver } from './kube-requests.ts';
 
 export type ReconcileOutcome = 'success' | 'requeue' | 'error' | 'stale';
 
@@ -10,7 +11,11 @@ export type ControllerMetrics = {
   watchQueue(controller: string, depth: () => number): void;
 };
 
-export type OperatorMetrics = ControllerMetrics & { registry: Registry };
+export type OperatorMetrics = ControllerMetrics & {
+  registry: Registry;
+  /** Counts one Kubernetes API request (kube-requests.ts). */
+  apiRequest: ApiRequestObserver;
+};
 
 export function createOperatorMetrics(): OperatorMetrics {
   const registry = new Registry();
@@ -33,6 +38,12 @@ export function createOperatorMetrics(): OperatorMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const requests = new Counter({
+    name: 'agentplane_operator_api_requests_total',
+    help: 'Kubernetes API requests the operator sent, by verb, resource and HTTP status code (error: no answer).',
+    labelNames: ['verb', 'resource', 'code'],
+    registers: [registry],
+  });
   const queues = new Map<string, () => number>();
   new Gauge({
     name: 'agentplane_operator_queue_depth',
@@ -52,6 +63,9 @@ export function createOperatorMetrics(): OperatorMetrics {
     },
     watchQueue(controller, depth) {
       queues.set(controller, depth);
+    },
+    apiRequest(verb, resource, code) {
+      requests.inc({ verb, resource, code });
     },
   };
 }

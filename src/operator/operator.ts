@@ -50,10 +50,12 @@ export function createOperator(opts: OperatorOptions): Operator {
   // the assignment); this operator leaves them alone.
   const onListener = (obj: AgentDeployment | AgentRevision) => !!obj.spec.sourceConfig.listenerId;
   const depKeyOfRevision = (rev: AgentRevision) => `${rev.metadata.namespace ?? ''}/${rev.spec.deploymentName}`;
-  deployments.onChange((dep) => {
+  deployments.onChange((dep, event) => {
     if (onListener(dep)) return;
     depQueue.add(objectKey(dep));
-    // A new target (redeploy, new revision) changes what each revision should do.
+    // A new target (redeploy, new revision) changes what each revision should do. A resync changes nothing: the
+    // revision informer resyncs every revision itself, and enqueueing them here too reconciled each one twice.
+    if (event === 'resync') return;
     for (const rev of revisions.list())
       if (depKeyOfRevision(rev) === objectKey(dep) && !onListener(rev)) revQueue.add(objectKey(rev));
   });

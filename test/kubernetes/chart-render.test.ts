@@ -169,7 +169,9 @@ describe('helm template / helm lint', () => {
     expect(grants('events', 'events.k8s.io')).toEqual(['create', 'update']);
     // Garbage collection deletes the children in the AgentDeployment's namespace.
     expect(grants('deployments', 'apps')).not.toContain('delete');
-    expect(grants('secrets')).not.toContain('delete');
+    // ...but the environment Secrets of superseded revisions are deleted by the operator (they are owned by the
+    // AgentDeployment, which stays), found by label.
+    expect(grants('secrets')).toEqual(expect.arrayContaining(['list', 'delete']));
   });
 
   it('hands the GitHub App to both: the private key from its Secret, the webhook secret to the control plane only', () => {
@@ -254,6 +256,8 @@ describe('helm template / helm lint', () => {
       AGENTPLANE_IMAGE_PULL_SECRETS: 'ghcr,quay,registry-pull',
       AGENTPLANE_CLUSTER_DOMAIN: '',
       AGENTPLANE_CRASH_LOOP_RESTARTS: '5',
+      // Finished build Jobs (pod, log, credential Secret) go after an hour unless the values say otherwise.
+      AGENTPLANE_BUILD_JOB_TTL: '3600',
     });
     const ingress = find(docs, 'Ingress', 'agentplane-control-plane')!;
     expect(ingress.spec.tls).toEqual([{ hosts: ['agentplane.example.com'], secretName: 'agentplane-tls' }]);

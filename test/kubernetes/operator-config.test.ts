@@ -20,6 +20,7 @@ describe('agentplane operator configuration', () => {
       AGENTPLANE_INGRESS_CLASS: '',
       AGENTPLANE_DEFAULT_CPU: '0.25',
       AGENTPLANE_POSTGRES_MODE: 'external',
+      AGENTPLANE_BUILD_JOB_TTL: '600',
     })!;
     expect(c).toMatchObject({
       namespace: 'agents',
@@ -36,6 +37,7 @@ describe('agentplane operator configuration', () => {
       ingress: { baseDomain: 'agents.example.com' },
       defaults: { cpu: 0.25, memoryMb: 512 },
       postgres: { mode: 'external', image: 'postgres:16-alpine', storageSize: '1Gi' },
+      buildJobTtlSeconds: 600,
     });
     expect(c.runtime.ingress.className).toBeUndefined(); // empty values from the chart mean "unset"
   });

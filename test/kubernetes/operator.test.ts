@@ -9,6 +9,7 @@ import { createLogger } from '../../src/lib/logger.ts';
 import { openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
+import { createOperator } from '../../src/operator/operator.ts';
 import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.ts';
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
@@ -220,9 +221,63 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
       sample(/^agentplane_operator_reconcile_duration_seconds_count\{controller="agentrevision"\} (\d+)$/m),
     ).toBeGreaterThan(0);
     expect(metrics).toMatch(/^agentplane_operator_queue_depth\{controller="agentdeployment"\} \d+$/m);
+    // Every API request the operator sent, by verb, resource and code: the revision's status writes and the
+    // informers' lists among them.
+    expect(
+      sample(
+        /^agentplane_operator_api_requests_total\{verb="update",resource="agentrevisions\/status",code="200"\} (\d+)$/m,
+      ),
+    ).toBeGreaterThan(0);
+    expect(
+      sample(/^agentplane_operator_api_requests_total\{verb="list",resource="replicasets",code="200"\} (\d+)$/m),
+    ).toBeGreaterThan(0);
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
+  });
+
+  it('resyncs a converged deployment with one reconcile of its revision and no reads of children it has not', async () => {
+    await op.close(); // only the operator below acts
+    const kubeConfig = cluster.as(OPERATOR).kubeConfig;
+    const store = openKubernetesPlatformState({ kubeConfig, namespace: NS, logger });
+    const runtime = new KubernetesRuntime({
+      kubeConfig,
+      namespace: NS,
+      config: config().runtime,
+      logs: storeLogSink(store),
+      logger,
+    });
+    const reconciles = { agentdeployment: 0, agentrevision: 0 };
+    const operator = createOperator({
+      store,
+      runtime,
+      logger,
+      namespace: NS,
+      resyncMs: 150,
+      metrics: {
+        reconciled: (controller) => reconciles[controller as keyof typeof reconciles]++,
+        watchQueue: () => {},
+      },
+    });
+    await runtime.start();
+    await operator.start();
+    const from = cluster.api.requests.length;
+    try {
+      await until('a dozen resyncs', () => reconciles.agentdeployment >= 12);
+    } finally {
+      await operator.stop();
+      await runtime.shutdown();
+      await store.close();
+    }
+    // One deployment, one revision (plus the other describe blocks' deployments, resynced alike): the deployment's
+    // resync no longer queues its revisions too, which doubled every revision's reconcile (and its reads).
+    expect(reconciles.agentrevision).toBeLessThanOrEqual(reconciles.agentdeployment + 2);
+    // No Ingress or autoscaler: looked for once, then known absent.
+    const lookups = cluster.api.requests
+      .slice(from)
+      .filter((r) => r === `GET /apis/networking.k8s.io/v1/namespaces/${NS}/ingresses/${name}`);
+    expect(lookups.length).toBeLessThanOrEqual(1);
+    op = startKubernetesOperator(config(), logger);
   });
 
   it('sends no write when reconciling a converged deployment again', async () => {
@@ -338,6 +393,8 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
       value: 'https://github.com/agentplane/example-agent.git',
     });
     await until('BUILDING', () => phaseOf(rev(1)) === 'BUILDING');
+    // Kubernetes deletes the finished Job (its pod and credential Secret with it) an hour after it ends.
+    expect(job.spec.ttlSecondsAfterFinished).toBe(3600);
     expect(
       peek('networking.k8s.io', 'networkpolicies', `${name}-build`)!.spec.podSelector.matchLabels[
         'app.kubernetes.io/component'
@@ -708,6 +765,58 @@ describe('a deployment with its own Postgres (ordering)', () => {
     expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain(
       'nodeSelector',
     );
+  });
+});
+
+describe('environment Secrets of superseded revisions', () => {
+  let op: RunningOperator;
+  beforeAll(() => {
+    op = startKubernetesOperator(config(), logger);
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it("deletes an older revision's copy once a newer one serves; the serving revision's and the stored sets stay", async () => {
+    const id = '3c4d5e6f-7081-4b92-8c3d-4e5f6a7b8c9d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretsName = `${name}-env-r1`;
+    // The set the control plane stores for the revisions (the operator reads it, never deletes it).
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-env-r1`, labels: { 'agentplane.dev/deployment': name } },
+        stringData: { OPENAI_API_KEY: 'sk-test-1' },
+      },
+    });
+    await applyDeployment(manifest);
+    await until('r1 DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    await fake.rollout(name, 'ready');
+    await until('r1 DEPLOYED', () => phaseOf(`${name}-r1`) === 'DEPLOYED');
+    expect(peek('', 'secrets', `${name}-r1-env`)!.metadata.labels['agentplane.dev/revision']).toBe(`${name}-r1`);
+
+    await patchDeployment(name, { revisionCounter: 2, targetRevisionName: `${name}-r2` });
+    await until(
+      'r2 rolling out',
+      () =>
+        peek('apps', 'deployments', name)?.spec.template.metadata.labels['agentplane.dev/revision'] === `${name}-r2`,
+    );
+    // Mid-rollout the old pods still read theirs.
+    expect(peek('', 'secrets', `${name}-r1-env`)).toBeDefined();
+    expect(peek('', 'secrets', `${name}-r2-env`)).toBeDefined();
+    await fake.rollout(name, 'ready');
+    await until('r2 DEPLOYED', () => phaseOf(`${name}-r2`) === 'DEPLOYED');
+    await until('the r1 copy deleted', () => !peek('', 'secrets', `${name}-r1-env`));
+    // What the serving revision's pods read stays, and so does the stored set a rollback to r1 would copy again.
+    expect(peek('apps', 'deployments', name)!.spec.template.spec.containers[0].envFrom).toEqual([
+      { secretRef: { name: `${name}-r2-env` } },
+    ]);
+    expect(peek('', 'secrets', `${name}-r2-env`)).toBeDefined();
+    expect(peek('', 'secrets', `${name}-env-r1`)).toBeDefined();
   });
 });
 

@@ -198,6 +198,9 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
         rules: [{ action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] }],
       },
       activeDeadlineSeconds: config.buildTimeoutSeconds,
+      // The result is recorded on the revision (and the log copied) long before this: the finished Job, its pod
+      // and its credential Secret (owned by the Job) go.
+      ttlSecondsAfterFinished: config.buildJobTtlSeconds,
       template: {
         metadata: {
           labels: meta.labels,

@@ -127,6 +127,11 @@ export const kubernetesRuntimeConfigSchema = z.object({
   baseImage: z.string().min(1),
   /** A build Job fails after this many seconds. */
   buildTimeoutSeconds: z.number().int().positive().default(1800),
+  /**
+   * Seconds a finished build Job (with its pod and build credential Secret) is kept before Kubernetes deletes it
+   * (ttlSecondsAfterFinished): the built image is recorded on the revision, so nothing needs the Job afterwards.
+   */
+  buildJobTtlSeconds: z.number().int().nonnegative().default(3600),
   /** Seconds a rollout may make no progress before it counts as failed. */
   progressDeadlineSeconds: z.number().int().positive().default(600),
   /**

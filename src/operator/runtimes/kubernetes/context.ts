@@ -89,6 +89,10 @@ export type RuntimeContext = {
   urls: Map<string, string>;
   /** Uids of AgentDeployments whose cleanup ran (a uid is never reused; one short string per deleted deployment). */
   cleanedUp: Set<string>;
+  /** The revision whose rollout last removed its predecessors' environment Secrets, by `<namespace>/<deployment>`. */
+  envSwept: Map<string, string>;
+  /** Optional children (`<kind>/<namespace>/<name>`) this process knows to be absent; deploy.ts clears a mark it writes. */
+  absent: Set<string>;
 };
 
 export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
@@ -172,18 +176,28 @@ export async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefi
 }
 
 /** Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. */
-export async function deleteIfPresent(del: () => Promise<unknown>, read: () => Promise<unknown>): Promise<void> {
+export async function deleteIfPresent(
+  ctx: Pick<RuntimeContext, 'absent'>,
+  key: string,
+  del: () => Promise<unknown>,
+  read: () => Promise<unknown>,
+): Promise<void> {
+  // Known gone: this process saw it absent or deleted it, and only the runtime creates it (clearing the mark).
+  // Without this, every resync of every deployment without an Ingress or autoscaler reads a 404 for each.
+  if (ctx.absent.has(key)) return;
   try {
     await read();
   } catch (err) {
-    if (isStatus(err, 404)) return;
-    throw err;
+    if (!isStatus(err, 404)) throw err;
+    ctx.absent.add(key);
+    return;
   }
   try {
     await del();
   } catch (err) {
     if (!isStatus(err, 404)) throw err;
   }
+  ctx.absent.add(key);
 }
 
 /**

@@ -5,12 +5,12 @@ import { randomBytes } from 'node:crypto';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { reservedEnvName } from '../../../lib/reserved-env.ts';
-import type { AgentRevision } from '../../../resources/index.ts';
+import { LABEL_DEPLOYMENT, type AgentRevision } from '../../../resources/index.ts';
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
-import { apply } from './apply.ts';
+import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
-import type { Target } from './labels.ts';
+import { LABEL_REVISION, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { rolloutStatusOf } from './observe.ts';
 import {
@@ -24,6 +24,7 @@ import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from
 import {
   databaseFor,
   deploymentUrl,
+  envSecretName,
   ingressHost,
   makeAutoscaler,
   makeDeployment,
@@ -138,17 +139,28 @@ export async function deploy(
   const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
   await apply(ctx.ops.service, makeService(target));
   const ingressName = { name: serverName(target), namespace: target.namespace };
-  if (host) await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
+  const ingressKey = `ingresses/${target.namespace}/${serverName(target)}`;
+  const hpaKey = `horizontalpodautoscalers/${target.namespace}/${serverName(target)}`;
+  if (host) {
+    ctx.absent.delete(ingressKey);
+    await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
+  }
   // A custom_url (or base domain) removed: the host is no longer served.
   else
     await deleteIfPresent(
+      ctx,
+      ingressKey,
       () => ctx.net.deleteNamespacedIngress(ingressName),
       () => ctx.net.readNamespacedIngress(ingressName),
     );
   const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
-  if (hpa) await apply(ctx.ops.autoscaler, hpa);
-  else
+  if (hpa) {
+    ctx.absent.delete(hpaKey);
+    await apply(ctx.ops.autoscaler, hpa);
+  } else
     await deleteIfPresent(
+      ctx,
+      hpaKey,
       () =>
         ctx.autoscaling.deleteNamespacedHorizontalPodAutoscaler({
           name: serverName(target),
@@ -174,7 +186,43 @@ export async function deploy(
     cfg.crashLoopRestarts,
   ) ?? { phase: 'Starting' };
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
+  if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
+}
+
+/** `n` of a revision named `<deployment>-r<n>`. */
+function revisionNumber(revision: string): number | undefined {
+  const m = /-r([0-9]+)$/.exec(revision);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Once `revision` serves alone, the environment Secrets of the revisions before it go: no pod uses them any more,
+ * and a later rollback to one of them writes it again from the revision's stored secrets. Only older revisions (by
+ * number) are touched, so a newer one whose rollout a stale cache does not show yet keeps its Secret. Once per
+ * revision per process: a resync of a converged deployment lists nothing.
+ */
+async function sweepEnvSecrets(ctx: RuntimeContext, target: Target, revision: string): Promise<void> {
+  const key = `${target.namespace}/${target.name}`;
+  const serving = revisionNumber(revision);
+  if (serving === undefined || ctx.envSwept.get(key) === revision) return;
+  const { items } = await ctx.core.listNamespacedSecret({
+    namespace: target.namespace,
+    labelSelector: `${LABEL_DEPLOYMENT}=${target.name},${LABEL_REVISION}`,
+  });
+  for (const secret of items) {
+    const of = secret.metadata?.labels?.[LABEL_REVISION] ?? '';
+    const n = revisionNumber(of);
+    // Only the runtime's own copies (`<revision>-env`), never a Secret someone else labelled alike.
+    if (n === undefined || n >= serving || secret.metadata?.name !== envSecretName(of)) continue;
+    await ctx.core
+      .deleteNamespacedSecret({ name: secret.metadata.name, namespace: target.namespace })
+      .catch((err: unknown) => {
+        if (!isStatus(err, 404)) throw err;
+      });
+    ctx.log.info({ deployment: target.name, revision: of }, 'environment Secret of a superseded revision deleted');
+  }
+  ctx.envSwept.set(key, revision);
 }
 
 /**

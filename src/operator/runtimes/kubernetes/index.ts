@@ -72,6 +72,8 @@ export class KubernetesRuntime implements Runtime {
       buildPods: perTenant || builds === opts.namespace ? pods : informer<Obj<V1Pod>>('pods', builds, 'build pods'),
       urls: new Map(),
       cleanedUp: new Set(),
+      envSwept: new Map(),
+      absent: new Set(),
     };
     for (const inf of this.childInformers() as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
       inf.onChange((obj) => this.changed(obj));
