@@ -5,8 +5,7 @@
 // server, under tokens of the chart's ServiceAccounts: every right they use is one the chart grants. Then a cluster
 // user's flows, asserted on the real API: the Deployment controller, the ReplicaSets, the scheduler placing pods on
 // nodes and the garbage collector are Kubernetes' own, not the test's.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,8 +19,7 @@ import {
   type KubeControlPlane,
 } from '../support/kube-control-plane.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-
-type Json = Record<string, any>;
+import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
 const root = join(import.meta.dirname, '../..');
@@ -38,22 +36,6 @@ const TENANT_QUOTA = { pods: '20', 'requests.memory': '64Gi' };
 const TENANT_LIMITS = { defaultRequest: { memory: '128Mi' }, max: { memory: '16Gi' } };
 const TENANT_POLICY_VALUES = { 'agents.tenantResourceQuota': TENANT_QUOTA, 'agents.tenantLimitRange': TENANT_LIMITS };
 
-/** Polls `check` until it returns a truthy value; throws naming what was awaited (and the last error) after `ms`. */
-async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 /** Values sets where the operator places children differently: [title, values, a namespace per tenant]. */
 const SETS: [string, Record<string, unknown>, boolean][] = [
   ['defaults', { ...BUILD_VALUES }, false],
@@ -66,15 +48,14 @@ describe.skipIf(!binaries).each(SETS)(
     /** Where the tenant's agents run: the release namespace, or the tenant's own (made by the operator). */
     let childNs = NS;
     let kube: KubeControlPlane;
-    const processes = new Map<string, ChildProcess>();
     let base = '';
 
-    const get = async (path: string): Promise<Json | undefined> => {
-      const res = await kube.request('GET', path);
-      if (res.status === 404) return undefined;
-      if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body;
-    };
+    const bed = clusterBed(
+      () => kube,
+      () => kube.dir,
+    );
+    const { processes, get, logOf, startAgentplane } = bed;
+    const chartContainer = (component: string) => bed.chartContainer(NS, component);
     const call = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${base}${path}`, {
         method,
@@ -88,40 +69,6 @@ describe.skipIf(!binaries).each(SETS)(
       const text = await res.text();
       return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
     };
-    const logOf = (name: string) => {
-      try {
-        return readFileSync(join(kube.dir, `${name}.log`), 'utf8')
-          .split('\n')
-          .slice(-40)
-          .join('\n');
-      } catch {
-        return '';
-      }
-    };
-
-    /** A chart Deployment's container as the cluster stores it: arguments after the subcommand, plain env values. */
-    const chartContainer = async (component: string) => {
-      const d = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-${component}`);
-      if (!d) throw new Error(`the chart installed no Deployment agentplane-${component}`);
-      const c = d.spec.template.spec.containers[0];
-      const env: Record<string, string> = {};
-      // Values from Secrets or the downward API are set by the test below, as the kubelet would.
-      for (const e of c.env ?? []) if (typeof e.value === 'string') env[e.name] = e.value;
-      return { args: c.args as string[], env, serviceAccount: d.spec.template.spec.serviceAccountName as string };
-    };
-
-    /** `agentplane <args>` as a process of its own; its output goes to <name>.log in the control plane's folder. */
-    const startAgentplane = (name: string, args: string[], env: Record<string, string>) => {
-      const fd = openSync(join(kube.dir, `${name}.log`), 'a');
-      const child = spawn(process.execPath, [join(root, 'bin/agentplane.mjs'), ...args], {
-        cwd: root,
-        stdio: ['ignore', fd, fd],
-        env: { PATH: process.env.PATH ?? '', HOME: kube.dir, ...env },
-      });
-      closeSync(fd);
-      processes.set(name, child);
-      return child;
-    };
 
     beforeAll(async () => {
       kube = await startKubeControlPlane({ binaries: binaries! });
@@ -133,20 +80,7 @@ describe.skipIf(!binaries).each(SETS)(
       await kubectl(['create', 'namespace', BUILDS], admin);
       await kubectl(['label', 'namespace', BUILDS, 'pod-security.kubernetes.io/enforce=privileged'], admin);
       // The real helm, CRDs included; --wait holds until the chart's own pods run (on kwok nodes).
-      const installed = helm([
-        'install',
-        'agentplane',
-        CHART_DIR,
-        '-n',
-        NS,
-        '--kubeconfig',
-        admin,
-        '--wait',
-        '--timeout',
-        '3m',
-        ...Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]),
-      ]);
-      if (!installed.ok) throw new Error(`helm install: ${installed.stderr}`);
+      helmInstall(admin, NS, values);
 
       const cp = await chartContainer('control-plane');
       const cpPort = await freePort();
@@ -197,43 +131,12 @@ describe.skipIf(!binaries).each(SETS)(
     };
 
     afterAll(async () => {
-      for (const child of processes.values()) {
-        if (child.exitCode !== null || child.signalCode !== null) continue;
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await gone;
-      }
+      if (kube) await bed.stopAll();
       await kube?.stop();
     });
 
-    /** The ReplicaSets the Deployment controller made for Deployment `name`, and their pods. */
-    const rollout = async (name: string) => {
-      const d = (await get(`/apis/apps/v1/namespaces/${childNs}/deployments/${name}`))!;
-      const sets = ((await get(`/apis/apps/v1/namespaces/${childNs}/replicasets`))!.items as Json[]).filter((x) =>
-        x.metadata.ownerReferences?.some((o: Json) => o.kind === 'Deployment' && o.uid === d.metadata.uid),
-      );
-      const pods = ((await get(`/api/v1/namespaces/${childNs}/pods`))!.items as Json[]).filter((p) =>
-        p.metadata.ownerReferences?.some((o: Json) => sets.some((rs) => rs.metadata.uid === o.uid)),
-      );
-      const image = (x: Json) => x.spec.template?.spec.containers[0].image ?? x.spec.containers[0].image;
-      return { d, sets, pods, image };
-    };
-    /** True once every replica of the Deployment runs `image` on a node, Ready, and no pod of another image is left. */
-    const runs = async (name: string, image: string) => {
-      const r = await rollout(name);
-      const wanted = r.d.spec.replicas as number;
-      const current = r.pods.filter((p) => !p.metadata.deletionTimestamp);
-      return (
-        current.length === wanted &&
-        current.every(
-          (p) =>
-            r.image(p) === image &&
-            p.status.phase === 'Running' &&
-            /^kwok-node-/.test(p.spec.nodeName ?? '') &&
-            p.status.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'),
-        )
-      );
-    };
+    const rollout = (name: string) => bed.rollout(childNs, name);
+    const runs = (name: string, image: string) => bed.runs(childNs, name, image);
     const revisionStatus = async (id: string, rev: string) =>
       (await call('GET', `/v2/deployments/${id}/revisions/${rev}`)).body.status as string;
 

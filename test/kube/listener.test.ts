@@ -6,40 +6,21 @@
 // exactly the chart's. A workspace's flow on the control plane: create (prebuilt image) -> the listener writes the
 // AgentDeployment/AgentRevision -> the operator's Deployment, the real ReplicaSet and pods Running on kwok nodes ->
 // DEPLOYED reported back; a patch makes a new revision; delete goes through the real garbage collector.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHART_DIR, helm, kubectl } from '../support/helm/index.ts';
+import { kubectl } from '../support/helm/index.ts';
 import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
 import { TENANT, api, startDev, stopDev, type DevProcess } from '../dev/helpers.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-
-type Json = Record<string, any>;
+import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
-const root = join(import.meta.dirname, '../..');
 const NS = 'agents';
 const IMAGE = 'ghcr.io/agentplane/example-agent';
 /** The Secret the admin makes for the listener key before the install (the chart's apiKey.existingSecret). */
 const KEY_SECRET = 'listener-key';
-
-/** Polls `check` until it returns a truthy value; throws naming what was awaited (and the last error) after `ms`. */
-async function until<T>(what: string, check: () => T | Promise<T>, ms = 60_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 describe.skipIf(!binaries)(
   'a listener data plane (chart, listener, operator) on a real Kubernetes control plane',
@@ -49,63 +30,22 @@ describe.skipIf(!binaries)(
     let tmp: string;
     let cp: ReturnType<typeof api>;
     let lid = '';
-    const processes = new Map<string, ChildProcess>();
 
-    const get = async (path: string): Promise<Json | undefined> => {
-      const res = await kube.request('GET', path);
-      if (res.status === 404) return undefined;
-      if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body;
-    };
+    // The processes' output and working folder are the test's folder (the listener's default data folder, relative,
+    // lands there as in the pod's /tmp).
+    const bed = clusterBed(
+      () => kube,
+      () => tmp,
+      () => tmp,
+    );
+    const { processes, get, logOf, startAgentplane } = bed;
+    const chartContainer = (component: string) => bed.chartContainer(NS, component, { secrets: true });
     const cr = (plural: string, name: string) =>
       get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/${plural}/${name}`);
-    const logOf = (name: string, lines = 40) => {
-      try {
-        return readFileSync(join(tmp, `${name}.log`), 'utf8')
-          .split('\n')
-          .slice(-lines)
-          .join('\n');
-      } catch {
-        return '';
-      }
-    };
     const withLogs = (err: unknown) => {
       throw new Error(
         `${String(err)}\nlistener:\n${logOf('agentplane-listener')}\noperator:\n${logOf('agentplane-operator')}`,
       );
-    };
-
-    /** A chart Deployment's container as the cluster stores it: arguments, plain env values and Secret references. */
-    const chartContainer = async (component: string) => {
-      const d = await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-${component}`);
-      if (!d) throw new Error(`the chart installed no Deployment agentplane-${component}`);
-      const c = d.spec.template.spec.containers[0];
-      const env: Record<string, string> = {};
-      for (const e of c.env ?? []) {
-        if (typeof e.value === 'string') env[e.name] = e.value;
-        // What the kubelet does for a secretKeyRef: the value of that key of that Secret, in the pod's namespace.
-        const ref = e.valueFrom?.secretKeyRef;
-        if (ref) {
-          const s = await get(`/api/v1/namespaces/${NS}/secrets/${ref.name}`);
-          if (!s) throw new Error(`${component}: env ${e.name} refers to Secret ${ref.name}, which does not exist`);
-          env[e.name] = Buffer.from(s.data[ref.key], 'base64').toString('utf8');
-        }
-      }
-      return { args: c.args as string[], env, serviceAccount: d.spec.template.spec.serviceAccountName as string };
-    };
-
-    /** `agentplane <args>` as a process of its own; its output goes to <name>.log. */
-    const startAgentplane = (name: string, args: string[], env: Record<string, string>) => {
-      const fd = openSync(join(tmp, `${name}.log`), 'a');
-      const child = spawn(process.execPath, [join(root, 'bin/agentplane.mjs'), ...args], {
-        // The listener's data folder (its default, relative) lands in the test's folder, as in the pod's /tmp.
-        cwd: tmp,
-        stdio: ['ignore', fd, fd],
-        env: { PATH: process.env.PATH ?? '', HOME: tmp, ...env },
-      });
-      closeSync(fd);
-      processes.set(name, child);
-      return child;
     };
 
     /** The listener as the chart's Deployment runs it (its key read from the Secret); resolves once it reported. */
@@ -154,20 +94,7 @@ describe.skipIf(!binaries)(
         'listener.listenerId': lid,
         'listener.apiKey.existingSecret': KEY_SECRET,
       };
-      const installed = helm([
-        'install',
-        'agentplane',
-        CHART_DIR,
-        '-n',
-        NS,
-        '--kubeconfig',
-        admin,
-        '--wait',
-        '--timeout',
-        '3m',
-        ...Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]),
-      ]);
-      if (!installed.ok) throw new Error(`helm install: ${installed.stderr}`);
+      helmInstall(admin, NS, values);
       expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-control-plane`)).toBeUndefined();
 
       const op = await chartContainer('operator');
@@ -190,43 +117,14 @@ describe.skipIf(!binaries)(
     });
 
     afterAll(async () => {
-      for (const child of processes.values()) {
-        if (child.exitCode !== null || child.signalCode !== null) continue;
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await gone;
-      }
+      await bed.stopAll();
       if (dev) await stopDev(dev);
       await kube?.stop();
       if (tmp) rmSync(tmp, { recursive: true, force: true });
     });
 
-    /** The ReplicaSets the Deployment controller made for Deployment `name`, and their pods. */
-    const rollout = async (name: string) => {
-      const d = (await get(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`))!;
-      const sets = ((await get(`/apis/apps/v1/namespaces/${NS}/replicasets`))!.items as Json[]).filter((x) =>
-        x.metadata.ownerReferences?.some((o: Json) => o.kind === 'Deployment' && o.uid === d.metadata.uid),
-      );
-      const pods = ((await get(`/api/v1/namespaces/${NS}/pods`))!.items as Json[]).filter((p) =>
-        p.metadata.ownerReferences?.some((o: Json) => sets.some((rs) => rs.metadata.uid === o.uid)),
-      );
-      return { d, sets, pods };
-    };
-    /** True once every replica runs `image` on a kwok node, Ready, and no pod of another image is left. */
-    const runs = async (name: string, image: string) => {
-      const { d, pods } = await rollout(name);
-      const current = pods.filter((p) => !p.metadata.deletionTimestamp);
-      return (
-        current.length === d.spec.replicas &&
-        current.every(
-          (p) =>
-            p.spec.containers[0].image === image &&
-            p.status.phase === 'Running' &&
-            /^kwok-node-/.test(p.spec.nodeName ?? '') &&
-            p.status.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'),
-        )
-      );
-    };
+    const rollout = (name: string) => bed.rollout(NS, name);
+    const runs = (name: string, image: string) => bed.runs(NS, name, image);
     const revisionStatus = async (id: string, rev: string) =>
       (await cp.get(`/v2/deployments/${id}/revisions/${rev}`)).body.status as string;
 
