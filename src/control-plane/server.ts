@@ -74,6 +74,8 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     quotas: config.quotas,
     ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
+    // A tenant's first deployment: its pods read the key set from a Secret that must not wait for the next pass.
+    onDeploymentCreated: () => void publisher?.sync().catch(() => undefined),
     auth: { ...config.auth, keyring: authKeyring(config) },
   });
   publisher?.start();
