@@ -405,9 +405,11 @@ describe('local runtime isolation', () => {
       ['NODE_OPTIONS', '--require /tmp/evil.js'],
       ['BASH_ENV', '/tmp/evil.sh'],
     ];
+    // The first on a revision built to start; the others on revisions never built: the refusal comes before the
+    // build is looked for, and creates nothing.
+    expect(await build(spec(B, 'b-reserved-0'))).toMatchObject({ phase: 'Succeeded' });
     for (const [i, [name, value]] of cases.entries()) {
       const revision = `b-reserved-${i}`;
-      expect(await build(spec(B, revision))).toMatchObject({ phase: 'Succeeded' });
       const status = await settle(
         () => runtime.deploy({ ...B, revision, graphConfigPath: 'langgraph.json', env: { OK: '1', [name!]: value! } }),
         ['Ready', 'Failed'],
@@ -415,6 +417,7 @@ describe('local runtime isolation', () => {
       );
       expect(status).toMatchObject({ phase: 'Failed', message: expect.stringContaining(`secret ${name} is reserved`) });
       await runtime.stop({ ...B, revision });
+      if (i > 0) expect(existsSync(join(dataRoot, 'runtime/deployments/dep-b/revisions', revision))).toBe(false);
     }
   }, 90_000);
 
