@@ -1,37 +1,26 @@
 // What the sandbox attack tests share: whether bubblewrap works on this machine, a branch of the example repository
 // that adds the attacker's graph, the deployment proxy in front of a runtime, and waiting for a build or a server.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { LocalRuntime } from '../../../src/operator/runtimes/local/index.ts';
 import { deploymentProxy } from '../../../src/operator/runtimes/local/proxy.ts';
-import type { ExampleRepo } from './example-repo.ts';
+import { git, type ExampleRepo } from './example-repo.ts';
 
 /** bubblewrap runs here (installed, and the kernel grants its namespaces). */
 export const BWRAP = spawnSync('bwrap', ['--unshare-all', '--share-net', '--ro-bind', '/', '/', 'true']).status === 0;
 
 /** Commits, on a new branch from main, `source` as src/<graph>.ts and a graph of that name in langgraph.json. */
 export function addGraphBranch(repo: ExampleRepo, branch: string, graph: string, source: string, message: string) {
-  const git = (...args: string[]) =>
-    execFileSync('git', args, {
-      cwd: repo.path,
-      env: {
-        ...process.env,
-        GIT_AUTHOR_NAME: 't',
-        GIT_AUTHOR_EMAIL: 't@e',
-        GIT_COMMITTER_NAME: 't',
-        GIT_COMMITTER_EMAIL: 't@e',
-      },
-    });
-  git('checkout', '--quiet', '-b', branch, 'main');
+  git(repo.path, 'checkout', '--quiet', '-b', branch, 'main');
   writeFileSync(join(repo.path, `src/${graph}.ts`), source);
   const file = join(repo.path, 'langgraph.json');
   const config = JSON.parse(readFileSync(file, 'utf8')) as { graphs: Record<string, string> };
   config.graphs[graph] = `./src/${graph}.ts:graph`;
   writeFileSync(file, JSON.stringify(config, null, 2));
-  git('add', '-A');
-  git('commit', '--quiet', '-m', message);
+  git(repo.path, 'add', '-A');
+  git(repo.path, 'commit', '--quiet', '-m', message);
 }
 
 /** The deployment proxy on a free port, resolving through whichever runtime `runtime()` returns at the time. */
