@@ -51,6 +51,8 @@ export interface ControlPlaneDeps {
   version?: string;
   /** Called after a key was created or revoked through the API (e.g. to publish key hashes to the agents now). */
   onKeysChanged?: () => void;
+  /** Called after a deployment was created (its tenant's agents need their key set, e.g. published now). */
+  onDeploymentCreated?: () => void;
   /** Folder of the built web console (default: dist/console of this package); false serves no console. */
   consoleDir?: string | false;
   /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
@@ -154,6 +156,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     github: deps.github,
     quotas,
     localRepos: deps.localRepos,
+    onCreated: () => deps.onDeploymentCreated?.(),
   });
 
   const listeners = createListenerService({

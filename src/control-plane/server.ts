@@ -74,6 +74,10 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     quotas: config.quotas,
     ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
+    // A tenant's first deployment: its pods read the key set from a Secret that need not wait for the next pass. Not
+    // with a namespace per tenant: there the operator creates the namespace (and this process's right to write in it)
+    // only after the deployment, so a write now would be refused; the next pass writes it.
+    ...(enabled ? {} : { onDeploymentCreated: () => void publisher?.sync().catch(() => undefined) }),
     auth: { ...config.auth, keyring: authKeyring(config) },
   });
   publisher?.start();

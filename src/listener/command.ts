@@ -73,6 +73,7 @@ export async function startLocalListener(config: ListenerConfig, logger: Logger)
     logger,
     version: packageVersion(),
     pollTimeoutSecs: config.pollTimeoutSecs,
+    maxRetryDelayMs: config.maxRetryDelaySecs * 1000,
   });
   sync.start();
 
@@ -116,6 +117,7 @@ export async function startKubernetesListener(config: ListenerConfig, logger: Lo
     logger,
     version: packageVersion(),
     pollTimeoutSecs: config.pollTimeoutSecs,
+    maxRetryDelayMs: config.maxRetryDelaySecs * 1000,
   });
   sync.start();
   return {

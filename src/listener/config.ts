@@ -98,6 +98,12 @@ export const listenerCommand: CommandSpec = {
       description: 'Seconds one watch request waits for a change before asking again',
       default: '25',
     },
+    'max-retry-delay': {
+      type: 'string',
+      description:
+        'Longest wait, in seconds, between attempts to reach an unreachable control plane (the first is 0.5 s, each next one twice as long)',
+      default: '30',
+    },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
@@ -134,6 +140,7 @@ const schema = z.object({
   kubeconfig: z.string().optional(),
   tenantNamespacePrefix: z.string().optional(),
   pollTimeoutSecs: z.coerce.number().int().min(1).max(60),
+  maxRetryDelaySecs: z.coerce.number().min(0.5).max(300),
   logLevel: z.string(),
 });
 const FLAG_OF: Record<string, string> = {
@@ -147,6 +154,7 @@ const FLAG_OF: Record<string, string> = {
   databaseUrl: 'database-url',
   tenantNamespacePrefix: 'tenant-namespace-prefix',
   pollTimeoutSecs: 'poll-timeout',
+  maxRetryDelaySecs: 'max-retry-delay',
   logLevel: 'log-level',
 };
 export type ListenerConfig = z.infer<typeof schema>;
@@ -178,6 +186,7 @@ export function parseListenerConfig(argv: string[], env: NodeJS.ProcessEnv): Lis
     kubeconfig: pick('kubeconfig'),
     tenantNamespacePrefix: pick('tenant-namespace-prefix'),
     pollTimeoutSecs: pick('poll-timeout'),
+    maxRetryDelaySecs: pick('max-retry-delay'),
     logLevel: pick('log-level'),
   });
   if (!parsed.success) {

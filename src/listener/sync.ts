@@ -43,6 +43,8 @@ export type ListenerSyncOptions = {
   version: string;
   pollTimeoutSecs?: number;
   reportIntervalMs?: number;
+  /** The longest wait between attempts to reach the control plane (default 30 s; the first is 0.5 s, then doubling). */
+  maxRetryDelayMs?: number;
 };
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -145,7 +147,7 @@ export class ListenerSync {
         if (this.abort.signal.aborted) return;
         if (!(err instanceof LocalError)) this.failed('watch', err, backoff);
         await sleep(backoff, this.abort.signal);
-        backoff = Math.min(backoff * 2, 30_000);
+        backoff = Math.min(backoff * 2, this.opts.maxRetryDelayMs ?? 30_000);
       }
     }
   }
@@ -422,7 +424,7 @@ export class ListenerSync {
         if (this.abort.signal.aborted) return;
         if (!(err instanceof LocalError)) this.failed('report', err, backoff);
         await sleep(backoff, this.abort.signal);
-        backoff = Math.min(backoff * 2, 30_000);
+        backoff = Math.min(backoff * 2, this.opts.maxRetryDelayMs ?? 30_000);
       }
     }
   }

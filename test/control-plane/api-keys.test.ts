@@ -63,6 +63,7 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
   let app: FastifyInstance;
   let tenantKey: string;
   let changes = 0;
+  let deploymentsCreated = 0;
   const call = (method: string, url: string, key: string, tenant = 'team-a', body?: unknown) =>
     app.inject({
       method: method as 'GET',
@@ -78,6 +79,7 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
       logger: silentLogger(),
       bootstrapKeys: [{ key: ADMIN, tenants: ['*'] }],
       onKeysChanged: () => changes++,
+      onDeploymentCreated: () => deploymentsCreated++,
     });
     tenantKey = (await createApiKey(s.store, { tenants: ['team-a'], name: 'ci' })).key;
   });
@@ -142,10 +144,15 @@ describe.each(stores)('API keys (%s store)', (_name, open) => {
       sink,
       logger: silentLogger(),
     });
+    const before = deploymentsCreated;
     for (const tenant of ['team-a', 'team-b']) {
       const res = await call('POST', '/v2/deployments', ADMIN, tenant, githubBody(`agent-${tenant}`));
       expect(res.statusCode, res.body).toBe(201);
     }
+    // Each creation is announced (the server publishes the new tenant's key set then, not on its next pass); a refused
+    // one is not.
+    expect((await call('POST', '/v2/deployments', ADMIN, 'team-c', { name: 'no-source' })).statusCode).toBe(422);
+    expect(deploymentsCreated - before).toBe(2);
     const everyone = await createApiKey(s.store, { tenants: ['*'], name: 'ops' });
     const bKey = await createApiKey(s.store, { tenants: ['team-b'] });
     const both = await createApiKey(s.store, { tenants: ['team-a', 'team-b'] });

@@ -119,12 +119,16 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
     expect(await revision(dev.url, depId, r1)).toMatchObject({ status: 'QUEUED' });
 
     const lisDir = join(tmp, 'listener');
+    // Retries of an unreachable control plane capped at 2 s: the test stops it below for as long as a build takes,
+    // and must not then sit out a retry delay grown to 16 s or 30 s before the listener sees it back.
+    const retries = ['--max-retry-delay', '2'];
     let lis = await startListener({
       controlPlaneUrl: dev.url,
       apiKey: listenerKey,
       tenant: TENANT,
       listenerId: lid,
       dataDir: lisDir,
+      extraArgs: retries,
     });
     listeners.push(lis);
     const lisUrl = lis.url!;
@@ -174,6 +178,7 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
       listenerId: lid,
       dataDir: lisDir,
       port: Number(new URL(lisUrl).port),
+      extraArgs: retries,
     });
     listeners.push(lis);
     await deployed(dev.url, depId, r3);

@@ -22,6 +22,10 @@ const spec: ServerSpec = { ...ref, graphConfigPath: 'langgraph.json', env: {}, t
 // A "minute" of one second: idle windows of seconds.
 const IDLE = { minuteMs: 1_000, checkMs: 200, wakeWaitMs: 60_000 };
 
+/** A cron schedule (seconds first) that ticks once a minute, the next time `aheadMs` from now: the test knows when
+ * the tick is due instead of sitting out an interval, and ticks a minute apart never meet. */
+const tickIn = (aheadMs: number) => `${new Date(Date.now() + aheadMs).getUTCSeconds()} * * * * *`;
+
 let tmp: string;
 let runtime: LocalRuntime;
 let app: FastifyInstance;
@@ -127,10 +131,11 @@ it('holds a request that comes while the server is stopping, then wakes the serv
 }, 300_000);
 
 it('wakes a sleeping deployment when a cron tick is due, and runs the tick once', async () => {
-  const thread = await client.threads.create();
-  // Every 20 s: far enough apart for the deployment to fall asleep (2 s) between ticks.
+  const thread = await client.threads.create(); // the server is awake from here on: the tick's time is counted from now
+  // Due in 10 s: time for the deployment to fall asleep (2 s idle) first. A machine so loaded that it is still awake
+  // then runs that tick awake and sleeps until the next one, a minute later (the waits below allow for it).
   const cron = await client.crons.createForThread(thread.thread_id, 'agent', {
-    schedule: '*/20 * * * * *',
+    schedule: tickIn(10_000),
     input: { messages: [{ role: 'human', content: 'cron' }] },
   });
   const sleep = await until(
@@ -158,8 +163,9 @@ it('wakes a sleeping deployment when a cron tick is due, and runs the tick once'
 
 it('keeps a sleeping deployment asleep across a restart of the runtime, and still wakes it for a due cron tick', async () => {
   const thread = await client.threads.create();
+  // Due in 12 s: asleep after 2 s, with time left for the restart before the tick.
   const cron = await client.crons.createForThread(thread.thread_id, 'agent', {
-    schedule: '*/20 * * * * *',
+    schedule: tickIn(12_000),
     input: { messages: [{ role: 'human', content: 'restart' }] },
   });
   // Asleep with the tick far enough ahead for the restart to happen before it.

@@ -353,7 +353,8 @@ describe('local runtime isolation', () => {
     // The attack: the workspace's code writes programs named like the launch chain's into its writable home, and
     // its secret PATH points there. Each one, if ever run by the runtime, proves it by writing outside the sandbox
     // what the platform's environment holds.
-    const home = join(dataRoot, 'runtime/deployments/dep-b/home');
+    // On A, whose install is cached: only the planting and the launch matter here, not another npm ci.
+    const home = join(dataRoot, 'runtime/deployments/dep-a/home');
     const escaped = join(root, 'escaped');
     const plant = ['sh', 'setpriv', 'bwrap', 'node', 'env', 'git', 'npm']
       .map(
@@ -361,12 +362,12 @@ describe('local runtime isolation', () => {
           `printf '#!/bin/sh\\necho "${name} ran: $(cat /proc/${process.pid}/environ | tr "\\\\0" " ")" >> ${escaped}\\nexit 1\\n' > "$HOME/bin/${name}"; chmod +x "$HOME/bin/${name}"`,
       )
       .join('; ');
-    const planted = spec(B, 'b-path', { buildCommand: `mkdir -p "$HOME/bin"; ${plant}` });
+    const planted = spec(A, 'a-path', { buildCommand: `mkdir -p "$HOME/bin"; ${plant}` });
     expect(await build(planted)).toMatchObject({ phase: 'Succeeded' });
     expect(readdirSync(join(home, 'bin')).sort()).toEqual(['bwrap', 'env', 'git', 'node', 'npm', 'setpriv', 'sh']);
 
     const marker = 'path-marker-5b1d';
-    const status = await deploy(B, 'b-path', { PATH: `${join(home, 'bin')}:/usr/bin:/bin`, MARKER: marker });
+    const status = await deploy(A, 'a-path', { PATH: `${join(home, 'bin')}:/usr/bin:/bin`, MARKER: marker });
     expect(existsSync(escaped) ? readFileSync(escaped, 'utf8') : '').toBe('');
     expect(status).toEqual({ phase: 'Ready' });
     // The deployment's variables reach the agent process, and no process of the launch chain (sh, setpriv, bwrap).
@@ -394,27 +395,30 @@ describe('local runtime isolation', () => {
       const found = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).stdout.trim();
       if (found) expect(exes).not.toContain(realpathSync(found));
     }
-    await runtime.stop({ ...B, revision: 'b-path' });
+    await runtime.stop({ ...A, revision: 'a-path' });
   }, 120_000);
 
   it('refuses secrets that the loader or a shell would obey before the sandbox (LD_PRELOAD and the like)', async () => {
     // Stored before the control plane refused these names, or pushed by a listener: the runtime refuses them too.
     const cases = [
-      ['LD_PRELOAD', join(dataRoot, 'runtime/deployments/dep-b/home/evil.so')],
-      ['LD_LIBRARY_PATH', join(dataRoot, 'runtime/deployments/dep-b/home')],
+      ['LD_PRELOAD', join(dataRoot, 'runtime/deployments/dep-a/home/evil.so')],
+      ['LD_LIBRARY_PATH', join(dataRoot, 'runtime/deployments/dep-a/home')],
       ['NODE_OPTIONS', '--require /tmp/evil.js'],
       ['BASH_ENV', '/tmp/evil.sh'],
     ];
+    // The first on a revision built to start (A's, its install cached); the others on revisions never built: the
+    // refusal comes before the build is looked for, and creates nothing.
+    expect(await build(spec(A, 'a-reserved-0'))).toMatchObject({ phase: 'Succeeded' });
     for (const [i, [name, value]] of cases.entries()) {
-      const revision = `b-reserved-${i}`;
-      expect(await build(spec(B, revision))).toMatchObject({ phase: 'Succeeded' });
+      const revision = `a-reserved-${i}`;
       const status = await settle(
-        () => runtime.deploy({ ...B, revision, graphConfigPath: 'langgraph.json', env: { OK: '1', [name!]: value! } }),
+        () => runtime.deploy({ ...A, revision, graphConfigPath: 'langgraph.json', env: { OK: '1', [name!]: value! } }),
         ['Ready', 'Failed'],
         20_000,
       );
       expect(status).toMatchObject({ phase: 'Failed', message: expect.stringContaining(`secret ${name} is reserved`) });
-      await runtime.stop({ ...B, revision });
+      await runtime.stop({ ...A, revision });
+      if (i > 0) expect(existsSync(join(dataRoot, 'runtime/deployments/dep-a/revisions', revision))).toBe(false);
     }
   }, 90_000);
 

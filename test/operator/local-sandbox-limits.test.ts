@@ -2,19 +2,18 @@
 // hold): it fills the sandbox's /tmp (a tmpfs, memory no process is charged for), starts processes without end, and
 // fills its home folder. Real git repository, real npm, real bubblewrap where it works, real agent server called
 // through the SDK; each attack must end with the server killed and a status reason naming the limit.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
-import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import { detectSandbox, sharedTrees, type Sandbox } from '../../src/operator/runtimes/local/sandbox.ts';
 import type { LogType, RevisionLogSink, RevisionRef, ServerStatus } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+import { BWRAP, addGraphBranch, settle, startProxy } from './helpers/sandbox-graph.ts';
 
 // The graph starts the attack in the background and answers at once, as hostile code would.
 const HOSTILE = `import { spawn } from 'node:child_process';
@@ -36,8 +35,6 @@ export const graph = new StateGraph(State)
   .compile();
 `;
 
-const BWRAP = spawnSync('bwrap', ['--unshare-all', '--share-net', '--ro-bind', '/', '/', 'true']).status === 0;
-
 class MemoryLogs implements RevisionLogSink {
   lines = new Map<string, string[]>();
   async append(ref: RevisionRef, type: LogType, lines: string[]) {
@@ -56,41 +53,10 @@ let sandbox: Sandbox;
 let runtime: LocalRuntime;
 let app: FastifyInstance;
 
-function git(...args: string[]): void {
-  execFileSync('git', args, {
-    cwd: repo.path,
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 't',
-      GIT_AUTHOR_EMAIL: 't@e',
-      GIT_COMMITTER_NAME: 't',
-      GIT_COMMITTER_EMAIL: 't@e',
-    },
-  });
-}
-
-async function settle<T extends { phase: string }>(ask: () => Promise<T>, done: (s: T) => boolean): Promise<T> {
-  const until = Date.now() + 90_000;
-  for (;;) {
-    const s = await ask();
-    if (done(s)) return s;
-    if (Date.now() > until) throw new Error(`still ${JSON.stringify(s)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-sandbox-limits-'));
   repo = makeExampleRepo(tmp);
-  git('checkout', '--quiet', '-b', 'hostile', 'main');
-  writeFileSync(join(repo.path, 'src/hostile.ts'), HOSTILE);
-  const config = JSON.parse(readFileSync(join(repo.path, 'langgraph.json'), 'utf8')) as {
-    graphs: Record<string, string>;
-  };
-  config.graphs.hostile = './src/hostile.ts:graph';
-  writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify(config, null, 2));
-  git('add', '-A');
-  git('commit', '--quiet', '-m', 'a graph that attacks the machine');
+  addGraphBranch(repo, 'hostile', 'hostile', HOSTILE, 'a graph that attacks the machine');
   logs = new MemoryLogs();
   sandbox = (await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) })).sandbox;
   runtime = new LocalRuntime({
@@ -104,9 +70,9 @@ beforeAll(async () => {
     // No cgroup: the limits every machine can hold.
     limits: { maxProcesses: 64, diskLimitMb: 2048, watchIntervalMs: 200, diskWatchIntervalMs: 500 },
   });
-  app = Fastify();
-  await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
-  runtime.setBaseUrl(await app.listen({ host: '127.0.0.1', port: 0 }));
+  const proxy = await startProxy(() => runtime);
+  app = proxy.app;
+  runtime.setBaseUrl(proxy.url);
 });
 
 afterAll(async () => {

@@ -3,19 +3,19 @@
 // platform's own files and another deployment's data, and the secrets the agent server needs but graph code must
 // not see (the data key, the database URL) in its environment and /proc/*/environ. Real git repository, real npm,
 // real bubblewrap where it works, a real agent server called through the SDK, restarted on the same data.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../../src/operator/runtimes/local/index.ts';
-import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import { detectSandbox, sharedTrees, type Sandbox } from '../../src/operator/runtimes/local/sandbox.ts';
 import type { RevisionLogSink } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+import { BWRAP, addGraphBranch, settle as settleWhen, startProxy } from './helpers/sandbox-graph.ts';
 
 // Tries every read and write it is given and reports what happened, with what the process can see of itself.
 const PROBE = `import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
@@ -55,7 +55,6 @@ export const graph = new StateGraph(State)
   .compile();
 `;
 
-const BWRAP = spawnSync('bwrap', ['--unshare-all', '--share-net', '--ro-bind', '/', '/', 'true']).status === 0;
 const ROOT = process.getuid?.() === 0;
 if (!ROOT || !BWRAP) console.log('local-sandbox-user: the unprivileged-uid cases need root and bubblewrap; skipped');
 
@@ -76,28 +75,13 @@ const dep = { namespace: 'default', deployment: 'probe', deploymentId: 'dep-prob
 const dataDir = () => join(tmp, 'data', 'runtime');
 const depData = () => join(dataDir(), 'deployments', dep.deploymentId, 'data');
 
-function git(...args: string[]): void {
-  execFileSync('git', args, {
-    cwd: repo.path,
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: 't',
-      GIT_AUTHOR_EMAIL: 't@e',
-      GIT_COMMITTER_NAME: 't',
-      GIT_COMMITTER_EMAIL: 't@e',
-    },
-  });
-}
-
-async function settle<T extends { phase: string }>(ask: () => Promise<T>, phases: string[]): Promise<T> {
-  const until = Date.now() + 120_000;
-  for (;;) {
-    const s = await ask();
-    if (phases.includes(s.phase)) return s;
-    if (Date.now() > until) throw new Error(`still ${JSON.stringify(s)}\n${logLines.slice(-30).join('\n')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const settle = <T extends { phase: string }>(ask: () => Promise<T>, phases: string[]): Promise<T> =>
+  settleWhen(
+    ask,
+    (s) => phases.includes(s.phase),
+    120_000,
+    () => logLines.slice(-30).join('\n'),
+  );
 
 function newRuntime(): LocalRuntime {
   return new LocalRuntime({
@@ -158,15 +142,7 @@ async function probe(
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-sandbox-user-'));
   repo = makeExampleRepo(tmp);
-  git('checkout', '--quiet', '-b', 'probe', 'main');
-  writeFileSync(join(repo.path, 'src/probe.ts'), PROBE);
-  const config = JSON.parse(readFileSync(join(repo.path, 'langgraph.json'), 'utf8')) as {
-    graphs: Record<string, string>;
-  };
-  config.graphs.probe = './src/probe.ts:graph';
-  writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify(config, null, 2));
-  git('add', '-A');
-  git('commit', '--quiet', '-m', 'a graph that looks around');
+  addGraphBranch(repo, 'probe', 'probe', PROBE, 'a graph that looks around');
   // The platform's own files beside the runtime's folder, as `agentplane dev` lays them out, and another
   // deployment's data.
   mkdirSync(join(tmp, 'data', 'control-plane'), { recursive: true });
@@ -175,9 +151,7 @@ beforeAll(async () => {
   mkdirSync(join(dataDir(), 'deployments', 'dep-other', 'data'), { recursive: true });
   writeFileSync(join(dataDir(), 'deployments', 'dep-other', 'data', 'agent.db'), 'OTHER-DEPLOYMENT-DATA');
   sandbox = (await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) })).sandbox;
-  app = Fastify();
-  await deploymentProxy(app, { resolve: (id) => runtime.backend(id) });
-  proxyUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+  ({ app, url: proxyUrl } = await startProxy(() => runtime));
   runtime = newRuntime();
   runtime.setBaseUrl(proxyUrl);
 }, 60_000);

@@ -12,7 +12,8 @@ export type ExampleRepo = {
   sha(ref: string): string;
 };
 
-function git(cwd: string, ...args: string[]): string {
+/** git in `cwd` as a fixed author, its output trimmed. */
+export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, {
     cwd,
     encoding: 'utf8',

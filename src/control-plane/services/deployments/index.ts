@@ -41,6 +41,8 @@ export function createDeploymentService(options: {
   localRepos?: RepoPolicy;
   /** Resolves an internal_source revision's source_tarball_path to the stored bytes (none: such revisions refused). */
   sourceUploads?: TarballResolver;
+  /** Called after a deployment was created: its tenant may be new to the data plane (e.g. publish its key set now). */
+  onCreated?: (tenant: string) => void;
 }) {
   const { store } = options;
   const deps: DeploymentDeps = {
@@ -55,7 +57,11 @@ export function createDeploymentService(options: {
     ...(options.sourceUploads ? { sourceUploads: options.sourceUploads } : {}),
   };
   return {
-    create: (tenant: string, body: DeploymentCreate) => createDeployment(deps, tenant, body),
+    create: async (tenant: string, body: DeploymentCreate) => {
+      const created = await createDeployment(deps, tenant, body);
+      options.onCreated?.(tenant);
+      return created;
+    },
     get: (tenant: string, id: string) => getDeployment(deps, tenant, id),
     list: (tenant: string, q: DeploymentListQuery) => listDeployments(deps, tenant, q),
     patch: (tenant: string, id: string, body: DeploymentPatch) => patchDeployment(deps, tenant, id, body),
