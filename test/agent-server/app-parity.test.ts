@@ -48,13 +48,18 @@ describe.each(['embedded', 'postgres'] as const)('app parity (%s)', (store) => {
 
   it('answers JSON schemas for Annotation and zod graphs, their subgraphs and a field zod cannot express', async () => {
     const a = await client.assistants.getSchemas('annotated');
-    // Annotation channels typed by what they show at runtime (reducer defaults); a LastValue accepts anything.
+    // Annotation channels typed by what they show at runtime (reducer defaults) and by their TypeScript types.
     expect(a.state_schema).toEqual({
       title: 'annotated_state',
       type: 'object',
-      properties: { items: { type: 'array', default: [] }, count: { type: 'number', default: 0 }, title: {} },
+      properties: {
+        items: { type: 'array', items: { type: 'string' }, default: [] },
+        count: { type: 'number', default: 0 },
+        title: { type: 'string' },
+      },
+      $schema: 'http://json-schema.org/draft-07/schema#',
     });
-    expect(a.input_schema).toMatchObject({ properties: { items: { type: 'array' }, title: {} } });
+    expect(a.input_schema).toMatchObject({ properties: { items: { type: 'array' }, title: { type: 'string' } } });
     expect(a.context_schema).toMatchObject({ properties: { lang: { type: 'string' } }, required: ['lang'] });
     expect(a.config_schema).toEqual(a.context_schema);
     // No context declared: a permissive object, never null.

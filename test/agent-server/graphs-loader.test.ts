@@ -137,23 +137,32 @@ describe('loadGraphs on a langgraph.json naming every graph shape', () => {
     expect(s.context_schema).toEqual(s.config_schema);
   });
 
-  it('types Annotation channels by what they show at runtime; the rest, and a missing context, stay permissive', async () => {
+  it('types Annotation channels by what they show at runtime and by their TypeScript types; a missing context stays permissive', async () => {
     const s = await registry.getSchemas('compiled');
-    // count has a reducer and a default (0); label is a LastValue, typed only in TypeScript.
+    // count has a reducer and a default (0), kept beside its source type; label is a LastValue, typed only in TypeScript.
     expect(s.state_schema).toEqual({
       title: 'compiled_state',
       type: 'object',
-      properties: { count: { type: 'number', default: 0 }, label: {} },
+      properties: { count: { type: 'number', default: 0 }, label: { type: 'string' } },
+      $schema: 'http://json-schema.org/draft-07/schema#',
     });
     expect(Object.keys((s.input_schema as { properties: object }).properties).sort()).toEqual(['count', 'label']);
     const any = { title: 'compiled_config', type: 'object', properties: {}, additionalProperties: true };
     expect(s.config_schema).toEqual(any);
     expect(s.context_schema).toEqual(any);
     const m = await registry.getSchemas('messages');
-    expect(m.state_schema).toEqual({
+    expect(m.state_schema).toMatchObject({
       title: 'messages_state',
       type: 'object',
-      properties: { messages: { langgraph_type: 'messages', description: 'A list of chat messages' } },
+      properties: {
+        messages: {
+          langgraph_type: 'messages',
+          description: 'A list of chat messages',
+          type: 'array',
+          items: { $ref: '#/definitions/BaseMessage' },
+        },
+      },
+      definitions: { BaseMessage: { oneOf: expect.any(Array) } },
     });
     // Cached per compiled graph: the same answer object again.
     expect(await registry.getSchemas('compiled')).toBe(s);

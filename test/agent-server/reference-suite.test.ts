@@ -58,7 +58,7 @@ describe.each(['embedded', 'postgres'] as const)('reference suite behaviours (%s
     await expect(client.assistants.get(mine.assistant_id)).rejects.toThrow(/404/);
     // Each graph's system assistant stays: runs by graph name keep working.
     const system = await client.assistants.search({ metadata: { created_by: 'system' } });
-    expect(system.map((a) => a.graph_id).sort()).toEqual(['forecast', 'steps']);
+    expect(system.map((a) => a.graph_id).sort()).toEqual(['forecast', 'steps', 'typed']);
 
     // A field it does not know is refused, naming it, rather than read as "nothing".
     res = await truncate({ thread: true });
@@ -132,6 +132,49 @@ describe.each(['embedded', 'postgres'] as const)('reference suite behaviours (%s
     expect(innerHistory[0]!.values.messages).toHaveLength(2);
     expect(innerHistory.at(-1)?.next).toEqual(['__start__']);
     expect(innerHistory.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it("types Annotation state and context from the graph's TypeScript source, its subgraphs' too", async () => {
+    const typed = await client.assistants.create({ graphId: 'typed' });
+    const schemas = await client.assistants.getSchemas(typed.assistant_id);
+    expect(schemas.state_schema).toMatchObject({
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      properties: {
+        // Literal unions become enums (sorted); what the channel shows at runtime stays beside the type.
+        tone: { type: 'string', enum: ['dry', 'warm'] },
+        count: { type: 'number' },
+        messages: { type: 'array', items: { $ref: '#/definitions/BaseMessage' }, langgraph_type: 'messages' },
+      },
+      definitions: {
+        BaseMessage: {
+          description: expect.stringContaining('Base class for all types of messages'),
+          oneOf: expect.arrayContaining([{ $ref: '#/definitions/HumanMessage' }, { $ref: '#/definitions/AIMessage' }]),
+        },
+        HumanMessage: { type: 'object', properties: { type: { const: 'human' } } },
+      },
+    });
+    // Every $ref points at a definition the schema carries.
+    const refs = [...JSON.stringify(schemas.state_schema).matchAll(/"#\/definitions\/(\w+)"/g)].map((m) => m[1]!);
+    const defined = Object.keys((schemas.state_schema as { definitions: object }).definitions);
+    expect(refs.filter((r) => !defined.includes(r))).toEqual([]);
+    expect(schemas.context_schema).toMatchObject({ type: 'object', properties: { model: { enum: ['big', 'small'] } } });
+    expect(schemas.config_schema).toEqual(schemas.context_schema);
+
+    const subgraphs = await client.assistants.getSubgraphs(typed.assistant_id, { recurse: true });
+    expect(Object.keys(subgraphs)).toEqual(['review', 'review|check']);
+    expect(subgraphs.review!.state_schema).toMatchObject({
+      properties: {
+        verdict: { type: 'string', enum: ['no', 'yes'] },
+        notes: { type: 'array', items: { type: 'string' } },
+      },
+    });
+    expect(subgraphs['review|check']!.state_schema).toMatchObject({
+      properties: { score: { type: ['number', 'null'] }, verdict: { enum: ['no', 'yes'] } },
+    });
+    // The JS reference server's names for the same schemas, beside the platform's.
+    const review = subgraphs.review as unknown as Record<string, unknown>;
+    expect(review.state).toEqual(review.state_schema);
+    expect(review.config).toEqual(review.config_schema);
   });
 
   it('a UI entry named "chat-widget" renders through __LGUI_chat_widget; "chat_widget" beside it keeps its own', async () => {

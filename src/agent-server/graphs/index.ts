@@ -11,8 +11,9 @@ import type { Logger } from '../../lib/logger.ts';
 import { patchBatchedStoreOf } from '../platform/batched-store.ts';
 import { endImportContexts, withImportContext } from '../platform/context.ts';
 import { GraphConfigError, parseGraphEntry, readGraphEnv, readLanggraphJson } from './config.ts';
-import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas } from './introspect.ts';
+import { drawableGraph, graphSchemas, subgraphSchemas, type GraphSchemas, type SubgraphSchemas } from './introspect.ts';
 import type { Config, PregelLike } from './pregel-like.ts';
+import { typeScriptSchemasInThread, type ProjectTypes } from './typescript-types.ts';
 import { inUserTerms, projectPath } from './user-terms.ts';
 import { checkLanggraphVersion, type LanggraphInstall } from './version.ts';
 
@@ -100,7 +101,7 @@ export interface GraphRegistry {
   getSubgraphSchemas(
     graphId: string,
     opts: { config?: Config; namespace?: string; recurse?: boolean },
-  ): Promise<Record<string, GraphSchemas & { graph_id: string }>>;
+  ): Promise<Record<string, SubgraphSchemas>>;
   getDrawableGraph(
     graphId: string,
     opts: { xray?: boolean | number; config?: Config },
@@ -300,6 +301,17 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     return graph;
   }
 
+  // The graphs' TypeScript types, read once for the whole project when a schema first needs them (a thread of its
+  // own runs the compiler for seconds; executor threads, which never answer schemas, never start it).
+  let projectTypes: Promise<ProjectTypes> | undefined;
+  const typesOf = (graphId: string, ns = '') => {
+    projectTypes ??= typeScriptSchemasInThread(
+      [...loaded.values()].map(({ spec }) => ({ graphId: spec.graphId, path: spec.path, exportName: spec.exportName })),
+      (err) => opts.logger.warn({ err }, 'graph schemas: the TypeScript types of the graphs could not be read'),
+    );
+    return projectTypes.then((types) => types.get(graphId)?.get(ns));
+  };
+
   return {
     configPath: absConfig,
     projectDir,
@@ -310,7 +322,7 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
     isFactory: (graphId) => typeof loaded.get(graphId)?.value === 'function',
     async getSchemas(graphId, config = {}) {
       const found = entry(graphId);
-      return graphSchemas(graphId, await getGraph(graphId, config), found.install, opts.logger);
+      return graphSchemas(graphId, await getGraph(graphId, config), found.install, opts.logger, () => typesOf(graphId));
     },
     async getSubgraphSchemas(graphId, { config = {}, namespace, recurse }) {
       const found = entry(graphId);
@@ -320,6 +332,7 @@ export async function loadGraphs(configPath: string, opts: LoadGraphsOptions): P
         found.install,
         { namespace, recurse },
         opts.logger,
+        (ns) => typesOf(graphId, ns),
       );
     },
     async getDrawableGraph(graphId, { xray, config = {} }) {

@@ -2,13 +2,15 @@
 // converted by the graph's OWN copy of @langchain/langgraph (its schema registry knows the reducers the graph
 // registered), else by zod 4's z.toJSONSchema or StateSchema's own getJsonSchema; graphs defined with Annotation
 // have no runtime types, so their fields are typed from what the channels show (the messages reducer, a default's
-// JSON type) and otherwise accept anything. The context schema is the zod `context` given to StateGraph (an
-// Annotation context leaves nothing at runtime: a permissive schema); JS graphs have no separate config schema, so
+// JSON type) and, where the graph is TypeScript, from its source types (typescript-types.ts: `Annotation<"a" | "b">`
+// becomes an enum); what neither tells accepts anything. The context schema is the zod `context` given to StateGraph,
+// else the Annotation context's source types, else a permissive schema; JS graphs have no separate config schema, so
 // config_schema and context_schema are the same (as the JS reference server answers).
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
 import type { PregelLike } from './pregel-like.ts';
+import type { TypedSchemas } from './typescript-types.ts';
 import { esmSubpathFile, type LanggraphInstall } from './version.ts';
 
 type JsonSchema = Record<string, unknown>;
@@ -135,6 +137,30 @@ interface RuntimeDefinitions {
   _configRuntimeSchema?: unknown;
 }
 
+/** The source types of a graph or subgraph, asked for only when runtime definitions leave something untyped. */
+export type TypesOf = () => Promise<TypedSchemas | undefined>;
+
+const DRAFT_07 = 'http://json-schema.org/draft-07/schema#';
+
+/**
+ * A schema derived from channels, its fields typed by the source types where the channels said nothing more
+ * (what the channels show, such as a reducer's default or the messages marker, is kept beside the type).
+ */
+function withTypes(
+  runtime: JsonSchema,
+  typed: JsonSchema | undefined,
+  definitions: Record<string, JsonSchema>,
+): JsonSchema {
+  const typedProps = typed?.properties as Record<string, JsonSchema> | undefined;
+  if (!typedProps) return runtime;
+  const own = (runtime.properties ?? {}) as Record<string, JsonSchema>;
+  const properties = Object.fromEntries(
+    Object.entries(own).map(([name, schema]) => [name, typedProps[name] ? { ...typedProps[name], ...schema } : schema]),
+  );
+  const refs = JSON.stringify(properties).includes('"$ref"');
+  return { ...runtime, properties, ...(refs ? { definitions } : {}), $schema: DRAFT_07 };
+}
+
 // Per compiled graph (a factory's graphs are new objects, so their schemas follow the config they were built with).
 const cache = new WeakMap<object, Promise<GraphSchemas>>();
 const explained = new Set<string>();
@@ -150,10 +176,11 @@ export function graphSchemas(
   graph: PregelLike,
   install: LanggraphInstall | null,
   logger?: Logger,
+  typesOf?: TypesOf,
 ): Promise<GraphSchemas> {
   let pending = cache.get(graph);
   if (!pending) {
-    pending = deriveSchemas(graphId, graph, install, logger);
+    pending = deriveSchemas(graphId, graph, install, logger, typesOf);
     cache.set(graph, pending);
   }
   return pending;
@@ -164,6 +191,7 @@ async function deriveSchemas(
   graph: PregelLike,
   install: LanggraphInstall | null,
   logger?: Logger,
+  typesOf?: TypesOf,
 ): Promise<GraphSchemas> {
   const problems: string[] = [];
   const helpers = install ? await loadHelpers(install) : null;
@@ -183,20 +211,30 @@ async function deriveSchemas(
   const stateNames = userChannels(Object.keys(channels));
   const inputNames = userChannels(asList(graph.inputChannels));
   const outputNames = userChannels(asList(graph.outputChannels));
-  const config = zodConfig ?? permissive(`${graphId}_config`);
+  const typed = (zodState && zodInput && zodOutput && zodConfig) || !typesOf ? undefined : await typesOf();
+  const definitions = typed?.definitions ?? {};
+  const typedContext = typed?.context?.properties as Record<string, JsonSchema> | undefined;
+  const config =
+    zodConfig ??
+    (typedContext
+      ? { ...permissive(`${graphId}_config`), properties: typedContext, $schema: DRAFT_07 }
+      : permissive(`${graphId}_config`));
+  const fromChannels = (title: string, names: string[], types: JsonSchema | undefined) =>
+    withTypes(channelSchema(title, names, channels), types, definitions);
   const result: GraphSchemas = {
-    input_schema: zodInput ?? channelSchema(`${graphId}_input`, inputNames.length ? inputNames : stateNames, channels),
+    input_schema:
+      zodInput ?? fromChannels(`${graphId}_input`, inputNames.length ? inputNames : stateNames, typed?.input),
     output_schema:
-      zodOutput ?? channelSchema(`${graphId}_output`, outputNames.length ? outputNames : stateNames, channels),
-    state_schema: zodState ?? channelSchema(`${graphId}_state`, stateNames, channels),
+      zodOutput ?? fromChannels(`${graphId}_output`, outputNames.length ? outputNames : stateNames, typed?.output),
+    state_schema: zodState ?? fromChannels(`${graphId}_state`, stateNames, typed?.state),
     // JS graphs have one runtime context: config_schema and context_schema are the same (as the reference answers).
     config_schema: config,
     context_schema: config,
   };
   const reasons = [
     ...problems,
-    ...(zodState ? [] : ['the state is not zod or StateSchema: its field types exist only in TypeScript']),
-    ...(zodConfig ? [] : ['no zod context: any context is accepted']),
+    ...(zodState || typed?.state ? [] : ['the state is not zod or StateSchema and its source types were not read']),
+    ...(zodConfig || typedContext ? [] : ['no zod context and no context type in the source: any context is accepted']),
   ];
   if (reasons.length && !explained.has(graphId)) {
     explained.add(graphId);
@@ -206,8 +244,22 @@ async function deriveSchemas(
 }
 
 /**
+ * A subgraph's schemas as GET /assistants/{id}/subgraphs answers them: the platform's fields (`state_schema`, ...,
+ * what the SDK's GraphSchema types) and, beside them, the same schemas under the names the JS reference server
+ * uses there (`state`, `input`, `output`, `config`), for clients written against it.
+ */
+export type SubgraphSchemas = GraphSchemas & {
+  graph_id: string;
+  state: JsonSchema;
+  input: JsonSchema;
+  output: JsonSchema;
+  config: JsonSchema;
+};
+
+/**
  * Schemas of the subgraphs of a graph by namespace (`parent|child`), as GET /assistants/{id}/subgraphs answers:
- * the direct children, or with `recurse` every level; with `namespace` only that subgraph.
+ * the direct children, or with `recurse` every level; with `namespace` only that subgraph. `typesOf(ns)` gives a
+ * subgraph's source types.
  */
 export async function subgraphSchemas(
   graphId: string,
@@ -215,11 +267,21 @@ export async function subgraphSchemas(
   install: LanggraphInstall | null,
   opts: { namespace?: string; recurse?: boolean },
   logger?: Logger,
-): Promise<Record<string, GraphSchemas & { graph_id: string }>> {
-  const out: Record<string, GraphSchemas & { graph_id: string }> = {};
+  typesOf?: (ns: string) => Promise<TypedSchemas | undefined>,
+): Promise<Record<string, SubgraphSchemas>> {
+  const out: Record<string, SubgraphSchemas> = {};
   if (!graph.getSubgraphsAsync) return out;
   for await (const [ns, sub] of graph.getSubgraphsAsync(opts.namespace, opts.recurse ?? false)) {
-    out[ns] = { graph_id: graphId, ...(await graphSchemas(`${graphId}|${ns}`, sub, install, logger)) };
+    const types = typesOf && (() => typesOf(ns));
+    const schemas = await graphSchemas(`${graphId}|${ns}`, sub, install, logger, types);
+    out[ns] = {
+      graph_id: graphId,
+      ...schemas,
+      state: schemas.state_schema,
+      input: schemas.input_schema,
+      output: schemas.output_schema,
+      config: schemas.config_schema,
+    };
   }
   return out;
 }
