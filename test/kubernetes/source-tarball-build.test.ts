@@ -4,30 +4,24 @@
 // test runs that step's real script against the real control plane (as the pod would), ends the Job the way the
 // kubelet would report it, plays the Deployment controller, and the revision serves. Then what a hostile build (or
 // anyone holding a build's token) tries: another workspace's tarball, a tampered or expired token, none at all.
-import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { BatchV1Api, CoreV1Api, type V1Job } from '@kubernetes/client-node';
 import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { startControlPlane, type RunningControlPlane } from '../../src/control-plane/server.ts';
-import { packagePath } from '../../src/lib/package-root.ts';
 import { createLogger } from '../../src/lib/logger.ts';
 import { mintSourceFetchToken, sourceFetchKey } from '../../src/lib/source-fetch-token.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
-import {
-  buildSourceTokenSecretName,
-  FETCH_SCRIPT,
-  SOURCE_TOKEN_DIR,
-} from '../../src/operator/runtimes/kubernetes/build-job.ts';
+import { FETCH_SCRIPT } from '../../src/operator/runtimes/kubernetes/build-job.ts';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
+import { fetchToken, runFetchStep, sourceBuildJob } from './helpers/source-build.ts';
 
 const NS = 'agents';
 const ADMIN = 'source-build-admin-key-7c1e3f9a';
@@ -129,68 +123,6 @@ async function createDeployment(tenant: string, name: string): Promise<string> {
   return res.body.id as string;
 }
 
-/** The build Job whose fetch step downloads the tarball with this hash. */
-function buildJobOf(sha256: string): Promise<V1Job> {
-  const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
-  return until(
-    `the build Job of sha256:${sha256.slice(0, 12)}`,
-    async () =>
-      (await batch.listNamespacedJob({ namespace: NS })).items.find((j) =>
-        j.spec?.template.spec?.initContainers?.[0]?.env?.some((e) => e.name === 'SOURCE_SHA256' && e.value === sha256),
-      ),
-    60_000,
-  );
-}
-
-async function fetchToken(job: V1Job): Promise<string> {
-  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  const revision = job.metadata!.annotations!['agentplane.dev/revision']!;
-  const secret = await until('the fetch token Secret', () =>
-    core.readNamespacedSecret({ name: buildSourceTokenSecretName(revision), namespace: NS }),
-  );
-  expect(secret.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'Job', name: job.metadata!.name });
-  return Buffer.from(secret.data!.token!, 'base64').toString('utf8');
-}
-
-/**
- * The Job's fetch step, its real script and environment, run here against the real control plane (asynchronously:
- * that server answers from this very process).
- */
-async function runFetchStep(job: V1Job, token: string) {
-  const step = job.spec!.template.spec!.initContainers![0]!;
-  const dir = mkdtempSync(join(tmp, 'pod-'));
-  const workspace = join(dir, 'workspace');
-  const tokenDir = join(dir, 'token');
-  mkdirSync(workspace);
-  mkdirSync(tokenDir);
-  writeFileSync(join(tokenDir, 'token'), token);
-  const termination = join(dir, 'termination-log');
-  writeFileSync(termination, '');
-  const env: Record<string, string> = {};
-  for (const e of step.env ?? []) env[e.name] = (e.value ?? '').replaceAll(SOURCE_TOKEN_DIR, tokenDir);
-  const script = step.command![2]!.replaceAll('/workspace', workspace).replaceAll('/dev/termination-log', termination);
-  const r = await new Promise<{ status: number; stdout: string; stderr: string }>((done) => {
-    execFile(
-      'sh',
-      ['-c', script],
-      {
-        env: {
-          ...env,
-          PATH: process.env.PATH!,
-          TMPDIR: dir,
-          // This checkout's copy of what the image keeps at IMAGE_GRAPH_CHECK.
-          GRAPH_CHECK_SCRIPT: packagePath('src/operator/runtimes/local/graph-check.mjs'),
-        },
-      },
-      (err, stdout, stderr) => {
-        const code = err ? (err as { code?: unknown }).code : 0;
-        done({ status: typeof code === 'number' ? code : 1, stdout, stderr });
-      },
-    );
-  });
-  return { ...r, workspace, message: readFileSync(termination, 'utf8') };
-}
-
 const revisionsOf = async (tenant: string, id: string) =>
   (await api(tenant, 'GET', `/v2/deployments/${id}/revisions`)).body.resources as {
     id: string;
@@ -210,7 +142,7 @@ describe('source tarball builds on the Kubernetes runtime', () => {
     const bytes = await project('first');
     firstSha = await deploySource('team-a', id, bytes);
 
-    const job = await buildJobOf(firstSha);
+    const job = await sourceBuildJob(cluster, NS, firstSha);
     const step = job.spec!.template.spec!.initContainers![0]!;
     expect(step.command).toEqual(['sh', '-c', FETCH_SCRIPT]);
     const env = Object.fromEntries((step.env ?? []).map((e) => [e.name, e.value]));
@@ -220,9 +152,9 @@ describe('source tarball builds on the Kubernetes runtime', () => {
     const mounts = (c: { volumeMounts?: { name: string }[] }) => (c.volumeMounts ?? []).map((m) => m.name);
     expect(mounts(step)).toContain('source-token');
     expect(mounts(job.spec!.template.spec!.initContainers![1]!)).not.toContain('source-token');
-    firstToken = await fetchToken(job);
+    firstToken = await fetchToken(cluster, NS, job);
 
-    const fetched = await runFetchStep(job, firstToken);
+    const fetched = await runFetchStep(tmp, job, firstToken);
     expect(fetched.status, `${fetched.stderr}\n${fetched.message}`).toBe(0);
     expect(fetched.stdout).toContain(`extracted source tarball sha256:${firstSha}`);
     expect(fetched.stdout).toContain('graphs checked');
@@ -247,8 +179,8 @@ describe('source tarball builds on the Kubernetes runtime', () => {
     // it fetches the same bytes), and a redeploy of it goes back to its image.
     const secondSha = await deploySource('team-a', id, await project('second'));
     expect(secondSha).not.toBe(firstSha);
-    const second = await buildJobOf(secondSha);
-    const secondRun = await runFetchStep(second, await fetchToken(second));
+    const second = await sourceBuildJob(cluster, NS, secondSha);
+    const secondRun = await runFetchStep(tmp, second, await fetchToken(cluster, NS, second));
     expect(secondRun.status, secondRun.stderr).toBe(0);
     expect(readFileSync(join(secondRun.workspace, 'src', 'agent.mjs'), 'utf8')).toContain('"second"');
     await fake.finishJob(second.metadata!.name!, { ok: true, commit: secondSha, digest: `sha256:${'b'.repeat(64)}` });
@@ -261,7 +193,7 @@ describe('source tarball builds on the Kubernetes runtime', () => {
       60_000,
     );
     await fake.rollout(name, 'ready');
-    const again = await runFetchStep(job, firstToken);
+    const again = await runFetchStep(tmp, job, firstToken);
     expect(again.status, again.stderr).toBe(0);
     expect(readFileSync(join(again.workspace, 'commit'), 'utf8')).toBe(firstSha);
 
