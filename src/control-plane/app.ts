@@ -19,7 +19,7 @@ import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
-import { sourceUploadPutRoutes, sourceUploadRoutes } from './routes/v2/source-uploads.ts';
+import { sourceFetchRoutes, sourceUploadPutRoutes, sourceUploadRoutes } from './routes/v2/source-uploads.ts';
 import { projectLogRoutes } from './routes/v1/projects.ts';
 import { createSourceUploads, type SourceUploadOptions } from './services/source-uploads/index.ts';
 import { referencedTarballs } from './services/source-uploads/references.ts';
@@ -143,6 +143,23 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       referenced: (tenant) => referencedTarballs(deps.store, deps.store.namespace, tenant),
       ...deps.sourceUploads,
     });
+  // Uploads nobody deployed expire and tarballs outlive their revisions also where nobody uploads or deletes again.
+  const every = deps.sourceUploads?.sweepEveryMs ?? 60 * 60 * 1000;
+  if (uploads && every > 0) {
+    const log = deps.logger.child({ component: 'source-uploads' });
+    let pass: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      pass = pass
+        .then(() => uploads.sweepAll((tenant, err) => log.warn({ err, tenant }, 'sweeping source uploads failed')))
+        .then((deleted) => deleted && log.info({ deleted }, 'expired source uploads and unused tarballs deleted'))
+        .catch((err: unknown) => log.warn({ err }, 'sweeping source uploads failed'));
+    }, every);
+    timer.unref();
+    app.addHook('onClose', async () => {
+      clearInterval(timer);
+      await pass;
+    });
+  }
   const publicUrl = () => {
     const u = deps.auth?.publicUrl;
     return (typeof u === 'function' ? u() : u) || undefined;
@@ -204,10 +221,16 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
       }),
       { prefix: `${prefix}/v2` },
     );
-    // PUT by `langgraph deploy` without an API key: the signed upload URL is the credential.
+    // PUT by `langgraph deploy` without an API key: the signed upload URL is the credential; GET by a cluster
+    // build: its fetch token is.
     if (uploads) {
       await app.register(
-        async (up) => up.withTypeProvider<ZodTypeProvider>().register(sourceUploadPutRoutes(uploads)),
+        async (up) => {
+          await up.withTypeProvider<ZodTypeProvider>().register(sourceUploadPutRoutes(uploads));
+          if (deps.sourceUploads?.fetchKey) {
+            await up.withTypeProvider<ZodTypeProvider>().register(sourceFetchRoutes(uploads));
+          }
+        },
         { prefix: `${prefix}/v2` },
       );
     }

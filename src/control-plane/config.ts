@@ -152,6 +152,20 @@ export const controlPlaneCommand: CommandSpec = {
       default: 'false',
       env: ['AGENTPLANE_AUTH_ALLOW_PRIVATE_PROVIDERS'],
     },
+    'source-uploads-database-url': {
+      type: 'string',
+      description:
+        'PostgreSQL URL where source tarballs `langgraph deploy` uploads are kept (every replica the same); without it ' +
+        'upload URLs are refused with a 503. Prefer the env var',
+      env: ['AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL'],
+    },
+    'source-uploads-key': {
+      type: 'string',
+      description:
+        "Base64 of 32 bytes, the same as the operator's: signs upload URLs and checks the fetch tokens cluster builds " +
+        'download their tarball with. Required with --source-uploads-database-url. Prefer the env var',
+      env: ['AGENTPLANE_SOURCE_UPLOADS_KEY'],
+    },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
@@ -232,6 +246,10 @@ const Config = StoreConfig.extend({
       .optional(),
     allowPrivateProviders: z.enum(['true', 'false']).transform((v) => v === 'true'),
   }),
+  /** Where uploaded source tarballs are kept and the key of their URLs and fetch tokens; none: uploads refused. */
+  sourceUploads: z
+    .object({ databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'), key: secretKeySchema })
+    .optional(),
   /** Namespaces of tenants' agents (where their API key Secrets go) when each tenant has its own. */
   tenantNamespaces: z.object({
     enabled: z.enum(['true', 'false']).transform((v) => v === 'true'),
@@ -264,6 +282,8 @@ const FLAG: Record<string, string> = {
   deploymentTokenKey: '--deployment-token-key (AGENTPLANE_DEPLOYMENT_TOKEN_KEY)',
   publicUrl: '--public-url',
   allowPrivateProviders: '--auth-allow-private-providers',
+  databaseUrl: '--source-uploads-database-url (AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL)',
+  key: '--source-uploads-key (AGENTPLANE_SOURCE_UPLOADS_KEY)',
 };
 
 export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
@@ -319,6 +339,9 @@ export function parseControlPlaneConfig(
       publicHost: pick('public-host'),
     },
     tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },
+    ...(pick('source-uploads-database-url') || pick('source-uploads-key')
+      ? { sourceUploads: { databaseUrl: pick('source-uploads-database-url'), key: pick('source-uploads-key') ?? '' } }
+      : {}),
     auth: {
       keyring: pick('auth-encryption-keys'),
       deploymentTokenKey: pick('deployment-token-key'),

@@ -12,6 +12,10 @@ import { readKeyFile } from '../state/embedded/secret-box.ts';
 import { openPlatformState, StateUnavailableError } from '../state/index.ts';
 import { createGitHubApp } from '../git/github-app.ts';
 import type { PlatformState } from '../state/types.ts';
+import { openPostgresSourceArchives } from '../state/source-archives-postgres.ts';
+import type { SourceArchiveStore } from '../state/source-archives.ts';
+import { sourceFetchKey } from '../lib/source-fetch-token.ts';
+import { uploadSigningKey } from './services/source-uploads/signing.ts';
 
 export interface RunningControlPlane {
   app: FastifyInstance;
@@ -54,6 +58,18 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     owner?.release();
     throw err;
   }
+  let archives: SourceArchiveStore | undefined;
+  if (config.sourceUploads) {
+    try {
+      archives = await openPostgresSourceArchives({ url: config.sourceUploads.databaseUrl });
+    } catch (err) {
+      await store.close();
+      owner?.release();
+      throw new StateUnavailableError(
+        `cannot use the source uploads database (--source-uploads-database-url): ${describeError(err)}`,
+      );
+    }
+  }
   // In a cluster the agents read their tenant's key hashes from Secrets this process keeps current.
   const { enabled, prefix } = config.tenantNamespaces;
   const sink = store.tenantKeySink?.(enabled ? (tenant) => tenantNamespaceName(prefix, tenant) : undefined);
@@ -79,6 +95,15 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     // only after the deployment, so a write now would be refused; the next pass writes it.
     ...(enabled ? {} : { onDeploymentCreated: () => void publisher?.sync().catch(() => undefined) }),
     auth: { ...config.auth, keyring: authKeyring(config) },
+    ...(archives && config.sourceUploads
+      ? {
+          sourceUploads: {
+            archives,
+            signingKey: uploadSigningKey(config.sourceUploads.key),
+            fetchKey: sourceFetchKey(config.sourceUploads.key),
+          },
+        }
+      : {}),
   });
   publisher?.start();
   const url = await app.listen({ host: config.host, port: config.port });
@@ -93,6 +118,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
       closing ??= (async () => {
         await app.close();
         await publisher?.stop();
+        await archives?.close();
         await store.close();
         owner?.release();
       })();

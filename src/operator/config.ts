@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, UsageError } from '../lib/cli-args.ts';
+import { sourceFetchKey } from '../lib/source-fetch-token.ts';
 import { kubernetesRuntimeConfigSchema } from './runtimes/kubernetes/config.ts';
 import { githubAppSettingsFrom } from '../git/github-config.ts';
 import { operatorCommand } from './flags.ts';
@@ -86,6 +87,9 @@ const FLAG: Record<string, string> = {
   'runtime.networkPolicy.enabled': '--network-policy',
   controlPlaneUrl: '--control-plane-url',
   tokenKey: '--deployment-token-key',
+  'runtime.sourceFetch.url': '--source-fetch-url',
+  'runtime.sourceFetch.tokenKey': '--source-uploads-key',
+  'runtime.sourceFetch.peer': '--source-fetch-peer',
   'runtime.buildResources.requests.cpu': '--build-cpu-request',
   'runtime.buildResources.requests.memory': '--build-memory-request',
   'runtime.buildResources.limits.cpu': '--build-cpu-limit',
@@ -135,6 +139,15 @@ function agentAuthOf(url: string | undefined, key: string | undefined) {
   if (!url && !key) return {};
   if (!url || !key) throw new UsageError('--control-plane-url and --deployment-token-key go together');
   return { agentAuth: { controlPlaneUrl: url, tokenKey: Buffer.from(key.trim(), 'base64') } };
+}
+
+/** --source-fetch-url and --source-uploads-key together (or neither): the fetch tokens' key is derived here. */
+function sourceFetchOf(url: string | undefined, key: string | undefined, peer: unknown) {
+  if (!url && !key) return {};
+  if (!url || !key) throw new UsageError('--source-fetch-url and --source-uploads-key go together');
+  const raw = Buffer.from(key.trim(), 'base64');
+  if (raw.length !== 32) throw new UsageError('--source-uploads-key: must be the base64 of exactly 32 bytes');
+  return { sourceFetch: { url: url.replace(/\/+$/, ''), tokenKey: sourceFetchKey(raw), ...(peer ? { peer } : {}) } };
 }
 
 /** All four --listener-* settings or none, checked as `agentplane listener` checks its own. */
@@ -229,6 +242,11 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
       },
       defaults: { cpu: num('default-cpu'), memoryMb: num('default-memory-mb') },
       ...agentAuthOf(pick('control-plane-url'), pick('deployment-token-key')),
+      ...sourceFetchOf(
+        pick('source-fetch-url'),
+        pick('source-uploads-key'),
+        jsonFlag('source-fetch-peer', pick('source-fetch-peer')),
+      ),
     },
     leaderElect: pick('leader-elect'),
     leaseName: pick('lease-name'),

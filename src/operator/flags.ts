@@ -371,6 +371,27 @@ export const operatorCommand: CommandSpec = {
         "Base64 of 32 bytes, the same as the control plane's: signs the deployment tokens agents call the auth service with. Prefer the env var",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
     },
+    'source-fetch-url': {
+      type: 'string',
+      description:
+        "The control plane's URL as build pods reach it (e.g. http://agentplane-control-plane.agentplane.svc): builds of " +
+        'uploaded source tarballs (langgraph deploy) download them from there, with --source-uploads-key',
+      env: ['AGENTPLANE_SOURCE_FETCH_URL'],
+    },
+    'source-fetch-peer': {
+      type: 'string',
+      description:
+        'JSON NetworkPolicy peer of the control plane pods (e.g. {"namespaceSelector":{...},"podSelector":{...}}): ' +
+        'build pods may connect to it (their egress otherwise skips private ranges)',
+      env: ['AGENTPLANE_SOURCE_FETCH_PEER'],
+    },
+    'source-uploads-key': {
+      type: 'string',
+      description:
+        "Base64 of 32 bytes, the same as the control plane's: signs the fetch token each tarball build gets (one " +
+        'revision, its tarball, until the build times out). Prefer the env var',
+      env: ['AGENTPLANE_SOURCE_UPLOADS_KEY'],
+    },
     'listener-control-plane-url': {
       type: 'string',
       description:

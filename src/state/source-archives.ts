@@ -7,10 +7,13 @@
 // Nothing here lives for ever: `sweep` drops an upload's claim and record once its URL has expired (plus a grace to
 // deploy it), and every object no live record and no revision references, so a workspace's disk use is what its
 // deployments can still build (rollback included) plus its recent uploads; `usage` is what a quota counts.
+// This folder is the one-machine adapter of the SourceArchiveStore port; a cluster's control plane replicas share a
+// Postgres one (source-archives-postgres.ts).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { ConflictError } from '../lib/errors.ts';
 
 export type StoredUpload = {
@@ -23,7 +26,49 @@ export type StoredUpload = {
 
 export type ArchiveUsage = { bytes: number; count: number };
 
-const SHA256 = /^[0-9a-f]{64}$/;
+/** What a sweep keeps: the hashes revisions still build and the deployments still alive ('all': every tarball). */
+export type ArchiveReferences = { hashes: Set<string>; deployments: Set<string> } | 'all';
+
+/**
+ * Where uploaded tarballs and their upload records are kept (the port both adapters implement). Every method is one
+ * atomic step: a tarball is never visible before its record, a claim is taken once.
+ */
+export interface SourceArchiveStore {
+  /** A private folder for uploads being received (a commit moves or copies the checked file from there). */
+  tmpDir(): Promise<string>;
+  /** Takes an upload id for good before its bytes arrive: a second use of one upload URL is a 409. */
+  claim(tenant: string, deploymentId: string, uploadId: string, expires: number): Promise<void>;
+  /** Stores a checked tarball under its hash and records the upload (its claim must be held). */
+  commit(
+    tenant: string,
+    deploymentId: string,
+    uploadId: string,
+    tmpFile: string,
+    sha256: string,
+    size: number,
+    expires: number,
+  ): Promise<void>;
+  /** The bytes an upload of this workspace and deployment stored, or undefined (never uploaded, or not theirs). */
+  lookup(tenant: string, deploymentId: string, uploadId: string): Promise<StoredUpload | undefined>;
+  /** The bytes and number of tarballs the workspace stores (what its quota bounds). */
+  usage(tenant: string): Promise<ArchiveUsage>;
+  /** Deletes expired claims and records and the tarballs nothing keeps; returns tarballs deleted, records left. */
+  sweep(
+    tenant: string,
+    referenced: ArchiveReferences,
+    nowSeconds: number,
+    graceSeconds: number,
+  ): Promise<{ deleted: number; records: number }>;
+  /** Whether the workspace stores a tarball with this hash. */
+  has(tenant: string, sha256: string): Promise<boolean>;
+  /** The workspace's tarball with this hash as a stream, or undefined when it stores none (another's is never found). */
+  read(tenant: string, sha256: string): Promise<Readable | undefined>;
+  /** The workspaces that store anything (uploads or tarballs): what the housekeeping timer sweeps. */
+  tenants(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export const SHA256 = /^[0-9a-f]{64}$/;
 const ID = /^[0-9a-zA-Z-]{1,64}$/;
 
 function workspaceKey(tenant: string): string {
@@ -33,6 +78,8 @@ function workspaceKey(tenant: string): string {
 export type SourceArchives = ReturnType<typeof openSourceArchives>;
 
 export function openSourceArchives(root: string) {
+  // Each workspace folder names its tenant in a file (the folder name is a hash), for the housekeeping timer.
+  const TENANT_FILE = 'tenant';
   const ws = (tenant: string) => join(root, workspaceKey(tenant));
   const uploadRecord = (tenant: string, deploymentId: string, uploadId: string) => {
     if (!ID.test(deploymentId) || !ID.test(uploadId)) throw new Error('invalid upload ids');
@@ -62,6 +109,9 @@ export function openSourceArchives(root: string) {
     async claim(tenant: string, deploymentId: string, uploadId: string, expires: number): Promise<void> {
       const record = uploadRecord(tenant, deploymentId, uploadId);
       await ensureDir(join(record, '..'));
+      if (!existsSync(join(ws(tenant), TENANT_FILE))) {
+        await writeFile(join(ws(tenant), TENANT_FILE), tenant, { mode: 0o600 });
+      }
       const claimFile = `${record}.claim`;
       try {
         const fh = await open(claimFile, 'wx', 0o600);
@@ -132,7 +182,7 @@ export function openSourceArchives(root: string) {
      */
     async sweep(
       tenant: string,
-      referenced: { hashes: Set<string>; deployments: Set<string> } | 'all',
+      referenced: ArchiveReferences,
       nowSeconds: number,
       graceSeconds: number,
     ): Promise<{ deleted: number; records: number }> {
@@ -173,12 +223,33 @@ export function openSourceArchives(root: string) {
       return { deleted, records };
     },
 
-    /** Where the workspace's tarball with this hash is, if it is stored. */
+    /** Where the workspace's tarball with this hash is, if it is stored (the local runtime extracts it). */
     objectPath(tenant: string, sha256: string): string | undefined {
       const file = objectFile(tenant, sha256);
       return existsSync(file) ? file : undefined;
     },
-  };
+
+    async has(tenant: string, sha256: string): Promise<boolean> {
+      return SHA256.test(sha256) && existsSync(objectFile(tenant, sha256));
+    },
+
+    async read(tenant: string, sha256: string): Promise<Readable | undefined> {
+      if (!SHA256.test(sha256)) return undefined;
+      const fh = await open(objectFile(tenant, sha256), 'r').catch(() => undefined);
+      return fh?.createReadStream();
+    },
+
+    async tenants(): Promise<string[]> {
+      const found: string[] = [];
+      for (const dir of await readdir(root).catch(() => [] as string[])) {
+        const tenant = await readFile(join(root, dir, TENANT_FILE), 'utf8').catch(() => undefined);
+        if (tenant && workspaceKey(tenant) === dir) found.push(tenant);
+      }
+      return found;
+    },
+
+    async close(): Promise<void> {},
+  } satisfies SourceArchiveStore & { objectPath(tenant: string, sha256: string): string | undefined };
 }
 
 async function readMeta(path: string): Promise<{ expires?: number; sha256?: string } | undefined> {

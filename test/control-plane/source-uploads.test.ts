@@ -16,7 +16,9 @@ import { DEFAULT_INPUT_POLICY } from '../../src/control-plane/services/input-rul
 import { uploadSigningKey } from '../../src/control-plane/services/source-uploads/signing.ts';
 import { entryProblem } from '../../src/control-plane/services/source-uploads/tarball.ts';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
-import { openSourceArchives } from '../../src/state/source-archives.ts';
+import { openSourceArchives, type SourceArchiveStore } from '../../src/state/source-archives.ts';
+import { openPostgresSourceArchives } from '../../src/state/source-archives-postgres.ts';
+import { createTestDatabase } from '../support/postgres.ts';
 import type { PlatformState } from '../../src/state/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 
@@ -390,9 +392,30 @@ describe('entryProblem', () => {
 });
 
 // A second control plane with small bounds: what one key holder can make the platform store and inspect.
-describe('source uploads are bounded per workspace and cleaned up', () => {
+// Both stores: the one-machine folder and the Postgres a cluster's control-plane replicas share.
+const STORES: [string, () => Promise<{ archives: SourceArchiveStore; drop: () => Promise<void> }>][] = [
+  ['folder', async () => ({ archives: openSourceArchives(join(dir, 'archives-bounded')), drop: async () => {} })],
+  [
+    'postgres',
+    async () => {
+      const db = await createTestDatabase();
+      const archives = await openPostgresSourceArchives({ url: db.url });
+      return {
+        archives,
+        drop: async () => {
+          await archives.close();
+          await db.drop();
+        },
+      };
+    },
+  ],
+];
+
+describe.each(STORES)('source uploads are bounded per workspace and cleaned up (%s)', (name, open) => {
   let cp2: FastifyInstance;
-  let archives: ReturnType<typeof openSourceArchives>;
+  let store: PlatformState;
+  let archives: SourceArchiveStore;
+  let drop: () => Promise<void>;
   let now2 = Date.now();
   const keyed: Record<string, Record<string, string>> = {};
   const as = async (tenant: string) => {
@@ -437,7 +460,8 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
   };
 
   beforeAll(async () => {
-    archives = openSourceArchives(join(dir, 'archives-bounded'));
+    ({ archives, drop } = await open());
+    store = openEmbeddedPlatformState({ dataDir: join(dir, `store-${name}`) });
     cp2 = await createControlPlane({
       store,
       logger: silentLogger(),
@@ -457,6 +481,8 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
   });
   afterAll(async () => {
     await cp2.close();
+    await store.close();
+    await drop();
   });
 
   it('refuses a workspace past its bound (count, then bytes) while another workspace still uploads', async () => {
@@ -509,8 +535,8 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
     expect((await req('DELETE', `/v2/deployments/${gone}`, await as('quota-c'))).statusCode).toBe(204);
     const shaA = a.res.json().sha256 as string;
     const shaB = b.res.json().sha256 as string;
-    expect(archives.objectPath('quota-c', shaB)).toBeUndefined();
-    expect(archives.objectPath('quota-c', shaA)).toBeDefined();
+    expect(await archives.has('quota-c', shaB)).toBe(false);
+    expect(await archives.has('quota-c', shaA)).toBe(true);
     expect(await archives.usage('quota-c')).toMatchObject({ count: 1 });
     expect((await upload('quota-c', kept)).res.statusCode).toBe(201);
   });
@@ -533,8 +559,8 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
     now2 += (60 + 600 + 1) * 1000; // past the URL's expiry and the grace to deploy it
     expect((await askUrl('quota-d', id)).statusCode).toBe(200); // asking sweeps
     expect(await archives.lookup('quota-d', idleIds[1]!, idleIds[2]!)).toBeUndefined();
-    expect(archives.objectPath('quota-d', idleSha)).toBeUndefined();
-    expect(archives.objectPath('quota-d', deployed.res.json().sha256 as string)).toBeDefined();
+    expect(await archives.has('quota-d', idleSha)).toBe(false);
+    expect(await archives.has('quota-d', deployed.res.json().sha256 as string)).toBe(true);
     const late = await req('PATCH', `/v2/deployments/${id}`, await as('quota-d'), {
       source_revision_config: { source_tarball_path: idle.object_path },
     });
@@ -550,9 +576,7 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
     body.push(bytes.subarray(0, 10));
     const held = putTo(slow.upload_url, body);
     const part = join(
-      dir,
-      'archives-bounded',
-      'incoming',
+      await archives.tmpDir(),
       `${new URL(slow.upload_url).pathname.split('/').pop()!.slice(0, 32)}.part`,
     );
     while (!existsSync(part)) await new Promise((r) => setTimeout(r, 10));
@@ -570,5 +594,48 @@ describe('source uploads are bounded per workspace and cleaned up', () => {
     body.push(null);
     expect((await held).statusCode).toBe(201);
     expect((await putTo(next.upload_url, await project())).statusCode).toBe(201);
+  });
+
+  it('a timer deletes expired uploads of every workspace, with nobody uploading or deleting', async () => {
+    const id = await newDeployment('tidy-a', 't-a');
+    const deployed = await upload('tidy-a', id);
+    const patched = await req('PATCH', `/v2/deployments/${id}`, await as('tidy-a'), {
+      source_revision_config: { source_tarball_path: deployed.object_path },
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+    const idle = await upload('tidy-a', id);
+    const elsewhere = await upload('tidy-b', await newDeployment('tidy-b', 't-b'));
+    const sha = (u: { res: { json(): { sha256: string } } }) => u.res.json().sha256;
+    // Another replica of the control plane over the same stores, its clock past every URL's expiry and grace and its
+    // timer quick; this test makes no request of it.
+    let later = now2 + (60 + 600 + 1) * 1000;
+    const replica = await createControlPlane({
+      store,
+      logger: silentLogger(),
+      policy: DEFAULT_INPUT_POLICY,
+      consoleDir: false,
+      sourceUploads: {
+        archives,
+        signingKey: uploadSigningKey(Buffer.alloc(32, 9)),
+        ttlSeconds: 60,
+        recordGraceSeconds: 600,
+        now: () => later,
+        sweepEveryMs: 20,
+      },
+    });
+    try {
+      for (const [tenant, u] of [
+        ['tidy-a', idle],
+        ['tidy-b', elsewhere],
+      ] as const) {
+        while (await archives.has(tenant, sha(u))) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(await archives.has('tidy-a', sha(deployed))).toBe(true);
+      later += 1; // one more pass changes nothing
+      await new Promise((r) => setTimeout(r, 60));
+      expect(await archives.has('tidy-a', sha(deployed))).toBe(true);
+    } finally {
+      await replica.close();
+    }
   });
 });

@@ -3,6 +3,7 @@
 // Kubernetes schemas (kubernetes-models), and what the templates compute (RBAC scope, leader election, ingress,
 // build settings) lands where the operator and control plane read it.
 import { describe, expect, it } from 'vitest';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { CHART_DIR, helm, renderChart } from '../support/helm/index.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
 import { ingressAllowed, selects } from '../support/network-policy.ts';
@@ -204,6 +205,38 @@ describe('helm template / helm lint', () => {
     expect(opOauth.AGENTPLANE_GITHUB_APP_CLIENT_ID).toBeUndefined();
     const none = envOf(find(renderChart({}), 'Deployment', 'agentplane-control-plane')!);
     expect(Object.keys(none).filter((k) => k.includes('GITHUB'))).toEqual([]);
+  });
+
+  it('source uploads: the Postgres URL to the control plane only, the key to both, build pods let through to it', () => {
+    const docs = renderChart({
+      values: { controlPlane: { sourceUploads: { existingSecret: 'src' } }, build: { registry: 'registry.test/a' } },
+    });
+    const cp = envOf(find(docs, 'Deployment', 'agentplane-control-plane')!);
+    const op = envOf(find(docs, 'Deployment', 'agentplane-operator')!);
+    expect(cp.AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL).toEqual({ secretKeyRef: { name: 'src', key: 'database-url' } });
+    for (const env of [cp, op])
+      expect(env.AGENTPLANE_SOURCE_UPLOADS_KEY).toEqual({ secretKeyRef: { name: 'src', key: 'key' } });
+    expect(op.AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL).toBeUndefined();
+    expect(op.AGENTPLANE_SOURCE_FETCH_URL).toBe('http://agentplane-control-plane.agentplane.svc:80');
+    // What the operator makes of the rendered settings: the build NetworkPolicy admits the control plane's pods.
+    const config = parseOperatorConfig([], {
+      AGENTPLANE_SOURCE_FETCH_URL: op.AGENTPLANE_SOURCE_FETCH_URL as string,
+      AGENTPLANE_SOURCE_FETCH_PEER: op.AGENTPLANE_SOURCE_FETCH_PEER as string,
+      AGENTPLANE_SOURCE_UPLOADS_KEY: Buffer.alloc(32, 1).toString('base64'),
+      AGENTPLANE_REGISTRY: 'registry.test/a',
+    })!;
+    const controlPlanePod = find(docs, 'Deployment', 'agentplane-control-plane')!.spec.template.metadata.labels;
+    expect(config.runtime.sourceFetch?.peer).toEqual({
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'agentplane' } },
+      podSelector: { matchLabels: expect.objectContaining({ 'app.kubernetes.io/component': 'control-plane' }) },
+    });
+    for (const [k, v] of Object.entries(config.runtime.sourceFetch!.peer!.podSelector!.matchLabels!)) {
+      expect(controlPlanePod[k]).toBe(v);
+    }
+    const none = renderChart({});
+    expect(
+      Object.keys(envOf(find(none, 'Deployment', 'agentplane-operator')!)).filter((k) => k.includes('_SOURCE_')),
+    ).toEqual([]);
   });
 
   it('probes the operator on its health port', () => {

@@ -1,7 +1,9 @@
-// LangChain's `langgraph deploy --image-uri` (from PyPI) against agentplane's control plane on the Kubernetes store,
-// with the operator's Kubernetes runtime, on the API-server double: the CLI creates an external_docker deployment of
-// a prebuilt image through /api-host, the operator rolls it out (the test plays the Deployment controller), and the
-// CLI reports success. `--remote` source builds are refused there with the runtime's reason, which the CLI shows.
+// LangChain's `langgraph deploy` (from PyPI) against agentplane's control plane on the Kubernetes store, with the
+// operator's Kubernetes runtime, on the API-server double. `--image-uri`: the CLI creates an external_docker deployment
+// of a prebuilt image through /api-host, the operator rolls it out (the test plays the Deployment controller), and the
+// CLI reports success. `--remote`: the CLI uploads the project (kept in a real Postgres), the build Job's fetch step
+// (its real script, run here) downloads and checks it, the test ends the Job as the kubelet would report it, and the
+// CLI reports success; a graph that does not load fails in that step, and the CLI shows the reason.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +17,8 @@ import { startKubernetesOperator, type RunningOperator } from '../../src/operato
 import { langgraphCli } from '../support/langgraph-cli.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
+import { fetchToken, runFetchStep, sourceBuildJob } from './helpers/source-build.ts';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
 
 const NS = 'agents';
 const KEY = 'langgraph-cli-admin-key-3f9a7c1e';
@@ -27,6 +31,9 @@ let cp: RunningControlPlane | undefined;
 let op: RunningOperator | undefined;
 let tmp = '';
 let cli = '';
+let db: TestDatabase | undefined;
+const builtJobs: string[] = [];
+const UPLOADS_KEY = Buffer.alloc(32, 5).toString('base64');
 let skip: string | undefined;
 
 beforeAll(async () => {
@@ -38,6 +45,7 @@ beforeAll(async () => {
   }
   cli = found.bin;
   tmp = mkdtempSync(join(tmpdir(), 'ap-lgcli-k8s-'));
+  db = await createTestDatabase();
   cluster = await startCluster(NS, { rbac: true });
   cluster.installChartRbac();
   const config = parseControlPlaneConfig(
@@ -53,12 +61,21 @@ beforeAll(async () => {
       '--port',
       '0',
     ],
-    { AGENTPLANE_BOOTSTRAP_API_KEY: KEY, AGENTPLANE_BOOTSTRAP_TENANTS: '*', LOG_LEVEL: 'silent' },
+    {
+      AGENTPLANE_BOOTSTRAP_API_KEY: KEY,
+      AGENTPLANE_BOOTSTRAP_TENANTS: '*',
+      AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL: db.url,
+      AGENTPLANE_SOURCE_UPLOADS_KEY: UPLOADS_KEY,
+      LOG_LEVEL: 'silent',
+    },
     tmp,
   )!;
   cp = await startControlPlane(config, logger);
   op = startKubernetesOperator(
-    parseOperatorConfig([...operatorTestFlags(cluster, NS), '--log-level', 'silent', '--health-port', '0'], {})!,
+    parseOperatorConfig(
+      [...operatorTestFlags(cluster, NS), '--source-fetch-url', cp.url, '--log-level', 'silent', '--health-port', '0'],
+      { AGENTPLANE_SOURCE_UPLOADS_KEY: UPLOADS_KEY },
+    )!,
     logger,
   );
 }, 900_000);
@@ -71,13 +88,15 @@ afterAll(async () => {
   await op?.close();
   await cp?.close();
   await cluster?.close();
+  await db?.drop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 /** `langgraph deploy` in a project folder, as a user runs it; resolves with its exit code and output. */
-function deploy(args: string[]): Promise<{ code: number; output: string }> {
+function deploy(args: string[], graph?: string): Promise<{ code: number; output: string }> {
   const dir = mkdtempSync(join(tmp, 'project-'));
   writeFileSync(join(dir, 'langgraph.json'), JSON.stringify({ node_version: '20', graphs: { agent: './a.ts:graph' } }));
+  if (graph !== undefined) writeFileSync(join(dir, 'a.ts'), graph);
   return new Promise((done) => {
     execFile(
       cli,
@@ -126,9 +145,38 @@ describe('langgraph deploy on the Kubernetes runtime', () => {
     expect([...new Set(cluster!.api.denied)]).toEqual([]);
   }, 300_000);
 
-  it('--remote: the source build is refused with the reason, shown by the CLI', async () => {
-    const res = await deploy(['--remote', '--name', 'cli-source']);
+  it('--remote: the uploaded source is fetched by the build Job and rolled out; the CLI reports success', async () => {
+    const running = deploy(
+      ['--remote', '--name', 'cli-source'],
+      'export const graph = { invoke: async () => ({}) };\n',
+    );
+    const job = await sourceBuildJob(cluster!, NS);
+    builtJobs.push(job.metadata!.name!);
+    const step = await runFetchStep(tmp, job, await fetchToken(cluster!, NS, job));
+    expect(step.status, `${step.stderr}\n${step.message}`).toBe(0);
+    expect(step.stdout).toContain('graphs checked');
+    const sha = job.spec!.template.spec!.initContainers![0]!.env!.find((e) => e.name === 'SOURCE_SHA256')!.value!;
+    const fake = new FakeCluster(cluster!.kubeConfig, NS);
+    await fake.finishJob(job.metadata!.name!, { ok: true, commit: sha, digest: `sha256:${'c'.repeat(64)}` });
+    const name = job.metadata!.labels!['agentplane.dev/deployment']!;
+    await until('its Deployment', () => cluster!.api.peek('apps', 'deployments', NS, name), 60_000);
+    await fake.rollout(name, 'ready');
+    const res = await running;
+    expect(res.output).toContain('Deployment successful!');
+    expect(res.code, res.output).toBe(0);
+  }, 300_000);
+
+  it('--remote: a graph that does not load fails the fetch step, and the CLI shows why', async () => {
+    const running = deploy(['--remote', '--name', 'cli-broken'], 'export const graph = {\n');
+    // The first test's Job is still there: this deployment's is the other one.
+    const job = await sourceBuildJob(cluster!, NS, undefined, builtJobs);
+    const step = await runFetchStep(tmp, job, await fetchToken(cluster!, NS, job));
+    expect(step.status).not.toBe(0);
+    expect(step.message).toMatch(/graph "agent": a\.ts:\d+:\d+/);
+    const fake = new FakeCluster(cluster!.kubeConfig, NS);
+    await fake.finishJob(job.metadata!.name!, { ok: false, container: 'clone', message: step.message });
+    const res = await running;
     expect(res.code, res.output).toBe(1);
-    expect(res.output).toMatch(/status 503: This control plane stores no source uploads/);
+    expect(res.output).toContain('a.ts');
   }, 300_000);
 });

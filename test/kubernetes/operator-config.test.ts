@@ -117,6 +117,12 @@ describe('agentplane operator configuration', () => {
     [['--tenant-namespace-prefix', 'Bad_'], /--tenant-namespace-prefix/],
     [['--tenant-keys-writer', 'just-a-name'], /--tenant-keys-writer/],
     [['--no-such-flag'], /no-such-flag/],
+    [['--source-fetch-url', 'http://cp'], /--source-fetch-url and --source-uploads-key go together/],
+    [['--source-fetch-url', 'http://cp', '--source-uploads-key', 'c2hvcnQ='], /--source-uploads-key: must be/],
+    [
+      ['--source-fetch-url', 'ftp://cp', '--source-uploads-key', Buffer.alloc(32).toString('base64')],
+      /--source-fetch-url: must be an http\(s\) URL/,
+    ],
     [
       ['--listener-id', 'x', '--listener-tenant', 't', '--listener-api-key', 'k'],
       /\(missing: --listener-control-plane-url\)/,

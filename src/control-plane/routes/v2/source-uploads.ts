@@ -58,8 +58,9 @@ export const sourceUploadRoutes =
         const dep = await service.get(tenant, req.params.deployment_id);
         if (!uploads) {
           throw new AppError(
-            'This control plane stores no source uploads: `agentplane dev` (one machine) builds them; a separate ' +
-              'control plane and cluster do not yet, so deploy from git or with `langgraph deploy --image-uri`.',
+            'This control plane stores no source uploads: its operator must set controlPlane.sourceUploads in the Helm ' +
+              'values (--source-uploads-database-url and --source-uploads-key); until then deploy from git or with ' +
+              '`langgraph deploy --image-uri`.',
             503,
           );
         }
@@ -99,6 +100,35 @@ const PutQuery = z.object({
   max_bytes: z.coerce.number().int().positive(),
   signature: z.string().min(1).max(128),
 });
+
+const FetchParams = z.object({ sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 (64 hex digits)') });
+
+/** A cluster build downloads its tarball: no API key, the build's fetch token is the credential. */
+export const sourceFetchRoutes =
+  (uploads: SourceUploads): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.get(
+      '/source-archives/:sha256',
+      {
+        schema: {
+          tags: ['deployments'],
+          summary: 'The source tarball of a build (Authorization: Bearer <its fetch token>; for build Jobs)',
+          params: FetchParams,
+          response: {
+            200: z.unknown().describe('The .tar.gz bytes (application/gzip)'),
+            401: DeploymentErrorBody,
+            403: DeploymentErrorBody,
+            404: DeploymentErrorBody,
+          },
+        },
+      },
+      async (req, reply) => {
+        const { stream, claims } = await uploads.fetch(req.headers.authorization, req.params.sha256);
+        req.log.info({ tenant: claims.tenant, revision: claims.revision }, 'source tarball fetched by its build');
+        return reply.type('application/gzip').header('cache-control', 'no-store').send(stream);
+      },
+    );
+  };
 
 /** The bare PUT of an upload URL: no API key, the signed URL is the credential. */
 export const sourceUploadPutRoutes =

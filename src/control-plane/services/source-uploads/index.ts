@@ -11,15 +11,16 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
-import { AppError, BadRequestError, ForbiddenError, ValidationError } from '../../../lib/errors.ts';
-import type { SourceArchives } from '../../../state/source-archives.ts';
+import { AppError, BadRequestError, ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors.ts';
+import { verifySourceFetchToken } from '../../../lib/source-fetch-token.ts';
+import type { SourceArchiveStore } from '../../../state/source-archives.ts';
 import { objectPathOf, parseObjectPath } from './object-path.ts';
 import type { TarballReferences } from './references.ts';
 import { signGrant, verifyGrant, type UploadGrant } from './signing.ts';
 import { DEFAULT_TARBALL_LIMITS, inspectTarball, TarballProblem, type TarballLimits } from './tarball.ts';
 
 export type SourceUploadOptions = {
-  archives: SourceArchives;
+  archives: SourceArchiveStore;
   /** The upload-signing key (uploadSigningKey of the platform's secret key). */
   signingKey: Buffer;
   /** How long an upload URL works (default 15 minutes: the CLI PUTs right after asking). */
@@ -37,6 +38,13 @@ export type SourceUploadOptions = {
   referenced?: (tenant: string) => Promise<TarballReferences>;
   /** Milliseconds since the epoch (tests move it). */
   now?: () => number;
+  /** How often every workspace is swept, even one nobody uploads to or deletes from (default hourly; 0: never). */
+  sweepEveryMs?: number;
+  /**
+   * The key of source fetch tokens (lib/source-fetch-token.ts) cluster builds download their tarball with; none:
+   * tarballs are read only where they are stored (the one-machine platform's builds).
+   */
+  fetchKey?: Buffer;
 };
 
 /** Content types an upload may declare: the CLI sends application/gzip. */
@@ -188,7 +196,7 @@ export function createSourceUploads(opts: SourceUploadOptions) {
         }
         await locked(grant.tenant, async () => {
           await sweepUnlocked(grant.tenant);
-          const stored = opts.archives.objectPath(grant.tenant, sha256) !== undefined;
+          const stored = await opts.archives.has(grant.tenant, sha256);
           const problem = stored ? undefined : full(await opts.archives.usage(grant.tenant), { bytes: size, count: 1 });
           if (problem) {
             throw new QuotaExceeded(`The source tarball was not stored: this workspace's ${problem}; ${advice}.`, 413);
@@ -215,6 +223,47 @@ export function createSourceUploads(opts: SourceUploadOptions) {
 
     /** Deletes what the workspace no longer needs (after a deployment is deleted, and on the housekeeping timer). */
     sweep,
+
+    /** One housekeeping pass: sweeps every workspace that stores anything; returns the tarballs deleted. */
+    async sweepAll(onError: (tenant: string, err: unknown) => void): Promise<number> {
+      let deleted = 0;
+      for (const tenant of await opts.archives.tenants()) {
+        try {
+          deleted += (await sweep(tenant)).deleted;
+        } catch (err) {
+          onError(tenant, err);
+        }
+      }
+      return deleted;
+    },
+
+    /**
+     * The tarball a build's fetch token opens: the token must be signed with the fetch key, unexpired, and name this
+     * hash; the bytes are looked up under the token's workspace only, so no token reaches another workspace's.
+     */
+    async fetch(authorization: string | undefined, sha256: string) {
+      if (!opts.fetchKey) throw new NotFoundError('This control plane serves no source tarballs to builds.');
+      const token = /^Bearer\s+(\S+)$/i.exec(authorization ?? '')?.[1];
+      const claims = token ? verifySourceFetchToken(opts.fetchKey, token) : undefined;
+      if (!claims) {
+        throw new AppError('A source fetch needs Authorization: Bearer <the fetch token of its build>.', 401);
+      }
+      if (now() / 1000 > claims.expires) {
+        throw new ForbiddenError(
+          `This fetch token expired at ${new Date(claims.expires * 1000).toISOString()} (it lasts as long as its build may run).`,
+        );
+      }
+      if (claims.sha256 !== sha256) {
+        throw new ForbiddenError(`This fetch token is for the tarball of revision ${claims.revision}, not this one.`);
+      }
+      const stream = await opts.archives.read(claims.tenant, sha256);
+      if (!stream) {
+        throw new NotFoundError(
+          `The source tarball sha256:${sha256} is no longer stored (deleted with its revisions).`,
+        );
+      }
+      return { stream, claims };
+    },
 
     /** The stored bytes a source_tarball_path of this workspace's deployment names; a 422 names it otherwise. */
     async resolve(tenant: string, deploymentId: string, objectPath: string): Promise<{ sha256: string }> {

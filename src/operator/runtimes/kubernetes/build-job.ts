@@ -1,6 +1,7 @@
 // The build Job of a source revision, in three steps that share emptyDirs:
-//   clone (init): clones the repository at repo_ref and writes the generated Dockerfile (with langgraph.json's
-//     dockerfile_lines added);
+//   clone (init): clones the repository at repo_ref (or, for an uploaded tarball, downloads it from the control plane
+//     with the build's fetch token, checks its SHA-256 against the revision's and extracts it) and writes the
+//     generated Dockerfile (with langgraph.json's dockerfile_lines added);
 //   build (init): rootless, daemonless BuildKit builds the image into an OCI layout on an emptyDir, with no
 //     registry credential (only an optional pull-only one): the Dockerfile's RUN steps execute here, and with
 //     --oci-worker-no-process-sandbox they share this container's PID namespace, so anything this container holds
@@ -28,6 +29,11 @@ export type BuildInput = {
   buildCommand?: string | null;
   /** The tenant's git credentials Secret this build may use (see src/git/tenant-secret.ts); none: anonymous clone. */
   gitCredentialsSecret?: string;
+  /**
+   * internal_source: the tarball to download instead of a clone (its URL on the control plane and SHA-256); the
+   * fetch token is in the Secret sourceTokenSecretName(revision), made once the Job exists.
+   */
+  sourceArchive?: { url: string; sha256: string };
 };
 
 export const BUILD_CONTAINER = 'build';
@@ -51,16 +57,19 @@ export function buildCredentialSecretName(revision: string): string {
  * ends). Its keys are the files the clone step reads (credentialFiles).
  */
 export function makeBuildCredentialSecret(job: V1Job, credential: GitCredential): V1Secret {
+  return jobSecret(job, buildCredentialSecretName, credentialFiles(credential));
+}
+
+/** A Secret of the Job's own, named after its revision, that goes with it. */
+function jobSecret(job: V1Job, nameOf: (revision: string) => string, files: Record<string, string>): V1Secret {
   const meta = job.metadata!;
-  const data = Object.fromEntries(
-    Object.entries(credentialFiles(credential)).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
-  );
+  const data = Object.fromEntries(Object.entries(files).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     type: 'Opaque',
     metadata: {
-      name: buildCredentialSecretName(meta.annotations?.[ANNOTATION_REVISION] ?? meta.name!.replace(/-build$/, '')),
+      name: nameOf(meta.annotations?.[ANNOTATION_REVISION] ?? meta.name!.replace(/-build$/, '')),
       namespace: meta.namespace,
       labels: { ...meta.labels },
       ownerReferences: [
@@ -79,6 +88,19 @@ export function makeBuildCredentialSecret(job: V1Job, credential: GitCredential)
   };
 }
 
+/** The short-lived Secret holding one tarball build's fetch token, owned by its Job. */
+export function buildSourceTokenSecretName(revision: string): string {
+  return `${buildJobName(revision)}-source`;
+}
+
+/** Where the fetch token is mounted, in the clone (fetch) container only. */
+export const SOURCE_TOKEN_DIR = '/var/run/agentplane/source';
+
+/** The fetch token's Secret, owned by its Job like the git credential one (gone with it, deleted when it ends). */
+export function makeSourceTokenSecret(job: V1Job, token: string): V1Secret {
+  return jobSecret(job, buildSourceTokenSecretName, { token });
+}
+
 /** The tag a revision is pushed under; the recorded image is `<repository>@<digest>`. */
 export function imageRepository(config: KubernetesRuntimeConfig, target: Target): string {
   return `${config.registry.replace(/\/+$/, '')}/${target.name}`;
@@ -93,29 +115,15 @@ export const GIT_CREDENTIALS_DIR = '/var/run/agentplane/git';
  */
 export const IMAGE_GRAPH_CHECK = '/app/src/operator/runtimes/local/graph-check.mjs';
 
-// Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime. A failure the
-// script finds is its termination message (one line, shown in the revision's status); git's own errors reach it
-// through the container's FallbackToLogsOnError.
-export const CLONE_SCRIPT = `set -eu
-fail() { echo "$1" >&2; if [ -e /dev/termination-log ]; then printf '%s' "$1" > /dev/termination-log; fi; exit 1; }
-${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
-cd /workspace/src
-sha=""
-for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
-  if sha=$(git rev-parse --verify --quiet "$c^{commit}"); then break; fi
-  sha=""
-done
-if [ -z "$sha" ]; then fail "repo_ref \\"$REPO_REF\\" is not a branch, tag or commit of $REPO_URL"; fi
-git checkout --quiet --detach "$sha"
-echo "resolved $REPO_REF to $sha"
-if [ ! -f "$GRAPH_CONFIG" ]; then fail "graph config \\"$GRAPH_CONFIG\\" not found at $sha"; fi
+// What both ways of getting the source share, in /workspace/src with $sha set: the graph config must be there and
+// inside the tree, the Dockerfile is written, and the graph load check runs.
+const PREPARE_SCRIPT = `if [ ! -f "$GRAPH_CONFIG" ]; then fail "graph config \\"$GRAPH_CONFIG\\" not found at $sha"; fi
 # Nothing outside the checkout is read as the graph config (a symlink to the mounted credentials would show part of
 # them in the error for invalid JSON).
 case "$(readlink -f "$GRAPH_CONFIG" || true)" in
   "$(pwd -P)"/*) ;;
   *) fail "graph config \\"$GRAPH_CONFIG\\" resolves outside the repository (a symlink?)" ;;
 esac
-rm -rf .git
 if command -v node >/dev/null 2>&1; then
   node --input-type=commonjs -e "$DOCKERFILE_LINES_SCRIPT" /workspace/Dockerfile
 elif grep -Eq '\\.py(:[^"]*)?"' "$GRAPH_CONFIG"; then
@@ -146,6 +154,60 @@ fi
 printf '%s' "$sha" > /workspace/commit
 `;
 
+const FAIL_FN = `fail() { echo "$1" >&2; if [ -e /dev/termination-log ]; then printf '%s' "$1" > /dev/termination-log; fi; exit 1; }
+`;
+
+// Tries the ref as a branch, a tag, then anything git understands (a commit), like the local runtime. A failure the
+// script finds is its termination message (one line, shown in the revision's status); git's own errors reach it
+// through the container's FallbackToLogsOnError.
+export const CLONE_SCRIPT = `set -eu
+${FAIL_FN}${GIT_AUTH_SCRIPT}git clone --quiet --no-checkout -- "$REPO_URL" /workspace/src
+cd /workspace/src
+sha=""
+for c in "refs/remotes/origin/$REPO_REF" "refs/tags/$REPO_REF" "$REPO_REF"; do
+  if sha=$(git rev-parse --verify --quiet "$c^{commit}"); then break; fi
+  sha=""
+done
+if [ -z "$sha" ]; then fail "repo_ref \\"$REPO_REF\\" is not a branch, tag or commit of $REPO_URL"; fi
+git checkout --quiet --detach "$sha"
+echo "resolved $REPO_REF to $sha"
+rm -rf .git
+${PREPARE_SCRIPT}`;
+
+// Downloads with node (the clone image is ours by default; curl or wget otherwise), hashes what arrived and refuses
+// any other bytes than the revision's, then extracts them as the build's unprivileged user (the archive was checked
+// for paths, links and entry types leading out of the tree when it was uploaded).
+const FETCH_JS = `const fs=require('fs'),h=require('crypto').createHash('sha256');
+const token=fs.readFileSync(process.env.SOURCE_TOKEN_FILE,'utf8').trim();
+fetch(process.env.SOURCE_URL,{headers:{authorization:'Bearer '+token}}).then(async r=>{
+if(!r.ok){const t=(await r.text()).slice(0,300);console.error('HTTP '+r.status+': '+t);process.exit(2)}
+const out=fs.createWriteStream(process.argv[1]);
+for await(const c of r.body){h.update(c);if(!out.write(c))await new Promise(d=>out.once('drain',d))}
+await new Promise(d=>out.end(d));fs.writeFileSync(process.argv[1]+'.sha256',h.digest('hex'))
+}).catch(e=>{console.error(String(e&&e.message||e));process.exit(2)})`;
+
+export const FETCH_SCRIPT = `set -eu
+${FAIL_FN}mkdir -p /workspace/src
+cd /workspace/src
+archive=/workspace/source.tar.gz
+if command -v node >/dev/null 2>&1; then
+  node -e "$FETCH_JS" "$archive" || fail "the source tarball could not be downloaded from the control plane ($SOURCE_URL)"
+  got=$(cat "$archive.sha256")
+else
+  auth="Authorization: Bearer $(cat "$SOURCE_TOKEN_FILE")"
+  if command -v curl >/dev/null 2>&1; then curl -fsS -H "$auth" -o "$archive" "$SOURCE_URL"
+  else wget -q --header "$auth" -O "$archive" "$SOURCE_URL"; fi || fail "the source tarball could not be downloaded from the control plane ($SOURCE_URL)"
+  got=$(sha256sum "$archive" | cut -d' ' -f1)
+fi
+if [ "$got" != "$SOURCE_SHA256" ]; then fail "the downloaded source tarball has sha256 $got, not the revision's $SOURCE_SHA256"; fi
+tar -xzf "$archive" -C /workspace/src || fail "the source tarball could not be extracted"
+rm -f "$archive" "$archive.sha256"
+# Modes come from the archive: the build (the same user) must read every file all the same.
+chmod -R u+rwX /workspace/src
+sha="$SOURCE_SHA256"
+echo "extracted source tarball sha256:$sha"
+${PREPARE_SCRIPT}`;
+
 const BUILD_SCRIPT = `set -eu
 buildctl-daemonless.sh build \\
   --frontend dockerfile.v0 \\
@@ -169,6 +231,7 @@ echo "pushed $IMAGE@$digest"
 
 export function makeBuildJob(target: Target, build: BuildInput, config: KubernetesRuntimeConfig): V1Job {
   const configPath = safeConfigPath(build.graphConfigPath);
+  const archive = build.sourceArchive;
   const dockerfile = agentDockerfile({
     baseImage: config.baseImage,
     graphConfigPath: configPath,
@@ -223,10 +286,19 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
             {
               name: CLONE_CONTAINER,
               image: config.gitImage,
-              command: ['sh', '-c', CLONE_SCRIPT],
+              command: ['sh', '-c', archive ? FETCH_SCRIPT : CLONE_SCRIPT],
               env: [
-                { name: 'REPO_URL', value: build.repoUrl },
-                { name: 'REPO_REF', value: build.repoRef },
+                ...(archive
+                  ? [
+                      { name: 'SOURCE_URL', value: archive.url },
+                      { name: 'SOURCE_SHA256', value: archive.sha256 },
+                      { name: 'SOURCE_TOKEN_FILE', value: `${SOURCE_TOKEN_DIR}/token` },
+                      { name: 'FETCH_JS', value: FETCH_JS },
+                    ]
+                  : [
+                      { name: 'REPO_URL', value: build.repoUrl },
+                      { name: 'REPO_REF', value: build.repoRef },
+                    ]),
                 { name: 'GRAPH_CONFIG', value: configPath },
                 { name: 'DOCKERFILE', value: dockerfile },
                 { name: 'DOCKERFILE_LINES_SCRIPT', value: DOCKERFILE_LINES_SCRIPT },
@@ -240,6 +312,7 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
                 ...(build.gitCredentialsSecret
                   ? [{ name: 'git-credentials', mountPath: GIT_CREDENTIALS_DIR, readOnly: true }]
                   : []),
+                ...(archive ? [{ name: 'source-token', mountPath: SOURCE_TOKEN_DIR, readOnly: true }] : []),
               ],
               securityContext: restricted,
               // The script's own failures are written to the termination message; git's come from its log.
@@ -306,6 +379,14 @@ export function makeBuildJob(target: Target, build: BuildInput, config: Kubernet
             // 0440 with the pod's fsGroup: readable by the clone step's user only through its group.
             ...(build.gitCredentialsSecret
               ? [{ name: 'git-credentials', secret: { secretName: build.gitCredentialsSecret, defaultMode: 0o440 } }]
+              : []),
+            ...(archive
+              ? [
+                  {
+                    name: 'source-token',
+                    secret: { secretName: buildSourceTokenSecretName(build.revision), defaultMode: 0o440 },
+                  },
+                ]
               : []),
           ],
         },

@@ -1,6 +1,6 @@
 // Builds: one BuildKit Job per revision in the build namespace (the operator's unless one is configured), observed through the Job and pod informers;
 // the result (image, commit) is recorded on the Job, and the build's log is copied to the revision once.
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { V1Job, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { GitCredential } from '../../../git/credentials.ts';
 import type { AgentDeployment } from '../../../resources/index.ts';
 import type { BuildSpec, BuildStatus, RevisionRef } from '../types.ts';
@@ -9,12 +9,15 @@ import {
   BUILD_CONTAINER,
   buildCredentialSecretName,
   buildJobName,
+  buildSourceTokenSecretName,
   CLONE_CONTAINER,
   imageRepository,
   makeBuildCredentialSecret,
   makeBuildJob,
+  makeSourceTokenSecret,
   PUSH_CONTAINER,
 } from './build-job.ts';
+import { mintSourceFetchToken } from '../../../lib/source-fetch-token.ts';
 import { buildNamespace, buildTarget, orUndefined, targetName, type RuntimeContext } from './context.ts';
 import { gitCredentialsFor, gitCredentialsSecretName } from '../../../git/tenant-secret.ts';
 import type { Target } from './labels.ts';
@@ -74,9 +77,15 @@ export async function build(ctx: RuntimeContext, spec: BuildSpec, dep: AgentDepl
     const gitCredentialsSecret = credential
       ? buildCredentialSecretName(spec.revision)
       : await gitCredentials(ctx, target, spec);
+    const fetch = ctx.opts.config.sourceFetch;
+    if (spec.sourceArchive && !fetch) return { phase: 'Failed', message: NO_SOURCE_FETCH };
+    const sourceArchive =
+      spec.sourceArchive && fetch
+        ? { url: `${fetch.url}/v2/source-archives/${spec.sourceArchive.sha256}`, sha256: spec.sourceArchive.sha256 }
+        : undefined;
     let desired: V1Job;
     try {
-      desired = makeBuildJob(target, { ...spec, gitCredentialsSecret }, ctx.opts.config);
+      desired = makeBuildJob(target, { ...spec, gitCredentialsSecret, sourceArchive }, ctx.opts.config);
     } catch (err) {
       return { phase: 'Failed', message: (err as Error).message };
     }
@@ -85,19 +94,34 @@ export async function build(ctx: RuntimeContext, spec: BuildSpec, dep: AgentDepl
     const created = await apply(ctx.ops.job, desired, { createOnly: true });
     job = created.object;
     // The pod waits for the Secret (its volume); the Secret names the Job as its owner, so it needs the Job's uid.
-    if (credential && job.metadata?.uid) {
-      try {
-        await ctx.core.createNamespacedSecret({
-          namespace: job.metadata.namespace!,
-          body: makeBuildCredentialSecret(job, credential),
-        });
-      } catch (err) {
-        if (!isStatus(err, 409)) throw err;
-      }
+    if (credential && job.metadata?.uid) await createOnce(ctx, makeBuildCredentialSecret(job, credential));
+    if (spec.sourceArchive && fetch && job.metadata?.uid && spec.tenantId) {
+      // Good for this revision's tarball only, until the build's deadline (the Job cannot run longer).
+      const token = mintSourceFetchToken(fetch.tokenKey, {
+        tenant: spec.tenantId,
+        deploymentId: spec.deploymentId,
+        revision: spec.revision,
+        sha256: spec.sourceArchive.sha256,
+        expires: Math.floor(Date.now() / 1000) + ctx.opts.config.buildTimeoutSeconds + 60,
+      });
+      await createOnce(ctx, makeSourceTokenSecret(job, token));
     }
     ctx.log.info({ revision: spec.revision, job: job.metadata?.name }, 'build job created');
   }
   return observeBuild(ctx, spec, job);
+}
+
+/** Why a tarball build cannot run here, as the revision shows it. */
+export const NO_SOURCE_FETCH =
+  'Builds of uploaded source tarballs need the control plane to serve them: set controlPlane.sourceUploads in the ' +
+  'Helm values (the operator then gets --source-fetch-url and --source-uploads-key).';
+
+async function createOnce(ctx: RuntimeContext, body: V1Secret): Promise<void> {
+  try {
+    await ctx.core.createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
+  } catch (err) {
+    if (!isStatus(err, 409)) throw err;
+  }
 }
 
 /** The tenant's own git credentials Secret, when it covers the repository (why not is logged, never shown). */
@@ -195,13 +219,13 @@ async function observeBuild(ctx: RuntimeContext, spec: BuildSpec, job: V1Job): P
     pod = fresh;
     status = buildStatusOf(job, pod, repository);
   }
-  const credentialSecret = buildCredentialSecretName(spec.revision);
-  const usesCredential = (job.spec?.template.spec?.volumes ?? []).some(
-    (v) => v.secret?.secretName === credentialSecret,
-  );
+  const ownSecrets = [buildCredentialSecretName(spec.revision), buildSourceTokenSecretName(spec.revision)];
+  const usedSecrets = (job.spec?.template.spec?.volumes ?? [])
+    .map((v) => v.secret?.secretName)
+    .filter((name): name is string => !!name && ownSecrets.includes(name));
   if (!ann[ANNOTATION_LOGGED]) {
-    // The build's own credential Secret is not needed any more (builds without an integration have none).
-    if (usesCredential)
+    // The build's own credential and fetch token Secrets are not needed any more (most builds have neither).
+    for (const credentialSecret of usedSecrets)
       await ctx.core.deleteNamespacedSecret({ name: credentialSecret, namespace }).catch((err: unknown) => {
         // 403: the chart grants deleting Secrets only with a namespace per tenant; the Secret then goes with its Job.
         if (isStatus(err, 403))

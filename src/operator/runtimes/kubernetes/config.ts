@@ -77,6 +77,21 @@ export const kubernetesRuntimeConfigSchema = z.object({
       ),
     })
     .optional(),
+  /**
+   * Builds of uploaded source tarballs (internal_source) download them from the control plane at `url`, with a fetch
+   * token (lib/source-fetch-token.ts) signed by `tokenKey`; `peer` (the control plane's pods) is opened to build
+   * pods' egress. Unset: such revisions fail with the reason.
+   */
+  sourceFetch: z
+    .object({
+      url: z
+        .string()
+        .url()
+        .refine((u) => /^https?:$/.test(new URL(u).protocol), 'must be an http(s) URL'),
+      tokenKey: z.custom<Buffer>((v) => Buffer.isBuffer(v) && v.length === 32, 'must be 32 bytes'),
+      peer: networkPolicyPeerSchema.optional(),
+    })
+    .optional(),
   /** Repository prefix agent images are pushed to, e.g. `registry.example.com/agents`; empty: no source builds. */
   registry: z.string().default(''),
   /**

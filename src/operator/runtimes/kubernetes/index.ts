@@ -15,7 +15,7 @@ import type {
   ServerSpec,
   ServerStatus,
 } from '../types.ts';
-import { build, builtImage, cancelBuild } from './builds.ts';
+import { build, builtImage, cancelBuild, NO_SOURCE_FETCH } from './builds.ts';
 import { cleanup } from './cleanup.ts';
 import {
   makeApiClients,
@@ -126,12 +126,14 @@ export class KubernetesRuntime implements Runtime {
           };
     }
     if (source === 'internal_source') {
-      return {
-        ok: false,
-        message:
-          'Source tarballs (internal_source, `langgraph deploy`) are built by the one-machine platform only so far; ' +
-          'in a cluster, deploy from git (source github) or a prebuilt image (`langgraph deploy --image-uri`).',
-      };
+      if (!this.opts.config.registry) {
+        return {
+          ok: false,
+          message:
+            'Building an uploaded source tarball needs a registry: set build.registry (and build.pushSecret) in the Helm values.',
+        };
+      }
+      return this.opts.config.sourceFetch ? { ok: true } : { ok: false, message: NO_SOURCE_FETCH };
     }
     return { ok: false, message: `Unknown source "${source}".` };
   }

@@ -80,7 +80,10 @@ export function makeAgentNetworkPolicy(target: Target, config: KubernetesRuntime
   };
 }
 
-/** Build pods take no connection and reach DNS and anything outside `buildEgressExceptCidrs`. */
+/**
+ * Build pods take no connection and reach DNS, anything outside `buildEgressExceptCidrs` and the control plane's pods
+ * (when tarball builds fetch from them).
+ */
 export function makeBuildNetworkPolicy(target: Target, config: KubernetesRuntimeConfig): V1NetworkPolicy {
   const np = config.networkPolicy;
   const except = np.buildEgressExceptCidrs;
@@ -94,6 +97,8 @@ export function makeBuildNetworkPolicy(target: Target, config: KubernetesRuntime
       egress: [
         dnsRule(np),
         { to: [{ ipBlock: { cidr: '0.0.0.0/0', ...(except.length ? { except: [...except] } : {}) } }] },
+        // Builds of uploaded tarballs download them from the control plane, on a private address.
+        ...(config.sourceFetch?.peer ? [{ to: peers([config.sourceFetch.peer]) }] : []),
       ],
     },
   };
