@@ -13,6 +13,6 @@ export default defineConfig({
     fileParallelism: false,
     pool: 'forks',
     globalSetup: ['./test/kube/global-setup.ts'],
-    reporters: ['default', './test/support/summary-reporter.ts'],
+    reporters: ['default', ['./test/support/summary-reporter.ts', { flakyFile: 'test-results/flaky-kube.txt' }]],
   },
 });

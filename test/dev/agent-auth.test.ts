@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { API_KEY, LINKED_INSTALL, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
 
 const run = promisify(execFile);
 const BIN = join(import.meta.dirname, '../../bin/agentplane.mjs');
@@ -72,7 +72,7 @@ describe('agents behind agentplane dev', () => {
     const created = await cp.post('/v2/deployments', {
       name: 'locked',
       source: 'github',
-      source_config: { repo_url: repo.path },
+      source_config: { repo_url: repo.path, install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
     });
     expect(created.status).toBe(201);

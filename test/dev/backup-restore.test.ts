@@ -12,7 +12,16 @@ import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import {
+  API_KEY,
+  LINKED_INSTALL,
+  TENANT,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from './helpers.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 const SECRET_GREETING = 'Greetings-from-a-secret';
@@ -66,6 +75,7 @@ it('restores a running platform into a new folder: same deployments, threads, UR
     ['plain', 'v2', {}],
   ] as const) {
     const args = ['deploy', '--name', name, '--repo-url', repo.path, '--ref', ref, '--wait', '--json'];
+    args.push('--install-command', LINKED_INSTALL); // the restore rebuilds from this recipe too
     const out = await cli(name === 'with-secret' ? [...args, '--secret-from-env', 'AGENT_GREETING'] : args, env);
     expect(out.code, out.stderr).toBe(0);
     const got = await cli(['deployments', 'get', name, '--json']);

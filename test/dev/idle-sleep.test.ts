@@ -13,6 +13,7 @@ import {
   api,
   API_KEY,
   childProcesses,
+  LINKED_INSTALL,
   startDev,
   stopDev,
   TENANT,
@@ -63,7 +64,7 @@ it('shows a sleeping deployment in the API and the CLI, and wakes it on the firs
   const created = await http.post('/v2/deployments', {
     name: 'sleepy',
     source: 'github',
-    source_config: { repo_url: repo.path, resource_spec: { idle_timeout_minutes: 2 } },
+    source_config: { repo_url: repo.path, install_command: LINKED_INSTALL, resource_spec: { idle_timeout_minutes: 2 } },
     source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
   });
   expect(created.status, JSON.stringify(created.body)).toBe(201);

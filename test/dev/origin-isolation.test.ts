@@ -10,7 +10,17 @@ import { Client } from '@langchain/langgraph-sdk';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findTool, needsTool } from '../support/system-tools.ts';
-import { API_KEY, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import {
+  API_KEY,
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from './helpers.ts';
 
 const FIXTURES = resolve(import.meta.dirname, 'fixtures');
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
@@ -48,7 +58,7 @@ async function deploy(name: string, config: string): Promise<string> {
   const created = await cp.post('/v2/deployments', {
     name,
     source: 'github',
-    source_config: { repo_url: repo },
+    source_config: { repo_url: repo, install_command: LINKED_INSTALL },
     source_revision_config: { repo_ref: 'main', graph_config_path: config },
   });
   expect(created.status, JSON.stringify(created.body)).toBe(201);

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
 import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
-import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import { LINKED_INSTALL, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const WEBHOOK_SECRET = 'whsec-dev-e2e-31b7c9a0';
 const INSTALLATION = 77001;
@@ -110,7 +110,12 @@ describe('private repository through a GitHub App installation (agentplane dev)'
     const body = (name: string, repoUrl: string) => ({
       name,
       source: 'github',
-      source_config: { repo_url: repoUrl, integration_id: integrationId, build_on_push: true },
+      source_config: {
+        repo_url: repoUrl,
+        integration_id: integrationId,
+        build_on_push: true,
+        install_command: LINKED_INSTALL,
+      },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
     });
     const outside = track(await cp.post('/v2/deployments', body('outside', `${gh.url}/globex/agent`)));
@@ -219,7 +224,12 @@ describe('private repository through a GitHub App installation (agentplane dev)'
       await cp.post('/v2/deployments', {
         name: 'private-on-listener',
         source: 'github',
-        source_config: { repo_url: `${gh.url}/acme/agent`, integration_id: integrationId, listener_id: lid },
+        source_config: {
+          repo_url: `${gh.url}/acme/agent`,
+          integration_id: integrationId,
+          listener_id: lid,
+          install_command: LINKED_INSTALL,
+        },
         source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
       }),
     );

@@ -8,7 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import { LINKED_INSTALL, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const FIXTURES = resolve(import.meta.dirname, 'fixtures');
 const EXAMPLE_AGENT = resolve(import.meta.dirname, '../../examples/agent/src/agent.ts');
@@ -66,7 +66,7 @@ describe('agentplane dev with WebSocket relays open', () => {
     const created = await cp.post('/v2/deployments', {
       name: 'slow-app',
       source: 'github',
-      source_config: { repo_url: join(tmp, 'slow-app') },
+      source_config: { repo_url: join(tmp, 'slow-app'), install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataKeyring } from '../../src/agent-server/storage/data-cipher.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from './helpers.ts';
+import { API_KEY, LINKED_INSTALL, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from './helpers.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 const PROBE = `// What a provider package would find: the key's digest and length, never the key.
@@ -142,6 +142,8 @@ describe('a provider key as a deployment secret', () => {
         repo.path,
         '--ref',
         'key-probe',
+        '--install-command',
+        LINKED_INSTALL,
         '--secret-from-env',
         'OPENAI_API_KEY',
         '--secret-from-env',

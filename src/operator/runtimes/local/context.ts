@@ -134,6 +134,8 @@ export type LocalContext = {
   opts: LocalRuntimeOptions;
   builds: Map<string, Build>;
   servers: Map<string, Server>;
+  /** Per revision: the deploy() in progress, which a concurrent call joins (deploy.ts). */
+  deploying: Map<string, Promise<ServerStatus>>;
   failed: Map<string, string>;
   /** Servers that ended or could not start and are started again with backoff (supervisor.ts). */
   restarts: RestartSupervisor<RevisionRef>;
@@ -165,6 +167,7 @@ export function createContext(opts: LocalRuntimeOptions): LocalContext {
     opts,
     builds: new Map(),
     servers: new Map(),
+    deploying: new Map(),
     failed: new Map(),
     restarts: new RestartSupervisor((ref) => notify(ctx, ref), opts.restartPolicy),
     routes: new Map(),

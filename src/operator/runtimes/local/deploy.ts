@@ -11,7 +11,23 @@ import { startServer, statusOf } from './servers.ts';
 import { restoreSleep, sleepingStatus } from './idle.ts';
 import { isTransientStart, restartStatus } from './start-failures.ts';
 
-export async function deploy(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
+/**
+ * One deploy() per revision at a time: a second call while the first is on its way (two reconciles of the same
+ * revision, or a reconcile and a change notification) joins it. Between seeing no server and recording the one it
+ * starts, deploy() waits on the disk and the port: two calls would each start a server, and the one not recorded
+ * would run unsupervised, holding the embedded data folder the recorded one then waits for until its health check
+ * fails the revision.
+ */
+export function deploy(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
+  const key = revKey(spec);
+  const inProgress = ctx.deploying.get(key);
+  if (inProgress) return inProgress;
+  const once = deployOnce(ctx, spec).finally(() => ctx.deploying.delete(key));
+  ctx.deploying.set(key, once);
+  return once;
+}
+
+async function deployOnce(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatus> {
   const key = revKey(spec);
   const failure = ctx.failed.get(key);
   if (failure) return { phase: 'Failed', message: failure };
@@ -94,7 +110,7 @@ async function rebuild(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatu
   // The same commit, from the saved build spec only (the server spec carries secrets, which builds never get).
   const status = await build(ctx, { ...saved.spec, revision: spec.revision, repoRef: saved.commitSha });
   if (status.phase === 'Failed') return fail(ctx, spec, `rebuilding this revision failed: ${status.message}`);
-  if (status.phase === 'Succeeded') return deploy(ctx, spec);
+  if (status.phase === 'Succeeded') return deployOnce(ctx, spec); // within the deploy() in progress
   return { phase: 'Starting' };
 }
 
