@@ -4,6 +4,7 @@ import { formatHelp } from '../lib/cli-args.ts';
 import { agentServerCommand, forgetDataKeys, parseAgentServerConfig } from './config.ts';
 import { startAgentServer } from './server.ts';
 import { serveWatching } from './watch.ts';
+import { checkGraphImports } from './check.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
 
@@ -15,6 +16,11 @@ export async function run(argv: string[]): Promise<void> {
   if (!config) {
     process.stdout.write(formatHelp(agentServerCommand));
     return;
+  }
+  if (config.checkReport) {
+    await ensureTypeScriptImports();
+    const logger = createLogger({ level: 'silent', name: 'agent-server' });
+    return checkGraphImports({ ...config, checkReport: config.checkReport }, logger);
   }
   if (config.watch) {
     const logger = createLogger({ level: config.logLevel, name: 'agent-server-watch' });

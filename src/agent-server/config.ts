@@ -43,6 +43,13 @@ export const agentServerCommand: CommandSpec = {
         '(log, /info, 422 on its assistant) and the others keep serving',
       env: ['AGENTPLANE_STRICT'],
     },
+    'check-report': {
+      type: 'string',
+      description:
+        'Import the graphs as a start would, write the first problem (one line, or nothing) to this file and exit ' +
+        "without serving; the graphs' own output is not shown (the local runtime's build check, run with the " +
+        "revision's secrets)",
+    },
     watch: {
       type: 'boolean',
       description:
@@ -260,6 +267,8 @@ const Config = z.object({
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
+  /** Only import the graphs and write the first problem here (check.ts). */
+  checkReport: z.string().optional(),
   /** Run the server as a child process started again on each change of the project (watch.ts). */
   watch: z.literal(true).optional(),
   /** POST /internal/truncate is served (API test suites only). */
@@ -368,6 +377,7 @@ function resolveConfig(
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
     watch: flags.watch === true ? true : undefined,
+    checkReport: pick('check-report') === undefined ? undefined : path.resolve(cwd, pick('check-report')!),
     testTruncate:
       flags['test-truncate'] === true || /^(1|true)$/i.test(env.AGENTPLANE_TEST_TRUNCATE ?? '') ? true : undefined,
     dataKeyring: dataKeyringOf(env),
