@@ -8,6 +8,8 @@ export type ParsedLine = {
   message: string;
   /** Fields besides level, time and message, as `key=value`. */
   extra: string;
+  /** A logged error as a person reads it: `Type: message` and its stack, line breaks kept (never its JSON). */
+  error: string | null;
 };
 
 const PINO_LEVELS: Record<number, string> = {
@@ -55,14 +57,28 @@ export function parseLogLine(raw: string): ParsedLine | null {
   const tk = pick(TIME_KEYS);
   const mk = pick(MESSAGE_KEYS);
   if (!lk && !mk) return null;
-  const used = new Set([lk, tk, mk]);
+  const err = errorOf(rec.err ?? rec.error);
+  const used = new Set([lk, tk, mk, ...(err ? ['err', 'error'] : [])]);
   const rest = Object.entries(rec).filter(([k]) => !used.has(k) && !NOISE.has(k));
-  const err = rec.err as { message?: unknown } | undefined;
-  const message = mk && rec[mk] !== undefined ? String(rec[mk]) : typeof err?.message === 'string' ? err.message : '';
+  const message = mk && rec[mk] !== undefined ? String(rec[mk]) : (err?.message ?? '');
   return {
     level: lk ? levelOf(rec[lk]) : null,
     time: tk ? timeOf(rec[tk]) : null,
     message,
     extra: rest.map(([k, v]) => `${k}=${show(v)}`).join(' '),
+    error: err ? err.text : null,
   };
+}
+
+/**
+ * pino's serialized error ({type, message, stack}) as text. The stack already starts with `Type: message`; what
+ * follows it (the frames, the user's file:line:column among them) stays on lines of its own.
+ */
+function errorOf(v: unknown): { message: string; text: string } | null {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return null;
+  const e = v as { type?: unknown; message?: unknown; stack?: unknown };
+  if (typeof e.message !== 'string') return null;
+  const head = typeof e.type === 'string' && e.type ? `${e.type}: ${e.message}` : e.message;
+  const text = typeof e.stack === 'string' && e.stack.includes(e.message) ? e.stack : head;
+  return { message: e.message, text };
 }

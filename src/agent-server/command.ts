@@ -3,14 +3,29 @@ import { createLogger } from '../lib/logger.ts';
 import { formatHelp } from '../lib/cli-args.ts';
 import { agentServerCommand, forgetDataKeys, parseAgentServerConfig } from './config.ts';
 import { startAgentServer } from './server.ts';
+import { serveWatching } from './watch.ts';
+import { checkGraphImports } from './check.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
 
 export async function run(argv: string[]): Promise<void> {
   const config = parseAgentServerConfig(argv, process.env);
+  // The watched server is a child process that reads them itself.
+  const childEnv = config?.watch ? { ...process.env } : undefined;
   forgetDataKeys(process.env);
   if (!config) {
     process.stdout.write(formatHelp(agentServerCommand));
+    return;
+  }
+  if (config.checkReport) {
+    await ensureTypeScriptImports();
+    const logger = createLogger({ level: 'silent', name: 'agent-server' });
+    return checkGraphImports({ ...config, checkReport: config.checkReport }, logger);
+  }
+  if (config.watch) {
+    const logger = createLogger({ level: config.logLevel, name: 'agent-server-watch' });
+    const watching = serveWatching({ argv, env: childEnv!, config, logger });
+    closeOnSignals(logger, () => watching.close());
     return;
   }
   // Every user file this process imports (graphs, auth, routes, embeddings) may be TypeScript.

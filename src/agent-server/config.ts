@@ -43,6 +43,20 @@ export const agentServerCommand: CommandSpec = {
         '(log, /info, 422 on its assistant) and the others keep serving',
       env: ['AGENTPLANE_STRICT'],
     },
+    'check-report': {
+      type: 'string',
+      description:
+        'Import the graphs as a start would, write the first problem (one line, or nothing) to this file and exit ' +
+        "without serving; the graphs' own output is not shown (the local runtime's build check, run with the " +
+        "revision's secrets)",
+    },
+    watch: {
+      type: 'boolean',
+      description:
+        'Start the server again when a code, JSON/YAML or .env file of the project (the folder of langgraph.json) ' +
+        'changes, as langgraph dev does; threads stay (they live in --data-dir or the database); the watcher outlives ' +
+        'a graph that fails to load. node_modules, .git and the data folder are not watched',
+    },
     host: {
       type: 'string',
       description: 'Address to listen on (0.0.0.0 for every interface)',
@@ -253,6 +267,10 @@ const Config = z.object({
   /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
   graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
   strict: z.literal(true).optional(),
+  /** Only import the graphs and write the first problem here (check.ts). */
+  checkReport: z.string().optional(),
+  /** Run the server as a child process started again on each change of the project (watch.ts). */
+  watch: z.literal(true).optional(),
   /** POST /internal/truncate is served (API test suites only). */
   testTruncate: z.literal(true).optional(),
   /**
@@ -273,6 +291,12 @@ export function parseAgentServerConfig(
 ): AgentServerConfig | null {
   const flags = parseCommandArgs(agentServerCommand, argv);
   if (flags.help) return null;
+  // A watched server is started again and again: a file descriptor can be read or inherited only once.
+  for (const once of ['secrets-fd', 'listen-fd'] as const) {
+    if (flags.watch === true && typeof flags[once] === 'string') {
+      throw new UsageError(`--watch cannot be combined with --${once} (a descriptor serves one start only)`);
+    }
+  }
   // Read into this copy only: process.env (and what graph code and its programs inherit) never holds them.
   if (typeof flags['secrets-fd'] === 'string') env = { ...env, ...readSecretsFd(flags['secrets-fd']) };
   const first = resolveConfig(flags, env, cwd);
@@ -352,6 +376,8 @@ function resolveConfig(
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
+    watch: flags.watch === true ? true : undefined,
+    checkReport: pick('check-report') === undefined ? undefined : path.resolve(cwd, pick('check-report')!),
     testTruncate:
       flags['test-truncate'] === true || /^(1|true)$/i.test(env.AGENTPLANE_TEST_TRUNCATE ?? '') ? true : undefined,
     dataKeyring: dataKeyringOf(env),

@@ -1,5 +1,6 @@
 // REST client of the Deployments v2 API, for the CLI and for scripts. Thin on purpose: one method per route,
 // errors turned into one readable line (HTTP status + the API's `detail`).
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deployment, Revision } from '../control-plane/schemas/deployment-views.ts';
 
 export type { Deployment, Revision };
@@ -95,46 +96,93 @@ export function createClient(opts: ClientOptions) {
     logs: (id: string, rid: string, q: { type: LogType; limit?: number; offset?: string; order?: 'asc' | 'desc' }) =>
       call<LogPage>('GET', `${rev(id, rid)}/logs`, q),
     /** The serving agent's log lines as the control plane streams them (SSE), until `signal` aborts or it ends. */
-    liveLogs: (id: string, q: { tail: number; signal: AbortSignal }) => liveLogs(`${dep(id)}/logs/stream`, q),
+    liveLogs: (id: string, q: LiveLogQuery) => liveLogs(`${dep(id)}/logs/stream`, q),
   };
 
-  async function* liveLogs(path: string, q: { tail: number; signal: AbortSignal }): AsyncGenerator<LiveLogLine> {
+  /**
+   * The stream as lines: a connection that drops (a restart of the control plane, a proxy's idle cut) is opened again
+   * with the id of the last line read (Last-Event-ID), so nothing comes twice and nothing is missed; `onResume` says
+   * each try. It ends at the control plane's `end` event (the deployment deleted), when `signal` aborts, or after
+   * RESUME_TRIES failed tries in a row. The first connection is not retried: a wrong URL says so at once.
+   */
+  async function* liveLogs(path: string, q: LiveLogQuery): AsyncGenerator<LiveLogLine> {
+    let lastId: string | undefined;
+    let opened = false;
+    let tries = 0;
+    for (;;) {
+      let broke: unknown;
+      try {
+        const stream = openLiveLogs(path, q, lastId);
+        for await (const event of stream) {
+          if (event.type === 'end') return;
+          opened = true;
+          tries = 0;
+          if (event.type === 'open') continue;
+          lastId = event.id ?? lastId;
+          yield event.line;
+        }
+        broke = new Error('the stream ended without its end event');
+      } catch (err) {
+        if (q.signal.aborted) return;
+        // A refusal (404: deleted meanwhile; 401: the key revoked) is an answer, not a drop.
+        if (err instanceof ApiError || !opened) throw err;
+        broke = err;
+      }
+      if (q.signal.aborted) return;
+      if (++tries > RESUME_TRIES) {
+        throw new ConnectionError(`the control plane at ${base} broke off the log stream: ${reason(broke)}`);
+      }
+      q.onResume?.(tries, reason(broke));
+      await sleep(Math.min(250 * 2 ** (tries - 1), 5_000), undefined, { signal: q.signal }).catch(() => undefined);
+    }
+  }
+
+  async function* openLiveLogs(
+    path: string,
+    q: LiveLogQuery,
+    lastId: string | undefined,
+  ): AsyncGenerator<{ type: 'open' } | { type: 'log'; id: string | undefined; line: LiveLogLine } | { type: 'end' }> {
     let res: Response;
     try {
       res = await fetch(`${base}/v2${path}?tail=${q.tail}`, {
-        headers: { ...auth, accept: 'text/event-stream' },
+        headers: { ...auth, accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) },
         signal: q.signal,
       });
     } catch (err) {
-      if (q.signal.aborted) return;
       throw new ConnectionError(`cannot reach the control plane at ${base}: ${reason(err)}`);
     }
     if (!res.ok) throw new ApiError(res.status, detailOf(await res.text(), res.statusText));
-    // Events are `event: log` + one `data:` line of JSON, a blank line after each (the control plane writes them
-    // so); heartbeat comments and other fields are skipped. Small enough not to need an SSE library.
+    yield { type: 'open' };
+    // Events are `id:`, `event:` and one `data:` line of JSON, a blank line after each (the control plane writes
+    // them so); heartbeat comments and other fields are skipped. Small enough not to need an SSE library.
     const decoder = new TextDecoder();
     let buffer = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const data = event
-            .split('\n')
-            .filter((l) => l.startsWith('data:'))
-            .map((l) => l.slice(5).trimStart())
-            .join('\n');
-          if (data) yield JSON.parse(data) as LiveLogLine;
-        }
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const fields = buffer.slice(0, end).split('\n');
+        buffer = buffer.slice(end + 2);
+        const field = (name: string) =>
+          fields.filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).trimStart());
+        const type = field('event')[0];
+        if (type === 'end') return yield { type: 'end' };
+        const data = field('data').join('\n');
+        if (data) yield { type: 'log', id: field('id')[0], line: JSON.parse(data) as LiveLogLine };
       }
-    } catch (err) {
-      if (q.signal.aborted) return;
-      throw new ConnectionError(`the control plane at ${base} broke off the log stream: ${reason(err)}`);
     }
   }
 }
+
+/** Tries in a row to resume a dropped log stream before giving up (about 30 s with the backoff). */
+const RESUME_TRIES = 10;
+
+export type LiveLogQuery = {
+  tail: number;
+  signal: AbortSignal;
+  /** Called before each try to resume a dropped stream, with the try's number and why the stream broke. */
+  onResume?: (attempt: number, why: string) => void;
+};
 
 export type ControlPlaneClient = ReturnType<typeof createClient>;
 

@@ -67,7 +67,11 @@ export async function run(argv: string[]): Promise<void> {
     process.once('SIGINT', () => stop.abort());
     process.once('SIGTERM', () => stop.abort());
     let revision: number | undefined;
-    for await (const line of client.liveLogs(dep.id, { tail, signal: stop.signal })) {
+    const onResume = (attempt: number, why: string) =>
+      process.stderr.write(
+        `--- the log stream broke off (${why}); resuming after the last line (try ${attempt}) ---\n`,
+      );
+    for await (const line of client.liveLogs(dep.id, { tail, signal: stop.signal, onResume })) {
       // Which revision the lines come from, said when it changes (on stderr: stdout keeps the lines only).
       if (line.revision_number !== revision && !json) {
         process.stderr.write(`--- ${dep.name} revision ${line.revision_number} ---\n`);

@@ -66,8 +66,10 @@ beforeAll(async () => {
       },
     });
   git('checkout', '--quiet', '-b', 'bad-config', 'main');
-  writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify({ dependencies: ['.'], graphs: 42 }));
-  git('commit', '--quiet', '-am', 'graphs is not an object');
+  // The graphs import (the build's check passes); the custom routes it names do not exist, which only a start finds.
+  const config = { dependencies: ['.'], graphs: { agent: './src/agent.ts:graph' }, http: { app: './src/nope.ts:app' } };
+  writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify(config));
+  git('commit', '--quiet', '-am', 'http.app names a file that does not exist');
   git('checkout', '--quiet', 'main');
   dev = await startDev(join(tmp, 'data'));
   // Agents refuse the bootstrap key (it acts for every workspace): the agent is called with a key of the workspace.
@@ -178,7 +180,7 @@ describe('agentplane deploy / deployments / revisions against agentplane dev', (
     expect(noStart.code).toBe(1);
     expect(noStart.stderr).toMatch(/hello revision 4: DEPLOY_FAILED/);
     expect(noStart.stderr).toContain('--- last lines of the deploy log ---');
-    expect(noStart.stderr).toContain('graphs');
+    expect(noStart.stderr).toContain('http.app');
 
     // revisions list: newest first, the serving one starred; --json parses.
     const [stillServing, revs, revsJson] = await Promise.all([

@@ -22,6 +22,8 @@ const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = needsTool('chromium', 'test/console/status.test.ts');
 const KEY = 'console-status-key-0123456789';
 const TENANT = 'tenant-a';
+/** A start failure as the runtime words it: two lines, the user's own file:line:column on the second. */
+const CRASH = 'agent server exited with code 1 before becoming healthy:\nsrc/agent.ts:3:19: no model configured';
 /** A name with a 90-character run and no break: it must wrap in the list and in the delete dialog. */
 const LONG = `a-very-long-deployment-name-${'x'.repeat(90)}`;
 
@@ -78,7 +80,21 @@ beforeAll(async () => {
   await setRevision(store, ids.broken!, 2, 'BUILD_FAILED', 'npm ci exited with code 1');
   await create(LONG);
   await create('never');
-  await setRevision(store, ids.never!, 1, 'DEPLOY_FAILED', 'the agent server exited before answering');
+  await setRevision(store, ids.never!, 1, 'DEPLOY_FAILED', CRASH);
+  // What the agent server printed as it died: pino's JSON line with the serialized error (type, message, stack).
+  await store.appendLogs('default', revisionName(deploymentName(ids.never!), 1), 'deploy', [
+    JSON.stringify({
+      level: 60,
+      time: Date.parse('2026-11-25T10:11:14.000Z'),
+      msg: 'no graph could be loaded',
+      err: {
+        type: 'GraphConfigError',
+        message: 'no model configured',
+        stack:
+          'GraphConfigError: no model configured\n    at file:///srv/app/src/agent.ts:3:19\n    at main (node:internal)',
+      },
+    }),
+  ]);
   const r1 = revisionName(deploymentName(ids.serving!), 1);
   await store.appendLogs('default', r1, 'deploy', [
     JSON.stringify({
@@ -176,10 +192,30 @@ describe('console: a truthful deployment status', () => {
     await page.goto(`${url}/#/deployments/${ids.never}`);
     await expect.poll(() => page.locator('li[data-revision="1"] .badge').first().textContent()).toBe('DEPLOY_FAILED');
     expect(await page.locator('li[data-revision="1"] button').count()).toBe(0);
-    expect(await page.getByTestId('state-message').textContent()).toBe('the agent server exited before answering');
     // It failed to start: it opens on the deploy log, not on the build's "build complete".
     expect(await page.getByRole('tab', { name: 'deploy' }).getAttribute('aria-selected')).toBe('true');
     expect(await page.getByRole('tab', { name: 'build' }).getAttribute('aria-selected')).toBe('false');
+  });
+
+  it('a failed start reads as text: the reason keeps its lines, the logged error is no JSON blob', async () => {
+    const page = desk;
+    await page.goto(`${url}/#/`);
+    await page.goto(`${url}/#/deployments/${ids.never}`);
+    // innerText is what a person sees: a line break the page collapsed would read as a space.
+    const state = page.getByTestId('state-message');
+    await expect.poll(() => state.innerText()).toBe(CRASH);
+    expect(await page.locator('li[data-revision="1"] .rev-msg').innerText()).toBe(CRASH);
+    const line = page.locator('.log-box .log-line');
+    await expect.poll(() => line.count()).toBe(1);
+    expect(await line.locator('.msg').textContent()).toBe('no graph could be loaded');
+    const shown = await line.innerText();
+    expect(shown).not.toMatch(/[{}"]|stack/);
+    expect(await line.locator('.error-text').innerText()).toBe(
+      'GraphConfigError: no model configured\n    at file:///srv/app/src/agent.ts:3:19\n    at main (node:internal)',
+    );
+    // The build ended fine: the build tab of the same revision is still a click away.
+    await page.getByRole('tab', { name: 'build' }).click();
+    await expect.poll(() => page.locator('.logs').getAttribute('data-log-type')).toBe('build');
   });
 
   it('Follow is off on a finished revision and on for one still building', async () => {

@@ -26,6 +26,7 @@ function LogLine({ entry }: { entry: LogEntry }) {
           {parsed.level && <span className="lvl">{parsed.level.toUpperCase()}</span>}{' '}
           <span className="msg">{parsed.message}</span>
           {parsed.extra && <span className="extra"> {parsed.extra}</span>}
+          {parsed.error && <span className="error-text">{parsed.error}</span>}
         </>
       )}{' '}
       <button

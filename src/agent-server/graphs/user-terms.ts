@@ -42,9 +42,25 @@ function safeFilePath(url: string): string | undefined {
   }
 }
 
+/** esbuild's syntax error (TypeScript loaded through tsx): a heading, then `<file>:<line>:<column>: ERROR: <text>`. */
+const TRANSFORM_HEADING = /^Transform failed with \d+ errors?:$/;
+const ESBUILD_ERROR = /^(.+?):(\d+):(\d+): ERROR: (.*)$/;
+
+/** The first syntax error as `file:line:column: text` (esbuild counts columns from 0, editors from 1). */
+function syntaxError(message: string, projectDir: string): string | undefined {
+  const [heading, first] = message.split('\n');
+  if (!TRANSFORM_HEADING.test(heading!.trim())) return undefined;
+  const m = ESBUILD_ERROR.exec(first?.trim() ?? '');
+  if (!m) return undefined;
+  return `${projectPath(m[1]!, projectDir)}:${m[2]}:${Number(m[3]) + 1}: ${relativeToProject(m[4]!, projectDir)}`;
+}
+
 /** An error's first line in the project's terms, with where the user's code threw it when the stack says. */
 export function inUserTerms(err: unknown, projectDir: string): string {
-  const message = relativeToProject(((err as Error)?.message ?? String(err)).split('\n')[0]!, projectDir);
+  const full = (err as Error)?.message ?? String(err);
+  const syntax = syntaxError(full, projectDir);
+  if (syntax) return syntax;
+  const message = relativeToProject(full.split('\n')[0]!, projectDir);
   const at = userFrame(err, projectDir);
   return at && !message.includes(at) ? `${at}: ${message}` : message;
 }

@@ -18,7 +18,15 @@ export type RevisionRef = {
  * The custom resources the controller read for this reconcile: a runtime that needs more than the spec (owner
  * references, admission of the tenant's settings) takes it from here instead of reading the API again.
  */
-export type HeldResources = { deployment: AgentDeployment; revision: AgentRevision };
+export type HeldResources = {
+  deployment: AgentDeployment;
+  revision: AgentRevision;
+  /**
+   * The revision's environment (its secrets), as its server gets it; read only by a runtime whose build imports the
+   * graphs (the local one), so a graph that constructs its clients from them at import is not refused for lacking them.
+   */
+  serverEnv?: () => Promise<Record<string, string>>;
+};
 
 export type BuildSpec = RevisionRef & {
   repoUrl: string;

@@ -1,10 +1,13 @@
 // Build and deploy output of revisions in the embedded state: a row per line, paged by its row id; removed with the
 // revision (resources.ts).
-import type { LogPage, LogType, RevisionLogStore } from '../revision-logs.ts';
+import { logAppendSignal, type LogPage, type LogType, type RevisionLogStore } from '../revision-logs.ts';
 import type { EmbeddedContext } from './context.ts';
 
 export function embeddedRevisionLogs({ db }: EmbeddedContext): RevisionLogStore {
+  const appended = logAppendSignal();
   return {
+    onLogsAppended: appended.subscribe,
+
     async appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void> {
       const ins = db.prepare(
         'INSERT INTO revision_logs (namespace, revision, type, ts, message) VALUES (?, ?, ?, ?, ?)',
@@ -13,6 +16,7 @@ export function embeddedRevisionLogs({ db }: EmbeddedContext): RevisionLogStore 
       db.transaction(() => {
         for (const line of lines) ins.run(namespace, revision, type, ts, line);
       })();
+      if (lines.length) appended.emit({ namespace, revision, type });
     },
 
     async readLogs(

@@ -4,7 +4,7 @@ import { NotFoundError } from '../../lib/errors.ts';
 import { API_VERSION } from '../../resources/index.ts';
 import { AlreadyExistsError, StaleResourceVersionError } from '../errors.ts';
 import type { ResourceStore } from '../resources.ts';
-import type { LogPage, LogType, RevisionLogStore } from '../revision-logs.ts';
+import { logAppendSignal, type LogPage, type LogType, type RevisionLogStore } from '../revision-logs.ts';
 import { call, type KubeContext } from './client.ts';
 
 const LABEL_LOG_FOR = 'agentplane.dev/log-for';
@@ -16,7 +16,9 @@ export function kubernetesRevisionLogs(k: KubeContext, resources: Pick<ResourceS
     return `${revision}-log-${type}`;
   }
 
+  const appended = logAppendSignal();
   return {
+    onLogsAppended: appended.subscribe,
     async appendLogs(namespace: string, revision: string, type: LogType, lines: string[]): Promise<void> {
       if (!lines.length) return;
       const name = logMapName(revision, type);
@@ -57,6 +59,7 @@ export function kubernetesRevisionLogs(k: KubeContext, resources: Pick<ResourceS
               }),
             );
           }
+          appended.emit({ namespace, revision, type });
           return;
         } catch (err) {
           const retry = err instanceof StaleResourceVersionError || err instanceof AlreadyExistsError;

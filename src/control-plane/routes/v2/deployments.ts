@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { AppError, BadRequestError } from '../../../lib/errors.ts';
 import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
-import type { DeploymentService } from '../../services/deployments/index.ts';
+import { liveLogEventId, type DeploymentService } from '../../services/deployments/index.ts';
 import type { Principal } from '../../auth/keys.ts';
 import { DeploymentCreate, DeploymentPatch } from '../../schemas/deployments.ts';
 import {
@@ -222,9 +222,11 @@ export const deploymentRoutes =
       },
       async (req, reply) => {
         const gone = new AbortController();
-        // Before the stream opens: a missing deployment is a 404 like any other.
+        // Before the stream opens: a missing deployment is a 404 like any other, a malformed Last-Event-ID a 400.
+        const after = req.headers['last-event-id'];
         const lines = await service.liveLogs(tenantOf(req), req.params.deployment_id, {
           tail: req.query.tail,
+          ...(typeof after === 'string' ? { after } : {}),
           signal: gone.signal,
         });
         reply.hijack();
@@ -237,10 +239,13 @@ export const deploymentRoutes =
         beat.unref();
         try {
           for await (const line of lines) {
-            if (!res.write(`id: ${line.id}\nevent: log\ndata: ${JSON.stringify(line)}\n\n`)) {
+            // The id lets a client that lost the connection resume after this line (Last-Event-ID), as EventSource does.
+            if (!res.write(`id: ${liveLogEventId(line)}\nevent: log\ndata: ${JSON.stringify(line)}\n\n`)) {
               await Promise.race([once(res, 'drain'), once(gone.signal, 'abort')]);
             }
           }
+          // Said so a client can tell the deployment's end from a dropped connection (which it resumes).
+          if (!gone.signal.aborted) res.write('event: end\ndata: {}\n\n');
         } catch (err) {
           if (!gone.signal.aborted) req.log.warn({ err }, 'live log stream ended by an error');
         } finally {

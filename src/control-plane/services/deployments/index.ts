@@ -26,6 +26,8 @@ import {
 import { createTenantChecks } from './tenant-checks.ts';
 import { liveLogs, type LiveLogOptions } from './live-logs.ts';
 
+export { liveLogEventId } from './live-logs.ts';
+
 export type DeploymentService = ReturnType<typeof createDeploymentService>;
 
 export function createDeploymentService(options: {

@@ -130,7 +130,11 @@ export function createRevisionReconciler({
     } else if (supported.ok && needs.build) {
       const spec = buildSpecOf(dep, rev);
       if ('invalid' in spec) supported = { ok: false, message: spec.invalid, nothingYet: spec.nothingYet };
-      else build = await runtime.build(spec, { deployment: dep, revision: rev });
+      else {
+        const ns = rev.metadata.namespace ?? 'default';
+        const serverEnv = async () => (rev.spec.secretsName ? store.getSecrets(ns, rev.spec.secretsName) : {});
+        build = await runtime.build(spec, { deployment: dep, revision: rev, serverEnv });
+      }
     }
     if (supported.ok && needs.serve)
       server = await runtime.deploy(await serverSpec(dep, rev), { deployment: dep, revision: rev });

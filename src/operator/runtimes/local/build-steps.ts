@@ -9,9 +9,9 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { graphLanguageProblem } from '../../../lib/graph-language.ts';
 import type { GitCredential } from '../../../git/credentials.ts';
 import type { BuildSpec } from '../types.ts';
-import { childEnv } from './env.ts';
+import { childEnv, envProblem } from './env.ts';
 import { killRecordedStep, runStep as runStepIn, StepError, type Step } from './exec.ts';
-import { checkGraphs } from './graph-check.ts';
+import { checkGraphs, importGraphs } from './graph-check.ts';
 import { ownerFile } from './housekeeping.ts';
 import { buildHeader } from './build-source.ts';
 import { LogWriter } from './logs.ts';
@@ -96,6 +96,11 @@ export type BuildContext = {
   credential?: GitCredential;
   /** Where the workspace's stored source tarball with this SHA-256 is (internal_source builds). */
   archiveFile?: (sha256: string) => string | undefined;
+  /**
+   * The environment (secrets) the revision's server will get: with it the graphs are imported at build time
+   * (importGraphs); without it (a build asked for without its revision) only the static check runs.
+   */
+  serverEnv?: Record<string, string>;
 };
 
 export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<BuildResult> {
@@ -210,6 +215,17 @@ export async function runBuild(spec: BuildSpec, ctx: BuildContext): Promise<Buil
     home,
     mounts: revisionMounts(src, home, sharedNodeModules),
   });
+  // Secrets a process cannot be given fail the server's start, which says so; the build does not fail for them.
+  if (ctx.serverEnv && !envProblem(ctx.serverEnv)) {
+    await importGraphs(confined, {
+      config,
+      cwd,
+      home,
+      env: childEnv({ base: ctx.baseEnv, home, npmCache, extra: ctx.serverEnv }),
+      secrets: ctx.serverEnv,
+      mounts: revisionMounts(src, home, sharedNodeModules),
+    });
+  }
   const result: BuildResult = { commitSha, ...(sharedNodeModules ? { sharedNodeModules } : {}) };
   await writeFile(join(dir, MARKER), JSON.stringify(result));
   log.line(`build complete (${commitSha.slice(0, 12)})`);

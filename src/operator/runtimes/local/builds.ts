@@ -26,7 +26,11 @@ export async function hasBuild(ctx: LocalContext, ref: RevisionRef): Promise<boo
   return (await readBuildMarker(revisionDir(ctx, ref))) !== undefined;
 }
 
-export async function build(ctx: LocalContext, spec: BuildSpec): Promise<BuildStatus> {
+export async function build(
+  ctx: LocalContext,
+  spec: BuildSpec,
+  serverEnv?: () => Promise<Record<string, string>>,
+): Promise<BuildStatus> {
   if (ctx.gone.has(spec.deploymentId)) return { phase: 'Failed', message: 'the deployment was deleted' };
   const key = revKey(spec);
   const current = ctx.builds.get(key);
@@ -35,11 +39,16 @@ export async function build(ctx: LocalContext, spec: BuildSpec): Promise<BuildSt
   if (done) return { phase: 'Succeeded', commitSha: done.commitSha };
   const build: Build = { status: { phase: 'Running' }, abort: new AbortController() };
   ctx.builds.set(key, build);
-  void track(ctx, runRevisionBuild(ctx, spec, build));
+  void track(ctx, runRevisionBuild(ctx, spec, build, serverEnv));
   return build.status;
 }
 
-async function runRevisionBuild(ctx: LocalContext, spec: BuildSpec, build: Build): Promise<void> {
+async function runRevisionBuild(
+  ctx: LocalContext,
+  spec: BuildSpec,
+  build: Build,
+  serverEnv?: () => Promise<Record<string, string>>,
+): Promise<void> {
   const log = logWriter(ctx, spec, 'build');
   const logger = ctx.opts.logger.child({ deployment: spec.deployment, revision: spec.revision });
   const releaseSlot = await ctx.buildQueue.acquire(spec.tenantId ?? spec.deploymentId);
@@ -74,6 +83,7 @@ async function runRevisionBuild(ctx: LocalContext, spec: BuildSpec, build: Build
       baseEnv: ctx.opts.baseEnv ?? process.env,
       cache,
       maxStepOutputBytes: ctx.opts.maxStepOutputBytes,
+      ...(serverEnv ? { serverEnv: await serverEnv() } : {}),
       ...(spec.tenantId && ctx.opts.sourceArchives
         ? { archiveFile: archivesOf(ctx.opts.sourceArchives, spec.tenantId) }
         : {}),

@@ -108,7 +108,11 @@ async function rebuild(ctx: LocalContext, spec: ServerSpec): Promise<ServerStatu
     return fail(ctx, spec, 'the build of this revision is not on disk and its resource records no commit to rebuild');
   }
   // The same commit, from the saved build spec only (the server spec carries secrets, which builds never get).
-  const status = await build(ctx, { ...saved.spec, revision: spec.revision, repoRef: saved.commitSha });
+  const status = await build(
+    ctx,
+    { ...saved.spec, revision: spec.revision, repoRef: saved.commitSha },
+    async () => spec.env,
+  );
   if (status.phase === 'Failed') return fail(ctx, spec, `rebuilding this revision failed: ${status.message}`);
   if (status.phase === 'Succeeded') return deployOnce(ctx, spec); // within the deploy() in progress
   return { phase: 'Starting' };

@@ -30,6 +30,11 @@ export type Step = {
   mounts?: Omit<Mounts, 'cwd'>;
   /** Kill the step once it has printed more than this many bytes (stdout and stderr together). */
   maxOutputBytes?: number;
+  /**
+   * Its output is read and dropped, neither logged nor quoted in a failure: a step that runs a workspace's code with
+   * its secrets (the import check), whose code may print them.
+   */
+  quiet?: boolean;
 };
 
 /** stdout handed back to the caller (git rev-parse and the like print a line or two). */
@@ -121,13 +126,22 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
     };
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      if (stdout.length < MAX_STDOUT) stdout += d.toString().slice(0, MAX_STDOUT - stdout.length);
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-MAX_STDERR);
-    });
-    const done = Promise.all([log.follow(child.stdout, count), log.follow(child.stderr, count)]);
+    if (!step.quiet) {
+      child.stdout.on('data', (d: Buffer) => {
+        if (stdout.length < MAX_STDOUT) stdout += d.toString().slice(0, MAX_STDOUT - stdout.length);
+      });
+      child.stderr.on('data', (d: Buffer) => {
+        stderr = (stderr + d.toString()).slice(-MAX_STDERR);
+      });
+    }
+    const drop = (stream: Readable) =>
+      new Promise<void>((res) => {
+        stream.on('data', (d: Buffer) => count(d.length));
+        stream.once('close', res);
+      });
+    const done = step.quiet
+      ? Promise.all([drop(child.stdout), drop(child.stderr)])
+      : Promise.all([log.follow(child.stdout, count), log.follow(child.stderr, count)]);
     child.on('error', (err) => {
       if (pgid) runningGroups.delete(pgid);
       reject(new StepError(`${step.label} could not run: ${err.message}`));
@@ -150,7 +164,7 @@ export function runStep(step: Step, log: LogWriter, signal?: AbortSignal): Promi
       void done.then(() => {
         if (code === 0 && !killedFor) return resolve(stdout);
         const why = killedFor ?? (sig ? `was killed (${sig})` : `exited with code ${code}`);
-        const reason = killedFor ? '' : failureLine(stderr) || failureLine(log.tail.join('\n'));
+        const reason = killedFor || step.quiet ? '' : failureLine(stderr) || failureLine(log.tail.join('\n'));
         reject(new StepError(`${step.label} ${why}${reason ? `: ${reason}` : ''}`));
       });
     });

@@ -5,7 +5,15 @@
 // /deployments/<id>/. This class owns the state (context.ts); each concern is a module of its own (builds, deploy,
 // servers, traffic, cleanup).
 import { PACKAGE_ROOT } from '../../../lib/package-root.ts';
-import type { BuildSpec, BuildStatus, RevisionRef, Runtime, ServerSpec, ServerStatus } from '../types.ts';
+import type {
+  BuildSpec,
+  BuildStatus,
+  HeldResources,
+  RevisionRef,
+  Runtime,
+  ServerSpec,
+  ServerStatus,
+} from '../types.ts';
 import { build, hasBuild } from './builds.ts';
 import { cleanup, stop } from './cleanup.ts';
 import {
@@ -66,8 +74,8 @@ export class LocalRuntime implements Runtime {
     return hasBuild(this.ctx, ref);
   }
 
-  build(spec: BuildSpec): Promise<BuildStatus> {
-    return build(this.ctx, spec);
+  build(spec: BuildSpec, held?: { serverEnv?: HeldResources['serverEnv'] | undefined }): Promise<BuildStatus> {
+    return build(this.ctx, spec, held?.serverEnv);
   }
 
   deploy(spec: ServerSpec): Promise<ServerStatus> {
