@@ -1,6 +1,6 @@
 // What every route module is given: the graphs, run engine and services of one server (routes reach the
 // database only through the services).
-import type { RouteAuthorizer } from '../auth/authorizer.ts';
+import type { RouteAuthorizer } from '../http/authorizer.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
