@@ -1,8 +1,8 @@
 // Runs of the Postgres store: the queue, leases and cancels. The run cycle's hot statements (create on a free
 // thread, claim, finish) are single named statements that encode run-rules.ts in SQL; the slower paths read the
 // rows under the thread's lock, ask run-rules.ts and execute its answer.
-import { ConflictError, NotFoundError, StaleAssistantError } from '../../../lib/errors.ts';
-import { outcomeValuesText, TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
+import { ConflictError, NotFoundError, StaleAssistantError } from '../../../../lib/errors.ts';
+import { outcomeValuesText, TERMINAL_STATUSES_SQL, withEndedValues } from '../../common.ts';
 import {
   cancelEffect,
   decideCreate,
@@ -11,10 +11,10 @@ import {
   mayRollback,
   threadErrorAfter,
   threadStatusAfter,
-} from '../run-rules.ts';
-import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../types.ts';
-import { RUN_COLS, valuesParam, type PgContext, type Q } from './context.ts';
-import { fromJsonb, jsonbParam } from '../data-cipher.ts';
+} from '../../run-rules.ts';
+import type { CancelAction, Json, NewRun, RunOutcome, RunRecord, RunStatus, RunStore, SweepResult } from '../../types.ts';
+import { RUN_COLS, valuesParam, type PgContext, type Q } from '../context.ts';
+import { fromJsonb, jsonbParam } from '../../data-cipher.ts';
 
 /**
  * The run create's fast path (postgresRuns' create) in four forms: with or without the claim, with or without the
