@@ -1,4 +1,4 @@
-// The shape of custom auth's decisions, shared by the hooks that make them (hooks.ts) and the routes that carry
+// The shape of custom auth's decisions, shared by the hooks that make them (auth-hooks.ts) and the routes that carry
 // several actions over one request (a protocol WebSocket), without the routes importing the hooks.
 import type { AssistantReadFilter } from '../services/context.ts';
 import type { AuthFilters, RequestAuth } from '../auth/custom.ts';

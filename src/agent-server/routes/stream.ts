@@ -6,7 +6,7 @@
 // holds one page in memory; one that has not taken a byte for the stall timeout is disconnected (it can resume).
 // A comment line goes out after 5 s without events, so proxies keep the connection. Thread streams and their
 // modes (run_modes, lifecycle, state_update): streams/thread-events.ts. Runs started over the thread protocol
-// store their events in its own form (protocol/run-events.ts): these streams leave them out.
+// store their events in its own form (streams/run-events.ts): these streams leave them out.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
