@@ -1,7 +1,7 @@
 // Runs of the embedded store: the queue, leases and cancels. What each change does to the runs in flight and to
 // the thread is decided by run-rules.ts; this file executes it inside one IMMEDIATE transaction.
-import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
-import { TERMINAL_STATUSES_SQL, withEndedValues } from '../common.ts';
+import { ConflictError, NotFoundError } from '../../../../lib/errors.ts';
+import { TERMINAL_STATUSES_SQL, withEndedValues } from '../../common.ts';
 import {
   cancelEffect,
   decideCreate,
@@ -12,7 +12,7 @@ import {
   threadStatusAfterDequeue,
   threadStatusAfterRemoval,
   type CancelEffect,
-} from '../run-rules.ts';
+} from '../../run-rules.ts';
 import type {
   CancelAction,
   NewRun,
@@ -22,8 +22,8 @@ import type {
   RunStore,
   StorageEvent,
   SweepResult,
-} from '../types.ts';
-import { j, pj, type EmbeddedContext, type Row } from './context.ts';
+} from '../../types.ts';
+import { j, pj, type EmbeddedContext, type Row } from '../context.ts';
 
 export function embeddedRuns(
   ctx: EmbeddedContext,
