@@ -8,6 +8,82 @@
 //   npx depcruise-baseline src --config .dependency-cruiser.cjs --output-to .dependency-cruiser-known-violations.json
 const APPS = '^src/(agent-server|control-plane|operator|local|listener|dev|client)/';
 
+// The agent server's floors, bottom up (docs/development.md, "The agent server's floors"). A file may import its own
+// floor and the floors below it, never one above; folders on one floor are peers (no-circular keeps them apart).
+// Every file of src/agent-server sits on one floor: a new top-level file or folder must be added here.
+const AGENT_SERVER_FLOORS = [
+  {
+    name: 'shims',
+    paths: ['shims/'],
+    why: 'The replacements of LangChain internals lean on upstream packages alone, so each is rechecked by reading it',
+  },
+  {
+    name: 'serde',
+    paths: ['serde\\.ts$'],
+    why: 'One JSON form of LangChain objects for every layer that stores or sends them; it builds on the shims only',
+  },
+  {
+    name: 'storage',
+    paths: ['storage/'],
+    why:
+      'The storage port and its adapters keep durable data only: they know no graph, no engine, no caller and no ' +
+      'HTTP (they throw the typed errors of src/lib)',
+  },
+  {
+    name: 'graphs',
+    paths: ['graphs/', 'platform/', 'streams/'],
+    why:
+      'What runs are made of, on storage: the loaded graphs, the platform services graph code calls, and the ' +
+      'stream-event log with its naming and stream modes; none of them knows the engine that runs them',
+  },
+  {
+    name: 'engine',
+    paths: ['runs/'],
+    why:
+      'The run engine (queue, executors, worker, checkpointer, state reads) runs graphs over storage and knows ' +
+      'nothing of who asked: no auth, no wire schema, no service, no HTTP',
+  },
+  {
+    name: 'terms',
+    paths: ['auth/', 'schemas/'],
+    why:
+      "The terms of a request, above the engine: custom auth (the user's handler, its filters and events) and the " +
+      'wire schemas the services take and the edge validates; neither knows a service or the HTTP edge',
+  },
+  {
+    name: 'services',
+    paths: ['services/'],
+    why:
+      'The services (one per aggregate, and the cron scheduler that fires runs through the run service) carry the ' +
+      "API's operations over storage and the engine; whatever transport calls them, none of it is imported here",
+  },
+  {
+    name: 'edge',
+    paths: ['http/', 'routes/', 'protocol/', 'mcp/', 'a2a/'],
+    why:
+      'The HTTP edge: REST routes, the thread protocol, MCP, A2A and the HTTP plumbing with the auth hooks, all on ' +
+      'the services; peers that may import each other, while the composition roots stay above them',
+  },
+  {
+    name: 'roots',
+    paths: ['app\\.ts$', 'server\\.ts$', 'command\\.ts$', 'config\\.ts$'],
+    why: 'The composition roots build the app, start the server and read the configuration: they may import any floor',
+  },
+];
+const inAgentServer = (paths) => `^src/agent-server/(${paths.join('|')})`;
+const agentServerFloorRules = AGENT_SERVER_FLOORS.map((floor, i) => ({
+  name: `agent-server-${floor.name}-floor`,
+  severity: 'error',
+  comment: `${floor.why}. May import: ${AGENT_SERVER_FLOORS.slice(0, i + 1)
+    .map((f) => f.name)
+    .join(', ')}`,
+  from: { path: inAgentServer(floor.paths) },
+  to: {
+    path: '^src/agent-server/',
+    pathNot: inAgentServer(AGENT_SERVER_FLOORS.slice(0, i + 1).flatMap((f) => f.paths)),
+  },
+}));
+
 /* global module */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -66,6 +142,26 @@ module.exports = {
       comment: 'The agent server runs alone (agentplane serve) and knows nothing of the platform that deploys it',
       from: { path: '^src/agent-server/' },
       to: { path: '^src/(control-plane|operator|local|listener|client|state)/' },
+    },
+    ...agentServerFloorRules,
+    {
+      name: 'agent-server-file-off-the-floors',
+      severity: 'error',
+      comment: 'Every file of the agent server sits on one of its floors (AGENT_SERVER_FLOORS above names them all)',
+      from: {
+        path: '^src/agent-server/',
+        pathNot: inAgentServer(AGENT_SERVER_FLOORS.flatMap((f) => f.paths)),
+      },
+      to: { path: '^src/agent-server/' },
+    },
+    {
+      name: 'agent-server-mcp-a2a-through-as-caller',
+      severity: 'error',
+      comment:
+        "MCP and A2A reach the REST API's operations through http/as-caller.ts, which runs them as the route would " +
+        "(the caller's headers, custom auth, input checks): importing a route module would skip that one path",
+      from: { path: '^src/agent-server/(mcp|a2a)/' },
+      to: { path: '^src/agent-server/routes/' },
     },
   ],
   options: {

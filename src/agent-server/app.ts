@@ -3,9 +3,9 @@ import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import swagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
-import { refuseForeignKeys, requireApiKey, type KeyVerifier } from './auth/api-keys.ts';
+import { refuseForeignKeys, requireApiKey, type KeyVerifier } from './http/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
-import { authenticateRequest, installCustomAuth } from './auth/hooks.ts';
+import { authenticateRequest, installCustomAuth } from './http/auth-hooks.ts';
 import { installCors } from './http/cors.ts';
 import { mountCustomApp } from './http/custom-app.ts';
 import { loadServerExtensions, type ServerExtensions } from './http/extensions.ts';

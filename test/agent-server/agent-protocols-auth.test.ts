@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 

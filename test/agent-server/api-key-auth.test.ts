@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { buildApp } from '../../src/agent-server/app.ts';
-import { hashApiKey, watchKeyHashFile, type KeyVerifier } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey, watchKeyHashFile, type KeyVerifier } from '../../src/agent-server/http/api-keys.ts';
 import { loadGraphs } from '../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../src/agent-server/runs/engine.ts';
 import { ensureSystemAssistants } from '../../src/agent-server/server.ts';

@@ -1,7 +1,7 @@
 // Pure parts of crons and webhooks: schedules, and which webhook targets may be reached.
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/lib/errors.ts';
-import { checkTimezone, nextTick } from '../../src/agent-server/runs/crons.ts';
+import { checkTimezone, nextTick } from '../../src/agent-server/services/cron-scheduler.ts';
 import { isPublicAddress } from '../../src/lib/addresses.ts';
 import { hostRule, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 

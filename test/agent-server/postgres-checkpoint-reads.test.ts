@@ -7,7 +7,8 @@ import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeanCheckpointSerializer } from '../../src/agent-server/shims/checkpoint-serde.ts';
-import { FewerTripsPostgresSaver, jsonBlobRead } from '../../src/agent-server/storage/postgres/checkpointer.ts';
+import { jsonBlobRead } from '../../src/agent-server/storage/postgres/checkpoint-reads.ts';
+import { FewerTripsPostgresSaver } from '../../src/agent-server/storage/postgres/checkpointer.ts';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
 
 let db: TestDatabase;

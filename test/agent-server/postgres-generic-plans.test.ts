@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
-import { runCreateStatement } from '../../src/agent-server/storage/postgres/runs.ts';
+import { runCreateStatement } from '../../src/agent-server/storage/postgres/runs/create.ts';
 import type { Storage } from '../../src/agent-server/storage/types.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk-v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import vm from 'node:vm';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
 const CONFIG = new URL('./fixtures/ui/langgraph.json', import.meta.url).pathname;

@@ -10,7 +10,7 @@ import { Client } from '@langchain/langgraph-sdk-v1';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { hashApiKey } from '../../src/agent-server/auth/api-keys.ts';
+import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { createFrontServer, credentialValues } from '../../src/lib/http.ts';
 import { deploymentProxy, deploymentUpgrades, type Backend } from '../../src/operator/runtimes/local/proxy.ts';
 import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';

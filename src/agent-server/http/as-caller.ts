@@ -12,7 +12,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isAppError } from '../../lib/errors.ts';
-import type { RouteAuthz } from '../auth/authorizer.ts';
+import type { RouteAuthz } from './authorizer.ts';
 import { assistantSchemas, searchAssistants } from '../routes/assistants.ts';
 import type { RouteDeps } from '../routes/deps.ts';
 import { findInputProblem } from '../routes/input-guard.ts';

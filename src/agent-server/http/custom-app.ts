@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GraphConfigError } from '../graphs/config.ts';
 import { importProjectExport } from '../graphs/project-export.ts';
-import { toFetchRequest } from '../auth/hooks.ts';
+import { toFetchRequest } from './auth-hooks.ts';
 import { TENANT_CSP } from '../../lib/http.ts';
 
 /** The parts of a Hono app used here. */

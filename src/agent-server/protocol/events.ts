@@ -13,7 +13,7 @@
 import { convertToProtocolEvent, normalizeNamespaceSegment } from '@langchain/langgraph/stream';
 import type { RunStatus, StoredStreamEvent } from '../storage/types.ts';
 import { isRunDone } from '../streams/thread-events.ts';
-import { parseStoredName } from './run-events.ts';
+import { parseStoredName } from '../streams/run-events.ts';
 
 export const SEQ_SLOTS = 64;
 

@@ -6,7 +6,7 @@
 import { matchesSubscription } from '@langchain/langgraph/stream';
 import { NotFoundError } from '../../lib/errors.ts';
 import { namedInterruptIds } from '../runs/state.ts';
-import { followStream } from '../runs/stream.ts';
+import { followStream } from '../streams/follow.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type RunStore, type StreamEventStore } from '../storage/types.ts';
 import { ProtocolMapper, type ProtocolEvent, type RunFacts } from './events.ts';

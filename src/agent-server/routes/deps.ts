@@ -1,6 +1,6 @@
 // What every route module is given: the graphs, run engine and services of one server (routes reach the
 // database only through the services).
-import type { RouteAuthorizer } from '../auth/authorizer.ts';
+import type { RouteAuthorizer } from '../http/authorizer.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
@@ -19,7 +19,7 @@ export interface RouteDeps {
   version: string;
   /** Run outcome metrics of the instrumented storage (GET /metrics), when it is instrumented. */
   runMetrics?: RunMetrics;
-  /** Custom auth's one authorisation path (auth/hooks.ts): commands over a WebSocket go through it one by one. */
+  /** Custom auth's one authorisation path (http/auth-hooks.ts): commands over a WebSocket go through it one by one. */
   authorize?: RouteAuthorizer;
   /** langgraph.json http.mount_prefix: MCP and A2A put it before the API paths they call as the caller. */
   mountPrefix?: string;

@@ -6,18 +6,18 @@
 // holds one page in memory; one that has not taken a byte for the stall timeout is disconnected (it can resume).
 // A comment line goes out after 5 s without events, so proxies keep the connection. Thread streams and their
 // modes (run_modes, lifecycle, state_update): streams/thread-events.ts. Runs started over the thread protocol
-// store their events in its own form (protocol/run-events.ts): these streams leave them out.
+// store their events in its own form (streams/run-events.ts): these streams leave them out.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { NotFoundError } from '../../lib/errors.ts';
 import { matchesFilters } from '../auth/custom.ts';
 import { stringify } from '../serde.ts';
-import { eventFilter, followStream, namespaceFilter } from '../runs/stream.ts';
+import { eventFilter, followStream, namespaceFilter } from '../streams/follow.ts';
 import { isRunDone, isThreadOnly, threadEventFilter } from '../streams/thread-events.ts';
 import { TERMINAL_RUN_STATUSES, type RunRecord, type StoredStreamEvent } from '../storage/types.ts';
 import type { RouteDeps } from './deps.ts';
 import { openSse } from './sse.ts';
-import { isProtocolEventName } from '../protocol/run-events.ts';
+import { isProtocolEventName } from '../streams/run-events.ts';
 import { runCaller } from './runs.ts';
 import { RunParams, ThreadParams } from '../schemas/common.ts';
 import { RunCreate } from '../schemas/runs.ts';

@@ -9,8 +9,8 @@ import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
 import { serializeError, stringify, toPlain } from '../serde.ts';
 import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf, namedInterruptIds } from './state.ts';
-import { planStream, StreamTranslator } from './stream-modes.ts';
-import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../protocol/run-events.ts';
+import { planStream, StreamTranslator } from '../streams/stream-modes.ts';
+import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../streams/run-events.ts';
 
 export interface ExecRequest {
   run: RunRecord;

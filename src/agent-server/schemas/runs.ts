@@ -1,6 +1,6 @@
 // Runs: creates (one, a batch), lists, join and cancel.
 import { z } from 'zod';
-import { API_STREAM_MODES } from '../runs/stream-modes.ts';
+import { API_STREAM_MODES } from '../streams/stream-modes.ts';
 import {
   CheckpointRef,
   Command,

@@ -1,7 +1,7 @@
 // Streams: the run and thread SSE streams' queries and headers, and the thread protocol's subscription filter.
 import { isSupportedChannel } from '@langchain/langgraph/stream';
 import { z } from 'zod';
-import { API_STREAM_MODES } from '../runs/stream-modes.ts';
+import { API_STREAM_MODES } from '../streams/stream-modes.ts';
 import { THREAD_STREAM_MODES } from '../streams/thread-events.ts';
 import { RunParams } from './common.ts';
 import { JoinQuery } from './runs.ts';

@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { NotFoundError } from '../../lib/errors.ts';
 import type { AuthFilters, RequestAuth } from '../auth/custom.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
-import type { ConfigurableHeadersConfig } from '../http/configurable-headers.ts';
+import type { ConfigurableHeadersConfig } from './configurable-headers.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import type { WebhookPolicy } from '../runs/webhooks.ts';
 import type { Storage } from '../storage/types.ts';

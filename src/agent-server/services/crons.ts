@@ -5,7 +5,7 @@ import { NotFoundError, ValidationError } from '../../lib/errors.ts';
 import { equalityPart, matchesFilters, type AuthFilters, type RequestAuth } from '../auth/custom.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { CronCreateBody, CronUpdateBody } from '../schemas/crons.ts';
-import { checkTimezone, nextTick } from '../runs/crons.ts';
+import { checkTimezone, nextTick } from './cron-scheduler.ts';
 import { toPlain } from '../serde.ts';
 import { isoNow } from '../storage/common.ts';
 import type { CronPatch, CronQuery, CronRecord, Json, Storage } from '../storage/types.ts';

@@ -8,7 +8,7 @@
 // Run streams (runs.stream / runs.joinStream) carry neither run_done nor state_update, as on the platform.
 import { stringify } from '../serde.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../storage/types.ts';
-import { eventFilter } from '../runs/stream.ts';
+import { eventFilter } from './follow.ts';
 
 export const THREAD_STREAM_MODES = ['run_modes', 'lifecycle', 'state_update'] as const;
 

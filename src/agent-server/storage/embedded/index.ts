@@ -19,7 +19,7 @@ import { openContext, openDatabase, statementCache } from './context.ts';
 import { sqliteItems } from './items.ts';
 import { embeddedCrons } from './crons.ts';
 import { AGENT_SERVER_SQLITE_MIGRATIONS } from './migrations.ts';
-import { embeddedRuns } from './runs.ts';
+import { embeddedRuns } from './runs/index.ts';
 import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
 import { WriteLock } from './write-lock.ts';

@@ -7,6 +7,8 @@
 // (WRITES_IDX_MAP: error, scheduled, interrupt, resume) and DO NOTHING otherwise.
 // Statements are named (prepared once per connection), so Postgres parses and plans them once; the package's
 // two getTuple reads are sent named too (same text, through a pool wrapper that only adds the name).
+// The write statements and their batching are in checkpoint-writes.ts, the pool the package reads through in
+// checkpoint-reads.ts.
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
   WRITES_IDX_MAP,
@@ -19,24 +21,19 @@ import {
 } from '@langchain/langgraph-checkpoint';
 import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type pg from 'pg';
-import { retryWhileUnreachable } from '../../../lib/connection-errors.ts';
 import { ReadAheadTuples } from '../read-ahead.ts';
 import { EncryptingSerializer } from '../data-cipher.ts';
-import { byteaArray, jsonbArray } from './binary-array.ts';
 import { NO_CHECKPOINT_KEY } from '../types.ts';
-
-/** How long a checkpoint write waits for an unreachable database before the run fails with the error. */
-const OUTAGE_WAIT_MS = 60_000;
+import { blobArraysOf, jsonBlobRead, namingPool } from './checkpoint-reads.ts';
+import { CheckpointWriter, type WriteRow } from './checkpoint-writes.ts';
 
 export class FewerTripsPostgresSaver extends PostgresSaver {
-  private readonly db: pg.Pool;
-  private readonly sql: { put: string; upsertWrites: string; insertWrites: string; batch: string };
-  private readonly names: { put: string; upsertWrites: string; insertWrites: string; batch: string };
+  private readonly writer: CheckpointWriter;
 
   constructor(pool: pg.Pool, serde: SerializerProtocol | undefined, options: { schema: string }) {
     const prepared = new Map<string, string>();
     super(namingPool(pool, prepared), serde, options);
-    this.db = pool;
+    this.writer = new CheckpointWriter(pool, options);
     // The exact texts getTuple() sends (package internals: if they change, they are simply sent unnamed).
     const select = (this as unknown as { SQL_STATEMENTS?: { SELECT_SQL?: string } }).SQL_STATEMENTS?.SELECT_SQL;
     this.selectSql = typeof select === 'string' ? select : undefined;
@@ -56,49 +53,6 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
         `ap_cp_latest2_${options.schema}`,
       );
     }
-    const t = (name: string) => `"${options.schema}".${name}`;
-    const writes = (conflict: string) => `INSERT INTO ${t('checkpoint_writes')}
-        (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
-      SELECT $1, $2, $3, $4, w.idx, w.channel, w.type, w.blob
-      FROM unnest($5::int[], $6::text[], $7::text[], $8::bytea[]) AS w(idx, channel, type, blob)
-      ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) ${conflict}`;
-    this.sql = {
-      put: `WITH blobs AS (
-          INSERT INTO ${t('checkpoint_blobs')} (thread_id, checkpoint_ns, channel, version, type, blob)
-          SELECT $1, $2, b.channel, b.version, b.type, b.blob
-          FROM unnest($7::text[], $8::text[], $9::text[], $10::bytea[]) AS b(channel, version, type, blob)
-          ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
-        INSERT INTO ${t('checkpoints')} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-        DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
-      upsertWrites: writes('DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob'),
-      insertWrites: writes('DO NOTHING'),
-      batch: `WITH up AS (
-          INSERT INTO ${t('checkpoint_writes')} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
-          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::bytea[])
-          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-          DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob),
-        ins AS (
-          INSERT INTO ${t('checkpoint_writes')} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
-          SELECT * FROM unnest($9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::text[], $15::text[], $16::bytea[])
-          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING),
-        blobs AS (
-          INSERT INTO ${t('checkpoint_blobs')} (thread_id, checkpoint_ns, channel, version, type, blob)
-          SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::bytea[])
-          ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING)
-        INSERT INTO ${t('checkpoints')} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-        SELECT * FROM unnest($23::text[], $24::text[], $25::text[], $26::text[], $27::jsonb[], $28::jsonb[])
-        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-        DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata`,
-    };
-    // Prepared statement names are per connection; the schema keeps two savers on one pool apart.
-    this.names = {
-      put: `ap_cp_put_${options.schema}`,
-      upsertWrites: `ap_cp_upsert_writes_${options.schema}`,
-      insertWrites: `ap_cp_insert_writes_${options.schema}`,
-      batch: `ap_cp_batch_${options.schema}`,
-    };
   }
 
   /**
@@ -212,7 +166,7 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
       this._dumpMetadata(metadata),
     ]);
     // Blob rows are [thread_id, checkpoint_ns, channel, version, type, blob]; one per channel, so no key repeats.
-    await this.enqueue({
+    await this.writer.enqueue({
       kind: 'put',
       keys: [`c|${thread_id}|${checkpoint_ns}|${checkpoint.id}`],
       checkpoint: [
@@ -243,225 +197,11 @@ export class FewerTripsPostgresSaver extends PostgresSaver {
     const byIdx = new Map<number, WriteRow>();
     for (const w of dumped) if (upsert || !byIdx.has(w[4])) byIdx.set(w[4], w);
     const rows = [...byIdx.values()];
-    await this.enqueue({
+    await this.writer.enqueue({
       kind: 'writes',
       upsert,
       rows,
       keys: rows.map((w) => `w|${w[0]}|${w[1]}|${w[2]}|${w[3]}|${w[4]}`),
     });
   }
-
-  // Coalescing: the writes issued during one event-loop turn (all runs of the process) go out as ONE statement
-  // when there are several; a single one uses its own statement. A write whose row is already in the open batch
-  // starts the next batch, which waits for this one, so the order per row stays the order of the calls. If a
-  // combined statement fails (atomically: nothing written), each write is retried alone, so a bad write fails
-  // only its own caller.
-  private batch: Batch | null = null;
-
-  private enqueue(op: Op): Promise<void> {
-    let b = this.batch;
-    let after: Promise<unknown> = Promise.resolve();
-    if (b && op.keys.some((k) => b!.keys.has(k))) {
-      // Same row twice in one statement is not allowed: send the open batch now, queue this one behind it.
-      this.batch = null;
-      void this.flushAfter(b, b.after);
-      after = b.done;
-      b = null;
-    }
-    if (!b) {
-      const opened = (b = this.batch = newBatch(after));
-      setImmediate(() => {
-        if (this.batch === opened) this.batch = null;
-        void this.flushAfter(opened, opened.after);
-      });
-    }
-    for (const k of op.keys) b.keys.add(k);
-    const target = b;
-    return new Promise<void>((resolve, reject) => target.ops.push({ op, resolve, reject }));
-  }
-
-  private async flushAfter(b: Batch, after: Promise<unknown>): Promise<void> {
-    if (b.flushed) return;
-    b.flushed = true;
-    await after.catch(() => undefined);
-    // Every statement is an idempotent upsert: while the database restarts or fails over, a write waits for it
-    // (the graph pauses at its next checkpoint) instead of failing the run.
-    const single = (op: Op) => retryWhileUnreachable(() => this.single(op), OUTAGE_WAIT_MS);
-    try {
-      if (b.ops.length === 1) {
-        const [one] = b.ops;
-        await single(one!.op).then(one!.resolve, one!.reject);
-        return;
-      }
-      try {
-        await retryWhileUnreachable(() => this.combined(b.ops.map((e) => e.op)), OUTAGE_WAIT_MS);
-        for (const e of b.ops) e.resolve();
-      } catch {
-        for (const e of b.ops) await single(e.op).then(e.resolve, e.reject);
-      }
-    } finally {
-      b.release();
-    }
-  }
-
-  private async single(op: Op): Promise<void> {
-    if (op.kind === 'put') {
-      const [thread_id, checkpoint_ns, id, parent, checkpoint, metadata] = op.checkpoint;
-      await this.db.query({
-        name: this.names.put,
-        text: this.sql.put,
-        values: [
-          thread_id,
-          checkpoint_ns,
-          id,
-          parent,
-          checkpoint,
-          metadata,
-          op.blobs.map((b) => b[2]),
-          op.blobs.map((b) => b[3]),
-          op.blobs.map((b) => b[4]),
-          byteaArray(op.blobs.map((b) => b[5])),
-        ],
-      });
-      return;
-    }
-    const first = op.rows[0]!;
-    await this.db.query({
-      name: op.upsert ? this.names.upsertWrites : this.names.insertWrites,
-      text: op.upsert ? this.sql.upsertWrites : this.sql.insertWrites,
-      values: [
-        first[0],
-        first[1],
-        first[2],
-        first[3],
-        op.rows.map((w) => w[4]),
-        op.rows.map((w) => w[5]),
-        op.rows.map((w) => w[6]),
-        byteaArray(op.rows.map((w) => w[7])),
-      ],
-    });
-  }
-
-  private async combined(ops: Op[]): Promise<void> {
-    // Column i of the rows, as an array parameter; the columns in `binary` (blobs and checkpoint JSON, most of the
-    // bytes) as binary arrays (binary-array.ts).
-    const cols = (rows: unknown[][], n: number, binary: Record<number, (xs: never[]) => Buffer>) =>
-      Array.from({ length: n }, (_, i) => {
-        const column = rows.map((r) => r[i] ?? null);
-        return binary[i] ? binary[i](column as never[]) : column;
-      });
-    const puts = ops.filter((o): o is PutOp => o.kind === 'put');
-    const writes = ops.filter((o): o is WritesOp => o.kind === 'writes');
-    const writeCols = (upsert: boolean) =>
-      cols(
-        writes.filter((o) => o.upsert === upsert).flatMap((o) => o.rows),
-        8,
-        { 7: byteaArray },
-      );
-    await this.db.query({
-      name: this.names.batch,
-      text: this.sql.batch,
-      values: [
-        ...writeCols(true),
-        ...writeCols(false),
-        ...cols(
-          puts.flatMap((o) => o.blobs),
-          6,
-          { 5: byteaArray },
-        ),
-        ...cols(
-          puts.map((o) => o.checkpoint),
-          6,
-          { 4: jsonbArray, 5: jsonbArray },
-        ),
-      ],
-    });
-  }
-}
-
-type WriteRow = [string, string, string, string, number, string, string, Uint8Array];
-type BlobRow = [string, string, string, string, string, Uint8Array | null];
-type PutOp = { kind: 'put'; keys: string[]; checkpoint: unknown[]; blobs: BlobRow[] };
-type WritesOp = { kind: 'writes'; keys: string[]; upsert: boolean; rows: WriteRow[] };
-type Op = PutOp | WritesOp;
-interface Batch {
-  ops: Array<{ op: Op; resolve: () => void; reject: (err: unknown) => void }>;
-  keys: Set<string>;
-  /** Resolves when the batch before it (with a row in common) has been written. */
-  after: Promise<unknown>;
-  /** Resolves when this batch has been written (or failed). */
-  done: Promise<void>;
-  release: () => void;
-  flushed: boolean;
-}
-
-function newBatch(after: Promise<unknown>): Batch {
-  let release!: () => void;
-  const done = new Promise<void>((r) => (release = r));
-  return { ops: [], keys: new Set(), after, done, release, flushed: false };
-}
-
-// The package's checkpoint reads (getTuple, list) return each checkpoint's blobs and pending writes as arrays of
-// bytea arrays. node-pg parses that text format in JavaScript, a character at a time over the hex digits (two per
-// byte), and this was the largest cost of reading a checkpoint. These reads ask for the same columns as JSON with
-// base64 blobs (decoded natively) and get back the arrays the package expects, with the same bytes. Only the
-// exact fragments below are replaced: if a package version words them differently, its SQL goes out unchanged.
-const BLOB_ARRAYS: ReadonlyArray<readonly [string, string]> = [
-  [
-    'array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])',
-    "json_agg(json_build_array(bl.channel, bl.type, encode(bl.blob, 'base64')))",
-  ],
-  [
-    'array_agg(array[cw.task_id::text::bytea, cw.channel::bytea, cw.type::bytea, cw.blob] order by cw.task_id, cw.idx)',
-    "json_agg(json_build_array(cw.task_id::text, cw.channel, cw.type, encode(cw.blob, 'base64')) order by cw.task_id, cw.idx)",
-  ],
-];
-
-/** The read with JSON blob columns, or undefined when the text is not one of the package's checkpoint reads. */
-export function jsonBlobRead(text: string): string | undefined {
-  if (!BLOB_ARRAYS.every(([from]) => text.includes(from))) return undefined;
-  return BLOB_ARRAYS.reduce((sql, [from, to]) => sql.replace(from, to), text);
-}
-
-type JsonBlobRow = Record<string, unknown> & { channel_values?: unknown; pending_writes?: unknown };
-
-/** channel_values / pending_writes back in the package's shape: arrays of byte arrays (text as UTF-8, null kept). */
-function blobArraysOf(row: JsonBlobRow): void {
-  const bytes = (entry: unknown[]) =>
-    entry.map((v, i) =>
-      v === null ? null : i === entry.length - 1 ? Buffer.from(v as string, 'base64') : Buffer.from(v as string),
-    );
-  for (const key of ['channel_values', 'pending_writes'] as const) {
-    const value = row[key];
-    if (Array.isArray(value)) row[key] = value.map((entry) => bytes(entry as unknown[]));
-  }
-}
-
-/**
- * The pool as the package sees it: query(text, values) of a known text goes out as a named statement, and its
- * checkpoint reads come back through JSON (above).
- */
-function namingPool(pool: pg.Pool, names: ReadonlyMap<string, string>): pg.Pool {
-  return new Proxy(pool, {
-    get(target, prop) {
-      if (prop === 'query') {
-        return (...args: unknown[]) => {
-          if (typeof args[0] !== 'string' || args.length > 2)
-            return (target.query as (...a: unknown[]) => unknown)(...args);
-          const text = args[0];
-          const json = jsonBlobRead(text);
-          const name = names.get(text);
-          const values = (args[1] as unknown[] | undefined) ?? [];
-          const sent = target.query(name ? { name, text: json ?? text, values } : { text: json ?? text, values });
-          if (!json) return sent;
-          return sent.then((result) => {
-            for (const row of result.rows as JsonBlobRow[]) blobArraysOf(row);
-            return result;
-          });
-        };
-      }
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
 }

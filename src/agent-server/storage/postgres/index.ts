@@ -21,7 +21,7 @@ import { openContext, type PostgresOptions } from './context.ts';
 import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
 import { postgresCrons } from './crons.ts';
 import { MIGRATION_LOCK, migratePostgres } from './migrations.ts';
-import { postgresRuns } from './runs.ts';
+import { postgresRuns } from './runs/index.ts';
 import { postgresStreamEvents } from './stream-events.ts';
 import { postgresThreads } from './threads.ts';
 import { resealPostgres } from './reseal.ts';

@@ -7,6 +7,7 @@
 import { duplicateRedis, newRedis, warnEvery } from '../../../lib/connections.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { BatchWriter } from '../batch-writer.ts';
+import { recentEvents } from './recent-events.ts';
 import type { StoredStreamEvent, StreamEventStore } from '../types.ts';
 
 export interface RedisStreamOptions {
@@ -25,10 +26,6 @@ const WAKE_MAXLEN = 10_000;
 const BLOCK_MS = 5_000;
 /** Script calls start at least this far apart (see BatchWriter). */
 const CALL_SPACING_MS = 5;
-/** Recently read events kept per run so readers share them (count, bytes), and how long an unread run's stay. */
-const RECENT_MAX = 5_000;
-const RECENT_MAX_BYTES = 8 * 1024 * 1024;
-const RECENT_IDLE_MS = 30_000;
 /** An event's id in its Redis stream: the log id as the milliseconds part. */
 const rid = (id: number) => `${id}-0`;
 
@@ -156,98 +153,7 @@ export async function redisStreamEvents(
       (await redis.xrange(k.run(runId), rid(Math.max(afterId, 0) + 1), '+', 'COUNT', limit)) as RawEntry[],
     );
 
-  // The newest events read per run, as one window that holds every event of the run with lo < id <= hi (an
-  // XRANGE answer is complete from its start, and a run's ids become visible in order). Readers whose cursor lies
-  // in the window are served from it without a Redis round trip, and every reader gets the same object for the
-  // same event (SSE frames are encoded once per object, see routes/stream.ts). Bounded; dropped when idle.
-  interface Window {
-    events: StoredStreamEvent[];
-    lo: number;
-    hi: number;
-    bytes: number;
-    usedAt: number;
-  }
-  const windows = new Map<string, Window>();
-  /** Index of the first event with an id above `id`. */
-  const after = (events: StoredStreamEvent[], id: number): number => {
-    let a = 0;
-    let b = events.length;
-    while (a < b) {
-      const m = (a + b) >>> 1;
-      if (events[m]!.id <= id) a = m + 1;
-      else b = m;
-    }
-    return a;
-  };
-  const trim = (w: Window): void => {
-    let drop = 0;
-    while (drop < w.events.length && (w.events.length - drop > RECENT_MAX || w.bytes > RECENT_MAX_BYTES)) {
-      w.bytes -= w.events[drop]!.data.length;
-      drop++;
-    }
-    if (!drop) return;
-    w.lo = w.events[drop - 1]!.id;
-    w.events.splice(0, drop);
-  };
-  /** Takes in what XRANGE answered after `afterId`; returns the events as the window's objects. */
-  const absorb = (runId: string, afterId: number, events: StoredStreamEvent[]): StoredStreamEvent[] => {
-    if (!events.length) return events;
-    const last = events[events.length - 1]!.id;
-    let w = windows.get(runId);
-    if (!w || afterId > w.hi) {
-      // No window yet, or this read starts past it (its readers moved on): the read becomes the window.
-      windows.set(runId, (w = { events: [...events], lo: afterId, hi: last, bytes: 0, usedAt: Date.now() }));
-      for (const e of events) w.bytes += e.data.length;
-      trim(w);
-      return events;
-    }
-    w.usedAt = Date.now();
-    // Known events are answered with the window's objects; those past hi extend it when the read began inside it.
-    const out = events.map((e) => {
-      if (e.id <= w.lo || e.id > w.hi) return e;
-      const known = w.events[after(w.events, e.id - 1)];
-      return known?.id === e.id ? known : e;
-    });
-    if (afterId >= w.lo && last > w.hi) {
-      for (const e of events.slice(after(events, w.hi))) {
-        w.events.push(e);
-        w.bytes += e.data.length;
-      }
-      w.hi = last;
-      trim(w);
-    }
-    return out;
-  };
-  const sweepRecent = setInterval(() => {
-    const old = Date.now() - RECENT_IDLE_MS;
-    for (const [runId, w] of windows) if (w.usedAt < old) windows.delete(runId);
-  }, RECENT_IDLE_MS / 2).unref();
-
-  // Readers in step (many clients of one run, woken together) share one XRANGE.
-  const inFlight = new Map<string, Promise<StoredStreamEvent[]>>();
-  function fetch(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
-    const key = `${runId}|${afterId}|${limit}`;
-    let pending = inFlight.get(key);
-    if (!pending) {
-      pending = range(runId, afterId, limit)
-        .then((events) => absorb(runId, afterId, events))
-        .finally(() => inFlight.delete(key));
-      inFlight.set(key, pending);
-    }
-    return pending;
-  }
-  async function read(runId: string, afterId: number, limit: number): Promise<StoredStreamEvent[]> {
-    const w = windows.get(runId);
-    if (!w || afterId < w.lo || afterId >= w.hi) return fetch(runId, afterId, limit);
-    w.usedAt = Date.now();
-    const from = after(w.events, afterId);
-    const known = w.events.slice(from, from + limit);
-    if (known.length === limit) return known;
-    // The window ends before the page does: what came after it is asked for, so a short page still means
-    // "nothing more yet" to the reader.
-    const hi = w.hi;
-    return known.concat(await fetch(runId, hi, limit - known.length));
-  }
+  const recent = recentEvents(range);
 
   // --- following the wake-up stream ---
   let closed = false;
@@ -307,7 +213,7 @@ export async function redisStreamEvents(
       writer.push([runId, threadId, event, data]);
     },
     flush: () => writer.flush(),
-    read: (runId, afterId, limit) => read(runId, afterId, limit),
+    read: (runId, afterId, limit) => recent.read(runId, afterId, limit),
     async readThread(threadId, afterId, limit) {
       const runs = await redis.smembers(k.thread(threadId));
       const pages = await Promise.all(runs.map((r) => range(r, afterId, limit)));
@@ -337,8 +243,7 @@ export async function redisStreamEvents(
       if (closed) return;
       await store.flush().catch(() => undefined);
       closed = true;
-      clearInterval(sweepRecent);
-      windows.clear();
+      recent.close();
       blocking.disconnect();
       // The follower ends once its XREAD fails, which disconnect() makes happen at once while connected. A command
       // that was queued while the connection was re-establishing after an outage is never settled by disconnect()

@@ -13,8 +13,8 @@ import {
   type AuthFilters,
   type CustomAuth,
   type RequestAuth,
-} from './custom.ts';
-import { routeEvent } from './events.ts';
+} from '../auth/custom.ts';
+import { routeEvent } from '../auth/events.ts';
 import { isSystemAssistant } from '../graphs/index.ts';
 import { isUiAssetRequest } from '../routes/ui.ts';
 

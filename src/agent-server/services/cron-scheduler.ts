@@ -8,7 +8,7 @@ import { isoNow } from '../storage/common.ts';
 import type { CronRecord, NewRun, RunRecord, Storage } from '../storage/types.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
 import type { RequestAuth } from '../auth/custom.ts';
-import type { RunAuth } from '../services/context.ts';
+import type { RunAuth } from './context.ts';
 
 /** Checks a time zone name; throws ValidationError naming the field. */
 export function checkTimezone(timezone: string): void {

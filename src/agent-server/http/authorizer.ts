@@ -1,7 +1,7 @@
-// The shape of custom auth's decisions, shared by the hooks that make them (hooks.ts) and the routes that carry
+// The shape of custom auth's decisions, shared by the hooks that make them (auth-hooks.ts) and the routes that carry
 // several actions over one request (a protocol WebSocket), without the routes importing the hooks.
 import type { AssistantReadFilter } from '../services/context.ts';
-import type { AuthFilters, RequestAuth } from './custom.ts';
+import type { AuthFilters, RequestAuth } from '../auth/custom.ts';
 
 /**
  * What a request may do under custom auth: the route handler's filter, the run id shown to a create_run handler,

@@ -1,0 +1,138 @@
+// The runs port: a run as the API shows it and as the engine sees it (attempt, lease holder, cancel request), the
+// queue's operations and how a run ends. The rules both adapters follow are in ../run-rules.ts.
+import type { Json } from './common.ts';
+
+export type RunStatus = 'pending' | 'running' | 'error' | 'success' | 'timeout' | 'interrupted';
+
+export type MultitaskStrategy = 'reject' | 'interrupt' | 'rollback' | 'enqueue';
+
+export type CancelAction = 'interrupt' | 'rollback';
+
+export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['error', 'success', 'timeout', 'interrupted']);
+
+export const MAX_ATTEMPTS = 3;
+
+export interface Run {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  created_at: string;
+  updated_at: string;
+  metadata: Json;
+  status: RunStatus;
+  kwargs: Json;
+  multitask_strategy: MultitaskStrategy;
+  /** Why the run was cancelled, when the canceller said (`taken:…`: its input was taken into another run). */
+  cancel_reason: string | null;
+}
+
+/** A run as the engine sees it: the public record plus the bookkeeping columns. */
+export interface RunRecord extends Run {
+  attempt: number;
+  worker_id: string | null;
+  cancel_action: CancelAction | null;
+  /** {error, message} of a failed run. */
+  error: Json | null;
+  /**
+   * Only on a record a claim returns (create with a claim, claim, finishAndClaim), never stored: the thread had no
+   * root checkpoint then, and nothing else writes it while this run is in flight on it, so the run's first read of
+   * its latest checkpoint can be skipped (NO_CHECKPOINT_KEY). Stores may leave it out.
+   */
+  no_checkpoint?: true;
+}
+
+export interface NewRun {
+  run_id: string;
+  thread_id: string;
+  assistant_id: string;
+  metadata: Json;
+  kwargs: Json;
+  multitask_strategy: MultitaskStrategy;
+  /** create: make the thread when it does not exist (stateless runs, if_not_exists=create). */
+  if_not_exists: 'create' | 'reject';
+  /** Merged into the thread's metadata (graph_id, assistant_id), as clients filter threads by them. */
+  thread_metadata: Json;
+  /** after_seconds: the run is not claimed before this delay has passed. */
+  delay_ms?: number;
+  /**
+   * The token of the assistant row the run was built from (AssistantStore.getVersioned): the create stores the run
+   * only while the row still has it, else throws StaleAssistantError and stores nothing. Unset: no such check
+   * (only stores with getVersioned are given one).
+   */
+  assistant_token?: string;
+}
+
+export interface RunOutcome {
+  status: Exclude<RunStatus, 'pending' | 'running'>;
+  error?: Json | null;
+  /** The thread's values after the run (already JSON-ready); undefined leaves them unchanged. */
+  values?: Json | null;
+  /** The same as JSON text (what the executor serialised for the stream); when set, it wins over `values`. */
+  valuesJson?: string;
+  /** True when the last checkpoint has a non-empty `next` (human in the loop). */
+  interrupted?: boolean;
+  interrupts?: Json;
+  /**
+   * The run was refused before running anything (strict_resume naming an interrupt no longer waiting): it ends in
+   * `error` but its thread keeps the status, interrupts and error it had (`interrupted` and `interrupts` say them).
+   */
+  refused?: boolean;
+}
+
+export interface SweepResult {
+  requeued: string[];
+  failed: string[];
+}
+
+export interface RunStore {
+  /**
+   * Creates a pending run, applying the multitask strategy atomically against in-flight runs. With `claim`, the
+   * same write also claims the new run for that worker when a claim made right after would take it (no delay,
+   * nothing in flight on its thread, no other run waiting to be claimed); the record says so (status running).
+   */
+  create(run: NewRun, claim?: { workerId: string; leaseMs: number }): Promise<RunRecord>;
+  get(threadId: string, runId: string): Promise<RunRecord | null>;
+  /**
+   * get(), and in the same read its thread's values when the run has ended (what a join answers; null when the
+   * thread has none); `values` is undefined while the run is pending or running. Optional: without it a join of
+   * an ended run reads the run, then the thread.
+   */
+  getWithValues?(threadId: string, runId: string): Promise<{ run: RunRecord; values?: Json | null } | null>;
+  getById(runId: string): Promise<RunRecord | null>;
+  list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]>;
+  /** Deletes a run that is not running; ConflictError while running. */
+  delete(threadId: string, runId: string): Promise<void>;
+  /** Takes the oldest pending run whose thread has no running run; at most one claimer gets it. */
+  claim(workerId: string, leaseMs: number): Promise<RunRecord | null>;
+  /** Extends the lease of runs this worker holds; returns the ids whose lease it still holds. */
+  heartbeat(workerId: string, runIds: string[], leaseMs: number): Promise<string[]>;
+  /** Ends a claimed run and settles the thread status; false when the lease was lost to someone else. */
+  finish(runId: string, workerId: string, outcome: RunOutcome): Promise<boolean>;
+  /**
+   * finish(), then in the same write the claim() the freed slot would send next, for the same worker (`next`: the
+   * run claimed, or null). Optional: a store without it gets finish() and a separate claim().
+   */
+  finishAndClaim?(
+    runId: string,
+    workerId: string,
+    outcome: RunOutcome,
+    leaseMs: number,
+  ): Promise<{ finished: boolean; next: RunRecord | null }>;
+  /** Ends a run cancelled with action rollback: deletes it and the checkpoints it wrote. */
+  rollback(runId: string, workerId: string | null): Promise<void>;
+  /** Gives runs back to the queue on graceful shutdown (the attempt does not count). */
+  release(workerId: string, runIds: string[]): Promise<void>;
+  /** Cancels a run: a pending one ends at once, a running one is flagged and its worker told. */
+  cancel(threadId: string, runId: string, action: CancelAction, reason?: string | null): Promise<RunRecord>;
+  /**
+   * Cancels these runs of the thread (as cancel() each) in one transaction: NotFoundError, and nothing cancelled,
+   * when one of them is not a run of the thread; finished runs are left as they are.
+   */
+  cancelMany(threadId: string, runIds: string[], action: CancelAction): Promise<RunRecord[]>;
+  /** The runs of every thread in these statuses (POST /runs/cancel with `status`), oldest first. */
+  listByStatus(statuses: Array<'pending' | 'running'>): Promise<RunRecord[]>;
+  /** Cancel actions requested for some of these (running) runs. */
+  cancelRequests(runIds: string[]): Promise<Map<string, CancelAction>>;
+  /** Requeues running runs whose lease expired (attempt < max) or ends them in error. */
+  sweep(maxAttempts: number): Promise<SweepResult>;
+}
