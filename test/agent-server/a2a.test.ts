@@ -282,12 +282,21 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       });
     const first = await list({ pageSize: 2 });
     expect(first.tasks.map((t) => t.id)).toEqual([ids[2], ids[1]]);
-    // (An older task's artifact is read from its thread's current values, as GetTask reads it: the newest reply.)
-    expect(textOf(first.tasks[0]!)).toBe('echo: three');
+    // Each task shows its own run's reply, not the thread's newest one.
+    expect(first.tasks.map(textOf)).toEqual(['echo: three', 'echo: two']);
     expect(first.totalSize).toBe(3);
     expect(first.nextPageToken).not.toBe('');
     const second = await list({ pageSize: 2, pageToken: first.nextPageToken });
     expect(second.tasks.map((t) => t.id)).toEqual([ids[0]]);
+    expect(second.tasks.map(textOf)).toEqual(['echo: one']);
+    const oldest = await v10.getTask({ tenant: '', id: ids[0]!, historyLength: undefined });
+    expect(textOf(oldest)).toBe('echo: one');
+    expect(oldest.history.map((m) => m.parts[0]?.content?.value)).toEqual(['one', 'echo: one']);
+    const legacy = JSON.parse(
+      (await raw({ jsonrpc: '2.0', id: 'g', method: 'tasks/get', params: { id: ids[1] } })).text,
+    );
+    expect(legacy.result.artifacts[0].parts).toEqual([{ kind: 'text', text: 'echo: two' }]);
+    expect(legacy.result.status.message.parts).toEqual([{ kind: 'text', text: 'echo: two' }]);
     expect(second.nextPageToken).toBe('');
     // Every context of the agent: these three among them; a state none of them is in: none of them.
     const all = await list({ pageSize: 100, contextId: '' });

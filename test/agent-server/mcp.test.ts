@@ -174,6 +174,15 @@ describe.each(['embedded', 'postgres'] as const)('MCP with the official SDK clie
       count: 111,
       steps: ['first', 'second'],
     });
+    // A follow-up on the task's thread changes the thread's values; the task's result stays what its run left.
+    const followUp = await mcp.callTool({
+      name: 'counter',
+      arguments: {},
+      _meta: { thread_id: created[0]!.split(':')[0] },
+    });
+    expect(followUp.structuredContent).toMatchObject({ count: 122 });
+    const kept = await mcp.experimental.tasks.getTaskResult(created[0]!, CallToolResultSchema);
+    expect(kept.structuredContent).toEqual({ count: 111, steps: ['first', 'second'] });
 
     // A task created and then left: a new client (another connection, no session) finds it and its result.
     const started = (await rpc(url, {

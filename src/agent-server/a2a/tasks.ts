@@ -6,7 +6,7 @@
 // with that task id resumes it. Cancel is the run's cancel.
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
-import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
@@ -166,28 +166,32 @@ function userTurn(task: { id: string; contextId: string }, run: RunRow): Message
 }
 
 /**
- * The task a run is, from its record and its thread as they are now. Its history is the run's turn: what the user
- * sent (or answered) and, once the run has ended, the agent's reply.
+ * The task a run is, from its record, its own final values and its thread as it is now. Its history is the run's
+ * turn: what the user sent (or answered) and, once the run has ended, the agent's reply.
  */
 async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
   const readThread = () =>
     ctx.api
       .call('GET', `/threads/${run.thread_id}`)
       .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
-  return taskOfRun(taskId, run, values, readThread);
+  return taskOfRun(taskId, run, values, readThread, () => runOwnValues(ctx.api, run));
 }
 
 /**
- * The task a run is, from its record, its final values when at hand, and its thread (read only when needed):
- * what the API's reads give a caller, and what push notifications send from inside the server.
+ * The task a run is, from its record, its final values when at hand (else `readOwnValues`: those the run left),
+ * and its thread (read only when needed): what the API's reads give a caller, and what push notifications send
+ * from inside the server.
  */
 export async function taskOfRun(
   taskId: string,
   run: RunRow,
   values: unknown,
   readThread: () => Promise<ThreadRow | undefined>,
+  readOwnValues?: () => Promise<unknown>,
 ): Promise<Task> {
-  const task = await viewState(readThread, taskId, run, values);
+  // A finished run's result is its own last values: read only when they are not at hand (a task read later).
+  const own = values === undefined && run.status === 'success' && readOwnValues ? await readOwnValues() : values;
+  const task = await viewState(readThread, taskId, run, own);
   const user = userTurn(task, run);
   const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
   return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };

@@ -234,6 +234,22 @@ export async function* sseEvents(
   }
 }
 
+/**
+ * The values a run left, as the caller reads them: those of the last checkpoint the run wrote (its run_id is in
+ * the checkpoint's metadata), not the thread's current ones, which a later run on the same thread has replaced.
+ * Undefined when none of its checkpoints is left (the thread's history was pruned).
+ */
+export async function runOwnValues(api: CallerApi, run: { thread_id: string; run_id: string }): Promise<unknown> {
+  const res = await api.call('POST', `/threads/${run.thread_id}/history`, {
+    limit: 1,
+    metadata: { run_id: run.run_id },
+    select: ['values'],
+  });
+  if (res.status !== 200) return undefined;
+  const [last] = res.body as Array<{ values?: unknown }>;
+  return last?.values;
+}
+
 /** The `detail` of an API error answer (every error of the API has one), else a generic text with its status. */
 export function detailOf(answer: ApiAnswer): string {
   const d = (answer.body as { detail?: unknown } | undefined)?.detail;

@@ -6,7 +6,7 @@
 // answers tasks/get, tasks/result and tasks/cancel from the stored run, and a dropped connection loses nothing.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, parseParams } from '../http/jsonrpc.ts';
 import { describeTool, namedAssistants, type GraphSchemas, type NamedAssistant } from './tools.ts';
 
@@ -317,7 +317,13 @@ async function taskResult(ctx: McpContext, t: { threadId: string; runId: string 
   await readRun(ctx, t);
   const res = await ctx.api.call('GET', `/threads/${t.threadId}/runs/${t.runId}/join`);
   if (res.status !== 200) runRefused(res, 'tasks/result');
-  const result = await outcome(ctx, t.threadId, t.runId, res.body);
+  // Join answers the thread's values, which a later call on the same thread has replaced: the task's result is
+  // what its own run left (its error, when it failed).
+  const failed = (res.body as { __error__?: unknown } | null)?.__error__ !== undefined;
+  const values = failed
+    ? res.body
+    : ((await runOwnValues(ctx.api, { thread_id: t.threadId, run_id: t.runId })) ?? res.body);
+  const result = await outcome(ctx, t.threadId, t.runId, values);
   return { ...result, _meta: { ...result._meta, [RELATED_TASK]: { taskId: `${t.threadId}:${t.runId}` } } };
 }
 
