@@ -19,7 +19,7 @@ import {
   rpcResult,
   type RpcId,
 } from '../http/jsonrpc.ts';
-import { handleMcp, SUPPORTED_PROTOCOLS, type McpContext } from '../mcp/server.ts';
+import { handleMcp, SUPPORTED_PROTOCOLS, ToolTables, type McpContext } from '../mcp/server.ts';
 import type { RouteDeps } from './deps.ts';
 import { openSse } from './sse.ts';
 
@@ -32,6 +32,7 @@ export const mcpRoutes =
   (deps: RouteDeps, root: FastifyInstance): FastifyPluginAsync =>
   async (app) => {
     const stallMs = deps.streamStallMs ?? 60_000;
+    const tools = new ToolTables();
 
     // Errors before the handler (a body that is not JSON, too large, refused by the input guard) in JSON-RPC form.
     app.setErrorHandler(rpcErrorHandler('MCP'));
@@ -80,7 +81,7 @@ export const mcpRoutes =
       const { id, method, params } = parsed.data;
       if (id === undefined) return reply.code(202).send();
 
-      const ctx: McpContext = { api: apiAsCaller(root, req, deps), version: deps.version };
+      const ctx: McpContext = { api: apiAsCaller(root, req, deps), version: deps.version, tools };
       const answer = (rpcId: RpcId) =>
         handleMcp(ctx, method, params).then(
           (result) => rpcResult(rpcId, result),

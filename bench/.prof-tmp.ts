@@ -1,0 +1,30 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { freshStore, startAgentServer } from './agent-server-process.ts';
+const root = path.resolve(import.meta.dirname, '..');
+const way = process.argv[2]!;
+const N = Number(process.argv[3] ?? 600);
+const dir = `/tmp/mcpa2a-prof/${way}`;
+mkdirSync(dir, { recursive: true });
+const post = async (url: string, body: unknown) => {
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body) });
+  if (!r.ok) throw new Error(await r.text());
+  return r.json();
+};
+const store = await freshStore('embedded', `x${process.pid}`);
+const { proc, url } = await startAgentServer(root, 30000 + (process.pid % 10000), store.args, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+const [a] = (await post(`${url}/assistants/search`, { graph_id: 'agent', limit: 1 })) as Array<{ assistant_id: string }>;
+const input = { messages: [{ role: 'user', content: 'What is the weather in San Francisco?' }] };
+let id = 0;
+const call = async () => {
+  if (way === 'api') await post(`${url}/threads/${randomUUID()}/runs/wait`, { assistant_id: a!.assistant_id, input, if_not_exists: 'create' });
+  else if (way === 'mcp') await post(`${url}/mcp`, { jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { name: 'agent', arguments: input } });
+  else await post(`${url}/a2a/${a!.assistant_id}`, { jsonrpc: '2.0', id: ++id, method: 'message/send', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'What is the weather in San Francisco?' }] } } });
+};
+for (let i = 0; i < 50; i++) await call();
+let left = N;
+await Promise.all(Array.from({ length: 4 }, async () => { while (left-- > 0) await call(); }));
+proc.kill('SIGTERM');
+await new Promise((r) => proc.once('exit', r));
+await store.cleanup();
