@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { CallerMemo } from '../http/caller-memo.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, parseParams } from '../http/jsonrpc.ts';
 import { describeTool, namedAssistants, type GraphSchemas, type NamedAssistant } from './tools.ts';
 
@@ -37,45 +38,14 @@ const CallParams = z.object({
 const ListParams = z.object({ cursor: z.string().optional() }).passthrough();
 const TaskParams = z.object({ taskId: z.string().min(1) }).passthrough();
 
-/** How long a caller's tool table stands for their tools/call name lookups. */
-const TOOL_TABLE_TTL_MS = 2_000;
-const TOOL_TABLES_MAX = 1_000;
-
-/**
- * The tool tables (namedAssistants) of recent callers, by CallerApi.callerKey, for TOOL_TABLE_TTL_MS: a tools/call
- * then resolves its tool name without the assistants search the table is built from, which is most of what MCP
- * adds to a run. A table may be that much behind an assistant created, renamed or deleted (on any replica); the
- * run is still created as the caller, so an entry can never reach an assistant the caller may not read. tools/list
- * always reads afresh (and refreshes the entry). One per app: callers of different apps never share.
- */
-export class ToolTables {
-  private readonly tables = new Map<string, { at: number; table: Promise<NamedAssistant[]> }>();
-
-  /** The caller's table: the entry made less than TOOL_TABLE_TTL_MS ago, else read now (a failed read is not kept). */
-  get(api: CallerApi, fresh = false): Promise<NamedAssistant[]> {
-    const key = api.callerKey;
-    const kept = this.tables.get(key);
-    if (!fresh && kept && Date.now() - kept.at < TOOL_TABLE_TTL_MS) return kept.table;
-    const table = namedAssistants(api);
-    this.tables.delete(key);
-    this.tables.set(key, { at: Date.now(), table });
-    table.catch(() => {
-      if (this.tables.get(key)?.table === table) this.tables.delete(key);
-    });
-    // Oldest first in a Map: beyond the bound, the longest unrefreshed go.
-    for (const k of this.tables.keys()) {
-      if (this.tables.size <= TOOL_TABLES_MAX) break;
-      this.tables.delete(k);
-    }
-    return table;
-  }
-}
-
 export interface McpContext {
   api: CallerApi;
   version: string;
-  /** The app's tool tables (one ToolTables per app). */
-  tools: ToolTables;
+  /**
+   * The app's memo of callers' tool tables (namedAssistants, key ''): a tools/call resolves its tool name without
+   * searching the assistants when the caller's table is recent; tools/list always reads afresh and keeps that.
+   */
+  tools: CallerMemo<NamedAssistant[]>;
   /**
    * Set when the client asked for progress (_meta.progressToken) on a stream it reads: tools/call then reports
    * each step of the run (a node that finished) through it before the result.
@@ -133,7 +103,7 @@ const encodeCursor = (offset: number) => Buffer.from(`o${offset}`, 'utf8').toStr
 
 async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
   const offset = decodeCursor(p.cursor);
-  const all = await ctx.tools.get(ctx.api, true);
+  const all = await ctx.tools.get(ctx.api, '', () => namedAssistants(ctx.api), true);
   const page = all.slice(offset, offset + TOOLS_PAGE);
   const tools = await Promise.all(
     page.map(async (named) => {
@@ -148,7 +118,7 @@ async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
 }
 
 async function resolveTool(ctx: McpContext, name: string): Promise<NamedAssistant> {
-  const found = (await ctx.tools.get(ctx.api)).find((n) => n.tool === name);
+  const found = (await ctx.tools.get(ctx.api, '', () => namedAssistants(ctx.api))).find((n) => n.tool === name);
   if (!found) throw new RpcError(INVALID_PARAMS, `Unknown tool: ${name}`);
   return found;
 }

@@ -7,6 +7,8 @@
 // REST requests it makes as that caller (http/as-caller.ts).
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { apiAsCaller } from '../http/as-caller.ts';
+import { CallerMemo } from '../http/caller-memo.ts';
+import type { NamedAssistant } from '../mcp/tools.ts';
 import {
   envelopeProblem,
   idOf,
@@ -19,7 +21,7 @@ import {
   rpcResult,
   type RpcId,
 } from '../http/jsonrpc.ts';
-import { handleMcp, SUPPORTED_PROTOCOLS, ToolTables, type McpContext } from '../mcp/server.ts';
+import { handleMcp, SUPPORTED_PROTOCOLS, type McpContext } from '../mcp/server.ts';
 import type { RouteDeps } from './deps.ts';
 import { openSse } from './sse.ts';
 
@@ -32,7 +34,7 @@ export const mcpRoutes =
   (deps: RouteDeps, root: FastifyInstance): FastifyPluginAsync =>
   async (app) => {
     const stallMs = deps.streamStallMs ?? 60_000;
-    const tools = new ToolTables();
+    const tools = new CallerMemo<NamedAssistant[]>();
 
     // Errors before the handler (a body that is not JSON, too large, refused by the input guard) in JSON-RPC form.
     app.setErrorHandler(rpcErrorHandler('MCP'));
