@@ -282,12 +282,21 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       });
     const first = await list({ pageSize: 2 });
     expect(first.tasks.map((t) => t.id)).toEqual([ids[2], ids[1]]);
-    // (An older task's artifact is read from its thread's current values, as GetTask reads it: the newest reply.)
-    expect(textOf(first.tasks[0]!)).toBe('echo: three');
+    // Each task shows its own run's reply, not the thread's newest one.
+    expect(first.tasks.map(textOf)).toEqual(['echo: three', 'echo: two']);
     expect(first.totalSize).toBe(3);
     expect(first.nextPageToken).not.toBe('');
     const second = await list({ pageSize: 2, pageToken: first.nextPageToken });
     expect(second.tasks.map((t) => t.id)).toEqual([ids[0]]);
+    expect(second.tasks.map(textOf)).toEqual(['echo: one']);
+    const oldest = await v10.getTask({ tenant: '', id: ids[0]!, historyLength: undefined });
+    expect(textOf(oldest)).toBe('echo: one');
+    expect(oldest.history.map((m) => m.parts[0]?.content?.value)).toEqual(['one', 'echo: one']);
+    const legacy = JSON.parse(
+      (await raw({ jsonrpc: '2.0', id: 'g', method: 'tasks/get', params: { id: ids[1] } })).text,
+    );
+    expect(legacy.result.artifacts[0].parts).toEqual([{ kind: 'text', text: 'echo: two' }]);
+    expect(legacy.result.status.message.parts).toEqual([{ kind: 'text', text: 'echo: two' }]);
     expect(second.nextPageToken).toBe('');
     // Every context of the agent: these three among them; a state none of them is in: none of them.
     const all = await list({ pageSize: 100, contextId: '' });
@@ -420,6 +429,57 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
     expect(frames[2]!.result).toMatchObject({ append: false, lastChunk: true });
     expect(frames.at(-1)!.result).toMatchObject({ final: true, status: { state: 'completed' } });
   });
+
+  // The listing is the same code on both stores (it reads through the API); seeding a thousand threads into
+  // Postgres would only make the suite slower.
+  it.runIf(store === 'embedded')(
+    'ListTasks pages past a thousand contexts: a cursor over the store, every task once, newest first',
+    async () => {
+      // 1005 finished A2A tasks of the counter agent, each on its own thread, written straight into the store: the
+      // listing sees them as it sees tasks that ran (a thread whose metadata names the agent, a run with a context).
+      const seeded: string[] = [];
+      for (let i = 0; i < 1005; i++) {
+        const [threadId, runId] = [randomUUID(), randomUUID()];
+        await h.storage.runs.create(
+          {
+            run_id: runId,
+            thread_id: threadId,
+            assistant_id: counterId,
+            metadata: { a2a_context_id: `seeded-${i}` },
+            kwargs: { input: { count: i } },
+            multitask_strategy: 'reject',
+            if_not_exists: 'create',
+            thread_metadata: { assistant_id: counterId, graph_id: 'counter' },
+          },
+          { workerId: 'seed', leaseMs: 600_000 },
+        );
+        await h.storage.runs.finish(runId, 'seed', { status: 'success', values: { count: i } });
+        seeded.push(`${threadId}:${runId}`);
+      }
+      const listed: string[] = [];
+      let token = '';
+      let last: { totalSize: number; nextPageToken: string } | undefined;
+      for (let page = 0; page < 20; page++) {
+        const res = JSON.parse(
+          (
+            await raw(
+              { jsonrpc: '2.0', id: page, method: 'ListTasks', params: { pageSize: 100, pageToken: token } },
+              counterId,
+            )
+          ).text,
+        ) as { result: { tasks: Array<{ id: string; contextId: string }>; nextPageToken: string; totalSize: number } };
+        listed.push(...res.result.tasks.map((t) => t.id));
+        last = res.result;
+        token = res.result.nextPageToken;
+        if (!token) break;
+      }
+      // Newest first, each once, down to the oldest (the counter task the raw 0.3 test made may come after them).
+      expect(listed.slice(0, seeded.length)).toEqual([...seeded].reverse());
+      expect(new Set(listed).size).toBe(listed.length);
+      expect(last).toMatchObject({ nextPageToken: '', totalSize: listed.length });
+    },
+    120_000,
+  );
 });
 
 it('names the configured public URL (--public-url) in the card, whatever host the request came to', async () => {

@@ -174,6 +174,15 @@ describe.each(['embedded', 'postgres'] as const)('MCP with the official SDK clie
       count: 111,
       steps: ['first', 'second'],
     });
+    // A follow-up on the task's thread changes the thread's values; the task's result stays what its run left.
+    const followUp = await mcp.callTool({
+      name: 'counter',
+      arguments: {},
+      _meta: { thread_id: created[0]!.split(':')[0] },
+    });
+    expect(followUp.structuredContent).toMatchObject({ count: 122 });
+    const kept = await mcp.experimental.tasks.getTaskResult(created[0]!, CallToolResultSchema);
+    expect(kept.structuredContent).toEqual({ count: 111, steps: ['first', 'second'] });
 
     // A task created and then left: a new client (another connection, no session) finds it and its result.
     const started = (await rpc(url, {
@@ -285,5 +294,25 @@ describe.each(['embedded', 'postgres'] as const)('MCP with the official SDK clie
     // Cursors are strings; one the server never gave out is refused.
     const badCursor = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'tools/list', params: { cursor: '42' } });
     expect(await badCursor.json()).toMatchObject({ id: 8, error: { code: -32602 } });
+  });
+
+  it('calls a tool renamed since the last call under its new name once tools/list shows it, not its old one', async () => {
+    // Calls reuse the caller's tool table for a moment (no assistants search per call); a listing reads it afresh.
+    expect((await mcp.callTool({ name: 'counter', arguments: {} })).isError).toBeFalsy();
+    const made = await lg.assistants.create({ graphId: 'counter', name: 'tally' });
+    try {
+      expect((await mcp.listTools()).tools.map((t) => t.name)).toContain('tally');
+      expect((await mcp.callTool({ name: 'tally', arguments: { count: 1 } })).structuredContent).toMatchObject({
+        count: 12,
+      });
+      await lg.assistants.update(made.assistant_id, { name: 'tally2' });
+      expect((await mcp.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['tally2']));
+      expect((await mcp.callTool({ name: 'tally2', arguments: {} }))._meta).toMatchObject({ status: 'success' });
+      const old = await mcp.callTool({ name: 'tally', arguments: {} }).catch((e: unknown) => e);
+      expect(old).toBeInstanceOf(McpError);
+      expect((old as McpError).message).toContain('Unknown tool: tally');
+    } finally {
+      await lg.assistants.delete(made.assistant_id);
+    }
   });
 });

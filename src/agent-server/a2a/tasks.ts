@@ -6,7 +6,7 @@
 // with that task id resumes it. Cancel is the run's cancel.
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
-import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
 
@@ -166,28 +166,32 @@ function userTurn(task: { id: string; contextId: string }, run: RunRow): Message
 }
 
 /**
- * The task a run is, from its record and its thread as they are now. Its history is the run's turn: what the user
- * sent (or answered) and, once the run has ended, the agent's reply.
+ * The task a run is, from its record, its own final values and its thread as it is now. Its history is the run's
+ * turn: what the user sent (or answered) and, once the run has ended, the agent's reply.
  */
 async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
   const readThread = () =>
     ctx.api
       .call('GET', `/threads/${run.thread_id}`)
       .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
-  return taskOfRun(taskId, run, values, readThread);
+  return taskOfRun(taskId, run, values, readThread, () => runOwnValues(ctx.api, run));
 }
 
 /**
- * The task a run is, from its record, its final values when at hand, and its thread (read only when needed):
- * what the API's reads give a caller, and what push notifications send from inside the server.
+ * The task a run is, from its record, its final values when at hand (else `readOwnValues`: those the run left),
+ * and its thread (read only when needed): what the API's reads give a caller, and what push notifications send
+ * from inside the server.
  */
 export async function taskOfRun(
   taskId: string,
   run: RunRow,
   values: unknown,
   readThread: () => Promise<ThreadRow | undefined>,
+  readOwnValues?: () => Promise<unknown>,
 ): Promise<Task> {
-  const task = await viewState(readThread, taskId, run, values);
+  // A finished run's result is its own last values: read only when they are not at hand (a task read later).
+  const own = values === undefined && run.status === 'success' && readOwnValues ? await readOwnValues() : values;
+  const task = await viewState(readThread, taskId, run, own);
   const user = userTurn(task, run);
   const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
   return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };
@@ -413,72 +417,128 @@ export interface ListQuery {
   historyLength?: number;
 }
 
-/** Threads and tasks a listing reads at most (the newest first): a listing is bounded, not a full scan. */
-const LIST_MAX_THREADS = 1000;
+/** Threads read per search while a listing fills its page, and runs per read of a thread's runs. */
+const THREADS_PER_READ = 100;
+const RUNS_PER_READ = 1000;
 
-const pageTokenOf = (offset: number) => Buffer.from(`t${offset}`, 'utf8').toString('base64url');
-function offsetOf(token: string | undefined): number {
-  if (!token) return 0;
-  const m = /^t(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
+/**
+ * Where a listing goes on: the position of a thread in the threads search's order (newest first), the tasks of
+ * that thread already given, and how many tasks the pages before this one gave (for totalSize).
+ */
+interface ListCursor {
+  thread: number;
+  skip: number;
+  before: number;
+}
+
+const pageTokenOf = (c: ListCursor) => Buffer.from(`c${c.thread}.${c.skip}.${c.before}`, 'utf8').toString('base64url');
+function cursorOf(token: string | undefined): ListCursor {
+  if (!token) return { thread: 0, skip: 0, before: 0 };
+  const m = /^c(\d{1,9})\.(\d{1,9})\.(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
   if (!m) throw new RpcError(INVALID_PARAMS, 'ListTasks: params.pageToken: not a page token this server gave out');
-  return Number(m[1]);
+  return { thread: Number(m[1]), skip: Number(m[2]), before: Number(m[3]) };
+}
+
+/**
+ * The tasks of one thread that a listing shows, newest first, each read as GetTask reads it: the thread's A2A runs
+ * of this assistant that started a task (not those that resumed one), each with its latest run. A thread the caller
+ * may not see (or that went) has none.
+ */
+async function* threadTasks(
+  ctx: AgentContext,
+  threadId: string,
+  assistantId: string,
+  q: ListQuery,
+  after: number | undefined,
+): AsyncGenerator<Task> {
+  // The runs that resumed a task are newer than the run that started it: seen first, newest first.
+  const latest = new Map<string, RunRow>();
+  for (let offset = 0; ; offset += RUNS_PER_READ) {
+    const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=${RUNS_PER_READ}&offset=${offset}`);
+    if (res.status === 404) return;
+    if (res.status !== 200) refused(res, 'ListTasks');
+    const runs = res.body as Array<RunRow & { assistant_id?: string }>;
+    for (const run of runs) {
+      const resumed = run.metadata?.a2a_task_id;
+      if (typeof resumed === 'string') {
+        if (!latest.has(resumed)) latest.set(resumed, run);
+        continue;
+      }
+      if (run.assistant_id !== assistantId || typeof run.metadata?.a2a_context_id !== 'string') continue;
+      const taskId = `${run.thread_id}:${run.run_id}`;
+      const task = await view(ctx, taskId, latest.get(taskId) ?? run);
+      if (q.state && task.state !== q.state) continue;
+      if (after !== undefined && !(Date.parse(task.timestamp) >= after)) continue;
+      yield task;
+    }
+    if (runs.length < RUNS_PER_READ) return;
+  }
 }
 
 /**
  * The caller's tasks of this agent, newest first, as the API lets them see them: the threads its threads search
- * finds (the agent's own: their metadata names the assistant), or the one of `contextId`, then each thread's runs
- * that started a task (A2A runs of this assistant that did not resume one). Paged by offset.
+ * finds (the agent's own: their metadata names the assistant), or the one of `contextId`, then each thread's tasks
+ * (threadTasks). The page token is a cursor over that search, so a listing goes on past any number of threads;
+ * only what the page needs is read (and, when the page is full, up to the next task, to know there is one).
+ * totalSize is exact on the last page; on the others it counts the tasks seen so far, the next one included.
  */
 export async function listTasks(
   ctx: AgentContext,
   q: ListQuery,
 ): Promise<{ tasks: Task[]; nextPageToken: string; pageSize: number; totalSize: number }> {
-  const offset = offsetOf(q.pageToken);
+  const cursor = cursorOf(q.pageToken);
   const found = await ctx.api.call('GET', `/assistants/${encodeURIComponent(ctx.assistantId)}`);
   if (found.status === 404 || found.status === 422)
     throw new RpcError(INVALID_PARAMS, `Assistant not found: ${ctx.assistantId}`);
   if (found.status !== 200) refused(found, 'ListTasks');
   const assistantId = (found.body as { assistant_id: string }).assistant_id;
-  let threadIds: string[];
-  if (q.contextId) threadIds = [threadOfContext(q.contextId)];
-  else {
+  const after = q.statusTimestampAfter === undefined ? undefined : Date.parse(q.statusTimestampAfter);
+  const readThreads = async (offset: number): Promise<string[]> => {
+    if (q.contextId) return offset === 0 ? [threadOfContext(q.contextId)] : [];
     const res = await ctx.api.call('POST', '/threads/search', {
       metadata: { assistant_id: assistantId },
-      limit: LIST_MAX_THREADS,
+      limit: THREADS_PER_READ,
+      offset,
       sort_by: 'created_at',
       sort_order: 'desc',
       select: ['thread_id'],
     });
     if (res.status !== 200) refused(res, 'ListTasks');
-    threadIds = (res.body as Array<{ thread_id: string }>).map((t) => t.thread_id);
-  }
+    return (res.body as Array<{ thread_id: string }>).map((t) => t.thread_id);
+  };
   const tasks: Task[] = [];
-  const after = q.statusTimestampAfter === undefined ? undefined : Date.parse(q.statusTimestampAfter);
-  for (const threadId of threadIds) {
-    const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=1000`);
-    // A thread the caller may not see (or that went): no tasks of theirs.
-    if (res.status === 404) continue;
-    if (res.status !== 200) refused(res, 'ListTasks');
-    const runs = res.body as Array<RunRow & { assistant_id?: string }>;
-    for (const run of runs) {
-      if (run.assistant_id !== assistantId || typeof run.metadata?.a2a_context_id !== 'string') continue;
-      if (run.metadata.a2a_task_id !== undefined) continue;
-      const taskId = `${run.thread_id}:${run.run_id}`;
-      const latest = runs.find((r) => r.run_id === run.run_id || r.metadata?.a2a_task_id === taskId)!;
-      const task = await view(ctx, taskId, latest);
-      if (q.state && task.state !== q.state) continue;
-      if (after !== undefined && !(Date.parse(task.timestamp) >= after)) continue;
-      tasks.push(task);
+  let next: ListCursor | undefined;
+  let index = cursor.thread;
+  let skip = cursor.skip;
+  scan: for (;;) {
+    const threadIds = await readThreads(index);
+    for (const threadId of threadIds) {
+      let given = 0;
+      for await (const task of threadTasks(ctx, threadId, assistantId, q, after)) {
+        if (given++ < skip) continue;
+        if (tasks.length === q.pageSize) {
+          next = { thread: index, skip: given - 1, before: cursor.before + tasks.length };
+          break scan;
+        }
+        tasks.push(task);
+      }
+      index++;
+      skip = 0;
     }
+    if (q.contextId || threadIds.length < THREADS_PER_READ) break;
   }
   const keep = q.historyLength;
-  const page = tasks.slice(offset, offset + q.pageSize).map((t) => ({
+  const page = tasks.map((t) => ({
     ...t,
     artifacts: q.includeArtifacts ? t.artifacts : [],
     history: keep === undefined ? t.history : keep === 0 ? [] : t.history.slice(-keep),
   }));
-  const next = offset + q.pageSize < tasks.length ? pageTokenOf(offset + q.pageSize) : '';
-  return { tasks: page, nextPageToken: next, pageSize: q.pageSize, totalSize: tasks.length };
+  return {
+    tasks: page,
+    nextPageToken: next ? pageTokenOf(next) : '',
+    pageSize: q.pageSize,
+    totalSize: cursor.before + tasks.length + (next ? 1 : 0),
+  };
 }
 
 export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {

@@ -7,6 +7,7 @@
 // HTTP round trip when the app's own route would answer them: the same disabled groups, input guard, schemas and
 // custom auth authorizer (as a WebSocket command is authorized, routes/protocol.ts) run in front of the same handler
 // code, and runs/wait hands back the run's final record, which saves the reads that would otherwise follow.
+import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -52,6 +53,11 @@ export interface RunWaitAnswer extends ApiAnswer {
 }
 
 export interface CallerApi {
+  /**
+   * A digest of the caller's headers (everything custom auth can read of them): requests with the same key are made
+   * as the same caller, so what one of them was shown may stand for the next (mcp/server.ts ToolTables).
+   */
+  readonly callerKey: string;
   /** One API request as the caller; the answer whatever its status (the protocols word errors their own way). */
   call(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<ApiAnswer>;
   /** A request whose answer is an event stream: resolves with the headers, the body follows as it is written. */
@@ -87,7 +93,14 @@ function callerHeaders(headers: IncomingHttpHeaders): Record<string, string | st
 export function apiAsCaller(app: FastifyInstance, req: FastifyRequest, deps: RouteDeps): CallerApi {
   const headers = callerHeaders(req.headers);
   const mountPrefix = deps.mountPrefix ?? '';
+  let key: string | undefined;
   const api: CallerApi = {
+    get callerKey() {
+      key ??= createHash('sha256')
+        .update(JSON.stringify(Object.entries(headers).sort(([a], [b]) => (a < b ? -1 : 1))))
+        .digest('base64url');
+      return key;
+    },
     async call(method, path, body) {
       const res = await app.inject({
         method,
@@ -232,6 +245,22 @@ export async function* sseEvents(
       if (data.length) yield { event, data: data.join('\n') };
     }
   }
+}
+
+/**
+ * The values a run left, as the caller reads them: those of the last checkpoint the run wrote (its run_id is in
+ * the checkpoint's metadata), not the thread's current ones, which a later run on the same thread has replaced.
+ * Undefined when none of its checkpoints is left (the thread's history was pruned).
+ */
+export async function runOwnValues(api: CallerApi, run: { thread_id: string; run_id: string }): Promise<unknown> {
+  const res = await api.call('POST', `/threads/${run.thread_id}/history`, {
+    limit: 1,
+    metadata: { run_id: run.run_id },
+    select: ['values'],
+  });
+  if (res.status !== 200) return undefined;
+  const [last] = res.body as Array<{ values?: unknown }>;
+  return last?.values;
 }
 
 /** The `detail` of an API error answer (every error of the API has one), else a generic text with its status. */

@@ -6,7 +6,8 @@
 // answers tasks/get, tasks/result and tasks/cancel from the stored run, and a dropped connection loses nothing.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { detailOf, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
+import { CallerMemo } from '../http/caller-memo.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, parseParams } from '../http/jsonrpc.ts';
 import { describeTool, namedAssistants, type GraphSchemas, type NamedAssistant } from './tools.ts';
 
@@ -40,6 +41,11 @@ const TaskParams = z.object({ taskId: z.string().min(1) }).passthrough();
 export interface McpContext {
   api: CallerApi;
   version: string;
+  /**
+   * The app's memo of callers' tool tables (namedAssistants, key ''): a tools/call resolves its tool name without
+   * searching the assistants when the caller's table is recent; tools/list always reads afresh and keeps that.
+   */
+  tools: CallerMemo<NamedAssistant[]>;
   /**
    * Set when the client asked for progress (_meta.progressToken) on a stream it reads: tools/call then reports
    * each step of the run (a node that finished) through it before the result.
@@ -97,7 +103,7 @@ const encodeCursor = (offset: number) => Buffer.from(`o${offset}`, 'utf8').toStr
 
 async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
   const offset = decodeCursor(p.cursor);
-  const all = await namedAssistants(ctx.api);
+  const all = await ctx.tools.get(ctx.api, '', () => namedAssistants(ctx.api), true);
   const page = all.slice(offset, offset + TOOLS_PAGE);
   const tools = await Promise.all(
     page.map(async (named) => {
@@ -112,7 +118,7 @@ async function listTools(ctx: McpContext, p: z.infer<typeof ListParams>) {
 }
 
 async function resolveTool(ctx: McpContext, name: string): Promise<NamedAssistant> {
-  const found = (await namedAssistants(ctx.api)).find((n) => n.tool === name);
+  const found = (await ctx.tools.get(ctx.api, '', () => namedAssistants(ctx.api))).find((n) => n.tool === name);
   if (!found) throw new RpcError(INVALID_PARAMS, `Unknown tool: ${name}`);
   return found;
 }
@@ -317,7 +323,13 @@ async function taskResult(ctx: McpContext, t: { threadId: string; runId: string 
   await readRun(ctx, t);
   const res = await ctx.api.call('GET', `/threads/${t.threadId}/runs/${t.runId}/join`);
   if (res.status !== 200) runRefused(res, 'tasks/result');
-  const result = await outcome(ctx, t.threadId, t.runId, res.body);
+  // Join answers the thread's values, which a later call on the same thread has replaced: the task's result is
+  // what its own run left (its error, when it failed).
+  const failed = (res.body as { __error__?: unknown } | null)?.__error__ !== undefined;
+  const values = failed
+    ? res.body
+    : ((await runOwnValues(ctx.api, { thread_id: t.threadId, run_id: t.runId })) ?? res.body);
+  const result = await outcome(ctx, t.threadId, t.runId, values);
   return { ...result, _meta: { ...result._meta, [RELATED_TASK]: { taskId: `${t.threadId}:${t.runId}` } } };
 }
 

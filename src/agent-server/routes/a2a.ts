@@ -38,6 +38,7 @@ import {
   setConfig,
   writeConfig,
 } from '../a2a/push.ts';
+import { CallerMemo } from '../http/caller-memo.ts';
 import { apiAsCaller, detailOf, type CallerApi } from '../http/as-caller.ts';
 import {
   envelopeProblem,
@@ -95,6 +96,8 @@ export const a2aRoutes =
     const stallMs = deps.streamStallMs ?? 60_000;
     const policy = deps.webhookPolicy ?? { allow: [] };
     const hidden = { schema: { hide: true } };
+    // Whether an agent takes messages, per caller and assistant: read for every message with text, rarely changed.
+    const inputs = new CallerMemo<boolean>();
 
     app.setErrorHandler(rpcErrorHandler('A2A'));
 
@@ -136,7 +139,11 @@ export const a2aRoutes =
         req.log.error({ err, method }, `A2A ${method} failed`);
         return rpcError(id, INTERNAL_ERROR, `${method} failed`);
       };
-      const ctx: AgentContext = { api, assistantId, takesMessages: () => takesMessages(api, assistantId) };
+      const ctx: AgentContext = {
+        api,
+        assistantId,
+        takesMessages: () => inputs.get(api, assistantId, () => takesMessages(api, assistantId)),
+      };
 
       const op = operationOf(method);
       if (op === 'stream' || op === 'subscribe') {

@@ -7,6 +7,8 @@
 // REST requests it makes as that caller (http/as-caller.ts).
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { apiAsCaller } from '../http/as-caller.ts';
+import { CallerMemo } from '../http/caller-memo.ts';
+import type { NamedAssistant } from '../mcp/tools.ts';
 import {
   envelopeProblem,
   idOf,
@@ -32,6 +34,7 @@ export const mcpRoutes =
   (deps: RouteDeps, root: FastifyInstance): FastifyPluginAsync =>
   async (app) => {
     const stallMs = deps.streamStallMs ?? 60_000;
+    const tools = new CallerMemo<NamedAssistant[]>();
 
     // Errors before the handler (a body that is not JSON, too large, refused by the input guard) in JSON-RPC form.
     app.setErrorHandler(rpcErrorHandler('MCP'));
@@ -80,7 +83,7 @@ export const mcpRoutes =
       const { id, method, params } = parsed.data;
       if (id === undefined) return reply.code(202).send();
 
-      const ctx: McpContext = { api: apiAsCaller(root, req, deps), version: deps.version };
+      const ctx: McpContext = { api: apiAsCaller(root, req, deps), version: deps.version, tools };
       const answer = (rpcId: RpcId) =>
         handleMcp(ctx, method, params).then(
           (result) => rpcResult(rpcId, result),
