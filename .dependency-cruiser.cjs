@@ -66,8 +66,10 @@ const AGENT_SERVER_FLOORS = [
   },
   {
     name: 'roots',
-    paths: ['app\\.ts$', 'server\\.ts$', 'command\\.ts$', 'config\\.ts$'],
-    why: 'The composition roots build the app, start the server and read the configuration: they may import any floor',
+    paths: ['app\\.ts$', 'server\\.ts$', 'command\\.ts$', 'config\\.ts$', 'check\\.ts$', 'watch\\.ts$'],
+    why:
+      'The composition roots build the app, start the server (or watch it, or load its graphs once as a build ' +
+      'check) and read the configuration: they may import any floor',
   },
 ];
 const inAgentServer = (paths) => `^src/agent-server/(${paths.join('|')})`;
