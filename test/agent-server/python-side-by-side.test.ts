@@ -48,7 +48,8 @@ function shape(answer: Answer): Set<string> {
       for (const x of v) walk(x, `${path}[]`, depth);
     } else if (typeof v === 'object') {
       const keys = Object.keys(v);
-      if (depth >= MAX_DEPTH) out.add(`${path}: object`);
+      // A schema's shared definitions (the message types) are the libraries' business too: present or not.
+      if (depth >= MAX_DEPTH || /\.(definitions|\$defs)$/.test(path)) out.add(`${path}: object`);
       else if (!keys.length) out.add(`${path}: {}`);
       else for (const k of keys) walk((v as Record<string, unknown>)[k], `${path}.${k}`, depth + 1);
     } else {
@@ -178,11 +179,17 @@ const DELIBERATE: Record<string, { python: string[]; ours: string[] }> = {
       'body.result.tools[]._meta.assistant_id: string',
       'body.result.tools[]._meta.graph_id: string',
       'body.result.tools[].execution.taskSupport: string',
+      // Typed from the graph's TypeScript source: the message types as shared definitions, `topic` a string.
+      'body.result.tools[].inputSchema.definitions: object',
+      'body.result.tools[].inputSchema.properties.messages.anyOf[]: object',
       'body.result.tools[].inputSchema.properties.messages.langgraph_type: string',
-      'body.result.tools[].inputSchema.properties.topic: {}',
+      'body.result.tools[].inputSchema.properties.topic.type: "string"',
+      'body.result.tools[].outputSchema.definitions: object',
       'body.result.tools[].outputSchema.properties.messages.description: string',
+      'body.result.tools[].outputSchema.properties.messages.items: object',
       'body.result.tools[].outputSchema.properties.messages.langgraph_type: string',
-      'body.result.tools[].outputSchema.properties.topic: {}',
+      'body.result.tools[].outputSchema.properties.messages.type: "array"',
+      'body.result.tools[].outputSchema.properties.topic.type: "string"',
       'body.result.tools[].outputSchema.title: string',
       'body.result.tools[].outputSchema.type: "object"',
     ],

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
+import { API_KEY, LINKED_INSTALL, api, startDev, stopDev, waitFor, type DevProcess } from './helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
@@ -69,7 +69,11 @@ describe('agentplane dev isolation', () => {
     expect(dev.output()).toMatch(/isolation\s+(bwrap|sandbox disabled|bubblewrap not usable)/);
 
     // The build prints its whole environment into its own log.
-    const leak = await create(dev.url, 'leaky', { repo_url: repo.path, install_command: 'env | sort' });
+    // (Then the packages, linked: the build imports the graph once it is installed.)
+    const leak = await create(dev.url, 'leaky', {
+      repo_url: repo.path,
+      install_command: `env | sort && ${LINKED_INSTALL}`,
+    });
     const leakRev = await finished(dev.url, leak.depId, leak.revId);
     expect(leakRev.status).not.toBe('BUILD_FAILED');
     const log = await buildLog(dev.url, leak.depId, leak.revId);
