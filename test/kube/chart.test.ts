@@ -476,8 +476,10 @@ describe.skipIf(!binaries).each(SETS)(
           ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'],
           admin,
         );
-        // Ready means served: every replica of the example's revision runs (its minScale: 2).
-        expect(await runs(applied, image)).toBe(true);
+        // Ready means served: every replica of the example's revision runs (its minScale: 2). Ready is read from the
+        // Deployment's status, which the Deployment controller writes a moment before the pod list shows the same
+        // (the ReplicaSet controller's own pass): the pods must agree within seconds, not only eventually.
+        await until('every replica of the revision Running', () => runs(applied, image), 15_000);
         // The real server takes the operator's Events (events.k8s.io/v1, MicroTime and all) and shows them to
         // kubectl describe through core/v1; the printer columns say Ready's own words.
         const described = await until(
@@ -506,10 +508,14 @@ describe.skipIf(!binaries).each(SETS)(
           ['-n', NS, 'wait', '--for=condition=Ready', `agentdeployment/${applied}`, '--timeout=120s'],
           admin,
         );
+        // As above: the old version's pods are gone within seconds of Ready (the ReplicaSet controller's pass).
+        const settled = await until('only the new version Running', () => runs(applied, next), 15_000).catch(
+          () => false,
+        );
         const seen = await rollout(applied);
         const cr = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${applied}`);
         expect(
-          await runs(applied, next),
+          settled,
           JSON.stringify({
             generation: cr?.metadata.generation,
             status: cr?.status,
