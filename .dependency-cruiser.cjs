@@ -66,10 +66,19 @@ const AGENT_SERVER_FLOORS = [
   },
   {
     name: 'roots',
-    paths: ['app\\.ts$', 'server\\.ts$', 'command\\.ts$', 'config\\.ts$', 'check\\.ts$', 'watch\\.ts$'],
+    paths: [
+      'app\\.ts$',
+      'server\\.ts$',
+      'command\\.ts$',
+      'config\\.ts$',
+      'flags\\.ts$',
+      'sizing\\.ts$',
+      'check\\.ts$',
+      'watch\\.ts$',
+    ],
     why:
       'The composition roots build the app, start the server (or watch it, or load its graphs once as a build ' +
-      'check) and read the configuration: they may import any floor',
+      'check) and read the configuration (its flags, and the defaults sized to the machine): they may import any floor',
   },
 ];
 const inAgentServer = (paths) => `^src/agent-server/(${paths.join('|')})`;

@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
-import { agentServerCommand } from '../src/agent-server/config.ts';
+import { agentServerCommand } from '../src/agent-server/flags.ts';
 import { apiKeyCommand } from '../src/control-plane/api-key-command.ts';
 import { secretKeyCommand } from '../src/control-plane/secret-key-command.ts';
 import { controlPlaneCommand } from '../src/control-plane/config.ts';

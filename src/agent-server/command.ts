@@ -1,7 +1,8 @@
 // `agentplane agent-server`: parse flags/env, start, stop cleanly on SIGTERM/SIGINT.
 import { createLogger } from '../lib/logger.ts';
 import { formatHelp } from '../lib/cli-args.ts';
-import { agentServerCommand, forgetDataKeys, parseAgentServerConfig } from './config.ts';
+import { forgetDataKeys, parseAgentServerConfig } from './config.ts';
+import { agentServerCommand } from './flags.ts';
 import { startAgentServer } from './server.ts';
 import { serveWatching } from './watch.ts';
 import { checkGraphImports } from './check.ts';

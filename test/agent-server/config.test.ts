@@ -4,12 +4,8 @@ import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import {
-  defaultPostgresPoolMaxSize,
-  executorYoungMb,
-  parseAgentServerConfig,
-  postgresPoolSizes,
-} from '../../src/agent-server/config.ts';
+import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import { defaultPostgresPoolMaxSize, executorYoungMb, postgresPoolSizes } from '../../src/agent-server/sizing.ts';
 import { UsageError } from '../../src/lib/cli-args.ts';
 
 describe('agent-server config', () => {

@@ -3,7 +3,8 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { executorYoungMb, parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import { parseAgentServerConfig } from '../../src/agent-server/config.ts';
+import { executorYoungMb } from '../../src/agent-server/sizing.ts';
 import { InlineExecutor } from '../../src/agent-server/runs/executor.ts';
 import { useThreadExecutor } from './helpers/thread-executor.ts';
 

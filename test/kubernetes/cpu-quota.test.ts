@@ -1,6 +1,6 @@
 // The agent server's default executor threads in a pod: the container's CPU quota counts, not the node's cores.
 import { describe, expect, it } from 'vitest';
-import { usableCpus } from '../../src/agent-server/config.ts';
+import { usableCpus } from '../../src/agent-server/sizing.ts';
 
 const files = (map: Record<string, string>) => (file: string) => map[file];
 
