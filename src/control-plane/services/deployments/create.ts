@@ -31,6 +31,8 @@ import {
 } from './mapping.ts';
 import { assertNameFree, claimName, nameHash } from './names.ts';
 import { ensureRevision, putSecretSet, render } from './records.ts';
+import { foreignImageProblem } from './own-images.ts';
+import { BadRequestError } from '../../../lib/errors.ts';
 import { hostOf, refuse } from './tenant-checks.ts';
 
 export async function createDeployment(
@@ -56,6 +58,8 @@ export async function createDeployment(
     const anonymous = !body.source_config.integration_id;
     refuse(await localRepoIssues(body.source_config.repo_url, deps.localRepos, ref, { anonymous }));
   }
+  const foreign = foreignImageProblem(deps.buildRegistry, undefined, body.source_revision_config.image_uri);
+  if (foreign) throw new BadRequestError(foreign);
   const host = hostOf(body.source_config.custom_url);
   return withTenantLock(deps, tenant, () =>
     deps.quotas.admit(
