@@ -181,6 +181,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   const service = createDeploymentService({
     sourceUploads: uploads,
     ...(buildRegistry ? { buildRegistry } : {}),
+    pushTokens: Boolean(deps.registryTokens),
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
@@ -232,7 +233,9 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
     await app.register(
       withApiKey(authenticate, async (v2) => {
-        await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service, deps.auth?.deploymentTokenKey));
+        await v2
+          .withTypeProvider<ZodTypeProvider>()
+          .register(deploymentRoutes(service, deps.auth?.deploymentTokenKey, Boolean(registryTokens)));
         await v2
           .withTypeProvider<ZodTypeProvider>()
           .register(sourceUploadRoutes(service, uploads, publicUrl, registryTokens));

@@ -69,6 +69,18 @@ async function imageDeployment(headers: Record<string, string>, name: string): P
   return res.json().id as string;
 }
 
+/** What `langgraph deploy` creates before a local build: no image yet. */
+async function pushedDeployment(headers: Record<string, string>, name: string): Promise<string> {
+  const res = await cp.inject({
+    method: 'POST',
+    url: '/v2/deployments',
+    headers,
+    payload: { name, source: 'internal_docker', source_config: { deployment_type: 'dev' }, source_revision_config: {} },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json().id as string;
+}
+
 async function pushToken(headers: Record<string, string>, id: string) {
   const res = await cp.inject({ method: 'POST', url: `/v2/deployments/${id}/push-token`, headers });
   expect(res.statusCode, res.body).toBe(200);
@@ -97,7 +109,7 @@ async function verified(token: string) {
 
 describe('push tokens', () => {
   it("answers what the CLI logs in and pushes with: the deployment's own repository", async () => {
-    const id = await imageDeployment(headersA, 'pt-own');
+    const id = await pushedDeployment(headersA, 'pt-own');
     const t = await pushToken(headersA, id);
     expect(t).toMatchObject({ username: 'agentplane', registry_url: REGISTRY, repository_url: `${REGISTRY}/ag-${id}` });
     const res = await tokenRequest(basic(t.username, t.token), [`repository:agents/ag-${id}:push,pull`]);
@@ -123,9 +135,9 @@ describe('push tokens', () => {
   });
 
   it('grants nothing on any other repository, whatever is asked', async () => {
-    const a = await imageDeployment(headersA, 'pt-a');
-    const a2 = await imageDeployment(headersA, 'pt-a2');
-    const b = await imageDeployment(headersB, 'pt-b');
+    const a = await pushedDeployment(headersA, 'pt-a');
+    const a2 = await pushedDeployment(headersA, 'pt-a2');
+    const b = await pushedDeployment(headersB, 'pt-b');
     const t = await pushToken(headersA, a);
     const res = await tokenRequest(basic('x', t.token), [
       `repository:agents/ag-${a2}:push,pull`,
@@ -146,7 +158,7 @@ describe('push tokens', () => {
   });
 
   it('refuses no, forged, tampered, expired and orphaned push tokens with a 401', async () => {
-    const id = await imageDeployment(headersA, 'pt-attacks');
+    const id = await pushedDeployment(headersA, 'pt-attacks');
     const t = await pushToken(headersA, id);
     const scope = [`repository:agents/ag-${id}:push,pull`];
     const none = await tokenRequest(undefined, scope);
@@ -197,7 +209,7 @@ describe('push tokens', () => {
   });
 
   it('asks for an API key of the deployment’s workspace, and says which service and scope are wrong', async () => {
-    const id = await imageDeployment(headersA, 'pt-keys');
+    const id = await pushedDeployment(headersA, 'pt-keys');
     const wrong = await cp.inject({
       method: 'POST',
       url: `/v2/deployments/${id}/push-token`,
@@ -213,6 +225,75 @@ describe('push tokens', () => {
     const scope = await tokenRequest(basic('x', t.token), ['push']);
     expect(scope.statusCode).toBe(400);
     expect(scope.json().detail).toMatch(/scope "push"/);
+  });
+});
+
+describe('internal_docker deployments (what `langgraph deploy` makes for a local build)', () => {
+  it('takes its pushed image from its own repository only, as the CLI PATCHes it', async () => {
+    const id = await pushedDeployment(headersA, 'dock-own');
+    const created = await cp.inject({ method: 'GET', url: `/v2/deployments/${id}`, headers: headersA });
+    expect(created.json()).toMatchObject({ source: 'internal_docker' });
+    const t = await pushToken(headersA, id);
+    // The CLI's PATCH after `docker push`: the digest docker recorded, revision_source internal_docker.
+    const image = `${t.repository_url}@${DIGEST}`;
+    const patched = await cp.inject({
+      method: 'PATCH',
+      url: `/v2/deployments/${id}`,
+      headers: headersA,
+      payload: { revision_source: 'internal_docker', source_revision_config: { image_uri: image }, secrets: [] },
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json().latest_revision_id).toBeTruthy();
+    const revs = await cp.inject({ method: 'GET', url: `/v2/deployments/${id}/revisions?limit=1`, headers: headersA });
+    expect(revs.json().resources[0]).toMatchObject({
+      source: 'internal_docker',
+      source_revision_config: { image_uri: image },
+    });
+    // Any image elsewhere, even a public one: pushed images come from the deployment's repository.
+    for (const other of ['ghcr.io/x/y:1', `${REGISTRY}/ag-${await pushedDeployment(headersA, 'dock-2')}@${DIGEST}`]) {
+      const refused = await cp.inject({
+        method: 'PATCH',
+        url: `/v2/deployments/${id}`,
+        headers: headersA,
+        payload: { revision_source: 'internal_docker', source_revision_config: { image_uri: other } },
+      });
+      expect(refused.statusCode, other).toBe(400);
+      expect(refused.json().detail).toContain(`${REGISTRY}/ag-${id}`);
+    }
+  });
+
+  it('is created without an image, and push tokens are for it alone', async () => {
+    const withImage = await cp.inject({
+      method: 'POST',
+      url: '/v2/deployments',
+      headers: headersA,
+      payload: {
+        name: 'dock-img',
+        source: 'internal_docker',
+        source_revision_config: { image_uri: `ghcr.io/a@${DIGEST}` },
+      },
+    });
+    expect(withImage.statusCode).toBe(422);
+    const external = await imageDeployment(headersA, 'dock-ext');
+    const refused = await cp.inject({
+      method: 'POST',
+      url: `/v2/deployments/${external}/push-token`,
+      headers: headersA,
+    });
+    expect(refused.statusCode).toBe(400);
+    // The words `langgraph deploy` looks for to tell the user to create a new deployment.
+    expect(refused.json().detail).toContain("only available for 'internal_docker' source deployments");
+    const mismatch = await cp.inject({
+      method: 'PATCH',
+      url: `/v2/deployments/${external}`,
+      headers: headersA,
+      payload: {
+        revision_source: 'internal_docker',
+        source_revision_config: { image_uri: `${REGISTRY}/ag-${external}:1` },
+      },
+    });
+    expect(mismatch.statusCode).toBe(400);
+    expect(mismatch.json().detail).toMatch(/does not match the deployment's source external_docker/);
   });
 });
 
@@ -332,7 +413,7 @@ describe('control-plane flags', () => {
   });
 
   it('names the key as the registry does (its JWK thumbprint) in every token header', async () => {
-    const id = await imageDeployment(headersA, 'pt-kid');
+    const id = await pushedDeployment(headersA, 'pt-kid');
     const t = await pushToken(headersA, id);
     const res = await tokenRequest(basic('x', t.token), []);
     expect(decodeProtectedHeader(res.json().token)).toEqual({ alg: 'ES256', kid: signer.kid, typ: 'JWT' });

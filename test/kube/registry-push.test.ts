@@ -65,11 +65,13 @@ const api = async (method: string, path: string, tenant: string, body?: unknown,
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 };
 
-async function imageDeployment(tenant: string, name: string): Promise<string> {
+/** What `langgraph deploy` creates before a local build: an internal_docker deployment, no image yet. */
+async function pushedDeployment(tenant: string, name: string): Promise<string> {
   const res = await api('POST', '/v2/deployments', tenant, {
     name,
-    source: 'external_docker',
-    source_revision_config: { image_uri: `docker.io/library/busybox@sha256:${'0'.repeat(64)}` },
+    source: 'internal_docker',
+    source_config: { deployment_type: 'dev' },
+    source_revision_config: {},
   });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body.id as string;
@@ -184,9 +186,9 @@ describe.skipIf(!tools)('registry push tokens with the real registry', () => {
   it('sends clients to the control plane, which lets a workspace push only to its deployment’s repository', async () => {
     const challenge = await fetch(`http://${host}/v2/`);
     expect(challenge.headers.get('www-authenticate')).toBe(`Bearer realm="${realm()}",service="${SERVICE}"`);
-    const a1 = await imageDeployment('team-a', 'reg-a1');
-    const a2 = await imageDeployment('team-a', 'reg-a2');
-    const b1 = await imageDeployment('team-b', 'reg-b1');
+    const a1 = await pushedDeployment('team-a', 'reg-a1');
+    const a2 = await pushedDeployment('team-a', 'reg-a2');
+    const b1 = await pushedDeployment('team-b', 'reg-b1');
 
     const t = await api('POST', `/v2/deployments/${a1}/push-token`, 'team-a');
     expect(t.status, JSON.stringify(t.body)).toBe(200);
@@ -200,6 +202,7 @@ describe.skipIf(!tools)('registry push tokens with the real registry', () => {
     // What the CLI does next: the deployment's new revision names the pushed digest.
     const image = `${t.body.repository_url}@${digest.out.trim()}`;
     const patched = await api('PATCH', `/v2/deployments/${a1}`, 'team-a', {
+      revision_source: 'internal_docker',
       source_revision_config: { image_uri: image },
     });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
@@ -221,6 +224,7 @@ describe.skipIf(!tools)('registry push tokens with the real registry', () => {
     const read = await crane(asB1, ['manifest', image]);
     expect(read.ok, read.out).toBe(false);
     const stolen = await api('PATCH', `/v2/deployments/${b1}`, 'team-b', {
+      revision_source: 'internal_docker',
       source_revision_config: { image_uri: image },
     });
     expect(stolen.status).toBe(400);
@@ -228,7 +232,7 @@ describe.skipIf(!tools)('registry push tokens with the real registry', () => {
   });
 
   it('refuses expired, tampered and foreign tokens at the registry, and push tokens without the right API key', async () => {
-    const a = await imageDeployment('team-a', 'reg-attacks');
+    const a = await pushedDeployment('team-a', 'reg-attacks');
     const repo = `${host}/agents/ag-${a}:latest`;
     const t = (await api('POST', `/v2/deployments/${a}/push-token`, 'team-a')).body.token as string;
     // Signed with the control plane's own key, but past its end (what an old token in a CI log is).

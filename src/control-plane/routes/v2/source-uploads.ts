@@ -101,6 +101,13 @@ export const sourceUploadRoutes =
         const tenant = req.principal!.tenant;
         const dep = await service.get(tenant, req.params.deployment_id);
         if (!registryTokens) throw new BadRequestError(NO_PUSH_REGISTRY);
+        // LangSmith's wording: `langgraph deploy` recognises it and tells the user to create a new deployment.
+        if (dep.source !== 'internal_docker') {
+          throw new BadRequestError(
+            `Push tokens are only available for 'internal_docker' source deployments; deployment ${dep.id} has ` +
+              `source ${dep.source}.`,
+          );
+        }
         req.log.info({ tenant, deployment_id: dep.id }, 'registry push token issued');
         return registryTokens.pushToken(tenant, dep.id);
       },

@@ -7,6 +7,7 @@ import {
   LABEL_TENANT,
   deploymentName,
   revisionName,
+  runsImage,
   secretsName,
   type AgentDeployment,
   type SourceConfig,
@@ -115,7 +116,7 @@ async function createNow(
       sourceConfig,
       sourceRevisionConfig: {
         repoRef: src.repoRef ?? null,
-        graphConfigPath: src.graphConfigPath ?? (body.source === 'external_docker' ? null : 'langgraph.json'),
+        graphConfigPath: src.graphConfigPath ?? (runsImage(body.source) ? null : 'langgraph.json'),
         imageUri: src.imageUri ?? null,
       },
       secretsName: body.secrets.length ? secretsName(name, 1) : null,

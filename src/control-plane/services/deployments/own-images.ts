@@ -20,21 +20,28 @@ function canonical(repository: string): string {
 
 /**
  * Why `imageUri` may not be a revision's image of deployment `deploymentId` (undefined while it is being created:
- * nothing can have been pushed for it yet), or undefined when it may.
+ * nothing can have been pushed for it yet), or undefined when it may. `ownOnly` (internal_docker, images pushed with
+ * a push token): only the deployment's own repository, wherever else the image is.
  */
 export function foreignImageProblem(
   buildRegistry: string | undefined,
   deploymentId: string | undefined,
   imageUri: string | null | undefined,
+  ownOnly = false,
 ): string | undefined {
-  if (!buildRegistry || !imageUri) return undefined;
+  if (!imageUri) return undefined;
+  if (!buildRegistry) {
+    return ownOnly
+      ? 'This control plane has no build registry (--registry), so it takes no pushed (internal_docker) images.'
+      : undefined;
+  }
   const prefix = canonical(buildRegistry.replace(/\/+$/, ''));
   const repository = canonical(repositoryOf(imageUri));
-  if (repository !== prefix && !repository.startsWith(`${prefix}/`)) return undefined;
+  if (!ownOnly && repository !== prefix && !repository.startsWith(`${prefix}/`)) return undefined;
   const own = deploymentId && canonical(imageRepositoryOf(prefix, deploymentName(deploymentId)));
   if (own && repository === own) return undefined;
   return (
-    `source_revision_config.image_uri ${imageUri} is in the platform's build registry (${buildRegistry}) but not ` +
+    `source_revision_config.image_uri ${imageUri} is ${ownOnly ? 'an internal_docker image' : `in the platform's build registry (${buildRegistry})`} but not ` +
     (own
       ? `in this deployment's repository ${own}: push the image there (POST /v2/deployments/${deploymentId}/push-token).`
       : 'in a repository of this deployment: create the deployment first, then push to its repository with a push ' +

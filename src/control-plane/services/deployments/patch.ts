@@ -44,7 +44,7 @@ async function tarballChange(
   const source = current.spec.source;
   if (body.revision_source !== undefined && body.revision_source !== source) {
     throw new BadRequestError(
-      body.revision_source === 'internal_docker'
+      body.revision_source === 'internal_docker' && !deps.pushTokens
         ? NO_PUSH_REGISTRY
         : `revision_source ${body.revision_source} does not match the deployment's source ${source}.`,
     );
@@ -131,7 +131,12 @@ export async function patchDeployment(
   refuse(await checks.referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
   const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
   await tarballChange(deps, tenant, current, body, srcChange);
-  const foreign = foreignImageProblem(deps.buildRegistry, current.spec.deploymentId, srcChange.imageUri);
+  const foreign = foreignImageProblem(
+    deps.buildRegistry,
+    current.spec.deploymentId,
+    srcChange.imageUri,
+    current.spec.source === 'internal_docker',
+  );
   if (foreign) throw new BadRequestError(foreign);
   const secrets = body.secrets?.length ? body.secrets : undefined;
   // source_revision_config present, even unchanged or empty, asks for a new revision (a rebuild of the ref).
