@@ -274,6 +274,14 @@ describe('internal_docker deployments (what `langgraph deploy` makes for a local
       },
     });
     expect(withImage.statusCode).toBe(422);
+    const listener = await cp.inject({
+      method: 'POST',
+      url: '/v2/deployments',
+      headers: headersA,
+      payload: { name: 'dock-listener', source: 'internal_docker', source_config: { listener_id: 'l-1' } },
+    });
+    expect(listener.statusCode).toBe(422);
+    expect(listener.body).toContain("listener's cluster");
     const external = await imageDeployment(headersA, 'dock-ext');
     const refused = await cp.inject({
       method: 'POST',

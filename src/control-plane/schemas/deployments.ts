@@ -287,6 +287,16 @@ export const DeploymentCreate = z
           message: 'must not be set for source internal_docker (its code is an image pushed to the platform registry)',
         });
       }
+      if (b.source_config.listener_id) {
+        // Push tokens open this control plane's build registry, which a listener's cluster does not pull from.
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_config', 'listener_id'],
+          message:
+            "must not be set for source internal_docker (its image goes to this platform's build registry): push to a " +
+            "registry the listener's cluster pulls from and create an external_docker deployment",
+        });
+      }
       if (src.image_uri) {
         ctx.addIssue({
           code: 'custom',
