@@ -44,10 +44,6 @@ export type PushTokenAnswer = {
 export type RegistryTokenAnswer = { token: string; access_token: string; expires_in: number; issued_at: string };
 
 export type RegistryTokens = {
-  /** The registry's host (and port), what a client logs in to. */
-  host: string;
-  /** The repository a deployment's images live in, with the registry host (`<prefix>/ag-<id>`). */
-  repositoryOf(deploymentId: string): string;
   pushToken(tenant: string, deploymentId: string): PushTokenAnswer;
   /**
    * The token endpoint: a registry token for the push token in HTTP Basic `authorization`, granting what it opens of
@@ -65,6 +61,7 @@ export function createRegistryTokens(opts: RegistryTokenOptions): RegistryTokens
   const prefix = opts.registry.replace(/^[a-z]+:\/\//i, '').replace(/\/+$/, '');
   const slash = prefix.indexOf('/');
   const host = slash < 0 ? prefix : prefix.slice(0, slash);
+  // The repository a deployment's images live in, with the registry host (`<prefix>/ag-<id>`).
   const repositoryOf = (deploymentId: string) => imageRepositoryOf(prefix, deploymentName(deploymentId));
   // Scopes name repositories without the registry host.
   const pathOf = (deploymentId: string) => repositoryOf(deploymentId).slice(host.length + 1);
@@ -72,8 +69,6 @@ export function createRegistryTokens(opts: RegistryTokenOptions): RegistryTokens
   const bearerSeconds = opts.bearerSeconds ?? 5 * 60;
 
   return {
-    host,
-    repositoryOf,
     pushToken(tenant, deploymentId) {
       const expires = Math.floor(now() / 1000) + pushSeconds;
       return {
