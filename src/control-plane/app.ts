@@ -19,12 +19,18 @@ import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
 import { apiKeyRoutes } from './routes/v2/api-keys.ts';
 import { deploymentRoutes } from './routes/v2/deployments.ts';
 import { listenerRoutes } from './routes/v2/listeners.ts';
-import { sourceFetchRoutes, sourceUploadPutRoutes, sourceUploadRoutes } from './routes/v2/source-uploads.ts';
+import {
+  registryTokenRoutes,
+  sourceFetchRoutes,
+  sourceUploadPutRoutes,
+  sourceUploadRoutes,
+} from './routes/v2/source-uploads.ts';
+import { createRegistryTokens, type RegistryTokenOptions } from './services/registry-tokens/index.ts';
 import { projectLogRoutes } from './routes/v1/projects.ts';
 import { createSourceUploads, type SourceUploadOptions } from './services/source-uploads/index.ts';
 import { referencedTarballs } from './services/source-uploads/references.ts';
 import { createListenerService } from './services/listeners/index.ts';
-import { ForbiddenError } from '../lib/errors.ts';
+import { ForbiddenError, NotFoundError } from '../lib/errors.ts';
 import type { LogLimits } from '../lib/log-limits.ts';
 import { createDeploymentService } from './services/deployments/index.ts';
 import { createIntegrationService } from './services/integrations/index.ts';
@@ -72,6 +78,13 @@ export interface ControlPlaneDeps {
    * URLs; undefined: upload URLs are refused with a 503 that says why.
    */
   sourceUploads?: SourceUploadOptions;
+  /**
+   * The key, issuer and service of the build registry's tokens and its prefix: push tokens for `langgraph deploy`
+   * and the registry's token endpoint; undefined: push tokens are refused with a 400 that says why.
+   */
+  registryTokens?: RegistryTokenOptions;
+  /** The build registry prefix (default: the registry tokens' one): revisions' images under it must be their own. */
+  buildRegistry?: string;
 }
 
 const PREFIXES = ['', '/api-host'];
@@ -164,8 +177,11 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     const u = deps.auth?.publicUrl;
     return (typeof u === 'function' ? u() : u) || undefined;
   };
+  const buildRegistry = deps.buildRegistry ?? deps.registryTokens?.registry;
   const service = createDeploymentService({
     sourceUploads: uploads,
+    ...(buildRegistry ? { buildRegistry } : {}),
+    pushTokens: Boolean(deps.registryTokens),
     store: deps.store,
     logger: deps.logger.child({ component: 'deployments' }),
     policy: deps.policy,
@@ -175,6 +191,17 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     localRepos: deps.localRepos,
     onCreated: () => deps.onDeploymentCreated?.(),
   });
+
+  const registryTokens = deps.registryTokens && createRegistryTokens(deps.registryTokens);
+  // A deleted deployment's (or a workspace's lost) push tokens stop working at once.
+  const stillOwns = (tenant: string, deploymentId: string) =>
+    service.get(tenant, deploymentId).then(
+      () => true,
+      (err: unknown) => {
+        if (err instanceof NotFoundError) return false;
+        throw err;
+      },
+    );
 
   const listeners = createListenerService({
     store: deps.store,
@@ -206,8 +233,12 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
     app.get(`${prefix}/ok`, { schema: { hide: prefix !== '' } }, async () => ({ ok: true }));
     await app.register(
       withApiKey(authenticate, async (v2) => {
-        await v2.withTypeProvider<ZodTypeProvider>().register(deploymentRoutes(service, deps.auth?.deploymentTokenKey));
-        await v2.withTypeProvider<ZodTypeProvider>().register(sourceUploadRoutes(service, uploads, publicUrl));
+        await v2
+          .withTypeProvider<ZodTypeProvider>()
+          .register(deploymentRoutes(service, deps.auth?.deploymentTokenKey, Boolean(registryTokens)));
+        await v2
+          .withTypeProvider<ZodTypeProvider>()
+          .register(sourceUploadRoutes(service, uploads, publicUrl, registryTokens));
         await v2.withTypeProvider<ZodTypeProvider>().register(listenerRoutes(listeners));
         await v2
           .withTypeProvider<ZodTypeProvider>()
@@ -231,6 +262,14 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
             await up.withTypeProvider<ZodTypeProvider>().register(sourceFetchRoutes(uploads));
           }
         },
+        { prefix: `${prefix}/v2` },
+      );
+    }
+    // Called by registry clients (docker, buildah, crane) after the registry's challenge: the push token is the
+    // credential.
+    if (registryTokens) {
+      await app.register(
+        async (rt) => rt.withTypeProvider<ZodTypeProvider>().register(registryTokenRoutes(registryTokens, stillOwns)),
         { prefix: `${prefix}/v2` },
       );
     }

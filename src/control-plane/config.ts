@@ -14,6 +14,8 @@ import { parseAuthKeyring } from '../lib/auth-crypto.ts';
 import { isDnsSubdomain } from '../resources/index.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
 import { quotaLimitsFrom, quotaOptions } from './quota-options.ts';
+import { registryTokenOptions, registryTokensFrom } from './registry-token-options.ts';
+import type { RegistryTokenOptions } from './services/registry-tokens/index.ts';
 import type { QuotaLimits } from './services/quotas.ts';
 import type { GitHubAppSettings } from '../git/github-app.ts';
 
@@ -100,6 +102,7 @@ export const controlPlaneCommand: CommandSpec = {
       env: ['AGENTPLANE_MAX_MEMORY_MB'],
     },
     ...quotaOptions,
+    ...registryTokenOptions,
     'allowed-custom-domains': {
       type: 'string',
       description:
@@ -259,7 +262,13 @@ const Config = StoreConfig.extend({
       .max(40),
   }),
 });
-export type ControlPlaneConfig = z.infer<typeof Config> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
+export type ControlPlaneConfig = z.infer<typeof Config> & {
+  github?: GitHubAppSettings;
+  quotas?: QuotaLimits;
+  /** The build registry prefix (the operator's --registry), when given. */
+  registry?: string;
+  registryTokens?: RegistryTokenOptions;
+};
 
 const FLAG: Record<string, string> = {
   store: '--store',
@@ -322,6 +331,7 @@ export function parseControlPlaneConfig(
   const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
   const github = githubAppSettingsFrom(pick, env);
   const quotas = quotaLimitsFrom(pick);
+  const registry = registryTokensFrom(pick, cwd);
   const parsed = parseOrUsage(Config, {
     ...storeConfigFrom(pick, cwd),
     host: pick('host'),
@@ -354,7 +364,7 @@ export function parseControlPlaneConfig(
     throw new UsageError(
       '--public-url is required with --auth-encryption-keys: OAuth redirect URIs are built from it (never from the Host header)',
     );
-  return github ? { ...parsed, quotas, github } : { ...parsed, quotas };
+  return github ? { ...parsed, quotas, ...registry, github } : { ...parsed, quotas, ...registry };
 }
 
 export { StoreConfig };

@@ -88,6 +88,8 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     policy: config.policy,
     ...(enabled ? { referenceNamespace: (tenant: string) => tenantNamespaceName(prefix, tenant) } : {}),
     quotas: config.quotas,
+    ...(config.registry ? { buildRegistry: config.registry } : {}),
+    ...(config.registryTokens ? { registryTokens: config.registryTokens } : {}),
     ...(config.github ? { github: createGitHubApp(config.github, logger) } : {}),
     onKeysChanged: () => void publisher?.sync().catch(() => undefined),
     // A tenant's first deployment: its pods read the key set from a Secret that need not wait for the next pass. Not

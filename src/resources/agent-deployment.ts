@@ -4,11 +4,18 @@ import { z } from 'zod';
 import { API_VERSION, conditionSchema, objectMetaSchema } from './meta.ts';
 
 /**
- * Where a revision's code comes from: a git repository (github), a prebuilt image (external_docker), or a source
- * tarball uploaded through the control plane (internal_source, what LangChain's `langgraph deploy` sends).
+ * Where a revision's code comes from: a git repository (github), a prebuilt image (external_docker), a source
+ * tarball uploaded through the control plane (internal_source, what LangChain's `langgraph deploy --remote` sends),
+ * or an image the user built and pushed to the deployment's own repository in the build registry with a push token
+ * (internal_docker, `langgraph deploy` with a local docker build).
  */
-export const sourceSchema = z.enum(['github', 'external_docker', 'internal_source']);
+export const sourceSchema = z.enum(['github', 'external_docker', 'internal_source', 'internal_docker']);
 export type Source = z.infer<typeof sourceSchema>;
+
+/** Sources whose revisions run an image named in image_uri: nothing to build. */
+export function runsImage(source: Source | string): boolean {
+  return source === 'external_docker' || source === 'internal_docker';
+}
 
 export const deploymentTypeSchema = z.enum(['dev', 'prod']);
 

@@ -64,6 +64,14 @@ export function deploymentName(deploymentId: string): string {
   return `ag-${deploymentId}`;
 }
 
+/**
+ * The repository a deployment's images live in under a registry prefix (`registry.example.com/agents`): what source
+ * builds push to and the only one a registry push token opens.
+ */
+export function imageRepositoryOf(registryPrefix: string, deploymentName: string): string {
+  return `${registryPrefix.replace(/\/+$/, '')}/${deploymentName}`;
+}
+
 export function revisionName(deploymentName: string, revisionNumber: number): string {
   return `${deploymentName}-r${revisionNumber}`;
 }

@@ -2,7 +2,12 @@
 // values sets users install with: `helm lint` is clean, every rendered object is valid against the official
 // Kubernetes schemas (kubernetes-models), and what the templates compute (RBAC scope, leader election, ingress,
 // build settings) lands where the operator and control plane read it.
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { CHART_DIR, helm, renderChart } from '../support/helm/index.ts';
 import { validateK8s } from './helpers/k8s-schema.ts';
@@ -48,6 +53,7 @@ const VALUE_SETS: [string, Json][] = [
       'build.registry': 'registry.example.com/agents',
       'build.pushSecret': 'registry-push',
       'build.pullSecret': 'registry-pull',
+      'controlPlane.registryTokens': { existingSecret: 'registry-token', service: 'registry.example.com' },
       imagePullSecrets: [{ name: 'ghcr' }],
     },
   ],
@@ -237,6 +243,51 @@ describe('helm template / helm lint', () => {
     expect(
       Object.keys(envOf(find(none, 'Deployment', 'agentplane-operator')!)).filter((k) => k.includes('_SOURCE_')),
     ).toEqual([]);
+  });
+
+  it('registry tokens: the signing key alone mounted into the control plane, the registry prefix beside it', () => {
+    const docs = renderChart({
+      values: { controlPlane: { registryTokens: { existingSecret: 'rt' } }, build: { registry: 'registry.test/a' } },
+    });
+    const deployment = find(docs, 'Deployment', 'agentplane-control-plane')!;
+    const cp = envOf(deployment);
+    expect(cp).toMatchObject({
+      AGENTPLANE_REGISTRY: 'registry.test/a',
+      AGENTPLANE_REGISTRY_TOKEN_KEY_FILE: '/var/run/agentplane/registry-token/tls.key',
+      AGENTPLANE_REGISTRY_TOKEN_ISSUER: 'agentplane',
+    });
+    expect(cp.AGENTPLANE_REGISTRY_TOKEN_SERVICE).toBeUndefined();
+    const pod = deployment.spec.template.spec;
+    expect(pod.volumes).toContainEqual({
+      name: 'registry-token-key',
+      secret: { secretName: 'rt', items: [{ key: 'tls.key', path: 'tls.key' }] },
+    });
+    expect(pod.containers[0].volumeMounts).toContainEqual({
+      name: 'registry-token-key',
+      mountPath: '/var/run/agentplane/registry-token',
+      readOnly: true,
+    });
+    // The operator gets neither the key nor the setting.
+    const op = find(docs, 'Deployment', 'agentplane-operator')!;
+    expect(Object.keys(envOf(op)).filter((k) => k.includes('REGISTRY_TOKEN'))).toEqual([]);
+    expect(JSON.stringify(op.spec.template.spec.volumes ?? [])).not.toContain('"rt"');
+    // What the control plane makes of the rendered settings: push tokens on, opening <registry>/ag-<id>.
+    const key = join(mkdtempSync(join(tmpdir(), 'ap-chart-rt-')), 'tls.key');
+    writeFileSync(
+      key,
+      generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'sec1', format: 'pem' }),
+    );
+    const env = Object.fromEntries(Object.entries(cp).filter(([, v]) => typeof v === 'string')) as NodeJS.ProcessEnv;
+    const config = parseControlPlaneConfig([], { ...env, AGENTPLANE_REGISTRY_TOKEN_KEY_FILE: key })!;
+    expect(config.registryTokens).toMatchObject({
+      registry: 'registry.test/a',
+      service: 'registry.test',
+      issuer: 'agentplane',
+    });
+    rmSync(dirname(key), { recursive: true, force: true });
+    expect(() => renderChart({ values: { controlPlane: { registryTokens: { existingSecret: 'rt' } } } })).toThrow(
+      /registryTokens.existingSecret needs build.registry/,
+    );
   });
 
   it('probes the operator on its health port', () => {

@@ -14,6 +14,7 @@ import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
+import { buildJobName } from '../../src/operator/runtimes/kubernetes/build-job.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
 import { kubectl } from '../support/helm/index.ts';
@@ -234,6 +235,47 @@ describe('prebuilt image (examples/k8s/agentdeployment.yaml)', () => {
     const status = peek('agentplane.dev', 'agentdeployments', name)!.status;
     expect(status.activeRevisionName).toBe(r1);
     expect(status.url).toBe(`http://${name}.${NS}.svc`);
+  });
+
+  it('internal_docker: SKIPPED until an image is pushed, then the pushed image rolls out like a prebuilt one', async () => {
+    // What the control plane writes for `langgraph deploy` with a local build: first no image, then a PATCH naming
+    // the digest pushed to the deployment's own repository (registry.test/agents is the operator's --registry).
+    const id = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+    const pushed = `ag-${id}`;
+    await applyDeployment({
+      ...manifest,
+      metadata: { name: pushed, labels: manifest.metadata.labels },
+      spec: {
+        ...manifest.spec,
+        deploymentId: id,
+        displayName: 'pushed-bot',
+        source: 'internal_docker',
+        sourceRevisionConfig: { imageUri: null },
+        targetRevisionName: `${pushed}-r1`,
+      },
+    });
+    await until('r1 SKIPPED', () => phaseOf(`${pushed}-r1`) === 'SKIPPED');
+    expect(JSON.stringify(revision(`${pushed}-r1`)!.status)).toContain('no image pushed yet');
+    expect(peek('apps', 'deployments', pushed)).toBeUndefined();
+    const image = `registry.test/agents/${pushed}@${digest}`;
+    await patchDeployment(pushed, {
+      sourceRevisionConfig: { imageUri: image },
+      revisionCounter: 2,
+      targetRevisionName: `${pushed}-r2`,
+    });
+    await until('DEPLOYING', () => phaseOf(`${pushed}-r2`) === 'DEPLOYING');
+    expect(peek('apps', 'deployments', pushed)!.spec.template.spec.containers[0].image).toBe(image);
+    // Nothing to build: no Job.
+    expect(cluster.api.peek('batch', 'jobs', NS, buildJobName(`${pushed}-r2`))).toBeUndefined();
+    await fake.rollout(pushed, 'ready');
+    await until('DEPLOYED', () => phaseOf(`${pushed}-r2`) === 'DEPLOYED');
+    await custom.deleteNamespacedCustomObject({
+      group: 'agentplane.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'agentdeployments',
+      name: pushed,
+    });
   });
 
   it('resyncs a converged deployment with one reconcile of its revision and no reads of children it has not', async () => {

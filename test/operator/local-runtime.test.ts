@@ -103,10 +103,12 @@ afterAll(async () => {
 });
 
 describe('LocalRuntime', () => {
-  it('refuses external_docker with a reason', () => {
-    const answer = runtime.supports('external_docker');
-    expect(answer.ok).toBe(false);
-    expect(!answer.ok && answer.message).toMatch(/container runtime/);
+  it('refuses external_docker and internal_docker (images) with a reason', () => {
+    for (const source of ['external_docker', 'internal_docker']) {
+      const answer = runtime.supports(source);
+      expect(answer.ok).toBe(false);
+      expect(!answer.ok && answer.message).toMatch(/container runtime/);
+    }
   });
 
   it('builds, serves, switches revisions on one URL with shared threads, and explains failures', async () => {

@@ -136,6 +136,26 @@ export const DeploymentErrorBody = z.object({
   ]),
 });
 
+/** POST /v2/deployments/{id}/push-token: what `docker login` and `docker push` of a local build use. */
+export const PushToken = z.object({
+  /** The password (an opaque credential for the registry's token endpoint, this deployment's repository only). */
+  token: z.string(),
+  username: z.string(),
+  /** The build registry prefix (host and path). */
+  registry_url: z.string(),
+  /** The one repository the token may push to and pull from: `<registry_url>/ag-<deployment id>`. */
+  repository_url: z.string(),
+  expires_at: z.string(),
+});
+
+/** GET /v2/registry/token: the Docker token spec's answer (`token` and its OAuth2 alias `access_token`). */
+export const RegistryToken = z.object({
+  token: z.string(),
+  access_token: z.string(),
+  expires_in: z.number().int(),
+  issued_at: z.string(),
+});
+
 /** POST /v2/deployments/{id}/upload-url: where to PUT the source tarball, and the object path to deploy it by. */
 export const UploadUrl = z.object({
   upload_url: z.string(),

@@ -243,7 +243,7 @@ const displayName = z
 export const DeploymentCreate = z
   .object({
     name: displayName,
-    source: z.enum(['github', 'external_docker', 'internal_source']),
+    source: z.enum(['github', 'external_docker', 'internal_source', 'internal_docker']),
     source_config: SourceConfigIn.default({}),
     source_revision_config: SourceRevisionConfigIn.default({}),
     secrets: z.array(SecretIn).default([]),
@@ -276,6 +276,34 @@ export const DeploymentCreate = z
           code: 'custom',
           path: ['source_revision_config', 'source_tarball_path'],
           message: 'an upload belongs to an existing deployment: create it, then upload and PATCH the object_path',
+        });
+      }
+    } else if (b.source === 'internal_docker') {
+      // The image comes later (a push token, a push to the deployment's repository, then a PATCH naming it).
+      if (b.source_config.repo_url) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_config', 'repo_url'],
+          message: 'must not be set for source internal_docker (its code is an image pushed to the platform registry)',
+        });
+      }
+      if (b.source_config.listener_id) {
+        // Push tokens open this control plane's build registry, which a listener's cluster does not pull from.
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_config', 'listener_id'],
+          message:
+            "must not be set for source internal_docker (its image goes to this platform's build registry): push to a " +
+            "registry the listener's cluster pulls from and create an external_docker deployment",
+        });
+      }
+      if (src.image_uri) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['source_revision_config', 'image_uri'],
+          message:
+            "an internal_docker image is pushed to an existing deployment's repository: create it, then ask for a " +
+            'push token (POST /v2/deployments/{id}/push-token), push, and PATCH the image_uri',
         });
       }
     } else if (!src.image_uri) {

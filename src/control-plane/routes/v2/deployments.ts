@@ -49,7 +49,7 @@ const errors = {
 };
 
 export const deploymentRoutes =
-  (service: DeploymentService, deploymentTokenKey?: Buffer): FastifyPluginAsyncZod =>
+  (service: DeploymentService, deploymentTokenKey?: Buffer, pushTokens = false): FastifyPluginAsyncZod =>
   async (app) => {
     // A short-lived credential for calling this one deployment (the console's playground uses it): whoever may read
     // the deployment gets one, and it works on no other deployment, on no other workspace, and not here.
@@ -80,10 +80,10 @@ export const deploymentRoutes =
       '/deployments',
       {
         schema: { tags: ['deployments'], security, body: DeploymentCreate, response: { 201: Deployment, ...errors } },
-        // `langgraph deploy --image` (or its local docker build) creates an internal_docker deployment and then asks
-        // for a push token: say at once, in one line, why that cannot work here, instead of a schema error.
+        // `langgraph deploy` with a local docker build creates an internal_docker deployment and then asks for a push
+        // token: where none are handed out, say at once, in one line, why that cannot work here.
         preValidation: async (req) => {
-          if ((req.body as { source?: unknown } | null)?.source === 'internal_docker') {
+          if (!pushTokens && (req.body as { source?: unknown } | null)?.source === 'internal_docker') {
             throw new BadRequestError(NO_PUSH_REGISTRY);
           }
         },

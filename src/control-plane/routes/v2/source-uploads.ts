@@ -1,6 +1,7 @@
 // What LangChain's `langgraph deploy` asks of a control plane besides the deployments themselves: an upload URL for
 // a source tarball (then one bare PUT of it, signed by the URL: `sourceUploadPutRoutes`), and a push token for a
-// locally built image, which this platform does not hand out (it has no registry of its own to push to).
+// locally built image, handed out only where the control plane signs tokens for the build registry
+// (services/registry-tokens; the registry trades the push token at `registryTokenRoutes`).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
@@ -9,7 +10,14 @@ import { AppError, BadRequestError } from '../../../lib/errors.ts';
 import type { DeploymentService } from '../../services/deployments/index.ts';
 import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
 import { UPLOAD_CONTENT_TYPES, UploadsBusy, type SourceUploads } from '../../services/source-uploads/index.ts';
-import { DeploymentErrorBody, UploadDone, UploadUrl } from '../../schemas/deployment-views.ts';
+import type { RegistryTokens } from '../../services/registry-tokens/index.ts';
+import {
+  DeploymentErrorBody,
+  PushToken,
+  RegistryToken,
+  UploadDone,
+  UploadUrl,
+} from '../../schemas/deployment-views.ts';
 import { DeploymentParams } from '../../schemas/deployment-queries.ts';
 
 const security = [{ apiKey: [], tenantId: [] }];
@@ -38,6 +46,7 @@ export const sourceUploadRoutes =
     service: DeploymentService,
     uploads: SourceUploads | undefined,
     publicUrl: () => string | undefined,
+    registryTokens: RegistryTokens | undefined,
   ): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
@@ -79,16 +88,28 @@ export const sourceUploadRoutes =
       {
         schema: {
           tags: ['deployments'],
-          summary: 'A registry push token (none here: this platform has no registry to push to)',
+          summary:
+            "A registry push token for the deployment's own repository (where the control plane signs the build " +
+            "registry's tokens; elsewhere a 400 that says why)",
           security,
           params: DeploymentParams,
           body: z.object({}).passthrough().nullish(),
-          response: errors,
+          response: { 200: PushToken, ...errors },
         },
       },
       async (req) => {
-        await service.get(req.principal!.tenant, req.params.deployment_id);
-        throw new BadRequestError(NO_PUSH_REGISTRY);
+        const tenant = req.principal!.tenant;
+        const dep = await service.get(tenant, req.params.deployment_id);
+        if (!registryTokens) throw new BadRequestError(NO_PUSH_REGISTRY);
+        // LangSmith's wording: `langgraph deploy` recognises it and tells the user to create a new deployment.
+        if (dep.source !== 'internal_docker') {
+          throw new BadRequestError(
+            `Push tokens are only available for 'internal_docker' source deployments; deployment ${dep.id} has ` +
+              `source ${dep.source}.`,
+          );
+        }
+        req.log.info({ tenant, deployment_id: dep.id }, 'registry push token issued');
+        return registryTokens.pushToken(tenant, dep.id);
       },
     );
   };
@@ -164,6 +185,46 @@ export const sourceUploadPutRoutes =
           return await reply.code(201).send(done);
         } catch (err) {
           if (err instanceof UploadsBusy) void reply.header('retry-after', String(err.retryAfterSeconds));
+          throw err;
+        }
+      },
+    );
+  };
+
+const TokenQuery = z
+  .object({
+    service: z.string().max(1024).optional(),
+    // Repeated (docker) or space-separated (the OAuth2 form) scopes.
+    scope: z.union([z.string().max(4096), z.array(z.string().max(4096)).max(32)]).optional(),
+    account: z.string().max(1024).optional(),
+  })
+  .passthrough();
+
+/**
+ * The registry's auth.token.realm: no API key, HTTP Basic with a push token as the password. A registry client calls
+ * it after the registry's 401 challenge, with the service and scopes the registry named.
+ */
+export const registryTokenRoutes =
+  (registryTokens: RegistryTokens, stillOwns: (tenant: string, deploymentId: string) => Promise<boolean>) =>
+  async (app: Parameters<FastifyPluginAsyncZod>[0]) => {
+    app.get(
+      '/registry/token',
+      {
+        schema: {
+          tags: ['deployments'],
+          summary: 'A registry bearer token (Docker token auth; HTTP Basic: any username, a push token as password)',
+          querystring: TokenQuery,
+          response: { 200: RegistryToken, 400: DeploymentErrorBody, 401: DeploymentErrorBody },
+        },
+      },
+      async (req, reply) => {
+        try {
+          const answer = await registryTokens.exchange(req.headers.authorization, req.query, stillOwns);
+          return await reply.header('cache-control', 'no-store').send(answer);
+        } catch (err) {
+          if (err instanceof AppError && err.status === 401) {
+            void reply.header('www-authenticate', 'Basic realm="agentplane registry push tokens"');
+          }
           throw err;
         }
       },

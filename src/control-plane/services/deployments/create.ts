@@ -7,6 +7,7 @@ import {
   LABEL_TENANT,
   deploymentName,
   revisionName,
+  runsImage,
   secretsName,
   type AgentDeployment,
   type SourceConfig,
@@ -31,6 +32,8 @@ import {
 } from './mapping.ts';
 import { assertNameFree, claimName, nameHash } from './names.ts';
 import { ensureRevision, putSecretSet, render } from './records.ts';
+import { foreignImageProblem } from './own-images.ts';
+import { BadRequestError } from '../../../lib/errors.ts';
 import { hostOf, refuse } from './tenant-checks.ts';
 
 export async function createDeployment(
@@ -56,6 +59,8 @@ export async function createDeployment(
     const anonymous = !body.source_config.integration_id;
     refuse(await localRepoIssues(body.source_config.repo_url, deps.localRepos, ref, { anonymous }));
   }
+  const foreign = foreignImageProblem(deps.buildRegistry, undefined, body.source_revision_config.image_uri);
+  if (foreign) throw new BadRequestError(foreign);
   const host = hostOf(body.source_config.custom_url);
   return withTenantLock(deps, tenant, () =>
     deps.quotas.admit(
@@ -111,7 +116,7 @@ async function createNow(
       sourceConfig,
       sourceRevisionConfig: {
         repoRef: src.repoRef ?? null,
-        graphConfigPath: src.graphConfigPath ?? (body.source === 'external_docker' ? null : 'langgraph.json'),
+        graphConfigPath: src.graphConfigPath ?? (runsImage(body.source) ? null : 'langgraph.json'),
         imageUri: src.imageUri ?? null,
       },
       secretsName: body.secrets.length ? secretsName(name, 1) : null,

@@ -30,6 +30,10 @@ export type DeploymentDeps = {
   github?: GitHubApp;
   localRepos?: RepoPolicy;
   sourceUploads?: TarballResolver;
+  /** The build registry prefix: an image_uri under it must be in its deployment's own repository (own-images.ts). */
+  buildRegistry?: string;
+  /** The control plane hands out registry push tokens (internal_docker deployments can get images). */
+  pushTokens?: boolean;
   /**
    * Name uniqueness per tenant: the store's name claims make it atomic across processes (replicas); these locks only
    * keep one process from racing itself (and from creating deployments that lose the claim and are removed again).

@@ -43,6 +43,10 @@ export function createDeploymentService(options: {
   localRepos?: RepoPolicy;
   /** Resolves an internal_source revision's source_tarball_path to the stored bytes (none: such revisions refused). */
   sourceUploads?: TarballResolver;
+  /** The build registry prefix (the operator's --registry): images under it must be their deployment's own. */
+  buildRegistry?: string;
+  /** Push tokens are handed out: internal_docker deployments may be created and get pushed images. */
+  pushTokens?: boolean;
   /** Called after a deployment was created: its tenant may be new to the data plane (e.g. publish its key set now). */
   onCreated?: (tenant: string) => void;
 }) {
@@ -57,6 +61,8 @@ export function createDeploymentService(options: {
     ...(options.github ? { github: options.github } : {}),
     ...(options.localRepos ? { localRepos: options.localRepos } : {}),
     ...(options.sourceUploads ? { sourceUploads: options.sourceUploads } : {}),
+    ...(options.buildRegistry ? { buildRegistry: options.buildRegistry } : {}),
+    ...(options.pushTokens ? { pushTokens: true } : {}),
   };
   return {
     create: async (tenant: string, body: DeploymentCreate) => {

@@ -28,6 +28,7 @@ import {
 import { assertNameFree, claimName, nameHash, releaseNameQuietly } from './names.ts';
 import { ensureRevision, hasServed, putSecretSet, render, requireDeployment, updateDeployment } from './records.ts';
 import { hostOf, refuse } from './tenant-checks.ts';
+import { foreignImageProblem } from './own-images.ts';
 
 /**
  * internal_source: the revision asked for names an upload of this deployment, resolved here to its bytes' hash (the
@@ -43,7 +44,7 @@ async function tarballChange(
   const source = current.spec.source;
   if (body.revision_source !== undefined && body.revision_source !== source) {
     throw new BadRequestError(
-      body.revision_source === 'internal_docker'
+      body.revision_source === 'internal_docker' && !deps.pushTokens
         ? NO_PUSH_REGISTRY
         : `revision_source ${body.revision_source} does not match the deployment's source ${source}.`,
     );
@@ -130,6 +131,13 @@ export async function patchDeployment(
   refuse(await checks.referenceIssues(tenant, body.source_config?.resource_spec, body.secret_references));
   const srcChange = body.source_revision_config ? sourceRevisionConfigFromApi(body.source_revision_config) : {};
   await tarballChange(deps, tenant, current, body, srcChange);
+  const foreign = foreignImageProblem(
+    deps.buildRegistry,
+    current.spec.deploymentId,
+    srcChange.imageUri,
+    current.spec.source === 'internal_docker',
+  );
+  if (foreign) throw new BadRequestError(foreign);
   const secrets = body.secrets?.length ? body.secrets : undefined;
   // source_revision_config present, even unchanged or empty, asks for a new revision (a rebuild of the ref).
   const newRevision =

@@ -6,6 +6,7 @@ import type { SecretStore } from '../../../state/secrets.ts';
 import {
   idleTimeoutMinutesOf,
   RevisionPhase,
+  runsImage,
   setCondition,
   type AgentDeployment,
   type AgentRevision,
@@ -40,6 +41,10 @@ type Observed = {
   server?: ServerStatus;
   supported: RevisionFacts['supported'];
 };
+
+const NO_IMAGE_PUSHED_YET =
+  'no image pushed yet: ask for a push token (POST /v2/deployments/{id}/push-token), push to its repository_url and ' +
+  'PATCH source_revision_config.image_uri, as `langgraph deploy` does';
 
 export function buildSpecOf(
   dep: AgentDeployment,
@@ -123,10 +128,13 @@ export function createRevisionReconciler({
     const needs = revisionNeeds(phaseOf(rev), isTarget, routed, keepServing);
     let build: BuildStatus | undefined;
     let server: ServerStatus | undefined;
-    if (supported.ok && needs.build && rev.spec.source === 'external_docker') {
+    if (supported.ok && needs.build && runsImage(rev.spec.source)) {
       // A prebuilt image has nothing to build (runtimes that cannot run images refuse it in supports()).
       if (rev.spec.sourceRevisionConfig.imageUri) build = { phase: 'Succeeded', commitSha: '' };
-      else supported = { ok: false, message: 'source_revision_config.image_uri is required for external_docker' };
+      else if (rev.spec.source === 'internal_docker') {
+        // The deployment's first revision, made before its first push: skipped, as internal_source's before an upload.
+        supported = { ok: false, nothingYet: true, message: NO_IMAGE_PUSHED_YET };
+      } else supported = { ok: false, message: 'source_revision_config.image_uri is required for external_docker' };
     } else if (supported.ok && needs.build) {
       const spec = buildSpecOf(dep, rev);
       if ('invalid' in spec) supported = { ok: false, message: spec.invalid, nothingYet: spec.nothingYet };

@@ -12,7 +12,7 @@
 // succeeds.
 import type { V1Job, V1Secret } from '@kubernetes/client-node';
 import { JS_ONLY_MESSAGE } from '../../../lib/graph-language.ts';
-import { fitName } from '../../../resources/names.ts';
+import { fitName, imageRepositoryOf } from '../../../resources/names.ts';
 import { credentialFiles, GIT_AUTH_SCRIPT } from '../../../git/clone-auth.ts';
 import type { GitCredential } from '../../../git/credentials.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
@@ -103,7 +103,7 @@ export function makeSourceTokenSecret(job: V1Job, token: string): V1Secret {
 
 /** The tag a revision is pushed under; the recorded image is `<repository>@<digest>`. */
 export function imageRepository(config: KubernetesRuntimeConfig, target: Target): string {
-  return `${config.registry.replace(/\/+$/, '')}/${target.name}`;
+  return imageRepositoryOf(config.registry, target.name);
 }
 
 /** Where the git credentials Secret is mounted, in the clone container only. */

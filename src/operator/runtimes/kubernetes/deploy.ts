@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { reservedEnvName } from '../../../lib/reserved-env.ts';
-import { LABEL_DEPLOYMENT, type AgentRevision } from '../../../resources/index.ts';
+import { LABEL_DEPLOYMENT, runsImage, type AgentRevision } from '../../../resources/index.ts';
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
@@ -44,17 +44,15 @@ export async function deploy(
   const target = serverTarget(ctx, dep);
   // Nothing new for a deployment being deleted: children written after its cleanup would outlive it.
   if (target.deleting) return { phase: 'Starting' };
-  const image =
-    rev.spec.source === 'external_docker'
-      ? rev.spec.sourceRevisionConfig.imageUri
-      : (recordedImage(ctx, spec, rev.status?.image) ?? (await builtImage(ctx, spec)));
+  const image = runsImage(rev.spec.source)
+    ? rev.spec.sourceRevisionConfig.imageUri
+    : (recordedImage(ctx, spec, rev.status?.image) ?? (await builtImage(ctx, spec)));
   if (!image)
     return {
       phase: 'Failed',
-      message:
-        rev.spec.source === 'external_docker'
-          ? 'image_uri is required for external_docker'
-          : 'No built image for this revision.',
+      message: runsImage(rev.spec.source)
+        ? `image_uri is required for ${rev.spec.source}`
+        : 'No built image for this revision.',
     };
   const cfg = ctx.opts.config;
   const env = { ...spec.env, ...deploymentAuthEnv(cfg.agentAuth, spec.tenantId, spec.deploymentId) };

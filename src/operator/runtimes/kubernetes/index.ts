@@ -4,7 +4,7 @@
 // owns the clients, informers and per-deployment ordering; each concern is a module of its own (builds, deploy,
 // rollout, cleanup, tenant-namespace).
 import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet, V1Secret } from '@kubernetes/client-node';
-import { LABEL_DEPLOYMENT, type AgentDeployment } from '../../../resources/index.ts';
+import { LABEL_DEPLOYMENT, runsImage, type AgentDeployment } from '../../../resources/index.ts';
 import { Informer, type KubeObject } from '../../controller-kit/informer.ts';
 import type {
   BuildSpec,
@@ -115,7 +115,8 @@ export class KubernetesRuntime implements Runtime {
   }
 
   supports(source: string): { ok: true } | { ok: false; message: string } {
-    if (source === 'external_docker') return { ok: true };
+    // internal_docker: pushed to the deployment's repository in build.registry, pulled with the agents' pull secrets.
+    if (runsImage(source)) return { ok: true };
     if (source === 'github') {
       return this.opts.config.registry
         ? { ok: true }

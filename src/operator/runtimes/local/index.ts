@@ -5,6 +5,7 @@
 // /deployments/<id>/. This class owns the state (context.ts); each concern is a module of its own (builds, deploy,
 // servers, traffic, cleanup).
 import { PACKAGE_ROOT } from '../../../lib/package-root.ts';
+import { runsImage } from '../../../resources/index.ts';
 import type {
   BuildSpec,
   BuildStatus,
@@ -55,11 +56,10 @@ export class LocalRuntime implements Runtime {
   }
 
   supports(source: string): { ok: true } | { ok: false; message: string } {
-    if (source === 'external_docker') {
+    if (runsImage(source)) {
       return {
         ok: false,
-        message:
-          'source external_docker needs a container runtime; the local runtime builds from source only (git, or a tarball from langgraph deploy)',
+        message: `source ${source} needs a container runtime; the local runtime builds from source only (git, or a tarball from langgraph deploy)`,
       };
     }
     return { ok: true };
