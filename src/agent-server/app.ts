@@ -16,7 +16,7 @@ import type { UiBundles } from './graphs/ui.ts';
 import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
-import type { WebhookPolicy } from './runs/webhooks.ts';
+import type { WebhookPolicy } from './runs/webhook-policy.ts';
 import { runMetricsOf } from './platform/run-metrics.ts';
 import { createAgentService } from './services/index.ts';
 import { createTruncateService } from './services/truncate.ts';

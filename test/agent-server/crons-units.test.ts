@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/lib/errors.ts';
 import { checkTimezone, nextTick } from '../../src/agent-server/services/cron-scheduler.ts';
 import { isPublicAddress } from '../../src/lib/addresses.ts';
-import { hostRule, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
+import { hostRule, resolveHeaders, webhookUrlProblem } from '../../src/agent-server/runs/webhook-policy.ts';
 
 describe('cron schedules', () => {
   const at = new Date('2026-03-10T10:17:30Z');

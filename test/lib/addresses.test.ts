@@ -3,7 +3,7 @@
 // attacker would write them in a webhook or provider URL, judged after the URL parser has normalised them.
 import { describe, expect, it } from 'vitest';
 import { isPublicAddress } from '../../src/lib/addresses.ts';
-import { webhookUrlProblem } from '../../src/agent-server/runs/webhooks.ts';
+import { webhookUrlProblem } from '../../src/agent-server/runs/webhook-policy.ts';
 
 const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, '');
 

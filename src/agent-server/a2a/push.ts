@@ -10,7 +10,8 @@ import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
 import { parseParams, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Json, RunOutcome, RunRecord, Storage } from '../storage/types.ts';
-import { webhookUrlProblem, type WebhookNotifier, type WebhookPolicy } from '../runs/webhooks.ts';
+import { webhookUrlProblem, type WebhookPolicy } from '../runs/webhook-policy.ts';
+import type { WebhookNotifier } from '../runs/webhooks.ts';
 import { writeTask, type Dialect, type Task } from './dialects.ts';
 import { getTask, parseTaskId, taskOfRun, TASK_NOT_FOUND, type AgentContext, type RunRow } from './tasks.ts';
 

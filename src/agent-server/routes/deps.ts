@@ -4,7 +4,7 @@ import type { RouteAuthorizer } from '../http/authorizer.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
-import type { WebhookPolicy } from '../runs/webhooks.ts';
+import type { WebhookPolicy } from '../runs/webhook-policy.ts';
 import type { RunMetrics } from '../platform/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
 import type { TruncateService } from '../services/truncate.ts';

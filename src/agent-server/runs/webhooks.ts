@@ -1,155 +1,24 @@
 // Run webhooks: when a run with `webhook` ends, its record and final values are POSTed there, as the platform does
 // ({...run, values, error, webhook_sent_at}). Delivery never blocks the run or the engine: each one is a background
 // task with a timeout per attempt and retries with backoff on network errors, 408, 429 and 5xx. Redirects are not
-// followed (a 3xx is a final answer), so a redirect cannot lead a delivery somewhere the checks below refused.
+// followed (a 3xx is a final answer), so a redirect cannot lead a delivery somewhere the policy refused.
 //
-// Targets are checked where the connection is made, after DNS: without an allow-list only public unicast addresses
-// are reached (no loopback, private, link-local, CGNAT, unspecified, multicast or reserved ranges, IPv4-mapped IPv6
-// unwrapped first), so a name that resolves to 127.0.0.1 or the cloud metadata address is refused. `--webhook-allow`
-// lists the hosts that may be reached (then only those; `*.example.com` matches subdomains), and `*` allows every
-// host and address (a trusted, private network). langgraph.json `webhooks` adds the platform's URL policy
-// (https only, domains, ports, length) and headers sent with every delivery.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+// Where a delivery may go is webhook-policy.ts: without an allow-list only public unicast addresses (no loopback,
+// private, link-local, CGNAT, unspecified, multicast or reserved ranges, IPv4-mapped IPv6 unwrapped first), checked
+// where the connection is made, after DNS; `--webhook-allow` lists the hosts that may be reached (then only those;
+// `*.example.com` matches subdomains), and `*` allows every host and address (a trusted, private network).
 import http from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
-import { z } from 'zod';
-import { isPublicAddress } from '../../lib/addresses.ts';
 import type { Logger } from '../../lib/logger.ts';
-import { readLanggraphJson } from '../graphs/config.ts';
 import type { Json, RunOutcome, RunRecord } from '../storage/types.ts';
-
-/** langgraph.json `webhooks`, as the platform reads it: a URL policy and headers sent with every delivery. */
-const WebhooksJson = z
-  .object({
-    env_prefix: z.string().min(1).default('LG_WEBHOOK_'),
-    url: z
-      .object({
-        require_https: z.boolean().optional(),
-        allowed_domains: z.array(z.string().min(1)).optional(),
-        allowed_ports: z.array(z.number().int().min(1).max(65535)).optional(),
-        max_url_length: z.number().int().positive().optional(),
-        // true: relative webhooks (paths of the deployment's own custom routes) are refused.
-        disable_loopback: z.boolean().optional(),
-      })
-      .strict()
-      .default({}),
-    headers: z.record(z.string(), z.string()).default({}),
-  })
-  .strict();
-
-export interface WebhookPolicy {
-  /** --webhook-allow: hosts reached whatever they resolve to; `*`: everything. */
-  allow: string[];
-  requireHttps?: boolean;
-  /** langgraph.json webhooks.url.allowed_domains: only these hosts (still public addresses only). */
-  allowedDomains?: string[];
-  allowedPorts?: number[];
-  maxUrlLength?: number;
-  /**
-   * Why a relative webhook (a path) cannot be delivered here (no custom app, or webhooks.url.disable_loopback);
-   * undefined: paths go to the deployment's own custom routes.
-   */
-  selfRoutesProblem?: string;
-}
-
-export interface WebhooksConfig {
-  policy: WebhookPolicy;
-  headers: Record<string, string>;
-}
-
-/**
- * Header values may hold `${{ env.NAME }}` templates, resolved once at start from the environment; NAME must start
- * with env_prefix, so a langgraph.json cannot send arbitrary secrets of the server's environment.
- */
-export function resolveHeaders(
-  headers: Record<string, string>,
-  prefix: string,
-  env: NodeJS.ProcessEnv,
-): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, template] of Object.entries(headers)) {
-    out[name] = template.replace(/\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_m, v: string) => {
-      if (!v.startsWith(prefix))
-        throw new Error(`webhooks.headers.${name}: env.${v} does not start with env_prefix "${prefix}"`);
-      const value = env[v];
-      if (value === undefined) throw new Error(`webhooks.headers.${name}: environment variable ${v} is not set`);
-      return value;
-    });
-  }
-  return out;
-}
-
-/** Reads langgraph.json `webhooks` next to the graphs (absent: no policy beyond --webhook-allow, no headers). */
-export async function readWebhooksConfig(
-  configPath: string,
-  allow: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<WebhooksConfig> {
-  const json = (await readLanggraphJson(configPath)) as { webhooks?: unknown };
-  const parsed = WebhooksJson.safeParse(json.webhooks ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new Error(`langgraph.json webhooks.${issue.path.join('.')}: ${issue.message}`);
-  }
-  const w = parsed.data;
-  return {
-    policy: {
-      allow,
-      requireHttps: w.url.require_https,
-      allowedDomains: w.url.allowed_domains,
-      allowedPorts: w.url.allowed_ports,
-      maxUrlLength: w.url.max_url_length,
-      ...(w.url.disable_loopback
-        ? { selfRoutesProblem: 'relative webhooks are turned off (webhooks.url.disable_loopback)' }
-        : {}),
-    },
-    headers: resolveHeaders(w.headers, w.env_prefix, env),
-  };
-}
-
-/**
- * What is wrong with a webhook URL under the policy, known without DNS (null: nothing yet; the address is checked
- * when the delivery connects). Run and cron create answer 422 with it.
- */
-export function webhookUrlProblem(target: string, policy: WebhookPolicy): string | null {
-  if (policy.maxUrlLength && target.length > policy.maxUrlLength)
-    return `longer than ${policy.maxUrlLength} characters`;
-  if (isSelfPath(target)) return policy.selfRoutesProblem ?? null;
-  let url: URL;
-  try {
-    url = new URL(target);
-  } catch {
-    return 'not an absolute URL';
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http:// or https:// URL';
-  if (policy.requireHttps && url.protocol !== 'https:') return 'must be an https:// URL (webhooks.url.require_https)';
-  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-  if (policy.allowedPorts?.length && !policy.allowedPorts.includes(port)) {
-    return `port ${port} is not in webhooks.url.allowed_ports`;
-  }
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const rule = hostRule(host, policy.allow);
-  if (rule === 'refused') return `host ${host} is not in --webhook-allow`;
-  if (rule === 'public') {
-    if (policy.allowedDomains?.length && hostRule(host, policy.allowedDomains) === 'refused') {
-      return `host ${host} is not in webhooks.url.allowed_domains`;
-    }
-    // Literal addresses skip DNS: judge them now. The URL parser already turned decimal, octal and hex IPv4 forms
-    // into dotted quads.
-    if (isIP(host) && !isPublicAddress(host))
-      return `address ${host} is not public (allow the host with --webhook-allow)`;
-  }
-  return null;
-}
-
-/**
- * A relative webhook: a path of the deployment's own custom routes. It never leaves the process and never reaches
- * a built-in route (see WebhookOptions.self).
- */
-export function isSelfPath(target: string): boolean {
-  return target.startsWith('/') && !target.startsWith('//') && !target.includes('\\');
-}
+import {
+  hostRule,
+  isSelfPath,
+  publicLookup,
+  WebhookRefused,
+  webhookUrlProblem,
+  type WebhookPolicy,
+} from './webhook-policy.ts';
 
 /** POSTs a delivery to the deployment's own custom routes; answers the HTTP status they gave. */
 export type SelfDelivery = (path: string, body: string, headers: Record<string, string>) => Promise<number>;
@@ -168,46 +37,7 @@ export interface WebhookOptions {
   headers?: Record<string, string>;
 }
 
-export class WebhookRefused extends Error {}
-
 const MAX_IN_FLIGHT = 1_000;
-
-type HostRule = 'any' | 'listed' | 'public';
-
-/** What the allow-list says about a host: any address, listed (any address), or public addresses only / refused. */
-export function hostRule(host: string, allow: readonly string[]): HostRule | 'refused' {
-  const h = host
-    .toLowerCase()
-    .replace(/^\[|\]$/g, '')
-    .replace(/\.$/, '');
-  if (allow.includes('*')) return 'any';
-  if (!allow.length) return 'public';
-  for (const entry of allow) {
-    const e = entry.toLowerCase().replace(/\.$/, '');
-    if (e === h) return 'listed';
-    if (e.startsWith('*.') && h.endsWith(e.slice(1)) && h.length > e.length - 1) return 'listed';
-  }
-  return 'refused';
-}
-
-/** A DNS lookup that only answers public addresses (used for hosts the allow-list does not name). */
-const publicLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, '', 0);
-    const list = (addresses as LookupAddress[]).filter((a) => isPublicAddress(a.address));
-    if (!list.length) {
-      const seen = (addresses as LookupAddress[]).map((a) => a.address).join(', ');
-      return callback(
-        new WebhookRefused(`webhook host ${hostname} resolves only to non-public addresses (${seen})`),
-        '',
-        0,
-      );
-    }
-    if ((options as { all?: boolean }).all)
-      return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-    callback(null, list[0]!.address, list[0]!.family);
-  });
-};
 
 /** The body the platform sends: the run record, its final values and error, and when it was sent. */
 export function webhookPayload(run: RunRecord, outcome: RunOutcome, values: Json | null): Json {

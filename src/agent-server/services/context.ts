@@ -5,7 +5,7 @@ import type { AuthFilters, RequestAuth } from '../auth/custom.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
 import type { ConfigurableHeadersConfig } from './configurable-headers.ts';
 import type { RunEngine } from '../runs/engine.ts';
-import type { WebhookPolicy } from '../runs/webhooks.ts';
+import type { WebhookPolicy } from '../runs/webhook-policy.ts';
 import type { Storage } from '../storage/types.ts';
 
 export interface ServiceDeps {

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { NotFoundError, StaleAssistantError, ValidationError } from '../../lib/errors.ts';
 import { equalityPart } from '../auth/custom.ts';
 import { configurableHeaderPicker } from './configurable-headers.ts';
-import { webhookUrlProblem } from '../runs/webhooks.ts';
+import { webhookUrlProblem } from '../runs/webhook-policy.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
 import {
   TERMINAL_RUN_STATUSES,
