@@ -117,7 +117,10 @@ describe('agentplane dev isolation', () => {
       if (dev) await stopDev(dev);
       const secs = `317.${Math.floor(Math.random() * 1e6)}`;
       dev = await startDev(join(tmp, `data-${secs}`), 0, ['--allow-local-repos', join(tmp, 'allowed'), ...sandboxArgs]);
-      const slow = await create(dev.url, 'slow', { repo_url: repo.path, install_command: `sleep ${secs} && echo slept` });
+      const slow = await create(dev.url, 'slow', {
+        repo_url: repo.path,
+        install_command: `sleep ${secs} && echo slept`,
+      });
       const sleeping = () =>
         execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
           .split('\n')
