@@ -3,9 +3,6 @@ import { createLogger } from '../lib/logger.ts';
 import { formatHelp } from '../lib/cli-args.ts';
 import { forgetDataKeys, parseAgentServerConfig } from './config.ts';
 import { agentServerCommand } from './flags.ts';
-import { startAgentServer } from './server.ts';
-import { serveWatching } from './watch.ts';
-import { checkGraphImports } from './check.ts';
 import { closeOnSignals } from '../lib/shutdown.ts';
 import { ensureTypeScriptImports } from '../lib/typescript-imports.ts';
 
@@ -18,17 +15,22 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(formatHelp(agentServerCommand));
     return;
   }
+  // Each mode loads only its own modules, and before tsx's hooks are registered: every module loaded after that
+  // passes through them (another thread), which costs more than loading it.
   if (config.checkReport) {
+    const { checkGraphImports } = await import('./check.ts');
     await ensureTypeScriptImports();
     const logger = createLogger({ level: 'silent', name: 'agent-server' });
     return checkGraphImports({ ...config, checkReport: config.checkReport }, logger);
   }
   if (config.watch) {
     const logger = createLogger({ level: config.logLevel, name: 'agent-server-watch' });
+    const { serveWatching } = await import('./watch.ts');
     const watching = serveWatching({ argv, env: childEnv!, config, logger });
     closeOnSignals(logger, () => watching.close());
     return;
   }
+  const { startAgentServer } = await import('./server.ts');
   // Every user file this process imports (graphs, auth, routes, embeddings) may be TypeScript.
   await ensureTypeScriptImports();
   const logger = createLogger({ level: config.logLevel, name: 'agent-server' });

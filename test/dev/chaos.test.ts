@@ -13,7 +13,17 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throwaway-postgres.ts';
-import { alive, api, childPids, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import {
+  LINKED_INSTALL,
+  alive,
+  api,
+  childPids,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from './helpers.ts';
 
 /** A key of the test's workspace: agents refuse the bootstrap key. */
 let agentKey = '';
@@ -117,7 +127,7 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
     const res = await cp().post('/v2/deployments', {
       name,
       source: 'github',
-      source_config: { repo_url: repo.path, deployment_type: 'dev' },
+      source_config: { repo_url: repo.path, deployment_type: 'dev', install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
       secrets: [],
     });

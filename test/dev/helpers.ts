@@ -1,20 +1,13 @@
 // Starts `agentplane dev` as a real child process and talks to it over HTTP only.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { PACKAGE_ROOT } from '../../src/lib/package-root.ts';
+import { resolve } from 'node:path';
 
 const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 export const API_KEY = 'e2e-bootstrap-key-0123456789';
 export const TENANT = 'e2e-tenant';
 
-/**
- * source_config.install_command for a test whose subject is not the install: node_modules becomes a link to
- * agentplane's own packages (the versions examples/agent asks for, visible read-only in the sandbox) instead of an
- * npm ci, which writes ~70 MB per new deployment (20-40 s on a loaded machine). The real npm ci, its failures and
- * the install cache stay pinned by e2e.test.ts, source-fix.test.ts, client-commands.test.ts and the console test.
- */
-export const LINKED_INSTALL = `ln -s '${join(PACKAGE_ROOT, 'node_modules')}' node_modules`;
+export { LINKED_INSTALL } from '../support/linked-install.ts';
 
 export type DevProcess = { child: ChildProcess; url: string; port: number; output: () => string };
 

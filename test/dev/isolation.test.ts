@@ -108,7 +108,8 @@ describe('agentplane dev isolation', () => {
   }, 90_000);
 
   // The step's process group is led by a guard that ends the group when the dev process's pipe closes; the shell's
-  // child (sleep) is what the kernel's parent-death signal alone would leave running, sandboxed or not.
+  // child (sleep, not the shell's last command, so the shell forks it instead of becoming it) is what the kernel's
+  // parent-death signal alone would leave running, sandboxed or not.
   it.each([['the default sandbox', []] as const, ['--sandbox none', ['--sandbox', 'none']] as const])(
     'ends a running build step when the dev process is killed with SIGKILL (%s)',
     { timeout: 150_000 },
@@ -116,7 +117,10 @@ describe('agentplane dev isolation', () => {
       if (dev) await stopDev(dev);
       const secs = `317.${Math.floor(Math.random() * 1e6)}`;
       dev = await startDev(join(tmp, `data-${secs}`), 0, ['--allow-local-repos', join(tmp, 'allowed'), ...sandboxArgs]);
-      const slow = await create(dev.url, 'slow', { repo_url: repo.path, install_command: `sleep ${secs}` });
+      const slow = await create(dev.url, 'slow', {
+        repo_url: repo.path,
+        install_command: `sleep ${secs} && echo slept`,
+      });
       const sleeping = () =>
         execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
           .split('\n')

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo } from '../operator/helpers/example-repo.ts';
-import { api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
+import { LINKED_INSTALL, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from './helpers.ts';
 
 const USER = 'deploy-bot';
 const TOKEN = 'tok-private-repo-8c1e55d0a9f3';
@@ -130,7 +130,11 @@ describe('private repository through a git integration (agentplane dev)', () => 
     const body = (name: string, integration_id?: string) => ({
       name,
       source: 'github',
-      source_config: { repo_url: repoUrl, ...(integration_id ? { integration_id } : {}) },
+      source_config: {
+        repo_url: repoUrl,
+        install_command: LINKED_INSTALL,
+        ...(integration_id ? { integration_id } : {}),
+      },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
     });
 

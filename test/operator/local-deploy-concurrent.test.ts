@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
-import { PACKAGE_ROOT } from '../../src/lib/package-root.ts';
 import { LocalRuntime } from '../../src/operator/runtimes/local/index.ts';
 import type { ServerSpec } from '../../src/operator/runtimes/types.ts';
 import { makeExampleRepo } from './helpers/example-repo.ts';
+import { LINKED_INSTALL } from '../support/linked-install.ts';
 import { until } from './helpers/local-serve.ts';
 
 const dep = { namespace: 'default', deployment: 'twice', deploymentId: 'dep-twice' };
@@ -65,7 +65,7 @@ it('starts one agent server when two deploys of a revision come at once', async 
     repoRef: 'main',
     graphConfigPath: spec.graphConfigPath,
     // agentplane's own packages instead of an npm ci: the install is not what this test is about.
-    installCommand: `ln -s '${join(PACKAGE_ROOT, 'node_modules')}' node_modules`,
+    installCommand: LINKED_INSTALL,
   };
   await runtime.build(build);
   await until('the build', async () => (await runtime.build(build)).phase === 'Succeeded');

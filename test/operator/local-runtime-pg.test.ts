@@ -15,6 +15,7 @@ import { ensureDeploymentDatabase } from '../../src/operator/runtimes/local/post
 import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import type { BuildSpec, RevisionRef } from '../../src/operator/runtimes/types.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
+import { LINKED_INSTALL } from '../support/linked-install.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
 import { databaseUrl, testDatabaseUrl } from '../support/postgres.ts';
 
@@ -58,7 +59,14 @@ async function settle<T extends { phase: string }>(ask: () => Promise<T>, phases
 }
 
 async function up(revision: string, repoRef: string): Promise<void> {
-  const spec: BuildSpec = { ...dep, revision, repoUrl: repo.path, repoRef, graphConfigPath: 'langgraph.json' };
+  const spec: BuildSpec = {
+    ...dep,
+    revision,
+    repoUrl: repo.path,
+    repoRef,
+    graphConfigPath: 'langgraph.json',
+    installCommand: LINKED_INSTALL,
+  };
   expect(await settle(() => runtime.build(spec), ['Succeeded', 'Failed'])).toMatchObject({ phase: 'Succeeded' });
   const server = {
     ...dep,

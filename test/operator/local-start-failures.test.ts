@@ -1,6 +1,6 @@
 // Whether a failed start is retried (its database was down) or fails the deploy is the runtime's call, never the
 // agent's: a tenant's graph that prints what an unreachable Postgres would print and exits must still end
-// DEPLOY_FAILED, not be restarted forever as "DatabaseUnavailable". Real git repository, real npm, real Postgres
+// DEPLOY_FAILED, not be restarted forever as "DatabaseUnavailable". Real git repository, real Postgres
 // (reachable: the runtime's own check says so), real agent server.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -14,6 +14,7 @@ import { dropDeploymentDatabase } from '../../src/operator/runtimes/local/postgr
 import type { ServerStatus } from '../../src/operator/runtimes/types.ts';
 import { testDatabaseUrl } from '../support/postgres.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+import { LINKED_INSTALL } from '../support/linked-install.ts';
 import { until } from './helpers/local-serve.ts';
 
 // The graph module's last words are those of a server whose Postgres went away; then it exits, at every start.
@@ -68,7 +69,14 @@ afterAll(async () => {
 
 it("fails a revision whose server claims its database is down while the runtime's own check reaches it", async () => {
   const revision = 'liar-r1';
-  const build = { ...dep, revision, repoUrl: repo.path, repoRef: 'liar', graphConfigPath: 'langgraph.json' };
+  const build = {
+    ...dep,
+    revision,
+    repoUrl: repo.path,
+    repoRef: 'liar',
+    graphConfigPath: 'langgraph.json',
+    installCommand: LINKED_INSTALL,
+  };
   await until('the build', async () => (await runtime.build(build)).phase === 'Succeeded');
   const spec = { ...dep, revision, graphConfigPath: 'langgraph.json', env: {}, access: 'public' as const };
   // Played as the revision controller would: deploy() again whenever it is not final.

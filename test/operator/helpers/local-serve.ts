@@ -3,6 +3,7 @@
 import type { Client } from '@langchain/langgraph-sdk';
 import type { LocalRuntime } from '../../../src/operator/runtimes/local/index.ts';
 import type { ServerSpec, ServerStatus } from '../../../src/operator/runtimes/types.ts';
+import { LINKED_INSTALL } from '../../support/linked-install.ts';
 
 /** Polls `fn` until it answers something truthy. Generous: on a loaded machine a server's start alone can take tens of seconds. */
 export async function until<T>(
@@ -19,7 +20,10 @@ export async function until<T>(
   }
 }
 
-/** Builds `spec`'s revision from the repository at `repoPath` (branch main), serves it until Ready, and routes to it. */
+/**
+ * Builds `spec`'s revision from the repository at `repoPath` (branch main), with agentplane's packages linked
+ * (LINKED_INSTALL: no test using this is about the install), serves it until Ready, and routes to it.
+ */
 export async function buildAndServe(runtime: LocalRuntime, spec: ServerSpec, repoPath: string): Promise<void> {
   const dep = { namespace: spec.namespace, deployment: spec.deployment, deploymentId: spec.deploymentId };
   const build = {
@@ -28,6 +32,7 @@ export async function buildAndServe(runtime: LocalRuntime, spec: ServerSpec, rep
     repoUrl: repoPath,
     repoRef: 'main',
     graphConfigPath: spec.graphConfigPath,
+    installCommand: LINKED_INSTALL,
   };
   await runtime.build(build);
   await until('the build', async () => (await runtime.build(build)).phase === 'Succeeded');
