@@ -10,9 +10,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
 import { startServerProcess, type ServerProc } from './helpers/process.ts';
 
+// One data folder through all three tests: each starts from the server the test before restarted (it has nothing
+// running), so a restart serves the next test too; 5 server starts instead of 7, ~1 s of CPU each.
 describe('graceful shutdown (embedded store)', () => {
   const dirs: string[] = [];
   const procs: ServerProc[] = [];
+  let dir: string;
+  /** The server the previous test left running, with the shutdown grace the next test needs (0). */
+  let next: Awaited<ReturnType<typeof start>>;
   afterAll(async () => {
     for (const p of procs) await p.kill9();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -25,14 +30,14 @@ describe('graceful shutdown (embedded store)', () => {
   }
 
   it('SIGTERM waits for a running run to finish; the result is there after a restart', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
+    dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
     dirs.push(dir);
     const a = await start(dir, '30');
     const t = await a.client.threads.create({ metadata: { keep: 'me' } });
     const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 1_500, mark: 'a' } });
     await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
     await a.p.stop();
-    const b = await start(dir, '30');
+    const b = await start(dir, '0');
     // A second process on the same folder would take b's running work for abandoned: it refuses to start.
     await expect(start(dir, '30')).rejects.toThrow(/data folder \S+ is in use by agentplane agent-server/);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
@@ -41,18 +46,16 @@ describe('graceful shutdown (embedded store)', () => {
       'start:a',
       'done:a',
     ]);
-    await b.p.stop();
+    next = b;
   });
 
   it('a run still going when the grace period ends goes back to the queue and completes after restart', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
-    dirs.push(dir);
-    const a = await start(dir, '0');
+    const a = next;
     const t = await a.client.threads.create();
     const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 2_000, mark: 'b' } });
     await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');
     await a.p.stop();
-    const b = await start(dir, '30');
+    const b = await start(dir, '0');
     await b.client.runs.join(t.thread_id, r.run_id);
     expect((await b.client.runs.get(t.thread_id, r.run_id)).status).toBe('success');
     // The retry resumed from the run's own checkpoint: the first step is not repeated.
@@ -61,13 +64,11 @@ describe('graceful shutdown (embedded store)', () => {
       'done:b',
     ]);
     expect((await b.client.threads.get(t.thread_id)).status).toBe('idle');
-    await b.p.stop();
+    next = b;
   });
 
   it('SIGTERM with clients following a thread stream and a run stream: the process exits and cuts both streams', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ap-as-stop-'));
-    dirs.push(dir);
-    const a = await start(dir, '0');
+    const a = next;
     const t = await a.client.threads.create();
     const r = await a.client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 30_000, mark: 'c' } });
     await expect.poll(async () => (await a.client.runs.get(t.thread_id, r.run_id)).status).toBe('running');

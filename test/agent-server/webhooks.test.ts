@@ -68,9 +68,17 @@ describe('run webhooks', { timeout: 120_000 }, () => {
     return new Client({ apiUrl: s.url, callerOptions: { maxRetries: 0 } });
   }
 
+  /**
+   * The server on the langgraph.json with webhooks settings, shared by the tests that use it (a start is ~1 s of
+   * CPU). Its allow-list names the receiver's loopback address only: other private targets stay refused.
+   */
+  let withHooks: Promise<Client> | undefined;
+  const hooksServer = () =>
+    (withHooks ??= start(['--webhook-allow', '127.0.0.1'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' }));
+
   it('POSTs each finished run once, retrying a receiver that failed the first try', async () => {
     // langgraph.json webhooks.headers: sent with each delivery, env templates resolved at start.
-    const client = await start(['--webhook-allow', '127.0.0.1'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
+    const client = await hooksServer();
     const thread = await client.threads.create();
     const ok = await client.runs.create(thread.thread_id, 'counter', {
       webhook: `${hookBase}/flaky?token=t1`,
@@ -156,7 +164,8 @@ describe('run webhooks', { timeout: 120_000 }, () => {
   });
 
   it('applies langgraph.json webhooks.url at create', async () => {
-    const client = await start(['--webhook-allow', '*'], HOOKS_CONFIG, { LG_WEBHOOK_SECRET: 'xyz' });
+    // A public host, which the allow-list has no say over: the length limit is what refuses it.
+    const client = await hooksServer();
     await expect(
       client.runs.create(null, 'counter', { webhook: `https://example.com/${'x'.repeat(300)}` }),
     ).rejects.toThrow(/longer than 200 characters/);
