@@ -11,6 +11,7 @@ import { createDeploymentReconciler } from '../../src/operator/controllers/agent
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { apply, quantityValue, type ObjectOps } from '../../src/operator/runtimes/kubernetes/apply.ts';
 import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.ts';
+import { makeApiClients } from '../../src/operator/runtimes/kubernetes/context.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 
@@ -26,11 +27,7 @@ beforeAll(async () => {
   cluster = await startCluster(NS, { rbac: true });
   cluster.installChartRbac();
   apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
-  ops = {
-    read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
-    create: (namespace, body) => apps.createNamespacedDeployment({ namespace, body }),
-    replace: (namespace, name, body) => apps.replaceNamespacedDeployment({ name, namespace, body }),
-  };
+  ops = makeApiClients(cluster.kubeConfig).ops.deployment;
 }, 60_000);
 afterAll(async () => {
   await cluster?.close();

@@ -7,7 +7,9 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   NetworkingV1Api,
+  PatchStrategy,
   RbacAuthorizationV1Api,
+  setHeaderOptions,
   type KubeConfig,
   type V1Deployment,
   type V1Ingress,
@@ -28,7 +30,7 @@ import { LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment } from '../../
 import type { Informer, KubeObject } from '../../controller-kit/informer.ts';
 import type { GitCredential } from '../../../git/credentials.ts';
 import type { RevisionLogSink, RevisionRef } from '../types.ts';
-import { isStatus, type ObjectOps } from './apply.ts';
+import { applyOptions, FIELD_MANAGER, isStatus, type ObjectOps } from './apply.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import type { Target } from './labels.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
@@ -97,6 +99,10 @@ export type RuntimeContext = {
 
 export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
 
+/** The content type of a server-side apply, set through the client's own middleware (its generated patch methods
+ * would pick JSON patch). The body goes as JSON, which is YAML. */
+const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
+
 export function makeApiClients(kc: KubeConfig): ApiClients {
   const apps = kc.makeApiClient(AppsV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
@@ -108,59 +114,74 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
   const ops: KindOps = {
     job: {
       read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
-      create: (namespace, body) => batch.createNamespacedJob({ namespace, body }),
-      replace: (namespace, name, body) => batch.replaceNamespacedJob({ name, namespace, body }),
+      apply: (namespace, name, body) => batch.patchNamespacedJob({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        batch.replaceNamespacedJob({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     deployment: {
       read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
-      create: (namespace, body) => apps.createNamespacedDeployment({ namespace, body }),
-      replace: (namespace, name, body) => apps.replaceNamespacedDeployment({ name, namespace, body }),
+      apply: (namespace, name, body) => apps.patchNamespacedDeployment({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        apps.replaceNamespacedDeployment({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     statefulSet: {
       read: (namespace, name) => apps.readNamespacedStatefulSet({ name, namespace }),
-      create: (namespace, body) => apps.createNamespacedStatefulSet({ namespace, body }),
-      replace: (namespace, name, body) => apps.replaceNamespacedStatefulSet({ name, namespace, body }),
+      apply: (namespace, name, body) =>
+        apps.patchNamespacedStatefulSet({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        apps.replaceNamespacedStatefulSet({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     service: {
       read: (namespace, name) => core.readNamespacedService({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedService({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedService({ name, namespace, body }),
+      apply: (namespace, name, body) => core.patchNamespacedService({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedService({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     secret: {
       read: (namespace, name) => core.readNamespacedSecret({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedSecret({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedSecret({ name, namespace, body }),
+      apply: (namespace, name, body) => core.patchNamespacedSecret({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedSecret({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     ingress: {
       read: (namespace, name) => net.readNamespacedIngress({ name, namespace }),
-      create: (namespace, body) => net.createNamespacedIngress({ namespace, body }),
-      replace: (namespace, name, body) => net.replaceNamespacedIngress({ name, namespace, body }),
+      apply: (namespace, name, body) => net.patchNamespacedIngress({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        net.replaceNamespacedIngress({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     autoscaler: {
       read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
-      create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
+      apply: (namespace, name, body) =>
+        autoscaling.patchNamespacedHorizontalPodAutoscaler({ name, namespace, body, ...applyOptions }, SSA),
       replace: (namespace, name, body) =>
-        autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
+        autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     networkPolicy: {
       read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
-      create: (namespace, body) => net.createNamespacedNetworkPolicy({ namespace, body }),
-      replace: (namespace, name, body) => net.replaceNamespacedNetworkPolicy({ name, namespace, body }),
+      apply: (namespace, name, body) =>
+        net.patchNamespacedNetworkPolicy({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        net.replaceNamespacedNetworkPolicy({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     roleBinding: {
       read: (namespace, name) => rbac.readNamespacedRoleBinding({ name, namespace }),
-      create: (namespace, body) => rbac.createNamespacedRoleBinding({ namespace, body }),
-      replace: (namespace, name, body) => rbac.replaceNamespacedRoleBinding({ name, namespace, body }),
+      apply: (namespace, name, body) =>
+        rbac.patchNamespacedRoleBinding({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        rbac.replaceNamespacedRoleBinding({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     resourceQuota: {
       read: (namespace, name) => core.readNamespacedResourceQuota({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedResourceQuota({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedResourceQuota({ name, namespace, body }),
+      apply: (namespace, name, body) =>
+        core.patchNamespacedResourceQuota({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedResourceQuota({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     limitRange: {
       read: (namespace, name) => core.readNamespacedLimitRange({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedLimitRange({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedLimitRange({ name, namespace, body }),
+      apply: (namespace, name, body) => core.patchNamespacedLimitRange({ name, namespace, body, ...applyOptions }, SSA),
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedLimitRange({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
   };
   return { apps, batch, core, net, custom, autoscaling, ops };
