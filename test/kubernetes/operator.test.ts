@@ -14,6 +14,8 @@ import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.
 import { createDeploymentReconciler } from '../../src/operator/controllers/agentdeployment/controller.ts';
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
+import { postgresName } from '../../src/operator/runtimes/kubernetes/postgres.ts';
+import type { Target } from '../../src/operator/runtimes/kubernetes/labels.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
 import { kubectl } from '../support/helm/index.ts';
@@ -762,9 +764,12 @@ describe('a deployment with its own Postgres (ordering)', () => {
     // What others set stays: the Deployment controller's revision annotation.
     await fake.rollout(name, 'ready');
     await until('r3 DEPLOYED', () => phaseOf(`${name}-r3`) === 'DEPLOYED');
-    expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain(
-      'nodeSelector',
-    );
+    // The operator's field set (server-side apply) no longer holds what it stopped setting.
+    const d4 = peek('apps', 'deployments', name)!;
+    const ours = d4.metadata.managedFields.find((m: Json) => m.manager === 'agentplane-operator');
+    expect(ours.operation).toBe('Apply');
+    expect(ours.fieldsV1['f:spec']['f:template']['f:spec']['f:nodeSelector']).toBeUndefined();
+    expect(ours.fieldsV1['f:metadata']['f:labels']['f:team']).toBeUndefined();
   });
 });
 
@@ -981,10 +986,13 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
     expect(db.spec.podSelector.matchLabels).toEqual(
       peek('apps', 'statefulsets', `${name}-postgres`)!.spec.selector.matchLabels,
     );
-    const policyWrite = seen.indexOf(`POST /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`);
+    // Server-side applies: the first one of each object creates it.
+    const policyWrite = seen.indexOf(`PATCH /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies/${name}-agent`);
     expect(policyWrite).toBeGreaterThanOrEqual(0);
-    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/deployments`));
-    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/statefulsets`));
+    expect(policyWrite).toBeLessThan(seen.indexOf(`PATCH /apis/apps/v1/namespaces/${NS}/deployments/${name}`));
+    expect(policyWrite).toBeLessThan(
+      seen.indexOf(`PATCH /apis/apps/v1/namespaces/${NS}/statefulsets/${postgresName({ name } as Target)}`),
+    );
     const pod = peek('apps', 'deployments', name)!.spec.template.spec;
     expect(pod.automountServiceAccountToken).toBe(false);
     // No variables listing the namespace's other Services; an image that cannot be changed, a /tmp in memory no

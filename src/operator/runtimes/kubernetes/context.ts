@@ -9,8 +9,9 @@ import {
   NetworkingV1Api,
   PatchStrategy,
   RbacAuthorizationV1Api,
-  setHeaderOptions,
+  KubernetesObjectApi,
   type KubeConfig,
+  type KubernetesObject,
   type V1Deployment,
   type V1Ingress,
   type V1Job,
@@ -99,10 +100,6 @@ export type RuntimeContext = {
 
 export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
 
-/** The content type of a server-side apply, set through the client's own middleware (its generated patch methods
- * would pick JSON patch). The body goes as JSON, which is YAML. */
-const SSA = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
-
 export function makeApiClients(kc: KubeConfig): ApiClients {
   const apps = kc.makeApiClient(AppsV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
@@ -111,75 +108,82 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const autoscaling = kc.makeApiClient(AutoscalingV2Api);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  // The client's generic object API does server-side apply itself: it serializes the typed object to its wire
+  // names (a NetworkPolicy's `_from` is `from`) and finds the resource path by discovery, cached per apiVersion.
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  const ssa = <T>(_namespace: string, _name: string, body: T): Promise<T> =>
+    objects.patch(
+      body as KubernetesObject,
+      undefined,
+      undefined,
+      applyOptions.fieldManager,
+      applyOptions.force,
+      PatchStrategy.ServerSideApply,
+    ) as Promise<T>;
   const ops: KindOps = {
     job: {
       read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
-      apply: (namespace, name, body) => batch.patchNamespacedJob({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         batch.replaceNamespacedJob({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     deployment: {
       read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
-      apply: (namespace, name, body) => apps.patchNamespacedDeployment({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         apps.replaceNamespacedDeployment({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     statefulSet: {
       read: (namespace, name) => apps.readNamespacedStatefulSet({ name, namespace }),
-      apply: (namespace, name, body) =>
-        apps.patchNamespacedStatefulSet({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         apps.replaceNamespacedStatefulSet({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     service: {
       read: (namespace, name) => core.readNamespacedService({ name, namespace }),
-      apply: (namespace, name, body) => core.patchNamespacedService({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         core.replaceNamespacedService({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     secret: {
       read: (namespace, name) => core.readNamespacedSecret({ name, namespace }),
-      apply: (namespace, name, body) => core.patchNamespacedSecret({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         core.replaceNamespacedSecret({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     ingress: {
       read: (namespace, name) => net.readNamespacedIngress({ name, namespace }),
-      apply: (namespace, name, body) => net.patchNamespacedIngress({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         net.replaceNamespacedIngress({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     autoscaler: {
       read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
-      apply: (namespace, name, body) =>
-        autoscaling.patchNamespacedHorizontalPodAutoscaler({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     networkPolicy: {
       read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
-      apply: (namespace, name, body) =>
-        net.patchNamespacedNetworkPolicy({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         net.replaceNamespacedNetworkPolicy({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     roleBinding: {
       read: (namespace, name) => rbac.readNamespacedRoleBinding({ name, namespace }),
-      apply: (namespace, name, body) =>
-        rbac.patchNamespacedRoleBinding({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         rbac.replaceNamespacedRoleBinding({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     resourceQuota: {
       read: (namespace, name) => core.readNamespacedResourceQuota({ name, namespace }),
-      apply: (namespace, name, body) =>
-        core.patchNamespacedResourceQuota({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         core.replaceNamespacedResourceQuota({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     limitRange: {
       read: (namespace, name) => core.readNamespacedLimitRange({ name, namespace }),
-      apply: (namespace, name, body) => core.patchNamespacedLimitRange({ name, namespace, body, ...applyOptions }, SSA),
+      apply: ssa,
       replace: (namespace, name, body) =>
         core.replaceNamespacedLimitRange({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
