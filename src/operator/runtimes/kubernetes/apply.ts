@@ -261,21 +261,45 @@ export async function apply<T extends { metadata?: Json }>(
     ...(unchanged.length ? { unchanged } : {}),
   });
   if (current && contains(current, body)) return done(current as T, false);
-  if (current?.metadata?.annotations?.[ANNOTATION_OWNED_BEFORE] !== undefined) await forgetOwnership(ops, current);
+  if (current?.metadata?.annotations?.[ANNOTATION_OWNED_BEFORE] !== undefined)
+    await forgetOwnership(ops, current, body);
   return done(await ops.apply(namespace, name, body as T), true);
 }
 
+/** Deletes from `target` the paths present in `before` (an earlier version's record) and absent from `now`. */
+function removeDropped(target: Json, before: Json, now: unknown): void {
+  for (const [k, b] of Object.entries(before)) {
+    const n = now && typeof now === 'object' ? (now as Json)[k] : undefined;
+    if (n === undefined) delete target[k];
+    else if (isObject(b) && isObject(n) && isObject(target[k]) && !Array.isArray(target[k]))
+      removeDropped(target[k] as Json, b as Json, n);
+  }
+}
+
+const isObject = (v: unknown): v is Json => !!v && typeof v === 'object';
+
 /**
- * An object written by an earlier operator version (whole-object updates, the paths it set in an annotation):
- * its field ownership is reset (`managedFields: [{}]`, the API server's documented reset) and the annotation
- * dropped, so the first apply makes the operator the only owner of what it sets and later applies can remove what
- * it stops setting. Fields nobody applies stay as they are.
+ * An object written by an earlier operator version (whole-object updates, the paths it set in an annotation): what
+ * that version set and this one does not is removed, the annotation dropped and the field ownership reset
+ * (`managedFields: [{}]`, the API server's documented reset), so the apply that follows makes the operator the only
+ * owner of what it sets and later applies remove what it stops setting.
  */
-async function forgetOwnership<T>(ops: ObjectOps<T>, current: Json): Promise<void> {
-  const { [ANNOTATION_OWNED_BEFORE]: _o, ...annotations } = current.metadata.annotations as Json;
-  const body = { ...current, metadata: { ...current.metadata, annotations, managedFields: [{}] } };
+async function forgetOwnership<T>(ops: ObjectOps<T>, current: Json, body: Json): Promise<void> {
+  const { [ANNOTATION_OWNED_BEFORE]: record, ...annotations } = current.metadata.annotations as Json;
+  const next = structuredClone({ ...current, metadata: { ...current.metadata, annotations, managedFields: [{}] } });
   try {
-    await ops.replace(current.metadata.namespace, current.metadata.name, body as T);
+    const before = JSON.parse(String(record)) as unknown;
+    if (isObject(before)) {
+      const { metadata: bMeta, ...bRest } = before;
+      const { metadata: nowMeta, ...nowRest } = body;
+      removeDropped(next, bRest, nowRest);
+      if (isObject(bMeta)) removeDropped(next.metadata, bMeta, nowMeta);
+    }
+  } catch {
+    // An unreadable record: nothing to remove, ownership is still reset.
+  }
+  try {
+    await ops.replace(current.metadata.namespace, current.metadata.name, next as T);
   } catch (err) {
     if (!isStatus(err, 409)) throw err; // changed meanwhile: the next reconcile tries again
   }
