@@ -700,8 +700,24 @@ export class KubeApiServer {
     status: boolean,
   ): void {
     const manager = q.get('fieldManager') ?? '';
-    if (!manager)
-      return this.status(res, 400, 'BadRequest', 'PATCH, application/apply-patch+yaml requires fieldManager to be set');
+    if (!manager) {
+      const cause = {
+        field: 'fieldManager',
+        message: 'Required value: is required for apply patch',
+        reason: 'FieldValueRequired',
+      };
+      return this.status(
+        res,
+        422,
+        'Invalid',
+        `PatchOptions.meta.k8s.io "" is invalid: fieldManager: ${cause.message}`,
+        {
+          group: 'meta.k8s.io',
+          kind: 'PatchOptions',
+          causes: [cause],
+        },
+      );
+    }
     const applied = body as Json;
     if (!applied || typeof applied !== 'object' || Array.isArray(applied))
       return this.status(res, 400, 'BadRequest', 'the apply patch must be an object');
