@@ -2,7 +2,14 @@
 // like `kubectl apply`, the test playing the Job and Deployment controllers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
+import {
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  EventsV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
@@ -770,6 +777,56 @@ describe('a deployment with its own Postgres (ordering)', () => {
     expect(ours.operation).toBe('Apply');
     expect(ours.fieldsV1['f:spec']['f:template']['f:spec']['f:nodeSelector']).toBeUndefined();
     expect(ours.fieldsV1['f:metadata']['f:labels']['f:team']).toBeUndefined();
+  });
+  it('fails the rollout naming why the cluster refuses its Postgres pod (a quota on its volume), in the health too', async () => {
+    const id = '4d5e6f70-8192-4a3b-8c4d-5e6f7a8b9c0d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    await applyDeployment(manifest);
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    // The StatefulSet controller, its volume claim refused by a ResourceQuota, records FailedCreate on the
+    // StatefulSet at each attempt, and no Postgres pod ever appears (the agent pods would wait on it, silent).
+    await core.createNamespacedEvent({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-postgres.quota` },
+        involvedObject: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: `${name}-postgres`, namespace: NS },
+        reason: 'FailedCreate',
+        type: 'Warning',
+        count: 3,
+        firstTimestamp: new Date(Date.now() - 20_000),
+        lastTimestamp: new Date(),
+        message: `create Claim data-${name}-postgres-0 for Pod ${name}-postgres-0 in StatefulSet ${name}-postgres failed error: persistentvolumeclaims "data-${name}-postgres-0" is forbidden: exceeded quota: storage, requested: requests.storage=1Gi, used: requests.storage=0, limited: requests.storage=1Mi`,
+        source: { component: 'statefulset-controller' },
+      },
+    });
+    // Its next reconcile (a resync within a minute; here the revision touched).
+    await custom.patchNamespacedCustomObject(
+      {
+        group: 'agentplane.dev',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'agentrevisions',
+        name: `${name}-r1`,
+        body: { metadata: { annotations: { 'example.com/touched': '1' } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
+    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(
+      /Postgres pod cannot be created \(FailedCreate\): create Claim .*exceeded quota.*\(3 attempts\)/,
+    );
+    const ready = await until('Ready False', () =>
+      (peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions as Json[] | undefined)?.find(
+        (c) => c.type === 'Ready' && c.status === 'False',
+      ),
+    );
+    expect(ready).toMatchObject({ reason: 'DEPLOY_FAILED' });
+    expect(ready.message).toContain('Postgres pod cannot be created (FailedCreate)');
   });
 });
 
