@@ -107,10 +107,25 @@ describe.skipIf(!binaries).each(SETS)(
       await startOperator('agentplane-operator-0');
     });
 
+    /** Health (and metrics) port of each operator replica, by its pod name. */
+    const healthPorts = new Map<string, number>();
+    /** One counter of the operator's /metrics, summed over the series whose labels include `labels`. */
+    const counter = async (pod: string, metric: string, labels: Record<string, string>) => {
+      const text = await (await fetch(`http://127.0.0.1:${healthPorts.get(pod)}/metrics`)).text();
+      let sum = 0;
+      for (const line of text.split('\n')) {
+        const m = /^(\w+)\{([^}]*)\} (\S+)$/.exec(line);
+        if (!m || m[1] !== metric) continue;
+        if (Object.entries(labels).every(([k, v]) => m[2]!.includes(`${k}="${v}"`))) sum += Number(m[3]);
+      }
+      return sum;
+    };
+
     /** An operator replica as the chart's Deployment runs it (POD_NAME is its Lease identity); resolves once ready. */
     const startOperator = async (pod: string) => {
       const op = await chartContainer('operator');
       const healthPort = await freePort();
+      healthPorts.set(pod, healthPort);
       startAgentplane(
         pod,
         [
@@ -168,6 +183,63 @@ describe.skipIf(!binaries).each(SETS)(
       expect(served.active_revision_id).toBe(r1);
       expect(served.url).toContain(`.${childNs}.svc`);
     });
+
+    it.skipIf(perTenant)(
+      "server-side apply: the children are agentplane-operator's; another manager's field survives a reconcile, which writes nothing",
+      async () => {
+        expect(id, 'the create test ran').not.toBe('');
+        const admin = kube.admin.kubeconfigPath;
+        const path = `/apis/apps/v1/namespaces/${childNs}/deployments/${name}`;
+        const managers = (o: Json) => (o.metadata.managedFields as Json[]).map((m) => `${m.manager}/${m.operation}`);
+        expect(managers((await get(path))!)).toContain('agentplane-operator/Apply');
+        expect(managers((await get(`/api/v1/namespaces/${childNs}/services/${name}`))!)).toContain(
+          'agentplane-operator/Apply',
+        );
+        // Another team applies its own fields with its own field manager, as `kubectl apply --server-side` does.
+        const theirs = join(kube.dir, 'platform-team.yaml');
+        const manifest = (extra: Json = {}) =>
+          stringify({
+            apiVersion: 'apps/v1',
+            kind: 'Deployment',
+            metadata: { name, namespace: childNs, annotations: { 'example.com/owner': 'platform-team' } },
+            ...extra,
+          });
+        writeFileSync(theirs, manifest());
+        await kubectl(['apply', '--server-side', '--field-manager=platform-team', '-f', theirs], admin);
+        // Without --force-conflicts it cannot take a field the operator owns (the image of the agent container).
+        writeFileSync(
+          theirs,
+          manifest({
+            spec: {
+              template: { spec: { containers: [{ name: 'agent-server', image: 'registry.example.test/evil:1' }] } },
+            },
+          }),
+        );
+        await expect(
+          kubectl(['apply', '--server-side', '--field-manager=platform-team', '-f', theirs], admin),
+        ).rejects.toThrow(/conflict with "agentplane-operator".*image/);
+        const before = (await get(path))!;
+        const op = 'agentplane-operator-0';
+        const reconciles = () => counter(op, 'agentplane_operator_reconciles_total', { controller: 'agentrevision' });
+        const reads = () =>
+          counter(op, 'agentplane_operator_api_requests_total', { verb: 'get', resource: 'deployments' });
+        const writes = async () =>
+          (await counter(op, 'agentplane_operator_api_requests_total', { verb: 'patch' })) +
+          (await counter(op, 'agentplane_operator_api_requests_total', { verb: 'update', resource: 'deployments' }));
+        const [reconciled0, reads0, writes0] = [await reconciles(), await reads(), await writes()];
+        // A reconcile of the unchanged deployment: its revision touched, which the revision controller reconciles.
+        await kubectl(['-n', NS, 'annotate', 'agentrevision', `${name}-r1`, 'example.com/touched=1'], admin);
+        await until(
+          'a reconcile that read the Deployment',
+          async () => (await reconciles()) > reconciled0 && (await reads()) > reads0,
+        );
+        expect(await writes()).toBe(writes0);
+        const after = (await get(path))!;
+        expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+        expect(after.metadata.annotations['example.com/owner']).toBe('platform-team');
+        expect(managers(after)).toEqual(expect.arrayContaining(['agentplane-operator/Apply', 'platform-team/Apply']));
+      },
+    );
 
     it.skipIf(!perTenant)(
       'the tenant namespace the operator made enforces Pod Security restricted and holds the quota and limits of the values',

@@ -106,6 +106,39 @@ async function scenario(send: Send, watch: (path: string) => Promise<Json>): Pro
     await send('PATCH', `${CM}/cm1`, { data: { b: '2' } }, 'application/merge-patch+json'),
     (o) => o.data,
   );
+  // Server-side apply: an apply creates, another manager's value of a field it does not own is a conflict unless
+  // forced, and a field its only manager stops applying is removed.
+  const APPLY = 'application/apply-patch+yaml';
+  const applied = (data: Json) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'ssa' }, data });
+  const owners = (o: Json) => ({
+    data: o.data,
+    managers: (o.metadata.managedFields as Json[]).map((m) => `${m.manager}/${m.operation}`).sort(),
+  });
+  await step('apply without a field manager', await send('PATCH', `${CM}/ssa`, applied({ a: '1' }), APPLY));
+  await step(
+    'apply creates',
+    await send('PATCH', `${CM}/ssa?fieldManager=one`, applied({ a: '1', b: '1' }), APPLY),
+    owners,
+  );
+  await step(
+    'another manager applies a field of its own',
+    await send('PATCH', `${CM}/ssa?fieldManager=two`, applied({ c: '1' }), APPLY),
+    owners,
+  );
+  await step(
+    "another manager applies another value of the first one's field",
+    await send('PATCH', `${CM}/ssa?fieldManager=two`, applied({ a: '2', c: '1' }), APPLY),
+  );
+  await step(
+    'the same, forced',
+    await send('PATCH', `${CM}/ssa?fieldManager=two&force=true`, applied({ a: '2', c: '1' }), APPLY),
+    owners,
+  );
+  await step(
+    'the first manager stops applying its field',
+    await send('PATCH', `${CM}/ssa?fieldManager=one`, applied({}), APPLY),
+    owners,
+  );
   await step(
     'create in a missing namespace',
     await send('POST', '/api/v1/namespaces/nowhere/configmaps', configMap('cm1')),

@@ -2,7 +2,13 @@
 // empty maps (`nodeSelector: {}`), refuses changes to a StatefulSet's volumeClaimTemplates, and defaults a
 // Deployment's replicas to 1 when they are removed. Each would make the operator write on every reconcile, fail
 // forever, or scale down for a moment.
-import { AppsV1Api, type V1Deployment } from '@kubernetes/client-node';
+import {
+  ApiException,
+  AppsV1Api,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type V1Deployment,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
 import { openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
@@ -11,6 +17,7 @@ import { createDeploymentReconciler } from '../../src/operator/controllers/agent
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { apply, quantityValue, type ObjectOps } from '../../src/operator/runtimes/kubernetes/apply.ts';
 import { KubernetesRuntime } from '../../src/operator/runtimes/kubernetes/index.ts';
+import { makeApiClients } from '../../src/operator/runtimes/kubernetes/context.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 
@@ -26,11 +33,7 @@ beforeAll(async () => {
   cluster = await startCluster(NS, { rbac: true });
   cluster.installChartRbac();
   apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
-  ops = {
-    read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
-    create: (namespace, body) => apps.createNamespacedDeployment({ namespace, body }),
-    replace: (namespace, name, body) => apps.replaceNamespacedDeployment({ name, namespace, body }),
-  };
+  ops = makeApiClients(cluster.kubeConfig).ops.deployment;
 }, 60_000);
 afterAll(async () => {
   await cluster?.close();
@@ -172,4 +175,81 @@ describe('apply() converges on what the server stores', () => {
     expect(rev.status?.phase).not.toMatch(/FAILED/);
     expect(cluster.api.denied.length).toBe(denied);
   }, 60_000);
+});
+
+describe('server-side apply as agentplane-operator', () => {
+  /** Someone else's server-side apply (a platform team's `kubectl apply --server-side`, a webhook's controller). */
+  const theirs = (body: Json, force = false) =>
+    KubernetesObjectApi.makeApiClient(cluster.kubeConfig).patch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', ...body },
+      undefined,
+      undefined,
+      'platform-team',
+      force,
+      PatchStrategy.ServerSideApply,
+    );
+  const read = async (name: string) => (await apps.readNamespacedDeployment({ name, namespace: NS })) as Json;
+  const managers = (d: Json) => (d.metadata.managedFields as Json[]).map((m) => `${m.manager}/${m.operation}`).sort();
+
+  it('removes what it stops applying and keeps what another manager applied, a sidecar included, without a write per reconcile', async () => {
+    const name = 'shared';
+    const first = deployment(name, { replicas: 2 }, { nodeSelector: { pool: 'agents' } });
+    first.metadata!.labels = { ...first.metadata!.labels, team: 'support' };
+    expect((await apply(ops, first)).wrote).toBe(true);
+    await theirs({
+      metadata: { name, namespace: NS, annotations: { 'example.com/owner': 'platform' } },
+      spec: { template: { spec: { containers: [{ name: 'proxy', image: 'ghcr.io/x/proxy:1' }] } } },
+    });
+    expect(managers(await read(name))).toEqual(['agentplane-operator/Apply', 'platform-team/Apply']);
+    // Their additions are no difference: no write.
+    expect((await apply(ops, first)).wrote).toBe(false);
+    // The next revision sets neither the node selector nor the label.
+    const second = deployment(name, { replicas: 2 });
+    expect((await apply(ops, second)).wrote).toBe(true);
+    const d = await read(name);
+    expect(d.spec.template.spec.nodeSelector).toBeUndefined();
+    expect(d.metadata.labels.team).toBeUndefined();
+    expect(d.metadata.annotations['example.com/owner']).toBe('platform');
+    expect(d.spec.template.spec.containers.map((c: Json) => c.name)).toEqual(['agent', 'proxy']);
+    expect((await apply(ops, second)).wrote).toBe(false);
+  });
+
+  it('keeps its fields: another manager is refused them without force, and a forced change is taken back', async () => {
+    const name = 'contested';
+    const mine = deployment(name, { replicas: 1 });
+    await apply(ops, mine);
+    const evil = {
+      metadata: { name, namespace: NS },
+      spec: { template: { spec: { containers: [{ name: 'agent', image: 'ghcr.io/evil/a:1' }] } } },
+    };
+    const refused = await theirs(evil).catch((err: unknown) => err as ApiException<string>);
+    expect(refused).toBeInstanceOf(ApiException);
+    expect((refused as ApiException<string>).code).toBe(409);
+    expect(JSON.parse((refused as ApiException<string>).body).message).toMatch(
+      /Apply failed with 1 conflict: conflict with "agentplane-operator": \.spec\.template\.spec\.containers\[name="agent"\]\.image/,
+    );
+    await theirs(evil, true);
+    expect((await read(name)).spec.template.spec.containers[0].image).toBe('ghcr.io/evil/a:1');
+    // The operator's next reconcile (forced, see applyOptions) puts its image back.
+    expect((await apply(ops, mine)).wrote).toBe(true);
+    expect((await read(name)).spec.template.spec.containers[0].image).toBe('ghcr.io/x/a:1');
+  });
+
+  it('takes over an object an earlier version wrote whole, removing what that version set and this one does not', async () => {
+    const name = 'upgraded';
+    // As the operator before server-side apply left it: created by a plain create, the paths it set recorded.
+    const old = deployment(name, { replicas: 1 }, { nodeSelector: { pool: 'agents' } });
+    old.metadata!.annotations = {
+      'agentplane.dev/owned-fields': JSON.stringify({
+        metadata: { labels: { app: 1 }, annotations: {} },
+        spec: { selector: 1, replicas: 1, template: { metadata: 1, spec: { nodeSelector: 1, containers: 1 } } },
+      }),
+    };
+    await apps.createNamespacedDeployment({ namespace: NS, body: old });
+    expect((await apply(ops, deployment(name, { replicas: 1 }))).wrote).toBe(true);
+    const d = await read(name);
+    expect(d.metadata.annotations['agentplane.dev/owned-fields']).toBeUndefined();
+    expect(d.spec.template.spec.nodeSelector).toBeUndefined();
+    expect(managers(d)).toEqual(['agentplane-operator/Apply']);
+  });
 });

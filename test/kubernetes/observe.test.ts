@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
-import { buildStatusOf, podFailure, rolloutStatusOf } from '../../src/operator/runtimes/kubernetes/observe.ts';
+import {
+  buildStatusOf,
+  databaseRefusal,
+  podFailure,
+  rolloutStatusOf,
+} from '../../src/operator/runtimes/kubernetes/observe.ts';
 import { nextRevisionStatus } from '../../src/operator/controllers/agentrevision/decide.ts';
 import { buildPodOf } from '../../src/operator/runtimes/kubernetes/builds.ts';
 
@@ -336,5 +341,62 @@ describe('buildPodOf', () => {
     expect(buildPodOf([elsewhere], job)).toBeUndefined();
     expect(buildPodOf([elsewhere, ours], job)).toBe(ours);
     expect(buildPodOf([pod('agentplane-t-a', { 'job-name': 'ag-x-r2-build' })], job)).toBeUndefined();
+  });
+});
+
+describe("a deployment's own Postgres the cluster refuses", () => {
+  const now = Date.parse('2026-01-01T12:00:00Z');
+  const pending = (since: number, message = '0/3 nodes are available: 3 Insufficient memory.'): V1Pod =>
+    ({
+      metadata: { name: 'ag-1-postgres-0' },
+      status: {
+        phase: 'Pending',
+        conditions: [
+          {
+            type: 'PodScheduled',
+            status: 'False',
+            reason: 'Unschedulable',
+            message,
+            lastTransitionTime: new Date(now - since).toISOString(),
+          },
+        ],
+      },
+    }) as unknown as V1Pod;
+  const refusal = (count: number, firstAgoMs: number) => ({
+    reason: 'FailedCreate',
+    count,
+    message:
+      'create Claim data-ag-1-postgres-0 for Pod ag-1-postgres-0 in StatefulSet ag-1-postgres failed error: persistentvolumeclaims "data-ag-1-postgres-0" is forbidden: exceeded quota: storage, requested: requests.storage=1Gi, used: requests.storage=0, limited: requests.storage=1Mi',
+    firstTimestamp: new Date(now - firstAgoMs),
+    lastTimestamp: new Date(now),
+    involvedObject: { kind: 'StatefulSet', name: 'ag-1-postgres' },
+    metadata: {},
+  });
+
+  it.each([
+    ['a pod unschedulable for a moment (an autoscaler may add a node)', [pending(30_000)], [], undefined],
+    [
+      'a pod unschedulable past the grace',
+      [pending(180_000)],
+      [],
+      /^Postgres pod ag-1-postgres-0 cannot start: Unschedulable for 180 s: 0\/3 nodes are available: 3 Insufficient memory\.$/,
+    ],
+    ['no pod yet, one refusal just now', [], [refusal(1, 1_000)], undefined],
+    [
+      'no pod, refusals that persist (a quota)',
+      [],
+      [refusal(3, 20_000)],
+      /^Postgres pod cannot be created \(FailedCreate\): create Claim .*exceeded quota.* \(3 attempts\)$/,
+    ],
+    [
+      'a pod that runs, old refusals',
+      [{ metadata: { name: 'p' }, status: { phase: 'Running' } } as V1Pod],
+      [refusal(5, 90_000)],
+      undefined,
+    ],
+  ])('%s', (_title, pods, events, expected) => {
+    const got = databaseRefusal(pods, events as never, now);
+    if (expected) expect(got).toMatch(expected);
+    else expect(got).toBeUndefined();
   });
 });

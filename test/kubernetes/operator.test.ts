@@ -2,7 +2,14 @@
 // like `kubectl apply`, the test playing the Job and Deployment controllers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
+import {
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  EventsV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
@@ -15,6 +22,8 @@ import { createDeploymentReconciler } from '../../src/operator/controllers/agent
 import { createRevisionReconciler } from '../../src/operator/controllers/agentrevision/controller.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
 import { buildJobName } from '../../src/operator/runtimes/kubernetes/build-job.ts';
+import { postgresName } from '../../src/operator/runtimes/kubernetes/postgres.ts';
+import type { Target } from '../../src/operator/runtimes/kubernetes/labels.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
 import { kubectl } from '../support/helm/index.ts';
@@ -804,9 +813,62 @@ describe('a deployment with its own Postgres (ordering)', () => {
     // What others set stays: the Deployment controller's revision annotation.
     await fake.rollout(name, 'ready');
     await until('r3 DEPLOYED', () => phaseOf(`${name}-r3`) === 'DEPLOYED');
-    expect(peek('apps', 'deployments', name)!.metadata.annotations['agentplane.dev/owned-fields']).not.toContain(
-      'nodeSelector',
+    // The operator's field set (server-side apply) no longer holds what it stopped setting.
+    const d4 = peek('apps', 'deployments', name)!;
+    const ours = d4.metadata.managedFields.find((m: Json) => m.manager === 'agentplane-operator');
+    expect(ours.operation).toBe('Apply');
+    expect(ours.fieldsV1['f:spec']['f:template']['f:spec']['f:nodeSelector']).toBeUndefined();
+    expect(ours.fieldsV1['f:metadata']['f:labels']['f:team']).toBeUndefined();
+  });
+  it('fails the rollout naming why the cluster refuses its Postgres pod (a quota on its volume), in the health too', async () => {
+    const id = '4d5e6f70-8192-4a3b-8c4d-5e6f7a8b9c0d';
+    const name = `ag-${id}`;
+    const manifest = example('agentdeployment.yaml');
+    manifest.metadata.name = name;
+    manifest.spec.deploymentId = id;
+    manifest.spec.targetRevisionName = `${name}-r1`;
+    manifest.spec.secretReferences = [];
+    await applyDeployment(manifest);
+    await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
+    // The StatefulSet controller, its volume claim refused by a ResourceQuota, records FailedCreate on the
+    // StatefulSet at each attempt, and no Postgres pod ever appears (the agent pods would wait on it, silent).
+    await core.createNamespacedEvent({
+      namespace: NS,
+      body: {
+        metadata: { name: `${name}-postgres.quota` },
+        involvedObject: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: `${name}-postgres`, namespace: NS },
+        reason: 'FailedCreate',
+        type: 'Warning',
+        count: 3,
+        firstTimestamp: new Date(Date.now() - 20_000),
+        lastTimestamp: new Date(),
+        message: `create Claim data-${name}-postgres-0 for Pod ${name}-postgres-0 in StatefulSet ${name}-postgres failed error: persistentvolumeclaims "data-${name}-postgres-0" is forbidden: exceeded quota: storage, requested: requests.storage=1Gi, used: requests.storage=0, limited: requests.storage=1Mi`,
+        source: { component: 'statefulset-controller' },
+      },
+    });
+    // Its next reconcile (a resync within a minute; here the revision touched).
+    await custom.patchNamespacedCustomObject(
+      {
+        group: 'agentplane.dev',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'agentrevisions',
+        name: `${name}-r1`,
+        body: { metadata: { annotations: { 'example.com/touched': '1' } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
+    await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
+    expect(revision(`${name}-r1`)!.status.statusMessage).toMatch(
+      /Postgres pod cannot be created \(FailedCreate\): create Claim .*exceeded quota.*\(3 attempts\)/,
+    );
+    const ready = await until('Ready False', () =>
+      (peek('agentplane.dev', 'agentdeployments', name)?.status?.conditions as Json[] | undefined)?.find(
+        (c) => c.type === 'Ready' && c.status === 'False',
+      ),
+    );
+    expect(ready).toMatchObject({ reason: 'DEPLOY_FAILED' });
+    expect(ready.message).toContain('Postgres pod cannot be created (FailedCreate)');
   });
 });
 
@@ -1023,10 +1085,13 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
     expect(db.spec.podSelector.matchLabels).toEqual(
       peek('apps', 'statefulsets', `${name}-postgres`)!.spec.selector.matchLabels,
     );
-    const policyWrite = seen.indexOf(`POST /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`);
+    // Server-side applies: the first one of each object creates it.
+    const policyWrite = seen.indexOf(`PATCH /apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies/${name}-agent`);
     expect(policyWrite).toBeGreaterThanOrEqual(0);
-    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/deployments`));
-    expect(policyWrite).toBeLessThan(seen.indexOf(`POST /apis/apps/v1/namespaces/${NS}/statefulsets`));
+    expect(policyWrite).toBeLessThan(seen.indexOf(`PATCH /apis/apps/v1/namespaces/${NS}/deployments/${name}`));
+    expect(policyWrite).toBeLessThan(
+      seen.indexOf(`PATCH /apis/apps/v1/namespaces/${NS}/statefulsets/${postgresName({ name } as Target)}`),
+    );
     const pod = peek('apps', 'deployments', name)!.spec.template.spec;
     expect(pod.automountServiceAccountToken).toBe(false);
     // No variables listing the namespace's other Services; an image that cannot be changed, a /tmp in memory no

@@ -108,10 +108,11 @@ describe('image pull secrets in tenant namespaces', () => {
     expect(c.metadata.labels['app.kubernetes.io/managed-by']).toBe('agentplane-operator');
     // Only what is configured: the push secret stays where it is.
     expect(cluster.api.peek('', 'secrets', TENANT_NS, 'push')).toBeUndefined();
-    const postSecret = cluster.api.requests.indexOf(`POST /api/v1/namespaces/${TENANT_NS}/secrets`);
+    // Server-side applies, the first of which creates each object.
+    const postSecret = cluster.api.requests.indexOf(`PATCH /api/v1/namespaces/${TENANT_NS}/secrets/regcred`);
     expect(postSecret).toBeGreaterThanOrEqual(0);
     expect(postSecret).toBeLessThan(
-      cluster.api.requests.indexOf(`POST /apis/apps/v1/namespaces/${TENANT_NS}/deployments`),
+      cluster.api.requests.indexOf(`PATCH /apis/apps/v1/namespaces/${TENANT_NS}/deployments/${name}`),
     );
   });
 

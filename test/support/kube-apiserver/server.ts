@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { stringify } from 'yaml';
+import { parse as parseYaml, stringify } from 'yaml';
 import {
   authorize,
   forbiddenMessage,
@@ -23,6 +23,7 @@ import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpe
 import type { Admission } from './admit.ts';
 import { ownerReferenceRefusal } from './owner-refs.ts';
 import { evaluate as podSecurity } from './psa.ts';
+import { serverSideApply } from './ssa.ts';
 
 type Json = Record<string, any>;
 export type HungRequest = { method: string; path: string; body: unknown };
@@ -74,6 +75,7 @@ export type KubeApiServerOptions = {
 
 type Policy = 'Orphan' | 'Background' | 'Foreground';
 const POLICIES: Policy[] = ['Foreground', 'Background', 'Orphan'];
+const APPLY_PATCH = 'application/apply-patch+yaml';
 const FINALIZER_ORPHAN = 'orphan';
 const FINALIZER_FOREGROUND = 'foregroundDeletion';
 /** Namespaces the NamespaceLifecycle admission never lets anyone delete. */
@@ -282,7 +284,9 @@ export class KubeApiServer {
     const q = url.searchParams;
     const method = req.method ?? 'GET';
     // DELETE may carry DeleteOptions (preconditions) as its body, like on the real server.
-    const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method) ? await readJson(req) : undefined;
+    const body = ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method)
+      ? await readJson(req, req.headers['content-type'] ?? '')
+      : undefined;
     if (body === null) return this.status(res, 400, 'BadRequest', 'the request body is not valid JSON');
     if (method !== 'DELETE' && body !== undefined) this.writes.push({ method, path: url.pathname, body });
     if (user && this.opts.rbac) {
@@ -308,7 +312,7 @@ export class KubeApiServer {
       if (
         spec.plural.endsWith('bindings') &&
         spec.group === 'rbac.authorization.k8s.io' &&
-        (method === 'POST' || method === 'PUT')
+        (method === 'POST' || method === 'PUT' || method === 'PATCH')
       ) {
         const ref = (body as Json | undefined)?.roleRef ?? {};
         const bind: RequestAttributes = {
@@ -338,6 +342,8 @@ export class KubeApiServer {
     if (method === 'GET') return this.get(res, spec, namespace!, name!);
     if (method === 'POST' && !name && namespace !== undefined) return this.create(res, spec, namespace, body as Json);
     if (method === 'PUT' && name) return this.replace(res, spec, namespace!, name, body as Json, sub === 'status');
+    if (method === 'PATCH' && name && (req.headers['content-type'] ?? '').startsWith(APPLY_PATCH))
+      return this.applyPatch(res, spec, namespace!, name, body, q, sub === 'status');
     if (method === 'PATCH' && name)
       return this.patch(res, spec, namespace!, name, body, req.headers['content-type'] ?? '', sub === 'status');
     if (method === 'DELETE' && name) return this.delete(res, spec, namespace!, name, body as Json | undefined, q);
@@ -548,6 +554,11 @@ export class KubeApiServer {
     }
     for (const k of Object.keys(next.metadata)) if (next.metadata[k] === undefined) delete next.metadata[k];
     if (next.metadata.finalizers?.length === 0) delete next.metadata.finalizers;
+    // `managedFields: [{}]` is the documented reset of field ownership; absent keeps what the object had.
+    const mf = next.metadata.managedFields;
+    if (Array.isArray(mf) && mf.length === 1 && !Object.keys(mf[0] ?? {}).length) delete next.metadata.managedFields;
+    else if (mf === undefined && old.metadata.managedFields && !status)
+      next.metadata.managedFields = old.metadata.managedFields;
     if (next.status === undefined) delete next.status;
     const admitted = this.admitted(res, spec, namespace, name, spec.admit(next, old), old);
     if (!admitted) return;
@@ -664,7 +675,7 @@ export class KubeApiServer {
         res,
         415,
         'UnsupportedMediaType',
-        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`,
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
       );
     }
     // A patch is a replace against the current version unless it names another one.
@@ -672,6 +683,95 @@ export class KubeApiServer {
       ...next.metadata,
       resourceVersion: next.metadata?.resourceVersion ?? cur.obj.metadata.resourceVersion,
     };
+    this.replace(res, spec, namespace, name, next, status);
+  }
+
+  /**
+   * A server-side apply (ssa.ts): needs a fieldManager; creates the object when it is absent (which RBAC also
+   * authorizes as `create`, like the real server); conflicts are a 409 naming each field and its manager.
+   */
+  private applyPatch(
+    res: ServerResponse,
+    spec: KindSpec,
+    namespace: string,
+    name: string,
+    body: unknown,
+    q: URLSearchParams,
+    status: boolean,
+  ): void {
+    const manager = q.get('fieldManager') ?? '';
+    if (!manager) {
+      const cause = {
+        field: 'fieldManager',
+        message: 'Required value: is required for apply patch',
+        reason: 'FieldValueRequired',
+      };
+      return this.status(
+        res,
+        422,
+        'Invalid',
+        `PatchOptions.meta.k8s.io "" is invalid: fieldManager: ${cause.message}`,
+        {
+          group: 'meta.k8s.io',
+          kind: 'PatchOptions',
+          causes: [cause],
+        },
+      );
+    }
+    const applied = body as Json;
+    if (!applied || typeof applied !== 'object' || Array.isArray(applied))
+      return this.status(res, 400, 'BadRequest', 'the apply patch must be an object');
+    if (applied.apiVersion !== this.apiVersion(spec) || applied.kind !== spec.kind)
+      return this.status(
+        res,
+        400,
+        'BadRequest',
+        `the API version in the data (${applied.apiVersion}) does not match the expected API version (${this.apiVersion(spec)})`,
+      );
+    if (applied.metadata?.name !== undefined && applied.metadata.name !== name)
+      return this.status(res, 400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    if (applied.metadata?.managedFields !== undefined)
+      return this.status(res, 400, 'BadRequest', 'metadata.managedFields must be nil');
+    const cur = this.objects.get(this.key(spec.group, spec.plural, namespace, name));
+    const ctx = this.contexts.get(res);
+    if (!cur && ctx?.user && this.opts.rbac) {
+      const attrs: RequestAttributes = {
+        verb: 'create',
+        group: spec.group,
+        resource: spec.plural,
+        namespace: namespace || undefined,
+      };
+      if (!this.allowed(ctx.user, attrs)) return this.forbid(res, ctx.user, attrs, spec);
+    }
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const { status: _s, ...config } = spec.statusSubresource && !status ? applied : { ...applied };
+    const outcome = serverSideApply(
+      cur && structuredClone(cur.obj),
+      { ...config, metadata: { ...config.metadata, name } },
+      manager,
+      q.get('force') === 'true',
+      this.apiVersion(spec),
+      now,
+    );
+    if ('conflicts' in outcome) {
+      const n = outcome.conflicts.length;
+      const message = `Apply failed with ${n} conflict${n === 1 ? '' : 's'}: ${outcome.conflicts
+        .map((c) => `conflict with "${c.manager}": ${c.field}`)
+        .join('\n')}`;
+      return this.status(res, 409, 'Conflict', message, {
+        name,
+        group: spec.group,
+        kind: spec.plural,
+        causes: outcome.conflicts.map((c) => ({
+          reason: 'FieldManagerConflict',
+          message: `conflict with "${c.manager}"`,
+          field: c.field,
+        })),
+      });
+    }
+    const next = outcome.object;
+    if (!cur) return this.create(res, spec, namespace, next);
+    next.metadata.resourceVersion = cur.obj.metadata.resourceVersion;
     this.replace(res, spec, namespace, name, next, status);
   }
 
@@ -1207,13 +1307,14 @@ export class KubeApiServer {
   }
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, contentType: string): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
   const text = Buffer.concat(chunks).toString('utf8');
   if (!text) return undefined;
   try {
-    return JSON.parse(text);
+    // An apply patch is YAML (JSON is YAML too).
+    return contentType.startsWith(APPLY_PATCH) ? parseYaml(text) : JSON.parse(text);
   } catch {
     return null;
   }

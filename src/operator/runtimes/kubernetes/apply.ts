@@ -1,9 +1,11 @@
-// Create-or-update without needless writes: an object is written only when some field we set differs from what
-// the server holds (server defaults do not count), and updates are compare-and-swap on resourceVersion with a
-// retry on conflict. The fields we set are recorded on the object (their paths, never their values, in the
-// ANNOTATION_OWNED annotation, like kubectl's last-applied but without values), so a field we set before and no
-// longer want is removed while fields the server or other controllers set stay. Hand-written because
-// @kubernetes/client-node's generic object API needs API discovery and the double has no server-side apply.
+// Server-side apply without needless writes. The operator owns the fields its builders set, as the field manager
+// FIELD_MANAGER: each child is sent whole as an apply patch, so the API server itself removes a field we applied
+// before and no longer apply, and keeps every field another manager (a person's kubectl, an autoscaler, a mutating
+// webhook) set. A write is skipped when the live object already holds every field we apply (server defaults and
+// other managers' fields do not count; keyed lists such as containers match by key, so an injected sidecar is no
+// difference) and carries the digest of the same configuration (ANNOTATION_APPLIED: a field dropped from the
+// configuration changes it, which the live values alone cannot show).
+import { createHash } from 'node:crypto';
 import { ApiException } from '@kubernetes/client-node';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- Kubernetes objects of any kind, walked field by field
@@ -11,9 +13,21 @@ type Json = Record<string, any>;
 
 export type ObjectOps<T> = {
   read(namespace: string, name: string): Promise<T>;
-  create(namespace: string, body: T): Promise<T>;
+  /** Server-side apply of the whole configuration as FIELD_MANAGER, forced (see applyOptions); creates if absent. */
+  apply(namespace: string, name: string, body: T): Promise<T>;
+  /** Compare-and-swap update (resourceVersion) of an object as read: edits outside our configuration. */
   replace(namespace: string, name: string, body: T): Promise<T>;
 };
+
+/** The field manager of everything the operator applies (what `kubectl get -o yaml --show-managed-fields` shows). */
+export const FIELD_MANAGER = 'agentplane-operator';
+
+/**
+ * The query of every apply. `force`: the children are the operator's, built from the AgentDeployment; a field
+ * another manager changed under it (a `kubectl edit` of the image, a scale by hand) is taken back rather than
+ * left to fail every reconcile with a conflict no one would read. Fields the operator never sets stay theirs.
+ */
+export const applyOptions = { fieldManager: FIELD_MANAGER, force: true } as const;
 
 export function isStatus(err: unknown, code: number): boolean {
   return err instanceof ApiException && err.code === code;
@@ -62,18 +76,35 @@ function isEmpty(v: unknown): boolean {
 }
 
 /**
- * True when every field of `desired` is present and equal in `current` (arrays: same length, element-wise), as the
- * server would store it: an empty map or list equals an absent one, quantities compare by value.
+ * The key of a list the API server merges by key (containers, env, volumes by `name`; volumeMounts by
+ * `mountPath`; ownerReferences by `uid`): undefined for the lists it replaces whole (args, command, tolerations).
+ */
+function listKey(desired: unknown[]): string | undefined {
+  for (const k of ['name', 'mountPath', 'uid']) {
+    if (desired.length && desired.every((d) => d && typeof d === 'object' && typeof (d as Json)[k] === 'string'))
+      return k;
+  }
+  return undefined;
+}
+
+/**
+ * True when every field of `desired` is present and equal in `current`, as the server would store it: an empty map
+ * or list equals an absent one, quantities compare by value; keyed lists match element by key (other elements, a
+ * sidecar another manager added, do not count), other lists have the same length and match element-wise.
  */
 export function contains(current: unknown, desired: unknown, key = '', parent = ''): boolean {
   if (desired === undefined) return true;
   if ((current === undefined || current === null) && isEmpty(desired)) return true;
   if (Array.isArray(desired)) {
-    return (
-      Array.isArray(current) &&
-      current.length === desired.length &&
-      desired.every((d, i) => contains(current[i], d, key, parent))
-    );
+    if (!Array.isArray(current)) return false;
+    const k = listKey(desired);
+    if (k) {
+      return desired.every((d) => {
+        const match = current.find((c) => c && typeof c === 'object' && (c as Json)[k] === (d as Json)[k]);
+        return match !== undefined && contains(match, d, key, parent);
+      });
+    }
+    return current.length === desired.length && desired.every((d, i) => contains(current[i], d, key, parent));
   }
   if (desired && typeof desired === 'object') {
     if (!current || typeof current !== 'object') return false;
@@ -101,7 +132,13 @@ export type ApplyResult<T> = {
 };
 
 export type ApplyOptions = {
+  /** Written once, never changed (immutable Secrets, Jobs): an existing object is left as it is. */
   createOnly?: boolean;
+  /**
+   * false: `desired` is an object as read with some fields edited (a rollback of a Deployment's template, results
+   * recorded on a Job), written by a compare-and-swap update instead of an apply, so the configuration the operator
+   * applies stays the builders' alone.
+   */
   owned?: boolean;
   /**
    * Fields the server refuses to change once set (a StatefulSet's volumeClaimTemplates): an existing object keeps
@@ -109,8 +146,9 @@ export type ApplyOptions = {
    */
   immutable?: string[][];
   /**
-   * Fields we set before and no longer set but which must not be removed (a Deployment's replicas when an
-   * autoscaler takes over: removing them would scale to 1 until the autoscaler acts).
+   * Fields we applied before and no longer set but which must not be removed until another manager owns them (a
+   * Deployment's replicas when an autoscaler takes over: dropping them from the apply would scale to 1 until the
+   * autoscaler acts). Their live value is applied until then.
    */
   retain?: string[][];
 };
@@ -132,51 +170,58 @@ function setPath(obj: Json, path: string[], value: unknown): void {
 /** apply() met the object with a deletionTimestamp: the caller retries later. */
 export class BeingDeletedError extends Error {}
 
-export const ANNOTATION_OWNED = 'agentplane.dev/owned-fields';
+/** Digest of the configuration the operator last applied (see the file header). */
+export const ANNOTATION_APPLIED = 'agentplane.dev/applied';
+/** Where earlier operator versions recorded the paths they set; removed once, when an object is first applied. */
+export const ANNOTATION_OWNED_BEFORE = 'agentplane.dev/owned-fields';
 
-/** The paths of a value: objects keep their keys, anything else (arrays included, replaced whole) becomes 1. */
-export function fieldPaths(value: unknown): unknown {
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return 1;
+/** Keys in a stable order, so the digest depends on the configuration, not on how a builder spelt it. */
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (!v || typeof v !== 'object') return v;
   return Object.fromEntries(
-    Object.entries(value as Json)
-      .filter(([, v]) => v !== undefined)
-      .map(([k, v]) => [k, fieldPaths(v)]),
+    Object.keys(v as Json)
+      .filter((k) => (v as Json)[k] !== undefined)
+      .sort()
+      .map((k) => [k, canonical((v as Json)[k])]),
   );
 }
 
-/** Deletes from `target` the paths present in `before` and absent from `now`. */
-export function removeDropped(target: Json, before: Json, now: unknown): void {
-  for (const [k, b] of Object.entries(before)) {
-    const n = now && typeof now === 'object' ? (now as Json)[k] : undefined;
-    if (n === undefined) delete target[k];
-    else if (
-      b &&
-      typeof b === 'object' &&
-      n &&
-      typeof n === 'object' &&
-      target[k] &&
-      typeof target[k] === 'object' &&
-      !Array.isArray(target[k])
-    ) {
-      removeDropped(target[k] as Json, b as Json, n);
-    }
-  }
+export function appliedDigest(body: Json): string {
+  const { [ANNOTATION_APPLIED]: _d, ...annotations } = (body.metadata?.annotations ?? {}) as Json;
+  const bare = { ...body, metadata: { ...body.metadata, annotations } };
+  return createHash('sha256')
+    .update(JSON.stringify(canonical(bare)))
+    .digest('base64url')
+    .slice(0, 22);
 }
 
-function parseOwned(text: string | undefined): Json | undefined {
-  if (!text) return undefined;
+/** True when a manager other than ours owns the field at `path` (plain object keys) on `obj`. */
+export function ownedByOthers(obj: Json, path: string[]): boolean {
+  const entries = (obj.metadata?.managedFields ?? []) as Json[];
+  return entries.some(
+    (e) =>
+      e.manager !== FIELD_MANAGER &&
+      getPath(
+        e.fieldsV1,
+        path.map((k) => `f:${k}`),
+      ) !== undefined,
+  );
+}
+
+async function readOrUndefined<T>(ops: ObjectOps<T>, namespace: string, name: string): Promise<T | undefined> {
   try {
-    const v = JSON.parse(text) as unknown;
-    return v && typeof v === 'object' ? (v as Json) : undefined;
-  } catch {
-    return undefined;
+    return await ops.read(namespace, name);
+  } catch (err) {
+    if (isStatus(err, 404)) return undefined;
+    throw err;
   }
 }
 
 /**
- * Makes the object match `desired` (metadata labels/annotations/ownerReferences and spec-like fields). With
- * `owned` (the default, for objects from the builders) fields set by an earlier apply and absent from `desired` are
- * removed; `owned: false` only lays `desired` over the object (edits of a read object, which keep its record).
+ * Makes the object hold `desired` (an object from the builders, with apiVersion and kind): one server-side apply
+ * when some field differs or the configuration changed, nothing otherwise. `owned: false` updates an object as read
+ * with some fields edited instead (see ApplyOptions).
  */
 export async function apply<T extends { metadata?: Json }>(
   ops: ObjectOps<T>,
@@ -185,62 +230,108 @@ export async function apply<T extends { metadata?: Json }>(
 ): Promise<ApplyResult<T>> {
   const namespace = desired.metadata!.namespace as string;
   const name = desired.metadata!.name as string;
-  const owned = opts.owned ?? true;
-  const { metadata: rawMeta, apiVersion: _a, kind: _k, ...dRest } = structuredClone(desired) as Json;
-  const { [ANNOTATION_OWNED]: _o, ...userAnnotations } = (rawMeta.annotations ?? {}) as Record<string, string>;
-  const paths = owned
-    ? (fieldPaths({ ...dRest, metadata: { labels: rawMeta.labels ?? {}, annotations: userAnnotations } }) as Json)
-    : undefined;
-  const dMeta: Json = paths
-    ? { ...rawMeta, annotations: { ...userAnnotations, [ANNOTATION_OWNED]: JSON.stringify(paths) } }
-    : rawMeta;
-  desired = { ...desired, metadata: dMeta };
-  for (let attempt = 0; ; attempt++) {
-    let current: T | undefined;
-    try {
-      current = await ops.read(namespace, name);
-    } catch (err) {
-      if (!isStatus(err, 404)) throw err;
-    }
-    if (!current) {
-      try {
-        return { object: await ops.create(namespace, desired), wrote: true };
-      } catch (err) {
-        if (isStatus(err, 409) && attempt < 3) continue; // created meanwhile: compare against it
-        throw err;
-      }
-    }
-    const cur = current as Json;
-    const unchanged: string[] = [];
+  if (opts.owned === false) return update(ops, namespace, name, desired);
+  const body = structuredClone(desired) as Json;
+  if (!body.apiVersion || !body.kind) throw new Error(`apply of ${name}: apiVersion and kind are required`);
+  const current = (await readOrUndefined(ops, namespace, name)) as Json | undefined;
+  // An object being deleted (a foreground deletion waiting for its dependents, a finalizer) is never written:
+  // it is going away whatever we write. Failing lets the reconcile retry and create it afresh once it is gone.
+  if (current?.metadata?.deletionTimestamp)
+    throw new BeingDeletedError(`${name} in ${namespace} is being deleted; it is recreated once it is gone`);
+  if (current && opts.createOnly) return { object: current as T, wrote: false };
+  const unchanged: string[] = [];
+  if (current) {
     for (const path of opts.immutable ?? []) {
-      const now = getPath(cur, path);
-      if (now === undefined) continue;
-      if (!contains(now, getPath(dRest, path))) unchanged.push(path.join('.'));
-      setPath(dRest, path, structuredClone(now));
+      const now = getPath(current, path);
+      if (now === undefined || contains(now, getPath(body, path))) continue;
+      unchanged.push(path.join('.'));
+      setPath(body, path, structuredClone(now));
     }
-    // An object being deleted (a foreground deletion waiting for its dependents, a finalizer) is never written:
-    // it is going away whatever we write. Failing lets the reconcile retry and create it afresh once it is gone.
+    for (const path of opts.retain ?? []) {
+      const now = getPath(current, path);
+      if (getPath(body, path) === undefined && now !== undefined && !ownedByOthers(current, path))
+        setPath(body, path, structuredClone(now));
+    }
+  }
+  body.metadata = { ...body.metadata, annotations: { ...body.metadata.annotations } };
+  body.metadata.annotations[ANNOTATION_APPLIED] = appliedDigest(body);
+  const done = (object: T, wrote: boolean): ApplyResult<T> => ({
+    object,
+    wrote,
+    ...(unchanged.length ? { unchanged } : {}),
+  });
+  if (current && contains(current, body)) return done(current as T, false);
+  if (current?.metadata?.annotations?.[ANNOTATION_OWNED_BEFORE] !== undefined)
+    await forgetOwnership(ops, current, body);
+  return done(await ops.apply(namespace, name, body as T), true);
+}
+
+/** Deletes from `target` the paths present in `before` (an earlier version's record) and absent from `now`. */
+function removeDropped(target: Json, before: Json, now: unknown): void {
+  for (const [k, b] of Object.entries(before)) {
+    const n = now && typeof now === 'object' ? (now as Json)[k] : undefined;
+    if (n === undefined) delete target[k];
+    else if (isObject(b) && isObject(n) && isObject(target[k]) && !Array.isArray(target[k]))
+      removeDropped(target[k] as Json, b as Json, n);
+  }
+}
+
+const isObject = (v: unknown): v is Json => !!v && typeof v === 'object';
+
+/**
+ * An object written by an earlier operator version (whole-object updates, the paths it set in an annotation): what
+ * that version set and this one does not is removed, the annotation dropped and the field ownership reset
+ * (`managedFields: [{}]`, the API server's documented reset), so the apply that follows makes the operator the only
+ * owner of what it sets and later applies remove what it stops setting.
+ */
+async function forgetOwnership<T>(ops: ObjectOps<T>, current: Json, body: Json): Promise<void> {
+  const { [ANNOTATION_OWNED_BEFORE]: record, ...annotations } = current.metadata.annotations as Json;
+  const next = structuredClone({ ...current, metadata: { ...current.metadata, annotations, managedFields: [{}] } });
+  try {
+    const before = JSON.parse(String(record)) as unknown;
+    if (isObject(before)) {
+      const { metadata: bMeta, ...bRest } = before;
+      const { metadata: nowMeta, ...nowRest } = body;
+      removeDropped(next, bRest, nowRest);
+      if (isObject(bMeta)) removeDropped(next.metadata, bMeta, nowMeta);
+    }
+  } catch {
+    // An unreadable record: nothing to remove, ownership is still reset.
+  }
+  try {
+    await ops.replace(current.metadata.namespace, current.metadata.name, next as T);
+  } catch (err) {
+    if (!isStatus(err, 409)) throw err; // changed meanwhile: the next reconcile tries again
+  }
+}
+
+/** `desired` laid over what the server holds, written compare-and-swap, retried on a conflict. */
+async function update<T extends { metadata?: Json }>(
+  ops: ObjectOps<T>,
+  namespace: string,
+  name: string,
+  desired: T,
+): Promise<ApplyResult<T>> {
+  const { metadata: dMeta, apiVersion: _a, kind: _k, ...dRest } = structuredClone(desired) as Json;
+  for (let attempt = 0; ; attempt++) {
+    const cur = (await ops.read(namespace, name)) as Json;
     if (cur.metadata?.deletionTimestamp)
       throw new BeingDeletedError(`${name} in ${namespace} is being deleted; it is recreated once it is gone`);
     const same =
       contains(cur.metadata?.labels ?? {}, dMeta.labels ?? {}) &&
       contains(cur.metadata?.annotations ?? {}, dMeta.annotations ?? {}) &&
-      contains(cur.metadata?.ownerReferences ?? [], dMeta.ownerReferences ?? []) &&
       contains(cur, dRest);
-    if (same || opts.createOnly) return { object: current, wrote: false, ...(unchanged.length ? { unchanged } : {}) };
+    if (same) return { object: cur as T, wrote: false };
     const body = overlay(cur, {
       ...dRest,
-      metadata: { ...dMeta, resourceVersion: cur.metadata?.resourceVersion },
-    }) as Json;
-    const before = paths ? parseOwned(cur.metadata?.annotations?.[ANNOTATION_OWNED]) : undefined;
-    if (before && paths) {
-      const kept = (opts.retain ?? []).map((p) => [p, getPath(body, p)] as const);
-      removeDropped(body, before, paths);
-      for (const [p, v] of kept) if (v !== undefined && getPath(body, p) === undefined) setPath(body, p, v);
-    }
+      metadata: {
+        labels: dMeta.labels,
+        annotations: dMeta.annotations,
+        resourceVersion: cur.metadata?.resourceVersion,
+      },
+    }) as T;
     try {
-      const object = await ops.replace(namespace, name, body as T);
-      return { object, wrote: true, ...(unchanged.length ? { unchanged } : {}) };
+      return { object: await ops.replace(namespace, name, body), wrote: true };
     } catch (err) {
       if (isStatus(err, 409) && attempt < 3) continue;
       throw err;

@@ -7,8 +7,11 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   NetworkingV1Api,
+  PatchStrategy,
   RbacAuthorizationV1Api,
+  KubernetesObjectApi,
   type KubeConfig,
+  type KubernetesObject,
   type V1Deployment,
   type V1Ingress,
   type V1Job,
@@ -28,7 +31,7 @@ import { LABEL_DEPLOYMENT, ownerReferenceTo, type AgentDeployment } from '../../
 import type { Informer, KubeObject } from '../../controller-kit/informer.ts';
 import type { GitCredential } from '../../../git/credentials.ts';
 import type { RevisionLogSink, RevisionRef } from '../types.ts';
-import { isStatus, type ObjectOps } from './apply.ts';
+import { applyOptions, FIELD_MANAGER, isStatus, type ObjectOps } from './apply.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import type { Target } from './labels.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
@@ -105,62 +108,84 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const autoscaling = kc.makeApiClient(AutoscalingV2Api);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  // The client's generic object API does server-side apply itself: it serializes the typed object to its wire
+  // names (a NetworkPolicy's `_from` is `from`) and finds the resource path by discovery, cached per apiVersion.
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  const ssa = <T>(_namespace: string, _name: string, body: T): Promise<T> =>
+    objects.patch(
+      body as KubernetesObject,
+      undefined,
+      undefined,
+      applyOptions.fieldManager,
+      applyOptions.force,
+      PatchStrategy.ServerSideApply,
+    ) as Promise<T>;
   const ops: KindOps = {
     job: {
       read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
-      create: (namespace, body) => batch.createNamespacedJob({ namespace, body }),
-      replace: (namespace, name, body) => batch.replaceNamespacedJob({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        batch.replaceNamespacedJob({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     deployment: {
       read: (namespace, name) => apps.readNamespacedDeployment({ name, namespace }),
-      create: (namespace, body) => apps.createNamespacedDeployment({ namespace, body }),
-      replace: (namespace, name, body) => apps.replaceNamespacedDeployment({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        apps.replaceNamespacedDeployment({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     statefulSet: {
       read: (namespace, name) => apps.readNamespacedStatefulSet({ name, namespace }),
-      create: (namespace, body) => apps.createNamespacedStatefulSet({ namespace, body }),
-      replace: (namespace, name, body) => apps.replaceNamespacedStatefulSet({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        apps.replaceNamespacedStatefulSet({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     service: {
       read: (namespace, name) => core.readNamespacedService({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedService({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedService({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedService({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     secret: {
       read: (namespace, name) => core.readNamespacedSecret({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedSecret({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedSecret({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedSecret({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     ingress: {
       read: (namespace, name) => net.readNamespacedIngress({ name, namespace }),
-      create: (namespace, body) => net.createNamespacedIngress({ namespace, body }),
-      replace: (namespace, name, body) => net.replaceNamespacedIngress({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        net.replaceNamespacedIngress({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     autoscaler: {
       read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),
-      create: (namespace, body) => autoscaling.createNamespacedHorizontalPodAutoscaler({ namespace, body }),
+      apply: ssa,
       replace: (namespace, name, body) =>
-        autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body }),
+        autoscaling.replaceNamespacedHorizontalPodAutoscaler({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     networkPolicy: {
       read: (namespace, name) => net.readNamespacedNetworkPolicy({ name, namespace }),
-      create: (namespace, body) => net.createNamespacedNetworkPolicy({ namespace, body }),
-      replace: (namespace, name, body) => net.replaceNamespacedNetworkPolicy({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        net.replaceNamespacedNetworkPolicy({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     roleBinding: {
       read: (namespace, name) => rbac.readNamespacedRoleBinding({ name, namespace }),
-      create: (namespace, body) => rbac.createNamespacedRoleBinding({ namespace, body }),
-      replace: (namespace, name, body) => rbac.replaceNamespacedRoleBinding({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        rbac.replaceNamespacedRoleBinding({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     resourceQuota: {
       read: (namespace, name) => core.readNamespacedResourceQuota({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedResourceQuota({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedResourceQuota({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedResourceQuota({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
     limitRange: {
       read: (namespace, name) => core.readNamespacedLimitRange({ name, namespace }),
-      create: (namespace, body) => core.createNamespacedLimitRange({ namespace, body }),
-      replace: (namespace, name, body) => core.replaceNamespacedLimitRange({ name, namespace, body }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        core.replaceNamespacedLimitRange({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
   };
   return { apps, batch, core, net, custom, autoscaling, ops };

@@ -10,9 +10,9 @@ import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
-import { LABEL_REVISION, type Target } from './labels.ts';
+import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
-import { rolloutStatusOf } from './observe.ts';
+import { databaseRefusal, rolloutStatusOf } from './observe.ts';
 import {
   boundsViolation,
   hostOwner,
@@ -20,7 +20,7 @@ import {
   verifyServiceAccount,
   type VerifiedServiceAccount,
 } from './policy.ts';
-import { makePostgresSecret, makePostgresService, makePostgresStatefulSet } from './postgres.ts';
+import { makePostgresSecret, makePostgresService, makePostgresStatefulSet, postgresName } from './postgres.ts';
 import {
   databaseFor,
   deploymentUrl,
@@ -176,16 +176,50 @@ export async function deploy(
   const current = written.wrote
     ? written.object
     : (ctx.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
-  const status = rolloutStatusOf(
+  let status: ServerStatus = rolloutStatusOf(
     current,
     ctx.replicaSets.list(),
     ctx.pods.list(),
     spec.revision,
     cfg.crashLoopRestarts,
   ) ?? { phase: 'Starting' };
+  if (internalDb && status.phase === 'Starting') {
+    const refused = await postgresRefused(ctx, target);
+    if (refused) status = { phase: 'Failed', message: refused };
+  }
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
   if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
+}
+
+/**
+ * Why the deployment's Postgres cannot start (observe.ts databaseRefusal), from the watched pods; the
+ * StatefulSet's Events are listed only while it has no pod (one list per reconcile of a rollout that waits).
+ */
+async function postgresRefused(ctx: RuntimeContext, target: Target): Promise<string | undefined> {
+  const selector = selectorLabels(target, 'database');
+  const pods = ctx.pods
+    .list()
+    .filter(
+      (p) =>
+        p.metadata.namespace === target.namespace &&
+        Object.entries(selector).every(([k, v]) => p.metadata.labels?.[k] === v),
+    );
+  const name = postgresName(target);
+  const events = pods.length
+    ? []
+    : (
+        await ctx.core
+          .listNamespacedEvent({
+            namespace: target.namespace,
+            fieldSelector: `involvedObject.kind=StatefulSet,involvedObject.name=${name}`,
+          })
+          .catch((err: unknown) => {
+            ctx.log.warn({ err, statefulSet: name }, 'cannot read the Postgres StatefulSet events');
+            return { items: [] };
+          })
+      ).items;
+  return databaseRefusal(pods, events, Date.now());
 }
 
 /** `n` of a revision named `<deployment>-r<n>`. */

@@ -244,3 +244,19 @@ export function buildCreateRefused(events: CoreV1Event[], now: number): string |
   const latest = refused.reduce((a, b) => (time(b, 'last') >= time(a, 'last') ? b : a));
   return `${latest.message ?? 'the Job controller cannot create the build pod'} (${attempts} attempt${attempts === 1 ? '' : 's'})`;
 }
+
+/**
+ * Why a deployment's own Postgres cannot start, if it cannot: its pod unschedulable for UNSCHEDULABLE_GRACE_MS or
+ * stuck on its image or configuration (buildPodStuck's rules), or, with no pod at all, the StatefulSet controller's
+ * persisting FailedCreate refusals (a ResourceQuota, Pod Security, a LimitRange). The agent pods would only wait on
+ * their database check until the progress deadline, saying nothing of why.
+ */
+export function databaseRefusal(pods: V1Pod[], statefulSetEvents: CoreV1Event[], now: number): string | undefined {
+  for (const pod of pods) {
+    const stuck = buildPodStuck(pod, now);
+    if (stuck) return `Postgres pod ${pod.metadata?.name} cannot start: ${stuck}`;
+  }
+  if (pods.length) return undefined;
+  const refused = buildCreateRefused(statefulSetEvents, now);
+  return refused ? `Postgres pod cannot be created (FailedCreate): ${refused}` : undefined;
+}
