@@ -10,9 +10,7 @@ import { AppError, NotFoundError } from '../../lib/errors.ts';
 import type { RunAuth } from '../services/context.ts';
 import type { AgentService } from '../services/index.ts';
 import type { RunCreateBody } from '../schemas/runs.ts';
-import type { RunRecord } from '../storage/types.ts';
-import { ProtocolMapper } from './events.ts';
-import { runFactsOf } from './session.ts';
+import { runTree } from './tree.ts';
 
 export type ErrorCode =
   | 'invalid_argument'
@@ -174,23 +172,6 @@ export async function runCommand(
   }
 }
 
-export interface TreeNode {
-  namespace: string[];
-  status: string;
-  graph_name: string;
-  children?: TreeNode[];
-}
-
-/** A run's status as a tree node's, for a run whose events are gone (past retention). */
-const RUN_STATUS_AS_NODE: Record<string, string> = {
-  pending: 'started',
-  running: 'running',
-  success: 'completed',
-  interrupted: 'interrupted',
-  error: 'failed',
-  timeout: 'failed',
-};
-
 /**
  * The run's graph and the subgraphs it entered, each with its latest lifecycle status, as the run's stored events
  * map to protocol lifecycle events (the same on every replica). The thread's latest run unless run_id names one.
@@ -206,38 +187,6 @@ async function agentTree(
     : ((await runs.list(threadId, { limit: 1, offset: 0 }))[0] ?? null);
   if (!run) throw new CommandError('no_such_run', `agent.getTree: no run ${p.run_id ?? 'on this thread'}`, 404);
   return { tree: await runTree(deps, threadId, run) };
-}
-
-/** The run's agent tree (see agentTree). */
-export async function runTree(deps: CommandDeps, threadId: string, run: RunRecord): Promise<TreeNode> {
-  const { runs, streams } = deps.service;
-  const facts = async (id: string) => runFactsOf(await runs.get(threadId, id));
-  const mapper = new ProtocolMapper({ started: facts, ended: facts });
-  const nodes = new Map<string, TreeNode>();
-  for (let after = -1; ;) {
-    const page = await streams.read(run.run_id, after, 500, true);
-    if (!page.length) break;
-    after = page.at(-1)!.id;
-    for (const e of page) {
-      for (const ev of await mapper.map(e)) {
-        if (ev.method !== 'lifecycle') continue;
-        const data = ev.params.data as { event: string; graph_name?: string };
-        const ns = ev.params.namespace;
-        nodes.set(ns.join('\0'), { namespace: ns, status: data.event, graph_name: data.graph_name ?? 'graph' });
-      }
-    }
-  }
-  if (!nodes.has('')) {
-    nodes.set('', { namespace: [], status: RUN_STATUS_AS_NODE[run.status]!, graph_name: runFactsOf(run)!.graphName });
-  }
-  // Each namespace under its longest prefix seen (the root at the latest).
-  for (const [key, node] of nodes) {
-    if (!key) continue;
-    let parent: TreeNode | undefined;
-    for (let n = node.namespace.length - 1; !parent; n--) parent = nodes.get(node.namespace.slice(0, n).join('\0'));
-    (parent.children ??= []).push(node);
-  }
-  return nodes.get('')!;
 }
 
 /**
