@@ -6,10 +6,12 @@ import {
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   NetworkingV1Api,
   RbacAuthorizationV1Api,
   type KubeConfig,
   type V1Deployment,
+  type V1EndpointSlice,
   type V1Ingress,
   type V1Job,
   type V1LimitRange,
@@ -30,6 +32,7 @@ import type { GitCredential } from '../../../git/credentials.ts';
 import type { RevisionLogSink, RevisionRef } from '../types.ts';
 import { isStatus, type ObjectOps } from './apply.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
+import type { IdleEntry } from './idle.ts';
 import type { Target } from './labels.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
 
@@ -64,6 +67,7 @@ type KindOps = {
   roleBinding: ObjectOps<V1RoleBinding>;
   resourceQuota: ObjectOps<V1ResourceQuota>;
   limitRange: ObjectOps<V1LimitRange>;
+  endpointSlice: ObjectOps<V1EndpointSlice>;
 };
 
 /** The runtime's state as its concerns see it (the class in index.ts owns it; the concerns only use it). */
@@ -78,6 +82,7 @@ export type RuntimeContext = {
   net: NetworkingV1Api;
   custom: CustomObjectsApi;
   autoscaling: AutoscalingV2Api;
+  discovery: DiscoveryV1Api;
   ops: KindOps;
   jobs: Informer<Obj<V1Job>>;
   deployments: Informer<Obj<V1Deployment>>;
@@ -93,9 +98,14 @@ export type RuntimeContext = {
   envSwept: Map<string, string>;
   /** Optional children (`<kind>/<namespace>/<name>`) this process knows to be absent; deploy.ts clears a mark it writes. */
   absent: Set<string>;
+  /** Deployments the idle policy covers, by `<namespace>/<deployment>` of their Deployment (idle.ts). */
+  idle: Map<string, IdleEntry>;
 };
 
-export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
+export type ApiClients = Pick<
+  RuntimeContext,
+  'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'discovery' | 'ops'
+>;
 
 export function makeApiClients(kc: KubeConfig): ApiClients {
   const apps = kc.makeApiClient(AppsV1Api);
@@ -105,6 +115,7 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const autoscaling = kc.makeApiClient(AutoscalingV2Api);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
   const ops: KindOps = {
     job: {
       read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
@@ -162,8 +173,13 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
       create: (namespace, body) => core.createNamespacedLimitRange({ namespace, body }),
       replace: (namespace, name, body) => core.replaceNamespacedLimitRange({ name, namespace, body }),
     },
+    endpointSlice: {
+      read: (namespace, name) => discovery.readNamespacedEndpointSlice({ name, namespace }),
+      create: (namespace, body) => discovery.createNamespacedEndpointSlice({ namespace, body }),
+      replace: (namespace, name, body) => discovery.replaceNamespacedEndpointSlice({ name, namespace, body }),
+    },
   };
-  return { apps, batch, core, net, custom, autoscaling, ops };
+  return { apps, batch, core, net, custom, autoscaling, discovery, ops };
 }
 
 export async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {

@@ -34,6 +34,8 @@ import {
   serverName,
 } from './server.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
+import { applySleepRouting, sleepOf, sleepingStatus } from './idle.ts';
+import type { SleepState } from './sleep.ts';
 
 /** Writes what the revision's server needs (when it differs) and reports its rollout. */
 export async function deploy(
@@ -81,6 +83,8 @@ export async function deploy(
   }
   const publicAccess = sourceConfig.accessMode === 'public';
   const { host } = admitted;
+  // The idle policy: the state recorded on the Deployment and where it goes now (a wake asked for, due work).
+  const sleep = sleepOf(ctx, target, spec, dep);
   let url: string;
   let deployment: V1Deployment;
   try {
@@ -99,6 +103,7 @@ export async function deploy(
         url,
         serviceAccount: admitted.serviceAccount,
         public: publicAccess,
+        ...(sleep ? { sleep } : {}),
       },
       cfg,
     );
@@ -135,9 +140,12 @@ export async function deploy(
         'postgres storage settings changed; the existing StatefulSet keeps its volume claim template',
       );
   }
+  // Falling asleep, traffic goes to the activator before the replicas go; waking, the replicas come first and the
+  // Service selects them again only once one is ready (nextSleep).
+  if (sleep?.kind === 'asleep') await applySleepRouting(ctx, target, sleep, host);
   // Switching to an autoscaler keeps the current replica count until the autoscaler sets its own.
   const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
-  await apply(ctx.ops.service, makeService(target));
+  if (sleep?.kind !== 'asleep') await applySleepRouting(ctx, target, sleep ?? { kind: 'awake' }, host);
   const ingressName = { name: serverName(target), namespace: target.namespace };
   const ingressKey = `ingresses/${target.namespace}/${serverName(target)}`;
   const hpaKey = `horizontalpodautoscalers/${target.namespace}/${serverName(target)}`;
@@ -178,13 +186,10 @@ export async function deploy(
   const current = written.wrote
     ? written.object
     : (ctx.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
-  const status = rolloutStatusOf(
-    current,
-    ctx.replicaSets.list(),
-    ctx.pods.list(),
-    spec.revision,
-    cfg.crashLoopRestarts,
-  ) ?? { phase: 'Starting' };
+  const status = sleepingStatus(current, spec.revision) ??
+    rolloutStatusOf(current, ctx.replicaSets.list(), ctx.pods.list(), spec.revision, cfg.crashLoopRestarts) ?? {
+      phase: 'Starting',
+    };
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
   if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
