@@ -83,7 +83,7 @@ describe('the sleeping Service and the activator EndpointSlice', () => {
       'kubernetes.io/service-name': 'ag-x',
       'endpointslice.kubernetes.io/managed-by': 'agentplane.dev/operator',
     });
-    expect(slice.endpoints.map((e) => e.addresses[0])).toEqual(['10.1.0.8', '10.1.0.9']);
+    expect(slice.endpoints?.map((e) => e.addresses[0])).toEqual(['10.1.0.8', '10.1.0.9']);
     expect(slice.ports).toEqual([{ name: 'http', port: 8080, protocol: 'TCP' }]);
     // What readyEndpoints makes of it (the activator reads the agent's slices the same way).
     expect(readyEndpoints([slice])).toEqual({ addresses: ['10.1.0.8', '10.1.0.9'], port: 8080, addressType: 'IPv4' });

@@ -30,12 +30,10 @@ import {
   makeDeployment,
   makeIngress,
   makeSecret,
-  makeService,
   serverName,
 } from './server.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
 import { applySleepRouting, sleepOf, sleepingStatus } from './idle.ts';
-import type { SleepState } from './sleep.ts';
 
 /** Writes what the revision's server needs (when it differs) and reports its rollout. */
 export async function deploy(
