@@ -81,7 +81,7 @@ describe('the sleeping Service and the activator EndpointSlice', () => {
     });
     expect(slice.metadata?.labels).toMatchObject({
       'kubernetes.io/service-name': 'ag-x',
-      'endpointslice.kubernetes.io/managed-by': 'agentplane.dev/operator',
+      'endpointslice.kubernetes.io/managed-by': 'agentplane-operator',
     });
     expect(slice.endpoints?.map((e) => e.addresses[0])).toEqual(['10.1.0.8', '10.1.0.9']);
     expect(slice.ports).toEqual([{ name: 'http', port: 8080, protocol: 'TCP' }]);

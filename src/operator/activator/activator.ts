@@ -26,6 +26,7 @@ import {
   ANNOTATION_SLEEPING_SINCE,
   ANNOTATION_WAKE_REQUESTED,
   readyEndpoints,
+  SLICE_MANAGER,
 } from '../runtimes/kubernetes/sleep.ts';
 
 /** Set on what the activator forwards: one arriving with it came back here (a stale route), never forwarded again. */
@@ -101,9 +102,7 @@ export function createActivator(opts: ActivatorOptions) {
         });
         // Only the EndpointSlice controller's slices: ours (the activator's own pods) may linger a moment.
         const ready = readyEndpoints(
-          items.filter(
-            (s) => s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] !== 'agentplane.dev/operator',
-          ),
+          items.filter((s) => s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] !== SLICE_MANAGER),
         );
         if (ready) {
           const base = opts.upstreamUrl.replace('{ip}', ready.addresses[0]!).replace('{port}', String(ready.port));

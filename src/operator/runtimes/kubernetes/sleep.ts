@@ -19,7 +19,7 @@ export const ANNOTATION_WAKE_REQUESTED = 'agentplane.dev/wake-requested';
 /** On the Service while asleep: the Ingress host it is also reached at, for the activator to tell requests apart. */
 export const ANNOTATION_HOST = 'agentplane.dev/host';
 /** EndpointSlices the EndpointSlice controller leaves alone (the Service has no selector while asleep). */
-export const SLICE_MANAGER = 'agentplane.dev/operator';
+export const SLICE_MANAGER = 'agentplane-operator';
 
 export type SleepState =
   | { kind: 'awake' }
