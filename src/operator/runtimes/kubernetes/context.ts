@@ -32,11 +32,12 @@ import type { GitCredential } from '../../../git/credentials.ts';
 import type { RevisionLogSink, RevisionRef } from '../types.ts';
 import { isStatus, type ObjectOps } from './apply.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
-import type { IdleEntry } from './idle.ts';
 import type { Target } from './labels.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
 
 export type Obj<T> = T & KubeObject;
+/** A deployment the idle policy covers, as its last deploy saw it (idle.ts). */
+export type IdleEntry = { ref: RevisionRef; target: Target; timeoutMs: number };
 export type DeploymentRef = Omit<RevisionRef, 'revision'>;
 
 export type KubernetesRuntimeOptions = {

@@ -9,7 +9,7 @@ import type { AgentDeployment } from '../../../resources/index.ts';
 import { idleVerdict } from '../idle-policy.ts';
 import type { RevisionRef, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
-import { deleteIfPresent, type Obj, type RuntimeContext } from './context.ts';
+import { deleteIfPresent, type IdleEntry, type Obj, type RuntimeContext } from './context.ts';
 import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeService, SERVER_PORT, serverName } from './server.ts';
 import {
@@ -25,8 +25,6 @@ import {
   type SleepState,
 } from './sleep.ts';
 
-/** A deployment the idle policy covers, as its last deploy saw it. */
-export type IdleEntry = { ref: RevisionRef; target: Target; timeoutMs: number };
 
 const key = (t: Target) => `${t.namespace}/${serverName(t)}`;
 
