@@ -46,7 +46,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/agent-server.md': ['agent-server-flags'],
   'docs/control-plane-api.md': ['control-plane-flags', 'api-key-flags'],
   'docs/local-runtime.md': ['dev-flags'],
-  'docs/kubernetes.md': ['uninstall-flags', 'chart-values', 'operator-flags'],
+  'docs/kubernetes.md': ['uninstall-flags', 'activator-flags', 'chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags', 'logs-flags'],
   'docs/listeners.md': ['listener-flags'],
   'docs/operations.md': ['backup-flags', 'restore-flags', 'secret-key-flags'],
