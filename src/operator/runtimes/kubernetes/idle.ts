@@ -25,7 +25,6 @@ import {
   type SleepState,
 } from './sleep.ts';
 
-
 const key = (t: Target) => `${t.namespace}/${serverName(t)}`;
 
 /**
