@@ -14,6 +14,7 @@ import { devCommand } from '../src/dev/config.ts';
 import { backupCommand, restoreCommand } from '../src/dev/backup-command.ts';
 import { operatorCommand } from '../src/operator/flags.ts';
 import { uninstallCommand } from '../src/operator/uninstall.ts';
+import { activatorCommand } from '../src/operator/activator/command.ts';
 import { listenerCommand } from '../src/listener/config.ts';
 import { deployCommand } from '../src/client/deploy-command.ts';
 import { deploymentsCommand } from '../src/client/deployments-command.ts';
@@ -45,7 +46,7 @@ export const DOC_FILES: Record<string, string[]> = {
   'docs/agent-server.md': ['agent-server-flags'],
   'docs/control-plane-api.md': ['control-plane-flags', 'api-key-flags'],
   'docs/local-runtime.md': ['dev-flags'],
-  'docs/kubernetes.md': ['uninstall-flags', 'chart-values', 'operator-flags'],
+  'docs/kubernetes.md': ['uninstall-flags', 'activator-flags', 'chart-values', 'operator-flags'],
   'docs/cli.md': ['deploy-flags', 'deployments-flags', 'revisions-flags', 'logs-flags'],
   'docs/listeners.md': ['listener-flags'],
   'docs/operations.md': ['backup-flags', 'restore-flags', 'secret-key-flags'],
@@ -166,6 +167,7 @@ export function renderRegions(schemaText: string, valuesYaml: string): Record<st
     'dev-flags': flagTable(devCommand),
     'operator-flags': flagTable(operatorCommand),
     'uninstall-flags': flagTable(uninstallCommand),
+    'activator-flags': flagTable(activatorCommand),
     'listener-flags': flagTable(listenerCommand),
     'deploy-flags': flagTable(deployCommand),
     'deployments-flags': flagTable(deploymentsCommand),

@@ -68,6 +68,10 @@ const commands: Record<string, Command> = {
     summary: 'Reconcile AgentDeployments in a Kubernetes cluster (builds, rollouts, leader election)',
     load: () => import('./operator/command.ts'),
   },
+  activator: {
+    summary: 'Hold requests for sleeping deployments in a cluster, wake them and forward once a pod is ready',
+    load: () => import('./operator/activator/command.ts'),
+  },
   uninstall: {
     summary: "Delete a namespace's AgentDeployments and wait for the operator to finalize them (Helm pre-delete hook)",
     load: () => import('./operator/uninstall.ts'),

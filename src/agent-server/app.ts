@@ -17,7 +17,9 @@ import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhook-policy.ts';
+import { trackActivity } from './platform/activity.ts';
 import { runMetricsOf } from './platform/run-metrics.ts';
+import type { PendingWork } from './storage/pending-work.ts';
 import { createAgentService } from './services/index.ts';
 import { createTruncateService } from './services/truncate.ts';
 import type { Storage } from './storage/types.ts';
@@ -45,6 +47,8 @@ export interface AppDeps {
   publicUrl?: string;
   /** Serve POST /internal/truncate (--test-truncate): for API test suites, never on a deployment. */
   testTruncate?: boolean;
+  /** What the store holds for later (runs, due crons), for GET /ok?activity=1; without it that answer says null. */
+  pendingWork?: () => Promise<PendingWork>;
 }
 
 /**
@@ -89,6 +93,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Requests fastify refuses before routing (a path that is not valid UTF-8) keep the {"detail"} shape.
     frameworkErrors: (err, _req, reply) => void (reply as FastifyReply).code(400).send({ detail: err.message }),
   });
+  // First hook of all: every request counts, whichever route, custom app or auth answers it.
+  const activity = trackActivity(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // Route results are plain JSON already (graph output goes through toPlain), so no replacer on the hot path.
@@ -167,6 +173,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.publicUrl ? { publicUrl: deps.publicUrl } : {}),
     ...(deps.webhookPolicy ? { webhookPolicy: deps.webhookPolicy } : {}),
     ...(deps.testTruncate ? { truncate: createTruncateService({ storage: deps.storage }) } : {}),
+    activity,
+    ...(deps.pendingWork ? { pendingWork: deps.pendingWork } : {}),
     // A custom app may answer the API's own paths before its routes: then MCP and A2A go through app.inject.
     ...(ext.app ? {} : { innerRoutes: { disabled: (routeUrl: string) => disabledGroup(ext.http, routeUrl) !== null } }),
   });

@@ -240,6 +240,12 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     streamStallMs: config.streamStallSecs * 1000,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ...(config.testTruncate ? { testTruncate: true } : {}),
+    // Read through connections of its own, as the platform reads a stopped server's store (pending-work.ts).
+    // Loaded when first asked: pg and the reader cost a start nothing on a server no idle policy asks.
+    pendingWork: async () => {
+      const { embeddedPendingWork, postgresPendingWork } = await import('./storage/pending-work.ts');
+      return config.databaseUrl ? postgresPendingWork(config.databaseUrl) : embeddedPendingWork(config.dataDir);
+    },
   });
   if (config.testTruncate) logger.warn('--test-truncate: POST /internal/truncate deletes every thread and store item');
   platform.bindApp(app);

@@ -78,6 +78,9 @@ const FLAG: Record<string, string> = {
   prefix: '--tenant-namespace-prefix',
   'runtime.tenantNamespaces.enabled': '--namespace-per-tenant',
   keysWriter: '--tenant-keys-writer',
+  activator: '--activator-service',
+  checkSeconds: '--idle-check-interval',
+  podUrl: '--agent-activity-url',
   keysRole: '--tenant-keys-role',
   operatorAccount: '--tenant-operator-account',
   operatorRole: '--tenant-operator-role',
@@ -241,6 +244,11 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         storageClassName: pick('postgres-storage-class'),
       },
       defaults: { cpu: num('default-cpu'), memoryMb: num('default-memory-mb') },
+      idle: {
+        activator: objectRef(pick('activator-service')),
+        checkSeconds: num('idle-check-interval'),
+        podUrl: pick('agent-activity-url'),
+      },
       ...agentAuthOf(pick('control-plane-url'), pick('deployment-token-key')),
       ...sourceFetchOf(
         pick('source-fetch-url'),

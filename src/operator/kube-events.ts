@@ -8,7 +8,7 @@ import { EventsV1Api, V1MicroTime, type EventsV1Event, type KubeConfig } from '@
 import type { Logger } from '../lib/logger.ts';
 import type { EventInput, EventRecorder, EventSubject } from './controller-kit/events.ts';
 
-export const REPORTING_CONTROLLER = 'agentplane.dev/operator';
+export const REPORTING_CONTROLLER = 'agentplane-operator';
 
 export type KubeEventRecorderOptions = {
   kubeConfig: KubeConfig;

@@ -324,6 +324,49 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
       expect(JSON.stringify(await bad.json())).toContain('check_db');
     });
 
+    it('activity=1 (the idle policy on a cluster): a running run and an open stream count, probes do not, a cron is due work', async () => {
+      type Activity = {
+        open_requests: number;
+        last_request_at: string;
+        active_runs: number | null;
+        next_due_at: string | null;
+        store_read: boolean;
+      };
+      const activity = async () =>
+        ((await (await fetch(`${server.url}/ok?activity=1`)).json()) as { activity: Activity }).activity;
+      const t = await client.threads.create();
+      const run = await client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 600_000, mark: 'idle' } });
+      await untilRunning(t.thread_id, run.run_id);
+      // A stream held open while the run goes on: the server counts it as traffic until it closes.
+      const ac = new AbortController();
+      const stream = await fetch(`${server.url}/threads/${t.thread_id}/runs/${run.run_id}/stream`, {
+        signal: ac.signal,
+      });
+      expect(stream.status).toBe(200);
+      const busy = await activity();
+      expect(busy.store_read).toBe(true);
+      expect(busy.active_runs).toBeGreaterThanOrEqual(1);
+      expect(busy.open_requests).toBeGreaterThanOrEqual(1);
+      ac.abort();
+      await stream.body?.cancel().catch(() => {});
+      await client.runs.cancel(t.thread_id, run.run_id, true);
+      await until('the stream to close', async () => (await activity()).open_requests < busy.open_requests);
+      // Probes (/ok, /ok?check_db=1, activity itself) are not traffic: the last request's time stays.
+      const quiet = await activity();
+      await fetch(`${server.url}/ok`);
+      await fetch(`${server.url}/ok?check_db=1`);
+      expect((await activity()).last_request_at).toBe(quiet.last_request_at);
+      const cron = await client.crons.create('counter', { schedule: '0 0 1 1 *' });
+      try {
+        const due = await activity();
+        expect(due.next_due_at).not.toBeNull();
+        expect(Date.parse(due.next_due_at!)).toBeGreaterThan(Date.now());
+        expect(Date.parse(due.last_request_at)).toBeGreaterThan(Date.parse(quiet.last_request_at));
+      } finally {
+        await client.crons.delete(cron.cron_id);
+      }
+    });
+
     it.runIf(store === 'postgres')('answers 503 with the reason while the database refuses connections', async () => {
       const name = new URL(running!.databaseUrl!).pathname.slice(1);
       const admin = new pg.Client({ connectionString: testDatabaseUrl() });

@@ -59,7 +59,7 @@ describe('kubeEventRecorder', () => {
     expect(list[0]).toMatchObject({
       type: 'Warning',
       reason: 'CrashLoopBackOff',
-      reportingController: 'agentplane.dev/operator',
+      reportingController: 'agentplane-operator',
       reportingInstance: 'agentplane-operator-0',
       regarding: { kind: 'AgentDeployment', uid: 'uid-flappy' },
       series: { count: 40 },

@@ -555,7 +555,7 @@ describe('built from source (examples/k8s/agentdeployment-source.yaml)', () => {
     expect(revEvents.find((e) => e.reason === 'BuildFailed')).toMatchObject({
       type: 'Warning',
       action: 'Build',
-      reportingController: 'agentplane.dev/operator',
+      reportingController: 'agentplane-operator',
       note: expect.stringContaining('is not a branch, tag or commit'),
       regarding: { apiVersion: 'agentplane.dev/v1alpha1', uid: revision(rev(2))!.metadata.uid },
     });

@@ -1,7 +1,7 @@
 // The idle policy's decisions, as tables: which deployments may sleep by default, when an idle server may go to
 // sleep, and when a stopped one must wake for the work its store holds.
 import { describe, expect, it } from 'vitest';
-import { idleVerdict, wakeAt, type IdleFacts } from '../../src/operator/runtimes/local/idle-policy.ts';
+import { idleVerdict, wakeAt, type IdleFacts } from '../../src/operator/runtimes/idle-policy.ts';
 import { DEV_IDLE_TIMEOUT_MINUTES, idleTimeoutMinutesOf } from '../../src/resources/index.ts';
 
 describe('idleTimeoutMinutesOf', () => {

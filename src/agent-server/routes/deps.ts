@@ -8,6 +8,8 @@ import type { WebhookPolicy } from '../runs/webhook-policy.ts';
 import type { RunMetrics } from '../platform/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
 import type { TruncateService } from '../services/truncate.ts';
+import type { Activity } from '../platform/activity.ts';
+import type { PendingWork } from '../storage/pending-work.ts';
 
 export interface RouteDeps {
   graphs: GraphRegistry;
@@ -37,4 +39,8 @@ export interface RouteDeps {
   ui?: UiBundles;
   /** POST /internal/truncate, for API test suites (--test-truncate); absent on every deployment. */
   truncate?: TruncateService;
+  /** The requests open now and when the last one was (GET /ok?activity=1). */
+  activity?: () => Activity;
+  /** What the store holds for later, read for GET /ok?activity=1. */
+  pendingWork?: () => Promise<PendingWork>;
 }

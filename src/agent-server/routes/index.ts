@@ -26,7 +26,28 @@ const OkQuery = z.object({
     .enum(['0', '1'])
     .default('0')
     .transform((v) => v === '1'),
+  activity: z
+    .enum(['0', '1'])
+    .default('0')
+    .transform((v) => v === '1'),
 });
+
+/**
+ * activity=1 (the platform's idle policy on a cluster, docs/kubernetes.md#idle-deployments-sleep): the requests open
+ * and the last one's time, and what the store holds for later. Counts and times only, nothing of any thread; a store
+ * that cannot be read says null there, which keeps the deployment awake.
+ */
+async function activityOf(deps: RouteDeps) {
+  const now = deps.activity?.();
+  const work = await deps.pendingWork?.().catch(() => undefined);
+  return {
+    open_requests: now?.open ?? null,
+    last_request_at: now ? new Date(now.lastMs).toISOString() : null,
+    active_runs: work?.activeRuns ?? null,
+    next_due_at: work ? (work.nextDueMs === null ? null : new Date(work.nextDueMs).toISOString()) : null,
+    store_read: work !== undefined,
+  };
+}
 
 export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Promise<void> {
   // Every route's path, query and parsed body pass one walk before their schemas see them (see input-guard.ts):
@@ -44,7 +65,9 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   // it, so a load balancer can take this replica out while the process itself is fine.
   app.get('/ok', { schema: { querystring: OkQuery } }, async (req, reply) => {
     // Validated (and transformed) by OkQuery; this plain instance does not carry the zod types.
-    if (!(req.query as z.infer<typeof OkQuery>).check_db) return { ok: true };
+    const query = req.query as z.infer<typeof OkQuery>;
+    if (query.activity) return { ok: true, activity: await activityOf(deps) };
+    if (!query.check_db) return { ok: true };
     try {
       await deps.service.ping();
     } catch (err) {

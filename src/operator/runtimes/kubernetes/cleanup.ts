@@ -36,7 +36,7 @@ async function deleteChildren(
   const labelSelector = `${LABEL_DEPLOYMENT}=${deployment}`;
   const q = { namespace, labelSelector };
   const names = (list: { items: { metadata?: { name?: string } }[] }) => list.items.map((o) => o.metadata!.name!);
-  const { apps, core, net, autoscaling, batch } = ctx;
+  const { apps, core, net, autoscaling, batch, discovery } = ctx;
   const kinds: [string, () => Promise<string[]>, (name: string) => Promise<unknown>][] = [
     [
       'deployments',
@@ -63,6 +63,16 @@ async function deleteChildren(
       async () => names(await core.listNamespacedService(q)),
       (name) => core.deleteNamespacedService({ name, namespace }),
     ],
+    // A sleeping deployment's EndpointSlice to the activator (only with one: else the operator has no right there).
+    ...(ctx.opts.config.idle.activator
+      ? [
+          [
+            'endpointslices',
+            async () => names(await discovery.listNamespacedEndpointSlice(q)),
+            (name: string) => discovery.deleteNamespacedEndpointSlice({ name, namespace }),
+          ] as [string, () => Promise<string[]>, (name: string) => Promise<unknown>],
+        ]
+      : []),
     [
       'secrets',
       async () => names(await core.listNamespacedSecret(q)),

@@ -307,6 +307,20 @@ export const kubernetesRuntimeConfigSchema = z.object({
       memoryLimitMb: z.number().int().positive().optional(),
     })
     .default({ cpu: 0.5, memoryMb: 512 }),
+  /** Idle deployments sleep (docs/kubernetes.md#idle-deployments-sleep): only with an activator to send traffic to. */
+  idle: z
+    .object({
+      /** The activator's Service; unset: no deployment sleeps. */
+      activator: z.object({ namespace: z.string().min(1), name: z.string().min(1) }).optional(),
+      /** How often (seconds) awake deployments are looked at, and sleeping ones checked for due work. */
+      checkSeconds: z.number().int().positive().default(30),
+      /**
+       * Where the operator asks an agent pod for its activity (GET /ok?activity=1): `{ip}` and `{port}` are the
+       * pod's. Another value points every pod at one address (a port-forward, or a test's agent server).
+       */
+      podUrl: z.string().min(1).default('http://{ip}:{port}'),
+    })
+    .default({ checkSeconds: 30, podUrl: 'http://{ip}:{port}' }),
 });
 export type KubernetesRuntimeConfig = z.infer<typeof kubernetesRuntimeConfigSchema>;
 export type KubernetesRuntimeConfigInput = z.input<typeof kubernetesRuntimeConfigSchema>;

@@ -6,6 +6,7 @@ import {
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   NetworkingV1Api,
   PatchStrategy,
   RbacAuthorizationV1Api,
@@ -13,6 +14,7 @@ import {
   type KubeConfig,
   type KubernetesObject,
   type V1Deployment,
+  type V1EndpointSlice,
   type V1Ingress,
   type V1Job,
   type V1LimitRange,
@@ -37,6 +39,8 @@ import type { Target } from './labels.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
 
 export type Obj<T> = T & KubeObject;
+/** A deployment the idle policy covers, as its last deploy saw it (idle.ts). */
+export type IdleEntry = { ref: RevisionRef; target: Target; timeoutMs: number };
 export type DeploymentRef = Omit<RevisionRef, 'revision'>;
 
 export type KubernetesRuntimeOptions = {
@@ -67,6 +71,7 @@ type KindOps = {
   roleBinding: ObjectOps<V1RoleBinding>;
   resourceQuota: ObjectOps<V1ResourceQuota>;
   limitRange: ObjectOps<V1LimitRange>;
+  endpointSlice: ObjectOps<V1EndpointSlice>;
 };
 
 /** The runtime's state as its concerns see it (the class in index.ts owns it; the concerns only use it). */
@@ -81,6 +86,7 @@ export type RuntimeContext = {
   net: NetworkingV1Api;
   custom: CustomObjectsApi;
   autoscaling: AutoscalingV2Api;
+  discovery: DiscoveryV1Api;
   ops: KindOps;
   jobs: Informer<Obj<V1Job>>;
   deployments: Informer<Obj<V1Deployment>>;
@@ -96,9 +102,14 @@ export type RuntimeContext = {
   envSwept: Map<string, string>;
   /** Optional children (`<kind>/<namespace>/<name>`) this process knows to be absent; deploy.ts clears a mark it writes. */
   absent: Set<string>;
+  /** Deployments the idle policy covers, by `<namespace>/<deployment>` of their Deployment (idle.ts). */
+  idle: Map<string, IdleEntry>;
 };
 
-export type ApiClients = Pick<RuntimeContext, 'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'ops'>;
+export type ApiClients = Pick<
+  RuntimeContext,
+  'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'discovery' | 'ops'
+>;
 
 export function makeApiClients(kc: KubeConfig): ApiClients {
   const apps = kc.makeApiClient(AppsV1Api);
@@ -120,6 +131,7 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
       applyOptions.force,
       PatchStrategy.ServerSideApply,
     ) as Promise<T>;
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
   const ops: KindOps = {
     job: {
       read: (namespace, name) => batch.readNamespacedJob({ name, namespace }),
@@ -187,8 +199,14 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
       replace: (namespace, name, body) =>
         core.replaceNamespacedLimitRange({ name, namespace, body, fieldManager: FIELD_MANAGER }),
     },
+    endpointSlice: {
+      read: (namespace, name) => discovery.readNamespacedEndpointSlice({ name, namespace }),
+      apply: ssa,
+      replace: (namespace, name, body) =>
+        discovery.replaceNamespacedEndpointSlice({ name, namespace, body, fieldManager: FIELD_MANAGER }),
+    },
   };
-  return { apps, batch, core, net, custom, autoscaling, ops };
+  return { apps, batch, core, net, custom, autoscaling, discovery, ops };
 }
 
 export async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {

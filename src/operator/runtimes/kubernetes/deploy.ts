@@ -30,10 +30,10 @@ import {
   makeDeployment,
   makeIngress,
   makeSecret,
-  makeService,
   serverName,
 } from './server.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
+import { applySleepRouting, sleepOf, sleepingStatus } from './idle.ts';
 
 /** Writes what the revision's server needs (when it differs) and reports its rollout. */
 export async function deploy(
@@ -79,6 +79,8 @@ export async function deploy(
   }
   const publicAccess = sourceConfig.accessMode === 'public';
   const { host } = admitted;
+  // The idle policy: the state recorded on the Deployment and where it goes now (a wake asked for, due work).
+  const sleep = sleepOf(ctx, target, spec, dep);
   let url: string;
   let deployment: V1Deployment;
   try {
@@ -97,6 +99,7 @@ export async function deploy(
         url,
         serviceAccount: admitted.serviceAccount,
         public: publicAccess,
+        ...(sleep ? { sleep } : {}),
       },
       cfg,
     );
@@ -133,9 +136,12 @@ export async function deploy(
         'postgres storage settings changed; the existing StatefulSet keeps its volume claim template',
       );
   }
+  // Falling asleep, traffic goes to the activator before the replicas go; waking, the replicas come first and the
+  // Service selects them again only once one is ready (nextSleep).
+  if (sleep?.kind === 'asleep') await applySleepRouting(ctx, target, sleep, host);
   // Switching to an autoscaler keeps the current replica count until the autoscaler sets its own.
   const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
-  await apply(ctx.ops.service, makeService(target));
+  if (sleep?.kind !== 'asleep') await applySleepRouting(ctx, target, sleep ?? { kind: 'awake' }, host);
   const ingressName = { name: serverName(target), namespace: target.namespace };
   const ingressKey = `ingresses/${target.namespace}/${serverName(target)}`;
   const hpaKey = `horizontalpodautoscalers/${target.namespace}/${serverName(target)}`;
@@ -176,13 +182,10 @@ export async function deploy(
   const current = written.wrote
     ? written.object
     : (ctx.deployments.get(`${target.namespace}/${serverName(target)}`) ?? written.object);
-  let status: ServerStatus = rolloutStatusOf(
-    current,
-    ctx.replicaSets.list(),
-    ctx.pods.list(),
-    spec.revision,
-    cfg.crashLoopRestarts,
-  ) ?? { phase: 'Starting' };
+  let status: ServerStatus = sleepingStatus(current, spec.revision) ??
+    rolloutStatusOf(current, ctx.replicaSets.list(), ctx.pods.list(), spec.revision, cfg.crashLoopRestarts) ?? {
+      phase: 'Starting',
+    };
   if (internalDb && status.phase === 'Starting') {
     const refused = await postgresRefused(ctx, target);
     if (refused) status = { phase: 'Failed', message: refused };

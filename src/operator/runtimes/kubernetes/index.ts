@@ -25,6 +25,7 @@ import {
   type RuntimeContext,
 } from './context.ts';
 import { deploy } from './deploy.ts';
+import { watchIdle } from './idle.ts';
 import { LABEL_INSTANCE, LABEL_REVISION } from './labels.ts';
 import { childListWatch, DEFAULT_WATCH_TIMING } from './list-watch.ts';
 import { deploymentUrlOf, rollBack, routedRevision, serverStatus } from './rollout.ts';
@@ -41,6 +42,7 @@ export class KubernetesRuntime implements Runtime {
   /** The image pull secrets of our namespace, watched by name when tenant namespaces hold copies of them. */
   private readonly pullSources: Informer<Obj<V1Secret>>[] = [];
   private pullSync: Promise<void> = Promise.resolve();
+  private stopIdle: () => void = () => {};
 
   constructor(private readonly opts: KubernetesRuntimeOptions) {
     const kc = opts.kubeConfig;
@@ -74,6 +76,7 @@ export class KubernetesRuntime implements Runtime {
       cleanedUp: new Set(),
       envSwept: new Map(),
       absent: new Set(),
+      idle: new Map(),
     };
     for (const inf of this.childInformers() as Informer<Obj<{ metadata?: { labels?: Record<string, string> } }>>[]) {
       inf.onChange((obj) => this.changed(obj));
@@ -103,9 +106,11 @@ export class KubernetesRuntime implements Runtime {
   /** Lists and watches the children; resolves once every cache is filled. */
   async start(): Promise<void> {
     await Promise.all([...this.childInformers().map((i) => i.start()), ...this.pullSources.map((i) => i.start())]);
+    if (this.opts.config.idle.activator) this.stopIdle = watchIdle(this.ctx, (ref) => this.notify(ref));
   }
 
   async shutdown(): Promise<void> {
+    this.stopIdle();
     for (const inf of [...this.childInformers(), ...this.pullSources]) inf.stop();
     await this.pullSync;
   }

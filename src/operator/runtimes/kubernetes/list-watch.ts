@@ -3,7 +3,7 @@
 import { AppsV1Api, BatchV1Api, CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
 import type { KubeObject, ListWatch } from '../../controller-kit/informer.ts';
 
-export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods' | 'secrets';
+export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods' | 'secrets' | 'services';
 
 const PATHS: Record<ChildKind, string> = {
   jobs: '/apis/batch/v1',
@@ -11,6 +11,7 @@ const PATHS: Record<ChildKind, string> = {
   replicasets: '/apis/apps/v1',
   pods: '/api/v1',
   secrets: '/api/v1',
+  services: '/api/v1',
 };
 
 type RawList = { items: unknown[]; metadata?: { resourceVersion?: string } };
@@ -57,6 +58,8 @@ export function childListWatch<T extends KubeObject>(
           return core.listPodForAllNamespaces(q);
         case 'secrets':
           return core.listSecretForAllNamespaces(q);
+        case 'services':
+          return core.listServiceForAllNamespaces(q);
       }
     }
     const q = { namespace, labelSelector, fieldSelector };
@@ -71,6 +74,8 @@ export function childListWatch<T extends KubeObject>(
         return core.listNamespacedPod(q);
       case 'secrets':
         return core.listNamespacedSecret(q);
+      case 'services':
+        return core.listNamespacedService(q);
     }
   };
   return {

@@ -7,13 +7,17 @@ import { apply, isStatus } from './apply.ts';
 import { serviceHost } from './config.ts';
 import { beingDeleted, serverDeployment, type DeploymentRef, type RuntimeContext } from './context.ts';
 import { LABEL_REVISION } from './labels.ts';
+import { sleepingStatus } from './idle.ts';
 import { rolloutStatusOf } from './observe.ts';
 import { ANNOTATION_URL } from './server.ts';
 
 /** What the revision's server is doing now, from the informers' caches. */
 export function serverStatus(ctx: RuntimeContext, ref: RevisionRef): ServerStatus | undefined {
   const d = serverDeployment(ctx, ref);
-  return rolloutStatusOf(d, ctx.replicaSets.list(), ctx.pods.list(), ref.revision, ctx.opts.config.crashLoopRestarts);
+  return (
+    sleepingStatus(d, ref.revision) ??
+    rolloutStatusOf(d, ctx.replicaSets.list(), ctx.pods.list(), ref.revision, ctx.opts.config.crashLoopRestarts)
+  );
 }
 
 /**

@@ -24,6 +24,7 @@ import {
 } from './labels.ts';
 import { boundsViolation, type VerifiedServiceAccount } from './policy.ts';
 import { postgresSecretName, POSTGRES_URI_KEY, waitForPostgres } from './postgres.ts';
+import { replicasIn, sleepAnnotations, type SleepState } from './sleep.ts';
 
 export const SERVER_PORT = 8000;
 export const ANNOTATION_URL = 'agentplane.dev/url';
@@ -60,6 +61,8 @@ export type ServerInput = {
   serviceAccount?: VerifiedServiceAccount;
   /** source_config.access_mode "public": no API keys asked of callers. */
   public?: boolean;
+  /** The idle policy's state (sleep.ts): asleep, no replicas; waking, at least one; recorded in annotations. */
+  sleep?: SleepState;
 };
 
 export type Database = { kind: 'internal' } | { kind: 'external'; from: 'secret' | 'secret_reference'; name: string };
@@ -182,6 +185,9 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
   const annotations = userKeys(spec.annotations);
   const podLabels = { ...labels, [LABEL_REVISION]: server.revision };
   const probe = { httpGet: { path: '/ok', port: 'http' }, periodSeconds: 10, timeoutSeconds: 5 };
+  const sleep = server.sleep ?? { kind: 'awake' };
+  // Awake, a min_scale 0 deployment the idle policy covers runs one replica (without it, min_scale 0 means none).
+  const awake = Math.max(server.sleep ? 1 : 0, spec.minScale ?? 1);
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -192,11 +198,13 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
         ...annotations,
         [ANNOTATION_REVISION]: server.revision,
         ...(server.url ? { [ANNOTATION_URL]: server.url } : {}),
+        ...sleepAnnotations(sleep),
       },
     },
     spec: {
-      // With an autoscaler the replica count is its to set; writing ours back would fight it.
-      ...(autoscaled(spec) ? {} : { replicas: spec.minScale ?? 1 }),
+      // With an autoscaler the replica count is its to set (writing ours back would fight it), except while the
+      // deployment sleeps (the autoscaler leaves a Deployment at 0 alone) or wakes (it takes over from one).
+      ...(autoscaled(spec) && sleep.kind === 'awake' ? {} : { replicas: replicasIn(sleep, awake) }),
       selector: { matchLabels: selectorLabels(target, 'server') },
       progressDeadlineSeconds: config.progressDeadlineSeconds,
       revisionHistoryLimit: 5,

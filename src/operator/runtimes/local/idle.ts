@@ -22,7 +22,7 @@ import {
   type Server,
   type Sleep,
 } from './context.ts';
-import { idleVerdict, wakeAt } from './idle-policy.ts';
+import { idleVerdict, wakeAt } from '../idle-policy.ts';
 import { databaseNameFor } from './postgres.ts';
 import { startServer, stopServer } from './servers.ts';
 import { isTransientStart } from './start-failures.ts';

@@ -1,6 +1,8 @@
 // When an idle agent server may go to sleep, and when a sleeping one must wake for work its store holds: pure
-// decisions over what the proxy counted and what the agent's store says (idle.ts does the I/O).
-import type { PendingWork } from '../../../agent-server/storage/pending-work.ts';
+// decisions over what was counted of its traffic and what the agent's store says. Shared by both runtimes: on one
+// machine the proxy counts and local/idle.ts reads the store; in a cluster the server says both
+// (GET /ok?activity=1) and kubernetes/idle.ts asks it.
+import type { PendingWork } from '../../agent-server/storage/pending-work.ts';
 
 export type IdleFacts = {
   now: number;

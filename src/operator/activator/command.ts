@@ -1,0 +1,146 @@
+// `agentplane activator`: the activator of idle deployments in a cluster (activator.ts), as the Helm chart runs it
+// beside the operator (activator.enabled). It watches the agent Services, answers requests on --port until
+// SIGTERM/SIGINT, then closes.
+import { createServer } from 'node:http';
+import { KubeConfig } from '@kubernetes/client-node';
+import { z } from 'zod';
+import { formatHelp, optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../../lib/cli-args.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { closeOnSignals } from '../../lib/shutdown.ts';
+import { Informer } from '../controller-kit/informer.ts';
+import type { Obj } from '../runtimes/kubernetes/context.ts';
+import { childListWatch } from '../runtimes/kubernetes/list-watch.ts';
+import { createActivator } from './activator.ts';
+import type { V1Service } from '@kubernetes/client-node';
+
+export const activatorCommand: CommandSpec = {
+  name: 'activator',
+  summary: 'Hold requests for sleeping deployments in a cluster, wake them and forward once a pod is ready',
+  usage: 'agentplane activator [--namespace NS] [--agent-namespace NS] [--kubeconfig FILE] [--port PORT] [options]',
+  options: {
+    namespace: {
+      type: 'string',
+      description: 'Namespace of the AgentDeployments (the activator asks a wake there)',
+      default: 'default',
+      env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
+    },
+    'agent-namespace': {
+      type: 'string',
+      description: "Namespace of the agents' Services; empty: every namespace (a namespace per tenant)",
+      env: ['AGENTPLANE_AGENT_NAMESPACE'],
+    },
+    kubeconfig: {
+      type: 'string',
+      description: 'Kubeconfig file; without it: in-cluster config, else the default kubeconfig',
+      env: ['KUBECONFIG'],
+    },
+    host: { type: 'string', description: 'Address to listen on', default: '0.0.0.0', env: ['HOST'] },
+    port: { type: 'string', description: 'Port to listen on', default: '8080', env: ['PORT'] },
+    'wake-timeout': {
+      type: 'string',
+      description: 'Seconds a request is held while its deployment wakes; past it: 503 with Retry-After',
+      default: '60',
+      env: ['AGENTPLANE_WAKE_TIMEOUT'],
+    },
+    'upstream-url': {
+      type: 'string',
+      description:
+        "Where a ready agent pod is reached ({ip} and {port}: the endpoint's); another address sends every forwarded request there",
+      default: 'http://{ip}:{port}',
+      env: ['AGENTPLANE_UPSTREAM_URL'],
+    },
+    'log-level': {
+      type: 'string',
+      description: 'fatal, error, warn, info, debug, trace or silent',
+      default: 'info',
+      env: ['LOG_LEVEL'],
+    },
+  },
+};
+
+const schema = z.object({
+  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name'),
+  agentNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name')
+    .optional(),
+  kubeconfig: z.string().optional(),
+  host: z.string().min(1),
+  port: z.coerce.number().int().min(0).max(65535),
+  wakeTimeoutMs: z.coerce
+    .number()
+    .positive()
+    .transform((s) => s * 1000),
+  upstreamUrl: z.string().refine((u) => URL.canParse(u.replace('{ip}', '127.0.0.1').replace('{port}', '1')), {
+    message: 'must be a URL (with {ip} and {port} where the endpoint goes)',
+  }),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+});
+
+const FLAG: Record<string, string> = {
+  agentNamespace: '--agent-namespace',
+  wakeTimeoutMs: '--wake-timeout',
+  upstreamUrl: '--upstream-url',
+  logLevel: '--log-level',
+};
+
+export async function run(argv: string[]): Promise<void> {
+  const flags = parseCommandArgs(activatorCommand, argv);
+  if (flags.help) {
+    process.stdout.write(formatHelp(activatorCommand));
+    return;
+  }
+  const pick = optionPicker(activatorCommand, flags, process.env);
+  const parsed = schema.safeParse({
+    namespace: pick('namespace'),
+    agentNamespace: pick('agent-namespace'),
+    kubeconfig: pick('kubeconfig'),
+    host: pick('host'),
+    port: pick('port'),
+    wakeTimeoutMs: pick('wake-timeout'),
+    upstreamUrl: pick('upstream-url'),
+    logLevel: pick('log-level')?.toLowerCase(),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const key = String(issue.path[0]);
+    throw new UsageError(`invalid ${FLAG[key] ?? `--${key}`}: ${issue.message}`);
+  }
+  const config = parsed.data;
+  const logger = createLogger({ level: config.logLevel, name: 'activator' });
+  const kc = new KubeConfig();
+  if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
+  else kc.loadFromDefault();
+  // The agents' Services only (the operator labels every child it makes).
+  const services = new Informer<Obj<V1Service>>(
+    childListWatch(
+      kc,
+      'services',
+      config.agentNamespace,
+      'app.kubernetes.io/managed-by=agentplane-operator,app.kubernetes.io/component=server',
+    ),
+    { name: 'services', logger, resyncMs: 0 },
+  );
+  await services.start();
+  const activator = createActivator({
+    kubeConfig: kc,
+    namespace: config.namespace,
+    services,
+    wakeTimeoutMs: config.wakeTimeoutMs,
+    upstreamUrl: config.upstreamUrl,
+    logger,
+  });
+  const server = createServer();
+  activator.attach(server);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address();
+  logger.info({ port: typeof address === 'object' ? address?.port : config.port }, 'activator listening');
+  closeOnSignals(logger, async () => {
+    services.stop();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+}
