@@ -33,7 +33,7 @@ import {
   serverName,
 } from './server.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
-import { applySleepRouting, sleepOf, sleepingStatus } from './idle.ts';
+import { applySleepRouting, clearStaleSleepRecord, sleepOf, sleepingStatus } from './idle.ts';
 
 /** Writes what the revision's server needs (when it differs) and reports its rollout. */
 export async function deploy(
@@ -140,6 +140,9 @@ export async function deploy(
   // Service selects them again only once one is ready (nextSleep).
   if (sleep?.kind === 'asleep') await applySleepRouting(ctx, target, sleep, host);
   // Switching to an autoscaler keeps the current replica count until the autoscaler sets its own.
+  // Before the apply, so no reconcile ever reads a half-cleared record (a stale sleeping-since reads as asleep).
+  const live = ctx.deployments.get(`${target.namespace}/${serverName(target)}`);
+  if (live) await clearStaleSleepRecord(ctx, target, live, sleep ?? { kind: 'awake' });
   const written = await apply(ctx.ops.deployment, deployment, { retain: [['spec', 'replicas']] });
   if (sleep?.kind !== 'asleep') await applySleepRouting(ctx, target, sleep ?? { kind: 'awake' }, host);
   const ingressName = { name: serverName(target), namespace: target.namespace };

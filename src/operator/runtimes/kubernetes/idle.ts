@@ -14,7 +14,10 @@ import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeService, SERVER_PORT, serverName } from './server.ts';
 import {
   ACTIVATOR_SLICE_SUFFIX,
+  ANNOTATION_SLEEPING_SINCE,
+  ANNOTATION_WAKE_AT,
   ANNOTATION_WAKE_REQUESTED,
+  ANNOTATION_WAKING,
   makeActivatorSlice,
   makeSleepingService,
   nextSleep,
@@ -64,6 +67,42 @@ export function sleepingStatus(d: V1Deployment | undefined, revision: string): S
     phase: 'Ready',
     sleeping: { since: state.since, ...(state.kind === 'asleep' && state.wakeAt ? { wakeAt: state.wakeAt } : {}) },
   };
+}
+
+/**
+ * Takes off the Deployment the sleep annotations `state` no longer records. Server-side apply removes only fields
+ * its own applies set, and fallAsleep records a sleep with a compare-and-swap update, which owns what it added: an
+ * apply that leaves the annotations out keeps them, and the deployment would read as asleep again after waking. An
+ * update replaces the whole object, so it removes them whoever set them. Conflicts are retried a few times, then
+ * left to the next reconcile.
+ */
+export async function clearStaleSleepRecord(
+  ctx: RuntimeContext,
+  target: Target,
+  live: V1Deployment,
+  state: SleepState,
+): Promise<void> {
+  const want = sleepAnnotations(state);
+  const stale = [ANNOTATION_SLEEPING_SINCE, ANNOTATION_WAKE_AT, ANNOTATION_WAKING].filter(
+    (k) => live.metadata?.annotations?.[k] !== undefined && want[k] === undefined,
+  );
+  if (!stale.length) return;
+  const name = serverName(target);
+  // The Deployment controller writes its status often while pods come back: a conflict is read again at once.
+  for (let attempt = 1; ; attempt++) {
+    const d = await ctx.ops.deployment.read(target.namespace, name);
+    const annotations = { ...d.metadata?.annotations };
+    for (const k of stale) delete annotations[k];
+    d.metadata = { ...d.metadata, annotations };
+    try {
+      await ctx.ops.deployment.replace(target.namespace, name, d);
+      return;
+    } catch (err) {
+      if (isStatus(err, 409) && attempt < 5) continue;
+      if (isStatus(err, 409)) return;
+      throw err;
+    }
+  }
 }
 
 /** The activator's ready pods, from its Service's EndpointSlices. */
