@@ -12,7 +12,8 @@ import { parseParams, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
 import type { Json, RunOutcome, RunRecord, Storage } from '../storage/types.ts';
 import { webhookUrlProblem, type WebhookNotifier, type WebhookPolicy } from '../runs/webhooks.ts';
 import { writeTask, type Dialect, type Task } from './dialects.ts';
-import { getTask, parseTaskId, taskOfRun, TASK_NOT_FOUND, type AgentContext, type RunRow } from './tasks.ts';
+import { getTask, parseTaskId, TASK_NOT_FOUND, type AgentContext } from './tasks.ts';
+import { taskOfRun, type RunRow } from './view.ts';
 
 /** A push config in the neutral model; `dialect`: the shape its notifications are written in. */
 export interface PushConfig {
