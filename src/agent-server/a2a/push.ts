@@ -274,9 +274,10 @@ export class PushNotifier {
     const taskId = typeof meta.a2a_task_id === 'string' ? meta.a2a_task_id : `${run.thread_id}:${run.run_id}`;
     const { runId: firstRunId } = parseTaskId(taskId);
     const { storage } = this.opts;
-    const thread = await storage.threads.get(run.thread_id);
+    // The thread's metadata only: its values (the whole state, megabytes in a long conversation) are not needed.
+    const threadMetadata = await storage.threads.metadata(run.thread_id);
     const first = firstRunId === run.run_id ? run : await storage.runs.getById(firstRunId);
-    const configs = configsOf(first?.metadata, thread?.metadata, firstRunId);
+    const configs = configsOf(first?.metadata, threadMetadata ?? undefined, firstRunId);
     // A resume may name its own config: it joins the task's.
     const own = StoredConfig.safeParse(meta.a2a_push);
     if (first !== run && own.success && !configs.some((c) => c.id === own.data.id)) configs.push(own.data);
