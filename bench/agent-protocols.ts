@@ -4,17 +4,19 @@
 // (POST /a2a/{assistant_id}). Each is one HTTP request from a plain fetch client, so what differs is the server's
 // work: MCP and A2A make their API requests as the caller in-process (http/as-caller.ts). The three take turns in
 // short windows, so background load hits them alike; reported: calls/s with `--clients` concurrent callers, the
-// server's CPU per call (from /proc) and the sequential latency p50, each against the LangGraph API's.
+// server's CPU per call (its threads' time on a CPU, to the nanosecond) and the sequential latency p50, each against
+// the LangGraph API's.
 //
 //   node --import tsx bench/agent-protocols.ts                    # writes bench/results/agent-protocols.md
 //   node --import tsx bench/agent-protocols.ts --store postgres --rounds 6 --seconds 4 --no-write
+//   node --import tsx bench/agent-protocols.ts --only MCP --profile /tmp/prof --no-write   # then profile-summary.ts
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { freshStore, startAgentServer, threadCpuSeconds } from './agent-server-process.ts';
+import { freshStore, schedCpuSeconds, startAgentServer } from './agent-server-process.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -25,6 +27,9 @@ const { values: args } = parseArgs({
     clients: { type: 'string', default: '8' },
     sequential: { type: 'string', default: '60' },
     'no-write': { type: 'boolean', default: false },
+    // The ways whose name contains this text (a profile of one way alone), and the server run with --cpu-prof.
+    only: { type: 'string' },
+    profile: { type: 'string' },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -34,7 +39,9 @@ const SEQUENTIAL = Number(args.sequential);
 const QUESTION = 'What is the weather in San Francisco?';
 
 type Way = 'LangGraph API runs/wait' | 'MCP tools/call' | 'A2A 0.3 message/send';
-const WAYS: Way[] = ['LangGraph API runs/wait', 'MCP tools/call', 'A2A 0.3 message/send'];
+const WAYS = (['LangGraph API runs/wait', 'MCP tools/call', 'A2A 0.3 message/send'] as Way[]).filter(
+  (w) => !args.only || w.includes(args.only),
+);
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -100,8 +107,9 @@ function callers(base: string, assistantId: string): Record<Way, () => Promise<v
 async function main(): Promise<void> {
   const store = await freshStore(args.store!, `ap_bench_protocols_${process.pid}`);
   const port = 20_000 + (process.pid % 20_000);
-  const { proc, url } = await startAgentServer(root, port, store.args);
-  const cpu = async () => (await threadCpuSeconds(proc.pid!)).reduce((a, b) => a + b, 0);
+  const profile = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args.profile)}`] : [];
+  const { proc, url } = await startAgentServer(root, port, store.args, profile);
+  const cpu = () => schedCpuSeconds(proc.pid!);
   const calls: Record<Way, number> = Object.fromEntries(WAYS.map((w) => [w, 0])) as never;
   const secs: Record<Way, number> = Object.fromEntries(WAYS.map((w) => [w, 0])) as never;
   const cpuSecs: Record<Way, number> = Object.fromEntries(WAYS.map((w) => [w, 0])) as never;
@@ -142,7 +150,8 @@ async function main(): Promise<void> {
           latency[w].push(performance.now() - s);
         }
       }
-      for (const w of WAYS) ratios[w].push(perCall[w]! / perCall['LangGraph API runs/wait']!);
+      const api = perCall['LangGraph API runs/wait'];
+      if (api) for (const w of WAYS) ratios[w].push(perCall[w]! / api);
       process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
     }
   } finally {
@@ -155,11 +164,13 @@ async function main(): Promise<void> {
     const rate = calls[w] / secs[w];
     const cpuMs = (cpuSecs[w] / calls[w]) * 1000;
     const p50 = median(latency[w]);
-    const vs = (x: number, y: number) => (w === base ? '—' : `${((x / y - 1) * 100).toFixed(1)} %`);
+    // Without the API (--only), there is nothing to compare with.
+    const alone = !WAYS.includes(base);
+    const vs = (x: number, y: number) => (w === base || alone ? '—' : `${((x / y - 1) * 100).toFixed(1)} %`);
     return (
       `| ${w} | ${rate.toFixed(1)} | ${cpuMs.toFixed(2)} | ${vs(cpuMs, (cpuSecs[base] / calls[base]) * 1000)} | ` +
-      `${w === base ? '—' : `${((median(ratios[w]) - 1) * 100).toFixed(1)} %`} | ${p50.toFixed(1)} | ` +
-      `${vs(p50, median(latency[base]))} |`
+      `${w === base || alone ? '—' : `${((median(ratios[w]) - 1) * 100).toFixed(1)} %`} | ${p50.toFixed(1)} | ` +
+      `${alone ? '—' : vs(p50, median(latency[base]))} |`
     );
   });
   const report = [

@@ -108,6 +108,8 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     );
     const patched = await store.threads.patch(t.thread_id, { metadata: { tag: 1 } });
     expect(patched.metadata).toEqual({ owner: 'ann', tag: 1 });
+    expect(await store.threads.metadata(t.thread_id)).toEqual({ owner: 'ann', tag: 1 });
+    expect(await store.threads.metadata(randomUUID())).toBeNull();
     expect((await store.threads.search({ metadata: { owner: 'ann' } })).map((x) => x.thread_id)).toContain(t.thread_id);
     expect(await store.threads.count({ ids: [t.thread_id], status: 'idle' })).toBe(1);
     const copy = await store.threads.copy(t.thread_id, randomUUID());

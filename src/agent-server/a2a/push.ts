@@ -13,7 +13,8 @@ import type { Json, RunOutcome, RunRecord, Storage } from '../storage/types.ts';
 import { webhookUrlProblem, type WebhookPolicy } from '../runs/webhook-policy.ts';
 import type { WebhookNotifier } from '../runs/webhooks.ts';
 import { writeTask, type Dialect, type Task } from './dialects.ts';
-import { getTask, parseTaskId, taskOfRun, TASK_NOT_FOUND, type AgentContext, type RunRow } from './tasks.ts';
+import { getTask, parseTaskId, TASK_NOT_FOUND, type AgentContext } from './tasks.ts';
+import { taskOfRun, type RunRow } from './view.ts';
 
 /** A push config in the neutral model; `dialect`: the shape its notifications are written in. */
 export interface PushConfig {
@@ -42,6 +43,20 @@ const Config10 = z.looseObject({
   token: z.string().max(1000).nullish(),
   authentication: z.looseObject({ scheme: z.string().max(100), credentials: z.string().max(4000).nullish() }).nullish(),
 });
+
+// The params schemas, built once: a zod schema costs more to build than to run, and every message/send reads one.
+const SendConfigParams = {
+  '0.3': z.looseObject({
+    configuration: z.looseObject({ pushNotificationConfig: Config03.nullish() }).nullish(),
+  }),
+  '1.0': z.looseObject({
+    configuration: z.looseObject({ taskPushNotificationConfig: Config10.nullish() }).nullish(),
+  }),
+};
+const SetParams03 = z.looseObject({ taskId: Id, pushNotificationConfig: Config03 });
+const ConfigCallParams03 = z.looseObject({ id: Id, pushNotificationConfigId: z.string().max(200).nullish() });
+const CreateParams10 = z.looseObject({ taskId: Id });
+const ConfigCallParams10 = z.looseObject({ taskId: Id, id: z.string().max(200).optional() });
 
 /** A config as a client sent it, its URL checked as a run webhook's is (the address again when delivering). */
 export function readConfig(
@@ -73,14 +88,10 @@ export function readConfig(
 /** The push config of a send (0.3 configuration.pushNotificationConfig, 1.0 configuration.taskPushNotificationConfig). */
 export function readSendConfig(dialect: Dialect, method: string, params: unknown, policy: WebhookPolicy) {
   const field = dialect === '0.3' ? 'pushNotificationConfig' : 'taskPushNotificationConfig';
-  const p = parseParams(
-    z.looseObject({
-      configuration: z.looseObject({ [field]: (dialect === '0.3' ? Config03 : Config10).nullish() }).nullish(),
-    }),
-    method,
-    params,
-  );
-  const raw = p.configuration?.[field] as z.infer<typeof Config03> | null | undefined;
+  const p = parseParams(SendConfigParams[dialect], method, params) as {
+    configuration?: Record<string, z.infer<typeof Config03> | null | undefined> | null;
+  };
+  const raw = p.configuration?.[field];
   return raw ? readConfig(dialect, raw, policy, 'default', `${method}: params.configuration.${field}`) : undefined;
 }
 
@@ -88,7 +99,7 @@ export function readSendConfig(dialect: Dialect, method: string, params: unknown
 export function readConfigCall(dialect: Dialect, method: string, params: unknown, policy: WebhookPolicy) {
   if (dialect === '0.3') {
     if (method.endsWith('/set')) {
-      const p = parseParams(z.looseObject({ taskId: Id, pushNotificationConfig: Config03 }), method, params);
+      const p = parseParams(SetParams03, method, params);
       return {
         taskId: p.taskId,
         config: readConfig(
@@ -100,21 +111,17 @@ export function readConfigCall(dialect: Dialect, method: string, params: unknown
         ),
       };
     }
-    const p = parseParams(
-      z.looseObject({ id: Id, pushNotificationConfigId: z.string().max(200).nullish() }),
-      method,
-      params,
-    );
+    const p = parseParams(ConfigCallParams03, method, params);
     return { taskId: p.id, configId: p.pushNotificationConfigId || undefined };
   }
   if (method === 'CreateTaskPushNotificationConfig') {
     // 1.0 sends the TaskPushNotificationConfig itself; older drafts wrapped it in {taskId, config}.
-    const p = parseParams(z.looseObject({ taskId: Id }), method, params);
+    const p = parseParams(CreateParams10, method, params);
     const inner = (params as { config?: unknown; pushNotificationConfig?: unknown }).config ?? params;
     const c = parseParams(Config10, method, inner);
     return { taskId: p.taskId, config: readConfig(dialect, c, policy, 'default', `${method}: params`) };
   }
-  const p = parseParams(z.looseObject({ taskId: Id, id: z.string().max(200).optional() }), method, params);
+  const p = parseParams(ConfigCallParams10, method, params);
   return { taskId: p.taskId, configId: p.id || undefined };
 }
 
@@ -268,9 +275,10 @@ export class PushNotifier {
     const taskId = typeof meta.a2a_task_id === 'string' ? meta.a2a_task_id : `${run.thread_id}:${run.run_id}`;
     const { runId: firstRunId } = parseTaskId(taskId);
     const { storage } = this.opts;
-    const thread = await storage.threads.get(run.thread_id);
+    // The thread's metadata only: its values (the whole state, megabytes in a long conversation) are not needed.
+    const threadMetadata = await storage.threads.metadata(run.thread_id);
     const first = firstRunId === run.run_id ? run : await storage.runs.getById(firstRunId);
-    const configs = configsOf(first?.metadata, thread?.metadata, firstRunId);
+    const configs = configsOf(first?.metadata, threadMetadata ?? undefined, firstRunId);
     // A resume may name its own config: it joins the task's.
     const own = StoredConfig.safeParse(meta.a2a_push);
     if (first !== run && own.success && !configs.some((c) => c.id === own.data.id)) configs.push(own.data);

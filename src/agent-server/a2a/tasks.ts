@@ -3,12 +3,14 @@
 // clients may choose their own context names. A task is the run a message started, with the runs that answered its
 // interrupts: its id "<thread_id>:<run_id>" names the thread and first run, so any replica finds it; the runs that
 // resume it carry the id in their metadata (a2a_task_id). A run stopped on an interrupt is input-required; a message
-// with that task id resumes it. Cancel is the run's cancel.
+// with that task id resumes it. Cancel is the run's cancel. What a task looks like is a2a/view.ts; ListTasks is
+// a2a/list.ts.
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
 import { detailOf, runOwnValues, sseEvents, type ApiAnswer, type CallerApi } from '../http/as-caller.ts';
 import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../http/jsonrpc.ts';
-import type { Artifact, Message, Part, Task, TaskState } from './dialects.ts';
+import type { Message, Task } from './dialects.ts';
+import { isAiMessage, taskOfRun, textOfMessage, type RunRow, type ThreadRow } from './view.ts';
 
 export const TASK_NOT_FOUND = -32001;
 export const TASK_NOT_CANCELABLE = -32002;
@@ -41,23 +43,8 @@ export async function takesMessages(api: CallerApi, assistantId: string): Promis
   return !!input?.properties?.messages;
 }
 
-export interface RunRow {
-  run_id: string;
-  thread_id: string;
-  status: string;
-  created_at: string;
-  updated_at: string;
-  metadata?: Record<string, unknown>;
-  kwargs?: { input?: unknown; command?: { resume?: unknown } | null };
-}
-
-export interface ThreadRow {
-  values?: Record<string, unknown> | null;
-  interrupts?: Record<string, Array<{ id?: string; value?: unknown }>>;
-}
-
 /** An API error answer in A2A's terms: `notFound` is the code a 404 becomes (a task, or what a message named). */
-function refused(answer: ApiAnswer, what: string, notFound = TASK_NOT_FOUND): never {
+export function refused(answer: ApiAnswer, what: string, notFound = TASK_NOT_FOUND): never {
   const detail = detailOf(answer);
   if (answer.status === 404) throw new RpcError(notFound, `${what}: ${detail}`);
   if (answer.status < 500) throw new RpcError(INVALID_PARAMS, `${what}: ${detail}`, { status: answer.status });
@@ -102,140 +89,16 @@ function resumeOf(m: Message): unknown {
   return m.parts.map((p) => p.text ?? '').join('\n');
 }
 
-const pending = (t: ThreadRow | undefined) => Object.values(t?.interrupts ?? {}).flat();
-
-/** The text of a message in the API's JSON (content a string, or blocks with text). */
-function textOfMessage(m: unknown): string | null {
-  const content = (m as { content?: unknown } | null)?.content;
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content))
-    return content
-      .map((b) => (typeof b === 'string' ? b : ((b as { text?: unknown })?.text ?? '')))
-      .filter((s) => typeof s === 'string')
-      .join('');
-  return null;
-}
-
-const isAiMessage = (m: unknown) => {
-  const t = (m as { type?: unknown; role?: unknown } | null) ?? {};
-  return t.type === 'ai' || t.type === 'AIMessageChunk' || t.role === 'assistant' || t.role === 'ai';
-};
-
-/** What the run left: the last AI message as text when the state has messages, else the values as data. */
-function resultParts(values: Record<string, unknown> | null | undefined): Part[] {
-  const messages = values?.messages;
-  if (Array.isArray(messages)) {
-    const last = messages[messages.length - 1];
-    const text = isAiMessage(last) ? textOfMessage(last) : null;
-    if (text !== null) return [{ text }];
-  }
-  return [{ data: values ?? {} }];
-}
-
-function agentMessage(task: { id: string; contextId: string }, parts: Part[]): Message {
-  return { messageId: randomUUID(), role: 'agent', parts, contextId: task.contextId, taskId: task.id };
-}
-
-/**
- * The user's side of a run's turn, read back from what the run was given: its newest human message, or the data it
- * was started with, or what resumed it. Null when none of these is there to show.
- */
-function userTurn(task: { id: string; contextId: string }, run: RunRow): Message | null {
-  const kw = run.kwargs;
-  const of = (parts: Part[], messageId?: unknown): Message => ({
-    messageId: typeof messageId === 'string' && messageId ? messageId : `${run.run_id}:user`,
-    role: 'user',
-    parts,
-    contextId: task.contextId,
-    taskId: task.id,
-  });
-  if (kw?.command && 'resume' in kw.command) {
-    const r = kw.command.resume;
-    return of([typeof r === 'string' ? { text: r } : { data: r ?? null }]);
-  }
-  const input = kw?.input as Record<string, unknown> | null | undefined;
-  if (!input || typeof input !== 'object') return null;
-  const messages = Array.isArray(input.messages) ? (input.messages as unknown[]) : [];
-  const { messages: _m, ...data } = input;
-  const parts: Part[] = [];
-  const last = messages[messages.length - 1] as { id?: unknown } | undefined;
-  const text = last ? textOfMessage(last) : null;
-  if (text !== null) parts.push({ text });
-  if (Object.keys(data).length) parts.push({ data });
-  return parts.length ? of(parts, last?.id) : null;
-}
-
 /**
  * The task a run is, from its record, its own final values and its thread as it is now. Its history is the run's
  * turn: what the user sent (or answered) and, once the run has ended, the agent's reply.
  */
-async function view(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
+export async function viewTask(ctx: AgentContext, taskId: string, run: RunRow, values?: unknown): Promise<Task> {
   const readThread = () =>
     ctx.api
       .call('GET', `/threads/${run.thread_id}`)
       .then((t) => (t.status === 200 ? (t.body as ThreadRow) : undefined));
   return taskOfRun(taskId, run, values, readThread, () => runOwnValues(ctx.api, run));
-}
-
-/**
- * The task a run is, from its record, its final values when at hand (else `readOwnValues`: those the run left),
- * and its thread (read only when needed): what the API's reads give a caller, and what push notifications send
- * from inside the server.
- */
-export async function taskOfRun(
-  taskId: string,
-  run: RunRow,
-  values: unknown,
-  readThread: () => Promise<ThreadRow | undefined>,
-  readOwnValues?: () => Promise<unknown>,
-): Promise<Task> {
-  // A finished run's result is its own last values: read only when they are not at hand (a task read later).
-  const own = values === undefined && run.status === 'success' && readOwnValues ? await readOwnValues() : values;
-  const task = await viewState(readThread, taskId, run, own);
-  const user = userTurn(task, run);
-  const reply = task.state === 'submitted' || task.state === 'working' ? undefined : task.message;
-  return { ...task, history: [...(user ? [user] : []), ...(reply ? [reply] : [])] };
-}
-
-async function viewState(
-  readThread: () => Promise<ThreadRow | undefined>,
-  taskId: string,
-  run: RunRow,
-  values?: unknown,
-): Promise<Task> {
-  const contextId = typeof run.metadata?.a2a_context_id === 'string' ? run.metadata.a2a_context_id : run.thread_id;
-  const base = {
-    id: taskId,
-    contextId,
-    timestamp: run.updated_at || new Date().toISOString(),
-    artifacts: [],
-    history: [],
-  };
-  const state = (s: TaskState, more: Partial<Task> = {}): Task => ({ ...base, state: s, ...more });
-  if (run.status === 'pending') return state('submitted');
-  if (run.status === 'running') return state('working');
-  const error = (values as { __error__?: { error?: string; message?: string } } | null)?.__error__;
-  if (run.status === 'error' || run.status === 'timeout' || error) {
-    const text = error
-      ? `${error.error ?? 'Error'}: ${error.message ?? ''}`
-      : `the run ended with status ${run.status}`;
-    return state('failed', { message: agentMessage(base, [{ text }]) });
-  }
-  // A run that paused on an interrupt ends "interrupted" (as a cancelled one does): only then, or when the values
-  // are not at hand, is the thread read.
-  const row = run.status === 'success' && values !== undefined ? undefined : await readThread();
-  const waiting = pending(row);
-  if (run.status === 'interrupted') {
-    if (!waiting.length) return state('canceled');
-    const parts: Part[] = waiting.map((i) =>
-      typeof i.value === 'string' ? { text: i.value } : { data: { interrupt_id: i.id ?? null, value: i.value } },
-    );
-    return state('input-required', { message: agentMessage(base, parts) });
-  }
-  const finalValues = (values ?? row?.values) as Record<string, unknown> | null | undefined;
-  const parts = resultParts(finalValues);
-  const artifact: Artifact = { artifactId: run.run_id, name: 'result', parts };
-  return state('completed', { message: agentMessage(base, parts), artifacts: [artifact] });
 }
 
 /** The runs of a task on its thread, newest first: its first run and those that resumed it. */
@@ -250,7 +113,7 @@ async function latestRun(ctx: AgentContext, taskId: string): Promise<RunRow> {
 }
 
 export async function getTask(ctx: AgentContext, taskId: string): Promise<Task> {
-  return view(ctx, taskId, await latestRun(ctx, taskId));
+  return viewTask(ctx, taskId, await latestRun(ctx, taskId));
 }
 
 /** Starts the run a message asks for (a new task, or the resume of an input-required one); answers its task id. */
@@ -315,7 +178,7 @@ async function startRun(
 export async function sendMessage(ctx: AgentContext, m: Message, blocking: boolean, push?: object): Promise<Task> {
   if (m.role !== 'user') throw new RpcError(INVALID_PARAMS, 'message.role: the client sends user messages');
   const started = await startRun(ctx, m, blocking, push);
-  return view(ctx, started.taskId, started.run, started.values);
+  return viewTask(ctx, started.taskId, started.run, started.values);
 }
 
 /**
@@ -368,7 +231,7 @@ export async function* followTask(
   run: RunRow,
   signal: AbortSignal,
 ): AsyncGenerator<TaskEvent> {
-  const first = await view(ctx, taskId, run);
+  const first = await viewTask(ctx, taskId, run);
   yield { task: first };
   if (first.state !== 'submitted' && first.state !== 'working') return;
   let current: string | null = null;
@@ -384,7 +247,7 @@ export async function* followTask(
   if (joined.status !== 200) refused(joined, 'stream');
   const ended = await ctx.api.call('GET', `/threads/${run.thread_id}/runs/${run.run_id}`);
   if (ended.status !== 200) refused(ended, 'stream');
-  yield { task: await view(ctx, taskId, ended.body as RunRow, joined.body) };
+  yield { task: await viewTask(ctx, taskId, ended.body as RunRow, joined.body) };
 }
 
 export async function streamMessage(
@@ -406,144 +269,9 @@ export async function subscribe(
   return followTask(ctx, taskId, await latestRun(ctx, taskId), signal);
 }
 
-export interface ListQuery {
-  contextId?: string;
-  state?: TaskState;
-  pageSize: number;
-  pageToken?: string;
-  /** ISO time: only tasks whose status changed at or after it. */
-  statusTimestampAfter?: string;
-  includeArtifacts: boolean;
-  historyLength?: number;
-}
-
-/** Threads read per search while a listing fills its page, and runs per read of a thread's runs. */
-const THREADS_PER_READ = 100;
-const RUNS_PER_READ = 1000;
-
-/**
- * Where a listing goes on: the position of a thread in the threads search's order (newest first), the tasks of
- * that thread already given, and how many tasks the pages before this one gave (for totalSize).
- */
-interface ListCursor {
-  thread: number;
-  skip: number;
-  before: number;
-}
-
-const pageTokenOf = (c: ListCursor) => Buffer.from(`c${c.thread}.${c.skip}.${c.before}`, 'utf8').toString('base64url');
-function cursorOf(token: string | undefined): ListCursor {
-  if (!token) return { thread: 0, skip: 0, before: 0 };
-  const m = /^c(\d{1,9})\.(\d{1,9})\.(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('utf8'));
-  if (!m) throw new RpcError(INVALID_PARAMS, 'ListTasks: params.pageToken: not a page token this server gave out');
-  return { thread: Number(m[1]), skip: Number(m[2]), before: Number(m[3]) };
-}
-
-/**
- * The tasks of one thread that a listing shows, newest first, each read as GetTask reads it: the thread's A2A runs
- * of this assistant that started a task (not those that resumed one), each with its latest run. A thread the caller
- * may not see (or that went) has none.
- */
-async function* threadTasks(
-  ctx: AgentContext,
-  threadId: string,
-  assistantId: string,
-  q: ListQuery,
-  after: number | undefined,
-): AsyncGenerator<Task> {
-  // The runs that resumed a task are newer than the run that started it: seen first, newest first.
-  const latest = new Map<string, RunRow>();
-  for (let offset = 0; ; offset += RUNS_PER_READ) {
-    const res = await ctx.api.call('GET', `/threads/${threadId}/runs?limit=${RUNS_PER_READ}&offset=${offset}`);
-    if (res.status === 404) return;
-    if (res.status !== 200) refused(res, 'ListTasks');
-    const runs = res.body as Array<RunRow & { assistant_id?: string }>;
-    for (const run of runs) {
-      const resumed = run.metadata?.a2a_task_id;
-      if (typeof resumed === 'string') {
-        if (!latest.has(resumed)) latest.set(resumed, run);
-        continue;
-      }
-      if (run.assistant_id !== assistantId || typeof run.metadata?.a2a_context_id !== 'string') continue;
-      const taskId = `${run.thread_id}:${run.run_id}`;
-      const task = await view(ctx, taskId, latest.get(taskId) ?? run);
-      if (q.state && task.state !== q.state) continue;
-      if (after !== undefined && !(Date.parse(task.timestamp) >= after)) continue;
-      yield task;
-    }
-    if (runs.length < RUNS_PER_READ) return;
-  }
-}
-
-/**
- * The caller's tasks of this agent, newest first, as the API lets them see them: the threads its threads search
- * finds (the agent's own: their metadata names the assistant), or the one of `contextId`, then each thread's tasks
- * (threadTasks). The page token is a cursor over that search, so a listing goes on past any number of threads;
- * only what the page needs is read (and, when the page is full, up to the next task, to know there is one).
- * totalSize is exact on the last page; on the others it counts the tasks seen so far, the next one included.
- */
-export async function listTasks(
-  ctx: AgentContext,
-  q: ListQuery,
-): Promise<{ tasks: Task[]; nextPageToken: string; pageSize: number; totalSize: number }> {
-  const cursor = cursorOf(q.pageToken);
-  const found = await ctx.api.call('GET', `/assistants/${encodeURIComponent(ctx.assistantId)}`);
-  if (found.status === 404 || found.status === 422)
-    throw new RpcError(INVALID_PARAMS, `Assistant not found: ${ctx.assistantId}`);
-  if (found.status !== 200) refused(found, 'ListTasks');
-  const assistantId = (found.body as { assistant_id: string }).assistant_id;
-  const after = q.statusTimestampAfter === undefined ? undefined : Date.parse(q.statusTimestampAfter);
-  const readThreads = async (offset: number): Promise<string[]> => {
-    if (q.contextId) return offset === 0 ? [threadOfContext(q.contextId)] : [];
-    const res = await ctx.api.call('POST', '/threads/search', {
-      metadata: { assistant_id: assistantId },
-      limit: THREADS_PER_READ,
-      offset,
-      sort_by: 'created_at',
-      sort_order: 'desc',
-      select: ['thread_id'],
-    });
-    if (res.status !== 200) refused(res, 'ListTasks');
-    return (res.body as Array<{ thread_id: string }>).map((t) => t.thread_id);
-  };
-  const tasks: Task[] = [];
-  let next: ListCursor | undefined;
-  let index = cursor.thread;
-  let skip = cursor.skip;
-  scan: for (;;) {
-    const threadIds = await readThreads(index);
-    for (const threadId of threadIds) {
-      let given = 0;
-      for await (const task of threadTasks(ctx, threadId, assistantId, q, after)) {
-        if (given++ < skip) continue;
-        if (tasks.length === q.pageSize) {
-          next = { thread: index, skip: given - 1, before: cursor.before + tasks.length };
-          break scan;
-        }
-        tasks.push(task);
-      }
-      index++;
-      skip = 0;
-    }
-    if (q.contextId || threadIds.length < THREADS_PER_READ) break;
-  }
-  const keep = q.historyLength;
-  const page = tasks.map((t) => ({
-    ...t,
-    artifacts: q.includeArtifacts ? t.artifacts : [],
-    history: keep === undefined ? t.history : keep === 0 ? [] : t.history.slice(-keep),
-  }));
-  return {
-    tasks: page,
-    nextPageToken: next ? pageTokenOf(next) : '',
-    pageSize: q.pageSize,
-    totalSize: cursor.before + tasks.length + (next ? 1 : 0),
-  };
-}
-
 export async function cancelTask(ctx: AgentContext, taskId: string): Promise<Task> {
   const run = await latestRun(ctx, taskId);
-  const before = await view(ctx, taskId, run);
+  const before = await viewTask(ctx, taskId, run);
   if (before.state !== 'submitted' && before.state !== 'working')
     throw new RpcError(TASK_NOT_CANCELABLE, `Task ${taskId} cannot be canceled: it is ${before.state}`);
   const res = await ctx.api.call('POST', `/threads/${run.thread_id}/runs/${run.run_id}/cancel?action=interrupt&wait=1`);

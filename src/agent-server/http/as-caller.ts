@@ -47,9 +47,14 @@ export interface ApiAnswer {
 /** A run's public record (routes/runs.ts publicRun). */
 export type PublicRun = ReturnType<typeof publicRun>;
 
-/** What POST /threads/{id}/runs/wait answered; `run`: the run's final record, when the call was made in-process. */
+/**
+ * What POST /threads/{id}/runs/wait answered. When the call was made in-process: `run`, the run's final record, and
+ * `json`, the body as JSON text when the run's final values came as text (what the API would send), so a protocol
+ * that sends them as text need not write them again.
+ */
 export interface RunWaitAnswer extends ApiAnswer {
   run?: PublicRun;
+  json?: string;
 }
 
 export interface CallerApi {
@@ -132,7 +137,7 @@ export function apiAsCaller(app: FastifyInstance, req: FastifyRequest, deps: Rou
       });
       return { status: res.statusCode, headers: res.headers, body: res.stream() };
     },
-    async waitRun(threadId, body) {
+    async waitRun(threadId, body): Promise<RunWaitAnswer> {
       const path = `/threads/${threadId}/runs/wait`;
       if (!deps.innerRoutes) return api.call('POST', path, body);
       return inProcess(
@@ -149,13 +154,17 @@ export function apiAsCaller(app: FastifyInstance, req: FastifyRequest, deps: Rou
           };
           const created = await deps.service.runs.create(params.thread_id, run, caller);
           const ended = await deps.engine.waitForRun(created.thread_id, created.run_id, undefined, created);
-          const values = await deps.service.runs.result(created.thread_id, ended, deps.engine.finalValues(ended));
+          const json = deps.engine.finalValues(ended);
+          const values = await deps.service.runs.result(created.thread_id, ended, json);
           const location = `/threads/${created.thread_id}/runs/${created.run_id}`;
+          // runs.result answers the final values only when the run succeeded (an error is its __error__).
+          const sentAsIs = json !== undefined && ended?.status !== 'error' && ended?.status !== 'timeout';
           return {
             status: 200,
             headers: { 'content-location': location, location: `${location}/join` },
             body: values,
             ...(ended ? { run: publicRun(ended) } : {}),
+            ...(sentAsIs ? { json } : {}),
           };
         },
       );

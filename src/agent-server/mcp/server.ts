@@ -163,7 +163,7 @@ async function callTool(ctx: McpContext, p: z.infer<typeof CallParams>) {
   if (res.status === 409) return failedCall(detailOf(res), threadId);
   if (res.status !== 200) runRefused(res, 'tools/call');
   const runId = String(res.headers['content-location'] ?? '').split('/runs/')[1] ?? null;
-  return outcome(ctx, threadId, runId, res.body, res.run?.status);
+  return outcome(ctx, threadId, runId, res.body, res.run?.status, res.json);
 }
 
 /**
@@ -231,9 +231,17 @@ function pendingInterrupts(thread: ThreadRow | undefined): Array<{ id?: string; 
 /**
  * What a run left, as a tool result: its values (text and structuredContent), its error, or its interrupt.
  * `runStatus`: the run's final status when known; only a run that stopped ("interrupted") can leave an interrupt
- * waiting, so the thread is read for it only then (or when the status is unknown).
+ * waiting, so the thread is read for it only then (or when the status is unknown). `json`: the values as JSON text
+ * when at hand (the text content is that, not written again).
  */
-async function outcome(ctx: McpContext, threadId: string, runId: string | null, values: unknown, runStatus?: string) {
+async function outcome(
+  ctx: McpContext,
+  threadId: string,
+  runId: string | null,
+  values: unknown,
+  runStatus?: string,
+  json?: string,
+) {
   const meta = { thread_id: threadId, ...(runId ? { run_id: runId } : {}) };
   const error = (values as { __error__?: { error?: string; message?: string } } | null)?.__error__;
   if (error) {
@@ -257,7 +265,7 @@ async function outcome(ctx: McpContext, threadId: string, runId: string | null, 
     };
   }
   return {
-    content: [{ type: 'text', text: JSON.stringify(values ?? {}) }],
+    content: [{ type: 'text', text: values == null ? '{}' : (json ?? JSON.stringify(values)) }],
     structuredContent: structured,
     _meta: { ...meta, status: 'success' },
   };

@@ -20,7 +20,6 @@ import {
 import {
   cancelTask,
   getTask,
-  listTasks,
   sendMessage,
   streamMessage,
   subscribe,
@@ -29,6 +28,7 @@ import {
   type AgentContext,
   type TaskEvent,
 } from '../a2a/tasks.ts';
+import { listTasks } from '../a2a/list.ts';
 import {
   deleteConfig,
   getConfig,

@@ -5,7 +5,7 @@ import { pruneBusyDetail, threadStatusAfterStateUpdate } from '../run-rules.ts';
 import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import { LATEST_TWO_CHECKPOINTS, LATEST_TWO_COLUMNS, type CheckpointSaver } from './checkpoint-saver.ts';
-import { j, type EmbeddedContext, type Row } from './context.ts';
+import { j, pj, type EmbeddedContext, type Row } from './context.ts';
 
 // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
 // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
@@ -95,6 +95,10 @@ export function embeddedThreads(
     async get(id: string) {
       const r = st.getThread.get(id) as Row | undefined;
       return r ? toThread(r) : null;
+    },
+    async metadata(id: string) {
+      const r = st.threadMetadata.get(id) as Row | undefined;
+      return r ? pj(r.metadata) : null;
     },
     ...(saver
       ? {

@@ -54,6 +54,11 @@ export interface ThreadStore {
    * Postgres saver's readAhead). `release` drops what was not taken. Stores without it read the thread and the checkpoints apart.
    */
   getReadingAhead?(id: string, token: string): Promise<{ thread: ThreadHead | null; release: () => void }>;
+  /**
+   * A thread's metadata alone (null: no such thread): what the A2A push notifier reads as each A2A run starts and
+   * ends, without the values the last run wrote (megabytes in a long conversation, decrypted and parsed by get()).
+   */
+  metadata(id: string): Promise<Json | null>;
   /** Merges metadata; a `ttl_minutes` replaces the thread's TTL. */
   patch(id: string, patch: { metadata?: Json; ttl_minutes?: number }): Promise<Thread>;
   /** Deletes the thread, its runs and its checkpoints; NotFoundError when unknown. */

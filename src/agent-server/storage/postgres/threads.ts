@@ -105,6 +105,12 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
       );
       return rows[0] ? toThread(rows[0]) : null;
     },
+    async metadata(id: string) {
+      const { rows } = await pool.query(
+        named('thread_metadata', `SELECT metadata FROM ${s}.threads WHERE thread_id = $1`, [id]),
+      );
+      return rows[0] ? (rows[0].metadata as Json) : null;
+    },
     ...(saver && withCheckpoints
       ? {
           async getReadingAhead(id: string, token: string) {
