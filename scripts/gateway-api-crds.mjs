@@ -16,7 +16,8 @@ export const VERSION = 'v1.6.3';
 const MODULE = `sigs.k8s.io/gateway-api@${VERSION}`;
 
 export function cacheFolder() {
-  const root = process.env.AGENTPLANE_GATEWAY_API_CACHE ?? path.join(os.homedir(), '.cache', 'agentplane', 'gateway-api');
+  const root =
+    process.env.AGENTPLANE_GATEWAY_API_CACHE ?? path.join(os.homedir(), '.cache', 'agentplane', 'gateway-api');
   return path.join(root, VERSION);
 }
 
@@ -45,7 +46,8 @@ function main() {
     // Into a temporary folder, then a rename: an interrupted copy never leaves a half-filled cache.
     mkdirSync(path.dirname(out), { recursive: true });
     const tmp = mkdtempSync(path.join(path.dirname(out), '.fetch-'));
-    for (const f of readdirSync(dir).filter((n) => n.endsWith('.yaml'))) copyFileSync(path.join(dir, f), path.join(tmp, f));
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.yaml')))
+      copyFileSync(path.join(dir, f), path.join(tmp, f));
     renameSync(tmp, out);
   } finally {
     rmSync(work, { recursive: true, force: true });

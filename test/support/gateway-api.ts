@@ -25,9 +25,12 @@ function fetchCrds(): { dir?: string; why?: string } {
   let r = run(['--check']);
   if (r.status !== 0) {
     if (spawnSync('go', ['version'], { stdio: 'ignore' }).status !== 0)
-      return { why: 'Go is not installed (https://go.dev/doc/install), so `node scripts/gateway-api-crds.mjs` cannot fetch them' };
+      return {
+        why: 'Go is not installed (https://go.dev/doc/install), so `node scripts/gateway-api-crds.mjs` cannot fetch them',
+      };
     r = run([]);
-    if (r.status !== 0) return { why: `node scripts/gateway-api-crds.mjs failed: ${r.stderr.trim().split('\n').pop()}` };
+    if (r.status !== 0)
+      return { why: `node scripts/gateway-api-crds.mjs failed: ${r.stderr.trim().split('\n').pop()}` };
   }
   return { dir: r.stdout.trim().split('\n').pop() };
 }

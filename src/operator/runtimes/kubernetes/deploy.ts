@@ -10,7 +10,7 @@ import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, HTTP_ROUTES, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
-import type { HttpRoute } from './http-route.ts';
+import { httpRouteRefusal, type HttpRoute } from './http-route.ts';
 import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { databaseRefusal, rolloutStatusOf } from './observe.ts';
@@ -144,9 +144,12 @@ export async function deploy(
   const routeKey = `httproutes/${target.namespace}/${serverName(target)}`;
   // With a Gateway configured the host is served by an HTTPRoute instead of an Ingress (never both: two
   // controllers answering one host would split its traffic); switching either way removes the other object.
+  let routeRefused: string | undefined;
   if (host && cfg.gateway) {
     ctx.absent.delete(routeKey);
-    await apply(ctx.ops.httpRoute, makeHttpRoute(target, host, cfg));
+    // What apply returns (the write's answer or the live object) carries the route's status: no extra read.
+    routeRefused = httpRouteRefusal((await apply(ctx.ops.httpRoute, makeHttpRoute(target, host, cfg))).object);
+    if (routeRefused) ctx.log.warn({ deployment: spec.deployment, reason: routeRefused }, 'HTTPRoute refused');
   } else await deleteRouteIfPresent(ctx, routeKey, ingressName);
   if (host && !cfg.gateway) {
     ctx.absent.delete(ingressKey);
@@ -196,6 +199,10 @@ export async function deploy(
     const refused = await postgresRefused(ctx, target);
     if (refused) status = { phase: 'Failed', message: refused };
   }
+  // A Gateway refusing the route leaves the pods fine but the host unserved: said while the rollout waits, beside
+  // any trouble of the pods' own (which comes first).
+  if (routeRefused && status.phase === 'Starting' && !status.trouble)
+    status = { phase: 'Starting', trouble: { reason: 'HTTPRouteRefused', message: routeRefused } };
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
   if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
