@@ -161,7 +161,8 @@ export const operatorCommand: CommandSpec = {
     },
     'gateway-https': {
       type: 'string',
-      description: 'true: the Gateway terminates TLS for agent hosts, so deployment URLs are https:// (with --gateway-parent-refs)',
+      description:
+        'true: the Gateway terminates TLS for agent hosts, so deployment URLs are https:// (with --gateway-parent-refs)',
       default: 'true',
       env: ['AGENTPLANE_GATEWAY_HTTPS'],
     },

@@ -144,9 +144,9 @@ describe('operator flags for a Gateway', () => {
     const on = parseOperatorConfig(
       [...base, '--gateway-parent-refs', JSON.stringify(parentRefs), '--gateway-annotations', '{"a.io/b":"c"}'],
       {},
-    );
+    )!;
     expect(on.runtime.gateway).toEqual({ parentRefs, annotations: { 'a.io/b': 'c' }, https: true });
-    expect(parseOperatorConfig(base, {}).runtime.gateway).toBeUndefined();
+    expect(parseOperatorConfig(base, {})!.runtime.gateway).toBeUndefined();
   });
 
   it.each([
@@ -164,7 +164,7 @@ describe('chart: agents.gateway', () => {
   const routeRules = (docs: Json[]) =>
     docs
       .filter((d) => d.kind === 'Role' || d.kind === 'ClusterRole')
-      .flatMap((d) => (d.rules as Json[]).map((r) => ({ role: d.metadata.name as string, ...r })))
+      .flatMap((d) => (d.rules as Json[]).map((r): Json => ({ role: d.metadata.name as string, ...r })))
       .filter((r) => (r.resources as string[]).includes('httproutes'));
   const operatorEnv = (docs: Json[]) => {
     const d = docs.find((x) => x.kind === 'Deployment' && x.metadata.name.endsWith('-operator'))!;
