@@ -63,6 +63,9 @@ const FLAG: Record<string, string> = {
   allowedCustomDomains: '--allowed-custom-domains',
   tlsSecretPerIngress: '--ingress-tls-per-ingress',
   annotations: '--ingress-annotations',
+  'runtime.gateway.annotations': '--gateway-annotations',
+  parentRefs: '--gateway-parent-refs',
+  'runtime.gateway.https': '--gateway-https',
   maxScale: '--max-scale',
   maxCpu: '--max-cpu',
   maxMemoryMb: '--max-memory-mb',
@@ -123,6 +126,17 @@ function objectRef(v: string | undefined): { namespace: string; name: string } |
 }
 
 /** A JSON flag (Helm's toJson of a values map or list): parsed here, its shape checked by zod. */
+/** The Gateway API settings: present only when parent Gateways are named (the others alone change nothing). */
+function gatewayOf(pick: (flag: string) => string | undefined) {
+  const parentRefs = jsonFlag('gateway-parent-refs', pick('gateway-parent-refs'));
+  if (parentRefs === undefined) return undefined;
+  return {
+    parentRefs,
+    annotations: jsonFlag('gateway-annotations', pick('gateway-annotations')),
+    https: boolFlag(pick('gateway-https')),
+  };
+}
+
 function jsonFlag(flag: string, v: string | undefined): unknown {
   if (v === undefined || v.trim() === '') return undefined;
   try {
@@ -237,6 +251,7 @@ export function parseOperatorConfig(argv: string[], env: NodeJS.ProcessEnv): Ope
         annotations: jsonFlag('ingress-annotations', pick('ingress-annotations')),
         allowedCustomDomains: list(pick('allowed-custom-domains')).map((d) => d.replace(/^\*?\.+/, '').toLowerCase()),
       },
+      gateway: gatewayOf(pick),
       postgres: {
         mode: pick('postgres-mode'),
         image: pick('postgres-image'),

@@ -148,6 +148,24 @@ export const operatorCommand: CommandSpec = {
         'JSON map of annotations every agent Ingress gets (e.g. {"cert-manager.io/cluster-issuer":"letsencrypt"})',
       env: ['AGENTPLANE_INGRESS_ANNOTATIONS'],
     },
+    'gateway-parent-refs': {
+      type: 'string',
+      description:
+        'JSON list of Gateways ([{"name":"agents","namespace":"gateways","sectionName":"https"}]): serve deployments through a Gateway API HTTPRoute attached to them instead of an Ingress',
+      env: ['AGENTPLANE_GATEWAY_PARENT_REFS'],
+    },
+    'gateway-annotations': {
+      type: 'string',
+      description: 'JSON map of annotations every agent HTTPRoute gets (with --gateway-parent-refs)',
+      env: ['AGENTPLANE_GATEWAY_ANNOTATIONS'],
+    },
+    'gateway-https': {
+      type: 'string',
+      description:
+        'true: the Gateway terminates TLS for agent hosts, so deployment URLs are https:// (with --gateway-parent-refs)',
+      default: 'true',
+      env: ['AGENTPLANE_GATEWAY_HTTPS'],
+    },
     'allowed-custom-domains': {
       type: 'string',
       description: 'Comma-separated domains custom_url hosts must be subdomains of; empty: custom_url refused',

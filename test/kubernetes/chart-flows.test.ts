@@ -18,6 +18,7 @@ import { startKubernetesListener, type RunningListener } from '../../src/listene
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../src/operator/kubernetes.ts';
 import { tenantNamespaceName } from '../../src/operator/runtimes/kubernetes/index.ts';
+import { gatewayApiCrds } from '../support/gateway-api.ts';
 import { renderChart } from '../support/helm/index.ts';
 import { startCluster, until, type TestCluster } from './helpers/cluster.ts';
 import { FakeCluster } from './helpers/kubelet.ts';
@@ -89,6 +90,19 @@ const SETS: [string, string, Json][] = [
       },
     },
   ],
+  [
+    'a namespace per tenant, served through a Gateway (HTTPRoutes, no Ingress)',
+    'agentplane',
+    {
+      'agents.namespacePerTenant': true,
+      'agents.ingress.baseDomain': 'agents.example.com',
+      'agents.gateway': {
+        enabled: true,
+        parentRefs: [{ name: 'agents', namespace: 'gateways', sectionName: 'https' }],
+        annotations: { 'example.com/team': 'platform' },
+      },
+    },
+  ],
 ];
 
 type Spec = { args: string[]; env: Record<string, string>; serviceAccount: string };
@@ -117,6 +131,10 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
   const ingressValues: Json = { className: values['agents.ingress.className'], ...values['agents.ingress'] };
   const baseDomain = (values['agents.ingress.baseDomain'] ?? ingressValues.baseDomain) as string | undefined;
   const childNs = perTenant ? tenantNamespaceName(opSpec.env.AGENTPLANE_TENANT_NAMESPACE_PREFIX!, TENANT) : agentNs;
+  const gateway = values['agents.gateway'] as Json | undefined;
+  // Served through a Gateway: the double validates each HTTPRoute with the official CRD (fetched with Go).
+  const gatewayCrds = gateway ? gatewayApiCrds() : undefined;
+  const skip = Boolean(gateway && !gatewayCrds);
 
   let cluster: TestCluster;
   let cp: RunningControlPlane | undefined;
@@ -142,7 +160,12 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
 
   beforeAll(async () => {
     tmp = mkdtempSync(join(tmpdir(), 'ap-chart-flows-'));
-    cluster = await startCluster(RELEASE_NS, { rbac: true, ownerReferencesPermissionEnforcement: true });
+    if (skip) return;
+    cluster = await startCluster(RELEASE_NS, {
+      rbac: true,
+      ownerReferencesPermissionEnforcement: true,
+      gatewayApiCrds: gatewayCrds,
+    });
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     // helm install --create-namespace, and the agent namespace the docs ask to create: both enforce "restricted".
     const releaseNs = await core.readNamespace({ name: RELEASE_NS });
@@ -250,7 +273,7 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  it('create, patch, roll back and delete a deployment; nothing refused', async () => {
+  it.skipIf(skip)('create, patch, roll back and delete a deployment; nothing refused', async () => {
     const peek = (group: string, plural: string, ns: string, name: string): Json | undefined =>
       cluster.api.peek(group, plural, ns, name);
     const fake = new FakeCluster(cluster.kubeConfig, childNs);
@@ -322,7 +345,20 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
     const served = (await call('GET', `/v2/deployments/${id}`)).body;
     expect(served.url).toBeTruthy();
     expect(served.url).toBe(peek('agentplane.dev', 'agentdeployments', agentNs, name)!.status.url);
-    if (baseDomain) {
+    if (gateway) {
+      // Served through its HTTPRoute on the configured Gateway, under the base domain; no Ingress beside it.
+      const host = new URL(served.url as string).hostname;
+      expect(host).toBe(`${name}.${baseDomain}`);
+      expect(served.url).toMatch(/^https:/);
+      const route = peek('gateway.networking.k8s.io', 'httproutes', childNs, name)!;
+      expect(route.spec.parentRefs).toEqual([
+        { group: 'gateway.networking.k8s.io', kind: 'Gateway', ...gateway.parentRefs[0] },
+      ]);
+      expect(route.spec.hostnames).toEqual([host]);
+      expect(route.spec.rules[0].backendRefs).toEqual([expect.objectContaining({ name, port: 80 })]);
+      expect(route.metadata.annotations).toMatchObject(gateway.annotations);
+      expect(peek('networking.k8s.io', 'ingresses', childNs, name)).toBeUndefined();
+    } else if (baseDomain) {
       // Served through its Ingress, under the base domain.
       expect(new URL(served.url as string).hostname.endsWith(`.${baseDomain}`)).toBe(true);
       const ingress = peek('networking.k8s.io', 'ingresses', childNs, name)!;
@@ -368,6 +404,7 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
       () =>
         !peek('apps', 'deployments', childNs, name) &&
         !peek('networking.k8s.io', 'ingresses', childNs, name) &&
+        !peek('gateway.networking.k8s.io', 'httproutes', childNs, name) &&
         !peek('', 'services', childNs, name) &&
         !peek('apps', 'statefulsets', childNs, `${name}-postgres`),
       30_000,

@@ -8,6 +8,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiServer, type KubeApiServerOptions } from '../../support/kube-apiserver/server.ts';
 import { registerBuiltinKinds } from '../../support/kube-apiserver/builtins.ts';
 import { seedCrdObjects } from '../../support/kube-apiserver/crd-objects.ts';
+import { registerCrds } from '../../support/kube-apiserver/registry.ts';
+import { HTTPROUTE_CRD } from '../../support/gateway-api.ts';
 import { renderChart } from '../../support/helm/index.ts';
 
 type Json = Record<string, any>;
@@ -41,15 +43,21 @@ export async function startCluster(
     | 'gcDelayMs'
     | 'ownerReferencesPermissionEnforcement'
     | 'watchTimeoutMs'
-  > = {},
+  > & {
+    /** A folder of Gateway API CRDs (test/support/gateway-api.ts): HTTPRoutes are then served and validated. */
+    gatewayApiCrds?: string;
+  } = {},
 ): Promise<TestCluster> {
+  const { gatewayApiCrds, ...serverOpts } = opts;
   // The release namespace exists before the chart is installed (helm install --create-namespace).
   const api = new KubeApiServer({
     crdDir: join(import.meta.dirname, '../../../crds'),
     namespaces: [namespace],
-    ...opts,
+    ...serverOpts,
   });
   registerBuiltinKinds(api.registry);
+  // Their CEL rules are left to the kube tier's real API server; the OpenAPI schema is checked here.
+  if (gatewayApiCrds) registerCrds(api.registry, gatewayApiCrds, { files: [HTTPROUTE_CRD], otherCel: 'skip' });
   seedCrdObjects(api, join(import.meta.dirname, '../../../crds'));
   await api.start();
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));

@@ -73,11 +73,17 @@ function prune(value: unknown, schema: Json | undefined, path = '', unknown: str
   return out;
 }
 
-/** The transition rules this server evaluates (CEL in a real cluster); others are refused at load time. */
-function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string): Cause[] {
+/**
+ * The transition rules this server evaluates (CEL in a real cluster); others are refused, unless `otherCel` says
+ * to pass over them (CRDs of other projects: the kube tier's real API server runs their rules).
+ */
+function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string, otherCel: CelPolicy): Cause[] {
   const causes: Cause[] = [];
   for (const rule of (schema['x-kubernetes-validations'] ?? []) as { rule: string; message?: string }[]) {
-    if (rule.rule !== 'self == oldSelf') throw new Error(`kube-apiserver double: unsupported CEL rule ${rule.rule}`);
+    if (rule.rule !== 'self == oldSelf') {
+      if (otherCel === 'skip') continue;
+      throw new Error(`kube-apiserver double: unsupported CEL rule ${rule.rule}`);
+    }
     if (old !== undefined && JSON.stringify(canon(obj)) !== JSON.stringify(canon(old))) {
       causes.push({
         field: path,
@@ -90,7 +96,7 @@ function transitionCauses(schema: Json, obj: unknown, old: unknown, path: string
     for (const [k, s] of Object.entries<Json>(schema.properties)) {
       const o = (obj as Json)[k];
       const p = old && typeof old === 'object' ? (old as Json)[k] : undefined;
-      if (o !== undefined && p !== undefined) causes.push(...transitionCauses(s, o, p, `${path}.${k}`));
+      if (o !== undefined && p !== undefined) causes.push(...transitionCauses(s, o, p, `${path}.${k}`, otherCel));
     }
   }
   return causes;
@@ -107,7 +113,9 @@ function canon(v: unknown): unknown {
   return v;
 }
 
-const ajv = new Ajv({ allErrors: true, strict: false });
+// Formats of Kubernetes OpenAPI that ajv does not know: accepted as the type alone says (the API server checks
+// int32/int64 ranges and timestamps too, which no test relies on).
+const ajv = new Ajv({ allErrors: true, strict: false, formats: { int32: true, int64: true, 'date-time': true } });
 
 /** OpenAPI v3.0 (what CRDs use) to the JSON Schema ajv validates: boolean exclusive bounds become numeric. */
 function toJsonSchema(node: unknown): unknown {
@@ -148,9 +156,20 @@ export function structuralProblems(node: Json, path = ''): string[] {
   return problems;
 }
 
-/** Registers every CRD found in `dir` (apiextensions.k8s.io/v1, one per file); refuses non-structural ones. */
-export function registerCrds(registry: KindRegistry, dir: string): void {
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml'))) {
+type CelPolicy = 'refuse' | 'skip';
+
+/**
+ * Registers every CRD found in `dir` (apiextensions.k8s.io/v1, one per file), or only the `files` named; refuses
+ * non-structural ones. `otherCel: 'skip'` admits objects without the CEL rules this server cannot evaluate (the
+ * OpenAPI schema still applies): for CRDs of other projects, whose rules only a real API server runs.
+ */
+export function registerCrds(
+  registry: KindRegistry,
+  dir: string,
+  { files, otherCel = 'refuse' }: { files?: string[]; otherCel?: CelPolicy } = {},
+): void {
+  const names = files ?? readdirSync(dir).filter((f) => f.endsWith('.yaml'));
+  for (const file of names) {
     const crd = parse(readFileSync(join(dir, file), 'utf8')) as Json;
     if (crd.kind !== 'CustomResourceDefinition') continue;
     for (const v of crd.spec.versions as Json[]) {
@@ -186,7 +205,7 @@ export function registerCrds(registry: KindRegistry, dir: string): void {
               });
             }
           }
-          causes.push(...transitionCauses(schema, pruned, old, '<root>'));
+          causes.push(...transitionCauses(schema, pruned, old, '<root>', otherCel));
           return causes.length ? { causes } : { object: pruned, unknown };
         },
       });

@@ -3,7 +3,7 @@
 // holds it.
 import { LABEL_DEPLOYMENT, type AgentDeployment } from '../../../resources/index.ts';
 import { isStatus } from './apply.ts';
-import { buildNamespace, type DeploymentRef, type RuntimeContext } from './context.ts';
+import { buildNamespace, HTTP_ROUTES, type DeploymentRef, type RuntimeContext } from './context.ts';
 import { tenantNamespaceName } from './tenant-namespace.ts';
 
 /**
@@ -58,6 +58,21 @@ async function deleteChildren(
       async () => names(await net.listNamespacedIngress(q)),
       (name) => net.deleteNamespacedIngress({ name, namespace }),
     ],
+    // Only with a Gateway configured: the operator has no rights to HTTPRoutes otherwise (and there may be no CRD).
+    ...(ctx.opts.config.gateway
+      ? [
+          [
+            'httproutes',
+            async () =>
+              names(
+                (await ctx.custom.listNamespacedCustomObject({ ...HTTP_ROUTES, ...q })) as {
+                  items: { metadata?: { name?: string } }[];
+                },
+              ),
+            (name: string) => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, namespace, name }),
+          ] as [string, () => Promise<string[]>, (name: string) => Promise<unknown>],
+        ]
+      : []),
     [
       'services',
       async () => names(await core.listNamespacedService(q)),

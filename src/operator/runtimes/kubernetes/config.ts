@@ -5,6 +5,17 @@ import { z } from 'zod';
 const QUALIFIED_NAME =
   /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 
+/** Annotations an operator-written child carries: keys must be qualified names, as the API server requires. */
+const annotationMap = z.record(z.string(), z.string()).superRefine((map, ctx) => {
+  for (const key of Object.keys(map))
+    if (!QUALIFIED_NAME.test(key))
+      ctx.addIssue({ code: 'custom', message: `annotation key "${key}" is not a qualified name ([prefix/]name)` });
+});
+
+/** A DNS subdomain (object names, Gateway listener names) and a DNS label (namespaces), as Gateway API checks them. */
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_LABEL = /^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
 /** RFC 1918 private ranges and link-local (cloud metadata at 169.254.169.254). */
 export const PRIVATE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16'] as const;
 
@@ -176,17 +187,7 @@ export const kubernetesRuntimeConfigSchema = z.object({
        */
       tlsSecretPerIngress: z.boolean().default(false),
       /** Annotations of every agent Ingress (cert-manager.io/cluster-issuer, ingress controller settings). */
-      annotations: z
-        .record(z.string(), z.string())
-        .superRefine((map, ctx) => {
-          for (const key of Object.keys(map))
-            if (!QUALIFIED_NAME.test(key))
-              ctx.addIssue({
-                code: 'custom',
-                message: `annotation key "${key}" is not a qualified name ([prefix/]name)`,
-              });
-        })
-        .default({}),
+      annotations: annotationMap.default({}),
       /**
        * Domain suffixes a custom_url host may end with (`bots.example.com` allows `x.bots.example.com`, not the
        * suffix itself). Empty: custom_url is refused and deployments are served at `<name>.<baseDomain>` only.
@@ -202,6 +203,31 @@ export const kubernetesRuntimeConfigSchema = z.object({
       path: ['tlsSecretPerIngress'],
     })
     .default({ allowedCustomDomains: [], annotations: {}, tlsSecretPerIngress: false }),
+  /**
+   * Gateway API: each served deployment gets an HTTPRoute (gateway.networking.k8s.io/v1) attached to these parent
+   * Gateways instead of an Ingress, with the same host and path. Absent: Ingresses, as before.
+   */
+  gateway: z
+    .object({
+      parentRefs: z
+        .array(
+          z
+            .object({
+              name: z.string().regex(DNS_SUBDOMAIN, 'must be a Kubernetes object name'),
+              /** Absent: the route's own namespace (with a namespace per tenant the Gateway is elsewhere: set it). */
+              namespace: z.string().regex(DNS_LABEL, 'must be a namespace name').optional(),
+              /** The Gateway listener to attach to (e.g. the HTTPS one); absent: every listener that allows it. */
+              sectionName: z.string().regex(DNS_SUBDOMAIN, 'must be a listener name').optional(),
+            })
+            .strict(),
+        )
+        .min(1, 'at least one parent Gateway is required'),
+      /** Annotations of every agent HTTPRoute. */
+      annotations: annotationMap.default({}),
+      /** The Gateway listeners terminate TLS for agent hosts: deployment URLs are https://<host>. */
+      https: z.boolean().default(true),
+    })
+    .optional(),
   /** Upper bounds on resource_spec (the control plane refuses the same values with 422). */
   limits: z
     .object({

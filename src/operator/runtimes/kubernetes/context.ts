@@ -36,6 +36,7 @@ import type { RevisionLogSink, RevisionRef } from '../types.ts';
 import { applyOptions, FIELD_MANAGER, isStatus, type ObjectOps } from './apply.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import type { Target } from './labels.ts';
+import type { HttpRoute } from './http-route.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
 
 export type Obj<T> = T & KubeObject;
@@ -66,6 +67,7 @@ type KindOps = {
   service: ObjectOps<V1Service>;
   secret: ObjectOps<V1Secret>;
   ingress: ObjectOps<V1Ingress>;
+  httpRoute: ObjectOps<HttpRoute>;
   autoscaler: ObjectOps<V2HorizontalPodAutoscaler>;
   networkPolicy: ObjectOps<V1NetworkPolicy>;
   roleBinding: ObjectOps<V1RoleBinding>;
@@ -110,6 +112,9 @@ export type ApiClients = Pick<
   RuntimeContext,
   'apps' | 'batch' | 'core' | 'net' | 'custom' | 'autoscaling' | 'discovery' | 'ops'
 >;
+
+/** Where the Gateway API serves HTTPRoutes (a CRD: the typed clients have no methods for it). */
+export const HTTP_ROUTES = { group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes' } as const;
 
 export function makeApiClients(kc: KubeConfig): ApiClients {
   const apps = kc.makeApiClient(AppsV1Api);
@@ -168,6 +173,19 @@ export function makeApiClients(kc: KubeConfig): ApiClients {
       apply: ssa,
       replace: (namespace, name, body) =>
         net.replaceNamespacedIngress({ name, namespace, body, fieldManager: FIELD_MANAGER }),
+    },
+    httpRoute: {
+      read: async (namespace, name) =>
+        (await custom.getNamespacedCustomObject({ ...HTTP_ROUTES, namespace, name })) as HttpRoute,
+      apply: ssa,
+      replace: async (namespace, name, body) =>
+        (await custom.replaceNamespacedCustomObject({
+          ...HTTP_ROUTES,
+          namespace,
+          name,
+          body,
+          fieldManager: FIELD_MANAGER,
+        })) as HttpRoute,
     },
     autoscaler: {
       read: (namespace, name) => autoscaling.readNamespacedHorizontalPodAutoscaler({ name, namespace }),

@@ -9,7 +9,8 @@ import { LABEL_DEPLOYMENT, runsImage, type AgentRevision } from '../../../resour
 import type { HeldResources, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
-import { deleteIfPresent, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
+import { deleteIfPresent, HTTP_ROUTES, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
+import { httpRouteRefusal, type HttpRoute } from './http-route.ts';
 import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { databaseRefusal, rolloutStatusOf } from './observe.ts';
@@ -28,6 +29,7 @@ import {
   ingressHost,
   makeAutoscaler,
   makeDeployment,
+  makeHttpRoute,
   makeIngress,
   makeSecret,
   serverName,
@@ -148,11 +150,21 @@ export async function deploy(
   const ingressName = { name: serverName(target), namespace: target.namespace };
   const ingressKey = `ingresses/${target.namespace}/${serverName(target)}`;
   const hpaKey = `horizontalpodautoscalers/${target.namespace}/${serverName(target)}`;
-  if (host) {
+  const routeKey = `httproutes/${target.namespace}/${serverName(target)}`;
+  // With a Gateway configured the host is served by an HTTPRoute instead of an Ingress (never both: two
+  // controllers answering one host would split its traffic); switching either way removes the other object.
+  let routeRefused: string | undefined;
+  if (host && cfg.gateway) {
+    ctx.absent.delete(routeKey);
+    // What apply returns (the write's answer or the live object) carries the route's status: no extra read.
+    routeRefused = httpRouteRefusal((await apply(ctx.ops.httpRoute, makeHttpRoute(target, host, cfg))).object);
+    if (routeRefused) ctx.log.warn({ deployment: spec.deployment, reason: routeRefused }, 'HTTPRoute refused');
+  } else await deleteRouteIfPresent(ctx, routeKey, ingressName);
+  if (host && !cfg.gateway) {
     ctx.absent.delete(ingressKey);
     await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
   }
-  // A custom_url (or base domain) removed: the host is no longer served.
+  // A custom_url (or base domain) removed, or a Gateway now serving it: no Ingress.
   else
     await deleteIfPresent(
       ctx,
@@ -193,6 +205,10 @@ export async function deploy(
     const refused = await postgresRefused(ctx, target);
     if (refused) status = { phase: 'Failed', message: refused };
   }
+  // A Gateway refusing the route leaves the pods fine but the host unserved: said while the rollout waits, beside
+  // any trouble of the pods' own (which comes first).
+  if (routeRefused && status.phase === 'Starting' && !status.trouble)
+    status = { phase: 'Starting', trouble: { reason: 'HTTPRouteRefused', message: routeRefused } };
   if (status.phase === 'Failed') await ctx.opts.logs.append(spec, 'deploy', [status.message]);
   if (status.phase === 'Ready') await sweepEnvSecrets(ctx, target, spec.revision);
   return status;
@@ -264,6 +280,29 @@ async function sweepEnvSecrets(ctx: RuntimeContext, target: Target, revision: st
 }
 
 /**
+ * Removes the HTTPRoute of a deployment no longer served through a Gateway. Without the Gateway API installed (404)
+ * or without rights to HTTPRoutes (403: the chart grants them only while agents.gateway is on) there is nothing this
+ * operator may remove; a route left from before then goes with its AgentDeployment (owner reference).
+ */
+async function deleteRouteIfPresent(
+  ctx: RuntimeContext,
+  key: string,
+  ref: { name: string; namespace: string },
+): Promise<void> {
+  try {
+    await deleteIfPresent(
+      ctx,
+      key,
+      () => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, ...ref }),
+      () => ctx.ops.httpRoute.read(ref.namespace, ref.name),
+    );
+  } catch (err) {
+    if (!isStatus(err, 403)) throw err;
+    ctx.absent.add(key);
+  }
+}
+
+/**
  * The tenant-controlled parts of a revision against the cluster: bounds, the ServiceAccount, every referenced
  * Secret and the Ingress host (allowed domain, not served by another deployment).
  */
@@ -303,8 +342,19 @@ async function admit(
     const ingresses = ctx.perTenant
       ? (await ctx.net.listIngressForAllNamespaces()).items
       : (await ctx.net.listNamespacedIngress({ namespace: target.namespace })).items;
-    const owner = hostOwner(host, ingresses, target);
+    const routes = cfg.gateway ? await listHttpRoutes(ctx, target.namespace) : [];
+    const owner = hostOwner(host, [...ingresses, ...routes], target);
     if (owner) return { message: `host "${host}" is already served by another deployment (${owner})` };
   }
   return { host, serviceAccount };
+}
+
+/** Every agent HTTPRoute a host could clash with: all tenants' with a namespace per tenant, else this namespace's. */
+async function listHttpRoutes(ctx: RuntimeContext, namespace: string): Promise<HttpRoute[]> {
+  const list = (
+    ctx.perTenant
+      ? await ctx.custom.listClusterCustomObject({ ...HTTP_ROUTES })
+      : await ctx.custom.listNamespacedCustomObject({ ...HTTP_ROUTES, namespace })
+  ) as { items: HttpRoute[] };
+  return list.items;
 }

@@ -3,6 +3,7 @@
 // sizes stay under the operator's bounds and an Ingress host is never taken from someone else. Pure functions over
 // objects the runtime has read; each refusal is one sentence naming what was refused (the revision's message).
 import type { V1Ingress, V1Secret, V1ServiceAccount } from '@kubernetes/client-node';
+import type { HttpRoute } from './http-route.ts';
 import type { ResourceSpec, SecretReference } from '../../../resources/agent-deployment.ts';
 import type { KubernetesRuntimeConfig } from './config.ts';
 import { ANNOTATION_AUTOMOUNT_TOKEN, LABEL_TENANT, type Target } from './labels.ts';
@@ -107,12 +108,20 @@ export function secretReferenceViolation(
   return undefined;
 }
 
-/** The deployment (other than `target`) whose Ingress already serves `host`, if any. */
-export function hostOwner(host: string, ingresses: V1Ingress[], target: Target): string | undefined {
-  for (const ing of ingresses) {
-    const mine = ing.metadata?.name === target.name && ing.metadata?.namespace === target.namespace;
-    if (!mine && ing.spec?.rules?.some((r) => r.host === host))
-      return `${ing.metadata?.namespace}/${ing.metadata?.name}`;
+/** The hosts an agent Ingress or HTTPRoute serves. */
+function servedHosts(obj: V1Ingress | HttpRoute): string[] {
+  const spec = obj.spec as { rules?: { host?: string }[]; hostnames?: string[] } | undefined;
+  return [...(spec?.hostnames ?? []), ...(spec?.rules ?? []).map((r) => r.host ?? '')];
+}
+
+/**
+ * The deployment (other than `target`) whose Ingress or HTTPRoute already serves `host`, if any: both count, so a
+ * switch between the two (or a route written by hand) cannot hand one deployment's host to another.
+ */
+export function hostOwner(host: string, servers: (V1Ingress | HttpRoute)[], target: Target): string | undefined {
+  for (const obj of servers) {
+    const mine = obj.metadata?.name === target.name && obj.metadata?.namespace === target.namespace;
+    if (!mine && servedHosts(obj).includes(host)) return `${obj.metadata?.namespace}/${obj.metadata?.name}`;
   }
   return undefined;
 }

@@ -1,6 +1,6 @@
 // The agent server of a deployment: one Deployment per AgentDeployment whose pod template names the revision it
 // runs (a new revision is a rolling update), its environment Secret, a Service and, when a host is known, an
-// Ingress. Pure: the same input always gives the same objects, so applying them again changes nothing.
+// Ingress or (with a Gateway configured) an HTTPRoute. Pure: the same input always gives the same objects, so applying them again changes nothing.
 import type {
   V1Deployment,
   V1EnvVar,
@@ -22,6 +22,7 @@ import {
   tenantKeysSecretName,
   type Target,
 } from './labels.ts';
+import type { HttpRoute } from './http-route.ts';
 import { boundsViolation, type VerifiedServiceAccount } from './policy.ts';
 import { postgresSecretName, POSTGRES_URI_KEY, waitForPostgres } from './postgres.ts';
 import { replicasIn, sleepAnnotations, type SleepState } from './sleep.ts';
@@ -301,6 +302,9 @@ export function makeAutoscaler(
   };
 }
 
+/** The agent Service's port (named `http`). */
+const SERVICE_PORT = 80;
+
 export function makeService(target: Target): V1Service {
   return {
     apiVersion: 'v1',
@@ -309,7 +313,7 @@ export function makeService(target: Target): V1Service {
     spec: {
       type: 'ClusterIP',
       selector: selectorLabels(target, 'server'),
-      ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }],
+      ports: [{ name: 'http', port: SERVICE_PORT, targetPort: 'http', protocol: 'TCP' }],
     },
   };
 }
@@ -386,8 +390,43 @@ export function makeIngress(target: Target, host: string, config: KubernetesRunt
   };
 }
 
-/** The deployment's stable URL: the Ingress host when there is one, else the Service's cluster DNS name. */
+/**
+ * The HTTPRoute that serves `host` through the configured Gateways: what makeIngress's rule says, in Gateway API
+ * terms (the same host, every path under /, the agent Service). TLS is the Gateway listener's, not the route's.
+ */
+export function makeHttpRoute(target: Target, host: string, config: KubernetesRuntimeConfig): HttpRoute {
+  const gateway = config.gateway;
+  if (!gateway) throw new Error('makeHttpRoute: no Gateway configured');
+  const meta = childMeta(target, serverName(target), 'server');
+  const annotations = gateway.annotations ?? {};
+  return {
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'HTTPRoute',
+    metadata: Object.keys(annotations).length ? { ...meta, annotations: { ...annotations } } : meta,
+    spec: {
+      // Group and kind spelled out: the server defaults them, and an applied field equal to the default is no diff.
+      parentRefs: gateway.parentRefs.map((p) => ({
+        group: 'gateway.networking.k8s.io',
+        kind: 'Gateway',
+        name: p.name,
+        ...(p.namespace ? { namespace: p.namespace } : {}),
+        ...(p.sectionName ? { sectionName: p.sectionName } : {}),
+      })),
+      hostnames: [host],
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+          // Gateway API names backend ports by number only; makeService's `http` port is 80.
+          backendRefs: [{ name: serverName(target), port: SERVICE_PORT }],
+        },
+      ],
+    },
+  };
+}
+
+/** The deployment's stable URL: the Ingress (or HTTPRoute) host when there is one, else the Service's cluster DNS name. */
 export function deploymentUrl(target: Target, host: string | undefined, config: KubernetesRuntimeConfig): string {
-  if (host) return `${ingressTlsSecret(target, config) ? 'https' : 'http'}://${host}`;
+  const tls = config.gateway ? config.gateway.https : Boolean(ingressTlsSecret(target, config));
+  if (host) return `${tls ? 'https' : 'http'}://${host}`;
   return `http://${serviceHost(serverName(target), target.namespace, config)}`;
 }
