@@ -73,7 +73,10 @@ export function typeScriptSchemasInThread(
     };
     // Its heap is capped: a project whose types would take more answers untyped schemas (the runtime's defaults)
     // rather than pushing a memory-limited agent over its limit for a schema read.
-    const worker = new Worker(workerEntry(), { workerData: { sources }, resourceLimits: { maxOldGenerationSizeMb: 256 } });
+    const worker = new Worker(workerEntry(), {
+      workerData: { sources },
+      resourceLimits: { maxOldGenerationSizeMb: 256 },
+    });
     // A server shutting down does not wait for it.
     worker.unref();
     worker.on('message', (entries: Array<[string, Array<[string, TypedSchemas]>]>) =>
