@@ -22,7 +22,8 @@ function freshBundle() {
 const bundle = freshBundle();
 let cli;
 if (bundle) {
-  globalThis[Symbol.for('agentplane.typescript-imports.late')] = true;
+  // Read by src/lib/typescript-imports.ts: tsx registers late, worker threads start from this bundle's entries.
+  globalThis[Symbol.for('agentplane.bundle')] = dirname(bundle);
   cli = await import(pathToFileURL(bundle).href);
 } else {
   const { register } = await import('tsx/esm/api');

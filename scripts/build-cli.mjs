@@ -16,7 +16,13 @@ const startedAt = Date.now();
 rmSync(outdir, { recursive: true, force: true });
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { cli: 'src/cli.ts' },
+  // The worker threads' entries too: a server running from the bundle starts its threads from it (their code then
+  // loads without tsx's hooks and shares chunks with the CLI's).
+  entryPoints: {
+    cli: 'src/cli.ts',
+    'executor-worker': 'src/agent-server/runs/executor-worker.ts',
+    'typescript-types-worker': 'src/agent-server/graphs/typescript-types-worker.ts',
+  },
   outdir,
   bundle: true,
   splitting: true,

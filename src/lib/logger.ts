@@ -1,6 +1,10 @@
+import { createRequire } from 'node:module';
 import { isMainThread } from 'node:worker_threads';
 import { destination as pinoDestination, pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-import pretty from 'pino-pretty';
+import type PinoPretty from 'pino-pretty';
+
+// pino-pretty (and what it loads) only when lines are meant for a person: servers and their executor threads log JSON.
+const require = createRequire(import.meta.url);
 
 export type { Logger };
 
@@ -26,6 +30,7 @@ function destination(): DestinationStream | undefined {
   const format = (process.env.AGENTPLANE_LOG_FORMAT ?? 'auto').toLowerCase();
   const readable = format === 'pretty' || (format !== 'json' && process.stdout.isTTY === true);
   if (!readable) return undefined;
+  const pretty = require('pino-pretty') as typeof PinoPretty;
   return pretty({
     sync: true,
     colorize: process.stdout.isTTY === true,

@@ -6,10 +6,12 @@
 // following variables to their initializers, so their namespaces (`parent|child`) match getSubgraphsAsync's.
 // The compiler is the `typescript` package; without it (or on any failure) nothing is typed and the runtime schemas
 // stand alone.
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type * as TS from 'typescript';
 import { packagePath } from '../../lib/package-root.ts';
+import { bundleDir } from '../../lib/typescript-imports.ts';
 import { Converter, type JsonSchema } from './typescript-json-schema.ts';
 
 /** The schemas the source types give one graph or subgraph; `definitions` holds what their `$ref`s point to. */
@@ -41,7 +43,15 @@ const BUILDER_METHODS = new Set([
   'setFinishPoint',
 ]);
 
-const WORKER = pathToFileURL(packagePath('src/agent-server/graphs/typescript-types-worker.mjs'));
+/** The bundle's entry when the process runs from it (no tsx needed: the thread reads users' files, never imports them). */
+function workerEntry(): URL {
+  const bundle = bundleDir();
+  return pathToFileURL(
+    bundle
+      ? join(bundle, 'typescript-types-worker.js')
+      : packagePath('src/agent-server/graphs/typescript-types-worker.mjs'),
+  );
+}
 
 /**
  * typeScriptSchemas in a thread of its own (the compiler pass takes seconds of synchronous work). Never rejects: a
@@ -63,7 +73,10 @@ export function typeScriptSchemasInThread(
     };
     // Its heap is capped: a project whose types would take more answers untyped schemas (the runtime's defaults)
     // rather than pushing a memory-limited agent over its limit for a schema read.
-    const worker = new Worker(WORKER, { workerData: { sources }, resourceLimits: { maxOldGenerationSizeMb: 256 } });
+    const worker = new Worker(workerEntry(), {
+      workerData: { sources },
+      resourceLimits: { maxOldGenerationSizeMb: 256 },
+    });
     // A server shutting down does not wait for it.
     worker.unref();
     worker.on('message', (entries: Array<[string, Array<[string, TypedSchemas]>]>) =>

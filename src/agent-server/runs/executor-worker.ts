@@ -3,8 +3,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadGraphs } from '../graphs/index.ts';
 import { createLogger } from '../../lib/logger.ts';
+import { ensureTypeScriptImports } from '../../lib/typescript-imports.ts';
 import { installWorkerPlatform } from '../platform/index.ts';
-import { openStoreConnections, type StoreConnections } from '../storage/connections.ts';
+import { loadStoreAdapter, openStoreConnections, type StoreConnections } from '../storage/connections.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { installLeanRunContext } from '../shims/lean-run-context.ts';
 import { useObjectEnv } from '../shims/thread-env.ts';
@@ -64,6 +65,10 @@ try {
   // The thread's env is a copy of the process's, which already holds langgraph.json's env (applying it again only
   // fills keys that are unset). A graph that failed on the engine's thread fails here too and answers its runs so.
   installLeanRunContext();
+  await loadStoreAdapter(init.source);
+  // Running from the bundle (this module is not TypeScript there), nothing registered tsx yet: users' graphs may
+  // need it. Registered only now, after our modules and LangGraph loaded without its hooks.
+  await ensureTypeScriptImports(!import.meta.url.endsWith('.ts'));
   const graphs = await loadGraphs(init.configPath, { logger, isolateFailures: true });
   // Checkpointer and memory store open on the first run: a thread that never gets one holds no connection.
   let opened: Promise<{ connections: StoreConnections; executor: InlineExecutor }> | undefined;

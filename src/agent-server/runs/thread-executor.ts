@@ -4,9 +4,11 @@
 // outcomes come back as plain JSON, which is what the API sends anyway. Threads start with the first run and
 // load in the background: until one is ready (about a second), runs execute on the engine's thread through the
 // inline executor, so a fresh server answers and runs at once.
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { packagePath } from '../../lib/package-root.ts';
+import { bundleDir } from '../../lib/typescript-imports.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { PlatformWorkerEnv } from '../platform/index.ts';
 import { WriteLock } from '../storage/embedded/write-lock.ts';
@@ -80,7 +82,17 @@ interface Pending {
 /** How long forgotten runs may wait for a message to ride on before they are sent on their own. */
 const FORGET_AFTER_MS = 100;
 
-const ENTRY = pathToFileURL(packagePath('src/agent-server/runs/executor-worker.mjs'));
+/**
+ * From the bundle, the thread runs the bundle's entry: our modules then load without tsx's hooks, which every module
+ * loaded through them pays for (tsx is registered in the thread only for the users' graphs). From the sources, the
+ * .mjs entry registers tsx and loads the TypeScript.
+ */
+function entry(): URL {
+  const bundle = bundleDir();
+  return pathToFileURL(
+    bundle ? join(bundle, 'executor-worker.js') : packagePath('src/agent-server/runs/executor-worker.mjs'),
+  );
+}
 
 /** A server started with --cpu-prof (bench/agent-server.ts --profile) profiles its executor threads too. */
 function profilerArgs(): string[] {
@@ -165,10 +177,10 @@ export class ThreadExecutor implements RunExecutor {
 
   private spawn(index: number): void {
     // No inherited preloads (--import): they are meant for the process (e.g. the local runtime's parent watch,
-    // which exits when stdin ends, and a worker's stdin is always at its end); the entry registers tsx itself.
+    // which exits when stdin ends, and a worker's stdin is always at its end); the thread registers tsx itself.
     const { platform, youngMb, ...init } = this.init;
     const workerData: WorkerInit = { ...init, index, ...(platform ? { platform: platform() } : {}) };
-    const worker = new Worker(ENTRY, {
+    const worker = new Worker(entry(), {
       workerData,
       execArgv: profilerArgs(),
       ...(youngMb ? { resourceLimits: { maxYoungGenerationSizeMb: youngMb } } : {}),
