@@ -4,7 +4,8 @@
 // about as long as the build may run, and nothing else. The operator mints them and the control plane checks them,
 // each with a key derived from the source uploads key they share (AGENTPLANE_SOURCE_UPLOADS_KEY); the key that signs
 // upload URLs is derived from it too, under another label, so neither kind of signature passes for the other.
-import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { hkdfSync } from 'node:crypto';
+import { mintSignedToken, readSignedToken, type SignedTokenKind } from './signed-token.ts';
 
 export const SOURCE_FETCH_TOKEN_PREFIX = 'apf_';
 
@@ -22,44 +23,25 @@ export function sourceFetchKey(sourceUploadsKey: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', sourceUploadsKey, Buffer.alloc(0), 'agentplane source fetch tokens v1', 32));
 }
 
-function sign(key: Buffer, payload: string): Buffer {
-  return createHmac('sha256', key).update(`agentplane source fetch\n${payload}`).digest();
-}
+const KIND: SignedTokenKind = { prefix: SOURCE_FETCH_TOKEN_PREFIX, label: 'agentplane source fetch' };
 
 export function mintSourceFetchToken(key: Buffer, claims: SourceFetchClaims): string {
-  const payload = Buffer.from(
-    JSON.stringify({
-      t: claims.tenant,
-      d: claims.deploymentId,
-      r: claims.revision,
-      s: claims.sha256,
-      e: claims.expires,
-    }),
-  ).toString('base64url');
-  return `${SOURCE_FETCH_TOKEN_PREFIX}${payload}.${sign(key, payload).toString('base64url')}`;
+  const { tenant: t, deploymentId: d, revision: r, sha256: s, expires: e } = claims;
+  return mintSignedToken(KIND, key, { t, d, r, s, e });
 }
 
 /** The claims of a token this key signed (expired or not: the caller compares `expires`), or undefined. */
 export function verifySourceFetchToken(key: Buffer, token: string): SourceFetchClaims | undefined {
-  if (!token.startsWith(SOURCE_FETCH_TOKEN_PREFIX)) return undefined;
-  const [payload, sig, ...rest] = token.slice(SOURCE_FETCH_TOKEN_PREFIX.length).split('.');
-  if (!payload || !sig || rest.length) return undefined;
-  const given = Buffer.from(sig, 'base64url');
-  const expected = sign(key, payload);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
-  try {
-    const c = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (
-      typeof c.t !== 'string' ||
-      typeof c.d !== 'string' ||
-      typeof c.r !== 'string' ||
-      typeof c.s !== 'string' ||
-      typeof c.e !== 'number'
-    ) {
-      return undefined;
-    }
-    return { tenant: c.t, deploymentId: c.d, revision: c.r, sha256: c.s, expires: c.e };
-  } catch {
+  const c = readSignedToken(KIND, key, token);
+  if (
+    !c ||
+    typeof c.t !== 'string' ||
+    typeof c.d !== 'string' ||
+    typeof c.r !== 'string' ||
+    typeof c.s !== 'string' ||
+    typeof c.e !== 'number'
+  ) {
     return undefined;
   }
+  return { tenant: c.t, deploymentId: c.d, revision: c.r, sha256: c.s, expires: c.e };
 }

@@ -2,7 +2,7 @@
 // endpoint). `apr_<claims, base64url JSON>.<HMAC-SHA256>`: the claims name one workspace's one deployment and an
 // expiry, so a token opens that deployment's repository for a quarter of an hour and nothing else. Opaque to the
 // client: only the control plane, which holds the key, reads it.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { mintSignedToken, readSignedToken, type SignedTokenKind } from '../../../lib/signed-token.ts';
 
 export const PUSH_TOKEN_PREFIX = 'apr_';
 
@@ -13,30 +13,15 @@ export type PushTokenClaims = {
   expires: number;
 };
 
-function sign(key: Buffer, payload: string): Buffer {
-  return createHmac('sha256', key).update(`agentplane registry push\n${payload}`).digest();
-}
+const KIND: SignedTokenKind = { prefix: PUSH_TOKEN_PREFIX, label: 'agentplane registry push' };
 
 export function mintPushToken(key: Buffer, claims: PushTokenClaims): string {
-  const payload = Buffer.from(JSON.stringify({ t: claims.tenant, d: claims.deploymentId, e: claims.expires })).toString(
-    'base64url',
-  );
-  return `${PUSH_TOKEN_PREFIX}${payload}.${sign(key, payload).toString('base64url')}`;
+  return mintSignedToken(KIND, key, { t: claims.tenant, d: claims.deploymentId, e: claims.expires });
 }
 
 /** The claims of a token this key signed (expired or not: the caller compares `expires`), or undefined. */
 export function verifyPushToken(key: Buffer, token: string): PushTokenClaims | undefined {
-  if (!token.startsWith(PUSH_TOKEN_PREFIX)) return undefined;
-  const [payload, sig, ...rest] = token.slice(PUSH_TOKEN_PREFIX.length).split('.');
-  if (!payload || !sig || rest.length) return undefined;
-  const given = Buffer.from(sig, 'base64url');
-  const expected = sign(key, payload);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
-  try {
-    const c = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (typeof c.t !== 'string' || typeof c.d !== 'string' || typeof c.e !== 'number') return undefined;
-    return { tenant: c.t, deploymentId: c.d, expires: c.e };
-  } catch {
-    return undefined;
-  }
+  const c = readSignedToken(KIND, key, token);
+  if (!c || typeof c.t !== 'string' || typeof c.d !== 'string' || typeof c.e !== 'number') return undefined;
+  return { tenant: c.t, deploymentId: c.d, expires: c.e };
 }
