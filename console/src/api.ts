@@ -6,7 +6,7 @@ export type Session = { apiKey: string; tenant: string };
 export type Deployment = {
   id: string;
   name: string;
-  source: 'github' | 'external_docker';
+  source: 'github' | 'external_docker' | 'internal_source' | 'internal_docker';
   source_config: {
     repo_url: string | null;
     deployment_type: 'dev' | 'prod';
