@@ -143,8 +143,9 @@ describe('chart files', () => {
       const known = new Set([...Object.values(command.options).flatMap((o) => o.env ?? []), ...extra, ...envOnly]);
       expect(set.filter((n) => !known.has(n))).toEqual([]);
       if (command === operatorCommand) {
-        // Every operator flag except the local ones is reachable from the chart.
-        const local = new Set(['kubeconfig', 'identity', 'lease-namespace']);
+        // Every operator flag except the local ones is reachable from the chart (in a cluster, agent pods are asked
+        // for their activity at their own address: the flag's other addresses are for an operator outside one).
+        const local = new Set(['kubeconfig', 'identity', 'lease-namespace', 'agent-activity-url']);
         // The App key file is the flag's form; the chart gives the PEM itself from a Secret.
         const alternatives: Record<string, string> = {
           'github-app-private-key-file': 'AGENTPLANE_GITHUB_APP_PRIVATE_KEY',
@@ -185,7 +186,7 @@ describe('isolation in the chart', () => {
 
   it('lets the operator manage NetworkPolicies and read ServiceAccounts', () => {
     const rbac = template('operator-rbac.yaml');
-    expect(rbac).toMatch(/resources: \["networkpolicies"\]\n\s+verbs: \["get", "create", "update"/);
+    expect(rbac).toMatch(/resources: \["networkpolicies"\]\n\s+verbs: \["get", "create", "patch", "update"/);
     expect(rbac).toMatch(/resources: \["serviceaccounts"\]\n\s+verbs: \["get"\]/);
     // A namespace per tenant: the control plane gets a ClusterRole for Secrets (and reading the ServiceAccounts
     // deployments name), bound per tenant namespace by the operator, which may bind that role and no other.
