@@ -133,6 +133,8 @@ export async function applySleepRouting(
   const sliceKey = `endpointslices/${target.namespace}/${sliceName}`;
   if (state.kind === 'awake') {
     await apply(ctx.ops.service, makeService(target));
+    // Without the activator the chart grants no rights to EndpointSlices, and this runtime never made one.
+    if (!ctx.opts.config.idle.activator) return;
     await deleteIfPresent(
       ctx,
       sliceKey,
