@@ -14,7 +14,7 @@ import { derivedAuthKeyring } from '../lib/auth-crypto.ts';
 import type { PlatformState } from '../state/types.ts';
 import type { LocalRuntime } from '../operator/runtimes/local/index.ts';
 import { detectCgroup } from '../operator/runtimes/local/limits.ts';
-import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy-target.ts';
 import { createForeignKeyCheck } from '../control-plane/auth/keys.ts';
 import { createLocalDataPlane } from '../local/data-plane.ts';
 import { bootstrapKeysOf, buildControlPlane } from './control-plane.ts';

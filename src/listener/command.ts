@@ -12,7 +12,7 @@ import { closeOnSignals } from '../lib/shutdown.ts';
 import { openEmbeddedPlatformState } from '../state/embedded/index.ts';
 import { createLocalDataPlane } from '../local/data-plane.ts';
 import { PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
-import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
+import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy-target.ts';
 import { listenerCommand, parseListenerConfig, type ListenerConfig } from './config.ts';
 import { listenerCredentialResolver } from './git-credential.ts';
 import { ListenerSync } from './sync.ts';

@@ -15,12 +15,9 @@ import { createOperator } from '../operator/operator.ts';
 import type { LocalRuntimeOptions } from '../operator/runtimes/local/context.ts';
 import { LocalRuntime, PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { detectSandbox, sharedTrees, type SandboxMode } from '../operator/runtimes/local/sandbox.ts';
-import {
-  deploymentProxy,
-  deploymentUpgrades,
-  type ProxyOptions,
-  type UpgradeRelay,
-} from '../operator/runtimes/local/proxy.ts';
+import { deploymentProxy } from '../operator/runtimes/local/proxy.ts';
+import type { ProxyOptions } from '../operator/runtimes/local/proxy-target.ts';
+import { deploymentUpgrades, type UpgradeRelay } from '../operator/runtimes/local/proxy-upgrades.ts';
 import { AgentOrigins, type AgentPorts } from '../operator/runtimes/local/agent-origins.ts';
 import { storeLogSink } from '../operator/sources.ts';
 import { deploymentDataKeys } from './data-keys.ts';

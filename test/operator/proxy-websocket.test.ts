@@ -12,7 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { hashApiKey } from '../../src/agent-server/http/api-keys.ts';
 import { createFrontServer, credentialValues } from '../../src/lib/http.ts';
-import { deploymentProxy, deploymentUpgrades, type Backend } from '../../src/operator/runtimes/local/proxy.ts';
+import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
+import type { Backend } from '../../src/operator/runtimes/local/proxy-target.ts';
+import { deploymentUpgrades } from '../../src/operator/runtimes/local/proxy-upgrades.ts';
 import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
 
 const CONFIG = new URL('../fixtures/protocol/langgraph.json', import.meta.url).pathname;

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cookieReachesPlatform, tenantResponseHeaders } from '../../src/operator/runtimes/local/proxy.ts';
+import { cookieReachesPlatform, tenantResponseHeaders } from '../../src/operator/runtimes/local/proxy-headers.ts';
 import { TENANT_CSP } from '../../src/lib/http.ts';
 import { AgentOrigins } from '../../src/operator/runtimes/local/agent-origins.ts';
 import { mintAccessToken, mintDeploymentToken, verifyAccessToken } from '../../src/lib/deployment-token.ts';

@@ -27,7 +27,7 @@ import {
 import { deploy, serverStatus } from './deploy.ts';
 import { killRunningSteps } from './exec.ts';
 import { databaseNameFor } from './postgres.ts';
-import type { Backend, Unavailable } from './proxy.ts';
+import type { Backend, Unavailable } from './proxy-target.ts';
 import { stopServer } from './servers.ts';
 import { backend, route, routedRevision } from './traffic.ts';
 import { watchIdle } from './idle.ts';

@@ -2,7 +2,7 @@
 // new revision is ready; with embedded data the switch is a handover of the data from one server to the next.
 import type { ServerSpec } from '../types.ts';
 import { fail, notify, revisionDir, revKey, type DeploymentRef, type LocalContext, type Server } from './context.ts';
-import type { Backend, Unavailable } from './proxy.ts';
+import type { Backend, Unavailable } from './proxy-target.ts';
 import { redactText } from '../../../git/redact.ts';
 import { startServer, stopServer } from './servers.ts';
 import { forgetSleep, touch, wake, wakeWaitMs } from './idle.ts';
@@ -124,6 +124,8 @@ export async function backend(ctx: LocalContext, deploymentId: string): Promise<
     port: server.port,
     tenant: server.spec.tenantId,
     acquire: () => {
+      // It began to stop (its sleep, or traffic moved on) while the proxy checked the request: not this server.
+      if (server.stopping || ctx.servers.get(key) !== server) return undefined;
       server.inflight++;
       touch(ctx, deploymentId);
       let released = false;
