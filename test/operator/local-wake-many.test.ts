@@ -210,7 +210,9 @@ it(`wakes ${WAKES} sleeping deployments at once (waits, streams, joins, due cron
 
   await new Promise((r) => setTimeout(r, at - Date.now()));
   const results = await Promise.allSettled(deps.map((d) => call(d)));
-  const failed = results.flatMap((r, i) => (r.status === 'rejected' ? [`${deps[i]!.spec.deployment}: ${r.reason}`] : []));
+  const failed = results.flatMap((r, i) =>
+    r.status === 'rejected' ? [`${deps[i]!.spec.deployment}: ${r.reason}`] : [],
+  );
   expect(failed).toEqual([]);
   // One start per deployment for all that woke it (two callers, and the cron's timer).
   expect(deps.map((d) => starts(d.spec.deploymentId) - before.get(d.spec.deploymentId)!)).toEqual(deps.map(() => 1));

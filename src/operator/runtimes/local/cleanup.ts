@@ -6,7 +6,7 @@ import type { RevisionRef } from '../types.ts';
 import { deploymentDir, deploymentExists, revKey, type DeploymentRef, type LocalContext } from './context.ts';
 import { removeInstallCacheOf } from './housekeeping.ts';
 import { dropDeploymentDatabase } from './postgres.ts';
-import { stopServer } from './servers.ts';
+import { stopServer } from './server-lifecycle.ts';
 import { forgetSleep } from './idle.ts';
 
 export async function stop(ctx: LocalContext, ref: RevisionRef): Promise<void> {

@@ -7,7 +7,8 @@ import { build } from './builds.ts';
 import { fail, notify, revisionDir, revKey, savedBuildFile, type LocalContext, type SavedBuild } from './context.ts';
 import { secretsProblem } from './env.ts';
 import { redactText } from '../../../git/redact.ts';
-import { startServer, statusOf } from './servers.ts';
+import { startServer } from './servers.ts';
+import { statusOf } from './server-lifecycle.ts';
 import { restoreSleep, sleepingStatus } from './idle.ts';
 import { isTransientStart, restartStatus } from './start-failures.ts';
 

@@ -24,7 +24,8 @@ import {
 } from './context.ts';
 import { idleVerdict, wakeAt } from '../idle-policy.ts';
 import { databaseNameFor } from './postgres.ts';
-import { startServer, stopServer } from './servers.ts';
+import { startServer } from './servers.ts';
+import { stopServer } from './server-lifecycle.ts';
 import { isTransientStart } from './start-failures.ts';
 import { readBuildMarker } from './build-steps.ts';
 import { loadSleep, recordSleep } from './sleep-record.ts';

@@ -28,7 +28,7 @@ import { deploy, serverStatus } from './deploy.ts';
 import { killRunningSteps } from './exec.ts';
 import { databaseNameFor } from './postgres.ts';
 import type { Backend, Unavailable } from './proxy-target.ts';
-import { stopServer } from './servers.ts';
+import { stopServer } from './server-lifecycle.ts';
 import { backend, route, routedRevision } from './traffic.ts';
 import { watchIdle } from './idle.ts';
 

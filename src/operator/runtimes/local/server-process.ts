@@ -4,6 +4,7 @@
 // setpriv, bwrap) runs by absolute path with the runtime's own environment; the deployment's variables reach only
 // the confined process, through bwrap's --args descriptor.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { withParentDeath } from './exec.ts';
 import { bwrapEnvArgs, type Mounts, type Sandbox } from './sandbox.ts';
@@ -125,4 +126,27 @@ function readInfoPid(stream: Readable | null): Promise<number | undefined> {
     stream.once('close', () => resolve(undefined));
     stream.once('error', () => resolve(undefined));
   });
+}
+
+/**
+ * A listening socket on a free loopback port, held from the moment the port is chosen until the server inherits it
+ * (spawnServer's listenFd). A port picked and closed again would be free for seconds while the server loads: any
+ * process (another deployment's graph code among them) could bind it, answer /ok, and be sent this deployment's
+ * requests with their keys.
+ */
+export async function holdPort(): Promise<{ port: number; fd: number; release: () => void }> {
+  const srv = createServer();
+  await new Promise<void>((res, rej) => {
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => res());
+  });
+  const { port } = srv.address() as { port: number };
+  // Node has no public accessor for a listening socket's descriptor; its handle has one on every Unix.
+  const fd = (srv as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) {
+    srv.close();
+    throw new Error('the listening socket has no file descriptor to hand to the agent server');
+  }
+  // This process's copy: closed once the server has its own (the port stays bound while either holds it).
+  return { port, fd, release: () => srv.close() };
 }

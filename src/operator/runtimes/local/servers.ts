@@ -1,13 +1,12 @@
 // Agent servers: each runs as an `agentplane agent-server` child process (in the sandbox, under its limits) on a
 // free port, on its deployment's data or scratch data (preflight); it is ready once /ok answers, and stops once.
 import { mkdir, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { dataDirOwner } from '../../../lib/data-dir-lock.ts';
 import { pathToFileURL } from 'node:url';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { packagePath } from '../../../lib/package-root.ts';
-import type { ServerSpec, ServerStatus } from '../types.ts';
+import type { ServerSpec } from '../types.ts';
 import {
   checkoutDir,
   insideReal,
@@ -31,69 +30,13 @@ import {
 } from './context.ts';
 import { childEnv, envProblem, secretsProblem } from './env.ts';
 import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
-import type { LogWriter } from './logs.ts';
 import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX, ownFolders } from './sandbox.ts';
-import { LISTEN_FD, SECRETS_FD, spawnServer, type ServerProcess } from './server-process.ts';
-import { restartStatus } from './start-failures.ts';
+import { holdPort, LISTEN_FD, SECRETS_FD, spawnServer, type ServerProcess } from './server-process.ts';
+import { summarizeFailure, waitHealthy } from './server-lifecycle.ts';
 
 const AGENTPLANE_BIN = packagePath('bin/agentplane.mjs');
 const PARENT_WATCH = pathToFileURL(packagePath('src/operator/runtimes/local/parent-watch.mjs')).href;
-
-/**
- * A listening socket on a free loopback port, held from the moment the port is chosen until the server inherits it
- * (spawnServer's listenFd). A port picked and closed again would be free for seconds while the server loads: any
- * process (another deployment's graph code among them) could bind it, answer /ok, and be sent this deployment's
- * requests with their keys.
- */
-async function holdPort(): Promise<{ port: number; fd: number; release: () => void }> {
-  const srv = createServer();
-  await new Promise<void>((res, rej) => {
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => res());
-  });
-  const { port } = srv.address() as { port: number };
-  // Node has no public accessor for a listening socket's descriptor; its handle has one on every Unix.
-  const fd = (srv as unknown as { _handle?: { fd?: number } })._handle?.fd;
-  if (typeof fd !== 'number' || fd < 0) {
-    srv.close();
-    throw new Error('the listening socket has no file descriptor to hand to the agent server');
-  }
-  // This process's copy: closed once the server has its own (the port stays bound while either holds it).
-  return { port, fd, release: () => srv.close() };
-}
-
-/**
- * One line explaining why a server failed, from its last output lines (pino JSON or plain text). Whole: the API, the
- * CLI and the console show all of it (only table columns cut); the bound only keeps a status object small.
- */
-const MAX_REASON = 4000;
-export function summarizeFailure(lines: string[]): string {
-  for (let i = lines.length - 1; i >= 0; i--) {
-    const line = lines[i]!.trim();
-    if (!line) continue;
-    try {
-      const rec = JSON.parse(line) as { level?: string | number; msg?: string; err?: { message?: string } };
-      if (rec.level === 'error' || rec.level === 'fatal' || (typeof rec.level === 'number' && rec.level >= 50)) {
-        return [rec.msg, rec.err?.message].filter(Boolean).join(': ').slice(0, MAX_REASON);
-      }
-      continue;
-    } catch {
-      // plain text
-    }
-    // The agent server's own one-line refusal (a graph project that cannot load), as the user should read it.
-    if (line.startsWith('agentplane agent-server: ')) return line.slice(25, 25 + MAX_REASON);
-    if (/error/i.test(line) && !line.startsWith('at ')) return line.slice(0, MAX_REASON);
-  }
-  return '';
-}
-
-/** A server's status; while it comes back from a failure, the failure says why it is not serving. */
-export function statusOf(ctx: LocalContext, server: Server): ServerStatus {
-  if (server.phase === 'Ready') return { phase: 'Ready' };
-  const pending = ctx.restarts.pending(revKey(server.ref));
-  return pending ? restartStatus(pending) : { phase: 'Starting' };
-}
 
 /**
  * Where the server keeps its data: a scratch folder (preflight), the deployment's embedded store folder, or the
@@ -343,63 +286,4 @@ export async function startServer(
     waitHealthy(ctx, server, log).then(settle, () => settle(false)),
   );
   return server;
-}
-
-async function waitHealthy(ctx: LocalContext, server: Server, log: LogWriter): Promise<boolean> {
-  const deadline = Date.now() + (ctx.opts.healthTimeoutMs ?? 60_000);
-  let exited = false;
-  void server.exited.then(() => (exited = true));
-  while (!exited && !server.stopping) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${server.port}/ok`, { signal: AbortSignal.timeout(2000) });
-      if (res.ok) {
-        log.line('agent server is healthy (/ok)');
-        await log.flush();
-        ctx.restarts.healthy(revKey(server.ref));
-        server.phase = 'Ready';
-        server.readyAt = Date.now();
-        notify(ctx, server.ref);
-        return true;
-      }
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      const secs = Math.round((ctx.opts.healthTimeoutMs ?? 60_000) / 1000);
-      const message = `agent server did not answer /ok within ${secs} s`;
-      const key = revKey(server.ref);
-      // One that served before is started again (with backoff); a new revision fails its deploy.
-      const again = server.spec.proven || ctx.restarts.restarting(key);
-      if (again) ctx.restarts.failed(key, server.ref, message, false);
-      else fail(ctx, server.ref, message);
-      log.line(`${message}; stopping it${again ? ' and starting it again later' : ''}`);
-      await stopServer(ctx, server);
-      notify(ctx, server.ref);
-      return false;
-    }
-    await new Promise((r) => setTimeout(r, 150));
-  }
-  return false;
-}
-
-/** Stops a server once (later callers wait for the same stop); `drain` lets forwarded requests finish first. */
-export function stopServer(ctx: LocalContext, server: Server, drain = false): Promise<void> {
-  if (server.stopped) return server.stopped;
-  server.stopping = true;
-  server.stopped = (drain ? drainRequests(ctx, server) : Promise.resolve()).then(async () => {
-    if (server.child.exitCode === null && server.child.signalCode === null) {
-      server.signal('SIGTERM');
-      const timer = setTimeout(() => server.signal('SIGKILL'), ctx.opts.stopGraceMs ?? 5000);
-      await server.exited;
-      clearTimeout(timer);
-    }
-    if (ctx.servers.get(revKey(server.ref)) === server) ctx.servers.delete(revKey(server.ref));
-  });
-  return track(ctx, server.stopped);
-}
-
-/** Waits (bounded) until requests forwarded to a replaced server have finished. */
-async function drainRequests(ctx: LocalContext, server: Server): Promise<void> {
-  const until = Date.now() + (ctx.opts.stopGraceMs ?? 5000);
-  while (server.inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
 }

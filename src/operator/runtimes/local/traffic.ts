@@ -4,7 +4,8 @@ import type { ServerSpec } from '../types.ts';
 import { fail, notify, revisionDir, revKey, type DeploymentRef, type LocalContext, type Server } from './context.ts';
 import type { Backend, Unavailable } from './proxy-target.ts';
 import { redactText } from '../../../git/redact.ts';
-import { startServer, stopServer } from './servers.ts';
+import { startServer } from './servers.ts';
+import { stopServer } from './server-lifecycle.ts';
 import { forgetSleep, touch, wake, wakeWaitMs } from './idle.ts';
 
 export async function route(ctx: LocalContext, d: DeploymentRef, revision: string): Promise<void> {
