@@ -1,23 +1,25 @@
 // Density benchmark (not a test): how many deployments of the example agent one machine holds with the idle policy
 // off and on, and what a sleeping deployment's first request costs. The local runtime and its proxy run in this
 // process (as in `agentplane dev`, without the control plane), agent servers are real child processes (no sandbox).
-// The example agent is built once; every other deployment gets a hard-linked copy of that build folder, so the bench
-// measures serving, not npm.
+// The example agent is built once (agentplane's packages linked as node_modules); every other deployment gets a
+// copy of that build folder (a few files and a link), so the bench measures serving, not npm or git.
 //
-//   node --import tsx bench/density.ts [--budget-mb 2048] [--sleepers 40] [--wakes 20]
+//   node --expose-gc --import tsx bench/density.ts [--budget-mb 0] [--sleepers 4] [--deployments 200] [--wakes 10]
 //
-// - policy off: deployments are started one by one, each serving one run, until the agents' memory (proportional
-//   set size of their process trees, /proc/<pid>/smaps_rollup) reaches --budget-mb; the per-deployment cost
-//   extrapolates to a 24 GB machine;
-// - policy on: --sleepers deployments serve one run each and fall asleep; what they still cost is this process's
-//   own growth (routes, ports, state); with 5 % of them awake, the capacity follows;
-// - wake latency: a sleeping deployment's first request (POST /threads/<id>/runs/wait of one chat turn) to its
-//   answer, and a stream's (POST /runs/stream) first event, p50/p99 over --wakes each.
+// - policy off (skipped with --budget-mb 0): deployments are started one by one, each serving one run, until the
+//   agents' memory (proportional set size of their process trees, /proc/<pid>/smaps_rollup) reaches --budget-mb;
+// - policy on, slept: --sleepers deployments serve one run each and fall asleep by the idle policy;
+// - policy on, many: --deployments deployments that were asleep when the platform stopped (a sleep record beside
+//   their build, what the runtime writes when one falls asleep) are deployed: each is routed and asleep with no
+//   process, as after a restart of the platform; what they cost is this process's growth (RSS after a GC) and disk;
+// - wake latency: --wakes of them are woken one at a time by their first request (POST /runs/wait of one chat turn,
+//   then POST /runs/stream: its first event), with where the first wakes' time went (the runtime's lines and the
+//   agent server's own start_ms).
 //
 // Results go to stdout and bench/results/density.md.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -32,15 +34,19 @@ import { buildAndServe, until } from '../test/operator/helpers/local-serve.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
   options: {
-    'budget-mb': { type: 'string', default: '2048' },
-    sleepers: { type: 'string', default: '40' },
-    wakes: { type: 'string', default: '20' },
+    'budget-mb': { type: 'string', default: '0' },
+    sleepers: { type: 'string', default: '4' },
+    deployments: { type: 'string', default: '200' },
+    wakes: { type: 'string', default: '10' },
   },
 });
 const budgetMb = Number(args['budget-mb']);
 const sleepers = Number(args.sleepers);
-const wakes = Number(args.wakes);
+const many = Number(args.deployments);
+const wakes = Math.min(Number(args.wakes), many);
 const MACHINE_MB = 24 * 1024;
+const loads: number[] = [];
+const sampleLoad = () => loads.push(loadavg()[0]!);
 
 /** Proportional set size (kB -> MB) of a process and its descendants: shared pages counted once over all agents. */
 function pssMb(pid: number): number {
@@ -67,32 +73,36 @@ function pssMb(pid: number): number {
   return kb / 1024;
 }
 
-const selfRssMb = () => process.memoryUsage().rss / 1024 / 1024;
+const gc = (globalThis as { gc?: () => void }).gc;
+/** This process's resident memory (MB), after a full GC when --expose-gc allows one. */
+function selfRssMb(): number {
+  gc?.();
+  return process.memoryUsage().rss / 1024 / 1024;
+}
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
 }
 
-const timeline: { deploymentId: string; at: number; msg: string }[] = [];
+/** Every deploy-log line per deployment with when this process received it, and the agent's own start_ms. */
+const timeline: { deploymentId: string; at: number; msg: string; startMs?: Record<string, number> }[] = [];
 const tmp = mkdtempSync(path.join(tmpdir(), 'ap-density-'));
 const dataDir = path.join(tmp, 'data');
 const repo = makeExampleRepo(tmp);
-const idle = { minuteMs: 1_000, checkMs: 250, wakeWaitMs: 60_000 };
+const idle = { minuteMs: 1_000, checkMs: 250, wakeWaitMs: 300_000 };
 const runtime = new LocalRuntime({
   dataDir,
-  // The agents' own log lines (pino JSON, with their time) of each deployment: where a wake's start goes.
   logs: {
     append: async (ref, type, lines) => {
       if (type !== 'deploy') return;
+      const at = Date.now();
       for (const line of lines) {
         try {
-          // pino writes its time as epoch ms or (the agent server's format) as an ISO string.
-          const rec = JSON.parse(line) as { time?: number | string; msg?: string };
-          const at = typeof rec.time === 'string' ? Date.parse(rec.time) : rec.time;
-          if (at && rec.msg) timeline.push({ deploymentId: ref.deploymentId, at, msg: rec.msg });
+          const rec = JSON.parse(line) as { msg?: string; start_ms?: Record<string, number> };
+          if (rec.msg) timeline.push({ deploymentId: ref.deploymentId, at, msg: rec.msg, startMs: rec.start_ms });
         } catch {
-          // the runtime's own lines
+          timeline.push({ deploymentId: ref.deploymentId, at, msg: line });
         }
       }
     },
@@ -123,35 +133,36 @@ const specOf = (n: number, idleMinutes: number): ServerSpec => ({
   idleTimeoutMinutes: idleMinutes,
 });
 
-// One real build; the others are hard-linked copies of its folder (the build marker and checkout included).
+// One real build; the others are copies of its folder (the build marker and checkout included).
 const first = specOf(0, 0);
 specs.set(first.deploymentId, first);
 await buildAndServe(runtime, first, repo.path);
-// Kept apart: the first deployment is deleted with the policy-off ones.
 const builtDir = path.join(tmp, 'build-template');
-execFileSync('cp', [
-  '-al',
-  path.join(dataDir, 'deployments', first.deploymentId, 'revisions', first.revision),
-  builtDir,
-]);
+cpSync(path.join(dataDir, 'deployments', first.deploymentId, 'revisions', first.revision), builtDir, {
+  recursive: true,
+  verbatimSymlinks: true,
+});
+const copyBuild = (spec: ServerSpec) => {
+  const dir = path.join(dataDir, 'deployments', spec.deploymentId, 'revisions');
+  mkdirSync(dir, { recursive: true });
+  cpSync(builtDir, path.join(dir, spec.revision), { recursive: true, verbatimSymlinks: true });
+};
 
 async function serve(spec: ServerSpec): Promise<void> {
   specs.set(spec.deploymentId, spec);
-  const dir = path.join(dataDir, 'deployments', spec.deploymentId, 'revisions');
-  execFileSync('mkdir', ['-p', dir]);
-  execFileSync('cp', ['-al', builtDir, path.join(dir, spec.revision)]);
+  copyBuild(spec);
   await until('the server', async () => (await runtime.deploy(spec)).phase === 'Ready', 300_000);
   await runtime.route(spec, spec.revision);
 }
 
-const base = async (spec: ServerSpec) => runtime.url(spec);
+const human = JSON.stringify({ assistant_id: 'agent', input: { messages: [{ role: 'human', content: 'Ada' }] } });
 async function chat(spec: ServerSpec): Promise<number> {
-  const url = await base(spec);
+  const url = await runtime.url(spec);
   const t0 = performance.now();
   const res = await fetch(`${url}/runs/wait`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ assistant_id: 'agent', input: { messages: [{ role: 'human', content: 'Ada' }] } }),
+    body: human,
   });
   if (!res.ok) throw new Error(`runs/wait answered ${res.status}: ${await res.text()}`);
   await res.arrayBuffer();
@@ -159,12 +170,12 @@ async function chat(spec: ServerSpec): Promise<number> {
 }
 
 async function firstEvent(spec: ServerSpec): Promise<number> {
-  const url = await base(spec);
+  const url = await runtime.url(spec);
   const t0 = performance.now();
   const res = await fetch(`${url}/runs/stream`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ assistant_id: 'agent', input: { messages: [{ role: 'human', content: 'Ada' }] } }),
+    body: human,
   });
   if (!res.ok || !res.body) throw new Error(`runs/stream answered ${res.status}`);
   const reader = res.body.getReader();
@@ -188,56 +199,83 @@ const asleep = (spec: ServerSpec) => {
 const off: { n: number; agentsMb: number }[] = [];
 await chat(first);
 off.push({ n: 1, agentsMb: runtime.pids().reduce((a, p) => a + pssMb(p), 0) });
-for (let n = 1; off.at(-1)!.agentsMb < budgetMb; n++) {
+for (let n = 1; budgetMb > 0 && off.at(-1)!.agentsMb < budgetMb; n++) {
   const spec = specOf(n, 0);
   await serve(spec);
   await chat(spec);
   const agentsMb = runtime.pids().reduce((a, p) => a + pssMb(p), 0);
   off.push({ n: n + 1, agentsMb });
+  sampleLoad();
   console.log(`policy off: ${n + 1} deployments, agents ${agentsMb.toFixed(0)} MB`);
 }
 const perAwakeMb = off.at(-1)!.agentsMb / off.at(-1)!.n;
 const offCount = off.at(-1)!.n;
-// Everything off-policy goes away before the next phase.
 for (let n = 0; n < offCount; n++) await runtime.cleanup(specOf(n, 0));
 specs.clear();
 
 // 2. Policy on: deployments that served once and fell asleep.
-const selfBefore = selfRssMb();
-const sleepy: ServerSpec[] = [];
 for (let n = 0; n < sleepers; n++) {
-  const spec = specOf(1000 + n, 1);
+  const spec = specOf(100_000 + n, 1);
   await serve(spec);
   await chat(spec);
-  sleepy.push(spec);
-  // Let it fall asleep before the next starts: this machine is shared.
-  await until('sleep', () => asleep(spec) || runtime.pids().length === 0, 120_000);
-  console.log(`policy on: ${n + 1} deployments asleep`);
+  await until('sleep', () => asleep(spec), 120_000);
+  sampleLoad();
+  console.log(`policy on: ${n + 1} deployments fell asleep`);
 }
-const selfAfter = selfRssMb();
-const perSleeperMb = Math.max(0, (selfAfter - selfBefore) / sleepers);
 
-// 3. Wake latency: first request to its answer, and a stream's first event, from asleep.
+// 3. Many deployments asleep: written down as the runtime writes a sleep, then deployed as after a restart.
+const selfBefore = selfRssMb();
+const restoreStart = performance.now();
+const cpuBefore = process.cpuUsage();
+const sleepy: ServerSpec[] = [];
+for (let n = 0; n < many; n++) {
+  const spec = specOf(1 + n, 1);
+  specs.set(spec.deploymentId, spec);
+  copyBuild(spec);
+  const record = { revision: spec.revision, since: Date.now() };
+  writeFileSync(path.join(dataDir, 'deployments', spec.deploymentId, 'sleep.json'), `${JSON.stringify(record)}\n`);
+  const status = await runtime.deploy(spec);
+  if (status.phase !== 'Ready' || !status.sleeping) throw new Error(`d${n + 1} is not asleep: ${JSON.stringify(status)}`);
+  sleepy.push(spec);
+  if ((n + 1) % 100 === 0) {
+    sampleLoad();
+    console.log(`policy on: ${n + 1} deployments asleep, platform RSS ${selfRssMb().toFixed(0)} MB`);
+  }
+}
+const restoreCpu = process.cpuUsage(cpuBefore);
+const restoreMs = performance.now() - restoreStart;
+const selfAfter = selfRssMb();
+const perSleeperMb = (selfAfter - selfBefore) / Math.max(1, many);
+const diskKb = Number(execFileSync('du', ['-sk', path.join(dataDir, 'deployments')], { encoding: 'utf8' }).split('\t')[0]);
+const diskPerKb = diskKb / (many + sleepers);
+if (runtime.pids().length !== 0) throw new Error(`agent servers running: ${runtime.pids().length}`);
+
+// 4. Wake latency: first request to its answer, then (asleep again) a stream's first event.
 const toAnswer: number[] = [];
 const toFirstEvent: number[] = [];
-let wakeTimeline = '';
+const wakeLines: string[] = [];
+const startMs: Record<string, number>[] = [];
 for (let i = 0; i < wakes; i++) {
-  const spec = sleepy[i % sleepy.length]!;
-  await until('asleep', () => asleep(spec), 120_000);
-  const wokeAt = Date.now();
+  const spec = sleepy[Math.floor((i * sleepy.length) / wakes)]!;
+  const sent = Date.now();
   toAnswer.push(await chat(spec));
-  if (i === 0) {
-    // The first wake's start, from the agent's own log lines (ms after the request was sent).
-    await new Promise((r) => setTimeout(r, 1500));
-    wakeTimeline = timeline
-      .filter((t) => t.deploymentId === spec.deploymentId && t.at >= wokeAt)
-      .map((t) => `${t.at - wokeAt} ms ${t.msg}`)
-      .join('; ');
+  sampleLoad();
+  const mine = () => timeline.filter((t) => t.deploymentId === spec.deploymentId && t.at >= sent);
+  const listening = await until('its start_ms', () => mine().find((t) => t.startMs), 30_000);
+  startMs.push(listening.startMs!);
+  if (i < 2) {
+    const lines = mine().filter((t) => !/^\{/.test(t.msg));
+    wakeLines.push(
+      [...lines.map((t) => `${t.at - sent} ms ${t.msg.slice(0, 60)}`), `${toAnswer.at(-1)!.toFixed(0)} ms answer`].join(
+        '; ',
+      ),
+    );
   }
   await until('asleep', () => asleep(spec), 120_000);
   toFirstEvent.push(await firstEvent(spec));
+  await until('asleep', () => asleep(spec), 120_000);
   console.log(
-    `wake ${i + 1}: answer ${toAnswer.at(-1)!.toFixed(0)} ms, first event ${toFirstEvent.at(-1)!.toFixed(0)} ms`,
+    `wake ${i + 1}: answer ${toAnswer.at(-1)!.toFixed(0)} ms, first event ${toFirstEvent.at(-1)!.toFixed(0)} ms, start ${JSON.stringify(listening.startMs)}`,
   );
 }
 
@@ -246,33 +284,44 @@ await app.close();
 rmSync(tmp, { recursive: true, force: true });
 
 const activeShare = 0.05;
-const onCapacity = Math.floor(
-  MACHINE_MB / (activeShare * perAwakeMb + (1 - activeShare) * Math.max(perSleeperMb, 0.5)),
-);
-const ms = (x: number) => `${(x / 1000).toFixed(2)} s`;
+const sleeperMb = Math.max(perSleeperMb, 0.05);
+const onCapacity = Math.floor(MACHINE_MB / (activeShare * perAwakeMb + (1 - activeShare) * sleeperMb));
+const s2 = (x: number) => `${(x / 1000).toFixed(2)} s`;
+const median = (xs: number[]) => quantile(xs, 0.5);
+const steps = Object.keys(startMs[0] ?? {});
 const report = `# Density: idle agents sleep (bench/density.ts)
 
-${new Date().toISOString().slice(0, 10)}, ${(await import('node:os')).cpus().length} cores (shared with other work),
-Node ${process.version}, embedded store, no sandbox; the example agent; \`node --import tsx bench/density.ts
---budget-mb ${budgetMb} --sleepers ${sleepers} --wakes ${wakes}\`.
+${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} cores shared with other work (load
+average ${Math.min(...loads).toFixed(0)} to ${Math.max(...loads).toFixed(0)} while it ran), Node ${process.version},
+embedded store, no sandbox; the example agent;
+\`node --expose-gc --import tsx bench/density.ts --budget-mb ${budgetMb} --sleepers ${sleepers} --deployments ${many} --wakes ${wakes}\`.
 
 | | policy off | policy on |
 |---|---|---|
-| deployments measured | ${offCount} (until the agents held ${budgetMb} MB) | ${sleepers} asleep |
-| memory per deployment | ${perAwakeMb.toFixed(0)} MB (agent process tree, PSS, after one run) | ${perSleeperMb.toFixed(2)} MB (platform process growth while asleep; no process) |
-| deployments on a 24 GB machine (extrapolated) | ${Math.floor(MACHINE_MB / perAwakeMb)} | ${onCapacity} with 5 % awake (awake ones at ${perAwakeMb.toFixed(0)} MB; asleep at max(measured, 0.5 MB)) |
+| deployments measured | ${offCount} awake (${budgetMb > 0 ? `until the agents held ${budgetMb} MB` : 'one, after one run'}) | ${many} asleep (+ ${sleepers} that fell asleep after a run) |
+| memory per deployment | ${perAwakeMb.toFixed(0)} MB (agent process tree, PSS) | ${perSleeperMb.toFixed(3)} MB (platform RSS growth after a GC, ${selfBefore.toFixed(0)} → ${selfAfter.toFixed(0)} MB; no process) |
+| disk per deployment | | ${diskPerKb.toFixed(0)} kB (build folder with a linked node_modules, store, logs) |
+| deployments on a 24 GB machine (extrapolated) | ${Math.floor(MACHINE_MB / perAwakeMb)} | ${onCapacity} with 5 % awake (asleep at max(measured, 0.05 MB)) |
 
-Wake latency from asleep (the first request starts the server; ${wakes} samples each):
+Putting ${many} deployments to sleep from their records took ${s2(restoreMs)} wall, ${s2((restoreCpu.user + restoreCpu.system) / 1000)} CPU of
+the platform process (build folder copies included).
+
+Wake latency from asleep (the first request starts the server; ${wakes} wakes, each then asleep again for a stream):
 
 | | p50 | p99 | max |
 |---|---|---|---|
-| first request (runs/wait of one chat turn) to its answer | ${ms(quantile(toAnswer, 0.5))} | ${ms(quantile(toAnswer, 0.99))} | ${ms(Math.max(...toAnswer))} |
-| a stream's (runs/stream) first event | ${ms(quantile(toFirstEvent, 0.5))} | ${ms(quantile(toFirstEvent, 0.99))} | ${ms(Math.max(...toFirstEvent))} |
+| first request (runs/wait of one chat turn) to its answer | ${s2(median(toAnswer))} | ${s2(quantile(toAnswer, 0.99))} | ${s2(Math.max(...toAnswer))} |
+| a stream's (runs/stream) first event | ${s2(median(toFirstEvent))} | ${s2(quantile(toFirstEvent, 0.99))} | ${s2(Math.max(...toFirstEvent))} |
 
-Where the first wake went (the agent's log lines, ms after the request; the answer came at
-${toAnswer[0]!.toFixed(0)} ms): ${wakeTimeline || 'no lines'}.
+The agent server's own start (\`start_ms\` of its 'agent server listening' line; medians over the first requests'
+wakes, ms): ${steps.map((k) => `${k} ${median(startMs.map((m) => m[k] ?? 0))}`).join(', ')}. \`process\` is Node's start
+and the platform's modules up to loading the graph, \`graphs\` the graph's modules (LangGraph, LangChain) and its
+config, \`store\` opening the store and its migrations, \`app\` the HTTP app, \`listen\` taking connections and the
+run engine.
 
-Policy-off samples (deployments: agents' MB): ${off.map((o) => `${o.n}: ${o.agentsMb.toFixed(0)}`).join(', ')}.
+The first wakes, line by line (ms after the request was sent; the runtime's lines as this process received them):
+
+${wakeLines.map((l) => `- ${l}`).join('\n')}
 `;
 console.log(report);
 writeFileSync(path.join(root, 'bench/results/density.md'), report);

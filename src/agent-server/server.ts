@@ -147,11 +147,14 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   });
   // No per-call langsmith RunTree while tracing is off (shims/lean-run-context.ts).
   installLeanRunContext();
+  // Where a start's time goes (said with 'agent server listening'): what a sleeping deployment's first request waits.
+  const mark = startMarks();
   const graphs = await loadGraphs(config.configPath, { logger, isolateFailures: !config.strict });
   // langgraph.json "ui": components bundled for the browser (a failure is reported, or refuses to start under --strict).
   const ui = await bundleUi(config.configPath, { logger, strict: config.strict });
   // langgraph.json "auth" and "http": loaded before the store opens, so a bad auth or app path fails fast.
   const extensions = await loadServerExtensions(config.configPath, logger);
+  mark('graphs');
   const unknownDefaults = Object.keys(config.graphDefaults ?? {}).filter(
     (id) => !graphs.specs.some((s) => s.graphId === id),
   );
@@ -159,6 +162,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
     logger.warn({ graphs: unknownDefaults }, 'LANGGRAPH_CONFIG names graphs that langgraph.json does not');
   const storage = instrumentStorage(await openStorage(config, logger));
   await ensureSystemAssistants(storage, graphs, config.graphDefaults);
+  mark('store');
   const webhookConfig = await readWebhooksConfig(config.configPath, config.webhookAllow, process.env);
   // Relative webhooks ("/my-route") go to the custom app's own routes, in process; without one they are refused.
   const customApp = extensions.app;
@@ -249,6 +253,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   });
   if (config.testTruncate) logger.warn('--test-truncate: POST /internal/truncate deletes every thread and store item');
   platform.bindApp(app);
+  mark('app');
   // An inherited socket (--listen-fd) is already bound and listening: the supervisor held the port since it chose it.
   // fastify hands its options to Node's server.listen(), which takes {fd}; fastify's types do not name it.
   const url = await app.listen(
@@ -260,6 +265,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
   const address = app.server.address();
   if (address && typeof address === 'object') platform.setListeningUrl(loopbackUrl(address));
   await engine.start();
+  mark('listen');
   const cronService = createAgentService({ storage, graphs, engine, webhookPolicy: webhookConfig.policy });
   const crons = new CronScheduler({
     storage,
@@ -291,6 +297,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       graphs: graphs.specs.map((s) => s.graphId),
       worker: engine.workerId,
       ...(failed.length ? { failed_graphs: failed } : {}),
+      start_ms: mark.done(),
     },
     'agent server listening',
   );
@@ -317,4 +324,21 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       return closing;
     },
   };
+}
+
+/**
+ * Milliseconds of a start by step: `process` is from the process's start to the first step (Node, the platform's
+ * own modules), each named step the time since the one before.
+ */
+function startMarks(): ((step: string) => void) & { done(): Record<string, number> } {
+  const steps: Record<string, number> = { process: Math.round(process.uptime() * 1000) };
+  let last = performance.now();
+  return Object.assign(
+    (step: string) => {
+      const now = performance.now();
+      steps[step] = Math.round(now - last);
+      last = now;
+    },
+    { done: () => steps },
+  );
 }
