@@ -261,8 +261,8 @@ for (let i = 0; i < wakes; i++) {
   toAnswer.push(await chat(spec));
   sampleLoad();
   const mine = () => timeline.filter((t) => t.deploymentId === spec.deploymentId && t.at >= sent);
-  const listening = await until('its start_ms', () => mine().find((t) => t.startMs), 30_000);
-  startMs.push(listening.startMs!);
+  const listening = await until('its start', () => mine().find((t) => t.msg === 'agent server listening'), 30_000);
+  if (listening.startMs) startMs.push(listening.startMs);
   if (i < 2) {
     const lines = mine().filter((t) => !/^\{/.test(t.msg));
     wakeLines.push(

@@ -192,12 +192,13 @@ export function wake(ctx: LocalContext, deploymentId: string): Promise<boolean> 
   const entry = ctx.sleeping.get(deploymentId);
   if (!entry) return Promise.resolve(true);
   entry.woken = true;
-  // From here a restart of the platform starts it, as any deployment that is awake.
+  // From here a restart of the platform starts it, as any deployment that is awake. The removal goes on while the
+  // server starts (a waiting request does not pay for it): a platform stopped before it is done finds the record and
+  // leaves the deployment asleep, which its next request wakes; a later sleep's record is written after it.
   const unrecorded = recordSleep(ctx, deploymentId, undefined);
   const woken = (async () => {
     clearTimeout(entry.timer);
     await entry.stopped;
-    await unrecorded;
     if (ctx.closed || ctx.gone.has(deploymentId)) return false;
     const log = logWriter(ctx, entry.spec, 'deploy');
     log.line('waking the agent server (a request or due work)');
@@ -220,7 +221,7 @@ export function wake(ctx: LocalContext, deploymentId: string): Promise<boolean> 
       );
       return false;
     } finally {
-      await log.flush();
+      await Promise.all([log.flush(), unrecorded]);
       ctx.waking.delete(deploymentId);
       notify(ctx, entry.spec);
     }
