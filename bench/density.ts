@@ -235,7 +235,8 @@ for (let n = 0; n < many; n++) {
   const record = { revision: spec.revision, since: Date.now() };
   writeFileSync(path.join(dataDir, 'deployments', spec.deploymentId, 'sleep.json'), `${JSON.stringify(record)}\n`);
   const status = await runtime.deploy(spec);
-  if (status.phase !== 'Ready' || !status.sleeping) throw new Error(`d${n + 1} is not asleep: ${JSON.stringify(status)}`);
+  if (status.phase !== 'Ready' || !status.sleeping)
+    throw new Error(`d${n + 1} is not asleep: ${JSON.stringify(status)}`);
   sleepy.push(spec);
   if ((n + 1) % 100 === 0) {
     sampleLoad();
@@ -246,7 +247,9 @@ const restoreCpu = process.cpuUsage(cpuBefore);
 const restoreMs = performance.now() - restoreStart;
 const selfAfter = selfRssMb();
 const perSleeperMb = (selfAfter - selfBefore) / Math.max(1, many);
-const diskKb = Number(execFileSync('du', ['-sk', path.join(dataDir, 'deployments')], { encoding: 'utf8' }).split('\t')[0]);
+const diskKb = Number(
+  execFileSync('du', ['-sk', path.join(dataDir, 'deployments')], { encoding: 'utf8' }).split('\t')[0],
+);
 const diskPerKb = diskKb / (many + sleepers);
 if (runtime.pids().length !== 0) throw new Error(`agent servers running: ${runtime.pids().length}`);
 
