@@ -7,15 +7,8 @@ import { pathToFileURL } from 'node:url';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { packagePath } from '../../../lib/package-root.ts';
 import type { ServerSpec } from '../types.ts';
-import {
-  checkoutDir,
-  insideReal,
-  isRealDir,
-  projectDir,
-  readBuildMarker,
-  resetCacheDir,
-  revisionMounts,
-} from './build-steps.ts';
+import { checkoutDir, insideReal, isRealDir, projectDir, resetCacheDir, revisionMounts } from './build-context.ts';
+import { readBuildMarker } from './build-steps.ts';
 import {
   deploymentDir,
   fail,
@@ -29,7 +22,9 @@ import {
   type Server,
 } from './context.ts';
 import { childEnv, envProblem, secretsProblem } from './env.ts';
-import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
+import { prepareLimits } from './limits.ts';
+import { removeServerCgroup } from './limits-cgroup.ts';
+import { superviseLimits, usedBytes, type LimitBreach } from './limits-watchdog.ts';
 import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX, ownFolders } from './sandbox.ts';
 import { holdPort, LISTEN_FD, SECRETS_FD, spawnServer, type ServerProcess } from './server-process.ts';
