@@ -11,7 +11,11 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { createFrontServer } from '../../../../src/lib/http.ts';
 import { deploymentProxy } from '../../../../src/operator/runtimes/local/proxy.ts';
 import type { Backend, ProxyOptions, Unavailable } from '../../../../src/operator/runtimes/local/proxy-target.ts';
-import { deploymentUpgrades, type UpgradeRelay, UPGRADE_LIMITS } from '../../../../src/operator/runtimes/local/proxy-upgrades.ts';
+import {
+  deploymentUpgrades,
+  type UpgradeRelay,
+  UPGRADE_LIMITS,
+} from '../../../../src/operator/runtimes/local/proxy-upgrades.ts';
 
 /** A short handshake for the test of the deadline; long enough elsewhere that no load on the machine reaches it. */
 const SHORT = { handshakeMs: 1_000, refusalBytes: 4 * 1024, perDeployment: 5 };
