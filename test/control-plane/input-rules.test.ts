@@ -8,7 +8,7 @@ import {
   relativePathProblem,
   repoUrlProblem,
   resourceBoundProblems,
-} from '../../src/control-plane/services/input-rules.ts';
+} from '../../src/api/input-rules.ts';
 import { customUrlHost } from '../../src/resources/index.ts';
 import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 
