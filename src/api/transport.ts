@@ -119,7 +119,7 @@ export function createTransport(opts: ClientOptions) {
   return { url: base, open, call };
 }
 
-/** `{"detail": "..."}`, a 422 list of `{loc, msg}`, or any other `detail`, as one line. */
+/** `{"detail": "..."}` or a 422 list of `{loc, msg}`, as one line (else the body itself, bounded). */
 function detailOf(text: string, fallback: string): string {
   try {
     const body = JSON.parse(text) as { detail?: unknown; message?: unknown };
@@ -129,7 +129,6 @@ function detailOf(text: string, fallback: string): string {
         .map((d: { loc?: unknown[]; msg?: string }) => `${(d.loc ?? []).join('.')}: ${d.msg ?? ''}`)
         .join('; ');
     }
-    if (body.detail !== undefined) return oneLine(JSON.stringify(body.detail));
     if (typeof body.message === 'string') return body.message;
   } catch {
     // not JSON: fall through to the raw text
