@@ -185,7 +185,8 @@ describe('chart: agents.gateway', () => {
     expect(JSON.parse(env.AGENTPLANE_GATEWAY_PARENT_REFS)).toEqual(parentRefs);
     expect(JSON.parse(env.AGENTPLANE_GATEWAY_ANNOTATIONS)).toEqual(gateway.annotations);
     expect(env.AGENTPLANE_GATEWAY_HTTPS).toBe('true');
-    const verbs = ['get', 'list', 'create', 'patch', 'update', 'delete'];
+    // watch: the operator reads the routes from a watch-fed cache.
+    const verbs = ['get', 'list', 'watch', 'create', 'patch', 'update', 'delete'];
     expect(routeRules(docs)).toEqual([
       { role: 'agentplane-operator', apiGroups: ['gateway.networking.k8s.io'], resources: ['httproutes'], verbs },
     ]);
@@ -195,8 +196,8 @@ describe('chart: agents.gateway', () => {
     // Its own namespace, every tenant namespace (bound there per namespace), and list across them for host checks.
     expect(tenants.map((r) => [r.role, r.verbs]).sort()).toEqual([
       ['agentplane-operator', verbs],
-      ['agentplane-operator-namespaces', ['list']],
-      ['agentplane-operator-tenant', verbs],
+      ['agentplane-operator-namespaces', ['list', 'watch']],
+      ['agentplane-operator-tenant', ['get', 'list', 'create', 'patch', 'update', 'delete']],
     ]);
   });
 
