@@ -300,6 +300,11 @@ async function deleteRouteIfPresent(ctx: RuntimeContext, key: string, target: Ta
     );
   } catch (err) {
     if (!isStatus(err, 403)) throw err;
+    // Once per deployment per process: the mark stops the next reconciles from asking again.
+    ctx.log.warn(
+      { deployment: target.name, namespace: target.namespace },
+      'no rights to remove the HTTPRoute of this deployment; it stays until the deployment is deleted',
+    );
     ctx.absent.add(key);
   }
 }
