@@ -159,7 +159,9 @@ export class KubernetesRuntime implements Runtime {
     // the server (which then answers what the deploy reports) instead of holding the operator's start.
     void this.ctx.httpRoutes?.start();
     await Promise.all(
-      [...this.childInformers(), ...this.pullSources, ...this.readCaches].map((i) => (i as Informer<KubeObject>).start()),
+      [...this.childInformers(), ...this.pullSources, ...this.readCaches].map((i) =>
+        (i as Informer<KubeObject>).start(),
+      ),
     );
     if (this.opts.config.idle.activator) this.stopIdle = watchIdle(this.ctx, (ref) => this.notify(ref));
   }
