@@ -18,6 +18,8 @@ export type ObjectOps<T> = {
    * synced, not in the watched namespaces, absent): apply() then reads it from the server.
    */
   cached?(namespace: string, name: string): T | undefined;
+  /** Drops an object this process deleted from that cache, so no read meanwhile takes the deleted copy for live. */
+  forget?(namespace: string, name: string): void;
   /** Server-side apply of the whole configuration as FIELD_MANAGER, forced (see applyOptions); creates if absent. */
   apply(namespace: string, name: string, body: T): Promise<T>;
   /** Compare-and-swap update (resourceVersion) of an object as read: edits outside our configuration. */

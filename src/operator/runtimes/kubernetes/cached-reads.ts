@@ -5,7 +5,7 @@
 import type { Informer, KubeObject } from '../../controller-kit/informer.ts';
 import type { ObjectOps } from './apply.ts';
 
-type Cache<T> = Pick<Informer<T & KubeObject>, 'hasSynced' | 'get' | 'observe'>;
+type Cache<T> = Pick<Informer<T & KubeObject>, 'hasSynced' | 'get' | 'observe' | 'forget'>;
 
 /**
  * `ops` whose apply() reads come from `cache` once it has listed: a hit is the object, a miss (an object the
@@ -21,6 +21,7 @@ export function cachedOps<T extends { metadata?: object }>(ops: ObjectOps<T>, ca
   return {
     read: ops.read,
     cached: (namespace, name) => (cache.hasSynced ? cache.get(`${namespace}/${name}`) : undefined),
+    forget: (namespace, name) => cache.forget(`${namespace}/${name}`),
     apply: async (namespace, name, body) => seen(await ops.apply(namespace, name, body)),
     replace: async (namespace, name, body) => seen(await ops.replace(namespace, name, body)),
   };

@@ -171,7 +171,7 @@ export async function deploy(
       ingressKey,
       () => ctx.net.deleteNamespacedIngress(ingressName),
       () => ctx.net.readNamespacedIngress(ingressName),
-      () => ctx.ingresses.forget(`${target.namespace}/${serverName(target)}`),
+      () => ctx.ops.ingress.forget?.(target.namespace, serverName(target)),
       (ingress) => isChildOf(ingress, target),
     );
   const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
@@ -192,6 +192,7 @@ export async function deploy(
           name: serverName(target),
           namespace: target.namespace,
         }),
+      () => ctx.ops.autoscaler.forget?.(target.namespace, serverName(target)),
     );
   ctx.urls.set(`${spec.namespace}/${spec.deployment}`, url);
   if (written.wrote) ctx.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
@@ -295,7 +296,7 @@ async function deleteRouteIfPresent(ctx: RuntimeContext, key: string, target: Ta
       key,
       () => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, ...ref }),
       () => ctx.ops.httpRoute.read(ref.namespace, ref.name),
-      () => ctx.httpRoutes?.forget(`${ref.namespace}/${ref.name}`),
+      () => ctx.ops.httpRoute.forget?.(ref.namespace, ref.name),
       (route) => isChildOf(route, target),
     );
   } catch (err) {
