@@ -10,7 +10,16 @@ import { Client } from '@langchain/langgraph-sdk';
 import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo } from '../operator/helpers/example-repo.ts';
-import { LINKED_INSTALL, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import {
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from '../dev/helpers.ts';
 import { listen, walkGrant } from './helpers/oidc.ts';
 
 /** The graph of docs/auth-service.md, reporting also what the deployment token may do elsewhere. */

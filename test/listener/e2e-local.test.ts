@@ -11,7 +11,16 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { LINKED_INSTALL, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import {
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from '../dev/helpers.ts';
 import { startListener, stopListener, type ListenerProcess } from './helpers.ts';
 
 let tmp: string;
