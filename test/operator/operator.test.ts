@@ -70,7 +70,7 @@ function newDeployment(id: string, overrides: Partial<AgentDeployment['spec']> =
       tenantId: 'tenant-a',
       displayName: `dep-${id.slice(0, 8)}`,
       source: 'github',
-      // The real npm ci of this flow (operator + local runtime) is pinned by test/dev/e2e.test.ts: linked here.
+      // The real npm ci of this flow (operator + local runtime) is pinned by test/e2e/dev.test.ts: linked here.
       sourceConfig: { repoUrl: repo.path, deploymentType: 'dev', accessMode: 'public', installCommand: LINKED_INSTALL },
       sourceRevisionConfig: { repoRef: 'v1', graphConfigPath: 'langgraph.json' },
       revisionCounter: 1,
