@@ -1,20 +1,21 @@
-// Run creates on Postgres reuse the assistant they last read, checked by the create's own statement against the
-// row's version (xmin): a change made elsewhere (another replica, straight in the store) is never missed: the
-// create finds it, writes nothing, and is built again from a fresh read. Tried the way a race would go: the
-// assistant patched, set to another version and deleted behind this process's back.
+// Run creates reuse the assistant they last read, checked by the create itself against the row's token (Postgres:
+// its xmin, in the create's own statement; embedded: a digest of its columns, in the create's transaction): a change
+// made elsewhere (another replica, straight in the store) is never missed: the create finds it, writes nothing, and
+// is built again from a fresh read. Tried the way a race would go: the assistant patched, set to another version and
+// deleted behind this process's back.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StaleAssistantError } from '../../src/lib/errors.ts';
 import { startHarness, type Harness } from './helpers/harness.ts';
 
-describe('run creates and the assistant they were built from (postgres)', () => {
+describe.each(['embedded', 'postgres'] as const)('run creates and the assistant they were built from (%s)', (store) => {
   let h: Harness;
   const reads: string[] = [];
   beforeAll(async () => {
-    h = await startHarness({ store: 'postgres' });
+    h = await startHarness({ store });
     const a = h.storage.assistants;
     const get = a.get.bind(a);
-    const versioned = a.getVersioned!.bind(a);
+    const versioned = a.getVersioned.bind(a);
     a.get = async (id) => {
       reads.push(id);
       return get(id);
@@ -107,7 +108,7 @@ describe('run creates and the assistant they were built from (postgres)', () => 
     expect(await h.storage.runs.list(t, { limit: 10, offset: 0 })).toHaveLength(0);
     expect((await h.storage.threads.get(t))!.status).toBe('idle');
     // The current token passes.
-    const { token } = (await h.storage.assistants.getVersioned!(id))!;
+    const { token } = (await h.storage.assistants.getVersioned(id))!;
     const ok = await h.storage.runs.create({
       ...base,
       assistant_token: token,

@@ -53,7 +53,7 @@ describe('claim at create', () => {
       if (r) claims.push(r.run_id);
       return r;
     };
-    const innerFinish = storage.runs.finishAndClaim!.bind(storage.runs);
+    const innerFinish = storage.runs.finishAndClaim.bind(storage.runs);
     storage.runs.finishAndClaim = async (...args) => {
       const r = await innerFinish(...args);
       if (r.next) claims.push(`${r.next.run_id} as ${args[0]} finished`);

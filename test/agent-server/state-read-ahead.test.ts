@@ -81,21 +81,6 @@ describe.each(['embedded', 'postgres'] as const)('GET state reads ahead (%s)', (
     const byId = await counted(() => h.call('GET', `/threads/${t}/state/${state.checkpoint_id}`));
     expect(byId).toMatchObject({ getTuple: 2, list: 0, statements: 3 });
     expect(byId.out.body).toEqual(state);
-    // A store without the combined read: the thread apart, then the saver's own read ahead where it has one
-    // (Postgres: both checkpoints in one list) or a read per checkpoint. The same state.
-    const apart = await counted(async () => {
-      const get = h.storage.threads.getReadingAhead;
-      delete (h.storage.threads as { getReadingAhead?: unknown }).getReadingAhead;
-      try {
-        return await h.call('GET', `/threads/${t}/state`);
-      } finally {
-        (h.storage.threads as { getReadingAhead?: unknown }).getReadingAhead = get;
-      }
-    });
-    expect(apart).toMatchObject(
-      store === 'postgres' ? { getTuple: 0, list: 1, statements: 2 } : { getTuple: 2, list: 0, statements: 3 },
-    );
-    expect(apart.out.body).toEqual(state);
     expect(heldAhead()).toBe(0);
   });
 

@@ -371,9 +371,8 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     }
   });
 
-  it(`${factory.name}: finishAndClaim ends the run and claims what a claim would take next`, async (ctx) => {
-    const finishAndClaim = store.runs.finishAndClaim?.bind(store.runs);
-    if (!finishAndClaim) return ctx.skip();
+  it(`${factory.name}: finishAndClaim ends the run and claims what a claim would take next`, async () => {
+    const finishAndClaim = store.runs.finishAndClaim.bind(store.runs);
     while (await store.runs.claim('drain', 60_000)) {
       /* drained */
     }
@@ -480,7 +479,7 @@ describe('postgres: claims across two stores', () => {
         started.push(run.run_id);
         await new Promise((r) => setTimeout(r, Math.random() * 5));
         running.delete(run.thread_id);
-        const { finished, next } = await store.runs.finishAndClaim!(run.run_id, worker, { status: 'success' }, 60_000);
+        const { finished, next } = await store.runs.finishAndClaim(run.run_id, worker, { status: 'success' }, 60_000);
         expect(finished).toBe(true);
         run = next;
       }

@@ -38,18 +38,15 @@ export function instrumentStorage(storage: Storage): Storage {
     if (at !== undefined) duration.observe({ status }, (performance.now() - at) / 1000);
   };
   const inner = storage.runs;
-  const finishAndClaim = inner.finishAndClaim?.bind(inner);
   const runs: RunStore = Object.create(inner, {
     finishAndClaim: {
-      value: finishAndClaim
-        ? async (...args: Parameters<NonNullable<RunStore['finishAndClaim']>>) => {
-            const result = await finishAndClaim(...args);
-            if (result.finished) ended(args[0], args[2].status);
-            else claimedAt.delete(args[0]);
-            if (result.next) claimedAt.set(result.next.run_id, performance.now());
-            return result;
-          }
-        : undefined,
+      value: async (...args: Parameters<RunStore['finishAndClaim']>) => {
+        const result = await inner.finishAndClaim(...args);
+        if (result.finished) ended(args[0], args[2].status);
+        else claimedAt.delete(args[0]);
+        if (result.next) claimedAt.set(result.next.run_id, performance.now());
+        return result;
+      },
     },
     create: {
       value: async (...args: Parameters<RunStore['create']>) => {

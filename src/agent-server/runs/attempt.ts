@@ -145,7 +145,7 @@ export async function runAttempt(host: AttemptHost, entry: ActiveRun): Promise<v
   const ok = await untilReachable(
     async () => {
       // The slot this run frees takes the next run in the same write, unless the process is stopping.
-      if (!runs.finishAndClaim || host.stopping()) return runs.finish(run.run_id, host.workerId, outcome);
+      if (host.stopping()) return runs.finish(run.run_id, host.workerId, outcome);
       const { finished, next } = await runs.finishAndClaim(run.run_id, host.workerId, outcome, host.leaseMs);
       if (next) entry.next = next;
       return finished;

@@ -226,13 +226,12 @@ export function createRunService({
 
   /**
    * requireRun, with the thread's values read in the same statement once the run has ended (`values`: what
-   * runResult takes as `threadValues`), where the store can: a join of an ended run is one read.
+   * runResult takes as `threadValues`): a join of an ended run is one read.
    */
   async function requireRunWithValues(
     threadId: string,
     runId: string,
   ): Promise<{ run: RunRecord; values?: Json | null }> {
-    if (!storage.runs.getWithValues) return { run: await requireRun(threadId, runId) };
     const got = await storage.runs.getWithValues(threadId, runId);
     if (!got) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
     return got;

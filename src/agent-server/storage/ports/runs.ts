@@ -57,7 +57,7 @@ export interface NewRun {
   /**
    * The token of the assistant row the run was built from (AssistantStore.getVersioned): the create stores the run
    * only while the row still has it, else throws StaleAssistantError and stores nothing. Unset: no such check
-   * (only stores with getVersioned are given one).
+   * (cron runs, runs under a custom-auth read filter, a create's third try).
    */
   assistant_token?: string;
 }
@@ -94,10 +94,9 @@ export interface RunStore {
   get(threadId: string, runId: string): Promise<RunRecord | null>;
   /**
    * get(), and in the same read its thread's values when the run has ended (what a join answers; null when the
-   * thread has none); `values` is undefined while the run is pending or running. Optional: without it a join of
-   * an ended run reads the run, then the thread.
+   * thread has none); `values` is undefined while the run is pending or running.
    */
-  getWithValues?(threadId: string, runId: string): Promise<{ run: RunRecord; values?: Json | null } | null>;
+  getWithValues(threadId: string, runId: string): Promise<{ run: RunRecord; values?: Json | null } | null>;
   getById(runId: string): Promise<RunRecord | null>;
   list(threadId: string, q: { limit: number; offset: number; status?: RunStatus }): Promise<RunRecord[]>;
   /** Deletes a run that is not running; ConflictError while running. */
@@ -110,9 +109,9 @@ export interface RunStore {
   finish(runId: string, workerId: string, outcome: RunOutcome): Promise<boolean>;
   /**
    * finish(), then in the same write the claim() the freed slot would send next, for the same worker (`next`: the
-   * run claimed, or null). Optional: a store without it gets finish() and a separate claim().
+   * run claimed, or null).
    */
-  finishAndClaim?(
+  finishAndClaim(
     runId: string,
     workerId: string,
     outcome: RunOutcome,
