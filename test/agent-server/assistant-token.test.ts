@@ -97,19 +97,19 @@ describe.each(['embedded', 'postgres'] as const)('run creates and the assistant 
     };
     // Fast path: an existing thread.
     await expect(
-      h.storage.runs.create({ ...base, run_id: randomUUID(), thread_id: t, if_not_exists: 'reject' }),
+      h.storage.queue.create({ ...base, run_id: randomUUID(), thread_id: t, if_not_exists: 'reject' }),
     ).rejects.toBeInstanceOf(StaleAssistantError);
     // Slow path: a thread to create.
     const fresh = randomUUID();
     await expect(
-      h.storage.runs.create({ ...base, run_id: randomUUID(), thread_id: fresh, if_not_exists: 'create' }),
+      h.storage.queue.create({ ...base, run_id: randomUUID(), thread_id: fresh, if_not_exists: 'create' }),
     ).rejects.toBeInstanceOf(StaleAssistantError);
     expect(await h.storage.threads.get(fresh)).toBeNull();
     expect(await h.storage.runs.list(t, { limit: 10, offset: 0 })).toHaveLength(0);
     expect((await h.storage.threads.get(t))!.status).toBe('idle');
     // The current token passes.
     const { token } = (await h.storage.assistants.getVersioned(id))!;
-    const ok = await h.storage.runs.create({
+    const ok = await h.storage.queue.create({
       ...base,
       assistant_token: token,
       run_id: randomUUID(),

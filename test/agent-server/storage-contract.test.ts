@@ -11,12 +11,13 @@ import { openEmbeddedStorage } from '../../src/agent-server/storage/embedded/ind
 import { openPostgresStorage } from '../../src/agent-server/storage/postgres/index.ts';
 import { FewerTripsPostgresSaver } from '../../src/agent-server/storage/postgres/checkpointer.ts';
 import { itemsConfig } from '../../src/agent-server/storage/items.ts';
-import type { NewRun, RunRecord, Storage, StorageEvent } from '../../src/agent-server/storage/types.ts';
+import type { NewRun, RunRecord, StorageEvent } from '../../src/agent-server/storage/types.ts';
+import type { EngineStorage } from '../../src/agent-server/storage/ports/run-queue.ts';
 import { ConflictError, NotFoundError } from '../../src/lib/errors.ts';
 import { createTestDatabase } from './helpers/pg.ts';
 import { sqliteStatementPrototype, wrapMethod, type Fn } from './helpers/spy.ts';
 
-type Factory = { name: string; open: () => Promise<Storage>; cleanup: () => Promise<void> };
+type Factory = { name: string; open: () => Promise<EngineStorage>; cleanup: () => Promise<void> };
 
 function embeddedFactory(): Factory {
   const dir = mkdtempSync(join(tmpdir(), 'ap-as-contract-'));
@@ -57,7 +58,7 @@ function newRun(threadId: string, extra: Partial<NewRun> = {}): NewRun {
 
 describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (makeFactory) => {
   const factory = makeFactory();
-  let store: Storage;
+  let store: EngineStorage;
 
   beforeAll(async () => {
     store = await factory.open();
@@ -121,14 +122,14 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 
   it(`${factory.name}: run create makes the thread busy; reject answers 409 and writes nothing`, async () => {
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
+    const r = await store.queue.create(newRun(t.thread_id));
     expect(r).toMatchObject({ status: 'pending', attempt: 0, multitask_strategy: 'reject' });
     expect((await store.threads.get(t.thread_id))?.status).toBe('busy');
     expect((await store.threads.get(t.thread_id))?.metadata).toMatchObject({ graph_id: 'g' });
-    await expect(store.runs.create(newRun(t.thread_id))).rejects.toThrow(/already running a task/);
+    await expect(store.queue.create(newRun(t.thread_id))).rejects.toThrow(/already running a task/);
     expect(await store.runs.list(t.thread_id, { limit: 10, offset: 0 })).toHaveLength(1);
-    await expect(store.runs.create(newRun(randomUUID()))).rejects.toBeInstanceOf(NotFoundError);
-    const created = await store.runs.create(newRun(randomUUID(), { if_not_exists: 'create' }));
+    await expect(store.queue.create(newRun(randomUUID()))).rejects.toBeInstanceOf(NotFoundError);
+    const created = await store.queue.create(newRun(randomUUID(), { if_not_exists: 'create' }));
     expect((await store.threads.get(created.thread_id))?.status).toBe('busy');
   });
 
@@ -136,16 +137,16 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   // statement either store sends while the run is created is looked at: none reads the thread's values.
   it(`${factory.name}: creating a run on a thread does not read the thread's values`, async () => {
     const t = await thread();
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       // runs other tests left queued
     }
-    const first = await store.runs.create(newRun(t.thread_id));
-    const claimed = await store.runs.claim('w1', 60_000);
+    const first = await store.queue.create(newRun(t.thread_id));
+    const claimed = await store.queue.claim('w1', 60_000);
     expect(claimed?.run_id).toBe(first.run_id);
     const values = {
       messages: Array.from({ length: 50 }, (_, i) => ({ type: 'human', content: 'x'.repeat(4000), id: `${i}` })),
     };
-    await store.runs.finish(first.run_id, 'w1', { status: 'success', values });
+    await store.queue.finish(first.run_id, 'w1', { status: 'success', values });
     expect((await store.threads.get(t.thread_id))?.values).toEqual(values);
     const sent: string[] = [];
     const statement = sqliteStatementPrototype();
@@ -157,7 +158,7 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
       ),
     ];
     try {
-      await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+      await store.queue.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
     } finally {
       for (const u of undo) u();
     }
@@ -172,15 +173,15 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 
   it(`${factory.name}: claims take the oldest run per thread, one running run per thread`, async () => {
     // Drain whatever earlier tests queued.
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t1 = await thread();
     const t2 = await thread();
-    const a = await store.runs.create(newRun(t1.thread_id));
-    const b = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
-    const c = await store.runs.create(newRun(t2.thread_id));
-    const claimed = await Promise.all([1, 2, 3, 4].map(() => store.runs.claim('w1', 60_000)));
+    const a = await store.queue.create(newRun(t1.thread_id));
+    const b = await store.queue.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
+    const c = await store.queue.create(newRun(t2.thread_id));
+    const claimed = await Promise.all([1, 2, 3, 4].map(() => store.queue.claim('w1', 60_000)));
     const ids = claimed.filter((x) => x !== null).map((x) => x!.run_id);
     expect(ids.sort()).toEqual([a.run_id, c.run_id].sort());
     expect(claimed.find((x) => x?.run_id === a.run_id)).toMatchObject({
@@ -188,91 +189,91 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
       attempt: 1,
       worker_id: 'w1',
     });
-    expect(await store.runs.finish(a.run_id, 'someone-else', { status: 'success' })).toBe(false);
-    expect(await store.runs.finish(a.run_id, 'w1', { status: 'success', values: { n: 1 } })).toBe(true);
+    expect(await store.queue.finish(a.run_id, 'someone-else', { status: 'success' })).toBe(false);
+    expect(await store.queue.finish(a.run_id, 'w1', { status: 'success', values: { n: 1 } })).toBe(true);
     // b is still pending on t1.
     expect((await store.threads.get(t1.thread_id))?.status).toBe('busy');
-    const next = await store.runs.claim('w1', 60_000);
+    const next = await store.queue.claim('w1', 60_000);
     expect(next?.run_id).toBe(b.run_id);
-    await store.runs.finish(b.run_id, 'w1', { status: 'success', values: { n: 2 } });
+    await store.queue.finish(b.run_id, 'w1', { status: 'success', values: { n: 2 } });
     const t1After = await store.threads.get(t1.thread_id);
     expect(t1After).toMatchObject({ status: 'idle', values: { n: 2 } });
-    await store.runs.finish(c.run_id, 'w1', { status: 'error', error: { error: 'Boom', message: 'x' } });
+    await store.queue.finish(c.run_id, 'w1', { status: 'error', error: { error: 'Boom', message: 'x' } });
     expect(await store.threads.get(t2.thread_id)).toMatchObject({ status: 'error' });
     expect(await store.runs.get(t2.thread_id, c.run_id)).toMatchObject({ status: 'error', error: { error: 'Boom' } });
-    await store.runs.finish(c.run_id, 'w1', { status: 'success' });
+    await store.queue.finish(c.run_id, 'w1', { status: 'success' });
     expect((await store.runs.get(t2.thread_id, c.run_id))?.status).toBe('error');
   });
 
   it(`${factory.name}: interrupted outcome leaves the thread interrupted`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(r.run_id);
-    await store.runs.finish(r.run_id, 'w', { status: 'success', interrupted: true, values: { a: 1 } });
+    const r = await store.queue.create(newRun(t.thread_id));
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(r.run_id);
+    await store.queue.finish(r.run_id, 'w', { status: 'success', interrupted: true, values: { a: 1 } });
     expect(await store.threads.get(t.thread_id)).toMatchObject({ status: 'interrupted', values: { a: 1 } });
   });
 
   it(`${factory.name}: values given as JSON text (valuesJson) are the thread's values`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(r.run_id);
+    const r = await store.queue.create(newRun(t.thread_id));
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(r.run_id);
     const valuesJson = JSON.stringify({ messages: [{ type: 'human', content: 'hi' }], n: 3 });
-    await store.runs.finish(r.run_id, 'w', { status: 'success', valuesJson });
+    await store.queue.finish(r.run_id, 'w', { status: 'success', valuesJson });
     expect(await store.threads.get(t.thread_id)).toMatchObject({ status: 'idle', values: JSON.parse(valuesJson) });
   });
 
   it(`${factory.name}: multitask interrupt flags the running run and tells its worker; pending runs end at once`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const events: StorageEvent[] = [];
     const off = store.subscribe((e) => events.push(e));
     const t = await thread();
-    const running = await store.runs.create(newRun(t.thread_id));
-    await store.runs.claim('w', 60_000);
-    const queued = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
-    const newer = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'interrupt' }));
+    const running = await store.queue.create(newRun(t.thread_id));
+    await store.queue.claim('w', 60_000);
+    const queued = await store.queue.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    const newer = await store.queue.create(newRun(t.thread_id, { multitask_strategy: 'interrupt' }));
     expect((await store.runs.get(t.thread_id, queued.run_id))?.status).toBe('interrupted');
-    expect((await store.runs.cancelRequests([running.run_id])).get(running.run_id)).toBe('interrupt');
+    expect((await store.queue.cancelRequests([running.run_id])).get(running.run_id)).toBe('interrupt');
     await expect.poll(() => events.some((e) => e.type === 'cancel' && e.run_id === running.run_id)).toBe(true);
     // The newer run waits until the cancelled one is off the thread.
-    expect(await store.runs.claim('w2', 60_000)).toBeNull();
-    await store.runs.finish(running.run_id, 'w', { status: 'interrupted' });
-    expect((await store.runs.claim('w2', 60_000))?.run_id).toBe(newer.run_id);
+    expect(await store.queue.claim('w2', 60_000)).toBeNull();
+    await store.queue.finish(running.run_id, 'w', { status: 'interrupted' });
+    expect((await store.queue.claim('w2', 60_000))?.run_id).toBe(newer.run_id);
     off();
   });
 
   it(`${factory.name}: cancel of a pending run ends it; rollback deletes it`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
+    const r = await store.queue.create(newRun(t.thread_id));
     expect((await store.runs.cancel(t.thread_id, r.run_id, 'interrupt')).status).toBe('interrupted');
     expect((await store.threads.get(t.thread_id))?.status).toBe('idle');
-    const r2 = await store.runs.create(newRun(t.thread_id));
+    const r2 = await store.queue.create(newRun(t.thread_id));
     await store.runs.cancel(t.thread_id, r2.run_id, 'rollback');
     expect(await store.runs.get(t.thread_id, r2.run_id)).toBeNull();
     await expect(store.runs.cancel(t.thread_id, randomUUID(), 'interrupt')).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it(`${factory.name}: sweep requeues runs whose lease expired and gives up after the last attempt`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
+    const r = await store.queue.create(newRun(t.thread_id));
     for (let attempt = 1; attempt <= 3; attempt++) {
-      const c = await store.runs.claim('dead-worker', 1);
+      const c = await store.queue.claim('dead-worker', 1);
       expect(c).toMatchObject({ run_id: r.run_id, attempt });
       await new Promise((res) => setTimeout(res, 20));
-      const swept = await store.runs.sweep(3);
+      const swept = await store.queue.sweep(3);
       if (attempt < 3) expect(swept.requeued).toEqual([r.run_id]);
       else expect(swept.failed).toEqual([r.run_id]);
     }
@@ -285,47 +286,47 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 
   it(`${factory.name}: concurrent creates with reject on an idle thread: exactly one run`, async () => {
     const t = await thread();
-    const results = await Promise.allSettled(Array.from({ length: 6 }, () => store.runs.create(newRun(t.thread_id))));
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => store.queue.create(newRun(t.thread_id))));
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(ConflictError);
     expect(await store.runs.list(t.thread_id, { limit: 10, offset: 0 })).toHaveLength(1);
     // A stateless-style create makes the thread; enqueue behind a busy thread is accepted.
     const fresh = randomUUID();
-    await store.runs.create(newRun(fresh, { if_not_exists: 'create' }));
-    await store.runs.create(newRun(fresh, { if_not_exists: 'create', multitask_strategy: 'enqueue' }));
+    await store.queue.create(newRun(fresh, { if_not_exists: 'create' }));
+    await store.queue.create(newRun(fresh, { if_not_exists: 'create', multitask_strategy: 'enqueue' }));
     expect(await store.runs.list(fresh, { limit: 10, offset: 0 })).toHaveLength(2);
   });
 
   it(`${factory.name}: a delayed run is claimed once due, though claims in between found nothing`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id, { delay_ms: 300 }));
-    expect(await store.runs.claim('w', 60_000)).toBeNull();
-    expect(await store.runs.claim('w', 60_000)).toBeNull();
+    const r = await store.queue.create(newRun(t.thread_id, { delay_ms: 300 }));
+    expect(await store.queue.claim('w', 60_000)).toBeNull();
+    expect(await store.queue.claim('w', 60_000)).toBeNull();
     await expect
-      .poll(async () => (await store.runs.claim('w', 60_000))?.run_id, { timeout: 5_000, interval: 50 })
+      .poll(async () => (await store.queue.claim('w', 60_000))?.run_id, { timeout: 5_000, interval: 50 })
       .toBe(r.run_id);
-    await store.runs.finish(r.run_id, 'w', { status: 'success' });
+    await store.queue.finish(r.run_id, 'w', { status: 'success' });
   });
 
   it(`${factory.name}: a run queued behind a finishing one is claimable right after finish`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const a = await store.runs.create(newRun(t.thread_id));
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(a.run_id);
-    const b = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
-    expect(await store.runs.claim('w', 60_000)).toBeNull();
-    await store.runs.finish(a.run_id, 'w', { status: 'success' });
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(b.run_id);
-    await store.runs.finish(b.run_id, 'w', { status: 'success' });
+    const a = await store.queue.create(newRun(t.thread_id));
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(a.run_id);
+    const b = await store.queue.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    expect(await store.queue.claim('w', 60_000)).toBeNull();
+    await store.queue.finish(a.run_id, 'w', { status: 'success' });
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(b.run_id);
+    await store.queue.finish(b.run_id, 'w', { status: 'success' });
   });
 
   it(`${factory.name}: create with a claim takes the run only when a claim would take it next`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const events: StorageEvent[] = [];
@@ -334,37 +335,37 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
     try {
       // Nothing waits: claimed in the create, nobody woken, the lease is the worker's.
       const t1 = await thread();
-      const a = await store.runs.create(newRun(t1.thread_id), claim);
+      const a = await store.queue.create(newRun(t1.thread_id), claim);
       expect(a).toMatchObject({ status: 'running', attempt: 1, worker_id: 'w-create' });
       expect(await store.runs.get(t1.thread_id, a.run_id)).toMatchObject({ status: 'running', worker_id: 'w-create' });
       expect((await store.threads.get(t1.thread_id))?.status).toBe('busy');
-      expect(await store.runs.heartbeat('w-create', [a.run_id], 60_000)).toEqual([a.run_id]);
+      expect(await store.queue.heartbeat('w-create', [a.run_id], 60_000)).toEqual([a.run_id]);
       await new Promise((r) => setTimeout(r, 50));
       expect(events.filter((e) => e.type === 'wake')).toEqual([]);
-      expect(await store.runs.claim('w-other', 60_000)).toBeNull();
+      expect(await store.queue.claim('w-other', 60_000)).toBeNull();
 
       // Queued behind the running run on its thread: pending, and the claimers are woken.
-      const b = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }), claim);
+      const b = await store.queue.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }), claim);
       expect(b).toMatchObject({ status: 'pending', attempt: 0, worker_id: null });
       await expect.poll(() => events.some((e) => e.type === 'wake')).toBe(true);
 
       // A delayed run is not claimed early.
       const t2 = await thread();
-      const d = await store.runs.create(newRun(t2.thread_id, { delay_ms: 60_000 }), claim);
+      const d = await store.queue.create(newRun(t2.thread_id, { delay_ms: 60_000 }), claim);
       expect(d.status).toBe('pending');
 
       // Another run waits to be claimed (b, once a is done): claims go oldest first, so a new run does not jump it.
-      expect(await store.runs.finish(a.run_id, 'w-create', { status: 'success' })).toBe(true);
+      expect(await store.queue.finish(a.run_id, 'w-create', { status: 'success' })).toBe(true);
       const t3 = await thread();
-      const c = await store.runs.create(newRun(t3.thread_id), claim);
+      const c = await store.queue.create(newRun(t3.thread_id), claim);
       expect(c.status).toBe('pending');
-      expect((await store.runs.claim('w-other', 60_000))?.run_id).toBe(b.run_id);
-      expect((await store.runs.claim('w-other', 60_000))?.run_id).toBe(c.run_id);
+      expect((await store.queue.claim('w-other', 60_000))?.run_id).toBe(b.run_id);
+      expect((await store.queue.claim('w-other', 60_000))?.run_id).toBe(c.run_id);
 
       // Without a claim, a create never claims.
       const t4 = await thread();
-      expect((await store.runs.create(newRun(t4.thread_id))).status).toBe('pending');
-      for (const id of [b.run_id, c.run_id]) await store.runs.finish(id, 'w-other', { status: 'success' });
+      expect((await store.queue.create(newRun(t4.thread_id))).status).toBe('pending');
+      for (const id of [b.run_id, c.run_id]) await store.queue.finish(id, 'w-other', { status: 'success' });
       await store.runs.cancel(t2.thread_id, d.run_id, 'interrupt');
     } finally {
       off();
@@ -372,18 +373,18 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
   });
 
   it(`${factory.name}: finishAndClaim ends the run and claims what a claim would take next`, async () => {
-    const finishAndClaim = store.runs.finishAndClaim.bind(store.runs);
-    while (await store.runs.claim('drain', 60_000)) {
+    const finishAndClaim = store.queue.finishAndClaim.bind(store.queue);
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t1 = await thread();
     const t2 = await thread();
-    const a = await store.runs.create(newRun(t1.thread_id));
-    const queued = await store.runs.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(a.run_id);
-    const c = await store.runs.create(newRun(t2.thread_id));
-    expect((await store.runs.claim('w', 60_000))?.run_id).toBe(c.run_id);
-    const other = await store.runs.create(newRun((await thread()).thread_id));
+    const a = await store.queue.create(newRun(t1.thread_id));
+    const queued = await store.queue.create(newRun(t1.thread_id, { multitask_strategy: 'enqueue' }));
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(a.run_id);
+    const c = await store.queue.create(newRun(t2.thread_id));
+    expect((await store.queue.claim('w', 60_000))?.run_id).toBe(c.run_id);
+    const other = await store.queue.create(newRun((await thread()).thread_id));
 
     // a's end frees its thread: the run queued behind it is the oldest claimable, before `other`.
     const first = await finishAndClaim(a.run_id, 'w', { status: 'success', values: { n: 1 } }, 60_000);
@@ -404,22 +405,22 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
       [queued.run_id, 'w'],
       [other.run_id, 'someone-else'],
     ] as const)
-      await store.runs.finish(id, w, { status: 'success' });
+      await store.queue.finish(id, w, { status: 'success' });
   });
 
   it(`${factory.name}: heartbeat keeps the lease; release gives the run back without using an attempt`, async () => {
-    while (await store.runs.claim('drain', 60_000)) {
+    while (await store.queue.claim('drain', 60_000)) {
       /* drained */
     }
     const t = await thread();
-    const r = await store.runs.create(newRun(t.thread_id));
-    await store.runs.claim('w', 60_000);
-    expect(await store.runs.heartbeat('w', [r.run_id], 60_000)).toEqual([r.run_id]);
-    expect(await store.runs.heartbeat('other', [r.run_id], 60_000)).toEqual([]);
-    await store.runs.release('w', [r.run_id]);
+    const r = await store.queue.create(newRun(t.thread_id));
+    await store.queue.claim('w', 60_000);
+    expect(await store.queue.heartbeat('w', [r.run_id], 60_000)).toEqual([r.run_id]);
+    expect(await store.queue.heartbeat('other', [r.run_id], 60_000)).toEqual([]);
+    await store.queue.release('w', [r.run_id]);
     expect(await store.runs.get(t.thread_id, r.run_id)).toMatchObject({ status: 'pending', attempt: 0 });
     await expect(store.runs.delete(t.thread_id, randomUUID())).rejects.toBeInstanceOf(NotFoundError);
-    await store.runs.claim('w', 60_000);
+    await store.queue.claim('w', 60_000);
     await expect(store.runs.delete(t.thread_id, r.run_id)).rejects.toBeInstanceOf(ConflictError);
   });
 });
@@ -428,8 +429,8 @@ describe.each([embeddedFactory, postgresFactory])('storage contract (%o)', (make
 // found nothing (its claim short-cut wakes up on the NOTIFY).
 describe('postgres: claims across two stores', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let a: Storage;
-  let b: Storage;
+  let a: EngineStorage;
+  let b: EngineStorage;
   beforeAll(async () => {
     db = await createTestDatabase();
     a = await openPostgresStorage({ databaseUrl: db.url, poolSize: 4 });
@@ -442,23 +443,23 @@ describe('postgres: claims across two stores', () => {
   });
 
   it('a run created in one store is claimed by the other', async () => {
-    expect(await a.runs.claim('wa', 60_000)).toBeNull();
+    expect(await a.queue.claim('wa', 60_000)).toBeNull();
     const t = await b.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise');
-    const r = await b.runs.create(newRun(t.thread_id));
+    const r = await b.queue.create(newRun(t.thread_id));
     await expect
-      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
+      .poll(async () => (await a.queue.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
       .toBe(r.run_id);
-    const r2 = await b.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
-    expect(await a.runs.claim('wa', 60_000)).toBeNull();
+    const r2 = await b.queue.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }));
+    expect(await a.queue.claim('wa', 60_000)).toBeNull();
     // Finished in store b (e.g. the sweeper there): store a hears run_done with a queued run and claims it.
-    expect(await b.runs.finish(r.run_id, 'wa', { status: 'success' })).toBe(true);
+    expect(await b.queue.finish(r.run_id, 'wa', { status: 'success' })).toBe(true);
     await expect
-      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
+      .poll(async () => (await a.queue.claim('wa', 60_000))?.run_id, { timeout: 5_000, interval: 20 })
       .toBe(r2.run_id);
   });
 
   it('two processes racing with creates that claim, claims and finishes that claim run every run once, one per thread at a time', async () => {
-    while ((await a.runs.claim('drain', 60_000)) || (await b.runs.claim('drain', 60_000))) {
+    while ((await a.queue.claim('drain', 60_000)) || (await b.queue.claim('drain', 60_000))) {
       /* drained */
     }
     const threads = await Promise.all(
@@ -472,14 +473,14 @@ describe('postgres: claims across two stores', () => {
     const started: string[] = [];
     const running = new Map<string, string>(); // thread -> run
     let overlap = '';
-    const execute = async (worker: string, store: Storage, run: RunRecord | null): Promise<void> => {
+    const execute = async (worker: string, store: EngineStorage, run: RunRecord | null): Promise<void> => {
       while (run) {
         if (running.has(run.thread_id)) overlap ||= `${run.run_id} started while ${running.get(run.thread_id)} ran`;
         running.set(run.thread_id, run.run_id);
         started.push(run.run_id);
         await new Promise((r) => setTimeout(r, Math.random() * 5));
         running.delete(run.thread_id);
-        const { finished, next } = await store.runs.finishAndClaim(run.run_id, worker, { status: 'success' }, 60_000);
+        const { finished, next } = await store.queue.finishAndClaim(run.run_id, worker, { status: 'success' }, 60_000);
         expect(finished).toBe(true);
         run = next;
       }
@@ -488,7 +489,7 @@ describe('postgres: claims across two stores', () => {
     for (let i = 0; i < 60; i++) {
       const { store, worker } = stores[i % 2]!;
       const t = threads[i % threads.length]!;
-      const r = await store.runs.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }), {
+      const r = await store.queue.create(newRun(t.thread_id, { multitask_strategy: 'enqueue' }), {
         workerId: worker,
         leaseMs: 60_000,
       });
@@ -497,12 +498,12 @@ describe('postgres: claims across two stores', () => {
       // Claimers of both processes look as well (what a wake-up makes them do).
       if (i % 3 === 0)
         for (const s of stores)
-          work.push(s.store.runs.claim(s.worker, 60_000).then((x) => execute(s.worker, s.store, x)));
+          work.push(s.store.queue.claim(s.worker, 60_000).then((x) => execute(s.worker, s.store, x)));
     }
     // Whatever is still queued gets claimed until none is left.
     for (;;) {
       await Promise.all(work.splice(0));
-      const more = await Promise.all(stores.map((s) => s.store.runs.claim(s.worker, 60_000)));
+      const more = await Promise.all(stores.map((s) => s.store.queue.claim(s.worker, 60_000)));
       if (more.every((x) => x === null)) break;
       for (const [k, x] of more.entries()) work.push(execute(stores[k]!.worker, stores[k]!.store, x));
     }
@@ -514,7 +515,7 @@ describe('postgres: claims across two stores', () => {
 
   it('a run whose thread was locked when a claim looked is claimed after the lock goes, with no notification', async () => {
     const t = await b.threads.create({ thread_id: randomUUID(), metadata: {} }, 'raise');
-    const r = await b.runs.create(newRun(t.thread_id));
+    const r = await b.queue.create(newRun(t.thread_id));
     const events: string[] = [];
     const unsubscribe = a.subscribe((e) => events.push(e.type));
     // Another process holds the thread row (a write that sends no NOTIFY): the claim skips it.
@@ -523,7 +524,7 @@ describe('postgres: claims across two stores', () => {
     try {
       await locker.query('BEGIN');
       await locker.query('SELECT 1 FROM agentplane.threads WHERE thread_id = $1 FOR UPDATE', [t.thread_id]);
-      expect(await a.runs.claim('wa', 60_000)).toBeNull();
+      expect(await a.queue.claim('wa', 60_000)).toBeNull();
       events.length = 0;
       // The store nudges its engine to look again instead of waiting for the next event.
       await expect.poll(() => events.includes('wake'), { timeout: 3_000, interval: 10 }).toBe(true);
@@ -533,7 +534,7 @@ describe('postgres: claims across two stores', () => {
       unsubscribe();
     }
     await expect
-      .poll(async () => (await a.runs.claim('wa', 60_000))?.run_id, { timeout: 3_000, interval: 20 })
+      .poll(async () => (await a.queue.claim('wa', 60_000))?.run_id, { timeout: 3_000, interval: 20 })
       .toBe(r.run_id);
   });
 });
@@ -744,7 +745,7 @@ describe('postgres checkpointer (one statement per put / putWrites)', () => {
 });
 
 describe.each(['embedded', 'postgres'] as const)('memory store items (%s)', (kind) => {
-  let storage: Storage;
+  let storage: EngineStorage;
   let cleanup: () => Promise<void>;
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const embedder = {
@@ -831,7 +832,7 @@ describe.each(['embedded', 'postgres'] as const)('memory store items (%s)', (kin
 
 describe.each([embeddedFactory, postgresFactory])('assistant versions (%o)', (makeFactory) => {
   const factory = makeFactory();
-  let store: Storage;
+  let store: EngineStorage;
   beforeAll(async () => {
     store = await factory.open();
   });
