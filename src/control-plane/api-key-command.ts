@@ -6,7 +6,7 @@ import { createLogger } from '../lib/logger.ts';
 import { describeError, isAppError } from '../lib/errors.ts';
 import { assertTenantId, createApiKey } from './auth/keys.ts';
 import { optionPicker } from '../lib/cli-args.ts';
-import { parseOrUsage, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
+import { parseStoreConfig, storeOptions } from './config.ts';
 import { embeddedStateFile } from '../state/embedded/index.ts';
 import { openPlatformState, StateUnavailableError } from '../state/index.ts';
 import type { PlatformState } from '../state/types.ts';
@@ -73,7 +73,7 @@ export async function run(argv: string[]): Promise<void> {
   } else if (tenants.length) {
     throw new UsageError(`--tenant is only for create`);
   }
-  const storeConfig = parseOrUsage(StoreConfig, storeConfigFrom(pick, process.cwd()));
+  const storeConfig = parseStoreConfig(apiKeyCommand, pick, process.cwd());
   if (storeConfig.store === 'embedded' && !existsSync(embeddedStateFile(storeConfig.dataDir))) {
     // Opening would create an empty store: a key made there is unknown to the platform, which reads another folder.
     if (!(sub === 'create' && flags.init)) {

@@ -1,6 +1,6 @@
 // `agentplane operator` flags: how a revision is built: the registry, the build Job, its images, resources and credentials.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { list, num } from './read.ts';
+import { list, num } from '../../lib/option-readers.ts';
 
 export const buildOptions: Record<string, OptionSpec> = {
   registry: {

@@ -1,6 +1,6 @@
 // `agentplane operator` flags: what the operator asks a control plane for: agent tokens, uploaded sources, clone tokens of a listener.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { json } from './read.ts';
+import { json } from '../../lib/option-readers.ts';
 
 export const controlPlaneOptions: Record<string, OptionSpec> = {
   'control-plane-url': {

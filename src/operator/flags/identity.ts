@@ -1,5 +1,6 @@
 // `agentplane operator` flags: this replica: leader election, its probe port and its logs.
 import type { OptionSpec } from '../../lib/cli-args.ts';
+import { lower } from '../../lib/option-readers.ts';
 
 export const identityOptions: Record<string, OptionSpec> = {
   'leader-elect': {
@@ -44,6 +45,6 @@ export const identityOptions: Record<string, OptionSpec> = {
     default: 'info',
     env: ['LOG_LEVEL'],
     path: 'logLevel',
-    read: (v) => v?.toLowerCase(),
+    read: lower,
   },
 };

@@ -1,6 +1,7 @@
 // `agentplane operator` flags: scale to zero: the activator idle deployments are parked behind and how often activity is looked at.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { num, objectRef } from './read.ts';
+import { num } from '../../lib/option-readers.ts';
+import { objectRef } from './read.ts';
 
 export const idleOptions: Record<string, OptionSpec> = {
   'activator-service': {

@@ -1,6 +1,7 @@
 // `agentplane operator` flags: the NetworkPolicies of agent, build and Postgres pods.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { bool, json, labelMap, list, listOrNone } from './read.ts';
+import { bool, json, list } from '../../lib/option-readers.ts';
+import { labelMap, listOrNone } from './read.ts';
 import { DEFAULT_DNS_PEERS, PRIVATE_RANGES } from '../runtimes/kubernetes/config.ts';
 
 export const networkingOptions: Record<string, OptionSpec> = {

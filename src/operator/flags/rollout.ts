@@ -1,6 +1,6 @@
 // `agentplane operator` flags: what a deployment may ask for, what it gets when it asks for nothing, and when a rollout has failed.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { num } from './read.ts';
+import { num } from '../../lib/option-readers.ts';
 
 export const rolloutOptions: Record<string, OptionSpec> = {
   'max-scale': {

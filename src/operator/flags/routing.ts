@@ -1,6 +1,6 @@
 // `agentplane operator` flags: how agents are reached: Ingress or Gateway API HTTPRoute, their hosts and the cluster DNS suffix.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { bool, json, list } from './read.ts';
+import { bool, json, list } from '../../lib/option-readers.ts';
 
 export const routingOptions: Record<string, OptionSpec> = {
   'ingress-class': {

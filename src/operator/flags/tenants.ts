@@ -1,6 +1,7 @@
 // `agentplane operator` flags: a namespace per workspace (tenant in code): its name, its RBAC bindings and its limits.
 import type { OptionSpec } from '../../lib/cli-args.ts';
-import { bool, json, objectRef } from './read.ts';
+import { bool, json } from '../../lib/option-readers.ts';
+import { objectRef } from './read.ts';
 
 export const tenantsOptions: Record<string, OptionSpec> = {
   'namespace-per-tenant': {
