@@ -348,4 +348,3 @@ export function parseControlPlaneConfig(
     );
   return github ? { ...parsed, quotas, ...registry, github } : { ...parsed, quotas, ...registry };
 }
-

@@ -143,7 +143,7 @@ export function flagLabel(name: string, pick: OptionPicker): string {
 }
 
 /** Sets a dotted path in a plain object, making the objects on the way. */
-export function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
   const keys = path.split('.');
   let at = target;
   for (const key of keys.slice(0, -1)) {
@@ -151,13 +151,6 @@ export function setPath(target: Record<string, unknown>, path: string, value: un
     at = at[key] as Record<string, unknown>;
   }
   at[keys.at(-1)!] = value;
-}
-
-/** The value at a dotted path of a plain object. */
-export function getPath(source: Record<string, unknown>, path: string): unknown {
-  let at: unknown = source;
-  for (const key of path.split('.')) at = (at as Record<string, unknown> | undefined)?.[key];
-  return at;
 }
 
 /**
