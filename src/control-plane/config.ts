@@ -13,7 +13,7 @@ import {
   type OptionSpec,
 } from '../lib/cli-args.ts';
 import { list, lower } from '../lib/option-readers.ts';
-import type { BootstrapKey } from './auth/keys.ts';
+import type { BootstrapKey } from './api-keys/keys.ts';
 import { parseAuthKeyring } from '../lib/auth-crypto.ts';
 import { isDnsSubdomain } from '../resources/index.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
@@ -43,7 +43,7 @@ export const storeOptions: Record<string, OptionSpec> = {
   namespace: {
     type: 'string',
     description:
-      'Namespace of every deployment (kubernetes store; tenants are told apart by the agentplane.dev/tenant label). ' +
+      'Namespace of every deployment (kubernetes store; workspaces are told apart by the agentplane.dev/tenant label). ' +
       'Defaults to the pod namespace in a cluster',
     default: 'default',
     env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
@@ -97,7 +97,7 @@ export const controlPlaneCommand: CommandSpec = {
     },
     'bootstrap-tenants': {
       type: 'string',
-      description: 'Comma-separated tenants the bootstrap key may act for; * = every tenant',
+      description: 'Comma-separated workspaces the bootstrap key may act for; * = every workspace',
       default: '*',
       env: ['AGENTPLANE_BOOTSTRAP_TENANTS'],
     },
@@ -142,7 +142,7 @@ export const controlPlaneCommand: CommandSpec = {
     'namespace-per-tenant': {
       type: 'string',
       description:
-        "true when the operator runs each tenant's agents in a namespace of its own (kubernetes store): tenants' API key Secrets go there",
+        "true when the operator runs each workspace's agents in a namespace of its own (kubernetes store): workspaces' API key Secrets go there",
       default: 'false',
       env: ['AGENTPLANE_NAMESPACE_PER_TENANT'],
       path: 'tenantNamespaces.enabled',
@@ -150,7 +150,7 @@ export const controlPlaneCommand: CommandSpec = {
     },
     'tenant-namespace-prefix': {
       type: 'string',
-      description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them',
+      description: 'Prefix of workspace namespaces (<prefix><workspace id>), as the operator names them',
       default: 'agentplane-t-',
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
       path: 'tenantNamespaces.prefix',

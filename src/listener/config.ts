@@ -122,7 +122,7 @@ export const listenerCommand: CommandSpec = {
     },
     'tenant-namespace-prefix': {
       type: 'string',
-      description: "Kubernetes runtime: the operator's per-tenant namespace prefix, where agent key hashes go",
+      description: "Kubernetes runtime: the operator's per-workspace namespace prefix, where agent key hashes go",
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
       path: 'tenantNamespacePrefix',
     },

@@ -11,7 +11,7 @@ import { createPublicKey } from 'node:crypto';
 import { decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { createApiKey } from '../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../src/control-plane/api-keys/keys.ts';
 import { parseControlPlaneConfig } from '../../src/control-plane/config.ts';
 import { DEFAULT_INPUT_POLICY } from '../../src/control-plane/services/input-rules.ts';
 import { mintPushToken } from '../../src/control-plane/services/registry-tokens/push-token.ts';

@@ -35,7 +35,7 @@ export const activatorCommand: CommandSpec = {
     },
     'agent-namespace': {
       type: 'string',
-      description: "Namespace of the agents' Services; empty: every namespace (a namespace per tenant)",
+      description: "Namespace of the agents' Services; empty: every namespace (a namespace per workspace)",
       env: ['AGENTPLANE_AGENT_NAMESPACE'],
       path: 'agentNamespace',
     },

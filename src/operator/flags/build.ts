@@ -34,7 +34,7 @@ export const buildOptions: Record<string, OptionSpec> = {
   'git-credentials-prefix': {
     type: 'string',
     description:
-      "Prefix of the per-tenant git credentials Secrets (<prefix><tenant>, labelled or annotated agentplane.dev/tenant=<tenant>; username+password and/or ssh-privatekey+known_hosts): a build clones only with its own tenant's",
+      "Prefix of the per-workspace git credentials Secrets (<prefix><workspace id>, labelled or annotated agentplane.dev/tenant=<workspace id>; username+password and/or ssh-privatekey+known_hosts): a build clones only with its own workspace's",
     env: ['AGENTPLANE_GIT_CREDENTIALS_PREFIX'],
     path: 'runtime.gitCredentialsSecretPrefix',
   },
