@@ -10,6 +10,7 @@ import {
   type CommandSpec,
 } from '../lib/cli-args.ts';
 import { list } from '../lib/option-readers.ts';
+import { listenerConnectionFields } from '../api/listener-connection.ts';
 
 export const listenerCommand: CommandSpec = {
   name: 'listener',
@@ -147,18 +148,6 @@ export const listenerCommand: CommandSpec = {
       path: 'logLevel',
     },
   },
-};
-
-/** How a data plane reaches its control plane as a listener (also the operator's --listener-* settings). */
-export const listenerConnectionFields = {
-  controlPlaneUrl: z
-    .string({ error: 'is required' })
-    .url()
-    .refine((u) => /^https?:/.test(u), 'must be http(s)')
-    .transform((u) => u.replace(/\/+$/, '')),
-  apiKey: z.string({ error: 'is required' }).min(1),
-  tenant: z.string({ error: 'is required' }).min(1),
-  listenerId: z.string({ error: 'is required' }).uuid(),
 };
 
 const schema = z.object({
