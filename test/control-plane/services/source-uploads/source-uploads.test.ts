@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { workspacesApp, type WorkspacesApp } from '../../helpers/harness.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { DEFAULT_INPUT_POLICY } from '../../../../src/api/input-rules.ts';
 import { uploadSigningKey } from '../../../../src/control-plane/services/source-uploads/signing.ts';
 import { entryProblem } from '../../../../src/control-plane/services/source-uploads/tarball.ts';

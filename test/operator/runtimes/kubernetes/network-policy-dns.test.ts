@@ -107,7 +107,7 @@ describe('DNS from agent and build pods', () => {
       parseOperatorConfig(['--base-image', 'x', '--dns-peers', '[{"ipBlock":{"cidr":"169.254.20.10"}}]'], {}),
     ).toThrow('invalid --dns-peers: must be a CIDR');
     expect(() => parseOperatorConfig(['--base-image', 'x'], { AGENTPLANE_DNS_PEERS: '[{ipBlock' })).toThrow(
-      /^invalid --dns-peers: not JSON/,
+      /^invalid --dns-peers \(AGENTPLANE_DNS_PEERS\): not JSON/,
     );
     expect(() => parseOperatorConfig(['--base-image', 'x', '--agent-ingress-from', '[{}]'], {})).toThrow(
       'invalid --agent-ingress-from: each peer is an ipBlock alone, or a namespaceSelector and/or a podSelector',
