@@ -41,6 +41,7 @@ const Config = z.object({
     .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
+  activityTokenFile: z.string().min(1).optional(),
   deploymentToken: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
   webhookAllow: z.array(
@@ -166,6 +167,7 @@ function resolveConfig(
     cronPollMs: pick('cron-poll-ms'),
     publicUrl: pick('public-url') || undefined,
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    activityTokenFile: pick('activity-token-file') ? path.resolve(cwd, pick('activity-token-file')!) : undefined,
     deploymentToken: pick('deployment-token') || undefined,
     langsmith: langSmithFromEnv(env),
     graphDefaults,
@@ -200,6 +202,7 @@ function resolveConfig(
       redisUrl: '--redis-url',
       logLevel: '--log-level',
       authKeysFile: '--auth-keys-file',
+      activityTokenFile: '--activity-token-file (AGENTPLANE_ACTIVITY_TOKEN_FILE)',
       deploymentToken: '--deployment-token (AGENTPLANE_DEPLOYMENT_TOKEN)',
       webhookAllow: '--webhook-allow',
       cronPollMs: '--cron-poll-ms',

@@ -9,7 +9,7 @@
 // test sends its requests to the activator process itself with the Host a client in the cluster would send
 // (kube-proxy and an ingress controller are not there to route by the EndpointSlices).
 import { request } from 'node:http';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/helm/index.ts';
@@ -46,11 +46,32 @@ function call(port: number, host: string, method: string, path: string, body?: u
   });
 }
 
+/** A GET through `port` with the Host of the deployment and, when given, an Authorization header. */
+function callWith(port: number, host: string, path: string, authorization?: string) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path,
+      headers: { host, ...(authorization ? { authorization } : {}) },
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe.skipIf(!binaries)('idle deployments sleep and wake through the activator on a real control plane', () => {
   let kube: KubeControlPlane;
   let base = '';
   let agent: ServerProc;
   let activatorPort = 0;
+  let tokenFile = '';
   const bed = clusterBed(
     () => kube,
     () => kube.dir,
@@ -79,7 +100,18 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     // The agent every pod of the deployment stands for.
     const dataDir = join(kube.dir, 'agent-data');
     mkdirSync(dataDir, { recursive: true });
-    agent = await startServerProcess(['--config', CONFIG, '--data-dir', dataDir, '--host', '127.0.0.1']);
+    // The deployment's activity token goes here once the operator has made its Secret (as the kubelet mounts it).
+    tokenFile = join(kube.dir, 'activity-token');
+    agent = await startServerProcess([
+      '--config',
+      CONFIG,
+      '--data-dir',
+      dataDir,
+      '--host',
+      '127.0.0.1',
+      '--activity-token-file',
+      tokenFile,
+    ]);
     const agentUrl = agent.url;
 
     const cp = await bed.chartContainer(NS, 'control-plane');
@@ -168,6 +200,22 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     id = String(created.body.id);
     name = `ag-${id}`;
     await until('the deployment DEPLOYED with a pod Ready', async () => bed.runs(NS, name, IMAGE), 90_000);
+    // Its pods mount the activity token Secret the operator made; the agent server standing for them reads it.
+    const pod = (await bed.rollout(NS, name)).pods[0] as Json;
+    const mounted = pod.spec.volumes.find((v: Json) => v.name === 'activity').secret.secretName;
+    expect(mounted).toBe(`${name}-activity`);
+    const secret = (await get(`/api/v1/namespaces/${NS}/secrets/${mounted}`))!;
+    const token = Buffer.from(secret.data.token, 'base64').toString('utf8');
+    expect(token.length).toBeGreaterThanOrEqual(43);
+    writeFileSync(tokenFile, token);
+    // Someone reaching the agent through its public path (here the activator, as the Ingress would) learns nothing
+    // of its activity: no token, a wrong one, a token-shaped guess.
+    for (const authorization of [undefined, 'Bearer wrong', `Bearer ${token.slice(1)}`]) {
+      const res = await callWith(activatorPort, host(), '/ok?activity=1', authorization);
+      expect(res.status, String(authorization)).toBe(401);
+      expect(res.text).not.toMatch(/open_requests|last_request_at|active_runs|next_due_at/);
+    }
+    expect((await call(activatorPort, host(), 'GET', '/ok')).status).toBe(200);
     // Awake: the Service selects the pods.
     await until('the Service selecting the pods', async () => (await service())?.spec.selector);
 

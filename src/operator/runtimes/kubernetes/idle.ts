@@ -40,10 +40,11 @@ export function sleepOf(
   target: Target,
   spec: ServerSpec,
   dep: AgentDeployment,
+  activityToken: string | undefined,
 ): SleepState | undefined {
   const timeoutMs = (spec.idleTimeoutMinutes ?? 0) * 60_000;
-  const covered = Boolean(ctx.opts.config.idle.activator) && timeoutMs > 0 && !target.deleting;
-  if (covered) ctx.idle.set(key(target), { ref: spec, target, timeoutMs });
+  const covered = Boolean(ctx.opts.config.idle.activator && activityToken) && timeoutMs > 0 && !target.deleting;
+  if (covered) ctx.idle.set(key(target), { ref: spec, target, timeoutMs, activityToken: activityToken! });
   else ctx.idle.delete(key(target));
   const current = ctx.deployments.get(key(target));
   const state = sleepStateOf(current?.metadata.annotations);
@@ -190,7 +191,7 @@ export async function sweepIdle(ctx: RuntimeContext, notify: (ref: RevisionRef) 
     const pods = readyPods(ctx, e);
     // Nothing ready (still rolling out, or crashing): not idle, just not serving.
     if (!pods.length) continue;
-    const facts = await activityOf(ctx, pods);
+    const facts = await activityOf(ctx, pods, e.activityToken);
     const verdict = idleVerdict({ now: Date.now(), timeoutMs: e.timeoutMs, ...facts });
     if (verdict.sleep) await fallAsleep(ctx, e, facts.work?.nextDueMs ?? null, notify);
   }
@@ -220,16 +221,20 @@ type PodActivity = {
 
 /**
  * What the pods say, added up: requests open on any, the latest request of all, the store's work (shared by the
- * replicas). A pod that does not answer, or a store it could not read, leaves the work unknown: it stays awake.
+ * replicas). A pod that does not answer (or refuses the token: one mounted before the Secret changed), or a store
+ * it could not read, leaves the work unknown: it stays awake.
  */
-async function activityOf(ctx: RuntimeContext, pods: Obj<V1Pod>[]) {
+async function activityOf(ctx: RuntimeContext, pods: Obj<V1Pod>[], token: string) {
   let open = 0;
   let lastActiveMs = 0;
   let work: { activeRuns: number; nextDueMs: number | null } | undefined = { activeRuns: 0, nextDueMs: null };
   for (const pod of pods) {
     const url = ctx.opts.config.idle.podUrl.replace('{ip}', pod.status!.podIP!).replace('{port}', String(SERVER_PORT));
     try {
-      const res = await fetch(`${url}/ok?activity=1`, { signal: AbortSignal.timeout(5_000) });
+      const res = await fetch(`${url}/ok?activity=1`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: AbortSignal.timeout(5_000),
+      });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       const a = ((await res.json()) as { activity?: PodActivity }).activity;
       if (!a || a.open_requests === null || !a.last_request_at) throw new Error('no activity in the answer');
