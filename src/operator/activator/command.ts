@@ -42,6 +42,12 @@ export const activatorCommand: CommandSpec = {
       default: '60',
       env: ['AGENTPLANE_WAKE_TIMEOUT'],
     },
+    'max-body-mb': {
+      type: 'string',
+      description: 'Largest request body forwarded, in MiB (the agent server refuses more anyway); past it: 413',
+      default: '10',
+      env: ['AGENTPLANE_MAX_BODY_MB'],
+    },
     'upstream-url': {
       type: 'string',
       description:
@@ -71,6 +77,11 @@ const schema = z.object({
     .number()
     .positive()
     .transform((s) => s * 1000),
+  maxBodyBytes: z.coerce
+    .number()
+    .positive()
+    .max(1024)
+    .transform((mb) => Math.floor(mb * 1024 * 1024)),
   upstreamUrl: z.string().refine((u) => URL.canParse(u.replace('{ip}', '127.0.0.1').replace('{port}', '1')), {
     message: 'must be a URL (with {ip} and {port} where the endpoint goes)',
   }),
@@ -80,6 +91,7 @@ const schema = z.object({
 const FLAG: Record<string, string> = {
   agentNamespace: '--agent-namespace',
   wakeTimeoutMs: '--wake-timeout',
+  maxBodyBytes: '--max-body-mb',
   upstreamUrl: '--upstream-url',
   logLevel: '--log-level',
 };
@@ -98,6 +110,7 @@ export async function run(argv: string[]): Promise<void> {
     host: pick('host'),
     port: pick('port'),
     wakeTimeoutMs: pick('wake-timeout'),
+    maxBodyBytes: pick('max-body-mb'),
     upstreamUrl: pick('upstream-url'),
     logLevel: pick('log-level')?.toLowerCase(),
   });
@@ -128,6 +141,7 @@ export async function run(argv: string[]): Promise<void> {
     services,
     wakeTimeoutMs: config.wakeTimeoutMs,
     upstreamUrl: config.upstreamUrl,
+    maxBodyBytes: config.maxBodyBytes,
     logger,
   });
   const server = createServer();
