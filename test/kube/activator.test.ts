@@ -9,7 +9,7 @@
 // test sends its requests to the activator process itself with the Host a client in the cluster would send
 // (kube-proxy and an ingress controller are not there to route by the EndpointSlices).
 import { request } from 'node:http';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/helm/index.ts';
@@ -273,6 +273,72 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     expect((await service())!.spec.selector).toMatchObject({ 'app.kubernetes.io/instance': name });
     await until('the activator EndpointSlice removed', async () => !(await activatorSlice()));
     process.stdout.write(`wake through the activator (request to answer, 3 concurrent requests): ${wakeMs} ms\n`);
+  });
+
+  it('a sleeping deployment whose cron is due is woken by the operator at its wake-at, and the cron runs once', async () => {
+    expect(since, 'the sleep test ran').not.toBe('');
+    // A thread cron ticking once, a few seconds from now (a sixth field: seconds), created on the pod.
+    const due = new Date(Date.now() + 12_000);
+    const schedule = `${due.getUTCSeconds()} ${due.getUTCMinutes()} ${due.getUTCHours()} ${due.getUTCDate()} ${due.getUTCMonth() + 1} *`;
+    const thread = (await (
+      await fetch(`${agent.url}/threads`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
+    ).json()) as Json;
+    const cron = await fetch(`${agent.url}/threads/${thread.thread_id}/runs/crons`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ assistant_id: 'counter', schedule, input: {} }),
+    });
+    expect(cron.status, await cron.clone().text()).toBe(200);
+    // What the pod tells the operator: this tick is its next due work.
+    const token = readFileSync(tokenFile, 'utf8');
+    const asked = await fetch(`${agent.url}/ok?activity=1`, { headers: { authorization: `Bearer ${token}` } });
+    const nextDue = ((await asked.json()) as Json).activity.next_due_at as string;
+    expect(Date.parse(nextDue)).toBe(Math.floor(due.getTime() / 1000) * 1000);
+    // The sleep as the idle sweep records it (fallAsleep: sleeping-since, wake-at = the next due work, one
+    // compare-and-swap update). The sweep's own verdict needs a whole idle window (a minute, the first test); with
+    // a due cron it would wait two, so the record is written here and everything after it is the operator's.
+    const sleptAt = new Date().toISOString();
+    const d = (await deployment())!;
+    d.metadata.annotations = {
+      ...d.metadata.annotations,
+      'agentplane.dev/sleeping-since': sleptAt,
+      'agentplane.dev/wake-at': nextDue,
+    };
+    const put = await kube.request('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/${name}`, d);
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    // Asleep: no replicas, the Service to the activator, until the tick.
+    await until('the Deployment at 0 replicas', async () => (await deployment())?.spec.replicas === 0);
+    await until(
+      'the Service to the activator',
+      async () => (await service())?.metadata.annotations?.['agentplane.dev/sleeping-since'] === sleptAt,
+    );
+    // The operator's next look past wake-at wakes it: replicas back, the Service selecting the pods again.
+    const woken = await until(
+      'the deployment woken by its due work',
+      async () => {
+        const now = await deployment();
+        return now?.spec.replicas === 1 && !now.metadata.annotations?.['agentplane.dev/sleeping-since']
+          ? now
+          : undefined;
+      },
+      60_000,
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(nextDue));
+    expect(woken.metadata.annotations?.['agentplane.dev/wake-at']).toBeUndefined();
+    await until('the Service selecting the pods', async () => (await service())?.spec.selector);
+    // No request asked for this wake: the AgentDeployment still names the earlier sleep.
+    const dep = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${name}`);
+    expect(dep!.metadata.annotations['agentplane.dev/wake-requested']).toBe(since);
+    // The tick ran once, on its thread.
+    const runs = await until('the cron run finished', async () => {
+      const list = (await (await fetch(`${agent.url}/threads/${thread.thread_id}/runs`)).json()) as Json[];
+      return list.length && list.every((r) => r.status === 'success') ? list : undefined;
+    });
+    expect(runs).toHaveLength(1);
   });
 
   it('a request for a host the activator does not serve is a 404 naming it', async () => {

@@ -192,7 +192,10 @@ export async function sweepIdle(ctx: RuntimeContext, notify: (ref: RevisionRef) 
     // Nothing ready (still rolling out, or crashing): not idle, just not serving.
     if (!pods.length) continue;
     const facts = await activityOf(ctx, pods, e.activityToken);
-    const verdict = idleVerdict({ now: Date.now(), timeoutMs: e.timeoutMs, ...facts });
+    // A pod ready for less than the window (just woken) has not had its chance: the requests that woke it may still
+    // be on their way from the activator, and its own count may predate them.
+    const lastActiveMs = Math.max(facts.lastActiveMs, ...pods.map(readySince));
+    const verdict = idleVerdict({ now: Date.now(), timeoutMs: e.timeoutMs, ...facts, lastActiveMs });
     if (verdict.sleep) await fallAsleep(ctx, e, facts.work?.nextDueMs ?? null, notify);
   }
 }
@@ -209,6 +212,12 @@ function readyPods(ctx: RuntimeContext, e: IdleEntry): Obj<V1Pod>[] {
         Object.entries(want).every(([k, v]) => p.metadata.labels?.[k] === v) &&
         p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
     );
+}
+
+/** When the pod last became ready (ms; 0 when the kubelet did not say). */
+function readySince(pod: Obj<V1Pod>): number {
+  const at = pod.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime;
+  return at ? new Date(at).getTime() || 0 : 0;
 }
 
 type PodActivity = {
