@@ -12,8 +12,8 @@ import { parseOperatorConfig } from '../src/operator/config.ts';
 import { KubernetesRuntime } from '../src/operator/runtimes/kubernetes/index.ts';
 import { storeLogSink } from '../src/operator/sources.ts';
 import { observeRequests } from '../src/operator/kube-requests.ts';
-import { operatorTestFlags, startCluster, until } from '../test/kubernetes/helpers/cluster.ts';
-import { FakeCluster } from '../test/kubernetes/helpers/kubelet.ts';
+import { operatorTestFlags, startCluster, until } from '../test/support/kubernetes/cluster.ts';
+import { FakeCluster } from '../test/support/kubernetes/kubelet.ts';
 
 const { values: args } = parseArgs({
   options: {

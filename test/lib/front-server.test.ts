@@ -16,7 +16,7 @@ it('announces a 72 s keep-alive (not Node’s 5 s) and bounds only how long a re
   );
   res.resume();
   expect(res.headers['keep-alive']).toBe('timeout=72');
-  // Slow senders are cut (test/operator/local-proxy.test.ts attacks this); long answers are not.
+  // Slow senders are cut (test/operator/runtimes/local/local-proxy.test.ts attacks this); long answers are not.
   expect(server.headersTimeout).toBe(FRONT_SERVER_TIMEOUTS.headersTimeoutMs);
   expect(server.requestTimeout).toBe(FRONT_SERVER_TIMEOUTS.requestTimeoutMs);
   agent.destroy();

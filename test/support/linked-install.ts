@@ -6,8 +6,8 @@ import { PACKAGE_ROOT } from '../../src/lib/package-root.ts';
  * source_config.install_command (BuildSpec.installCommand) for a test whose subject is not the install:
  * node_modules becomes a link to agentplane's own packages (the versions examples/agent asks for, visible read-only in
  * the sandbox) instead of an npm ci, which writes ~70 MB per new deployment and costs ~5 s of CPU. The real npm ci,
- * its failures and the install cache stay pinned by test/dev/e2e.test.ts, source-fix.test.ts, platform-app.test.ts,
- * test/operator/local-runtime.test.ts, local-isolation.test.ts, local-import-check.test.ts, local-sandbox-*.test.ts,
- * operator.test.ts, test/cli/client-commands.test.ts and the console test.
+ * its failures and the install cache stay pinned by test/e2e/dev.test.ts, source-fix.test.ts, platform-app.test.ts,
+ * test/operator/runtimes/local/local-runtime.test.ts, local-isolation.test.ts, local-import-check.test.ts, local-sandbox-*.test.ts,
+ * operator.test.ts, test/client/client-commands.test.ts and the console test.
  */
 export const LINKED_INSTALL = `ln -s '${join(PACKAGE_ROOT, 'node_modules')}' node_modules`;

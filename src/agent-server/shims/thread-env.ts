@@ -10,7 +10,7 @@
 //
 // It holds nothing new: the thread's environment is the agent-server process's, which graph code on the main thread
 // reads as well, and which the platform builds for the deployment (its own secrets, never the platform's: see
-// operator/runtimes/local/env.ts and test/operator/local-isolation.test.ts).
+// operator/runtimes/local/env.ts and test/operator/runtimes/local/local-isolation.test.ts).
 const SWAPPED = Symbol.for('agentplane.object-env');
 
 export function useObjectEnv(): void {

@@ -1,7 +1,7 @@
 // When the local runtime starts an agent server again, kubelet-style: a server that exits (or could not start for
 // a reason that passes, such as an unreachable database) is started again after a delay that doubles with each
 // failure in a row, up to a cap; a server that then stays healthy for a while starts the count afresh. Pure, so
-// the table tests in test/operator/restart-policy.test.ts cover every branch.
+// the table tests in test/operator/runtimes/local/restart-policy.test.ts cover every branch.
 
 export interface RestartPolicy {
   /** Delay before the first restart. */

@@ -1,0 +1,45 @@
+// The Dockerfile's contract with the rest of the system, checked on its text (no Docker engine here).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { agentDockerfile, APP_DIR } from '../../../../src/operator/runtimes/kubernetes/dockerfile.ts';
+
+const root = join(import.meta.dirname, '../../../..');
+const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+const instructions = dockerfile
+  .replace(/\\\n/g, ' ')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'));
+const finalStage = instructions.slice(instructions.map((l) => l.startsWith('FROM ')).lastIndexOf(true));
+
+describe('Dockerfile', () => {
+  it('is multi-stage on a Node LTS slim image', () => {
+    const froms = instructions.filter((l) => l.startsWith('FROM '));
+    expect(froms.length).toBeGreaterThanOrEqual(2);
+    const version = Number(/ARG NODE_VERSION=(\d+)/.exec(dockerfile)?.[1]);
+    expect(version % 2).toBe(0); // even majors are the LTS lines
+    expect(version).toBeGreaterThanOrEqual(22);
+    expect(froms.at(-1)).toBe('FROM node:${NODE_VERSION}-slim');
+  });
+
+  it('runs as a non-root user with agentplane as the entrypoint', () => {
+    const users = finalStage.filter((l) => l.startsWith('USER '));
+    expect(users.at(-1)).toBe('USER node');
+    expect(finalStage.find((l) => l.startsWith('ENTRYPOINT'))).toContain('"agentplane"');
+  });
+
+  it('has git for the clone init container and a node-owned app dir for agent builds', () => {
+    expect(finalStage.join('\n')).toMatch(/apt-get install .*\bgit\b/);
+    expect(finalStage.join('\n')).toContain(`chown node:node ${APP_DIR}`);
+    const agent = agentDockerfile({ baseImage: 'agentplane:test', graphConfigPath: 'langgraph.json' });
+    expect(agent).toContain(`WORKDIR ${APP_DIR}`);
+    expect(agent).not.toContain('USER root');
+  });
+
+  it('leaves tests, docs and local state out of the build context', () => {
+    const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
+    for (const p of ['.git', 'node_modules', 'test', '.agentplane']) expect(ignored).toContain(p);
+    for (const p of ['src', 'bin', 'crds', 'package.json', 'package-lock.json']) expect(ignored).not.toContain(p);
+  });
+});
