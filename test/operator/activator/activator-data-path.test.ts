@@ -13,18 +13,18 @@ import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type V1Service } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { createActivator } from '../../src/operator/activator/activator.ts';
-import { Informer } from '../../src/operator/controller-kit/informer.ts';
-import type { Obj } from '../../src/operator/runtimes/kubernetes/context.ts';
-import { childListWatch } from '../../src/operator/runtimes/kubernetes/list-watch.ts';
-import { makeService } from '../../src/operator/runtimes/kubernetes/server.ts';
-import { ANNOTATION_WAKE_REQUESTED, makeSleepingService } from '../../src/operator/runtimes/kubernetes/sleep.ts';
-import { silentLogger } from '../../src/lib/logger.ts';
-import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
-import { startCluster, until, type TestCluster } from '../kubernetes/helpers/cluster.ts';
+import { createActivator } from '../../../src/operator/activator/activator.ts';
+import { Informer } from '../../../src/operator/controller-kit/informer.ts';
+import type { Obj } from '../../../src/operator/runtimes/kubernetes/context.ts';
+import { childListWatch } from '../../../src/operator/runtimes/kubernetes/list-watch.ts';
+import { makeService } from '../../../src/operator/runtimes/kubernetes/server.ts';
+import { ANNOTATION_WAKE_REQUESTED, makeSleepingService } from '../../../src/operator/runtimes/kubernetes/sleep.ts';
+import { silentLogger } from '../../../src/lib/logger.ts';
+import { startServerProcess, type ServerProc } from '../../agent-server/helpers/process.ts';
+import { startCluster, until, type TestCluster } from '../../support/kubernetes/cluster.ts';
 
 const NS = 'agents';
-const CONFIG = join(import.meta.dirname, '../agent-server/fixtures/sdk-fields/langgraph.json');
+const CONFIG = join(import.meta.dirname, '../../agent-server/fixtures/sdk-fields/langgraph.json');
 const target = (name: string) => ({ namespace: NS, name, deploymentId: name.slice(3), tenantId: 'team-a' });
 
 type Answer = { status: number; headers: Record<string, string | string[] | undefined>; text: string };
