@@ -15,7 +15,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { startFakeGitHub, type FakeGitHub } from '../support/github-api.ts';
 import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
-import { LINKED_INSTALL, TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import {
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from '../dev/helpers.ts';
 
 const WEBHOOK_SECRET = 'whsec-dev-e2e-31b7c9a0';
 const INSTALLATION = 77001;

@@ -210,7 +210,8 @@ describe('POST /internal/truncate is off unless asked for', () => {
 
   it("is not switched on by a project's langgraph.json env, only by the flag or the process environment", () => {
     const parse = (argv: string[], env: NodeJS.ProcessEnv) => parseAgentServerConfig(argv, env)!.testTruncate;
-    const hostile = new URL('../agent-server/fixtures/reference-suite/truncate-env/langgraph.json', import.meta.url).pathname;
+    const hostile = new URL('../agent-server/fixtures/reference-suite/truncate-env/langgraph.json', import.meta.url)
+      .pathname;
     expect(parse(['--config', hostile], {})).toBeUndefined();
     expect(parse(['--config', hostile, '--test-truncate'], {})).toBe(true);
     expect(parse(['--config', CONFIG], { AGENTPLANE_TEST_TRUNCATE: '1' })).toBe(true);

@@ -8,7 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
-import { MAX_ATTEMPTS, type RunOutcome, type RunRecord, type Storage } from '../../../src/agent-server/storage/types.ts';
+import {
+  MAX_ATTEMPTS,
+  type RunOutcome,
+  type RunRecord,
+  type Storage,
+} from '../../../src/agent-server/storage/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { FIXTURE_CONFIG } from '../helpers/harness.ts';
 

@@ -13,7 +13,12 @@ import {
   threadStatusAfterRemoval,
   threadStatusAfterStateUpdate,
 } from '../../../src/agent-server/storage/run-rules.ts';
-import type { CancelAction, MultitaskStrategy, RunOutcome, RunStatus } from '../../../src/agent-server/storage/types.ts';
+import type {
+  CancelAction,
+  MultitaskStrategy,
+  RunOutcome,
+  RunStatus,
+} from '../../../src/agent-server/storage/types.ts';
 
 const pending = { run_id: 'p', status: 'pending' as const };
 const running = { run_id: 'r', status: 'running' as const };

@@ -11,7 +11,11 @@ import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../../src/cont
 import type { TenantKeySink } from '../../../src/state/api-keys.ts';
 import { createApiKey, hashKey } from '../../../src/control-plane/auth/keys.ts';
 import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
-import { loadKubeConfig, openKubernetesPlatformState, tenantKeysSecretName } from '../../../src/state/kubernetes/index.ts';
+import {
+  loadKubeConfig,
+  openKubernetesPlatformState,
+  tenantKeysSecretName,
+} from '../../../src/state/kubernetes/index.ts';
 import type { PlatformState } from '../../../src/state/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { githubBody } from '../helpers/harness.ts';

@@ -9,7 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
 import { parseControlPlaneConfig } from '../../../src/control-plane/config.ts';
-import { AuthKeyError, derivedAuthKeyring, openValue, parseAuthKeyring, sealValue } from '../../../src/lib/auth-crypto.ts';
+import {
+  AuthKeyError,
+  derivedAuthKeyring,
+  openValue,
+  parseAuthKeyring,
+  sealValue,
+} from '../../../src/lib/auth-crypto.ts';
 import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
 import { UsageError } from '../../../src/lib/cli-args.ts';
 import {

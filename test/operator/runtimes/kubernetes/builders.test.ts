@@ -2,7 +2,11 @@ import { describe, expect, it } from 'vitest';
 import type { V1Container, V1EnvVar } from '@kubernetes/client-node';
 import { kubernetesRuntimeConfigSchema } from '../../../../src/operator/runtimes/kubernetes/config.ts';
 import { agentDockerfile, safeConfigPath } from '../../../../src/operator/runtimes/kubernetes/dockerfile.ts';
-import { buildJobName, makeBuildJob, parseBuildResult } from '../../../../src/operator/runtimes/kubernetes/build-job.ts';
+import {
+  buildJobName,
+  makeBuildJob,
+  parseBuildResult,
+} from '../../../../src/operator/runtimes/kubernetes/build-job.ts';
 import {
   databaseFor,
   deploymentUrl,

@@ -5,7 +5,10 @@ import { describe, expect, it } from 'vitest';
 import type { V1Ingress, V1Secret, V1ServiceAccount } from '@kubernetes/client-node';
 import { kubernetesRuntimeConfigSchema } from '../../../../src/operator/runtimes/kubernetes/config.ts';
 import { tenantKeysSecretName, type Target } from '../../../../src/operator/runtimes/kubernetes/labels.ts';
-import { makeKeysWriterBinding, tenantNamespaceName } from '../../../../src/operator/runtimes/kubernetes/tenant-namespace.ts';
+import {
+  makeKeysWriterBinding,
+  tenantNamespaceName,
+} from '../../../../src/operator/runtimes/kubernetes/tenant-namespace.ts';
 import {
   makeAgentNetworkPolicy,
   makeBuildNetworkPolicy,
@@ -18,7 +21,11 @@ import {
   secretReferenceViolation,
   verifyServiceAccount,
 } from '../../../../src/operator/runtimes/kubernetes/policy.ts';
-import { customHostViolation, ingressHost, makeDeployment } from '../../../../src/operator/runtimes/kubernetes/server.ts';
+import {
+  customHostViolation,
+  ingressHost,
+  makeDeployment,
+} from '../../../../src/operator/runtimes/kubernetes/server.ts';
 import { makePostgresStatefulSet } from '../../../../src/operator/runtimes/kubernetes/postgres.ts';
 import { validateK8s } from '../../../support/kubernetes/k8s-schema.ts';
 

@@ -7,7 +7,11 @@ import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { childEnv, envProblem } from '../../../../src/operator/runtimes/local/env.ts';
 import { failureLine, StepError } from '../../../../src/operator/runtimes/local/exec.ts';
-import { buildsToRemove, cacheEvictions, trimInstallCache } from '../../../../src/operator/runtimes/local/housekeeping.ts';
+import {
+  buildsToRemove,
+  cacheEvictions,
+  trimInstallCache,
+} from '../../../../src/operator/runtimes/local/housekeeping.ts';
 import { LogBudget, LogWriter } from '../../../../src/operator/runtimes/local/logs.ts';
 import { redactText, redactUrl, splitCredentials } from '../../../../src/git/redact.ts';
 import { checkRepoUrl } from '../../../../src/git/repo-url.ts';
