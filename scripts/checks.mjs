@@ -1,6 +1,7 @@
 // The static checks `npm test` runs before the suite: ESLint, Prettier --check, the two TypeScript projects, knip
-// (no dead exports or files; knip.json) and dependency-cruiser (no import cycles, the layering of
-// .dependency-cruiser.cjs, tolerating only the known violations listed beside it).
+// (no dead exports or files; knip.json), dependency-cruiser (no import cycles, the layering of
+// .dependency-cruiser.cjs, tolerating only the known violations listed beside it) and the test layout (test/ mirrors
+// src/: test-layout.ts).
 // They are independent and each uses one core, so they run side by side; each one's output is printed whole when it
 // ends (not interleaved), and the exit code is non-zero when any of them failed.
 import { spawn } from 'node:child_process';
@@ -31,6 +32,7 @@ const CHECKS = [
   },
   { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit'] },
   { name: 'tsc --noEmit -p console', args: [bin('typescript', 'tsc'), '--noEmit', '-p', 'console'] },
+  { name: 'test layout', args: ['--import', 'tsx', path.join(import.meta.dirname, 'test-layout.ts')] },
   { name: 'knip', args: [bin('knip', 'knip'), '--include', 'exports,files', '--no-progress'] },
   {
     name: 'depcruise',

@@ -13,7 +13,7 @@ import { readKeyFile } from '../state/embedded/secret-box.ts';
 import { derivedAuthKeyring } from '../lib/auth-crypto.ts';
 import type { PlatformState } from '../state/types.ts';
 import type { LocalRuntime } from '../operator/runtimes/local/index.ts';
-import { detectCgroup } from '../operator/runtimes/local/limits.ts';
+import { detectCgroup } from '../operator/runtimes/local/limits-cgroup.ts';
 import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { createForeignKeyCheck } from '../control-plane/auth/keys.ts';
 import { createLocalDataPlane } from '../local/data-plane.ts';

@@ -8,11 +8,11 @@
 // its end (the file is removed when a run has none, so a stale one never speaks for a later run). With
 // AGENTPLANE_RECORD_DURATIONS=1 (npm run test:durations) it also writes each file's duration to
 // test/support/durations.json, which the sequencer reads.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TestError } from 'vitest';
 import type { Reporter, TestModule, Vitest } from 'vitest/node';
-import { DURATIONS_FILE } from './sequencer.ts';
+import { DURATIONS_FILE } from './durations.ts';
 
 /** Where the tests that passed only on a retry are written, relative to the run's root (a config may name another:
  * the kube tier's run must not remove the suite's list). */
@@ -89,7 +89,7 @@ function recordDurations(root: string, testModules: ReadonlyArray<TestModule>): 
   const entries = testModules.map(
     (m) => [path.relative(root, m.moduleId).split(path.sep).join('/'), m.diagnostic().duration / 1000] as const,
   );
-  // A run of some files updates theirs and keeps the others'.
+  // A run of some files updates theirs and keeps the others',
   const file = path.join(root, DURATIONS_FILE);
   let known: Record<string, number> = {};
   try {
@@ -98,6 +98,9 @@ function recordDurations(root: string, testModules: ReadonlyArray<TestModule>): 
     // none yet
   }
   for (const [name, secs] of entries) known[name] = Math.round(secs * 10) / 10;
-  const sorted = Object.entries(known).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  // and forgets the files that are gone (moved or deleted), so a moved file's old record is not read as its own.
+  const sorted = Object.entries(known)
+    .filter(([name]) => existsSync(path.join(root, name)))
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
   writeFileSync(file, `${JSON.stringify(Object.fromEntries(sorted), null, 2)}\n`);
 }

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TestSpecification, Vitest } from 'vitest/node';
-import LongestFirstSequencer, { DURATIONS_FILE } from './sequencer.ts';
+import { DURATIONS_FILE } from './durations.ts';
+import LongestFirstSequencer from './sequencer.ts';
 
 const dirs: string[] = [];
 afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
@@ -30,6 +31,21 @@ describe('test sequencer', () => {
       'test/new.test.ts',
       'test/b.test.ts',
       'test/c.test.ts',
+      'test/a.test.ts',
+    ]);
+  });
+
+  it('knows a file moved since the last recording by its name, unless the name is ambiguous', async () => {
+    // test/old/moved.test.ts and both twin.test.ts records are of files no longer on disk.
+    const order = await sequencerWith({
+      'test/old/moved.test.ts': 50,
+      'test/a.test.ts': 10,
+      'test/one/twin.test.ts': 90,
+      'test/two/twin.test.ts': 80,
+    });
+    expect(await order(['test/a.test.ts', 'test/new/moved.test.ts', 'test/three/twin.test.ts'])).toEqual([
+      'test/three/twin.test.ts',
+      'test/new/moved.test.ts',
       'test/a.test.ts',
     ]);
   });

@@ -4,7 +4,8 @@ import { chmod, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { withDeadline } from '../../../lib/deadline.ts';
 import type { BuildSpec, BuildStatus, RevisionRef } from '../types.ts';
-import { readBuildMarker, runBuild, type InstallCache } from './build-steps.ts';
+import type { InstallCache } from './build-context.ts';
+import { readBuildMarker, runBuild } from './build-steps.ts';
 import {
   deploymentDir,
   homeDir,

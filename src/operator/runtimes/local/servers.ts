@@ -8,15 +8,8 @@ import { pathToFileURL } from 'node:url';
 import { deploymentAuthEnv } from '../../../lib/deployment-token.ts';
 import { packagePath } from '../../../lib/package-root.ts';
 import type { ServerSpec, ServerStatus } from '../types.ts';
-import {
-  checkoutDir,
-  insideReal,
-  isRealDir,
-  projectDir,
-  readBuildMarker,
-  resetCacheDir,
-  revisionMounts,
-} from './build-steps.ts';
+import { checkoutDir, insideReal, isRealDir, projectDir, resetCacheDir, revisionMounts } from './build-context.ts';
+import { readBuildMarker } from './build-steps.ts';
 import {
   deploymentDir,
   fail,
@@ -30,7 +23,9 @@ import {
   type Server,
 } from './context.ts';
 import { childEnv, envProblem, secretsProblem } from './env.ts';
-import { prepareLimits, removeServerCgroup, superviseLimits, usedBytes, type LimitBreach } from './limits.ts';
+import { prepareLimits } from './limits.ts';
+import { removeServerCgroup } from './limits-cgroup.ts';
+import { superviseLimits, usedBytes, type LimitBreach } from './limits-watchdog.ts';
 import type { LogWriter } from './logs.ts';
 import { databaseAnswers, ensureDeploymentDatabase } from './postgres.ts';
 import { NO_SANDBOX, ownFolders } from './sandbox.ts';

@@ -7,15 +7,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  detectCgroup,
-  killTree,
-  limitsPlan,
-  makeServerCgroup,
-  requestedLimits,
-  treeResidentBytes,
-  watchMemory,
-} from '../../../../src/operator/runtimes/local/limits.ts';
+import { limitsPlan, requestedLimits } from '../../../../src/operator/runtimes/local/limits.ts';
+import { detectCgroup, makeServerCgroup } from '../../../../src/operator/runtimes/local/limits-cgroup.ts';
+import { watchMemory } from '../../../../src/operator/runtimes/local/limits-watchdog.ts';
+import { killTree, treeResidentBytes } from '../../../../src/operator/runtimes/local/process-tree.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'ap-limits-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
