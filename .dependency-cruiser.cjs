@@ -1,12 +1,35 @@
 // Import rules of src/, checked by `npm run checks` (scripts/checks.mjs): no import cycles, and the layering of the
 // README's diagram: lib (and the resource types) at the bottom, the platform's shared state (src/state) and git (git
-// URLs and clone credentials) on them, the apps (agent-server, control-plane, operator, listener, dev, client) above;
-// the control plane and the operator talk through resources, never import each other. local/ (the data plane dev and
-// the listener share) stands on the operator and the state, below dev and listener.
+// URLs and clone credentials) on them, the API floor (src/api: the control plane's wire schemas and the one client of
+// it) on those, and the apps (agent-server, control-plane, operator, local, listener, dev, client) above, as peers:
+// an app imports no other app. Only the composition roots (COMPOSITION_ROOTS below) wire apps together.
 // Imports that broke these rules when the check came in are listed in .dependency-cruiser-known-violations.json and
 // tolerated; that list must only shrink (a new violation fails the check). After removing some, regenerate it:
 //   npx depcruise-baseline src --config .dependency-cruiser.cjs --output-to .dependency-cruiser-known-violations.json
 const APPS = '^src/(agent-server|control-plane|operator|local|listener|dev|client)/';
+
+// The files that assemble several apps into one process, and so may import other apps. Every other file of an app
+// imports only its own app and the floors below (api, state, git, resources, lib). src/cli.ts (the one binary) is a
+// root too; it sits outside every app.
+const COMPOSITION_ROOTS = [
+  // `agentplane dev`: the control plane and the local data plane in one process, with the control plane's flags
+  '^src/dev/config\\.ts$',
+  '^src/dev/control-plane\\.ts$',
+  '^src/dev/server\\.ts$',
+  // `agentplane listener`: the local data plane or a cluster's store, synced with a remote control plane
+  '^src/listener/command\\.ts$',
+  // the local data plane dev and the listener share: the operator with its local runtime and the agents' key files
+  '^src/local/data-plane\\.ts$',
+  // `agentplane data-key rotate`: the store's flags as the control plane names them
+  '^src/local/data-key-command\\.ts$',
+];
+
+// What one app publishes for another to import, each with the reason it is not on a floor below.
+const PUBLISHED = [
+  // The work a stopped agent server's store holds (queued runs, due crons), read by the operator's idle policy: it
+  // reads the agent server's own tables, so it lives with them and changes with them.
+  '^src/agent-server/storage/pending-work\\.ts$',
+];
 
 // The agent server's floors, bottom up (docs/development.md, "The agent server's floors"). A file may import its own
 // floor and the floors below it, never one above; folders on one floor are peers (no-circular keeps them apart).
@@ -105,21 +128,39 @@ module.exports = {
       severity: 'error',
       comment: 'src/lib is shared by every app and imports none of them',
       from: { path: '^src/lib/' },
-      to: { path: [APPS, '^src/resources/', '^src/git/', '^src/state/', '^src/cli\\.ts$'] },
+      to: { path: [APPS, '^src/api/', '^src/resources/', '^src/git/', '^src/state/', '^src/cli\\.ts$'] },
     },
     {
       name: 'resources-below-apps',
       severity: 'error',
       comment: 'The resource types are shared by the control plane and the operator and import neither',
       from: { path: '^src/resources/' },
-      to: { path: [APPS, '^src/git/', '^src/state/', '^src/cli\\.ts$'] },
+      to: { path: [APPS, '^src/api/', '^src/git/', '^src/state/', '^src/cli\\.ts$'] },
     },
     {
       name: 'git-below-apps',
       severity: 'error',
       comment: 'git URLs and clone credentials (src/git) serve every app and import only lib and the resource types',
       from: { path: '^src/git/' },
-      to: { path: [APPS, '^src/state/', '^src/cli\\.ts$'] },
+      to: { path: [APPS, '^src/api/', '^src/state/', '^src/cli\\.ts$'] },
+    },
+    {
+      name: 'api-below-apps',
+      severity: 'error',
+      comment:
+        "The API floor (the control plane's wire schemas and the one client of it) serves the control plane, the CLI " +
+        'and the listener, and imports only the floors below it: lib, resources, git and state',
+      from: { path: '^src/api/' },
+      to: { path: [APPS, '^src/cli\\.ts$'] },
+    },
+    {
+      name: 'apps-are-peers',
+      severity: 'error',
+      comment:
+        'An app imports no other app: what two apps share sits on a floor below (api, state, git, resources, lib). ' +
+        'Only the composition roots (COMPOSITION_ROOTS) wire apps together',
+      from: { path: APPS, pathNot: COMPOSITION_ROOTS },
+      to: { path: APPS, pathNot: ['^src/$1/', ...PUBLISHED] },
     },
     {
       name: 'state-below-apps',
@@ -152,7 +193,7 @@ module.exports = {
       severity: 'error',
       comment: 'The agent server runs alone (agentplane serve) and knows nothing of the platform that deploys it',
       from: { path: '^src/agent-server/' },
-      to: { path: '^src/(control-plane|operator|local|listener|client|state)/' },
+      to: { path: '^src/(api|control-plane|operator|local|listener|client|state)/' },
     },
     ...agentServerFloorRules,
     {

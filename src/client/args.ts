@@ -10,7 +10,7 @@ import {
   type CommandSpec,
   type OptionSpec,
 } from '../lib/cli-args.ts';
-import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from './http.ts';
+import { ApiError, ConnectionError, createClient, type ControlPlaneClient } from '../api/client.ts';
 import { printable } from './output.ts';
 
 /** A client flag may be given several times (--secret A=1 --secret B=2). */

@@ -18,7 +18,7 @@ import {
 } from './args.ts';
 import { readDeployFile, type DeployFile } from './deploy-file.ts';
 import { followRevision, isFailure, tailLog } from './follow.ts';
-import type { ControlPlaneClient, Deployment, DeploymentInput, Revision } from './http.ts';
+import type { ControlPlaneClient, Deployment, DeploymentInput, Revision } from '../api/client.ts';
 import { formatLogLine } from './log-lines.ts';
 import { printable, printJson } from './output.ts';
 import { findByName } from './resolve.ts';

@@ -11,7 +11,7 @@ import {
   runReporting,
   type ClientCommandSpec,
 } from './args.ts';
-import { ApiError, type ControlPlaneClient, type Deployment } from './http.ts';
+import { ApiError, type ControlPlaneClient, type Deployment } from '../api/client.ts';
 import { fields, printJson, shortSha, table, when } from './output.ts';
 import { servedGraphs } from './graph-ids.ts';
 import { findDeployment } from './resolve.ts';

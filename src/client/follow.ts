@@ -8,7 +8,7 @@ import {
   type LogEntry,
   type LogType,
   type Revision,
-} from './http.ts';
+} from '../api/client.ts';
 import { RevisionPhase, TERMINAL_REVISION_PHASES } from '../resources/index.ts';
 import { formatLogLine } from './log-lines.ts';
 import { printable } from './output.ts';

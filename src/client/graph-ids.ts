@@ -1,6 +1,6 @@
 // The graphs a deployment serves, with their assistant ids, as its agent server said when it loaded them (its
 // "graph loaded" deploy log lines): the control plane's records do not list them, the serving revision's log does.
-import type { ControlPlaneClient } from './http.ts';
+import type { ControlPlaneClient } from '../api/client.ts';
 
 export type ServedGraph = { graphId: string; assistantId: string };
 

@@ -12,7 +12,7 @@ import {
   type ClientCommandSpec,
 } from './args.ts';
 import { formatHelp } from '../lib/cli-args.ts';
-import type { LiveLogLine } from './http.ts';
+import type { LiveLogLine } from '../api/client.ts';
 import { formatLogLine } from './log-lines.ts';
 import { jsonText, printable } from './output.ts';
 import { findDeployment } from './resolve.ts';

@@ -1,5 +1,5 @@
 // Turns what people type (a deployment's name or id; a revision's number, id, "latest" or "active") into records.
-import { ApiError, type ControlPlaneClient, type Deployment, type Revision } from './http.ts';
+import { ApiError, type ControlPlaneClient, type Deployment, type Revision } from '../api/client.ts';
 import { CliError } from './args.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -13,7 +13,7 @@ import {
   type ClientCommandSpec,
 } from './args.ts';
 import { isFailure, isTerminal, logCursor } from './follow.ts';
-import type { ControlPlaneClient, Deployment, LogEntry, LogType, Revision } from './http.ts';
+import type { ControlPlaneClient, Deployment, LogEntry, LogType, Revision } from '../api/client.ts';
 import { formatLogLine } from './log-lines.ts';
 import { jsonText, printable, printJson, shortSha, table, when } from './output.ts';
 import { allRevisions, findDeployment, findRevision } from './resolve.ts';

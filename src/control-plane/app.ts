@@ -37,7 +37,7 @@ import { createIntegrationService } from './services/integrations/index.ts';
 import type { GitHubApp } from '../git/github-app.ts';
 import { createPushWebhooks } from './services/integrations-webhooks.ts';
 import { wireAuthService, type AuthServiceOptions } from './services/auth/setup.ts';
-import type { InputPolicy } from './services/input-rules.ts';
+import type { InputPolicy } from '../api/input-rules.ts';
 import type { RepoPolicy } from '../git/repo-url.ts';
 import { createQuotas, type QuotaLimits } from './services/quotas.ts';
 import type { PlatformState } from '../state/types.ts';

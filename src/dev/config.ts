@@ -6,7 +6,7 @@ import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts
 import type { GitHubAppSettings } from '../git/github-app.ts';
 import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
-import { MIN_MEMORY_LIMIT_MB } from '../control-plane/services/input-rules.ts';
+import { MIN_MEMORY_LIMIT_MB } from '../api/input-rules.ts';
 
 export const devCommand: CommandSpec = {
   name: 'dev',

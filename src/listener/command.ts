@@ -14,7 +14,7 @@ import { createLocalDataPlane } from '../local/data-plane.ts';
 import { PACKAGE_DIR } from '../operator/runtimes/local/index.ts';
 import { DEPLOYMENTS_PREFIX } from '../operator/runtimes/local/proxy.ts';
 import { listenerCommand, parseListenerConfig, type ListenerConfig } from './config.ts';
-import { listenerCredentialResolver } from './git-credential.ts';
+import { listenerCredentialResolver } from '../api/git-credential.ts';
 import { ListenerSync } from './sync.ts';
 
 function packageVersion(): string {

@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import { listenerConnectionFields } from '../api/listener-connection.ts';
 
 export const listenerCommand: CommandSpec = {
   name: 'listener',
@@ -111,18 +112,6 @@ export const listenerCommand: CommandSpec = {
       env: ['LOG_LEVEL'],
     },
   },
-};
-
-/** How a data plane reaches its control plane as a listener (also the operator's --listener-* settings). */
-export const listenerConnectionFields = {
-  controlPlaneUrl: z
-    .string({ error: 'is required' })
-    .url()
-    .refine((u) => /^https?:/.test(u), 'must be http(s)')
-    .transform((u) => u.replace(/\/+$/, '')),
-  apiKey: z.string({ error: 'is required' }).min(1),
-  tenant: z.string({ error: 'is required' }).min(1),
-  listenerId: z.string({ error: 'is required' }).uuid(),
 };
 
 const schema = z.object({

@@ -8,7 +8,6 @@
 import { randomBytes } from 'node:crypto';
 import { NotFoundError } from '../lib/errors.ts';
 import { dataKeysName } from '../resources/names.ts';
-import type { DeploymentRef } from '../operator/runtimes/local/context.ts';
 import { AlreadyExistsError } from '../state/errors.ts';
 import type { PlatformState } from '../state/types.ts';
 
@@ -43,7 +42,9 @@ const ownerOf = async (store: Pick<Store, 'get'>, namespace: string, deployment:
 };
 
 /** The environment that gives a deployment's agent server its data keys, made on first use. */
-export function deploymentDataKeys(store: Store): (ref: DeploymentRef) => Promise<Record<string, string>> {
+export function deploymentDataKeys(
+  store: Store,
+): (ref: { namespace: string; deployment: string }) => Promise<Record<string, string>> {
   const only = (values: Record<string, string>) =>
     Object.fromEntries(NAMES.filter((n) => values[n]).map((n) => [n, values[n]!]));
   return async (ref) => {

@@ -8,7 +8,7 @@ import { kubernetesRuntimeConfigSchema } from './runtimes/kubernetes/config.ts';
 import { githubAppSettingsFrom } from '../git/github-config.ts';
 import { operatorCommand } from './flags.ts';
 import type { GitHubAppSettings } from '../git/github-app.ts';
-import { listenerConnectionFields } from '../listener/config.ts';
+import { listenerConnectionFields } from '../api/listener-connection.ts';
 
 const name = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name');
 const schema = z.object({

@@ -4,7 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../lib/logger.ts';
 import { openKubernetesPlatformState } from '../state/kubernetes/index.ts';
 import { buildCredentialResolver } from '../git/credentials.ts';
-import { listenerCredentialResolver } from '../listener/git-credential.ts';
+import { listenerCredentialResolver } from '../api/git-credential.ts';
 import { createGitHubApp } from '../git/github-app.ts';
 import type { OperatorConfig } from './config.ts';
 import { startHealthServer, type HealthServer, type OperatorState } from './health.ts';

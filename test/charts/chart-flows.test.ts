@@ -143,6 +143,10 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
   let tmp: string;
   let base = '';
   let listenerId: string | undefined;
+  /** Starts the operator as the chart renders it with `v` (a helm upgrade); set once the cluster is up. */
+  let startOperator: (v: Json) => RunningOperator = () => {
+    throw new Error('no cluster');
+  };
 
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${base}${path}`, {
@@ -255,11 +259,15 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
       listener = await startKubernetesListener(config, logger);
     }
 
-    const config = parseOperatorConfig(
-      [...opSpec.args, '--kubeconfig', cluster.as(opSpec.serviceAccount).kubeconfigPath, '--health-port', '0'],
-      { ...opSpec.env, ...leaseEnv, ...listenerEnv, LOG_LEVEL: 'silent' },
-    )!;
-    op = startKubernetesOperator(config, logger);
+    startOperator = (v) => {
+      const spec = container(renderChart({ release, namespace: RELEASE_NS, values: v }), 'operator')!;
+      const config = parseOperatorConfig(
+        [...spec.args, '--kubeconfig', cluster.as(spec.serviceAccount).kubeconfigPath, '--health-port', '0'],
+        { ...spec.env, ...leaseEnv, ...listenerEnv, LOG_LEVEL: 'silent' },
+      )!;
+      return startKubernetesOperator(config, logger);
+    };
+    op = startOperator(values);
   });
 
   afterAll(async () => {
@@ -395,6 +403,22 @@ describe.each(SETS)('the chart with %s: the operator flows under its RBAC', (_ti
       30_000,
     );
     expect(await revisionStatus(id, r1)).toBe('DEPLOYED');
+
+    if (gateway) {
+      // agents.gateway switched off (a helm upgrade): the operator, left only get and delete on HTTPRoutes, removes
+      // the route it made and serves the host through an Ingress again; nothing is left for an admin to clean up.
+      const off = { ...values, 'agents.gateway': { ...gateway, enabled: false } };
+      cluster.installChartRbac(off, release);
+      await op?.close();
+      op = startOperator(off);
+      await until(
+        'the HTTPRoute replaced by an Ingress',
+        () =>
+          !peek('gateway.networking.k8s.io', 'httproutes', childNs, name) &&
+          peek('networking.k8s.io', 'ingresses', childNs, name),
+        30_000,
+      );
+    }
 
     // Deleted: the resource and every child go.
     expect((await call('DELETE', `/v2/deployments/${id}`)).status).toBe(204);

@@ -186,7 +186,9 @@ describe('isolation in the chart', () => {
 
   it('lets the operator manage NetworkPolicies and read ServiceAccounts', () => {
     const rbac = template('operator-rbac.yaml');
-    expect(rbac).toMatch(/resources: \["networkpolicies"\]\n\s+verbs: \["get", "create", "patch", "update"/);
+    expect(rbac).toMatch(
+      /resources: \["networkpolicies"\]\n\s+verbs: \["get", "list", "watch", "create", "patch", "update"/,
+    );
     expect(rbac).toMatch(/resources: \["serviceaccounts"\]\n\s+verbs: \["get"\]/);
     // A namespace per tenant: the control plane gets a ClusterRole for Secrets (and reading the ServiceAccounts
     // deployments name), bound per tenant namespace by the operator, which may bind that role and no other.

@@ -8,7 +8,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../src/control-plane/services/input-rules.ts';
+import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../src/api/input-rules.ts';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { loadKubeConfig, openKubernetesPlatformState } from '../../src/state/kubernetes/index.ts';
 import type { PlatformState } from '../../src/state/types.ts';

@@ -46,6 +46,18 @@ function project(a: Answer, fields: (o: Json) => unknown = () => undefined): Jso
   };
 }
 
+/** The owned paths of a FieldsV1 tree, dotted and sorted (`f:data.f:a`). */
+function leaves(fields: Json | undefined, prefix = ''): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(fields ?? {})) {
+    if (k === '.') continue;
+    const path = prefix ? `${prefix}.${k}` : k;
+    const inner = leaves(v as Json, path);
+    out.push(...(inner.length ? inner : [path]));
+  }
+  return out.sort();
+}
+
 const configMap = (name: string, extra: Json = {}) => ({
   apiVersion: 'v1',
   kind: 'ConfigMap',
@@ -138,6 +150,56 @@ async function scenario(send: Send, watch: (path: string) => Promise<Json>): Pro
     'the first manager stops applying its field',
     await send('PATCH', `${CM}/ssa?fieldManager=one`, applied({}), APPLY),
     owners,
+  );
+  // Field ownership of writes that are not applies (PUT, merge patch): recorded as `Update` entries of the
+  // fieldManager, taking the fields they change from other managers; an apply then removes only fields no other
+  // entry owns, the same manager's own Update entry included (how an annotation written by update outlives applies).
+  const ownership = (o: Json) => ({
+    data: o.data,
+    annotations: o.metadata.annotations,
+    managers: (o.metadata.managedFields as Json[])
+      .map((m) => `${m.manager}/${m.operation}: ${leaves(m.fieldsV1).join(' ')}`)
+      .sort(),
+  });
+  const live = async () => (await send('GET', `${CM}/ssa`)).body;
+  await step(
+    'an update by another manager changes a field of the applier and adds its own',
+    await send('PUT', `${CM}/ssa?fieldManager=three`, { ...(await live()), data: { a: '2', c: '3', d: '1' } }),
+    ownership,
+  );
+  await step(
+    'a merge patch by that manager',
+    await send('PATCH', `${CM}/ssa?fieldManager=three`, { data: { e: '1' } }, 'application/merge-patch+json'),
+    ownership,
+  );
+  await step(
+    'the applier applies again without the field the update took',
+    await send('PATCH', `${CM}/ssa?fieldManager=two`, applied({ a: '2' }), APPLY),
+    ownership,
+  );
+  await step(
+    'the applier applies an annotation',
+    await send(
+      'PATCH',
+      `${CM}/ssa?fieldManager=two`,
+      { ...applied({ a: '2' }), metadata: { name: 'ssa', annotations: { note: 'x' } } },
+      APPLY,
+    ),
+    ownership,
+  );
+  const noted = await live();
+  await step(
+    'the same manager changes it by PUT',
+    await send('PUT', `${CM}/ssa?fieldManager=two`, {
+      ...noted,
+      metadata: { ...noted.metadata, annotations: { note: 'y' } },
+    }),
+    ownership,
+  );
+  await step(
+    'an apply by that manager without the annotation leaves it (its Update entry owns it now)',
+    await send('PATCH', `${CM}/ssa?fieldManager=two`, applied({ a: '2' }), APPLY),
+    ownership,
   );
   await step(
     'create in a missing namespace',

@@ -4,10 +4,10 @@
 // character loop over the same input, measured in the same test in CPU time. Sizes grow from 64 KiB, so a quadratic
 // function fails its assertion in seconds instead of freezing the run.
 import { describe, expect, it } from 'vitest';
-import { gitRefProblem, relativePathProblem, repoUrlProblem } from '../../src/control-plane/services/input-rules.ts';
+import { gitRefProblem, relativePathProblem, repoUrlProblem } from '../../src/api/input-rules.ts';
 import { knownHostsProblem } from '../../src/git/credentials.ts';
 import { githubRepoOf } from '../../src/git/github-app.ts';
-import { reportedUrlProblem } from '../../src/control-plane/services/listeners/rules.ts';
+import { reportedUrlProblem } from '../../src/api/listener-urls.ts';
 import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 import { trimTrailing } from '../../src/lib/text.ts';
 import { repositoryPath } from '../../src/git/url.ts';

@@ -108,6 +108,14 @@ export class Informer<T extends KubeObject> {
     this.cache.set(key, obj);
   }
 
+  /**
+   * Drops an object this process has just deleted (its DELETED event comes a moment later): a reconcile meanwhile
+   * must not find the deleted copy and take it for a live one.
+   */
+  forget(key: string): void {
+    this.cache.delete(key);
+  }
+
   /** Resolves after the first successful list (keeps retrying until then or until stop()). */
   async start(): Promise<void> {
     await this.relist();

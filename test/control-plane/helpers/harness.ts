@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
-import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../../src/control-plane/services/input-rules.ts';
+import { DEFAULT_INPUT_POLICY, type InputPolicy } from '../../../src/api/input-rules.ts';
 import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
 import type { PlatformState } from '../../../src/state/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';

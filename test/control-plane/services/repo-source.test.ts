@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoUrlProblem } from '../../../src/control-plane/services/input-rules.ts';
+import { repoUrlProblem } from '../../../src/api/input-rules.ts';
 import { localRepoIssues } from '../../../src/control-plane/services/repo-source.ts';
 import type { RepoPolicy } from '../../../src/git/repo-url.ts';
 

@@ -23,13 +23,21 @@ import { KindRegistry, registerCoreKinds, registerCrds, type Cause, type KindSpe
 import type { Admission } from './admit.ts';
 import { ownerReferenceRefusal } from './owner-refs.ts';
 import { evaluate as podSecurity } from './psa.ts';
-import { serverSideApply } from './ssa.ts';
+import { serverSideApply, updateManagedFields } from './ssa.ts';
 
 type Json = Record<string, any>;
 export type HungRequest = { method: string; path: string; body: unknown };
 type Stored = { spec: KindSpec; obj: Json };
 /** What a write request carries to admission: who sends it, its field validation, the warnings it collects. */
-type RequestContext = { user?: UserInfo; fieldValidation: string; warnings: string[] };
+type RequestContext = {
+  user?: UserInfo;
+  fieldValidation: string;
+  warnings: string[];
+  /** Who a non-apply write is recorded as in managedFields: fieldManager, else the User-Agent's product. */
+  manager?: string;
+  /** The write is a server-side apply: its field ownership comes from ssa.ts serverSideApply. */
+  applied?: boolean;
+};
 type Change = { rv: number; spec: KindSpec; namespace: string; type: 'ADDED' | 'MODIFIED' | 'DELETED'; obj: Json };
 type Watcher = {
   spec: KindSpec;
@@ -325,7 +333,12 @@ export class KubeApiServer {
         if (!this.allowed(user, bind)) return this.forbid(res, user, bind, spec);
       }
     }
-    this.contexts.set(res, { user, fieldValidation: q.get('fieldValidation') ?? 'Warn', warnings: [] });
+    this.contexts.set(res, {
+      user,
+      fieldValidation: q.get('fieldValidation') ?? 'Warn',
+      warnings: [],
+      manager: q.get('fieldManager') ?? (req.headers['user-agent'] ?? '').split('/')[0],
+    });
     for (const match of this.hangs) if (match({ method, path: url.pathname, body })) return;
     if (sub === 'log' && spec.plural === 'pods' && method === 'GET')
       return this.podLog(res, namespace!, name!, q.get('container') ?? '', q);
@@ -490,6 +503,12 @@ export class KubeApiServer {
     const admitted = spec.admit(candidate);
     const obj = this.admitted(res, spec, namespace, name, admitted, undefined);
     if (!obj) return;
+    const ctx = this.contexts.get(res);
+    if (ctx && !ctx.applied) {
+      delete obj.metadata.managedFields;
+      const managedFields = updateManagedFields(undefined, obj, ctx.manager ?? '', this.apiVersion(spec), now());
+      if (managedFields.length) obj.metadata.managedFields = managedFields;
+    }
     const rv = ++this.rv;
     obj.metadata = {
       ...obj.metadata,
@@ -556,13 +575,28 @@ export class KubeApiServer {
     if (next.metadata.finalizers?.length === 0) delete next.metadata.finalizers;
     // `managedFields: [{}]` is the documented reset of field ownership; absent keeps what the object had.
     const mf = next.metadata.managedFields;
-    if (Array.isArray(mf) && mf.length === 1 && !Object.keys(mf[0] ?? {}).length) delete next.metadata.managedFields;
+    const reset = Array.isArray(mf) && mf.length === 1 && !Object.keys(mf[0] ?? {}).length;
+    if (reset) delete next.metadata.managedFields;
     else if (mf === undefined && old.metadata.managedFields && !status)
       next.metadata.managedFields = old.metadata.managedFields;
     if (next.status === undefined) delete next.status;
     const admitted = this.admitted(res, spec, namespace, name, spec.admit(next, old), old);
     if (!admitted) return;
     next = admitted;
+    const ctx = this.contexts.get(res);
+    // A reset (`managedFields: [{}]`) leaves no entry, not even the resetting writer's.
+    if (ctx && !ctx.applied && !reset) {
+      const managedFields = updateManagedFields(
+        old,
+        next,
+        ctx.manager ?? '',
+        this.apiVersion(spec),
+        now(),
+        status ? 'status' : undefined,
+      );
+      if (managedFields.length) next.metadata.managedFields = managedFields;
+      else delete next.metadata.managedFields;
+    }
     if (spec.tracksGeneration && !status && JSON.stringify(canonNoMeta(next)) !== JSON.stringify(canonNoMeta(old))) {
       next.metadata.generation = (old.metadata.generation ?? 1) + 1;
     }
@@ -734,6 +768,7 @@ export class KubeApiServer {
       return this.status(res, 400, 'BadRequest', 'metadata.managedFields must be nil');
     const cur = this.objects.get(this.key(spec.group, spec.plural, namespace, name));
     const ctx = this.contexts.get(res);
+    if (ctx) ctx.applied = true;
     if (!cur && ctx?.user && this.opts.rbac) {
       const attrs: RequestAttributes = {
         verb: 'create',
@@ -1318,6 +1353,11 @@ async function readJson(req: IncomingMessage, contentType: string): Promise<unkn
   } catch {
     return null;
   }
+}
+
+/** A managedFields time: seconds, as the server writes it. */
+function now(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
 function canon(v: unknown): unknown {

@@ -272,3 +272,55 @@ export function serverSideApply(
   object.metadata = { ...object.metadata, managedFields };
   return { object };
 }
+
+/**
+ * The field ownership a non-apply write (create, update/PUT, merge or JSON patch) records, as the real API server
+ * does: `manager` (the fieldManager query parameter, else the User-Agent up to its first `/`) gets an `Update`
+ * entry holding the fields it set or changed, on top of what that entry held; other managers lose the fields this
+ * write changed; fields it removed leave every entry; entries left empty go. An update that changes nothing keeps
+ * the entries as they were (time included). `old` undefined: a create, every field is the creator's.
+ */
+export function updateManagedFields(
+  old: Json | undefined,
+  next: Json,
+  manager: string,
+  apiVersion: string,
+  now: string,
+  subresource?: string,
+): ManagedEntry[] {
+  const entries = ((next.metadata?.managedFields ?? []) as ManagedEntry[]).filter((e) => e && e.operation);
+  const before = old ? fieldSet(old) : new Set<string>();
+  const after = fieldSet(next);
+  const changed = new Set(
+    [...after].filter((p) => {
+      if (!before.has(p)) return true;
+      const path = JSON.parse(p) as Path;
+      return JSON.stringify(valueAt(old, path)) !== JSON.stringify(valueAt(next, path));
+    }),
+  );
+  const removed = new Set([...before].filter((p) => !after.has(p)));
+  if (!changed.size && !removed.size) return entries;
+  const mine = entries.find(
+    (e) => e.manager === manager && e.operation === 'Update' && (e.subresource ?? '') === (subresource ?? ''),
+  );
+  const out: ManagedEntry[] = [];
+  for (const e of entries) {
+    if (e === mine) continue;
+    const set = fromFieldsV1(e.fieldsV1);
+    const kept = new Set([...set].filter((p) => !changed.has(p) && !removed.has(p)));
+    if (!kept.size) continue;
+    out.push(kept.size === set.size ? e : { ...e, fieldsV1: toFieldsV1(kept) });
+  }
+  const own = new Set([...fromFieldsV1(mine?.fieldsV1), ...changed].filter((p) => !removed.has(p)));
+  if (own.size)
+    out.push({
+      manager,
+      operation: 'Update',
+      apiVersion,
+      time: now,
+      fieldsType: 'FieldsV1',
+      fieldsV1: toFieldsV1(own),
+      ...(subresource ? { subresource } : {}),
+    });
+  return out;
+}

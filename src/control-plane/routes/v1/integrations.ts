@@ -21,8 +21,8 @@ import {
   PushAnswer,
   RepoList,
   WebhookParams,
-} from '../../schemas/integrations.ts';
-import { ErrorBody } from '../../schemas/common.ts';
+} from '../../../api/schemas/integrations.ts';
+import { ErrorBody } from '../../../api/schemas/common.ts';
 
 const errors = {
   401: ErrorBody,

@@ -7,8 +7,8 @@ import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { DeploymentService } from '../../services/deployments/index.ts';
-import { DeploymentErrorBody, LogPage } from '../../schemas/deployment-views.ts';
-import { LogsQuery } from '../../schemas/deployment-queries.ts';
+import { DeploymentErrorBody, LogPage } from '../../../api/schemas/deployment-views.ts';
+import { LogsQuery } from '../../../api/schemas/deployment-queries.ts';
 
 const security = [{ apiKey: [], tenantId: [] }];
 const errors = {

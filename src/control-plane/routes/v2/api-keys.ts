@@ -7,8 +7,8 @@ import { z } from 'zod';
 import { ForbiddenError, NotFoundError } from '../../../lib/errors.ts';
 import { createApiKey } from '../../auth/keys.ts';
 import type { ApiKeyStore } from '../../../state/api-keys.ts';
-import { ApiKeyCreate, ApiKeyCreated, ApiKeyList, KeyParams } from '../../schemas/api-keys.ts';
-import { ErrorBody } from '../../schemas/common.ts';
+import { ApiKeyCreate, ApiKeyCreated, ApiKeyList, KeyParams } from '../../../api/schemas/api-keys.ts';
+import { ErrorBody } from '../../../api/schemas/common.ts';
 
 const errors = { 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 422: ErrorBody };
 const security = [{ apiKey: [], tenantId: [] }];

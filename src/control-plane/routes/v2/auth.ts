@@ -23,8 +23,8 @@ import {
   TokenList,
   TokenParams,
   WaitOut,
-} from '../../schemas/auth.ts';
-import { ErrorBody } from '../../schemas/common.ts';
+} from '../../../api/schemas/auth.ts';
+import { ErrorBody } from '../../../api/schemas/common.ts';
 
 const errors = {
   429: ErrorBody,

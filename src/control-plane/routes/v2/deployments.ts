@@ -8,7 +8,7 @@ import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
 import { liveLogEventId, type DeploymentService } from '../../services/deployments/index.ts';
 import type { Principal } from '../../auth/keys.ts';
-import { DeploymentCreate, DeploymentPatch } from '../../schemas/deployments.ts';
+import { DeploymentCreate, DeploymentPatch } from '../../../api/schemas/deployments.ts';
 import {
   AccessToken,
   BulkDeleteResult,
@@ -18,7 +18,7 @@ import {
   LogPage,
   Revision,
   RevisionList,
-} from '../../schemas/deployment-views.ts';
+} from '../../../api/schemas/deployment-views.ts';
 import {
   BulkDeleteQuery,
   DeploymentParams,
@@ -27,7 +27,7 @@ import {
   LiveLogsQuery,
   LogsQuery,
   RevisionParams,
-} from '../../schemas/deployment-queries.ts';
+} from '../../../api/schemas/deployment-queries.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

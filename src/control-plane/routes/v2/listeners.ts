@@ -19,8 +19,8 @@ import {
   ListenerReportResult,
   ListenerWatchHeaders,
   ListenerWatchQuery,
-} from '../../schemas/listeners.ts';
-import { ErrorBody } from '../../schemas/common.ts';
+} from '../../../api/schemas/listeners.ts';
+import { ErrorBody } from '../../../api/schemas/common.ts';
 import type { ListenerService } from '../../services/listeners/index.ts';
 
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody };

@@ -17,8 +17,8 @@ import {
   RegistryToken,
   UploadDone,
   UploadUrl,
-} from '../../schemas/deployment-views.ts';
-import { DeploymentParams } from '../../schemas/deployment-queries.ts';
+} from '../../../api/schemas/deployment-views.ts';
+import { DeploymentParams } from '../../../api/schemas/deployment-queries.ts';
 
 const security = [{ apiKey: [], tenantId: [] }];
 const errors = {

@@ -12,8 +12,8 @@ import {
   type AgentDeployment,
   type SourceConfig,
 } from '../../../resources/index.ts';
-import type { DeploymentCreate } from '../../schemas/deployments.ts';
-import type { Deployment } from '../../schemas/deployment-views.ts';
+import type { DeploymentCreate } from '../../../api/schemas/deployments.ts';
+import type { Deployment } from '../../../api/schemas/deployment-views.ts';
 import { integrationIssues } from '../integrations/issues.ts';
 import { listenerIssues } from '../listeners/assignment.ts';
 import { localRepoIssues } from '../repo-source.ts';

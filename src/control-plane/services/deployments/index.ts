@@ -3,8 +3,8 @@
 // live in deployments/, one file per group, over the DeploymentDeps built here.
 import type { Logger } from '../../../lib/logger.ts';
 import type { PlatformState } from '../../../state/types.ts';
-import type { DeploymentCreate, DeploymentPatch } from '../../schemas/deployments.ts';
-import type { InputPolicy } from '../input-rules.ts';
+import type { DeploymentCreate, DeploymentPatch } from '../../../api/schemas/deployments.ts';
+import type { InputPolicy } from '../../../api/input-rules.ts';
 import type { GitHubApp } from '../../../git/github-app.ts';
 import { createQuotas, type Quotas } from '../quotas.ts';
 import type { RepoPolicy } from '../../../git/repo-url.ts';

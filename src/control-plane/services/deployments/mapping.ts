@@ -12,8 +12,8 @@ import {
   type SourceConfig,
   type SourceRevisionConfig,
 } from '../../../resources/index.ts';
-import type { ResourceSpecApi, SourceConfigIn, SourceRevisionConfigIn } from '../../schemas/deployments.ts';
-import type { Deployment, Revision } from '../../schemas/deployment-views.ts';
+import type { ResourceSpecApi, SourceConfigIn, SourceRevisionConfigIn } from '../../../api/schemas/deployments.ts';
+import type { Deployment, Revision } from '../../../api/schemas/deployment-views.ts';
 import { summarizeStatus } from './status.ts';
 
 const defined = <T extends object>(o: T): T =>

@@ -8,8 +8,8 @@ import {
   type SourceRevisionConfig,
 } from '../../../resources/index.ts';
 import { NO_PUSH_REGISTRY } from '../source-uploads/messages.ts';
-import type { DeploymentPatch } from '../../schemas/deployments.ts';
-import type { Deployment } from '../../schemas/deployment-views.ts';
+import type { DeploymentPatch } from '../../../api/schemas/deployments.ts';
+import type { Deployment } from '../../../api/schemas/deployment-views.ts';
 import { integrationIssues } from '../integrations/issues.ts';
 import { localRepoIssues } from '../repo-source.ts';
 import {

@@ -1,7 +1,7 @@
 // Reading deployments (one, or a filtered page) and deleting one.
 import { NotFoundError } from '../../../lib/errors.ts';
 import { LABEL_TENANT } from '../../../resources/index.ts';
-import type { Deployment } from '../../schemas/deployment-views.ts';
+import type { Deployment } from '../../../api/schemas/deployment-views.ts';
 import type { DeploymentDeps } from './deps.ts';
 import { notFound, render, requireDeployment } from './records.ts';
 

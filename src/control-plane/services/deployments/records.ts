@@ -12,7 +12,7 @@ import {
   type AgentDeployment,
   type AgentRevision,
 } from '../../../resources/index.ts';
-import type { Deployment } from '../../schemas/deployment-views.ts';
+import type { Deployment } from '../../../api/schemas/deployment-views.ts';
 import { AlreadyExistsError, StaleResourceVersionError } from '../../../state/errors.ts';
 import { waitingMessage } from '../listeners/assignment.ts';
 import { SECRET_NAMES_ANNOTATION, type DeploymentDeps } from './deps.ts';

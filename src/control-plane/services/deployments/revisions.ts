@@ -9,7 +9,7 @@ import {
   type AgentDeployment,
   type AgentRevision,
 } from '../../../resources/index.ts';
-import type { Deployment, Revision } from '../../schemas/deployment-views.ts';
+import type { Deployment, Revision } from '../../../api/schemas/deployment-views.ts';
 import { PUSH_DELIVERIES_ANNOTATION, withRevisionQuota, type DeploymentDeps } from './deps.ts';
 import { toApiRevision } from './mapping.ts';
 import { ensureRevision, render, requireDeployment, revisionsOf, updateDeployment } from './records.ts';

@@ -8,7 +8,7 @@ import {
   type AgentDeployment,
   type AgentRevision,
 } from '../../../resources/index.ts';
-import type { Deployment, StatusSummary } from '../../schemas/deployment-views.ts';
+import type { Deployment, StatusSummary } from '../../../api/schemas/deployment-views.ts';
 
 type SummaryState = StatusSummary['state'];
 

@@ -3,10 +3,15 @@
 import { ConflictError, ValidationError, type ValidationIssue } from '../../../lib/errors.ts';
 import type { Logger } from '../../../lib/logger.ts';
 import { LABEL_TENANT, type AgentDeployment } from '../../../resources/index.ts';
-import type { ResourceSpecApi } from '../../schemas/deployments.ts';
+import type { ResourceSpecApi } from '../../../api/schemas/deployments.ts';
 import { AlreadyExistsError } from '../../../state/errors.ts';
 import { type PlatformState } from '../../../state/types.ts';
-import { DEFAULT_INPUT_POLICY, customHostProblem, resourceBoundProblems, type InputPolicy } from '../input-rules.ts';
+import {
+  DEFAULT_INPUT_POLICY,
+  customHostProblem,
+  resourceBoundProblems,
+  type InputPolicy,
+} from '../../../api/input-rules.ts';
 import { customUrlHost } from '../../../resources/index.ts';
 
 type Issue = ValidationIssue;

@@ -4,7 +4,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '../../../lib/erro
 import type { ListenerRecord } from '../../../state/listeners.ts';
 import { createApiKey } from '../../auth/keys.ts';
 import { deploymentsOf, render, requireListener, toApi, type ListenerDeps } from './records.ts';
-import type { Listener, ListenerCreate, ListenerPatch } from '../../schemas/listeners.ts';
+import type { Listener, ListenerCreate, ListenerPatch } from '../../../api/schemas/listeners.ts';
 
 export async function listListeners(deps: ListenerDeps, tenant: string): Promise<{ resources: Listener[] }> {
   const records = await deps.store.listListeners(tenant);

@@ -2,7 +2,7 @@
 import { AppError, ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { redactUrlsIn } from '../../../lib/redact.ts';
 import { deploymentsOf, requireListener, type ListenerDeps } from './records.ts';
-import type { ListenerGitCredential, ListenerGitCredentialRequest } from '../../schemas/listeners.ts';
+import type { ListenerGitCredential, ListenerGitCredentialRequest } from '../../../api/schemas/listeners.ts';
 
 /**
  * A clone credential for a build on the listener: only for an integration_id + repo_url pair that a deployment

@@ -24,7 +24,7 @@ import type {
   ListenerGitCredentialRequest,
   ListenerPatch,
   ListenerReport,
-} from '../../schemas/listeners.ts';
+} from '../../../api/schemas/listeners.ts';
 import { watchListener } from './watch.ts';
 
 export type ListenerService = ReturnType<typeof createListenerService>;

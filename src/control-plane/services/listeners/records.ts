@@ -8,7 +8,7 @@ import type { PlatformState } from '../../../state/types.ts';
 import type { ListenerRecord } from '../../../state/listeners.ts';
 import type { buildCredentialResolver } from '../../../git/credentials.ts';
 import type { Quotas } from '../quotas.ts';
-import type { Listener } from '../../schemas/listeners.ts';
+import type { Listener } from '../../../api/schemas/listeners.ts';
 
 export type ListenerDeps = {
   store: PlatformState;

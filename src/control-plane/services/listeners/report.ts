@@ -6,8 +6,8 @@ import { LABEL_DEPLOYMENT, isUuid, type AgentDeployment, type AgentRevision } fr
 import { StaleResourceVersionError } from '../../../state/errors.ts';
 import { type LogType } from '../../../state/revision-logs.ts';
 import { deploymentsOf, requireListener, touch, type ListenerDeps } from './records.ts';
-import { reportedUrlProblem } from './rules.ts';
-import type { ListenerReport } from '../../schemas/listeners.ts';
+import { reportedUrlProblem } from '../../../api/listener-urls.ts';
+import type { ListenerReport } from '../../../api/schemas/listeners.ts';
 
 /** Annotations on the control plane's revision: the id of the last data-plane log line taken in, per type. */
 export const LOG_CURSOR_ANNOTATION: Record<LogType, string> = {

@@ -5,7 +5,7 @@ import type { ListenerRecord } from '../../../state/listeners.ts';
 import { agentKeyHashes } from '../../auth/key-publisher.ts';
 import { deploymentsOf, requireListener, touch, type ListenerDeps } from './records.ts';
 import { LOG_CURSOR_ANNOTATION } from './report.ts';
-import type { ListenerSnapshot } from '../../schemas/listeners.ts';
+import type { ListenerSnapshot } from '../../../api/schemas/listeners.ts';
 
 async function snapshot(deps: ListenerDeps, r: ListenerRecord): Promise<ListenerSnapshot> {
   const { store, ns } = deps;

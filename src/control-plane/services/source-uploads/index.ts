@@ -14,7 +14,7 @@ import { Transform } from 'node:stream';
 import { AppError, BadRequestError, ForbiddenError, NotFoundError, ValidationError } from '../../../lib/errors.ts';
 import { verifySourceFetchToken } from '../../../lib/source-fetch-token.ts';
 import type { SourceArchiveStore } from '../../../state/source-archives.ts';
-import { objectPathOf, parseObjectPath } from './object-path.ts';
+import { objectPathOf, parseObjectPath } from '../../../api/object-path.ts';
 import type { TarballReferences } from './references.ts';
 import { signGrant, verifyGrant, type UploadGrant } from './signing.ts';
 import { DEFAULT_TARBALL_LIMITS, inspectTarball, TarballProblem, type TarballLimits } from './tarball.ts';

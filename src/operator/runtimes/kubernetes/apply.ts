@@ -13,6 +13,13 @@ type Json = Record<string, any>;
 
 export type ObjectOps<T> = {
   read(namespace: string, name: string): Promise<T>;
+  /**
+   * The object as a watch-fed cache holds it (cached-reads.ts), or undefined when the cache does not know it (not
+   * synced, not in the watched namespaces, absent): apply() then reads it from the server.
+   */
+  cached?(namespace: string, name: string): T | undefined;
+  /** Drops an object this process deleted from that cache, so no read meanwhile takes the deleted copy for live. */
+  forget?(namespace: string, name: string): void;
   /** Server-side apply of the whole configuration as FIELD_MANAGER, forced (see applyOptions); creates if absent. */
   apply(namespace: string, name: string, body: T): Promise<T>;
   /** Compare-and-swap update (resourceVersion) of an object as read: edits outside our configuration. */
@@ -233,7 +240,7 @@ export async function apply<T extends { metadata?: Json }>(
   if (opts.owned === false) return update(ops, namespace, name, desired);
   const body = structuredClone(desired) as Json;
   if (!body.apiVersion || !body.kind) throw new Error(`apply of ${name}: apiVersion and kind are required`);
-  const current = (await readOrUndefined(ops, namespace, name)) as Json | undefined;
+  const current = (ops.cached?.(namespace, name) ?? (await readOrUndefined(ops, namespace, name))) as Json | undefined;
   // An object being deleted (a foreground deletion waiting for its dependents, a finalizer) is never written:
   // it is going away whatever we write. Failing lets the reconcile retry and create it afresh once it is gone.
   if (current?.metadata?.deletionTimestamp)

@@ -58,21 +58,24 @@ async function deleteChildren(
       async () => names(await net.listNamespacedIngress(q)),
       (name) => net.deleteNamespacedIngress({ name, namespace }),
     ],
-    // Only with a Gateway configured: the operator has no rights to HTTPRoutes otherwise (and there may be no CRD).
-    ...(ctx.opts.config.gateway
-      ? [
-          [
-            'httproutes',
-            async () =>
-              names(
-                (await ctx.custom.listNamespacedCustomObject({ ...HTTP_ROUTES, ...q })) as {
-                  items: { metadata?: { name?: string } }[];
-                },
-              ),
-            (name: string) => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, namespace, name }),
-          ] as [string, () => Promise<string[]>, (name: string) => Promise<unknown>],
-        ]
-      : []),
+    // Also with the Gateway switched off (routes made while it was on); none where the Gateway API is not installed
+    // (404), and none listed where the operator holds no rights to them (403: RBAC older than the chart's).
+    [
+      'httproutes',
+      async () => {
+        try {
+          return names(
+            (await ctx.custom.listNamespacedCustomObject({ ...HTTP_ROUTES, ...q })) as {
+              items: { metadata?: { name?: string } }[];
+            },
+          );
+        } catch (err) {
+          if (isStatus(err, 404) || (!ctx.opts.config.gateway && isStatus(err, 403))) return [];
+          throw err;
+        }
+      },
+      (name: string) => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, namespace, name }),
+    ],
     [
       'services',
       async () => names(await core.listNamespacedService(q)),

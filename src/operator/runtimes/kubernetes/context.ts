@@ -99,6 +99,12 @@ export type RuntimeContext = {
   pods: Informer<Obj<V1Pod>>;
   /** Build pods: `pods` itself unless builds run in a namespace of their own that `pods` does not watch. */
   buildPods: Informer<Obj<V1Pod>>;
+  /** Every Ingress where agent servers run (ours and others': admit refuses a host another one serves). */
+  ingresses: Informer<Obj<V1Ingress>>;
+  /** Every HTTPRoute there, with a Gateway configured. */
+  httpRoutes?: Informer<Obj<HttpRoute>>;
+  /** Secrets labelled with a tenant in our namespace (what secret_references may name); none per tenant. */
+  tenantSecrets?: Informer<Obj<V1Secret>>;
   /** Deployment URLs learnt by deploys, by `<namespace>/<deployment>`. */
   urls: Map<string, string>;
   /** Uids of AgentDeployments whose cleanup ran (a uid is never reused; one short string per deleted deployment). */
@@ -239,20 +245,31 @@ export async function orUndefined<T>(read: () => Promise<T>): Promise<T | undefi
   }
 }
 
-/** Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. */
-export async function deleteIfPresent(
+/**
+ * Deletes a child that is no longer wanted; reads first so a converged deployment sends no write. With `ours`, an
+ * object of that name that is not the operator's (someone else's, by its labels) is left alone.
+ */
+export async function deleteIfPresent<T>(
   ctx: Pick<RuntimeContext, 'absent'>,
   key: string,
   del: () => Promise<unknown>,
-  read: () => Promise<unknown>,
+  read: () => Promise<T>,
+  /** Drops the deleted object from a read cache (cached-reads.ts). */
+  forget?: () => void,
+  ours?: (obj: T) => boolean,
 ): Promise<void> {
   // Known gone: this process saw it absent or deleted it, and only the runtime creates it (clearing the mark).
   // Without this, every resync of every deployment without an Ingress or autoscaler reads a 404 for each.
   if (ctx.absent.has(key)) return;
+  let current: T;
   try {
-    await read();
+    current = await read();
   } catch (err) {
     if (!isStatus(err, 404)) throw err;
+    ctx.absent.add(key);
+    return;
+  }
+  if (ours && !ours(current)) {
     ctx.absent.add(key);
     return;
   }
@@ -261,6 +278,7 @@ export async function deleteIfPresent(
   } catch (err) {
     if (!isStatus(err, 404)) throw err;
   }
+  forget?.();
   ctx.absent.add(key);
 }
 

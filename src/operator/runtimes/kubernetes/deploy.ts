@@ -11,7 +11,7 @@ import { apply, isStatus } from './apply.ts';
 import { builtImage, recordedImage } from './builds.ts';
 import { deleteIfPresent, HTTP_ROUTES, orUndefined, serverTarget, type RuntimeContext } from './context.ts';
 import { httpRouteRefusal, type HttpRoute } from './http-route.ts';
-import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
+import { isChildOf, LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
 import { makeAgentNetworkPolicy, makePostgresNetworkPolicy } from './network-policy.ts';
 import { databaseRefusal, rolloutStatusOf } from './observe.ts';
 import {
@@ -178,7 +178,7 @@ export async function deploy(
     // What apply returns (the write's answer or the live object) carries the route's status: no extra read.
     routeRefused = httpRouteRefusal((await apply(ctx.ops.httpRoute, makeHttpRoute(target, host, cfg))).object);
     if (routeRefused) ctx.log.warn({ deployment: spec.deployment, reason: routeRefused }, 'HTTPRoute refused');
-  } else await deleteRouteIfPresent(ctx, routeKey, ingressName);
+  } else await deleteRouteIfPresent(ctx, routeKey, target);
   if (host && !cfg.gateway) {
     ctx.absent.delete(ingressKey);
     await apply(ctx.ops.ingress, makeIngress(target, host, cfg));
@@ -190,6 +190,8 @@ export async function deploy(
       ingressKey,
       () => ctx.net.deleteNamespacedIngress(ingressName),
       () => ctx.net.readNamespacedIngress(ingressName),
+      () => ctx.ops.ingress.forget?.(target.namespace, serverName(target)),
+      (ingress) => isChildOf(ingress, target),
     );
   const hpa = makeAutoscaler(target, sourceConfig.resourceSpec);
   if (hpa) {
@@ -209,6 +211,7 @@ export async function deploy(
           name: serverName(target),
           namespace: target.namespace,
         }),
+      () => ctx.ops.autoscaler.forget?.(target.namespace, serverName(target)),
     );
   ctx.urls.set(`${spec.namespace}/${spec.deployment}`, url);
   if (written.wrote) ctx.log.info({ deployment: spec.deployment, revision: spec.revision }, 'rollout started');
@@ -299,24 +302,29 @@ async function sweepEnvSecrets(ctx: RuntimeContext, target: Target, revision: st
 }
 
 /**
- * Removes the HTTPRoute of a deployment no longer served through a Gateway. Without the Gateway API installed (404)
- * or without rights to HTTPRoutes (403: the chart grants them only while agents.gateway is on) there is nothing this
- * operator may remove; a route left from before then goes with its AgentDeployment (owner reference).
+ * Removes the HTTPRoute of a deployment no longer served through a Gateway (a host dropped, agents.gateway switched
+ * off), if it is the operator's own (by its labels). Without the Gateway API installed (404) there is none; without
+ * rights to HTTPRoutes (403: a chart older than the one that keeps get and delete with the option off, or RBAC of
+ * an admin's own) the route is left, and goes with its AgentDeployment (owner reference).
  */
-async function deleteRouteIfPresent(
-  ctx: RuntimeContext,
-  key: string,
-  ref: { name: string; namespace: string },
-): Promise<void> {
+async function deleteRouteIfPresent(ctx: RuntimeContext, key: string, target: Target): Promise<void> {
+  const ref = { name: serverName(target), namespace: target.namespace };
   try {
     await deleteIfPresent(
       ctx,
       key,
       () => ctx.custom.deleteNamespacedCustomObject({ ...HTTP_ROUTES, ...ref }),
       () => ctx.ops.httpRoute.read(ref.namespace, ref.name),
+      () => ctx.ops.httpRoute.forget?.(ref.namespace, ref.name),
+      (route) => isChildOf(route, target),
     );
   } catch (err) {
     if (!isStatus(err, 403)) throw err;
+    // Once per deployment per process: the mark stops the next reconciles from asking again.
+    ctx.log.warn(
+      { deployment: target.name, namespace: target.namespace },
+      'no rights to remove the HTTPRoute of this deployment; it stays until the deployment is deleted',
+    );
     ctx.absent.add(key);
   }
 }
@@ -345,9 +353,11 @@ async function admit(
     serviceAccount = verified.serviceAccount;
   }
   for (const ref of rev.spec.secretReferences ?? []) {
-    const secret = await orUndefined(() =>
-      ctx.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace }),
-    );
+    // From the watched tenant Secrets when there; a miss is read from the server, so a Secret without the label
+    // gets the same answer as before.
+    const secret =
+      (ctx.tenantSecrets?.hasSynced ? ctx.tenantSecrets.get(`${target.namespace}/${ref.secretName}`) : undefined) ??
+      (await orUndefined(() => ctx.core.readNamespacedSecret({ name: ref.secretName, namespace: target.namespace })));
     const problem = secretReferenceViolation(ref, secret, target.tenantId, cfg);
     if (problem) return { message: problem };
   }
@@ -358,10 +368,16 @@ async function admit(
     return { message: (err as Error).message };
   }
   if (host) {
-    const ingresses = ctx.perTenant
-      ? (await ctx.net.listIngressForAllNamespaces()).items
-      : (await ctx.net.listNamespacedIngress({ namespace: target.namespace })).items;
-    const routes = cfg.gateway ? await listHttpRoutes(ctx, target.namespace) : [];
+    const ingresses = ctx.ingresses.hasSynced
+      ? ctx.ingresses.list()
+      : ctx.perTenant
+        ? (await ctx.net.listIngressForAllNamespaces()).items
+        : (await ctx.net.listNamespacedIngress({ namespace: target.namespace })).items;
+    const routes = !cfg.gateway
+      ? []
+      : ctx.httpRoutes?.hasSynced
+        ? ctx.httpRoutes.list()
+        : await listHttpRoutes(ctx, target.namespace);
     const owner = hostOwner(host, [...ingresses, ...routes], target);
     if (owner) return { message: `host "${host}" is already served by another deployment (${owner})` };
   }

@@ -3,7 +3,18 @@
 // written only when they differ, and observed through informers whose changes wake the controllers. This class
 // owns the clients, informers and per-deployment ordering; each concern is a module of its own (builds, deploy,
 // rollout, cleanup, tenant-namespace).
-import type { V1Deployment, V1Job, V1Pod, V1ReplicaSet, V1Secret } from '@kubernetes/client-node';
+import type {
+  V1Deployment,
+  V1Ingress,
+  V1Job,
+  V1NetworkPolicy,
+  V1Pod,
+  V1ReplicaSet,
+  V1Secret,
+  V1Service,
+  V1StatefulSet,
+  V2HorizontalPodAutoscaler,
+} from '@kubernetes/client-node';
 import { LABEL_DEPLOYMENT, runsImage, type AgentDeployment } from '../../../resources/index.ts';
 import { Informer, type KubeObject } from '../../controller-kit/informer.ts';
 import type {
@@ -16,6 +27,7 @@ import type {
   ServerStatus,
 } from '../types.ts';
 import { build, builtImage, cancelBuild, NO_SOURCE_FETCH } from './builds.ts';
+import { cachedOps } from './cached-reads.ts';
 import { cleanup } from './cleanup.ts';
 import {
   makeApiClients,
@@ -26,8 +38,9 @@ import {
 } from './context.ts';
 import { deploy } from './deploy.ts';
 import { watchIdle } from './idle.ts';
-import { LABEL_INSTANCE, LABEL_REVISION } from './labels.ts';
-import { childListWatch, DEFAULT_WATCH_TIMING } from './list-watch.ts';
+import type { HttpRoute } from './http-route.ts';
+import { LABEL_INSTANCE, LABEL_REVISION, LABEL_TENANT } from './labels.ts';
+import { childListWatch, DEFAULT_WATCH_TIMING, type ChildKind } from './list-watch.ts';
 import { deploymentUrlOf, rollBack, routedRevision, serverStatus } from './rollout.ts';
 import { resyncPullSecrets } from './tenant-namespace.ts';
 
@@ -43,6 +56,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly pullSources: Informer<Obj<V1Secret>>[] = [];
   private pullSync: Promise<void> = Promise.resolve();
   private stopIdle: () => void = () => {};
+  /** Caches that only serve reads (cached-reads.ts); HTTPRoutes apart, since their CRD may not be installed. */
+  private readonly readCaches: Informer<KubeObject>[] = [];
 
   constructor(private readonly opts: KubernetesRuntimeOptions) {
     const kc = opts.kubeConfig;
@@ -50,25 +65,60 @@ export class KubernetesRuntime implements Runtime {
     const log = opts.logger.child({ component: 'kubernetes-runtime' });
     const builds = opts.config.buildNamespace ?? opts.namespace;
     const informer = <T extends KubeObject>(
-      kind: 'jobs' | 'deployments' | 'replicasets' | 'pods',
+      kind: ChildKind,
       namespace = opts.namespace,
       name: string = kind,
+      selector = MANAGED,
     ) =>
       // With a namespace per tenant the children live in many namespaces: watch them cluster-wide.
-      new Informer<T>(childListWatch<T>(kc, kind, perTenant ? undefined : namespace, MANAGED), {
+      new Informer<T>(childListWatch<T>(kc, kind, perTenant ? undefined : namespace, selector), {
         name,
         logger: log,
         resyncMs: opts.resyncMs ?? 0,
       });
+    const readCache = <T extends KubeObject>(kind: ChildKind, selector = MANAGED) => {
+      // No resync: these only answer reads; the controllers' resyncs come from the informers above.
+      const inf = new Informer<T>(childListWatch<T>(kc, kind, perTenant ? undefined : opts.namespace, selector), {
+        name: kind,
+        logger: log,
+      });
+      this.readCaches.push(inf as unknown as Informer<KubeObject>);
+      return inf;
+    };
     const pods = informer<Obj<V1Pod>>('pods');
+    const deployments = informer<Obj<V1Deployment>>('deployments');
+    const clients = makeApiClients(kc);
+    // Every Ingress in reach, not only ours: a host served by any of them is refused to a deployment (admit).
+    const ingresses = readCache<Obj<V1Ingress>>('ingresses', '');
+    const httpRoutes = opts.config.gateway
+      ? new Informer<Obj<HttpRoute>>(childListWatch(kc, 'httproutes', perTenant ? undefined : opts.namespace, ''), {
+          name: 'httproutes',
+          logger: log,
+        })
+      : undefined;
+    const ops = clients.ops;
+    ops.deployment = cachedOps(ops.deployment, deployments);
+    ops.service = cachedOps(ops.service, readCache<Obj<V1Service>>('services'));
+    ops.networkPolicy = cachedOps(ops.networkPolicy, readCache<Obj<V1NetworkPolicy>>('networkpolicies'));
+    ops.statefulSet = cachedOps(ops.statefulSet, readCache<Obj<V1StatefulSet>>('statefulsets'));
+    ops.autoscaler = cachedOps(ops.autoscaler, readCache<Obj<V2HorizontalPodAutoscaler>>('horizontalpodautoscalers'));
+    ops.ingress = cachedOps(ops.ingress, ingresses);
+    if (httpRoutes) ops.httpRoute = cachedOps(ops.httpRoute, httpRoutes);
+    // Secrets only in our own namespace: watching them in every tenant namespace would take a right to read every
+    // Secret of the cluster, which this operator never holds (with a namespace per tenant they are read one by one).
+    if (!perTenant) ops.secret = cachedOps(ops.secret, readCache<Obj<V1Secret>>('secrets'));
     this.ctx = {
       opts,
       log,
       perTenant,
-      ...makeApiClients(kc),
+      ...clients,
+      ingresses,
+      httpRoutes,
+      // The Secrets a deployment may reference carry the tenant label (policy.ts secretReferenceViolation).
+      tenantSecrets: perTenant ? undefined : readCache<Obj<V1Secret>>('secrets', LABEL_TENANT),
       // Jobs are builds only: they live in the build namespace.
       jobs: informer<Obj<V1Job>>('jobs', builds),
-      deployments: informer<Obj<V1Deployment>>('deployments'),
+      deployments,
       replicaSets: informer<Obj<V1ReplicaSet>>('replicasets'),
       pods,
       buildPods: perTenant || builds === opts.namespace ? pods : informer<Obj<V1Pod>>('pods', builds, 'build pods'),
@@ -105,13 +155,21 @@ export class KubernetesRuntime implements Runtime {
 
   /** Lists and watches the children; resolves once every cache is filled. */
   async start(): Promise<void> {
-    await Promise.all([...this.childInformers().map((i) => i.start()), ...this.pullSources.map((i) => i.start())]);
+    // HTTPRoutes are not awaited: without the Gateway API installed their list keeps failing, and reads fall back to
+    // the server (which then answers what the deploy reports) instead of holding the operator's start.
+    void this.ctx.httpRoutes?.start();
+    await Promise.all(
+      [...this.childInformers(), ...this.pullSources, ...this.readCaches].map((i) =>
+        (i as Informer<KubeObject>).start(),
+      ),
+    );
     if (this.opts.config.idle.activator) this.stopIdle = watchIdle(this.ctx, (ref) => this.notify(ref));
   }
 
   async shutdown(): Promise<void> {
     this.stopIdle();
-    for (const inf of [...this.childInformers(), ...this.pullSources]) inf.stop();
+    for (const inf of [...this.childInformers(), ...this.pullSources, ...this.readCaches]) inf.stop();
+    this.ctx.httpRoutes?.stop();
     await this.pullSync;
   }
 

@@ -60,3 +60,9 @@ export function childMeta(target: Target, name: string, component: Component, ex
     ...(target.owner ? { ownerReferences: [{ ...target.owner }] } : {}),
   };
 }
+
+/** Whether `obj` is a child the operator made for `target` (its labels say so): only those are ever removed. */
+export function isChildOf(obj: { metadata?: { labels?: Record<string, string> } }, target: Target): boolean {
+  const labels = obj.metadata?.labels ?? {};
+  return labels['app.kubernetes.io/managed-by'] === 'agentplane-operator' && labels[LABEL_DEPLOYMENT] === target.name;
+}

@@ -1,20 +1,108 @@
-// ListWatch sources for the built-in children the runtime observes, over @kubernetes/client-node: typed list
-// calls and the client's Watch (raw JSON events). The operator's Informer handles relists, 410s and backoff.
-import { AppsV1Api, BatchV1Api, CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
+// ListWatch sources for the children the runtime observes (built-in kinds and Gateway API HTTPRoutes), over
+// @kubernetes/client-node: typed list calls and the client's Watch (raw JSON events). The operator's Informer handles
+// relists, 410s and backoff.
+import {
+  AppsV1Api,
+  AutoscalingV2Api,
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  NetworkingV1Api,
+  Watch,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import type { KubeObject, ListWatch } from '../../controller-kit/informer.ts';
 
-export type ChildKind = 'jobs' | 'deployments' | 'replicasets' | 'pods' | 'secrets' | 'services';
-
-const PATHS: Record<ChildKind, string> = {
-  jobs: '/apis/batch/v1',
-  deployments: '/apis/apps/v1',
-  replicasets: '/apis/apps/v1',
-  pods: '/api/v1',
-  secrets: '/api/v1',
-  services: '/api/v1',
-};
+export type ChildKind =
+  | 'jobs'
+  | 'deployments'
+  | 'replicasets'
+  | 'pods'
+  | 'secrets'
+  | 'services'
+  | 'statefulsets'
+  | 'networkpolicies'
+  | 'ingresses'
+  | 'horizontalpodautoscalers'
+  | 'httproutes';
 
 type RawList = { items: unknown[]; metadata?: { resourceVersion?: string } };
+type Query = { labelSelector: string; fieldSelector?: string };
+type Clients = {
+  apps: AppsV1Api;
+  batch: BatchV1Api;
+  core: CoreV1Api;
+  net: NetworkingV1Api;
+  autoscaling: AutoscalingV2Api;
+  custom: CustomObjectsApi;
+};
+const ROUTES = { group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes' } as const;
+
+/** Per kind: its API path and the typed list calls, in one namespace and in all of them. */
+const KINDS: Record<
+  ChildKind,
+  {
+    path: string;
+    inNamespace: (c: Clients, q: Query & { namespace: string }) => Promise<RawList>;
+    everywhere: (c: Clients, q: Query) => Promise<RawList>;
+  }
+> = {
+  jobs: {
+    path: '/apis/batch/v1',
+    inNamespace: (c, q) => c.batch.listNamespacedJob(q),
+    everywhere: (c, q) => c.batch.listJobForAllNamespaces(q),
+  },
+  deployments: {
+    path: '/apis/apps/v1',
+    inNamespace: (c, q) => c.apps.listNamespacedDeployment(q),
+    everywhere: (c, q) => c.apps.listDeploymentForAllNamespaces(q),
+  },
+  replicasets: {
+    path: '/apis/apps/v1',
+    inNamespace: (c, q) => c.apps.listNamespacedReplicaSet(q),
+    everywhere: (c, q) => c.apps.listReplicaSetForAllNamespaces(q),
+  },
+  statefulsets: {
+    path: '/apis/apps/v1',
+    inNamespace: (c, q) => c.apps.listNamespacedStatefulSet(q),
+    everywhere: (c, q) => c.apps.listStatefulSetForAllNamespaces(q),
+  },
+  pods: {
+    path: '/api/v1',
+    inNamespace: (c, q) => c.core.listNamespacedPod(q),
+    everywhere: (c, q) => c.core.listPodForAllNamespaces(q),
+  },
+  secrets: {
+    path: '/api/v1',
+    inNamespace: (c, q) => c.core.listNamespacedSecret(q),
+    everywhere: (c, q) => c.core.listSecretForAllNamespaces(q),
+  },
+  services: {
+    path: '/api/v1',
+    inNamespace: (c, q) => c.core.listNamespacedService(q),
+    everywhere: (c, q) => c.core.listServiceForAllNamespaces(q),
+  },
+  networkpolicies: {
+    path: '/apis/networking.k8s.io/v1',
+    inNamespace: (c, q) => c.net.listNamespacedNetworkPolicy(q),
+    everywhere: (c, q) => c.net.listNetworkPolicyForAllNamespaces(q),
+  },
+  ingresses: {
+    path: '/apis/networking.k8s.io/v1',
+    inNamespace: (c, q) => c.net.listNamespacedIngress(q),
+    everywhere: (c, q) => c.net.listIngressForAllNamespaces(q),
+  },
+  horizontalpodautoscalers: {
+    path: '/apis/autoscaling/v2',
+    inNamespace: (c, q) => c.autoscaling.listNamespacedHorizontalPodAutoscaler(q),
+    everywhere: (c, q) => c.autoscaling.listHorizontalPodAutoscalerForAllNamespaces(q),
+  },
+  httproutes: {
+    path: `/apis/${ROUTES.group}/${ROUTES.version}`,
+    inNamespace: async (c, q) => (await c.custom.listNamespacedCustomObject({ ...ROUTES, ...q })) as RawList,
+    everywhere: async (c, q) => (await c.custom.listClusterCustomObject({ ...ROUTES, ...q })) as RawList,
+  },
+};
 
 export type WatchTiming = {
   /** Asked of the server: it ends the watch normally after this long, and the informer resumes from its RV. */
@@ -38,46 +126,21 @@ export function childListWatch<T extends KubeObject>(
   /** e.g. `metadata.name=x`: one named object, which RBAC can grant by resourceNames. */
   fieldSelector?: string,
 ): ListWatch<T> {
-  const apps = kc.makeApiClient(AppsV1Api);
-  const batch = kc.makeApiClient(BatchV1Api);
-  const core = kc.makeApiClient(CoreV1Api);
+  const clients: Clients = {
+    apps: kc.makeApiClient(AppsV1Api),
+    batch: kc.makeApiClient(BatchV1Api),
+    core: kc.makeApiClient(CoreV1Api),
+    net: kc.makeApiClient(NetworkingV1Api),
+    autoscaling: kc.makeApiClient(AutoscalingV2Api),
+    custom: kc.makeApiClient(CustomObjectsApi),
+  };
   const watcher = new Watch(kc);
   // Not part of client-node's typed surface, but the only knob for its inactivity abort.
   (watcher as unknown as { requestTimeoutMs: number }).requestTimeoutMs = timing.idleTimeoutMs;
-  const list = async (): Promise<RawList> => {
-    if (namespace === undefined) {
-      const q = { labelSelector, fieldSelector };
-      switch (kind) {
-        case 'jobs':
-          return batch.listJobForAllNamespaces(q);
-        case 'deployments':
-          return apps.listDeploymentForAllNamespaces(q);
-        case 'replicasets':
-          return apps.listReplicaSetForAllNamespaces(q);
-        case 'pods':
-          return core.listPodForAllNamespaces(q);
-        case 'secrets':
-          return core.listSecretForAllNamespaces(q);
-        case 'services':
-          return core.listServiceForAllNamespaces(q);
-      }
-    }
-    const q = { namespace, labelSelector, fieldSelector };
-    switch (kind) {
-      case 'jobs':
-        return batch.listNamespacedJob(q);
-      case 'deployments':
-        return apps.listNamespacedDeployment(q);
-      case 'replicasets':
-        return apps.listNamespacedReplicaSet(q);
-      case 'pods':
-        return core.listNamespacedPod(q);
-      case 'secrets':
-        return core.listNamespacedSecret(q);
-      case 'services':
-        return core.listNamespacedService(q);
-    }
-  };
+  const { path, inNamespace, everywhere } = KINDS[kind];
+  const query: Query = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}) };
+  const list = (): Promise<RawList> =>
+    namespace === undefined ? everywhere(clients, query) : inNamespace(clients, { ...query, namespace });
   return {
     async list() {
       const res = await list();
@@ -91,7 +154,7 @@ export function childListWatch<T extends KubeObject>(
         onClose(err);
       };
       const controller = await watcher.watch(
-        `${PATHS[kind]}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${kind}`,
+        `${path}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${kind}`,
         {
           resourceVersion: resourceVersion || undefined,
           allowWatchBookmarks: true,

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
 import { parseControlPlaneConfig } from '../../../../src/control-plane/config.ts';
-import { DEFAULT_INPUT_POLICY } from '../../../../src/control-plane/services/input-rules.ts';
+import { DEFAULT_INPUT_POLICY } from '../../../../src/api/input-rules.ts';
 import { mintPushToken } from '../../../../src/control-plane/services/registry-tokens/push-token.ts';
 import { grantedAccess, parseScopes } from '../../../../src/control-plane/services/registry-tokens/scopes.ts';
 import { registrySignerFromPem } from '../../../../src/control-plane/services/registry-tokens/signer.ts';

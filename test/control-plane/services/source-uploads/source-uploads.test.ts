@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
-import { DEFAULT_INPUT_POLICY } from '../../../../src/control-plane/services/input-rules.ts';
+import { DEFAULT_INPUT_POLICY } from '../../../../src/api/input-rules.ts';
 import { uploadSigningKey } from '../../../../src/control-plane/services/source-uploads/signing.ts';
 import { entryProblem } from '../../../../src/control-plane/services/source-uploads/tarball.ts';
 import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';

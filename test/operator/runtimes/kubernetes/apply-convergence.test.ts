@@ -214,6 +214,24 @@ describe('server-side apply as agentplane-operator', () => {
     expect((await apply(ops, second)).wrote).toBe(false);
   });
 
+  it('a field it changed by update outlives its later applies (the Update entry owns it), as on the real server', async () => {
+    const name = 'updated-then-applied';
+    const withMark = deployment(name, { replicas: 1 });
+    withMark.metadata!.annotations = { 'agentplane.dev/wake-at': 't1' };
+    await apply(ops, withMark);
+    // A compare-and-swap update by the same manager (how a sleep is recorded) changes the applied annotation.
+    const cur = await read(name);
+    cur.metadata.annotations['agentplane.dev/wake-at'] = 't2';
+    await ops.replace(NS, name, cur as V1Deployment);
+    expect(managers(await read(name))).toEqual(['agentplane-operator/Apply', 'agentplane-operator/Update']);
+    // The next apply leaves the annotation out, but the update took it over: the server keeps it. Only another
+    // update removes it (idle.ts clearStaleSleepRecord).
+    expect((await apply(ops, deployment(name, { replicas: 2 }))).wrote).toBe(true);
+    const after = await read(name);
+    expect(after.spec.replicas).toBe(2);
+    expect(after.metadata.annotations['agentplane.dev/wake-at']).toBe('t2');
+  });
+
   it('keeps its fields: another manager is refused them without force, and a forced change is taken back', async () => {
     const name = 'contested';
     const mine = deployment(name, { replicas: 1 });

@@ -171,12 +171,18 @@ describe('chart: agents.gateway', () => {
     return Object.fromEntries((d.spec.template.spec.containers[0].env as Json[]).map((e) => [e.name, e.value]));
   };
 
-  it('off (the default): no rights to HTTPRoutes and no Gateway settings for the operator', () => {
-    for (const values of [{}, { 'agents.namespacePerTenant': true }]) {
-      const docs = renderChart({ values });
-      expect(routeRules(docs)).toEqual([]);
-      expect(operatorEnv(docs).AGENTPLANE_GATEWAY_PARENT_REFS).toBeUndefined();
-    }
+  it('off (the default): no Gateway settings, and only the rights to remove the routes made while it was on', () => {
+    const route = { apiGroups: ['gateway.networking.k8s.io'], resources: ['httproutes'] };
+    const docs = renderChart({ values: {} });
+    expect(operatorEnv(docs).AGENTPLANE_GATEWAY_PARENT_REFS).toBeUndefined();
+    // Never create, patch or update: switched off, the operator only deletes its own routes (by label).
+    expect(routeRules(docs)).toEqual([{ role: 'agentplane-operator', ...route, verbs: ['get', 'delete'] }]);
+    const tenants = routeRules(renderChart({ values: { 'agents.namespacePerTenant': true } }));
+    expect(tenants.map((r) => [r.role, r.verbs]).sort()).toEqual([
+      ['agentplane-operator', ['get', 'delete']],
+      // A deleted deployment's cleanup lists what it left in its tenant namespace.
+      ['agentplane-operator-tenant', ['get', 'list', 'delete']],
+    ]);
   });
 
   it('on: the operator gets its parent Gateways and exactly the rights it uses, in every namespace it writes', () => {
@@ -185,7 +191,8 @@ describe('chart: agents.gateway', () => {
     expect(JSON.parse(env.AGENTPLANE_GATEWAY_PARENT_REFS)).toEqual(parentRefs);
     expect(JSON.parse(env.AGENTPLANE_GATEWAY_ANNOTATIONS)).toEqual(gateway.annotations);
     expect(env.AGENTPLANE_GATEWAY_HTTPS).toBe('true');
-    const verbs = ['get', 'list', 'create', 'patch', 'update', 'delete'];
+    // watch: the operator reads the routes from a watch-fed cache.
+    const verbs = ['get', 'delete', 'list', 'watch', 'create', 'patch', 'update'];
     expect(routeRules(docs)).toEqual([
       { role: 'agentplane-operator', apiGroups: ['gateway.networking.k8s.io'], resources: ['httproutes'], verbs },
     ]);
@@ -195,8 +202,8 @@ describe('chart: agents.gateway', () => {
     // Its own namespace, every tenant namespace (bound there per namespace), and list across them for host checks.
     expect(tenants.map((r) => [r.role, r.verbs]).sort()).toEqual([
       ['agentplane-operator', verbs],
-      ['agentplane-operator-namespaces', ['list']],
-      ['agentplane-operator-tenant', verbs],
+      ['agentplane-operator-namespaces', ['list', 'watch']],
+      ['agentplane-operator-tenant', ['get', 'list', 'delete', 'create', 'patch', 'update']],
     ]);
   });
 

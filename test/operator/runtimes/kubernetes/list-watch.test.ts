@@ -1,9 +1,12 @@
 // The runtime's informers over client-node: list + watch of built-in children, 410 on a compacted
-// resourceVersion, and the operator's Informer relisting after it.
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+// resourceVersion, and the operator's Informer relisting after it; apply() reading through such a cache.
+import { CoreV1Api, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../../src/lib/logger.ts';
-import { Informer } from '../../../../src/operator/controller-kit/informer.ts';
+import { Informer, type KubeObject } from '../../../../src/operator/controller-kit/informer.ts';
+import { apply } from '../../../../src/operator/runtimes/kubernetes/apply.ts';
+import { cachedOps } from '../../../../src/operator/runtimes/kubernetes/cached-reads.ts';
+import { makeApiClients } from '../../../../src/operator/runtimes/kubernetes/context.ts';
 import { childListWatch } from '../../../../src/operator/runtimes/kubernetes/list-watch.ts';
 import { startCluster, until, type TestCluster } from '../../../support/kubernetes/cluster.ts';
 
@@ -95,6 +98,42 @@ describe('childListWatch', () => {
     } finally {
       informer.stop();
       await quiet.close();
+    }
+  });
+});
+
+describe('apply() through a watch-fed cache (cached-reads.ts)', () => {
+  it('reads its children from the cache, its own writes at once, and a deletion by someone else from the watch', async () => {
+    const { ops } = makeApiClients(cluster.kubeConfig);
+    const cache = new Informer<V1Service & KubeObject>(childListWatch(cluster.kubeConfig, 'services', NS, MANAGED), {
+      name: 'services',
+      logger: createLogger({ level: 'silent' }),
+    });
+    await cache.start();
+    try {
+      const service = cachedOps(ops.service, cache);
+      const desired: V1Service = {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'cached', namespace: NS, labels: { 'app.kubernetes.io/managed-by': 'agentplane-operator' } },
+        spec: { selector: { app: 'x' }, ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }] },
+      };
+      const reads = () => cluster.api.requests.filter((r) => r === `GET /api/v1/namespaces/${NS}/services/cached`);
+      expect((await apply(service, desired)).wrote).toBe(true); // a miss: read from the server (404), then created
+      const afterCreate = reads().length;
+      // Right after its own write (before or after its watch event): the write's answer is in the cache.
+      expect((await apply(service, desired)).wrote).toBe(false);
+      const changed = { ...desired, spec: { ...desired.spec, selector: { app: 'y' } } };
+      expect((await apply(service, changed)).wrote).toBe(true);
+      expect((await apply(service, changed)).wrote).toBe(false);
+      expect(reads().length).toBe(afterCreate);
+      // Deleted by someone else: once the watch says so, the next apply creates it again.
+      await core.deleteNamespacedService({ name: 'cached', namespace: NS });
+      await until('the deletion seen', () => !cache.get(`${NS}/cached`));
+      expect((await apply(service, changed)).wrote).toBe(true);
+      expect(cluster.api.peek('', 'services', NS, 'cached')?.spec.selector).toEqual({ app: 'y' });
+    } finally {
+      cache.stop();
     }
   });
 });

@@ -1,7 +1,7 @@
 // Request bodies of the Deployments v2 API (create, patch) and their parts: source configs, resource spec, secrets
 // and secret references (snake_case, as the public API). The same schemas validate requests and feed /openapi.json.
 import { z } from 'zod';
-import { objectPathProblem } from '../services/source-uploads/object-path.ts';
+import { objectPathProblem } from '../object-path.ts';
 import { reservedEnvName } from '../../lib/reserved-env.ts';
 import { customUrlHost, isDnsSubdomain, MAX_IDLE_TIMEOUT_MINUTES } from '../../resources/index.ts';
 import {
@@ -19,7 +19,7 @@ import {
   relativePathProblem,
   repoUrlProblem,
   utf8Bytes,
-} from '../services/input-rules.ts';
+} from '../input-rules.ts';
 
 /** A zod check from a rule that returns a problem message (or undefined). */
 const rule =

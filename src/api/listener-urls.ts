@@ -3,7 +3,7 @@
 // (clients send their API key there) must lie under the base URL the workspace declared for the listener, or be the
 // deployment's own custom_url. Pure functions: each returns a problem to report (a message) or undefined.
 
-import { customUrlHost } from '../../../resources/index.ts';
+import { customUrlHost } from '../resources/index.ts';
 
 const HTTP = new Set(['http:', 'https:']);
 

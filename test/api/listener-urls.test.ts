@@ -1,7 +1,7 @@
 // What a listener may report as a deployment's URL, row by row: under the workspace-declared base_url (its path, or
 // a subdomain of its host), or at the deployment's own custom_url host; nothing else, however it is spelled.
 import { describe, expect, it } from 'vitest';
-import { baseUrlProblem, reportedUrlProblem } from '../../../../src/control-plane/services/listeners/rules.ts';
+import { baseUrlProblem, reportedUrlProblem } from '../../src/api/listener-urls.ts';
 
 describe('reportedUrlProblem', () => {
   const base = 'https://dp.example.com/agents';

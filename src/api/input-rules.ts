@@ -1,7 +1,7 @@
 // Rules for what a tenant may put in a deployment. Everything here ends up in a process (git, a build, a pod), a
 // path, a Kubernetes object or a log line, so it is checked before anything is stored. Pure functions: each returns
 // a problem to report (a message) or undefined.
-import { isDnsSubdomain } from '../../resources/index.ts';
+import { isDnsSubdomain } from '../resources/index.ts';
 
 /** C0 controls and DEL; NUL is refused everywhere, these in fields that are names, refs, paths or URLs. */
 // eslint-disable-next-line no-control-regex -- control characters are what this rejects

@@ -6,9 +6,8 @@
 import { isUuid } from '../resources/index.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import type { GitCredential } from '../git/credentials.ts';
-import { callListenerApi, ListenerApiError, type ListenerConnection } from './control-plane.ts';
-
-export type ListenerCredentialOptions = ListenerConnection & { timeoutMs?: number };
+import { ApiError } from './client.ts';
+import { listenerClient, type ListenerConnection } from './listener-connection.ts';
 
 /** One line, bounded, no URL credentials: what a refusal may say in a build's status. */
 function oneLine(text: string): string {
@@ -17,32 +16,27 @@ function oneLine(text: string): string {
 }
 
 export function listenerCredentialResolver(
-  opts: ListenerCredentialOptions,
+  opts: ListenerConnection & { timeoutMs?: number },
 ): (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined> {
+  const api = listenerClient(opts);
   return async (tenantId, integrationId, repoUrl) => {
     // As on the control plane: an integration_id that is not a UUID is a label carrying no credential.
     if (!isUuid(integrationId)) return undefined;
     if (tenantId !== opts.tenant)
       throw new Error(`this listener serves workspace ${opts.tenant}, not ${tenantId}: no git credential`);
-    let body: { host?: unknown; username?: unknown; token?: unknown };
+    let body: Awaited<ReturnType<typeof api.gitCredential>>;
     try {
-      body = (await callListenerApi(
-        opts,
-        'POST',
-        '/git-credential',
-        { integration_id: integrationId, repo_url: repoUrl },
-        { timeoutMs: opts.timeoutMs ?? 30_000 },
-      )) as typeof body;
+      body = await api.gitCredential({ integration_id: integrationId, repo_url: repoUrl });
     } catch (err) {
-      if (err instanceof ListenerApiError)
-        throw new Error(`the control plane refused a git credential (${err.status}): ${oneLine(err.message)}`, {
+      if (err instanceof ApiError)
+        throw new Error(`the control plane refused a git credential (${err.status}): ${oneLine(err.detail)}`, {
           cause: err,
         });
       throw new Error(`asking the control plane for a git credential failed: ${oneLine((err as Error).message)}`, {
         cause: err,
       });
     }
-    if (typeof body.host !== 'string' || typeof body.token !== 'string' || !body.token)
+    if (typeof body?.host !== 'string' || typeof body.token !== 'string' || !body.token)
       throw new Error('the control plane answered no git credential');
     return {
       host: body.host,

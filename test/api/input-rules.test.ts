@@ -8,9 +8,9 @@ import {
   relativePathProblem,
   repoUrlProblem,
   resourceBoundProblems,
-} from '../../../src/control-plane/services/input-rules.ts';
-import { customUrlHost } from '../../../src/resources/index.ts';
-import { redactUrl, redactUrlsIn } from '../../../src/lib/redact.ts';
+} from '../../src/api/input-rules.ts';
+import { customUrlHost } from '../../src/resources/index.ts';
+import { redactUrl, redactUrlsIn } from '../../src/lib/redact.ts';
 
 describe('repoUrlProblem', () => {
   it.each([

@@ -8,7 +8,7 @@ import {
   type AgentRevision,
 } from '../../resources/index.ts';
 import type { LogType } from '../../state/revision-logs.ts';
-import { baseUrlProblem } from '../services/listeners/rules.ts';
+import { baseUrlProblem } from '../listener-urls.ts';
 
 const baseUrl = z
   .string()
@@ -172,3 +172,4 @@ export const ListenerWatchQuery = z.object({
 export const ListenerWatchHeaders = z.object({ 'x-agentplane-version': z.string().max(100).optional() }).passthrough();
 
 export const ListenerReportResult = z.object({ accepted: z.number(), ignored: z.array(z.string()) });
+export type ListenerReportResult = z.infer<typeof ListenerReportResult>;

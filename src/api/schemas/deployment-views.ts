@@ -115,12 +115,16 @@ export type Revision = z.infer<typeof Revision>;
 export const DeploymentList = z.object({ resources: z.array(Deployment), offset: z.number().int() });
 export const RevisionList = z.object({ resources: z.array(Revision), offset: z.number().int() });
 
-export const LogPage = z.object({
-  logs: z.array(
-    z.object({ id: z.string(), timestamp: z.string(), type: z.enum(['build', 'deploy']), message: z.string() }),
-  ),
-  next_offset: z.string().nullable(),
+export const LogEntry = z.object({
+  id: z.string(),
+  timestamp: z.string(),
+  type: z.enum(['build', 'deploy']),
+  message: z.string(),
 });
+export type LogEntry = z.infer<typeof LogEntry>;
+
+export const LogPage = z.object({ logs: z.array(LogEntry), next_offset: z.string().nullable() });
+export type LogPage = z.infer<typeof LogPage>;
 
 export const BulkDeleteResult = z.object({
   deleted: z.array(z.string()),
