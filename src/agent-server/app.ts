@@ -17,7 +17,7 @@ import { installWebSockets } from './protocol/ws-credentials.ts';
 import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhook-policy.ts';
-import { trackActivity } from './platform/activity.ts';
+import { trackActivity, type ActivityCredential } from './platform/activity.ts';
 import { runMetricsOf } from './runs/run-metrics.ts';
 import type { PendingWork } from './storage/pending-work.ts';
 import { createAgentService } from './services/index.ts';
@@ -49,6 +49,8 @@ export interface AppDeps {
   testTruncate?: boolean;
   /** What the store holds for later (runs, due crons), for GET /ok?activity=1; without it that answer says null. */
   pendingWork?: () => Promise<PendingWork>;
+  /** Who may read GET /ok?activity=1 (--activity-token-file); without it that answer is a 404. */
+  activityCredential?: ActivityCredential;
 }
 
 /**
@@ -175,6 +177,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.testTruncate ? { truncate: createTruncateService({ storage: deps.storage }) } : {}),
     activity,
     ...(deps.pendingWork ? { pendingWork: deps.pendingWork } : {}),
+    ...(deps.activityCredential ? { activityCredential: deps.activityCredential } : {}),
     // A custom app may answer the API's own paths before its routes: then MCP and A2A go through app.inject.
     ...(ext.app ? {} : { innerRoutes: { disabled: (routeUrl: string) => disabledGroup(ext.http, routeUrl) !== null } }),
   });

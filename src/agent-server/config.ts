@@ -51,6 +51,7 @@ const Config = z.object({
     .optional(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   authKeysFile: z.string().min(1).optional(),
+  activityTokenFile: z.string().min(1).optional(),
   deploymentToken: z.string().min(1).optional(),
   /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
   webhookAllow: z.array(
@@ -159,6 +160,7 @@ function resolveConfig(
       pick('executor-young-mb') ??
       executorYoungMb(v8.getHeapStatistics().heap_size_limit, process.constrainedMemory() ?? 0, os.totalmem()),
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
+    activityTokenFile: pick('activity-token-file') ? path.resolve(cwd, pick('activity-token-file')!) : undefined,
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,

@@ -181,6 +181,13 @@ export const agentServerCommand: CommandSpec = {
         'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
       path: 'authKeysFile',
     },
+    'activity-token-file': {
+      type: 'string',
+      description:
+        "File holding this deployment's activity token, set by the platform: GET /ok?activity=1 answers only with it in Authorization: Bearer (re-read on each ask); without it activity is not served",
+      env: ['AGENTPLANE_ACTIVITY_TOKEN_FILE'],
+      path: 'activityTokenFile',
+    },
     'deployment-token': {
       type: 'string',
       description:

@@ -10,6 +10,7 @@ import { postgresPoolSizes } from './sizing.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
 import { bundleUi } from './graphs/ui.ts';
 import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
+import { activityCredential } from './platform/activity.ts';
 import { instrumentStorage } from './runs/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
@@ -251,6 +252,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       const { embeddedPendingWork, postgresPendingWork } = await import('./storage/pending-work.ts');
       return config.databaseUrl ? postgresPendingWork(config.databaseUrl) : embeddedPendingWork(config.dataDir);
     },
+    ...(config.activityTokenFile ? { activityCredential: activityCredential(config.activityTokenFile) } : {}),
   });
   if (config.testTruncate) logger.warn('--test-truncate: POST /internal/truncate deletes every thread and store item');
   platform.bindApp(app);

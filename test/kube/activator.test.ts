@@ -9,7 +9,7 @@
 // test sends its requests to the activator process itself with the Host a client in the cluster would send
 // (kube-proxy and an ingress controller are not there to route by the EndpointSlices).
 import { request } from 'node:http';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
@@ -45,11 +45,32 @@ function call(port: number, host: string, method: string, path: string, body?: u
   });
 }
 
+/** A GET through `port` with the Host of the deployment and, when given, an Authorization header. */
+function callWith(port: number, host: string, path: string, authorization?: string) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path,
+      headers: { host, ...(authorization ? { authorization } : {}) },
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe.skipIf(!binaries)('idle deployments sleep and wake through the activator on a real control plane', () => {
   let kube: KubeControlPlane;
   let base = '';
   let agent: ServerProc;
   let activatorPort = 0;
+  let tokenFile = '';
   const bed = clusterBed(
     () => kube,
     () => kube.dir,
@@ -65,7 +86,18 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     // The agent every pod of the deployment stands for.
     const dataDir = join(kube.dir, 'agent-data');
     mkdirSync(dataDir, { recursive: true });
-    agent = await startServerProcess(['--config', CONFIG, '--data-dir', dataDir, '--host', '127.0.0.1']);
+    // The deployment's activity token goes here once the operator has made its Secret (as the kubelet mounts it).
+    tokenFile = join(kube.dir, 'activity-token');
+    agent = await startServerProcess([
+      '--config',
+      CONFIG,
+      '--data-dir',
+      dataDir,
+      '--host',
+      '127.0.0.1',
+      '--activity-token-file',
+      tokenFile,
+    ]);
     const agentUrl = agent.url;
 
     base = await bed.startControlPlane(NS, ADMIN_KEY);
@@ -115,6 +147,22 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     id = String(created.body.id);
     name = `ag-${id}`;
     await until('the deployment DEPLOYED with a pod Ready', async () => bed.runs(NS, name, IMAGE), 90_000);
+    // Its pods mount the activity token Secret the operator made; the agent server standing for them reads it.
+    const pod = (await bed.rollout(NS, name)).pods[0] as Json;
+    const mounted = pod.spec.volumes.find((v: Json) => v.name === 'activity').secret.secretName;
+    expect(mounted).toBe(`${name}-activity`);
+    const secret = (await get(`/api/v1/namespaces/${NS}/secrets/${mounted}`))!;
+    const token = Buffer.from(secret.data.token, 'base64').toString('utf8');
+    expect(token.length).toBeGreaterThanOrEqual(43);
+    writeFileSync(tokenFile, token);
+    // Someone reaching the agent through its public path (here the activator, as the Ingress would) learns nothing
+    // of its activity: no token, a wrong one, a token-shaped guess.
+    for (const authorization of [undefined, 'Bearer wrong', `Bearer ${token.slice(1)}`]) {
+      const res = await callWith(activatorPort, host(), '/ok?activity=1', authorization);
+      expect(res.status, String(authorization)).toBe(401);
+      expect(res.text).not.toMatch(/open_requests|last_request_at|active_runs|next_due_at/);
+    }
+    expect((await call(activatorPort, host(), 'GET', '/ok')).status).toBe(200);
     // Awake: the Service selects the pods.
     await until('the Service selecting the pods', async () => (await service())?.spec.selector);
 
@@ -172,6 +220,72 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     expect((await service())!.spec.selector).toMatchObject({ 'app.kubernetes.io/instance': name });
     await until('the activator EndpointSlice removed', async () => !(await activatorSlice()));
     process.stdout.write(`wake through the activator (request to answer, 3 concurrent requests): ${wakeMs} ms\n`);
+  });
+
+  it('a sleeping deployment whose cron is due is woken by the operator at its wake-at, and the cron runs once', async () => {
+    expect(since, 'the sleep test ran').not.toBe('');
+    // A thread cron ticking once, a few seconds from now (a sixth field: seconds), created on the pod.
+    const due = new Date(Date.now() + 12_000);
+    const schedule = `${due.getUTCSeconds()} ${due.getUTCMinutes()} ${due.getUTCHours()} ${due.getUTCDate()} ${due.getUTCMonth() + 1} *`;
+    const thread = (await (
+      await fetch(`${agent.url}/threads`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      })
+    ).json()) as Json;
+    const cron = await fetch(`${agent.url}/threads/${thread.thread_id}/runs/crons`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ assistant_id: 'counter', schedule, input: {} }),
+    });
+    expect(cron.status, await cron.clone().text()).toBe(200);
+    // What the pod tells the operator: this tick is its next due work.
+    const token = readFileSync(tokenFile, 'utf8');
+    const asked = await fetch(`${agent.url}/ok?activity=1`, { headers: { authorization: `Bearer ${token}` } });
+    const nextDue = ((await asked.json()) as Json).activity.next_due_at as string;
+    expect(Date.parse(nextDue)).toBe(Math.floor(due.getTime() / 1000) * 1000);
+    // The sleep as the idle sweep records it (fallAsleep: sleeping-since, wake-at = the next due work, one
+    // compare-and-swap update). The sweep's own verdict needs a whole idle window (a minute, the first test); with
+    // a due cron it would wait two, so the record is written here and everything after it is the operator's.
+    const sleptAt = new Date().toISOString();
+    const d = (await deployment())!;
+    d.metadata.annotations = {
+      ...d.metadata.annotations,
+      'agentplane.dev/sleeping-since': sleptAt,
+      'agentplane.dev/wake-at': nextDue,
+    };
+    const put = await kube.request('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/${name}`, d);
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    // Asleep: no replicas, the Service to the activator, until the tick.
+    await until('the Deployment at 0 replicas', async () => (await deployment())?.spec.replicas === 0);
+    await until(
+      'the Service to the activator',
+      async () => (await service())?.metadata.annotations?.['agentplane.dev/sleeping-since'] === sleptAt,
+    );
+    // The operator's next look past wake-at wakes it: replicas back, the Service selecting the pods again.
+    const woken = await until(
+      'the deployment woken by its due work',
+      async () => {
+        const now = await deployment();
+        return now?.spec.replicas === 1 && !now.metadata.annotations?.['agentplane.dev/sleeping-since']
+          ? now
+          : undefined;
+      },
+      60_000,
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(nextDue));
+    expect(woken.metadata.annotations?.['agentplane.dev/wake-at']).toBeUndefined();
+    await until('the Service selecting the pods', async () => (await service())?.spec.selector);
+    // No request asked for this wake: the AgentDeployment still names the earlier sleep.
+    const dep = await get(`/apis/agentplane.dev/v1alpha1/namespaces/${NS}/agentdeployments/${name}`);
+    expect(dep!.metadata.annotations['agentplane.dev/wake-requested']).toBe(since);
+    // The tick ran once, on its thread.
+    const runs = await until('the cron run finished', async () => {
+      const list = (await (await fetch(`${agent.url}/threads/${thread.thread_id}/runs`)).json()) as Json[];
+      return list.length && list.every((r) => r.status === 'success') ? list : undefined;
+    });
+    expect(runs).toHaveLength(1);
   });
 
   it('a request for a host the activator does not serve is a 404 naming it', async () => {

@@ -8,7 +8,7 @@ import type { WebhookPolicy } from '../runs/webhook-policy.ts';
 import type { RunMetrics } from '../runs/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
 import type { TruncateService } from '../services/truncate.ts';
-import type { Activity } from '../platform/activity.ts';
+import type { Activity, ActivityCredential } from '../platform/activity.ts';
 import type { PendingWork } from '../storage/pending-work.ts';
 
 export interface RouteDeps {
@@ -43,4 +43,6 @@ export interface RouteDeps {
   activity?: () => Activity;
   /** What the store holds for later, read for GET /ok?activity=1. */
   pendingWork?: () => Promise<PendingWork>;
+  /** Who may read GET /ok?activity=1 (the operator's token); without it activity is not served at all. */
+  activityCredential?: ActivityCredential;
 }

@@ -35,7 +35,8 @@ const OkQuery = z.object({
 /**
  * activity=1 (the platform's idle policy on a cluster, docs/kubernetes.md#idle-deployments-sleep): the requests open
  * and the last one's time, and what the store holds for later. Counts and times only, nothing of any thread; a store
- * that cannot be read says null there, which keeps the deployment awake.
+ * that cannot be read says null there, which keeps the deployment awake. Served only to the bearer of the
+ * deployment's activity token (platform/activity.ts).
  */
 async function activityOf(deps: RouteDeps) {
   const now = deps.activity?.();
@@ -66,7 +67,17 @@ export async function registerRoutes(app: FastifyInstance, deps: RouteDeps): Pro
   app.get('/ok', { schema: { querystring: OkQuery } }, async (req, reply) => {
     // Validated (and transformed) by OkQuery; this plain instance does not carry the zod types.
     const query = req.query as z.infer<typeof OkQuery>;
-    if (query.activity) return { ok: true, activity: await activityOf(deps) };
+    if (query.activity) {
+      // Never for whoever reaches /ok (the Ingress, another workspace's pod): only with this deployment's token.
+      if (!deps.activityCredential)
+        return reply.code(404).send({ detail: 'activity is not served: the server has no --activity-token-file' });
+      if (!(await deps.activityCredential(req.headers.authorization)))
+        return reply
+          .code(401)
+          .header('www-authenticate', 'Bearer')
+          .send({ detail: "activity needs this deployment's activity token (Authorization: Bearer)" });
+      return { ok: true, activity: await activityOf(deps) };
+    }
     if (!query.check_db) return { ok: true };
     try {
       await deps.service.ping();

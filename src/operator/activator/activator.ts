@@ -3,9 +3,11 @@
 // request names its deployment by its Host (the Ingress host the Service's annotation gives, or the Service's own
 // cluster DNS name). The activator asks for a wake once per sleep (an annotation on the AgentDeployment naming the
 // sleep it ends: every request during the wake shares it), holds each request until the operator has a pod ready and
-// the Service selects the pods again (bounded: 503 with Retry-After past it), then forwards it to a ready pod: plain
-// HTTP, event streams and WebSocket upgrades alike, piped as they come. Hand-written over node:http: it forwards only
-// the first requests of a wake (the Service bypasses it right after), and a pipe carries streams and upgrades as is.
+// the Service selects the pods again (each request bounded: 503 with Retry-After past it, and a request answered so,
+// or whose client left, is never sent on later), then forwards it to one of the ready pods in turn: plain HTTP,
+// event streams and WebSocket upgrades alike, piped as they come, request bodies up to a limit (413 past it).
+// Hand-written over node:http: it forwards only the first requests of a wake (the Service bypasses it right after),
+// and a pipe carries streams and upgrades as is.
 import { request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
@@ -25,7 +27,7 @@ import {
   ANNOTATION_HOST,
   ANNOTATION_SLEEPING_SINCE,
   ANNOTATION_WAKE_REQUESTED,
-  readyEndpoints,
+  readyTargets,
   SLICE_MANAGER,
 } from '../runtimes/kubernetes/sleep.ts';
 
@@ -43,11 +45,15 @@ export type ActivatorOptions = {
   /** Where a ready pod is reached: `{ip}` and `{port}` are the endpoint's. */
   upstreamUrl: string;
   logger: Logger;
+  /** Largest request body forwarded (bytes); 413 past it. */
+  maxBodyBytes: number;
   /** Poll interval while waiting for a ready endpoint (ms). */
   pollMs?: number;
 };
 
 type Upstream = { base: URL };
+/** The ready pods of a Service once it selects them again: each request takes the next one. */
+type Ready = { targets: { address: string; port: number }[] };
 type Found = { service: Obj<V1Service> };
 
 /** The agent Service a Host names: its Ingress host (annotation), or `<svc>`, `<svc>.<ns>`, `<svc>.<ns>.svc[.domain]`. */
@@ -70,8 +76,10 @@ export function createActivator(opts: ActivatorOptions) {
   const discovery = opts.kubeConfig.makeApiClient(DiscoveryV1Api);
   const log = opts.logger.child({ component: 'activator' });
   const pollMs = opts.pollMs ?? 250;
-  /** One wake per sleep: `<namespace>/<service>@<sleeping-since>`. */
-  const wakes = new Map<string, Promise<Upstream>>();
+  /** One wake per sleep: `<namespace>/<service>@<sleeping-since>`, looked for until its last request's deadline. */
+  const wakes = new Map<string, { ready: Promise<Ready>; deadline: number }>();
+  /** Turns through the ready pods, so no one pod takes every request the activator forwards. */
+  let turn = 0;
 
   const askWake = async (svc: Obj<V1Service>, since: string) => {
     const name = svc.metadata.labels?.[LABEL_DEPLOYMENT] ?? svc.metadata.name;
@@ -90,8 +98,8 @@ export function createActivator(opts: ActivatorOptions) {
     log.info({ deployment: name, sleeping_since: since }, 'wake asked for');
   };
 
-  /** A ready pod of the Service once the operator points it back at the pods; throws at the deadline. */
-  const readyUpstream = async (svc: Obj<V1Service>, deadline: number): Promise<Upstream> => {
+  /** The ready pods of the Service once the operator points it back at them; throws at the deadline. */
+  const readyPods = async (svc: Obj<V1Service>, deadline: () => number): Promise<Ready> => {
     const { namespace, name } = svc.metadata;
     for (;;) {
       const current = opts.services.get(`${namespace}/${name}`);
@@ -101,39 +109,61 @@ export function createActivator(opts: ActivatorOptions) {
           labelSelector: `kubernetes.io/service-name=${name}`,
         });
         // Only the EndpointSlice controller's slices: ours (the activator's own pods) may linger a moment.
-        const ready = readyEndpoints(
+        const targets = readyTargets(
           items.filter((s) => s.metadata?.labels?.['endpointslice.kubernetes.io/managed-by'] !== SLICE_MANAGER),
         );
-        if (ready) {
-          const base = opts.upstreamUrl.replace('{ip}', ready.addresses[0]!).replace('{port}', String(ready.port));
-          return { base: new URL(base) };
-        }
+        if (targets.length) return { targets };
       }
-      if (Date.now() >= deadline) throw new Error('no ready pod before the wake timeout');
+      if (Date.now() >= deadline()) throw new Error('no ready pod before the wake timeout');
       await new Promise((r) => setTimeout(r, pollMs));
     }
   };
 
-  /** Where to send a request for `svc`: at once when awake, after a (shared) wake when asleep. */
-  const upstreamFor = (svc: Obj<V1Service>): Promise<Upstream> => {
+  /** The ready pods of `svc`: at once when awake, after a (shared) wake when asleep. */
+  const readyFor = (svc: Obj<V1Service>, deadline: number): Promise<Ready> => {
     const since = svc.metadata.annotations?.[ANNOTATION_SLEEPING_SINCE];
-    const deadline = Date.now() + opts.wakeTimeoutMs;
-    if (!since) return readyUpstream(svc, deadline);
+    if (!since) return readyPods(svc, () => deadline);
     const key = `${svc.metadata.namespace}/${svc.metadata.name}@${since}`;
-    let wake = wakes.get(key);
-    if (!wake) {
-      wake = (async () => {
-        await askWake(svc, since);
-        return readyUpstream(svc, deadline);
-      })();
-      // Kept while it runs, so concurrent requests share it; forgotten after, so a later sleep wakes again.
-      wakes.set(key, wake);
-      void wake.then(
-        () => wakes.delete(key),
-        () => wakes.delete(key),
-      );
+    const joined = wakes.get(key);
+    if (joined) {
+      joined.deadline = Math.max(joined.deadline, deadline);
+      return joined.ready;
     }
-    return wake;
+    const bound = { deadline };
+    const ready = (async () => {
+      await askWake(svc, since);
+      return readyPods(svc, () => bound.deadline);
+    })();
+    // Kept while it runs, so concurrent requests share it; forgotten after, so a later sleep wakes again.
+    wakes.set(key, Object.assign(bound, { ready }));
+    void ready.then(
+      () => wakes.delete(key),
+      () => wakes.delete(key),
+    );
+    return ready;
+  };
+
+  /**
+   * Where this request goes: the next ready pod, once there is one. Each request has its own deadline (one that
+   * joins a wake late waits as long as the first), and one past it is refused, never forwarded later.
+   */
+  const upstreamFor = (svc: Obj<V1Service>): Promise<Upstream> => {
+    const deadline = Date.now() + opts.wakeTimeoutMs;
+    return new Promise<Upstream>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no ready pod before the wake timeout')), opts.wakeTimeoutMs);
+      readyFor(svc, deadline).then(
+        ({ targets }) => {
+          clearTimeout(timer);
+          const t = targets[turn++ % targets.length]!;
+          const ip = t.address.includes(':') ? `[${t.address}]` : t.address;
+          resolve({ base: new URL(opts.upstreamUrl.replace('{ip}', ip).replace('{port}', String(t.port))) });
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err as Error);
+        },
+      );
+    });
   };
 
   const find = (req: IncomingMessage): Found | { status: number; detail: string } => {
@@ -159,9 +189,17 @@ export function createActivator(opts: ActivatorOptions) {
 
   const forwardHeaders = (req: IncomingMessage) => ({ ...req.headers, [FORWARDED_HEADER]: '1' });
 
+  const mib = opts.maxBodyBytes / 1024 / 1024;
+  const limitText = Number.isInteger(mib) ? `${mib} MiB` : `${opts.maxBodyBytes} bytes`;
+
   async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const found = find(req);
     if ('status' in found) return refuse(res, found.status, found.detail);
+    // A declared size over the limit is refused before anything waits; a body is never read ahead of the pod.
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > opts.maxBodyBytes) return tooLarge(req, res);
+    let gone = false;
+    res.once('close', () => (gone = true));
     let up: Upstream;
     try {
       up = await upstreamFor(found.service);
@@ -169,6 +207,8 @@ export function createActivator(opts: ActivatorOptions) {
       log.warn({ service: found.service.metadata.name, reason: (err as Error).message }, 'request not forwarded');
       return refuse(res, 503, 'the deployment is waking up; try again shortly');
     }
+    // The client gave up while the deployment woke: nobody would read the answer of a request sent now.
+    if (gone || req.destroyed) return;
     const out = request(
       {
         host: up.base.hostname,
@@ -183,9 +223,33 @@ export function createActivator(opts: ActivatorOptions) {
         upRes.pipe(res);
       },
     );
-    out.on('error', (err) => refuse(res, 502, `the agent server did not answer: ${err.message}`));
+    let cut = false;
+    out.on('error', (err) => {
+      if (!cut) refuse(res, 502, `the agent server did not answer: ${err.message}`);
+    });
     res.on('close', () => out.destroy());
+    // A body without a declared size (chunked) is counted as it passes: past the limit the pod's request is cut.
+    let seen = 0;
+    req.on('data', (chunk: Buffer) => {
+      seen += chunk.length;
+      if (cut || seen <= opts.maxBodyBytes) return;
+      cut = true;
+      req.unpipe(out);
+      out.destroy();
+      tooLarge(req, res);
+    });
     req.pipe(out);
+  }
+
+  /**
+   * 413 naming the limit, and the connection closes: what the client still sends is read and dropped (never kept),
+   * for a moment only, so it can read the answer before the socket goes.
+   */
+  function tooLarge(req: IncomingMessage, res: ServerResponse): void {
+    if (res.headersSent) return void res.destroy();
+    res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
+    res.end(JSON.stringify({ detail: `request body over the activator's limit of ${limitText}` }));
+    res.once('finish', () => setTimeout(() => req.socket.destroy(), 2_000).unref());
   }
 
   async function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {

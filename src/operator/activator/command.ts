@@ -54,6 +54,13 @@ export const activatorCommand: CommandSpec = {
       env: ['AGENTPLANE_WAKE_TIMEOUT'],
       path: 'wakeTimeoutMs',
     },
+    'max-body-mb': {
+      type: 'string',
+      description: 'Largest request body forwarded, in MiB (the agent server refuses more anyway); past it: 413',
+      default: '10',
+      env: ['AGENTPLANE_MAX_BODY_MB'],
+      path: 'maxBodyBytes',
+    },
     'upstream-url': {
       type: 'string',
       description:
@@ -86,6 +93,11 @@ const schema = z.object({
     .number()
     .positive()
     .transform((s) => s * 1000),
+  maxBodyBytes: z.coerce
+    .number()
+    .positive()
+    .max(1024)
+    .transform((mb) => Math.floor(mb * 1024 * 1024)),
   upstreamUrl: z.string().refine((u) => URL.canParse(u.replace('{ip}', '127.0.0.1').replace('{port}', '1')), {
     message: 'must be a URL (with {ip} and {port} where the endpoint goes)',
   }),
@@ -121,6 +133,7 @@ export async function run(argv: string[]): Promise<void> {
     services,
     wakeTimeoutMs: config.wakeTimeoutMs,
     upstreamUrl: config.upstreamUrl,
+    maxBodyBytes: config.maxBodyBytes,
     logger,
   });
   const server = createServer();

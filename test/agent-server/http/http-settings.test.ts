@@ -59,6 +59,15 @@ describe('disable_meta and disable_ui', () => {
     expect((await off.inject({ url: '/ok' })).json()).toEqual({ ok: true });
   });
 
+  it('a server given no --activity-token-file tells its activity to nobody (404), whatever credential is sent', async () => {
+    for (const headers of [{}, { authorization: 'Bearer anything' }]) {
+      const res = await on.inject({ url: '/ok?activity=1', headers });
+      expect(res.statusCode).toBe(404);
+      expect(res.json().detail).toContain('--activity-token-file');
+      expect(res.body).not.toContain('open_requests');
+    }
+  });
+
   it('switch the /ui routes off', async () => {
     const served = await on.inject({ url: '/ui/counter/entry.js' });
     const disabled = await off.inject({ url: '/ui/counter/entry.js' });

@@ -1,7 +1,11 @@
 // What SDK 1.15 sends and reads beyond the older surface, through the real SDK against a real server process on
 // both stores: runs.cancel's reason kept as the run's cancel_reason; strictResume refusing a resume of an
 // interrupt no longer waiting; getState and getHistory with `select`; streams of some namespaces only
-// (streamNamespaces); GET /ok?check_db=1 asking the database; what /info says of it all.
+// (streamNamespaces); GET /ok?check_db=1 asking the database; GET /ok?activity=1 only for the bearer of the
+// deployment's activity token; what /info says of it all.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk-v1';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +22,20 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
   let server: ServerProc;
   let client: Client;
   let running: StoreServer | undefined;
+  // The deployment's activity token, as the kubelet mounts it from the operator's Secret.
+  const tokenDir = mkdtempSync(join(tmpdir(), 'ap-activity-'));
+  const tokenFile = join(tokenDir, 'token');
+  const TOKEN = 'w2Zl3u6mQbq1y0k8cXv5dPaRr7tYh4Nn9sLeGjFo2Ui';
+  writeFileSync(tokenFile, `${TOKEN}\n`);
 
   beforeAll(async () => {
-    running = await startServerOnStore(store, ['--config', CONFIG]);
+    running = await startServerOnStore(store, ['--config', CONFIG, '--activity-token-file', tokenFile]);
     server = running.server;
     client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
   });
   afterAll(async () => {
     await running?.close();
+    rmSync(tokenDir, { recursive: true, force: true });
   });
 
   /** Polls until the run has left pending (no clock involved: the run blocks until cancelled). */
@@ -324,6 +334,34 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
       expect(JSON.stringify(await bad.json())).toContain('check_db');
     });
 
+    it("activity=1 tells nothing without the deployment's token: none, a wrong one, another deployment's, a prefix", async () => {
+      // What someone who reaches /ok through the Ingress, or a pod of another workspace, would try.
+      const tries: Record<string, string | undefined> = {
+        none: undefined,
+        wrong: 'Bearer not-the-token',
+        "another deployment's": 'Bearer 9fK2pQx7LmZc4Vb8NwRt1YhGd5Sa3Ej6Ou0Ik2Pl7M',
+        'a prefix of it': `Bearer ${TOKEN.slice(0, 20)}`,
+        'it with more after': `Bearer ${TOKEN}x`,
+        'it as a key': undefined,
+      };
+      for (const [what, authorization] of Object.entries(tries)) {
+        const headers: Record<string, string> = authorization ? { authorization } : {};
+        if (what === 'it as a key') headers['x-api-key'] = TOKEN;
+        const res = await fetch(`${server.url}/ok?activity=1`, { headers });
+        const text = await res.text();
+        expect(res.status, what).toBe(401);
+        expect(text, what).toContain('activity token');
+        expect(text, what).not.toMatch(/open_requests|last_request_at|active_runs|next_due_at/);
+      }
+      // The probes stay open to anyone.
+      expect(await (await fetch(`${server.url}/ok`)).json()).toEqual({ ok: true });
+      expect((await fetch(`${server.url}/ok?check_db=1`)).status).toBe(200);
+      // The token's holder (the operator) gets the activity.
+      const own = await fetch(`${server.url}/ok?activity=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(own.status).toBe(200);
+      expect(((await own.json()) as { activity: { store_read: boolean } }).activity.store_read).toBe(true);
+    });
+
     it('activity=1 (the idle policy on a cluster): a running run and an open stream count, probes do not, a cron is due work', async () => {
       type Activity = {
         open_requests: number;
@@ -332,8 +370,10 @@ describe.each(['embedded', 'postgres'] as const)('SDK 1.15 fields (%s)', (store)
         next_due_at: string | null;
         store_read: boolean;
       };
-      const activity = async () =>
-        ((await (await fetch(`${server.url}/ok?activity=1`)).json()) as { activity: Activity }).activity;
+      const activity = async () => {
+        const res = await fetch(`${server.url}/ok?activity=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        return ((await res.json()) as { activity: Activity }).activity;
+      };
       const t = await client.threads.create();
       const run = await client.runs.create(t.thread_id, 'slow', { input: { delay_ms: 600_000, mark: 'idle' } });
       await untilRunning(t.thread_id, run.run_id);

@@ -7,6 +7,7 @@ import { Job } from 'kubernetes-models/batch/v1';
 import { Lease } from 'kubernetes-models/coordination.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { EndpointSlice } from 'kubernetes-models/discovery.k8s.io/v1';
 import { Event, PersistentVolumeClaim, Pod, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { Event as EventsV1Event } from 'kubernetes-models/events.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
@@ -86,6 +87,15 @@ const BUILTINS: Builtin[] = [
     kind: 'PersistentVolumeClaim',
     model: PersistentVolumeClaim,
     status: true,
+    generation: false,
+  },
+  {
+    group: 'discovery.k8s.io',
+    version: 'v1',
+    plural: 'endpointslices',
+    kind: 'EndpointSlice',
+    model: EndpointSlice,
+    status: false,
     generation: false,
   },
   {

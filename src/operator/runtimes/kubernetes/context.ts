@@ -40,8 +40,11 @@ import type { HttpRoute } from './http-route.ts';
 import { tenantNamespaceName } from '../../../resources/names.ts';
 
 export type Obj<T> = T & KubeObject;
-/** A deployment the idle policy covers, as its last deploy saw it (idle.ts). */
-export type IdleEntry = { ref: RevisionRef; target: Target; timeoutMs: number };
+/**
+ * A deployment the idle policy covers, as its last deploy saw it (idle.ts); `activityToken` is what its pods want
+ * in Authorization before they tell their activity (server.ts makeActivitySecret).
+ */
+export type IdleEntry = { ref: RevisionRef; target: Target; timeoutMs: number; activityToken: string };
 export type DeploymentRef = Omit<RevisionRef, 'revision'>;
 
 export type KubernetesRuntimeOptions = {

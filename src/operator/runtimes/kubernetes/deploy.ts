@@ -27,6 +27,8 @@ import {
   deploymentUrl,
   envSecretName,
   ingressHost,
+  ACTIVITY_TOKEN_KEY,
+  makeActivitySecret,
   makeAutoscaler,
   makeDeployment,
   makeHttpRoute,
@@ -36,6 +38,19 @@ import {
 } from './server.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
 import { applySleepRouting, clearStaleSleepRecord, sleepOf, sleepingStatus } from './idle.ts';
+
+/**
+ * The deployment's activity token: 32 random bytes, written once to its Secret (never replaced, so the pods' mounted
+ * copy stays right) and read back from what the write or the read before it returned.
+ */
+async function ensureActivityToken(ctx: RuntimeContext, target: Target): Promise<string | undefined> {
+  const fresh = randomBytes(32).toString('base64url');
+  const { object } = await apply(ctx.ops.secret, makeActivitySecret(target, fresh), { createOnly: true });
+  const stored = object.data?.[ACTIVITY_TOKEN_KEY];
+  const token = stored ? Buffer.from(stored, 'base64').toString('utf8') : object.stringData?.[ACTIVITY_TOKEN_KEY];
+  if (!token) ctx.log.warn({ deployment: target.name }, 'the activity token Secret has no token: it stays awake');
+  return token || undefined;
+}
 
 /** Writes what the revision's server needs (when it differs) and reports its rollout. */
 export async function deploy(
@@ -81,8 +96,11 @@ export async function deploy(
   }
   const publicAccess = sourceConfig.accessMode === 'public';
   const { host } = admitted;
-  // The idle policy: the state recorded on the Deployment and where it goes now (a wake asked for, due work).
-  const sleep = sleepOf(ctx, target, spec, dep);
+  // The idle policy: the state recorded on the Deployment and where it goes now (a wake asked for, due work). Its
+  // pods tell their activity only to the holder of the deployment's own token, made once and kept in a Secret.
+  const idleCovered = Boolean(cfg.idle.activator) && (spec.idleTimeoutMinutes ?? 0) > 0 && !target.deleting;
+  const activityToken = idleCovered ? await ensureActivityToken(ctx, target) : undefined;
+  const sleep = sleepOf(ctx, target, spec, dep, activityToken);
   let url: string;
   let deployment: V1Deployment;
   try {
@@ -102,6 +120,7 @@ export async function deploy(
         serviceAccount: admitted.serviceAccount,
         public: publicAccess,
         ...(sleep ? { sleep } : {}),
+        ...(activityToken ? { activityToken: true } : {}),
       },
       cfg,
     );

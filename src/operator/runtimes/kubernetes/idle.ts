@@ -40,10 +40,11 @@ export function sleepOf(
   target: Target,
   spec: ServerSpec,
   dep: AgentDeployment,
+  activityToken: string | undefined,
 ): SleepState | undefined {
   const timeoutMs = (spec.idleTimeoutMinutes ?? 0) * 60_000;
-  const covered = Boolean(ctx.opts.config.idle.activator) && timeoutMs > 0 && !target.deleting;
-  if (covered) ctx.idle.set(key(target), { ref: spec, target, timeoutMs });
+  const covered = Boolean(ctx.opts.config.idle.activator && activityToken) && timeoutMs > 0 && !target.deleting;
+  if (covered) ctx.idle.set(key(target), { ref: spec, target, timeoutMs, activityToken: activityToken! });
   else ctx.idle.delete(key(target));
   const current = ctx.deployments.get(key(target));
   const state = sleepStateOf(current?.metadata.annotations);
@@ -190,8 +191,11 @@ export async function sweepIdle(ctx: RuntimeContext, notify: (ref: RevisionRef) 
     const pods = readyPods(ctx, e);
     // Nothing ready (still rolling out, or crashing): not idle, just not serving.
     if (!pods.length) continue;
-    const facts = await activityOf(ctx, pods);
-    const verdict = idleVerdict({ now: Date.now(), timeoutMs: e.timeoutMs, ...facts });
+    const facts = await activityOf(ctx, pods, e.activityToken);
+    // A pod ready for less than the window (just woken) has not had its chance: the requests that woke it may still
+    // be on their way from the activator, and its own count may predate them.
+    const lastActiveMs = Math.max(facts.lastActiveMs, ...pods.map(readySince));
+    const verdict = idleVerdict({ now: Date.now(), timeoutMs: e.timeoutMs, ...facts, lastActiveMs });
     if (verdict.sleep) await fallAsleep(ctx, e, facts.work?.nextDueMs ?? null, notify);
   }
 }
@@ -210,6 +214,12 @@ function readyPods(ctx: RuntimeContext, e: IdleEntry): Obj<V1Pod>[] {
     );
 }
 
+/** When the pod last became ready (ms; 0 when the kubelet did not say). */
+function readySince(pod: Obj<V1Pod>): number {
+  const at = pod.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime;
+  return at ? new Date(at).getTime() || 0 : 0;
+}
+
 type PodActivity = {
   open_requests: number | null;
   last_request_at: string | null;
@@ -220,16 +230,20 @@ type PodActivity = {
 
 /**
  * What the pods say, added up: requests open on any, the latest request of all, the store's work (shared by the
- * replicas). A pod that does not answer, or a store it could not read, leaves the work unknown: it stays awake.
+ * replicas). A pod that does not answer (or refuses the token: one mounted before the Secret changed), or a store
+ * it could not read, leaves the work unknown: it stays awake.
  */
-async function activityOf(ctx: RuntimeContext, pods: Obj<V1Pod>[]) {
+async function activityOf(ctx: RuntimeContext, pods: Obj<V1Pod>[], token: string) {
   let open = 0;
   let lastActiveMs = 0;
   let work: { activeRuns: number; nextDueMs: number | null } | undefined = { activeRuns: 0, nextDueMs: null };
   for (const pod of pods) {
     const url = ctx.opts.config.idle.podUrl.replace('{ip}', pod.status!.podIP!).replace('{port}', String(SERVER_PORT));
     try {
-      const res = await fetch(`${url}/ok?activity=1`, { signal: AbortSignal.timeout(5_000) });
+      const res = await fetch(`${url}/ok?activity=1`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: AbortSignal.timeout(5_000),
+      });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       const a = ((await res.json()) as { activity?: PodActivity }).activity;
       if (!a || a.open_requests === null || !a.last_request_at) throw new Error('no activity in the answer');

@@ -45,6 +45,9 @@ const DATABASE_ENV = ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'];
 /** Where the tenant's data-plane key hashes are mounted (the whole Secret, not subPath, so updates arrive). */
 export const KEYS_DIR = '/var/run/agentplane/keys';
 export const KEYS_FILE = `${KEYS_DIR}/keys.json`;
+/** Where the deployment's activity token is mounted (GET /ok?activity=1 answers only the operator, which sends it). */
+export const ACTIVITY_DIR = '/var/run/agentplane/activity';
+export const ACTIVITY_TOKEN_KEY = 'token';
 
 export type ServerInput = {
   revision: string;
@@ -64,6 +67,8 @@ export type ServerInput = {
   public?: boolean;
   /** The idle policy's state (sleep.ts): asleep, no replicas; waking, at least one; recorded in annotations. */
   sleep?: SleepState;
+  /** The operator asks the pods for their activity (an activator is configured): the token Secret is mounted. */
+  activityToken?: boolean;
 };
 
 export type Database = { kind: 'internal' } | { kind: 'external'; from: 'secret' | 'secret_reference'; name: string };
@@ -87,6 +92,22 @@ export function serverName(target: Target): string {
 
 export function envSecretName(revision: string): string {
   return `${revision}-env`;
+}
+
+/** The deployment's activity token: only the operator (which made it) and this deployment's pods read it. */
+export function activitySecretName(target: Target): string {
+  return `${serverName(target)}-activity`;
+}
+
+/** The token is an input (random, made once by the runtime) so the builder stays pure. */
+export function makeActivitySecret(target: Target, token: string): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: childMeta(target, activitySecretName(target), 'server'),
+    type: 'Opaque',
+    stringData: { [ACTIVITY_TOKEN_KEY]: token },
+  };
 }
 
 /** The revision's environment as an immutable Secret (a new revision gets a new one, so rollbacks stay exact). */
@@ -160,6 +181,9 @@ export function serverEnv(target: Target, server: ServerInput): V1EnvVar[] {
       valueFrom: { secretKeyRef: { name: postgresSecretName(target), key: POSTGRES_URI_KEY } },
     });
   }
+  // Always ours: `env` wins over the revision's envFrom, so a secret of the same name cannot point it elsewhere.
+  if (server.activityToken)
+    env.push({ name: 'AGENTPLANE_ACTIVITY_TOKEN_FILE', value: `${ACTIVITY_DIR}/${ACTIVITY_TOKEN_KEY}` });
   return env;
 }
 
@@ -253,6 +277,7 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
               volumeMounts: [
                 { name: 'tmp', mountPath: AGENT_TMP },
                 ...(server.public ? [] : [{ name: 'api-keys', mountPath: KEYS_DIR, readOnly: true }]),
+                ...(server.activityToken ? [{ name: 'activity', mountPath: ACTIVITY_DIR, readOnly: true }] : []),
               ],
             },
           ],
@@ -263,6 +288,9 @@ export function makeDeployment(target: Target, server: ServerInput, config: Kube
             ...(server.public
               ? []
               : [{ name: 'api-keys', secret: { secretName: tenantKeysSecretName(target.tenantId), optional: true } }]),
+            // Written before the Deployment (deploy.ts). A volume, not a variable: a replaced token reaches the
+            // running pods, and it is not in the environment every child process of the agent inherits.
+            ...(server.activityToken ? [{ name: 'activity', secret: { secretName: activitySecretName(target) } }] : []),
           ],
         },
       },

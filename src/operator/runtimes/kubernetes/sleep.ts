@@ -131,3 +131,17 @@ export function readyEndpoints(
   }
   return undefined;
 }
+
+/**
+ * Every ready endpoint of a Service's EndpointSlices, each with its slice's port: where a request may go. An endpoint
+ * the EndpointSlice controller marks not ready (its pod failing its probe) or terminating is left out.
+ */
+export function readyTargets(slices: V1EndpointSlice[], portName = 'http'): { address: string; port: number }[] {
+  return slices.flatMap((slice) => {
+    const port = slice.ports?.find((p) => p.name === portName)?.port ?? slice.ports?.[0]?.port;
+    if (!port) return [];
+    return (slice.endpoints ?? [])
+      .filter((e) => e.conditions?.ready !== false && e.conditions?.terminating !== true)
+      .flatMap((e) => e.addresses.slice(0, 1).map((address) => ({ address, port })));
+  });
+}

@@ -12,6 +12,7 @@ import {
   deploymentUrl,
   ingressHost,
   makeDeployment,
+  makeActivitySecret,
   makeAutoscaler,
   makeIngress,
   makeSecret,
@@ -302,6 +303,36 @@ describe('makeDeployment', () => {
     ).toMatchObject({
       'agentplane.dev/url': 'https://bot.acme.io',
     });
+  });
+
+  it("mounts the deployment's activity token (and no other's) only when the operator asks its pods for activity", () => {
+    expect(pod.volumes!.some((v) => v.name === 'activity')).toBe(false);
+    expect(env(c, 'AGENTPLANE_ACTIVITY_TOKEN_FILE')).toBeUndefined();
+    // A workspace secret of the same name: `env` wins over envFrom, so the token file stays the platform's.
+    const asked = makeDeployment(
+      target,
+      { revision: rev, image, envNames: ['AGENTPLANE_ACTIVITY_TOKEN_FILE'], activityToken: true },
+      config,
+    );
+    validateK8s(asked);
+    const spec = asked.spec!.template.spec!;
+    expect(spec.volumes!.find((v) => v.name === 'activity')).toEqual({
+      name: 'activity',
+      secret: { secretName: `${target.name}-activity` },
+    });
+    expect(spec.containers[0]!.volumeMounts).toContainEqual({
+      name: 'activity',
+      mountPath: '/var/run/agentplane/activity',
+      readOnly: true,
+    });
+    expect(env(spec.containers[0]!, 'AGENTPLANE_ACTIVITY_TOKEN_FILE')!.value).toBe(
+      '/var/run/agentplane/activity/token',
+    );
+    const secret = makeActivitySecret(target, 'tok');
+    validateK8s(secret);
+    expectOwned(secret);
+    expect(secret.metadata!.name).toBe(`${target.name}-activity`);
+    expect(secret.stringData).toEqual({ token: 'tok' });
   });
 
   it('runs the image on 8000 with /ok readiness and liveness probes', () => {
