@@ -207,6 +207,20 @@ module.exports = {
       to: { path: '^src/agent-server/' },
     },
     {
+      name: 'agent-server-run-queue-in-the-engine',
+      severity: 'error',
+      comment:
+        'The run queue (create, claim, lease, finish, sweep) is held by the run engine alone: the services create ' +
+        'runs through RunEngine.createRun and read or cancel them through the RunStore. Only the engine floor, the ' +
+        'storage adapters that implement the queue and the composition root that opens the store and hands it to ' +
+        'the engine import its port',
+      from: {
+        path: '^src/',
+        pathNot: '^src/agent-server/(runs/|storage/(embedded|postgres)/|server\\.ts$)',
+      },
+      to: { path: '^src/agent-server/storage/ports/run-queue\\.ts$' },
+    },
+    {
       name: 'agent-server-mcp-a2a-through-as-caller',
       severity: 'error',
       comment:

@@ -155,24 +155,29 @@ export function valuesTable(schemaText: string, valuesYaml: string): string {
   return rows.join('\n');
 }
 
+/** The command whose flag table each region holds. */
+export const FLAG_REGIONS: Record<string, Spec> = {
+  'agent-server-flags': agentServerCommand,
+  'control-plane-flags': controlPlaneCommand,
+  'api-key-flags': apiKeyCommand,
+  'secret-key-flags': secretKeyCommand,
+  'backup-flags': backupCommand,
+  'restore-flags': restoreCommand,
+  'dev-flags': devCommand,
+  'operator-flags': operatorCommand,
+  'uninstall-flags': uninstallCommand,
+  'activator-flags': activatorCommand,
+  'listener-flags': listenerCommand,
+  'deploy-flags': deployCommand,
+  'deployments-flags': deploymentsCommand,
+  'revisions-flags': revisionsCommand,
+  'logs-flags': logsCommand,
+};
+
 /** Every region's content as the generator writes it now. */
 export function renderRegions(schemaText: string, valuesYaml: string): Record<string, string> {
   return {
-    'agent-server-flags': flagTable(agentServerCommand),
-    'control-plane-flags': flagTable(controlPlaneCommand),
-    'api-key-flags': flagTable(apiKeyCommand),
-    'secret-key-flags': flagTable(secretKeyCommand),
-    'backup-flags': flagTable(backupCommand),
-    'restore-flags': flagTable(restoreCommand),
-    'dev-flags': flagTable(devCommand),
-    'operator-flags': flagTable(operatorCommand),
-    'uninstall-flags': flagTable(uninstallCommand),
-    'activator-flags': flagTable(activatorCommand),
-    'listener-flags': flagTable(listenerCommand),
-    'deploy-flags': flagTable(deployCommand),
-    'deployments-flags': flagTable(deploymentsCommand),
-    'revisions-flags': flagTable(revisionsCommand),
-    'logs-flags': flagTable(logsCommand),
+    ...Object.fromEntries(Object.entries(FLAG_REGIONS).map(([id, spec]) => [id, flagTable(spec)])),
     'chart-values': valuesTable(schemaText, valuesYaml),
   };
 }

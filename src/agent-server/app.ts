@@ -18,7 +18,7 @@ import { registerRoutes } from './routes/index.ts';
 import type { RunEngine } from './runs/engine.ts';
 import type { WebhookPolicy } from './runs/webhook-policy.ts';
 import { trackActivity } from './platform/activity.ts';
-import { runMetricsOf } from './platform/run-metrics.ts';
+import { runMetricsOf } from './runs/run-metrics.ts';
 import type { PendingWork } from './storage/pending-work.ts';
 import { createAgentService } from './services/index.ts';
 import { createTruncateService } from './services/truncate.ts';

@@ -7,7 +7,17 @@ import { z } from 'zod';
 import { langSmithFromEnv } from './streams/feedback.ts';
 import { langgraphJsonEnv } from './graphs/config.ts';
 import { DataKeyError, DataKeyring, keyringFromEnv } from './storage/data-cipher.ts';
-import { fromEnv, optionPicker, parseCommandArgs, portSchema, positiveIntSchema, UsageError } from '../lib/cli-args.ts';
+import {
+  flagAt,
+  flagLabel,
+  fromEnv,
+  optionPicker,
+  optionValues,
+  parseCommandArgs,
+  portSchema,
+  positiveIntSchema,
+  UsageError,
+} from '../lib/cli-args.ts';
 import { agentServerCommand } from './flags.ts';
 import { defaultPostgresPoolMaxSize, executorYoungMb, readCgroupFile, usableCpus } from './sizing.ts';
 
@@ -121,7 +131,7 @@ function resolveConfig(
       try {
         graphDefaults = JSON.parse(defaultsText);
       } catch (err) {
-        throw new UsageError(`--graph-defaults (LANGGRAPH_CONFIG): not valid JSON: ${(err as Error).message}`);
+        throw new UsageError(`${flagLabel('graph-defaults', pick)}: not valid JSON: ${(err as Error).message}`);
       }
     } else if (typeof flags['graph-defaults'] !== 'string') {
       legacyPath = defaultsText;
@@ -132,41 +142,23 @@ function resolveConfig(
     }
   }
   const configFlag = typeof flags.config === 'string' ? flags.config : undefined;
+  // What no single flag decides: paths resolved against the working folder, defaults sized to the machine, switches
+  // their environment variable sets with 1 or true.
   const raw = {
+    ...optionValues(agentServerCommand, pick),
     configPath: path.resolve(
       cwd,
       configFlag ?? fromEnv(env, ['AGENTPLANE_GRAPH_CONFIG']) ?? legacyPath ?? './langgraph.json',
     ),
-    host: pick('host'),
-    port: pick('port'),
-    listenFd: pick('listen-fd'),
-    databaseUrl: pick('database-url'),
     dataDir: path.resolve(cwd, pick('data-dir')!),
-    jobsPerWorker: pick('jobs-per-worker'),
     postgresPoolMaxSize:
       pick('postgres-pool-max-size') ??
       defaultPostgresPoolMaxSize(usableCpus(os.availableParallelism(), readCgroupFile)),
-    jobTimeoutSecs: pick('job-timeout'),
-    shutdownGraceSecs: pick('shutdown-grace'),
-    leaseSecs: pick('lease-secs'),
-    databaseWaitSecs: pick('database-wait'),
     executorThreads: pick('executor-threads') ?? (usableCpus(os.availableParallelism(), readCgroupFile) >= 2 ? 1 : 0),
-    executorIdleSecs: pick('executor-idle-secs'),
     executorYoungMb:
       pick('executor-young-mb') ??
       executorYoungMb(v8.getHeapStatistics().heap_size_limit, process.constrainedMemory() ?? 0, os.totalmem()),
-    streamRetentionSecs: pick('stream-retention'),
-    streamStallSecs: pick('stream-stall-timeout'),
-    redisUrl: pick('redis-url'),
-    logLevel: pick('log-level')?.toLowerCase(),
-    webhookAllow: (pick('webhook-allow') ?? '')
-      .split(',')
-      .map((h) => h.trim())
-      .filter(Boolean),
-    cronPollMs: pick('cron-poll-ms'),
-    publicUrl: pick('public-url') || undefined,
     authKeysFile: pick('auth-keys-file') === undefined ? undefined : path.resolve(cwd, pick('auth-keys-file')!),
-    deploymentToken: pick('deployment-token') || undefined,
     langsmith: langSmithFromEnv(env),
     graphDefaults,
     strict: flags.strict === true || /^(1|true)$/i.test(env.AGENTPLANE_STRICT ?? '') ? true : undefined,
@@ -179,36 +171,8 @@ function resolveConfig(
   };
   const parsed = Config.safeParse(raw);
   if (!parsed.success) {
-    const names: Record<string, string> = {
-      configPath: '--config',
-      host: '--host',
-      port: '--port',
-      listenFd: '--listen-fd',
-      databaseUrl: '--database-url',
-      dataDir: '--data-dir',
-      jobsPerWorker: '--jobs-per-worker',
-      postgresPoolMaxSize: '--postgres-pool-max-size (LANGGRAPH_POSTGRES_POOL_MAX_SIZE)',
-      jobTimeoutSecs: '--job-timeout',
-      shutdownGraceSecs: '--shutdown-grace',
-      leaseSecs: '--lease-secs',
-      databaseWaitSecs: '--database-wait',
-      executorThreads: '--executor-threads',
-      executorYoungMb: '--executor-young-mb',
-      executorIdleSecs: '--executor-idle-secs',
-      streamRetentionSecs: '--stream-retention',
-      streamStallSecs: '--stream-stall-timeout',
-      redisUrl: '--redis-url',
-      logLevel: '--log-level',
-      authKeysFile: '--auth-keys-file',
-      deploymentToken: '--deployment-token (AGENTPLANE_DEPLOYMENT_TOKEN)',
-      webhookAllow: '--webhook-allow',
-      cronPollMs: '--cron-poll-ms',
-      publicUrl: '--public-url (AGENTPLANE_PUBLIC_AGENT_URL)',
-      graphDefaults: '--graph-defaults (LANGGRAPH_CONFIG)',
-      langsmith: 'LANGSMITH_ENDPOINT',
-    };
     const msg = parsed.error.issues
-      .map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`)
+      .map((i) => `${flagAt(agentServerCommand, i.path, pick) ?? i.path.join('.')}: ${i.message}`)
       .join('; ');
     throw new UsageError(msg);
   }

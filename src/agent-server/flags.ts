@@ -1,17 +1,21 @@
 // The agent server's command line: every flag with its environment variables, default and help text (the help and
 // docs/cli.md are generated from it). config.ts turns what it parses into the validated configuration.
 import { type CommandSpec } from '../lib/cli-args.ts';
+import { list, lower } from '../lib/option-readers.ts';
 
 export const agentServerCommand: CommandSpec = {
   name: 'agent-server',
   summary: 'Serve the graphs of a langgraph.json over the thread/run API (LangGraph SDK compatible)',
   usage: 'agentplane agent-server --config path/to/langgraph.json [options]',
+  // LANGSMITH_API_KEY goes with it; langSmithFromEnv reads both.
+  envOnly: { langsmith: 'LANGSMITH_ENDPOINT' },
   options: {
     config: {
       type: 'string',
       description: 'Path of langgraph.json (LANGGRAPH_CONFIG holding a path instead of JSON is still read, deprecated)',
       default: './langgraph.json',
       env: ['AGENTPLANE_GRAPH_CONFIG'],
+      path: 'configPath',
     },
     'graph-defaults': {
       type: 'string',
@@ -20,6 +24,7 @@ export const agentServerCommand: CommandSpec = {
         '{"<graph id>": {"configurable": {...}, "context": {...}, ...}} ("context" becomes the assistant\'s context, ' +
         'the rest its config)',
       env: ['LANGGRAPH_CONFIG'],
+      path: 'graphDefaults',
     },
     strict: {
       type: 'boolean',
@@ -34,6 +39,7 @@ export const agentServerCommand: CommandSpec = {
         'Import the graphs as a start would, write the first problem (one line, or nothing) to this file and exit ' +
         "without serving; the graphs' own output is not shown (the local runtime's build check, run with the " +
         "revision's secrets)",
+      path: 'checkReport',
     },
     watch: {
       type: 'boolean',
@@ -47,30 +53,42 @@ export const agentServerCommand: CommandSpec = {
       description: 'Address to listen on (0.0.0.0 for every interface)',
       default: '127.0.0.1',
       env: ['HOST'],
+      path: 'host',
     },
-    port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8000', env: ['PORT'] },
+    port: {
+      type: 'string',
+      short: 'p',
+      description: 'TCP port (0 picks a free one)',
+      default: '8000',
+      env: ['PORT'],
+      path: 'port',
+    },
     'listen-fd': {
       type: 'string',
       description:
         'Serve on the listening socket inherited as this file descriptor instead of binding --port (for a supervisor ' +
         'that holds the port from the moment it picks it, so no other process can take it in between)',
+      path: 'listenFd',
     },
     'database-url': {
       type: 'string',
       description: 'PostgreSQL URL; without one the embedded SQLite store is used',
       env: ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'],
+      path: 'databaseUrl',
     },
     'data-dir': {
       type: 'string',
       description: 'Folder of the embedded store',
       default: './.agentplane/agent-server',
       env: ['AGENTPLANE_DATA_DIR'],
+      path: 'dataDir',
     },
     'jobs-per-worker': {
       type: 'string',
       description: 'Runs executed concurrently by this process',
       default: '10',
       env: ['N_JOBS_PER_WORKER'],
+      path: 'jobsPerWorker',
     },
     'postgres-pool-max-size': {
       type: 'string',
@@ -80,18 +98,21 @@ export const agentServerCommand: CommandSpec = {
         'default twice the usable cores, at least 4 and at most 20: more connections than the database has cores ' +
         'to serve mostly add switching between its backends',
       env: ['LANGGRAPH_POSTGRES_POOL_MAX_SIZE'],
+      path: 'postgresPoolMaxSize',
     },
     'job-timeout': {
       type: 'string',
       description: 'Seconds a background run may take before it ends as timeout',
       default: '3600',
       env: ['BG_JOB_TIMEOUT_SECS'],
+      path: 'jobTimeoutSecs',
     },
     'shutdown-grace': {
       type: 'string',
       description: 'Seconds to let running runs finish on SIGTERM before they are returned to the queue',
       default: '20',
       env: ['SHUTDOWN_GRACE_SECS'],
+      path: 'shutdownGraceSecs',
     },
     'database-wait': {
       type: 'string',
@@ -99,24 +120,28 @@ export const agentServerCommand: CommandSpec = {
         'Seconds to keep retrying the first Postgres connection (with backoff) while the database is not reachable yet',
       default: '60',
       env: ['AGENTPLANE_DATABASE_WAIT_SECS'],
+      path: 'databaseWaitSecs',
     },
     'lease-secs': {
       type: 'string',
       description: 'Seconds a run stays owned by a silent worker before another process retries it',
       default: '30',
       env: ['AGENTPLANE_LEASE_SECS'],
+      path: 'leaseSecs',
     },
     'executor-threads': {
       type: 'string',
       description:
         "Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node's cores)",
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
+      path: 'executorThreads',
     },
     'executor-young-mb': {
       type: 'string',
       description:
         "V8 young generation of each executor thread, in MiB (0: V8's own, 48): a larger one lets a run's short-lived objects die before a scavenge copies them, for more memory; default 192 when the memory budget (the V8 heap limit, or 3/4 of the cgroup's memory limit if lower) is 3 GiB or more, 96 from 1.5 GiB, else V8's own",
       env: ['AGENTPLANE_EXECUTOR_YOUNG_MB'],
+      path: 'executorYoungMb',
     },
     'executor-idle-secs': {
       type: 'string',
@@ -124,6 +149,7 @@ export const agentServerCommand: CommandSpec = {
         'Seconds without a run after which the executor threads end, giving their memory back (the next run starts them again and runs inline meanwhile); 0: they stay',
       default: '30',
       env: ['AGENTPLANE_EXECUTOR_IDLE_SECS'],
+      path: 'executorIdleSecs',
     },
     'stream-retention': {
       type: 'string',
@@ -131,6 +157,7 @@ export const agentServerCommand: CommandSpec = {
         "Seconds a run's stream events stay readable (joinStream, Last-Event-ID resumes) after its last event",
       default: '600',
       env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
+      path: 'streamRetentionSecs',
     },
     'redis-url': {
       type: 'string',
@@ -138,6 +165,7 @@ export const agentServerCommand: CommandSpec = {
         "Redis URL (redis:// or rediss://) for runs' stream events (Redis Streams) instead of the Postgres " +
         'table or, without --database-url, process memory; every replica must use the same one',
       env: ['REDIS_URI'],
+      path: 'redisUrl',
     },
     'stream-stall-timeout': {
       type: 'string',
@@ -145,17 +173,21 @@ export const agentServerCommand: CommandSpec = {
         'Seconds a stream client may go without reading before it is disconnected (it can resume with Last-Event-ID)',
       default: '60',
       env: ['AGENTPLANE_STREAM_STALL_SECS'],
+      path: 'streamStallSecs',
     },
     'auth-keys-file': {
       type: 'string',
       description:
         'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
+      path: 'authKeysFile',
     },
     'deployment-token': {
       type: 'string',
       description:
         "This deployment's token, set by the platform: with --auth-keys-file, X-Api-Key also accepts the short-lived access tokens the control plane makes for this deployment",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN'],
+      path: 'deploymentToken',
+      read: (v) => v || undefined,
     },
     'secrets-fd': {
       type: 'string',
@@ -171,6 +203,8 @@ export const agentServerCommand: CommandSpec = {
         '(*.example.com: its subdomains; *: every host and address); without it only hosts that resolve to public ' +
         'addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
+      path: 'webhookAllow',
+      read: list,
     },
     'public-url': {
       type: 'string',
@@ -178,12 +212,15 @@ export const agentServerCommand: CommandSpec = {
         "The deployment's URL as its clients reach it (https://host[/prefix]), named by the A2A agent cards; without " +
         'it the cards name the host each request came to (X-Forwarded-Proto/-Host of a proxy first)',
       env: ['AGENTPLANE_PUBLIC_AGENT_URL'],
+      path: 'publicUrl',
+      read: (v) => v || undefined,
     },
     'cron-poll-ms': {
       type: 'string',
       description: 'Milliseconds between two looks for due cron ticks (each tick runs once across all replicas)',
       default: '1000',
       env: ['AGENTPLANE_CRON_POLL_MS'],
+      path: 'cronPollMs',
     },
     'test-truncate': {
       type: 'boolean',
@@ -198,6 +235,8 @@ export const agentServerCommand: CommandSpec = {
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
+      path: 'logLevel',
+      read: lower,
     },
   },
 };

@@ -10,7 +10,7 @@ import { postgresPoolSizes } from './sizing.ts';
 import { loadGraphs, type GraphRegistry } from './graphs/index.ts';
 import { bundleUi } from './graphs/ui.ts';
 import { installMainThreadPlatform, loopbackUrl } from './platform/index.ts';
-import { instrumentStorage } from './platform/run-metrics.ts';
+import { instrumentStorage } from './runs/run-metrics.ts';
 import type { RunExecutor } from './runs/executor.ts';
 import { ThreadExecutor } from './runs/thread-executor.ts';
 import { installLeanRunContext } from './shims/lean-run-context.ts';
@@ -25,6 +25,7 @@ import { openEmbeddedStorage } from './storage/embedded/index.ts';
 import { loadEmbedder, readItemsConfig } from './storage/items.ts';
 import { langSmithFeedback } from './streams/feedback.ts';
 import { readThreadTtlConfig } from './storage/thread-ttl.ts';
+import type { EngineStorage } from './storage/ports/run-queue.ts';
 import type { Json, RunOutcome, RunRecord, Storage } from './storage/types.ts';
 
 export interface RunningServer {
@@ -35,7 +36,7 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function openStorage(config: AgentServerConfig, logger: Logger): Promise<Storage> {
+export async function openStorage(config: AgentServerConfig, logger: Logger): Promise<EngineStorage> {
   // langgraph.json "store": item TTLs and the embeddings of semantic search.
   const items = await readItemsConfig(config.configPath);
   const embedder = await loadEmbedder(items);

@@ -3,8 +3,10 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
 import {
+  flagAt,
   formatHelp,
   optionPicker,
+  optionValues,
   UsageError,
   usageMessage,
   type CommandSpec,
@@ -23,16 +25,19 @@ export const connectionOptions: Record<string, ClientOptionSpec> = {
     description: 'Control plane base URL',
     default: 'http://127.0.0.1:8080',
     env: ['AGENTPLANE_URL'],
+    path: 'url',
   },
   'api-key': {
     type: 'string',
     description: 'API key sent as X-Api-Key (prefer the env var)',
     env: ['AGENTPLANE_API_KEY'],
+    path: 'apiKey',
   },
   tenant: {
     type: 'string',
     description: 'Tenant (workspace) sent as X-Tenant-Id; needed only with a key of several workspaces',
     env: ['AGENTPLANE_TENANT'],
+    path: 'tenant',
   },
   json: { type: 'boolean', description: 'Print JSON for scripts instead of tables' },
 };
@@ -98,21 +103,17 @@ const Connection = z.object({
   // Optional: a key of one workspace names it (the control plane asks for it when the key has several).
   tenant: z.string().min(1).optional(),
 });
-const FLAG_OF = { url: '--url', apiKey: '--api-key', tenant: '--tenant' } as const;
 
 export function clientFrom(
   spec: ClientCommandSpec,
   flags: Flags,
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneClient {
-  const parsed = Connection.safeParse({
-    url: pickString(spec, flags, 'url', env),
-    apiKey: pickString(spec, flags, 'api-key', env),
-    tenant: pickString(spec, flags, 'tenant', env),
-  });
+  const pick = optionPicker(spec, flags, env);
+  const parsed = Connection.safeParse(optionValues(spec, pick));
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw new UsageError(`${FLAG_OF[issue.path[0] as keyof typeof FLAG_OF]} ${issue.message}`);
+    throw new UsageError(`${flagAt(spec, issue.path, pick)} ${issue.message}`);
   }
   return createClient(parsed.data);
 }

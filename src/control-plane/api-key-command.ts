@@ -1,12 +1,12 @@
-// `agentplane api-key create`: makes a key for one or more tenants, prints it once, stores only its hash.
+// `agentplane api-key create`: makes a key for one or more workspaces (tenants in code), prints it once, stores only its hash.
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { formatHelp, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { createLogger } from '../lib/logger.ts';
 import { describeError, isAppError } from '../lib/errors.ts';
-import { assertTenantId, createApiKey } from './auth/keys.ts';
+import { assertTenantId, createApiKey } from './api-keys/keys.ts';
 import { optionPicker } from '../lib/cli-args.ts';
-import { parseOrUsage, storeConfigFrom, storeOptions, StoreConfig } from './config.ts';
+import { parseStoreConfig, storeOptions } from './config.ts';
 import { embeddedStateFile } from '../state/embedded/index.ts';
 import { openPlatformState, StateUnavailableError } from '../state/index.ts';
 import type { PlatformState } from '../state/types.ts';
@@ -22,7 +22,7 @@ export const apiKeyCommand: CommandSpec = {
   options: {
     tenant: {
       type: 'string',
-      description: 'create: tenant (workspace) id(s) the key may act for, comma-separated; * = every tenant',
+      description: 'create: workspace id(s) the key may act for, comma-separated; * = every workspace',
     },
     name: { type: 'string', description: 'create: a label for the key', default: 'api-key' },
     ...storeOptions,
@@ -73,7 +73,7 @@ export async function run(argv: string[]): Promise<void> {
   } else if (tenants.length) {
     throw new UsageError(`--tenant is only for create`);
   }
-  const storeConfig = parseOrUsage(StoreConfig, storeConfigFrom(pick, process.cwd()));
+  const storeConfig = parseStoreConfig(apiKeyCommand, pick, process.cwd());
   if (storeConfig.store === 'embedded' && !existsSync(embeddedStateFile(storeConfig.dataDir))) {
     // Opening would create an empty store: a key made there is unknown to the platform, which reads another folder.
     if (!(sub === 'create' && flags.init)) {

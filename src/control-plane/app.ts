@@ -12,7 +12,7 @@ import {
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
-import { createAuthenticator, type Authenticator, type BootstrapKey } from './auth/keys.ts';
+import { createAuthenticator, type Authenticator, type BootstrapKey } from './api-keys/keys.ts';
 import { registerConsole } from './console.ts';
 import { integrationHookRoutes, integrationRoutes } from './routes/v1/integrations.ts';
 import { authCallbackRoutes, authRoutes } from './routes/v2/auth.ts';
@@ -36,7 +36,7 @@ import { createDeploymentService } from './services/deployments/index.ts';
 import { createIntegrationService } from './services/integrations/index.ts';
 import type { GitHubApp } from '../git/github-app.ts';
 import { createPushWebhooks } from './services/integrations-webhooks.ts';
-import { wireAuthService, type AuthServiceOptions } from './services/auth/setup.ts';
+import { wireAuthService, type AuthServiceOptions } from './services/oauth/setup.ts';
 import type { InputPolicy } from '../api/input-rules.ts';
 import type { RepoPolicy } from '../git/repo-url.ts';
 import { createQuotas, type QuotaLimits } from './services/quotas.ts';
@@ -63,7 +63,7 @@ export interface ControlPlaneDeps {
   consoleDir?: string | false;
   /** The control plane's GitHub App (GitHub integrations, their webhook); undefined: none configured. */
   github?: GitHubApp;
-  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/auth/setup.ts. */
+  /** Auth Service v2 settings (encryption keys, deployment token key, public URL); see services/oauth/setup.ts. */
   auth?: AuthServiceOptions;
   /** What a listener's pushed log may store per revision and type (default: DEFAULT_LOG_LIMITS, as local builds). */
   listenerLogLimits?: LogLimits;

@@ -3,13 +3,17 @@ import path from 'node:path';
 import { z } from 'zod';
 import {
   optionPicker,
+  optionValues,
   parseCommandArgs,
+  parseOptions,
   portSchema,
   UsageError,
   type CommandSpec,
+  type OptionPicker,
   type OptionSpec,
 } from '../lib/cli-args.ts';
-import type { BootstrapKey } from './auth/keys.ts';
+import { list, lower } from '../lib/option-readers.ts';
+import type { BootstrapKey } from './api-keys/keys.ts';
 import { parseAuthKeyring } from '../lib/auth-crypto.ts';
 import { isDnsSubdomain } from '../resources/index.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
@@ -27,25 +31,29 @@ export const storeOptions: Record<string, OptionSpec> = {
       'embedded (SQLite file under --data-dir) or kubernetes (AgentDeployment/AgentRevision custom resources)',
     default: 'embedded',
     env: ['AGENTPLANE_STORE'],
+    path: 'store',
   },
   'data-dir': {
     type: 'string',
     description: 'Folder of the embedded store',
     default: './.agentplane/control-plane',
     env: ['AGENTPLANE_DATA_DIR'],
+    path: 'dataDir',
   },
   namespace: {
     type: 'string',
     description:
-      'Namespace of every deployment (kubernetes store; tenants are told apart by the agentplane.dev/tenant label). ' +
+      'Namespace of every deployment (kubernetes store; workspaces are told apart by the agentplane.dev/tenant label). ' +
       'Defaults to the pod namespace in a cluster',
     default: 'default',
     env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
+    path: 'namespace',
   },
   kubeconfig: {
     type: 'string',
     description: 'Kubeconfig file (kubernetes store); without it: in-cluster config, else the default kubeconfig',
     env: ['KUBECONFIG'],
+    path: 'kubeconfig',
   },
   'secret-key': {
     type: 'string',
@@ -53,6 +61,7 @@ export const storeOptions: Record<string, OptionSpec> = {
       'Base64 of 32 bytes: the AES-256-GCM key of secret values in the embedded store (without it: <data dir>/secret.key, ' +
       'created on first use); every process sharing the data dir needs the same key. Prefer the env var',
     env: ['AGENTPLANE_SECRET_KEY'],
+    path: 'secretKey',
   },
 };
 
@@ -67,8 +76,16 @@ export const controlPlaneCommand: CommandSpec = {
       description: 'Address to listen on (0.0.0.0 for every interface)',
       default: '127.0.0.1',
       env: ['HOST'],
+      path: 'host',
     },
-    port: { type: 'string', short: 'p', description: 'TCP port (0 picks a free one)', default: '8080', env: ['PORT'] },
+    port: {
+      type: 'string',
+      short: 'p',
+      description: 'TCP port (0 picks a free one)',
+      default: '8080',
+      env: ['PORT'],
+      path: 'port',
+    },
     ...storeOptions,
     ...githubAppOptions,
     'bootstrap-api-key': {
@@ -76,10 +93,11 @@ export const controlPlaneCommand: CommandSpec = {
       description:
         'An admin API key (16+ characters) accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
       env: ['AGENTPLANE_BOOTSTRAP_API_KEY'],
+      path: 'bootstrapKeys',
     },
     'bootstrap-tenants': {
       type: 'string',
-      description: 'Comma-separated tenants the bootstrap key may act for; * = every tenant',
+      description: 'Comma-separated workspaces the bootstrap key may act for; * = every workspace',
       default: '*',
       env: ['AGENTPLANE_BOOTSTRAP_TENANTS'],
     },
@@ -88,18 +106,21 @@ export const controlPlaneCommand: CommandSpec = {
       description: 'Largest resource_spec.min_scale / max_scale a deployment may ask for',
       default: '10',
       env: ['AGENTPLANE_MAX_SCALE'],
+      path: 'policy.maxScale',
     },
     'max-cpu': {
       type: 'string',
       description: 'Largest resource_spec.cpu / cpu_limit (cores) a deployment may ask for',
       default: '4',
       env: ['AGENTPLANE_MAX_CPU'],
+      path: 'policy.maxCpu',
     },
     'max-memory-mb': {
       type: 'string',
       description: 'Largest resource_spec.memory_mb / memory_limit_mb a deployment may ask for',
       default: '8192',
       env: ['AGENTPLANE_MAX_MEMORY_MB'],
+      path: 'policy.maxMemoryMb',
     },
     ...quotaOptions,
     ...registryTokenOptions,
@@ -109,24 +130,30 @@ export const controlPlaneCommand: CommandSpec = {
         'Comma-separated domains whose subdomains deployments may use as custom_url (e.g. agents.example.com); ' +
         '* = any host (one-team installs); empty = custom_url refused',
       env: ['AGENTPLANE_ALLOWED_CUSTOM_DOMAINS'],
+      path: 'policy.allowedCustomDomains',
+      read: list,
     },
     'public-host': {
       type: 'string',
       description: "The control plane's own public host name, which no deployment may claim as custom_url",
       env: ['AGENTPLANE_PUBLIC_HOST'],
+      path: 'policy.publicHost',
     },
     'namespace-per-tenant': {
       type: 'string',
       description:
-        "true when the operator runs each tenant's agents in a namespace of its own (kubernetes store): tenants' API key Secrets go there",
+        "true when the operator runs each workspace's agents in a namespace of its own (kubernetes store): workspaces' API key Secrets go there",
       default: 'false',
       env: ['AGENTPLANE_NAMESPACE_PER_TENANT'],
+      path: 'tenantNamespaces.enabled',
+      read: lower,
     },
     'tenant-namespace-prefix': {
       type: 'string',
-      description: 'Prefix of tenant namespaces (<prefix><tenant>), as the operator names them',
+      description: 'Prefix of workspace namespaces (<prefix><workspace id>), as the operator names them',
       default: 'agentplane-t-',
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
+      path: 'tenantNamespaces.prefix',
     },
     'auth-encryption-keys': {
       type: 'string',
@@ -135,18 +162,21 @@ export const controlPlaneCommand: CommandSpec = {
         "encrypts, the others only decrypt (rotation). Without it: derived from the embedded store's secret key; the " +
         'kubernetes store needs it for the auth service. Prefer the env var',
       env: ['AGENTPLANE_AUTH_ENCRYPTION_KEYS'],
+      path: 'auth.keyring',
     },
     'deployment-token-key': {
       type: 'string',
       description:
         "Base64 of 32 bytes, the same as the operator's: checks the deployment tokens agents call the auth service with. Prefer the env var",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
+      path: 'auth.deploymentTokenKey',
     },
     'public-url': {
       type: 'string',
       description:
         "The control plane's public base URL (e.g. https://agentplane.example.com): OAuth redirect URIs and sign-in links start with it. The auth service is off without it (required with --auth-encryption-keys)",
       env: ['AGENTPLANE_PUBLIC_URL'],
+      path: 'auth.publicUrl',
     },
     'auth-allow-private-providers': {
       type: 'string',
@@ -154,6 +184,8 @@ export const controlPlaneCommand: CommandSpec = {
         'true: OAuth providers may be reached over http and at private, loopback or link-local addresses (one-machine installs only)',
       default: 'false',
       env: ['AGENTPLANE_AUTH_ALLOW_PRIVATE_PROVIDERS'],
+      path: 'auth.allowPrivateProviders',
+      read: lower,
     },
     'source-uploads-database-url': {
       type: 'string',
@@ -161,6 +193,7 @@ export const controlPlaneCommand: CommandSpec = {
         'PostgreSQL URL where source tarballs `langgraph deploy` uploads are kept (every replica the same); without it ' +
         'upload URLs are refused with a 503. Prefer the env var',
       env: ['AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL'],
+      path: 'sourceUploads.databaseUrl',
     },
     'source-uploads-key': {
       type: 'string',
@@ -168,12 +201,15 @@ export const controlPlaneCommand: CommandSpec = {
         "Base64 of 32 bytes, the same as the operator's: signs upload URLs and checks the fetch tokens cluster builds " +
         'download their tarball with. Required with --source-uploads-database-url. Prefer the env var',
       env: ['AGENTPLANE_SOURCE_UPLOADS_KEY'],
+      path: 'sourceUploads.key',
     },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
+      path: 'logLevel',
+      read: lower,
     },
   },
 };
@@ -270,48 +306,10 @@ export type ControlPlaneConfig = z.infer<typeof Config> & {
   registryTokens?: RegistryTokenOptions;
 };
 
-const FLAG: Record<string, string> = {
-  store: '--store',
-  dataDir: '--data-dir',
-  namespace: '--namespace',
-  kubeconfig: '--kubeconfig',
-  host: '--host',
-  port: '--port',
-  bootstrapKeys: '--bootstrap-api-key',
-  logLevel: '--log-level',
-  secretKey: '--secret-key (AGENTPLANE_SECRET_KEY)',
-  maxScale: '--max-scale',
-  maxCpu: '--max-cpu',
-  maxMemoryMb: '--max-memory-mb',
-  allowedCustomDomains: '--allowed-custom-domains',
-  publicHost: '--public-host',
-  enabled: '--namespace-per-tenant',
-  prefix: '--tenant-namespace-prefix',
-  keyring: '--auth-encryption-keys (AGENTPLANE_AUTH_ENCRYPTION_KEYS)',
-  deploymentTokenKey: '--deployment-token-key (AGENTPLANE_DEPLOYMENT_TOKEN_KEY)',
-  publicUrl: '--public-url',
-  allowPrivateProviders: '--auth-allow-private-providers',
-  databaseUrl: '--source-uploads-database-url (AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL)',
-  key: '--source-uploads-key (AGENTPLANE_SOURCE_UPLOADS_KEY)',
-};
-
-export function parseOrUsage<T>(schema: z.ZodType<T>, raw: unknown): T {
-  const parsed = schema.safeParse(raw);
-  if (parsed.success) return parsed.data;
-  const i = parsed.error.issues[0]!;
-  // Nested settings (policy.maxScale) are named by their own flag.
-  const key = String(i.path.find((p) => typeof p === 'string' && FLAG[p]) ?? i.path[0] ?? '');
-  throw new UsageError(`${FLAG[key] ?? key}: ${i.message}`);
-}
-
-export function storeConfigFrom(pick: (n: string) => string | undefined, cwd: string) {
-  return {
-    store: pick('store'),
-    dataDir: path.resolve(cwd, pick('data-dir')!),
-    namespace: pick('namespace'),
-    kubeconfig: pick('kubeconfig'),
-    secretKey: pick('secret-key'),
-  };
+/** The store settings of a command with storeOptions, checked; a problem names its flag. */
+export function parseStoreConfig(spec: CommandSpec, pick: OptionPicker, cwd: string): StoreConfig {
+  const raw = { ...optionValues(spec, pick), dataDir: path.resolve(cwd, pick('data-dir')!) };
+  return parseOptions(spec, StoreConfig, raw, pick, '');
 }
 
 /** Returns null when --help was asked for. */
@@ -323,42 +321,26 @@ export function parseControlPlaneConfig(
   const flags = parseCommandArgs(controlPlaneCommand, argv);
   if (flags.help) return null;
   const pick = optionPicker(controlPlaneCommand, flags, env);
+  const raw = optionValues(controlPlaneCommand, pick);
+  // What no single flag decides: the bootstrap key with its tenants, the upload settings only together.
   const key = pick('bootstrap-api-key');
-  const tenants = (pick('bootstrap-tenants') ?? '*')
-    .split(',')
-    .map((t) => t.trim())
-    .filter(Boolean);
-  const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants }] : [];
+  const bootstrapKeys: BootstrapKey[] = key ? [{ key, tenants: list(pick('bootstrap-tenants') ?? '*') }] : [];
+  const uploads = raw.sourceUploads as { databaseUrl?: string; key?: string };
   const github = githubAppSettingsFrom(pick, env);
   const quotas = quotaLimitsFrom(pick);
   const registry = registryTokensFrom(pick, cwd);
-  const parsed = parseOrUsage(Config, {
-    ...storeConfigFrom(pick, cwd),
-    host: pick('host'),
-    port: pick('port'),
-    bootstrapKeys,
-    logLevel: pick('log-level')?.toLowerCase(),
-    policy: {
-      maxScale: pick('max-scale'),
-      maxCpu: pick('max-cpu'),
-      maxMemoryMb: pick('max-memory-mb'),
-      allowedCustomDomains: (pick('allowed-custom-domains') ?? '')
-        .split(',')
-        .map((d) => d.trim())
-        .filter(Boolean),
-      publicHost: pick('public-host'),
+  const parsed = parseOptions(
+    controlPlaneCommand,
+    Config,
+    {
+      ...raw,
+      dataDir: path.resolve(cwd, pick('data-dir')!),
+      bootstrapKeys,
+      sourceUploads: uploads.databaseUrl || uploads.key ? { ...uploads, key: uploads.key ?? '' } : undefined,
     },
-    tenantNamespaces: { enabled: pick('namespace-per-tenant')?.toLowerCase(), prefix: pick('tenant-namespace-prefix') },
-    ...(pick('source-uploads-database-url') || pick('source-uploads-key')
-      ? { sourceUploads: { databaseUrl: pick('source-uploads-database-url'), key: pick('source-uploads-key') ?? '' } }
-      : {}),
-    auth: {
-      keyring: pick('auth-encryption-keys'),
-      deploymentTokenKey: pick('deployment-token-key'),
-      publicUrl: pick('public-url'),
-      allowPrivateProviders: pick('auth-allow-private-providers')?.toLowerCase(),
-    },
-  });
+    pick,
+    '',
+  );
   // The auth service is on with explicit keys; its redirect URIs come only from --public-url, never a request's Host.
   if (parsed.auth.keyring && !parsed.auth.publicUrl)
     throw new UsageError(
@@ -366,5 +348,3 @@ export function parseControlPlaneConfig(
     );
   return github ? { ...parsed, quotas, ...registry, github } : { ...parsed, quotas, ...registry };
 }
-
-export { StoreConfig };

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { describeError } from '../lib/errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from './app.ts';
-import { KeyPublisher } from './auth/key-publisher.ts';
+import { KeyPublisher } from './api-keys/key-publisher.ts';
 import { tenantNamespaceName } from '../resources/index.ts';
 import type { ControlPlaneConfig } from './config.ts';
 import { derivedAuthKeyring, type AuthKeyring } from '../lib/auth-crypto.ts';

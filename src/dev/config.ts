@@ -1,7 +1,15 @@
 // `agentplane dev` flags, parsed once with zod.
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import {
+  optionPicker,
+  optionValues,
+  parseCommandArgs,
+  parseOptions,
+  portSchema,
+  type CommandSpec,
+} from '../lib/cli-args.ts';
+import { list } from '../lib/option-readers.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
 import type { GitHubAppSettings } from '../git/github-app.ts';
 import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts';
@@ -14,14 +22,22 @@ export const devCommand: CommandSpec = {
   usage:
     'agentplane dev [--host 127.0.0.1] [--port 8080] [--agent-ports 8100-8999] [--data-dir DIR] [--database-url URL] [--sandbox auto|bwrap|none]\n' +
     '       (AGENTPLANE_BOOTSTRAP_API_KEY=<key> makes <key> an admin key for every tenant)',
+  envOnly: { bootstrapKey: 'AGENTPLANE_BOOTSTRAP_API_KEY', idleMinuteMs: 'AGENTPLANE_IDLE_MINUTE_MS' },
   options: {
-    host: { type: 'string', description: 'Address to listen on', default: '127.0.0.1', env: ['AGENTPLANE_HOST'] },
+    host: {
+      type: 'string',
+      description: 'Address to listen on',
+      default: '127.0.0.1',
+      env: ['AGENTPLANE_HOST'],
+      path: 'host',
+    },
     port: {
       type: 'string',
       short: 'p',
       description: 'TCP port of the API and the web console (0 picks a free one)',
       default: '8080',
       env: ['AGENTPLANE_PORT', 'PORT'],
+      path: 'port',
     },
     'agent-ports': {
       type: 'string',
@@ -29,23 +45,27 @@ export const devCommand: CommandSpec = {
         "Ports deployments are served on, one each (never the console's origin): FROM-TO, or auto (free ports the system picks); a deployment keeps its port (its URL) for as long as it exists, never given to another",
       default: '8100-8999',
       env: ['AGENTPLANE_AGENT_PORTS'],
+      path: 'agentPorts',
     },
     'data-dir': {
       type: 'string',
       description: "Where the control plane store, builds and deployments' embedded data live",
       default: './.agentplane',
       env: ['AGENTPLANE_DATA_DIR'],
+      path: 'dataDir',
     },
     'database-url': {
       type: 'string',
       description:
         "Postgres server for deployments' data (each deployment gets its own database and login role); embedded store otherwise",
       env: ['AGENTPLANE_DATABASE_URL'],
+      path: 'databaseUrl',
     },
     'health-timeout': {
       type: 'string',
       description: 'Seconds a new agent server may take to answer /ok',
       default: '60',
+      path: 'healthTimeoutSecs',
     },
     sandbox: {
       type: 'string',
@@ -53,6 +73,7 @@ export const devCommand: CommandSpec = {
         'Confine builds and agent servers: bwrap (bubblewrap, required), none (one trusted team), auto (bwrap when it works)',
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
+      path: 'sandbox',
     },
     'sandbox-uid': {
       type: 'string',
@@ -61,35 +82,46 @@ export const devCommand: CommandSpec = {
         'an id no other process uses to keep them apart from other daemons)',
       default: '65534',
       env: ['AGENTPLANE_SANDBOX_UID'],
+      path: 'sandboxUid',
     },
     'allow-local-repos': {
       type: 'string',
       description:
         'Comma-separated folders a local path or file:// repo_url may come from (never the data dir); default: the current directory',
       env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
+      path: 'allowLocalRepos',
     },
-    'build-timeout': { type: 'string', description: 'Seconds a build may take before it fails', default: '1800' },
+    'build-timeout': {
+      type: 'string',
+      description: 'Seconds a build may take before it fails',
+      default: '1800',
+      path: 'buildTimeoutSecs',
+    },
     'keep-builds': {
       type: 'string',
       description: 'Build folders kept per deployment, newest first (the serving and the newest one always stay)',
       default: '5',
+      path: 'keepBuilds',
     },
     'install-cache-max-mb': {
       type: 'string',
       description: 'Size bound of the node_modules install cache (least recently used go first)',
       default: '2048',
+      path: 'installCacheMaxMb',
     },
     'max-concurrent-builds': {
       type: 'string',
       description: 'Builds running at once on this machine; waiting builds start in turn across workspaces',
       default: '2',
       env: ['AGENTPLANE_MAX_CONCURRENT_BUILDS'],
+      path: 'maxConcurrentBuilds',
     },
     'max-builds-per-workspace': {
       type: 'string',
       description:
         'Builds one workspace may run at once (default: half of --max-concurrent-builds, at least 1), so its slow builds never hold every slot',
       env: ['AGENTPLANE_MAX_BUILDS_PER_WORKSPACE'],
+      path: 'maxBuildsPerWorkspace',
     },
     'max-source-upload-mb-per-workspace': {
       type: 'string',
@@ -97,12 +129,14 @@ export const devCommand: CommandSpec = {
         'Bytes of uploaded source tarballs (langgraph deploy) one workspace may store; tarballs no revision builds any more do not count',
       default: '2048',
       env: ['AGENTPLANE_MAX_SOURCE_UPLOAD_MB_PER_WORKSPACE'],
+      path: 'maxSourceUploadMbPerWorkspace',
     },
     'max-source-uploads-per-workspace': {
       type: 'string',
       description: 'Uploaded source tarballs one workspace may store (same counting)',
       default: '100',
       env: ['AGENTPLANE_MAX_SOURCE_UPLOADS_PER_WORKSPACE'],
+      path: 'maxSourceUploadsPerWorkspace',
     },
     'max-concurrent-uploads': {
       type: 'string',
@@ -110,12 +144,14 @@ export const devCommand: CommandSpec = {
         'Source uploads received and checked at once on this machine; past it a PUT gets 429 with Retry-After',
       default: '4',
       env: ['AGENTPLANE_MAX_CONCURRENT_UPLOADS'],
+      path: 'maxConcurrentUploads',
     },
     'max-uploads-per-workspace': {
       type: 'string',
       description: 'Source uploads one workspace may have received and checked at once (429 past it)',
       default: '2',
       env: ['AGENTPLANE_MAX_UPLOADS_PER_WORKSPACE'],
+      path: 'maxUploadsPerWorkspace',
     },
     'default-memory-limit-mb': {
       type: 'string',
@@ -123,6 +159,7 @@ export const devCommand: CommandSpec = {
         'Memory limit of agent servers whose resource_spec names no memory_limit_mb (0 = none); see docs/local-runtime.md',
       default: '2048',
       env: ['AGENTPLANE_DEFAULT_MEMORY_LIMIT_MB'],
+      path: 'defaultMemoryLimitMb',
     },
     'max-processes': {
       type: 'string',
@@ -130,6 +167,7 @@ export const devCommand: CommandSpec = {
         "Processes one agent server's tree may hold at once (0 = no cap): the cgroup's pids.max when it has the pids controller, else a watchdog kills the tree",
       default: '512',
       env: ['AGENTPLANE_MAX_PROCESSES'],
+      path: 'maxProcesses',
     },
     'disk-limit-mb': {
       type: 'string',
@@ -137,12 +175,14 @@ export const devCommand: CommandSpec = {
         "Disk a deployment's writable folders (home, data, checkout) may hold while its server runs (0 = no bound); a watchdog kills the server past it",
       default: '4096',
       env: ['AGENTPLANE_DISK_LIMIT_MB'],
+      path: 'diskLimitMb',
     },
     'cgroup-parent': {
       type: 'string',
       description:
         "A delegated, writable cgroup v2 directory with memory (and cpu) in its cgroup.subtree_control: each agent server gets a cgroup below it with memory.max and cpu.max. Default: the process's own cgroup when usable, else rlimits and a memory watchdog",
       env: ['AGENTPLANE_CGROUP_PARENT'],
+      path: 'cgroupParent',
     },
     ...quotaOptions,
     'log-level': {
@@ -150,6 +190,7 @@ export const devCommand: CommandSpec = {
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
+      path: 'logLevel',
     },
     ...githubAppOptions,
   },
@@ -198,30 +239,6 @@ const schema = z.object({
   idleMinuteMs: z.coerce.number().int().positive().optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),
 });
-const FLAG_OF: Record<string, string> = {
-  dataDir: 'data-dir',
-  agentPorts: 'agent-ports',
-  databaseUrl: 'database-url',
-  healthTimeoutSecs: 'health-timeout',
-  sandboxUid: 'sandbox-uid',
-  allowLocalRepos: 'allow-local-repos',
-  buildTimeoutSecs: 'build-timeout',
-  keepBuilds: 'keep-builds',
-  installCacheMaxMb: 'install-cache-max-mb',
-  bootstrapKey: 'AGENTPLANE_BOOTSTRAP_API_KEY (environment)',
-  logLevel: 'log-level',
-  maxConcurrentBuilds: 'max-concurrent-builds',
-  maxBuildsPerWorkspace: 'max-builds-per-workspace',
-  maxSourceUploadMbPerWorkspace: 'max-source-upload-mb-per-workspace',
-  maxSourceUploadsPerWorkspace: 'max-source-uploads-per-workspace',
-  maxConcurrentUploads: 'max-concurrent-uploads',
-  maxUploadsPerWorkspace: 'max-uploads-per-workspace',
-  defaultMemoryLimitMb: 'default-memory-limit-mb',
-  maxProcesses: 'max-processes',
-  diskLimitMb: 'disk-limit-mb',
-  cgroupParent: 'cgroup-parent',
-  idleMinuteMs: 'AGENTPLANE_IDLE_MINUTE_MS (environment)',
-};
 export type DevConfig = z.infer<typeof schema> & { github?: GitHubAppSettings; quotas?: QuotaLimits };
 
 /** Flags win over environment variables, which win over defaults. Returns null for --help. */
@@ -229,43 +246,15 @@ export function parseDevConfig(argv: string[], env: NodeJS.ProcessEnv): DevConfi
   const v = parseCommandArgs(devCommand, argv);
   if (v.help) return null;
   const pick = optionPicker(devCommand, v, env);
-  const parsed = schema.safeParse({
-    host: pick('host'),
-    port: pick('port'),
-    agentPorts: pick('agent-ports'),
+  const raw = {
+    ...optionValues(devCommand, pick),
     dataDir: resolve(pick('data-dir')!),
-    databaseUrl: pick('database-url'),
-    healthTimeoutSecs: pick('health-timeout'),
-    sandbox: pick('sandbox'),
-    sandboxUid: pick('sandbox-uid'),
-    allowLocalRepos: (pick('allow-local-repos') ?? process.cwd())
-      .split(',')
-      .map((d) => d.trim())
-      .filter(Boolean)
-      .map((d) => resolve(d)),
-    buildTimeoutSecs: pick('build-timeout'),
-    keepBuilds: pick('keep-builds'),
-    installCacheMaxMb: pick('install-cache-max-mb'),
-    logLevel: pick('log-level'),
-    maxConcurrentBuilds: pick('max-concurrent-builds'),
-    maxBuildsPerWorkspace: pick('max-builds-per-workspace'),
-    maxSourceUploadMbPerWorkspace: pick('max-source-upload-mb-per-workspace'),
-    maxSourceUploadsPerWorkspace: pick('max-source-uploads-per-workspace'),
-    maxConcurrentUploads: pick('max-concurrent-uploads'),
-    maxUploadsPerWorkspace: pick('max-uploads-per-workspace'),
-    defaultMemoryLimitMb: pick('default-memory-limit-mb'),
-    maxProcesses: pick('max-processes'),
-    diskLimitMb: pick('disk-limit-mb'),
-    cgroupParent: pick('cgroup-parent'),
+    allowLocalRepos: list(pick('allow-local-repos') ?? process.cwd()).map((d) => resolve(d)),
     bootstrapKey: env.AGENTPLANE_BOOTSTRAP_API_KEY || undefined,
     idleMinuteMs: env.AGENTPLANE_IDLE_MINUTE_MS || undefined,
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const flag = FLAG_OF[String(issue.path[0])] ?? String(issue.path[0]);
-    throw new UsageError(`invalid ${flag.includes(' ') ? flag : `--${flag}`}: ${issue.message}`);
-  }
+  };
+  const parsed = parseOptions(devCommand, schema, raw, pick);
   const quotas = quotaLimitsFrom(pick);
   const github = githubAppSettingsFrom(pick, env);
-  return github ? { ...parsed.data, quotas, github } : { ...parsed.data, quotas };
+  return github ? { ...parsed, quotas, github } : { ...parsed, quotas };
 }

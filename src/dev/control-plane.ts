@@ -3,8 +3,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
 import { createControlPlane } from '../control-plane/app.ts';
-import type { BootstrapKey } from '../control-plane/auth/keys.ts';
-import type { AuthServiceOptions } from '../control-plane/services/auth/setup.ts';
+import type { BootstrapKey } from '../control-plane/api-keys/keys.ts';
+import type { AuthServiceOptions } from '../control-plane/services/oauth/setup.ts';
 import type { PlatformState } from '../state/types.ts';
 import type { GitHubApp } from '../git/github-app.ts';
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';

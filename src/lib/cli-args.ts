@@ -10,6 +10,16 @@ export type OptionSpec = {
   /** Shown in --help, e.g. "PORT" or "8000". */
   default?: string;
   env?: string[];
+  /**
+   * Where the value goes in the command's configuration, a dotted camelCase path (`runtime.ingress.className`):
+   * optionValues() puts it there and a validation error at or under that path names this flag.
+   */
+  path?: string;
+  /**
+   * Turns the text given (undefined: not given) into what the configuration's schema checks; default: the text. `flag`
+   * names the option for a message, with its environment variable when the text came from there.
+   */
+  read?: (text: string | undefined, flag: string) => unknown;
 };
 
 export type CommandSpec = {
@@ -17,7 +27,12 @@ export type CommandSpec = {
   summary: string;
   usage: string;
   options: Record<string, OptionSpec>;
+  /** Configuration read from an environment variable only, never a flag: config path -> variable. */
+  envOnly?: Record<string, string>;
 };
+
+/** Reads one option's value; `envVarOf` tells which environment variable it came from, if it came from one. */
+export type OptionPicker = ((name: string) => string | undefined) & { envVarOf(name: string): string | undefined };
 
 export class UsageError extends Error {}
 
@@ -83,22 +98,105 @@ export function optionPicker(
   spec: { options: Record<string, Pick<OptionSpec, 'env' | 'default'>> },
   flags: Record<string, unknown>,
   env: NodeJS.ProcessEnv,
-): (name: string) => string | undefined {
-  return (name) => {
+): OptionPicker {
+  const optionOf = (name: string) => {
     const o = spec.options[name];
     if (!o) throw new Error(`option --${name} is not in the command's spec`);
-    const v = flags[name];
-    return (typeof v === 'string' && v !== '' ? v : undefined) ?? fromEnv(env, o.env) ?? o.default;
+    return o;
   };
+  const given = (name: string) => {
+    const v = flags[name];
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  };
+  const pick = (name: string) => given(name) ?? fromEnv(env, optionOf(name).env) ?? optionOf(name).default;
+  return Object.assign(pick, {
+    envVarOf: (name: string) => (given(name) === undefined ? envVarOf(env, optionOf(name).env) : undefined),
+  });
 }
 
 /** Reads the first set environment variable of a list. */
 export function fromEnv(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
-  for (const n of names ?? []) {
-    const v = env[n];
-    if (v !== undefined && v !== '') return v;
+  const name = envVarOf(env, names);
+  return name === undefined ? undefined : env[name];
+}
+
+function envVarOf(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
+  return names?.find((n) => env[n] !== undefined && env[n] !== '');
+}
+
+/**
+ * The configuration the options with a `path` make: each value (through its `read`) at its path. The command's zod
+ * schema then checks it; what no single flag decides (one flag's default taken from another) the command adds.
+ */
+export function optionValues(spec: CommandSpec, pick: OptionPicker): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, o] of Object.entries(spec.options)) {
+    if (o.path) setPath(out, o.path, o.read ? o.read(pick(name), flagLabel(name, pick)) : pick(name));
   }
-  return undefined;
+  return out;
+}
+
+/** `--name`, or `--name (VAR)` when the value came from that environment variable. */
+export function flagLabel(name: string, pick: OptionPicker): string {
+  const env = pick.envVarOf(name);
+  return env ? `--${name} (${env})` : `--${name}`;
+}
+
+/** Sets a dotted path in a plain object, making the objects on the way. */
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.');
+  let at = target;
+  for (const key of keys.slice(0, -1)) {
+    if (typeof at[key] !== 'object' || at[key] === null) at[key] = {};
+    at = at[key] as Record<string, unknown>;
+  }
+  at[keys.at(-1)!] = value;
+}
+
+/**
+ * What a validation issue at `issuePath` of the configuration is about: the flag whose `path` is the longest prefix of
+ * it (an array item or a map key names its list's flag), with the environment variable in parentheses when the value
+ * came from there; an environment-only setting by its variable. Undefined when no option owns the path.
+ */
+export function flagAt(spec: CommandSpec, issuePath: readonly PropertyKey[], pick?: OptionPicker): string | undefined {
+  const path = issuePath.map(String);
+  const covers = (p: string) => {
+    const keys = p.split('.');
+    return keys.length <= path.length && keys.every((k, i) => path[i] === k);
+  };
+  let best: { name: string; depth: number } | undefined;
+  for (const [name, o] of Object.entries(spec.options)) {
+    const depth = o.path?.split('.').length ?? 0;
+    if (o.path && covers(o.path) && depth > (best?.depth ?? 0)) best = { name, depth };
+  }
+  if (best) return pick ? flagLabel(best.name, pick) : `--${best.name}`;
+  const envOnly = Object.entries(spec.envOnly ?? {}).find(([p]) => covers(p));
+  return envOnly?.[1];
+}
+
+/** The option with this config path (for checks across several flags that name them). */
+export function optionAt(spec: CommandSpec, path: string): string {
+  const found = Object.entries(spec.options).find(([, o]) => o.path === path);
+  if (!found) throw new Error(`no option of ${spec.name} has the path ${path}`);
+  return found[0];
+}
+
+/**
+ * Checks a configuration with its schema; the first problem is a UsageError naming its flag (flagAt), as
+ * `<prefix><flag>: <message>`.
+ */
+export function parseOptions<T>(
+  spec: CommandSpec,
+  schema: z.ZodType<T>,
+  raw: unknown,
+  pick: OptionPicker,
+  prefix = 'invalid ',
+): T {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const named = flagAt(spec, issue.path, pick) ?? issue.path.map(String).join('.');
+  throw new UsageError(`${prefix}${named}: ${issue.message}`);
 }
 
 export const portSchema = z.coerce.number().int().min(0).max(65535);

@@ -6,7 +6,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const DEPLOYMENT_TOKEN_PREFIX = 'apd_';
 
-/** How every API key the control plane makes starts (control-plane/auth/keys.ts). */
+/** How every API key the control plane makes starts (control-plane/api-keys/keys.ts). */
 export const API_KEY_PREFIX = 'apk_';
 
 /** Environment variables a deployed agent gets (documented in docs/auth-service.md). */

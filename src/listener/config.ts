@@ -1,7 +1,15 @@
 // `agentplane listener` flags, parsed once with zod.
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { optionPicker, parseCommandArgs, portSchema, UsageError, type CommandSpec } from '../lib/cli-args.ts';
+import {
+  optionPicker,
+  optionValues,
+  parseCommandArgs,
+  parseOptions,
+  portSchema,
+  type CommandSpec,
+} from '../lib/cli-args.ts';
+import { list } from '../lib/option-readers.ts';
 import { listenerConnectionFields } from '../api/listener-connection.ts';
 
 export const listenerCommand: CommandSpec = {
@@ -16,49 +24,67 @@ export const listenerCommand: CommandSpec = {
       type: 'string',
       description: 'Base URL of the control plane API (the listener only ever connects out to it)',
       env: ['AGENTPLANE_CONTROL_PLANE_URL'],
+      path: 'controlPlaneUrl',
     },
     'api-key': {
       type: 'string',
       description: 'Listener key (POST /v2/listeners/{id}/keys) or a workspace key',
       env: ['AGENTPLANE_LISTENER_API_KEY', 'AGENTPLANE_API_KEY'],
+      path: 'apiKey',
     },
-    tenant: { type: 'string', description: 'Workspace (tenant) id of the listener', env: ['AGENTPLANE_TENANT'] },
-    'listener-id': { type: 'string', description: 'Id of the listener record', env: ['AGENTPLANE_LISTENER_ID'] },
+    tenant: {
+      type: 'string',
+      description: 'Workspace (tenant) id of the listener',
+      env: ['AGENTPLANE_TENANT'],
+      path: 'tenant',
+    },
+    'listener-id': {
+      type: 'string',
+      description: 'Id of the listener record',
+      env: ['AGENTPLANE_LISTENER_ID'],
+      path: 'listenerId',
+    },
     runtime: {
       type: 'string',
       description:
         'local: build and run here (embedded store); kubernetes: write AgentDeployment/AgentRevision resources for the operator of this cluster',
       default: 'local',
       env: ['AGENTPLANE_LISTENER_RUNTIME'],
+      path: 'runtime',
     },
     'data-dir': {
       type: 'string',
       description: "Local runtime: where the listener's store, builds and deployments' data live",
       default: './.agentplane-listener',
       env: ['AGENTPLANE_DATA_DIR'],
+      path: 'dataDir',
     },
     host: {
       type: 'string',
       description: 'Local runtime: address the deployment URLs listen on',
       default: '127.0.0.1',
       env: ['AGENTPLANE_HOST'],
+      path: 'host',
     },
     port: {
       type: 'string',
       description: 'Local runtime: port of the deployment URLs (0 picks a free one)',
       default: '8090',
       env: ['AGENTPLANE_PORT'],
+      path: 'port',
     },
     'public-url': {
       type: 'string',
       description: 'Local runtime: base URL users reach the deployments at (default: http://host:port)',
       env: ['AGENTPLANE_PUBLIC_URL'],
+      path: 'publicUrl',
     },
     sandbox: {
       type: 'string',
       description: 'Local runtime: confine builds and agent servers (auto, bwrap or none)',
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
+      path: 'sandbox',
     },
     'sandbox-uid': {
       type: 'string',
@@ -67,49 +93,59 @@ export const listenerCommand: CommandSpec = {
         'an id no other process uses to keep them apart from other daemons)',
       default: '65534',
       env: ['AGENTPLANE_SANDBOX_UID'],
+      path: 'sandboxUid',
     },
     'allow-local-repos': {
       type: 'string',
       description: 'Local runtime: comma-separated folders a local repo_url may come from; default: none',
       env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
+      path: 'allowLocalRepos',
+      read: (v) => list(v).map((d) => resolve(d)),
     },
     'database-url': {
       type: 'string',
       description: "Local runtime: Postgres server for deployments' data; embedded store otherwise",
       env: ['AGENTPLANE_DATABASE_URL'],
+      path: 'databaseUrl',
     },
     namespace: {
       type: 'string',
       description: 'Kubernetes runtime: namespace the resources go to when a deployment names none',
       default: 'agentplane',
       env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
+      path: 'namespace',
     },
     kubeconfig: {
       type: 'string',
       description: 'Kubernetes runtime: kubeconfig file (default: in-cluster or ~/.kube/config)',
       env: ['KUBECONFIG'],
+      path: 'kubeconfig',
     },
     'tenant-namespace-prefix': {
       type: 'string',
-      description: "Kubernetes runtime: the operator's per-tenant namespace prefix, where agent key hashes go",
+      description: "Kubernetes runtime: the operator's per-workspace namespace prefix, where agent key hashes go",
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
+      path: 'tenantNamespacePrefix',
     },
     'poll-timeout': {
       type: 'string',
       description: 'Seconds one watch request waits for a change before asking again',
       default: '25',
+      path: 'pollTimeoutSecs',
     },
     'max-retry-delay': {
       type: 'string',
       description:
         'Longest wait, in seconds, between attempts to reach an unreachable control plane (the first is 0.5 s, each next one twice as long)',
       default: '30',
+      path: 'maxRetryDelaySecs',
     },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
+      path: 'logLevel',
     },
   },
 };
@@ -132,20 +168,6 @@ const schema = z.object({
   maxRetryDelaySecs: z.coerce.number().min(0.5).max(300),
   logLevel: z.string(),
 });
-const FLAG_OF: Record<string, string> = {
-  controlPlaneUrl: 'control-plane-url',
-  apiKey: 'api-key',
-  listenerId: 'listener-id',
-  dataDir: 'data-dir',
-  publicUrl: 'public-url',
-  sandboxUid: 'sandbox-uid',
-  allowLocalRepos: 'allow-local-repos',
-  databaseUrl: 'database-url',
-  tenantNamespacePrefix: 'tenant-namespace-prefix',
-  pollTimeoutSecs: 'poll-timeout',
-  maxRetryDelaySecs: 'max-retry-delay',
-  logLevel: 'log-level',
-};
 export type ListenerConfig = z.infer<typeof schema>;
 
 /** Flags win over environment variables, which win over defaults. Returns null for --help. */
@@ -153,35 +175,6 @@ export function parseListenerConfig(argv: string[], env: NodeJS.ProcessEnv): Lis
   const v = parseCommandArgs(listenerCommand, argv);
   if (v.help) return null;
   const pick = optionPicker(listenerCommand, v, env);
-  const parsed = schema.safeParse({
-    controlPlaneUrl: pick('control-plane-url'),
-    apiKey: pick('api-key'),
-    tenant: pick('tenant'),
-    listenerId: pick('listener-id'),
-    runtime: pick('runtime'),
-    dataDir: resolve(pick('data-dir')!),
-    host: pick('host'),
-    port: pick('port'),
-    publicUrl: pick('public-url'),
-    sandbox: pick('sandbox'),
-    sandboxUid: pick('sandbox-uid'),
-    allowLocalRepos: (pick('allow-local-repos') ?? '')
-      .split(',')
-      .map((d) => d.trim())
-      .filter(Boolean)
-      .map((d) => resolve(d)),
-    databaseUrl: pick('database-url'),
-    namespace: pick('namespace'),
-    kubeconfig: pick('kubeconfig'),
-    tenantNamespacePrefix: pick('tenant-namespace-prefix'),
-    pollTimeoutSecs: pick('poll-timeout'),
-    maxRetryDelaySecs: pick('max-retry-delay'),
-    logLevel: pick('log-level'),
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const flag = FLAG_OF[String(issue.path[0])] ?? String(issue.path[0]);
-    throw new UsageError(`invalid --${flag}: ${issue.message}`);
-  }
-  return parsed.data;
+  const raw = { ...optionValues(listenerCommand, pick), dataDir: resolve(pick('data-dir')!) };
+  return parseOptions(listenerCommand, schema, raw, pick);
 }

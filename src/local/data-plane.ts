@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
-import { fileKeySink } from '../control-plane/auth/key-publisher.ts';
+import { fileKeySink } from '../control-plane/api-keys/key-publisher.ts';
 import type { PlatformState } from '../state/types.ts';
 import { createOperator } from '../operator/operator.ts';
 import type { LocalRuntimeOptions } from '../operator/runtimes/local/context.ts';

@@ -7,6 +7,9 @@ import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { operatorCommand } from '../../src/operator/flags.ts';
 import { controlPlaneCommand } from '../../src/control-plane/config.ts';
+import { listenerCommand } from '../../src/listener/config.ts';
+import { activatorCommand } from '../../src/operator/activator/command.ts';
+import { uninstallCommand } from '../../src/operator/uninstall.ts';
 import type { CommandSpec } from '../../src/lib/cli-args.ts';
 import { DEFAULT_DNS_PEERS } from '../../src/operator/runtimes/kubernetes/config.ts';
 
@@ -120,6 +123,8 @@ describe('chart files', () => {
     // Bounds, custom domains and tenant namespaces: the chart passes the operator's values to the control plane under
     // the same names, and the control plane reads every one of them.
     ['control-plane.yaml', controlPlaneCommand, []],
+    ['listener.yaml', listenerCommand, []],
+    ['activator.yaml', activatorCommand, []],
   ] as [string, CommandSpec, string[]][])(
     '%s sets only variables its command reads, and covers every operator setting',
     (file, command, extra) => {
@@ -157,6 +162,23 @@ describe('chart files', () => {
       }
     },
   );
+});
+
+describe('the chart runs commands only with flags they declare', () => {
+  it.each([
+    ['operator.yaml', 'operator', operatorCommand],
+    ['control-plane.yaml', 'control-plane', controlPlaneCommand],
+    ['listener.yaml', 'listener', listenerCommand],
+    ['activator.yaml', 'activator', activatorCommand],
+    ['uninstall-hook.yaml', 'uninstall', uninstallCommand],
+  ] as [string, string, CommandSpec][])('%s: args name %s and its own flags only', (file, name, command) => {
+    const text = readFileSync(join(chart, 'templates', file), 'utf8');
+    const args = [...text.matchAll(/^\s+args: \[(.*)\]$/gm)].map((m) => m[1]!);
+    expect(args).toHaveLength(1);
+    expect(args[0]).toMatch(new RegExp(`^"${name}"`));
+    const flags = [...args[0]!.matchAll(/"--([a-z0-9-]+)"/g)].map((m) => m[1]!);
+    expect(flags.filter((f) => !(f in command.options))).toEqual([]);
+  });
 });
 
 describe('isolation in the chart', () => {

@@ -150,7 +150,7 @@ describe('api-key create: the store opens but refuses the key', () => {
     const data = join(dir, 'untouched');
     const { code, stderr } = await cliFails(keyCreate('--tenant', 'bad tenant!', '--data-dir', data), bareEnv());
     expect(code).toBe(2);
-    expect(stderr).toMatch(/^agentplane api-key: --tenant: invalid tenant id "bad tenant!"/);
+    expect(stderr).toMatch(/^agentplane api-key: --tenant: invalid workspace id "bad tenant!"/);
     expect(existsSync(data)).toBe(false);
   });
 });

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { createApiKey } from '../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../src/control-plane/api-keys/keys.ts';
 import { derivedAuthKeyring } from '../../src/lib/auth-crypto.ts';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import type { PlatformState } from '../../src/state/types.ts';

@@ -11,7 +11,16 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import {
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from '../dev/helpers.ts';
 import { startListener, stopListener, type ListenerProcess } from '../listener/helpers.ts';
 
 let tmp: string;
@@ -93,7 +102,7 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
     const dep = await cp.post('/v2/deployments', {
       name: 'on-listener',
       source: 'github',
-      source_config: { repo_url: repo.path, deployment_type: 'dev', listener_id: lid },
+      source_config: { repo_url: repo.path, deployment_type: 'dev', listener_id: lid, install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
       secrets: [{ name: 'E2E_SECRET', value: 'listener-secret-77' }],
     });
@@ -230,7 +239,7 @@ describe.concurrent('a deployment on a listener with the local runtime', () => {
     const dep = await cp.post('/v2/deployments', {
       name: 'waits',
       source: 'github',
-      source_config: { repo_url: repo.path, deployment_type: 'dev', listener_id: lid },
+      source_config: { repo_url: repo.path, deployment_type: 'dev', listener_id: lid, install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
       secrets: [],
     });

@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/lib/logger.ts';
 import { createControlPlane } from '../../src/control-plane/app.ts';
-import { createApiKey } from '../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../src/control-plane/api-keys/keys.ts';
 import { createGitHubApp } from '../../src/git/github-app.ts';
 import { createIntegrationService } from '../../src/control-plane/services/integrations/index.ts';
 import { openEmbeddedPlatformState } from '../../src/state/embedded/index.ts';

@@ -12,11 +12,10 @@ import { request } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubectl } from '../support/helm/index.ts';
 import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
 import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
+import { clusterBed, helmInstall, restAs, restrictedNamespace, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
 const NS = 'agentplane';
@@ -56,25 +55,12 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     () => kube.dir,
   );
   const { get, logOf, startAgentplane } = bed;
-  const rest = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        'x-api-key': ADMIN_KEY,
-        'x-tenant-id': TENANT,
-        ...(body ? { 'content-type': 'application/json' } : {}),
-      },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
-  };
+  const rest = restAs(() => base, ADMIN_KEY, TENANT);
 
   beforeAll(async () => {
     kube = await startKubeControlPlane({ binaries: binaries! });
     const admin = kube.admin.kubeconfigPath;
-    await kubectl(['create', 'namespace', NS], admin);
-    await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+    await restrictedNamespace(admin, NS);
     helmInstall(admin, NS, { 'activator.enabled': true, 'activator.checkIntervalSeconds': 2 });
     // The agent every pod of the deployment stands for.
     const dataDir = join(kube.dir, 'agent-data');
@@ -82,51 +68,12 @@ describe.skipIf(!binaries)('idle deployments sleep and wake through the activato
     agent = await startServerProcess(['--config', CONFIG, '--data-dir', dataDir, '--host', '127.0.0.1']);
     const agentUrl = agent.url;
 
-    const cp = await bed.chartContainer(NS, 'control-plane');
-    const cpPort = await freePort();
-    startAgentplane(
-      'agentplane-control-plane',
-      [
-        ...cp.args,
-        '--kubeconfig',
-        (await kube.as(NS, cp.serviceAccount)).kubeconfigPath,
-        '--host',
-        '127.0.0.1',
-        '--port',
-        String(cpPort),
-      ],
-      { ...cp.env, AGENTPLANE_BOOTSTRAP_API_KEY: ADMIN_KEY, AGENTPLANE_BOOTSTRAP_TENANTS: '*', LOG_LEVEL: 'warn' },
-    );
-    base = `http://127.0.0.1:${cpPort}`;
-    await until('the control plane /ok', async () => (await fetch(`${base}/ok`)).ok).catch((err) => {
-      throw new Error(`${String(err)}\n${logOf('agentplane-control-plane')}`);
+    base = await bed.startControlPlane(NS, ADMIN_KEY);
+    // Every pod's activity is asked of the real agent server.
+    await bed.startOperator(NS, 'agentplane-operator-0', {
+      name: 'agentplane-operator',
+      env: { LOG_LEVEL: 'info', AGENTPLANE_AGENT_ACTIVITY_URL: agentUrl },
     });
-
-    const op = await bed.chartContainer(NS, 'operator');
-    const healthPort = await freePort();
-    startAgentplane(
-      'agentplane-operator',
-      [
-        ...op.args,
-        '--kubeconfig',
-        (await kube.as(NS, op.serviceAccount)).kubeconfigPath,
-        '--health-port',
-        String(healthPort),
-      ],
-      // Every pod's activity is asked of the real agent server.
-      {
-        ...op.env,
-        POD_NAME: 'agentplane-operator-0',
-        POD_NAMESPACE: NS,
-        LOG_LEVEL: 'info',
-        AGENTPLANE_AGENT_ACTIVITY_URL: agentUrl,
-      },
-    );
-    await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
-      (err) => {
-        throw new Error(`${String(err)}\n${logOf('agentplane-operator')}`);
-      },
-    );
 
     const act = await bed.chartContainer(NS, 'activator');
     activatorPort = await freePort();

@@ -13,13 +13,12 @@ import { tenantNamespaceName } from '../../src/operator/runtimes/kubernetes/inde
 import { CHART_DIR, helm, helmAsync, kubectl } from '../support/helm/index.ts';
 import {
   EXIT_CODE_ANNOTATION,
-  freePort,
   startKubeControlPlane,
   TERMINATION_MESSAGE_ANNOTATION,
   type KubeControlPlane,
 } from '../support/kube-control-plane.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
+import { clusterBed, helmInstall, restAs, restrictedNamespace, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
 const root = join(import.meta.dirname, '../..');
@@ -56,52 +55,19 @@ describe.skipIf(!binaries).each(SETS)(
     );
     const { processes, get, logOf, startAgentplane } = bed;
     const chartContainer = (component: string) => bed.chartContainer(NS, component);
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${base}${path}`, {
-        method,
-        headers: {
-          'x-api-key': ADMIN_KEY,
-          'x-tenant-id': TENANT,
-          ...(body ? { 'content-type': 'application/json' } : {}),
-        },
-        body: body ? JSON.stringify(body) : undefined,
-      });
-      const text = await res.text();
-      return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
-    };
+    const call = restAs(() => base, ADMIN_KEY, TENANT);
 
     beforeAll(async () => {
       kube = await startKubeControlPlane({ binaries: binaries! });
       const admin = kube.admin.kubeconfigPath;
-      // The release namespace as docs/kubernetes.md has the admin create it: Pod Security "restricted" enforced.
-      await kubectl(['create', 'namespace', NS], admin);
-      await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+      await restrictedNamespace(admin, NS);
       // The build namespace as docs/kubernetes.md#builds has the admin create it: privileged (rootless BuildKit).
       await kubectl(['create', 'namespace', BUILDS], admin);
       await kubectl(['label', 'namespace', BUILDS, 'pod-security.kubernetes.io/enforce=privileged'], admin);
       // The real helm, CRDs included; --wait holds until the chart's own pods run (on kwok nodes).
       helmInstall(admin, NS, values);
 
-      const cp = await chartContainer('control-plane');
-      const cpPort = await freePort();
-      startAgentplane(
-        'agentplane-control-plane',
-        [
-          ...cp.args,
-          '--kubeconfig',
-          (await kube.as(NS, cp.serviceAccount)).kubeconfigPath,
-          '--host',
-          '127.0.0.1',
-          '--port',
-          String(cpPort),
-        ],
-        { ...cp.env, AGENTPLANE_BOOTSTRAP_API_KEY: ADMIN_KEY, AGENTPLANE_BOOTSTRAP_TENANTS: '*', LOG_LEVEL: 'warn' },
-      );
-      base = `http://127.0.0.1:${cpPort}`;
-      await until('the control plane /ok', async () => (await fetch(`${base}/ok`)).ok, 60_000).catch((err) => {
-        throw new Error(`${String(err)}\n${logOf('agentplane-control-plane')}`);
-      });
-
+      base = await bed.startControlPlane(NS, ADMIN_KEY);
       const op = await chartContainer('operator');
       if (perTenant) childNs = tenantNamespaceName(op.env.AGENTPLANE_TENANT_NAMESPACE_PREFIX!, TENANT);
       await startOperator('agentplane-operator-0');
@@ -123,26 +89,7 @@ describe.skipIf(!binaries).each(SETS)(
 
     /** An operator replica as the chart's Deployment runs it (POD_NAME is its Lease identity); resolves once ready. */
     const startOperator = async (pod: string) => {
-      const op = await chartContainer('operator');
-      const healthPort = await freePort();
-      healthPorts.set(pod, healthPort);
-      startAgentplane(
-        pod,
-        [
-          ...op.args,
-          '--kubeconfig',
-          (await kube.as(NS, op.serviceAccount)).kubeconfigPath,
-          '--health-port',
-          String(healthPort),
-        ],
-        { ...op.env, POD_NAME: pod, POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
-      );
-      // Ready also while standing by for the Lease.
-      await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
-        (err) => {
-          throw new Error(`${String(err)}\n${logOf(pod)}`);
-        },
-      );
+      healthPorts.set(pod, await bed.startOperator(NS, pod));
     };
 
     afterAll(async () => {

@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/helm/index.ts';
 import { gatewayApiCrds, HTTPROUTE_CRD } from '../support/gateway-api.ts';
-import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
+import { startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
+import { clusterBed, helmInstall, restAs, restrictedNamespace, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
 const crds = binaries ? gatewayApiCrds() : undefined;
@@ -27,16 +27,8 @@ describe.skipIf(!binaries || !crds)('agents.gateway on a real Kubernetes control
     () => kube,
     () => kube.dir,
   );
-  const { get, logOf, startAgentplane } = bed;
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { 'x-api-key': ADMIN_KEY, 'x-tenant-id': TENANT, 'content-type': 'application/json' },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
-  };
+  const { get, logOf } = bed;
+  const call = restAs(() => base, ADMIN_KEY, TENANT);
 
   beforeAll(async () => {
     kube = await startKubeControlPlane({ binaries: binaries! });
@@ -44,36 +36,13 @@ describe.skipIf(!binaries || !crds)('agents.gateway on a real Kubernetes control
     // Server-side: the CRD is too large for client-side apply's last-applied annotation.
     await kubectl(['apply', '--server-side', '-f', join(crds!, HTTPROUTE_CRD)], admin);
     await kubectl(['wait', '--for=condition=Established', 'crd/httproutes.gateway.networking.k8s.io'], admin);
-    await kubectl(['create', 'namespace', NS], admin);
-    await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+    await restrictedNamespace(admin, NS);
     helmInstall(admin, NS, {
       'agents.ingress.baseDomain': BASE_DOMAIN,
       'agents.gateway': { enabled: true, parentRefs: [PARENT], annotations: { 'example.com/team': 'platform' } },
     });
-    for (const component of ['control-plane', 'operator'] as const) {
-      const c = await bed.chartContainer(NS, component);
-      const port = await freePort();
-      const flags =
-        component === 'control-plane'
-          ? ['--host', '127.0.0.1', '--port', String(port)]
-          : ['--health-port', String(port)];
-      startAgentplane(
-        `agentplane-${component}`,
-        [...c.args, '--kubeconfig', (await kube.as(NS, c.serviceAccount)).kubeconfigPath, ...flags],
-        {
-          ...c.env,
-          ...(component === 'control-plane'
-            ? { AGENTPLANE_BOOTSTRAP_API_KEY: ADMIN_KEY, AGENTPLANE_BOOTSTRAP_TENANTS: '*' }
-            : { POD_NAME: 'agentplane-operator-0', POD_NAMESPACE: NS }),
-          LOG_LEVEL: 'warn',
-        },
-      );
-      const url = `http://127.0.0.1:${port}${component === 'control-plane' ? '/ok' : '/readyz'}`;
-      await until(`the ${component} ready`, async () => (await fetch(url)).ok, 60_000).catch((err) => {
-        throw new Error(`${String(err)}\n${logOf(`agentplane-${component}`)}`);
-      });
-      if (component === 'control-plane') base = `http://127.0.0.1:${port}`;
-    }
+    base = await bed.startControlPlane(NS, ADMIN_KEY);
+    await bed.startOperator(NS, 'agentplane-operator-0', { name: 'agentplane-operator' });
   });
 
   afterAll(async () => {

@@ -1,12 +1,14 @@
 // What the real-cluster tests share: polling with a named deadline, reading objects back from the API server, the
 // chart's own Deployments read back as the processes the test runs (their arguments, environment and ServiceAccount),
-// `agentplane` processes with their output in log files, and the rollout of a Deployment as the cluster's own
-// controllers made it.
+// `agentplane` processes with their output in log files (the chart's control plane and operator among them), the
+// control plane's REST API as a workspace admin, and the rollout of a Deployment as the cluster's own controllers
+// made it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CHART_DIR, helm } from '../support/helm/index.ts';
-import type { KubeControlPlane } from '../support/kube-control-plane.ts';
+import { kubectl } from '../support/helm/index.ts';
+import { freePort, type KubeControlPlane } from '../support/kube-control-plane.ts';
 
 export type Json = Record<string, any>;
 
@@ -44,6 +46,25 @@ export function helmInstall(kubeconfig: string, ns: string, values: Record<strin
     ...Object.entries(values).flatMap(([k, v]) => ['--set-json', `${k}=${JSON.stringify(v)}`]),
   ]);
   if (!installed.ok) throw new Error(`helm install: ${installed.stderr}`);
+}
+
+/** The release namespace as docs/kubernetes.md has the admin create it: Pod Security "restricted" enforced. */
+export async function restrictedNamespace(kubeconfig: string, ns: string): Promise<void> {
+  await kubectl(['create', 'namespace', ns], kubeconfig);
+  await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted'], kubeconfig);
+}
+
+/** The control plane's REST API at `base()` as `tenant` with API key `key`: the status and the JSON body. */
+export function restAs(base: () => string, key: string, tenant: string) {
+  return async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base()}${path}`, {
+      method,
+      headers: { 'x-api-key': key, 'x-tenant-id': tenant, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Json) : {} };
+  };
 }
 
 /**
@@ -108,6 +129,63 @@ export function clusterBed(kube: () => KubeControlPlane, dir: () => string, cwd:
     return child;
   };
 
+  /** Throws `err` with the last lines of process `name`'s output. */
+  const withLogOf = (name: string) => (err: unknown) => {
+    throw new Error(`${String(err)}\n${logOf(name)}`);
+  };
+
+  /**
+   * The chart's control plane in `ns` as its Deployment runs it, under its ServiceAccount's token, on 127.0.0.1 with
+   * `adminKey` as the bootstrap key of every workspace; resolves with its URL once /ok answers.
+   */
+  const startControlPlane = async (ns: string, adminKey: string, env: Record<string, string> = {}) => {
+    const cp = await chartContainer(ns, 'control-plane');
+    const port = await freePort();
+    const kubeconfig = (await kube().as(ns, cp.serviceAccount)).kubeconfigPath;
+    startAgentplane(
+      'agentplane-control-plane',
+      [...cp.args, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', String(port)],
+      {
+        ...cp.env,
+        AGENTPLANE_BOOTSTRAP_API_KEY: adminKey,
+        AGENTPLANE_BOOTSTRAP_TENANTS: '*',
+        LOG_LEVEL: 'warn',
+        ...env,
+      },
+    );
+    const base = `http://127.0.0.1:${port}`;
+    await until('the control plane /ok', async () => (await fetch(`${base}/ok`)).ok).catch(
+      withLogOf('agentplane-control-plane'),
+    );
+    return base;
+  };
+
+  /**
+   * An operator replica in `ns` as the chart's Deployment runs it, under its ServiceAccount's token (POD_NAME `pod` is
+   * its Lease identity; its output is <pod>.log); resolves with its health port once /readyz answers, which it does
+   * also while standing by for the Lease.
+   */
+  const startOperator = async (
+    ns: string,
+    pod: string,
+    { env = {}, secrets = false, name = pod }: { env?: Record<string, string>; secrets?: boolean; name?: string } = {},
+  ) => {
+    const op = await chartContainer(ns, 'operator', { secrets });
+    const healthPort = await freePort();
+    const kubeconfig = (await kube().as(ns, op.serviceAccount)).kubeconfigPath;
+    startAgentplane(name, [...op.args, '--kubeconfig', kubeconfig, '--health-port', String(healthPort)], {
+      ...op.env,
+      POD_NAME: pod,
+      POD_NAMESPACE: ns,
+      LOG_LEVEL: 'warn',
+      ...env,
+    });
+    await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
+      withLogOf(name),
+    );
+    return healthPort;
+  };
+
   /** Stops every process started here that still runs, and waits for each to exit. */
   const stopAll = async () => {
     for (const child of processes.values()) {
@@ -147,5 +225,16 @@ export function clusterBed(kube: () => KubeControlPlane, dir: () => string, cwd:
     );
   };
 
-  return { processes, get, logOf, chartContainer, startAgentplane, stopAll, rollout, runs };
+  return {
+    processes,
+    get,
+    logOf,
+    chartContainer,
+    startAgentplane,
+    startControlPlane,
+    startOperator,
+    stopAll,
+    rollout,
+    runs,
+  };
 }

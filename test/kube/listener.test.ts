@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/helm/index.ts';
-import { freePort, startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
+import { startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
 import { TENANT, api, startDev, stopDev, type DevProcess } from '../dev/helpers.ts';
 import { BINARIES_ENV } from './global-setup.ts';
-import { clusterBed, helmInstall, until, type Json } from './helpers.ts';
+import { clusterBed, helmInstall, restrictedNamespace, until, type Json } from './helpers.ts';
 
 const binaries = process.env[BINARIES_ENV];
 const NS = 'agents';
@@ -83,8 +83,7 @@ describe.skipIf(!binaries)(
       // In the cluster, as docs/kubernetes.md has the admin do it: the namespace (restricted), the key's Secret, then
       // the data-plane-only release.
       const admin = kube.admin.kubeconfigPath;
-      await kubectl(['create', 'namespace', NS], admin);
-      await kubectl(['label', 'namespace', NS, 'pod-security.kubernetes.io/enforce=restricted'], admin);
+      await restrictedNamespace(admin, NS);
       await kubectl(['-n', NS, 'create', 'secret', 'generic', KEY_SECRET, `--from-literal=api-key=${key}`], admin);
       const values: Record<string, unknown> = {
         'controlPlane.enabled': false,
@@ -97,22 +96,7 @@ describe.skipIf(!binaries)(
       helmInstall(admin, NS, values);
       expect(await get(`/apis/apps/v1/namespaces/${NS}/deployments/agentplane-control-plane`)).toBeUndefined();
 
-      const op = await chartContainer('operator');
-      const healthPort = await freePort();
-      startAgentplane(
-        'agentplane-operator',
-        [
-          ...op.args,
-          '--kubeconfig',
-          (await kube.as(NS, op.serviceAccount)).kubeconfigPath,
-          '--health-port',
-          String(healthPort),
-        ],
-        { ...op.env, POD_NAME: 'agentplane-operator-0', POD_NAMESPACE: NS, LOG_LEVEL: 'warn' },
-      );
-      await until('the operator /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok).catch(
-        withLogs,
-      );
+      await bed.startOperator(NS, 'agentplane-operator-0', { name: 'agentplane-operator', secrets: true });
       await startListener();
     });
 

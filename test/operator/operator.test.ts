@@ -26,6 +26,7 @@ import { deploymentProxy } from '../../src/operator/runtimes/local/proxy.ts';
 import { storeLogSink } from '../../src/operator/sources.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { makeExampleRepo, type ExampleRepo } from './helpers/example-repo.ts';
+import { LINKED_INSTALL } from '../support/linked-install.ts';
 
 const NS = 'default';
 let tmp: string;
@@ -69,7 +70,8 @@ function newDeployment(id: string, overrides: Partial<AgentDeployment['spec']> =
       tenantId: 'tenant-a',
       displayName: `dep-${id.slice(0, 8)}`,
       source: 'github',
-      sourceConfig: { repoUrl: repo.path, deploymentType: 'dev', accessMode: 'public' },
+      // The real npm ci of this flow (operator + local runtime) is pinned by test/e2e/dev.test.ts: linked here.
+      sourceConfig: { repoUrl: repo.path, deploymentType: 'dev', accessMode: 'public', installCommand: LINKED_INSTALL },
       sourceRevisionConfig: { repoRef: 'v1', graphConfigPath: 'langgraph.json' },
       revisionCounter: 1,
       targetRevisionName: revisionName(name, 1),
@@ -157,7 +159,7 @@ describe('operator with the local runtime', () => {
     });
     expect(await greeting(dep.status!.url!)).toContain('Hello, Bo!');
     const buildLog = await store.readLogs(NS, r1, { type: 'build', limit: 1000, order: 'asc' });
-    expect(buildLog.logs.map((l) => l.message).join('\n')).toContain('npm ci');
+    expect(buildLog.logs.map((l) => l.message).join('\n')).toContain(LINKED_INSTALL);
     // Dozens of reconciles got here, all reading the informers' caches: the store was listed once per kind (the
     // informers' start) and never asked for one object.
     expect(reads.filter((r) => / Agent(Deployment|Revision) /.test(r))).toEqual([

@@ -144,7 +144,7 @@ for (const [kind, setup] of Object.entries(setups)) {
         const codes = answers.map((r) => r.statusCode).sort();
         expect(codes, answers.map((r) => r.body).join('\n')).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
         for (const r of answers.filter((x) => x.statusCode === 409))
-          expect(r.json().detail).toBe(`A deployment named "${name}" already exists in this tenant.`);
+          expect(r.json().detail).toBe(`A deployment named "${name}" already exists in this workspace.`);
         const winner = answers.find((r) => r.statusCode === 201)!.json() as { id: string; latest_revision_id: string };
         const deps = await named(name);
         expect(deps.map((d) => d.spec.deploymentId)).toEqual([winner.id]);

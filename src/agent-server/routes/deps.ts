@@ -5,7 +5,7 @@ import type { GraphRegistry } from '../graphs/index.ts';
 import type { UiBundles } from '../graphs/ui.ts';
 import type { RunEngine } from '../runs/engine.ts';
 import type { WebhookPolicy } from '../runs/webhook-policy.ts';
-import type { RunMetrics } from '../platform/run-metrics.ts';
+import type { RunMetrics } from '../runs/run-metrics.ts';
 import type { AgentService } from '../services/index.ts';
 import type { TruncateService } from '../services/truncate.ts';
 import type { Activity } from '../platform/activity.ts';

@@ -5,14 +5,8 @@
 // back one is deleted. The engine (engine.ts) owns the slots, the claiming and the leases around it.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../lib/logger.ts';
-import {
-  NO_CHECKPOINT_KEY,
-  type CancelAction,
-  type Json,
-  type RunOutcome,
-  type RunRecord,
-  type Storage,
-} from '../storage/types.ts';
+import { NO_CHECKPOINT_KEY, type CancelAction, type Json, type RunOutcome, type RunRecord } from '../storage/types.ts';
+import type { EngineStorage } from '../storage/ports/run-queue.ts';
 import type { RunExecutor } from './executor.ts';
 import { lostToOutage, untilReachable } from './outage.ts';
 import type { RunWaiters } from './run-waiters.ts';
@@ -39,7 +33,7 @@ const MAX_OUTAGE_RELEASES = 5;
 
 /** What an attempt uses of its engine. */
 export interface AttemptHost {
-  storage: Storage;
+  storage: EngineStorage;
   logger: Logger;
   executor: RunExecutor;
   workerId: string;
@@ -89,7 +83,7 @@ export async function runAttempt(host: AttemptHost, entry: ActiveRun): Promise<v
     if (entry.cancel === 'rollback') {
       host.executor.discard(run.run_id);
       await host.executor.settle(run.run_id);
-      await host.storage.runs.rollback(run.run_id, host.workerId);
+      await host.storage.queue.rollback(run.run_id, host.workerId);
       log.info('run cancelled and rolled back');
       return;
     }
@@ -106,7 +100,7 @@ export async function runAttempt(host: AttemptHost, entry: ActiveRun): Promise<v
     ) {
       host.outageReleases.set(run.run_id, outages + 1);
       log.warn({ reason: result.error.message }, 'run interrupted by a store outage; it goes back to the queue');
-      await untilReachable(() => host.storage.runs.release(host.workerId, [run.run_id]), {
+      await untilReachable(() => host.storage.queue.release(host.workerId, [run.run_id]), {
         stopping: () => host.stopping(),
         logger: log,
         what: 'giving the run back',
@@ -141,12 +135,12 @@ export async function runAttempt(host: AttemptHost, entry: ActiveRun): Promise<v
   // A result stored late is still this worker's: finish() needs only our worker id, and this process's own
   // sweep renews our leases before it requeues anything.
   entry.finishing = true;
-  const runs = host.storage.runs;
+  const queue = host.storage.queue;
   const ok = await untilReachable(
     async () => {
       // The slot this run frees takes the next run in the same write, unless the process is stopping.
-      if (!runs.finishAndClaim || host.stopping()) return runs.finish(run.run_id, host.workerId, outcome);
-      const { finished, next } = await runs.finishAndClaim(run.run_id, host.workerId, outcome, host.leaseMs);
+      if (host.stopping()) return queue.finish(run.run_id, host.workerId, outcome);
+      const { finished, next } = await queue.finishAndClaim(run.run_id, host.workerId, outcome, host.leaseMs);
       if (next) entry.next = next;
       return finished;
     },

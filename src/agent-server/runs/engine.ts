@@ -1,18 +1,19 @@
-// The run engine of one process: up to `concurrency` runs at once. A storage wake-up (run created, run
-// finished) makes it claim immediately; a slow safety timer sweeps dead workers' runs and catches missed
-// notifications. Each claimed run holds a lease it renews while the graph executes.
+// The run engine of one process: up to `concurrency` runs at once, over the store's run queue, which it alone holds
+// (the services create runs through createRun). A storage wake-up (run created, run finished) makes it claim
+// immediately; a slow safety timer sweeps dead workers' runs and catches missed notifications. Each claimed run
+// holds a lease it renews while the graph executes.
 import { randomUUID } from 'node:crypto';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { isConnectionError } from '../../lib/connection-errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
+import { MAX_ATTEMPTS, type EngineStorage, type RunQueue } from '../storage/ports/run-queue.ts';
 import {
-  MAX_ATTEMPTS,
   TERMINAL_RUN_STATUSES,
   type CancelAction,
+  type NewRun,
   type RunOutcome,
   type RunRecord,
-  type Storage,
   type StorageEvent,
 } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
@@ -22,7 +23,7 @@ import { InlineExecutor, type RunExecutor } from './executor.ts';
 import type { FeedbackEvent } from '../streams/feedback.ts';
 
 export interface EngineOptions {
-  storage: Storage;
+  storage: EngineStorage;
   graphs: GraphRegistry;
   logger: Logger;
   concurrency: number;
@@ -49,6 +50,7 @@ export interface EngineOptions {
 export class RunEngine {
   readonly workerId: string;
   readonly checkpointer: BaseCheckpointSaver;
+  private readonly queue: RunQueue;
   private readonly runCheckpoints: RunCheckpointer;
   private readonly executor: RunExecutor;
   private readonly active = new Map<string, ActiveRun>();
@@ -57,7 +59,7 @@ export class RunEngine {
   /** Runs given back because the store went away under them, and how often (MAX_OUTAGE_RELEASES). */
   private readonly outageReleases = new Map<string, number>();
   private readonly attemptHost: AttemptHost;
-  /** Slots handed out for runs this process claims as it creates them (claimAtCreate), not yet launched. */
+  /** Slots handed out for runs this process claims as it creates them (createRun), not yet launched. */
   private reserved = 0;
   private claiming = false;
   private again = false;
@@ -69,6 +71,7 @@ export class RunEngine {
   constructor(private readonly opts: EngineOptions) {
     this.workerId = opts.workerId ?? `${process.pid}-${randomUUID().slice(0, 8)}`;
     this.leaseMs = opts.leaseMs ?? 30_000;
+    this.queue = opts.storage.queue;
     this.runCheckpoints = new RunCheckpointer(opts.storage.checkpointer);
     this.checkpointer = this.runCheckpoints.saver;
     // The memory store (getStore() / config.store in nodes) is the same one the /store routes use.
@@ -122,7 +125,7 @@ export class RunEngine {
     if (left.length) {
       this.opts.logger.warn({ runs: left }, 'shutdown grace period over: returning runs to the queue');
       for (const a of this.active.values()) a.controller.abort(new CancelledError('server shutting down'));
-      await this.opts.storage.runs
+      await this.queue
         .release(this.workerId, left)
         .catch((err) => this.opts.logger.error({ err }, 'could not release runs; the sweeper will requeue them'));
       this.active.clear();
@@ -134,24 +137,30 @@ export class RunEngine {
   }
 
   /**
-   * Creating a run through this process: when it has a free slot, the store may claim the new run for it in the
-   * same write (when the run is the one a claim would take next), which saves the claim that the wake-up would
-   * send and starts the run sooner. `create` gets the claim to ask for (or none: no free slot, stopping, or a
-   * process that runs nothing) and its result is launched here when the store claimed it.
+   * Creates a run (the queue applies its multitask strategy). When this process has a free slot, the queue may
+   * claim the new run for it in the same write (when the run is the one a claim would take next), which saves the
+   * claim that the wake-up would send and starts the run sooner: it is launched here. No free slot, stopping, or a
+   * process that runs nothing: the run waits in the queue. A delayed run (after_seconds) is looked for again once
+   * due. The record is the one the queue stored (status running when this process took it).
    */
-  async claimAtCreate(
-    create: (claim?: { workerId: string; leaseMs: number }) => Promise<RunRecord>,
-  ): Promise<RunRecord> {
+  async createRun(run: NewRun): Promise<RunRecord> {
+    const created = await this.enqueue(run);
+    if (run.delay_ms) this.wakeAfter(run.delay_ms);
+    return created;
+  }
+
+  private async enqueue(newRun: NewRun): Promise<RunRecord> {
     const free =
       !this.stopping &&
       !!this.unsubscribe &&
       this.timers.length > 0 &&
       this.active.size + this.reserved < this.opts.concurrency;
-    if (!free) return this.waiters.noteQueued(await create());
+    if (!free) return this.waiters.noteQueued(await this.queue.create(newRun));
     // A wake-up that came while the slot was held may have found no room: unless the slot went to the new run,
     // look again once it is given back (also when the create failed).
     this.reserved++;
-    const run = await create({ workerId: this.workerId, leaseMs: this.leaseMs })
+    const run = await this.queue
+      .create(newRun, { workerId: this.workerId, leaseMs: this.leaseMs })
       .finally(() => void this.reserved--)
       .catch((err: unknown) => {
         this.pump();
@@ -164,7 +173,7 @@ export class RunEngine {
     }
     if (this.stopping) {
       // Stopping began meanwhile: the run goes back to the queue for another process (or the next start).
-      await this.opts.storage.runs.release(this.workerId, [run.run_id]);
+      await this.queue.release(this.workerId, [run.run_id]);
       return { ...run, status: 'pending', worker_id: null, attempt: Math.max(run.attempt - 1, 0) };
     }
     this.launch(run);
@@ -172,7 +181,7 @@ export class RunEngine {
   }
 
   /** A delayed run (after_seconds) becomes claimable later: look again then. */
-  wakeAfter(ms: number): void {
+  private wakeAfter(ms: number): void {
     // Node timers hold at most 2^31-1 ms; a later run is started by the periodic sweep when it is due.
     setTimeout(() => this.pump(), Math.min(ms + 5, 2_147_483_647)).unref();
   }
@@ -260,7 +269,7 @@ export class RunEngine {
     while (!this.stopping && this.active.size + this.reserved < this.opts.concurrency) {
       let run: RunRecord | null;
       try {
-        run = await this.opts.storage.runs.claim(this.workerId, this.leaseMs);
+        run = await this.queue.claim(this.workerId, this.leaseMs);
       } catch (err) {
         // An unreachable store is waited for quietly (the pool's error listener says so once); the rest is a bug.
         if (isConnectionError(err)) {
@@ -295,7 +304,7 @@ export class RunEngine {
         const next = entry.next;
         if (next && this.stopping) {
           // Claimed as stopping began: back to the queue for another process (or the next start).
-          void this.opts.storage.runs
+          void this.queue
             .release(this.workerId, [next.run_id])
             .catch((err) => this.opts.logger.error({ err }, 'could not release a run; the sweeper will requeue it'));
         } else if (next) this.launch(next);
@@ -307,7 +316,7 @@ export class RunEngine {
     const ids = [...this.active.keys()];
     if (!ids.length) return;
     try {
-      const held = new Set(await this.opts.storage.runs.heartbeat(this.workerId, ids, this.leaseMs));
+      const held = new Set(await this.queue.heartbeat(this.workerId, ids, this.leaseMs));
       for (const id of ids) {
         const a = this.active.get(id);
         // The lease went to someone else (we were too slow): stop without writing a result.
@@ -338,13 +347,13 @@ export class RunEngine {
       // Our own runs' leases first: after the event loop was held up past a lease, this process's sweep must not
       // requeue a run it is still executing (another process's sweep may, and the heartbeat then stops it here).
       await this.heartbeat();
-      const swept = await this.opts.storage.runs.sweep(MAX_ATTEMPTS);
+      const swept = await this.queue.sweep(MAX_ATTEMPTS);
       if (swept.requeued.length || swept.failed.length) {
         this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');
       }
       // Runs this sweep ended (their worker is gone) get their run-finished notice here, once.
       if (this.opts.onRunFinished) for (const id of swept.failed) void this.sweptRunFinished(id);
-      const requests = await this.opts.storage.runs.cancelRequests([...this.active.keys()]);
+      const requests = await this.queue.cancelRequests([...this.active.keys()]);
       for (const [id, action] of requests) this.cancelLocal(id, action);
     } catch (err) {
       this.opts.logger.warn({ err }, 'safety sweep failed');

@@ -90,20 +90,19 @@ export function createAssistantService({ storage, graphs }: Pick<ServiceDeps, 's
   const FOR_RUNS_MAX = 1_000;
 
   /**
-   * resolve() for a run create: the assistant and, where the store has versions, the token the create must check
-   * (NewRun.assistant_token). Under a custom-auth read filter, or with a store without versions, it is resolve().
+   * resolve() for a run create: the assistant and the token the create must check (NewRun.assistant_token). Under a
+   * custom-auth read filter it is resolve().
    */
   async function resolveForRun(
     idOrGraph: string,
     readFilter: AssistantReadFilter | undefined,
     fresh: boolean,
   ): Promise<{ assistant: Assistant; token?: string }> {
-    const versioned = storage.assistants.getVersioned?.bind(storage.assistants);
-    if (readFilter || !versioned) return { assistant: await resolve(idOrGraph, readFilter) };
+    if (readFilter) return { assistant: await resolve(idOrGraph, readFilter) };
     const id = assistantIdOf(idOrGraph);
     const known = fresh ? undefined : forRuns.get(id);
     if (known) return known;
-    const found = await versioned(id);
+    const found = await storage.assistants.getVersioned(id);
     if (!found) {
       forRuns.delete(id);
       throw notFound(idOrGraph);

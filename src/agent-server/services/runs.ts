@@ -15,7 +15,7 @@ import {
   type RunStatus,
 } from '../storage/types.ts';
 import type { AssistantService } from './assistants.ts';
-import type { RunAuth, ServiceDeps } from './context.ts';
+import { threadNotFound, type RunAuth, type ServiceDeps } from './context.ts';
 import type { ThreadService } from './threads.ts';
 
 /** Keys of `config.configurable` only the server sets (from custom auth); a client's values are dropped. */
@@ -49,6 +49,7 @@ export function createRunService({
   ): Promise<RunRecord> {
     // The assistant as last read for a run here, checked by the create itself; changed since: read it again and
     // build the run anew; changed once more in between: built and stored without the check, as every run once was.
+    // The create's only NotFoundError is the thread missing: answered with the platform's text.
     let run: NewRun;
     let created: RunRecord;
     for (let attempt = 1; ; attempt++) {
@@ -60,17 +61,14 @@ export function createRunService({
         attempt === 1 ? 'cached' : attempt === 2 ? 'fresh' : undefined,
       );
       if (opts?.protocol) run.kwargs.protocol = true;
-      const building = run;
       try {
-        created = await engine.claimAtCreate((claim) =>
-          threads.onThread(building.thread_id, () => storage.runs.create(building, claim)),
-        );
+        created = await engine.createRun(run);
         break;
       } catch (err) {
+        if (err instanceof NotFoundError) throw new NotFoundError(threadNotFound(run.thread_id));
         if (!(err instanceof StaleAssistantError) || attempt >= 3) throw err;
       }
     }
-    if (run.delay_ms) engine.wakeAfter(run.delay_ms);
     // Answered as created (pending), as the platform answers every create, also when this process claimed it in
     // the same write: it runs already, and a read of it says so.
     return created.status === 'running' ? { ...created, status: 'pending', attempt: 0, worker_id: null } : created;
@@ -226,13 +224,12 @@ export function createRunService({
 
   /**
    * requireRun, with the thread's values read in the same statement once the run has ended (`values`: what
-   * runResult takes as `threadValues`), where the store can: a join of an ended run is one read.
+   * runResult takes as `threadValues`): a join of an ended run is one read.
    */
   async function requireRunWithValues(
     threadId: string,
     runId: string,
   ): Promise<{ run: RunRecord; values?: Json | null }> {
-    if (!storage.runs.getWithValues) return { run: await requireRun(threadId, runId) };
     const got = await storage.runs.getWithValues(threadId, runId);
     if (!got) throw new NotFoundError(`Run ${runId} not found on thread ${threadId}`);
     return got;

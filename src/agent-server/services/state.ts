@@ -45,11 +45,10 @@ export function createStateService({
     return graphFor(graphId, graphs.isFactory(graphId) ? await threads.graphConfig(thread) : {});
   }
 
-  /** The thread (404 when missing) and its checkpoints read ahead, when the store reads both in one statement. */
+  /** The thread (404 when missing) and its latest checkpoints read ahead, in one statement. */
   async function threadReadingAhead(
     threadId: string,
-  ): Promise<{ thread: ThreadHead; token: string; release: () => void } | undefined> {
-    if (!storage.threads.getReadingAhead) return undefined;
+  ): Promise<{ thread: ThreadHead; token: string; release: () => void }> {
     const token = randomUUID();
     const { thread, release } = await storage.threads.getReadingAhead(threadId, token);
     if (!thread) {
@@ -132,9 +131,9 @@ export function createStateService({
     const sel = typeof checkpoint === 'string' ? { checkpoint_id: checkpoint } : (checkpoint ?? undefined);
     const ns = namespaceOf(sel);
     const checkpointId = sel?.checkpoint_id ?? undefined;
-    // The latest root state: where the store can, the thread and the checkpoints it needs in one read.
-    const ahead = !ns && !checkpointId ? await threadReadingAhead(threadId) : undefined;
-    if (ahead) {
+    // The latest root state: the thread and the checkpoints it needs in one read.
+    if (!ns && !checkpointId) {
+      const ahead = await threadReadingAhead(threadId);
       try {
         const graph = await threadGraph(threadId, ahead.thread);
         return graph

@@ -4,7 +4,15 @@
 import { createServer } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { formatHelp, optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../../lib/cli-args.ts';
+import {
+  formatHelp,
+  optionPicker,
+  optionValues,
+  parseCommandArgs,
+  parseOptions,
+  type CommandSpec,
+} from '../../lib/cli-args.ts';
+import { lower } from '../../lib/option-readers.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { closeOnSignals } from '../../lib/shutdown.ts';
 import { Informer } from '../controller-kit/informer.ts';
@@ -23,24 +31,28 @@ export const activatorCommand: CommandSpec = {
       description: 'Namespace of the AgentDeployments (the activator asks a wake there)',
       default: 'default',
       env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
+      path: 'namespace',
     },
     'agent-namespace': {
       type: 'string',
-      description: "Namespace of the agents' Services; empty: every namespace (a namespace per tenant)",
+      description: "Namespace of the agents' Services; empty: every namespace (a namespace per workspace)",
       env: ['AGENTPLANE_AGENT_NAMESPACE'],
+      path: 'agentNamespace',
     },
     kubeconfig: {
       type: 'string',
       description: 'Kubeconfig file; without it: in-cluster config, else the default kubeconfig',
       env: ['KUBECONFIG'],
+      path: 'kubeconfig',
     },
-    host: { type: 'string', description: 'Address to listen on', default: '0.0.0.0', env: ['HOST'] },
-    port: { type: 'string', description: 'Port to listen on', default: '8080', env: ['PORT'] },
+    host: { type: 'string', description: 'Address to listen on', default: '0.0.0.0', env: ['HOST'], path: 'host' },
+    port: { type: 'string', description: 'Port to listen on', default: '8080', env: ['PORT'], path: 'port' },
     'wake-timeout': {
       type: 'string',
       description: 'Seconds a request is held while its deployment wakes; past it: 503 with Retry-After',
       default: '60',
       env: ['AGENTPLANE_WAKE_TIMEOUT'],
+      path: 'wakeTimeoutMs',
     },
     'upstream-url': {
       type: 'string',
@@ -48,12 +60,15 @@ export const activatorCommand: CommandSpec = {
         "Where a ready agent pod is reached ({ip} and {port}: the endpoint's); another address sends every forwarded request there",
       default: 'http://{ip}:{port}',
       env: ['AGENTPLANE_UPSTREAM_URL'],
+      path: 'upstreamUrl',
     },
     'log-level': {
       type: 'string',
       description: 'fatal, error, warn, info, debug, trace or silent',
       default: 'info',
       env: ['LOG_LEVEL'],
+      path: 'logLevel',
+      read: lower,
     },
   },
 };
@@ -77,13 +92,6 @@ const schema = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
 
-const FLAG: Record<string, string> = {
-  agentNamespace: '--agent-namespace',
-  wakeTimeoutMs: '--wake-timeout',
-  upstreamUrl: '--upstream-url',
-  logLevel: '--log-level',
-};
-
 export async function run(argv: string[]): Promise<void> {
   const flags = parseCommandArgs(activatorCommand, argv);
   if (flags.help) {
@@ -91,22 +99,7 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   const pick = optionPicker(activatorCommand, flags, process.env);
-  const parsed = schema.safeParse({
-    namespace: pick('namespace'),
-    agentNamespace: pick('agent-namespace'),
-    kubeconfig: pick('kubeconfig'),
-    host: pick('host'),
-    port: pick('port'),
-    wakeTimeoutMs: pick('wake-timeout'),
-    upstreamUrl: pick('upstream-url'),
-    logLevel: pick('log-level')?.toLowerCase(),
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const key = String(issue.path[0]);
-    throw new UsageError(`invalid ${FLAG[key] ?? `--${key}`}: ${issue.message}`);
-  }
-  const config = parsed.data;
+  const config = parseOptions(activatorCommand, schema, optionValues(activatorCommand, pick), pick);
   const logger = createLogger({ level: config.logLevel, name: 'activator' });
   const kc = new KubeConfig();
   if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);

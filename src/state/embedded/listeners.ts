@@ -21,7 +21,7 @@ export function embeddedListeners({ db }: EmbeddedContext): ListenerStore {
         );
       } catch (err) {
         if ((err as { code?: string }).code?.startsWith('SQLITE_CONSTRAINT')) {
-          throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this tenant.`);
+          throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this workspace.`);
         }
         throw err;
       }

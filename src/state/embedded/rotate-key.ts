@@ -49,7 +49,7 @@ export type RotateResult = {
   finishedInterrupted: boolean;
 };
 
-/** The auth service binds each record to its place this way (src/control-plane/services/auth.ts). */
+/** The auth service binds each record to its place this way (src/control-plane/services/oauth/). */
 const authAad = (kind: string, tenant: string, name: string) => `auth/${kind}/${tenant}/${name}`;
 
 export async function rotateSecretKey(opts: RotateOptions): Promise<RotateResult> {

@@ -51,7 +51,7 @@ export function kubernetesListeners(k: KubeContext): ListenerStore {
         await call(() => k.core.createNamespacedConfigMap({ namespace: k.namespace, body }));
       } catch (err) {
         if (err instanceof AlreadyExistsError) {
-          throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this tenant.`);
+          throw new AlreadyExistsError(`A listener with compute_id "${r.computeId}" already exists in this workspace.`);
         }
         throw err;
       }

@@ -440,7 +440,7 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
       const seeded: string[] = [];
       for (let i = 0; i < 1005; i++) {
         const [threadId, runId] = [randomUUID(), randomUUID()];
-        await h.storage.runs.create(
+        await h.storage.queue.create(
           {
             run_id: runId,
             thread_id: threadId,
@@ -453,7 +453,7 @@ describe.each(['embedded', 'postgres'] as const)('A2A with the official SDK clie
           },
           { workerId: 'seed', leaseMs: 600_000 },
         );
-        await h.storage.runs.finish(runId, 'seed', { status: 'success', values: { count: i } });
+        await h.storage.queue.finish(runId, 'seed', { status: 'success', values: { count: i } });
         seeded.push(`${threadId}:${runId}`);
       }
       const listed: string[] = [];

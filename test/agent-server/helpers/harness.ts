@@ -11,7 +11,7 @@ import { ThreadExecutor } from '../../../src/agent-server/runs/thread-executor.t
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
 import { openPostgresStorage } from '../../../src/agent-server/storage/postgres/index.ts';
-import type { Storage } from '../../../src/agent-server/storage/types.ts';
+import type { EngineStorage } from '../../../src/agent-server/storage/ports/run-queue.ts';
 import { createLogger, silentLogger } from '../../../src/lib/logger.ts';
 import { createTestDatabase } from './pg.ts';
 
@@ -21,7 +21,7 @@ export interface Harness {
   app: FastifyInstance;
   /** The executor threads, when the harness runs graphs on some. */
   threads?: ThreadExecutor;
-  storage: Storage;
+  storage: EngineStorage;
   engine: RunEngine;
   /** A request through app.inject: its status and its body parsed as JSON (undefined when empty). */
   call(method: string, url: string, payload?: unknown): Promise<{ status: number; body: any }>;
@@ -46,7 +46,7 @@ export async function startHarness(opts: {
   const logger = process.env.AP_TEST_LOG ? createLogger({ level: process.env.AP_TEST_LOG }) : silentLogger();
   const graphs = await loadGraphs(configPath, { logger });
   let cleanup: () => Promise<void>;
-  let storage: Storage;
+  let storage: EngineStorage;
   if (opts.store === 'postgres') {
     const db = await createTestDatabase();
     storage = await openPostgresStorage({ databaseUrl: db.url, poolSize: 10 });

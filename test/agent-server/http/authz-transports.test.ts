@@ -19,7 +19,7 @@ import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
-import type { Storage } from '../../../src/agent-server/storage/types.ts';
+import type { EngineStorage } from '../../../src/agent-server/storage/ports/run-queue.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 
 const CONFIG = new URL('../fixtures/auth-transports/langgraph.json', import.meta.url).pathname;
@@ -185,7 +185,7 @@ const COMMANDS = [
 
 describe('one authorisation path per action, whatever the transport', { timeout: 120_000 }, () => {
   let dir: string;
-  let storage: Storage;
+  let storage: EngineStorage;
   let engine: RunEngine;
   let app: FastifyInstance;
   let keys: KeyVerifier;

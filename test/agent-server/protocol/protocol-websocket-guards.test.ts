@@ -15,7 +15,7 @@ import { MAX_SUBSCRIPTIONS } from '../../../src/agent-server/routes/protocol.ts'
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
-import type { Storage } from '../../../src/agent-server/storage/types.ts';
+import type { EngineStorage } from '../../../src/agent-server/storage/ports/run-queue.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 
 const fixture = (name: string) => new URL(`../fixtures/ws-guards/${name}`, import.meta.url).pathname;
@@ -26,7 +26,7 @@ async function serve(config: string) {
   const dir = mkdtempSync(join(tmpdir(), 'ap-ws-guards-'));
   const logger = silentLogger();
   const graphs = await loadGraphs(config, { logger });
-  const storage: Storage = openEmbeddedStorage({ dataDir: dir });
+  const storage: EngineStorage = openEmbeddedStorage({ dataDir: dir });
   await ensureSystemAssistants(storage, graphs);
   const engine = new RunEngine({ storage, graphs, logger, concurrency: 2, runTimeoutMs: 30_000 });
   const app: FastifyInstance = await buildApp({ storage, graphs, engine, logger, keepAliveMs: 200 });

@@ -1,8 +1,7 @@
 // A join of a run that executes in this process takes its record from the engine instead of reading it: it still
 // answers the run's final values. A run that has ended is read once, with its thread's values in the same read (no
 // second read of the thread), and those are the thread's values now (a state update after the run shows). A run
-// asked for on another thread is a 404 whether it runs here or has ended. A store without the combined read
-// answers the same.
+// asked for on another thread is a 404 whether it runs here or has ended.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
@@ -15,7 +14,7 @@ function countReads(h: Harness): { runs: string[]; threads: string[] } {
     seen.runs.push(runId);
     return get(threadId, runId);
   };
-  const withValues = runs.getWithValues!.bind(runs);
+  const withValues = runs.getWithValues.bind(runs);
   runs.getWithValues = async (threadId, runId) => {
     seen.runs.push(runId);
     return withValues(threadId, runId);
@@ -107,24 +106,6 @@ describe.each(['embedded', 'postgres'] as const)('join of a run executing here (
     const pausedFirst = (await h.call('GET', `/threads/${paused}/runs/${pausedRun}/join`)).body;
     expect((await h.call('GET', `/threads/${paused}/runs/${pausedRun}/join`)).body).toEqual(pausedFirst);
     expect(pausedFirst).toEqual((await h.call('GET', `/threads/${paused}/state`)).body.values);
-  });
-
-  it('a store without the combined read answers the same', async () => {
-    const runs = h.storage.runs;
-    const combined = runs.getWithValues;
-    runs.getWithValues = undefined;
-    try {
-      const t = (await h.call('POST', '/threads', {})).body.thread_id as string;
-      const runId = (await h.call('POST', `/threads/${t}/runs`, { assistant_id: 'counter', input: { count: 5 } })).body
-        .run_id as string;
-      const first = (await h.call('GET', `/threads/${t}/runs/${runId}/join`)).body;
-      const threadReadsBefore = seen.threads.length;
-      expect((await h.call('GET', `/threads/${t}/runs/${runId}/join`)).body).toEqual(first);
-      expect(seen.threads.length - threadReadsBefore).toBe(1);
-      expect(first).toEqual({ count: 16, steps: ['first', 'second'] });
-    } finally {
-      runs.getWithValues = combined;
-    }
   });
 });
 

@@ -8,18 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
-import {
-  MAX_ATTEMPTS,
-  type RunOutcome,
-  type RunRecord,
-  type Storage,
-} from '../../../src/agent-server/storage/types.ts';
+import { type RunOutcome, type RunRecord } from '../../../src/agent-server/storage/types.ts';
+import { MAX_ATTEMPTS, type EngineStorage } from '../../../src/agent-server/storage/ports/run-queue.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { FIXTURE_CONFIG } from '../helpers/harness.ts';
 
 describe('run-finished hook', () => {
   let dir: string;
-  let storage: Storage;
+  let storage: EngineStorage;
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-hook-'));
@@ -32,7 +28,7 @@ describe('run-finished hook', () => {
 
   it('fires once for a run the sweep ends after its last attempt', async () => {
     const thread_id = randomUUID();
-    const run = await storage.runs.create({
+    const run = await storage.queue.create({
       run_id: randomUUID(),
       thread_id,
       assistant_id: randomUUID(),
@@ -44,9 +40,9 @@ describe('run-finished hook', () => {
     });
     // A worker that claims the run and vanishes, every attempt.
     for (let i = 1; i <= MAX_ATTEMPTS; i++) {
-      expect((await storage.runs.claim('ghost', 1))?.run_id).toBe(run.run_id);
+      expect((await storage.queue.claim('ghost', 1))?.run_id).toBe(run.run_id);
       await new Promise((r) => setTimeout(r, 5));
-      if (i < MAX_ATTEMPTS) expect((await storage.runs.sweep(MAX_ATTEMPTS)).requeued).toEqual([run.run_id]);
+      if (i < MAX_ATTEMPTS) expect((await storage.queue.sweep(MAX_ATTEMPTS)).requeued).toEqual([run.run_id]);
     }
     const seen: Array<{ run: RunRecord; outcome: RunOutcome }> = [];
     const engine = new RunEngine({

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
 import { openPostgresStorage } from '../../../src/agent-server/storage/postgres/index.ts';
 import { isoNow } from '../../../src/agent-server/storage/common.ts';
-import type { NewCron, NewRun, Storage } from '../../../src/agent-server/storage/types.ts';
+import type { NewCron, NewRun } from '../../../src/agent-server/storage/types.ts';
+import type { EngineStorage } from '../../../src/agent-server/storage/ports/run-queue.ts';
 import { NotFoundError } from '../../../src/lib/errors.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 
@@ -48,7 +49,7 @@ function newRun(threadId: string, extra: Partial<NewRun> = {}): NewRun {
   };
 }
 
-type Opened = { store: Storage; more?: () => Promise<Storage>; cleanup: () => Promise<void> };
+type Opened = { store: EngineStorage; more?: () => Promise<EngineStorage>; cleanup: () => Promise<void> };
 
 async function embedded(): Promise<Opened> {
   const dir = mkdtempSync(join(tmpdir(), 'ap-as-crons-store-'));
@@ -64,7 +65,7 @@ async function embedded(): Promise<Opened> {
 
 async function postgres(): Promise<Opened> {
   const db = await createTestDatabase();
-  const opened: Storage[] = [];
+  const opened: EngineStorage[] = [];
   const open = async () => {
     const s = await openPostgresStorage({ databaseUrl: db.url, poolSize: 6 });
     opened.push(s);
@@ -142,7 +143,7 @@ describe.each([
   it('skips a tick whose run is refused, and one without a run, keeping the claim', async () => {
     const thread = randomUUID();
     await o.store.threads.create({ thread_id: thread, metadata: {} }, 'raise');
-    await o.store.runs.create(newRun(thread, { if_not_exists: 'reject' }));
+    await o.store.queue.create(newRun(thread, { if_not_exists: 'reject' }));
     const cron = await o.store.crons.create(newCron({ thread_id: thread }));
     const busy = newRun(thread, { if_not_exists: 'reject' });
     const next = isoNow(Date.now() + 60_000);

@@ -1,4 +1,5 @@
 // Assistants of the embedded store.
+import { createHash } from 'node:crypto';
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { ASSISTANT_SORT } from '../common.ts';
 import type {
@@ -16,6 +17,15 @@ import { j, jsonFilter, toAssistant, type EmbeddedContext, type Row } from './co
 function toVersion(r: Row): AssistantVersion {
   const { updated_at: _updated, ...version } = toAssistant({ ...r, updated_at: r.created_at });
   return version;
+}
+
+/**
+ * The token of an assistant's row (AssistantStore.getVersioned): a digest of its stored columns. SQLite keeps no row
+ * version (Postgres has xmin); every write that changes the row changes a column, and two rows with the same columns
+ * build the same run, so the digest tells a create all it needs.
+ */
+export function assistantToken(r: Row): string {
+  return createHash('sha256').update(JSON.stringify(r)).digest('base64url');
 }
 
 export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }: EmbeddedContext): AssistantStore {
@@ -77,6 +87,10 @@ export function embeddedAssistants({ sql, inTx, st, now, searchWhere, orderBy }:
     async get(id: string) {
       const r = st.getAssistant.get(id) as Row | undefined;
       return r ? toAssistant(r) : null;
+    },
+    async getVersioned(id: string) {
+      const r = st.getAssistant.get(id) as Row | undefined;
+      return r ? { assistant: toAssistant(r), token: assistantToken(r) } : null;
     },
     async patch(id: string, p: AssistantPatch) {
       return inTx(() => {

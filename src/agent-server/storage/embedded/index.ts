@@ -12,7 +12,7 @@ import type { Logger } from '../../../lib/logger.ts';
 import { migrateSqlite } from '../../../lib/migrations.ts';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
-import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage, type StreamEventStore } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type StreamEventStore } from '../types.ts';
 import { embeddedAssistants } from './assistants.ts';
 import { checkpointSaver } from './checkpoint-saver.ts';
 import { openContext, openDatabase, statementCache } from './context.ts';
@@ -20,6 +20,7 @@ import { sqliteItems } from './items.ts';
 import { embeddedCrons } from './crons.ts';
 import { AGENT_SERVER_SQLITE_MIGRATIONS } from './migrations.ts';
 import { embeddedRuns } from './runs/index.ts';
+import type { EngineStorage } from '../ports/run-queue.ts';
 import { embeddedStreamEvents } from './stream-events.ts';
 import { embeddedThreads } from './threads.ts';
 import { WriteLock } from './write-lock.ts';
@@ -81,7 +82,7 @@ export function openEmbeddedItems(
   return { items: sqliteItems(db, statementCache(db), config, embedder, jsonCodec(keyring)), close: () => db.close() };
 }
 
-export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
+export function openEmbeddedStorage(opts: EmbeddedOptions): EngineStorage {
   mkdirSync(opts.dataDir, { recursive: true });
   // One live process per data dir: a second one would take the first one's running runs for abandoned ones.
   const ownership = lockDataDir(opts.dataDir, 'agentplane agent-server');
@@ -110,7 +111,7 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
   emitter.setMaxListeners(0);
   const threadTtl = opts.threadTtl ?? DEFAULT_THREAD_TTL;
   const ctx = openContext(db, sql, emitter, codec, threadTtl.defaultMinutes, threadTtl.strategy);
-  const runs = embeddedRuns(ctx);
+  const { runs, queue, createIn } = embeddedRuns(ctx);
   const itemsConfig = opts.items ?? DEFAULT_ITEMS_CONFIG;
   const items = sqliteItems(db, sql, itemsConfig, opts.embedder, codec);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
@@ -141,7 +142,8 @@ export function openEmbeddedStorage(opts: EmbeddedOptions): Storage {
     assistants: embeddedAssistants(ctx),
     threads,
     runs,
-    crons: embeddedCrons(ctx, runs),
+    queue,
+    crons: embeddedCrons(ctx, { createIn }),
     items,
     streams,
     subscribe(listener) {

@@ -17,7 +17,7 @@ const THREAD_WITH_CHECKPOINTS = `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}
 
 export function embeddedThreads(
   { sql, inTx, st, emit, now, requireThread, searchWhere, orderBy, codec, toThread }: EmbeddedContext,
-  saver?: CheckpointSaver,
+  saver: CheckpointSaver,
 ): ThreadStore {
   interface DeletedRuns {
     /** Runs a worker is executing: told to stop. */
@@ -100,16 +100,12 @@ export function embeddedThreads(
       const r = st.threadMetadata.get(id) as Row | undefined;
       return r ? pj(r.metadata) : null;
     },
-    ...(saver
-      ? {
-          async getReadingAhead(id: string, token: string) {
-            const rows = sql(THREAD_WITH_CHECKPOINTS).all({ thread_id: id }) as Row[];
-            const { thread, checkpoints } = splitThreadRows(rows, LATEST_TWO_COLUMNS);
-            if (!thread) return { thread: null, release: () => undefined };
-            return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
-          },
-        }
-      : {}),
+    async getReadingAhead(id: string, token: string) {
+      const rows = sql(THREAD_WITH_CHECKPOINTS).all({ thread_id: id }) as Row[];
+      const { thread, checkpoints } = splitThreadRows(rows, LATEST_TWO_COLUMNS);
+      if (!thread) return { thread: null, release: () => undefined };
+      return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
+    },
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       return inTx(() => {
         const cur = toThread(requireThread(id));

@@ -52,9 +52,9 @@ export interface AssistantStore {
   get(id: string): Promise<Assistant | null>;
   /**
    * get() with a token that changes whenever the assistant's row does (a run create can then check that the row it
-   * was built from is still the current one: NewRun.assistant_token). Stores whose reads cost little leave it out.
+   * was built from is still the current one: NewRun.assistant_token).
    */
-  getVersioned?(id: string): Promise<{ assistant: Assistant; token: string } | null>;
+  getVersioned(id: string): Promise<{ assistant: Assistant; token: string } | null>;
   patch(id: string, patch: AssistantPatch): Promise<Assistant>;
   delete(id: string): Promise<void>;
   search(q: AssistantQuery): Promise<Assistant[]>;

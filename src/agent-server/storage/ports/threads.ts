@@ -51,9 +51,9 @@ export interface ThreadStore {
   /**
    * get() without the values (ThreadHead), reading in the same statement the thread's newest two root checkpoints
    * for GET state: the store's checkpointer hands them to the reads that carry `token` under READ_AHEAD_KEY (see the
-   * Postgres saver's readAhead). `release` drops what was not taken. Stores without it read the thread and the checkpoints apart.
+   * Postgres saver's readAhead). `release` drops what was not taken.
    */
-  getReadingAhead?(id: string, token: string): Promise<{ thread: ThreadHead | null; release: () => void }>;
+  getReadingAhead(id: string, token: string): Promise<{ thread: ThreadHead | null; release: () => void }>;
   /**
    * A thread's metadata alone (null: no such thread): what the A2A push notifier reads as each A2A run starts and
    * ends, without the values the last run wrote (megabytes in a long conversation, decrypted and parsed by get()).

@@ -12,7 +12,7 @@ import type { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
 import type { PostgresStore } from '@langchain/langgraph-checkpoint-postgres/store';
 import { DEFAULT_ITEMS_CONFIG, type Embedder, type ItemsConfig } from '../items.ts';
 import { DEFAULT_THREAD_TTL, startThreadSweeper, type ThreadTtlConfig } from '../thread-ttl.ts';
-import { DEFAULT_STREAM_RETENTION_MS, type ItemStore, type Storage } from '../types.ts';
+import { DEFAULT_STREAM_RETENTION_MS, type ItemStore } from '../types.ts';
 import { postgresAssistants } from './assistants.ts';
 import { FewerTripsPostgresSaver } from './checkpointer.ts';
 import { LeanCheckpointSerializer } from '../../shims/checkpoint-serde.ts';
@@ -22,6 +22,7 @@ import { newPostgresStore, pgvectorAvailable, postgresItems } from './items.ts';
 import { postgresCrons } from './crons.ts';
 import { MIGRATION_LOCK, migratePostgres } from './migrations.ts';
 import { postgresRuns } from './runs/index.ts';
+import type { EngineStorage } from '../ports/run-queue.ts';
 import { postgresStreamEvents } from './stream-events.ts';
 import { postgresThreads } from './threads.ts';
 import { resealPostgres } from './reseal.ts';
@@ -78,7 +79,7 @@ export function openPostgresItems(
   };
 }
 
-export async function openPostgresStorage(opts: PostgresOptions): Promise<Storage> {
+export async function openPostgresStorage(opts: PostgresOptions): Promise<EngineStorage> {
   const s = opts.schema ?? 'agentplane';
   if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`invalid schema name ${s}`);
   const onError = warnEvery(opts.logger, 'a postgres connection failed; queries wait for the database to return');
@@ -121,7 +122,7 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
   emitter.setMaxListeners(0);
   const ctx = await openContext(opts, pool, s, emitter);
   const items = postgresItems(pool, s, pgStore, itemsConfig, semantic, jsonCodec(opts.keyring));
-  const runs = postgresRuns(ctx);
+  const { runs, queue, createIn } = postgresRuns(ctx);
   const streamRetentionMs = opts.streamRetentionMs ?? DEFAULT_STREAM_RETENTION_MS;
   const streams =
     opts.streams ??
@@ -159,7 +160,8 @@ export async function openPostgresStorage(opts: PostgresOptions): Promise<Storag
     assistants: postgresAssistants(ctx),
     threads,
     runs,
-    crons: postgresCrons(ctx, runs),
+    queue,
+    crons: postgresCrons(ctx, { createIn }),
     items,
     streams,
     subscribe(fn) {

@@ -20,13 +20,14 @@ const CHECKPOINT_COLS = [
   'pending_writes',
 ];
 
-export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver): ThreadStore {
+export function postgresThreads(ctx: PgContext, saver: FewerTripsPostgresSaver): ThreadStore {
   const { pool, s, named, tx, notify, requireThread, where, orderBy, codec, toThread } = ctx;
 
   // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
   // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
-  // NULL checkpoint columns when it has none; no row when the thread does not exist.
-  const latestTwo = saver?.latestTwoSubquery('$1');
+  // NULL checkpoint columns when it has none; no row when the thread does not exist. Undefined when the package's
+  // checkpoint read is not the one this saver knows: the thread is read, then the checkpoints (saver.readAhead).
+  const latestTwo = saver.latestTwoSubquery('$1');
   const withCheckpoints = latestTwo
     ? `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}`).join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
       FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
@@ -111,16 +112,24 @@ export function postgresThreads(ctx: PgContext, saver?: FewerTripsPostgresSaver)
       );
       return rows[0] ? (rows[0].metadata as Json) : null;
     },
-    ...(saver && withCheckpoints
-      ? {
-          async getReadingAhead(id: string, token: string) {
-            const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
-            const { thread, checkpoints } = splitThreadRows(rows as Record<string, unknown>[], CHECKPOINT_COLS);
-            if (!thread) return { thread: null, release: () => undefined };
-            return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
-          },
-        }
-      : {}),
+    async getReadingAhead(id: string, token: string) {
+      if (!withCheckpoints) {
+        const { rows } = await pool.query(
+          named('thread_get_head', `SELECT ${THREAD_HEAD_COLUMNS.join(', ')} FROM ${s}.threads WHERE thread_id = $1`, [
+            id,
+          ]),
+        );
+        if (!rows[0]) return { thread: null, release: () => undefined };
+        return {
+          thread: threadHeadOf(toThread, rows[0] as Record<string, unknown>),
+          release: await saver.readAhead(id, token),
+        };
+      }
+      const { rows } = await pool.query(named('thread_get_ahead', withCheckpoints, [id]));
+      const { thread, checkpoints } = splitThreadRows(rows as Record<string, unknown>[], CHECKPOINT_COLS);
+      if (!thread) return { thread: null, release: () => undefined };
+      return { thread: threadHeadOf(toThread, thread), release: await saver.keepAhead(token, checkpoints) };
+    },
     async patch(id: string, p: { metadata?: Json; ttl_minutes?: number }) {
       const { rows } = await pool.query(
         `UPDATE ${s}.threads SET metadata = metadata || $2::jsonb, updated_at = now(),

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ForbiddenError, NotFoundError } from '../../../lib/errors.ts';
-import { createApiKey } from '../../auth/keys.ts';
+import { createApiKey } from '../../api-keys/keys.ts';
 import type { ApiKeyStore } from '../../../state/api-keys.ts';
 import { ApiKeyCreate, ApiKeyCreated, ApiKeyList, KeyParams } from '../../../api/schemas/api-keys.ts';
 import { ErrorBody } from '../../../api/schemas/common.ts';
@@ -15,7 +15,7 @@ const security = [{ apiKey: [], tenantId: [] }];
 
 function requireAdmin(req: FastifyRequest): void {
   if (!req.principal?.admin)
-    throw new ForbiddenError('Only admin API keys (keys for every tenant, "*") may manage API keys.');
+    throw new ForbiddenError('Only admin API keys (keys for every workspace, "*") may manage API keys.');
 }
 
 export const apiKeyRoutes =

@@ -1,11 +1,11 @@
 // Auth Service v2: OAuth providers, authentication flows on behalf of end users, stored tokens. Registered under
-// /v2 and /api-host/v2. `authRoutes` need an API key or a deployment token (see services/auth/principal.ts);
+// /v2 and /api-host/v2. `authRoutes` need an API key or a deployment token (see services/oauth/principal.ts);
 // `authCallbackRoutes` are reached by the end user's browser, which carries neither: the state is their only proof.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { AuthService } from '../../services/auth/index.ts';
-import type { CallbackResult } from '../../services/auth/types.ts';
+import type { AuthService } from '../../services/oauth/index.ts';
+import type { CallbackResult } from '../../services/oauth/types.ts';
 import {
   AuthStartQuery,
   AuthWaitParams,

@@ -7,7 +7,7 @@ import { AppError, BadRequestError } from '../../../lib/errors.ts';
 import { NO_PUSH_REGISTRY } from '../../services/source-uploads/messages.ts';
 import { mintAccessToken } from '../../../lib/deployment-token.ts';
 import { liveLogEventId, type DeploymentService } from '../../services/deployments/index.ts';
-import type { Principal } from '../../auth/keys.ts';
+import type { Principal } from '../../api-keys/keys.ts';
 import { DeploymentCreate, DeploymentPatch } from '../../../api/schemas/deployments.ts';
 import {
   AccessToken,

@@ -9,7 +9,7 @@ import { LABEL_NAME_HASH, type DeploymentDeps } from './deps.ts';
 export const nameHash = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 40);
 
 function nameTaken(name: string): ConflictError {
-  return new ConflictError(`A deployment named "${name}" already exists in this tenant.`);
+  return new ConflictError(`A deployment named "${name}" already exists in this workspace.`);
 }
 
 export async function assertNameFree(

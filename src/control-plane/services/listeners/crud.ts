@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import type { ListenerRecord } from '../../../state/listeners.ts';
-import { createApiKey } from '../../auth/keys.ts';
+import { createApiKey } from '../../api-keys/keys.ts';
 import { deploymentsOf, render, requireListener, toApi, type ListenerDeps } from './records.ts';
 import type { Listener, ListenerCreate, ListenerPatch } from '../../../api/schemas/listeners.ts';
 

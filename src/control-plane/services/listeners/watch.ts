@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { LABEL_DEPLOYMENT } from '../../../resources/index.ts';
 import type { ListenerRecord } from '../../../state/listeners.ts';
-import { agentKeyHashes } from '../../auth/key-publisher.ts';
+import { agentKeyHashes } from '../../api-keys/key-publisher.ts';
 import { deploymentsOf, requireListener, touch, type ListenerDeps } from './records.ts';
 import { LOG_CURSOR_ANNOTATION } from './report.ts';
 import type { ListenerSnapshot } from '../../../api/schemas/listeners.ts';

@@ -104,7 +104,7 @@ export async function ensureTenantNamespace(ctx: RuntimeContext, target: Target)
   // A terminating namespace refuses new content (403) until its controller has emptied and removed it; then it
   // is created afresh. Failing the reconcile retries it with backoff meanwhile.
   if (existing?.metadata?.deletionTimestamp)
-    throw new Error(`tenant namespace ${name} is being deleted; its deployments wait until it is gone`);
+    throw new Error(`workspace namespace ${name} is being deleted; its deployments wait until it is gone`);
   if (!existing) {
     try {
       await ctx.core.createNamespace({

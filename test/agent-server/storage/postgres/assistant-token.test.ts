@@ -1,20 +1,21 @@
-// Run creates on Postgres reuse the assistant they last read, checked by the create's own statement against the
-// row's version (xmin): a change made elsewhere (another replica, straight in the store) is never missed: the
-// create finds it, writes nothing, and is built again from a fresh read. Tried the way a race would go: the
-// assistant patched, set to another version and deleted behind this process's back.
+// Run creates reuse the assistant they last read, checked by the create itself against the row's token (Postgres:
+// its xmin, in the create's own statement; embedded: a digest of its columns, in the create's transaction): a change
+// made elsewhere (another replica, straight in the store) is never missed: the create finds it, writes nothing, and
+// is built again from a fresh read. Tried the way a race would go: the assistant patched, set to another version and
+// deleted behind this process's back.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StaleAssistantError } from '../../../../src/lib/errors.ts';
 import { startHarness, type Harness } from '../../helpers/harness.ts';
 
-describe('run creates and the assistant they were built from (postgres)', () => {
+describe.each(['embedded', 'postgres'] as const)('run creates and the assistant they were built from (%s)', (store) => {
   let h: Harness;
   const reads: string[] = [];
   beforeAll(async () => {
-    h = await startHarness({ store: 'postgres' });
+    h = await startHarness({ store });
     const a = h.storage.assistants;
     const get = a.get.bind(a);
-    const versioned = a.getVersioned!.bind(a);
+    const versioned = a.getVersioned.bind(a);
     a.get = async (id) => {
       reads.push(id);
       return get(id);
@@ -96,19 +97,19 @@ describe('run creates and the assistant they were built from (postgres)', () => 
     };
     // Fast path: an existing thread.
     await expect(
-      h.storage.runs.create({ ...base, run_id: randomUUID(), thread_id: t, if_not_exists: 'reject' }),
+      h.storage.queue.create({ ...base, run_id: randomUUID(), thread_id: t, if_not_exists: 'reject' }),
     ).rejects.toBeInstanceOf(StaleAssistantError);
     // Slow path: a thread to create.
     const fresh = randomUUID();
     await expect(
-      h.storage.runs.create({ ...base, run_id: randomUUID(), thread_id: fresh, if_not_exists: 'create' }),
+      h.storage.queue.create({ ...base, run_id: randomUUID(), thread_id: fresh, if_not_exists: 'create' }),
     ).rejects.toBeInstanceOf(StaleAssistantError);
     expect(await h.storage.threads.get(fresh)).toBeNull();
     expect(await h.storage.runs.list(t, { limit: 10, offset: 0 })).toHaveLength(0);
     expect((await h.storage.threads.get(t))!.status).toBe('idle');
     // The current token passes.
-    const { token } = (await h.storage.assistants.getVersioned!(id))!;
-    const ok = await h.storage.runs.create({
+    const { token } = (await h.storage.assistants.getVersioned(id))!;
+    const ok = await h.storage.queue.create({
       ...base,
       assistant_token: token,
       run_id: randomUUID(),

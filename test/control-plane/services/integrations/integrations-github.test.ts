@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
 import { parseControlPlaneConfig } from '../../../../src/control-plane/config.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { buildCredentialResolver } from '../../../../src/git/credentials.ts';
 import { createGitHubApp, type GitHubApp } from '../../../../src/git/github-app.ts';
 import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';

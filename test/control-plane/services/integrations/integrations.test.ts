@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';
 import { loadKubeConfig, openKubernetesPlatformState } from '../../../../src/state/kubernetes/index.ts';
 import { AlreadyExistsError } from '../../../../src/state/errors.ts';

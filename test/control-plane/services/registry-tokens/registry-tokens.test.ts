@@ -3,23 +3,17 @@
 // another workspace's credentials; scopes of other repositories; another deployment's image in a revision). The
 // real registry and a real push are in test/kube/registry-push.test.ts.
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { createPublicKey } from 'node:crypto';
 import { decodeProtectedHeader, jwtVerify } from 'jose';
+import { workspacesApp, type WorkspacesApp } from '../../helpers/harness.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
 import { parseControlPlaneConfig } from '../../../../src/control-plane/config.ts';
-import { DEFAULT_INPUT_POLICY } from '../../../../src/api/input-rules.ts';
 import { mintPushToken } from '../../../../src/control-plane/services/registry-tokens/push-token.ts';
 import { grantedAccess, parseScopes } from '../../../../src/control-plane/services/registry-tokens/scopes.ts';
 import { registrySignerFromPem } from '../../../../src/control-plane/services/registry-tokens/signer.ts';
-import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';
-import type { PlatformState } from '../../../../src/state/types.ts';
-import { silentLogger } from '../../../../src/lib/logger.ts';
 
 const REGISTRY = 'registry.example.com:5000/agents';
 const SERVICE = 'registry.example.com:5000';
@@ -28,31 +22,20 @@ const signer = registrySignerFromPem(String(pem));
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 
 let dir: string;
-let store: PlatformState;
 let cp: FastifyInstance;
 let clock = Date.now();
-const headersA = { 'x-api-key': '', 'x-tenant-id': 'team-a' };
-const headersB = { 'x-api-key': '', 'x-tenant-id': 'team-b' };
+let headersA: Record<string, string>;
+let headersB: Record<string, string>;
+let bed: WorkspacesApp;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ap-cp-regtok-'));
-  store = openEmbeddedPlatformState({ dataDir: join(dir, 'store') });
-  headersA['x-api-key'] = (await createApiKey(store, { tenants: ['team-a'] })).key;
-  headersB['x-api-key'] = (await createApiKey(store, { tenants: ['team-b'] })).key;
-  cp = await createControlPlane({
-    store,
-    logger: silentLogger(),
-    policy: DEFAULT_INPUT_POLICY,
-    consoleDir: false,
+  bed = await workspacesApp('ap-cp-regtok-', () => ({
     registryTokens: { signer, issuer: 'agentplane-test', service: SERVICE, registry: REGISTRY, now: () => clock },
-  });
+  }));
+  ({ app: cp, dir, headersA, headersB } = bed);
 });
 
-afterAll(async () => {
-  await cp.close();
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(async () => bed?.close());
 
 async function imageDeployment(headers: Record<string, string>, name: string): Promise<string> {
   const res = await cp.inject({

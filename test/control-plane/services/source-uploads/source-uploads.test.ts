@@ -2,16 +2,16 @@
 // signed PUT, the PATCH naming the object path, the log routes it polls; and what an attacker tries on the upload
 // path (oversized, tampered, replayed or expired URLs, another workspace's object path, traversal, hostile tarballs).
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import type { FastifyInstance } from 'fastify';
+import { workspacesApp, type WorkspacesApp } from '../../helpers/harness.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { DEFAULT_INPUT_POLICY } from '../../../../src/api/input-rules.ts';
 import { uploadSigningKey } from '../../../../src/control-plane/services/source-uploads/signing.ts';
 import { entryProblem } from '../../../../src/control-plane/services/source-uploads/tarball.ts';
@@ -61,35 +61,25 @@ let dir: string;
 let store: PlatformState;
 let cp: FastifyInstance;
 let clock = Date.now();
-const headersA = { 'x-api-key': '', 'x-tenant-id': 'team-a' };
-const headersB = { 'x-api-key': '', 'x-tenant-id': 'team-b' };
+let headersA: Record<string, string>;
+let headersB: Record<string, string>;
+let bed: WorkspacesApp;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ap-cp-uploads-'));
-  store = openEmbeddedPlatformState({ dataDir: join(dir, 'store') });
-  headersA['x-api-key'] = (await createApiKey(store, { tenants: ['team-a'] })).key;
-  headersB['x-api-key'] = (await createApiKey(store, { tenants: ['team-b'] })).key;
-  cp = await createControlPlane({
-    store,
-    logger: silentLogger(),
-    policy: DEFAULT_INPUT_POLICY,
-    consoleDir: false,
+  bed = await workspacesApp('ap-cp-uploads-', (folder) => ({
     sourceUploads: {
-      archives: openSourceArchives(join(dir, 'archives')),
+      archives: openSourceArchives(join(folder, 'archives')),
       signingKey: uploadSigningKey(Buffer.alloc(32, 7)),
       maxBytes: 64 * 1024,
       ttlSeconds: 60,
       limits: { maxExpandedBytes: 1024 * 1024, maxEntries: 50 },
       now: () => clock,
     },
-  });
+  }));
+  ({ app: cp, store, dir, headersA, headersB } = bed);
 });
 
-afterAll(async () => {
-  await cp.close();
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(async () => bed?.close());
 
 async function createSourceDeployment(headers: Record<string, string>, name: string): Promise<string> {
   const res = await cp.inject({

@@ -22,8 +22,8 @@ import {
   makePostgresService,
   makePostgresStatefulSet,
 } from '../../../../src/operator/runtimes/kubernetes/postgres.ts';
-import type { Target } from '../../../../src/operator/runtimes/kubernetes/labels.ts';
 import { validateK8s } from '../../../support/kubernetes/k8s-schema.ts';
+import { deploymentTarget } from '../../../support/kubernetes/target.ts';
 
 const config = kubernetesRuntimeConfigSchema.parse({
   registry: 'registry.example.com/agents/',
@@ -33,20 +33,7 @@ const config = kubernetesRuntimeConfigSchema.parse({
   ingress: { className: 'nginx', baseDomain: 'agents.example.com', allowedCustomDomains: ['acme.io'] },
 });
 const id = '0b6c8f1e-5d0a-4f7b-9d7e-2a7c1f0e9b11';
-const target: Target = {
-  namespace: 'team-a',
-  name: `ag-${id}`,
-  deploymentId: id,
-  tenantId: 'tenant-1',
-  owner: {
-    apiVersion: 'agentplane.dev/v1alpha1',
-    kind: 'AgentDeployment',
-    name: `ag-${id}`,
-    uid: 'uid-1',
-    controller: true,
-    blockOwnerDeletion: true,
-  },
-};
+const target = deploymentTarget(id, 'team-a', 'tenant-1', 'uid-1');
 const rev = `ag-${id}-r3`;
 
 function env(c: V1Container, name: string): V1EnvVar | undefined {

@@ -18,6 +18,7 @@ import {
 import { gatewayApiCrds, HTTPROUTE_CRD } from '../../../support/gateway-api.ts';
 import { renderChart } from '../../../support/helm/index.ts';
 import { KindRegistry, registerCrds } from '../../../support/kube-apiserver/registry.ts';
+import { deploymentTarget } from '../../../support/kubernetes/target.ts';
 
 type Json = Record<string, any>;
 
@@ -30,20 +31,7 @@ const config = kubernetesRuntimeConfigSchema.parse({
   gateway: { parentRefs, annotations: { 'example.com/team': 'platform' } },
 });
 const id = '0b6c8f1e-5d0a-4f7b-9d7e-2a7c1f0e9b11';
-const target: Target = {
-  namespace: 'team-a',
-  name: `ag-${id}`,
-  deploymentId: id,
-  tenantId: 'tenant-1',
-  owner: {
-    apiVersion: 'agentplane.dev/v1alpha1',
-    kind: 'AgentDeployment',
-    name: `ag-${id}`,
-    uid: 'uid-1',
-    controller: true,
-    blockOwnerDeletion: true,
-  },
-};
+const target = deploymentTarget(id, 'team-a', 'tenant-1', 'uid-1');
 const host = `ag-${id}.agents.example.com`;
 
 const crds = gatewayApiCrds();

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { V1Ingress, V1Secret, V1ServiceAccount } from '@kubernetes/client-node';
 import { kubernetesRuntimeConfigSchema } from '../../../../src/operator/runtimes/kubernetes/config.ts';
-import { tenantKeysSecretName, type Target } from '../../../../src/operator/runtimes/kubernetes/labels.ts';
+import { tenantKeysSecretName } from '../../../../src/operator/runtimes/kubernetes/labels.ts';
 import {
   makeKeysWriterBinding,
   tenantNamespaceName,
@@ -28,6 +28,7 @@ import {
 } from '../../../../src/operator/runtimes/kubernetes/server.ts';
 import { makePostgresStatefulSet } from '../../../../src/operator/runtimes/kubernetes/postgres.ts';
 import { validateK8s } from '../../../support/kubernetes/k8s-schema.ts';
+import { deploymentTarget } from '../../../support/kubernetes/target.ts';
 
 const config = kubernetesRuntimeConfigSchema.parse({
   gitImage: 'agentplane:test',
@@ -38,20 +39,7 @@ const config = kubernetesRuntimeConfigSchema.parse({
   ingress: { baseDomain: 'agents.example.com', allowedCustomDomains: ['bots.acme.io'] },
 });
 const id = '3c1d7e2a-9b8f-4a6e-8d5c-1f2e3a4b5c6d';
-const target: Target = {
-  namespace: 'agents',
-  name: `ag-${id}`,
-  deploymentId: id,
-  tenantId: 'tenant-a',
-  owner: {
-    apiVersion: 'agentplane.dev/v1alpha1',
-    kind: 'AgentDeployment',
-    name: `ag-${id}`,
-    uid: 'uid-a',
-    controller: true,
-    blockOwnerDeletion: true,
-  },
-};
+const target = deploymentTarget(id, 'agents', 'tenant-a', 'uid-a');
 const rev = `ag-${id}-r1`;
 const base = { revision: rev, image: 'img@sha256:' + 'c'.repeat(64), envNames: [] as string[] };
 

@@ -5,7 +5,6 @@
 // GKE), both link-local and on the host network; OpenShift's DNS pods live in openshift-dns and listen on 5353.
 import { describe, expect, it } from 'vitest';
 import { parseOperatorConfig } from '../../../../src/operator/config.ts';
-import type { Target } from '../../../../src/operator/runtimes/kubernetes/labels.ts';
 import {
   makeAgentNetworkPolicy,
   makeBuildNetworkPolicy,
@@ -13,24 +12,12 @@ import {
 import { renderChart } from '../../../support/helm/index.ts';
 import { egressAllowed, ingressAllowed, type Pod } from '../../../support/network-policy.ts';
 import { validateK8s } from '../../../support/kubernetes/k8s-schema.ts';
+import { deploymentTarget } from '../../../support/kubernetes/target.ts';
 
 type Json = Record<string, any>;
 
 const id = '3c1d7e2a-9b8f-4a6e-8d5c-1f2e3a4b5c6d';
-const target: Target = {
-  namespace: 'agents',
-  name: `ag-${id}`,
-  deploymentId: id,
-  tenantId: 'tenant-a',
-  owner: {
-    apiVersion: 'agentplane.dev/v1alpha1',
-    kind: 'AgentDeployment',
-    name: `ag-${id}`,
-    uid: 'uid-a',
-    controller: true,
-    blockOwnerDeletion: true,
-  },
-};
+const target = deploymentTarget(id, 'agents', 'tenant-a', 'uid-a');
 const podOf = (component: string): Pod => ({
   namespace: 'agents',
   labels: { 'app.kubernetes.io/instance': target.name, 'app.kubernetes.io/component': component },
@@ -120,7 +107,7 @@ describe('DNS from agent and build pods', () => {
       parseOperatorConfig(['--base-image', 'x', '--dns-peers', '[{"ipBlock":{"cidr":"169.254.20.10"}}]'], {}),
     ).toThrow('invalid --dns-peers: must be a CIDR');
     expect(() => parseOperatorConfig(['--base-image', 'x'], { AGENTPLANE_DNS_PEERS: '[{ipBlock' })).toThrow(
-      /^invalid --dns-peers: not JSON/,
+      /^invalid --dns-peers \(AGENTPLANE_DNS_PEERS\): not JSON/,
     );
     expect(() => parseOperatorConfig(['--base-image', 'x', '--agent-ingress-from', '[{}]'], {})).toThrow(
       'invalid --agent-ingress-from: each peer is an ipBlock alone, or a namespaceSelector and/or a podSelector',

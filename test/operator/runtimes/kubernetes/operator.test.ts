@@ -68,6 +68,15 @@ function example(file: string): Json {
   return parse(readFileSync(join(examples, file), 'utf8')) as Json;
 }
 
+/** examples/k8s/agentdeployment.yaml as deployment `id` (named ag-<id>) at its first revision. */
+function exampleDeployment(id: string): Json {
+  const manifest = example('agentdeployment.yaml');
+  manifest.metadata.name = `ag-${id}`;
+  manifest.spec.deploymentId = id;
+  manifest.spec.targetRevisionName = `ag-${id}-r1`;
+  return manifest;
+}
+
 async function applyDeployment(body: Json): Promise<void> {
   await custom.createNamespacedCustomObject({
     group: 'agentplane.dev',
@@ -735,10 +744,7 @@ describe('a deployment with its own Postgres (ordering)', () => {
   it('waits for its database: an init container, a crash loop while Postgres starts is not fatal, DEPLOYED once it answers', async () => {
     const id = '2b3c4d5e-6f70-4a81-9b2c-3d4e5f6a7b8c';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretReferences = [];
     await applyDeployment(manifest);
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
@@ -830,10 +836,7 @@ describe('a deployment with its own Postgres (ordering)', () => {
   it('fails the rollout naming why the cluster refuses its Postgres pod (a quota on its volume), in the health too', async () => {
     const id = '4d5e6f70-8192-4a3b-8c4d-5e6f7a8b9c0d';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretReferences = [];
     await applyDeployment(manifest);
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
@@ -891,10 +894,7 @@ describe('environment Secrets of superseded revisions', () => {
   it("deletes an older revision's copy once a newer one serves; the serving revision's and the stored sets stay", async () => {
     const id = '3c4d5e6f-7081-4b92-8c3d-4e5f6a7b8c9d';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretsName = `${name}-env-r1`;
     // The set the control plane stores for the revisions (the operator reads it, never deletes it).
     await core.createNamespacedSecret({
@@ -943,10 +943,7 @@ describe('postgres mode external', () => {
   it('fails a deployment without DATABASE_URI instead of creating a Postgres', async () => {
     const id = '7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretReferences = [];
     await applyDeployment(manifest);
     await until('DEPLOY_FAILED', () => phaseOf(`${name}-r1`) === 'DEPLOY_FAILED');
@@ -984,10 +981,7 @@ describe('tenant isolation (hostile deployments end DEPLOY_FAILED before any pod
   async function deploy(change: (spec: Json) => void): Promise<string> {
     const id = `5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d${String(++n).padStart(2, '0')}`;
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     change(manifest.spec);
     await applyDeployment(manifest);
     return name;
@@ -1175,10 +1169,7 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
   it("runs the agent's children in the tenant's namespace, created and labelled by the operator, and deletes them through the finalizer", async () => {
     const id = '9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretReferences = [];
     await applyDeployment(manifest);
     await until('DEPLOYING', () => phaseOf(`${name}-r1`) === 'DEPLOYING');
@@ -1236,10 +1227,7 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     await core.deleteNamespace({ name: tenantNs });
     const id = '4d5e6f70-8192-4a3b-8c4d-5e6f70819203';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     manifest.spec.secretReferences = [];
     const seen = cluster.api.requests.length;
     await applyDeployment(manifest);
@@ -1282,10 +1270,7 @@ describe('a namespace per tenant (--namespace-per-tenant)', () => {
     });
     const id = '1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d';
     const name = `ag-${id}`;
-    const manifest = example('agentdeployment.yaml');
-    manifest.metadata.name = name;
-    manifest.spec.deploymentId = id;
-    manifest.spec.targetRevisionName = `${name}-r1`;
+    const manifest = exampleDeployment(id);
     // support-bot-config exists (labelled for team-a) in the operator namespace only: not usable from here.
     manifest.spec.secretReferences = [
       { name: 'DATABASE_URI', secretName: 'team-a-db', secretKey: 'uri' },

@@ -2,7 +2,7 @@
 // import-time throw is BUILD_FAILED once, in the user's terms; a graph that builds its client from a secret at
 // import is not refused; and graph code that prints or throws its environment during the check shows neither the
 // platform's keys nor the workspace's secret, in the build log or the revision's status. Real git repository, real
-// npm, real bubblewrap when the machine has it.
+// bubblewrap when the machine has it.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +14,7 @@ import { detectSandbox, sharedTrees } from '../../../../src/operator/runtimes/lo
 import type { BuildStatus } from '../../../../src/operator/runtimes/types.ts';
 import { hasTool } from '../../../support/system-tools.ts';
 import { makeExampleRepo, type ExampleRepo } from '../../helpers/example-repo.ts';
+import { LINKED_INSTALL } from '../../../support/linked-install.ts';
 import { until } from '../../helpers/local-serve.ts';
 
 const BWRAP =
@@ -94,6 +95,9 @@ function buildOf(name: string, ref: string, env: Record<string, string>): Promis
     repoUrl: repo.path,
     repoRef: ref,
     graphConfigPath: 'langgraph.json',
+    // The install is not the subject (test/operator/runtimes/local/local-runtime.test.ts has the real npm ci): the check imports
+    // the graphs through agentplane's own packages, linked.
+    installCommand: LINKED_INSTALL,
   };
   return until(
     `the build of ${name}`,

@@ -2,6 +2,7 @@
 // the cancel requests a worker polls for, the end of a rollback, and delete.
 import { ConflictError, NotFoundError } from '../../../../lib/errors.ts';
 import { cancelEffect, decideDelete, mayRollback } from '../../run-rules.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
 import type { CancelAction, RunRecord, RunStore, StorageEvent } from '../../types.ts';
 import type { EmbeddedContext, Row } from '../context.ts';
 import type { RunSteps } from './steps.ts';
@@ -9,7 +10,7 @@ import type { RunSteps } from './steps.ts';
 export function embeddedRunCancels(
   ctx: EmbeddedContext,
   { applyCancel, afterDequeue, removeRolledBack }: RunSteps,
-): Pick<RunStore, 'cancel' | 'cancelMany' | 'cancelRequests' | 'rollback' | 'delete'> {
+): Pick<RunStore, 'cancel' | 'cancelMany' | 'delete'> & Pick<RunQueue, 'cancelRequests' | 'rollback'> {
   const { sql, inTx, st, emit, toRun } = ctx;
 
   return {

@@ -1,13 +1,13 @@
 // Claiming runs (embedded): the queue's take, leases kept alive by heartbeats, and runs given back on a graceful
 // shutdown.
-import type { RunStore } from '../../types.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
 import type { EmbeddedContext, Row } from '../context.ts';
 import type { RunSteps } from './steps.ts';
 
 export function embeddedRunClaims(
   ctx: EmbeddedContext,
   { claimIn }: RunSteps,
-): Pick<RunStore, 'claim' | 'heartbeat' | 'release'> {
+): Pick<RunQueue, 'claim' | 'heartbeat' | 'release'> {
   const { sql, inTx, st, emit } = ctx;
 
   return {

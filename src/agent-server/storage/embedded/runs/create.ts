@@ -1,15 +1,17 @@
-// Creating a run (embedded): the multitask strategy applied against the runs in flight, and with a claim, the run
-// claimed in the same transaction when a claim right after would take it.
-import { ConflictError, NotFoundError } from '../../../../lib/errors.ts';
+// Creating a run (embedded): the assistant it was built from checked, the multitask strategy applied against the
+// runs in flight, and with a claim, the run claimed in the same transaction when a claim right after would take it.
+import { ConflictError, NotFoundError, StaleAssistantError } from '../../../../lib/errors.ts';
 import { decideCreate } from '../../run-rules.ts';
-import type { NewRun, RunRecord, RunStore, StorageEvent } from '../../types.ts';
+import type { ClaimRequest, RunQueue } from '../../ports/run-queue.ts';
+import type { NewRun, RunRecord, StorageEvent } from '../../types.ts';
+import { assistantToken } from '../assistants.ts';
 import { j, pj, type EmbeddedContext, type Row } from '../context.ts';
 import type { RunSteps } from './steps.ts';
 
 export function embeddedRunCreate(
   ctx: EmbeddedContext,
   { applyCancel, claimIn }: RunSteps,
-): Pick<RunStore, 'create'> & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
+): Pick<RunQueue, 'create'> & { createIn(run: NewRun, events: StorageEvent[]): RunRecord } {
   const { sql, inTx, st, emit, now, codec, toRun } = ctx;
 
   /**
@@ -17,6 +19,10 @@ export function embeddedRunCreate(
    * tick); the events to send after commit go to `events`.
    */
   function createIn(run: NewRun, events: StorageEvent[]): RunRecord {
+    if (run.assistant_token !== undefined) {
+      const a = st.getAssistant.get(run.assistant_id) as Row | undefined;
+      if (!a || assistantToken(a) !== run.assistant_token) throw new StaleAssistantError(run.assistant_id);
+    }
     const ts = now();
     let thread = st.threadMetadata.get(run.thread_id) as Row | undefined;
     if (!thread) {
@@ -52,7 +58,7 @@ export function embeddedRunCreate(
 
   return {
     createIn,
-    async create(run: NewRun, claim?: { workerId: string; leaseMs: number }) {
+    async create(run: NewRun, claim?: ClaimRequest) {
       const events: StorageEvent[] = [];
       const created = inTx(() => {
         const r = createIn(run, events);

@@ -1,13 +1,14 @@
 // Ending runs (embedded): finish, and finishAndClaim, which also claims in the same transaction the run the freed
 // slot goes to next.
-import type { RunOutcome, RunStore } from '../../types.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
+import type { RunOutcome } from '../../types.ts';
 import type { EmbeddedContext, Row } from '../context.ts';
 import type { RunSteps } from './steps.ts';
 
 export function embeddedRunFinish(
   ctx: EmbeddedContext,
   { finishIn, claimIn }: RunSteps,
-): Pick<RunStore, 'finish' | 'finishAndClaim'> {
+): Pick<RunQueue, 'finish' | 'finishAndClaim'> {
   const { inTx, st, emit } = ctx;
 
   return {

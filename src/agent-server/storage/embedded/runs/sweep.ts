@@ -1,11 +1,11 @@
 // The sweep (embedded): runs whose lease expired (their worker died) are requeued, or ended once out of attempts,
 // as run-rules.ts decides, in one transaction.
 import { decideSweep } from '../../run-rules.ts';
-import type { RunStore, SweepResult } from '../../types.ts';
+import type { RunQueue, SweepResult } from '../../ports/run-queue.ts';
 import { j, type EmbeddedContext, type Row } from '../context.ts';
 import type { RunSteps } from './steps.ts';
 
-export function embeddedRunSweep(ctx: EmbeddedContext, { removeRolledBack }: RunSteps): Pick<RunStore, 'sweep'> {
+export function embeddedRunSweep(ctx: EmbeddedContext, { removeRolledBack }: RunSteps): Pick<RunQueue, 'sweep'> {
   const { sql, inTx, emit, now, settleThread, toRun } = ctx;
 
   return {

@@ -2,12 +2,13 @@
 // cancel (one run or several), the cancel requests a worker polls for, the end of a rollback, and delete.
 import { ConflictError, NotFoundError } from '../../../../lib/errors.ts';
 import { cancelEffect, decideDelete, mayRollback } from '../../run-rules.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
 import type { CancelAction, RunRecord, RunStatus, RunStore } from '../../types.ts';
 import type { PgContext } from '../context.ts';
 
 export function postgresRunCancels(
   ctx: PgContext,
-): Pick<RunStore, 'cancel' | 'cancelMany' | 'cancelRequests' | 'rollback' | 'delete'> {
+): Pick<RunStore, 'cancel' | 'cancelMany' | 'delete'> & Pick<RunQueue, 'cancelRequests' | 'rollback'> {
   const { pool, s, toRun, tx, notify, lockThreadOfRun, applyCancel, afterDequeue, removeRolledBack } = ctx;
 
   return {

@@ -1,6 +1,7 @@
 // Claiming runs (Postgres): the queue's take (oldest claimable run first, one claimer per run), leases kept alive by
 // heartbeats, and runs given back on a graceful shutdown. The claim's CTEs are shared with finishAndClaim.
-import type { RunRecord, RunStore } from '../../types.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
+import type { RunRecord } from '../../types.ts';
 import { RUN_COLS, type PgContext } from '../context.ts';
 
 /** The statement parts that claim (claim, finishAndClaim and the create that claims at once). */
@@ -48,7 +49,7 @@ export function claimStatementParts(ctx: PgContext) {
   return { claimCtes, claimedRun };
 }
 
-export function postgresRunClaims(ctx: PgContext): Pick<RunStore, 'claim' | 'heartbeat' | 'release'> {
+export function postgresRunClaims(ctx: PgContext): Pick<RunQueue, 'claim' | 'heartbeat' | 'release'> {
   const { pool, s, channel, origin, gate, afterWrite, local, named } = ctx;
   const { claimCtes, claimedRun } = claimStatementParts(ctx);
 

@@ -2,7 +2,8 @@
 // path under the thread's lock for everything else (a thread to create, runs to cancel first, a busy thread).
 import { ConflictError, NotFoundError, StaleAssistantError } from '../../../../lib/errors.ts';
 import { decideCreate } from '../../run-rules.ts';
-import type { NewRun, RunRecord, RunStatus, RunStore } from '../../types.ts';
+import type { ClaimRequest, RunQueue } from '../../ports/run-queue.ts';
+import type { NewRun, RunRecord, RunStatus } from '../../types.ts';
 import { RUN_COLS, type PgContext, type Q } from '../context.ts';
 import { jsonbParam } from '../../data-cipher.ts';
 import { claimStatementParts } from './claim.ts';
@@ -63,7 +64,7 @@ export function runCreateStatement(s: string, claiming: boolean, checkAssistant:
 
 export function postgresRunCreate(
   ctx: PgContext,
-): Pick<RunStore, 'create'> & { createIn(c: Q, run: NewRun): Promise<RunRecord> } {
+): Pick<RunQueue, 'create'> & { createIn(c: Q, run: NewRun): Promise<RunRecord> } {
   const { pool, s, codec, toRun, channel, origin, local, tx, applyCancel } = ctx;
   const { claimedRun } = claimStatementParts(ctx);
 
@@ -128,7 +129,7 @@ export function postgresRunCreate(
 
   return {
     createIn,
-    async create(run: NewRun, claim?: { workerId: string; leaseMs: number }) {
+    async create(run: NewRun, claim?: ClaimRequest) {
       // Fast path, one statement: lock the thread; when it has nothing in flight (or the strategy is enqueue)
       // insert the run, mark the thread busy and wake the claimers. In flight means a pending or running run
       // in this statement's snapshot, or the thread row (read under the lock, so current) still busy: a run

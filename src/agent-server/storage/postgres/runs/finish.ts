@@ -2,11 +2,12 @@
 // finishAndClaim, the same statement also claiming the run the freed slot goes to next.
 import { outcomeValuesText } from '../../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../../run-rules.ts';
-import type { RunOutcome, RunStore } from '../../types.ts';
+import type { RunQueue } from '../../ports/run-queue.ts';
+import type { RunOutcome } from '../../types.ts';
 import { valuesParam, type PgContext } from '../context.ts';
 import { claimStatementParts } from './claim.ts';
 
-export function postgresRunFinish(ctx: PgContext): Pick<RunStore, 'finish' | 'finishAndClaim'> {
+export function postgresRunFinish(ctx: PgContext): Pick<RunQueue, 'finish' | 'finishAndClaim'> {
   const { pool, s, codec, channel, origin, changed, named } = ctx;
   const { claimCtes, claimedRun } = claimStatementParts(ctx);
 

@@ -1,10 +1,10 @@
 // The sweep (Postgres): runs whose lease expired (their worker died) are requeued, or ended once out of attempts,
 // as run-rules.ts decides, one transaction per run under its thread's lock.
 import { decideSweep } from '../../run-rules.ts';
-import type { RunStore, SweepResult } from '../../types.ts';
+import type { RunQueue, SweepResult } from '../../ports/run-queue.ts';
 import type { PgContext } from '../context.ts';
 
-export function postgresRunSweep(ctx: PgContext): Pick<RunStore, 'sweep'> {
+export function postgresRunSweep(ctx: PgContext): Pick<RunQueue, 'sweep'> {
   const { pool, s, toRun, changed, tx, notify, settleThread, removeRolledBack } = ctx;
 
   return {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../src/control-plane/api-keys/keys.ts';
 import { DEFAULT_INPUT_POLICY } from '../../../src/api/input-rules.ts';
 import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
 import type { PlatformState } from '../../../src/state/types.ts';

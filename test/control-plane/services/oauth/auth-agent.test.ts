@@ -10,7 +10,16 @@ import { Client } from '@langchain/langgraph-sdk';
 import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeExampleRepo } from '../../../operator/helpers/example-repo.ts';
-import { TENANT, api, startDev, stopDev, waitFor, workspaceKey, type DevProcess } from '../../../dev/helpers.ts';
+import {
+  LINKED_INSTALL,
+  TENANT,
+  api,
+  startDev,
+  stopDev,
+  waitFor,
+  workspaceKey,
+  type DevProcess,
+} from '../../../dev/helpers.ts';
 import { listen, walkGrant } from '../../helpers/oidc.ts';
 
 /** The graph of docs/auth-service.md, reporting also what the deployment token may do elsewhere. */
@@ -117,7 +126,8 @@ describe('an agent deployed by agentplane dev calls the auth service', () => {
     const dep = await cp.post('/v2/deployments', {
       name: 'auth-agent',
       source: 'github',
-      source_config: { repo_url: repoPath },
+      // Not about the install: node_modules links to agentplane's packages (no npm ci).
+      source_config: { repo_url: repoPath, install_command: LINKED_INSTALL },
       source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
     });
     expect(dep.status, JSON.stringify(dep.body)).toBe(201);

@@ -1,7 +1,8 @@
-// Run outcome metrics, observed where every outcome is written: a decorator on the storage port's run store (the
-// engine writes each claim and finish through it), so neither the engine nor the adapters know about metrics.
+// Run outcome metrics, observed where every outcome is written: a decorator on the run queue (the engine writes each
+// claim and finish through it), so neither the engine nor the adapters know about metrics.
 import { Counter, Histogram, Registry } from 'prom-client';
-import type { RunStore, Storage } from '../storage/types.ts';
+import type { EngineStorage, RunQueue } from '../storage/ports/run-queue.ts';
+import type { Storage } from '../storage/types.ts';
 
 export interface RunMetrics {
   registry: Registry;
@@ -14,8 +15,8 @@ export function runMetricsOf(storage: Storage): RunMetrics | undefined {
   return byStorage.get(storage);
 }
 
-/** A storage whose run store counts finished runs by status and times them from claim to finish. */
-export function instrumentStorage(storage: Storage): Storage {
+/** A storage whose run queue counts finished runs by status and times them from claim to finish. */
+export function instrumentStorage(storage: EngineStorage): EngineStorage {
   const registry = new Registry();
   const finished = new Counter({
     name: 'agentplane_runs_finished_total',
@@ -37,24 +38,21 @@ export function instrumentStorage(storage: Storage): Storage {
     claimedAt.delete(runId);
     if (at !== undefined) duration.observe({ status }, (performance.now() - at) / 1000);
   };
-  const inner = storage.runs;
-  const finishAndClaim = inner.finishAndClaim?.bind(inner);
-  const runs: RunStore = Object.create(inner, {
+  const inner = storage.queue;
+  const queue: RunQueue = Object.create(inner, {
     finishAndClaim: {
-      value: finishAndClaim
-        ? async (...args: Parameters<NonNullable<RunStore['finishAndClaim']>>) => {
-            const result = await finishAndClaim(...args);
-            if (result.finished) ended(args[0], args[2].status);
-            else claimedAt.delete(args[0]);
-            if (result.next) claimedAt.set(result.next.run_id, performance.now());
-            return result;
-          }
-        : undefined,
+      value: async (...args: Parameters<RunQueue['finishAndClaim']>) => {
+        const result = await inner.finishAndClaim(...args);
+        if (result.finished) ended(args[0], args[2].status);
+        else claimedAt.delete(args[0]);
+        if (result.next) claimedAt.set(result.next.run_id, performance.now());
+        return result;
+      },
     },
     create: {
-      value: async (...args: Parameters<RunStore['create']>) => {
+      value: async (...args: Parameters<RunQueue['create']>) => {
         const run = await inner.create(...args);
-        // Claimed as it was created (RunEngine.claimAtCreate): it starts now, as a claimed run does.
+        // Claimed as it was created (RunEngine.createRun): it starts now, as a claimed run does.
         if (run.status === 'running') claimedAt.set(run.run_id, performance.now());
         return run;
       },
@@ -67,7 +65,7 @@ export function instrumentStorage(storage: Storage): Storage {
       },
     },
     finish: {
-      value: async (...args: Parameters<RunStore['finish']>) => {
+      value: async (...args: Parameters<RunQueue['finish']>) => {
         const ok = await inner.finish(...args);
         if (ok) ended(args[0], args[2].status);
         else claimedAt.delete(args[0]);
@@ -75,19 +73,19 @@ export function instrumentStorage(storage: Storage): Storage {
       },
     },
     rollback: {
-      value: async (...args: Parameters<RunStore['rollback']>) => {
+      value: async (...args: Parameters<RunQueue['rollback']>) => {
         await inner.rollback(...args);
         if (claimedAt.has(args[0])) ended(args[0], 'rolled_back');
       },
     },
     release: {
-      value: async (...args: Parameters<RunStore['release']>) => {
+      value: async (...args: Parameters<RunQueue['release']>) => {
         await inner.release(...args);
         for (const id of args[1]) claimedAt.delete(id);
       },
     },
     sweep: {
-      value: async (...args: Parameters<RunStore['sweep']>) => {
+      value: async (...args: Parameters<RunQueue['sweep']>) => {
         const swept = await inner.sweep(...args);
         // Runs of dead workers that ran out of attempts end in error here.
         if (swept.failed.length) finished.inc({ status: 'error' }, swept.failed.length);
@@ -95,7 +93,7 @@ export function instrumentStorage(storage: Storage): Storage {
       },
     },
   });
-  const wrapped: Storage = Object.create(storage, { runs: { value: runs, enumerable: true } });
+  const wrapped: EngineStorage = Object.create(storage, { queue: { value: queue, enumerable: true } });
   byStorage.set(wrapped, { registry });
   return wrapped;
 }

@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { parseAuthKeyring } from '../../../../src/lib/auth-crypto.ts';
 import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';
 import type { PlatformState } from '../../../../src/state/types.ts';

@@ -18,7 +18,7 @@ export function generateKey(): string {
 /** Tenant ids become Kubernetes label values, so they follow the label value rules. */
 export function assertTenantId(tenant: string): void {
   if (!tenant || !isLabelValue(tenant)) {
-    throw new ValidationError(`invalid tenant id "${tenant}"`, [
+    throw new ValidationError(`invalid workspace id "${tenant}"`, [
       {
         loc: ['tenant'],
         msg: 'tenant ids are 1-63 characters: letters, digits, "-", "_", "." (alphanumeric at both ends)',
@@ -34,8 +34,8 @@ export async function createApiKey(
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   for (const t of opts.tenants) if (t !== '*') assertTenantId(t);
   if (opts.listenerId && (opts.tenants.length !== 1 || opts.tenants[0] === '*')) {
-    throw new ValidationError('a listener key acts for exactly one tenant', [
-      { loc: ['tenants'], msg: 'a listener key acts for exactly one tenant', type: 'value_error' },
+    throw new ValidationError('a listener key acts for exactly one workspace', [
+      { loc: ['tenants'], msg: 'a listener key acts for exactly one workspace', type: 'value_error' },
     ]);
   }
   const key = generateKey();
@@ -81,10 +81,10 @@ export function createAuthenticator(store: ApiKeyStore, bootstrap: BootstrapKey[
       );
     }
     if (!record.tenants.includes('*') && !record.tenants.includes(tenant)) {
-      throw new ForbiddenError(`This API key may not act for tenant ${tenant}.`);
+      throw new ForbiddenError(`This API key may not act for workspace ${tenant}.`);
     }
     // Only '*' keys reach here with arbitrary tenants; they still must be usable as labels.
-    if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid tenant id ${JSON.stringify(tenant)}.`);
+    if (!isLabelValue(tenant)) throw new ForbiddenError(`Invalid workspace id ${JSON.stringify(tenant)}.`);
     if (record.listenerId) return { keyId: record.id, tenant, admin: false, listenerId: record.listenerId };
     return { keyId: record.id, tenant, admin: record.tenants.includes('*') };
   };

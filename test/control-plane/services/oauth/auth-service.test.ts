@@ -12,7 +12,7 @@ import Provider from 'oidc-provider';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
 import { parseAuthKeyring } from '../../../../src/lib/auth-crypto.ts';
 import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';
 import { loadKubeConfig, openKubernetesPlatformState } from '../../../../src/state/kubernetes/index.ts';

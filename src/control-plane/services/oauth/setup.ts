@@ -1,7 +1,7 @@
 // Wires the auth service from the control plane's settings: its keyring, its provider fetch policy and the
 // authenticator that also accepts deployment tokens.
 import type { Logger } from '../../../lib/logger.ts';
-import type { Principal } from '../../auth/keys.ts';
+import type { Principal } from '../../api-keys/keys.ts';
 import type { PlatformState } from '../../../state/types.ts';
 import { createAuthService } from './index.ts';
 import type { AuthKeyring } from '../../../lib/auth-crypto.ts';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
-import { createApiKey } from '../../../src/control-plane/auth/keys.ts';
+import { createApiKey } from '../../../src/control-plane/api-keys/keys.ts';
 import { parseControlPlaneConfig } from '../../../src/control-plane/config.ts';
 import {
   AuthKeyError,

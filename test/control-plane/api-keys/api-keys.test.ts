@@ -7,9 +7,9 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createControlPlane } from '../../../src/control-plane/app.ts';
-import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../../src/control-plane/auth/key-publisher.ts';
+import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../../src/control-plane/api-keys/key-publisher.ts';
 import type { TenantKeySink } from '../../../src/state/api-keys.ts';
-import { createApiKey, hashKey } from '../../../src/control-plane/auth/keys.ts';
+import { createApiKey, hashKey } from '../../../src/control-plane/api-keys/keys.ts';
 import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
 import {
   loadKubeConfig,

@@ -3,7 +3,7 @@
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../../../lib/errors.ts';
 import { DEPLOYMENT_TOKEN_PREFIX, verifyDeploymentToken } from '../../../lib/deployment-token.ts';
 import { deploymentName } from '../../../resources/index.ts';
-import type { Principal } from '../../auth/keys.ts';
+import type { Principal } from '../../api-keys/keys.ts';
 import type { ResourceStore } from '../../../state/resources.ts';
 
 export function createAuthServiceAuthenticator(opts: {
@@ -18,7 +18,7 @@ export function createAuthServiceAuthenticator(opts: {
     const claims = opts.deploymentTokenKey && verifyDeploymentToken(opts.deploymentTokenKey, key);
     if (!claims) throw new UnauthorizedError('Invalid deployment token.');
     if (tenant !== undefined && tenant !== claims.tenant) {
-      throw new ForbiddenError(`This deployment token may not act for tenant ${tenant}.`);
+      throw new ForbiddenError(`This deployment token may not act for workspace ${tenant}.`);
     }
     // The token lives as long as its deployment: deleting the deployment revokes it.
     const dep = await opts.store
