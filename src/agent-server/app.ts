@@ -5,7 +5,7 @@ import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fast
 import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
 import { refuseForeignKeys, requireApiKey, type KeyVerifier } from './http/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
-import { authenticateRequest, installCustomAuth } from './http/auth-hooks.ts';
+import { authenticateRequest, identifyCaller, installCustomAuth } from './http/auth-hooks.ts';
 import { installCors } from './http/cors.ts';
 import { mountCustomApp } from './http/custom-app.ts';
 import { loadServerExtensions, type ServerExtensions } from './http/extensions.ts';
@@ -123,7 +123,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     configurableHeaders: ext.http.configurable_headers,
   });
   // onRequest order: CORS (preflights answered without auth), platform API key, the custom app (its routes
-  // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups.
+  // answer unauthenticated unless http.enable_custom_route_auth, as on the platform), custom auth, disabled groups;
+  // with http.middleware_order "auth_first", custom auth comes before the custom app on built-in routes.
   await installWebSockets(app, ext.cors);
   installCors(app, ext.cors);
   if (deps.apiKeys) refuseForeignKeys(app, deps.apiKeys);
@@ -134,14 +135,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.addHook('onClose', async () => deps.apiKeys!.close());
   }
   const customAuth = ext.auth;
-  const authFirst = !ext.app || ext.http.enable_custom_route_auth === true;
+  // Custom auth runs ahead of everything when no custom route is exempt from it.
+  const authEverything = !ext.app || ext.http.enable_custom_route_auth === true;
   const authorize = customAuth
-    ? installCustomAuth(app, { auth: customAuth, service, authenticateOnRequest: authFirst })
+    ? installCustomAuth(app, { auth: customAuth, service, authenticateOnRequest: authEverything })
     : undefined;
+  if (customAuth && !authEverything && ext.http.middleware_order === 'auth_first') {
+    // http.middleware_order "auth_first": a built-in route is authenticated before the custom app's middleware sees
+    // the request, so a caller it refuses never reaches that middleware. Other paths may be custom routes, which stay
+    // open: the caller is identified when possible, and refused after the app only if no custom route answered.
+    app.addHook('onRequest', async (req, reply) => {
+      if (reply.sent) return;
+      if (req.is404) await identifyCaller(customAuth, req);
+      else await authenticateRequest(customAuth, req, reply);
+    });
+  }
   if (ext.app) {
     mountCustomApp(app, ext.app, {
       bodyLimit,
-      ...(customAuth && !authFirst
+      ...(customAuth && !authEverything
         ? { afterFallthrough: (req, reply) => authenticateRequest(customAuth, req, reply) }
         : {}),
     });

@@ -43,6 +43,10 @@ export const langgraphJsonSchema = z.looseObject({
     .looseObject({
       app: z.string().min(1).optional(),
       enable_custom_route_auth: z.boolean().optional(),
+      // Whether the custom app's middleware or authentication sees a request first (the platform's two values).
+      middleware_order: z
+        .enum(['middleware_first', 'auth_first'], { error: 'must be "middleware_first" or "auth_first"' })
+        .optional(),
       disable_assistants: z.boolean().optional(),
       disable_threads: z.boolean().optional(),
       disable_runs: z.boolean().optional(),
@@ -101,6 +105,7 @@ export function ignoredConfigKeys(json: LanggraphJson): string[] {
     http: new Set([
       'app',
       'enable_custom_route_auth',
+      'middleware_order',
       'disable_assistants',
       'disable_threads',
       'disable_runs',

@@ -78,6 +78,19 @@ export async function authenticateRequest(
   }
 }
 
+/**
+ * Runs `authenticate` without answering: a request that may still be a custom route's (open to anyone) learns its
+ * caller when there is one, and is refused by authenticateRequest later if it reaches a built-in route after all.
+ */
+export async function identifyCaller(auth: CustomAuth, req: FastifyRequest): Promise<void> {
+  if (isOpenPath(req) || req.auth) return;
+  try {
+    req.auth = await auth.authenticate(toFetchRequest(req));
+  } catch {
+    // Refused or failed: authenticateRequest answers it (and logs a failure) if no custom route does.
+  }
+}
+
 export interface CustomAuthDeps {
   auth: CustomAuth;
   service: AgentService;

@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GraphConfigError } from '../graphs/config.ts';
 import { importProjectExport } from '../graphs/project-export.ts';
+import type { RequestAuth } from '../auth/custom.ts';
 import { toFetchRequest } from './auth-hooks.ts';
 import { TENANT_CSP } from '../../lib/http.ts';
 
@@ -20,6 +21,7 @@ export interface HonoLike {
 
 interface HonoContextLike {
   req: { raw: Request; text(): Promise<string> };
+  set(key: string, value: unknown): void;
 }
 
 /** Marks the answer of the fall-through route: "no custom route here, go on into the built-in API". */
@@ -29,9 +31,13 @@ export interface CustomApp {
   readonly source: string;
   /**
    * Runs the request through the app. Returns the app's own Response, or the request as the middleware left it
-   * (`pass`) plus the headers the middleware added to the response.
+   * (`pass`) plus the headers the middleware added to the response. `caller` is who authentication found, when it
+   * ran first: the app reads it as `c.get('langgraph_auth_user')` and `c.get('langgraph_auth_permissions')`.
    */
-  dispatch(request: Request): Promise<{ response: Response } | { pass: Request; headers: Headers }>;
+  dispatch(
+    request: Request,
+    caller?: RequestAuth | null,
+  ): Promise<{ response: Response } | { pass: Request; headers: Headers }>;
 }
 
 /**
@@ -41,10 +47,22 @@ export interface CustomApp {
 export function wrapHonoApp(user: HonoLike, source: string): CustomApp {
   const Hono = (user as object).constructor as new () => unknown;
   const outer = new Hono() as {
+    use(
+      path: string,
+      handler: (c: HonoContextLike & { env: Slot }, next: () => Promise<void>) => Promise<void>,
+    ): unknown;
     route(path: string, app: unknown): unknown;
     all(path: string, handler: (c: HonoContextLike & { env: Slot }) => Promise<Response>): unknown;
     fetch(request: Request, env: Slot): Response | Promise<Response>;
   };
+  // Registered before the user's app, so its middleware already sees the caller (the same names runs see).
+  outer.use('*', async (c, next) => {
+    if (c.env.caller) {
+      c.set('langgraph_auth_user', c.env.caller.user);
+      c.set('langgraph_auth_permissions', c.env.caller.permissions);
+    }
+    await next();
+  });
   outer.route('/', user);
   outer.all('*', async (c) => {
     // The env object is this dispatch's own, so concurrent requests cannot mix up what they pass on.
@@ -53,8 +71,8 @@ export function wrapHonoApp(user: HonoLike, source: string): CustomApp {
   });
   return {
     source,
-    async dispatch(request) {
-      const slot: Slot = {};
+    async dispatch(request, caller) {
+      const slot: Slot = caller ? { caller } : {};
       const response = await outer.fetch(request, slot);
       if (!slot.passed || !response.headers.has(FALLTHROUGH)) return { response };
       const headers = new Headers(response.headers);
@@ -66,6 +84,7 @@ export function wrapHonoApp(user: HonoLike, source: string): CustomApp {
 
 interface Slot {
   passed?: Request;
+  caller?: RequestAuth;
 }
 
 /** The request after the middleware: a replaced `c.req.raw` wins, else the (possibly already read) original. */
@@ -124,7 +143,7 @@ export function mountCustomApp(app: FastifyInstance, custom: CustomApp, opts: Mo
   app.addHook('onRequest', async (req, reply) => {
     if (reply.sent) return;
     const body = await readBody(req, opts.bodyLimit);
-    const result = await custom.dispatch(toFetchRequest(req, body));
+    const result = await custom.dispatch(toFetchRequest(req, body), req.auth);
     if ('response' in result) {
       await sendFetchResponse(reply, result.response);
       return reply;

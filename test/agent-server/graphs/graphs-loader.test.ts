@@ -202,6 +202,13 @@ describe('loadGraphs rejects bad configuration with a message naming the problem
     expect((await loadError(await writeConfig({ graphs: { a: './x.ts:g' }, env: 5 }))).message).toMatch(/env/);
   });
 
+  it('an http.middleware_order the platform does not have', async () => {
+    const config = { graphs: { a: './x.ts:g' }, http: { middleware_order: 'auth-first' } };
+    expect((await loadError(await writeConfig(config))).message).toMatch(
+      /invalid: http\.middleware_order: must be "middleware_first" or "auth_first"/,
+    );
+  });
+
   it('a file that does not exist', async () => {
     const err = await loadError(await writeConfig({ graphs: { agent: './missing.ts:graph' } }));
     // Named as langgraph.json names it, relative to its folder, not by the server's absolute path.

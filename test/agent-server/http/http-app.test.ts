@@ -10,6 +10,7 @@ import { startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const APP_CONFIG = new URL('../fixtures/auth-http-app/langgraph.json', import.meta.url).pathname;
 const ROUTE_AUTH_CONFIG = new URL('../fixtures/auth-http-routeauth/langgraph.json', import.meta.url).pathname;
+const AUTH_FIRST_CONFIG = new URL('../fixtures/auth-http-first/langgraph.json', import.meta.url).pathname;
 const PREFIX_CONFIG = new URL('../fixtures/auth-http-prefix/langgraph.json', import.meta.url).pathname;
 
 describe('a Hono app with custom auth', () => {
@@ -91,8 +92,86 @@ describe('a Hono app with custom auth', () => {
     expect(streamed.at(-1)).toMatchObject({ count: 111 + 200 + 11 });
   });
 
+  it('middleware_first: its middleware sees an anonymous request to a built-in route first and may answer it', async () => {
+    const probe = `/threads/${crypto.randomUUID()}`;
+    const early = await fetch(`${server.url}${probe}`, { headers: { 'x-answer-early': '1' } });
+    expect(early.status).toBe(418);
+    expect(await early.json()).toEqual({ answered: 'by middleware' });
+    // Authentication had not run yet: the middleware saw no caller, for alice's request neither.
+    await fetch(`${server.url}${probe}`, { headers: { Authorization: 'Bearer token-alice' } });
+    const seen = (await (await fetch(`${server.url}/custom/seen`)).json()) as Array<{ path: string }>;
+    expect(seen.filter((s) => s.path === probe)).toEqual([
+      { method: 'GET', path: probe, user: null },
+      { method: 'GET', path: probe, user: null },
+    ]);
+  });
+
   it('logs ignored nested keys of "http"', () => {
-    expect(server.output()).toMatch(/langgraph.json keys ignored by this server: http.middleware_order/);
+    expect(server.output()).toMatch(/langgraph.json keys ignored by this server: http.logging_headers/);
+  });
+});
+
+describe('http.middleware_order "auth_first"', () => {
+  let dir: string;
+  let server: ServerProc;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ap-as-auth-first-'));
+    server = await startServerProcess(['--config', AUTH_FIRST_CONFIG, '--data-dir', dir]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const seenAt = async (path: string) =>
+    ((await (await fetch(`${server.url}/custom/seen`)).json()) as Array<{ path: string }>).filter(
+      (s) => s.path === path,
+    );
+
+  it('refuses an anonymous caller of a built-in route before the middleware runs: no answer, no trace', async () => {
+    const probe = `/threads/${crypto.randomUUID()}`;
+    const early = await fetch(`${server.url}${probe}`, { headers: { 'x-answer-early': '1' } });
+    expect(early.status).toBe(401);
+    expect(early.headers.get('www-authenticate')).toBe('Bearer');
+    const forged = await fetch(`${server.url}/threads/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', Authorization: 'Bearer token-mallory' },
+      body: '{}',
+    });
+    expect(forged.status).toBe(401);
+    expect(await seenAt(probe)).toEqual([]);
+    expect(await seenAt('/threads/search')).toEqual([]);
+  });
+
+  it('hands the middleware the authenticated caller, and built-in routes keep working through it', async () => {
+    const alice = new Client({
+      apiUrl: server.url,
+      apiKey: null,
+      defaultHeaders: { Authorization: 'Bearer token-alice' },
+      callerOptions: { maxRetries: 0 },
+    });
+    const t = await alice.threads.create();
+    expect(await alice.runs.wait(t.thread_id, 'counter', { input: { count: 1 } })).toEqual({
+      count: 111,
+      steps: ['first', 'second'],
+    });
+    expect(await seenAt(`/threads/${t.thread_id}/runs/wait`)).toEqual([
+      { method: 'POST', path: `/threads/${t.thread_id}/runs/wait`, user: 'alice' },
+    ]);
+  });
+
+  it('keeps custom routes open without http.enable_custom_route_auth, and tells them the caller when there is one', async () => {
+    const anonymous = await fetch(`${server.url}/custom/hello`);
+    expect(anonymous.status).toBe(200);
+    expect(await anonymous.json()).toEqual({ hello: 'world', user: null });
+    await fetch(`${server.url}/custom/hello`, { headers: { Authorization: 'Bearer token-bob' } });
+    expect(await seenAt('/custom/hello')).toEqual([
+      { method: 'GET', path: '/custom/hello', user: null },
+      { method: 'GET', path: '/custom/hello', user: 'bob' },
+    ]);
+    // A path that is neither a custom route nor a built-in one is still refused to an anonymous caller.
+    expect((await fetch(`${server.url}/nothing/here`)).status).toBe(401);
   });
 });
 
