@@ -17,7 +17,7 @@ import { createActivator } from '../../../src/operator/activator/activator.ts';
 import { Informer } from '../../../src/operator/controller-kit/informer.ts';
 import type { Obj } from '../../../src/operator/runtimes/kubernetes/context.ts';
 import { childListWatch } from '../../../src/operator/runtimes/kubernetes/list-watch.ts';
-import { makeService } from '../../../src/operator/runtimes/kubernetes/server.ts';
+import { makeService } from '../../../src/operator/runtimes/kubernetes/routing.ts';
 import { ANNOTATION_WAKE_REQUESTED, makeSleepingService } from '../../../src/operator/runtimes/kubernetes/sleep.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { startServerProcess, type ServerProc } from '../../agent-server/helpers/process.ts';

@@ -24,18 +24,15 @@ import {
 import { makePostgresSecret, makePostgresService, makePostgresStatefulSet, postgresName } from './postgres.ts';
 import {
   databaseFor,
-  deploymentUrl,
   envSecretName,
-  ingressHost,
   ACTIVITY_TOKEN_KEY,
   makeActivitySecret,
   makeAutoscaler,
   makeDeployment,
-  makeHttpRoute,
-  makeIngress,
   makeSecret,
   serverName,
 } from './server.ts';
+import { deploymentUrl, ingressHost, makeHttpRoute, makeIngress } from './routing.ts';
 import { ensureTenantNamespace } from './tenant-namespace.ts';
 import { applySleepRouting, clearStaleSleepRecord, sleepOf, sleepingStatus } from './idle.ts';
 

@@ -11,7 +11,8 @@ import type { RevisionRef, ServerSpec, ServerStatus } from '../types.ts';
 import { apply, isStatus } from './apply.ts';
 import { deleteIfPresent, type IdleEntry, type Obj, type RuntimeContext } from './context.ts';
 import { LABEL_REVISION, selectorLabels, type Target } from './labels.ts';
-import { makeService, SERVER_PORT, serverName } from './server.ts';
+import { SERVER_PORT, serverName } from './server.ts';
+import { makeService } from './routing.ts';
 import {
   ACTIVATOR_SLICE_SUFFIX,
   ANNOTATION_SLEEPING_SINCE,

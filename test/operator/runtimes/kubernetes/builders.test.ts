@@ -9,15 +9,17 @@ import {
 } from '../../../../src/operator/runtimes/kubernetes/build-job.ts';
 import {
   databaseFor,
-  deploymentUrl,
-  ingressHost,
   makeDeployment,
   makeActivitySecret,
   makeAutoscaler,
-  makeIngress,
   makeSecret,
-  makeService,
 } from '../../../../src/operator/runtimes/kubernetes/server.ts';
+import {
+  deploymentUrl,
+  ingressHost,
+  makeIngress,
+  makeService,
+} from '../../../../src/operator/runtimes/kubernetes/routing.ts';
 import {
   makePostgresSecret,
   makePostgresService,

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { CLONE_SCRIPT, IMAGE_GRAPH_CHECK } from '../../../../src/operator/runtimes/kubernetes/build-job.ts';
+import { CLONE_SCRIPT, IMAGE_GRAPH_CHECK } from '../../../../src/operator/runtimes/kubernetes/build-scripts.ts';
 import { packagePath } from '../../../../src/lib/package-root.ts';
 import { agentDockerfile, DOCKERFILE_LINES_SCRIPT } from '../../../../src/operator/runtimes/kubernetes/dockerfile.ts';
 

@@ -14,7 +14,7 @@ import {
   makeHttpRoute,
   makeIngress,
   makeService,
-} from '../../../../src/operator/runtimes/kubernetes/server.ts';
+} from '../../../../src/operator/runtimes/kubernetes/routing.ts';
 import { gatewayApiCrds, HTTPROUTE_CRD } from '../../../support/gateway-api.ts';
 import { renderChart } from '../../../support/helm/index.ts';
 import { KindRegistry, registerCrds } from '../../../support/kube-apiserver/registry.ts';

@@ -21,11 +21,8 @@ import {
   secretReferenceViolation,
   verifyServiceAccount,
 } from '../../../../src/operator/runtimes/kubernetes/policy.ts';
-import {
-  customHostViolation,
-  ingressHost,
-  makeDeployment,
-} from '../../../../src/operator/runtimes/kubernetes/server.ts';
+import { makeDeployment } from '../../../../src/operator/runtimes/kubernetes/server.ts';
+import { customHostViolation, ingressHost } from '../../../../src/operator/runtimes/kubernetes/routing.ts';
 import { makePostgresStatefulSet } from '../../../../src/operator/runtimes/kubernetes/postgres.ts';
 import { validateK8s } from '../../../support/kubernetes/k8s-schema.ts';
 import { deploymentTarget } from '../../../support/kubernetes/target.ts';

@@ -13,7 +13,7 @@ import {
   type SleepFacts,
   type SleepState,
 } from '../../../../src/operator/runtimes/kubernetes/sleep.ts';
-import { makeService } from '../../../../src/operator/runtimes/kubernetes/server.ts';
+import { makeService } from '../../../../src/operator/runtimes/kubernetes/routing.ts';
 
 const SINCE = '2026-01-01T00:00:00.000Z';
 const NOW = Date.parse('2026-01-01T01:00:00.000Z');

@@ -17,7 +17,7 @@ import { createLogger } from '../../../../src/lib/logger.ts';
 import { mintSourceFetchToken, sourceFetchKey } from '../../../../src/lib/source-fetch-token.ts';
 import { parseOperatorConfig } from '../../../../src/operator/config.ts';
 import { startKubernetesOperator, type RunningOperator } from '../../../../src/operator/kubernetes.ts';
-import { FETCH_SCRIPT } from '../../../../src/operator/runtimes/kubernetes/build-job.ts';
+import { FETCH_SCRIPT } from '../../../../src/operator/runtimes/kubernetes/build-scripts.ts';
 import { createTestDatabase, type TestDatabase } from '../../../support/postgres.ts';
 import { operatorTestFlags, startCluster, until, type TestCluster } from '../../../support/kubernetes/cluster.ts';
 import { FakeCluster } from '../../../support/kubernetes/kubelet.ts';
