@@ -10,57 +10,17 @@ import { createControlPlane } from '../../../src/control-plane/app.ts';
 import { KeyPublisher, fileKeySink, tenantKeysFileName } from '../../../src/control-plane/api-keys/key-publisher.ts';
 import type { TenantKeySink } from '../../../src/state/api-keys.ts';
 import { createApiKey, hashKey } from '../../../src/control-plane/api-keys/keys.ts';
-import { openEmbeddedPlatformState } from '../../../src/state/embedded/index.ts';
-import {
-  loadKubeConfig,
-  openKubernetesPlatformState,
-  tenantKeysSecretName,
-} from '../../../src/state/kubernetes/index.ts';
-import type { PlatformState } from '../../../src/state/types.ts';
+import { loadKubeConfig, tenantKeysSecretName } from '../../../src/state/kubernetes/index.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { githubBody } from '../helpers/harness.ts';
-import { startKube } from '../helpers/kube.ts';
+import { storeEntries, type OpenedStore } from '../helpers/stores.ts';
 import { cli, cliFails } from '../helpers/process.ts';
 
 const ADMIN = 'bootstrap-admin-key-0123456789';
 
-type Setup = { store: PlatformState; kubeconfig?: string; close(): Promise<void> };
+type Setup = OpenedStore;
 
-const stores: [string, () => Promise<Setup>][] = [
-  [
-    'embedded',
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'ap-cp-keys-'));
-      const store = openEmbeddedPlatformState({ dataDir: dir });
-      return {
-        store,
-        close: async () => {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-  [
-    'kubernetes',
-    async () => {
-      const kube = await startKube();
-      const store = openKubernetesPlatformState({
-        kubeConfig: loadKubeConfig(kube.kubeconfig),
-        namespace: 'agents',
-        logger: silentLogger(),
-      });
-      return {
-        store,
-        kubeconfig: kube.kubeconfig,
-        close: async () => {
-          await store.close();
-          await kube.stop();
-        },
-      };
-    },
-  ],
-];
+const stores = storeEntries('ap-cp-keys-', 'agents');
 
 describe.each(stores)('API keys (%s store)', (_name, open) => {
   let s: Setup;

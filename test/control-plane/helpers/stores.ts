@@ -1,5 +1,6 @@
-// Both control-plane stores, opened fresh for one suite: the embedded store in a temp folder, the kubernetes store
-// (namespace "tenants") on an API-server double of its own. For describe.each over Object.keys(...).
+// Both control-plane stores, opened fresh for one suite: the embedded store in a temp folder (`dir`), the kubernetes
+// store (namespace "tenants" unless named) on an API-server double of its own (`kubeconfig`). For describe.each over
+// Object.keys(...), or over storeEntries(...) for [name, open] pairs.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,15 +10,19 @@ import type { PlatformState } from '../../../src/state/types.ts';
 import { silentLogger } from '../../../src/lib/logger.ts';
 import { startKube } from './kube.ts';
 
-export type OpenedStore = { store: PlatformState; close: () => Promise<void> };
+export type OpenedStore = { store: PlatformState; dir?: string; kubeconfig?: string; close: () => Promise<void> };
 
-export function freshStores(tmpPrefix: string): Record<'embedded' | 'kubernetes', () => Promise<OpenedStore>> {
+export function freshStores(
+  tmpPrefix: string,
+  namespace = 'tenants',
+): Record<'embedded' | 'kubernetes', () => Promise<OpenedStore>> {
   return {
     embedded: async () => {
       const dir = mkdtempSync(join(tmpdir(), tmpPrefix));
       const store = openEmbeddedPlatformState({ dataDir: dir });
       return {
         store,
+        dir,
         close: async () => {
           await store.close();
           rmSync(dir, { recursive: true, force: true });
@@ -28,11 +33,12 @@ export function freshStores(tmpPrefix: string): Record<'embedded' | 'kubernetes'
       const kube = await startKube();
       const store = openKubernetesPlatformState({
         kubeConfig: loadKubeConfig(kube.kubeconfig),
-        namespace: 'tenants',
+        namespace,
         logger: silentLogger(),
       });
       return {
         store,
+        kubeconfig: kube.kubeconfig,
         close: async () => {
           await store.close();
           await kube.stop();
@@ -40,4 +46,9 @@ export function freshStores(tmpPrefix: string): Record<'embedded' | 'kubernetes'
       };
     },
   };
+}
+
+/** freshStores as [name, open] pairs, for describe.each(...)('... (%s store)', (name, open) => ...). */
+export function storeEntries(tmpPrefix: string, namespace?: string): [string, () => Promise<OpenedStore>][] {
+  return Object.entries(freshStores(tmpPrefix, namespace));
 }

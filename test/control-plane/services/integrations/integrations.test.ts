@@ -1,60 +1,22 @@
 // Integrations v1 (plain git credentials): create, list, get, delete under /v1 and /api-host/v1; the token is
 // write-only and scoped to the workspace; at rest it is never plaintext in the embedded store. Both stores.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane } from '../../../../src/control-plane/app.ts';
 import { createApiKey } from '../../../../src/control-plane/api-keys/keys.ts';
-import { openEmbeddedPlatformState } from '../../../../src/state/embedded/index.ts';
-import { loadKubeConfig, openKubernetesPlatformState } from '../../../../src/state/kubernetes/index.ts';
 import { AlreadyExistsError } from '../../../../src/state/errors.ts';
-import type { PlatformState } from '../../../../src/state/types.ts';
 import { silentLogger } from '../../../../src/lib/logger.ts';
 import { githubBody } from '../../helpers/harness.ts';
-import { startKube } from '../../helpers/kube.ts';
+import { storeEntries, type OpenedStore } from '../../helpers/stores.ts';
 
 const TOKEN = 'ghp_integration-token-4d1f9a7c2b';
 
-type Setup = { store: PlatformState; dir?: string; close(): Promise<void> };
+type Setup = OpenedStore;
 
-const stores: [string, () => Promise<Setup>][] = [
-  [
-    'embedded',
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'ap-cp-int-'));
-      const store = openEmbeddedPlatformState({ dataDir: dir });
-      return {
-        store,
-        dir,
-        close: async () => {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-  [
-    'kubernetes',
-    async () => {
-      const kube = await startKube();
-      const store = openKubernetesPlatformState({
-        kubeConfig: loadKubeConfig(kube.kubeconfig),
-        namespace: 'agents',
-        logger: silentLogger(),
-      });
-      return {
-        store,
-        close: async () => {
-          await store.close();
-          await kube.stop();
-        },
-      };
-    },
-  ],
-];
+const stores = storeEntries('ap-cp-int-', 'agents');
 
 describe.each(stores)('integrations v1 (%s store)', (_name, open) => {
   let s: Setup;
