@@ -143,14 +143,14 @@ describe('ignoredConfigKeys', () => {
       checkpointer: { ttl: {}, serde: {} },
       ui_config: { shared: [], theme: 1 },
       auth: { path: './auth.ts:auth', openapi: {}, cache: {} },
-      http: { app: './app.ts:app', configurable_headers: {}, middleware_order: 'auth_first' },
+      http: { app: './app.ts:app', configurable_headers: {}, middleware_order: 'auth_first', logging_headers: {} },
       dockerfile_lines: ['RUN true'],
       python_version: '3.12',
     });
     expect(ignoredConfigKeys(json).sort()).toEqual([
       'auth.cache',
       'checkpointer.serde',
-      'http.middleware_order',
+      'http.logging_headers',
       'python_version',
       'store.keys',
       'ui_config.theme',
