@@ -102,6 +102,19 @@ describe('apply() converges on what the server stores', () => {
     expect(d.spec?.replicas).toBe(3);
   });
 
+  it('never takes over a replica count the server defaulted (an autoscaled Deployment created without one)', async () => {
+    await apply(ops, deployment('defaulted', {}));
+    expect((await apps.readNamespacedDeployment({ name: 'defaulted', namespace: NS })).spec?.replicas).toBe(1);
+    const before = cluster.api.writes.length;
+    await apply(ops, deployment('defaulted', {}, {}, { image: 'ghcr.io/x/a:2' }), { retain: [['spec', 'replicas']] });
+    const sent = cluster.api.writes.slice(before).filter((w) => w.path.endsWith('/deployments/defaulted'));
+    expect(sent.length).toBe(1);
+    expect((sent[0]!.body as { spec?: { replicas?: number } }).spec?.replicas).toBeUndefined();
+    const d = await apps.readNamespacedDeployment({ name: 'defaulted', namespace: NS });
+    expect(d.spec?.template.spec?.containers[0]?.image).toBe('ghcr.io/x/a:2');
+    expect(JSON.stringify(d.metadata?.managedFields ?? [])).not.toContain('f:replicas');
+  });
+
   it('a new Postgres storage size leaves the StatefulSet alone instead of failing every reconcile', async () => {
     const name = 'ag-7a1c2a9e-3b4d-4c5e-8f70-1a2b3c4d5e6f';
     await cluster.kubeConfig
