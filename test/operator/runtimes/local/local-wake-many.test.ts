@@ -43,6 +43,8 @@ const started = new Map<string, number>();
 const starts = (id: string) => started.get(id) ?? 0;
 /** The key check of the proxy, held for requests the last test marks until their deployment's server has stopped. */
 let heldCheck: ((deploymentId: string) => Promise<void>) | undefined;
+/** The longest two server starts took in the set-up: a measure of this machine's load now. */
+let slowestPairMs = 0;
 
 const specOf = (n: number, idleTimeoutMinutes = 0): ServerSpec => ({
   namespace: 'default',
@@ -121,8 +123,9 @@ beforeAll(async () => {
     mkdirSync(dir, { recursive: true });
     cpSync(built, join(dir, spec.revision), { recursive: true, verbatimSymlinks: true });
   }
-  // Started two at a time, as a loaded machine allows.
+  // Started two at a time, as a loaded machine allows; how long that takes tells how loaded the machine is.
   for (let n = 1; n < WAKES; n += 2) {
+    const t0 = Date.now();
     await Promise.all(
       [n, n + 1]
         .filter((k) => k < WAKES)
@@ -132,6 +135,7 @@ beforeAll(async () => {
           await runtime.route(spec, spec.revision);
         }),
     );
+    slowestPairMs = Math.max(slowestPairMs, Date.now() - t0);
   }
   for (let n = 0; n < WAKES; n++) {
     const spec = specOf(n);
@@ -189,8 +193,11 @@ async function call(d: Dep): Promise<void> {
 
 it(`wakes ${WAKES} sleeping deployments at once (waits, streams, joins, due crons): every run once, one start each`, async () => {
   // Cron ticks due once an hour, at one second far enough ahead for every deployment to fall asleep first (the next
-  // tick is an hour later: however long the burst takes on a loaded machine, one tick is due in this test).
-  const due = new Date(Date.now() + 40_000);
+  // tick is an hour later: however long the burst takes on a loaded machine, one tick is due in this test). Falling
+  // asleep is a stop of every server after a second's idle window (1.4 s at load average 25): the tick is 10 s
+  // ahead on a quiet machine, twice the slowest pair of starts above on a loaded one (up to 60 s), never a fixed
+  // wait sized for the worst machine.
+  const due = new Date(Date.now() + Math.min(60_000, Math.max(10_000, 2 * slowestPairMs)));
   const schedule = `${due.getUTCSeconds()} ${due.getUTCMinutes()} * * * *`;
   for (const d of deps.filter((x) => x.role === 'cron')) {
     const cron = await d.client.crons.createForThread(d.threadId, 'agent', { schedule, input: human('cron') });
