@@ -204,22 +204,17 @@ export function appliedDigest(body: Json): string {
 }
 
 /** The managers that own the field at `path` (plain object keys) on `obj`, from its managedFields. */
-export function fieldOwners(obj: Json, path: string[]): string[] {
+function fieldOwners(obj: Json, path: string[]): string[] {
   const entries = (obj.metadata?.managedFields ?? []) as Json[];
   const fieldPath = path.map((k) => `f:${k}`);
   return entries.filter((e) => getPath(e.fieldsV1, fieldPath) !== undefined).map((e) => String(e.manager));
-}
-
-/** True when a manager other than ours owns the field at `path` on `obj`. */
-export function ownedByOthers(obj: Json, path: string[]): boolean {
-  return fieldOwners(obj, path).some((m) => m !== FIELD_MANAGER);
 }
 
 /**
  * True when ours is the only manager of the field at `path`: a value we applied before. A value the server
  * defaulted (a Deployment's replicas created without them) has no manager, and is not ours to keep.
  */
-export function ownedOnlyByUs(obj: Json, path: string[]): boolean {
+function ownedOnlyByUs(obj: Json, path: string[]): boolean {
   const owners = fieldOwners(obj, path);
   return owners.length > 0 && owners.every((m) => m === FIELD_MANAGER);
 }
