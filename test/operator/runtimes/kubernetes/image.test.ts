@@ -37,6 +37,28 @@ describe('Dockerfile', () => {
     expect(agent).not.toContain('USER root');
   });
 
+  // bin/agentplane.mjs runs dist/cli only while no input of it (dist/cli/manifest.json) is newer than the build: the
+  // image must hold the bundle, and the sources beside it must be the copies the build read (same stage, same times),
+  // or every agent server of the image runs from the sources through tsx, tens of MB heavier.
+  it('ships our code bundled, with the sources the bundle was built from', () => {
+    const stageOf = (name: string) => {
+      const at = instructions.findIndex((l) => new RegExp(`^FROM \\S+ AS ${name}$`).test(l));
+      expect(at, `a stage named ${name}`).toBeGreaterThanOrEqual(0);
+      const end = instructions.findIndex((l, i) => i > at && l.startsWith('FROM '));
+      return instructions.slice(at, end < 0 ? undefined : end);
+    };
+    const cli = stageOf('cli');
+    expect(cli).toContain('COPY src ./src');
+    expect(cli).toContain('RUN node scripts/build-cli.mjs');
+    expect(finalStage).toContain('COPY --from=cli /app/dist/cli ./dist/cli');
+    expect(finalStage).toContain('COPY --from=cli /app/src ./src');
+    expect(finalStage.filter((l) => /^COPY (--from=\S+ )?\S*src\b/.test(l))).toHaveLength(1);
+    // Everything the bundle is built from is in the build context, and dist/ (a developer's bundle) is not.
+    const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
+    for (const p of ['scripts', 'scripts/build-cli.mjs', 'tsconfig.json']) expect(ignored).not.toContain(p);
+    expect(ignored).toContain('dist');
+  });
+
   it('leaves tests, docs and local state out of the build context', () => {
     const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
     for (const p of ['.git', 'node_modules', 'test', '.agentplane']) expect(ignored).toContain(p);
