@@ -2,9 +2,9 @@
 // at start, right after --cycles run cycles, and --wait-secs later, with the executor threads released when idle
 // (--executor-idle-secs 30, the default) and kept (0), one server after the other.
 //
-//   node --import tsx bench/idle-rss.ts [--cycles 300] [--wait-secs 45]
+//   node --import tsx bench/idle-rss.ts [--cycles 300] [--wait-secs 45] [--port 18931] [--out bench/results/idle-rss.md]
 //
-// Results go to stdout and bench/results/idle-rss.md. The servers run from the bundle (dist/cli) when it is up to
+// Results go to stdout and --out. The servers run from the bundle (dist/cli) when it is up to
 // date, as deployed servers do, else from the TypeScript sources through tsx, which holds tens of MB more (its
 // loader, the compiled modules, in each thread): the report says which, and `npm run build:cli` first makes it the
 // bundle. At the end it splits the resident set into anonymous memory (heaps, malloc) and file pages (node's code)
@@ -18,7 +18,14 @@ import { cycles, freshStore, startAgentServer } from './agent-server-process.ts'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
-  options: { cycles: { type: 'string', default: '300' }, 'wait-secs': { type: 'string', default: '45' } },
+  options: {
+    cycles: { type: 'string', default: '300' },
+    'wait-secs': { type: 'string', default: '45' },
+    // The two servers' ports: this and the next.
+    port: { type: 'string', default: '18931' },
+    // Where the report goes (besides stdout), from the checkout's root.
+    out: { type: 'string', default: 'bench/results/idle-rss.md' },
+  },
 });
 const n = Number(args.cycles);
 const waitSecs = Number(args['wait-secs']);
@@ -66,7 +73,8 @@ async function measure(idleSecs: number, port: number) {
 }
 
 const bundle = fromBundle();
-const rows = [await measure(30, 18931), await measure(0, 18932)];
+const port = Number(args.port);
+const rows = [await measure(30, port), await measure(0, port + 1)];
 const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const mb = (x: number) => `${x.toFixed(0)} MB`;
 const report = `# Idle memory of an awake agent server (bench/idle-rss.ts)
@@ -86,4 +94,4 @@ ${rows
   .join('\n')}
 `;
 console.log(report);
-writeFileSync(path.join(root, 'bench/results/idle-rss.md'), report);
+writeFileSync(path.resolve(root, args.out), report);
