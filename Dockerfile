@@ -16,8 +16,9 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # Our code bundled (scripts/build-cli.mjs; esbuild is a production dependency). bin/agentplane.mjs runs dist/cli only
 # while no source it was built from is newer than the build (dist/cli/manifest.json), else the sources through tsx:
-# an agent server from the sources holds about 50-65 MB more (tsx's loader and the compiled modules, in the main
-# thread and again in each executor thread; bench/results/idle-rss.md). The final stage takes src/ from this stage
+# an agent server from the sources holds about 30-40 MB more, and about 75 MB more while an executor thread is alive
+# (tsx's loader and the compiled modules, in the main thread and again in each executor thread;
+# bench/results/idle-rss.md). The final stage takes src/ from this stage
 # too, so the files' times are the ones the build saw whatever the layer cache reuses.
 FROM deps AS cli
 COPY tsconfig.json ./
