@@ -48,6 +48,11 @@ COPY --from=cli /app/src ./src
 COPY --from=cli /app/dist/cli ./dist/cli
 COPY crds ./crds
 COPY --from=console /app/dist/console ./dist/console
+# bin/agentplane.mjs's own test of the bundle (every input no newer than the build): a copy that changed the files'
+# times would make every server run the sources without a word, so the build fails instead.
+RUN node -e "const m = require('./dist/cli/manifest.json'); const fs = require('fs'); \
+  const newer = m.inputs.filter((f) => fs.statSync(f).mtimeMs > m.builtFrom); \
+  if (newer.length) { console.error('dist/cli is older than ' + newer[0]); process.exit(1); }"
 RUN ln -s /app/bin/agentplane.mjs /usr/local/bin/agentplane \
  && chmod +x /app/bin/agentplane.mjs \
  && mkdir -p /deps/app \

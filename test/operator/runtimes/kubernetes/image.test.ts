@@ -1,5 +1,7 @@
 // The Dockerfile's contract with the rest of the system, checked on its text (no Docker engine here).
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { agentDockerfile, APP_DIR } from '../../../../src/operator/runtimes/kubernetes/dockerfile.ts';
@@ -53,6 +55,26 @@ describe('Dockerfile', () => {
     expect(finalStage).toContain('COPY --from=cli /app/dist/cli ./dist/cli');
     expect(finalStage).toContain('COPY --from=cli /app/src ./src');
     expect(finalStage.filter((l) => /^COPY (--from=\S+ )?\S*src\b/.test(l))).toHaveLength(1);
+    // The final stage's check of the bundle passes on it as built, and fails once a source is newer.
+    const check = /^RUN node -e "(.*)"$/.exec(finalStage.find((l) => l.includes('dist/cli/manifest.json')) ?? '')?.[1];
+    expect(check).toBeDefined();
+    const app = mkdtempSync(join(tmpdir(), 'ap-image-'));
+    try {
+      mkdirSync(join(app, 'dist/cli'), { recursive: true });
+      mkdirSync(join(app, 'src'));
+      writeFileSync(join(app, 'src/a.ts'), 'export {};\n');
+      const manifest = { builtFrom: Date.now() + 60_000, inputs: ['src/a.ts'] };
+      writeFileSync(join(app, 'dist/cli/manifest.json'), JSON.stringify(manifest));
+      const run = () =>
+        spawnSync(process.execPath, ['-e', check!.replace(/\\\s+/g, ' ')], { cwd: app, encoding: 'utf8' });
+      expect(run().status).toBe(0);
+      utimesSync(join(app, 'src/a.ts'), new Date(), new Date(Date.now() + 120_000));
+      const stale = run();
+      expect(stale.status).toBe(1);
+      expect(stale.stderr).toContain('dist/cli is older than src/a.ts');
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
     // Everything the bundle is built from is in the build context, and dist/ (a developer's bundle) is not.
     const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
     for (const p of ['scripts', 'scripts/build-cli.mjs', 'tsconfig.json']) expect(ignored).not.toContain(p);
