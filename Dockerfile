@@ -1,6 +1,6 @@
 # agentplane: one image for every subcommand (control-plane, operator, agent-server, dev, api-key), and the base
 # image that generated agent Dockerfiles build FROM (they copy a project into /deps/app and run `agent-server`).
-# No compile step: tsx loads the TypeScript sources, ours and the agents'.
+# Our code runs from its bundle (dist/cli, built in the `cli` stage); the agents' TypeScript loads through tsx.
 # Node 22 LTS (maintained until April 2027; package.json engines: ^20.19.0 || ^22.13.0 || >=24). The node:22 tags
 # follow the newest 22.x, which satisfies every dependency's engines.
 ARG NODE_VERSION=22
@@ -13,6 +13,18 @@ RUN apt-get update \
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+# Our code bundled (scripts/build-cli.mjs; esbuild is a production dependency). bin/agentplane.mjs runs dist/cli only
+# while no source it was built from is newer than the build (dist/cli/manifest.json), else the sources through tsx:
+# an agent server from the sources holds about 30-40 MB more, and about 75 MB more while an executor thread is alive
+# (tsx's loader and the compiled modules, in the main thread and again in each executor thread;
+# bench/results/idle-rss.md). The final stage takes src/ from this stage
+# too, so the files' times are the ones the build saw whatever the layer cache reuses.
+FROM deps AS cli
+COPY tsconfig.json ./
+COPY src ./src
+COPY scripts/build-cli.mjs ./scripts/
+RUN node scripts/build-cli.mjs
 
 # The web console bundle: built with the dev dependencies (vite, react), only dist/console goes into the image.
 FROM node:${NODE_VERSION}-slim AS console
@@ -32,9 +44,15 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY bin ./bin
-COPY src ./src
+COPY --from=cli /app/src ./src
+COPY --from=cli /app/dist/cli ./dist/cli
 COPY crds ./crds
 COPY --from=console /app/dist/console ./dist/console
+# bin/agentplane.mjs's own test of the bundle (every input no newer than the build): a copy that changed the files'
+# times would make every server run the sources without a word, so the build fails instead.
+RUN node -e "const m = require('./dist/cli/manifest.json'); const fs = require('fs'); \
+  const newer = m.inputs.filter((f) => fs.statSync(f).mtimeMs > m.builtFrom); \
+  if (newer.length) { console.error('dist/cli is older than ' + newer[0]); process.exit(1); }"
 RUN ln -s /app/bin/agentplane.mjs /usr/local/bin/agentplane \
  && chmod +x /app/bin/agentplane.mjs \
  && mkdir -p /deps/app \
