@@ -178,7 +178,7 @@ describe("configSchema: the configuration's schema made of the options' own", ()
   it("validates with the option's own schema, a bad value named by its flag and variable", () => {
     expect(() => parse(options, ['--port', '0'])).toThrow('invalid --port: must be a port number');
     expect(() => parse(options, [], { Z_PORT: 'x' })).toThrow(/^invalid --port \(Z_PORT\): /);
-    expect(() => parse(options, ['--max-cpu', '-1'])).toThrow(/^invalid --max-cpu: /);
+    expect(() => parse(options, ['--max-cpu', '0'])).toThrow(/^invalid --max-cpu: /);
     // The same value passes once the option's schema allows it: nothing else decides.
     const lenient = { ...options, port: { ...options.port, schema: z.coerce.number().int().min(0) } };
     expect(parse(lenient, ['--port', '0'])).toMatchObject({ port: 0 });
