@@ -8,76 +8,24 @@ import { langSmithFromEnv } from './streams/feedback.ts';
 import { langgraphJsonEnv } from './graphs/config.ts';
 import { DataKeyError, DataKeyring, keyringFromEnv } from './storage/data-cipher.ts';
 import {
+  configSchema,
   flagAt,
   flagLabel,
   fromEnv,
   optionPicker,
   optionValues,
   parseCommandArgs,
-  portSchema,
-  positiveIntSchema,
   UsageError,
 } from '../lib/cli-args.ts';
 import { agentServerCommand } from './flags.ts';
 import { defaultPostgresPoolMaxSize, executorYoungMb, readCgroupFile, usableCpus } from './sizing.ts';
 
-const Config = z.object({
-  configPath: z.string().min(1),
-  host: z.string().min(1),
-  port: portSchema,
-  listenFd: z.coerce.number().int().min(3).optional(),
-  databaseUrl: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
-    .optional(),
-  dataDir: z.string().min(1),
-  jobsPerWorker: positiveIntSchema,
-  postgresPoolMaxSize: z.coerce.number().int().min(2).max(10_000),
-  jobTimeoutSecs: positiveIntSchema,
-  shutdownGraceSecs: z.coerce.number().min(0),
-  leaseSecs: z.coerce.number().min(1),
-  databaseWaitSecs: z.coerce.number().min(0).max(3600),
-  executorThreads: z.coerce.number().int().min(0).max(64),
-  executorYoungMb: z.coerce.number().int().min(0).max(1024),
-  executorIdleSecs: z.coerce.number().min(0).max(86_400),
-  streamRetentionSecs: z.coerce
-    .number()
-    .min(1)
-    .max(7 * 24 * 3600),
-  streamStallSecs: z.coerce.number().min(1).max(3600),
-  redisUrl: z
-    .string()
-    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
-    .optional(),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-  authKeysFile: z.string().min(1).optional(),
-  activityTokenFile: z.string().min(1).optional(),
-  deploymentToken: z.string().min(1).optional(),
-  /** Hosts webhooks may reach whatever they resolve to; '*' for any. Empty: public addresses only. */
-  webhookAllow: z.array(
-    z
-      .string()
-      .min(1)
-      .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
-  ),
-  cronPollMs: z.coerce.number().int().min(50).max(3_600_000),
-  publicUrl: z
-    .string()
-    .regex(/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, 'must be an http(s) URL without query or fragment')
-    .optional(),
+// The flags' own schemas (flags.ts), and what no flag gives: settings of environment variables only.
+const Config = configSchema(agentServerCommand.options).extend({
   /** LangSmith (LANGSMITH_API_KEY, LANGSMITH_ENDPOINT): feedback URLs for runs with feedback_keys. */
   langsmith: z
     .object({ apiKey: z.string().min(1), endpoint: z.string().regex(/^https?:\/\/[^\s]+$/, 'must be an http(s) URL') })
     .nullable(),
-  /** Per-graph {config..., context} for the system assistants (LANGGRAPH_CONFIG). */
-  graphDefaults: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
-  strict: z.literal(true).optional(),
-  /** Only import the graphs and write the first problem here (check.ts). */
-  checkReport: z.string().optional(),
-  /** Run the server as a child process started again on each change of the project (watch.ts). */
-  watch: z.literal(true).optional(),
-  /** POST /internal/truncate is served (API test suites only). */
-  testTruncate: z.literal(true).optional(),
   /**
    * The keys agent data is encrypted with at rest (LANGGRAPH_AES_KEY, AGENTPLANE_AES_PREVIOUS_KEYS): thread values,
    * checkpoints, store items, run inputs. Logged or serialised, it shows only its key id.

@@ -1,9 +1,10 @@
 // The agent server's command line: every flag with its environment variables, default and help text (the help and
 // docs/cli.md are generated from it). config.ts turns what it parses into the validated configuration.
-import { type CommandSpec } from '../lib/cli-args.ts';
+import { z } from 'zod';
+import { defineCommand, portSchema, positiveIntSchema } from '../lib/cli-args.ts';
 import { list, lower } from '../lib/option-readers.ts';
 
-export const agentServerCommand: CommandSpec = {
+export const agentServerCommand = defineCommand({
   name: 'agent-server',
   summary: 'Serve the graphs of a langgraph.json over the thread/run API (LangGraph SDK compatible)',
   usage: 'agentplane agent-server --config path/to/langgraph.json [options]',
@@ -16,6 +17,7 @@ export const agentServerCommand: CommandSpec = {
       default: './langgraph.json',
       env: ['AGENTPLANE_GRAPH_CONFIG'],
       path: 'configPath',
+      schema: z.string().min(1),
     },
     'graph-defaults': {
       type: 'string',
@@ -25,6 +27,7 @@ export const agentServerCommand: CommandSpec = {
         'the rest its config)',
       env: ['LANGGRAPH_CONFIG'],
       path: 'graphDefaults',
+      schema: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
     },
     strict: {
       type: 'boolean',
@@ -32,6 +35,8 @@ export const agentServerCommand: CommandSpec = {
         'Refuse to start when any graph fails to load (for CI); by default a failing graph is reported ' +
         '(log, /info, 422 on its assistant) and the others keep serving',
       env: ['AGENTPLANE_STRICT'],
+      path: 'strict',
+      schema: z.literal(true).optional(),
     },
     'check-report': {
       type: 'string',
@@ -40,6 +45,7 @@ export const agentServerCommand: CommandSpec = {
         "without serving; the graphs' own output is not shown (the local runtime's build check, run with the " +
         "revision's secrets)",
       path: 'checkReport',
+      schema: z.string().optional(),
     },
     watch: {
       type: 'boolean',
@@ -47,6 +53,8 @@ export const agentServerCommand: CommandSpec = {
         'Start the server again when a code, JSON/YAML or .env file of the project (the folder of langgraph.json) ' +
         'changes, as langgraph dev does; threads stay (they live in --data-dir or the database); the watcher outlives ' +
         'a graph that fails to load. node_modules, .git and the data folder are not watched',
+      path: 'watch',
+      schema: z.literal(true).optional(),
     },
     host: {
       type: 'string',
@@ -54,6 +62,7 @@ export const agentServerCommand: CommandSpec = {
       default: '127.0.0.1',
       env: ['HOST'],
       path: 'host',
+      schema: z.string().min(1),
     },
     port: {
       type: 'string',
@@ -62,6 +71,7 @@ export const agentServerCommand: CommandSpec = {
       default: '8000',
       env: ['PORT'],
       path: 'port',
+      schema: portSchema,
     },
     'listen-fd': {
       type: 'string',
@@ -69,12 +79,17 @@ export const agentServerCommand: CommandSpec = {
         'Serve on the listening socket inherited as this file descriptor instead of binding --port (for a supervisor ' +
         'that holds the port from the moment it picks it, so no other process can take it in between)',
       path: 'listenFd',
+      schema: z.coerce.number().int().min(3).optional(),
     },
     'database-url': {
       type: 'string',
       description: 'PostgreSQL URL; without one the embedded SQLite store is used',
       env: ['DATABASE_URI', 'POSTGRES_URI', 'DATABASE_URL'],
       path: 'databaseUrl',
+      schema: z
+        .string()
+        .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
+        .optional(),
     },
     'data-dir': {
       type: 'string',
@@ -82,6 +97,7 @@ export const agentServerCommand: CommandSpec = {
       default: './.agentplane/agent-server',
       env: ['AGENTPLANE_DATA_DIR'],
       path: 'dataDir',
+      schema: z.string().min(1),
     },
     'jobs-per-worker': {
       type: 'string',
@@ -89,6 +105,7 @@ export const agentServerCommand: CommandSpec = {
       default: '10',
       env: ['N_JOBS_PER_WORKER'],
       path: 'jobsPerWorker',
+      schema: positiveIntSchema,
     },
     'postgres-pool-max-size': {
       type: 'string',
@@ -99,6 +116,7 @@ export const agentServerCommand: CommandSpec = {
         'to serve mostly add switching between its backends',
       env: ['LANGGRAPH_POSTGRES_POOL_MAX_SIZE'],
       path: 'postgresPoolMaxSize',
+      schema: z.coerce.number().int().min(2).max(10_000),
     },
     'job-timeout': {
       type: 'string',
@@ -106,6 +124,7 @@ export const agentServerCommand: CommandSpec = {
       default: '3600',
       env: ['BG_JOB_TIMEOUT_SECS'],
       path: 'jobTimeoutSecs',
+      schema: positiveIntSchema,
     },
     'shutdown-grace': {
       type: 'string',
@@ -113,6 +132,7 @@ export const agentServerCommand: CommandSpec = {
       default: '20',
       env: ['SHUTDOWN_GRACE_SECS'],
       path: 'shutdownGraceSecs',
+      schema: z.coerce.number().min(0),
     },
     'database-wait': {
       type: 'string',
@@ -121,6 +141,7 @@ export const agentServerCommand: CommandSpec = {
       default: '60',
       env: ['AGENTPLANE_DATABASE_WAIT_SECS'],
       path: 'databaseWaitSecs',
+      schema: z.coerce.number().min(0).max(3600),
     },
     'lease-secs': {
       type: 'string',
@@ -128,6 +149,7 @@ export const agentServerCommand: CommandSpec = {
       default: '30',
       env: ['AGENTPLANE_LEASE_SECS'],
       path: 'leaseSecs',
+      schema: z.coerce.number().min(1),
     },
     'executor-threads': {
       type: 'string',
@@ -135,6 +157,7 @@ export const agentServerCommand: CommandSpec = {
         "Worker threads that execute graphs (0: on the main thread); default 1 when 2+ cores are usable (the cgroup CPU quota counts, not the node's cores)",
       env: ['AGENTPLANE_EXECUTOR_THREADS'],
       path: 'executorThreads',
+      schema: z.coerce.number().int().min(0).max(64),
     },
     'executor-young-mb': {
       type: 'string',
@@ -142,6 +165,7 @@ export const agentServerCommand: CommandSpec = {
         "V8 young generation of each executor thread, in MiB (0: V8's own, 48): a larger one lets a run's short-lived objects die before a scavenge copies them, for more memory; default 192 when the memory budget (the V8 heap limit, or 3/4 of the cgroup's memory limit if lower) is 3 GiB or more, 96 from 1.5 GiB, else V8's own",
       env: ['AGENTPLANE_EXECUTOR_YOUNG_MB'],
       path: 'executorYoungMb',
+      schema: z.coerce.number().int().min(0).max(1024),
     },
     'executor-idle-secs': {
       type: 'string',
@@ -150,6 +174,7 @@ export const agentServerCommand: CommandSpec = {
       default: '30',
       env: ['AGENTPLANE_EXECUTOR_IDLE_SECS'],
       path: 'executorIdleSecs',
+      schema: z.coerce.number().min(0).max(86_400),
     },
     'stream-retention': {
       type: 'string',
@@ -158,6 +183,10 @@ export const agentServerCommand: CommandSpec = {
       default: '600',
       env: ['AGENTPLANE_STREAM_RETENTION_SECS'],
       path: 'streamRetentionSecs',
+      schema: z.coerce
+        .number()
+        .min(1)
+        .max(7 * 24 * 3600),
     },
     'redis-url': {
       type: 'string',
@@ -166,6 +195,10 @@ export const agentServerCommand: CommandSpec = {
         'table or, without --database-url, process memory; every replica must use the same one',
       env: ['REDIS_URI'],
       path: 'redisUrl',
+      schema: z
+        .string()
+        .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+        .optional(),
     },
     'stream-stall-timeout': {
       type: 'string',
@@ -174,12 +207,14 @@ export const agentServerCommand: CommandSpec = {
       default: '60',
       env: ['AGENTPLANE_STREAM_STALL_SECS'],
       path: 'streamStallSecs',
+      schema: z.coerce.number().min(1).max(3600),
     },
     'auth-keys-file': {
       type: 'string',
       description:
         'JSON file {"hashes": [sha256 hex of each accepted key]}: requests need one of those keys in X-Api-Key (re-read when it changes); without it the server is open',
       path: 'authKeysFile',
+      schema: z.string().min(1).optional(),
     },
     'activity-token-file': {
       type: 'string',
@@ -187,6 +222,7 @@ export const agentServerCommand: CommandSpec = {
         "File holding this deployment's activity token, set by the platform: GET /ok?activity=1 answers only with it in Authorization: Bearer (re-read on each ask); without it activity is not served",
       env: ['AGENTPLANE_ACTIVITY_TOKEN_FILE'],
       path: 'activityTokenFile',
+      schema: z.string().min(1).optional(),
     },
     'deployment-token': {
       type: 'string',
@@ -194,6 +230,7 @@ export const agentServerCommand: CommandSpec = {
         "This deployment's token, set by the platform: with --auth-keys-file, X-Api-Key also accepts the short-lived access tokens the control plane makes for this deployment",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN'],
       path: 'deploymentToken',
+      schema: z.string().min(1).optional(),
       read: (v) => v || undefined,
     },
     'secrets-fd': {
@@ -211,6 +248,12 @@ export const agentServerCommand: CommandSpec = {
         'addresses are reached',
       env: ['AGENTPLANE_WEBHOOK_ALLOW'],
       path: 'webhookAllow',
+      schema: z.array(
+        z
+          .string()
+          .min(1)
+          .regex(/^(\*|(\*\.)?[A-Za-z0-9.:[\]-]+)$/, 'a host name, *.domain or *'),
+      ),
       read: list,
     },
     'public-url': {
@@ -220,6 +263,10 @@ export const agentServerCommand: CommandSpec = {
         'it the cards name the host each request came to (X-Forwarded-Proto/-Host of a proxy first)',
       env: ['AGENTPLANE_PUBLIC_AGENT_URL'],
       path: 'publicUrl',
+      schema: z
+        .string()
+        .regex(/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, 'must be an http(s) URL without query or fragment')
+        .optional(),
       read: (v) => v || undefined,
     },
     'cron-poll-ms': {
@@ -228,6 +275,7 @@ export const agentServerCommand: CommandSpec = {
       default: '1000',
       env: ['AGENTPLANE_CRON_POLL_MS'],
       path: 'cronPollMs',
+      schema: z.coerce.number().int().min(50).max(3_600_000),
     },
     'test-truncate': {
       type: 'boolean',
@@ -236,6 +284,8 @@ export const agentServerCommand: CommandSpec = {
         "made through the API and every store item: for running an API test suite (the reference servers' own) " +
         'against this server, never for a deployment',
       env: ['AGENTPLANE_TEST_TRUNCATE'],
+      path: 'testTruncate',
+      schema: z.literal(true).optional(),
     },
     'log-level': {
       type: 'string',
@@ -243,7 +293,8 @@ export const agentServerCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
       path: 'logLevel',
+      schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
       read: lower,
     },
   },
-};
+});

@@ -3,6 +3,8 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
 import {
+  configSchema,
+  defineOptions,
   flagAt,
   formatHelp,
   optionPicker,
@@ -19,28 +21,32 @@ import { printable } from './output.ts';
 export type ClientOptionSpec = OptionSpec & { multiple?: boolean };
 export type ClientCommandSpec = Omit<CommandSpec, 'options'> & { options: Record<string, ClientOptionSpec> };
 
-export const connectionOptions: Record<string, ClientOptionSpec> = {
+export const connectionOptions = defineOptions({
   url: {
     type: 'string',
     description: 'Control plane base URL',
     default: 'http://127.0.0.1:8080',
     env: ['AGENTPLANE_URL'],
     path: 'url',
+    schema: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
   },
   'api-key': {
     type: 'string',
     description: 'API key sent as X-Api-Key (prefer the env var)',
     env: ['AGENTPLANE_API_KEY'],
     path: 'apiKey',
+    schema: z.string({ error: 'is required: pass --api-key or set AGENTPLANE_API_KEY' }).min(1),
   },
   tenant: {
     type: 'string',
     description: 'Tenant (workspace) sent as X-Tenant-Id; needed only with a key of several workspaces',
     env: ['AGENTPLANE_TENANT'],
     path: 'tenant',
+    // Optional: a key of one workspace names it (the control plane asks for it when the key has several).
+    schema: z.string().min(1).optional(),
   },
   json: { type: 'boolean', description: 'Print JSON for scripts instead of tables' },
-};
+});
 
 export type Flags = Record<string, string | boolean | string[] | undefined>;
 
@@ -97,12 +103,7 @@ export function pickList(flags: Flags, name: string): string[] {
   return Array.isArray(v) ? v : typeof v === 'string' ? [v] : [];
 }
 
-const Connection = z.object({
-  url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
-  apiKey: z.string({ error: 'is required: pass --api-key or set AGENTPLANE_API_KEY' }).min(1),
-  // Optional: a key of one workspace names it (the control plane asks for it when the key has several).
-  tenant: z.string().min(1).optional(),
-});
+const Connection = configSchema(connectionOptions);
 
 export function clientFrom(
   spec: ClientCommandSpec,

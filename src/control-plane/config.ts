@@ -2,6 +2,9 @@
 import path from 'node:path';
 import { z } from 'zod';
 import {
+  configSchema,
+  defineCommand,
+  defineOptions,
   optionPicker,
   optionValues,
   parseCommandArgs,
@@ -10,7 +13,6 @@ import {
   UsageError,
   type CommandSpec,
   type OptionPicker,
-  type OptionSpec,
 } from '../lib/cli-args.ts';
 import { list, lower } from '../lib/option-readers.ts';
 import type { BootstrapKey } from './api-keys/keys.ts';
@@ -23,8 +25,49 @@ import type { RegistryTokenOptions } from './services/registry-tokens/index.ts';
 import type { QuotaLimits } from './services/quotas.ts';
 import type { GitHubAppSettings } from '../git/github-app.ts';
 
+const secretKeySchema = z
+  .string()
+  .transform((s) => Buffer.from(s.trim(), 'base64'))
+  .refine((b) => b.length === 32, 'must be the base64 of exactly 32 bytes (e.g. openssl rand -base64 32)');
+
+const domainSchema = z
+  .string()
+  .transform((d) =>
+    d
+      .toLowerCase()
+      .replace(/^\*?\./, '')
+      .replace(/\.$/, ''),
+  )
+  .refine((d) => d === '*' || isDnsSubdomain(d), 'each entry must be a domain name (like agents.example.com) or *');
+
+const hostSchema = z
+  .string()
+  .transform((h) => {
+    const host = h.includes('://') ? (URL.canParse(h) ? new URL(h).hostname : h) : h.split(':')[0]!;
+    return host.toLowerCase().replace(/\.$/, '');
+  })
+  .refine(isDnsSubdomain, 'must be a host name');
+
+const authKeyringSchema = z.string().transform((s, ctx) => {
+  try {
+    return parseAuthKeyring(s);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
+const publicUrlSchema = z
+  .string()
+  .url()
+  .refine((u) => /^https?:$/.test(new URL(u).protocol) && !new URL(u).search, 'must be an http(s) URL without a query')
+  .transform((u) => u.replace(/\/+$/, ''));
+
+/** true or false (any case: the option's `read` lowers it). */
+const booleanText = z.enum(['true', 'false']).transform((v) => v === 'true');
+
 /** Store flags shared by `control-plane` and `api-key create`. */
-export const storeOptions: Record<string, OptionSpec> = {
+export const storeOptions = defineOptions({
   store: {
     type: 'string',
     description:
@@ -32,6 +75,7 @@ export const storeOptions: Record<string, OptionSpec> = {
     default: 'embedded',
     env: ['AGENTPLANE_STORE'],
     path: 'store',
+    schema: z.enum(['embedded', 'kubernetes']),
   },
   'data-dir': {
     type: 'string',
@@ -39,6 +83,7 @@ export const storeOptions: Record<string, OptionSpec> = {
     default: './.agentplane/control-plane',
     env: ['AGENTPLANE_DATA_DIR'],
     path: 'dataDir',
+    schema: z.string().min(1),
   },
   namespace: {
     type: 'string',
@@ -48,12 +93,14 @@ export const storeOptions: Record<string, OptionSpec> = {
     default: 'default',
     env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
     path: 'namespace',
+    schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
   },
   kubeconfig: {
     type: 'string',
     description: 'Kubeconfig file (kubernetes store); without it: in-cluster config, else the default kubeconfig',
     env: ['KUBECONFIG'],
     path: 'kubeconfig',
+    schema: z.string().optional(),
   },
   'secret-key': {
     type: 'string',
@@ -62,10 +109,11 @@ export const storeOptions: Record<string, OptionSpec> = {
       'created on first use); every process sharing the data dir needs the same key. Prefer the env var',
     env: ['AGENTPLANE_SECRET_KEY'],
     path: 'secretKey',
+    schema: secretKeySchema.optional(),
   },
-};
+});
 
-export const controlPlaneCommand: CommandSpec = {
+export const controlPlaneCommand = defineCommand({
   name: 'control-plane',
   summary: 'Serve the Deployments v2 API (also under /api-host) over the embedded or the kubernetes store',
   usage:
@@ -77,6 +125,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '127.0.0.1',
       env: ['HOST'],
       path: 'host',
+      schema: z.string().min(1),
     },
     port: {
       type: 'string',
@@ -85,6 +134,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '8080',
       env: ['PORT'],
       path: 'port',
+      schema: portSchema,
     },
     ...storeOptions,
     ...githubAppOptions,
@@ -94,6 +144,9 @@ export const controlPlaneCommand: CommandSpec = {
         'An admin API key (16+ characters) accepted without being stored (e.g. from a Kubernetes Secret); prefer the env var',
       env: ['AGENTPLANE_BOOTSTRAP_API_KEY'],
       path: 'bootstrapKeys',
+      schema: z.array(
+        z.object({ key: z.string().min(16, 'must be at least 16 characters'), tenants: z.array(z.string()).min(1) }),
+      ),
     },
     'bootstrap-tenants': {
       type: 'string',
@@ -107,6 +160,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '10',
       env: ['AGENTPLANE_MAX_SCALE'],
       path: 'policy.maxScale',
+      schema: z.coerce.number().int().min(1),
     },
     'max-cpu': {
       type: 'string',
@@ -114,6 +168,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '4',
       env: ['AGENTPLANE_MAX_CPU'],
       path: 'policy.maxCpu',
+      schema: z.coerce.number().positive(),
     },
     'max-memory-mb': {
       type: 'string',
@@ -121,6 +176,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: '8192',
       env: ['AGENTPLANE_MAX_MEMORY_MB'],
       path: 'policy.maxMemoryMb',
+      schema: z.coerce.number().int().positive(),
     },
     ...quotaOptions,
     ...registryTokenOptions,
@@ -131,6 +187,7 @@ export const controlPlaneCommand: CommandSpec = {
         '* = any host (one-team installs); empty = custom_url refused',
       env: ['AGENTPLANE_ALLOWED_CUSTOM_DOMAINS'],
       path: 'policy.allowedCustomDomains',
+      schema: z.array(domainSchema),
       read: list,
     },
     'public-host': {
@@ -138,6 +195,7 @@ export const controlPlaneCommand: CommandSpec = {
       description: "The control plane's own public host name, which no deployment may claim as custom_url",
       env: ['AGENTPLANE_PUBLIC_HOST'],
       path: 'policy.publicHost',
+      schema: hostSchema.optional(),
     },
     'namespace-per-tenant': {
       type: 'string',
@@ -146,6 +204,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: 'false',
       env: ['AGENTPLANE_NAMESPACE_PER_TENANT'],
       path: 'tenantNamespaces.enabled',
+      schema: booleanText,
       read: lower,
     },
     'tenant-namespace-prefix': {
@@ -154,6 +213,10 @@ export const controlPlaneCommand: CommandSpec = {
       default: 'agentplane-t-',
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
       path: 'tenantNamespaces.prefix',
+      schema: z
+        .string()
+        .regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes namespace name')
+        .max(40),
     },
     'auth-encryption-keys': {
       type: 'string',
@@ -163,6 +226,7 @@ export const controlPlaneCommand: CommandSpec = {
         'kubernetes store needs it for the auth service. Prefer the env var',
       env: ['AGENTPLANE_AUTH_ENCRYPTION_KEYS'],
       path: 'auth.keyring',
+      schema: authKeyringSchema.optional(),
     },
     'deployment-token-key': {
       type: 'string',
@@ -170,6 +234,7 @@ export const controlPlaneCommand: CommandSpec = {
         "Base64 of 32 bytes, the same as the operator's: checks the deployment tokens agents call the auth service with. Prefer the env var",
       env: ['AGENTPLANE_DEPLOYMENT_TOKEN_KEY'],
       path: 'auth.deploymentTokenKey',
+      schema: secretKeySchema.optional(),
     },
     'public-url': {
       type: 'string',
@@ -177,6 +242,7 @@ export const controlPlaneCommand: CommandSpec = {
         "The control plane's public base URL (e.g. https://agentplane.example.com): OAuth redirect URIs and sign-in links start with it. The auth service is off without it (required with --auth-encryption-keys)",
       env: ['AGENTPLANE_PUBLIC_URL'],
       path: 'auth.publicUrl',
+      schema: publicUrlSchema.optional(),
     },
     'auth-allow-private-providers': {
       type: 'string',
@@ -185,6 +251,7 @@ export const controlPlaneCommand: CommandSpec = {
       default: 'false',
       env: ['AGENTPLANE_AUTH_ALLOW_PRIVATE_PROVIDERS'],
       path: 'auth.allowPrivateProviders',
+      schema: booleanText,
       read: lower,
     },
     'source-uploads-database-url': {
@@ -194,6 +261,7 @@ export const controlPlaneCommand: CommandSpec = {
         'upload URLs are refused with a 503. Prefer the env var',
       env: ['AGENTPLANE_SOURCE_UPLOADS_DATABASE_URL'],
       path: 'sourceUploads.databaseUrl',
+      schema: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
     },
     'source-uploads-key': {
       type: 'string',
@@ -202,6 +270,7 @@ export const controlPlaneCommand: CommandSpec = {
         'download their tarball with. Required with --source-uploads-database-url. Prefer the env var',
       env: ['AGENTPLANE_SOURCE_UPLOADS_KEY'],
       path: 'sourceUploads.key',
+      schema: secretKeySchema,
     },
     'log-level': {
       type: 'string',
@@ -209,94 +278,19 @@ export const controlPlaneCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
       path: 'logLevel',
+      schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
       read: lower,
     },
   },
-};
-
-const secretKeySchema = z
-  .string()
-  .transform((s) => Buffer.from(s.trim(), 'base64'))
-  .refine((b) => b.length === 32, 'must be the base64 of exactly 32 bytes (e.g. openssl rand -base64 32)');
-
-const StoreConfig = z.object({
-  store: z.enum(['embedded', 'kubernetes']),
-  dataDir: z.string().min(1),
-  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
-  kubeconfig: z.string().optional(),
-  secretKey: secretKeySchema.optional(),
 });
 
-const domainSchema = z
-  .string()
-  .transform((d) =>
-    d
-      .toLowerCase()
-      .replace(/^\*?\./, '')
-      .replace(/\.$/, ''),
-  )
-  .refine((d) => d === '*' || isDnsSubdomain(d), 'each entry must be a domain name (like agents.example.com) or *');
-
-const PolicyConfig = z.object({
-  maxScale: z.coerce.number().int().min(1),
-  maxCpu: z.coerce.number().positive(),
-  maxMemoryMb: z.coerce.number().int().positive(),
-  allowedCustomDomains: z.array(domainSchema),
-  publicHost: z
-    .string()
-    .transform((h) => {
-      const host = h.includes('://') ? (URL.canParse(h) ? new URL(h).hostname : h) : h.split(':')[0]!;
-      return host.toLowerCase().replace(/\.$/, '');
-    })
-    .refine(isDnsSubdomain, 'must be a host name')
-    .optional(),
-});
+const StoreConfig = configSchema(storeOptions);
 export type StoreConfig = z.infer<typeof StoreConfig>;
 
-const Config = StoreConfig.extend({
-  host: z.string().min(1),
-  port: portSchema,
-  bootstrapKeys: z.array(
-    z.object({ key: z.string().min(16, 'must be at least 16 characters'), tenants: z.array(z.string()).min(1) }),
-  ),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-  policy: PolicyConfig,
-  auth: z.object({
-    keyring: z
-      .string()
-      .transform((s, ctx) => {
-        try {
-          return parseAuthKeyring(s);
-        } catch (err) {
-          ctx.addIssue({ code: 'custom', message: (err as Error).message });
-          return z.NEVER;
-        }
-      })
-      .optional(),
-    deploymentTokenKey: secretKeySchema.optional(),
-    publicUrl: z
-      .string()
-      .url()
-      .refine(
-        (u) => /^https?:$/.test(new URL(u).protocol) && !new URL(u).search,
-        'must be an http(s) URL without a query',
-      )
-      .transform((u) => u.replace(/\/+$/, ''))
-      .optional(),
-    allowPrivateProviders: z.enum(['true', 'false']).transform((v) => v === 'true'),
-  }),
+const optionsSchema = configSchema(controlPlaneCommand.options);
+const Config = optionsSchema.extend({
   /** Where uploaded source tarballs are kept and the key of their URLs and fetch tokens; none: uploads refused. */
-  sourceUploads: z
-    .object({ databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'), key: secretKeySchema })
-    .optional(),
-  /** Namespaces of tenants' agents (where their API key Secrets go) when each tenant has its own. */
-  tenantNamespaces: z.object({
-    enabled: z.enum(['true', 'false']).transform((v) => v === 'true'),
-    prefix: z
-      .string()
-      .regex(/^[a-z0-9]([-a-z0-9]*)?$/, 'must start a Kubernetes namespace name')
-      .max(40),
-  }),
+  sourceUploads: optionsSchema.shape.sourceUploads.optional(),
 });
 export type ControlPlaneConfig = z.infer<typeof Config> & {
   github?: GitHubAppSettings;

@@ -1,6 +1,6 @@
 // The per-workspace quota flags, shared by `control-plane` and `dev` (services/quotas.ts applies them).
 import { z } from 'zod';
-import { UsageError, type OptionSpec } from '../lib/cli-args.ts';
+import { UsageError, type PlainOption } from '../lib/cli-args.ts';
 import { DEFAULT_QUOTAS, QUOTA_SETTINGS, type QuotaLimits } from './services/quotas.ts';
 
 const DESCRIPTIONS: Record<keyof QuotaLimits, string> = {
@@ -13,7 +13,7 @@ const DESCRIPTIONS: Record<keyof QuotaLimits, string> = {
 
 const KEYS = Object.keys(QUOTA_SETTINGS) as (keyof QuotaLimits)[];
 
-export const quotaOptions: Record<string, OptionSpec> = Object.fromEntries(
+export const quotaOptions: Record<string, PlainOption> = Object.fromEntries(
   KEYS.map((k) => [
     QUOTA_SETTINGS[k].flag,
     {
@@ -21,7 +21,7 @@ export const quotaOptions: Record<string, OptionSpec> = Object.fromEntries(
       description: DESCRIPTIONS[k],
       default: String(DEFAULT_QUOTAS[k]),
       env: [QUOTA_SETTINGS[k].env],
-    } satisfies OptionSpec,
+    } satisfies PlainOption,
   ]),
 );
 

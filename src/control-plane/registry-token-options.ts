@@ -2,10 +2,10 @@
 // `langgraph deploy` and serves the registry's token endpoint (services/registry-tokens); without one, neither.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { UsageError, type OptionSpec } from '../lib/cli-args.ts';
+import { UsageError, type PlainOption } from '../lib/cli-args.ts';
 import { registrySignerFromPem, type RegistryTokenOptions } from './services/registry-tokens/index.ts';
 
-export const registryTokenOptions: Record<string, OptionSpec> = {
+export const registryTokenOptions: Record<string, PlainOption> = {
   registry: {
     type: 'string',
     description:

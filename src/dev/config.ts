@@ -2,12 +2,13 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import {
+  configSchema,
+  defineCommand,
   optionPicker,
   optionValues,
   parseCommandArgs,
   parseOptions,
   portSchema,
-  type CommandSpec,
 } from '../lib/cli-args.ts';
 import { list } from '../lib/option-readers.ts';
 import { githubAppOptions, githubAppSettingsFrom } from '../git/github-config.ts';
@@ -16,7 +17,26 @@ import { quotaLimitsFrom, quotaOptions } from '../control-plane/quota-options.ts
 import type { QuotaLimits } from '../control-plane/services/quotas.ts';
 import { MIN_MEMORY_LIMIT_MB } from '../api/input-rules.ts';
 
-export const devCommand: CommandSpec = {
+const agentPortsSchema = z.union([
+  z.literal('auto'),
+  z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO (two port numbers) or auto')
+    .transform((v) => {
+      const [from, to] = v.split('-').map(Number) as [number, number];
+      return { from, to };
+    })
+    .refine((r) => r.from >= 1 && r.to <= 65535 && r.from <= r.to, 'must be a range of ports 1-65535, FROM <= TO'),
+]);
+
+const memoryLimitSchema = z.coerce
+  .number()
+  .int()
+  .refine((mb) => mb === 0 || mb >= MIN_MEMORY_LIMIT_MB, {
+    message: `must be 0 (none) or at least ${MIN_MEMORY_LIMIT_MB}: an agent server alone holds about 250 MB`,
+  });
+
+export const devCommand = defineCommand({
   name: 'dev',
   summary: 'Run the control plane, the operator and the local runtime in one process (no Kubernetes needed)',
   usage:
@@ -30,6 +50,7 @@ export const devCommand: CommandSpec = {
       default: '127.0.0.1',
       env: ['AGENTPLANE_HOST'],
       path: 'host',
+      schema: z.string().min(1),
     },
     port: {
       type: 'string',
@@ -38,6 +59,7 @@ export const devCommand: CommandSpec = {
       default: '8080',
       env: ['AGENTPLANE_PORT', 'PORT'],
       path: 'port',
+      schema: portSchema,
     },
     'agent-ports': {
       type: 'string',
@@ -46,6 +68,7 @@ export const devCommand: CommandSpec = {
       default: '8100-8999',
       env: ['AGENTPLANE_AGENT_PORTS'],
       path: 'agentPorts',
+      schema: agentPortsSchema,
     },
     'data-dir': {
       type: 'string',
@@ -53,6 +76,7 @@ export const devCommand: CommandSpec = {
       default: './.agentplane',
       env: ['AGENTPLANE_DATA_DIR'],
       path: 'dataDir',
+      schema: z.string().min(1),
     },
     'database-url': {
       type: 'string',
@@ -60,12 +84,14 @@ export const devCommand: CommandSpec = {
         "Postgres server for deployments' data (each deployment gets its own database and login role); embedded store otherwise",
       env: ['AGENTPLANE_DATABASE_URL'],
       path: 'databaseUrl',
+      schema: z.string().url().optional(),
     },
     'health-timeout': {
       type: 'string',
       description: 'Seconds a new agent server may take to answer /ok',
       default: '60',
       path: 'healthTimeoutSecs',
+      schema: z.coerce.number().positive(),
     },
     sandbox: {
       type: 'string',
@@ -74,6 +100,7 @@ export const devCommand: CommandSpec = {
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
       path: 'sandbox',
+      schema: z.enum(['auto', 'bwrap', 'none']),
     },
     'sandbox-uid': {
       type: 'string',
@@ -83,6 +110,7 @@ export const devCommand: CommandSpec = {
       default: '65534',
       env: ['AGENTPLANE_SANDBOX_UID'],
       path: 'sandboxUid',
+      schema: z.coerce.number().int().min(1).max(4294967294),
     },
     'allow-local-repos': {
       type: 'string',
@@ -90,24 +118,28 @@ export const devCommand: CommandSpec = {
         'Comma-separated folders a local path or file:// repo_url may come from (never the data dir); default: the current directory',
       env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
       path: 'allowLocalRepos',
+      schema: z.array(z.string().min(1)),
     },
     'build-timeout': {
       type: 'string',
       description: 'Seconds a build may take before it fails',
       default: '1800',
       path: 'buildTimeoutSecs',
+      schema: z.coerce.number().positive(),
     },
     'keep-builds': {
       type: 'string',
       description: 'Build folders kept per deployment, newest first (the serving and the newest one always stay)',
       default: '5',
       path: 'keepBuilds',
+      schema: z.coerce.number().int().min(0),
     },
     'install-cache-max-mb': {
       type: 'string',
       description: 'Size bound of the node_modules install cache (least recently used go first)',
       default: '2048',
       path: 'installCacheMaxMb',
+      schema: z.coerce.number().int().min(0),
     },
     'max-concurrent-builds': {
       type: 'string',
@@ -115,6 +147,7 @@ export const devCommand: CommandSpec = {
       default: '2',
       env: ['AGENTPLANE_MAX_CONCURRENT_BUILDS'],
       path: 'maxConcurrentBuilds',
+      schema: z.coerce.number().int().min(1),
     },
     'max-builds-per-workspace': {
       type: 'string',
@@ -122,6 +155,7 @@ export const devCommand: CommandSpec = {
         'Builds one workspace may run at once (default: half of --max-concurrent-builds, at least 1), so its slow builds never hold every slot',
       env: ['AGENTPLANE_MAX_BUILDS_PER_WORKSPACE'],
       path: 'maxBuildsPerWorkspace',
+      schema: z.coerce.number().int().min(1).optional(),
     },
     'max-source-upload-mb-per-workspace': {
       type: 'string',
@@ -130,6 +164,7 @@ export const devCommand: CommandSpec = {
       default: '2048',
       env: ['AGENTPLANE_MAX_SOURCE_UPLOAD_MB_PER_WORKSPACE'],
       path: 'maxSourceUploadMbPerWorkspace',
+      schema: z.coerce.number().int().min(1),
     },
     'max-source-uploads-per-workspace': {
       type: 'string',
@@ -137,6 +172,7 @@ export const devCommand: CommandSpec = {
       default: '100',
       env: ['AGENTPLANE_MAX_SOURCE_UPLOADS_PER_WORKSPACE'],
       path: 'maxSourceUploadsPerWorkspace',
+      schema: z.coerce.number().int().min(1),
     },
     'max-concurrent-uploads': {
       type: 'string',
@@ -145,6 +181,7 @@ export const devCommand: CommandSpec = {
       default: '4',
       env: ['AGENTPLANE_MAX_CONCURRENT_UPLOADS'],
       path: 'maxConcurrentUploads',
+      schema: z.coerce.number().int().min(1),
     },
     'max-uploads-per-workspace': {
       type: 'string',
@@ -152,6 +189,7 @@ export const devCommand: CommandSpec = {
       default: '2',
       env: ['AGENTPLANE_MAX_UPLOADS_PER_WORKSPACE'],
       path: 'maxUploadsPerWorkspace',
+      schema: z.coerce.number().int().min(1),
     },
     'default-memory-limit-mb': {
       type: 'string',
@@ -160,6 +198,7 @@ export const devCommand: CommandSpec = {
       default: '2048',
       env: ['AGENTPLANE_DEFAULT_MEMORY_LIMIT_MB'],
       path: 'defaultMemoryLimitMb',
+      schema: memoryLimitSchema,
     },
     'max-processes': {
       type: 'string',
@@ -168,6 +207,7 @@ export const devCommand: CommandSpec = {
       default: '512',
       env: ['AGENTPLANE_MAX_PROCESSES'],
       path: 'maxProcesses',
+      schema: z.coerce.number().int().min(0),
     },
     'disk-limit-mb': {
       type: 'string',
@@ -176,6 +216,7 @@ export const devCommand: CommandSpec = {
       default: '4096',
       env: ['AGENTPLANE_DISK_LIMIT_MB'],
       path: 'diskLimitMb',
+      schema: z.coerce.number().int().min(0),
     },
     'cgroup-parent': {
       type: 'string',
@@ -183,6 +224,7 @@ export const devCommand: CommandSpec = {
         "A delegated, writable cgroup v2 directory with memory (and cpu) in its cgroup.subtree_control: each agent server gets a cgroup below it with memory.max and cpu.max. Default: the process's own cgroup when usable, else rlimits and a memory watchdog",
       env: ['AGENTPLANE_CGROUP_PARENT'],
       path: 'cgroupParent',
+      schema: z.string().min(1).optional(),
     },
     ...quotaOptions,
     'log-level': {
@@ -191,50 +233,14 @@ export const devCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
       path: 'logLevel',
+      schema: z.string(),
     },
     ...githubAppOptions,
   },
-};
+});
 
-const schema = z.object({
-  host: z.string().min(1),
-  port: portSchema,
-  agentPorts: z.union([
-    z.literal('auto'),
-    z
-      .string()
-      .regex(/^\d{1,5}-\d{1,5}$/, 'must be FROM-TO (two port numbers) or auto')
-      .transform((v) => {
-        const [from, to] = v.split('-').map(Number) as [number, number];
-        return { from, to };
-      })
-      .refine((r) => r.from >= 1 && r.to <= 65535 && r.from <= r.to, 'must be a range of ports 1-65535, FROM <= TO'),
-  ]),
-  dataDir: z.string().min(1),
-  databaseUrl: z.string().url().optional(),
-  healthTimeoutSecs: z.coerce.number().positive(),
-  sandbox: z.enum(['auto', 'bwrap', 'none']),
-  sandboxUid: z.coerce.number().int().min(1).max(4294967294),
-  allowLocalRepos: z.array(z.string().min(1)),
-  buildTimeoutSecs: z.coerce.number().positive(),
-  keepBuilds: z.coerce.number().int().min(0),
-  installCacheMaxMb: z.coerce.number().int().min(0),
-  logLevel: z.string(),
-  maxConcurrentBuilds: z.coerce.number().int().min(1),
-  maxBuildsPerWorkspace: z.coerce.number().int().min(1).optional(),
-  maxSourceUploadMbPerWorkspace: z.coerce.number().int().min(1),
-  maxSourceUploadsPerWorkspace: z.coerce.number().int().min(1),
-  maxConcurrentUploads: z.coerce.number().int().min(1),
-  maxUploadsPerWorkspace: z.coerce.number().int().min(1),
-  defaultMemoryLimitMb: z.coerce
-    .number()
-    .int()
-    .refine((mb) => mb === 0 || mb >= MIN_MEMORY_LIMIT_MB, {
-      message: `must be 0 (none) or at least ${MIN_MEMORY_LIMIT_MB}: an agent server alone holds about 250 MB`,
-    }),
-  maxProcesses: z.coerce.number().int().min(0),
-  diskLimitMb: z.coerce.number().int().min(0),
-  cgroupParent: z.string().min(1).optional(),
+const schema = configSchema(devCommand.options).extend({
+  // Environment only (devCommand.envOnly).
   /** Tests only (AGENTPLANE_IDLE_MINUTE_MS): how long one minute of an idle policy lasts, for idle windows of seconds. */
   idleMinuteMs: z.coerce.number().int().positive().optional(),
   bootstrapKey: z.string().min(16, 'must be at least 16 characters').optional(),

@@ -2,11 +2,11 @@
 // environment variables shared by the three commands. The private key and the webhook secret are best given as
 // environment variables (a Secret in the chart); the key may also be a file.
 import { readFileSync } from 'node:fs';
-import type { OptionSpec } from '../lib/cli-args.ts';
+import type { PlainOption } from '../lib/cli-args.ts';
 import { UsageError } from '../lib/cli-args.ts';
 import { githubWebUrlOf, type GitHubAppSettings } from './github-app.ts';
 
-export const githubAppOptions: Record<string, OptionSpec> = {
+export const githubAppOptions: Record<string, PlainOption> = {
   'github-app-id': {
     type: 'string',
     description: 'GitHub App id: enables GitHub integrations (installations, repository listing, build on push)',

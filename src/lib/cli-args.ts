@@ -2,34 +2,61 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { z } from 'zod';
 import { closest } from './near-names.ts';
 
-export type OptionSpec = {
+type OptionBase = {
   type: 'string' | 'boolean';
   short?: string;
   /** One line for --help. */
   description: string;
   /** Shown in --help, e.g. "PORT" or "8000". */
   default?: string;
-  env?: string[];
+  env?: readonly string[];
+};
+
+/** An option that fills the command's configuration: where its value goes and what checks it, declared together. */
+export type ConfigOption = OptionBase & {
   /**
    * Where the value goes in the command's configuration, a dotted camelCase path (`runtime.ingress.className`):
    * optionValues() puts it there and a validation error at or under that path names this flag.
    */
-  path?: string;
+  path: string;
   /**
-   * Turns the text given (undefined: not given) into what the configuration's schema checks; default: the text. `flag`
-   * names the option for a message, with its environment variable when the text came from there.
+   * What the value (after `read`) must be, and what it becomes: the command's configuration schema and its type are
+   * made of these (configSchema), so a flag's type is declared here only.
+   */
+  schema: z.ZodType;
+  /**
+   * Turns the text given (undefined: not given) into what `schema` checks; default: the text. `flag` names the option
+   * for a message, with its environment variable when the text came from there.
    */
   read?: (text: string | undefined, flag: string) => unknown;
 };
 
-export type CommandSpec = {
+/** An option the command reads itself (a switch, or settings checked together by their own function). */
+export type PlainOption = OptionBase & { path?: undefined; schema?: undefined; read?: undefined };
+
+export type OptionSpec = ConfigOption | PlainOption;
+
+export type CommandSpec<O extends Record<string, OptionSpec> = Record<string, OptionSpec>> = {
   name: string;
   summary: string;
   usage: string;
-  options: Record<string, OptionSpec>;
+  options: O;
   /** Configuration read from an environment variable only, never a flag: config path -> variable. */
   envOnly?: Record<string, string>;
 };
+
+/**
+ * A command's spec with the exact type of its options (their paths and schemas), which configSchema() turns into the
+ * configuration's schema and type.
+ */
+export function defineCommand<const O extends Record<string, OptionSpec>>(spec: CommandSpec<O>): CommandSpec<O> {
+  return spec;
+}
+
+/** A set of options shared by several commands or kept in a file of its own, with their exact type. */
+export function defineOptions<const O extends Record<string, OptionSpec>>(options: O): O {
+  return options;
+}
 
 /** Reads one option's value; `envVarOf` tells which environment variable it came from, if it came from one. */
 export type OptionPicker = ((name: string) => string | undefined) & { envVarOf(name: string): string | undefined };
@@ -95,7 +122,7 @@ export function formatHelp(spec: CommandSpec): string {
  * variable the option names, else its default. Every command reads its options through this.
  */
 export function optionPicker(
-  spec: { options: Record<string, Pick<OptionSpec, 'env' | 'default'>> },
+  spec: { options: Record<string, Pick<OptionBase, 'type' | 'env' | 'default'>> },
   flags: Record<string, unknown>,
   env: NodeJS.ProcessEnv,
 ): OptionPicker {
@@ -115,12 +142,12 @@ export function optionPicker(
 }
 
 /** Reads the first set environment variable of a list. */
-export function fromEnv(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
+export function fromEnv(env: NodeJS.ProcessEnv, names: readonly string[] | undefined): string | undefined {
   const name = envVarOf(env, names);
   return name === undefined ? undefined : env[name];
 }
 
-function envVarOf(env: NodeJS.ProcessEnv, names: string[] | undefined): string | undefined {
+function envVarOf(env: NodeJS.ProcessEnv, names: readonly string[] | undefined): string | undefined {
   return names?.find((n) => env[n] !== undefined && env[n] !== '');
 }
 
@@ -197,6 +224,53 @@ export function parseOptions<T>(
   const issue = parsed.error.issues[0]!;
   const named = flagAt(spec, issue.path, pick) ?? issue.path.map(String).join('.');
   throw new UsageError(`${prefix}${named}: ${issue.message}`);
+}
+
+/** [path, schema] of each option that fills the configuration. */
+type PathSchemas<O> = {
+  // An index signature (a spread Record<string, PlainOption>) fills nothing.
+  [K in keyof O]: string extends K
+    ? never
+    : O[K] extends { path: infer P extends string; schema: infer S extends z.ZodType }
+      ? [P, S]
+      : never;
+}[keyof O];
+type Head<P extends string> = P extends `${infer H}.${string}` ? H : P;
+type Under<E, H extends string> = E extends [`${H}.${infer R}`, infer S] ? [R, S] : never;
+type Leaf<E, H extends string> = E extends [H, infer S extends z.ZodType] ? S : never;
+/** The z.object shape the paths make: `a.b` and `a.c` become `a: z.object({ b, c })`. */
+type ShapeOf<E extends [string, z.ZodType]> = {
+  [H in Head<E[0]>]: [Under<E, H>] extends [never] ? Leaf<E, H> : z.ZodObject<ShapeOf<Under<E, H>>>;
+};
+/** The schema of the configuration the options with a `path` fill (configSchema). */
+export type OptionsSchema<O extends Record<string, OptionSpec>> = z.ZodObject<ShapeOf<PathSchemas<O>>>;
+
+type SchemaTree = { [key: string]: z.ZodType | SchemaTree };
+
+/**
+ * The schema of a command's configuration, made of its options' schemas at their paths (nested paths make nested
+ * objects). Settings no single flag decides are added to it by the command, visibly (`.extend({...})`). An option
+ * with a path but no schema is a programming error, thrown here.
+ */
+export function configSchema<O extends Record<string, OptionSpec>>(options: O): OptionsSchema<O> {
+  const tree: SchemaTree = {};
+  for (const [name, o] of Object.entries(options)) {
+    if (o.path === undefined) continue;
+    if (!(o.schema instanceof z.ZodType)) throw new Error(`option --${name} fills ${o.path} but has no zod schema`);
+    const keys = o.path.split('.');
+    let at = tree;
+    for (const key of keys.slice(0, -1)) {
+      const next = at[key] ?? (at[key] = {});
+      if (next instanceof z.ZodType) throw new Error(`option --${name}: ${o.path} is under another option's path`);
+      at = next;
+    }
+    const leaf = keys.at(-1)!;
+    if (at[leaf] !== undefined) throw new Error(`option --${name}: another option fills ${o.path} already`);
+    at[leaf] = o.schema;
+  }
+  const toObject = (t: SchemaTree): z.ZodObject =>
+    z.object(Object.fromEntries(Object.entries(t).map(([k, v]) => [k, v instanceof z.ZodType ? v : toObject(v)])));
+  return toObject(tree) as OptionsSchema<O>;
 }
 
 export const portSchema = z.coerce.number().int().min(0).max(65535);

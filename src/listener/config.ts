@@ -2,17 +2,18 @@
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import {
+  configSchema,
+  defineCommand,
   optionPicker,
   optionValues,
   parseCommandArgs,
   parseOptions,
   portSchema,
-  type CommandSpec,
 } from '../lib/cli-args.ts';
 import { list } from '../lib/option-readers.ts';
 import { listenerConnectionFields } from '../api/listener-connection.ts';
 
-export const listenerCommand: CommandSpec = {
+export const listenerCommand = defineCommand({
   name: 'listener',
   summary:
     'A data plane that dials out to a control plane: runs the deployments assigned to one listener and reports back',
@@ -25,24 +26,28 @@ export const listenerCommand: CommandSpec = {
       description: 'Base URL of the control plane API (the listener only ever connects out to it)',
       env: ['AGENTPLANE_CONTROL_PLANE_URL'],
       path: 'controlPlaneUrl',
+      schema: listenerConnectionFields.controlPlaneUrl,
     },
     'api-key': {
       type: 'string',
       description: 'Listener key (POST /v2/listeners/{id}/keys) or a workspace key',
       env: ['AGENTPLANE_LISTENER_API_KEY', 'AGENTPLANE_API_KEY'],
       path: 'apiKey',
+      schema: listenerConnectionFields.apiKey,
     },
     tenant: {
       type: 'string',
       description: 'Workspace (tenant) id of the listener',
       env: ['AGENTPLANE_TENANT'],
       path: 'tenant',
+      schema: listenerConnectionFields.tenant,
     },
     'listener-id': {
       type: 'string',
       description: 'Id of the listener record',
       env: ['AGENTPLANE_LISTENER_ID'],
       path: 'listenerId',
+      schema: listenerConnectionFields.listenerId,
     },
     runtime: {
       type: 'string',
@@ -51,6 +56,7 @@ export const listenerCommand: CommandSpec = {
       default: 'local',
       env: ['AGENTPLANE_LISTENER_RUNTIME'],
       path: 'runtime',
+      schema: z.enum(['local', 'kubernetes']),
     },
     'data-dir': {
       type: 'string',
@@ -58,6 +64,7 @@ export const listenerCommand: CommandSpec = {
       default: './.agentplane-listener',
       env: ['AGENTPLANE_DATA_DIR'],
       path: 'dataDir',
+      schema: z.string().min(1),
     },
     host: {
       type: 'string',
@@ -65,6 +72,7 @@ export const listenerCommand: CommandSpec = {
       default: '127.0.0.1',
       env: ['AGENTPLANE_HOST'],
       path: 'host',
+      schema: z.string().min(1),
     },
     port: {
       type: 'string',
@@ -72,12 +80,14 @@ export const listenerCommand: CommandSpec = {
       default: '8090',
       env: ['AGENTPLANE_PORT'],
       path: 'port',
+      schema: portSchema,
     },
     'public-url': {
       type: 'string',
       description: 'Local runtime: base URL users reach the deployments at (default: http://host:port)',
       env: ['AGENTPLANE_PUBLIC_URL'],
       path: 'publicUrl',
+      schema: z.string().url().optional(),
     },
     sandbox: {
       type: 'string',
@@ -85,6 +95,7 @@ export const listenerCommand: CommandSpec = {
       default: 'auto',
       env: ['AGENTPLANE_SANDBOX'],
       path: 'sandbox',
+      schema: z.enum(['auto', 'bwrap', 'none']),
     },
     'sandbox-uid': {
       type: 'string',
@@ -94,12 +105,14 @@ export const listenerCommand: CommandSpec = {
       default: '65534',
       env: ['AGENTPLANE_SANDBOX_UID'],
       path: 'sandboxUid',
+      schema: z.coerce.number().int().min(1).max(4294967294),
     },
     'allow-local-repos': {
       type: 'string',
       description: 'Local runtime: comma-separated folders a local repo_url may come from; default: none',
       env: ['AGENTPLANE_ALLOW_LOCAL_REPOS'],
       path: 'allowLocalRepos',
+      schema: z.array(z.string().min(1)),
       read: (v) => list(v).map((d) => resolve(d)),
     },
     'database-url': {
@@ -107,6 +120,7 @@ export const listenerCommand: CommandSpec = {
       description: "Local runtime: Postgres server for deployments' data; embedded store otherwise",
       env: ['AGENTPLANE_DATABASE_URL'],
       path: 'databaseUrl',
+      schema: z.string().url().optional(),
     },
     namespace: {
       type: 'string',
@@ -114,24 +128,28 @@ export const listenerCommand: CommandSpec = {
       default: 'agentplane',
       env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
       path: 'namespace',
+      schema: z.string().min(1),
     },
     kubeconfig: {
       type: 'string',
       description: 'Kubernetes runtime: kubeconfig file (default: in-cluster or ~/.kube/config)',
       env: ['KUBECONFIG'],
       path: 'kubeconfig',
+      schema: z.string().optional(),
     },
     'tenant-namespace-prefix': {
       type: 'string',
       description: "Kubernetes runtime: the operator's per-workspace namespace prefix, where agent key hashes go",
       env: ['AGENTPLANE_TENANT_NAMESPACE_PREFIX'],
       path: 'tenantNamespacePrefix',
+      schema: z.string().optional(),
     },
     'poll-timeout': {
       type: 'string',
       description: 'Seconds one watch request waits for a change before asking again',
       default: '25',
       path: 'pollTimeoutSecs',
+      schema: z.coerce.number().int().min(1).max(60),
     },
     'max-retry-delay': {
       type: 'string',
@@ -139,6 +157,7 @@ export const listenerCommand: CommandSpec = {
         'Longest wait, in seconds, between attempts to reach an unreachable control plane (the first is 0.5 s, each next one twice as long)',
       default: '30',
       path: 'maxRetryDelaySecs',
+      schema: z.coerce.number().min(0.5).max(300),
     },
     'log-level': {
       type: 'string',
@@ -146,28 +165,12 @@ export const listenerCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
       path: 'logLevel',
+      schema: z.string(),
     },
   },
-};
-
-const schema = z.object({
-  ...listenerConnectionFields,
-  runtime: z.enum(['local', 'kubernetes']),
-  dataDir: z.string().min(1),
-  host: z.string().min(1),
-  port: portSchema,
-  publicUrl: z.string().url().optional(),
-  sandbox: z.enum(['auto', 'bwrap', 'none']),
-  sandboxUid: z.coerce.number().int().min(1).max(4294967294),
-  allowLocalRepos: z.array(z.string().min(1)),
-  databaseUrl: z.string().url().optional(),
-  namespace: z.string().min(1),
-  kubeconfig: z.string().optional(),
-  tenantNamespacePrefix: z.string().optional(),
-  pollTimeoutSecs: z.coerce.number().int().min(1).max(60),
-  maxRetryDelaySecs: z.coerce.number().min(0.5).max(300),
-  logLevel: z.string(),
 });
+
+const schema = configSchema(listenerCommand.options);
 export type ListenerConfig = z.infer<typeof schema>;
 
 /** Flags win over environment variables, which win over defaults. Returns null for --help. */

@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import {
+  configSchema,
   optionPicker,
   optionValues,
   parseCommandArgs,
@@ -15,26 +16,12 @@ import { kubernetesRuntimeConfigSchema } from './runtimes/kubernetes/config.ts';
 import { githubAppSettingsFrom } from '../git/github-config.ts';
 import { operatorCommand } from './flags.ts';
 import type { GitHubAppSettings } from '../git/github-app.ts';
-import { listenerConnectionFields } from '../api/listener-connection.ts';
 
-const name = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name');
-const schema = z.object({
-  namespace: name,
-  kubeconfig: z.string().optional(),
-  runtime: kubernetesRuntimeConfigSchema,
-  leaderElect: z.enum(['true', 'false']).transform((v) => v === 'true'),
-  leaseName: name,
-  leaseNamespace: name,
-  leaseDurationMs: z.coerce
-    .number()
-    .int()
-    .min(2)
-    .transform((s) => s * 1000),
-  identity: z.string().min(1),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-  /** undefined: no probe endpoint. */
-  healthPort: z.coerce.number().int().min(0).max(65535).optional(),
-});
+const optionsSchema = configSchema(operatorCommand.options);
+// The runtime flags' schemas are fields of the runtime's own schema (flags/runtime.ts); the whole of it also checks
+// what goes across them (one TLS Secret or one per Ingress) and holds settings no flag gives. The listener settings
+// are checked apart, all four or none (listenerOf).
+const schema = optionsSchema.omit({ listener: true }).extend({ runtime: kubernetesRuntimeConfigSchema });
 /** Where a data-plane-only operator asks for clone tokens: the listener's control plane, with its key. */
 export type OperatorListenerSettings = { controlPlaneUrl: string; tenant: string; listenerId: string; apiKey: string };
 
@@ -73,8 +60,7 @@ function listenerOf(given: Settings, pick: OptionPicker): { listener?: OperatorL
   if (missing.length === options.length) return {};
   const names = (list: typeof options) => list.map(([name]) => `--${name}`).join(', ');
   if (missing.length) throw new UsageError(`${names(options)} go together (missing: ${names(missing)})`);
-  const listener = z.object({ listener: z.object(listenerConnectionFields) });
-  return parseOptions(operatorCommand, listener, { listener: values }, pick);
+  return parseOptions(operatorCommand, optionsSchema.pick({ listener: true }), { listener: values }, pick);
 }
 
 type Settings = Record<string, unknown>;

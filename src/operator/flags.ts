@@ -1,7 +1,8 @@
 // `agentplane operator` flags, each declared once in flags/<concern>.ts with the env var the Helm chart sets, the path
-// of its value in OperatorConfig and how its text is read: config.ts parses them, `agentplane operator --help` and
+// of its value in OperatorConfig, its schema (a runtime flag's is its path's in the runtime's schema) and how its text
+// is read: config.ts parses them, `agentplane operator --help` and
 // docs/kubernetes.md's flag table (npm run gen:docs) are made from them.
-import type { CommandSpec } from '../lib/cli-args.ts';
+import { defineCommand } from '../lib/cli-args.ts';
 import { githubAppOptions } from '../git/github-config.ts';
 import { clusterOptions } from './flags/cluster.ts';
 import { buildOptions } from './flags/build.ts';
@@ -14,7 +15,7 @@ import { postgresOptions } from './flags/postgres.ts';
 import { identityOptions } from './flags/identity.ts';
 import { controlPlaneOptions } from './flags/control-plane.ts';
 
-export const operatorCommand: CommandSpec = {
+export const operatorCommand = defineCommand({
   name: 'operator',
   summary: 'Reconcile AgentDeployment/AgentRevision custom resources into build Jobs and agent-server Deployments',
   usage: 'agentplane operator [--namespace NS] [--kubeconfig FILE] [--registry REPO] [--push-secret NAME] [options]',
@@ -31,4 +32,4 @@ export const operatorCommand: CommandSpec = {
     ...controlPlaneOptions,
     ...githubAppOptions,
   },
-};
+});

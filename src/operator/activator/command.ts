@@ -5,12 +5,13 @@ import { createServer } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
 import {
+  configSchema,
+  defineCommand,
   formatHelp,
   optionPicker,
   optionValues,
   parseCommandArgs,
   parseOptions,
-  type CommandSpec,
 } from '../../lib/cli-args.ts';
 import { lower } from '../../lib/option-readers.ts';
 import { createLogger } from '../../lib/logger.ts';
@@ -21,7 +22,9 @@ import { childListWatch } from '../runtimes/kubernetes/list-watch.ts';
 import { createActivator } from './activator.ts';
 import type { V1Service } from '@kubernetes/client-node';
 
-export const activatorCommand: CommandSpec = {
+const kubernetesName = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name');
+
+export const activatorCommand = defineCommand({
   name: 'activator',
   summary: 'Hold requests for sleeping deployments in a cluster, wake them and forward once a pod is ready',
   usage: 'agentplane activator [--namespace NS] [--agent-namespace NS] [--kubeconfig FILE] [--port PORT] [options]',
@@ -32,27 +35,48 @@ export const activatorCommand: CommandSpec = {
       default: 'default',
       env: ['AGENTPLANE_NAMESPACE', 'POD_NAMESPACE'],
       path: 'namespace',
+      schema: kubernetesName,
     },
     'agent-namespace': {
       type: 'string',
       description: "Namespace of the agents' Services; empty: every namespace (a namespace per workspace)",
       env: ['AGENTPLANE_AGENT_NAMESPACE'],
       path: 'agentNamespace',
+      schema: kubernetesName.optional(),
     },
     kubeconfig: {
       type: 'string',
       description: 'Kubeconfig file; without it: in-cluster config, else the default kubeconfig',
       env: ['KUBECONFIG'],
       path: 'kubeconfig',
+      schema: z.string().optional(),
     },
-    host: { type: 'string', description: 'Address to listen on', default: '0.0.0.0', env: ['HOST'], path: 'host' },
-    port: { type: 'string', description: 'Port to listen on', default: '8080', env: ['PORT'], path: 'port' },
+    host: {
+      type: 'string',
+      description: 'Address to listen on',
+      default: '0.0.0.0',
+      env: ['HOST'],
+      path: 'host',
+      schema: z.string().min(1),
+    },
+    port: {
+      type: 'string',
+      description: 'Port to listen on',
+      default: '8080',
+      env: ['PORT'],
+      path: 'port',
+      schema: z.coerce.number().int().min(0).max(65535),
+    },
     'wake-timeout': {
       type: 'string',
       description: 'Seconds a request is held while its deployment wakes; past it: 503 with Retry-After',
       default: '60',
       env: ['AGENTPLANE_WAKE_TIMEOUT'],
       path: 'wakeTimeoutMs',
+      schema: z.coerce
+        .number()
+        .positive()
+        .transform((s) => s * 1000),
     },
     'max-body-mb': {
       type: 'string',
@@ -60,6 +84,11 @@ export const activatorCommand: CommandSpec = {
       default: '10',
       env: ['AGENTPLANE_MAX_BODY_MB'],
       path: 'maxBodyBytes',
+      schema: z.coerce
+        .number()
+        .positive()
+        .max(1024)
+        .transform((mb) => Math.floor(mb * 1024 * 1024)),
     },
     'upstream-url': {
       type: 'string',
@@ -68,6 +97,9 @@ export const activatorCommand: CommandSpec = {
       default: 'http://{ip}:{port}',
       env: ['AGENTPLANE_UPSTREAM_URL'],
       path: 'upstreamUrl',
+      schema: z.string().refine((u) => URL.canParse(u.replace('{ip}', '127.0.0.1').replace('{port}', '1')), {
+        message: 'must be a URL (with {ip} and {port} where the endpoint goes)',
+      }),
     },
     'log-level': {
       type: 'string',
@@ -75,34 +107,13 @@ export const activatorCommand: CommandSpec = {
       default: 'info',
       env: ['LOG_LEVEL'],
       path: 'logLevel',
+      schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
       read: lower,
     },
   },
-};
-
-const schema = z.object({
-  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name'),
-  agentNamespace: z
-    .string()
-    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name')
-    .optional(),
-  kubeconfig: z.string().optional(),
-  host: z.string().min(1),
-  port: z.coerce.number().int().min(0).max(65535),
-  wakeTimeoutMs: z.coerce
-    .number()
-    .positive()
-    .transform((s) => s * 1000),
-  maxBodyBytes: z.coerce
-    .number()
-    .positive()
-    .max(1024)
-    .transform((mb) => Math.floor(mb * 1024 * 1024)),
-  upstreamUrl: z.string().refine((u) => URL.canParse(u.replace('{ip}', '127.0.0.1').replace('{port}', '1')), {
-    message: 'must be a URL (with {ip} and {port} where the endpoint goes)',
-  }),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
 });
+
+const schema = configSchema(activatorCommand.options);
 
 export async function run(argv: string[]): Promise<void> {
   const flags = parseCommandArgs(activatorCommand, argv);

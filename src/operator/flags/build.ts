@@ -1,8 +1,8 @@
 // `agentplane operator` flags: how a revision is built: the registry, the build Job, its images, resources and credentials.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { list, num } from '../../lib/option-readers.ts';
 
-export const buildOptions: Record<string, OptionSpec> = {
+export const buildOptions = runtimeOptions({
   registry: {
     type: 'string',
     description:
@@ -131,4 +131,4 @@ export const buildOptions: Record<string, OptionSpec> = {
     path: 'runtime.imagePullSecrets',
     read: list,
   },
-};
+});

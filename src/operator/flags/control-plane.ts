@@ -1,8 +1,10 @@
 // `agentplane operator` flags: what the operator asks a control plane for: agent tokens, uploaded sources, clone tokens of a listener.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { defineOptions } from '../../lib/cli-args.ts';
+import { listenerConnectionFields } from '../../api/listener-connection.ts';
+import { runtimeOptions } from './runtime.ts';
 import { json } from '../../lib/option-readers.ts';
 
-export const controlPlaneOptions: Record<string, OptionSpec> = {
+const agentAuthAndFetchOptions = runtimeOptions({
   'control-plane-url': {
     type: 'string',
     description:
@@ -42,29 +44,39 @@ export const controlPlaneOptions: Record<string, OptionSpec> = {
     env: ['AGENTPLANE_SOURCE_UPLOADS_KEY'],
     path: 'runtime.sourceFetch.tokenKey',
   },
+});
+
+/** A data-plane-only install's listener: checked as `agentplane listener` checks its own. */
+const listenerOptions = defineOptions({
   'listener-control-plane-url': {
     type: 'string',
     description:
       'Data-plane-only install: the control plane a listener connects to; builds of integration_id deployments ask it for a clone token (with the four --listener-* settings)',
     env: ['AGENTPLANE_LISTENER_CONTROL_PLANE_URL'],
     path: 'listener.controlPlaneUrl',
+    schema: listenerConnectionFields.controlPlaneUrl,
   },
   'listener-tenant': {
     type: 'string',
     description: 'Data-plane-only install: workspace (tenant) id of the listener',
     env: ['AGENTPLANE_LISTENER_TENANT'],
     path: 'listener.tenant',
+    schema: listenerConnectionFields.tenant,
   },
   'listener-id': {
     type: 'string',
     description: 'Data-plane-only install: id of the listener record',
     env: ['AGENTPLANE_LISTENER_ID'],
     path: 'listener.listenerId',
+    schema: listenerConnectionFields.listenerId,
   },
   'listener-api-key': {
     type: 'string',
     description: "Data-plane-only install: the listener's key. Prefer the env var",
     env: ['AGENTPLANE_LISTENER_API_KEY'],
     path: 'listener.apiKey',
+    schema: listenerConnectionFields.apiKey,
   },
-};
+});
+
+export const controlPlaneOptions = { ...agentAuthAndFetchOptions, ...listenerOptions };

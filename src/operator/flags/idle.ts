@@ -1,9 +1,9 @@
 // `agentplane operator` flags: scale to zero: the activator idle deployments are parked behind and how often activity is looked at.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { num } from '../../lib/option-readers.ts';
 import { objectRef } from './read.ts';
 
-export const idleOptions: Record<string, OptionSpec> = {
+export const idleOptions = runtimeOptions({
   'activator-service': {
     type: 'string',
     description:
@@ -28,4 +28,4 @@ export const idleOptions: Record<string, OptionSpec> = {
     env: ['AGENTPLANE_AGENT_ACTIVITY_URL'],
     path: 'runtime.idle.podUrl',
   },
-};
+});

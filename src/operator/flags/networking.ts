@@ -1,10 +1,10 @@
 // `agentplane operator` flags: the NetworkPolicies of agent, build and Postgres pods.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { bool, json, list } from '../../lib/option-readers.ts';
 import { labelMap, listOrNone } from './read.ts';
 import { DEFAULT_DNS_PEERS, PRIVATE_RANGES } from '../runtimes/kubernetes/config.ts';
 
-export const networkingOptions: Record<string, OptionSpec> = {
+export const networkingOptions = runtimeOptions({
   'network-policy': {
     type: 'string',
     description: 'true: a default-deny NetworkPolicy for every agent deployment and its Postgres',
@@ -63,4 +63,4 @@ export const networkingOptions: Record<string, OptionSpec> = {
     path: 'runtime.networkPolicy.agentIngressFrom',
     read: json,
   },
-};
+});

@@ -1,7 +1,7 @@
 // `agentplane operator` flags: the Postgres a deployment without DATABASE_URI gets.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 
-export const postgresOptions: Record<string, OptionSpec> = {
+export const postgresOptions = runtimeOptions({
   'postgres-mode': {
     type: 'string',
     description: 'auto: own Postgres StatefulSet for deployments without DATABASE_URI; external: require DATABASE_URI',
@@ -29,4 +29,4 @@ export const postgresOptions: Record<string, OptionSpec> = {
     env: ['AGENTPLANE_POSTGRES_STORAGE_CLASS'],
     path: 'runtime.postgres.storageClassName',
   },
-};
+});

@@ -1,5 +1,9 @@
 // Readers of the operator's own flag formats (OptionSpec.read); the shared ones are in lib/option-readers.ts.
+import { z } from 'zod';
 import { list } from '../../lib/option-readers.ts';
+
+/** A Kubernetes object name (namespaces, Leases). */
+export const kubernetesName = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes name');
 
 /** A list where `none` means the empty list (Helm cannot pass an empty value that differs from "unset"). */
 export const listOrNone = (v: string | undefined): string[] => (v === 'none' ? [] : list(v));

@@ -1,8 +1,8 @@
 // `agentplane operator` flags: what a deployment may ask for, what it gets when it asks for nothing, and when a rollout has failed.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { num } from '../../lib/option-readers.ts';
 
-export const rolloutOptions: Record<string, OptionSpec> = {
+export const rolloutOptions = runtimeOptions({
   'max-scale': {
     type: 'string',
     description: 'Largest min_scale/max_scale a deployment may ask for',
@@ -60,4 +60,4 @@ export const rolloutOptions: Record<string, OptionSpec> = {
     path: 'runtime.progressDeadlineSeconds',
     read: num,
   },
-};
+});

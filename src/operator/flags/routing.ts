@@ -1,8 +1,8 @@
 // `agentplane operator` flags: how agents are reached: Ingress or Gateway API HTTPRoute, their hosts and the cluster DNS suffix.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { bool, json, list } from '../../lib/option-readers.ts';
 
-export const routingOptions: Record<string, OptionSpec> = {
+export const routingOptions = runtimeOptions({
   'ingress-class': {
     type: 'string',
     description: 'IngressClass of agent Ingresses',
@@ -78,4 +78,4 @@ export const routingOptions: Record<string, OptionSpec> = {
     path: 'runtime.clusterDomain',
     read: (v) => v ?? '',
   },
-};
+});

@@ -1,9 +1,9 @@
 // `agentplane operator` flags: a namespace per workspace (tenant in code): its name, its RBAC bindings and its limits.
-import type { OptionSpec } from '../../lib/cli-args.ts';
+import { runtimeOptions } from './runtime.ts';
 import { bool, json } from '../../lib/option-readers.ts';
 import { objectRef } from './read.ts';
 
-export const tenantsOptions: Record<string, OptionSpec> = {
+export const tenantsOptions = runtimeOptions({
   'namespace-per-tenant': {
     type: 'string',
     description: "true: run each workspace's agents in a namespace of its own, created by the operator",
@@ -70,4 +70,4 @@ export const tenantsOptions: Record<string, OptionSpec> = {
     path: 'runtime.tenantNamespaces.limitRange',
     read: json,
   },
-};
+});
