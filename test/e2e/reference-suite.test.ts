@@ -134,6 +134,67 @@ describe.each(['embedded', 'postgres'] as const)('reference suite behaviours (%s
     expect(innerHistory.length).toBeGreaterThanOrEqual(4);
   });
 
+  it("a run's frames are the platform's: metadata {run_id, attempt}, messages with name null and no example", async () => {
+    const t = await client.threads.create();
+    const human = {
+      content: 'weather?',
+      additional_kwargs: {},
+      response_metadata: {},
+      type: 'human',
+      name: null,
+      id: 'q',
+    };
+    const first: Array<{ event: string; data: unknown }> = [];
+    for await (const { event, data } of client.runs.stream(t.thread_id, 'forecast', {
+      input: { messages: [{ role: 'human', content: 'weather?', id: 'q' }] },
+    })) {
+      first.push({ event, data });
+    }
+    const runId = (first[0]?.data as { run_id: string }).run_id;
+    // Exactly: the thread is the stream's own (or in Content-Location), not repeated in the event.
+    expect(first[0]).toEqual({ event: 'metadata', data: { run_id: runId, attempt: 1 } });
+    expect(first.slice(1, 3)).toEqual([
+      { event: 'values', data: { messages: [human] } },
+      { event: 'values', data: { messages: [human], route: 'forecast' } },
+    ]);
+
+    // A join replaying the run sends the same first event.
+    const joined: Array<{ event: string; data: unknown }> = [];
+    for await (const { event, data } of client.runs.joinStream(t.thread_id, runId, { lastEventId: '-1' })) {
+      joined.push({ event, data });
+    }
+    expect(joined[0]).toEqual(first[0]);
+
+    let last: { event: string; data: unknown } | undefined;
+    for await (const { event, data } of client.runs.stream(t.thread_id, 'forecast', {
+      input: null,
+      streamMode: ['values', 'updates'],
+      streamSubgraphs: true,
+    })) {
+      if (event === 'metadata') expect(Object.keys(data as object).sort()).toEqual(['attempt', 'run_id']);
+      last = { event, data };
+    }
+    expect(last).toEqual({
+      event: 'values',
+      data: {
+        route: 'forecast',
+        messages: [
+          human,
+          {
+            content: 'Rain in Paris',
+            additional_kwargs: {},
+            response_metadata: {},
+            type: 'ai',
+            name: null,
+            id: 'report',
+            tool_calls: [],
+            invalid_tool_calls: [],
+          },
+        ],
+      },
+    });
+  });
+
   it("types Annotation state and context from the graph's TypeScript source, its subgraphs' too", async () => {
     const typed = await client.assistants.create({ graphId: 'typed' });
     const schemas = await client.assistants.getSchemas(typed.assistant_id);

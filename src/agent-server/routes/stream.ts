@@ -117,12 +117,7 @@ export const streamRoutes =
             ),
           ]);
         } else if (!relayed && opts.afterId < 0 && final && TERMINAL_RUN_STATUSES.has(final.status)) {
-          await sse.write([
-            frame(
-              'metadata',
-              stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(final.attempt, 1) }),
-            ),
-          ]);
+          await sse.write([frame('metadata', stringify({ run_id: run.run_id, attempt: Math.max(final.attempt, 1) }))]);
           if (!keep || keep('values'))
             await sse.write([frame('values', stringify(await runs.result(run.thread_id, final)))]);
         }

@@ -72,7 +72,8 @@ export async function runAttempt(host: AttemptHost, entry: ActiveRun): Promise<v
   // Every attempt's events go to the run's durable stream, after those of earlier attempts.
   const streams = host.storage.streams;
   const publish = (event: string, json: string) => streams.append(run.run_id, run.thread_id, event, json);
-  publish('metadata', stringify({ run_id: run.run_id, thread_id: run.thread_id, attempt: Math.max(run.attempt, 1) }));
+  // {run_id, attempt}, as the platform and the JS reference send it (the thread is the stream's own, or in its path).
+  publish('metadata', stringify({ run_id: run.run_id, attempt: Math.max(run.attempt, 1) }));
   const result = entry.cancel
     ? { ok: false as const, error: { name: 'CancelledError', message: 'cancelled before start' } }
     : await host.executor.execute({ run, graphId, config }, publish, controller.signal);

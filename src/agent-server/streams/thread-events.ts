@@ -2,7 +2,7 @@
 // events, and which of them each thread stream mode keeps (the platform's ThreadStreamMode):
 // - "run_modes" (the default): every event of every run of the thread, plus a `metadata` event
 //   {"status": "run_done", "run_id"} when a run ends;
-// - "lifecycle": only the runs' starts (their `metadata` event {run_id, thread_id, attempt}) and ends (run_done);
+// - "lifecycle": only the runs' starts (their `metadata` event {run_id, attempt}) and ends (run_done);
 // - "state_update": only `state_update` events, each the thread's state as GET /threads/{id}/state returns it,
 //   sent when a state update (POST /threads/{id}/state) or a run changed it.
 // Run streams (runs.stream / runs.joinStream) carry neither run_done nor state_update, as on the platform.

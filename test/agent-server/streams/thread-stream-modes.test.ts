@@ -94,9 +94,9 @@ describe.concurrent.each(['embedded', 'postgres'] as const)(
           ended(2),
         );
         expect(seen).toEqual([
-          { event: 'metadata', data: { run_id: runIds[0], thread_id: t.thread_id, attempt: 1 } },
+          { event: 'metadata', data: { run_id: runIds[0], attempt: 1 } },
           { event: 'metadata', data: { status: 'run_done', run_id: runIds[0] } },
-          { event: 'metadata', data: { run_id: runIds[1], thread_id: t.thread_id, attempt: 1 } },
+          { event: 'metadata', data: { run_id: runIds[1], attempt: 1 } },
           { event: 'metadata', data: { status: 'run_done', run_id: runIds[1] } },
         ]);
       },
@@ -136,7 +136,7 @@ describe.concurrent.each(['embedded', 'postgres'] as const)(
         const joined: Ev[] = [];
         for await (const e of client.runs.joinStream(t.thread_id, runId)) joined.push({ event: e.event, data: e.data });
         expect(joined.filter((e) => e.event === 'metadata')).toEqual([
-          { event: 'metadata', data: { run_id: runId, thread_id: t.thread_id, attempt: 1 } },
+          { event: 'metadata', data: { run_id: runId, attempt: 1 } },
         ]);
         expect(joined.map((e) => e.event)).not.toContain('state_update');
       },
