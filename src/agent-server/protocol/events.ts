@@ -8,8 +8,9 @@
 //   (and for its parents not seen yet);
 // - values carrying __interrupt__: one input.requested per interrupt, then the values without it;
 // - protocol runs' messages (content-block events), tools, updates, custom, tasks, checkpoints: as LangGraph's
-//   convertToProtocolEvent shapes them; runs started by the run API contribute values, updates, custom and tasks
-//   (their token stream is in the older messages-tuple shape, which has no content-block form: left out).
+//   convertToProtocolEvent shapes them; runs started by the run API contribute values, updates, custom and tasks,
+//   and messages as content blocks from the protocol events their executor records beside their own stream
+//   (runs/protocol-messages.ts; their older messages-tuple events have no content-block form: left out).
 import { convertToProtocolEvent, normalizeNamespaceSegment } from '@langchain/langgraph/stream';
 import type { RunStatus, StoredStreamEvent } from '../storage/types.ts';
 import { isRunDone } from '../streams/thread-events.ts';
