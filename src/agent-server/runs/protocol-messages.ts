@@ -6,15 +6,16 @@
 // - a chat model's tokens (handleLLMNewToken, with the chunk when the model passes it) go through
 //   @langchain/core's convertChunksToEvents, the converter a protocol run's model stream goes through, so the
 //   message-start / content-block-* / message-finish events are the ones a protocol run of the same model makes;
-// - a model call that streamed no token, and a message with an id a node returns without a model, become one whole
-//   message (start, each block with its whole text or arguments as one delta, finish), unless already sent.
+// - a model call that streamed no token becomes one whole message (start, each block with its whole text or
+//   arguments as one delta, finish). Unlike a protocol run, a message a node returns without calling a model (no
+//   model callback) is not sent: it shows in the run's values only.
 // The handler does not ask models to stream: a model streams when the run's own modes make it (messages-tuple,
 // messages, events: what chat UIs ask for), so the run's state and its run-centric stream stay exactly as they
 // were; a run that asked for values only (the SDK's default) has its model answer whole, and protocol clients get
 // each answer as one delta when the call ends. Events go out in order, a call's last ones before the call returns.
 import { BaseCallbackHandler, type NewTokenIndices } from '@langchain/core/callbacks/base';
 import { convertChunksToEvents } from '@langchain/core/language_models/compat';
-import { AIMessageChunk, BaseMessage, ToolMessage } from '@langchain/core/messages';
+import { AIMessageChunk, BaseMessage } from '@langchain/core/messages';
 import { ChatGenerationChunk, type LLMResult } from '@langchain/core/outputs';
 
 type Json = Record<string, unknown>;
@@ -63,8 +64,6 @@ interface ModelCall extends Scope {
   queue?: ChunkQueue;
   /** Resolves once every event of the queued chunks is out. */
   drained?: Promise<void>;
-  /** The message id its events carry (the model's, or `run-<call id>` as LangChain names it). */
-  id?: string;
 }
 
 const NO_STREAM_TAGS = ['nostream', 'langsmith:nostream'];
@@ -133,14 +132,14 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
   name = 'agentplane_protocol_messages';
   /** LangChain awaits this handler: a model call's events are out before the call returns. */
   override awaitHandlers = true;
+  // No chain callbacks: looking at every node's input and output cost more than the rest of the handler (about
+  // 2 ms per run of the example agent, bench/run-overhead.ts deltas), for messages nodes return without a model.
+  override ignoreChain = true;
   override ignoreRetriever = true;
   override ignoreAgent = true;
   override ignoreCustomEvent = true;
 
   private readonly calls = new Map<string, ModelCall>();
-  private readonly nodes = new Map<string, Scope>();
-  /** Ids of the messages already sent or known (a node's input), so none goes out twice. */
-  private readonly seen = new Set<string>();
 
   constructor(private readonly sink: MessagesSink) {
     super();
@@ -188,13 +187,13 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
       call.drained = (async () => {
         try {
           for await (const e of convertChunksToEvents(queue)) {
-            let event = e as unknown as Json;
-            if (event.event === 'message-start') {
-              call.id = typeof event.id === 'string' ? event.id : `run-${runId}`;
-              this.seen.add(call.id);
-              event = { ...event, id: call.id };
-            }
-            this.send(call, runId, event);
+            const event = e as unknown as Json;
+            // Without the model's own id, LangChain names the message `run-<call id>`, as the state has it.
+            this.send(
+              call,
+              runId,
+              event.event === 'message-start' ? { ...event, id: event.id ?? `run-${runId}` } : event,
+            );
           }
         } catch {
           // The model call failed: its message ends where its tokens stopped, as a protocol run's does.
@@ -212,8 +211,7 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
     if (call.queue) {
       call.queue.end();
       await call.drained;
-      if (BaseMessage.isInstance(message) && message.id) this.seen.add(message.id);
-    } else if (BaseMessage.isInstance(message)) this.sendWhole(call, runId, message, `run-${runId}`);
+    } else if (BaseMessage.isInstance(message)) this.sendWhole(call, runId, message);
   }
 
   override async handleLLMError(err: unknown, runId: string): Promise<void> {
@@ -224,61 +222,9 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
     await call.drained;
   }
 
-  override handleChainStart(
-    _chain: unknown,
-    inputs: Json,
-    runId: string,
-    _parentRunId?: string,
-    tags?: string[],
-    metadata?: Json,
-    _runType?: string,
-    name?: string,
-  ): void {
-    // A graph node's own run (not the runnables inside it), as LangGraph's message streaming tells them apart.
-    if (metadata === undefined || name !== metadata.langgraph_node || tags?.includes('langsmith:hidden')) return;
-    const scope = scopeOf(metadata);
-    if (!scope) return;
-    this.nodes.set(runId, scope);
-    if (inputs && typeof inputs === 'object')
-      for (const value of Object.values(inputs))
-        for (const m of Array.isArray(value) ? (value as unknown[]) : [value])
-          if (BaseMessage.isInstance(m) && m.id) this.seen.add(m.id);
-  }
-
-  override handleChainEnd(outputs: Json, runId: string): void {
-    const scope = this.nodes.get(runId);
-    if (!scope) return;
-    this.nodes.delete(runId);
-    // Only messages with an id: one without gets its id from the graph's reducer later, and events under another
-    // id would show the message twice (LangGraph's protocol handler names it by changing the message: not here,
-    // where the run's state and its run-centric stream must stay as they were).
-    const each = (v: unknown) => {
-      if (BaseMessage.isInstance(v) && v.id && !ToolMessage.isInstance(v)) this.sendWhole(scope, runId, v);
-    };
-    if (BaseMessage.isInstance(outputs)) each(outputs);
-    else if (Array.isArray(outputs)) outputs.forEach(each);
-    else if (outputs && typeof outputs === 'object')
-      for (const value of Object.values(outputs)) (Array.isArray(value) ? value : [value]).forEach(each);
-  }
-
-  override handleChainError(_err: unknown, runId: string): void {
-    this.nodes.delete(runId);
-  }
-
-  /** A message that was not streamed, as one start, its blocks whole, and a finish; nothing if already sent. */
-  private sendWhole(scope: Scope, runId: string, message: BaseMessage, fallbackId?: string): void {
-    const id = message.id ?? fallbackId;
-    if (id !== undefined && this.seen.has(id)) return;
-    if (id !== undefined) this.seen.add(id);
-    const type = message.getType();
-    const role = type === 'human' || type === 'system' || type === 'tool' ? type : 'ai';
-    const toolCallId = ToolMessage.isInstance(message) ? message.tool_call_id : undefined;
-    this.send(scope, runId, {
-      event: 'message-start',
-      ...(id !== undefined ? { id } : {}),
-      ...(role !== 'ai' ? { role } : {}),
-      ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {}),
-    });
+  /** A model's answer that was not streamed, as one start, its blocks whole, and a finish. */
+  private sendWhole(scope: Scope, runId: string, message: BaseMessage): void {
+    this.send(scope, runId, { event: 'message-start', id: message.id ?? `run-${runId}` });
     blocksOf(message).forEach((block, position) => {
       const index = typeof block.index === 'number' ? block.index : position;
       const { start, delta } = blockParts(block, index);
