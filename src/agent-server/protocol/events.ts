@@ -132,12 +132,23 @@ export class ProtocolMapper {
       if (!Object.keys(rest).length) return numbered(e.id, out);
       payload = rest;
     }
-    for (const pe of convertToProtocolEvent({ namespace, mode: mode as never, payload, seq: 0 })) {
-      const p = pe.params as ProtocolEvent['params'];
-      push(pe.method, namespace, p.data, p.node);
-    }
+    for (const part of messageBatch(mode, payload) ?? [payload])
+      for (const pe of convertToProtocolEvent({ namespace, mode: mode as never, payload: part, seq: 0 })) {
+        const p = pe.params as ProtocolEvent['params'];
+        push(pe.method, namespace, p.data, p.node);
+      }
     return numbered(e.id, out);
   }
+}
+
+/**
+ * A whole message a run-API run recorded in one stored event (`[[event, ...], metadata]`, runs/protocol-messages.ts,
+ * at most MESSAGE_BATCH events) as the `[event, metadata]` payloads of its events; null for any other payload.
+ */
+function messageBatch(mode: string, payload: unknown): unknown[] | null {
+  if (mode !== 'messages' || !Array.isArray(payload) || !Array.isArray(payload[0])) return null;
+  const [events, metadata] = payload as [unknown[], unknown];
+  return events.map((event) => [event, metadata]);
 }
 
 const graphOf = (ns: string[]) => normalizeNamespaceSegment(ns[ns.length - 1] ?? 'root');

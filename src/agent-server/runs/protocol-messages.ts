@@ -19,8 +19,14 @@ import { AIMessageChunk, BaseMessage } from '@langchain/core/messages';
 import { ChatGenerationChunk, type LLMResult } from '@langchain/core/outputs';
 
 type Json = Record<string, unknown>;
-/** One protocol `messages` event: its namespace and the JSON-ready `[event, metadata]` pair. */
-export type MessagesSink = (namespace: string[], payload: [Json, Json]) => void;
+/**
+ * Protocol `messages` events to store: their namespace and the JSON-ready `[event, metadata]` pair, or, for a
+ * whole message, `[[event, ...], metadata]`: one stored event (protocol/events.ts expands it), not one per event.
+ */
+export type MessagesSink = (namespace: string[], payload: [Json | Json[], Json]) => void;
+
+/** Events of a whole message per stored event, well within the protocol events one stored event may become. */
+const MESSAGE_BATCH = 48;
 
 /** Chunks pushed by callbacks, read by convertChunksToEvents; fail() ends the read with an error. */
 class ChunkQueue implements AsyncIterable<ChatGenerationChunk> {
@@ -145,7 +151,7 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
     super();
   }
 
-  private send(scope: Scope, runId: string, event: Json): void {
+  private send(scope: Scope, runId: string, event: Json | Json[]): void {
     this.sink(scope.namespace, [
       event,
       { ...(scope.node !== undefined ? { langgraph_node: scope.node } : {}), run_id: runId },
@@ -222,22 +228,23 @@ export class ProtocolMessagesRecorder extends BaseCallbackHandler {
     await call.drained;
   }
 
-  /** A model's answer that was not streamed, as one start, its blocks whole, and a finish. */
+  /** A model's answer that was not streamed, as one start, its blocks whole, and a finish, stored together. */
   private sendWhole(scope: Scope, runId: string, message: BaseMessage): void {
-    this.send(scope, runId, { event: 'message-start', id: message.id ?? `run-${runId}` });
+    const events: Json[] = [{ event: 'message-start', id: message.id ?? `run-${runId}` }];
     blocksOf(message).forEach((block, position) => {
       const index = typeof block.index === 'number' ? block.index : position;
       const { start, delta } = blockParts(block, index);
-      this.send(scope, runId, { event: 'content-block-start', index, content: start });
-      if (delta) this.send(scope, runId, delta);
-      this.send(scope, runId, { event: 'content-block-finish', index, content: block });
+      events.push({ event: 'content-block-start', index, content: start });
+      if (delta) events.push(delta);
+      events.push({ event: 'content-block-finish', index, content: block });
     });
     const usage = (message as { usage_metadata?: unknown }).usage_metadata;
     const meta = message.response_metadata;
-    this.send(scope, runId, {
+    events.push({
       event: 'message-finish',
       ...(usage != null ? { usage } : {}),
       ...(meta && typeof meta === 'object' ? { responseMetadata: meta } : {}),
     });
+    for (let i = 0; i < events.length; i += MESSAGE_BATCH) this.send(scope, runId, events.slice(i, i + MESSAGE_BATCH));
   }
 }
