@@ -7,8 +7,9 @@
 //   @langchain/core's convertChunksToEvents, the converter a protocol run's model stream goes through, so the
 //   message-start / content-block-* / message-finish events are the ones a protocol run of the same model makes;
 // - a model call that streamed no token becomes one whole message (start, each block with its whole text or
-//   arguments as one delta, finish). Unlike a protocol run, a message a node returns without calling a model (no
-//   model callback) is not sent: it shows in the run's values only.
+//   arguments as one delta, finish), stored as one event `[[event, ...], metadata]` that protocol/events.ts
+//   expands. Unlike a protocol run, a message a node returns without calling a model (no model callback) is not
+//   sent: it shows in the run's values only.
 // The handler does not ask models to stream: a model streams when the run's own modes make it (messages-tuple,
 // messages, events: what chat UIs ask for), so the run's state and its run-centric stream stay exactly as they
 // were; a run that asked for values only (the SDK's default) has its model answer whole, and protocol clients get
