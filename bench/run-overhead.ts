@@ -5,8 +5,10 @@
 // LangGraph's runnable config, src/agent-server/platform/context.ts). No HTTP, no database (MemorySaver): it isolates
 // the graph-side cost of those extras from everything else the run-cycle benchmark measures.
 // `lean` is `plain` with the agent server's lean run context (src/agent-server/shims/lean-run-context.ts: no
-// langsmith RunTree per runnable call while tracing is off).
-//   node --import tsx bench/run-overhead.ts plain|store|context|both|lean [--runs N] [--concurrency N]
+// langsmith RunTree per runnable call while tracing is off); `deltas` is `lean` with the callback handler that
+// records a run-API run's messages as thread-protocol events (src/agent-server/runs/protocol-messages.ts), its
+// events serialized as the executor does, as every run started through the run API has it.
+//   node --import tsx bench/run-overhead.ts plain|store|context|both|lean|deltas [--runs N] [--concurrency N]
 // One mode per process (an AsyncLocalStorage, once used, stays enabled for the process); alternate modes over
 // several invocations on a shared machine.
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -17,8 +19,10 @@ import { InMemoryStore, MemorySaver } from '@langchain/langgraph';
 import { loadGraphs } from '../src/agent-server/graphs/index.ts';
 import { silentLogger } from '../src/lib/logger.ts';
 import { installLeanRunContext } from '../src/agent-server/shims/lean-run-context.ts';
+import { ProtocolMessagesRecorder } from '../src/agent-server/runs/protocol-messages.ts';
+import { stringify } from '../src/agent-server/serde.ts';
 
-const MODES = ['plain', 'store', 'context', 'both', 'lean'] as const;
+const MODES = ['plain', 'store', 'context', 'both', 'lean', 'deltas'] as const;
 const { values, positionals } = parseArgs({
   options: { runs: { type: 'string', default: '600' }, concurrency: { type: 'string', default: '16' } },
   allowPositionals: true,
@@ -29,7 +33,7 @@ const runs = Number(values.runs);
 const concurrency = Number(values.concurrency);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-if (mode === 'lean') installLeanRunContext();
+if (mode === 'lean' || mode === 'deltas') installLeanRunContext();
 // loadGraphs patches the project's AsyncBatchedStore, as the server does.
 const registry = await loadGraphs(path.join(root, 'examples/agent/langgraph.json'), { logger: silentLogger() });
 const withStore = mode === 'store' || mode === 'both';
@@ -43,10 +47,16 @@ const graph = await registry.getGraph(
 const INPUT = { messages: [{ role: 'human', content: 'Ada' }] };
 
 let n = 0;
+let recorded = 0;
 async function one(): Promise<void> {
   const thread_id = `t${n++}`;
+  const callbacks =
+    mode === 'deltas'
+      ? [new ProtocolMessagesRecorder((_ns, payload) => void (recorded += stringify(payload).length))]
+      : [];
   const exec = async () => {
-    for await (const _ of await graph.stream(INPUT, { configurable: { thread_id }, streamMode: ['values'] } as never));
+    const options = { configurable: { thread_id }, streamMode: ['values'], ...(callbacks.length ? { callbacks } : {}) };
+    for await (const _ of await graph.stream(INPUT, options as never));
   };
   if (withContext) await extraContext.run({ graph_id: 'agent', run_id: thread_id, thread_id }, exec);
   else await exec();
@@ -68,5 +78,5 @@ await batch(runs);
 const cpu = process.cpuUsage(before);
 const cpuMs = (cpu.user + cpu.system) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ mode, runs, concurrency, cpu_ms_per_run: +(cpuMs / runs).toFixed(3), wall_ms: Math.round(performance.now() - started) })}\n`,
+  `${JSON.stringify({ mode, runs, concurrency, cpu_ms_per_run: +(cpuMs / runs).toFixed(3), wall_ms: Math.round(performance.now() - started), ...(mode === 'deltas' ? { recorded_bytes_per_run: Math.round(recorded / (runs + Math.max(50, runs / 4))) } : {}) })}\n`,
 );

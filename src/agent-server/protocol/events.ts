@@ -8,8 +8,9 @@
 //   (and for its parents not seen yet);
 // - values carrying __interrupt__: one input.requested per interrupt, then the values without it;
 // - protocol runs' messages (content-block events), tools, updates, custom, tasks, checkpoints: as LangGraph's
-//   convertToProtocolEvent shapes them; runs started by the run API contribute values, updates, custom and tasks
-//   (their token stream is in the older messages-tuple shape, which has no content-block form: left out).
+//   convertToProtocolEvent shapes them; runs started by the run API contribute values, updates, custom and tasks,
+//   and messages as content blocks from the protocol events their executor records beside their own stream
+//   (runs/protocol-messages.ts; their older messages-tuple events have no content-block form: left out).
 import { convertToProtocolEvent, normalizeNamespaceSegment } from '@langchain/langgraph/stream';
 import type { RunStatus, StoredStreamEvent } from '../storage/types.ts';
 import { isRunDone } from '../streams/thread-events.ts';
@@ -131,12 +132,23 @@ export class ProtocolMapper {
       if (!Object.keys(rest).length) return numbered(e.id, out);
       payload = rest;
     }
-    for (const pe of convertToProtocolEvent({ namespace, mode: mode as never, payload, seq: 0 })) {
-      const p = pe.params as ProtocolEvent['params'];
-      push(pe.method, namespace, p.data, p.node);
-    }
+    for (const part of messageBatch(mode, payload) ?? [payload])
+      for (const pe of convertToProtocolEvent({ namespace, mode: mode as never, payload: part, seq: 0 })) {
+        const p = pe.params as ProtocolEvent['params'];
+        push(pe.method, namespace, p.data, p.node);
+      }
     return numbered(e.id, out);
   }
+}
+
+/**
+ * A whole message a run-API run recorded in one stored event (`[[event, ...], metadata]`, runs/protocol-messages.ts,
+ * at most MESSAGE_BATCH events) as the `[event, metadata]` payloads of its events; null for any other payload.
+ */
+function messageBatch(mode: string, payload: unknown): unknown[] | null {
+  if (mode !== 'messages' || !Array.isArray(payload) || !Array.isArray(payload[0])) return null;
+  const [events, metadata] = payload as [unknown[], unknown];
+  return events.map((event) => [event, metadata]);
 }
 
 const graphOf = (ns: string[]) => normalizeNamespaceSegment(ns[ns.length - 1] ?? 'root');

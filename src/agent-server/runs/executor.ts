@@ -11,6 +11,7 @@ import type { RunCheckpointer } from './checkpointer.ts';
 import { interruptsOf, namedInterruptIds } from './state.ts';
 import { planStream, StreamTranslator } from '../streams/stream-modes.ts';
 import { PROTOCOL_GRAPH_MODES, protocolEventName } from '../streams/run-events.ts';
+import { ProtocolMessagesRecorder } from './protocol-messages.ts';
 
 export interface ExecRequest {
   run: RunRecord;
@@ -115,11 +116,20 @@ export class InlineExecutor implements RunExecutor {
           }
           onEvent(protocolEventName(mode, ns), json);
         }
-      } else if (plan.useEvents && graph.streamEvents) {
-        for await (const e of graph.streamEvents(input, { ...options, version: 'v2' } as never))
-          translate.event(e as never);
       } else {
-        for await (const chunk of await graph.stream(input, options as never)) translate.chunk(chunk as unknown[]);
+        // The run API's modes, plus the token stream as protocol message events for the thread's protocol clients
+        // (protocol-messages.ts), stored apart from what the run-centric streams send.
+        const recorder = new ProtocolMessagesRecorder((ns, payload) =>
+          onEvent(protocolEventName('messages', ns), stringify(payload)),
+        );
+        const given = (options as { callbacks?: unknown }).callbacks;
+        const withDeltas = { ...options, callbacks: [...(Array.isArray(given) ? given : []), recorder] };
+        if (plan.useEvents && graph.streamEvents) {
+          for await (const e of graph.streamEvents(input, { ...withDeltas, version: 'v2' } as never))
+            translate.event(e as never);
+        } else {
+          for await (const chunk of await graph.stream(input, withDeltas as never)) translate.chunk(chunk as unknown[]);
+        }
       }
       if (!paused && last !== undefined) {
         // The final values as JSON text: the stream's serialisation when there was one, stored as it is.

@@ -62,6 +62,27 @@ describe('ProtocolMapper', () => {
         ]),
       [['messages', 'talk:1', { event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text: 'H' } }]],
     ],
+    [
+      "a run-API run's whole message, stored as one event: each of its events, with the run id",
+      () =>
+        stored('v2:messages|talk:1', [
+          [
+            { event: 'message-start', id: 'm' },
+            { event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text: 'Hi' } },
+            { event: 'message-finish' },
+          ],
+          { langgraph_node: 'talk', run_id: 'r' },
+        ]),
+      [
+        ['messages', 'talk:1', { event: 'message-start', id: 'm', run_id: 'r' }],
+        [
+          'messages',
+          'talk:1',
+          { event: 'content-block-delta', index: 0, delta: { type: 'text-delta', text: 'Hi' }, run_id: 'r' },
+        ],
+        ['messages', 'talk:1', { event: 'message-finish', run_id: 'r' }],
+      ],
+    ],
     ['a tuple of the older messages mode', () => stored('messages', [{ content: 'H' }, {}]), []],
     ['older values', () => stored('values', { a: 3 }), [['values', '', { a: 3 }]]],
     ['older partial messages', () => stored('messages/partial', [{ content: 'H' }]), []],

@@ -1,8 +1,9 @@
 // The thread protocol across replicas: two real server processes on one Postgres database. The SDK 1.15
 // ThreadStream loses its connection in the middle of a run (its SSE stream breaks, or its WebSocket drops) and
 // reconnects to the other replica, which did not serve the session before: the run's tokens arrive complete, in
-// order, each once (the SDK deduplicates by event_id, so the ids must be the same on both replicas). Twice: stream
-// events in Postgres and in Redis Streams (--redis-url).
+// order, each once (the SDK deduplicates by event_id, so the ids must be the same on both replicas), for a run started
+// over the protocol and for one started with the run API. Twice: stream events in Postgres and in Redis Streams
+// (--redis-url).
 import { Client } from '@langchain/langgraph-sdk-v1';
 import { Client as LegacyClient } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,13 +58,20 @@ describe.each(transports)(
       await drop?.();
     });
 
-    /** Reads the run's events from a fresh subscription until the run ends; checks what a reconnect must keep. */
-    async function turn(thread: ReturnType<Client['threads']['stream']>, cut: () => boolean) {
+    const INPUT = { text: TEXT, sleep_ms: 60, messages: [{ role: 'user', content: 'go' }] };
+
+    /**
+     * Reads the run's events from a fresh subscription until the run ends; checks what a reconnect must keep. The
+     * run starts over the protocol, or with `start` (the run API).
+     */
+    async function turn(
+      thread: ReturnType<Client['threads']['stream']>,
+      cut: () => boolean,
+      start: () => Promise<{ run_id: string }> = () => thread.run.start({ input: INPUT }) as never,
+    ) {
       const sub = await thread.subscribe({ channels: ['messages', 'lifecycle'] });
       const it = (sub as unknown as AsyncIterable<Ev>)[Symbol.asyncIterator]();
-      const { run_id } = (await thread.run.start({
-        input: { text: TEXT, sleep_ms: 60, messages: [{ role: 'user', content: 'go' }] },
-      })) as { run_id: string };
+      const { run_id } = await start();
       const events: Ev[] = [];
       for (;;) {
         const { value, done } = await it.next();
@@ -130,7 +138,8 @@ describe.each(transports)(
       }
     });
 
-    it('a WebSocket dropped mid-run reconnects to the other replica, resubscribes, and misses nothing', async () => {
+    /** A WebSocket factory whose first socket goes to replica a and drops after a few tokens, the next to b. */
+    function droppingFactory() {
       const opened: string[] = [];
       let dropped = false;
       const factory = (url: string) => {
@@ -152,16 +161,42 @@ describe.each(transports)(
         }
         return ws as never;
       };
+      return { factory, opened, dropped: () => dropped };
+    }
+
+    it('a WebSocket dropped mid-run reconnects to the other replica, resubscribes, and misses nothing', async () => {
+      const ws = droppingFactory();
       const client = new Client({ apiUrl: a.url });
       const thread = client.threads.stream({
         assistantId: 'agent',
         transport: 'websocket',
-        webSocketFactory: factory,
+        webSocketFactory: ws.factory,
         reconnectDelayMs: () => 20,
       });
       try {
-        await turn(thread, () => dropped);
-        expect(opened).toEqual([new URL(a.url).host, new URL(b.url).host]);
+        await turn(thread, ws.dropped);
+        expect(ws.opened).toEqual([new URL(a.url).host, new URL(b.url).host]);
+      } finally {
+        await thread.close();
+      }
+    });
+
+    it('a run started with the run API: its tokens reach a subscriber that reconnects to the other replica', async () => {
+      const ws = droppingFactory();
+      const legacy = new LegacyClient({ apiUrl: b.url });
+      const { thread_id } = await legacy.threads.create();
+      const thread = new Client({ apiUrl: a.url }).threads.stream(thread_id, {
+        assistantId: 'agent',
+        transport: 'websocket',
+        webSocketFactory: ws.factory,
+        reconnectDelayMs: () => 20,
+      });
+      try {
+        // Created through b with the SDK's runs.create, as a CLI would; the subscriber starts on a and moves to b.
+        await turn(thread, ws.dropped, () =>
+          legacy.runs.create(thread_id, 'agent', { input: INPUT, streamMode: ['messages-tuple'] }),
+        );
+        expect(ws.opened).toEqual([new URL(a.url).host, new URL(b.url).host]);
       } finally {
         await thread.close();
       }
