@@ -118,12 +118,20 @@ export class InlineExecutor implements RunExecutor {
         }
       } else {
         // The run API's modes, plus the token stream as protocol message events for the thread's protocol clients
-        // (protocol-messages.ts), stored apart from what the run-centric streams send.
-        const recorder = new ProtocolMessagesRecorder((ns, payload) =>
-          onEvent(protocolEventName('messages', ns), stringify(payload)),
-        );
+        // (protocol-messages.ts), stored apart from what the run-centric streams send. Only when the run's modes make
+        // its models stream (messages, messages-tuple, events): a values-only run has no tokens to relay (its
+        // messages reach protocol clients in its values), and the recorder's callbacks cost such a run ~20 % more
+        // CPU (bench/ab-cycle.ts).
+        const streamsTokens = plan.useEvents || plan.graphModes.includes('messages');
+        const recorder = streamsTokens
+          ? new ProtocolMessagesRecorder((ns, payload) =>
+              onEvent(protocolEventName('messages', ns), stringify(payload)),
+            )
+          : undefined;
         const given = (options as { callbacks?: unknown }).callbacks;
-        const withDeltas = { ...options, callbacks: [...(Array.isArray(given) ? given : []), recorder] };
+        const withDeltas = recorder
+          ? { ...options, callbacks: [...(Array.isArray(given) ? given : []), recorder] }
+          : options;
         if (plan.useEvents && graph.streamEvents) {
           for await (const e of graph.streamEvents(input, { ...withDeltas, version: 'v2' } as never))
             translate.event(e as never);
