@@ -60,7 +60,9 @@ describe.each(['embedded', 'postgres'] as const)('executor threads (%s)', (store
     const together = await Promise.all(Array.from({ length: 12 }, streamRun));
     for (const { thread, events } of together) {
       expect(events.map(([e]) => e)).toEqual(names);
-      expect((events[0]![1] as { thread_id: string }).thread_id).toBe(thread);
+      // The metadata names the thread's own run ({run_id, attempt}, as the platform sends it).
+      const runs = (await h.call('GET', `/threads/${thread}/runs`)).body as { run_id: string }[];
+      expect((events[0]![1] as { run_id: string }).run_id).toBe(runs[0]!.run_id);
       const values = events.filter(([e]) => e === 'values').map(([, d]) => d);
       expect(values).toEqual([
         { count: 1, steps: ['first'] },
