@@ -12,9 +12,8 @@ type Dict = Record<string, unknown>;
 
 function messageDict(raw: { toDict(): { type: string; data: Dict } }): Dict {
   const { type, data } = messageDictOf(raw) ?? raw.toDict();
-  // The production server always sends name (null when unset). It no longer sends `example` (gone from
-  // langchain-core 1.x messages, and the JS reference never sent it): only a message that carries one keeps it.
-  return { ...data, name: data.name ?? null, type };
+  // The production server always sends name (null when unset) and example; seed 2.3 lists both.
+  return { ...data, name: data.name ?? null, example: data.example ?? false, type };
 }
 
 /** `value` as JSON.stringify needs it; the same object when nothing below it needs rewriting. */
