@@ -13,33 +13,12 @@ import WebSocket from 'ws';
 import { hashApiKey } from '../../../src/agent-server/http/api-keys.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
 import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { isRootEnd, untilEnd, type ProtocolEvent as Ev } from '../helpers/protocol-events.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
 const KEY = 'ap_protocol_test_key_0123456789';
 
-interface Ev {
-  event_id?: string;
-  seq?: number;
-  method: string;
-  params: { namespace: string[]; data: Record<string, unknown> & { event?: string } };
-}
 type Thread = ReturnType<Client['threads']['stream']>;
-
-const isRootEnd = (e: Ev) =>
-  e.method === 'lifecycle' &&
-  e.params.namespace.length === 0 &&
-  ['completed', 'interrupted', 'failed'].includes(String(e.params.data.event));
-
-/** Events of a subscription up to the root's terminal lifecycle event. */
-async function untilEnd(it: AsyncIterator<Ev>): Promise<Ev[]> {
-  const out: Ev[] = [];
-  for (;;) {
-    const { value, done } = await it.next();
-    if (done) throw new Error(`subscription ended before the run did: ${JSON.stringify(out.map((e) => e.method))}`);
-    out.push(value);
-    if (isRootEnd(value)) return out;
-  }
-}
 
 const deltas = (events: Ev[]) =>
   events

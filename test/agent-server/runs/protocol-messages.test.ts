@@ -5,38 +5,14 @@
 // yields one set of deltas. A real server process, the real SDK (1.15) on both sides.
 import { Client } from '@langchain/langgraph-sdk-v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { ARG_PIECES } from '../../fixtures/protocol/src/toolcaller.ts';
-import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { startServerOnStore, type StoreServer } from '../helpers/store-server.ts';
+import { untilEnd, type ProtocolEvent as Ev } from '../helpers/protocol-events.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
 
-interface Ev {
-  event_id?: string;
-  method: string;
-  params: { namespace: string[]; data: Record<string, unknown> & { event?: string } };
-}
 type Frame = { event: string; data: unknown };
 type Msg = { type?: string; id?: string; content?: unknown; kwargs?: { id?: string; content?: unknown } };
-
-const isRootEnd = (e: Ev) =>
-  e.method === 'lifecycle' &&
-  e.params.namespace.length === 0 &&
-  ['completed', 'interrupted', 'failed'].includes(String(e.params.data.event));
-
-async function untilEnd(sub: unknown): Promise<Ev[]> {
-  const it = (sub as AsyncIterable<Ev>)[Symbol.asyncIterator]();
-  const out: Ev[] = [];
-  for (;;) {
-    const { value, done } = await it.next();
-    if (done) throw new Error(`subscription ended before the run did: ${JSON.stringify(out.map((e) => e.method))}`);
-    out.push(value);
-    if (isRootEnd(value)) return out;
-  }
-}
 
 const messageEvents = (events: Ev[]) => events.filter((e) => e.method === 'messages').map((e) => e.params.data);
 const deltaOf = (d: Record<string, unknown>) => d.delta as { type: string; text?: string; args?: string };
@@ -62,26 +38,15 @@ describe.each(['embedded', 'postgres'] as const)(
   'run API runs over the thread protocol, %s',
   { timeout: 120_000 },
   (store) => {
-    let dir: string;
-    let server: ServerProc;
-    let drop: (() => Promise<void>) | undefined;
+    let running: StoreServer | undefined;
     let client: Client;
 
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), 'ap-protocol-messages-'));
-      const storeArgs: string[] = [];
-      if (store === 'postgres') {
-        const db = await createTestDatabase();
-        drop = db.drop;
-        storeArgs.push('--database-url', db.url);
-      } else storeArgs.push('--data-dir', join(dir, 'data'));
-      server = await startServerProcess(['--config', CONFIG, ...storeArgs]);
-      client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
+      running = await startServerOnStore(store, ['--config', CONFIG]);
+      client = new Client({ apiUrl: running.server.url, callerOptions: { maxRetries: 0 } });
     });
     afterAll(async () => {
-      await server?.stop();
-      await drop?.();
-      rmSync(dir, { recursive: true, force: true });
+      await running?.close();
     });
 
     const watch = (threadId: string, assistantId = 'agent') =>
