@@ -10,10 +10,12 @@
 //   arguments as one delta, finish), stored as one event `[[event, ...], metadata]` that protocol/events.ts
 //   expands. Unlike a protocol run, a message a node returns without calling a model (no model callback) is not
 //   sent: it shows in the run's values only.
-// The handler does not ask models to stream: a model streams when the run's own modes make it (messages-tuple,
-// messages, events: what chat UIs ask for), so the run's state and its run-centric stream stay exactly as they
-// were; a run that asked for values only (the SDK's default) has its model answer whole, and protocol clients get
-// each answer as one delta when the call ends. Events go out in order, a call's last ones before the call returns.
+// The handler does not ask models to stream, so the run's state and its run-centric stream stay exactly as they
+// were. The executor attaches it only to runs whose own modes make their models stream (messages-tuple, messages,
+// events: what chat UIs ask for); a values-only run (the SDK's default) has no tokens to relay and would pay the
+// handler's callbacks for nothing. A call in such a run that still streams nothing (a `nostream` model, one that
+// does not report its chunks) reaches protocol clients whole, when it ends. Events go out in order, a call's last
+// ones before the call returns.
 import { BaseCallbackHandler, type NewTokenIndices } from '@langchain/core/callbacks/base';
 import { convertChunksToEvents } from '@langchain/core/language_models/compat';
 import { AIMessageChunk, BaseMessage } from '@langchain/core/messages';
