@@ -15,11 +15,14 @@ import type { LogType, RevisionLogSink, RevisionRef, ServerStatus } from '../../
 import { makeExampleRepo, type ExampleRepo } from '../../helpers/example-repo.ts';
 import { BWRAP, addGraphBranch, settle, startProxy } from '../../helpers/sandbox-graph.ts';
 
-// The graph starts the attack in the background and answers at once, as hostile code would.
+// The graph starts the attack in the background and answers at once, as hostile code would. The attack is the
+// revision's (its ATTACK variable), not the run's: the kill may come before the run is recorded as done, and the next
+// revision's server, on the same deployment's storage, then takes the run up again (runs survive crashes). Read from
+// the run's input, the fork bomb would start again inside the disk-filler and be what kills it.
 const HOSTILE = `import { spawn } from 'node:child_process';
 import { Annotation, StateGraph } from '@langchain/langgraph';
 
-const State = Annotation.Root({ attack: Annotation<string>, started: Annotation<boolean> });
+const State = Annotation.Root({ started: Annotation<boolean> });
 const SCRIPTS: Record<string, string> = {
   tmp: 'dd if=/dev/zero of=/tmp/fill bs=1M count=1200 2>/dev/null; sleep 600',
   fork: 'for i in $(seq 400); do sleep 600 & done; wait',
@@ -27,8 +30,8 @@ const SCRIPTS: Record<string, string> = {
 };
 
 export const graph = new StateGraph(State)
-  .addNode('launch', (state) => {
-    spawn('sh', ['-c', SCRIPTS[state.attack]!], { stdio: 'ignore', detached: false });
+  .addNode('launch', () => {
+    spawn('sh', ['-c', SCRIPTS[process.env.ATTACK!]!], { stdio: 'ignore', detached: false });
     return { started: true };
   })
   .addEdge('__start__', 'launch')
@@ -81,13 +84,37 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-const dep = { namespace: 'default', deployment: 'hostile', deploymentId: 'dep-hostile', tenantId: 't1' };
+// A failed attempt's deployment is removed and the retry gets a new one: a killed disk-filler leaves its gigabytes in
+// the deployment's folders, and the next server would be killed for them before it is healthy.
+let generation = 1;
+const deployment = () => ({
+  namespace: 'default',
+  deployment: `hostile-${generation}`,
+  deploymentId: `dep-hostile-${generation}`,
+  tenantId: 't1',
+});
 
 /** Builds and serves a revision of the hostile branch, runs the attack, and returns the status it ends in. */
 async function attack(
   revision: string,
   kind: string,
   memoryLimitMb?: number,
+): Promise<{ status: ServerStatus; log: string }> {
+  const dep = deployment();
+  try {
+    return await attackOn(dep, revision, kind, memoryLimitMb);
+  } catch (err) {
+    generation++;
+    await runtime.cleanup(dep);
+    throw err;
+  }
+}
+
+async function attackOn(
+  dep: ReturnType<typeof deployment>,
+  revision: string,
+  kind: string,
+  memoryLimitMb: number | undefined,
 ): Promise<{ status: ServerStatus; log: string }> {
   const build = { ...dep, revision, repoUrl: repo.path, repoRef: 'hostile', graphConfigPath: 'langgraph.json' };
   const built = await settle(
@@ -99,7 +126,7 @@ async function attack(
     ...dep,
     revision,
     graphConfigPath: 'langgraph.json',
-    env: {},
+    env: { ATTACK: kind },
     access: 'public' as const,
     ...(memoryLimitMb ? { resourceSpec: { memoryLimitMb } } : {}),
   };
@@ -115,9 +142,9 @@ async function attack(
   // every 500 ms): then the proxy says the server closed the connection, or is restarting. Either way the status
   // below must name the limit.
   try {
-    expect(await client.runs.wait(null, 'hostile', { input: { attack: kind } })).toMatchObject({ started: true });
+    expect(await client.runs.wait(null, 'hostile', { input: {} })).toMatchObject({ started: true });
   } catch (err) {
-    expect(String(err)).toMatch(/HTTP 50[23]: .*Deployment dep-hostile/);
+    expect(String(err)).toMatch(new RegExp(`HTTP 50[23]: .*Deployment ${dep.deploymentId}\\b`));
   }
   // Nothing asks the runtime to start it again meanwhile: the status stays the one the kill left.
   const status = await settle(
