@@ -5,23 +5,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { TERMINAL_REVISION_PHASES, type RevisionPhase } from '../../src/resources/agent-revision.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
 import { API_KEY, TENANT, api, startDev, stopDev, waitFor, type DevProcess } from '../dev/helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
-let dev: DevProcess | undefined;
+let attempt = 0;
 
 beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-dev-log-stall-'));
   repo = makeExampleRepo(join(tmp, 'allowed'));
 });
 
-afterAll(async () => {
-  if (dev) await stopDev(dev, 'SIGKILL');
-  rmSync(tmp, { recursive: true, force: true });
-});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** Generous: a request that has to wait behind one quadratic redaction of an 8 KiB line batch waits for minutes. */
 const ANSWER_WITHIN_MS = 10_000;
@@ -44,7 +42,14 @@ type Page = { logs: { id: string; message: string }[]; next_offset: string | nul
 
 describe('long build output does not stall agentplane dev', () => {
   it('answers while a build prints long lines and while its log is read; pages the log by bytes', async () => {
-    dev = await startDev(join(tmp, 'data'), 0, ['--allow-local-repos', join(tmp, 'allowed')]);
+    // Each attempt has its own data folder and stops its own process: a retry never meets the last one's.
+    const dev: DevProcess = await startDev(join(tmp, `data-${++attempt}`), 0, [
+      '--allow-local-repos',
+      join(tmp, 'allowed'),
+    ]);
+    onTestFinished(async () => {
+      await stopDev(dev, 'SIGKILL');
+    });
     const base = dev.url;
     // 2000 lines of 8000 letters: more than the 5 MiB log cap, so the cap's truncation line shows up too.
     const print = `node -e "const l='a'.repeat(7999)+'b';for(let i=0;i<2000;i++)console.log(l)"`;
@@ -57,7 +62,8 @@ describe('long build output does not stall agentplane dev', () => {
     expect(created.status).toBe(201);
     const logs = `/v2/deployments/${String(created.body.id)}/revisions/${String(created.body.latest_revision_id)}/logs`;
 
-    // While the build runs, the control plane keeps answering.
+    // While the build runs, the control plane keeps answering. The wait ends at a terminal phase only: CREATING and
+    // AWAITING_BUILD come before the build, and a busy machine shows them to the first poll.
     let slowest = 0;
     await waitFor(
       'the build to finish',
@@ -65,7 +71,7 @@ describe('long build output does not stall agentplane dev', () => {
         slowest = Math.max(slowest, await answerTime(base));
         const { body } = await api(base).get(logs.replace(/\/logs$/, ''));
         const s = String(body.status);
-        return s === 'BUILDING' || s === 'QUEUED' ? undefined : s;
+        return TERMINAL_REVISION_PHASES.has(s as RevisionPhase) ? s : undefined;
       },
       120_000,
     );
