@@ -299,6 +299,7 @@ export async function startAgentServer(config: AgentServerConfig, logger: Logger
       store: storage.kind,
       graphs: graphs.specs.map((s) => s.graphId),
       worker: engine.workerId,
+      executor_threads: config.executorThreads,
       ...(failed.length ? { failed_graphs: failed } : {}),
       start_ms: mark.done(),
     },

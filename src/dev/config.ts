@@ -226,6 +226,14 @@ export const devCommand = defineCommand({
       path: 'cgroupParent',
       schema: z.string().min(1).optional(),
     },
+    'agent-executor-threads': {
+      type: 'string',
+      description:
+        "Executor threads of every agent server this process runs (their --executor-threads, winning over a deployment's own AGENTPLANE_EXECUTOR_THREADS); 0 runs graphs on each server's main thread, saving each server a thread's memory and start-up. Default: each server's own, 1 when it may use 2 or more CPUs",
+      env: ['AGENTPLANE_AGENT_EXECUTOR_THREADS'],
+      path: 'agentExecutorThreads',
+      schema: z.coerce.number().int().min(0).max(64).optional(),
+    },
     ...quotaOptions,
     'log-level': {
       type: 'string',

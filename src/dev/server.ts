@@ -77,6 +77,7 @@ export async function startDev(config: DevConfig, logger: Logger): Promise<DevSe
       deploymentTokenKey,
       maxConcurrentBuilds: config.maxConcurrentBuilds,
       maxBuildsPerWorkspace: config.maxBuildsPerWorkspace,
+      agentExecutorThreads: config.agentExecutorThreads,
       // A shorter idle "minute" (tests) is looked at more often too.
       ...(config.idleMinuteMs
         ? { idle: { minuteMs: config.idleMinuteMs, checkMs: Math.min(15_000, Math.ceil(config.idleMinuteMs / 4)) } }

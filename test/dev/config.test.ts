@@ -116,4 +116,12 @@ describe('agentplane dev flags', () => {
     expect(() => parseDevConfig(['--disk-limit-mb', 'lots'], {})).toThrow(/--disk-limit-mb/);
     expect(() => parseDevConfig(['--quota-revisions-per-hour', '-1'], {})).toThrow(/--quota-revisions-per-hour/);
   });
+
+  it('reads --agent-executor-threads (unset: each agent server chooses), naming the flag of a bad value', () => {
+    expect(parseDevConfig([], {})!.agentExecutorThreads).toBeUndefined();
+    expect(parseDevConfig(['--agent-executor-threads', '0'], {})!.agentExecutorThreads).toBe(0);
+    expect(parseDevConfig([], { AGENTPLANE_AGENT_EXECUTOR_THREADS: '2' })!.agentExecutorThreads).toBe(2);
+    for (const bad of ['-1', '65', 'two', '1.5'])
+      expect(() => parseDevConfig(['--agent-executor-threads', bad], {})).toThrow(/--agent-executor-threads/);
+  });
 });

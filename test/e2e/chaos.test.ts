@@ -5,7 +5,7 @@
 // finished exactly once, every revision and deployment says truthfully that it serves, one agent process per
 // serving revision, nothing left of the deleted deployment (folder, process, database).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -118,7 +118,8 @@ function runClient(urls: () => string[], ledger: Ledger) {
 it('heals itself through agent kills, a PostgreSQL restart and a platform kill, and tells the truth', async () => {
   const started = Date.now();
   const dataDir = join(tmp, 'data');
-  const devArgs = ['--database-url', pgServer.url];
+  // Graphs run on executor threads, as they do by default on a machine of 2 or more cores: exactly once must hold there.
+  const devArgs = ['--database-url', pgServer.url, '--agent-executor-threads', '1'];
   dev = await startDev(dataDir, 0, devArgs);
   const cp = () => api(dev!.url);
   agentKey = await workspaceKey(dev.url);
@@ -161,6 +162,10 @@ it('heals itself through agent kills, a PostgreSQL restart and a platform kill, 
   const ledger: Ledger = { accepted: [], unclear: [], retried: 0 };
   const client = runClient(() => [urlOf(a), urlOf(b)], ledger);
   let kills = 0;
+
+  // The flag reached the agent servers, whatever this machine's cores.
+  const commandLine = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  expect(agentProcesses(a.id).map(commandLine).join('\n')).toContain('--executor-threads 1');
 
   // 1. An agent server killed with -9: its URL says 503 (never 404) until it serves again; its revision says why.
   await sleep(1_500);

@@ -58,6 +58,11 @@ export type LocalRuntimeOptions = {
   gitCredential?: (tenantId: string, integrationId: string, repoUrl: string) => Promise<GitCredential | undefined>;
   /** resource_spec limits on this machine: default memory limit, cgroup v2 parent (limits.ts). */
   limits?: LimitsOptions;
+  /**
+   * Executor threads of every agent server this runtime starts (their --executor-threads; 0: graphs run on each
+   * server's main thread). Undefined: each server's own default, 1 when it may use 2 or more CPUs.
+   */
+  agentExecutorThreads?: number;
   /** Where a tenant's API key hashes are kept current (a folder of its own per tenant: the sandbox shows only it). */
   authKeysFile?: (tenantId: string) => string;
   /** Serves each deployment on an origin of its own (`agentplane dev`); without it: <base URL>/deployments/<id>. */

@@ -148,6 +148,10 @@ export async function startServer(
     ...data.args,
     ...keysArgs,
     ...(Object.keys(secrets).length ? ['--secrets-fd', String(SECRETS_FD)] : []),
+    // The machine's setting: a flag, so it wins over an AGENTPLANE_EXECUTOR_THREADS among the deployment's secrets.
+    ...(ctx.opts.agentExecutorThreads !== undefined
+      ? ['--executor-threads', String(ctx.opts.agentExecutorThreads)]
+      : []),
     // Where clients reach it through the proxy (named by its A2A agent cards): a flag, since the agent's environment
     // holds no AGENTPLANE_* variable of the platform's; a secret AGENTPLANE_PUBLIC_AGENT_URL (a domain of the
     // workspace's own) says otherwise.

@@ -82,6 +82,7 @@ beforeAll(async () => {
   // The sandbox when this machine has one: the whole path (clone, npm ci, install cache, agent server) runs in it.
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs,
     logger: silentLogger(),
@@ -129,6 +130,8 @@ describe('LocalRuntime', () => {
     const client = new Client({ apiUrl: url });
     const first = await greet(client);
     expect(first.text).toContain('Hello, Ada!');
+    // The runtime's executor setting reached the server (its start line says where it runs graphs).
+    expect(logs.text('hello-r1', 'deploy')).toContain('"executor_threads":0');
 
     // revision 2 from a branch, secrets as environment win over langgraph.json env
     await until('hello-r2', () => runtime.build(buildSpec('hello-r2', 'v2')), ['Succeeded']);
