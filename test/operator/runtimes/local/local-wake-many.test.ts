@@ -78,7 +78,6 @@ beforeAll(async () => {
   const repo = makeExampleRepo(tmp);
   const dataDir = join(tmp, 'data');
   runtime = new LocalRuntime({
-    agentExecutorThreads: 0,
     dataDir,
     logs: {
       append: async (ref, type, lines) => {
