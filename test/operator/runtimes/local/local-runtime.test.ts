@@ -82,7 +82,7 @@ beforeAll(async () => {
   // The sandbox when this machine has one: the whole path (clone, npm ci, install cache, agent server) runs in it.
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
   runtime = new LocalRuntime({
-    // Graphs on each server's main thread, whatever this machine's cores (the first test checks it reached them).
+    // Graphs on each server's main thread, whatever this machine's cores (the build-and-serve test checks it).
     agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs,
