@@ -107,9 +107,12 @@ export class LocalRuntime implements Runtime {
     return cleanup(this.ctx, d);
   }
 
-  /** Child pids, for tests and diagnostics. */
-  pids(): number[] {
-    return [...this.ctx.servers.values()].map((s) => s.child.pid!).filter(Boolean);
+  /** Child pids (of one deployment's servers, when given), for tests and diagnostics. */
+  pids(deploymentId?: string): number[] {
+    return [...this.ctx.servers.values()]
+      .filter((s) => deploymentId === undefined || s.ref.deploymentId === deploymentId)
+      .map((s) => s.child.pid!)
+      .filter(Boolean);
   }
 
   async shutdown(): Promise<void> {
