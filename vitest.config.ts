@@ -13,8 +13,9 @@ export default defineConfig({
     // in the closing lines (summary-reporter.ts prints it as flaky), so it is seen and mended, not hidden; one that
     // fails three times fails the run. Locally (no CI variable) there are no retries.
     retry: process.env.CI ? 2 : 0,
-    // Suites start real processes and share one Postgres; two cores do not gain from more.
-    maxWorkers: 2,
+    // Three files at a time on two cores: much of a file's time is spent waiting on the processes, databases and
+    // sockets it started, and a third file fills it (measured in docs/development.md, "What a test costs").
+    maxWorkers: 3,
     pool: 'forks',
     // Modules load once per worker, not once per file (the files' imports took ~110 s of a run when each file had a
     // process of its own); what a file changes process-wide is put back by file-isolation.ts.

@@ -1,5 +1,5 @@
 // `npm test`: the static checks (scripts/checks.mjs) and the suite (vitest run) side by side, not one after the
-// other. The suite's two workers spend much of their time waiting on the processes, databases and sockets their
+// other. The suite's workers spend much of their time waiting on the processes, databases and sockets their
 // tests start, and the checks (~90 s of CPU) fill those gaps: they run at a lower priority (nice 10), so the suite,
 // which starts its longest files first, is hardly slowed by them. The suite prints as it goes; the checks' report
 // follows it, and the exit code is non-zero when either failed. Arguments go to vitest (`npm test -- <files>`).

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FIXTURE_CONFIG } from './helpers/harness.ts';
-import { startServerProcess, type ServerProc } from './helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from './helpers/process.ts';
 
 // One data folder through all three tests: each starts from the server the test before restarted (it has nothing
 // running), so a restart serves the next test too; 5 server starts instead of 7, ~1 s of CPU each.
@@ -24,7 +24,15 @@ describe('graceful shutdown (embedded store)', () => {
   });
 
   async function start(dir: string, grace: string) {
-    const p = await startServerProcess(['--config', FIXTURE_CONFIG, '--data-dir', dir, '--shutdown-grace', grace]);
+    const p = await startServerProcess([
+      ...EXECUTOR_THREAD,
+      '--config',
+      FIXTURE_CONFIG,
+      '--data-dir',
+      dir,
+      '--shutdown-grace',
+      grace,
+    ]);
     procs.push(p);
     return { p, client: new Client({ apiUrl: p.url, callerOptions: { maxRetries: 0 } }) };
   }

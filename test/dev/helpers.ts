@@ -14,7 +14,19 @@ export type DevProcess = { child: ChildProcess; url: string; port: number; outpu
 export async function startDev(dataDir: string, port = 0, extraArgs: string[] = []): Promise<DevProcess> {
   const child = spawn(
     process.execPath,
-    [BIN, 'dev', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', ...extraArgs],
+    [
+      BIN,
+      'dev',
+      '--port',
+      String(port),
+      '--data-dir',
+      dataDir,
+      '--log-level',
+      'warn',
+      // Its agent servers run graphs on their main thread (see startServerProcess) unless the test says otherwise.
+      ...(extraArgs.includes('--agent-executor-threads') ? [] : ['--agent-executor-threads', '0']),
+      ...extraArgs,
+    ],
     {
       // Test repositories live under the system temp folder.
       env: {

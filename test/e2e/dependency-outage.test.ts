@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../support/throwaway-postgres.ts';
 import { hasTool } from '../support/system-tools.ts';
 import { FIXTURE_CONFIG } from '../agent-server/helpers/harness.ts';
-import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'ap-outage-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -40,7 +40,17 @@ describe('PostgreSQL restarts under a running agent server', () => {
   beforeAll(async () => {
     pgServer = await startThrowawayPostgres();
     server = await startServerProcess(
-      ['--config', FIXTURE_CONFIG, '--database-url', pgServer.url, '--database-wait', '60', '--lease-secs', '10'],
+      [
+        ...EXECUTOR_THREAD,
+        '--config',
+        FIXTURE_CONFIG,
+        '--database-url',
+        pgServer.url,
+        '--database-wait',
+        '60',
+        '--lease-secs',
+        '10',
+      ],
       { LEDGER_FILE: ledger },
     );
   }, 90_000);
@@ -154,6 +164,7 @@ describe.runIf(hasRedis)('Redis killed and restarted under a running agent serve
     port = await freePort();
     await startRedis();
     server = await startServerProcess([
+      ...EXECUTOR_THREAD,
       '--config',
       FIXTURE_CONFIG,
       '--data-dir',

@@ -8,7 +8,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, it, type TestContext } from 'vitest';
 import { FIXTURE_CONFIG } from '../agent-server/helpers/harness.ts';
 import { createTestDatabase } from '../agent-server/helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../agent-server/helpers/process.ts';
 
 type Db = Awaited<ReturnType<typeof createTestDatabase>>;
 
@@ -43,7 +43,7 @@ describe('durability on Postgres', { timeout: 180_000 }, () => {
     });
     return async (ledger: string, extra: string[] = []): Promise<ServerProc> => {
       const p = await startServerProcess(
-        ['--config', FIXTURE_CONFIG, '--database-url', db.url, '--lease-secs', '2', ...extra],
+        [...EXECUTOR_THREAD, '--config', FIXTURE_CONFIG, '--database-url', db.url, '--lease-secs', '2', ...extra],
         { LEDGER_FILE: ledger },
       );
       procs.push(p);

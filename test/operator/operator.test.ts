@@ -115,6 +115,7 @@ beforeAll(async () => {
   reads = [];
   counted = countingStore(store, writes, reads);
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: storeLogSink(store),
     logger: silentLogger(),

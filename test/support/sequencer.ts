@@ -1,5 +1,5 @@
-// Test files start longest first (from test/support/durations.json), so that with two workers the long files do
-// not end up last, alone, while the other worker is idle. vitest orders by its own cache of earlier runs, which a
+// Test files start longest first (from test/support/durations.json), so that the long files do not end up last,
+// alone, while the other workers are idle. vitest orders by its own cache of earlier runs, which a
 // fresh clone (CI) does not have: there it would start files in discovery order. Files missing from the list
 // (new ones) start first, as vitest does with files it has no record of. Refresh the list with
 // `npm run test:durations` after adding or reshaping slow tests.

@@ -15,6 +15,21 @@ export interface ServerProc {
   kill9(): Promise<void>;
 }
 
+/** A test about how runs execute asks for a thread with these, whatever the machine. */
+export const EXECUTOR_THREAD = ['--executor-threads', '1'];
+
+/**
+ * Where the server runs graphs, named by every test rather than left to the machine (a server picks a thread on 2+
+ * CPUs, none on 1): on its main thread unless the test says `--executor-threads` (or AGENTPLANE_EXECUTOR_THREADS).
+ * An executor thread costs each server about a second of CPU when its first run starts; the tests about how runs
+ * execute, stream and survive ask for one.
+ */
+function executorArgs(args: string[], env: Record<string, string>): string[] {
+  return args.includes('--executor-threads') || env.AGENTPLANE_EXECUTOR_THREADS !== undefined
+    ? []
+    : ['--executor-threads', '0'];
+}
+
 export async function startServerProcess(
   args: string[],
   env: Record<string, string> = {},
@@ -23,7 +38,7 @@ export async function startServerProcess(
 ): Promise<ServerProc> {
   const proc = spawn(
     process.execPath,
-    [path.join(ROOT, 'bin/agentplane.mjs'), 'agent-server', '--port', '0', ...args],
+    [path.join(ROOT, 'bin/agentplane.mjs'), 'agent-server', '--port', '0', ...executorArgs(args, env), ...args],
     {
       cwd: ROOT,
       env: { ...process.env, LOG_LEVEL: 'info', ...env },

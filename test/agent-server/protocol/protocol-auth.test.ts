@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk-v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph-auth.json', import.meta.url).pathname;
 const ALICE = { authorization: 'Bearer token-alice' };
@@ -25,7 +25,7 @@ describe('thread protocol under custom auth', { timeout: 90_000 }, () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-protocol-auth-'));
-    server = await startServerProcess(['--config', CONFIG, '--data-dir', join(dir, 'data')]);
+    server = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', join(dir, 'data')]);
   });
   afterAll(async () => {
     await server?.stop();

@@ -15,7 +15,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { needsTool } from '../../support/system-tools.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
 const PAGE = new URL('../../fixtures/protocol/web/', import.meta.url).pathname;
@@ -57,7 +57,7 @@ describe('useStream (@langchain/react) in Chromium', { timeout: 120_000 }, () =>
     });
     await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
     siteUrl = `http://127.0.0.1:${(site.address() as { port: number }).port}`;
-    agent = await startServerProcess(['--config', CONFIG, '--data-dir', join(dir, 'data')]);
+    agent = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', join(dir, 'data')]);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],

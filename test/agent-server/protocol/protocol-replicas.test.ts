@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { redisSkipReason, testRedisUrl } from '../../support/redis.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
 
@@ -51,7 +51,10 @@ describe.each(transports)(
         db.url,
         ...(transport === 'redis' ? ['--redis-url', redisUrl!] : []),
       ];
-      [a, b] = await Promise.all([startServerProcess(args), startServerProcess(args)]);
+      [a, b] = await Promise.all([
+        startServerProcess([...EXECUTOR_THREAD, ...args]),
+        startServerProcess([...EXECUTOR_THREAD, ...args]),
+      ]);
     });
     afterAll(async () => {
       await Promise.all([a?.stop(), b?.stop()]);

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { hashApiKey } from '../../../src/agent-server/http/api-keys.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 import { isRootEnd, untilEnd, type ProtocolEvent as Ev } from '../helpers/protocol-events.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
@@ -43,7 +43,7 @@ describe.each(['embedded', 'postgres'] as const)('thread protocol on %s storage'
       drop = db.drop;
       storeArgs.push('--database-url', db.url);
     } else storeArgs.push('--data-dir', join(dir, 'data'));
-    server = await startServerProcess(['--config', CONFIG, '--auth-keys-file', keys, ...storeArgs]);
+    server = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--auth-keys-file', keys, ...storeArgs]);
   });
   afterAll(async () => {
     await server?.stop();

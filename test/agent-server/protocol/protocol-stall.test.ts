@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/protocol/langgraph.json', import.meta.url).pathname;
 const COUNT = 3000;
@@ -19,6 +19,7 @@ describe('a protocol WebSocket that stops reading', { timeout: 90_000 }, () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-protocol-stall-'));
     server = await startServerProcess([
+      ...EXECUTOR_THREAD,
       '--config',
       CONFIG,
       '--data-dir',

@@ -5,7 +5,7 @@
 // each.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/agent-server/langgraph.json', import.meta.url).pathname;
 
@@ -26,7 +26,10 @@ describe('join of a run queued on its replica, run or deleted by another (postgr
   beforeAll(async () => {
     db = await createTestDatabase();
     const args = ['--config', CONFIG, '--database-url', db.url, '--jobs-per-worker', '1'];
-    [a, b] = await Promise.all([startServerProcess(args), startServerProcess(args)]);
+    [a, b] = await Promise.all([
+      startServerProcess([...EXECUTOR_THREAD, ...args]),
+      startServerProcess([...EXECUTOR_THREAD, ...args]),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_CONFIG } from '../helpers/harness.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const HOOKS_CONFIG = new URL('../fixtures/webhooks/langgraph.json', import.meta.url).pathname;
 
@@ -63,7 +63,7 @@ describe('run webhooks', { timeout: 120_000 }, () => {
   async function start(extra: string[], config = FIXTURE_CONFIG, env: Record<string, string> = {}): Promise<Client> {
     const dir = mkdtempSync(join(tmpdir(), 'ap-as-hooks-'));
     dirs.push(dir);
-    const s = await startServerProcess(['--config', config, '--data-dir', dir, ...extra], env);
+    const s = await startServerProcess([...EXECUTOR_THREAD, '--config', config, '--data-dir', dir, ...extra], env);
     servers.push(s);
     return new Client({ apiUrl: s.url, callerOptions: { maxRetries: 0 } });
   }

@@ -12,7 +12,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import { RunTree } from 'langsmith/run_trees';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installLeanRunContext } from '../../../src/agent-server/shims/lean-run-context.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const EXAMPLE = new URL('../../../examples/agent/langgraph.json', import.meta.url).pathname;
 
@@ -74,7 +74,7 @@ describe('lean run context, tracing on (agent server process)', { timeout: 120_0
     await new Promise<void>((r) => langsmith.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(langsmith.address() as { port: number }).port}`;
     dir = mkdtempSync(join(tmpdir(), 'ap-lean-trace-'));
-    server = await startServerProcess(['--config', EXAMPLE, '--data-dir', dir], {
+    server = await startServerProcess([...EXECUTOR_THREAD, '--config', EXAMPLE, '--data-dir', dir], {
       LANGSMITH_TRACING: 'true',
       LANGSMITH_ENDPOINT: url,
       LANGSMITH_API_KEY: 'lsv2_test_lean',

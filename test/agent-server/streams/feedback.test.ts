@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 
 const CONFIG = new URL('../../fixtures/streams/langgraph.json', import.meta.url).pathname;
 const API_KEY = `lsv2_test_${randomUUID()}`;
@@ -56,7 +56,7 @@ describe('feedback events (LangSmith feedback tokens)', { timeout: 120_000 }, ()
     langsmithUrl = `http://127.0.0.1:${(langsmith.address() as { port: number }).port}`;
     const dir = mkdtempSync(join(tmpdir(), 'ap-feedback-'));
     dirs.push(dir);
-    withLs = await startServerProcess(['--config', CONFIG, '--data-dir', dir], {
+    withLs = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', dir], {
       LANGSMITH_API_KEY: API_KEY,
       LANGSMITH_ENDPOINT: langsmithUrl,
       LANGSMITH_TRACING: 'false',
@@ -133,7 +133,7 @@ describe('feedback events (LangSmith feedback tokens)', { timeout: 120_000 }, ()
   it('without LangSmith configured: one log line at start, and runs with feedback_keys have no feedback event', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-feedback-none-'));
     dirs.push(dir);
-    const plain = await startServerProcess(['--config', CONFIG, '--data-dir', dir], {
+    const plain = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', dir], {
       LANGSMITH_API_KEY: '',
       LANGCHAIN_API_KEY: '',
     });
@@ -149,7 +149,7 @@ describe('feedback events (LangSmith feedback tokens)', { timeout: 120_000 }, ()
     const dir = mkdtempSync(join(tmpdir(), 'ap-feedback-bad-'));
     dirs.push(dir);
     await expect(
-      startServerProcess(['--config', CONFIG, '--data-dir', dir], {
+      startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', dir], {
         LANGSMITH_API_KEY: API_KEY,
         LANGSMITH_ENDPOINT: 'file:///etc/passwd',
       }),

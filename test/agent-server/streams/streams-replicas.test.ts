@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisSkipReason, testRedisUrl } from '../../support/redis.ts';
 import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 import { readSse, type SseEvent } from '../helpers/sse.ts';
 
 const CONFIG = new URL('../../fixtures/streams/langgraph.json', import.meta.url).pathname;
@@ -64,6 +64,7 @@ describe.each(transports)(
     async function start(stallSecs = 15, env: Record<string, string> = {}): Promise<ServerProc> {
       const p = await startServerProcess(
         [
+          ...EXECUTOR_THREAD,
           '--config',
           CONFIG,
           '--database-url',

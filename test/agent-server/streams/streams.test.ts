@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 import { readSse } from '../helpers/sse.ts';
 
 const CONFIG = new URL('../../fixtures/streams/langgraph.json', import.meta.url).pathname;
@@ -19,7 +19,7 @@ describe('stream modes', { timeout: 120_000 }, () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ap-as-streams-'));
-    server = await startServerProcess(['--config', CONFIG, '--data-dir', dir]);
+    server = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', dir]);
     client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
   });
   afterAll(async () => {

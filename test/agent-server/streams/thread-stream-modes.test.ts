@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../helpers/pg.ts';
-import { startServerProcess, type ServerProc } from '../helpers/process.ts';
+import { EXECUTOR_THREAD, startServerProcess, type ServerProc } from '../helpers/process.ts';
 import { readSse } from '../helpers/sse.ts';
 
 const CONFIG = new URL('../../fixtures/streams/langgraph.json', import.meta.url).pathname;
@@ -28,11 +28,11 @@ describe.concurrent.each(['embedded', 'postgres'] as const)(
       if (store === 'embedded') {
         const dir = mkdtempSync(join(tmpdir(), 'ap-thread-modes-'));
         cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-        server = await startServerProcess(['--config', CONFIG, '--data-dir', dir]);
+        server = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--data-dir', dir]);
       } else {
         const db = await createTestDatabase();
         cleanups.push(() => db.drop());
-        server = await startServerProcess(['--config', CONFIG, '--database-url', db.url]);
+        server = await startServerProcess([...EXECUTOR_THREAD, '--config', CONFIG, '--database-url', db.url]);
       }
       client = new Client({ apiUrl: server.url, callerOptions: { maxRetries: 0 } });
     });

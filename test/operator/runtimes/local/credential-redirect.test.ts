@@ -43,6 +43,7 @@ beforeAll(async () => {
   };
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs,
     logger: silentLogger(),

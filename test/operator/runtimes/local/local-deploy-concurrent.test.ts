@@ -32,6 +32,7 @@ const deployLog: string[] = [];
 beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-deploy-twice-'));
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: { append: async (_ref, type, lines) => void (type === 'deploy' && deployLog.push(...lines)) },
     logger: silentLogger(),

@@ -41,6 +41,7 @@ let live: ServerSpec = spec;
 /** A runtime on the test's data folder (a second one plays the platform after a restart). */
 function newRuntime(): LocalRuntime {
   const made = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: {
       append: async (_ref, type, lines) => {

@@ -67,6 +67,7 @@ beforeAll(async () => {
     ? (await detectSandbox('bwrap', { hidden: [dataDir], shared: [...sharedTrees(PACKAGE_DIR), tmp] })).sandbox
     : undefined;
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir,
     logs: {
       append: async (ref, type, lines) =>

@@ -82,6 +82,7 @@ const saved = { key: process.env.AGENTPLANE_BOOTSTRAP_API_KEY, db: process.env.A
 
 function newRuntime(extra: Partial<ConstructorParameters<typeof LocalRuntime>[0]> = {}): LocalRuntime {
   return new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(dataRoot, 'runtime'),
     protectedDirs: [dataRoot],
     allowLocalRepos: [repos],

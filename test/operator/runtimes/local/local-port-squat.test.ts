@@ -59,6 +59,7 @@ it("gives no other process a chance to take an agent server's port before the se
       });
     });
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: {
       append: async (_ref, _type, lines) => {

@@ -85,6 +85,7 @@ beforeAll(async () => {
   // Sandboxed when bwrap works here: the server still reaches Postgres on 127.0.0.1.
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: { append: async () => {} },
     logger: silentLogger(),

@@ -63,6 +63,7 @@ beforeAll(async () => {
   logs = new MemoryLogs();
   sandbox = (await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) })).sandbox;
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs,
     logger: silentLogger(),

@@ -85,6 +85,7 @@ const settle = <T extends { phase: string }>(ask: () => Promise<T>, phases: stri
 
 function newRuntime(): LocalRuntime {
   return new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: dataDir(),
     logs,
     logger: silentLogger(),

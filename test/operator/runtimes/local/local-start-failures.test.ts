@@ -51,6 +51,7 @@ beforeAll(() => {
   git('add', '-A');
   git('commit', '--quiet', '-m', 'a graph module that claims its database is down');
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: { append: async () => undefined },
     logger: silentLogger(),

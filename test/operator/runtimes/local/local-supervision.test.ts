@@ -40,6 +40,7 @@ beforeEach(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-supervision-'));
   repo = makeExampleRepo(tmp);
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs: { append: async () => undefined },
     logger: silentLogger(),

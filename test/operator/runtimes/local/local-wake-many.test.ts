@@ -5,9 +5,9 @@
 // request that had its deployment's address in hand when the sleep began (the proxy's key check was still running)
 // is held and served, not sent to the stopping server.
 //
-// WAKES deployments, not the 50 of the issue: each wake is an agent server start (about 1.1 s of CPU) plus an executor
-// thread for its first run (about 0.65 s), and every deployment is first started once to be given its threads and
-// crons; 10 keeps this file near a minute of CPU on a 2-core machine shared with other work (`/usr/bin/time`), and
+// WAKES deployments, not the 50 of the issue: each wake is an agent server start (about 1.1 s of CPU; graphs run on
+// its main thread here, so no executor thread is started for its first run), and every deployment is first started
+// once to be given its threads and crons; 10 keeps this file near a minute of CPU on a 2-core machine shared with other work (`/usr/bin/time`), and
 // still puts two or three deployments of each kind of caller into one burst. The issue's 50 at once, on demand:
 // AGENTPLANE_TEST_WAKES=50 npx vitest run test/operator/runtimes/local/local-wake-many.test.ts (bench/density.ts
 // wakes more, one at a time).
@@ -79,6 +79,7 @@ beforeAll(async () => {
   const repo = makeExampleRepo(tmp);
   const dataDir = join(tmp, 'data');
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir,
     logs: {
       append: async (ref, type, lines) => {

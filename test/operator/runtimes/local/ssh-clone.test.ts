@@ -123,6 +123,7 @@ beforeAll(async () => {
   logs = new MemoryLogs();
   const { sandbox } = await detectSandbox('auto', { hidden: [join(tmp, 'data')], shared: sharedTrees(PACKAGE_DIR) });
   runtime = new LocalRuntime({
+    agentExecutorThreads: 0,
     dataDir: join(tmp, 'data'),
     logs,
     logger: silentLogger(),
