@@ -39,9 +39,20 @@ export const DEPLOYMENTS_PREFIX = '/deployments';
 export const restartingDetail = (id: string, retryAfterSecs: number) =>
   `Deployment ${id} is restarting, retry after ${retryAfterSecs} s.`;
 
+/**
+ * The 503 of a request whose credentials could not be checked (the platform's key store did not answer): neither let
+ * through nor refused, and not a failure of the proxy.
+ */
+export const credentialCheckDetail = (id: string, retryAfterSecs: number) =>
+  `Deployment ${id} cannot take requests right now: the platform could not check this request's credentials; retry after ${retryAfterSecs} s.`;
+
+/** How long a caller whose credentials could not be checked is asked to wait. */
+const CHECK_RETRY_SECS = 2;
+
 export type Admission =
   | { kind: 'none' }
-  | { kind: 'unavailable'; retryAfterSecs: number }
+  /** `detail` when it is not a restart; `cause` what failed, for the proxy's own log. */
+  | { kind: 'unavailable'; retryAfterSecs: number; detail?: string; cause?: unknown }
   | { kind: 'refused'; detail: string }
   | { kind: 'admitted'; port: number; release: () => void };
 
@@ -59,7 +70,13 @@ export async function admit(opts: ProxyOptions, id: string, req: IncomingMessage
     const backend = await opts.resolve(id);
     if (!backend) return { kind: 'none' };
     if ('unavailable' in backend) return { kind: 'unavailable', retryAfterSecs: backend.retryAfterSecs };
-    const refusal = await opts.refuse?.(backend.tenant, req);
+    let refusal: string | undefined;
+    try {
+      refusal = await opts.refuse?.(backend.tenant, req);
+    } catch (cause) {
+      const retryAfterSecs = CHECK_RETRY_SECS;
+      return { kind: 'unavailable', retryAfterSecs, detail: credentialCheckDetail(id, retryAfterSecs), cause };
+    }
     if (refusal) return { kind: 'refused', detail: refusal };
     const release = backend.acquire();
     if (release) return { kind: 'admitted', port: backend.port, release };

@@ -145,9 +145,8 @@ export function deploymentUpgrades(opts: ProxyOptions, limits = UPGRADE_LIMITS):
         if (admitted.kind === 'none') return answer(404, 'Not Found', JSON.stringify({ detail: 'no live revision' }));
         if (admitted.kind === 'unavailable') {
           const s = admitted.retryAfterSecs;
-          return answer(503, 'Service Unavailable', JSON.stringify({ detail: restartingDetail(target.id, s) }), [
-            `retry-after: ${s}`,
-          ]);
+          const detail = admitted.detail ?? restartingDetail(target.id, s);
+          return answer(503, 'Service Unavailable', JSON.stringify({ detail }), [`retry-after: ${s}`]);
         }
         if (admitted.kind === 'refused') return answer(403, 'Forbidden', JSON.stringify({ detail: admitted.detail }));
         releaseBackend = admitted.release;

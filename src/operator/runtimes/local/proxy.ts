@@ -93,10 +93,11 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
       }
       if (admitted.kind === 'unavailable') {
         const s = admitted.retryAfterSecs;
+        if (admitted.cause) req.log.warn({ err: admitted.cause, deployment: id }, 'credential check failed: 503');
         return reply
           .code(503)
           .header('retry-after', String(s))
-          .send({ detail: restartingDetail(id, s) });
+          .send({ detail: admitted.detail ?? restartingDetail(id, s) });
       }
       if (admitted.kind === 'refused') return reply.code(403).send({ detail: admitted.detail });
       reply.raw.once('close', admitted.release);

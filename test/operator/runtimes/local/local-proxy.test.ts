@@ -2,7 +2,8 @@
 // client can: oversized bodies (with a length, chunked, behind `Expect: 100-continue`) get a 413 and leave the pooled
 // upstream connections clean for the next callers; curl's `Expect: 100-continue` for a large allowed body works;
 // hop-by-hop headers, garbage, bodies that break off and slow senders get 4xx (or nothing), never a 5xx; the front
-// server's header and request timeouts answer 408 while a long event stream is not cut.
+// server's header and request timeouts answer 408 while a long event stream is not cut; a credential check that fails
+// is a 503 with Retry-After, and nothing goes on.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -186,6 +187,44 @@ describe('the local proxy', { timeout: 60_000 }, () => {
       }),
     );
     expect(await Promise.all(Array.from({ length: 4 }, search))).toEqual(Array(4).fill(200));
+  });
+
+  it("answers 503 with Retry-After, not 500, when the platform's credential check fails, and sends nothing on", async () => {
+    // The dev process's check reads its key store (PostgreSQL in production): that store being away is a moment to
+    // wait out, not a failure of the proxy, and the request must not reach the agent unchecked.
+    const upstream = Number(new URL(server.url).port);
+    let acquired = 0;
+    const proxy = Fastify();
+    await deploymentProxy(proxy, {
+      resolve: async () => ({
+        port: upstream,
+        tenant: 'ws',
+        acquire: () => {
+          acquired++;
+          return () => undefined;
+        },
+      }),
+      refuse: async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+      },
+    });
+    try {
+      const res = await proxy.inject({
+        method: 'POST',
+        url: '/deployments/d1/assistants/search',
+        headers: { 'content-type': 'application/json', 'x-api-key': 'some-key' },
+        payload: '{}',
+      });
+      expect(res.statusCode).toBe(503);
+      expect(res.headers['retry-after']).toBe('2');
+      expect(res.json()).toEqual({
+        detail:
+          "Deployment d1 cannot take requests right now: the platform could not check this request's credentials; retry after 2 s.",
+      });
+      expect(acquired).toBe(0);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('cuts slow headers and slow bodies with 408, and lets a long event stream run past both timeouts', async () => {

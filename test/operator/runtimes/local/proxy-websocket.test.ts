@@ -1,7 +1,7 @@
 // WebSocket upgrades through the one-machine proxy in front of deployments (<base>/deployments/<id>/...): the SDK
 // 1.15 ThreadStream's WebSocket reaches a real agent server process behind the proxy and streams a run token by
-// token; the agent server's own refusal (no key) reaches the client unchanged, an unknown deployment is a 404, and
-// every relayed connection is released once closed.
+// token; the agent server's own refusal (no key) reaches the client unchanged, an unknown deployment is a 404, a
+// credential check that could not be made a 503, and every relayed connection is released once closed.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -128,6 +128,7 @@ describe('WebSocket upgrades through the deployment proxy', { timeout: 90_000 },
     const ADMIN = 'the-bootstrap-key-0123456789';
     let asked = 0;
     let restarting = false;
+    let checkFails = false;
     const port = Number(new URL(agent.url).port);
     const origin = createFrontServer((_req, res) => res.end());
     const options = {
@@ -138,8 +139,10 @@ describe('WebSocket upgrades through the deployment proxy', { timeout: 90_000 },
           : { port, tenant: 'ws-1', acquire: () => () => undefined };
       },
       deploymentAt: () => 'dep-1',
-      refuse: async (_tenant: string, req: { headers: Record<string, unknown> }) =>
-        credentialValues(req.headers as never).includes(ADMIN) ? 'platform key' : undefined,
+      refuse: async (_tenant: string, req: { headers: Record<string, unknown> }) => {
+        if (checkFails) throw new Error('the key store did not answer');
+        return credentialValues(req.headers as never).includes(ADMIN) ? 'platform key' : undefined;
+      },
     };
     origin.on('upgrade', deploymentUpgrades(options));
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
@@ -166,7 +169,11 @@ describe('WebSocket upgrades through the deployment proxy', { timeout: 90_000 },
       expect((await handshake(['agentplane', `bearer.${ADMIN}`])).status).toBe(403);
       restarting = true;
       expect(await handshake(['agentplane', `x-api-key.${KEY}`])).toEqual({ status: 503, retryAfter: '3' });
-      expect(asked).toBe(4);
+      // A credential check that could not be made is a 503 too (come back shortly), not a 502.
+      restarting = false;
+      checkFails = true;
+      expect(await handshake(['agentplane', `x-api-key.${KEY}`])).toEqual({ status: 503, retryAfter: '2' });
+      expect(asked).toBe(5);
     } finally {
       origin.closeAllConnections();
       await new Promise((r) => origin.close(r));
