@@ -36,14 +36,14 @@ export const DEPLOYMENTS_PREFIX = '/deployments';
  * The 503 of a deployment being started again. Callers may be anonymous: why it restarts (the agent's own last
  * words) is for its workspace's deploy log, not for them.
  */
-export const restartingDetail = (id: string, retryAfterSecs: number) =>
+const restartingDetail = (id: string, retryAfterSecs: number) =>
   `Deployment ${id} is restarting, retry after ${retryAfterSecs} s.`;
 
 /**
  * The 503 of a request whose credentials could not be checked (the platform's key store did not answer): neither let
  * through nor refused, and not a failure of the proxy.
  */
-export const credentialCheckDetail = (id: string, retryAfterSecs: number) =>
+const credentialCheckDetail = (id: string, retryAfterSecs: number) =>
   `Deployment ${id} cannot take requests right now: the platform could not check this request's credentials; retry after ${retryAfterSecs} s.`;
 
 /** How long a caller whose credentials could not be checked is asked to wait. */
@@ -51,8 +51,8 @@ const CHECK_RETRY_SECS = 2;
 
 export type Admission =
   | { kind: 'none' }
-  /** `detail` when it is not a restart; `cause` what failed, for the proxy's own log. */
-  | { kind: 'unavailable'; retryAfterSecs: number; detail?: string; cause?: unknown }
+  /** `detail` what the caller is told; `cause` what failed, for the proxy's own log. */
+  | { kind: 'unavailable'; retryAfterSecs: number; detail: string; cause?: unknown }
   | { kind: 'refused'; detail: string }
   | { kind: 'admitted'; port: number; release: () => void };
 
@@ -69,7 +69,10 @@ export async function admit(opts: ProxyOptions, id: string, req: IncomingMessage
   for (let round = 0; round < READMITS; round++) {
     const backend = await opts.resolve(id);
     if (!backend) return { kind: 'none' };
-    if ('unavailable' in backend) return { kind: 'unavailable', retryAfterSecs: backend.retryAfterSecs };
+    if ('unavailable' in backend) {
+      const retryAfterSecs = backend.retryAfterSecs;
+      return { kind: 'unavailable', retryAfterSecs, detail: restartingDetail(id, retryAfterSecs) };
+    }
     let refusal: string | undefined;
     try {
       refusal = await opts.refuse?.(backend.tenant, req);
@@ -81,5 +84,5 @@ export async function admit(opts: ProxyOptions, id: string, req: IncomingMessage
     const release = backend.acquire();
     if (release) return { kind: 'admitted', port: backend.port, release };
   }
-  return { kind: 'unavailable', retryAfterSecs: 1 };
+  return { kind: 'unavailable', retryAfterSecs: 1, detail: restartingDetail(id, 1) };
 }

@@ -4,7 +4,7 @@
 import { request, type ClientRequest, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { repeatedCredentialDetail, repeatedCredentialHeader } from '../../../lib/http.ts';
-import { admit, restartingDetail, type ProxyOptions } from './proxy-target.ts';
+import { admit, type ProxyOptions } from './proxy-target.ts';
 
 const REFUSAL_LINGER_MS = 5_000;
 
@@ -145,8 +145,7 @@ export function deploymentUpgrades(opts: ProxyOptions, limits = UPGRADE_LIMITS):
         if (admitted.kind === 'none') return answer(404, 'Not Found', JSON.stringify({ detail: 'no live revision' }));
         if (admitted.kind === 'unavailable') {
           const s = admitted.retryAfterSecs;
-          const detail = admitted.detail ?? restartingDetail(target.id, s);
-          return answer(503, 'Service Unavailable', JSON.stringify({ detail }), [`retry-after: ${s}`]);
+          return answer(503, 'Service Unavailable', JSON.stringify({ detail: admitted.detail }), [`retry-after: ${s}`]);
         }
         if (admitted.kind === 'refused') return answer(403, 'Forbidden', JSON.stringify({ detail: admitted.detail }));
         releaseBackend = admitted.release;

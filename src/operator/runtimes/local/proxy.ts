@@ -16,7 +16,7 @@ import replyFrom, { type FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { repeatedCredentialDetail, repeatedCredentialHeader } from '../../../lib/http.ts';
 import { tenantResponseHeaders } from './proxy-headers.ts';
-import { admit, DEPLOYMENTS_PREFIX, restartingDetail, type ProxyOptions } from './proxy-target.ts';
+import { admit, DEPLOYMENTS_PREFIX, type ProxyOptions } from './proxy-target.ts';
 
 /** The agent server's default body limit: a larger body would be refused there anyway. */
 export const DEFAULT_PROXY_BODY_LIMIT = 10 * 1024 * 1024;
@@ -94,10 +94,7 @@ export async function deploymentProxy(app: FastifyInstance, opts: ProxyOptions):
       if (admitted.kind === 'unavailable') {
         const s = admitted.retryAfterSecs;
         if (admitted.cause) req.log.warn({ err: admitted.cause, deployment: id }, 'credential check failed: 503');
-        return reply
-          .code(503)
-          .header('retry-after', String(s))
-          .send({ detail: admitted.detail ?? restartingDetail(id, s) });
+        return reply.code(503).header('retry-after', String(s)).send({ detail: admitted.detail });
       }
       if (admitted.kind === 'refused') return reply.code(403).send({ detail: admitted.detail });
       reply.raw.once('close', admitted.release);
