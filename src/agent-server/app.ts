@@ -2,7 +2,7 @@
 import fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
+import { installErrorAnswers, installJsonBodyParser, zodSchemaController } from '../lib/http.ts';
 import { refuseForeignKeys, requireApiKey, type KeyVerifier } from './http/api-keys.ts';
 import { AuthHttpError } from './auth/custom.ts';
 import { authenticateRequest, identifyCaller, installCustomAuth } from './http/auth-hooks.ts';
@@ -82,6 +82,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const rewriteUrl = prefixRewriter(ext.http.mount_prefix);
   const app = fastify({
     ...(rewriteUrl ? { rewriteUrl } : {}),
+    schemaController: zodSchemaController,
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Per-request log lines would dominate the hot path; runs log with their own context instead.
     logController: new LogController({ disableRequestLogging: true }),

@@ -9,7 +9,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import { installErrorAnswers, installJsonBodyParser } from '../lib/http.ts';
+import { installErrorAnswers, installJsonBodyParser, zodSchemaController } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import { redactUrlsIn } from '../lib/redact.ts';
 import { createAuthenticator, type Authenticator, type BootstrapKey } from './api-keys/keys.ts';
@@ -95,6 +95,7 @@ export async function createControlPlane(deps: ControlPlaneDeps): Promise<Fastif
   const app = fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: 2 * 1024 * 1024,
+    schemaController: zodSchemaController,
     // One line per request, written below: a successful read (the CLI's and the console's polling) is debug, so a
     // terminal shows what changed and what failed.
     logController: new LogController({ disableRequestLogging: true }),
