@@ -7,7 +7,8 @@
 // fake timers, crypto.getRandomValues, the working directory, a signal or error listener left on `process`) is put
 // back too, and fails the file that left it, naming what: otherwise the file that runs next in the same worker fails
 // instead, in a way its own run alone never shows.
-import { afterAll } from 'vitest';
+import { appendFileSync } from 'node:fs';
+import { afterAll, expect } from 'vitest';
 
 type Globals = Record<PropertyKey, unknown>;
 const g = globalThis as Globals;
@@ -38,12 +39,21 @@ const SLOTS: Record<string, Slot> = {
   },
   'the working directory': { read: () => process.cwd(), restore: (v) => process.chdir(v as string) },
 };
+// `npm run test:cpu` (scripts/suite-cpu.ts) charges the CPU of each process to the file its worker runs: when each
+// file starts (its imports included) and ends in this worker.
+const cpuLog = process.env.AGENTPLANE_SUITE_CPU_LOG;
+const span = (what: 'S' | 'E') => {
+  if (cpuLog) appendFileSync(cpuLog, `${what} ${process.pid} ${Date.now()} ${expect.getState().testPath}\n`);
+};
+span('S');
+
 const before = Object.fromEntries(Object.entries(SLOTS).map(([name, s]) => [name, s.read()]));
 const listenersOf = (e: (typeof PROCESS_EVENTS)[number]) =>
   process.listeners(e as 'SIGINT') as ((...a: unknown[]) => void)[];
 const listenersBefore = new Map(PROCESS_EVENTS.map((e) => [e, new Set(listenersOf(e))]));
 
 afterAll(() => {
+  span('E');
   const changed: string[] = [];
   if (process.env !== realEnv) {
     changed.push('process.env (replaced by another object)');
