@@ -32,7 +32,8 @@ export interface ErrorAnswers {
 }
 
 /**
- * fastify's `schemaController` for the two apps: their routes' schemas are zod, compiled by fastify-type-provider-zod.
+ * fastify's `schemaController` for the two apps (and `agentplane dev`'s proxy, which has no schemas): their routes'
+ * schemas are zod, compiled by fastify-type-provider-zod.
  * Named as the compilers' factories, they also spare each process start loading fastify's own (ajv and
  * fast-json-stringify with their ~100 files, ~60 ms of CPU), which it would otherwise load when the app is created
  * only to have them replaced. The apps still call setValidatorCompiler/setSerializerCompiler as before.

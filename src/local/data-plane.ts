@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import type { Logger } from '../lib/logger.ts';
+import { zodSchemaController } from '../lib/http.ts';
 import { fileKeySink } from '../control-plane/api-keys/key-publisher.ts';
 import type { PlatformState } from '../state/types.ts';
 import { createOperator } from '../operator/operator.ts';
@@ -105,6 +106,8 @@ export async function createLocalDataPlane(opts: LocalDataPlaneOptions): Promise
   // Agent traffic is logged by the agent servers; the proxy reports only its own problems.
   const proxy = Fastify({
     loggerInstance: logger.child({ component: 'proxy' }, { level: 'warn' }) as FastifyBaseLogger,
+    // Its routes have no schemas: this only spares the process loading fastify's ajv compiler for nothing.
+    schemaController: zodSchemaController,
   });
   // Set once the proxy options exist (they need the runtime, which needs the origins).
   let upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void = (_req, socket) => void socket.destroy();
