@@ -97,6 +97,7 @@ try {
   await new Promise((r) => setTimeout(r, 3 * RESYNC_MS));
 
   const before = new Map(counts);
+  const connectionsBefore = cluster.api.connections;
   const started = Date.now();
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const elapsed = (Date.now() - started) / 1000;
@@ -114,6 +115,11 @@ try {
   for (const [k, v] of delta.sort((a, b) => b[1] - a[1]))
     console.log(`  ${k.padEnd(48)} ${(v / N / resyncs).toFixed(2)} per deployment per resync`);
   console.log(`(startup and rollout before the window: ${total() - sent} requests)`);
+  // Each one a TCP connection and a TLS handshake; watches hold one each.
+  console.log(
+    `connections the API server accepted: ${connectionsBefore} in startup and rollout (every client of the run), ` +
+      `${cluster.api.connections - connectionsBefore} in the window`,
+  );
 } finally {
   await cluster.close();
 }

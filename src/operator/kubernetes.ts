@@ -1,6 +1,6 @@
 // The operator in a cluster: the kubernetes store (custom resources) feeding the controllers, the Kubernetes
 // runtime acting on the cluster, and, when asked, a Lease so that only one replica acts at a time.
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../lib/kube-config.ts';
 import type { Logger } from '../lib/logger.ts';
 import { openKubernetesPlatformState } from '../state/kubernetes/index.ts';
 import { buildCredentialResolver } from '../git/credentials.ts';
@@ -26,13 +26,6 @@ export type RunningOperator = {
   health: Promise<number | undefined>;
   close(): Promise<void>;
 };
-
-function loadKubeConfig(file?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (file) kc.loadFromFile(file);
-  else kc.loadFromDefault();
-  return kc;
-}
 
 export function startKubernetesOperator(config: OperatorConfig, logger: Logger): RunningOperator {
   const metrics = createOperatorMetrics();

@@ -3,7 +3,8 @@
 // finalized them all: each carries the operator's finalizer (it cleans up what owner references cannot reach), and
 // once `helm uninstall` has removed the operator nobody would take it off, so the AgentDeployments, and the
 // namespace deleted after them, would stay Terminating for good.
-import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../lib/kube-config.ts';
 import { formatHelp, optionPicker, parseCommandArgs, UsageError, type CommandSpec } from '../lib/cli-args.ts';
 import { createLogger, type Logger } from '../lib/logger.ts';
 import { GROUP, VERSION } from '../resources/meta.ts';
@@ -99,10 +100,7 @@ export async function run(argv: string[]): Promise<void> {
   const timeout = Number(pick('timeout'));
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new UsageError(`--timeout must be a whole number of seconds above 0, not "${pick('timeout')}"`);
-  const kc = new KubeConfig();
-  const file = pick('kubeconfig');
-  if (file) kc.loadFromFile(file);
-  else kc.loadFromDefault();
+  const kc = loadKubeConfig(pick('kubeconfig') || undefined);
   const logger = createLogger({ level: process.env.LOG_LEVEL, name: 'uninstall' });
   const left = await deleteAndAwaitFinalized(kc.makeApiClient(CustomObjectsApi), namespace, timeout * 1000, logger);
   if (left.length === 0) {

@@ -13,7 +13,8 @@ import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../src/lib/kube-config.ts';
 import { parseAllDocuments, stringify } from 'yaml';
 
 type Json = Record<string, any>;
@@ -101,8 +102,8 @@ function writeKubeconfig(path: string, server: string, ca: string, token: string
     'current-context': 'kube',
   };
   writeFileSync(path, JSON.stringify(doc, null, 2), { mode: 0o600 });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(path);
+  // As agentplane's processes load it (their API clients reuse connections).
+  const kubeConfig = loadKubeConfig(path);
   return { kubeConfig, kubeconfigPath: path, token };
 }
 

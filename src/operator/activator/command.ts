@@ -2,7 +2,7 @@
 // beside the operator (activator.enabled). It watches the agent Services, answers requests on --port until
 // SIGTERM/SIGINT, then closes.
 import { createServer } from 'node:http';
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../lib/kube-config.ts';
 import { z } from 'zod';
 import {
   configSchema,
@@ -124,9 +124,7 @@ export async function run(argv: string[]): Promise<void> {
   const pick = optionPicker(activatorCommand, flags, process.env);
   const config = parseOptions(activatorCommand, schema, optionValues(activatorCommand, pick), pick);
   const logger = createLogger({ level: config.logLevel, name: 'activator' });
-  const kc = new KubeConfig();
-  if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
-  else kc.loadFromDefault();
+  const kc = loadKubeConfig(config.kubeconfig);
   // The agents' Services only (the operator labels every child it makes).
   const services = new Informer<Obj<V1Service>>(
     childListWatch(

@@ -2,7 +2,8 @@
 // hashes, integrations and auth records, ConfigMaps for listeners, claims and revision logs, through
 // @kubernetes/client-node. Namespace model: one configured namespace; tenants are told apart by the
 // agentplane.dev/tenant label (and spec.tenantId). Each aggregate is a factory over the shared clients (client.ts).
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../lib/kube-config.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { tenantKeysSecretName } from '../../resources/index.ts';
 import type { PlatformState } from '../types.ts';
@@ -19,12 +20,7 @@ import { kubernetesTenantReferences } from './tenant-references.ts';
 
 export { tenantKeysSecretName };
 
-export function loadKubeConfig(file?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (file) kc.loadFromFile(file);
-  else kc.loadFromDefault();
-  return kc;
-}
+export { loadKubeConfig };
 
 export type KubernetesPlatformStateOptions = {
   kubeConfig: KubeConfig;

@@ -103,6 +103,8 @@ export class KubeApiServer {
   readonly requests: string[] = [];
   /** The bodies of the writes (POST, PUT, PATCH) as received, for tests that check what a client sent. */
   readonly writes: { method: string; path: string; body: unknown }[] = [];
+  /** Connections clients opened (TCP; each a TLS handshake when serving TLS), for tests of connection reuse. */
+  connections = 0;
   /** The same requests with their query strings. */
   readonly requestUrls: string[] = [];
   /** Container logs served at GET .../pods/<name>/log?container=<c>, keyed "namespace/pod/container". */
@@ -233,6 +235,7 @@ export class KubeApiServer {
     this.server = this.cert
       ? createTlsServer({ key: this.cert.key, cert: this.cert.cert }, handler)
       : createServer(handler);
+    this.server.on('connection', () => this.connections++);
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.url = `${this.cert ? 'https' : 'http'}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this.url;
@@ -244,6 +247,13 @@ export class KubeApiServer {
     for (const w of this.watchers) w.send = () => {};
     this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+
+  /** Connections open now. */
+  openConnections(): Promise<number> {
+    return new Promise((resolve, reject) =>
+      this.server ? this.server.getConnections((err, n) => (err ? reject(err) : resolve(n))) : resolve(0),
+    );
   }
 
   /** Writes a kubeconfig pointing at this server; returns its path. */

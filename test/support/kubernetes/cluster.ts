@@ -4,7 +4,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../../src/lib/kube-config.ts';
 import { KubeApiServer, type KubeApiServerOptions } from '../kube-apiserver/server.ts';
 import { registerBuiltinKinds } from '../kube-apiserver/builtins.ts';
 import { seedCrdObjects } from '../kube-apiserver/crd-objects.ts';
@@ -63,8 +64,8 @@ export async function startCluster(
   const dir = mkdtempSync(join(tmpdir(), 'ap-k8s-'));
   const identity = (file: string, token?: string): Identity => {
     const kubeconfigPath = api.writeKubeconfig(join(dir, file), namespace, token);
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(kubeconfigPath);
+    // As agentplane's processes load it (their API clients reuse connections).
+    const kubeConfig = loadKubeConfig(kubeconfigPath);
     return { kubeConfig, kubeconfigPath };
   };
   const accounts = new Map<string, Identity>();
