@@ -68,6 +68,8 @@ export function reuseConnections(kc: KubeConfig): KubeConfig {
     if (!fresh) return;
     const identity = tlsIdentity(kc);
     if (identity === undefined) return;
+    // A library that keeps its dispatchers itself hands the same one again: nothing to swap or close.
+    if (kept?.dispatcher === fresh) return;
     if (kept?.identity === identity) {
       context.setDispatcher(kept.dispatcher);
       // Never used: it holds no connection, closing it only marks it closed.
