@@ -33,13 +33,15 @@ function material(file: string | undefined, data: string | undefined): string {
 /**
  * What the connections of the current context are made with: the server, the proxy and every TLS input (CA, client
  * certificate and key, as files are now). A rotated certificate or CA is another identity, so its requests get new
- * connections. Undefined when that cannot be known from the kubeconfig: an exec plugin or auth provider may hand
- * the library a client certificate of its own per request, so those requests keep the library's own dispatchers.
+ * connections. Undefined when that cannot be known from the kubeconfig: an exec plugin (`exec`, or an auth provider
+ * that runs one) may hand the library a client certificate of its own per request, so those requests keep the
+ * library's own dispatchers. Token providers (in-cluster's token file, OIDC, the cloud ones) set a header only.
  */
 function tlsIdentity(kc: KubeConfig): string | undefined {
   const cluster = kc.getCurrentCluster();
   const user = kc.getCurrentUser();
-  if (!cluster || user?.exec || user?.authProvider) return undefined;
+  const provider = user?.authProvider as { name?: string; config?: Record<string, unknown> } | undefined;
+  if (!cluster || user?.exec || provider?.name === 'exec' || provider?.config?.exec) return undefined;
   const parts = [
     cluster.server,
     cluster.proxyUrl ?? '',

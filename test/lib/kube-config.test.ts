@@ -115,6 +115,25 @@ describe('API clients of loadKubeConfig', () => {
     }
   });
 
+  it('pool the requests of an in-cluster identity (a token file, read again as the kubelet rotates it)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ap-kc-'));
+    try {
+      const tokenFile = join(dir, 'token');
+      writeFileSync(tokenFile, kube.server.token);
+      // What KubeConfig.loadFromCluster makes of a pod's service account: the CA file and a token-file provider.
+      const { path } = kubeconfigWithCaFile(kube.server, dir, {
+        'auth-provider': { name: 'tokenFile', config: { tokenFile } },
+      });
+      const kc = loadKubeConfig(path);
+      expect(kc.getCurrentUser()?.authProvider?.config?.tokenFile).toBe(tokenFile);
+      const opened = await connectionsOpenedBy(() => sequentialReads(kc.makeApiClient(CoreV1Api), 10));
+      expect(opened).toBeGreaterThanOrEqual(1);
+      expect(opened).toBeLessThanOrEqual(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("leave a user whose exec plugin answers per request to the library's own connections", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ap-kc-'));
     try {
