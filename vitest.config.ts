@@ -1,11 +1,16 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './test/support/sequencer.ts';
 
+// `npm test` runs this tier: every test pinned to the code it tests (test/<path under src>/), the chart, the console
+// and the docs. Two tiers run on their own, each after it in CI (.ci/run): the end-to-end scenarios of test/e2e/
+// (`npm run test:e2e`, vitest.e2e.config.ts: whole platforms deployed and called, chaos and durability kills, the
+// reference suite) and the real Kubernetes control plane of test/kube/ (`npm run test:kube`, vitest.kube.config.ts).
+const TIERS_ON_THEIR_OWN = ['test/e2e/**', 'test/kube/**'];
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
-    // The real Kubernetes control plane tier runs on its own: `npm run test:kube` (vitest.kube.config.ts).
-    exclude: [...configDefaults.exclude, 'test/kube/**'],
+    exclude: [...configDefaults.exclude, ...TIERS_ON_THEIR_OWN],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // On CI a failed test runs again, up to twice: these tests start real processes on a shared 2-core machine, and

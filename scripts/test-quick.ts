@@ -1,8 +1,8 @@
 // `npm run test:quick`: the edit loop's tier. Runs the test files that took at most QUICK_SECONDS in the last
 // recorded full run (test/support/durations.json, refreshed with `npm run test:durations`; a file moved since is
 // known by its name, test/support/durations.ts): units, table tests and in-process service tests. Files that start
-// platforms, builds or browsers take longer and stay in `npm test`, as do files with no record yet. Extra arguments
-// go to vitest (e.g. `npm run test:quick -- test/lib`).
+// platforms, builds or browsers take longer and stay in `npm test`, as do files with no record yet; the e2e and kube
+// tiers are never part of it. Extra arguments go to vitest (e.g. `npm run test:quick -- test/lib`).
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -13,7 +13,10 @@ const QUICK_SECONDS = 5;
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const testFiles = readdirSync(join(root, 'test'), { recursive: true, encoding: 'utf8' })
   .map((f) => `test/${f.split('\\').join('/')}`)
-  .filter((f) => f.endsWith('.test.ts') && !f.includes('/fixtures/') && !f.startsWith('test/kube/'));
+  .filter(
+    (f) =>
+      f.endsWith('.test.ts') && !f.includes('/fixtures/') && !f.startsWith('test/kube/') && !f.startsWith('test/e2e/'),
+  );
 const filters = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 const files = [...durationsOf(root, testFiles)]
   .filter(([, seconds]) => seconds <= QUICK_SECONDS)
