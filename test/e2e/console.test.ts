@@ -18,7 +18,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const UPDATE_SCREENSHOTS = process.env.AGENTPLANE_UPDATE_SCREENSHOTS === '1';
 const IMAGES = UPDATE_SCREENSHOTS ? join(ROOT, 'docs/images') : mkdtempSync(join(tmpdir(), 'ap-console-shots-'));
 const CHROMIUM = process.env.AGENTPLANE_CHROMIUM ?? '/usr/bin/chromium';
-const HAVE_CHROMIUM = needsTool('chromium', 'test/console/console.test.ts');
+const HAVE_CHROMIUM = needsTool('chromium', 'test/e2e/console.test.ts');
 const ARGS = [
   '--headless',
   '--no-sandbox',
