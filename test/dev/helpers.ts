@@ -1,5 +1,5 @@
 // Starts `agentplane dev` as a real child process and talks to it over HTTP only.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 
@@ -136,4 +136,35 @@ export async function workspaceKey(base: string, tenant = TENANT): Promise<strin
   const body = (await res.json()) as { key?: string };
   if (res.status !== 201 || !body.key) throw new Error(`creating a key: HTTP ${res.status} ${JSON.stringify(body)}`);
   return body.key;
+}
+
+export type CliResult = { code: number; stdout: string; stderr: string };
+
+/**
+ * One `agentplane` CLI command as a CI job runs it against `dev`: a child process given the platform's URL, the
+ * bootstrap key and the workspace in its environment (`env` adds or, with undefined, removes variables).
+ */
+export function devCli(
+  dev: DevProcess,
+  args: string[],
+  opts: { env?: Record<string, string | undefined>; cwd?: string } = {},
+): Promise<CliResult> {
+  return new Promise((res) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      {
+        cwd: opts.cwd ?? tmpdir(),
+        env: {
+          ...process.env,
+          AGENTPLANE_URL: dev.url,
+          AGENTPLANE_API_KEY: API_KEY,
+          AGENTPLANE_TENANT: TENANT,
+          ...opts.env,
+        },
+        maxBuffer: 16 * 1024 * 1024,
+      },
+      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
 }

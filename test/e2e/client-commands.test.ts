@@ -1,43 +1,20 @@
 // `agentplane deploy|deployments|revisions` as a CI job runs them: child processes against a real `agentplane dev`,
 // deploying a real git repository made from examples/agent, checked by exit code, output and the agent's answers.
-import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
-
-const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
+import { git, makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
+import { TENANT, devCli, startDev, stopDev, workspaceKey, type CliResult, type DevProcess } from '../dev/helpers.ts';
 
 let tmp: string;
 let repo: ExampleRepo;
 let dev: DevProcess;
 let agentKey: string;
 
-type Result = { code: number; stdout: string; stderr: string };
-
-function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<Result> {
-  return new Promise((res) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      {
-        cwd: cwd ?? tmp,
-        env: {
-          ...process.env,
-          AGENTPLANE_URL: dev.url,
-          AGENTPLANE_API_KEY: API_KEY,
-          AGENTPLANE_TENANT: TENANT,
-          ...env,
-        },
-        maxBuffer: 16 * 1024 * 1024,
-      },
-      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string | undefined> = {}, cwd = tmp): Promise<CliResult> =>
+  devCli(dev, args, { env, cwd });
 
 async function ask(url: string, apiKey?: string): Promise<string> {
   const client = new Client({ apiUrl: url, apiKey, callerOptions: { maxRetries: 0 } });
@@ -54,23 +31,12 @@ beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-cli-'));
   repo = makeExampleRepo(tmp);
   // A branch whose langgraph.json the agent server refuses at start (graphs must be an object).
-  const git = (...args: string[]) =>
-    execFileSync('git', args, {
-      cwd: repo.path,
-      env: {
-        ...process.env,
-        GIT_AUTHOR_NAME: 't',
-        GIT_AUTHOR_EMAIL: 't@example.com',
-        GIT_COMMITTER_NAME: 't',
-        GIT_COMMITTER_EMAIL: 't@example.com',
-      },
-    });
-  git('checkout', '--quiet', '-b', 'bad-config', 'main');
+  git(repo.path, 'checkout', '--quiet', '-b', 'bad-config', 'main');
   // The graphs import (the build's check passes); the custom routes it names do not exist, which only a start finds.
   const config = { dependencies: ['.'], graphs: { agent: './src/agent.ts:graph' }, http: { app: './src/nope.ts:app' } };
   writeFileSync(join(repo.path, 'langgraph.json'), JSON.stringify(config));
-  git('commit', '--quiet', '-am', 'http.app names a file that does not exist');
-  git('checkout', '--quiet', 'main');
+  git(repo.path, 'commit', '--quiet', '-am', 'http.app names a file that does not exist');
+  git(repo.path, 'checkout', '--quiet', 'main');
   dev = await startDev(join(tmp, 'data'));
   // Agents refuse the bootstrap key (it acts for every workspace): the agent is called with a key of the workspace.
   agentKey = await workspaceKey(dev.url);

@@ -3,16 +3,15 @@
 // environment. The provider is an OpenAI-compatible server this test starts (OPENAI_BASE_URL, another secret, points
 // the real client at it): it answers, and says which key it was called with. The key reaches the provider and
 // nothing else: no API answer, no log line.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import { devCli, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 
-const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 const PAGE = readFileSync(resolve(import.meta.dirname, '../../docs/real-model.md'), 'utf8');
 const KEY = `sk-test-${Date.now()}-do-not-log`;
 const ANSWER = 'Hello from the OpenAI-compatible stub';
@@ -51,25 +50,7 @@ function stubProvider(req: IncomingMessage, body: string, res: import('node:http
   res.end(`${chunk({ role: 'assistant', content: ANSWER }, null)}${chunk({}, 'stop')}data: [DONE]\n\n`);
 }
 
-function cli(args: string[], env: Record<string, string>) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      {
-        cwd: tmp,
-        env: {
-          ...process.env,
-          AGENTPLANE_URL: dev.url,
-          AGENTPLANE_API_KEY: API_KEY,
-          AGENTPLANE_TENANT: TENANT,
-          ...env,
-        },
-      },
-      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string>) => devCli(dev, args, { env, cwd: tmp });
 
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-real-model-'));

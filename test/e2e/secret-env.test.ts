@@ -5,19 +5,18 @@
 // The deployment's agent data is encrypted at rest under a key the platform keeps for it: a copy of its data folder
 // holds no run input in clear, and a workspace secret named LANGGRAPH_AES_KEY does not replace the platform's key;
 // `agentplane data-key rotate` while the platform runs, then a redeploy, leaves every live row under the new key.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client } from '@langchain/langgraph-sdk';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataKeyring } from '../../src/agent-server/storage/data-cipher.ts';
 import { makeExampleRepo, type ExampleRepo } from '../operator/helpers/example-repo.ts';
-import { API_KEY, LINKED_INSTALL, TENANT, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
+import { LINKED_INSTALL, devCli, startDev, stopDev, workspaceKey, type DevProcess } from '../dev/helpers.ts';
 
-const BIN = resolve(import.meta.dirname, '../../bin/agentplane.mjs');
 const PROBE = `// What a provider package would find: the key's digest and length, never the key.
 import { createHash } from 'node:crypto';
 import { Annotation, StateGraph } from '@langchain/langgraph';
@@ -86,26 +85,7 @@ function keyIds(): string[] {
   }
 }
 
-function cli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      {
-        cwd: tmp,
-        env: {
-          ...process.env,
-          AGENTPLANE_URL: dev.url,
-          AGENTPLANE_API_KEY: API_KEY,
-          AGENTPLANE_TENANT: TENANT,
-          ...env,
-        },
-        maxBuffer: 16 * 1024 * 1024,
-      },
-      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string>) => devCli(dev, args, { env, cwd: tmp });
 
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'ap-secret-env-'));
