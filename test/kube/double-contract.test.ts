@@ -8,7 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubectl } from '../support/helm/index.ts';
+import { kubectl, waitCrdsEstablished } from '../support/helm/index.ts';
 import { registerBuiltinKinds } from '../support/kube-apiserver/builtins.ts';
 import { seedCrdObjects } from '../support/kube-apiserver/crd-objects.ts';
 import { KubeApiServer } from '../support/kube-apiserver/server.ts';
@@ -344,13 +344,8 @@ describe.skipIf(!binaries)('the API-server double answers as the real kube-apise
   beforeAll(async () => {
     kube = await startKubeControlPlane({ binaries: binaries!, nodes: 1 });
     await kubectl(['apply', '-f', join(root, 'crds')], kube.admin.kubeconfigPath);
-    await kubectl(
-      [
-        'wait',
-        '--for=condition=Established',
-        'crd/agentdeployments.agentplane.dev',
-        'crd/agentrevisions.agentplane.dev',
-      ],
+    await waitCrdsEstablished(
+      ['agentdeployments.agentplane.dev', 'agentrevisions.agentplane.dev'],
       kube.admin.kubeconfigPath,
     );
     double = new KubeApiServer({ crdDir: join(root, 'crds'), ownerReferencesPermissionEnforcement: true });

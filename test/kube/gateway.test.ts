@@ -5,7 +5,7 @@
 // its Service, leave no Ingress, and go with the deployment (the real garbage collector, by owner reference).
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubectl } from '../support/helm/index.ts';
+import { kubectl, waitCrdsEstablished } from '../support/helm/index.ts';
 import { gatewayApiCrds, HTTPROUTE_CRD } from '../support/gateway-api.ts';
 import { startKubeControlPlane, type KubeControlPlane } from '../support/kube-control-plane.ts';
 import { BINARIES_ENV } from './global-setup.ts';
@@ -35,7 +35,7 @@ describe.skipIf(!binaries || !crds)('agents.gateway on a real Kubernetes control
     const admin = kube.admin.kubeconfigPath;
     // Server-side: the CRD is too large for client-side apply's last-applied annotation.
     await kubectl(['apply', '--server-side', '-f', join(crds!, HTTPROUTE_CRD)], admin);
-    await kubectl(['wait', '--for=condition=Established', 'crd/httproutes.gateway.networking.k8s.io'], admin);
+    await waitCrdsEstablished(['httproutes.gateway.networking.k8s.io'], admin);
     await restrictedNamespace(admin, NS);
     helmInstall(admin, NS, {
       'agents.ingress.baseDomain': BASE_DOMAIN,

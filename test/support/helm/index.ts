@@ -121,3 +121,23 @@ export function kubectl(args: string[], kubeconfig: string): Promise<string> {
     );
   });
 }
+
+/**
+ * Waits until each CustomResourceDefinition named is Established (its kinds are served). Not `kubectl wait
+ * --for=condition=Established`: kubectl 1.31 fails at once, instead of waiting, while a CRD just applied has no
+ * `.status.conditions` yet (".status.conditions accessor error: <nil>"), which a loaded machine makes likely.
+ */
+export async function waitCrdsEstablished(names: string[], kubeconfig: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const name of names) {
+    for (;;) {
+      const established = await kubectl(
+        ['get', `crd/${name}`, '-o', 'jsonpath={.status.conditions[?(@.type=="Established")].status}'],
+        kubeconfig,
+      );
+      if (established.trim() === 'True') break;
+      if (Date.now() > deadline) throw new Error(`crd/${name} not Established within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
