@@ -11,6 +11,17 @@ export { LINKED_INSTALL } from '../support/linked-install.ts';
 
 export type DevProcess = { child: ChildProcess; url: string; port: number; output: () => string };
 
+/**
+ * The agent ports of this vitest worker's dev processes: the default range (8100-8999) split between the workers
+ * (VITEST_POOL_ID, 1..3). With one range for all, a file that restarts its dev process (idle-sleep.test.ts) could find
+ * the port its deployment keeps taken meanwhile by another file's dev process, and its call answered by that platform.
+ */
+function workerAgentPorts(): string {
+  const worker = Math.max(1, Math.min(3, Number(process.env.VITEST_POOL_ID) || 1));
+  const first = 8100 + (worker - 1) * 300;
+  return `${first}-${first + 299}`;
+}
+
 export async function startDev(dataDir: string, port = 0, extraArgs: string[] = []): Promise<DevProcess> {
   const child = spawn(
     process.execPath,
@@ -25,6 +36,7 @@ export async function startDev(dataDir: string, port = 0, extraArgs: string[] = 
       'warn',
       // Its agent servers run graphs on their main thread (see startServerProcess) unless the test says otherwise.
       ...(extraArgs.includes('--agent-executor-threads') ? [] : ['--agent-executor-threads', '0']),
+      ...(extraArgs.includes('--agent-ports') ? [] : ['--agent-ports', workerAgentPorts()]),
       ...extraArgs,
     ],
     {
