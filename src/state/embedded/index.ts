@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { privateDir, privateFile } from '../../lib/private-files.ts';
 import Database from 'better-sqlite3';
 import { migrateSqlite } from '../../lib/migrations.ts';
+import { enableWal } from '../../lib/sqlite-wal.ts';
 import type { PlatformState } from '../types.ts';
 import { embeddedApiKeys } from './api-keys.ts';
 import { embeddedAuthObjects } from './auth-objects.ts';
@@ -45,7 +46,7 @@ export function openEmbeddedPlatformState(opts: EmbeddedPlatformStateOptions): P
   const db = new Database(file);
   // Waits for the lock rather than failing when another process opens or migrates the file at the same moment.
   db.pragma('busy_timeout = 5000');
-  db.pragma('journal_mode = WAL');
+  enableWal(db);
   // Freed pages are zeroed, so a value rewritten as ciphertext leaves no plaintext behind in the file.
   db.pragma('secure_delete = ON');
   migrateSqlite(db, PLATFORM_STATE_MIGRATIONS, `the control plane's store ${file}`);

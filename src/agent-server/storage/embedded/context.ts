@@ -3,6 +3,7 @@
 import type { EventEmitter } from 'node:events';
 import Database from 'better-sqlite3';
 import { NotFoundError } from '../../../lib/errors.ts';
+import { enableWal } from '../../../lib/sqlite-wal.ts';
 import { encryptedValuesFilter, isoNow, outcomeValuesText } from '../common.ts';
 import { threadErrorAfter, threadStatusAfter } from '../run-rules.ts';
 import type { JsonCodec } from '../data-cipher.ts';
@@ -102,9 +103,10 @@ const writeLocks = new WeakMap<Database.Database, WriteLock>();
 /** A connection; `lock`: the write lock this process's connections to `file` share (see write-lock.ts). */
 export function openDatabase(file: string, lock?: WriteLock): Database.Database {
   const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
+  // The lock wait first: the switch to WAL and the first reads may meet another process opening the same file.
   db.pragma('busy_timeout = 5000');
+  enableWal(db);
+  db.pragma('synchronous = NORMAL');
   if (lock) writeLocks.set(db, lock);
   return db;
 }
