@@ -17,6 +17,8 @@ let tmp: string;
 let dev: DevProcess | undefined;
 let cli = '';
 let skip: string | undefined;
+/** Attempts of the first test so far (CI retries a failed test). */
+let attempts = 0;
 
 beforeAll(async () => {
   const found = await langgraphCli();
@@ -82,6 +84,41 @@ function deploy(
   });
 }
 
+/**
+ * What the platform says about the deployment a deploy named, for a deploy that did not end in success: each
+ * revision's status and the last build and deploy log lines (with their times), and the tail of the dev process's
+ * output. A CLI still waiting at BUILDING when its time ran out tells nothing by itself about where the build stood.
+ */
+async function whereItStood(output: string): Promise<string> {
+  const id = /(?:Deployment ID: |Found existing deployment \(ID: )([0-9a-f-]{36})/.exec(output)?.[1];
+  const lines = [output];
+  if (id) {
+    const cp = api(dev!.url);
+    const revisions = (await cp.get(`/v2/deployments/${id}/revisions`)).body.resources as Record<string, any>[];
+    for (const rev of revisions ?? []) {
+      lines.push(`revision ${rev.revision_number} ${rev.id}: ${rev.status} ${rev.status_message ?? ''}`);
+      for (const type of ['build', 'deploy']) {
+        const page = (await cp.get(`/v2/deployments/${id}/revisions/${rev.id}/logs?type=${type}&limit=40&order=desc`))
+          .body.logs as { timestamp: string; message: string }[] | undefined;
+        for (const l of (page ?? []).reverse()) lines.push(`  ${type} ${l.timestamp} ${l.message}`);
+      }
+    }
+  }
+  lines.push('dev output (last 60 lines):', ...dev!.output().split('\n').slice(-60));
+  return lines.join('\n');
+}
+
+/** `langgraph deploy` that must succeed: on failure, the message says where the deployment stood. */
+async function deployed(cwd: string, args: string[]): Promise<{ code: number; output: string }> {
+  const res = await deploy(cwd, args);
+  if (res.code !== 0 || !res.output.includes('Deployment successful!')) {
+    expect.fail(
+      `langgraph deploy ${args.join(' ')} did not succeed (exit ${res.code}):\n${await whereItStood(res.output)}`,
+    );
+  }
+  return res;
+}
+
 async function greet(url: string, key: string): Promise<string> {
   const client = new Client({ apiUrl: url, apiKey: key });
   const thread = await client.threads.create();
@@ -98,9 +135,9 @@ describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', ()
     const cp = api(dev!.url);
     const key = await workspaceKey(dev!.url);
 
-    const first = await deploy(project('agent', 'Hello'), ['--remote', '--name', 'cli-agent']);
-    expect(first.output).toContain('Deployment successful!');
-    expect(first.code, first.output).toBe(0);
+    // A name of its own on each attempt: a retry starts from no deployment, as the first attempt did.
+    const name = `cli-agent-${++attempts}`;
+    const first = await deployed(project('agent', 'Hello'), ['--remote', '--name', name]);
     const id = /Deployment ID: ([0-9a-f-]{36})/.exec(first.output)![1]!;
     const dep = (await cp.get(`/v2/deployments/${id}`)).body;
     expect(dep.source).toBe('internal_source');
@@ -113,8 +150,7 @@ describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', ()
     expect([created.revision_number, created.status]).toEqual([1, 'SKIPPED']);
 
     // Same name: the CLI finds the deployment, uploads again and asks for a new revision.
-    const second = await deploy(project('agent', 'Howdy'), ['--remote', '--name', 'cli-agent']);
-    expect(second.code, second.output).toBe(0);
+    const second = await deployed(project('agent', 'Howdy'), ['--remote', '--name', name]);
     expect(second.output).toContain(`Found existing deployment (ID: ${id})`);
     const secondRev = (await cp.get(`/v2/deployments/${id}/revisions?limit=1`)).body.resources[0];
     expect(secondRev.revision_number).toBeGreaterThan(firstRev.revision_number);
@@ -125,8 +161,7 @@ describe('langgraph deploy (LangChain CLI from PyPI) against agentplane dev', ()
 
     // A third upload prunes the first revision's build folder (--keep-builds 1); rolling back to it then rebuilds
     // it from the bytes stored with it, not from anything the CLI sends.
-    const third = await deploy(project('agent', 'Hi'), ['--remote', '--name', 'cli-agent']);
-    expect(third.code, third.output).toBe(0);
+    await deployed(project('agent', 'Hi'), ['--remote', '--name', name]);
     expect(await greet(dep.url as string, key)).toContain('Hi, Ada!');
     expect((await cp.post(`/v2/deployments/${id}/revisions/${firstRev.id}/redeploy`)).status).toBe(200);
     await waitFor(
