@@ -105,10 +105,12 @@ function newRuntime(extra: Partial<ConstructorParameters<typeof LocalRuntime>[0]
   });
 }
 
+// The limit is a deadline for a build or start that hangs, not a speed check: a build's real npm ci in the sandbox took
+// over 90 s when the suite ran with 0.83 cores' worth of CPU (scripts/cpu-quota.sh), the slow hours' throughput.
 async function settle<T extends { phase: string }>(
   ask: () => Promise<T>,
   phases: string[],
-  limitMs = 90_000,
+  limitMs = 240_000,
 ): Promise<T> {
   const until = Date.now() + limitMs;
   for (;;) {
@@ -197,7 +199,7 @@ describe('local runtime isolation', () => {
     const bLog = logs.of(b0, 'build').join('\n');
     expect(bLog).not.toContain(SECRET_A);
     expect(bLog).not.toContain(ADMIN_KEY);
-  }, 120_000);
+  }, 300_000);
 
   it.skipIf(!BWRAP)(
     'keeps a sandboxed build step away from other processes, the data dir, the control plane store and other deployments',
