@@ -1,11 +1,12 @@
-// Threads of the Postgres store (a thread's runs and checkpoints go with it).
+// Threads of the Postgres store: created, read (with their latest checkpoints in one statement for GET state),
+// searched, copied with their checkpoints, their state's columns written; removal is in thread-removals.ts.
 import { ConflictError, NotFoundError } from '../../../lib/errors.ts';
 import { THREAD_HEAD_COLUMNS, THREAD_SORT, threadHeadOf } from '../common.ts';
-import { pruneBusyDetail } from '../run-rules.ts';
-import type { IfExists, Json, NewThread, PruneStrategy, ThreadQuery, ThreadStore } from '../types.ts';
+import type { IfExists, Json, NewThread, ThreadQuery, ThreadStore } from '../types.ts';
 import { checkpointSelectList, splitThreadRows } from '../read-ahead.ts';
 import type { FewerTripsPostgresSaver } from './checkpointer.ts';
-import { THREAD_COLS, type PgContext, type Q } from './context.ts';
+import { THREAD_COLS, type PgContext } from './context.ts';
+import { postgresThreadRemovals } from './thread-removals.ts';
 import { jsonbParam } from '../data-cipher.ts';
 
 /** The columns of the saver's checkpoint read, as the thread-and-checkpoints statement names them (ck_*). */
@@ -21,7 +22,7 @@ const CHECKPOINT_COLS = [
 ];
 
 export function postgresThreads(ctx: PgContext, saver: FewerTripsPostgresSaver): ThreadStore {
-  const { pool, s, named, tx, notify, requireThread, where, orderBy, codec, toThread } = ctx;
+  const { pool, s, named, tx, requireThread, where, orderBy, codec, toThread } = ctx;
 
   // GET state's reads of a thread, its latest root checkpoint and that one's parent, in one statement: a row per
   // checkpoint (at most two, newest first), each with the thread's columns but its values (ThreadHead); one row of
@@ -32,48 +33,6 @@ export function postgresThreads(ctx: PgContext, saver: FewerTripsPostgresSaver):
     ? `SELECT ${THREAD_HEAD_COLUMNS.map((c) => `t.${c}`).join(', ')}, ${checkpointSelectList(CHECKPOINT_COLS)}
       FROM ${s}.threads t LEFT JOIN ${latestTwo} ck ON true WHERE t.thread_id = $1::uuid`
     : undefined;
-
-  /** keep_latest on the threads whose checkpoint-table ids are `cpIds`, inside the open transaction. */
-  async function keepLatestIn(c: Q, cpIds: string[]): Promise<void> {
-    // The latest checkpoint of each namespace is the one PostgresSaver.getTuple loads (highest checkpoint_id);
-    // a legacy one (v < 4) keeps its parent, whose TASKS writes the saver reads as its pending sends.
-    await c.query(
-      `WITH latest AS (
-        SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id,
-          parent_checkpoint_id, checkpoint
-        FROM ${s}.checkpoints WHERE thread_id = ANY($1::text[])
-        ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC),
-      keep AS (
-        SELECT thread_id, checkpoint_ns, checkpoint_id FROM latest
-        UNION SELECT thread_id, checkpoint_ns, parent_checkpoint_id FROM latest
-          WHERE parent_checkpoint_id IS NOT NULL AND coalesce((checkpoint->>'v')::numeric, 0) < 4)
-      DELETE FROM ${s}.checkpoints c WHERE c.thread_id = ANY($1::text[]) AND NOT EXISTS (
-        SELECT 1 FROM keep k WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
-          AND k.checkpoint_id = c.checkpoint_id)`,
-      [cpIds],
-    );
-    await c.query(
-      `DELETE FROM ${s}.checkpoint_writes w WHERE w.thread_id = ANY($1::text[]) AND NOT EXISTS (
-        SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
-          AND c.checkpoint_id = w.checkpoint_id)`,
-      [cpIds],
-    );
-    // Channel values live in blobs keyed by (channel, version): those no kept checkpoint's channel_versions
-    // names are no longer read.
-    await c.query(
-      `DELETE FROM ${s}.checkpoint_blobs b WHERE b.thread_id = ANY($1::text[]) AND NOT EXISTS (
-        SELECT 1 FROM ${s}.checkpoints c WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
-          AND c.checkpoint->'channel_versions'->>b.channel = b.version)`,
-      [cpIds],
-    );
-    await c.query(
-      `UPDATE ${s}.checkpoints c SET parent_checkpoint_id = NULL WHERE c.thread_id = ANY($1::text[])
-      AND c.parent_checkpoint_id IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM ${s}.checkpoints p WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
-          AND p.checkpoint_id = c.parent_checkpoint_id)`,
-      [cpIds],
-    );
-  }
 
   return {
     async create(t: NewThread, ifExists: IfExists) {
@@ -141,96 +100,7 @@ export function postgresThreads(ctx: PgContext, saver: FewerTripsPostgresSaver):
       if (!rows[0]) throw new NotFoundError(`Thread with ID ${id} not found`);
       return toThread(rows[0]);
     },
-    async delete(id: string) {
-      await tx(async (c) => {
-        await requireThread(c, id, true);
-        const { rows } = await c.query(`DELETE FROM ${s}.runs WHERE thread_id = $1 RETURNING run_id, status`, [id]);
-        await c.query(`DELETE FROM ${s}.threads WHERE thread_id = $1`, [id]);
-        for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-          await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = $1`, [id]);
-        }
-        const ids = rows.filter((r) => r.status === 'running').map((r) => r.run_id as string);
-        // Workers holding a deleted run stop it; their finish() then finds nothing to update.
-        for (const run_id of ids) await notify(c, { type: 'cancel', run_id, action: 'interrupt' });
-        for (const r of rows) await notify(c, { type: 'run_done', run_id: r.run_id as string });
-      });
-    },
-    async prune(ids: string[], strategy: PruneStrategy) {
-      const unique = [...new Set(ids)];
-      if (!unique.length) return [];
-      return tx(async (c) => {
-        // Locked in id order (two prunes of overlapping lists never wait on each other in a cycle); a run create
-        // or claim on these threads waits for the commit.
-        const { rows } = await c.query(
-          `SELECT thread_id::text AS id FROM ${s}.threads WHERE thread_id = ANY($1::uuid[]) ORDER BY thread_id FOR UPDATE`,
-          [unique],
-        );
-        const found = rows.map((r) => r.id as string);
-        if (!found.length) return [];
-        // Checkpoint tables key threads by text: the canonical id, and the id as the request spelled it.
-        const lower = new Set(found);
-        const cpIds = [...new Set([...found, ...unique.filter((id) => lower.has(id.toLowerCase()))])];
-        if (strategy === 'delete') {
-          const { rows: runs } = await c.query(
-            `DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[]) RETURNING run_id, status`,
-            [found],
-          );
-          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [found]);
-          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [cpIds]);
-          }
-          // Workers holding a deleted run stop it; their finish() then finds nothing to update.
-          for (const r of runs.filter((x) => x.status === 'running'))
-            await notify(c, { type: 'cancel', run_id: r.run_id as string, action: 'interrupt' });
-          for (const r of runs) await notify(c, { type: 'run_done', run_id: r.run_id as string });
-          return found;
-        }
-        const { rows: busy } = await c.query(
-          `SELECT DISTINCT thread_id::text AS id FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])
-          AND status IN ('pending','running')`,
-          [found],
-        );
-        if (busy.length) {
-          const ids = new Set(busy.map((r) => r.id as string));
-          throw new ConflictError(pruneBusyDetail(found.filter((id) => ids.has(id))));
-        }
-        await keepLatestIn(c, cpIds);
-        return found;
-      });
-    },
-    async sweepExpired(limit: number) {
-      return tx(async (c) => {
-        // Rows a run is being created on are locked by that transaction and skipped: the next sweep sees them busy.
-        // A keep_latest thread already pruned at its current updated_at is left alone until it is updated again.
-        const { rows } = await c.query(
-          `SELECT thread_id, coalesce(ttl_strategy, 'delete') AS strategy FROM ${s}.threads t
-          WHERE ttl_minutes IS NOT NULL AND status <> 'busy' AND updated_at + ttl_minutes * interval '1 minute' < now()
-          AND (coalesce(ttl_strategy, 'delete') <> 'keep_latest'
-            OR ttl_pruned_updated_at IS DISTINCT FROM updated_at)
-          AND NOT EXISTS (SELECT 1 FROM ${s}.runs r WHERE r.thread_id = t.thread_id AND r.status IN ('pending','running'))
-          LIMIT $1 FOR UPDATE SKIP LOCKED`,
-          [limit],
-        );
-        const pruned = rows.filter((r) => r.strategy === 'keep_latest').map((r) => r.thread_id as string);
-        const deleted = rows.filter((r) => r.strategy !== 'keep_latest').map((r) => r.thread_id as string);
-        if (pruned.length) {
-          await keepLatestIn(c, pruned);
-          await c.query(
-            `UPDATE ${s}.threads SET ttl_pruned_updated_at = updated_at WHERE thread_id = ANY($1::uuid[])`,
-            [pruned],
-          );
-        }
-        if (deleted.length) {
-          const ids = deleted;
-          await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])`, [ids]);
-          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
-          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [ids]);
-          }
-        }
-        return { deleted, pruned };
-      });
-    },
+    ...postgresThreadRemovals(ctx),
     async search(q: ThreadQuery) {
       const params: unknown[] = [];
       const w = where('t', q, params);
