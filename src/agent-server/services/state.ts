@@ -1,15 +1,14 @@
 // Thread state outside runs: reads of a thread's (or a subgraph's) checkpoints, the single state update, history,
-// and the bookkeeping after a write (the thread's record, the thread stream's state_update event).
+// and the bookkeeping after a write (the thread's record, the thread stream's state_update event). The checks and
+// refusals they share are in state-checks.ts.
 import { randomUUID } from 'node:crypto';
-import { BadRequestError, ConflictError, NotFoundError } from '../../lib/errors.ts';
+import { BadRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { PregelLike, StateSnapshotLike } from '../graphs/index.ts';
 import {
   EMPTY_STATE,
   checkpointConfigurable,
-  checkpointNsProblem,
   interruptsOf,
   readThreadState,
-  subgraphPath,
   toApiState,
   type ApiThreadState,
   type CheckpointSelector,
@@ -19,6 +18,13 @@ import type { Json, Thread, ThreadHead } from '../storage/types.ts';
 import { publishStateUpdate } from '../streams/thread-events.ts';
 import type { AssistantService } from './assistants.ts';
 import { threadNotFound, type ServiceDeps } from './context.ts';
+import {
+  assertNotBusy,
+  isSubgraphNotFound,
+  namespaceNotFound,
+  namespaceOf,
+  subgraphCheckpointNotFound,
+} from './state-checks.ts';
 import type { ThreadService } from './threads.ts';
 
 export type StateService = ReturnType<typeof createStateService>;
@@ -65,60 +71,6 @@ export function createStateService({
     return graphForThread(graphId, thread);
   }
 
-  /** The namespace a request's checkpoint names ('' for the root graph), refused with 400 when malformed. */
-  function namespaceOf(sel: CheckpointSelector | null | undefined): string {
-    const ns = sel?.checkpoint_ns ?? '';
-    const problem = ns ? checkpointNsProblem(ns) : null;
-    if (problem) throw new BadRequestError(problem);
-    return ns;
-  }
-
-  /** Whether a namespace's subgraph path is one of the graph's declared subgraphs (undefined: cannot tell). */
-  async function declaresSubgraph(graph: PregelLike, ns: string): Promise<boolean | undefined> {
-    if (!graph.getSubgraphsAsync) return undefined;
-    const path = subgraphPath(ns);
-    try {
-      for await (const [name] of graph.getSubgraphsAsync(path, true)) if (name === path) return true;
-    } catch {
-      return undefined;
-    }
-    return false;
-  }
-
-  /** 404 for a subgraph namespace with no checkpoint on the thread, saying whether the graph has such a subgraph. */
-  async function namespaceNotFound(graph: PregelLike | null, threadId: string, ns: string): Promise<NotFoundError> {
-    const shown = ns.length > 200 ? `${ns.slice(0, 200)}...` : ns;
-    if (graph && (await declaresSubgraph(graph, ns)) === false) {
-      return new NotFoundError(
-        `Subgraph "${subgraphPath(shown)}" not found: checkpoint_ns "${shown}" names no subgraph of the thread's graph`,
-      );
-    }
-    return new NotFoundError(`No checkpoint found in namespace "${shown}" of thread ${threadId}`);
-  }
-
-  /**
-   * The 404 for a subgraph checkpoint that could not be read: the namespace's when it has no checkpoint at all
-   * (or names no subgraph), the checkpoint id's when only that one is missing from it.
-   */
-  async function subgraphCheckpointNotFound(
-    graph: PregelLike,
-    threadId: string,
-    sel: CheckpointSelector | null | undefined,
-    ns: string,
-    checkpointId: string | null | undefined,
-  ): Promise<NotFoundError> {
-    if (checkpointId) {
-      const latest = await readThreadState(graph, threadId, { ...sel, checkpoint_id: null }).catch(() => EMPTY_STATE);
-      if (latest.checkpoint_id) return new NotFoundError(`Checkpoint ${checkpointId} not found in namespace "${ns}"`);
-    }
-    return namespaceNotFound(graph, threadId, ns);
-  }
-
-  /** LangGraph's own refusal of a namespace naming no subgraph (whichever version's wording) as a 404. */
-  function isSubgraphNotFound(err: unknown): boolean {
-    return err instanceof Error && /subgraph\b.*\bnot found/i.test(err.message);
-  }
-
   /**
    * A thread's state: the latest root graph checkpoint, the one a checkpoint id names, or, for a checkpoint with
    * a subgraph's checkpoint_ns, that subgraph's (latest or named) checkpoint as LangGraph reads it.
@@ -158,15 +110,6 @@ export function createStateService({
     if (ns && !state.checkpoint_id) throw await subgraphCheckpointNotFound(graph, threadId, sel, ns, checkpointId);
     if (checkpointId && !state.checkpoint_id) throw new NotFoundError(`Checkpoint ${checkpointId} not found`);
     return state;
-  }
-
-  /** A thread's state may be written only with no run in flight on it (a run writes checkpoints of its own). */
-  function assertNotBusy(thread: Thread): void {
-    if (thread.status === 'busy') {
-      throw new ConflictError(
-        `Thread ${thread.thread_id} is busy: a run is in flight; wait for it to finish before updating the state`,
-      );
-    }
   }
 
   /** The thread, when its state may be written now (assertNotBusy). */
