@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { buildApp } from '../../../src/agent-server/app.ts';
 import { loadGraphs } from '../../../src/agent-server/graphs/index.ts';
-import { MAX_SUBSCRIPTIONS } from '../../../src/agent-server/routes/protocol.ts';
+import { MAX_SUBSCRIPTIONS } from '../../../src/agent-server/routes/protocol-socket.ts';
 import { RunEngine } from '../../../src/agent-server/runs/engine.ts';
 import { ensureSystemAssistants } from '../../../src/agent-server/server.ts';
 import { openEmbeddedStorage } from '../../../src/agent-server/storage/embedded/index.ts';
