@@ -11,7 +11,7 @@ import { installLeanRunContext } from '../shims/lean-run-context.ts';
 import { useObjectEnv } from '../shims/thread-env.ts';
 import { usePooledRandomValues } from '../shims/thread-random.ts';
 import { InlineExecutor, type ExecResult } from './executor.ts';
-import type { ToWorker, FromWorker, WorkerInit } from './thread-executor.ts';
+import type { ToWorker, FromWorker, WorkerInit } from './executor-slots.ts';
 
 const port = parentPort!;
 const init = workerData as WorkerInit;

@@ -3,74 +3,19 @@
 // checkpointer connection (executor-worker.ts); a run goes to the thread with the fewest runs. Events and
 // outcomes come back as plain JSON, which is what the API sends anyway. Threads start with the first run and
 // load in the background: until one is ready (about a second), runs execute on the engine's thread through the
-// inline executor, so a fresh server answers and runs at once.
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
-import { packagePath } from '../../lib/package-root.ts';
-import { bundleDir } from '../../lib/typescript-imports.ts';
+// inline executor, so a fresh server answers and runs at once. A thread's own start and ends are in executor-slots.ts.
 import type { Logger } from '../../lib/logger.ts';
-import type { PlatformWorkerEnv } from '../platform/index.ts';
-import { WriteLock } from '../storage/embedded/write-lock.ts';
-import type { CheckpointerSource } from '../storage/types.ts';
 import type { ExecRequest, ExecResult, RunExecutor } from './executor.ts';
+import {
+  closeSlot,
+  releaseSlot,
+  spawnSlot,
+  type FromWorker,
+  type Slot,
+  type ThreadExecutorInit,
+  type ToWorker,
+} from './executor-slots.ts';
 import { releaseRunContext } from '../shims/lean-run-context.ts';
-
-export interface WorkerInit {
-  index: number;
-  configPath: string;
-  source: CheckpointerSource;
-  poolSize: number;
-  /** The platform environment graph code gets (logger level, loopback URL, internal-call token). */
-  platform?: PlatformWorkerEnv;
-}
-
-/** Options of ThreadExecutor.start; `platform` is read when a thread starts (the URL is known once listening). */
-export type ThreadExecutorInit = Omit<WorkerInit, 'index' | 'platform'> & {
-  platform?: () => PlatformWorkerEnv;
-  /** Each thread's V8 young generation in MiB (--executor-young-mb); 0 or absent: V8's own. */
-  youngMb?: number;
-  /**
-   * Threads end after this long without a run (--executor-idle-secs), giving their heaps back; the next run starts
-   * them again (executing inline meanwhile). 0 or absent: they stay.
-   */
-  idleReleaseMs?: number;
-};
-
-export type ToWorker =
-  /** `forget`: runs to forget first (ThreadExecutor.forget's, carried by the next message instead of one each). */
-  | { type: 'execute'; req: ExecRequest; forget?: string[] }
-  | { type: 'abort'; runId: string; reason: string }
-  | { type: 'discard'; runId: string }
-  | { type: 'settle'; runId: string; seq: number }
-  | { type: 'forget'; runIds: string[] }
-  | { type: 'close' };
-
-export type FromWorker =
-  | { type: 'ready' }
-  | { type: 'failed'; message: string }
-  | { type: 'event'; runId: string; event: string; json: string }
-  | { type: 'result'; runId: string; result: ExecResult }
-  | { type: 'settled'; seq: number }
-  | { type: 'closed' }
-  /** Messages of one event-loop turn of the thread, in order. */
-  | { type: 'batch'; items: FromWorker[] };
-
-interface Slot {
-  index: number;
-  worker: Worker;
-  running: number;
-  ready: boolean;
-  exited: boolean;
-  /** Could not start at all: not replaced (it would fail again). */
-  failed?: boolean;
-  /** Ended for being idle: not replaced; the next run starts a new one. */
-  released?: boolean;
-  started: Promise<void>;
-  /** Runs forgotten since the last message to the thread: they go with the next one (or after FORGET_AFTER_MS). */
-  forgotten: string[];
-  forgetTimer?: NodeJS.Timeout;
-}
 
 interface Pending {
   slot: Slot;
@@ -81,23 +26,6 @@ interface Pending {
 
 /** How long forgotten runs may wait for a message to ride on before they are sent on their own. */
 const FORGET_AFTER_MS = 100;
-
-/**
- * From the bundle, the thread runs the bundle's entry: our modules then load without tsx's hooks, which every module
- * loaded through them pays for (tsx is registered in the thread only for the users' graphs). From the sources, the
- * .mjs entry registers tsx and loads the TypeScript.
- */
-function entry(): URL {
-  const bundle = bundleDir();
-  return pathToFileURL(
-    bundle ? join(bundle, 'executor-worker.js') : packagePath('src/agent-server/runs/executor-worker.mjs'),
-  );
-}
-
-/** A server started with --cpu-prof (bench/agent-server.ts --profile) profiles its executor threads too. */
-function profilerArgs(): string[] {
-  return process.execArgv.filter((a) => /^--cpu-prof(?:$|-dir=|-interval=)/.test(a));
-}
 
 export class ThreadExecutor implements RunExecutor {
   private readonly slots: Slot[] = [];
@@ -157,15 +85,7 @@ export class ThreadExecutor implements RunExecutor {
     const slots = this.slots.filter((s) => s && !s.exited && !s.released);
     if (!slots.length) return;
     this.spawned = false;
-    for (const slot of slots) {
-      slot.released = true;
-      if (slot.ready) this.post(slot, { type: 'close' });
-      // Closed (its checkpointer connection ended), then the isolate goes, or at once while it still loads.
-      const grace = slot.ready ? 5_000 : 0;
-      const timer = setTimeout(() => void slot.worker.terminate(), grace);
-      timer.unref();
-      slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && void slot.worker.terminate());
-    }
+    for (const slot of slots) releaseSlot(slot, (sl, m) => this.post(sl, m));
     this.logger.info({ executor_threads: slots.length }, 'executor threads idle: ended until the next run');
   }
 
@@ -176,60 +96,9 @@ export class ThreadExecutor implements RunExecutor {
   }
 
   private spawn(index: number): void {
-    // No inherited preloads (--import): they are meant for the process (e.g. the local runtime's parent watch,
-    // which exits when stdin ends, and a worker's stdin is always at its end); the thread registers tsx itself.
-    const { platform, youngMb, ...init } = this.init;
-    const workerData: WorkerInit = { ...init, index, ...(platform ? { platform: platform() } : {}) };
-    const worker = new Worker(entry(), {
-      workerData,
-      execArgv: profilerArgs(),
-      ...(youngMb ? { resourceLimits: { maxYoungGenerationSizeMb: youngMb } } : {}),
-    });
-    let started!: () => void;
-    const slot: Slot = {
-      index,
-      worker,
-      running: 0,
-      ready: false,
-      exited: false,
-      started: new Promise<void>((r) => (started = r)),
-      forgotten: [],
-    };
-    this.slots[index] = slot;
-    worker.on('message', (m: FromWorker) => {
-      if (m.type === 'ready') {
-        slot.ready = true;
-        started();
-        // The heap sizes the thread's isolate got (--executor-young-mb), as V8 reports them.
-        const limits = worker.resourceLimits;
-        this.logger.debug(
-          {
-            executor_thread: index,
-            young_generation_mb: limits?.maxYoungGenerationSizeMb,
-            old_generation_mb: limits?.maxOldGenerationSizeMb,
-          },
-          'executor thread ready',
-        );
-      } else if (m.type === 'failed') {
-        // It could not load the graphs or open the checkpointer: runs stay on the inline executor.
-        this.logger.error({ executor_thread: index, reason: m.message }, 'executor thread could not start');
-        slot.failed = true;
-        started();
-        void worker.terminate();
-      } else this.onMessage(slot, m);
-    });
-    worker.on('error', (err) => this.logger.error({ err, executor_thread: index }, 'executor thread failed'));
-    const workerThreadId = worker.threadId;
-    worker.on('exit', (code) => {
-      // Ended inside a write transaction (terminated, or out of memory): the file's lock must not stay with it.
-      if (this.init.source.kind === 'embedded' && this.init.source.writeLock) {
-        WriteLock.releaseHeldBy(this.init.source.writeLock, workerThreadId);
-      }
-      slot.exited = true;
-      clearTimeout(slot.forgetTimer);
-      slot.forgotten = [];
-      started();
-      this.onExit(slot, code);
+    this.slots[index] = spawnSlot(index, this.init, this.logger, {
+      message: (slot, m) => this.onMessage(slot, m),
+      exit: (slot, code) => this.onExit(slot, code),
     });
   }
 
@@ -346,30 +215,7 @@ export class ThreadExecutor implements RunExecutor {
   async close(): Promise<void> {
     this.closing = true;
     clearTimeout(this.idleTimer);
-    await Promise.all(
-      this.slots.map(async (slot) => {
-        if (!slot || slot.exited) return;
-        if (slot.released) {
-          await slot.worker.terminate();
-          return;
-        }
-        // Still loading the graphs: nothing to finish or close there (a server stopped right after its start,
-        // like the local runtime's preflight, must not wait for the load).
-        if (!slot.ready) {
-          await slot.worker.terminate();
-          return;
-        }
-        const exited = new Promise<void>((r) => slot.worker.once('exit', () => r()));
-        const closed = new Promise<void>((r) =>
-          slot.worker.on('message', (m: FromWorker) => m.type === 'closed' && r()),
-        );
-        this.post(slot, { type: 'close' });
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([closed, exited, new Promise((r) => (timer = setTimeout(r, 5_000)))]);
-        clearTimeout(timer);
-        await slot.worker.terminate();
-      }),
-    );
+    await Promise.all(this.slots.map((slot) => slot && closeSlot(slot, (sl, m) => this.post(sl, m))));
     await this.inline.close();
   }
 
