@@ -1,23 +1,17 @@
 // The run engine of one process: up to `concurrency` runs at once, over the store's run queue, which it alone holds
 // (the services create runs through createRun). A storage wake-up (run created, run finished) makes it claim
 // immediately; a slow safety timer sweeps dead workers' runs and catches missed notifications. Each claimed run
-// holds a lease it renews while the graph executes.
+// holds a lease it renews while the graph executes (run-upkeep.ts: the leases and the safety sweep).
 import { randomUUID } from 'node:crypto';
 import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
 import { isConnectionError } from '../../lib/connection-errors.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { GraphRegistry } from '../graphs/index.ts';
-import { MAX_ATTEMPTS, type EngineStorage, type RunQueue } from '../storage/ports/run-queue.ts';
-import {
-  TERMINAL_RUN_STATUSES,
-  type CancelAction,
-  type NewRun,
-  type RunOutcome,
-  type RunRecord,
-  type StorageEvent,
-} from '../storage/types.ts';
+import type { EngineStorage, RunQueue } from '../storage/ports/run-queue.ts';
+import type { CancelAction, NewRun, RunOutcome, RunRecord, StorageEvent } from '../storage/types.ts';
 import { RunCheckpointer } from './checkpointer.ts';
 import { RunWaiters } from './run-waiters.ts';
+import { RunUpkeep } from './run-upkeep.ts';
 import { CancelledError, runAttempt, type ActiveRun, type AttemptHost } from './attempt.ts';
 import { InlineExecutor, type RunExecutor } from './executor.ts';
 import type { FeedbackEvent } from '../streams/feedback.ts';
@@ -64,7 +58,7 @@ export class RunEngine {
   private claiming = false;
   private again = false;
   private stopping = false;
-  private timers: NodeJS.Timeout[] = [];
+  private readonly upkeep: RunUpkeep;
   private unsubscribe: (() => void) | null = null;
   private readonly leaseMs: number;
 
@@ -91,6 +85,12 @@ export class RunEngine {
       outageReleases: this.outageReleases,
       waiters: this.waiters,
     };
+    this.upkeep = new RunUpkeep({
+      ...this.attemptHost,
+      active: this.active,
+      cancelLocal: (id, action) => this.cancelLocal(id, action),
+      pump: () => this.pump(),
+    });
   }
 
   get runningCount(): number {
@@ -104,19 +104,16 @@ export class RunEngine {
 
   async start(): Promise<void> {
     this.listen();
-    await this.safetyTick();
+    await this.upkeep.sweep();
     const heartbeat = this.opts.heartbeatMs ?? Math.max(Math.floor(this.leaseMs / 3), 10);
-    this.timers.push(setInterval(() => void this.heartbeat(), heartbeat));
-    this.timers.push(setInterval(() => void this.safetyTick(), this.opts.sweepMs ?? 5_000));
-    for (const t of this.timers) t.unref();
+    this.upkeep.start(heartbeat, this.opts.sweepMs ?? 5_000);
     this.pump();
   }
 
   /** Stops claiming, waits up to graceMs for running runs, then gives the rest back to the queue. */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
-    for (const t of this.timers) clearInterval(t);
-    this.timers = [];
+    this.upkeep.stop();
     const all = Promise.all([...this.active.values()].map((a) => a.done));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
@@ -125,9 +122,7 @@ export class RunEngine {
     if (left.length) {
       this.opts.logger.warn({ runs: left }, 'shutdown grace period over: returning runs to the queue');
       for (const a of this.active.values()) a.controller.abort(new CancelledError('server shutting down'));
-      await this.queue
-        .release(this.workerId, left)
-        .catch((err) => this.opts.logger.error({ err }, 'could not release runs; the sweeper will requeue them'));
+      await this.upkeep.giveBack(left);
       this.active.clear();
     }
     this.unsubscribe?.();
@@ -150,12 +145,7 @@ export class RunEngine {
   }
 
   private async enqueue(newRun: NewRun): Promise<RunRecord> {
-    const free =
-      !this.stopping &&
-      !!this.unsubscribe &&
-      this.timers.length > 0 &&
-      this.active.size + this.reserved < this.opts.concurrency;
-    if (!free) return this.waiters.noteQueued(await this.queue.create(newRun));
+    if (!this.hasFreeSlot()) return this.waiters.noteQueued(await this.queue.create(newRun));
     // A wake-up that came while the slot was held may have found no room: unless the slot went to the new run,
     // look again once it is given back (also when the create failed).
     this.reserved++;
@@ -248,13 +238,19 @@ export class RunEngine {
     a.controller.abort(new CancelledError(`run cancelled (${action})`));
   }
 
+  /** Whether this process takes runs now (started, not stopping) and has a slot for one more. */
+  private hasFreeSlot(): boolean {
+    const started = !!this.unsubscribe && this.upkeep.running;
+    return started && !this.stopping && this.active.size + this.reserved < this.opts.concurrency;
+  }
+
   private pump(): void {
-    if (this.stopping || !this.unsubscribe || this.timers.length === 0) return;
+    if (this.stopping || !this.unsubscribe || !this.upkeep.running) return;
     if (this.claiming) {
       this.again = true;
       return;
     }
-    if (this.active.size + this.reserved >= this.opts.concurrency) return;
+    if (!this.hasFreeSlot()) return;
     this.claiming = true;
     void this.claimLoop().finally(() => {
       this.claiming = false;
@@ -266,7 +262,7 @@ export class RunEngine {
   }
 
   private async claimLoop(): Promise<void> {
-    while (!this.stopping && this.active.size + this.reserved < this.opts.concurrency) {
+    while (this.hasFreeSlot()) {
       let run: RunRecord | null;
       try {
         run = await this.queue.claim(this.workerId, this.leaseMs);
@@ -304,60 +300,9 @@ export class RunEngine {
         const next = entry.next;
         if (next && this.stopping) {
           // Claimed as stopping began: back to the queue for another process (or the next start).
-          void this.queue
-            .release(this.workerId, [next.run_id])
-            .catch((err) => this.opts.logger.error({ err }, 'could not release a run; the sweeper will requeue it'));
+          void this.upkeep.giveBack([next.run_id]);
         } else if (next) this.launch(next);
         this.pump();
       });
-  }
-
-  private async heartbeat(): Promise<void> {
-    const ids = [...this.active.keys()];
-    if (!ids.length) return;
-    try {
-      const held = new Set(await this.queue.heartbeat(this.workerId, ids, this.leaseMs));
-      for (const id of ids) {
-        const a = this.active.get(id);
-        // The lease went to someone else (we were too slow): stop without writing a result.
-        if (a && !held.has(id) && !a.cancel) {
-          this.opts.logger.warn({ run_id: id }, 'lease lost; stopping the run here');
-          a.cancel = 'interrupt';
-          a.controller.abort(new CancelledError('lease lost'));
-        }
-      }
-    } catch (err) {
-      this.opts.logger.warn({ err }, 'heartbeat failed');
-    }
-  }
-
-  private async sweptRunFinished(runId: string): Promise<void> {
-    const run = await this.opts.storage.runs.getById(runId).catch(() => null);
-    if (!run || !TERMINAL_RUN_STATUSES.has(run.status)) return; // rolled back (deleted) or requeued since
-    try {
-      this.opts.onRunFinished?.(run, { status: run.status as RunOutcome['status'], error: run.error });
-    } catch (err) {
-      this.opts.logger.warn({ err, run_id: runId }, 'run-finished hook failed');
-    }
-  }
-
-  private async safetyTick(): Promise<void> {
-    this.waiters.prune();
-    try {
-      // Our own runs' leases first: after the event loop was held up past a lease, this process's sweep must not
-      // requeue a run it is still executing (another process's sweep may, and the heartbeat then stops it here).
-      await this.heartbeat();
-      const swept = await this.queue.sweep(MAX_ATTEMPTS);
-      if (swept.requeued.length || swept.failed.length) {
-        this.opts.logger.warn(swept, 'requeued or ended runs whose worker stopped responding');
-      }
-      // Runs this sweep ended (their worker is gone) get their run-finished notice here, once.
-      if (this.opts.onRunFinished) for (const id of swept.failed) void this.sweptRunFinished(id);
-      const requests = await this.queue.cancelRequests([...this.active.keys()]);
-      for (const [id, action] of requests) this.cancelLocal(id, action);
-    } catch (err) {
-      this.opts.logger.warn({ err }, 'safety sweep failed');
-    }
-    this.pump();
   }
 }
