@@ -30,8 +30,10 @@ const CHECKS = [
     name: 'prettier --check',
     args: [bin('prettier', 'prettier'), '--check', '--log-level', 'warn', '**/*.{ts,tsx,mjs,js,css}'],
   },
-  { name: 'tsc --noEmit', args: [bin('typescript', 'tsc'), '--noEmit'] },
-  { name: 'tsc --noEmit -p console', args: [bin('typescript', 'tsc'), '--noEmit', '-p', 'console'] },
+  // TypeScript 7 (the native compiler, installed as typescript-native) checks types in a third of 5.9's CPU; 5.9 stays
+  // the `typescript` package, whose JavaScript API typescript-eslint, knip and the agent server's type reader use.
+  { name: 'tsc --noEmit', args: [bin('typescript-native', 'tsc'), '--noEmit'] },
+  { name: 'tsc --noEmit -p console', args: [bin('typescript-native', 'tsc'), '--noEmit', '-p', 'console'] },
   { name: 'test layout', args: ['--import', 'tsx', path.join(import.meta.dirname, 'test-layout.ts')] },
   { name: 'knip', args: [bin('knip', 'knip'), '--include', 'exports,files', '--no-progress'] },
   {
