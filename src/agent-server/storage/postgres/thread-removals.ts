@@ -51,19 +51,33 @@ export function postgresThreadRemovals(ctx: PgContext): Pick<ThreadStore, 'delet
     );
   }
 
+  /**
+   * Deletes threads (uuid `ids`), their runs and their checkpoints (`cpIds`: the checkpoint tables key threads by
+   * text), inside the open transaction; returns the deleted runs.
+   */
+  async function dropThreads(c: Q, ids: string[], cpIds: string[]): Promise<{ run_id: string; status: string }[]> {
+    const { rows } = await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[]) RETURNING run_id, status`, [
+      ids,
+    ]);
+    await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
+    for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
+      await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [cpIds]);
+    }
+    return rows as { run_id: string; status: string }[];
+  }
+
+  /** Workers holding a deleted run stop it (their finish() then finds nothing to update); its joiners are told. */
+  async function stopDeleted(c: Q, runs: { run_id: string; status: string }[]): Promise<void> {
+    for (const r of runs.filter((x) => x.status === 'running'))
+      await notify(c, { type: 'cancel', run_id: r.run_id, action: 'interrupt' });
+    for (const r of runs) await notify(c, { type: 'run_done', run_id: r.run_id });
+  }
+
   return {
     async delete(id: string) {
       await tx(async (c) => {
         await requireThread(c, id, true);
-        const { rows } = await c.query(`DELETE FROM ${s}.runs WHERE thread_id = $1 RETURNING run_id, status`, [id]);
-        await c.query(`DELETE FROM ${s}.threads WHERE thread_id = $1`, [id]);
-        for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-          await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = $1`, [id]);
-        }
-        const ids = rows.filter((r) => r.status === 'running').map((r) => r.run_id as string);
-        // Workers holding a deleted run stop it; their finish() then finds nothing to update.
-        for (const run_id of ids) await notify(c, { type: 'cancel', run_id, action: 'interrupt' });
-        for (const r of rows) await notify(c, { type: 'run_done', run_id: r.run_id as string });
+        await stopDeleted(c, await dropThreads(c, [id], [id]));
       });
     },
     async prune(ids: string[], strategy: PruneStrategy) {
@@ -82,18 +96,7 @@ export function postgresThreadRemovals(ctx: PgContext): Pick<ThreadStore, 'delet
         const lower = new Set(found);
         const cpIds = [...new Set([...found, ...unique.filter((id) => lower.has(id.toLowerCase()))])];
         if (strategy === 'delete') {
-          const { rows: runs } = await c.query(
-            `DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[]) RETURNING run_id, status`,
-            [found],
-          );
-          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [found]);
-          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [cpIds]);
-          }
-          // Workers holding a deleted run stop it; their finish() then finds nothing to update.
-          for (const r of runs.filter((x) => x.status === 'running'))
-            await notify(c, { type: 'cancel', run_id: r.run_id as string, action: 'interrupt' });
-          for (const r of runs) await notify(c, { type: 'run_done', run_id: r.run_id as string });
+          await stopDeleted(c, await dropThreads(c, found, cpIds));
           return found;
         }
         const { rows: busy } = await c.query(
@@ -131,14 +134,8 @@ export function postgresThreadRemovals(ctx: PgContext): Pick<ThreadStore, 'delet
             [pruned],
           );
         }
-        if (deleted.length) {
-          const ids = deleted;
-          await c.query(`DELETE FROM ${s}.runs WHERE thread_id = ANY($1::uuid[])`, [ids]);
-          await c.query(`DELETE FROM ${s}.threads WHERE thread_id = ANY($1::uuid[])`, [ids]);
-          for (const t of ['checkpoint_writes', 'checkpoint_blobs', 'checkpoints']) {
-            await c.query(`DELETE FROM ${s}.${t} WHERE thread_id = ANY($1::text[])`, [ids]);
-          }
-        }
+        // Threads with a pending or running run are not selected: no worker or joiner needs telling.
+        if (deleted.length) await dropThreads(c, deleted, deleted);
         return { deleted, pruned };
       });
     },
